@@ -1,0 +1,34 @@
+# Baton: `make run` starts the bot, `make test` runs every test. Both create .venv when missing.
+PY ?= python3.11
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+
+.PHONY: run test lint bench lock clean
+
+$(STAMP): requirements.lock pyproject.toml
+	@command -v $(PY) >/dev/null 2>&1 || { echo "Baton needs Python 3.11 ($(PY) not found); set PY=/path/to/python3.11"; exit 1; }
+	@test -x $(BIN)/python || $(PY) -m venv $(VENV)
+	$(BIN)/pip install --quiet --disable-pip-version-check -r requirements.lock
+	$(BIN)/pip install --quiet --disable-pip-version-check --no-deps -e .
+	@touch $(STAMP)
+
+run: $(STAMP)
+	$(BIN)/baton run
+
+test: $(STAMP)
+	$(BIN)/python -m pytest -n 2 -q $(ARGS)
+
+lint: $(STAMP)
+	$(BIN)/ruff check core bot adapters tests bench
+	$(BIN)/mypy
+
+bench: $(STAMP)
+	$(BIN)/python -m bench $(ARGS)
+
+lock:
+	$(PY) -m venv /tmp/baton-lock && /tmp/baton-lock/bin/pip install -q -r requirements.in \
+	  && /tmp/baton-lock/bin/pip freeze --exclude-editable | sed '1i # Exact pins resolved from requirements.in (`make lock`). Python 3.11.' > requirements.lock
+
+clean:
+	rm -rf $(VENV) .baton .pytest_cache

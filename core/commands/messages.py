@@ -1,0 +1,63 @@
+"""The platform-neutral conversation: what comes in (`ChatMessage`) and what goes out (`Reply`).
+
+An adapter turns a platform event into a `ChatMessage`, calls
+`core.commands.handler.Handler.handle(message)`, and sends each `Reply` it gets back
+(rendered with `core.render.render(reply, platform)`). Replies about background work
+(progress, completion, a gate waiting) arrive later through the `Outbox` the adapter
+registered for its platform.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass(frozen=True, slots=True)
+class Attachment:
+    name: str
+    url: str | None = None
+    content: bytes | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ChatMessage:
+    platform: str  # "console" | "slack" | "discord"
+    conversation: str  # channel / DM id
+    user: str  # immutable platform user id (never a display name)
+    text: str  # for commands: everything after `/workflow`
+    event_id: str  # the platform's id for this event; duplicates are processed once
+    thread: str | None = None  # thread id (Slack thread_ts, Discord thread channel id)
+    is_command: bool = True  # a slash command or button click; False for a plain chat reply
+    direct: bool = False  # a direct conversation with the bot (the console is one)
+    mentions_bot: bool = False
+    user_name: str | None = None  # display only; never used to authorize
+    attachments: tuple[Attachment, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Button:
+    label: str
+    command: str  # the exact `/workflow …` text (without the leading `/workflow `) it runs
+    style: str | None = None  # "primary" | "danger" | None
+    action: str = ""  # a short stable name, e.g. "resume", "abandon", "force", "approve"
+
+
+@dataclass(frozen=True, slots=True)
+class Reply:
+    kind: str  # template name: templates/<platform>/<kind>.j2
+    data: Mapping[str, Any] = field(default_factory=dict)
+    buttons: tuple[Button, ...] = ()
+    run_id: str | None = None
+    run_status: str | None = None  # the run's status when this reply was made
+    platform: str | None = None
+    conversation: str | None = None
+    thread: str | None = None  # where to post; None: where the message came from
+    replace_key: str | None = None  # edit the message last sent with this key instead of posting
+    starts_thread: bool = False  # the adapter should report the posted message's id as the run's thread
+    ephemeral: bool = False  # only the asking user should see it (refusals, help)
+    is_error: bool = False
+
+
+Outbox = Callable[[Reply], Awaitable[None]]

@@ -1,0 +1,112 @@
+"""Baton's settings, read from `BATON_*` environment variables (and `.env`).
+
+Only the entry point (`bot/`) builds a `Settings`; everything else receives the values
+it needs. A wrong value fails at start with one line naming the variable
+(`bot.main.load_settings`).
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, Field, SecretStr, field_validator
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
+
+
+def _split_list(value: Any) -> Any:
+    """Accept a JSON list, or a comma/`os.pathsep` separated string."""
+    if isinstance(value, str):
+        text = value.strip()
+        if text.startswith("["):
+            import json
+
+            return json.loads(text)
+        seps = [",", os.pathsep]
+        for sep in seps:
+            text = text.replace(sep, "\x00")
+        return [part.strip() for part in text.split("\x00") if part.strip()]
+    return value
+
+
+class Access(BaseModel):
+    """Who may do what, by immutable user id qualified with the platform
+    (`slack:U024BE7LH`, `discord:80351110224678912`, `console:ana`). `*` means anyone.
+
+    `run` and `approve` map a workflow name (or `*`) to the user ids allowed.
+    An empty `Access()` (the default) lets everyone run and approve: right for the console,
+    to be narrowed for a team.
+    """
+
+    admins: list[str] = Field(default_factory=list)
+    run: dict[str, list[str]] = Field(default_factory=lambda: {"*": ["*"]})
+    approve: dict[str, list[str]] = Field(default_factory=lambda: {"*": ["*"]})
+    approver_not_requester: bool = False
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(
+        env_prefix="BATON_", env_file=".env", env_file_encoding="utf-8", extra="ignore"
+    )
+
+    # storage and discovery
+    database_url: str = "sqlite:///./.baton/baton.db"
+    workflow_dirs: Annotated[list[Path], NoDecode] = Field(default_factory=lambda: [Path("workflows")])
+    data_dir: Path = Path(".baton")  # run working directories, artifacts
+    log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
+
+    # engine
+    max_parallel: int = Field(default=4, ge=1, le=256)
+    lease_seconds: float = Field(default=15.0, gt=0)
+    replica_id: str = Field(default_factory=socket.gethostname)
+    # python module names or .py paths whose @tool functions are registered
+    tool_modules: Annotated[list[str], NoDecode] = Field(default_factory=lambda: ["workflows/tools.py"])
+    executor: Literal["local", "procrastinate"] = "local"
+
+    # prompt providers
+    prompt_provider: Literal["fake", "command", "openai"] = "fake"
+    prompt_command: str | None = None  # e.g. "claude -p" / "llm -m gpt-4o"; prompt on stdin
+    openai_base_url: str = "https://api.openai.com/v1"
+    openai_model: str = "gpt-4o-mini"
+    openai_api_key: SecretStr | None = None
+
+    # access control
+    access: Access = Field(default_factory=Access)
+
+    # Slack
+    slack_bot_token: SecretStr | None = None
+    slack_app_token: SecretStr | None = None  # set: Socket Mode
+    slack_signing_secret: SecretStr | None = None  # set without app token: HTTP mode
+    slack_port: int = 3000
+
+    # Discord
+    discord_token: SecretStr | None = None
+    discord_guild_id: int | None = None
+
+    @field_validator("workflow_dirs", "tool_modules", mode="before")
+    @classmethod
+    def _lists(cls, value: Any) -> Any:
+        return _split_list(value)
+
+    @property
+    def slack_enabled(self) -> bool:
+        return self.slack_bot_token is not None and (
+            self.slack_app_token is not None or self.slack_signing_secret is not None
+        )
+
+    @property
+    def discord_enabled(self) -> bool:
+        return self.discord_token is not None
+
+    def secrets(self) -> list[str]:
+        """Every secret value, for redaction from chat and logs."""
+        values = [
+            self.openai_api_key,
+            self.slack_bot_token,
+            self.slack_app_token,
+            self.slack_signing_secret,
+            self.discord_token,
+        ]
+        return [v.get_secret_value() for v in values if v is not None and v.get_secret_value()]

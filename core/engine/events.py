@@ -1,0 +1,91 @@
+"""What the engine tells the world: progress events, plans and run summaries.
+
+Adapters never see the engine directly: the conversation layer subscribes to these
+events and turns them into `Reply` objects (a progress message edited in place).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any
+
+
+class NodeState(StrEnum):
+    QUEUED = "queued"
+    RUNNING = "running"
+    CACHED = "cached"
+    DONE = "done"
+    FAILED = "failed"
+    WAITING = "waiting"  # an approval gate waits
+    ATTENTION = "needs_attention"  # unsafe step may have half-happened
+    SKIPPED = "skipped"  # not reached (run failed/cancelled before it)
+
+
+class EventKind(StrEnum):
+    RUN_STARTED = "run_started"
+    NODE_QUEUED = "node_queued"
+    NODE_STARTED = "node_started"
+    NODE_CACHED = "node_cached"
+    NODE_COMPLETED = "node_completed"
+    NODE_FAILED = "node_failed"
+    NODE_WAITING = "node_waiting"
+    NODE_ATTENTION = "node_attention"
+    RUN_FINISHED = "run_finished"  # the run came to rest: completed/failed/paused/needs_attention/cancelled
+
+
+@dataclass(frozen=True, slots=True)
+class EngineEvent:
+    kind: EventKind
+    run_id: str
+    node_id: str | None = None
+    run_status: str | None = None  # RunStatus value, on RUN_FINISHED (and whenever known)
+    detail: dict[str, Any] = field(default_factory=dict)  # e.g. reason, error tail, tokens, seconds
+
+
+Subscriber = Callable[[EngineEvent], Awaitable[None]]
+
+
+@dataclass(frozen=True, slots=True)
+class NodePlan:
+    node_id: str
+    kind: str
+    action: str  # "cached" | "runs" | "waits" | "done" (already completed in this run)
+    reason: str  # in words: "definition changed", "input `inputs.version` changed", ...
+    cache_key: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Plan:
+    run_id: str
+    workflow: str
+    nodes: tuple[NodePlan, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class NodeSummary:
+    node_id: str
+    kind: str
+    state: NodeState
+    seconds: float = 0.0
+    tokens: int = 0
+    tokens_saved: int = 0  # tokens a cache hit did not spend
+    reason: str = ""  # why it ran / why cached
+    error: str = ""  # tail of stderr / contract message
+
+
+@dataclass(frozen=True, slots=True)
+class RunSummary:
+    """The node table of one run, as the progress message and final reply show it."""
+
+    run_id: str
+    workflow: str
+    status: str
+    nodes: tuple[NodeSummary, ...]
+    seconds: float = 0.0
+    tokens: int = 0
+    tokens_saved: int = 0
+    output: str | None = None  # the final node's output (text), if any
+    failed_node: str | None = None
+    reason: str | None = None

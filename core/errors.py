@@ -1,0 +1,176 @@
+"""One exception tree for Baton.
+
+Every error a user can meet says what happened and what to do next. The class
+docstring is the default message; raise sites pass specifics.
+
+    BatonError
+    ├── ConfigurationError          a setting is missing or wrong (names the variable)
+    ├── WorkflowError               a workflow definition is broken or unknown
+    │   ├── WorkflowDefinitionError     load/validation error: file, line, fix
+    │   ├── UnknownWorkflow             no workflow by that name
+    │   └── InputValidationError        run args do not match the declared `inputs`
+    ├── UsageError                  a chat command is malformed (carries the usage line)
+    ├── PermissionDenied            the user may not do this (by immutable user id)
+    ├── RunStateError               a run is not in a state that allows this
+    │   ├── RunNotFound                 no run with that id / prefix
+    │   ├── AmbiguousRunId              a prefix matches several runs
+    │   ├── RunNotResumable             CAS lost or status forbids resume (carries status, by)
+    │   ├── InvalidTransition           a status change DESIGN.md does not allow
+    │   ├── GateAlreadyDecided          the approval gate was decided before (carries by)
+    │   └── ReplayUnsafe                an unsafe step may already have happened
+    ├── NodeFailed                  a step failed (exit code, contract violation, timeout)
+    │   └── OutputContractViolation     output broke its declared format/schema
+    ├── StoreError                  the database failed (translated at the boundary)
+    └── PlatformError               a chat platform API failed (translated at the boundary)
+"""
+
+from __future__ import annotations
+
+
+class BatonError(Exception):
+    """Something went wrong in Baton."""
+
+    #: One line telling the user what to do next, shown under the cause.
+    hint: str = ""
+
+    def __init__(self, message: str | None = None, *, hint: str | None = None) -> None:
+        super().__init__(message or (self.__doc__ or "").strip().splitlines()[0])
+        if hint is not None:
+            self.hint = hint
+
+    @property
+    def message(self) -> str:
+        return str(self.args[0]) if self.args else ""
+
+
+class ConfigurationError(BatonError):
+    """A setting is missing or invalid."""
+
+    hint = "Fix the environment variable named above and start Baton again."
+
+
+class WorkflowError(BatonError):
+    """A workflow could not be used."""
+
+
+class WorkflowDefinitionError(WorkflowError):
+    """A workflow file is invalid."""
+
+    def __init__(
+        self, message: str, *, file: str = "", line: int | None = None, hint: str | None = None
+    ) -> None:
+        self.file = file
+        self.line = line
+        where = f"{file}:{line}: " if file and line else (f"{file}: " if file else "")
+        super().__init__(f"{where}{message}", hint=hint)
+
+
+class UnknownWorkflow(WorkflowError):
+    """No workflow has that name."""
+
+    hint = "Use `/workflow list` to see the workflows you can run."
+
+
+class InputValidationError(WorkflowError):
+    """The run's arguments do not match the workflow's declared inputs."""
+
+    hint = "Pass the inputs with `--set name=value` or `--args '{...}'`."
+
+
+class UsageError(BatonError):
+    """The command is malformed."""
+
+    def __init__(self, message: str, *, usage: str = "", hint: str | None = None) -> None:
+        self.usage = usage
+        super().__init__(message, hint=hint if hint is not None else (f"Usage: {usage}" if usage else None))
+
+
+class PermissionDenied(BatonError):
+    """You are not allowed to do that."""
+
+    hint = "Ask a Baton admin to grant you access."
+
+
+class RunStateError(BatonError):
+    """The run is not in a state that allows this."""
+
+    def __init__(
+        self,
+        message: str | None = None,
+        *,
+        run_id: str | None = None,
+        status: str | None = None,
+        by: str | None = None,
+        hint: str | None = None,
+    ) -> None:
+        self.run_id = run_id
+        self.status = status
+        self.by = by
+        super().__init__(message, hint=hint)
+
+
+class RunNotFound(RunStateError):
+    """No run has that id."""
+
+    hint = "Use `/workflow runs` to list recent runs."
+
+
+class AmbiguousRunId(RunStateError):
+    """That run id prefix matches several runs."""
+
+    hint = "Type more characters of the run id."
+
+
+class RunNotResumable(RunStateError):
+    """The run cannot be resumed in its current state."""
+
+
+class InvalidTransition(RunStateError):
+    """That status change is not allowed."""
+
+
+class GateAlreadyDecided(RunStateError):
+    """This approval gate was already decided."""
+
+
+class ReplayUnsafe(RunStateError):
+    """An unsafe step may already have happened; Baton will not run it again blindly."""
+
+    def __init__(self, message: str | None = None, *, node_id: str | None = None, **kw: object) -> None:
+        self.node_id = node_id
+        super().__init__(message, **kw)  # type: ignore[arg-type]
+        if not self.hint:
+            self.hint = (
+                f"Check what happened, then `/workflow resolve {self.run_id} {node_id} done|retry|fail`."
+            )
+
+
+class NodeFailed(BatonError):
+    """A step failed."""
+
+    def __init__(self, message: str, *, node_id: str, hint: str | None = None) -> None:
+        self.node_id = node_id
+        super().__init__(message, hint=hint)
+
+
+class OutputContractViolation(NodeFailed):
+    """A step's output broke its declared contract."""
+
+    def __init__(self, message: str, *, node_id: str, rule: str, offending: str) -> None:
+        self.rule = rule
+        self.offending = offending
+        super().__init__(
+            message,
+            node_id=node_id,
+            hint="Fix the step so its output matches `output:`, then resume the run.",
+        )
+
+
+class StoreError(BatonError):
+    """The database could not complete the operation."""
+
+    hint = "Check BATON_DATABASE_URL and that the database is reachable, then try again."
+
+
+class PlatformError(BatonError):
+    """The chat platform rejected a request."""

@@ -1,0 +1,167 @@
+"""The store port: every database operation Baton performs, as one protocol.
+
+The implementation is `core.store.repository.SqlStore` (SQLite or PostgreSQL through
+the same SQLAlchemy/SQLModel code). Calls are synchronous and short; async code
+calls them directly (they are milliseconds) and never holds a transaction open
+across an `await`.
+
+All status changes are compare-and-swap:
+    UPDATE runs SET status=:to, version=version+1, ...
+     WHERE id=:id AND status IN (:allowed) [AND version=:version]
+Zero rows updated means another actor won: the method re-reads the run and raises
+`RunNotResumable` / `InvalidTransition` carrying the current status and `status_by`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import Any, Protocol
+
+from core.store.records import AuditEvent, Gate, JournalEntry, NodeStatus, Run, RunStatus
+
+
+class Store(Protocol):
+    # -- lifecycle --------------------------------------------------------------
+    def migrate(self) -> None:
+        """Bring the schema to the newest alembic revision (idempotent, safe to race)."""
+
+    def close(self) -> None: ...
+
+    # -- blobs (content-addressed; sha256 hex digest) ----------------------------
+    def put_blob(self, data: bytes) -> str:
+        """Store bytes once, return their sha256 hex digest."""
+
+    def get_blob(self, digest: str) -> bytes:
+        """Raise KeyError when unknown."""
+
+    def get_blobs(self, digests: Iterable[str]) -> dict[str, bytes]:
+        """Fetch many in one query."""
+
+    def resolve_handle(self, prefix: str) -> str:
+        """Full digest for a handle prefix (`3f9a1c2b`); UsageError if none or ambiguous."""
+
+    # -- runs ---------------------------------------------------------------------
+    def create_run(
+        self,
+        *,
+        workflow: str,
+        platform: str,
+        conversation: str,
+        thread: str | None,
+        requester: str,
+        args_digest: str,
+        resumed_from: str | None = None,
+        status: RunStatus = RunStatus.PENDING,
+        lease_owner: str | None = None,
+        lease_seconds: float | None = None,
+    ) -> Run: ...
+
+    def get_run(self, run_id: str) -> Run:
+        """Exact id; RunNotFound."""
+
+    def find_run(self, id_or_prefix: str) -> Run:
+        """Exact id or unique prefix; RunNotFound / AmbiguousRunId."""
+
+    def unfinished_runs(self, workflow: str, platform: str, conversation: str) -> list[Run]:
+        """Failed, paused and needs_attention runs of `workflow` there, newest first (indexed)."""
+
+    def recent_runs(
+        self, *, platform: str | None = None, conversation: str | None = None, limit: int = 20
+    ) -> list[Run]: ...
+
+    def runs_in_thread(self, platform: str, conversation: str, thread: str) -> list[Run]: ...
+
+    def set_thread(self, run_id: str, thread: str) -> Run: ...
+
+    def transition(
+        self,
+        run_id: str,
+        to: RunStatus,
+        *,
+        actor: str,
+        reason: str | None = None,
+        expected_version: int | None = None,
+        allowed_from: Iterable[RunStatus] | None = None,
+        lease_owner: str | None = None,
+        lease_seconds: float | None = None,
+    ) -> Run:
+        """CAS status change. `allowed_from` defaults to every legal source of `to` and is
+        always intersected with them (an illegal change raises InvalidTransition before any
+        SQL). Going to `running` sets the lease; leaving it clears the lease."""
+
+    # -- leases -------------------------------------------------------------------
+    def renew_leases(self, owner: str, lease_seconds: float) -> int:
+        """One UPDATE for every running run this owner holds; returns how many."""
+
+    def lapsed_runs(self, now: float | None = None) -> list[Run]:
+        """Running runs whose lease expired (their owner died)."""
+
+    def runs_leased_by(self, owner_prefix: str) -> list[Run]:
+        """Running runs whose lease_owner starts with `owner_prefix` (a dead local process)."""
+
+    def take_over(self, run: Run, new_owner: str, lease_seconds: float) -> Run:
+        """CAS on `run.version`: exactly one process wins the recovery; the others get
+        RunNotResumable naming the winner."""
+
+    # -- journal ------------------------------------------------------------------
+    def journal_start(
+        self,
+        *,
+        run_id: str,
+        node_id: str,
+        cache_key: str,
+        components: dict[str, Any],
+        attempt: int,
+        idempotency_key: str | None,
+    ) -> int:
+        """Write a `started` entry (committed before the side effect); returns its id."""
+
+    def journal_finish(
+        self,
+        entry_id: int,
+        *,
+        status: NodeStatus,
+        output_digest: str | None = None,
+        error: str | None = None,
+        tokens_in: int = 0,
+        tokens_out: int = 0,
+        artifacts: dict[str, str] | None = None,
+    ) -> None: ...
+
+    def journal_record_cached(self, run_id: str, entries: Sequence[JournalEntry]) -> None:
+        """Copy re-used results into `run_id`'s journal (one batched insert), with
+        `cached_from` set to the run they came from."""
+
+    def journal(self, run_ids: Sequence[str]) -> list[JournalEntry]:
+        """Every entry of these runs, in one query, oldest first."""
+
+    def lineage(self, run_id: str) -> list[str]:
+        """`run_id`, then the run it was resumed from, and so on (oldest last)."""
+
+    def invalidate(self, run_id: str, node_ids: Iterable[str], *, actor: str) -> int:
+        """Mark completed entries of those nodes in `run_id` invalidated; returns count."""
+
+    # -- gates --------------------------------------------------------------------
+    def open_gate(self, run_id: str, node_id: str, prompt: str) -> Gate: ...
+
+    def get_gate(self, run_id: str, node_id: str) -> Gate: ...
+
+    def waiting_gates(
+        self, *, platform: str, conversation: str, thread: str | None = None
+    ) -> list[tuple[Run, Gate]]:
+        """Gates waiting in that conversation (and thread, when given), newest first."""
+
+    def decide_gate(
+        self, run_id: str, node_id: str, *, approved: bool, by: str, comment: str | None
+    ) -> Gate:
+        """CAS waiting -> approved|rejected; GateAlreadyDecided (with `by`) if it was not waiting."""
+
+    # -- audit and dedupe ------------------------------------------------------------
+    def audit(
+        self, *, actor: str, action: str, run_id: str | None = None, details: dict[str, Any] | None = None
+    ) -> None: ...
+
+    def audit_log(self, run_id: str) -> list[AuditEvent]: ...
+
+    def claim_event(self, platform: str, event_id: str) -> bool:
+        """True the first time an incoming event id is seen, False for a duplicate."""

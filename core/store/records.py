@@ -1,0 +1,155 @@
+"""Frozen domain records: what the rest of Baton sees of the store.
+
+SQLModel tables live in `core/store/tables.py` and never leave `core/store/`; the
+repository converts rows to these records (`from_row`) and callers derive changed
+copies with `evolve`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any, Self
+
+
+class RunStatus(StrEnum):
+    PENDING = "pending"
+    RUNNING = "running"
+    COMPLETED = "completed"
+    FAILED = "failed"
+    PAUSED = "paused"
+    NEEDS_ATTENTION = "needs_attention"
+    CANCELLED = "cancelled"
+
+    @property
+    def resting(self) -> bool:
+        """True when nothing executes until a person acts (or the run is over)."""
+        return self not in (RunStatus.PENDING, RunStatus.RUNNING)
+
+    @property
+    def finished(self) -> bool:
+        return self in (RunStatus.COMPLETED, RunStatus.CANCELLED)
+
+    @property
+    def unfinished(self) -> bool:
+        """Statuses that make a fresh `run` of the same workflow prompt first."""
+        return self in (RunStatus.FAILED, RunStatus.PAUSED, RunStatus.NEEDS_ATTENTION)
+
+
+#: The legal status changes of DESIGN.md, and no others. `failed`, `paused` and
+#: `needs_attention` go back to `running` only through an explicit resume.
+TRANSITIONS: dict[RunStatus, frozenset[RunStatus]] = {
+    RunStatus.PENDING: frozenset({RunStatus.RUNNING, RunStatus.CANCELLED}),
+    RunStatus.RUNNING: frozenset(
+        {
+            RunStatus.COMPLETED,
+            RunStatus.FAILED,
+            RunStatus.PAUSED,
+            RunStatus.NEEDS_ATTENTION,
+            RunStatus.CANCELLED,
+        }
+    ),
+    RunStatus.FAILED: frozenset({RunStatus.RUNNING, RunStatus.CANCELLED}),
+    RunStatus.PAUSED: frozenset({RunStatus.RUNNING, RunStatus.CANCELLED}),
+    RunStatus.NEEDS_ATTENTION: frozenset({RunStatus.RUNNING, RunStatus.CANCELLED, RunStatus.FAILED}),
+    RunStatus.COMPLETED: frozenset(),
+    RunStatus.CANCELLED: frozenset(),
+}
+
+
+def sources_of(target: RunStatus) -> frozenset[RunStatus]:
+    """Every status from which `target` may be reached."""
+    return frozenset(s for s, targets in TRANSITIONS.items() if target in targets)
+
+
+class ReplayClass(StrEnum):
+    PURE = "pure"
+    IDEMPOTENT = "idempotent"
+    UNSAFE = "unsafe"
+
+
+class NodeStatus(StrEnum):
+    STARTED = "started"
+    COMPLETED = "completed"
+    FAILED = "failed"
+    INVALIDATED = "invalidated"
+
+
+class GateStatus(StrEnum):
+    WAITING = "waiting"
+    APPROVED = "approved"
+    REJECTED = "rejected"
+
+
+class _Record:
+    def evolve(self, **changes: Any) -> Self:
+        return dataclasses.replace(self, **changes)  # type: ignore[type-var]
+
+
+@dataclass(frozen=True, slots=True)
+class Run(_Record):
+    id: str
+    workflow: str
+    platform: str
+    conversation: str
+    thread: str | None
+    requester: str
+    args_digest: str
+    status: RunStatus
+    version: int
+    created_at: float
+    updated_at: float
+    resumed_from: str | None = None
+    lease_owner: str | None = None
+    lease_expires_at: float | None = None
+    status_by: str | None = None  # who made the last status change
+    reason: str | None = None  # why (error summary, reject reason, abandon note)
+
+    @property
+    def handle(self) -> str:
+        """The short handle of the run's canonical args, e.g. `args:3f9a1c2b`."""
+        return f"args:{self.args_digest[:8]}"
+
+
+@dataclass(frozen=True, slots=True)
+class JournalEntry(_Record):
+    id: int
+    run_id: str
+    node_id: str
+    attempt: int
+    cache_key: str
+    components: dict[str, Any]
+    status: NodeStatus
+    started_at: float
+    finished_at: float | None = None
+    output_digest: str | None = None
+    error: str | None = None
+    idempotency_key: str | None = None
+    tokens_in: int = 0
+    tokens_out: int = 0
+    artifacts: dict[str, str] = field(default_factory=dict)  # relative path -> blob digest
+    cached_from: str | None = None  # run id whose result this entry re-used
+    invalidated_by: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Gate(_Record):
+    run_id: str
+    node_id: str
+    prompt: str
+    status: GateStatus
+    created_at: float
+    decided_by: str | None = None
+    comment: str | None = None
+    decided_at: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class AuditEvent(_Record):
+    id: int
+    at: float
+    actor: str
+    action: str
+    run_id: str | None = None
+    details: dict[str, Any] = field(default_factory=dict)

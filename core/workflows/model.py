@@ -1,0 +1,112 @@
+"""The workflow format of DESIGN.md as pydantic models.
+
+The loader (`core/workflows/loader.py`) parses YAML, validates it into these models and
+turns pydantic's errors into `WorkflowDefinitionError`s that name file, line and fix.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from core.store.records import ReplayClass
+
+NODE_KINDS: tuple[str, ...] = ("bash", "script", "prompt", "approval", "tool")
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+
+
+class InputSpec(_Strict):
+    type: Literal["string", "integer", "number", "boolean", "object", "array"] = "string"
+    required: bool = False
+    default: Any = None
+    description: str = ""
+    enum: list[Any] | None = None
+
+
+class OutputContract(_Strict):
+    format: Literal["text", "json"] = "text"
+    schema_: dict[str, Any] | None = Field(default=None, alias="schema")
+
+
+class RetryPolicy(_Strict):
+    attempts: int = Field(default=3, ge=1, le=20)
+    backoff: float = Field(default=1.0, ge=0)  # seconds, doubled each attempt
+
+
+class Defaults(_Strict):
+    replay: ReplayClass | None = None  # None: kind's own default (see Node.replay_class)
+    memoize: bool = True
+    timeout: float = Field(default=600, gt=0)
+
+
+class ScriptSpec(_Strict):
+    """`script:` is either a path (relative to the workflow file) or inline Python."""
+
+    path: str | None = None
+    code: str | None = None
+
+
+class Node(_Strict):
+    id: str = Field(pattern=r"^[A-Za-z_][A-Za-z0-9_-]*$")
+    description: str = ""
+    depends_on: list[str] = Field(default_factory=list)
+    # exactly one of the five kinds
+    bash: str | None = None
+    script: str | None = None  # a .py path relative to the workflow file, or inline code
+    prompt: str | None = None
+    approval: str | None = None
+    tool: str | None = None
+    with_: dict[str, Any] = Field(default_factory=dict, alias="with")
+    provider: str | None = None  # prompt nodes: provider name from settings (default: settings)
+    replay: ReplayClass | None = None
+    memoize: bool | None = None
+    timeout: float | None = Field(default=None, gt=0)
+    retry: RetryPolicy | None = None
+    output: OutputContract = Field(default_factory=OutputContract)
+    files: list[str] = Field(default_factory=list)
+    artifacts: list[str] = Field(default_factory=list)
+    approvers: list[str] | None = None  # approval nodes: user ids allowed to decide (settings otherwise)
+
+    @property
+    def kind(self) -> str:
+        kinds = [k for k in NODE_KINDS if getattr(self, k) is not None]
+        return kinds[0]
+
+    @property
+    def body(self) -> str:
+        """The kind's field: command, script, prompt text, gate question or tool name."""
+        return str(getattr(self, self.kind))
+
+
+class Workflow(_Strict):
+    name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
+    description: str = ""
+    inputs: dict[str, InputSpec] = Field(default_factory=dict)
+    defaults: Defaults = Field(default_factory=Defaults)
+    nodes: list[Node]
+    # where it came from (set by the loader, not part of the YAML)
+    source: str = Field(default="", exclude=True)
+
+    def node(self, node_id: str) -> Node:
+        for n in self.nodes:
+            if n.id == node_id:
+                return n
+        raise KeyError(node_id)
+
+    def replay_class(self, node: Node) -> ReplayClass:
+        """Node's own, else workflow default, else: approval/prompt pure, others unsafe."""
+        if node.replay is not None:
+            return node.replay
+        if self.defaults.replay is not None:
+            return self.defaults.replay
+        return ReplayClass.PURE if node.kind in ("approval", "prompt") else ReplayClass.UNSAFE
+
+    def memoize(self, node: Node) -> bool:
+        return self.defaults.memoize if node.memoize is None else node.memoize
+
+    def timeout(self, node: Node) -> float:
+        return self.defaults.timeout if node.timeout is None else node.timeout
