@@ -1,0 +1,94 @@
+"""Structured logs: one `key=value` line per record, secrets redacted.
+
+    ts=2024-05-01T12:00:00.123Z level=INFO logger=baton.engine action=run_started run_id=r_1 msg="started"
+
+`action`, `run_id` and `node_id` come from `extra=` and appear when given. Every
+secret of `Settings.secrets()` is replaced in the message, the extras and tracebacks
+before anything is written.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+import time
+from collections.abc import Sequence
+from typing import IO, Any
+
+from core.redaction import Redactor
+
+#: Extras printed first, in this order, when a record carries them.
+STRUCTURED_KEYS: tuple[str, ...] = ("action", "run_id", "node_id")
+_HANDLER_NAME = "baton"
+# attributes every LogRecord has; anything else came from `extra=`
+_STANDARD = frozenset(logging.LogRecord("", 0, "", 0, "", None, None).__dict__) | {"message", "asctime"}
+
+
+def _quote(value: object) -> str:
+    text = str(value)
+    if text and not any(c in text for c in ' ="\n\t\\'):
+        return text
+    escaped = text.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n").replace("\t", "\\t")
+    return f'"{escaped}"'
+
+
+class KeyValueFormatter(logging.Formatter):
+    """`ts=… level=… logger=… action=… run_id=… node_id=… <other extras> msg="…"`."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        ts = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(record.created))
+        fields: list[tuple[str, object]] = [
+            ("ts", f"{ts}.{int(record.msecs):03d}Z"),
+            ("level", record.levelname),
+            ("logger", record.name),
+        ]
+        extras = {k: v for k, v in record.__dict__.items() if k not in _STANDARD and not k.startswith("_")}
+        fields += [(k, extras.pop(k)) for k in STRUCTURED_KEYS if extras.get(k) is not None]
+        fields += sorted(extras.items())
+        fields.append(("msg", record.getMessage()))
+        if record.exc_info:
+            fields.append(("exc", self.formatException(record.exc_info)))
+        return " ".join(f"{key}={_quote(value)}" for key, value in fields)
+
+
+class RedactingFilter(logging.Filter):
+    """Replaces every secret in the message, its arguments and the extras."""
+
+    def __init__(self, secrets: Sequence[str]) -> None:
+        super().__init__()
+        self._redactor = Redactor(list(secrets))
+
+    def _clean(self, value: Any) -> Any:
+        return self._redactor.redact(value) if isinstance(value, str) else value
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        record.msg = self._redactor.redact(record.getMessage())
+        record.args = None
+        for key, value in list(record.__dict__.items()):
+            if key not in _STANDARD:
+                setattr(record, key, self._clean(value))
+        if record.exc_info:
+            text = logging.Formatter().formatException(record.exc_info)
+            record.exc_info = None
+            record.exc_text = None
+            record.__dict__["exc"] = self._redactor.redact(text)
+        return True
+
+
+def setup_logging(level: str, secrets: Sequence[str], stream: IO[str] | None = None) -> logging.Handler:
+    """Install Baton's handler on the root logger (idempotent: replaces an earlier one).
+
+    Logs go to stderr so that `baton say --json` keeps stdout machine-readable.
+    """
+    root = logging.getLogger()
+    for old in [h for h in root.handlers if h.get_name() == _HANDLER_NAME]:
+        root.removeHandler(old)
+    handler = logging.StreamHandler(stream if stream is not None else sys.stderr)
+    handler.set_name(_HANDLER_NAME)
+    handler.setFormatter(KeyValueFormatter())
+    handler.addFilter(RedactingFilter(secrets))
+    root.addHandler(handler)
+    root.setLevel(level)
+    for noisy in ("sqlalchemy", "alembic", "asyncio", "httpx", "slack_bolt", "discord"):
+        logging.getLogger(noisy).setLevel(max(logging.WARNING, logging.getLevelName(level)))
+    return handler

@@ -1,0 +1,78 @@
+"""`load_settings`: a wrong setting is one line naming the variable; flags override."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from bot.settings import load_settings
+from core.errors import ConfigurationError
+
+
+@pytest.fixture(autouse=True)
+def clean_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """No BATON_* from the developer's shell or a `.env` in the working directory."""
+    import os
+
+    for name in list(os.environ):
+        if name.startswith("BATON_"):
+            monkeypatch.delenv(name)
+    monkeypatch.chdir(tmp_path)
+
+
+def test_a_value_out_of_range_names_the_variable_on_one_line(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("BATON_MAX_PARALLEL", "0")
+    with pytest.raises(ConfigurationError) as info:
+        load_settings()
+    assert info.value.message == "BATON_MAX_PARALLEL: Input should be greater than or equal to 1 (got '0')"
+    assert "\n" not in info.value.message
+    assert info.value.hint  # the next step
+
+
+def test_a_choice_setting_lists_the_allowed_values(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("BATON_LOG_LEVEL", "LOUD")
+    with pytest.raises(ConfigurationError, match=r"^BATON_LOG_LEVEL: .*'DEBUG'.*\(got 'LOUD'\)$"):
+        load_settings()
+
+
+def test_malformed_json_in_a_structured_setting_names_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("BATON_ACCESS", "{admins: [ana]")
+    with pytest.raises(ConfigurationError, match=r"^BATON_ACCESS: not valid JSON"):
+        load_settings()
+
+
+def test_a_nested_error_shows_its_path(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("BATON_ACCESS", '{"admins": "console:ana"}')
+    with pytest.raises(ConfigurationError, match=r"^BATON_ACCESS\.admins: Input should be a valid list"):
+        load_settings()
+
+
+def test_secret_values_are_never_echoed(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("BATON_DISCORD_GUILD_ID", "not-a-number")
+    monkeypatch.setenv("BATON_DISCORD_TOKEN", "super-secret-discord-token")
+    with pytest.raises(ConfigurationError) as info:
+        load_settings()
+    assert info.value.message.startswith("BATON_DISCORD_GUILD_ID: ")
+    assert "super-secret" not in info.value.message
+
+
+def test_flags_override_the_environment(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setenv("BATON_DATABASE_URL", "sqlite:///from-env.db")
+    monkeypatch.setenv("BATON_WORKFLOW_DIRS", "env-a,env-b")
+    settings = load_settings(database_url="sqlite:///flag.db", workflow_dirs=[tmp_path / "a", tmp_path / "b"])
+    assert settings.database_url == "sqlite:///flag.db"
+    assert settings.workflow_dirs == [tmp_path / "a", tmp_path / "b"]
+
+
+def test_without_flags_the_environment_is_used(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("BATON_WORKFLOW_DIRS", "env-a,env-b")
+    monkeypatch.setenv("BATON_MAX_PARALLEL", "7")
+    settings = load_settings()
+    assert settings.workflow_dirs == [Path("env-a"), Path("env-b")]
+    assert settings.max_parallel == 7
+
+
+def test_a_bad_flag_value_names_the_flag() -> None:
+    with pytest.raises(ConfigurationError, match=r"^--database-url: "):
+        load_settings(database_url=None, overrides={"database_url": 5})
