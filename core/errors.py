@@ -174,3 +174,9 @@ class StoreError(BatonError):
 
 class PlatformError(BatonError):
     """The chat platform rejected a request."""
+
+
+class TemplateRenderError(WorkflowError):
+    """A template could not be rendered (an undefined value or a forbidden operation)."""
+
+    hint = "Check the template and the values it uses."

@@ -8,15 +8,41 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic_core import PydanticCustomError
 
 from core.store.records import ReplayClass
 
 NODE_KINDS: tuple[str, ...] = ("bash", "script", "prompt", "approval", "tool")
+INPUT_TYPES: tuple[str, ...] = ("string", "integer", "number", "boolean", "object", "array")
+
+#: Custom pydantic error types raised by the validators below; the loader reads
+#: `ctx["key"]` to point at the offending key's line and `ctx["hint"]` for the fix.
+NODE_KIND_ERROR = "node_kind"
+INPUT_SPEC_ERROR = "input_spec"
 
 
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+
+
+def matches_type(value: Any, type_: str) -> bool:
+    """True when a (JSON) value is of a declared input type; bool is not a number."""
+    if type_ == "string":
+        return isinstance(value, str)
+    if type_ == "boolean":
+        return isinstance(value, bool)
+    if type_ == "integer":
+        return isinstance(value, int) and not isinstance(value, bool)
+    if type_ == "number":
+        return isinstance(value, int | float) and not isinstance(value, bool)
+    if type_ == "object":
+        return isinstance(value, dict)
+    return isinstance(value, list)
+
+
+def _spec_error(message: str, key: str, hint: str) -> PydanticCustomError:
+    return PydanticCustomError(INPUT_SPEC_ERROR, message, {"key": key, "hint": hint})
 
 
 class InputSpec(_Strict):
@@ -25,6 +51,38 @@ class InputSpec(_Strict):
     default: Any = None
     description: str = ""
     enum: list[Any] | None = None
+
+    @model_validator(mode="after")
+    def _consistent(self) -> InputSpec:
+        if self.required and self.default is not None:
+            raise _spec_error(
+                "is required and also has a default",
+                "default",
+                "Remove `default:` or `required: true`: an input with a default is never missing.",
+            )
+        if self.default is not None and not matches_type(self.default, self.type):
+            raise _spec_error(
+                f"default {self.default!r} is not of type {self.type}",
+                "default",
+                f"Give a default of type {self.type}, or change `type:`.",
+            )
+        if self.enum is not None:
+            if not self.enum:
+                raise _spec_error("has an empty `enum`", "enum", "List the allowed values or drop `enum:`.")
+            wrong = [v for v in self.enum if not matches_type(v, self.type)]
+            if wrong:
+                raise _spec_error(
+                    f"enum value {wrong[0]!r} is not of type {self.type}",
+                    "enum",
+                    f"Make every `enum` value of type {self.type}.",
+                )
+            if self.default is not None and self.default not in self.enum:
+                raise _spec_error(
+                    f"default {self.default!r} is not one of its enum values",
+                    "default",
+                    f"Pick a default from {self.enum!r}.",
+                )
+        return self
 
 
 class OutputContract(_Strict):
@@ -41,6 +99,12 @@ class Defaults(_Strict):
     replay: ReplayClass | None = None  # None: kind's own default (see Node.replay_class)
     memoize: bool = True
     timeout: float = Field(default=600, gt=0)
+
+
+def is_script_path(script: str) -> bool:
+    """`script:` names a file when it ends with `.py` and has no newline; else it is inline code."""
+    text = script.strip()
+    return text.endswith(".py") and "\n" not in text
 
 
 class ScriptSpec(_Strict):
@@ -70,6 +134,33 @@ class Node(_Strict):
     files: list[str] = Field(default_factory=list)
     artifacts: list[str] = Field(default_factory=list)
     approvers: list[str] | None = None  # approval nodes: user ids allowed to decide (settings otherwise)
+
+    @model_validator(mode="after")
+    def _one_kind(self) -> Node:
+        kinds = [k for k in NODE_KINDS if getattr(self, k) is not None]
+        if not kinds:
+            raise PydanticCustomError(
+                NODE_KIND_ERROR,
+                "node `{node}` has no kind",
+                {
+                    "node": self.id,
+                    "key": "id",
+                    "hint": "Give it exactly one of: " + ", ".join(f"`{k}:`" for k in NODE_KINDS) + ".",
+                },
+            )
+        if len(kinds) > 1:
+            raise PydanticCustomError(
+                NODE_KIND_ERROR,
+                "node `{node}` has {count} kinds ({kinds}); a node does exactly one thing",
+                {
+                    "node": self.id,
+                    "count": len(kinds),
+                    "kinds": " and ".join(kinds),
+                    "key": kinds[1],
+                    "hint": f"Keep one of {' / '.join(kinds)} and move the other into its own node.",
+                },
+            )
+        return self
 
     @property
     def kind(self) -> str:

@@ -1,0 +1,143 @@
+"""Run arguments: canonical JSON, content address, short handle, and input validation.
+
+Canonical JSON has sorted keys, no insignificant whitespace, UTF-8 text (no `\\u` escapes) and
+no NaN/Infinity, so key order, indentation and quoting style of whatever the user typed never
+change a digest. `args:3f9a1c2b` is the handle people see and pass back with `--args @…`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import re
+from collections.abc import Mapping
+from typing import Any
+
+from core.errors import InputValidationError
+from core.workflows.model import InputSpec, Workflow, matches_type
+
+HANDLE_PREFIX = "args:"
+MESSAGE = "message"  # the free text after the workflow name: always allowed, always a string
+_INTEGER = re.compile(r"^[+-]?(0|[1-9][0-9]*)$")
+_NUMBER = re.compile(r"^[+-]?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?$")
+_ARTICLE = {"integer": "an integer", "object": "an object", "array": "an array"}
+
+
+def canonical_json(value: Any) -> bytes:
+    """Sorted keys, compact separators, UTF-8; NaN and Infinity are refused."""
+    try:
+        text = json.dumps(
+            value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False
+        )
+    except ValueError as exc:  # NaN / Infinity / circular
+        raise InputValidationError(
+            f"arguments are not valid JSON: {exc}", hint="Use finite numbers (no NaN or Infinity)."
+        ) from exc
+    except TypeError as exc:  # a set, bytes, a non-string key mixed with strings, …
+        raise InputValidationError(
+            f"arguments are not JSON data: {exc}",
+            hint="Use only strings, numbers, booleans, null, lists and objects with text keys.",
+        ) from exc
+    return text.encode("utf-8")
+
+
+def args_digest(value: Any) -> str:
+    """sha256 hex of the canonical JSON: the content address of the arguments."""
+    return hashlib.sha256(canonical_json(value)).hexdigest()
+
+
+def handle(digest: str) -> str:
+    """The short, human handle of a digest: `args:` + its first 8 hex digits."""
+    return HANDLE_PREFIX + digest[:8]
+
+
+def validate_inputs(workflow: Workflow, args: Mapping[str, Any]) -> dict[str, Any]:
+    """Check `args` against the declared inputs; return them with defaults applied.
+
+    Required inputs must be present; types are strict (an integer is not a boolean, `3.0` is
+    not an integer) except that text which parses exactly is coerced (`"3"` -> 3 for an
+    integer, `"true"` for a boolean), since `--set k=v` always gives text. Undeclared keys are
+    kept as free fields. `message` is always allowed, is a string and defaults to "".
+    """
+    result = dict(args)
+    message = result.get(MESSAGE, "")
+    if not isinstance(message, str):
+        raise InputValidationError(
+            f"input `message` must be text, got {_describe(message)}",
+            hint="Pass the message as the free text after the workflow name.",
+        )
+    result[MESSAGE] = message
+    declared = _declared(workflow)
+    for name, spec in workflow.inputs.items():
+        if name not in result or result[name] is None:
+            if spec.required:
+                raise InputValidationError(
+                    f"input `{name}` is required ({spec.type}): pass it with --set {name}=…",
+                    hint=declared,
+                )
+            result[name] = spec.default
+            continue
+        result[name] = _coerce(name, spec, result[name], declared)
+    return result
+
+
+def _coerce(name: str, spec: InputSpec, value: Any, declared: str) -> Any:
+    if not matches_type(value, spec.type) and isinstance(value, str):
+        value = _from_text(value, spec.type)
+    if not matches_type(value, spec.type):
+        raise InputValidationError(
+            f"input `{name}` must be {_ARTICLE.get(spec.type, 'a ' + spec.type)}, got {_describe(value)}",
+            hint=declared,
+        )
+    if spec.enum is not None and value not in spec.enum:
+        allowed = ", ".join(json.dumps(v, ensure_ascii=False) for v in spec.enum)
+        raise InputValidationError(
+            f"input `{name}` must be one of {allowed}, got {json.dumps(value, ensure_ascii=False)}",
+            hint=f"Pass one of them with --set {name}=…",
+        )
+    return value
+
+
+def _from_text(text: str, type_: str) -> Any:
+    """Text that parses *exactly* as the declared type; otherwise the text unchanged."""
+    stripped = text.strip()
+    if type_ == "integer" and _INTEGER.match(stripped):
+        return int(stripped)
+    if type_ == "number" and _NUMBER.match(stripped):
+        number = float(stripped)
+        return int(stripped) if _INTEGER.match(stripped) else number if math.isfinite(number) else text
+    if type_ == "boolean" and stripped in ("true", "false"):
+        return stripped == "true"
+    if type_ in ("object", "array") and stripped[:1] in ("{", "["):
+        try:
+            return json.loads(stripped)
+        except json.JSONDecodeError:
+            return text
+    return text
+
+
+def _describe(value: Any) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return f"boolean {json.dumps(value)}"
+    if isinstance(value, int):
+        return f"integer {value}"
+    if isinstance(value, float):
+        return f"number {value!r}"
+    if isinstance(value, str):
+        shown = value if len(value) <= 40 else value[:37] + "..."
+        return f"text {json.dumps(shown, ensure_ascii=False)}"
+    return "an object" if isinstance(value, dict) else "an array"
+
+
+def _declared(workflow: Workflow) -> str:
+    """One line listing the declared inputs: what the user is expected to pass."""
+    parts = []
+    for name, spec in workflow.inputs.items():
+        flags = [spec.type, "required" if spec.required else f"default {json.dumps(spec.default)}"]
+        if spec.enum is not None:
+            flags.append("one of " + "|".join(json.dumps(v, ensure_ascii=False) for v in spec.enum))
+        parts.append(f"{name} ({', '.join(flags)})")
+    return f"Inputs of `{workflow.name}`: " + "; ".join(parts) + "."

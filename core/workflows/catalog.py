@@ -1,0 +1,185 @@
+"""The workflows Baton knows: discovery over several directories, with precedence.
+
+`Catalog(dirs)` reads every `*.yaml` / `*.yml` in each directory (not recursively). A later
+directory overrides an earlier one (logged once, naming both files). A broken file never hides
+the others: it is listed by `entries()` with its error, and `get()` raises that error.
+`reload()` is called before every command, so it only stats files and re-reads those whose
+mtime or size changed.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import yaml
+
+from core.errors import UnknownWorkflow, WorkflowDefinitionError
+from core.workflows.loader import load_workflow_file
+from core.workflows.model import Workflow
+from core.workflows.validation import did_you_mean
+
+log = logging.getLogger(__name__)
+_SUFFIXES = (".yaml", ".yml")
+
+
+@dataclass(frozen=True)
+class CatalogEntry:
+    """One workflow name: the file that defines it, and either the workflow or its error."""
+
+    name: str
+    path: Path
+    workflow: Workflow | None
+    error: WorkflowDefinitionError | None
+    overrides: Path | None = None  # the file of an earlier directory this one replaces
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None
+
+
+@dataclass(frozen=True)
+class _Loaded:
+    stamp: tuple[int, int]  # (mtime_ns, size)
+    name: str
+    workflow: Workflow | None
+    error: WorkflowDefinitionError | None
+
+
+class Catalog:
+    def __init__(self, dirs: Sequence[Path]) -> None:
+        self.dirs = [Path(d) for d in dirs]
+        self._files: dict[Path, _Loaded] = {}
+        self._layout: list[list[Path]] = []  # the workflow files of each directory, sorted
+        self._entries: dict[str, CatalogEntry] = {}
+        self._warned: set[tuple[Path, ...]] = set()
+        self.reload()
+
+    def reload(self) -> None:
+        """Stat every workflow file; re-read only new or changed ones; rebuild the index."""
+        seen: dict[Path, tuple[int, int]] = {}
+        layout: list[list[Path]] = []
+        for directory in self.dirs:
+            found = self._scan(directory)
+            layout.append([path for path, _ in found])
+            seen.update(found)
+        changed = layout != self._layout
+        self._layout = layout
+        for path in list(self._files):
+            if path not in seen:
+                del self._files[path]
+                changed = True
+        for path, stamp in seen.items():
+            cached = self._files.get(path)
+            if cached is None or cached.stamp != stamp:
+                self._files[path] = _load(path, stamp)
+                changed = True
+        if changed or not self._entries:
+            self._entries = self._index()
+
+    def get(self, name: str) -> Workflow:
+        entry = self._entries.get(name)
+        if entry is None:
+            guess = did_you_mean(name, list(self._entries))
+            raise UnknownWorkflow(
+                f"no workflow named `{name}`" + (f"; did you mean `{guess}`?" if guess else ""),
+            )
+        if entry.workflow is None:
+            raise entry.error or WorkflowDefinitionError("the workflow failed to load", file=str(entry.path))
+        return entry.workflow
+
+    def entries(self) -> list[CatalogEntry]:
+        """Every workflow name (the winning file for each), broken ones included, by name."""
+        return [self._entries[name] for name in sorted(self._entries)]
+
+    def names(self) -> list[str]:
+        return sorted(self._entries)
+
+    # -- internals ----------------------------------------------------------------------------
+
+    def _scan(self, directory: Path) -> list[tuple[Path, tuple[int, int]]]:
+        try:
+            with os.scandir(directory) as it:
+                found = []
+                for item in it:
+                    if item.name.endswith(_SUFFIXES) and not item.name.startswith("."):
+                        info = item.stat()
+                        if item.is_file():
+                            found.append((Path(item.path), (info.st_mtime_ns, info.st_size)))
+        except FileNotFoundError:
+            self._warn_once(
+                (directory,), "workflow directory %s does not exist; skipping it", str(directory)
+            )
+            return []
+        return sorted(found)
+
+    def _index(self) -> dict[str, CatalogEntry]:
+        index: dict[str, CatalogEntry] = {}
+        for paths in self._layout:
+            in_dir: dict[str, Path] = {}
+            for path in paths:
+                loaded = self._files[path]
+                error = loaded.error
+                if loaded.name in in_dir:
+                    first = in_dir[loaded.name]
+                    error = WorkflowDefinitionError(
+                        f"workflow name `{loaded.name}` is already used by {first.name} "
+                        "in the same directory",
+                        file=str(path),
+                        line=_name_line(path),
+                        hint="Give one of the two files a different `name:`.",
+                    )
+                    index.setdefault(
+                        f"{loaded.name} ({path.name})", CatalogEntry(loaded.name, path, None, error)
+                    )
+                    continue
+                in_dir[loaded.name] = path
+                earlier = index.get(loaded.name)
+                if earlier is not None:
+                    self._warn_once(
+                        (earlier.path, path),
+                        "workflow `%s` from %s overrides %s",
+                        loaded.name,
+                        str(path),
+                        str(earlier.path),
+                    )
+                index[loaded.name] = CatalogEntry(
+                    loaded.name, path, loaded.workflow, error, earlier.path if earlier else None
+                )
+        return index
+
+    def _warn_once(self, key: tuple[Path, ...], message: str, *args: str) -> None:
+        if key not in self._warned:
+            self._warned.add(key)
+            log.warning(message, *args, extra={"action": "workflow_catalog"})
+
+
+def _load(path: Path, stamp: tuple[int, int]) -> _Loaded:
+    try:
+        workflow = load_workflow_file(path)
+    except WorkflowDefinitionError as exc:
+        log.warning("workflow file %s is broken: %s", path, exc, extra={"action": "workflow_load_failed"})
+        return _Loaded(stamp, _guess_name(path), None, exc)
+    return _Loaded(stamp, workflow.name, workflow, None)
+
+
+def _guess_name(path: Path) -> str:
+    """The `name:` of a broken file when it can still be read, else the file's stem."""
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, yaml.YAMLError):
+        return path.stem
+    name = data.get("name") if isinstance(data, dict) else None
+    return name if isinstance(name, str) and name.strip() else path.stem
+
+
+def _name_line(path: Path) -> int:
+    """The line of the top-level `name:` key (1 when it cannot be found)."""
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except (OSError, UnicodeDecodeError):
+        return 1
+    return next((i for i, line in enumerate(lines, 1) if line.startswith("name:")), 1)

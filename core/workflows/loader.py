@@ -1,0 +1,195 @@
+"""Load a workflow file: YAML -> pydantic models -> checks, every error with file:line and fix.
+
+    load_workflow_file(path)  -> Workflow          raises WorkflowDefinitionError
+    load_workflow_text(text, file=…)               the same for text (tests, previews)
+    script_source(workflow, node) -> str           the code a `script:` node runs
+    files_content(workflow, node) -> {path: sha256} the declared `files:` (cache identity)
+
+Relative paths (`script: scripts/x.py`, `files:`) resolve against the workflow file's
+directory.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import warnings
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+from pydantic_core import ErrorDetails
+
+from core.errors import WorkflowDefinitionError
+from core.workflows.model import Node, Workflow, is_script_path
+from core.workflows.pydantic_errors import translate
+from core.workflows.validation import Problem, problems
+from core.workflows.yaml_source import SourceMap, parse_yaml
+
+
+def load_workflow_file(path: Path) -> Workflow:
+    """Read, parse, validate and check one workflow file."""
+    file = str(path)
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        raise WorkflowDefinitionError(
+            f"file is not UTF-8 text ({exc.reason} at byte {exc.start})",
+            file=file,
+            hint="Save the workflow file as UTF-8.",
+        ) from exc
+    except OSError as exc:
+        raise WorkflowDefinitionError(
+            f"cannot read the file ({exc.strerror or exc})",
+            file=file,
+            hint="Check that the file exists and is readable.",
+        ) from exc
+    return load_workflow_text(text, file=file)
+
+
+def load_workflow_text(text: str, *, file: str = "<workflow>") -> Workflow:
+    """Parse and check workflow YAML; `file` names it in errors and anchors relative paths."""
+    data, source = parse_yaml(text, file=file)
+    if not isinstance(data, dict):
+        raise WorkflowDefinitionError(
+            "a workflow file must be a YAML mapping with `name:` and `nodes:`",
+            file=file,
+            line=source.line_of(()) or 1,
+            hint="Start the file with `name: <workflow-name>` and list the steps under `nodes:`.",
+        )
+    if "source" in data:  # a model field the loader sets; not part of the format
+        raise WorkflowDefinitionError(
+            "unknown key `source` in the workflow",
+            file=file,
+            line=source.line_of(("source",)),
+            hint="Remove it; the loader records where a workflow came from.",
+        )
+    try:
+        workflow = Workflow.model_validate(data)
+    except ValidationError as exc:
+        raise _first_error(exc.errors(), data, source, file) from exc
+    workflow = workflow.model_copy(update={"source": file})
+    found = problems(workflow) or list(_file_problems(workflow))
+    if found:
+        raise _as_error(found[0], source, file)
+    return workflow
+
+
+def _first_error(
+    errors: list[ErrorDetails], data: dict[str, Any], source: SourceMap, file: str
+) -> WorkflowDefinitionError:
+    """The error nearest the top of the file, translated."""
+
+    def where(error: ErrorDetails) -> tuple[int, int]:
+        line = source.line_of(_pointer(error))
+        return (line if line is not None else 10**9, 0)
+
+    error = min(errors, key=where)
+    message, hint = translate(error, data)
+    return WorkflowDefinitionError(message, file=file, line=source.line_of(_pointer(error)), hint=hint)
+
+
+def _pointer(error: ErrorDetails) -> tuple[str | int, ...]:
+    """The path to point at: for custom errors, the key named in `ctx["key"]`."""
+    loc = tuple(error["loc"])
+    ctx = error.get("ctx") or {}
+    key = ctx.get("key")
+    return (*loc, key) if isinstance(key, str) else loc
+
+
+def _as_error(problem: Problem, source: SourceMap, file: str) -> WorkflowDefinitionError:
+    if problem.line_in_text is not None:
+        line = source.text_line(problem.loc, problem.line_in_text)
+    else:
+        line = source.line_of(problem.loc)
+    return WorkflowDefinitionError(problem.message, file=file, line=line, hint=problem.hint)
+
+
+# -- script and declared files --------------------------------------------------------------
+
+
+def base_dir(workflow: Workflow) -> Path:
+    """The directory relative paths of `workflow` resolve against."""
+    return Path(workflow.source).parent if workflow.source else Path.cwd()
+
+
+def script_path(workflow: Workflow, node: Node) -> Path | None:
+    """The file a `script:` node names, or None for inline code (or a non-script node)."""
+    if node.script is None or not is_script_path(node.script):
+        return None
+    return base_dir(workflow) / node.script.strip()
+
+
+def script_source(workflow: Workflow, node: Node) -> str:
+    """The Python code a `script:` node runs (the file's content, or the inline code)."""
+    if node.script is None:
+        raise ValueError(f"node `{node.id}` is a {node.kind} node, not a script")
+    path = script_path(workflow, node)
+    if path is None:
+        return node.script
+    try:
+        return path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise WorkflowDefinitionError(
+            f"script `{node.script.strip()}` of node `{node.id}` cannot be read ({exc.strerror or exc})",
+            file=workflow.source,
+            hint=f"Create {path} or fix `script:`.",
+        ) from exc
+
+
+def files_content(workflow: Workflow, node: Node) -> dict[str, str]:
+    """sha256 (hex) of each declared `files:` entry, keyed by the path as written."""
+    digests: dict[str, str] = {}
+    for name in node.files:
+        path = base_dir(workflow) / name
+        try:
+            digests[name] = hashlib.sha256(path.read_bytes()).hexdigest()
+        except OSError as exc:
+            raise WorkflowDefinitionError(
+                f"file `{name}` declared by node `{node.id}` cannot be read ({exc.strerror or exc})",
+                file=workflow.source,
+                hint=f"Create {path} or remove it from `files:`.",
+            ) from exc
+    return digests
+
+
+def _file_problems(workflow: Workflow) -> Iterator[Problem]:
+    root = base_dir(workflow)
+    for index, node in enumerate(workflow.nodes):
+        at = ("nodes", index)
+        if node.script is not None:
+            path = script_path(workflow, node)
+            if path is None:
+                yield from _syntax_problem(node.script, (*at, "script"), f"inline script of `{node.id}`")
+            elif not path.is_file():
+                yield Problem(
+                    (*at, "script"),
+                    f"script `{node.script.strip()}` of node `{node.id}` does not exist ({path})",
+                    "Fix the path (relative to the workflow file) or put the code inline.",
+                )
+            else:
+                problem = next(_syntax_problem(path.read_text(encoding="utf-8"), (*at, "script"), ""), None)
+                if problem is not None:
+                    yield Problem(
+                        problem.loc,
+                        f"script `{node.script.strip()}` of node `{node.id}` has a Python syntax error "
+                        f"at its line {problem.line_in_text}: {problem.message}",
+                        problem.hint,
+                    )
+        for file_index, name in enumerate(node.files):
+            if not (root / name).is_file():
+                yield Problem(
+                    (*at, "files", file_index),
+                    f"file `{name}` declared by node `{node.id}` does not exist ({root / name})",
+                    "Fix the path (relative to the workflow file) or remove it from `files:`.",
+                )
+
+
+def _syntax_problem(code: str, loc: tuple[str | int, ...], what: str) -> Iterator[Problem]:
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # e.g. SyntaxWarning for "\d"; not our concern here
+            compile(code, what or "<script>", "exec", dont_inherit=True)
+    except SyntaxError as exc:
+        message = exc.msg if not what else f"{what} has a Python syntax error: {exc.msg}"
+        yield Problem(loc, message, "Fix the Python code.", exc.lineno or 1)

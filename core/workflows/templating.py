@@ -1,0 +1,289 @@
+"""Sandboxed jinja2 templating for workflow fields, and what a template refers to.
+
+One `SandboxedEnvironment` with `StrictUndefined` and autoescape off renders every templated
+field (`bash`, `prompt`, `approval`, the strings inside `with:`). Compiled templates are
+cached by source. Each `{{ … }}` value goes through the environment's `finalize`:
+
+* dict/list values render as canonical JSON, `None` as the empty string, booleans as
+  `true`/`false`;
+* with `shell=True` the result is then passed through `shlex.quote`, so nothing a user typed
+  is ever spliced raw into bash.
+
+`references(node)` reads the jinja2 AST to find `inputs.<name>` and `nodes.<id>` uses; the
+engine builds cache keys from exactly those, and validation rejects references to nodes that
+are not dependencies.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shlex
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import Any
+
+from jinja2 import StrictUndefined, Template, meta, nodes, pass_context
+from jinja2.exceptions import SecurityError, TemplateSyntaxError, UndefinedError
+from jinja2.runtime import Context, Undefined
+from jinja2.sandbox import SandboxedEnvironment
+
+from core.errors import TemplateRenderError
+from core.workflows.model import Node
+
+#: Names a template may use at the top level (plus jinja2's globals such as `range`).
+CONTEXT_NAMES: frozenset[str] = frozenset({"inputs", "nodes", "run"})
+_SHELL_FLAG = "__baton_shell__"
+_SINGLE_EXPRESSION = re.compile(r"^\s*\{\{(?P<expr>(?:(?!\{\{|\}\}|\{%|\{#).)*)\}\}\s*$", re.DOTALL)
+
+
+def to_text(value: Any) -> str:
+    """How one `{{ … }}` value becomes text: canonical JSON for containers."""
+    if value is None:
+        return ""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, dict | list | tuple):
+        return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return str(value)
+
+
+@pass_context
+def _finalize(context: Context, value: Any) -> str:
+    if isinstance(value, Undefined):
+        str(value)  # StrictUndefined raises UndefinedError here
+    text = to_text(value)
+    return shlex.quote(text) if context.get(_SHELL_FLAG) else text
+
+
+ENVIRONMENT = SandboxedEnvironment(
+    undefined=StrictUndefined, autoescape=False, finalize=_finalize, keep_trailing_newline=True
+)
+
+
+@lru_cache(maxsize=1024)
+def compile_template(source: str) -> Template:
+    """Compile (cached); raises jinja2's `TemplateSyntaxError` for broken templates."""
+    return ENVIRONMENT.from_string(source)
+
+
+@lru_cache(maxsize=1024)
+def parse_template(source: str) -> nodes.Template:
+    """The jinja2 AST of a template (cached); raises `TemplateSyntaxError`."""
+    return ENVIRONMENT.parse(source)
+
+
+def render_template(source: str, context: Mapping[str, Any], *, shell: bool = False) -> str:
+    """Render `source`; with `shell=True` every `{{ }}` value is shell-quoted."""
+    try:
+        return compile_template(source).render({**context, _SHELL_FLAG: shell})
+    except UndefinedError as exc:
+        raise _undefined(source, context, exc) from exc
+    except SecurityError as exc:
+        raise TemplateRenderError(
+            f"template is not allowed: {exc}",
+            hint="Templates may only read inputs, nodes.<id>.output and run.id.",
+        ) from exc
+    except TemplateSyntaxError as exc:
+        raise TemplateRenderError(
+            f"template does not compile: {exc.message} (line {exc.lineno})",
+            hint="Fix the template; `baton list` shows load errors before a run.",
+        ) from exc
+
+
+def render_value(value: Any, context: Mapping[str, Any]) -> Any:
+    """Render every string inside `value` (for `with:`). A string that is exactly one
+    `{{ expression }}` keeps the expression's type (a dict stays a dict)."""
+    if isinstance(value, str):
+        match = _SINGLE_EXPRESSION.match(value)
+        if match is None:
+            return render_template(value, context)
+        try:
+            result = ENVIRONMENT.compile_expression(match["expr"], undefined_to_none=False)(**context)
+        except UndefinedError as exc:
+            raise _undefined(value, context, exc) from exc
+        except SecurityError as exc:
+            raise TemplateRenderError(f"template is not allowed: {exc}") from exc
+        if isinstance(result, Undefined):
+            raise _undefined(value, context, None)
+        return result
+    if isinstance(value, Mapping):
+        return {k: render_value(v, context) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [render_value(v, context) for v in value]
+    return value
+
+
+# -- reference analysis -------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class References:
+    """What a node's templates read: `inputs.<name>`s, `nodes.<id>`s, and whether the
+    whole `inputs` mapping is used (then every input is part of the node's identity)."""
+
+    inputs: frozenset[str] = frozenset()
+    nodes: frozenset[str] = frozenset()
+    whole_inputs: bool = False
+    whole_nodes: bool = False  # `nodes` used without a literal id (a load error)
+    names: frozenset[str] = frozenset()  # every context name used (loop variables excluded)
+
+    def __or__(self, other: References) -> References:
+        return References(
+            self.inputs | other.inputs,
+            self.nodes | other.nodes,
+            self.whole_inputs or other.whole_inputs,
+            self.whole_nodes or other.whole_nodes,
+            self.names | other.names,
+        )
+
+
+def templated_fields(node: Node) -> Iterator[tuple[tuple[str | int, ...], str]]:
+    """(path inside the node, template source) of every templated string of a node."""
+    for key in ("bash", "prompt", "approval"):
+        text = getattr(node, key)
+        if text is not None:
+            yield (key,), text
+    yield from _strings(node.with_, ("with",))
+
+
+def _strings(value: Any, path: tuple[str | int, ...]) -> Iterator[tuple[tuple[str | int, ...], str]]:
+    if isinstance(value, str):
+        yield path, value
+    elif isinstance(value, Mapping):
+        for k, v in value.items():
+            yield from _strings(v, (*path, k))
+    elif isinstance(value, list | tuple):
+        for i, v in enumerate(value):
+            yield from _strings(v, (*path, i))
+
+
+def references(node: Node) -> References:
+    """Union of `template_references` over the node's templated fields."""
+    result = References()
+    for _, source in templated_fields(node):
+        result = result | template_references(source)
+    return result
+
+
+@lru_cache(maxsize=1024)
+def template_references(source: str) -> References:
+    """References of one template source (raises `TemplateSyntaxError` if it does not parse)."""
+    found_inputs: set[str] = set()
+    found_nodes: set[str] = set()
+    flags = {"inputs": False, "nodes": False}
+    tree = parse_template(source)
+    for name, key, called in _name_uses(tree):
+        if name not in flags:
+            continue
+        if key is None or called:
+            flags[name] = True
+        else:
+            (found_inputs if name == "inputs" else found_nodes).add(key)
+    return References(
+        frozenset(found_inputs),
+        frozenset(found_nodes),
+        flags["inputs"],
+        flags["nodes"],
+        frozenset(meta.find_undeclared_variables(tree)),
+    )
+
+
+def unknown_filters(source: str) -> list[str]:
+    """Filter and test names used in `source` that the environment does not have."""
+    tree = parse_template(source)
+    missing = [f.name for f in tree.find_all(nodes.Filter) if f.name not in ENVIRONMENT.filters]
+    missing += [t.name for t in tree.find_all(nodes.Test) if t.name not in ENVIRONMENT.tests]
+    return missing
+
+
+def dotted_paths(source: str) -> list[tuple[str | int, ...]]:
+    """Every `a.b[c]…` chain with literal keys rooted at a context name (longest form)."""
+    paths: list[tuple[str | int, ...]] = []
+
+    def chain(node: nodes.Node) -> tuple[str | int, ...] | None:
+        if isinstance(node, nodes.Name):
+            return (node.name,)
+        if isinstance(node, nodes.Getattr):
+            base = chain(node.node)
+            return None if base is None else (*base, node.attr)
+        if isinstance(node, nodes.Getitem) and isinstance(node.arg, nodes.Const):
+            base = chain(node.node)
+            return None if base is None else (*base, node.arg.value)
+        return None
+
+    def visit(node: nodes.Node, inside_chain: bool) -> None:
+        is_link = isinstance(node, nodes.Getattr | nodes.Getitem)
+        if is_link and not inside_chain:
+            path = chain(node)
+            if path is not None:
+                paths.append(path)
+        for child in node.iter_child_nodes():
+            visit(child, is_link and child is getattr(node, "node", None))
+
+    visit(parse_template(source), False)
+    return paths
+
+
+def _name_uses(tree: nodes.Node) -> Iterator[tuple[str, str | None, bool]]:
+    """(name, literal key or None, called) for each load of a name; `called` is True for
+    `inputs.items()`-style uses, which read the whole mapping."""
+
+    def visit(
+        node: nodes.Node, parent: nodes.Node | None, grand: nodes.Node | None
+    ) -> Iterator[tuple[str, str | None, bool]]:
+        if isinstance(node, nodes.Name) and node.ctx == "load":
+            key: str | None = None
+            if isinstance(parent, nodes.Getattr) and parent.node is node:
+                key = parent.attr
+            elif (
+                isinstance(parent, nodes.Getitem)
+                and parent.node is node
+                and isinstance(parent.arg, nodes.Const)
+                and isinstance(parent.arg.value, str)
+            ):
+                key = parent.arg.value
+            called = key is not None and isinstance(grand, nodes.Call) and grand.node is parent
+            yield node.name, key, called
+            return
+        for child in node.iter_child_nodes():
+            yield from visit(child, node, parent)
+
+    yield from visit(tree, None, None)
+
+
+def _undefined(source: str, context: Mapping[str, Any], exc: UndefinedError | None) -> TemplateRenderError:
+    """Name the first variable path of `source` that does not resolve in `context`."""
+    for path in dotted_paths(source) + [(name,) for name in template_references(source).names]:
+        value: Any = context
+        for depth, key in enumerate(path):
+            if isinstance(value, Mapping) and key in value:
+                value = value[key]
+                continue
+            if isinstance(value, list) and isinstance(key, int) and -len(value) <= key < len(value):
+                value = value[key]
+                continue
+            shown = _show(path)
+            if depth == 0:
+                cause = f"template uses `{shown}`, which is undefined"
+            else:
+                cause = f"template uses `{shown}`, but `{_show(path[:depth])}` has no `{key}`"
+            return TemplateRenderError(cause, hint=_undefined_hint(path))
+    detail = exc.message if exc is not None and exc.message else "an undefined value"
+    return TemplateRenderError(f"template uses {detail}", hint=_undefined_hint(()))
+
+
+def _show(path: tuple[str | int, ...]) -> str:
+    text = str(path[0])
+    for key in path[1:]:
+        text += f"[{key}]" if isinstance(key, int) else f".{key}"
+    return text
+
+
+def _undefined_hint(path: tuple[str | int, ...]) -> str:
+    if path[:1] == ("inputs",) and len(path) > 1:
+        return f"Pass it with `--set {path[1]}=…`, or declare it under `inputs:` with a default."
+    if path[:1] == ("nodes",):
+        return "Check the step's output (json outputs need the field) and the template."
+    return "Templates can use inputs.<name>, nodes.<id>.output and run.id."
