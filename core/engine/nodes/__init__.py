@@ -1,0 +1,101 @@
+"""Executing one step whose templates are already rendered: `execute_node`.
+
+The executor (`core/engine/executor.py`) decides *whether* a step runs (cache, replay
+rules, journal); this package only *runs* it, one module per kind:
+
+    bash.py     `bash -c <command>` in its own process group
+    script.py   Python in a subprocess, inputs as JSON on stdin
+    prompt.py   a call through a `Provider` (`core/engine/providers.py`)
+    tool.py     a registered Python callable (`core/engine/tools.py`)
+    process.py  the subprocess runner the others share (pipes, timeouts, process groups)
+
+`approval` steps never reach this package: the executor pauses the run instead.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from core.errors import NodeFailed
+from core.redaction import NO_SECRETS, Redactor
+
+if TYPE_CHECKING:
+    from core.engine.providers import ProviderRegistry
+    from core.engine.tools import ToolRegistry
+
+__all__ = ["NodeContext", "NodeResult", "RenderedNode", "execute_node"]
+
+
+@dataclass(frozen=True, slots=True)
+class NodeContext:
+    """Where and how one attempt of one step runs."""
+
+    run_id: str
+    node_id: str
+    workdir: Path
+    artifacts_dir: Path
+    idempotency_key: str | None
+    timeout: float  # seconds
+    attempt: int = 1
+    extra_env: Mapping[str, str] = field(default_factory=dict)  # e.g. secrets the operator configured
+    #: hides secrets in stderr tails and error messages; give it `Settings.secrets()` and the
+    #: secret values of `extra_env`. Step *output* is never redacted (later steps consume it).
+    redactor: Redactor = NO_SECRETS
+
+
+@dataclass(frozen=True, slots=True)
+class RenderedNode:
+    """A step's resolved inputs, after templating."""
+
+    kind: str  # bash | script | prompt | tool   (approval never reaches execute_node)
+    command: str | None = None  # bash: the rendered command (values already shell-quoted)
+    script_source: str | None = None  # script: the Python source
+    stdin: bytes | None = None  # script: inputs as JSON on stdin
+    prompt: str | None = None  # prompt: the rendered prompt
+    provider: str | None = None  # prompt: provider name, or None for the default
+    tool: str | None = None  # tool: registered name
+    kwargs: Mapping[str, Any] = field(default_factory=dict)  # tool: rendered `with:` values
+    #: prompt: set when the step's `output:` is JSON: its schema, or `{}` when it has none.
+    #: Providers use it to ask for (the fake: to produce) JSON of that shape.
+    output_schema: Mapping[str, Any] | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class NodeResult:
+    output: str  # stdout / provider text / tool result (str as is, else canonical JSON)
+    tokens_in: int = 0
+    tokens_out: int = 0
+    stderr_tail: str = ""  # last ~2 KB of stderr, secrets redacted
+
+
+async def execute_node(
+    node: RenderedNode, ctx: NodeContext, *, providers: ProviderRegistry, tools: ToolRegistry
+) -> NodeResult:
+    """Run one step and return its result.
+
+    Raises `NodeFailed` (exit code + stderr tail, timeout, tool exception, provider error,
+    unknown tool or provider). On cancellation it stops the step's whole process group and
+    re-raises `asyncio.CancelledError`. Secrets in stderr and error messages are hidden with
+    `ctx.redactor`.
+    """
+    kind = node.kind
+    if kind == "tool":
+        return await tool.run(node, ctx, tools)
+    if kind == "bash":
+        return await bash.run(node, ctx)
+    if kind == "prompt":
+        return await prompt.run(node, ctx, providers)
+    if kind == "script":
+        return await script.run(node, ctx)
+    raise NodeFailed(
+        f"step `{ctx.node_id}` has kind `{kind}`, which cannot be executed directly",
+        node_id=ctx.node_id,
+        hint="Only bash, script, prompt and tool steps execute; approval steps pause the run.",
+    )
+
+
+# The kind modules use the records above, so they are imported after them.
+from core.engine.nodes import bash, prompt, script, tool  # noqa: E402

@@ -1,0 +1,257 @@
+"""Running one step's subprocess: its own process group, both pipes read at once, bounded time.
+
+Used by the `bash` and `script` node kinds and by the `command` prompt provider.
+
+- The child starts a new session (`start_new_session=True`), so its pid is the id of a
+  process group that holds everything it spawns.
+- stdout is read whole and stderr keeps only its last `STDERR_KEEP` bytes, both at the same
+  time as stdin is written, so tens of MB on either pipe never deadlock.
+- When the main process exits, whatever it left running in its group (`sleep 99 &`) is stopped
+  too: a step's processes end with the step, and a background child that still holds stdout
+  cannot keep the step waiting.
+- On timeout or cancellation the group gets SIGTERM, then SIGKILL after `KILL_GRACE` seconds.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import signal
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from core.engine.nodes import NodeResult
+from core.errors import NodeFailed
+
+if TYPE_CHECKING:
+    from core.engine.nodes import NodeContext
+
+KILL_GRACE = 2.0  # seconds between SIGTERM and SIGKILL
+STDERR_KEEP = 16 * 1024  # bytes of stderr kept while reading
+TAIL_CHARS = 2048  # characters of stderr shown (after redaction)
+_CHUNK = 1 << 16
+
+
+@dataclass(frozen=True, slots=True)
+class ProcessOutcome:
+    returncode: int
+    stdout: bytes
+    stderr_tail: str  # last TAIL_CHARS characters of stderr, redacted
+
+
+def node_env(ctx: NodeContext) -> dict[str, str]:
+    """os.environ + the operator's extra_env + the BATON_* variables of this step."""
+    env = {**os.environ, **ctx.extra_env}
+    env["BATON_RUN_ID"] = ctx.run_id
+    env["BATON_NODE_ID"] = ctx.node_id
+    env["BATON_ARTIFACTS_DIR"] = str(ctx.artifacts_dir)
+    env["BATON_IDEMPOTENCY_KEY"] = ctx.idempotency_key or ""
+    env["BATON_ATTEMPT"] = str(ctx.attempt)
+    return env
+
+
+def timed_out(ctx: NodeContext, what: str = "step") -> NodeFailed:
+    return NodeFailed(
+        f"{what} `{ctx.node_id}` timed out after {ctx.timeout:g} s",
+        node_id=ctx.node_id,
+        hint=f"Raise the node's `timeout:` or make it faster, then `/workflow resume {ctx.run_id}`.",
+    )
+
+
+async def run_process(
+    argv: Sequence[str],
+    ctx: NodeContext,
+    *,
+    stdin: bytes | None = None,
+    env: Mapping[str, str] | None = None,
+    what: str = "step",
+) -> ProcessOutcome:
+    """Run `argv` in `ctx.workdir` within `ctx.timeout` seconds.
+
+    Raises `NodeFailed` on timeout (and when the program does not exist); kills the process
+    group and re-raises on cancellation. A non-zero exit is *not* an error here: callers
+    decide what it means.
+    """
+    try:
+        proc = await asyncio.create_subprocess_exec(
+            *argv,
+            stdin=asyncio.subprocess.PIPE if stdin is not None else asyncio.subprocess.DEVNULL,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+            cwd=ctx.workdir,
+            env=dict(env) if env is not None else node_env(ctx),
+            start_new_session=True,
+        )
+    except (FileNotFoundError, PermissionError, NotADirectoryError) as exc:
+        raise NodeFailed(
+            f"{what} `{ctx.node_id}` could not start `{argv[0]}`: {exc.strerror or exc}",
+            node_id=ctx.node_id,
+            hint="Check that the program is installed and the working directory exists.",
+        ) from exc
+
+    assert proc.stdout is not None and proc.stderr is not None  # both are PIPE above
+    readers = [
+        asyncio.ensure_future(_read_all(proc.stdout)),
+        asyncio.ensure_future(_read_tail(proc.stderr)),
+    ]
+    feeder = asyncio.ensure_future(_feed(proc.stdin, stdin)) if proc.stdin is not None else None
+    exited = _exit_waiter(proc)
+    timer = asyncio.timeout(ctx.timeout)
+    try:
+        async with timer:
+            await asyncio.shield(exited)
+            await _stop_leftovers(proc.pid, readers)
+            await asyncio.gather(*readers)
+            returncode = await proc.wait()
+    except BaseException as exc:
+        try:
+            await _stop_group(proc, exited)
+            await _settle(proc, readers, feeder)
+        finally:
+            _signal_group(proc.pid, signal.SIGKILL)
+        if isinstance(exc, TimeoutError) and timer.expired():
+            raise timed_out(ctx, what) from None
+        raise
+    finally:
+        _close_exit_waiter(exited)
+    if feeder is not None:
+        await feeder
+    stdout: bytes = readers[0].result()
+    tail = ctx.redactor.redact(readers[1].result().decode("utf-8", errors="replace"))
+    return ProcessOutcome(returncode=returncode, stdout=stdout, stderr_tail=tail[-TAIL_CHARS:])
+
+
+def step_result(outcome: ProcessOutcome, ctx: NodeContext, *, what: str = "step") -> NodeResult:
+    """stdout as the step's output, or `NodeFailed` naming the exit code and the stderr tail."""
+    if outcome.returncode != 0:
+        raise exit_failure(outcome, ctx, what=what)
+    return NodeResult(
+        output=outcome.stdout.decode("utf-8", errors="replace"), stderr_tail=outcome.stderr_tail
+    )
+
+
+def exit_failure(outcome: ProcessOutcome, ctx: NodeContext, *, what: str = "step") -> NodeFailed:
+    code = outcome.returncode
+    how = f"was killed by signal {-code}" if code < 0 else f"exited with code {code}"
+    tail = outcome.stderr_tail.strip()
+    message = f"{what} `{ctx.node_id}` {how}" + (f"; stderr ends with:\n{tail}" if tail else " (no stderr)")
+    return NodeFailed(
+        message, node_id=ctx.node_id, hint=f"Fix the step, then `/workflow resume {ctx.run_id}`."
+    )
+
+
+async def _read_all(stream: asyncio.StreamReader) -> bytes:
+    chunks: list[bytes] = []
+    while chunk := await stream.read(_CHUNK):
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+async def _read_tail(stream: asyncio.StreamReader) -> bytes:
+    tail = bytearray()
+    while chunk := await stream.read(_CHUNK):
+        tail += chunk
+        if len(tail) > 2 * STDERR_KEEP:
+            del tail[:-STDERR_KEEP]
+    return bytes(tail[-STDERR_KEEP:])
+
+
+async def _feed(writer: asyncio.StreamWriter | None, data: bytes | None) -> None:
+    if writer is None:
+        return
+    with contextlib.suppress(BrokenPipeError, ConnectionResetError):
+        if data:
+            writer.write(data)
+            await writer.drain()
+        writer.close()
+        await writer.wait_closed()
+
+
+def _exit_waiter(proc: asyncio.subprocess.Process) -> asyncio.Future[None]:
+    """A future set when the main process exits (not when its pipes close).
+
+    `Process.wait()` only returns once stdout/stderr are closed, which a background grandchild
+    can delay forever; a pidfd tells us about the main process alone. Cancel the future to
+    release the pidfd early.
+    """
+    loop = asyncio.get_running_loop()
+    future: asyncio.Future[None] = loop.create_future()
+    try:
+        fd = os.pidfd_open(proc.pid)
+    except ProcessLookupError:  # already exited and reaped
+        future.set_result(None)
+        return future
+    except (AttributeError, OSError):  # no pidfd on this system: pipes-closed is the best we get
+        fallback = asyncio.ensure_future(proc.wait())
+        fallback.add_done_callback(lambda _: future.done() or future.set_result(None))
+        return future
+    open_fd = [fd]
+
+    def release(_: object = None) -> None:
+        if open_fd:
+            loop.remove_reader(open_fd[0])
+            os.close(open_fd.pop())
+
+    def ready() -> None:
+        release()
+        if not future.done():
+            future.set_result(None)
+
+    loop.add_reader(fd, ready)
+    future.add_done_callback(release)
+    return future
+
+
+def _close_exit_waiter(exited: asyncio.Future[None]) -> None:
+    if not exited.done():
+        exited.cancel()
+
+
+def _signal_group(pgid: int, sig: int) -> bool:
+    try:
+        os.killpg(pgid, sig)
+    except (ProcessLookupError, PermissionError):
+        return False
+    return True
+
+
+async def _stop_leftovers(pgid: int, readers: list[asyncio.Future[bytes]]) -> None:
+    """The main process exited: stop whatever it left running in its group."""
+    if not _signal_group(pgid, signal.SIGTERM):
+        return
+    if all(r.done() for r in readers):
+        return
+    with contextlib.suppress(TimeoutError):
+        async with asyncio.timeout(KILL_GRACE):
+            await asyncio.wait(readers)
+            return
+    _signal_group(pgid, signal.SIGKILL)
+
+
+async def _stop_group(proc: asyncio.subprocess.Process, exited: asyncio.Future[None]) -> None:
+    """SIGTERM the whole group, wait up to KILL_GRACE for the main process, then SIGKILL."""
+    if not _signal_group(proc.pid, signal.SIGTERM):
+        return
+    with contextlib.suppress(TimeoutError):
+        async with asyncio.timeout(KILL_GRACE):
+            await asyncio.shield(exited)
+    _signal_group(proc.pid, signal.SIGKILL)
+
+
+async def _settle(
+    proc: asyncio.subprocess.Process,
+    readers: list[asyncio.Future[bytes]],
+    feeder: asyncio.Future[None] | None,
+) -> None:
+    """Let the pipe tasks finish and the process be reaped (bounded); never leak a task."""
+    pending = [t for t in (*readers, feeder) if t is not None]
+    with contextlib.suppress(TimeoutError):
+        async with asyncio.timeout(KILL_GRACE):
+            await asyncio.gather(*pending, return_exceptions=True)
+            await proc.wait()
+    for task in pending:
+        if not task.done():
+            task.cancel()
+    await asyncio.gather(*pending, return_exceptions=True)

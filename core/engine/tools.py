@@ -1,0 +1,220 @@
+"""Tools: Python callables a workflow step can call (`tool: post_release`).
+
+    from core.engine.tools import tool
+
+    @tool(replay="idempotent")
+    def post_release(title: str, idempotency_key: str | None = None) -> dict: ...
+
+    @tool("ping", replay="pure", inline=True)      # cheap and sync: called on the event loop
+    def ping() -> str: return "pong"
+
+`@tool` registers into the module-level `default_registry`; tests build their own
+`ToolRegistry()` and use `registry.tool(...)`. `ToolRegistry.load(specs, base)` imports the
+modules named by `BATON_TOOL_MODULES` (module names or .py paths relative to `base`) and
+registers every `@tool` function they define.
+
+A tool receives the step's `with:` values as keywords, plus `idempotency_key=` when its
+signature names that parameter. Sync tools run in a worker thread (they cannot block the
+loop) unless marked `inline=True`; async tools are awaited.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib
+import importlib.util
+import inspect
+import sys
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from types import ModuleType
+from typing import Any, TypeVar
+
+from core.errors import ConfigurationError
+from core.store.records import ReplayClass
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+KEY_PARAMETER = "idempotency_key"
+_SPEC_ATTRIBUTE = "__baton_tool__"
+
+
+@dataclass(frozen=True, slots=True)
+class ToolSpec:
+    name: str
+    fn: Callable[..., Any]
+    replay: ReplayClass
+    accepts_key: bool  # the function takes `idempotency_key=`
+    inline: bool = False  # sync and cheap: call it on the event loop, not in a thread
+    is_async: bool = False
+
+    @property
+    def origin(self) -> str:
+        return f"{getattr(self.fn, '__module__', '?')}.{getattr(self.fn, '__qualname__', '?')}"
+
+
+def make_spec(fn: Callable[..., Any], name: str | None, replay: ReplayClass | str, inline: bool) -> ToolSpec:
+    """Validate a decorated function and describe it."""
+    tool_name = name or fn.__name__
+    try:
+        replay_class = ReplayClass(replay)
+    except ValueError:
+        raise ConfigurationError(
+            f"tool `{tool_name}` declares replay `{replay}`",
+            hint="Use replay='pure', 'idempotent' or 'unsafe'.",
+        ) from None
+    is_async = inspect.iscoroutinefunction(fn)
+    if inline and is_async:
+        raise ConfigurationError(
+            f"tool `{tool_name}` is async and marked inline=True",
+            hint="inline=True is for cheap sync tools; async tools are awaited anyway, drop the flag.",
+        )
+    try:
+        params = inspect.signature(fn).parameters
+    except (TypeError, ValueError):
+        params = {}  # type: ignore[assignment]
+    return ToolSpec(
+        name=tool_name,
+        fn=fn,
+        replay=replay_class,
+        accepts_key=KEY_PARAMETER in params,
+        inline=inline,
+        is_async=is_async,
+    )
+
+
+class ToolRegistry:
+    """Tools by name."""
+
+    def __init__(self, specs: Iterable[ToolSpec] = ()) -> None:
+        self._tools: dict[str, ToolSpec] = {}
+        for spec in specs:
+            self.add(spec)
+
+    def add(self, spec: ToolSpec) -> None:
+        known = self._tools.get(spec.name)
+        if known is not None and known.fn is not spec.fn and known.origin != spec.origin:
+            raise ConfigurationError(
+                f"tool `{spec.name}` is defined twice: {known.origin} and {spec.origin}",
+                hint="Rename one of them with @tool('other_name').",
+            )
+        self._tools[spec.name] = spec
+
+    def tool(
+        self,
+        name: str | Callable[..., Any] | None = None,
+        *,
+        replay: ReplayClass | str = "unsafe",
+        inline: bool = False,
+    ) -> Any:
+        """Decorator registering into this registry (`@registry.tool` or `@registry.tool("n", ...)`)."""
+
+        def decorate(fn: F) -> F:
+            spec = make_spec(fn, name if isinstance(name, str) else None, replay, inline)
+            setattr(fn, _SPEC_ATTRIBUTE, spec)
+            self.add(spec)
+            return fn
+
+        return decorate(name) if callable(name) else decorate
+
+    def get(self, name: str) -> ToolSpec:
+        try:
+            return self._tools[name]
+        except KeyError:
+            known = ", ".join(f"`{n}`" for n in sorted(self._tools)) or "none"
+            raise ConfigurationError(
+                f"no tool is registered as `{name}` (known tools: {known})",
+                hint="Define it with @tool in a module of BATON_TOOL_MODULES, or fix the step's `tool:`.",
+            ) from None
+
+    def names(self) -> list[str]:
+        return sorted(self._tools)
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._tools
+
+    def __len__(self) -> int:
+        return len(self._tools)
+
+    def load(self, specs: Sequence[str], base: Path) -> list[str]:
+        """Import each module (a dotted name or a .py path relative to `base`) and register its
+        `@tool` functions here. Returns the names of the tools found, in order."""
+        found: list[str] = []
+        for spec in specs:
+            module = _import(spec, base)
+            for value in list(vars(module).values()):
+                tool_spec = getattr(value, _SPEC_ATTRIBUTE, None)
+                if isinstance(tool_spec, ToolSpec):
+                    self.add(tool_spec)
+                    found.append(tool_spec.name)
+        return found
+
+
+def _import(spec: str, base: Path) -> ModuleType:
+    if spec.endswith(".py") or "/" in spec or "\\" in spec:
+        return _import_file(spec, base)
+    try:
+        return importlib.import_module(spec)
+    except ModuleNotFoundError as exc:
+        if exc.name is not None and spec.startswith(exc.name):
+            raise ConfigurationError(
+                f"tool module `{spec}` was not found",
+                hint="Fix BATON_TOOL_MODULES: a module name on the Python path or a .py file path.",
+            ) from exc
+        raise _broken(spec, exc) from exc
+    except Exception as exc:
+        raise _broken(spec, exc) from exc
+
+
+def _import_file(spec: str, base: Path) -> ModuleType:
+    path = Path(spec)
+    if not path.is_absolute():
+        path = base / path
+    path = path.resolve()
+    if not path.is_file():
+        raise ConfigurationError(
+            f"tool module file {path} does not exist",
+            hint=f"Fix BATON_TOOL_MODULES (module names or .py paths relative to {base}).",
+        )
+    name = f"_baton_tools_{path.stem}_{hashlib.sha256(str(path).encode()).hexdigest()[:8]}"
+    loaded = sys.modules.get(name)
+    if loaded is not None:
+        return loaded
+    module_spec = importlib.util.spec_from_file_location(name, path)
+    if module_spec is None or module_spec.loader is None:
+        raise ConfigurationError(f"tool module file {path} cannot be imported", hint="Give it a .py name.")
+    module = importlib.util.module_from_spec(module_spec)
+    sys.modules[name] = module
+    try:
+        module_spec.loader.exec_module(module)
+    except Exception as exc:
+        del sys.modules[name]
+        raise _broken(str(path), exc) from exc
+    return module
+
+
+def _broken(spec: str, exc: BaseException) -> ConfigurationError:
+    return ConfigurationError(
+        f"tool module {spec} failed to import: {type(exc).__name__}: {exc}",
+        hint="Fix the error in that module (or remove it from BATON_TOOL_MODULES) and start Baton again.",
+    )
+
+
+#: Where `@tool` registers; the engine uses it unless given another registry.
+default_registry = ToolRegistry()
+
+
+def tool(
+    name: str | Callable[..., Any] | None = None,
+    *,
+    replay: ReplayClass | str = "unsafe",
+    inline: bool = False,
+) -> Any:
+    """Register a sync or async callable as a tool in `default_registry`.
+
+    `replay` is its replay class (pure | idempotent | unsafe, default unsafe); `inline=True`
+    marks a cheap sync tool that is called directly on the event loop instead of in a thread.
+    Usable bare (`@tool`) or with arguments (`@tool("name", replay="pure")`).
+    """
+    return default_registry.tool(name, replay=replay, inline=inline)
