@@ -1,0 +1,164 @@
+"""`baton console`: an interactive chat with Baton in the terminal.
+
+Type `/workflow run hello hi`, just `run hello hi`, or plain text (an approval like
+"lgtm"). Buttons appear as numbered choices; typing the number runs that button's
+command. The progress message is redrawn in place on a terminal that allows it, else
+printed whenever it changes. Ctrl-D (or SIGTERM) leaves.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+import threading
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import IO, TYPE_CHECKING
+
+from prompt_toolkit import PromptSession
+from prompt_toolkit.application import run_in_terminal
+from prompt_toolkit.history import FileHistory
+from prompt_toolkit.utils import is_dumb_terminal
+from rich.cells import cell_len
+from rich.console import Console
+from rich.text import Text
+
+from adapters.console.messages import PLATFORM, to_chat_message
+from adapters.console.output import choices_text, reply_text
+from core.commands.messages import Button, Reply
+from core.errors import BatonError
+
+if TYPE_CHECKING:
+    from bot.app import Baton
+
+LineReader = Callable[[], Awaitable[str | None]]  # None: end of input
+
+
+class ConsoleView:
+    """Shows replies; remembers the numbered choices; edits the progress message in place."""
+
+    def __init__(self, stream: IO[str], *, redraw: bool) -> None:
+        self._console = Console(file=stream, highlight=False, markup=False, emoji=False, soft_wrap=False)
+        self._redraw = redraw
+        self.choices: tuple[Button, ...] = ()
+        self._last_key: str | None = None  # replace_key of the block printed last
+        self._last_text = ""
+        self._last_height = 0
+
+    def mark_input(self) -> None:
+        """The user's line is on screen now: never redraw across it."""
+        self._last_key = None
+
+    def banner(self) -> None:
+        self._console.print(
+            Text(
+                "Baton console. Type `help`, a command such as `run hello hi`, or a reply; Ctrl-D quits.",
+                style="bold",
+            )
+        )
+
+    def choice(self, text: str) -> Button | None:
+        """The button a typed number stands for, if any."""
+        if text.isdigit() and 1 <= int(text) <= len(self.choices):
+            return self.choices[int(text) - 1]
+        return None
+
+    def _height(self, text: str) -> int:
+        width = max(1, self._console.width)
+        return sum(max(1, -(-cell_len(line) // width)) for line in text.split("\n"))
+
+    def show(self, reply: Reply) -> None:
+        text = reply_text(reply)
+        same_block = reply.replace_key is not None and reply.replace_key == self._last_key
+        if same_block and text == self._last_text and not reply.buttons:
+            return  # unchanged progress: nothing to print
+        if same_block and self._redraw:
+            # cursor up over the previous version of this message, erase to end of screen
+            self._console.file.write(f"\x1b[{self._last_height}F\x1b[J")
+        style = "bold red" if reply.is_error else ("dim" if reply.replace_key else "")
+        block = Text(text, style=style)
+        if reply.buttons:
+            self.choices = reply.buttons
+            block.append("\n" + choices_text(reply.buttons), style="cyan")
+        self._console.print(block)
+        self._last_key = reply.replace_key
+        self._last_text = text
+        self._last_height = self._height(block.plain)
+
+
+def _stdin_reader() -> LineReader:
+    """Lines from a non-terminal stdin, read in a daemon thread (never blocks shutdown)."""
+    loop = asyncio.get_running_loop()
+    queue: asyncio.Queue[str | None] = asyncio.Queue()
+
+    def pump() -> None:
+        for line in sys.stdin:
+            loop.call_soon_threadsafe(queue.put_nowait, line.rstrip("\n"))
+        loop.call_soon_threadsafe(queue.put_nowait, None)
+
+    threading.Thread(target=pump, name="console-stdin", daemon=True).start()
+    return queue.get
+
+
+def _prompt_reader(history: Path, user: str) -> LineReader:
+    history.parent.mkdir(parents=True, exist_ok=True)
+    session: PromptSession[str] = PromptSession(history=FileHistory(str(history)))
+
+    async def read() -> str | None:
+        try:
+            return await session.prompt_async(f"{user}> ")
+        except EOFError:
+            return None
+        except KeyboardInterrupt:
+            return ""  # Ctrl-C clears the line, as in a shell
+
+    return read
+
+
+async def _until_stopped(baton: Baton, reader: LineReader) -> str | None:
+    """The next line, or None when input ends or the process is asked to stop."""
+    line = asyncio.ensure_future(reader())
+    stop = asyncio.ensure_future(baton.stopping.wait())
+    await asyncio.wait({line, stop}, return_when=asyncio.FIRST_COMPLETED)
+    stop.cancel()
+    if not line.done():
+        line.cancel()
+        return None
+    return line.result()
+
+
+async def interactive(
+    baton: Baton, *, conversation: str, user: str, history: Path, thread: str | None = None
+) -> None:
+    """Chat until Ctrl-D / end of input / a stop signal."""
+    tty = sys.stdin.isatty() and sys.stdout.isatty() and not is_dumb_terminal()
+    view = ConsoleView(sys.stdout, redraw=tty)
+    reader = _prompt_reader(history, user) if tty else _stdin_reader()
+
+    async def show(reply: Reply) -> None:
+        if tty:  # hides the prompt while printing, then redraws it
+            await run_in_terminal(lambda: view.show(reply))
+        else:
+            view.show(reply)
+
+    async def outbox(reply: Reply) -> None:
+        if reply.conversation in (None, conversation):
+            await show(reply)
+
+    baton.handler.register_outbox(PLATFORM, outbox)
+    view.banner()
+    while (line := await _until_stopped(baton, reader)) is not None:
+        view.mark_input()
+        line = line.strip()
+        if not line:
+            continue
+        button = view.choice(line)
+        if button is not None:
+            line = f"/workflow {button.command}"
+        message = to_chat_message(line, conversation, user, thread)
+        try:
+            replies = await baton.handler.handle(message)
+        except BatonError as exc:  # the handler answers errors itself; this is the safety net
+            replies = [Reply(kind="error", data={"message": exc.message, "hint": exc.hint}, is_error=True)]
+        for reply in replies:
+            await show(reply)

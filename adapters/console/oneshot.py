@@ -1,0 +1,106 @@
+"""`baton say`: handle one message, print the replies, and never leave a run orphaned.
+
+This process is the only executor of the runs it starts or continues, so it always drives
+them to rest before exiting. With `wait=True` the background replies (progress, the final
+summary) are part of the output; without it only the immediate replies are.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from adapters.console.messages import PLATFORM
+from core.commands.messages import ChatMessage, Reply
+from core.store.records import RunStatus
+
+if TYPE_CHECKING:
+    from bot.app import Baton
+
+
+@dataclass
+class Transcript:
+    """Replies in the order a reader should see them. A reply with a `replace_key` replaces
+    the earlier one with that key (the progress message is edited, not re-posted) and moves
+    to the end, so the newest state is always last."""
+
+    replies: list[Reply] = field(default_factory=list)
+
+    def add(self, reply: Reply) -> None:
+        if reply.replace_key is not None:
+            self.replies = [r for r in self.replies if r.replace_key != reply.replace_key]
+        self.replies.append(reply)
+
+
+def _active(reply: Reply) -> bool:
+    return reply.run_id is not None and reply.run_status in (None, RunStatus.PENDING, RunStatus.RUNNING)
+
+
+async def drive_to_rest(baton: Baton, run_ids: set[str]) -> list[str]:
+    """Wait until `run_ids` and every run this process holds a lease on have come to rest
+    (or the process is asked to stop). Returns the runs waited for, in order."""
+    waited: list[str] = []
+    pending = set(run_ids)
+    while not baton.stopping.is_set():
+        pending |= {run.id for run in baton.store.runs_leased_by(baton.engine.owner)}
+        pending -= set(waited)
+        if not pending:
+            break
+        run_id = sorted(pending)[0]
+        waiter = asyncio.ensure_future(baton.engine.wait(run_id))
+        stopper = asyncio.ensure_future(baton.stopping.wait())
+        await asyncio.wait({waiter, stopper}, return_when=asyncio.FIRST_COMPLETED)
+        stopper.cancel()
+        if not waiter.done():
+            waiter.cancel()
+            break
+        waiter.result()
+        waited.append(run_id)
+    return waited
+
+
+async def say(
+    baton: Baton,
+    message: ChatMessage,
+    *,
+    wait: bool,
+    on_reply: Callable[[Reply], None] | None = None,
+) -> list[Reply]:
+    """Handle `message`; return the replies to print (the immediate ones, plus the background
+    ones when `wait`). `on_reply` sees each reply as it arrives (for streaming output)."""
+    transcript = Transcript()
+    background = wait
+
+    def keep(reply: Reply) -> None:
+        transcript.add(reply)
+        if on_reply is not None:
+            on_reply(reply)
+
+    async def outbox(reply: Reply) -> None:
+        if background and reply.conversation in (None, message.conversation):
+            keep(reply)
+
+    baton.handler.register_outbox(PLATFORM, outbox)
+    immediate = await baton.handler.handle(message)
+    for reply in immediate:
+        keep(reply)
+    waited = await drive_to_rest(baton, {r.run_id for r in immediate if _active(r) and r.run_id})
+    if wait:
+        for run_id in waited:
+            if not _ends_with_rest(transcript.replies, run_id):
+                keep(_resting_reply(baton, run_id))
+    return transcript.replies
+
+
+def _ends_with_rest(replies: list[Reply], run_id: str) -> bool:
+    about = [r for r in replies if r.run_id == run_id and r.run_status is not None]
+    return bool(about) and RunStatus(about[-1].run_status or "pending").resting
+
+
+def _resting_reply(baton: Baton, run_id: str) -> Reply:
+    """The run's summary as a reply, when the handler's background replies did not end with
+    the resting status (e.g. the run came to rest before its progress was subscribed)."""
+    summary = baton.engine.summary(run_id)
+    return Reply(kind="run_summary", data={"summary": summary}, run_id=run_id, run_status=summary.status)

@@ -1,0 +1,154 @@
+"""Application wiring: settings -> store, catalog, engine, handler; and the process lifecycle.
+
+    baton = build_baton(settings)
+    async with baton.running():          # engine started (recovery, heartbeat), signals handled
+        ...                              # adapters take input until `baton.stopping` is set
+    # engine stopped: in-flight steps got `grace` seconds to finish
+
+SIGTERM / SIGINT set `baton.stopping` (adapters stop taking input); a second signal
+cancels the task that entered `running()` for a fast exit.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import signal
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from core.commands.handler import Handler
+from core.engine.engine import Engine, EngineConfig
+from core.engine.providers import ProviderRegistry
+from core.engine.tools import ToolRegistry
+from core.store.repository import SqlStore
+from core.workflows.catalog import Catalog
+from sqlalchemy.engine import make_url
+
+from core.config import Settings
+from core.errors import ConfigurationError
+from core.store.port import Store
+
+log = logging.getLogger("baton.app")
+
+#: Seconds in-flight steps get to finish when the process is asked to stop.
+SHUTDOWN_GRACE = 10.0
+DEFAULT_TOOL_MODULE = "workflows/tools.py"
+
+
+@dataclass
+class _Lifecycle:
+    stopping: asyncio.Event = field(default_factory=asyncio.Event)
+    signals: int = 0
+    main_task: asyncio.Task[object] | None = None
+
+
+@dataclass(frozen=True)
+class Baton:
+    """Everything one Baton process runs on. Built once by `build_baton`."""
+
+    settings: Settings
+    store: Store
+    catalog: Catalog
+    engine: Engine
+    handler: Handler
+    _life: _Lifecycle = field(default_factory=_Lifecycle, repr=False)
+
+    @property
+    def stopping(self) -> asyncio.Event:
+        """Set when the process was asked to stop: adapters stop taking input."""
+        return self._life.stopping
+
+    def request_stop(self) -> None:
+        self._life.stopping.set()
+
+    def _on_signal(self, signum: int) -> None:
+        self._life.signals += 1
+        name = signal.Signals(signum).name
+        if self._life.signals == 1:
+            log.info(
+                "stopping: no new input; in-flight steps get %.0fs",
+                SHUTDOWN_GRACE,
+                extra={"action": "shutdown", "signal": name},
+            )
+            self.request_stop()
+        elif self._life.main_task is not None:
+            log.warning("second %s: stopping now", name, extra={"action": "shutdown_forced"})
+            self._life.main_task.cancel()
+
+    @asynccontextmanager
+    async def running(
+        self, *, grace: float = SHUTDOWN_GRACE, handle_signals: bool = True
+    ) -> AsyncIterator[Baton]:
+        """Start the engine (recovery of lapsed runs, heartbeat); stop it on exit."""
+        loop = asyncio.get_running_loop()
+        self._life.main_task = asyncio.current_task()
+        installed: list[int] = []
+        if handle_signals:
+            for sig in (signal.SIGTERM, signal.SIGINT):
+                try:
+                    loop.add_signal_handler(sig, self._on_signal, sig)
+                except (NotImplementedError, RuntimeError, ValueError):  # not the main thread
+                    continue
+                installed.append(sig)
+        await self.engine.start()
+        log.info("engine started", extra={"action": "engine_started", "owner": self.engine.owner})
+        try:
+            yield self
+        finally:
+            for sig in installed:
+                loop.remove_signal_handler(sig)
+            await self.engine.stop(grace=0.0 if self._life.signals > 1 else grace)
+            log.info("engine stopped", extra={"action": "engine_stopped"})
+
+    def close(self) -> None:
+        self.store.close()
+
+
+def ensure_sqlite_dir(database_url: str) -> None:
+    """SQLite needs the directory of its file to exist (`./.baton/` by default)."""
+    url = make_url(database_url)
+    if url.get_backend_name() == "sqlite" and url.database and url.database != ":memory:":
+        Path(url.database).expanduser().parent.mkdir(parents=True, exist_ok=True)
+
+
+def load_tools(modules: Sequence[str]) -> ToolRegistry:
+    """Register the `@tool` functions of `modules` (module names or `.py` paths relative to
+    the current directory). The default `workflows/tools.py` may be absent; any other
+    missing module is a configuration error."""
+    present: list[str] = []
+    for module in modules:
+        is_path = module.endswith(".py") or "/" in module
+        if is_path and not Path(module).exists():
+            if module == DEFAULT_TOOL_MODULE:
+                continue
+            raise ConfigurationError(
+                f"BATON_TOOL_MODULES: {module} does not exist (relative to {Path.cwd()})"
+            )
+        present.append(module)
+    return ToolRegistry.from_modules(present)
+
+
+def build_baton(settings: Settings) -> Baton:
+    """Wire the parts; the schema is migrated before anything else touches the database."""
+    ensure_sqlite_dir(settings.database_url)
+    settings.data_dir.mkdir(parents=True, exist_ok=True)
+    store = SqlStore(settings.database_url)
+    store.migrate()
+    catalog = Catalog(settings.workflow_dirs)
+    engine = Engine(
+        store=store,
+        catalog=catalog,
+        config=EngineConfig(
+            data_dir=settings.data_dir,
+            max_parallel=settings.max_parallel,
+            lease_seconds=settings.lease_seconds,
+            replica_id=settings.replica_id,
+        ),
+        providers=ProviderRegistry.from_settings(settings),
+        tools=load_tools(settings.tool_modules),
+    )
+    handler = Handler(store=store, engine=engine, catalog=catalog, access=settings.access)
+    return Baton(settings=settings, store=store, catalog=catalog, engine=engine, handler=handler)

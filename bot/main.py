@@ -1,0 +1,243 @@
+"""The `baton` command line: `run`, `console`, `say`, `list`, `migrate`, `worker`.
+
+Settings are built once here (`load_settings`); `--database-url` and `--workflows DIR`
+override `BATON_DATABASE_URL` / `BATON_WORKFLOW_DIRS`. A wrong setting is one line naming
+the variable and exit code 2; other Baton errors are one line of cause, one of next step,
+and exit code 1.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import getpass
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Annotated, NoReturn
+
+import typer
+
+from bot.logging import setup_logging
+from bot.settings import load_settings
+from core.config import Settings
+from core.errors import BatonError, ConfigurationError
+
+__all__ = ["app", "load_settings"]
+
+app = typer.Typer(
+    name="baton",
+    help="Baton: start, watch, approve, resume and repair workflows from chat or the terminal.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,  # never print locals (they may hold tokens)
+)
+
+EXIT_USAGE = 2
+WORKER_PLACEHOLDER = "distributed workers come with the Procrastinate executor (docs/operations.md)"
+
+DatabaseUrl = Annotated[
+    str | None, typer.Option("--database-url", help="Overrides BATON_DATABASE_URL.", show_default=False)
+]
+WorkflowDirs = Annotated[
+    list[Path] | None,
+    typer.Option("--workflows", help="A workflow directory (repeatable); overrides BATON_WORKFLOW_DIRS."),
+]
+Conversation = Annotated[str, typer.Option("--conversation", help="Conversation id.")]
+Thread = Annotated[str | None, typer.Option("--thread", help="Thread id within the conversation.")]
+
+
+def _default_user() -> str:
+    try:
+        return os.environ.get("USER") or getpass.getuser()
+    except OSError:  # no passwd entry (containers)
+        return "console"
+
+
+User = Annotated[
+    str | None, typer.Option("--user", help="Your user id (default: $USER).", show_default=False)
+]
+
+
+def fail(exc: BatonError) -> NoReturn:
+    """Cause and next step on stderr; exit 2 for configuration, 1 otherwise."""
+    typer.echo(f"error: {exc.message}", err=True)
+    if exc.hint:
+        typer.echo(exc.hint, err=True)
+    raise typer.Exit(EXIT_USAGE if isinstance(exc, ConfigurationError) else 1)
+
+
+def settings_for(database_url: str | None, workflows: list[Path] | None) -> Settings:
+    """Build the settings once and set up logging from them."""
+    try:
+        settings = load_settings(database_url=database_url, workflow_dirs=workflows)
+    except ConfigurationError as exc:
+        fail(exc)
+    setup_logging(settings.log_level, settings.secrets())
+    return settings
+
+
+@app.command()
+def run(
+    database_url: DatabaseUrl = None,
+    workflows: WorkflowDirs = None,
+    console: Annotated[
+        bool, typer.Option("--console", help="Also open the console (when stdin is a terminal).")
+    ] = False,
+    conversation: Conversation = "console",
+    user: User = None,
+) -> None:
+    """Start every configured chat adapter (Slack, Discord), or the console when none is."""
+    from bot.serve import serve_all
+
+    settings = settings_for(database_url, workflows)
+    try:
+        asyncio.run(
+            serve_all(
+                settings,
+                console=console and sys.stdin.isatty(),
+                conversation=conversation,
+                user=user or _default_user(),
+            )
+        )
+    except BatonError as exc:
+        fail(exc)
+
+
+@app.command()
+def console(
+    database_url: DatabaseUrl = None,
+    workflows: WorkflowDirs = None,
+    conversation: Conversation = "console",
+    user: User = None,
+    thread: Thread = None,
+) -> None:
+    """Chat with Baton in this terminal (history, numbered buttons, live progress; Ctrl-D quits)."""
+    from bot.serve import console_only
+
+    settings = settings_for(database_url, workflows)
+    try:
+        asyncio.run(
+            console_only(settings, conversation=conversation, user=user or _default_user(), thread=thread)
+        )
+    except BatonError as exc:
+        fail(exc)
+
+
+@app.command()
+def say(
+    text: Annotated[str, typer.Argument(help="The message, e.g. 'run hello hi' or 'lgtm'. Quote it.")],
+    database_url: DatabaseUrl = None,
+    workflows: WorkflowDirs = None,
+    conversation: Conversation = "console",
+    user: User = None,
+    thread: Thread = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the replies as a JSON array.")] = False,
+    wait: Annotated[
+        bool, typer.Option("--wait", help="Wait until the run rests and print its progress too.")
+    ] = False,
+    event_id: Annotated[
+        str | None, typer.Option("--event-id", help="The event id (duplicates are handled once).")
+    ] = None,
+) -> None:
+    """Handle one message and print the replies. Runs persist in the database across calls."""
+    from adapters.console.output import replies_json, send
+    from bot.serve import say_once
+    from core.commands.messages import Reply
+
+    settings = settings_for(database_url, workflows)
+    shown: dict[str, str] = {}  # replace_key -> text last printed (text mode prints on change)
+
+    def stream(reply: Reply) -> None:
+        from adapters.console.output import reply_text
+
+        if reply.replace_key is not None:
+            text_now = reply_text(reply)
+            if shown.get(reply.replace_key) == text_now:
+                return
+            shown[reply.replace_key] = text_now
+        send(reply)
+
+    try:
+        replies = asyncio.run(
+            say_once(
+                settings,
+                text,
+                conversation=conversation,
+                user=user or _default_user(),
+                thread=thread,
+                event_id=event_id,
+                wait=wait,
+                on_reply=None if as_json else stream,
+            )
+        )
+    except BatonError as exc:
+        fail(exc)
+    if as_json:
+        typer.echo(replies_json(replies))
+
+
+@app.command(name="list")
+def list_workflows(
+    workflows: WorkflowDirs = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print a JSON array.")] = False,
+) -> None:
+    """List the workflows with their source file, and every file that failed to load."""
+    from core.workflows.catalog import Catalog
+
+    settings = settings_for(None, workflows)
+    entries = Catalog(settings.workflow_dirs).entries()
+    rows = [
+        {
+            "name": e.name,
+            "path": str(e.path),
+            "description": e.workflow.description if e.workflow is not None else "",
+            "error": str(e.error) if e.error is not None else None,
+        }
+        for e in entries
+    ]
+    if as_json:
+        typer.echo(json.dumps(rows, indent=2))
+        return
+    if not rows:
+        dirs = ", ".join(str(d) for d in settings.workflow_dirs)
+        typer.echo(f"No workflows found in {dirs}.\nAdd a YAML file there or set BATON_WORKFLOW_DIRS.")
+        return
+    width = max(len(r["name"] or "") for r in rows)
+    for r in rows:
+        status = f"ERROR {r['error']}" if r["error"] else r["description"]
+        typer.echo(f"{(r['name'] or '?'):<{width}}  {r['path']}  {status}".rstrip())
+
+
+@app.command()
+def migrate(database_url: DatabaseUrl = None) -> None:
+    """Bring the database schema to the newest revision (Baton also does this at start)."""
+    from core.store.repository import SqlStore
+    from sqlalchemy.engine import make_url
+
+    from bot.app import ensure_sqlite_dir
+
+    settings = settings_for(database_url, None)
+    ensure_sqlite_dir(settings.database_url)
+    try:
+        store = SqlStore(settings.database_url)
+        try:
+            store.migrate()
+        finally:
+            store.close()
+    except BatonError as exc:
+        fail(exc)
+    safe_url = make_url(settings.database_url).render_as_string(hide_password=True)
+    typer.echo(f"Database {safe_url} is at the newest schema.")
+
+
+@app.command()
+def worker() -> None:
+    """Run node executions for other replicas (needs BATON_EXECUTOR=procrastinate)."""
+    typer.echo(f"error: {WORKER_PLACEHOLDER}", err=True)
+    typer.echo("Run `baton run` instead; it executes runs in-process.", err=True)
+    raise typer.Exit(EXIT_USAGE)
+
+
+if __name__ == "__main__":  # `python -m bot.main`
+    app()

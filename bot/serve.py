@@ -1,0 +1,121 @@
+"""The long-running and one-shot entry points behind the CLI, as coroutines.
+
+Each builds `Baton` from ready settings, enters `baton.running()` (engine started,
+signals handled) and closes the store at the end.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib
+import logging
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+
+from adapters.console.interactive import interactive
+from adapters.console.messages import to_chat_message
+from adapters.console.oneshot import say
+from bot.app import Baton, build_baton
+from core.commands.messages import Reply
+from core.config import Settings
+
+log = logging.getLogger("baton.serve")
+
+Serve = Callable[[Baton, Settings], Awaitable[None]]
+HISTORY_FILE = "console_history"
+
+
+def configured_adapters(settings: Settings) -> list[str]:
+    """The chat platforms whose tokens are configured."""
+    names = []
+    if settings.slack_enabled:
+        names.append("slack")
+    if settings.discord_enabled:
+        names.append("discord")
+    return names
+
+
+def _adapter_serve(name: str) -> Serve:
+    """`adapters.<name>.serve`, imported only when that platform is configured."""
+    module = importlib.import_module(f"adapters.{name}")
+    serve: Serve = module.serve
+    return serve
+
+
+async def serve_all(settings: Settings, *, console: bool, conversation: str, user: str) -> None:
+    """`baton run`: every configured adapter, plus the console when asked or when none is.
+
+    Returns when the process is asked to stop, the console ends (Ctrl-D) or an adapter
+    stops; a crashed adapter's error propagates after the others are stopped."""
+    names = configured_adapters(settings)
+    baton = build_baton(settings)
+    try:
+        async with baton.running():
+            tasks = {
+                asyncio.create_task(_adapter_serve(name)(baton, settings), name=f"adapter-{name}"): name
+                for name in names
+            }
+            if console or not names:
+                history = settings.data_dir / HISTORY_FILE
+                task = asyncio.create_task(
+                    interactive(baton, conversation=conversation, user=user, history=history),
+                    name="adapter-console",
+                )
+                tasks[task] = "console"
+            log.info("serving %s", ", ".join(tasks.values()), extra={"action": "serve"})
+            stop = asyncio.create_task(baton.stopping.wait())
+            done, _ = await asyncio.wait({stop, *tasks}, return_when=asyncio.FIRST_COMPLETED)
+            baton.request_stop()
+            for task in tasks:
+                task.cancel()
+            stop.cancel()
+            results = await asyncio.gather(*tasks, return_exceptions=True)
+            for task, result in zip(tasks, results, strict=True):
+                if isinstance(result, Exception):
+                    log.error(
+                        "adapter %s stopped: %s", tasks[task], result, extra={"action": "adapter_failed"}
+                    )
+            crashed = [
+                r for t, r in zip(tasks, results, strict=True) if t in done and isinstance(r, Exception)
+            ]
+            if crashed:
+                raise crashed[0]
+    finally:
+        baton.close()
+
+
+async def console_only(settings: Settings, *, conversation: str, user: str, thread: str | None) -> None:
+    """`baton console`."""
+    baton = build_baton(settings)
+    try:
+        async with baton.running():
+            await interactive(
+                baton,
+                conversation=conversation,
+                user=user,
+                thread=thread,
+                history=Path(settings.data_dir) / HISTORY_FILE,
+            )
+    finally:
+        baton.close()
+
+
+async def say_once(
+    settings: Settings,
+    text: str,
+    *,
+    conversation: str,
+    user: str,
+    thread: str | None,
+    event_id: str | None,
+    wait: bool,
+    on_reply: Callable[[Reply], None] | None = None,
+) -> list[Reply]:
+    """`baton say`: one message in, its replies out; started runs are driven to rest."""
+    baton = build_baton(settings)
+    try:
+        async with baton.running():
+            message = to_chat_message(text, conversation, user, thread, event_id=event_id)
+            return await say(baton, message, wait=wait, on_reply=on_reply)
+    finally:
+        baton.close()

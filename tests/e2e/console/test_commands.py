@@ -1,0 +1,56 @@
+"""`baton list`, `migrate` and `worker`."""
+
+from __future__ import annotations
+
+import json
+
+from tests.e2e.console.cli import BatonCli
+
+
+def test_list_shows_every_workflow_with_its_file_and_a_broken_file_with_its_error(baton: BatonCli) -> None:
+    (baton.workflows / "broken.yaml").write_text("name: broken\nnodes: [\n  - id: a\n")
+
+    done = baton.run("list", "--json")
+
+    assert done.returncode == 0, done.stderr
+    rows = {row["path"].rsplit("/", 1)[-1]: row for row in json.loads(done.stdout)}
+    assert rows["flaky.yaml"]["name"] == "flaky" and rows["flaky.yaml"]["error"] is None
+    assert rows["gated.yaml"]["name"] == "gated"
+    assert rows["broken.yaml"]["error"] and "broken.yaml" in rows["broken.yaml"]["error"]
+
+    text = baton.run("list").stdout
+    assert "flaky" in text and "ERROR" in text
+
+
+def test_list_in_chat_still_lists_the_others_when_one_file_is_broken(baton: BatonCli) -> None:
+    (baton.workflows / "broken.yaml").write_text("name: broken\nnodes: [\n")
+
+    (reply,) = baton.say("list")
+
+    assert "flaky" in reply["text"] and "gated" in reply["text"]
+    assert "broken" in reply["text"]
+
+
+def test_list_takes_workflow_directories_from_the_flag(baton: BatonCli) -> None:
+    other = baton.home / "other"
+    other.mkdir()
+    (other / "solo.yaml").write_text("name: solo\nnodes:\n  - id: a\n    bash: echo a\n")
+
+    done = baton.run("list", "--json", "--workflows", str(other))
+
+    assert [row["name"] for row in json.loads(done.stdout)] == ["solo"]
+
+
+def test_migrate_creates_the_schema_and_is_idempotent(baton: BatonCli) -> None:
+    first = baton.run("migrate")
+    second = baton.run("migrate")
+
+    assert (first.returncode, second.returncode) == (0, 0), first.stderr + second.stderr
+    assert baton.runs() == []  # the schema exists and is queryable
+
+
+def test_worker_is_a_placeholder_that_exits_2(baton: BatonCli) -> None:
+    done = baton.run("worker")
+
+    assert done.returncode == 2
+    assert "distributed workers come with the Procrastinate executor (docs/operations.md)" in done.stderr

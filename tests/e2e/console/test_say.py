@@ -1,0 +1,114 @@
+"""`baton say` beyond the five cases: escaping, preview, authorization, dedupe, errors."""
+
+from __future__ import annotations
+
+import json
+
+from core.commands.parser import parse
+from tests.e2e.console.cli import BatonCli, button, final_status, prompts, run_ids
+
+TRICKY = 'he said "ship it" \\ then `rm -rf /` and \\"more\\"'
+
+
+def shell_single_quoted(text: str) -> str:
+    return "'" + text.replace("'", "'\"'\"'") + "'"
+
+
+def test_option_3_escapes_quotes_backslashes_and_backticks(baton: BatonCli) -> None:
+    baton.say('run flaky "A fail"')
+
+    (prompt,) = prompts(baton.say(f"run flaky {shell_single_quoted(TRICKY)}"))
+    force = button(prompt, "run flaky --force ")["command"]
+    assert force in prompt["text"]  # shown verbatim, code formatting intact
+    assert parse(force).message == TRICKY  # type: ignore[attr-defined]
+
+    replies = baton.say(force)  # pasted back verbatim
+    (fresh,) = run_ids(replies)
+    assert final_status(replies) == "completed"
+    assert baton.args_of(baton.run_record(fresh))["message"] == TRICKY
+
+
+def test_the_old_message_preview_is_cut_at_160_characters(baton: BatonCli) -> None:
+    old = "fail " + "x" * 180 + " TAIL-NOT-SHOWN"
+    baton.say(f'run flaky "{old}"')
+
+    (prompt,) = prompts(baton.say('run flaky "B"'))
+
+    assert old[:150] in prompt["text"]
+    assert "TAIL-NOT-SHOWN" not in prompt["text"]
+    assert "…" in prompt["text"]
+
+
+def test_an_unauthorized_approver_is_refused_and_the_gate_keeps_waiting(baton: BatonCli) -> None:
+    baton.env_extra["BATON_ACCESS"] = json.dumps({"approve": {"*": ["console:ana"]}})
+    (paused,) = run_ids(baton.say('run gated "v1"', user="ana"))
+
+    refused = baton.say("lgtm", user="bob")
+
+    assert refused and all(r["is_error"] or r["kind"] != "run_finished" for r in refused)
+    assert baton.run_record(paused).status == "paused"
+    assert final_status(baton.say("lgtm", user="ana")) == "completed"
+
+
+def test_a_duplicated_event_is_handled_once(baton: BatonCli) -> None:
+    first = baton.say('run flaky "once"', event_id="evt-42")
+    second = baton.say('run flaky "once"', event_id="evt-42")
+
+    assert final_status(first) == "completed"
+    assert second == []
+    assert len(baton.runs()) == 1
+
+
+def test_without_wait_only_immediate_replies_but_the_run_still_comes_to_rest(baton: BatonCli) -> None:
+    replies = baton.say('run gated "v2"', wait=False)
+
+    (run_id,) = run_ids(replies)
+    assert all(r["replace_key"] is None or r["run_status"] != "paused" for r in replies)
+    assert baton.run_record(run_id).status == "paused"  # driven to rest, not orphaned
+    assert baton.run_record(run_id).lease_owner is None
+
+
+def test_an_unknown_workflow_is_one_error_with_a_suggestion(baton: BatonCli) -> None:
+    (reply,) = baton.say("run flakey")
+
+    assert reply["is_error"] is True
+    assert "flaky" in reply["text"]
+    assert baton.runs() == []
+
+
+def test_a_missing_required_input_is_refused_before_anything_runs(baton: BatonCli) -> None:
+    (reply,) = baton.say("run needs-version")
+
+    assert reply["is_error"] is True
+    assert "version" in reply["text"]
+    assert baton.runs() == []
+
+
+def test_a_required_input_given_with_set_runs(baton: BatonCli) -> None:
+    replies = baton.say("run needs-version --set version=1.2.3")
+
+    assert final_status(replies) == "completed"
+
+
+def test_text_output_prints_the_rendered_replies(baton: BatonCli) -> None:
+    done = baton.run("say", "--conversation", "ops", "--user", "ana", "--wait", "run gated v3")
+
+    assert done.returncode == 0, done.stderr
+    assert "gated" in done.stdout
+    assert "[1]" in done.stdout  # the gate's buttons as numbered choices
+
+
+def test_usage_errors_of_say_itself_exit_2(baton: BatonCli) -> None:
+    assert baton.run("say").returncode == 2
+    assert baton.run("say", "--bogus", "status").returncode == 2
+
+
+def test_a_wrong_setting_is_one_line_naming_the_variable_and_exit_2(baton: BatonCli) -> None:
+    baton.env_extra["BATON_MAX_PARALLEL"] = "0"
+
+    done = baton.run("say", "status")
+
+    assert done.returncode == 2
+    first, hint = done.stderr.strip().splitlines()
+    assert first == "error: BATON_MAX_PARALLEL: Input should be greater than or equal to 1 (got '0')"
+    assert hint
