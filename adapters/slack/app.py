@@ -1,0 +1,146 @@
+"""The Bolt `AsyncApp`: four listeners that acknowledge, translate and hand over to the core.
+
+    /workflow <text>        -> ack, then Handler.handle(command) in the background
+    button click            -> ack, handle the button's command as the clicker, then
+                               replace the buttons with "✔ @user chose …"
+    message (thread/DM)     -> Handler.handle(plain reply); bots, edits and joins ignored
+    app_mention             -> the same, with mentions_bot=True
+
+`process_before_response=False` (Bolt's default): Bolt answers Slack as soon as `ack()` is
+called, well within Slack's 3 seconds, and the listener goes on in the background.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from slack_bolt.async_app import AsyncAck, AsyncApp, AsyncBoltContext
+from slack_sdk.web.async_client import AsyncWebClient
+from slack_sdk.webhook.async_client import AsyncWebhookClient
+
+from adapters.slack import inbound, wording
+from adapters.slack.blocks import ACTION_PREFIX, chosen_blocks
+from adapters.slack.inbound import Origin
+from adapters.slack.sender import SlackSender
+from adapters.slack.web_api import SlackCallFailed, call
+from core.commands.handler import Handler
+from core.commands.messages import ChatMessage, Reply
+from core.config import Settings
+
+log = logging.getLogger("baton.slack")
+
+
+class Baton(Protocol):
+    """What the adapter needs of `bot.app.Baton` (adapters never import `bot`)."""
+
+    @property
+    def handler(self) -> Handler: ...
+
+    @property
+    def stopping(self) -> asyncio.Event: ...
+
+
+@dataclass(frozen=True)
+class SlackBridge:
+    """The Bolt app and the sender it posts through (tests and `serve` wait on `sender.idle()`)."""
+
+    app: AsyncApp
+    sender: SlackSender
+    baton: Baton
+
+    async def handle(self, message: ChatMessage, origin: Origin) -> list[Reply]:
+        """The core's answer to one message; a crash is logged and told as one generic line."""
+        try:
+            return await self.baton.handler.handle(message)
+        except Exception:
+            log.exception("handling a Slack message failed",
+                          extra={"action": "slack_handle", "event_id": message.event_id})
+            await self.sender.tell(origin, wording.internal_error())
+            return []
+
+    async def process(self, message: ChatMessage, origin: Origin) -> list[Reply]:
+        async with self.sender.handling(origin.channel):
+            replies = await self.handle(message, origin)
+            await self.sender.deliver(replies, origin)
+        return replies
+
+    async def on_command(self, ack: AsyncAck, body: dict[str, Any]) -> None:
+        await ack()
+        await self.process(*inbound.slash_command(body))
+
+    async def on_action(self, ack: AsyncAck, body: dict[str, Any], action: dict[str, Any]) -> None:
+        await ack()
+        command = self.sender.command_of(str(action.get("value", "")))
+        if command is None:
+            message, origin = inbound.button_click(body, action, "")
+            await self.sender.tell(origin, wording.button_expired())
+            return
+        message, origin = inbound.button_click(body, action, command)
+        async with self.sender.handling(origin.channel):
+            replies = await self.handle(message, origin)
+            if replies and not any(r.is_error for r in replies):
+                await self._mark_chosen(body, action, origin)
+            await self.sender.deliver(replies, origin)
+
+    async def _mark_chosen(self, body: Mapping[str, Any], action: Mapping[str, Any], origin: Origin) -> None:
+        """Show who chose what and remove the buttons, so they cannot be used twice."""
+        label = str((action.get("text") or {}).get("text", action.get("value", "")))
+        note = wording.chose(origin.user, label)
+        original = body.get("message")
+        try:
+            if original and original.get("ts"):
+                blocks = chosen_blocks(original.get("blocks") or [], note)
+                await call(self.app.client, "chat.update", channel=origin.channel, ts=original["ts"],
+                           text=original.get("text") or note, blocks=blocks)
+            elif origin.response_url:  # an ephemeral message: only its response URL can edit it
+                await AsyncWebhookClient(origin.response_url).send(text=note, replace_original=True)
+        except (SlackCallFailed, OSError) as exc:
+            log.warning("could not mark the choice: %s", type(exc).__name__,
+                        extra={"action": "slack_mark_chosen", "channel": origin.channel})
+
+    async def on_message(self, event: dict[str, Any], context: AsyncBoltContext) -> None:
+        parsed = inbound.chat_event(event, bot_user_id=context.bot_user_id)
+        if parsed is not None:
+            await self.process(*parsed)
+
+    async def on_mention(self, event: dict[str, Any], context: AsyncBoltContext) -> None:
+        parsed = inbound.chat_event(event, bot_user_id=context.bot_user_id, mentioned=True)
+        if parsed is not None:
+            await self.process(*parsed)
+
+
+def _secret(value: Any) -> str | None:
+    return value.get_secret_value() if value is not None else None
+
+
+def build_bridge(
+    baton: Baton, settings: Settings, *, client: AsyncWebClient | None = None, throttle: float = 1.0
+) -> SlackBridge:
+    """Wire an `AsyncApp` to the core; registers the Slack outbox with the handler."""
+    client = client or AsyncWebClient(token=_secret(settings.slack_bot_token))
+    app = AsyncApp(
+        client=client,
+        signing_secret=_secret(settings.slack_signing_secret) or "",
+        process_before_response=False,
+        logger=logging.getLogger("baton.slack.bolt"),
+    )
+    sender = SlackSender(client, baton.handler, throttle=throttle)
+    bridge = SlackBridge(app=app, sender=sender, baton=baton)
+    app.command(re.compile(r"^/workflow"))(bridge.on_command)
+    app.action(re.compile("^" + re.escape(ACTION_PREFIX)))(bridge.on_action)
+    app.event("message")(bridge.on_message)
+    app.event("app_mention")(bridge.on_mention)
+    baton.handler.register_outbox(inbound.PLATFORM, sender.outbox)
+    return bridge
+
+
+def build_app(baton: Baton, settings: Settings, *, client: AsyncWebClient | None = None) -> AsyncApp:
+    return build_bridge(baton, settings, client=client).app
+
+
+__all__: Sequence[str] = ("SlackBridge", "build_app", "build_bridge")

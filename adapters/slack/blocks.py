@@ -1,0 +1,142 @@
+"""Reply -> Block Kit, and the edit that records a button choice. Pure functions, no I/O.
+
+Slack's limits shape everything here: 3,000 characters per section block, 2,000 per
+button `value`, 75 per button label, 50 blocks per message. Text is never cut: a chunk
+over the section limit is split at a line break; a message too long for blocks is
+uploaded as a file by the sender (see `needs_upload`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from core.commands.messages import Button
+
+SECTION_LIMIT = 3_000
+VALUE_LIMIT = 2_000
+LABEL_LIMIT = 75
+FALLBACK_LIMIT = 3_000
+#: Above this many characters a reply is uploaded as a file snippet instead of blocks.
+UPLOAD_THRESHOLD = 12_000
+ACTION_PREFIX = "baton:"
+
+Block = dict[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class SlackMessage:
+    """The `text` (notification fallback) and `blocks` of one chat.postMessage/update."""
+
+    text: str
+    blocks: tuple[Block, ...]
+
+    def as_kwargs(self) -> dict[str, Any]:
+        return {"text": self.text, "blocks": list(self.blocks)}
+
+
+def escape_mrkdwn(text: str) -> str:
+    """Escape the three characters Slack treats as control sequences (`<!channel>`, links)."""
+    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+
+
+def unescape_mrkdwn(text: str) -> str:
+    """Undo Slack's escaping of incoming message text."""
+    return text.replace("&lt;", "<").replace("&gt;", ">").replace("&amp;", "&")
+
+
+def split_text(text: str, limit: int = SECTION_LIMIT) -> list[str]:
+    """Split at line breaks (hard-split a single over-long line) so each part fits `limit`."""
+    parts: list[str] = []
+    rest = text
+    while len(rest) > limit:
+        cut = rest.rfind("\n", 0, limit)
+        if cut <= 0:
+            parts.append(rest[:limit])
+            rest = rest[limit:]
+        else:
+            parts.append(rest[:cut])
+            rest = rest[cut + 1 :]
+    if rest.strip():
+        parts.append(rest)
+    return parts
+
+
+def sections(chunks: Sequence[str]) -> list[str]:
+    """Every rendered chunk as section-sized texts, empty chunks dropped."""
+    out: list[str] = []
+    for chunk in chunks:
+        out.extend(split_text(chunk))
+    return out
+
+
+def total_length(chunks: Sequence[str]) -> int:
+    return sum(len(c) for c in chunks)
+
+
+def needs_upload(chunks: Sequence[str]) -> bool:
+    return total_length(chunks) > UPLOAD_THRESHOLD
+
+
+def fallback_text(chunks: Sequence[str]) -> str:
+    """The notification text: the start of the message (the full text lives in the blocks)."""
+    text = "\n".join(c for c in chunks if c.strip()) or " "
+    return text if len(text) <= FALLBACK_LIMIT else text[: FALLBACK_LIMIT - 1] + "…"
+
+
+def action_id(button: Button, index: int) -> str:
+    """Unique within the message (Slack requires it) and stable for one button."""
+    return f"{ACTION_PREFIX}{button.action or 'command'}:{index}"
+
+
+def button_element(button: Button, index: int, value: str) -> Block:
+    label = button.label if len(button.label) <= LABEL_LIMIT else button.label[: LABEL_LIMIT - 1] + "…"
+    element: Block = {
+        "type": "button",
+        "text": {"type": "plain_text", "text": label, "emoji": True},
+        "action_id": action_id(button, index),
+        "value": value,
+    }
+    if button.style in ("primary", "danger"):
+        element["style"] = button.style
+    return element
+
+
+def actions_block(buttons: Sequence[Button], value_of: Callable[[Button], str]) -> Block:
+    return {
+        "type": "actions",
+        "block_id": "baton_actions",
+        "elements": [button_element(b, i, value_of(b)) for i, b in enumerate(buttons)],
+    }
+
+
+def section(text: str) -> Block:
+    return {"type": "section", "text": {"type": "mrkdwn", "text": text}}
+
+
+def context(text: str) -> Block:
+    return {"type": "context", "elements": [{"type": "mrkdwn", "text": text}]}
+
+
+def build_message(
+    chunks: Sequence[str],
+    buttons: Sequence[Button] = (),
+    *,
+    value_of: Callable[[Button], str] = lambda b: b.command,
+    note: str | None = None,
+) -> SlackMessage:
+    """Section blocks for the text, a context line for `note`, an actions block for buttons."""
+    blocks: list[Block] = [section(t) for t in sections(chunks)]
+    if note:
+        blocks.append(context(note))
+    if buttons:
+        blocks.append(actions_block(buttons, value_of))
+    return SlackMessage(text=fallback_text(chunks), blocks=tuple(blocks))
+
+
+def chosen_blocks(blocks: Sequence[Mapping[str, Any]], note: str) -> list[Block]:
+    """The clicked message without its buttons, plus a line saying who chose what."""
+    kept = [dict(b) for b in blocks if b.get("type") != "actions"]
+    kept.append(context(note))
+    return kept

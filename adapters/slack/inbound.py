@@ -1,0 +1,136 @@
+"""Slack payloads -> `ChatMessage`. Pure functions over the bodies Bolt hands us.
+
+Users are identified by their immutable Slack id (`U…`/`W…`), never a display name.
+Every message carries an event id that is identical across Slack's retries:
+- slash command: its `trigger_id` (unique per invocation), else a digest of the body;
+- message / app_mention: `channel:ts` of the message, so the `message` and `app_mention`
+  deliveries of one message, and their retries, are the same event for the core;
+- button click: the click's `trigger_id` and `action_ts`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from adapters.slack.blocks import unescape_mrkdwn
+from core.commands.messages import ChatMessage
+
+PLATFORM = "slack"
+
+#: Message subtypes that are a person writing; every other subtype (edits, joins,
+#: deletions, bot messages, channel topic changes…) is ignored.
+_PERSON_SUBTYPES = frozenset({None, "thread_broadcast", "file_share"})
+
+
+@dataclass(frozen=True, slots=True)
+class Origin:
+    """Where an incoming request came from: where answers go by default."""
+
+    channel: str
+    user: str
+    thread: str | None = None
+    response_url: str | None = None
+
+
+def _digest(body: Mapping[str, Any]) -> str:
+    return hashlib.sha256(json.dumps(body, sort_keys=True, default=str).encode()).hexdigest()[:32]
+
+
+def slash_command(body: Mapping[str, Any]) -> tuple[ChatMessage, Origin]:
+    """`/workflow <text>` -> a command message in the channel it was typed in."""
+    channel = str(body.get("channel_id", ""))
+    user = str(body.get("user_id", ""))
+    trigger = body.get("trigger_id")
+    event_id = f"command:{trigger}" if trigger else f"command:{_digest(body)}"
+    message = ChatMessage(
+        platform=PLATFORM,
+        conversation=channel,
+        user=user,
+        text=unescape_mrkdwn(str(body.get("text", ""))).strip(),
+        event_id=event_id,
+        is_command=True,
+        direct=str(body.get("channel_name", "")) == "directmessage" or channel.startswith("D"),
+        user_name=body.get("user_name"),
+    )
+    return message, Origin(channel=channel, user=user, response_url=body.get("response_url"))
+
+
+def strip_mention(text: str, bot_user_id: str | None) -> tuple[str, bool]:
+    """Remove `<@BOTID>` (with or without `|name`) from the text; say whether it was there."""
+    if not bot_user_id:
+        return text, False
+    pattern = re.compile(rf"<@{re.escape(bot_user_id)}(?:\|[^>]*)?>")
+    stripped, count = pattern.subn("", text)
+    return " ".join(stripped.split()), count > 0
+
+
+def is_person_message(event: Mapping[str, Any], bot_user_id: str | None) -> bool:
+    """A human wrote it: not a bot (ours or another), not an edit/join/deletion."""
+    if event.get("bot_id") or event.get("bot_profile"):
+        return False
+    if event.get("subtype") not in _PERSON_SUBTYPES:
+        return False
+    user = event.get("user")
+    return bool(user) and user != bot_user_id
+
+
+def chat_event(
+    event: Mapping[str, Any], *, bot_user_id: str | None, mentioned: bool = False
+) -> tuple[ChatMessage, Origin] | None:
+    """A `message` or `app_mention` event -> a plain (non-command) message, or None to ignore.
+
+    Plain messages count only in a thread, in a DM, or when they mention the bot; the core
+    decides whether they address a gate.
+    """
+    if not is_person_message(event, bot_user_id):
+        return None
+    channel = str(event.get("channel", ""))
+    user = str(event["user"])
+    thread = event.get("thread_ts")
+    direct = event.get("channel_type") == "im"
+    text, mentions = strip_mention(str(event.get("text", "")), bot_user_id)
+    mentions = mentions or mentioned
+    if not (thread or direct or mentions):
+        return None
+    message = ChatMessage(
+        platform=PLATFORM,
+        conversation=channel,
+        user=user,
+        text=unescape_mrkdwn(text),
+        event_id=f"message:{channel}:{event.get('ts', '')}",
+        thread=thread,
+        is_command=False,
+        direct=direct,
+        mentions_bot=mentions,
+    )
+    return message, Origin(channel=channel, user=user, thread=thread)
+
+
+def button_click(
+    body: Mapping[str, Any], action: Mapping[str, Any], command: str
+) -> tuple[ChatMessage, Origin]:
+    """A `block_actions` click -> the command the button stands for, as the clicking user."""
+    container = body.get("container") or {}
+    channel = str((body.get("channel") or {}).get("id") or container.get("channel_id", ""))
+    user = str(body.get("user", {}).get("id", ""))
+    message = body.get("message") or {}
+    thread = message.get("thread_ts") or container.get("thread_ts")
+    click = (body.get("trigger_id", ""), action.get("action_ts", ""), action.get("action_id", ""))
+    event_id = "action:" + ":".join(str(part) for part in click)
+    chat = ChatMessage(
+        platform=PLATFORM,
+        conversation=channel,
+        user=user,
+        text=command,
+        event_id=event_id,
+        thread=thread,
+        is_command=True,
+        direct=channel.startswith("D"),
+        user_name=body.get("user", {}).get("username"),
+    )
+    return chat, Origin(channel=channel, user=user, thread=thread, response_url=body.get("response_url"))

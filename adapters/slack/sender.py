@@ -1,0 +1,256 @@
+"""`Reply` -> Slack messages: where each goes, what is posted, edited or uploaded.
+
+- Direct answers to a request (`deliver`) are sent in order before the listener returns.
+- Background replies (`outbox`, registered with the core) never block the engine: they are
+  queued per run and sent by one worker per run, in order. Progress messages
+  (`replace_key`) are edited in place at most once per `throttle` seconds; an update that a
+  newer one supersedes while waiting is dropped, the newest (final) state is always sent.
+- A reply with `starts_thread` is posted in the channel and its `ts` becomes the run's
+  thread (`Handler.attach_thread`); later replies of the run go to that thread. A background
+  reply of a run whose first message is still being posted waits (bounded) for it.
+- Text over `UPLOAD_THRESHOLD` is uploaded whole as a file snippet in the thread, with the
+  first section and a note in the message: never cut silently.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import logging
+import time
+from collections import Counter, OrderedDict, deque
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+
+from slack_sdk.web.async_client import AsyncWebClient
+from slack_sdk.webhook.async_client import AsyncWebhookClient
+
+from adapters.slack import wording
+from adapters.slack.blocks import (
+    VALUE_LIMIT,
+    SlackMessage,
+    build_message,
+    needs_upload,
+    unescape_mrkdwn,
+)
+from adapters.slack.inbound import PLATFORM, Origin
+from adapters.slack.web_api import SlackCallFailed, call
+from core.commands.handler import Handler
+from core.commands.messages import Button, Reply
+from core.errors import PlatformError
+from core.render import render
+
+log = logging.getLogger("baton.slack")
+
+MEMORY = 2_000  # remembered progress messages, run threads and long button commands
+THREAD_WAIT = 10.0  # seconds a background reply waits for its run's first message
+STALE_MESSAGE = frozenset({"message_not_found", "cant_update_message", "edit_window_closed"})
+
+
+@dataclass
+class _Slot:
+    """The message last posted under one `replace_key`."""
+
+    channel: str | None = None
+    ts: str | None = None
+    last: float = float("-inf")
+    uploads: set[str] = field(default_factory=set)
+    lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+
+
+def _remember(store: OrderedDict[str, object], key: str, value: object) -> None:
+    store[key] = value
+    store.move_to_end(key)
+    while len(store) > MEMORY:
+        store.popitem(last=False)
+
+
+class SlackSender:
+    def __init__(self, client: AsyncWebClient, handler: Handler, *, throttle: float = 1.0) -> None:
+        self._client = client
+        self._handler = handler
+        self._throttle = throttle
+        self._slots: OrderedDict[str, _Slot] = OrderedDict()
+        self._threads: OrderedDict[str, str] = OrderedDict()
+        self._commands: OrderedDict[str, str] = OrderedDict()
+        self._inflight: Counter[str] = Counter()
+        self._settled = asyncio.Condition()
+        self._queues: dict[str, deque[Reply]] = {}
+        self._workers: dict[str, asyncio.Task[None]] = {}
+
+    # -- buttons -------------------------------------------------------------------
+    def button_value(self, button: Button) -> str:
+        """The command itself; a reference when it exceeds Slack's 2,000-character value."""
+        if len(button.command) <= VALUE_LIMIT:
+            return button.command
+        ref = "ref:" + hashlib.sha256(button.command.encode()).hexdigest()[:32]
+        _remember(self._commands, ref, button.command)  # type: ignore[arg-type]
+        return ref
+
+    def command_of(self, value: str) -> str | None:
+        return self._commands.get(value) if value.startswith("ref:") else value
+
+    # -- requests in flight ----------------------------------------------------------
+    @asynccontextmanager
+    async def handling(self, channel: str) -> AsyncIterator[None]:
+        """Mark a request from `channel` as being handled (its replies not yet posted)."""
+        self._inflight[channel] += 1
+        try:
+            yield
+        finally:
+            self._inflight[channel] -= 1
+            if self._inflight[channel] <= 0:
+                del self._inflight[channel]
+            async with self._settled:
+                self._settled.notify_all()
+
+    async def _await_thread(self, reply: Reply, channel: str) -> None:
+        run_id = reply.run_id
+        if reply.thread or not run_id or run_id in self._threads:
+            return
+        async with self._settled:
+            try:
+                await asyncio.wait_for(
+                    self._settled.wait_for(lambda: run_id in self._threads or not self._inflight[channel]),
+                    THREAD_WAIT,
+                )
+            except TimeoutError:
+                log.warning("run thread not known; posting in the channel",
+                            extra={"action": "slack_thread_wait", "run_id": run_id})
+
+    # -- direct answers -----------------------------------------------------------------
+    async def deliver(self, replies: Sequence[Reply], origin: Origin) -> None:
+        for reply in replies:
+            try:
+                await self._send(reply, origin)
+            except SlackCallFailed as exc:
+                await self.tell(origin, exc.user_text)
+
+    async def tell(self, origin: Origin, text: str) -> None:
+        """Tell the asking user only: through the response URL, else an ephemeral message."""
+        try:
+            if origin.response_url:
+                await AsyncWebhookClient(origin.response_url).send(
+                    text=text, response_type="ephemeral", replace_original=False
+                )
+            else:
+                await call(self._client, "chat.postEphemeral", channel=origin.channel, user=origin.user,
+                           text=text, thread_ts=origin.thread)
+        except (SlackCallFailed, OSError) as exc:
+            log.warning("could not tell the user: %s", type(exc).__name__,
+                        extra={"action": "slack_tell_failed", "channel": origin.channel})
+
+    # -- background replies ----------------------------------------------------------------
+    async def outbox(self, reply: Reply) -> None:
+        """The core's outbox: queue and return at once; one worker per run sends in order."""
+        key = reply.run_id or reply.replace_key or f"conversation:{reply.conversation}"
+        self._queues.setdefault(key, deque()).append(reply)
+        if key not in self._workers:
+            self._workers[key] = asyncio.create_task(self._drain(key), name=f"slack-outbox-{key}")
+
+    async def idle(self) -> None:
+        """Wait until every queued background reply has been sent."""
+        while self._workers:
+            await asyncio.gather(*list(self._workers.values()), return_exceptions=True)
+
+    async def _drain(self, key: str) -> None:
+        queue = self._queues[key]
+        try:
+            while queue:
+                reply = queue.popleft()
+                if _superseded(reply, queue):
+                    continue
+                delay = self._delay(reply.replace_key)
+                if delay > 0:
+                    await asyncio.sleep(delay)
+                    if _superseded(reply, queue):
+                        continue
+                try:
+                    await self._send(reply, None)
+                except PlatformError:
+                    pass  # logged where it was translated
+                except Exception:
+                    log.exception("slack delivery failed",
+                                  extra={"action": "slack_send", "run_id": reply.run_id})
+        finally:
+            del self._queues[key]
+            del self._workers[key]
+
+    def _delay(self, replace_key: str | None) -> float:
+        slot = self._slots.get(replace_key) if replace_key else None
+        return 0.0 if slot is None else slot.last + self._throttle - time.monotonic()
+
+    # -- sending one reply -------------------------------------------------------------------
+    async def _send(self, reply: Reply, origin: Origin | None) -> None:
+        channel = reply.conversation or (origin.channel if origin else None)
+        if not channel:
+            log.warning("reply without a conversation dropped",
+                        extra={"action": "slack_send", "run_id": reply.run_id})
+            return
+        if origin is None:
+            await self._await_thread(reply, channel)
+        thread = reply.thread or (origin.thread if origin else self._threads.get(reply.run_id or ""))
+        chunks = render(reply, PLATFORM)
+        upload = needs_upload(chunks)
+        full = "\n".join(chunks)
+        filename = f"{reply.kind}-{reply.run_id or 'baton'}.txt"
+        message = build_message(
+            chunks[:1] if upload else chunks,
+            reply.buttons,
+            value_of=self.button_value,
+            note=wording.uploaded(len(full), filename) if upload else None,
+        )
+        if reply.ephemeral and origin is not None:
+            await call(self._client, "chat.postEphemeral", channel=channel, user=origin.user,
+                       thread_ts=thread, **message.as_kwargs())
+            return
+        if reply.replace_key:
+            ts = await self._replace(reply.replace_key, channel, thread, message)
+        else:
+            ts = await self._post(channel, thread, message)
+        root = thread or ts
+        if reply.starts_thread and reply.run_id:
+            _remember(self._threads, reply.run_id, root)  # type: ignore[arg-type]
+            await self._handler.attach_thread(reply.run_id, root)
+            async with self._settled:
+                self._settled.notify_all()
+        if upload:
+            await self._upload(reply.replace_key, channel, root, filename, unescape_mrkdwn(full))
+
+    async def _post(self, channel: str, thread: str | None, message: SlackMessage) -> str:
+        response = await call(self._client, "chat.postMessage", channel=channel, thread_ts=thread,
+                              unfurl_links=False, **message.as_kwargs())
+        return str(response["ts"])
+
+    async def _replace(self, key: str, channel: str, thread: str | None, message: SlackMessage) -> str:
+        slot = self._slots.get(key) or _Slot()
+        _remember(self._slots, key, slot)  # type: ignore[arg-type]
+        async with slot.lock:
+            if slot.ts is not None and slot.channel == channel:
+                try:
+                    await call(self._client, "chat.update", channel=channel, ts=slot.ts,
+                               **message.as_kwargs())
+                    slot.last = time.monotonic()
+                    return slot.ts
+                except SlackCallFailed as exc:
+                    if exc.error not in STALE_MESSAGE:
+                        raise
+            slot.channel, slot.ts = channel, await self._post(channel, thread, message)
+            slot.last = time.monotonic()
+            return slot.ts
+
+    async def _upload(self, key: str | None, channel: str, thread: str, filename: str, text: str) -> None:
+        digest = hashlib.sha256(text.encode()).hexdigest()
+        slot = self._slots.get(key) if key else None
+        if slot is not None and digest in slot.uploads:
+            return
+        await call(self._client, "files.uploadV2", channel=channel, thread_ts=thread, content=text,
+                   filename=filename, title=filename, snippet_type="text")
+        if slot is not None:
+            slot.uploads.add(digest)
+
+
+def _superseded(reply: Reply, queue: deque[Reply]) -> bool:
+    """A newer state of the same progress message is already queued."""
+    return reply.replace_key is not None and any(r.replace_key == reply.replace_key for r in queue)

@@ -1,0 +1,112 @@
+"""Calls to Slack's Web API with Slack's failure modes handled at the boundary.
+
+- `ratelimited` (HTTP 429): wait `Retry-After` seconds and try again, a bounded number of
+  times and never longer than `MAX_RETRY_WAIT` in total;
+- `not_in_channel` / `channel_not_found`, `missing_scope` and the rest: logged (with the
+  scope Slack says is needed) and raised as `SlackCallFailed`, a `PlatformError` whose
+  message and hint are the one-line cause and next step a user can be shown.
+
+Tokens never appear in logs: only the method, the Slack error code and the channel.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Mapping
+from typing import Any
+
+from slack_sdk.errors import SlackApiError
+from slack_sdk.web.async_client import AsyncWebClient
+from slack_sdk.web.async_slack_response import AsyncSlackResponse
+
+from adapters.slack import wording
+from core.errors import PlatformError
+
+log = logging.getLogger("baton.slack")
+
+MAX_ATTEMPTS = 4
+MAX_RETRY_WAIT = 30.0
+CHANNEL_ERRORS = frozenset({"not_in_channel", "channel_not_found", "is_archived"})
+
+
+class SlackCallFailed(PlatformError):
+    """Slack refused a Web API call."""
+
+    def __init__(self, message: str, *, method: str, error: str, channel: str | None, hint: str) -> None:
+        self.method = method
+        self.error = error
+        self.channel = channel
+        super().__init__(message, hint=hint)
+
+    @property
+    def user_text(self) -> str:
+        return f"{self.message}\n{self.hint}"
+
+
+def _retry_after(exc: SlackApiError) -> float:
+    headers: Mapping[str, Any] = getattr(exc.response, "headers", None) or {}
+    for key, value in headers.items():
+        if key.lower() == "retry-after":
+            try:
+                return max(float(value), 0.0)
+            except (TypeError, ValueError):
+                break
+    return 1.0
+
+
+def _error_code(exc: SlackApiError) -> str:
+    data = getattr(exc.response, "data", None)
+    if isinstance(data, Mapping):
+        return str(data.get("error", "unknown_error"))
+    return "unknown_error"
+
+
+def _translate(exc: SlackApiError, method: str, channel: str | None) -> SlackCallFailed:
+    error = _error_code(exc)
+    data = exc.response.data if isinstance(exc.response.data, Mapping) else {}
+    if error in CHANNEL_ERRORS and channel:
+        cause, hint = wording.invite_bot(channel).split("\n", 1)
+    elif error == "missing_scope":
+        cause, hint = wording.missing_scope(str(data.get("needed", "?"))).split("\n", 1)
+    else:
+        cause, hint = wording.slack_failed(error).split("\n", 1)
+    log.warning(
+        "slack %s failed: %s",
+        method,
+        error,
+        extra={
+            "action": "slack_api_error",
+            "method": method,
+            "error": error,
+            "channel": channel,
+            "needed_scope": data.get("needed"),
+        },
+    )
+    return SlackCallFailed(cause, method=method, error=error, channel=channel, hint=hint)
+
+
+async def call(client: AsyncWebClient, method: str, **kwargs: Any) -> AsyncSlackResponse:
+    """`client.api_call(method, json=kwargs)` with rate-limit retries; `SlackCallFailed` otherwise."""
+    kwargs = {k: v for k, v in kwargs.items() if v is not None}
+    waited = 0.0
+    channel = kwargs.get("channel") or kwargs.get("channel_id")
+    for attempt in range(1, MAX_ATTEMPTS + 1):
+        try:
+            if method == "files.uploadV2":
+                return await client.files_upload_v2(**kwargs)
+            return await client.api_call(method, json=kwargs)
+        except SlackApiError as exc:
+            limited = _error_code(exc) == "ratelimited" or exc.response.status_code == 429
+            delay = _retry_after(exc)
+            if not limited or attempt == MAX_ATTEMPTS or waited + delay > MAX_RETRY_WAIT:
+                raise _translate(exc, method, channel) from exc
+            log.info(
+                "slack %s rate limited; retrying in %.1fs",
+                method,
+                delay,
+                extra={"action": "slack_rate_limited", "method": method, "attempt": attempt},
+            )
+            waited += delay
+            await asyncio.sleep(delay)
+    raise AssertionError("unreachable")  # pragma: no cover - the loop returns or raises

@@ -1,0 +1,84 @@
+"""A real Baton (SQLite, engine, handler) behind the real Bolt app over HTTP, talking to a
+recording mock of Slack's Web API. Nothing of ours is mocked."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from slack_sdk.web.async_client import AsyncWebClient
+
+from adapters.slack import SlackBridge, build_bridge, start_http
+from bot.app import Baton, build_baton
+from core.config import Access, Settings
+from tests.e2e.slack.harness import SlackHarness
+from tests.e2e.slack.mock_slack import MockSlack
+
+WORKFLOWS = Path(__file__).parent / "workflows"
+SIGNING_SECRET = "e2e-signing-secret"
+BOT_TOKEN = "xoxb-e2e-not-a-real-token"
+
+
+@dataclass
+class SlackE2E:
+    """What a test holds: Slack's side (`slack`), the recorded Web API calls (`mock`), the app."""
+
+    slack: SlackHarness
+    mock: MockSlack
+    bridge: SlackBridge
+    baton: Baton
+    tmp: Path
+
+    async def settle(self) -> None:
+        """Wait until every background reply has been sent to the mock."""
+        await self.bridge.sender.idle()
+
+
+@pytest.fixture
+async def mock_slack() -> AsyncIterator[MockSlack]:
+    mock = MockSlack()
+    await mock.start()
+    try:
+        yield mock
+    finally:
+        await mock.stop()
+
+
+@pytest.fixture
+def access() -> Access:
+    return Access()
+
+
+@pytest.fixture
+def settings(tmp_path: Path, sqlite_url: str, access: Access) -> Settings:
+    return Settings(
+        _env_file=None,  # type: ignore[call-arg]
+        database_url=sqlite_url,
+        workflow_dirs=[WORKFLOWS],
+        data_dir=tmp_path / "data",
+        tool_modules=[],
+        access=access,
+        slack_bot_token=BOT_TOKEN,  # type: ignore[arg-type]
+        slack_signing_secret=SIGNING_SECRET,  # type: ignore[arg-type]
+    )
+
+
+@pytest.fixture
+async def e2e(settings: Settings, mock_slack: MockSlack, tmp_path: Path) -> AsyncIterator[SlackE2E]:
+    baton = build_baton(settings)
+    try:
+        async with baton.running(handle_signals=False, grace=2.0):
+            client = AsyncWebClient(token=BOT_TOKEN, base_url=mock_slack.base_url)
+            bridge = build_bridge(baton, settings, client=client)
+            runner, port = await start_http(bridge.app, host="127.0.0.1", port=0)
+            harness = SlackHarness(f"http://127.0.0.1:{port}/slack/events", SIGNING_SECRET, mock_slack)
+            try:
+                yield SlackE2E(harness, mock_slack, bridge, baton, tmp_path)
+            finally:
+                await harness.close()
+                await runner.cleanup()
+                await bridge.sender.idle()
+    finally:
+        baton.close()

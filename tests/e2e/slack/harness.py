@@ -1,0 +1,122 @@
+"""Slack's side of the conversation: signed HTTP requests to the Bolt app, as Slack sends them.
+
+Slash commands and button clicks are form-encoded, events are JSON; each request is signed
+with `slack_sdk.signature.SignatureVerifier` exactly as Slack signs it.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import time
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import urlencode
+
+import aiohttp
+from slack_sdk.signature import SignatureVerifier
+
+from tests.e2e.slack.mock_slack import BOT_USER, TEAM, Call, MockSlack
+
+CHANNEL = "C0OPS"
+ANA = "U0ANA"
+BOB = "U0BOB"
+
+_ids = itertools.count(1)
+
+
+@dataclass(frozen=True)
+class Answer:
+    status: int
+    seconds: float  # how long the app took to answer (Slack allows 3 s)
+    body: str
+
+
+class SlackHarness:
+    def __init__(self, url: str, signing_secret: str, mock: MockSlack) -> None:
+        self.url = url
+        self.mock = mock
+        self._verifier = SignatureVerifier(signing_secret)
+        self._session = aiohttp.ClientSession()
+
+    async def close(self) -> None:
+        await self._session.close()
+
+    # -- raw ---------------------------------------------------------------------------
+    def signed_headers(self, body: str, content_type: str, *, timestamp: int | None = None) -> dict[str, str]:
+        ts = str(timestamp if timestamp is not None else int(time.time()))
+        return {
+            "Content-Type": content_type,
+            "X-Slack-Request-Timestamp": ts,
+            "X-Slack-Signature": self._verifier.generate_signature(timestamp=ts, body=body),
+        }
+
+    async def post(self, body: str, headers: dict[str, str]) -> Answer:
+        started = time.monotonic()
+        async with self._session.post(self.url, data=body.encode(), headers=headers) as response:
+            text = await response.text()
+        return Answer(response.status, time.monotonic() - started, text)
+
+    async def _form(self, fields: dict[str, str], extra_headers: dict[str, str] | None = None) -> Answer:
+        body = urlencode(fields)
+        headers = self.signed_headers(body, "application/x-www-form-urlencoded")
+        return await self.post(body, {**headers, **(extra_headers or {})})
+
+    # -- what people do ------------------------------------------------------------------
+    async def command(self, text: str, *, user: str = ANA, channel: str = CHANNEL) -> Answer:
+        """`/workflow <text>` typed by `user` in `channel`."""
+        n = next(_ids)
+        return await self._form({
+            "token": "legacy", "team_id": TEAM, "team_domain": "baton-test",
+            "channel_id": channel, "channel_name": "ops", "user_id": user, "user_name": f"name-of-{user}",
+            "command": "/workflow", "text": text, "api_app_id": "A0BATON",
+            "response_url": self.mock.response_url(f"command-{n}"),
+            "trigger_id": f"{n}.trigger.{time.time_ns()}",
+        })
+
+    async def click(self, message: Call, action: str, *, user: str = ANA, channel: str = CHANNEL) -> Answer:
+        """`user` clicks the `action` button of a message the bot posted (recorded by the mock)."""
+        n = next(_ids)
+        button = message.button(action)
+        blocks = message.body.get("blocks")
+        blocks = json.loads(blocks) if isinstance(blocks, str) else blocks
+        original: dict[str, Any] = {"type": "message", "ts": message.ts, "text": message.body.get("text"),
+                                    "blocks": blocks, "user": BOT_USER, "bot_id": "BBATON"}
+        container: dict[str, Any] = {"type": "message", "message_ts": message.ts, "channel_id": channel,
+                                     "is_ephemeral": False}
+        if message.body.get("thread_ts"):
+            original["thread_ts"] = message.body["thread_ts"]
+            container["thread_ts"] = message.body["thread_ts"]
+        payload = {
+            "type": "block_actions", "team": {"id": TEAM, "domain": "baton-test"},
+            "user": {"id": user, "username": f"name-of-{user}", "team_id": TEAM},
+            "api_app_id": "A0BATON", "token": "legacy", "container": container,
+            "trigger_id": f"{n}.click.{time.time_ns()}", "channel": {"id": channel, "name": "ops"},
+            "message": original, "response_url": self.mock.response_url(f"click-{n}"),
+            "actions": [{**button, "block_id": "baton_actions", "action_ts": f"{time.time():.6f}{n}"}],
+        }
+        return await self._form({"payload": json.dumps(payload)})
+
+    async def event(self, event: dict[str, Any], *, event_id: str | None = None,
+                    retry_num: int | None = None) -> Answer:
+        envelope = {
+            "token": "legacy", "team_id": TEAM, "api_app_id": "A0BATON", "event": event,
+            "type": "event_callback", "event_id": event_id or f"Ev{next(_ids):08d}",
+            "event_time": int(time.time()),
+            "authorizations": [{"team_id": TEAM, "user_id": BOT_USER, "is_bot": True}],
+        }
+        body = json.dumps(envelope)
+        headers = self.signed_headers(body, "application/json")
+        if retry_num is not None:
+            headers |= {"X-Slack-Retry-Num": str(retry_num), "X-Slack-Retry-Reason": "http_timeout"}
+        return await self.post(body, headers)
+
+    @staticmethod
+    def message_event(text: str, *, user: str = ANA, channel: str = CHANNEL, thread_ts: str | None = None,
+                      channel_type: str = "channel", **extra: Any) -> dict[str, Any]:
+        ts = f"{int(time.time())}.{next(_ids):06d}"
+        event: dict[str, Any] = {"type": "message", "channel": channel, "user": user, "text": text,
+                                 "ts": ts, "channel_type": channel_type, **extra}
+        if thread_ts:
+            event["thread_ts"] = thread_ts
+        return event

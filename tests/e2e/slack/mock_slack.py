@@ -1,0 +1,205 @@
+"""A local stand-in for Slack's Web API: an aiohttp server on a free 127.0.0.1 port that
+records every call (method, JSON or form body) and answers like Slack does.
+
+Tests wait on the recorded calls with a deadline (`await mock.wait_for(...)`), never by
+sleeping. `fail_next(method, error, ...)` makes the next call(s) of a method fail the way
+Slack fails (e.g. `ratelimited` with HTTP 429 and `Retry-After`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import parse_qsl
+
+from aiohttp import web
+
+BOT_USER = "UBATONBOT"
+BOT_ID = "BBATON"
+TEAM = "T0BATON"
+
+
+@dataclass(frozen=True)
+class Call:
+    method: str  # "chat.postMessage", "upload", "response_url"
+    body: dict[str, Any]
+    at: float  # time.monotonic()
+    ts: str | None = None  # ts of the message it created, if any
+
+    @property
+    def text(self) -> str:
+        """Every human-readable text of the call: `text` plus the texts of its blocks."""
+        parts = [str(self.body.get("text") or "")]
+        for block in _blocks(self.body):
+            text = block.get("text")
+            if isinstance(text, dict):
+                parts.append(str(text.get("text", "")))
+            for element in block.get("elements", []) or []:
+                if isinstance(element, dict) and element.get("type") in ("mrkdwn", "plain_text"):
+                    parts.append(str(element.get("text", "")))
+        return "\n".join(parts)
+
+    @property
+    def buttons(self) -> list[dict[str, Any]]:
+        return [
+            element
+            for block in _blocks(self.body)
+            if block.get("type") == "actions"
+            for element in block.get("elements", [])
+        ]
+
+    def button(self, action: str) -> dict[str, Any]:
+        for element in self.buttons:
+            if element["action_id"].split(":")[1] == action:
+                return element
+        raise AssertionError(f"no {action!r} button in {[b['action_id'] for b in self.buttons]}")
+
+
+def _blocks(body: dict[str, Any]) -> list[dict[str, Any]]:
+    blocks = body.get("blocks") or []
+    if isinstance(blocks, str):
+        blocks = json.loads(blocks)
+    return list(blocks)
+
+
+@dataclass
+class _Failure:
+    error: str
+    status: int = 200
+    headers: dict[str, str] = field(default_factory=dict)
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+class MockSlack:
+    def __init__(self) -> None:
+        self.calls: list[Call] = []
+        self.uploads: dict[str, bytes] = {}
+        self._changed = asyncio.Condition()
+        self._failures: dict[str, list[_Failure]] = {}
+        self._ts = 1_700_000_000_000_000
+        self._runner: web.AppRunner | None = None
+        self.port = 0
+
+    # -- lifecycle ---------------------------------------------------------------
+    async def start(self) -> None:
+        app = web.Application()
+        app.router.add_post("/api/{method}", self._api)
+        app.router.add_post("/upload/{file_id}", self._upload)
+        app.router.add_post("/response/{name}", self._response_url)
+        self._runner = web.AppRunner(app, access_log=None)
+        await self._runner.setup()
+        site = web.TCPSite(self._runner, "127.0.0.1", 0)
+        await site.start()
+        self.port = int(self._runner.addresses[0][1])
+
+    async def stop(self) -> None:
+        if self._runner is not None:
+            await self._runner.cleanup()
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/api/"
+
+    def response_url(self, name: str) -> str:
+        return f"http://127.0.0.1:{self.port}/response/{name}"
+
+    # -- test controls ---------------------------------------------------------------
+    def fail_next(self, method: str, error: str, *, times: int = 1, status: int = 200,
+                  headers: dict[str, str] | None = None, **extra: Any) -> None:
+        failure = _Failure(error, status, headers or {}, extra)
+        self._failures.setdefault(method, []).extend([failure] * times)
+
+    def of(self, *methods: str) -> list[Call]:
+        return [c for c in self.calls if c.method in methods]
+
+    async def wait_for(self, predicate: Callable[[list[Call]], Any], timeout: float = 15.0) -> Any:
+        """Wait until `predicate(calls)` is truthy; return its value. Fails after `timeout`."""
+        async with self._changed:
+            try:
+                await asyncio.wait_for(self._changed.wait_for(lambda: predicate(self.calls)), timeout)
+            except TimeoutError:
+                summary = "\n".join(f"  {c.method}: {c.text[:200]!r}" for c in self.calls)
+                raise AssertionError(f"no matching Slack call within {timeout}s; calls:\n{summary}") from None
+            return predicate(self.calls)
+
+    async def wait_call(
+        self, method: str, contains: str = "", *, after: int = 0, timeout: float = 15.0
+    ) -> Call:
+        """The first call of `method` (from index `after`) whose text contains `contains`."""
+        def find(calls: list[Call]) -> Call | None:
+            for call in calls[after:]:
+                if call.method == method and contains in call.text:
+                    return call
+            return None
+
+        return await self.wait_for(find, timeout)  # type: ignore[no-any-return]
+
+    # -- handlers ------------------------------------------------------------------------
+    async def _record(self, call: Call) -> None:
+        async with self._changed:
+            self.calls.append(call)
+            self._changed.notify_all()
+
+    def _next_ts(self) -> str:
+        self._ts += 1
+        return f"{self._ts // 1_000_000}.{self._ts % 1_000_000:06d}"
+
+    async def _body(self, request: web.Request) -> dict[str, Any]:
+        raw = await request.text()
+        if request.content_type == "application/json":
+            return dict(json.loads(raw or "{}"))
+        return dict(parse_qsl(raw))
+
+    async def _api(self, request: web.Request) -> web.Response:
+        method = request.match_info["method"]
+        body = await self._body(request)
+        failures = self._failures.get(method)
+        if failures:
+            failure = failures.pop(0)
+            await self._record(Call(method, body, time.monotonic()))
+            payload = {"ok": False, "error": failure.error, **failure.extra}
+            return web.json_response(payload, status=failure.status, headers=failure.headers)
+        ts = self._next_ts() if method in ("chat.postMessage", "chat.postEphemeral") else body.get("ts")
+        await self._record(Call(method, body, time.monotonic(), ts))
+        return web.json_response(self._answer(method, body, ts))
+
+    def _answer(self, method: str, body: dict[str, Any], ts: str | None) -> dict[str, Any]:
+        if method == "auth.test":
+            return {"ok": True, "url": "https://baton-test.slack.com/", "team": "Baton Test",
+                    "user": "baton", "team_id": TEAM, "user_id": BOT_USER, "bot_id": BOT_ID}
+        if method == "chat.postMessage":
+            return {"ok": True, "channel": body.get("channel"), "ts": ts,
+                    "message": {"text": body.get("text"), "ts": ts, "bot_id": BOT_ID}}
+        if method == "chat.postEphemeral":
+            return {"ok": True, "message_ts": ts}
+        if method == "chat.update":
+            return {"ok": True, "channel": body.get("channel"), "ts": ts, "text": body.get("text")}
+        if method == "files.getUploadURLExternal":
+            file_id = f"F{len(self.uploads) + 1:08d}"
+            self.uploads[file_id] = b""
+            return {"ok": True, "file_id": file_id, "upload_url": f"http://127.0.0.1:{self.port}/upload/{file_id}"}
+        if method == "files.completeUploadExternal":
+            return {"ok": True, "files": [{"id": f["id"], "title": f.get("title")} for f in _files(body)]}
+        return {"ok": True}
+
+    async def _upload(self, request: web.Request) -> web.Response:
+        file_id = request.match_info["file_id"]
+        data = await request.read()
+        self.uploads[file_id] = data
+        await self._record(Call("upload", {"file_id": file_id, "size": len(data)}, time.monotonic()))
+        return web.Response(text="OK")
+
+    async def _response_url(self, request: web.Request) -> web.Response:
+        body = await self._body(request)
+        body["name"] = request.match_info["name"]
+        await self._record(Call("response_url", body, time.monotonic()))
+        return web.Response(text="ok")
+
+
+def _files(body: dict[str, Any]) -> list[dict[str, Any]]:
+    files = body.get("files") or []
+    return list(json.loads(files) if isinstance(files, str) else files)
