@@ -21,15 +21,14 @@ from pathlib import Path
 
 from core.commands.handler import Handler
 from core.engine.engine import Engine, EngineConfig
-from core.engine.providers import ProviderRegistry
-from core.engine.tools import ToolRegistry
-from core.store.repository import SqlStore
-from core.workflows.catalog import Catalog
 from sqlalchemy.engine import make_url
 
 from core.config import Settings
-from core.errors import ConfigurationError
+from core.engine.providers import ProviderRegistry
+from core.engine.tools import ToolRegistry
 from core.store.port import Store
+from core.store.repository import SqlStore
+from core.workflows.catalog import Catalog
 
 log = logging.getLogger("baton.app")
 
@@ -114,21 +113,16 @@ def ensure_sqlite_dir(database_url: str) -> None:
         Path(url.database).expanduser().parent.mkdir(parents=True, exist_ok=True)
 
 
-def load_tools(modules: Sequence[str]) -> ToolRegistry:
+def load_tools(modules: Sequence[str], base: Path | None = None) -> ToolRegistry:
     """Register the `@tool` functions of `modules` (module names or `.py` paths relative to
-    the current directory). The default `workflows/tools.py` may be absent; any other
-    missing module is a configuration error."""
-    present: list[str] = []
-    for module in modules:
-        is_path = module.endswith(".py") or "/" in module
-        if is_path and not Path(module).exists():
-            if module == DEFAULT_TOOL_MODULE:
-                continue
-            raise ConfigurationError(
-                f"BATON_TOOL_MODULES: {module} does not exist (relative to {Path.cwd()})"
-            )
-        present.append(module)
-    return ToolRegistry.from_modules(present)
+    `base`, the current directory by default). The default `workflows/tools.py` may be
+    absent; any other missing module is a configuration error (raised by the registry)."""
+    base = base if base is not None else Path.cwd()
+    wanted = [m for m in modules if not (m == DEFAULT_TOOL_MODULE and not (base / m).is_file())]
+    registry = ToolRegistry()
+    found = registry.load(wanted, base)
+    log.debug("tools loaded: %s", ", ".join(found) or "none", extra={"action": "tools_loaded"})
+    return registry
 
 
 def build_baton(settings: Settings) -> Baton:

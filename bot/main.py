@@ -192,7 +192,8 @@ def list_workflows(
             "name": e.name,
             "path": str(e.path),
             "description": e.workflow.description if e.workflow is not None else "",
-            "error": str(e.error) if e.error is not None else None,
+            "error": e.error.message if e.error is not None else None,
+            "hint": e.error.hint if e.error is not None else None,
         }
         for e in entries
     ]
@@ -203,19 +204,22 @@ def list_workflows(
         dirs = ", ".join(str(d) for d in settings.workflow_dirs)
         typer.echo(f"No workflows found in {dirs}.\nAdd a YAML file there or set BATON_WORKFLOW_DIRS.")
         return
-    width = max(len(r["name"] or "") for r in rows)
+    name_width = max(len(r["name"]) for r in rows)
+    path_width = max(len(r["path"]) for r in rows)
     for r in rows:
         status = f"ERROR {r['error']}" if r["error"] else r["description"]
-        typer.echo(f"{(r['name'] or '?'):<{width}}  {r['path']}  {status}".rstrip())
+        typer.echo(f"{r['name']:<{name_width}}  {r['path']:<{path_width}}  {status}".rstrip())
+        if r["hint"]:
+            typer.echo(f"{'':<{name_width}}  {'':<{path_width}}  fix: {r['hint']}")
 
 
 @app.command()
 def migrate(database_url: DatabaseUrl = None) -> None:
     """Bring the database schema to the newest revision (Baton also does this at start)."""
-    from core.store.repository import SqlStore
     from sqlalchemy.engine import make_url
 
     from bot.app import ensure_sqlite_dir
+    from core.store.repository import SqlStore
 
     settings = settings_for(database_url, None)
     ensure_sqlite_dir(settings.database_url)
