@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from adapters.console.messages import PLATFORM
+from core.commands import replies
 from core.commands.messages import ChatMessage, Reply
 from core.store.records import RunStatus
 
@@ -100,7 +101,6 @@ def _ends_with_rest(replies: list[Reply], run_id: str) -> bool:
 
 
 def _resting_reply(baton: Baton, run_id: str) -> Reply:
-    """The run's summary as a reply, when the handler's background replies did not end with
-    the resting status (e.g. the run came to rest before its progress was subscribed)."""
-    summary = baton.engine.summary(run_id)
-    return Reply(kind="run_summary", data={"summary": summary}, run_id=run_id, run_status=summary.status)
+    """The run's status as a reply, when the handler's background replies did not end with
+    the resting status (e.g. the run rested before anything was reported)."""
+    return replies.status(baton.store.get_run(run_id), baton.engine.summary(run_id))

@@ -1,0 +1,110 @@
+"""Console output: JSON of `baton say --json`, numbered choices, the progress redrawn in place."""
+
+from __future__ import annotations
+
+import io
+import json
+
+from adapters.console.interactive import ConsoleView
+from adapters.console.output import replies_json, send
+from core.commands.messages import Button, Reply
+
+ERROR = Reply(
+    kind="error", data={"message": "No workflow is named `flakey`.", "hint": "Try `flaky`."}, is_error=True
+)
+BUTTONS = (
+    Button("Resume", "resume r_1", "primary", "resume"),
+    Button("Abandon", "abandon r_1", None, "abandon"),
+)
+
+
+def progress(state: str) -> Reply:
+    return Reply(
+        kind="progress",
+        data={
+            "run_id": "r_1",
+            "workflow": "flaky",
+            "status": "running",
+            "seconds": 1.0,
+            "nodes": [
+                {
+                    "node_id": "check",
+                    "kind": "bash",
+                    "state": state,
+                    "reason": "",
+                    "error": "",
+                    "seconds": 0.0,
+                    "tokens": 0,
+                    "tokens_saved": 0,
+                },
+            ],
+        },
+        run_id="r_1",
+        run_status="running",
+        replace_key="progress:r_1",
+    )
+
+
+def test_json_carries_kind_rendered_text_run_buttons_and_error_flag() -> None:
+    reply = Reply(
+        kind="error", data=ERROR.data, buttons=BUTTONS, run_id="r_1", run_status="failed", is_error=True
+    )
+
+    (obj,) = json.loads(replies_json([reply]))
+
+    assert obj["kind"] == "error"
+    assert obj["text"] == "⚠️ No workflow is named `flakey`.\nTry `flaky`."
+    assert (obj["run_id"], obj["run_status"], obj["is_error"]) == ("r_1", "failed", True)
+    assert obj["buttons"][0]["label"] == "Resume"
+    assert [b["command"] for b in obj["buttons"]] == ["resume r_1", "abandon r_1"]
+
+
+def test_send_prints_buttons_as_numbered_choices() -> None:
+    out = io.StringIO()
+    send(Reply(kind="error", data=ERROR.data, buttons=BUTTONS), out)
+    lines = out.getvalue().splitlines()
+    assert lines[-2:] == ["[1] Resume  /workflow resume r_1", "[2] Abandon  /workflow abandon r_1"]
+
+
+def test_a_typed_number_stands_for_the_latest_buttons() -> None:
+    view = ConsoleView(io.StringIO(), redraw=False)
+    view.show(Reply(kind="error", data=ERROR.data, buttons=BUTTONS))
+
+    assert view.choice("2") == BUTTONS[1]
+    assert view.choice("3") is None
+    assert view.choice("lgtm") is None
+
+
+def test_progress_is_redrawn_in_place_on_a_terminal() -> None:
+    out = io.StringIO()
+    view = ConsoleView(out, redraw=True)
+    view.show(progress("running"))
+    first = out.getvalue()
+    view.show(progress("done"))
+    second = out.getvalue()[len(first) :]
+
+    height = len(first.rstrip("\n").split("\n"))
+    assert second.startswith(f"\x1b[{height}F\x1b[J")  # up over the old version, erase it
+    assert "done" in second
+
+
+def test_unchanged_progress_is_not_printed_again_and_changes_are_printed_without_a_terminal() -> None:
+    out = io.StringIO()
+    view = ConsoleView(out, redraw=False)
+    view.show(progress("running"))
+    view.show(progress("running"))
+    once = out.getvalue()
+    view.show(progress("done"))
+
+    assert "\x1b[" not in out.getvalue()
+    assert out.getvalue().startswith(once) and len(out.getvalue()) > len(once)
+    assert out.getvalue().count("flaky") == 2
+
+
+def test_user_input_is_never_redrawn_over() -> None:
+    out = io.StringIO()
+    view = ConsoleView(out, redraw=True)
+    view.show(progress("running"))
+    view.mark_input()
+    view.show(progress("done"))
+    assert "\x1b[" not in out.getvalue()
