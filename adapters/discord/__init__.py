@@ -1,0 +1,60 @@
+"""Discord adapter (discord.py): `/workflow` application command, persistent buttons, and
+approval replies in a run's thread. See docs/discord.md for the application setup.
+
+    client = build_client(baton, settings)      # tests drive this one with gateway payloads
+    await serve(baton, settings)                # runs until `baton.stopping` is set
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Any
+
+import discord
+
+from adapters.discord.client import BatonClient
+from core.config import Settings
+from core.errors import ConfigurationError
+
+__all__ = ["BatonClient", "build_client", "serve"]
+
+log = logging.getLogger("baton.discord")
+
+
+def build_client(baton: Any, settings: Settings, **options: Any) -> BatonClient:
+    """A client wired to `baton.handler` (and `baton.store` for long button commands)."""
+    return BatonClient(
+        handler=baton.handler,
+        get_blob=baton.store.get_blob,
+        put_blob=baton.store.put_blob,
+        guild_id=settings.discord_guild_id,
+        **options,
+    )
+
+
+async def serve(baton: Any, settings: Settings) -> None:
+    """Connect to Discord and take input until `baton.stopping` is set."""
+    if settings.discord_token is None:
+        raise ConfigurationError("BATON_DISCORD_TOKEN is not set.")
+    client = build_client(baton, settings)
+    async with client:
+        running = asyncio.create_task(client.start(settings.discord_token.get_secret_value()))
+        stopping = asyncio.create_task(baton.stopping.wait())
+        try:
+            await asyncio.wait({running, stopping}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            stopping.cancel()
+            await client.close()
+        try:
+            await running
+        except discord.LoginFailure as exc:
+            raise ConfigurationError(
+                "BATON_DISCORD_TOKEN was rejected by Discord.",
+                hint="Copy the bot token again from the Developer Portal (Bot → Reset Token).",
+            ) from exc
+        except discord.PrivilegedIntentsRequired as exc:
+            raise ConfigurationError(
+                "Discord refused the Message Content intent.",
+                hint="Enable it in the Developer Portal (Bot → Privileged Gateway Intents).",
+            ) from exc

@@ -1,0 +1,237 @@
+"""`Reply` -> Discord: rendered chunks, files for long output, buttons, threads, edits in place.
+
+- Text is `core.render.render(reply, "discord")`: chunks of at most 2,000 characters (the core
+  splits and balances code fences). More than `attach_over` characters in all go out as one
+  message with the first chunk and the whole text attached as a file: nothing is cut.
+- `AllowedMentions.none()` on every message the bot posts.
+- `replace_key`: the messages last posted with that key are edited instead of posting anew,
+  at most once per `edit_interval` seconds; the newest state always gets sent (also at close).
+- `starts_thread`: a thread is opened from the posted message and handed to the core with
+  `attach_thread(run_id, thread_id)`; later replies for the run carry that thread.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import io
+import logging
+import time
+from collections import defaultdict
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
+
+import discord
+
+from adapters.discord.buttons import build_view
+from core.commands.messages import Reply
+from core.render import render
+
+PLATFORM = "discord"
+NO_MENTIONS = discord.AllowedMentions.none()
+THREAD_ARCHIVE_MINUTES = 1440
+
+log = logging.getLogger("baton.discord")
+
+#: Posts one message: (content, file or None, view or None) -> the message Discord made.
+Send = Callable[[str, discord.File | None, discord.ui.View | None], Awaitable[discord.Message]]
+
+
+def channel_send(channel: discord.abc.Messageable) -> Send:
+    async def send(content: str, file: discord.File | None, view: discord.ui.View | None) -> discord.Message:
+        extra: dict[str, object] = {"file": file} if file is not None else {}
+        if view is not None:
+            extra["view"] = view
+        return await channel.send(content, allowed_mentions=NO_MENTIONS, **extra)  # type: ignore[call-overload]
+
+    return send
+
+
+def followup_send(interaction: discord.Interaction, *, ephemeral: bool) -> Send:
+    async def send(content: str, file: discord.File | None, view: discord.ui.View | None) -> discord.Message:
+        extra: dict[str, object] = {"file": file} if file is not None else {}
+        if view is not None:
+            extra["view"] = view
+        return await interaction.followup.send(  # type: ignore[call-overload,no-any-return]
+            content, wait=True, ephemeral=ephemeral, allowed_mentions=NO_MENTIONS, **extra
+        )
+
+    return send
+
+
+def original_edit(interaction: discord.Interaction) -> Send:
+    """Replaces the deferred "thinking…" response of a slash command."""
+
+    async def send(content: str, file: discord.File | None, view: discord.ui.View | None) -> discord.Message:
+        extra: dict[str, object] = {"attachments": [file]} if file is not None else {}
+        if view is not None:
+            extra["view"] = view
+        return await interaction.edit_original_response(
+            content=content, allowed_mentions=NO_MENTIONS, **extra  # type: ignore[arg-type]
+        )
+
+    return send
+
+
+@dataclass
+class _Keyed:
+    """The messages last posted under one `replace_key`, and the state not yet shown."""
+
+    channel_id: int
+    message_ids: list[int]
+    last_edit: float = 0.0
+    pending: Reply | None = None
+    task: asyncio.Task[None] | None = None
+
+
+@dataclass
+class DiscordSender:
+    client: discord.Client
+    put_blob: Callable[[bytes], str]
+    attach_thread: Callable[[str, str], Awaitable[None]]
+    edit_interval: float = 1.0
+    attach_over: int = 8000
+    _keyed: dict[str, _Keyed] = field(default_factory=dict)
+    _locks: defaultdict[str, asyncio.Lock] = field(default_factory=lambda: defaultdict(asyncio.Lock))
+    _closing: asyncio.Event = field(default_factory=asyncio.Event)
+
+    # -- entry points -------------------------------------------------------------------
+    async def outbox(self, reply: Reply) -> None:
+        """Background replies (progress, completion, a gate waiting) from the core."""
+        target = reply.thread or reply.conversation
+        if target is None:
+            log.warning("reply without a place dropped", extra={"action": "drop", "run_id": reply.run_id})
+            return
+        await self.post(int(target), reply)
+
+    async def post(self, channel_id: int, reply: Reply) -> None:
+        channel = self.client.get_channel(channel_id) or self.client.get_partial_messageable(channel_id)
+        await self.deliver(reply, channel_send(channel), channel_send(channel))  # type: ignore[arg-type]
+
+    async def answer(
+        self, interaction: discord.Interaction, replies: Sequence[Reply], *, open_original: bool
+    ) -> None:
+        """Replies to an interaction: the first public one replaces the deferred response
+        when `open_original`; replies aimed at another thread go there."""
+        for reply in replies:
+            if reply.thread is not None and reply.thread != str(interaction.channel_id):
+                await self.post(int(reply.thread), reply)
+            elif reply.ephemeral:
+                if open_original:  # a deferral is public; only a new followup can be private
+                    await interaction.delete_original_response()
+                    open_original = False
+                private = followup_send(interaction, ephemeral=True)
+                await self.deliver(reply, private, private)
+            else:
+                public = followup_send(interaction, ephemeral=False)
+                first = original_edit(interaction) if open_original else public
+                open_original = False
+                await self.deliver(reply, first, public)
+        if open_original:
+            await interaction.delete_original_response()
+
+    # -- delivery -----------------------------------------------------------------------
+    async def deliver(self, reply: Reply, first: Send, rest: Send) -> None:
+        key = reply.replace_key if not reply.ephemeral else None
+        if key is None:
+            await self._post_new(reply, first, rest)
+            return
+        async with self._locks[key]:
+            keyed = self._keyed.get(key)
+            if keyed is None:
+                messages = await self._post_new(reply, first, rest)
+                if messages:
+                    ids = [m.id for m in messages]
+                    self._keyed[key] = _Keyed(messages[0].channel.id, ids, time.monotonic())
+                return
+            keyed.pending = reply
+            if keyed.task is None or keyed.task.done():
+                keyed.task = asyncio.create_task(self._flush_loop(key), name=f"discord-edit-{key}")
+
+    async def _post_new(self, reply: Reply, first: Send, rest: Send) -> list[discord.Message]:
+        chunks, file = self._content(reply)
+        view = build_view(reply.buttons, reply.run_id, self.put_blob)
+        messages: list[discord.Message] = []
+        for index, chunk in enumerate(chunks):
+            last = index == len(chunks) - 1
+            send = first if index == 0 else rest
+            messages.append(await send(chunk, file if index == 0 else None, view if last else None))
+        if reply.starts_thread and reply.run_id and messages:
+            await self._open_thread(messages[0], reply)
+        return messages
+
+    def _content(self, reply: Reply) -> tuple[list[str], discord.File | None]:
+        chunks = [c for c in render(reply, PLATFORM) if c.strip()]
+        if sum(len(c) for c in chunks) <= self.attach_over:
+            return chunks, None
+        whole = "\n".join(chunks).encode("utf-8")
+        name = f"{reply.kind}-{reply.run_id}.txt" if reply.run_id else f"{reply.kind}.txt"
+        return chunks[:1], discord.File(io.BytesIO(whole), filename=name)
+
+    async def _open_thread(self, message: discord.Message, reply: Reply) -> None:
+        assert reply.run_id is not None
+        channel = message.channel
+        if isinstance(channel, discord.Thread):
+            thread_id = channel.id
+        else:
+            name = f"{reply.data.get('workflow') or reply.kind} · {reply.run_id}"[:100]
+            try:
+                if message.guild is not None:
+                    thread = await message.create_thread(
+                        name=name, auto_archive_duration=THREAD_ARCHIVE_MINUTES
+                    )
+                    thread_id = thread.id
+                else:  # a followup message knows its channel only by id
+                    data = await self.client.http.start_thread_with_message(
+                        channel.id, message.id, name=name,
+                        auto_archive_duration=THREAD_ARCHIVE_MINUTES, rate_limit_per_user=None,
+                    )
+                    thread_id = int(data["id"])
+            except discord.HTTPException as exc:  # a DM, or no permission: stay where we are
+                log.warning("no thread for run: %s", exc.text,
+                            extra={"action": "thread_failed", "run_id": reply.run_id})
+                return
+        await self.attach_thread(reply.run_id, str(thread_id))
+
+    # -- edits in place -------------------------------------------------------------------
+    async def _flush_loop(self, key: str) -> None:
+        keyed = self._keyed[key]
+        while keyed.pending is not None:
+            delay = keyed.last_edit + self.edit_interval - time.monotonic()
+            if delay > 0 and not self._closing.is_set():
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._closing.wait(), delay)
+            async with self._locks[key]:
+                reply, keyed.pending = keyed.pending, None
+                if reply is not None:
+                    keyed.last_edit = time.monotonic()
+                    await self._edit(keyed, reply)
+
+    async def _edit(self, keyed: _Keyed, reply: Reply) -> None:
+        channel = self.client.get_partial_messageable(keyed.channel_id)
+        chunks, file = self._content(reply)
+        view = build_view(reply.buttons, reply.run_id, self.put_blob)
+        ids: list[int] = []
+        for index, chunk in enumerate(chunks):
+            last = index == len(chunks) - 1
+            extra: dict[str, object] = {"attachments": [file]} if index == 0 and file is not None else {}
+            if index < len(keyed.message_ids):
+                message = channel.get_partial_message(keyed.message_ids[index])
+                await message.edit(
+                    content=chunk, view=view if last else None, allowed_mentions=NO_MENTIONS,
+                    **extra,  # type: ignore[arg-type]
+                )
+                ids.append(message.id)
+            else:
+                send = channel_send(channel)
+                sent = await send(chunk, file if index == 0 else None, view if last else None)
+                ids.append(sent.id)
+        for stale in keyed.message_ids[len(chunks):]:
+            await channel.get_partial_message(stale).delete()
+        keyed.message_ids = ids
+
+    async def aclose(self) -> None:
+        """Send every pending edit now."""
+        self._closing.set()
+        tasks = [k.task for k in self._keyed.values() if k.task is not None and not k.task.done()]
+        await asyncio.gather(*tasks, return_exceptions=True)

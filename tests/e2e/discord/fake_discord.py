@@ -1,0 +1,257 @@
+"""A local stand-in for Discord's HTTP API (aiohttp on 127.0.0.1), recording every request.
+
+discord.py is pointed at it by `Route.BASE`, so the real client, CommandTree, views and
+interaction webhooks talk HTTP to it exactly as they would to discord.com. It keeps just
+enough state to answer realistically: messages (with their components, so a test can click a
+button the bot posted), threads, and which interactions were acknowledged (a second
+acknowledgement is refused with Discord's error 40060, as for a gateway redelivery).
+Tests assert on `calls`: what Discord would have received.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import json
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+from aiohttp import web
+
+T = TypeVar("T")
+
+APP_ID = "1100000000000000001"
+BOT_ID = "1100000000000000002"
+GUILD_ID = "1100000000000000003"
+CHANNEL_ID = "1100000000000000004"
+COMMAND_ID = "1100000000000000005"
+ISO = "2025-01-01T00:00:00.000000+00:00"
+
+
+def user(user_id: str, name: str, *, bot: bool = False) -> dict[str, Any]:
+    return {"id": user_id, "username": name, "global_name": name, "discriminator": "0",
+            "avatar": None, "bot": bot, "public_flags": 0}
+
+
+BOT_USER = user(BOT_ID, "baton", bot=True)
+
+
+@dataclass(frozen=True)
+class Call:
+    """One request discord.py made."""
+
+    method: str
+    path: str  # after /api/v10
+    json: Any
+    files: dict[str, bytes]
+    query: dict[str, str]
+    at: float  # time.monotonic()
+
+    @property
+    def content(self) -> str:
+        return str(self.json.get("content") or "") if isinstance(self.json, dict) else ""
+
+    def buttons(self) -> list[dict[str, Any]]:
+        rows = (self.json.get("components") or []) if isinstance(self.json, dict) else []
+        return [c for row in rows for c in row.get("components", [])]
+
+
+@dataclass
+class FakeDiscord:
+    calls: list[Call] = field(default_factory=list)
+    messages: dict[str, dict[str, Any]] = field(default_factory=dict)
+    channels: dict[str, dict[str, Any]] = field(default_factory=dict)
+    acknowledged: set[str] = field(default_factory=set)
+    tokens: dict[str, dict[str, Any]] = field(default_factory=dict)  # token -> channel, original
+    _ids: itertools.count[int] = field(default_factory=lambda: itertools.count(1200000000000000000))
+    _changed: asyncio.Condition = field(default_factory=asyncio.Condition)
+    _runner: web.AppRunner | None = None
+
+    def __post_init__(self) -> None:
+        self.channels[CHANNEL_ID] = text_channel(CHANNEL_ID)
+
+    def snowflake(self) -> str:
+        return str(next(self._ids))
+
+    # -- lifecycle ------------------------------------------------------------------------
+    async def start(self) -> str:
+        app = web.Application(client_max_size=64 * 1024 * 1024)
+        app.router.add_route("*", "/api/v10/{path:.*}", self._dispatch)
+        self._runner = web.AppRunner(app, access_log=None)
+        await self._runner.setup()
+        site = web.TCPSite(self._runner, "127.0.0.1", 0)
+        await site.start()
+        port = self._runner.addresses[0][1]
+        return f"http://127.0.0.1:{port}/api/v10"
+
+    async def stop(self) -> None:
+        if self._runner is not None:
+            await self._runner.cleanup()
+
+    # -- waiting on what was received ----------------------------------------------------------
+    async def wait_for(self, found: Callable[[list[Call]], T | None], timeout: float = 10.0) -> T:
+        """The first truthy `found(calls)`, re-checked on every request; TimeoutError after
+        `timeout` seconds naming what was received."""
+        result: list[T] = []
+
+        def ready() -> bool:
+            value = found(self.calls)
+            if value:
+                result.append(value)
+            return bool(value)
+
+        async with self._changed:
+            try:
+                await asyncio.wait_for(self._changed.wait_for(ready), timeout)
+            except TimeoutError:
+                seen = "\n".join(f"  {c.method} {c.path} {c.content[:80]!r}" for c in self.calls)
+                raise TimeoutError(f"not received within {timeout}s; received:\n{seen}") from None
+        return result[0]
+
+    def find(self, method: str, path_part: str, text: str = "") -> list[Call]:
+        return [c for c in self.calls if c.method == method and path_part in c.path and text in c.content]
+
+    def posts(self, text: str = "") -> list[Call]:
+        """Messages created anywhere (channel messages, followups, interaction responses)."""
+        return [c for c in self.calls if text in c.content and (
+            (c.method == "POST" and (c.path.endswith("/messages") or c.path.startswith("webhooks/")))
+            or (c.method == "PATCH" and c.path.endswith("/@original"))
+        )]
+
+    # -- the API ------------------------------------------------------------------------------
+    async def _dispatch(self, request: web.Request) -> web.StreamResponse:
+        payload, files = await _read_body(request)
+        path = request.match_info["path"]
+        call = Call(request.method, path, payload, files, dict(request.query), time.monotonic())
+        try:
+            return self._answer(call, path.split("/"))
+        finally:
+            async with self._changed:
+                self.calls.append(call)
+                self._changed.notify_all()
+
+    def _answer(self, call: Call, parts: list[str]) -> web.StreamResponse:
+        m, p = call.method, parts
+        if m == "GET" and p == ["users", "@me"]:
+            return _json(BOT_USER)
+        if m == "GET" and p == ["oauth2", "applications", "@me"]:
+            return _json(application())
+        if m == "PUT" and p[0] == "applications" and p[-1] == "commands":
+            return _json([{**c, "id": COMMAND_ID, "application_id": APP_ID, "version": "1"}
+                                      for c in call.json])
+        if m == "POST" and p[0] == "interactions":
+            return self._callback(p[1], p[2], call.json)
+        if p[0] == "webhooks":
+            return self._webhook(m, p[2], p[3:], call)
+        if p[0] == "channels":
+            return self._channel(m, p[1], p[2:], call)
+        return _json({"code": 0, "message": "404: Not Found"}, status=404)
+
+    def _callback(self, interaction_id: str, token: str, body: dict[str, Any]) -> web.Response:
+        if interaction_id in self.acknowledged:
+            return _json(
+                {"code": 40060, "message": "Interaction has already been acknowledged."}, status=400)
+        self.acknowledged.add(interaction_id)
+        place = self.tokens.setdefault(token, {"channel": CHANNEL_ID, "original": None})
+        response: dict[str, Any] = {"type": body["type"]}
+        interaction: dict[str, Any] = {"id": interaction_id, "type": 2}
+        if body["type"] in (4, 5):  # a message (or its "thinking…" placeholder) is the response
+            data = body.get("data") or {}
+            message = self._create(place["channel"], {**data, "content": data.get("content", "")},
+                                   interaction_flags=data.get("flags", 0))
+            place["original"] = message["id"]
+            response["message"] = message
+            interaction.update(response_message_id=message["id"], response_message_loading=body["type"] == 5,
+                               response_message_ephemeral=bool(data.get("flags", 0) & 64))
+        return _json({"interaction": interaction, "resource": response})
+
+    def _webhook(self, method: str, token: str, rest: list[str], call: Call) -> web.Response:
+        place = self.tokens.setdefault(token, {"channel": CHANNEL_ID, "original": None})
+        if method == "POST" and not rest:
+            return _json(self._create(place["channel"], call.json or {}))
+        target = place["original"] if rest[-1] == "@original" else rest[-1]
+        if method == "DELETE":
+            self.messages.pop(str(target), None)
+            return web.Response(status=204)
+        return _json(self._edit(str(target), call.json or {}))
+
+    def _channel(self, method: str, channel_id: str, rest: list[str], call: Call) -> web.Response:
+        if method == "GET" and not rest:
+            channel = self.channels.get(channel_id)
+            return _json(channel) if channel else _json(
+                {"code": 10003, "message": "Unknown Channel"}, status=404)
+        if method == "POST" and rest == ["messages"]:
+            return _json(self._create(channel_id, call.json or {}))
+        if method == "POST" and len(rest) == 3 and rest[2] == "threads":
+            thread = thread_channel(self.snowflake(), channel_id, call.json["name"])
+            self.channels[thread["id"]] = thread
+            return _json(thread, status=201)
+        if method == "PATCH" and len(rest) == 2:
+            return _json(self._edit(rest[1], call.json or {}))
+        if method == "DELETE" and len(rest) == 2:
+            self.messages.pop(rest[1], None)
+            return web.Response(status=204)
+        return _json({"code": 0, "message": "405: Method Not Allowed"}, status=405)
+
+    def _create(self, channel_id: str, body: dict[str, Any], *, interaction_flags: int = 0) -> dict[str, Any]:
+        message = {
+            "id": self.snowflake(), "channel_id": channel_id, "author": BOT_USER, "type": 0,
+            "content": body.get("content") or "", "timestamp": ISO, "edited_timestamp": None,
+            "tts": False, "mention_everyone": False, "mentions": [], "mention_roles": [],
+            "attachments": [], "embeds": [], "pinned": False,
+            "components": body.get("components") or [],
+            "flags": body.get("flags", interaction_flags) or 0,
+        }
+        if channel_id in self.channels and "guild_id" in self.channels[channel_id]:
+            message["guild_id"] = self.channels[channel_id]["guild_id"]
+        self.messages[message["id"]] = message
+        return message
+
+    def _edit(self, message_id: str, body: dict[str, Any]) -> dict[str, Any]:
+        message = self.messages.setdefault(message_id, {**self._create(CHANNEL_ID, {}), "id": message_id})
+        for key in ("content", "components"):
+            if key in body:
+                message[key] = body[key]
+        message["edited_timestamp"] = ISO
+        return message
+
+
+def _json(value: Any, status: int = 200) -> web.Response:
+    """JSON with exactly the content type discord.py checks for (no charset suffix)."""
+    return web.Response(body=json.dumps(value).encode(), status=status,
+                        headers={"Content-Type": "application/json"})
+
+
+async def _read_body(request: web.Request) -> tuple[Any, dict[str, bytes]]:
+    if request.content_type.startswith("multipart/"):
+        form = await request.post()
+        files: dict[str, bytes] = {}
+        payload: Any = None
+        for name, value in form.items():
+            if name == "payload_json":
+                payload = json.loads(str(value))
+            elif hasattr(value, "file"):
+                files[getattr(value, "filename", name)] = value.file.read()
+        return payload, files
+    raw = await request.read()
+    return (json.loads(raw) if raw else None), {}
+
+
+def application() -> dict[str, Any]:
+    return {"id": APP_ID, "name": "Baton", "description": "", "icon": None, "bot_public": False,
+            "bot_require_code_grant": False, "owner": user("1100000000000000009", "owner"),
+            "verify_key": "0" * 64, "flags": 0, "team": None}
+
+
+def text_channel(channel_id: str) -> dict[str, Any]:
+    return {"id": channel_id, "type": 0, "guild_id": GUILD_ID, "name": "ops", "position": 0,
+            "permission_overwrites": [], "nsfw": False, "parent_id": None}
+
+
+def thread_channel(thread_id: str, parent_id: str, name: str) -> dict[str, Any]:
+    return {"id": thread_id, "type": 11, "guild_id": GUILD_ID, "parent_id": parent_id, "name": name,
+            "owner_id": BOT_ID, "message_count": 0, "member_count": 1, "rate_limit_per_user": 0,
+            "thread_metadata": {"archived": False, "auto_archive_duration": 1440,
+                                "archive_timestamp": ISO, "locked": False}}
