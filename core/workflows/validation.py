@@ -157,8 +157,8 @@ def _template_problems(node: Node, at: Loc) -> Iterator[Problem]:
     for path, source in templated_fields(node):
         loc = (*at, *path)
         try:
-            refs = template_references(source)
             missing_filters = unknown_filters(source)
+            refs = template_references(source) if not missing_filters else None
         except TemplateSyntaxError as exc:
             yield Problem(
                 loc,
@@ -167,12 +167,13 @@ def _template_problems(node: Node, at: Loc) -> Iterator[Problem]:
                 exc.lineno,
             )
             continue
-        if missing_filters:
+        if refs is None:
             yield Problem(
                 loc,
                 f"template in `{_show(path)}` of `{node.id}` uses unknown filter `{missing_filters[0]}`",
                 _guess_hint(missing_filters[0], set(ENVIRONMENT.filters)),
             )
+            continue
         for name in sorted(refs.names - CONTEXT_NAMES - set(ENVIRONMENT.globals)):
             guess = did_you_mean(name, CONTEXT_NAMES)
             yield Problem(

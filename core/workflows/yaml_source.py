@@ -63,6 +63,8 @@ def parse_yaml(text: str, *, file: str) -> tuple[Any, SourceMap]:
     try:
         node = loader.get_single_node()
         source = SourceMap()
+        if node is not None:
+            source.lines[()] = node.start_mark.line + 1
         data = _build(loader, node, (), source, file, 0) if node is not None else None
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
