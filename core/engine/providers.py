@@ -172,7 +172,7 @@ class OpenAIProvider:
         self._key = api_key
         self._hide = Redactor([api_key] if api_key else [])
         self.attempts = attempts
-        self._wait = wait_exponential_jitter(initial=backoff, max=max_backoff, jitter=backoff)
+        self._wait = wait_exponential_jitter(multiplier=backoff, max=max_backoff, jitter=backoff)
 
     def __repr__(self) -> str:
         return f"OpenAIProvider({self.url!r}, model={self.model!r})"
