@@ -8,7 +8,6 @@ approval replies in a run's thread. See docs/discord.md for the application setu
 from __future__ import annotations
 
 import asyncio
-import logging
 from typing import Any
 
 import discord
@@ -18,8 +17,6 @@ from core.config import Settings
 from core.errors import ConfigurationError
 
 __all__ = ["BatonClient", "build_client", "serve"]
-
-log = logging.getLogger("baton.discord")
 
 
 def build_client(baton: Any, settings: Settings, **options: Any) -> BatonClient:
@@ -34,7 +31,7 @@ def build_client(baton: Any, settings: Settings, **options: Any) -> BatonClient:
 
 
 async def serve(baton: Any, settings: Settings) -> None:
-    """Connect to Discord and take input until `baton.stopping` is set."""
+    """Connect to Discord and take input until `baton.stopping` is set (or the task is cancelled)."""
     if settings.discord_token is None:
         raise ConfigurationError("BATON_DISCORD_TOKEN is not set.")
     client = build_client(baton, settings)
@@ -45,16 +42,19 @@ async def serve(baton: Any, settings: Settings) -> None:
             await asyncio.wait({running, stopping}, return_when=asyncio.FIRST_COMPLETED)
         finally:
             stopping.cancel()
-            await client.close()
-        try:
-            await running
-        except discord.LoginFailure as exc:
-            raise ConfigurationError(
-                "BATON_DISCORD_TOKEN was rejected by Discord.",
-                hint="Copy the bot token again from the Developer Portal (Bot → Reset Token).",
-            ) from exc
-        except discord.PrivilegedIntentsRequired as exc:
-            raise ConfigurationError(
-                "Discord refused the Message Content intent.",
-                hint="Enable it in the Developer Portal (Bot → Privileged Gateway Intents).",
-            ) from exc
+            await client.close()  # sends pending progress edits, then disconnects
+            await asyncio.wait({running})
+    if running.cancelled() or running.exception() is None:
+        return
+    exc = running.exception()
+    if isinstance(exc, discord.LoginFailure):
+        raise ConfigurationError(
+            "BATON_DISCORD_TOKEN was rejected by Discord.",
+            hint="Copy the bot token again from the Developer Portal (Bot → Reset Token).",
+        ) from exc
+    if isinstance(exc, discord.PrivilegedIntentsRequired):
+        raise ConfigurationError(
+            "Discord refused the Message Content intent.",
+            hint="Enable it in the Developer Portal (Bot → Privileged Gateway Intents).",
+        ) from exc
+    raise exc  # type: ignore[misc]
