@@ -165,3 +165,6 @@ class Store(Protocol):
 
     def claim_event(self, platform: str, event_id: str) -> bool:
         """True the first time an incoming event id is seen, False for a duplicate."""
+
+    def forget_events(self, before: float) -> int:
+        """Drop processed-event ids recorded before `before` (epoch seconds); returns how many."""

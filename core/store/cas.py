@@ -1,0 +1,100 @@
+"""Compare-and-swap rules for run status changes (pure).
+
+The repository asks `allowed_sources` which statuses an UPDATE may start from (an
+illegal request fails here, before any SQL) and, when the UPDATE matched no row, asks
+`lost_race` for the typed error that tells the caller who changed the run and to what.
+"""
+
+from __future__ import annotations
+
+import re
+import secrets
+from collections.abc import Iterable
+
+from core.errors import InvalidTransition, RunNotResumable, RunStateError
+from core.store.records import Run, RunStatus, sources_of
+
+RUN_ID_BYTES = 6  # 12 lowercase hex characters
+_HEX = re.compile(r"[0-9a-f]+")
+
+
+def new_run_id() -> str:
+    """A fresh run id: 12 lowercase hex characters, easy to type as a prefix."""
+    return secrets.token_hex(RUN_ID_BYTES)
+
+
+def normalize_prefix(text: str) -> str | None:
+    """A run id or digest prefix in canonical form, or None when it cannot match anything."""
+    prefix = text.strip().lower()
+    return prefix if _HEX.fullmatch(prefix) else None
+
+
+def prefix_upper_bound(prefix: str) -> str:
+    """Smallest string above every hex string starting with `prefix` (for `id < :bound`)."""
+    return prefix + "g"
+
+
+def allowed_sources(to: RunStatus, allowed_from: Iterable[RunStatus] | None) -> frozenset[RunStatus]:
+    """Statuses the change to `to` may start from; InvalidTransition when there are none."""
+    legal = sources_of(to)
+    allowed = legal if allowed_from is None else legal & frozenset(RunStatus(s) for s in allowed_from)
+    if not allowed:
+        asked = ", ".join(sorted(RunStatus(s).value for s in allowed_from or ())) or "nothing"
+        raise InvalidTransition(
+            f"A run cannot move from {asked} to {to.value}.",
+            status=None,
+            hint="Check the run's status with `/workflow status <run>`.",
+        )
+    return allowed
+
+
+_VERBS: dict[RunStatus, str] = {
+    RunStatus.PENDING: "created",
+    RunStatus.COMPLETED: "completed",
+    RunStatus.FAILED: "failed",
+    RunStatus.PAUSED: "paused",
+    RunStatus.NEEDS_ATTENTION: "stopped",
+    RunStatus.CANCELLED: "cancelled",
+}
+
+
+def _who(run: Run) -> str:
+    if run.status is RunStatus.RUNNING:
+        # created (v1) and started (v2) runs are "started"; later visits to running are resumes
+        verb = "resumed" if run.version >= 3 else "started"
+    else:
+        verb = _VERBS[run.status]
+    return f"{verb} by {run.status_by}" if run.status_by else verb
+
+
+def lost_race(
+    current: Run, to: RunStatus, allowed: frozenset[RunStatus], expected_version: int | None
+) -> RunStateError:
+    """The error for a CAS that matched no row, given the run as it is now."""
+    kind: type[RunStateError] = RunNotResumable if to is RunStatus.RUNNING else InvalidTransition
+    status = current.status
+    if status is to:
+        message = f"run {current.id} is already {status.value} ({_who(current)})"
+        hint = f"Follow it with `/workflow status {current.id}`."
+    elif status in allowed and expected_version is not None and current.version != expected_version:
+        message = f"run {current.id} changed while you acted on it (now {status.value}, {_who(current)})"
+        hint = f"Check `/workflow status {current.id}` and try again if it still applies."
+    elif status.finished and to is RunStatus.RUNNING:
+        message = f"run {current.id} is {status.value} ({_who(current)}) and cannot be resumed"
+        hint = f"Start a new run from it: `/workflow run {current.workflow} --resume-from {current.id}`."
+    else:
+        message = f"run {current.id} is {status.value} ({_who(current)}); it cannot become {to.value}"
+        hint = f"Check `/workflow status {current.id}`."
+    return kind(message, run_id=current.id, status=status.value, by=current.status_by, hint=hint)
+
+
+def lost_takeover(current: Run) -> RunNotResumable:
+    """The error for a recovery that another process won (or the owner renewed its lease)."""
+    owner = current.lease_owner or current.status_by or "another process"
+    return RunNotResumable(
+        f"run {current.id} was already taken over by {owner} (now {current.status.value})",
+        run_id=current.id,
+        status=current.status.value,
+        by=owner,
+        hint="Nothing to do: that process continues the run.",
+    )

@@ -1,0 +1,142 @@
+"""Approval gates, the audit trail and incoming-event dedupe: methods of `SqlStore`.
+
+`decide_gate` is a compare-and-swap `waiting -> approved|rejected`; `claim_event` is an
+INSERT … ON CONFLICT DO NOTHING on (platform, event_id), so exactly one caller gets True.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import sqlalchemy as sa
+
+from core.errors import GateAlreadyDecided, RunNotFound
+from core.store.database import store_operation
+from core.store.records import AuditEvent, Gate, GateStatus, Run
+from core.store.rows import audit_from_row, gate_from_row, run_from_row
+from core.store.sql_base import SqlBase
+from core.store.tables import AUDIT, GATES, PROCESSED_EVENTS, RUNS
+
+_GATE_COLUMNS = [c.label(f"g_{c.name}") for c in GATES.c]
+_GATE_INSERT_COLUMNS = [
+    "run_id", "node_id", "prompt", "status", "created_at", "platform", "conversation", "thread",
+]  # fmt: skip
+
+
+class GatesSql(SqlBase):
+    # -- gates ------------------------------------------------------------------------------
+    @store_operation("open an approval gate")
+    def open_gate(self, run_id: str, node_id: str, prompt: str) -> Gate:
+        """Idempotent: an existing gate of that node is returned as it is. The gate copies
+        the run's platform, conversation and thread (one INSERT … SELECT)."""
+        source = sa.select(
+            RUNS.c.id,
+            sa.literal(node_id),
+            sa.literal(prompt),
+            sa.literal(GateStatus.WAITING.value),
+            sa.literal(self._now()),
+            RUNS.c.platform,
+            RUNS.c.conversation,
+            RUNS.c.thread,
+        ).where(RUNS.c.id == run_id)
+        statement = self._insert_ignore(GATES, ["run_id", "node_id"]).from_select(
+            _GATE_INSERT_COLUMNS, source
+        )
+        with self._engine.begin() as conn:
+            conn.execute(statement)
+            return self._read_gate(conn, run_id, node_id)
+
+    def _read_gate(self, conn: sa.Connection, run_id: str, node_id: str) -> Gate:
+        row = conn.execute(
+            sa.select(GATES).where(GATES.c.run_id == run_id, GATES.c.node_id == node_id)
+        ).first()
+        if row is None:
+            raise RunNotFound(f"Run {run_id} has no approval gate {node_id}.", run_id=run_id)
+        return gate_from_row(row)
+
+    @store_operation("read an approval gate")
+    def get_gate(self, run_id: str, node_id: str) -> Gate:
+        with self._engine.connect() as conn:
+            return self._read_gate(conn, run_id, node_id)
+
+    @store_operation("list waiting gates")
+    def waiting_gates(
+        self, *, platform: str, conversation: str, thread: str | None = None
+    ) -> list[tuple[Run, Gate]]:
+        query = (
+            sa.select(RUNS, *_GATE_COLUMNS)
+            .join_from(RUNS, GATES, GATES.c.run_id == RUNS.c.id)
+            .where(
+                GATES.c.platform == platform,
+                GATES.c.conversation == conversation,
+                GATES.c.status == GateStatus.WAITING.value,
+            )
+            .order_by(GATES.c.created_at.desc())
+        )
+        if thread is not None:
+            query = query.where(GATES.c.thread == thread)
+        with self._engine.connect() as conn:
+            rows = [row._mapping for row in conn.execute(query)]
+        return [(run_from_row(m), gate_from_row({c.name: m[f"g_{c.name}"] for c in GATES.c})) for m in rows]
+
+    @store_operation("decide an approval gate")
+    def decide_gate(self, run_id: str, node_id: str, *, approved: bool, by: str, comment: str | None) -> Gate:
+        decision = GateStatus.APPROVED if approved else GateStatus.REJECTED
+        statement = (
+            sa.update(GATES)
+            .where(
+                GATES.c.run_id == run_id,
+                GATES.c.node_id == node_id,
+                GATES.c.status == GateStatus.WAITING.value,
+            )
+            .values(status=decision.value, decided_by=by, comment=comment, decided_at=self._now())
+            .returning(*GATES.c)
+        )
+        with self._engine.begin() as conn:
+            row = conn.execute(statement).first()
+            if row is not None:
+                return gate_from_row(row)
+            gate = self._read_gate(conn, run_id, node_id)
+        raise GateAlreadyDecided(
+            f"the approval {node_id} of run {run_id} was already {gate.status.value} by {gate.decided_by}",
+            run_id=run_id,
+            status=gate.status.value,
+            by=gate.decided_by,
+            hint=f"Nothing to do; `/workflow status {run_id}` shows where the run is.",
+        )
+
+    # -- audit and dedupe ---------------------------------------------------------------------
+    @store_operation("write the audit trail")
+    def audit(
+        self, *, actor: str, action: str, run_id: str | None = None, details: dict[str, Any] | None = None
+    ) -> None:
+        values = {
+            "at": self._now(),
+            "actor": actor,
+            "action": action,
+            "run_id": run_id,
+            "details": details or {},
+        }
+        with self._engine.begin() as conn:
+            conn.execute(sa.insert(AUDIT), values)
+
+    @store_operation("read the audit trail")
+    def audit_log(self, run_id: str) -> list[AuditEvent]:
+        query = sa.select(AUDIT).where(AUDIT.c.run_id == run_id).order_by(AUDIT.c.id)
+        with self._engine.connect() as conn:
+            return [audit_from_row(row) for row in conn.execute(query)]
+
+    @store_operation("record an incoming event")
+    def claim_event(self, platform: str, event_id: str) -> bool:
+        statement = self._insert_ignore(PROCESSED_EVENTS, ["platform", "event_id"])
+        with self._engine.begin() as conn:
+            result = conn.execute(statement, {"platform": platform, "event_id": event_id, "at": self._now()})
+        return bool(result.rowcount == 1)
+
+    @store_operation("forget old incoming events")
+    def forget_events(self, before: float) -> int:
+        """Drop processed-event ids older than `before` (platforms stop retrying after minutes)."""
+        with self._engine.begin() as conn:
+            return int(
+                conn.execute(sa.delete(PROCESSED_EVENTS).where(PROCESSED_EVENTS.c.at < before)).rowcount
+            )

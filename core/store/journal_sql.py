@@ -1,0 +1,228 @@
+"""Journal and blob methods of `SqlStore`.
+
+`journal_start`, `journal_finish` and `put_blob` are the engine's hot path: one statement
+and one commit each, through `HotPath`. `journal(run_ids)` and `get_blobs` are one query
+for any number of ids; `lineage` is one recursive CTE.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+import sqlalchemy as sa
+
+from core.errors import InvalidTransition, RunNotFound, StoreError
+from core.store.database import store_operation
+from core.store.handles import resolve_digest_prefix
+from core.store.records import JournalEntry, NodeStatus
+from core.store.rows import journal_from_row
+from core.store.sql_base import SqlBase
+from core.store.tables import BLOBS, JOURNAL
+
+_START_COLUMNS = (
+    "run_id", "node_id", "attempt", "cache_key", "components", "status", "started_at",
+    "idempotency_key", "tokens_in", "tokens_out", "artifacts",
+)  # fmt: skip
+_FINAL_NODE_STATUSES = (NodeStatus.COMPLETED, NodeStatus.FAILED)
+_LINEAGE = sa.text(
+    """
+    WITH RECURSIVE chain(id, resumed_from, depth) AS (
+        SELECT id, resumed_from, 0 FROM runs WHERE id = :run_id
+        UNION ALL
+        SELECT r.id, r.resumed_from, c.depth + 1
+          FROM runs r JOIN chain c ON r.id = c.resumed_from
+         WHERE c.depth < 10000
+    )
+    SELECT id FROM chain ORDER BY depth
+    """
+)
+
+
+class JournalSql(SqlBase):
+    def __init__(self, url: str, **kwargs: Any) -> None:
+        super().__init__(url, **kwargs)
+        self._journal_start_sql = self._hot.prepare(
+            sa.insert(JOURNAL).returning(JOURNAL.c.id), column_keys=_START_COLUMNS
+        )
+        self._journal_finish_sql = self._hot.prepare(
+            sa.update(JOURNAL)
+            .where(JOURNAL.c.id == sa.bindparam("entry_id"), JOURNAL.c.status == NodeStatus.STARTED.value)
+            .values(
+                status=sa.bindparam("b_status"),
+                finished_at=sa.bindparam("b_finished_at"),
+                output_digest=sa.bindparam("b_output_digest"),
+                error=sa.bindparam("b_error"),
+                tokens_in=sa.bindparam("b_tokens_in"),
+                tokens_out=sa.bindparam("b_tokens_out"),
+                artifacts=sa.bindparam("b_artifacts"),
+            )
+        )
+        self._put_blob_sql = self._hot.prepare(
+            self._insert_ignore(BLOBS, ["digest"]), column_keys=("digest", "data", "size")
+        )
+
+    # -- blobs ----------------------------------------------------------------------------
+    def put_blob(self, data: bytes) -> str:
+        digest = hashlib.sha256(data).hexdigest()
+        params = {"digest": digest, "data": data, "size": len(data)}
+        self._hot.run(self._put_blob_sql, params, operation="store a blob")
+        return digest
+
+    @store_operation("read a blob")
+    def get_blob(self, digest: str) -> bytes:
+        with self._engine.connect() as conn:
+            data = conn.execute(sa.select(BLOBS.c.data).where(BLOBS.c.digest == digest)).scalar()
+        if data is None:
+            raise KeyError(digest)
+        return bytes(data)
+
+    @store_operation("read blobs")
+    def get_blobs(self, digests: Iterable[str]) -> dict[str, bytes]:
+        wanted = sorted(set(digests))
+        if not wanted:
+            return {}
+        query = sa.select(BLOBS.c.digest, BLOBS.c.data).where(BLOBS.c.digest.in_(wanted))
+        with self._engine.connect() as conn:
+            return {digest: bytes(data) for digest, data in conn.execute(query)}
+
+    @store_operation("look up an args handle")
+    def resolve_handle(self, prefix: str) -> str:
+        return resolve_digest_prefix(self._engine, prefix)
+
+    # -- journal ----------------------------------------------------------------------------
+    def journal_start(
+        self,
+        *,
+        run_id: str,
+        node_id: str,
+        cache_key: str,
+        components: dict[str, Any],
+        attempt: int,
+        idempotency_key: str | None,
+    ) -> int:
+        params = {
+            "run_id": run_id,
+            "node_id": node_id,
+            "attempt": attempt,
+            "cache_key": cache_key,
+            "components": json.dumps(components),
+            "status": NodeStatus.STARTED.value,
+            "started_at": self._now(),
+            "idempotency_key": idempotency_key,
+            "tokens_in": 0,
+            "tokens_out": 0,
+            "artifacts": "{}",
+        }
+        outcome = self._hot.run(self._journal_start_sql, params, operation="record a step start")
+        return int(outcome.returned)
+
+    def journal_finish(
+        self,
+        entry_id: int,
+        *,
+        status: NodeStatus,
+        output_digest: str | None = None,
+        error: str | None = None,
+        tokens_in: int = 0,
+        tokens_out: int = 0,
+        artifacts: dict[str, str] | None = None,
+    ) -> None:
+        """Settle a `started` entry once; settling it again raises InvalidTransition."""
+        status = NodeStatus(status)
+        if status not in _FINAL_NODE_STATUSES:
+            raise ValueError(f"journal_finish takes completed or failed, not {status.value}")
+        params = {
+            "entry_id": entry_id,
+            "b_status": status.value,
+            "b_finished_at": self._now(),
+            "b_output_digest": output_digest,
+            "b_error": error,
+            "b_tokens_in": tokens_in,
+            "b_tokens_out": tokens_out,
+            "b_artifacts": json.dumps(artifacts or {}),
+        }
+        outcome = self._hot.run(self._journal_finish_sql, params, operation="record a step result")
+        if outcome.rowcount != 1:
+            self._explain_unfinishable(entry_id)
+
+    @store_operation("read a journal entry")
+    def _explain_unfinishable(self, entry_id: int) -> None:
+        with self._engine.connect() as conn:
+            row = conn.execute(sa.select(JOURNAL).where(JOURNAL.c.id == entry_id)).first()
+        if row is None:
+            raise StoreError(f"Journal entry {entry_id} does not exist.", hint="This is a bug in Baton.")
+        entry = journal_from_row(row)
+        raise InvalidTransition(
+            f"step {entry.node_id} of run {entry.run_id} is already {entry.status.value}",
+            run_id=entry.run_id,
+            status=entry.status.value,
+            hint=f"Check `/workflow status {entry.run_id}`.",
+        )
+
+    @store_operation("record re-used results")
+    def journal_record_cached(self, run_id: str, entries: Sequence[JournalEntry]) -> None:
+        """Copies are `completed` now, with no tokens spent; `cached_from` names the run
+        that computed the result (the origin, also when the entry was itself a copy)."""
+        if not entries:
+            return
+        now = self._now()
+        rows = [
+            {
+                "run_id": run_id,
+                "node_id": entry.node_id,
+                "attempt": entry.attempt,
+                "cache_key": entry.cache_key,
+                "components": entry.components,
+                "status": NodeStatus.COMPLETED.value,
+                "started_at": now,
+                "finished_at": now,
+                "output_digest": entry.output_digest,
+                "error": None,
+                "idempotency_key": entry.idempotency_key,
+                "tokens_in": 0,
+                "tokens_out": 0,
+                "artifacts": entry.artifacts,
+                "cached_from": entry.cached_from or entry.run_id,
+                "invalidated_by": None,
+            }
+            for entry in entries
+        ]
+        with self._engine.begin() as conn:
+            conn.execute(sa.insert(JOURNAL), rows)
+
+    @store_operation("read the journal")
+    def journal(self, run_ids: Sequence[str]) -> list[JournalEntry]:
+        ids = list(dict.fromkeys(run_ids))
+        if not ids:
+            return []
+        query = sa.select(JOURNAL).where(JOURNAL.c.run_id.in_(ids)).order_by(JOURNAL.c.id)
+        with self._engine.connect() as conn:
+            return [journal_from_row(row) for row in conn.execute(query)]
+
+    @store_operation("read a run's lineage")
+    def lineage(self, run_id: str) -> list[str]:
+        with self._engine.connect() as conn:
+            ids = list(conn.execute(_LINEAGE, {"run_id": run_id}).scalars())
+        if not ids:
+            raise RunNotFound(f"No run has the id {run_id}.", run_id=run_id)
+        return ids
+
+    @store_operation("invalidate step results")
+    def invalidate(self, run_id: str, node_ids: Iterable[str], *, actor: str) -> int:
+        nodes = sorted(set(node_ids))
+        if not nodes:
+            return 0
+        statement = (
+            sa.update(JOURNAL)
+            .where(
+                JOURNAL.c.run_id == run_id,
+                JOURNAL.c.node_id.in_(nodes),
+                JOURNAL.c.status == NodeStatus.COMPLETED.value,
+            )
+            .values(status=NodeStatus.INVALIDATED.value, invalidated_by=actor)
+        )
+        with self._engine.begin() as conn:
+            return int(conn.execute(statement).rowcount)

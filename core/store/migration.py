@@ -1,0 +1,92 @@
+"""Running alembic migrations programmatically, safely when several processes start at once.
+
+PostgreSQL: the upgrade runs under a session-level `pg_advisory_lock`, so the first
+process migrates and the others wait, then find the schema at head (a no-op).
+SQLite: the upgrade runs inside one `BEGIN IMMEDIATE` transaction (SQLite DDL is
+transactional), which takes the database's write lock; the others wait on the busy
+timeout, then find the schema at head.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from alembic import command
+from alembic.config import Config
+from alembic.runtime.migration import MigrationContext
+from alembic.script import ScriptDirectory
+from sqlalchemy import event
+from sqlalchemy.engine import Connection, Engine
+
+from core.store.database import is_memory_sqlite, open_engine
+
+MIGRATIONS_DIR = Path(__file__).resolve().parents[2] / "migrations"
+
+#: pg_advisory_lock key shared by every Baton process ("baton" in ASCII).
+ADVISORY_LOCK_KEY = 0x6261746F6E
+
+
+def alembic_config(connection: Connection | None = None) -> Config:
+    """An alembic Config for our migrations, without an ini file."""
+    config = Config()
+    config.set_main_option("script_location", str(MIGRATIONS_DIR))
+    if connection is not None:
+        config.attributes["connection"] = connection
+    return config
+
+
+def head_revision() -> str | None:
+    return ScriptDirectory.from_config(alembic_config()).get_current_head()
+
+
+def current_revision(connection: Connection) -> str | None:
+    return MigrationContext.configure(connection).get_current_revision()
+
+
+def _upgrade_on(connection: Connection, revision: str) -> None:
+    with connection.begin():
+        command.upgrade(alembic_config(connection), revision)
+
+
+def _upgrade_postgres(engine: Engine, revision: str) -> None:
+    with engine.connect() as conn:
+        conn.exec_driver_sql(f"SELECT pg_advisory_lock({ADVISORY_LOCK_KEY})")
+        conn.commit()
+        try:
+            _upgrade_on(conn, revision)
+        finally:
+            conn.exec_driver_sql(f"SELECT pg_advisory_unlock({ADVISORY_LOCK_KEY})")
+            conn.commit()
+
+
+def _immediate_engine(engine: Engine) -> Engine:
+    """A one-off engine on the same SQLite file whose transactions are BEGIN IMMEDIATE."""
+    locked = open_engine(engine.url)
+
+    @event.listens_for(locked, "connect")
+    def _no_driver_transactions(dbapi_connection: Any, _record: Any) -> None:
+        dbapi_connection.isolation_level = None  # we emit BEGIN ourselves
+
+    @event.listens_for(locked, "begin")
+    def _begin_immediate(conn: Connection) -> None:
+        conn.exec_driver_sql("BEGIN IMMEDIATE")
+
+    return locked
+
+
+def upgrade(engine: Engine, revision: str = "head") -> None:
+    """Bring the database behind `engine` to `revision` (default: the newest)."""
+    if engine.dialect.name == "postgresql":
+        _upgrade_postgres(engine, revision)
+        return
+    if is_memory_sqlite(engine.url):
+        with engine.connect() as conn:  # private to this process: nobody to race
+            _upgrade_on(conn, revision)
+        return
+    locked = _immediate_engine(engine)
+    try:
+        with locked.connect() as conn:
+            _upgrade_on(conn, revision)
+    finally:
+        locked.dispose()

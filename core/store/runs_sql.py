@@ -1,0 +1,249 @@
+"""Run methods of `SqlStore`: creation, lookups, compare-and-swap transitions, leases.
+
+Every change is one conditional UPDATE; zero rows means another actor won, and the run
+is re-read only to build the typed error (`cas.lost_race`, `cas.lost_takeover`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.exc import IntegrityError
+
+from core.errors import AmbiguousRunId, RunNotFound
+from core.store import cas
+from core.store.database import store_operation
+from core.store.records import Run, RunStatus
+from core.store.rows import run_from_row
+from core.store.sql_base import SqlBase
+from core.store.tables import GATES, RUNS
+
+#: Lease length when a caller moves a run to `running` without naming one.
+DEFAULT_LEASE_SECONDS = 15.0
+_ID_ATTEMPTS = 5
+_UNFINISHED = sorted(s.value for s in RunStatus if s.unfinished)
+_RUNNING = RunStatus.RUNNING.value
+
+
+class RunsSql(SqlBase):
+    @store_operation("create a run")
+    def create_run(
+        self,
+        *,
+        workflow: str,
+        platform: str,
+        conversation: str,
+        thread: str | None,
+        requester: str,
+        args_digest: str,
+        resumed_from: str | None = None,
+        status: RunStatus = RunStatus.PENDING,
+        lease_owner: str | None = None,
+        lease_seconds: float | None = None,
+    ) -> Run:
+        now = self._now()
+        running = RunStatus(status) is RunStatus.RUNNING
+        values: dict[str, Any] = {
+            "workflow": workflow,
+            "platform": platform,
+            "conversation": conversation,
+            "thread": thread,
+            "requester": requester,
+            "args_digest": args_digest,
+            "status": RunStatus(status).value,
+            "version": 1,
+            "created_at": now,
+            "updated_at": now,
+            "resumed_from": resumed_from,
+            "lease_owner": (lease_owner or requester) if running else None,
+            "lease_expires_at": now + (lease_seconds or DEFAULT_LEASE_SECONDS) if running else None,
+            "status_by": requester,
+            "reason": None,
+        }
+        for attempt in range(_ID_ATTEMPTS):
+            values["id"] = cas.new_run_id()
+            try:
+                with self._engine.begin() as conn:
+                    conn.execute(sa.insert(RUNS), values)
+                break
+            except IntegrityError:  # a 48-bit id collision: draw again
+                if attempt == _ID_ATTEMPTS - 1:
+                    raise
+        return run_from_row(values)
+
+    @store_operation("read a run")
+    def get_run(self, run_id: str) -> Run:
+        with self._engine.connect() as conn:
+            return self._read_run(conn, run_id)
+
+    @store_operation("find a run")
+    def find_run(self, id_or_prefix: str) -> Run:
+        prefix = cas.normalize_prefix(id_or_prefix)
+        if prefix is None:
+            raise RunNotFound(f"No run has the id {id_or_prefix.strip()!r}.", run_id=id_or_prefix)
+        query = (
+            sa.select(RUNS)
+            .where(
+                RUNS.c.id.like(prefix + "%"),  # PostgreSQL: the text_pattern_ops index
+                RUNS.c.id >= prefix,  # SQLite: a range scan of the primary key
+                RUNS.c.id < cas.prefix_upper_bound(prefix),
+            )
+            .order_by(RUNS.c.created_at.desc())
+            .limit(6)
+        )
+        runs = self._runs(query)
+        if not runs:
+            raise RunNotFound(f"No run id starts with {prefix}.", run_id=prefix)
+        exact = [run for run in runs if run.id == prefix]
+        if exact:
+            return exact[0]
+        if len(runs) > 1:
+            listed = ", ".join(run.id for run in runs[:5]) + (", …" if len(runs) > 5 else "")
+            raise AmbiguousRunId(f"Run id {prefix} matches several runs: {listed}.", run_id=prefix)
+        return runs[0]
+
+    @store_operation("list unfinished runs")
+    def unfinished_runs(self, workflow: str, platform: str, conversation: str) -> list[Run]:
+        query = (
+            sa.select(RUNS)
+            .where(
+                RUNS.c.platform == platform,
+                RUNS.c.conversation == conversation,
+                RUNS.c.workflow == workflow,
+                RUNS.c.status.in_(_UNFINISHED),
+            )
+            .order_by(RUNS.c.created_at.desc())
+        )
+        return self._runs(query)
+
+    @store_operation("list recent runs")
+    def recent_runs(
+        self, *, platform: str | None = None, conversation: str | None = None, limit: int = 20
+    ) -> list[Run]:
+        query = sa.select(RUNS).order_by(RUNS.c.created_at.desc()).limit(limit)
+        if platform is not None:
+            query = query.where(RUNS.c.platform == platform)
+        if conversation is not None:
+            query = query.where(RUNS.c.conversation == conversation)
+        return self._runs(query)
+
+    @store_operation("list the runs of a thread")
+    def runs_in_thread(self, platform: str, conversation: str, thread: str) -> list[Run]:
+        query = (
+            sa.select(RUNS)
+            .where(RUNS.c.platform == platform, RUNS.c.conversation == conversation, RUNS.c.thread == thread)
+            .order_by(RUNS.c.created_at.desc())
+        )
+        return self._runs(query)
+
+    @store_operation("attach a thread to a run")
+    def set_thread(self, run_id: str, thread: str) -> Run:
+        """Also moves the run's gates to the thread, so replies there find them."""
+        with self._engine.begin() as conn:
+            row = conn.execute(
+                sa.update(RUNS).where(RUNS.c.id == run_id).values(thread=thread).returning(*RUNS.c)
+            ).first()
+            if row is None:
+                raise RunNotFound(f"No run has the id {run_id}.", run_id=run_id)
+            conn.execute(sa.update(GATES).where(GATES.c.run_id == run_id).values(thread=thread))
+        return run_from_row(row)
+
+    @store_operation("change a run's status")
+    def transition(
+        self,
+        run_id: str,
+        to: RunStatus,
+        *,
+        actor: str,
+        reason: str | None = None,
+        expected_version: int | None = None,
+        allowed_from: Iterable[RunStatus] | None = None,
+        lease_owner: str | None = None,
+        lease_seconds: float | None = None,
+    ) -> Run:
+        """CAS. Going to `running` takes the lease (`lease_owner`, default `actor`);
+        leaving it clears the lease. `reason` replaces the previous one."""
+        to = RunStatus(to)
+        allowed = cas.allowed_sources(to, allowed_from)  # an illegal change fails before any SQL
+        now = self._now()
+        running = to is RunStatus.RUNNING
+        conditions = [RUNS.c.id == run_id, RUNS.c.status.in_(sorted(s.value for s in allowed))]
+        if expected_version is not None:
+            conditions.append(RUNS.c.version == expected_version)
+        statement = (
+            sa.update(RUNS)
+            .where(*conditions)
+            .values(
+                status=to.value,
+                version=RUNS.c.version + 1,
+                status_by=actor,
+                reason=reason,
+                updated_at=now,
+                lease_owner=(lease_owner or actor) if running else None,
+                lease_expires_at=now + (lease_seconds or DEFAULT_LEASE_SECONDS) if running else None,
+            )
+            .returning(*RUNS.c)
+        )
+        with self._engine.begin() as conn:
+            row = conn.execute(statement).first()
+            if row is None:
+                raise cas.lost_race(self._read_run(conn, run_id), to, allowed, expected_version)
+        return run_from_row(row)
+
+    # -- leases ---------------------------------------------------------------------------
+    @store_operation("renew leases")
+    def renew_leases(self, owner: str, lease_seconds: float) -> int:
+        statement = (
+            sa.update(RUNS)
+            .where(RUNS.c.status == _RUNNING, RUNS.c.lease_owner == owner)
+            .values(lease_expires_at=self._now() + lease_seconds)
+        )
+        with self._engine.begin() as conn:
+            return int(conn.execute(statement).rowcount)
+
+    @store_operation("list lapsed runs")
+    def lapsed_runs(self, now: float | None = None) -> list[Run]:
+        when = self._clock() if now is None else now
+        query = (
+            sa.select(RUNS)
+            .where(RUNS.c.status == _RUNNING, RUNS.c.lease_expires_at < when)
+            .order_by(RUNS.c.lease_expires_at)
+        )
+        return self._runs(query)
+
+    @store_operation("list the runs of a lease owner")
+    def runs_leased_by(self, owner_prefix: str) -> list[Run]:
+        query = sa.select(RUNS).where(
+            RUNS.c.status == _RUNNING, RUNS.c.lease_owner.startswith(owner_prefix, autoescape=True)
+        )
+        return self._runs(query)
+
+    @store_operation("take over a run")
+    def take_over(self, run: Run, new_owner: str, lease_seconds: float) -> Run:
+        """CAS on the version *and* the lease as `run` shows them: if the owner renewed in
+        between, it is alive and the take-over loses."""
+        now = self._now()
+        statement = (
+            sa.update(RUNS)
+            .where(
+                RUNS.c.id == run.id,
+                RUNS.c.version == run.version,
+                RUNS.c.status == _RUNNING,
+                RUNS.c.lease_owner.is_not_distinct_from(run.lease_owner),
+                RUNS.c.lease_expires_at.is_not_distinct_from(run.lease_expires_at),
+            )
+            .values(
+                version=RUNS.c.version + 1,
+                lease_owner=new_owner,
+                lease_expires_at=now + lease_seconds,
+                updated_at=now,
+            )
+            .returning(*RUNS.c)
+        )
+        with self._engine.begin() as conn:
+            row = conn.execute(statement).first()
+            if row is None:
+                raise cas.lost_takeover(self._read_run(conn, run.id))
+        return run_from_row(row)

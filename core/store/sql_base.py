@@ -1,0 +1,65 @@
+"""What every part of `SqlStore` shares: the engine, the clock, the hot path and a few
+statement helpers. `runs_sql.py`, `journal_sql.py` and `gates_sql.py` each add one
+group of `Store` methods on top; `repository.py` puts them together."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.engine import Engine
+
+from core.errors import RunNotFound
+from core.store.database import SqliteSynchronous, normalize_url, open_engine, sqlite_pragmas
+from core.store.hot_path import HotPath
+from core.store.records import Run
+from core.store.rows import run_from_row
+from core.store.tables import RUNS
+
+
+class SqlBase:
+    def __init__(
+        self,
+        url: str,
+        *,
+        sqlite_synchronous: SqliteSynchronous = "NORMAL",
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.url = normalize_url(url)
+        self._engine: Engine = open_engine(self.url, sqlite_synchronous=sqlite_synchronous)
+        self.dialect: str = self._engine.dialect.name
+        pragmas = sqlite_pragmas(sqlite_synchronous) if self.dialect == "sqlite" else []
+        self._hot = HotPath(self._engine, pragmas=pragmas)
+        self._clock = clock
+        self._last_now = 0.0
+        self._now_lock = threading.Lock()
+
+    def _now(self) -> float:
+        """The clock, strictly increasing within this store (so "newest first" never ties)."""
+        with self._now_lock:
+            now = max(self._clock(), self._last_now + 1e-6)
+            self._last_now = now
+            return now
+
+    def _insert_ignore(self, table: sa.Table, keys: Sequence[str]) -> Any:
+        """INSERT … ON CONFLICT (keys) DO NOTHING in this database's dialect."""
+        insert = postgresql.insert if self.dialect == "postgresql" else sqlite.insert
+        return insert(table).on_conflict_do_nothing(index_elements=list(keys))
+
+    def _read_run(self, conn: sa.Connection, run_id: str) -> Run:
+        row = conn.execute(sa.select(RUNS).where(RUNS.c.id == run_id)).first()
+        if row is None:
+            raise RunNotFound(f"No run has the id {run_id}.", run_id=run_id)
+        return run_from_row(row)
+
+    def _runs(self, query: sa.Select[Any]) -> list[Run]:
+        with self._engine.connect() as conn:
+            return [run_from_row(row) for row in conn.execute(query)]
+
+    def close(self) -> None:
+        self._hot.close()
+        self._engine.dispose()

@@ -1,0 +1,157 @@
+"""SQLModel tables of the run store. They never leave `core/store/`.
+
+The repository reads and writes them through SQLAlchemy Core (`RUNS`, `JOURNAL`, ... are
+the plain `Table` objects) and converts rows to the frozen records of `records.py`.
+The initial alembic revision (`migrations/versions/0001_initial.py`) creates exactly
+this schema; `tests/integration/store/test_migrations.py` checks they agree.
+
+Statuses are stored as short strings (the `StrEnum` values), timestamps as float
+epoch seconds, JSON documents with the portable `JSON` type.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import sqlalchemy as sa
+from sqlmodel import Field, SQLModel
+
+#: Every Baton table; alembic compares against it.
+metadata = SQLModel.metadata
+
+
+def _text(length: int | None = None, **kw: Any) -> Any:
+    return Field(sa_column=sa.Column(sa.String(length), **kw))
+
+
+def _json(**kw: Any) -> Any:
+    return Field(sa_column=sa.Column(sa.JSON, nullable=False, **kw))
+
+
+class RunRow(SQLModel, table=True):
+    __tablename__ = "runs"
+    __table_args__ = (
+        # the fresh-run prompt: unfinished runs of a workflow in a conversation, newest first
+        sa.Index("ix_runs_unfinished", "platform", "conversation", "workflow", "status", "created_at"),
+        sa.Index("ix_runs_thread", "platform", "conversation", "thread"),
+        sa.Index("ix_runs_created", "created_at"),
+        # lease recovery: running runs whose lease lapsed
+        sa.Index("ix_runs_lease", "status", "lease_expires_at"),
+        # `LIKE 'abc%'` prefix lookups; SQLite uses the primary key with a range instead
+        sa.Index("ix_runs_id_prefix", "id", postgresql_ops={"id": "text_pattern_ops"}).ddl_if(
+            dialect="postgresql"
+        ),
+    )
+
+    id: str = Field(sa_column=sa.Column(sa.String(12), primary_key=True))
+    workflow: str = _text(nullable=False)
+    platform: str = _text(nullable=False)
+    conversation: str = _text(nullable=False)
+    thread: str | None = _text(nullable=True)
+    requester: str = _text(nullable=False)
+    args_digest: str = _text(nullable=False)
+    status: str = _text(nullable=False)
+    version: int = Field(sa_column=sa.Column(sa.Integer, nullable=False))
+    created_at: float = Field(sa_column=sa.Column(sa.Float, nullable=False))
+    updated_at: float = Field(sa_column=sa.Column(sa.Float, nullable=False))
+    resumed_from: str | None = _text(12, nullable=True)
+    lease_owner: str | None = _text(nullable=True)
+    lease_expires_at: float | None = Field(default=None, sa_column=sa.Column(sa.Float, nullable=True))
+    status_by: str | None = _text(nullable=True)
+    reason: str | None = Field(default=None, sa_column=sa.Column(sa.Text, nullable=True))
+
+
+class JournalRow(SQLModel, table=True):
+    __tablename__ = "journal"
+    __table_args__ = (sa.Index("ix_journal_run", "run_id", "id"),)
+
+    id: int | None = Field(
+        default=None, sa_column=sa.Column(sa.Integer, primary_key=True, autoincrement=True)
+    )
+    run_id: str = Field(
+        sa_column=sa.Column(sa.String(12), sa.ForeignKey("runs.id", ondelete="CASCADE"), nullable=False)
+    )
+    node_id: str = _text(nullable=False)
+    attempt: int = Field(sa_column=sa.Column(sa.Integer, nullable=False))
+    cache_key: str = _text(nullable=False)
+    components: dict[str, Any] = _json()
+    status: str = _text(nullable=False)
+    started_at: float = Field(sa_column=sa.Column(sa.Float, nullable=False))
+    finished_at: float | None = Field(default=None, sa_column=sa.Column(sa.Float, nullable=True))
+    output_digest: str | None = _text(nullable=True)
+    error: str | None = Field(default=None, sa_column=sa.Column(sa.Text, nullable=True))
+    idempotency_key: str | None = _text(nullable=True)
+    tokens_in: int = Field(sa_column=sa.Column(sa.Integer, nullable=False))
+    tokens_out: int = Field(sa_column=sa.Column(sa.Integer, nullable=False))
+    artifacts: dict[str, str] = _json()
+    cached_from: str | None = _text(12, nullable=True)
+    invalidated_by: str | None = _text(nullable=True)
+
+
+class GateRow(SQLModel, table=True):
+    """An approval gate. Platform, conversation and thread are copied from the run (and
+    kept in step by `set_thread`) so that waiting gates are found with one index."""
+
+    __tablename__ = "gates"
+    __table_args__ = (sa.Index("ix_gates_where", "platform", "conversation", "thread", "status"),)
+
+    run_id: str = Field(
+        sa_column=sa.Column(sa.String(12), sa.ForeignKey("runs.id", ondelete="CASCADE"), primary_key=True)
+    )
+    node_id: str = Field(sa_column=sa.Column(sa.String(), primary_key=True))
+    prompt: str = Field(sa_column=sa.Column(sa.Text, nullable=False))
+    status: str = _text(nullable=False)
+    created_at: float = Field(sa_column=sa.Column(sa.Float, nullable=False))
+    platform: str = _text(nullable=False)
+    conversation: str = _text(nullable=False)
+    thread: str | None = _text(nullable=True)
+    decided_by: str | None = _text(nullable=True)
+    comment: str | None = Field(default=None, sa_column=sa.Column(sa.Text, nullable=True))
+    decided_at: float | None = Field(default=None, sa_column=sa.Column(sa.Float, nullable=True))
+
+
+class AuditRow(SQLModel, table=True):
+    __tablename__ = "audit_events"
+    __table_args__ = (sa.Index("ix_audit_run", "run_id", "id"),)
+
+    id: int | None = Field(
+        default=None, sa_column=sa.Column(sa.Integer, primary_key=True, autoincrement=True)
+    )
+    at: float = Field(sa_column=sa.Column(sa.Float, nullable=False))
+    actor: str = _text(nullable=False)
+    action: str = _text(nullable=False)
+    run_id: str | None = _text(12, nullable=True)
+    details: dict[str, Any] = _json()
+
+
+class BlobRow(SQLModel, table=True):
+    """Content-addressed bytes: args documents, node outputs, artifacts."""
+
+    __tablename__ = "blobs"
+    __table_args__ = (
+        sa.Index("ix_blobs_digest_prefix", "digest", postgresql_ops={"digest": "text_pattern_ops"}).ddl_if(
+            dialect="postgresql"
+        ),
+    )
+
+    digest: str = Field(sa_column=sa.Column(sa.String(), primary_key=True))
+    data: bytes = Field(sa_column=sa.Column(sa.LargeBinary, nullable=False))
+    size: int = Field(sa_column=sa.Column(sa.Integer, nullable=False))
+
+
+class ProcessedEventRow(SQLModel, table=True):
+    """Incoming platform event ids already handled (Slack retries, Discord redeliveries)."""
+
+    __tablename__ = "processed_events"
+
+    platform: str = Field(sa_column=sa.Column(sa.String(), primary_key=True))
+    event_id: str = Field(sa_column=sa.Column(sa.String(), primary_key=True))
+    at: float = Field(sa_column=sa.Column(sa.Float, nullable=False))
+
+
+RUNS: sa.Table = RunRow.__table__  # type: ignore[attr-defined]
+JOURNAL: sa.Table = JournalRow.__table__  # type: ignore[attr-defined]
+GATES: sa.Table = GateRow.__table__  # type: ignore[attr-defined]
+AUDIT: sa.Table = AuditRow.__table__  # type: ignore[attr-defined]
+BLOBS: sa.Table = BlobRow.__table__  # type: ignore[attr-defined]
+PROCESSED_EVENTS: sa.Table = ProcessedEventRow.__table__  # type: ignore[attr-defined]
