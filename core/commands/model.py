@@ -1,0 +1,189 @@
+"""The `/workflow` commands as frozen records, and the usage line and example of each.
+
+`parser.parse(text)` returns one of these; the handler acts on them. `SPECS` is the one
+place that knows each subcommand's words and flags (help, usage errors and did-you-mean
+all read it).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+
+@dataclass(frozen=True, slots=True)
+class SetArg:
+    """One `--set a.b=value`: the dotted path, the parsed value and the text as typed."""
+
+    path: tuple[str, ...]
+    value: Any
+    raw: str
+
+
+@dataclass(frozen=True, slots=True)
+class RunCommand:
+    workflow: str
+    message: str | None = None
+    sets: tuple[SetArg, ...] = ()
+    args: dict[str, Any] | None = None  # --args JSON
+    args_handle: str | None = None  # --args @handle: the hex prefix, without `args:`
+    args_from: str | None = None
+    resume_from: str | None = None
+    force: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class ResumeCommand:
+    run: str
+
+
+@dataclass(frozen=True, slots=True)
+class ApproveCommand:
+    run: str
+    comment: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class RejectCommand:
+    run: str
+    reason: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class AbandonCommand:
+    run: str
+    reason: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class CancelCommand:
+    run: str
+
+
+@dataclass(frozen=True, slots=True)
+class ResolveCommand:
+    run: str
+    node: str
+    action: str  # done | retry | fail
+    output: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class InvalidateCommand:
+    run: str
+    node: str
+    downstream: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class PlanCommand:
+    run: str
+
+
+@dataclass(frozen=True, slots=True)
+class StatusCommand:
+    run: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class RunsCommand:
+    pass
+
+
+@dataclass(frozen=True, slots=True)
+class ListCommand:
+    pass
+
+
+@dataclass(frozen=True, slots=True)
+class ArgsCommand:
+    run: str
+
+
+@dataclass(frozen=True, slots=True)
+class AuditCommand:
+    run: str
+
+
+@dataclass(frozen=True, slots=True)
+class HelpCommand:
+    topic: str | None = None
+
+
+Command = (
+    RunCommand
+    | ResumeCommand
+    | ApproveCommand
+    | RejectCommand
+    | AbandonCommand
+    | CancelCommand
+    | ResolveCommand
+    | InvalidateCommand
+    | PlanCommand
+    | StatusCommand
+    | RunsCommand
+    | ListCommand
+    | ArgsCommand
+    | AuditCommand
+    | HelpCommand
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Spec:
+    name: str
+    usage: str  # without the leading `/workflow `
+    example: str
+    summary: str
+    flags: tuple[str, ...] = ()  # flags taking a value
+    switches: tuple[str, ...] = ()  # flags taking none (`--force` is everywhere)
+    group: str = "inspect"  # run | approve | own | inspect: who may use it (see authz.may_use)
+
+
+RESOLVE_ACTIONS = ("done", "retry", "fail")
+
+SPECS: dict[str, Spec] = {
+    s.name: s
+    for s in (
+        Spec(
+            "run",
+            "run <name> [message] [--set k=v]… [--args JSON | --args @handle | --args-from <run>]"
+            " [--resume-from <run>] [--force]",
+            'run release-notes "v1.4 for the web team" --set version=1.4',
+            "start a run (asks first when an unfinished run of it is here)",
+            flags=("--set", "--args", "--args-from", "--resume-from"),
+            group="run",
+        ),
+        Spec("resume", "resume <run>", "resume 3f9a", "continue that run, with its own input", group="own"),
+        Spec("approve", "approve <run> [comment]", "approve 3f9a looks good", "approve the waiting gate",
+             group="approve"),
+        Spec("reject", "reject <run> [reason]", "reject 3f9a title is wrong", "reject the waiting gate",
+             group="approve"),
+        Spec("abandon", "abandon <run> [reason]", "abandon 3f9a", "discard a failed/paused/running run",
+             group="own"),
+        Spec("cancel", "cancel <run>", "cancel 3f9a", "stop a running run", group="own"),
+        Spec(
+            "resolve",
+            "resolve <run> <node> done|retry|fail [--output TEXT]",
+            'resolve 3f9a publish done --output "posted by hand"',
+            "settle a step that needs attention",
+            flags=("--output",),
+            group="own",
+        ),
+        Spec(
+            "invalidate",
+            "invalidate <run> <node> [--downstream]",
+            "invalidate 3f9a draft --downstream",
+            "drop a step's cached result for the next resume",
+            switches=("--downstream",),
+            group="own",
+        ),
+        Spec("plan", "plan <run>", "plan 3f9a", "what a resume would run or serve from cache, and why"),
+        Spec("status", "status [run]", "status 3f9a", "a run's node table (default: the latest here)"),
+        Spec("runs", "runs", "runs", "recent runs in this conversation"),
+        Spec("list", "list", "list", "workflows you may run"),
+        Spec("args", "args <run>", "args 3f9a", "a run's canonical arguments and their handle"),
+        Spec("audit", "audit <run>", "audit 3f9a", "who did what to a run"),
+        Spec("help", "help [command]", "help run", "this help, or one command's usage"),
+    )
+}

@@ -1,0 +1,232 @@
+"""`parse(text) -> Command`: the pure matcher for `/workflow …` text.
+
+Match, then act: this module only turns words into a frozen command record or raises
+`UsageError` with one line of cause and, as the next step, the subcommand's usage (or
+the closest valid subcommand / flag).
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+import re
+from collections.abc import Callable
+from typing import Any
+
+from core.commands.model import (
+    RESOLVE_ACTIONS,
+    SPECS,
+    AbandonCommand,
+    ApproveCommand,
+    ArgsCommand,
+    AuditCommand,
+    CancelCommand,
+    Command,
+    HelpCommand,
+    InvalidateCommand,
+    ListCommand,
+    PlanCommand,
+    RejectCommand,
+    ResolveCommand,
+    ResumeCommand,
+    RunCommand,
+    RunsCommand,
+    SetArg,
+    StatusCommand,
+)
+from core.commands.quoting import Word, split_words
+from core.errors import UsageError
+
+FORCE = "--force"
+_PREFIX = re.compile(r"^\s*/?workflow\b\s*", re.IGNORECASE)
+_HANDLE = re.compile(r"^@?(?:args:)?([0-9a-fA-F]{4,64})$")
+_KEY = re.compile(r"^[A-Za-z_][A-Za-z0-9_\-]*$")
+
+
+def parse(text: str) -> Command:
+    """Parse the text after `/workflow` (a leading `/workflow` is tolerated)."""
+    words = split_words(_PREFIX.sub("", text, count=1))
+    force = any(w.is_flag and w.text == FORCE for w in words)
+    words = [w for w in words if not (w.is_flag and w.text == FORCE)]
+    if not words:
+        return HelpCommand()
+    sub, rest = words[0].text.lower(), words[1:]
+    if sub not in SPECS:
+        raise UsageError(f"unknown command `{words[0].text}`{_did_you_mean(sub, SPECS)}",
+                         hint="Type `/workflow help` to see the commands you can use.")
+    positional, options = _split_options(sub, rest)
+    return _BUILDERS[sub](positional, options, force)
+
+
+def usage_error(sub: str, message: str) -> UsageError:
+    return UsageError(message, usage=f"/workflow {SPECS[sub].usage}")
+
+
+def _did_you_mean(word: str, choices: Any) -> str:
+    close = difflib.get_close_matches(word, list(choices), n=1, cutoff=0.5)
+    return f"; did you mean `{close[0]}`?" if close else ""
+
+
+def _split_options(sub: str, words: list[Word]) -> tuple[list[str], list[tuple[str, str | None]]]:
+    """Separate positional words from `--flag value` / `--flag=value` / `--switch`."""
+    spec = SPECS[sub]
+    positional: list[str] = []
+    options: list[tuple[str, str | None]] = []
+    i = 0
+    while i < len(words):
+        word = words[i]
+        if word.text == "--" and not word.quoted:  # end of options: the rest is text
+            positional.extend(w.text for w in words[i + 1 :])
+            break
+        if not word.is_flag:
+            positional.append(word.text)
+            i += 1
+            continue
+        name, eq, inline = word.text.partition("=")
+        if name in spec.switches and not eq:
+            options.append((name, None))
+            i += 1
+        elif name in spec.flags:
+            if eq:
+                options.append((name, inline))
+                i += 1
+            elif i + 1 < len(words):
+                options.append((name, words[i + 1].text))
+                i += 2
+            else:
+                raise usage_error(sub, f"`{name}` needs a value")
+        else:
+            valid = [*spec.flags, *spec.switches, FORCE]
+            raise usage_error(sub, f"unknown option `{name}` for `{sub}`{_did_you_mean(name, valid)}")
+    return positional, options
+
+
+def _one(options: list[tuple[str, str | None]], name: str, sub: str) -> str | None:
+    values = [v for n, v in options if n == name]
+    if len(values) > 1:
+        raise usage_error(sub, f"`{name}` given {len(values)} times; give it once")
+    return values[0] if values else None
+
+
+def _need(positional: list[str], sub: str, names: tuple[str, ...], rest: bool = False) -> list[str]:
+    """Exactly the named positionals (plus any trailing words when `rest`)."""
+    if len(positional) < len(names):
+        missing = names[len(positional)]
+        raise usage_error(sub, f"`{sub}` needs <{missing}>")
+    if not rest and len(positional) > len(names):
+        extra = " ".join(positional[len(names) :])
+        raise usage_error(sub, f"unexpected words after `{sub}`: {extra}")
+    return positional
+
+
+def parse_set(raw: str, sub: str = "run") -> SetArg:
+    """`a.b=1` -> SetArg(('a','b'), 1); the value is JSON when it parses, else the text."""
+    key, eq, value_text = raw.partition("=")
+    if not eq or not key:
+        raise usage_error(sub, f"`--set {raw}` needs the form key=value")
+    path = tuple(key.split("."))
+    for part in path:
+        if not _KEY.match(part):
+            raise usage_error(sub, f"`--set {raw}`: `{part}` is not a valid field name")
+    try:
+        value: Any = json.loads(value_text)
+    except ValueError:
+        value = value_text
+    return SetArg(path=path, value=value, raw=raw)
+
+
+def _run(pos: list[str], opts: list[tuple[str, str | None]], force: bool) -> RunCommand:
+    _need(pos, "run", ("name",), rest=True)
+    sets = tuple(parse_set(v or "") for n, v in opts if n == "--set")
+    args_text = _one(opts, "--args", "run")
+    args_from = _one(opts, "--args-from", "run")
+    if args_text is not None and args_from is not None:
+        raise usage_error("run", "give either `--args` or `--args-from`, not both")
+    args: dict[str, Any] | None = None
+    handle: str | None = None
+    if args_text is not None:
+        if args_text.startswith(("@", "args:")):
+            match = _HANDLE.match(args_text)
+            if match is None:
+                raise usage_error("run", f"`{args_text}` is not an args handle like @args:3f9a1c2b")
+            handle = match.group(1).lower()
+        else:
+            try:
+                parsed = json.loads(args_text)
+            except ValueError as exc:
+                raise usage_error("run", f"`--args` is not valid JSON ({exc.msg}) nor an @handle") from exc
+            if not isinstance(parsed, dict):
+                raise usage_error("run", "`--args` must be a JSON object, like '{\"version\": \"1.4\"}'")
+            args = parsed
+    message = " ".join(pos[1:]) or None
+    return RunCommand(
+        workflow=pos[0],
+        message=message,
+        sets=sets,
+        args=args,
+        args_handle=handle,
+        args_from=args_from,
+        resume_from=_one(opts, "--resume-from", "run"),
+        force=force,
+    )
+
+
+def _rest(pos: list[str], start: int) -> str | None:
+    return " ".join(pos[start:]) or None
+
+
+def _resolve(pos: list[str], opts: list[tuple[str, str | None]], force: bool) -> ResolveCommand:
+    run, node, action = _need(pos, "resolve", ("run", "node", "done|retry|fail"))
+    action = action.lower()
+    if action not in RESOLVE_ACTIONS:
+        raise usage_error("resolve", f"`{action}` is not one of done, retry, fail"
+                          f"{_did_you_mean(action, RESOLVE_ACTIONS)}")
+    output = _one(opts, "--output", "resolve")
+    if output is not None and action != "done":
+        raise usage_error("resolve", "`--output` goes only with `done`")
+    return ResolveCommand(run=run, node=node, action=action, output=output)
+
+
+def _help(pos: list[str], opts: list[tuple[str, str | None]], force: bool) -> HelpCommand:
+    _need(pos, "help", (), rest=True)
+    if len(pos) > 1:
+        raise usage_error("help", "`help` takes at most one command name")
+    topic = pos[0].lower() if pos else None
+    if topic is not None and topic not in SPECS:
+        raise UsageError(f"unknown command `{topic}`{_did_you_mean(topic, SPECS)}",
+                         hint="Type `/workflow help` to see the commands you can use.")
+    return HelpCommand(topic)
+
+
+def _status(pos: list[str], opts: list[tuple[str, str | None]], force: bool) -> StatusCommand:
+    if len(pos) > 1:
+        raise usage_error("status", "`status` takes at most one run id")
+    return StatusCommand(pos[0] if pos else None)
+
+
+def _bare(pos: list[str], sub: str, command: Command) -> Command:
+    _need(pos, sub, ())
+    return command
+
+
+_Builder = Callable[[list[str], list[tuple[str, str | None]], bool], Command]
+
+_BUILDERS: dict[str, _Builder] = {
+    "run": _run,
+    "resume": lambda p, o, f: ResumeCommand(_need(p, "resume", ("run",))[0]),
+    "approve": lambda p, o, f: ApproveCommand(_need(p, "approve", ("run",), rest=True)[0], _rest(p, 1)),
+    "reject": lambda p, o, f: RejectCommand(_need(p, "reject", ("run",), rest=True)[0], _rest(p, 1)),
+    "abandon": lambda p, o, f: AbandonCommand(_need(p, "abandon", ("run",), rest=True)[0], _rest(p, 1)),
+    "cancel": lambda p, o, f: CancelCommand(_need(p, "cancel", ("run",))[0]),
+    "resolve": _resolve,
+    "invalidate": lambda p, o, f: InvalidateCommand(
+        *_need(p, "invalidate", ("run", "node")), downstream=("--downstream", None) in o
+    ),
+    "plan": lambda p, o, f: PlanCommand(_need(p, "plan", ("run",))[0]),
+    "status": _status,
+    "runs": lambda p, o, f: _bare(p, "runs", RunsCommand()),
+    "list": lambda p, o, f: _bare(p, "list", ListCommand()),
+    "args": lambda p, o, f: ArgsCommand(_need(p, "args", ("run",))[0]),
+    "audit": lambda p, o, f: AuditCommand(_need(p, "audit", ("run",))[0]),
+    "help": _help,
+}

@@ -1,0 +1,207 @@
+"""Pure builders of `Reply` objects: code passes data, the templates hold the words.
+
+Every reply about a run carries `run_id` and `run_status`. `KINDS` lists every reply kind;
+each has a template on every platform (`templates/<platform>/<kind>.j2`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+from typing import Any
+
+from core.commands.messages import Button, Reply
+from core.commands.model import Spec
+from core.commands.resolution import Option, Prompt, preview
+from core.engine.events import NodeState, Plan, RunSummary
+from core.errors import BatonError
+from core.store.records import AuditEvent, Gate, Run
+
+KINDS = (
+    "error", "help", "help_topic", "fresh_run_prompt", "run_started", "run_resumed", "gate_decided",
+    "run_cancelled", "node_resolved", "invalidated", "plan", "status", "runs", "workflows", "args",
+    "audit", "progress", "run_completed", "run_failed", "gate_waiting", "needs_attention",
+    "approval_question", "which_gate", "no_gate_hint",
+)
+
+
+def about(run: Run, kind: str, data: dict[str, Any], **kw: Any) -> Reply:
+    return Reply(kind=kind, data={"run_id": run.id, "workflow": run.workflow, **data},
+                 run_id=run.id, run_status=str(run.status), **kw)
+
+
+def error(exc: BatonError, run: Run | None = None) -> Reply:
+    data = {"message": exc.message, "hint": exc.hint or ""}
+    run_id = run.id if run else getattr(exc, "run_id", None)
+    status = str(run.status) if run else getattr(exc, "status", None)
+    return Reply(kind="error", data=data, is_error=True, ephemeral=True, run_id=run_id,
+                 run_status=None if status is None else str(status))
+
+
+def unexpected() -> Reply:
+    return Reply(kind="error", is_error=True, ephemeral=True, data={
+        "message": "Something unexpected went wrong; it has been logged.",
+        "hint": "Try again; if it keeps happening, tell a Baton admin the time it happened.",
+    })
+
+
+def help_list(specs: Sequence[Spec]) -> Reply:
+    return Reply(kind="help", ephemeral=True, data={
+        "commands": [{"name": s.name, "usage": s.usage, "summary": s.summary} for s in specs]})
+
+
+def help_topic(spec: Spec) -> Reply:
+    return Reply(kind="help_topic", ephemeral=True, data={
+        "name": spec.name, "usage": spec.usage, "summary": spec.summary, "example": spec.example})
+
+
+def fresh_run_prompt(prompt: Prompt, options: Sequence[Option], old_message: str | None,
+                     new_message: str | None) -> Reply:
+    run = prompt.run
+    buttons = tuple(
+        Button(label=o.label, command=o.command, action=o.action,
+               style="primary" if o.number == 1 else ("danger" if o.action == "abandon" else None))
+        for o in options
+    )
+    return about(run, "fresh_run_prompt", {
+        "status": str(run.status),
+        "requester": run.requester,
+        "preview": preview(old_message),
+        "new_preview": preview(new_message),
+        "others": prompt.others,
+        "options": [dataclasses.asdict(o) for o in options],
+    }, buttons=buttons)
+
+
+def run_started(run: Run, message: str | None) -> Reply:
+    return about(run, "run_started", {
+        "handle": run.handle, "resumed_from": run.resumed_from, "preview": preview(message),
+        "requester": run.requester,
+    }, starts_thread=True)
+
+
+def run_resumed(run: Run, actor: str) -> Reply:
+    return about(run, "run_resumed", {"by": actor, "handle": run.handle})
+
+
+def gate_decided(run: Run, gate: Gate | None, approved: bool, actor: str, comment: str | None) -> Reply:
+    return about(run, "gate_decided", {
+        "node": gate.node_id if gate else "", "approved": approved, "by": actor, "comment": comment or ""})
+
+
+def run_cancelled(run: Run, actor: str | None, reason: str | None) -> Reply:
+    return about(run, "run_cancelled", {"by": actor or run.status_by or "", "reason": reason or ""})
+
+
+def node_resolved(run: Run, node: str, action: str, actor: str) -> Reply:
+    return about(run, "node_resolved", {"node": node, "action": action, "by": actor})
+
+
+def invalidated(run: Run, nodes: Sequence[str], downstream: bool) -> Reply:
+    return about(run, "invalidated", {"nodes": list(nodes), "downstream": downstream})
+
+
+def plan(run: Run, p: Plan) -> Reply:
+    return about(run, "plan", {"nodes": [dataclasses.asdict(n) for n in p.nodes]})
+
+
+def summary_data(summary: RunSummary) -> dict[str, Any]:
+    data = dataclasses.asdict(summary)
+    for node in data["nodes"]:
+        node["state"] = str(node["state"])
+    data["ran"] = [n for n in data["nodes"] if n["state"] in (NodeState.DONE, NodeState.FAILED)]
+    data["cached"] = [n for n in data["nodes"] if n["state"] == NodeState.CACHED]
+    return data
+
+
+def status(run: Run, summary: RunSummary) -> Reply:
+    return about(run, "status", {**summary_data(summary), "requester": run.requester,
+                                 "handle": run.handle, "resumed_from": run.resumed_from})
+
+
+def runs(items: Sequence[Run]) -> Reply:
+    return Reply(kind="runs", data={"runs": [
+        {"id": r.id, "workflow": r.workflow, "status": str(r.status), "requester": r.requester,
+         "created_at": r.created_at} for r in items]})
+
+
+def workflows(available: Sequence[dict[str, Any]], broken: Sequence[dict[str, Any]]) -> Reply:
+    return Reply(kind="workflows", data={"workflows": list(available), "broken": list(broken)})
+
+
+def args(run: Run, canonical: str) -> Reply:
+    return about(run, "args", {"handle": run.handle, "json": canonical})
+
+
+def audit(run: Run, events: Sequence[AuditEvent]) -> Reply:
+    return about(run, "audit", {"events": [
+        {"at": e.at, "actor": e.actor, "action": e.action, "details": dict(e.details)} for e in events]})
+
+
+def _where(run: Run) -> dict[str, Any]:
+    return {"platform": run.platform, "conversation": run.conversation, "thread": run.thread}
+
+
+def progress(run: Run, summary: RunSummary) -> Reply:
+    return Reply(kind="progress", data={"run_id": run.id, "workflow": run.workflow,
+                                        **summary_data(summary)},
+                 run_id=run.id, run_status=summary.status, replace_key=f"progress:{run.id}", **_where(run))
+
+
+def final(run: Run, summary: RunSummary, gate: Gate | None, attention: str | None) -> Reply:
+    """The reply for a run that came to rest, by its status."""
+    data = summary_data(summary)
+    rid = run.id
+    kind, buttons = "run_completed", ()
+    if summary.status == "failed":
+        kind = "run_failed"
+        failed = next((n for n in summary.nodes if n.node_id == summary.failed_node), None)
+        data["error_tail"] = _tail(failed.error if failed else (summary.reason or ""))
+        buttons = (Button("Resume", f"resume {rid}", "primary", "resume"),
+                   Button("Plan", f"plan {rid}", None, "plan"),
+                   Button("Abandon", f"abandon {rid}", "danger", "abandon"))
+    elif summary.status == "paused":
+        kind = "gate_waiting"
+        data["node"] = gate.node_id if gate else ""
+        data["question"] = gate.prompt if gate else ""
+        buttons = approve_buttons(rid)
+    elif summary.status == "needs_attention":
+        kind = "needs_attention"
+        node = attention or ""
+        data["node"] = node
+        buttons = (Button("It happened: done", f"resolve {rid} {node} done", "primary", "resolve_done"),
+                   Button("Run it again", f"resolve {rid} {node} retry", None, "resolve_retry"),
+                   Button("Mark failed", f"resolve {rid} {node} fail", "danger", "resolve_fail"))
+    elif summary.status == "cancelled":
+        kind = "run_cancelled"
+        data.update(by=run.status_by or "", reason=run.reason or "")
+    return Reply(kind=kind, data={"run_id": rid, "workflow": run.workflow, **data}, buttons=buttons,
+                 run_id=rid, run_status=summary.status, **_where(run))
+
+
+def approve_buttons(run_id: str) -> tuple[Button, ...]:
+    return (Button("Approve", f"approve {run_id}", "primary", "approve"),
+            Button("Reject", f"reject {run_id}", "danger", "reject"))
+
+
+def approval_question(run: Run, gate: Gate) -> Reply:
+    return about(run, "approval_question", {"node": gate.node_id, "question": gate.prompt},
+                 buttons=approve_buttons(run.id))
+
+
+def which_gate(gates: Sequence[tuple[Run, Gate]], decision: str) -> Reply:
+    verbs = ("approve", "reject") if decision == "unclear" else (decision,)
+    buttons = tuple(Button(f"{verb.capitalize()} {r.workflow} ({r.id[:8]})", f"{verb} {r.id}",
+                           "primary" if verb == "approve" else "danger", verb)
+                    for r, _ in gates for verb in verbs)
+    return Reply(kind="which_gate", buttons=buttons, data={"decision": decision, "gates": [
+        {"run_id": r.id, "workflow": r.workflow, "node": g.node_id, "question": g.prompt} for r, g in gates]})
+
+
+def no_gate_hint() -> Reply:
+    return Reply(kind="no_gate_hint", ephemeral=True, data={})
+
+
+def _tail(text: str, lines: int = 15, chars: int = 1500) -> str:
+    tail = "\n".join(text.rstrip().splitlines()[-lines:])
+    return tail[-chars:]

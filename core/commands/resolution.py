@@ -1,0 +1,109 @@
+"""Which run a message is about, and the fresh-run decision (pure).
+
+`decide_fresh_run` is DESIGN.md's "Fresh run with history": with an unfinished run of the
+workflow in the conversation and neither `--force` nor an explicit run id, nothing runs;
+the user gets three options (`prompt_options`), each a command that pastes back verbatim.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from core.commands.model import RunCommand
+from core.commands.quoting import quote_word
+from core.store.records import Gate, Run, RunStatus
+
+PREVIEW_LIMIT = 160
+ELLIPSIS = "…"
+
+
+@dataclass(frozen=True, slots=True)
+class Start:
+    """Start the run now."""
+
+
+@dataclass(frozen=True, slots=True)
+class Prompt:
+    """Ask first: `run` is the newest unfinished run of the workflow here."""
+
+    run: Run
+    others: int = 0  # further unfinished runs of it here
+
+
+@dataclass(frozen=True, slots=True)
+class Option:
+    number: int
+    action: str  # resume | approve | abandon | force
+    label: str
+    command: str  # exact `/workflow …` text without the prefix
+    then: str | None = None  # a second command to type after this one (abandon, then run)
+
+
+def decide_fresh_run(unfinished: Sequence[Run], force: bool, explicit_run: bool) -> Start | Prompt:
+    live = [r for r in unfinished if r.status.unfinished]
+    if force or explicit_run or not live:
+        return Start()
+    return Prompt(run=live[0], others=len(live) - 1)
+
+
+def preview(text: str | None, limit: int = PREVIEW_LIMIT) -> str:
+    """One line, at most `limit` characters of `text`, with an ellipsis when cut."""
+    flat = " ".join((text or "").split())
+    return flat if len(flat) <= limit else flat[:limit] + ELLIPSIS
+
+
+def run_command_text(command: RunCommand, *, force: bool | None = None) -> str:
+    """The canonical text of a `run` command, quoted so that `parse` reads it back verbatim."""
+    words = ["run", quote_word(command.workflow)]
+    if force if force is not None else command.force:
+        words.append("--force")
+    words += [f"--set {quote_word(s.raw)}" for s in command.sets]
+    if command.args is not None:
+        words.append(f"--args {quote_word(json.dumps(command.args, sort_keys=True, ensure_ascii=False))}")
+    if command.args_handle is not None:
+        words.append(f"--args @args:{command.args_handle}")
+    if command.args_from is not None:
+        words.append(f"--args-from {quote_word(command.args_from)}")
+    if command.resume_from is not None:
+        words.append(f"--resume-from {quote_word(command.resume_from)}")
+    if command.message is not None:
+        words.append(quote_word(command.message))
+    return " ".join(words)
+
+
+def prompt_options(prompt: Prompt, command: RunCommand, *, gate_waiting: bool) -> tuple[Option, ...]:
+    """The three choices of the fresh-run prompt; option 3 carries the new message and flags."""
+    run = prompt.run
+    if run.status is RunStatus.PAUSED and gate_waiting:
+        first = Option(1, "approve", "Approve its waiting gate", f"approve {run.id}")
+    else:
+        first = Option(1, "resume", "Resume that run (with its own input)", f"resume {run.id}")
+    return (
+        first,
+        Option(2, "abandon", "Abandon it, then run again", f"abandon {run.id}",
+               then=run_command_text(command, force=False)),
+        Option(3, "force", "Start fresh, leave it as it is", run_command_text(command, force=True)),
+    )
+
+
+def gates_addressed(
+    gates: Sequence[tuple[Run, Gate]], *, thread: str | None, direct: bool, mentions_bot: bool
+) -> list[tuple[Run, Gate]]:
+    """The waiting gates a plain message clearly addresses (DESIGN "Natural-language approval").
+
+    In a run's thread: that run's gates. Elsewhere only a direct conversation or a mention of
+    the bot counts, and then every gate waiting in the conversation does. Chatter: none.
+    """
+    if thread is not None:
+        in_thread = [(r, g) for r, g in gates if r.thread == thread]
+        if in_thread:
+            return in_thread
+    if direct or mentions_bot:
+        return list(gates)
+    return []
+
+
+def latest_run(runs: Sequence[Run]) -> Run | None:
+    return max(runs, key=lambda r: r.created_at, default=None)

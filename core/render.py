@@ -1,0 +1,226 @@
+"""Replies to text: one jinja2 environment over `templates/`, per-platform escaping, and
+splitting to platform limits.
+
+`render(reply, platform) -> list[str]` renders `templates/<platform>/<kind>.j2` (an unknown
+platform falls back to `templates/console/`) and splits the text into chunks within the
+platform's limit: Discord 2,000 characters per message, Slack 3,000 per section block, the
+console unlimited. Splits fall at line boundaries when a line fits; a split inside a ```
+code block closes it at the end of the chunk and reopens it (same language) at the start of
+the next, so every chunk's fences are balanced. Nothing is ever dropped: the chunks' bodies
+joined are the rendered text, character for character. Lengths are counted in UTF-16 code
+units (what the platforms count), which is never less than Python's `len`.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+
+from jinja2 import Environment, FileSystemLoader, StrictUndefined
+
+from core.commands.messages import Reply
+from core.commands.resolution import preview
+
+TEMPLATES = Path(__file__).resolve().parent.parent / "templates"
+PLATFORMS = ("console", "slack", "discord")
+LIMITS: dict[str, int | None] = {"console": None, "slack": 3000, "discord": 2000}
+
+_FENCE = re.compile(r"^\s*(`{3,})(.*)$")
+_LANG = re.compile(r"^[\w+#.\-]{1,20}$")
+_MAX_FENCE = 10
+_RESERVE = (_MAX_FENCE + 20 + 1) + (1 + _MAX_FENCE)  # reopen line + closing line
+
+
+# -- escaping filters ------------------------------------------------------------------
+
+
+def slack_escape(text: object) -> str:
+    """Slack mrkdwn control characters as entities: no user text can ping <!channel>."""
+    return str(text).replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+
+
+_DISCORD_SPECIALS = re.compile(r"([\\*_~`|\[\]])")
+_DISCORD_LINE_START = re.compile(r"^(\s*)([>#\-+])", re.MULTILINE)
+_DISCORD_MENTION = re.compile(r"@(everyone|here)|<(?=[@#][!&]?\d*>?)")
+
+
+def discord_escape(text: object) -> str:
+    """Discord markdown specials escaped; @everyone, @here and <@id> mentions neutralised."""
+    out = _DISCORD_SPECIALS.sub(r"\\\1", str(text))
+    out = _DISCORD_LINE_START.sub(r"\1\\\2", out)
+    return discord_mentions(out)
+
+
+def discord_mentions(text: object) -> str:
+    """@everyone, @here and <@id>/<#id> neutralised with a zero-width space (code too)."""
+    return _DISCORD_MENTION.sub(lambda m: "@\u200b" + m.group(1) if m.group(1) else "<\u200b", str(text))
+
+
+def _longest_run(text: str, ch: str = "`") -> int:
+    return max((len(m) for m in re.findall(f"{re.escape(ch)}+", text)), default=0)
+
+
+def code_span(text: object) -> str:
+    """A CommonMark code span that survives backticks inside it (fence longer than any run)."""
+    s = str(text)
+    fence = "`" * (_longest_run(s) + 1)
+    pad = s.startswith("`") or s.endswith("`") or (s[:1] == " " and s[-1:] == " " and s.strip() != "")
+    return f"{fence} {s} {fence}" if pad else f"{fence}{s}{fence}"
+
+
+def code_block(text: object, lang: str = "") -> str:
+    """A fenced code block whose fence is longer than any backtick run inside."""
+    s = str(text).rstrip("\n")
+    fence = "`" * max(3, _longest_run(s) + 1)
+    return f"{fence}{lang}\n{s}\n{fence}"
+
+
+def slack_code(text: object) -> str:
+    """Slack has no escapes in code: inline when free of backticks, else a ``` block."""
+    s = slack_escape(text)
+    if "`" not in s and "\n" not in s:
+        return f"`{s}`"
+    return "```" + s.replace("```", "`\u200b``") + "```"
+
+
+def slack_code_block(text: object) -> str:
+    s = slack_escape(str(text).rstrip("\n"))
+    return "```\n" + s.replace("```", "`\u200b``") + "\n```"
+
+
+def truncate_preview(text: object, limit: int = 160) -> str:
+    return preview(None if text is None else str(text), limit)
+
+
+# -- environment -----------------------------------------------------------------------
+
+
+@cache
+def environment(root: Path = TEMPLATES) -> Environment:
+    env = Environment(
+        loader=FileSystemLoader(str(root)),
+        undefined=StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+        autoescape=False,
+        keep_trailing_newline=False,
+    )
+    env.filters.update(
+        slack_escape=slack_escape,
+        discord_escape=discord_escape,
+        discord_mentions=discord_mentions,
+        code_span=code_span,
+        code_block=code_block,
+        slack_code=slack_code,
+        slack_code_block=slack_code_block,
+        truncate_preview=truncate_preview,
+        seconds=lambda s: f"{float(s or 0):.1f}s",
+        json=lambda v: json.dumps(v, ensure_ascii=False, sort_keys=True, default=str),
+        timestamp=lambda t: time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(float(t))) + "Z",
+    )
+    return env
+
+
+def template_platform(platform: str, root: Path = TEMPLATES) -> str:
+    return platform if (root / platform).is_dir() else "console"
+
+
+def render_text(reply: Reply, platform: str, root: Path = TEMPLATES) -> str:
+    where = template_platform(platform, root)
+    template = environment(root).get_template(f"{where}/{reply.kind}.j2")
+    text = template.render(reply=reply, data=reply.data, buttons=reply.buttons, platform=where)
+    return text.strip("\n")
+
+
+def render(reply: Reply, platform: str) -> list[str]:
+    """The reply as chunks within `platform`'s limit, code fences balanced in each."""
+    text = render_text(reply, platform)
+    limit = LIMITS.get(template_platform(platform))
+    if limit is None:
+        return [text]
+    return [chunk.text for chunk in split_chunks(text, limit)]
+
+
+# -- splitting -------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Chunk:
+    prefix: str  # a reopened code fence, or ""
+    body: str  # a slice of the input, in order
+    suffix: str  # the closing fence, or ""
+
+    @property
+    def text(self) -> str:
+        return self.prefix + self.body + self.suffix
+
+
+def width(text: str) -> int:
+    """Length as the platforms count it (UTF-16 code units)."""
+    return len(text) + sum(1 for ch in text if ord(ch) > 0xFFFF)
+
+
+def is_fence(line: str) -> bool:
+    return _FENCE.match(line) is not None
+
+
+def split_chunks(text: str, limit: int) -> list[Chunk]:
+    """Split `text` into chunks of at most `limit` units with balanced fences in each."""
+    if limit < 2 * _RESERVE:
+        raise ValueError(f"limit {limit} is too small to split into (minimum {2 * _RESERVE})")
+    chunks: list[Chunk] = []
+    inside, opener = False, "```"
+    pos = 0
+    while pos < len(text) or not chunks:
+        prefix = opener + "\n" if inside else ""
+        end = _take(text, pos, limit - width(prefix) - (1 + _MAX_FENCE))
+        body = text[pos:end]
+        for line in body.split("\n"):
+            match = _FENCE.match(line)
+            if match and inside:
+                inside = False
+            elif match:
+                lang = match.group(2).strip()
+                inside, opener = True, match.group(1)[:_MAX_FENCE] + (lang if _LANG.match(lang) else "")
+        suffix = ""
+        if inside:
+            suffix = ("" if body.endswith("\n") or not body else "\n") + _fence_of(opener)
+        chunks.append(Chunk(prefix, body, suffix))
+        pos = end
+        if pos >= len(text):
+            break
+    return chunks
+
+
+def _fence_of(opener: str) -> str:
+    return "`" * (len(opener) - len(opener.lstrip("`")))
+
+
+def _take(text: str, pos: int, budget: int) -> int:
+    """The end of the next chunk's body: whole lines when they fit, else a hard cut."""
+    end, used = pos, 0
+    while end < len(text):
+        newline = text.find("\n", end)
+        line_end = len(text) if newline < 0 else newline + 1
+        line_width = width(text[end:line_end])
+        if used + line_width <= budget:
+            used, end = used + line_width, line_end
+            continue
+        if end > pos:
+            return end
+        return _hard_cut(text, pos, line_end, budget)
+    return end
+
+
+def _hard_cut(text: str, pos: int, line_end: int, budget: int) -> int:
+    """Cut one over-long line: as far as fits, moved back to a space when one is near."""
+    cut, used = pos, 0
+    while cut < line_end and used + width(text[cut]) <= budget:
+        used += width(text[cut])
+        cut += 1
+    space = text.rfind(" ", pos + (cut - pos) * 3 // 4, cut)
+    return space + 1 if space > pos else max(cut, pos + 1)

@@ -1,0 +1,81 @@
+"""Factories of domain records for the pure conversation-layer tests."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from core.commands import replies
+from core.commands.messages import Reply
+from core.commands.model import SPECS
+from core.commands.parser import parse
+from core.commands.resolution import Prompt, prompt_options
+from core.engine.events import NodePlan, NodeState, NodeSummary, Plan, RunSummary
+from core.errors import RunNotResumable
+from core.store.records import AuditEvent, Gate, GateStatus, Run, RunStatus
+
+
+def make_run(**kw: Any) -> Run:
+    base: dict[str, Any] = dict(
+        id="r-0123456789abcdef", workflow="release-notes", platform="slack", conversation="C1",
+        thread=None, requester="slack:U1", args_digest="3f9a1c2b" + "0" * 56,
+        status=RunStatus.FAILED, version=3, created_at=1_700_000_000.0, updated_at=1_700_000_100.0,
+    )
+    base.update(kw)
+    return Run(**base)
+
+
+def make_gate(run: Run, **kw: Any) -> Gate:
+    base: dict[str, Any] = dict(run_id=run.id, node_id="review", prompt="Publish 'v1.4'?",
+                                status=GateStatus.WAITING, created_at=1_700_000_050.0)
+    base.update(kw)
+    return Gate(**base)
+
+
+def make_summary(status: str = "completed", **kw: Any) -> RunSummary:
+    nodes = (
+        NodeSummary("collect", "bash", NodeState.CACHED, 0.0, 0, 0, "no change since r-old"),
+        NodeSummary("draft", "prompt", NodeState.DONE, 2.5, 120, 0, "input `inputs.version` changed"),
+        NodeSummary("publish", "tool", NodeState.FAILED if status == "failed" else NodeState.DONE, 0.3,
+                    error="Traceback ...\nValueError: boom" if status == "failed" else ""),
+    )
+    base: dict[str, Any] = dict(run_id="r-0123456789abcdef", workflow="release-notes", status=status,
+                                nodes=nodes, seconds=2.8, tokens=120, tokens_saved=300, output="Title\nBody")
+    base.update(kw)
+    return RunSummary(**base)
+
+
+def every_reply_kind(text: str = "hi") -> list[Reply]:
+    """One reply of each kind, with `text` wherever user text goes."""
+    run = make_run()
+    gate = make_gate(run, prompt=text)
+    command = parse("run release-notes x")
+    prompt = Prompt(run)
+    return [
+        replies.error(RunNotResumable(text, hint=text)),
+        replies.unexpected(),
+        replies.help_list(list(SPECS.values())),
+        replies.help_topic(SPECS["run"]),
+        replies.fresh_run_prompt(prompt, prompt_options(prompt, command, gate_waiting=False), text, text),  # type: ignore[arg-type]
+        replies.run_started(run.evolve(status=RunStatus.RUNNING), text),
+        replies.run_resumed(run, "slack:U1"),
+        replies.gate_decided(run, gate, True, "slack:U2", text),
+        replies.run_cancelled(run, "slack:U1", text),
+        replies.node_resolved(run, "publish", "done", "slack:U1"),
+        replies.invalidated(run, ["draft", "publish"], True),
+        replies.plan(run, Plan(run.id, run.workflow, (NodePlan("draft", "prompt", "runs", text),))),
+        replies.status(run, make_summary(reason=text)),
+        replies.runs([run]),
+        replies.workflows([{"name": "release-notes", "description": text, "inputs": ["version"]}],
+                          [{"name": "bad", "path": "workflows/bad.yaml", "error": text}]),
+        replies.args(run, '{"message":' + repr(text) + "}"),
+        replies.audit(run, [AuditEvent(1, 1_700_000_000.0, "slack:U1", "run", run.id, {"text": text})]),
+        replies.progress(run, make_summary("running")),
+        replies.final(run, make_summary("completed", output=text), None, None),
+        replies.final(run, make_summary("failed", failed_node="publish"), None, None),
+        replies.final(run, make_summary("paused"), gate, None),
+        replies.final(run, make_summary("needs_attention", reason=text), None, "publish"),
+        replies.final(run.evolve(status=RunStatus.CANCELLED), make_summary("cancelled"), None, None),
+        replies.approval_question(run, gate),
+        replies.which_gate([(run, gate), (make_run(id="r-2"), gate)], "unclear"),
+        replies.no_gate_hint(),
+    ]

@@ -1,0 +1,134 @@
+from __future__ import annotations
+
+import re
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from core.commands.messages import Reply
+from core.commands.replies import KINDS
+from core.render import (
+    LIMITS,
+    PLATFORMS,
+    TEMPLATES,
+    code_block,
+    code_span,
+    discord_escape,
+    is_fence,
+    render,
+    slack_escape,
+    split_chunks,
+    width,
+)
+from tests.unit.commands.samples import every_reply_kind
+
+NASTY = 'a *b* _c_ <!channel> <@U1> @everyone @here `x` ``y`` & "q" \\ [l](http://e) ```'
+
+
+def test_every_kind_has_a_template_on_every_platform() -> None:
+    built = {r.kind for r in every_reply_kind()}
+    assert built == set(KINDS)
+    for platform in PLATFORMS:
+        for kind in KINDS:
+            assert (TEMPLATES / platform / f"{kind}.j2").is_file(), (platform, kind)
+
+
+@pytest.mark.parametrize("platform", [*PLATFORMS, "matrix"])
+def test_every_reply_renders_and_keeps_user_text(platform: str) -> None:
+    for reply in every_reply_kind("the-user-text-42"):
+        chunks = render(reply, platform)
+        assert chunks and all(c.strip() for c in chunks)
+        if "the-user-text-42" in str(reply.data):
+            assert "the-user-text-42" in "".join(chunks), reply.kind
+
+
+def test_slack_never_lets_user_text_ping() -> None:
+    for reply in every_reply_kind(NASTY):
+        text = "".join(render(reply, "slack"))
+        assert "<!channel>" not in text and "<@U1>" not in text
+
+
+def test_discord_neutralises_mentions_and_markdown() -> None:
+    out = discord_escape(NASTY)
+    assert "@everyone" not in out and "@here" not in out and "<@U1>" not in out
+    assert "\\*b\\*" in out and "\\_c\\_" in out and "\\[l\\]" in out
+    assert discord_escape("# title\n> quote\n- item") == "\\# title\n\\> quote\n\\- item"
+    for reply in every_reply_kind(NASTY):
+        text = "".join(render(reply, "discord"))
+        assert "@everyone" not in text and "<@U1>" not in text
+
+
+def test_slack_escape() -> None:
+    assert slack_escape("a & <b> c") == "a &amp; &lt;b&gt; c"
+
+
+def _commonmark_code_span_content(span: str) -> str:
+    match = re.fullmatch(r"(`+)(.*?)\1", span, re.DOTALL)
+    assert match is not None
+    body = match.group(2)
+    if len(body) >= 2 and body[0] == " " and body[-1] == " " and body.strip(" "):
+        body = body[1:-1]
+    return body
+
+
+@given(st.text(alphabet=st.sampled_from("ab `\\\"x"), min_size=1))
+def test_code_span_survives_backticks(text: str) -> None:
+    span = code_span(text)
+    fence = re.match(r"`+", span).group(0)  # type: ignore[union-attr]
+    assert fence not in text
+    if text.strip(" "):
+        assert _commonmark_code_span_content(span) == text
+
+
+def test_code_block_fence_is_longer_than_any_run() -> None:
+    block = code_block("x ```` y")
+    assert block.startswith("`````\n") and block.endswith("\n`````")
+
+
+def _balanced(chunk: str) -> bool:
+    return sum(1 for line in chunk.split("\n") if is_fence(line)) % 2 == 0
+
+
+_text = st.lists(
+    st.one_of(st.sampled_from(["\n", "```", "```py\n", " ", "`", "a" * 40, "é", "😀"]), st.text(max_size=30)),
+    max_size=200,
+).map("".join)
+
+
+@settings(max_examples=150, deadline=None)
+@given(text=_text, limit=st.sampled_from([100, 257, 2000, 3000]))
+def test_split_chunks_within_limit_balanced_and_lossless(text: str, limit: int) -> None:
+    chunks = split_chunks(text, limit)
+    assert "".join(c.body for c in chunks) == text
+    for chunk in chunks:
+        assert width(chunk.text) <= limit
+        assert _balanced(chunk.text)
+
+
+@settings(max_examples=60, deadline=None)
+@given(text=st.text(max_size=6000), platform=st.sampled_from(["slack", "discord"]))
+def test_rendered_replies_respect_platform_limits(text: str, platform: str) -> None:
+    reply = Reply(kind="error", data={"message": "```\n" + text, "hint": text})
+    limit = LIMITS[platform]
+    assert limit is not None
+    for chunk in render(reply, platform):
+        assert width(chunk) <= limit
+        assert _balanced(chunk)
+
+
+def test_split_reopens_fence_with_language_and_loses_nothing() -> None:
+    text = "intro\n```python\n" + "\n".join(f"x = {i}" for i in range(400)) + "\n```\nafter"
+    chunks = split_chunks(text, 2000)
+    assert len(chunks) > 1
+    assert chunks[1].prefix == "```python\n" and chunks[0].suffix == "```"
+    assert "".join(c.body for c in chunks) == text
+
+
+def test_long_output_is_split_never_truncated() -> None:
+    output = "\n".join(f"line {i}" for i in range(2000))
+    reply = every_reply_kind(output)[18]  # run_completed with `output`
+    assert reply.kind == "run_completed"
+    joined = "".join(render(reply, "discord"))
+    assert "line 0\n" in joined and "line 1999" in joined
+    assert render(reply, "console") == ["".join(render(reply, "console"))]
