@@ -1,0 +1,198 @@
+"""`bash` steps in real subprocesses: output, environment, failures, timeouts, cancellation."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import shlex
+import time
+from pathlib import Path
+
+import pytest
+
+from core.engine.nodes import NodeResult, RenderedNode, execute_node
+from core.engine.providers import ProviderRegistry
+from core.engine.tools import ToolRegistry
+from core.errors import NodeFailed
+from core.redaction import Redactor
+from tests.integration.engine.nodes.processes import alive, make_fifo, read_fifo, wait_gone
+from tests.unit.engine.nodes.conftest import MakeContext
+
+TOOLS = ToolRegistry()
+
+
+async def bash(command: str, ctx: object, providers: ProviderRegistry) -> NodeResult:
+    return await execute_node(
+        RenderedNode(kind="bash", command=command), ctx, providers=providers, tools=TOOLS
+    )  # type: ignore[arg-type]
+
+
+async def test_stdout_is_the_output_and_stderr_is_kept(
+    make_ctx: MakeContext, fake_providers: ProviderRegistry
+) -> None:
+    result = await bash("echo out; echo err >&2; printf 'last'", make_ctx(), fake_providers)
+    assert result.output == "out\nlast"
+    assert result.stderr_tail == "err\n"
+    assert (result.tokens_in, result.tokens_out) == (0, 0)
+
+
+async def test_environment_and_working_directory(
+    make_ctx: MakeContext, fake_providers: ProviderRegistry
+) -> None:
+    ctx = make_ctx(
+        run_id="r-42",
+        node_id="collect",
+        idempotency_key="r-42:collect",
+        attempt=3,
+        extra_env={"API_TOKEN": "t0k3n"},
+    )
+    command = (
+        'echo "$BATON_RUN_ID|$BATON_NODE_ID|$BATON_ARTIFACTS_DIR|$BATON_IDEMPOTENCY_KEY|'
+        '$BATON_ATTEMPT|$API_TOKEN|$PATH"; pwd'
+    )
+    result = await bash(command, ctx, fake_providers)
+    line, cwd = result.output.splitlines()
+    assert line.split("|") == [
+        "r-42",
+        "collect",
+        str(ctx.artifacts_dir),
+        "r-42:collect",
+        "3",
+        "t0k3n",
+        os.environ["PATH"],
+    ]
+    assert Path(cwd).resolve() == ctx.workdir.resolve()
+
+
+async def test_no_idempotency_key_is_an_empty_variable(
+    make_ctx: MakeContext, fake_providers: ProviderRegistry
+) -> None:
+    result = await bash(
+        'echo "[${BATON_IDEMPOTENCY_KEY-unset}]"', make_ctx(idempotency_key=None), fake_providers
+    )
+    assert result.output == "[]\n"
+
+
+async def test_non_zero_exit_names_code_and_stderr_tail_with_secrets_hidden(
+    make_ctx: MakeContext, fake_providers: ProviderRegistry
+) -> None:
+    ctx = make_ctx(node_id="deploy", redactor=Redactor(["hunter2-secret"]))
+    command = "echo progress; echo 'warning: x' >&2; echo 'auth failed for hunter2-secret' >&2; exit 7"
+    with pytest.raises(NodeFailed) as caught:
+        await bash(command, ctx, fake_providers)
+    error = caught.value
+    assert error.node_id == "deploy"
+    assert (
+        error.message
+        == "step `deploy` exited with code 7; stderr ends with:\nwarning: x\nauth failed for •••"
+    )
+    assert error.hint == "Fix the step, then `/workflow resume run-1`."
+
+
+async def test_stderr_tail_is_the_last_2kb(make_ctx: MakeContext, fake_providers: ProviderRegistry) -> None:
+    result = await bash(
+        "for i in $(seq 1 5000); do echo line-$i >&2; done; echo done", make_ctx(), fake_providers
+    )
+    assert len(result.stderr_tail) <= 2048
+    assert result.stderr_tail.endswith("line-5000\n")
+    assert "line-1\n" not in result.stderr_tail
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        'it\'s "quoted"',
+        "`touch pwned-backtick`",
+        "$(touch pwned-subst) and $HOME and ${PATH}",
+        "two\nlines\n",
+        "; rm -rf / #",
+        "*",
+        "",
+    ],
+)
+async def test_shell_quoted_values_arrive_literally(
+    value: str, make_ctx: MakeContext, fake_providers: ProviderRegistry
+) -> None:
+    ctx = make_ctx()
+    result = await bash(f"printf '%s' {shlex.quote(value)}", ctx, fake_providers)
+    assert result.output == value
+    assert list(ctx.workdir.iterdir()) == []
+
+
+async def test_ten_megabytes_on_both_pipes_do_not_deadlock(
+    make_ctx: MakeContext, fake_providers: ProviderRegistry
+) -> None:
+    size = 10 * 1024 * 1024
+    command = (
+        "for i in $(seq 1 160); do head -c 65536 /dev/zero | tr '\\0' e >&2; "
+        "head -c 65536 /dev/zero | tr '\\0' o; done"
+    )
+    result = await bash(command, make_ctx(timeout=60), fake_providers)
+    assert len(result.output) == size
+    assert set(result.output) == {"o"}
+    assert len(result.stderr_tail) == 2048
+
+
+async def test_background_children_do_not_keep_the_step_waiting(
+    make_ctx: MakeContext, fake_providers: ProviderRegistry, tmp_path: Path
+) -> None:
+    fifo = make_fifo(tmp_path)
+    started = time.monotonic()
+    step = asyncio.ensure_future(
+        bash(f"sleep 300 & echo $! > {fifo}; echo started", make_ctx(), fake_providers)
+    )
+    child = int(await read_fifo(fifo))
+    result = await step
+    assert result.output == "started\n"
+    assert time.monotonic() - started < 5
+    assert wait_gone(child), "the background child outlived its step"
+
+
+async def test_timeout_kills_the_whole_process_group(
+    make_ctx: MakeContext, fake_providers: ProviderRegistry, tmp_path: Path
+) -> None:
+    fifo = make_fifo(tmp_path)
+    ctx = make_ctx(node_id="slow", timeout=1.5)
+    step = asyncio.ensure_future(bash(f"sleep 300 & echo $! > {fifo}; wait", ctx, fake_providers))
+    child = int(await read_fifo(fifo))
+    assert alive(child)
+    started = time.monotonic()
+    with pytest.raises(NodeFailed) as caught:
+        await step
+    assert caught.value.message == "step `slow` timed out after 1.5 s"
+    assert "timeout:" in caught.value.hint
+    assert time.monotonic() - started < 4
+    assert wait_gone(child), "the step's child `sleep` survived the timeout"
+
+
+async def test_timeout_escalates_to_sigkill_when_sigterm_is_ignored(
+    make_ctx: MakeContext, fake_providers: ProviderRegistry, tmp_path: Path
+) -> None:
+    fifo = make_fifo(tmp_path)
+    ctx = make_ctx(timeout=1.0)
+    command = f"trap '' TERM; sleep 300 & echo $! > {fifo}; wait; wait"
+    step = asyncio.ensure_future(bash(command, ctx, fake_providers))
+    child = int(await read_fifo(fifo))
+    with pytest.raises(NodeFailed, match="timed out"):
+        await step
+    assert wait_gone(child), "SIGKILL did not reach the child that ignores SIGTERM"
+
+
+async def test_cancel_kills_the_process_group_and_reraises(
+    make_ctx: MakeContext, fake_providers: ProviderRegistry, tmp_path: Path
+) -> None:
+    fifo = make_fifo(tmp_path)
+    step = asyncio.ensure_future(bash(f"sleep 300 & echo $$ $! > {fifo}; wait", make_ctx(), fake_providers))
+    shell, child = (int(pid) for pid in (await read_fifo(fifo)).split())
+    step.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await step
+    assert wait_gone(shell), "the step's shell survived cancellation"
+    assert wait_gone(child), "the step's child `sleep` survived cancellation"
+
+
+async def test_a_missing_working_directory_fails_the_step(
+    make_ctx: MakeContext, fake_providers: ProviderRegistry, tmp_path: Path
+) -> None:
+    with pytest.raises(NodeFailed, match="could not start `bash`"):
+        await bash("true", make_ctx(workdir=tmp_path / "missing"), fake_providers)
