@@ -6,10 +6,13 @@ events and turns them into `Reply` objects (a progress message edited in place).
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
+
+_log = logging.getLogger(__name__)
 
 
 class NodeState(StrEnum):
@@ -89,3 +92,32 @@ class RunSummary:
     output: str | None = None  # the final node's output (text), if any
     failed_node: str | None = None
     reason: str | None = None
+
+
+class EventBus:
+    """The engine's subscribers. A subscriber that raises is logged and never stops a run."""
+
+    def __init__(self) -> None:
+        self._subscribers: list[Subscriber] = []
+
+    def subscribe(self, fn: Subscriber) -> Callable[[], None]:
+        self._subscribers.append(fn)
+
+        def unsubscribe() -> None:
+            if fn in self._subscribers:
+                self._subscribers.remove(fn)
+
+        return unsubscribe
+
+    def __bool__(self) -> bool:
+        return bool(self._subscribers)
+
+    async def emit(self, event: EngineEvent) -> None:
+        for fn in list(self._subscribers):
+            try:
+                await fn(event)
+            except Exception:
+                _log.exception(
+                    "subscriber failed",
+                    extra={"action": "engine_event", "run_id": event.run_id, "node_id": event.node_id},
+                )

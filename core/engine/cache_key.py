@@ -1,0 +1,144 @@
+"""Content-addressed step identity: Merkle cache keys with early cutoff.
+
+A node's key is `sha256(canonical_json(components))` where the components are
+
+    {"engine_version": ENGINE_VERSION,
+     "node": <node id>, "kind": <kind>,
+     "definition": <digest of the fields that affect execution>,
+     "inputs": {<name>: <digest of the value>}  # only the `inputs.*` the node references
+     "upstream": {<dep id>: <output digest>}}   # one per `depends_on`
+
+Values are stored as digests so a journal entry stays small whatever the inputs hold;
+the key is the same Merkle hash as over the values themselves. Because `upstream` holds
+the *output* digests of the dependencies, a dependency that re-runs and produces the
+same bytes leaves its dependents' keys unchanged (early cutoff).
+
+The components are stored with each journal entry so that `explain` can say in words
+why a key missed. Keys starting with `_` (such as `_reason`) are annotations: they are
+stored, but never hashed or compared.
+
+Everything here is pure: callers read the script source and `files:` digests and pass them in.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from core.workflows.args import canonical_json
+from core.workflows.model import Node
+
+#: Bump when the way nodes execute changes in a way that must not re-use old results.
+ENGINE_VERSION = "1"
+
+NO_EARLIER_RESULT = "no earlier result"
+DEFINITION_CHANGED = "definition changed"
+MEMOIZE_FALSE = "memoize: false"
+EARLIER_ATTEMPT_FAILED = "earlier attempt failed"
+
+
+def digest_bytes(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def digest_value(value: Any) -> str:
+    return hashlib.sha256(canonical_json(value)).hexdigest()
+
+
+def definition_of(node: Node, *, script_source: str | None, files: Mapping[str, str]) -> dict[str, Any]:
+    """The node's fields that affect what it does, and nothing else.
+
+    Never included: description, comments, position in the file, `depends_on` formatting
+    (dependencies enter through `upstream`), replay class, timeout, retry, approvers.
+    `files` maps each declared `files:` path to the sha256 of its content.
+    """
+    definition: dict[str, Any] = {"kind": node.kind}
+    if node.kind == "script":
+        definition["script"] = digest_bytes((script_source or "").encode())
+    else:
+        definition["body"] = node.body
+    if node.with_:
+        definition["with"] = node.with_
+    if node.output.format != "text" or node.output.schema_ is not None:
+        definition["output"] = {"format": node.output.format, "schema": node.output.schema_}
+    if node.provider is not None:
+        definition["provider"] = node.provider
+    if files:
+        definition["files"] = dict(sorted(files.items()))
+    if node.artifacts:
+        definition["artifacts"] = sorted(set(node.artifacts))
+    return definition
+
+
+def definition_digest(node: Node, *, script_source: str | None, files: Mapping[str, str]) -> str:
+    return digest_value(definition_of(node, script_source=script_source, files=files))
+
+
+def input_digests(args: Mapping[str, Any], names: Iterable[str] | None) -> dict[str, str]:
+    """Digests of the referenced inputs (`names`), or of every input when `names` is None.
+
+    A referenced input that is absent is recorded as absent (`null`), so adding it later
+    changes the key.
+    """
+    keys = sorted(args) if names is None else sorted(names)
+    return {name: digest_value(args.get(name)) for name in keys}
+
+
+def components_of(
+    *,
+    node_id: str,
+    kind: str,
+    definition: str,
+    inputs: Mapping[str, str],
+    upstream: Mapping[str, str],
+) -> dict[str, Any]:
+    return {
+        "engine_version": ENGINE_VERSION,
+        "node": node_id,
+        "kind": kind,
+        "definition": definition,
+        "inputs": dict(inputs),
+        "upstream": dict(upstream),
+    }
+
+
+def _hashed(components: Mapping[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in components.items() if not k.startswith("_")}
+
+
+def cache_key(components: Mapping[str, Any]) -> str:
+    return digest_value(_hashed(components))
+
+
+def _changed(previous: Mapping[str, Any], new: Mapping[str, Any]) -> list[str]:
+    return sorted(k for k in set(previous) | set(new) if previous.get(k) != new.get(k))
+
+
+def explain(previous: Mapping[str, Any] | None, new: Mapping[str, Any]) -> str:
+    """Why `new` does not hit an entry keyed by `previous`, in words; "" when they agree."""
+    if not previous:
+        return NO_EARLIER_RESULT
+    for field in ("engine_version", "node", "kind", "definition"):
+        if previous.get(field) != new.get(field):
+            return DEFINITION_CHANGED
+    reasons: list[str] = []
+    inputs = _changed(previous.get("inputs") or {}, new.get("inputs") or {})
+    if inputs:
+        names = ", ".join(f"`inputs.{name}`" for name in inputs)
+        reasons.append(f"input {names} changed" if len(inputs) == 1 else f"inputs {names} changed")
+    upstream = _changed(previous.get("upstream") or {}, new.get("upstream") or {})
+    if upstream:
+        names = ", ".join(f"`{name}`" for name in upstream)
+        reasons.append(
+            f"upstream {names} output changed" if len(upstream) == 1 else f"upstream {names} outputs changed"
+        )
+    return "; ".join(reasons)
+
+
+def same_except_upstream(previous: Mapping[str, Any] | None, new: Mapping[str, Any]) -> bool:
+    """True when only the upstream digests could make `new` differ from `previous` (for `plan`)."""
+    if not previous:
+        return False
+    fields = ("engine_version", "node", "kind", "definition", "inputs")
+    return all(previous.get(f) == new.get(f) for f in fields)

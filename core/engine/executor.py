@@ -1,0 +1,426 @@
+"""Runs one run's DAG: ordering, parallelism, cache lookups, replay rules, journal writes.
+
+One `RunExecutor` per execution of a run (a start, a resume, an approval, a recovery). It
+reads the journal of the run and its lineage once (`store.journal(lineage)`) and then
+decides every node from memory:
+
+    done in this run (same key)      -> nothing to do
+    completed in the lineage          -> cache hit: copied into this run (batched), artifacts restored
+    `started` without a result        -> replay rules: pure/idempotent re-run, unsafe -> attention
+    approval                          -> the gate's decision, or open the gate and wait
+    otherwise                         -> run it: journal_start (committed), execute, put_blob, journal_finish
+
+The executor never changes the run's status: it returns an `Outcome` and the engine
+applies it with a compare-and-swap.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from collections import deque
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from core.engine import replay
+from core.engine.cache_key import cache_key, components_of, digest_value
+from core.engine.contracts import check_output
+from core.engine.events import EngineEvent, EventBus, EventKind
+from core.engine.journal_index import REJECTED_MARKER, JournalIndex
+from core.engine.nodes import NodeContext, NodeResult, RenderedNode, execute_node
+from core.engine.prepared import Definitions, PreparedNode, PreparedWorkflow
+from core.engine.providers import ProviderRegistry
+from core.engine.tools import ToolRegistry
+from core.engine.workdirs import RunDirs, capture_artifacts, missing_artifacts, restore_artifacts
+from core.errors import BatonError, NodeFailed, ReplayUnsafe, RunNotFound
+from core.redaction import NO_SECRETS, Redactor
+from core.store.port import Store
+from core.store.records import GateStatus, JournalEntry, NodeStatus, Run, RunStatus
+from core.workflows.args import canonical_json
+from core.workflows.templating import render_template, render_value
+
+INTERRUPTED = "interrupted: the process running it stopped before it finished; re-run ({cls})"
+
+
+@dataclass(frozen=True, slots=True)
+class Setup:
+    """Everything one execution needs, resolved by the engine beforehand."""
+
+    store: Store
+    prepared: PreparedWorkflow
+    definitions: Definitions
+    run: Run
+    args: Mapping[str, Any]
+    lineage: tuple[str, ...]  # the run first, its root last
+    dirs: RunDirs
+    providers: ProviderRegistry
+    tools: ToolRegistry
+    bus: EventBus
+    max_parallel: int = 4
+    extra_env: Mapping[str, str] = field(default_factory=dict)
+    redactor: Redactor = NO_SECRETS
+
+
+@dataclass(frozen=True, slots=True)
+class Outcome:
+    status: RunStatus
+    reason: str | None = None
+    node_id: str | None = None  # the node the status is about (failed / attention / waiting)
+
+
+@dataclass(frozen=True, slots=True)
+class _Step:
+    node: PreparedNode
+    key: str
+    components: dict[str, Any]
+    idempotency_key: str
+
+
+def input_digests(args: Mapping[str, Any]) -> dict[str, str]:
+    """Digest of every input value (with `message` always present), computed once per run."""
+    return {name: digest_value(v) for name, v in {"message": "", **args}.items()}
+
+
+def node_components(
+    pn: PreparedNode, definition: str, inputs: Mapping[str, str], upstream: Mapping[str, str]
+) -> dict[str, Any]:
+    names = pn.input_names if pn.input_names is not None else sorted(inputs)
+    absent = digest_value(None)
+    return components_of(
+        node_id=pn.id,
+        kind=pn.kind,
+        definition=definition,
+        inputs={name: inputs.get(name, absent) for name in names},
+        upstream=upstream,
+    )
+
+
+def decode_output(pn: PreparedNode, text: str) -> Any:
+    """A stored output as templates see it: parsed JSON for json contracts and approvals."""
+    if pn.node.output.format == "json" or pn.kind == "approval":
+        return json.loads(text)
+    return text
+
+
+class RunExecutor:
+    def __init__(self, setup: Setup) -> None:
+        self.s = setup
+        self.store = setup.store
+        self.run_id = setup.run.id
+        self.root = setup.lineage[-1]
+        self.nodes = setup.prepared.nodes
+        self.cancel_note: str | None = None  # set by the engine before it cancels a user-cancelled run
+        self._index: JournalIndex | None = None
+        self._digests: dict[str, str] = {}  # node -> output digest, for nodes done in this execution
+        self._values: dict[str, dict[str, Any]] = {}  # node -> {"output": value} (template context)
+        self._waiting = {n: len(pn.deps) for n, pn in self.nodes.items()}
+        self._ready: deque[str] = deque(n for n in setup.prepared.order if not self.nodes[n].deps)
+        self._runnable: deque[_Step] = deque()
+        self._running: dict[asyncio.Task[None], _Step] = {}
+        self._hits: list[JournalEntry] = []
+        self._restore: dict[str, str] = {}  # artifact path -> digest, to write before dependents run
+        self._failed: list[tuple[str, str]] = []
+        self._attention: list[ReplayUnsafe] = []
+        self._gates: list[str] = []
+        self._stopping = False
+        self._inputs = {"message": "", **setup.args}
+        self._input_digests = input_digests(setup.args)
+        self._context = {"inputs": self._inputs, "nodes": self._values, "run": {"id": self.run_id}}
+
+    # -- the loop ------------------------------------------------------------------------
+    async def execute(self) -> Outcome:
+        self._index = JournalIndex(self.run_id, self.store.journal(self.s.lineage))
+        try:
+            while True:
+                if not self._stopping:
+                    await self._drain_ready()
+                if self._runnable and not self._stopping:
+                    self._prefetch()
+                    if len(self._runnable) == 1 and not self._running:
+                        await self._run_step(self._runnable.popleft())
+                        continue
+                    while self._runnable and len(self._running) < self.s.max_parallel:
+                        step = self._runnable.popleft()
+                        self._running[asyncio.create_task(self._run_step(step))] = step
+                if not self._running:
+                    if self._ready and not self._stopping:
+                        continue
+                    break
+                done, _ = await asyncio.wait(self._running, return_when=asyncio.FIRST_COMPLETED)
+                for task in done:
+                    del self._running[task]
+                    task.result()  # _run_step handles step failures; anything else is a bug
+            self._flush_hits()
+            if self._restore:
+                self._ensure_values([])
+        except BaseException:
+            for task in self._running:
+                task.cancel()
+            await asyncio.gather(*self._running, return_exceptions=True)
+            raise
+        return self._outcome()
+
+    def _outcome(self) -> Outcome:
+        if self._attention:
+            first = self._attention[0]
+            more = f" (and {len(self._attention) - 1} more)" if len(self._attention) > 1 else ""
+            return Outcome(RunStatus.NEEDS_ATTENTION, first.message + more, first.node_id)
+        if self._failed:
+            node_id, error = self._failed[0]
+            return Outcome(RunStatus.FAILED, error.splitlines()[0] if error else "failed", node_id)
+        if self._gates:
+            return Outcome(RunStatus.PAUSED, f"waiting for approval at `{self._gates[0]}`", self._gates[0])
+        return Outcome(RunStatus.COMPLETED)
+
+    async def _emit(self, kind: EventKind, node_id: str | None, **detail: Any) -> None:
+        if self.s.bus:
+            await self.s.bus.emit(EngineEvent(kind, self.run_id, node_id, detail=detail))
+
+    def _release(self, node_id: str, digest: str) -> None:
+        self._digests[node_id] = digest
+        for child in self.nodes[node_id].dependents:
+            self._waiting[child] -= 1
+            if self._waiting[child] == 0:
+                self._ready.append(child)
+
+    # -- deciding -------------------------------------------------------------------------
+    def _step_for(self, pn: PreparedNode) -> _Step:
+        upstream = {dep: self._digests[dep] for dep in pn.deps}
+        components = node_components(pn, self.s.definitions.digests[pn.id], self._input_digests, upstream)
+        key = cache_key(components)
+        return _Step(pn, key, components, replay.idempotency_key(self.root, pn.id, key))
+
+    async def _drain_ready(self) -> None:
+        index = self._index
+        assert index is not None
+        while self._ready and not self._stopping:
+            pn = self.nodes[self._ready.popleft()]
+            step = self._step_for(pn)
+            dangling = index.dangling(pn.id)
+            if dangling is not None and not await self._recover(pn, dangling):
+                continue
+            hit = index.lookup(step.key) if pn.memoize else None
+            if hit is not None and hit.output_digest is not None:
+                await self._use(pn, hit)
+                continue
+            step.components["_reason"] = index.miss_reason(
+                pn.id, step.key, step.components, memoize=pn.memoize
+            )
+            if pn.kind == "approval":
+                await self._approval(step)
+                continue
+            self._runnable.append(step)
+            await self._emit(EventKind.NODE_QUEUED, pn.id, reason=step.components["_reason"])
+
+    async def _recover(self, pn: PreparedNode, entry: JournalEntry) -> bool:
+        """A step of this run was in flight when its process died. True: run it again."""
+        action = replay.recovery_for(pn.replay)
+        if action is replay.Recovery.ATTENTION:
+            error = replay.replay_unsafe(self.run_id, entry)
+            self._attention.append(error)
+            await self._emit(EventKind.NODE_ATTENTION, pn.id, reason=error.message, hint=error.hint)
+            return False
+        self.store.journal_finish(entry.id, status=NodeStatus.FAILED, error=INTERRUPTED.format(cls=pn.replay))
+        return True
+
+    async def _use(self, pn: PreparedNode, entry: JournalEntry) -> None:
+        """Serve a completed entry: done in this run already, or a cache hit from the lineage."""
+        assert entry.output_digest is not None
+        if entry.run_id != self.run_id:
+            tokens = entry.tokens_in + entry.tokens_out + int(entry.components.get("_tokens", 0))
+            self._hits.append(entry.evolve(components={**entry.components, "_tokens": tokens}))
+            await self._emit(
+                EventKind.NODE_CACHED,
+                pn.id,
+                cached_from=entry.cached_from or entry.run_id,
+                tokens_saved=tokens,
+            )
+        if entry.artifacts:
+            self._restore.update(missing_artifacts(self.s.dirs.root, entry.artifacts))
+        self._release(pn.id, entry.output_digest)
+
+    async def _approval(self, step: _Step) -> None:
+        pn = step.node
+        try:
+            gate = self.store.get_gate(self.run_id, pn.id)
+        except RunNotFound:
+            gate = None
+        if gate is not None and gate.status is GateStatus.APPROVED:
+            output = {"approved": True, "by": gate.decided_by, "comment": gate.comment}
+            entry_id = self._journal_start(step)
+            digest = self.store.put_blob(canonical_json(output))
+            self.store.journal_finish(entry_id, status=NodeStatus.COMPLETED, output_digest=digest)
+            self._values[pn.id] = {"output": output}
+            await self._emit(EventKind.NODE_COMPLETED, pn.id, approved_by=gate.decided_by)
+            self._release(pn.id, digest)
+            return
+        if gate is not None and gate.status is GateStatus.REJECTED:
+            await self._fail(pn.id, f"approval `{pn.id}` was rejected by {gate.decided_by}")
+            return
+        if gate is None:
+            try:
+                self._ensure_values(pn.deps)
+                prompt = render_template(pn.node.body, self._context)
+            except BatonError as exc:
+                await self._fail(pn.id, f"approval `{pn.id}`: {exc.message}")
+                return
+            gate = self.store.open_gate(self.run_id, pn.id, prompt)
+        self._gates.append(pn.id)
+        await self._emit(EventKind.NODE_WAITING, pn.id, prompt=gate.prompt)
+
+    async def _fail(self, node_id: str, error: str) -> None:
+        self._failed.append((node_id, error))
+        self._stopping = True
+        await self._emit(EventKind.NODE_FAILED, node_id, error=error)
+
+    # -- outputs, blobs, artifacts ----------------------------------------------------------
+    def _flush_hits(self) -> None:
+        if self._hits:
+            self.store.journal_record_cached(self.run_id, self._hits)
+            self._hits = []
+
+    def _ensure_values(self, node_ids: tuple[str, ...] | list[str] | set[str]) -> None:
+        """Load the outputs of these (done) nodes for templates, in one `get_blobs` at most."""
+        missing = [n for n in node_ids if n not in self._values]
+        wanted = {self._digests[n] for n in missing} | set(self._restore.values())
+        blobs = self.store.get_blobs(wanted) if wanted else {}
+        for n in missing:
+            self._values[n] = {"output": decode_output(self.nodes[n], blobs[self._digests[n]].decode())}
+        if self._restore:
+            restore_artifacts(self.s.dirs.root, {path: blobs[d] for path, d in self._restore.items()})
+            self._restore = {}
+
+    def _prefetch(self) -> None:
+        """Before steps run: record cache hits, load their inputs, restore artifacts."""
+        self._flush_hits()
+        deps = {dep for step in self._runnable for dep in step.node.deps}
+        if self._restore or any(d not in self._values for d in deps):
+            self._ensure_values(deps)
+
+    # -- running one step ---------------------------------------------------------------------
+    def _journal_start(self, step: _Step, attempt: int | None = None) -> int:
+        assert self._index is not None
+        return self.store.journal_start(
+            run_id=self.run_id,
+            node_id=step.node.id,
+            cache_key=step.key,
+            components=step.components,
+            attempt=attempt if attempt is not None else self._index.next_attempt(step.node.id),
+            idempotency_key=step.idempotency_key,
+        )
+
+    def _render(self, pn: PreparedNode) -> RenderedNode:
+        node = pn.node
+        if pn.kind == "bash":
+            return RenderedNode("bash", command=render_template(node.body, self._context, shell=True))
+        if pn.kind == "tool":
+            kwargs = render_value(node.with_, self._context) if node.with_ else {}
+            return RenderedNode("tool", tool=node.tool, kwargs=kwargs)
+        if pn.kind == "prompt":
+            schema = (node.output.schema_ or {}) if node.output.format == "json" else None
+            prompt = render_template(node.body, self._context)
+            return RenderedNode("prompt", prompt=prompt, provider=node.provider, output_schema=schema)
+        stdin = {
+            "inputs": self._inputs,
+            "nodes": {dep: self._values[dep] for dep in pn.deps},
+            "run": {"id": self.run_id},
+        }
+        return RenderedNode(
+            "script", script_source=self.s.definitions.sources[pn.id], stdin=canonical_json(stdin)
+        )
+
+    async def _run_step(self, step: _Step) -> None:
+        pn = step.node
+        assert self._index is not None
+        attempt = self._index.next_attempt(pn.id)
+        try:
+            rendered = self._render(pn)
+        except BatonError as exc:
+            entry_id = self._journal_start(step, attempt)
+            self.store.journal_finish(entry_id, status=NodeStatus.FAILED, error=exc.message)
+            await self._fail(pn.id, f"step `{pn.id}`: {exc.message}")
+            return
+        for tries in range(1, pn.attempts + 1):
+            error = await self._attempt(step, rendered, attempt)
+            if error is None:
+                return
+            if tries == pn.attempts or self._stopping:
+                await self._fail(pn.id, error)
+                return
+            await self._emit(EventKind.NODE_FAILED, pn.id, error=error, retrying=True)
+            await asyncio.sleep(replay.backoff_seconds(pn.node.retry, tries))
+            attempt += 1
+
+    async def _attempt(self, step: _Step, rendered: RenderedNode, attempt: int) -> str | None:
+        """One attempt; None when it completed, else the error."""
+        pn = step.node
+        ctx = NodeContext(
+            run_id=self.run_id,
+            node_id=pn.id,
+            workdir=self.s.dirs.root,
+            artifacts_dir=self.s.dirs.artifacts,
+            idempotency_key=step.idempotency_key,
+            timeout=pn.timeout,
+            attempt=attempt,
+            extra_env=self.s.extra_env,
+            redactor=self.s.redactor,
+        )
+        entry_id = self._journal_start(step, attempt)  # committed before anything is dispatched
+        started = time.monotonic()
+        await self._emit(
+            EventKind.NODE_STARTED, pn.id, attempt=attempt, reason=step.components.get("_reason")
+        )
+        result: NodeResult | None = None
+        try:
+            result = await execute_node(rendered, ctx, providers=self.s.providers, tools=self.s.tools)
+            value = check_output(pn.id, result.output, pn.node.output)
+        except NodeFailed as exc:  # includes OutputContractViolation: output kept, entry failed
+            kept = self.store.put_blob(result.output.encode()) if result is not None else None
+            tokens = (result.tokens_in, result.tokens_out) if result is not None else (0, 0)
+            self.store.journal_finish(
+                entry_id,
+                status=NodeStatus.FAILED,
+                output_digest=kept,
+                error=exc.message,
+                tokens_in=tokens[0],
+                tokens_out=tokens[1],
+            )
+            return exc.message
+        except asyncio.CancelledError:
+            if self.cancel_note is not None:
+                self.store.journal_finish(entry_id, status=NodeStatus.FAILED, error=self.cancel_note)
+            raise
+        except Exception as exc:  # a bug in a node kind or provider: fail the step, keep the run sane
+            message = f"step `{pn.id}` crashed: {type(exc).__name__}: {self.s.redactor.redact(str(exc))}"
+            self.store.journal_finish(entry_id, status=NodeStatus.FAILED, error=message)
+            return message
+        digest = self.store.put_blob(result.output.encode())
+        artifacts: dict[str, str] = {}
+        if pn.node.artifacts:
+            files = capture_artifacts(self.s.dirs.root, pn.node.artifacts)
+            artifacts = {path: self.store.put_blob(data) for path, data in files.items()}
+        self.store.journal_finish(
+            entry_id,
+            status=NodeStatus.COMPLETED,
+            output_digest=digest,
+            tokens_in=result.tokens_in,
+            tokens_out=result.tokens_out,
+            artifacts=artifacts,
+        )
+        self._values[pn.id] = {"output": value}
+        if self.s.bus:
+            await self._emit(
+                EventKind.NODE_COMPLETED,
+                pn.id,
+                seconds=round(time.monotonic() - started, 3),
+                tokens=result.tokens_in + result.tokens_out,
+            )
+        self._release(pn.id, digest)
+        return None
+
+
+def rejection_marker(node_id: str, actor: str, reason: str | None) -> dict[str, Any]:
+    """Components of the entry a rejected approval leaves in the journal."""
+    return {"marker": REJECTED_MARKER, "by": actor, "node": node_id, "reason": reason or ""}

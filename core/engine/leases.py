@@ -1,0 +1,150 @@
+"""Leases: the heartbeat that keeps our runs ours, and the loop that recovers orphaned runs.
+
+Owner ids are `f"{replica_id}:{pid}:{nonce}"`.
+
+- Heartbeat, every `lease_seconds / 3`: one UPDATE renews every running run we hold. When
+  the count differs from the runs we execute, one SELECT (`runs_leased_by(owner)`) tells
+  which are no longer ours or no longer running (cancelled by another process, taken
+  over): the engine stops them.
+- Recovery, every `lease_seconds / 2`: `lapsed_runs()` -> `take_over` (CAS on the version
+  and the lease as read: exactly one process wins) -> the engine continues the run under
+  the replay rules.
+- At start, runs leased by a dead process of this replica (same replica id, pid not alive)
+  are taken over at once, without waiting for their lease to lapse.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import secrets
+from collections.abc import Awaitable, Callable
+
+from core.errors import RunStateError
+from core.store.port import Store
+from core.store.records import Run
+
+log = logging.getLogger(__name__)
+
+RunHandler = Callable[[Run], Awaitable[None]]
+
+
+def new_owner(replica_id: str) -> str:
+    return f"{replica_id}:{os.getpid()}:{secrets.token_hex(4)}"
+
+
+def owner_pid(owner: str | None) -> int | None:
+    """The pid inside an owner id, or None when it is not one of ours."""
+    if not owner:
+        return None
+    parts = owner.rsplit(":", 2)
+    if len(parts) != 3 or not parts[1].isdigit():
+        return None
+    return int(parts[1])
+
+
+def pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # exists, belongs to someone else
+        return True
+    return True
+
+
+class LeaseKeeper:
+    def __init__(
+        self,
+        *,
+        store: Store,
+        owner: str,
+        replica_id: str,
+        lease_seconds: float,
+        active: Callable[[], set[str]],
+        lost: RunHandler,
+        recovered: RunHandler,
+    ) -> None:
+        self.store = store
+        self.owner = owner
+        self.replica_id = replica_id
+        self.lease_seconds = lease_seconds
+        self._active = active
+        self._lost = lost
+        self._recovered = recovered
+        self._stopping = asyncio.Event()
+        self._tasks: list[asyncio.Task[None]] = []
+
+    async def start(self) -> None:
+        await self.recover_dead_local()
+        self._stopping.clear()
+        self._tasks = [
+            asyncio.create_task(self._every(self.lease_seconds / 3, self.heartbeat)),
+            asyncio.create_task(self._every(self.lease_seconds / 2, self.recover_lapsed)),
+        ]
+
+    async def stop(self) -> None:
+        self._stopping.set()
+        for task in self._tasks:
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        self._tasks = []
+
+    async def _every(self, seconds: float, action: Callable[[], Awaitable[object]]) -> None:
+        while not self._stopping.is_set():
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._stopping.wait(), seconds)
+            if self._stopping.is_set():
+                return
+            try:
+                await action()
+            except Exception:  # the database blinked: try again next tick
+                log.exception("lease loop failed", extra={"action": "lease"})
+
+    async def heartbeat(self) -> list[str]:
+        """Renew our leases; stop (and return) runs that are no longer ours and running."""
+        active = self._active()
+        renewed = self.store.renew_leases(self.owner, self.lease_seconds)
+        if renewed == len(active):
+            return []
+        mine = {run.id for run in self.store.runs_leased_by(self.owner)}
+        gone = sorted((active & self._active()) - mine)
+        for run_id in gone:
+            run = self.store.get_run(run_id)
+            log.info("run is no longer ours", extra={"action": "lease_lost", "run_id": run_id})
+            await self._lost(run)
+        return gone
+
+    async def _take(self, runs: list[Run]) -> list[str]:
+        taken: list[str] = []
+        active = self._active()
+        for run in runs:
+            if run.id in active:
+                continue
+            try:
+                won = self.store.take_over(run, self.owner, self.lease_seconds)
+            except RunStateError:
+                continue  # another process won the recovery
+            log.info("recovering run", extra={"action": "recover", "run_id": run.id})
+            taken.append(won.id)
+            await self._recovered(won)
+        return taken
+
+    async def recover_lapsed(self) -> list[str]:
+        return await self._take(self.store.lapsed_runs())
+
+    async def recover_dead_local(self) -> list[str]:
+        """Runs leased by a process of this replica that is no longer alive."""
+        runs = self.store.runs_leased_by(f"{self.replica_id}:")
+        dead = []
+        for run in runs:
+            pid = owner_pid(run.lease_owner)
+            if run.lease_owner == self.owner or pid is None:
+                continue
+            if run.lease_owner is not None and run.lease_owner.rsplit(":", 2)[0] != self.replica_id:
+                continue  # a replica whose id merely starts with ours
+            if not pid_alive(pid):
+                dead.append(run)
+        return await self._take(dead)

@@ -1,0 +1,194 @@
+"""Pure views over a run's journal: the resume plan and the node table.
+
+`plan_run` simulates what an execution would decide, node by node, without running
+anything: `done` (completed in this run), `cached` (a lineage result with the same key),
+`runs` (and why, in words) or `waits` (an approval, or an unsafe step that may have run).
+When a node's upstream will re-run, its key is not known yet: it "runs if upstream `x`
+output changes" (unless its own definition or inputs changed, which says so instead).
+
+`summarize` builds the node table of `RunSummary` from the run's own journal entries.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from core.engine.cache_key import cache_key, explain, same_except_upstream
+from core.engine.events import NodePlan, NodeState, NodeSummary, Plan, RunSummary
+from core.engine.executor import node_components
+from core.engine.journal_index import MARKER_KEY, REJECTED_MARKER, JournalIndex, is_cut
+from core.engine.prepared import PreparedWorkflow
+from core.engine.replay import Recovery, recovery_for
+from core.store.records import JournalEntry, NodeStatus, Run, RunStatus
+
+ERROR_TAIL = 300
+
+
+def plan_run(
+    run: Run,
+    prepared: PreparedWorkflow,
+    definitions: Mapping[str, str],
+    inputs: Mapping[str, str],
+    index: JournalIndex,
+) -> Plan:
+    digests: dict[str, str] = {}
+    actions: dict[str, str] = {}
+    rows: list[NodePlan] = []
+    for node_id in prepared.order:
+        pn = prepared.nodes[node_id]
+        unknown = [d for d in pn.deps if d not in digests]
+        upstream = {d: digests[d] for d in pn.deps if d in digests}
+        components = node_components(pn, definitions[node_id], inputs, upstream)
+        waiting = [d for d in unknown if actions[d] == "waits"]
+        if waiting:
+            action, reason, key = "waits", f"waits for `{waiting[0]}`", None
+        elif unknown:
+            action, reason, key = (
+                "runs",
+                _conditional_reason(pn.id, unknown, components, index, pn.memoize),
+                None,
+            )
+        else:
+            key = cache_key(components)
+            action, reason = _decide(pn.id, pn.kind, key, components, index, pn.memoize, pn.replay)
+            hit = index.lookup(key) if action in ("done", "cached") else None
+            if hit is not None and hit.output_digest is not None:
+                digests[node_id] = hit.output_digest
+        actions[node_id] = action
+        rows.append(NodePlan(node_id=node_id, kind=pn.kind, action=action, reason=reason, cache_key=key))
+    return Plan(run_id=run.id, workflow=run.workflow, nodes=tuple(rows))
+
+
+def _decide(
+    node_id: str,
+    kind: str,
+    key: str,
+    components: dict[str, Any],
+    index: JournalIndex,
+    memoize: bool,
+    replay: Any,
+) -> tuple[str, str]:
+    dangling = index.dangling(node_id)
+    if dangling is not None and recovery_for(replay) is Recovery.ATTENTION:
+        return "waits", "may have run (unsafe, no result recorded): settle it with `resolve`"
+    hit = index.lookup(key) if memoize else None
+    if hit is not None and hit.output_digest is not None:
+        if hit.run_id == index.run_id:
+            return "done", "completed in this run"
+        return "cached", f"same key as run {hit.cached_from or hit.run_id}"
+    if kind == "approval":
+        return "waits", "approval"
+    if dangling is not None:
+        return "runs", f"was in flight when its process stopped; re-runs ({replay})"
+    return "runs", index.miss_reason(node_id, key, components, memoize=memoize)
+
+
+def _conditional_reason(
+    node_id: str, unknown: Sequence[str], components: dict[str, Any], index: JournalIndex, memoize: bool
+) -> str:
+    if not memoize:
+        return "memoize: false"
+    latest = index.latest(node_id)
+    cut = index.cut(node_id)
+    if cut is not None and (latest is None or latest.id < cut.entry_id):
+        return f"invalidated by {cut.by}"
+    if latest is None:
+        return "no earlier result"
+    if same_except_upstream(latest.components, components):
+        names = ", ".join(f"`{d}`" for d in unknown)
+        return f"runs if upstream {names} output changes"
+    return explain(latest.components, {**components, "upstream": latest.components.get("upstream", {})})
+
+
+# -- the node table --------------------------------------------------------------------------
+
+
+def _own_latest(entries: Sequence[JournalEntry]) -> dict[str, JournalEntry]:
+    latest: dict[str, JournalEntry] = {}
+    for entry in sorted(entries, key=lambda e: e.id):
+        if (
+            entry.cache_key == MARKER_KEY
+            and not is_cut(entry)
+            and entry.components.get("marker") != REJECTED_MARKER
+        ):
+            continue
+        latest[entry.node_id] = entry
+    return latest
+
+
+def _row(node_id: str, kind: str, entry: JournalEntry | None, run: Run, deps_done: bool) -> NodeSummary:
+    status = run.status
+    if entry is None:
+        if kind == "approval" and status is RunStatus.PAUSED and deps_done:
+            return NodeSummary(node_id, kind, NodeState.WAITING, reason="waiting for approval")
+        state = NodeState.QUEUED if status in (RunStatus.RUNNING, RunStatus.PENDING) else NodeState.SKIPPED
+        return NodeSummary(node_id, kind, state)
+    seconds = round((entry.finished_at or entry.started_at) - entry.started_at, 3)
+    tokens = entry.tokens_in + entry.tokens_out
+    error = (entry.error or "")[-ERROR_TAIL:]
+    reason = str(entry.components.get("_reason", ""))
+    if is_cut(entry):
+        state = NodeState.QUEUED if status is RunStatus.RUNNING else NodeState.SKIPPED
+        by = entry.invalidated_by or entry.components.get("by")
+        return NodeSummary(node_id, kind, state, reason=f"invalidated by {by}")
+    if entry.status is NodeStatus.COMPLETED and entry.cached_from:
+        saved = int(entry.components.get("_tokens", 0))
+        return NodeSummary(
+            node_id, kind, NodeState.CACHED, tokens_saved=saved, reason=f"cached from {entry.cached_from}"
+        )
+    if entry.status is NodeStatus.COMPLETED:
+        return NodeSummary(node_id, kind, NodeState.DONE, seconds=seconds, tokens=tokens, reason=reason)
+    if entry.status is NodeStatus.FAILED:
+        return NodeSummary(
+            node_id, kind, NodeState.FAILED, seconds=seconds, tokens=tokens, reason=reason, error=error
+        )
+    if status is RunStatus.RUNNING:
+        return NodeSummary(node_id, kind, NodeState.RUNNING, reason=reason)
+    if status is RunStatus.NEEDS_ATTENTION:
+        return NodeSummary(node_id, kind, NodeState.ATTENTION, reason="may have run; no result recorded")
+    return NodeSummary(node_id, kind, NodeState.FAILED, reason=reason, error="interrupted")
+
+
+def summarize(
+    run: Run, prepared: PreparedWorkflow | None, entries: Sequence[JournalEntry], output: str | None
+) -> RunSummary:
+    latest = _own_latest(entries)
+    if prepared is not None:
+        order = list(prepared.order) + [n for n in latest if n not in prepared.nodes]
+    else:
+        order = list(latest)
+    rows: list[NodeSummary] = []
+    for node_id in order:
+        pn = prepared.nodes.get(node_id) if prepared is not None else None
+        entry = latest.get(node_id)
+        kind = pn.kind if pn is not None else "?"
+        deps_done = pn is not None and all(
+            (d in latest and latest[d].status is NodeStatus.COMPLETED) for d in pn.deps
+        )
+        rows.append(_row(node_id, kind, entry, run, deps_done))
+    failed = next((r.node_id for r in rows if r.state in (NodeState.FAILED, NodeState.ATTENTION)), None)
+    return RunSummary(
+        run_id=run.id,
+        workflow=run.workflow,
+        status=run.status.value,
+        nodes=tuple(rows),
+        seconds=round(run.updated_at - run.created_at, 3),
+        tokens=sum(r.tokens for r in rows),
+        tokens_saved=sum(r.tokens_saved for r in rows),
+        output=output,
+        failed_node=failed if run.status in (RunStatus.FAILED, RunStatus.NEEDS_ATTENTION) else None,
+        reason=run.reason,
+    )
+
+
+def final_output_digest(prepared: PreparedWorkflow | None, entries: Sequence[JournalEntry]) -> str | None:
+    """The output digest of the last sink node completed in this run (the run's result)."""
+    if prepared is None:
+        return None
+    latest = _own_latest(entries)
+    for node_id in reversed(prepared.sinks()):
+        entry = latest.get(node_id)
+        if entry is not None and entry.status is NodeStatus.COMPLETED and entry.output_digest:
+            return entry.output_digest
+    return None

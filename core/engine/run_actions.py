@@ -1,0 +1,314 @@
+"""What people do to an existing run: resume, approve, reject, abandon, cancel, resolve, invalidate.
+
+Each action checks the run's state to give a clear refusal, then changes it with one
+compare-and-swap (the store raises `RunNotResumable` naming who won a race), audits it
+with the actor, and, when the run goes back to `running`, launches an execution.
+Mixed into `Engine` (`core/engine/engine.py`), which provides the attributes declared below.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+from core.engine.contracts import check_output
+from core.engine.events import EventKind
+from core.engine.executor import rejection_marker
+from core.engine.journal_index import INVALIDATED_MARKER, MARKER_KEY
+from core.errors import RunNotResumable, RunStateError, UsageError
+from core.store.records import Gate, JournalEntry, NodeStatus, Run, RunStatus
+from core.workflows.validation import did_you_mean
+from core.workflows.validation import downstream as downstream_of
+
+if TYPE_CHECKING:
+    from core.engine.engine import EngineConfig, Ready
+    from core.store.port import Store
+    from core.workflows.model import Workflow
+
+RESOLVE_USAGE = "resolve <run> <node> done [--output …] | retry | fail"
+RESUMABLE = (RunStatus.FAILED, RunStatus.PAUSED, RunStatus.NEEDS_ATTENTION)
+ABANDONABLE = (
+    RunStatus.FAILED,
+    RunStatus.PAUSED,
+    RunStatus.NEEDS_ATTENTION,
+    RunStatus.RUNNING,
+    RunStatus.PENDING,
+)
+
+
+class RunActions:
+    if TYPE_CHECKING:
+        store: Store
+        config: EngineConfig
+        owner: str
+
+        def _ready(self, workflow_name: str, args: Mapping[str, Any]) -> Ready: ...
+        def _workflow(self, name: str) -> Workflow: ...
+        def args_of(self, run: Run) -> dict[str, Any]: ...
+        async def _launch(self, run: Run, ready: Ready) -> None: ...
+        async def _stop_local(self, run_id: str, note: str | None) -> None: ...
+        async def _emit(
+            self,
+            kind: EventKind,
+            run_id: str,
+            node_id: str | None = None,
+            *,
+            run_status: str | None = None,
+            **detail: Any,
+        ) -> None: ...
+        def _refuse_finished(self, run: Run, verb: str) -> RunNotResumable: ...
+        def _active_ids(self) -> set[str]: ...
+
+    def _waiting_gate(self, run: Run) -> Gate | None:
+        gates = self.store.waiting_gates(platform=run.platform, conversation=run.conversation)
+        mine = [gate for r, gate in gates if r.id == run.id]
+        return min(mine, key=lambda g: g.created_at) if mine else None
+
+    async def _to_running(self, run: Run, ready: Ready, *, actor: str, allowed: tuple[RunStatus, ...]) -> Run:
+        running = self.store.transition(
+            run.id,
+            RunStatus.RUNNING,
+            actor=actor,
+            expected_version=run.version,
+            allowed_from=allowed,
+            lease_owner=self.owner,
+            lease_seconds=self.config.lease_seconds,
+        )
+        await self._launch(running, ready)
+        return running
+
+    async def resume(self, run_id: str, *, actor: str) -> Run:
+        """failed | paused (no gate waiting) | needs_attention -> running, then continue."""
+        run = self.store.get_run(run_id)
+        if run.status.finished:
+            raise self._refuse_finished(run, "resumed")
+        if run.status in (RunStatus.RUNNING, RunStatus.PENDING):
+            raise RunNotResumable(
+                f"run {run.id} is already running (started by {run.status_by})",
+                run_id=run.id,
+                status=run.status.value,
+                by=run.status_by,
+                hint=f"Watch it with `/workflow status {run.id}` or stop it: `/workflow cancel {run.id}`.",
+            )
+        gate = self._waiting_gate(run) if run.status is RunStatus.PAUSED else None
+        if gate is not None:
+            raise RunNotResumable(
+                f"run {run.id} waits for approval at `{gate.node_id}`",
+                run_id=run.id,
+                status=run.status.value,
+                by=run.status_by,
+                hint=f"Decide it with `/workflow approve {run.id}` or `/workflow reject {run.id}`.",
+            )
+        ready = self._ready(run.workflow, self.args_of(run))
+        running = await self._to_running(run, ready, actor=actor, allowed=RESUMABLE)
+        self.store.audit(actor=actor, action="resume", run_id=run.id, details={"from": run.status.value})
+        return running
+
+    def _gate_of_paused(self, run: Run) -> Gate:
+        gate = self._waiting_gate(run) if run.status is RunStatus.PAUSED else None
+        if gate is None:
+            hint = (
+                f"Use `/workflow resume {run.id}`."
+                if run.status.unfinished
+                else f"See `/workflow status {run.id}`."
+            )
+            raise RunNotResumable(
+                f"run {run.id} is {run.status.value} and no approval waits in it",
+                run_id=run.id,
+                status=run.status.value,
+                by=run.status_by,
+                hint=hint,
+            )
+        return gate
+
+    async def approve(self, run_id: str, *, actor: str, comment: str | None = None) -> Run:
+        run = self.store.get_run(run_id)
+        gate = self._gate_of_paused(run)
+        ready = self._ready(run.workflow, self.args_of(run))
+        self.store.decide_gate(run.id, gate.node_id, approved=True, by=actor, comment=comment)  # CAS
+        self.store.audit(
+            actor=actor, action="approve", run_id=run.id, details={"node": gate.node_id, "comment": comment}
+        )
+        return await self._to_running(run, ready, actor=actor, allowed=(RunStatus.PAUSED,))
+
+    async def reject(self, run_id: str, *, actor: str, reason: str | None = None) -> Run:
+        run = self.store.get_run(run_id)
+        gate = self._gate_of_paused(run)
+        self.store.decide_gate(run.id, gate.node_id, approved=False, by=actor, comment=reason)  # CAS
+        why = f"rejected at `{gate.node_id}` by {actor}" + (f": {reason}" if reason else "")
+        cancelled = self.store.transition(
+            run.id, RunStatus.CANCELLED, actor=actor, reason=why, allowed_from=(RunStatus.PAUSED,)
+        )
+        entry_id = self.store.journal_start(
+            run_id=run.id,
+            node_id=gate.node_id,
+            cache_key=MARKER_KEY,
+            components=rejection_marker(gate.node_id, actor, reason),
+            attempt=0,
+            idempotency_key=None,
+        )
+        self.store.journal_finish(entry_id, status=NodeStatus.FAILED, error=why)
+        self.store.audit(
+            actor=actor, action="reject", run_id=run.id, details={"node": gate.node_id, "reason": reason}
+        )
+        await self._emit(EventKind.NODE_FAILED, run.id, gate.node_id, error=why)
+        await self._emit(EventKind.RUN_FINISHED, run.id, run_status=cancelled.status.value, reason=why)
+        return cancelled
+
+    async def _end(
+        self, run: Run, *, actor: str, reason: str, allowed: tuple[RunStatus, ...], action: str, note: str
+    ) -> Run:
+        cancelled = self.store.transition(
+            run.id, RunStatus.CANCELLED, actor=actor, reason=reason, allowed_from=allowed
+        )
+        if run.status is RunStatus.PAUSED:
+            for r, gate in self.store.waiting_gates(platform=run.platform, conversation=run.conversation):
+                if r.id == run.id:
+                    self.store.decide_gate(run.id, gate.node_id, approved=False, by=actor, comment=reason)
+        self.store.audit(actor=actor, action=action, run_id=run.id, details={"from": run.status.value})
+        if run.id in self._active_ids():
+            await self._stop_local(run.id, note)
+        else:
+            await self._emit(EventKind.RUN_FINISHED, run.id, run_status=cancelled.status.value, reason=reason)
+        return cancelled
+
+    async def abandon(self, run_id: str, *, actor: str, reason: str | None = None) -> Run:
+        """failed | paused | needs_attention | running -> cancelled."""
+        run = self.store.get_run(run_id)
+        if run.status.finished:
+            raise RunNotResumable(
+                f"run {run.id} is already {run.status.value}; there is nothing to abandon",
+                run_id=run.id,
+                status=run.status.value,
+                by=run.status_by,
+                hint=f"Start a new one with `/workflow run {run.workflow}`.",
+            )
+        return await self._end(
+            run,
+            actor=actor,
+            reason=reason or f"abandoned by {actor}",
+            allowed=ABANDONABLE,
+            action="abandon",
+            note=f"abandoned by {actor}",
+        )
+
+    async def cancel(self, run_id: str, *, actor: str) -> Run:
+        """running -> cancelled; in-flight steps are stopped (here, or by their owner's heartbeat)."""
+        run = self.store.get_run(run_id)
+        if run.status not in (RunStatus.RUNNING, RunStatus.PENDING):
+            hint = (
+                f"To drop it, use `/workflow abandon {run.id}`."
+                if run.status.unfinished
+                else f"See `/workflow status {run.id}`."
+            )
+            raise RunNotResumable(
+                f"run {run.id} is {run.status.value}, not running",
+                run_id=run.id,
+                status=run.status.value,
+                by=run.status_by,
+                hint=hint,
+            )
+        return await self._end(
+            run,
+            actor=actor,
+            reason=f"cancelled by {actor}",
+            allowed=(RunStatus.RUNNING, RunStatus.PENDING),
+            action="cancel",
+            note=f"cancelled by {actor}",
+        )
+
+    # -- settling steps ---------------------------------------------------------------------
+    def _dangling(self, run: Run, node_id: str) -> JournalEntry:
+        own = [e for e in self.store.journal([run.id]) if e.node_id == node_id and e.cache_key != MARKER_KEY]
+        if not own or own[-1].status is not NodeStatus.STARTED:
+            raise RunStateError(
+                f"step `{node_id}` of run {run.id} is not waiting for a decision",
+                run_id=run.id,
+                status=run.status.value,
+                hint=f"See which step needs attention with `/workflow status {run.id}`.",
+            )
+        return own[-1]
+
+    async def resolve(
+        self, run_id: str, node_id: str, action: str, *, actor: str, output: str | None = None
+    ) -> Run:
+        """Settle an unsafe step that may have run: done (with output) | retry | fail."""
+        if action not in ("done", "retry", "fail"):
+            raise UsageError(f"`{action}` is not a resolution", usage=RESOLVE_USAGE)
+        run = self.store.get_run(run_id)
+        if run.status is not RunStatus.NEEDS_ATTENTION:
+            raise RunNotResumable(
+                f"run {run.id} is {run.status.value}; only a run that needs attention has steps to resolve",
+                run_id=run.id,
+                status=run.status.value,
+                by=run.status_by,
+                hint=f"See `/workflow status {run.id}`.",
+            )
+        entry = self._dangling(run, node_id)
+        ready = self._ready(run.workflow, self.args_of(run))
+        node = ready.workflow.node(node_id)
+        details: dict[str, Any] = {"node": node_id, "resolution": action}
+        if action == "done":
+            text = output if output is not None else ""
+            if output is None and node.output.format == "json":
+                raise UsageError(
+                    f"step `{node_id}` declares JSON output; give it with `--output '{{…}}'`",
+                    usage=RESOLVE_USAGE,
+                )
+            check_output(node_id, text, node.output)  # OutputContractViolation: nothing changes
+            digest = self.store.put_blob(text.encode())
+            self.store.journal_finish(entry.id, status=NodeStatus.COMPLETED, output_digest=digest)  # CAS
+            details["output"] = digest
+        else:
+            verb = "retry" if action == "retry" else "fail"
+            self.store.journal_finish(
+                entry.id, status=NodeStatus.FAILED, error=f"may have run; {actor} chose {verb}"
+            )
+        self.store.audit(actor=actor, action="resolve", run_id=run.id, details=details)
+        if action == "fail":
+            failed = self.store.transition(
+                run.id,
+                RunStatus.FAILED,
+                actor=actor,
+                reason=f"step `{node_id}` marked failed by {actor}",
+                expected_version=run.version,
+                allowed_from=(RunStatus.NEEDS_ATTENTION,),
+            )
+            await self._emit(
+                EventKind.RUN_FINISHED, run.id, run_status=failed.status.value, reason=failed.reason
+            )
+            return failed
+        return await self._to_running(run, ready, actor=actor, allowed=(RunStatus.NEEDS_ATTENTION,))
+
+    def invalidate(self, run_id: str, node_id: str, *, downstream: bool, actor: str) -> list[str]:
+        """Drop `node_id`'s result (and its dependents') for the next resume; soft and audited."""
+        run = self.store.get_run(run_id)
+        workflow = self._workflow(run.workflow)
+        ids = [n.id for n in workflow.nodes]
+        if node_id not in ids:
+            guess = did_you_mean(node_id, ids)
+            raise UsageError(
+                f"workflow `{workflow.name}` has no step `{node_id}`"
+                + (f"; did you mean `{guess}`?" if guess else ""),
+                usage="invalidate <run> <node> [--downstream]",
+            )
+        below = downstream_of(workflow, node_id) if downstream else set()
+        nodes = [n for n in ids if n == node_id or n in below]
+        self.store.invalidate(run.id, nodes, actor=actor)
+        for n in nodes:  # markers: hide lineage copies of these results too
+            entry_id = self.store.journal_start(
+                run_id=run.id,
+                node_id=n,
+                cache_key=MARKER_KEY,
+                components={"marker": INVALIDATED_MARKER, "by": actor},
+                attempt=0,
+                idempotency_key=None,
+            )
+            self.store.journal_finish(entry_id, status=NodeStatus.FAILED, error=f"invalidated by {actor}")
+        self.store.audit(
+            actor=actor,
+            action="invalidate",
+            run_id=run.id,
+            details={"node": node_id, "downstream": downstream, "nodes": nodes},
+        )
+        return nodes

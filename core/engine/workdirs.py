@@ -1,0 +1,61 @@
+"""Per-run working directories and the artifacts nodes leave in them.
+
+Layout: `<data_dir>/runs/<run_id>/` is the working directory of every node of the run;
+`artifacts/` inside it is exported as `BATON_ARTIFACTS_DIR`. A node's `artifacts:` globs
+are relative to the run directory; matching files are captured after the node completes
+and written back on a cache hit, so a run that re-uses a result also has its files.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path, PurePosixPath
+
+
+@dataclass(frozen=True, slots=True)
+class RunDirs:
+    root: Path
+    artifacts: Path
+
+
+def run_dirs(data_dir: Path, run_id: str) -> RunDirs:
+    """Create (if needed) and return the run's working and artifacts directories."""
+    root = (data_dir / "runs" / run_id).resolve()
+    artifacts = root / "artifacts"
+    artifacts.mkdir(parents=True, exist_ok=True)
+    return RunDirs(root=root, artifacts=artifacts)
+
+
+def _safe_relative(path: str) -> PurePosixPath:
+    rel = PurePosixPath(path)
+    if rel.is_absolute() or ".." in rel.parts or not rel.parts:
+        raise ValueError(f"artifact path `{path}` leaves the run directory")
+    return rel
+
+
+def capture_artifacts(root: Path, globs: Iterable[str]) -> dict[str, bytes]:
+    """Files under `root` matching any glob: relative POSIX path -> content."""
+    found: dict[str, bytes] = {}
+    for pattern in globs:
+        _safe_relative(pattern)
+        for path in sorted(root.glob(pattern)):
+            if path.is_file():
+                rel = path.relative_to(root).as_posix()
+                found[rel] = path.read_bytes()
+    return found
+
+
+def missing_artifacts(root: Path, artifacts: Mapping[str, str]) -> dict[str, str]:
+    """The entries of `artifacts` (path -> digest) whose file is absent under `root`."""
+    return {rel: digest for rel, digest in artifacts.items() if not (root / _safe_relative(rel)).is_file()}
+
+
+def restore_artifacts(root: Path, files: Mapping[str, bytes]) -> None:
+    """Write captured files back under `root` (atomically per file)."""
+    for rel, data in files.items():
+        target = root / _safe_relative(rel)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        tmp = target.with_name(f".{target.name}.baton-tmp")
+        tmp.write_bytes(data)
+        tmp.replace(target)
