@@ -1,0 +1,32 @@
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import discord
+import pytest
+
+from core.config import Settings
+from tests.e2e.discord.fake_discord import FakeDiscord
+from tests.e2e.discord.harness import DiscordBot, discord_bot, settings_for
+
+
+@pytest.fixture
+async def fake_discord(monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[FakeDiscord]:
+    """Discord's HTTP API on 127.0.0.1; discord.py (REST and interaction webhooks) points at it."""
+    fake = FakeDiscord()
+    base = await fake.start()
+    monkeypatch.setattr(discord.http.Route, "BASE", base)
+    yield fake
+    await fake.stop()
+
+
+@pytest.fixture
+def settings(tmp_path: Path, sqlite_url: str) -> Settings:
+    return settings_for(tmp_path, sqlite_url)
+
+
+@pytest.fixture
+async def bot(fake_discord: FakeDiscord, settings: Settings) -> AsyncIterator[DiscordBot]:
+    async with discord_bot(fake_discord, settings) as running:
+        yield running

@@ -1,0 +1,157 @@
+"""One Baton process with its Discord client, driven by gateway payloads and observed through
+the fake Discord's recorded HTTP calls."""
+
+from __future__ import annotations
+
+import re
+import shutil
+import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from adapters.discord import BatonClient, build_client
+from bot.app import Baton, build_baton
+from core.config import Access, Settings
+from core.store.records import Run
+from tests.e2e.discord.fake_discord import CHANNEL_ID, GUILD_ID, Call, FakeDiscord
+from tests.e2e.discord.gateway import (
+    ANA,
+    BOB,
+    button_click,
+    dispatch_interaction,
+    dispatch_message,
+    guild_create,
+    message_create,
+    slash_command,
+)
+
+WORKFLOWS = Path(__file__).parent / "workflows"
+DEADLINE = 30.0
+_THREAD_NAME = re.compile(r"· (?P<run>\S+)$")
+
+
+def settings_for(tmp_path: Path, database_url: str) -> Settings:
+    """Ana and Bob may run and approve; anyone else (Mallory) may not."""
+    workflows = tmp_path / "workflows"
+    if not workflows.exists():
+        shutil.copytree(WORKFLOWS, workflows)
+    people = [f"discord:{ANA['id']}", f"discord:{BOB['id']}"]
+    return Settings(
+        database_url=database_url,
+        workflow_dirs=[workflows],
+        data_dir=tmp_path / "data",
+        tool_modules=[],
+        prompt_provider="fake",
+        discord_guild_id=int(GUILD_ID),
+        access=Access(run={"*": people}, approve={"*": people}),
+        _env_file=None,  # type: ignore[call-arg]
+    )
+
+
+@dataclass
+class DiscordBot:
+    fake: FakeDiscord
+    baton: Baton
+    client: BatonClient
+
+    # -- input: what Discord's gateway delivers ---------------------------------------------
+    def command(
+        self, text: str, *, who: dict[str, Any] = ANA, channel_id: str = CHANNEL_ID
+    ) -> dict[str, Any]:
+        payload = slash_command(self.fake, text, who=who, channel_id=channel_id)
+        dispatch_interaction(self.client, payload)
+        return payload
+
+    def redeliver(self, payload: dict[str, Any]) -> None:
+        dispatch_interaction(self.client, payload)
+
+    def click(self, custom_id: str, *, who: dict[str, Any] = ANA) -> dict[str, Any]:
+        """Click the newest message that shows a button with this custom_id."""
+        holders = [m for m in self.fake.messages.values() if custom_id in custom_ids(m["components"])]
+        assert holders, f"no message shows a button {custom_id!r}"
+        payload = button_click(self.fake, holders[-1]["id"], custom_id, who=who)
+        dispatch_interaction(self.client, payload)
+        return payload
+
+    def say(self, channel_id: str, text: str, *, who: dict[str, Any] = ANA,
+            mentions: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+        payload = message_create(self.fake, channel_id, text, who=who, mentions=mentions)
+        dispatch_message(self.client, payload)
+        return payload
+
+    # -- output: what Discord received ---------------------------------------------------------
+    async def acknowledged(self, payload: dict[str, Any]) -> Call:
+        """The interaction callback (type 4/5/6) Discord received for this interaction."""
+        part = f"interactions/{payload['id']}/"
+        return (await self.fake.wait_for(lambda calls: [c for c in calls if part in c.path], DEADLINE))[0]
+
+    async def answers(self, payload: dict[str, Any], count: int = 1) -> list[Call]:
+        """The first `count` messages sent with this interaction's token (original + followups)."""
+        token = payload["token"]
+
+        def found(calls: list[Call]) -> list[Call] | None:
+            sent = [c for c in calls if token in c.path and c.path.startswith("webhooks/")
+                    and c.method in ("POST", "PATCH") and "content" in (c.json or {})]
+            return sent[:count] if len(sent) >= count else None
+
+        return await self.fake.wait_for(found, DEADLINE)
+
+    async def thread_of_next_run(self, after: int) -> tuple[str, str]:
+        """(run id, thread id) of the first thread created after call number `after`."""
+        call = (await self.fake.wait_for(
+            lambda calls: [c for c in calls[after:] if c.method == "POST" and c.path.endswith("/threads")],
+            DEADLINE))[0]
+        run = _THREAD_NAME.search(call.json["name"])
+        assert run is not None, call.json
+        thread = next(t for t in self.fake.channels.values() if t.get("name") == call.json["name"])
+        return run["run"], thread["id"]
+
+    async def start(self, text: str, *, who: dict[str, Any] = ANA) -> tuple[str, str, Run]:
+        """`/workflow command: run …` that starts a run: (run id, thread id, run at rest)."""
+        mark = len(self.fake.calls)
+        self.command(text, who=who)
+        run_id, thread = await self.thread_of_next_run(mark)
+        return run_id, thread, await self.rested(run_id)
+
+    async def rested(self, run_id: str) -> Run:
+        return await self.baton.engine.wait(run_id, timeout=DEADLINE)
+
+    async def posted_in(self, channel_id: str, text: str) -> Call:
+        """A message created or edited in `channel_id` whose content contains `text`."""
+        return (await self.fake.wait_for(lambda calls: [
+            c for c in calls if f"channels/{channel_id}/messages" in c.path and text in c.content
+            and c.method in ("POST", "PATCH")], DEADLINE))[0]
+
+    def buttons_in(self, run_id: str) -> set[str]:
+        """Enabled buttons of every message, restricted to those about `run_id`."""
+        return {cid for m in self.fake.messages.values() for cid in custom_ids(m["components"], enabled=True)
+                if run_id in cid or "=" in cid or "#" in cid}
+
+
+def custom_ids(rows: list[dict[str, Any]], *, enabled: bool = False) -> list[str]:
+    return [b["custom_id"] for row in rows for b in row.get("components", [])
+            if "custom_id" in b and not (enabled and b.get("disabled"))]
+
+
+@asynccontextmanager
+async def discord_bot(fake: FakeDiscord, settings: Settings, **options: Any) -> AsyncIterator[DiscordBot]:
+    """A Baton process (engine running) with a logged-in Discord client that has seen its guild."""
+    baton = build_baton(settings)
+    try:
+        async with baton.running(handle_signals=False):
+            client = build_client(baton, settings, **options)
+            await client.login("test-token")  # GET /users/@me, application info, command sync
+            client._connection.parse_guild_create(guild_create())  # type: ignore[arg-type]
+            try:
+                yield DiscordBot(fake, baton, client)
+            finally:
+                await client.close()
+    finally:
+        baton.close()
+
+
+def since(start: float) -> float:
+    return time.monotonic() - start

@@ -1,0 +1,182 @@
+"""DESIGN.md's five acceptance cases on Discord, by command and by button (and case 4 by a
+reply in the run's thread), through the real discord.py client and the real core."""
+
+from __future__ import annotations
+
+from adapters.discord.custom_ids import command_of, parse
+from core.config import Settings
+from core.store.records import Run
+from tests.e2e.discord.gateway import BOB
+from tests.e2e.discord.harness import DiscordBot, custom_ids
+
+FIXED_FLAKY = """\
+name: flaky
+description: Echo the message (fixed: no longer fails)
+nodes:
+  - id: check
+    bash: echo checked
+    replay: pure
+  - id: echo
+    depends_on: [check]
+    bash: echo got {{ inputs.message }}
+    replay: pure
+"""
+
+
+def decoded(bot: DiscordBot, custom_id: str) -> str:
+    """The command a button runs, as any Baton process would rebuild it from the custom_id."""
+    ref = parse(custom_id)
+    assert ref is not None, custom_id
+    return command_of(ref, bot.baton.store.get_blob)
+
+
+async def failed_run(bot: DiscordBot, message: str = "A fail") -> str:
+    run_id, _, run = await bot.start(f'run flaky "{message}"')
+    assert run.status == "failed"
+    return run_id
+
+
+async def prompt_buttons(bot: DiscordBot, text: str) -> dict[str, str]:
+    """Send a `run` that must prompt; its buttons as {command: custom_id}. Nothing may start."""
+    mark = len(bot.fake.calls)
+    payload = bot.command(text)
+    (answer,) = await bot.answers(payload)
+    ids = custom_ids(answer.json["components"])
+    assert len(ids) == 3, answer.json
+    assert not [c for c in bot.fake.calls[mark:] if c.path.endswith("/threads")]  # no run began
+    return {decoded(bot, cid): cid for cid in ids}
+
+
+def run_ids(bot: DiscordBot) -> list[str]:
+    return [r.id for r in bot.baton.store.recent_runs(platform="discord")]
+
+
+# -- 1 ---------------------------------------------------------------------------------------
+async def test_1_a_fresh_run_with_a_failed_run_prompts_and_executes_nothing(bot: DiscordBot) -> None:
+    failed = await failed_run(bot)
+
+    buttons = await prompt_buttons(bot, 'run flaky "B"')
+
+    assert buttons[f"resume {failed}"] == f"baton:resume:{failed}"
+    assert buttons[f"abandon {failed}"] == f"baton:abandon:{failed}"
+    assert 'run flaky --force "B"' in buttons  # "B" survives in option 3
+    assert run_ids(bot) == [failed]
+    assert bot.baton.store.get_run(failed).status == "failed"
+
+
+# -- 2 ---------------------------------------------------------------------------------------
+async def test_2_force_by_command_starts_a_fresh_run_and_leaves_the_failed_one(bot: DiscordBot) -> None:
+    failed = await failed_run(bot)
+    before = bot.baton.store.get_run(failed)
+
+    fresh, thread, run = await bot.start('run flaky --force "B"')
+
+    assert fresh != failed and run.status == "completed"
+    assert bot.baton.engine.args_of(run)["message"] == "B"
+    await bot.posted_in(thread, "got B")
+    after = bot.baton.store.get_run(failed)
+    assert (after.status, after.version) == (before.status, before.version)
+
+
+async def test_2_force_by_button_carries_a_long_new_message(bot: DiscordBot) -> None:
+    failed = await failed_run(bot)
+    message = "B " + "and a much longer new input " * 5  # too long for a literal custom_id
+    buttons = await prompt_buttons(bot, f'run flaky "{message.strip()}"')
+    (force,) = [cid for cmd, cid in buttons.items() if "--force" in cmd]
+    assert force.startswith("baton:force:#") and len(force) <= 100
+
+    mark = len(bot.fake.calls)
+    bot.click(force)
+    fresh, _ = await bot.thread_of_next_run(mark)
+    run = await bot.rested(fresh)
+
+    assert fresh != failed and run.status == "completed"
+    assert bot.baton.engine.args_of(run)["message"] == message.strip()
+    assert bot.baton.store.get_run(failed).status == "failed"
+
+
+# -- 3 ---------------------------------------------------------------------------------------
+async def test_3_abandon_by_command_then_run_does_not_prompt(bot: DiscordBot) -> None:
+    failed = await failed_run(bot)
+
+    (answer,) = await bot.answers(bot.command(f"abandon {failed}"))
+    assert failed in answer.content
+    assert bot.baton.store.get_run(failed).status == "cancelled"
+
+    fresh, _, run = await bot.start('run flaky "B"')
+    assert fresh != failed and run.status == "completed"
+
+
+async def test_3_abandon_by_button_disables_the_prompt_and_shows_who_chose(bot: DiscordBot) -> None:
+    failed = await failed_run(bot)
+    buttons = await prompt_buttons(bot, 'run flaky "B"')
+
+    click = bot.click(buttons[f"abandon {failed}"], who=BOB)
+    original = f"{click['token']}/messages/@original"
+    edit = (await bot.fake.wait_for(lambda calls: [
+        c for c in calls if c.method == "PATCH" and c.path.endswith(original)]))[0]
+
+    shown = [b for row in edit.json["components"] for b in row["components"]]
+    assert all(b["disabled"] for b in shown)
+    chosen = next(b for b in shown if b["custom_id"] == buttons[f"abandon {failed}"])
+    assert chosen["label"].endswith("· bob")
+    assert bot.baton.store.get_run(failed).status == "cancelled"
+    fresh, _, run = await bot.start('run flaky "B"')
+    assert fresh != failed and run.status == "completed"
+
+
+# -- 4 ---------------------------------------------------------------------------------------
+async def test_4_a_reply_in_the_thread_approves_the_gate_and_the_run_continues(bot: DiscordBot) -> None:
+    paused, thread, run = await bot.start('run gated "v1"')
+    assert run.status == "paused"
+
+    bot.say(thread, "lgtm, ship it")
+
+    await bot.posted_in(thread, "shipped")
+    assert (await bot.rested(paused)).status == "completed"
+    assert run_ids(bot) == [paused]
+
+
+async def test_4_the_approve_button_continues_the_run_without_prompt(bot: DiscordBot) -> None:
+    paused, thread, run = await bot.start('run gated "v1"')
+    assert run.status == "paused"
+    await bot.posted_in(thread, "Ship v1?")
+
+    bot.click(f"baton:approve:{paused}", who=BOB)
+
+    await bot.posted_in(thread, "shipped")
+    assert (await bot.rested(paused)).status == "completed"
+    assert run_ids(bot) == [paused]
+
+
+# -- 5 ---------------------------------------------------------------------------------------
+async def test_5_resume_by_command_continues_that_run(bot: DiscordBot, settings: Settings) -> None:
+    failed = await failed_run(bot)
+    (settings.workflow_dirs[0] / "flaky.yaml").write_text(FIXED_FLAKY)  # the fix takes effect
+
+    bot.command(f"resume {failed}")
+
+    run = await bot.fake.wait_for(lambda _: _resting(bot, failed, "completed"))
+    assert run_ids(bot) == [failed]  # no fresh run, no prompt
+    assert bot.baton.engine.args_of(run)["message"] == "A fail"  # its own input
+    await bot.posted_in(bot.baton.store.get_run(failed).thread or "", "got A fail")
+
+
+async def test_5_the_resume_button_of_the_prompt_continues_that_run(
+    bot: DiscordBot, settings: Settings
+) -> None:
+    failed = await failed_run(bot)
+    (settings.workflow_dirs[0] / "flaky.yaml").write_text(FIXED_FLAKY)
+    buttons = await prompt_buttons(bot, 'run flaky "B"')
+
+    bot.click(buttons[f"resume {failed}"])
+
+    run = await bot.fake.wait_for(lambda _: _resting(bot, failed, "completed"))
+    assert run_ids(bot) == [failed]
+    assert bot.baton.engine.args_of(run)["message"] == "A fail"
+
+
+def _resting(bot: DiscordBot, run_id: str, status: str) -> Run | None:
+    run = bot.baton.store.get_run(run_id)
+    return run if run.status == status else None
+

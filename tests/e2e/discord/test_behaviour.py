@@ -1,0 +1,134 @@
+"""What Discord receives beyond the acceptance cases: deadlines, refusals, restarts, long
+output, duplicates, threads, edits in place and mentions."""
+
+from __future__ import annotations
+
+from core.config import Settings
+from tests.e2e.discord.fake_discord import BOT_ID, BOT_USER, CHANNEL_ID, FakeDiscord, user
+from tests.e2e.discord.gateway import BOB, MALLORY, bot_mention, dispatch_message
+from tests.e2e.discord.harness import DiscordBot, custom_ids, discord_bot
+
+NO_MENTIONS = {"parse": []}
+
+
+async def test_commands_are_deferred_within_three_seconds_then_answered(bot: DiscordBot) -> None:
+    payload = bot.command("help")
+    dispatched = bot.fake.calls[-1].at if bot.fake.calls else 0.0
+
+    ack = await bot.acknowledged(payload)
+    (answer,) = await bot.answers(payload)
+
+    assert ack.json == {"type": 5} and ack.at - dispatched < 3.0
+    assert answer.content and answer.json["allowed_mentions"] == NO_MENTIONS
+
+
+async def test_a_run_lives_in_a_thread_with_one_progress_message_edited_in_place(bot: DiscordBot) -> None:
+    run_id, thread, run = await bot.start('run gated "v1"')
+    assert run.status == "paused"
+    assert bot.fake.channels[thread]["parent_id"] == CHANNEL_ID  # opened from the command's message
+
+    final = await bot.posted_in(thread, "paused")  # the progress table's last state
+    progress_posts = [c for c in bot.fake.calls if c.method == "POST"
+                      and c.path == f"channels/{thread}/messages" and run_id in c.content
+                      and "—" in c.content]
+    assert len(progress_posts) == 1  # posted once …
+    if final.method == "PATCH":  # … then edited in place (unless the run was faster than one edit)
+        assert final.path.startswith(f"channels/{thread}/messages/")
+    await bot.posted_in(thread, "Ship v1?")
+
+
+async def test_an_unauthorized_click_is_refused_privately_and_nothing_resumes(bot: DiscordBot) -> None:
+    paused, thread, _ = await bot.start('run gated "v1"')
+    await bot.posted_in(thread, "Ship v1?")
+
+    click = bot.click(f"baton:approve:{paused}", who=MALLORY)
+
+    ack = await bot.acknowledged(click)
+    (refusal,) = await bot.answers(click)
+    assert ack.json == {"type": 6}
+    assert refusal.json["flags"] & 64  # ephemeral: only Mallory sees it
+    assert "approver" in refusal.content
+    assert not [c for c in bot.fake.calls if c.method == "PATCH" and click["token"] in c.path]
+    assert bot.baton.store.get_run(paused).status == "paused"
+    assert f"baton:approve:{paused}" in bot.buttons_in(paused)  # still usable by an approver
+
+
+async def test_a_button_still_works_after_a_restart(fake_discord: FakeDiscord, settings: Settings) -> None:
+    async with discord_bot(fake_discord, settings) as first:
+        failed, _, _ = await first.start('run flaky "A fail"')
+        (answer,) = await first.answers(first.command('run flaky "B"'))
+        (force,) = [cid for cid in custom_ids(answer.json["components"]) if cid.startswith("baton:force:")]
+
+    async with discord_bot(fake_discord, settings) as second:  # a new process on the same database
+        mark = len(fake_discord.calls)
+        second.click(force, who=BOB)
+        fresh, thread = await second.thread_of_next_run(mark)
+        run = await second.rested(fresh)
+
+        assert fresh != failed and run.status == "completed"
+        assert second.baton.engine.args_of(run)["message"] == "B"
+        await second.posted_in(thread, "got B")
+
+
+async def test_a_10_kb_output_reaches_discord_whole(bot: DiscordBot) -> None:
+    _, thread, run = await bot.start("run bigoutput")
+    assert run.status == "completed"
+
+    sent = await bot.fake.wait_for(lambda calls: [
+        c for c in calls if c.path == f"channels/{thread}/messages" and (c.files or "2400" in c.content)])
+    received = "".join(c.content + "".join(f.decode() for f in c.files.values()) for c in sent)
+    assert all(len(c.content) <= 2000 for c in bot.fake.calls)
+    numbers = {int(line) for line in received.splitlines() if line.strip().isdigit()}
+    assert numbers == set(range(1, 2401))  # nothing lost
+
+
+async def test_a_redelivered_interaction_is_processed_once(bot: DiscordBot) -> None:
+    payload = bot.command('run gated "v1"')
+    run_id, _ = await bot.thread_of_next_run(0)
+    await bot.rested(run_id)
+
+    bot.redeliver(payload)  # the gateway sends the same INTERACTION_CREATE again
+    refused = await bot.fake.wait_for(lambda calls: [
+        c for c in calls if f"interactions/{payload['id']}/" in c.path][1:])
+    assert refused  # Discord refuses the second acknowledgement (40060)
+    (status,) = await bot.answers(bot.command(f"status {run_id}"))  # later traffic still flows
+
+    assert [r.id for r in bot.baton.store.recent_runs(platform="discord")] == [run_id]
+    assert len([c for c in bot.fake.calls if c.path.endswith("/threads")]) == 1
+    assert len(bot.fake.find("PATCH", f"{payload['token']}/messages/@original")) == 1
+    assert run_id in status.content
+
+
+async def test_thread_replies_from_bots_are_ignored_and_mentions_are_stripped(bot: DiscordBot) -> None:
+    paused, thread, _ = await bot.start('run gated "v1"')
+    other_bot = user("3300000000000000001", "otherbot", bot=True)
+
+    bot.say(thread, "approve", who=other_bot)
+    bot.say(thread, "approve", who=BOT_USER)
+    bot.say(thread, f"{bot_mention()} lgtm", who=BOB, mentions=[BOT_USER])
+
+    await bot.posted_in(thread, "shipped")
+    gate = bot.baton.store.get_gate(paused, "review")
+    assert gate.decided_by == f"discord:{BOB['id']}"
+    assert BOT_ID not in (gate.comment or "")
+
+
+async def test_the_same_thread_message_redelivered_decides_once(bot: DiscordBot) -> None:
+    paused, thread, _ = await bot.start('run gated "v1"')
+    reply = bot.say(thread, "lgtm")
+
+    dispatch_message(bot.client, reply)  # gateway redelivery after a resume
+
+    await bot.posted_in(thread, "shipped")
+    await bot.rested(paused)
+    decided = [e for e in bot.baton.store.audit_log(paused) if "approve" in e.action]
+    assert len(decided) == 1, decided
+
+
+async def test_nothing_the_bot_posts_can_ping(bot: DiscordBot) -> None:
+    await bot.start('run flaky "@everyone <@2200000000000000002> fail"')
+
+    posted = [c for c in bot.fake.calls if isinstance(c.json, dict) and "content" in c.json]
+    assert posted
+    assert all(c.json.get("allowed_mentions") == NO_MENTIONS for c in posted)
+    assert not any("@everyone" in c.content for c in posted)  # neutralised in text as well
