@@ -129,7 +129,7 @@ class CommandProvider:
     ) -> Completion:
         if schema is not None:
             prompt = f"{prompt}\n\n{json_instruction(schema)}"
-        outcome = await run_process(self.argv, ctx, stdin=prompt.encode("utf-8"), what="prompt command")
+        outcome = await run_process(self.argv, ctx, stdin=prompt.encode("utf-8"), what="prompt step")
         if outcome.returncode != 0:
             raise exit_failure(outcome, ctx, what=f"prompt command `{self.argv[0]}` for step")
         return Completion(text=outcome.stdout.decode("utf-8", errors="replace"))

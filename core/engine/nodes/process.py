@@ -185,7 +185,12 @@ def _exit_waiter(proc: asyncio.subprocess.Process) -> asyncio.Future[None]:
         return future
     except (AttributeError, OSError):  # no pidfd on this system: pipes-closed is the best we get
         fallback = asyncio.ensure_future(proc.wait())
-        fallback.add_done_callback(lambda _: future.done() or future.set_result(None))
+
+        def done(_: object) -> None:
+            if not future.done():
+                future.set_result(None)
+
+        fallback.add_done_callback(done)
         return future
     open_fd = [fd]
 
@@ -217,7 +222,7 @@ def _signal_group(pgid: int, sig: int) -> bool:
     return True
 
 
-async def _stop_leftovers(pgid: int, readers: list[asyncio.Future[bytes]]) -> None:
+async def _stop_leftovers(pgid: int, readers: Sequence[asyncio.Future[bytes]]) -> None:
     """The main process exited: stop whatever it left running in its group."""
     if not _signal_group(pgid, signal.SIGTERM):
         return
@@ -242,7 +247,7 @@ async def _stop_group(proc: asyncio.subprocess.Process, exited: asyncio.Future[N
 
 async def _settle(
     proc: asyncio.subprocess.Process,
-    readers: list[asyncio.Future[bytes]],
+    readers: Sequence[asyncio.Future[bytes]],
     feeder: asyncio.Future[None] | None,
 ) -> None:
     """Let the pipe tasks finish and the process be reaped (bounded); never leak a task."""
