@@ -10,7 +10,7 @@ from __future__ import annotations
 import difflib
 import heapq
 import re
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
 import jsonschema
@@ -43,7 +43,7 @@ class Problem:
     line_in_text: int | None = None  # for template errors: the line inside the templated text
 
 
-def did_you_mean(word: str, choices: list[str] | set[str] | tuple[str, ...]) -> str | None:
+def did_you_mean(word: str, choices: Iterable[str]) -> str | None:
     close = difflib.get_close_matches(word, sorted(choices), n=1, cutoff=0.6)
     return close[0] if close else None
 

@@ -22,6 +22,8 @@ _SEQ = "tag:yaml.org,2002:seq"
 _TIMESTAMP = "tag:yaml.org,2002:timestamp"
 _MERGE = "tag:yaml.org,2002:merge"
 _MAX_DEPTH = 64
+#: libyaml when available (about 10x faster); its nodes carry the same line marks
+_Loader: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 
 @dataclass(frozen=True)
@@ -59,7 +61,7 @@ class SourceMap:
 
 def parse_yaml(text: str, *, file: str) -> tuple[Any, SourceMap]:
     """Parse one YAML document; syntax errors become `WorkflowDefinitionError` with the line."""
-    loader = yaml.SafeLoader(text)
+    loader = _Loader(text)
     try:
         node = loader.get_single_node()
         source = SourceMap()
@@ -68,15 +70,17 @@ def parse_yaml(text: str, *, file: str) -> tuple[Any, SourceMap]:
         data = _build(loader, node, (), source, file, 0) if node is not None else None
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
+        line = mark.line + 1 if mark else None
         problem = " ".join(p for p in (exc.context, exc.problem) if p)
+        opened = exc.context_mark
+        if opened is not None and mark is not None and opened.line != mark.line:
+            problem += f" (opened at line {opened.line + 1})"
         hint = "Fix the YAML at that line: check indentation (spaces, not tabs), colons and quotes."
-        if "\\t" in problem:
-            hint = "Replace the tab characters at that line with spaces."
+        lines = text.splitlines()
+        if line is not None and 0 < line <= len(lines) and "\t" in lines[line - 1]:
+            hint = f"Replace the tab characters on line {line} with spaces."
         raise WorkflowDefinitionError(
-            f"YAML syntax error: {problem}",
-            file=file,
-            line=mark.line + 1 if mark else None,
-            hint=hint,
+            f"YAML syntax error: {problem}", file=file, line=line, hint=hint
         ) from exc
     except yaml.YAMLError as exc:
         raise WorkflowDefinitionError(

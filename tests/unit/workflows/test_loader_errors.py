@@ -21,7 +21,7 @@ def test_yaml_syntax_error_names_line(load_error: LoadError) -> None:
         """
     )
     assert error.line == 4
-    assert "YAML syntax error: mapping values are not allowed here" in error.message
+    assert "YAML syntax error: mapping values are not allowed" in error.message
     assert error.message.startswith(f"{error.file}:4: ")
     assert "quotes" in error.hint
 
@@ -29,7 +29,13 @@ def test_yaml_syntax_error_names_line(load_error: LoadError) -> None:
 def test_tab_indentation_hint(load_error: LoadError) -> None:
     error = load_error("name: t\nnodes:\n\t- id: a\n")
     assert error.line == 3
-    assert "tab" in error.hint.lower()
+    assert error.hint == "Replace the tab characters on line 3 with spaces."
+
+
+def test_unclosed_quote_says_where_it_opened(load_error: LoadError) -> None:
+    error = load_error('name: q\nnodes:\n  - id: a\n    bash: "echo\n')
+    assert "YAML syntax error" in error.message
+    assert "(opened at line 4)" in error.message
 
 
 def test_duplicate_yaml_key(load_error: LoadError) -> None:
