@@ -1,0 +1,290 @@
+"""Acting on parsed commands: authorize, call the engine or the store, build the replies.
+
+One function per subcommand, all taking the same `Context`. The engine enforces the state
+rules (and raises `RunNotResumable` with a hint); this layer adds who may act, the
+fresh-run prompt, argument assembly and the replies.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from core.commands import authz, replies
+from core.commands.messages import ChatMessage, Reply
+from core.commands.model import (
+    SPECS,
+    AbandonCommand,
+    ApproveCommand,
+    ArgsCommand,
+    AuditCommand,
+    CancelCommand,
+    Command,
+    HelpCommand,
+    InvalidateCommand,
+    ListCommand,
+    PlanCommand,
+    RejectCommand,
+    ResolveCommand,
+    ResumeCommand,
+    RunCommand,
+    RunsCommand,
+    StatusCommand,
+)
+from core.commands.resolution import Prompt, decide_fresh_run, latest_run, prompt_options
+from core.commands.run_args import MESSAGE, build_args
+from core.config import Access
+from core.engine.engine import Engine
+from core.errors import GateAlreadyDecided, PermissionDenied, RunNotFound, UsageError, WorkflowError
+from core.store.port import Store
+from core.store.records import Gate, GateStatus, Run
+from core.workflows.args import canonical_json, validate_inputs
+from core.workflows.catalog import Catalog
+
+
+@dataclass
+class Context:
+    store: Store
+    engine: Engine
+    catalog: Catalog
+    access: Access
+    message: ChatMessage
+    uid: str
+    announced: set[str] = field(default_factory=set)  # runs whose ending this reply already tells
+
+    def find(self, ref: str) -> Run:
+        return self.store.find_run(ref)
+
+
+# -- gates -----------------------------------------------------------------------------------
+
+
+def waiting_gate(ctx: Context, run: Run) -> Gate | None:
+    gates = ctx.store.waiting_gates(platform=run.platform, conversation=run.conversation)
+    return next((g for r, g in gates if r.id == run.id), None)
+
+
+def decided_gate(ctx: Context, run: Run) -> Gate | None:
+    """The most recently decided gate of `run`, if any."""
+    try:
+        workflow = ctx.catalog.get(run.workflow)
+    except WorkflowError:  # a broken or removed workflow has no known gates
+        return None
+    decided: list[Gate] = []
+    for node in workflow.nodes:
+        if node.kind == "approval":
+            try:
+                gate = ctx.store.get_gate(run.id, node.id)
+            except RunNotFound:
+                continue
+            if gate.status is not GateStatus.WAITING:
+                decided.append(gate)
+    return max(decided, key=lambda g: g.decided_at or 0.0, default=None)
+
+
+def already_decided(run: Run, gate: Gate) -> GateAlreadyDecided:
+    return GateAlreadyDecided(
+        f"`{gate.node_id}` of run {run.id} was already {gate.status.value} by {gate.decided_by}.",
+        run_id=run.id, status=str(run.status), by=gate.decided_by,
+        hint=f"Nothing more to decide; follow it with `/workflow status {run.id}`.",
+    )
+
+
+def node_approvers(ctx: Context, run: Run, node_id: str) -> list[str] | None:
+    try:
+        return ctx.catalog.get(run.workflow).node(node_id).approvers
+    except (WorkflowError, KeyError):  # workflow gone or node renamed: settings decide
+        return None
+
+
+async def decide(ctx: Context, run: Run, approve: bool, comment: str | None) -> list[Reply]:
+    """Approve or reject `run`'s waiting gate (explicitly by id), or say who already did."""
+    gate = waiting_gate(ctx, run)
+    if gate is None:
+        done = decided_gate(ctx, run)
+        if done is not None:
+            raise already_decided(run, done)
+    else:
+        authz.require_approve(ctx.access, ctx.uid, run, node_approvers(ctx, run, gate.node_id))
+    try:
+        if approve:
+            after = await ctx.engine.approve(run.id, actor=ctx.uid, comment=comment)
+        else:
+            after = await _announcing(ctx, run.id, ctx.engine.reject(run.id, actor=ctx.uid, reason=comment))
+    except GateAlreadyDecided as exc:  # lost the race: say who won
+        gate_now = decided_gate(ctx, run)
+        raise (already_decided(run, gate_now) if gate_now else exc) from exc
+    return [replies.gate_decided(after, gate, approve, ctx.uid, comment)]
+
+
+# -- commands --------------------------------------------------------------------------------
+
+
+async def run(ctx: Context, cmd: RunCommand) -> list[Reply]:
+    authz.require_run(ctx.access, ctx.uid, cmd.workflow)
+    workflow = ctx.catalog.get(cmd.workflow)
+    base: dict[str, Any] = {}
+    source: Run | None = None
+    for ref in (cmd.resume_from, cmd.args_from):
+        if ref is not None:
+            origin = ctx.find(ref)
+            authz.require_view(ctx.access, ctx.uid, origin)
+            if origin.workflow != workflow.name:
+                raise UsageError(f"run {origin.id} is a run of `{origin.workflow}`, not `{workflow.name}`",
+                                 usage=f"/workflow {SPECS['run'].usage}")
+            base = ctx.engine.args_of(origin)
+            source = origin if ref == cmd.resume_from else source
+    if cmd.args is not None:
+        base = dict(cmd.args)
+    if cmd.args_handle is not None:
+        base = json.loads(ctx.store.get_blob(ctx.store.resolve_handle(cmd.args_handle)))
+        if not isinstance(base, dict):
+            raise UsageError(f"args:{cmd.args_handle} is not a JSON object", usage=SPECS["run"].usage)
+    args = build_args(base, cmd.sets, cmd.message)
+    validate_inputs(workflow, args)  # InputValidationError before anything runs
+    msg = ctx.message
+    unfinished = ctx.store.unfinished_runs(workflow.name, msg.platform, msg.conversation)
+    decision = decide_fresh_run(unfinished, cmd.force, explicit_run=source is not None or bool(cmd.args_from))
+    if isinstance(decision, Prompt):
+        old = decision.run
+        options = prompt_options(decision, cmd, gate_waiting=waiting_gate(ctx, old) is not None)
+        old_message = ctx.engine.args_of(old).get(MESSAGE)
+        ctx.store.audit(actor=ctx.uid, action="fresh_run_prompt", run_id=old.id,
+                        details={"workflow": workflow.name, "options": [o.command for o in options]})
+        return [replies.fresh_run_prompt(decision, options, old_message, cmd.message)]
+    started = await ctx.engine.start_run(
+        workflow=workflow.name, args=args, platform=msg.platform, conversation=msg.conversation,
+        thread=msg.thread, requester=ctx.uid, resume_from=source.id if source else None,
+    )
+    return [replies.run_started(started, args.get(MESSAGE))]
+
+
+async def resume(ctx: Context, cmd: ResumeCommand) -> list[Reply]:
+    target = ctx.find(cmd.run)
+    authz.require_owner(ctx.access, ctx.uid, target, "resume")
+    return [replies.run_resumed(await ctx.engine.resume(target.id, actor=ctx.uid), ctx.uid)]
+
+
+async def approve(ctx: Context, cmd: ApproveCommand) -> list[Reply]:
+    return await decide(ctx, ctx.find(cmd.run), True, cmd.comment)
+
+
+async def reject(ctx: Context, cmd: RejectCommand) -> list[Reply]:
+    return await decide(ctx, ctx.find(cmd.run), False, cmd.reason)
+
+
+async def _announcing(ctx: Context, run_id: str, ending: Awaitable[Run]) -> Run:
+    """Await a cancellation whose reply this command gives (the background one is skipped)."""
+    ctx.announced.add(run_id)
+    try:
+        return await ending
+    except BaseException:
+        ctx.announced.discard(run_id)
+        raise
+
+
+async def abandon(ctx: Context, cmd: AbandonCommand) -> list[Reply]:
+    target = ctx.find(cmd.run)
+    authz.require_owner(ctx.access, ctx.uid, target, "abandon")
+    done = await _announcing(ctx, target.id, ctx.engine.abandon(target.id, actor=ctx.uid, reason=cmd.reason))
+    return [replies.run_cancelled(done, ctx.uid, cmd.reason)]
+
+
+async def cancel(ctx: Context, cmd: CancelCommand) -> list[Reply]:
+    target = ctx.find(cmd.run)
+    authz.require_owner(ctx.access, ctx.uid, target, "cancel")
+    done = await _announcing(ctx, target.id, ctx.engine.cancel(target.id, actor=ctx.uid))
+    return [replies.run_cancelled(done, ctx.uid, None)]
+
+
+async def resolve(ctx: Context, cmd: ResolveCommand) -> list[Reply]:
+    target = ctx.find(cmd.run)
+    authz.require_owner(ctx.access, ctx.uid, target, "resolve steps of")
+    after = await ctx.engine.resolve(target.id, cmd.node, cmd.action, actor=ctx.uid, output=cmd.output)
+    return [replies.node_resolved(after, cmd.node, cmd.action, ctx.uid)]
+
+
+async def invalidate(ctx: Context, cmd: InvalidateCommand) -> list[Reply]:
+    target = ctx.find(cmd.run)
+    authz.require_owner(ctx.access, ctx.uid, target, "invalidate results of")
+    nodes = ctx.engine.invalidate(target.id, cmd.node, downstream=cmd.downstream, actor=ctx.uid)
+    return [replies.invalidated(ctx.store.get_run(target.id), nodes, cmd.downstream)]
+
+
+async def plan(ctx: Context, cmd: PlanCommand) -> list[Reply]:
+    target = ctx.find(cmd.run)
+    authz.require_view(ctx.access, ctx.uid, target)
+    return [replies.plan(target, ctx.engine.plan(target.id))]
+
+
+async def status(ctx: Context, cmd: StatusCommand) -> list[Reply]:
+    msg = ctx.message
+    if cmd.run is not None:
+        target: Run | None = ctx.find(cmd.run)
+    else:
+        here = ctx.store.runs_in_thread(msg.platform, msg.conversation, msg.thread) if msg.thread else []
+        target = latest_run(here) or latest_run(
+            ctx.store.recent_runs(platform=msg.platform, conversation=msg.conversation, limit=1))
+    if target is None:
+        raise RunNotFound("No runs here yet.", hint="Start one with `/workflow run <name>`.")
+    authz.require_view(ctx.access, ctx.uid, target)
+    return [replies.status(target, ctx.engine.summary(target.id))]
+
+
+async def runs(ctx: Context, cmd: RunsCommand) -> list[Reply]:
+    msg = ctx.message
+    recent = ctx.store.recent_runs(platform=msg.platform, conversation=msg.conversation, limit=20)
+    return [replies.runs([r for r in recent if authz.may_view(ctx.access, ctx.uid, r)])]
+
+
+async def list_workflows(ctx: Context, cmd: ListCommand) -> list[Reply]:
+    available: list[dict[str, Any]] = []
+    broken: list[dict[str, Any]] = []
+    for entry in ctx.catalog.entries():
+        if not authz.may_run(ctx.access, ctx.uid, entry.name):
+            continue
+        if entry.workflow is not None and entry.error is None:
+            available.append({"name": entry.name, "description": entry.workflow.description,
+                              "inputs": sorted(entry.workflow.inputs)})
+        else:
+            error = entry.error.message if entry.error else "could not be loaded"
+            broken.append({"name": entry.name, "path": str(entry.path), "error": error})
+    return [replies.workflows(available, broken)]
+
+
+async def args(ctx: Context, cmd: ArgsCommand) -> list[Reply]:
+    target = ctx.find(cmd.run)
+    authz.require_view(ctx.access, ctx.uid, target)
+    canonical = canonical_json(ctx.engine.args_of(target)).decode("utf-8")
+    return [replies.args(target, canonical)]
+
+
+async def audit(ctx: Context, cmd: AuditCommand) -> list[Reply]:
+    target = ctx.find(cmd.run)
+    authz.require_view(ctx.access, ctx.uid, target)
+    return [replies.audit(target, ctx.store.audit_log(target.id))]
+
+
+async def help_(ctx: Context, cmd: HelpCommand) -> list[Reply]:
+    if cmd.topic is None:
+        return [replies.help_list([s for s in SPECS.values() if authz.may_use(ctx.access, ctx.uid, s.name)])]
+    if not authz.may_use(ctx.access, ctx.uid, cmd.topic):
+        raise PermissionDenied(f"`/workflow {cmd.topic}` is not available to {ctx.uid}.")
+    return [replies.help_topic(SPECS[cmd.topic])]
+
+
+Action = Callable[[Context, Any], Awaitable[list[Reply]]]
+
+ACTIONS: dict[type, Action] = {
+    RunCommand: run, ResumeCommand: resume, ApproveCommand: approve, RejectCommand: reject,
+    AbandonCommand: abandon, CancelCommand: cancel, ResolveCommand: resolve,
+    InvalidateCommand: invalidate, PlanCommand: plan, StatusCommand: status, RunsCommand: runs,
+    ListCommand: list_workflows, ArgsCommand: args, AuditCommand: audit, HelpCommand: help_,
+}
+
+
+def run_of(command: Command) -> str | None:
+    """The run id (or prefix) a command names, for the audit trail."""
+    return getattr(command, "run", None) or getattr(command, "resume_from", None)

@@ -1,0 +1,125 @@
+"""`Handler.handle(message) -> list[Reply]`: the platform-neutral conversation.
+
+For every incoming message: dedupe by event id (a duplicate gets `[]`), reload the catalog,
+then either a command (parse -> authorize -> act) or a plain reply that may decide an
+approval gate (DESIGN.md "Natural-language approval"). Every `BatonError` becomes one error
+reply (cause + next step); anything else is logged with its traceback and answered with a
+generic one-line error. Commands, refusals and decisions are audited.
+
+Background replies (progress, completion, a gate waiting) go to the outbox each adapter
+registered (`progress.ProgressReporter`).
+"""
+
+from __future__ import annotations
+
+import logging
+
+from core.commands import actions, authz, replies
+from core.commands.actions import Context
+from core.commands.approval import DecisionKind, classify
+from core.commands.messages import ChatMessage, Outbox, Reply
+from core.commands.parser import parse
+from core.commands.progress import ProgressReporter
+from core.commands.resolution import gates_addressed
+from core.config import Access
+from core.engine.engine import Engine
+from core.errors import BatonError, PermissionDenied
+from core.store.port import Store
+from core.workflows.catalog import Catalog
+
+log = logging.getLogger("baton.handler")
+_AUDIT_TEXT = 500  # characters of the command text kept in the audit trail
+
+
+class Handler:
+    def __init__(self, *, store: Store, engine: Engine, catalog: Catalog, access: Access) -> None:
+        self.store = store
+        self.engine = engine
+        self.catalog = catalog
+        self.access = access
+        self.progress = ProgressReporter(store=store, engine=engine)
+
+    def register_outbox(self, platform: str, outbox: Outbox) -> None:
+        self.progress.register_outbox(platform, outbox)
+
+    async def attach_thread(self, run_id: str, thread: str) -> None:
+        self.store.set_thread(run_id, thread)
+
+    async def drain(self) -> None:
+        """Wait until every background reply produced so far was handed to its outbox."""
+        await self.progress.drain()
+
+    async def handle(self, message: ChatMessage) -> list[Reply]:
+        uid = authz.user_id(message.platform, message.user)
+        ctx = Context(self.store, self.engine, self.catalog, self.access, message, uid,
+                      announced=self.progress.announced)
+        try:
+            if not self.store.claim_event(message.platform, message.event_id):
+                extra = {"action": "duplicate", "event_id": message.event_id}
+                log.info("duplicate event ignored", extra=extra)
+                return []
+            self.catalog.reload()
+            if message.is_command:
+                return await self._command(ctx)
+            return await self._plain(ctx)
+        except PermissionDenied as exc:
+            self._audit(ctx, "refused", None, {"text": message.text[:_AUDIT_TEXT], "reason": exc.message})
+            return [replies.error(exc)]
+        except BatonError as exc:
+            return [replies.error(exc)]
+        except Exception:
+            log.exception("message failed", extra={"action": "handle", "event_id": message.event_id})
+            return [replies.unexpected()]
+
+    async def _command(self, ctx: Context) -> list[Reply]:
+        text = ctx.message.text
+        try:
+            command = parse(text)
+        except BatonError as exc:
+            self._audit(ctx, "command", None, {"text": text[:_AUDIT_TEXT], "error": exc.message})
+            raise
+        name = type(command).__name__.removesuffix("Command").lower()
+        self._audit(ctx, "command", actions.run_of(command), {"command": name, "text": text[:_AUDIT_TEXT]})
+        return await actions.ACTIONS[type(command)](ctx, command)
+
+    async def _plain(self, ctx: Context) -> list[Reply]:
+        """A plain reply: it counts only where it clearly addresses a waiting gate."""
+        msg = ctx.message
+        gates = self.store.waiting_gates(platform=msg.platform, conversation=msg.conversation)
+        addressed = gates_addressed(
+            gates, thread=msg.thread, direct=msg.direct, mentions_bot=msg.mentions_bot
+        )
+        decision = classify(msg.text)
+        if not addressed:
+            return self._no_gate(ctx, decision.kind)
+        self._audit(ctx, "nl_decision", addressed[0][0].id if len(addressed) == 1 else None,
+                    {"text": msg.text[:_AUDIT_TEXT], "decision": str(decision.kind),
+                     "gates": [r.id for r, _ in addressed]})
+        if len(addressed) > 1:
+            return [replies.which_gate(addressed, str(decision.kind))]
+        run, gate = addressed[0]
+        if decision.kind is DecisionKind.UNCLEAR:
+            return [replies.approval_question(run, gate)]
+        return await actions.decide(ctx, run, decision.kind is DecisionKind.APPROVE, decision.comment)
+
+    def _no_gate(self, ctx: Context, kind: DecisionKind) -> list[Reply]:
+        msg = ctx.message
+        if msg.thread is not None and kind is not DecisionKind.UNCLEAR:
+            for run in self.store.runs_in_thread(msg.platform, msg.conversation, msg.thread):
+                gate = actions.decided_gate(ctx, run)
+                if gate is not None:  # a late "lgtm" in the thread of a decided gate
+                    return [replies.error(actions.already_decided(run, gate), run)]
+        if msg.direct or msg.mentions_bot:
+            return [replies.no_gate_hint()]
+        return []  # ordinary chatter: never an approval, never an answer
+
+    def _audit(self, ctx: Context, action: str, run_ref: str | None, details: dict[str, object]) -> None:
+        run_id = None
+        if run_ref is not None:
+            try:
+                run_id = self.store.find_run(run_ref).id
+            except BatonError:
+                details = {**details, "run": run_ref}
+        self.store.audit(actor=ctx.uid, action=action, run_id=run_id, details={
+            "platform": ctx.message.platform, "conversation": ctx.message.conversation,
+            "event_id": ctx.message.event_id, **details})

@@ -1,0 +1,106 @@
+"""Background replies: one progress message per run, edited in place, and the final reply.
+
+Subscribed to the engine's events. Bursts of node events are coalesced: at most one
+progress reply per run is in flight, and it always shows the latest node table. When the
+run comes to rest the progress message gets its last edit and the final reply follows
+(`run_completed`, `run_failed`, `gate_waiting`, `needs_attention`, `run_cancelled`), in the
+run's platform / conversation / thread, through the outbox that platform registered.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from dataclasses import dataclass, field
+
+from core.commands import replies
+from core.commands.messages import Outbox, Reply
+from core.engine.engine import Engine
+from core.engine.events import EngineEvent, EventKind, NodeState, RunSummary
+from core.errors import BatonError
+from core.store.port import Store
+from core.store.records import Run
+
+log = logging.getLogger("baton.progress")
+
+
+@dataclass
+class _RunState:
+    dirty: bool = False
+    finished: list[EngineEvent] = field(default_factory=list)
+    worker: asyncio.Task[None] | None = None
+
+
+class ProgressReporter:
+    def __init__(self, *, store: Store, engine: Engine) -> None:
+        self._store = store
+        self._engine = engine
+        self._outboxes: dict[str, Outbox] = {}
+        self._runs: dict[str, _RunState] = {}
+        self.announced: set[str] = set()  # runs whose cancellation a command reply already told
+        self.unsubscribe = engine.subscribe(self.on_event)
+
+    def register_outbox(self, platform: str, outbox: Outbox) -> None:
+        self._outboxes[platform] = outbox
+
+    async def on_event(self, event: EngineEvent) -> None:
+        state = self._runs.setdefault(event.run_id, _RunState())
+        if event.kind is EventKind.RUN_FINISHED:
+            state.finished.append(event)
+        else:
+            state.dirty = True
+        if state.worker is None or state.worker.done():
+            work = self._work(event.run_id, state)
+            state.worker = asyncio.create_task(work, name=f"progress-{event.run_id}")
+
+    async def drain(self) -> None:
+        """Wait until every pending progress and final reply has been handed to its outbox."""
+        while workers := [s.worker for s in self._runs.values() if s.worker and not s.worker.done()]:
+            await asyncio.gather(*workers, return_exceptions=True)
+
+    async def _work(self, run_id: str, state: _RunState) -> None:
+        while state.dirty or state.finished:
+            if state.finished:
+                event = state.finished.pop(0)
+                state.dirty = False
+                await self._report(run_id, event)
+            else:
+                state.dirty = False
+                await self._report(run_id, None)
+        if self._runs.get(run_id) is state:
+            del self._runs[run_id]
+
+    async def _report(self, run_id: str, finished: EngineEvent | None) -> None:
+        try:
+            run = self._store.get_run(run_id)
+            outbox = self._outboxes.get(run.platform)
+            if outbox is None:
+                return
+            summary = self._engine.summary(run_id)
+            await self._send(outbox, replies.progress(run, summary))
+            if finished is not None and run.status.resting:
+                if str(run.status) == "cancelled" and run_id in self.announced:
+                    self.announced.discard(run_id)
+                    return
+                await self._send(outbox, self._final(run, summary, finished))
+        except BatonError as exc:
+            extra = {"action": "progress", "run_id": run_id}
+            log.warning("progress not reported: %s", exc.message, extra=extra)
+        except Exception:
+            log.exception("progress failed", extra={"action": "progress", "run_id": run_id})
+
+    def _final(self, run: Run, summary: RunSummary, event: EngineEvent) -> Reply:
+        gate = None
+        if str(run.status) == "paused":
+            gates = self._store.waiting_gates(platform=run.platform, conversation=run.conversation)
+            gate = next((g for r, g in gates if r.id == run.id), None)
+        attention = event.detail.get("node") or next(
+            (n.node_id for n in summary.nodes if n.state is NodeState.ATTENTION), None
+        )
+        return replies.final(run, summary, gate, attention)
+
+    async def _send(self, outbox: Outbox, reply: Reply) -> None:
+        try:
+            await outbox(reply)
+        except Exception:
+            log.exception("outbox failed", extra={"action": "outbox", "run_id": reply.run_id})

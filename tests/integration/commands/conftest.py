@@ -1,0 +1,129 @@
+"""A real Handler on a real Engine and a temporary SQLite store, with a recording outbox."""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import textwrap
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+from core.commands.handler import Handler
+from core.commands.messages import ChatMessage, Reply
+from core.config import Access
+from core.engine.engine import Engine, EngineConfig
+from core.engine.providers import FakeProvider, ProviderRegistry
+from core.engine.tools import ToolRegistry
+from core.store.records import Run
+from core.store.repository import SqlStore
+from core.workflows.catalog import Catalog
+
+FINAL_KINDS = {"run_completed", "run_failed", "gate_waiting", "needs_attention", "run_cancelled"}
+
+WORKFLOWS = {
+    # fails while the file named by `marker` is missing; the message is echoed
+    "flaky": """
+        name: flaky
+        description: fails until its marker file exists
+        inputs:
+          marker: {type: string, default: /nonexistent/baton-marker}
+        nodes:
+          - id: check
+            bash: test -e {{ inputs.marker }} && printf '%s' {{ inputs.message }}
+            replay: pure
+    """,
+    "gated": """
+        name: gated
+        description: a step, an approval, a step
+        nodes:
+          - id: prepare
+            bash: printf 'prepared %s' {{ inputs.message }}
+            replay: pure
+          - id: review
+            depends_on: [prepare]
+            approval: "Ship {{ nodes.prepare.output }}?"
+          - id: ship
+            depends_on: [review]
+            bash: printf shipped
+            replay: pure
+    """,
+}
+
+
+@dataclass
+class Chat:
+    """Talk to the handler like an adapter would; collect background replies."""
+
+    handler: Handler
+    store: SqlStore
+    engine: Engine
+    root: Path
+    platform: str = "console"
+    outbox: list[Reply] = field(default_factory=list)
+    _ids: itertools.count[int] = field(default_factory=itertools.count)
+    _arrived: asyncio.Event = field(default_factory=asyncio.Event)
+
+    async def say(self, text: str, *, user: str = "ana", command: bool = True, thread: str | None = None,
+                  direct: bool | None = None, mentions: bool = False, event_id: str | None = None,
+                  conversation: str = "c1") -> list[Reply]:
+        message = ChatMessage(
+            platform=self.platform, conversation=conversation, user=user, text=text,
+            event_id=event_id or f"e{next(self._ids)}", thread=thread, is_command=command,
+            direct=(self.platform == "console") if direct is None else direct, mentions_bot=mentions,
+        )
+        return await self.handler.handle(message)
+
+    async def _collect(self, reply: Reply) -> None:
+        self.outbox.append(reply)
+        self._arrived.set()
+
+    async def final(self, run_id: str, timeout: float = 30.0) -> Reply:
+        """Wait (with a deadline) for the final background reply of `run_id`."""
+        async def until() -> Reply:
+            while True:
+                for reply in self.outbox:
+                    if reply.run_id == run_id and reply.kind in FINAL_KINDS:
+                        self.outbox.remove(reply)
+                        return reply
+                self._arrived.clear()
+                await self._arrived.wait()
+
+        return await asyncio.wait_for(until(), timeout)
+
+    async def rest(self, run_id: str) -> Run:
+        run = await self.engine.wait(run_id, timeout=30)
+        await self.handler.drain()
+        return run
+
+    def runs(self) -> list[Run]:
+        return self.store.recent_runs(limit=100)
+
+
+async def make_chat(root: Path, url: str, access: Access | None = None, platform: str = "console") -> Chat:
+    store = SqlStore(url)
+    store.migrate()
+    (root / "workflows").mkdir(parents=True, exist_ok=True)
+    for name, text in WORKFLOWS.items():
+        (root / "workflows" / f"{name}.yaml").write_text(textwrap.dedent(text))
+    catalog = Catalog([root / "workflows"])
+    engine = Engine(
+        store=store, catalog=catalog,
+        config=EngineConfig(data_dir=root / "data", replica_id="test"),
+        providers=ProviderRegistry({"fake": FakeProvider()}, "fake"), tools=ToolRegistry(),
+    )
+    handler = Handler(store=store, engine=engine, catalog=catalog, access=access or Access())
+    chat = Chat(handler=handler, store=store, engine=engine, root=root, platform=platform)
+    handler.register_outbox(platform, chat._collect)
+    return chat
+
+
+@pytest.fixture
+async def chat(tmp_path: Path, sqlite_url: str) -> AsyncIterator[Chat]:
+    c = await make_chat(tmp_path, sqlite_url)
+    yield c
+    await c.engine.stop(grace=5)
+    await c.handler.drain()
+    c.store.close()
