@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Iterable, Mapping
+from json.encoder import encode_basestring  # what canonical_json uses for strings (ensure_ascii=False)
 from typing import Any
 
 from core.workflows.args import canonical_json
@@ -109,6 +110,31 @@ def _hashed(components: Mapping[str, Any]) -> dict[str, Any]:
 
 def cache_key(components: Mapping[str, Any]) -> str:
     return digest_value(_hashed(components))
+
+
+def _flat_json(mapping: Mapping[str, str]) -> str:
+    pairs = (f"{encode_basestring(k)}:{encode_basestring(mapping[k])}" for k in sorted(mapping))
+    return "{" + ",".join(pairs) + "}"
+
+
+def key_prefix(*, node_id: str, kind: str, definition: str, inputs: Mapping[str, str]) -> str:
+    """The canonical JSON of a node's components up to its `upstream` (fixed for one execution).
+
+    `key_from(key_prefix(...), upstream) == cache_key(components_of(...))`: the hot path
+    hashes a precomputed prefix plus the upstream digests instead of re-encoding everything.
+    """
+    return (
+        f'{{"definition":{encode_basestring(definition)},'
+        f'"engine_version":{encode_basestring(ENGINE_VERSION)},'
+        f'"inputs":{_flat_json(inputs)},'
+        f'"kind":{encode_basestring(kind)},'
+        f'"node":{encode_basestring(node_id)},'
+        '"upstream":'
+    )
+
+
+def key_from(prefix: str, upstream: Mapping[str, str]) -> str:
+    return hashlib.sha256((prefix + _flat_json(upstream) + "}").encode()).hexdigest()
 
 
 def _changed(previous: Mapping[str, Any], new: Mapping[str, Any]) -> list[str]:

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from core.engine import replay
-from core.engine.cache_key import cache_key, components_of, digest_value
+from core.engine.cache_key import components_of, digest_value, key_from, key_prefix
 from core.engine.contracts import check_output
 from core.engine.events import EngineEvent, EventBus, EventKind
 from core.engine.journal_index import REJECTED_MARKER, JournalIndex
@@ -41,6 +41,7 @@ from core.store.records import GateStatus, JournalEntry, NodeStatus, Run, RunSta
 from core.workflows.args import canonical_json
 from core.workflows.templating import render_template, render_value
 
+ABSENT = digest_value(None)  # the digest a referenced but missing input contributes
 INTERRUPTED = "interrupted: the process running it stopped before it finished; re-run ({cls})"
 
 
@@ -87,12 +88,11 @@ def node_components(
     pn: PreparedNode, definition: str, inputs: Mapping[str, str], upstream: Mapping[str, str]
 ) -> dict[str, Any]:
     names = pn.input_names if pn.input_names is not None else sorted(inputs)
-    absent = digest_value(None)
     return components_of(
         node_id=pn.id,
         kind=pn.kind,
         definition=definition,
-        inputs={name: inputs.get(name, absent) for name in names},
+        inputs={name: inputs.get(name, ABSENT) for name in names},
         upstream=upstream,
     )
 
@@ -127,6 +127,7 @@ class RunExecutor:
         self._stopping = False
         self._inputs = {"message": "", **setup.args}
         self._input_digests = input_digests(setup.args)
+        self._prefixes: dict[str, str] = {}
         self._context = {"inputs": self._inputs, "nodes": self._values, "run": {"id": self.run_id}}
 
     # -- the loop ------------------------------------------------------------------------
@@ -186,25 +187,35 @@ class RunExecutor:
                 self._ready.append(child)
 
     # -- deciding -------------------------------------------------------------------------
-    def _step_for(self, pn: PreparedNode) -> _Step:
-        upstream = {dep: self._digests[dep] for dep in pn.deps}
-        components = node_components(pn, self.s.definitions.digests[pn.id], self._input_digests, upstream)
-        key = cache_key(components)
-        return _Step(pn, key, components, replay.idempotency_key(self.root, pn.id, key))
+    def _key(self, pn: PreparedNode, upstream: Mapping[str, str]) -> str:
+        """The node's cache key: a per-execution prefix plus its upstream output digests."""
+        prefix = self._prefixes.get(pn.id)
+        if prefix is None:
+            names = pn.input_names if pn.input_names is not None else sorted(self._input_digests)
+            prefix = self._prefixes[pn.id] = key_prefix(
+                node_id=pn.id,
+                kind=pn.kind,
+                definition=self.s.definitions.digests[pn.id],
+                inputs={n: self._input_digests.get(n, ABSENT) for n in names},
+            )
+        return key_from(prefix, upstream)
 
     async def _drain_ready(self) -> None:
         index = self._index
         assert index is not None
         while self._ready and not self._stopping:
             pn = self.nodes[self._ready.popleft()]
-            step = self._step_for(pn)
+            upstream = {dep: self._digests[dep] for dep in pn.deps}
+            key = self._key(pn, upstream)
             dangling = index.dangling(pn.id)
             if dangling is not None and not await self._recover(pn, dangling):
                 continue
-            hit = index.lookup(step.key) if pn.memoize else None
+            hit = index.lookup(key) if pn.memoize else None
             if hit is not None and hit.output_digest is not None:
                 await self._use(pn, hit)
                 continue
+            components = node_components(pn, self.s.definitions.digests[pn.id], self._input_digests, upstream)
+            step = _Step(pn, key, components, replay.idempotency_key(self.root, pn.id, key))
             step.components["_reason"] = index.miss_reason(
                 pn.id, step.key, step.components, memoize=pn.memoize
             )
@@ -230,7 +241,9 @@ class RunExecutor:
         assert entry.output_digest is not None
         if entry.run_id != self.run_id:
             tokens = entry.tokens_in + entry.tokens_out + int(entry.components.get("_tokens", 0))
-            self._hits.append(entry.evolve(components={**entry.components, "_tokens": tokens}))
+            if entry.tokens_in + entry.tokens_out:  # an original: remember what re-using it saves
+                entry = entry.evolve(components={**entry.components, "_tokens": tokens})
+            self._hits.append(entry)
             await self._emit(
                 EventKind.NODE_CACHED,
                 pn.id,

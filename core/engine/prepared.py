@@ -41,14 +41,8 @@ class PreparedNode:
     attempts: int
     external: bool  # its definition reads files (script path or `files:`)
     static_definition: str | None  # definition digest when `external` is False
-
-    @property
-    def id(self) -> str:
-        return self.node.id
-
-    @property
-    def kind(self) -> str:
-        return self.node.kind
+    id: str
+    kind: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,6 +83,8 @@ def _prepare_node(workflow: Workflow, node: Node, dependents: list[str], tools: 
         attempts=attempts_allowed(cls, node.retry),
         external=external,
         static_definition=None if external else definition_digest(node, script_source=None, files={}),
+        id=node.id,
+        kind=node.kind,
     )
 
 

@@ -75,7 +75,12 @@ class Harness:
 
 
 def make_harness(
-    root: Path, url: str, *, lease_seconds: float = 15.0, max_parallel: int = 4, tools: ToolRegistry | None = None
+    root: Path,
+    url: str,
+    *,
+    lease_seconds: float = 15.0,
+    max_parallel: int = 4,
+    tools: ToolRegistry | None = None,
 ) -> Harness:
     store = SqlStore(url)
     store.migrate()

@@ -1,0 +1,139 @@
+"""Cache keys: what busts a key, what never does, and how a miss is explained."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from core.engine.cache_key import (
+    DEFINITION_CHANGED,
+    NO_EARLIER_RESULT,
+    cache_key,
+    components_of,
+    definition_digest,
+    explain,
+    input_digests,
+    key_from,
+    key_prefix,
+    same_except_upstream,
+)
+from core.workflows.loader import load_workflow_text
+
+BASE = """
+name: w
+nodes:
+  - id: collect
+    bash: git log {{ inputs.version }}
+    replay: pure
+  - id: draft
+    depends_on: [collect]
+    description: the draft
+    prompt: "notes for {{ inputs.version }}: {{ nodes.collect.output }}"
+    output: {format: json, schema: {type: object}}
+"""
+
+
+def _digest(text: str, node: str) -> str:
+    node_model = load_workflow_text(text).node(node)
+    return definition_digest(node_model, script_source=None, files={})
+
+
+def test_description_comments_order_and_formatting_change_no_definition() -> None:
+    reformatted = """
+# a comment
+name: w
+nodes:
+  - id: draft
+    description: something else entirely
+    depends_on:
+      - collect
+    output:
+      schema: {type: object}
+      format: json
+    prompt: "notes for {{ inputs.version }}: {{ nodes.collect.output }}"
+  - replay: pure
+    id: collect
+    bash: git log {{ inputs.version }}
+"""
+    assert _digest(BASE, "draft") == _digest(reformatted, "draft")
+    assert _digest(BASE, "collect") == _digest(reformatted, "collect")
+
+
+@pytest.mark.parametrize(
+    ("old", "new"),
+    [
+        ("git log {{ inputs.version }}", "git log --oneline {{ inputs.version }}"),
+        ("replay: pure", "replay: pure\n    artifacts: [dist/*]"),
+    ],
+)
+def test_what_the_node_does_changes_its_definition(old: str, new: str) -> None:
+    assert _digest(BASE, "collect") != _digest(BASE.replace(old, new), "collect")
+
+
+def test_script_source_and_declared_files_are_part_of_the_definition() -> None:
+    node = load_workflow_text("name: s\nnodes:\n  - id: p\n    script: print(1)\n").node("p")
+    one = definition_digest(node, script_source="print(1)", files={})
+    two = definition_digest(node, script_source="print(2)", files={})
+    with_file = definition_digest(node, script_source="print(1)", files={"x.sh": "ab" * 32})
+    assert len({one, two, with_file}) == 3
+
+
+def test_only_referenced_inputs_enter_and_their_order_does_not_matter() -> None:
+    args = {"version": "1.2", "unrelated": "x"}
+    assert set(input_digests(args, ["version"])) == {"version"}
+    reordered = {"unrelated": "y", "version": "1.2"}
+    assert input_digests(args, ["version"]) == input_digests(reordered, ["version"])
+    assert input_digests({"b": {"x": 1, "y": [1, 2]}}, None) == input_digests(
+        {"b": {"y": [1, 2], "x": 1}}, None
+    )
+
+
+def _components(**over: object) -> dict[str, object]:
+    base: dict[str, object] = {
+        "node_id": "draft",
+        "kind": "prompt",
+        "definition": "d1",
+        "inputs": {"version": "v1"},
+        "upstream": {"collect": "o1"},
+    }
+    base.update(over)
+    return components_of(**base)  # type: ignore[arg-type]
+
+
+def test_explain_names_what_changed() -> None:
+    old = _components()
+    assert explain(None, old) == NO_EARLIER_RESULT
+    assert explain(old, _components(definition="d2")) == DEFINITION_CHANGED
+    assert explain(old, _components(inputs={"version": "v2"})) == "input `inputs.version` changed"
+    assert explain(old, _components(upstream={"collect": "o2"})) == "upstream `collect` output changed"
+    both = explain(old, _components(inputs={"version": "v2"}, upstream={"collect": "o2"}))
+    assert both == "input `inputs.version` changed; upstream `collect` output changed"
+    assert explain(old, dict(old, _reason="annotation")) == ""
+
+
+def test_annotations_never_change_the_key() -> None:
+    plain = _components()
+    assert cache_key(plain) == cache_key({**plain, "_reason": "no earlier result", "_tokens": 9})
+    assert cache_key(plain) != cache_key(_components(upstream={"collect": "o2"}))
+
+
+def test_same_except_upstream() -> None:
+    assert same_except_upstream(_components(), _components(upstream={"collect": "other"}))
+    assert not same_except_upstream(_components(), _components(definition="d2"))
+    assert not same_except_upstream(None, _components())
+
+
+names = st.text(min_size=1, max_size=8)
+digests = st.dictionaries(names, st.text(max_size=12), max_size=4)
+
+
+@given(node=names, kind=names, definition=st.text(max_size=20), inputs=digests, upstream=digests)
+def test_fast_key_equals_the_canonical_json_key(
+    node: str, kind: str, definition: str, inputs: dict[str, str], upstream: dict[str, str]
+) -> None:
+    prefix = key_prefix(node_id=node, kind=kind, definition=definition, inputs=inputs)
+    expected = cache_key(
+        components_of(node_id=node, kind=kind, definition=definition, inputs=inputs, upstream=upstream)
+    )
+    assert key_from(prefix, upstream) == expected
