@@ -128,10 +128,13 @@ class GatesSql(SqlBase):
 
     @store_operation("record an incoming event")
     def claim_event(self, platform: str, event_id: str) -> bool:
-        statement = self._insert_ignore(PROCESSED_EVENTS, ["platform", "event_id"])
+        statement = self._insert_ignore(PROCESSED_EVENTS, ["platform", "event_id"]).returning(
+            PROCESSED_EVENTS.c.event_id
+        )
+        params = {"platform": platform, "event_id": event_id, "at": self._now()}
         with self._engine.begin() as conn:
-            result = conn.execute(statement, {"platform": platform, "event_id": event_id, "at": self._now()})
-        return bool(result.rowcount == 1)
+            row = conn.execute(statement, params).first()
+        return row is not None
 
     @store_operation("forget old incoming events")
     def forget_events(self, before: float) -> int:

@@ -1,0 +1,200 @@
+"""The journal, lineage, invalidation and content-addressed blobs."""
+
+from __future__ import annotations
+
+import hashlib
+import threading
+
+import pytest
+
+from core.errors import InvalidTransition, RunNotFound, StoreError, UsageError
+from core.store.records import NodeStatus, RunStatus
+from core.store.repository import SqlStore
+from tests.integration.store.conftest import MakeRun
+
+
+def _start(store: SqlStore, run_id: str, node_id: str, *, attempt: int = 1) -> int:
+    return store.journal_start(
+        run_id=run_id,
+        node_id=node_id,
+        cache_key=hashlib.sha256(node_id.encode()).hexdigest(),
+        components={"definition": {"bash": "echo hi"}, "inputs": {"version": "1.2"}},
+        attempt=attempt,
+        idempotency_key=f"{run_id}:{node_id}",
+    )
+
+
+def test_journal_start_then_finish(store: SqlStore, make_run: MakeRun) -> None:
+    run = make_run(RunStatus.RUNNING)
+    entry_id = _start(store, run.id, "collect")
+    (started,) = store.journal([run.id])
+    assert (started.id, started.status, started.finished_at, started.artifacts) == (
+        entry_id,
+        NodeStatus.STARTED,
+        None,
+        {},
+    )
+    assert started.components == {"definition": {"bash": "echo hi"}, "inputs": {"version": "1.2"}}
+    assert started.idempotency_key == f"{run.id}:collect"
+
+    output = store.put_blob(b"abc123 fix things\n")
+    store.journal_finish(
+        entry_id,
+        status=NodeStatus.COMPLETED,
+        output_digest=output,
+        tokens_in=12,
+        tokens_out=34,
+        artifacts={"dist/x.whl": "d" * 64},
+    )
+    (done,) = store.journal([run.id])
+    assert done.status is NodeStatus.COMPLETED and done.output_digest == output
+    assert (done.tokens_in, done.tokens_out, done.artifacts) == (12, 34, {"dist/x.whl": "d" * 64})
+    assert done.finished_at is not None and done.finished_at >= done.started_at
+
+
+def test_a_step_settles_once(store: SqlStore, make_run: MakeRun) -> None:
+    run = make_run(RunStatus.RUNNING)
+    entry_id = _start(store, run.id, "draft")
+    store.journal_finish(entry_id, status=NodeStatus.FAILED, error="exit 1")
+    with pytest.raises(InvalidTransition) as info:
+        store.journal_finish(entry_id, status=NodeStatus.COMPLETED)
+    assert info.value.message == f"step draft of run {run.id} is already failed"
+    (entry,) = store.journal([run.id])
+    assert (entry.status, entry.error) == (NodeStatus.FAILED, "exit 1")
+
+
+def test_journal_finish_rejects_non_final_statuses_and_unknown_entries(store: SqlStore) -> None:
+    with pytest.raises(ValueError, match="completed or failed"):
+        store.journal_finish(1, status=NodeStatus.STARTED)
+    with pytest.raises(StoreError, match="Journal entry 999999 does not exist"):
+        store.journal_finish(999999, status=NodeStatus.COMPLETED)
+
+
+def test_journal_start_for_an_unknown_run_is_a_store_error(store: SqlStore) -> None:
+    with pytest.raises(StoreError) as info:
+        _start(store, "000000000000", "collect")
+    assert info.value.message.startswith("The run store could not record a step start (")
+    assert "\n" not in info.value.message
+    assert info.value.__cause__ is not None
+    # the hot path recovers: the next statement works
+    assert store.put_blob(b"after the error")
+
+
+def test_journal_reads_many_runs_oldest_first(store: SqlStore, make_run: MakeRun) -> None:
+    first, second, third = (make_run(RunStatus.RUNNING) for _ in range(3))
+    ids = [_start(store, first.id, "a"), _start(store, second.id, "a"), _start(store, first.id, "b")]
+    _start(store, third.id, "a")
+    entries = store.journal([second.id, first.id, first.id])
+    assert [e.id for e in entries] == ids
+    assert store.journal([]) == []
+
+
+def test_journal_record_cached_copies_results_with_their_origin(store: SqlStore, make_run: MakeRun) -> None:
+    origin = make_run(RunStatus.RUNNING)
+    output = store.put_blob(b"notes")
+    entry_id = _start(store, origin.id, "draft")
+    store.journal_finish(entry_id, status=NodeStatus.COMPLETED, output_digest=output, tokens_in=5)
+    (source,) = store.journal([origin.id])
+
+    middle = make_run(RunStatus.RUNNING, resumed_from=origin.id)
+    store.journal_record_cached(middle.id, [source])
+    (copied,) = store.journal([middle.id])
+    assert (copied.cached_from, copied.output_digest, copied.cache_key) == (
+        origin.id,
+        output,
+        source.cache_key,
+    )
+    assert (copied.status, copied.tokens_in, copied.components) == (
+        NodeStatus.COMPLETED,
+        0,
+        source.components,
+    )
+
+    latest = make_run(RunStatus.RUNNING, resumed_from=middle.id)
+    store.journal_record_cached(latest.id, [copied])
+    assert store.journal([latest.id])[0].cached_from == origin.id  # the run that computed it
+    store.journal_record_cached(latest.id, [])
+
+
+def test_lineage_follows_resumed_from(store: SqlStore, make_run: MakeRun) -> None:
+    root = make_run()
+    child = make_run(resumed_from=root.id)
+    grandchild = make_run(resumed_from=child.id)
+    assert store.lineage(grandchild.id) == [grandchild.id, child.id, root.id]
+    assert store.lineage(root.id) == [root.id]
+    with pytest.raises(RunNotFound):
+        store.lineage("000000000000")
+
+
+def test_invalidate_marks_completed_entries_of_those_nodes(store: SqlStore, make_run: MakeRun) -> None:
+    run = make_run(RunStatus.RUNNING)
+    other = make_run(RunStatus.RUNNING)
+    for run_id in (run.id, other.id):
+        for node in ("collect", "draft", "review"):
+            store.journal_finish(_start(store, run_id, node), status=NodeStatus.COMPLETED)
+    store.journal_finish(_start(store, run.id, "draft", attempt=2), status=NodeStatus.FAILED)
+    _start(store, run.id, "draft", attempt=3)
+
+    assert store.invalidate(run.id, ["draft", "review"], actor="slack:U9") == 2
+    by_node = {(e.node_id, e.attempt): e for e in store.journal([run.id])}
+    assert by_node[("draft", 1)].status is NodeStatus.INVALIDATED
+    assert by_node[("draft", 1)].invalidated_by == "slack:U9"
+    assert by_node[("review", 1)].status is NodeStatus.INVALIDATED
+    assert by_node[("collect", 1)].status is NodeStatus.COMPLETED
+    assert by_node[("draft", 2)].status is NodeStatus.FAILED
+    assert by_node[("draft", 3)].status is NodeStatus.STARTED
+    assert all(e.status is NodeStatus.COMPLETED for e in store.journal([other.id]))
+    assert store.invalidate(run.id, ["draft"], actor="slack:U9") == 0
+    assert store.invalidate(run.id, [], actor="slack:U9") == 0
+
+
+def test_blobs_round_trip_and_are_stored_once(store: SqlStore) -> None:
+    payloads = [b"", b"\x00\xff binary", "ünïcode ✓".encode(), b"x" * 200_000]
+    digests = [store.put_blob(data) for data in payloads]
+    assert digests == [hashlib.sha256(data).hexdigest() for data in payloads]
+    assert store.put_blob(payloads[1]) == digests[1]
+    for digest, data in zip(digests, payloads, strict=True):
+        assert store.get_blob(digest) == data
+    assert store.get_blobs([*digests, "f" * 64, digests[0]]) == dict(zip(digests, payloads, strict=True))
+    assert store.get_blobs([]) == {}
+    with pytest.raises(KeyError):
+        store.get_blob("f" * 64)
+
+
+def test_resolve_handle_unique_ambiguous_and_unknown(store: SqlStore) -> None:
+    digests = [store.put_blob(f'{{"n":{n}}}'.encode()) for n in range(17)]
+    for digest in digests:
+        assert store.resolve_handle(f"args:{digest[:8]}") == digest
+        assert store.resolve_handle(digest[:8].upper()) == digest
+    shared = next(c for c in "0123456789abcdef" if sum(d.startswith(c) for d in digests) >= 2)
+    with pytest.raises(UsageError, match="matches several stored args"):
+        store.resolve_handle(f"args:{shared}")
+    unused = next(f"{n:02x}" for n in range(256) if not any(d.startswith(f"{n:02x}") for d in digests))
+    with pytest.raises(UsageError, match=f"No stored args match args:{unused}"):
+        store.resolve_handle(unused)
+    with pytest.raises(UsageError, match="is not an args handle"):
+        store.resolve_handle("args:xyz")
+
+
+def test_hot_path_works_from_several_threads(store: SqlStore, make_run: MakeRun) -> None:
+    run = make_run(RunStatus.RUNNING)
+    errors: list[BaseException] = []
+
+    def step(n: int) -> None:
+        try:
+            for i in range(20):
+                entry_id = _start(store, run.id, f"t{n}-{i}")
+                store.journal_finish(
+                    entry_id, status=NodeStatus.COMPLETED, output_digest=store.put_blob(b"%d" % n)
+                )
+        except BaseException as exc:
+            errors.append(exc)
+
+    threads = [threading.Thread(target=step, args=(n,)) for n in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=60)
+    assert errors == []
+    entries = store.journal([run.id])
+    assert len(entries) == 80 and all(e.status is NodeStatus.COMPLETED for e in entries)
