@@ -1,6 +1,7 @@
 """Simulated build for the `build-report` workflow.
 
-Inputs arrive as JSON on stdin; the report goes to $BATON_ARTIFACTS_DIR/report.json and a
+The step's context arrives as JSON on stdin (`{"inputs": …, "nodes": …, "run": {"id": …}}`);
+the report goes to $BATON_ARTIFACTS_DIR/report.json and a
 JSON summary to stdout (checked against the node's `output.schema`). Deterministic: the same
 inputs give the same bytes, so the step's result is safely cached.
 """
@@ -12,7 +13,7 @@ import sys
 MATRIX = ["linux-x86_64", "linux-arm64", "macos-arm64", "windows-x86_64"]  # see build_matrix.txt
 
 raw = sys.stdin.read()
-inputs = json.loads(raw) if raw.strip() else {}
+inputs = (json.loads(raw) if raw.strip() else {}).get("inputs", {})
 project = str(inputs.get("project") or "baton")
 count = max(0, min(int(inputs.get("targets") or 3), len(MATRIX)))
 results = [{"target": t, "ok": i != 2} for i, t in enumerate(MATRIX[:count])]

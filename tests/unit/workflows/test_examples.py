@@ -96,9 +96,10 @@ def test_build_report_steps_run_and_meet_their_contract(catalog: Catalog, tmp_pa
     env = {**os.environ, "BATON_ARTIFACTS_DIR": str(tmp_path / "artifacts")}
     outputs: dict[str, Any] = {}
     for node_id in ("build", "summarize"):
+        nodes = {"build": {"output": json.loads(outputs["build"])}} if node_id == "summarize" else {}
         result = subprocess.run(
             [sys.executable, "-c", script_source(workflow, workflow.node(node_id))],
-            input=json.dumps(inputs),
+            input=json.dumps({"inputs": inputs, "nodes": nodes, "run": {"id": "r1"}}),
             env=env,
             cwd=tmp_path,
             capture_output=True,

@@ -1,0 +1,74 @@
+"""The shipped examples run end to end on a bare machine through the real engine (SQLite, the
+`fake` provider, workflows/tools.py), each well under 2 s including its approval."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import time
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from core.store.records import RunStatus
+
+ROOT = Path(__file__).resolve().parents[3]
+
+
+@pytest.fixture
+async def harness(tmp_path: Path, sqlite_url: str) -> AsyncIterator[Any]:
+    tools_module = pytest.importorskip("core.engine.tools")
+    harness_module = pytest.importorskip("tests.integration.engine.harness")
+    shutil.copytree(ROOT / "workflows", tmp_path / "workflows")
+    tools = tools_module.ToolRegistry()
+    tools.load(["workflows/tools.py"], ROOT)
+    h = harness_module.make_harness(tmp_path, sqlite_url, tools=tools)
+    await h.engine.start()
+    try:
+        yield h
+    finally:
+        await h.engine.stop()
+
+
+async def _run_to_end(h: Any, name: str, args: dict[str, Any]) -> tuple[Any, float]:
+    started = time.perf_counter()
+    run = await h.run(name, args)
+    if run.status is RunStatus.PAUSED:
+        await h.engine.approve(run.id, actor="console:ana")
+        run = await h.engine.wait(run.id, timeout=30)
+    return run, time.perf_counter() - started
+
+
+async def test_hello(harness: Any) -> None:
+    run, seconds = await _run_to_end(harness, "hello", {"message": "hi $(id); 'x'"})
+    assert run.status is RunStatus.COMPLETED
+    assert harness.output(run.id, "greet") == "Hello from Baton: hi $(id); 'x'\n"
+    assert seconds < 2
+
+
+async def test_build_report(harness: Any) -> None:
+    run, seconds = await _run_to_end(harness, "build-report", {"targets": "4"})
+    assert run.status is RunStatus.COMPLETED
+    assert json.loads(harness.output(run.id, "build")) == {"passed": 3, "project": "baton", "targets": 4}
+    assert harness.output(run.id, "announce") == "baton: 3/4 targets passed (3 passed)\n"
+    assert seconds < 2
+
+
+async def test_release_notes_pauses_at_review_then_publishes(harness: Any) -> None:
+    first = await harness.run("release-notes", {"version": "1.4.0"})
+    assert first.status is RunStatus.PAUSED
+    run, seconds = await _run_to_end(harness, "release-notes", {"version": "1.4.0"})
+    assert run.status is RunStatus.COMPLETED
+    draft = json.loads(harness.output(run.id, "draft"))
+    assert json.loads(harness.output(run.id, "publish"))["published"] == draft["title"]
+    assert seconds < 2
+
+
+async def test_deploy(harness: Any) -> None:
+    run, seconds = await _run_to_end(harness, "deploy", {"service": "api", "environment": "production"})
+    assert run.status is RunStatus.COMPLETED
+    shipped = json.loads(harness.output(run.id, "ship"))
+    assert shipped["status"] == "deployed" and shipped["environment"] == "production"
+    assert seconds < 2
