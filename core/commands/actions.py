@@ -53,6 +53,7 @@ class Context:
     message: ChatMessage
     uid: str
     announced: set[str] = field(default_factory=set)  # runs whose ending this reply already tells
+    run_ref: str | None = None  # the run the message is about, when known (for the audit trail)
 
     def find(self, ref: str) -> Run:
         return self.store.find_run(ref)
@@ -101,6 +102,7 @@ def node_approvers(ctx: Context, run: Run, node_id: str) -> list[str] | None:
 
 async def decide(ctx: Context, run: Run, approve: bool, comment: str | None) -> list[Reply]:
     """Approve or reject `run`'s waiting gate (explicitly by id), or say who already did."""
+    ctx.run_ref = run.id
     gate = waiting_gate(ctx, run)
     if gate is None:
         done = decided_gate(ctx, run)

@@ -63,7 +63,8 @@ class Handler:
                 return await self._command(ctx)
             return await self._plain(ctx)
         except PermissionDenied as exc:
-            self._audit(ctx, "refused", None, {"text": message.text[:_AUDIT_TEXT], "reason": exc.message})
+            details = {"text": message.text[:_AUDIT_TEXT], "reason": exc.message}
+            self._audit(ctx, "refused", ctx.run_ref, details)
             return [replies.error(exc)]
         except BatonError as exc:
             return [replies.error(exc)]
@@ -79,7 +80,8 @@ class Handler:
             self._audit(ctx, "command", None, {"text": text[:_AUDIT_TEXT], "error": exc.message})
             raise
         name = type(command).__name__.removesuffix("Command").lower()
-        self._audit(ctx, "command", actions.run_of(command), {"command": name, "text": text[:_AUDIT_TEXT]})
+        ctx.run_ref = actions.run_of(command)
+        self._audit(ctx, "command", ctx.run_ref, {"command": name, "text": text[:_AUDIT_TEXT]})
         return await actions.ACTIONS[type(command)](ctx, command)
 
     async def _plain(self, ctx: Context) -> list[Reply]:

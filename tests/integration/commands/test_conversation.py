@@ -1,0 +1,218 @@
+"""Handler behaviours beyond the acceptance cases: authorization, dedupe, NL approval rules,
+gates decided twice, progress, arguments and inspection commands."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+
+from core.config import Access
+from core.render import render
+from core.store.records import RunStatus
+from tests.integration.commands.conftest import Chat, make_chat
+
+
+async def _paused(chat: Chat, message: str = "x", thread: str | None = "T1", user: str = "ana") -> str:
+    [started] = await chat.say(f"run gated --force {message}", user=user)
+    assert started.run_id is not None
+    if thread:
+        await chat.handler.attach_thread(started.run_id, thread)
+    assert (await chat.rest(started.run_id)).status is RunStatus.PAUSED
+    return started.run_id
+
+
+@pytest.fixture
+async def team(tmp_path: Path, sqlite_url: str) -> AsyncIterator[Chat]:
+    access = Access(admins=["slack:UADMIN"], run={"*": ["*"]},
+                    approve={"gated": ["slack:UBOSS", "slack:ana"]}, approver_not_requester=True)
+    c = await make_chat(tmp_path, sqlite_url, access, platform="slack")
+    yield c
+    await c.engine.stop(grace=5)
+    await c.handler.drain()
+    c.store.close()
+
+
+async def test_unauthorized_approver_is_refused_politely_and_audited(team: Chat) -> None:
+    run_id = await _paused(team)
+    [refused] = await team.say("lgtm", user="UEVE", command=False, thread="T1")
+    assert refused.is_error and refused.kind == "error"
+    assert "not an approver of `gated`" in refused.data["message"] and refused.data["hint"]
+    [own] = await team.say(f"approve {run_id}", user="ana")  # the requester, approver_not_requester
+    assert own.is_error and "requested run" in own.data["message"]
+    assert team.store.get_run(run_id).status is RunStatus.PAUSED
+    refusals = [e for e in team.store.audit_log(run_id) if e.action == "refused"]
+    assert [e.actor for e in refusals] == ["slack:UEVE", "slack:ana"]
+    [ok] = await team.say(f"approve {run_id} fine", user="UBOSS")
+    assert ok.kind == "gate_decided" and ok.data["by"] == "slack:UBOSS" and ok.data["comment"] == "fine"
+
+
+async def test_second_decision_is_answered_already_approved_by(team: Chat) -> None:
+    run_id = await _paused(team)
+    [ok] = await team.say("ship it", user="UBOSS", command=False, thread="T1")
+    assert ok.kind == "gate_decided"
+    for again in (await team.say(f"approve {run_id}", user="UADMIN"),
+                  await team.say(f"reject {run_id}", user="UBOSS"),
+                  await team.say("lgtm", user="UBOSS", command=False, thread="T1")):
+        [reply] = again
+        assert reply.is_error and "already approved by slack:UBOSS" in reply.data["message"]
+    await team.rest(run_id)
+    assert team.store.get_run(run_id).status is RunStatus.COMPLETED
+
+
+async def test_duplicate_event_is_processed_once(team: Chat) -> None:
+    first = await team.say("run gated --force dup", event_id="evt-1")
+    assert [r.kind for r in first] == ["run_started"]
+    assert await team.say("run gated --force dup", event_id="evt-1") == []
+    assert len(team.runs()) == 1
+    await team.rest(team.runs()[0].id)
+
+
+async def test_nl_approval_counts_in_thread_direct_and_mention_never_in_chatter(team: Chat) -> None:
+    run_id = await _paused(team, thread="T1")
+    assert await team.say("lgtm", user="UBOSS", command=False) == []  # channel chatter
+    assert await team.say("lgtm", user="UBOSS", command=False, thread="other") == []  # unrelated thread
+    assert team.store.get_run(run_id).status is RunStatus.PAUSED
+    [by_mention] = await team.say("<@UBOT> approve", user="UBOSS", command=False, mentions=True)
+    assert by_mention.kind == "gate_decided" and by_mention.run_id == run_id
+    await team.rest(run_id)
+
+    second = await _paused(team, thread="T2")
+    [direct] = await team.say("reject: too risky", user="UBOSS", command=False, direct=True)
+    assert direct.kind == "gate_decided" and not direct.data["approved"]
+    assert direct.data["comment"] == "too risky"
+    assert team.store.get_run(second).status is RunStatus.CANCELLED
+
+    [hint] = await team.say("lgtm", user="UBOSS", command=False, direct=True)
+    assert hint.kind == "no_gate_hint"
+
+
+async def test_unclear_reply_gets_a_question_with_buttons(team: Chat) -> None:
+    run_id = await _paused(team)
+    [question] = await team.say("what does it change?", user="UBOSS", command=False, thread="T1")
+    assert question.kind == "approval_question" and question.run_id == run_id
+    assert [b.command for b in question.buttons] == [f"approve {run_id}", f"reject {run_id}"]
+    [negated] = await team.say("don't approve", user="UBOSS", command=False, thread="T1")
+    assert negated.kind == "gate_decided" and not negated.data["approved"]
+
+
+async def test_several_gates_ask_which_one(team: Chat) -> None:
+    first = await _paused(team, "one", thread=None)
+    second = await _paused(team, "two", thread=None)
+    [which] = await team.say("lgtm", user="UBOSS", command=False, mentions=True)
+    assert which.kind == "which_gate"
+    assert {b.command for b in which.buttons} == {f"approve {first}", f"approve {second}"}
+    assert team.store.get_run(first).status is RunStatus.PAUSED
+
+
+async def test_paused_gate_prompt_offers_approve_and_resume_is_refused(team: Chat) -> None:
+    run_id = await _paused(team, thread=None)
+    [prompt] = await team.say("run gated again")
+    assert prompt.kind == "fresh_run_prompt"
+    assert prompt.buttons[0].command == f"approve {run_id}"
+    [refused] = await team.say(f"resume {run_id}")
+    assert refused.is_error and "approve" in refused.data["hint"]
+
+
+async def test_one_progress_message_per_run_then_the_final_reply(chat: Chat) -> None:
+    [started] = await chat.say("run gated --force p")
+    run_id = started.run_id
+    assert run_id is not None
+    await chat.rest(run_id)
+    progress = [r for r in chat.outbox if r.kind == "progress"]
+    assert progress and {r.replace_key for r in progress} == {f"progress:{run_id}"}
+    assert progress[-1].run_status == "paused"
+    last = chat.outbox[-1]
+    assert last.kind == "gate_waiting" and last.buttons[0].command == f"approve {run_id}"
+    for reply in chat.outbox:
+        assert reply.run_id == run_id and reply.run_status and reply.platform == "console"
+        assert render(reply, "console")
+
+
+async def test_completed_run_is_not_resumable_and_points_to_resume_from(chat: Chat) -> None:
+    marker = chat.root / "m"
+    marker.write_text("x")
+    [started] = await chat.say(f"run flaky --set marker={marker} hello")
+    assert started.run_id
+    await chat.rest(started.run_id)
+    [refused] = await chat.say(f"resume {started.run_id}")
+    assert refused.is_error and f"--resume-from {started.run_id}" in refused.data["hint"]
+    [again] = await chat.say(f"run flaky --resume-from {started.run_id} bye")
+    assert again.kind == "run_started" and again.data["resumed_from"] == started.run_id
+    args = chat.engine.args_of(chat.store.get_run(again.run_id))  # type: ignore[arg-type]
+    assert args["message"] == "bye" and args["marker"] == str(marker)
+    await chat.rest(again.run_id)  # type: ignore[arg-type]
+
+
+async def test_args_handle_set_and_args_from(chat: Chat) -> None:
+    [started] = await chat.say("run flaky --set marker=/no --set extra.deep=2 hi")
+    assert started.run_id
+    await chat.rest(started.run_id)
+    [shown] = await chat.say(f"args {started.run_id}")
+    assert json.loads(shown.data["json"]) == {"extra": {"deep": 2}, "marker": "/no", "message": "hi"}
+    handle = shown.data["handle"]
+    [by_handle] = await chat.say(f"run flaky --force --args @{handle}")
+    [from_run] = await chat.say(f"run flaky --args-from {started.run_id} --set extra.deep=3")
+    for reply in (by_handle, from_run):
+        assert reply.kind == "run_started" and reply.run_id
+        await chat.rest(reply.run_id)
+    assert chat.store.get_run(by_handle.run_id).args_digest == chat.store.get_run(started.run_id).args_digest  # type: ignore[arg-type]
+    assert chat.engine.args_of(chat.store.get_run(from_run.run_id))["extra"] == {"deep": 3}  # type: ignore[arg-type]
+
+
+async def test_inputs_are_validated_before_anything_runs(chat: Chat) -> None:
+    [bad] = await chat.say("run flaky --set marker='{\"not\": \"text\"}'")
+    assert bad.is_error and "marker" in bad.data["message"]
+    assert chat.runs() == []
+
+
+async def test_usage_and_unknown_errors_are_one_line_each(chat: Chat) -> None:
+    for text, cause in (("rn flaky", "did you mean `run`?"), ("run nope", "nope"), ("resume zzzz", "zzzz"),
+                        ('run flaky "open', "unbalanced quote")):
+        [reply] = await chat.say(text)
+        assert reply.is_error and cause in reply.data["message"], text
+        assert "\n" not in reply.data["message"] and reply.data["hint"] and "\n" not in reply.data["hint"]
+        assert "Traceback" not in "".join(render(reply, "slack"))
+
+
+async def test_inspection_commands(chat: Chat) -> None:
+    (chat.root / "workflows" / "broken.yaml").write_text("name: broken\nnodes: [}\n")
+    [listing] = await chat.say("list")
+    assert {w["name"] for w in listing.data["workflows"]} == {"flaky", "gated"}
+    assert [b["name"] for b in listing.data["broken"]] == ["broken"]
+    [none] = await chat.say("status")
+    assert none.is_error and "No runs here yet" in none.data["message"]
+    run_id = await _paused(chat, thread=None)
+    [status] = await chat.say("status")
+    assert status.kind == "status" and status.run_id == run_id and status.run_status == "paused"
+    [plan] = await chat.say(f"plan {run_id}")
+    assert plan.kind == "plan" and [n["node_id"] for n in plan.data["nodes"]] == ["prepare", "review", "ship"]
+    [runs] = await chat.say("runs")
+    assert [r["id"] for r in runs.data["runs"]] == [run_id]
+    [audit] = await chat.say(f"audit {run_id}")
+    assert "command" in [e["action"] for e in audit.data["events"]]
+    [helped] = await chat.say("help run")
+    assert helped.kind == "help_topic" and "--resume-from" in helped.data["usage"]
+
+
+async def test_help_and_list_show_only_what_the_user_may_use(tmp_path: Path, sqlite_url: str) -> None:
+    access = Access(run={"flaky": ["console:ana"]}, approve={})
+    chat = await make_chat(tmp_path, sqlite_url, access)
+    try:
+        [ana_help] = await chat.say("help", user="ana")
+        [bob_help] = await chat.say("help", user="bob")
+        ana = {c["name"] for c in ana_help.data["commands"]}
+        bob = {c["name"] for c in bob_help.data["commands"]}
+        assert "run" in ana and "approve" not in ana
+        assert "run" not in bob and "status" in bob
+        [bob_list] = await chat.say("list", user="bob")
+        assert bob_list.data["workflows"] == []
+        [ana_list] = await chat.say("list", user="ana")
+        assert [w["name"] for w in ana_list.data["workflows"]] == ["flaky"]
+        [denied] = await chat.say("run flaky hi", user="bob")
+        assert denied.is_error and "may not run `flaky`" in denied.data["message"]
+    finally:
+        await chat.engine.stop(grace=5)
+        chat.store.close()
