@@ -63,7 +63,7 @@ class Handler:
                 return await self._command(ctx)
             return await self._plain(ctx)
         except PermissionDenied as exc:
-            details = {"text": message.text[:_AUDIT_TEXT], "reason": exc.message}
+            details: dict[str, object] = {"text": message.text[:_AUDIT_TEXT], "reason": exc.message}
             self._audit(ctx, "refused", ctx.run_ref, details)
             return [replies.error(exc)]
         except BatonError as exc:

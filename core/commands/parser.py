@@ -153,7 +153,7 @@ def _run(pos: list[str], opts: list[tuple[str, str | None]], force: bool) -> Run
         else:
             try:
                 parsed = json.loads(args_text)
-            except ValueError as exc:
+            except json.JSONDecodeError as exc:
                 raise usage_error("run", f"`--args` is not valid JSON ({exc.msg}) nor an @handle") from exc
             if not isinstance(parsed, dict):
                 raise usage_error("run", "`--args` must be a JSON object, like '{\"version\": \"1.4\"}'")
@@ -204,6 +204,11 @@ def _status(pos: list[str], opts: list[tuple[str, str | None]], force: bool) -> 
     return StatusCommand(pos[0] if pos else None)
 
 
+def _invalidate(pos: list[str], opts: list[tuple[str, str | None]]) -> InvalidateCommand:
+    run, node = _need(pos, "invalidate", ("run", "node"))
+    return InvalidateCommand(run, node, downstream=("--downstream", None) in opts)
+
+
 def _bare(pos: list[str], sub: str, command: Command) -> Command:
     _need(pos, sub, ())
     return command
@@ -219,9 +224,7 @@ _BUILDERS: dict[str, _Builder] = {
     "abandon": lambda p, o, f: AbandonCommand(_need(p, "abandon", ("run",), rest=True)[0], _rest(p, 1)),
     "cancel": lambda p, o, f: CancelCommand(_need(p, "cancel", ("run",))[0]),
     "resolve": _resolve,
-    "invalidate": lambda p, o, f: InvalidateCommand(
-        *_need(p, "invalidate", ("run", "node")), downstream=("--downstream", None) in o
-    ),
+    "invalidate": lambda p, o, f: _invalidate(p, o),
     "plan": lambda p, o, f: PlanCommand(_need(p, "plan", ("run",))[0]),
     "status": _status,
     "runs": lambda p, o, f: _bare(p, "runs", RunsCommand()),

@@ -152,7 +152,8 @@ def final(run: Run, summary: RunSummary, gate: Gate | None, attention: str | Non
     """The reply for a run that came to rest, by its status."""
     data = summary_data(summary)
     rid = run.id
-    kind, buttons = "run_completed", ()
+    kind = "run_completed"
+    buttons: tuple[Button, ...] = ()
     if summary.status == "failed":
         kind = "run_failed"
         failed = next((n for n in summary.nodes if n.node_id == summary.failed_node), None)
