@@ -109,8 +109,9 @@ class HotPath:
 
     def run(self, prepared: Prepared, params: Mapping[str, Any], *, operation: str) -> Outcome:
         """Execute and commit; any driver error becomes a `StoreError`."""
-        conn = self._connection()
+        conn = None
         try:
+            conn = self._connection()
             cursor = conn.cursor()
             try:
                 cursor.execute(prepared.sql, prepared.bind(params))
@@ -123,10 +124,11 @@ class HotPath:
                 cursor.close()
             conn.commit()
         except self._dbapi_error as exc:
-            try:
-                conn.rollback()
-            except self._dbapi_error:
-                self._discard(conn)  # the connection is gone; the next call opens a new one
+            if conn is not None:
+                try:
+                    conn.rollback()
+                except self._dbapi_error:
+                    self._discard(conn)  # the connection is gone; the next call opens a new one
             raise StoreError(f"The run store could not {operation} ({describe(exc)}).") from exc
         return Outcome(rowcount=rowcount, returned=returned)
 

@@ -1,0 +1,245 @@
+"""Schema migrations, the tables/migration agreement, indexes in use, connection setup."""
+
+from __future__ import annotations
+
+import sqlite3
+import subprocess
+import sys
+from contextlib import closing
+from pathlib import Path
+
+import pytest
+import sqlalchemy as sa
+from alembic.autogenerate import compare_metadata
+from alembic.runtime.migration import MigrationContext
+
+from core.errors import StoreError
+from core.store import migration
+from core.store.records import NodeStatus, RunStatus
+from core.store.repository import SqlStore
+from core.store.tables import metadata
+
+TABLES = {"runs", "journal", "gates", "audit_events", "blobs", "processed_events", "alembic_version"}
+POSTGRES_ONLY_INDEXES = {"ix_runs_id_prefix", "ix_blobs_digest_prefix"}
+
+
+def _tables(store: SqlStore) -> set[str]:
+    return set(sa.inspect(store._engine).get_table_names())
+
+
+def test_migrate_creates_everything_and_twice_is_a_no_op(database_url: str) -> None:
+    with SqlStore(database_url) as store:
+        store.migrate()
+        assert _tables(store) >= TABLES
+        run = store.create_run(
+            workflow="w",
+            platform="console",
+            conversation="c",
+            thread=None,
+            requester="console:a",
+            args_digest="d",
+        )
+        store.migrate()
+        with store._engine.connect() as conn:
+            assert migration.current_revision(conn) == migration.head_revision() == "0001"
+            assert conn.execute(sa.text("SELECT count(*) FROM alembic_version")).scalar() == 1
+        assert store.get_run(run.id) == run
+
+
+def test_tables_and_migrations_agree(database_url: str) -> None:
+    with SqlStore(database_url) as store:
+        store.migrate()
+        with store._engine.connect() as conn:
+            diff = compare_metadata(MigrationContext.configure(conn), metadata)
+        if store.dialect == "sqlite":  # these exist on PostgreSQL only, by design
+            diff = [d for d in diff if not (d[0] == "add_index" and d[1].name in POSTGRES_ONLY_INDEXES)]
+        assert diff == []
+
+
+def _plan(store: SqlStore, sql: str) -> str:
+    with store._engine.connect() as conn:
+        if store.dialect == "sqlite":
+            return " ".join(str(row[-1]) for row in conn.exec_driver_sql(f"EXPLAIN QUERY PLAN {sql}"))
+        conn.exec_driver_sql("SET enable_seqscan = off")
+        escaped = sql.replace("%", "%%")  # psycopg placeholders
+        return " ".join(str(row[0]) for row in conn.exec_driver_sql(f"EXPLAIN {escaped}"))
+
+
+def _seed_runs(store: SqlStore, count: int = 3000) -> None:
+    """Enough varied rows (then ANALYZE) that the planner's choice reflects the indexes."""
+    from core.store.tables import JOURNAL, RUNS
+
+    statuses = [s.value for s in RunStatus]
+    rows = [
+        {
+            "id": f"{n:012x}",
+            "workflow": f"w{n % 10}",
+            "platform": "slack",
+            "conversation": f"C{n % 30}",
+            "thread": f"T{n}",
+            "requester": "slack:U1",
+            "args_digest": "d",
+            "status": statuses[n % len(statuses)],
+            "version": 1,
+            "created_at": float(n),
+            "updated_at": float(n),
+            "lease_expires_at": float(n) if statuses[n % len(statuses)] == "running" else None,
+        }
+        for n in range(count)
+    ]
+    entries = [
+        {
+            "run_id": f"{n % count:012x}",
+            "node_id": f"n{n}",
+            "attempt": 1,
+            "cache_key": "k",
+            "components": {},
+            "status": "completed",
+            "started_at": float(n),
+            "tokens_in": 0,
+            "tokens_out": 0,
+            "artifacts": {},
+        }
+        for n in range(count * 3)
+    ]
+    with store._engine.begin() as conn:
+        conn.execute(sa.insert(RUNS), rows)
+        conn.execute(sa.insert(JOURNAL), entries)
+        conn.exec_driver_sql("ANALYZE")
+
+
+def test_lookups_use_indexes(database_url: str) -> None:
+    with SqlStore(database_url) as store:
+        store.migrate()
+        _seed_runs(store)
+        prefix = _plan(store, "SELECT * FROM runs WHERE id LIKE 'abc%' AND id >= 'abc' AND id < 'abcg'")
+        like_only = _plan(store, "SELECT * FROM runs WHERE id LIKE 'abc%'")
+        unfinished = _plan(
+            store,
+            "SELECT * FROM runs WHERE platform = 'slack' AND conversation = 'C1' AND workflow = 'w1'"
+            " AND status IN ('failed', 'paused', 'needs_attention') ORDER BY created_at DESC",
+        )
+        journal = _plan(
+            store, "SELECT * FROM journal WHERE run_id IN ('000000000001', '000000000002') ORDER BY id"
+        )
+        gates = _plan(
+            store,
+            "SELECT * FROM gates WHERE platform = 's' AND conversation = 'c' AND thread = 't'"
+            " AND status = 'waiting'",
+        )
+        lease = _plan(store, "SELECT * FROM runs WHERE status = 'running' AND lease_expires_at < 5")
+    if store.dialect == "sqlite":
+        assert "USING INDEX sqlite_autoindex_runs_1 (id>? AND id<?)" in prefix
+        assert "USING INDEX ix_runs_unfinished" in unfinished
+        assert "USING INDEX ix_journal_run" in journal
+        assert "USING INDEX ix_gates_where" in gates
+        assert "USING INDEX ix_runs_lease" in lease
+    else:
+        assert "Seq Scan" not in prefix + like_only
+        assert "ix_runs_id_prefix" in like_only or "runs_pkey" in like_only
+        assert "ix_runs_unfinished" in unfinished
+        assert "ix_journal_run" in journal
+        assert "ix_gates_where" in gates
+        assert "ix_runs_lease" in lease
+
+
+def test_postgres_prefix_index_uses_text_pattern_ops(postgres_url: str) -> None:
+    with SqlStore(postgres_url) as store:
+        store.migrate()
+        with store._engine.connect() as conn:
+            definition = conn.execute(
+                sa.text("SELECT indexdef FROM pg_indexes WHERE indexname = 'ix_runs_id_prefix'")
+            ).scalar()
+    assert definition is not None and "text_pattern_ops" in definition
+
+
+@pytest.mark.parametrize("synchronous", ["NORMAL", "FULL"])
+def test_sqlite_connection_setup(tmp_path: Path, synchronous: str) -> None:
+    path = tmp_path / "nested" / "dir" / "baton.db"  # the parent is created
+    with SqlStore(f"sqlite:///{path}", sqlite_synchronous=synchronous) as store:  # type: ignore[arg-type]
+        store.migrate()
+        with store._engine.connect() as conn:
+            pragma = {
+                name: conn.exec_driver_sql(f"PRAGMA {name}").scalar()
+                for name in ("journal_mode", "busy_timeout", "synchronous", "foreign_keys")
+            }
+        run = store.create_run(
+            workflow="w",
+            platform="console",
+            conversation="c",
+            thread=None,
+            requester="console:a",
+            args_digest="d",
+        )
+        store.journal_finish(
+            store.journal_start(
+                run_id=run.id, node_id="n", cache_key="k", components={}, attempt=1, idempotency_key=None
+            ),
+            status=NodeStatus.COMPLETED,
+        )
+    assert pragma == {
+        "journal_mode": "wal",
+        "busy_timeout": 10_000,
+        "synchronous": {"NORMAL": 1, "FULL": 2}[synchronous],
+        "foreign_keys": 1,
+    }
+    with closing(sqlite3.connect(path)) as raw:  # the hot path's commits are visible to anyone
+        assert raw.execute("SELECT status FROM journal").fetchone() == ("completed",)
+
+
+def test_in_memory_sqlite_shares_one_database(tmp_path: Path) -> None:
+    with SqlStore("sqlite://") as store:
+        store.migrate()
+        run = store.create_run(
+            workflow="w",
+            platform="console",
+            conversation="c",
+            thread=None,
+            requester="console:a",
+            args_digest="d",
+        )
+        store.transition(run.id, RunStatus.RUNNING, actor="console:a")
+        entry_id = store.journal_start(
+            run_id=run.id, node_id="n", cache_key="k", components={"x": 1}, attempt=1, idempotency_key=None
+        )
+        store.journal_finish(entry_id, status=NodeStatus.COMPLETED, output_digest=store.put_blob(b"out"))
+        (entry,) = store.journal([run.id])
+        assert (entry.status, store.get_blob(entry.output_digest or "")) == (NodeStatus.COMPLETED, b"out")
+
+
+def test_unreachable_postgres_is_a_one_line_store_error() -> None:
+    with SqlStore("postgresql://postgres@127.0.0.1:1/nowhere") as store:
+        for call in (lambda: store.get_run("abc"), lambda: store.put_blob(b"x"), store.migrate):
+            with pytest.raises(StoreError) as info:
+                call()
+            assert info.value.message.startswith("The run store could not ")
+            assert "\n" not in info.value.message
+            assert info.value.hint == StoreError.hint
+
+
+def test_alembic_command_line_uses_the_ini_file(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'cli.db'}"
+    repo = Path(__file__).resolve().parents[3]
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "alembic",
+            "-c",
+            str(repo / "alembic.ini"),
+            "-x",
+            f"url={url}",
+            "upgrade",
+            "head",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr
+    with SqlStore(url) as store:
+        with store._engine.connect() as conn:
+            assert migration.current_revision(conn) == "0001"
+        store.migrate()
+        assert _tables(store) >= TABLES
