@@ -8,6 +8,7 @@ Mixed into `Engine` (`core/engine/engine.py`), which provides the attributes dec
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -15,8 +16,15 @@ from core.engine.contracts import check_output
 from core.engine.events import EventKind
 from core.engine.executor import rejection_marker
 from core.engine.journal_index import INVALIDATED_MARKER, MARKER_KEY
-from core.errors import RunNotResumable, RunStateError, UsageError
-from core.store.records import Gate, JournalEntry, NodeStatus, Run, RunStatus
+from core.errors import (
+    BatonError,
+    GateAlreadyDecided,
+    RunNotFound,
+    RunNotResumable,
+    RunStateError,
+    UsageError,
+)
+from core.store.records import Gate, GateStatus, JournalEntry, NodeStatus, Run, RunStatus
 from core.workflows.validation import did_you_mean
 from core.workflows.validation import downstream as downstream_of
 
@@ -106,20 +114,44 @@ class RunActions:
 
     def _gate_of_paused(self, run: Run) -> Gate:
         gate = self._waiting_gate(run) if run.status is RunStatus.PAUSED else None
-        if gate is None:
-            hint = (
-                f"Use `/workflow resume {run.id}`."
-                if run.status.unfinished
-                else f"See `/workflow status {run.id}`."
-            )
-            raise RunNotResumable(
-                f"run {run.id} is {run.status.value} and no approval waits in it",
+        if gate is not None:
+            return gate
+        decided = self._decided_gate(run)
+        if decided is not None:  # another approver won: say who
+            raise GateAlreadyDecided(
+                f"the approval `{decided.node_id}` of run {run.id} was already "
+                f"{decided.status.value} by {decided.decided_by}",
                 run_id=run.id,
                 status=run.status.value,
-                by=run.status_by,
-                hint=hint,
+                by=decided.decided_by,
+                hint=f"Nothing to do; see `/workflow status {run.id}`.",
             )
-        return gate
+        hint = (
+            f"Use `/workflow resume {run.id}`."
+            if run.status.unfinished
+            else f"See `/workflow status {run.id}`."
+        )
+        raise RunNotResumable(
+            f"run {run.id} is {run.status.value} and no approval waits in it",
+            run_id=run.id,
+            status=run.status.value,
+            by=run.status_by,
+            hint=hint,
+        )
+
+    def _decided_gate(self, run: Run) -> Gate | None:
+        """The most recently decided gate of the run, if any (one read per approval step)."""
+        try:
+            workflow = self._workflow(run.workflow)
+        except BatonError:
+            return None
+        gates = []
+        for node in workflow.nodes:
+            if node.kind == "approval":
+                with contextlib.suppress(RunNotFound):
+                    gates.append(self.store.get_gate(run.id, node.id))
+        decided = [g for g in gates if g.status is not GateStatus.WAITING]
+        return max(decided, key=lambda g: g.decided_at or 0.0) if decided else None
 
     async def approve(self, run_id: str, *, actor: str, comment: str | None = None) -> Run:
         run = self.store.get_run(run_id)

@@ -1,0 +1,109 @@
+"""Approval gates: pause, approve (CAS, then continue), reject (run cancelled with the reason)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from core.engine.events import EventKind, NodeState
+from core.errors import GateAlreadyDecided, RunNotResumable
+from core.store.records import GateStatus, RunStatus
+from tests.integration.engine.harness import Harness
+
+GATED = """
+name: gated
+nodes:
+  - id: draft
+    bash: echo "v{{ inputs.version }}"
+    replay: pure
+  - id: review
+    depends_on: [draft]
+    approval: "Publish {{ nodes.draft.output }}?"
+  - id: publish
+    depends_on: [review]
+    bash: echo "published by {{ nodes.review.output.by }}"
+    replay: pure
+  - id: independent
+    bash: echo meanwhile
+    replay: pure
+"""
+
+
+async def test_approval_pauses_then_approve_continues_the_run(db_harness: Harness) -> None:
+    h = db_harness
+    h.write("gated.yaml", GATED)
+    paused = await h.run("gated", {"version": "2"})
+
+    assert paused.status is RunStatus.PAUSED
+    gate = h.store.get_gate(paused.id, "review")
+    assert gate.status is GateStatus.WAITING and gate.prompt == "Publish v2\n?"
+    assert h.kinds(paused.id, EventKind.NODE_WAITING) == ["review"]
+    states = {n.node_id: n.state for n in h.engine.summary(paused.id).nodes}
+    assert states == {
+        "draft": NodeState.DONE,
+        "review": NodeState.WAITING,
+        "publish": NodeState.SKIPPED,
+        "independent": NodeState.DONE,  # branches that do not wait for the gate still ran
+    }
+    with pytest.raises(RunNotResumable) as refused:
+        await h.engine.resume(paused.id, actor="console:bo")
+    assert "waits for approval at `review`" in refused.value.message
+    assert f"/workflow approve {paused.id}" in refused.value.hint
+
+    running = await h.engine.approve(paused.id, actor="console:bo", comment="ship it")
+    assert running.status is RunStatus.RUNNING
+    done = await h.engine.wait(paused.id, timeout=30)
+
+    assert done.status is RunStatus.COMPLETED
+    assert json.loads(h.output(paused.id, "review")) == {"approved": True, "by": "console:bo", "comment": "ship it"}
+    assert h.output(paused.id, "publish").strip() == "published by console:bo"
+    assert h.executed(paused.id, "draft") == 1  # nothing ran twice
+    with pytest.raises(GateAlreadyDecided) as again:
+        await h.engine.approve(paused.id, actor="console:cy")
+    assert again.value.by == "console:bo"
+    assert [a.action for a in h.store.audit_log(paused.id)] == ["start", "approve"]
+
+
+async def test_two_approvers_one_wins(harness: Harness) -> None:
+    h = harness
+    h.write("gated.yaml", GATED)
+    paused = await h.run("gated", {"version": "3"})
+    h.store.decide_gate(paused.id, "review", approved=True, by="console:first", comment=None)
+
+    with pytest.raises(GateAlreadyDecided) as lost:
+        await h.engine.approve(paused.id, actor="console:second")
+    assert lost.value.by == "console:first"
+
+
+async def test_reject_cancels_the_run_with_the_reason(db_harness: Harness) -> None:
+    h = db_harness
+    h.write("gated.yaml", GATED)
+    paused = await h.run("gated", {"version": "4"})
+
+    cancelled = await h.engine.reject(paused.id, actor="console:bo", reason="too risky")
+
+    assert cancelled.status is RunStatus.CANCELLED
+    assert cancelled.reason == "rejected at `review` by console:bo: too risky"
+    assert h.store.get_gate(paused.id, "review").status is GateStatus.REJECTED
+    assert h.entries(paused.id, "publish") == []
+    summary = h.engine.summary(paused.id)
+    review = next(n for n in summary.nodes if n.node_id == "review")
+    assert review.state is NodeState.FAILED and "too risky" in review.error
+    with pytest.raises(RunNotResumable) as refused:
+        await h.engine.resume(paused.id, actor="console:bo")
+    assert f"--resume-from {paused.id}" in refused.value.hint
+
+
+async def test_abandon_a_paused_run_closes_its_gate(harness: Harness) -> None:
+    h = harness
+    h.write("gated.yaml", GATED)
+    paused = await h.run("gated", {"version": "5"})
+
+    abandoned = await h.engine.abandon(paused.id, actor="console:ana")
+
+    assert abandoned.status is RunStatus.CANCELLED
+    assert h.store.waiting_gates(platform="console", conversation="c1") == []
+    with pytest.raises(RunNotResumable) as refused:
+        await h.engine.abandon(paused.id, actor="console:ana")
+    assert "already cancelled" in refused.value.message
