@@ -4,13 +4,18 @@
 directory overrides an earlier one (logged once, naming both files). A broken file never hides
 the others: it is listed by `entries()` with its error, and `get()` raises that error.
 `reload()` is called before every command, so it only stats files and re-reads those whose
-mtime or size changed.
+mtime, size or inode changed. Like git's "racily clean" check, a file modified within
+`RACY_NS` of when it was read is re-read (and compared by content) until that window has
+passed, so a same-size rewrite within one filesystem timestamp tick is never missed.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import hashlib
 import logging
 import os
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,12 +23,15 @@ from pathlib import Path
 import yaml
 
 from core.errors import UnknownWorkflow, WorkflowDefinitionError
-from core.workflows.loader import load_workflow_file
+from core.workflows.loader import load_workflow_bytes
 from core.workflows.model import Workflow
 from core.workflows.validation import did_you_mean
 
 log = logging.getLogger(__name__)
 _SUFFIXES = (".yaml", ".yml")
+#: timestamps of some filesystems are coarse (up to 2 s); files younger than this get re-checked
+RACY_NS = 2_000_000_000
+Stamp = tuple[int, int, int]  # (mtime_ns, size, inode)
 
 
 @dataclass(frozen=True)
@@ -43,10 +51,17 @@ class CatalogEntry:
 
 @dataclass(frozen=True)
 class _Loaded:
-    stamp: tuple[int, int]  # (mtime_ns, size)
+    stamp: Stamp
+    read_ns: int  # wall clock just before the file was read
+    digest: str  # sha256 of the bytes read
     name: str
     workflow: Workflow | None
     error: WorkflowDefinitionError | None
+
+    @property
+    def racy(self) -> bool:
+        """Modified so close to when it was read that a later same-size write may share its mtime."""
+        return self.read_ns - self.stamp[0] < RACY_NS
 
 
 class Catalog:
@@ -60,7 +75,7 @@ class Catalog:
 
     def reload(self) -> None:
         """Stat every workflow file; re-read only new or changed ones; rebuild the index."""
-        seen: dict[Path, tuple[int, int]] = {}
+        seen: dict[Path, Stamp] = {}
         layout: list[list[Path]] = []
         for directory in self.dirs:
             found = self._scan(directory)
@@ -74,9 +89,12 @@ class Catalog:
                 changed = True
         for path, stamp in seen.items():
             cached = self._files.get(path)
-            if cached is None or cached.stamp != stamp:
-                self._files[path] = _load(path, stamp)
-                changed = True
+            # broken files are re-checked every time: the fix may be a script or file they name
+            if cached is None or cached.stamp != stamp or cached.racy or cached.error is not None:
+                loaded = _load(path, stamp, cached)
+                changed = changed or cached is None or loaded.workflow is not cached.workflow
+                changed = changed or str(loaded.error) != str(getattr(cached, "error", None))
+                self._files[path] = loaded
         if changed or not self._entries:
             self._entries = self._index()
 
@@ -100,7 +118,7 @@ class Catalog:
 
     # -- internals ----------------------------------------------------------------------------
 
-    def _scan(self, directory: Path) -> list[tuple[Path, tuple[int, int]]]:
+    def _scan(self, directory: Path) -> list[tuple[Path, Stamp]]:
         try:
             with os.scandir(directory) as it:
                 found = []
@@ -108,11 +126,10 @@ class Catalog:
                     if item.name.endswith(_SUFFIXES) and not item.name.startswith("."):
                         info = item.stat()
                         if item.is_file():
-                            found.append((Path(item.path), (info.st_mtime_ns, info.st_size)))
+                            stamp = (info.st_mtime_ns, info.st_size, info.st_ino)
+                            found.append((Path(item.path), stamp))
         except FileNotFoundError:
-            self._warn_once(
-                (directory,), "workflow directory %s does not exist; skipping it", str(directory)
-            )
+            self._warn_once((directory,), "workflow directory %s does not exist; skipping it", str(directory))
             return []
         return sorted(found)
 
@@ -157,22 +174,38 @@ class Catalog:
             log.warning(message, *args, extra={"action": "workflow_catalog"})
 
 
-def _load(path: Path, stamp: tuple[int, int]) -> _Loaded:
+def _load(path: Path, stamp: Stamp, cached: _Loaded | None) -> _Loaded:
+    """Read `path`; when its bytes equal the cached ones, keep the cached workflow object."""
+    read_ns = time.time_ns()
     try:
-        workflow = load_workflow_file(path)
+        data = path.read_bytes()
+    except OSError as exc:
+        error = WorkflowDefinitionError(
+            f"cannot read the file ({exc.strerror or exc})",
+            file=str(path),
+            hint="Check that the file exists and is readable.",
+        )
+        return _Loaded(stamp, read_ns, "", path.stem, None, error)
+    digest = hashlib.sha256(data).hexdigest()
+    if cached is not None and cached.digest == digest and cached.error is None:
+        return dataclasses.replace(cached, stamp=stamp, read_ns=read_ns)
+    try:
+        workflow = load_workflow_bytes(data, file=str(path))
     except WorkflowDefinitionError as exc:
-        log.warning("workflow file %s is broken: %s", path, exc, extra={"action": "workflow_load_failed"})
-        return _Loaded(stamp, _guess_name(path), None, exc)
-    return _Loaded(stamp, workflow.name, workflow, None)
+        if cached is None or str(cached.error) != str(exc):
+            log.warning("workflow file %s is broken: %s", path, exc, extra={"action": "workflow_load_failed"})
+            return _Loaded(stamp, read_ns, digest, _guess_name(data, path), None, exc)
+        return dataclasses.replace(cached, stamp=stamp, read_ns=read_ns, digest=digest)
+    return _Loaded(stamp, read_ns, digest, workflow.name, workflow, None)
 
 
-def _guess_name(path: Path) -> str:
+def _guess_name(data: bytes, path: Path) -> str:
     """The `name:` of a broken file when it can still be read, else the file's stem."""
     try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, yaml.YAMLError):
+        parsed = yaml.safe_load(data.decode("utf-8"))
+    except (UnicodeDecodeError, yaml.YAMLError):
         return path.stem
-    name = data.get("name") if isinstance(data, dict) else None
+    name = parsed.get("name") if isinstance(parsed, dict) else None
     return name if isinstance(name, str) and name.strip() else path.stem
 
 

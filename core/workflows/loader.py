@@ -29,20 +29,26 @@ from core.workflows.yaml_source import SourceMap, parse_yaml
 
 def load_workflow_file(path: Path) -> Workflow:
     """Read, parse, validate and check one workflow file."""
-    file = str(path)
     try:
-        text = Path(path).read_text(encoding="utf-8")
+        data = Path(path).read_bytes()
+    except OSError as exc:
+        raise WorkflowDefinitionError(
+            f"cannot read the file ({exc.strerror or exc})",
+            file=str(path),
+            hint="Check that the file exists and is readable.",
+        ) from exc
+    return load_workflow_bytes(data, file=str(path))
+
+
+def load_workflow_bytes(data: bytes, *, file: str) -> Workflow:
+    """Decode UTF-8 and load; `file` names it in errors and anchors relative paths."""
+    try:
+        text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise WorkflowDefinitionError(
             f"file is not UTF-8 text ({exc.reason} at byte {exc.start})",
             file=file,
             hint="Save the workflow file as UTF-8.",
-        ) from exc
-    except OSError as exc:
-        raise WorkflowDefinitionError(
-            f"cannot read the file ({exc.strerror or exc})",
-            file=file,
-            hint="Check that the file exists and is readable.",
         ) from exc
     return load_workflow_text(text, file=file)
 

@@ -143,3 +143,39 @@ def test_missing_directory_is_skipped(tmp_path: Path, caplog: pytest.LogCaptureF
         catalog = Catalog([tmp_path / "absent", tmp_path / "ok"])
     assert catalog.names() == ["w"]
     assert any("does not exist" in r.getMessage() for r in caplog.records)
+
+
+def test_same_size_rewrite_within_one_timestamp_tick_is_seen(tmp_path: Path) -> None:
+    path = _write(tmp_path / "w.yaml", _simple("w", "echo 1"))
+    catalog = Catalog([tmp_path])
+    first = catalog.get("w")
+    stat = path.stat()
+    path.write_text(_simple("w", "echo 2"), encoding="utf-8")
+    os.utime(path, ns=(stat.st_atime_ns, stat.st_mtime_ns))  # same size, same mtime: a racy write
+    catalog.reload()
+    assert catalog.get("w").nodes[0].bash == "echo 2"
+    assert catalog.get("w") is not first
+
+
+def test_recheck_of_an_unchanged_recent_file_keeps_the_same_object(tmp_path: Path) -> None:
+    _write(tmp_path / "w.yaml", _simple("w"))
+    catalog = Catalog([tmp_path])
+    first = catalog.get("w")
+    for _ in range(3):
+        catalog.reload()
+    assert catalog.get("w") is first
+
+
+def test_broken_file_recovers_when_the_script_it_names_appears(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    _write(tmp_path / "w.yaml", "name: w\nnodes:\n  - id: a\n    script: steps/run.py\n")
+    with caplog.at_level(logging.WARNING, logger="core.workflows.catalog"):
+        catalog = Catalog([tmp_path])
+        catalog.reload()
+    with pytest.raises(WorkflowDefinitionError, match="does not exist"):
+        catalog.get("w")
+    assert len([r for r in caplog.records if "is broken" in r.getMessage()]) == 1
+    _write(tmp_path / "steps" / "run.py", "print('ok')\n")
+    catalog.reload()
+    assert catalog.get("w").nodes[0].script == "steps/run.py"
