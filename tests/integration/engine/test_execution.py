@@ -1,0 +1,162 @@
+"""Execution: artifacts, cancellation (here and from another engine), retries, timeouts."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from core.engine.events import EngineEvent, EventKind
+from core.engine.tools import ToolRegistry
+from core.store.records import NodeStatus, RunStatus
+from tests.integration.engine.harness import Harness, make_harness
+from tests.integration.engine.signals import Signals
+
+SLOW = """
+name: slow
+nodes:
+  - id: hold
+    bash: "echo hold $$ >> {{ inputs.sig }}; exec sleep 30"
+    replay: pure
+"""
+
+
+@pytest.fixture
+def signals(tmp_path: Path) -> Iterator[Signals]:
+    sig = Signals(tmp_path / "signals.fifo")
+    yield sig
+    sig.close()
+
+
+def _gone(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    return False
+
+
+async def test_artifacts_are_restored_on_a_resume_from_hit(harness: Harness) -> None:
+    h = harness
+    h.write(
+        "build.yaml",
+        """
+        name: build
+        nodes:
+          - id: wheel
+            bash: mkdir -p dist && printf 'wheel-bytes' > dist/pkg.whl && echo built
+            replay: pure
+            artifacts: [dist/*.whl]
+          - id: upload
+            depends_on: [wheel]
+            bash: cat dist/pkg.whl
+            replay: pure
+            memoize: false
+        """,
+    )
+    first = await h.run("build")
+    [wheel] = [e for e in h.entries(first.id, "wheel") if e.status is NodeStatus.COMPLETED]
+    assert set(wheel.artifacts) == {"dist/pkg.whl"}
+
+    second = await h.run("build", resume_from=first.id)
+
+    assert second.status is RunStatus.COMPLETED
+    assert h.executed(second.id, "wheel") == 0
+    assert h.output(second.id, "upload") == "wheel-bytes"  # read in the new run's own directory
+    restored = h.root / "data" / "runs" / second.id / "dist" / "pkg.whl"
+    assert restored.read_bytes() == b"wheel-bytes"
+
+
+async def test_cancel_kills_the_running_subprocess(harness: Harness, signals: Signals) -> None:
+    h = harness
+    h.write("slow.yaml", SLOW)
+    run = await h.start("slow", {"sig": str(signals.path)})
+    pid = int((await signals.wait_for({"hold"}))["hold"])
+
+    cancelled = await h.engine.cancel(run.id, actor="console:ana")
+
+    assert cancelled.status is RunStatus.CANCELLED and cancelled.status_by == "console:ana"
+    assert _gone(pid)
+    [entry] = h.entries(run.id, "hold")
+    assert entry.status is NodeStatus.FAILED and entry.error == "cancelled by console:ana"
+    finished = [e for e in h.events if e.kind is EventKind.RUN_FINISHED]
+    assert [e.run_status for e in finished] == ["cancelled"]
+
+
+async def test_a_cancel_from_another_process_stops_our_subprocess(
+    harness: Harness, signals: Signals, tmp_path: Path, sqlite_url: str
+) -> None:
+    runner = make_harness(tmp_path / "runner", sqlite_url, lease_seconds=0.6)
+    runner.write("slow.yaml", SLOW)
+    stopped = asyncio.Event()
+
+    async def on_event(event: EngineEvent) -> None:
+        if event.kind is EventKind.RUN_FINISHED:
+            stopped.set()
+
+    runner.engine.subscribe(on_event)
+    await runner.engine.start()
+    try:
+        run = await runner.start("slow", {"sig": str(signals.path)})
+        pid = int((await signals.wait_for({"hold"}))["hold"])
+
+        await harness.engine.cancel(run.id, actor="console:bo")  # an engine that does not run it
+
+        async with asyncio.timeout(10):
+            await stopped.wait()  # the runner's heartbeat noticed and stopped the run
+        assert _gone(pid)
+        [entry] = runner.entries(run.id, "hold")
+        assert entry.error == "cancelled by console:bo"
+    finally:
+        await runner.engine.stop(grace=5)
+        runner.store.close()
+
+
+async def test_retries_with_backoff_on_a_pure_step(tmp_path: Path, sqlite_url: str) -> None:
+    tools = ToolRegistry()
+    calls: list[int] = []
+
+    @tools.tool("flaky", replay="pure", inline=True)
+    def flaky() -> str:
+        calls.append(1)
+        if len(calls) < 3:
+            raise RuntimeError(f"blip {len(calls)}")
+        return "steady"
+
+    h = make_harness(tmp_path, sqlite_url, tools=tools)
+    h.write(
+        "flaky.yaml",
+        "name: flaky\nnodes:\n  - id: f\n    tool: flaky\n    replay: pure\n"
+        "    retry: {attempts: 3, backoff: 0.01}\n",
+    )
+    run = await h.run("flaky")
+    await h.engine.stop()
+    h.store.close()
+
+    assert run.status is RunStatus.COMPLETED
+    entries = h.entries(run.id, "f")
+    assert [(e.attempt, e.status) for e in entries] == [
+        (1, NodeStatus.FAILED),
+        (2, NodeStatus.FAILED),
+        (3, NodeStatus.COMPLETED),
+    ]
+    assert "blip 1" in (entries[0].error or "")
+
+
+async def test_a_timeout_fails_the_step_and_kills_it(harness: Harness, signals: Signals) -> None:
+    h = harness
+    h.write(
+        "late.yaml",
+        'name: late\nnodes:\n  - id: hold\n    bash: "echo hold $$ >> {{ inputs.sig }}; exec sleep 30"\n'
+        "    replay: pure\n    timeout: 0.5\n",
+    )
+    run = await h.start("late", {"sig": str(signals.path)})
+    pid = int((await signals.wait_for({"hold"}))["hold"])
+    done = await h.engine.wait(run.id, timeout=15)
+
+    assert done.status is RunStatus.FAILED
+    assert "timed out after 0.5 s" in (done.reason or "")
+    assert _gone(pid)
