@@ -67,16 +67,17 @@ class _Loaded:
 class Catalog:
     def __init__(self, dirs: Sequence[Path]) -> None:
         self.dirs = [Path(d) for d in dirs]
-        self._files: dict[Path, _Loaded] = {}
-        self._layout: list[list[Path]] = []  # the workflow files of each directory, sorted
+        # keyed by path text: Path objects cost more than the stat calls in a warm reload
+        self._files: dict[str, _Loaded] = {}
+        self._layout: list[list[str]] = []  # the workflow files of each directory, sorted
         self._entries: dict[str, CatalogEntry] = {}
         self._warned: set[tuple[Path, ...]] = set()
         self.reload()
 
     def reload(self) -> None:
         """Stat every workflow file; re-read only new or changed ones; rebuild the index."""
-        seen: dict[Path, Stamp] = {}
-        layout: list[list[Path]] = []
+        seen: dict[str, Stamp] = {}
+        layout: list[list[str]] = []
         for directory in self.dirs:
             found = self._scan(directory)
             layout.append([path for path, _ in found])
@@ -91,7 +92,7 @@ class Catalog:
             cached = self._files.get(path)
             # broken files are re-checked every time: the fix may be a script or file they name
             if cached is None or cached.stamp != stamp or cached.racy or cached.error is not None:
-                loaded = _load(path, stamp, cached)
+                loaded = _load(Path(path), stamp, cached)
                 changed = changed or cached is None or loaded.workflow is not cached.workflow
                 changed = changed or str(loaded.error) != str(getattr(cached, "error", None))
                 self._files[path] = loaded
@@ -118,7 +119,7 @@ class Catalog:
 
     # -- internals ----------------------------------------------------------------------------
 
-    def _scan(self, directory: Path) -> list[tuple[Path, Stamp]]:
+    def _scan(self, directory: Path) -> list[tuple[str, Stamp]]:
         try:
             with os.scandir(directory) as it:
                 found = []
@@ -127,7 +128,7 @@ class Catalog:
                         info = item.stat()
                         if item.is_file():
                             stamp = (info.st_mtime_ns, info.st_size, info.st_ino)
-                            found.append((Path(item.path), stamp))
+                            found.append((item.path, stamp))
         except FileNotFoundError:
             self._warn_once((directory,), "workflow directory %s does not exist; skipping it", str(directory))
             return []
@@ -137,8 +138,9 @@ class Catalog:
         index: dict[str, CatalogEntry] = {}
         for paths in self._layout:
             in_dir: dict[str, Path] = {}
-            for path in paths:
-                loaded = self._files[path]
+            for text in paths:
+                path = Path(text)
+                loaded = self._files[text]
                 error = loaded.error
                 if loaded.name in in_dir:
                     first = in_dir[loaded.name]
