@@ -1,0 +1,52 @@
+"""The body of each racing process in `test_concurrency.py` (importable under spawn).
+
+Every worker opens its own `SqlStore` on the shared URL, then, in step with the others
+(a barrier before each race): migrates the fresh database, tries to resume the same
+failed run, claims the same incoming event id, and decides the same approval gate.
+It reports one outcome per race: ("won", detail) or ("lost", error type, status, by).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from core.errors import BatonError, GateAlreadyDecided, RunNotResumable
+from core.store.records import RunStatus
+from core.store.repository import SqlStore
+
+BARRIER_TIMEOUT = 90.0
+
+
+def race(worker: int, url: str, barrier: Any, setup: Any, results: Any) -> None:
+    outcome: dict[str, Any] = {"worker": worker}
+    store = SqlStore(url)
+    try:
+        barrier.wait(BARRIER_TIMEOUT)  # 1: everyone started and imported
+        store.migrate()
+        outcome["migrate"] = ("won", None)
+        barrier.wait(BARRIER_TIMEOUT)  # 2: schema ready; the parent creates the run and gate
+        failed_run, gated_run = setup.get(timeout=BARRIER_TIMEOUT)
+        store.get_run(failed_run)  # warm the connection so the race is tight
+        store.journal([failed_run])  # and the hot path's imports
+
+        barrier.wait(BARRIER_TIMEOUT)  # 3: resume race
+        try:
+            run = store.transition(failed_run, RunStatus.RUNNING, actor=f"worker:{worker}")
+            outcome["resume"] = ("won", run.status.value, run.status_by)
+        except RunNotResumable as exc:
+            outcome["resume"] = ("lost", type(exc).__name__, exc.status, exc.by)
+
+        barrier.wait(BARRIER_TIMEOUT)  # 4: dedupe race
+        outcome["claim"] = ("won",) if store.claim_event("slack", "Ev-race") else ("lost",)
+
+        barrier.wait(BARRIER_TIMEOUT)  # 5: approval race
+        try:
+            gate = store.decide_gate(gated_run, "review", approved=True, by=f"worker:{worker}", comment=None)
+            outcome["decide"] = ("won", gate.status.value, gate.decided_by)
+        except GateAlreadyDecided as exc:
+            outcome["decide"] = ("lost", type(exc).__name__, exc.status, exc.by)
+    except (BatonError, OSError, RuntimeError) as exc:  # BrokenBarrierError is a RuntimeError
+        outcome["error"] = f"{type(exc).__name__}: {exc}"
+    finally:
+        store.close()
+        results.put(outcome)
