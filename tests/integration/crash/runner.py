@@ -1,0 +1,100 @@
+"""Runs a real engine in a child process, for the crash and recovery-race tests.
+
+    python -m tests.integration.crash.runner start   <db-url> <root> <workflow> <args-json>
+    python -m tests.integration.crash.runner recover <db-url> <root> <run-id>
+    python -m tests.integration.crash.runner race    <db-url> <root> <replica-id>
+
+`start` prints the run id and keeps executing until the test kills it (kill -9).
+`recover` starts an engine of the same replica (which takes over runs of dead local
+processes at once), waits for the run to rest and prints
+`{"status": ..., "recovered_in": seconds}`.
+`race` prints `ready`, waits for `go` on stdin, makes one recovery pass and prints
+`{"won": [run ids]}` (then lets a won run finish).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+import time
+from pathlib import Path
+
+from core.engine.engine import Engine, EngineConfig
+from core.engine.providers import FakeProvider, ProviderRegistry
+from core.engine.tools import ToolRegistry
+from core.store.repository import SqlStore
+from core.workflows.catalog import Catalog
+
+REPLICA = "crash"
+
+
+def build(url: str, root: Path, replica: str, lease_seconds: float = 15.0) -> Engine:
+    store = SqlStore(url)
+    store.migrate()
+    return Engine(
+        store=store,
+        catalog=Catalog([root / "workflows"]),
+        config=EngineConfig(data_dir=root / "data", lease_seconds=lease_seconds, replica_id=replica),
+        providers=ProviderRegistry({"fake": FakeProvider()}, "fake"),
+        tools=ToolRegistry(),
+    )
+
+
+def say(value: object) -> None:
+    print(value if isinstance(value, str) else json.dumps(value), flush=True)
+
+
+async def start(url: str, root: Path, workflow: str, args: str) -> None:
+    engine = build(url, root, REPLICA)
+    await engine.start()
+    run = await engine.start_run(
+        workflow=workflow,
+        args=json.loads(args),
+        platform="console",
+        conversation="crash",
+        thread=None,
+        requester="console:crash",
+    )
+    say(run.id)
+    await engine.wait(run.id)
+    await engine.stop()
+
+
+async def recover(url: str, root: Path, run_id: str) -> None:
+    engine = build(url, root, REPLICA)
+    began = time.monotonic()
+    await engine.start()  # dead local owners are taken over here, before start() returns
+    taken = time.monotonic() - began
+    run = await engine.wait(run_id, timeout=20)
+    say({"status": run.status.value, "recovered_in": round(taken, 4)})
+    await engine.stop()
+
+
+async def race(url: str, root: Path, replica: str) -> None:
+    engine = build(url, root, replica)
+    say("ready")
+    line = await asyncio.to_thread(sys.stdin.readline)
+    if line.strip() != "go":
+        raise SystemExit(f"expected `go`, got {line!r}")
+    won = await engine.recover_now()
+    say({"won": won})
+    for run_id in won:
+        await engine.wait(run_id, timeout=20)
+    await engine.stop()
+
+
+def main(argv: list[str]) -> None:
+    mode, url, root = argv[0], argv[1], Path(argv[2])
+    if mode == "start":
+        asyncio.run(start(url, root, argv[3], argv[4]))
+    elif mode == "recover":
+        asyncio.run(recover(url, root, argv[3]))
+    elif mode == "race":
+        asyncio.run(race(url, root, argv[3]))
+    else:
+        raise SystemExit(f"unknown mode {mode}")
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
