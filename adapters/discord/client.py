@@ -76,8 +76,13 @@ class BatonClient(discord.Client):
     async def on_workflow(self, interaction: discord.Interaction, command: str) -> None:
         if not await _acknowledge(interaction, thinking=True):
             return
-        replies = await self.handler.handle(command_message(interaction, command))
-        await self.sender.answer(interaction, replies, open_original=True)
+        message = command_message(interaction, command)
+        release = self.sender.hold(message.conversation)
+        try:
+            replies = await self.handler.handle(message)
+            await self.sender.answer(interaction, replies, open_original=True)
+        finally:
+            await release()
 
     # -- buttons ------------------------------------------------------------------------------
     async def check_click(self, interaction: discord.Interaction, button: WorkflowButton) -> bool:
@@ -90,20 +95,31 @@ class BatonClient(discord.Client):
             command = command_of(ref, self.get_blob)
         except KeyError:
             command = f"{ref.action} {ref.digest}"  # the core answers an unknown reference
-        replies = await self.handler.handle(command_message(interaction, command))
-        refusals = [dataclasses.replace(r, ephemeral=True) for r in replies if r.is_error]
-        if refusals:
-            await self.sender.answer(interaction, refusals, open_original=False)
-            return False
-        button.outcome = replies
+        message = command_message(interaction, command)
+        release = self.sender.hold(message.conversation)  # until `run_click` has posted
+        try:
+            replies = await self.handler.handle(message)
+            refusals = [dataclasses.replace(r, ephemeral=True) for r in replies if r.is_error]
+            if refusals:
+                await self.sender.answer(interaction, refusals, open_original=False)
+                await release()
+                return False
+        except BaseException:
+            await release()
+            raise
+        button.outcome = (replies, release)
         return True
 
     async def run_click(self, interaction: discord.Interaction, button: WorkflowButton) -> None:
-        if interaction.message is not None:
-            chooser = interaction.user.display_name or interaction.user.name
-            view = used_view(interaction.message, button.custom_id_value, chooser)
-            await interaction.edit_original_response(view=view, allowed_mentions=NO_MENTIONS)
-        await self.sender.answer(interaction, button.outcome or [], open_original=False)
+        replies, release = button.outcome
+        try:
+            if interaction.message is not None:
+                chooser = interaction.user.display_name or interaction.user.name
+                view = used_view(interaction.message, button.custom_id_value, chooser)
+                await interaction.edit_original_response(view=view, allowed_mentions=NO_MENTIONS)
+            await self.sender.answer(interaction, replies, open_original=False)
+        finally:
+            await release()
 
     # -- plain messages (approval replies) ----------------------------------------------------
     async def on_message(self, message: discord.Message) -> None:

@@ -7,7 +7,11 @@
 - `replace_key`: the messages last posted with that key are edited instead of posting anew,
   at most once per `edit_interval` seconds; the newest state always gets sent (also at close).
 - `starts_thread`: a thread is opened from the posted message and handed to the core with
-  `attach_thread(run_id, thread_id)`; later replies for the run carry that thread.
+  `attach_thread(run_id, thread_id)`; later replies for the run carry that thread. A run's
+  first background replies can be produced before its thread exists (the run starts while
+  the command is still being answered): while a command is being answered in a conversation
+  (`hold`), background replies there without a thread wait for it (at most
+  `thread_wait` seconds), then go to the thread this process opened for their run.
 """
 
 from __future__ import annotations
@@ -17,7 +21,7 @@ import contextlib
 import io
 import logging
 import time
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 
@@ -91,14 +95,42 @@ class DiscordSender:
     attach_thread: Callable[[str, str], Awaitable[None]]
     edit_interval: float = 1.0
     attach_over: int = 8000
+    thread_wait: float = 10.0
+    _threads: dict[str, str] = field(default_factory=dict)  # run id -> thread this process opened
+    _answering: Counter[str] = field(default_factory=Counter)  # conversation -> commands in flight
+    _answered: asyncio.Condition = field(default_factory=asyncio.Condition)
     _keyed: dict[str, _Keyed] = field(default_factory=dict)
     _locks: defaultdict[str, asyncio.Lock] = field(default_factory=lambda: defaultdict(asyncio.Lock))
     _closing: asyncio.Event = field(default_factory=asyncio.Event)
 
     # -- entry points -------------------------------------------------------------------
+    def hold(self, conversation: str) -> Callable[[], Awaitable[None]]:
+        """Mark a command in flight in `conversation` (its run's thread may be about to open);
+        returns the (idempotent) release."""
+        self._answering[conversation] += 1
+        released = False
+
+        async def release() -> None:
+            nonlocal released
+            if released:
+                return
+            released = True
+            self._answering[conversation] -= 1
+            if self._answering[conversation] <= 0:
+                del self._answering[conversation]
+            async with self._answered:
+                self._answered.notify_all()
+
+        return release
+
     async def outbox(self, reply: Reply) -> None:
         """Background replies (progress, completion, a gate waiting) from the core."""
-        target = reply.thread or reply.conversation
+        if reply.thread is None and reply.run_id and reply.conversation in self._answering:
+            async with self._answered:
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._answered.wait_for(
+                        lambda: reply.conversation not in self._answering), self.thread_wait)
+        target = reply.thread or self._threads.get(reply.run_id or "") or reply.conversation
         if target is None:
             log.warning("reply without a place dropped", extra={"action": "drop", "run_id": reply.run_id})
             return
@@ -192,6 +224,7 @@ class DiscordSender:
                             extra={"action": "thread_failed", "run_id": reply.run_id})
                 return
         await self.attach_thread(reply.run_id, str(thread_id))
+        self._threads[reply.run_id] = str(thread_id)
 
     # -- edits in place -------------------------------------------------------------------
     async def _flush_loop(self, key: str) -> None:

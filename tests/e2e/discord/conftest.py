@@ -3,9 +3,9 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from pathlib import Path
 
-import discord
 import pytest
 
+from adapters.discord import discord  # imported there without the stdlib `audioop` warning
 from core.config import Settings
 from tests.e2e.discord.fake_discord import FakeDiscord
 from tests.e2e.discord.harness import DiscordBot, discord_bot, settings_for
