@@ -13,6 +13,7 @@ called, well within Slack's 3 seconds, and the listener goes on in the backgroun
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import re
 from collections.abc import Mapping, Sequence
@@ -81,6 +82,10 @@ class SlackBridge:
             await self.sender.tell(origin, wording.button_expired())
             return
         message, origin = inbound.button_click(body, action, command)
+        clicked = (body.get("message") or {}).get("ts")
+        if message.thread is None and self.sender.is_run_thread(clicked):
+            message = dataclasses.replace(message, thread=clicked)
+            origin = dataclasses.replace(origin, thread=clicked)
         async with self.sender.handling(origin.channel):
             replies = await self.handle(message, origin)
             if replies and not any(r.is_error for r in replies):

@@ -88,6 +88,10 @@ class SlackSender:
         _remember(self._commands, ref, button.command)  # type: ignore[arg-type]
         return ref
 
+    def is_run_thread(self, ts: str | None) -> bool:
+        """True when `ts` is the first message of a run (its thread root)."""
+        return ts is not None and ts in self._threads.values()
+
     def command_of(self, value: str) -> str | None:
         return self._commands.get(value) if value.startswith("ref:") else value
 

@@ -150,9 +150,12 @@ class MockSlack:
 
     async def _body(self, request: web.Request) -> dict[str, Any]:
         raw = await request.text()
+        body: dict[str, Any] = dict(request.query)  # the SDK sends some methods' arguments as a query
         if request.content_type == "application/json":
-            return dict(json.loads(raw or "{}"))
-        return dict(parse_qsl(raw))
+            body.update(json.loads(raw or "{}"))
+        else:
+            body.update(parse_qsl(raw))
+        return body
 
     async def _api(self, request: web.Request) -> web.Response:
         method = request.match_info["method"]

@@ -91,7 +91,8 @@ def test_strip_mention_removes_the_bot_only() -> None:
 
 
 def test_thread_reply_becomes_a_plain_message_with_a_stable_event_id() -> None:
-    event = {"type": "message", "channel": "C1", "user": "U1", "text": "lgtm", "ts": "2.0", "thread_ts": "1.0"}
+    event = {"type": "message", "channel": "C1", "user": "U1", "text": "lgtm", "ts": "2.0",
+             "thread_ts": "1.0"}
     parsed = chat_event(event, bot_user_id=BOT)
     assert parsed is not None
     message, origin = parsed
@@ -114,7 +115,8 @@ def test_bots_edits_joins_and_channel_chatter_are_ignored() -> None:
 
 
 def test_direct_messages_and_mentions_count_outside_threads() -> None:
-    dm = {"type": "message", "channel": "D1", "user": "U1", "text": "approve", "ts": "3.0", "channel_type": "im"}
+    dm = {"type": "message", "channel": "D1", "user": "U1", "text": "approve", "ts": "3.0",
+          "channel_type": "im"}
     parsed = chat_event(dm, bot_user_id=BOT)
     assert parsed is not None and parsed[0].direct
     mention = {"type": "message", "channel": "C1", "user": "U1", "text": "<@UBOT> approve", "ts": "4.0"}
@@ -129,6 +131,7 @@ def test_button_click_runs_the_buttons_command_as_the_clicker() -> None:
             "message": {"ts": "5.0", "thread_ts": "1.0"}, "response_url": "https://hooks/2"}
     action = {"action_id": "baton:resume:0", "value": "resume r1", "action_ts": "6.0"}
     message, origin = button_click(body, action, "resume r1")
-    assert (message.user, message.text, message.thread, message.is_command) == ("U2", "resume r1", "1.0", True)
+    assert (message.user, message.text, message.thread) == ("U2", "resume r1", "1.0")
+    assert message.is_command
     assert message.event_id == "action:tr:6.0:baton:resume:0"
     assert origin.response_url == "https://hooks/2"
