@@ -32,15 +32,27 @@ nodes:
     replay: pure
   - id: p
     depends_on: [before]
-    bash: "echo run >> {{ inputs.dir }}/p.runs; echo p $$ >> {{ inputs.sig }}; [ -f {{ inputs.dir }}/release ] || exec sleep 60; echo p-out"
+    bash: |
+      echo run >> {{ inputs.dir }}/p.runs
+      echo p $$ >> {{ inputs.sig }}
+      [ -f {{ inputs.dir }}/release ] || exec sleep 60
+      echo p-out
     replay: pure
   - id: i
     depends_on: [before]
-    bash: "echo $BATON_IDEMPOTENCY_KEY >> {{ inputs.dir }}/sink; echo i $$ >> {{ inputs.sig }}; [ -f {{ inputs.dir }}/release ] || exec sleep 60; echo i-out"
+    bash: |
+      echo $BATON_IDEMPOTENCY_KEY >> {{ inputs.dir }}/sink
+      echo i $$ >> {{ inputs.sig }}
+      [ -f {{ inputs.dir }}/release ] || exec sleep 60
+      echo i-out
     replay: idempotent
   - id: u
     depends_on: [before]
-    bash: "echo run >> {{ inputs.dir }}/u.runs; echo u $$ >> {{ inputs.sig }}; [ -f {{ inputs.dir }}/release ] || exec sleep 60; echo u-out"
+    bash: |
+      echo run >> {{ inputs.dir }}/u.runs
+      echo u $$ >> {{ inputs.sig }}
+      [ -f {{ inputs.dir }}/release ] || exec sleep 60
+      echo u-out
     replay: unsafe
   - id: after
     depends_on: [p, i]
