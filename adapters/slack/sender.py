@@ -35,11 +35,11 @@ from adapters.slack.blocks import (
     unescape_mrkdwn,
 )
 from adapters.slack.inbound import PLATFORM, Origin
-from adapters.slack.web_api import SlackCallFailed, call
+from adapters.slack.web_api import CHANNEL_ERRORS, SlackCallFailed, call
 from core.commands.handler import Handler
 from core.commands.messages import Button, Reply
 from core.errors import PlatformError
-from core.render import render
+from core.render import render, render_text
 
 log = logging.getLogger("baton.slack")
 
@@ -197,7 +197,7 @@ class SlackSender:
         thread = reply.thread or (origin.thread if origin else self._threads.get(reply.run_id or ""))
         chunks = render(reply, PLATFORM)
         upload = needs_upload(chunks)
-        full = "\n".join(chunks)
+        full = render_text(reply, PLATFORM) if upload else ""
         filename = f"{reply.kind}-{reply.run_id or 'baton'}.txt"
         message = build_message(
             chunks[:1] if upload else chunks,
@@ -206,8 +206,7 @@ class SlackSender:
             note=wording.uploaded(len(full), filename) if upload else None,
         )
         if reply.ephemeral and origin is not None:
-            await call(self._client, "chat.postEphemeral", channel=channel, user=origin.user,
-                       thread_ts=thread, **message.as_kwargs())
+            await self._ephemeral(origin, channel, thread, message)
             return
         if reply.replace_key:
             ts = await self._replace(reply.replace_key, channel, thread, message)
@@ -221,6 +220,20 @@ class SlackSender:
                 self._settled.notify_all()
         if upload:
             await self._upload(reply.replace_key, channel, root, filename, unescape_mrkdwn(full))
+
+    async def _ephemeral(
+        self, origin: Origin, channel: str, thread: str | None, message: SlackMessage
+    ) -> None:
+        """chat.postEphemeral; where the bot is not a member, the request's response URL."""
+        try:
+            await call(self._client, "chat.postEphemeral", channel=channel, user=origin.user,
+                       thread_ts=thread, **message.as_kwargs())
+        except SlackCallFailed as exc:
+            if exc.error not in CHANNEL_ERRORS or not origin.response_url:
+                raise
+            await AsyncWebhookClient(origin.response_url).send(
+                response_type="ephemeral", replace_original=False, **message.as_kwargs()
+            )
 
     async def _post(self, channel: str, thread: str | None, message: SlackMessage) -> str:
         response = await call(self._client, "chat.postMessage", channel=channel, thread_ts=thread,

@@ -32,7 +32,8 @@ class SlackE2E:
     tmp: Path
 
     async def settle(self) -> None:
-        """Wait until every background reply has been sent to the mock."""
+        """Wait until every background reply so far has been sent to the mock."""
+        await self.baton.handler.drain()
         await self.bridge.sender.idle()
 
 
