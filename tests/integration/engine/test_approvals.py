@@ -56,7 +56,11 @@ async def test_approval_pauses_then_approve_continues_the_run(db_harness: Harnes
     done = await h.engine.wait(paused.id, timeout=30)
 
     assert done.status is RunStatus.COMPLETED
-    assert json.loads(h.output(paused.id, "review")) == {"approved": True, "by": "console:bo", "comment": "ship it"}
+    assert json.loads(h.output(paused.id, "review")) == {
+        "approved": True,
+        "by": "console:bo",
+        "comment": "ship it",
+    }
     assert h.output(paused.id, "publish").strip() == "published by console:bo"
     assert h.executed(paused.id, "draft") == 1  # nothing ran twice
     with pytest.raises(GateAlreadyDecided) as again:
