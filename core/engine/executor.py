@@ -17,6 +17,7 @@ applies it with a compare-and-swap.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import time
 from collections import deque
@@ -34,7 +35,7 @@ from core.engine.prepared import Definitions, PreparedNode, PreparedWorkflow
 from core.engine.providers import ProviderRegistry
 from core.engine.tools import ToolRegistry
 from core.engine.workdirs import RunDirs, capture_artifacts, missing_artifacts, restore_artifacts
-from core.errors import BatonError, NodeFailed, ReplayUnsafe, RunNotFound
+from core.errors import BatonError, NodeFailed, ReplayUnsafe, RunNotFound, RunStateError
 from core.redaction import NO_SECRETS, Redactor
 from core.store.port import Store
 from core.store.records import GateStatus, JournalEntry, NodeStatus, Run, RunStatus
@@ -233,12 +234,16 @@ class RunExecutor:
             self._attention.append(error)
             await self._emit(EventKind.NODE_ATTENTION, pn.id, reason=error.message, hint=error.hint)
             return False
-        self.store.journal_finish(entry.id, status=NodeStatus.FAILED, error=INTERRUPTED.format(cls=pn.replay))
+        with contextlib.suppress(RunStateError):  # already settled by someone: fine, it re-runs anyway
+            self.store.journal_finish(
+                entry.id, status=NodeStatus.FAILED, error=INTERRUPTED.format(cls=pn.replay)
+            )
         return True
 
     async def _use(self, pn: PreparedNode, entry: JournalEntry) -> None:
         """Serve a completed entry: done in this run already, or a cache hit from the lineage."""
-        assert entry.output_digest is not None
+        digest = entry.output_digest
+        assert digest is not None
         if entry.run_id != self.run_id:
             tokens = entry.tokens_in + entry.tokens_out + int(entry.components.get("_tokens", 0))
             if entry.tokens_in + entry.tokens_out:  # an original: remember what re-using it saves
@@ -252,7 +257,7 @@ class RunExecutor:
             )
         if entry.artifacts:
             self._restore.update(missing_artifacts(self.s.dirs.root, entry.artifacts))
-        self._release(pn.id, entry.output_digest)
+        self._release(pn.id, digest)
 
     async def _approval(self, step: _Step) -> None:
         pn = step.node
