@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import parse_qsl
 
-from aiohttp import web
+from aiohttp import WSMsgType, web
 
 BOT_USER = "UBATONBOT"
 BOT_ID = "BBATON"
@@ -82,6 +82,7 @@ class MockSlack:
         self._failures: dict[str, list[_Failure]] = {}
         self._ts = 1_700_000_000_000_000
         self._runner: web.AppRunner | None = None
+        self._sockets: list[web.WebSocketResponse] = []
         self.port = 0
 
     # -- lifecycle ---------------------------------------------------------------
@@ -90,6 +91,7 @@ class MockSlack:
         app.router.add_post("/api/{method}", self._api)
         app.router.add_post("/upload/{file_id}", self._upload)
         app.router.add_post("/response/{name}", self._response_url)
+        app.router.add_get("/socket", self._socket)
         self._runner = web.AppRunner(app, access_log=None)
         await self._runner.setup()
         site = web.TCPSite(self._runner, "127.0.0.1", 0)
@@ -97,6 +99,8 @@ class MockSlack:
         self.port = int(self._runner.addresses[0][1])
 
     async def stop(self) -> None:
+        for socket in self._sockets:
+            await socket.close()
         if self._runner is not None:
             await self._runner.cleanup()
 
@@ -106,6 +110,10 @@ class MockSlack:
 
     def response_url(self, name: str) -> str:
         return f"http://127.0.0.1:{self.port}/response/{name}"
+
+    async def send_envelope(self, envelope: dict[str, Any]) -> None:
+        """Socket Mode: push an envelope to the connected app (recorded acks: `socket.ack`)."""
+        await self._sockets[-1].send_str(json.dumps(envelope))
 
     # -- test controls ---------------------------------------------------------------
     def fail_next(self, method: str, error: str, *, times: int = 1, status: int = 200,
@@ -185,6 +193,8 @@ class MockSlack:
             file_id = f"F{len(self.uploads) + 1:08d}"
             self.uploads[file_id] = b""
             return {"ok": True, "file_id": file_id, "upload_url": f"http://127.0.0.1:{self.port}/upload/{file_id}"}
+        if method == "apps.connections.open":
+            return {"ok": True, "url": f"ws://127.0.0.1:{self.port}/socket"}
         if method == "files.completeUploadExternal":
             return {"ok": True, "files": [{"id": f["id"], "title": f.get("title")} for f in _files(body)]}
         return {"ok": True}
@@ -195,6 +205,16 @@ class MockSlack:
         self.uploads[file_id] = data
         await self._record(Call("upload", {"file_id": file_id, "size": len(data)}, time.monotonic()))
         return web.Response(text="OK")
+
+    async def _socket(self, request: web.Request) -> web.WebSocketResponse:
+        socket = web.WebSocketResponse()
+        await socket.prepare(request)
+        self._sockets.append(socket)
+        await self._record(Call("socket.connect", {}, time.monotonic()))
+        async for message in socket:
+            if message.type == WSMsgType.TEXT:
+                await self._record(Call("socket.ack", json.loads(message.data), time.monotonic()))
+        return socket
 
     async def _response_url(self, request: web.Request) -> web.Response:
         body = await self._body(request)
