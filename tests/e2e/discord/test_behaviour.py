@@ -3,6 +3,8 @@ output, duplicates, threads, edits in place and mentions."""
 
 from __future__ import annotations
 
+import time
+
 from core.config import Settings
 from tests.e2e.discord.fake_discord import BOT_ID, BOT_USER, CHANNEL_ID, FakeDiscord, user
 from tests.e2e.discord.gateway import BOB, MALLORY, bot_mention, dispatch_message
@@ -12,29 +14,40 @@ NO_MENTIONS = {"parse": []}
 
 
 async def test_commands_are_deferred_within_three_seconds_then_answered(bot: DiscordBot) -> None:
+    dispatched = time.monotonic()
     payload = bot.command("help")
-    dispatched = bot.fake.calls[-1].at if bot.fake.calls else 0.0
 
     ack = await bot.acknowledged(payload)
     (answer,) = await bot.answers(payload)
 
     assert ack.json == {"type": 5} and ack.at - dispatched < 3.0
-    assert answer.content and answer.json["allowed_mentions"] == NO_MENTIONS
+    assert "run" in answer.content and answer.json["allowed_mentions"] == NO_MENTIONS
 
 
 async def test_a_run_lives_in_a_thread_with_one_progress_message_edited_in_place(bot: DiscordBot) -> None:
     run_id, thread, run = await bot.start('run gated "v1"')
     assert run.status == "paused"
-    assert bot.fake.channels[thread]["parent_id"] == CHANNEL_ID  # opened from the command's message
+    assert bot.fake.channels[thread]["parent_id"] == CHANNEL_ID  # opened from the command's answer
 
-    final = await bot.posted_in(thread, "paused")  # the progress table's last state
-    progress_posts = [c for c in bot.fake.calls if c.method == "POST"
-                      and c.path == f"channels/{thread}/messages" and run_id in c.content
-                      and "—" in c.content]
-    assert len(progress_posts) == 1  # posted once …
-    if final.method == "PATCH":  # … then edited in place (unless the run was faster than one edit)
-        assert final.path.startswith(f"channels/{thread}/messages/")
     await bot.posted_in(thread, "Ship v1?")
+    final = await bot.posted_in(thread, "— **paused**")  # the progress table's last state
+    progress_posts = [c for c in bot.fake.find("POST", f"channels/{thread}/messages", "— **")
+                      if run_id in c.content]
+    assert len(progress_posts) == 1  # posted once …
+    (progress_id,) = [m["id"] for m in bot.fake.messages.values()
+                      if m["channel_id"] == thread and "— **" in m["content"]]
+    assert (final.method, final.path) == ("PATCH", f"channels/{thread}/messages/{progress_id}")  # … edited
+    in_channel = [c for c in bot.fake.calls if c.path == f"channels/{CHANNEL_ID}/messages"]
+    assert not in_channel  # nothing but the command's answer in the channel
+
+
+async def test_a_command_typed_in_a_run_thread_belongs_to_the_channel_conversation(bot: DiscordBot) -> None:
+    paused, thread, _ = await bot.start('run gated "v1"')
+
+    (answer,) = await bot.answers(bot.command('run gated "v2"', channel_id=thread))
+
+    assert f"baton:approve:{paused}" in custom_ids(answer.json["components"])  # the prompt, not a run
+    assert [r.id for r in bot.baton.store.recent_runs(platform="discord")] == [paused]
 
 
 async def test_an_unauthorized_click_is_refused_privately_and_nothing_resumes(bot: DiscordBot) -> None:
