@@ -25,6 +25,7 @@ from core.config import Access
 from core.engine.engine import Engine
 from core.errors import BatonError, PermissionDenied
 from core.store.port import Store
+from core.store.records import Run
 from core.workflows.catalog import Catalog
 
 log = logging.getLogger("baton.handler")
@@ -65,9 +66,13 @@ class Handler:
         except PermissionDenied as exc:
             details: dict[str, object] = {"text": message.text[:_AUDIT_TEXT], "reason": exc.message}
             self._audit(ctx, "refused", ctx.run_ref, details)
-            return [replies.error(exc)]
+            return [replies.error(exc, self._run_named(ctx))]
         except BatonError as exc:
-            return [replies.error(exc)]
+            run = self._run_named(ctx)
+            extra = {"action": "command_error", "run_id": run.id if run else None,
+                     "error": type(exc).__name__}
+            log.info("answered with an error: %s", exc.message, extra=extra)
+            return [replies.error(exc, run)]
         except Exception:
             log.exception("message failed", extra={"action": "handle", "event_id": message.event_id})
             return [replies.unexpected()]
@@ -114,6 +119,15 @@ class Handler:
         if msg.direct or msg.mentions_bot:
             return [replies.no_gate_hint()]
         return []  # ordinary chatter: never an approval, never an answer
+
+    def _run_named(self, ctx: Context) -> Run | None:
+        """The run the failed message was about, so the error reply can carry its id."""
+        if ctx.run_ref is None:
+            return None
+        try:
+            return self.store.find_run(ctx.run_ref)
+        except BatonError:
+            return None
 
     def _audit(self, ctx: Context, action: str, run_ref: str | None, details: dict[str, object]) -> None:
         run_id = None

@@ -139,6 +139,7 @@ async def test_completed_run_is_not_resumable_and_points_to_resume_from(chat: Ch
     await chat.rest(started.run_id)
     [refused] = await chat.say(f"resume {started.run_id}")
     assert refused.is_error and f"--resume-from {started.run_id}" in refused.data["hint"]
+    assert (refused.run_id, refused.run_status) == (started.run_id, "completed")
     [again] = await chat.say(f"run flaky --resume-from {started.run_id} bye")
     assert again.kind == "run_started" and again.data["resumed_from"] == started.run_id
     args = chat.engine.args_of(chat.store.get_run(again.run_id))  # type: ignore[arg-type]
