@@ -1,7 +1,7 @@
 """Reply -> Block Kit, and the edit that records a button choice. Pure functions, no I/O.
 
 Slack's limits shape everything here: 3,000 characters per section block, 2,000 per
-button `value`, 75 per button label, 50 blocks per message. Text is never cut: a chunk
+button `value`, 75 per button label, 25 buttons per actions block. Text is never cut: a chunk
 over the section limit is split at a line break; a message too long for blocks is
 uploaded as a file by the sender (see `needs_upload`).
 """
@@ -17,6 +17,7 @@ from core.commands.messages import Button
 SECTION_LIMIT = 3_000
 VALUE_LIMIT = 2_000
 LABEL_LIMIT = 75
+ACTIONS_LIMIT = 25  # buttons per actions block
 FALLBACK_LIMIT = 3_000
 #: Above this many characters a reply is uploaded as a file snippet instead of blocks.
 UPLOAD_THRESHOLD = 12_000
@@ -103,12 +104,13 @@ def button_element(button: Button, index: int, value: str) -> Block:
     return element
 
 
-def actions_block(buttons: Sequence[Button], value_of: Callable[[Button], str]) -> Block:
-    return {
-        "type": "actions",
-        "block_id": "baton_actions",
-        "elements": [button_element(b, i, value_of(b)) for i, b in enumerate(buttons)],
-    }
+def actions_blocks(buttons: Sequence[Button], value_of: Callable[[Button], str]) -> list[Block]:
+    """Actions blocks of at most 25 buttons each (Slack's limit), with unique block ids."""
+    elements = [button_element(b, i, value_of(b)) for i, b in enumerate(buttons)]
+    return [
+        {"type": "actions", "block_id": f"baton_actions_{n}", "elements": elements[i : i + ACTIONS_LIMIT]}
+        for n, i in enumerate(range(0, len(elements), ACTIONS_LIMIT))
+    ]
 
 
 def section(text: str) -> Block:
@@ -130,8 +132,7 @@ def build_message(
     blocks: list[Block] = [section(t) for t in sections(chunks)]
     if note:
         blocks.append(context(note))
-    if buttons:
-        blocks.append(actions_block(buttons, value_of))
+    blocks.extend(actions_blocks(buttons, value_of))
     return SlackMessage(text=fallback_text(chunks), blocks=tuple(blocks))
 
 

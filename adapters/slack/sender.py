@@ -22,6 +22,7 @@ from collections import Counter, OrderedDict, deque
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 from slack_sdk.web.async_client import AsyncWebClient
 from slack_sdk.webhook.async_client import AsyncWebhookClient
@@ -45,6 +46,7 @@ log = logging.getLogger("baton.slack")
 
 MEMORY = 2_000  # remembered progress messages, run threads and long button commands
 THREAD_WAIT = 10.0  # seconds a background reply waits for its run's first message
+V = TypeVar("V")
 STALE_MESSAGE = frozenset({"message_not_found", "cant_update_message", "edit_window_closed"})
 
 
@@ -59,7 +61,8 @@ class _Slot:
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
 
 
-def _remember(store: OrderedDict[str, object], key: str, value: object) -> None:
+def _remember(store: OrderedDict[str, V], key: str, value: V) -> None:
+    """Keep the newest `MEMORY` entries."""
     store[key] = value
     store.move_to_end(key)
     while len(store) > MEMORY:
@@ -85,7 +88,7 @@ class SlackSender:
         if len(button.command) <= VALUE_LIMIT:
             return button.command
         ref = "ref:" + hashlib.sha256(button.command.encode()).hexdigest()[:32]
-        _remember(self._commands, ref, button.command)  # type: ignore[arg-type]
+        _remember(self._commands, ref, button.command)
         return ref
 
     def is_run_thread(self, ts: str | None) -> bool:
@@ -214,7 +217,7 @@ class SlackSender:
             ts = await self._post(channel, thread, message)
         root = thread or ts
         if reply.starts_thread and reply.run_id:
-            _remember(self._threads, reply.run_id, root)  # type: ignore[arg-type]
+            _remember(self._threads, reply.run_id, root)
             await self._handler.attach_thread(reply.run_id, root)
             async with self._settled:
                 self._settled.notify_all()
@@ -242,7 +245,7 @@ class SlackSender:
 
     async def _replace(self, key: str, channel: str, thread: str | None, message: SlackMessage) -> str:
         slot = self._slots.get(key) or _Slot()
-        _remember(self._slots, key, slot)  # type: ignore[arg-type]
+        _remember(self._slots, key, slot)
         async with slot.lock:
             if slot.ts is not None and slot.channel == channel:
                 try:

@@ -91,7 +91,8 @@ async def call(client: AsyncWebClient, method: str, **kwargs: Any) -> AsyncSlack
     kwargs = {k: v for k, v in kwargs.items() if v is not None}
     waited = 0.0
     channel = kwargs.get("channel") or kwargs.get("channel_id")
-    for attempt in range(1, MAX_ATTEMPTS + 1):
+    attempt = 1
+    while True:
         try:
             if method == "files.uploadV2":
                 return await client.files_upload_v2(**kwargs)
@@ -108,5 +109,5 @@ async def call(client: AsyncWebClient, method: str, **kwargs: Any) -> AsyncSlack
                 extra={"action": "slack_rate_limited", "method": method, "attempt": attempt},
             )
             waited += delay
+            attempt += 1
             await asyncio.sleep(delay)
-    raise AssertionError("unreachable")  # pragma: no cover - the loop returns or raises

@@ -93,7 +93,7 @@ class SlackHarness:
             "api_app_id": "A0BATON", "token": "legacy", "container": container,
             "trigger_id": f"{n}.click.{time.time_ns()}", "channel": {"id": channel, "name": "ops"},
             "message": original, "response_url": self.mock.response_url(f"click-{n}"),
-            "actions": [{**button, "block_id": "baton_actions", "action_ts": f"{time.time():.6f}{n}"}],
+            "actions": [{**button, "block_id": "baton_actions_0", "action_ts": f"{time.time():.6f}{n}"}],
         }
         return await self._form({"payload": json.dumps(payload)})
 

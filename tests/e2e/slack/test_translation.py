@@ -46,6 +46,16 @@ def test_buttons_become_one_actions_block_with_unique_action_ids() -> None:
     assert message.text == "*Run r1 failed*"
 
 
+def test_more_than_25_buttons_are_spread_over_several_actions_blocks() -> None:
+    buttons = tuple(Button(f"Approve {n}", f"approve r{n}", action="approve") for n in range(30))
+    blocks = build_message(["which one?"], buttons).blocks
+    actions = [b for b in blocks if b["type"] == "actions"]
+    assert [len(b["elements"]) for b in actions] == [25, 5]
+    assert len({b["block_id"] for b in actions}) == 2
+    values = [e["value"] for b in actions for e in b["elements"]]
+    assert values == [f"approve r{n}" for n in range(30)]
+
+
 def test_a_long_command_is_passed_by_reference() -> None:
     long_command = 'run x --force "' + "z" * VALUE_LIMIT + '"'
     message = build_message(["prompt"], (Button("Force", long_command, action="force"),),
