@@ -10,7 +10,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import discord
 from discord import app_commands
@@ -52,7 +52,7 @@ class BatonClient(discord.Client):
         self.tree = app_commands.CommandTree(self)
         self.tree.add_command(self._workflow_command(), guild=self.guild)
 
-    def _workflow_command(self) -> app_commands.Command[None, ..., None]:
+    def _workflow_command(self) -> app_commands.Command[Any, ..., None]:
         @app_commands.command(name="workflow", description="Start, watch, approve and resume Baton workflows")
         @app_commands.describe(command="e.g. run hello hi · resume <run> · approve <run> · help")
         async def workflow(interaction: discord.Interaction, command: str) -> None:

@@ -24,6 +24,7 @@ import time
 from collections import Counter, defaultdict
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
+from typing import Literal
 
 import discord
 
@@ -33,7 +34,7 @@ from core.render import render
 
 PLATFORM = "discord"
 NO_MENTIONS = discord.AllowedMentions.none()
-THREAD_ARCHIVE_MINUTES = 1440
+THREAD_ARCHIVE_MINUTES: Literal[1440] = 1440  # a day without messages
 
 log = logging.getLogger("baton.discord")
 

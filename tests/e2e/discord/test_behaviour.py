@@ -6,7 +6,7 @@ from __future__ import annotations
 import time
 
 from core.config import Settings
-from tests.e2e.discord.fake_discord import BOT_ID, BOT_USER, CHANNEL_ID, FakeDiscord, user
+from tests.e2e.discord.fake_discord import APP_ID, BOT_ID, BOT_USER, CHANNEL_ID, GUILD_ID, FakeDiscord, user
 from tests.e2e.discord.gateway import BOB, MALLORY, bot_mention, dispatch_message
 from tests.e2e.discord.harness import DiscordBot, custom_ids, discord_bot
 
@@ -145,3 +145,21 @@ async def test_nothing_the_bot_posts_can_ping(bot: DiscordBot) -> None:
     assert posted
     assert all(c.json.get("allowed_mentions") == NO_MENTIONS for c in posted)
     assert not any("@everyone" in c.content for c in posted)  # neutralised in text as well
+
+
+async def test_the_command_is_synced_to_the_guild_when_configured(bot: DiscordBot) -> None:
+    (sync,) = bot.fake.find("PUT", "/commands")
+
+    assert sync.path == f"applications/{APP_ID}/guilds/{GUILD_ID}/commands"
+    (command,) = sync.json
+    assert command["name"] == "workflow"
+    assert [(o["name"], o["type"], o["required"]) for o in command["options"]] == [("command", 3, True)]
+
+
+async def test_the_command_is_synced_globally_without_a_guild(
+    fake_discord: FakeDiscord, settings: Settings
+) -> None:
+    async with discord_bot(fake_discord, settings.model_copy(update={"discord_guild_id": None})):
+        (sync,) = fake_discord.find("PUT", "/commands")
+
+    assert sync.path == f"applications/{APP_ID}/commands"
