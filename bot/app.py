@@ -19,11 +19,19 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from core.commands.handler import Handler
-from core.engine.engine import Engine, EngineConfig
 from sqlalchemy.engine import make_url
 
+from core.commands.handler import Handler
 from core.config import Settings
+from core.engine.distributed import (
+    DispatchConfig,
+    JobQueue,
+    RemoteDispatcher,
+    apply_queue_schema,
+    remote_executor_factory,
+    stalled_after,
+)
+from core.engine.engine import Engine, EngineConfig
 from core.engine.providers import ProviderRegistry
 from core.engine.tools import ToolRegistry
 from core.store.port import Store
@@ -53,6 +61,8 @@ class Baton:
     catalog: Catalog
     engine: Engine
     handler: Handler
+    #: set when BATON_EXECUTOR=procrastinate: steps go to `baton worker` processes
+    dispatcher: RemoteDispatcher | None = None
     _life: _Lifecycle = field(default_factory=_Lifecycle, repr=False)
 
     @property
@@ -69,7 +79,7 @@ class Baton:
         if self._life.signals == 1:
             log.info(
                 "stopping: no new input; in-flight steps get %.0fs",
-                SHUTDOWN_GRACE,
+                self.settings.shutdown_grace,
                 extra={"action": "shutdown", "signal": name},
             )
             self.request_stop()
@@ -79,9 +89,12 @@ class Baton:
 
     @asynccontextmanager
     async def running(
-        self, *, grace: float = SHUTDOWN_GRACE, handle_signals: bool = True
+        self, *, grace: float | None = None, handle_signals: bool = True
     ) -> AsyncIterator[Baton]:
-        """Start the engine (recovery of lapsed runs, heartbeat); stop it on exit."""
+        """Start the engine (recovery of lapsed runs, heartbeat); stop it on exit: in-flight
+        steps get `grace` seconds (default BATON_SHUTDOWN_GRACE), then the leases of runs still
+        running here are released so that a peer replica recovers them at once."""
+        grace = self.settings.shutdown_grace if grace is None else grace
         loop = asyncio.get_running_loop()
         self._life.main_task = asyncio.current_task()
         installed: list[int] = []
@@ -92,6 +105,8 @@ class Baton:
                 except (NotImplementedError, RuntimeError, ValueError):  # not the main thread
                     continue
                 installed.append(sig)
+        if self.dispatcher is not None:
+            await self.dispatcher.open()
         await self.engine.start()
         log.info("engine started", extra={"action": "engine_started", "owner": self.engine.owner})
         try:
@@ -100,7 +115,10 @@ class Baton:
             for sig in installed:
                 loop.remove_signal_handler(sig)
             await self.engine.stop(grace=0.0 if self._life.signals > 1 else grace)
-            log.info("engine stopped", extra={"action": "engine_stopped"})
+            released = self.store.release_leases(self.engine.owner)  # type: ignore[attr-defined]
+            if self.dispatcher is not None:
+                await self.dispatcher.close()
+            log.info("engine stopped", extra={"action": "engine_stopped", "released": released})
 
     def close(self) -> None:
         self.store.close()
@@ -132,6 +150,7 @@ def build_baton(settings: Settings) -> Baton:
     store = SqlStore(settings.database_url)
     store.migrate()
     catalog = Catalog(settings.workflow_dirs)
+    dispatcher = distributed_dispatcher(settings, store)
     engine = Engine(
         store=store,
         catalog=catalog,
@@ -143,6 +162,28 @@ def build_baton(settings: Settings) -> Baton:
         ),
         providers=ProviderRegistry.from_settings(settings),
         tools=load_tools(settings.tool_modules),
+        executor_factory=remote_executor_factory(dispatcher) if dispatcher is not None else None,
     )
     handler = Handler(store=store, engine=engine, catalog=catalog, access=settings.access)
-    return Baton(settings=settings, store=store, catalog=catalog, engine=engine, handler=handler)
+    return Baton(
+        settings=settings,
+        store=store,
+        catalog=catalog,
+        engine=engine,
+        handler=handler,
+        dispatcher=dispatcher,
+    )
+
+
+def distributed_dispatcher(settings: Settings, store: SqlStore) -> RemoteDispatcher | None:
+    """With BATON_EXECUTOR=procrastinate: the job queue's schema is installed and steps are
+    handed to workers through the returned dispatcher; None for the in-process executor."""
+    if settings.executor != "procrastinate":
+        return None
+    apply_queue_schema(settings.database_url)
+    config = DispatchConfig(
+        queue=settings.queue_name,
+        liveness_seconds=settings.worker_heartbeat_seconds,
+        stalled_after=stalled_after(settings.worker_heartbeat_seconds),
+    )
+    return RemoteDispatcher(store, JobQueue(settings.database_url), config)

@@ -34,7 +34,6 @@ app = typer.Typer(
 )
 
 EXIT_USAGE = 2
-WORKER_PLACEHOLDER = "distributed workers come with the Procrastinate executor (docs/operations.md)"
 
 DatabaseUrl = Annotated[
     str | None, typer.Option("--database-url", help="Overrides BATON_DATABASE_URL.", show_default=False)
@@ -236,11 +235,24 @@ def migrate(database_url: DatabaseUrl = None) -> None:
 
 
 @app.command()
-def worker() -> None:
-    """Run node executions for other replicas (needs BATON_EXECUTOR=procrastinate)."""
-    typer.echo(f"error: {WORKER_PLACEHOLDER}", err=True)
-    typer.echo("Run `baton run` instead; it executes runs in-process.", err=True)
-    raise typer.Exit(EXIT_USAGE)
+def worker(
+    database_url: DatabaseUrl = None,
+    concurrency: Annotated[
+        int | None,
+        typer.Option("--concurrency", min=1, help="Steps run at once (default BATON_WORKER_CONCURRENCY)."),
+    ] = None,
+    name: Annotated[
+        str | None, typer.Option("--name", help="Worker name in logs (default host:pid).", show_default=False)
+    ] = None,
+) -> None:
+    """Execute workflow steps for `baton run` replicas (needs BATON_EXECUTOR=procrastinate and PostgreSQL)."""
+    from bot.worker import serve_worker
+
+    settings = settings_for(database_url, None)
+    try:
+        asyncio.run(serve_worker(settings, concurrency=concurrency, name=name))
+    except BatonError as exc:
+        fail(exc)
 
 
 if __name__ == "__main__":  # `python -m bot.main`

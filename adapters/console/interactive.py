@@ -24,6 +24,7 @@ from rich.console import Console
 from rich.text import Text
 
 from adapters.console.messages import PLATFORM, to_chat_message
+from adapters.console.oneshot import drive_to_rest
 from adapters.console.output import choices_text, reply_text
 from core.commands.messages import Button, Reply
 from core.errors import BatonError
@@ -162,3 +163,5 @@ async def interactive(
             replies = [Reply(kind="error", data={"message": exc.message, "hint": exc.hint}, is_error=True)]
         for reply in replies:
             await show(reply)
+    if not tty and not baton.stopping.is_set():
+        await drive_to_rest(baton, set())  # piped input: finish what it started before leaving

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+from core.commands.model import RunCommand
+from core.commands.parser import parse
 from tests.e2e.console.cli import BatonCli, button, final_status, prompts, run_ids
 
 FIXED_FLAKY = """\
 name: flaky
-description: Echo the message (fixed: no longer fails)
+description: Echo the message, fixed so that it no longer fails
 nodes:
   - id: check
     bash: echo checked
@@ -34,9 +36,9 @@ def test_1_a_fresh_run_with_a_failed_run_prompts_and_executes_nothing(baton_any_
     (prompt,) = prompts(replies)
     assert button(prompt, f"resume {failed}")
     assert button(prompt, f"abandon {failed}")
-    force = button(prompt, "run flaky --force")
-    assert force["command"] == 'run flaky --force "B"'  # "B" survives in option 3
-    assert force["command"] in prompt["text"]  # copyable, not only a button
+    force = button(prompt, "run flaky --force")["command"]
+    assert parse(force) == RunCommand(workflow="flaky", message="B", force=True)  # "B" survives
+    assert force in prompt["text"]  # copyable, not only a button
     assert [r.id for r in baton.runs()] == [failed]  # nothing executed
     assert baton.run_record(failed).status == "failed"
 

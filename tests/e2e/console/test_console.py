@@ -21,17 +21,17 @@ def terminal(baton: BatonCli) -> Iterator[Terminal]:
 
 
 def test_a_run_then_a_numbered_button_approves_the_gate(baton: BatonCli, terminal: Terminal) -> None:
-    terminal.expect(r"ana> ")
+    terminal.expect(r"ana>")
     start = terminal.mark()
     terminal.type("run gated ship-it\r")
 
-    approve = terminal.expect(r"\[(\d+)\] Approve", after=start, timeout=60)
+    approve = terminal.expect(r"\[(\d+)\] Approve[\s\S]*ana>", after=start, timeout=60)
     (run,) = baton.runs()
     assert run.status == "paused"
 
     start = terminal.mark()
     terminal.type(f"{approve.group(1)}\r")  # the number runs that button's command
-    terminal.expect(r"completed", after=start, timeout=60)
+    terminal.expect(r"completed in [\s\S]*ana>", after=start, timeout=60)  # the summary, prompt back
     terminal.type("\x04")  # Ctrl-D leaves
 
     assert terminal.wait() == 0

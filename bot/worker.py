@@ -1,0 +1,146 @@
+"""`baton worker`: execute workflow steps that `baton run` replicas hand to the job queue.
+
+Any machine that reaches the PostgreSQL database can run workers (BATON_EXECUTOR=procrastinate
+on the replicas and the workers). A worker claims a step's journal entry, runs it with the
+same leaf code the in-process executor uses and writes the result to the journal; the run's
+replica reads it from there (`core/engine/distributed/`).
+
+Shutdown: the first SIGTERM/SIGINT stops fetching jobs; steps in flight get
+`BATON_SHUTDOWN_GRACE` seconds, then are stopped (their process group killed) and stay
+`started`, for the replica's replay rules. A second signal exits at once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import signal
+import socket
+from collections.abc import Callable
+from typing import Any
+
+from procrastinate.worker import Worker
+
+from bot.app import load_tools
+from core.config import Settings
+from core.engine.distributed import (
+    TASK_NAME,
+    JobQueue,
+    NodeJob,
+    NodeWorker,
+    apply_queue_schema,
+    stalled_after,
+)
+from core.engine.providers import ProviderRegistry
+from core.errors import ConfigurationError
+from core.redaction import Redactor
+from core.store.repository import SqlStore
+
+log = logging.getLogger("baton.worker")
+
+
+def require_procrastinate(settings: Settings) -> None:
+    if settings.executor != "procrastinate":
+        raise ConfigurationError(
+            f"BATON_EXECUTOR is `{settings.executor}`: steps run inside `baton run`, "
+            "so there is nothing for a worker to do",
+            hint="Set BATON_EXECUTOR=procrastinate (and a PostgreSQL BATON_DATABASE_URL) "
+            "on the replicas and the workers.",
+        )
+
+
+def worker_name(settings: Settings, name: str | None) -> str:
+    return name or f"{settings.replica_id or socket.gethostname()}:{os.getpid()}"
+
+
+def build_worker(
+    settings: Settings, store: SqlStore, queue: JobQueue, *, concurrency: int, name: str
+) -> Worker:
+    """A Procrastinate worker whose one task runs a `NodeJob` through `NodeWorker`."""
+    node_worker = NodeWorker(
+        store=store,
+        providers=ProviderRegistry.from_settings(settings),
+        tools=load_tools(settings.tool_modules),
+        data_dir=settings.data_dir,
+        redactor=Redactor(settings.secrets()),
+        name=name,
+    )
+
+    @queue.app.task(name=TASK_NAME, queue=settings.queue_name)
+    async def execute_node_job(job: dict[str, Any]) -> str:
+        status = await node_worker.run(NodeJob.from_args(job))
+        return status.value if status is not None else "skipped"
+
+    return Worker(
+        app=queue.app,
+        queues=[settings.queue_name],
+        name=name,
+        concurrency=concurrency,
+        wait=True,
+        listen_notify=True,
+        fetch_job_polling_interval=1.0,
+        shutdown_graceful_timeout=settings.shutdown_grace,
+        install_signal_handlers=False,
+        update_heartbeat_interval=settings.worker_heartbeat_seconds,
+        stalled_worker_timeout=stalled_after(settings.worker_heartbeat_seconds),
+        delete_jobs="successful",
+    )
+
+
+async def serve_worker(
+    settings: Settings,
+    *,
+    concurrency: int | None = None,
+    name: str | None = None,
+    on_ready: Callable[[], None] | None = None,
+) -> None:
+    """Run until SIGTERM/SIGINT (see the module docstring)."""
+    require_procrastinate(settings)
+    settings.data_dir.mkdir(parents=True, exist_ok=True)
+    store = SqlStore(settings.database_url)
+    queue: JobQueue | None = None
+    try:
+        store.migrate()
+        apply_queue_schema(settings.database_url)
+        slots = concurrency or settings.worker_concurrency
+        queue = JobQueue(settings.database_url, pool_size=slots + 3)
+        label = worker_name(settings, name)
+        worker = build_worker(settings, store, queue, concurrency=slots, name=label)
+        await queue.open()
+        main = asyncio.current_task()
+        signals = 0
+
+        def on_signal(signum: int) -> None:
+            nonlocal signals
+            signals += 1
+            if signals == 1:
+                log.info(
+                    "stopping: no new steps; in-flight steps get %.0fs",
+                    settings.shutdown_grace,
+                    extra={"action": "shutdown", "signal": signal.Signals(signum).name},
+                )
+                worker.stop()
+            elif main is not None:
+                log.warning("second signal: stopping now", extra={"action": "shutdown_forced"})
+                main.cancel()
+
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, on_signal, sig)
+        try:
+            log.info(
+                "worker ready",
+                extra={"action": "worker_started", "worker": label, "queue": settings.queue_name},
+            )
+            if on_ready is not None:
+                on_ready()
+            await worker.run()
+        finally:
+            for sig in (signal.SIGTERM, signal.SIGINT):
+                loop.remove_signal_handler(sig)
+        log.info("worker stopped", extra={"action": "worker_stopped", "worker": label})
+    finally:
+        if queue is not None:
+            await queue.close()
+        store.close()
