@@ -1,0 +1,90 @@
+"""`baton run` without chat tokens: the console; SIGTERM lets in-flight work finish."""
+
+from __future__ import annotations
+
+import os
+import select
+import signal
+import subprocess
+import sys
+import time
+
+from tests.e2e.console.cli import CALL_TIMEOUT, BatonCli
+
+SLOW = """\
+name: slow
+description: One step that takes a while, then another
+nodes:
+  - id: nap
+    bash: sleep 2 && echo rested
+    replay: pure
+  - id: after
+    depends_on: [nap]
+    bash: echo after
+    replay: pure
+"""
+
+
+def start(baton: BatonCli, *args: str) -> subprocess.Popen[bytes]:
+    return subprocess.Popen(
+        [sys.executable, "-m", "bot.main", *args],
+        cwd=baton.home,
+        env=baton.env(),
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+
+
+def read_until(process: subprocess.Popen[bytes], text: str, timeout: float = CALL_TIMEOUT) -> str:
+    """Read the process's stdout until `text` appears (deadline, no polling sleeps)."""
+    assert process.stdout is not None
+    seen = b""
+    deadline = time.monotonic() + timeout
+    while text.encode() not in seen:
+        remaining = deadline - time.monotonic()
+        ready, _, _ = select.select([process.stdout], [], [], max(0.0, remaining))
+        chunk = os.read(process.stdout.fileno(), 65536) if ready else b""
+        if not chunk:
+            raise AssertionError(f"{text!r} not printed; stdout so far:\n{seen.decode(errors='replace')}")
+        seen += chunk
+    return seen.decode()
+
+
+def test_run_without_tokens_is_the_console_and_finishes_piped_work(baton: BatonCli) -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "bot.main", "run", "--user", "ana", "--conversation", "ops"],
+        cwd=baton.home,
+        env=baton.env(),
+        input="run gated from-a-pipe\n",
+        capture_output=True,
+        text=True,
+        timeout=CALL_TIMEOUT,
+        check=False,
+    )
+
+    assert done.returncode == 0, done.stderr
+    assert "Baton console" in done.stdout
+    (run,) = baton.runs()
+    assert (run.workflow, run.status, run.requester) == ("gated", "paused", "console:ana")
+    assert "[1] Approve" in done.stdout
+
+
+def test_sigterm_stops_input_and_lets_the_running_step_finish(baton: BatonCli) -> None:
+    (baton.workflows / "slow.yaml").write_text(SLOW)
+    with start(baton, "run", "--user", "ana") as process:
+        try:
+            assert process.stdin is not None
+            process.stdin.write(b"run slow now\n")
+            process.stdin.flush()
+            read_until(process, "nap running")
+
+            process.send_signal(signal.SIGTERM)  # stdin stays open: only the signal ends the console
+
+            assert process.wait(timeout=CALL_TIMEOUT) == 0
+        finally:
+            if process.poll() is None:
+                process.kill()
+    (run,) = baton.runs()
+    assert run.status == "completed"  # the in-flight step got its grace period
+    assert run.lease_owner is None
