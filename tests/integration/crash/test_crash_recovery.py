@@ -112,6 +112,7 @@ async def test_kill_9_mid_flight_then_restart(tmp_path: Path, sqlite_url: str, s
     await second.wait()
 
     assert report["status"] == RunStatus.NEEDS_ATTENTION.value
+    print(f"\nrecovery of the dead local owner's run took {report['recovered_in'] * 1000:.0f} ms")
     assert report["recovered_in"] < 0.5
     assert len(_lines(out / "p.runs")) == 2  # pure: re-ran
     keys = _lines(out / "sink")
