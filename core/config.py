@@ -64,6 +64,11 @@ class Settings(BaseSettings):
     # python module names or .py paths whose @tool functions are registered
     tool_modules: Annotated[list[str], NoDecode] = Field(default_factory=lambda: ["workflows/tools.py"])
     executor: Literal["local", "procrastinate"] = "local"
+    # scale-out (docs/operations.md): graceful shutdown and distributed workers
+    shutdown_grace: float = Field(default=10.0, ge=0)  # seconds in-flight steps get on SIGTERM
+    queue_name: str = "baton"  # the Procrastinate queue node jobs go to
+    worker_concurrency: int = Field(default=4, ge=1, le=256)  # steps one `baton worker` runs at once
+    worker_heartbeat_seconds: float = Field(default=2.0, gt=0)  # a worker silent 3x this is dead
 
     # prompt providers
     prompt_provider: Literal["fake", "command", "openai"] = "fake"

@@ -38,6 +38,7 @@ from core.workflows.model import Workflow
 
 log = logging.getLogger(__name__)
 ENGINE_ACTOR = "baton"
+ExecutorFactory = Callable[[Setup], RunExecutor]
 
 
 @dataclass(frozen=True)
@@ -75,12 +76,16 @@ class Engine(RunActions):
         config: EngineConfig,
         providers: ProviderRegistry,
         tools: ToolRegistry,
+        executor_factory: ExecutorFactory | None = None,
     ) -> None:
         self.store = store
         self.catalog = catalog
         self.config = config
         self.providers = providers
         self.tools = tools
+        #: builds each execution's executor: in-process by default; `core.engine.distributed`
+        #: supplies one whose steps run on `baton worker` processes
+        self._executor_factory: ExecutorFactory = executor_factory or RunExecutor
         self.owner = new_owner(config.replica_id)
         self._bus = EventBus()
         self._active: dict[str, _Active] = {}
@@ -207,7 +212,7 @@ class Engine(RunActions):
 
     async def _launch(self, run: Run, ready: Ready) -> None:
         lineage = tuple(self.store.lineage(run.id))
-        executor = RunExecutor(
+        executor = self._executor_factory(
             Setup(
                 store=self.store,
                 prepared=ready.prepared,

@@ -23,6 +23,7 @@ from core.store.records import JournalEntry, NodeStatus
 MARKER_KEY = ""
 INVALIDATED_MARKER = "invalidated"  # components["marker"] of the entry `Engine.invalidate` writes
 REJECTED_MARKER = "rejected"  # components["marker"] of the entry a rejected gate leaves
+_OPEN = (NodeStatus.STARTED, NodeStatus.QUEUED)  # dispatched, not settled
 
 
 def is_cut(entry: JournalEntry) -> bool:
@@ -87,9 +88,10 @@ class JournalIndex:
         return self._own.get(node_id)
 
     def dangling(self, node_id: str) -> JournalEntry | None:
-        """This run's `started` entry without a result (the process died while it ran)."""
+        """This run's `started` (or, with distributed workers, `queued`) entry without a
+        result: the process that dispatched it stopped before it was settled."""
         entry = self._own.get(node_id)
-        return entry if entry is not None and entry.status is NodeStatus.STARTED else None
+        return entry if entry is not None and entry.status in _OPEN else None
 
     def next_attempt(self, node_id: str) -> int:
         return self._attempts.get(node_id, 0) + 1

@@ -74,6 +74,9 @@ class NodeStatus(StrEnum):
     COMPLETED = "completed"
     FAILED = "failed"
     INVALIDATED = "invalidated"
+    #: handed to a distributed worker (`BATON_EXECUTOR=procrastinate`), not started yet: the
+    #: worker moves it to `started` with a compare-and-swap before the step runs
+    QUEUED = "queued"
 
 
 class GateStatus(StrEnum):

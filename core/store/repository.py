@@ -3,6 +3,7 @@
     SqlStore = RunsSql (runs, CAS transitions, leases)      runs_sql.py
              + JournalSql (journal, blobs, lineage)          journal_sql.py
              + GatesSql (gates, audit trail, event dedupe)   gates_sql.py
+             + DispatchSql (queued steps, lease release)     dispatch_sql.py
              on SqlBase (engine, clock, hot path)            sql_base.py
 
 Reads and CAS changes go through SQLAlchemy Core on the tables of `tables.py`; rows
@@ -16,6 +17,7 @@ from __future__ import annotations
 
 from core.store import migration
 from core.store.database import store_operation
+from core.store.dispatch_sql import DispatchSql
 from core.store.gates_sql import GatesSql
 from core.store.journal_sql import JournalSql
 from core.store.runs_sql import DEFAULT_LEASE_SECONDS, RunsSql
@@ -23,7 +25,7 @@ from core.store.runs_sql import DEFAULT_LEASE_SECONDS, RunsSql
 __all__ = ["DEFAULT_LEASE_SECONDS", "SqlStore"]
 
 
-class SqlStore(RunsSql, JournalSql, GatesSql):
+class SqlStore(RunsSql, JournalSql, GatesSql, DispatchSql):
     """The run store on SQLite (WAL) or PostgreSQL (psycopg 3), through the same code.
 
     `sqlite_synchronous`: "NORMAL" (default; a power cut may lose the last commits but

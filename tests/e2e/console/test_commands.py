@@ -49,8 +49,9 @@ def test_migrate_creates_the_schema_and_is_idempotent(baton: BatonCli) -> None:
     assert baton.runs() == []  # the schema exists and is queryable
 
 
-def test_worker_is_a_placeholder_that_exits_2(baton: BatonCli) -> None:
+def test_worker_without_the_procrastinate_executor_exits_2_naming_the_setting(baton: BatonCli) -> None:
     done = baton.run("worker")
 
     assert done.returncode == 2
-    assert "distributed workers come with the Procrastinate executor (docs/operations.md)" in done.stderr
+    assert "BATON_EXECUTOR is `local`" in done.stderr
+    assert "Set BATON_EXECUTOR=procrastinate" in done.stderr

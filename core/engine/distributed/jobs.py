@@ -1,0 +1,94 @@
+"""`NodeJob`: what a replica hands a worker to execute one step, as JSON job arguments.
+
+Everything the leaf code (`core.engine.nodes.execute_node`) needs is resolved by the
+replica before the hand-off: templates rendered, script source read, upstream outputs on
+stdin. The worker adds only what is local to its machine (working directory, providers,
+tools, secrets). Pure: building and parsing a job touches nothing else.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from core.engine.nodes import RenderedNode
+from core.workflows.model import OutputContract
+
+#: The Procrastinate task every node job runs as, and its default queue.
+TASK_NAME = "baton.execute_node"
+DEFAULT_QUEUE = "baton"
+
+
+def queueing_lock(entry_id: int) -> str:
+    """At most one waiting job per journal entry (Procrastinate's `queueing_lock`)."""
+    return f"baton-entry-{entry_id}"
+
+
+@dataclass(frozen=True, slots=True)
+class NodeJob:
+    entry_id: int  # the `queued` journal entry the worker claims, runs and settles
+    run_id: str
+    node_id: str
+    attempt: int
+    idempotency_key: str | None
+    timeout: float
+    rendered: RenderedNode
+    output: OutputContract
+    artifact_globs: tuple[str, ...] = ()
+    #: artifacts of steps done earlier in the run (relative path -> blob digest), written into
+    #: the worker's run directory first: the step sees the files it would see in-process
+    restore: Mapping[str, str] = field(default_factory=dict)
+
+    def to_args(self) -> dict[str, Any]:
+        r = self.rendered
+        return {
+            "entry_id": self.entry_id,
+            "run_id": self.run_id,
+            "node_id": self.node_id,
+            "attempt": self.attempt,
+            "idempotency_key": self.idempotency_key,
+            "timeout": self.timeout,
+            "rendered": {
+                "kind": r.kind,
+                "command": r.command,
+                "script_source": r.script_source,
+                "stdin": r.stdin.decode("utf-8") if r.stdin is not None else None,
+                "prompt": r.prompt,
+                "provider": r.provider,
+                "tool": r.tool,
+                "kwargs": dict(r.kwargs),
+                "output_schema": dict(r.output_schema) if r.output_schema is not None else None,
+            },
+            "output": self.output.model_dump(by_alias=True),
+            "artifact_globs": list(self.artifact_globs),
+            "restore": dict(self.restore),
+        }
+
+    @classmethod
+    def from_args(cls, args: Mapping[str, Any]) -> NodeJob:
+        r = args["rendered"]
+        stdin = r.get("stdin")
+        rendered = RenderedNode(
+            kind=r["kind"],
+            command=r.get("command"),
+            script_source=r.get("script_source"),
+            stdin=stdin.encode("utf-8") if stdin is not None else None,
+            prompt=r.get("prompt"),
+            provider=r.get("provider"),
+            tool=r.get("tool"),
+            kwargs=r.get("kwargs") or {},
+            output_schema=r.get("output_schema"),
+        )
+        return cls(
+            entry_id=int(args["entry_id"]),
+            run_id=str(args["run_id"]),
+            node_id=str(args["node_id"]),
+            attempt=int(args["attempt"]),
+            idempotency_key=args.get("idempotency_key"),
+            timeout=float(args["timeout"]),
+            rendered=rendered,
+            output=OutputContract.model_validate(args.get("output") or {}),
+            artifact_globs=tuple(args.get("artifact_globs") or ()),
+            restore=dict(args.get("restore") or {}),
+        )

@@ -1,0 +1,126 @@
+"""The worker side of distributed execution: run one `NodeJob` and settle its journal entry.
+
+    claim   queued -> started (CAS)           only one execution of an entry ever begins
+    run     execute_node (the same leaf code as in-process), check the output contract
+    settle  output blob, artifacts, `completed` or `failed` (the entry is settled once)
+
+A job whose entry is not `queued` any more (claimed by another worker, withdrawn by a
+replica, a redelivered job) does nothing. If the worker is stopped while the step runs
+(grace period over), the step's process group is killed and the entry stays `started`:
+the run's replica applies the replay rules, as after a crash.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Protocol
+
+from core.engine.contracts import check_output
+from core.engine.distributed.jobs import NodeJob
+from core.engine.nodes import NodeContext, NodeResult, execute_node
+from core.engine.providers import ProviderRegistry
+from core.engine.tools import ToolRegistry
+from core.engine.workdirs import capture_artifacts, missing_artifacts, restore_artifacts, run_dirs
+from core.errors import NodeFailed
+from core.redaction import NO_SECRETS, Redactor
+from core.store.records import JournalEntry, NodeStatus
+
+log = logging.getLogger(__name__)
+
+
+class WorkerStore(Protocol):
+    def journal_claim(self, entry_id: int) -> JournalEntry | None: ...
+
+    def put_blob(self, data: bytes) -> str: ...
+
+    def get_blobs(self, digests: list[str]) -> dict[str, bytes]: ...
+
+    def journal_finish(
+        self,
+        entry_id: int,
+        *,
+        status: NodeStatus,
+        output_digest: str | None = None,
+        error: str | None = None,
+        tokens_in: int = 0,
+        tokens_out: int = 0,
+        artifacts: dict[str, str] | None = None,
+    ) -> None: ...
+
+
+@dataclass(frozen=True)
+class NodeWorker:
+    store: WorkerStore
+    providers: ProviderRegistry
+    tools: ToolRegistry
+    data_dir: Path
+    extra_env: Mapping[str, str] = field(default_factory=dict)
+    redactor: Redactor = NO_SECRETS
+    name: str = "worker"
+
+    async def run(self, job: NodeJob) -> NodeStatus | None:
+        """Execute the job's step; the status it settled with, or None when it was not ours."""
+        entry = self.store.journal_claim(job.entry_id)
+        extra = {"run_id": job.run_id, "node_id": job.node_id, "worker": self.name}
+        if entry is None:
+            log.info("step already claimed or withdrawn", extra={"action": "skip_job", **extra})
+            return None
+        dirs = run_dirs(self.data_dir, job.run_id)
+        missing = missing_artifacts(dirs.root, job.restore)
+        if missing:
+            blobs = self.store.get_blobs(sorted(set(missing.values())))
+            restore_artifacts(dirs.root, {path: blobs[digest] for path, digest in missing.items()})
+        ctx = NodeContext(
+            run_id=job.run_id,
+            node_id=job.node_id,
+            workdir=dirs.root,
+            artifacts_dir=dirs.artifacts,
+            idempotency_key=job.idempotency_key,
+            timeout=job.timeout,
+            attempt=job.attempt,
+            extra_env=self.extra_env,
+            redactor=self.redactor,
+        )
+        log.info("step started", extra={"action": "node_started", **extra})
+        result: NodeResult | None = None
+        try:
+            result = await execute_node(job.rendered, ctx, providers=self.providers, tools=self.tools)
+            check_output(job.node_id, result.output, job.output)
+        except NodeFailed as exc:  # includes contract violations: output kept, entry failed
+            kept = self.store.put_blob(result.output.encode()) if result is not None else None
+            self.store.journal_finish(
+                job.entry_id,
+                status=NodeStatus.FAILED,
+                output_digest=kept,
+                error=exc.message,
+                tokens_in=result.tokens_in if result is not None else 0,
+                tokens_out=result.tokens_out if result is not None else 0,
+            )
+            log.info("step failed", extra={"action": "node_failed", **extra})
+            return NodeStatus.FAILED
+        except asyncio.CancelledError:
+            log.warning("step interrupted; left `started`", extra={"action": "node_interrupted", **extra})
+            raise
+        except Exception as exc:  # a bug in a node kind or provider: fail the step, keep the worker
+            message = f"step `{job.node_id}` crashed: {type(exc).__name__}: {self.redactor.redact(str(exc))}"
+            self.store.journal_finish(job.entry_id, status=NodeStatus.FAILED, error=message)
+            return NodeStatus.FAILED
+        digest = self.store.put_blob(result.output.encode())
+        artifacts: dict[str, str] = {}
+        if job.artifact_globs:
+            files = capture_artifacts(dirs.root, job.artifact_globs)
+            artifacts = {path: self.store.put_blob(data) for path, data in files.items()}
+        self.store.journal_finish(
+            job.entry_id,
+            status=NodeStatus.COMPLETED,
+            output_digest=digest,
+            tokens_in=result.tokens_in,
+            tokens_out=result.tokens_out,
+            artifacts=artifacts,
+        )
+        log.info("step completed", extra={"action": "node_completed", **extra})
+        return NodeStatus.COMPLETED

@@ -1,0 +1,130 @@
+"""The Procrastinate side of distributed execution: connection info, schema, job lookups.
+
+Two `procrastinate.App`s per process, on the Baton database:
+
+- `deferrer()`: a never-opened sync app whose only use is deferring a job on a connection
+  Baton already holds (the hand-off transaction of `SqlStore.journal_queue`);
+- `JobQueue` (opened async, small pool): job status and stalled-worker lookups for the
+  replicas, and the app `baton worker` runs (`bot/worker.py`).
+
+`apply_queue_schema(url)` installs Procrastinate's tables once (advisory lock, then a
+no-op when they exist), like `SqlStore.migrate` does for Baton's own.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import procrastinate
+import psycopg
+from procrastinate import exceptions as pq_errors
+from procrastinate.jobs import Status
+from procrastinate.schema import SchemaManager
+
+from core.engine.distributed.jobs import DEFAULT_QUEUE, TASK_NAME, NodeJob, queueing_lock
+from core.errors import ConfigurationError, StoreError
+from core.store.database import describe, normalize_url
+
+log = logging.getLogger(__name__)
+
+#: pg_advisory_lock key for installing Procrastinate's schema ("bqueue" in ASCII).
+SCHEMA_LOCK_KEY = 0x627175657565
+#: Job states after which a journal entry still `queued`/`started` will never be settled by it.
+ENDED = frozenset({Status.SUCCEEDED, Status.FAILED, Status.CANCELLED, Status.ABORTED, Status.ABORTING})
+
+
+def conninfo(database_url: str) -> str:
+    """A libpq connection string for a Baton database URL (PostgreSQL only)."""
+    url = normalize_url(database_url)
+    if url.get_backend_name() != "postgresql":
+        raise ConfigurationError(
+            "BATON_EXECUTOR=procrastinate needs PostgreSQL; BATON_DATABASE_URL is SQLite",
+            hint="Set BATON_DATABASE_URL=postgresql://… or BATON_EXECUTOR=local.",
+        )
+    return url.set(drivername="postgresql").render_as_string(hide_password=False)
+
+
+def apply_queue_schema(database_url: str) -> bool:
+    """Install Procrastinate's schema unless it is there; True when this call installed it.
+    Safe when several processes start at once."""
+    try:
+        with psycopg.connect(conninfo(database_url), autocommit=True) as conn:
+            conn.execute("SELECT pg_advisory_lock(%s)", (SCHEMA_LOCK_KEY,))
+            try:
+                present = conn.execute("SELECT to_regclass('procrastinate_jobs')").fetchone()
+                if present is not None and present[0] is not None:
+                    return False
+                with conn.transaction():
+                    conn.execute(SchemaManager.get_schema())  # type: ignore[arg-type]
+                log.info("job queue schema installed", extra={"action": "queue_schema"})
+                return True
+            finally:
+                conn.execute("SELECT pg_advisory_unlock(%s)", (SCHEMA_LOCK_KEY,))
+    except psycopg.Error as exc:
+        raise StoreError(f"The job queue schema could not be installed ({describe(exc)}).") from exc
+
+
+def deferrer() -> procrastinate.App:
+    """An app that only defers jobs on connections handed to it (it never opens a pool)."""
+    return procrastinate.App(connector=procrastinate.SyncPsycopgConnector())
+
+
+def defer_on(app: procrastinate.App, connection: Any, job: NodeJob, queue: str = DEFAULT_QUEUE) -> int:
+    """Defer `job` on `connection`, inside the caller's transaction; the job id."""
+    deferred = app.configure_task(
+        TASK_NAME, queue=queue, queueing_lock=queueing_lock(job.entry_id), connection=connection
+    )
+    return int(deferred.defer(job=job.to_args()))
+
+
+class JobQueue:
+    """An opened async app on the Baton database, for lookups (replicas) or working (workers)."""
+
+    def __init__(self, database_url: str, *, pool_size: int = 2) -> None:
+        self.app = procrastinate.App(
+            connector=procrastinate.PsycopgConnector(
+                conninfo=conninfo(database_url), min_size=1, max_size=max(1, pool_size)
+            )
+        )
+        self._open = False
+
+    async def open(self) -> None:
+        if not self._open:
+            await self.app.open_async()
+            self._open = True
+
+    async def close(self) -> None:
+        if self._open:
+            self._open = False
+            await self.app.close_async()
+
+    async def status(self, job_id: int) -> Status | None:
+        """The job's status, or None when it no longer exists."""
+        try:
+            return await self.app.job_manager.get_job_status_async(job_id)
+        except pq_errors.NoResult:
+            return None
+
+    async def find(self, entry_id: int) -> list[tuple[int, Status]]:
+        """Jobs deferred for a journal entry: (job id, status), oldest first."""
+        jobs = await self.app.job_manager.list_jobs_async(
+            task=TASK_NAME, queueing_lock=queueing_lock(entry_id)
+        )
+        return sorted((int(j.id), Status(j.status)) for j in jobs if j.id is not None and j.status)
+
+    async def stalled(self, seconds_since_heartbeat: float) -> set[int]:
+        """Ids of node jobs a dead worker was running (its heartbeat is older than that)."""
+        jobs = await self.app.job_manager.get_stalled_jobs(
+            task_name=TASK_NAME, seconds_since_heartbeat=seconds_since_heartbeat
+        )
+        return {int(j.id) for j in jobs if j.id is not None}
+
+    async def depth(self) -> dict[str, int]:
+        """Node jobs per status (`todo`, `doing`, …): the queue depth to monitor."""
+        rows = await self.app.job_manager.list_queues_async(queue=None)
+        counts: dict[str, int] = {}
+        for row in rows:
+            for key in ("todo", "doing", "succeeded", "failed", "cancelled", "aborted"):
+                counts[key] = counts.get(key, 0) + int(row.get(key) or 0)
+        return counts

@@ -1,0 +1,98 @@
+"""A replica engine whose steps run on a Procrastinate worker, both in this process.
+
+`cluster` gives the pieces of BATON_EXECUTOR=procrastinate on a fresh PostgreSQL database:
+the engine hands steps to the queue, the worker (a real `procrastinate.worker.Worker`
+running `bot.worker`'s task) executes them and writes the journal.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from bot.worker import build_worker
+from core.config import Settings
+from core.engine.distributed import (
+    DispatchConfig,
+    JobQueue,
+    RemoteDispatcher,
+    apply_queue_schema,
+    remote_executor_factory,
+)
+from core.engine.engine import Engine, EngineConfig
+from core.engine.providers import FakeProvider, ProviderRegistry
+from core.engine.tools import ToolRegistry
+from core.store.repository import SqlStore
+from core.workflows.catalog import Catalog
+from tests.integration.engine.harness import Harness
+
+
+def worker_settings(url: str, data_dir: Path, **overrides: object) -> Settings:
+    values: dict[str, object] = {
+        "database_url": url,
+        "executor": "procrastinate",
+        "data_dir": data_dir,
+        "tool_modules": [],
+        "worker_heartbeat_seconds": 0.3,
+        "shutdown_grace": 5.0,
+    }
+    values.update(overrides)
+    return Settings(**values)  # type: ignore[arg-type]
+
+
+@dataclass
+class Cluster:
+    harness: Harness
+    dispatcher: RemoteDispatcher
+    url: str
+
+
+@pytest.fixture
+async def cluster(tmp_path: Path, postgres_url: str) -> AsyncIterator[Cluster]:
+    store = SqlStore(postgres_url)
+    store.migrate()
+    apply_queue_schema(postgres_url)
+    (tmp_path / "workflows").mkdir()
+    dispatcher = RemoteDispatcher(
+        store, JobQueue(postgres_url), DispatchConfig(liveness_seconds=0.3, stalled_after=1.0)
+    )
+    catalog = Catalog([tmp_path / "workflows"])
+    engine = Engine(
+        store=store,
+        catalog=catalog,
+        config=EngineConfig(data_dir=tmp_path / "replica", lease_seconds=5, replica_id="replica"),
+        providers=ProviderRegistry({"fake": FakeProvider()}, "fake"),
+        tools=ToolRegistry(),
+        executor_factory=remote_executor_factory(dispatcher),
+    )
+    harness = Harness(root=tmp_path, store=store, tools=ToolRegistry(), catalog=catalog, engine=engine)
+    engine.subscribe(lambda event: _append(harness, event))
+
+    settings = worker_settings(postgres_url, tmp_path / "worker")
+    queue = JobQueue(postgres_url, pool_size=6)
+    worker_store = SqlStore(postgres_url)
+    worker = build_worker(settings, worker_store, queue, concurrency=3, name="test-worker")
+    await queue.open()
+    await dispatcher.open()
+    await engine.start()
+    working = asyncio.create_task(worker.run())
+    try:
+        yield Cluster(harness=harness, dispatcher=dispatcher, url=postgres_url)
+    finally:
+        await engine.stop(grace=5)
+        worker.stop()
+        with contextlib.suppress(asyncio.CancelledError):
+            await asyncio.wait_for(working, 15)
+        await dispatcher.close()
+        await queue.close()
+        worker_store.close()
+        store.close()
+
+
+async def _append(harness: Harness, event: object) -> None:
+    harness.events.append(event)  # type: ignore[arg-type]

@@ -1,0 +1,117 @@
+"""BATON_EXECUTOR=procrastinate: the engine hands steps to a Procrastinate worker and reads
+their results from the journal; the replay rules and the cache work as in-process."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from core.engine.events import EventKind
+from core.store.records import NodeStatus, RunStatus
+from tests.integration.scale.conftest import Cluster
+
+DIAMOND = """
+name: diamond
+nodes:
+  - id: top
+    bash: |
+      mkdir -p files && echo top > files/top.txt
+      echo '{"n": 2}'
+    output: {format: json, schema: {type: object, required: [n]}}
+    artifacts: [files/*.txt]
+    replay: pure
+  - id: left
+    depends_on: [top]
+    bash: echo "left {{ nodes.top.output.n }} $(cat files/top.txt | cut -c1-3) pid=$PPID"
+    replay: idempotent
+  - id: right
+    depends_on: [top]
+    bash: echo "right key=$BATON_IDEMPOTENCY_KEY"
+    replay: unsafe
+  - id: join
+    depends_on: [left, right]
+    bash: echo "{{ nodes.left.output }} + {{ nodes.right.output }}"
+    replay: pure
+"""
+
+
+async def test_a_diamond_runs_on_the_worker_and_completes(cluster: Cluster) -> None:
+    h = cluster.harness
+    h.write("diamond.yaml", DIAMOND)
+
+    run = await h.run("diamond")
+
+    assert run.status is RunStatus.COMPLETED, run.reason
+    assert h.output(run.id, "left").startswith("left 2 top")
+    assert f"pid={os.getpid()}" in h.output(run.id, "left")  # the worker of this test ran it
+    assert "' + 'right key=" in h.output(run.id, "join")
+    for node in ("top", "left", "right", "join"):
+        [entry] = h.entries(run.id, node)
+        assert entry.status is NodeStatus.COMPLETED
+    [top] = h.entries(run.id, "top")
+    assert list(top.artifacts) == ["files/top.txt"]  # captured on the worker, kept in the journal
+    assert sorted(h.kinds(run.id, EventKind.NODE_COMPLETED)) == ["join", "left", "right", "top"]
+
+
+async def test_a_resume_from_reuses_results_without_dispatching(cluster: Cluster) -> None:
+    h = cluster.harness
+    h.write("diamond.yaml", DIAMOND)
+    first = await h.run("diamond")
+
+    second = await h.run("diamond", resume_from=first.id)
+
+    assert second.status is RunStatus.COMPLETED
+    assert all(h.executed(second.id, n) == 0 for n in ("top", "left", "right", "join"))
+
+
+async def test_a_failing_step_and_a_broken_contract_fail_the_run_with_the_worker_error(
+    cluster: Cluster,
+) -> None:
+    h = cluster.harness
+    h.write(
+        "bad.yaml",
+        """
+        name: bad
+        nodes:
+          - id: produce
+            bash: echo 'not json'
+            output: {format: json}
+            replay: pure
+        """,
+    )
+
+    run = await h.run("bad")
+
+    assert run.status is RunStatus.FAILED
+    assert "not valid JSON" in (run.reason or "")
+    [entry] = h.entries(run.id, "produce")
+    assert entry.status is NodeStatus.FAILED
+    assert entry.output_digest is not None  # the offending output is kept for inspection
+    assert h.store.get_blob(entry.output_digest) == b"not json\n"
+
+
+@pytest.mark.parametrize("replay", ["pure", "unsafe"])
+async def test_retries_apply_to_remote_steps(cluster: Cluster, replay: str, tmp_path) -> None:
+    h = cluster.harness
+    marker = tmp_path / "tries"
+    h.write(
+        "flaky.yaml",
+        f"""
+        name: flaky
+        nodes:
+          - id: once
+            bash: echo x >> {marker}; [ $(wc -l < {marker}) -ge 2 ] && echo ok
+            replay: {replay}
+            {"retry: {attempts: 3, backoff: 0}" if replay == "pure" else ""}
+        """,
+    )
+
+    run = await h.run("flaky")
+
+    if replay == "pure":
+        assert run.status is RunStatus.COMPLETED
+        assert [e.status for e in h.entries(run.id, "once")] == [NodeStatus.FAILED, NodeStatus.COMPLETED]
+    else:
+        assert run.status is RunStatus.FAILED
+        assert len(marker.read_text().split()) == 1
