@@ -187,7 +187,7 @@ def test_sqlite_connection_setup(tmp_path: Path, synchronous: str) -> None:
         assert raw.execute("SELECT status FROM journal").fetchone() == ("completed",)
 
 
-def test_in_memory_sqlite_shares_one_database(tmp_path: Path) -> None:
+def test_in_memory_sqlite_shares_one_database() -> None:
     with SqlStore("sqlite://") as store:
         store.migrate()
         run = store.create_run(
@@ -205,6 +205,16 @@ def test_in_memory_sqlite_shares_one_database(tmp_path: Path) -> None:
         store.journal_finish(entry_id, status=NodeStatus.COMPLETED, output_digest=store.put_blob(b"out"))
         (entry,) = store.journal([run.id])
         assert (entry.status, store.get_blob(entry.output_digest or "")) == (NodeStatus.COMPLETED, b"out")
+        with pytest.raises(StoreError):  # foreign key: no such run; the shared connection rolls back
+            store.journal_start(
+                run_id="000000000000",
+                node_id="n",
+                cache_key="k",
+                components={},
+                attempt=1,
+                idempotency_key=None,
+            )
+        assert store.get_blob(store.put_blob(b"still fine")) == b"still fine"
 
 
 def test_unreachable_postgres_is_a_one_line_store_error() -> None:
