@@ -228,6 +228,10 @@ def migrate(database_url: DatabaseUrl = None) -> None:
             store.migrate()
         finally:
             store.close()
+        if settings.executor == "procrastinate":  # the job queue's tables (docs/operations.md)
+            from core.engine.distributed import apply_queue_schema
+
+            apply_queue_schema(settings.database_url)
     except BatonError as exc:
         fail(exc)
     safe_url = make_url(settings.database_url).render_as_string(hide_password=True)

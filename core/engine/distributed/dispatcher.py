@@ -96,7 +96,7 @@ class RemoteDispatcher:
         self.queue = queue
         self.config = config
         self._deferrer = deferrer()
-        self._between = between_writes
+        self.between_writes = between_writes
 
     async def open(self) -> None:
         await self.queue.open()
@@ -118,8 +118,8 @@ class RemoteDispatcher:
         """Write the `queued` entry and defer its job atomically: (entry id, job id)."""
 
         def defer(connection: Any, entry_id: int) -> int:
-            if self._between is not None:
-                self._between(entry_id)
+            if self.between_writes is not None:
+                self.between_writes(entry_id)
             return defer_on(self._deferrer, connection, job_for(entry_id), self.config.queue)
 
         return self.store.journal_queue(
