@@ -23,8 +23,20 @@ lint: $(STAMP)
 	$(BIN)/ruff check core bot adapters tests bench
 	$(BIN)/mypy
 
-bench: $(STAMP)
-	$(BIN)/python -m bench $(ARGS)
+# The bench environment holds DBOS and Prefect (bench/requirements.lock), never the project's venv.
+BENCH_VENV := .venv-bench
+BENCH_STAMP := $(BENCH_VENV)/.installed
+
+$(BENCH_STAMP): bench/requirements.lock requirements.lock pyproject.toml
+	@command -v $(PY) >/dev/null 2>&1 || { echo "Baton needs Python 3.11 ($(PY) not found); set PY=/path/to/python3.11"; exit 1; }
+	@test -x $(BENCH_VENV)/bin/python || { $(PY) -m venv $(BENCH_VENV) && echo '*' > $(BENCH_VENV)/.gitignore; }
+	$(BENCH_VENV)/bin/pip install --quiet --disable-pip-version-check -r bench/requirements.lock
+	$(BENCH_VENV)/bin/pip install --quiet --disable-pip-version-check --no-deps -e .
+	@touch $(BENCH_STAMP)
+
+# `make bench` regenerates bench/RESULTS.md (about 10 minutes); `make bench ARGS=--quick` for a smoke run.
+bench: $(BENCH_STAMP)
+	$(BENCH_VENV)/bin/python -m bench $(ARGS)
 
 lock:
 	$(PY) -m venv /tmp/baton-lock && /tmp/baton-lock/bin/pip install -q -r requirements.in \

@@ -1,0 +1,66 @@
+"""Baton: a run of N no-op tool steps (chain or fan-out), journaled on SQLite WAL.
+
+    python -m bench.baton_steps --shape chain --n 1000 --sync NORMAL --dir /tmp/x [--profile out.pstats]
+
+Each step is durable the way DESIGN.md says: a `started` journal entry committed before the
+tool is called, the output blob, then the `completed` entry, each its own commit. The timed
+span is `start_run` until the run rests (`engine.wait`), i.e. what a user waits for; the
+workflow file is loaded and prepared by an untimed warm-up run of a 1-step workflow.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import cProfile
+import time
+from pathlib import Path
+
+from bench.protocol import emit
+from bench.rig import DURABILITY, rig, steps_yaml
+
+
+async def measure(root: Path, shape: str, n: int, sync: str, profile: str | None) -> dict[str, object]:
+    async with rig(root, synchronous=sync) as r:  # type: ignore[arg-type]
+        r.add_workflow("warmup", steps_yaml("warmup", 1, "chain"))
+        r.add_workflow("steps", steps_yaml("steps", n, shape))  # type: ignore[arg-type]
+        await r.run("warmup")
+        r.catalog.reload()
+        r.catalog.get("steps")  # parse and validate the YAML outside the timed span
+        profiler = cProfile.Profile() if profile else None
+        started = time.perf_counter()
+        if profiler:
+            profiler.enable()
+        run_id = await r.run("steps")
+        if profiler:
+            profiler.disable()
+            profiler.dump_stats(profile)
+        seconds = time.perf_counter() - started
+        run = r.store.get_run(run_id)
+        entries = r.store.journal([run_id])
+        if run.status.value != "completed":
+            raise SystemExit(f"the run ended {run.status.value}: {run.reason}")
+    return {
+        "side": f"baton-{sync.lower()}",
+        "shape": shape,
+        "n": n,
+        "seconds": seconds,
+        "per_step_ms": seconds * 1000 / n,
+        "durability": DURABILITY[sync],
+        "journaled_steps": sum(1 for e in entries if e.status.value == "completed"),
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--shape", choices=["chain", "fanout"], required=True)
+    parser.add_argument("--n", type=int, default=1000)
+    parser.add_argument("--sync", choices=["NORMAL", "FULL"], default="NORMAL")
+    parser.add_argument("--dir", required=True)
+    parser.add_argument("--profile")
+    opts = parser.parse_args()
+    emit(asyncio.run(measure(Path(opts.dir), opts.shape, opts.n, opts.sync, opts.profile)))
+
+
+if __name__ == "__main__":
+    main()
