@@ -12,7 +12,6 @@ import logging
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 
-from adapters.console.interactive import interactive
 from adapters.console.messages import to_chat_message
 from adapters.console.oneshot import say
 from bot.app import Baton, build_baton
@@ -47,6 +46,8 @@ async def serve_all(settings: Settings, *, console: bool, conversation: str, use
 
     Returns when the process is asked to stop, the console ends (Ctrl-D) or an adapter
     stops; a crashed adapter's error propagates after the others are stopped."""
+    from adapters.console.interactive import interactive  # prompt_toolkit: only when chatting
+
     names = configured_adapters(settings)
     baton = build_baton(settings)
     try:
@@ -86,6 +87,8 @@ async def serve_all(settings: Settings, *, console: bool, conversation: str, use
 
 async def console_only(settings: Settings, *, conversation: str, user: str, thread: str | None) -> None:
     """`baton console`."""
+    from adapters.console.interactive import interactive
+
     baton = build_baton(settings)
     try:
         async with baton.running():
