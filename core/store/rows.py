@@ -6,16 +6,18 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from sqlalchemy.engine import Row
+from sqlalchemy.engine import Row, RowMapping
 
 from core.store.records import AuditEvent, Gate, GateStatus, JournalEntry, NodeStatus, Run, RunStatus
 
-
-def _m(row: Row[Any] | Mapping[str, Any]) -> Mapping[str, Any]:
-    return row._mapping if isinstance(row, Row) else row
+RowLike = Row[Any] | RowMapping | Mapping[str, Any]
 
 
-def run_from_row(row: Row[Any] | Mapping[str, Any]) -> Run:
+def _m(row: RowLike) -> Mapping[str, Any]:
+    return row._mapping if isinstance(row, Row) else row  # type: ignore[return-value]
+
+
+def run_from_row(row: RowLike) -> Run:
     m = _m(row)
     return Run(
         id=m["id"],
@@ -37,7 +39,7 @@ def run_from_row(row: Row[Any] | Mapping[str, Any]) -> Run:
     )
 
 
-def journal_from_row(row: Row[Any] | Mapping[str, Any]) -> JournalEntry:
+def journal_from_row(row: RowLike) -> JournalEntry:
     m = _m(row)
     return JournalEntry(
         id=m["id"],
@@ -60,7 +62,7 @@ def journal_from_row(row: Row[Any] | Mapping[str, Any]) -> JournalEntry:
     )
 
 
-def gate_from_row(row: Row[Any] | Mapping[str, Any]) -> Gate:
+def gate_from_row(row: RowLike) -> Gate:
     m = _m(row)
     return Gate(
         run_id=m["run_id"],
@@ -74,7 +76,7 @@ def gate_from_row(row: Row[Any] | Mapping[str, Any]) -> Gate:
     )
 
 
-def audit_from_row(row: Row[Any] | Mapping[str, Any]) -> AuditEvent:
+def audit_from_row(row: RowLike) -> AuditEvent:
     m = _m(row)
     return AuditEvent(
         id=m["id"],
