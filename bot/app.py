@@ -40,8 +40,6 @@ from core.workflows.catalog import Catalog
 
 log = logging.getLogger("baton.app")
 
-#: Seconds in-flight steps get to finish when the process is asked to stop.
-SHUTDOWN_GRACE = 10.0
 DEFAULT_TOOL_MODULE = "workflows/tools.py"
 
 
@@ -97,7 +95,7 @@ class Baton:
         grace = self.settings.shutdown_grace if grace is None else grace
         loop = asyncio.get_running_loop()
         self._life.main_task = asyncio.current_task()
-        installed: list[int] = []
+        installed: list[signal.Signals] = []
         if handle_signals:
             for sig in (signal.SIGTERM, signal.SIGINT):
                 try:

@@ -186,7 +186,7 @@ def list_workflows(
 
     settings = settings_for(None, workflows)
     entries = Catalog(settings.workflow_dirs).entries()
-    rows = [
+    rows: list[dict[str, str | None]] = [
         {
             "name": e.name,
             "path": str(e.path),
@@ -203,8 +203,8 @@ def list_workflows(
         dirs = ", ".join(str(d) for d in settings.workflow_dirs)
         typer.echo(f"No workflows found in {dirs}.\nAdd a YAML file there or set BATON_WORKFLOW_DIRS.")
         return
-    name_width = max(len(r["name"]) for r in rows)
-    path_width = max(len(r["path"]) for r in rows)
+    name_width = max(len(r["name"] or "") for r in rows)
+    path_width = max(len(r["path"] or "") for r in rows)
     for r in rows:
         status = f"ERROR {r['error']}" if r["error"] else r["description"]
         typer.echo(f"{r['name']:<{name_width}}  {r['path']:<{path_width}}  {status}".rstrip())

@@ -52,9 +52,8 @@ async def serve_all(settings: Settings, *, console: bool, conversation: str, use
     baton = build_baton(settings)
     try:
         async with baton.running():
-            tasks = {
-                asyncio.create_task(_adapter_serve(name)(baton, settings), name=f"adapter-{name}"): name
-                for name in names
+            tasks: dict[asyncio.Task[None], str] = {
+                asyncio.ensure_future(_adapter_serve(name)(baton, settings)): name for name in names
             }
             if console or not names:
                 history = settings.data_dir / HISTORY_FILE
