@@ -212,6 +212,8 @@ class RunExecutor:
             if dangling is not None and not await self._recover(pn, dangling):
                 continue
             hit = index.lookup(key) if pn.memoize else None
+            if hit is not None and pn.kind == "approval" and hit.run_id != self.run_id:
+                hit = None  # a decision is never re-used by another run: it asks its own gate
             if hit is not None and hit.output_digest is not None:
                 await self._use(pn, hit)
                 continue

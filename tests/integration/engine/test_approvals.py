@@ -111,3 +111,18 @@ async def test_abandon_a_paused_run_closes_its_gate(harness: Harness) -> None:
     with pytest.raises(RunNotResumable) as refused:
         await h.engine.abandon(paused.id, actor="console:ana")
     assert "already cancelled" in refused.value.message
+
+
+async def test_a_run_resumed_from_an_approved_run_asks_its_own_gate(harness: Harness) -> None:
+    """Steps are re-used across the lineage, decisions are not: a new run must be approved again."""
+    h = harness
+    h.write("gated.yaml", GATED)
+    first = await h.run("gated", {"version": "6"})
+    await h.engine.approve(first.id, actor="console:bo")
+    assert (await h.engine.wait(first.id, timeout=30)).status is RunStatus.COMPLETED
+
+    second = await h.run("gated", {"version": "6"}, resume_from=first.id)
+
+    assert second.status is RunStatus.PAUSED
+    assert h.store.get_gate(second.id, "review").status is GateStatus.WAITING
+    assert h.executed(second.id, "draft") == 0  # the step itself still came from the cache
