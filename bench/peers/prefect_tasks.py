@@ -1,12 +1,14 @@
 """Prefect: a flow of N no-op tasks (chain or fan-out), results persisted, local ephemeral server.
 
-    python -m bench.peers.prefect_tasks --shape chain --n 1000 --home /tmp/prefect-home
+    python -m bench.peers.prefect_tasks --shapes chain,fanout --rounds 3 --n 1000 --home /tmp/prefect-home
 
 No Prefect Cloud and no server of ours: with no PREFECT_API_URL, Prefect starts its own
 temporary local API server on SQLite under PREFECT_HOME. Analytics are switched off. Task
 results are persisted (`persist_result=True`, local file storage) so that each task is
 durable the way a Baton step or a DBOS step is. Only the flow call is timed; the server
-is started (and its database migrated) by a warm-up flow first.
+is started (and its database migrated) by a warm-up flow first. Starting that server takes
+tens of seconds here, so one child measures every round of both shapes (alternating them)
+and reports each sample; the other sides run one child per sample.
 """
 
 from __future__ import annotations
@@ -36,7 +38,8 @@ def configure(home: str) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--shape", choices=["chain", "fanout"], required=True)
+    parser.add_argument("--shapes", default="chain,fanout")
+    parser.add_argument("--rounds", type=int, default=1)
     parser.add_argument("--n", type=int, default=1000)
     parser.add_argument("--home", required=True)
     opts = parser.parse_args()
@@ -60,20 +63,23 @@ def main() -> None:
     def fanout(n: int) -> int:
         return sum(noop.map(range(n)).result())
 
+    flows = {"chain": chain, "fanout": fanout}
     chain(2)  # warm-up: starts the ephemeral server, migrates its database
     expected = sum(range(opts.n))
-    started = time.perf_counter()
-    got = chain(opts.n) if opts.shape == "chain" else fanout(opts.n)
-    seconds = time.perf_counter() - started
-    if got != expected:
-        raise SystemExit(f"Prefect returned {got}, expected {expected}")
+    samples = []
+    for _ in range(opts.rounds):
+        for shape in opts.shapes.split(","):
+            started = time.perf_counter()
+            got = flows[shape](opts.n)
+            seconds = time.perf_counter() - started
+            if got != expected:
+                raise SystemExit(f"Prefect returned {got}, expected {expected}")
+            samples.append({"shape": shape, "seconds": seconds, "per_step_ms": seconds * 1000 / opts.n})
     emit(
         {
             "side": "prefect",
-            "shape": opts.shape,
             "n": opts.n,
-            "seconds": seconds,
-            "per_step_ms": seconds * 1000 / opts.n,
+            "samples": samples,
             "durability": DURABILITY,
             "persisted_results": _count_results(opts.home),
         }

@@ -1,0 +1,96 @@
+"""Baton side of the recovery benchmark (the parent is `bench.recovery`).
+
+    python -m bench.baton_recovery --phase first    --dir D --n 1000 --kill-at 500
+    python -m bench.baton_recovery --phase relaunch --dir D --n 1000 --kill-at 500
+
+`first` starts a chain of N steps; step `kill_at` (0-based: 500 steps are done by then)
+announces `EVENT at_kill` and blocks, and the parent kills the process with SIGKILL. That
+leaves the run `running` with a lease held by a dead pid and a `started` journal entry
+without a result. `relaunch` is the restarted bot: `Engine.start()` takes over runs of dead
+local processes at once (no lease wait), the pure step re-runs, the other 500 are not
+executed again. Events carry wall-clock times so the parent can measure from its spawn.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import time
+from pathlib import Path
+
+from bench.protocol import emit
+from bench.rig import bench_tools, rig, step_id
+from core.engine.tools import ToolRegistry
+
+
+def event(name: str) -> None:
+    print(f"EVENT {name} {time.time():.6f}", flush=True)
+
+
+def chain_yaml(n: int, kill_at: int) -> str:
+    lines = ["name: recover", "defaults: {replay: pure}", "nodes:"]
+    for i in range(n):
+        lines.append(f"  - id: {step_id(i)}")
+        if i:
+            lines.append(f"    depends_on: [{step_id(i - 1)}]")
+        lines.append("    tool: " + ("victim" if i == kill_at else "noop"))
+    return "\n".join(lines) + "\n"
+
+
+def tools(phase: str) -> ToolRegistry:
+    def extra(registry: ToolRegistry) -> None:
+        @registry.tool("victim", replay="pure")
+        async def victim() -> str:
+            if phase == "first":
+                event("at_kill")
+                await asyncio.Event().wait()  # killed here
+            event("running_again")
+            return "ok"
+
+    return bench_tools(extra)
+
+
+async def first(root: Path, n: int, kill_at: int) -> None:
+    async with rig(root, tools=tools("first"), replica_id="bench-recovery") as r:
+        r.add_workflow("recover", chain_yaml(n, kill_at))
+        await r.run("recover")  # never returns: the parent kills us at `kill_at`
+
+
+async def relaunch(root: Path, n: int) -> None:
+    event("process_started")
+    async with rig(root, tools=tools("relaunch"), replica_id="bench-recovery") as r:
+        event("engine_starting")
+        engine_started = time.time()
+        await r.engine.start()  # recovers the dead process's run right here
+        runs = r.store.recent_runs(limit=1)
+        if not runs:
+            raise SystemExit("no run to recover")
+        run = await r.engine.wait(runs[0].id, timeout=120)
+        event("completed")
+        entries = r.store.journal([run.id])
+        emit(
+            {
+                "status": run.status.value,
+                "completed_steps": sum(1 for e in entries if e.status.value == "completed"),
+                "executions": sum(1 for e in entries if e.started_at >= engine_started),
+                "n": n,
+            }
+        )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--phase", choices=["first", "relaunch"], required=True)
+    parser.add_argument("--dir", required=True)
+    parser.add_argument("--n", type=int, default=1000)
+    parser.add_argument("--kill-at", type=int, default=500)
+    opts = parser.parse_args()
+    root = Path(opts.dir)
+    if opts.phase == "first":
+        asyncio.run(first(root, opts.n, opts.kill_at))
+    else:
+        asyncio.run(relaunch(root, opts.n))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,130 @@
+"""Recovery after kill -9: the parent that kills a run at step 500 and relaunches the process.
+
+For each side (Baton, DBOS): run the first phase until its step `kill_at` announces itself,
+SIGKILL it, then spawn the relaunch and time, from that spawn,
+    running again: the interrupted step executes again in the new process,
+    completed:     the run/workflow has finished.
+Also reported: the same two spans from the moment the engine starts in the new process
+(`Engine.start()` / `DBOS.launch()`), which leaves out the interpreter and imports.
+"""
+
+from __future__ import annotations
+
+import os
+import queue
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO
+
+from bench.protocol import ROOT, ChildFailed, child_env, error_tail, parse
+
+SIDES = {
+    "baton": ("bench.baton_recovery", "--dir", "SQLite WAL, sync NORMAL; takes over a dead pid's lease"),
+    "dbos": ("bench.peers.dbos_recovery", "--db", "SQLite (DBOS default); launch() recovers pending"),
+}
+
+
+@dataclass(frozen=True)
+class RecoverySample:
+    side: str
+    durability: str
+    to_running_s: float  # relaunch spawn -> interrupted step runs again
+    to_complete_s: float  # relaunch spawn -> finished
+    engine_to_running_s: float  # engine start in the new process -> step runs again
+    engine_to_complete_s: float
+    executions: int  # steps executed in the relaunched process (Baton: journal entries of the run)
+    status: str
+
+
+class _Lines:
+    """A child's stdout, line by line, readable with a deadline."""
+
+    def __init__(self, stream: IO[str]) -> None:
+        self.lines: queue.Queue[str | None] = queue.Queue()
+        self.seen: list[str] = []
+        threading.Thread(target=self._pump, args=(stream,), daemon=True).start()
+
+    def _pump(self, stream: IO[str]) -> None:
+        for line in stream:
+            self.lines.put(line.rstrip("\n"))
+        self.lines.put(None)
+
+    def wait_for(self, prefix: str, timeout: float) -> str:
+        deadline = time.monotonic() + timeout
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise TimeoutError(f"no `{prefix}` within {timeout:.0f} s")
+            try:
+                line = self.lines.get(timeout=left)
+            except queue.Empty as exc:
+                raise TimeoutError(f"no `{prefix}` within {timeout:.0f} s") from exc
+            if line is None:
+                raise EOFError(f"the child exited before `{prefix}`")
+            self.seen.append(line)
+            if line.startswith(prefix):
+                return line
+
+
+def _spawn(module: str, args: list[str]) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [sys.executable, "-m", module, *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=child_env(),
+        cwd=ROOT,
+    )
+
+
+def _event_time(line: str) -> float:
+    return float(line.split()[2])
+
+
+def measure(side: str, *, n: int = 1000, kill_at: int = 500, timeout: float = 240.0) -> RecoverySample:
+    module, flag, durability = SIDES[side]
+    with tempfile.TemporaryDirectory(prefix=f"bench-recovery-{side}-") as tmp:
+        target = tmp if flag == "--dir" else str(Path(tmp) / "dbos.sqlite")
+        common = [flag, target, "--n", str(n), "--kill-at", str(kill_at)]
+        first = _spawn(module, ["--phase", "first", *common])
+        try:
+            assert first.stdout is not None
+            _Lines(first.stdout).wait_for("EVENT at_kill", timeout)
+        except (TimeoutError, EOFError) as exc:
+            first.kill()
+            _, err = first.communicate()
+            raise ChildFailed(f"{side} recovery (first run)", f"{exc}: {error_tail(err)}") from exc
+        os.kill(first.pid, signal.SIGKILL)
+        first.communicate()
+
+        spawned = time.time()
+        second = _spawn(module, ["--phase", "relaunch", *common])
+        assert second.stdout is not None
+        lines = _Lines(second.stdout)
+        try:
+            engine = _event_time(lines.wait_for("EVENT engine_starting", timeout))
+            running = _event_time(lines.wait_for("EVENT running_again", timeout))
+            done = _event_time(lines.wait_for("EVENT completed", timeout))
+            result_line = lines.wait_for("BENCH_RESULT", timeout)
+        except (TimeoutError, EOFError) as exc:
+            second.kill()
+            _, err = second.communicate()
+            raise ChildFailed(f"{side} recovery (relaunch)", f"{exc}: {error_tail(err)}") from exc
+        second.communicate(timeout=timeout)
+    result = parse(result_line) or {}
+    return RecoverySample(
+        side=side,
+        durability=durability,
+        to_running_s=running - spawned,
+        to_complete_s=done - spawned,
+        engine_to_running_s=running - engine,
+        engine_to_complete_s=done - engine,
+        executions=int(result.get("executions", -1)),
+        status=str(result.get("status", "?")),
+    )
