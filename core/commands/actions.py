@@ -144,7 +144,8 @@ async def run(ctx: Context, cmd: RunCommand) -> list[Reply]:
         base = json.loads(ctx.store.get_blob(ctx.store.resolve_handle(cmd.args_handle)))
         if not isinstance(base, dict):
             raise UsageError(f"args:{cmd.args_handle} is not a JSON object", usage=SPECS["run"].usage)
-    args = build_args(base, cmd.sets, cmd.message)
+    strings = frozenset(name for name, spec in workflow.inputs.items() if spec.type == "string")
+    args = build_args(base, cmd.sets, cmd.message, strings)
     validate_inputs(workflow, args)  # InputValidationError before anything runs
     msg = ctx.message
     unfinished = ctx.store.unfinished_runs(workflow.name, msg.platform, msg.conversation)

@@ -17,10 +17,18 @@ from core.errors import UsageError
 MESSAGE = "message"
 
 
-def apply_sets(base: Mapping[str, Any], sets: Sequence[SetArg]) -> dict[str, Any]:
-    """A copy of `base` with every `--set` applied in order."""
+def apply_sets(
+    base: Mapping[str, Any], sets: Sequence[SetArg], string_inputs: frozenset[str] = frozenset()
+) -> dict[str, Any]:
+    """A copy of `base` with every `--set` applied in order.
+
+    A value is JSON when it parses, except for inputs the workflow declares as strings:
+    `--set version=1.2` gives `"1.2"` there, exactly as typed.
+    """
     result: dict[str, Any] = copy.deepcopy(dict(base))
     for item in sets:
+        if len(item.path) == 1 and item.path[0] in string_inputs and not isinstance(item.value, str):
+            item = SetArg(path=item.path, value=item.raw.partition("=")[2], raw=item.raw)
         node = result
         for depth, key in enumerate(item.path[:-1]):
             child = node.setdefault(key, {})
@@ -36,9 +44,12 @@ def apply_sets(base: Mapping[str, Any], sets: Sequence[SetArg]) -> dict[str, Any
 
 
 def build_args(
-    base: Mapping[str, Any], sets: Sequence[SetArg], message: str | None
+    base: Mapping[str, Any],
+    sets: Sequence[SetArg],
+    message: str | None,
+    string_inputs: frozenset[str] = frozenset(),
 ) -> dict[str, Any]:
-    args = apply_sets(base, sets)
+    args = apply_sets(base, sets, string_inputs)
     if message is not None:
         args[MESSAGE] = message
     return args

@@ -22,3 +22,11 @@ def test_message_replaces_inputs_message_only_when_given() -> None:
 def test_setting_inside_a_plain_value_is_a_usage_error() -> None:
     with pytest.raises(UsageError, match="`a` is already a value"):
         apply_sets({"a": 5}, [parse_set("a.b=1")])
+
+
+def test_a_declared_string_input_keeps_the_text_as_typed() -> None:
+    sets = [parse_set("version=1.2"), parse_set("count=3"), parse_set("flag=true")]
+
+    args = build_args({}, sets, None, frozenset({"version", "flag"}))
+
+    assert args == {"version": "1.2", "count": 3, "flag": "true"}
