@@ -1,0 +1,1 @@
+"""The resume-cache scorecard: edit scenarios, two baseline keyings, and the score."""

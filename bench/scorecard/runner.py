@@ -1,0 +1,160 @@
+"""Running the corpus: Baton for real, the baselines on the same runs' outputs.
+
+Per scenario, in a fresh directory and database:
+  1. the base run of `pipe` with the base files and arguments;
+  2. the edit is applied (files rewritten, then `invalidate` on the base run if asked);
+  3. a *truth* run: the edited workflow from scratch (`--force`), giving every node's
+     current output. A node outside `must_rerun` must print what the base run printed,
+     otherwise the corpus is wrong (reported, never silently scored);
+  4. Baton's resume: a new run `--resume-from` the base run. Its journal says which nodes
+     were re-used (`cached_from`) and, for the others, why they ran.
+The baselines are then asked what they would have re-used, given the base run's outputs
+and the truth run's outputs.
+
+    python -m bench.scorecard.runner [--only NAME]   # prints the per-scenario table as JSON
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import tempfile
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from bench.protocol import emit
+from bench.rig import Rig, bench_tools, rig
+from bench.scorecard import baselines
+from bench.scorecard.corpus import BASE_ARGS, BASE_FILES, BASE_YAML, SCENARIOS, Scenario
+from bench.scorecard.score import tally
+from core.engine.tools import ToolRegistry
+from core.store.records import NodeStatus
+
+
+@dataclass(frozen=True)
+class ScenarioResult:
+    name: str
+    what: str
+    nodes: tuple[str, ...]
+    must_rerun: tuple[str, ...]
+    skipped: dict[str, tuple[str, ...]]  # keying -> nodes it re-used
+    tallies: dict[str, tuple[int, int, int, int]]  # keying -> (tp, fp, fn, tn)
+    baton_reasons: dict[str, str]  # node Baton re-ran -> its explanation
+    corpus_errors: tuple[str, ...]  # nodes outside must_rerun whose output changed
+
+
+def scorecard_tools() -> ToolRegistry:
+    def extra(registry: ToolRegistry) -> None:
+        @registry.tool("publish", replay="pure", inline=True)
+        def publish(channel: str, text: str) -> str:
+            return f"{channel}: {text}"
+
+    return bench_tools(extra)
+
+
+def write_workflow(r: Rig, text: str, files: dict[str, str] | Any) -> None:
+    for name, content in files.items():
+        path = r.workflows / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(content)
+    r.add_workflow("pipe", text.replace("@WF@", str(r.workflows)))
+
+
+def outputs_of(r: Rig, run_id: str) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for entry in r.store.journal([run_id]):
+        if entry.status is NodeStatus.COMPLETED and entry.output_digest:
+            out[entry.node_id] = r.store.get_blob(entry.output_digest).decode()
+    return out
+
+
+async def _run(r: Rig, args_raw: str, **kw: Any) -> str:
+    run_id = await r.run("pipe", json.loads(args_raw), **kw)
+    run = r.store.get_run(run_id)
+    if run.status.value != "completed":
+        raise RuntimeError(f"run {run_id} ended {run.status.value}: {run.reason}")
+    return run_id
+
+
+async def run_scenario(s: Scenario, root: Path) -> ScenarioResult:
+    async with rig(root, tools=scorecard_tools()) as r:
+        write_workflow(r, BASE_YAML, BASE_FILES)
+        base = await _run(r, BASE_ARGS)
+        base_out = outputs_of(r, base)
+        write_workflow(r, s.yaml, s.files)
+        for node, downstream in s.invalidate:
+            r.engine.invalidate(base, node, downstream=downstream, actor="console:bench")
+        truth_out = outputs_of(r, await _run(r, s.args, conversation="truth"))
+        resumed = await _run(r, s.args, resume_from=base, conversation="resume")
+        entries = r.store.journal([resumed])
+    nodes = s.nodes
+    baton_skipped = frozenset(e.node_id for e in entries if e.cached_from)
+    reasons = {
+        e.node_id: str(e.components.get("_reason", ""))
+        for e in entries
+        if not e.cached_from and e.status is NodeStatus.COMPLETED
+    }
+    dropped = {n for n, _ in s.invalidate} | _downstream_of(s)
+    base_steps = baselines.steps_of(yaml.safe_load(BASE_YAML))
+    steps = baselines.steps_of(yaml.safe_load(s.yaml))
+    earlier_keys = baselines.prefix_keys(BASE_ARGS, base_steps, base_out)
+    earlier = {key: base_out[node] for node, key in earlier_keys.items()}
+    skipped = {
+        "baton": baton_skipped,
+        "node-id": baselines.node_id_skips(steps, set(base_out), dropped),
+        "prefix": baselines.prefix_skips(s.args, steps, earlier, truth_out, dropped),
+    }
+    errors = tuple(
+        n for n in nodes if n not in s.must_rerun and n in base_out and truth_out.get(n) != base_out[n]
+    )
+    return ScenarioResult(
+        name=s.name,
+        what=s.what,
+        nodes=nodes,
+        must_rerun=tuple(sorted(s.must_rerun)),
+        skipped={k: tuple(sorted(v)) for k, v in skipped.items()},
+        tallies={k: tuple(asdict(tally(nodes, v, s.must_rerun)).values()) for k, v in skipped.items()},
+        baton_reasons=reasons,
+        corpus_errors=errors,
+    )
+
+
+def _downstream_of(s: Scenario) -> set[str]:
+    """Nodes an `invalidate --downstream` drops besides the named one (from the base graph)."""
+    steps = baselines.steps_of(yaml.safe_load(BASE_YAML))
+    dropped: set[str] = set()
+    for node, downstream in s.invalidate:
+        if not downstream:
+            continue
+        frontier = {node}
+        while frontier:
+            children = {st.id for st in steps if set(st.deps) & frontier} - dropped
+            dropped |= children
+            frontier = children
+    return dropped
+
+
+async def run_all(only: str | None = None) -> list[ScenarioResult]:
+    results = []
+    for s in SCENARIOS:
+        if only and s.name != only:
+            continue
+        with tempfile.TemporaryDirectory(prefix=f"bench-score-{s.name}-") as tmp:
+            results.append(await run_scenario(s, Path(tmp)))
+    return results
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--only")
+    opts = parser.parse_args()
+    results = asyncio.run(run_all(opts.only))
+    emit({"scenarios": [asdict(r) for r in results]})
+
+
+if __name__ == "__main__":
+    main()
