@@ -164,9 +164,13 @@ async def test_args_handle_set_and_args_from(chat: Chat) -> None:
 
 
 async def test_inputs_are_validated_before_anything_runs(chat: Chat) -> None:
-    [bad] = await chat.say("run flaky --set marker='{\"not\": \"text\"}'")
+    [bad] = await chat.say("run flaky --args '{\"marker\": {\"not\": \"text\"}}'")
     assert bad.is_error and "marker" in bad.data["message"]
-    assert chat.runs() == []
+    [typed] = await chat.say("run flaky --set marker='{\"not\": \"text\"}'")  # a string input keeps the text
+    assert typed.kind == "run_started"
+    await chat.rest(typed.run_id)
+    assert chat.engine.args_of(chat.store.get_run(typed.run_id))["marker"] == '{"not": "text"}'  # type: ignore[arg-type]
+    assert len(chat.runs()) == 1
 
 
 async def test_usage_and_unknown_errors_are_one_line_each(chat: Chat) -> None:

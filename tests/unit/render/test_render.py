@@ -2,6 +2,8 @@ from __future__ import annotations
 
 import re
 
+import dataclasses
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -23,7 +25,7 @@ from core.render import (
 )
 from tests.unit.commands.samples import every_reply_kind
 
-NASTY = 'a *b* _c_ <!channel> <@U1> @everyone @here `x` ``y`` & "q" \\ [l](http://e) ```'
+NASTY = 'a *b* _c_ <!channel> <@U9ZZ> @everyone @here `x` ``y`` & "q" \\ [l](http://e) ```'
 
 
 def test_every_kind_has_a_template_on_every_platform() -> None:
@@ -46,17 +48,17 @@ def test_every_reply_renders_and_keeps_user_text(platform: str) -> None:
 def test_slack_never_lets_user_text_ping() -> None:
     for reply in every_reply_kind(NASTY):
         text = "".join(render(reply, "slack"))
-        assert "<!channel>" not in text and "<@U1>" not in text
+        assert "<!channel>" not in text and "<@U9ZZ>" not in text
 
 
 def test_discord_neutralises_mentions_and_markdown() -> None:
     out = discord_escape(NASTY)
-    assert "@everyone" not in out and "@here" not in out and "<@U1>" not in out
+    assert "@everyone" not in out and "@here" not in out and "<@U9ZZ>" not in out
     assert "\\*b\\*" in out and "\\_c\\_" in out and "\\[l\\]" in out
     assert discord_escape("# title\n> quote\n- item") == "\\# title\n\\> quote\n\\- item"
     for reply in every_reply_kind(NASTY):
         text = "".join(render(reply, "discord"))
-        assert "@everyone" not in text and "<@U1>" not in text
+        assert "@everyone" not in text and "<@U9ZZ>" not in text
 
 
 def test_slack_escape() -> None:
@@ -132,3 +134,15 @@ def test_long_output_is_split_never_truncated() -> None:
     joined = "".join(render(reply, "discord"))
     assert "line 0\n" in joined and "line 1999" in joined
     assert render(reply, "console") == ["".join(render(reply, "console"))]
+
+
+def test_people_are_shown_as_platform_mentions_not_raw_ids() -> None:
+    prompt = next(r for r in every_reply_kind("x") if r.kind == "fresh_run_prompt")
+
+    def by(requester: str, platform: str) -> str:
+        reply = dataclasses.replace(prompt, data={**prompt.data, "requester": requester})
+        return "".join(render(reply, platform))
+
+    assert "started by <@U0ANA>" in by("slack:U0ANA", "slack")
+    assert "started by <@80351110224678912>" in by("discord:80351110224678912", "discord")
+    assert "started by console:ana" in by("console:ana", "console")
