@@ -1,5 +1,6 @@
 # Baton: `make run` starts the bot, `make test` runs every test. Both create .venv when missing.
-PY ?= python3.11
+# python3.11 when it is on PATH, else python3 (checked to be 3.11 below)
+PY ?= $(shell command -v python3.11 >/dev/null 2>&1 && echo python3.11 || echo python3)
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
@@ -7,7 +8,7 @@ STAMP := $(VENV)/.installed
 .PHONY: run test lint bench lock clean
 
 $(STAMP): requirements.lock pyproject.toml
-	@command -v $(PY) >/dev/null 2>&1 || { echo "Baton needs Python 3.11 ($(PY) not found); set PY=/path/to/python3.11"; exit 1; }
+	@$(PY) -c 'import sys; sys.exit(sys.version_info[:2] != (3, 11))' 2>/dev/null || { echo "Baton needs Python 3.11 ($(PY) is missing or another version); set PY=/path/to/python3.11"; exit 1; }
 	@test -x $(BIN)/python || $(PY) -m venv $(VENV)
 	$(BIN)/pip install --quiet --disable-pip-version-check -r requirements.lock
 	$(BIN)/pip install --quiet --disable-pip-version-check --no-deps -e .
@@ -28,7 +29,7 @@ BENCH_VENV := .venv-bench
 BENCH_STAMP := $(BENCH_VENV)/.installed
 
 $(BENCH_STAMP): bench/requirements.lock requirements.lock pyproject.toml
-	@command -v $(PY) >/dev/null 2>&1 || { echo "Baton needs Python 3.11 ($(PY) not found); set PY=/path/to/python3.11"; exit 1; }
+	@$(PY) -c 'import sys; sys.exit(sys.version_info[:2] != (3, 11))' 2>/dev/null || { echo "Baton needs Python 3.11 ($(PY) is missing or another version); set PY=/path/to/python3.11"; exit 1; }
 	@test -x $(BENCH_VENV)/bin/python || { $(PY) -m venv $(BENCH_VENV) && echo '*' > $(BENCH_VENV)/.gitignore; }
 	$(BENCH_VENV)/bin/pip install --quiet --disable-pip-version-check -r bench/requirements.lock
 	$(BENCH_VENV)/bin/pip install --quiet --disable-pip-version-check --no-deps -e .
