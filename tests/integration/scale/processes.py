@@ -81,19 +81,22 @@ class Node:
         async with asyncio.timeout(timeout):
             return await self.events.get()
 
-    async def request(self, op: str, timeout: float = 60.0, **fields: Any) -> dict[str, Any]:
+    async def request(self, op: str, *, deadline: float = 90.0, **fields: Any) -> dict[str, Any]:
+        if not self.alive:
+            raise ConnectionError(f"process {self.proc.pid} exited")
         ident = next(self._ids)
         future: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
         self._waiting[ident] = future
         assert self.proc.stdin is not None
         self.proc.stdin.write((json.dumps({"id": ident, "op": op, **fields}) + "\n").encode())
         await self.proc.stdin.drain()
-        async with asyncio.timeout(timeout):
+        async with asyncio.timeout(deadline):
             return await future
 
     @property
     def alive(self) -> bool:
-        return self.proc.returncode is None
+        reading = self._reader is not None and not self._reader.done()
+        return self.proc.returncode is None and reading
 
     def kill(self) -> None:
         """kill -9 the process (and its group)."""
