@@ -1,0 +1,181 @@
+"""The benchmark sections: each runs its children and returns plain data for the report.
+
+A side that cannot be installed or run here is recorded with its exact error (`error`),
+never with an invented figure. Step overhead is interleaved: every round runs each Baton
+and DBOS configuration once, in turn, and the report takes medians over rounds.
+"""
+
+from __future__ import annotations
+
+import statistics
+import tempfile
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from bench import recovery
+from bench.protocol import ChildFailed, run_child
+
+
+@dataclass(frozen=True)
+class Plan:
+    """How much to measure: the full run or `--quick`."""
+
+    steps: int = 1000
+    rounds: int = 3
+    prefect_rounds: int = 1
+    recovery_rounds: int = 3
+    kill_at: int = 500
+    resume_sizes: tuple[int, ...] = (100, 1000, 5000)
+    history: int = 100_000
+    latency_samples: int = 200
+    memory_runs: int = 1000
+
+    @classmethod
+    def quick(cls) -> Plan:
+        return cls(steps=200, rounds=1, prefect_rounds=1, recovery_rounds=1, kill_at=100,
+                   resume_sizes=(100, 1000), history=10_000, latency_samples=30, memory_runs=200)  # fmt: skip
+
+
+Log = Callable[[str], None]
+
+
+def _tmp(prefix: str) -> tempfile.TemporaryDirectory[str]:
+    return tempfile.TemporaryDirectory(prefix=f"bench-{prefix}-")
+
+
+def _median_samples(samples: list[dict[str, Any]]) -> dict[str, Any]:
+    per_step = [s["per_step_ms"] for s in samples]
+    return {
+        "per_step_ms": statistics.median(per_step),
+        "min_ms": min(per_step),
+        "max_ms": max(per_step),
+        "samples": len(per_step),
+        "durability": samples[0]["durability"],
+    }
+
+
+def steps(plan: Plan, log: Log) -> dict[str, Any]:
+    """Durable step overhead: {shape: {side: summary | {"error": ...}}}."""
+    sides = {
+        "baton-normal": ("bench.baton_steps", ["--sync", "NORMAL"], "--dir"),
+        "baton-full": ("bench.baton_steps", ["--sync", "FULL"], "--dir"),
+        "dbos-default": ("bench.peers.dbos_steps", ["--mode", "default"], "--db"),
+        "dbos-wal": ("bench.peers.dbos_steps", ["--mode", "wal"], "--db"),
+    }
+    shapes = ("chain", "fanout")
+    samples: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    errors: dict[str, str] = {}
+    for rnd in range(plan.rounds):
+        for shape in shapes:
+            for side, (module, extra, flag) in sides.items():
+                if side in errors:
+                    continue
+                log(f"steps round {rnd + 1}/{plan.rounds}: {side} {shape}")
+                with _tmp(side) as tmp:
+                    target = tmp if flag == "--dir" else str(Path(tmp) / "dbos.sqlite")
+                    args = ["--shape", shape, "--n", str(plan.steps), flag, target, *extra]
+                    try:
+                        samples.setdefault((shape, side), []).append(
+                            run_child(module, args, what=side, timeout=600)
+                        )
+                    except ChildFailed as exc:
+                        errors[side] = exc.detail
+    log("steps: prefect (one server start, every round of both shapes)")
+    with _tmp("prefect") as tmp:
+        args = ["--shapes", ",".join(shapes), "--rounds", str(plan.prefect_rounds), "--n", str(plan.steps),
+                "--home", tmp]  # fmt: skip
+        try:
+            result = run_child("bench.peers.prefect_tasks", args, what="prefect", timeout=1800)
+            for sample in result["samples"]:
+                samples.setdefault((sample["shape"], "prefect"), []).append(
+                    {**sample, "durability": result["durability"]}
+                )
+        except ChildFailed as exc:
+            errors["prefect"] = exc.detail
+    out: dict[str, Any] = {"n": plan.steps, "rounds": plan.rounds, "shapes": {}}
+    for shape in shapes:
+        table: dict[str, Any] = {}
+        for side in [*sides, "prefect"]:
+            if (shape, side) in samples:
+                table[side] = _median_samples(samples[(shape, side)])
+            elif side in errors:
+                table[side] = {"error": errors[side]}
+        out["shapes"][shape] = table
+    return out
+
+
+def recover(plan: Plan, log: Log) -> dict[str, Any]:
+    out: dict[str, Any] = {"n": plan.steps, "kill_at": plan.kill_at}
+    for side in ("baton", "dbos"):
+        runs = []
+        for rnd in range(plan.recovery_rounds):
+            log(f"recovery round {rnd + 1}/{plan.recovery_rounds}: {side}")
+            try:
+                runs.append(recovery.measure(side, n=plan.steps, kill_at=plan.kill_at))
+            except ChildFailed as exc:
+                out[side] = {"error": exc.detail}
+                break
+        if runs:
+            keys = ("to_running_s", "to_complete_s", "engine_to_running_s", "engine_to_complete_s")
+            out[side] = {k: statistics.median(getattr(r, k) for r in runs) for k in keys}
+            out[side].update(samples=len(runs), durability=runs[0].durability,
+                             executions=runs[0].executions, status=runs[0].status,
+                             raw=[asdict(r) for r in runs])  # fmt: skip
+    return out
+
+
+def resume(plan: Plan, log: Log) -> dict[str, Any]:
+    sizes: dict[str, Any] = {}
+    for n in plan.resume_sizes:
+        log(f"resume cost: {n} nodes")
+        with _tmp("resume") as tmp:
+            try:
+                sizes[str(n)] = run_child("bench.baton_resume", ["--n", str(n), "--dir", tmp],
+                                          what=f"resume {n}", timeout=900)  # fmt: skip
+            except ChildFailed as exc:
+                sizes[str(n)] = {"error": exc.detail}
+    return {"sizes": sizes}
+
+
+def latency(plan: Plan, log: Log) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for db in ("sqlite", "postgres"):
+        log(f"command latency: {db}, {plan.history} runs of history")
+        with _tmp("latency") as tmp:
+            args = ["--db", db, "--history", str(plan.history), "--samples", str(plan.latency_samples),
+                    "--dir", tmp]  # fmt: skip
+            try:
+                out[db] = run_child("bench.baton_latency", args, what=f"latency {db}", timeout=900)
+            except ChildFailed as exc:
+                out[db] = {"error": exc.detail}
+    return out
+
+
+def scorecard(plan: Plan, log: Log) -> dict[str, Any]:
+    log("resume-cache scorecard")
+    try:
+        return run_child("bench.scorecard.runner", [], what="scorecard", timeout=900)
+    except ChildFailed as exc:
+        return {"error": exc.detail}
+
+
+def memory(plan: Plan, log: Log) -> dict[str, Any]:
+    log(f"memory: {plan.memory_runs} concurrent paused runs")
+    with _tmp("memory") as tmp:
+        try:
+            return run_child("bench.baton_memory", ["--runs", str(plan.memory_runs), "--dir", tmp],
+                             what="memory", timeout=900)  # fmt: skip
+        except ChildFailed as exc:
+            return {"error": exc.detail}
+
+
+SECTIONS: dict[str, Callable[[Plan, Log], dict[str, Any]]] = {
+    "steps": steps,
+    "recovery": recover,
+    "resume": resume,
+    "latency": latency,
+    "scorecard": scorecard,
+    "memory": memory,
+}
