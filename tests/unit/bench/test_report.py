@@ -1,0 +1,55 @@
+"""The report never invents a figure: a side that failed shows its error, ratios are peer ÷ Baton."""
+
+from __future__ import annotations
+
+from bench import report
+from bench.protocol import emit, error_tail, parse
+
+
+def _row(per_step: float) -> dict[str, object]:
+    return {"per_step_ms": per_step, "min_ms": per_step, "max_ms": per_step, "samples": 1, "durability": "d"}
+
+
+STEPS = {
+    "n": 10,
+    "rounds": 1,
+    "shapes": {
+        "chain": {
+            "baton-normal": _row(0.5),
+            "dbos-default": _row(2.0),
+            "prefect": {"error": "RuntimeError: Timed out while attempting to connect"},
+        }
+    },
+}
+
+
+def test_a_failed_peer_is_reported_with_its_exact_error_and_no_number() -> None:
+    text = "\n".join(report.steps_section(STEPS))
+    assert "| prefect | – | not measured: `RuntimeError: Timed out while attempting to connect` |" in text
+    assert "| dbos-default | d | 2.00 | 2.00–2.00 | 1 | 4.0× |" in text
+
+
+def test_summary_compares_with_targets_and_says_what_was_not_measured() -> None:
+    text = "\n".join(report.summary_section({"steps": STEPS}))
+    expected = "| step overhead, chain, WAL NORMAL | 0.50 ms | ≤ 0.25 ms | dbos-default 4.0× | **missed** |"
+    assert expected in text
+    assert "| peak RSS, 1,000 paused runs | not measured |" in text
+
+
+def test_ratio_and_number_formatting() -> None:
+    assert report.ratio(3.0, 1.5) == "2.0×"
+    assert report.ratio(3.0, 0.0) == "–"
+    assert report.ms(None) == "–"
+    assert report.ms(1.234, 1) == "1.2"
+
+
+def test_child_result_line_round_trips(capsys) -> None:  # type: ignore[no-untyped-def]
+    emit({"b": 2, "a": 1})
+    out = "noise\n" + capsys.readouterr().out + "more noise\n"
+    assert parse(out) == {"a": 1, "b": 2}
+    assert parse("nothing here") is None
+
+
+def test_error_tail_is_the_last_meaningful_line() -> None:
+    assert error_tail("Traceback\n  File x\nValueError: boom\n\n") == "ValueError: boom"
+    assert error_tail("") == "(no output)"
