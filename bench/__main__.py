@@ -5,7 +5,8 @@
     python -m bench --only steps,scorecard --out /tmp/partial.md
 
 The analysis in bench/FINDINGS.md (written by hand after looking at the figures) is copied
-to the end of the report. The raw data goes to bench/results.json next to the report.
+to the end of the report. The raw data goes to bench/results.json next to the report;
+`--render-only` rebuilds the report from it (after editing FINDINGS.md) without measuring.
 """
 
 from __future__ import annotations
@@ -27,7 +28,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true", help="small sizes, one round")
     parser.add_argument("--only", help=f"comma-separated sections: {','.join(SECTIONS)}")
     parser.add_argument("--out", type=Path, default=HERE / "RESULTS.md")
+    parser.add_argument("--render-only", action="store_true", help="rebuild the report from results.json")
     opts = parser.parse_args(argv)
+    raw_path = opts.out.with_name(opts.out.stem.lower() + ".json")
+    findings_path = HERE / "FINDINGS.md"
+    findings = findings_path.read_text() if findings_path.exists() else ""
+    if opts.render_only:
+        saved = json.loads(raw_path.read_text())
+        opts.out.write_text(report.document(saved["results"], saved["machine"], saved["command"], findings))
+        return 0
     plan = Plan.quick() if opts.quick else Plan()
     wanted = opts.only.split(",") if opts.only else list(SECTIONS)
     unknown = [w for w in wanted if w not in SECTIONS]
@@ -47,12 +56,8 @@ def main(argv: list[str] | None = None) -> int:
     command = (
         "make bench" + (" ARGS=--quick" if opts.quick else "") + (f" --only {opts.only}" if opts.only else "")
     )
-    findings_path = HERE / "FINDINGS.md"
-    findings = findings_path.read_text() if findings_path.exists() else ""
     opts.out.write_text(report.document(results, info, command, findings))
-    opts.out.with_name(opts.out.stem.lower() + ".json").write_text(
-        json.dumps({"machine": info, "results": results}, indent=1, sort_keys=True)
-    )
+    raw_path.write_text(json.dumps({"machine": info, "command": command, "results": results}, indent=1))
     log(f"wrote {opts.out}")
     print(report.document(results, info, command, "").split("## Durable")[0])
     return 0
