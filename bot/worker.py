@@ -88,6 +88,19 @@ def build_worker(
     )
 
 
+async def keep_heartbeat(queue: JobQueue, worker: Worker, seconds: float) -> None:
+    """Procrastinate stops a worker's heartbeat as soon as it is asked to stop; replicas
+    would then take the steps it is finishing (within the grace period) for lost. This one
+    beats until the worker has unregistered."""
+    while True:
+        await asyncio.sleep(seconds)
+        if worker.worker_id is not None:
+            try:
+                await queue.app.job_manager.update_heartbeat(worker.worker_id)
+            except Exception:  # the database blinked: the next beat may get through
+                log.warning("heartbeat failed", extra={"action": "worker_heartbeat"})
+
+
 async def serve_worker(
     settings: Settings,
     *,
@@ -135,7 +148,12 @@ async def serve_worker(
             )
             if on_ready is not None:
                 on_ready()
-            await worker.run()
+            beating = asyncio.create_task(keep_heartbeat(queue, worker, settings.worker_heartbeat_seconds))
+            try:
+                await worker.run()
+            finally:
+                beating.cancel()
+                await asyncio.gather(beating, return_exceptions=True)
         finally:
             for sig in (signal.SIGTERM, signal.SIGINT):
                 loop.remove_signal_handler(sig)
