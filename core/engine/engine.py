@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from core.engine.events import EngineEvent, EventBus, EventKind, Plan, RunSummary, Subscriber
-from core.engine.executor import Outcome, RunExecutor, Setup, input_digests
+from core.engine.executor import ENGINE_ACTOR, Outcome, RunExecutor, Setup, input_digests
 from core.engine.journal_index import JournalIndex
 from core.engine.leases import LeaseKeeper, new_owner
 from core.engine.planning import final_output_digest, plan_run, summarize
@@ -37,7 +37,6 @@ from core.workflows.catalog import Catalog
 from core.workflows.model import Workflow
 
 log = logging.getLogger(__name__)
-ENGINE_ACTOR = "baton"
 ExecutorFactory = Callable[[Setup], RunExecutor]
 
 

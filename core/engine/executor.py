@@ -38,10 +38,11 @@ from core.engine.workdirs import RunDirs, capture_artifacts, missing_artifacts, 
 from core.errors import BatonError, NodeFailed, ReplayUnsafe, RunNotFound, RunStateError
 from core.redaction import NO_SECRETS, Redactor
 from core.store.port import Store
-from core.store.records import GateStatus, JournalEntry, NodeStatus, Run, RunStatus
+from core.store.records import Gate, GateStatus, JournalEntry, NodeStatus, Run, RunStatus
 from core.workflows.args import canonical_json
 from core.workflows.templating import render_template, render_value
 
+ENGINE_ACTOR = "baton"  # who the audit trail names for the engine's own decisions
 ABSENT = digest_value(None)  # the digest a referenced but missing input contributes
 INTERRUPTED = "interrupted: the process running it stopped before it finished; re-run ({cls})"
 
@@ -262,11 +263,32 @@ class RunExecutor:
         self._release(pn.id, digest)
 
     async def _approval(self, step: _Step) -> None:
+        """The gate's decision, or open the gate and wait.
+
+        A decision answers one question: the gate's cache key (or, for gates recorded
+        before keys were, its prompt) must match the step's current one. When the step's
+        definition or upstream outputs changed since, the gate is re-opened and asks again.
+        """
         pn = step.node
         try:
-            gate = self.store.get_gate(self.run_id, pn.id)
+            self._ensure_values(pn.deps)
+            prompt = render_template(pn.node.body, self._context)
+        except BatonError as exc:
+            await self._fail(pn.id, f"approval `{pn.id}`: {exc.message}")
+            return
+        try:
+            gate: Gate | None = self.store.get_gate(self.run_id, pn.id)
         except RunNotFound:
             gate = None
+        if gate is not None and not answers(gate, step.key, prompt):
+            reason = str(step.components.get("_reason") or "the question changed")
+            self.store.audit(
+                actor=ENGINE_ACTOR,
+                action="reopen_gate",
+                run_id=self.run_id,
+                details={"node": pn.id, "was": gate.status.value, "by": gate.decided_by, "why": reason},
+            )
+            gate = self.store.open_gate(self.run_id, pn.id, prompt, step.key)  # re-opened, waiting
         if gate is not None and gate.status is GateStatus.APPROVED:
             output = {"approved": True, "by": gate.decided_by, "comment": gate.comment}
             entry_id = self._journal_start(step)
@@ -280,13 +302,7 @@ class RunExecutor:
             await self._fail(pn.id, f"approval `{pn.id}` was rejected by {gate.decided_by}")
             return
         if gate is None:
-            try:
-                self._ensure_values(pn.deps)
-                prompt = render_template(pn.node.body, self._context)
-            except BatonError as exc:
-                await self._fail(pn.id, f"approval `{pn.id}`: {exc.message}")
-                return
-            gate = self.store.open_gate(self.run_id, pn.id, prompt)
+            gate = self.store.open_gate(self.run_id, pn.id, prompt, step.key)
         self._gates.append(pn.id)
         await self._emit(EventKind.NODE_WAITING, pn.id, prompt=gate.prompt)
 
@@ -439,6 +455,12 @@ class RunExecutor:
             )
         self._release(pn.id, digest)
         return None
+
+
+def answers(gate: Gate, key: str, prompt: str) -> bool:
+    """True when `gate` was opened for this question: the same key (or, for a gate from
+    before keys were recorded, the same prompt)."""
+    return gate.cache_key == key if gate.cache_key else gate.prompt == prompt
 
 
 def rejection_marker(node_id: str, actor: str, reason: str | None) -> dict[str, Any]:

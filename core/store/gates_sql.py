@@ -20,30 +20,56 @@ from core.store.tables import AUDIT, GATES, PROCESSED_EVENTS, RUNS
 _GATE_COLUMNS = [c.label(f"g_{c.name}") for c in GATES.c]
 _GATE_INSERT_COLUMNS = [
     "run_id", "node_id", "prompt", "status", "created_at", "platform", "conversation", "thread",
+    "cache_key",
 ]  # fmt: skip
 
 
 class GatesSql(SqlBase):
     # -- gates ------------------------------------------------------------------------------
     @store_operation("open an approval gate")
-    def open_gate(self, run_id: str, node_id: str, prompt: str) -> Gate:
-        """Idempotent: an existing gate of that node is returned as it is. The gate copies
-        the run's platform, conversation and thread (one INSERT … SELECT)."""
+    def open_gate(self, run_id: str, node_id: str, prompt: str, cache_key: str = "") -> Gate:
+        """Open the gate of `node_id` for the question `prompt` (the node's `cache_key`).
+
+        An existing gate for the same key (or any existing gate when no key is given) is
+        returned as it is, decided or not. An existing gate for another key answered a
+        different question: it is re-opened, waiting, with the new prompt and key and no
+        decision. A new gate copies the run's platform, conversation and thread
+        (one INSERT … SELECT)."""
+        now = self._now()
         source = sa.select(
             RUNS.c.id,
             sa.literal(node_id),
             sa.literal(prompt),
             sa.literal(GateStatus.WAITING.value),
-            sa.literal(self._now()),
+            sa.literal(now),
             RUNS.c.platform,
             RUNS.c.conversation,
             RUNS.c.thread,
+            sa.literal(cache_key),
         ).where(RUNS.c.id == run_id)
         statement = self._insert_ignore(GATES, ["run_id", "node_id"]).from_select(
             _GATE_INSERT_COLUMNS, source
         )
         with self._engine.begin() as conn:
             conn.execute(statement)
+            if cache_key:
+                conn.execute(
+                    sa.update(GATES)
+                    .where(
+                        GATES.c.run_id == run_id,
+                        GATES.c.node_id == node_id,
+                        GATES.c.cache_key != cache_key,
+                    )
+                    .values(
+                        prompt=prompt,
+                        cache_key=cache_key,
+                        status=GateStatus.WAITING.value,
+                        created_at=now,
+                        decided_by=None,
+                        comment=None,
+                        decided_at=None,
+                    )
+                )
             return self._read_gate(conn, run_id, node_id)
 
     def _read_gate(self, conn: sa.Connection, run_id: str, node_id: str) -> Gate:

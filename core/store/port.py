@@ -142,7 +142,9 @@ class Store(Protocol):
         """Mark completed entries of those nodes in `run_id` invalidated; returns count."""
 
     # -- gates --------------------------------------------------------------------
-    def open_gate(self, run_id: str, node_id: str, prompt: str) -> Gate: ...
+    def open_gate(self, run_id: str, node_id: str, prompt: str, cache_key: str = "") -> Gate:
+        """A waiting gate for this question. Idempotent for the same `cache_key` (or when
+        none is given); a gate decided for another key is re-opened without its decision."""
 
     def get_gate(self, run_id: str, node_id: str) -> Gate: ...
 

@@ -146,6 +146,9 @@ class Gate(_Record):
     decided_by: str | None = None
     comment: str | None = None
     decided_at: float | None = None
+    #: the approval node's cache key when the gate was opened ("" for gates opened before it
+    #: was recorded): a decision answers that question only; a changed key re-opens the gate
+    cache_key: str = ""
 
 
 @dataclass(frozen=True, slots=True)

@@ -73,6 +73,7 @@ def gate_from_row(row: RowLike) -> Gate:
         decided_by=m["decided_by"],
         comment=m["comment"],
         decided_at=m["decided_at"],
+        cache_key=m["cache_key"],
     )
 
 

@@ -2,8 +2,8 @@
 
 The repository reads and writes them through SQLAlchemy Core (`RUNS`, `JOURNAL`, ... are
 the plain `Table` objects) and converts rows to the frozen records of `records.py`.
-The initial alembic revision (`migrations/versions/0001_initial.py`) creates exactly
-this schema; `tests/integration/store/test_migrations.py` checks they agree.
+The alembic revisions (`migrations/versions/`: `0001_initial.py`, then `0002_gate_cache_key.py`)
+create exactly this schema; `tests/integration/store/test_migrations.py` checks they agree.
 
 Statuses are stored as short strings (the `StrEnum` values), timestamps as float
 epoch seconds, JSON documents with the portable `JSON` type.
@@ -108,6 +108,8 @@ class GateRow(SQLModel, table=True):
     decided_by: str | None = _text(nullable=True)
     comment: str | None = Field(default=None, sa_column=sa.Column(sa.Text, nullable=True))
     decided_at: float | None = Field(default=None, sa_column=sa.Column(sa.Float, nullable=True))
+    # the approval node's cache key the decision answers (revision 0002); "" for older gates
+    cache_key: str = Field(default="", sa_column=sa.Column(sa.String(), nullable=False, server_default=""))
 
 
 class AuditRow(SQLModel, table=True):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -126,3 +127,77 @@ async def test_a_run_resumed_from_an_approved_run_asks_its_own_gate(harness: Har
     assert second.status is RunStatus.PAUSED
     assert h.store.get_gate(second.id, "review").status is GateStatus.WAITING
     assert h.executed(second.id, "draft") == 0  # the step itself still came from the cache
+
+
+
+CHANGING = """
+name: changing
+nodes:
+  - id: draft
+    bash: cat {{{{ inputs.draft }}}}
+    replay: pure
+  - id: review
+    depends_on: [draft]
+    approval: "{question} {{{{ nodes.draft.output }}}}?"
+  - id: publish
+    depends_on: [review]
+    bash: test -e {{{{ inputs.flag }}}} && echo "published by {{{{ nodes.review.output.by }}}}"
+    replay: pure
+"""
+
+
+async def _approved_then_failed(h: Harness) -> tuple[str, Path]:
+    """A run whose gate was approved and whose next step then failed (its flag file was missing)."""
+    draft, flag = h.root / "draft.txt", h.root / "ok.flag"
+    draft.write_text("v1")
+    h.write("changing.yaml", CHANGING.format(question="Publish"))
+    paused = await h.run("changing", {"draft": str(draft), "flag": str(flag)})
+    assert paused.status is RunStatus.PAUSED
+    await h.engine.approve(paused.id, actor="console:bo", comment="v1 is fine")
+    failed = await h.engine.wait(paused.id, timeout=30)
+    assert failed.status is RunStatus.FAILED, failed.reason
+    flag.write_text("")
+    return paused.id, draft
+
+
+@pytest.mark.parametrize("change", ["question", "upstream"])
+async def test_a_changed_gate_asks_again_on_resume(db_harness: Harness, change: str) -> None:
+    """A decision answers one question: if the gate's text or what it shows changed, resume asks again."""
+    h = db_harness
+    run_id, draft = await _approved_then_failed(h)
+    if change == "question":
+        h.write("changing.yaml", CHANGING.format(question="Really publish"))
+        expected = "Really publish v1?"
+    else:
+        draft.write_text("v2")
+        h.engine.invalidate(run_id, "draft", downstream=False, actor="console:ana")
+        expected = "Publish v2?"
+
+    await h.engine.resume(run_id, actor="console:ana")
+    again = await h.engine.wait(run_id, timeout=30)
+
+    assert again.status is RunStatus.PAUSED, again.reason
+    gate = h.store.get_gate(run_id, "review")
+    assert (gate.status, gate.prompt, gate.decided_by) == (GateStatus.WAITING, expected, None)
+    assert h.executed(run_id, "publish") == 1  # nothing ran past the gate
+    (reopened,) = [e for e in h.store.audit_log(run_id) if e.action == "reopen_gate"]
+    assert reopened.details["was"] == "approved" and reopened.details["by"] == "console:bo"
+    reason = "definition changed" if change == "question" else "upstream `draft` output changed"
+    assert reopened.details["why"] == reason
+
+    await h.engine.approve(run_id, actor="console:cy")
+    done = await h.engine.wait(run_id, timeout=30)
+    assert done.status is RunStatus.COMPLETED
+    assert h.output(run_id, "publish") == "published by console:cy\n"
+
+
+async def test_an_unchanged_gate_keeps_its_decision_on_resume(db_harness: Harness) -> None:
+    h = db_harness
+    run_id, _ = await _approved_then_failed(h)
+
+    await h.engine.resume(run_id, actor="console:ana")
+    done = await h.engine.wait(run_id, timeout=30)
+
+    assert done.status is RunStatus.COMPLETED
+    assert h.output(run_id, "publish") == "published by console:bo\n"
+    assert [e for e in h.store.audit_log(run_id) if e.action == "reopen_gate"] == []

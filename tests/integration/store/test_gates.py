@@ -91,3 +91,34 @@ def test_decide_unknown_gate_raises_run_not_found(store: SqlStore, make_run: Mak
     run = make_run()
     with pytest.raises(RunNotFound):
         store.decide_gate(run.id, "review", approved=True, by="slack:U2", comment=None)
+
+
+def test_open_gate_for_the_same_key_keeps_the_decision(store: SqlStore, make_run: MakeRun) -> None:
+    run = make_run(RunStatus.RUNNING)
+    store.open_gate(run.id, "review", "Publish v1?", "key-1")
+    decided = store.decide_gate(run.id, "review", approved=True, by="slack:U2", comment="ok")
+
+    again = store.open_gate(run.id, "review", "Publish v1?", "key-1")
+
+    assert again == decided and again.cache_key == "key-1"
+    assert (again.status, again.decided_by) == (GateStatus.APPROVED, "slack:U2")
+
+
+def test_open_gate_for_another_key_reopens_it_without_the_old_decision(
+    store: SqlStore, make_run: MakeRun
+) -> None:
+    run = make_run(RunStatus.RUNNING, thread="T1")
+    store.open_gate(run.id, "review", "Publish v1?", "key-1")
+    store.decide_gate(run.id, "review", approved=True, by="slack:U2", comment="ok")
+
+    reopened = store.open_gate(run.id, "review", "Publish v2?", "key-2")
+
+    assert (reopened.status, reopened.prompt) == (GateStatus.WAITING, "Publish v2?")
+    assert reopened.cache_key == "key-2"
+    assert (reopened.decided_by, reopened.comment, reopened.decided_at) == (None, None, None)
+    assert [g.prompt for _, g in store.waiting_gates(platform="slack", conversation="C1", thread="T1")] == [
+        "Publish v2?"
+    ]
+    assert store.decide_gate(run.id, "review", approved=False, by="slack:U3", comment="no").status is (
+        GateStatus.REJECTED
+    )

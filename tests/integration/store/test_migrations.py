@@ -15,7 +15,7 @@ from alembic.runtime.migration import MigrationContext
 
 from core.errors import StoreError
 from core.store import migration
-from core.store.records import NodeStatus, RunStatus
+from core.store.records import GateStatus, NodeStatus, RunStatus
 from core.store.repository import SqlStore
 from core.store.tables import metadata
 
@@ -41,7 +41,7 @@ def test_migrate_creates_everything_and_twice_is_a_no_op(database_url: str) -> N
         )
         store.migrate()
         with store._engine.connect() as conn:
-            assert migration.current_revision(conn) == migration.head_revision() == "0001"
+            assert migration.current_revision(conn) == migration.head_revision() == "0002"
             assert conn.execute(sa.text("SELECT count(*) FROM alembic_version")).scalar() == 1
         assert store.get_run(run.id) == run
 
@@ -250,6 +250,30 @@ def test_alembic_command_line_uses_the_ini_file(tmp_path: Path) -> None:
     assert result.returncode == 0, result.stderr
     with SqlStore(url) as store:
         with store._engine.connect() as conn:
-            assert migration.current_revision(conn) == "0001"
+            assert migration.current_revision(conn) == "0002"
         store.migrate()
         assert _tables(store) >= TABLES
+
+
+def test_gates_opened_before_0002_keep_their_decision_and_have_no_key(database_url: str) -> None:
+    with SqlStore(database_url) as store:
+        migration.upgrade(store._engine, "0001")
+        with store._engine.begin() as conn:
+            conn.execute(
+                sa.text(
+                    "INSERT INTO runs (id, workflow, platform, conversation, requester, args_digest, status,"
+                    " version, created_at, updated_at) VALUES ('000000000009', 'w', 'console', 'c',"
+                    " 'console:a', 'd', 'paused', 2, 1.0, 1.0)"
+                )
+            )
+            conn.execute(
+                sa.text(
+                    "INSERT INTO gates (run_id, node_id, prompt, status, created_at, platform, conversation,"
+                    " decided_by) VALUES ('000000000009', 'review', 'ok?', 'approved', 1.0, 'console', 'c',"
+                    " 'console:bo')"
+                )
+            )
+        store.migrate()
+        gate = store.get_gate("000000000009", "review")
+        assert (gate.cache_key, gate.status, gate.decided_by) == ("", GateStatus.APPROVED, "console:bo")
+        assert store.open_gate("000000000009", "review", "ok?") == gate  # no key given: as it is
