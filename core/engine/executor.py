@@ -40,6 +40,7 @@ from core.redaction import NO_SECRETS, Redactor
 from core.store.port import Store
 from core.store.records import Gate, GateStatus, JournalEntry, NodeStatus, Run, RunStatus
 from core.workflows.args import canonical_json
+from core.workflows.loader import base_dir
 from core.workflows.templating import render_template, render_value
 
 ENGINE_ACTOR = "baton"  # who the audit trail names for the engine's own decisions
@@ -131,6 +132,7 @@ class RunExecutor:
         self._input_digests = input_digests(setup.args)
         self._prefixes: dict[str, str] = {}
         self._context = {"inputs": self._inputs, "nodes": self._values, "run": {"id": self.run_id}}
+        self._workflow_dir = base_dir(setup.prepared.workflow).absolute()  # BATON_WORKFLOW_DIR
 
     # -- the loop ------------------------------------------------------------------------
     async def execute(self) -> Outcome:
@@ -402,6 +404,7 @@ class RunExecutor:
             attempt=attempt,
             extra_env=self.s.extra_env,
             redactor=self.s.redactor,
+            workflow_dir=self._workflow_dir,
         )
         entry_id = self._journal_start(step, attempt)  # committed before anything is dispatched
         started = time.monotonic()

@@ -1,16 +1,21 @@
 """Simulated build for the `build-report` workflow.
 
 The step's context arrives as JSON on stdin (`{"inputs": …, "nodes": …, "run": {"id": …}}`);
-the report goes to $BATON_ARTIFACTS_DIR/report.json and a
-JSON summary to stdout (checked against the node's `output.schema`). Deterministic: the same
-inputs give the same bytes, so the step's result is safely cached.
+the targets come from scripts/build_matrix.txt next to the workflow (declared in `files:`, so
+editing it re-runs the step; Baton exports the workflow's directory as $BATON_WORKFLOW_DIR,
+while the step runs in the run's own directory). The report goes to
+$BATON_ARTIFACTS_DIR/report.json and a JSON summary to stdout (checked against the node's
+`output.schema`). Deterministic: the same inputs and matrix give the same bytes, so the
+step's result is safely cached.
 """
 
 import json
 import os
 import sys
+from pathlib import Path
 
-MATRIX = ["linux-x86_64", "linux-arm64", "macos-arm64", "windows-x86_64"]  # see build_matrix.txt
+matrix_file = Path(os.environ.get("BATON_WORKFLOW_DIR", ".")) / "scripts" / "build_matrix.txt"
+MATRIX = [line.strip() for line in matrix_file.read_text(encoding="utf-8").splitlines() if line.strip()]
 
 raw = sys.stdin.read()
 inputs = (json.loads(raw) if raw.strip() else {}).get("inputs", {})

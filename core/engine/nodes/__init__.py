@@ -44,6 +44,9 @@ class NodeContext:
     #: hides secrets in stderr tails and error messages; give it `Settings.secrets()` and the
     #: secret values of `extra_env`. Step *output* is never redacted (later steps consume it).
     redactor: Redactor = NO_SECRETS
+    #: the directory of the workflow file (absolute), exported as `BATON_WORKFLOW_DIR` so a step
+    #: can read its `files:` and scripts; the step itself runs in `workdir` (the run directory)
+    workflow_dir: Path | None = None
 
 
 @dataclass(frozen=True, slots=True)

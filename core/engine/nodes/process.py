@@ -49,6 +49,8 @@ def node_env(ctx: NodeContext) -> dict[str, str]:
     env["BATON_ARTIFACTS_DIR"] = str(ctx.artifacts_dir)
     env["BATON_IDEMPOTENCY_KEY"] = ctx.idempotency_key or ""
     env["BATON_ATTEMPT"] = str(ctx.attempt)
+    if ctx.workflow_dir is not None:
+        env["BATON_WORKFLOW_DIR"] = str(ctx.workflow_dir)
     return env
 
 

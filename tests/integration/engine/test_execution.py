@@ -160,3 +160,40 @@ async def test_a_timeout_fails_the_step_and_kills_it(harness: Harness, signals: 
     assert done.status is RunStatus.FAILED
     assert "timed out after 0.5 s" in (done.reason or "")
     assert _gone(pid)
+
+
+FILES = """
+name: files
+nodes:
+  - id: matrix
+    bash: pwd; cat "$BATON_WORKFLOW_DIR/data/matrix.txt"
+    files: [data/matrix.txt]
+    replay: pure
+  - id: count
+    script: |
+      import os, pathlib
+      print(len(pathlib.Path(os.environ["BATON_WORKFLOW_DIR"], "data", "matrix.txt").read_text().split()))
+    files: [data/matrix.txt]
+    replay: pure
+"""
+
+
+async def test_steps_read_their_files_through_baton_workflow_dir(harness: Harness) -> None:
+    """Steps run in the run's directory; the workflow's own directory is $BATON_WORKFLOW_DIR."""
+    h = harness
+    h.write("data/matrix.txt", "linux macos\n")
+    h.write("files.yaml", FILES)
+
+    first = await h.run("files")
+
+    assert first.status is RunStatus.COMPLETED, first.reason
+    run_dir = h.root / "data" / "runs" / first.id
+    assert h.output(first.id, "matrix") == f"{run_dir}\nlinux macos\n"
+    assert h.output(first.id, "count") == "2\n"
+
+    h.write("data/matrix.txt", "linux macos windows\n")  # a declared file changed: both re-run
+    second = await h.run("files", resume_from=first.id)
+
+    assert second.status is RunStatus.COMPLETED, second.reason
+    assert (h.executed(second.id, "matrix"), h.executed(second.id, "count")) == (1, 1)
+    assert h.output(second.id, "count") == "3\n"

@@ -56,6 +56,21 @@ async def test_build_report(harness: Any) -> None:
     assert seconds < 2
 
 
+async def test_build_report_reads_its_matrix_file_and_an_edit_re_runs_it(harness: Any) -> None:
+    """`files: [scripts/build_matrix.txt]` is both the step's identity and what it reads."""
+    first, _ = await _run_to_end(harness, "build-report", {"targets": 5})
+    assert json.loads(harness.output(first.id, "build"))["targets"] == 4  # the matrix has 4 rows
+    with (harness.workflows / "scripts" / "build_matrix.txt").open("a", encoding="utf-8") as fh:
+        fh.write("freebsd-x86_64\n")
+
+    second = await harness.run("build-report", {"targets": 5}, resume_from=first.id)
+
+    assert second.status is RunStatus.COMPLETED
+    assert harness.executed(second.id, "build") == 1
+    assert json.loads(harness.output(second.id, "build")) == {"passed": 4, "project": "baton", "targets": 5}
+    assert harness.output(second.id, "announce") == "baton: 4/5 targets passed (4 passed)\n"
+
+
 async def test_release_notes_pauses_at_review_then_publishes(harness: Any) -> None:
     first = await harness.run("release-notes", {"version": "1.4.0"})
     assert first.status is RunStatus.PAUSED
