@@ -6,7 +6,13 @@ A node's key is `sha256(canonical_json(components))` where the components are
      "node": <node id>, "kind": <kind>,
      "definition": <digest of the fields that affect execution>,
      "inputs": {<name>: <digest of the value>}  # only the `inputs.*` the node references
+     "run": <run id>,                           # only when the node's templates read `run.id`
      "upstream": {<dep id>: <output digest>}}   # one per `depends_on`
+
+A template that reads `run.id` renders differently in every run, so its result can only be
+re-used by the same run (a resume), never by a `--resume-from` run. `BATON_RUN_ID` in the
+environment and `run.id` on a script's stdin are *not* part of the key: they are there for
+logs and correlation; a step whose output depends on them should say `memoize: false`.
 
 Values are stored as digests so a journal entry stays small whatever the inputs hold;
 the key is the same Merkle hash as over the values themselves. Because `upstream` holds
@@ -37,6 +43,7 @@ NO_EARLIER_RESULT = "no earlier result"
 DEFINITION_CHANGED = "definition changed"
 MEMOIZE_FALSE = "memoize: false"
 EARLIER_ATTEMPT_FAILED = "earlier attempt failed"
+RUN_ID_DIFFERS = "it reads `run.id`, which differs in this run"
 
 
 def digest_bytes(data: bytes) -> str:
@@ -93,8 +100,10 @@ def components_of(
     definition: str,
     inputs: Mapping[str, str],
     upstream: Mapping[str, str],
+    run_id: str | None = None,
 ) -> dict[str, Any]:
-    return {
+    """The key components; `run_id` only for nodes whose templates read `run.id`."""
+    components: dict[str, Any] = {
         "engine_version": ENGINE_VERSION,
         "node": node_id,
         "kind": kind,
@@ -102,6 +111,9 @@ def components_of(
         "inputs": dict(inputs),
         "upstream": dict(upstream),
     }
+    if run_id is not None:
+        components["run"] = run_id
+    return components
 
 
 def _hashed(components: Mapping[str, Any]) -> dict[str, Any]:
@@ -117,7 +129,9 @@ def _flat_json(mapping: Mapping[str, str]) -> str:
     return "{" + ",".join(pairs) + "}"
 
 
-def key_prefix(*, node_id: str, kind: str, definition: str, inputs: Mapping[str, str]) -> str:
+def key_prefix(
+    *, node_id: str, kind: str, definition: str, inputs: Mapping[str, str], run_id: str | None = None
+) -> str:
     """The canonical JSON of a node's components up to its `upstream` (fixed for one execution).
 
     `key_from(key_prefix(...), upstream) == cache_key(components_of(...))`: the hot path
@@ -129,7 +143,8 @@ def key_prefix(*, node_id: str, kind: str, definition: str, inputs: Mapping[str,
         f'"inputs":{_flat_json(inputs)},'
         f'"kind":{encode_basestring(kind)},'
         f'"node":{encode_basestring(node_id)},'
-        '"upstream":'
+        + (f'"run":{encode_basestring(run_id)},' if run_id is not None else "")
+        + '"upstream":'
     )
 
 
@@ -149,6 +164,8 @@ def explain(previous: Mapping[str, Any] | None, new: Mapping[str, Any]) -> str:
         if previous.get(field) != new.get(field):
             return DEFINITION_CHANGED
     reasons: list[str] = []
+    if previous.get("run") != new.get("run"):
+        reasons.append(RUN_ID_DIFFERS)
     inputs = _changed(previous.get("inputs") or {}, new.get("inputs") or {})
     if inputs:
         names = ", ".join(f"`inputs.{name}`" for name in inputs)
@@ -166,5 +183,5 @@ def same_except_upstream(previous: Mapping[str, Any] | None, new: Mapping[str, A
     """True when only the upstream digests could make `new` differ from `previous` (for `plan`)."""
     if not previous:
         return False
-    fields = ("engine_version", "node", "kind", "definition", "inputs")
+    fields = ("engine_version", "node", "kind", "definition", "inputs", "run")
     return all(previous.get(f) == new.get(f) for f in fields)

@@ -88,8 +88,13 @@ def input_digests(args: Mapping[str, Any]) -> dict[str, str]:
 
 
 def node_components(
-    pn: PreparedNode, definition: str, inputs: Mapping[str, str], upstream: Mapping[str, str]
+    pn: PreparedNode,
+    definition: str,
+    inputs: Mapping[str, str],
+    upstream: Mapping[str, str],
+    run_id: str | None = None,
 ) -> dict[str, Any]:
+    """A node's key components; `run_id` counts only if the node's templates read `run.id`."""
     names = pn.input_names if pn.input_names is not None else sorted(inputs)
     return components_of(
         node_id=pn.id,
@@ -97,6 +102,7 @@ def node_components(
         definition=definition,
         inputs={name: inputs.get(name, ABSENT) for name in names},
         upstream=upstream,
+        run_id=run_id if pn.reads_run else None,
     )
 
 
@@ -201,6 +207,7 @@ class RunExecutor:
                 kind=pn.kind,
                 definition=self.s.definitions.digests[pn.id],
                 inputs={n: self._input_digests.get(n, ABSENT) for n in names},
+                run_id=self.run_id if pn.reads_run else None,
             )
         return key_from(prefix, upstream)
 
@@ -220,7 +227,9 @@ class RunExecutor:
             if hit is not None and hit.output_digest is not None:
                 await self._use(pn, hit)
                 continue
-            components = node_components(pn, self.s.definitions.digests[pn.id], self._input_digests, upstream)
+            components = node_components(
+                pn, self.s.definitions.digests[pn.id], self._input_digests, upstream, self.run_id
+            )
             step = _Step(pn, key, components, replay.idempotency_key(self.root, pn.id, key))
             step.components["_reason"] = index.miss_reason(
                 pn.id, step.key, step.components, memoize=pn.memoize

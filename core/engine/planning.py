@@ -39,7 +39,7 @@ def plan_run(
         pn = prepared.nodes[node_id]
         unknown = [d for d in pn.deps if d not in digests]
         upstream = {d: digests[d] for d in pn.deps if d in digests}
-        components = node_components(pn, definitions[node_id], inputs, upstream)
+        components = node_components(pn, definitions[node_id], inputs, upstream, run.id)
         waiting = [d for d in unknown if actions[d] == "waits"]
         if waiting:
             action, reason, key = "waits", f"waits for `{waiting[0]}`", None

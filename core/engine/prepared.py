@@ -43,6 +43,7 @@ class PreparedNode:
     static_definition: str | None  # definition digest when `external` is False
     id: str
     kind: str
+    reads_run: bool = False  # its templates read `run.id`: the run id is part of its key
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,6 +86,7 @@ def _prepare_node(workflow: Workflow, node: Node, dependents: list[str], tools: 
         static_definition=None if external else definition_digest(node, script_source=None, files={}),
         id=node.id,
         kind=node.kind,
+        reads_run="run" in refs.names,
     )
 
 

@@ -200,3 +200,42 @@ async def test_a_fresh_run_reuses_nothing_and_memoize_false_always_reruns(harnes
     assert plan["same"] == ("done", "completed in this run")
     assert h.executed(resumed.id, "stamp") == 1
     assert h.executed(resumed.id, "same") == 0
+
+
+async def test_a_step_that_reads_run_id_is_reused_by_its_own_run_only(harness: Harness) -> None:
+    """`{{ run.id }}` renders differently per run: a --resume-from run must not serve the old text."""
+    h = harness
+    flag = h.root / "ok.flag"
+    h.write(
+        "stamped.yaml",
+        """
+        name: stamped
+        nodes:
+          - id: label
+            bash: echo "built by {{ run.id }}"
+            replay: pure
+          - id: other
+            bash: echo same
+            replay: pure
+          - id: check
+            depends_on: [label]
+            bash: test -e {{ inputs.flag }} && echo ok
+            replay: pure
+        """,
+    )
+    first = await h.run("stamped", {"flag": str(flag)})
+    assert first.status is RunStatus.FAILED
+    flag.write_text("")
+
+    await h.engine.resume(first.id, actor="console:ana")
+    assert (await h.engine.wait(first.id, timeout=30)).status is RunStatus.COMPLETED
+    assert h.executed(first.id, "label") == 1  # a resume of the same run re-uses it
+
+    second = await h.run("stamped", {"flag": str(flag)}, resume_from=first.id)
+
+    assert second.status is RunStatus.COMPLETED
+    assert h.output(second.id, "label") == f"built by {second.id}\n"
+    (label,) = h.entries(second.id, "label")
+    assert label.cached_from is None
+    assert label.components["_reason"] == "it reads `run.id`, which differs in this run"
+    assert [e.cached_from for e in h.entries(second.id, "other")] == [first.id]

@@ -9,6 +9,7 @@ from hypothesis import strategies as st
 from core.engine.cache_key import (
     DEFINITION_CHANGED,
     NO_EARLIER_RESULT,
+    RUN_ID_DIFFERS,
     cache_key,
     components_of,
     definition_digest,
@@ -128,12 +129,34 @@ names = st.text(min_size=1, max_size=8)
 digests = st.dictionaries(names, st.text(max_size=12), max_size=4)
 
 
-@given(node=names, kind=names, definition=st.text(max_size=20), inputs=digests, upstream=digests)
+@given(
+    node=names,
+    kind=names,
+    definition=st.text(max_size=20),
+    inputs=digests,
+    upstream=digests,
+    run_id=st.none() | st.text(max_size=12),
+)
 def test_fast_key_equals_the_canonical_json_key(
-    node: str, kind: str, definition: str, inputs: dict[str, str], upstream: dict[str, str]
+    node: str,
+    kind: str,
+    definition: str,
+    inputs: dict[str, str],
+    upstream: dict[str, str],
+    run_id: str | None,
 ) -> None:
-    prefix = key_prefix(node_id=node, kind=kind, definition=definition, inputs=inputs)
+    prefix = key_prefix(node_id=node, kind=kind, definition=definition, inputs=inputs, run_id=run_id)
     expected = cache_key(
-        components_of(node_id=node, kind=kind, definition=definition, inputs=inputs, upstream=upstream)
+        components_of(
+            node_id=node, kind=kind, definition=definition, inputs=inputs, upstream=upstream, run_id=run_id
+        )
     )
     assert key_from(prefix, upstream) == expected
+
+
+def test_a_node_reading_run_id_is_keyed_per_run_and_says_so() -> None:
+    mine, other = _components(run_id="aaaaaaaaaaaa"), _components(run_id="bbbbbbbbbbbb")
+    assert cache_key(mine) != cache_key(other)
+    assert cache_key(_components()) == cache_key(_components())  # nodes that do not read it: no run
+    assert explain(mine, other) == RUN_ID_DIFFERS
+    assert not same_except_upstream(mine, other)
