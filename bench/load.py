@@ -71,7 +71,7 @@ class Load:
     latencies: dict[str, list[float]] = field(default_factory=lambda: defaultdict(list))
     failures: list[str] = field(default_factory=list)
 
-    async def say(self, kind: str, conversation: str, text: str) -> list[str | None]:
+    async def say(self, kind: str, conversation: str, text: str) -> list[str]:
         message = ChatMessage(
             platform="console",
             conversation=conversation,
@@ -86,7 +86,7 @@ class Load:
         errors = [r.data.get("message", r.kind) for r in replies if r.is_error]
         if errors:
             self.failures.append(f"{kind}: {errors[0]}")
-        return [r.run_id for r in replies if r.run_id]
+        return [r.run_id for r in replies if r.run_id is not None]
 
     async def conversation(self, n: int, rounds: int) -> None:
         where = f"load-{n}"
@@ -209,8 +209,9 @@ def main() -> None:
     with database(args.database_url, args.create) as url:
         result = asyncio.run(drive(url, args.conversations, args.rounds, args.max_parallel))
     print(json.dumps(result, indent=2) if args.json else table(result))
-    if result["failures"]:
-        raise SystemExit(f"{len(result['failures'])} failures, e.g. {result['failures'][0]}")
+    failures = result["failures"]
+    if isinstance(failures, list) and failures:
+        raise SystemExit(f"{len(failures)} failures, e.g. {failures[0]}")
 
 
 if __name__ == "__main__":

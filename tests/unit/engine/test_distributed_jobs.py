@@ -1,0 +1,56 @@
+"""`NodeJob` survives the trip through Procrastinate's JSON job arguments unchanged."""
+
+from __future__ import annotations
+
+import json
+
+from core.engine.distributed.jobs import NodeJob, queueing_lock
+from core.engine.nodes import RenderedNode
+from core.workflows.model import OutputContract
+
+
+def _job(rendered: RenderedNode, **kw: object) -> NodeJob:
+    values: dict[str, object] = {
+        "entry_id": 41,
+        "run_id": "3f9a1c2b4d5e",
+        "node_id": "draft",
+        "attempt": 2,
+        "idempotency_key": "k" * 32,
+        "timeout": 90.0,
+        "rendered": rendered,
+        "output": OutputContract(format="json", schema={"type": "object", "required": ["title"]}),
+        "artifact_globs": ("dist/*.whl",),
+        "restore": {"dist/a.whl": "ab" * 32},
+    }
+    values.update(kw)
+    return NodeJob(**values)  # type: ignore[arg-type]
+
+
+def _through_json(job: NodeJob) -> NodeJob:
+    return NodeJob.from_args(json.loads(json.dumps(job.to_args())))
+
+
+def test_a_script_job_keeps_its_source_stdin_bytes_and_contract() -> None:
+    stdin = '{"inputs":{"message":"héllo"},"nodes":{}}'.encode()
+    job = _job(RenderedNode("script", script_source="print(1)\n", stdin=stdin))
+
+    assert _through_json(job) == job
+
+
+def test_tool_and_prompt_jobs_keep_their_arguments() -> None:
+    tool = _job(RenderedNode("tool", tool="post_release", kwargs={"title": "v1", "n": [1, 2]}))
+    prompt = _job(
+        RenderedNode("prompt", prompt="Write", provider="fake", output_schema={"type": "object"}),
+        idempotency_key=None,
+        output=OutputContract(),
+        artifact_globs=(),
+        restore={},
+    )
+
+    assert _through_json(tool) == tool
+    assert _through_json(prompt) == prompt
+
+
+def test_one_queueing_lock_per_journal_entry() -> None:
+    assert queueing_lock(41) == "baton-entry-41"
+    assert queueing_lock(41) != queueing_lock(42)
