@@ -62,7 +62,7 @@ class BatonClient(discord.Client):
 
     async def setup_hook(self) -> None:
         self.add_dynamic_items(WorkflowButton)
-        self.handler.register_outbox("discord", self.sender.outbox)
+        self.handler.register_outbox("discord", self.sender.outbox, threads=True)
         synced = await self.tree.sync(guild=self.guild)
         log.info("application commands synced", extra={
             "action": "commands_synced", "scope": str(self.guild.id) if self.guild else "global",
@@ -76,13 +76,8 @@ class BatonClient(discord.Client):
     async def on_workflow(self, interaction: discord.Interaction, command: str) -> None:
         if not await _acknowledge(interaction, thinking=True):
             return
-        message = command_message(interaction, command)
-        release = self.sender.hold(message.conversation)
-        try:
-            replies = await self.handler.handle(message)
-            await self.sender.answer(interaction, replies, open_original=True)
-        finally:
-            await release()
+        replies = await self.handler.handle(command_message(interaction, command))
+        await self.sender.answer(interaction, replies, open_original=True)
 
     # -- buttons ------------------------------------------------------------------------------
     async def check_click(self, interaction: discord.Interaction, button: WorkflowButton) -> bool:
@@ -95,31 +90,21 @@ class BatonClient(discord.Client):
             command = command_of(ref, self.get_blob)
         except KeyError:
             command = f"{ref.action} {ref.digest}"  # the core answers an unknown reference
-        message = command_message(interaction, command)
-        release = self.sender.hold(message.conversation)  # until `run_click` has posted
-        try:
-            replies = await self.handler.handle(message)
-            refusals = [dataclasses.replace(r, ephemeral=True) for r in replies if r.is_error]
-            if refusals:
-                await self.sender.answer(interaction, refusals, open_original=False)
-                await release()
-                return False
-        except BaseException:
-            await release()
-            raise
-        button.outcome = (replies, release)
+        replies = await self.handler.handle(command_message(interaction, command))
+        refusals = [dataclasses.replace(r, ephemeral=True) for r in replies if r.is_error]
+        if refusals:
+            await self.sender.answer(interaction, refusals, open_original=False)
+            return False
+        button.outcome = replies
         return True
 
     async def run_click(self, interaction: discord.Interaction, button: WorkflowButton) -> None:
-        replies, release = button.outcome
-        try:
-            if interaction.message is not None:
-                chooser = interaction.user.display_name or interaction.user.name
-                view = used_view(interaction.message, button.custom_id_value, chooser)
-                await interaction.edit_original_response(view=view, allowed_mentions=NO_MENTIONS)
-            await self.sender.answer(interaction, replies, open_original=False)
-        finally:
-            await release()
+        replies = button.outcome
+        if interaction.message is not None:
+            chooser = interaction.user.display_name or interaction.user.name
+            view = used_view(interaction.message, button.custom_id_value, chooser)
+            await interaction.edit_original_response(view=view, allowed_mentions=NO_MENTIONS)
+        await self.sender.answer(interaction, replies, open_original=False)
 
     # -- plain messages (approval replies) ----------------------------------------------------
     async def on_message(self, message: discord.Message) -> None:

@@ -7,11 +7,9 @@
 - `replace_key`: the messages last posted with that key are edited instead of posting anew,
   at most once per `edit_interval` seconds; the newest state always gets sent (also at close).
 - `starts_thread`: a thread is opened from the posted message and handed to the core with
-  `attach_thread(run_id, thread_id)`; later replies for the run carry that thread. A run's
-  first background replies can be produced before its thread exists (the run starts while
-  the command is still being answered): while a command is being answered in a conversation
-  (`hold`), background replies there without a thread wait for it (at most
-  `thread_wait` seconds), then go to the thread this process opened for their run.
+  `attach_thread(run_id, thread_id)` (`None` where no thread can be opened, e.g. a DM); the
+  core holds the run's background replies until then (the outbox is registered with
+  `threads=True`), so they arrive carrying that thread.
 """
 
 from __future__ import annotations
@@ -21,7 +19,7 @@ import contextlib
 import io
 import logging
 import time
-from collections import Counter, defaultdict
+from collections import defaultdict
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
@@ -93,45 +91,17 @@ class _Keyed:
 class DiscordSender:
     client: discord.Client
     put_blob: Callable[[bytes], str]
-    attach_thread: Callable[[str, str], Awaitable[None]]
+    attach_thread: Callable[[str, str | None], Awaitable[None]]
     edit_interval: float = 1.0
     attach_over: int = 8000
-    thread_wait: float = 10.0
-    _threads: dict[str, str] = field(default_factory=dict)  # run id -> thread this process opened
-    _answering: Counter[str] = field(default_factory=Counter)  # conversation -> commands in flight
-    _answered: asyncio.Condition = field(default_factory=asyncio.Condition)
     _keyed: dict[str, _Keyed] = field(default_factory=dict)
     _locks: defaultdict[str, asyncio.Lock] = field(default_factory=lambda: defaultdict(asyncio.Lock))
     _closing: asyncio.Event = field(default_factory=asyncio.Event)
 
     # -- entry points -------------------------------------------------------------------
-    def hold(self, conversation: str) -> Callable[[], Awaitable[None]]:
-        """Mark a command in flight in `conversation` (its run's thread may be about to open);
-        returns the (idempotent) release."""
-        self._answering[conversation] += 1
-        released = False
-
-        async def release() -> None:
-            nonlocal released
-            if released:
-                return
-            released = True
-            self._answering[conversation] -= 1
-            if self._answering[conversation] <= 0:
-                del self._answering[conversation]
-            async with self._answered:
-                self._answered.notify_all()
-
-        return release
-
     async def outbox(self, reply: Reply) -> None:
         """Background replies (progress, completion, a gate waiting) from the core."""
-        if reply.thread is None and reply.run_id and reply.conversation in self._answering:
-            async with self._answered:
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(self._answered.wait_for(
-                        lambda: reply.conversation not in self._answering), self.thread_wait)
-        target = reply.thread or self._threads.get(reply.run_id or "") or reply.conversation
+        target = reply.thread or reply.conversation
         if target is None:
             log.warning("reply without a place dropped", extra={"action": "drop", "run_id": reply.run_id})
             return
@@ -223,9 +193,9 @@ class DiscordSender:
             except discord.HTTPException as exc:  # a DM, or no permission: stay where we are
                 log.warning("no thread for run: %s", exc.text,
                             extra={"action": "thread_failed", "run_id": reply.run_id})
+                await self.attach_thread(reply.run_id, None)
                 return
         await self.attach_thread(reply.run_id, str(thread_id))
-        self._threads[reply.run_id] = str(thread_id)
 
     # -- edits in place -------------------------------------------------------------------
     async def _flush_loop(self, key: str) -> None:

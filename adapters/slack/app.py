@@ -13,7 +13,6 @@ called, well within Slack's 3 seconds, and the listener goes on in the backgroun
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import logging
 import re
 from collections.abc import Mapping, Sequence
@@ -65,9 +64,8 @@ class SlackBridge:
             return []
 
     async def process(self, message: ChatMessage, origin: Origin) -> list[Reply]:
-        async with self.sender.handling(origin.channel):
-            replies = await self.handle(message, origin)
-            await self.sender.deliver(replies, origin)
+        replies = await self.handle(message, origin)
+        await self.sender.deliver(replies, origin)
         return replies
 
     async def on_command(self, ack: AsyncAck, body: dict[str, Any]) -> None:
@@ -82,15 +80,10 @@ class SlackBridge:
             await self.sender.tell(origin, wording.button_expired())
             return
         message, origin = inbound.button_click(body, action, command)
-        clicked = (body.get("message") or {}).get("ts")
-        if message.thread is None and self.sender.is_run_thread(clicked):
-            message = dataclasses.replace(message, thread=clicked)
-            origin = dataclasses.replace(origin, thread=clicked)
-        async with self.sender.handling(origin.channel):
-            replies = await self.handle(message, origin)
-            if replies and not any(r.is_error for r in replies):
-                await self._mark_chosen(body, action, origin)
-            await self.sender.deliver(replies, origin)
+        replies = await self.handle(message, origin)
+        if replies and not any(r.is_error for r in replies):
+            await self._mark_chosen(body, action, origin)
+        await self.sender.deliver(replies, origin)
 
     async def _mark_chosen(self, body: Mapping[str, Any], action: Mapping[str, Any], origin: Origin) -> None:
         """Show who chose what and remove the buttons, so they cannot be used twice."""
@@ -140,7 +133,7 @@ def build_bridge(
     app.action(re.compile("^" + re.escape(ACTION_PREFIX)))(bridge.on_action)
     app.event("message")(bridge.on_message)
     app.event("app_mention")(bridge.on_mention)
-    baton.handler.register_outbox(inbound.PLATFORM, sender.outbox)
+    baton.handler.register_outbox(inbound.PLATFORM, sender.outbox, threads=True)
     return bridge
 
 

@@ -6,8 +6,8 @@
   (`replace_key`) are edited in place at most once per `throttle` seconds; an update that a
   newer one supersedes while waiting is dropped, the newest (final) state is always sent.
 - A reply with `starts_thread` is posted in the channel and its `ts` becomes the run's
-  thread (`Handler.attach_thread`); later replies of the run go to that thread. A background
-  reply of a run whose first message is still being posted waits (bounded) for it.
+  thread (`Handler.attach_thread`); the core holds the run's background replies until then
+  (the outbox is registered with `threads=True`), so they arrive carrying that thread.
 - Text over `UPLOAD_THRESHOLD` is uploaded whole as a file snippet in the thread, with the
   first section and a note in the message: never cut silently.
 """
@@ -18,9 +18,8 @@ import asyncio
 import hashlib
 import logging
 import time
-from collections import Counter, OrderedDict, deque
-from collections.abc import AsyncIterator, Sequence
-from contextlib import asynccontextmanager
+from collections import OrderedDict, deque
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TypeVar
 
@@ -44,8 +43,7 @@ from core.render import render, render_text
 
 log = logging.getLogger("baton.slack")
 
-MEMORY = 2_000  # remembered progress messages, run threads and long button commands
-THREAD_WAIT = 10.0  # seconds a background reply waits for its run's first message
+MEMORY = 2_000  # remembered progress messages and long button commands
 V = TypeVar("V")
 STALE_MESSAGE = frozenset({"message_not_found", "cant_update_message", "edit_window_closed"})
 
@@ -75,10 +73,7 @@ class SlackSender:
         self._handler = handler
         self._throttle = throttle
         self._slots: OrderedDict[str, _Slot] = OrderedDict()
-        self._threads: OrderedDict[str, str] = OrderedDict()
         self._commands: OrderedDict[str, str] = OrderedDict()
-        self._inflight: Counter[str] = Counter()
-        self._settled = asyncio.Condition()
         self._queues: dict[str, deque[Reply]] = {}
         self._workers: dict[str, asyncio.Task[None]] = {}
 
@@ -91,40 +86,8 @@ class SlackSender:
         _remember(self._commands, ref, button.command)
         return ref
 
-    def is_run_thread(self, ts: str | None) -> bool:
-        """True when `ts` is the first message of a run (its thread root)."""
-        return ts is not None and ts in self._threads.values()
-
     def command_of(self, value: str) -> str | None:
         return self._commands.get(value) if value.startswith("ref:") else value
-
-    # -- requests in flight ----------------------------------------------------------
-    @asynccontextmanager
-    async def handling(self, channel: str) -> AsyncIterator[None]:
-        """Mark a request from `channel` as being handled (its replies not yet posted)."""
-        self._inflight[channel] += 1
-        try:
-            yield
-        finally:
-            self._inflight[channel] -= 1
-            if self._inflight[channel] <= 0:
-                del self._inflight[channel]
-            async with self._settled:
-                self._settled.notify_all()
-
-    async def _await_thread(self, reply: Reply, channel: str) -> None:
-        run_id = reply.run_id
-        if reply.thread or not run_id or run_id in self._threads:
-            return
-        async with self._settled:
-            try:
-                await asyncio.wait_for(
-                    self._settled.wait_for(lambda: run_id in self._threads or not self._inflight[channel]),
-                    THREAD_WAIT,
-                )
-            except TimeoutError:
-                log.warning("run thread not known; posting in the channel",
-                            extra={"action": "slack_thread_wait", "run_id": run_id})
 
     # -- direct answers -----------------------------------------------------------------
     async def deliver(self, replies: Sequence[Reply], origin: Origin) -> None:
@@ -133,6 +96,8 @@ class SlackSender:
                 await self._send(reply, origin)
             except SlackCallFailed as exc:
                 await self.tell(origin, exc.user_text)
+                if reply.starts_thread and reply.run_id:  # no thread will come: report in the channel
+                    await self._handler.attach_thread(reply.run_id, None)
 
     async def tell(self, origin: Origin, text: str) -> None:
         """Tell the asking user only: through the response URL, else an ephemeral message."""
@@ -195,9 +160,7 @@ class SlackSender:
             log.warning("reply without a conversation dropped",
                         extra={"action": "slack_send", "run_id": reply.run_id})
             return
-        if origin is None:
-            await self._await_thread(reply, channel)
-        thread = reply.thread or (origin.thread if origin else self._threads.get(reply.run_id or ""))
+        thread = reply.thread or (origin.thread if origin else None)
         chunks = render(reply, PLATFORM)
         upload = needs_upload(chunks)
         full = render_text(reply, PLATFORM) if upload else ""
@@ -217,10 +180,7 @@ class SlackSender:
             ts = await self._post(channel, thread, message)
         root = thread or ts
         if reply.starts_thread and reply.run_id:
-            _remember(self._threads, reply.run_id, root)
             await self._handler.attach_thread(reply.run_id, root)
-            async with self._settled:
-                self._settled.notify_all()
         if upload:
             await self._upload(reply.replace_key, channel, root, filename, unescape_mrkdwn(full))
 

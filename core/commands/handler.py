@@ -40,17 +40,31 @@ class Handler:
         self.access = access
         self.progress = ProgressReporter(store=store, engine=engine)
 
-    def register_outbox(self, platform: str, outbox: Outbox) -> None:
-        self.progress.register_outbox(platform, outbox)
+    def register_outbox(self, platform: str, outbox: Outbox, *, threads: bool = False) -> None:
+        """Background replies of `platform` go to `outbox`. `threads=True`: the adapter opens a
+        thread for each run a command starts outside one (`Reply.starts_thread`) and reports it
+        with `attach_thread`; until then that run's background replies wait (bounded)."""
+        self.progress.register_outbox(platform, outbox, threads=threads)
 
-    async def attach_thread(self, run_id: str, thread: str) -> None:
-        self.store.set_thread(run_id, thread)
+    async def attach_thread(self, run_id: str, thread: str | None) -> None:
+        """The `starts_thread` reply of `run_id` was posted and opened `thread`. None: it was
+        posted but no thread could be opened (a DM); the run is reported where it was asked."""
+        if thread is not None:
+            self.store.set_thread(run_id, thread)
+        await self.progress.thread_attached(run_id)
 
     async def drain(self) -> None:
         """Wait until every background reply produced so far was handed to its outbox."""
         await self.progress.drain()
 
     async def handle(self, message: ChatMessage) -> list[Reply]:
+        if not message.is_command or message.thread is not None:
+            return await self._handle(message)
+        async with self.progress.starting(message.platform, message.conversation) as answered:
+            answered.extend(await self._handle(message))
+            return list(answered)
+
+    async def _handle(self, message: ChatMessage) -> list[Reply]:
         uid = authz.user_id(message.platform, message.user)
         ctx = Context(self.store, self.engine, self.catalog, self.access, message, uid,
                       announced=self.progress.announced)

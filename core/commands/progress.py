@@ -5,12 +5,24 @@ progress reply per run is in flight, and it always shows the latest node table. 
 run comes to rest the progress message gets its last edit and the final reply follows
 (`run_completed`, `run_failed`, `gate_waiting`, `needs_attention`, `run_cancelled`), in the
 run's platform / conversation / thread, through the outbox that platform registered.
+
+Threads. On a platform registered with `threads=True` a command answered outside a thread
+starts its run's thread with the reply it gets back (`Reply.starts_thread`); the adapter
+posts it and reports the thread with `Handler.attach_thread`. The run is already running
+by then, so its first progress could be produced before the thread exists. Such a run's
+background replies wait (at most `thread_wait` seconds) until the thread is attached, then
+re-read the run and go to its thread: while a command is being handled in a conversation
+(`starting`), and after it for each run it announced with `starts_thread` (`expect_thread`).
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import time
+from collections import Counter
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 
 from core.commands import replies
@@ -32,16 +44,84 @@ class _RunState:
 
 
 class ProgressReporter:
-    def __init__(self, *, store: Store, engine: Engine) -> None:
+    def __init__(self, *, store: Store, engine: Engine, thread_wait: float = 10.0) -> None:
         self._store = store
         self._engine = engine
         self._outboxes: dict[str, Outbox] = {}
+        self._threaded: set[str] = set()  # platforms whose runs live in a thread the adapter opens
         self._runs: dict[str, _RunState] = {}
+        self._starting: Counter[tuple[str, str]] = Counter()  # (platform, conversation) -> commands
+        self._expected: set[str] = set()  # runs announced with `starts_thread`, thread not attached yet
+        self._threads_changed = asyncio.Condition()
+        self.thread_wait = thread_wait
         self.announced: set[str] = set()  # runs whose cancellation a command reply already told
         self.unsubscribe = engine.subscribe(self.on_event)
 
-    def register_outbox(self, platform: str, outbox: Outbox) -> None:
+    def register_outbox(self, platform: str, outbox: Outbox, *, threads: bool = False) -> None:
         self._outboxes[platform] = outbox
+        if threads:
+            self._threaded.add(platform)
+        else:
+            self._threaded.discard(platform)
+
+    # -- threads ---------------------------------------------------------------------------
+    @asynccontextmanager
+    async def starting(self, platform: str, conversation: str) -> AsyncIterator[list[Reply]]:
+        """Around a command handled outside a thread: thread-less runs there wait until it is
+        answered; the replies put in the yielded list that start a thread are then expected."""
+        if platform not in self._threaded:
+            yield []
+            return
+        key = (platform, conversation)
+        answered: list[Reply] = []
+        self._starting[key] += 1
+        try:
+            yield answered
+        finally:
+            self.expect_thread(answered)  # before the count drops: no window between the two
+            self._starting[key] -= 1
+            if self._starting[key] <= 0:
+                del self._starting[key]
+            await self._notify()
+
+    def expect_thread(self, answered: Sequence[Reply]) -> None:
+        for reply in answered:
+            if reply.starts_thread and reply.run_id and reply.thread is None:
+                self._expected.add(reply.run_id)
+
+    async def thread_attached(self, run_id: str) -> None:
+        self._expected.discard(run_id)
+        await self._notify()
+
+    async def _notify(self) -> None:
+        async with self._threads_changed:
+            self._threads_changed.notify_all()
+
+    def _thread_pending(self, run: Run) -> bool:
+        return (
+            run.thread is None
+            and run.platform in self._threaded
+            and (run.id in self._expected or (run.platform, run.conversation) in self._starting)
+        )
+
+    async def _await_thread(self, run: Run) -> Run:
+        """The run, re-read once its thread is known (or after `thread_wait` seconds)."""
+        if not self._thread_pending(run):
+            return run
+        deadline = time.monotonic() + self.thread_wait
+        async with self._threads_changed:
+            while self._thread_pending(self._store.get_run(run.id)):
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    self._expected.discard(run.id)
+                    log.warning("run thread not attached in time; reporting in the conversation",
+                                extra={"action": "thread_wait", "run_id": run.id})
+                    break
+                try:
+                    await asyncio.wait_for(self._threads_changed.wait(), left)
+                except TimeoutError:
+                    continue
+        return self._store.get_run(run.id)
 
     async def on_event(self, event: EngineEvent) -> None:
         state = self._runs.setdefault(event.run_id, _RunState())
@@ -76,6 +156,7 @@ class ProgressReporter:
             outbox = self._outboxes.get(run.platform)
             if outbox is None:
                 return
+            run = await self._await_thread(run)
             summary = self._engine.summary(run_id)
             await self._send(outbox, replies.progress(run, summary))
             if finished is not None and run.status.resting:

@@ -65,6 +65,7 @@ class FakeDiscord:
     channels: dict[str, dict[str, Any]] = field(default_factory=dict)
     acknowledged: set[str] = field(default_factory=set)
     tokens: dict[str, dict[str, Any]] = field(default_factory=dict)  # token -> channel, original
+    refuse_threads: bool = False  # answer thread creation as a channel without the permission
     _ids: itertools.count[int] = field(default_factory=lambda: itertools.count(1200000000000000000))
     _changed: asyncio.Condition = field(default_factory=asyncio.Condition)
     _runner: web.AppRunner | None = None
@@ -185,6 +186,8 @@ class FakeDiscord:
         if method == "POST" and rest == ["messages"]:
             return _json(self._create(channel_id, call.json or {}))
         if method == "POST" and len(rest) == 3 and rest[2] == "threads":
+            if self.refuse_threads:
+                return _json({"code": 50013, "message": "Missing Permissions"}, status=403)
             thread = thread_channel(self.snowflake(), channel_id, call.json["name"])
             self.channels[thread["id"]] = thread
             return _json(thread, status=201)

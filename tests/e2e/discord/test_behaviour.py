@@ -30,7 +30,10 @@ async def test_a_run_lives_in_a_thread_with_one_progress_message_edited_in_place
     assert bot.fake.channels[thread]["parent_id"] == CHANNEL_ID  # opened from the command's answer
 
     await bot.posted_in(thread, "Ship v1?")
-    final = await bot.posted_in(thread, "— **paused**")  # the progress table's last state
+    await bot.posted_in(thread, "— **paused**")  # the progress table, already in the thread
+    (approved,) = await bot.answers(bot.command(f"approve {run_id}", channel_id=thread))
+    assert "approved" in approved.content.lower()
+    final = await bot.posted_in(thread, "— **completed**")  # the progress table's last state
     progress_posts = [c for c in bot.fake.find("POST", f"channels/{thread}/messages", "— **")
                       if run_id in c.content]
     assert len(progress_posts) == 1  # posted once …
@@ -163,3 +166,19 @@ async def test_the_command_is_synced_globally_without_a_guild(
         (sync,) = fake_discord.find("PUT", "/commands")
 
     assert sync.path == f"applications/{APP_ID}/commands"
+
+
+async def test_where_no_thread_can_be_opened_the_run_reports_in_the_channel_at_once(bot: DiscordBot) -> None:
+    bot.fake.refuse_threads = True  # e.g. the bot lacks "Create Public Threads" there
+    bot.baton.handler.progress.thread_wait = 120.0  # far beyond DEADLINE: only the adapter may release
+    mark = len(bot.fake.calls)
+
+    (answer,) = await bot.answers(bot.command('run gated "v1"'))
+
+    assert "Started" in answer.content
+    refused = await bot.fake.wait_for(lambda calls: [c for c in calls[mark:] if c.path.endswith("/threads")])
+    assert refused
+    waiting = await bot.posted_in(CHANNEL_ID, "Ship v1?")  # in the channel, well before thread_wait
+    assert waiting.json["allowed_mentions"] == NO_MENTIONS
+    run = bot.baton.store.recent_runs(platform="discord")[0]
+    assert run.thread is None and run.status == "paused"

@@ -83,16 +83,20 @@ async def test_progress_is_one_message_edited_in_place_and_throttled(e2e: SlackE
 
 
 async def test_a_progress_message_deleted_in_slack_is_posted_again(e2e: SlackE2E) -> None:
-    e2e.mock.fail_next("chat.update", "message_not_found")
-
     run = await start(e2e, 'run gated "v1"', rests_with=WAITING)
     await e2e.settle()
+    mark = len(e2e.mock.calls)
+    e2e.mock.fail_next("chat.update", "message_not_found")  # someone deleted the progress message
 
-    progress = [c for c in e2e.mock.calls if run.run_id in c.text and "—" in c.text]
+    await command(e2e, f"approve {run.run_id}")
+    await wait_in_thread(e2e, run.thread, COMPLETED, after=mark)
+    await e2e.settle()
+
+    progress = [c for c in e2e.mock.calls[mark:] if run.run_id in c.text and "—" in c.text]
     methods = [c.method for c in progress]
-    assert methods[:3] == ["chat.postMessage", "chat.update", "chat.postMessage"], methods
-    assert progress[2].body["thread_ts"] == run.thread
-    assert "paused" in progress[-1].text
+    assert methods[:2] == ["chat.update", "chat.postMessage"], methods
+    assert progress[1].body["thread_ts"] == run.thread
+    assert "completed" in progress[-1].text
 
 
 async def test_a_50kb_output_is_uploaded_whole_in_the_thread(e2e: SlackE2E) -> None:
