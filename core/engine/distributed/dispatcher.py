@@ -132,6 +132,18 @@ class RemoteDispatcher:
             defer=defer,
         )
 
+    async def withdraw(self, entry_id: int, job_id: int | None, reason: str) -> None:
+        """The run was cancelled: a `queued` step is withdrawn (it never runs); the job of a
+        `started` one is asked to stop (its entry stays `started`, like any interrupted step)."""
+        if self.store.journal_unqueue(entry_id, reason):
+            return
+        jobs = [job_id] if job_id is not None else [jid for jid, _ in await self.queue.find(entry_id)]
+        for jid in jobs:
+            try:
+                await self.queue.abort(jid)
+            except StoreError:
+                log.warning("could not stop a job", extra={"action": "abort_job", "job_id": jid})
+
     def _read(self, entry_id: int) -> JournalEntry:
         entry = self.store.journal_entries([entry_id]).get(entry_id)
         if entry is None:

@@ -113,6 +113,14 @@ class JobQueue:
         )
         return sorted((int(j.id), Status(j.status)) for j in jobs if j.id is not None and j.status)
 
+    async def abort(self, job_id: int) -> bool:
+        """Cancel a waiting job, or ask the worker running it to stop it (the step's process
+        group is killed). False when the job had already ended."""
+        try:
+            return await self.app.job_manager.cancel_job_by_id_async(job_id, abort=True)
+        except pq_errors.ProcrastinateException as exc:
+            raise StoreError(f"The job queue could not stop job {job_id} ({exc}).") from exc
+
     async def stalled(self, seconds_since_heartbeat: float) -> set[int]:
         """Ids of node jobs a dead worker was running (its heartbeat is older than that)."""
         jobs = await self.app.job_manager.get_stalled_jobs(

@@ -13,6 +13,7 @@ a `started` one follows the replay rules (an unsafe step stops the run in `needs
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 from collections.abc import Callable
 
@@ -73,7 +74,7 @@ class RemoteRunExecutor(RunExecutor):
         adopted = self._adopted.pop(pn.id, None)
         if adopted is not None:
             await self._emit(EventKind.NODE_STARTED, pn.id, attempt=adopted.attempt, adopted=True)
-            outcome = await self._conclude(step, await self.dispatcher.settle(adopted.id))
+            outcome = await self._conclude(step, await self._settle(adopted.id, None))
             if outcome is not _AGAIN:
                 return outcome  # type: ignore[return-value]
             attempt = max(attempt, adopted.attempt + 1)
@@ -90,11 +91,21 @@ class RemoteRunExecutor(RunExecutor):
             await self._emit(
                 EventKind.NODE_STARTED, pn.id, attempt=attempt, reason=step.components.get("_reason")
             )
-            outcome = await self._conclude(step, await self.dispatcher.settle(entry_id, job_id))
+            outcome = await self._conclude(step, await self._settle(entry_id, job_id))
             if outcome is not _AGAIN:
                 return outcome  # type: ignore[return-value]
             attempt += 1
         return f"step `{pn.id}` was handed to workers {MAX_REDISPATCH} times and never started"
+
+    async def _settle(self, entry_id: int, job_id: int | None) -> Settled:
+        """Wait for the worker's result. When a person cancels the run, the step is told to
+        stop (withdrawn if still queued); when the engine merely stops, it runs on."""
+        try:
+            return await self.dispatcher.settle(entry_id, job_id)
+        except asyncio.CancelledError:
+            if self.cancel_note is not None:
+                await self.dispatcher.withdraw(entry_id, job_id, self.cancel_note)
+            raise
 
     async def _conclude(self, step: _Step, settled: Settled) -> object:
         """What a settled (or abandoned) entry means for this attempt: None (done, or the run

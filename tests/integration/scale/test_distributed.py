@@ -3,6 +3,7 @@ their results from the journal; the replay rules and the cache work as in-proces
 
 from __future__ import annotations
 
+import asyncio
 import os
 
 import pytest
@@ -10,6 +11,7 @@ import pytest
 from core.engine.events import EventKind
 from core.store.records import NodeStatus, RunStatus
 from tests.integration.scale.conftest import Cluster
+from tests.integration.scale.step_signals import StepSignals
 
 DIAMOND = """
 name: diamond
@@ -115,3 +117,48 @@ async def test_retries_apply_to_remote_steps(cluster: Cluster, replay: str, tmp_
     else:
         assert run.status is RunStatus.FAILED
         assert len(marker.read_text().split()) == 1
+
+
+async def test_cancel_stops_the_step_on_the_worker(cluster: Cluster, tmp_path) -> None:
+    h = cluster.harness
+    signals = StepSignals(tmp_path / "steps.fifo")
+    h.write(
+        "long.yaml",
+        f"""
+        name: long
+        nodes:
+          - id: wait
+            bash: echo "wait $$" > {signals.path}; sleep 60; echo never
+            replay: pure
+        """,
+    )
+    try:
+        run = await h.start("long")
+        pid = int(await signals.wait_for("wait", timeout=30))
+        gone = _exit_of(pid)
+
+        cancelled = await h.engine.cancel(run.id, actor="console:ana")
+
+        assert cancelled.status is RunStatus.CANCELLED
+        async with asyncio.timeout(15):
+            await gone  # the worker killed the step's process
+        [entry] = h.entries(run.id, "wait")
+        assert entry.status is not NodeStatus.COMPLETED
+    finally:
+        signals.close()
+
+
+def _exit_of(pid: int) -> asyncio.Future[None]:
+    """Resolves when process `pid` (not our child) exits: its pidfd becomes readable."""
+    loop = asyncio.get_running_loop()
+    fd = os.pidfd_open(pid)
+    done: asyncio.Future[None] = loop.create_future()
+
+    def exited() -> None:
+        loop.remove_reader(fd)
+        os.close(fd)
+        if not done.done():
+            done.set_result(None)
+
+    loop.add_reader(fd, exited)
+    return done
