@@ -6,6 +6,11 @@ Each step is durable the way DESIGN.md says: a `started` journal entry committed
 tool is called, the output blob, then the `completed` entry, each its own commit. The timed
 span is `start_run` until the run rests (`engine.wait`), i.e. what a user waits for; the
 workflow file is loaded and prepared before (an untimed warm-up run warms the store).
+
+By default the engine runs alone, as DBOS and Prefect are measured (libraries with no chat
+layer). `--bot` keeps the conversation layer subscribed with an outbox registered, as in
+`baton run`: every step's events then feed the progress message (node table re-read and
+re-rendered whenever the loop is free), which is what a chat user's run costs.
 """
 
 from __future__ import annotations
@@ -18,11 +23,18 @@ from pathlib import Path
 
 from bench.protocol import emit
 from bench.rig import DURABILITY, rig, steps_yaml
+from core.commands.messages import Reply
 from core.engine.prepared import prepare
 
 
-async def measure(root: Path, shape: str, n: int, sync: str, profile: str | None) -> dict[str, object]:
+async def measure(
+    root: Path, shape: str, n: int, sync: str, profile: str | None, bot: bool
+) -> dict[str, object]:
     async with rig(root, synchronous=sync) as r:  # type: ignore[arg-type]
+        if bot:
+            r.handler.register_outbox("console", _discard)  # progress replies are built, then dropped
+        else:
+            r.handler.progress.unsubscribe()  # the engine alone, as DBOS and Prefect are measured
         r.add_workflow("warmup", steps_yaml("warmup", 1, "chain"))
         r.add_workflow("steps", steps_yaml("steps", n, shape))  # type: ignore[arg-type]
         await r.run("warmup")
@@ -44,14 +56,18 @@ async def measure(root: Path, shape: str, n: int, sync: str, profile: str | None
         if run.status.value != "completed":
             raise SystemExit(f"the run ended {run.status.value}: {run.reason}")
     return {
-        "side": f"baton-{sync.lower()}",
+        "side": f"baton-{sync.lower()}" + ("-bot" if bot else ""),
         "shape": shape,
         "n": n,
         "seconds": seconds,
         "per_step_ms": seconds * 1000 / n,
-        "durability": DURABILITY[sync],
+        "durability": DURABILITY[sync] + ("; chat progress on" if bot else ""),
         "journaled_steps": sum(1 for e in entries if e.status.value == "completed"),
     }
+
+
+async def _discard(_reply: Reply) -> None:
+    return None
 
 
 def main() -> None:
@@ -61,8 +77,9 @@ def main() -> None:
     parser.add_argument("--sync", choices=["NORMAL", "FULL"], default="NORMAL")
     parser.add_argument("--dir", required=True)
     parser.add_argument("--profile")
+    parser.add_argument("--bot", action="store_true", help="with the chat layer's progress reporting")
     opts = parser.parse_args()
-    emit(asyncio.run(measure(Path(opts.dir), opts.shape, opts.n, opts.sync, opts.profile)))
+    emit(asyncio.run(measure(Path(opts.dir), opts.shape, opts.n, opts.sync, opts.profile, opts.bot)))
 
 
 if __name__ == "__main__":

@@ -221,15 +221,16 @@ def summary_section(results: Mapping[str, Any]) -> list[str]:
     steps = results.get("steps") or {}
     for shape in ("chain", "fanout"):
         table = _get(steps, "shapes", shape) or {}
-        for side, key in (("baton-normal", "normal"), ("baton-full", "full")):
+        for side, key in (("baton-normal", "normal"), ("baton-full", "full"), ("baton-normal-bot", "bot")):
             value = _get(table, side, "per_step_ms")
             peers = [
                 f"{p} {ratio(_get(table, p, 'per_step_ms'), value)}"
                 for p in ("dbos-default", "dbos-wal", "prefect")
                 if value and _get(table, p, "per_step_ms")
             ]
-            label = "NORMAL" if key == "normal" else "FULL"
-            row(f"step overhead, {shape}, WAL {label}", value, "ms", TARGETS[key], "; ".join(peers))
+            label = {"normal": "WAL NORMAL", "full": "WAL FULL", "bot": "WAL NORMAL, chat progress on"}[key]
+            target = TARGETS["normal" if key == "bot" else key]
+            row(f"step overhead, {shape}, {label}", value, "ms", target, "; ".join(peers))
     rec = results.get("recovery") or {}
     dbos_done = _get(rec, "dbos", "to_complete_s")
     row(
