@@ -8,6 +8,9 @@
 - A reply with `starts_thread` is posted in the channel and its `ts` becomes the run's
   thread (`Handler.attach_thread`); the core holds the run's background replies until then
   (the outbox is registered with `threads=True`), so they arrive carrying that thread.
+- What must survive a restart is kept through the core (`Handler.remember` / `recall`): the
+  channel and `ts` of each progress message (so the next update edits it rather than posting
+  a new one) and button commands too long for a button's value (passed as `ref:<digest>`).
 - Text over `UPLOAD_THRESHOLD` is uploaded whole as a file snippet in the thread, with the
   first section and a note in the message: never cut silently.
 """
@@ -43,7 +46,7 @@ from core.render import render, render_text
 
 log = logging.getLogger("baton.slack")
 
-MEMORY = 2_000  # remembered progress messages and long button commands
+MEMORY = 2_000  # progress messages kept in memory (the store keeps them all)
 V = TypeVar("V")
 STALE_MESSAGE = frozenset({"message_not_found", "cant_update_message", "edit_window_closed"})
 
@@ -73,7 +76,6 @@ class SlackSender:
         self._handler = handler
         self._throttle = throttle
         self._slots: OrderedDict[str, _Slot] = OrderedDict()
-        self._commands: OrderedDict[str, str] = OrderedDict()
         self._queues: dict[str, deque[Reply]] = {}
         self._workers: dict[str, asyncio.Task[None]] = {}
 
@@ -83,11 +85,12 @@ class SlackSender:
         if len(button.command) <= VALUE_LIMIT:
             return button.command
         ref = "ref:" + hashlib.sha256(button.command.encode()).hexdigest()[:32]
-        _remember(self._commands, ref, button.command)
+        self._handler.remember(PLATFORM, ref, button.command)
         return ref
 
     def command_of(self, value: str) -> str | None:
-        return self._commands.get(value) if value.startswith("ref:") else value
+        """The command a clicked button's value stands for (None: an unknown reference)."""
+        return self._handler.recall(PLATFORM, value) if value.startswith("ref:") else value
 
     # -- direct answers -----------------------------------------------------------------
     async def deliver(self, replies: Sequence[Reply], origin: Origin) -> None:
@@ -203,9 +206,19 @@ class SlackSender:
                               unfurl_links=False, **message.as_kwargs())
         return str(response["ts"])
 
-    async def _replace(self, key: str, channel: str, thread: str | None, message: SlackMessage) -> str:
-        slot = self._slots.get(key) or _Slot()
+    def _slot(self, key: str) -> _Slot:
+        """The message last posted under `key`: in memory, else as the store kept it."""
+        slot = self._slots.get(key)
+        if slot is None:
+            slot = _Slot()
+            kept = self._handler.recall(PLATFORM, f"message:{key}")
+            if kept:
+                slot.channel, _, slot.ts = kept.partition(" ")
         _remember(self._slots, key, slot)
+        return slot
+
+    async def _replace(self, key: str, channel: str, thread: str | None, message: SlackMessage) -> str:
+        slot = self._slot(key)
         async with slot.lock:
             if slot.ts is not None and slot.channel == channel:
                 try:
@@ -218,6 +231,7 @@ class SlackSender:
                         raise
             slot.channel, slot.ts = channel, await self._post(channel, thread, message)
             slot.last = time.monotonic()
+            self._handler.remember(PLATFORM, f"message:{key}", f"{channel} {slot.ts}")
             return slot.ts
 
     async def _upload(self, key: str | None, channel: str, thread: str, filename: str, text: str) -> None:

@@ -53,6 +53,15 @@ class Handler:
             self.store.set_thread(run_id, thread)
         await self.progress.thread_attached(run_id)
 
+    def remember(self, platform: str, key: str, value: str) -> None:
+        """Keep a small value an adapter needs after a restart (e.g. the id of the message that
+        shows a run's progress), in the store."""
+        self.store.put_state(platform, key, value)
+
+    def recall(self, platform: str, key: str) -> str | None:
+        """What `remember` kept under that key, also by an earlier process; None if nothing."""
+        return self.store.get_state(platform, key)
+
     async def drain(self) -> None:
         """Wait until every background reply produced so far was handed to its outbox."""
         await self.progress.drain()

@@ -129,8 +129,9 @@ class Store(Protocol):
     ) -> None: ...
 
     def journal_record_cached(self, run_id: str, entries: Sequence[JournalEntry]) -> None:
-        """Copy re-used results into `run_id`'s journal (one batched insert), with
-        `cached_from` set to the run they came from."""
+        """Copy the stored rows of these entries (by id) into `run_id`'s journal, in one
+        transaction: `completed`, no tokens spent, `cached_from` = the run that computed the
+        result, and `components["_tokens"]` = the tokens an original spent (what re-use saves)."""
 
     def journal(self, run_ids: Sequence[str]) -> list[JournalEntry]:
         """Every entry of these runs, in one query, oldest first."""
@@ -170,3 +171,10 @@ class Store(Protocol):
 
     def forget_events(self, before: float) -> int:
         """Drop processed-event ids recorded before `before` (epoch seconds); returns how many."""
+
+    # -- chat adapters' values ----------------------------------------------------------
+    def put_state(self, platform: str, key: str, value: str) -> None:
+        """Keep a small text value under (platform, key), replacing what was there."""
+
+    def get_state(self, platform: str, key: str) -> str | None:
+        """The value kept under (platform, key), or None."""

@@ -4,6 +4,7 @@
              + JournalSql (journal, blobs, lineage)          journal_sql.py
              + GatesSql (gates, audit trail, event dedupe)   gates_sql.py
              + DispatchSql (queued steps, lease release)     dispatch_sql.py
+             + StateSql (values chat adapters keep)          state_sql.py
              on SqlBase (engine, clock, hot path)            sql_base.py
 
 Reads and CAS changes go through SQLAlchemy Core on the tables of `tables.py`; rows
@@ -21,11 +22,12 @@ from core.store.dispatch_sql import DispatchSql
 from core.store.gates_sql import GatesSql
 from core.store.journal_sql import JournalSql
 from core.store.runs_sql import DEFAULT_LEASE_SECONDS, RunsSql
+from core.store.state_sql import StateSql
 
 __all__ = ["DEFAULT_LEASE_SECONDS", "SqlStore"]
 
 
-class SqlStore(RunsSql, JournalSql, GatesSql, DispatchSql):
+class SqlStore(RunsSql, JournalSql, GatesSql, DispatchSql, StateSql):
     """The run store on SQLite (WAL) or PostgreSQL (psycopg 3), through the same code.
 
     `sqlite_synchronous`: "NORMAL" (default; a power cut may lose the last commits but

@@ -2,7 +2,8 @@
 
 The repository reads and writes them through SQLAlchemy Core (`RUNS`, `JOURNAL`, ... are
 the plain `Table` objects) and converts rows to the frozen records of `records.py`.
-The alembic revisions (`migrations/versions/`: `0001_initial.py`, then `0002_gate_cache_key.py`)
+The alembic revisions (`migrations/versions/`: `0001_initial.py`, `0002_gate_cache_key.py`,
+`0003_platform_state.py`)
 create exactly this schema; `tests/integration/store/test_migrations.py` checks they agree.
 
 Statuses are stored as short strings (the `StrEnum` values), timestamps as float
@@ -151,9 +152,21 @@ class ProcessedEventRow(SQLModel, table=True):
     at: float = Field(sa_column=sa.Column(sa.Float, nullable=False))
 
 
+class PlatformStateRow(SQLModel, table=True):
+    """Small values a chat adapter keeps across restarts (a progress message id, …)."""
+
+    __tablename__ = "platform_state"
+
+    platform: str = Field(sa_column=sa.Column(sa.String(), primary_key=True))
+    key: str = Field(sa_column=sa.Column(sa.String(), primary_key=True))
+    value: str = Field(sa_column=sa.Column(sa.Text(), nullable=False))
+    at: float = Field(sa_column=sa.Column(sa.Float, nullable=False))
+
+
 RUNS: sa.Table = RunRow.__table__  # type: ignore[attr-defined]
 JOURNAL: sa.Table = JournalRow.__table__  # type: ignore[attr-defined]
 GATES: sa.Table = GateRow.__table__  # type: ignore[attr-defined]
 AUDIT: sa.Table = AuditRow.__table__  # type: ignore[attr-defined]
 BLOBS: sa.Table = BlobRow.__table__  # type: ignore[attr-defined]
 PROCESSED_EVENTS: sa.Table = ProcessedEventRow.__table__  # type: ignore[attr-defined]
+PLATFORM_STATE: sa.Table = PlatformStateRow.__table__  # type: ignore[attr-defined]

@@ -4,6 +4,7 @@ recording mock of Slack's Web API. Nothing of ours is mocked."""
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -66,20 +67,28 @@ def settings(tmp_path: Path, sqlite_url: str, access: Access) -> Settings:
     )
 
 
-@pytest.fixture
-async def e2e(settings: Settings, mock_slack: MockSlack, tmp_path: Path) -> AsyncIterator[SlackE2E]:
+@asynccontextmanager
+async def slack_baton(settings: Settings, mock: MockSlack, tmp_path: Path) -> AsyncIterator[SlackE2E]:
+    """One Baton process with its Slack app over HTTP; a second one on the same database and
+    the same mock Slack is the same bot after a restart."""
     baton = build_baton(settings)
     try:
         async with baton.running(handle_signals=False, grace=2.0):
-            client = AsyncWebClient(token=BOT_TOKEN, base_url=mock_slack.base_url)
+            client = AsyncWebClient(token=BOT_TOKEN, base_url=mock.base_url)
             bridge = build_bridge(baton, settings, client=client)
             runner, port = await start_http(bridge.app, host="127.0.0.1", port=0)
-            harness = SlackHarness(f"http://127.0.0.1:{port}/slack/events", SIGNING_SECRET, mock_slack)
+            harness = SlackHarness(f"http://127.0.0.1:{port}/slack/events", SIGNING_SECRET, mock)
             try:
-                yield SlackE2E(harness, mock_slack, bridge, baton, tmp_path)
+                yield SlackE2E(harness, mock, bridge, baton, tmp_path)
             finally:
                 await harness.close()
                 await runner.cleanup()
                 await bridge.sender.idle()
     finally:
         baton.close()
+
+
+@pytest.fixture
+async def e2e(settings: Settings, mock_slack: MockSlack, tmp_path: Path) -> AsyncIterator[SlackE2E]:
+    async with slack_baton(settings, mock_slack, tmp_path) as e2e:
+        yield e2e

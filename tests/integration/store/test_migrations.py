@@ -19,7 +19,8 @@ from core.store.records import GateStatus, NodeStatus, RunStatus
 from core.store.repository import SqlStore
 from core.store.tables import metadata
 
-TABLES = {"runs", "journal", "gates", "audit_events", "blobs", "processed_events", "alembic_version"}
+TABLES = {"runs", "journal", "gates", "audit_events", "blobs", "processed_events", "platform_state",
+          "alembic_version"}
 POSTGRES_ONLY_INDEXES = {"ix_runs_id_prefix", "ix_blobs_digest_prefix"}
 
 
@@ -41,7 +42,7 @@ def test_migrate_creates_everything_and_twice_is_a_no_op(database_url: str) -> N
         )
         store.migrate()
         with store._engine.connect() as conn:
-            assert migration.current_revision(conn) == migration.head_revision() == "0002"
+            assert migration.current_revision(conn) == migration.head_revision() == "0003"
             assert conn.execute(sa.text("SELECT count(*) FROM alembic_version")).scalar() == 1
         assert store.get_run(run.id) == run
 
@@ -250,7 +251,7 @@ def test_alembic_command_line_uses_the_ini_file(tmp_path: Path) -> None:
     assert result.returncode == 0, result.stderr
     with SqlStore(url) as store:
         with store._engine.connect() as conn:
-            assert migration.current_revision(conn) == "0002"
+            assert migration.current_revision(conn) == "0003"
         store.migrate()
         assert _tables(store) >= TABLES
 

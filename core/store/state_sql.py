@@ -1,0 +1,39 @@
+"""Small named values a chat adapter keeps across restarts: methods of `SqlStore`.
+
+The Slack adapter edits one progress message per run and passes over-long button commands
+by reference; the message id and the command must still be found after the bot restarts.
+They live here, per platform, as text under a key the adapter chooses. Writing a key
+again replaces its value (one INSERT … ON CONFLICT DO UPDATE).
+"""
+
+from __future__ import annotations
+
+import sqlalchemy as sa
+from sqlalchemy.dialects import postgresql, sqlite
+
+from core.store.database import store_operation
+from core.store.sql_base import SqlBase
+from core.store.tables import PLATFORM_STATE
+
+
+class StateSql(SqlBase):
+    @store_operation("remember a chat platform value")
+    def put_state(self, platform: str, key: str, value: str) -> None:
+        """Keep `value` under (`platform`, `key`), replacing what was there."""
+        insert = postgresql.insert if self.dialect == "postgresql" else sqlite.insert
+        row = {"platform": platform, "key": key, "value": value, "at": self._now()}
+        statement = insert(PLATFORM_STATE).values(row).on_conflict_do_update(
+            index_elements=["platform", "key"], set_={"value": value, "at": row["at"]}
+        )
+        with self._engine.begin() as conn:
+            conn.execute(statement)
+
+    @store_operation("read a chat platform value")
+    def get_state(self, platform: str, key: str) -> str | None:
+        """The value kept under (`platform`, `key`), or None."""
+        query = sa.select(PLATFORM_STATE.c.value).where(
+            PLATFORM_STATE.c.platform == platform, PLATFORM_STATE.c.key == key
+        )
+        with self._engine.connect() as conn:
+            value = conn.execute(query).scalar_one_or_none()
+        return None if value is None else str(value)

@@ -1,0 +1,26 @@
+"""`put_state` / `get_state`: small values chat adapters keep across restarts, per platform."""
+
+from __future__ import annotations
+
+from core.store.repository import SqlStore
+
+
+def test_a_value_is_kept_replaced_and_scoped_by_platform(database_url: str) -> None:
+    with SqlStore(database_url) as store:
+        store.migrate()
+        assert store.get_state("slack", "progress:r1") is None
+        store.put_state("slack", "progress:r1", "C1 1700000000.000100")
+        store.put_state("discord", "progress:r1", "elsewhere")
+        store.put_state("slack", "progress:r1", "C1 1700000000.000200")  # re-posted: replaced
+
+        assert store.get_state("slack", "progress:r1") == "C1 1700000000.000200"
+        assert store.get_state("discord", "progress:r1") == "elsewhere"
+
+
+def test_values_survive_a_new_store_on_the_same_database(database_url: str) -> None:
+    long_command = 'run deploy --force "' + "x" * 5000 + '"'
+    with SqlStore(database_url) as first:
+        first.migrate()
+        first.put_state("slack", "ref:abc", long_command)
+    with SqlStore(database_url) as second:  # another process, after a restart
+        assert second.get_state("slack", "ref:abc") == long_command
