@@ -48,7 +48,11 @@ class BatonClient(discord.Client):
         self.handler = handler
         self.get_blob = get_blob
         self.guild = discord.Object(guild_id) if guild_id else None
-        self.sender = DiscordSender(self, put_blob, handler.attach_thread, edit_interval=edit_interval)
+        self.sender = DiscordSender(
+            self, put_blob, handler.attach_thread, edit_interval=edit_interval,
+            remember=lambda key, value: handler.remember("discord", key, value),
+            recall=lambda key: handler.recall("discord", key),
+        )
         self.tree = app_commands.CommandTree(self)
         self.tree.add_command(self._workflow_command(), guild=self.guild)
 

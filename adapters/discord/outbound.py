@@ -6,6 +6,8 @@
 - `AllowedMentions.none()` on every message the bot posts.
 - `replace_key`: the messages last posted with that key are edited instead of posting anew,
   at most once per `edit_interval` seconds; the newest state always gets sent (also at close).
+  Their ids are kept through the core (`remember` / `recall`), so after a restart the next
+  update still edits them; one deleted meanwhile is posted again.
 - `starts_thread`: a thread is opened from the posted message and handed to the core with
   `attach_thread(run_id, thread_id)` (`None` where no thread can be opened, e.g. a DM); the
   core holds the run's background replies until then (the outbox is registered with
@@ -94,6 +96,8 @@ class DiscordSender:
     attach_thread: Callable[[str, str | None], Awaitable[None]]
     edit_interval: float = 1.0
     attach_over: int = 8000
+    remember: Callable[[str, str], None] = lambda key, value: None
+    recall: Callable[[str], str | None] = lambda key: None
     _keyed: dict[str, _Keyed] = field(default_factory=dict)
     _locks: defaultdict[str, asyncio.Lock] = field(default_factory=lambda: defaultdict(asyncio.Lock))
     _closing: asyncio.Event = field(default_factory=asyncio.Event)
@@ -101,6 +105,10 @@ class DiscordSender:
     # -- entry points -------------------------------------------------------------------
     async def outbox(self, reply: Reply) -> None:
         """Background replies (progress, completion, a gate waiting) from the core."""
+        if self._closing.is_set():  # shutting down: the next process edits the progress message
+            log.info("reply not sent: the client is closing",
+                     extra={"action": "drop_on_close", "run_id": reply.run_id})
+            return
         target = reply.thread or reply.conversation
         if target is None:
             log.warning("reply without a place dropped", extra={"action": "drop", "run_id": reply.run_id})
@@ -140,12 +148,12 @@ class DiscordSender:
             await self._post_new(reply, first, rest)
             return
         async with self._locks[key]:
-            keyed = self._keyed.get(key)
+            keyed = self._keyed.get(key) or self._recalled(key)
             if keyed is None:
                 messages = await self._post_new(reply, first, rest)
                 if messages:
-                    ids = [m.id for m in messages]
-                    self._keyed[key] = _Keyed(messages[0].channel.id, ids, time.monotonic())
+                    keyed = _Keyed(messages[0].channel.id, [m.id for m in messages], time.monotonic())
+                    self._keep(key, keyed)
                 return
             keyed.pending = reply
             if keyed.task is None or keyed.task.done():
@@ -162,6 +170,19 @@ class DiscordSender:
         if reply.starts_thread and reply.run_id and messages:
             await self._open_thread(messages[0], reply)
         return messages
+
+    def _keep(self, key: str, keyed: _Keyed) -> None:
+        self._keyed[key] = keyed
+        self.remember(f"message:{key}", " ".join(map(str, [keyed.channel_id, *keyed.message_ids])))
+
+    def _recalled(self, key: str) -> _Keyed | None:
+        """The messages an earlier process posted under `key`, as the core kept them."""
+        kept = (self.recall(f"message:{key}") or "").split()
+        if len(kept) < 2 or not all(part.isdigit() for part in kept):
+            return None
+        keyed = _Keyed(int(kept[0]), [int(part) for part in kept[1:]])
+        self._keyed[key] = keyed
+        return keyed
 
     def _content(self, reply: Reply) -> tuple[list[str], discord.File | None]:
         chunks = [c for c in render(reply, PLATFORM) if c.strip()]
@@ -209,30 +230,41 @@ class DiscordSender:
                 reply, keyed.pending = keyed.pending, None
                 if reply is not None:
                     keyed.last_edit = time.monotonic()
-                    await self._edit(keyed, reply)
+                    try:
+                        await self._edit(key, keyed, reply)
+                    except (discord.DiscordException, OSError, RuntimeError) as exc:  # incl. a closed session
+                        log.warning("progress edit not sent: %s", exc,
+                                    extra={"action": "edit_failed", "run_id": reply.run_id})
 
-    async def _edit(self, keyed: _Keyed, reply: Reply) -> None:
+    async def _edit(self, key: str, keyed: _Keyed, reply: Reply) -> None:
         channel = self.client.get_partial_messageable(keyed.channel_id)
         chunks, file = self._content(reply)
         view = build_view(reply.buttons, reply.run_id, self.put_blob)
         ids: list[int] = []
         for index, chunk in enumerate(chunks):
             last = index == len(chunks) - 1
-            extra: dict[str, object] = {"attachments": [file]} if index == 0 and file is not None else {}
+            attached = file if index == 0 else None
             if index < len(keyed.message_ids):
                 message = channel.get_partial_message(keyed.message_ids[index])
-                await message.edit(
-                    content=chunk, view=view if last else None, allowed_mentions=NO_MENTIONS,
-                    **extra,  # type: ignore[arg-type]
-                )
-                ids.append(message.id)
-            else:
-                send = channel_send(channel)
-                sent = await send(chunk, file if index == 0 else None, view if last else None)
-                ids.append(sent.id)
+                extra: dict[str, object] = {"attachments": [attached]} if attached is not None else {}
+                try:
+                    await message.edit(
+                        content=chunk, view=view if last else None, allowed_mentions=NO_MENTIONS,
+                        **extra,  # type: ignore[arg-type]
+                    )
+                    ids.append(message.id)
+                    continue
+                except discord.NotFound:  # deleted in Discord meanwhile: post it again
+                    log.info("progress message gone; posting it again",
+                             extra={"action": "repost", "run_id": reply.run_id})
+            sent = await channel_send(channel)(chunk, attached, view if last else None)
+            ids.append(sent.id)
         for stale in keyed.message_ids[len(chunks):]:
-            await channel.get_partial_message(stale).delete()
-        keyed.message_ids = ids
+            with contextlib.suppress(discord.NotFound):
+                await channel.get_partial_message(stale).delete()
+        if ids != keyed.message_ids:
+            keyed.message_ids = ids
+            self._keep(key, keyed)
 
     async def aclose(self) -> None:
         """Send every pending edit now."""

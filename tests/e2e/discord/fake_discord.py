@@ -192,6 +192,8 @@ class FakeDiscord:
             self.channels[thread["id"]] = thread
             return _json(thread, status=201)
         if method == "PATCH" and len(rest) == 2:
+            if rest[1] not in self.messages:  # deleted (or never posted)
+                return _json({"code": 10008, "message": "Unknown Message"}, status=404)
             return _json(self._edit(rest[1], call.json or {}))
         if method == "DELETE" and len(rest) == 2:
             self.messages.pop(rest[1], None)

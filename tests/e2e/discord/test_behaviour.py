@@ -182,3 +182,36 @@ async def test_where_no_thread_can_be_opened_the_run_reports_in_the_channel_at_o
     assert waiting.json["allowed_mentions"] == NO_MENTIONS
     run = bot.baton.store.recent_runs(platform="discord")[0]
     assert run.thread is None and run.status == "paused"
+
+
+def _progress_messages(fake: FakeDiscord, thread: str) -> list[dict[str, object]]:
+    return [m for m in fake.messages.values() if m["channel_id"] == thread and "— **" in m["content"]]
+
+
+async def test_after_a_restart_the_progress_message_is_edited_in_place(
+    fake_discord: FakeDiscord, settings: Settings
+) -> None:
+    async with discord_bot(fake_discord, settings) as first:
+        run_id, thread, _ = await first.start('run gated "v1"')
+        await first.posted_in(thread, "— **paused**")
+
+    async with discord_bot(fake_discord, settings) as second:  # a new process on the same database
+        (approved,) = await second.answers(second.command(f"approve {run_id}"))
+        assert "approved" in approved.content.lower()
+        final = await second.posted_in(thread, "— **completed**")
+
+    (progress,) = _progress_messages(fake_discord, thread)
+    assert (final.method, final.path) == ("PATCH", f"channels/{thread}/messages/{progress['id']}")
+
+
+async def test_a_progress_message_deleted_in_discord_is_posted_again(bot: DiscordBot) -> None:
+    run_id, thread, _ = await bot.start('run gated "v1"')
+    await bot.posted_in(thread, "— **paused**")
+    (deleted,) = _progress_messages(bot.fake, thread)
+    del bot.fake.messages[str(deleted["id"])]  # someone deleted it in Discord
+
+    await bot.answers(bot.command(f"approve {run_id}"))
+    await bot.fake.wait_for(lambda _: bot.fake.find("POST", f"channels/{thread}/messages", "— **completed"))
+
+    (again,) = _progress_messages(bot.fake, thread)
+    assert again["id"] != deleted["id"] and "completed" in str(again["content"])
