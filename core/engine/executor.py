@@ -260,9 +260,7 @@ class RunExecutor:
         assert digest is not None
         if entry.run_id != self.run_id:
             tokens = entry.tokens_in + entry.tokens_out + int(entry.components.get("_tokens", 0))
-            if entry.tokens_in + entry.tokens_out:  # an original: remember what re-using it saves
-                entry = entry.evolve(components={**entry.components, "_tokens": tokens})
-            self._hits.append(entry)
+            self._hits.append(entry)  # the copy notes the tokens re-using it saves (`_tokens`)
             await self._emit(
                 EventKind.NODE_CACHED,
                 pn.id,

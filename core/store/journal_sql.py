@@ -18,7 +18,7 @@ from core.errors import InvalidTransition, RunNotFound, StoreError
 from core.store.database import store_operation
 from core.store.handles import resolve_digest_prefix
 from core.store.records import JournalEntry, NodeStatus
-from core.store.rows import journal_from_row
+from core.store.rows import JOURNAL_FIELDS, journal_from_row, journal_from_values
 from core.store.sql_base import SqlBase
 from core.store.tables import BLOBS, JOURNAL
 
@@ -27,6 +27,17 @@ _START_COLUMNS = (
     "idempotency_key", "tokens_in", "tokens_out", "artifacts",
 )  # fmt: skip
 _FINAL_NODE_STATUSES = (NodeStatus.COMPLETED, NodeStatus.FAILED)
+#: the journal's columns with the JSON ones read as text: `rows.json_object` decodes them
+#: without SQLAlchemy's per-value processing (a 1,000-entry read is a resume's biggest cost)
+_READ_COLUMNS = [
+    sa.type_coerce(c, sa.Text).label(c.name) if isinstance(c.type, sa.JSON) else c
+    for c in (JOURNAL.c[name] for name in JOURNAL_FIELDS)
+]
+_COPY_COLUMNS = (
+    "run_id", "node_id", "attempt", "cache_key", "components", "status", "started_at", "finished_at",
+    "output_digest", "idempotency_key", "tokens_in", "tokens_out", "artifacts", "cached_from",
+)  # fmt: skip
+_COPY_CHUNK = 5000  # ids per INSERT … SELECT (well under every driver's parameter limit)
 _LINEAGE = sa.text(
     """
     WITH RECURSIVE chain(id, resumed_from, depth) AS (
@@ -164,43 +175,32 @@ class JournalSql(SqlBase):
 
     @store_operation("record re-used results")
     def journal_record_cached(self, run_id: str, entries: Sequence[JournalEntry]) -> None:
-        """Copies are `completed` now, with no tokens spent; `cached_from` names the run
-        that computed the result (the origin, also when the entry was itself a copy)."""
+        """Copy the stored rows of `entries` (by id) into `run_id`'s journal, in one transaction.
+
+        Copies are `completed` now, with no tokens spent; `cached_from` names the run that
+        computed the result (the origin, also when the entry was itself a copy). Components
+        and artifacts are copied by the database as stored (INSERT … SELECT: nothing is
+        decoded or re-encoded), except that the copy of an original that spent tokens notes
+        them as `components["_tokens"]`: what re-using it saved."""
         if not entries:
             return
         now = self._now()
-        rows = [
-            {
-                "run_id": run_id,
-                "node_id": entry.node_id,
-                "attempt": entry.attempt,
-                "cache_key": entry.cache_key,
-                "components": entry.components,
-                "status": NodeStatus.COMPLETED.value,
-                "started_at": now,
-                "finished_at": now,
-                "output_digest": entry.output_digest,
-                "error": None,
-                "idempotency_key": entry.idempotency_key,
-                "tokens_in": 0,
-                "tokens_out": 0,
-                "artifacts": entry.artifacts,
-                "cached_from": entry.cached_from or entry.run_id,
-                "invalidated_by": None,
-            }
-            for entry in entries
-        ]
+        plain = [e.id for e in entries if not (e.tokens_in or e.tokens_out)]
+        spent = [e for e in entries if e.tokens_in or e.tokens_out]
         with self._engine.begin() as conn:
-            conn.execute(sa.insert(JOURNAL), rows)
+            for start in range(0, len(plain), _COPY_CHUNK):
+                conn.execute(_copy_rows(run_id, now, plain[start : start + _COPY_CHUNK]))
+            if spent:
+                conn.execute(sa.insert(JOURNAL), [_copy_with_tokens(run_id, now, e) for e in spent])
 
     @store_operation("read the journal")
     def journal(self, run_ids: Sequence[str]) -> list[JournalEntry]:
         ids = list(dict.fromkeys(run_ids))
         if not ids:
             return []
-        query = sa.select(JOURNAL).where(JOURNAL.c.run_id.in_(ids)).order_by(JOURNAL.c.id)
+        query = sa.select(*_READ_COLUMNS).where(JOURNAL.c.run_id.in_(ids)).order_by(JOURNAL.c.id)
         with self._engine.connect() as conn:
-            return [journal_from_row(row) for row in conn.execute(query)]
+            return [journal_from_values(row) for row in conn.execute(query)]
 
     @store_operation("read a run's lineage")
     def lineage(self, run_id: str) -> list[str]:
@@ -226,3 +226,50 @@ class JournalSql(SqlBase):
         )
         with self._engine.begin() as conn:
             return int(conn.execute(statement).rowcount)
+
+
+def _copy_rows(run_id: str, now: float, entry_ids: Sequence[int]) -> sa.Insert:
+    """INSERT … SELECT: copies of these journal rows into `run_id`, made by the database."""
+    source = (
+        sa.select(
+            sa.literal(run_id, sa.String),
+            JOURNAL.c.node_id,
+            JOURNAL.c.attempt,
+            JOURNAL.c.cache_key,
+            JOURNAL.c.components,
+            sa.literal(NodeStatus.COMPLETED.value, sa.String),
+            sa.literal(now, sa.Float),
+            sa.literal(now, sa.Float),
+            JOURNAL.c.output_digest,
+            JOURNAL.c.idempotency_key,
+            sa.literal(0, sa.Integer),
+            sa.literal(0, sa.Integer),
+            JOURNAL.c.artifacts,
+            sa.func.coalesce(JOURNAL.c.cached_from, JOURNAL.c.run_id),
+        )
+        .where(JOURNAL.c.id.in_(entry_ids))
+        .order_by(JOURNAL.c.id)
+    )
+    return sa.insert(JOURNAL).from_select(_COPY_COLUMNS, source)
+
+
+def _copy_with_tokens(run_id: str, now: float, entry: JournalEntry) -> dict[str, Any]:
+    saved = entry.tokens_in + entry.tokens_out + int(entry.components.get("_tokens", 0))
+    return {
+        "run_id": run_id,
+        "node_id": entry.node_id,
+        "attempt": entry.attempt,
+        "cache_key": entry.cache_key,
+        "components": {**entry.components, "_tokens": saved},
+        "status": NodeStatus.COMPLETED.value,
+        "started_at": now,
+        "finished_at": now,
+        "output_digest": entry.output_digest,
+        "error": None,
+        "idempotency_key": entry.idempotency_key,
+        "tokens_in": 0,
+        "tokens_out": 0,
+        "artifacts": entry.artifacts,
+        "cached_from": entry.cached_from or entry.run_id,
+        "invalidated_by": None,
+    }

@@ -3,7 +3,9 @@ the tables in `tables.py`; nothing outside `core/store/` ever sees one."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import dataclasses
+import json
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from sqlalchemy.engine import Row, RowMapping
@@ -15,6 +17,21 @@ RowLike = Row[Any] | RowMapping | Mapping[str, Any]
 
 def _m(row: RowLike) -> Mapping[str, Any]:
     return row._mapping if isinstance(row, Row) else row  # type: ignore[return-value]
+
+
+_decode = json.JSONDecoder().decode
+
+
+def json_object(value: Any) -> dict[str, Any]:
+    """A JSON column's value as a dict: already decoded (SQLAlchemy's JSON type, psycopg's
+    json loader) or raw text (columns read with `type_coerce(..., Text)`, which skips
+    SQLAlchemy's per-value processing on the journal's big reads)."""
+    if value is None or value == "{}":
+        return {}
+    if isinstance(value, str | bytes):
+        decoded: dict[str, Any] = _decode(value if isinstance(value, str) else value.decode())
+        return decoded
+    return dict(value)
 
 
 def run_from_row(row: RowLike) -> Run:
@@ -39,26 +56,40 @@ def run_from_row(row: RowLike) -> Run:
     )
 
 
+_NODE_STATUSES = {status.value: status for status in NodeStatus}
+#: the journal's columns in table order, which is also `JournalEntry`'s field order
+JOURNAL_FIELDS = tuple(f.name for f in dataclasses.fields(JournalEntry))
+
+
 def journal_from_row(row: RowLike) -> JournalEntry:
     m = _m(row)
+    return journal_from_values(tuple(m[name] for name in JOURNAL_FIELDS))
+
+
+def journal_from_values(values: Sequence[Any]) -> JournalEntry:
+    """An entry from its column values in `JOURNAL_FIELDS` order: positional and without
+    per-column lookups, because a resume converts every entry of a run's lineage."""
+    (id_, run_id, node_id, attempt, cache_key, components, status, started_at, finished_at,
+     output_digest, error, idempotency_key, tokens_in, tokens_out, artifacts, cached_from,
+     invalidated_by) = values  # fmt: skip
     return JournalEntry(
-        id=m["id"],
-        run_id=m["run_id"],
-        node_id=m["node_id"],
-        attempt=m["attempt"],
-        cache_key=m["cache_key"],
-        components=dict(m["components"] or {}),
-        status=NodeStatus(m["status"]),
-        started_at=m["started_at"],
-        finished_at=m["finished_at"],
-        output_digest=m["output_digest"],
-        error=m["error"],
-        idempotency_key=m["idempotency_key"],
-        tokens_in=m["tokens_in"],
-        tokens_out=m["tokens_out"],
-        artifacts=dict(m["artifacts"] or {}),
-        cached_from=m["cached_from"],
-        invalidated_by=m["invalidated_by"],
+        id_,
+        run_id,
+        node_id,
+        attempt,
+        cache_key,
+        json_object(components),
+        _NODE_STATUSES[status],
+        started_at,
+        finished_at,
+        output_digest,
+        error,
+        idempotency_key,
+        tokens_in,
+        tokens_out,
+        json_object(artifacts),
+        cached_from,
+        invalidated_by,
     )
 
 

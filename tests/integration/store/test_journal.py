@@ -107,13 +107,51 @@ def test_journal_record_cached_copies_results_with_their_origin(store: SqlStore,
     assert (copied.status, copied.tokens_in, copied.components) == (
         NodeStatus.COMPLETED,
         0,
-        source.components,
+        {**source.components, "_tokens": 5},  # what re-using it saved
     )
 
     latest = make_run(RunStatus.RUNNING, resumed_from=middle.id)
     store.journal_record_cached(latest.id, [copied])
-    assert store.journal([latest.id])[0].cached_from == origin.id  # the run that computed it
+    (again,) = store.journal([latest.id])
+    assert again.cached_from == origin.id  # the run that computed it
+    assert (again.components, again.tokens_in) == (copied.components, 0)  # copied as stored
     store.journal_record_cached(latest.id, [])
+
+
+def test_journal_record_cached_copies_many_rows_as_stored_in_order(
+    store: SqlStore, make_run: MakeRun
+) -> None:
+    origin = make_run(RunStatus.RUNNING)
+    for i in range(7):
+        entry_id = store.journal_start(
+            run_id=origin.id,
+            node_id=f"n{i}",
+            cache_key=f"k{i}",
+            components={"inputs": {"v": f"d{i}"}, "_reason": "no earlier result", "text": "é\"\n"},
+            attempt=1,
+            idempotency_key=f"idem{i}",
+        )
+        store.journal_finish(
+            entry_id,
+            status=NodeStatus.COMPLETED,
+            output_digest=store.put_blob(f"out{i}".encode()),
+            artifacts={f"dist/{i}.whl": "d" * 64} if i % 2 else None,
+        )
+    sources = store.journal([origin.id])
+    copy = make_run(RunStatus.RUNNING, resumed_from=origin.id)
+
+    store.journal_record_cached(copy.id, sources)
+
+    copies = store.journal([copy.id])
+    fields = ("node_id", "attempt", "cache_key", "components", "output_digest", "idempotency_key")
+    fields += ("artifacts",)
+    assert [tuple(getattr(c, f) for f in fields) for c in copies] == [
+        tuple(getattr(s, f) for f in fields) for s in sources
+    ]
+    assert {(c.status, c.cached_from, c.tokens_in, c.error) for c in copies} == {
+        (NodeStatus.COMPLETED, origin.id, 0, None)
+    }
+    assert all(c.run_id == copy.id and c.finished_at is not None for c in copies)
 
 
 def test_lineage_follows_resumed_from(store: SqlStore, make_run: MakeRun) -> None:
