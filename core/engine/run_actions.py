@@ -67,6 +67,18 @@ class RunActions:
         def _refuse_finished(self, run: Run, verb: str) -> RunNotResumable: ...
         def _active_ids(self) -> set[str]: ...
 
+    def _write_marker(self, run_id: str, node_id: str, components: dict[str, Any], error: str) -> None:
+        """A journal entry that records a decision about a node (never a result): empty cache key."""
+        entry_id = self.store.journal_start(
+            run_id=run_id,
+            node_id=node_id,
+            cache_key=MARKER_KEY,
+            components=components,
+            attempt=0,
+            idempotency_key=None,
+        )
+        self.store.journal_finish(entry_id, status=NodeStatus.FAILED, error=error)
+
     def _waiting_gate(self, run: Run) -> Gate | None:
         gates = self.store.waiting_gates(platform=run.platform, conversation=run.conversation)
         mine = [gate for r, gate in gates if r.id == run.id]
@@ -171,15 +183,7 @@ class RunActions:
         cancelled = self.store.transition(
             run.id, RunStatus.CANCELLED, actor=actor, reason=why, allowed_from=(RunStatus.PAUSED,)
         )
-        entry_id = self.store.journal_start(
-            run_id=run.id,
-            node_id=gate.node_id,
-            cache_key=MARKER_KEY,
-            components=rejection_marker(gate.node_id, actor, reason),
-            attempt=0,
-            idempotency_key=None,
-        )
-        self.store.journal_finish(entry_id, status=NodeStatus.FAILED, error=why)
+        self._write_marker(run.id, gate.node_id, rejection_marker(gate.node_id, actor, reason), why)
         self.store.audit(
             actor=actor, action="reject", run_id=run.id, details={"node": gate.node_id, "reason": reason}
         )
@@ -328,15 +332,8 @@ class RunActions:
         nodes = [n for n in ids if n == node_id or n in below]
         self.store.invalidate(run.id, nodes, actor=actor)
         for n in nodes:  # markers: hide lineage copies of these results too
-            entry_id = self.store.journal_start(
-                run_id=run.id,
-                node_id=n,
-                cache_key=MARKER_KEY,
-                components={"marker": INVALIDATED_MARKER, "by": actor},
-                attempt=0,
-                idempotency_key=None,
-            )
-            self.store.journal_finish(entry_id, status=NodeStatus.FAILED, error=f"invalidated by {actor}")
+            marker = {"marker": INVALIDATED_MARKER, "by": actor}
+            self._write_marker(run.id, n, marker, f"invalidated by {actor}")
         self.store.audit(
             actor=actor,
             action="invalidate",

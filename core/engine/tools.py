@@ -183,7 +183,10 @@ def _import_file(spec: str, base: Path) -> ModuleType:
         return loaded
     module_spec = importlib.util.spec_from_file_location(name, path)
     if module_spec is None or module_spec.loader is None:
-        raise ConfigurationError(f"tool module file {path} cannot be imported", hint="Give it a .py name.")
+        raise ConfigurationError(
+            f"tool module file {path} cannot be imported",
+            hint="Fix BATON_TOOL_MODULES: list Python modules or .py files only.",
+        )
     module = importlib.util.module_from_spec(module_spec)
     sys.modules[name] = module
     try:

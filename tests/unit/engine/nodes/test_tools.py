@@ -138,3 +138,11 @@ def test_a_module_that_fails_to_import_names_the_error(tmp_path: Path) -> None:
         ToolRegistry().load(["broken.py"], base=tmp_path)
     assert "failed to import: ModuleNotFoundError" in caught.value.message
     assert "no_such_dependency_for_baton" in caught.value.message
+
+
+def test_a_tool_file_python_cannot_import_names_the_setting(tmp_path: Path) -> None:
+    (tmp_path / "hello.yaml").write_text("name: hello\n")
+    with pytest.raises(ConfigurationError) as caught:
+        ToolRegistry().load([str(tmp_path / "hello.yaml")], base=tmp_path)
+    assert f"tool module file {tmp_path / 'hello.yaml'} cannot be imported" in caught.value.message
+    assert "BATON_TOOL_MODULES" in caught.value.hint
