@@ -253,7 +253,8 @@ async def list_workflows(ctx: Context, cmd: ListCommand) -> list[Reply]:
                               "inputs": sorted(entry.workflow.inputs)})
         else:
             error = entry.error.message if entry.error else "could not be loaded"
-            broken.append({"name": entry.name, "path": str(entry.path), "error": error})
+            broken.append({"name": entry.name, "path": str(entry.path), "error": error,
+                           "hint": entry.error.hint if entry.error else ""})
     return [replies.workflows(available, broken)]
 
 

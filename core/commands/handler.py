@@ -18,12 +18,13 @@ from core.commands import actions, authz, replies
 from core.commands.actions import Context
 from core.commands.approval import DecisionKind, classify
 from core.commands.messages import ChatMessage, Outbox, Reply
-from core.commands.parser import parse
+from core.commands.model import SPECS
+from core.commands.parser import closest_command, parse
 from core.commands.progress import ProgressReporter
 from core.commands.resolution import gates_addressed
 from core.config import Access
 from core.engine.engine import Engine
-from core.errors import BatonError, PermissionDenied
+from core.errors import BatonError, PermissionDenied, UsageError
 from core.store.port import Store
 from core.store.records import Run
 from core.workflows.catalog import Catalog
@@ -140,6 +141,12 @@ class Handler:
                 if gate is not None:  # a late "lgtm" in the thread of a decided gate
                     return [replies.error(actions.already_decided(run, gate), run)]
         if msg.direct or msg.mentions_bot:
+            word = msg.text.split(maxsplit=1)[0] if msg.text.strip() else ""
+            meant = closest_command(word) if kind is DecisionKind.UNCLEAR else None
+            if meant is not None:  # "runn hello" typed where commands need no prefix
+                return [replies.error(UsageError(
+                    f"`{word}` is not a command; did you mean `{meant}`?",
+                    hint=f"Type `/workflow {SPECS[meant].usage}`, or `/workflow help` for all commands."))]
             return [replies.no_gate_hint()]
         return []  # ordinary chatter: never an approval, never an answer
 

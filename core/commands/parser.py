@@ -38,6 +38,9 @@ from core.commands.quoting import Word, split_words
 from core.errors import UsageError
 
 FORCE = "--force"
+#: How deep `--args` / `--set` values (and `--set` paths) may nest: far beyond any real
+#: arguments, far below what JSON encoding or decoding can recurse through.
+MAX_NESTING = 32
 _PREFIX = re.compile(r"^\s*/?workflow\b\s*", re.IGNORECASE)
 _HANDLE = re.compile(r"^@?(?:args:)?([0-9a-fA-F]{4,64})$")
 _KEY = re.compile(r"^[A-Za-z_][A-Za-z0-9_\-]*$")
@@ -60,6 +63,16 @@ def parse(text: str) -> Command:
 
 def usage_error(sub: str, message: str) -> UsageError:
     return UsageError(message, usage=f"/workflow {SPECS[sub].usage}")
+
+
+def closest_command(word: str) -> str | None:
+    """The subcommand `word` is a near miss of ("runn" -> "run"), or None; exact names and
+    ordinary words are not near misses."""
+    word = word.lower()
+    if word in SPECS:
+        return None
+    close = difflib.get_close_matches(word, list(SPECS), n=1, cutoff=0.75)
+    return close[0] if close else None
 
 
 def _did_you_mean(word: str, choices: Any) -> str:
@@ -125,14 +138,40 @@ def parse_set(raw: str, sub: str = "run") -> SetArg:
     if not eq or not key:
         raise usage_error(sub, f"`--set {raw}` needs the form key=value")
     path = tuple(key.split("."))
+    if len(path) > MAX_NESTING:
+        raise usage_error(sub, f"`--set {key[:40]}…` nests {len(path)} levels deep; at most {MAX_NESTING}")
     for part in path:
         if not _KEY.match(part):
             raise usage_error(sub, f"`--set {raw}`: `{part}` is not a valid field name")
     try:
-        value: Any = json.loads(value_text)
+        value: Any = _json(value_text, f"`--set {key}`", MAX_NESTING - len(path), sub)
     except ValueError:
         value = value_text
     return SetArg(path=path, value=value, raw=raw)
+
+
+def _json(text: str, what: str, depth: int, sub: str) -> Any:
+    """`json.loads`, refusing values nested deeper than `depth` (ValueError: not JSON)."""
+    try:
+        value = json.loads(text)
+    except RecursionError:
+        value = None
+        depth = -1
+    if _depth(value) > depth:
+        raise usage_error(sub, f"{what} nests deeper than {MAX_NESTING} levels; flatten it")
+    return value
+
+
+def _depth(value: Any) -> int:
+    """How many containers deep `value` is (iteratively: a deep value never recurses here)."""
+    deepest, stack = 0, [(value, 0)]
+    while stack:
+        item, level = stack.pop()
+        if isinstance(item, dict | list):
+            level += 1
+            deepest = max(deepest, level)
+            stack.extend((child, level) for child in (item.values() if isinstance(item, dict) else item))
+    return deepest
 
 
 def _run(pos: list[str], opts: list[tuple[str, str | None]], force: bool) -> RunCommand:
@@ -152,7 +191,7 @@ def _run(pos: list[str], opts: list[tuple[str, str | None]], force: bool) -> Run
             handle = match.group(1).lower()
         else:
             try:
-                parsed = json.loads(args_text)
+                parsed = _json(args_text, "`--args`", MAX_NESTING, "run")
             except json.JSONDecodeError as exc:
                 raise usage_error("run", f"`--args` is not valid JSON ({exc.msg}) nor an @handle") from exc
             if not isinstance(parsed, dict):

@@ -71,7 +71,7 @@ class Chat:
                   conversation: str = "c1") -> list[Reply]:
         message = ChatMessage(
             platform=self.platform, conversation=conversation, user=user, text=text,
-            event_id=event_id or f"e{next(self._ids)}", thread=thread, is_command=command,
+            event_id=event_id or f"{self.root.name}-e{next(self._ids)}", thread=thread, is_command=command,
             direct=(self.platform == "console") if direct is None else direct, mentions_bot=mentions,
         )
         return await self.handler.handle(message)
@@ -102,7 +102,8 @@ class Chat:
         return self.store.recent_runs(limit=100)
 
 
-async def make_chat(root: Path, url: str, access: Access | None = None, platform: str = "console") -> Chat:
+async def make_chat(root: Path, url: str, access: Access | None = None, platform: str = "console",
+                    lease_seconds: float = 15.0) -> Chat:
     store = SqlStore(url)
     store.migrate()
     (root / "workflows").mkdir(parents=True, exist_ok=True)
@@ -111,7 +112,7 @@ async def make_chat(root: Path, url: str, access: Access | None = None, platform
     catalog = Catalog([root / "workflows"])
     engine = Engine(
         store=store, catalog=catalog,
-        config=EngineConfig(data_dir=root / "data", replica_id="test"),
+        config=EngineConfig(data_dir=root / "data", replica_id="test", lease_seconds=lease_seconds),
         providers=ProviderRegistry({"fake": FakeProvider()}, "fake"), tools=ToolRegistry(),
     )
     handler = Handler(store=store, engine=engine, catalog=catalog, access=access or Access())

@@ -9,6 +9,8 @@ from pathlib import Path
 
 import pytest
 
+from core.commands.model import SPECS
+from core.commands.parser import parse
 from core.config import Access
 from core.render import render
 from core.store.records import RunStatus
@@ -218,6 +220,26 @@ async def test_help_and_list_show_only_what_the_user_may_use(tmp_path: Path, sql
         assert [w["name"] for w in ana_list.data["workflows"]] == ["flaky"]
         [denied] = await chat.say("run flaky hi", user="bob")
         assert denied.is_error and "may not run `flaky`" in denied.data["message"]
+    finally:
+        await chat.engine.stop(grace=5)
+        chat.store.close()
+
+
+@pytest.mark.parametrize("sub", sorted(SPECS))
+async def test_help_for_each_command_shows_its_usage_and_an_example(chat: Chat, sub: str) -> None:
+    [helped] = await chat.say(f"help {sub}")
+    assert helped.kind == "help_topic" and helped.ephemeral
+    assert helped.data["usage"] == SPECS[sub].usage and parse(helped.data["example"])  # the example parses
+    for platform in ("console", "slack", "discord"):
+        text = "\n".join(render(helped, platform))
+        assert "Usage:" in text and "Example:" in text and "/workflow" in text, (platform, text)
+
+
+async def test_help_on_a_command_the_user_may_not_use_is_refused(tmp_path: Path, sqlite_url: str) -> None:
+    chat = await make_chat(tmp_path, sqlite_url, Access(run={"flaky": ["console:ana"]}, approve={}))
+    try:
+        [refused] = await chat.say("help approve", user="ana")
+        assert refused.is_error and "approve" in refused.data["message"] and refused.data["hint"]
     finally:
         await chat.engine.stop(grace=5)
         chat.store.close()

@@ -151,3 +151,25 @@ def test_split_never_crashes_on_any_text(text: str) -> None:
 
 def test_typographic_quotes_group_words() -> None:
     assert parse("run X \u201chello world\u201d") == RunCommand("X", message="hello world")
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "run x --args '" + "[" * 3000 + "]" * 3000 + "'",  # json.loads itself would recurse too deep
+        "run x --args '" + '{"a":' * 40 + "1" + "}" * 40 + "'",
+        "run x --set " + ".".join(["a"] * 3000) + "=1",
+        "run x --set a=" + "[" * 3000 + "]" * 3000,
+        "run x --set " + ".".join(["a"] * 20) + "=" + "[" * 20 + "]" * 20,  # path + value together
+    ],
+)
+def test_deeply_nested_arguments_are_a_usage_error_not_a_crash(text: str) -> None:
+    with pytest.raises(UsageError) as caught:
+        parse(text)
+    assert "levels" in caught.value.message and caught.value.hint.startswith("Usage: /workflow run")
+
+
+def test_ordinary_nesting_is_accepted() -> None:
+    command = parse("""run x --args '{"a": {"b": [1, [2]]}}' --set 'c.d={"e":[3]}'""")
+    assert isinstance(command, RunCommand)
+    assert command.args == {"a": {"b": [1, [2]]}} and command.sets[0].value == {"e": [3]}
