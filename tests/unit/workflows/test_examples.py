@@ -94,6 +94,7 @@ def test_build_report_steps_run_and_meet_their_contract(catalog: Catalog, tmp_pa
     assert topological_order(workflow) == ["build", "summarize", "announce"]
     inputs = validate_inputs(workflow, {"targets": "4"})
     env = {**os.environ, "BATON_ARTIFACTS_DIR": str(tmp_path / "artifacts")}
+    env["BATON_WORKFLOW_DIR"] = str(EXAMPLES)  # as the engine exports it: where build_matrix.txt is
     outputs: dict[str, Any] = {}
     for node_id in ("build", "summarize"):
         nodes = {"build": {"output": json.loads(outputs["build"])}} if node_id == "summarize" else {}
