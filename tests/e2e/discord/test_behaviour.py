@@ -7,7 +7,7 @@ import time
 
 from core.config import Settings
 from tests.e2e.discord.fake_discord import APP_ID, BOT_ID, BOT_USER, CHANNEL_ID, GUILD_ID, FakeDiscord, user
-from tests.e2e.discord.gateway import BOB, MALLORY, bot_mention, dispatch_message
+from tests.e2e.discord.gateway import ANA, BOB, MALLORY, bot_mention, dispatch_message
 from tests.e2e.discord.harness import DiscordBot, custom_ids, discord_bot
 
 NO_MENTIONS = {"parse": []}
@@ -215,3 +215,20 @@ async def test_a_progress_message_deleted_in_discord_is_posted_again(bot: Discor
 
     (again,) = _progress_messages(bot.fake, thread)
     assert again["id"] != deleted["id"] and "completed" in str(again["content"])
+
+
+async def test_two_concurrent_clicks_continue_the_run_once(bot: DiscordBot) -> None:
+    paused, thread, _ = await bot.start('run gated "v1"')
+    await bot.posted_in(thread, "Ship v1?")
+
+    clicks = [bot.click(f"baton:approve:{paused}", who=who) for who in (ANA, BOB)]  # before either runs
+    answers = [(await bot.answers(click))[0] for click in clicks]
+
+    assert (await bot.rested(paused)).status == "completed"
+    gate = bot.baton.store.get_gate(paused, "review")
+    winner, loser = (ANA, BOB) if gate.decided_by == f"discord:{ANA['id']}" else (BOB, ANA)
+    assert gate.decided_by == f"discord:{winner['id']}"
+    (refusal,) = [a for a in answers if a.json.get("flags", 0) & 64]  # only the loser, privately
+    assert refusal.path.split("/")[2] == clicks[[ANA, BOB].index(loser)]["token"]
+    assert f"already approved by discord:{winner['id']}" in refusal.content  # told who won
+    assert [r.id for r in bot.baton.store.recent_runs(platform="discord")] == [paused]  # no second run
