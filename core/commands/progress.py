@@ -18,6 +18,7 @@ re-read the run and go to its thread: while a command is being handled in a conv
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
 from collections import Counter
@@ -41,10 +42,13 @@ class _RunState:
     dirty: bool = False
     finished: list[EngineEvent] = field(default_factory=list)
     worker: asyncio.Task[None] | None = None
+    wake: asyncio.Event = field(default_factory=asyncio.Event)  # set when the run comes to rest
 
 
 class ProgressReporter:
-    def __init__(self, *, store: Store, engine: Engine, thread_wait: float = 10.0) -> None:
+    def __init__(
+        self, *, store: Store, engine: Engine, thread_wait: float = 10.0, interval: float = 0.5
+    ) -> None:
         self._store = store
         self._engine = engine
         self._outboxes: dict[str, Outbox] = {}
@@ -54,6 +58,11 @@ class ProgressReporter:
         self._expected: set[str] = set()  # runs announced with `starts_thread`, thread not attached yet
         self._threads_changed = asyncio.Condition()
         self.thread_wait = thread_wait
+        # at most one progress edit per run per `interval` seconds: a node table costs a journal
+        # read, and a run of many quick steps must not pay one per step; the final state is
+        # always sent at once
+        self.interval = interval
+        self._last_edit: dict[str, float] = {}  # run id -> monotonic time of its last progress edit
         self.announced: set[str] = set()  # runs whose cancellation a command reply already told
         self.unsubscribe = engine.subscribe(self.on_event)
 
@@ -127,6 +136,7 @@ class ProgressReporter:
         state = self._runs.setdefault(event.run_id, _RunState())
         if event.kind is EventKind.RUN_FINISHED:
             state.finished.append(event)
+            state.wake.set()
         else:
             state.dirty = True
         if state.worker is None or state.worker.done():
@@ -143,9 +153,17 @@ class ProgressReporter:
             if state.finished:
                 event = state.finished.pop(0)
                 state.dirty = False
+                self._last_edit.pop(run_id, None)
                 await self._report(run_id, event)
             else:
+                pause = self._last_edit.get(run_id, -self.interval) + self.interval - time.monotonic()
+                if pause > 0:
+                    with contextlib.suppress(TimeoutError):
+                        await asyncio.wait_for(state.wake.wait(), pause)
+                    if state.finished:
+                        continue  # the final report shows the latest table anyway
                 state.dirty = False
+                self._last_edit[run_id] = time.monotonic()
                 await self._report(run_id, None)
         if self._runs.get(run_id) is state:
             del self._runs[run_id]
