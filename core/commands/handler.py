@@ -80,8 +80,8 @@ class Handler:
                       announced=self.progress.announced)
         try:
             if not self.store.claim_event(message.platform, message.event_id):
-                extra = {"action": "duplicate", "event_id": message.event_id}
-                log.info("duplicate event ignored", extra=extra)
+                log.info("duplicate event ignored",
+                         extra={"action": "duplicate", "event_id": message.event_id})
                 return []
             self.catalog.reload()
             if message.is_command:
@@ -93,8 +93,8 @@ class Handler:
             return [replies.error(exc, self._run_named(ctx))]
         except BatonError as exc:
             run = self._run_named(ctx)
-            extra = {"action": "command_error", "run_id": run.id if run else None,
-                     "error": type(exc).__name__}
+            extra: dict[str, object] = {"action": "command_error", "run_id": run.id if run else None,
+                                        "error": type(exc).__name__}
             log.info("answered with an error: %s", exc.message, extra=extra)
             return [replies.error(exc, run)]
         except Exception:

@@ -1,8 +1,7 @@
 from __future__ import annotations
 
-import re
-
 import dataclasses
+import re
 
 import pytest
 from hypothesis import given, settings
