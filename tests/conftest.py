@@ -32,7 +32,7 @@ def postgres_server() -> str:
         with engine.connect() as conn:
             conn.execute(sa.text("SELECT 1"))
         engine.dispose()
-    except Exception as exc:  # noqa: BLE001 - any driver error means unreachable
+    except Exception as exc:  # any driver error means unreachable
         message = f"PostgreSQL at {url} is unreachable ({type(exc).__name__}: {exc})"
         if os.environ.get("BATON_REQUIRE_POSTGRES") == "1":
             pytest.fail(message)
