@@ -31,6 +31,8 @@ log = logging.getLogger(__name__)
 _SUFFIXES = (".yaml", ".yml")
 #: timestamps of some filesystems are coarse (up to 2 s); files younger than this get re-checked
 RACY_NS = 2_000_000_000
+#: libyaml when available; it stops at 1000 levels where the pure-Python loader overflows the stack
+_SafeLoader: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 Stamp = tuple[int, int, int]  # (mtime_ns, size, inode)
 
 
@@ -192,7 +194,7 @@ def _load(path: Path, stamp: Stamp, cached: _Loaded | None) -> _Loaded:
     if cached is not None and cached.digest == digest and cached.error is None:
         return dataclasses.replace(cached, stamp=stamp, read_ns=read_ns)
     try:
-        workflow = load_workflow_bytes(data, file=str(path))
+        workflow = _load_bytes(data, path)
     except WorkflowDefinitionError as exc:
         if cached is None or str(cached.error) != str(exc):
             log.warning("workflow file %s is broken: %s", path, exc, extra={"action": "workflow_load_failed"})
@@ -201,11 +203,29 @@ def _load(path: Path, stamp: Stamp, cached: _Loaded | None) -> _Loaded:
     return _Loaded(stamp, read_ns, digest, workflow.name, workflow, None)
 
 
+def _load_bytes(data: bytes, path: Path) -> Workflow:
+    """`load_workflow_bytes`, with any unexpected failure turned into this file's error."""
+    try:
+        return load_workflow_bytes(data, file=str(path))
+    except WorkflowDefinitionError:
+        raise
+    except Exception as exc:  # one broken file must never take the bot down
+        log.exception(
+            "loading workflow file %s failed unexpectedly", path, extra={"action": "workflow_load_failed"}
+        )
+        raise WorkflowDefinitionError(
+            f"the file could not be loaded ({type(exc).__name__}: {exc})",
+            file=str(path),
+            line=1,
+            hint="Simplify the file until it loads, and report the failure.",
+        ) from exc
+
+
 def _guess_name(data: bytes, path: Path) -> str:
     """The `name:` of a broken file when it can still be read, else the file's stem."""
     try:
-        parsed = yaml.safe_load(data.decode("utf-8"))
-    except (UnicodeDecodeError, yaml.YAMLError):
+        parsed = yaml.load(data.decode("utf-8"), Loader=_SafeLoader)  # a safe loader
+    except Exception:  # any failure (YAML error, RecursionError) means "no name"
         return path.stem
     name = parsed.get("name") if isinstance(parsed, dict) else None
     return name if isinstance(name, str) and name.strip() else path.stem

@@ -22,6 +22,8 @@ _SEQ = "tag:yaml.org,2002:seq"
 _TIMESTAMP = "tag:yaml.org,2002:timestamp"
 _MERGE = "tag:yaml.org,2002:merge"
 _MAX_DEPTH = 64
+_TOO_DEEP = "the file is nested too deeply"
+_TOO_DEEP_HINT = f"Flatten the YAML to at most {_MAX_DEPTH} levels, or remove a recursive anchor/alias."
 #: libyaml when available (about 10x faster); its nodes carry the same line marks
 _Loader: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
@@ -71,6 +73,8 @@ def parse_yaml(text: str, *, file: str) -> tuple[Any, SourceMap]:
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         line = mark.line + 1 if mark else None
+        if "maximum nesting depth" in str(exc.problem):  # libyaml's own limit (1000 levels)
+            raise WorkflowDefinitionError(_TOO_DEEP, file=file, line=line or 1, hint=_TOO_DEEP_HINT) from exc
         problem = " ".join(p for p in (exc.context, exc.problem) if p)
         opened = exc.context_mark
         if opened is not None and mark is not None and opened.line != mark.line:
@@ -86,6 +90,17 @@ def parse_yaml(text: str, *, file: str) -> tuple[Any, SourceMap]:
         raise WorkflowDefinitionError(
             f"YAML error: {exc}", file=file, hint="Fix the YAML so it parses."
         ) from exc
+    except WorkflowDefinitionError:
+        raise
+    except RecursionError as exc:  # the pure-Python parser recurses once per nesting level
+        raise WorkflowDefinitionError(_TOO_DEEP, file=file, line=1, hint=_TOO_DEEP_HINT) from exc
+    except Exception as exc:  # a parser bug must not take the bot down; report it per file
+        raise WorkflowDefinitionError(
+            f"the YAML parser failed ({type(exc).__name__}: {exc})",
+            file=file,
+            line=1,
+            hint="Simplify the file until it parses, and report the parser failure.",
+        ) from exc
     finally:
         loader.dispose()
     return data, source
@@ -95,12 +110,8 @@ def _build(
     loader: yaml.SafeLoader, node: yaml.Node, path: Path_, source: SourceMap, file: str, depth: int
 ) -> Any:
     if depth > _MAX_DEPTH:
-        raise WorkflowDefinitionError(
-            "YAML nests too deeply (recursive alias?)",
-            file=file,
-            line=node.start_mark.line + 1,
-            hint="Remove the recursive anchor/alias.",
-        )
+        line = node.start_mark.line + 1
+        raise WorkflowDefinitionError(_TOO_DEEP, file=file, line=line, hint=_TOO_DEEP_HINT)
     if isinstance(node, yaml.MappingNode) and node.tag == _MAP:
         _check_duplicate_keys(node, file)
         loader.flatten_mapping(node)  # resolves `<<: *anchor` merges in place

@@ -36,6 +36,11 @@ BROKEN = {
         ":5: invalid JSON Schema in `output.schema` of `draft`",
         "Fix the schema",
     ),
+    "deep.yaml": (  # once a RecursionError that stopped `baton` at startup
+        "[" * 5000 + "]" * 5000 + "\n",
+        ":1: the file is nested too deeply",
+        "Flatten the YAML",
+    ),
 }
 
 

@@ -52,6 +52,17 @@ def test_broken_file_is_listed_with_its_error_and_hides_nothing(tmp_path: Path) 
     assert catalog.get("good").name == "good"
 
 
+def test_a_file_nested_too_deeply_is_listed_as_broken(tmp_path: Path) -> None:
+    _write(tmp_path / "deep.yaml", "name: deep\nnodes: " + "[" * 5000 + "]" * 5000 + "\n")
+    _write(tmp_path / "good.yaml", _simple("good"))
+    entries = {e.name: e for e in Catalog([tmp_path]).entries()}
+    assert sorted(entries) == ["deep", "good"]
+    assert entries["good"].ok
+    error = entries["deep"].error
+    assert error is not None
+    assert (error.line, error.message) == (2, f"{tmp_path / 'deep.yaml'}:2: the file is nested too deeply")
+
+
 def test_unknown_workflow_suggests_the_closest_name(tmp_path: Path) -> None:
     _write(tmp_path / "r.yaml", _simple("release-notes"))
     catalog = Catalog([tmp_path])

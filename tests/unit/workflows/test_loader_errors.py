@@ -5,8 +5,10 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import pytest
+import yaml
 
 from core.errors import WorkflowDefinitionError
+from core.workflows import yaml_source
 
 LoadError = Callable[[str], WorkflowDefinitionError]
 
@@ -24,6 +26,19 @@ def test_yaml_syntax_error_names_line(load_error: LoadError) -> None:
     assert "YAML syntax error: mapping values are not allowed" in error.message
     assert error.message.startswith(f"{error.file}:4: ")
     assert "quotes" in error.hint
+
+
+@pytest.mark.parametrize("loader", ["libyaml", "pure-python"])
+@pytest.mark.parametrize("levels", [100, 990, 5000])
+def test_a_file_nested_too_deeply_is_an_error_not_a_crash(
+    load_error: LoadError, monkeypatch: pytest.MonkeyPatch, loader: str, levels: int
+) -> None:
+    if loader == "pure-python":  # as on a machine without libyaml, whose parser recurses per level
+        monkeypatch.setattr(yaml_source, "_Loader", yaml.SafeLoader)
+    error = load_error("nodes: " + "[" * levels + "]" * levels + "\n")
+    assert error.line == 1
+    assert error.message.endswith(":1: the file is nested too deeply")
+    assert error.hint.startswith("Flatten the YAML")
 
 
 def test_tab_indentation_hint(load_error: LoadError) -> None:
