@@ -39,6 +39,9 @@ class NodeJob:
     #: artifacts of steps done earlier in the run (relative path -> blob digest), written into
     #: the worker's run directory first: the step sees the files it would see in-process
     restore: Mapping[str, str] = field(default_factory=dict)
+    #: the replica's absolute directory of the workflow file, exported as `BATON_WORKFLOW_DIR`
+    #: (workers are deployed with the same workflow directories as the replicas)
+    workflow_dir: str | None = None
 
     def to_args(self) -> dict[str, Any]:
         r = self.rendered
@@ -63,6 +66,7 @@ class NodeJob:
             "output": self.output.model_dump(by_alias=True),
             "artifact_globs": list(self.artifact_globs),
             "restore": dict(self.restore),
+            "workflow_dir": self.workflow_dir,
         }
 
     @classmethod
@@ -91,4 +95,5 @@ class NodeJob:
             output=OutputContract.model_validate(args.get("output") or {}),
             artifact_globs=tuple(args.get("artifact_globs") or ()),
             restore=dict(args.get("restore") or {}),
+            workflow_dir=args.get("workflow_dir"),
         )

@@ -84,6 +84,7 @@ class NodeWorker:
             attempt=job.attempt,
             extra_env=self.extra_env,
             redactor=self.redactor,
+            workflow_dir=Path(job.workflow_dir) if job.workflow_dir is not None else None,
         )
         log.info("step started", extra={"action": "node_started", **extra})
         result: NodeResult | None = None

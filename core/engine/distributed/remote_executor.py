@@ -64,6 +64,7 @@ class RemoteRunExecutor(RunExecutor):
                 output=pn.node.output,
                 artifact_globs=tuple(pn.node.artifacts),
                 restore=dict(self._artifacts),
+                workflow_dir=str(self._workflow_dir),
             )
 
         return job_for

@@ -29,7 +29,7 @@ nodes:
     replay: idempotent
   - id: right
     depends_on: [top]
-    bash: echo "right key=$BATON_IDEMPOTENCY_KEY"
+    bash: echo "right key=$BATON_IDEMPOTENCY_KEY dir=$BATON_WORKFLOW_DIR"
     replay: unsafe
   - id: join
     depends_on: [left, right]
@@ -48,6 +48,7 @@ async def test_a_diamond_runs_on_the_worker_and_completes(cluster: Cluster) -> N
     assert h.output(run.id, "left").startswith("left 2 top")
     assert f"pid={os.getpid()}" in h.output(run.id, "left")  # the worker of this test ran it
     assert "' + 'right key=" in h.output(run.id, "join")
+    assert h.output(run.id, "right").endswith(f" dir={h.workflows.absolute()}\n")  # as in-process
     for node in ("top", "left", "right", "join"):
         [entry] = h.entries(run.id, node)
         assert entry.status is NodeStatus.COMPLETED

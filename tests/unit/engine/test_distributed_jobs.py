@@ -21,6 +21,7 @@ def _job(rendered: RenderedNode, **kw: object) -> NodeJob:
         "output": OutputContract(format="json", schema={"type": "object", "required": ["title"]}),
         "artifact_globs": ("dist/*.whl",),
         "restore": {"dist/a.whl": "ab" * 32},
+        "workflow_dir": "/srv/baton/workflows",
     }
     values.update(kw)
     return NodeJob(**values)  # type: ignore[arg-type]
@@ -45,6 +46,7 @@ def test_tool_and_prompt_jobs_keep_their_arguments() -> None:
         output=OutputContract(),
         artifact_globs=(),
         restore={},
+        workflow_dir=None,
     )
 
     assert _through_json(tool) == tool
