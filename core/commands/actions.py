@@ -54,9 +54,15 @@ class Context:
     uid: str
     announced: set[str] = field(default_factory=set)  # runs whose ending this reply already tells
     run_ref: str | None = None  # the run the message is about, when known (for the audit trail)
+    found: dict[str, Run] = field(default_factory=dict)  # runs looked up for this message, by ref
 
     def find(self, ref: str) -> Run:
-        return self.store.find_run(ref)
+        """The run `ref` names, looked up once per message (the audit trail, the action and an
+        error reply all need it; the engine's CAS on the run's version catches a stale copy)."""
+        run = self.found.get(ref)
+        if run is None:
+            run = self.found[ref] = self.store.find_run(ref)
+        return run
 
 
 # -- gates -----------------------------------------------------------------------------------
@@ -112,7 +118,7 @@ async def decide(ctx: Context, run: Run, approve: bool, comment: str | None) -> 
         authz.require_approve(ctx.access, ctx.uid, run, node_approvers(ctx, run, gate.node_id))
     try:
         if approve:
-            after = await ctx.engine.approve(run.id, actor=ctx.uid, comment=comment)
+            after = await ctx.engine.approve(run, actor=ctx.uid, comment=comment)
         else:
             after = await _announcing(ctx, run.id, ctx.engine.reject(run.id, actor=ctx.uid, reason=comment))
     except GateAlreadyDecided as exc:  # lost the race: say who won
@@ -143,7 +149,9 @@ async def run(ctx: Context, cmd: RunCommand) -> list[Reply]:
     if cmd.args_handle is not None:
         base = json.loads(ctx.store.get_blob(ctx.store.resolve_handle(cmd.args_handle)))
         if not isinstance(base, dict):
-            raise UsageError(f"args:{cmd.args_handle} is not a JSON object", usage=SPECS["run"].usage)
+            raise UsageError(
+                f"args:{cmd.args_handle} is not a JSON object", usage=f"/workflow {SPECS['run'].usage}"
+            )
     strings = frozenset(name for name, spec in workflow.inputs.items() if spec.type == "string")
     args = build_args(base, cmd.sets, cmd.message, strings)
     validate_inputs(workflow, args)  # InputValidationError before anything runs
@@ -233,7 +241,7 @@ async def status(ctx: Context, cmd: StatusCommand) -> list[Reply]:
     if target is None:
         raise RunNotFound("No runs here yet.", hint="Start one with `/workflow run <name>`.")
     authz.require_view(ctx.access, ctx.uid, target)
-    return [replies.status(target, ctx.engine.summary(target.id))]
+    return [replies.status(target, ctx.engine.summary(target))]
 
 
 async def runs(ctx: Context, cmd: RunsCommand) -> list[Reply]:

@@ -12,6 +12,7 @@ import contextlib
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
+from core.commands.model import SPECS
 from core.engine.contracts import check_output
 from core.engine.events import EventKind
 from core.engine.executor import rejection_marker
@@ -33,7 +34,8 @@ if TYPE_CHECKING:
     from core.store.port import Store
     from core.workflows.model import Workflow
 
-RESOLVE_USAGE = "resolve <run> <node> done [--output …] | retry | fail"
+RESOLVE_USAGE = f"/workflow {SPECS['resolve'].usage}"  # the same line the parser answers with
+INVALIDATE_USAGE = f"/workflow {SPECS['invalidate'].usage}"
 RESUMABLE = (RunStatus.FAILED, RunStatus.PAUSED, RunStatus.NEEDS_ATTENTION)
 ABANDONABLE = (
     RunStatus.FAILED,
@@ -165,8 +167,10 @@ class RunActions:
         decided = [g for g in gates if g.status is not GateStatus.WAITING]
         return max(decided, key=lambda g: g.decided_at or 0.0) if decided else None
 
-    async def approve(self, run_id: str, *, actor: str, comment: str | None = None) -> Run:
-        run = self.store.get_run(run_id)
+    async def approve(self, run_id: str | Run, *, actor: str, comment: str | None = None) -> Run:
+        """paused at a gate -> approved, running. A `Run` the caller just read saves reading it
+        again (a stale one loses the CAS below like any concurrent change)."""
+        run = run_id if isinstance(run_id, Run) else self.store.get_run(run_id)
         gate = self._gate_of_paused(run)
         ready = self._ready(run.workflow, self.args_of(run))
         self.store.decide_gate(run.id, gate.node_id, approved=True, by=actor, comment=comment)  # CAS
@@ -326,7 +330,7 @@ class RunActions:
             raise UsageError(
                 f"workflow `{workflow.name}` has no step `{node_id}`"
                 + (f"; did you mean `{guess}`?" if guess else ""),
-                usage="invalidate <run> <node> [--downstream]",
+                usage=INVALIDATE_USAGE,
             )
         below = downstream_of(workflow, node_id) if downstream else set()
         nodes = [n for n in ids if n == node_id or n in below]

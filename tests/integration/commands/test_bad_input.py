@@ -99,6 +99,7 @@ async def test_invalidate_downstream_and_wrong_steps(chat: Chat) -> None:
 
     [wrong] = await chat.say(f"invalidate {started.run_id} nosuch")
     assert_two_lines(wrong, "no step `nosuch`")
+    assert wrong.data["hint"] == "Usage: /workflow invalidate <run> <node> [--downstream]"  # as the parser's
     [done] = await chat.say(f"resolve {started.run_id} ship done")
     assert_two_lines(done, "only a run that needs attention")
 
