@@ -9,6 +9,7 @@ decides every node from memory:
     `started` without a result        -> replay rules: pure/idempotent re-run, unsafe -> attention
     approval                          -> the gate's decision, or open the gate and wait
     otherwise                         -> run it: journal_start (committed), execute, put_blob, journal_finish
+    inline pure/idempotent tool       -> execute, then journal_complete (blob + completed: one commit)
 
 The executor never changes the run's status: it returns an `Outcome` and the engine
 applies it with a compare-and-swap.
@@ -35,10 +36,10 @@ from core.engine.prepared import Definitions, PreparedNode, PreparedWorkflow
 from core.engine.providers import ProviderRegistry
 from core.engine.tools import ToolRegistry
 from core.engine.workdirs import RunDirs, capture_artifacts, missing_artifacts, restore_artifacts
-from core.errors import BatonError, NodeFailed, ReplayUnsafe, RunNotFound, RunStateError
+from core.errors import BatonError, ConfigurationError, NodeFailed, ReplayUnsafe, RunNotFound, RunStateError
 from core.redaction import NO_SECRETS, Redactor
 from core.store.port import Store
-from core.store.records import Gate, GateStatus, JournalEntry, NodeStatus, Run, RunStatus
+from core.store.records import Gate, GateStatus, JournalEntry, NodeStatus, ReplayClass, Run, RunStatus
 from core.workflows.args import canonical_json
 from core.workflows.loader import base_dir
 from core.workflows.templating import render_template, render_value
@@ -413,16 +414,25 @@ class RunExecutor:
             redactor=self.s.redactor,
             workflow_dir=self._workflow_dir,
         )
-        entry_id = self._journal_start(step, attempt)  # committed before anything is dispatched
+        one_commit = self._one_commit(pn, rendered)
+        # committed before anything is dispatched, unless a second run is harmless (`_one_commit`)
+        entry_id = None if one_commit else self._journal_start(step, attempt)
         started = time.monotonic()
         await self._emit(
             EventKind.NODE_STARTED, pn.id, attempt=attempt, reason=step.components.get("_reason")
         )
         result: NodeResult | None = None
         try:
-            result = await execute_node(rendered, ctx, providers=self.s.providers, tools=self.s.tools)
-            value = check_output(pn.id, result.output, pn.node.output)
+            try:
+                result = await execute_node(rendered, ctx, providers=self.s.providers, tools=self.s.tools)
+                value = check_output(pn.id, result.output, pn.node.output)
+            except BaseException as exc:
+                settles = not isinstance(exc, asyncio.CancelledError) or self.cancel_note is not None
+                if entry_id is None and settles:  # the failure is journaled like any other
+                    entry_id = self._journal_start(step, attempt)
+                raise
         except NodeFailed as exc:  # includes OutputContractViolation: output kept, entry failed
+            assert entry_id is not None
             kept = self.store.put_blob(result.output.encode()) if result is not None else None
             tokens = (result.tokens_in, result.tokens_out) if result is not None else (0, 0)
             self.store.journal_finish(
@@ -436,12 +446,41 @@ class RunExecutor:
             return exc.message
         except asyncio.CancelledError:
             if self.cancel_note is not None:
+                assert entry_id is not None
                 self.store.journal_finish(entry_id, status=NodeStatus.FAILED, error=self.cancel_note)
             raise
         except Exception as exc:  # a bug in a node kind or provider: fail the step, keep the run sane
+            assert entry_id is not None
             message = f"step `{pn.id}` crashed: {type(exc).__name__}: {self.s.redactor.redact(str(exc))}"
             self.store.journal_finish(entry_id, status=NodeStatus.FAILED, error=message)
             return message
+        if entry_id is None:  # blob and `completed` entry: one transaction, one commit
+            digest = self.store.journal_complete(
+                run_id=self.run_id,
+                node_id=pn.id,
+                cache_key=step.key,
+                components=step.components,
+                attempt=attempt,
+                idempotency_key=step.idempotency_key,
+                output=result.output.encode(),
+                tokens_in=result.tokens_in,
+                tokens_out=result.tokens_out,
+            )
+        else:
+            digest = self._finish(pn, entry_id, result)
+        self._values[pn.id] = {"output": value}
+        if self.s.bus:
+            await self._emit(
+                EventKind.NODE_COMPLETED,
+                pn.id,
+                seconds=round(time.monotonic() - started, 3),
+                tokens=result.tokens_in + result.tokens_out,
+            )
+        self._release(pn.id, digest)
+        return None
+
+    def _finish(self, pn: PreparedNode, entry_id: int, result: NodeResult) -> str:
+        """Settle a journaled start as completed: output and artifacts stored, then the entry."""
         digest = self.store.put_blob(result.output.encode())
         artifacts: dict[str, str] = {}
         if pn.node.artifacts:
@@ -455,16 +494,25 @@ class RunExecutor:
             tokens_out=result.tokens_out,
             artifacts=artifacts,
         )
-        self._values[pn.id] = {"output": value}
-        if self.s.bus:
-            await self._emit(
-                EventKind.NODE_COMPLETED,
-                pn.id,
-                seconds=round(time.monotonic() - started, 3),
-                tokens=result.tokens_in + result.tokens_out,
-            )
-        self._release(pn.id, digest)
-        return None
+        return digest
+
+    def _one_commit(self, pn: PreparedNode, rendered: RenderedNode) -> bool:
+        """True: journal this step once, when it is done (blob and `completed` entry together).
+
+        DESIGN.md's promise is that `started` is committed before a side effect is
+        dispatched. A pure or idempotent step may run twice by declaration (recovery re-runs
+        it; an idempotent one with the same key, which comes from the cache key), so its start
+        need not be journaled. Limited to inline tools without artifacts: they run to the end
+        on the event loop, so nobody could have seen a `started` entry (the summary's
+        "running" state) and there are no files to capture. Everything else, and every
+        `unsafe` step, keeps its committed `started` entry.
+        """
+        if rendered.kind != "tool" or pn.replay is ReplayClass.UNSAFE or pn.node.artifacts:
+            return False
+        try:
+            return rendered.tool is not None and self.s.tools.get(rendered.tool).inline
+        except ConfigurationError:
+            return False  # the step fails when it runs; that failure is journaled as usual
 
 
 def answers(gate: Gate, key: str, prompt: str) -> bool:

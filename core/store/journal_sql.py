@@ -1,8 +1,9 @@
 """Journal and blob methods of `SqlStore`.
 
 `journal_start`, `journal_finish` and `put_blob` are the engine's hot path: one statement
-and one commit each, through `HotPath`. `journal(run_ids)` and `get_blobs` are one query
-for any number of ids; `lineage` is one recursive CTE.
+and one commit each, through `HotPath`; `journal_complete` is the blob and a `completed`
+entry in one commit, for a step whose start is not journaled (see the executor).
+`journal(run_ids)` and `get_blobs` are one query for any number of ids; `lineage` is one recursive CTE.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ _START_COLUMNS = (
     "run_id", "node_id", "attempt", "cache_key", "components", "status", "started_at",
     "idempotency_key", "tokens_in", "tokens_out", "artifacts",
 )  # fmt: skip
+_DONE_COLUMNS = (*_START_COLUMNS, "finished_at", "output_digest")
 _FINAL_NODE_STATUSES = (NodeStatus.COMPLETED, NodeStatus.FAILED)
 #: the journal's columns with the JSON ones read as text: `rows.json_object` decodes them
 #: without SQLAlchemy's per-value processing (a 1,000-entry read is a resume's biggest cost)
@@ -71,6 +73,7 @@ class JournalSql(SqlBase):
                 artifacts=sa.bindparam("b_artifacts"),
             )
         )
+        self._journal_done_sql = self._hot.prepare(sa.insert(JOURNAL), column_keys=_DONE_COLUMNS)
         self._put_blob_sql = self._hot.prepare(
             self._insert_ignore(BLOBS, ["digest"]), column_keys=("digest", "data", "size")
         )
@@ -129,6 +132,43 @@ class JournalSql(SqlBase):
         }
         outcome = self._hot.run(self._journal_start_sql, params, operation="record a step start")
         return int(outcome.returned)
+
+    def journal_complete(
+        self,
+        *,
+        run_id: str,
+        node_id: str,
+        cache_key: str,
+        components: dict[str, Any],
+        attempt: int,
+        idempotency_key: str | None,
+        output: bytes,
+        tokens_in: int = 0,
+        tokens_out: int = 0,
+    ) -> str:
+        """Store `output` and a `completed` entry in one transaction; returns the digest."""
+        digest = hashlib.sha256(output).hexdigest()
+        now = self._now()
+        entry = {
+            "run_id": run_id,
+            "node_id": node_id,
+            "attempt": attempt,
+            "cache_key": cache_key,
+            "components": json.dumps(components),
+            "status": NodeStatus.COMPLETED.value,
+            "started_at": now,
+            "finished_at": now,
+            "output_digest": digest,
+            "idempotency_key": idempotency_key,
+            "tokens_in": tokens_in,
+            "tokens_out": tokens_out,
+            "artifacts": "{}",
+        }
+        blob = {"digest": digest, "data": output, "size": len(output)}
+        self._hot.run_together(
+            [(self._put_blob_sql, blob), (self._journal_done_sql, entry)], operation="record a step result"
+        )
+        return digest
 
     def journal_finish(
         self,

@@ -116,6 +116,23 @@ class Store(Protocol):
     ) -> int:
         """Write a `started` entry (committed before the side effect); returns its id."""
 
+    def journal_complete(
+        self,
+        *,
+        run_id: str,
+        node_id: str,
+        cache_key: str,
+        components: dict[str, Any],
+        attempt: int,
+        idempotency_key: str | None,
+        output: bytes,
+        tokens_in: int = 0,
+        tokens_out: int = 0,
+    ) -> str:
+        """Store `output` and a `completed` entry in ONE transaction; returns the output's
+        digest. Only for steps whose re-run is safe (pure/idempotent): no `started` entry
+        precedes it, so a crash before it leaves nothing and recovery runs the step again."""
+
     def journal_finish(
         self,
         entry_id: int,

@@ -17,7 +17,7 @@ from typing import Any
 from core.engine.engine import Engine, EngineConfig
 from core.engine.providers import FakeProvider, ProviderRegistry
 from core.engine.tools import ToolRegistry
-from core.store.records import RunStatus
+from core.store.records import NodeStatus, RunStatus
 from core.store.repository import SqlStore
 from core.workflows.catalog import Catalog
 
@@ -106,7 +106,7 @@ async def _start(engine: Engine, **kw: Any) -> Any:
     return await engine.wait(run.id, timeout=120)
 
 
-async def test_a_durable_noop_step_costs_three_statements(tmp_path: Path, sqlite_url: str) -> None:
+async def test_a_durable_inline_pure_step_is_one_commit(tmp_path: Path, sqlite_url: str) -> None:
     _chain(tmp_path)
     engine, store = _engine(tmp_path, sqlite_url, _tools(lambda: True))
     await _start(engine)  # warm: catalog, prepared workflow, SQLite pages
@@ -118,11 +118,16 @@ async def test_a_durable_noop_step_costs_three_statements(tmp_path: Path, sqlite
     await engine.stop()
 
     assert run.status is RunStatus.COMPLETED
-    assert store.calls["journal_start"] == N
-    assert store.calls["journal_finish"] == N
-    assert store.calls["put_blob"] == N + 1  # one output per step, plus the run's args
-    per_step = sum(store.calls.values()) - 3 * N
-    assert per_step <= 10, f"{per_step} store calls besides the three per step: {store.calls}"
+    # an inline pure tool: no `started` entry, blob + `completed` entry in one transaction
+    assert store.calls["journal_complete"] == N
+    assert store.calls["journal_start"] == 0
+    assert store.calls["journal_finish"] == 0
+    assert store.calls["put_blob"] == 1  # the run's args; outputs go with their entries
+    entries = store.inner.journal([run.id])
+    assert len(entries) == N and {e.status for e in entries} == {NodeStatus.COMPLETED}
+    assert store.inner.get_blob(entries[-1].output_digest or "") == b"through"
+    per_step = sum(store.calls.values()) - N
+    assert per_step <= 10, f"{per_step} store calls besides the one per step: {store.calls}"
     ms_step = wall * 1000 / N
     engine_ms_step = (wall - store.seconds) * 1000 / N
     print(f"\nhot path: {ms_step:.3f} ms/step total, {engine_ms_step:.3f} ms/step engine (excl. store)")
@@ -145,7 +150,8 @@ async def test_a_1000_node_all_cached_resume_reads_the_journal_once(tmp_path: Pa
     assert store.calls["journal"] == 1
     assert store.calls["get_blobs"] <= 1
     assert store.calls["journal_record_cached"] == 1
-    assert store.calls["journal_start"] == 1  # only n999 ran
+    assert store.calls["journal_start"] == 1  # only n999 ran; it failed, so its start is journaled
+    assert store.calls["journal_complete"] == 0
     engine_from = wall_from - store.seconds
 
     # resume of the run itself: everything but the last step is done in it
@@ -159,7 +165,8 @@ async def test_a_1000_node_all_cached_resume_reads_the_journal_once(tmp_path: Pa
 
     assert done.status is RunStatus.COMPLETED
     assert store.calls["journal"] == 1
-    assert store.calls["journal_start"] == 1
+    assert store.calls["journal_complete"] == 1  # only n999 ran, and completed: one commit
+    assert store.calls["journal_start"] == 0
     assert sum(store.calls.values()) <= 16, store.calls
     engine_resume = wall_resume - store.seconds
     print(
@@ -180,3 +187,41 @@ async def test_summary_is_a_constant_number_of_queries(tmp_path: Path, sqlite_ur
 
     assert len(summary.nodes) == N and summary.output == "through"
     assert dict(store.calls) == {"get_run": 1, "journal": 1, "get_blob": 1}
+
+
+async def test_only_unsafe_or_non_inline_steps_journal_their_start_before_running(
+    tmp_path: Path, sqlite_url: str
+) -> None:
+    """The tool reads the journal while it runs: `started` is there for an unsafe inline tool
+    (committed before dispatch) and for a threaded pure tool, never for an inline pure one."""
+    (tmp_path / "workflows").mkdir(parents=True)
+    steps = ["quick", "risky", "threaded"]
+    lines = ["name: mixed", "nodes:"]
+    for step in steps:
+        lines += [f"  - id: {step}", f"    tool: {step}", "    with: {run_id: '{{ run.id }}'}"]
+    (tmp_path / "workflows" / "mixed.yaml").write_text("\n".join(lines) + "\n")
+    seen: dict[str, list[str]] = {}
+    holder: dict[str, CountingStore] = {}
+
+    def look(node: str, run_id: str) -> str:
+        entries = holder["store"].inner.journal([run_id])
+        seen[node] = [e.status.value for e in entries if e.node_id == node]
+        return node
+
+    tools = ToolRegistry()
+    tools.tool("quick", replay="pure", inline=True)(lambda run_id: look("quick", run_id))
+    tools.tool("risky", replay="unsafe", inline=True)(lambda run_id: look("risky", run_id))
+    tools.tool("threaded", replay="pure")(lambda run_id: look("threaded", run_id))
+    engine, store = _engine(tmp_path, sqlite_url, tools)
+    holder["store"] = store
+    run = await engine.start_run(
+        workflow="mixed", args={}, platform="console", conversation="c", thread=None, requester="console:t"
+    )
+    done = await engine.wait(run.id, timeout=60)
+    await engine.stop()
+
+    assert done.status is RunStatus.COMPLETED, done.status_reason
+    assert seen == {"quick": [], "risky": ["started"], "threaded": ["started"]}
+    final = {e.node_id: e.status for e in store.inner.journal([run.id])}
+    assert final == dict.fromkeys(steps, NodeStatus.COMPLETED)
+    assert store.calls["journal_complete"] == 1 and store.calls["journal_start"] == 2

@@ -236,3 +236,47 @@ def test_hot_path_works_from_several_threads(store: SqlStore, make_run: MakeRun)
     assert errors == []
     entries = store.journal([run.id])
     assert len(entries) == 80 and all(e.status is NodeStatus.COMPLETED for e in entries)
+
+
+def test_journal_complete_stores_the_output_and_a_completed_entry(store: SqlStore, make_run: MakeRun) -> None:
+    run = make_run(RunStatus.RUNNING)
+    digest = store.journal_complete(
+        run_id=run.id,
+        node_id="lint",
+        cache_key="k" * 64,
+        components={"definition": {"tool": "lint"}},
+        attempt=2,
+        idempotency_key=f"{run.id}:lint",
+        output=b"clean\n",
+        tokens_in=3,
+        tokens_out=4,
+    )
+    (done,) = store.journal([run.id])
+    assert digest == hashlib.sha256(b"clean\n").hexdigest() and store.get_blob(digest) == b"clean\n"
+    assert (done.node_id, done.status, done.attempt) == ("lint", NodeStatus.COMPLETED, 2)
+    assert done.output_digest == digest
+    assert (done.tokens_in, done.tokens_out, done.components) == (3, 4, {"definition": {"tool": "lint"}})
+    assert done.finished_at is not None and done.finished_at == done.started_at
+    with pytest.raises(InvalidTransition):
+        store.journal_finish(done.id, status=NodeStatus.FAILED, error="late")  # already settled
+
+
+def test_journal_complete_is_all_or_nothing(store: SqlStore, make_run: MakeRun) -> None:
+    run = make_run(RunStatus.RUNNING)
+    with pytest.raises(StoreError, match="record a step result"):
+        store.journal_complete(
+            run_id="nosuchrun01",  # the entry's foreign key fails after the blob was inserted
+            node_id="lint",
+            cache_key="k" * 64,
+            components={},
+            attempt=1,
+            idempotency_key=None,
+            output=b"never kept",
+        )
+    with pytest.raises(KeyError):
+        store.get_blob(hashlib.sha256(b"never kept").hexdigest())  # rolled back with the entry
+    digest = store.journal_complete(  # the hot path's connection is usable again
+        run_id=run.id, node_id="lint", cache_key="k" * 64, components={}, attempt=1,
+        idempotency_key=None, output=b"kept",
+    )  # fmt: skip
+    assert [e.output_digest for e in store.journal([run.id])] == [digest]
