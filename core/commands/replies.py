@@ -31,11 +31,32 @@ def about(run: Run, kind: str, data: dict[str, Any], **kw: Any) -> Reply:
 
 
 def error(exc: BatonError, run: Run | None = None) -> Reply:
-    data = {"message": exc.message, "hint": exc.hint or ""}
+    by = getattr(exc, "by", None)  # run-state errors name who decided/holds the run
+    data = {"message": exc.message, "hint": exc.hint or "", "parts": message_parts(exc.message, [by])}
     run_id = run.id if run else getattr(exc, "run_id", None)
     status = str(run.status) if run else getattr(exc, "status", None)
     return Reply(kind="error", data=data, is_error=True, ephemeral=True, run_id=run_id,
                  run_status=None if status is None else str(status))
+
+
+def message_parts(message: str, users: Sequence[str | None]) -> list[dict[str, str]]:
+    """`message` split around the user ids it names: `{"text": …}` and `{"user": …}` pieces, so
+    templates render each person with the platform's `f.user` (a mention, not a raw id)."""
+    parts: list[dict[str, str]] = [{"text": message}]
+    for user in {u for u in users if u}:
+        split: list[dict[str, str]] = []
+        for part in parts:
+            if "text" not in part:
+                split.append(part)
+                continue
+            pieces = part["text"].split(user)
+            for i, piece in enumerate(pieces):
+                if i:
+                    split.append({"user": user})
+                if piece:
+                    split.append({"text": piece})
+        parts = split
+    return parts
 
 
 def unexpected() -> Reply:

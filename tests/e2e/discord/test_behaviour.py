@@ -230,5 +230,5 @@ async def test_two_concurrent_clicks_continue_the_run_once(bot: DiscordBot) -> N
     assert gate.decided_by == f"discord:{winner['id']}"
     (refusal,) = [a for a in answers if a.json.get("flags", 0) & 64]  # only the loser, privately
     assert refusal.path.split("/")[2] == clicks[[ANA, BOB].index(loser)]["token"]
-    assert f"already approved by discord:{winner['id']}" in refusal.content  # told who won
+    assert f"already approved by <@{winner['id']}>" in refusal.content  # told who won, as a mention
     assert [r.id for r in bot.baton.store.recent_runs(platform="discord")] == [paused]  # no second run

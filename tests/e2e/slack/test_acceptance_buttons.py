@@ -138,4 +138,4 @@ async def test_two_concurrent_clicks_resume_the_run_exactly_once(e2e: SlackE2E) 
     winner = ANA if f"<@{ANA}> chose" in marks[0].text else BOB
     (told,) = [c for c in later if c.method == "chat.postEphemeral"]
     assert told.body["user"] == ({ANA, BOB} - {winner}).pop()
-    assert f"already approved by slack:{winner}" in told.text  # the loser is told who won
+    assert f"already approved by <@{winner}>" in told.text  # the loser is told who won, as a mention

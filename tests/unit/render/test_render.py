@@ -7,8 +7,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from core.commands import replies
 from core.commands.messages import Reply
 from core.commands.replies import KINDS
+from core.errors import GateAlreadyDecided
 from core.render import (
     LIMITS,
     PLATFORMS,
@@ -145,3 +147,25 @@ def test_people_are_shown_as_platform_mentions_not_raw_ids() -> None:
     assert "started by <@U0ANA>" in by("slack:U0ANA", "slack")
     assert "started by <@80351110224678912>" in by("discord:80351110224678912", "discord")
     assert "started by console:ana" in by("console:ana", "console")
+
+
+@pytest.mark.parametrize(
+    ("platform", "person"),
+    [("console", "slack:U0ANA"), ("slack", "<@U0ANA>"), ("discord", "slack:U0ANA")],
+)
+def test_an_error_naming_who_decided_renders_that_person_per_platform(platform: str, person: str) -> None:
+    exc = GateAlreadyDecided(
+        "`review` <x> of run 3f9a was already approved by slack:U0ANA.", run_id="3f9a", by="slack:U0ANA"
+    )
+    reply = replies.error(exc)
+    assert reply.data["message"] == exc.message  # the plain sentence stays for logs and --json
+    [text] = render(reply, platform)
+    assert text.splitlines()[0].endswith(f"already approved by {person}.")
+    assert ("&lt;x&gt;" in text) is (platform == "slack")  # the prose around the user is still escaped
+
+
+def test_an_error_splits_around_every_mention_of_the_user() -> None:
+    parts = replies.message_parts("discord:7 asked; discord:7 decided", ["discord:7", None])
+    assert parts == [{"user": "discord:7"}, {"text": " asked; "}, {"user": "discord:7"}, {"text": " decided"}]
+    [text] = render(Reply(kind="error", data={"message": "x", "hint": "h", "parts": parts}), "discord")
+    assert text == "⚠️ <@7> asked; <@7> decided\nh"
