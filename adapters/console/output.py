@@ -11,10 +11,9 @@ import sys
 from collections.abc import Iterable, Sequence
 from typing import IO, Any
 
-from core.render import render
-
 from adapters.console.messages import PLATFORM
 from core.commands.messages import Button, Reply
+from core.render import render
 
 
 def reply_text(reply: Reply) -> str:
