@@ -13,7 +13,7 @@ import pytest
 from core.render import PLATFORMS, render
 from core.store.records import RunStatus
 from tests.integration.commands.conftest import Chat, make_chat
-from tests.integration.engine.signals import Signals
+from tests.integration.step_signals import StepSignals
 
 SEND = """
     name: send
@@ -44,12 +44,12 @@ async def crashed(tmp_path: Path, sqlite_url: str) -> AsyncIterator[Crashed]:
     peer = await make_chat(tmp_path / "peer", sqlite_url, lease_seconds=0.3)
     for chat in (owner, peer):
         (chat.root / "workflows" / "send.yaml").write_text(textwrap.dedent(SEND))
-    signals = Signals(tmp_path / "signals.fifo")
+    signals = StepSignals(tmp_path / "signals.fifo")
     try:
         release = tmp_path / "release"
         [started] = await owner.say(f"run send --set sig={signals.path} --set release={release}")
         assert started.run_id
-        await signals.wait_for({"send"})
+        await signals.wait_for("send", timeout=15)
         await owner.engine.stop(grace=0)  # like a killed process: `send` stays started
         release.touch()
         await peer.engine.start()

@@ -6,11 +6,9 @@ unsafe one did not run again and the run needs attention; nothing else is lost.
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
 import signal
-import sys
 import textwrap
 from collections.abc import Iterator
 from pathlib import Path
@@ -18,11 +16,11 @@ from pathlib import Path
 import pytest
 
 from core.store.records import NodeStatus, RunStatus
+from tests.integration.crash.child import read_line, start_runner
 from tests.integration.engine.harness import make_harness
-from tests.integration.engine.signals import Signals
+from tests.integration.step_signals import StepSignals
 
 pytestmark = pytest.mark.slow
-REPO = Path(__file__).resolve().parents[3]
 
 WORKFLOW = """
 name: crashy
@@ -62,35 +60,17 @@ nodes:
 
 
 @pytest.fixture
-def signals(tmp_path: Path) -> Iterator[Signals]:
-    sig = Signals(tmp_path / "signals.fifo")
+def signals(tmp_path: Path) -> Iterator[StepSignals]:
+    sig = StepSignals(tmp_path / "signals.fifo")
     yield sig
     sig.close()
-
-
-async def _runner(*args: str) -> asyncio.subprocess.Process:
-    return await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-m",
-        "tests.integration.crash.runner",
-        *args,
-        cwd=REPO,
-        stdin=asyncio.subprocess.PIPE,
-        stdout=asyncio.subprocess.PIPE,
-    )
-
-
-async def _line(proc: asyncio.subprocess.Process, timeout: float = 15.0) -> str:
-    assert proc.stdout is not None
-    async with asyncio.timeout(timeout):
-        return (await proc.stdout.readline()).decode().strip()
 
 
 def _lines(path: Path) -> list[str]:
     return path.read_text().split()
 
 
-async def test_kill_9_mid_flight_then_restart(tmp_path: Path, sqlite_url: str, signals: Signals) -> None:
+async def test_kill_9_mid_flight_then_restart(tmp_path: Path, sqlite_url: str, signals: StepSignals) -> None:
     root = tmp_path / "bot"
     (root / "workflows").mkdir(parents=True)
     (root / "workflows" / "crashy.yaml").write_text(textwrap.dedent(WORKFLOW))
@@ -98,17 +78,17 @@ async def test_kill_9_mid_flight_then_restart(tmp_path: Path, sqlite_url: str, s
     out.mkdir()
     args = json.dumps({"dir": str(out), "sig": str(signals.path)})
 
-    first = await _runner("start", sqlite_url, str(root), "crashy", args)
-    run_id = await _line(first)
-    pids = await signals.wait_for({"p", "i", "u"})  # all three in flight
+    first = await start_runner("start", sqlite_url, str(root), "crashy", args)
+    run_id = await read_line(first)
+    pids = await signals.wait_all({"p", "i", "u"})  # all three in flight
     first.kill()  # kill -9
     await first.wait()
     for pid in pids.values():  # the orphaned steps die with the "machine"
         os.kill(int(pid), signal.SIGKILL)
     (out / "release").touch()
 
-    second = await _runner("recover", sqlite_url, str(root), run_id)
-    report = json.loads(await _line(second, timeout=20))
+    second = await start_runner("recover", sqlite_url, str(root), run_id)
+    report = json.loads(await read_line(second, timeout=20))
     await second.wait()
 
     assert report["status"] == RunStatus.NEEDS_ATTENTION.value

@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import asyncio
 import json
-import sys
 from pathlib import Path
 
 import pytest
@@ -12,27 +10,9 @@ import pytest
 from core.errors import RunNotResumable
 from core.store.records import RunStatus
 from core.store.repository import SqlStore
+from tests.integration.crash.child import read_line, start_runner
 
 pytestmark = pytest.mark.slow
-REPO = Path(__file__).resolve().parents[3]
-
-
-async def _runner(*args: str) -> asyncio.subprocess.Process:
-    return await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-m",
-        "tests.integration.crash.runner",
-        *args,
-        cwd=REPO,
-        stdin=asyncio.subprocess.PIPE,
-        stdout=asyncio.subprocess.PIPE,
-    )
-
-
-async def _line(proc: asyncio.subprocess.Process, timeout: float = 20.0) -> str:
-    assert proc.stdout is not None
-    async with asyncio.timeout(timeout):
-        return (await proc.stdout.readline()).decode().strip()
 
 
 async def test_two_processes_recover_one_lapsed_run_and_one_wins(tmp_path: Path, database_url: str) -> None:
@@ -56,14 +36,14 @@ async def test_two_processes_recover_one_lapsed_run_and_one_wins(tmp_path: Path,
         lease_seconds=0.001,
     )
 
-    racers = [await _runner("race", database_url, str(root), f"replica-{n}") for n in (1, 2)]
+    racers = [await start_runner("race", database_url, str(root), f"replica-{n}") for n in (1, 2)]
     for proc in racers:
-        assert await _line(proc) == "ready"
+        assert await read_line(proc) == "ready"
     for proc in racers:
         assert proc.stdin is not None
         proc.stdin.write(b"go\n")
         await proc.stdin.drain()
-    results = [json.loads(await _line(proc)) for proc in racers]
+    results = [json.loads(await read_line(proc)) for proc in racers]
     for proc in racers:
         await proc.wait()
 

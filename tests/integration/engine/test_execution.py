@@ -13,7 +13,7 @@ from core.engine.events import EngineEvent, EventKind
 from core.engine.tools import ToolRegistry
 from core.store.records import NodeStatus, RunStatus
 from tests.integration.engine.harness import Harness, make_harness
-from tests.integration.engine.signals import Signals
+from tests.integration.step_signals import StepSignals
 
 SLOW = """
 name: slow
@@ -25,8 +25,8 @@ nodes:
 
 
 @pytest.fixture
-def signals(tmp_path: Path) -> Iterator[Signals]:
-    sig = Signals(tmp_path / "signals.fifo")
+def signals(tmp_path: Path) -> Iterator[StepSignals]:
+    sig = StepSignals(tmp_path / "signals.fifo")
     yield sig
     sig.close()
 
@@ -70,11 +70,11 @@ async def test_artifacts_are_restored_on_a_resume_from_hit(harness: Harness) -> 
     assert restored.read_bytes() == b"wheel-bytes"
 
 
-async def test_cancel_kills_the_running_subprocess(harness: Harness, signals: Signals) -> None:
+async def test_cancel_kills_the_running_subprocess(harness: Harness, signals: StepSignals) -> None:
     h = harness
     h.write("slow.yaml", SLOW)
     run = await h.start("slow", {"sig": str(signals.path)})
-    pid = int((await signals.wait_for({"hold"}))["hold"])
+    pid = int(await signals.wait_for("hold", timeout=15))
 
     cancelled = await h.engine.cancel(run.id, actor="console:ana")
 
@@ -87,7 +87,7 @@ async def test_cancel_kills_the_running_subprocess(harness: Harness, signals: Si
 
 
 async def test_a_cancel_from_another_process_stops_our_subprocess(
-    harness: Harness, signals: Signals, tmp_path: Path, sqlite_url: str
+    harness: Harness, signals: StepSignals, tmp_path: Path, sqlite_url: str
 ) -> None:
     runner = make_harness(tmp_path / "runner", sqlite_url, lease_seconds=0.6)
     runner.write("slow.yaml", SLOW)
@@ -101,7 +101,7 @@ async def test_a_cancel_from_another_process_stops_our_subprocess(
     await runner.engine.start()
     try:
         run = await runner.start("slow", {"sig": str(signals.path)})
-        pid = int((await signals.wait_for({"hold"}))["hold"])
+        pid = int(await signals.wait_for("hold", timeout=15))
 
         await harness.engine.cancel(run.id, actor="console:bo")  # an engine that does not run it
 
@@ -146,7 +146,7 @@ async def test_retries_with_backoff_on_a_pure_step(tmp_path: Path, sqlite_url: s
     assert "blip 1" in (entries[0].error or "")
 
 
-async def test_a_timeout_fails_the_step_and_kills_it(harness: Harness, signals: Signals) -> None:
+async def test_a_timeout_fails_the_step_and_kills_it(harness: Harness, signals: StepSignals) -> None:
     h = harness
     h.write(
         "late.yaml",
@@ -154,7 +154,7 @@ async def test_a_timeout_fails_the_step_and_kills_it(harness: Harness, signals: 
         "    replay: pure\n    timeout: 0.5\n",
     )
     run = await h.start("late", {"sig": str(signals.path)})
-    pid = int((await signals.wait_for({"hold"}))["hold"])
+    pid = int(await signals.wait_for("hold", timeout=15))
     done = await h.engine.wait(run.id, timeout=15)
 
     assert done.status is RunStatus.FAILED

@@ -13,7 +13,7 @@ from core.engine.events import EngineEvent, EventKind, NodeState
 from core.errors import RunNotResumable, RunStateError
 from core.store.records import NodeStatus, RunStatus
 from tests.integration.engine.harness import Harness, make_harness
-from tests.integration.engine.signals import Signals
+from tests.integration.step_signals import StepSignals
 
 SEND = """
 name: send
@@ -42,18 +42,18 @@ class Pair:
     peer: Harness
     finished: asyncio.Event
     out: Path
-    signals: Signals
+    signals: StepSignals
 
 
 @pytest.fixture
-def signals(tmp_path: Path) -> Iterator[Signals]:
-    sig = Signals(tmp_path / "signals.fifo")
+def signals(tmp_path: Path) -> Iterator[StepSignals]:
+    sig = StepSignals(tmp_path / "signals.fifo")
     yield sig
     sig.close()
 
 
 @pytest.fixture
-async def pair(tmp_path: Path, sqlite_url: str, signals: Signals) -> AsyncIterator[Pair]:
+async def pair(tmp_path: Path, sqlite_url: str, signals: StepSignals) -> AsyncIterator[Pair]:
     owner = make_harness(tmp_path / "owner", sqlite_url, lease_seconds=0.3)
     peer = make_harness(tmp_path / "peer", sqlite_url, lease_seconds=0.3)
     for h in (owner, peer):
@@ -76,7 +76,7 @@ async def pair(tmp_path: Path, sqlite_url: str, signals: Signals) -> AsyncIterat
 async def _orphan(pair: Pair) -> str:
     """Start the run on `owner`, stop `owner` abruptly while `send` is in flight."""
     run = await pair.owner.start("send", {"dir": str(pair.out), "sig": str(pair.signals.path)})
-    await pair.signals.wait_for({"send"})
+    await pair.signals.wait_for("send", timeout=15)
     await pair.owner.engine.stop(grace=0)  # like a dead process: the step stays `started`
     assert pair.owner.store.get_run(run.id).status is RunStatus.RUNNING
     (pair.out / "release").touch()

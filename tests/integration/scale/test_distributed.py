@@ -11,7 +11,7 @@ import pytest
 from core.engine.events import EventKind
 from core.store.records import NodeStatus, RunStatus
 from tests.integration.scale.conftest import Cluster
-from tests.integration.scale.step_signals import StepSignals
+from tests.integration.step_signals import StepSignals
 
 DIAMOND = """
 name: diamond

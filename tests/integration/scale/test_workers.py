@@ -19,7 +19,7 @@ from core.engine.distributed.queue import apply_queue_schema
 from core.store.records import NodeStatus, RunStatus
 from core.store.repository import SqlStore
 from tests.integration.scale.processes import Node, replica_options, worker_options
-from tests.integration.scale.step_signals import StepSignals
+from tests.integration.step_signals import StepSignals
 
 pytestmark = pytest.mark.slow
 
