@@ -155,7 +155,7 @@ class Handler:
         if ctx.run_ref is None:
             return None
         try:
-            return self.store.find_run(ctx.run_ref)
+            return ctx.find(ctx.run_ref)
         except BatonError:
             return None
 
@@ -163,7 +163,7 @@ class Handler:
         run_id = None
         if run_ref is not None:
             try:
-                run_id = self.store.find_run(run_ref).id
+                run_id = ctx.find(run_ref).id  # remembered: the action looks it up again
             except BatonError:
                 details = {**details, "run": run_ref}
         self.store.audit(actor=ctx.uid, action=action, run_id=run_id, details={

@@ -145,8 +145,9 @@ class Engine(RunActions):
         index = JournalIndex(run.id, self.store.journal(lineage))
         return plan_run(run, ready.prepared, ready.definitions.digests, input_digests(ready.args), index)
 
-    def summary(self, run_id: str) -> RunSummary:
-        run = self.store.get_run(run_id)
+    def summary(self, run_id: str | Run) -> RunSummary:
+        """The run's node table and output; pass the `Run` itself to save reading it again."""
+        run = run_id if isinstance(run_id, Run) else self.store.get_run(run_id)
         entries = self.store.journal([run.id])
         try:
             prepared: PreparedWorkflow | None = prepare(self.catalog.get(run.workflow), self.tools)

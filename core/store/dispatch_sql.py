@@ -107,7 +107,7 @@ class DispatchSql(SqlBase):
         if not wanted:
             return {}
         query = sa.select(JOURNAL).where(JOURNAL.c.id.in_(wanted))
-        with self._engine.connect() as conn:
+        with self._single.connect() as conn:
             return {entry.id: entry for entry in map(journal_from_row, conn.execute(query))}
 
     @store_operation("release leases")

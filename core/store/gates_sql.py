@@ -82,7 +82,7 @@ class GatesSql(SqlBase):
 
     @store_operation("read an approval gate")
     def get_gate(self, run_id: str, node_id: str) -> Gate:
-        with self._engine.connect() as conn:
+        with self._single.connect() as conn:
             return self._read_gate(conn, run_id, node_id)
 
     @store_operation("list waiting gates")
@@ -101,7 +101,7 @@ class GatesSql(SqlBase):
         )
         if thread is not None:
             query = query.where(GATES.c.thread == thread)
-        with self._engine.connect() as conn:
+        with self._single.connect() as conn:
             rows = [row._mapping for row in conn.execute(query)]
         return [(run_from_row(m), gate_from_row({c.name: m[f"g_{c.name}"] for c in GATES.c})) for m in rows]
 
@@ -118,7 +118,7 @@ class GatesSql(SqlBase):
             .values(status=decision.value, decided_by=by, comment=comment, decided_at=self._now())
             .returning(*GATES.c)
         )
-        with self._engine.begin() as conn:
+        with self._single.begin() as conn:
             row = conn.execute(statement).first()
             if row is not None:
                 return gate_from_row(row)
@@ -143,13 +143,13 @@ class GatesSql(SqlBase):
             "run_id": run_id,
             "details": details or {},
         }
-        with self._engine.begin() as conn:
+        with self._single.begin() as conn:
             conn.execute(sa.insert(AUDIT), values)
 
     @store_operation("read the audit trail")
     def audit_log(self, run_id: str) -> list[AuditEvent]:
         query = sa.select(AUDIT).where(AUDIT.c.run_id == run_id).order_by(AUDIT.c.id)
-        with self._engine.connect() as conn:
+        with self._single.connect() as conn:
             return [audit_from_row(row) for row in conn.execute(query)]
 
     @store_operation("record an incoming event")
@@ -158,7 +158,7 @@ class GatesSql(SqlBase):
             PROCESSED_EVENTS.c.event_id
         )
         params = {"platform": platform, "event_id": event_id, "at": self._now()}
-        with self._engine.begin() as conn:
+        with self._single.begin() as conn:
             row = conn.execute(statement, params).first()
         return row is not None
 

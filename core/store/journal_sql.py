@@ -87,7 +87,7 @@ class JournalSql(SqlBase):
 
     @store_operation("read a blob")
     def get_blob(self, digest: str) -> bytes:
-        with self._engine.connect() as conn:
+        with self._single.connect() as conn:
             data = conn.execute(sa.select(BLOBS.c.data).where(BLOBS.c.digest == digest)).scalar()
         if data is None:
             raise KeyError(digest)
@@ -99,7 +99,7 @@ class JournalSql(SqlBase):
         if not wanted:
             return {}
         query = sa.select(BLOBS.c.digest, BLOBS.c.data).where(BLOBS.c.digest.in_(wanted))
-        with self._engine.connect() as conn:
+        with self._single.connect() as conn:
             return {digest: bytes(data) for digest, data in conn.execute(query)}
 
     @store_operation("look up an args handle")
@@ -201,7 +201,7 @@ class JournalSql(SqlBase):
 
     @store_operation("read a journal entry")
     def _explain_unfinishable(self, entry_id: int) -> None:
-        with self._engine.connect() as conn:
+        with self._single.connect() as conn:
             row = conn.execute(sa.select(JOURNAL).where(JOURNAL.c.id == entry_id)).first()
         if row is None:
             raise StoreError(f"Journal entry {entry_id} does not exist.", hint="This is a bug in Baton.")
@@ -239,12 +239,12 @@ class JournalSql(SqlBase):
         if not ids:
             return []
         query = sa.select(*_READ_COLUMNS).where(JOURNAL.c.run_id.in_(ids)).order_by(JOURNAL.c.id)
-        with self._engine.connect() as conn:
+        with self._single.connect() as conn:
             return [journal_from_values(row) for row in conn.execute(query)]
 
     @store_operation("read a run's lineage")
     def lineage(self, run_id: str) -> list[str]:
-        with self._engine.connect() as conn:
+        with self._single.connect() as conn:
             ids = list(conn.execute(_LINEAGE, {"run_id": run_id}).scalars())
         if not ids:
             raise RunNotFound(f"No run has the id {run_id}.", run_id=run_id)

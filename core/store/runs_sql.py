@@ -65,7 +65,7 @@ class RunsSql(SqlBase):
         for attempt in range(_ID_ATTEMPTS):
             values["id"] = cas.new_run_id()
             try:
-                with self._engine.begin() as conn:
+                with self._single.begin() as conn:
                     conn.execute(sa.insert(RUNS), values)
                 break
             except IntegrityError:  # a 48-bit id collision: draw again
@@ -75,7 +75,7 @@ class RunsSql(SqlBase):
 
     @store_operation("read a run")
     def get_run(self, run_id: str) -> Run:
-        with self._engine.connect() as conn:
+        with self._single.connect() as conn:
             return self._read_run(conn, run_id)
 
     @store_operation("find a run")
@@ -186,7 +186,7 @@ class RunsSql(SqlBase):
             )
             .returning(*RUNS.c)
         )
-        with self._engine.begin() as conn:
+        with self._single.begin() as conn:
             row = conn.execute(statement).first()
             if row is None:
                 raise cas.lost_race(self._read_run(conn, run_id), to, allowed, expected_version)
@@ -242,7 +242,7 @@ class RunsSql(SqlBase):
             )
             .returning(*RUNS.c)
         )
-        with self._engine.begin() as conn:
+        with self._single.begin() as conn:
             row = conn.execute(statement).first()
             if row is None:
                 raise cas.lost_takeover(self._read_run(conn, run.id))

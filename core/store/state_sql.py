@@ -34,6 +34,6 @@ class StateSql(SqlBase):
         query = sa.select(PLATFORM_STATE.c.value).where(
             PLATFORM_STATE.c.platform == platform, PLATFORM_STATE.c.key == key
         )
-        with self._engine.connect() as conn:
+        with self._single.connect() as conn:
             value = conn.execute(query).scalar_one_or_none()
         return None if value is None else str(value)
