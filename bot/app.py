@@ -18,25 +18,21 @@ from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from sqlalchemy.engine import make_url
 
 from core.commands.handler import Handler
 from core.config import Settings
-from core.engine.distributed import (
-    DispatchConfig,
-    JobQueue,
-    RemoteDispatcher,
-    apply_queue_schema,
-    remote_executor_factory,
-    stalled_after,
-)
-from core.engine.engine import Engine, EngineConfig
+from core.engine.engine import Engine, EngineConfig, ExecutorFactory
 from core.engine.providers import ProviderRegistry
 from core.engine.tools import ToolRegistry
 from core.store.port import Store
 from core.store.repository import SqlStore
 from core.workflows.catalog import Catalog
+
+if TYPE_CHECKING:  # procrastinate is imported only when BATON_EXECUTOR=procrastinate
+    from core.engine.distributed import RemoteDispatcher
 
 log = logging.getLogger("baton.app")
 
@@ -160,7 +156,7 @@ def build_baton(settings: Settings) -> Baton:
         ),
         providers=ProviderRegistry.from_settings(settings),
         tools=load_tools(settings.tool_modules),
-        executor_factory=remote_executor_factory(dispatcher) if dispatcher is not None else None,
+        executor_factory=_remote_factory(dispatcher),
     )
     handler = Handler(store=store, engine=engine, catalog=catalog, access=settings.access)
     return Baton(
@@ -178,6 +174,14 @@ def distributed_dispatcher(settings: Settings, store: SqlStore) -> RemoteDispatc
     handed to workers through the returned dispatcher; None for the in-process executor."""
     if settings.executor != "procrastinate":
         return None
+    from core.engine.distributed import (
+        DispatchConfig,
+        JobQueue,
+        RemoteDispatcher,
+        apply_queue_schema,
+        stalled_after,
+    )
+
     apply_queue_schema(settings.database_url)
     config = DispatchConfig(
         queue=settings.queue_name,
@@ -185,3 +189,11 @@ def distributed_dispatcher(settings: Settings, store: SqlStore) -> RemoteDispatc
         stalled_after=stalled_after(settings.worker_heartbeat_seconds),
     )
     return RemoteDispatcher(store, JobQueue(settings.database_url), config)
+
+
+def _remote_factory(dispatcher: RemoteDispatcher | None) -> ExecutorFactory | None:
+    if dispatcher is None:
+        return None  # the in-process executor; procrastinate is never imported
+    from core.engine.distributed import remote_executor_factory
+
+    return remote_executor_factory(dispatcher)

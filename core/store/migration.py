@@ -10,18 +10,22 @@ timeout, then find the schema at head.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from alembic import command
-from alembic.config import Config
-from alembic.runtime.migration import MigrationContext
-from alembic.script import ScriptDirectory
+import sqlalchemy as sa
 from sqlalchemy import event
 from sqlalchemy.engine import Connection, Engine
 
 from core.store.database import is_memory_sqlite, open_engine
 
+if TYPE_CHECKING:  # alembic costs ~0.4 s of imports: loaded only when a migration must run
+    from alembic.config import Config
+
 MIGRATIONS_DIR = Path(__file__).resolve().parents[2] / "migrations"
+
+#: The newest revision in migrations/versions; a test keeps it equal to alembic's head. A
+#: database already at it is left alone without importing alembic (process start-up).
+HEAD_REVISION = "0003"
 
 #: pg_advisory_lock key shared by every Baton process ("baton" in ASCII).
 ADVISORY_LOCK_KEY = 0x6261746F6E
@@ -29,6 +33,8 @@ ADVISORY_LOCK_KEY = 0x6261746F6E
 
 def alembic_config(connection: Connection | None = None) -> Config:
     """An alembic Config for our migrations, without an ini file."""
+    from alembic.config import Config
+
     config = Config()
     config.set_main_option("script_location", str(MIGRATIONS_DIR))
     if connection is not None:
@@ -37,14 +43,31 @@ def alembic_config(connection: Connection | None = None) -> Config:
 
 
 def head_revision() -> str | None:
+    """The head according to alembic (reads the migration files)."""
+    from alembic.script import ScriptDirectory
+
     return ScriptDirectory.from_config(alembic_config()).get_current_head()
 
 
 def current_revision(connection: Connection) -> str | None:
+    from alembic.runtime.migration import MigrationContext
+
     return MigrationContext.configure(connection).get_current_revision()
 
 
+def at_head(engine: Engine) -> bool:
+    """True when the database is already at `HEAD_REVISION`: one SELECT, no alembic."""
+    try:
+        with engine.connect() as conn:
+            versions = set(conn.execute(sa.text("SELECT version_num FROM alembic_version")).scalars())
+    except sa.exc.DBAPIError:  # no alembic_version table yet: a new database
+        return False
+    return versions == {HEAD_REVISION}
+
+
 def _upgrade_on(connection: Connection, revision: str) -> None:
+    from alembic import command
+
     with connection.begin():
         command.upgrade(alembic_config(connection), revision)
 
@@ -77,6 +100,8 @@ def _immediate_engine(engine: Engine) -> Engine:
 
 def upgrade(engine: Engine, revision: str = "head") -> None:
     """Bring the database behind `engine` to `revision` (default: the newest)."""
+    if revision == "head" and at_head(engine):
+        return  # the common start-up: nothing to do, alembic never imported
     if engine.dialect.name == "postgresql":
         _upgrade_postgres(engine, revision)
         return

@@ -47,6 +47,36 @@ def test_migrate_creates_everything_and_twice_is_a_no_op(database_url: str) -> N
         assert store.get_run(run.id) == run
 
 
+def test_head_revision_constant_matches_the_migration_files() -> None:
+    # HEAD_REVISION lets start-up skip importing alembic; a new migration must update it
+    assert migration.head_revision() == migration.HEAD_REVISION
+
+
+def test_a_database_at_head_is_checked_without_importing_alembic(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'baton.db'}"
+    with SqlStore(url) as store:
+        store.migrate()
+        with store._engine.connect() as conn:
+            assert migration.at_head(store._engine) and migration.current_revision(conn) == "0003"
+    probe = (
+        "import sys; from core.store.repository import SqlStore\n"
+        f"with SqlStore({url!r}) as s: s.migrate()\n"
+        "print(sorted(m for m in sys.modules if m.split('.')[0] in ('alembic', 'procrastinate')))"
+    )
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "[]", done.stdout
+
+
+def test_a_database_behind_head_is_still_upgraded(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'baton.db'}"
+    with SqlStore(url) as store:
+        migration.upgrade(store._engine, "0002")
+        assert not migration.at_head(store._engine)
+        store.migrate()
+        assert migration.at_head(store._engine) and "platform_state" in _tables(store)
+
+
 def test_tables_and_migrations_agree(database_url: str) -> None:
     with SqlStore(database_url) as store:
         store.migrate()
