@@ -66,13 +66,25 @@ def fail(exc: BatonError) -> NoReturn:
     raise typer.Exit(EXIT_USAGE if isinstance(exc, ConfigurationError) else 1)
 
 
-def settings_for(database_url: str | None, workflows: list[Path] | None) -> Settings:
-    """Build the settings once and set up logging from them."""
+def settings_for(
+    database_url: str | None, workflows: list[Path] | None, *, console: bool | None = False
+) -> Settings:
+    """Build the settings once and set up logging from them.
+
+    When the interactive console is the screen (`console`), log lines would interleave with the
+    chat: unless BATON_LOG_LEVEL is set, only warnings and errors are logged there.
+    `console=None`: the console is the screen when no chat adapter is configured.
+    """
     try:
         settings = load_settings(database_url=database_url, workflow_dirs=workflows)
     except ConfigurationError as exc:
         fail(exc)
-    setup_logging(settings.log_level, settings.secrets())
+    level = settings.log_level
+    if console is None:
+        console = not (settings.slack_enabled or settings.discord_enabled)
+    if console and "log_level" not in settings.model_fields_set and level == "INFO":
+        level = "WARNING"
+    setup_logging(level, settings.secrets())
     return settings
 
 
@@ -89,7 +101,7 @@ def run(
     """Start every configured chat adapter (Slack, Discord), or the console when none is."""
     from bot.serve import serve_all
 
-    settings = settings_for(database_url, workflows)
+    settings = settings_for(database_url, workflows, console=None)
     try:
         asyncio.run(
             serve_all(
@@ -114,7 +126,7 @@ def console(
     """Chat with Baton in this terminal (history, numbered buttons, live progress; Ctrl-D quits)."""
     from bot.serve import console_only
 
-    settings = settings_for(database_url, workflows)
+    settings = settings_for(database_url, workflows, console=True)
     try:
         asyncio.run(
             console_only(settings, conversation=conversation, user=user or _default_user(), thread=thread)

@@ -68,6 +68,8 @@ def test_run_without_tokens_is_the_console_and_finishes_piped_work(baton: BatonC
     (run,) = baton.runs()
     assert (run.workflow, run.status, run.requester) == ("gated", "paused", "console:ana")
     assert "[1] Approve" in done.stdout
+    # the console is the screen: no info log lines between the chat (BATON_LOG_LEVEL unset)
+    assert "level=INFO" not in done.stderr + done.stdout
 
 
 def test_sigterm_stops_input_and_lets_the_running_step_finish(baton: BatonCli) -> None:
