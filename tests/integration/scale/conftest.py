@@ -53,6 +53,16 @@ class Cluster:
 
 
 @pytest.fixture
+async def store(postgres_url: str) -> AsyncIterator[SqlStore]:
+    """A migrated store on a fresh PostgreSQL database that also has the job queue's schema."""
+    s = SqlStore(postgres_url)
+    s.migrate()
+    apply_queue_schema(postgres_url)
+    yield s
+    s.close()
+
+
+@pytest.fixture
 async def cluster(tmp_path: Path, postgres_url: str) -> AsyncIterator[Cluster]:
     store = SqlStore(postgres_url)
     store.migrate()

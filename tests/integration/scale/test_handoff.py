@@ -11,13 +11,12 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncIterator
 from pathlib import Path
 
 import psycopg
 import pytest
 
-from core.engine.distributed.queue import apply_queue_schema, conninfo
+from core.engine.distributed.queue import conninfo
 from core.store.records import NodeStatus, RunStatus
 from core.store.repository import SqlStore
 from tests.integration.scale.processes import Node, replica_options, worker_options
@@ -43,15 +42,6 @@ def root(tmp_path: Path) -> Path:
     (tmp_path / "out").mkdir()
     (tmp_path / "workflows" / "once.yaml").write_text(ONCE.format(out=tmp_path / "out"))
     return tmp_path
-
-
-@pytest.fixture
-async def store(postgres_url: str) -> AsyncIterator[SqlStore]:
-    s = SqlStore(postgres_url)
-    s.migrate()
-    apply_queue_schema(postgres_url)
-    yield s
-    s.close()
 
 
 def _jobs(url: str) -> list[tuple[int, str, dict]]:

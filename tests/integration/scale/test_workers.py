@@ -15,7 +15,6 @@ from pathlib import Path
 
 import pytest
 
-from core.engine.distributed.queue import apply_queue_schema
 from core.store.records import NodeStatus, RunStatus
 from core.store.repository import SqlStore
 from tests.integration.scale.processes import Node, replica_options, worker_options
@@ -44,15 +43,6 @@ nodes:
 @pytest.fixture
 async def signals(tmp_path: Path) -> AsyncIterator[StepSignals]:
     s = StepSignals(tmp_path / "steps.fifo")
-    yield s
-    s.close()
-
-
-@pytest.fixture
-async def store(postgres_url: str) -> AsyncIterator[SqlStore]:
-    s = SqlStore(postgres_url)
-    s.migrate()
-    apply_queue_schema(postgres_url)
     yield s
     s.close()
 
