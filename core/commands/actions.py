@@ -132,6 +132,11 @@ async def decide(ctx: Context, run: Run, approve: bool, comment: str | None) -> 
 
 async def run(ctx: Context, cmd: RunCommand) -> list[Reply]:
     authz.require_run(ctx.access, ctx.uid, cmd.workflow)
+    msg = ctx.message
+    origin_event = f"{msg.platform}:{msg.event_id}"
+    already = ctx.store.run_for_event(origin_event)
+    if already is not None:  # a redelivery: the first delivery started it, then its replica died
+        return [replies.run_started(already, ctx.engine.args_of(already).get(MESSAGE))]
     workflow = ctx.catalog.get(cmd.workflow)
     base: dict[str, Any] = {}
     source: Run | None = None
@@ -155,7 +160,6 @@ async def run(ctx: Context, cmd: RunCommand) -> list[Reply]:
     strings = frozenset(name for name, spec in workflow.inputs.items() if spec.type == "string")
     args = build_args(base, cmd.sets, cmd.message, strings)
     validate_inputs(workflow, args)  # InputValidationError before anything runs
-    msg = ctx.message
     unfinished = ctx.store.unfinished_runs(workflow.name, msg.platform, msg.conversation)
     decision = decide_fresh_run(unfinished, cmd.force, explicit_run=source is not None or bool(cmd.args_from))
     if isinstance(decision, Prompt):
@@ -168,6 +172,7 @@ async def run(ctx: Context, cmd: RunCommand) -> list[Reply]:
     started = await ctx.engine.start_run(
         workflow=workflow.name, args=args, platform=msg.platform, conversation=msg.conversation,
         thread=msg.thread, requester=ctx.uid, resume_from=source.id if source else None,
+        origin_event=origin_event,
     )
     return [replies.run_started(started, args.get(MESSAGE))]
 

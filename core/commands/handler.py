@@ -1,6 +1,8 @@
 """`Handler.handle(message) -> list[Reply]`: the platform-neutral conversation.
 
-For every incoming message: dedupe by event id (a duplicate gets `[]`), reload the catalog,
+For every incoming message: claim its event id (a duplicate gets `[]`; a claim whose
+replica died before finishing it is re-claimed after `Store.claim_event`'s stale window),
+reload the catalog,
 then either a command (parse -> authorize -> act) or a plain reply that may decide an
 approval gate (DESIGN.md "Natural-language approval"). Every `BatonError` becomes one error
 reply (cause + next step); anything else is logged with its traceback and answered with a
@@ -34,8 +36,12 @@ _AUDIT_TEXT = 500  # characters of the command text kept in the audit trail
 
 
 class Handler:
-    def __init__(self, *, store: Store, engine: Engine, catalog: Catalog, access: Access) -> None:
+    def __init__(self, *, store: Store, engine: Engine, catalog: Catalog, access: Access,
+                 event_stale_after: float = 60.0) -> None:
         self.store = store
+        #: seconds after which an event claimed but never finished (its replica died) is
+        #: handled again when the platform redelivers it
+        self.event_stale_after = event_stale_after
         self.engine = engine
         self.catalog = catalog
         self.access = access
@@ -79,10 +85,27 @@ class Handler:
         ctx = Context(self.store, self.engine, self.catalog, self.access, message, uid,
                       announced=self.progress.announced)
         try:
-            if not self.store.claim_event(message.platform, message.event_id):
-                log.info("duplicate event ignored",
-                         extra={"action": "duplicate", "event_id": message.event_id})
-                return []
+            claimed = self.store.claim_event(message.platform, message.event_id,
+                                             stale_after=self.event_stale_after)
+        except BatonError as exc:  # the store is unreachable: nothing was claimed
+            return [replies.error(exc)]
+        if not claimed:
+            log.info("duplicate event ignored",
+                     extra={"action": "duplicate", "event_id": message.event_id})
+            return []
+        answer = await self._answer(ctx)  # every Exception becomes a reply in there
+        # Handled (an error reply included): every redelivery is a duplicate from now on. A
+        # task cancelled mid-way (shutdown) leaves the claim unfinished, so it is re-claimed.
+        try:
+            self.store.finish_event(message.platform, message.event_id)
+        except BatonError as exc:
+            log.warning("could not mark the event handled: %s", exc.message,
+                        extra={"action": "finish_event", "event_id": message.event_id})
+        return answer
+
+    async def _answer(self, ctx: Context) -> list[Reply]:
+        message = ctx.message
+        try:
             self.catalog.reload()
             if message.is_command:
                 return await self._command(ctx)

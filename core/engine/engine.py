@@ -184,7 +184,10 @@ class Engine(RunActions):
         thread: str | None,
         requester: str,
         resume_from: str | None = None,
+        origin_event: str | None = None,
     ) -> Run:
+        """`origin_event`: `"<platform>:<event_id>"` of the chat command asking for it, so a
+        redelivery of that command finds this run (`Store.run_for_event`)."""
         ready = self._ready(workflow, args)
         if resume_from is not None:
             self.store.get_run(resume_from)  # RunNotFound before anything is created
@@ -200,6 +203,7 @@ class Engine(RunActions):
             status=RunStatus.RUNNING,
             lease_owner=self.owner,
             lease_seconds=self.config.lease_seconds,
+            origin_event=origin_event,
         )
         self.store.audit(
             actor=requester,

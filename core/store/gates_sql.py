@@ -1,7 +1,9 @@
 """Approval gates, the audit trail and incoming-event dedupe: methods of `SqlStore`.
 
 `decide_gate` is a compare-and-swap `waiting -> approved|rejected`; `claim_event` is an
-INSERT … ON CONFLICT DO NOTHING on (platform, event_id), so exactly one caller gets True.
+INSERT … ON CONFLICT DO NOTHING on (platform, event_id), so exactly one caller gets True,
+then, for a claim never finished (`finish_event`) and older than `stale_after`, a CAS
+UPDATE that exactly one re-claimer wins.
 """
 
 from __future__ import annotations
@@ -153,14 +155,42 @@ class GatesSql(SqlBase):
             return [audit_from_row(row) for row in conn.execute(query)]
 
     @store_operation("record an incoming event")
-    def claim_event(self, platform: str, event_id: str) -> bool:
-        statement = self._insert_ignore(PROCESSED_EVENTS, ["platform", "event_id"]).returning(
+    def claim_event(self, platform: str, event_id: str, *, stale_after: float = 60.0) -> bool:
+        """True when this caller should handle the event: the first claim, or a re-claim of
+        a claim left unfinished for more than `stale_after` seconds (its claimer died). Each
+        path is one statement; of several concurrent re-claimers exactly one wins the CAS."""
+        now = self._now()
+        insert = self._insert_ignore(PROCESSED_EVENTS, ["platform", "event_id"]).returning(
             PROCESSED_EVENTS.c.event_id
         )
-        params = {"platform": platform, "event_id": event_id, "at": self._now()}
         with self._single.begin() as conn:
-            row = conn.execute(statement, params).first()
-        return row is not None
+            row = conn.execute(
+                insert, {"platform": platform, "event_id": event_id, "at": now, "done": False}
+            ).first()
+        if row is not None:
+            return True
+        reclaim = (
+            sa.update(PROCESSED_EVENTS)
+            .where(
+                PROCESSED_EVENTS.c.platform == platform,
+                PROCESSED_EVENTS.c.event_id == event_id,
+                PROCESSED_EVENTS.c.done == sa.false(),
+                PROCESSED_EVENTS.c.at < now - stale_after,
+            )
+            .values(at=now)
+        )
+        with self._single.begin() as conn:
+            return int(conn.execute(reclaim).rowcount) == 1
+
+    @store_operation("mark an incoming event handled")
+    def finish_event(self, platform: str, event_id: str) -> None:
+        statement = (
+            sa.update(PROCESSED_EVENTS)
+            .where(PROCESSED_EVENTS.c.platform == platform, PROCESSED_EVENTS.c.event_id == event_id)
+            .values(done=True)
+        )
+        with self._single.begin() as conn:
+            conn.execute(statement)
 
     @store_operation("forget old incoming events")
     def forget_events(self, before: float) -> int:

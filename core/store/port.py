@@ -54,7 +54,12 @@ class Store(Protocol):
         status: RunStatus = RunStatus.PENDING,
         lease_owner: str | None = None,
         lease_seconds: float | None = None,
-    ) -> Run: ...
+        origin_event: str | None = None,
+    ) -> Run:
+        """`origin_event`: `"<platform>:<event_id>"` of the chat command that started it."""
+
+    def run_for_event(self, origin_event: str) -> Run | None:
+        """The run started by that chat event (`create_run(origin_event=…)`), or None."""
 
     def get_run(self, run_id: str) -> Run:
         """Exact id; RunNotFound."""
@@ -183,8 +188,13 @@ class Store(Protocol):
 
     def audit_log(self, run_id: str) -> list[AuditEvent]: ...
 
-    def claim_event(self, platform: str, event_id: str) -> bool:
-        """True the first time an incoming event id is seen, False for a duplicate."""
+    def claim_event(self, platform: str, event_id: str, *, stale_after: float = 60.0) -> bool:
+        """True the first time an incoming event id is seen, and for a redelivery of one
+        whose claim was never finished and is older than `stale_after` seconds (the claimer
+        died; exactly one concurrent re-claimer wins); False for a duplicate."""
+
+    def finish_event(self, platform: str, event_id: str) -> None:
+        """The claimed event was handled: from now on every redelivery is a duplicate."""
 
     def forget_events(self, before: float) -> int:
         """Drop processed-event ids recorded before `before` (epoch seconds); returns how many."""

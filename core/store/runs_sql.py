@@ -42,6 +42,7 @@ class RunsSql(SqlBase):
         status: RunStatus = RunStatus.PENDING,
         lease_owner: str | None = None,
         lease_seconds: float | None = None,
+        origin_event: str | None = None,
     ) -> Run:
         now = self._now()
         running = RunStatus(status) is RunStatus.RUNNING
@@ -61,6 +62,7 @@ class RunsSql(SqlBase):
             "lease_expires_at": now + (lease_seconds or DEFAULT_LEASE_SECONDS) if running else None,
             "status_by": requester,
             "reason": None,
+            "origin_event": origin_event,
         }
         for attempt in range(_ID_ATTEMPTS):
             values["id"] = cas.new_run_id()
@@ -103,6 +105,14 @@ class RunsSql(SqlBase):
             listed = ", ".join(run.id for run in runs[:5]) + (", …" if len(runs) > 5 else "")
             raise AmbiguousRunId(f"Run id {prefix} matches several runs: {listed}.", run_id=prefix)
         return runs[0]
+
+    @store_operation("find the run a chat event started")
+    def run_for_event(self, origin_event: str) -> Run | None:
+        query = (
+            sa.select(RUNS).where(RUNS.c.origin_event == origin_event).order_by(RUNS.c.created_at).limit(1)
+        )
+        runs = self._runs(query)
+        return runs[0] if runs else None
 
     @store_operation("list unfinished runs")
     def unfinished_runs(self, workflow: str, platform: str, conversation: str) -> list[Run]:

@@ -3,7 +3,7 @@
 The repository reads and writes them through SQLAlchemy Core (`RUNS`, `JOURNAL`, ... are
 the plain `Table` objects) and converts rows to the frozen records of `records.py`.
 The alembic revisions (`migrations/versions/`: `0001_initial.py`, `0002_gate_cache_key.py`,
-`0003_platform_state.py`)
+`0003_platform_state.py`, `0004_event_handling.py`)
 create exactly this schema; `tests/integration/store/test_migrations.py` checks they agree.
 
 Statuses are stored as short strings (the `StrEnum` values), timestamps as float
@@ -38,6 +38,8 @@ class RunRow(SQLModel, table=True):
         sa.Index("ix_runs_created", "created_at"),
         # lease recovery: running runs whose lease lapsed
         sa.Index("ix_runs_lease", "status", "lease_expires_at"),
+        # a redelivered `run` command finds the run its first delivery started (revision 0004)
+        sa.Index("ix_runs_origin_event", "origin_event"),
         # `LIKE 'abc%'` prefix lookups; SQLite uses the primary key with a range instead
         sa.Index("ix_runs_id_prefix", "id", postgresql_ops={"id": "text_pattern_ops"}).ddl_if(
             dialect="postgresql"
@@ -60,6 +62,8 @@ class RunRow(SQLModel, table=True):
     lease_expires_at: float | None = Field(default=None, sa_column=sa.Column(sa.Float, nullable=True))
     status_by: str | None = _text(nullable=True)
     reason: str | None = Field(default=None, sa_column=sa.Column(sa.Text, nullable=True))
+    # "<platform>:<event_id>" of the chat command that started the run (revision 0004)
+    origin_event: str | None = _text(nullable=True)
 
 
 class JournalRow(SQLModel, table=True):
@@ -143,13 +147,18 @@ class BlobRow(SQLModel, table=True):
 
 
 class ProcessedEventRow(SQLModel, table=True):
-    """Incoming platform event ids already handled (Slack retries, Discord redeliveries)."""
+    """Incoming platform event ids claimed (Slack retries, Discord redeliveries). `done` is
+    false while the claimer handles it; a claim not done after a while may be re-claimed."""
 
     __tablename__ = "processed_events"
 
     platform: str = Field(sa_column=sa.Column(sa.String(), primary_key=True))
     event_id: str = Field(sa_column=sa.Column(sa.String(), primary_key=True))
     at: float = Field(sa_column=sa.Column(sa.Float, nullable=False))
+    # revision 0004; rows from before it were handled
+    done: bool = Field(
+        default=True, sa_column=sa.Column(sa.Boolean, nullable=False, server_default=sa.true())
+    )
 
 
 class PlatformStateRow(SQLModel, table=True):

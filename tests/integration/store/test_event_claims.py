@@ -1,0 +1,91 @@
+"""An incoming event claimed by a replica that died before finishing it is handled again.
+
+`claim_event` inserts an unfinished claim; `finish_event` marks it done. A redelivery of an
+unfinished claim older than `stale_after` is re-claimed by exactly one caller; a finished
+event is a duplicate forever. On SQLite and PostgreSQL (`database_url`).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+
+from core.store.repository import SqlStore
+from tests.integration.store.conftest import Clock, MakeRun
+
+BARRIER_TIMEOUT = 30.0
+
+
+def test_unfinished_claim_is_a_duplicate_within_the_stale_window(store: SqlStore, clock: Clock) -> None:
+    assert store.claim_event("slack", "Ev1", stale_after=60) is True
+    clock.advance(59)
+    assert store.claim_event("slack", "Ev1", stale_after=60) is False
+
+
+def test_unfinished_claim_is_reclaimed_once_after_the_stale_window(store: SqlStore, clock: Clock) -> None:
+    assert store.claim_event("slack", "Ev1", stale_after=60) is True
+    clock.advance(61)
+    assert store.claim_event("slack", "Ev1", stale_after=60) is True
+    # the re-claim renewed the claim's time: the next redelivery waits a full window again
+    assert store.claim_event("slack", "Ev1", stale_after=60) is False
+    clock.advance(61)
+    assert store.claim_event("slack", "Ev1", stale_after=60) is True
+
+
+def test_finished_event_is_always_a_duplicate(store: SqlStore, clock: Clock) -> None:
+    assert store.claim_event("slack", "Ev1", stale_after=60) is True
+    store.finish_event("slack", "Ev1")
+    clock.advance(3600)
+    assert store.claim_event("slack", "Ev1", stale_after=60) is False
+    assert store.claim_event("slack", "Ev1", stale_after=0) is False
+    assert store.claim_event("discord", "Ev1", stale_after=60) is True  # per platform
+
+
+def test_reclaim_on_the_real_clock_after_a_short_window(database_url: str) -> None:
+    with SqlStore(database_url) as store:
+        store.migrate()
+        claimed_at = time.time()
+        assert store.claim_event("console", "Ev-real", stale_after=0.05) is True
+        assert store.claim_event("console", "Ev-real", stale_after=30) is False
+        deadline = claimed_at + 0.05
+        time.sleep(max(0.0, deadline - time.time()) + 0.01)  # one wait until the window is over
+        assert store.claim_event("console", "Ev-real", stale_after=0.05) is True
+        store.finish_event("console", "Ev-real")
+        assert store.claim_event("console", "Ev-real", stale_after=0.0) is False
+
+
+@pytest.mark.parametrize("racers", [8])
+def test_one_of_several_concurrent_reclaimers_wins(database_url: str, racers: int) -> None:
+    clock = Clock()
+    with SqlStore(database_url, clock=clock) as first:
+        first.migrate()
+        assert first.claim_event("slack", "Ev-race", stale_after=60) is True  # then it "dies"
+    clock.advance(120)
+    stores = [SqlStore(database_url, clock=clock) for _ in range(racers)]
+    barrier = threading.Barrier(racers)
+
+    def reclaim(store: SqlStore) -> bool:
+        store.get_state("slack", "warm-up")  # open the connection before the race
+        barrier.wait(BARRIER_TIMEOUT)
+        return store.claim_event("slack", "Ev-race", stale_after=60)
+
+    try:
+        with ThreadPoolExecutor(racers) as pool:
+            outcomes = list(pool.map(reclaim, stores))
+    finally:
+        for store in stores:
+            store.close()
+    assert outcomes.count(True) == 1, outcomes
+
+
+def test_run_for_event_finds_the_run_its_event_started(store: SqlStore, make_run: MakeRun) -> None:
+    digest = store.put_blob(b'{"message":"B"}')
+    started = store.create_run(workflow="w", platform="slack", conversation="C1", thread=None,
+                               requester="slack:U1", args_digest=digest, origin_event="slack:Ev7")
+    make_run()  # a run without an origin event
+    assert store.run_for_event("slack:Ev7") == started
+    assert store.run_for_event("discord:Ev7") is None
+    assert store.get_run(started.id) == started
