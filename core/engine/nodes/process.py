@@ -76,8 +76,8 @@ async def run_process(
     group and re-raises on cancellation. A non-zero exit is *not* an error here: callers
     decide what it means.
     """
-    try:
-        proc = await asyncio.create_subprocess_exec(
+    starting = asyncio.ensure_future(
+        asyncio.create_subprocess_exec(
             *argv,
             stdin=asyncio.subprocess.PIPE if stdin is not None else asyncio.subprocess.DEVNULL,
             stdout=asyncio.subprocess.PIPE,
@@ -86,6 +86,14 @@ async def run_process(
             env=dict(env) if env is not None else node_env(ctx),
             start_new_session=True,
         )
+    )
+    try:
+        # Shielded: a cancel that lands while asyncio is still wiring the pipes would make it
+        # kill only the main process, leaving the rest of the group (`sleep &`) running.
+        proc = await asyncio.shield(starting)
+    except asyncio.CancelledError:
+        await _kill_started(starting)
+        raise
     except (FileNotFoundError, PermissionError, NotADirectoryError) as exc:
         raise NodeFailed(
             f"{what} `{ctx.node_id}` could not start `{argv[0]}`: {exc.strerror or exc}",
@@ -214,6 +222,16 @@ def _exit_waiter(proc: asyncio.subprocess.Process) -> asyncio.Future[None]:
 def _close_exit_waiter(exited: asyncio.Future[None]) -> None:
     if not exited.done():
         exited.cancel()
+
+
+async def _kill_started(starting: asyncio.Future[asyncio.subprocess.Process]) -> None:
+    """Cancelled while the process was starting: let it start, then kill its whole group."""
+    try:
+        proc = await starting
+    except Exception:  # it never started: nothing to kill
+        return
+    _signal_group(proc.pid, signal.SIGKILL)
+    await proc.wait()
 
 
 def _signal_group(pgid: int, sig: int) -> bool:
