@@ -205,3 +205,50 @@ class Store(Protocol):
 
     def get_state(self, platform: str, key: str) -> str | None:
         """The value kept under (platform, key), or None."""
+
+    # -- what a chat command always writes together, in one round trip (issue 8) ---------
+    def command_runs(
+        self, origin_event: str, workflow: str, platform: str, conversation: str
+    ) -> tuple[Run | None, list[Run]]:
+        """`run_for_event(origin_event)` and `unfinished_runs(workflow, platform,
+        conversation)` in one query."""
+
+    def create_run_audited(
+        self,
+        *,
+        args: bytes,
+        audit_details: dict[str, Any],
+        workflow: str,
+        platform: str,
+        conversation: str,
+        thread: str | None,
+        requester: str,
+        resumed_from: str | None = None,
+        status: RunStatus = RunStatus.PENDING,
+        lease_owner: str | None = None,
+        lease_seconds: float | None = None,
+        origin_event: str | None = None,
+    ) -> Run:
+        """`put_blob(args)`, `create_run(args_digest=<its digest>, …)` and the requester's
+        `start` audit row (`audit_details`), all or none: one statement on PostgreSQL."""
+
+    def approve_gate(
+        self, run: Run, node_id: str, *, by: str, comment: str | None, lease_owner: str, lease_seconds: float
+    ) -> tuple[Gate, Run]:
+        """`decide_gate(approved=True)`, then `transition` of `run` (at `run.version`) from
+        paused to running with the lease, then the `approve` audit row, as one change (one
+        statement on PostgreSQL). GateAlreadyDecided when the gate was not waiting; when the
+        run moved meanwhile, the gate is left waiting and the CAS error is raised."""
+
+    def finish_event_audited(
+        self,
+        platform: str,
+        event_id: str,
+        *,
+        actor: str,
+        action: str,
+        run_id: str | None,
+        details: dict[str, Any],
+    ) -> None:
+        """`audit(…)` and `finish_event(platform, event_id)` in one transaction (one statement
+        on PostgreSQL): a handled command is audited once, even when it is redelivered."""
