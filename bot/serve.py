@@ -46,8 +46,6 @@ async def serve_all(settings: Settings, *, console: bool, conversation: str, use
 
     Returns when the process is asked to stop, the console ends (Ctrl-D) or an adapter
     stops; a crashed adapter's error propagates after the others are stopped."""
-    from adapters.console.interactive import interactive  # prompt_toolkit: only when chatting
-
     names = configured_adapters(settings)
     baton = build_baton(settings)
     try:
@@ -56,6 +54,8 @@ async def serve_all(settings: Settings, *, console: bool, conversation: str, use
                 asyncio.ensure_future(_adapter_serve(name)(baton, settings)): name for name in names
             }
             if console or not names:
+                from adapters.console.interactive import interactive  # prompt_toolkit: only when chatting
+
                 history = settings.data_dir / HISTORY_FILE
                 task = asyncio.create_task(
                     interactive(baton, conversation=conversation, user=user, history=history),

@@ -19,11 +19,13 @@ import time
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
-
-from jinja2 import Environment, FileSystemLoader, StrictUndefined
+from typing import TYPE_CHECKING
 
 from core.commands.messages import Reply
 from core.commands.resolution import preview
+
+if TYPE_CHECKING:  # jinja2 is imported when the first reply is rendered
+    from jinja2 import Environment
 
 TEMPLATES = Path(__file__).resolve().parent.parent / "templates"
 PLATFORMS = ("console", "slack", "discord")
@@ -101,6 +103,8 @@ def truncate_preview(text: object, limit: int = 160) -> str:
 
 @cache
 def environment(root: Path = TEMPLATES) -> Environment:
+    from jinja2 import Environment, FileSystemLoader, StrictUndefined
+
     env = Environment(
         loader=FileSystemLoader(str(root)),
         undefined=StrictUndefined,

@@ -7,6 +7,8 @@ start of the offending output; the executor fails the step and never caches it.
 
 JSON Schema validators are compiled once per distinct schema (keyed by its canonical JSON).
 `compile_schema` is also what the workflow loader can call to reject a bad schema early.
+jsonschema is imported at the first schema check, not with the engine (a restarted bot
+whose runs check no schema never pays for it).
 """
 
 from __future__ import annotations
@@ -14,14 +16,13 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from functools import lru_cache
-from typing import Any
-
-from jsonschema import exceptions as schema_errors
-from jsonschema import validators
-from jsonschema.protocols import Validator
+from typing import TYPE_CHECKING, Any
 
 from core.errors import OutputContractViolation
 from core.workflows.model import OutputContract
+
+if TYPE_CHECKING:
+    from jsonschema.protocols import Validator
 
 OFFENDING_CHARS = 200
 
@@ -36,6 +37,8 @@ def check_output(node_id: str, output: str, contract: OutputContract) -> Any:
         rule = f"output is not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}"
         raise violation(node_id, rule, output) from None
     if contract.schema_ is not None:
+        from jsonschema import exceptions as schema_errors
+
         try:
             validator = compile_schema(contract.schema_)
         except schema_errors.SchemaError as exc:
@@ -54,6 +57,8 @@ def compile_schema(schema: Mapping[str, Any]) -> Validator:
 
 @lru_cache(maxsize=512)
 def _compiled(canonical: str) -> Validator:
+    from jsonschema import validators
+
     schema = json.loads(canonical)
     cls = validators.validator_for(schema)
     cls.check_schema(schema)

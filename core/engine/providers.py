@@ -20,14 +20,13 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
-import httpx
-from tenacity import AsyncRetrying, retry_if_exception, stop_after_attempt, wait_exponential_jitter
-
 from core.engine.nodes.process import exit_failure, run_process, timed_out
 from core.errors import ConfigurationError, NodeFailed
 from core.redaction import Redactor
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # httpx and tenacity are imported by OpenAIProvider only
+    import httpx
+
     from core.config import Settings
     from core.engine.nodes import NodeContext
 
@@ -172,7 +171,7 @@ class OpenAIProvider:
         self._key = api_key
         self._hide = Redactor([api_key] if api_key else [])
         self.attempts = attempts
-        self._wait = wait_exponential_jitter(multiplier=backoff, max=max_backoff, jitter=backoff)
+        self._backoff = (backoff, max_backoff)  # tenacity's wait is built at the first prompt
 
     def __repr__(self) -> str:
         return f"OpenAIProvider({self.url!r}, model={self.model!r})"
@@ -185,12 +184,16 @@ class OpenAIProvider:
             messages.insert(0, {"role": "system", "content": json_instruction(schema)})
         body = {"model": self.model, "messages": messages}
         headers = {"Authorization": f"Bearer {self._key}"} if self._key else {}
+        import httpx
+        from tenacity import AsyncRetrying, retry_if_exception, stop_after_attempt, wait_exponential_jitter
+
+        backoff, max_backoff = self._backoff
         timer = asyncio.timeout(ctx.timeout)
         try:
             async with timer, httpx.AsyncClient(timeout=ctx.timeout) as client:
                 retrying = AsyncRetrying(
                     stop=stop_after_attempt(self.attempts),
-                    wait=self._wait,
+                    wait=wait_exponential_jitter(multiplier=backoff, max=max_backoff, jitter=backoff),
                     retry=retry_if_exception(lambda exc: isinstance(exc, _Retryable)),
                     reraise=True,
                 )
@@ -212,6 +215,8 @@ class OpenAIProvider:
     async def _post(
         self, client: httpx.AsyncClient, body: dict[str, Any], headers: dict[str, str], ctx: NodeContext
     ) -> Any:
+        import httpx
+
         try:
             response = await client.post(self.url, json=body, headers=headers)
         except httpx.TimeoutException as exc:

@@ -21,16 +21,16 @@ import re
 import shlex
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
-from functools import lru_cache
-from typing import Any
-
-from jinja2 import StrictUndefined, Template, meta, nodes, pass_context
-from jinja2.exceptions import SecurityError, TemplateSyntaxError, UndefinedError
-from jinja2.runtime import Context, Undefined
-from jinja2.sandbox import SandboxedEnvironment
+from functools import cache, lru_cache
+from typing import TYPE_CHECKING, Any
 
 from core.errors import TemplateRenderError
 from core.workflows.model import Node
+
+if TYPE_CHECKING:  # jinja2 is imported at the first template, not with the engine
+    from jinja2 import Template, nodes
+    from jinja2.exceptions import UndefinedError
+    from jinja2.sandbox import SandboxedEnvironment
 
 #: Names a template may use at the top level (plus jinja2's globals such as `range`).
 CONTEXT_NAMES: frozenset[str] = frozenset({"inputs", "nodes", "run"})
@@ -49,33 +49,43 @@ def to_text(value: Any) -> str:
     return str(value)
 
 
-@pass_context
-def _finalize(context: Context, value: Any) -> str:
-    if isinstance(value, Undefined):
-        str(value)  # StrictUndefined raises UndefinedError here
-    text = to_text(value)
-    return shlex.quote(text) if context.get(_SHELL_FLAG) else text
+@cache
+def environment() -> SandboxedEnvironment:
+    """The one sandboxed environment, built (and jinja2 imported) at the first template: a
+    workflow without templated fields, or a restarted bot before its first template, does
+    not pay for jinja2."""
+    from jinja2 import StrictUndefined, pass_context
+    from jinja2.runtime import Context, Undefined
+    from jinja2.sandbox import SandboxedEnvironment
 
+    @pass_context
+    def finalize(context: Context, value: Any) -> str:
+        if isinstance(value, Undefined):
+            str(value)  # StrictUndefined raises UndefinedError here
+        text = to_text(value)
+        return shlex.quote(text) if context.get(_SHELL_FLAG) else text
 
-ENVIRONMENT = SandboxedEnvironment(
-    undefined=StrictUndefined, autoescape=False, finalize=_finalize, keep_trailing_newline=True
-)
+    return SandboxedEnvironment(
+        undefined=StrictUndefined, autoescape=False, finalize=finalize, keep_trailing_newline=True
+    )
 
 
 @lru_cache(maxsize=1024)
 def compile_template(source: str) -> Template:
     """Compile (cached); raises jinja2's `TemplateSyntaxError` for broken templates."""
-    return ENVIRONMENT.from_string(source)
+    return environment().from_string(source)
 
 
 @lru_cache(maxsize=1024)
 def parse_template(source: str) -> nodes.Template:
     """The jinja2 AST of a template (cached); raises `TemplateSyntaxError`."""
-    return ENVIRONMENT.parse(source)
+    return environment().parse(source)
 
 
 def render_template(source: str, context: Mapping[str, Any], *, shell: bool = False) -> str:
     """Render `source`; with `shell=True` every `{{ }}` value is shell-quoted."""
+    from jinja2.exceptions import SecurityError, TemplateSyntaxError, UndefinedError
+
     try:
         return compile_template(source).render({**context, _SHELL_FLAG: shell})
     except UndefinedError as exc:
@@ -99,8 +109,11 @@ def render_value(value: Any, context: Mapping[str, Any]) -> Any:
         match = _SINGLE_EXPRESSION.match(value)
         if match is None:
             return render_template(value, context)
+        from jinja2.exceptions import SecurityError, UndefinedError
+        from jinja2.runtime import Undefined
+
         try:
-            result = ENVIRONMENT.compile_expression(match["expr"], undefined_to_none=False)(**context)
+            result = environment().compile_expression(match["expr"], undefined_to_none=False)(**context)
         except UndefinedError as exc:
             raise _undefined(value, context, exc) from exc
         except SecurityError as exc:
@@ -173,6 +186,8 @@ def template_references(source: str) -> References:
     found_inputs: set[str] = set()
     found_nodes: set[str] = set()
     flags = {"inputs": False, "nodes": False}
+    from jinja2 import meta
+
     tree = parse_template(source)
     for name, key, called in _name_uses(tree):
         if name not in flags:
@@ -192,14 +207,19 @@ def template_references(source: str) -> References:
 
 def unknown_filters(source: str) -> list[str]:
     """Filter and test names used in `source` that the environment does not have."""
+    from jinja2 import nodes
+
     tree = parse_template(source)
-    missing = [f.name for f in tree.find_all(nodes.Filter) if f.name not in ENVIRONMENT.filters]
-    missing += [t.name for t in tree.find_all(nodes.Test) if t.name not in ENVIRONMENT.tests]
+    env = environment()
+    missing = [f.name for f in tree.find_all(nodes.Filter) if f.name not in env.filters]
+    missing += [t.name for t in tree.find_all(nodes.Test) if t.name not in env.tests]
     return missing
 
 
 def dotted_paths(source: str) -> list[tuple[str | int, ...]]:
     """Every `a.b[c]…` chain with literal keys rooted at a context name (longest form)."""
+    from jinja2 import nodes
+
     paths: list[tuple[str | int, ...]] = []
 
     def chain(node: nodes.Node) -> tuple[str | int, ...] | None:
@@ -229,6 +249,7 @@ def dotted_paths(source: str) -> list[tuple[str | int, ...]]:
 def _name_uses(tree: nodes.Node) -> Iterator[tuple[str, str | None, bool]]:
     """(name, literal key or None, called) for each load of a name; `called` is True for
     `inputs.items()`-style uses, which read the whole mapping."""
+    from jinja2 import nodes
 
     def visit(
         node: nodes.Node, parent: nodes.Node | None, grand: nodes.Node | None

@@ -13,15 +13,12 @@ import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
-import jsonschema
-from jinja2.exceptions import TemplateSyntaxError
-
 from core.errors import WorkflowDefinitionError
 from core.store.records import ReplayClass
 from core.workflows.model import Node, Workflow
 from core.workflows.templating import (
     CONTEXT_NAMES,
-    ENVIRONMENT,
+    environment,
     template_references,
     templated_fields,
     unknown_filters,
@@ -141,6 +138,8 @@ def _node_problems(workflow: Workflow, index: int, node: Node) -> Iterator[Probl
                 f"node `{node.id}` declares an output `schema` but its format is `{node.output.format}`",
                 "Add `format: json` to `output:` (schemas check JSON output).",
             )
+        import jsonschema  # only for workflows that declare a schema
+
         try:
             jsonschema.validators.validator_for(schema).check_schema(schema)
         except jsonschema.SchemaError as exc:
@@ -155,6 +154,8 @@ def _node_problems(workflow: Workflow, index: int, node: Node) -> Iterator[Probl
 def _template_problems(node: Node, at: Loc) -> Iterator[Problem]:
     deps = set(node.depends_on)
     for path, source in templated_fields(node):
+        from jinja2.exceptions import TemplateSyntaxError  # jinja2 only for templated nodes
+
         loc = (*at, *path)
         try:
             missing_filters = unknown_filters(source)
@@ -171,10 +172,10 @@ def _template_problems(node: Node, at: Loc) -> Iterator[Problem]:
             yield Problem(
                 loc,
                 f"template in `{_show(path)}` of `{node.id}` uses unknown filter `{missing_filters[0]}`",
-                _guess_hint(missing_filters[0], set(ENVIRONMENT.filters)),
+                _guess_hint(missing_filters[0], set(environment().filters)),
             )
             continue
-        for name in sorted(refs.names - CONTEXT_NAMES - set(ENVIRONMENT.globals)):
+        for name in sorted(refs.names - CONTEXT_NAMES - set(environment().globals)):
             guess = did_you_mean(name, CONTEXT_NAMES)
             yield Problem(
                 loc,

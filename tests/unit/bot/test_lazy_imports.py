@@ -1,0 +1,111 @@
+"""A restarted bot imports only what it runs on: the cold-start win, pinned by `sys.modules`.
+
+A fresh interpreter builds the real `Baton` on a database that is already at the newest
+schema (as after a crash), starts the engine, runs a workflow of tool steps (no templates,
+no schemas) to completion and reports which heavy modules got imported. jsonschema, jinja2, httpx,
+tenacity, alembic, procrastinate and the chat adapters are imported at their point of use
+(a schema check, a template, the openai provider, a migration, the distributed executor, a
+platform), never by the restart path itself. Not a timing test: it counts modules.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[3]
+LAZY = ("jsonschema", "jinja2", "httpx", "tenacity", "alembic", "procrastinate", "prompt_toolkit", "rich")
+ADAPTERS = ("adapters.slack", "adapters.discord", "adapters.console.interactive", "slack_bolt", "discord")
+
+RESTART = textwrap.dedent(
+    """
+    import asyncio, json, sys
+    from bot.serve import configured_adapters  # the `baton run` module, as the CLI imports it
+    from bot.app import build_baton
+    from bot.settings import load_settings
+
+    async def main(workflow: str) -> str:
+        baton = build_baton(load_settings())
+        try:
+            async with baton.running(handle_signals=False):
+                run = await baton.engine.start_run(
+                    workflow=workflow, args={}, platform="console", conversation="c",
+                    thread=None, requester="console:t",
+                )
+                return (await baton.engine.wait(run.id, timeout=60)).status.value
+        finally:
+            baton.close()
+
+    status = asyncio.run(main(sys.argv[1]))
+    print(json.dumps({"status": status, "modules": sorted(sys.modules)}))
+    """
+)
+
+PLAIN = "name: plain\nnodes:\n  - id: a\n    tool: ping\n  - id: b\n    depends_on: [a]\n    tool: ping\n"
+TOOLS = "from core.engine.tools import tool\n\n@tool(replay='pure')\ndef ping() -> str:\n    return 'pong'\n"
+TEMPLATED = (
+    "name: templated\ninputs:\n  who: {default: you}\n"
+    "nodes:\n  - id: a\n    bash: echo {{ inputs.who }}\n    replay: pure\n"
+    "    output: {format: json, schema: {type: object}}\n"
+)
+
+
+def _restart(tmp_path: Path, workflow: str) -> tuple[str, set[str]]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("BATON_")}
+    env.update(
+        BATON_DATABASE_URL=f"sqlite:///{tmp_path / 'baton.db'}",
+        BATON_WORKFLOW_DIRS=json.dumps([str(tmp_path / "workflows")]),
+        BATON_DATA_DIR=str(tmp_path / "data"),
+        PYTHONPATH=str(ROOT),
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", RESTART, workflow],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=tmp_path,
+        timeout=120,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr
+    result = json.loads(proc.stdout.splitlines()[-1])
+    return result["status"], set(result["modules"])
+
+
+def _heavy(modules: set[str]) -> list[str]:
+    return sorted(
+        m
+        for m in modules
+        if m.split(".")[0] in LAZY or any(m == a or m.startswith(a + ".") for a in ADAPTERS)
+    )
+
+
+@pytest.fixture
+def workdir(tmp_path: Path) -> Path:
+    (tmp_path / "workflows").mkdir()
+    (tmp_path / "workflows" / "plain.yaml").write_text(PLAIN)
+    (tmp_path / "workflows" / "tools.py").write_text(TOOLS)  # BATON_TOOL_MODULES' default
+    _restart(tmp_path, "plain")  # the first start creates the schema (alembic) and runs once
+    return tmp_path
+
+
+def test_a_restart_imports_no_schema_template_http_migration_or_adapter_module(workdir: Path) -> None:
+    status, modules = _restart(workdir, "plain")
+    assert status == "completed"
+    assert _heavy(modules) == []
+    assert {"sqlalchemy", "core.engine.engine", "core.commands.handler"} <= modules  # it did run
+
+
+def test_a_templated_workflow_with_a_schema_still_imports_what_it_uses(workdir: Path) -> None:
+    """The lazy imports happen where they are needed (so the test above can fail)."""
+    (workdir / "workflows" / "templated.yaml").write_text(TEMPLATED.replace("echo {{", "echo '{}' # {{"))
+    status, modules = _restart(workdir, "templated")
+    assert status == "completed"
+    assert {"jinja2", "jsonschema"} <= modules
+    assert not {"httpx", "alembic", "adapters.slack"} & modules
