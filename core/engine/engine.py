@@ -48,6 +48,7 @@ class EngineConfig:
     replica_id: str = "local"
     extra_env: Mapping[str, str] = field(default_factory=dict)  # exported to every step
     secrets: tuple[str, ...] = ()  # hidden in stderr tails and errors
+    group_commit: float = 0.01  # seconds a pure step's result may wait for its commit (0: none)
 
 
 @dataclass(frozen=True, slots=True)
@@ -230,6 +231,7 @@ class Engine(RunActions):
                 bus=self._bus,
                 max_parallel=self.config.max_parallel,
                 extra_env=self.config.extra_env,
+                group_commit=self.config.group_commit,
                 redactor=self._redactor,
             )
         )

@@ -9,7 +9,9 @@ decides every node from memory:
     `started` without a result        -> replay rules: pure/idempotent re-run, unsafe -> attention
     approval                          -> the gate's decision, or open the gate and wait
     otherwise                         -> run it: journal_start (committed), execute, put_blob, journal_finish
-    inline pure/idempotent tool       -> execute, then journal_complete (blob + completed: one commit)
+    inline idempotent tool            -> execute, then blob + completed entry in one commit
+    inline pure tool                  -> execute, then blob + completed entry group-committed
+                                         (`group_commit.py`: one commit per batch of steps)
 
 The executor never changes the run's status: it returns an `Outcome` and the engine
 applies it with a compare-and-swap.
@@ -20,6 +22,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import logging
 import time
 from collections import deque
 from collections.abc import Mapping
@@ -30,20 +33,30 @@ from core.engine import replay
 from core.engine.cache_key import components_of, digest_value, key_from, key_prefix
 from core.engine.contracts import check_output
 from core.engine.events import EngineEvent, EventBus, EventKind
+from core.engine.group_commit import PendingResults
 from core.engine.journal_index import REJECTED_MARKER, JournalIndex
 from core.engine.nodes import NodeContext, NodeResult, RenderedNode, execute_node
 from core.engine.prepared import Definitions, PreparedNode, PreparedWorkflow
 from core.engine.providers import ProviderRegistry
 from core.engine.tools import ToolRegistry
 from core.engine.workdirs import RunDirs, capture_artifacts, missing_artifacts, restore_artifacts
-from core.errors import BatonError, ConfigurationError, NodeFailed, ReplayUnsafe, RunNotFound, RunStateError
+from core.errors import (
+    BatonError,
+    ConfigurationError,
+    NodeFailed,
+    ReplayUnsafe,
+    RunNotFound,
+    RunStateError,
+    StoreError,
+)
 from core.redaction import NO_SECRETS, Redactor
-from core.store.port import Store
+from core.store.port import StepResult, Store
 from core.store.records import Gate, GateStatus, JournalEntry, NodeStatus, ReplayClass, Run, RunStatus
 from core.workflows.args import canonical_json
 from core.workflows.loader import base_dir
 from core.workflows.templating import render_template, render_value
 
+log = logging.getLogger(__name__)
 ENGINE_ACTOR = "baton"  # who the audit trail names for the engine's own decisions
 ABSENT = digest_value(None)  # the digest a referenced but missing input contributes
 INTERRUPTED = "interrupted: the process running it stopped before it finished; re-run ({cls})"
@@ -66,6 +79,7 @@ class Setup:
     max_parallel: int = 4
     extra_env: Mapping[str, str] = field(default_factory=dict)
     redactor: Redactor = NO_SECRETS
+    group_commit: float = 0.0  # seconds a pure step's result may wait for its commit (0: none)
 
 
 @dataclass(frozen=True, slots=True)
@@ -130,6 +144,7 @@ class RunExecutor:
         self._runnable: deque[_Step] = deque()
         self._running: dict[asyncio.Task[None], _Step] = {}
         self._hits: list[JournalEntry] = []
+        self._pending = PendingResults(setup.store, setup.group_commit)  # pure results not yet committed
         self._restore: dict[str, str] = {}  # artifact path -> digest, to write before dependents run
         self._failed: list[tuple[str, str]] = []
         self._attention: list[ReplayUnsafe] = []
@@ -164,6 +179,7 @@ class RunExecutor:
                 for task in done:
                     del self._running[task]
                     task.result()  # _run_step handles step failures; anything else is a bug
+            self._pending.flush()
             self._flush_hits()
             if self._restore:
                 self._ensure_values([])
@@ -171,6 +187,11 @@ class RunExecutor:
             for task in self._running:
                 task.cancel()
             await asyncio.gather(*self._running, return_exceptions=True)
+            try:  # results of steps that did complete are kept, however the execution ends
+                self._pending.flush()
+            except StoreError as exc:
+                lost = len(self._pending)
+                log.warning("run %s: %d step results not journaled: %s", self.run_id, lost, exc.message)
             raise
         return self._outcome()
 
@@ -249,6 +270,7 @@ class RunExecutor:
             self._attention.append(error)
             await self._emit(EventKind.NODE_ATTENTION, pn.id, reason=error.message, hint=error.hint)
             return False
+        self._pending.flush()
         with contextlib.suppress(RunStateError):  # already settled by someone: fine, it re-runs anyway
             self.store.journal_finish(
                 entry.id, status=NodeStatus.FAILED, error=INTERRUPTED.format(cls=pn.replay)
@@ -280,6 +302,7 @@ class RunExecutor:
         definition or upstream outputs changed since, the gate is re-opened and asks again.
         """
         pn = step.node
+        self._pending.flush()  # the gate's decision is journaled after what it was asked about
         try:
             self._ensure_values(pn.deps)
             prompt = render_template(pn.node.body, self._context)
@@ -324,6 +347,7 @@ class RunExecutor:
     # -- outputs, blobs, artifacts ----------------------------------------------------------
     def _flush_hits(self) -> None:
         if self._hits:
+            self._pending.flush()
             self.store.journal_record_cached(self.run_id, self._hits)
             self._hits = []
 
@@ -348,6 +372,7 @@ class RunExecutor:
     # -- running one step ---------------------------------------------------------------------
     def _journal_start(self, step: _Step, attempt: int | None = None) -> int:
         assert self._index is not None
+        self._pending.flush()  # a `started` entry is never durable before the results it follows
         return self.store.journal_start(
             run_id=self.run_id,
             node_id=step.node.id,
@@ -454,8 +479,8 @@ class RunExecutor:
             message = f"step `{pn.id}` crashed: {type(exc).__name__}: {self.s.redactor.redact(str(exc))}"
             self.store.journal_finish(entry_id, status=NodeStatus.FAILED, error=message)
             return message
-        if entry_id is None:  # blob and `completed` entry: one transaction, one commit
-            digest = self.store.journal_complete(
+        if entry_id is None:  # blob and `completed` entry together, no `started` before them
+            done = StepResult(
                 run_id=self.run_id,
                 node_id=pn.id,
                 cache_key=step.key,
@@ -466,6 +491,11 @@ class RunExecutor:
                 tokens_in=result.tokens_in,
                 tokens_out=result.tokens_out,
             )
+            if pn.replay is ReplayClass.PURE:
+                self._pending.add(done)  # committed with the next batch
+            else:
+                self._pending.commit_with(done)  # durable before anything depends on it
+            digest = done.digest
         else:
             digest = self._finish(pn, entry_id, result)
         self._values[pn.id] = {"output": value}
@@ -502,9 +532,10 @@ class RunExecutor:
         DESIGN.md's promise is that `started` is committed before a side effect is
         dispatched. A pure or idempotent step may run twice by declaration (recovery re-runs
         it; an idempotent one with the same key, which comes from the cache key), so its start
-        need not be journaled. Limited to inline tools without artifacts: they run to the end
-        on the event loop, so nobody could have seen a `started` entry (the summary's
-        "running" state) and there are no files to capture. Everything else, and every
+        need not be journaled. A pure step's result may even wait for the next group commit;
+        an idempotent one's is committed at once. Limited to inline tools without artifacts:
+        they run to the end on the event loop, so nobody could have seen a `started` entry
+        (the summary's "running" state) and there are no files to capture. Everything else, and every
         `unsafe` step, keeps its committed `started` entry.
         """
         if rendered.kind != "tool" or pn.replay is ReplayClass.UNSAFE or pn.node.artifacts:

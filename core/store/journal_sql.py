@@ -1,8 +1,9 @@
 """Journal and blob methods of `SqlStore`.
 
 `journal_start`, `journal_finish` and `put_blob` are the engine's hot path: one statement
-and one commit each, through `HotPath`; `journal_complete` is the blob and a `completed`
-entry in one commit, for a step whose start is not journaled (see the executor).
+and one commit each, through `HotPath`; `journal_complete_many` is the blobs and `completed`
+entries of one or more steps in one commit, for steps whose start is not journaled (see
+the executor and `core/engine/group_commit.py`).
 `journal(run_ids)` and `get_blobs` are one query for any number of ids; `lineage` is one recursive CTE.
 """
 
@@ -18,6 +19,7 @@ import sqlalchemy as sa
 from core.errors import InvalidTransition, RunNotFound, StoreError
 from core.store.database import store_operation
 from core.store.handles import resolve_digest_prefix
+from core.store.port import StepResult
 from core.store.records import JournalEntry, NodeStatus
 from core.store.rows import JOURNAL_FIELDS, journal_from_row, journal_from_values
 from core.store.sql_base import SqlBase
@@ -147,28 +149,52 @@ class JournalSql(SqlBase):
         tokens_out: int = 0,
     ) -> str:
         """Store `output` and a `completed` entry in one transaction; returns the digest."""
-        digest = hashlib.sha256(output).hexdigest()
-        now = self._now()
-        entry = {
-            "run_id": run_id,
-            "node_id": node_id,
-            "attempt": attempt,
-            "cache_key": cache_key,
-            "components": json.dumps(components),
-            "status": NodeStatus.COMPLETED.value,
-            "started_at": now,
-            "finished_at": now,
-            "output_digest": digest,
-            "idempotency_key": idempotency_key,
-            "tokens_in": tokens_in,
-            "tokens_out": tokens_out,
-            "artifacts": "{}",
-        }
-        blob = {"digest": digest, "data": output, "size": len(output)}
-        self._hot.run_together(
-            [(self._put_blob_sql, blob), (self._journal_done_sql, entry)], operation="record a step result"
+        result = StepResult(
+            run_id=run_id,
+            node_id=node_id,
+            cache_key=cache_key,
+            components=components,
+            attempt=attempt,
+            idempotency_key=idempotency_key,
+            output=output,
+            tokens_in=tokens_in,
+            tokens_out=tokens_out,
         )
-        return digest
+        self.journal_complete_many([result])
+        return result.digest
+
+    def journal_complete_many(self, results: Sequence[StepResult]) -> None:
+        """The blobs, then the `completed` entries, of several steps: one transaction.
+
+        Blobs go in digest order, so two writers inserting the same blobs take their
+        row locks in the same order (PostgreSQL) and cannot deadlock each other.
+        """
+        if not results:
+            return
+        now = self._now()
+        blobs = {r.digest: {"digest": r.digest, "data": r.output, "size": len(r.output)} for r in results}
+        entries = [
+            {
+                "run_id": r.run_id,
+                "node_id": r.node_id,
+                "attempt": r.attempt,
+                "cache_key": r.cache_key,
+                "components": json.dumps(r.components),
+                "status": NodeStatus.COMPLETED.value,
+                "started_at": now,
+                "finished_at": now,
+                "output_digest": r.digest,
+                "idempotency_key": r.idempotency_key,
+                "tokens_in": r.tokens_in,
+                "tokens_out": r.tokens_out,
+                "artifacts": "{}",
+            }
+            for r in results
+        ]
+        self._hot.run_many(
+            [(self._put_blob_sql, [blobs[d] for d in sorted(blobs)]), (self._journal_done_sql, entries)],
+            operation="record step results",
+        )
 
     def journal_finish(
         self,

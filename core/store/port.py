@@ -14,10 +14,31 @@ Zero rows updated means another actor won: the method re-reads the run and raise
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from core.store.records import AuditEvent, Gate, JournalEntry, NodeStatus, Run, RunStatus
+
+
+@dataclass(frozen=True, slots=True)
+class StepResult:
+    """A step that completed without a `started` entry before it (its re-run is safe)."""
+
+    run_id: str
+    node_id: str
+    cache_key: str
+    components: dict[str, Any]
+    attempt: int
+    idempotency_key: str | None
+    output: bytes
+    tokens_in: int = 0
+    tokens_out: int = 0
+    digest: str = field(init=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "digest", hashlib.sha256(self.output).hexdigest())
 
 
 class Store(Protocol):
@@ -138,6 +159,9 @@ class Store(Protocol):
         digest. Only for steps whose re-run is safe (pure/idempotent): no `started` entry
         precedes it, so a crash before it leaves nothing and recovery runs the step again."""
 
+    def journal_complete_many(self, results: Sequence[StepResult]) -> None:
+        """`journal_complete` for several steps, all in ONE transaction (group commit)."""
+
     def journal_finish(
         self,
         entry_id: int,
@@ -176,9 +200,7 @@ class Store(Protocol):
     ) -> list[tuple[Run, Gate]]:
         """Gates waiting in that conversation (and thread, when given), newest first."""
 
-    def decide_gate(
-        self, run_id: str, node_id: str, *, approved: bool, by: str, comment: str | None
-    ) -> Gate:
+    def decide_gate(self, run_id: str, node_id: str, *, approved: bool, by: str, comment: str | None) -> Gate:
         """CAS waiting -> approved|rejected; GateAlreadyDecided (with `by`) if it was not waiting."""
 
     # -- audit and dedupe ------------------------------------------------------------

@@ -4,13 +4,14 @@ the lines it prints, each with a deadline."""
 from __future__ import annotations
 
 import asyncio
+import os
 import sys
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[3]
 
 
-async def start_runner(*args: str) -> asyncio.subprocess.Process:
+async def start_runner(*args: str, env: dict[str, str] | None = None) -> asyncio.subprocess.Process:
     """`python -m tests.integration.crash.runner <args>` with pipes for stdin and stdout."""
     return await asyncio.create_subprocess_exec(
         sys.executable,
@@ -20,6 +21,7 @@ async def start_runner(*args: str) -> asyncio.subprocess.Process:
         cwd=REPO,
         stdin=asyncio.subprocess.PIPE,
         stdout=asyncio.subprocess.PIPE,
+        env={**os.environ, **env} if env else None,
     )
 
 

@@ -10,12 +10,18 @@ processes at once), waits for the run to rest and prints
 `{"status": ..., "recovered_in": seconds}`.
 `race` prints `ready`, waits for `go` on stdin, makes one recovery pass and prints
 `{"won": [run ids]}` (then lets a won run finish).
+
+Tools (`TOOLS`): `mark` (pure, inline) appends its node id to `<dir>/marks`; `hold_pure` and
+`hold_unsafe` (inline) write `<node> <pid>` into the FIFO `sig` and block until `<dir>/release`
+exists. `CRASH_GROUP_COMMIT` (seconds) sets the engine's group-commit window.
 """
 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
+import os
 import sys
 import time
 from pathlib import Path
@@ -29,15 +35,39 @@ from core.workflows.catalog import Catalog
 REPLICA = "crash"
 
 
+def _tools() -> ToolRegistry:
+    tools = ToolRegistry()
+
+    @tools.tool("mark", replay="pure", inline=True)
+    def mark(dir: str, node: str) -> str:
+        with open(Path(dir) / "marks", "a") as f:
+            f.write(node + "\n")
+        return node
+
+    def hold(dir: str, sig: str, node: str) -> str:
+        if not (Path(dir) / "release").exists():
+            with open(sig, "w") as f:
+                f.write(f"{node} {os.getpid()}\n")
+            time.sleep(60)  # killed here (the test sends kill -9)
+        return node
+
+    tools.tool("hold_pure", replay="pure", inline=True)(hold)
+    tools.tool("hold_unsafe", replay="unsafe", inline=True)(hold)
+    return tools
+
+
 def build(url: str, root: Path, replica: str, lease_seconds: float = 15.0) -> Engine:
     store = SqlStore(url)
     store.migrate()
+    config = EngineConfig(data_dir=root / "data", lease_seconds=lease_seconds, replica_id=replica)
+    if "CRASH_GROUP_COMMIT" in os.environ:
+        config = dataclasses.replace(config, group_commit=float(os.environ["CRASH_GROUP_COMMIT"]))
     return Engine(
         store=store,
         catalog=Catalog([root / "workflows"]),
-        config=EngineConfig(data_dir=root / "data", lease_seconds=lease_seconds, replica_id=replica),
+        config=config,
         providers=ProviderRegistry({"fake": FakeProvider()}, "fake"),
-        tools=ToolRegistry(),
+        tools=_tools(),
     )
 
 

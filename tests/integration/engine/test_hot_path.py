@@ -63,14 +63,16 @@ def _chain(root: Path, fail_last: bool = False) -> None:
     (root / "workflows" / "chain.yaml").write_text("\n".join(lines) + "\n")
 
 
-def _engine(root: Path, url: str, tools: ToolRegistry) -> tuple[Engine, CountingStore]:
+def _engine(
+    root: Path, url: str, tools: ToolRegistry, *, group_commit: float = 0.01
+) -> tuple[Engine, CountingStore]:
     real = SqlStore(url)
     real.migrate()
     store = CountingStore(real)
     engine = Engine(
         store=store,  # type: ignore[arg-type]
         catalog=Catalog([root / "workflows"]),
-        config=EngineConfig(data_dir=root / "data", replica_id="bench"),
+        config=EngineConfig(data_dir=root / "data", replica_id="bench", group_commit=group_commit),
         providers=ProviderRegistry({"fake": FakeProvider()}, "fake"),
         tools=tools,
     )
@@ -107,8 +109,9 @@ async def _start(engine: Engine, **kw: Any) -> Any:
 
 
 async def test_a_durable_inline_pure_step_is_one_commit(tmp_path: Path, sqlite_url: str) -> None:
+    """Without group commit (window 0): one transaction per step, nothing else per step."""
     _chain(tmp_path)
-    engine, store = _engine(tmp_path, sqlite_url, _tools(lambda: True))
+    engine, store = _engine(tmp_path, sqlite_url, _tools(lambda: True), group_commit=0)
     await _start(engine)  # warm: catalog, prepared workflow, SQLite pages
     store.reset()
 
@@ -119,7 +122,7 @@ async def test_a_durable_inline_pure_step_is_one_commit(tmp_path: Path, sqlite_u
 
     assert run.status is RunStatus.COMPLETED
     # an inline pure tool: no `started` entry, blob + `completed` entry in one transaction
-    assert store.calls["journal_complete"] == N
+    assert store.calls["journal_complete_many"] == N
     assert store.calls["journal_start"] == 0
     assert store.calls["journal_finish"] == 0
     assert store.calls["put_blob"] == 1  # the run's args; outputs go with their entries
@@ -151,7 +154,7 @@ async def test_a_1000_node_all_cached_resume_reads_the_journal_once(tmp_path: Pa
     assert store.calls["get_blobs"] <= 1
     assert store.calls["journal_record_cached"] == 1
     assert store.calls["journal_start"] == 1  # only n999 ran; it failed, so its start is journaled
-    assert store.calls["journal_complete"] == 0
+    assert store.calls["journal_complete_many"] == 0
     engine_from = wall_from - store.seconds
 
     # resume of the run itself: everything but the last step is done in it
@@ -165,7 +168,7 @@ async def test_a_1000_node_all_cached_resume_reads_the_journal_once(tmp_path: Pa
 
     assert done.status is RunStatus.COMPLETED
     assert store.calls["journal"] == 1
-    assert store.calls["journal_complete"] == 1  # only n999 ran, and completed: one commit
+    assert store.calls["journal_complete_many"] == 1  # only n999 ran, and completed: one commit
     assert store.calls["journal_start"] == 0
     assert sum(store.calls.values()) <= 16, store.calls
     engine_resume = wall_resume - store.seconds
@@ -224,4 +227,5 @@ async def test_only_unsafe_or_non_inline_steps_journal_their_start_before_runnin
     assert seen == {"quick": [], "risky": ["started"], "threaded": ["started"]}
     final = {e.node_id: e.status for e in store.inner.journal([run.id])}
     assert final == dict.fromkeys(steps, NodeStatus.COMPLETED)
-    assert store.calls["journal_complete"] == 1 and store.calls["journal_start"] == 2
+    # quick's result waited for the next write: risky's `started` entry, which it precedes
+    assert store.calls["journal_complete_many"] == 1 and store.calls["journal_start"] == 2
