@@ -152,6 +152,7 @@ def build_baton(settings: Settings) -> Baton:
             data_dir=settings.data_dir,
             max_parallel=settings.max_parallel,
             lease_seconds=settings.lease_seconds,
+            group_commit=settings.group_commit_ms / 1000,
             replica_id=settings.replica_id,
         ),
         providers=ProviderRegistry.from_settings(settings),

@@ -60,6 +60,7 @@ class Settings(BaseSettings):
     # engine
     max_parallel: int = Field(default=4, ge=1, le=256)
     lease_seconds: float = Field(default=15.0, gt=0)
+    group_commit_ms: float = Field(default=10.0, ge=0, le=1000)  # pure results' commit window
     replica_id: str = Field(default_factory=socket.gethostname)
     # python module names or .py paths whose @tool functions are registered
     tool_modules: Annotated[list[str], NoDecode] = Field(default_factory=lambda: ["workflows/tools.py"])

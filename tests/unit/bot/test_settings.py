@@ -76,3 +76,20 @@ def test_without_flags_the_environment_is_used(monkeypatch: pytest.MonkeyPatch) 
 def test_a_bad_flag_value_names_the_flag() -> None:
     with pytest.raises(ConfigurationError, match=r"^--database-url: "):
         load_settings(database_url=None, overrides={"database_url": 5})
+
+
+def test_the_group_commit_window_reaches_the_engine_in_seconds(monkeypatch: pytest.MonkeyPatch) -> None:
+    from bot.app import build_baton
+
+    monkeypatch.setenv("BATON_GROUP_COMMIT_MS", "0")  # one commit per pure result
+    monkeypatch.setenv("BATON_TOOL_MODULES", "[]")
+    baton = build_baton(load_settings())
+    try:
+        assert baton.engine.config.group_commit == 0.0
+    finally:
+        baton.close()
+    monkeypatch.setenv("BATON_GROUP_COMMIT_MS", "25")
+    assert load_settings().group_commit_ms == 25.0
+    monkeypatch.setenv("BATON_GROUP_COMMIT_MS", "-1")
+    with pytest.raises(ConfigurationError, match=r"^BATON_GROUP_COMMIT_MS: .*greater than or equal to 0"):
+        load_settings()
