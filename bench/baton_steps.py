@@ -24,13 +24,14 @@ from pathlib import Path
 from bench.protocol import emit
 from bench.rig import DURABILITY, rig, steps_yaml
 from core.commands.messages import Reply
+from core.engine.engine import EngineConfig
 from core.engine.prepared import prepare
 
 
 async def measure(
-    root: Path, shape: str, n: int, sync: str, profile: str | None, bot: bool
+    root: Path, shape: str, n: int, sync: str, profile: str | None, bot: bool, group_commit_ms: float
 ) -> dict[str, object]:
-    async with rig(root, synchronous=sync) as r:  # type: ignore[arg-type]
+    async with rig(root, synchronous=sync, group_commit=group_commit_ms / 1000) as r:  # type: ignore[arg-type]
         if bot:
             r.handler.register_outbox("console", _discard)  # progress replies are built, then dropped
         else:
@@ -56,12 +57,18 @@ async def measure(
         if run.status.value != "completed":
             raise SystemExit(f"the run ended {run.status.value}: {run.reason}")
     return {
-        "side": f"baton-{sync.lower()}" + ("-bot" if bot else ""),
+        "side": f"baton-{sync.lower()}" + ("-bot" if bot else "") + ("" if group_commit_ms else "-percommit"),
         "shape": shape,
         "n": n,
         "seconds": seconds,
         "per_step_ms": seconds * 1000 / n,
-        "durability": DURABILITY[sync] + ("; chat progress on" if bot else ""),
+        "durability": DURABILITY[sync]
+        + (
+            f"; pure results group-committed, {group_commit_ms:g} ms window"
+            if group_commit_ms
+            else "; a commit per step"
+        )
+        + ("; chat progress on" if bot else ""),
         "journaled_steps": sum(1 for e in entries if e.status.value == "completed"),
     }
 
@@ -78,8 +85,17 @@ def main() -> None:
     parser.add_argument("--dir", required=True)
     parser.add_argument("--profile")
     parser.add_argument("--bot", action="store_true", help="with the chat layer's progress reporting")
+    parser.add_argument(
+        "--group-commit-ms", type=float, default=EngineConfig.group_commit * 1000, help="0: a commit per step"
+    )
     opts = parser.parse_args()
-    emit(asyncio.run(measure(Path(opts.dir), opts.shape, opts.n, opts.sync, opts.profile, opts.bot)))
+    emit(
+        asyncio.run(
+            measure(
+                Path(opts.dir), opts.shape, opts.n, opts.sync, opts.profile, opts.bot, opts.group_commit_ms
+            )
+        )
+    )
 
 
 if __name__ == "__main__":

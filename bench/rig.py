@@ -107,6 +107,7 @@ async def rig(
     max_parallel: int = 4,
     replica_id: str = "bench",
     start_engine: bool = False,
+    group_commit: float = EngineConfig.group_commit,
 ) -> AsyncIterator[Rig]:
     (root / "workflows").mkdir(parents=True, exist_ok=True)
     store = SqlStore(url or sqlite_url(root), sqlite_synchronous=synchronous)
@@ -115,7 +116,12 @@ async def rig(
     engine = Engine(
         store=store,
         catalog=catalog,
-        config=EngineConfig(data_dir=root / "data", max_parallel=max_parallel, replica_id=replica_id),
+        config=EngineConfig(
+            data_dir=root / "data",
+            max_parallel=max_parallel,
+            replica_id=replica_id,
+            group_commit=group_commit,
+        ),
         providers=ProviderRegistry({"fake": FakeProvider()}, "fake"),
         tools=tools or bench_tools(),
     )

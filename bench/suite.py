@@ -61,6 +61,12 @@ def steps(plan: Plan, log: Log) -> dict[str, Any]:
     sides = {
         "baton-normal": ("bench.baton_steps", ["--sync", "NORMAL"], "--dir"),
         "baton-full": ("bench.baton_steps", ["--sync", "FULL"], "--dir"),
+        "baton-normal-percommit": (
+            "bench.baton_steps",
+            ["--sync", "NORMAL", "--group-commit-ms", "0"],
+            "--dir",
+        ),
+        "baton-full-percommit": ("bench.baton_steps", ["--sync", "FULL", "--group-commit-ms", "0"], "--dir"),
         "baton-normal-bot": ("bench.baton_steps", ["--sync", "NORMAL", "--bot"], "--dir"),
         "dbos-default": ("bench.peers.dbos_steps", ["--mode", "default"], "--db"),
         "dbos-wal": ("bench.peers.dbos_steps", ["--mode", "wal"], "--db"),
