@@ -37,9 +37,11 @@ from core.store.records import Run
 log = logging.getLogger("baton.progress")
 
 
-@dataclass
+@dataclass(slots=True)
 class _RunState:
-    dirty: bool = False
+    """One run's pending background work; exists only while its worker task does."""
+
+    dirty: bool = False  # node events came since the last progress edit
     finished: list[EngineEvent] = field(default_factory=list)
     worker: asyncio.Task[None] | None = None
     wake: asyncio.Event = field(default_factory=asyncio.Event)  # set when the run comes to rest
@@ -133,7 +135,15 @@ class ProgressReporter:
         return self._store.get_run(run.id)
 
     async def on_event(self, event: EngineEvent) -> None:
-        state = self._runs.setdefault(event.run_id, _RunState())
+        """Called by the engine for every event, inside the step that caused it, so it only
+        marks the run: while the run's worker is alive (pending, or waiting out `interval`) a
+        node event costs a dict lookup and a flag. The worker builds the node table, at most
+        once per `interval` plus once when the run comes to rest, never once per event."""
+        if not self._outboxes:
+            return  # no platform to report to (yet): nothing to build
+        state = self._runs.get(event.run_id)
+        if state is None:  # not `setdefault(.., _RunState())`: that builds one per event
+            state = self._runs[event.run_id] = _RunState()
         if event.kind is EventKind.RUN_FINISHED:
             state.finished.append(event)
             state.wake.set()
@@ -175,7 +185,7 @@ class ProgressReporter:
             if outbox is None:
                 return
             run = await self._await_thread(run)
-            summary = self._engine.summary(run_id)
+            summary = self._engine.summary(run)  # the run just read: not read again
             await self._send(outbox, replies.progress(run, summary))
             if finished is not None and run.status.resting:
                 if str(run.status) == "cancelled" and run_id in self.announced:

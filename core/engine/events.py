@@ -95,17 +95,22 @@ class RunSummary:
 
 
 class EventBus:
-    """The engine's subscribers. A subscriber that raises is logged and never stops a run."""
+    """The engine's subscribers. A subscriber that raises is logged and never stops a run.
+
+    `emit` runs inside the step that caused the event, for every event: subscribers must
+    only take note and leave any real work to a task of their own (see `core.commands.progress`).
+    """
 
     def __init__(self) -> None:
-        self._subscribers: list[Subscriber] = []
+        self._subscribers: tuple[Subscriber, ...] = ()  # replaced, never mutated: emit needs no copy
 
     def subscribe(self, fn: Subscriber) -> Callable[[], None]:
-        self._subscribers.append(fn)
+        self._subscribers = (*self._subscribers, fn)
 
         def unsubscribe() -> None:
             if fn in self._subscribers:
-                self._subscribers.remove(fn)
+                at = self._subscribers.index(fn)
+                self._subscribers = self._subscribers[:at] + self._subscribers[at + 1 :]
 
         return unsubscribe
 
@@ -113,7 +118,7 @@ class EventBus:
         return bool(self._subscribers)
 
     async def emit(self, event: EngineEvent) -> None:
-        for fn in list(self._subscribers):
+        for fn in self._subscribers:
             try:
                 await fn(event)
             except Exception:
