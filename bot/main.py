@@ -10,9 +10,11 @@ from __future__ import annotations
 
 import asyncio
 import getpass
+import importlib
 import json
 import os
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, NoReturn
 
@@ -88,6 +90,42 @@ def settings_for(
     return settings
 
 
+NoSupervise = Annotated[
+    bool,
+    typer.Option(
+        "--no-supervise",
+        help="Serve in this process, without a supervisor that restarts it (BATON_SUPERVISE).",
+    ),
+]
+
+
+def _status_of(serve: Callable[[], None]) -> int:
+    """`serve()` as a process exit status (what a supervised child exits with)."""
+    try:
+        serve()
+    except typer.Exit as exc:
+        return int(exc.exit_code)
+    return 0
+
+
+def _serve_supervised(name: str, serve: Callable[[], None], preload: list[str]) -> NoReturn:
+    """Import `preload` (and what `serve` imports) here, once, then serve in forked children
+    that are restarted when they die (bot/supervisor.py)."""
+    from bot.supervisor import supervise
+
+    for module in preload:
+        importlib.import_module(module)
+    raise typer.Exit(supervise(lambda _restarts: _status_of(serve), name=name))
+
+
+def _preload(settings: Settings, adapters: list[str]) -> list[str]:
+    """What a supervised child imports on its way: paid once, in the supervisor."""
+    modules = ["jinja2.sandbox", "jsonschema", "core.render", *(f"adapters.{name}" for name in adapters)]
+    if settings.prompt_provider == "openai":
+        modules += ["httpx", "tenacity"]
+    return modules
+
+
 @app.command()
 def run(
     database_url: DatabaseUrl = None,
@@ -97,22 +135,34 @@ def run(
     ] = False,
     conversation: Conversation = "console",
     user: User = None,
+    no_supervise: NoSupervise = False,
 ) -> None:
-    """Start every configured chat adapter (Slack, Discord), or the console when none is."""
-    from bot.serve import serve_all
+    """Start every configured chat adapter (Slack, Discord), or the console when none is.
+
+    Serving chat platforms only, the process is supervised: a child that dies is restarted
+    at once (docs/operations.md). The console is never supervised (it owns the terminal)."""
+    from bot.serve import configured_adapters, serve_all
 
     settings = settings_for(database_url, workflows, console=None)
-    try:
-        asyncio.run(
-            serve_all(
-                settings,
-                console=console and sys.stdin.isatty(),
-                conversation=conversation,
-                user=user or _default_user(),
+    with_console = console and sys.stdin.isatty()
+    adapters = configured_adapters(settings)
+
+    def serve() -> None:
+        try:
+            asyncio.run(
+                serve_all(
+                    settings,
+                    console=with_console,
+                    conversation=conversation,
+                    user=user or _default_user(),
+                )
             )
-        )
-    except BatonError as exc:
-        fail(exc)
+        except BatonError as exc:
+            fail(exc)
+
+    if adapters and not with_console and settings.supervise and not no_supervise:
+        _serve_supervised("baton run", serve, _preload(settings, adapters))
+    serve()
 
 
 @app.command()
@@ -260,15 +310,24 @@ def worker(
     name: Annotated[
         str | None, typer.Option("--name", help="Worker name in logs (default host:pid).", show_default=False)
     ] = None,
+    no_supervise: NoSupervise = False,
 ) -> None:
-    """Execute workflow steps for `baton run` replicas (needs BATON_EXECUTOR=procrastinate and PostgreSQL)."""
+    """Execute workflow steps for `baton run` replicas (needs BATON_EXECUTOR=procrastinate and PostgreSQL).
+
+    Supervised unless --no-supervise / BATON_SUPERVISE=false: a worker that dies is restarted at once."""
     from bot.worker import serve_worker
 
     settings = settings_for(database_url, None)
-    try:
-        asyncio.run(serve_worker(settings, concurrency=concurrency, name=name))
-    except BatonError as exc:
-        fail(exc)
+
+    def serve() -> None:
+        try:
+            asyncio.run(serve_worker(settings, concurrency=concurrency, name=name))
+        except BatonError as exc:
+            fail(exc)
+
+    if settings.supervise and not no_supervise:
+        _serve_supervised("baton worker", serve, _preload(settings, []))
+    serve()
 
 
 if __name__ == "__main__":  # `python -m bot.main`

@@ -70,6 +70,7 @@ class Settings(BaseSettings):
     queue_name: str = "baton"  # the Procrastinate queue node jobs go to
     worker_concurrency: int = Field(default=4, ge=1, le=256)  # steps one `baton worker` runs at once
     worker_heartbeat_seconds: float = Field(default=2.0, gt=0)  # a worker silent 3x this is dead
+    supervise: bool = True  # `baton run` (chat platforms) and `baton worker` restart a dead child
 
     # prompt providers
     prompt_provider: Literal["fake", "command", "openai"] = "fake"
