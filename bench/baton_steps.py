@@ -9,8 +9,10 @@ workflow file is loaded and prepared before (an untimed warm-up run warms the st
 
 By default the engine runs alone, as DBOS and Prefect are measured (libraries with no chat
 layer). `--bot` keeps the conversation layer subscribed with an outbox registered, as in
-`baton run`: every step's events then feed the progress message (node table re-read and
-re-rendered whenever the loop is free), which is what a chat user's run costs.
+`baton run`: every step's events then feed the progress message (each event marks the run;
+the node table is re-read and re-rendered at most once per progress interval and once when
+the run rests), which is what a chat user's run costs. The span ends when the run rests: the
+final report lands inside it when the loop happens to run it first (a chain that never yields).
 """
 
 from __future__ import annotations
