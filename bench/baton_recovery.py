@@ -1,20 +1,28 @@
 """Baton side of the recovery benchmark (the parent is `bench.recovery`).
 
-    python -m bench.baton_recovery --phase first    --dir D --n 1000 --kill-at 500
-    python -m bench.baton_recovery --phase relaunch --dir D --n 1000 --kill-at 500
+    python -m bench.baton_recovery --phase first      --dir D --n 1000 --kill-at 500
+    python -m bench.baton_recovery --phase relaunch   --dir D --n 1000 --kill-at 500
+    python -m bench.baton_recovery --phase supervised --dir D --n 1000 --kill-at 500
 
 `first` starts a chain of N steps; step `kill_at` (0-based: 500 steps are done by then)
-announces `EVENT at_kill` and blocks, and the parent kills the process with SIGKILL. That
-leaves the run `running` with a lease held by a dead pid and a `started` journal entry
-without a result. `relaunch` is the restarted bot: `Engine.start()` takes over runs of dead
-local processes at once (no lease wait), the pure step re-runs, the other 500 are not
-executed again. Events carry wall-clock times so the parent can measure from its spawn.
+announces `EVENT at_kill <time> <pid>` and blocks, and the parent kills that pid with
+SIGKILL. That leaves the run `running` with a lease held by a dead pid and a `started`
+journal entry without a result. `relaunch` is the restarted bot: `Engine.start()` takes over
+runs of dead local processes at once (no lease wait), the pure step re-runs, the other 500
+are not executed again. Events carry wall-clock times so the parent can measure from its
+spawn (cold relaunch) or from its kill (supervised).
+
+`supervised` runs both phases under the real `bot.supervisor.supervise`: this process
+imports the stack, the first child (restart 0) runs `first`; the parent kills that child,
+the supervisor forks restart 1, which runs `relaunch` and exits 0, ending the supervisor.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import os
+import sys
 import time
 from pathlib import Path
 
@@ -23,8 +31,8 @@ from bench.rig import bench_tools, rig, step_id
 from core.engine.tools import ToolRegistry
 
 
-def event(name: str) -> None:
-    print(f"EVENT {name} {time.time():.6f}", flush=True)
+def event(name: str, *extra: object) -> None:
+    print(" ".join(["EVENT", name, f"{time.time():.6f}", *map(str, extra)]), flush=True)
 
 
 def chain_yaml(n: int, kill_at: int) -> str:
@@ -42,7 +50,7 @@ def tools(phase: str) -> ToolRegistry:
         @registry.tool("victim", replay="pure")
         async def victim() -> str:
             if phase == "first":
-                event("at_kill")
+                event("at_kill", os.getpid())  # the pid to kill: this process, or the supervised child
                 await asyncio.Event().wait()  # killed here
             event("running_again")
             return "ok"
@@ -78,9 +86,23 @@ async def relaunch(root: Path, n: int) -> None:
         )
 
 
+def supervised(root: Path, n: int, kill_at: int) -> int:
+    """Both phases in children of the real supervisor; the restart counter picks the phase."""
+    from bot.supervisor import supervise
+
+    def child(restarts: int) -> int:
+        if restarts == 0:
+            asyncio.run(first(root, n, kill_at))  # killed at `kill_at`
+            return 1
+        asyncio.run(relaunch(root, n))
+        return 0
+
+    return supervise(child, name="bench-recovery")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--phase", choices=["first", "relaunch"], required=True)
+    parser.add_argument("--phase", choices=["first", "relaunch", "supervised"], required=True)
     parser.add_argument("--dir", required=True)
     parser.add_argument("--n", type=int, default=1000)
     parser.add_argument("--kill-at", type=int, default=500)
@@ -88,6 +110,8 @@ def main() -> None:
     root = Path(opts.dir)
     if opts.phase == "first":
         asyncio.run(first(root, opts.n, opts.kill_at))
+    elif opts.phase == "supervised":
+        sys.exit(supervised(root, opts.n, opts.kill_at))
     else:
         asyncio.run(relaunch(root, opts.n))
 

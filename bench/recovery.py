@@ -1,11 +1,16 @@
-"""Recovery after kill -9: the parent that kills a run at step 500 and relaunches the process.
+"""Recovery after kill -9: the parent that kills a run at step 500 and restarts the process.
 
-For each side (Baton, DBOS): run the first phase until its step `kill_at` announces itself,
-SIGKILL it, then spawn the relaunch and time, from that spawn,
+Cold relaunch (sides `baton`, `dbos`): run the first phase until its step `kill_at`
+announces itself, SIGKILL it, then spawn the relaunch and time, from that spawn,
     running again: the interrupted step executes again in the new process,
     completed:     the run/workflow has finished.
 Also reported: the same two spans from the moment the engine starts in the new process
 (`Engine.start()` / `DBOS.launch()`), which leaves out the interpreter and imports.
+
+Supervised restart (side `baton-supervised`): one process runs the real `bot.supervisor`,
+whose first child runs the chain; the SIGKILL goes to that child (its pid is in the
+`at_kill` line) and the spans are timed from the kill: the supervisor reaps it and forks a
+new child with the stack already imported, and that child's `Engine.start()` takes over.
 """
 
 from __future__ import annotations
@@ -26,16 +31,23 @@ from bench.protocol import ROOT, ChildFailed, child_env, error_tail, parse
 
 SIDES = {
     "baton": ("bench.baton_recovery", "--dir", "SQLite WAL, sync NORMAL; takes over a dead pid's lease"),
+    "baton-supervised": (
+        "bench.baton_recovery",
+        "--dir",
+        "SQLite WAL, sync NORMAL; bot/supervisor.py forks a new child, which takes over the lease",
+    ),
     "dbos": ("bench.peers.dbos_recovery", "--db", "SQLite (DBOS default); launch() recovers pending"),
 }
+#: where the `to_*` spans start, per side
+ORIGIN = {"baton": "spawn", "baton-supervised": "kill", "dbos": "spawn"}
 
 
 @dataclass(frozen=True)
 class RecoverySample:
     side: str
     durability: str
-    to_running_s: float  # relaunch spawn -> interrupted step runs again
-    to_complete_s: float  # relaunch spawn -> finished
+    to_running_s: float  # restart (spawn, or the SIGKILL when supervised) -> interrupted step runs again
+    to_complete_s: float  # restart -> finished
     engine_to_running_s: float  # engine start in the new process -> step runs again
     engine_to_complete_s: float
     executions: int  # steps executed in the relaunched process (Baton: journal entries of the run)
@@ -88,6 +100,8 @@ def _event_time(line: str) -> float:
 
 
 def measure(side: str, *, n: int = 1000, kill_at: int = 500, timeout: float = 240.0) -> RecoverySample:
+    if side == "baton-supervised":
+        return measure_supervised(n=n, kill_at=kill_at, timeout=timeout)
     module, flag, durability = SIDES[side]
     with tempfile.TemporaryDirectory(prefix=f"bench-recovery-{side}-") as tmp:
         target = tmp if flag == "--dir" else str(Path(tmp) / "dbos.sqlite")
@@ -123,6 +137,46 @@ def measure(side: str, *, n: int = 1000, kill_at: int = 500, timeout: float = 24
         durability=durability,
         to_running_s=running - spawned,
         to_complete_s=done - spawned,
+        engine_to_running_s=running - engine,
+        engine_to_complete_s=done - engine,
+        executions=int(result.get("executions", -1)),
+        status=str(result.get("status", "?")),
+    )
+
+
+def measure_supervised(*, n: int = 1000, kill_at: int = 500, timeout: float = 240.0) -> RecoverySample:
+    """Kill the supervised child at `kill_at`; time from the kill to running again / completed."""
+    side = "baton-supervised"
+    module, flag, durability = SIDES[side]
+    with tempfile.TemporaryDirectory(prefix="bench-recovery-supervised-") as tmp:
+        common = [flag, tmp, "--n", str(n), "--kill-at", str(kill_at)]
+        proc = _spawn(module, ["--phase", "supervised", *common])
+        assert proc.stdout is not None
+        lines = _Lines(proc.stdout)
+        try:
+            child = int(lines.wait_for("EVENT at_kill", timeout).split()[3])
+            if child == proc.pid:
+                raise EOFError("the chain ran in the supervisor itself, not in a forked child")
+            killed = time.time()
+            os.kill(child, signal.SIGKILL)
+            engine = _event_time(lines.wait_for("EVENT engine_starting", timeout))
+            running = _event_time(lines.wait_for("EVENT running_again", timeout))
+            done = _event_time(lines.wait_for("EVENT completed", timeout))
+            result_line = lines.wait_for("BENCH_RESULT", timeout)
+            proc.wait(timeout=timeout)
+        except (TimeoutError, EOFError, subprocess.TimeoutExpired) as exc:
+            proc.kill()
+            _, err = proc.communicate()
+            raise ChildFailed(f"{side} recovery", f"{exc}: {error_tail(err)}") from exc
+        _, err = proc.communicate()
+        if proc.returncode != 0:
+            raise ChildFailed(f"{side} recovery", f"supervisor exit {proc.returncode}: {error_tail(err)}")
+    result = parse(result_line) or {}
+    return RecoverySample(
+        side=side,
+        durability=durability,
+        to_running_s=running - killed,
+        to_complete_s=done - killed,
         engine_to_running_s=running - engine,
         engine_to_complete_s=done - engine,
         executions=int(result.get("executions", -1)),

@@ -114,8 +114,11 @@ def steps(plan: Plan, log: Log) -> dict[str, Any]:
 
 
 def recover(plan: Plan, log: Log) -> dict[str, Any]:
+    """Cold relaunch (`baton`, `dbos`: a new process is spawned) and supervised restart
+    (`baton-supervised`: bot/supervisor.py forks a new child), each timed from its own origin
+    (`recovery.ORIGIN`: the spawn, or the SIGKILL)."""
     out: dict[str, Any] = {"n": plan.steps, "kill_at": plan.kill_at}
-    for side in ("baton", "dbos"):
+    for side in ("baton", "baton-supervised", "dbos"):
         runs = []
         for rnd in range(plan.recovery_rounds):
             log(f"recovery round {rnd + 1}/{plan.recovery_rounds}: {side}")
@@ -127,7 +130,7 @@ def recover(plan: Plan, log: Log) -> dict[str, Any]:
         if runs:
             keys = ("to_running_s", "to_complete_s", "engine_to_running_s", "engine_to_complete_s")
             out[side] = {k: statistics.median(getattr(r, k) for r in runs) for k in keys}
-            out[side].update(samples=len(runs), durability=runs[0].durability,
+            out[side].update(samples=len(runs), durability=runs[0].durability, origin=recovery.ORIGIN[side],
                              executions=runs[0].executions, status=runs[0].status,
                              raw=[asdict(r) for r in runs])  # fmt: skip
     return out

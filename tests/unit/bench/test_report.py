@@ -53,3 +53,37 @@ def test_child_result_line_round_trips(capsys) -> None:  # type: ignore[no-untyp
 def test_error_tail_is_the_last_meaningful_line() -> None:
     assert error_tail("Traceback\n  File x\nValueError: boom\n\n") == "ValueError: boom"
     assert error_tail("") == "(no output)"
+
+
+def _recovery(to_running: float) -> dict[str, object]:
+    return {
+        "to_running_s": to_running,
+        "to_complete_s": to_running + 0.01,
+        "engine_to_running_s": 0.02,
+        "engine_to_complete_s": 0.03,
+        "executions": 100,
+        "samples": 1,
+        "durability": "d",
+    }
+
+
+RECOVERY = {
+    "n": 200,
+    "kill_at": 100,
+    "baton": _recovery(0.82),
+    "baton-supervised": _recovery(0.06),
+    "dbos": {"error": "ModuleNotFoundError: dbos"},
+}
+
+
+def test_recovery_shows_the_cold_relaunch_and_the_supervised_restart_each_with_its_verdict() -> None:
+    text = "\n".join(report.recovery_section(RECOVERY))
+    assert "| baton, cold relaunch | d | spawn of a new process | 0.82 | 0.83 |" in text
+    assert text.count("**missed** |") == 1
+    assert "| baton, supervised restart | d | SIGKILL of the child | 0.06 | 0.07 |" in text
+    assert "| 100 | met |" in text
+    assert "| dbos, cold relaunch | – | spawn of a new process | not measured:" in text
+    summary = "\n".join(report.summary_section({"recovery": RECOVERY}))
+    assert "| recovery: cold relaunch (spawn) → running again | 0.82 s | ≤ 0.5 s |  | **missed** |" in summary
+    supervised = "| recovery: supervised restart (SIGKILL of the child) → running again | 0.06 s |"
+    assert f"{supervised} ≤ 0.5 s |  | met |" in summary
