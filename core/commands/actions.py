@@ -55,6 +55,8 @@ class Context:
     announced: set[str] = field(default_factory=set)  # runs whose ending this reply already tells
     run_ref: str | None = None  # the run the message is about, when known (for the audit trail)
     found: dict[str, Run] = field(default_factory=dict)  # runs looked up for this message, by ref
+    #: the audit row of this message, written with the event's `finish_event` (one round trip)
+    pending_audit: dict[str, Any] | None = None
 
     def find(self, ref: str) -> Run:
         """The run `ref` names, looked up once per message (the audit trail, the action and an
@@ -118,7 +120,7 @@ async def decide(ctx: Context, run: Run, approve: bool, comment: str | None) -> 
         authz.require_approve(ctx.access, ctx.uid, run, node_approvers(ctx, run, gate.node_id))
     try:
         if approve:
-            after = await ctx.engine.approve(run, actor=ctx.uid, comment=comment)
+            after = await ctx.engine.approve(run, actor=ctx.uid, comment=comment, gate=gate)
         else:
             after = await _announcing(ctx, run.id, ctx.engine.reject(run.id, actor=ctx.uid, reason=comment))
     except GateAlreadyDecided as exc:  # lost the race: say who won
@@ -134,10 +136,17 @@ async def run(ctx: Context, cmd: RunCommand) -> list[Reply]:
     authz.require_run(ctx.access, ctx.uid, cmd.workflow)
     msg = ctx.message
     origin_event = f"{msg.platform}:{msg.event_id}"
-    already = ctx.store.run_for_event(origin_event)
+    try:
+        workflow = ctx.catalog.get(cmd.workflow)
+    except WorkflowError:
+        already = ctx.store.run_for_event(origin_event)  # removed since a first delivery started it?
+        if already is None:
+            raise
+        return [replies.run_started(already, ctx.engine.args_of(already).get(MESSAGE))]
+    # the run a first delivery of this event started, and the fresh-run prompt's runs: one query
+    already, unfinished = ctx.store.command_runs(origin_event, workflow.name, msg.platform, msg.conversation)
     if already is not None:  # a redelivery: the first delivery started it, then its replica died
         return [replies.run_started(already, ctx.engine.args_of(already).get(MESSAGE))]
-    workflow = ctx.catalog.get(cmd.workflow)
     base: dict[str, Any] = {}
     source: Run | None = None
     for ref in (cmd.resume_from, cmd.args_from):
@@ -160,7 +169,6 @@ async def run(ctx: Context, cmd: RunCommand) -> list[Reply]:
     strings = frozenset(name for name, spec in workflow.inputs.items() if spec.type == "string")
     args = build_args(base, cmd.sets, cmd.message, strings)
     validate_inputs(workflow, args)  # InputValidationError before anything runs
-    unfinished = ctx.store.unfinished_runs(workflow.name, msg.platform, msg.conversation)
     decision = decide_fresh_run(unfinished, cmd.force, explicit_run=source is not None or bool(cmd.args_from))
     if isinstance(decision, Prompt):
         old = decision.run

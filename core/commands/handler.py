@@ -15,6 +15,7 @@ registered (`progress.ProgressReporter`).
 from __future__ import annotations
 
 import logging
+from typing import Any
 
 from core.commands import actions, authz, replies
 from core.commands.actions import Context
@@ -97,7 +98,10 @@ class Handler:
         # Handled (an error reply included): every redelivery is a duplicate from now on. A
         # task cancelled mid-way (shutdown) leaves the claim unfinished, so it is re-claimed.
         try:
-            self.store.finish_event(message.platform, message.event_id)
+            if ctx.pending_audit is None:
+                self.store.finish_event(message.platform, message.event_id)
+            else:  # the message's audit row goes with it: one round trip
+                self.store.finish_event_audited(message.platform, message.event_id, **ctx.pending_audit)
         except BatonError as exc:
             log.warning("could not mark the event handled: %s", exc.message,
                         extra={"action": "finish_event", "event_id": message.event_id})
@@ -133,7 +137,7 @@ class Handler:
             raise
         name = type(command).__name__.removesuffix("Command").lower()
         ctx.run_ref = actions.run_of(command)
-        self._audit(ctx, "command", ctx.run_ref, {"command": name, "text": text[:_AUDIT_TEXT]})
+        self._audit(ctx, "command", ctx.run_ref, {"command": name, "text": text[:_AUDIT_TEXT]}, defer=True)
         return await actions.ACTIONS[type(command)](ctx, command)
 
     async def _plain(self, ctx: Context) -> list[Reply]:
@@ -148,7 +152,7 @@ class Handler:
             return self._no_gate(ctx, decision.kind)
         self._audit(ctx, "nl_decision", addressed[0][0].id if len(addressed) == 1 else None,
                     {"text": msg.text[:_AUDIT_TEXT], "decision": str(decision.kind),
-                     "gates": [r.id for r, _ in addressed]})
+                     "gates": [r.id for r, _ in addressed]}, defer=True)
         if len(addressed) > 1:
             return [replies.which_gate(addressed, str(decision.kind))]
         run, gate = addressed[0]
@@ -182,13 +186,23 @@ class Handler:
         except BatonError:
             return None
 
-    def _audit(self, ctx: Context, action: str, run_ref: str | None, details: dict[str, object]) -> None:
+    def _audit(self, ctx: Context, action: str, run_ref: str | None, details: dict[str, object],
+               *, defer: bool = False) -> None:
+        """`defer`: written when the message is marked handled, in the same round trip (so after
+        the rows the action itself writes, and once even when the event is redelivered)."""
         run_id = None
         if run_ref is not None:
             try:
                 run_id = ctx.find(run_ref).id  # remembered: the action looks it up again
             except BatonError:
                 details = {**details, "run": run_ref}
-        self.store.audit(actor=ctx.uid, action=action, run_id=run_id, details={
+        row: dict[str, Any] = {"actor": ctx.uid, "action": action, "run_id": run_id, "details": {
             "platform": ctx.message.platform, "conversation": ctx.message.conversation,
-            "event_id": ctx.message.event_id, **details})
+            "event_id": ctx.message.event_id, **details}}
+        if ctx.pending_audit is not None:  # an earlier row of this message stays first
+            self.store.audit(**ctx.pending_audit)
+            ctx.pending_audit = None
+        if defer:
+            ctx.pending_audit = row
+        else:
+            self.store.audit(**row)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import hashlib
 import json
 import logging
 import time
@@ -192,31 +193,29 @@ class Engine(RunActions):
         ready = self._ready(workflow, args)
         if resume_from is not None:
             self.store.get_run(resume_from)  # RunNotFound before anything is created
-        digest = self.store.put_blob(canonical_json(ready.args))
-        run = self.store.create_run(
+        args_json = canonical_json(ready.args)
+        digest = hashlib.sha256(args_json).hexdigest()  # the blob's digest, as the store computes it
+        details = {"workflow": ready.workflow.name, "args": handle(digest), "resume_from": resume_from}
+        run = self.store.create_run_audited(  # args blob, run and `start` audit row: one round trip
+            args=args_json,
+            audit_details=details,
             workflow=ready.workflow.name,
             platform=platform,
             conversation=conversation,
             thread=thread,
             requester=requester,
-            args_digest=digest,
             resumed_from=resume_from,
             status=RunStatus.RUNNING,
             lease_owner=self.owner,
             lease_seconds=self.config.lease_seconds,
             origin_event=origin_event,
         )
-        self.store.audit(
-            actor=requester,
-            action="start",
-            run_id=run.id,
-            details={"workflow": run.workflow, "args": handle(digest), "resume_from": resume_from},
-        )
         await self._launch(run, ready)
         return run
 
     async def _launch(self, run: Run, ready: Ready) -> None:
-        lineage = tuple(self.store.lineage(run.id))
+        # a run not resumed from another is its whole lineage: no query
+        lineage = (run.id,) if run.resumed_from is None else tuple(self.store.lineage(run.id))
         executor = self._executor_factory(
             Setup(
                 store=self.store,

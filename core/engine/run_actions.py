@@ -167,17 +167,24 @@ class RunActions:
         decided = [g for g in gates if g.status is not GateStatus.WAITING]
         return max(decided, key=lambda g: g.decided_at or 0.0) if decided else None
 
-    async def approve(self, run_id: str | Run, *, actor: str, comment: str | None = None) -> Run:
-        """paused at a gate -> approved, running. A `Run` the caller just read saves reading it
-        again (a stale one loses the CAS below like any concurrent change)."""
+    async def approve(
+        self, run_id: str | Run, *, actor: str, comment: str | None = None, gate: Gate | None = None
+    ) -> Run:
+        """paused at a gate -> approved, running. A `Run` the caller just read, and the `gate`
+        it found waiting in it, save reading them again (stale copies lose the CAS below like
+        any concurrent change)."""
         run = run_id if isinstance(run_id, Run) else self.store.get_run(run_id)
-        gate = self._gate_of_paused(run)
+        usable = gate is not None and gate.run_id == run.id and gate.status is GateStatus.WAITING
+        if gate is None or not usable or run.status is not RunStatus.PAUSED:
+            gate = self._gate_of_paused(run)
         ready = self._ready(run.workflow, self.args_of(run))
-        self.store.decide_gate(run.id, gate.node_id, approved=True, by=actor, comment=comment)  # CAS
-        self.store.audit(
-            actor=actor, action="approve", run_id=run.id, details={"node": gate.node_id, "comment": comment}
-        )
-        return await self._to_running(run, ready, actor=actor, allowed=(RunStatus.PAUSED,))
+        # gate CAS, run CAS (paused -> running, leased to us) and the audit row: one change
+        _, running = self.store.approve_gate(
+            run, gate.node_id, by=actor, comment=comment,
+            lease_owner=self.owner, lease_seconds=self.config.lease_seconds,
+        )  # fmt: skip
+        await self._launch(running, ready)
+        return running
 
     async def reject(self, run_id: str, *, actor: str, reason: str | None = None) -> Run:
         run = self.store.get_run(run_id)

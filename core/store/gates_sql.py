@@ -13,8 +13,9 @@ from typing import Any
 import sqlalchemy as sa
 
 from core.errors import GateAlreadyDecided, RunNotFound
+from core.store import cas
 from core.store.database import store_operation
-from core.store.records import AuditEvent, Gate, GateStatus, Run
+from core.store.records import AuditEvent, Gate, GateStatus, Run, RunStatus
 from core.store.rows import audit_from_row, gate_from_row, run_from_row
 from core.store.sql_base import SqlBase
 from core.store.tables import AUDIT, GATES, PROCESSED_EVENTS, RUNS
@@ -124,14 +125,101 @@ class GatesSql(SqlBase):
             row = conn.execute(statement).first()
             if row is not None:
                 return gate_from_row(row)
-            gate = self._read_gate(conn, run_id, node_id)
-        raise GateAlreadyDecided(
-            f"the approval {node_id} of run {run_id} was already {gate.status.value} by {gate.decided_by}",
-            run_id=run_id,
-            status=gate.status.value,
-            by=gate.decided_by,
-            hint=f"Nothing to do; `/workflow status {run_id}` shows where the run is.",
+            raise _already_decided(self._read_gate(conn, run_id, node_id))
+
+    @store_operation("approve a gate")
+    def approve_gate(
+        self, run: Run, node_id: str, *, by: str, comment: str | None, lease_owner: str, lease_seconds: float
+    ) -> tuple[Gate, Run]:
+        """The gate CAS (waiting -> approved), the run CAS (paused at `run.version` ->
+        running, with the lease) only if the gate's matched, and the `approve` audit row only
+        if the run's matched: on PostgreSQL one statement whose data-modifying CTEs depend
+        on each other in that order; on SQLite one transaction. When the gate's CAS matched
+        but the run's did not (the run moved meanwhile), the gate is put back to waiting
+        (on PostgreSQL by a second CAS on this very decision) and the run's CAS error raised."""
+        now = self._now()
+        allowed = cas.allowed_sources(RunStatus.RUNNING, [RunStatus.PAUSED])
+        decided = {
+            "status": GateStatus.APPROVED.value,
+            "decided_by": by,
+            "comment": comment,
+            "decided_at": now,
+        }
+        gate_cas = (
+            sa.update(GATES)
+            .where(
+                GATES.c.run_id == run.id,
+                GATES.c.node_id == node_id,
+                GATES.c.status == GateStatus.WAITING.value,
+            )
+            .values(decided)
         )
+        run_cas = sa.update(RUNS).values(
+            status=RunStatus.RUNNING.value, version=RUNS.c.version + 1, status_by=by, reason=None,
+            updated_at=now, lease_owner=lease_owner, lease_expires_at=now + lease_seconds,
+        )  # fmt: skip
+        run_matches = [
+            RUNS.c.id == run.id,
+            RUNS.c.status.in_(sorted(s.value for s in allowed)),
+            RUNS.c.version == run.version,
+        ]
+        audit = {
+            "at": now,
+            "actor": by,
+            "action": "approve",
+            "details": {"node": node_id, "comment": comment},
+        }
+        if self.dialect != "postgresql":
+            with self._engine.begin() as conn:
+                gate_row = conn.execute(gate_cas.returning(*GATES.c)).first()
+                if gate_row is None:
+                    raise _already_decided(self._read_gate(conn, run.id, node_id))
+                run_row = conn.execute(run_cas.where(*run_matches).returning(*RUNS.c)).first()
+                if run_row is None:  # leaving the block rolls the gate's decision back
+                    raise cas.lost_race(self._read_run(conn, run.id), RunStatus.RUNNING, allowed, run.version)
+                conn.execute(sa.insert(AUDIT).values(run_id=run.id, **audit))
+            return gate_from_row(gate_row), run_from_row(run_row)
+        gate_cte = gate_cas.returning(*GATES.c).cte("decided_gate")
+        run_cte = (
+            run_cas.where(*run_matches, sa.exists(sa.select(gate_cte.c.run_id)))
+            .returning(*RUNS.c)
+            .cte("resumed_run")
+        )
+        audit_cte = (
+            sa.insert(AUDIT)
+            .from_select(
+                ["at", "actor", "action", "run_id", "details"],
+                sa.select(
+                    sa.literal(now),
+                    sa.literal(by),
+                    sa.literal("approve"),
+                    run_cte.c.id,
+                    sa.literal(audit["details"], sa.JSON),
+                ),
+            )
+            .cte("approve_audit")
+        )
+        statement = (
+            sa.select(*[gate_cte.c[c.name].label(f"g_{c.name}") for c in GATES.c], *run_cte.c)
+            .select_from(gate_cte.outerjoin(run_cte, sa.true()))
+            .add_cte(audit_cte)
+        )
+        with self._single.connect() as conn:
+            row = conn.execute(statement).first()
+            if row is None:
+                raise _already_decided(self._read_gate(conn, run.id, node_id))
+            m = row._mapping
+            gate = gate_from_row({c.name: m[f"g_{c.name}"] for c in GATES.c})
+            if m["id"] is not None:
+                return gate, run_from_row(m)
+            undo = (
+                sa.update(GATES)
+                .where(*[GATES.c[k] == v for k, v in decided.items() if v is not None])
+                .where(GATES.c.run_id == run.id, GATES.c.node_id == node_id)
+                .values(status=GateStatus.WAITING.value, decided_by=None, comment=None, decided_at=None)
+            )
+            conn.execute(undo)
+            raise cas.lost_race(self._read_run(conn, run.id), RunStatus.RUNNING, allowed, run.version)
 
     # -- audit and dedupe ---------------------------------------------------------------------
     @store_operation("write the audit trail")
@@ -192,6 +280,35 @@ class GatesSql(SqlBase):
         with self._single.begin() as conn:
             conn.execute(statement)
 
+    @store_operation("mark an incoming event handled")
+    def finish_event_audited(
+        self,
+        platform: str,
+        event_id: str,
+        *,
+        actor: str,
+        action: str,
+        run_id: str | None,
+        details: dict[str, Any],
+    ) -> None:
+        """The audit row and the event marked done: on PostgreSQL one UPDATE with the INSERT
+        as a data-modifying CTE (one round trip, one commit); on SQLite one transaction."""
+        entry = sa.insert(AUDIT).values(
+            at=self._now(), actor=actor, action=action, run_id=run_id, details=details
+        )
+        done = (
+            sa.update(PROCESSED_EVENTS)
+            .where(PROCESSED_EVENTS.c.platform == platform, PROCESSED_EVENTS.c.event_id == event_id)
+            .values(done=True)
+        )
+        if self.dialect == "postgresql":
+            with self._single.begin() as conn:
+                conn.execute(done.add_cte(entry.cte("command_audit")))
+            return
+        with self._engine.begin() as conn:
+            conn.execute(entry)
+            conn.execute(done)
+
     @store_operation("forget old incoming events")
     def forget_events(self, before: float) -> int:
         """Drop processed-event ids older than `before` (platforms stop retrying after minutes)."""
@@ -199,3 +316,14 @@ class GatesSql(SqlBase):
             return int(
                 conn.execute(sa.delete(PROCESSED_EVENTS).where(PROCESSED_EVENTS.c.at < before)).rowcount
             )
+
+
+def _already_decided(gate: Gate) -> GateAlreadyDecided:
+    return GateAlreadyDecided(
+        f"the approval {gate.node_id} of run {gate.run_id} was already {gate.status.value}"
+        f" by {gate.decided_by}",
+        run_id=gate.run_id,
+        status=gate.status.value,
+        by=gate.decided_by,
+        hint=f"Nothing to do; `/workflow status {gate.run_id}` shows where the run is.",
+    )

@@ -6,6 +6,7 @@ is re-read only to build the typed error (`cas.lost_race`, `cas.lost_takeover`).
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Iterable
 from typing import Any
 
@@ -18,7 +19,7 @@ from core.store.database import store_operation
 from core.store.records import Run, RunStatus
 from core.store.rows import run_from_row
 from core.store.sql_base import SqlBase
-from core.store.tables import GATES, RUNS
+from core.store.tables import AUDIT, BLOBS, GATES, RUNS
 
 #: Lease length when a caller moves a run to `running` without naming one.
 DEFAULT_LEASE_SECONDS = 15.0
@@ -28,8 +29,7 @@ _RUNNING = RunStatus.RUNNING.value
 
 
 class RunsSql(SqlBase):
-    @store_operation("create a run")
-    def create_run(
+    def _new_run_values(
         self,
         *,
         workflow: str,
@@ -38,15 +38,16 @@ class RunsSql(SqlBase):
         thread: str | None,
         requester: str,
         args_digest: str,
-        resumed_from: str | None = None,
-        status: RunStatus = RunStatus.PENDING,
-        lease_owner: str | None = None,
-        lease_seconds: float | None = None,
-        origin_event: str | None = None,
-    ) -> Run:
+        resumed_from: str | None,
+        status: RunStatus,
+        lease_owner: str | None,
+        lease_seconds: float | None,
+        origin_event: str | None,
+    ) -> dict[str, Any]:
+        """The columns of a new run, without its id (drawn per attempt)."""
         now = self._now()
         running = RunStatus(status) is RunStatus.RUNNING
-        values: dict[str, Any] = {
+        return {
             "workflow": workflow,
             "platform": platform,
             "conversation": conversation,
@@ -64,6 +65,28 @@ class RunsSql(SqlBase):
             "reason": None,
             "origin_event": origin_event,
         }
+
+    @store_operation("create a run")
+    def create_run(
+        self,
+        *,
+        workflow: str,
+        platform: str,
+        conversation: str,
+        thread: str | None,
+        requester: str,
+        args_digest: str,
+        resumed_from: str | None = None,
+        status: RunStatus = RunStatus.PENDING,
+        lease_owner: str | None = None,
+        lease_seconds: float | None = None,
+        origin_event: str | None = None,
+    ) -> Run:
+        values = self._new_run_values(
+            workflow=workflow, platform=platform, conversation=conversation, thread=thread,
+            requester=requester, args_digest=args_digest, resumed_from=resumed_from, status=status,
+            lease_owner=lease_owner, lease_seconds=lease_seconds, origin_event=origin_event,
+        )  # fmt: skip
         for attempt in range(_ID_ATTEMPTS):
             values["id"] = cas.new_run_id()
             try:
@@ -257,3 +280,78 @@ class RunsSql(SqlBase):
             if row is None:
                 raise cas.lost_takeover(self._read_run(conn, run.id))
         return run_from_row(row)
+
+    # -- what a `run` command reads and writes together (issue 8: fewer round trips) --------
+    @store_operation("find the runs of a run command")
+    def command_runs(
+        self, origin_event: str, workflow: str, platform: str, conversation: str
+    ) -> tuple[Run | None, list[Run]]:
+        """`run_for_event` and `unfinished_runs` in one query (each side keeps its index)."""
+        unfinished = sa.and_(
+            RUNS.c.platform == platform,
+            RUNS.c.conversation == conversation,
+            RUNS.c.workflow == workflow,
+            RUNS.c.status.in_(_UNFINISHED),
+        )
+        query = (
+            sa.select(RUNS.c.origin_event.label("b_origin_event"), RUNS)
+            .where(sa.or_(RUNS.c.origin_event == origin_event, unfinished))
+            .order_by(RUNS.c.created_at.desc())
+        )
+        with self._single.connect() as conn:
+            rows = [(row.b_origin_event, run_from_row(row)) for row in conn.execute(query)]
+        started = [run for event, run in rows if event == origin_event]
+        waiting = [
+            run
+            for _, run in rows
+            if (run.platform, run.conversation, run.workflow) == (platform, conversation, workflow)
+            and run.status.unfinished
+        ]
+        return (started[-1] if started else None), waiting
+
+    @store_operation("create a run")
+    def create_run_audited(
+        self,
+        *,
+        args: bytes,
+        audit_details: dict[str, Any],
+        workflow: str,
+        platform: str,
+        conversation: str,
+        thread: str | None,
+        requester: str,
+        resumed_from: str | None = None,
+        status: RunStatus = RunStatus.PENDING,
+        lease_owner: str | None = None,
+        lease_seconds: float | None = None,
+        origin_event: str | None = None,
+    ) -> Run:
+        """The args blob, the run and its `start` audit row: one statement with two
+        data-modifying CTEs on PostgreSQL (one round trip, one commit), one transaction on
+        SQLite. A run id collision fails all three, and the next attempt draws a new id."""
+        digest = hashlib.sha256(args).hexdigest()
+        values = self._new_run_values(
+            workflow=workflow, platform=platform, conversation=conversation, thread=thread,
+            requester=requester, args_digest=digest, resumed_from=resumed_from, status=status,
+            lease_owner=lease_owner, lease_seconds=lease_seconds, origin_event=origin_event,
+        )  # fmt: skip
+        blob = self._insert_ignore(BLOBS, ["digest"]).values(digest=digest, data=args, size=len(args))
+        audit = {"at": values["created_at"], "actor": requester, "action": "start", "details": audit_details}
+        for attempt in range(_ID_ATTEMPTS):
+            values["id"] = cas.new_run_id()
+            run = sa.insert(RUNS).values(values)
+            entry = sa.insert(AUDIT).values(run_id=values["id"], **audit)
+            try:
+                if self.dialect == "postgresql":
+                    with self._single.begin() as conn:
+                        conn.execute(entry.add_cte(blob.cte("new_blob"), run.cte("new_run")))
+                else:
+                    with self._engine.begin() as conn:
+                        conn.execute(blob)
+                        conn.execute(run)
+                        conn.execute(entry)
+                break
+            except IntegrityError:  # a 48-bit id collision: draw again
+                if attempt == _ID_ATTEMPTS - 1:
+                    raise
+        return run_from_row(values)

@@ -2,7 +2,8 @@
 
 Every worker opens its own `SqlStore` on the shared URL, then, in step with the others
 (a barrier before each race): migrates the fresh database, tries to resume the same
-failed run, claims the same incoming event id, and decides the same approval gate.
+failed run, claims the same incoming event id, decides the same approval gate, and
+approves the gate of a paused run (gate, run and audit row as one change).
 It reports one outcome per race: ("won", detail) or ("lost", error type, status, by).
 """
 
@@ -25,7 +26,7 @@ def race(worker: int, url: str, barrier: Any, setup: Any, results: Any) -> None:
         store.migrate()
         outcome["migrate"] = ("won", None)
         barrier.wait(BARRIER_TIMEOUT)  # 2: schema ready; the parent creates the run and gate
-        failed_run, gated_run = setup.get(timeout=BARRIER_TIMEOUT)
+        failed_run, gated_run, paused_run = setup.get(timeout=BARRIER_TIMEOUT)
         store.get_run(failed_run)  # warm the connection so the race is tight
         store.journal([failed_run])  # and the hot path's imports
 
@@ -45,6 +46,17 @@ def race(worker: int, url: str, barrier: Any, setup: Any, results: Any) -> None:
             outcome["decide"] = ("won", gate.status.value, gate.decided_by)
         except GateAlreadyDecided as exc:
             outcome["decide"] = ("lost", type(exc).__name__, exc.status, exc.by)
+
+        paused = store.get_run(paused_run)
+        barrier.wait(BARRIER_TIMEOUT)  # 6: approve race (gate CAS + run CAS + audit)
+        try:
+            _, run = store.approve_gate(
+                paused, "ok", by=f"worker:{worker}", comment=None,
+                lease_owner=f"worker:{worker}", lease_seconds=60,
+            )
+            outcome["approve"] = ("won", run.status.value, run.status_by)
+        except (GateAlreadyDecided, RunNotResumable) as exc:
+            outcome["approve"] = ("lost", type(exc).__name__, exc.status, exc.by)
     except (BatonError, OSError, RuntimeError) as exc:  # BrokenBarrierError is a RuntimeError
         outcome["error"] = f"{type(exc).__name__}: {exc}"
     finally:

@@ -1,9 +1,10 @@
 """Eight processes race on one database: exactly one wins each race, on SQLite and PostgreSQL.
 
-One batch of 8 spawned processes per database runs four races in step (a barrier before
+One batch of 8 spawned processes per database runs five races in step (a barrier before
 each): `migrate()` on a fresh database, `failed -> running` on one run, `claim_event` on
-one event id, `decide_gate` on one gate. Spawning is the slow part, so the batch runs once
-per database (module fixture) and each race is asserted by its own test.
+one event id, `decide_gate` on one gate, `approve_gate` on a paused run. Spawning is the
+slow part, so the batch runs once per database (module fixture) and each race is asserted
+by its own test.
 """
 
 from __future__ import annotations
@@ -50,7 +51,7 @@ def race_url(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFa
 
 @pytest.fixture(scope="module")
 def race(race_url: str) -> dict[str, Any]:
-    """Run the four races once; returns the workers' outcomes and the final state."""
+    """Run the races once; returns the workers' outcomes and the final state."""
     ctx = multiprocessing.get_context("spawn")
     barrier = ctx.Barrier(WORKERS + 1)  # the workers and this process
     setup = ctx.Queue()
@@ -84,9 +85,20 @@ def race(race_url: str) -> dict[str, Any]:
             args_digest="d",
         )
         store.open_gate(gated.id, "review", "ship?")
+        paused = store.create_run(
+            workflow="w",
+            platform="slack",
+            conversation="C1",
+            thread=None,
+            requester="slack:U0",
+            args_digest="d",
+        )
+        store.transition(paused.id, RunStatus.RUNNING, actor="engine")
+        store.open_gate(paused.id, "ok", "go on?")
+        store.transition(paused.id, RunStatus.PAUSED, actor="engine")
         for _ in processes:
-            setup.put((failed.id, gated.id))
-        for _ in range(3):  # 3, 4, 5: the three races start together
+            setup.put((failed.id, gated.id, paused.id))
+        for _ in range(4):  # 3, 4, 5, 6: the four races start together
             barrier.wait(RESULT_TIMEOUT)
         outcomes = [results.get(timeout=RESULT_TIMEOUT) for _ in processes]
         for process in processes:
@@ -95,6 +107,11 @@ def race(race_url: str) -> dict[str, Any]:
             "outcomes": sorted(outcomes, key=lambda o: o["worker"]),
             "run": store.get_run(failed.id),
             "gate": store.get_gate(gated.id, "review"),
+            "approved": (
+                store.get_run(paused.id),
+                store.get_gate(paused.id, "ok"),
+                store.audit_log(paused.id),
+            ),
             "exit_codes": [p.exitcode for p in processes],
         }
     finally:
@@ -145,3 +162,15 @@ def test_exactly_one_process_decides_the_gate(race: dict[str, Any]) -> None:
     winner = won[0][2]
     assert lost == [("lost", "GateAlreadyDecided", "approved", winner)] * (WORKERS - 1)
     assert (race["gate"].status, race["gate"].decided_by) == (GateStatus.APPROVED, winner)
+
+
+def test_exactly_one_process_approves_the_paused_run(race: dict[str, Any]) -> None:
+    won, lost = _by_race(race, "approve")
+    assert len(won) == 1, race["outcomes"]
+    winner = won[0][2]
+    assert won[0][1] == "running"
+    assert lost == [("lost", "GateAlreadyDecided", "approved", winner)] * (WORKERS - 1)
+    run, gate, audit = race["approved"]
+    assert (run.status, run.status_by, run.lease_owner, run.version) == (RunStatus.RUNNING, winner, winner, 4)
+    assert (gate.status, gate.decided_by) == (GateStatus.APPROVED, winner)
+    assert [(a.action, a.actor) for a in audit] == [("approve", winner)]
