@@ -3,7 +3,7 @@
 The repository reads and writes them through SQLAlchemy Core (`RUNS`, `JOURNAL`, ... are
 the plain `Table` objects) and converts rows to the frozen records of `records.py`.
 The alembic revisions (`migrations/versions/`: `0001_initial.py`, `0002_gate_cache_key.py`,
-`0003_platform_state.py`, `0004_event_handling.py`)
+`0003_platform_state.py`, `0004_event_handling.py`, `0005_origin_event_partial_index.py`)
 create exactly this schema; `tests/integration/store/test_migrations.py` checks they agree.
 
 Statuses are stored as short strings (the `StrEnum` values), timestamps as float
@@ -38,8 +38,15 @@ class RunRow(SQLModel, table=True):
         sa.Index("ix_runs_created", "created_at"),
         # lease recovery: running runs whose lease lapsed
         sa.Index("ix_runs_lease", "status", "lease_expires_at"),
-        # a redelivered `run` command finds the run its first delivery started (revision 0004)
-        sa.Index("ix_runs_origin_event", "origin_event"),
+        # a redelivered `run` command finds the run its first delivery started (revision 0004);
+        # only runs chat commands started: most have none, and SQLite's planner, told so by
+        # ANALYZE, scanned the table instead of using a full index (revision 0005)
+        sa.Index(
+            "ix_runs_origin_event",
+            "origin_event",
+            postgresql_where=sa.text("origin_event IS NOT NULL"),
+            sqlite_where=sa.text("origin_event IS NOT NULL"),
+        ),
         # `LIKE 'abc%'` prefix lookups; SQLite uses the primary key with a range instead
         sa.Index("ix_runs_id_prefix", "id", postgresql_ops={"id": "text_pattern_ops"}).ddl_if(
             dialect="postgresql"

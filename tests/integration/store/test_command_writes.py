@@ -6,10 +6,12 @@ from __future__ import annotations
 import hashlib
 
 import pytest
+import sqlalchemy as sa
 
 from core.errors import GateAlreadyDecided, RunNotResumable
 from core.store.records import GateStatus, RunStatus
 from core.store.repository import SqlStore
+from core.store.tables import RUNS
 from tests.integration.store.conftest import MakeRun
 
 
@@ -103,3 +105,23 @@ def test_finish_event_audited_marks_done_and_audits_once(store: SqlStore, make_r
     assert [(a.actor, a.action, a.details) for a in store.audit_log(run.id)] == [
         ("slack:U1", "command", {"command": "status"})
     ]
+
+
+def test_the_redelivery_check_uses_the_origin_event_index(store: SqlStore, make_run: MakeRun) -> None:
+    """Most runs have no origin event; after ANALYZE a full index on it looked useless to
+    SQLite's planner, which then scanned every run for each `run` command (revision 0005)."""
+    run = make_run()
+    same = {f: getattr(run, f) for f in ("workflow", "platform", "conversation", "requester", "args_digest")}
+    rows = [
+        {**same, "id": f"h{i:011x}", "status": "completed", "version": 3, "created_at": i, "updated_at": i}
+        for i in range(3000)
+    ]
+    make_run(origin_event="slack:Ev1")
+    with store._engine.begin() as conn:
+        conn.execute(sa.insert(RUNS), rows)
+        conn.execute(sa.text("ANALYZE"))
+    query = "SELECT * FROM runs WHERE origin_event = 'slack:Ev1' ORDER BY created_at LIMIT 1"
+    explain = "EXPLAIN QUERY PLAN " if store.dialect == "sqlite" else "EXPLAIN "
+    with store._engine.connect() as conn:
+        plan = " ".join(str(row) for row in conn.execute(sa.text(explain + query)))
+    assert "ix_runs_origin_event" in plan, plan
