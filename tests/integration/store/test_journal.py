@@ -8,6 +8,7 @@ import threading
 import pytest
 
 from core.errors import InvalidTransition, RunNotFound, StoreError, UsageError
+from core.store.port import StepResult
 from core.store.records import NodeStatus, RunStatus
 from core.store.repository import SqlStore
 from tests.integration.store.conftest import MakeRun
@@ -127,7 +128,7 @@ def test_journal_record_cached_copies_many_rows_as_stored_in_order(
             run_id=origin.id,
             node_id=f"n{i}",
             cache_key=f"k{i}",
-            components={"inputs": {"v": f"d{i}"}, "_reason": "no earlier result", "text": "é\"\n"},
+            components={"inputs": {"v": f"d{i}"}, "_reason": "no earlier result", "text": 'é"\n'},
             attempt=1,
             idempotency_key=f"idem{i}",
         )
@@ -263,7 +264,7 @@ def test_journal_complete_stores_the_output_and_a_completed_entry(store: SqlStor
 
 def test_journal_complete_is_all_or_nothing(store: SqlStore, make_run: MakeRun) -> None:
     run = make_run(RunStatus.RUNNING)
-    with pytest.raises(StoreError, match="record a step result"):
+    with pytest.raises(StoreError, match="record step results"):
         store.journal_complete(
             run_id="nosuchrun01",  # the entry's foreign key fails after the blob was inserted
             node_id="lint",
@@ -280,3 +281,21 @@ def test_journal_complete_is_all_or_nothing(store: SqlStore, make_run: MakeRun) 
         idempotency_key=None, output=b"kept",
     )  # fmt: skip
     assert [e.output_digest for e in store.journal([run.id])] == [digest]
+
+
+def test_a_group_commit_keeps_all_of_its_results_or_none(store: SqlStore, make_run: MakeRun) -> None:
+    run = make_run(RunStatus.RUNNING)
+    good = StepResult(run.id, "a", "k" * 64, {}, 1, None, b"first")
+    bad = StepResult("nosuchrun01", "b", "k" * 64, {}, 1, None, b"second")  # foreign key fails
+    with pytest.raises(StoreError, match="record step results"):
+        store.journal_complete_many([good, bad])
+    assert store.journal([run.id]) == []
+    with pytest.raises(KeyError):
+        store.get_blob(good.digest)  # rolled back with the entries
+    same = StepResult(run.id, "c", "k" * 64, {}, 1, None, b"first")  # same output: one blob, two entries
+    store.journal_complete_many([good, same])
+    assert [(e.node_id, e.output_digest) for e in store.journal([run.id])] == [
+        ("a", good.digest),
+        ("c", good.digest),
+    ]
+    assert store.get_blob(good.digest) == b"first"
