@@ -63,7 +63,7 @@ async def test_a_run_of_many_yielding_steps_builds_its_node_table_a_handful_of_t
     interval = chat.handler.progress.interval
     reporter_builds = len(builds)
     assert 1 <= reporter_builds <= elapsed / interval + 2, (reporter_builds, elapsed)
-    assert reporter_builds < 10, builds
+    assert reporter_builds < STEPS // 4, builds  # far from per step, however slow the machine
     edits = [r for r in chat.outbox if r.kind == "progress" and r.run_id == started.run_id]
     assert 1 <= len(edits) <= reporter_builds
     assert edits[0].data["status"] == "running"  # the first edit went out while the run ran
