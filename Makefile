@@ -4,6 +4,7 @@ PY ?= $(shell command -v python3.11 >/dev/null 2>&1 && echo python3.11 || echo p
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+SOURCES := core bot adapters
 
 .PHONY: run test lint bench lock clean
 
@@ -12,6 +13,7 @@ $(STAMP): requirements.lock pyproject.toml
 	@test -x $(BIN)/python || $(PY) -m venv $(VENV)
 	$(BIN)/pip install --quiet --disable-pip-version-check -r requirements.lock
 	$(BIN)/pip install --quiet --disable-pip-version-check --no-deps -e .
+	@$(BIN)/python -m compileall -q $(SOURCES) >/dev/null  # bytecode up front: a restart skips compiling
 	@touch $(STAMP)
 
 run: $(STAMP)
@@ -37,6 +39,7 @@ $(BENCH_STAMP): bench/requirements.lock requirements.lock pyproject.toml
 
 # `make bench` regenerates bench/RESULTS.md (about 10 minutes); `make bench ARGS=--quick` for a smoke run.
 bench: $(BENCH_STAMP)
+	@$(BENCH_VENV)/bin/python -m compileall -q $(SOURCES) bench >/dev/null  # as a deployed install has it
 	$(BENCH_VENV)/bin/python -m bench $(ARGS)
 
 lock:
