@@ -70,78 +70,59 @@ async def test_the_default_window_commits_far_less_often_than_once_per_step(
     assert len(store.inner.journal([run.id])) == N
 
 
+async def _run_watched(
+    tmp_path: Path, sqlite_url: str, last: str, replay: str, middle: str = "quick"
+) -> tuple[dict[str, str], CountingStore, Run]:
+    """Run `a` (pure) -> `b` (`middle`) -> `watch` (an inline tool of class `replay`) with an
+    hour-long window; `watch` records what a reader on another connection sees of the run."""
+    _write(
+        tmp_path,
+        "watched",
+        [
+            "  - id: a\n    tool: quick",
+            f"  - id: b\n    tool: {middle}\n    depends_on: [a]",
+            f"  - id: {last}\n    tool: watch\n    depends_on: [b]\n    with: {{run_id: '{{{{ run.id }}}}'}}",
+        ],
+    )
+    seen: dict[str, str] = {}
+    reader = SqlStore(sqlite_url)
+    tools = ToolRegistry()
+    tools.tool("quick", replay="pure", inline=True)(lambda: "ok")
+    tools.tool("send", replay="idempotent", inline=True)(lambda: "sent")
+
+    @tools.tool("watch", replay=replay, inline=True)
+    def watch(run_id: str) -> str:
+        seen.update({e.node_id: e.status.value for e in reader.journal([run_id])})
+        return "watched"
+
+    engine, store = _engine(tmp_path, sqlite_url, tools, group_commit=HOUR)
+    try:
+        run = await _start_named(engine, "watched")
+        done = await engine.wait(run.id, timeout=60)
+    finally:
+        await engine.stop()
+        reader.close()
+    assert done.status is RunStatus.COMPLETED, done.status_reason
+    return seen, store, done
+
+
 async def test_an_unsafe_steps_start_is_committed_after_the_results_before_it(
     tmp_path: Path, sqlite_url: str
 ) -> None:
     """While `risky` runs, a reader on another connection sees `a` and `b` completed."""
-    _write(
-        tmp_path,
-        "mixed",
-        [
-            "  - id: a\n    tool: quick",
-            "  - id: b\n    tool: quick\n    depends_on: [a]",
-            "  - id: risky\n    tool: risky\n    depends_on: [b]\n    with: {run_id: '{{ run.id }}'}",
-        ],
-    )
-    seen: dict[str, str] = {}
-    holder: dict[str, SqlStore] = {}
-    tools = ToolRegistry()
-    tools.tool("quick", replay="pure", inline=True)(lambda: "ok")
+    seen, _, _ = await _run_watched(tmp_path, sqlite_url, "risky", "unsafe")
 
-    @tools.tool("risky", replay="unsafe", inline=True)
-    def risky(run_id: str) -> str:
-        seen.update({e.node_id: e.status.value for e in holder["reader"].journal([run_id])})
-        return "sent"
-
-    engine, _ = _engine(tmp_path, sqlite_url, tools, group_commit=HOUR)
-    holder["reader"] = SqlStore(sqlite_url)
-    try:
-        run = await _start_named(engine, "mixed")
-        done = await engine.wait(run.id, timeout=60)
-    finally:
-        await engine.stop()
-        holder["reader"].close()
-
-    assert done.status is RunStatus.COMPLETED, done.status_reason
     assert seen == {"a": "completed", "b": "completed", "risky": "started"}
 
 
 async def test_an_idempotent_result_is_committed_at_once_with_what_is_pending(
     tmp_path: Path, sqlite_url: str
 ) -> None:
-    _write(
-        tmp_path,
-        "idem",
-        [
-            "  - id: a\n    tool: quick",
-            "  - id: send\n    tool: send\n    depends_on: [a]",
-            "  - id: look\n    tool: look\n    depends_on: [send]\n    with: {run_id: '{{ run.id }}'}",
-        ],
-    )
-    seen: dict[str, str] = {}
-    holder: dict[str, SqlStore] = {}
-    tools = ToolRegistry()
-    tools.tool("quick", replay="pure", inline=True)(lambda: "ok")
-    tools.tool("send", replay="idempotent", inline=True)(lambda: "sent")
+    seen, store, run = await _run_watched(tmp_path, sqlite_url, "look", "pure", middle="send")
 
-    @tools.tool("look", replay="pure", inline=True)
-    def look(run_id: str) -> str:
-        seen.update({e.node_id: e.status.value for e in holder["reader"].journal([run_id])})
-        return "looked"
-
-    engine, store = _engine(tmp_path, sqlite_url, tools, group_commit=HOUR)
-    holder["reader"] = SqlStore(sqlite_url)
-    try:
-        run = await _start_named(engine, "idem")
-        done = await engine.wait(run.id, timeout=60)
-    finally:
-        await engine.stop()
-        holder["reader"].close()
-
-    assert done.status is RunStatus.COMPLETED, done.status_reason
-    assert seen == {"a": "completed", "send": "completed"}  # one transaction, before `look` ran
-    assert store.calls["journal_complete_many"] == 2  # a + send together, then look at the end
-    assert _statuses(store, run.id) == {"a": "completed", "send": "completed", "look": "completed"}
+    assert seen == {"a": "completed", "b": "completed"}  # one transaction, before `look` ran
+    assert store.calls["journal_complete_many"] == 2  # a + b together, then look at the end
+    assert _statuses(store, run.id) == {"a": "completed", "b": "completed", "look": "completed"}
 
 
 async def test_an_idle_executor_commits_when_the_window_ends(tmp_path: Path, sqlite_url: str) -> None:
