@@ -71,6 +71,9 @@ class Settings(BaseSettings):
     worker_concurrency: int = Field(default=4, ge=1, le=256)  # steps one `baton worker` runs at once
     worker_heartbeat_seconds: float = Field(default=2.0, gt=0)  # a worker silent 3x this is dead
     supervise: bool = True  # `baton run` (chat platforms) and `baton worker` restart a dead child
+    # a chat event claimed but never finished (its replica died) is handled again when the
+    # platform redelivers it this many seconds after the claim (docs/operations.md)
+    event_stale_seconds: float = Field(default=60.0, gt=0)
 
     # prompt providers
     prompt_provider: Literal["fake", "command", "openai"] = "fake"
