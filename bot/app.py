@@ -159,7 +159,8 @@ def build_baton(settings: Settings) -> Baton:
         tools=load_tools(settings.tool_modules),
         executor_factory=_remote_factory(dispatcher),
     )
-    handler = Handler(store=store, engine=engine, catalog=catalog, access=settings.access)
+    handler = Handler(store=store, engine=engine, catalog=catalog, access=settings.access,
+                      event_stale_after=settings.event_stale_seconds)
     return Baton(
         settings=settings,
         store=store,
