@@ -274,3 +274,8 @@ class Store(Protocol):
     ) -> None:
         """`audit(…)` and `finish_event(platform, event_id)` in one transaction (one statement
         on PostgreSQL): a handled command is audited once, even when it is redelivered."""
+
+    # -- housekeeping (bot/housekeeping.py) ---------------------------------------------
+    def forget_state(self, before: float) -> int:
+        """Drop chat adapters' values last written before `before` (epoch seconds); returns
+        how many. A later `get_state` of such a key is None, as if it was never kept."""
