@@ -3,7 +3,8 @@
 The Slack adapter edits one progress message per run and passes over-long button commands
 by reference; the message id and the command must still be found after the bot restarts.
 They live here, per platform, as text under a key the adapter chooses. Writing a key
-again replaces its value (one INSERT … ON CONFLICT DO UPDATE).
+again replaces its value and its time `at` (one INSERT … ON CONFLICT DO UPDATE).
+`forget_state` drops values last written before a cut-off (bot/housekeeping.py).
 """
 
 from __future__ import annotations
@@ -37,3 +38,9 @@ class StateSql(SqlBase):
         with self._single.connect() as conn:
             value = conn.execute(query).scalar_one_or_none()
         return None if value is None else str(value)
+
+    @store_operation("forget old chat platform values")
+    def forget_state(self, before: float) -> int:
+        """Drop values last written before `before`; how many (one DELETE)."""
+        with self._engine.begin() as conn:
+            return int(conn.execute(sa.delete(PLATFORM_STATE).where(PLATFORM_STATE.c.at < before)).rowcount)

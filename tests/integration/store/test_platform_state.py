@@ -1,8 +1,10 @@
-"""`put_state` / `get_state`: small values chat adapters keep across restarts, per platform."""
+"""`put_state` / `get_state` / `forget_state`: small values chat adapters keep across
+restarts, per platform, until housekeeping prunes the old ones."""
 
 from __future__ import annotations
 
 from core.store.repository import SqlStore
+from tests.integration.store.conftest import Clock
 
 
 def test_a_value_is_kept_replaced_and_scoped_by_platform(database_url: str) -> None:
@@ -24,3 +26,19 @@ def test_values_survive_a_new_store_on_the_same_database(database_url: str) -> N
         first.put_state("slack", "ref:abc", long_command)
     with SqlStore(database_url) as second:  # another process, after a restart
         assert second.get_state("slack", "ref:abc") == long_command
+
+
+def test_forget_state_drops_values_last_written_before_the_cut_off(store: SqlStore, clock: Clock) -> None:
+    store.put_state("slack", "ref:old", "run deploy --force 'long'")
+    store.put_state("slack", "message:progress:r1", "C1 1.0")
+    store.put_state("discord", "message:progress:r1", "10 20")
+    clock.advance(3600)
+    store.put_state("slack", "message:progress:r1", "C1 2.0")  # written again: its time moves
+    store.put_state("slack", "ref:new", "run deploy --force 'newer'")
+
+    assert store.forget_state(before=clock.now - 60) == 2
+    assert store.get_state("slack", "ref:old") is None
+    assert store.get_state("discord", "message:progress:r1") is None
+    assert store.get_state("slack", "message:progress:r1") == "C1 2.0"
+    assert store.get_state("slack", "ref:new") == "run deploy --force 'newer'"
+    assert store.forget_state(before=clock.now - 60) == 0  # idempotent: a peer's pass finds nothing
