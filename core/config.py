@@ -71,6 +71,11 @@ class Settings(BaseSettings):
     worker_concurrency: int = Field(default=4, ge=1, le=256)  # steps one `baton worker` runs at once
     worker_heartbeat_seconds: float = Field(default=2.0, gt=0)  # a worker silent 3x this is dead
     supervise: bool = True  # `baton run` (chat platforms) and `baton worker` restart a dead child
+    # housekeeping (bot/housekeeping.py): a pass at start, then every `housekeeping_minutes`
+    housekeeping_minutes: float = Field(default=60.0, gt=0)
+    # chat event ids kept for dedupe: well above Slack's retries (minutes) and the 60 s claim
+    event_retention_hours: float = Field(default=24.0, ge=1)
+    state_retention_days: float = Field(default=30.0, gt=0)  # adapters' values (long buttons, …)
     # a chat event claimed but never finished (its replica died) is handled again when the
     # platform redelivers it this many seconds after the claim (docs/operations.md)
     event_stale_seconds: float = Field(default=60.0, gt=0)
