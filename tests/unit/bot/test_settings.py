@@ -93,3 +93,27 @@ def test_the_group_commit_window_reaches_the_engine_in_seconds(monkeypatch: pyte
     monkeypatch.setenv("BATON_GROUP_COMMIT_MS", "-1")
     with pytest.raises(ConfigurationError, match=r"^BATON_GROUP_COMMIT_MS: .*greater than or equal to 0"):
         load_settings()
+
+
+def test_the_event_redelivery_window_reaches_the_handler(monkeypatch: pytest.MonkeyPatch) -> None:
+    from bot.app import build_baton
+
+    assert load_settings().event_stale_seconds == 60.0
+    monkeypatch.setenv("BATON_EVENT_STALE_SECONDS", "2.5")
+    monkeypatch.setenv("BATON_TOOL_MODULES", "[]")
+    baton = build_baton(load_settings())
+    try:
+        assert baton.handler.event_stale_after == 2.5
+    finally:
+        baton.close()
+
+
+@pytest.mark.parametrize("value", ["0", "-1"])
+def test_an_event_window_that_is_not_positive_is_refused_on_one_line(
+    monkeypatch: pytest.MonkeyPatch, value: str
+) -> None:
+    monkeypatch.setenv("BATON_EVENT_STALE_SECONDS", value)
+    with pytest.raises(ConfigurationError) as info:
+        load_settings()
+    assert info.value.message == f"BATON_EVENT_STALE_SECONDS: Input should be greater than 0 (got '{value}')"
+    assert "\n" not in info.value.message
