@@ -41,7 +41,7 @@ class Handler:
                  event_stale_after: float = 60.0) -> None:
         self.store = store
         #: seconds after which an event claimed but never finished (its replica died) is
-        #: handled again when the platform redelivers it
+        #: handled again when the platform redelivers it (BATON_EVENT_STALE_SECONDS in `build_baton`)
         self.event_stale_after = event_stale_after
         self.engine = engine
         self.catalog = catalog

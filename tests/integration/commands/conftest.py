@@ -103,7 +103,7 @@ class Chat:
 
 
 async def make_chat(root: Path, url: str, access: Access | None = None, platform: str = "console",
-                    lease_seconds: float = 15.0) -> Chat:
+                    lease_seconds: float = 15.0, event_stale_after: float = 60.0) -> Chat:
     store = SqlStore(url)
     store.migrate()
     (root / "workflows").mkdir(parents=True, exist_ok=True)
@@ -115,7 +115,8 @@ async def make_chat(root: Path, url: str, access: Access | None = None, platform
         config=EngineConfig(data_dir=root / "data", replica_id="test", lease_seconds=lease_seconds),
         providers=ProviderRegistry({"fake": FakeProvider()}, "fake"), tools=ToolRegistry(),
     )
-    handler = Handler(store=store, engine=engine, catalog=catalog, access=access or Access())
+    handler = Handler(store=store, engine=engine, catalog=catalog, access=access or Access(),
+                      event_stale_after=event_stale_after)
     chat = Chat(handler=handler, store=store, engine=engine, root=root, platform=platform)
     handler.register_outbox(platform, chat._collect)
     return chat

@@ -8,10 +8,15 @@ PostgreSQL (`database_url` through the `chat` fixture).
 
 from __future__ import annotations
 
+import asyncio
 import time
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
 
 from core.store.records import RunStatus
-from tests.integration.commands.conftest import Chat
+from tests.integration.commands.conftest import Chat, make_chat
 
 STALE = 0.05
 
@@ -66,3 +71,34 @@ async def test_redelivered_run_command_answers_with_the_run_its_first_delivery_s
     assert rested.status is RunStatus.PAUSED  # waiting at its approval gate, once
     assert chat.store.get_gate(first.id, "review").status == "waiting"
     assert chat.store.claim_event("console", "ev-run", stale_after=0.0) is False  # now finished
+
+
+WINDOW = 0.2  # BATON_EVENT_STALE_SECONDS of the replica that gets the redelivery
+
+
+@pytest.fixture
+async def windowed(tmp_path: Path, database_url: str) -> AsyncIterator[Chat]:
+    """A Handler built with a short redelivery window, as `build_baton` passes the setting."""
+    c = await make_chat(tmp_path, database_url, event_stale_after=WINDOW)
+    yield c
+    await c.engine.stop(grace=5)
+    await c.handler.drain()
+    c.store.close()
+
+
+async def test_an_unfinished_claim_is_handled_again_after_the_window_and_not_before(windowed: Chat) -> None:
+    before = time.time()
+    assert windowed.store.claim_event("console", "ev-window") is True  # then the replica died
+    claimed_at = time.time()  # the claim's time is between `before` and this
+
+    assert await windowed.say("run gated --force late", event_id="ev-window") == []  # too soon
+    assert time.time() - before < WINDOW, "the machine stalled: the first redelivery was not early"
+    assert windowed.runs() == []
+
+    # the window passes, counted from the claim: the refused re-claim did not extend it
+    await asyncio.sleep(claimed_at + WINDOW - time.time())
+    [reply] = await windowed.say("run gated --force late", event_id="ev-window")
+    assert reply.kind == "run_started" and reply.run_id is not None
+    assert (await windowed.final(reply.run_id)).kind == "gate_waiting"  # it really ran
+    assert [run.id for run in windowed.runs()] == [reply.run_id]
+    assert windowed.store.claim_event("console", "ev-window", stale_after=0.0) is False  # finished
