@@ -1,0 +1,112 @@
+"""Housekeeping: the tables that only grow are pruned, once at start and then periodically.
+
+- `processed_events` (chat event dedupe): ids older than `BATON_EVENT_RETENTION_HOURS`
+  (24 h) go. Platforms stop redelivering after minutes (Slack retries for about 5) and a
+  claim left unfinished is re-claimable after 60 s, so a day is far past both.
+- `platform_state` (adapters' values, `Handler.remember`): values not written for
+  `BATON_STATE_RETENTION_DAYS` (30 d) go. They are the location of each run's progress
+  message (a run that comes back after that gets a new progress message instead of an edit
+  of the old one) and Slack buttons' long commands (such a button then answers that it is
+  no longer remembered and how to type its command).
+
+A pass is two DELETEs, each one short statement; several replicas may run them at the same
+time (a row deleted by a peer is simply not counted). Counts are logged at INFO.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from core.config import Settings
+from core.store.port import Store
+
+log = logging.getLogger("baton.housekeeping")
+
+HOUR = 3600.0
+DAY = 24 * HOUR
+
+
+@dataclass(frozen=True, slots=True)
+class Swept:
+    """What one pass deleted."""
+
+    events: int
+    state: int
+
+
+class Housekeeping:
+    """Started and stopped with the engine (`Baton.running`)."""
+
+    def __init__(
+        self,
+        store: Store,
+        *,
+        every: float,
+        event_retention: float,
+        state_retention: float,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.store = store
+        self.every = every  # seconds between passes
+        self.event_retention = event_retention  # seconds
+        self.state_retention = state_retention  # seconds
+        self._clock = clock
+        self._stopping = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+        self.passes = 0  # passes completed by this process
+
+    @classmethod
+    def from_settings(cls, store: Store, settings: Settings) -> Housekeeping:
+        return cls(
+            store,
+            every=settings.housekeeping_minutes * 60,
+            event_retention=settings.event_retention_hours * HOUR,
+            state_retention=settings.state_retention_days * DAY,
+        )
+
+    def sweep(self) -> Swept:
+        """One pass: forget event ids and adapters' values past their retention."""
+        now = self._clock()
+        swept = Swept(
+            events=self.store.forget_events(now - self.event_retention),
+            state=self.store.forget_state(now - self.state_retention),
+        )
+        self.passes += 1
+        log.info(
+            "housekeeping: %d event ids and %d platform values forgotten",
+            swept.events,
+            swept.state,
+            extra={"action": "housekeeping", "events": swept.events, "state": swept.state},
+        )
+        return swept
+
+    async def start(self) -> None:
+        """A pass now (a process that was down for a while catches up at once), then one
+        every `every` seconds until `stop`."""
+        self._stopping.clear()
+        self._sweep_logged()
+        self._task = asyncio.create_task(self._loop(), name="baton-housekeeping")
+
+    async def stop(self) -> None:
+        self._stopping.set()
+        if self._task is not None:
+            await self._task
+            self._task = None
+
+    async def _loop(self) -> None:
+        while not self._stopping.is_set():
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._stopping.wait(), self.every)
+            if not self._stopping.is_set():
+                self._sweep_logged()
+
+    def _sweep_logged(self) -> None:
+        try:
+            self.sweep()
+        except Exception:  # the database blinked: the next pass catches up
+            log.exception("housekeeping failed", extra={"action": "housekeeping"})
