@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING
 
 from sqlalchemy.engine import make_url
 
+from bot.housekeeping import Housekeeping
 from core.commands.handler import Handler
 from core.config import Settings
 from core.engine.engine import Engine, EngineConfig, ExecutorFactory
@@ -57,6 +58,8 @@ class Baton:
     handler: Handler
     #: set when BATON_EXECUTOR=procrastinate: steps go to `baton worker` processes
     dispatcher: RemoteDispatcher | None = None
+    #: prunes processed_events and platform_state; started and stopped with the engine
+    housekeeping: Housekeeping | None = None
     _life: _Lifecycle = field(default_factory=_Lifecycle, repr=False)
 
     @property
@@ -103,11 +106,15 @@ class Baton:
             await self.dispatcher.open()
         await self.engine.start()
         log.info("engine started", extra={"action": "engine_started", "owner": self.engine.owner})
+        if self.housekeeping is not None:
+            await self.housekeeping.start()
         try:
             yield self
         finally:
             for sig in installed:
                 loop.remove_signal_handler(sig)
+            if self.housekeeping is not None:
+                await self.housekeeping.stop()
             await self.engine.stop(grace=0.0 if self._life.signals > 1 else grace)
             released = self.store.release_leases(self.engine.owner)  # type: ignore[attr-defined]
             if self.dispatcher is not None:
@@ -168,6 +175,7 @@ def build_baton(settings: Settings) -> Baton:
         engine=engine,
         handler=handler,
         dispatcher=dispatcher,
+        housekeeping=Housekeeping.from_settings(store, settings),
     )
 
 
