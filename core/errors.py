@@ -26,6 +26,8 @@ docstring is the default message; raise sites pass specifics.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 
 class BatonError(Exception):
     """Something went wrong in Baton."""
@@ -89,6 +91,13 @@ class PermissionDenied(BatonError):
     """You are not allowed to do that."""
 
     hint = "Ask a Baton admin to grant you access."
+
+    def __init__(
+        self, message: str | None = None, *, users: Sequence[str] = (), hint: str | None = None
+    ) -> None:
+        #: the user ids the message names, so a reply can show them as people (mentions)
+        self.users = tuple(users)
+        super().__init__(message, hint=hint)
 
 
 class RunStateError(BatonError):

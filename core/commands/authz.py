@@ -1,7 +1,9 @@
 """Who may do what, by immutable user id `f"{platform}:{user}"` (never a display name).
 
 Pure checks over `core.config.Access`. `require_*` raise `PermissionDenied` with one line of
-cause and one of next step; the handler audits every refusal.
+cause and one of next step, naming people by id and listing those ids in `users` (the reply
+renders them as the platform's mentions; the audit keeps the ids); the handler audits every
+refusal.
 
 - run W: `access.run[W]` or `access.run["*"]` lists the user (or `*`);
 - approve a gate of W: the node's `approvers:` when set, else `access.approve[W|*]`;
@@ -89,7 +91,7 @@ def may_use(access: Access, uid: str, sub: str) -> bool:
 
 def require_run(access: Access, uid: str, workflow: str) -> None:
     if not may_run(access, uid, workflow):
-        raise PermissionDenied(f"{uid} may not run `{workflow}`.")
+        raise PermissionDenied(f"{uid} may not run `{workflow}`.", users=[uid])
 
 
 def require_approve(access: Access, uid: str, run: Run, node_approvers: Sequence[str] | None) -> None:
@@ -97,11 +99,11 @@ def require_approve(access: Access, uid: str, run: Run, node_approvers: Sequence
         return
     if access.approver_not_requester and run.requester == uid and not is_admin(access, uid):
         raise PermissionDenied(
-            f"{uid} requested run {run.id} and so may not approve its gate.",
+            f"{uid} requested run {run.id} and so may not approve its gate.", users=[uid],
             hint="Ask another approver of this workflow to decide it.",
         )
     raise PermissionDenied(
-        f"Sorry, {uid} is not an approver of `{run.workflow}`.",
+        f"Sorry, {uid} is not an approver of `{run.workflow}`.", users=[uid],
         hint="Ask one of its approvers (or a Baton admin) to decide this gate.",
     )
 
@@ -110,10 +112,11 @@ def require_owner(access: Access, uid: str, run: Run, action: str) -> None:
     if not owns(access, uid, run):
         raise PermissionDenied(
             f"{uid} may not {action} run {run.id}: it belongs to {run.requester}.",
+            users=[uid, run.requester],
             hint="Ask its requester or a Baton admin to do it.",
         )
 
 
 def require_view(access: Access, uid: str, run: Run) -> None:
     if not may_view(access, uid, run):
-        raise PermissionDenied(f"{uid} may not inspect run {run.id} of `{run.workflow}`.")
+        raise PermissionDenied(f"{uid} may not inspect run {run.id} of `{run.workflow}`.", users=[uid])

@@ -31,8 +31,10 @@ def about(run: Run, kind: str, data: dict[str, Any], **kw: Any) -> Reply:
 
 
 def error(exc: BatonError, run: Run | None = None) -> Reply:
-    by = getattr(exc, "by", None)  # run-state errors name who decided/holds the run
-    data = {"message": exc.message, "hint": exc.hint or "", "parts": message_parts(exc.message, [by])}
+    # people the message names by id: who decided/holds the run (run-state errors), who was
+    # refused and whose run it is (refusals)
+    people = [getattr(exc, "by", None), *getattr(exc, "users", ())]
+    data = {"message": exc.message, "hint": exc.hint or "", "parts": message_parts(exc.message, people)}
     run_id = run.id if run else getattr(exc, "run_id", None)
     status = str(run.status) if run else getattr(exc, "status", None)
     return Reply(kind="error", data=data, is_error=True, ephemeral=True, run_id=run_id,
@@ -43,7 +45,8 @@ def message_parts(message: str, users: Sequence[str | None]) -> list[dict[str, s
     """`message` split around the user ids it names: `{"text": …}` and `{"user": …}` pieces, so
     templates render each person with the platform's `f.user` (a mention, not a raw id)."""
     parts: list[dict[str, str]] = [{"text": message}]
-    for user in {u for u in users if u}:
+    # longest first: an id that is a prefix of another (`slack:U1`, `slack:U12`) never cuts it
+    for user in sorted({u for u in users if u}, key=lambda u: (-len(u), u)):
         split: list[dict[str, str]] = []
         for part in parts:
             if "text" not in part:

@@ -1,7 +1,10 @@
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import pytest
 
+from core.commands import replies
 from core.commands.authz import (
     may_approve,
     may_run,
@@ -10,10 +13,13 @@ from core.commands.authz import (
     require_approve,
     require_owner,
     require_run,
+    require_view,
     user_id,
 )
 from core.config import Access
 from core.errors import PermissionDenied
+from core.render import render
+from core.store.records import Run
 from tests.unit.commands.samples import make_run
 
 TEAM = Access(
@@ -72,3 +78,65 @@ def test_view_and_help_visibility() -> None:
     assert not may_use(nobody, "slack:U7", "approve")
     assert may_use(nobody, "slack:U7", "status")
     assert may_use(TEAM, "slack:U2", "approve")
+
+
+def _refusal(platform: str, check: Callable[[Access, str, Run], None]) -> tuple[PermissionDenied, str]:
+    """The refusal `check` raises for Mallory on a run of Ana, and its text on `platform`."""
+    ana, mallory = {"slack": ("slack:U0ANA", "slack:U0MAL"),
+                    "discord": ("discord:80351110224678912", "discord:80351110224678999"),
+                    "console": ("console:ana", "console:mallory")}[platform]
+    access = Access(run={"release-notes": [ana]}, approve={"release-notes": [ana]})
+    run = make_run(platform=platform, requester=ana)
+    with pytest.raises(PermissionDenied) as info:
+        check(access, mallory, run)
+    [text] = render(replies.error(info.value, run), platform)
+    return info.value, text
+
+
+REFUSALS: dict[str, Callable[[Access, str, Run], None]] = {
+    "run": lambda access, uid, run: require_run(access, uid, run.workflow),
+    "approve": lambda access, uid, run: require_approve(access, uid, run, None),
+    "own": lambda access, uid, run: require_owner(access, uid, run, "abandon"),
+    "view": require_view,
+}
+
+SHOWN = {  # platform: (Mallory as shown, Ana as shown)
+    "slack": ("<@U0MAL>", "<@U0ANA>"),
+    "discord": ("<@80351110224678999>", "<@80351110224678912>"),
+    "console": ("mallory", "ana"),
+}
+
+
+@pytest.mark.parametrize("refusal", sorted(REFUSALS))
+@pytest.mark.parametrize("platform", sorted(SHOWN))
+def test_a_refusal_names_people_as_the_platform_shows_them(platform: str, refusal: str) -> None:
+    exc, text = _refusal(platform, REFUSALS[refusal])
+    mallory, ana = SHOWN[platform]
+    first = text.splitlines()[0]
+    assert first.startswith(f"⚠️ {'Sorry, ' if refusal == 'approve' else ''}{mallory} ")
+    assert f"{platform}:" not in text  # no raw id left
+    assert (f"it belongs to {ana}." in first) is (refusal == "own")
+    assert exc.message.startswith(("Sorry, " if refusal == "approve" else "") + f"{platform}:")  # ids
+
+
+def test_a_refusal_keeps_the_immutable_ids_in_its_message() -> None:
+    """The message (logged and audited as the refusal's reason) names ids, not mentions."""
+    exc, _ = _refusal("slack", REFUSALS["own"])
+    assert exc.message == "slack:U0MAL may not abandon run r-0123456789abcdef: it belongs to slack:U0ANA."
+    assert exc.users == ("slack:U0MAL", "slack:U0ANA")
+
+
+def test_an_id_that_prefixes_another_is_not_cut_out_of_it() -> None:
+    parts = replies.message_parts("slack:U1 may not abandon run r1: it belongs to slack:U12.",
+                                  ["slack:U1", "slack:U12"])
+    assert [p.get("user") for p in parts if "user" in p] == ["slack:U1", "slack:U12"]
+    assert "".join(p.get("text", p.get("user", "")) for p in parts) == (
+        "slack:U1 may not abandon run r1: it belongs to slack:U12.")
+
+
+def test_a_discord_refusal_cannot_ping_anyone_beyond_the_people_it_names() -> None:
+    """`<@id>` shows the person; the adapter posts with AllowedMentions.none(), so it never pings.
+    Anything else that looks like a mention is neutralised."""
+    exc = PermissionDenied("discord:<@&1> may not run `@everyone`.", users=["discord:<@&1>"])
+    [text] = render(replies.error(exc), "discord")
+    assert "<@&1>" not in text and "@everyone" not in text
