@@ -296,7 +296,7 @@ async def help_(ctx: Context, cmd: HelpCommand) -> list[Reply]:
     if cmd.topic is None:
         return [replies.help_list([s for s in SPECS.values() if authz.may_use(ctx.access, ctx.uid, s.name)])]
     if not authz.may_use(ctx.access, ctx.uid, cmd.topic):
-        raise PermissionDenied(f"`/workflow {cmd.topic}` is not available to {ctx.uid}.")
+        raise PermissionDenied(f"`/workflow {cmd.topic}` is not available to {ctx.uid}.", users=[ctx.uid])
     return [replies.help_topic(SPECS[cmd.topic])]
 
 
