@@ -43,7 +43,8 @@ def slack_failed(error: str) -> str:
 
 def button_expired() -> str:
     return (
-        "This button's command is no longer remembered (Baton restarted).\n"
+        "This button has expired: Baton no longer remembers its command (long commands are kept"
+        " for a limited time).\n"
         "Type the command shown in the message with `/workflow`."
     )
 
