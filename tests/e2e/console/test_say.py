@@ -46,6 +46,8 @@ def test_an_unauthorized_approver_is_refused_and_the_gate_keeps_waiting(baton: B
     refused = baton.say("lgtm", user="bob")
 
     assert refused and all(r["is_error"] or r["kind"] != "run_finished" for r in refused)
+    (refusal,) = [r for r in refused if r["is_error"]]
+    assert refusal["text"].startswith("⚠️ Sorry, bob is not an approver of `gated`.")  # bob by name
     assert baton.run_record(paused).status == "paused"
     assert final_status(baton.say("lgtm", user="ana")) == "completed"
 

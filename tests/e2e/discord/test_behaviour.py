@@ -64,6 +64,9 @@ async def test_an_unauthorized_click_is_refused_privately_and_nothing_resumes(bo
     assert ack.json == {"type": 6}
     assert refusal.json["flags"] & 64  # ephemeral: only Mallory sees it
     assert "approver" in refusal.content
+    # Mallory shown as a mention, never pinged: the message allows no mentions
+    assert f"<@{MALLORY['id']}> is not an approver" in refusal.content
+    assert refusal.json["allowed_mentions"] == NO_MENTIONS
     assert not [c for c in bot.fake.calls if c.method == "PATCH" and click["token"] in c.path]
     assert bot.baton.store.get_run(paused).status == "paused"
     assert f"baton:approve:{paused}" in bot.buttons_in(paused)  # still usable by an approver

@@ -6,8 +6,9 @@ from __future__ import annotations
 import pytest
 
 from core.commands.parser import parse
+from core.config import Access
 from tests.e2e.slack.conftest import SlackE2E
-from tests.e2e.slack.harness import ANA
+from tests.e2e.slack.harness import ANA, BOB
 from tests.e2e.slack.steps import FAILED, PROMPT, command, failed_run, posts, wait_in_thread
 
 TRICKY = 'he said "ship it" \\ then `rm -rf /` and <!channel>'
@@ -57,3 +58,20 @@ async def test_quotes_backticks_and_pings_survive_into_option_3(e2e: SlackE2E) -
     await wait_in_thread(e2e, started.ts, FAILED, after=mark)  # flaky fails here: it ran, with that input
     fresh = e2e.baton.store.recent_runs(platform="slack")[0]
     assert e2e.baton.engine.args_of(fresh)["message"] == TRICKY
+
+
+@pytest.mark.parametrize("access", [Access(run={"*": [f"slack:{ANA}"]})])
+async def test_a_refusal_names_both_people_as_mentions_and_the_audit_keeps_their_ids(e2e: SlackE2E) -> None:
+    run = await failed_run(e2e)
+    mark = await command(e2e, f"abandon {run.run_id}", user=BOB)
+
+    told = await e2e.mock.wait_call("chat.postEphemeral", after=mark)
+
+    assert told.body["user"] == BOB
+    assert f"<@{BOB}> may not abandon run {run.run_id}: it belongs to <@{ANA}>." in told.text
+    assert "slack:" not in told.text
+    [refused] = [e for e in e2e.baton.store.audit_log(run.run_id) if e.action == "refused"]
+    assert refused.actor == f"slack:{BOB}"
+    reason = f"slack:{BOB} may not abandon run {run.run_id}: it belongs to slack:{ANA}."
+    assert refused.details["reason"] == reason
+    assert e2e.baton.store.get_run(run.run_id).status == "failed"  # nothing was abandoned
