@@ -36,6 +36,11 @@ from core.store.records import Run
 
 log = logging.getLogger("baton.progress")
 
+#: `_last_edit` is swept at most once per this many intervals, on a progress edit. A run that
+#: never comes to rest in this process (another replica took it over) sends no final event,
+#: so its entry would otherwise stay for the life of the process.
+PRUNE_EVERY = 20
+
 
 @dataclass(slots=True)
 class _RunState:
@@ -65,6 +70,7 @@ class ProgressReporter:
         # always sent at once
         self.interval = interval
         self._last_edit: dict[str, float] = {}  # run id -> monotonic time of its last progress edit
+        self._pruned_at = time.monotonic()
         self.announced: set[str] = set()  # runs whose cancellation a command reply already told
         self.unsubscribe = engine.subscribe(self.on_event)
 
@@ -173,10 +179,24 @@ class ProgressReporter:
                     if state.finished:
                         continue  # the final report shows the latest table anyway
                 state.dirty = False
-                self._last_edit[run_id] = time.monotonic()
+                self._edited(run_id, time.monotonic())
                 await self._report(run_id, None)
         if self._runs.get(run_id) is state:
             del self._runs[run_id]
+
+    def _edited(self, run_id: str, now: float) -> None:
+        """Note `run_id`'s progress edit at `now`. Every `PRUNE_EVERY` intervals, drop the
+        entries more than one interval old: such an entry delays nothing any more (the next
+        edit is due at once either way), so dropping it changes no behaviour and bounds the
+        map by the runs edited in the last `PRUNE_EVERY` intervals. A run that comes to rest
+        here drops its own entry at once (`_work`)."""
+        self._last_edit[run_id] = now
+        if now - self._pruned_at < PRUNE_EVERY * self.interval:
+            return
+        self._pruned_at = now
+        due = now - self.interval
+        for stale in [r for r, at in self._last_edit.items() if at <= due]:
+            del self._last_edit[stale]
 
     async def _report(self, run_id: str, finished: EngineEvent | None) -> None:
         try:

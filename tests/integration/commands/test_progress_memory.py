@@ -1,0 +1,79 @@
+"""The progress reporter forgets runs: a run that comes to rest drops its rate-limit entry at
+once, and one that never comes to rest here (another replica took it over: no final event
+in this process) is dropped by a later progress edit, so the map does not grow for the life
+of the process."""
+
+from __future__ import annotations
+
+import asyncio
+
+from core.commands.progress import PRUNE_EVERY
+from tests.integration.commands.conftest import Chat
+
+INTERVAL = 0.005  # a prune is due every PRUNE_EVERY * INTERVAL = 0.1 s
+
+WORKFLOWS = {
+    "stuck": "name: stuck\nnodes:\n  - id: hold\n    tool: hold\n    replay: pure\n",
+    "slow": (
+        "name: slow\nnodes:\n  - id: pause\n    tool: pause\n    replay: pure\n"
+        "  - id: after\n    tool: pause\n    replay: pure\n    depends_on: [pause]\n"
+    ),
+}
+
+
+async def progress_of(chat: Chat, run_id: str) -> None:
+    """Wait (with a deadline) until a progress edit of `run_id` was handed to the outbox."""
+
+    async def until() -> None:
+        while not any(r.run_id == run_id and r.kind == "progress" for r in chat.outbox):
+            chat._arrived.clear()
+            await chat._arrived.wait()
+
+    await asyncio.wait_for(until(), 30)
+
+
+async def test_a_run_taken_over_elsewhere_is_forgotten_by_a_later_edit(chat: Chat) -> None:
+    progress = chat.handler.progress
+    progress.interval = INTERVAL
+    released = asyncio.Event()
+
+    @chat.engine.tools.tool("hold", replay="pure")
+    async def hold() -> str:
+        await released.wait()  # until the engine cancels it
+        return "never"
+
+    @chat.engine.tools.tool("pause", replay="pure")
+    async def pause() -> str:
+        await asyncio.sleep(2 * PRUNE_EVERY * INTERVAL)  # a step's duration: edits come after it
+        return "ok"
+
+    for name, text in WORKFLOWS.items():
+        (chat.root / "workflows" / f"{name}.yaml").write_text(text)
+
+    taken = []
+    for _ in range(3):
+        [started] = await chat.say("run stuck")
+        assert started.run_id is not None
+        await progress_of(chat, started.run_id)
+        taken.append(started.run_id)
+
+    for run_id in taken:  # another replica takes each run over; this one stops executing it
+        chat.store.take_over(chat.store.get_run(run_id), "other:1:peer", 60)
+    assert sorted(await chat.engine.heartbeat_now()) == sorted(taken)
+    await chat.handler.drain()  # no final event for them here: nothing pops their entries
+
+    [later] = await chat.say("run slow")
+    final = await chat.final(later.run_id or "")
+    assert final.kind == "run_completed"
+    assert progress._last_edit == {}  # the taken runs by its edits, its own when it came to rest
+
+
+async def test_the_map_stays_bounded_by_the_runs_edited_recently(chat: Chat) -> None:
+    progress = chat.handler.progress
+    progress.interval = INTERVAL
+    start = progress._pruned_at
+    for i in range(2_000):  # one edit each for 2,000 runs, a quarter interval apart
+        progress._edited(f"r{i}", start + i * INTERVAL / 4)
+        assert len(progress._last_edit) <= 4 * (PRUNE_EVERY + 1) + 1
+    newest = start + 1999 * INTERVAL / 4
+    assert all(at > newest - (PRUNE_EVERY + 1) * INTERVAL for at in progress._last_edit.values())
