@@ -10,7 +10,9 @@
   no longer remembered and how to type its command).
 
 A pass is two DELETEs, each one short statement; several replicas may run them at the same
-time (a row deleted by a peer is simply not counted). Counts are logged at INFO.
+time (a row deleted by a peer is simply not counted). Counts are logged at INFO. Passes run
+in a worker thread, the first one as soon as the engine has started: a bot whose tables grew
+for months neither waits for its first pass nor stalls its event loop during one.
 """
 
 from __future__ import annotations
@@ -58,6 +60,7 @@ class Housekeeping:
         self._clock = clock
         self._stopping = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
+        self._passed = asyncio.Condition()  # notified after each pass
         self.passes = 0  # passes completed by this process
 
     @classmethod
@@ -86,24 +89,30 @@ class Housekeeping:
         return swept
 
     async def start(self) -> None:
-        """A pass now (a process that was down for a while catches up at once), then one
-        every `every` seconds until `stop`."""
+        """A pass at once (a process that was down for a while catches up), then one every
+        `every` seconds until `stop`; all in the background."""
         self._stopping.clear()
-        self._sweep_logged()
         self._task = asyncio.create_task(self._loop(), name="baton-housekeeping")
 
     async def stop(self) -> None:
+        """Stop after the pass in progress, if any."""
         self._stopping.set()
         if self._task is not None:
             await self._task
             self._task = None
 
+    async def wait_for_passes(self, count: int, timeout: float) -> None:
+        """Until this process has completed `count` passes; TimeoutError at the deadline."""
+        async with asyncio.timeout(timeout), self._passed:
+            await self._passed.wait_for(lambda: self.passes >= count)
+
     async def _loop(self) -> None:
         while not self._stopping.is_set():
+            await asyncio.to_thread(self._sweep_logged)
+            async with self._passed:
+                self._passed.notify_all()
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._stopping.wait(), self.every)
-            if not self._stopping.is_set():
-                self._sweep_logged()
 
     def _sweep_logged(self) -> None:
         try:

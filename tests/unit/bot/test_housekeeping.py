@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import logging
+import threading
 from pathlib import Path
 
 import pytest
@@ -18,23 +19,6 @@ from core.config import Settings
 from core.store.repository import SqlStore
 
 NOW = 2_000_000_000.0
-
-
-class Clock:
-    """The time of the store's writes and of housekeeping's cut-offs; `ticked` is set when
-    it has been read `wanted` times (one read per housekeeping pass)."""
-
-    def __init__(self, now: float, wanted: int = 0) -> None:
-        self.now = now
-        self.reads = 0
-        self.wanted = wanted
-        self.ticked = asyncio.Event()
-
-    def __call__(self) -> float:
-        self.reads += 1
-        if self.wanted and self.reads >= self.wanted:
-            self.ticked.set()
-        return self.now
 
 
 def seed(url: str, at: float, name: str) -> None:
@@ -87,20 +71,18 @@ async def test_the_bot_sweeps_at_start_then_every_interval_and_stops_with_the_en
     seed(settings.database_url, NOW - 31 * DAY, "before-start")
     baton = build_baton(settings)
     assert baton.housekeeping is not None
-    clock = Clock(NOW)
     housekeeping = Housekeeping(
-        baton.store, every=0.05, event_retention=24 * HOUR, state_retention=30 * DAY, clock=clock
+        baton.store, every=0.05, event_retention=24 * HOUR, state_retention=30 * DAY, clock=lambda: NOW
     )
     baton = dataclasses.replace(baton, housekeeping=housekeeping)  # a short interval, our clock
     try:
         with caplog.at_level(logging.INFO, logger="baton.housekeeping"):
             async with baton.running(grace=1.0, handle_signals=False):
-                assert housekeeping.passes == 1  # done before `running()` yields
+                await housekeeping.wait_for_passes(1, timeout=10)  # the pass at start
                 assert kept(baton.store, "before-start") == (False, False, False)
                 seed(settings.database_url, NOW - 31 * DAY, "while-running")
-                clock.reads, clock.wanted = 0, 1  # the next read is the first periodic pass
-                await asyncio.wait_for(clock.ticked.wait(), timeout=10)  # sweep() is synchronous:
-                assert housekeeping.passes >= 2  # it had finished when the event was set
+                done = housekeeping.passes
+                await housekeeping.wait_for_passes(done + 2, timeout=10)  # a whole pass after the seed
                 assert kept(baton.store, "while-running") == (False, False, False)
             task_names = {t.get_name() for t in asyncio.all_tasks()}
             assert "baton-housekeeping" not in task_names  # stopped (ended) with the engine
@@ -142,3 +124,39 @@ def test_retentions_and_the_interval_must_be_sensible(
     monkeypatch.setenv(variable, value)
     with pytest.raises(ValidationError, match=variable.removeprefix("BATON_").lower()):
         Settings()
+
+
+async def test_a_long_pass_runs_off_the_event_loop_and_does_not_delay_the_start(sqlite_url: str) -> None:
+    entered, release = threading.Event(), threading.Event()
+
+    class SlowDeletes:
+        """The real store, whose first DELETE lasts until the test releases it."""
+
+        def __init__(self, inner: SqlStore) -> None:
+            self.inner = inner
+
+        def forget_events(self, before: float) -> int:
+            entered.set()
+            release.wait(10)
+            return self.inner.forget_events(before)
+
+        def forget_state(self, before: float) -> int:
+            return self.inner.forget_state(before)
+
+    with SqlStore(sqlite_url) as store:
+        store.migrate()
+        housekeeping = Housekeeping(
+            SlowDeletes(store),  # type: ignore[arg-type]
+            every=HOUR,
+            event_retention=24 * HOUR,
+            state_retention=30 * DAY,
+            clock=lambda: NOW,
+        )
+        await housekeeping.start()  # returns while the first pass has not even begun
+        assert housekeeping.passes == 0
+        assert await asyncio.to_thread(entered.wait, 10)  # the loop runs during the DELETE
+        assert housekeeping.passes == 0
+        release.set()
+        await housekeeping.wait_for_passes(1, timeout=10)
+        await housekeeping.stop()
+        assert housekeeping.passes == 1
