@@ -7,7 +7,10 @@
 - `replace_key`: the messages last posted with that key are edited instead of posting anew,
   at most once per `edit_interval` seconds; the newest state always gets sent (also at close).
   Their ids are kept through the core (`remember` / `recall`), so after a restart the next
-  update still edits them; one deleted meanwhile is posted again.
+  update still edits them; one deleted meanwhile is posted again. In memory only the
+  `MEMORY` most recently used keys are kept (idle ones are dropped, oldest first; the next
+  update of a dropped key recalls its ids from the core), and a key's lock lives only while
+  someone holds or waits for it: a long-running bot does not grow with the runs it reported.
 - `starts_thread`: a thread is opened from the posted message and handed to the core with
   `attach_thread(run_id, thread_id)` (`None` where no thread can be opened, e.g. a DM); the
   core holds the run's background replies until then (the outbox is registered with
@@ -19,10 +22,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import io
+import itertools
 import logging
 import time
-from collections import defaultdict
-from collections.abc import Awaitable, Callable, Sequence
+from collections import OrderedDict
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -35,6 +39,7 @@ from core.render import render
 PLATFORM = "discord"
 NO_MENTIONS = discord.AllowedMentions.none()
 THREAD_ARCHIVE_MINUTES: Literal[1440] = 1440  # a day without messages
+MEMORY = 2_000  # progress messages kept in memory (the store keeps them all)
 
 log = logging.getLogger("baton.discord")
 
@@ -88,6 +93,17 @@ class _Keyed:
     pending: Reply | None = None
     task: asyncio.Task[None] | None = None
 
+    @property
+    def idle(self) -> bool:
+        """Nothing waits to be shown: forgetting it loses nothing the core does not keep."""
+        return self.pending is None and (self.task is None or self.task.done())
+
+
+@dataclass
+class _KeyLock:
+    lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+    users: int = 0  # holding or waiting
+
 
 @dataclass
 class DiscordSender:
@@ -98,8 +114,8 @@ class DiscordSender:
     attach_over: int = 8000
     remember: Callable[[str, str], None] = lambda key, value: None
     recall: Callable[[str], str | None] = lambda key: None
-    _keyed: dict[str, _Keyed] = field(default_factory=dict)
-    _locks: defaultdict[str, asyncio.Lock] = field(default_factory=lambda: defaultdict(asyncio.Lock))
+    _keyed: OrderedDict[str, _Keyed] = field(default_factory=OrderedDict)  # least recently used first
+    _locks: dict[str, _KeyLock] = field(default_factory=dict)  # only keys held or waited for
     _closing: asyncio.Event = field(default_factory=asyncio.Event)
 
     # -- entry points -------------------------------------------------------------------
@@ -147,7 +163,7 @@ class DiscordSender:
         if key is None:
             await self._post_new(reply, first, rest)
             return
-        async with self._locks[key]:
+        async with self._lock(key):
             keyed = self._keyed.get(key) or self._recalled(key)
             if keyed is None:
                 messages = await self._post_new(reply, first, rest)
@@ -155,9 +171,25 @@ class DiscordSender:
                     keyed = _Keyed(messages[0].channel.id, [m.id for m in messages], time.monotonic())
                     self._keep(key, keyed)
                 return
+            self._keyed.move_to_end(key)
             keyed.pending = reply
             if keyed.task is None or keyed.task.done():
-                keyed.task = asyncio.create_task(self._flush_loop(key), name=f"discord-edit-{key}")
+                keyed.task = asyncio.create_task(self._flush_loop(key, keyed), name=f"discord-edit-{key}")
+
+    @contextlib.asynccontextmanager
+    async def _lock(self, key: str) -> AsyncIterator[None]:
+        """`key`'s lock; forgotten once nobody holds or waits for it."""
+        entry = self._locks.get(key)
+        if entry is None:
+            entry = self._locks[key] = _KeyLock()
+        entry.users += 1
+        try:
+            async with entry.lock:
+                yield
+        finally:
+            entry.users -= 1
+            if entry.users == 0:
+                del self._locks[key]
 
     async def _post_new(self, reply: Reply, first: Send, rest: Send) -> list[discord.Message]:
         chunks, file = self._content(reply)
@@ -172,8 +204,21 @@ class DiscordSender:
         return messages
 
     def _keep(self, key: str, keyed: _Keyed) -> None:
-        self._keyed[key] = keyed
+        self._hold(key, keyed)
         self.remember(f"message:{key}", " ".join(map(str, [keyed.channel_id, *keyed.message_ids])))
+
+    def _hold(self, key: str, keyed: _Keyed) -> None:
+        """Keep `keyed` in memory as the most recently used; beyond `MEMORY` keys, forget the
+        least recently used idle ones (their ids stay with the core, `_recalled` reads them)."""
+        self._keyed[key] = keyed
+        self._keyed.move_to_end(key)
+        self._trim()
+
+    def _trim(self) -> None:
+        excess = len(self._keyed) - MEMORY
+        if excess > 0:
+            for old in [k for k in itertools.islice(self._keyed, excess) if self._keyed[k].idle]:
+                del self._keyed[old]
 
     def _recalled(self, key: str) -> _Keyed | None:
         """The messages an earlier process posted under `key`, as the core kept them."""
@@ -181,7 +226,7 @@ class DiscordSender:
         if len(kept) < 2 or not all(part.isdigit() for part in kept):
             return None
         keyed = _Keyed(int(kept[0]), [int(part) for part in kept[1:]])
-        self._keyed[key] = keyed
+        self._hold(key, keyed)
         return keyed
 
     def _content(self, reply: Reply) -> tuple[list[str], discord.File | None]:
@@ -219,14 +264,13 @@ class DiscordSender:
         await self.attach_thread(reply.run_id, str(thread_id))
 
     # -- edits in place -------------------------------------------------------------------
-    async def _flush_loop(self, key: str) -> None:
-        keyed = self._keyed[key]
+    async def _flush_loop(self, key: str, keyed: _Keyed) -> None:
         while keyed.pending is not None:
             delay = keyed.last_edit + self.edit_interval - time.monotonic()
             if delay > 0 and not self._closing.is_set():
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(self._closing.wait(), delay)
-            async with self._locks[key]:
+            async with self._lock(key):
                 reply, keyed.pending = keyed.pending, None
                 if reply is not None:
                     keyed.last_edit = time.monotonic()
@@ -235,6 +279,8 @@ class DiscordSender:
                     except (discord.DiscordException, OSError, RuntimeError) as exc:  # incl. a closed session
                         log.warning("progress edit not sent: %s", exc,
                                     extra={"action": "edit_failed", "run_id": reply.run_id})
+        keyed.task = None  # nothing pending, and no await from here: idle now
+        self._trim()  # an entry busy when newer keys came may be the one over `MEMORY`
 
     async def _edit(self, key: str, keyed: _Keyed, reply: Reply) -> None:
         channel = self.client.get_partial_messageable(keyed.channel_id)
@@ -265,6 +311,11 @@ class DiscordSender:
         if ids != keyed.message_ids:
             keyed.message_ids = ids
             self._keep(key, keyed)
+
+    async def idle(self) -> None:
+        """Wait until every pending edit has been sent (at its `edit_interval` pace)."""
+        while tasks := [k.task for k in self._keyed.values() if k.task is not None and not k.task.done()]:
+            await asyncio.gather(*tasks, return_exceptions=True)
 
     async def aclose(self) -> None:
         """Send every pending edit now."""

@@ -5,6 +5,9 @@ from __future__ import annotations
 
 import time
 
+import pytest
+
+from adapters.discord import outbound
 from core.config import Settings
 from tests.e2e.discord.fake_discord import APP_ID, BOT_ID, BOT_USER, CHANNEL_ID, GUILD_ID, FakeDiscord, user
 from tests.e2e.discord.gateway import ANA, BOB, MALLORY, bot_mention, dispatch_message
@@ -235,3 +238,30 @@ async def test_two_concurrent_clicks_continue_the_run_once(bot: DiscordBot) -> N
     assert refusal.path.split("/")[2] == clicks[[ANA, BOB].index(loser)]["token"]
     assert f"already approved by <@{winner['id']}>" in refusal.content  # told who won, as a mention
     assert [r.id for r in bot.baton.store.recent_runs(platform="discord")] == [paused]  # no second run
+
+
+async def test_progress_messages_kept_in_memory_are_bounded_and_a_forgotten_one_is_still_edited(
+    bot: DiscordBot, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(outbound, "MEMORY", 2)
+    paused, thread, _ = await bot.start('run gated "v1"')  # its progress message: posted first
+    await bot.posted_in(thread, "— **paused**")
+    later = []
+    for n in range(3):
+        run_id, other, _ = await bot.start(f'run notes "n{n}"')
+        await bot.posted_in(other, "— **completed**")
+        later.append(run_id)
+    sender = bot.client.sender
+    await bot.baton.handler.drain()
+    await sender.idle()
+
+    assert list(sender._keyed) == [f"progress:{run_id}" for run_id in later[-2:]]  # the newest two
+    assert sender._locks == {}  # no lock outlives its holders
+
+    await bot.answers(bot.command(f"approve {paused}"))  # forgotten here; its ids are in the store
+    final = await bot.posted_in(thread, "— **completed**")
+    (progress,) = _progress_messages(bot.fake, thread)  # no second progress message …
+    assert (final.method, final.path) == ("PATCH", f"channels/{thread}/messages/{progress['id']}")  # edited
+    await bot.baton.handler.drain()
+    await sender.idle()
+    assert len(sender._keyed) == 2 and sender._locks == {}
