@@ -47,7 +47,8 @@ class _RunState:
     """One run's pending background work; exists only while its worker task does."""
 
     dirty: bool = False  # node events came since the last progress edit
-    finished: list[EngineEvent] = field(default_factory=list)
+    #: the run came to rest: each event, and whether a command's reply already tells it
+    finished: list[tuple[EngineEvent, bool]] = field(default_factory=list)
     worker: asyncio.Task[None] | None = None
     wake: asyncio.Event = field(default_factory=asyncio.Event)  # set when the run comes to rest
 
@@ -71,7 +72,11 @@ class ProgressReporter:
         self.interval = interval
         self._last_edit: dict[str, float] = {}  # run id -> monotonic time of its last progress edit
         self._pruned_at = time.monotonic()
-        self.announced: set[str] = set()  # runs whose cancellation a command reply already told
+        #: runs a cancel/abandon command is ending; its reply tells the cancellation, so the
+        #: background one is skipped. An entry lives from the command's start until the engine
+        #: emits the run's cancellation (the command awaits it) or the command fails; the event
+        #: takes it out at once, whatever becomes of the report, so none outlives its command.
+        self.announced: set[str] = set()
         self.unsubscribe = engine.subscribe(self.on_event)
 
     def register_outbox(self, platform: str, outbox: Outbox, *, threads: bool = False) -> None:
@@ -145,13 +150,17 @@ class ProgressReporter:
         marks the run: while the run's worker is alive (pending, or waiting out `interval`) a
         node event costs a dict lookup and a flag. The worker builds the node table, at most
         once per `interval` plus once when the run comes to rest, never once per event."""
+        told = False
+        if event.kind is EventKind.RUN_FINISHED and event.run_status == "cancelled":
+            told = event.run_id in self.announced  # emitted while the command awaits the engine
+            self.announced.discard(event.run_id)
         if not self._outboxes:
             return  # no platform to report to (yet): nothing to build
         state = self._runs.get(event.run_id)
         if state is None:  # not `setdefault(.., _RunState())`: that builds one per event
             state = self._runs[event.run_id] = _RunState()
         if event.kind is EventKind.RUN_FINISHED:
-            state.finished.append(event)
+            state.finished.append((event, told))
             state.wake.set()
         else:
             state.dirty = True
@@ -167,10 +176,10 @@ class ProgressReporter:
     async def _work(self, run_id: str, state: _RunState) -> None:
         while state.dirty or state.finished:
             if state.finished:
-                event = state.finished.pop(0)
+                event, told = state.finished.pop(0)
                 state.dirty = False
                 self._last_edit.pop(run_id, None)
-                await self._report(run_id, event)
+                await self._report(run_id, event, told=told)
             else:
                 pause = self._last_edit.get(run_id, -self.interval) + self.interval - time.monotonic()
                 if pause > 0:
@@ -198,7 +207,9 @@ class ProgressReporter:
         for stale in [r for r, at in self._last_edit.items() if at <= due]:
             del self._last_edit[stale]
 
-    async def _report(self, run_id: str, finished: EngineEvent | None) -> None:
+    async def _report(self, run_id: str, finished: EngineEvent | None, *, told: bool = False) -> None:
+        """The progress edit; with `finished`, the final reply too (unless `told`: a cancel
+        command's own reply already says the run was cancelled)."""
         try:
             run = self._store.get_run(run_id)
             outbox = self._outboxes.get(run.platform)
@@ -208,8 +219,7 @@ class ProgressReporter:
             summary = self._engine.summary(run)  # the run just read: not read again
             await self._send(outbox, replies.progress(run, summary))
             if finished is not None and run.status.resting:
-                if str(run.status) == "cancelled" and run_id in self.announced:
-                    self.announced.discard(run_id)
+                if told and str(run.status) == "cancelled":
                     return
                 await self._send(outbox, self._final(run, summary, finished))
         except BatonError as exc:

@@ -1,14 +1,16 @@
 """The progress reporter forgets runs: a run that comes to rest drops its rate-limit entry at
 once, and one that never comes to rest here (another replica took it over: no final event
 in this process) is dropped by a later progress edit, so the map does not grow for the life
-of the process."""
+of the process. A cancellation a command announced is forgotten when the engine emits it,
+whether or not anything reports it."""
 
 from __future__ import annotations
 
 import asyncio
 
 from core.commands.progress import PRUNE_EVERY
-from tests.integration.commands.conftest import Chat
+from core.store.records import RunStatus
+from tests.integration.commands.conftest import FINAL_KINDS, Chat
 
 INTERVAL = 0.005  # a prune is due every PRUNE_EVERY * INTERVAL = 0.1 s
 
@@ -77,3 +79,38 @@ async def test_the_map_stays_bounded_by_the_runs_edited_recently(chat: Chat) -> 
         assert len(progress._last_edit) <= 4 * (PRUNE_EVERY + 1) + 1
     newest = start + 1999 * INTERVAL / 4
     assert all(at > newest - (PRUNE_EVERY + 1) * INTERVAL for at in progress._last_edit.values())
+
+
+async def test_a_cancellation_its_command_told_is_not_told_again_and_is_forgotten(chat: Chat) -> None:
+    progress = chat.handler.progress
+    [started] = await chat.say("run gated v1")
+    run_id = started.run_id or ""
+    assert (await chat.final(run_id)).kind == "gate_waiting"
+
+    [told] = await chat.say(f"abandon {run_id}")
+    await chat.handler.drain()
+
+    assert told.kind == "run_cancelled"
+    assert [r.kind for r in chat.outbox if r.run_id == run_id and r.kind in FINAL_KINDS] == []
+    assert progress.announced == set()
+
+
+async def test_a_cancellation_nothing_reports_here_is_forgotten_too(chat: Chat) -> None:
+    """A run of a platform this process has no outbox for: its report stops before the final
+    reply, so the run id must not wait there to be taken out (it would stay for good)."""
+    progress = chat.handler.progress
+    chat.platform = "discord"  # only the console's outbox is registered here
+    paused = []
+    for n in range(3):
+        [started] = await chat.say(f"run gated --force v{n}")
+        assert started.run_id is not None
+        assert (await chat.rest(started.run_id)).status is RunStatus.PAUSED
+        paused.append(started.run_id)
+
+    for run_id in paused:
+        [told] = await chat.say(f"abandon {run_id}")
+        assert told.kind == "run_cancelled"
+    await chat.handler.drain()
+
+    assert progress.announced == set()
+    assert chat.outbox == []  # nothing went to another platform's outbox
