@@ -6,11 +6,13 @@ is re-read only to build the typed error (`cas.lost_race`, `cas.lost_takeover`).
 
 from __future__ import annotations
 
+import functools
 import hashlib
 from collections.abc import Iterable
 from typing import Any
 
 import sqlalchemy as sa
+from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.exc import IntegrityError
 
 from core.errors import AmbiguousRunId, RunNotFound
@@ -108,17 +110,9 @@ class RunsSql(SqlBase):
         prefix = cas.normalize_prefix(id_or_prefix)
         if prefix is None:
             raise RunNotFound(f"No run has the id {id_or_prefix.strip()!r}.", run_id=id_or_prefix)
-        query = (
-            sa.select(RUNS)
-            .where(
-                RUNS.c.id.like(prefix + "%"),  # PostgreSQL: the text_pattern_ops index
-                RUNS.c.id >= prefix,  # SQLite: a range scan of the primary key
-                RUNS.c.id < cas.prefix_upper_bound(prefix),
-            )
-            .order_by(RUNS.c.created_at.desc())
-            .limit(6)
-        )
-        runs = self._runs(query)
+        params = {"p_like": prefix + "%", "p_low": prefix, "p_high": cas.prefix_upper_bound(prefix)}
+        with self._single.connect() as conn:
+            runs = [run_from_row(row) for row in conn.execute(_by_prefix(), params)]
         if not runs:
             raise RunNotFound(f"No run id starts with {prefix}.", run_id=prefix)
         exact = [run for run in runs if run.id == prefix]
@@ -287,19 +281,14 @@ class RunsSql(SqlBase):
         self, origin_event: str, workflow: str, platform: str, conversation: str
     ) -> tuple[Run | None, list[Run]]:
         """`run_for_event` and `unfinished_runs` in one query (each side keeps its index)."""
-        unfinished = sa.and_(
-            RUNS.c.platform == platform,
-            RUNS.c.conversation == conversation,
-            RUNS.c.workflow == workflow,
-            RUNS.c.status.in_(_UNFINISHED),
-        )
-        query = (
-            sa.select(RUNS.c.origin_event.label("b_origin_event"), RUNS)
-            .where(sa.or_(RUNS.c.origin_event == origin_event, unfinished))
-            .order_by(RUNS.c.created_at.desc())
-        )
+        params = {
+            "p_event": origin_event,
+            "p_workflow": workflow,
+            "p_platform": platform,
+            "p_conversation": conversation,
+        }
         with self._single.connect() as conn:
-            rows = [(row.b_origin_event, run_from_row(row)) for row in conn.execute(query)]
+            rows = [(row.b_origin_event, run_from_row(row)) for row in conn.execute(_command_runs(), params)]
         started = [run for event, run in rows if event == origin_event]
         waiting = [
             run
@@ -335,23 +324,81 @@ class RunsSql(SqlBase):
             requester=requester, args_digest=digest, resumed_from=resumed_from, status=status,
             lease_owner=lease_owner, lease_seconds=lease_seconds, origin_event=origin_event,
         )  # fmt: skip
-        blob = self._insert_ignore(BLOBS, ["digest"]).values(digest=digest, data=args, size=len(args))
-        audit = {"at": values["created_at"], "actor": requester, "action": "start", "details": audit_details}
+        params: dict[str, Any] = {
+            "b_digest": digest, "b_data": args, "b_size": len(args), "a_at": values["created_at"],
+            "a_actor": requester, "a_action": "start", "a_details": audit_details,
+        }  # fmt: skip
+        values["id"] = ""  # drawn per attempt below
+        statements = _create_run_audited(self.dialect, tuple(values))
         for attempt in range(_ID_ATTEMPTS):
             values["id"] = cas.new_run_id()
-            run = sa.insert(RUNS).values(values)
-            entry = sa.insert(AUDIT).values(run_id=values["id"], **audit)
+            params.update({f"r_{k}": v for k, v in values.items()})
             try:
                 if self.dialect == "postgresql":
                     with self._single.begin() as conn:
-                        conn.execute(entry.add_cte(blob.cte("new_blob"), run.cte("new_run")))
+                        conn.execute(statements[0], params)
                 else:
                     with self._engine.begin() as conn:
-                        conn.execute(blob)
-                        conn.execute(run)
-                        conn.execute(entry)
+                        for statement in statements:
+                            conn.execute(statement, params)
                 break
             except IntegrityError:  # a 48-bit id collision: draw again
                 if attempt == _ID_ATTEMPTS - 1:
                     raise
         return run_from_row(values)
+
+
+@functools.cache
+def _by_prefix() -> sa.Select[Any]:
+    """Up to 6 runs whose id starts with a prefix (p_like = prefix%, p_low = prefix, p_high =
+    its upper bound), newest first. Built once: the compiled SQL comes from SQLAlchemy's cache."""
+    return (
+        sa.select(RUNS)
+        .where(
+            RUNS.c.id.like(sa.bindparam("p_like")),  # PostgreSQL: the text_pattern_ops index
+            RUNS.c.id >= sa.bindparam("p_low"),  # SQLite: a range scan of the primary key
+            RUNS.c.id < sa.bindparam("p_high"),
+        )
+        .order_by(RUNS.c.created_at.desc())
+        .limit(6)
+    )
+
+
+@functools.cache
+def _command_runs() -> sa.Select[Any]:
+    """`command_runs`' query (p_event, p_workflow, p_platform, p_conversation), built once."""
+    unfinished = sa.and_(
+        RUNS.c.platform == sa.bindparam("p_platform"),
+        RUNS.c.conversation == sa.bindparam("p_conversation"),
+        RUNS.c.workflow == sa.bindparam("p_workflow"),
+        RUNS.c.status.in_(_UNFINISHED),
+    )
+    return (
+        sa.select(RUNS.c.origin_event.label("b_origin_event"), RUNS)
+        .where(sa.or_(RUNS.c.origin_event == sa.bindparam("p_event"), unfinished))
+        .order_by(RUNS.c.created_at.desc())
+    )
+
+
+@functools.cache
+def _create_run_audited(dialect: str, run_columns: tuple[str, ...]) -> tuple[Any, ...]:
+    """`create_run_audited`'s statements, built once per dialect with bound values (b_digest,
+    b_data, b_size; r_<column> of the run's `run_columns`; a_at, a_actor, a_action,
+    a_details): on PostgreSQL
+    one INSERT of the audit row with the blob and the run as data-modifying CTEs; on SQLite
+    the three INSERTs, in that order."""
+    insert = postgresql.insert if dialect == "postgresql" else sqlite.insert
+    blob = (
+        insert(BLOBS)
+        .on_conflict_do_nothing(index_elements=["digest"])
+        .values(digest=sa.bindparam("b_digest"), data=sa.bindparam("b_data"), size=sa.bindparam("b_size"))
+    )
+    run = sa.insert(RUNS).values({c: sa.bindparam(f"r_{c}", type_=RUNS.c[c].type) for c in run_columns})
+    entry = sa.insert(AUDIT).values(
+        at=sa.bindparam("a_at"), actor=sa.bindparam("a_actor"), action=sa.bindparam("a_action"),
+        run_id=sa.bindparam("r_id", type_=AUDIT.c.run_id.type),
+        details=sa.bindparam("a_details", type_=AUDIT.c.details.type),
+    )  # fmt: skip
+    if dialect == "postgresql":
+        return (entry.add_cte(blob.cte("new_blob"), run.cte("new_run")),)
+    return blob, run, entry
