@@ -14,7 +14,8 @@
 - `starts_thread`: a thread is opened from the posted message and handed to the core with
   `attach_thread(run_id, thread_id)` (`None` where no thread can be opened, e.g. a DM); the
   core holds the run's background replies until then (the outbox is registered with
-  `threads=True`), so they arrive carrying that thread.
+  `threads=True`), so they arrive carrying that thread. If the reply could not be posted,
+  `attach_thread(run_id, None)` too: the core stops waiting for a thread at once.
 """
 
 from __future__ import annotations
@@ -195,12 +196,17 @@ class DiscordSender:
         chunks, file = self._content(reply)
         view = build_view(reply.buttons, reply.run_id, self.put_blob)
         messages: list[discord.Message] = []
-        for index, chunk in enumerate(chunks):
-            last = index == len(chunks) - 1
-            send = first if index == 0 else rest
-            messages.append(await send(chunk, file if index == 0 else None, view if last else None))
-        if reply.starts_thread and reply.run_id and messages:
-            await self._open_thread(messages[0], reply)
+        try:
+            for index, chunk in enumerate(chunks):
+                last = index == len(chunks) - 1
+                send = first if index == 0 else rest
+                messages.append(await send(chunk, file if index == 0 else None, view if last else None))
+        finally:
+            if reply.starts_thread and reply.run_id:
+                if messages:
+                    await self._open_thread(messages[0], reply)
+                else:  # not posted: no thread will come, the run reports where it was asked
+                    await self.attach_thread(reply.run_id, None)
         return messages
 
     def _keep(self, key: str, keyed: _Keyed) -> None:

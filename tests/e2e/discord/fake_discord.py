@@ -66,6 +66,7 @@ class FakeDiscord:
     acknowledged: set[str] = field(default_factory=set)
     tokens: dict[str, dict[str, Any]] = field(default_factory=dict)  # token -> channel, original
     refuse_threads: bool = False  # answer thread creation as a channel without the permission
+    refuse_answers: bool = False  # interaction followups/edits fail (e.g. the token expired)
     _ids: itertools.count[int] = field(default_factory=lambda: itertools.count(1200000000000000000))
     _changed: asyncio.Condition = field(default_factory=asyncio.Condition)
     _runner: web.AppRunner | None = None
@@ -170,6 +171,8 @@ class FakeDiscord:
 
     def _webhook(self, method: str, token: str, rest: list[str], call: Call) -> web.Response:
         place = self.tokens.setdefault(token, {"channel": CHANNEL_ID, "original": None})
+        if self.refuse_answers and method in ("POST", "PATCH"):
+            return _json({"code": 10015, "message": "Unknown Webhook"}, status=404)
         if method == "POST" and not rest:
             return _json(self._create(place["channel"], call.json or {}))
         target = place["original"] if rest[-1] == "@original" else rest[-1]

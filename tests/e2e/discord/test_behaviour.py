@@ -190,6 +190,22 @@ async def test_where_no_thread_can_be_opened_the_run_reports_in_the_channel_at_o
     assert run.thread is None and run.status == "paused"
 
 
+async def test_where_the_answer_cannot_be_posted_the_run_reports_in_the_channel_at_once(
+    bot: DiscordBot,
+) -> None:
+    progress = bot.baton.handler.progress
+    progress.thread_wait = 120.0  # far beyond DEADLINE: only the adapter may release
+    bot.fake.refuse_answers = True  # e.g. the interaction token expired meanwhile
+
+    bot.command('run gated "v1"')
+
+    waiting = await bot.posted_in(CHANNEL_ID, "Ship v1?")  # in the channel, well before thread_wait
+    assert waiting.json["allowed_mentions"] == NO_MENTIONS
+    run = bot.baton.store.recent_runs(platform="discord")[0]
+    assert run.thread is None and run.status == "paused"
+    assert progress._expected == set()  # no thread awaited for good
+
+
 def _progress_messages(fake: FakeDiscord, thread: str) -> list[dict[str, object]]:
     return [m for m in fake.messages.values() if m["channel_id"] == thread and "— **" in m["content"]]
 
