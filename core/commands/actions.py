@@ -111,7 +111,8 @@ def node_approvers(ctx: Context, run: Run, node_id: str) -> list[str] | None:
 async def decide(ctx: Context, run: Run, approve: bool, comment: str | None) -> list[Reply]:
     """Approve or reject `run`'s waiting gate (explicitly by id), or say who already did."""
     ctx.run_ref = run.id
-    gate = waiting_gate(ctx, run)
+    waiting, blob = ctx.store.waiting_gates_and_args(run)  # one query: the engine needs the args
+    gate = waiting[0] if waiting else None
     if gate is None:
         done = decided_gate(ctx, run)
         if done is not None:
@@ -120,7 +121,8 @@ async def decide(ctx: Context, run: Run, approve: bool, comment: str | None) -> 
         authz.require_approve(ctx.access, ctx.uid, run, node_approvers(ctx, run, gate.node_id))
     try:
         if approve:
-            after = await ctx.engine.approve(run, actor=ctx.uid, comment=comment, gate=gate)
+            args_now = json.loads(blob)
+            after = await ctx.engine.approve(run, actor=ctx.uid, comment=comment, gate=gate, args=args_now)
         else:
             after = await _announcing(ctx, run.id, ctx.engine.reject(run.id, actor=ctx.uid, reason=comment))
     except GateAlreadyDecided as exc:  # lost the race: say who won

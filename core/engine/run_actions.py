@@ -168,16 +168,22 @@ class RunActions:
         return max(decided, key=lambda g: g.decided_at or 0.0) if decided else None
 
     async def approve(
-        self, run_id: str | Run, *, actor: str, comment: str | None = None, gate: Gate | None = None
+        self,
+        run_id: str | Run,
+        *,
+        actor: str,
+        comment: str | None = None,
+        gate: Gate | None = None,
+        args: Mapping[str, Any] | None = None,
     ) -> Run:
-        """paused at a gate -> approved, running. A `Run` the caller just read, and the `gate`
-        it found waiting in it, save reading them again (stale copies lose the CAS below like
-        any concurrent change)."""
+        """paused at a gate -> approved, running. A `Run` the caller just read, the `gate` it
+        found waiting in it and the run's `args` (`args_of(run)`) save reading them again
+        (stale copies lose the CAS below like any concurrent change; args never change)."""
         run = run_id if isinstance(run_id, Run) else self.store.get_run(run_id)
         usable = gate is not None and gate.run_id == run.id and gate.status is GateStatus.WAITING
         if gate is None or not usable or run.status is not RunStatus.PAUSED:
             gate = self._gate_of_paused(run)
-        ready = self._ready(run.workflow, self.args_of(run))
+        ready = self._ready(run.workflow, self.args_of(run) if args is None else args)
         # gate CAS, run CAS (paused -> running, leased to us) and the audit row: one change
         _, running = self.store.approve_gate(
             run, gate.node_id, by=actor, comment=comment,

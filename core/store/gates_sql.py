@@ -21,7 +21,7 @@ from core.store.database import store_operation
 from core.store.records import AuditEvent, Gate, GateStatus, Run, RunStatus
 from core.store.rows import audit_from_row, gate_from_row, run_from_row
 from core.store.sql_base import SqlBase
-from core.store.tables import AUDIT, GATES, PROCESSED_EVENTS, RUNS
+from core.store.tables import AUDIT, BLOBS, GATES, PROCESSED_EVENTS, RUNS
 
 _GATE_COLUMNS = [c.label(f"g_{c.name}") for c in GATES.c]
 _GATE_INSERT_COLUMNS = [
@@ -99,6 +99,18 @@ class GatesSql(SqlBase):
         with self._single.connect() as conn:
             rows = [row._mapping for row in conn.execute(_waiting(thread is not None), params)]
         return [(run_from_row(m), gate_from_row({c.name: m[f"g_{c.name}"] for c in GATES.c})) for m in rows]
+
+    @store_operation("read an approval")
+    def waiting_gates_and_args(self, run: Run) -> tuple[list[Gate], bytes]:
+        """One query: the args blob, outer-joined with the run's waiting gates (by the gates'
+        primary key), so an approval reads both in one round trip."""
+        with self._single.connect() as conn:
+            rows = conn.execute(_gates_and_args(), {"p_digest": run.args_digest, "p_run": run.id}).all()
+        if not rows:
+            raise KeyError(run.args_digest)
+        maps = [row._mapping for row in rows]
+        gates = [gate_from_row({c.name: m[f"g_{c.name}"] for c in GATES.c}) for m in maps if m["g_run_id"]]
+        return gates, bytes(maps[0]["b_data"])
 
     @store_operation("decide an approval gate")
     def decide_gate(self, run_id: str, node_id: str, *, approved: bool, by: str, comment: str | None) -> Gate:
@@ -341,6 +353,18 @@ def _waiting(in_thread: bool) -> sa.Select[Any]:
         .order_by(GATES.c.created_at.desc())
     )
     return query.where(GATES.c.thread == sa.bindparam("p_thread")) if in_thread else query
+
+
+@functools.cache
+def _gates_and_args() -> sa.Select[Any]:
+    """The blob p_digest's data (b_data) with the waiting gates of run p_run, newest first."""
+    waiting = sa.and_(GATES.c.run_id == sa.bindparam("p_run"), GATES.c.status == GateStatus.WAITING.value)
+    return (
+        sa.select(BLOBS.c.data.label("b_data"), *_GATE_COLUMNS)
+        .select_from(BLOBS.outerjoin(GATES, waiting))
+        .where(BLOBS.c.digest == sa.bindparam("p_digest"))
+        .order_by(GATES.c.created_at.desc())
+    )
 
 
 @functools.cache

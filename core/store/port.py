@@ -200,6 +200,10 @@ class Store(Protocol):
     ) -> list[tuple[Run, Gate]]:
         """Gates waiting in that conversation (and thread, when given), newest first."""
 
+    def waiting_gates_and_args(self, run: Run) -> tuple[list[Gate], bytes]:
+        """The gates waiting in `run`, newest first, and its args blob (`get_blob(run.args_digest)`,
+        KeyError if missing): what an approval reads before its CAS, in one query."""
+
     def decide_gate(self, run_id: str, node_id: str, *, approved: bool, by: str, comment: str | None) -> Gate:
         """CAS waiting -> approved|rejected; GateAlreadyDecided (with `by`) if it was not waiting."""
 

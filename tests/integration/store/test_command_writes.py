@@ -12,7 +12,7 @@ from core.errors import GateAlreadyDecided, RunNotResumable
 from core.store.records import GateStatus, RunStatus
 from core.store.repository import SqlStore
 from core.store.tables import RUNS
-from tests.integration.store.conftest import MakeRun
+from tests.integration.store.conftest import Clock, MakeRun
 
 
 def test_create_run_audited_stores_args_run_and_start_row(store: SqlStore) -> None:
@@ -125,3 +125,55 @@ def test_the_redelivery_check_uses_the_origin_event_index(store: SqlStore, make_
     with store._engine.connect() as conn:
         plan = " ".join(str(row) for row in conn.execute(sa.text(explain + query)))
     assert "ix_runs_origin_event" in plan, plan
+
+
+def test_approve_gate_that_loses_the_run_cas_undoes_its_own_decision_only(
+    store: SqlStore, make_run: MakeRun, clock: Clock
+) -> None:
+    """The undo of a lost approval is a CAS on this very decision, comment included (bound
+    values, so a comment with quotes or % is just text)."""
+    run = make_run(RunStatus.PAUSED)
+    store.open_gate(run.id, "review", "ship?")
+    store.transition(run.id, RunStatus.CANCELLED, actor="slack:U9", reason="dropped")
+    comment = "it's 100% fine'); DROP TABLE gates; --"
+    with pytest.raises(RunNotResumable):
+        store.approve_gate(run, "review", by="slack:U2", comment=comment, lease_owner="e", lease_seconds=30)
+    gate = store.get_gate(run.id, "review")
+    assert (gate.status, gate.decided_by, gate.comment, gate.decided_at) == (
+        GateStatus.WAITING,
+        None,
+        None,
+        None,
+    )
+    other = make_run(RunStatus.PAUSED)
+    store.open_gate(other.id, "review", "ship?")
+    clock.advance(1)
+    gate, _ = store.approve_gate(
+        other, "review", by="slack:U2", comment=comment, lease_owner="e", lease_seconds=30
+    )
+    assert gate.comment == comment and store.get_gate(other.id, "review") == gate
+
+
+def test_waiting_gates_and_args_reads_an_approval_in_one_query(
+    store: SqlStore, make_run: MakeRun, clock: Clock
+) -> None:
+    args = b'{"message":"ship it"}'
+    run = store.create_run_audited(
+        args=args, audit_details={}, workflow="w", platform="slack", conversation="C1", thread=None,
+        requester="slack:U1", status=RunStatus.RUNNING, lease_owner="e", lease_seconds=30,
+    )  # fmt: skip
+    run = store.transition(run.id, RunStatus.PAUSED, actor="e")
+    assert store.waiting_gates_and_args(run) == ([], args)
+    first = store.open_gate(run.id, "first", "one?")
+    clock.advance(1)
+    second = store.open_gate(run.id, "second", "two?")
+    clock.advance(1)
+    decided = store.open_gate(run.id, "third", "three?")
+    store.decide_gate(run.id, decided.node_id, approved=False, by="slack:U3", comment=None)
+    neighbour = make_run(RunStatus.PAUSED)  # a gate waiting in the same conversation
+    store.open_gate(neighbour.id, "first", "one?")
+    assert store.waiting_gates_and_args(run) == ([second, first], args)
+    gates = [g for r, g in store.waiting_gates(platform="slack", conversation="C1") if r.id == run.id]
+    assert gates == [second, first]  # what the chat layer read before, newest first
+    with pytest.raises(KeyError):
+        store.waiting_gates_and_args(run.evolve(args_digest="0" * 64))
