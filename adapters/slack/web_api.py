@@ -4,7 +4,9 @@
   times and never longer than `MAX_RETRY_WAIT` in total;
 - `not_in_channel` / `channel_not_found`, `missing_scope` and the rest: logged (with the
   scope Slack says is needed) and raised as `SlackCallFailed`, a `PlatformError` whose
-  message and hint are the one-line cause and next step a user can be shown.
+  message and hint are the one-line cause and next step a user can be shown;
+- Slack unreachable (connection refused or dropped, DNS, timeout): `SlackCallFailed` too,
+  never retried (a message that did reach Slack would be posted twice).
 
 Tokens never appear in logs: only the method, the Slack error code and the channel.
 """
@@ -16,6 +18,7 @@ import logging
 from collections.abc import Mapping
 from typing import Any
 
+import aiohttp
 from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 from slack_sdk.web.async_slack_response import AsyncSlackResponse
@@ -62,6 +65,18 @@ def _error_code(exc: SlackApiError) -> str:
     return "unknown_error"
 
 
+def _unreachable(exc: BaseException, method: str, channel: str | None) -> SlackCallFailed:
+    error = type(exc).__name__
+    log.warning(
+        "slack %s failed: Slack could not be reached (%s)",
+        method,
+        error,
+        extra={"action": "slack_unreachable", "method": method, "error": error, "channel": channel},
+    )
+    cause, hint = wording.slack_unreachable(error).split("\n", 1)
+    return SlackCallFailed(cause, method=method, error=error, channel=channel, hint=hint)
+
+
 def _translate(exc: SlackApiError, method: str, channel: str | None) -> SlackCallFailed:
     error = _error_code(exc)
     data = exc.response.data if isinstance(exc.response.data, Mapping) else {}
@@ -97,6 +112,8 @@ async def call(client: AsyncWebClient, method: str, **kwargs: Any) -> AsyncSlack
             if method == "files.uploadV2":
                 return await client.files_upload_v2(**kwargs)
             return await client.api_call(method, json=kwargs)
+        except (aiohttp.ClientError, TimeoutError, OSError) as exc:
+            raise _unreachable(exc, method, channel) from exc
         except SlackApiError as exc:
             limited = _error_code(exc) == "ratelimited" or exc.response.status_code == 429
             delay = _retry_after(exc)

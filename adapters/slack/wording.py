@@ -41,6 +41,13 @@ def slack_failed(error: str) -> str:
     )
 
 
+def slack_unreachable(error: str) -> str:
+    return (
+        f"Baton could not reach Slack ({escape_mrkdwn(error)}); what it was posting may be missing here.\n"
+        "Try again in a minute; if it keeps failing, ask an admin to check the bot's network and logs."
+    )
+
+
 def button_expired() -> str:
     return (
         "This button has expired: Baton no longer remembers its command (long commands are kept"

@@ -72,6 +72,7 @@ class _Failure:
     status: int = 200
     headers: dict[str, str] = field(default_factory=dict)
     extra: dict[str, Any] = field(default_factory=dict)
+    drop: bool = False  # close the connection without answering (Slack unreachable)
 
 
 class MockSlack:
@@ -117,8 +118,8 @@ class MockSlack:
 
     # -- test controls ---------------------------------------------------------------
     def fail_next(self, method: str, error: str, *, times: int = 1, status: int = 200,
-                  headers: dict[str, str] | None = None, **extra: Any) -> None:
-        failure = _Failure(error, status, headers or {}, extra)
+                  headers: dict[str, str] | None = None, drop: bool = False, **extra: Any) -> None:
+        failure = _Failure(error, status, headers or {}, extra, drop)
         self._failures.setdefault(method, []).extend([failure] * times)
 
     def of(self, *methods: str) -> list[Call]:
@@ -172,6 +173,8 @@ class MockSlack:
         if failures:
             failure = failures.pop(0)
             await self._record(Call(method, body, time.monotonic()))
+            if failure.drop and request.transport is not None:
+                request.transport.close()  # the client sees the server disconnect
             payload = {"ok": False, "error": failure.error, **failure.extra}
             return web.json_response(payload, status=failure.status, headers=failure.headers)
         ts = self._next_ts() if method in ("chat.postMessage", "chat.postEphemeral") else body.get("ts")

@@ -146,6 +146,20 @@ async def test_missing_scope_is_reported_with_the_scope(e2e: SlackE2E) -> None:
     assert "reinstall" in notice.body["text"]
 
 
+async def test_an_unreachable_slack_is_reported_and_the_run_reports_in_the_channel(e2e: SlackE2E) -> None:
+    """The run's first message never reaches Slack (the connection drops): the user is told,
+    and the run does not wait for a thread that will not come."""
+    e2e.baton.handler.progress.thread_wait = 120.0  # far beyond the deadline: only the adapter releases
+    e2e.mock.fail_next("chat.postMessage", "", drop=True, times=2)  # slack_sdk retries a dropped call once
+
+    mark = await command(e2e, 'run gated "v1"')
+
+    notice = await e2e.mock.wait_call("response_url", "could not reach Slack", after=mark)
+    assert notice.body["response_type"] == "ephemeral"
+    waiting = await e2e.mock.wait_call("chat.postMessage", WAITING, after=mark, timeout=10)
+    assert "thread_ts" not in waiting.body  # in the channel, where the command was typed
+
+
 async def test_started_run_id_is_in_its_first_message(e2e: SlackE2E) -> None:
     run = await start(e2e, 'run gated "v1"', rests_with=WAITING)
     assert run_id_of(run.rest) == run.run_id
