@@ -122,26 +122,13 @@ def measure(side: str, *, n: int = 1000, kill_at: int = 500, timeout: float = 24
         assert second.stdout is not None
         lines = _Lines(second.stdout)
         try:
-            engine = _event_time(lines.wait_for("EVENT engine_starting", timeout))
-            running = _event_time(lines.wait_for("EVENT running_again", timeout))
-            done = _event_time(lines.wait_for("EVENT completed", timeout))
-            result_line = lines.wait_for("BENCH_RESULT", timeout)
+            events = _after_restart(lines, timeout)
         except (TimeoutError, EOFError) as exc:
             second.kill()
             _, err = second.communicate()
             raise ChildFailed(f"{side} recovery (relaunch)", f"{exc}: {error_tail(err)}") from exc
         second.communicate(timeout=timeout)
-    result = parse(result_line) or {}
-    return RecoverySample(
-        side=side,
-        durability=durability,
-        to_running_s=running - spawned,
-        to_complete_s=done - spawned,
-        engine_to_running_s=running - engine,
-        engine_to_complete_s=done - engine,
-        executions=int(result.get("executions", -1)),
-        status=str(result.get("status", "?")),
-    )
+    return _sample(side, durability, spawned, *events)
 
 
 def measure_supervised(*, n: int = 1000, kill_at: int = 500, timeout: float = 240.0) -> RecoverySample:
@@ -159,10 +146,7 @@ def measure_supervised(*, n: int = 1000, kill_at: int = 500, timeout: float = 24
                 raise EOFError("the chain ran in the supervisor itself, not in a forked child")
             killed = time.time()
             os.kill(child, signal.SIGKILL)
-            engine = _event_time(lines.wait_for("EVENT engine_starting", timeout))
-            running = _event_time(lines.wait_for("EVENT running_again", timeout))
-            done = _event_time(lines.wait_for("EVENT completed", timeout))
-            result_line = lines.wait_for("BENCH_RESULT", timeout)
+            events = _after_restart(lines, timeout)
             proc.wait(timeout=timeout)
         except (TimeoutError, EOFError, subprocess.TimeoutExpired) as exc:
             proc.kill()
@@ -171,12 +155,27 @@ def measure_supervised(*, n: int = 1000, kill_at: int = 500, timeout: float = 24
         _, err = proc.communicate()
         if proc.returncode != 0:
             raise ChildFailed(f"{side} recovery", f"supervisor exit {proc.returncode}: {error_tail(err)}")
+    return _sample(side, durability, killed, *events)
+
+
+def _after_restart(lines: _Lines, timeout: float) -> tuple[float, float, float, str]:
+    """The restarted process's engine start, running again and completed times, and its result line."""
+    engine = _event_time(lines.wait_for("EVENT engine_starting", timeout))
+    running = _event_time(lines.wait_for("EVENT running_again", timeout))
+    done = _event_time(lines.wait_for("EVENT completed", timeout))
+    return engine, running, done, lines.wait_for("BENCH_RESULT", timeout)
+
+
+def _sample(
+    side: str, durability: str, restart: float, engine: float, running: float, done: float, result_line: str
+) -> RecoverySample:
+    """Spans measured from `restart` (a spawn or a kill) and from the engine's start."""
     result = parse(result_line) or {}
     return RecoverySample(
         side=side,
         durability=durability,
-        to_running_s=running - killed,
-        to_complete_s=done - killed,
+        to_running_s=running - restart,
+        to_complete_s=done - restart,
         engine_to_running_s=running - engine,
         engine_to_complete_s=done - engine,
         executions=int(result.get("executions", -1)),
