@@ -22,12 +22,14 @@ from typing import TYPE_CHECKING
 
 from sqlalchemy.engine import make_url
 
+from adapters.web import page_links
 from bot.housekeeping import Housekeeping
 from core.commands.handler import Handler
 from core.config import Settings
 from core.engine.engine import Engine, EngineConfig, ExecutorFactory
 from core.engine.providers import ProviderRegistry
 from core.engine.tools import ToolRegistry
+from core.redaction import Redactor
 from core.store.port import Store
 from core.store.repository import SqlStore
 from core.workflows.catalog import Catalog
@@ -56,6 +58,8 @@ class Baton:
     catalog: Catalog
     engine: Engine
     handler: Handler
+    #: hides every secret the process knows, wherever stored text is shown to people
+    redactor: Redactor = field(default_factory=Redactor)
     #: set when BATON_EXECUTOR=procrastinate: steps go to `baton worker` processes
     dispatcher: RemoteDispatcher | None = None
     #: prunes processed_events and platform_state; started and stopped with the engine
@@ -167,13 +171,14 @@ def build_baton(settings: Settings) -> Baton:
         executor_factory=_remote_factory(dispatcher),
     )
     handler = Handler(store=store, engine=engine, catalog=catalog, access=settings.access,
-                      event_stale_after=settings.event_stale_seconds)
+                      event_stale_after=settings.event_stale_seconds, pages=page_links(settings, store))
     return Baton(
         settings=settings,
         store=store,
         catalog=catalog,
         engine=engine,
         handler=handler,
+        redactor=Redactor(settings.secrets()),
         dispatcher=dispatcher,
         housekeeping=Housekeeping.from_settings(store, settings),
     )

@@ -53,6 +53,8 @@ async def serve_all(settings: Settings, *, console: bool, conversation: str, use
             tasks: dict[asyncio.Task[None], str] = {
                 asyncio.ensure_future(_adapter_serve(name)(baton, settings)): name for name in names
             }
+            if settings.web_enabled:  # the run pages, with the rest of the process
+                tasks[asyncio.ensure_future(_adapter_serve("web")(baton, settings))] = "web"
             if console or not names:
                 from adapters.console.interactive import interactive  # prompt_toolkit: only when chatting
 

@@ -100,6 +100,44 @@ class Settings(BaseSettings):
     discord_token: SecretStr | None = None
     discord_guild_id: int | None = None
 
+    # the run page (adapters/web, docs/operations.md): served by `baton run`; 0 or `off`: no pages
+    web_port: int = Field(default=8080, ge=0, le=65535)
+    web_host: str = "127.0.0.1"
+    #: the address chat links carry (a proxy in front of Baton); default http://<host>:<port>
+    public_url: str | None = None
+    #: signs page links; unset: a random key kept in the database, shared by every replica
+    web_secret: SecretStr | None = None
+    web_link_ttl: float = Field(default=12 * 3600, gt=0, le=30 * 86400)  # seconds a link works
+    web_poll_ms: float = Field(default=500, ge=50, le=10_000)  # how often open pages read the store
+
+    @field_validator("web_port", mode="before")
+    @classmethod
+    def _web_port(cls, value: Any) -> Any:
+        return 0 if isinstance(value, str) and value.strip().lower() in ("off", "false", "no", "") else value
+
+    @field_validator("public_url")
+    @classmethod
+    def _public_url(cls, value: str | None) -> str | None:
+        if value is None or not value.strip():
+            return None
+        url = value.strip().rstrip("/")
+        if not url.startswith(("http://", "https://")) or "?" in url or "#" in url:
+            raise ValueError("must be an http:// or https:// address without a query, like https://baton.example.com")
+        return url
+
+    @property
+    def web_enabled(self) -> bool:
+        return self.web_port != 0
+
+    @property
+    def page_base_url(self) -> str:
+        """Where links to run pages point: BATON_PUBLIC_URL, else the address served."""
+        if self.public_url is not None:
+            return self.public_url
+        host = "127.0.0.1" if self.web_host in ("0.0.0.0", "::", "") else self.web_host
+        host = f"[{host}]" if ":" in host else host
+        return f"http://{host}:{self.web_port}"
+
     @field_validator("workflow_dirs", "tool_modules", mode="before")
     @classmethod
     def _lists(cls, value: Any) -> Any:
@@ -123,5 +161,6 @@ class Settings(BaseSettings):
             self.slack_app_token,
             self.slack_signing_secret,
             self.discord_token,
+            self.web_secret,
         ]
         return [v.get_secret_value() for v in values if v is not None and v.get_secret_value()]

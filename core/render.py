@@ -94,6 +94,16 @@ def slack_code_block(text: object) -> str:
     return "```\n" + s.replace("```", "`\u200b``") + "\n```"
 
 
+def duration(seconds: object) -> str:
+    """`43200` -> `12h`, `5400` -> `1h 30m`, `90` -> `1m 30s`: how long, for people."""
+    total = max(0, round(float(seconds or 0)))  # type: ignore[arg-type]
+    hours, rest = divmod(total, 3600)
+    minutes, secs = divmod(rest, 60)
+    parts = [f"{hours}h" if hours else "", f"{minutes}m" if minutes else "",
+             f"{secs}s" if secs and not hours else ""]
+    return " ".join(p for p in parts if p) or "0s"
+
+
 def truncate_preview(text: object, limit: int = 160) -> str:
     return preview(None if text is None else str(text), limit)
 
@@ -123,6 +133,7 @@ def environment(root: Path = TEMPLATES) -> Environment:
         slack_code_block=slack_code_block,
         truncate_preview=truncate_preview,
         seconds=lambda s: f"{float(s or 0):.1f}s",
+        duration=duration,
         json=lambda v: json.dumps(v, ensure_ascii=False, sort_keys=True, default=str),
         timestamp=lambda t: time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(float(t))) + "Z",
     )

@@ -17,7 +17,7 @@ COMMAND_PREFIX = "/workflow"
 SUBCOMMANDS: frozenset[str] = frozenset(
     {
         "run", "resume", "approve", "reject", "abandon", "cancel", "resolve", "invalidate",
-        "plan", "status", "runs", "list", "args", "audit", "help",
+        "plan", "status", "runs", "open", "list", "args", "audit", "help",
     }
 )  # fmt: skip
 #: Words that are also natural-language decisions: alone, they are a reply to a gate.

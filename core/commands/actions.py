@@ -25,6 +25,7 @@ from core.commands.model import (
     HelpCommand,
     InvalidateCommand,
     ListCommand,
+    OpenCommand,
     PlanCommand,
     RejectCommand,
     ResolveCommand,
@@ -33,11 +34,19 @@ from core.commands.model import (
     RunsCommand,
     StatusCommand,
 )
+from core.commands.pages import RunPages
 from core.commands.resolution import Prompt, decide_fresh_run, latest_run, prompt_options
 from core.commands.run_args import MESSAGE, build_args
 from core.config import Access
 from core.engine.engine import Engine
-from core.errors import GateAlreadyDecided, PermissionDenied, RunNotFound, UsageError, WorkflowError
+from core.errors import (
+    ConfigurationError,
+    GateAlreadyDecided,
+    PermissionDenied,
+    RunNotFound,
+    UsageError,
+    WorkflowError,
+)
 from core.store.port import Store
 from core.store.records import Gate, GateStatus, Run
 from core.workflows.args import canonical_json, validate_inputs
@@ -57,6 +66,7 @@ class Context:
     found: dict[str, Run] = field(default_factory=dict)  # runs looked up for this message, by ref
     #: the audit row of this message, written with the event's `finish_event` (one round trip)
     pending_audit: dict[str, Any] | None = None
+    pages: RunPages | None = None  # personal links to run pages; None: the pages are off
 
     def find(self, ref: str) -> Run:
         """The run `ref` names, looked up once per message (the audit trail, the action and an
@@ -184,7 +194,7 @@ async def run(ctx: Context, cmd: RunCommand) -> list[Reply]:
         thread=msg.thread, requester=ctx.uid, resume_from=source.id if source else None,
         origin_event=origin_event,
     )
-    return [replies.run_started(started, args.get(MESSAGE))]
+    return [replies.run_started(started, args.get(MESSAGE), page=ctx.pages is not None)]
 
 
 async def resume(ctx: Context, cmd: ResumeCommand) -> list[Reply]:
@@ -245,22 +255,47 @@ async def plan(ctx: Context, cmd: PlanCommand) -> list[Reply]:
     return [replies.plan(target, ctx.engine.plan(target.id))]
 
 
-async def status(ctx: Context, cmd: StatusCommand) -> list[Reply]:
+def _named_or_latest(ctx: Context, ref: str | None) -> Run:
+    """The run `ref` names, else the latest run of this thread, else of this conversation."""
     msg = ctx.message
-    if cmd.run is not None:
-        target: Run | None = ctx.find(cmd.run)
+    if ref is not None:
+        target: Run | None = ctx.find(ref)
     else:
         here = ctx.store.runs_in_thread(msg.platform, msg.conversation, msg.thread) if msg.thread else []
         target = latest_run(here) or latest_run(
             ctx.store.recent_runs(platform=msg.platform, conversation=msg.conversation, limit=1))
     if target is None:
         raise RunNotFound("No runs here yet.", hint="Start one with `/workflow run <name>`.")
+    return target
+
+
+async def status(ctx: Context, cmd: StatusCommand) -> list[Reply]:
+    target = _named_or_latest(ctx, cmd.run)
     authz.require_view(ctx.access, ctx.uid, target)
     return [replies.status(target, ctx.engine.summary(target))]
 
 
+def _pages(ctx: Context) -> RunPages:
+    if ctx.pages is None:
+        raise ConfigurationError(
+            "Run pages are turned off on this Baton.",
+            hint="Ask its operator to set BATON_WEB_PORT; meanwhile `/workflow status <run>` shows it.",
+        )
+    return ctx.pages
+
+
+async def open_(ctx: Context, cmd: OpenCommand) -> list[Reply]:
+    """The asking user's own link to a run's page (ephemeral: a link acts as its user)."""
+    target = _named_or_latest(ctx, cmd.run)
+    authz.require_view(ctx.access, ctx.uid, target)
+    return [replies.page_link(_pages(ctx).run_link(target, ctx.uid), ctx.uid, target)]
+
+
 async def runs(ctx: Context, cmd: RunsCommand) -> list[Reply]:
     msg = ctx.message
+    if cmd.open:
+        link = _pages(ctx).runs_link(msg.platform, msg.conversation, ctx.uid)
+        return [replies.page_link(link, ctx.uid, platform=msg.platform, conversation=msg.conversation)]
     recent = ctx.store.recent_runs(platform=msg.platform, conversation=msg.conversation, limit=20)
     return [replies.runs([r for r in recent if authz.may_view(ctx.access, ctx.uid, r)])]
 
@@ -308,6 +343,7 @@ ACTIONS: dict[type, Action] = {
     RunCommand: run, ResumeCommand: resume, ApproveCommand: approve, RejectCommand: reject,
     AbandonCommand: abandon, CancelCommand: cancel, ResolveCommand: resolve,
     InvalidateCommand: invalidate, PlanCommand: plan, StatusCommand: status, RunsCommand: runs,
+    OpenCommand: open_,
     ListCommand: list_workflows, ArgsCommand: args, AuditCommand: audit, HelpCommand: help_,
 }
 

@@ -22,6 +22,7 @@ from core.commands.actions import Context
 from core.commands.approval import DecisionKind, classify
 from core.commands.messages import ChatMessage, Outbox, Reply
 from core.commands.model import SPECS
+from core.commands.pages import RunPages
 from core.commands.parser import closest_command, parse
 from core.commands.progress import ProgressReporter
 from core.commands.resolution import gates_addressed
@@ -38,15 +39,17 @@ _AUDIT_TEXT = 500  # characters of the command text kept in the audit trail
 
 class Handler:
     def __init__(self, *, store: Store, engine: Engine, catalog: Catalog, access: Access,
-                 event_stale_after: float = 60.0) -> None:
+                 event_stale_after: float = 60.0, pages: RunPages | None = None) -> None:
         self.store = store
+        #: personal links to run pages (`open`, `runs --open`); None: BATON_WEB_PORT is off
+        self.pages = pages
         #: seconds after which an event claimed but never finished (its replica died) is
         #: handled again when the platform redelivers it (BATON_EVENT_STALE_SECONDS in `build_baton`)
         self.event_stale_after = event_stale_after
         self.engine = engine
         self.catalog = catalog
         self.access = access
-        self.progress = ProgressReporter(store=store, engine=engine)
+        self.progress = ProgressReporter(store=store, engine=engine, pages=pages is not None)
 
     def register_outbox(self, platform: str, outbox: Outbox, *, threads: bool = False) -> None:
         """Background replies of `platform` go to `outbox`. `threads=True`: the adapter opens a
@@ -70,6 +73,12 @@ class Handler:
         """What `remember` kept under that key, also by an earlier process; None if nothing."""
         return self.store.get_state(platform, key)
 
+    async def announce(self, reply: Reply) -> bool:
+        """Post `reply` where its `platform`, `conversation` and `thread` say, through that
+        platform's outbox (a decision taken on a run's page is told in the run's thread);
+        False when the platform registered no outbox in this process."""
+        return await self.progress.post(reply)
+
     async def drain(self) -> None:
         """Wait until every background reply produced so far was handed to its outbox."""
         await self.progress.drain()
@@ -84,7 +93,7 @@ class Handler:
     async def _handle(self, message: ChatMessage) -> list[Reply]:
         uid = authz.user_id(message.platform, message.user)
         ctx = Context(self.store, self.engine, self.catalog, self.access, message, uid,
-                      announced=self.progress.announced)
+                      announced=self.progress.announced, pages=self.pages)
         try:
             claimed = self.store.claim_event(message.platform, message.event_id,
                                              stale_after=self.event_stale_after)

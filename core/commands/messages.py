@@ -36,12 +36,26 @@ class ChatMessage:
     attachments: tuple[Attachment, ...] = ()
 
 
+#: Buttons whose click changes nothing ("Open run" answers the clicker with their own link):
+#: adapters leave them in place after a click, for the next person who reads the message.
+REUSABLE_ACTIONS = frozenset({"open"})
+
+
+def reusable(action: str) -> bool:
+    """Whether a button with this action name stays usable after it was clicked."""
+    return action in REUSABLE_ACTIONS
+
+
 @dataclass(frozen=True, slots=True)
 class Button:
     label: str
     command: str  # the exact `/workflow …` text (without the leading `/workflow `) it runs
     style: str | None = None  # "primary" | "danger" | None
     action: str = ""  # a short stable name, e.g. "resume", "abandon", "force", "approve"
+
+    @property
+    def reusable(self) -> bool:
+        return reusable(self.action)
 
 
 @dataclass(frozen=True, slots=True)

@@ -87,7 +87,12 @@ class StatusCommand:
 
 @dataclass(frozen=True, slots=True)
 class RunsCommand:
-    pass
+    open: bool = False  # `--open`: a personal link to the list page instead
+
+
+@dataclass(frozen=True, slots=True)
+class OpenCommand:
+    run: str | None = None  # None: the latest run here
 
 
 @dataclass(frozen=True, slots=True)
@@ -122,6 +127,7 @@ Command = (
     | PlanCommand
     | StatusCommand
     | RunsCommand
+    | OpenCommand
     | ListCommand
     | ArgsCommand
     | AuditCommand
@@ -180,7 +186,9 @@ SPECS: dict[str, Spec] = {
         ),
         Spec("plan", "plan <run>", "plan 3f9a", "what a resume would run or serve from cache, and why"),
         Spec("status", "status [run]", "status 3f9a", "a run's node table (default: the latest here)"),
-        Spec("runs", "runs", "runs", "recent runs in this conversation"),
+        Spec("runs", "runs [--open]", "runs --open",
+             "recent runs in this conversation (`--open`: your link to their page)", switches=("--open",)),
+        Spec("open", "open [run]", "open 3f9a", "your link to a run's page (default: the latest here)"),
         Spec("list", "list", "list", "workflows you may run"),
         Spec("args", "args <run>", "args 3f9a", "a run's canonical arguments and their handle"),
         Spec("audit", "audit <run>", "audit 3f9a", "who did what to a run"),

@@ -25,6 +25,7 @@ from core.commands.model import (
     HelpCommand,
     InvalidateCommand,
     ListCommand,
+    OpenCommand,
     PlanCommand,
     RejectCommand,
     ResolveCommand,
@@ -243,6 +244,12 @@ def _status(pos: list[str], opts: list[tuple[str, str | None]], force: bool) -> 
     return StatusCommand(pos[0] if pos else None)
 
 
+def _open(pos: list[str], opts: list[tuple[str, str | None]], force: bool) -> OpenCommand:
+    if len(pos) > 1:
+        raise usage_error("open", "`open` takes at most one run id")
+    return OpenCommand(pos[0] if pos else None)
+
+
 def _invalidate(pos: list[str], opts: list[tuple[str, str | None]]) -> InvalidateCommand:
     run, node = _need(pos, "invalidate", ("run", "node"))
     return InvalidateCommand(run, node, downstream=("--downstream", None) in opts)
@@ -266,7 +273,8 @@ _BUILDERS: dict[str, _Builder] = {
     "invalidate": lambda p, o, f: _invalidate(p, o),
     "plan": lambda p, o, f: PlanCommand(_need(p, "plan", ("run",))[0]),
     "status": _status,
-    "runs": lambda p, o, f: _bare(p, "runs", RunsCommand()),
+    "runs": lambda p, o, f: _bare(p, "runs", RunsCommand(open=("--open", None) in o)),
+    "open": _open,
     "list": lambda p, o, f: _bare(p, "list", ListCommand()),
     "args": lambda p, o, f: ArgsCommand(_need(p, "args", ("run",))[0]),
     "audit": lambda p, o, f: AuditCommand(_need(p, "audit", ("run",))[0]),

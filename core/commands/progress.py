@@ -55,9 +55,11 @@ class _RunState:
 
 class ProgressReporter:
     def __init__(
-        self, *, store: Store, engine: Engine, thread_wait: float = 10.0, interval: float = 0.5
+        self, *, store: Store, engine: Engine, thread_wait: float = 10.0, interval: float = 0.5,
+        pages: bool = False,
     ) -> None:
         self._store = store
+        self.pages = pages  # runs have pages: progress messages offer "Open run"
         self._engine = engine
         self._outboxes: dict[str, Outbox] = {}
         self._threaded: set[str] = set()  # platforms whose runs live in a thread the adapter opens
@@ -217,7 +219,7 @@ class ProgressReporter:
                 return
             run = await self._await_thread(run)
             summary = self._engine.summary(run)  # the run just read: not read again
-            await self._send(outbox, replies.progress(run, summary))
+            await self._send(outbox, replies.progress(run, summary, page=self.pages))
             if finished is not None and run.status.resting:
                 if told and str(run.status) == "cancelled":
                     return
@@ -227,6 +229,15 @@ class ProgressReporter:
             log.warning("progress not reported: %s", exc.message, extra=extra)
         except Exception:
             log.exception("progress failed", extra={"action": "progress", "run_id": run_id})
+
+    async def post(self, reply: Reply) -> bool:
+        """Send `reply` through the outbox of its platform (`reply.platform`); False when that
+        platform registered none in this process."""
+        outbox = self._outboxes.get(reply.platform or "")
+        if outbox is None:
+            return False
+        await self._send(outbox, reply)
+        return True
 
     def _final(self, run: Run, summary: RunSummary, event: EngineEvent) -> Reply:
         gate = None

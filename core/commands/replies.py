@@ -12,6 +12,7 @@ from typing import Any
 
 from core.commands.messages import Button, Reply
 from core.commands.model import Spec
+from core.commands.pages import PageLink, open_button
 from core.commands.resolution import Option, Prompt, preview
 from core.engine.events import NodeState, NodeSummary, Plan, RunSummary
 from core.errors import BatonError
@@ -21,7 +22,7 @@ KINDS = (
     "error", "help", "help_topic", "fresh_run_prompt", "run_started", "run_resumed", "gate_decided",
     "run_cancelled", "node_resolved", "invalidated", "plan", "status", "runs", "workflows", "args",
     "audit", "progress", "run_completed", "run_failed", "gate_waiting", "needs_attention",
-    "approval_question", "which_gate", "no_gate_hint",
+    "approval_question", "which_gate", "no_gate_hint", "page_link",
 )
 
 
@@ -97,11 +98,22 @@ def fresh_run_prompt(prompt: Prompt, options: Sequence[Option], old_message: str
     }, buttons=buttons)
 
 
-def run_started(run: Run, message: str | None) -> Reply:
+def run_started(run: Run, message: str | None, *, page: bool = False) -> Reply:
+    """`page`: the run has a page; the reply offers "Open run" (each clicker's own link)."""
     return about(run, "run_started", {
         "handle": run.handle, "resumed_from": run.resumed_from, "preview": preview(message),
         "requester": run.requester,
-    }, starts_thread=True)
+    }, starts_thread=True, buttons=(open_button(run.id),) if page else ())
+
+
+def page_link(link: PageLink, uid: str, run: Run | None = None, *, platform: str = "",
+              conversation: str = "") -> Reply:
+    """A personal link to a run's page (`run`) or to a conversation's runs: only `uid` sees it."""
+    data = {"url": link.url, "expires_at": link.expires_at, "ttl": link.ttl, "user": uid,
+            "run_id": run.id if run else None, "workflow": run.workflow if run else None,
+            "platform": platform, "conversation": conversation}
+    return Reply(kind="page_link", data=data, ephemeral=True, run_id=run.id if run else None,
+                 run_status=str(run.status) if run else None)
 
 
 def run_resumed(run: Run, actor: str) -> Reply:
@@ -173,9 +185,11 @@ def _where(run: Run) -> dict[str, Any]:
     return {"platform": run.platform, "conversation": run.conversation, "thread": run.thread}
 
 
-def progress(run: Run, summary: RunSummary) -> Reply:
+def progress(run: Run, summary: RunSummary, *, page: bool = False) -> Reply:
+    """`page`: the run has a page; the message offers "Open run" (each clicker's own link)."""
     return Reply(kind="progress", data={"run_id": run.id, "workflow": run.workflow,
                                         **summary_data(summary)},
+                 buttons=(open_button(run.id),) if page else (),
                  run_id=run.id, run_status=summary.status, replace_key=f"progress:{run.id}", **_where(run))
 
 

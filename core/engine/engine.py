@@ -21,6 +21,7 @@ from typing import Any
 
 from core.engine.events import EngineEvent, EventBus, EventKind, Plan, RunSummary, Subscriber
 from core.engine.executor import ENGINE_ACTOR, Outcome, RunExecutor, Setup, input_digests
+from core.engine.inspection import PLANNED, RunDetail, inspect_run
 from core.engine.journal_index import JournalIndex
 from core.engine.leases import LeaseKeeper, new_owner
 from core.engine.planning import final_output_digest, plan_run, summarize
@@ -158,6 +159,26 @@ class Engine(RunActions):
         digest = final_output_digest(prepared, entries)
         output = self.store.get_blob(digest).decode("utf-8", errors="replace") if digest else None
         return summarize(run, prepared, entries, output)
+
+    def inspect(self, run: Run, *, plan: bool = True) -> RunDetail:
+        """The run seen whole (its page): the node table with timing, verdicts, outputs'
+        digests and dependencies; with `plan`, for a run resting failed, paused or
+        needs_attention, what a resume would do. One journal read (of the lineage when
+        planning); the workflow's preparation is cached."""
+        try:
+            prepared: PreparedWorkflow | None = prepare(self.catalog.get(run.workflow), self.tools)
+        except BatonError:
+            prepared = None  # the workflow is gone or broken: the page still shows what ran
+        if not (plan and prepared is not None and run.status in PLANNED):
+            return inspect_run(run, prepared, self.store.journal([run.id]))
+        entries = self.store.journal(self.store.lineage(run.id))
+        try:
+            ready = self._ready(run.workflow, self.args_of(run))
+            made = plan_run(run, ready.prepared, ready.definitions.digests, input_digests(ready.args),
+                            JournalIndex(run.id, entries))
+        except BatonError as exc:
+            return inspect_run(run, prepared, entries, plan_error=exc.message)
+        return inspect_run(run, ready.prepared, entries, made)
 
     async def wait(self, run_id: str, timeout: float | None = None) -> Run:
         """Until the run rests (completed, failed, paused, needs_attention, cancelled)."""

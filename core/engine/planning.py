@@ -104,7 +104,9 @@ def _conditional_reason(
 # -- the node table --------------------------------------------------------------------------
 
 
-def _own_latest(entries: Sequence[JournalEntry]) -> dict[str, JournalEntry]:
+def own_latest(entries: Sequence[JournalEntry]) -> dict[str, JournalEntry]:
+    """Each node's latest entry among `entries` (decision markers left out, except
+    invalidations and rejections): the entry its row in the node table describes."""
     latest: dict[str, JournalEntry] = {}
     for entry in sorted(entries, key=lambda e: e.id):
         if (
@@ -153,7 +155,7 @@ def _row(node_id: str, kind: str, entry: JournalEntry | None, run: Run, deps_don
 def summarize(
     run: Run, prepared: PreparedWorkflow | None, entries: Sequence[JournalEntry], output: str | None
 ) -> RunSummary:
-    latest = _own_latest(entries)
+    latest = own_latest(entries)
     if prepared is not None:
         order = list(prepared.order) + [n for n in latest if n not in prepared.nodes]
     else:
@@ -186,7 +188,7 @@ def final_output_digest(prepared: PreparedWorkflow | None, entries: Sequence[Jou
     """The output digest of the last sink node completed in this run (the run's result)."""
     if prepared is None:
         return None
-    latest = _own_latest(entries)
+    latest = own_latest(entries)
     for node_id in reversed(prepared.sinks()):
         entry = latest.get(node_id)
         if entry is not None and entry.status is NodeStatus.COMPLETED and entry.output_digest:

@@ -232,6 +232,19 @@ class Store(Protocol):
     def get_state(self, platform: str, key: str) -> str | None:
         """The value kept under (platform, key), or None."""
 
+    def keep_state(self, platform: str, key: str, value: str) -> str:
+        """The value under (platform, key); `value` is written only when there was none, so
+        racing processes all get the first one. Under platform `"baton"` (Baton's own values,
+        e.g. the run pages' signing key) housekeeping never drops it."""
+
+    # -- run pages ----------------------------------------------------------------------------
+    def run_gates(self, run_id: str) -> list[Gate]:
+        """Every approval gate of the run, waiting or decided, oldest first (one query)."""
+
+    def run_pulse(self, run_id: str) -> tuple[object, ...] | None:
+        """A value that changes whenever anything a run's page shows changes (status, journal,
+        audit), in one indexed query; None when there is no such run."""
+
     # -- what a chat command always writes together, in one round trip (issue 8) ---------
     def command_runs(
         self, origin_event: str, workflow: str, platform: str, conversation: str
@@ -281,5 +294,6 @@ class Store(Protocol):
 
     # -- housekeeping (bot/housekeeping.py) ---------------------------------------------
     def forget_state(self, before: float) -> int:
-        """Drop chat adapters' values last written before `before` (epoch seconds); returns
-        how many. A later `get_state` of such a key is None, as if it was never kept."""
+        """Drop chat adapters' values last written before `before` (epoch seconds), never
+        Baton's own (platform `"baton"`); returns how many. A later `get_state` of such a key
+        is None, as if it was never kept."""

@@ -5,6 +5,7 @@
              + GatesSql (gates, audit trail, event dedupe)   gates_sql.py
              + DispatchSql (queued steps, lease release)     dispatch_sql.py
              + StateSql (values chat adapters keep)          state_sql.py
+             + ViewsSql (what run pages read)                views_sql.py
              on SqlBase (engine, clock, hot path)            sql_base.py
 
 Reads and CAS changes go through SQLAlchemy Core on the tables of `tables.py`; rows
@@ -23,11 +24,12 @@ from core.store.gates_sql import GatesSql
 from core.store.journal_sql import JournalSql
 from core.store.runs_sql import DEFAULT_LEASE_SECONDS, RunsSql
 from core.store.state_sql import StateSql
+from core.store.views_sql import ViewsSql
 
 __all__ = ["DEFAULT_LEASE_SECONDS", "SqlStore"]
 
 
-class SqlStore(RunsSql, JournalSql, GatesSql, DispatchSql, StateSql):
+class SqlStore(RunsSql, JournalSql, GatesSql, DispatchSql, StateSql, ViewsSql):
     """The run store on SQLite (WAL) or PostgreSQL (psycopg 3), through the same code.
 
     `sqlite_synchronous`: "NORMAL" (default; a power cut may lose the last commits but

@@ -4,7 +4,9 @@ The Slack adapter edits one progress message per run and passes over-long button
 by reference; the message id and the command must still be found after the bot restarts.
 They live here, per platform, as text under a key the adapter chooses. Writing a key
 again replaces its value and its time `at` (one INSERT … ON CONFLICT DO UPDATE).
-`forget_state` drops values last written before a cut-off (bot/housekeeping.py).
+`forget_state` drops values last written before a cut-off (bot/housekeeping.py), except
+Baton's own (platform `KEPT`): values every replica must agree on for good, such as the key
+that signs run-page links, written once with `keep_state`.
 """
 
 from __future__ import annotations
@@ -16,8 +18,23 @@ from core.store.database import store_operation
 from core.store.sql_base import SqlBase
 from core.store.tables import PLATFORM_STATE
 
+#: the platform name of Baton's own values, which housekeeping never drops
+KEPT = "baton"
+
 
 class StateSql(SqlBase):
+    @store_operation("keep a shared value")
+    def keep_state(self, platform: str, key: str, value: str) -> str:
+        """The value kept under (`platform`, `key`); `value` when there was none. Of several
+        processes racing here, all get the one value that was written first."""
+        row = {"platform": platform, "key": key, "value": value, "at": self._now()}
+        with self._engine.begin() as conn:
+            conn.execute(self._insert_ignore(PLATFORM_STATE, ["platform", "key"]).values(row))
+        kept = self.get_state(platform, key)
+        if kept is None:  # dropped between the two statements: only `forget_state` could
+            raise KeyError(key)
+        return kept
+
     @store_operation("remember a chat platform value")
     def put_state(self, platform: str, key: str, value: str) -> None:
         """Keep `value` under (`platform`, `key`), replacing what was there."""
@@ -41,6 +58,8 @@ class StateSql(SqlBase):
 
     @store_operation("forget old chat platform values")
     def forget_state(self, before: float) -> int:
-        """Drop values last written before `before`; how many (one DELETE)."""
+        """Drop values last written before `before`, Baton's own (`KEPT`) excepted; how many
+        (one DELETE)."""
+        stale = sa.and_(PLATFORM_STATE.c.at < before, PLATFORM_STATE.c.platform != KEPT)
         with self._engine.begin() as conn:
-            return int(conn.execute(sa.delete(PLATFORM_STATE).where(PLATFORM_STATE.c.at < before)).rowcount)
+            return int(conn.execute(sa.delete(PLATFORM_STATE).where(stale)).rowcount)

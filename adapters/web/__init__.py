@@ -1,0 +1,44 @@
+"""Baton's run pages: a live page per run and a list per conversation, behind signed links.
+
+    links = page_links(settings, store)     # None when BATON_WEB_PORT is off; given to the Handler
+    await serve(baton, settings)            # `baton run`: until baton.stopping is set
+
+The adapter only translates: `links` (signed, expiring, per-user tokens), `view` (store ->
+page data, redacted), `dag` (the layout of the picture), `live` (one watcher per open run,
+server-sent events), `security` (headers, CSRF), `app` (the Starlette routes) and `server`
+(uvicorn on the bot's loop). Starlette and uvicorn are imported only when pages are served.
+"""
+
+from __future__ import annotations
+
+import socket
+from typing import TYPE_CHECKING
+
+from adapters.web.links import PageLinks, store_key
+from core.config import Settings
+from core.store.port import Store
+
+if TYPE_CHECKING:
+    from adapters.web.server import Baton
+
+
+def page_links(settings: Settings, store: Store) -> PageLinks | None:
+    """The links chat replies offer, or None when the pages are off."""
+    if not settings.web_enabled:
+        return None
+    if settings.web_secret is not None and settings.web_secret.get_secret_value():
+        secret = settings.web_secret.get_secret_value().encode("utf-8")
+        key = lambda: secret  # noqa: E731
+    else:
+        key = store_key(store)
+    return PageLinks(base_url=settings.page_base_url, ttl=settings.web_link_ttl, key=key)
+
+
+async def serve(baton: Baton, settings: Settings, *, sock: socket.socket | None = None) -> None:
+    """Serve the pages until `baton.stopping` is set; `sock`: an already bound socket."""
+    from adapters.web.server import serve_pages
+
+    await serve_pages(baton, settings, sock=sock)
+
+
+__all__ = ["PageLinks", "page_links", "serve"]

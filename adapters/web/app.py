@@ -1,0 +1,289 @@
+"""The run pages as a Starlette app: routes translate requests to the views and back.
+
+    GET  /r/<token>                              the run's page (works without JavaScript)
+    GET  /r/<token>/events                       its live updates (server-sent events)
+    GET  /r/<token>/nodes/<node>/output          a node's whole output, redacted, as a file
+    GET  /r/<token>/nodes/<node>/artifacts/<p>   one of its artifacts, redacted, as a file
+    POST /r/<token>/decide                       approve or reject its waiting gate
+    GET  /c/<token>                              a conversation's recent runs
+    GET  /static/…                               the stylesheet and the script
+
+Nothing else answers (404), and nothing under /r or /c without a valid link (403). A link
+acts as its user (`links.Grant`): every request checks again that this user may view the
+run (`core.commands.authz`). A decision is the user's `approve`/`reject` command, handled by
+the same `Handler` as a chat message from them (authorization, compare-and-swap, audit,
+dedupe by the form's id), and its reply is posted in the run's thread.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import json
+import logging
+import time
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+from jinja2 import Environment, FileSystemLoader, StrictUndefined
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import HTMLResponse, PlainTextResponse, RedirectResponse, Response, StreamingResponse
+from starlette.routing import Mount, Route
+from starlette.staticfiles import StaticFiles
+
+from adapters.web import view
+from adapters.web.links import RUN, RUNS, Grant, LinkRefused, PageLinks
+from adapters.web.live import LiveHub, Snapshot
+from adapters.web.security import COOKIE, Csrf, SecurityHeaders
+from core.commands import authz
+from core.commands.handler import Handler
+from core.commands.messages import ChatMessage
+from core.commands.quoting import quote_word
+from core.errors import BatonError, RunNotFound
+from core.render import TEMPLATES, duration, render_text
+from core.store.records import Run
+
+log = logging.getLogger("baton.web")
+WEB_TEMPLATES = TEMPLATES / "web"
+FLASH = "baton_flash"
+COMMENT_LIMIT = 2000
+
+
+class Refused(Exception):
+    def __init__(self, status: int, title: str, detail: str) -> None:
+        super().__init__(title)
+        self.status, self.title, self.detail = status, title, detail
+
+
+def html_environment(root: Path = WEB_TEMPLATES) -> Environment:
+    env = Environment(loader=FileSystemLoader(str(root)), autoescape=True, undefined=StrictUndefined,
+                      trim_blocks=True, lstrip_blocks=True)
+    env.filters.update(duration=duration, tojson_attr=lambda v: json.dumps(v, separators=(",", ":")))
+    return env
+
+
+class RunPagesApp:
+    """The routes, over the assembled runtime's parts (`view.Parts`) and handler."""
+
+    def __init__(self, *, parts: view.Parts, handler: Handler, links: PageLinks, hub: LiveHub,
+                 csrf: Csrf) -> None:
+        self.parts = parts
+        self.handler = handler
+        self.links = links
+        self.hub = hub
+        self.csrf = csrf
+        self.env = html_environment()
+
+    def asgi(self) -> Starlette:
+        routes = [
+            Route("/r/{token}", self.run_page),
+            Route("/r/{token}/events", self.events),
+            Route("/r/{token}/nodes/{node}/output", self.output),
+            Route("/r/{token}/nodes/{node}/artifacts/{path:path}", self.artifact),
+            Route("/r/{token}/decide", self.decide, methods=["POST"]),
+            Route("/c/{token}", self.runs_page),
+            Mount("/static", StaticFiles(directory=str(WEB_TEMPLATES / "static")), name="static"),
+        ]
+        app = Starlette(routes=routes, exception_handlers={Refused: self._refused, 404: self._missing,
+                                                            405: self._missing})
+        app.add_middleware(SecurityHeaders)
+        return app
+
+    # -- pieces --------------------------------------------------------------------------
+    def _html(self, template: str, status: int = 200, **context: Any) -> HTMLResponse:
+        page = self.env.get_template(template).render(**context)
+        return HTMLResponse(self.parts.redactor.redact(page), status_code=status)
+
+    async def _refused(self, request: Request, exc: Exception) -> Response:
+        assert isinstance(exc, Refused)
+        return self._html("refused.html.j2", exc.status, title=exc.title, detail=exc.detail)
+
+    async def _missing(self, request: Request, exc: Exception) -> Response:
+        return self._html("refused.html.j2", 404, title="Nothing here",
+                          detail="Open a run from its link in chat.")
+
+    def _grant(self, kind: str, token: str) -> Grant:
+        try:
+            return self.links.verify(kind, token)
+        except LinkRefused as exc:
+            if exc.expired:
+                again = f"/workflow open {exc.run_id}" if exc.run_id else "/workflow runs --open"
+                raise Refused(403, "This link has expired",
+                              f"Ask Baton for a new one: {again} (or click Open run in chat).") from exc
+            raise Refused(403, "This link is not valid", "It may have been changed or cut. "
+                          "Ask Baton for a new one: /workflow open <run>.") from exc
+
+    def _run(self, token: str) -> tuple[Grant, Run]:
+        grant = self._grant(RUN, token)
+        try:
+            run = self.parts.store.get_run(grant.run_id or "")
+        except RunNotFound as exc:
+            raise Refused(404, "No such run", "It may have been removed.") from exc
+        if not authz.may_view(self.parts.access, grant.uid, run):
+            raise Refused(403, "Not yours to see",
+                          "The user this link was made for may not view this run.")
+        return grant, run
+
+    # -- reading -------------------------------------------------------------------------
+    def run_page(self, request: Request) -> Response:
+        token = request.path_params["token"]
+        grant, run = self._run(token)
+        try:
+            page = max(1, int(request.query_params.get("page", "1")))
+        except ValueError:
+            page = 1
+        query = request.query_params.get("q", "").strip()[:200]
+        node = request.query_params.get("node") or None
+        data = view.run_page(self.parts, run, grant.uid, query=query, node=node, page=page)
+        cookie = request.cookies.get(COOKIE) or self.csrf.new_cookie()
+        form_id = self.csrf.new_form_id()
+        flash = request.cookies.get(FLASH, "")
+        response = self._html(
+            "run.html.j2", **data, token=token, base=f"/{RUN}/{token}", user=grant.uid,
+            expires=view.when(grant.expires_at), form_id=form_id,
+            csrf=self.csrf.field(cookie, token, form_id), flash=flash[:COMMENT_LIMIT * 2],
+            runs_url=self.links.runs_path(run.platform, run.conversation, grant.uid, grant.expires_at),
+        )
+        response.set_cookie(COOKIE, cookie, httponly=True, samesite="strict", secure=self.csrf.secure,
+                            path="/")
+        if flash:
+            response.delete_cookie(FLASH, path="/")
+        log.info("run page", extra={"action": "web_page", "run_id": run.id, "user": grant.uid})
+        return response
+
+    def runs_page(self, request: Request) -> Response:
+        grant = self._grant(RUNS, request.path_params["token"])
+        platform, conversation = grant.platform or "", grant.conversation or ""
+        runs = view.runs_page(self.parts, grant.uid, platform, conversation)
+        items = [{"id": r.id, "workflow": r.workflow, "status": str(r.status), "requester": r.requester,
+                  "created": view.when(r.created_at),
+                  "url": self.links.run_path(r.id, grant.uid, grant.expires_at)} for r in runs]
+        return self._html("runs.html.j2", runs=items, user=grant.uid, conversation=conversation,
+                          platform=platform, expires=view.when(grant.expires_at))
+
+    def _node_output(self, run: Run, node: str) -> bytes:
+        detail = self.parts.engine.inspect(run, plan=False)
+        found = next((n for n in detail.nodes if n.node_id == node), None)
+        if found is None or found.output_digest is None:
+            raise Refused(404, "No output", f"`{node}` has no stored output in run {run.id}.")
+        return self.parts.store.get_blob(found.output_digest)
+
+    def output(self, request: Request) -> Response:
+        _, run = self._run(request.path_params["token"])
+        node = request.path_params["node"]
+        text = self.parts.redactor.redact(view.decode(self._node_output(run, node)))
+        return PlainTextResponse(text, headers=_attachment(f"{run.id}-{node}-output.txt"))
+
+    def artifact(self, request: Request) -> Response:
+        _, run = self._run(request.path_params["token"])
+        node, path = request.path_params["node"], request.path_params["path"]
+        detail = self.parts.engine.inspect(run, plan=False)
+        found = next((n for n in detail.nodes if n.node_id == node), None)
+        digest = found.artifacts.get(path) if found is not None else None
+        if digest is None:
+            raise Refused(404, "No such artifact", f"`{node}` left no artifact `{path}` in run {run.id}.")
+        data = redact_bytes(self.parts.store.get_blob(digest), self.parts.redactor.secrets)
+        name = f"{run.id}-{node}-{Path(path).name}"
+        return Response(data, media_type="application/octet-stream", headers=_attachment(name))
+
+    async def events(self, request: Request) -> Response:
+        grant, run = await asyncio.to_thread(self._run, request.path_params["token"])
+        return StreamingResponse(self._stream(run.id, grant), media_type="text/event-stream",
+                                 headers={"X-Accel-Buffering": "no"})
+
+    async def _stream(self, run_id: str, grant: Grant) -> AsyncIterator[str]:
+        yield "retry: 2000\n\n"
+        sent: dict[str, list[Any]] = {}
+        rev: Any = None
+        async for snapshot in self.hub.updates(run_id):
+            if time.time() >= grant.expires_at:
+                yield "event: expired\ndata: {}\n\n"
+                return
+            if snapshot is None:
+                yield ": ping\n\n"
+                continue
+            update = _diff(snapshot, sent, rev)
+            sent, rev = dict(snapshot["nodes"]), snapshot["rev"]
+            if update is not None:
+                yield f"event: update\ndata: {json.dumps(update, separators=(',', ':'))}\n\n"
+
+    # -- deciding ------------------------------------------------------------------------
+    async def decide(self, request: Request) -> Response:
+        token = request.path_params["token"]
+        grant, run = await asyncio.to_thread(self._run, token)
+        form = await request.form()
+        names = ("form", "csrf", "decision", "node", "question", "comment")
+        fields = {k: str(form.get(k, "")) for k in names}
+        if not self.csrf.check(request, token, fields["form"], fields["csrf"]):
+            raise Refused(403, "This form has expired", "Reload the run's page and decide again.")
+        decision = fields["decision"] if fields["decision"] in ("approve", "reject") else None
+        if decision is None:
+            raise Refused(400, "Nothing decided", "Use the Approve or Reject button.")
+        gates, _ = await asyncio.to_thread(self.parts.store.waiting_gates_and_args, run)
+        shown = gates[0] if gates else None
+        if shown is not None and (shown.node_id != fields["node"] or view.question_digest(
+                self.parts.redactor.redact(shown.prompt)) != fields["question"]):
+            note = "The question changed since the page was shown; read it again before deciding."
+            return self._back(token, note)
+        comment = " ".join(fields["comment"].split())[:COMMENT_LIMIT]
+        text = f"{decision} {run.id}" + (f" -- {quote_word(comment)}" if comment else "")
+        platform, _, user = grant.uid.partition(":")
+        message = ChatMessage(platform=platform, conversation=run.conversation, user=user, text=text,
+                              event_id=f"web:{fields['form']}:{decision}", thread=run.thread)
+        try:
+            answers = await self.handler.handle(message)
+        except BatonError as exc:
+            return self._back(token, exc.message)
+        for reply in answers:
+            if not reply.is_error:  # the decision is told where the run lives
+                await self.handler.announce(dataclasses.replace(
+                    reply, platform=run.platform, conversation=run.conversation, thread=run.thread,
+                    ephemeral=False))
+        said = "\n".join(render_text(r, "console") for r in answers) or "Already handled."
+        log.info("decided on the run page", extra={"action": "web_decide", "run_id": run.id,
+                                                      "user": grant.uid, "decision": decision})
+        return self._back(token, said)
+
+    def _back(self, token: str, note: str) -> Response:
+        response = RedirectResponse(f"/{RUN}/{token}#gates", status_code=303)
+        response.set_cookie(FLASH, self.parts.redactor.redact(note)[: COMMENT_LIMIT * 2], max_age=120,
+                            httponly=True, samesite="strict", secure=self.csrf.secure, path="/")
+        return response
+
+
+def redact_bytes(data: bytes, secrets: tuple[str, ...]) -> bytes:
+    for secret in secrets:
+        data = data.replace(secret.encode("utf-8"), "•••".encode())
+    return data
+
+
+def _attachment(name: str) -> dict[str, str]:
+    safe = "".join(ch if ch.isalnum() or ch in "._-" else "_" for ch in name)[:120]
+    return {"Content-Disposition": f'attachment; filename="{safe}"'}
+
+
+def _diff(snapshot: Snapshot, sent: dict[str, list[Any]], rev: Any) -> dict[str, Any] | None:
+    """What changed since the last update this page got (everything, the first time)."""
+    nodes = {k: v for k, v in snapshot["nodes"].items() if sent.get(k) != v}
+    if not nodes and snapshot["rev"] == rev:
+        return None
+    return {"rev": snapshot["rev"], "status": snapshot["status"], "counts": snapshot["counts"],
+            "nodes": nodes, "reload": rev is not None and snapshot["rev"] != rev}
+
+
+def snapshot_of(parts: view.Parts, run_id: str) -> Snapshot | None:
+    """A run's live state, for `LiveHub` (read in a worker thread)."""
+    try:
+        run = parts.store.get_run(run_id)
+    except RunNotFound:
+        return None
+    detail = parts.engine.inspect(run, plan=False)
+    nodes = view.live_nodes(detail, parts.redactor)
+    counts: dict[str, int] = {}
+    for state, *_ in nodes.values():
+        counts[state] = counts.get(state, 0) + 1
+    pulse = parts.store.run_pulse(run_id)
+    return {"rev": [str(run.status), run.version, str(pulse[-1]) if pulse else ""],
+            "status": str(run.status), "counts": counts, "nodes": nodes}

@@ -1,0 +1,267 @@
+"""What a page shows, as plain data for its template: built from a few batched reads (the
+run, its journal, its gates, its audit and, in one query, the outputs shown) and redacted.
+
+Every text that came from the store (outputs, stderr tails, reasons, questions, comments,
+audit details, arguments) passes through the process's `Redactor` here, before any template
+sees it; the app redacts the rendered page once more as a last guard.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from adapters.web.dag import layout
+from core.commands import authz
+from core.commands.quoting import quote_word
+from core.config import Access
+from core.engine.engine import Engine
+from core.engine.events import NodeState
+from core.engine.inspection import NodeDetail, RunDetail
+from core.errors import WorkflowError
+from core.redaction import Redactor
+from core.store.port import Store
+from core.store.records import AuditEvent, Gate, GateStatus, Run, RunStatus
+from core.workflows.catalog import Catalog
+
+#: The node list's groups, in this order; the first four start open.
+STATE_ORDER = (
+    NodeState.FAILED, NodeState.ATTENTION, NodeState.WAITING, NodeState.RUNNING,
+    NodeState.QUEUED, NodeState.DONE, NodeState.CACHED, NodeState.SKIPPED,
+)  # fmt: skip
+OPEN_STATES = frozenset({NodeState.FAILED, NodeState.ATTENTION, NodeState.WAITING, NodeState.RUNNING})
+ALL_OPEN_UP_TO = 40  # a run this small shows every group open
+INLINE_OUTPUTS = 200  # up to this many nodes, each row shows the start of its output
+PREVIEW_CHARS = 600
+PAGE_CHARS = 64_000  # one page of a node's output
+DECISIONS = frozenset({"approve", "reject", "reopen_gate", "refused", "nl_decision"})
+
+
+@dataclass(frozen=True)
+class Parts:
+    """What the pages read, all from the assembled runtime."""
+
+    store: Store
+    engine: Engine
+    catalog: Catalog
+    access: Access
+    redactor: Redactor
+
+
+def clock(at: float | None) -> str:
+    return time.strftime("%H:%M:%S", time.gmtime(at)) + "Z" if at else ""
+
+
+def when(at: float | None) -> str:
+    return time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(at)) + "Z" if at else ""
+
+
+def decode(data: bytes) -> str:
+    return data.decode("utf-8", errors="replace")
+
+
+def question_digest(question: str) -> str:
+    """What the page asked (redacted, as shown): a decision counts only for that question."""
+    return hashlib.sha256(question.encode("utf-8")).hexdigest()[:32]
+
+
+def verdict(node: NodeDetail) -> str:
+    """The cache verdict in a few words."""
+    if node.state is NodeState.CACHED:
+        return "cached"
+    if node.state in (NodeState.DONE, NodeState.FAILED, NodeState.RUNNING):
+        return "ran" if node.state is not NodeState.RUNNING else "running"
+    return ""
+
+
+def node_row(node: NodeDetail, hide: Redactor) -> dict[str, Any]:
+    return {
+        "id": node.node_id,
+        "kind": node.kind,
+        "state": str(node.state),
+        "deps": node.deps,
+        "seconds": node.seconds,
+        "tokens": node.tokens,
+        "tokens_saved": node.tokens_saved,
+        "verdict": verdict(node),
+        "reason": hide.redact(node.reason),
+        "error": hide.redact(node.error),
+        "started": clock(node.started_at),
+        "attempt": node.attempt,
+        "cached_from": node.cached_from,
+        "has_output": node.output_digest is not None,
+        "artifacts": sorted(node.artifacts),
+        "plan_action": node.plan_action,
+        "plan_reason": hide.redact(node.plan_reason or ""),
+    }
+
+
+def live_nodes(detail: RunDetail, hide: Redactor) -> dict[str, list[Any]]:
+    """Per node what a live update carries: state, seconds, verdict and reason."""
+    return {
+        n.node_id: [str(n.state), n.seconds, verdict(n), hide.redact(n.reason)] for n in detail.nodes
+    }
+
+
+def matches(row: Mapping[str, Any], query: str) -> bool:
+    q = query.lower()
+    return any(q in str(row[k]).lower() for k in ("id", "kind", "state", "reason", "error"))
+
+
+def groups(rows: Sequence[dict[str, Any]], total: int) -> list[dict[str, Any]]:
+    by_state: dict[str, list[dict[str, Any]]] = {str(s): [] for s in STATE_ORDER}
+    for row in rows:
+        by_state.setdefault(row["state"], []).append(row)
+    return [
+        {"state": state, "rows": items, "open": total <= ALL_OPEN_UP_TO or NodeState(state) in OPEN_STATES}
+        for state, items in by_state.items()
+    ]
+
+
+def commands(run: Run, message: str | None, gate_waiting: bool) -> list[dict[str, str]]:
+    """The commands to copy, for the run's status."""
+    status = run.status
+    items: list[dict[str, str]] = []
+    if gate_waiting:
+        items += [{"label": "Approve", "text": f"approve {run.id}"},
+                  {"label": "Reject", "text": f"reject {run.id}"}]
+    elif status.unfinished:
+        items.append({"label": "Resume this run (its own input)", "text": f"resume {run.id}"})
+    items.append({"label": "Plan: what a resume would run, and why", "text": f"plan {run.id}"})
+    items.append({"label": "A new run re-using this run's results",
+                  "text": f"run {run.workflow} --resume-from {run.id}"})
+    fresh = f"run {run.workflow} --force" + (f" {quote_word(message)}" if message else "")
+    items.append({"label": "A fresh run that re-uses nothing", "text": fresh})
+    if status in (RunStatus.RUNNING, RunStatus.PENDING):
+        items.append({"label": "Stop it", "text": f"cancel {run.id}"})
+    elif status.unfinished:
+        items.append({"label": "Discard it", "text": f"abandon {run.id}"})
+    return [{"label": c["label"], "text": "/workflow " + c["text"]} for c in items]
+
+
+def gate_view(gate: Gate, run: Run, uid: str, parts: Parts, history: Sequence[AuditEvent],
+              current: bool) -> dict[str, Any]:
+    """`current`: the gate an `approve`/`reject` of this run decides now (the newest waiting)."""
+    hide = parts.redactor
+    waiting = current and gate.status is GateStatus.WAITING and run.status is RunStatus.PAUSED
+    approvers: list[str] | None
+    try:
+        approvers = parts.catalog.get(run.workflow).node(gate.node_id).approvers
+    except (WorkflowError, KeyError):
+        approvers = None
+    return {
+        "node": gate.node_id,
+        "question": hide.redact(gate.prompt),
+        "digest": question_digest(hide.redact(gate.prompt)),
+        "status": str(gate.status),
+        "waiting": waiting,
+        "may_decide": waiting and authz.may_approve(parts.access, uid, run, approvers),
+        "approvers": approvers,
+        "opened": when(gate.created_at),
+        "decided_by": gate.decided_by,
+        "decided_at": when(gate.decided_at),
+        "comment": hide.redact(gate.comment or ""),
+        "history": [audit_row(e, hide) for e in history
+                    if e.details.get("node") in (None, gate.node_id)],
+    }
+
+
+def audit_row(event: AuditEvent, hide: Redactor) -> dict[str, Any]:
+    details = {k: v for k, v in event.details.items() if k not in ("event_id",)}
+    return {"at": when(event.at), "actor": event.actor, "action": event.action,
+            "details": hide.redact(json.dumps(details, ensure_ascii=False, sort_keys=True, default=str))}
+
+
+def run_header(run: Run, detail: RunDetail, hide: Redactor) -> dict[str, Any]:
+    return {
+        "id": run.id, "workflow": run.workflow, "status": str(run.status), "version": run.version,
+        "requester": run.requester, "created": when(run.created_at), "updated": when(run.updated_at),
+        "seconds": round(run.updated_at - run.created_at, 1), "handle": run.handle,
+        "resumed_from": run.resumed_from, "reason": hide.redact(run.reason or ""),
+        "status_by": run.status_by, "platform": run.platform, "conversation": run.conversation,
+        "tokens": detail.summary.tokens, "tokens_saved": detail.summary.tokens_saved,
+    }
+
+
+def run_page(parts: Parts, run: Run, uid: str, *, query: str = "", node: str | None = None,
+             page: int = 1) -> dict[str, Any]:
+    """The run page's data: one inspection (journal, plan), gates, audit, args and the outputs
+    shown, each one query."""
+    hide = parts.redactor
+    detail = parts.engine.inspect(run)
+    rows = [node_row(n, hide) for n in detail.nodes]
+    by_id = {n.node_id: n for n in detail.nodes}
+    shown = [r for r in rows if matches(r, query)] if query else rows
+    wanted: list[str] = []
+    if len(rows) <= INLINE_OUTPUTS:
+        wanted += [n.output_digest for n in detail.nodes if n.output_digest]
+    chosen = by_id.get(node) if node else None
+    if chosen is not None and chosen.output_digest:
+        wanted.append(chosen.output_digest)
+    if detail.output_digest:
+        wanted.append(detail.output_digest)
+    blobs = parts.store.get_blobs(set(wanted)) if wanted else {}
+    texts = {d: hide.redact(decode(b)) for d, b in blobs.items()}  # whole, then cut: no half secrets
+    if len(rows) <= INLINE_OUTPUTS:
+        for row, n in zip(rows, detail.nodes, strict=True):
+            text = texts.get(n.output_digest or "", "")
+            row["preview"] = text[:PREVIEW_CHARS]
+            row["preview_cut"] = len(text) > PREVIEW_CHARS
+    gates = parts.store.run_gates(run.id)
+    audit = parts.store.audit_log(run.id)
+    history = [e for e in audit if e.action in DECISIONS]
+    waiting = [g for g in gates if g.status is GateStatus.WAITING]
+    current = max(waiting, key=lambda g: g.created_at).node_id if waiting else None
+    gate_views = [gate_view(g, run, uid, parts, history, g.node_id == current) for g in gates]
+    try:
+        args = parts.engine.args_of(run)
+    except KeyError:
+        args = {}
+    message = args.get("message") if isinstance(args.get("message"), str) else None
+    drawing = layout([n.node_id for n in detail.nodes], {n.node_id: n.deps for n in detail.nodes})
+    matched = {r["id"] for r in shown} if query else None
+    return {
+        "run": run_header(run, detail, hide),
+        "counts": dict(Counter(str(n.state) for n in detail.nodes)),
+        "total": len(rows),
+        "groups": groups(shown, len(rows)),
+        "states": {r["id"]: r["state"] for r in rows},
+        "matched": matched,
+        "query": query,
+        "drawing": drawing,
+        "known": detail.known,
+        "plan_error": hide.redact(detail.plan_error or ""),
+        "planned": any(n.plan_action for n in detail.nodes),
+        "gates": gate_views,
+        "audit": [audit_row(e, hide) for e in audit],
+        "args": hide.redact(json.dumps(args, ensure_ascii=False, sort_keys=True, indent=2)),
+        "commands": commands(run, message, any(g["waiting"] for g in gate_views)),
+        "output": texts.get(detail.output_digest or "", "")[:PREVIEW_CHARS * 4],
+        "output_cut": len(texts.get(detail.output_digest or "", "")) > PREVIEW_CHARS * 4,
+        "detail": node_detail(chosen, texts, page, hide) if chosen is not None else None,
+        "live": live_nodes(detail, hide),
+    }
+
+
+def node_detail(node: NodeDetail, texts: Mapping[str, str], page: int, hide: Redactor) -> dict[str, Any]:
+    text = texts.get(node.output_digest or "", "")
+    pages = max(1, -(-len(text) // PAGE_CHARS))
+    page = min(max(page, 1), pages)
+    return {
+        **node_row(node, hide),
+        "output": text[(page - 1) * PAGE_CHARS : page * PAGE_CHARS],
+        "page": page,
+        "pages": pages,
+        "chars": len(text),
+    }
+
+
+def runs_page(parts: Parts, uid: str, platform: str, conversation: str, limit: int = 50) -> list[Run]:
+    """The conversation's recent runs the user may view."""
+    recent = parts.store.recent_runs(platform=platform, conversation=conversation, limit=limit)
+    return [r for r in recent if authz.may_view(parts.access, uid, r)]

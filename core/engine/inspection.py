@@ -1,0 +1,100 @@
+"""A run seen whole, for its page: every node with its state, timing, cache verdict and
+reason, its dependencies, where its output and artifacts are, and, for a run that rests
+unfinished, what a resume would do with it (the plan).
+
+`inspect_run` is pure: it joins what `Engine.inspect` read in a few batched queries (the
+journal of the run, or of its lineage when a plan is wanted) with the prepared workflow.
+Text here is as stored: whoever shows it to people redacts it first.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+from core.engine.events import NodeState, Plan, RunSummary
+from core.engine.planning import final_output_digest, own_latest, summarize
+from core.engine.prepared import PreparedWorkflow
+from core.store.records import JournalEntry, Run, RunStatus
+
+#: The statuses whose page shows a resume plan: a person decides what happens next.
+PLANNED = frozenset({RunStatus.FAILED, RunStatus.PAUSED, RunStatus.NEEDS_ATTENTION})
+
+
+@dataclass(frozen=True, slots=True)
+class NodeDetail:
+    node_id: str
+    kind: str
+    state: NodeState
+    deps: tuple[str, ...] = ()
+    seconds: float = 0.0
+    tokens: int = 0
+    tokens_saved: int = 0
+    #: the cache verdict in words: "cached from r_…", "no earlier result", "definition changed", …
+    reason: str = ""
+    error: str = ""  # the stderr tail or the contract / crash message of a failed attempt
+    started_at: float | None = None
+    finished_at: float | None = None
+    attempt: int = 0
+    cached_from: str | None = None
+    output_digest: str | None = None
+    artifacts: Mapping[str, str] = field(default_factory=dict)  # relative path -> blob digest
+    #: for a run resting unfinished: what a resume would do ("cached", "runs", "waits", "done"), and why
+    plan_action: str | None = None
+    plan_reason: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class RunDetail:
+    run: Run
+    summary: RunSummary
+    nodes: tuple[NodeDetail, ...]
+    output_digest: str | None = None  # the run's result: the last sink completed in this run
+    known: bool = True  # the workflow's definition was loaded (dependencies are known)
+    plan_error: str | None = None  # why no plan could be made (workflow broken, inputs changed)
+
+
+def inspect_run(
+    run: Run,
+    prepared: PreparedWorkflow | None,
+    entries: Sequence[JournalEntry],
+    plan: Plan | None = None,
+    plan_error: str | None = None,
+) -> RunDetail:
+    """The detail of `run` from its own journal `entries` (other runs' entries are ignored)."""
+    own = [e for e in entries if e.run_id == run.id]
+    summary = summarize(run, prepared, own, None)
+    latest = own_latest(own)
+    planned = {p.node_id: p for p in plan.nodes} if plan is not None else {}
+    nodes: list[NodeDetail] = []
+    for row in summary.nodes:
+        entry = latest.get(row.node_id)
+        pn = prepared.nodes.get(row.node_id) if prepared is not None else None
+        step = planned.get(row.node_id)
+        nodes.append(NodeDetail(
+            node_id=row.node_id,
+            kind=row.kind,
+            state=row.state,
+            deps=pn.deps if pn is not None else (),
+            seconds=row.seconds,
+            tokens=row.tokens,
+            tokens_saved=row.tokens_saved,
+            reason=row.reason,
+            error=(entry.error or "") if entry is not None else "",
+            started_at=entry.started_at if entry is not None else None,
+            finished_at=entry.finished_at if entry is not None else None,
+            attempt=entry.attempt if entry is not None else 0,
+            cached_from=entry.cached_from if entry is not None else None,
+            output_digest=entry.output_digest if entry is not None else None,
+            artifacts=dict(entry.artifacts) if entry is not None else {},
+            plan_action=step.action if step is not None else None,
+            plan_reason=step.reason if step is not None else None,
+        ))
+    return RunDetail(
+        run=run,
+        summary=summary,
+        nodes=tuple(nodes),
+        output_digest=final_output_digest(prepared, own),
+        known=prepared is not None,
+        plan_error=plan_error,
+    )
