@@ -71,7 +71,7 @@ class ConsoleView:
     def show(self, reply: Reply) -> None:
         text = reply_text(reply)
         same_block = reply.replace_key is not None and reply.replace_key == self._last_key
-        if same_block and text == self._last_text and not reply.buttons:
+        if same_block and text == self._last_text and (not reply.buttons or reply.buttons == self.choices):
             return  # unchanged progress: nothing to print
         if same_block and self._redraw:
             # cursor up over the previous version of this message, erase to end of screen

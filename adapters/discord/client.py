@@ -19,6 +19,7 @@ from adapters.discord.buttons import WorkflowButton, used_view
 from adapters.discord.custom_ids import command_of, parse
 from adapters.discord.inbound import chat_message, command_message, is_person, strip_mentions
 from adapters.discord.outbound import NO_MENTIONS, DiscordSender
+from core.commands.messages import reusable
 
 if TYPE_CHECKING:
     from core.commands.handler import Handler
@@ -104,7 +105,8 @@ class BatonClient(discord.Client):
 
     async def run_click(self, interaction: discord.Interaction, button: WorkflowButton) -> None:
         replies = button.outcome
-        if interaction.message is not None:
+        ref = parse(button.custom_id_value)
+        if interaction.message is not None and not (ref is not None and reusable(ref.action)):
             chooser = interaction.user.display_name or interaction.user.name
             view = used_view(interaction.message, button.custom_id_value, chooser)
             await interaction.edit_original_response(view=view, allowed_mentions=NO_MENTIONS)

@@ -2,7 +2,8 @@
 
     /workflow <text>        -> ack, then Handler.handle(command) in the background
     button click            -> ack, handle the button's command as the clicker, then
-                               replace the buttons with "✔ @user chose …"
+                               replace the buttons with "✔ @user chose …" (a reusable
+                               button such as "Open run" stays for the next person)
     message (thread/DM)     -> Handler.handle(plain reply); bots, edits and joins ignored
     app_mention             -> the same, with mentions_bot=True
 
@@ -29,7 +30,7 @@ from adapters.slack.inbound import Origin
 from adapters.slack.sender import SlackSender
 from adapters.slack.web_api import SlackCallFailed, call
 from core.commands.handler import Handler
-from core.commands.messages import ChatMessage, Reply
+from core.commands.messages import ChatMessage, Reply, reusable
 from core.config import Settings
 
 log = logging.getLogger("baton.slack")
@@ -81,7 +82,8 @@ class SlackBridge:
             return
         message, origin = inbound.button_click(body, action, command)
         replies = await self.handle(message, origin)
-        if replies and not any(r.is_error for r in replies):
+        name = str(action.get("action_id", "")).removeprefix(ACTION_PREFIX).split(":", 1)[0]
+        if replies and not any(r.is_error for r in replies) and not reusable(name):
             await self._mark_chosen(body, action, origin)
         await self.sender.deliver(replies, origin)
 

@@ -18,6 +18,7 @@ dedupe by the form's id), and its reply is posted in the run's thread.
 from __future__ import annotations
 
 import asyncio
+import base64
 import dataclasses
 import json
 import logging
@@ -139,11 +140,11 @@ class RunPagesApp:
         data = view.run_page(self.parts, run, grant.uid, query=query, node=node, page=page)
         cookie = request.cookies.get(COOKIE) or self.csrf.new_cookie()
         form_id = self.csrf.new_form_id()
-        flash = request.cookies.get(FLASH, "")
+        flash = read_flash(request.cookies.get(FLASH, ""))
         response = self._html(
             "run.html.j2", **data, token=token, base=f"/{RUN}/{token}", user=grant.uid,
             expires=view.when(grant.expires_at), form_id=form_id,
-            csrf=self.csrf.field(cookie, token, form_id), flash=flash[:COMMENT_LIMIT * 2],
+            csrf=self.csrf.field(cookie, token, form_id), flash=self.parts.redactor.redact(flash),
             runs_url=self.links.runs_path(run.platform, run.conversation, grant.uid, grant.expires_at),
         )
         response.set_cookie(COOKIE, cookie, httponly=True, samesite="strict", secure=self.csrf.secure,
@@ -248,9 +249,18 @@ class RunPagesApp:
 
     def _back(self, token: str, note: str) -> Response:
         response = RedirectResponse(f"/{RUN}/{token}#gates", status_code=303)
-        response.set_cookie(FLASH, self.parts.redactor.redact(note)[: COMMENT_LIMIT * 2], max_age=120,
-                            httponly=True, samesite="strict", secure=self.csrf.secure, path="/")
+        value = base64.urlsafe_b64encode(self.parts.redactor.redact(note)[:COMMENT_LIMIT].encode()).decode()
+        response.set_cookie(FLASH, value, max_age=120, httponly=True, samesite="strict",
+                            secure=self.csrf.secure, path="/")
         return response
+
+
+def read_flash(value: str) -> str:
+    """The note a decision left for the page it returns to (shown escaped, never trusted)."""
+    try:
+        return base64.urlsafe_b64decode(value.encode("ascii")).decode("utf-8")[:COMMENT_LIMIT]
+    except (ValueError, UnicodeError):
+        return ""
 
 
 def redact_bytes(data: bytes, secrets: tuple[str, ...]) -> bytes:

@@ -98,6 +98,8 @@ def node_row(node: NodeDetail, hide: Redactor) -> dict[str, Any]:
         "artifacts": sorted(node.artifacts),
         "plan_action": node.plan_action,
         "plan_reason": hide.redact(node.plan_reason or ""),
+        "preview": "",  # the start of its output, on runs small enough to show them all
+        "preview_cut": False,
     }
 
 

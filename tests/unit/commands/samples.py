@@ -7,6 +7,7 @@ from typing import Any
 from core.commands import replies
 from core.commands.messages import Reply
 from core.commands.model import SPECS
+from core.commands.pages import PageLink
 from core.commands.parser import parse
 from core.commands.resolution import Prompt, prompt_options
 from core.engine.events import NodePlan, NodeState, NodeSummary, Plan, RunSummary
@@ -78,4 +79,8 @@ def every_reply_kind(text: str = "hi") -> list[Reply]:
         replies.approval_question(run, gate),
         replies.which_gate([(run, gate), (make_run(id="r-2"), gate)], "unclear"),
         replies.no_gate_hint(),
+        replies.page_link(PageLink("http://127.0.0.1:8080/r/eyJ1Ijo.abc_-", 1_700_043_200.0, 43_200.0),
+                          "slack:U1", run),
+        replies.page_link(PageLink("http://127.0.0.1:8080/c/eyJ1Ijo.abc_-", 1_700_043_200.0, 43_200.0),
+                          "slack:U1", platform="slack", conversation="C1"),
     ]

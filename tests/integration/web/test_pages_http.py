@@ -1,0 +1,360 @@
+"""Run pages over HTTP, on the runtime `baton run` assembles: headers, redaction, links that
+act as one user for one run, decisions through chat's authorization, CSRF, batched reads."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+import sqlalchemy as sa
+
+from adapters.web.app import snapshot_of
+from adapters.web.links import PageLinks
+from adapters.web.view import PAGE_CHARS, Parts
+from core.store.records import GateStatus, RunStatus
+from tests.integration.web.site import Site
+
+SECRET = "sk-page-secret-7f3a9c"
+TYPED = "hunter2-typed-secret"
+
+GATED = """
+    name: gated
+    nodes:
+      - id: prepare
+        bash: printf 'prepared %s' {{ inputs.message }}
+        replay: pure
+      - id: review
+        depends_on: [prepare]
+        approval: "Ship {{ nodes.prepare.output }}?"
+      - id: ship
+        depends_on: [review]
+        bash: printf shipped
+        replay: pure
+"""
+LEAKY = f"""
+    name: leaky
+    nodes:
+      - id: talk
+        bash: printf 'the key is {SECRET} and %s' {{{{ inputs.message }}}}
+        replay: pure
+      - id: crash
+        depends_on: [talk]
+        bash: printf 'stderr has {SECRET}' >&2; exit 3
+        replay: pure
+"""
+BIG = """
+    name: big
+    nodes:
+      - id: spill
+        bash: python3 -c "print('x' * 200000, end='')"
+        replay: pure
+"""
+
+
+def wide(n: int) -> str:
+    """A workflow of `n` pure tool steps, each after the one at half its index (a tree)."""
+    lines = ["name: wide", "nodes:"]
+    for i in range(n):
+        lines.append(f"  - id: n{i}\n    tool: page_ping")
+        if i:
+            lines.append(f"    depends_on: [n{(i - 1) // 2}]")
+    return "\n".join(lines) + "\n"
+
+
+TOOLS = str(Path(__file__).with_name("page_tools.py"))
+
+HEADERS = {
+    "referrer-policy": "no-referrer",
+    "x-frame-options": "DENY",
+    "x-content-type-options": "nosniff",
+}
+
+
+def assert_safe_headers(response: Any) -> None:
+    csp = response.headers["content-security-policy"]
+    assert "script-src 'self'" in csp and "unsafe-inline" not in csp and "frame-ancestors 'none'" in csp
+    assert "no-store" in response.headers["cache-control"]
+    for name, value in HEADERS.items():
+        assert response.headers[name] == value, name
+
+
+async def test_security_headers_on_every_answer(tmp_path: Path, sqlite_url: str) -> None:
+    async with Site.open(tmp_path, sqlite_url, {"gated": GATED}) as site:
+        run = await site.start("run gated hi")
+        path = await site.link(run)
+        answers = [
+            await site.client.get(path),
+            await site.client.get(f"{path}?node=prepare"),
+            await site.client.get(f"{path}/nodes/prepare/output"),
+            await site.client.get("/r/not-a-token"),
+            await site.client.get("/"),
+            await site.client.get("/static/page.js"),
+            await site.client.post(f"{path}/decide", data={"decision": "approve"}),
+        ]
+        assert [a.status_code for a in answers] == [200, 200, 200, 403, 404, 200, 403]
+        for answer in answers:
+            assert_safe_headers(answer)
+        page = answers[0].text
+        assert "<script>" not in page and " style=" not in page  # nothing inline for the CSP to allow
+        cookie = answers[0].headers["set-cookie"].lower()
+        assert "httponly" in cookie and "samesite=strict" in cookie
+
+
+async def test_page_shows_graph_states_verdicts_gate_audit_and_commands(tmp_path: Path, sqlite_url: str) -> None:
+    async with Site.open(tmp_path, sqlite_url, {"gated": GATED}) as site:
+        run = await site.start("run gated hi")
+        assert run.status is RunStatus.PAUSED
+        page = (await site.client.get(await site.link(run))).text
+        assert re.search(r'<g id="b-prepare" class="box s-done"', page)
+        assert re.search(r'<g id="b-review" class="box s-waiting"', page)
+        assert re.search(r'<g id="b-ship" class="box s-skipped"', page)
+        assert page.count("<path d=") == 2  # prepare -> review -> ship
+        assert "no earlier result" in page  # the cache verdict's reason
+        assert "Ship prepared hi?" in page and 'value="approve"' in page  # the gate, decidable by ana
+        for command in (f"/workflow approve {run.id}", f"/workflow plan {run.id}",
+                        f"/workflow run gated --resume-from {run.id}", "/workflow run gated --force hi"):
+            assert command in page
+        assert "start" in page and "console:ana" in page  # the audit
+
+
+async def test_no_secret_reaches_a_page_a_download_or_a_live_update(tmp_path: Path, sqlite_url: str) -> None:
+    async with Site.open(tmp_path, sqlite_url, {"leaky": LEAKY}, openai_api_key=SECRET,
+                         web_secret="signing-key-that-stays-hidden") as site:
+        run = await site.start(f"run leaky {SECRET}")
+        assert run.status is RunStatus.FAILED
+        path = await site.link(run)
+        shown = [
+            (await site.client.get(path)).text,
+            (await site.client.get(f"{path}?node=talk")).text,
+            (await site.client.get(f"{path}?node=crash")).text,
+            (await site.client.get(f"{path}/nodes/talk/output")).text,
+            str(snapshot_of(Parts(site.baton.store, site.baton.engine, site.baton.catalog,
+                                  site.settings.access, site.baton.redactor), run.id)),
+        ]
+        for text in shown:
+            assert SECRET not in text
+            assert "signing-key-that-stays-hidden" not in text
+        assert "the key is •••" in shown[1] and "stderr has •••" in shown[2]
+        assert "the key is •••" in shown[3]
+
+
+async def test_a_link_works_only_unchanged_unexpired_for_its_run_and_user(tmp_path: Path, sqlite_url: str) -> None:
+    access = {"run": {"*": ["console:ana"]}, "approve": {"*": ["console:ana"]}}
+    async with Site.open(tmp_path, sqlite_url, {"gated": GATED}, access=access) as site:
+        run = await site.start("run gated hi")
+        path = await site.link(run)
+        assert (await site.client.get(path)).status_code == 200
+        token = path.removeprefix("/r/")
+        payload, signature = token.split(".")
+        flipped = ("A" if signature[0] != "A" else "B") + signature[1:]
+        for tampered in (f"/r/{payload}.{flipped}", f"/r/{payload[:-2]}.{signature}", f"/c/{token}"):
+            refused = await site.client.get(tampered)
+            assert refused.status_code == 403 and "not valid" in refused.text
+            assert run.id not in refused.text
+        past = PageLinks(base_url="", ttl=site.settings.web_link_ttl, key=site.links.secret,
+                         clock=lambda: 1_000_000.0)
+        expired = await site.client.get(past.run_link(run, "console:ana").url)
+        assert expired.status_code == 403 and "expired" in expired.text
+        assert f"/workflow open {run.id}" in expired.text
+        # bob may not view ana's run: chat refuses him a link, and a link made for him opens nothing
+        refused_in_chat = await site.say(f"open {run.id}", user="bob")
+        assert refused_in_chat[0].is_error and "may not inspect" in refused_in_chat[0].data["message"]
+        for_bob = site.links.run_link(run, "console:bob").url.removeprefix("http://127.0.0.1:8080")
+        answers = [await site.client.get(for_bob + tail) for tail in ("", "/nodes/prepare/output", "/events")]
+        for answer in answers:
+            assert answer.status_code == 403 and "prepared hi" not in answer.text
+
+
+async def test_nothing_is_reachable_without_a_link(tmp_path: Path, sqlite_url: str) -> None:
+    async with Site.open(tmp_path, sqlite_url, {"gated": GATED}) as site:
+        run = await site.start("run gated hi")
+        for path in ("/", "/r", "/r/", f"/r/{run.id}", "/c/x", "/r/x/events", "/r/x/nodes/prepare/output",
+                     "/static/../core/config.py", "/static/%2e%2e/core/config.py", "/favicon.ico"):
+            answer = await site.client.get(path)
+            assert answer.status_code in (403, 404), path
+            assert run.id not in answer.text and "prepared" not in answer.text, path
+        posted = await site.client.post(f"/r/{run.id}/decide", data={"decision": "approve"})
+        assert posted.status_code in (403, 404)
+        assert site.baton.store.get_run(run.id).status is RunStatus.PAUSED
+
+
+def form_of(page: str) -> dict[str, str]:
+    fields = dict(re.findall(r'<input type="hidden" name="(\w+)" value="([^"]*)">', page))
+    assert {"form", "csrf", "node", "question"} <= set(fields), page
+    return fields
+
+
+async def test_a_decision_on_the_page_uses_chats_authorization_and_is_told_in_chat(
+    tmp_path: Path, database_url: str
+) -> None:
+    access = {"run": {"*": ["console:ana"]}, "approve": {"gated": ["console:carol"]}}
+    async with Site.open(tmp_path, database_url, {"gated": GATED}, access=access) as site:
+        run = await site.start("run gated hi")
+        # ana may view (she asked for it) but not approve: the page offers her no form, and a
+        # form she builds from carol's page is refused by the same check as in chat
+        ana_path = await site.link(run, user="ana")
+        ana_page = (await site.client.get(ana_path)).text
+        assert 'value="approve"' not in ana_page and "may not decide" in ana_page
+        carol_path = site.links.run_link(run, "console:carol").url.removeprefix("http://127.0.0.1:8080")
+        carol_page = (await site.client.get(carol_path)).text
+        fields = form_of(carol_page)
+        ana_try = await site.client.post(f"{ana_path}/decide", data={**fields, "decision": "approve"})
+        assert ana_try.status_code == 403  # the form belongs to carol's link
+        assert site.baton.store.get_gate(run.id, "review").status is GateStatus.WAITING
+        decided = await site.client.post(f"{carol_path}/decide",
+                                         data={**fields, "decision": "approve", "comment": "ship it"})
+        assert decided.status_code == 303
+        after = await site.baton.engine.wait(run.id, timeout=30)
+        assert after.status is RunStatus.COMPLETED
+        gate = site.baton.store.get_gate(run.id, "review")
+        assert gate.status is GateStatus.APPROVED and gate.decided_by == "console:carol"
+        assert gate.comment == "ship it"
+        await site.baton.handler.drain()
+        told = [r for r in site.told if r.kind == "gate_decided"]
+        assert told and told[0].data["by"] == "console:carol" and told[0].conversation == run.conversation
+        flash = (await site.client.get(carol_path)).text
+        assert "approved" in flash.lower()
+
+
+async def test_a_refused_decision_is_the_same_refusal_as_in_chat(tmp_path: Path, sqlite_url: str) -> None:
+    access = {"run": {"*": ["console:ana", "console:dan"]}, "approve": {"gated": ["console:carol"]}}
+    async with Site.open(tmp_path, sqlite_url, {"gated": GATED}, access=access) as site:
+        run = await site.start("run gated hi")
+        dan = site.links.run_link(run, "console:dan").url.removeprefix("http://127.0.0.1:8080")
+        carol = site.links.run_link(run, "console:carol").url.removeprefix("http://127.0.0.1:8080")
+        await site.client.get(dan)
+        fields = form_of((await site.client.get(carol)).text)
+        # dan may view (he may run it) but not approve: his own form would be the page's
+        # button he never gets; forged with his link's CSRF field, it is still refused
+        dan_fields = {**fields, "csrf": site_csrf(site, dan, fields["form"])}
+        answer = await site.client.post(f"{dan}/decide", data={**dan_fields, "decision": "approve"})
+        assert answer.status_code == 303
+        flash = (await site.client.get(dan)).text
+        assert "is not an approver of" in flash
+        assert site.baton.store.get_gate(run.id, "review").status is GateStatus.WAITING
+        assert any(e.action == "refused" and e.actor == "console:dan" for e in site.baton.store.audit_log(run.id))
+
+
+def site_csrf(site: Site, path: str, form_id: str) -> str:
+    from adapters.web.security import COOKIE, Csrf
+
+    cookie = site.client.cookies.get(COOKIE)
+    assert cookie
+    return Csrf(site.links.secret, secure=False, public_origin="").field(cookie, path.removeprefix("/r/"), form_id)
+
+
+async def test_posts_need_the_cookie_the_field_and_this_origin(tmp_path: Path, sqlite_url: str) -> None:
+    async with Site.open(tmp_path, sqlite_url, {"gated": GATED}) as site:
+        run = await site.start("run gated hi")
+        path = await site.link(run)
+        fields = form_of((await site.client.get(path)).text)
+        good = {**fields, "decision": "approve"}
+        attempts = [
+            ({**good, "csrf": "0" * 64}, {}),
+            ({**good, "form": "another-form"}, {}),
+            (good, {"Origin": "https://evil.example"}),
+            (good, {"Sec-Fetch-Site": "cross-site"}),
+        ]
+        for data, headers in attempts:
+            answer = await site.client.post(f"{path}/decide", data=data, headers=headers)
+            assert answer.status_code == 403 and "expired" in answer.text.lower()
+        site.client.cookies.clear()
+        answer = await site.client.post(f"{path}/decide", data=good)
+        assert answer.status_code == 403
+        assert site.baton.store.get_gate(run.id, "review").status is GateStatus.WAITING
+
+
+async def test_a_form_sent_twice_decides_once_and_a_changed_question_is_not_decided(
+    tmp_path: Path, sqlite_url: str
+) -> None:
+    async with Site.open(tmp_path, sqlite_url, {"gated": GATED}) as site:
+        run = await site.start("run gated hi")
+        path = await site.link(run)
+        fields = form_of((await site.client.get(path)).text)
+        stale = await site.client.post(f"{path}/decide",
+                                       data={**fields, "question": "0" * 32, "decision": "approve"})
+        assert stale.status_code == 303
+        assert "question changed" in (await site.client.get(path)).text
+        assert site.baton.store.get_gate(run.id, "review").status is GateStatus.WAITING
+        first = await site.client.post(f"{path}/decide", data={**fields, "decision": "approve"})
+        second = await site.client.post(f"{path}/decide", data={**fields, "decision": "approve"})
+        assert first.status_code == second.status_code == 303
+        await site.baton.engine.wait(run.id, timeout=30)
+        approvals = [e for e in site.baton.store.audit_log(run.id) if e.action == "approve"]
+        assert len(approvals) == 1
+
+
+async def test_a_large_output_is_paged_and_downloadable_whole(tmp_path: Path, sqlite_url: str) -> None:
+    async with Site.open(tmp_path, sqlite_url, {"big": BIG}) as site:
+        run = await site.start("run big")
+        path = await site.link(run)
+        first = (await site.client.get(f"{path}?node=spill")).text
+        pages = -(-200_000 // PAGE_CHARS)
+        assert f"page 1 of {pages}" in first and "next →" in first
+        assert "x" * PAGE_CHARS in first and "x" * (PAGE_CHARS + 1) not in first
+        last = (await site.client.get(f"{path}?node=spill&page={pages}")).text
+        assert f"page {pages} of {pages}" in last and "← previous" in last
+        whole = await site.client.get(f"{path}/nodes/spill/output")
+        assert whole.text == "x" * 200_000
+        assert whole.headers["content-disposition"].startswith("attachment;")
+
+
+def count_statements(site: Site) -> list[str]:
+    seen: list[str] = []
+    engine = site.baton.store._engine  # type: ignore[attr-defined]
+
+    def note(conn: Any, cursor: Any, statement: str, *args: Any) -> None:
+        seen.append(statement)
+
+    sa.event.listen(engine, "before_cursor_execute", note)
+    return seen
+
+
+@pytest.mark.parametrize("size", [10, 300])
+async def test_a_page_is_built_from_the_same_few_queries_whatever_its_size(
+    tmp_path: Path, database_url: str, size: int
+) -> None:
+    async with Site.open(tmp_path, database_url, {"wide": wide(size)}, tool_modules=[TOOLS]) as site:
+        run = await site.start("run wide")
+        assert run.status is RunStatus.COMPLETED
+        path = await site.link(run)
+        seen = count_statements(site)
+        page = await site.client.get(path)
+        assert page.status_code == 200 and page.text.count('class="box s-done"') == size
+        assert len(seen) <= 8, seen  # run, journal, blobs, gates, audit, args: never one per node
+
+
+async def test_the_list_page_shows_the_conversations_runs_the_user_may_view(tmp_path: Path, sqlite_url: str) -> None:
+    access = {"run": {"gated": ["console:ana"], "big": ["console:bob"]}, "approve": {}}
+    async with Site.open(tmp_path, sqlite_url, {"gated": GATED, "big": BIG}, access=access) as site:
+        mine = await site.start("run gated hi", user="ana")
+        theirs = await site.start("run big", user="bob")
+        answer = await site.say("runs --open", user="ana")
+        assert answer[0].kind == "page_link" and answer[0].ephemeral
+        listing = await site.client.get(str(answer[0].data["url"]).removeprefix("http://127.0.0.1:8080"))
+        assert listing.status_code == 200
+        assert mine.id in listing.text and theirs.id not in listing.text
+        run_path = re.search(r'href="(/r/[^"]+)"', listing.text)
+        assert run_path is not None
+        assert mine.id in (await site.client.get(run_path.group(1))).text
+
+
+async def test_with_pages_off_chat_offers_no_link(tmp_path: Path, sqlite_url: str) -> None:
+    async with Site.open(tmp_path, sqlite_url, {"gated": GATED}, web_port="off") as site:
+        assert site.baton.handler.pages is None
+        started = await site.say("run gated hi")
+        assert started[0].kind == "run_started" and started[0].buttons == ()
+        await site.baton.engine.wait(started[0].run_id or "", timeout=30)
+        answer = await site.say(f"open {started[0].run_id}")
+        assert answer[0].is_error and "turned off" in answer[0].data["message"]
+
+
+async def test_every_replica_signs_with_the_one_key_in_the_database(tmp_path: Path, database_url: str) -> None:
+    async with Site.open(tmp_path / "a", database_url, {"gated": GATED}) as one, \
+            Site.open(tmp_path / "b", database_url, {"gated": GATED}) as two:
+        run = await one.start("run gated hi")
+        path = await one.link(run)
+        assert one.links.secret() == two.links.secret()
+        assert (await two.client.get(path)).status_code == 200
