@@ -102,7 +102,9 @@ async def test_security_headers_on_every_answer(tmp_path: Path, sqlite_url: str)
         assert "httponly" in cookie and "samesite=strict" in cookie
 
 
-async def test_page_shows_graph_states_verdicts_gate_audit_and_commands(tmp_path: Path, sqlite_url: str) -> None:
+async def test_page_shows_graph_states_verdicts_gate_audit_and_commands(
+    tmp_path: Path, sqlite_url: str
+) -> None:
     async with Site.open(tmp_path, sqlite_url, {"gated": GATED}) as site:
         run = await site.start("run gated hi")
         assert run.status is RunStatus.PAUSED
@@ -140,7 +142,9 @@ async def test_no_secret_reaches_a_page_a_download_or_a_live_update(tmp_path: Pa
         assert "the key is •••" in shown[3]
 
 
-async def test_a_link_works_only_unchanged_unexpired_for_its_run_and_user(tmp_path: Path, sqlite_url: str) -> None:
+async def test_a_link_works_only_unchanged_unexpired_for_its_run_and_user(
+    tmp_path: Path, sqlite_url: str
+) -> None:
     access = {"run": {"*": ["console:ana"]}, "approve": {"*": ["console:ana"]}}
     async with Site.open(tmp_path, sqlite_url, {"gated": GATED}, access=access) as site:
         run = await site.start("run gated hi")
@@ -234,7 +238,8 @@ async def test_a_refused_decision_is_the_same_refusal_as_in_chat(tmp_path: Path,
         flash = (await site.client.get(dan)).text
         assert "is not an approver of" in flash
         assert site.baton.store.get_gate(run.id, "review").status is GateStatus.WAITING
-        assert any(e.action == "refused" and e.actor == "console:dan" for e in site.baton.store.audit_log(run.id))
+        audit = site.baton.store.audit_log(run.id)
+        assert any(e.action == "refused" and e.actor == "console:dan" for e in audit)
 
 
 def site_csrf(site: Site, path: str, form_id: str) -> str:
@@ -242,7 +247,8 @@ def site_csrf(site: Site, path: str, form_id: str) -> str:
 
     cookie = site.client.cookies.get(COOKIE)
     assert cookie
-    return Csrf(site.links.secret, secure=False, public_origin="").field(cookie, path.removeprefix("/r/"), form_id)
+    csrf = Csrf(site.links.secret, secure=False, public_origin="")
+    return csrf.field(cookie, path.removeprefix("/r/"), form_id)
 
 
 async def test_posts_need_the_cookie_the_field_and_this_origin(tmp_path: Path, sqlite_url: str) -> None:
@@ -326,7 +332,9 @@ async def test_a_page_is_built_from_the_same_few_queries_whatever_its_size(
         assert len(seen) <= 8, seen  # run, journal, blobs, gates, audit, args: never one per node
 
 
-async def test_the_list_page_shows_the_conversations_runs_the_user_may_view(tmp_path: Path, sqlite_url: str) -> None:
+async def test_the_list_page_shows_the_conversations_runs_the_user_may_view(
+    tmp_path: Path, sqlite_url: str
+) -> None:
     access = {"run": {"gated": ["console:ana"], "big": ["console:bob"]}, "approve": {}}
     async with Site.open(tmp_path, sqlite_url, {"gated": GATED, "big": BIG}, access=access) as site:
         mine = await site.start("run gated hi", user="ana")
@@ -351,7 +359,9 @@ async def test_with_pages_off_chat_offers_no_link(tmp_path: Path, sqlite_url: st
         assert answer[0].is_error and "turned off" in answer[0].data["message"]
 
 
-async def test_every_replica_signs_with_the_one_key_in_the_database(tmp_path: Path, database_url: str) -> None:
+async def test_every_replica_signs_with_the_one_key_in_the_database(
+    tmp_path: Path, database_url: str
+) -> None:
     async with Site.open(tmp_path / "a", database_url, {"gated": GATED}) as one, \
             Site.open(tmp_path / "b", database_url, {"gated": GATED}) as two:
         run = await one.start("run gated hi")
