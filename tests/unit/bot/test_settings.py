@@ -117,3 +117,34 @@ def test_an_event_window_that_is_not_positive_is_refused_on_one_line(
         load_settings()
     assert info.value.message == f"BATON_EVENT_STALE_SECONDS: Input should be greater than 0 (got '{value}')"
     assert "\n" not in info.value.message
+
+
+def test_run_pages_are_on_by_default_off_by_word_or_zero_and_link_where_configured(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    settings = load_settings()
+    assert settings.web_enabled and settings.page_base_url == "http://127.0.0.1:8080"
+    for off in ("off", "0", ""):
+        monkeypatch.setenv("BATON_WEB_PORT", off)
+        assert not load_settings().web_enabled
+    monkeypatch.setenv("BATON_WEB_PORT", "9000")
+    monkeypatch.setenv("BATON_WEB_HOST", "0.0.0.0")
+    assert load_settings().page_base_url == "http://127.0.0.1:9000"
+    monkeypatch.setenv("BATON_PUBLIC_URL", "https://baton.example.com/")
+    assert load_settings().page_base_url == "https://baton.example.com"
+
+
+def test_a_bad_public_url_names_the_variable_and_the_web_secret_is_never_echoed(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("BATON_PUBLIC_URL", "baton.example.com")
+    with pytest.raises(ConfigurationError, match=r"^BATON_PUBLIC_URL: must be an http:// or https://"):
+        load_settings()
+    monkeypatch.delenv("BATON_PUBLIC_URL")
+    monkeypatch.setenv("BATON_WEB_SECRET", "page-signing-secret")
+    monkeypatch.setenv("BATON_WEB_LINK_TTL", "-1")
+    with pytest.raises(ConfigurationError) as info:
+        load_settings()
+    assert info.value.message.startswith("BATON_WEB_LINK_TTL: ")
+    monkeypatch.setenv("BATON_WEB_LINK_TTL", "60")
+    assert "page-signing-secret" in load_settings().secrets()  # redacted like every other secret
