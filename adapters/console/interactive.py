@@ -39,7 +39,9 @@ class ConsoleView:
     """Shows replies; remembers the numbered choices; edits the progress message in place."""
 
     def __init__(self, stream: IO[str], *, redraw: bool) -> None:
-        self._console = Console(file=stream, highlight=False, markup=False, emoji=False, soft_wrap=False)
+        # soft wrap: the terminal folds long lines for the eye, but the text keeps them whole, so
+        # a link or a command copied from it (or read from a pipe) is never cut by a newline
+        self._console = Console(file=stream, highlight=False, markup=False, emoji=False, soft_wrap=True)
         self._redraw = redraw
         self.choices: tuple[Button, ...] = ()
         self._last_key: str | None = None  # replace_key of the block printed last

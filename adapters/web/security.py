@@ -7,7 +7,9 @@ browser or proxy), `Referrer-Policy: no-referrer` (page URLs carry tokens) and t
 CSRF: a POST needs (1) the `baton_csrf` cookie, a random value set by the page with
 SameSite=Strict (another site's form never sends it), (2) the form's `csrf` field, an HMAC
 over that cookie value, the page's link token and the form's own id, and (3) when the
-browser says where the request came from (`Origin`, `Sec-Fetch-Site`), this origin.
+browser says where the request came from (`Sec-Fetch-Site`, `Origin`), this origin. (Under
+`no-referrer` a browser sends `Origin: null` with a form; then `Sec-Fetch-Site` must say
+same-origin.)
 """
 
 from __future__ import annotations
@@ -94,4 +96,6 @@ class Csrf:
         origin = request.headers.get("origin")
         if origin is None:  # not sent: the cookie and the HMAC decide
             return True
+        if origin == "null":  # what browsers send under `Referrer-Policy: no-referrer`
+            return site == "same-origin"
         return origin == self.public_origin or origin.split("://", 1)[-1] == request.headers.get("host")

@@ -91,8 +91,9 @@
     if (!input) return;
     input.addEventListener("input", () => {
       const q = input.value.trim().toLowerCase();
-      for (const row of document.querySelectorAll("tr.node")) {
-        row.hidden = q !== "" && !row.textContent.toLowerCase().includes(q);
+      for (const row of document.querySelectorAll("tr.node")) {  // as the server's search: not by needs
+        const cells = Array.from(row.querySelectorAll("td:not(.needs)"), (td) => td.textContent).join(" ");
+        row.hidden = q !== "" && !cells.toLowerCase().includes(q);
       }
       for (const box of document.querySelectorAll("svg.dag .box")) {
         const id = box.id.replace(/^b-/, "").toLowerCase();

@@ -262,6 +262,8 @@ async def test_posts_need_the_cookie_the_field_and_this_origin(tmp_path: Path, s
             ({**good, "form": "another-form"}, {}),
             (good, {"Origin": "https://evil.example"}),
             (good, {"Sec-Fetch-Site": "cross-site"}),
+            (good, {"Origin": "null"}),
+            (good, {"Origin": "null", "Sec-Fetch-Site": "same-site"}),
         ]
         for data, headers in attempts:
             answer = await site.client.post(f"{path}/decide", data=data, headers=headers)
