@@ -182,7 +182,8 @@ async def latency(samples: int) -> dict[str, Any]:
 
 def _serve_child(root: str, conn: Any) -> None:
     async def main() -> None:
-        baton, settings, (serve, sock), _ = await _site(Path(root), {"hold": HOLD.format(fifo=Path(root) / "f")})
+        workflows = {"hold": HOLD.format(fifo=Path(root) / "f")}
+        baton, settings, (serve, sock), _ = await _site(Path(root), workflows)
         async with baton.running(handle_signals=False):
             server = asyncio.create_task(serve(baton, settings, sock=sock))
             run_id = await _start(baton, "run hold")
@@ -208,7 +209,8 @@ async def memory(pages: int) -> dict[str, Any]:
             await client.get(url)
             before = rss_kib(proc.pid or 0)
             readies = [asyncio.Event() for _ in range(pages)]
-            streams = [asyncio.create_task(_first_update_with(client, url, "never-there", r)) for r in readies]
+            streams = [asyncio.create_task(_first_update_with(client, url, "never-there", ready))
+                       for ready in readies]
             await asyncio.gather(*(r.wait() for r in readies))
             after = rss_kib(proc.pid or 0)
             for task in streams:
