@@ -14,7 +14,8 @@ async def link_for(bot: DiscordBot, run_id: str, who: dict[str, object]) -> str:
     click = bot.click(f"baton:open:{run_id}", who=who)
     token = click["token"]
     calls = await bot.fake.wait_for(lambda calls: [
-        c for c in calls if token in c.path and c.method == "POST" and LINK.search(str(c.json.get("content")))])
+        c for c in calls
+        if token in c.path and c.method == "POST" and LINK.search(str(c.json.get("content")))])
     answer = calls[0].json
     assert answer.get("flags", 0) & 64, answer  # ephemeral: only the clicker sees it
     edits = [c for c in bot.fake.calls if token in c.path and c.method == "PATCH"
