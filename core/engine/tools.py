@@ -8,6 +8,9 @@
     @tool("ping", replay="pure", inline=True)      # cheap and sync: called on the event loop
     def ping() -> str: return "pong"
 
+    @tool(replay="pure", version="2")              # its callers' results change when "2" does
+    def parse(text: str) -> dict: ...
+
 `@tool` registers into the module-level `default_registry`; tests build their own
 `ToolRegistry()` and use `registry.tool(...)`. `ToolRegistry.load(specs, base)` imports the
 modules named by `BATON_TOOL_MODULES` (module names or .py paths relative to `base`) and
@@ -16,6 +19,12 @@ registers every `@tool` function they define.
 A tool receives the step's `with:` values as keywords, plus `idempotency_key=` when its
 signature names that parameter. Sync tools run in a worker thread (they cannot block the
 loop) unless marked `inline=True`; async tools are awaited.
+
+A tool's `identity` is part of the cache key of every step that calls it
+(`core/engine/tool_identity.py`): its declared `version=`, else the source of its module and
+of the modules that module imports from its own directory. `refreshed()` re-imports the
+loaded modules when one of those files changed on disk, so an edited tool takes effect in a
+running Baton, and its identity always describes the code that runs.
 """
 
 from __future__ import annotations
@@ -31,6 +40,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any, TypeVar
 
+from core.engine.tool_identity import Stamp, changed, identity_of, source_facts
 from core.errors import ConfigurationError
 from core.store.records import ReplayClass
 
@@ -48,15 +58,30 @@ class ToolSpec:
     accepts_key: bool  # the function takes `idempotency_key=`
     inline: bool = False  # sync and cheap: call it on the event loop, not in a thread
     is_async: bool = False
+    #: part of its callers' cache keys: `version:<v>`, `source:<digest>` or `code:<digest>`
+    identity: str = ""
+    #: (path, mtime_ns, size) of the files its source identity covers, as they were read
+    stamps: tuple[Stamp, ...] = ()
 
     @property
     def origin(self) -> str:
         return f"{getattr(self.fn, '__module__', '?')}.{getattr(self.fn, '__qualname__', '?')}"
 
 
-def make_spec(fn: Callable[..., Any], name: str | None, replay: ReplayClass | str, inline: bool) -> ToolSpec:
-    """Validate a decorated function and describe it."""
+def make_spec(
+    fn: Callable[..., Any],
+    name: str | None,
+    replay: ReplayClass | str,
+    inline: bool,
+    version: str | int | None = None,
+) -> ToolSpec:
+    """Validate a decorated function and describe it, with its identity as of now."""
     tool_name = name or fn.__name__
+    if version is not None and (isinstance(version, bool) or not str(version).strip()):
+        raise ConfigurationError(
+            f"tool `{tool_name}` declares version {version!r}",
+            hint="Give version= a non-empty string such as '2', or leave it out to key by source.",
+        )
     try:
         replay_class = ReplayClass(replay)
     except ValueError:
@@ -74,6 +99,7 @@ def make_spec(fn: Callable[..., Any], name: str | None, replay: ReplayClass | st
         params = inspect.signature(fn).parameters
     except (TypeError, ValueError):
         params = {}  # type: ignore[assignment]
+    facts = source_facts(fn)
     return ToolSpec(
         name=tool_name,
         fn=fn,
@@ -81,6 +107,8 @@ def make_spec(fn: Callable[..., Any], name: str | None, replay: ReplayClass | st
         accepts_key=KEY_PARAMETER in params,
         inline=inline,
         is_async=is_async,
+        identity=identity_of(fn, None if version is None else str(version).strip(), facts),
+        stamps=facts.stamps if facts is not None else (),
     )
 
 
@@ -89,6 +117,8 @@ class ToolRegistry:
 
     def __init__(self, specs: Iterable[ToolSpec] = ()) -> None:
         self._tools: dict[str, ToolSpec] = {}
+        self._loads: list[tuple[tuple[str, ...], Path]] = []  # what `load` imported, to re-import
+        self._loaded: set[str] = set()  # names registered by `load` (the others are kept as they are)
         for spec in specs:
             self.add(spec)
 
@@ -107,11 +137,12 @@ class ToolRegistry:
         *,
         replay: ReplayClass | str = "unsafe",
         inline: bool = False,
+        version: str | int | None = None,
     ) -> Any:
         """Decorator registering into this registry (`@registry.tool` or `@registry.tool("n", ...)`)."""
 
         def decorate(fn: F) -> F:
-            spec = make_spec(fn, name if isinstance(name, str) else None, replay, inline)
+            spec = make_spec(fn, name if isinstance(name, str) else None, replay, inline, version)
             setattr(fn, _SPEC_ATTRIBUTE, spec)
             self.add(spec)
             return fn
@@ -131,6 +162,11 @@ class ToolRegistry:
     def names(self) -> list[str]:
         return sorted(self._tools)
 
+    def identity(self, name: str) -> str | None:
+        """The identity of the tool registered as `name` (None: no such tool)."""
+        spec = self._tools.get(name)
+        return spec.identity if spec is not None else None
+
     def __contains__(self, name: object) -> bool:
         return name in self._tools
 
@@ -148,7 +184,34 @@ class ToolRegistry:
                 if isinstance(tool_spec, ToolSpec):
                     self.add(tool_spec)
                     found.append(tool_spec.name)
+        self._loads.append((tuple(specs), base))
+        self._loaded.update(found)
         return found
+
+    def changed_files(self) -> list[str]:
+        """Files behind the loaded tools that changed on disk since they were imported."""
+        stamps = {stamp for name in self._loaded for stamp in self._tools[name].stamps}
+        return changed(sorted(stamps))
+
+    def refreshed(self) -> ToolRegistry:
+        """This registry, or, when a file behind a loaded tool changed, a new one with every
+        loaded module imported again (tools added by hand are carried over as they are).
+
+        The modules are dropped from `sys.modules` first, so the new registry runs, and is
+        keyed by, the code on disk now; executions already running keep the registry they
+        started with. Raises `ConfigurationError` when a module no longer imports.
+        """
+        if not self._loads or not self.changed_files():
+            return self
+        paths = {path for name in self._loaded for path, _, _ in self._tools[name].stamps}
+        for module_name, module in list(sys.modules.items()):
+            filename = getattr(module, "__file__", None)
+            if filename and str(Path(filename).resolve()) in paths:
+                del sys.modules[module_name]
+        fresh = ToolRegistry(spec for name, spec in self._tools.items() if name not in self._loaded)
+        for specs, base in self._loads:
+            fresh.load(specs, base)
+        return fresh
 
 
 def _import(spec: str, base: Path) -> ModuleType:
@@ -200,7 +263,7 @@ def _import_file(spec: str, base: Path) -> ModuleType:
 def _broken(spec: str, exc: BaseException) -> ConfigurationError:
     return ConfigurationError(
         f"tool module {spec} failed to import: {type(exc).__name__}: {exc}",
-        hint="Fix the error in that module (or remove it from BATON_TOOL_MODULES) and start Baton again.",
+        hint="Fix the error in that module, or remove it from BATON_TOOL_MODULES.",
     )
 
 
@@ -213,11 +276,14 @@ def tool(
     *,
     replay: ReplayClass | str = "unsafe",
     inline: bool = False,
+    version: str | int | None = None,
 ) -> Any:
     """Register a sync or async callable as a tool in `default_registry`.
 
     `replay` is its replay class (pure | idempotent | unsafe, default unsafe); `inline=True`
     marks a cheap sync tool that is called directly on the event loop instead of in a thread.
+    `version` replaces its source as its identity in its callers' cache keys: results are
+    re-used until the version changes, whatever the code does (the author answers for it).
     Usable bare (`@tool`) or with arguments (`@tool("name", replay="pure")`).
     """
-    return default_registry.tool(name, replay=replay, inline=inline)
+    return default_registry.tool(name, replay=replay, inline=inline, version=version)
