@@ -8,6 +8,11 @@
 Every provider implements `Provider.complete(prompt, *, ctx, schema=None) -> Completion`.
 `schema` is set when the step's output contract is JSON: providers ask for JSON of that
 shape (the fake one produces it). Failures are `NodeFailed` with a next step.
+
+`Provider.identity()` is what answers, as a small dict of non-secret fields (name, model,
+base URL without credentials, a digest of the command): it is part of the cache key of every
+prompt step the provider answers, so another model or command never serves an old answer.
+A new option that changes answers belongs in its provider's `identity()`; a secret never does.
 """
 
 from __future__ import annotations
@@ -19,6 +24,7 @@ import shlex
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
+from urllib.parse import urlsplit, urlunsplit
 
 from core.engine.nodes.process import exit_failure, run_process, timed_out
 from core.errors import ConfigurationError, NodeFailed
@@ -40,10 +46,26 @@ class Completion:
 
 class Provider(Protocol):
     name: str
+    #: True when it runs a process that sees the step's environment (the workflow's `env:`)
+    reads_env: bool
+
+    def identity(self) -> dict[str, Any]:
+        """What answers, for cache keys: `name` and the options that change answers; no secret."""
+        ...
 
     async def complete(
         self, prompt: str, *, ctx: NodeContext, schema: Mapping[str, Any] | None = None
     ) -> Completion: ...
+
+
+def public_url(url: str) -> str:
+    """`url` without user, password, query or fragment: the part that may be shown and stored."""
+    parts = urlsplit(url)
+    host = parts.hostname or ""
+    if ":" in host:
+        host = f"[{host}]"
+    netloc = f"{host}:{parts.port}" if parts.port is not None else host
+    return urlunsplit((parts.scheme, netloc, parts.path.rstrip("/"), "", ""))
 
 
 def json_instruction(schema: Mapping[str, Any]) -> str:
@@ -56,6 +78,10 @@ class FakeProvider:
     """Same prompt, same answer; no network. Tokens are whitespace word counts."""
 
     name = "fake"
+    reads_env = False
+
+    def identity(self) -> dict[str, Any]:
+        return {"name": self.name}
 
     async def complete(
         self, prompt: str, *, ctx: NodeContext, schema: Mapping[str, Any] | None = None
@@ -105,6 +131,7 @@ class CommandProvider:
     """
 
     name = "command"
+    reads_env = True
 
     def __init__(self, argv: Sequence[str]) -> None:
         if not argv:
@@ -133,6 +160,11 @@ class CommandProvider:
             raise exit_failure(outcome, ctx, what=f"prompt command `{self.argv[0]}` for step")
         return Completion(text=outcome.stdout.decode("utf-8", errors="replace"))
 
+    def identity(self) -> dict[str, Any]:
+        """The program by name and the whole command as a digest: arguments may hold a token."""
+        command = hashlib.sha256(json.dumps(self.argv).encode()).hexdigest()
+        return {"name": self.name, "program": self.argv[0], "command": command}
+
     def __repr__(self) -> str:
         return f"CommandProvider({self.argv[0]!r})"
 
@@ -155,6 +187,7 @@ class OpenAIProvider:
     """
 
     name = "openai"
+    reads_env = False
 
     def __init__(
         self,
@@ -175,6 +208,11 @@ class OpenAIProvider:
 
     def __repr__(self) -> str:
         return f"OpenAIProvider({self.url!r}, model={self.model!r})"
+
+    def identity(self) -> dict[str, Any]:
+        """Model and endpoint; never the key, nor credentials or a query in the URL."""
+        base = self.url.removesuffix("/chat/completions")
+        return {"name": self.name, "model": self.model, "base_url": public_url(base)}
 
     async def complete(
         self, prompt: str, *, ctx: NodeContext, schema: Mapping[str, Any] | None = None
@@ -307,3 +345,15 @@ class ProviderRegistry:
 
     def names(self) -> list[str]:
         return sorted(self._providers)
+
+    def identity(self, name: str | None = None) -> dict[str, Any]:
+        """The identity of the provider that answers a step naming `name` (None: the default).
+        A name nobody configured is keyed as such; the step fails when it runs."""
+        key = self.default if name is None else name
+        provider = self._providers.get(key)
+        return provider.identity() if provider is not None else {"name": key, "configured": False}
+
+    def reads_env(self, name: str | None = None) -> bool:
+        """Whether the provider for `name` sees the step's environment (unknown: assume it does)."""
+        provider = self._providers.get(self.default if name is None else name)
+        return provider is None or provider.reads_env
