@@ -7,6 +7,7 @@ A node's key is `sha256(canonical_json(components))` where the components are
      "definition": <digest of the fields that affect execution>,
      "inputs": {<name>: <digest of the value>}  # only the `inputs.*` the node references
      "run": <run id>,                           # only when the node's templates read `run.id`
+     "tool" / "provider" / "env" / "secrets": … # identity beyond the YAML (`step_identity.py`)
      "upstream": {<dep id>: <output digest>}}   # one per `depends_on`
 
 A template that reads `run.id` renders differently in every run, so its result can only be
@@ -22,6 +23,10 @@ same bytes leaves its dependents' keys unchanged (early cutoff).
 The components are stored with each journal entry so that `explain` can say in words
 why a key missed. Keys starting with `_` (such as `_reason`) are annotations: they are
 stored, but never hashed or compared.
+
+The identity components are present only where they apply, so a node without them keys
+exactly as it did before they existed. An entry recorded before a component existed misses
+with a reason saying so ("tool `x` not recorded with the earlier result").
 
 Everything here is pure: callers read the script source and `files:` digests and pass them in.
 """
@@ -44,6 +49,11 @@ DEFINITION_CHANGED = "definition changed"
 MEMOIZE_FALSE = "memoize: false"
 EARLIER_ATTEMPT_FAILED = "earlier attempt failed"
 RUN_ID_DIFFERS = "it reads `run.id`, which differs in this run"
+NOT_RECORDED = "not recorded with the earlier result"
+UNREGISTERED = "unregistered"  # the identity of a tool nobody registered (the step fails when it runs)
+#: identity components (`step_identity.py`), in the order `explain` reports them
+IDENTITY_FIELDS = ("tool", "provider", "env", "secrets")
+_PROVIDER_FIELDS = {"base_url": "base URL", "program": "command"}  # field -> words (else its name)
 
 
 def digest_bytes(data: bytes) -> str:
@@ -58,7 +68,8 @@ def definition_of(node: Node, *, script_source: str | None, files: Mapping[str, 
     """The node's fields that affect what it does, and nothing else.
 
     Never included: description, comments, position in the file, `depends_on` formatting
-    (dependencies enter through `upstream`), replay class, timeout, retry, approvers.
+    (dependencies enter through `upstream`), replay class, timeout, retry, approvers, and
+    `provider:` (what answers enters as the `provider` component, whoever names it).
     `files` maps each declared `files:` path to the sha256 of its content.
     """
     definition: dict[str, Any] = {"kind": node.kind}
@@ -70,8 +81,6 @@ def definition_of(node: Node, *, script_source: str | None, files: Mapping[str, 
         definition["with"] = node.with_
     if node.output.format != "text" or node.output.schema_ is not None:
         definition["output"] = {"format": node.output.format, "schema": node.output.schema_}
-    if node.provider is not None:
-        definition["provider"] = node.provider
     if files:
         definition["files"] = dict(sorted(files.items()))
     if node.artifacts:
@@ -101,8 +110,10 @@ def components_of(
     inputs: Mapping[str, str],
     upstream: Mapping[str, str],
     run_id: str | None = None,
+    identity: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """The key components; `run_id` only for nodes whose templates read `run.id`."""
+    """The key components; `run_id` only for nodes whose templates read `run.id`;
+    `identity` from `step_identity.identity_components`."""
     components: dict[str, Any] = {
         "engine_version": ENGINE_VERSION,
         "node": node_id,
@@ -113,6 +124,8 @@ def components_of(
     }
     if run_id is not None:
         components["run"] = run_id
+    if identity:
+        components.update(identity)
     return components
 
 
@@ -130,22 +143,32 @@ def _flat_json(mapping: Mapping[str, str]) -> str:
 
 
 def key_prefix(
-    *, node_id: str, kind: str, definition: str, inputs: Mapping[str, str], run_id: str | None = None
+    *,
+    node_id: str,
+    kind: str,
+    definition: str,
+    inputs: Mapping[str, str],
+    run_id: str | None = None,
+    identity: Mapping[str, Any] | None = None,
 ) -> str:
     """The canonical JSON of a node's components up to its `upstream` (fixed for one execution).
 
     `key_from(key_prefix(...), upstream) == cache_key(components_of(...))`: the hot path
     hashes a precomputed prefix plus the upstream digests instead of re-encoding everything.
+    `upstream` sorts after every other component, so it closes the object.
     """
-    return (
-        f'{{"definition":{encode_basestring(definition)},'
-        f'"engine_version":{encode_basestring(ENGINE_VERSION)},'
-        f'"inputs":{_flat_json(inputs)},'
-        f'"kind":{encode_basestring(kind)},'
-        f'"node":{encode_basestring(node_id)},'
-        + (f'"run":{encode_basestring(run_id)},' if run_id is not None else "")
-        + '"upstream":'
-    )
+    fields = {
+        "definition": encode_basestring(definition),
+        "engine_version": encode_basestring(ENGINE_VERSION),
+        "inputs": _flat_json(inputs),
+        "kind": encode_basestring(kind),
+        "node": encode_basestring(node_id),
+    }
+    if run_id is not None:
+        fields["run"] = encode_basestring(run_id)
+    for name, value in (identity or {}).items():
+        fields[name] = canonical_json(value).decode()
+    return "{" + "".join(f"{encode_basestring(k)}:{fields[k]}," for k in sorted(fields)) + '"upstream":'
 
 
 def key_from(prefix: str, upstream: Mapping[str, str]) -> str:
@@ -156,6 +179,67 @@ def _changed(previous: Mapping[str, Any], new: Mapping[str, Any]) -> list[str]:
     return sorted(k for k in set(previous) | set(new) if previous.get(k) != new.get(k))
 
 
+def _names(names: list[str]) -> str:
+    return ", ".join(f"`{name}`" for name in names)
+
+
+def _tool_reasons(previous: Any, new: Any) -> list[str]:
+    if not isinstance(new, Mapping):
+        return ["tool changed"]
+    if not isinstance(previous, Mapping):
+        return [f"tool {_names(sorted(new))} {NOT_RECORDED}"]
+    reasons = []
+    for name in _changed(previous, new):
+        was, now = str(previous.get(name, "")), str(new.get(name, ""))
+        if now == UNREGISTERED:
+            reasons.append(f"tool `{name}` is not registered")
+        elif was.startswith("version:") and now.startswith("version:"):
+            reasons.append(f"tool `{name}` changed: version {was[8:]} → {now[8:]}")
+        else:
+            reasons.append(f"tool `{name}` changed")
+    return reasons
+
+
+def _provider_reasons(previous: Any, new: Any) -> list[str]:
+    if not isinstance(new, Mapping):
+        return ["provider changed"]
+    if not isinstance(previous, Mapping):
+        return [f"provider {NOT_RECORDED}"]
+    name = new.get("name")
+    if previous.get("name") != name:
+        return [f"provider changed: {previous.get('name')} → {name}"]
+    if new.get("configured") is False or previous.get("configured") is False:
+        return [f"provider `{name}` {'is not' if new.get('configured') is False else 'was not'} configured"]
+    reasons = []
+    for field in _changed(previous, new):
+        if field == "command":
+            if previous.get("program") == new.get("program"):
+                reasons.append("command changed")  # the arguments: shown by digest only
+            continue
+        label = _PROVIDER_FIELDS.get(field, field.replace("_", " "))
+        reasons.append(f"{label} changed: {previous.get(field)} → {new.get(field)}")
+    return reasons
+
+
+def _identity_reasons(previous: Mapping[str, Any], new: Mapping[str, Any]) -> list[str]:
+    reasons: list[str] = []
+    was, now = previous.get("tool"), new.get("tool")
+    if was != now:
+        reasons += _tool_reasons(was, now)
+    was, now = previous.get("provider"), new.get("provider")
+    if was != now:
+        reasons += _provider_reasons(was, now)
+    env = _changed(previous.get("env") or {}, new.get("env") or {})
+    if env:
+        reasons.append(f"env {_names(env)} changed")
+    was_secrets, now_secrets = set(previous.get("secrets") or ()), set(new.get("secrets") or ())
+    if now_secrets - was_secrets:
+        reasons.append(f"secret {_names(sorted(now_secrets - was_secrets))} declared")
+    if was_secrets - now_secrets:
+        reasons.append(f"secret {_names(sorted(was_secrets - now_secrets))} no longer declared")
+    return reasons
+
+
 def explain(previous: Mapping[str, Any] | None, new: Mapping[str, Any]) -> str:
     """Why `new` does not hit an entry keyed by `previous`, in words; "" when they agree."""
     if not previous:
@@ -163,7 +247,7 @@ def explain(previous: Mapping[str, Any] | None, new: Mapping[str, Any]) -> str:
     for field in ("engine_version", "node", "kind", "definition"):
         if previous.get(field) != new.get(field):
             return DEFINITION_CHANGED
-    reasons: list[str] = []
+    reasons = _identity_reasons(previous, new)
     if previous.get("run") != new.get("run"):
         reasons.append(RUN_ID_DIFFERS)
     inputs = _changed(previous.get("inputs") or {}, new.get("inputs") or {})
@@ -183,5 +267,5 @@ def same_except_upstream(previous: Mapping[str, Any] | None, new: Mapping[str, A
     """True when only the upstream digests could make `new` differ from `previous` (for `plan`)."""
     if not previous:
         return False
-    fields = ("engine_version", "node", "kind", "definition", "inputs", "run")
+    fields = {k for k in (*previous, *new) if k != "upstream" and not k.startswith("_")}
     return all(previous.get(f) == new.get(f) for f in fields)

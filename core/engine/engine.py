@@ -61,6 +61,7 @@ class Ready:
     prepared: PreparedWorkflow
     definitions: Definitions
     args: dict[str, Any]
+    tools: ToolRegistry  # the registry the keys were computed with: the execution uses it
 
 
 @dataclass(slots=True)
@@ -138,15 +139,29 @@ class Engine(RunActions):
 
     def _ready(self, workflow_name: str, args: Mapping[str, Any]) -> Ready:
         workflow = self._workflow(workflow_name)
-        prepared = prepare(workflow, self.tools)
-        return Ready(workflow, prepared, read_definitions(prepared), validate_inputs(workflow, args))
+        tools = self._current_tools(workflow)
+        prepared = prepare(workflow, tools)
+        definitions = read_definitions(prepared, tools=tools, providers=self.providers)
+        return Ready(workflow, prepared, definitions, validate_inputs(workflow, args), tools)
+
+    def _current_tools(self, workflow: Workflow) -> ToolRegistry:
+        """The tools as their files are now: a changed tool module is imported again, so what
+        runs, and what its callers' keys say ran, is the code on disk. A module that no
+        longer imports fails the workflows that call tools; the others go on."""
+        try:
+            self.tools = self.tools.refreshed()
+        except BatonError as exc:
+            if any(node.kind == "tool" for node in workflow.nodes):
+                raise
+            log.warning("tool modules not reloaded: %s", exc.message, extra={"action": "tools_reload"})
+        return self.tools
 
     def plan(self, run_id: str) -> Plan:
         run = self.store.get_run(run_id)
         ready = self._ready(run.workflow, self.args_of(run))
         lineage = self.store.lineage(run.id)
         index = JournalIndex(run.id, self.store.journal(lineage))
-        return plan_run(run, ready.prepared, ready.definitions.digests, input_digests(ready.args), index)
+        return plan_run(run, ready.prepared, ready.definitions, input_digests(ready.args), index)
 
     def summary(self, run_id: str | Run) -> RunSummary:
         """The run's node table and output; pass the `Run` itself to save reading it again."""
@@ -247,7 +262,7 @@ class Engine(RunActions):
                 lineage=lineage,
                 dirs=run_dirs(self.config.data_dir, run.id),
                 providers=self.providers,
-                tools=self.tools,
+                tools=ready.tools,
                 bus=self._bus,
                 max_parallel=self.config.max_parallel,
                 extra_env=self.config.extra_env,

@@ -104,7 +104,7 @@ def input_digests(args: Mapping[str, Any]) -> dict[str, str]:
 
 def node_components(
     pn: PreparedNode,
-    definition: str,
+    definitions: Definitions,
     inputs: Mapping[str, str],
     upstream: Mapping[str, str],
     run_id: str | None = None,
@@ -114,10 +114,11 @@ def node_components(
     return components_of(
         node_id=pn.id,
         kind=pn.kind,
-        definition=definition,
+        definition=definitions.digests[pn.id],
         inputs={name: inputs.get(name, ABSENT) for name in names},
         upstream=upstream,
         run_id=run_id if pn.reads_run else None,
+        identity=definitions.identities.get(pn.id),
     )
 
 
@@ -230,6 +231,7 @@ class RunExecutor:
                 definition=self.s.definitions.digests[pn.id],
                 inputs={n: self._input_digests.get(n, ABSENT) for n in names},
                 run_id=self.run_id if pn.reads_run else None,
+                identity=self.s.definitions.identities.get(pn.id),
             )
         return key_from(prefix, upstream)
 
@@ -249,9 +251,7 @@ class RunExecutor:
             if hit is not None and hit.output_digest is not None:
                 await self._use(pn, hit)
                 continue
-            components = node_components(
-                pn, self.s.definitions.digests[pn.id], self._input_digests, upstream, self.run_id
-            )
+            components = node_components(pn, self.s.definitions, self._input_digests, upstream, self.run_id)
             step = _Step(pn, key, components, replay.idempotency_key(self.root, pn.id, key))
             step.components["_reason"] = index.miss_reason(
                 pn.id, step.key, step.components, memoize=pn.memoize
@@ -392,7 +392,8 @@ class RunExecutor:
         if pn.kind == "prompt":
             schema = (node.output.schema_ or {}) if node.output.format == "json" else None
             prompt = render_template(node.body, self._context)
-            return RenderedNode("prompt", prompt=prompt, provider=node.provider, output_schema=schema)
+            provider = self.s.prepared.workflow.provider(node)
+            return RenderedNode("prompt", prompt=prompt, provider=provider, output_schema=schema)
         stdin = {
             "inputs": self._inputs,
             "nodes": {dep: self._values[dep] for dep in pn.deps},

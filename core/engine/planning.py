@@ -18,7 +18,7 @@ from core.engine.cache_key import cache_key, explain, same_except_upstream
 from core.engine.events import NodePlan, NodeState, NodeSummary, Plan, RunSummary
 from core.engine.executor import node_components
 from core.engine.journal_index import MARKER_KEY, REJECTED_MARKER, JournalIndex, is_cut
-from core.engine.prepared import PreparedWorkflow
+from core.engine.prepared import Definitions, PreparedWorkflow
 from core.engine.replay import Recovery, recovery_for
 from core.store.records import JournalEntry, NodeStatus, Run, RunStatus
 
@@ -28,7 +28,7 @@ ERROR_TAIL = 300
 def plan_run(
     run: Run,
     prepared: PreparedWorkflow,
-    definitions: Mapping[str, str],
+    definitions: Definitions,
     inputs: Mapping[str, str],
     index: JournalIndex,
 ) -> Plan:
@@ -39,7 +39,7 @@ def plan_run(
         pn = prepared.nodes[node_id]
         unknown = [d for d in pn.deps if d not in digests]
         upstream = {d: digests[d] for d in pn.deps if d in digests}
-        components = node_components(pn, definitions[node_id], inputs, upstream, run.id)
+        components = node_components(pn, definitions, inputs, upstream, run.id)
         waiting = [d for d in unknown if actions[d] == "waits"]
         if waiting:
             action, reason, key = "waits", f"waits for `{waiting[0]}`", None

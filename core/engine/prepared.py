@@ -3,19 +3,22 @@
 `prepare(workflow, tools)` gives the topological order, dependency maps, each node's
 referenced inputs, replay class, memoize flag, timeout, attempts and the digest of its
 definition. Everything that does not depend on files outside the YAML is cached per
-`Workflow` object (the catalog hands out the same object until the file changes); script
-sources and `files:` are re-read for every execution (`definition_digests`), which is how
-fixing a producer's script file busts its key without renaming anything.
+`Workflow` object (the catalog hands out the same object until the file changes) and tool
+registry (a new one when a tool module changed); script sources and `files:` are re-read
+for every execution (`read_definitions`), which is how fixing a producer's script file busts
+its key without renaming anything. `read_definitions` also gives each node's identity
+components (`step_identity.py`): its tool's code, its provider, the workflow's `env:`.
 """
 
 from __future__ import annotations
 
 from collections import OrderedDict
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from core.engine.cache_key import definition_digest
 from core.engine.replay import attempts_allowed, replay_class
+from core.engine.step_identity import environment_components, identity_components
 from core.errors import BatonError
 from core.store.records import ReplayClass
 from core.workflows.loader import files_content, script_source
@@ -24,6 +27,7 @@ from core.workflows.templating import references
 from core.workflows.validation import topological_order
 
 if TYPE_CHECKING:
+    from core.engine.providers import ProviderRegistry
     from core.engine.tools import ToolRegistry
 
 _CACHE_SIZE = 64
@@ -51,6 +55,7 @@ class PreparedWorkflow:
     workflow: Workflow
     order: tuple[str, ...]
     nodes: dict[str, PreparedNode]
+    tools: ToolRegistry | None = None  # the registry the replay classes came from
 
     def sinks(self) -> list[str]:
         return [n for n in self.order if not self.nodes[n].dependents]
@@ -91,10 +96,10 @@ def _prepare_node(workflow: Workflow, node: Node, dependents: list[str], tools: 
 
 
 def prepare(workflow: Workflow, tools: ToolRegistry) -> PreparedWorkflow:
-    """The per-definition precomputation, cached by workflow object (LRU)."""
+    """The per-definition precomputation, cached by workflow object and tool registry (LRU)."""
     key = id(workflow)
     cached = _cache.get(key)
-    if cached is not None and cached.workflow is workflow:
+    if cached is not None and cached.workflow is workflow and cached.tools is tools:
         _cache.move_to_end(key)
         return cached
     order = topological_order(workflow)
@@ -103,7 +108,7 @@ def prepare(workflow: Workflow, tools: ToolRegistry) -> PreparedWorkflow:
         for dep in dict.fromkeys(node.depends_on):
             dependents[dep].append(node.id)
     nodes = {n.id: _prepare_node(workflow, n, dependents[n.id], tools) for n in workflow.nodes}
-    prepared = PreparedWorkflow(workflow=workflow, order=tuple(order), nodes=nodes)
+    prepared = PreparedWorkflow(workflow=workflow, order=tuple(order), nodes=nodes, tools=tools)
     _cache[key] = prepared
     while len(_cache) > _CACHE_SIZE:
         _cache.popitem(last=False)
@@ -112,17 +117,29 @@ def prepare(workflow: Workflow, tools: ToolRegistry) -> PreparedWorkflow:
 
 @dataclass(frozen=True, slots=True)
 class Definitions:
-    """Definition digests of every node and the source of every script node, read at one time."""
+    """Definition digests of every node, the source of every script node and every node's
+    identity components, read at one time."""
 
     digests: dict[str, str]
     sources: dict[str, str]
+    identities: dict[str, dict[str, Any]]
 
 
-def read_definitions(prepared: PreparedWorkflow) -> Definitions:
-    """Every node's definition digest, reading script sources and `files:` now."""
+def read_definitions(
+    prepared: PreparedWorkflow, *, tools: ToolRegistry, providers: ProviderRegistry
+) -> Definitions:
+    """Every node's definition digest, reading script sources and `files:` now, and its
+    identity components under these tools and providers."""
     digests: dict[str, str] = {}
     sources: dict[str, str] = {}
     workflow = prepared.workflow
+    environment = environment_components(workflow)
+    identities = {
+        node_id: identity_components(
+            workflow, pn.node, tools=tools, providers=providers, environment=environment
+        )
+        for node_id, pn in prepared.nodes.items()
+    }
     for node_id, pn in prepared.nodes.items():
         if pn.static_definition is not None:
             digests[node_id] = pn.static_definition
@@ -132,4 +149,4 @@ def read_definitions(prepared: PreparedWorkflow) -> Definitions:
             sources[node_id] = source
         files = files_content(workflow, pn.node) if pn.node.files else {}
         digests[node_id] = definition_digest(pn.node, script_source=source, files=files)
-    return Definitions(digests=digests, sources=sources)
+    return Definitions(digests=digests, sources=sources, identities=identities)

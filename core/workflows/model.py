@@ -99,6 +99,7 @@ class Defaults(_Strict):
     replay: ReplayClass | None = None  # None: kind's own default (see Node.replay_class)
     memoize: bool = True
     timeout: float = Field(default=600, gt=0)
+    provider: str | None = None  # prompt nodes without their own `provider:` (None: settings)
 
 
 def is_script_path(script: str) -> bool:
@@ -178,6 +179,8 @@ class Workflow(_Strict):
     description: str = ""
     inputs: dict[str, InputSpec] = Field(default_factory=dict)
     defaults: Defaults = Field(default_factory=Defaults)
+    env: dict[str, str] = Field(default_factory=dict)  # environment of every step; not secret
+    secrets: list[str] = Field(default_factory=list)  # names of operator-provided secrets steps get
     nodes: list[Node]
     # where it came from (set by the loader, not part of the YAML)
     source: str = Field(default="", exclude=True)
@@ -201,3 +204,7 @@ class Workflow(_Strict):
 
     def timeout(self, node: Node) -> float:
         return self.defaults.timeout if node.timeout is None else node.timeout
+
+    def provider(self, node: Node) -> str | None:
+        """The provider a prompt node names, else the workflow's default (None: the settings')."""
+        return self.defaults.provider if node.provider is None else node.provider
