@@ -93,8 +93,10 @@ def _imports(tree: ast.AST) -> Iterable[tuple[int, str, tuple[str, ...]]]:
 
 def _module_files(base: Path, dotted: str) -> list[Path]:
     """Files that `import <dotted>` may execute below `base`: each package's `__init__.py`
-    along the way and the module itself."""
+    along the way and the module itself (`""`: the package at `base`, for `from . import x`)."""
     parts = [p for p in dotted.split(".") if p]
+    if not parts:
+        return [base / "__init__.py"] if (base / "__init__.py").is_file() else []
     found: list[Path] = []
     here = base
     for i, part in enumerate(parts):

@@ -119,6 +119,7 @@ class ToolRegistry:
         self._tools: dict[str, ToolSpec] = {}
         self._loads: list[tuple[tuple[str, ...], Path]] = []  # what `load` imported, to re-import
         self._loaded: set[str] = set()  # names registered by `load` (the others are kept as they are)
+        self._baseline: frozenset[str] | None = None  # `sys.modules` before the first `load`
         for spec in specs:
             self.add(spec)
 
@@ -177,6 +178,8 @@ class ToolRegistry:
         """Import each module (a dotted name or a .py path relative to `base`) and register its
         `@tool` functions here. Returns the names of the tools found, in order."""
         found: list[str] = []
+        if self._baseline is None:
+            self._baseline = frozenset(sys.modules)
         for spec in specs:
             module = _import(spec, base)
             for value in list(vars(module).values()):
@@ -197,18 +200,24 @@ class ToolRegistry:
         """This registry, or, when a file behind a loaded tool changed, a new one with every
         loaded module imported again (tools added by hand are carried over as they are).
 
-        The modules are dropped from `sys.modules` first, so the new registry runs, and is
-        keyed by, the code on disk now; executions already running keep the registry they
-        started with. Raises `ConfigurationError` when a module no longer imports.
+        Every module first imported since the first `load` whose file lies in a tool's
+        directory is dropped from `sys.modules` first (never one imported before, such as
+        Baton's own), so the new registry runs, and is keyed by, the code on disk now;
+        executions already running keep the registry they started with. Raises
+        `ConfigurationError` when a module no longer imports.
         """
         if not self._loads or not self.changed_files():
             return self
-        paths = {path for name in self._loaded for path, _, _ in self._tools[name].stamps}
+        folders = {Path(path).parent for name in self._loaded for path, _, _ in self._tools[name].stamps}
+        baseline = self._baseline or frozenset()
         for module_name, module in list(sys.modules.items()):
             filename = getattr(module, "__file__", None)
-            if filename and str(Path(filename).resolve()) in paths:
+            if module_name in baseline or not filename:
+                continue
+            if any(Path(filename).resolve().is_relative_to(folder) for folder in folders):
                 del sys.modules[module_name]
         fresh = ToolRegistry(spec for name, spec in self._tools.items() if name not in self._loaded)
+        fresh._baseline = baseline
         for specs, base in self._loads:
             fresh.load(specs, base)
         return fresh

@@ -160,3 +160,110 @@ def test_a_node_reading_run_id_is_keyed_per_run_and_says_so() -> None:
     assert cache_key(_components()) == cache_key(_components())  # nodes that do not read it: no run
     assert explain(mine, other) == RUN_ID_DIFFERS
     assert not same_except_upstream(mine, other)
+
+
+# -- identity components (tool, provider, env, secrets) --------------------------------------
+
+TOOL = {"tool": {"produce": "source:aaa"}}
+OPENAI = {"name": "openai", "model": "gpt-4o-mini", "base_url": "https://api.openai.com/v1"}
+
+
+def _with(**identity: object) -> dict[str, object]:
+    return _components(identity=identity)
+
+
+@pytest.mark.parametrize(
+    ("was", "now", "reason"),
+    [
+        (TOOL, {"tool": {"produce": "source:bbb"}}, "tool `produce` changed"),
+        (
+            {"tool": {"produce": "version:1"}},
+            {"tool": {"produce": "version:2"}},
+            "tool `produce` changed: version 1 → 2",
+        ),
+        (TOOL, {"tool": {"produce": "unregistered"}}, "tool `produce` is not registered"),
+        ({}, TOOL, "tool `produce` not recorded with the earlier result"),
+        ({"provider": {"name": "fake"}}, {"provider": OPENAI}, "provider changed: fake → openai"),
+        (
+            {"provider": OPENAI},
+            {"provider": {**OPENAI, "model": "gpt-4.1"}},
+            "model changed: gpt-4o-mini → gpt-4.1",
+        ),
+        (
+            {"provider": OPENAI},
+            {"provider": {**OPENAI, "base_url": "http://127.0.0.1:8080/v1"}},
+            "base URL changed: https://api.openai.com/v1 → http://127.0.0.1:8080/v1",
+        ),
+        (
+            {"provider": {"name": "command", "program": "llm", "command": "c1"}},
+            {"provider": {"name": "command", "program": "llm", "command": "c2"}},
+            "command changed",
+        ),
+        (
+            {"provider": {"name": "command", "program": "llm", "command": "c1"}},
+            {"provider": {"name": "command", "program": "claude", "command": "c2"}},
+            "command changed: llm → claude",
+        ),
+        (
+            {"provider": OPENAI},
+            {"provider": {"name": "openai", "configured": False}},
+            "provider `openai` is not configured",
+        ),
+        ({}, {"provider": {"name": "fake"}}, "provider not recorded with the earlier result"),
+        ({"env": {"A": "1", "B": "1"}}, {"env": {"A": "2", "B": "1"}}, "env `A` changed"),
+        ({}, {"env": {"A": "1"}}, "env `A` changed"),
+        ({"secrets": ["A"]}, {"secrets": ["A", "B"]}, "secret `B` declared"),
+        ({"secrets": ["A", "B"]}, {"secrets": []}, "secret `A`, `B` no longer declared"),
+    ],
+)
+def test_explain_names_the_identity_that_changed(
+    was: dict[str, object], now: dict[str, object], reason: str
+) -> None:
+    assert explain(_with(**was), _with(**now)) == reason
+    assert cache_key(_with(**was)) != cache_key(_with(**now))
+    assert not same_except_upstream(_with(**was), _with(**now))
+
+
+def test_identity_reasons_come_before_inputs_and_upstream() -> None:
+    old = _components(identity={"tool": {"produce": "source:a"}})
+    new = _components(identity={"tool": {"produce": "source:b"}}, upstream={"collect": "o2"})
+    assert explain(old, new) == "tool `produce` changed; upstream `collect` output changed"
+
+
+def test_a_provider_named_by_the_node_is_not_its_definition() -> None:
+    """Who names the provider (the node or the defaults) is not identity; what answers is."""
+    own = "name: w\nnodes:\n  - id: a\n    prompt: hi\n    provider: openai\n"
+    inherited = "name: w\ndefaults: {provider: openai}\nnodes:\n  - id: a\n    prompt: hi\n"
+    assert _digest(own, "a") == _digest(inherited, "a")
+
+
+identities = st.fixed_dictionaries(
+    {},
+    optional={
+        "tool": st.dictionaries(names, st.text(max_size=12), min_size=1, max_size=1),
+        "provider": st.dictionaries(names, st.text(max_size=12) | st.booleans(), max_size=3),
+        "env": digests,
+        "secrets": st.lists(names, max_size=3),
+    },
+)
+
+
+@given(inputs=digests, upstream=digests, identity=identities, run_id=st.none() | st.text(max_size=12))
+def test_fast_key_with_identity_equals_the_canonical_json_key(
+    inputs: dict[str, str], upstream: dict[str, str], identity: dict[str, object], run_id: str | None
+) -> None:
+    prefix = key_prefix(
+        node_id="n", kind="tool", definition="d", inputs=inputs, run_id=run_id, identity=identity
+    )
+    expected = cache_key(
+        components_of(
+            node_id="n",
+            kind="tool",
+            definition="d",
+            inputs=inputs,
+            upstream=upstream,
+            run_id=run_id,
+            identity=identity,
+        )
+    )
+    assert key_from(prefix, upstream) == expected
