@@ -3,7 +3,7 @@
     source_facts(fn) -> SourceFacts(digest, stamps)
         digest   sha256 over the module that defines `fn` and every module it imports from
                  that module's directory (transitively), each as its normalized AST
-        stamps   (path, mtime_ns, size) of those files, to notice later that one changed
+        stamps   (path, mtime_ns, size, digest) of those files, to notice later that one changed
 
 A tool's identity (`ToolSpec.identity`) is `version:<v>` when its `@tool(version=...)` says
 so (the author decides when results change, and answers for it), else `source:<digest>`,
@@ -42,7 +42,7 @@ from typing import Any
 
 from core.workflows.args import canonical_json
 
-Stamp = tuple[str, int, int]  # (resolved path, mtime_ns, size)
+Stamp = tuple[str, int, int, str]  # (resolved path, mtime_ns, size, normalized digest)
 
 
 @dataclass(frozen=True, slots=True)
@@ -168,7 +168,7 @@ def source_facts(fn: Callable[..., Any]) -> SourceFacts | None:
     summary = {str(p.relative_to(home)): digests[p].digest for p in ordered}
     return SourceFacts(
         digest=hashlib.sha256(canonical_json(summary)).hexdigest(),
-        stamps=tuple((str(p), digests[p].mtime_ns, digests[p].size) for p in ordered),
+        stamps=tuple((str(p), digests[p].mtime_ns, digests[p].size, digests[p].digest) for p in ordered),
     )
 
 
@@ -189,14 +189,17 @@ def identity_of(fn: Callable[..., Any], version: str | None, facts: SourceFacts 
 
 
 def changed(stamps: Iterable[Stamp]) -> list[str]:
-    """The paths among `stamps` whose file is gone or has another mtime or size now."""
+    """The paths among `stamps` whose file is gone, has another mtime or size now, or, while
+    its modification is recent enough to hide a second edit, another digest."""
     moved: list[str] = []
-    for path, mtime_ns, size in stamps:
+    for path, mtime_ns, size, digest in stamps:
         try:
             stat = Path(path).stat()
         except OSError:
             moved.append(path)
             continue
         if (stat.st_mtime_ns, stat.st_size) != (mtime_ns, size):
+            moved.append(path)
+        elif time.time_ns() - stat.st_mtime_ns <= _RACY_NS and _read(Path(path)).digest != digest:
             moved.append(path)
     return moved

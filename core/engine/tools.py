@@ -60,7 +60,7 @@ class ToolSpec:
     is_async: bool = False
     #: part of its callers' cache keys: `version:<v>`, `source:<digest>` or `code:<digest>`
     identity: str = ""
-    #: (path, mtime_ns, size) of the files its source identity covers, as they were read
+    #: (path, mtime_ns, size, digest) of the files its source identity covers, as they were read
     stamps: tuple[Stamp, ...] = ()
 
     @property
@@ -208,7 +208,7 @@ class ToolRegistry:
         """
         if not self._loads or not self.changed_files():
             return self
-        folders = {Path(path).parent for name in self._loaded for path, _, _ in self._tools[name].stamps}
+        folders = {Path(stamp[0]).parent for name in self._loaded for stamp in self._tools[name].stamps}
         baseline = self._baseline or frozenset()
         for module_name, module in list(sys.modules.items()):
             filename = getattr(module, "__file__", None)

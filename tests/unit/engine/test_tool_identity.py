@@ -143,13 +143,13 @@ def test_relative_imports_inside_a_package_are_followed(
     registry.load(["pkg_t19_rel.tools"], tmp_path)
     assert registry.changed_files() == []
     assert registry.get("produce").fn("a") == "old-a!"
-    covered = {Path(p).name for p, _, _ in registry.get("produce").stamps}
+    covered = {Path(p).name for p, *_ in registry.get("produce").stamps}
     assert covered == {"helpers.py", "tools.py"}
 
     (package / "tools.py").write_text("from . import SUFFIX\n" + PRODUCE)  # defined by the package
     (package / "__init__.py").write_text("SUFFIX = '?'\n")
     fresh = registry.refreshed()
-    assert {Path(p).name for p, _, _ in fresh.get("produce").stamps} == {"__init__.py", "tools.py"}
+    assert {Path(p).name for p, *_ in fresh.get("produce").stamps} == {"__init__.py", "tools.py"}
     for name in [n for n in sys.modules if n.startswith("pkg_t19_rel")]:
         del sys.modules[name]
 
@@ -263,3 +263,13 @@ def test_modules_imported_before_the_tools_are_never_dropped(
     assert sys.modules["t19_early"] is t19_early
     for name in ("t19_early", "t19_tools"):
         sys.modules.pop(name, None)
+
+
+def test_a_quick_second_edit_of_the_same_size_is_noticed(tools_py: Path) -> None:
+    """File systems stamp with a coarse clock: an edit within one tick may keep mtime and size."""
+    registry = _load(tools_py)
+    stat = tools_py.stat()
+    tools_py.write_text(PRODUCE.replace('"old-"', '"new-"'))  # the same size
+    os.utime(tools_py, ns=(stat.st_atime_ns, stat.st_mtime_ns))  # and, forced, the same mtime
+    assert changed(registry.get("produce").stamps) == [str(tools_py.resolve())]
+    assert registry.refreshed().get("produce").fn("a") == "new-a"
