@@ -104,6 +104,7 @@ async def rig(
     url: str | None = None,
     synchronous: Synchronous = "NORMAL",
     tools: ToolRegistry | None = None,
+    providers: ProviderRegistry | None = None,
     max_parallel: int = 4,
     replica_id: str = "bench",
     start_engine: bool = False,
@@ -122,7 +123,7 @@ async def rig(
             replica_id=replica_id,
             group_commit=group_commit,
         ),
-        providers=ProviderRegistry({"fake": FakeProvider()}, "fake"),
+        providers=providers or ProviderRegistry({"fake": FakeProvider()}, "fake"),
         tools=tools or bench_tools(),
     )
     handler = Handler(store=store, engine=engine, catalog=catalog, access=Access())

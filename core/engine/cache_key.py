@@ -221,6 +221,10 @@ def _provider_reasons(previous: Any, new: Any) -> list[str]:
     return reasons
 
 
+def _sees_env(components: Mapping[str, Any]) -> bool:
+    return "env" in components or "secrets" in components
+
+
 def _identity_reasons(previous: Mapping[str, Any], new: Mapping[str, Any]) -> list[str]:
     reasons: list[str] = []
     was, now = previous.get("tool"), new.get("tool")
@@ -229,6 +233,8 @@ def _identity_reasons(previous: Mapping[str, Any], new: Mapping[str, Any]) -> li
     was, now = previous.get("provider"), new.get("provider")
     if was != now:
         reasons += _provider_reasons(was, now)
+        if _sees_env(previous) != _sees_env(new):
+            return reasons  # another provider, which does (not) see the environment: said above
     env = _changed(previous.get("env") or {}, new.get("env") or {})
     if env:
         reasons.append(f"env {_names(env)} changed")

@@ -198,8 +198,8 @@ def changed(stamps: Iterable[Stamp]) -> list[str]:
         except OSError:
             moved.append(path)
             continue
-        if (stat.st_mtime_ns, stat.st_size) != (mtime_ns, size):
-            moved.append(path)
-        elif time.time_ns() - stat.st_mtime_ns <= _RACY_NS and _read(Path(path)).digest != digest:
+        stamped = (stat.st_mtime_ns, stat.st_size) == (mtime_ns, size)
+        racy = time.time_ns() - stat.st_mtime_ns <= _RACY_NS
+        if not stamped or (racy and _read(Path(path)).digest != digest):
             moved.append(path)
     return moved

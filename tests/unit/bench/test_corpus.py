@@ -40,6 +40,8 @@ def test_every_scenario_changes_something(scenario: Scenario) -> None:
         or dict(scenario.files) != dict(BASE_FILES)
         or scenario.args != BASE_ARGS
         or scenario.invalidate
+        or dict(scenario.settings) != dict(scenario.base_settings)
+        or dict(scenario.secrets) != dict(scenario.base_secrets)
     )
     assert changed
 
@@ -48,6 +50,10 @@ def test_the_corpus_covers_the_issue_s_edit_kinds() -> None:
     names = {s.name for s in SCENARIOS}
     assert {"script-edit", "unrelated-input", "args-reordered", "script-comment", "invalidate",
             "memoize-false"} <= names  # fmt: skip
+    # what changes a result outside the YAML node: tool code, what answers, env, secrets, defaults
+    assert {"tool-edit", "tool-helper-edit", "tool-reformatted", "provider-switch", "command-edit",
+            "model-edit", "api-key-rotated", "node-provider", "defaults-provider", "env-edit",
+            "secret-rotated"} <= names  # fmt: skip
 
 
 def test_new_nodes_must_run_and_unchanged_skips_everything() -> None:

@@ -267,3 +267,10 @@ def test_fast_key_with_identity_equals_the_canonical_json_key(
         )
     )
     assert key_from(prefix, upstream) == expected
+
+
+def test_a_provider_that_sees_the_environment_instead_of_one_that_does_not_is_one_reason() -> None:
+    fake = _with(provider={"name": "fake"})
+    command = _with(provider={"name": "command", "program": "llm", "command": "c"}, env={"A": "1"})
+    assert explain(fake, command) == "provider changed: fake → command"
+    assert explain(_with(), _with(env={"A": "1"})) == "env `A` changed"  # env added to a workflow
