@@ -42,6 +42,9 @@ class NodeJob:
     #: the replica's absolute directory of the workflow file, exported as `BATON_WORKFLOW_DIR`
     #: (workers are deployed with the same workflow directories as the replicas)
     workflow_dir: str | None = None
+    #: the `tool` / `provider` components of the step's cache key: the worker runs the step
+    #: only if its own tool code and provider are the ones the key names
+    identity: Mapping[str, Any] = field(default_factory=dict)
 
     def to_args(self) -> dict[str, Any]:
         r = self.rendered
@@ -67,6 +70,7 @@ class NodeJob:
             "artifact_globs": list(self.artifact_globs),
             "restore": dict(self.restore),
             "workflow_dir": self.workflow_dir,
+            "identity": dict(self.identity),
         }
 
     @classmethod
@@ -96,4 +100,5 @@ class NodeJob:
             artifact_globs=tuple(args.get("artifact_globs") or ()),
             restore=dict(args.get("restore") or {}),
             workflow_dir=args.get("workflow_dir"),
+            identity=dict(args.get("identity") or {}),
         )

@@ -5,9 +5,14 @@
     settle  output blob, artifacts, `completed` or `failed` (the entry is settled once)
 
 A job whose entry is not `queued` any more (claimed by another worker, withdrawn by a
-replica, a redelivered job) does nothing. If the worker is stopped while the step runs
-(grace period over), the step's process group is killed and the entry stays `started`:
-the run's replica applies the replay rules, as after a crash.
+replica, a redelivered job) does nothing. A job names the tool code and provider its cache
+key was computed with (`NodeJob.identity`); a worker whose own differ (another deploy, other
+settings) fails the step rather than journal a result under a key that does not describe it.
+Tool modules changed on disk are imported again first, as the replicas do.
+
+If the worker is stopped while the step runs (grace period over), the step's process group
+is killed and the entry stays `started`: the run's replica applies the replay rules, as
+after a crash.
 """
 
 from __future__ import annotations
@@ -17,15 +22,16 @@ import logging
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
 
+from core.engine.cache_key import UNREGISTERED
 from core.engine.contracts import check_output
 from core.engine.distributed.jobs import NodeJob
 from core.engine.nodes import NodeContext, NodeResult, execute_node
 from core.engine.providers import ProviderRegistry
 from core.engine.tools import ToolRegistry
 from core.engine.workdirs import capture_artifacts, missing_artifacts, restore_artifacts, run_dirs
-from core.errors import NodeFailed
+from core.errors import BatonError, NodeFailed
 from core.redaction import NO_SECRETS, Redactor
 from core.store.records import JournalEntry, NodeStatus
 
@@ -52,7 +58,17 @@ class WorkerStore(Protocol):
     ) -> None: ...
 
 
-@dataclass(frozen=True)
+def local_identity(job: NodeJob, tools: ToolRegistry, providers: ProviderRegistry) -> dict[str, Any]:
+    """The `tool` / `provider` key components this worker would give the job's step."""
+    rendered = job.rendered
+    if rendered.kind == "tool" and rendered.tool is not None:
+        return {"tool": {rendered.tool: tools.identity(rendered.tool) or UNREGISTERED}}
+    if rendered.kind == "prompt":
+        return {"provider": providers.identity(rendered.provider)}
+    return {}
+
+
+@dataclass
 class NodeWorker:
     store: WorkerStore
     providers: ProviderRegistry
@@ -69,6 +85,11 @@ class NodeWorker:
         if entry is None:
             log.info("step already claimed or withdrawn", extra={"action": "skip_job", **extra})
             return None
+        refused = self._refusal(job)
+        if refused is not None:
+            self.store.journal_finish(job.entry_id, status=NodeStatus.FAILED, error=refused)
+            log.warning(refused, extra={"action": "identity_mismatch", **extra})
+            return NodeStatus.FAILED
         dirs = run_dirs(self.data_dir, job.run_id)
         missing = missing_artifacts(dirs.root, job.restore)
         if missing:
@@ -125,3 +146,19 @@ class NodeWorker:
         )
         log.info("step completed", extra={"action": "node_completed", **extra})
         return NodeStatus.COMPLETED
+
+    def _refusal(self, job: NodeJob) -> str | None:
+        """Why this worker must not run the job's step (None: it may)."""
+        try:
+            self.tools = self.tools.refreshed()
+        except BatonError as exc:
+            return f"step `{job.node_id}`: {exc.message}"
+        mine = local_identity(job, self.tools, self.providers)
+        differs = sorted(k for k, v in job.identity.items() if mine.get(k) != v)
+        if not differs:
+            return None
+        what = " and ".join("its tool code" if k == "tool" else "its prompt provider" for k in differs)
+        return (
+            f"step `{job.node_id}`: worker {self.name} differs from the replica in {what}; "
+            "deploy the same tool modules and provider settings to replicas and workers, then resume"
+        )

@@ -65,6 +65,7 @@ class RemoteRunExecutor(RunExecutor):
                 artifact_globs=tuple(pn.node.artifacts),
                 restore=dict(self._artifacts),
                 workflow_dir=str(self._workflow_dir),
+                identity={k: step.components[k] for k in ("tool", "provider") if k in step.components},
             )
 
         return job_for

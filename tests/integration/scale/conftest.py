@@ -63,7 +63,10 @@ async def store(postgres_url: str) -> AsyncIterator[SqlStore]:
 
 
 @pytest.fixture
-async def cluster(tmp_path: Path, postgres_url: str) -> AsyncIterator[Cluster]:
+async def cluster(
+    tmp_path: Path, postgres_url: str, request: pytest.FixtureRequest
+) -> AsyncIterator[Cluster]:
+    """`request.param` (indirect parametrization), when given: the worker's settings overrides."""
     store = SqlStore(postgres_url)
     store.migrate()
     apply_queue_schema(postgres_url)
@@ -83,7 +86,7 @@ async def cluster(tmp_path: Path, postgres_url: str) -> AsyncIterator[Cluster]:
     harness = Harness(root=tmp_path, store=store, tools=ToolRegistry(), catalog=catalog, engine=engine)
     engine.subscribe(lambda event: _append(harness, event))
 
-    settings = worker_settings(postgres_url, tmp_path / "worker")
+    settings = worker_settings(postgres_url, tmp_path / "worker", **getattr(request, "param", {}))
     queue = JobQueue(postgres_url, pool_size=6)
     worker_store = SqlStore(postgres_url)
     worker = build_worker(settings, worker_store, queue, concurrency=3, name="test-worker")

@@ -163,3 +163,39 @@ def _exit_of(pid: int) -> asyncio.Future[None]:
 
     loop.add_reader(fd, exited)
     return done
+
+
+ASK = """
+name: ask
+nodes:
+  - id: q
+    prompt: "say hello"
+"""
+
+
+@pytest.mark.parametrize(
+    "cluster", [{"prompt_provider": "command", "prompt_command": "sed s/^/worker:/"}], indirect=True
+)
+async def test_a_worker_whose_provider_is_not_the_one_keyed_refuses_the_step(cluster: Cluster) -> None:
+    """The replica keys the prompt by its default provider (`fake`); a worker configured with
+    another one must not journal its answer under that key."""
+    h = cluster.harness
+    h.write("ask.yaml", ASK)
+
+    run = await h.run("ask")
+
+    assert run.status is RunStatus.FAILED
+    [entry] = h.entries(run.id, "q")
+    assert entry.status is NodeStatus.FAILED and entry.output_digest is None
+    assert "differs from the replica in its prompt provider" in (entry.error or "")
+    assert entry.components["provider"] == {"name": "fake"}
+
+
+async def test_a_worker_with_the_keyed_provider_answers(cluster: Cluster) -> None:
+    h = cluster.harness
+    h.write("ask.yaml", ASK)
+
+    run = await h.run("ask")
+
+    assert run.status is RunStatus.COMPLETED, run.reason
+    assert h.output(run.id, "q").startswith("fake answer")

@@ -39,7 +39,10 @@ def test_a_script_job_keeps_its_source_stdin_bytes_and_contract() -> None:
 
 
 def test_tool_and_prompt_jobs_keep_their_arguments() -> None:
-    tool = _job(RenderedNode("tool", tool="post_release", kwargs={"title": "v1", "n": [1, 2]}))
+    tool = _job(
+        RenderedNode("tool", tool="post_release", kwargs={"title": "v1", "n": [1, 2]}),
+        identity={"tool": {"post_release": "version:2"}},
+    )
     prompt = _job(
         RenderedNode("prompt", prompt="Write", provider="fake", output_schema={"type": "object"}),
         idempotency_key=None,
