@@ -142,6 +142,22 @@ def _flat_json(mapping: Mapping[str, str]) -> str:
     return "{" + ",".join(pairs) + "}"
 
 
+#: the components every key has, in canonical (sorted) order, `upstream` last
+_FIXED = ("definition", "engine_version", "inputs", "kind", "node", "run", "upstream")
+
+
+def encode_identity(identity: Mapping[str, Any] | None) -> tuple[str, ...]:
+    """The identity components as canonical JSON fragments, one slot per gap between the
+    fixed components (`_FIXED`), for `key_prefix`; computed once per definition."""
+    slots = [""] * len(_FIXED)
+    for name in sorted(identity or {}):
+        if name in _FIXED or name > _FIXED[-1] or name.startswith("_"):
+            raise ValueError(f"`{name}` cannot be an identity component")
+        gap = next(i for i, fixed in enumerate(_FIXED) if name < fixed)
+        slots[gap] += f"{encode_basestring(name)}:{canonical_json(identity[name]).decode()},"  # type: ignore[index]
+    return tuple(slots)
+
+
 def key_prefix(
     *,
     node_id: str,
@@ -149,26 +165,24 @@ def key_prefix(
     definition: str,
     inputs: Mapping[str, str],
     run_id: str | None = None,
-    identity: Mapping[str, Any] | None = None,
+    identity_json: tuple[str, ...] | None = None,
 ) -> str:
     """The canonical JSON of a node's components up to its `upstream` (fixed for one execution).
 
     `key_from(key_prefix(...), upstream) == cache_key(components_of(...))`: the hot path
     hashes a precomputed prefix plus the upstream digests instead of re-encoding everything.
-    `upstream` sorts after every other component, so it closes the object.
+    `identity_json` is `encode_identity(identity)`: the identity components, encoded once,
+    placed where they sort among the others.
     """
-    fields = {
-        "definition": encode_basestring(definition),
-        "engine_version": encode_basestring(ENGINE_VERSION),
-        "inputs": _flat_json(inputs),
-        "kind": encode_basestring(kind),
-        "node": encode_basestring(node_id),
-    }
-    if run_id is not None:
-        fields["run"] = encode_basestring(run_id)
-    for name, value in (identity or {}).items():
-        fields[name] = canonical_json(value).decode()
-    return "{" + "".join(f"{encode_basestring(k)}:{fields[k]}," for k in sorted(fields)) + '"upstream":'
+    i = identity_json or ("",) * len(_FIXED)
+    run = f'"run":{encode_basestring(run_id)},' if run_id is not None else ""
+    return (
+        f'{{{i[0]}"definition":{encode_basestring(definition)},{i[1]}'
+        f'"engine_version":{encode_basestring(ENGINE_VERSION)},{i[2]}'
+        f'"inputs":{_flat_json(inputs)},{i[3]}'
+        f'"kind":{encode_basestring(kind)},{i[4]}'
+        f'"node":{encode_basestring(node_id)},{i[5]}{run}{i[6]}"upstream":'
+    )
 
 
 def key_from(prefix: str, upstream: Mapping[str, str]) -> str:

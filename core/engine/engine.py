@@ -141,7 +141,7 @@ class Engine(RunActions):
         workflow = self._workflow(workflow_name)
         tools = self._current_tools(workflow)
         prepared = prepare(workflow, tools)
-        definitions = read_definitions(prepared, tools=tools, providers=self.providers)
+        definitions = read_definitions(prepared, providers=self.providers)
         return Ready(workflow, prepared, definitions, validate_inputs(workflow, args), tools)
 
     def _current_tools(self, workflow: Workflow) -> ToolRegistry:

@@ -231,7 +231,7 @@ class RunExecutor:
                 definition=self.s.definitions.digests[pn.id],
                 inputs={n: self._input_digests.get(n, ABSENT) for n in names},
                 run_id=self.run_id if pn.reads_run else None,
-                identity=self.s.definitions.identities.get(pn.id),
+                identity_json=self.s.definitions.identities_json.get(pn.id),
             )
         return key_from(prefix, upstream)
 

@@ -13,10 +13,10 @@ components (`step_identity.py`): its tool's code, its provider, the workflow's `
 from __future__ import annotations
 
 from collections import OrderedDict
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from core.engine.cache_key import definition_digest
+from core.engine.cache_key import definition_digest, encode_identity
 from core.engine.replay import attempts_allowed, replay_class
 from core.engine.step_identity import environment_components, identity_components
 from core.errors import BatonError
@@ -51,11 +51,20 @@ class PreparedNode:
 
 
 @dataclass(frozen=True, slots=True)
+class Identities:
+    providers: ProviderRegistry
+    components: dict[str, dict[str, Any]]  # node -> identity components (`step_identity.py`)
+    encoded: dict[str, tuple[str, ...]]  # the same, encoded for `key_prefix`
+
+
+@dataclass(frozen=True, slots=True)
 class PreparedWorkflow:
     workflow: Workflow
     order: tuple[str, ...]
     nodes: dict[str, PreparedNode]
-    tools: ToolRegistry | None = None  # the registry the replay classes came from
+    tools: ToolRegistry  # the registry the replay classes and tool identities come from
+    #: `Identities` per provider registry (one per engine): computed once per definition
+    identities: dict[int, Identities] = field(default_factory=dict)
 
     def sinks(self) -> list[str]:
         return [n for n in self.order if not self.nodes[n].dependents]
@@ -123,23 +132,35 @@ class Definitions:
     digests: dict[str, str]
     sources: dict[str, str]
     identities: dict[str, dict[str, Any]]
+    identities_json: dict[str, tuple[str, ...]]  # the same, encoded for `key_prefix`
 
 
-def read_definitions(
-    prepared: PreparedWorkflow, *, tools: ToolRegistry, providers: ProviderRegistry
-) -> Definitions:
-    """Every node's definition digest, reading script sources and `files:` now, and its
-    identity components under these tools and providers."""
-    digests: dict[str, str] = {}
-    sources: dict[str, str] = {}
-    workflow = prepared.workflow
+def identities_of(prepared: PreparedWorkflow, providers: ProviderRegistry) -> Identities:
+    """Every node's identity components under `prepared`'s tools and these providers;
+    computed once per definition, tool registry and provider registry (cached on `prepared`)."""
+    cached = prepared.identities.get(id(providers))
+    if cached is not None and cached.providers is providers:
+        return cached
+    workflow, tools = prepared.workflow, prepared.tools
     environment = environment_components(workflow)
-    identities = {
+    components = {
         node_id: identity_components(
             workflow, pn.node, tools=tools, providers=providers, environment=environment
         )
         for node_id, pn in prepared.nodes.items()
     }
+    result = Identities(providers, components, {n: encode_identity(c) for n, c in components.items()})
+    prepared.identities[id(providers)] = result
+    return result
+
+
+def read_definitions(prepared: PreparedWorkflow, *, providers: ProviderRegistry) -> Definitions:
+    """Every node's definition digest, reading script sources and `files:` now, and its
+    identity components under `prepared`'s tools and these providers."""
+    digests: dict[str, str] = {}
+    sources: dict[str, str] = {}
+    workflow = prepared.workflow
+    identities = identities_of(prepared, providers)
     for node_id, pn in prepared.nodes.items():
         if pn.static_definition is not None:
             digests[node_id] = pn.static_definition
@@ -149,4 +170,9 @@ def read_definitions(
             sources[node_id] = source
         files = files_content(workflow, pn.node) if pn.node.files else {}
         digests[node_id] = definition_digest(pn.node, script_source=source, files=files)
-    return Definitions(digests=digests, sources=sources, identities=identities)
+    return Definitions(
+        digests=digests,
+        sources=sources,
+        identities=identities.components,
+        identities_json=identities.encoded,
+    )

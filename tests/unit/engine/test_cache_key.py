@@ -13,6 +13,7 @@ from core.engine.cache_key import (
     cache_key,
     components_of,
     definition_digest,
+    encode_identity,
     explain,
     input_digests,
     key_from,
@@ -253,7 +254,12 @@ def test_fast_key_with_identity_equals_the_canonical_json_key(
     inputs: dict[str, str], upstream: dict[str, str], identity: dict[str, object], run_id: str | None
 ) -> None:
     prefix = key_prefix(
-        node_id="n", kind="tool", definition="d", inputs=inputs, run_id=run_id, identity=identity
+        node_id="n",
+        kind="tool",
+        definition="d",
+        inputs=inputs,
+        run_id=run_id,
+        identity_json=encode_identity(identity),
     )
     expected = cache_key(
         components_of(
