@@ -149,7 +149,16 @@ def identities_of(prepared: PreparedWorkflow, providers: ProviderRegistry) -> Id
         )
         for node_id, pn in prepared.nodes.items()
     }
-    result = Identities(providers, components, {n: encode_identity(c) for n, c in components.items()})
+    encoded: dict[tuple[tuple[str, int], ...], tuple[str, ...]] = {}  # nodes share most components
+    for c in components.values():
+        shape = tuple((k, id(v)) for k, v in c.items())
+        if shape not in encoded:
+            encoded[shape] = encode_identity(c)
+    result = Identities(
+        providers,
+        components,
+        {n: encoded[tuple((k, id(v)) for k, v in c.items())] for n, c in components.items()},
+    )
     prepared.identities[id(providers)] = result
     return result
 

@@ -308,6 +308,7 @@ class ProviderRegistry:
 
     def __init__(self, providers: Mapping[str, Provider], default: str) -> None:
         self._providers = dict(providers)
+        self._identities: dict[str, dict[str, Any]] = {}  # name -> identity (providers do not change)
         if default not in self._providers:
             raise ConfigurationError(
                 f"the default prompt provider `{default}` is not configured "
@@ -348,10 +349,15 @@ class ProviderRegistry:
 
     def identity(self, name: str | None = None) -> dict[str, Any]:
         """The identity of the provider that answers a step naming `name` (None: the default).
-        A name nobody configured is keyed as such; the step fails when it runs."""
+        A name nobody configured is keyed as such; the step fails when it runs. Shared: do not
+        modify it."""
         key = self.default if name is None else name
-        provider = self._providers.get(key)
-        return provider.identity() if provider is not None else {"name": key, "configured": False}
+        known = self._identities.get(key)
+        if known is None:
+            provider = self._providers.get(key)
+            known = provider.identity() if provider is not None else {"name": key, "configured": False}
+            self._identities[key] = known
+        return known
 
     def reads_env(self, name: str | None = None) -> bool:
         """Whether the provider for `name` sees the step's environment (unknown: assume it does)."""
