@@ -51,8 +51,6 @@ EARLIER_ATTEMPT_FAILED = "earlier attempt failed"
 RUN_ID_DIFFERS = "it reads `run.id`, which differs in this run"
 NOT_RECORDED = "not recorded with the earlier result"
 UNREGISTERED = "unregistered"  # the identity of a tool nobody registered (the step fails when it runs)
-#: identity components (`step_identity.py`), in the order `explain` reports them
-IDENTITY_FIELDS = ("tool", "provider", "env", "secrets")
 _PROVIDER_FIELDS = {"base_url": "base URL", "program": "command"}  # field -> words (else its name)
 
 
