@@ -8,9 +8,11 @@ key holds for the things that can change its result while its YAML node stays th
     "provider": {name, model, …}   prompt steps: what answers, `Provider.identity()`: the node's
                                    `provider:`, else the workflow's `defaults.provider`, else the
                                    settings' default; never a secret
-    "env":      {NAME: digest}     the workflow's `env:` values, for steps that see them
-    "secrets":  [NAME, …]          the names of the secrets it declares, never their values:
-                                   rotating a token re-uses results, declaring another one does not
+    "env":      {NAME: digest}     the step's `env:` values (the workflow's, then the node's),
+                                   for steps that see them
+    "secrets":  [NAME, …]          the names of the secrets the step receives (the workflow's and
+                                   the node's), never their values: rotating a token re-uses
+                                   results, declaring another one does not
 
 A component is present only when it applies, so a step that has none keys exactly as before
 these existed (its earlier results stay valid). Approval steps have none: their question is
@@ -36,13 +38,16 @@ if TYPE_CHECKING:
     from core.workflows.model import Node, Workflow
 
 
-def environment_components(workflow: Workflow) -> dict[str, Any]:
-    """The workflow-wide part: `env` value digests and declared secret names (when any)."""
+def environment_components(workflow: Workflow, node: Node | None = None) -> dict[str, Any]:
+    """The `env` value digests and secret names a step receives (when any): the workflow's,
+    and the node's own on top when `node` has some."""
+    env = workflow.env if node is None else workflow.step_env(node)
+    secrets = workflow.secrets if node is None else workflow.step_secrets(node)
     components: dict[str, Any] = {}
-    if workflow.env:
-        components["env"] = {name: digest_value(value) for name, value in sorted(workflow.env.items())}
-    if workflow.secrets:
-        components["secrets"] = sorted(set(workflow.secrets))
+    if env:
+        components["env"] = {name: digest_value(value) for name, value in sorted(env.items())}
+    if secrets:
+        components["secrets"] = sorted(set(secrets))
     return components
 
 
@@ -55,7 +60,8 @@ def identity_components(
     environment: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """The node's identity components (see the module docstring); `environment` is
-    `environment_components(workflow)`, passed in when computed once for many nodes."""
+    `environment_components(workflow)`, passed in when computed once for many nodes (it is
+    used for nodes without `env:` or `secrets:` of their own)."""
     kind = node.kind
     if kind == "approval":
         return {}
@@ -68,5 +74,8 @@ def identity_components(
         components["provider"] = providers.identity(name)
         sees_env = providers.reads_env(name)
     if sees_env:
-        components.update(environment_components(workflow) if environment is None else environment)
+        if node.env or node.secrets or environment is None:
+            components.update(environment_components(workflow, node))
+        else:
+            components.update(environment)
     return components

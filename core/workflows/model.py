@@ -135,6 +135,8 @@ class Node(_Strict):
     files: list[str] = Field(default_factory=list)
     artifacts: list[str] = Field(default_factory=list)
     approvers: list[str] | None = None  # approval nodes: user ids allowed to decide (settings otherwise)
+    env: dict[str, str] = Field(default_factory=dict)  # this step's variables (over the workflow's)
+    secrets: list[str] = Field(default_factory=list)  # secrets this step receives (and the workflow's)
 
     @model_validator(mode="after")
     def _one_kind(self) -> Node:
@@ -179,9 +181,9 @@ class Workflow(_Strict):
     description: str = ""
     inputs: dict[str, InputSpec] = Field(default_factory=dict)
     defaults: Defaults = Field(default_factory=Defaults)
-    env: dict[str, str] = Field(default_factory=dict)  # environment of every step; not secret
-    secrets: list[str] = Field(default_factory=list)  # names of operator-provided secrets steps get
     nodes: list[Node]
+    env: dict[str, str] = Field(default_factory=dict)  # variables of every step
+    secrets: list[str] = Field(default_factory=list)  # secrets every step receives
     # where it came from (set by the loader, not part of the YAML)
     source: str = Field(default="", exclude=True)
 
@@ -204,6 +206,14 @@ class Workflow(_Strict):
 
     def timeout(self, node: Node) -> float:
         return self.defaults.timeout if node.timeout is None else node.timeout
+
+    def step_env(self, node: Node) -> dict[str, str]:
+        """The node's `env:` values: the workflow's, then the node's (the node wins)."""
+        return {**self.env, **node.env} if node.env else dict(self.env)
+
+    def step_secrets(self, node: Node) -> tuple[str, ...]:
+        """The names of the secrets the node's step receives: the workflow's and its own."""
+        return tuple(dict.fromkeys((*self.secrets, *node.secrets)))
 
     def provider(self, node: Node) -> str | None:
         """The provider a prompt node names, else the workflow's default (None: the settings')."""

