@@ -189,7 +189,7 @@ class Engine(RunActions):
         entries = self.store.journal(self.store.lineage(run.id))
         try:
             ready = self._ready(run.workflow, self.args_of(run))
-            made = plan_run(run, ready.prepared, ready.definitions.digests, input_digests(ready.args),
+            made = plan_run(run, ready.prepared, ready.definitions, input_digests(ready.args),
                             JournalIndex(run.id, entries))
         except BatonError as exc:
             return inspect_run(run, prepared, entries, plan_error=exc.message)
