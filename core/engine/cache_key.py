@@ -25,8 +25,10 @@ why a key missed. Keys starting with `_` (such as `_reason`) are annotations: th
 stored, but never hashed or compared.
 
 The identity components are present only where they apply, so a node without them keys
-exactly as it did before they existed. An entry recorded before a component existed misses
-with a reason saying so ("tool `x` not recorded with the earlier result").
+exactly as it did before they existed. Entries recorded since carry the annotation
+`_identity`; one recorded before misses with a reason saying so ("tool `x` not recorded with
+the earlier result"), except for the run that recorded it (`legacy_match`): a resume or an
+approval continues where it stopped rather than run a completed step a second time.
 
 Everything here is pure: callers read the script source and `files:` digests and pass them in.
 """
@@ -51,6 +53,10 @@ EARLIER_ATTEMPT_FAILED = "earlier attempt failed"
 RUN_ID_DIFFERS = "it reads `run.id`, which differs in this run"
 NOT_RECORDED = "not recorded with the earlier result"
 UNREGISTERED = "unregistered"  # the identity of a tool nobody registered (the step fails when it runs)
+#: the identity components (`step_identity.py`)
+IDENTITY_FIELDS = ("tool", "provider", "env", "secrets")
+#: annotation of every entry recorded by an engine that keys identity (absent: recorded before)
+IDENTITY_MARK = "_identity"
 _PROVIDER_FIELDS = {"base_url": "base URL", "program": "command"}  # field -> words (else its name)
 
 
@@ -286,4 +292,13 @@ def same_except_upstream(previous: Mapping[str, Any] | None, new: Mapping[str, A
     if not previous:
         return False
     fields = {k for k in (*previous, *new) if k != "upstream" and not k.startswith("_")}
+    return all(previous.get(f) == new.get(f) for f in fields)
+
+
+def legacy_match(previous: Mapping[str, Any] | None, new: Mapping[str, Any]) -> bool:
+    """True when `previous` was recorded before identity components existed (no `_identity`
+    mark) and agrees with `new` on everything else: the same step, as that engine keyed it."""
+    if not previous or IDENTITY_MARK in previous:
+        return False
+    fields = {k for k in (*previous, *new) if not k.startswith("_") and k not in IDENTITY_FIELDS}
     return all(previous.get(f) == new.get(f) for f in fields)

@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from core.engine import replay
-from core.engine.cache_key import components_of, digest_value, key_from, key_prefix
+from core.engine.cache_key import IDENTITY_MARK, components_of, digest_value, key_from, key_prefix
 from core.engine.contracts import check_output
 from core.engine.events import EngineEvent, EventBus, EventKind
 from core.engine.group_commit import PendingResults
@@ -111,7 +111,7 @@ def node_components(
 ) -> dict[str, Any]:
     """A node's key components; `run_id` counts only if the node's templates read `run.id`."""
     names = pn.input_names if pn.input_names is not None else sorted(inputs)
-    return components_of(
+    components = components_of(
         node_id=pn.id,
         kind=pn.kind,
         definition=definitions.digests[pn.id],
@@ -120,6 +120,8 @@ def node_components(
         run_id=run_id if pn.reads_run else None,
         identity=definitions.identities.get(pn.id),
     )
+    components[IDENTITY_MARK] = 1  # recorded by an engine that keys identity (not hashed)
+    return components
 
 
 def decode_output(pn: PreparedNode, text: str) -> Any:
@@ -252,6 +254,10 @@ class RunExecutor:
                 await self._use(pn, hit)
                 continue
             components = node_components(pn, self.s.definitions, self._input_digests, upstream, self.run_id)
+            legacy = index.own_legacy(pn.id, components) if pn.memoize and pn.kind != "approval" else None
+            if legacy is not None:  # done by this run before identity was keyed: not run again
+                await self._use(pn, legacy)
+                continue
             step = _Step(pn, key, components, replay.idempotency_key(self.root, pn.id, key))
             step.components["_reason"] = index.miss_reason(
                 pn.id, step.key, step.components, memoize=pn.memoize

@@ -17,7 +17,13 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from core.engine.cache_key import EARLIER_ATTEMPT_FAILED, MEMOIZE_FALSE, NO_EARLIER_RESULT, explain
+from core.engine.cache_key import (
+    EARLIER_ATTEMPT_FAILED,
+    MEMOIZE_FALSE,
+    NO_EARLIER_RESULT,
+    explain,
+    legacy_match,
+)
 from core.store.records import JournalEntry, NodeStatus
 
 MARKER_KEY = ""
@@ -99,6 +105,15 @@ class JournalIndex:
     def lookup(self, key: str) -> JournalEntry | None:
         """A completed, visible entry with this key (own run first), or None."""
         return self._by_key.get(key)
+
+    def own_legacy(self, node_id: str, components: Mapping[str, Any]) -> JournalEntry | None:
+        """This run's completed entry of `node_id` recorded before identity components existed
+        that is, but for them, the step with these `components` (`cache_key.legacy_match`):
+        served to the run that recorded it, so a resume never runs a completed step again."""
+        entry = self._own.get(node_id)
+        if entry is None or entry.status is not NodeStatus.COMPLETED or entry.output_digest is None:
+            return None
+        return entry if legacy_match(entry.components, components) else None
 
     def latest(self, node_id: str) -> JournalEntry | None:
         """The newest visible entry of `node_id` in the run or its lineage."""

@@ -53,6 +53,8 @@ def plan_run(
             key = cache_key(components)
             action, reason = _decide(pn.id, pn.kind, key, components, index, pn.memoize, pn.replay)
             hit = index.lookup(key) if action in ("done", "cached") else None
+            if hit is None and action == "done":
+                hit = index.own_legacy(pn.id, components)
             if hit is not None and hit.output_digest is not None:
                 digests[node_id] = hit.output_digest
         actions[node_id] = action
@@ -77,6 +79,8 @@ def _decide(
         if hit.run_id == index.run_id:
             return "done", "completed in this run"
         return "cached", f"same key as run {hit.cached_from or hit.run_id}"
+    if memoize and kind != "approval" and index.own_legacy(node_id, components) is not None:
+        return "done", "completed in this run"
     if kind == "approval":
         return "waits", "approval"
     if dangling is not None:

@@ -284,7 +284,8 @@ def test_an_env_value_re_runs_its_steps_and_a_rotated_secret_does_not(baton: Bat
 
 def _as_recorded_before(baton: BatonCli, run_id: str) -> None:
     """Rewrite the run's journal as an engine without identity components wrote it: the
-    components without `tool`/`provider`/`env`/`secrets`, keyed by what is left."""
+    components without `tool`/`provider`/`env`/`secrets` (nor the mark of entries recorded
+    since), keyed by what is left."""
     engine = sa.create_engine(baton.database_url)
     try:
         with engine.begin() as conn:
@@ -293,7 +294,7 @@ def _as_recorded_before(baton: BatonCli, run_id: str) -> None:
             ).all()
             for entry_id, raw in rows:
                 components = json.loads(raw) if isinstance(raw, str) else raw
-                for name in ("tool", "provider", "env", "secrets"):
+                for name in ("tool", "provider", "env", "secrets", "_identity"):
                     components.pop(name, None)
                 conn.execute(
                     sa.text("UPDATE journal SET components = :c, cache_key = :k WHERE id = :i"),
@@ -303,7 +304,7 @@ def _as_recorded_before(baton: BatonCli, run_id: str) -> None:
         engine.dispose()
 
 
-def test_a_run_recorded_before_identity_existed_misses_with_a_reason_and_resumes(baton: BatonCli) -> None:
+def test_results_recorded_before_identity_miss_in_a_new_run_with_a_reason(baton: BatonCli) -> None:
     (baton.workflows / "tools.py").write_text(TOOLS)
     (baton.workflows / "tw.yaml").write_text(TW)
     (baton.workflows / "ask.yaml").write_text(ASK)
@@ -311,10 +312,63 @@ def test_a_run_recorded_before_identity_existed_misses_with_a_reason_and_resumes
     _as_recorded_before(baton, tool_run)
     _as_recorded_before(baton, prompt_run)
 
-    assert "p runs — tool `produce` not recorded with the earlier result" in _plan(baton, tool_run)
+    # the run itself would go on where it stopped; a new run re-using it cannot know its code
+    assert "p done — completed in this run" in _plan(baton, tool_run)
     again = _run(baton, f"run tw --resume-from {tool_run}")
     # the tool re-runs (its code was never recorded); the same output leaves `c` cached
     assert _steps(baton, again) == {"p": "tool `produce` not recorded with the earlier result", "c": "cached"}
 
     asked = _run(baton, f"run ask --resume-from {prompt_run}")
     assert _steps(baton, asked) == {"q": "provider not recorded with the earlier result", "shout": "cached"}
+
+
+COUNTED = """\
+from core.engine.tools import tool
+
+
+@tool
+def deploy(log: str) -> str:
+    with open(log, "a") as calls:
+        calls.write("deployed\\n")
+    return "deployed"
+"""
+
+DEPLOY_THEN_CHECK = """\
+name: ship
+nodes:
+  - id: deploy
+    tool: deploy
+    with: {{log: "{calls}"}}
+  - id: check
+    depends_on: [deploy]
+    bash: cat {ready}
+    replay: pure
+"""
+
+
+def test_resuming_a_run_recorded_before_identity_never_runs_its_completed_steps_again(
+    baton: BatonCli,
+) -> None:
+    """`deploy` is unsafe and completed before the upgrade; resuming the failed run after it
+    continues at `check` instead of deploying a second time."""
+    calls, ready = baton.home / "calls.txt", baton.home / "ready.txt"
+    (baton.workflows / "tools.py").write_text(COUNTED)
+    (baton.workflows / "ship.yaml").write_text(DEPLOY_THEN_CHECK.format(calls=calls, ready=ready))
+    replies = baton.say("run ship")
+    [failed] = [r for r in replies if r["kind"] == "run_failed"]
+    run_id = failed["run_id"]
+    _as_recorded_before(baton, run_id)
+
+    assert "deploy done — completed in this run" in _plan(baton, run_id)
+    ready.write_text("ready\n")
+    baton.say(f"resume {run_id}")
+
+    assert baton.run_record(run_id).status.value == "completed"
+    assert calls.read_text() == "deployed\n"  # once, before the upgrade
+    # a new run re-using it is another matter: its identity was never recorded, so it runs
+    again = _run(baton, f"run ship --resume-from {run_id}")
+    assert _steps(baton, again) == {
+        "deploy": "tool `deploy` not recorded with the earlier result",
+        "check": "cached",
+    }
+

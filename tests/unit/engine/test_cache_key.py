@@ -18,6 +18,7 @@ from core.engine.cache_key import (
     input_digests,
     key_from,
     key_prefix,
+    legacy_match,
     same_except_upstream,
 )
 from core.workflows.loader import load_workflow_text
@@ -280,3 +281,13 @@ def test_a_provider_that_sees_the_environment_instead_of_one_that_does_not_is_on
     command = _with(provider={"name": "command", "program": "llm", "command": "c"}, env={"A": "1"})
     assert explain(fake, command) == "provider changed: fake → command"
     assert explain(_with(), _with(env={"A": "1"})) == "env `A` changed"  # env added to a workflow
+
+
+def test_an_entry_recorded_before_identity_matches_its_own_step_but_for_identity() -> None:
+    before = _components()  # as an engine without identity components recorded it: no mark
+    now = {**_with(tool={"produce": "source:a"}, env={"A": "1"}), "_identity": 1}
+    assert legacy_match(before, now)
+    assert not legacy_match(before, {**now, "upstream": {"collect": "o2"}})  # anything else differs
+    assert not legacy_match(before, {**now, "definition": "d2"})
+    assert not legacy_match({**before, "_identity": 1}, now)  # recorded since: identity counts
+    assert not legacy_match(None, now)
