@@ -1,15 +1,34 @@
 """Natural-language approval: `classify(text) -> Decision(approve | reject | unclear)`.
 
-Pure and deliberately conservative. Only a *clear* answer decides a gate; anything with a
-question, a hedge ("maybe", "but", "wait"), mixed signals or a negated approval word is never
-an approval. "don't approve", "do not ship it" and "not approved" are rejections.
+A closed grammar, not a word list with exceptions (DESIGN.md "Natural-language approval").
+A false approval fires a side effect; a missed one costs one click. So a reply approves only
+when *every* word of it is known below, and anything the grammar does not cover asks back.
 
-An explicit head ("approve, looks fine" / "reject: too risky") makes the rest the comment.
+    reply      := head-form | clause (SEP clause)*        SEP: , ; : . ! — – - and line breaks
+    clause     := APPROVE | REJECT | FILLER | UNCLEAR
+    APPROVE    := (YES | FILLER)+, at least one YES             "yes please, ship it 🚀"
+    REJECT     := (NO | FILLER)+, at least one NO                "nope", "reject 👎"
+                | FILLER* NOT FILLER* YES (YES | FILLER)*        "I wouldn't approve this"
+                | FILLER* ("no way" | "never") FILLER*
+    UNCLEAR    := any other clause: an unknown word, a question mark, an ellipsis, someone
+                  else mentioned, YES and NO together, two negations, a negation of nothing
+
+    a reply approves when its clauses are APPROVE or FILLER (one APPROVE at least);
+    it rejects when they are REJECT or FILLER (one REJECT at least); otherwise it is unclear.
+
+    head-form  := HEAD SEP comment                 "approve: looks fine", "reject: too risky"
+        decides like HEAD and keeps the comment, unless the comment conditions, defers, narrows
+        or contradicts the decision (`_comment_undercuts`): then the reply is unclear.
+
+The vocabulary is the whole grammar: to teach Baton a new way of saying yes, add it to `YES`;
+nothing else approves. The bot's own mention is removed by the adapter before this runs;
+any other mention (`<@U123>`, `@bob`) brings in a third party, and so is unclear.
 """
 
 from __future__ import annotations
 
 import re
+import unicodedata
 from dataclasses import dataclass
 from enum import StrEnum
 
@@ -26,75 +45,289 @@ class Decision:
     comment: str | None = None
 
 
-# Approval phrases (whole words). Verbs that a negation turns into a rejection are in _VERBS.
-_APPROVE = (
-    "approve", "approved", "approving", "lgtm", "ship it", "ship", "go ahead", "yes", "yep",
-    "yeah", "yup", "y", "ok", "okay", "sure", "proceed", "do it", "go for it", "sounds good",
-    "looks good", "looks great", "all good", "good to go", "confirm", "confirmed", "accept",
-    "accepted", "let's go", "lets go", "green light", "publish", "merge", "deploy", "go",
-    "continue", "+1", "aye", "affirmative", "👍", "✅", "🚀", "🚢", "👌", "✔", "✔️",
+# -- the vocabulary (phrases are matched longest first, as whole words) ----------------------
+
+YES = (
+    "approve", "approved", "approving", "approves", "i approve", "lgtm", "sgtm", "ship", "shipit",
+    "yes", "yep", "yeah", "yup", "yea", "yas", "y", "ok", "okay", "okey", "sure", "go",
+    "go ahead", "go for it", "proceed", "do it", "send it", "make it so", "carry on", "continue",
+    "sounds good", "sounds great", "looks good", "looks great", "looks fine", "all good",
+    "good to go", "ready to go", "good to ship", "we're good", "we are good",
+    "we're good to go", "we are good to go", "confirm",
+    "confirmed", "accept", "accepted", "let's go", "lets go", "let's do it", "lets do it",
+    "green light", "greenlight", "greenlit", "+1", "aye", "affirmative", "merge",
+    "deploy", "publish", "release", "sign off", "signed off", "works for me", "fine by me",
+    "fine with me", "ok by me", "ok with me", "okay with me", "good with me", "good by me",
+    "happy with this", "happy with it",
+    "👍", "✅", "✔", "☑", "🚀", "🚢", "👌", "🆗", "🟢", "(y)", ":+1:", ":thumbsup:",
+    ":white_check_mark:", ":heavy_check_mark:", ":ballot_box_with_check:", ":rocket:", ":ship:",
+    ":shipit:", ":ok_hand:", ":ok:",
+    # other languages' common yes
+    "oui", "d'accord", "ja", "jawohl", "genehmigt", "freigegeben", "sí", "si", "vale", "claro",
+    "dale", "aprobado", "approuvé", "sim", "aprovado", "certo", "va bene", "da", "да", "tak",
+    "evet", "hai", "はい", "了解", "是", "是的", "好", "好的", "可以", "네", "예",
+)  # fmt: skip
+NO = (
+    "no", "nope", "nah", "naw", "n", "reject", "rejected", "rejecting", "deny", "denied",
+    "decline", "declined", "veto", "vetoed", "-1", "stop", "abort", "halt", "cancel",
+    "no go", "no-go", "nogo", "hard no", "hell no", "absolutely not", "definitely not",
+    "certainly not", "not a chance", "not good", "no good", "not ready", "isn't ready",
+    "is not ready", "aren't ready", "don't think so", "dont think so", "over my dead body",
+    "👎", "❌", "✖", "🛑", "⛔", "🚫", "🙅", ":-1:", ":thumbsdown:", ":x:", ":no_entry:",
+    ":no_entry_sign:", ":octagonal_sign:", ":no_good:",
+    # other languages' common no
+    "non", "nein", "nee", "nej", "nie", "não", "nao", "нет", "いいえ", "不", "不行", "不要",
+    "hayır", "rechazado", "rejeté", "abgelehnt", "아니요",
+)  # fmt: skip
+NOT = (
+    "not", "never", "nobody", "no way", "don't", "dont", "do not", "doesn't", "does not",
+    "won't", "wont", "will not", "wouldn't", "wouldnt", "would not", "couldn't", "couldnt",
+    "could not", "can't", "cant", "cannot", "can not", "shouldn't", "shouldnt", "should not",
+    "mustn't", "must not", "ain't", "aint", "isn't", "isnt", "is not", "aren't", "are not",
+    "am not", "i'm not", "im not", "nobody should", "no one should", "not going to",
+    "not gonna", "ain't gonna", "isn't ready to", "is not ready to", "not ready to",
+    "don't want to", "do not want to", "don't wanna", "don't think we should",
+    "dont think we should", "do not think we should", "don't think i should",
+)  # fmt: skip
+#: "no way" and "never" also refuse on their own.
+NOT_ALONE = frozenset({"no way", "never"})
+FILLER = (
+    "please", "pls", "plz", "thanks", "thank you", "thx", "thnx", "ty", "tysm", "cheers",
+    "nice work", "great work", "good work", "nice job", "good job", "great job", "well done",
+    "nice", "great", "awesome", "perfect", "excellent", "cool", "sweet", "lovely", "amazing",
+    "brilliant", "good", "fine", "i", "i'm", "im", "i am", "we", "we're", "we are", "me", "this",
+    "this is", "that", "that's", "that is", "it", "it's", "it is", "this one", "hey", "hi",
+    "hello", "baton", "@baton", "@workflow", "bot",
+    "totally", "definitely", "absolutely", "certainly", "really", "very", "so", "super",
+    "for sure", "of course", "indeed", "just", "and", "&", "now", "from me", "for me",
+    "to me", "by me", "with me", "on my end", "on my side", "100%", "merci", "danke", "bitte",
+    "gracias", "por favor", "grazie", "obrigado", "obrigada", "spasibo", "спасибо", "谢谢",
+    "ありがとう",
+    "🎉", "🥳", "🙌", "👏", "🙏", "😀", "😃", "😄", "😁", "😊", "🙂", "☺", "😎", "🤝", "💪",
+    "🔥", "❤", "💚", "💙", "💜", "🧡", "💛", "✨", "⭐", "🌟", "💯", ":)", ":-)", ":d", "*", "_", "`",
+    "(", ")", ":tada:", ":pray:", ":raised_hands:", ":clap:", ":smile:", ":slightly_smiling_face:",
+    ":blush:", ":fire:", ":100:", ":sparkles:", ":muscle:", ":heart:", ":green_heart:",
+)  # fmt: skip
+#: Idioms that begin like a refusal or a yes but are neither.
+IDIOMS = (
+    "no problem", "no problems", "no worries", "no idea", "no clue", "no rush", "no need",
+    "no objection", "no objections", "not sure", "not yet", "sure thing", "ok so", "yeah right",
+    "sure jan", "go home", "go away",
+    # asking someone else to decide
+    "please approve", "pls approve", "plz approve", "approve please", "approve pls",
+    "please confirm", "confirm please", "please accept", "please sign off", "please review",
+)  # fmt: skip
+SEPARATORS = frozenset({",", ";", ":", ".", "!", "-", "–", "—", "\n", "、", "。", "！"})
+
+#: Words that make a head form's comment condition, defer, narrow or hedge the decision, or
+#: joke about it: "approve: after the freeze", "lgtm, except the migration", "no, wait".
+QUALIFIERS = frozenset({
+    # conditions
+    "if", "unless", "once", "when", "whenever", "after", "before", "until", "till", "til",
+    "provided", "providing", "assuming", "pending", "given", "depends", "depending", "long",
+    # deferrals
+    "later", "tomorrow", "tonight", "soon", "eventually", "next", "first", "wait", "hold",
+    "pause", "morning", "afternoon", "evening", "weekend", "monday", "tuesday", "wednesday",
+    "thursday", "friday", "saturday", "sunday", "eod", "eow", "hour", "hours", "min", "mins",
+    "minutes", "day", "days", "week", "weeks", "freeze",
+    # narrowing, contrast, something else
+    "only", "except", "excluding", "exclude", "partial", "partially", "part", "but", "though",
+    "although", "however", "yet", "still", "instead", "rather", "other", "another", "else",
+    "staging", "stage", "canary", "prod", "production", "dev", "qa", "step", "steps",
+    # hedges
+    "maybe", "perhaps", "probably", "possibly", "might", "may", "guess", "hope", "hopefully",
+    "think", "unsure", "idk", "dunno", "hmm", "hm", "um", "uh",
+    # sarcasm
+    "/s", "jk", "j/k", "kidding", "joking", "lol", "lmao", "rofl", "haha", "hahaha", "hehe",
+    "sarcasm", "sarcastic", "🙄", "😒", "🤡", "😏", "😂", "🤣", "🙃", "😬", "🤔", "😅",
+})  # fmt: skip
+#: ... and words that cast doubt on an approval in particular (a rejection may well give them
+#: as its reason: "reject: too risky"): risks, what still has to happen, someone else.
+DOUBTS = frozenset({
+    "without", "rollback", "roll", "revert", "undo", "kill", "should", "would", "could", "will",
+    "gonna", "going", "need", "needs", "must", "let", "ask", "asked", "check", "checking",
+    "verify", "review", "reviewing", "fails", "failing", "fail", "broken", "risky",
+    "risk", "wrong", "blocked", "blocker", "block", "nothing", "none", "neither", "nor", "nobody",
+})  # fmt: skip
+COMMENT_WORDS = 20  # a longer comment may hide a condition: ask instead
+
+# -- reading a reply -----------------------------------------------------------------------
+
+_TOKEN = re.compile(
+    r"""<[@#!][^>]*>            # a platform mention: someone else (the bot's is already gone)
+      | :[a-z0-9_+-]+:          # an emoji shortcode (Slack writes 👍 as :+1:)
+      | [:;]-?[()dp/|\\]        # an emoticon
+      | \(y\)
+      | \.{2,} | …              # an ellipsis: a hesitation
+      | [+-]1(?![\w.])          # +1 / -1
+      | /s\b | j/k              # sarcasm markers
+      | @\w+                    # @name
+      | \d+%
+      | [^\W_]+(?:['-][^\W_]+)*  # a word (don't, no-go, y'all)
+      | \S                      # anything else, one character: punctuation, an emoji
+    """,
+    re.VERBOSE,
 )
-_REJECT = (
-    "no", "nope", "nah", "reject", "rejected", "rejecting", "deny", "denied", "decline",
-    "declined", "stop", "abort", "halt", "veto", "no go", "no-go", "n", "-1", "👎", "❌", "🛑", "⛔",
-)
-_VERBS = r"(approve|approved|ship|go|proceed|publish|merge|deploy|continue|accept|accepted|lgtm|do it)"
-_NEGATIONS = (
-    r"(don't|dont|do not|doesn't|does not|not|never|no|cannot|can't|cant|won't|wont|shouldn't|shouldnt)"
-)
-_NEGATED = re.compile(rf"\b{_NEGATIONS}\b(\s+\S+){{0,4}}?\s+{_VERBS}\b")
-_ANY_NEGATION = re.compile(rf"\b{_NEGATIONS}\b")
-_HEDGES = re.compile(
-    r"\b(maybe|perhaps|probably|possibly|might|unless|if|but|wait|hold on|hold off|not sure|"
-    r"later|unsure|hmm+|idk|depends|not yet|should we|can we|could we|what|why|how|when|which)\b"
-)
+#: variation selectors, zero-width joiner, skin tones, the gender signs of ZWJ sequences
+_INVISIBLE = dict.fromkeys([0xFE0E, 0xFE0F, 0x200D, 0x2640, 0x2642, *range(0x1F3FB, 0x1F400)])
+_SKIN_TONE = re.compile(r":skin-tone-\d:")
+_HELD = re.compile(r"([^\W\d_])\1{2,}")  # a letter held long: "yesss"
+
+
+class Kind(StrEnum):
+    YES = "yes"
+    NO = "no"
+    NOT = "not"
+    FILLER = "filler"
+    SEP = "sep"
+    UNKNOWN = "unknown"
+
+
+@dataclass(frozen=True, slots=True)
+class Word:
+    text: str
+    kind: Kind
+
+
+def _split_lines(text: str) -> list[str]:
+    """Tokens, with each line break kept as a token of its own (a separator)."""
+    out: list[str] = []
+    for i, line in enumerate(text.split("\n")):
+        if i:
+            out.append("\n")
+        out.extend(m.group(0) for m in _TOKEN.finditer(line))
+    return out
+
+
+def _phrases(*groups: tuple[tuple[str, ...], Kind]) -> dict[tuple[str, ...], Kind]:
+    table: dict[tuple[str, ...], Kind] = {}
+    for phrases, kind in groups:
+        for phrase in phrases:
+            table[tuple(_split_lines(phrase))] = kind
+    return table
+
+
+_LEXICON = _phrases((FILLER, Kind.FILLER), (YES, Kind.YES), (NO, Kind.NO), (NOT, Kind.NOT),
+                    (IDIOMS, Kind.UNKNOWN))
+_LONGEST = max(len(p) for p in _LEXICON)
+
+
+def lex(text: str) -> list[Word]:
+    """The reply as words of the vocabulary, longest phrase first; anything else is UNKNOWN."""
+    toks = [_unheld(t) for t in _split_lines(_normal(text))]
+    words: list[Word] = []
+    i = 0
+    while i < len(toks):
+        for size in range(min(_LONGEST, len(toks) - i), 0, -1):
+            kind = _LEXICON.get(tuple(toks[i : i + size]))
+            if kind is not None:
+                words.append(Word(" ".join(toks[i : i + size]), kind))
+                i += size
+                break
+        else:
+            tok = toks[i]
+            words.append(Word(tok, Kind.SEP if tok in SEPARATORS else Kind.UNKNOWN))
+            i += 1
+    return words
+
+
+def _normal(text: str) -> str:
+    text = unicodedata.normalize("NFKC", text).translate(_INVISIBLE).lower()
+    text = text.replace("\u2019", "'").replace("\u2018", "'").replace("\u02bc", "'")
+    return _SKIN_TONE.sub("", text)
+
+
+
+def _unheld(token: str) -> str:
+    """A letter held long, undone: "yesss" -> "yes", "coool" -> "cool", "noooo" -> "no"."""
+    if not _HELD.search(token):
+        return token
+    for held in (_HELD.sub(r"\1", token), _HELD.sub(r"\1\1", token)):
+        if (held,) in _LEXICON:
+            return held
+    return _HELD.sub(r"\1", token)
+
+
+def _clauses(words: list[Word]) -> list[list[Word]]:
+    clauses: list[list[Word]] = [[]]
+    for word in words:
+        if word.kind is Kind.SEP:
+            clauses.append([])
+        else:
+            clauses[-1].append(word)
+    return [c for c in clauses if c]
+
+
+def _clause(words: list[Word]) -> DecisionKind | None:
+    """APPROVE / REJECT / None (filler only), or UNCLEAR."""
+    kinds = [w.kind for w in words if w.kind is not Kind.FILLER]
+    if not kinds:
+        return None
+    if Kind.UNKNOWN in kinds:
+        return DecisionKind.UNCLEAR
+    if set(kinds) == {Kind.YES}:
+        return DecisionKind.APPROVE
+    if set(kinds) == {Kind.NO}:
+        return DecisionKind.REJECT
+    if kinds[0] is Kind.NOT and kinds.count(Kind.NOT) == 1:
+        rest = set(kinds[1:])
+        if rest == {Kind.YES}:  # "I wouldn't approve this"
+            return DecisionKind.REJECT
+        if not rest and next(w for w in words if w.kind is Kind.NOT).text in NOT_ALONE:
+            return DecisionKind.REJECT  # "no way", "never"
+    return DecisionKind.UNCLEAR  # YES with NO, a negation of nothing, two negations
+
+
+def _grammar(words: list[Word]) -> DecisionKind:
+    found = {k for k in (_clause(c) for c in _clauses(words)) if k is not None}
+    return found.pop() if len(found) == 1 else DecisionKind.UNCLEAR
+
+
+# -- head forms ----------------------------------------------------------------------------
+
+_APPROVE_HEADS = ("approve", "approved", "approving", "lgtm", "ship it")
+_REJECT_HEADS = ("reject", "rejected", "deny", "denied", "decline", "declined", "veto", "no",
+                 "nope", "nah")  # fmt: skip
 _HEAD = re.compile(
-    r"^(?P<head>approved?|lgtm|ship it|reject(?:ed)?|deny|denied|declined?|no|nope)"
-    r"\s*[:,;\-–—]\s*(?P<rest>.+)$",
+    r"^\s*(?P<head>" + "|".join(re.escape(h) for h in (*_APPROVE_HEADS, *_REJECT_HEADS)) + r")"
+    r"(?P<sep>\s*[:;,]|\s*[–—]|\s+-)\s*(?P<comment>\S.*)$",
     re.IGNORECASE | re.DOTALL,
 )
-_MENTION = re.compile(r"<@[^>]+>|@baton\b|@workflow\b", re.IGNORECASE)
+_BOT_NAME = re.compile(r"^\s*@(?:baton|workflow)\b[\s,:]*", re.IGNORECASE)
 
 
-def _phrase(p: str) -> re.Pattern[str]:
-    if re.fullmatch(r"[\w' +\-]+", p):
-        return re.compile(rf"(?<![\w'+\-]){re.escape(p)}(?![\w'+\-])")
-    return re.compile(re.escape(p))
-
-
-_APPROVE_RE = [_phrase(p) for p in _APPROVE]
-_REJECT_RE = [_phrase(p) for p in _REJECT]
-_REJECT_HEADS = {"reject", "rejected", "deny", "denied", "decline", "declined", "no", "nope"}
-_WEAK_HEADS = {"lgtm", "ship it", "no", "nope"}  # their comment must not say the opposite
-_IDIOMS = re.compile(r"\bno (problem|worries|idea|clue|rush|need)\b")
-
-
-def normalize(text: str) -> str:
-    text = _MENTION.sub(" ", text).replace("\u2019", "'").replace("\u2018", "'")
-    return " ".join(text.lower().split()).strip(" .!,;")
+def _comment_undercuts(words: list[Word], head: DecisionKind) -> bool:
+    """Whether a head form's comment conditions, defers, narrows or contradicts the head."""
+    if _grammar(words) not in (head, DecisionKind.UNCLEAR):
+        return True  # "lgtm, nope" / "no, ship it"
+    if len([w for w in words if w.kind is not Kind.SEP]) > COMMENT_WORDS:
+        return True
+    for word in words:
+        if word.kind is Kind.UNKNOWN and word.text.startswith(("<", "@", "..", "…", "?")):
+            return True  # someone else, a hesitation, a question
+        for part in word.text.split():
+            if part in QUALIFIERS:
+                return True
+            negates = _LEXICON.get((part,)) in (Kind.NO, Kind.NOT) or part.endswith("n't")
+            if head is DecisionKind.APPROVE and (negates or part in DOUBTS):
+                return True
+    if head is DecisionKind.REJECT:  # a yes that no negation governs: "no, ship it tomorrow"
+        for clause in _clauses(words):
+            kinds = [w.kind for w in clause]
+            if Kind.YES in kinds and Kind.NOT not in kinds[: kinds.index(Kind.YES)]:
+                return True
+    return False
 
 
 def classify(text: str) -> Decision:
     """Classify a plain reply to a waiting gate."""
-    head = _HEAD.match(_MENTION.sub(" ", text).strip())
-    if head:
-        word = head.group("head").lower()
-        comment = head.group("rest").strip() or None
-        kind = DecisionKind.REJECT if word in _REJECT_HEADS else DecisionKind.APPROVE
-        if word in _WEAK_HEADS and comment and classify(comment).kind not in (kind, DecisionKind.UNCLEAR):
+    text = _BOT_NAME.sub("", text)
+    head = _HEAD.match(text)
+    if head is not None and lex(head.group("sep") + head.group("comment"))[0].kind is Kind.SEP:
+        word = " ".join(head.group("head").lower().split())
+        kind = DecisionKind.APPROVE if word in _APPROVE_HEADS else DecisionKind.REJECT
+        comment = head.group("comment").strip()
+        if _comment_undercuts(lex(comment), kind):
             return Decision(DecisionKind.UNCLEAR)
         return Decision(kind, comment)
-    norm = normalize(text)
-    if not norm or "?" in norm or _IDIOMS.search(norm):
-        return Decision(DecisionKind.UNCLEAR)
-    if _NEGATED.search(norm):
-        return Decision(DecisionKind.REJECT) if not _HEDGES.search(norm) else Decision(DecisionKind.UNCLEAR)
-    if _HEDGES.search(norm):
-        return Decision(DecisionKind.UNCLEAR)
-    approves = any(p.search(norm) for p in _APPROVE_RE)
-    rejects = any(p.search(norm) for p in _REJECT_RE)
-    if approves and not rejects and not _ANY_NEGATION.search(norm):
-        return Decision(DecisionKind.APPROVE)
-    if rejects and not approves:
-        return Decision(DecisionKind.REJECT)
-    return Decision(DecisionKind.UNCLEAR)
+    return Decision(_grammar(lex(text)))
