@@ -151,7 +151,7 @@ async def drive(url: str, conversations: int, rounds: int, max_parallel: int) ->
             providers=ProviderRegistry({"fake": FakeProvider()}, "fake"),
             tools=tools,
         )
-        load = Load(Handler(store=store, engine=engine, catalog=catalog, access=Access()), engine)
+        load = Load(Handler(store=store, engine=engine, catalog=catalog, access=Access.everyone()), engine)
         await engine.start()
         try:
             began = time.perf_counter()

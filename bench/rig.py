@@ -126,7 +126,7 @@ async def rig(
         providers=providers or ProviderRegistry({"fake": FakeProvider()}, "fake"),
         tools=tools or bench_tools(),
     )
-    handler = Handler(store=store, engine=engine, catalog=catalog, access=Access())
+    handler = Handler(store=store, engine=engine, catalog=catalog, access=Access.everyone())
     if start_engine:
         await engine.start()
     try:

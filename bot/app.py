@@ -170,7 +170,7 @@ def build_baton(settings: Settings) -> Baton:
         tools=load_tools(settings.tool_modules),
         executor_factory=_remote_factory(dispatcher),
     )
-    handler = Handler(store=store, engine=engine, catalog=catalog, access=settings.access,
+    handler = Handler(store=store, engine=engine, catalog=catalog, access=settings.access_policy,
                       event_stale_after=settings.event_stale_seconds, pages=page_links(settings, store))
     return Baton(
         settings=settings,

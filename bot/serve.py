@@ -47,6 +47,12 @@ async def serve_all(settings: Settings, *, console: bool, conversation: str, use
     Returns when the process is asked to stop, the console ends (Ctrl-D) or an adapter
     stops; a crashed adapter's error propagates after the others are stopped."""
     names = configured_adapters(settings)
+    if names and settings.access is None:
+        log.warning(
+            "BATON_ACCESS is not set: everyone on %s may run every workflow and approve every gate; "
+            "set BATON_ACCESS to say who may (docs/access.md)", " and ".join(names),
+            extra={"action": "access_open", "platforms": names},
+        )
     baton = build_baton(settings)
     try:
         async with baton.running():

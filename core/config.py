@@ -8,11 +8,12 @@ it needs. A wrong value fails at start with one line naming the variable
 from __future__ import annotations
 
 import os
+import re
 import socket
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, Field, SecretStr, field_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 
@@ -31,19 +32,102 @@ def _split_list(value: Any) -> Any:
     return value
 
 
-class Access(BaseModel):
-    """Who may do what, by immutable user id qualified with the platform
-    (`slack:U024BE7LH`, `discord:80351110224678912`, `console:ana`). `*` means anyone.
+#: A person, by immutable platform id: `slack:U024BE7LH` (U… or W…), `discord:80351110224678912`
+#: (a snowflake), `console:ana` (the console's user name). Never a display name.
+USER_ID = re.compile(r"slack:[UW][A-Z0-9]+|discord:[0-9]{1,20}|console:[^\s:*]+")
+GROUP_NAME = re.compile(r"[a-z0-9][a-z0-9_-]{0,63}")
+GROUP_PREFIX = "group:"
+ANYONE = "*"
+WORKFLOW_KEY = re.compile(r"\*|[A-Za-z0-9][A-Za-z0-9_.-]*")
+_ID_FORMS = "write slack:U… / discord:<digits> / console:<name>"
 
-    `run` and `approve` map a workflow name (or `*`) to the user ids allowed.
-    An empty `Access()` (the default) lets everyone run and approve: right for the console,
-    to be narrowed for a team.
+
+def _user(value: str) -> str:
+    if not USER_ID.fullmatch(value):
+        raise ValueError(f"{value!r} is not a user id; {_ID_FORMS} (the id, never a display name)")
+    return value
+
+
+def _grantee(value: str) -> str:
+    """A user id, `group:<name>` or `*` (anyone)."""
+    if value == ANYONE or value.startswith(GROUP_PREFIX):
+        if value != ANYONE and not GROUP_NAME.fullmatch(value.removeprefix(GROUP_PREFIX)):
+            raise ValueError(f"{value!r} is not a group name; use lower-case letters, digits, - and _")
+        return value
+    if not USER_ID.fullmatch(value):
+        raise ValueError(f"{value!r} is not a user id; {_ID_FORMS}, group:<name> or *")
+    return value
+
+
+def _person(value: str) -> str:
+    """A user id or `group:<name>` (admins: never `*`)."""
+    if value == ANYONE:
+        raise ValueError('"*" cannot be an admin; list the admins by id or group:<name>')
+    return _grantee(value)
+
+
+def _group_name(value: str) -> str:
+    if not GROUP_NAME.fullmatch(value):
+        raise ValueError(f"{value!r} is not a group name; use lower-case letters, digits, - and _")
+    return value
+
+
+def _workflow_key(value: str) -> str:
+    if not WORKFLOW_KEY.fullmatch(value):
+        raise ValueError(f"{value!r} is not a workflow name; use the workflow's `name:` or *")
+    return value
+
+
+UserId = Annotated[str, AfterValidator(_user)]
+Grantee = Annotated[str, AfterValidator(_grantee)]
+Person = Annotated[str, AfterValidator(_person)]
+GroupName = Annotated[str, AfterValidator(_group_name)]
+WorkflowKey = Annotated[str, AfterValidator(_workflow_key)]
+
+
+class Access(BaseModel):
+    """Who may do what (`BATON_ACCESS`), by immutable user id qualified with the platform
+    (`slack:U024BE7LH`, `discord:80351110224678912`, `console:ana`), `group:<name>` or `*`.
+
+    `run` and `approve` map a workflow name (or `*`) to who may run it / decide its gates;
+    `groups` names sets of user ids. It fails closed: what it does not grant is refused to
+    everyone but the admins, so `Access()` grants nothing (a missing `approve` means only
+    admins approve). Only when `BATON_ACCESS` is unset does Baton use `Access.everyone()`.
+    Unknown keys, malformed ids and references to undefined groups are errors.
     """
 
-    admins: list[str] = Field(default_factory=list)
-    run: dict[str, list[str]] = Field(default_factory=lambda: {"*": ["*"]})
-    approve: dict[str, list[str]] = Field(default_factory=lambda: {"*": ["*"]})
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
+
+    admins: list[Person] = Field(default_factory=list)
+    groups: dict[GroupName, list[UserId]] = Field(default_factory=dict)
+    run: dict[WorkflowKey, list[Grantee]] = Field(default_factory=dict)
+    approve: dict[WorkflowKey, list[Grantee]] = Field(default_factory=dict)
+    #: the run's requester may not decide its gates (admins included: four eyes)
     approver_not_requester: bool = False
+
+    @model_validator(mode="after")
+    def _groups_exist(self) -> Access:
+        for where, ids in self._references():
+            for ref in ids:
+                name = ref.removeprefix(GROUP_PREFIX)
+                if ref.startswith(GROUP_PREFIX) and name not in self.groups:
+                    known = ", ".join(sorted(self.groups)) or "none defined"
+                    raise ValueError(
+                        f"{where} names {ref!r}, which is not in groups ({known}); "
+                        f'define it: "groups": {{"{name}": ["slack:U…"]}}'
+                    )
+        return self
+
+    def _references(self) -> list[tuple[str, list[str]]]:
+        refs: list[tuple[str, list[str]]] = [("admins", self.admins)]
+        refs += [(f"run.{w}", ids) for w, ids in self.run.items()]
+        refs += [(f"approve.{w}", ids) for w, ids in self.approve.items()]
+        return refs
+
+    @classmethod
+    def everyone(cls) -> Access:
+        """What Baton does without `BATON_ACCESS`: everyone may run and approve everything."""
+        return cls(run={ANYONE: [ANYONE]}, approve={ANYONE: [ANYONE]})
 
 
 class Settings(BaseSettings):
@@ -87,8 +171,8 @@ class Settings(BaseSettings):
     openai_model: str = "gpt-4o-mini"
     openai_api_key: SecretStr | None = None
 
-    # access control
-    access: Access = Field(default_factory=Access)
+    # access control: None (BATON_ACCESS unset) lets everyone run and approve
+    access: Access | None = None
 
     # Slack
     slack_bot_token: SecretStr | None = None
@@ -152,6 +236,11 @@ class Settings(BaseSettings):
     @property
     def discord_enabled(self) -> bool:
         return self.discord_token is not None
+
+    @property
+    def access_policy(self) -> Access:
+        """`BATON_ACCESS`, or when it is unset, everyone may run and approve."""
+        return self.access if self.access is not None else Access.everyone()
 
     def secrets(self) -> list[str]:
         """Every secret value, for redaction from chat and logs."""

@@ -5,11 +5,14 @@ cause and one of next step, naming people by id and listing those ids in `users`
 renders them as the platform's mentions; the audit keeps the ids); the handler audits every
 refusal.
 
-- run W: `access.run[W]` or `access.run["*"]` lists the user (or `*`);
+Wherever a user id is listed, `group:<name>` stands for the members of that group and `*`
+for anyone (`members`, `listed`). Access fails closed: what is not granted is refused.
+
+- run W: `access.run[W]` or `access.run["*"]` lists the user;
 - approve a gate of W: the node's `approvers:` when set, else `access.approve[W|*]`;
-  with `approver_not_requester`, the run's requester may not approve it;
+  with `approver_not_requester`, the run's requester may not decide it, admins included;
 - their own runs: a requester may resume, abandon, cancel, resolve and invalidate them;
-- admins may do everything (including deciding gates of runs they requested).
+- admins may do everything else.
 """
 
 from __future__ import annotations
@@ -17,50 +20,61 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 
 from core.commands.model import SPECS
-from core.config import Access
+from core.config import ANYONE, GROUP_PREFIX, Access
 from core.errors import PermissionDenied
 from core.store.records import Run
-
-ANYONE = "*"
 
 
 def user_id(platform: str, user: str) -> str:
     return f"{platform}:{user}"
 
 
-def _listed(uid: str, ids: Iterable[str]) -> bool:
-    return any(i in (ANYONE, uid) for i in ids)
+def members(access: Access, ids: Iterable[str]) -> frozenset[str]:
+    """`ids` with each `group:<name>` replaced by the group's user ids (`*` stays: anyone).
+    A group `access` does not define stands for nobody."""
+    found: set[str] = set()
+    for entry in ids:
+        if entry.startswith(GROUP_PREFIX):
+            found.update(access.groups.get(entry.removeprefix(GROUP_PREFIX), ()))
+        else:
+            found.add(entry)
+    return frozenset(found)
+
+
+def listed(access: Access, uid: str, ids: Iterable[str]) -> bool:
+    """Whether `ids` (user ids, `group:<name>`, `*`) include the user `uid`."""
+    everyone = members(access, ids)
+    return ANYONE in everyone or uid in everyone
 
 
 def is_admin(access: Access, uid: str) -> bool:
-    return uid in access.admins
+    return uid in members(access, access.admins)
 
 
 def may_run(access: Access, uid: str, workflow: str) -> bool:
     if is_admin(access, uid):
         return True
-    return _listed(uid, access.run.get(workflow, [])) or _listed(uid, access.run.get(ANYONE, []))
+    return listed(access, uid, [*access.run.get(workflow, ()), *access.run.get(ANYONE, ())])
 
 
 def may_approve(
     access: Access, uid: str, run: Run, node_approvers: Sequence[str] | None = None
 ) -> bool:
+    if access.approver_not_requester and run.requester == uid:
+        return False  # four eyes: admins included
     if is_admin(access, uid):
         return True
-    if access.approver_not_requester and run.requester == uid:
-        return False
     if node_approvers is not None:
-        return _listed(uid, node_approvers)
-    w = run.workflow
-    return _listed(uid, access.approve.get(w, [])) or _listed(uid, access.approve.get(ANYONE, []))
+        return listed(access, uid, node_approvers)
+    return listed(access, uid, [*access.approve.get(run.workflow, ()), *access.approve.get(ANYONE, ())])
 
 
 def may_approve_any(access: Access, uid: str) -> bool:
-    return is_admin(access, uid) or any(_listed(uid, ids) for ids in access.approve.values())
+    return is_admin(access, uid) or any(listed(access, uid, ids) for ids in access.approve.values())
 
 
 def may_run_any(access: Access, uid: str) -> bool:
-    return is_admin(access, uid) or any(_listed(uid, ids) for ids in access.run.values())
+    return is_admin(access, uid) or any(listed(access, uid, ids) for ids in access.run.values())
 
 
 def owns(access: Access, uid: str, run: Run) -> bool:
@@ -97,7 +111,7 @@ def require_run(access: Access, uid: str, workflow: str) -> None:
 def require_approve(access: Access, uid: str, run: Run, node_approvers: Sequence[str] | None) -> None:
     if may_approve(access, uid, run, node_approvers):
         return
-    if access.approver_not_requester and run.requester == uid and not is_admin(access, uid):
+    if access.approver_not_requester and run.requester == uid:
         raise PermissionDenied(
             f"{uid} requested run {run.id} and so may not approve its gate.", users=[uid],
             hint="Ask another approver of this workflow to decide it.",

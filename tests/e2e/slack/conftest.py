@@ -50,7 +50,7 @@ async def mock_slack() -> AsyncIterator[MockSlack]:
 
 @pytest.fixture
 def access() -> Access:
-    return Access()
+    return Access.everyone()
 
 
 @pytest.fixture

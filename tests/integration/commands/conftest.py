@@ -115,7 +115,7 @@ async def make_chat(root: Path, url: str, access: Access | None = None, platform
         config=EngineConfig(data_dir=root / "data", replica_id="test", lease_seconds=lease_seconds),
         providers=ProviderRegistry({"fake": FakeProvider()}, "fake"), tools=ToolRegistry(),
     )
-    handler = Handler(store=store, engine=engine, catalog=catalog, access=access or Access(),
+    handler = Handler(store=store, engine=engine, catalog=catalog, access=access or Access.everyone(),
                       event_stale_after=event_stale_after)
     chat = Chat(handler=handler, store=store, engine=engine, root=root, platform=platform)
     handler.register_outbox(platform, chat._collect)

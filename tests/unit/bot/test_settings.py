@@ -38,14 +38,51 @@ def test_a_choice_setting_lists_the_allowed_values(monkeypatch: pytest.MonkeyPat
 
 def test_malformed_json_in_a_structured_setting_names_it(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("BATON_ACCESS", "{admins: [ana]")
-    with pytest.raises(ConfigurationError, match=r"^BATON_ACCESS: not valid JSON"):
+    with pytest.raises(ConfigurationError, match=r"^BATON_ACCESS: not valid JSON; write an object such as"):
         load_settings()
 
 
-def test_a_nested_error_shows_its_path(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("BATON_ACCESS", '{"admins": "console:ana"}')
-    with pytest.raises(ConfigurationError, match=r"^BATON_ACCESS\.admins: Input should be a valid list"):
+ACCESS_MISTAKES = [  # BATON_ACCESS, the start of its one line
+    ('{"admin": ["console:ana"], "runn": {"*": ["console:ana"]}}',
+     'BATON_ACCESS: unknown key "admin" (did you mean "admins"?); BATON_ACCESS: unknown key "runn" '
+     '(did you mean "run"?); the keys of BATON_ACCESS are admins, groups, run, approve, approver_not_requester'),
+    ('{"admins": "console:ana"}', "BATON_ACCESS.admins: must be a JSON list of user ids or groups, e.g. "),
+    ('{"run": ["console:ana"]}', 'BATON_ACCESS.run: must be an object of workflow name (or "*") -> list'),
+    ('{"run": {"deploy": "console:ana"}}', 'BATON_ACCESS.run.deploy: must be a list of user ids such as'),
+    ('{"approve": {"*": [5]}}', 'BATON_ACCESS.approve.*[0]: must be a user id in quotes, such as'),
+    ('{"approve": {"*": ["slack:ana"]}}', "BATON_ACCESS.approve.*[0]: 'slack:ana' is not a user id; write "),
+    ('{"approve": {"*": ["group:sre"]}}', "BATON_ACCESS: approve.* names 'group:sre', which is not in groups"),
+    ('{"groups": {"sre": "slack:U1"}}', "BATON_ACCESS.groups.sre: must be a list of user ids such as"),
+    ('{"groups": {"SRE": ["slack:U1"]}}', "BATON_ACCESS.groups.SRE: 'SRE' is not a group name"),
+    ('{"admins": ["*"]}', 'BATON_ACCESS.admins[0]: "*" cannot be an admin'),
+    ('{"approver_not_requester": "yes"}', "BATON_ACCESS.approver_not_requester: must be true or false (got 'yes')"),
+    ('["console:ana"]', "BATON_ACCESS: must be a JSON object; write an object such as"),
+    ("null", "BATON_ACCESS: null grants nothing; unset BATON_ACCESS to let everyone run and approve"),
+    ("", "BATON_ACCESS: not valid JSON; write an object such as"),
+]
+
+
+@pytest.mark.parametrize(("value", "line"), ACCESS_MISTAKES)
+def test_each_access_mistake_is_one_line_naming_the_key_and_the_fix(
+    monkeypatch: pytest.MonkeyPatch, value: str, line: str
+) -> None:
+    monkeypatch.setenv("BATON_ACCESS", value)
+    with pytest.raises(ConfigurationError) as info:
         load_settings()
+    assert info.value.message.startswith(line)
+    assert "\n" not in info.value.message and info.value.hint == ""  # the fix is on that line
+
+
+def test_an_unset_access_is_none_and_everyone_may_run_and_approve() -> None:
+    settings = load_settings()
+    assert settings.access is None
+    assert settings.access_policy.run == {"*": ["*"]} and settings.access_policy.approve == {"*": ["*"]}
+
+
+def test_a_set_access_grants_only_what_it_says(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("BATON_ACCESS", '{"groups": {"sre": ["slack:U1", "discord:2"]}, "run": {"deploy": ["group:sre"]}}')
+    policy = load_settings().access_policy
+    assert policy.run == {"deploy": ["group:sre"]} and policy.approve == {} and policy.admins == []
 
 
 def test_secret_values_are_never_echoed(monkeypatch: pytest.MonkeyPatch) -> None:

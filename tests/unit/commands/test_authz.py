@@ -3,10 +3,14 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import pytest
+from pydantic import ValidationError
 
 from core.commands import replies
 from core.commands.authz import (
+    is_admin,
+    listed,
     may_approve,
+    members,
     may_run,
     may_use,
     may_view,
@@ -35,9 +39,69 @@ def test_user_id_is_platform_qualified() -> None:
     assert user_id("discord", "80351110224678912") == "discord:80351110224678912"
 
 
-def test_default_access_lets_everyone_run_and_approve() -> None:
-    assert may_run(Access(), "console:ana", "anything")
-    assert may_approve(Access(), "console:ana", RUN)
+def test_without_baton_access_everyone_may_run_and_approve() -> None:
+    assert may_run(Access.everyone(), "console:ana", "anything")
+    assert may_approve(Access.everyone(), "console:ana", RUN)
+
+
+def test_an_access_grants_nothing_it_does_not_name() -> None:
+    only_run = Access(run={"deploy": ["console:ana"]})
+    assert may_run(only_run, "console:ana", "deploy")
+    assert not may_run(only_run, "console:bob", "deploy")
+    assert not may_run(only_run, "console:ana", "hello")
+    assert not may_approve(only_run, "console:bob", RUN)  # no `approve` section: nobody
+    assert not may_approve(only_run, "console:ana", RUN)
+    assert may_approve(Access(admins=["console:root"]), "console:root", RUN)  # but admins
+
+
+def test_groups_stand_for_their_members_wherever_an_id_goes() -> None:
+    access = Access(
+        groups={"sre": ["slack:U1", "discord:2"], "leads": ["console:ana"]},
+        admins=["group:leads"],
+        run={"deploy": ["group:sre"]},
+        approve={"*": ["group:sre", "slack:U9"]},
+    )
+    assert members(access, ["group:sre", "slack:U9", "*"]) == {"slack:U1", "discord:2", "slack:U9", "*"}
+    assert may_run(access, "discord:2", "deploy") and not may_run(access, "slack:U9", "deploy")
+    assert may_approve(access, "slack:U1", RUN.evolve(requester="console:x"))
+    assert may_approve(access, "slack:U9", RUN.evolve(requester="console:x"))
+    assert is_admin(access, "console:ana") and not is_admin(access, "slack:U1")
+    assert not listed(access, "slack:U1", ["group:undefined"])  # an unknown group is nobody
+    assert may_approve(access, "slack:U1", RUN, node_approvers=["group:sre"])
+    assert not may_approve(access, "slack:U9", RUN, node_approvers=["group:sre"])
+
+
+def test_approver_not_requester_binds_admins_too() -> None:
+    access = Access(admins=["slack:U1"], approve={"*": ["*"]}, approver_not_requester=True)
+    assert not may_approve(access, "slack:U1", RUN)  # RUN was requested by slack:U1
+    with pytest.raises(PermissionDenied, match="requested run"):
+        require_approve(access, "slack:U1", RUN, None)
+    assert may_approve(access, "slack:U2", RUN)
+
+
+@pytest.mark.parametrize(
+    ("value", "wrong"),
+    [
+        ({"admin": ["console:ana"]}, "admin"),
+        ({"runn": {"*": ["console:ana"]}}, "runn"),
+        ({"admins": "console:ana"}, "admins"),
+        ({"run": ["console:ana"]}, "run"),
+        ({"run": {"deploy": "console:ana"}}, "deploy"),
+        ({"approve": {"*": ["slack:ana"]}}, "slack:ana"),  # a display name, not a Slack id
+        ({"approve": {"*": ["discord:ana"]}}, "discord:ana"),
+        ({"approve": {"*": ["ana"]}}, "ana"),
+        ({"run": {"*": ["group:sre"]}}, "group:sre"),  # no such group
+        ({"groups": {"sre": ["group:ops"]}}, "group:ops"),  # groups hold people only
+        ({"groups": {"SRE": ["slack:U1"]}}, "SRE"),
+        ({"admins": ["*"]}, "*"),
+        ({"approver_not_requester": "yes"}, "approver_not_requester"),
+        ({"run": {"bad name!": ["*"]}}, "bad name!"),
+    ],
+)
+def test_a_malformed_access_is_refused(value: dict[str, object], wrong: str) -> None:
+    with pytest.raises(ValidationError) as info:
+        Access.model_validate(value)
+    assert wrong in str(info.value)
 
 
 def test_run_by_workflow_wildcard_and_admin() -> None:
