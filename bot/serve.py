@@ -50,7 +50,7 @@ async def serve_all(settings: Settings, *, console: bool, conversation: str, use
     if names and settings.access is None:
         log.warning(
             "BATON_ACCESS is not set: everyone on %s may run every workflow and approve every gate; "
-            "set BATON_ACCESS to say who may (docs/access.md)", " and ".join(names),
+            "set BATON_ACCESS to say who may (docs/commands.md, 'Who may do what')", " and ".join(names),
             extra={"action": "access_open", "platforms": names},
         )
     baton = build_baton(settings)

@@ -25,7 +25,7 @@ from rich.text import Text
 
 from adapters.console.messages import PLATFORM, to_chat_message
 from adapters.console.oneshot import drive_to_rest
-from adapters.console.output import choices_text, reply_text
+from adapters.console.output import choices_of, choices_text, reply_text
 from core.commands.messages import Button, Reply
 from core.errors import BatonError
 
@@ -47,6 +47,8 @@ class ConsoleView:
         self._last_key: str | None = None  # replace_key of the block printed last
         self._last_text = ""
         self._last_height = 0
+        self._shown: set[str] = set()  # replace_keys shown: an `edit_only` reply edits only those
+        self._choices_key: str | None = None  # replace_key of the reply the numbers come from
 
     def mark_input(self) -> None:
         """The user's line is on screen now: never redraw across it."""
@@ -71,18 +73,25 @@ class ConsoleView:
         return sum(max(1, -(-cell_len(line) // width)) for line in text.split("\n"))
 
     def show(self, reply: Reply) -> None:
+        if reply.edit_only and reply.replace_key not in self._shown:
+            return  # edits a message this console never showed
+        if reply.replace_key is not None:
+            self._shown.add(reply.replace_key)
         text = reply_text(reply)
         same_block = reply.replace_key is not None and reply.replace_key == self._last_key
-        if same_block and text == self._last_text and (not reply.buttons or reply.buttons == self.choices):
+        choices = choices_of(reply)
+        if same_block and text == self._last_text and (not choices or choices == self.choices):
             return  # unchanged progress: nothing to print
         if same_block and self._redraw:
             # cursor up over the previous version of this message, erase to end of screen
             self._console.file.write(f"\x1b[{self._last_height}F\x1b[J")
-        style = "bold red" if reply.is_error else ("dim" if reply.replace_key else "")
+        style = "bold red" if reply.is_error else ("dim" if reply.kind == "progress" else "")
         block = Text(text, style=style)
-        if reply.buttons:
-            self.choices = reply.buttons
-            block.append("\n" + choices_text(reply.buttons), style="cyan")
+        if choices:
+            self.choices, self._choices_key = choices, reply.replace_key
+            block.append("\n" + choices_text(reply), style="cyan")
+        elif reply.edit_only and reply.replace_key == self._choices_key:
+            self.choices = ()  # the gate those numbers decided is decided
         self._console.print(block)
         self._last_key = reply.replace_key
         self._last_text = text

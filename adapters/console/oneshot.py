@@ -30,6 +30,8 @@ class Transcript:
     replies: list[Reply] = field(default_factory=list)
 
     def add(self, reply: Reply) -> None:
+        if reply.edit_only and not any(r.replace_key == reply.replace_key for r in self.replies):
+            return  # an edit of a message shown by another call
         if reply.replace_key is not None:
             self.replies = [r for r in self.replies if r.replace_key != reply.replace_key]
         self.replies.append(reply)

@@ -1,14 +1,15 @@
 """`Reply` -> console text or JSON: the console's `send` side.
 
-Buttons become numbered choices (`[1] Resume …`) under the rendered text; typing the
-number runs the button's command (see `interactive.py`).
+Buttons become numbered choices (`[1] Resume …`) under the rendered text, and so do the
+options of a choice list (under its placeholder); typing the number runs that command (see
+`interactive.py`).
 """
 
 from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from typing import IO, Any
 
 from adapters.console.messages import PLATFORM
@@ -21,11 +22,23 @@ def reply_text(reply: Reply) -> str:
     return "\n".join(render(reply, PLATFORM)).rstrip("\n")
 
 
-def choices_text(buttons: Sequence[Button], first: int = 1) -> str:
-    """`[1] Resume  /workflow resume r_1` lines, numbered from `first`."""
-    return "\n".join(
-        f"[{n}] {button.label}  /workflow {button.command}" for n, button in enumerate(buttons, start=first)
-    )
+def choices_of(reply: Reply) -> tuple[Button, ...]:
+    """What the numbers stand for: the buttons, then each choice list's options."""
+    return (*reply.buttons, *(option for menu in reply.menus for option in menu.options))
+
+
+def choices_text(reply: Reply, first: int = 1) -> str:
+    """`[1] Resume  /workflow resume r_1` lines, numbered from `first`; a choice list's
+    options under its placeholder."""
+    lines: list[str] = []
+    n = first
+    for heading, buttons in [("", reply.buttons), *((m.placeholder, m.options) for m in reply.menus)]:
+        if heading:
+            lines.append(heading)
+        for button in buttons:
+            lines.append(f"[{n}] {button.label}  /workflow {button.command}")
+            n += 1
+    return "\n".join(lines)
 
 
 def reply_to_json(reply: Reply) -> dict[str, Any]:
@@ -35,15 +48,20 @@ def reply_to_json(reply: Reply) -> dict[str, Any]:
         "text": reply_text(reply),
         "run_id": reply.run_id,
         "run_status": reply.run_status,
-        "buttons": [
-            {"label": b.label, "command": b.command, "action": b.action, "style": b.style}
-            for b in reply.buttons
+        "buttons": [_button_json(b) for b in reply.buttons],
+        "menus": [
+            {"placeholder": m.placeholder, "options": [_button_json(b) for b in m.options]}
+            for m in reply.menus
         ],
         "is_error": reply.is_error,
         "thread": reply.thread,
         "replace_key": reply.replace_key,
         "ephemeral": reply.ephemeral,
     }
+
+
+def _button_json(b: Button) -> dict[str, Any]:
+    return {"label": b.label, "command": b.command, "action": b.action, "style": b.style}
 
 
 def replies_json(replies: Iterable[Reply]) -> str:
@@ -54,7 +72,7 @@ def send(reply: Reply, stream: IO[str] | None = None) -> None:
     """Print one reply (and its numbered choices) for a person reading the terminal."""
     out = stream if stream is not None else sys.stdout
     text = reply_text(reply)
-    if reply.buttons:
-        text = f"{text}\n{choices_text(reply.buttons)}" if text else choices_text(reply.buttons)
+    if choices_of(reply):
+        text = f"{text}\n{choices_text(reply)}" if text else choices_text(reply)
     out.write(text + "\n")
     out.flush()

@@ -1,7 +1,9 @@
-"""Persistent buttons: one `DynamicItem` class matches every `baton:…` custom_id.
+"""Persistent buttons and select menus: one `DynamicItem` class matches every `baton:…`
+button custom_id, another every `baton-menu:…` select menu.
 
-Registered once at startup (`client.add_dynamic_items(WorkflowButton)`), it rebuilds the
-clicked button from the custom_id alone, so buttons posted before a restart keep working.
+Registered once at startup (`client.add_dynamic_items(WorkflowButton, WorkflowSelect)`), they
+rebuild the clicked item from the message alone, so what was posted before a restart keeps
+working. A select menu's option values are encoded like button custom_ids (`custom_ids`).
 The click itself is handled by the client (`ClickHandler`): `interaction_check` asks the core
 (the click is handled as the clicking user's command; a refusal is answered ephemerally and
 nothing happens), `callback` disables the used buttons and posts the core's replies.
@@ -14,13 +16,18 @@ from typing import Any, Protocol
 
 import discord
 
-from adapters.discord.custom_ids import PATTERN, encode
-from core.commands.messages import Button
+from adapters.discord.custom_ids import MENU_PATTERN, PATTERN, encode
+from core.commands.messages import Button, Menu
 
-#: Discord's limits: 5 buttons a row, 5 rows, 80 characters a label.
+#: Discord's limits: 5 buttons a row, 5 rows, 80 characters a label; a select menu fills a
+#: row and holds 25 options of at most 100 characters (label and value), placeholder 150.
 _PER_ROW = 5
+_ROWS = 5
 _MAX_BUTTONS = 25
 _MAX_LABEL = 80
+_MAX_OPTIONS = 25
+_MAX_OPTION = 100
+_MAX_PLACEHOLDER = 150
 
 _STYLES = {"primary": discord.ButtonStyle.primary, "danger": discord.ButtonStyle.danger}
 
@@ -29,6 +36,10 @@ class ClickHandler(Protocol):
     async def check_click(self, interaction: discord.Interaction, button: WorkflowButton) -> bool: ...
 
     async def run_click(self, interaction: discord.Interaction, button: WorkflowButton) -> None: ...
+
+    async def check_choice(self, interaction: discord.Interaction, menu: WorkflowSelect) -> bool: ...
+
+    async def run_choice(self, interaction: discord.Interaction, menu: WorkflowSelect) -> None: ...
 
 
 class WorkflowButton(discord.ui.DynamicItem[discord.ui.Button[Any]], template=PATTERN):
@@ -67,11 +78,40 @@ class WorkflowButton(discord.ui.DynamicItem[discord.ui.Button[Any]], template=PA
         await clicks.run_click(interaction, self)
 
 
+class WorkflowSelect(discord.ui.DynamicItem[discord.ui.Select[Any]], template=MENU_PATTERN):
+    """A select menu whose options' values each carry a command, encoded like a button's."""
+
+    def __init__(self, select: discord.ui.Select[Any]) -> None:
+        super().__init__(select)
+        self.outcome: Any = None
+
+    @classmethod
+    async def from_custom_id(
+        cls, interaction: discord.Interaction, item: discord.ui.Item[Any], match: Any, /
+    ) -> WorkflowSelect:
+        if isinstance(item, discord.ui.Select):
+            return cls(item)
+        return cls(discord.ui.Select(custom_id=match.string, options=[discord.SelectOption(label="?")]))
+
+    @property
+    def chosen(self) -> str:
+        """The encoded command of the option picked."""
+        return self.item.values[0] if self.item.values else ""
+
+    async def interaction_check(self, interaction: discord.Interaction, /) -> bool:
+        clicks: ClickHandler = interaction.client  # type: ignore[assignment]
+        return await clicks.check_choice(interaction, self)
+
+    async def callback(self, interaction: discord.Interaction) -> None:
+        clicks: ClickHandler = interaction.client  # type: ignore[assignment]
+        await clicks.run_choice(interaction, self)
+
+
 def build_view(
-    buttons: Sequence[Button], run_id: str | None, put: Callable[[bytes], str]
+    buttons: Sequence[Button], run_id: str | None, put: Callable[[bytes], str], menus: Sequence[Menu] = ()
 ) -> discord.ui.View | None:
-    """A timeout-less view of the reply's buttons (None when it has none)."""
-    if not buttons:
+    """A timeout-less view of the reply's buttons and select menus (None when it has none)."""
+    if not buttons and not menus:
         return None
     view = discord.ui.View(timeout=None)
     for index, button in enumerate(buttons[:_MAX_BUTTONS]):
@@ -84,6 +124,17 @@ def build_view(
                 row=index // _PER_ROW,
             )
         )
+    first_free = -(-min(len(buttons), _MAX_BUTTONS) // _PER_ROW)
+    for index, menu in enumerate(menus[: _ROWS - first_free]):
+        options = [
+            discord.SelectOption(label=o.label[:_MAX_OPTION], value=encode(o.action, o.command, None, put))
+            for o in menu.options[:_MAX_OPTIONS]
+        ]
+        select: discord.ui.Select[Any] = discord.ui.Select(
+            custom_id=f"baton-menu:{index}", placeholder=menu.placeholder[:_MAX_PLACEHOLDER],
+            options=options, row=first_free + index,
+        )  # fmt: skip
+        view.add_item(WorkflowSelect(select))
     return view
 
 

@@ -15,14 +15,16 @@ from typing import TYPE_CHECKING, Any
 import discord
 from discord import app_commands
 
-from adapters.discord.buttons import WorkflowButton, used_view
+from adapters.discord.buttons import WorkflowButton, WorkflowSelect, used_view
 from adapters.discord.custom_ids import command_of, parse
 from adapters.discord.inbound import chat_message, command_message, is_person, strip_mentions
 from adapters.discord.outbound import NO_MENTIONS, DiscordSender
 from core.commands.messages import reusable
+from core.commands.offers import DECIDING
 
 if TYPE_CHECKING:
     from core.commands.handler import Handler
+    from core.commands.messages import Reply
 
 log = logging.getLogger("baton.discord")
 
@@ -66,7 +68,7 @@ class BatonClient(discord.Client):
         return workflow
 
     async def setup_hook(self) -> None:
-        self.add_dynamic_items(WorkflowButton)
+        self.add_dynamic_items(WorkflowButton, WorkflowSelect)
         self.handler.register_outbox("discord", self.sender.outbox, threads=True)
         synced = await self.tree.sync(guild=self.guild)
         log.info("application commands synced", extra={
@@ -88,9 +90,38 @@ class BatonClient(discord.Client):
     async def check_click(self, interaction: discord.Interaction, button: WorkflowButton) -> bool:
         """Authorize through the core: the click runs as the clicking user's command. A
         refusal (any error reply) goes to that user alone and leaves the buttons as they are."""
+        outcome = await self._click(interaction, button.custom_id_value)
+        button.outcome = outcome
+        return outcome is not None
+
+    async def run_click(self, interaction: discord.Interaction, button: WorkflowButton) -> None:
+        replies, command = button.outcome
         ref = parse(button.custom_id_value)
+        keep = ref is not None and reusable(ref.action)
+        # a gate decided: the core edits every message that offered it (offers.py), this one too
+        decided = command.split(" ", 1)[0] in DECIDING
+        if interaction.message is not None and not keep and not decided:
+            chooser = interaction.user.display_name or interaction.user.name
+            view = used_view(interaction.message, button.custom_id_value, chooser)
+            await interaction.edit_original_response(view=view, allowed_mentions=NO_MENTIONS)
+        await self.sender.answer(interaction, replies, open_original=False)
+
+    async def check_choice(self, interaction: discord.Interaction, menu: WorkflowSelect) -> bool:
+        """An option picked in a select menu: its command, as a click on a button would."""
+        outcome = await self._click(interaction, menu.chosen)
+        menu.outcome = outcome
+        return outcome is not None
+
+    async def run_choice(self, interaction: discord.Interaction, menu: WorkflowSelect) -> None:
+        replies, _ = menu.outcome  # menus only decide gates: the core edits their messages
+        await self.sender.answer(interaction, replies, open_original=False)
+
+    async def _click(self, interaction: discord.Interaction, encoded: str) -> tuple[list[Reply], str] | None:
+        """Handle the command `encoded` carries as the clicking user's; None when it was refused
+        (told to that user alone) or the interaction could not be acknowledged."""
+        ref = parse(encoded)
         if ref is None or not await _acknowledge(interaction, thinking=False):
-            return False
+            return None
         try:
             command = command_of(ref, self.get_blob)
         except KeyError:
@@ -99,18 +130,8 @@ class BatonClient(discord.Client):
         refusals = [dataclasses.replace(r, ephemeral=True) for r in replies if r.is_error]
         if refusals:
             await self.sender.answer(interaction, refusals, open_original=False)
-            return False
-        button.outcome = replies
-        return True
-
-    async def run_click(self, interaction: discord.Interaction, button: WorkflowButton) -> None:
-        replies = button.outcome
-        ref = parse(button.custom_id_value)
-        if interaction.message is not None and not (ref is not None and reusable(ref.action)):
-            chooser = interaction.user.display_name or interaction.user.name
-            view = used_view(interaction.message, button.custom_id_value, chooser)
-            await interaction.edit_original_response(view=view, allowed_mentions=NO_MENTIONS)
-        await self.sender.answer(interaction, replies, open_original=False)
+            return None
+        return replies, command
 
     # -- plain messages (approval replies) ----------------------------------------------------
     async def on_message(self, message: discord.Message) -> None:

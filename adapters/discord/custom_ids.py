@@ -21,6 +21,8 @@ MAX_CUSTOM_ID = 100
 PREFIX = "baton"
 #: Matches every custom_id this module makes (DynamicItem template).
 PATTERN = re.compile(r"baton:(?P<action>[a-z][a-z0-9_-]{0,19}):(?P<ref>.+)", re.DOTALL)
+#: A select menu's custom_id; each option's value is made like a button's custom_id.
+MENU_PATTERN = re.compile(r"baton-menu:(?P<index>[0-9]{1,2})")
 _RUN_ID = re.compile(r"[A-Za-z0-9_-]{1,64}")
 _DIGEST = re.compile(r"[0-9a-f]{64}")
 

@@ -166,6 +166,8 @@ class DiscordSender:
             return
         async with self._lock(key):
             keyed = self._keyed.get(key) or self._recalled(key)
+            if keyed is None and reply.edit_only:
+                return  # only an edit of a message this bot posted (e.g. a decided gate's): none
             if keyed is None:
                 messages = await self._post_new(reply, first, rest)
                 if messages:
@@ -194,7 +196,7 @@ class DiscordSender:
 
     async def _post_new(self, reply: Reply, first: Send, rest: Send) -> list[discord.Message]:
         chunks, file = self._content(reply)
-        view = build_view(reply.buttons, reply.run_id, self.put_blob)
+        view = build_view(reply.buttons, reply.run_id, self.put_blob, reply.menus)
         messages: list[discord.Message] = []
         try:
             for index, chunk in enumerate(chunks):
@@ -291,7 +293,7 @@ class DiscordSender:
     async def _edit(self, key: str, keyed: _Keyed, reply: Reply) -> None:
         channel = self.client.get_partial_messageable(keyed.channel_id)
         chunks, file = self._content(reply)
-        view = build_view(reply.buttons, reply.run_id, self.put_blob)
+        view = build_view(reply.buttons, reply.run_id, self.put_blob, reply.menus)
         ids: list[int] = []
         for index, chunk in enumerate(chunks):
             last = index == len(chunks) - 1

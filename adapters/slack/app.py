@@ -1,9 +1,10 @@
 """The Bolt `AsyncApp`: four listeners that acknowledge, translate and hand over to the core.
 
     /workflow <text>        -> ack, then Handler.handle(command) in the background
-    button click            -> ack, handle the button's command as the clicker, then
-                               replace the buttons with "✔ @user chose …" (a reusable
-                               button such as "Open run" stays for the next person)
+    button click / choice   -> ack, handle the button's (or chosen option's) command as the
+                               clicker, then replace the buttons with "✔ @user chose …" (a
+                               reusable button such as "Open run" stays for the next person;
+                               a gate decided: the core edits every message offering it)
     message (thread/DM)     -> Handler.handle(plain reply); bots, edits and joins ignored
     app_mention             -> the same, with mentions_bot=True
 
@@ -31,6 +32,7 @@ from adapters.slack.sender import SlackSender
 from adapters.slack.web_api import SlackCallFailed, call
 from core.commands.handler import Handler
 from core.commands.messages import ChatMessage, Reply, reusable
+from core.commands.offers import DECIDING
 from core.config import Settings
 
 log = logging.getLogger("baton.slack")
@@ -75,7 +77,7 @@ class SlackBridge:
 
     async def on_action(self, ack: AsyncAck, body: dict[str, Any], action: dict[str, Any]) -> None:
         await ack()
-        command = self.sender.command_of(str(action.get("value", "")))
+        command = self.sender.command_of(inbound.chosen_value(action))
         if command is None:
             message, origin = inbound.button_click(body, action, "")
             await self.sender.tell(origin, wording.button_expired())
@@ -83,13 +85,15 @@ class SlackBridge:
         message, origin = inbound.button_click(body, action, command)
         replies = await self.handle(message, origin)
         name = str(action.get("action_id", "")).removeprefix(ACTION_PREFIX).split(":", 1)[0]
-        if replies and not any(r.is_error for r in replies) and not reusable(name):
+        # a gate decided: the core edits every message that offered it (offers.py), this one too
+        decided = command.split(" ", 1)[0] in DECIDING
+        if replies and not any(r.is_error for r in replies) and not reusable(name) and not decided:
             await self._mark_chosen(body, action, origin)
         await self.sender.deliver(replies, origin)
 
     async def _mark_chosen(self, body: Mapping[str, Any], action: Mapping[str, Any], origin: Origin) -> None:
         """Show who chose what and remove the buttons, so they cannot be used twice."""
-        label = str((action.get("text") or {}).get("text", action.get("value", "")))
+        label = inbound.chosen_label(action)
         note = wording.chose(origin.user, label)
         original = body.get("message")
         try:

@@ -1,9 +1,10 @@
 """Reply -> Block Kit, and the edit that records a button choice. Pure functions, no I/O.
 
 Slack's limits shape everything here: 3,000 characters per section block, 2,000 per
-button `value`, 75 per button label, 25 buttons per actions block. Text is never cut: a chunk
-over the section limit is split at a line break; a message too long for blocks is
-uploaded as a file by the sender (see `needs_upload`).
+button `value`, 75 per button label, 25 buttons per actions block; a choice list is a
+`static_select` of at most 100 options (150 characters per value, 75 per option text).
+Text is never cut: a chunk over the section limit is split at a line break; a message too
+long for blocks is uploaded as a file by the sender (see `needs_upload`).
 """
 
 from __future__ import annotations
@@ -12,12 +13,15 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from core.commands.messages import Button
+from core.commands.messages import Button, Menu
 
 SECTION_LIMIT = 3_000
 VALUE_LIMIT = 2_000
 LABEL_LIMIT = 75
 ACTIONS_LIMIT = 25  # buttons per actions block
+OPTION_VALUE_LIMIT = 150
+OPTIONS_LIMIT = 100  # options per static_select
+PLACEHOLDER_LIMIT = 150
 FALLBACK_LIMIT = 3_000
 #: Above this many characters a reply is uploaded as a file snippet instead of blocks.
 UPLOAD_THRESHOLD = 12_000
@@ -91,8 +95,12 @@ def action_id(button: Button, index: int) -> str:
     return f"{ACTION_PREFIX}{button.action or 'command'}:{index}"
 
 
+def _cut(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
 def button_element(button: Button, index: int, value: str) -> Block:
-    label = button.label if len(button.label) <= LABEL_LIMIT else button.label[: LABEL_LIMIT - 1] + "…"
+    label = _cut(button.label, LABEL_LIMIT)
     element: Block = {
         "type": "button",
         "text": {"type": "plain_text", "text": label, "emoji": True},
@@ -113,6 +121,31 @@ def actions_blocks(buttons: Sequence[Button], value_of: Callable[[Button], str])
     ]
 
 
+def _plain(text: str) -> Block:
+    return {"type": "plain_text", "text": text, "emoji": True}
+
+
+def select_element(menu: Menu, index: int, value_of: Callable[[Button], str]) -> Block:
+    """A `static_select`; its `action_id` starts with ACTION_PREFIX like a button's."""
+    return {
+        "type": "static_select",
+        "action_id": f"{ACTION_PREFIX}menu:{index}",
+        "placeholder": _plain(_cut(menu.placeholder, PLACEHOLDER_LIMIT)),
+        "options": [
+            {"text": _plain(_cut(o.label, LABEL_LIMIT)), "value": value_of(o)}
+            for o in menu.options[:OPTIONS_LIMIT]
+        ],
+    }
+
+
+def menus_block(menus: Sequence[Menu], value_of: Callable[[Button], str]) -> list[Block]:
+    """One actions block holding a select per choice list (none when there is no list)."""
+    if not menus:
+        return []
+    elements = [select_element(m, i, value_of) for i, m in enumerate(menus)]
+    return [{"type": "actions", "block_id": "baton_menus", "elements": elements}]
+
+
 def section(text: str) -> Block:
     return {"type": "section", "text": {"type": "mrkdwn", "text": text}}
 
@@ -125,14 +158,18 @@ def build_message(
     chunks: Sequence[str],
     buttons: Sequence[Button] = (),
     *,
+    menus: Sequence[Menu] = (),
     value_of: Callable[[Button], str] = lambda b: b.command,
+    option_value_of: Callable[[Button], str] = lambda b: b.command,
     note: str | None = None,
 ) -> SlackMessage:
-    """Section blocks for the text, a context line for `note`, an actions block for buttons."""
+    """Section blocks for the text, a context line for `note`, actions blocks for the buttons
+    and for the choice lists."""
     blocks: list[Block] = [section(t) for t in sections(chunks)]
     if note:
         blocks.append(context(note))
     blocks.extend(actions_blocks(buttons, value_of))
+    blocks.extend(menus_block(menus, option_value_of))
     return SlackMessage(text=fallback_text(chunks), blocks=tuple(blocks))
 
 

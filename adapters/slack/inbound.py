@@ -134,3 +134,16 @@ def button_click(
         user_name=body.get("user", {}).get("username"),
     )
     return chat, Origin(channel=channel, user=user, thread=thread, response_url=body.get("response_url"))
+
+
+def chosen_value(action: Mapping[str, Any]) -> str:
+    """The value of a clicked button, or of the option picked in a `static_select`."""
+    if action.get("type") == "static_select":
+        return str((action.get("selected_option") or {}).get("value", ""))
+    return str(action.get("value", ""))
+
+
+def chosen_label(action: Mapping[str, Any]) -> str:
+    """What the user saw on the button (or the option) they chose."""
+    shown = (action.get("selected_option") or {}) if action.get("type") == "static_select" else action
+    return str((shown.get("text") or {}).get("text", shown.get("value", "")))

@@ -31,6 +31,7 @@ from slack_sdk.webhook.async_client import AsyncWebhookClient
 
 from adapters.slack import wording
 from adapters.slack.blocks import (
+    OPTION_VALUE_LIMIT,
     VALUE_LIMIT,
     SlackMessage,
     build_message,
@@ -80,9 +81,10 @@ class SlackSender:
         self._workers: dict[str, asyncio.Task[None]] = {}
 
     # -- buttons -------------------------------------------------------------------
-    def button_value(self, button: Button) -> str:
-        """The command itself; a reference when it exceeds Slack's 2,000-character value."""
-        if len(button.command) <= VALUE_LIMIT:
+    def button_value(self, button: Button, limit: int = VALUE_LIMIT) -> str:
+        """The command itself; a reference when it exceeds Slack's limit for a value (2,000
+        characters for a button, 150 for a select option)."""
+        if len(button.command) <= limit:
             return button.command
         ref = "ref:" + hashlib.sha256(button.command.encode()).hexdigest()[:32]
         self._handler.remember(PLATFORM, ref, button.command)
@@ -171,11 +173,17 @@ class SlackSender:
         message = build_message(
             chunks[:1] if upload else chunks,
             reply.buttons,
+            menus=reply.menus,
             value_of=self.button_value,
+            option_value_of=lambda b: self.button_value(b, OPTION_VALUE_LIMIT),
             note=wording.uploaded(len(full), filename) if upload else None,
         )
         if reply.ephemeral and origin is not None:
             await self._ephemeral(origin, channel, thread, message)
+            return
+        if reply.edit_only:  # a message posted earlier under `replace_key` (e.g. a decided gate's)
+            if reply.replace_key:
+                await self._edit_only(reply.replace_key, channel, message)
             return
         if reply.replace_key:
             ts = await self._replace(reply.replace_key, channel, thread, message)
@@ -233,6 +241,19 @@ class SlackSender:
             slot.last = time.monotonic()
             self._handler.remember(PLATFORM, f"message:{key}", f"{channel} {slot.ts}")
             return slot.ts
+
+    async def _edit_only(self, key: str, channel: str, message: SlackMessage) -> None:
+        """chat.update the message posted under `key`; nothing when there is none (never a new post)."""
+        slot = self._slot(key)
+        async with slot.lock:
+            if slot.ts is None or slot.channel != channel:
+                return
+            try:
+                await call(self._client, "chat.update", channel=channel, ts=slot.ts, **message.as_kwargs())
+                slot.last = time.monotonic()
+            except SlackCallFailed as exc:
+                if exc.error not in STALE_MESSAGE:
+                    raise
 
     async def _upload(self, key: str | None, channel: str, thread: str, filename: str, text: str) -> None:
         digest = hashlib.sha256(text.encode()).hexdigest()

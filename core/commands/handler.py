@@ -103,7 +103,11 @@ class Handler:
             log.info("duplicate event ignored",
                      extra={"action": "duplicate", "event_id": message.event_id})
             return []
-        answer = await self._answer(ctx)  # every Exception becomes a reply in there
+        answer = [  # a reply offering a gate's buttons is kept, to withdraw them once it is decided
+            self.progress.offers.offer(r, platform=message.platform, conversation=message.conversation,
+                                       thread=message.thread)
+            for r in await self._answer(ctx)  # every Exception becomes a reply in there
+        ]
         # Handled (an error reply included): every redelivery is a duplicate from now on. A
         # task cancelled mid-way (shutdown) leaves the claim unfinished, so it is re-claimed.
         try:
@@ -153,12 +157,15 @@ class Handler:
         """A plain reply: it counts only where it clearly addresses a waiting gate."""
         msg = ctx.message
         gates = self.store.waiting_gates(platform=msg.platform, conversation=msg.conversation)
+        thread_runs = (
+            self.store.runs_in_thread(msg.platform, msg.conversation, msg.thread) if msg.thread else []
+        )
         addressed = gates_addressed(
-            gates, thread=msg.thread, direct=msg.direct, mentions_bot=msg.mentions_bot
+            gates, thread_runs={r.id for r in thread_runs}, direct=msg.direct, mentions_bot=msg.mentions_bot
         )
         decision = classify(msg.text)
         if not addressed:
-            return self._no_gate(ctx, decision.kind)
+            return self._no_gate(ctx, decision.kind, thread_runs)
         self._audit(ctx, "nl_decision", addressed[0][0].id if len(addressed) == 1 else None,
                     {"text": msg.text[:_AUDIT_TEXT], "decision": str(decision.kind),
                      "gates": [r.id for r, _ in addressed]}, defer=True)
@@ -169,10 +176,10 @@ class Handler:
             return [replies.approval_question(run, gate)]
         return await actions.decide(ctx, run, decision.kind is DecisionKind.APPROVE, decision.comment)
 
-    def _no_gate(self, ctx: Context, kind: DecisionKind) -> list[Reply]:
+    def _no_gate(self, ctx: Context, kind: DecisionKind, thread_runs: list[Run]) -> list[Reply]:
         msg = ctx.message
-        if msg.thread is not None and kind is not DecisionKind.UNCLEAR:
-            for run in self.store.runs_in_thread(msg.platform, msg.conversation, msg.thread):
+        if kind is not DecisionKind.UNCLEAR:
+            for run in thread_runs:
                 gate = actions.decided_gate(ctx, run)
                 if gate is not None:  # a late "lgtm" in the thread of a decided gate
                     return [replies.error(actions.already_decided(run, gate), run)]

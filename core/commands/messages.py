@@ -59,16 +59,28 @@ class Button:
 
 
 @dataclass(frozen=True, slots=True)
+class Menu:
+    """A choice list: picking an option runs its command, as a button would (a Slack
+    static_select, a Discord select menu, numbered choices on the console). Used instead of
+    buttons when there are more choices than a row of buttons holds."""
+
+    placeholder: str
+    options: tuple[Button, ...]
+
+
+@dataclass(frozen=True, slots=True)
 class Reply:
     kind: str  # template name: templates/<platform>/<kind>.j2
     data: Mapping[str, Any] = field(default_factory=dict)
     buttons: tuple[Button, ...] = ()
+    menus: tuple[Menu, ...] = ()
     run_id: str | None = None
     run_status: str | None = None  # the run's status when this reply was made
     platform: str | None = None
     conversation: str | None = None
     thread: str | None = None  # where to post; None: where the message came from
     replace_key: str | None = None  # edit the message last sent with this key instead of posting
+    edit_only: bool = False  # only edit the message sent under `replace_key`; never post anew
     starts_thread: bool = False  # the adapter should report the posted message's id as the run's thread
     ephemeral: bool = False  # only the asking user should see it (refusals, help)
     is_error: bool = False

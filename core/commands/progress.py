@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 
 from core.commands import replies
 from core.commands.messages import Outbox, Reply
+from core.commands.offers import GateOffers
 from core.engine.engine import Engine
 from core.engine.events import EngineEvent, EventKind, NodeState, RunSummary
 from core.errors import BatonError
@@ -79,6 +80,8 @@ class ProgressReporter:
         #: emits the run's cancellation (the command awaits it) or the command fails; the event
         #: takes it out at once, whatever becomes of the report, so none outlives its command.
         self.announced: set[str] = set()
+        #: messages offering a gate's buttons, withdrawn once it is decided
+        self.offers = GateOffers(store, self._outboxes.get)
         self.unsubscribe = engine.subscribe(self.on_event)
 
     def register_outbox(self, platform: str, outbox: Outbox, *, threads: bool = False) -> None:
@@ -152,6 +155,9 @@ class ProgressReporter:
         marks the run: while the run's worker is alive (pending, or waiting out `interval`) a
         node event costs a dict lookup and a flag. The worker builds the node table, at most
         once per `interval` plus once when the run comes to rest, never once per event."""
+        if event.kind is EventKind.GATE_DECIDED:
+            await self.offers.on_event(event)
+            return
         told = False
         if event.kind is EventKind.RUN_FINISHED and event.run_status == "cancelled":
             told = event.run_id in self.announced  # emitted while the command awaits the engine
@@ -174,6 +180,7 @@ class ProgressReporter:
         """Wait until every pending progress and final reply has been handed to its outbox."""
         while workers := [s.worker for s in self._runs.values() if s.worker and not s.worker.done()]:
             await asyncio.gather(*workers, return_exceptions=True)
+        await self.offers.drain()
 
     async def _work(self, run_id: str, state: _RunState) -> None:
         while state.dirty or state.finished:
@@ -247,7 +254,9 @@ class ProgressReporter:
         attention = event.detail.get("node") or next(
             (n.node_id for n in summary.nodes if n.state is NodeState.ATTENTION), None
         )
-        return replies.final(run, summary, gate, attention)
+        final = replies.final(run, summary, gate, attention)  # a gate waiting: its buttons are offered
+        return self.offers.offer(final, platform=run.platform, conversation=run.conversation,
+                                 thread=run.thread)
 
     async def _send(self, outbox: Outbox, reply: Reply) -> None:
         try:

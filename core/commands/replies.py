@@ -10,7 +10,7 @@ import dataclasses
 from collections.abc import Sequence
 from typing import Any
 
-from core.commands.messages import Button, Reply
+from core.commands.messages import Button, Menu, Reply
 from core.commands.model import Spec
 from core.commands.pages import PageLink, open_button
 from core.commands.resolution import Option, Prompt, preview
@@ -206,11 +206,10 @@ def final(run: Run, summary: RunSummary, gate: Gate | None, attention: str | Non
         buttons = (Button("Resume", f"resume {rid}", "primary", "resume"),
                    Button("Plan", f"plan {rid}", None, "plan"),
                    Button("Abandon", f"abandon {rid}", "danger", "abandon"))
-    elif summary.status == "paused":
-        kind = "gate_waiting"
-        data["node"] = gate.node_id if gate else ""
-        data["question"] = gate.prompt if gate else ""
-        buttons = approve_buttons(rid)
+    elif summary.status == "paused":  # what the message shows, and no more: it is kept (offers.py)
+        return Reply(kind="gate_waiting", buttons=approve_buttons(rid), run_id=rid, run_status=summary.status,
+                     data={"run_id": rid, "workflow": run.workflow, "node": gate.node_id if gate else "",
+                           "question": gate.prompt if gate else ""}, **_where(run))
     elif summary.status == "needs_attention":
         kind = "needs_attention"
         node = attention or ""
@@ -235,13 +234,34 @@ def approval_question(run: Run, gate: Gate) -> Reply:
                  buttons=approve_buttons(run.id))
 
 
+#: Up to this many gates "which gate?" offers a button each; past it, a choice list.
+BUTTONS_UP_TO = 5
+#: A choice list shows this many gates, the newest (a Discord select menu holds 25 options).
+CHOICES_UP_TO = 25
+
+
 def which_gate(gates: Sequence[tuple[Run, Gate]], decision: str) -> Reply:
+    """"Which gate do you mean?": a button per gate and verb for a few gates; for more, one
+    choice list per verb with the newest `CHOICES_UP_TO` gates, and the rest counted."""
     verbs = ("approve", "reject") if decision == "unclear" else (decision,)
-    buttons = tuple(Button(f"{verb.capitalize()} {r.workflow} ({r.id[:8]})", f"{verb} {r.id}",
-                           "primary" if verb == "approve" else "danger", verb)
-                    for r, _ in gates for verb in verbs)
-    return Reply(kind="which_gate", buttons=buttons, data={"decision": decision, "gates": [
-        {"run_id": r.id, "workflow": r.workflow, "node": g.node_id, "question": g.prompt} for r, g in gates]})
+    newest = sorted(gates, key=lambda rg: rg[1].created_at, reverse=True)
+    shown = newest if len(newest) <= BUTTONS_UP_TO else newest[:CHOICES_UP_TO]
+
+    def choice(verb: str, run: Run, gate: Gate, label: str) -> Button:
+        return Button(label, f"{verb} {run.id}", "primary" if verb == "approve" else "danger", verb)
+
+    data = {"decision": decision, "total": len(gates), "more": len(gates) - len(shown), "gates": [
+        {"run_id": r.id, "workflow": r.workflow, "node": g.node_id, "question": g.prompt} for r, g in shown]}
+    if len(gates) <= BUTTONS_UP_TO:
+        buttons = tuple(choice(verb, r, g, f"{verb.capitalize()} {r.workflow} ({r.id[:8]})")
+                        for r, g in shown for verb in verbs)
+        return Reply(kind="which_gate", buttons=buttons, data=data)
+    menus = tuple(
+        Menu(f"{verb.capitalize()} which run?",
+             tuple(choice(verb, r, g, f"{r.workflow} {r.id[:8]} · {g.node_id}") for r, g in shown))
+        for verb in verbs
+    )
+    return Reply(kind="which_gate", menus=menus, data=data)
 
 
 def no_gate_hint() -> Reply:

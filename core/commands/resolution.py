@@ -8,7 +8,7 @@ the user gets three options (`prompt_options`), each a command that pastes back 
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Sequence, Set
 from dataclasses import dataclass
 
 from core.commands.model import RunCommand
@@ -89,17 +89,18 @@ def prompt_options(prompt: Prompt, command: RunCommand, *, gate_waiting: bool) -
 
 
 def gates_addressed(
-    gates: Sequence[tuple[Run, Gate]], *, thread: str | None, direct: bool, mentions_bot: bool
+    gates: Sequence[tuple[Run, Gate]], *, thread_runs: Set[str], direct: bool, mentions_bot: bool
 ) -> list[tuple[Run, Gate]]:
-    """The waiting gates a plain message clearly addresses (DESIGN "Natural-language approval").
+    """The waiting gates of a conversation that a plain message in it addresses (DESIGN.md
+    "Natural-language approval"). `thread_runs`: the runs whose thread the message is in.
 
-    In a run's thread: that run's gates. Elsewhere only a direct conversation or a mention of
-    the bot counts, and then every gate waiting in the conversation does. Chatter: none.
+    In a run's thread: that run's gates and no other, whatever its status (a mention of the bot
+    in a finished run's thread never decides another run). Outside any run's thread, a direct
+    conversation or a mention of the bot addresses every gate waiting in the conversation.
+    Ordinary chatter addresses none.
     """
-    if thread is not None:
-        in_thread = [(r, g) for r, g in gates if r.thread == thread]
-        if in_thread:
-            return in_thread
+    if thread_runs:
+        return [(r, g) for r, g in gates if r.id in thread_runs]
     if direct or mentions_bot:
         return list(gates)
     return []

@@ -35,6 +35,8 @@ class EventKind(StrEnum):
     NODE_FAILED = "node_failed"
     NODE_WAITING = "node_waiting"
     NODE_ATTENTION = "node_attention"
+    #: detail: approved (bool), by (user id), how (approve | reject | abandon | cancel)
+    GATE_DECIDED = "gate_decided"
     RUN_FINISHED = "run_finished"  # the run came to rest: completed/failed/paused/needs_attention/cancelled
 
 

@@ -189,6 +189,7 @@ class RunActions:
             run, gate.node_id, by=actor, comment=comment,
             lease_owner=self.owner, lease_seconds=self.config.lease_seconds,
         )  # fmt: skip
+        await self._emit(EventKind.GATE_DECIDED, run.id, gate.node_id, approved=True, by=actor, how="approve")
         await self._launch(running, ready)
         return running
 
@@ -204,6 +205,7 @@ class RunActions:
         self.store.audit(
             actor=actor, action="reject", run_id=run.id, details={"node": gate.node_id, "reason": reason}
         )
+        await self._emit(EventKind.GATE_DECIDED, run.id, gate.node_id, approved=False, by=actor, how="reject")
         await self._emit(EventKind.NODE_FAILED, run.id, gate.node_id, error=why)
         await self._emit(EventKind.RUN_FINISHED, run.id, run_status=cancelled.status.value, reason=why)
         return cancelled
@@ -214,11 +216,15 @@ class RunActions:
         cancelled = self.store.transition(
             run.id, RunStatus.CANCELLED, actor=actor, reason=reason, allowed_from=allowed
         )
+        closed: list[str] = []
         if run.status is RunStatus.PAUSED:
             for r, gate in self.store.waiting_gates(platform=run.platform, conversation=run.conversation):
                 if r.id == run.id:
                     self.store.decide_gate(run.id, gate.node_id, approved=False, by=actor, comment=reason)
+                    closed.append(gate.node_id)
         self.store.audit(actor=actor, action=action, run_id=run.id, details={"from": run.status.value})
+        for node_id in closed:
+            await self._emit(EventKind.GATE_DECIDED, run.id, node_id, approved=False, by=actor, how=action)
         if run.id in self._active_ids():
             await self._stop_local(run.id, note)
         else:

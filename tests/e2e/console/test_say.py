@@ -40,7 +40,7 @@ def test_the_old_message_preview_is_cut_at_160_characters(baton: BatonCli) -> No
 
 
 def test_an_unauthorized_approver_is_refused_and_the_gate_keeps_waiting(baton: BatonCli) -> None:
-    baton.env_extra["BATON_ACCESS"] = json.dumps({"approve": {"*": ["console:ana"]}})
+    baton.env_extra["BATON_ACCESS"] = json.dumps({"run": {"*": ["*"]}, "approve": {"*": ["console:ana"]}})
     (paused,) = run_ids(baton.say('run gated "v1"', user="ana"))
 
     refused = baton.say("lgtm", user="bob")

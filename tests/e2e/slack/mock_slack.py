@@ -73,6 +73,7 @@ class _Failure:
     headers: dict[str, str] = field(default_factory=dict)
     extra: dict[str, Any] = field(default_factory=dict)
     drop: bool = False  # close the connection without answering (Slack unreachable)
+    only: dict[str, Any] = field(default_factory=dict)  # fail only calls whose body has these values
 
 
 class MockSlack:
@@ -118,8 +119,10 @@ class MockSlack:
 
     # -- test controls ---------------------------------------------------------------
     def fail_next(self, method: str, error: str, *, times: int = 1, status: int = 200,
-                  headers: dict[str, str] | None = None, drop: bool = False, **extra: Any) -> None:
-        failure = _Failure(error, status, headers or {}, extra, drop)
+                  headers: dict[str, str] | None = None, drop: bool = False,
+                  only: dict[str, Any] | None = None, **extra: Any) -> None:
+        """The next `times` calls of `method` (those whose body has the values of `only`) fail."""
+        failure = _Failure(error, status, headers or {}, extra, drop, only or {})
         self._failures.setdefault(method, []).extend([failure] * times)
 
     def of(self, *methods: str) -> list[Call]:
@@ -170,7 +173,7 @@ class MockSlack:
         method = request.match_info["method"]
         body = await self._body(request)
         failures = self._failures.get(method)
-        if failures:
+        if failures and all(body.get(k) == v for k, v in failures[0].only.items()):
             failure = failures.pop(0)
             await self._record(Call(method, body, time.monotonic()))
             if failure.drop and request.transport is not None:

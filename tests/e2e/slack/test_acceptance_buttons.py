@@ -48,6 +48,21 @@ async def chosen(e2e: SlackE2E, message: Call, label: str, *, user: str = ANA, a
     return update
 
 
+async def settled(e2e: SlackE2E, message: Call, *, by: str, approved: bool = True, after: int = 0) -> Call:
+    """The edit of a message offering a gate once it was decided: who decided, no buttons."""
+    said = f"{'✅ Approved' if approved else '✖️ Rejected'} by <@{by}>"
+
+    def found(calls: list[Call]) -> Call | None:
+        for call in calls[after:]:
+            if call.method == "chat.update" and call.body.get("ts") == message.ts and said in call.text:
+                return call
+        return None
+
+    update: Call = await e2e.mock.wait_for(found)
+    assert update.buttons == []
+    return update
+
+
 async def prompt_for_b(e2e: SlackE2E) -> Call:
     mark = await command(e2e, 'run flaky "B"')
     return await e2e.mock.wait_call("chat.postMessage", PROMPT, after=mark)
@@ -100,7 +115,7 @@ async def test_4_approve_button_continues_the_paused_run(e2e: SlackE2E) -> None:
 
     mark = await click(e2e, paused.rest, "approve", user=BOB)
 
-    await chosen(e2e, paused.rest, "Approve", user=BOB, after=mark)
+    await settled(e2e, paused.rest, by=BOB, after=mark)
     done = await wait_in_thread(e2e, paused.thread, COMPLETED, after=mark)
     assert run_id_of(done) == paused.run_id
     assert not [c for c in e2e.mock.calls[mark:] if PROMPT in c.text or STARTED in c.text]
@@ -135,7 +150,8 @@ async def test_two_concurrent_clicks_resume_the_run_exactly_once(e2e: SlackE2E) 
     assert len(completions) == 1
     marks = [c for c in later if c.method == "chat.update" and c.body.get("ts") == paused.rest.ts]
     assert len(marks) == 1, "only the winning click edits the message"
-    winner = ANA if f"<@{ANA}> chose" in marks[0].text else BOB
+    winner = ANA if f"Approved by <@{ANA}>" in marks[0].text else BOB
+    assert f"Approved by <@{winner}>" in marks[0].text and marks[0].buttons == []
     (told,) = [c for c in later if c.method == "chat.postEphemeral"]
     assert told.body["user"] == ({ANA, BOB} - {winner}).pop()
     assert f"already approved by <@{winner}>" in told.text  # the loser is told who won, as a mention

@@ -86,7 +86,9 @@ async def test_a_progress_message_deleted_in_slack_is_posted_again(e2e: SlackE2E
     run = await start(e2e, 'run gated "v1"', rests_with=WAITING)
     await e2e.settle()
     mark = len(e2e.mock.calls)
-    e2e.mock.fail_next("chat.update", "message_not_found")  # someone deleted the progress message
+    [shown] = [c for c in e2e.mock.of("chat.postMessage") if run.run_id in c.text and "—" in c.text]
+    # someone deleted the progress message
+    e2e.mock.fail_next("chat.update", "message_not_found", only={"ts": shown.ts})
 
     await command(e2e, f"approve {run.run_id}")
     await wait_in_thread(e2e, run.thread, COMPLETED, after=mark)

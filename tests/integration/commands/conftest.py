@@ -85,7 +85,7 @@ class Chat:
         async def until() -> Reply:
             while True:
                 for reply in self.outbox:
-                    if reply.run_id == run_id and reply.kind in FINAL_KINDS:
+                    if reply.run_id == run_id and reply.kind in FINAL_KINDS and not reply.edit_only:
                         self.outbox.remove(reply)
                         return reply
                 self._arrived.clear()

@@ -29,7 +29,7 @@ async def _paused(chat: Chat, message: str = "x", thread: str | None = "T1", use
 @pytest.fixture
 async def team(tmp_path: Path, sqlite_url: str) -> AsyncIterator[Chat]:
     access = Access(admins=["slack:UADMIN"], run={"*": ["*"]},
-                    approve={"gated": ["slack:UBOSS", "slack:ana"]}, approver_not_requester=True)
+                    approve={"gated": ["slack:UBOSS", "slack:UANA"]}, approver_not_requester=True)
     c = await make_chat(tmp_path, sqlite_url, access, platform="slack")
     yield c
     await c.engine.stop(grace=5)
@@ -77,7 +77,8 @@ async def test_nl_approval_counts_in_thread_direct_and_mention_never_in_chatter(
     assert await team.say("lgtm", user="UBOSS", command=False) == []  # channel chatter
     assert await team.say("lgtm", user="UBOSS", command=False, thread="other") == []  # unrelated thread
     assert team.store.get_run(run_id).status is RunStatus.PAUSED
-    [by_mention] = await team.say("<@UBOT> approve", user="UBOSS", command=False, mentions=True)
+    # the adapter removes the bot's own mention from the text
+    [by_mention] = await team.say("approve", user="UBOSS", command=False, mentions=True)
     assert by_mention.kind == "gate_decided" and by_mention.run_id == run_id
     await team.rest(run_id)
 
@@ -89,6 +90,39 @@ async def test_nl_approval_counts_in_thread_direct_and_mention_never_in_chatter(
 
     [hint] = await team.say("lgtm", user="UBOSS", command=False, direct=True)
     assert hint.kind == "no_gate_hint"
+
+
+async def test_a_reply_in_another_runs_thread_never_decides_this_run(team: Chat) -> None:
+    [hello] = await team.say("run flaky --force hi --set marker=/", user="UANA")
+    assert hello.run_id is not None
+    await team.handler.attach_thread(hello.run_id, "T-hello")
+    assert (await team.rest(hello.run_id)).status is RunStatus.COMPLETED
+    other = await _paused(team, thread="T-deploy")
+    gated_here = await _paused(team, thread=None)  # waits in the channel, no thread of its own
+
+    for text, mentions in (("lgtm", False), ("lgtm", True), ("approve", True), ("ship it", True)):
+        answer = await team.say(text, user="UBOSS", command=False, thread="T-hello", mentions=mentions)
+        assert all(r.kind != "gate_decided" for r in answer), (text, answer)
+        assert [r.kind for r in answer] in ([], ["no_gate_hint"])
+    assert team.store.get_run(other).status is RunStatus.PAUSED
+    assert team.store.get_run(gated_here).status is RunStatus.PAUSED
+
+    [decided] = await team.say("lgtm", user="UBOSS", command=False, thread="T-deploy", mentions=True)
+    assert decided.kind == "gate_decided" and decided.run_id == other  # its own thread: that run only
+    assert team.store.get_run(gated_here).status is RunStatus.PAUSED
+    await team.rest(other)
+
+
+async def test_more_than_five_waiting_gates_are_a_choice_list(team: Chat) -> None:
+    runs = [await _paused(team, f"n{i}", thread=None) for i in range(7)]
+    [which] = await team.say("lgtm", user="UBOSS", command=False, mentions=True)
+    assert which.kind == "which_gate" and which.buttons == ()
+    [menu] = which.menus
+    assert sorted(o.command for o in menu.options) == sorted(f"approve {r}" for r in runs)
+    [unclear] = await team.say("hmm", user="UBOSS", command=False, mentions=True)
+    assert [len(m.options) for m in unclear.menus] == [7, 7]  # approve which, reject which
+    assert {o.command.split()[0] for m in unclear.menus for o in m.options} == {"approve", "reject"}
+    assert all(team.store.get_run(r).status is RunStatus.PAUSED for r in runs)
 
 
 async def test_unclear_reply_gets_a_question_with_buttons(team: Chat) -> None:

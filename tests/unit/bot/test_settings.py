@@ -45,17 +45,20 @@ def test_malformed_json_in_a_structured_setting_names_it(monkeypatch: pytest.Mon
 ACCESS_MISTAKES = [  # BATON_ACCESS, the start of its one line
     ('{"admin": ["console:ana"], "runn": {"*": ["console:ana"]}}',
      'BATON_ACCESS: unknown key "admin" (did you mean "admins"?); BATON_ACCESS: unknown key "runn" '
-     '(did you mean "run"?); the keys of BATON_ACCESS are admins, groups, run, approve, approver_not_requester'),
+     '(did you mean "run"?); the keys of BATON_ACCESS are admins, groups, run, approve, '
+     "approver_not_requester"),
     ('{"admins": "console:ana"}', "BATON_ACCESS.admins: must be a JSON list of user ids or groups, e.g. "),
     ('{"run": ["console:ana"]}', 'BATON_ACCESS.run: must be an object of workflow name (or "*") -> list'),
     ('{"run": {"deploy": "console:ana"}}', 'BATON_ACCESS.run.deploy: must be a list of user ids such as'),
     ('{"approve": {"*": [5]}}', 'BATON_ACCESS.approve.*[0]: must be a user id in quotes, such as'),
     ('{"approve": {"*": ["slack:ana"]}}', "BATON_ACCESS.approve.*[0]: 'slack:ana' is not a user id; write "),
-    ('{"approve": {"*": ["group:sre"]}}', "BATON_ACCESS: approve.* names 'group:sre', which is not in groups"),
+    ('{"approve": {"*": ["group:sre"]}}',
+     "BATON_ACCESS: approve.* names 'group:sre', which is not in groups"),
     ('{"groups": {"sre": "slack:U1"}}', "BATON_ACCESS.groups.sre: must be a list of user ids such as"),
     ('{"groups": {"SRE": ["slack:U1"]}}', "BATON_ACCESS.groups.SRE: 'SRE' is not a group name"),
     ('{"admins": ["*"]}', 'BATON_ACCESS.admins[0]: "*" cannot be an admin'),
-    ('{"approver_not_requester": "yes"}', "BATON_ACCESS.approver_not_requester: must be true or false (got 'yes')"),
+    ('{"approver_not_requester": "yes"}',
+     "BATON_ACCESS.approver_not_requester: must be true or false (got 'yes')"),
     ('["console:ana"]', "BATON_ACCESS: must be a JSON object; write an object such as"),
     ("null", "BATON_ACCESS: null grants nothing; unset BATON_ACCESS to let everyone run and approve"),
     ("", "BATON_ACCESS: not valid JSON; write an object such as"),
@@ -80,7 +83,8 @@ def test_an_unset_access_is_none_and_everyone_may_run_and_approve() -> None:
 
 
 def test_a_set_access_grants_only_what_it_says(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("BATON_ACCESS", '{"groups": {"sre": ["slack:U1", "discord:2"]}, "run": {"deploy": ["group:sre"]}}')
+    value = '{"groups": {"sre": ["slack:U1", "discord:2"]}, "run": {"deploy": ["group:sre"]}}'
+    monkeypatch.setenv("BATON_ACCESS", value)
     policy = load_settings().access_policy
     assert policy.run == {"deploy": ["group:sre"]} and policy.approve == {} and policy.admins == []
 

@@ -3,7 +3,6 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from core.commands.messages import ChatMessage
 from core.commands.model import RunCommand
 from core.commands.parser import parse
 from core.commands.quoting import escape_double
@@ -92,21 +91,24 @@ def test_preview_cut_at_160_with_ellipsis() -> None:
     assert preview(None) == ""
 
 
-def _msg(thread: str | None = None, direct: bool = False, mentions: bool = False) -> ChatMessage:
-    return ChatMessage("slack", "C1", "U2", "lgtm", "e1", thread=thread, is_command=False, direct=direct,
-                       mentions_bot=mentions)
-
-
 def test_gates_addressed_by_thread_direct_mention_never_chatter() -> None:
     run_a, run_b = make_run(id="a", thread="T1"), make_run(id="b", thread="T2")
     gates = [(run_a, make_gate(run_a)), (run_b, make_gate(run_b))]
+    threads = {"T1": {"a"}, "T2": {"b"}, "T3": {"done"}}  # T3: the thread of a completed run
 
-    def ids(m: ChatMessage) -> list[str]:
-        return [r.id for r, _ in gates_addressed(gates, thread=m.thread, direct=m.direct,
-                                                  mentions_bot=m.mentions_bot)]
+    def ids(thread: str | None = None, direct: bool = False, mentions: bool = False) -> list[str]:
+        in_thread = threads.get(thread or "", set())
+        addressed = gates_addressed(gates, thread_runs=in_thread, direct=direct, mentions_bot=mentions)
+        return [r.id for r, _ in addressed]
 
-    assert ids(_msg(thread="T1")) == ["a"]
-    assert ids(_msg()) == []  # chatter in the channel
-    assert ids(_msg(thread="other")) == []  # chatter in an unrelated thread
-    assert ids(_msg(mentions=True)) == ["a", "b"]
-    assert ids(_msg(direct=True)) == ["a", "b"]
+    assert ids(thread="T1") == ["a"]
+    assert ids(thread="T1", mentions=True) == ["a"]  # a run's thread addresses that run only
+    assert ids() == []  # chatter in the channel
+    assert ids(thread="other") == []  # chatter in a thread that is no run's
+    assert ids(thread="other", mentions=True) == ["a", "b"]  # ... a mention there: the conversation's
+    assert ids(mentions=True) == ["a", "b"]
+    assert ids(direct=True) == ["a", "b"]
+    # another run's thread, even a finished run's, never decides these gates
+    assert ids(thread="T3") == []
+    assert ids(thread="T3", mentions=True) == []
+    assert ids(thread="T3", direct=True) == []

@@ -1,0 +1,152 @@
+"""Messages that offer a gate's buttons, and what becomes of them once the gate is decided.
+
+DESIGN.md: "Once a gate is decided by any route, every message that offered its buttons is
+updated to show who decided it, and its buttons stop being offered."
+
+Every reply whose buttons (or choice list) decide a gate (`gate_waiting`, `approval_question`,
+`which_gate`, a fresh-run prompt offering `approve`) gets a `replace_key` before it is sent
+(`offer`), and is kept in the store's `platform_state`, so that a restart forgets nothing:
+
+    offer:<key>      the reply, as JSON
+    offers:<run id>  the keys of the replies that offer that run's gate
+
+When the engine reports a gate decided (`EventKind.GATE_DECIDED`, whatever the route: a
+button, a command, a reply, an abandon), each of them goes out again through its platform's
+outbox under the same key, `edit_only`, without that run's buttons and with a line saying who
+decided (`data["settled"]`): the adapters edit the message in place (Slack chat.update,
+Discord message edit). A message offering several gates keeps the others' buttons.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import json
+import logging
+import uuid
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from core.commands.messages import Button, Menu, Outbox, Reply
+from core.engine.events import EngineEvent, EventKind
+from core.errors import BatonError
+from core.store.port import Store
+
+log = logging.getLogger("baton.offers")
+
+DECIDING = frozenset({"approve", "reject"})  # the button actions that decide a gate
+
+
+def decided_run(button: Button) -> str | None:
+    """The run whose gate `button` decides (`approve <run>` / `reject <run>`), if it does."""
+    verb, _, rest = button.command.partition(" ")
+    run = rest.split(" ", 1)[0]
+    return run if button.action in DECIDING and verb in DECIDING and run else None
+
+
+def choices(reply: Reply) -> Iterable[Button]:
+    yield from reply.buttons
+    for menu in reply.menus:
+        yield from menu.options
+
+
+def offered_runs(reply: Reply) -> list[str]:
+    """The runs whose gate this reply offers to decide, in order."""
+    return list(dict.fromkeys(r for b in choices(reply) if (r := decided_run(b)) is not None))
+
+
+def withdrawn(reply: Reply, run_id: str, settled: dict[str, Any]) -> Reply:
+    """`reply` without the choices deciding `run_id`, and with a line saying who decided it."""
+    def keep(button: Button) -> bool:
+        return decided_run(button) != run_id
+
+    menus = tuple(
+        Menu(m.placeholder, opts) for m in reply.menus if (opts := tuple(filter(keep, m.options)))
+    )
+    data = {**reply.data, "settled": [*reply.data.get("settled", ()), settled]}
+    return dataclasses.replace(reply, data=data, buttons=tuple(filter(keep, reply.buttons)), menus=menus,
+                               edit_only=True)
+
+
+def to_json(reply: Reply) -> str:
+    fields = {f.name: getattr(reply, f.name) for f in dataclasses.fields(reply)}
+    fields["buttons"] = [dataclasses.asdict(b) for b in reply.buttons]
+    fields["menus"] = [{"placeholder": m.placeholder, "options": [dataclasses.asdict(b) for b in m.options]}
+                       for m in reply.menus]
+    return json.dumps(fields, default=list, ensure_ascii=False)
+
+
+def from_json(text: str) -> Reply:
+    fields = json.loads(text)
+    fields["buttons"] = tuple(Button(**b) for b in fields["buttons"])
+    fields["menus"] = tuple(Menu(m["placeholder"], tuple(Button(**b) for b in m["options"]))
+                            for m in fields["menus"])
+    return Reply(**fields)
+
+
+class GateOffers:
+    def __init__(self, store: Store, outbox_of: Callable[[str], Outbox | None]) -> None:
+        self._store = store
+        self._outbox_of = outbox_of
+        self._tasks: set[asyncio.Task[None]] = set()
+
+    def offer(self, reply: Reply, *, platform: str, conversation: str | None, thread: str | None) -> Reply:
+        """`reply` as it should be sent: when it offers a gate, with a `replace_key` (and its
+        place), kept so that it can be withdrawn once the gate is decided."""
+        runs = offered_runs(reply)
+        if not runs or reply.ephemeral or reply.edit_only:
+            return reply
+        key = reply.replace_key or f"offer:{uuid.uuid4().hex}"
+        where = reply.platform or platform
+        reply = dataclasses.replace(
+            reply, replace_key=key, platform=where, conversation=reply.conversation or conversation,
+            thread=reply.thread or thread,
+        )  # fmt: skip
+        try:
+            self._store.put_state(where, key, to_json(reply))
+            for run_id in runs:
+                index = f"offers:{run_id}"
+                keys = json.loads(self._store.get_state(where, index) or "[]")
+                self._store.put_state(where, index, json.dumps([*keys, key]))
+        except BatonError as exc:  # the message still goes out; its buttons just stay
+            log.warning("gate offer not kept: %s", exc.message, extra={"action": "offer", "run_id": runs[0]})
+        return reply
+
+    async def on_event(self, event: EngineEvent) -> None:
+        """Engine subscriber: a decided gate withdraws its offers, in the background."""
+        if event.kind is not EventKind.GATE_DECIDED:
+            return
+        task = asyncio.create_task(self.settle(event), name=f"offers-{event.run_id}")
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def drain(self) -> None:
+        while self._tasks:
+            await asyncio.gather(*list(self._tasks), return_exceptions=True)
+
+    async def settle(self, event: EngineEvent) -> None:
+        """Edit every message that offered `event`'s gate: who decided, and no more buttons."""
+        try:
+            run = self._store.get_run(event.run_id)
+            outbox = self._outbox_of(run.platform)
+            index = f"offers:{run.id}"
+            keys = json.loads(self._store.get_state(run.platform, index) or "[]")
+            if outbox is None or not keys:
+                return  # this process does not serve that platform: its buttons stay
+            settled = {"run_id": run.id, "workflow": run.workflow, "node": event.node_id or "",
+                       "approved": bool(event.detail.get("approved")), "by": event.detail.get("by") or "",
+                       "how": event.detail.get("how") or ""}
+            self._store.put_state(run.platform, index, "[]")
+            for key in keys:
+                kept = self._store.get_state(run.platform, key)
+                if kept is None:
+                    continue
+                edited = withdrawn(from_json(kept), run.id, settled)
+                self._store.put_state(run.platform, key, to_json(edited))
+                await outbox(edited)
+        except BatonError as exc:
+            log.warning("gate offers not withdrawn: %s", exc.message,
+                        extra={"action": "settle_offers", "run_id": event.run_id})
+        except Exception:
+            log.exception("gate offers not withdrawn",
+                          extra={"action": "settle_offers", "run_id": event.run_id})
