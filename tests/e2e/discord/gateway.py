@@ -76,6 +76,14 @@ def button_click(fake: FakeDiscord, message_id: str, custom_id: str, *,
     return _interaction(fake, 3, who, fake.channels[message["channel_id"]], data, message)
 
 
+def select_choice(fake: FakeDiscord, message_id: str, custom_id: str, value: str, *,
+                  who: dict[str, Any] = ANA) -> dict[str, Any]:
+    """An option picked in a select menu of a message the bot posted."""
+    message = fake.messages[message_id]
+    data = {"custom_id": custom_id, "component_type": 3, "values": [value]}
+    return _interaction(fake, 3, who, fake.channels[message["channel_id"]], data, message)
+
+
 def message_create(fake: FakeDiscord, channel_id: str, content: str, *, who: dict[str, Any] = ANA,
                    mentions: list[dict[str, Any]] | None = None) -> dict[str, Any]:
     return {

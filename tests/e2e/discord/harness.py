@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from adapters.discord import BatonClient, build_client
+from adapters.discord.custom_ids import command_of, parse
 from bot.app import Baton, build_baton
 from core.config import Access, Settings
 from core.store.records import Run
@@ -25,6 +26,7 @@ from tests.e2e.discord.gateway import (
     dispatch_message,
     guild_create,
     message_create,
+    select_choice,
     slash_command,
 )
 
@@ -75,6 +77,25 @@ class DiscordBot:
         payload = button_click(self.fake, holders[-1]["id"], custom_id, who=who)
         dispatch_interaction(self.client, payload)
         return payload
+
+    def commands_of(self, select: dict[str, Any]) -> dict[str, str]:
+        """A select menu's options as {command: value}, decoded as any Baton process would."""
+        return {command_of(parse(o["value"]), self.baton.store.get_blob): o["value"]  # type: ignore[arg-type]
+                for o in select["options"]}
+
+    def choose(self, message_id: str, menu: int, command: str, *, who: dict[str, Any] = ANA) -> None:
+        """Pick, in select menu `menu` of a message, the option that runs `command`."""
+        select = menus(self.fake.messages[message_id]["components"])[menu]
+        value = self.commands_of(select)[command]
+        payload = select_choice(self.fake, message_id, select["custom_id"], value, who=who)
+        dispatch_interaction(self.client, payload)
+
+    def message_with(self, channel_id: str, text: str) -> dict[str, Any]:
+        """The newest message the bot has in `channel_id` whose content contains `text`."""
+        found = [m for m in self.fake.messages.values()
+                 if m["channel_id"] == channel_id and text in m["content"]]
+        assert found, f"no message in {channel_id} contains {text!r}"
+        return found[-1]
 
     def say(self, channel_id: str, text: str, *, who: dict[str, Any] = ANA,
             mentions: list[dict[str, Any]] | None = None) -> dict[str, Any]:
@@ -129,6 +150,11 @@ class DiscordBot:
         """Enabled buttons of every message, restricted to those about `run_id`."""
         return {cid for m in self.fake.messages.values() for cid in custom_ids(m["components"], enabled=True)
                 if run_id in cid or "=" in cid or "#" in cid}
+
+
+def menus(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The select menus (component type 3) of a message."""
+    return [c for row in rows for c in row.get("components", []) if c.get("type") == 3]
 
 
 def custom_ids(rows: list[dict[str, Any]], *, enabled: bool = False) -> list[str]:

@@ -76,8 +76,21 @@ class SlackHarness:
 
     async def click(self, message: Call, action: str, *, user: str = ANA, channel: str = CHANNEL) -> Answer:
         """`user` clicks the `action` button of a message the bot posted (recorded by the mock)."""
-        n = next(_ids)
         button = message.button(action)
+        return await self._act(message, {**button, "block_id": "baton_actions_0"}, user=user, channel=channel)
+
+    async def choose(self, message: Call, menu: int, option: str, *, user: str = ANA,
+                     channel: str = CHANNEL) -> Answer:
+        """`user` picks, in choice list `menu` of a message, the option whose value is `option`."""
+        select = message.menus[menu]
+        [picked] = [o for o in select["options"] if o["value"] == option]
+        action = {"type": "static_select", "action_id": select["action_id"], "block_id": "baton_menus",
+                  "selected_option": picked, "placeholder": select["placeholder"]}
+        return await self._act(message, action, user=user, channel=channel)
+
+    async def _act(self, message: Call, action: dict[str, Any], *, user: str, channel: str) -> Answer:
+        """A `block_actions` payload for `action` on `message`, as Slack sends it."""
+        n = next(_ids)
         blocks = message.body.get("blocks")
         blocks = json.loads(blocks) if isinstance(blocks, str) else blocks
         original: dict[str, Any] = {"type": "message", "ts": message.ts, "text": message.body.get("text"),
@@ -93,7 +106,7 @@ class SlackHarness:
             "api_app_id": "A0BATON", "token": "legacy", "container": container,
             "trigger_id": f"{n}.click.{time.time_ns()}", "channel": {"id": channel, "name": "ops"},
             "message": original, "response_url": self.mock.response_url(f"click-{n}"),
-            "actions": [{**button, "block_id": "baton_actions_0", "action_ts": f"{time.time():.6f}{n}"}],
+            "actions": [{**action, "action_ts": f"{time.time():.6f}{n}"}],
         }
         return await self._form({"payload": json.dumps(payload)})
 

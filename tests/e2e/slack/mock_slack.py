@@ -45,6 +45,14 @@ class Call:
 
     @property
     def buttons(self) -> list[dict[str, Any]]:
+        return [e for e in self._elements() if e.get("type") == "button"]
+
+    @property
+    def menus(self) -> list[dict[str, Any]]:
+        """The choice lists (static_select elements)."""
+        return [e for e in self._elements() if e.get("type") == "static_select"]
+
+    def _elements(self) -> list[dict[str, Any]]:
         return [
             element
             for block in _blocks(self.body)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import json
 
@@ -108,3 +109,46 @@ def test_user_input_is_never_redrawn_over() -> None:
     view.mark_input()
     view.show(progress("done"))
     assert "\x1b[" not in out.getvalue()
+
+
+def _which(count: int) -> Reply:
+    from core.commands import replies
+    from tests.unit.commands.samples import make_gate, make_run
+
+    runs = [make_run(id=f"r{i}", workflow="gated", platform="console") for i in range(count)]
+    return replies.which_gate([(r, make_gate(r, created_at=float(i))) for i, r in enumerate(runs)], "approve")
+
+
+def test_a_choice_list_is_numbered_and_a_number_picks_its_option() -> None:
+    out = io.StringIO()
+    view = ConsoleView(out, redraw=False)
+    which = _which(7)
+    assert which.buttons == () and len(which.menus) == 1
+
+    view.show(which)
+
+    assert "Approve which run?\n[1] gated r6 · review  /workflow approve r6" in out.getvalue()
+    assert view.choice("7") == which.menus[0].options[6] and view.choice("8") is None
+    (obj,) = json.loads(replies_json([which]))
+    assert [o["command"] for o in obj["menus"][0]["options"]][:2] == ["approve r6", "approve r5"]
+
+
+def test_once_the_gate_is_decided_its_numbers_are_gone() -> None:
+    from core.commands.offers import withdrawn
+
+    view = ConsoleView(io.StringIO(), redraw=False)
+    which = Reply(kind="which_gate", data=_which(7).data, menus=_which(7).menus, replace_key="offer:1")
+    view.show(which)
+    settled = {"run_id": "r6", "workflow": "gated", "node": "review", "approved": True, "by": "console:ana",
+               "how": "approve"}
+    edited = withdrawn(which, "r6", settled)
+    view.show(edited)
+    assert [b.command for b in view.choices] == [f"approve r{i}" for i in range(5, -1, -1)]
+    for run in ("r5", "r4", "r3", "r2", "r1", "r0"):
+        edited = withdrawn(edited, run, {**settled, "run_id": run})
+    view.show(edited)
+    assert view.choices == ()
+    never_shown = dataclasses.replace(edited, replace_key="offer:2")
+    out = io.StringIO()
+    ConsoleView(out, redraw=False).show(never_shown)
+    assert out.getvalue() == ""  # an edit of a message this console never showed

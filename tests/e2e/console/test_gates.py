@@ -1,0 +1,22 @@
+"""The console's side of approvals: more than five gates waiting is a numbered choice list."""
+
+from __future__ import annotations
+
+from tests.e2e.console.cli import BatonCli, run_ids
+
+
+def test_six_waiting_gates_are_a_numbered_choice_list(baton: BatonCli) -> None:
+    paused = [run_ids(baton.say(f'run gated "v{i}" --force')).pop() for i in range(6)]
+    assert all(baton.run_record(r).status == "paused" for r in paused)
+
+    (which,) = baton.say("lgtm", user="bob")
+
+    assert which["kind"] == "which_gate" and which["buttons"] == []
+    (menu,) = which["menus"]
+    assert sorted(o["command"] for o in menu["options"]) == sorted(f"approve {r}" for r in paused)
+    assert "6 runs wait for approval here" in which["text"]
+    assert all(baton.run_record(r).status == "paused" for r in paused)
+
+    done = baton.run("say", "--user", "bob", "--conversation", "ops", "--", "hmm")  # the text form
+    assert done.returncode == 0, done.stderr
+    assert "Approve which run?\n[1] gated " in done.stdout and "Reject which run?\n[7] gated " in done.stdout
