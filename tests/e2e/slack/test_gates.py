@@ -3,6 +3,9 @@ decided. Signed requests into the real Bolt app; what Baton posts, read from the
 
 from __future__ import annotations
 
+import pytest
+
+from core.config import Access
 from tests.e2e.slack.conftest import SlackE2E
 from tests.e2e.slack.harness import ANA, BOB, CHANNEL
 from tests.e2e.slack.mock_slack import BOT_USER, Call
@@ -120,3 +123,30 @@ async def test_six_waiting_gates_are_a_choice_list_and_a_choice_decides_one(e2e:
     assert f"Approved by <@{ANA}>" in edit.text and third.run_id in edit.text
     await withdrawn(e2e, third.rest, f"Approved by <@{ANA}>", after=mark)
     assert [status_of(e2e, r) for r in runs].count("paused") == 5
+
+
+FOUR_EYES = Access(admins=[f"slack:{ANA}"], run={"*": ["*"]}, approve={"*": ["*"]}, approver_not_requester=True)
+
+
+@pytest.mark.parametrize("access", [FOUR_EYES])
+async def test_the_requester_may_not_approve_by_any_route_not_even_an_admin(e2e: SlackE2E) -> None:
+    paused = await start(e2e, 'run gated "v1"', rests_with=WAITING, user=ANA)  # Ana: requester, admin
+    mark = len(e2e.mock.calls)
+
+    await e2e.slack.click(paused.rest, "approve", user=ANA)  # the button
+    await command(e2e, f"approve {paused.run_id}", user=ANA)  # the command
+    await reply(e2e, "lgtm", thread=paused.thread, user=ANA)  # a reply in its thread
+    await mention(e2e, "approve", user=ANA)  # a mention in the channel
+
+    def refusals(calls: list[Call]) -> list[Call] | None:
+        told = [c for c in calls[mark:] if "requested run" in c.text and c.body.get("user") == ANA]
+        return told if len(told) >= 4 else None
+
+    await e2e.mock.wait_for(refusals)
+    assert status_of(e2e, paused) == "paused"
+    assert [e.actor for e in e2e.baton.store.audit_log(paused.run_id) if e.action == "refused"] == [
+        f"slack:{ANA}"] * 4
+
+    await reply(e2e, "lgtm", thread=paused.thread, user=BOB)  # anyone else may
+    await withdrawn(e2e, paused.rest, f"Approved by <@{BOB}>", after=mark)
+    await wait_in_thread(e2e, paused.thread, COMPLETED, after=mark)
