@@ -82,7 +82,7 @@ def build_app(baton: Baton, settings: Settings, hub: LiveHub) -> RunPagesApp:
         raise ConfigurationError("Run pages are off (BATON_WEB_PORT).",
                                  hint="Set BATON_WEB_PORT to a free port to serve them.")
     parts = Parts(store=baton.store, engine=baton.engine, catalog=baton.catalog,
-                  access=settings.access, redactor=baton.redactor)
+                  access=settings.access_policy, redactor=baton.redactor)
     origin = settings.page_base_url.split("/", 3)
     csrf = Csrf(links.secret, secure=settings.page_base_url.startswith("https://"),
                 public_origin="/".join(origin[:3]))
@@ -91,7 +91,7 @@ def build_app(baton: Baton, settings: Settings, hub: LiveHub) -> RunPagesApp:
 
 def live_hub(baton: Baton, settings: Settings) -> LiveHub:
     parts = Parts(store=baton.store, engine=baton.engine, catalog=baton.catalog,
-                  access=settings.access, redactor=baton.redactor)
+                  access=settings.access_policy, redactor=baton.redactor)
     return LiveHub(pulse=baton.store.run_pulse, read=functools.partial(snapshot_of, parts),
                    poll=settings.web_poll_ms / 1000)
 

@@ -133,7 +133,7 @@ async def test_no_secret_reaches_a_page_a_download_or_a_live_update(tmp_path: Pa
             (await site.client.get(f"{path}?node=crash")).text,
             (await site.client.get(f"{path}/nodes/talk/output")).text,
             str(snapshot_of(Parts(site.baton.store, site.baton.engine, site.baton.catalog,
-                                  site.settings.access, site.baton.redactor), run.id)),
+                                  site.settings.access_policy, site.baton.redactor), run.id)),
         ]
         for text in shown:
             assert SECRET not in text
