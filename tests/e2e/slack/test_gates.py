@@ -125,7 +125,9 @@ async def test_six_waiting_gates_are_a_choice_list_and_a_choice_decides_one(e2e:
     assert [status_of(e2e, r) for r in runs].count("paused") == 5
 
 
-FOUR_EYES = Access(admins=[f"slack:{ANA}"], run={"*": ["*"]}, approve={"*": ["*"]}, approver_not_requester=True)
+FOUR_EYES = Access(
+    admins=[f"slack:{ANA}"], run={"*": ["*"]}, approve={"*": ["*"]}, approver_not_requester=True
+)
 
 
 @pytest.mark.parametrize("access", [FOUR_EYES])
