@@ -49,7 +49,7 @@ class Decision:
 
 YES = (
     "approve", "approved", "approving", "approves", "i approve", "lgtm", "sgtm", "ship", "shipit",
-    "yes", "yep", "yeah", "yup", "yea", "yas", "y", "ok", "okay", "okey", "sure", "go",
+    "yes", "yep", "yeah", "yup", "yea", "yas", "y", "ok", "okay", "okey", "sure", "sure thing", "go",
     "go ahead", "go for it", "proceed", "do it", "send it", "make it so", "carry on", "continue",
     "sounds good", "sounds great", "looks good", "looks great", "looks fine", "all good",
     "good to go", "ready to go", "good to ship", "we're good", "we are good",
@@ -111,9 +111,11 @@ FILLER = (
 #: Idioms that begin like a refusal or a yes but are neither.
 IDIOMS = (
     "no problem", "no problems", "no worries", "no idea", "no clue", "no rush", "no need",
-    "no objection", "no objections", "not sure", "not yet", "sure thing", "ok so", "yeah right",
+    "no objection", "no objections", "not sure", "not yet", "ok so", "yeah right",
     "sure jan", "go home", "go away",
-    # asking someone else to decide
+)  # fmt: skip
+#: Asking someone else to decide.
+ASKING = (
     "please approve", "pls approve", "plz approve", "approve please", "approve pls",
     "please confirm", "confirm please", "please accept", "please sign off", "please review",
 )  # fmt: skip
@@ -137,6 +139,13 @@ QUALIFIERS = frozenset({
     # hedges
     "maybe", "perhaps", "probably", "possibly", "might", "may", "guess", "hope", "hopefully",
     "think", "unsure", "idk", "dunno", "hmm", "hm", "um", "uh",
+    # the same in a few other languages
+    "mais", "aber", "pero", "ma", "mas", "sauf", "außer", "ausser", "excepto", "salvo", "seulement",
+    "nur", "solo", "sólo", "si", "wenn", "falls", "quand", "cuando", "quando", "demain", "morgen",
+    "mañana", "manana", "domani", "amanhã", "après", "apres", "nach", "später", "spater", "después",
+    "despues", "luego", "dopo", "depois", "pas", "nicht", "kein", "keine", "peut-être", "vielleicht",
+    "quizás", "quizas", "forse", "talvez", "明天", "以后", "之后", "但是", "如果", "只", "明日", "後で",
+    "でも", "もし",
     # sarcasm
     "/s", "jk", "j/k", "kidding", "joking", "lol", "lmao", "rofl", "haha", "hahaha", "hehe",
     "sarcasm", "sarcastic", "🙄", "😒", "🤡", "😏", "😂", "🤣", "🙃", "😬", "🤔", "😅",
@@ -207,8 +216,10 @@ def _phrases(*groups: tuple[tuple[str, ...], Kind]) -> dict[tuple[str, ...], Kin
     return table
 
 
-_LEXICON = _phrases((FILLER, Kind.FILLER), (YES, Kind.YES), (NO, Kind.NO), (NOT, Kind.NOT),
-                    (IDIOMS, Kind.UNKNOWN))
+_LEXICON = _phrases(
+    (FILLER, Kind.FILLER), (YES, Kind.YES), (NO, Kind.NO), (NOT, Kind.NOT), (IDIOMS, Kind.UNKNOWN),
+    (ASKING, Kind.UNKNOWN),
+)
 _LONGEST = max(len(p) for p in _LEXICON)
 
 
@@ -305,7 +316,11 @@ def _comment_undercuts(words: list[Word], head: DecisionKind) -> bool:
     for word in words:
         if word.kind is Kind.UNKNOWN and word.text.startswith(("<", "@", "..", "…", "?")):
             return True  # someone else, a hesitation, a question
-        for part in word.text.split():
+        if word.text in IDIOMS or word.text in ASKING:
+            return True  # "approve, yeah right"
+        if head is DecisionKind.APPROVE and word.kind in (Kind.NO, Kind.NOT):
+            return True  # "approve, over my dead body"
+        for part in word.text.split():  # each word of a phrase too: "not sure"
             if part in QUALIFIERS:
                 return True
             negates = _LEXICON.get((part,)) in (Kind.NO, Kind.NOT) or part.endswith("n't")

@@ -276,7 +276,12 @@ LANGUAGES: list[tuple[str, str]] = [
     ("sí pero mañana", U), ("si les tests passent", U), ("peut-être", U), ("vielleicht", U),
     ("quizás", U), ("pas maintenant", U), ("nicht jetzt", U), ("no sé", U),
     ("d'accord, après le déjeuner", U), ("好", A), ("可以", A), ("不", R), ("不要", R),
-    ("明天", U), ("はい、明日", U), ("네", A), ("아니요", R),
+    ("明天", U), ("はい、明日", U), ("네", A), ("아니요", R), ("approve: aber erst morgen", U),
+    ("approve: mais pas en prod", U), ("lgtm - pero mañana", U), ("approve: 明天", U),
+    ("approve: nur staging", U), ("approve, approve, over my dead body", U),
+    ("lgtm, hell no", U), ("approve: absolutely not", U), ("approve, yeah right", U),
+    ("lgtm - sure jan", U), ("approve: go home", U), ("ship it: si les tests passent", U),
+    ("approve: merci", A),
 ]
 
 SLACK_AND_DISCORD_TEXT: list[tuple[str, str]] = [
