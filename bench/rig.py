@@ -18,7 +18,9 @@ from core.commands.handler import Handler
 from core.config import Access
 from core.engine.engine import Engine, EngineConfig
 from core.engine.providers import FakeProvider, ProviderRegistry
+from core.engine.step_env import StepEnvironment
 from core.engine.tools import ToolRegistry
+from core.redaction import Redactor
 from core.store.repository import SqlStore
 from core.workflows.catalog import Catalog
 
@@ -114,11 +116,13 @@ async def rig(
     store = SqlStore(url or sqlite_url(root), sqlite_synchronous=synchronous)
     store.migrate()
     catalog = Catalog([root / "workflows"])
+    environment = StepEnvironment.from_environ(os.environ, redactor=Redactor(()))
     engine = Engine(
         store=store,
         catalog=catalog,
         config=EngineConfig(
             data_dir=root / "data",
+            environment=environment,
             max_parallel=max_parallel,
             replica_id=replica_id,
             group_commit=group_commit,
@@ -126,7 +130,9 @@ async def rig(
         providers=providers or ProviderRegistry({"fake": FakeProvider()}, "fake"),
         tools=tools or bench_tools(),
     )
-    handler = Handler(store=store, engine=engine, catalog=catalog, access=Access.everyone())
+    handler = Handler(
+        store=store, engine=engine, catalog=catalog, access=Access.everyone(), redactor=environment.redactor
+    )
     if start_engine:
         await engine.start()
     try:

@@ -1,20 +1,21 @@
-"""Application wiring: settings -> store, catalog, engine, handler; and the process lifecycle.
+"""Application wiring: the assembled runtime (`bot/runtime.py`) -> store, engine, handler;
+and the process lifecycle.
 
     baton = build_baton(settings)
     async with baton.running():          # engine started (recovery, heartbeat), signals handled
         ...                              # adapters take input until `baton.stopping` is set
     # engine stopped: in-flight steps got `grace` seconds to finish
 
-SIGTERM / SIGINT set `baton.stopping` (adapters stop taking input); a second signal
-cancels the task that entered `running()` for a fast exit.
+SIGTERM / SIGINT go through the one shutdown path (`bot/shutdown.py`): the first sets
+`baton.stopping` (adapters stop taking input); a second cancels the task that entered
+`running()` for a fast exit.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-import signal
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -24,11 +25,11 @@ from sqlalchemy.engine import make_url
 
 from adapters.web import page_links
 from bot.housekeeping import Housekeeping
+from bot.runtime import Runtime, assemble, load_tools
+from bot.shutdown import Shutdown
 from core.commands.handler import Handler
 from core.config import Settings
 from core.engine.engine import Engine, EngineConfig, ExecutorFactory
-from core.engine.providers import ProviderRegistry
-from core.engine.tools import ToolRegistry
 from core.redaction import Redactor
 from core.store.port import Store
 from core.store.repository import SqlStore
@@ -37,16 +38,9 @@ from core.workflows.catalog import Catalog
 if TYPE_CHECKING:  # procrastinate is imported only when BATON_EXECUTOR=procrastinate
     from core.engine.distributed import RemoteDispatcher
 
+__all__ = ["Baton", "build_baton", "ensure_sqlite_dir", "load_tools"]
+
 log = logging.getLogger("baton.app")
-
-DEFAULT_TOOL_MODULE = "workflows/tools.py"
-
-
-@dataclass
-class _Lifecycle:
-    stopping: asyncio.Event = field(default_factory=asyncio.Event)
-    signals: int = 0
-    main_task: asyncio.Task[object] | None = None
 
 
 @dataclass(frozen=True)
@@ -58,35 +52,21 @@ class Baton:
     catalog: Catalog
     engine: Engine
     handler: Handler
-    #: hides every secret the process knows, wherever stored text is shown to people
-    redactor: Redactor = field(default_factory=Redactor)
+    #: the runtime's one redactor: replies on every platform, logs, audit, steps' stderr
+    redactor: Redactor
     #: set when BATON_EXECUTOR=procrastinate: steps go to `baton worker` processes
     dispatcher: RemoteDispatcher | None = None
     #: prunes processed_events and platform_state; started and stopped with the engine
     housekeeping: Housekeeping | None = None
-    _life: _Lifecycle = field(default_factory=_Lifecycle, repr=False)
+    shutdown: Shutdown = field(default_factory=lambda: Shutdown(grace=10.0, what="input"), repr=False)
 
     @property
     def stopping(self) -> asyncio.Event:
         """Set when the process was asked to stop: adapters stop taking input."""
-        return self._life.stopping
+        return self.shutdown.stopping
 
     def request_stop(self) -> None:
-        self._life.stopping.set()
-
-    def _on_signal(self, signum: int) -> None:
-        self._life.signals += 1
-        name = signal.Signals(signum).name
-        if self._life.signals == 1:
-            log.info(
-                "stopping: no new input; in-flight steps get %.0fs",
-                self.settings.shutdown_grace,
-                extra={"action": "shutdown", "signal": name},
-            )
-            self.request_stop()
-        elif self._life.main_task is not None:
-            log.warning("second %s: stopping now", name, extra={"action": "shutdown_forced"})
-            self._life.main_task.cancel()
+        self.shutdown.request()
 
     @asynccontextmanager
     async def running(
@@ -96,34 +76,24 @@ class Baton:
         steps get `grace` seconds (default BATON_SHUTDOWN_GRACE), then the leases of runs still
         running here are released so that a peer replica recovers them at once."""
         grace = self.settings.shutdown_grace if grace is None else grace
-        loop = asyncio.get_running_loop()
-        self._life.main_task = asyncio.current_task()
-        installed: list[signal.Signals] = []
-        if handle_signals:
-            for sig in (signal.SIGTERM, signal.SIGINT):
-                try:
-                    loop.add_signal_handler(sig, self._on_signal, sig)
-                except (NotImplementedError, RuntimeError, ValueError):  # not the main thread
-                    continue
-                installed.append(sig)
-        if self.dispatcher is not None:
-            await self.dispatcher.open()
-        await self.engine.start()
-        log.info("engine started", extra={"action": "engine_started", "owner": self.engine.owner})
-        if self.housekeeping is not None:
-            await self.housekeeping.start()
-        try:
-            yield self
-        finally:
-            for sig in installed:
-                loop.remove_signal_handler(sig)
-            if self.housekeeping is not None:
-                await self.housekeeping.stop()
-            await self.engine.stop(grace=0.0 if self._life.signals > 1 else grace)
-            released = self.store.release_leases(self.engine.owner)  # type: ignore[attr-defined]
+        self.shutdown.grace = grace
+        with self.shutdown.signals(enabled=handle_signals):
             if self.dispatcher is not None:
-                await self.dispatcher.close()
-            log.info("engine stopped", extra={"action": "engine_stopped", "released": released})
+                await self.dispatcher.open()
+            await self.engine.start()
+            log.info("engine started", extra={"action": "engine_started", "owner": self.engine.owner})
+            if self.housekeeping is not None:
+                await self.housekeeping.start()
+            try:
+                yield self
+            finally:
+                if self.housekeeping is not None:
+                    await self.housekeeping.stop()
+                await self.engine.stop(grace=0.0 if self.shutdown.forced else grace)
+                released = self.store.release_leases(self.engine.owner)  # type: ignore[attr-defined]
+                if self.dispatcher is not None:
+                    await self.dispatcher.close()
+                log.info("engine stopped", extra={"action": "engine_stopped", "released": released})
 
     def close(self) -> None:
         self.store.close()
@@ -136,51 +106,45 @@ def ensure_sqlite_dir(database_url: str) -> None:
         Path(url.database).expanduser().parent.mkdir(parents=True, exist_ok=True)
 
 
-def load_tools(modules: Sequence[str], base: Path | None = None) -> ToolRegistry:
-    """Register the `@tool` functions of `modules` (module names or `.py` paths relative to
-    `base`, the current directory by default). The default `workflows/tools.py` may be
-    absent; any other missing module is a configuration error (raised by the registry)."""
-    base = base if base is not None else Path.cwd()
-    wanted = [m for m in modules if not (m == DEFAULT_TOOL_MODULE and not (base / m).is_file())]
-    registry = ToolRegistry()
-    found = registry.load(wanted, base)
-    log.debug("tools loaded: %s", ", ".join(found) or "none", extra={"action": "tools_loaded"})
-    return registry
-
-
-def build_baton(settings: Settings) -> Baton:
-    """Wire the parts; the schema is migrated before anything else touches the database."""
+def build_baton(
+    settings: Settings, *, environ: Mapping[str, str] | None = None, runtime: Runtime | None = None
+) -> Baton:
+    """Wire the parts on the assembled runtime (`bot.runtime.assemble(settings, environ=…)`
+    unless one is given); the schema is migrated before anything else touches the database."""
+    runtime = runtime if runtime is not None else assemble(settings, environ=environ)
     ensure_sqlite_dir(settings.database_url)
     settings.data_dir.mkdir(parents=True, exist_ok=True)
     store = SqlStore(settings.database_url)
     store.migrate()
-    catalog = Catalog(settings.workflow_dirs)
     dispatcher = distributed_dispatcher(settings, store)
     engine = Engine(
         store=store,
-        catalog=catalog,
+        catalog=runtime.catalog,
         config=EngineConfig(
             data_dir=settings.data_dir,
+            environment=runtime.environment,
             max_parallel=settings.max_parallel,
             lease_seconds=settings.lease_seconds,
             group_commit=settings.group_commit_ms / 1000,
             replica_id=settings.replica_id,
         ),
-        providers=ProviderRegistry.from_settings(settings),
-        tools=load_tools(settings.tool_modules),
+        providers=runtime.providers,
+        tools=runtime.tools,
         executor_factory=_remote_factory(dispatcher),
     )
-    handler = Handler(store=store, engine=engine, catalog=catalog, access=settings.access_policy,
-                      event_stale_after=settings.event_stale_seconds, pages=page_links(settings, store))
+    handler = Handler(store=store, engine=engine, catalog=runtime.catalog, access=settings.access_policy,
+                      redactor=runtime.redactor, event_stale_after=settings.event_stale_seconds,
+                      pages=page_links(settings, store))
     return Baton(
         settings=settings,
         store=store,
-        catalog=catalog,
+        catalog=runtime.catalog,
         engine=engine,
         handler=handler,
-        redactor=Redactor(settings.secrets()),
+        redactor=runtime.redactor,
         dispatcher=dispatcher,
         housekeeping=Housekeeping.from_settings(store, settings),
+        shutdown=Shutdown(grace=settings.shutdown_grace, what="input"),
     )
 
 

@@ -2,9 +2,10 @@
 
     ts=2024-05-01T12:00:00.123Z level=INFO logger=baton.engine action=run_started run_id=r_1 msg="started"
 
-`action`, `run_id` and `node_id` come from `extra=` and appear when given. Every
-secret of `Settings.secrets()` is replaced in the message, the extras and tracebacks
-before anything is written.
+`action`, `run_id` and `node_id` come from `extra=` and appear when given. Every secret
+the redactor knows is replaced in the message, the extras and tracebacks before anything is
+written: at first the settings' secrets, then, once the runtime is assembled
+(`bot/runtime.py`), its one redactor (`redact_logs_with`), which also knows the step secrets.
 """
 
 from __future__ import annotations
@@ -12,7 +13,6 @@ from __future__ import annotations
 import logging
 import sys
 import time
-from collections.abc import Sequence
 from typing import IO, Any
 
 from core.redaction import Redactor
@@ -54,15 +54,17 @@ class KeyValueFormatter(logging.Formatter):
 class RedactingFilter(logging.Filter):
     """Replaces every secret in the message, its arguments and the extras."""
 
-    def __init__(self, secrets: Sequence[str]) -> None:
+    def __init__(self, redactor: Redactor) -> None:
         super().__init__()
-        self._redactor = Redactor(list(secrets))
+        self.redactor = redactor
 
     def _clean(self, value: Any) -> Any:
-        return self._redactor.redact(value) if isinstance(value, str) else value
+        if isinstance(value, str | list | tuple | dict):
+            return self.redactor.redact_value(value)
+        return value
 
     def filter(self, record: logging.LogRecord) -> bool:
-        record.msg = self._redactor.redact(record.getMessage())
+        record.msg = self.redactor.redact(record.getMessage())
         record.args = None
         for key, value in list(record.__dict__.items()):
             if key not in _STANDARD:
@@ -71,11 +73,11 @@ class RedactingFilter(logging.Filter):
             text = logging.Formatter().formatException(record.exc_info)
             record.exc_info = None
             record.exc_text = None
-            record.__dict__["exc"] = self._redactor.redact(text)
+            record.__dict__["exc"] = self.redactor.redact(text)
         return True
 
 
-def setup_logging(level: str, secrets: Sequence[str], stream: IO[str] | None = None) -> logging.Handler:
+def setup_logging(level: str, redactor: Redactor, stream: IO[str] | None = None) -> logging.Handler:
     """Install Baton's handler on the root logger (idempotent: replaces an earlier one).
 
     Logs go to stderr so that `baton say --json` keeps stdout machine-readable.
@@ -86,9 +88,18 @@ def setup_logging(level: str, secrets: Sequence[str], stream: IO[str] | None = N
     handler = logging.StreamHandler(stream if stream is not None else sys.stderr)
     handler.set_name(_HANDLER_NAME)
     handler.setFormatter(KeyValueFormatter())
-    handler.addFilter(RedactingFilter(secrets))
+    handler.addFilter(RedactingFilter(redactor))
     root.addHandler(handler)
     root.setLevel(level)
     for noisy in ("sqlalchemy", "alembic", "asyncio", "httpx", "slack_bolt", "discord"):
         logging.getLogger(noisy).setLevel(max(logging.WARNING, logging.getLevelName(level)))
     return handler
+
+
+def redact_logs_with(redactor: Redactor) -> None:
+    """From now on Baton's log handler (if installed) hides what `redactor` hides."""
+    for handler in logging.getLogger().handlers:
+        if handler.get_name() == _HANDLER_NAME:
+            for found in handler.filters:
+                if isinstance(found, RedactingFilter):
+                    found.redactor = redactor

@@ -21,7 +21,9 @@ from typing import Annotated, NoReturn
 import typer
 
 from bot.logging import setup_logging
+from bot.runtime import forbid_inspection, settings_redactor
 from bot.settings import load_settings
+from core.commands.input_text import InvalidInput, check_text
 from core.config import Settings
 from core.errors import BatonError, ConfigurationError
 
@@ -60,12 +62,12 @@ User = Annotated[
 ]
 
 
-def fail(exc: BatonError) -> NoReturn:
-    """Cause and next step on stderr; exit 2 for configuration, 1 otherwise."""
+def fail(exc: BatonError, *, code: int | None = None) -> NoReturn:
+    """Cause and next step on stderr; exit 2 for configuration (or `code`), 1 otherwise."""
     typer.echo(f"error: {exc.message}", err=True)
     if exc.hint:
         typer.echo(exc.hint, err=True)
-    raise typer.Exit(EXIT_USAGE if isinstance(exc, ConfigurationError) else 1)
+    raise typer.Exit(code if code is not None else EXIT_USAGE if isinstance(exc, ConfigurationError) else 1)
 
 
 def settings_for(
@@ -77,6 +79,7 @@ def settings_for(
     chat: unless BATON_LOG_LEVEL is set, only warnings and errors are logged there.
     `console=None`: the console is the screen when no chat adapter is configured.
     """
+    forbid_inspection()  # before anything else: the steps of this process (and of its forks)
     try:
         settings = load_settings(database_url=database_url, workflow_dirs=workflows)
     except ConfigurationError as exc:
@@ -86,8 +89,18 @@ def settings_for(
         console = not (settings.slack_enabled or settings.discord_enabled)
     if console and "log_level" not in settings.model_fields_set and level == "INFO":
         level = "WARNING"
-    setup_logging(level, settings.secrets())
+    setup_logging(level, settings_redactor(settings))  # the runtime's redactor replaces it once assembled
     return settings
+
+
+def check_arguments(**values: str | None) -> None:
+    """Refuse NUL bytes and invalid UTF-8 in the command line with one line (exit 2)."""
+    try:
+        for name, value in values.items():
+            if value is not None:
+                check_text(value, name)
+    except InvalidInput as exc:
+        fail(exc, code=EXIT_USAGE)
 
 
 NoSupervise = Annotated[
@@ -143,6 +156,7 @@ def run(
     at once (docs/operations.md). The console is never supervised (it owns the terminal)."""
     from bot.serve import configured_adapters, serve_all
 
+    check_arguments(**{"--conversation": conversation, "--user": user})
     settings = settings_for(database_url, workflows, console=None)
     with_console = console and sys.stdin.isatty()
     adapters = configured_adapters(settings)
@@ -176,6 +190,7 @@ def console(
     """Chat with Baton in this terminal (history, numbered buttons, live progress; Ctrl-D quits)."""
     from bot.serve import console_only
 
+    check_arguments(**{"--conversation": conversation, "--user": user, "--thread": thread})
     settings = settings_for(database_url, workflows, console=True)
     try:
         asyncio.run(
@@ -205,22 +220,27 @@ def say(
     from adapters.console.output import replies_json, send
     from bot.serve import say_once
     from core.commands.messages import Reply
+    from core.redaction import Redactor
 
+    check_arguments(**{
+        "The message": text, "--conversation": conversation, "--user": user, "--thread": thread,
+        "--event-id": event_id,
+    })  # fmt: skip
     settings = settings_for(database_url, workflows)
     shown: dict[str, str] = {}  # replace_key -> text last printed (text mode prints on change)
 
-    def stream(reply: Reply) -> None:
+    def stream(reply: Reply, redactor: Redactor) -> None:
         from adapters.console.output import reply_text
 
         if reply.replace_key is not None:
-            text_now = reply_text(reply)
+            text_now = reply_text(reply, redactor)
             if shown.get(reply.replace_key) == text_now:
                 return
             shown[reply.replace_key] = text_now
-        send(reply)
+        send(reply, redactor)
 
     try:
-        replies = asyncio.run(
+        said = asyncio.run(
             say_once(
                 settings,
                 text,
@@ -235,7 +255,7 @@ def say(
     except BatonError as exc:
         fail(exc)
     if as_json:
-        typer.echo(replies_json(replies))
+        typer.echo(replies_json(said.replies, said.redactor))
 
 
 @app.command(name="list")

@@ -10,6 +10,7 @@ import asyncio
 import importlib
 import logging
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 from adapters.console.messages import to_chat_message
@@ -17,6 +18,7 @@ from adapters.console.oneshot import say
 from bot.app import Baton, build_baton
 from core.commands.messages import Reply
 from core.config import Settings
+from core.redaction import Redactor
 
 log = logging.getLogger("baton.serve")
 
@@ -110,6 +112,14 @@ async def console_only(settings: Settings, *, conversation: str, user: str, thre
         baton.close()
 
 
+@dataclass(frozen=True)
+class Said:
+    """What `baton say` prints: the replies, through the runtime's redactor."""
+
+    replies: list[Reply]
+    redactor: Redactor
+
+
 async def say_once(
     settings: Settings,
     text: str,
@@ -119,13 +129,16 @@ async def say_once(
     thread: str | None,
     event_id: str | None,
     wait: bool,
-    on_reply: Callable[[Reply], None] | None = None,
-) -> list[Reply]:
-    """`baton say`: one message in, its replies out; started runs are driven to rest."""
+    on_reply: Callable[[Reply, Redactor], None] | None = None,
+) -> Said:
+    """`baton say`: one message in, its replies out; started runs are driven to rest.
+    `on_reply` sees each reply as it arrives, with the redactor to print it through."""
     baton = build_baton(settings)
     try:
         async with baton.running():
             message = to_chat_message(text, conversation, user, thread, event_id=event_id)
-            return await say(baton, message, wait=wait, on_reply=on_reply)
+            shown = None if on_reply is None else (lambda reply: on_reply(reply, baton.redactor))
+            replies = await say(baton, message, wait=wait, on_reply=shown)
+            return Said(replies, baton.redactor)
     finally:
         baton.close()

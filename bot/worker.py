@@ -5,7 +5,9 @@ on the replicas and the workers). A worker claims a step's journal entry, runs i
 same leaf code the in-process executor uses and writes the result to the journal; the run's
 replica reads it from there (`core/engine/distributed/`).
 
-Shutdown: the first SIGTERM/SIGINT stops fetching jobs; steps in flight get
+The worker runs on the same assembled runtime as `baton run` (`bot/runtime.py`: redactor,
+step environment, providers, tools) and stops through the same shutdown path
+(`bot/shutdown.py`): the first SIGTERM/SIGINT stops fetching jobs; steps in flight get
 `BATON_SHUTDOWN_GRACE` seconds, then are stopped (their process group killed) and stay
 `started`, for the replica's replay rules. A second signal exits at once.
 """
@@ -15,14 +17,14 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
-import signal
 import socket
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from procrastinate.worker import Worker
 
-from bot.app import load_tools
+from bot.runtime import Runtime, assemble
+from bot.shutdown import Shutdown
 from core.config import Settings
 from core.engine.distributed import (
     TASK_NAME,
@@ -32,9 +34,7 @@ from core.engine.distributed import (
     apply_queue_schema,
     stalled_after,
 )
-from core.engine.providers import ProviderRegistry
 from core.errors import ConfigurationError
-from core.redaction import Redactor
 from core.store.repository import SqlStore
 
 log = logging.getLogger("baton.worker")
@@ -55,15 +55,16 @@ def worker_name(settings: Settings, name: str | None) -> str:
 
 
 def build_worker(
-    settings: Settings, store: SqlStore, queue: JobQueue, *, concurrency: int, name: str
+    runtime: Runtime, store: SqlStore, queue: JobQueue, *, concurrency: int, name: str
 ) -> Worker:
     """A Procrastinate worker whose one task runs a `NodeJob` through `NodeWorker`."""
+    settings = runtime.settings
     node_worker = NodeWorker(
         store=store,
-        providers=ProviderRegistry.from_settings(settings),
-        tools=load_tools(settings.tool_modules),
+        providers=runtime.providers,
+        tools=runtime.tools,
         data_dir=settings.data_dir,
-        redactor=Redactor(settings.secrets()),
+        environment=runtime.environment,
         name=name,
     )
 
@@ -107,9 +108,11 @@ async def serve_worker(
     concurrency: int | None = None,
     name: str | None = None,
     on_ready: Callable[[], None] | None = None,
+    environ: Mapping[str, str] | None = None,
 ) -> None:
     """Run until SIGTERM/SIGINT (see the module docstring)."""
     require_procrastinate(settings)
+    runtime = assemble(settings, environ=environ)
     settings.data_dir.mkdir(parents=True, exist_ok=True)
     store = SqlStore(settings.database_url)
     queue: JobQueue | None = None
@@ -119,29 +122,10 @@ async def serve_worker(
         slots = concurrency or settings.worker_concurrency
         queue = JobQueue(settings.database_url, pool_size=slots + 3)
         label = worker_name(settings, name)
-        worker = build_worker(settings, store, queue, concurrency=slots, name=label)
+        worker = build_worker(runtime, store, queue, concurrency=slots, name=label)
         await queue.open()
-        main = asyncio.current_task()
-        signals = 0
-
-        def on_signal(signum: int) -> None:
-            nonlocal signals
-            signals += 1
-            if signals == 1:
-                log.info(
-                    "stopping: no new steps; in-flight steps get %.0fs",
-                    settings.shutdown_grace,
-                    extra={"action": "shutdown", "signal": signal.Signals(signum).name},
-                )
-                worker.stop()
-            elif main is not None:
-                log.warning("second signal: stopping now", extra={"action": "shutdown_forced"})
-                main.cancel()
-
-        loop = asyncio.get_running_loop()
-        for sig in (signal.SIGTERM, signal.SIGINT):
-            loop.add_signal_handler(sig, on_signal, sig)
-        try:
+        shutdown = Shutdown(grace=settings.shutdown_grace, what="steps", on_first=worker.stop)
+        with shutdown.signals():
             log.info(
                 "worker ready",
                 extra={"action": "worker_started", "worker": label, "queue": settings.queue_name},
@@ -154,9 +138,6 @@ async def serve_worker(
             finally:
                 beating.cancel()
                 await asyncio.gather(beating, return_exceptions=True)
-        finally:
-            for sig in (signal.SIGTERM, signal.SIGINT):
-                loop.remove_signal_handler(sig)
         log.info("worker stopped", extra={"action": "worker_stopped", "worker": label})
     finally:
         if queue is not None:

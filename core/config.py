@@ -17,6 +17,17 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, SecretStr, fi
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 
+def url_passwords(url: str) -> list[str]:
+    """The password in `scheme://user:password@host/…` as written and percent-decoded."""
+    from urllib.parse import unquote, urlsplit
+
+    try:
+        password = urlsplit(url).password
+    except ValueError:
+        return []
+    return sorted({password, unquote(password)}) if password else []
+
+
 def _split_list(value: Any) -> Any:
     """Accept a JSON list, or a comma/`os.pathsep` separated string."""
     if isinstance(value, str):
@@ -174,6 +185,10 @@ class Settings(BaseSettings):
     # access control: None (BATON_ACCESS unset) lets everyone run and approve
     access: Access | None = None
 
+    # step secrets (docs/workflows.md "Environment and secrets"): NAME=value lines whose values
+    # the workflows' `secrets:` may declare (Baton's environment is looked at first)
+    secrets_file: Path | None = None
+
     # Slack
     slack_bot_token: SecretStr | None = None
     slack_app_token: SecretStr | None = None  # set: Socket Mode
@@ -243,7 +258,8 @@ class Settings(BaseSettings):
         return self.access if self.access is not None else Access.everyone()
 
     def secrets(self) -> list[str]:
-        """Every secret value, for redaction from chat and logs."""
+        """Every secret value of the settings, for redaction: the tokens and keys, and the
+        passwords in the database and OpenAI URLs."""
         values = [
             self.openai_api_key,
             self.slack_bot_token,
@@ -252,4 +268,5 @@ class Settings(BaseSettings):
             self.discord_token,
             self.web_secret,
         ]
-        return [v.get_secret_value() for v in values if v is not None and v.get_secret_value()]
+        found = [v.get_secret_value() for v in values if v is not None and v.get_secret_value()]
+        return found + url_passwords(self.database_url) + url_passwords(self.openai_base_url)

@@ -5,6 +5,7 @@ docstring is the default message; raise sites pass specifics.
 
     BatonError
     ├── ConfigurationError          a setting is missing or wrong (names the variable)
+    │   └── MissingSecret               a secret a workflow declares is not provided
     ├── WorkflowError               a workflow definition is broken or unknown
     │   ├── WorkflowDefinitionError     load/validation error: file, line, fix
     │   ├── UnknownWorkflow             no workflow by that name
@@ -49,6 +50,22 @@ class ConfigurationError(BatonError):
     """A setting is missing or invalid."""
 
     hint = "Fix the environment variable named above and start Baton again."
+
+
+class MissingSecret(ConfigurationError):
+    """A workflow declares a secret the operator has not provided."""
+
+    def __init__(self, names: Sequence[str], *, workflow: str | None = None, node: str | None = None) -> None:
+        self.names = tuple(names)
+        listed = ", ".join(f"`{n}`" for n in self.names)
+        plural = "s" if len(self.names) > 1 else ""
+        owner = f"workflow `{workflow}`" if workflow else f"step `{node}`" if node else "this step"
+        super().__init__(
+            f"{owner} needs the secret{plural} {listed}, set neither in Baton's environment "
+            "nor in BATON_SECRETS_FILE",
+            hint=f"Ask the operator to provide {listed} (in Baton's environment or in the file "
+            "BATON_SECRETS_FILE names), then try again.",
+        )
 
 
 class WorkflowError(BatonError):

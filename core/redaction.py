@@ -1,55 +1,112 @@
-"""Secret redaction: one `Redactor` for chat replies, logs and the stderr tails of steps.
+"""Secret redaction: one `Redactor` for chat replies, logs, audit entries and steps' stderr.
 
-Build it once from the secrets Baton knows (`Settings.secrets()` plus any secrets the
-operator passes to steps) and hand it to whoever shows text to people:
+The runtime builds it once (`bot/runtime.py`) from every secret the process knows: the
+settings' secret fields, the password of the database URL, every value of the operator's
+secrets file and every secret a loaded workflow declares. Whoever shows text to people
+receives that one instance; there is no default that hides nothing.
 
-    redactor = Redactor(settings.secrets())
+    redactor = Redactor(["xoxb-123456"])
     redactor.redact("token xoxb-123456 leaked")   # 'token ••• leaked'
+    redactor.add(["ghp_abcdef"])                  # a secret a workflow declared later
 
-Secrets shorter than `MIN_SECRET_LENGTH` characters are ignored: masking every "1" or
-"yes" in a log would hide more than it protects. The redactor never shows its secrets,
-not even in its `repr`.
+A secret is also hidden in its JSON-escaped form (`"a\\"b"` inside a JSON document), and
+`forms()` lets a renderer add the forms its escaping produces. Secrets shorter than
+`MIN_SECRET_LENGTH` characters are ignored: masking every "1" or "yes" would hide more
+than it protects. The redactor never shows its secrets, not even in its `repr`.
+
+Secrets are only ever added, never removed: a value that was a secret once stays hidden.
+Adding recompiles one pattern; `redact` reads whichever pattern is current (a reference
+swap), so threads that log while a secret is added see the old or the new pattern, whole.
 """
 
 from __future__ import annotations
 
+import json
 import re
-from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+import threading
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
 
 MASK = "•••"
 MIN_SECRET_LENGTH = 4
 
 
-@dataclass(frozen=True, slots=True, init=False)
+def _json_form(secret: str) -> str:
+    return json.dumps(secret, ensure_ascii=False)[1:-1]
+
+
 class Redactor:
-    """Replaces every occurrence of each known secret with `MASK`."""
+    """Replaces every occurrence of each known secret (and its encoded forms) with `MASK`."""
 
-    secrets: tuple[str, ...] = field(repr=False)
-    _pattern: re.Pattern[str] | None = field(repr=False, compare=False)
+    __slots__ = ("_derived", "_encoders", "_lock", "_pattern", "_secrets")
 
-    def __init__(self, secrets: Sequence[str] = ()) -> None:
-        kept = tuple(sorted({s for s in secrets if len(s) >= MIN_SECRET_LENGTH}, key=lambda s: (-len(s), s)))
-        object.__setattr__(self, "secrets", kept)
-        # longest first, so a secret that contains another is masked whole
-        pattern = re.compile("|".join(re.escape(s) for s in kept)) if kept else None
-        object.__setattr__(self, "_pattern", pattern)
+    def __init__(
+        self, secrets: Iterable[str], *, encoders: Iterable[Callable[[str], str]] = ()
+    ) -> None:
+        self._secrets: frozenset[str] = frozenset()
+        self._encoders: tuple[Callable[[str], str], ...] = (_json_form, *encoders)
+        self._pattern: re.Pattern[str] | None = None
+        self._lock = threading.Lock()
+        #: redactors over the same secrets with more encoded forms, by encoders (`forms`)
+        self._derived: dict[tuple[Callable[[str], str], ...], tuple[frozenset[str], Redactor]] = {}
+        self.add(secrets)
+
+    def add(self, secrets: Iterable[str]) -> None:
+        """Hide these too (from now on, everywhere this redactor is used)."""
+        new = {s for s in secrets if isinstance(s, str) and len(s) >= MIN_SECRET_LENGTH}
+        with self._lock:
+            if new <= self._secrets:
+                return
+            self._secrets = self._secrets | new
+            self._pattern = _compile(self._secrets, self._encoders)
+
+    def forms(self, *encoders: Callable[[str], str]) -> Redactor:
+        """A redactor over the same secrets that also hides `encoder(secret)` for each
+        encoder (e.g. a platform's markdown escaping). Kept until a secret is added, so
+        asking again for the same encoders is a dictionary lookup."""
+        secrets = self._secrets
+        derived = self._derived.get(encoders)
+        if derived is not None and derived[0] is secrets:
+            return derived[1]
+        redactor = Redactor(secrets, encoders=(*self._encoders[1:], *encoders))
+        self._derived[encoders] = (secrets, redactor)
+        return redactor
 
     def redact(self, text: str) -> str:
-        if self._pattern is None or not text:
+        pattern = self._pattern
+        if pattern is None or not text:
             return text
-        return self._pattern.sub(MASK, text)
+        return pattern.sub(MASK, text)
 
-    def with_secrets(self, more: Iterable[str]) -> Redactor:
-        """A redactor that also hides `more`."""
-        return Redactor((*self.secrets, *more))
+    def redact_value(self, value: Any) -> Any:
+        """`value` with every string in it (mapping keys included) redacted; other leaves as is."""
+        if self._pattern is None:
+            return value
+        if isinstance(value, str):
+            return self.redact(value)
+        if isinstance(value, Mapping):
+            return {self.redact_value(k): self.redact_value(v) for k, v in value.items()}
+        if isinstance(value, list | tuple):
+            return type(value)(self.redact_value(v) for v in value)
+        return value
+
+    @property
+    def secrets(self) -> tuple[str, ...]:
+        """The secrets, longest first (replacing them in this order masks a secret that
+        contains another whole)."""
+        return tuple(sorted(self._secrets, key=lambda s: (-len(s), s)))
 
     def __bool__(self) -> bool:
         return self._pattern is not None
 
     def __repr__(self) -> str:
-        return f"Redactor({len(self.secrets)} secrets)"
+        return f"Redactor({len(self._secrets)} secrets)"
 
 
-#: Redacts nothing; the default where no secrets are configured.
-NO_SECRETS = Redactor()
+def _compile(secrets: frozenset[str], encoders: tuple[Callable[[str], str], ...]) -> re.Pattern[str] | None:
+    forms = set(secrets)
+    for encode in encoders:
+        forms.update(encode(s) for s in secrets)
+    kept = sorted((f for f in forms if len(f) >= MIN_SECRET_LENGTH), key=lambda s: (-len(s), s))
+    # longest first, so a secret that contains another is masked whole
+    return re.compile("|".join(re.escape(s) for s in kept)) if kept else None

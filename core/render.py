@@ -1,7 +1,7 @@
-"""Replies to text: one jinja2 environment over `templates/`, per-platform escaping, and
-splitting to platform limits.
+"""Replies to text: one jinja2 environment over `templates/`, per-platform escaping, secret
+redaction and splitting to platform limits.
 
-`render(reply, platform) -> list[str]` renders `templates/<platform>/<kind>.j2` (an unknown
+`render(reply, platform, redactor) -> list[str]` renders `templates/<platform>/<kind>.j2` (an unknown
 platform falls back to `templates/console/`) and splits the text into chunks within the
 platform's limit: Discord 2,000 characters per message, Slack 3,000 per section block, the
 console unlimited. Splits fall at line boundaries when a line fits; a split inside a ```
@@ -9,13 +9,21 @@ code block closes it at the end of the chunk and reopens it (same language) at t
 the next, so every chunk's fences are balanced. Nothing is ever dropped: the chunks' bodies
 joined are the rendered text, character for character. Lengths are counted in UTF-16 code
 units (what the platforms count), which is never less than Python's `len`.
+
+Redaction (with the runtime's one `Redactor`, a required argument): every string of the
+reply's data and buttons is redacted before templating (so a preview cut at 160 characters
+never shows half a secret), and the rendered text again after it, also in the forms the
+platform's escaping gives a secret (`_ESCAPES`). Adapters send `redacted(reply, redactor)`'s
+buttons, so a button's label or command never carries a secret either.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
@@ -23,6 +31,7 @@ from typing import TYPE_CHECKING
 
 from core.commands.messages import Reply
 from core.commands.resolution import preview
+from core.redaction import Redactor
 
 if TYPE_CHECKING:  # jinja2 is imported when the first reply is rendered
     from jinja2 import Environment
@@ -144,16 +153,39 @@ def template_platform(platform: str, root: Path = TEMPLATES) -> str:
     return platform if (root / platform).is_dir() else "console"
 
 
-def render_text(reply: Reply, platform: str, root: Path = TEMPLATES) -> str:
+#: how each platform's escaping may rewrite a secret inside rendered text
+_ESCAPES: dict[str, tuple[Callable[[str], str], ...]] = {
+    "console": (),
+    "slack": (slack_escape,),
+    "discord": (discord_escape, discord_mentions),
+}
+
+
+def redacted(reply: Reply, redactor: Redactor) -> Reply:
+    """`reply` with every secret hidden in its data and its buttons' labels and commands."""
+    if not redactor:
+        return reply
+    buttons = tuple(
+        dataclasses.replace(b, label=redactor.redact(b.label), command=redactor.redact(b.command))
+        for b in reply.buttons
+    )
+    return dataclasses.replace(reply, data=redactor.redact_value(dict(reply.data)), buttons=buttons)
+
+
+def render_text(reply: Reply, platform: str, redactor: Redactor, root: Path = TEMPLATES) -> str:
+    """The whole reply as text for `platform`, with no secret `redactor` knows in it."""
     where = template_platform(platform, root)
-    template = environment(root).get_template(f"{where}/{reply.kind}.j2")
-    text = template.render(reply=reply, data=reply.data, buttons=reply.buttons, platform=where)
+    clean = redacted(reply, redactor)
+    template = environment(root).get_template(f"{where}/{clean.kind}.j2")
+    text = template.render(reply=clean, data=clean.data, buttons=clean.buttons, platform=where)
+    if redactor:
+        text = redactor.forms(*_ESCAPES.get(where, ())).redact(text)
     return text.strip("\n")
 
 
-def render(reply: Reply, platform: str) -> list[str]:
-    """The reply as chunks within `platform`'s limit, code fences balanced in each."""
-    text = render_text(reply, platform)
+def render(reply: Reply, platform: str, redactor: Redactor) -> list[str]:
+    """The reply as chunks within `platform`'s limit, code fences balanced in each, secrets hidden."""
+    text = render_text(reply, platform, redactor)
     limit = LIMITS.get(template_platform(platform))
     if limit is None:
         return [text]

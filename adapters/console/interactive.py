@@ -28,6 +28,8 @@ from adapters.console.oneshot import drive_to_rest
 from adapters.console.output import choices_of, choices_text, reply_text
 from core.commands.messages import Button, Reply
 from core.errors import BatonError
+from core.redaction import Redactor
+from core.render import redacted
 
 if TYPE_CHECKING:
     from bot.app import Baton
@@ -38,7 +40,8 @@ LineReader = Callable[[], Awaitable[str | None]]  # None: end of input
 class ConsoleView:
     """Shows replies; remembers the numbered choices; edits the progress message in place."""
 
-    def __init__(self, stream: IO[str], *, redraw: bool) -> None:
+    def __init__(self, stream: IO[str], *, redraw: bool, redactor: Redactor) -> None:
+        self._redactor = redactor
         # soft wrap: the terminal folds long lines for the eye, but the text keeps them whole, so
         # a link or a command copied from it (or read from a pipe) is never cut by a newline
         self._console = Console(file=stream, highlight=False, markup=False, emoji=False, soft_wrap=True)
@@ -77,7 +80,8 @@ class ConsoleView:
             return  # edits a message this console never showed
         if reply.replace_key is not None:
             self._shown.add(reply.replace_key)
-        text = reply_text(reply)
+        text = reply_text(reply, self._redactor)
+        reply = redacted(reply, self._redactor)
         same_block = reply.replace_key is not None and reply.replace_key == self._last_key
         choices = choices_of(reply)
         if same_block and text == self._last_text and (not choices or choices == self.choices):
@@ -144,7 +148,7 @@ async def interactive(
 ) -> None:
     """Chat until Ctrl-D / end of input / a stop signal."""
     tty = sys.stdin.isatty() and sys.stdout.isatty() and not is_dumb_terminal()
-    view = ConsoleView(sys.stdout, redraw=tty)
+    view = ConsoleView(sys.stdout, redraw=tty, redactor=baton.redactor)
     reader = _prompt_reader(history, user) if tty else _stdin_reader()
 
     async def show(reply: Reply) -> None:

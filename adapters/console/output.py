@@ -2,7 +2,8 @@
 
 Buttons become numbered choices (`[1] Resume …`) under the rendered text, and so do the
 options of a choice list (under its placeholder); typing the number runs that command (see
-`interactive.py`).
+`interactive.py`). Everything printed goes through the runtime's redactor (`core.render`):
+text, labels and commands.
 """
 
 from __future__ import annotations
@@ -14,12 +15,13 @@ from typing import IO, Any
 
 from adapters.console.messages import PLATFORM
 from core.commands.messages import Button, Reply
-from core.render import render
+from core.redaction import Redactor
+from core.render import redacted, render
 
 
-def reply_text(reply: Reply) -> str:
+def reply_text(reply: Reply, redactor: Redactor) -> str:
     """The reply rendered for the console (all chunks joined)."""
-    return "\n".join(render(reply, PLATFORM)).rstrip("\n")
+    return "\n".join(render(reply, PLATFORM, redactor)).rstrip("\n")
 
 
 def choices_of(reply: Reply) -> tuple[Button, ...]:
@@ -41,11 +43,13 @@ def choices_text(reply: Reply, first: int = 1) -> str:
     return "\n".join(lines)
 
 
-def reply_to_json(reply: Reply) -> dict[str, Any]:
+def reply_to_json(reply: Reply, redactor: Redactor) -> dict[str, Any]:
     """The JSON object `baton say --json` prints for one reply."""
+    text = reply_text(reply, redactor)
+    reply = redacted(reply, redactor)
     return {
         "kind": reply.kind,
-        "text": reply_text(reply),
+        "text": text,
         "run_id": reply.run_id,
         "run_status": reply.run_status,
         "buttons": [_button_json(b) for b in reply.buttons],
@@ -64,14 +68,15 @@ def _button_json(b: Button) -> dict[str, Any]:
     return {"label": b.label, "command": b.command, "action": b.action, "style": b.style}
 
 
-def replies_json(replies: Iterable[Reply]) -> str:
-    return json.dumps([reply_to_json(r) for r in replies], ensure_ascii=False, indent=2)
+def replies_json(replies: Iterable[Reply], redactor: Redactor) -> str:
+    return json.dumps([reply_to_json(r, redactor) for r in replies], ensure_ascii=False, indent=2)
 
 
-def send(reply: Reply, stream: IO[str] | None = None) -> None:
+def send(reply: Reply, redactor: Redactor, stream: IO[str] | None = None) -> None:
     """Print one reply (and its numbered choices) for a person reading the terminal."""
     out = stream if stream is not None else sys.stdout
-    text = reply_text(reply)
+    text = reply_text(reply, redactor)
+    reply = redacted(reply, redactor)
     if choices_of(reply):
         text = f"{text}\n{choices_text(reply)}" if text else choices_text(reply)
     out.write(text + "\n")

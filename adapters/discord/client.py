@@ -52,7 +52,7 @@ class BatonClient(discord.Client):
         self.get_blob = get_blob
         self.guild = discord.Object(guild_id) if guild_id else None
         self.sender = DiscordSender(
-            self, put_blob, handler.attach_thread, edit_interval=edit_interval,
+            self, put_blob, handler.attach_thread, redactor=handler.redactor, edit_interval=edit_interval,
             remember=lambda key, value: handler.remember("discord", key, value),
             recall=lambda key: handler.recall("discord", key),
         )

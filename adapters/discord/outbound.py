@@ -1,6 +1,7 @@
 """`Reply` -> Discord: rendered chunks, files for long output, buttons, threads, edits in place.
 
-- Text is `core.render.render(reply, "discord")`: chunks of at most 2,000 characters (the core
+- Text is `core.render.render(reply, "discord", redactor)` (the runtime's redactor: no secret in
+  the text, the buttons' labels or their commands): chunks of at most 2,000 characters (the core
   splits and balances code fences). More than `attach_over` characters in all go out as one
   message with the first chunk and the whole text attached as a file: nothing is cut.
 - `AllowedMentions.none()` on every message the bot posts.
@@ -35,7 +36,8 @@ import discord
 
 from adapters.discord.buttons import build_view
 from core.commands.messages import Reply
-from core.render import render
+from core.redaction import Redactor
+from core.render import redacted, render
 
 PLATFORM = "discord"
 NO_MENTIONS = discord.AllowedMentions.none()
@@ -111,6 +113,7 @@ class DiscordSender:
     client: discord.Client
     put_blob: Callable[[bytes], str]
     attach_thread: Callable[[str, str | None], Awaitable[None]]
+    redactor: Redactor  # the runtime's one redactor (text and buttons)
     edit_interval: float = 1.0
     attach_over: int = 8000
     remember: Callable[[str, str], None] = lambda key, value: None
@@ -196,7 +199,8 @@ class DiscordSender:
 
     async def _post_new(self, reply: Reply, first: Send, rest: Send) -> list[discord.Message]:
         chunks, file = self._content(reply)
-        view = build_view(reply.buttons, reply.run_id, self.put_blob, reply.menus)
+        shown = redacted(reply, self.redactor)
+        view = build_view(shown.buttons, reply.run_id, self.put_blob, shown.menus)
         messages: list[discord.Message] = []
         try:
             for index, chunk in enumerate(chunks):
@@ -238,7 +242,7 @@ class DiscordSender:
         return keyed
 
     def _content(self, reply: Reply) -> tuple[list[str], discord.File | None]:
-        chunks = [c for c in render(reply, PLATFORM) if c.strip()]
+        chunks = [c for c in render(reply, PLATFORM, self.redactor) if c.strip()]
         if sum(len(c) for c in chunks) <= self.attach_over:
             return chunks, None
         whole = "\n".join(chunks).encode("utf-8")
@@ -293,7 +297,8 @@ class DiscordSender:
     async def _edit(self, key: str, keyed: _Keyed, reply: Reply) -> None:
         channel = self.client.get_partial_messageable(keyed.channel_id)
         chunks, file = self._content(reply)
-        view = build_view(reply.buttons, reply.run_id, self.put_blob, reply.menus)
+        shown = redacted(reply, self.redactor)
+        view = build_view(shown.buttons, reply.run_id, self.put_blob, shown.menus)
         ids: list[int] = []
         for index, chunk in enumerate(chunks):
             last = index == len(chunks) - 1

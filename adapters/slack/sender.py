@@ -43,7 +43,7 @@ from adapters.slack.web_api import CHANNEL_ERRORS, SlackCallFailed, call
 from core.commands.handler import Handler
 from core.commands.messages import Button, Reply
 from core.errors import PlatformError
-from core.render import render, render_text
+from core.render import redacted, render, render_text
 
 log = logging.getLogger("baton.slack")
 
@@ -166,14 +166,16 @@ class SlackSender:
                         extra={"action": "slack_send", "run_id": reply.run_id})
             return
         thread = reply.thread or (origin.thread if origin else None)
-        chunks = render(reply, PLATFORM)
+        redactor = self._handler.redactor  # the runtime's one redactor: text, buttons, uploads
+        chunks = render(reply, PLATFORM, redactor)
         upload = needs_upload(chunks)
-        full = render_text(reply, PLATFORM) if upload else ""
+        full = render_text(reply, PLATFORM, redactor) if upload else ""
         filename = f"{reply.kind}-{reply.run_id or 'baton'}.txt"
+        shown = redacted(reply, redactor)
         message = build_message(
             chunks[:1] if upload else chunks,
-            reply.buttons,
-            menus=reply.menus,
+            shown.buttons,
+            menus=shown.menus,
             value_of=self.button_value,
             option_value_of=lambda b: self.button_value(b, OPTION_VALUE_LIMIT),
             note=wording.uploaded(len(full), filename) if upload else None,

@@ -47,6 +47,8 @@ from core.errors import (
     UsageError,
     WorkflowError,
 )
+from core.redaction import Redactor
+from core.store.handles import handle_prefix
 from core.store.port import Store
 from core.store.records import Gate, GateStatus, Run
 from core.workflows.args import canonical_json, validate_inputs
@@ -61,6 +63,7 @@ class Context:
     access: Access
     message: ChatMessage
     uid: str
+    redactor: Redactor  # the runtime's one redactor (audit rows this layer writes)
     announced: set[str] = field(default_factory=set)  # runs whose ending this reply already tells
     run_ref: str | None = None  # the run the message is about, when known (for the audit trail)
     found: dict[str, Run] = field(default_factory=dict)  # runs looked up for this message, by ref
@@ -173,11 +176,7 @@ async def run(ctx: Context, cmd: RunCommand) -> list[Reply]:
     if cmd.args is not None:
         base = dict(cmd.args)
     if cmd.args_handle is not None:
-        base = json.loads(ctx.store.get_blob(ctx.store.resolve_handle(cmd.args_handle)))
-        if not isinstance(base, dict):
-            raise UsageError(
-                f"args:{cmd.args_handle} is not a JSON object", usage=f"/workflow {SPECS['run'].usage}"
-            )
+        base = json.loads(ctx.store.get_blob(viewable_args(ctx, cmd.args_handle)))
     strings = frozenset(name for name, spec in workflow.inputs.items() if spec.type == "string")
     args = build_args(base, cmd.sets, cmd.message, strings)
     validate_inputs(workflow, args)  # InputValidationError before anything runs
@@ -186,8 +185,8 @@ async def run(ctx: Context, cmd: RunCommand) -> list[Reply]:
         old = decision.run
         options = prompt_options(decision, cmd, gate_waiting=waiting_gate(ctx, old) is not None)
         old_message = ctx.engine.args_of(old).get(MESSAGE)
-        ctx.store.audit(actor=ctx.uid, action="fresh_run_prompt", run_id=old.id,
-                        details={"workflow": workflow.name, "options": [o.command for o in options]})
+        ctx.store.audit(actor=ctx.uid, action="fresh_run_prompt", run_id=old.id, details={
+            "workflow": workflow.name, "options": [ctx.redactor.redact(o.command) for o in options]})
         return [replies.fresh_run_prompt(decision, options, old_message, cmd.message)]
     started = await ctx.engine.start_run(
         workflow=workflow.name, args=args, platform=msg.platform, conversation=msg.conversation,
@@ -195,6 +194,26 @@ async def run(ctx: Context, cmd: RunCommand) -> list[Reply]:
         origin_event=origin_event,
     )
     return [replies.run_started(started, args.get(MESSAGE), page=ctx.pages is not None)]
+
+
+def viewable_args(ctx: Context, handle: str) -> str:
+    """The args digest an `--args @handle` names, among the args of runs the user may view
+    (`authz.may_view`). A handle of a run they may not view, of a step's output or of nothing
+    at all gets the same answer, byte for byte: which prefixes exist is never revealed."""
+    prefix = handle_prefix(handle) or handle.strip().lower()
+    runs = ctx.store.runs_with_args(prefix)
+    digests = {r.args_digest for r in runs if authz.may_view(ctx.access, ctx.uid, r)}
+    if not digests:
+        raise UsageError(
+            f"No args of a run you may view match args:{prefix}.",
+            hint="`/workflow args <run>` shows the handle of a run's args.",
+        )
+    if len(digests) > 1:
+        raise UsageError(
+            f"args:{prefix} matches the args of several runs you may view.",
+            hint="Type more characters of the handle.",
+        )
+    return digests.pop()
 
 
 async def resume(ctx: Context, cmd: ResumeCommand) -> list[Reply]:

@@ -6,7 +6,8 @@ reload the catalog,
 then either a command (parse -> authorize -> act) or a plain reply that may decide an
 approval gate (DESIGN.md "Natural-language approval"). Every `BatonError` becomes one error
 reply (cause + next step); anything else is logged with its traceback and answered with a
-generic one-line error. Commands, refusals and decisions are audited.
+generic one-line error. Commands, refusals and decisions are audited, with every secret
+the runtime's redactor knows hidden in what is written.
 
 Background replies (progress, completion, a gate waiting) go to the outbox each adapter
 registered (`progress.ProgressReporter`).
@@ -20,6 +21,7 @@ from typing import Any
 from core.commands import actions, authz, replies
 from core.commands.actions import Context
 from core.commands.approval import DecisionKind, classify
+from core.commands.input_text import InvalidInput, check_message
 from core.commands.messages import ChatMessage, Outbox, Reply
 from core.commands.model import SPECS
 from core.commands.pages import RunPages
@@ -29,6 +31,7 @@ from core.commands.resolution import gates_addressed
 from core.config import Access
 from core.engine.engine import Engine
 from core.errors import BatonError, PermissionDenied, UsageError
+from core.redaction import Redactor
 from core.store.port import Store
 from core.store.records import Run
 from core.workflows.catalog import Catalog
@@ -39,10 +42,12 @@ _AUDIT_TEXT = 500  # characters of the command text kept in the audit trail
 
 class Handler:
     def __init__(self, *, store: Store, engine: Engine, catalog: Catalog, access: Access,
-                 event_stale_after: float = 60.0, pages: RunPages | None = None) -> None:
+                 redactor: Redactor, event_stale_after: float = 60.0, pages: RunPages | None = None) -> None:
         self.store = store
         #: personal links to run pages (`open`, `runs --open`); None: BATON_WEB_PORT is off
         self.pages = pages
+        #: the runtime's one redactor: hides secrets in the audit trail this handler writes
+        self.redactor = redactor
         #: seconds after which an event claimed but never finished (its replica died) is
         #: handled again when the platform redelivers it (BATON_EVENT_STALE_SECONDS in `build_baton`)
         self.event_stale_after = event_stale_after
@@ -84,6 +89,11 @@ class Handler:
         await self.progress.drain()
 
     async def handle(self, message: ChatMessage) -> list[Reply]:
+        try:  # NUL, lone surrogates, invalid UTF-8: one line back, nothing claimed or stored
+            check_message(message)
+        except InvalidInput as exc:
+            log.info("input refused: %s", exc.message, extra={"action": "input_refused"})
+            return [replies.error(exc)]
         if not message.is_command or message.thread is not None:
             return await self._handle(message)
         async with self.progress.starting(message.platform, message.conversation) as answered:
@@ -92,7 +102,7 @@ class Handler:
 
     async def _handle(self, message: ChatMessage) -> list[Reply]:
         uid = authz.user_id(message.platform, message.user)
-        ctx = Context(self.store, self.engine, self.catalog, self.access, message, uid,
+        ctx = Context(self.store, self.engine, self.catalog, self.access, message, uid, self.redactor,
                       announced=self.progress.announced, pages=self.pages)
         try:
             claimed = self.store.claim_event(message.platform, message.event_id,
@@ -128,7 +138,7 @@ class Handler:
                 return await self._command(ctx)
             return await self._plain(ctx)
         except PermissionDenied as exc:
-            details: dict[str, object] = {"text": message.text[:_AUDIT_TEXT], "reason": exc.message}
+            details: dict[str, object] = {"text": self._text(message.text), "reason": exc.message}
             self._audit(ctx, "refused", ctx.run_ref, details)
             return [replies.error(exc, self._run_named(ctx))]
         except BatonError as exc:
@@ -146,11 +156,11 @@ class Handler:
         try:
             command = parse(text)
         except BatonError as exc:
-            self._audit(ctx, "command", None, {"text": text[:_AUDIT_TEXT], "error": exc.message})
+            self._audit(ctx, "command", None, {"text": self._text(text), "error": exc.message})
             raise
         name = type(command).__name__.removesuffix("Command").lower()
         ctx.run_ref = actions.run_of(command)
-        self._audit(ctx, "command", ctx.run_ref, {"command": name, "text": text[:_AUDIT_TEXT]}, defer=True)
+        self._audit(ctx, "command", ctx.run_ref, {"command": name, "text": self._text(text)}, defer=True)
         return await actions.ACTIONS[type(command)](ctx, command)
 
     async def _plain(self, ctx: Context) -> list[Reply]:
@@ -167,7 +177,7 @@ class Handler:
         if not addressed:
             return self._no_gate(ctx, decision.kind, thread_runs)
         self._audit(ctx, "nl_decision", addressed[0][0].id if len(addressed) == 1 else None,
-                    {"text": msg.text[:_AUDIT_TEXT], "decision": str(decision.kind),
+                    {"text": self._text(msg.text), "decision": str(decision.kind),
                      "gates": [r.id for r, _ in addressed]}, defer=True)
         if len(addressed) > 1:
             return [replies.which_gate(addressed, str(decision.kind))]
@@ -193,6 +203,10 @@ class Handler:
             return [replies.no_gate_hint()]
         return []  # ordinary chatter: never an approval, never an answer
 
+    def _text(self, text: str) -> str:
+        """What the audit keeps of a message: redacted first, so a cut never halves a secret."""
+        return self.redactor.redact(text)[:_AUDIT_TEXT]
+
     def _run_named(self, ctx: Context) -> Run | None:
         """The run the failed message was about, so the error reply can carry its id."""
         if ctx.run_ref is None:
@@ -214,7 +228,7 @@ class Handler:
                 details = {**details, "run": run_ref}
         row: dict[str, Any] = {"actor": ctx.uid, "action": action, "run_id": run_id, "details": {
             "platform": ctx.message.platform, "conversation": ctx.message.conversation,
-            "event_id": ctx.message.event_id, **details}}
+            "event_id": ctx.message.event_id, **self.redactor.redact_value(details)}}
         if ctx.pending_audit is not None:  # an earlier row of this message stays first
             self.store.audit(**ctx.pending_audit)
             ctx.pending_audit = None

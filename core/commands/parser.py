@@ -13,6 +13,7 @@ import re
 from collections.abc import Callable
 from typing import Any
 
+from core.commands.input_text import refuse, value_problem
 from core.commands.model import (
     RESOLVE_ACTIONS,
     SPECS,
@@ -160,6 +161,9 @@ def _json(text: str, what: str, depth: int, sub: str) -> Any:
         depth = -1
     if _depth(value) > depth:
         raise usage_error(sub, f"{what} nests deeper than {MAX_NESTING} levels; flatten it")
+    problem = value_problem(value)
+    if problem is not None:  # e.g. "\u0000" or a lone "\ud800" spelled as a JSON escape
+        raise refuse(what, problem)
     return value
 
 

@@ -15,7 +15,7 @@ import json
 import logging
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -28,10 +28,10 @@ from core.engine.planning import final_output_digest, plan_run, summarize
 from core.engine.prepared import Definitions, PreparedWorkflow, prepare, read_definitions
 from core.engine.providers import ProviderRegistry
 from core.engine.run_actions import RunActions
+from core.engine.step_env import StepEnvironment
 from core.engine.tools import ToolRegistry
 from core.engine.workdirs import run_dirs
 from core.errors import BatonError, RunNotResumable
-from core.redaction import Redactor
 from core.store.port import Store
 from core.store.records import Run, RunStatus
 from core.workflows.args import canonical_json, handle, validate_inputs
@@ -45,11 +45,12 @@ ExecutorFactory = Callable[[Setup], RunExecutor]
 @dataclass(frozen=True)
 class EngineConfig:
     data_dir: Path
+    #: what steps see in their environment, the source of declared secrets, and the runtime's
+    #: redactor (stderr tails and errors); built by the runtime (`bot/runtime.py`)
+    environment: StepEnvironment
     max_parallel: int = 4
     lease_seconds: float = 15.0
     replica_id: str = "local"
-    extra_env: Mapping[str, str] = field(default_factory=dict)  # exported to every step
-    secrets: tuple[str, ...] = ()  # hidden in stderr tails and errors
     group_commit: float = 0.01  # seconds a pure step's result may wait for its commit (0: none)
 
 
@@ -92,7 +93,6 @@ class Engine(RunActions):
         self.owner = new_owner(config.replica_id)
         self._bus = EventBus()
         self._active: dict[str, _Active] = {}
-        self._redactor = Redactor(list(config.secrets))
         self._leases = LeaseKeeper(
             store=store,
             owner=self.owner,
@@ -137,12 +137,17 @@ class Engine(RunActions):
         self.catalog.reload()
         return self.catalog.get(name)
 
-    def _ready(self, workflow_name: str, args: Mapping[str, Any]) -> Ready:
+    def _ready(self, workflow_name: str, args: Mapping[str, Any], *, to_run: bool = True) -> Ready:
+        """The workflow resolved and read. `to_run`: its steps are about to execute, so every
+        secret it declares must be available (`MissingSecret` otherwise: nothing starts)."""
         workflow = self._workflow(workflow_name)
         tools = self._current_tools(workflow)
         prepared = prepare(workflow, tools)
+        checked = validate_inputs(workflow, args)
+        if to_run:
+            self.config.environment.require(workflow.name, workflow.declared_secrets())
         definitions = read_definitions(prepared, providers=self.providers)
-        return Ready(workflow, prepared, definitions, validate_inputs(workflow, args), tools)
+        return Ready(workflow, prepared, definitions, checked, tools)
 
     def _current_tools(self, workflow: Workflow) -> ToolRegistry:
         """The tools as their files are now: a changed tool module is imported again, so what
@@ -158,7 +163,7 @@ class Engine(RunActions):
 
     def plan(self, run_id: str) -> Plan:
         run = self.store.get_run(run_id)
-        ready = self._ready(run.workflow, self.args_of(run))
+        ready = self._ready(run.workflow, self.args_of(run), to_run=False)
         lineage = self.store.lineage(run.id)
         index = JournalIndex(run.id, self.store.journal(lineage))
         return plan_run(run, ready.prepared, ready.definitions, input_digests(ready.args), index)
@@ -264,10 +269,9 @@ class Engine(RunActions):
                 providers=self.providers,
                 tools=ready.tools,
                 bus=self._bus,
+                environment=self.config.environment,
                 max_parallel=self.config.max_parallel,
-                extra_env=self.config.extra_env,
                 group_commit=self.config.group_commit,
-                redactor=self._redactor,
             )
         )
         task = asyncio.create_task(self._drive(run, executor), name=f"baton-run-{run.id}")

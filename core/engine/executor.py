@@ -26,7 +26,7 @@ import logging
 import time
 from collections import deque
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from core.engine import replay
@@ -38,6 +38,7 @@ from core.engine.journal_index import REJECTED_MARKER, JournalIndex
 from core.engine.nodes import NodeContext, NodeResult, RenderedNode, execute_node
 from core.engine.prepared import Definitions, PreparedNode, PreparedWorkflow
 from core.engine.providers import ProviderRegistry
+from core.engine.step_env import StepEnvironment
 from core.engine.tools import ToolRegistry
 from core.engine.workdirs import RunDirs, capture_artifacts, missing_artifacts, restore_artifacts
 from core.errors import (
@@ -49,7 +50,6 @@ from core.errors import (
     RunStateError,
     StoreError,
 )
-from core.redaction import NO_SECRETS, Redactor
 from core.store.port import StepResult, Store
 from core.store.records import Gate, GateStatus, JournalEntry, NodeStatus, ReplayClass, Run, RunStatus
 from core.workflows.args import canonical_json
@@ -76,9 +76,8 @@ class Setup:
     providers: ProviderRegistry
     tools: ToolRegistry
     bus: EventBus
+    environment: StepEnvironment  # each step's variables and secrets; its redactor hides them
     max_parallel: int = 4
-    extra_env: Mapping[str, str] = field(default_factory=dict)
-    redactor: Redactor = NO_SECRETS
     group_commit: float = 0.0  # seconds a pure step's result may wait for its commit (0: none)
 
 
@@ -441,9 +440,10 @@ class RunExecutor:
             artifacts_dir=self.s.dirs.artifacts,
             idempotency_key=step.idempotency_key,
             timeout=pn.timeout,
+            environment=self.s.environment,
             attempt=attempt,
-            extra_env=self.s.extra_env,
-            redactor=self.s.redactor,
+            env=pn.env,
+            secrets=pn.secrets,
             workflow_dir=self._workflow_dir,
         )
         one_commit = self._one_commit(pn, rendered)
@@ -483,7 +483,8 @@ class RunExecutor:
             raise
         except Exception as exc:  # a bug in a node kind or provider: fail the step, keep the run sane
             assert entry_id is not None
-            message = f"step `{pn.id}` crashed: {type(exc).__name__}: {self.s.redactor.redact(str(exc))}"
+            shown = self.s.environment.redactor.redact(str(exc))
+            message = f"step `{pn.id}` crashed: {type(exc).__name__}: {shown}"
             self.store.journal_finish(entry_id, status=NodeStatus.FAILED, error=message)
             return message
         if entry_id is None:  # blob and `completed` entry together, no `started` before them

@@ -13,6 +13,7 @@ components (`step_identity.py`): its tool's code, its provider, the workflow's `
 from __future__ import annotations
 
 from collections import OrderedDict
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -48,6 +49,8 @@ class PreparedNode:
     id: str
     kind: str
     reads_run: bool = False  # its templates read `run.id`: the run id is part of its key
+    env: Mapping[str, str] = field(default_factory=dict)  # `env:` values (the workflow's, then its own)
+    secrets: tuple[str, ...] = ()  # the secrets its step receives (the workflow's and its own)
 
 
 @dataclass(frozen=True, slots=True)
@@ -101,6 +104,8 @@ def _prepare_node(workflow: Workflow, node: Node, dependents: list[str], tools: 
         id=node.id,
         kind=node.kind,
         reads_run="run" in refs.names,
+        env=workflow.step_env(node),
+        secrets=workflow.step_secrets(node),
     )
 
 

@@ -52,7 +52,7 @@ class RunActions:
         config: EngineConfig
         owner: str
 
-        def _ready(self, workflow_name: str, args: Mapping[str, Any]) -> Ready: ...
+        def _ready(self, workflow_name: str, args: Mapping[str, Any], *, to_run: bool = True) -> Ready: ...
         def _workflow(self, name: str) -> Workflow: ...
         def args_of(self, run: Run) -> dict[str, Any]: ...
         async def _launch(self, run: Run, ready: Ready) -> None: ...
@@ -68,6 +68,10 @@ class RunActions:
         ) -> None: ...
         def _refuse_finished(self, run: Run, verb: str) -> RunNotResumable: ...
         def _active_ids(self) -> set[str]: ...
+
+    def _hidden(self, text: str | None) -> str | None:
+        """A person's comment or reason as it is kept (gate, run, audit): secrets hidden."""
+        return None if text is None else self.config.environment.redactor.redact(text)
 
     def _write_marker(self, run_id: str, node_id: str, components: dict[str, Any], error: str) -> None:
         """A journal entry that records a decision about a node (never a result): empty cache key."""
@@ -180,6 +184,7 @@ class RunActions:
         found waiting in it and the run's `args` (`args_of(run)`) save reading them again
         (stale copies lose the CAS below like any concurrent change; args never change)."""
         run = run_id if isinstance(run_id, Run) else self.store.get_run(run_id)
+        comment = self._hidden(comment)
         usable = gate is not None and gate.run_id == run.id and gate.status is GateStatus.WAITING
         if gate is None or not usable or run.status is not RunStatus.PAUSED:
             gate = self._gate_of_paused(run)
@@ -195,6 +200,7 @@ class RunActions:
 
     async def reject(self, run_id: str, *, actor: str, reason: str | None = None) -> Run:
         run = self.store.get_run(run_id)
+        reason = self._hidden(reason)
         gate = self._gate_of_paused(run)
         self.store.decide_gate(run.id, gate.node_id, approved=False, by=actor, comment=reason)  # CAS
         why = f"rejected at `{gate.node_id}` by {actor}" + (f": {reason}" if reason else "")
@@ -234,6 +240,7 @@ class RunActions:
     async def abandon(self, run_id: str, *, actor: str, reason: str | None = None) -> Run:
         """failed | paused | needs_attention | running -> cancelled."""
         run = self.store.get_run(run_id)
+        reason = self._hidden(reason)
         if run.status.finished:
             raise RunNotResumable(
                 f"run {run.id} is already {run.status.value}; there is nothing to abandon",

@@ -18,7 +18,6 @@ import sqlalchemy as sa
 
 from core.errors import InvalidTransition, RunNotFound, StoreError
 from core.store.database import store_operation
-from core.store.handles import resolve_digest_prefix
 from core.store.port import StepResult
 from core.store.records import JournalEntry, NodeStatus
 from core.store.rows import JOURNAL_FIELDS, journal_from_row, journal_from_values
@@ -103,10 +102,6 @@ class JournalSql(SqlBase):
         query = sa.select(BLOBS.c.digest, BLOBS.c.data).where(BLOBS.c.digest.in_(wanted))
         with self._single.connect() as conn:
             return {digest: bytes(data) for digest, data in conn.execute(query)}
-
-    @store_operation("look up an args handle")
-    def resolve_handle(self, prefix: str) -> str:
-        return resolve_digest_prefix(self._engine, prefix)
 
     # -- journal ----------------------------------------------------------------------------
     def journal_start(

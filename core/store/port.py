@@ -58,8 +58,6 @@ class Store(Protocol):
     def get_blobs(self, digests: Iterable[str]) -> dict[str, bytes]:
         """Fetch many in one query."""
 
-    def resolve_handle(self, prefix: str) -> str:
-        """Full digest for a handle prefix (`3f9a1c2b`); UsageError if none or ambiguous."""
 
     # -- runs ---------------------------------------------------------------------
     def create_run(
@@ -87,6 +85,11 @@ class Store(Protocol):
 
     def find_run(self, id_or_prefix: str) -> Run:
         """Exact id or unique prefix; RunNotFound / AmbiguousRunId."""
+
+    def runs_with_args(self, prefix: str, limit: int = 1000) -> list[Run]:
+        """Runs whose args digest starts with the hex `prefix` (an args handle): one run per
+        distinct (args digest, workflow, requester), which is all a view check needs; at most
+        `limit`. Only runs' args: a handle never names a step's output or any other blob."""
 
     def unfinished_runs(self, workflow: str, platform: str, conversation: str) -> list[Run]:
         """Failed, paused and needs_attention runs of `workflow` there, newest first (indexed)."""

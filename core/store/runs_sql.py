@@ -123,6 +123,15 @@ class RunsSql(SqlBase):
             raise AmbiguousRunId(f"Run id {prefix} matches several runs: {listed}.", run_id=prefix)
         return runs[0]
 
+    @store_operation("look up an args handle")
+    def runs_with_args(self, prefix: str, limit: int = 1000) -> list[Run]:
+        low = cas.normalize_prefix(prefix)
+        if low is None:
+            return []
+        params = {"p_like": low + "%", "p_low": low, "p_high": cas.prefix_upper_bound(low), "p_limit": limit}
+        with self._single.connect() as conn:
+            return [run_from_row(row) for row in conn.execute(_with_args(), params)]
+
     @store_operation("find the run a chat event started")
     def run_for_event(self, origin_event: str) -> Run | None:
         query = (
@@ -362,6 +371,24 @@ def _by_prefix() -> sa.Select[Any]:
         .order_by(RUNS.c.created_at.desc())
         .limit(6)
     )
+
+
+@functools.cache
+def _with_args() -> sa.Select[Any]:
+    """`runs_with_args`' query: the first run of each (args digest, workflow, requester) whose
+    digest is in the prefix's range (`ix_runs_args_digest`), built once."""
+    in_range = sa.and_(
+        RUNS.c.args_digest.like(sa.bindparam("p_like")),
+        RUNS.c.args_digest >= sa.bindparam("p_low"),
+        RUNS.c.args_digest < sa.bindparam("p_high"),
+    )
+    first = (
+        sa.select(sa.func.min(RUNS.c.id))
+        .where(in_range)
+        .group_by(RUNS.c.args_digest, RUNS.c.workflow, RUNS.c.requester)
+        .limit(sa.bindparam("p_limit"))
+    )
+    return sa.select(RUNS).where(RUNS.c.id.in_(first.scalar_subquery())).order_by(RUNS.c.id)
 
 
 @functools.cache

@@ -3,7 +3,8 @@
 The repository reads and writes them through SQLAlchemy Core (`RUNS`, `JOURNAL`, ... are
 the plain `Table` objects) and converts rows to the frozen records of `records.py`.
 The alembic revisions (`migrations/versions/`: `0001_initial.py`, `0002_gate_cache_key.py`,
-`0003_platform_state.py`, `0004_event_handling.py`, `0005_origin_event_partial_index.py`)
+`0003_platform_state.py`, `0004_event_handling.py`, `0005_origin_event_partial_index.py`,
+`0006_runs_args_digest_index.py`)
 create exactly this schema; `tests/integration/store/test_migrations.py` checks they agree.
 
 Statuses are stored as short strings (the `StrEnum` values), timestamps as float
@@ -36,6 +37,8 @@ class RunRow(SQLModel, table=True):
         sa.Index("ix_runs_unfinished", "platform", "conversation", "workflow", "status", "created_at"),
         sa.Index("ix_runs_thread", "platform", "conversation", "thread"),
         sa.Index("ix_runs_created", "created_at"),
+        # `--args @handle`: the runs whose args digest starts with a prefix (revision 0006)
+        sa.Index("ix_runs_args_digest", "args_digest"),
         # lease recovery: running runs whose lease lapsed
         sa.Index("ix_runs_lease", "status", "lease_expires_at"),
         # a redelivered `run` command finds the run its first delivery started (revision 0004);

@@ -6,9 +6,10 @@ turns pydantic's errors into `WorkflowDefinitionError`s that name file, line and
 
 from __future__ import annotations
 
-from typing import Any, Literal
+import re
+from typing import TYPE_CHECKING, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 from pydantic_core import PydanticCustomError
 
 from core.store.records import ReplayClass
@@ -20,6 +21,11 @@ INPUT_TYPES: tuple[str, ...] = ("string", "integer", "number", "boolean", "objec
 #: `ctx["key"]` to point at the offending key's line and `ctx["hint"]` for the fix.
 NODE_KIND_ERROR = "node_kind"
 INPUT_SPEC_ERROR = "input_spec"
+ENVIRONMENT_ERROR = "environment"
+
+#: names a step's environment may not take from a workflow: Baton's settings and step variables
+RESERVED_PREFIX = "BATON_"
+_VARIABLE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 
 class _Strict(BaseModel):
@@ -85,6 +91,93 @@ class InputSpec(_Strict):
         return self
 
 
+def _variable_error(message: str, key: str, hint: str) -> PydanticCustomError:
+    return PydanticCustomError(ENVIRONMENT_ERROR, message, {"key": key, "hint": hint})
+
+
+def _check_variable(name: str, what: str) -> None:
+    """A name a workflow may give to a step's environment variable (an `env:` key or a secret)."""
+    if not _VARIABLE.match(name):
+        raise _variable_error(
+            f"names `{name}`, which is not an environment variable name",
+            name,
+            f"Use letters, digits and `_`, not starting with a digit, for the {what}.",
+        )
+    if name.upper().startswith(RESERVED_PREFIX):
+        raise _variable_error(
+            f"names `{name}`: names starting with {RESERVED_PREFIX} belong to Baton "
+            "(its own settings and the step variables), never to a workflow",
+            name,
+            f"Give the {what} another name (e.g. `{name[len(RESERVED_PREFIX):] or 'MY_VALUE'}`)"
+            + (" and have the operator provide it under that name." if what == "secret" else "."),
+        )
+
+
+def _env_values(value: Any) -> Any:
+    """`env:` values are text; YAML numbers and booleans are taken as the text they stand for."""
+    if not isinstance(value, dict):
+        return value
+    converted = {}
+    for key, item in value.items():
+        if isinstance(item, bool):
+            item = "true" if item else "false"
+        elif isinstance(item, int | float):
+            item = str(item)
+        converted[key] = item
+    return converted
+
+
+class StepEnvironmentFields(_Strict):
+    """Checks of `env:` and `secrets:`, the keys allowed on the workflow (every step) and on a
+    node (that step); each model declares the two fields last, so error hints list them last.
+
+    A step's environment is the operator's allowlisted variables, its `BATON_*` step
+    variables, the workflow's then the node's `env:` values (the node wins), and the value of
+    every secret the workflow or the node declares (a secret wins over an `env:` value of the
+    same name). Values are literal text, never templated.
+    """
+
+    if TYPE_CHECKING:  # declared by each model, last
+        env: dict[str, str]
+        secrets: list[str]
+
+    @field_validator("env", mode="before", check_fields=False)
+    @classmethod
+    def _env_text(cls, value: Any) -> Any:
+        return _env_values(value)
+
+    @field_validator("env", check_fields=False)
+    @classmethod
+    def _env_names(cls, value: dict[str, str]) -> dict[str, str]:
+        for name in value:
+            _check_variable(name, "variable")
+        return value
+
+    @field_validator("secrets", check_fields=False)
+    @classmethod
+    def _secret_names(cls, value: list[str]) -> list[str]:
+        seen: set[str] = set()
+        for name in value:
+            _check_variable(name, "secret")
+            if name in seen:
+                raise _variable_error(
+                    f"lists `{name}` twice", name, "List every secret once."
+                )
+            seen.add(name)
+        return value
+
+    @model_validator(mode="after")
+    def _secret_or_value(self) -> StepEnvironmentFields:
+        both = sorted(set(self.env) & set(self.secrets))
+        if both:
+            raise _variable_error(
+                f"declares `{both[0]}` both as a secret and in `env:`",
+                "env",
+                f"Keep `{both[0]}` in one place: `secrets:` when its value is secret, else `env:`.",
+            )
+        return self
+
+
 class OutputContract(_Strict):
     format: Literal["text", "json"] = "text"
     schema_: dict[str, Any] | None = Field(default=None, alias="schema")
@@ -115,7 +208,7 @@ class ScriptSpec(_Strict):
     code: str | None = None
 
 
-class Node(_Strict):
+class Node(StepEnvironmentFields):
     id: str = Field(pattern=r"^[A-Za-z_][A-Za-z0-9_-]*$")
     description: str = ""
     depends_on: list[str] = Field(default_factory=list)
@@ -176,7 +269,7 @@ class Node(_Strict):
         return str(getattr(self, self.kind))
 
 
-class Workflow(_Strict):
+class Workflow(StepEnvironmentFields):
     name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
     description: str = ""
     inputs: dict[str, InputSpec] = Field(default_factory=dict)
@@ -218,3 +311,8 @@ class Workflow(_Strict):
     def provider(self, node: Node) -> str | None:
         """The provider a prompt node names, else the workflow's default (None: the settings')."""
         return self.defaults.provider if node.provider is None else node.provider
+
+    def declared_secrets(self) -> tuple[str, ...]:
+        """Every secret name the workflow or any of its nodes declares."""
+        names = [*self.secrets, *(name for node in self.nodes for name in node.secrets)]
+        return tuple(dict.fromkeys(names))

@@ -14,7 +14,7 @@ from typing import Any, Union
 from pydantic import BaseModel
 from pydantic_core import ErrorDetails
 
-from core.workflows.model import INPUT_SPEC_ERROR, NODE_KIND_ERROR, Workflow
+from core.workflows.model import ENVIRONMENT_ERROR, INPUT_SPEC_ERROR, NODE_KIND_ERROR, Workflow
 from core.workflows.validation import did_you_mean
 
 Loc = tuple[str | int, ...]
@@ -32,7 +32,7 @@ def translate(error: ErrorDetails, data: Any) -> tuple[str, str]:
 
     if kind == NODE_KIND_ERROR:
         return error["msg"], str(ctx.get("hint", ""))
-    if kind == INPUT_SPEC_ERROR:
+    if kind in (INPUT_SPEC_ERROR, ENVIRONMENT_ERROR):
         return f"{describe(loc, data)} {error['msg']}", str(ctx.get("hint", ""))
     if kind == "extra_forbidden":
         allowed = allowed_keys(loc[:-1])

@@ -23,6 +23,7 @@ from core.errors import BatonError
 from core.store.records import RunStatus
 from core.store.repository import SqlStore
 from core.workflows.catalog import Catalog
+from tests.environments import step_environment
 from tests.integration.engine.harness import make_harness
 
 pytestmark = pytest.mark.slow
@@ -43,7 +44,9 @@ def _engine(url: str, root: Path, n: int) -> Engine:
     return Engine(
         store=SqlStore(url),
         catalog=Catalog([root / "workflows"]),
-        config=EngineConfig(data_dir=root / "data" / str(n), replica_id=f"resumer-{n}"),
+        config=EngineConfig(
+            data_dir=root / "data" / str(n), environment=step_environment(), replica_id=f"resumer-{n}"
+        ),
         providers=ProviderRegistry({"fake": FakeProvider()}, "fake"),
         tools=ToolRegistry(),
     )

@@ -3,7 +3,7 @@
 Everything the leaf code (`core.engine.nodes.execute_node`) needs is resolved by the
 replica before the hand-off: templates rendered, script source read, upstream outputs on
 stdin. The worker adds only what is local to its machine (working directory, providers,
-tools, secrets). Pure: building and parsing a job touches nothing else.
+tools, the values of declared secrets). Pure: building and parsing a job touches nothing else.
 """
 
 from __future__ import annotations
@@ -45,6 +45,10 @@ class NodeJob:
     #: the `tool` / `provider` components of the step's cache key: the worker runs the step
     #: only if its own tool code and provider are the ones the key names
     identity: Mapping[str, Any] = field(default_factory=dict)
+    #: the node's `env:` values, and the *names* of its secrets: a secret's value never travels
+    #: through the queue; each worker reads it from its own operator-provided source
+    env: Mapping[str, str] = field(default_factory=dict)
+    secrets: tuple[str, ...] = ()
 
     def to_args(self) -> dict[str, Any]:
         r = self.rendered
@@ -71,6 +75,8 @@ class NodeJob:
             "restore": dict(self.restore),
             "workflow_dir": self.workflow_dir,
             "identity": dict(self.identity),
+            "env": dict(self.env),
+            "secrets": list(self.secrets),
         }
 
     @classmethod
@@ -101,4 +107,6 @@ class NodeJob:
             restore=dict(args.get("restore") or {}),
             workflow_dir=args.get("workflow_dir"),
             identity=dict(args.get("identity") or {}),
+            env={str(k): str(v) for k, v in (args.get("env") or {}).items()},
+            secrets=tuple(str(n) for n in args.get("secrets") or ()),
         )

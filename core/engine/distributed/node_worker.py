@@ -19,8 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -29,10 +28,10 @@ from core.engine.contracts import check_output
 from core.engine.distributed.jobs import NodeJob
 from core.engine.nodes import NodeContext, NodeResult, execute_node
 from core.engine.providers import ProviderRegistry
+from core.engine.step_env import StepEnvironment
 from core.engine.tools import ToolRegistry
 from core.engine.workdirs import capture_artifacts, missing_artifacts, restore_artifacts, run_dirs
 from core.errors import BatonError, NodeFailed
-from core.redaction import NO_SECRETS, Redactor
 from core.store.records import JournalEntry, NodeStatus
 
 log = logging.getLogger(__name__)
@@ -74,8 +73,8 @@ class NodeWorker:
     providers: ProviderRegistry
     tools: ToolRegistry
     data_dir: Path
-    extra_env: Mapping[str, str] = field(default_factory=dict)
-    redactor: Redactor = NO_SECRETS
+    #: this worker's step environment: its own secrets source and the runtime's redactor
+    environment: StepEnvironment
     name: str = "worker"
 
     async def run(self, job: NodeJob) -> NodeStatus | None:
@@ -102,9 +101,10 @@ class NodeWorker:
             artifacts_dir=dirs.artifacts,
             idempotency_key=job.idempotency_key,
             timeout=job.timeout,
+            environment=self.environment,
             attempt=job.attempt,
-            extra_env=self.extra_env,
-            redactor=self.redactor,
+            env=job.env,
+            secrets=job.secrets,
             workflow_dir=Path(job.workflow_dir) if job.workflow_dir is not None else None,
         )
         log.info("step started", extra={"action": "node_started", **extra})
@@ -128,7 +128,8 @@ class NodeWorker:
             log.warning("step interrupted; left `started`", extra={"action": "node_interrupted", **extra})
             raise
         except Exception as exc:  # a bug in a node kind or provider: fail the step, keep the worker
-            message = f"step `{job.node_id}` crashed: {type(exc).__name__}: {self.redactor.redact(str(exc))}"
+            shown = self.environment.redactor.redact(str(exc))
+            message = f"step `{job.node_id}` crashed: {type(exc).__name__}: {shown}"
             self.store.journal_finish(job.entry_id, status=NodeStatus.FAILED, error=message)
             return NodeStatus.FAILED
         digest = self.store.put_blob(result.output.encode())

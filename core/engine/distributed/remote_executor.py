@@ -66,6 +66,8 @@ class RemoteRunExecutor(RunExecutor):
                 restore=dict(self._artifacts),
                 workflow_dir=str(self._workflow_dir),
                 identity={k: step.components[k] for k in ("tool", "provider") if k in step.components},
+                env=dict(pn.env),
+                secrets=pn.secrets,
             )
 
         return job_for

@@ -20,11 +20,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from core.errors import NodeFailed
-from core.redaction import NO_SECRETS, Redactor
 
 if TYPE_CHECKING:
     from core.engine.providers import ProviderRegistry
+    from core.engine.step_env import StepEnvironment
     from core.engine.tools import ToolRegistry
+    from core.redaction import Redactor
 
 __all__ = ["NodeContext", "NodeResult", "RenderedNode", "execute_node"]
 
@@ -39,14 +40,20 @@ class NodeContext:
     artifacts_dir: Path
     idempotency_key: str | None
     timeout: float  # seconds
+    #: builds the step's process environment (`core/engine/step_env.py`); its redactor hides
+    #: secrets in stderr tails and error messages. Step *output* is never redacted (later steps
+    #: consume it); people see it through redacting renderers.
+    environment: StepEnvironment
     attempt: int = 1
-    extra_env: Mapping[str, str] = field(default_factory=dict)  # e.g. secrets the operator configured
-    #: hides secrets in stderr tails and error messages; give it `Settings.secrets()` and the
-    #: secret values of `extra_env`. Step *output* is never redacted (later steps consume it).
-    redactor: Redactor = NO_SECRETS
+    env: Mapping[str, str] = field(default_factory=dict)  # the node's `env:` values (workflow's, node's)
+    secrets: tuple[str, ...] = ()  # the names of the secrets the node declares (workflow's, node's)
     #: the directory of the workflow file (absolute), exported as `BATON_WORKFLOW_DIR` so a step
     #: can read its `files:` and scripts; the step itself runs in `workdir` (the run directory)
     workflow_dir: Path | None = None
+
+    @property
+    def redactor(self) -> Redactor:
+        return self.environment.redactor
 
 
 @dataclass(frozen=True, slots=True)

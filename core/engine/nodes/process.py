@@ -18,12 +18,12 @@ import asyncio
 import contextlib
 import os
 import signal
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from core.engine.nodes import NodeResult
-from core.errors import NodeFailed
+from core.errors import MissingSecret, NodeFailed
 
 if TYPE_CHECKING:
     from core.engine.nodes import NodeContext
@@ -42,8 +42,13 @@ class ProcessOutcome:
 
 
 def node_env(ctx: NodeContext) -> dict[str, str]:
-    """os.environ + the operator's extra_env + the BATON_* variables of this step."""
-    env = {**os.environ, **ctx.extra_env}
+    """The step's whole environment: the allowlisted operator variables, its `env:` values and
+    declared secrets (`core/engine/step_env.py`), then the BATON_* variables of this step.
+    Nothing else of Baton's environment (its tokens, its database URL) reaches a step."""
+    try:
+        env = ctx.environment.variables(ctx.env, ctx.secrets, node_id=ctx.node_id)
+    except MissingSecret as exc:
+        raise NodeFailed(exc.message, node_id=ctx.node_id, hint=exc.hint) from None
     env["BATON_RUN_ID"] = ctx.run_id
     env["BATON_NODE_ID"] = ctx.node_id
     env["BATON_ARTIFACTS_DIR"] = str(ctx.artifacts_dir)
@@ -67,15 +72,15 @@ async def run_process(
     ctx: NodeContext,
     *,
     stdin: bytes | None = None,
-    env: Mapping[str, str] | None = None,
     what: str = "step",
 ) -> ProcessOutcome:
-    """Run `argv` in `ctx.workdir` within `ctx.timeout` seconds.
+    """Run `argv` in `ctx.workdir` within `ctx.timeout` seconds, in the step's environment.
 
     Raises `NodeFailed` on timeout (and when the program does not exist); kills the process
     group and re-raises on cancellation. A non-zero exit is *not* an error here: callers
     decide what it means.
     """
+    env = node_env(ctx)
     starting = asyncio.ensure_future(
         asyncio.create_subprocess_exec(
             *argv,
@@ -83,7 +88,7 @@ async def run_process(
             stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.PIPE,
             cwd=ctx.workdir,
-            env=dict(env) if env is not None else node_env(ctx),
+            env=env,
             start_new_session=True,
         )
     )

@@ -20,6 +20,7 @@ from core.engine.tools import ToolRegistry
 from core.store.records import Run
 from core.store.repository import SqlStore
 from core.workflows.catalog import Catalog
+from tests.environments import step_environment
 
 FINAL_KINDS = {"run_completed", "run_failed", "gate_waiting", "needs_attention", "run_cancelled"}
 
@@ -110,13 +111,16 @@ async def make_chat(root: Path, url: str, access: Access | None = None, platform
     for name, text in WORKFLOWS.items():
         (root / "workflows" / f"{name}.yaml").write_text(textwrap.dedent(text))
     catalog = Catalog([root / "workflows"])
+    environment = step_environment()
     engine = Engine(
         store=store, catalog=catalog,
-        config=EngineConfig(data_dir=root / "data", replica_id="test", lease_seconds=lease_seconds),
+        config=EngineConfig(
+            data_dir=root / "data", environment=environment, replica_id="test", lease_seconds=lease_seconds
+        ),
         providers=ProviderRegistry({"fake": FakeProvider()}, "fake"), tools=ToolRegistry(),
     )
     handler = Handler(store=store, engine=engine, catalog=catalog, access=access or Access.everyone(),
-                      event_stale_after=event_stale_after)
+                      redactor=environment.redactor, event_stale_after=event_stale_after)
     chat = Chat(handler=handler, store=store, engine=engine, root=root, platform=platform)
     handler.register_outbox(platform, chat._collect)
     return chat

@@ -8,9 +8,12 @@ import logging
 import pytest
 
 from core.commands.messages import ChatMessage, Reply
+from core.redaction import Redactor
 from core.render import PLATFORMS, render
 from core.store.records import RunStatus
 from tests.integration.commands.conftest import Chat
+
+PLAIN = Redactor(())  # these tests are about templates; redaction has its own
 
 DEEP = "[" * 3000 + "]" * 3000
 
@@ -21,7 +24,7 @@ def assert_two_lines(reply: Reply, cause: str) -> None:
     assert cause in reply.data["message"], reply.data
     assert "\n" not in reply.data["message"] and reply.data["hint"] and "\n" not in reply.data["hint"]
     for platform in PLATFORMS:
-        text = "\n".join(render(reply, platform))
+        text = "\n".join(render(reply, platform, PLAIN))
         lines = [line for line in text.splitlines() if line.strip()]
         assert len(lines) == 2 and "Traceback" not in text, (platform, text)
 
@@ -91,7 +94,7 @@ async def test_invalidate_downstream_and_wrong_steps(chat: Chat) -> None:
     [dropped] = await chat.say(f"invalidate {started.run_id} prepare --downstream")
     assert dropped.kind == "invalidated" and dropped.data["nodes"][0] == "prepare"
     assert set(dropped.data["nodes"]) >= {"prepare", "ship"}
-    text = "\n".join(render(dropped, "console"))  # a completed run is not resumed: say what is
+    text = "\n".join(render(dropped, "console", PLAIN))  # a completed run is not resumed: say what is
     assert f"/workflow run gated --resume-from {started.run_id}" in text
     [plan] = await chat.say(f"plan {started.run_id}")
     actions = {n["node_id"]: n["action"] for n in plan.data["nodes"]}

@@ -12,9 +12,12 @@ import pytest
 from core.commands.model import SPECS
 from core.commands.parser import parse
 from core.config import Access
+from core.redaction import Redactor
 from core.render import render
 from core.store.records import RunStatus
 from tests.integration.commands.conftest import Chat, make_chat
+
+PLAIN = Redactor(())  # these tests are about templates; redaction has its own
 
 
 async def _paused(chat: Chat, message: str = "x", thread: str | None = "T1", user: str = "ana") -> str:
@@ -164,7 +167,7 @@ async def test_one_progress_message_per_run_then_the_final_reply(chat: Chat) -> 
     assert last.kind == "gate_waiting" and last.buttons[0].command == f"approve {run_id}"
     for reply in chat.outbox:
         assert reply.run_id == run_id and reply.run_status and reply.platform == "console"
-        assert render(reply, "console")
+        assert render(reply, "console", PLAIN)
 
 
 async def test_completed_run_is_not_resumable_and_points_to_resume_from(chat: Chat) -> None:
@@ -215,7 +218,7 @@ async def test_usage_and_unknown_errors_are_one_line_each(chat: Chat) -> None:
         [reply] = await chat.say(text)
         assert reply.is_error and cause in reply.data["message"], text
         assert "\n" not in reply.data["message"] and reply.data["hint"] and "\n" not in reply.data["hint"]
-        assert "Traceback" not in "".join(render(reply, "slack"))
+        assert "Traceback" not in "".join(render(reply, "slack", PLAIN))
 
 
 async def test_inspection_commands(chat: Chat) -> None:
@@ -265,7 +268,7 @@ async def test_help_for_each_command_shows_its_usage_and_an_example(chat: Chat, 
     assert helped.kind == "help_topic" and helped.ephemeral
     assert helped.data["usage"] == SPECS[sub].usage and parse(helped.data["example"])  # the example parses
     for platform in ("console", "slack", "discord"):
-        text = "\n".join(render(helped, platform))
+        text = "\n".join(render(helped, platform, PLAIN))
         assert "Usage:" in text and "Example:" in text and "/workflow" in text, (platform, text)
 
 

@@ -31,6 +31,7 @@ from core.engine.providers import FakeProvider, ProviderRegistry
 from core.engine.tools import ToolRegistry
 from core.store.repository import SqlStore
 from core.workflows.catalog import Catalog
+from tests.environments import step_environment
 
 REPLICA = "crash"
 
@@ -59,7 +60,12 @@ def _tools() -> ToolRegistry:
 def build(url: str, root: Path, replica: str, lease_seconds: float = 15.0) -> Engine:
     store = SqlStore(url)
     store.migrate()
-    config = EngineConfig(data_dir=root / "data", lease_seconds=lease_seconds, replica_id=replica)
+    config = EngineConfig(
+        data_dir=root / "data",
+        environment=step_environment(),
+        lease_seconds=lease_seconds,
+        replica_id=replica,
+    )
     if "CRASH_GROUP_COMMIT" in os.environ:
         config = dataclasses.replace(config, group_commit=float(os.environ["CRASH_GROUP_COMMIT"]))
     return Engine(

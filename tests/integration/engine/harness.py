@@ -15,6 +15,7 @@ from core.engine.tools import ToolRegistry
 from core.store.records import JournalEntry, NodeStatus, Run
 from core.store.repository import SqlStore
 from core.workflows.catalog import Catalog
+from tests.environments import step_environment
 
 
 @dataclass
@@ -91,7 +92,11 @@ def make_harness(
         store=store,
         catalog=catalog,
         config=EngineConfig(
-            data_dir=root / "data", max_parallel=max_parallel, lease_seconds=lease_seconds, replica_id="test"
+            data_dir=root / "data",
+            environment=step_environment(),
+            max_parallel=max_parallel,
+            lease_seconds=lease_seconds,
+            replica_id="test",
         ),
         providers=ProviderRegistry({"fake": FakeProvider()}, "fake"),
         tools=registry,

@@ -20,6 +20,7 @@ from core.engine.tools import ToolRegistry
 from core.store.records import NodeStatus, RunStatus
 from core.store.repository import SqlStore
 from core.workflows.catalog import Catalog
+from tests.environments import step_environment
 
 N = 1000
 
@@ -72,7 +73,12 @@ def _engine(
     engine = Engine(
         store=store,  # type: ignore[arg-type]
         catalog=Catalog([root / "workflows"]),
-        config=EngineConfig(data_dir=root / "data", replica_id="bench", group_commit=group_commit),
+        config=EngineConfig(
+            data_dir=root / "data",
+            environment=step_environment(),
+            replica_id="bench",
+            group_commit=group_commit,
+        ),
         providers=ProviderRegistry({"fake": FakeProvider()}, "fake"),
         tools=tools,
     )

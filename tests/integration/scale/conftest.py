@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from bot.runtime import assemble
 from bot.worker import build_worker
 from core.config import Settings
 from core.engine.distributed import (
@@ -29,6 +30,7 @@ from core.engine.providers import FakeProvider, ProviderRegistry
 from core.engine.tools import ToolRegistry
 from core.store.repository import SqlStore
 from core.workflows.catalog import Catalog
+from tests.environments import step_environment
 from tests.integration.engine.harness import Harness
 
 
@@ -78,7 +80,12 @@ async def cluster(
     engine = Engine(
         store=store,
         catalog=catalog,
-        config=EngineConfig(data_dir=tmp_path / "replica", lease_seconds=5, replica_id="replica"),
+        config=EngineConfig(
+            data_dir=tmp_path / "replica",
+            environment=step_environment(),
+            lease_seconds=5,
+            replica_id="replica",
+        ),
         providers=ProviderRegistry({"fake": FakeProvider()}, "fake"),
         tools=ToolRegistry(),
         executor_factory=remote_executor_factory(dispatcher),
@@ -89,7 +96,7 @@ async def cluster(
     settings = worker_settings(postgres_url, tmp_path / "worker", **getattr(request, "param", {}))
     queue = JobQueue(postgres_url, pool_size=6)
     worker_store = SqlStore(postgres_url)
-    worker = build_worker(settings, worker_store, queue, concurrency=3, name="test-worker")
+    worker = build_worker(assemble(settings), worker_store, queue, concurrency=3, name="test-worker")
     await queue.open()
     await dispatcher.open()
     await engine.start()

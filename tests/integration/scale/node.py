@@ -37,6 +37,7 @@ from bot.worker import serve_worker
 from core.commands.messages import ChatMessage
 from core.config import Settings
 from core.errors import BatonError
+from core.redaction import Redactor
 
 
 def say(value: dict[str, Any]) -> None:
@@ -156,7 +157,7 @@ async def worker(options: dict[str, Any]) -> None:
 
 def main() -> None:
     options = json.loads(sys.argv[1])
-    setup_logging(options.get("log_level", "WARNING"), [])
+    setup_logging(options.get("log_level", "WARNING"), Redactor(()))
     asyncio.run(replica(options) if options["role"] == "replica" else worker(options))
 
 

@@ -7,7 +7,7 @@ import threading
 
 import pytest
 
-from core.errors import InvalidTransition, RunNotFound, StoreError, UsageError
+from core.errors import InvalidTransition, RunNotFound, StoreError
 from core.store.port import StepResult
 from core.store.records import NodeStatus, RunStatus
 from core.store.repository import SqlStore
@@ -200,19 +200,23 @@ def test_blobs_round_trip_and_are_stored_once(store: SqlStore) -> None:
         store.get_blob("f" * 64)
 
 
-def test_resolve_handle_unique_ambiguous_and_unknown(store: SqlStore) -> None:
-    digests = [store.put_blob(f'{{"n":{n}}}'.encode()) for n in range(17)]
-    for digest in digests:
-        assert store.resolve_handle(f"args:{digest[:8]}") == digest
-        assert store.resolve_handle(digest[:8].upper()) == digest
-    shared = next(c for c in "0123456789abcdef" if sum(d.startswith(c) for d in digests) >= 2)
-    with pytest.raises(UsageError, match="matches several stored args"):
-        store.resolve_handle(f"args:{shared}")
-    unused = next(f"{n:02x}" for n in range(256) if not any(d.startswith(f"{n:02x}") for d in digests))
-    with pytest.raises(UsageError, match=f"No stored args match args:{unused}"):
-        store.resolve_handle(unused)
-    with pytest.raises(UsageError, match="is not an args handle"):
-        store.resolve_handle("args:xyz")
+def test_runs_with_args_finds_runs_by_args_prefix_and_never_other_blobs(
+    store: SqlStore, make_run: MakeRun
+) -> None:
+    args = [store.put_blob(f'{{"n":{n}}}'.encode()) for n in range(3)]
+    output = store.put_blob(b"a step's output, not anyone's args")
+    first = make_run(args_digest=args[0], requester="slack:U1")
+    again = make_run(args_digest=args[0], requester="slack:U1")  # same args, same requester
+    other = make_run(args_digest=args[0], requester="slack:U2")
+    second = make_run(args_digest=args[1], workflow="deploy")
+
+    found = store.runs_with_args(f"{args[0][:8].upper()}")
+    assert {r.id for r in found} == {min(first.id, again.id), other.id}  # one per (args, workflow, who)
+    assert [r.id for r in store.runs_with_args(args[1][:6])] == [second.id]
+    assert store.runs_with_args(args[2][:8]) == []  # a blob no run uses as args
+    assert store.runs_with_args(output[:8]) == []  # a step's output is never an args handle
+    assert store.runs_with_args("xyz") == []
+    assert len(store.runs_with_args(args[0][:4], limit=1)) == 1
 
 
 def test_hot_path_works_from_several_threads(store: SqlStore, make_run: MakeRun) -> None:

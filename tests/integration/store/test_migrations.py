@@ -42,7 +42,7 @@ def test_migrate_creates_everything_and_twice_is_a_no_op(database_url: str) -> N
         )
         store.migrate()
         with store._engine.connect() as conn:
-            assert migration.current_revision(conn) == migration.head_revision() == "0005"
+            assert migration.current_revision(conn) == migration.head_revision() == "0006"
             assert conn.execute(sa.text("SELECT count(*) FROM alembic_version")).scalar() == 1
         assert store.get_run(run.id) == run
 
@@ -57,7 +57,7 @@ def test_a_database_at_head_is_checked_without_importing_alembic(tmp_path: Path)
     with SqlStore(url) as store:
         store.migrate()
         with store._engine.connect() as conn:
-            assert migration.at_head(store._engine) and migration.current_revision(conn) == "0005"
+            assert migration.at_head(store._engine) and migration.current_revision(conn) == "0006"
     probe = (
         "import sys; from core.store.repository import SqlStore\n"
         f"with SqlStore({url!r}) as s: s.migrate()\n"
@@ -281,7 +281,7 @@ def test_alembic_command_line_uses_the_ini_file(tmp_path: Path) -> None:
     assert result.returncode == 0, result.stderr
     with SqlStore(url) as store:
         with store._engine.connect() as conn:
-            assert migration.current_revision(conn) == "0005"
+            assert migration.current_revision(conn) == "0006"
         store.migrate()
         assert _tables(store) >= TABLES
 

@@ -18,6 +18,7 @@ from bot.app import build_baton
 from bot.logging import setup_logging
 from bot.settings import load_settings
 from bot.supervisor import Backoff, supervise
+from core.redaction import Redactor
 
 
 def say(line: str) -> None:
@@ -32,7 +33,7 @@ def serve(restarts: int) -> int:
         async with baton.running(grace=1.0):
             say(f"READY {os.getpid()} {restarts}")
             await baton.stopping.wait()
-        say(f"STOPPED {os.getpid()} {baton._life.signals}")
+        say(f"STOPPED {os.getpid()} {baton.shutdown.count}")
 
     try:
         asyncio.run(main())
@@ -53,7 +54,7 @@ def config(restarts: int) -> int:
 
 def main() -> None:
     mode, burst, base, max_delay = sys.argv[1], int(sys.argv[2]), float(sys.argv[3]), float(sys.argv[4])
-    setup_logging("INFO", [])
+    setup_logging("INFO", Redactor(()))
     child = {"serve": serve, "crash": crash, "config": config}[mode]
     backoff = Backoff(burst=burst, window=60.0, base=base, max_delay=max_delay)
     sys.exit(supervise(child, name=f"test-{mode}", backoff=backoff))

@@ -9,6 +9,9 @@ import json
 from adapters.console.interactive import ConsoleView
 from adapters.console.output import replies_json, send
 from core.commands.messages import Button, Reply
+from core.redaction import Redactor
+
+PLAIN = Redactor(())  # these tests are about output; redaction has its own
 
 ERROR = Reply(
     kind="error", data={"message": "No workflow is named `flakey`.", "hint": "Try `flaky`."}, is_error=True
@@ -51,7 +54,7 @@ def test_json_carries_kind_rendered_text_run_buttons_and_error_flag() -> None:
         kind="error", data=ERROR.data, buttons=BUTTONS, run_id="r_1", run_status="failed", is_error=True
     )
 
-    (obj,) = json.loads(replies_json([reply]))
+    (obj,) = json.loads(replies_json([reply], PLAIN))
 
     assert obj["kind"] == "error"
     assert obj["text"] == "⚠️ No workflow is named `flakey`.\nTry `flaky`."
@@ -62,13 +65,13 @@ def test_json_carries_kind_rendered_text_run_buttons_and_error_flag() -> None:
 
 def test_send_prints_buttons_as_numbered_choices() -> None:
     out = io.StringIO()
-    send(Reply(kind="error", data=ERROR.data, buttons=BUTTONS), out)
+    send(Reply(kind="error", data=ERROR.data, buttons=BUTTONS), PLAIN, out)
     lines = out.getvalue().splitlines()
     assert lines[-2:] == ["[1] Resume  /workflow resume r_1", "[2] Abandon  /workflow abandon r_1"]
 
 
 def test_a_typed_number_stands_for_the_latest_buttons() -> None:
-    view = ConsoleView(io.StringIO(), redraw=False)
+    view = ConsoleView(io.StringIO(), redraw=False, redactor=PLAIN)
     view.show(Reply(kind="error", data=ERROR.data, buttons=BUTTONS))
 
     assert view.choice("2") == BUTTONS[1]
@@ -78,7 +81,7 @@ def test_a_typed_number_stands_for_the_latest_buttons() -> None:
 
 def test_progress_is_redrawn_in_place_on_a_terminal() -> None:
     out = io.StringIO()
-    view = ConsoleView(out, redraw=True)
+    view = ConsoleView(out, redraw=True, redactor=PLAIN)
     view.show(progress("running"))
     first = out.getvalue()
     view.show(progress("done"))
@@ -91,7 +94,7 @@ def test_progress_is_redrawn_in_place_on_a_terminal() -> None:
 
 def test_unchanged_progress_is_not_printed_again_and_changes_are_printed_without_a_terminal() -> None:
     out = io.StringIO()
-    view = ConsoleView(out, redraw=False)
+    view = ConsoleView(out, redraw=False, redactor=PLAIN)
     view.show(progress("running"))
     view.show(progress("running"))
     once = out.getvalue()
@@ -104,7 +107,7 @@ def test_unchanged_progress_is_not_printed_again_and_changes_are_printed_without
 
 def test_user_input_is_never_redrawn_over() -> None:
     out = io.StringIO()
-    view = ConsoleView(out, redraw=True)
+    view = ConsoleView(out, redraw=True, redactor=PLAIN)
     view.show(progress("running"))
     view.mark_input()
     view.show(progress("done"))

@@ -9,6 +9,7 @@ from collections.abc import Iterator
 import pytest
 
 from bot.logging import setup_logging
+from core.redaction import Redactor
 
 SECRET = "xoxb-0000-very-secret-token"
 
@@ -18,7 +19,7 @@ def stream() -> Iterator[io.StringIO]:
     buffer = io.StringIO()
     root = logging.getLogger()
     level = root.level
-    handler = setup_logging("INFO", [SECRET, "discord-secret-value"], stream=buffer)
+    handler = setup_logging("INFO", Redactor([SECRET, "discord-secret-value"]), stream=buffer)
     yield buffer
     root.removeHandler(handler)
     root.setLevel(level)
@@ -77,7 +78,7 @@ def test_level_from_settings_filters_records(stream: io.StringIO) -> None:
 
 def test_setting_up_twice_keeps_one_handler(stream: io.StringIO) -> None:
     second = io.StringIO()
-    handler = setup_logging("INFO", [], stream=second)
+    handler = setup_logging("INFO", Redactor(()), stream=second)
     try:
         logging.getLogger("baton").info("once")
         assert stream.getvalue() == ""

@@ -22,9 +22,12 @@ from core.commands.authz import (
 )
 from core.config import Access
 from core.errors import PermissionDenied
+from core.redaction import Redactor
 from core.render import render
 from core.store.records import Run
 from tests.unit.commands.samples import make_run
+
+PLAIN = Redactor(())  # these tests are about templates; redaction has its own
 
 TEAM = Access(
     admins=["slack:UADMIN"],
@@ -153,7 +156,7 @@ def _refusal(platform: str, check: Callable[[Access, str, Run], None]) -> tuple[
     run = make_run(platform=platform, requester=ana)
     with pytest.raises(PermissionDenied) as info:
         check(access, mallory, run)
-    [text] = render(replies.error(info.value, run), platform)
+    [text] = render(replies.error(info.value, run), platform, PLAIN)
     return info.value, text
 
 
@@ -202,5 +205,5 @@ def test_a_discord_refusal_cannot_ping_anyone_beyond_the_people_it_names() -> No
     """`<@id>` shows the person; the adapter posts with AllowedMentions.none(), so it never pings.
     Anything else that looks like a mention is neutralised."""
     exc = PermissionDenied("discord:<@&1> may not run `@everyone`.", users=["discord:<@&1>"])
-    [text] = render(replies.error(exc), "discord")
+    [text] = render(replies.error(exc), "discord", PLAIN)
     assert "<@&1>" not in text and "@everyone" not in text

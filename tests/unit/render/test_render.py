@@ -11,6 +11,7 @@ from core.commands import replies
 from core.commands.messages import Reply
 from core.commands.replies import KINDS
 from core.errors import GateAlreadyDecided
+from core.redaction import Redactor
 from core.render import (
     LIMITS,
     PLATFORMS,
@@ -26,6 +27,8 @@ from core.render import (
 )
 from tests.unit.commands.samples import every_reply_kind
 
+PLAIN = Redactor(())  # these tests are about templates; redaction has its own
+
 NASTY = 'a *b* _c_ <!channel> <@U9ZZ> @everyone @here `x` ``y`` & "q" \\ [l](http://e) ```'
 
 
@@ -40,7 +43,7 @@ def test_every_kind_has_a_template_on_every_platform() -> None:
 @pytest.mark.parametrize("platform", [*PLATFORMS, "matrix"])
 def test_every_reply_renders_and_keeps_user_text(platform: str) -> None:
     for reply in every_reply_kind("the-user-text-42"):
-        chunks = render(reply, platform)
+        chunks = render(reply, platform, PLAIN)
         assert chunks and all(c.strip() for c in chunks)
         if "the-user-text-42" in str(reply.data):
             assert "the-user-text-42" in "".join(chunks), reply.kind
@@ -48,7 +51,7 @@ def test_every_reply_renders_and_keeps_user_text(platform: str) -> None:
 
 def test_slack_never_lets_user_text_ping() -> None:
     for reply in every_reply_kind(NASTY):
-        text = "".join(render(reply, "slack"))
+        text = "".join(render(reply, "slack", PLAIN))
         assert "<!channel>" not in text and "<@U9ZZ>" not in text
 
 
@@ -58,7 +61,7 @@ def test_discord_neutralises_mentions_and_markdown() -> None:
     assert "\\*b\\*" in out and "\\_c\\_" in out and "\\[l\\]" in out
     assert discord_escape("# title\n> quote\n- item") == "\\# title\n\\> quote\n\\- item"
     for reply in every_reply_kind(NASTY):
-        text = "".join(render(reply, "discord"))
+        text = "".join(render(reply, "discord", PLAIN))
         assert "@everyone" not in text and "<@U9ZZ>" not in text
 
 
@@ -115,7 +118,7 @@ def test_rendered_replies_respect_platform_limits(text: str, platform: str) -> N
     reply = Reply(kind="error", data={"message": "```\n" + text, "hint": text})
     limit = LIMITS[platform]
     assert limit is not None
-    for chunk in render(reply, platform):
+    for chunk in render(reply, platform, PLAIN):
         assert width(chunk) <= limit
         assert _balanced(chunk)
 
@@ -132,9 +135,9 @@ def test_long_output_is_split_never_truncated() -> None:
     output = "\n".join(f"line {i}" for i in range(2000))
     reply = every_reply_kind(output)[18]  # run_completed with `output`
     assert reply.kind == "run_completed"
-    joined = "".join(render(reply, "discord"))
+    joined = "".join(render(reply, "discord", PLAIN))
     assert "line 0\n" in joined and "line 1999" in joined
-    assert render(reply, "console") == ["".join(render(reply, "console"))]
+    assert render(reply, "console", PLAIN) == ["".join(render(reply, "console", PLAIN))]
 
 
 def test_people_are_shown_as_platform_mentions_not_raw_ids() -> None:
@@ -142,7 +145,7 @@ def test_people_are_shown_as_platform_mentions_not_raw_ids() -> None:
 
     def by(requester: str, platform: str) -> str:
         reply = dataclasses.replace(prompt, data={**prompt.data, "requester": requester})
-        return "".join(render(reply, platform))
+        return "".join(render(reply, platform, PLAIN))
 
     assert "started by <@U0ANA>" in by("slack:U0ANA", "slack")
     assert "started by <@80351110224678912>" in by("discord:80351110224678912", "discord")
@@ -159,7 +162,7 @@ def test_an_error_naming_who_decided_renders_that_person_per_platform(platform: 
     )
     reply = replies.error(exc)
     assert reply.data["message"] == exc.message  # the plain sentence stays for logs and --json
-    [text] = render(reply, platform)
+    [text] = render(reply, platform, PLAIN)
     assert text.splitlines()[0].endswith(f"already approved by {person}.")
     assert ("&lt;x&gt;" in text) is (platform == "slack")  # the prose around the user is still escaped
 
@@ -167,5 +170,5 @@ def test_an_error_naming_who_decided_renders_that_person_per_platform(platform: 
 def test_an_error_splits_around_every_mention_of_the_user() -> None:
     parts = replies.message_parts("discord:7 asked; discord:7 decided", ["discord:7", None])
     assert parts == [{"user": "discord:7"}, {"text": " asked; "}, {"user": "discord:7"}, {"text": " decided"}]
-    [text] = render(Reply(kind="error", data={"message": "x", "hint": "h", "parts": parts}), "discord")
+    [text] = render(Reply(kind="error", data={"message": "x", "hint": "h", "parts": parts}), "discord", PLAIN)
     assert text == "⚠️ <@7> asked; <@7> decided\nh"

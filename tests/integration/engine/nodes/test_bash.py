@@ -15,6 +15,7 @@ from core.engine.providers import ProviderRegistry
 from core.engine.tools import ToolRegistry
 from core.errors import NodeFailed
 from core.redaction import Redactor
+from tests.environments import step_environment
 from tests.integration.engine.nodes.processes import alive, make_fifo, read_fifo, wait_gone
 from tests.unit.engine.nodes.conftest import MakeContext
 
@@ -44,7 +45,7 @@ async def test_environment_and_working_directory(
         node_id="collect",
         idempotency_key="r-42:collect",
         attempt=3,
-        extra_env={"API_TOKEN": "t0k3n"},
+        env={"API_TOKEN": "t0k3n"},
     )
     command = (
         'echo "$BATON_RUN_ID|$BATON_NODE_ID|$BATON_ARTIFACTS_DIR|$BATON_IDEMPOTENCY_KEY|'
@@ -62,6 +63,46 @@ async def test_environment_and_working_directory(
         os.environ["PATH"],
     ]
     assert Path(cwd).resolve() == ctx.workdir.resolve()
+
+
+#: what bash itself sets in every shell, whatever its environment
+_BASH_OWN = {"PWD", "SHLVL", "_", "OLDPWD"}
+
+
+async def test_a_step_sees_the_allowlist_its_env_its_secrets_and_nothing_else(
+    make_ctx: MakeContext, fake_providers: ProviderRegistry
+) -> None:
+    operator = {
+        "PATH": os.environ["PATH"], "HOME": "/home/op", "LANG": "C.UTF-8", "LC_ALL": "C.UTF-8",
+        "TZ": "UTC", "TMPDIR": "/tmp", "USER": "op",
+        "BATON_SLACK_BOT_TOKEN": "xoxb-not-for-steps", "BATON_DATABASE_URL": "postgresql://u:pw@db/x",
+        "AWS_SECRET_ACCESS_KEY": "not-declared", "GITHUB_TOKEN": "ghp_declared", "PYTHONPATH": "/x",
+    }  # fmt: skip
+    ctx = make_ctx(
+        node_id="show", environment=step_environment(environ=operator), env={"MODE": "fast"},
+        secrets=("GITHUB_TOKEN",),
+    )  # fmt: skip
+    result = await bash("env", ctx, fake_providers)
+    seen = dict(line.split("=", 1) for line in result.output.splitlines())
+    step_variables = {"BATON_RUN_ID", "BATON_NODE_ID", "BATON_ARTIFACTS_DIR", "BATON_IDEMPOTENCY_KEY",
+                      "BATON_ATTEMPT"}  # fmt: skip
+    allowed = {"PATH", "HOME", "LANG", "LC_ALL", "TZ", "TMPDIR", "USER"}
+    assert set(seen) - _BASH_OWN == allowed | step_variables | {"MODE", "GITHUB_TOKEN"}
+    assert (seen["MODE"], seen["GITHUB_TOKEN"], seen["HOME"]) == ("fast", "ghp_declared", "/home/op")
+    assert "xoxb-not-for-steps" not in result.output and "pw@db" not in result.output
+
+
+async def test_a_declared_secret_that_is_not_provided_fails_the_step_with_one_line(
+    make_ctx: MakeContext, fake_providers: ProviderRegistry
+) -> None:
+    ctx = make_ctx(node_id="push", environment=step_environment(environ={}), secrets=("NPM_TOKEN",))
+    with pytest.raises(NodeFailed) as info:
+        await bash("echo never", ctx, fake_providers)
+    assert info.value.message == (
+        "step `push` needs the secret `NPM_TOKEN`, "
+        "set neither in Baton's environment nor in BATON_SECRETS_FILE"
+    )
+    assert "\n" not in info.value.message
 
 
 async def test_no_idempotency_key_is_an_empty_variable(

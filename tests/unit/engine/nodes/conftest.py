@@ -10,13 +10,15 @@ import pytest
 
 from core.engine.nodes import NodeContext
 from core.engine.providers import FakeProvider, ProviderRegistry
+from tests.environments import step_environment
 
 MakeContext = Callable[..., NodeContext]
 
 
 @pytest.fixture
 def make_ctx(tmp_path: Path) -> MakeContext:
-    """A NodeContext in a fresh working directory; keyword arguments override fields."""
+    """A NodeContext in a fresh working directory; keyword arguments override fields
+    (`redactor=` builds the step environment around that redactor)."""
 
     def make(**overrides: Any) -> NodeContext:
         workdir = tmp_path / "work"
@@ -31,6 +33,8 @@ def make_ctx(tmp_path: Path) -> MakeContext:
             "idempotency_key": None,
             "timeout": 10.0,
         }
+        redactor = overrides.pop("redactor", None)
+        fields["environment"] = step_environment(redactor=redactor)
         fields.update(overrides)
         return NodeContext(**fields)
 

@@ -1,6 +1,10 @@
 from __future__ import annotations
 
-from core.redaction import MASK, NO_SECRETS, Redactor
+import json
+import threading
+
+from core.redaction import MASK, Redactor
+from core.render import discord_escape, slack_escape
 
 
 def test_every_occurrence_of_every_secret_is_masked() -> None:
@@ -31,7 +35,58 @@ def test_repr_never_shows_secrets() -> None:
     assert repr(redactor) == "Redactor(1 secrets)"
 
 
-def test_with_secrets_adds_to_the_known_ones() -> None:
-    redactor = NO_SECRETS.with_secrets(["token-1"]).with_secrets(["token-2"])
-    assert redactor.redact("token-1 token-2") == f"{MASK} {MASK}"
-    assert NO_SECRETS.redact("token-1") == "token-1"
+def test_added_secrets_are_hidden_from_then_on_by_every_holder_of_the_redactor() -> None:
+    redactor = Redactor(["token-1"])
+    held = redactor  # e.g. the log handler and a renderer hold the same instance
+    redactor.add(["token-2"])
+    assert held.redact("token-1 token-2") == f"{MASK} {MASK}"
+    assert Redactor(()).redact("token-1") == "token-1"
+
+
+def test_a_secret_is_hidden_in_its_json_escaped_form() -> None:
+    secret = 'pa"ss\\word'
+    document = json.dumps({"password": secret})
+    assert secret not in Redactor([secret]).redact(document)
+    assert Redactor([secret]).redact(document) == json.dumps({"password": MASK}, ensure_ascii=False)
+
+
+def test_forms_hide_what_a_platform_escaping_makes_of_a_secret() -> None:
+    secret = "sk_live_<abc>&def"
+    redactor = Redactor([secret])
+    escaped = f"token {slack_escape(secret)} / {discord_escape(secret)}"
+    assert slack_escape(secret) in redactor.redact(escaped)  # the plain redactor misses it
+    shown = redactor.forms(slack_escape, discord_escape).redact(escaped)
+    assert shown == f"token {MASK} / {MASK}"
+    assert redactor.forms(slack_escape, discord_escape) is redactor.forms(slack_escape, discord_escape)
+    redactor.add(["another-secret"])
+    assert redactor.forms(slack_escape).redact("another-secret") == MASK  # rebuilt after `add`
+
+
+def test_redact_value_walks_mappings_lists_and_keys() -> None:
+    redactor = Redactor(["hunter22"])
+    value = {"a": ["x hunter22", ("hunter22",)], "hunter22": 3, "n": None}
+    assert redactor.redact_value(value) == {"a": [f"x {MASK}", (MASK,)], MASK: 3, "n": None}
+
+
+def test_adding_while_other_threads_redact_never_breaks_a_redaction() -> None:
+    redactor = Redactor(["first-secret"])
+    errors: list[BaseException] = []
+    stop = threading.Event()
+
+    def reader() -> None:
+        try:
+            while not stop.is_set():
+                assert redactor.redact("first-secret") == MASK
+        except BaseException as exc:  # pragma: no cover - reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=reader) for _ in range(3)]
+    for t in threads:
+        t.start()
+    for n in range(200):
+        redactor.add([f"secret-number-{n}"])
+    stop.set()
+    for t in threads:
+        t.join()
+    assert errors == []
+    assert redactor.redact("secret-number-199") == MASK

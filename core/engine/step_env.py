@@ -1,0 +1,155 @@
+"""What a step's process finds in its environment, and where declared secrets come from.
+
+A step (bash, script, the `command` prompt provider) never inherits Baton's environment.
+It sees, and only sees:
+
+    PATH HOME LANG LC_* TZ TMPDIR USER     the operator's values of these (`INHERITED`)
+    env:                                   the workflow's, then the node's literal values
+    secrets: [NAME, …]                     each declared secret's value (`SecretSource`)
+    BATON_RUN_ID … BATON_WORKFLOW_DIR      the step variables, added last (`process.py`)
+
+Never Baton's own settings: chat tokens, API keys, the database URL (a workflow cannot even
+name a `BATON_*` variable; the loader refuses it). A secret's value comes from the operator:
+Baton's environment when it has the name, else the secrets file (`BATON_SECRETS_FILE`,
+`NAME=value` lines, re-read when it changes). Every value handed to a step is added to the
+runtime's one `Redactor`, so it is hidden wherever people look.
+
+Missing secrets: `require` refuses to start (or resume, or approve into) a run of a workflow
+whose declared secrets are not all available; if one disappears while the run goes on, the
+step that needs it fails with one line (`variables`).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from core.errors import ConfigurationError, MissingSecret
+from core.redaction import Redactor
+
+log = logging.getLogger(__name__)
+
+#: the operator's variables a step inherits (and every `LC_*`)
+INHERITED: frozenset[str] = frozenset({"PATH", "HOME", "LANG", "TZ", "TMPDIR", "USER"})
+_LOCALE_PREFIX = "LC_"
+SECRETS_FILE_SETTING = "BATON_SECRETS_FILE"  # named in errors and logs
+
+
+def inherited_variables(environ: Mapping[str, str]) -> dict[str, str]:
+    """The allowlisted part of the operator's environment."""
+    return {k: v for k, v in environ.items() if k in INHERITED or k.startswith(_LOCALE_PREFIX)}
+
+
+class SecretSource:
+    """Values of declared step secrets: the operator's environment first, then the file.
+
+    The environment is a snapshot taken at start (settings are read once); the file is
+    re-read whenever its size, mtime or inode changes, so a rotated value is used by the
+    next step without a restart.
+    """
+
+    def __init__(self, environ: Mapping[str, str], file: Path | None = None) -> None:
+        self._environ = dict(environ)
+        self._file = file
+        self._stamp: tuple[int, int, int] | None = None
+        self._values: dict[str, str] = {}
+        self._lock = threading.Lock()
+        if file is not None:
+            if not file.is_file():
+                raise ConfigurationError(
+                    f"{SECRETS_FILE_SETTING}: {file} is not a readable file",
+                    hint=f"Point {SECRETS_FILE_SETTING} at a file of NAME=value lines, or unset it.",
+                )
+            self._refresh()
+            if file.stat().st_mode & 0o077:
+                log.warning(
+                    "the secrets file %s can be read by other users; chmod 600 it",
+                    file,
+                    extra={"action": "secrets_file"},
+                )
+
+    def get(self, name: str) -> str | None:
+        value = self._environ.get(name)
+        if value is not None:
+            return value
+        return self._refresh().get(name)
+
+    def file_values(self) -> list[str]:
+        """Every value of the secrets file: all of them are secrets, declared or not."""
+        return list(self._refresh().values())
+
+    def _refresh(self) -> dict[str, str]:
+        if self._file is None:
+            return self._values
+        try:
+            info = self._file.stat()
+        except OSError:
+            return self._values  # gone for now: keep what it said
+        stamp = (info.st_mtime_ns, info.st_size, info.st_ino)
+        if stamp == self._stamp:
+            return self._values
+        from dotenv import dotenv_values
+
+        with self._lock:
+            try:
+                read = dotenv_values(self._file, interpolate=False)
+            except (OSError, UnicodeDecodeError) as exc:
+                log.warning("cannot read the secrets file %s: %s", self._file, exc,
+                            extra={"action": "secrets_file"})
+                return self._values
+            self._values = {k: v for k, v in read.items() if v is not None}
+            self._stamp = stamp
+        return self._values
+
+
+@dataclass(frozen=True)
+class StepEnvironment:
+    """Builds each step's environment; hides every secret it hands out with `redactor`."""
+
+    inherited: Mapping[str, str]
+    secrets: SecretSource
+    redactor: Redactor
+
+    @classmethod
+    def from_environ(
+        cls, environ: Mapping[str, str], *, redactor: Redactor, secrets_file: Path | None = None
+    ) -> StepEnvironment:
+        """From the operator's environment (read once, at the entry point)."""
+        source = SecretSource(environ, secrets_file)
+        redactor.add(source.file_values())
+        return cls(inherited_variables(environ), source, redactor)
+
+    def hide_declared(self, names: Iterable[str]) -> None:
+        """Add the values of these declared secrets (those available) to the redactor."""
+        self.redactor.add(v for v in (self.secrets.get(n) for n in names) if v is not None)
+
+    def require(self, workflow: str, names: Iterable[str]) -> None:
+        """Raise `MissingSecret` naming every declared secret that is not available."""
+        wanted = tuple(names)
+        missing = [n for n in wanted if self.secrets.get(n) is None]
+        if missing:
+            raise MissingSecret(missing, workflow=workflow)
+        self.hide_declared(wanted)
+
+    def variables(
+        self, env: Mapping[str, str], secrets: Iterable[str], *, node_id: str
+    ) -> dict[str, str]:
+        """The inherited variables, the node's `env:` values and its secrets' values.
+        `MissingSecret` when a declared secret is not available (any more)."""
+        values = {**self.inherited, **env}
+        found: dict[str, str] = {}
+        missing: list[str] = []
+        for name in secrets:
+            value = self.secrets.get(name)
+            if value is None:
+                missing.append(name)
+            else:
+                found[name] = value
+        if missing:
+            raise MissingSecret(missing, node=node_id)
+        self.redactor.add(found.values())
+        values.update(found)
+        return values
