@@ -96,10 +96,24 @@ def setup_logging(level: str, redactor: Redactor, stream: IO[str] | None = None)
     return handler
 
 
+def _filters() -> list[RedactingFilter]:
+    return [
+        found
+        for handler in logging.getLogger().handlers
+        if handler.get_name() == _HANDLER_NAME
+        for found in handler.filters
+        if isinstance(found, RedactingFilter)
+    ]
+
+
 def redact_logs_with(redactor: Redactor) -> None:
     """From now on Baton's log handler (if installed) hides what `redactor` hides."""
-    for handler in logging.getLogger().handlers:
-        if handler.get_name() == _HANDLER_NAME:
-            for found in handler.filters:
-                if isinstance(found, RedactingFilter):
-                    found.redactor = redactor
+    for found in _filters():
+        found.redactor = redactor
+
+
+def active_redactor() -> Redactor | None:
+    """The redactor Baton's log handler hides secrets with now (the runtime's, once it is
+    assembled): what the command line's own error lines go through too."""
+    filters = _filters()
+    return filters[0].redactor if filters else None

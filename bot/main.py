@@ -20,7 +20,7 @@ from typing import Annotated, NoReturn
 
 import typer
 
-from bot.logging import setup_logging
+from bot.logging import active_redactor, setup_logging
 from bot.runtime import forbid_inspection, settings_redactor
 from bot.settings import load_settings
 from core.commands.input_text import InvalidInput, check_text
@@ -63,10 +63,13 @@ User = Annotated[
 
 
 def fail(exc: BatonError, *, code: int | None = None) -> NoReturn:
-    """Cause and next step on stderr; exit 2 for configuration (or `code`), 1 otherwise."""
-    typer.echo(f"error: {exc.message}", err=True)
+    """Cause and next step on stderr (secrets hidden, like in the log); exit 2 for
+    configuration (or `code`), 1 otherwise."""
+    redactor = active_redactor()
+    hide = redactor.redact if redactor is not None else str
+    typer.echo(f"error: {hide(exc.message)}", err=True)
     if exc.hint:
-        typer.echo(exc.hint, err=True)
+        typer.echo(hide(exc.hint), err=True)
     raise typer.Exit(code if code is not None else EXIT_USAGE if isinstance(exc, ConfigurationError) else 1)
 
 

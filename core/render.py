@@ -162,14 +162,17 @@ _ESCAPES: dict[str, tuple[Callable[[str], str], ...]] = {
 
 
 def redacted(reply: Reply, redactor: Redactor) -> Reply:
-    """`reply` with every secret hidden in its data and its buttons' labels and commands."""
+    """`reply` with every secret hidden in what people see of it: its data, its buttons'
+    labels and commands, and its run id (an error names the id as it was typed)."""
     if not redactor:
         return reply
     buttons = tuple(
         dataclasses.replace(b, label=redactor.redact(b.label), command=redactor.redact(b.command))
         for b in reply.buttons
     )
-    return dataclasses.replace(reply, data=redactor.redact_value(dict(reply.data)), buttons=buttons)
+    run_id = redactor.redact(reply.run_id) if reply.run_id is not None else None
+    data = redactor.redact_value(dict(reply.data))
+    return dataclasses.replace(reply, data=data, buttons=buttons, run_id=run_id)
 
 
 def render_text(reply: Reply, platform: str, redactor: Redactor, root: Path = TEMPLATES) -> str:

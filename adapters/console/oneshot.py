@@ -38,7 +38,11 @@ class Transcript:
 
 
 def _active(reply: Reply) -> bool:
-    return reply.run_id is not None and reply.run_status in (None, RunStatus.PENDING, RunStatus.RUNNING)
+    """A reply about a run that may still be moving (an error reply never is: its run id may
+    be one that does not exist, as typed)."""
+    if reply.is_error or reply.run_id is None:
+        return False
+    return reply.run_status in (None, RunStatus.PENDING, RunStatus.RUNNING)
 
 
 async def drive_to_rest(baton: Baton, run_ids: set[str]) -> list[str]:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 import shutil
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -163,9 +163,12 @@ def custom_ids(rows: list[dict[str, Any]], *, enabled: bool = False) -> list[str
 
 
 @asynccontextmanager
-async def discord_bot(fake: FakeDiscord, settings: Settings, **options: Any) -> AsyncIterator[DiscordBot]:
-    """A Baton process (engine running) with a logged-in Discord client that has seen its guild."""
-    baton = build_baton(settings)
+async def discord_bot(
+    fake: FakeDiscord, settings: Settings, *, environ: Mapping[str, str] | None = None, **options: Any
+) -> AsyncIterator[DiscordBot]:
+    """A Baton process (engine running) with a logged-in Discord client that has seen its guild;
+    `environ`: the operator's environment its runtime is assembled from (this process's by default)."""
+    baton = build_baton(settings, environ=environ)
     try:
         async with baton.running(handle_signals=False):
             client = build_client(baton, settings, **options)

@@ -3,7 +3,7 @@ recording mock of Slack's Web API. Nothing of ours is mocked."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -68,16 +68,22 @@ def settings(tmp_path: Path, sqlite_url: str, access: Access) -> Settings:
 
 
 @asynccontextmanager
-async def slack_baton(settings: Settings, mock: MockSlack, tmp_path: Path) -> AsyncIterator[SlackE2E]:
+async def slack_baton(
+    settings: Settings, mock: MockSlack, tmp_path: Path, *, environ: Mapping[str, str] | None = None
+) -> AsyncIterator[SlackE2E]:
     """One Baton process with its Slack app over HTTP; a second one on the same database and
-    the same mock Slack is the same bot after a restart."""
-    baton = build_baton(settings)
+    the same mock Slack is the same bot after a restart. `environ`: the operator's environment
+    the runtime is assembled from (this process's by default)."""
+    baton = build_baton(settings, environ=environ)
     try:
         async with baton.running(handle_signals=False, grace=2.0):
-            client = AsyncWebClient(token=BOT_TOKEN, base_url=mock.base_url)
+            token = settings.slack_bot_token.get_secret_value() if settings.slack_bot_token else BOT_TOKEN
+            signing = settings.slack_signing_secret
+            client = AsyncWebClient(token=token, base_url=mock.base_url)
             bridge = build_bridge(baton, settings, client=client)
             runner, port = await start_http(bridge.app, host="127.0.0.1", port=0)
-            harness = SlackHarness(f"http://127.0.0.1:{port}/slack/events", SIGNING_SECRET, mock)
+            secret = signing.get_secret_value() if signing else SIGNING_SECRET
+            harness = SlackHarness(f"http://127.0.0.1:{port}/slack/events", secret, mock)
             try:
                 yield SlackE2E(harness, mock, bridge, baton, tmp_path)
             finally:

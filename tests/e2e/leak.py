@@ -1,0 +1,88 @@
+"""What the leak tests of every platform share: the secrets Baton is given, the workflows that
+try to leak them, and the check that none of them (nor a piece of one) reached people.
+
+Every secret contains `MARK` and nothing else Baton shows does, so a secret cut in half by a
+preview or a chunk boundary is caught as well as a whole one (`leaks`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import textwrap
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy.engine import make_url
+
+MARK = "leakcheck"
+SLACK_BOT = "xoxb-4242-leakcheck-b0t1"
+SLACK_APP = "xapp-1-A0B-leakcheck-app9"
+SLACK_SIGNING = "sgn-leakcheck-5e3c9a"
+DISCORD = "MTk4_leakcheck.dsc_7a1f"  # underscores: Discord's markdown escaping rewrites them
+OPENAI = "sk-leakcheck-oai-0b9d"
+DB_PASSWORD = "pg-leakcheck-pw-71e4"
+DEPLOY = "dep-leakcheck-env-4d2a"  # a declared step secret, from Baton's environment
+FILE_SECRET = "fil-leakcheck-file-8c6b"  # a declared step secret, from BATON_SECRETS_FILE
+SETTINGS_SECRETS = (SLACK_BOT, SLACK_APP, SLACK_SIGNING, DISCORD, OPENAI, DB_PASSWORD)
+STEP_SECRETS = (DEPLOY, FILE_SECRET)
+ALL = SETTINGS_SECRETS + STEP_SECRETS
+
+
+def with_password(url: str) -> str:
+    """`url` with `DB_PASSWORD` as its password (the test server trusts any password)."""
+    return make_url(url).set(password=DB_PASSWORD).render_as_string(hide_password=False)
+
+
+def fingerprint(secret: str) -> str:
+    """What the `envdump` step prints to show it saw a secret without showing it."""
+    return hashlib.sha256(secret.encode()).hexdigest()[:12]
+
+
+def write_workflows(directory: Path, database_url: str) -> None:
+    """`envdump` prints its whole environment (and proves it saw its two secrets); `leaky`
+    fails with every secret Baton knows on its stderr."""
+    (directory / "envdump.yaml").write_text(textwrap.dedent("""\
+        name: envdump
+        description: Prints everything a step can see
+        secrets: [DEPLOY_TOKEN]
+        nodes:
+          - id: show
+            secrets: [FILE_TOKEN]
+            env: {MODE: audit}
+            replay: pure
+            bash: |
+              env | sort
+              printf 'saw %s %s\\n' "$(printf %s "$DEPLOY_TOKEN" | sha256sum | cut -c1-12)" \\
+                "$(printf %s "$FILE_TOKEN" | sha256sum | cut -c1-12)"
+        """))
+    stderr = " ".join([*SETTINGS_SECRETS, database_url])
+    (directory / "leaky.yaml").write_text(textwrap.dedent(f"""\
+        name: leaky
+        description: Fails with every secret on its stderr
+        secrets: [DEPLOY_TOKEN]
+        nodes:
+          - id: boom
+            secrets: [FILE_TOKEN]
+            bash: |
+              echo "step secrets: $DEPLOY_TOKEN $FILE_TOKEN" >&2
+              echo "settings: {stderr}" >&2
+              exit 3
+        """))
+
+
+def write_secrets_file(path: Path) -> Path:
+    path.write_text(f"# step secrets\nFILE_TOKEN={FILE_SECRET}\n")
+    path.chmod(0o600)
+    return path
+
+
+def leaks(text: str) -> list[str]:
+    """The secrets `text` shows, whole or in part (any 8 characters of one)."""
+    found = [s for s in ALL if any(s[i : i + 8] in text for i in range(len(s) - 7))]
+    return found or ([MARK] if MARK in text else [])
+
+
+def dumped(value: Any) -> str:
+    """JSON text of a recorded request body (its non-ASCII kept as is)."""
+    return json.dumps(value, ensure_ascii=False, default=str)
