@@ -9,6 +9,7 @@ printed whenever it changes. Ctrl-D (or SIGTERM) leaves.
 from __future__ import annotations
 
 import asyncio
+import io
 import sys
 import threading
 from collections.abc import Awaitable, Callable
@@ -106,6 +107,8 @@ def _stdin_reader() -> LineReader:
     """Lines from a non-terminal stdin, read in a daemon thread (never blocks shutdown)."""
     loop = asyncio.get_running_loop()
     queue: asyncio.Queue[str | None] = asyncio.Queue()
+    if isinstance(sys.stdin, io.TextIOWrapper):  # bytes that are not UTF-8 reach the handler,
+        sys.stdin.reconfigure(errors="surrogateescape")  # which refuses them with one line
 
     def pump() -> None:
         for line in sys.stdin:

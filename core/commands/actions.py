@@ -203,9 +203,9 @@ def viewable_args(ctx: Context, handle: str) -> str:
     prefix = handle_prefix(handle) or handle.strip().lower()
     runs = ctx.store.runs_with_args(prefix)
     digests = {r.args_digest for r in runs if authz.may_view(ctx.access, ctx.uid, r)}
-    if not digests:
+    if not digests:  # the same words for every unmatched handle: the prefix is not echoed
         raise UsageError(
-            f"No args of a run you may view match args:{prefix}.",
+            "No args of a run you may view match that handle.",
             hint="`/workflow args <run>` shows the handle of a run's args.",
         )
     if len(digests) > 1:
