@@ -59,3 +59,17 @@ def test_tool_and_prompt_jobs_keep_their_arguments() -> None:
 def test_one_queueing_lock_per_journal_entry() -> None:
     assert queueing_lock(41) == "baton-entry-41"
     assert queueing_lock(41) != queueing_lock(42)
+
+
+def test_a_job_carries_env_values_and_secret_names_never_secret_values() -> None:
+    job = _job(
+        RenderedNode("bash", command="deploy"),
+        env={"MODE": "fast", "LEVEL": "3"},
+        secrets=("GITHUB_TOKEN", "NPM_TOKEN"),
+    )
+
+    args = job.to_args()
+
+    assert _through_json(job) == job
+    assert args["env"] == {"MODE": "fast", "LEVEL": "3"}
+    assert args["secrets"] == ["GITHUB_TOKEN", "NPM_TOKEN"]  # names: each worker reads its own values
