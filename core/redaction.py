@@ -38,14 +38,15 @@ def _json_form(secret: str) -> str:
 class Redactor:
     """Replaces every occurrence of each known secret (and its encoded forms) with `MASK`."""
 
-    __slots__ = ("_derived", "_encoders", "_lock", "_pattern", "_secrets")
+    __slots__ = ("_derived", "_encoders", "_lock", "_matcher", "_secrets")
 
     def __init__(
         self, secrets: Iterable[str], *, encoders: Iterable[Callable[[str], str]] = ()
     ) -> None:
         self._secrets: frozenset[str] = frozenset()
         self._encoders: tuple[Callable[[str], str], ...] = (_json_form, *encoders)
-        self._pattern: re.Pattern[str] | None = None
+        #: (every form to hide, longest first; the pattern matching any of them), swapped whole
+        self._matcher: tuple[tuple[str, ...], re.Pattern[str]] | None = None
         self._lock = threading.Lock()
         #: redactors over the same secrets with more encoded forms, by encoders (`forms`)
         self._derived: dict[tuple[Callable[[str], str], ...], tuple[frozenset[str], Redactor]] = {}
@@ -58,7 +59,7 @@ class Redactor:
             if new <= self._secrets:
                 return
             self._secrets = self._secrets | new
-            self._pattern = _compile(self._secrets, self._encoders)
+            self._matcher = _compile(self._secrets, self._encoders)
 
     def forms(self, *encoders: Callable[[str], str]) -> Redactor:
         """A redactor over the same secrets that also hides `encoder(secret)` for each
@@ -73,14 +74,18 @@ class Redactor:
         return redactor
 
     def redact(self, text: str) -> str:
-        pattern = self._pattern
-        if pattern is None or not text:
+        matcher = self._matcher
+        if matcher is None or not text:
+            return text
+        forms, pattern = matcher
+        # most text holds no secret: substring searches are several times faster than the regex
+        if not any(form in text for form in forms):
             return text
         return pattern.sub(MASK, text)
 
     def redact_value(self, value: Any) -> Any:
         """`value` with every string in it (mapping keys included) redacted; other leaves as is."""
-        if self._pattern is None:
+        if self._matcher is None:
             return value
         if isinstance(value, str):
             return self.redact(value)
@@ -97,16 +102,18 @@ class Redactor:
         return tuple(sorted(self._secrets, key=lambda s: (-len(s), s)))
 
     def __bool__(self) -> bool:
-        return self._pattern is not None
+        return self._matcher is not None
 
     def __repr__(self) -> str:
         return f"Redactor({len(self._secrets)} secrets)"
 
 
-def _compile(secrets: frozenset[str], encoders: tuple[Callable[[str], str], ...]) -> re.Pattern[str] | None:
+def _compile(
+    secrets: frozenset[str], encoders: tuple[Callable[[str], str], ...]
+) -> tuple[tuple[str, ...], re.Pattern[str]] | None:
     forms = set(secrets)
     for encode in encoders:
         forms.update(encode(s) for s in secrets)
-    kept = sorted((f for f in forms if len(f) >= MIN_SECRET_LENGTH), key=lambda s: (-len(s), s))
+    kept = tuple(sorted((f for f in forms if len(f) >= MIN_SECRET_LENGTH), key=lambda s: (-len(s), s)))
     # longest first, so a secret that contains another is masked whole
-    return re.compile("|".join(re.escape(s) for s in kept)) if kept else None
+    return (kept, re.compile("|".join(re.escape(s) for s in kept))) if kept else None
