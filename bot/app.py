@@ -18,14 +18,16 @@ import logging
 from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import TYPE_CHECKING
 
+<<<<<<< HEAD
 from sqlalchemy.engine import make_url
 
 from adapters.web import page_links
+=======
+>>>>>>> 3e03e1c (The assembled runtime also opens the migrated store, for build_baton and the worker alike; hardening in its own light module)
 from bot.housekeeping import Housekeeping
-from bot.runtime import Runtime, assemble, load_tools
+from bot.runtime import Runtime, assemble, ensure_sqlite_dir, load_tools
 from bot.shutdown import Shutdown
 from core.commands.handler import Handler
 from core.config import Settings
@@ -99,23 +101,13 @@ class Baton:
         self.store.close()
 
 
-def ensure_sqlite_dir(database_url: str) -> None:
-    """SQLite needs the directory of its file to exist (`./.baton/` by default)."""
-    url = make_url(database_url)
-    if url.get_backend_name() == "sqlite" and url.database and url.database != ":memory:":
-        Path(url.database).expanduser().parent.mkdir(parents=True, exist_ok=True)
-
-
 def build_baton(
     settings: Settings, *, environ: Mapping[str, str] | None = None, runtime: Runtime | None = None
 ) -> Baton:
-    """Wire the parts on the assembled runtime (`bot.runtime.assemble(settings, environ=…)`
-    unless one is given); the schema is migrated before anything else touches the database."""
+    """Wire the engine and the handler on the assembled runtime (`bot.runtime.assemble(settings,
+    environ=…)` unless one is given: its store is migrated already)."""
     runtime = runtime if runtime is not None else assemble(settings, environ=environ)
-    ensure_sqlite_dir(settings.database_url)
-    settings.data_dir.mkdir(parents=True, exist_ok=True)
-    store = SqlStore(settings.database_url)
-    store.migrate()
+    store = runtime.store
     dispatcher = distributed_dispatcher(settings, store)
     engine = Engine(
         store=store,

@@ -20,12 +20,13 @@ from typing import Annotated, NoReturn
 
 import typer
 
+from bot.hardening import forbid_inspection
 from bot.logging import active_redactor, setup_logging
-from bot.runtime import forbid_inspection, settings_redactor
 from bot.settings import load_settings
 from core.commands.input_text import InvalidInput, check_text
 from core.config import Settings
 from core.errors import BatonError, ConfigurationError
+from core.redaction import Redactor
 
 __all__ = ["app", "load_settings"]
 
@@ -92,7 +93,7 @@ def settings_for(
         console = not (settings.slack_enabled or settings.discord_enabled)
     if console and "log_level" not in settings.model_fields_set and level == "INFO":
         level = "WARNING"
-    setup_logging(level, settings_redactor(settings))  # the runtime's redactor replaces it once assembled
+    setup_logging(level, Redactor(settings.secrets()))  # the runtime's redactor replaces it once assembled
     return settings
 
 
@@ -223,7 +224,6 @@ def say(
     from adapters.console.output import replies_json, send
     from bot.serve import say_once
     from core.commands.messages import Reply
-    from core.redaction import Redactor
 
     check_arguments(**{
         "The message": text, "--conversation": conversation, "--user": user, "--thread": thread,
@@ -302,7 +302,7 @@ def migrate(database_url: DatabaseUrl = None) -> None:
     """Bring the database schema to the newest revision (Baton also does this at start)."""
     from sqlalchemy.engine import make_url
 
-    from bot.app import ensure_sqlite_dir
+    from bot.runtime import ensure_sqlite_dir
     from core.store.repository import SqlStore
 
     settings = settings_for(database_url, None)

@@ -1,8 +1,8 @@
 """The one place that assembles Baton's runtime from its settings.
 
-    runtime = assemble(settings)      # redactor, step environment, catalog, providers, tools
-    build_baton(settings)             # bot/app.py: + store, engine, handler (`run`, `say`, `console`)
-    serve_worker(settings)            # bot/worker.py: + store, job queue (`worker`)
+    runtime = assemble(settings)      # redactor, step environment, catalog, providers, tools, store
+    build_baton(settings)             # bot/app.py: + engine, handler (`run`, `say`, `console`)
+    serve_worker(settings)            # bot/worker.py: + job queue (`worker`)
 
 Every entry point goes through `assemble`, so every process hides the same secrets the same
 way: one `Redactor` holds the settings' secrets (tokens, keys, the passwords of the database
@@ -11,35 +11,34 @@ workflow declares (and any declared later, as steps receive them). That instance
 the log handler, the renderers of every platform, the audit trail and the steps' stderr
 tails use; nothing has a "no secrets" default to fall back on.
 
-Steps never inherit the process environment (`core/engine/step_env.py`). Beyond that, the
-variables holding the settings' secrets are removed from this process's environment once
-read (a subprocess a tool starts inherits none of them), and the process makes itself
-non-dumpable where the OS allows it, so a step running as the same user cannot read the
-environment Baton started with through `/proc/<pid>/environ` (or attach a debugger) either.
+Steps never inherit the process environment (`core/engine/step_env.py`); beyond that, the
+variables holding the settings' secrets leave this process's environment and the process is
+made non-dumpable (`bot/hardening.py`).
 """
 
 from __future__ import annotations
 
-import ctypes
 import logging
 import os
-import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from sqlalchemy.engine import make_url
+
+from bot.hardening import forbid_inspection, scrub_environ
 from bot.logging import redact_logs_with
 from core.config import Settings
 from core.engine.providers import ProviderRegistry
 from core.engine.step_env import StepEnvironment
 from core.engine.tools import ToolRegistry
 from core.redaction import Redactor
+from core.store.repository import SqlStore
 from core.workflows.catalog import Catalog
 
 log = logging.getLogger("baton.runtime")
 
 DEFAULT_TOOL_MODULE = "workflows/tools.py"
-_PR_SET_DUMPABLE = 4
 
 
 @dataclass(frozen=True)
@@ -52,11 +51,13 @@ class Runtime:
     catalog: Catalog
     providers: ProviderRegistry
     tools: ToolRegistry
+    store: SqlStore  # migrated; whoever assembled the runtime closes it
 
 
 def assemble(settings: Settings, *, environ: Mapping[str, str] | None = None) -> Runtime:
     """Build the runtime; `environ` is the operator's environment (this process's by default),
-    the source of the variables steps inherit and of the declared secrets' values."""
+    the source of the variables steps inherit and of the declared secrets' values. The store
+    is opened (and its schema migrated) last, once nothing else can fail."""
     forbid_inspection()
     environ = dict(os.environ) if environ is None else environ
     redactor = Redactor(settings.secrets())
@@ -69,41 +70,38 @@ def assemble(settings: Settings, *, environ: Mapping[str, str] | None = None) ->
         if entry.workflow is not None:
             environment.hide_declared(entry.workflow.declared_secrets())
     redact_logs_with(redactor)
+    providers = ProviderRegistry.from_settings(settings)
+    tools = load_tools(settings.tool_modules)
     return Runtime(
         settings=settings,
         redactor=redactor,
         environment=environment,
         catalog=catalog,
-        providers=ProviderRegistry.from_settings(settings),
-        tools=load_tools(settings.tool_modules),
+        providers=providers,
+        tools=tools,
+        store=open_store(settings),
     )
 
 
-def settings_redactor(settings: Settings) -> Redactor:
-    """What the log handler hides before the runtime is assembled (the settings' secrets)."""
-    return Redactor(settings.secrets())
-
-
-def scrub_environ(redactor: Redactor) -> list[str]:
-    """Remove from `os.environ` every variable whose value holds one of `redactor`'s secrets
-    (settings are read already); the names removed."""
-    gone = [name for name, value in os.environ.items() if redactor.redact(value) != value]
-    for name in gone:
-        del os.environ[name]
-    return gone
-
-
-def forbid_inspection() -> None:
-    """Linux: mark this process non-dumpable, so that other processes of the same user (the
-    steps it starts) cannot read its memory or `/proc/<pid>/environ`. Elsewhere: nothing."""
-    if not sys.platform.startswith("linux"):
-        return
+def open_store(settings: Settings) -> SqlStore:
+    """The run store, its schema migrated before anything else touches it; the data
+    directory (and SQLite's) created."""
+    ensure_sqlite_dir(settings.database_url)
+    settings.data_dir.mkdir(parents=True, exist_ok=True)
+    store = SqlStore(settings.database_url)
     try:
-        libc = ctypes.CDLL(None, use_errno=True)
-        if libc.prctl(_PR_SET_DUMPABLE, 0, 0, 0, 0) != 0:
-            raise OSError(ctypes.get_errno(), "prctl(PR_SET_DUMPABLE) failed")
-    except (OSError, AttributeError) as exc:
-        log.warning("could not make the process non-dumpable: %s", exc, extra={"action": "harden"})
+        store.migrate()
+    except BaseException:
+        store.close()
+        raise
+    return store
+
+
+def ensure_sqlite_dir(database_url: str) -> None:
+    """SQLite needs the directory of its file to exist (`./.baton/` by default)."""
+    url = make_url(database_url)
+    if url.get_backend_name() == "sqlite" and url.database and url.database != ":memory:":
+        Path(url.database).expanduser().parent.mkdir(parents=True, exist_ok=True)
 
 
 def load_tools(modules: Sequence[str], base: Path | None = None) -> ToolRegistry:

@@ -35,7 +35,6 @@ from core.engine.distributed import (
     stalled_after,
 )
 from core.errors import ConfigurationError
-from core.store.repository import SqlStore
 
 log = logging.getLogger("baton.worker")
 
@@ -54,13 +53,11 @@ def worker_name(settings: Settings, name: str | None) -> str:
     return name or f"{settings.replica_id or socket.gethostname()}:{os.getpid()}"
 
 
-def build_worker(
-    runtime: Runtime, store: SqlStore, queue: JobQueue, *, concurrency: int, name: str
-) -> Worker:
+def build_worker(runtime: Runtime, queue: JobQueue, *, concurrency: int, name: str) -> Worker:
     """A Procrastinate worker whose one task runs a `NodeJob` through `NodeWorker`."""
     settings = runtime.settings
     node_worker = NodeWorker(
-        store=store,
+        store=runtime.store,
         providers=runtime.providers,
         tools=runtime.tools,
         data_dir=settings.data_dir,
@@ -112,17 +109,14 @@ async def serve_worker(
 ) -> None:
     """Run until SIGTERM/SIGINT (see the module docstring)."""
     require_procrastinate(settings)
-    runtime = assemble(settings, environ=environ)
-    settings.data_dir.mkdir(parents=True, exist_ok=True)
-    store = SqlStore(settings.database_url)
+    runtime = assemble(settings, environ=environ)  # its store is migrated
     queue: JobQueue | None = None
     try:
-        store.migrate()
         apply_queue_schema(settings.database_url)
         slots = concurrency or settings.worker_concurrency
         queue = JobQueue(settings.database_url, pool_size=slots + 3)
         label = worker_name(settings, name)
-        worker = build_worker(runtime, store, queue, concurrency=slots, name=label)
+        worker = build_worker(runtime, queue, concurrency=slots, name=label)
         await queue.open()
         shutdown = Shutdown(grace=settings.shutdown_grace, what="steps", on_first=worker.stop)
         with shutdown.signals():
@@ -142,4 +136,4 @@ async def serve_worker(
     finally:
         if queue is not None:
             await queue.close()
-        store.close()
+        runtime.store.close()

@@ -15,7 +15,7 @@ import pytest
 from pydantic import SecretStr
 
 from bot.logging import setup_logging
-from bot.runtime import settings_redactor
+from core.redaction import Redactor
 from tests.e2e import leak
 from tests.e2e.discord.fake_discord import FakeDiscord
 from tests.e2e.discord.harness import DiscordBot, discord_bot, settings_for
@@ -38,7 +38,7 @@ async def leaky_bot(
     leak.write_workflows(settings.workflow_dirs[0], url)
     log = io.StringIO()
     root, level = logging.getLogger(), logging.getLogger().level
-    handler = setup_logging("INFO", settings_redactor(settings), stream=log)  # as `settings_for` does
+    handler = setup_logging("INFO", Redactor(settings.secrets()), stream=log)  # as `settings_for` does
     environ = {**os.environ, "DEPLOY_TOKEN": leak.DEPLOY}
     try:
         async with discord_bot(fake_discord, settings, environ=environ) as bot:

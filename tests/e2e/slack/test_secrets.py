@@ -15,8 +15,8 @@ import pytest
 from pydantic import SecretStr
 
 from bot.logging import setup_logging
-from bot.runtime import settings_redactor
 from core.config import Settings
+from core.redaction import Redactor
 from tests.e2e import leak
 from tests.e2e.slack.conftest import SlackE2E, slack_baton
 from tests.e2e.slack.mock_slack import MockSlack
@@ -47,7 +47,7 @@ async def leaky_slack(
     )
     log = io.StringIO()
     root, level = logging.getLogger(), logging.getLogger().level
-    handler = setup_logging("INFO", settings_redactor(settings), stream=log)  # as `settings_for` does
+    handler = setup_logging("INFO", Redactor(settings.secrets()), stream=log)  # as `settings_for` does
     environ = {**os.environ, "DEPLOY_TOKEN": leak.DEPLOY}
     try:
         async with slack_baton(settings, mock_slack, tmp_path, environ=environ) as e2e:

@@ -95,8 +95,8 @@ async def cluster(
 
     settings = worker_settings(postgres_url, tmp_path / "worker", **getattr(request, "param", {}))
     queue = JobQueue(postgres_url, pool_size=6)
-    worker_store = SqlStore(postgres_url)
-    worker = build_worker(assemble(settings), worker_store, queue, concurrency=3, name="test-worker")
+    runtime = assemble(settings)  # the worker's own runtime, as `baton worker` assembles it
+    worker = build_worker(runtime, queue, concurrency=3, name="test-worker")
     await queue.open()
     await dispatcher.open()
     await engine.start()
@@ -110,7 +110,7 @@ async def cluster(
             await asyncio.wait_for(working, 15)
         await dispatcher.close()
         await queue.close()
-        worker_store.close()
+        runtime.store.close()
         store.close()
 
 

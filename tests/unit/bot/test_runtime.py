@@ -177,7 +177,7 @@ async def test_the_first_signal_asks_to_stop_and_the_second_cancels() -> None:
 
 def test_the_process_makes_itself_non_dumpable() -> None:
     probe = (
-        "import ctypes; from bot.runtime import forbid_inspection\n"
+        "import ctypes; from bot.hardening import forbid_inspection\n"
         "libc = ctypes.CDLL(None)\n"
         "before = libc.prctl(3, 0, 0, 0, 0)\n"  # PR_GET_DUMPABLE
         "forbid_inspection()\n"
