@@ -20,12 +20,7 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-<<<<<<< HEAD
-from sqlalchemy.engine import make_url
-
 from adapters.web import page_links
-=======
->>>>>>> 3e03e1c (The assembled runtime also opens the migrated store, for build_baton and the worker alike; hardening in its own light module)
 from bot.housekeeping import Housekeeping
 from bot.runtime import Runtime, assemble, ensure_sqlite_dir, load_tools
 from bot.shutdown import Shutdown

@@ -242,7 +242,8 @@ class RunPagesApp:
                 await self.handler.announce(dataclasses.replace(
                     reply, platform=run.platform, conversation=run.conversation, thread=run.thread,
                     ephemeral=False))
-        said = "\n".join(render_text(r, "console") for r in answers) or "Already handled."
+        hide = self.parts.redactor
+        said = "\n".join(render_text(r, "console", hide) for r in answers) or "Already handled."
         log.info("decided on the run page", extra={"action": "web_decide", "run_id": run.id,
                                                       "user": grant.uid, "decision": decision})
         return self._back(token, said)
