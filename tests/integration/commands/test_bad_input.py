@@ -36,7 +36,7 @@ def assert_two_lines(reply: Reply, cause: str) -> None:
         ("run nope", "no workflow named `nope`"),
         ("run flaky --args {bad", "not valid JSON"),
         ("run flaky --args @nohandle", "not an args handle"),
-        ("run flaky --args @abcd1234", "args:abcd1234"),
+        ("run flaky --args @abcd1234", "No args of a run you may view match that handle"),
         ("run flaky --args '[1, 2]'", "must be a JSON object"),
         (f"run flaky --args '{DEEP}'", "levels"),
         ("run flaky --set " + ".".join(["a"] * 500) + "=1", "levels"),
