@@ -24,7 +24,7 @@ from __future__ import annotations
 import json
 import re
 import threading
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
 
 MASK = "•••"
@@ -84,15 +84,24 @@ class Redactor:
         return pattern.sub(MASK, text)
 
     def redact_value(self, value: Any) -> Any:
-        """`value` with every string in it (mapping keys included) redacted; other leaves as is."""
-        if self._matcher is None:
+        """`value` with every string in it (mapping keys included) redacted; other leaves as is.
+        A value holding no secret at all (the usual case) is returned as it is, after one
+        substring search over all its strings together."""
+        matcher = self._matcher
+        if matcher is None:
             return value
+        joined = "\x00".join(_strings(value))
+        if not any(form in joined for form in matcher[0]):
+            return value
+        return self._redact_value(value)
+
+    def _redact_value(self, value: Any) -> Any:
         if isinstance(value, str):
             return self.redact(value)
         if isinstance(value, Mapping):
-            return {self.redact_value(k): self.redact_value(v) for k, v in value.items()}
+            return {self._redact_value(k): self._redact_value(v) for k, v in value.items()}
         if isinstance(value, list | tuple):
-            return type(value)(self.redact_value(v) for v in value)
+            return type(value)(self._redact_value(v) for v in value)
         return value
 
     @property
@@ -106,6 +115,20 @@ class Redactor:
 
     def __repr__(self) -> str:
         return f"Redactor({len(self._secrets)} secrets)"
+
+
+def _strings(value: Any) -> Iterator[str]:
+    """Every string in a JSON-like value (mapping keys included), iteratively."""
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, str):
+            yield item
+        elif isinstance(item, Mapping):
+            stack.extend(item.keys())
+            stack.extend(item.values())
+        elif isinstance(item, list | tuple):
+            stack.extend(item)
 
 
 def _compile(

@@ -166,6 +166,9 @@ def redacted(reply: Reply, redactor: Redactor) -> Reply:
     labels and commands, and its run id (an error names the id as it was typed)."""
     if not redactor:
         return reply
+    shown = (reply.data, [(b.label, b.command) for b in reply.buttons], reply.run_id)
+    if redactor.redact_value(shown) is shown:  # nothing to hide: the reply as it is
+        return reply
     buttons = tuple(
         dataclasses.replace(b, label=redactor.redact(b.label), command=redactor.redact(b.command))
         for b in reply.buttons
