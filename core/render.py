@@ -29,7 +29,7 @@ from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from core.commands.messages import Reply
+from core.commands.messages import Button, Menu, Reply
 from core.commands.resolution import preview
 from core.redaction import Redactor
 
@@ -162,20 +162,26 @@ _ESCAPES: dict[str, tuple[Callable[[str], str], ...]] = {
 
 
 def redacted(reply: Reply, redactor: Redactor) -> Reply:
-    """`reply` with every secret hidden in what people see of it: its data, its buttons'
-    labels and commands, and its run id (an error names the id as it was typed)."""
+    """`reply` with every secret hidden in what people see of it: its data, its buttons' and
+    choice lists' labels and commands, and its run id (an error names the id as it was typed)."""
     if not redactor:
         return reply
-    shown = (reply.data, [(b.label, b.command) for b in reply.buttons], reply.run_id)
+    options = [o for menu in reply.menus for o in menu.options]
+    shown = (reply.data, [(b.label, b.command) for b in (*reply.buttons, *options)],
+             [m.placeholder for m in reply.menus], reply.run_id)  # fmt: skip
     if redactor.redact_value(shown) is shown:  # nothing to hide: the reply as it is
         return reply
-    buttons = tuple(
-        dataclasses.replace(b, label=redactor.redact(b.label), command=redactor.redact(b.command))
-        for b in reply.buttons
-    )
+
+    def hide(buttons: tuple[Button, ...]) -> tuple[Button, ...]:
+        return tuple(
+            dataclasses.replace(b, label=redactor.redact(b.label), command=redactor.redact(b.command))
+            for b in buttons
+        )
+
+    menus = tuple(Menu(redactor.redact(m.placeholder), hide(m.options)) for m in reply.menus)
     run_id = redactor.redact(reply.run_id) if reply.run_id is not None else None
     data = redactor.redact_value(dict(reply.data))
-    return dataclasses.replace(reply, data=data, buttons=buttons, run_id=run_id)
+    return dataclasses.replace(reply, data=data, buttons=hide(reply.buttons), menus=menus, run_id=run_id)
 
 
 def render_text(reply: Reply, platform: str, redactor: Redactor, root: Path = TEMPLATES) -> str:

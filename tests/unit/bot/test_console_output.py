@@ -124,7 +124,7 @@ def _which(count: int) -> Reply:
 
 def test_a_choice_list_is_numbered_and_a_number_picks_its_option() -> None:
     out = io.StringIO()
-    view = ConsoleView(out, redraw=False)
+    view = ConsoleView(out, redraw=False, redactor=PLAIN)
     which = _which(7)
     assert which.buttons == () and len(which.menus) == 1
 
@@ -132,14 +132,14 @@ def test_a_choice_list_is_numbered_and_a_number_picks_its_option() -> None:
 
     assert "Approve which run?\n[1] gated r6 · review  /workflow approve r6" in out.getvalue()
     assert view.choice("7") == which.menus[0].options[6] and view.choice("8") is None
-    (obj,) = json.loads(replies_json([which]))
+    (obj,) = json.loads(replies_json([which], PLAIN))
     assert [o["command"] for o in obj["menus"][0]["options"]][:2] == ["approve r6", "approve r5"]
 
 
 def test_once_the_gate_is_decided_its_numbers_are_gone() -> None:
     from core.commands.offers import withdrawn
 
-    view = ConsoleView(io.StringIO(), redraw=False)
+    view = ConsoleView(io.StringIO(), redraw=False, redactor=PLAIN)
     which = Reply(kind="which_gate", data=_which(7).data, menus=_which(7).menus, replace_key="offer:1")
     view.show(which)
     settled = {"run_id": "r6", "workflow": "gated", "node": "review", "approved": True, "by": "console:ana",
@@ -153,5 +153,5 @@ def test_once_the_gate_is_decided_its_numbers_are_gone() -> None:
     assert view.choices == ()
     never_shown = dataclasses.replace(edited, replace_key="offer:2")
     out = io.StringIO()
-    ConsoleView(out, redraw=False).show(never_shown)
+    ConsoleView(out, redraw=False, redactor=PLAIN).show(never_shown)
     assert out.getvalue() == ""  # an edit of a message this console never showed

@@ -8,9 +8,12 @@ from core.commands.model import RunCommand
 from core.commands.offers import from_json, offered_runs, to_json, withdrawn
 from core.commands.parser import parse
 from core.commands.resolution import Prompt, prompt_options
+from core.redaction import Redactor
 from core.render import render
 from core.store.records import Gate, Run, RunStatus
 from tests.unit.commands.samples import make_gate, make_run
+
+PLAIN = Redactor(())  # these tests are about templates; redaction has its own
 
 RUN = make_run(id="r1", status=RunStatus.PAUSED)
 SETTLED = {"run_id": "r1", "workflow": "release-notes", "node": "review", "approved": True, "by": "slack:U2",
@@ -42,13 +45,13 @@ def test_a_decided_gate_leaves_the_other_gates_choices_and_says_who_decided() ->
     left = withdrawn(which, "r1", SETTLED)
     assert [b.command for b in left.buttons] == ["approve r2", "reject r2", "approve r0", "reject r0"]
     assert left.edit_only and left.data["settled"] == [SETTLED]
-    [text] = render(left, "slack")
+    [text] = render(left, "slack", PLAIN)
     assert text.endswith("✅ Approved by <@U2>: *release-notes* run `r1`.")
 
     menu = withdrawn(replies.which_gate(_gates(7), "approve"), "r6", {**SETTLED, "run_id": "r6"})
     assert [len(m.options) for m in menu.menus] == [6]
     alone = withdrawn(replies.approval_question(RUN, make_gate(RUN)), "r1", {**SETTLED, "approved": False})
-    assert alone.buttons == () and render(alone, "console")[0].endswith("✖️ Rejected by slack:U2.")
+    assert alone.buttons == () and render(alone, "console", PLAIN)[0].endswith("✖️ Rejected by slack:U2.")
 
 
 def test_a_kept_reply_comes_back_the_same() -> None:
@@ -62,5 +65,5 @@ def test_a_thousand_waiting_gates_are_a_list_of_the_newest_25_and_a_count() -> N
     [menu] = which.menus
     assert len(menu.options) == 25 and menu.options[0].command == "approve r999"
     assert which.data["more"] == 975 and len(which.data["gates"]) == 25
-    text = "\n".join(render(which, "discord"))
+    text = "\n".join(render(which, "discord", PLAIN))
     assert "1000 runs wait" in text and "… and 975 older" in text and len(text) < 4000

@@ -90,3 +90,27 @@ def test_adding_while_other_threads_redact_never_breaks_a_redaction() -> None:
         t.join()
     assert errors == []
     assert redactor.redact("secret-number-199") == MASK
+
+
+def test_a_reply_shows_no_secret_in_its_text_buttons_choice_lists_or_run_id_on_any_platform() -> None:
+    from core.commands.messages import Button, Menu, Reply
+    from core.render import PLATFORMS, redacted, render
+
+    secret = "sk_live_<choice>&secret"
+    redactor = Redactor([secret])
+    reply = Reply(
+        kind="error",
+        data={"message": f"bad token {secret}", "hint": "x" * 150 + secret},  # a preview would cut it
+        buttons=(Button(f"Use {secret}", f"run x {secret}"),),
+        menus=(Menu(f"Pick {secret}", (Button(secret, f"approve {secret}"),)),),
+        run_id=secret,
+    )
+    shown = redacted(reply, redactor)
+    everything = [*(b.label + b.command for b in shown.buttons), shown.menus[0].placeholder,
+                  *(o.label + o.command for o in shown.menus[0].options), shown.run_id or ""]
+    assert not any(secret in text for text in everything)
+    for platform in PLATFORMS:
+        text = "\n".join(render(reply, platform, redactor))
+        assert "sk_live" not in text and "choice" not in text, (platform, text)
+    plain = Reply(kind="error", data={"message": "nothing secret", "hint": ""})
+    assert redacted(plain, redactor) is plain  # nothing to hide: not even copied
