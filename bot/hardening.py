@@ -24,9 +24,16 @@ _PR_SET_DUMPABLE = 4
 
 
 def scrub_environ(redactor: Redactor) -> list[str]:
-    """Remove from `os.environ` every variable whose value holds one of `redactor`'s secrets
-    (settings are read already); the names removed."""
-    gone = [name for name, value in os.environ.items() if redactor.redact(value) != value]
+    """Remove from `os.environ` the variables that hold `redactor`'s secrets (settings are read
+    already): a `BATON_*` setting that holds one (the database URL holds its password), and any
+    variable whose whole value is one. Other variables stay, even if a weak secret (a password
+    like `postgres`) happens to occur in them, so `PATH` is never taken away. The names removed."""
+    secrets = set(redactor.secrets)
+    gone = [
+        name
+        for name, value in os.environ.items()
+        if value in secrets or (name.upper().startswith("BATON_") and redactor.redact(value) != value)
+    ]
     for name in gone:
         del os.environ[name]
     return gone

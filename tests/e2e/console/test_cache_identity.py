@@ -275,6 +275,7 @@ def test_an_env_value_re_runs_its_steps_and_a_rotated_secret_does_not(baton: Bat
     (baton.workflows / "deploy.yaml").write_text(
         DEPLOY.replace("eu-west-1", "us-east-2").replace("[DEPLOY_TOKEN]", "[DEPLOY_TOKEN, SLACK_HOOK]")
     )
+    baton.env_extra["SLACK_HOOK"] = "https://hooks.example/1"  # a declared secret must be provided
     declared = _run(baton, f"run deploy --resume-from {moved}")
     assert _steps(baton, declared) == {"target": "secret `SLACK_HOOK` declared", "draft": "cached"}
 

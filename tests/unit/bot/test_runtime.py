@@ -185,3 +185,18 @@ def test_the_process_makes_itself_non_dumpable() -> None:
     )
     done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
     assert done.stdout.split() == ["1", "0"]  # /proc/<pid>/environ is no longer another process's to read
+
+
+def test_only_variables_holding_batons_secrets_leave_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    from bot.hardening import scrub_environ
+    from core.redaction import Redactor
+
+    weak = "pgweak"  # a password that also occurs in an ordinary path
+    monkeypatch.setenv("BATON_DATABASE_URL", f"postgresql://baton:{weak}@db/baton")
+    monkeypatch.setenv("SLACK_TOKEN_COPY", "xoxb-copy-of-the-token")
+    monkeypatch.setenv("PATH", f"/usr/lib/{weak}/15/bin:" + os.environ["PATH"])
+
+    gone = scrub_environ(Redactor([weak, "xoxb-copy-of-the-token"]))
+
+    assert sorted(gone) == ["BATON_DATABASE_URL", "SLACK_TOKEN_COPY"]
+    assert f"/usr/lib/{weak}/15/bin" in os.environ["PATH"]  # a weak secret never costs the PATH
