@@ -9,7 +9,9 @@ docstring is the default message; raise sites pass specifics.
     ├── WorkflowError               a workflow definition is broken or unknown
     │   ├── WorkflowDefinitionError     load/validation error: file, line, fix
     │   ├── UnknownWorkflow             no workflow by that name
-    │   └── InputValidationError        run args do not match the declared `inputs`
+    │   ├── InputValidationError        run args do not match the declared `inputs`
+    │   └── TemplateRenderError         a template could not be rendered
+    │       └── RenderBudgetExceeded        past its time, size or work budget
     ├── UsageError                  a chat command is malformed (carries the usage line)
     ├── PermissionDenied            the user may not do this (by immutable user id)
     ├── RunStateError               a run is not in a state that allows this
@@ -206,3 +208,9 @@ class TemplateRenderError(WorkflowError):
     """A template could not be rendered (an undefined value or a forbidden operation)."""
 
     hint = "Check the template and the values it uses."
+
+
+class RenderBudgetExceeded(TemplateRenderError):
+    """Rendering a template went past its time, size or work budget."""
+
+    hint = "Simplify the template (or raise the limit named in the message)."

@@ -15,7 +15,7 @@ import json
 import logging
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +27,7 @@ from core.engine.leases import LeaseKeeper, new_owner
 from core.engine.planning import final_output_digest, plan_run, summarize
 from core.engine.prepared import Definitions, PreparedWorkflow, prepare, read_definitions
 from core.engine.providers import ProviderRegistry
+from core.engine.rendering import StepRenderer
 from core.engine.run_actions import RunActions
 from core.engine.step_env import StepEnvironment
 from core.engine.tools import ToolRegistry
@@ -37,6 +38,7 @@ from core.store.records import Run, RunStatus
 from core.workflows.args import canonical_json, handle, validate_inputs
 from core.workflows.catalog import Catalog
 from core.workflows.model import Workflow
+from core.workflows.render_budget import RenderLimits
 
 log = logging.getLogger(__name__)
 ExecutorFactory = Callable[[Setup], RunExecutor]
@@ -52,6 +54,7 @@ class EngineConfig:
     lease_seconds: float = 15.0
     replica_id: str = "local"
     group_commit: float = 0.01  # seconds a pure step's result may wait for its commit (0: none)
+    render: RenderLimits = field(default_factory=RenderLimits)  # each template render's budget
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,6 +96,7 @@ class Engine(RunActions):
         self.owner = new_owner(config.replica_id)
         self._bus = EventBus()
         self._active: dict[str, _Active] = {}
+        self._renderer = StepRenderer(config.render)
         self._leases = LeaseKeeper(
             store=store,
             owner=self.owner,
@@ -272,6 +276,7 @@ class Engine(RunActions):
                 environment=self.config.environment,
                 max_parallel=self.config.max_parallel,
                 group_commit=self.config.group_commit,
+                renderer=self._renderer,
             )
         )
         task = asyncio.create_task(self._drive(run, executor), name=f"baton-run-{run.id}")

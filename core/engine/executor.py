@@ -26,7 +26,7 @@ import logging
 import time
 from collections import deque
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from core.engine import replay
@@ -38,6 +38,7 @@ from core.engine.journal_index import REJECTED_MARKER, JournalIndex
 from core.engine.nodes import NodeContext, NodeResult, RenderedNode, execute_node
 from core.engine.prepared import Definitions, PreparedNode, PreparedWorkflow
 from core.engine.providers import ProviderRegistry
+from core.engine.rendering import StepRenderer
 from core.engine.step_env import StepEnvironment
 from core.engine.tools import ToolRegistry
 from core.engine.workdirs import RunDirs, capture_artifacts, missing_artifacts, restore_artifacts
@@ -54,7 +55,6 @@ from core.store.port import StepResult, Store
 from core.store.records import Gate, GateStatus, JournalEntry, NodeStatus, ReplayClass, Run, RunStatus
 from core.workflows.args import canonical_json
 from core.workflows.loader import base_dir
-from core.workflows.templating import render_template, render_value
 
 log = logging.getLogger(__name__)
 ENGINE_ACTOR = "baton"  # who the audit trail names for the engine's own decisions
@@ -79,6 +79,7 @@ class Setup:
     environment: StepEnvironment  # each step's variables and secrets; its redactor hides them
     max_parallel: int = 4
     group_commit: float = 0.0  # seconds a pure step's result may wait for its commit (0: none)
+    renderer: StepRenderer = field(default_factory=StepRenderer)  # templates, budgeted, off the loop
 
 
 @dataclass(frozen=True, slots=True)
@@ -310,7 +311,7 @@ class RunExecutor:
         self._pending.flush()  # the gate's decision is journaled after what it was asked about
         try:
             self._ensure_values(pn.deps)
-            prompt = render_template(pn.node.body, self._context)
+            prompt = await self.s.renderer.text(pn.node.body, self._context)
         except BatonError as exc:
             await self._fail(pn.id, f"approval `{pn.id}`: {exc.message}")
             return
@@ -387,16 +388,18 @@ class RunExecutor:
             idempotency_key=step.idempotency_key,
         )
 
-    def _render(self, pn: PreparedNode) -> RenderedNode:
+    async def _render(self, pn: PreparedNode) -> RenderedNode:
         node = pn.node
+        renderer = self.s.renderer
         if pn.kind == "bash":
-            return RenderedNode("bash", command=render_template(node.body, self._context, shell=True))
+            command = await renderer.command(node.body, self._context)
+            return RenderedNode("bash", command=command.text, variables=command.variables)
         if pn.kind == "tool":
-            kwargs = render_value(node.with_, self._context) if node.with_ else {}
+            kwargs = await renderer.value(node.with_, self._context) if node.with_ else {}
             return RenderedNode("tool", tool=node.tool, kwargs=kwargs)
         if pn.kind == "prompt":
             schema = (node.output.schema_ or {}) if node.output.format == "json" else None
-            prompt = render_template(node.body, self._context)
+            prompt = await renderer.text(node.body, self._context)
             provider = self.s.prepared.workflow.provider(node)
             return RenderedNode("prompt", prompt=prompt, provider=provider, output_schema=schema)
         stdin = {
@@ -413,7 +416,7 @@ class RunExecutor:
         assert self._index is not None
         attempt = self._index.next_attempt(pn.id)
         try:
-            rendered = self._render(pn)
+            rendered = await self._render(pn)
         except BatonError as exc:
             entry_id = self._journal_start(step, attempt)
             self.store.journal_finish(entry_id, status=NodeStatus.FAILED, error=exc.message)

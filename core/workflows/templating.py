@@ -1,13 +1,14 @@
-"""Sandboxed jinja2 templating for workflow fields, and what a template refers to.
+"""Sandboxed, budgeted jinja2 templating for workflow fields, and what a template refers to.
 
 One `SandboxedEnvironment` with `StrictUndefined` and autoescape off renders every templated
 field (`bash`, `prompt`, `approval`, the strings inside `with:`). Compiled templates are
-cached by source. Each `{{ … }}` value goes through the environment's `finalize`:
+cached by source. Each `{{ … }}` value goes through the environment's `finalize`: dict/list
+values render as canonical JSON, `None` as the empty string, booleans as `true`/`false`.
 
-* dict/list values render as canonical JSON, `None` as the empty string, booleans as
-  `true`/`false`;
-* with `shell=True` the result is then passed through `shlex.quote`, so nothing a user typed
-  is ever spliced raw into bash.
+Every render runs under a `RenderLimits` budget (time, output size, loop iterations, work),
+charged by the environment itself (`core/workflows/render_budget.py`); nothing is folded at
+compile time. `bash:` commands never receive values as text: see
+`core/workflows/bash_template.py`.
 
 `references(node)` reads the jinja2 AST to find `inputs.<name>` and `nodes.<id>` uses; the
 engine builds cache keys from exactly those, and validation rejects references to nodes that
@@ -18,14 +19,15 @@ from __future__ import annotations
 
 import json
 import re
-import shlex
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from functools import cache, lru_cache
 from typing import TYPE_CHECKING, Any
 
 from core.errors import TemplateRenderError
+from core.workflows import render_budget
 from core.workflows.model import Node
+from core.workflows.render_budget import RenderLimits
 
 if TYPE_CHECKING:  # jinja2 is imported at the first template, not with the engine
     from jinja2 import Template, nodes
@@ -34,7 +36,6 @@ if TYPE_CHECKING:  # jinja2 is imported at the first template, not with the engi
 
 #: Names a template may use at the top level (plus jinja2's globals such as `range`).
 CONTEXT_NAMES: frozenset[str] = frozenset({"inputs", "nodes", "run"})
-_SHELL_FLAG = "__baton_shell__"
 _SINGLE_EXPRESSION = re.compile(r"^\s*\{\{(?P<expr>(?:(?!\{\{|\}\}|\{%|\{#).)*)\}\}\s*$", re.DOTALL)
 
 
@@ -58,22 +59,50 @@ def environment() -> SandboxedEnvironment:
     from jinja2.runtime import Context, Undefined
     from jinja2.sandbox import SandboxedEnvironment
 
-    @pass_context
+    class BoundedEnvironment(SandboxedEnvironment):
+        intercepted_binops = frozenset({"*", "**", "%"})
+
+        def call_binop(self, context: Context, operator: str, left: Any, right: Any) -> Any:
+            budget = render_budget.current()
+            render_budget.check_binop(budget, operator, left, right)
+            return render_budget.check_result(budget, super().call_binop(context, operator, left, right))
+
+        def call(__self, __context: Context, __obj: Any, *args: Any, **kwargs: Any) -> Any:  # noqa: N805
+            budget = render_budget.current()
+            render_budget.check_call(budget, __obj, args, kwargs)
+            return render_budget.check_result(budget, super().call(__context, __obj, *args, **kwargs))
+
+    @pass_context  # a context-taking finalize is never applied at compile time
     def finalize(context: Context, value: Any) -> str:
         if isinstance(value, Undefined):
             str(value)  # StrictUndefined raises UndefinedError here
         text = to_text(value)
-        return shlex.quote(text) if context.get(_SHELL_FLAG) else text
+        render_budget.current().output(len(text))
+        return text
 
-    return SandboxedEnvironment(
-        undefined=StrictUndefined, autoescape=False, finalize=finalize, keep_trailing_newline=True
+    env = BoundedEnvironment(
+        undefined=StrictUndefined,
+        autoescape=False,
+        finalize=finalize,
+        keep_trailing_newline=True,
+        optimized=False,
     )
+    env.filters = {name: render_budget.wrap_filter(name, f) for name, f in env.filters.items()}
+    env.globals[render_budget.LOOP_GLOBAL] = render_budget.bounded_loop
+    env.globals[render_budget.LITERAL_GLOBAL] = render_budget.literal
+    env.globals["namespace"] = render_budget.make_namespace()
+    return env
+
+
+#: names the engine adds to every template's globals; not for authors
+INTERNAL_GLOBALS = frozenset({render_budget.LOOP_GLOBAL, render_budget.LITERAL_GLOBAL, "_baton_arg"})
 
 
 @lru_cache(maxsize=1024)
 def compile_template(source: str) -> Template:
-    """Compile (cached); raises jinja2's `TemplateSyntaxError` for broken templates."""
-    return environment().from_string(source)
+    """Compile (cached), rewritten to charge its budget; raises jinja2's `TemplateSyntaxError`."""
+    env = environment()
+    return env.from_string(render_budget.bound(env.parse(source)))
 
 
 @lru_cache(maxsize=1024)
@@ -82,12 +111,20 @@ def parse_template(source: str) -> nodes.Template:
     return environment().parse(source)
 
 
-def render_template(source: str, context: Mapping[str, Any], *, shell: bool = False) -> str:
-    """Render `source`; with `shell=True` every `{{ }}` value is shell-quoted."""
+def render_template(source: str, context: Mapping[str, Any], *, limits: RenderLimits | None = None) -> str:
+    """Render `source` within `limits` (the defaults when None)."""
+    return run_template(compile_template(source), source, context, limits=limits)
+
+
+def run_template(
+    template: Template, source: str, context: Mapping[str, Any], *, limits: RenderLimits | None = None
+) -> str:
+    """Render a compiled template under a fresh budget; jinja2 errors become `TemplateRenderError`."""
     from jinja2.exceptions import SecurityError, TemplateSyntaxError, UndefinedError
 
     try:
-        return compile_template(source).render({**context, _SHELL_FLAG: shell})
+        with render_budget.budgeted(limits or RenderLimits()):
+            return template.render(context)
     except UndefinedError as exc:
         raise _undefined(source, context, exc) from exc
     except SecurityError as exc:
@@ -100,20 +137,26 @@ def render_template(source: str, context: Mapping[str, Any], *, shell: bool = Fa
             f"template does not compile: {exc.message} (line {exc.lineno})",
             hint="Fix the template; `baton list` shows load errors before a run.",
         ) from exc
+    except (OverflowError, MemoryError, RecursionError) as exc:
+        raise TemplateRenderError(
+            f"template rendering failed: {type(exc).__name__}: {exc}",
+            hint="Simplify the template.",
+        ) from exc
 
 
-def render_value(value: Any, context: Mapping[str, Any]) -> Any:
+def render_value(value: Any, context: Mapping[str, Any], *, limits: RenderLimits | None = None) -> Any:
     """Render every string inside `value` (for `with:`). A string that is exactly one
     `{{ expression }}` keeps the expression's type (a dict stays a dict)."""
     if isinstance(value, str):
         match = _SINGLE_EXPRESSION.match(value)
         if match is None:
-            return render_template(value, context)
+            return render_template(value, context, limits=limits)
         from jinja2.exceptions import SecurityError, UndefinedError
         from jinja2.runtime import Undefined
 
         try:
-            result = environment().compile_expression(match["expr"], undefined_to_none=False)(**context)
+            with render_budget.budgeted(limits or RenderLimits()):
+                result = _expression(match["expr"])(**context)
         except UndefinedError as exc:
             raise _undefined(value, context, exc) from exc
         except SecurityError as exc:
@@ -122,10 +165,15 @@ def render_value(value: Any, context: Mapping[str, Any]) -> Any:
             raise _undefined(value, context, None)
         return result
     if isinstance(value, Mapping):
-        return {k: render_value(v, context) for k, v in value.items()}
+        return {k: render_value(v, context, limits=limits) for k, v in value.items()}
     if isinstance(value, list | tuple):
-        return [render_value(v, context) for v in value]
+        return [render_value(v, context, limits=limits) for v in value]
     return value
+
+
+@lru_cache(maxsize=1024)
+def _expression(source: str) -> Any:
+    return environment().compile_expression(source, undefined_to_none=False)
 
 
 # -- reference analysis -------------------------------------------------------------------

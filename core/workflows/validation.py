@@ -15,9 +15,11 @@ from dataclasses import dataclass
 
 from core.errors import WorkflowDefinitionError
 from core.store.records import ReplayClass
+from core.workflows.bash_template import bash_plan
 from core.workflows.model import Node, Workflow
 from core.workflows.templating import (
     CONTEXT_NAMES,
+    INTERNAL_GLOBALS,
     environment,
     template_references,
     templated_fields,
@@ -175,13 +177,21 @@ def _template_problems(node: Node, at: Loc) -> Iterator[Problem]:
                 _guess_hint(missing_filters[0], set(environment().filters)),
             )
             continue
-        for name in sorted(refs.names - CONTEXT_NAMES - set(environment().globals)):
+        for name in sorted(refs.names - CONTEXT_NAMES - set(environment().globals) | (refs.names & INTERNAL_GLOBALS)):
             guess = did_you_mean(name, CONTEXT_NAMES)
             yield Problem(
                 loc,
                 f"template in `{_show(path)}` of `{node.id}` uses unknown variable `{name}`",
                 f"Did you mean `{guess}`?" if guess else "Use inputs.<name>, nodes.<id>.output or run.id.",
             )
+        if path == ("bash",):
+            for refused in bash_plan(source).refused[:1]:
+                yield Problem(
+                    loc,
+                    f"`bash` of `{node.id}`: {refused.message}",
+                    refused.fix,
+                    refused.line,
+                )
         if refs.whole_nodes:
             yield Problem(
                 loc,

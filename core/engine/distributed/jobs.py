@@ -62,6 +62,7 @@ class NodeJob:
             "rendered": {
                 "kind": r.kind,
                 "command": r.command,
+                "variables": dict(r.variables),
                 "script_source": r.script_source,
                 "stdin": r.stdin.decode("utf-8") if r.stdin is not None else None,
                 "prompt": r.prompt,
@@ -86,6 +87,7 @@ class NodeJob:
         rendered = RenderedNode(
             kind=r["kind"],
             command=r.get("command"),
+            variables={str(k): str(v) for k, v in (r.get("variables") or {}).items()},
             script_source=r.get("script_source"),
             stdin=stdin.encode("utf-8") if stdin is not None else None,
             prompt=r.get("prompt"),

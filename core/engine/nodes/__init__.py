@@ -61,7 +61,9 @@ class RenderedNode:
     """A step's resolved inputs, after templating."""
 
     kind: str  # bash | script | prompt | tool   (approval never reaches execute_node)
-    command: str | None = None  # bash: the rendered command (values already shell-quoted)
+    command: str | None = None  # bash: the rendered command; values only as $BATON_ARG_n references
+    #: bash: the values those references hold, added to the step's environment
+    variables: Mapping[str, str] = field(default_factory=dict)
     script_source: str | None = None  # script: the Python source
     stdin: bytes | None = None  # script: inputs as JSON on stdin
     prompt: str | None = None  # prompt: the rendered prompt

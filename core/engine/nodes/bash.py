@@ -1,8 +1,8 @@
 """`bash` steps: `bash -c <command>`; stdout is the output, a non-zero exit fails the step.
 
-The command arrives rendered, with every templated value already shell-quoted by
-`core/workflows/templating.py`; it is passed to bash as one argv element, never through
-another shell.
+The command arrives rendered by `core/workflows/bash_template.py`: every templated value is
+a `$BATON_ARG_n` reference, and the values themselves come in `node.variables`, exported to
+the step. The command is passed to bash as one argv element, never through another shell.
 """
 
 from __future__ import annotations
@@ -25,5 +25,5 @@ async def run(node: RenderedNode, ctx: NodeContext) -> NodeResult:
             node_id=ctx.node_id,
             hint="Give the node a `bash:` command.",
         )
-    outcome = await run_process([BASH, "-c", node.command], ctx)
+    outcome = await run_process([BASH, "-c", node.command], ctx, variables=node.variables)
     return step_result(outcome, ctx)

@@ -18,7 +18,7 @@ import asyncio
 import contextlib
 import os
 import signal
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -72,15 +72,19 @@ async def run_process(
     ctx: NodeContext,
     *,
     stdin: bytes | None = None,
+    variables: Mapping[str, str] | None = None,
     what: str = "step",
 ) -> ProcessOutcome:
     """Run `argv` in `ctx.workdir` within `ctx.timeout` seconds, in the step's environment.
 
     Raises `NodeFailed` on timeout (and when the program does not exist); kills the process
     group and re-raises on cancellation. A non-zero exit is *not* an error here: callers
-    decide what it means.
+    decide what it means. `variables` are added to the step's environment (a bash step's
+    `BATON_ARG_n` values).
     """
-    env = node_env(ctx)
+    environment = node_env(ctx)
+    if variables:
+        environment.update(variables)
     starting = asyncio.ensure_future(
         asyncio.create_subprocess_exec(
             *argv,
@@ -88,7 +92,7 @@ async def run_process(
             stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.PIPE,
             cwd=ctx.workdir,
-            env=env,
+            env=environment,
             start_new_session=True,
         )
     )

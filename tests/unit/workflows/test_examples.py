@@ -16,6 +16,7 @@ import jsonschema
 import pytest
 
 from core.workflows.args import validate_inputs
+from core.workflows.bash_template import render_bash
 from core.workflows.catalog import Catalog
 from core.workflows.loader import files_content, script_source
 from core.workflows.model import NODE_KINDS, Workflow, is_script_path
@@ -75,8 +76,11 @@ def test_deploy_tool_is_idempotent_by_key(tool_registry: Any) -> None:
 
 
 def _bash(workflow: Workflow, node_id: str, context: dict[str, Any], cwd: Path) -> str:
-    command = render_template(workflow.node(node_id).bash or "", context, shell=True)
-    result = subprocess.run(["bash", "-c", command], cwd=cwd, capture_output=True, text=True, timeout=10)
+    command = render_bash(workflow.node(node_id).bash or "", context)
+    env = {**os.environ, **command.variables}
+    result = subprocess.run(
+        ["bash", "-c", command.text], cwd=cwd, env=env, capture_output=True, text=True, timeout=10
+    )
     assert result.returncode == 0, result.stderr
     return result.stdout
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 from collections.abc import Callable
 from pathlib import Path
@@ -9,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from core.errors import TemplateRenderError
+from core.workflows.bash_template import render_bash
 from core.workflows.model import Node, Workflow
 from core.workflows.templating import (
     References,
@@ -26,25 +28,32 @@ def test_plain_render_uses_inputs_nodes_and_run() -> None:
     assert render_template("{{ inputs.v }}/{{ nodes.a.output }}/{{ run.id }}", context) == "1.2/done/r1"
 
 
-def test_shell_render_passes_hostile_text_as_one_literal_argument(tmp_path: Path) -> None:
+def test_bash_render_passes_hostile_text_as_one_literal_argument(tmp_path: Path) -> None:
     context = {"inputs": {"message": HOSTILE}}
-    command = render_template("printf '%s' {{ inputs.message }}", context, shell=True)
+    command = render_bash("printf '%s' {{ inputs.message }}", context)
     result = subprocess.run(
-        ["bash", "-c", command], cwd=tmp_path, capture_output=True, text=True, check=True, timeout=10
+        ["bash", "-c", command.text],
+        cwd=tmp_path,
+        env={**os.environ, **command.variables},
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=10,
     )
     assert result.stdout == HOSTILE
     assert not (tmp_path / "pwned").exists()
 
 
-def test_shell_quoting_applies_to_every_expression_but_not_literal_text() -> None:
-    rendered = render_template("echo {{ a }} && echo {{ b }}", {"a": "x y", "b": "plain"}, shell=True)
-    assert rendered == "echo 'x y' && echo plain"
+def test_bash_render_puts_references_in_the_text_and_values_in_variables() -> None:
+    command = render_bash("echo {{ a }} && echo {{ b }}", {"a": "x y", "b": "plain"})
+    assert command.text == 'echo "$BATON_ARG_1" && echo "$BATON_ARG_2"'
+    assert command.variables == {"BATON_ARG_1": "x y", "BATON_ARG_2": "plain"}
 
 
 def test_containers_render_as_canonical_json_and_scalars_plainly() -> None:
     context = {"d": {"b": [1, 2], "a": "é"}, "t": True, "n": None, "f": 1.5}
     assert render_template("{{ d }}|{{ t }}|{{ n }}|{{ f }}", context) == '{"a":"é","b":[1,2]}|true||1.5'
-    assert render_template("{{ d }}", context, shell=True) == '\'{"a":"é","b":[1,2]}\''
+    assert render_bash("echo {{ d }}", context).variables == {"BATON_ARG_1": '{"a":"é","b":[1,2]}'}
 
 
 def test_compiled_templates_are_cached() -> None:

@@ -1,0 +1,731 @@
+r"""Where a `{{ }}` sits in a bash command: a small lexer of bash's quoting contexts.
+
+A `bash:` step never has a value spliced into its script. Each placeholder becomes a reference
+to an environment variable that holds the value (`core/workflows/bash_template.py`); this
+module decides which reference fits where the author put the placeholder, or refuses it:
+
+    bare word           echo {{ x }}          ->  echo "$BATON_ARG_1"
+    double quotes       echo "a {{ x }}"      ->  echo "a ${BATON_ARG_1}"
+    unquoted heredoc    cat <<EOF … {{ x }}   ->  … ${BATON_ARG_1} …
+    $( ), <( ), >( )    the same rules inside, with their own quoting
+
+Bash never parses the result of an expansion again, so in those places the value reaches the
+program exactly as typed. Everywhere else the loader refuses the placeholder (`Reason`):
+where nothing expands (single quotes, `$'…'`, a quoted heredoc), where the result would be
+re-read as code (backticks, `${…}`, arithmetic, array subscripts, `[[ … -eq … ]]`, the command
+name, `eval`/`source`/`trap`/`let`/`alias`, a shell's `-c` string, an interpreter's program,
+the body of a heredoc fed to an interpreter, `ssh`/`su`/`watch`, variable names given to
+`read`/`unset`/`printf -v`/…, `declare -i`), and right after `$` or `\`.
+
+The command-level checks recognise the usual spellings; a program that runs its arguments as
+code in another way (`xargs sh`, `make`, `find -exec`) stays the author's responsibility
+(docs/workflows.md). The lexer is fed literal text and placeholders in order (`feed`,
+`placeholder`); `clone` and `key` let the template walker follow `{% if %}`/`{% for %}` paths.
+"""
+
+from __future__ import annotations
+
+import copy
+import enum
+import re
+from collections.abc import Hashable
+from dataclasses import dataclass, field
+
+
+class Form(enum.Enum):
+    """How a placeholder is written into the script."""
+
+    BARE = "bare"  # "$BATON_ARG_n": a whole word (or part of one), quoted
+    DOUBLE = "double"  # ${BATON_ARG_n}: already inside double quotes or a heredoc body
+
+
+class Reason(enum.Enum):
+    """Why a placeholder is refused: (what happens there, how to fix it)."""
+
+    SINGLE_QUOTES = (
+        "is inside single quotes, where nothing is replaced",
+        "Close the single quotes around it: 'text '{{ x }}' more text'.",
+    )
+    ANSI_QUOTES = (
+        "is inside $'…' quotes, where nothing is replaced",
+        "Close the $'…' quotes around it and put {{ x }} outside them.",
+    )
+    BACKTICKS = (
+        "is inside backticks, whose text bash reads again",
+        "Use $( … ) instead of backticks.",
+    )
+    PARAMETER = (
+        "is inside ${…}, where bash reads it as part of the expansion",
+        "Assign it to a variable first (v={{ x }}) and use ${v…}.",
+    )
+    ARITHMETIC = (
+        "is inside an arithmetic expression, which bash evaluates as code",
+        "Assign it to a variable first (n={{ x }}), check it is a number, then use $n.",
+    )
+    SUBSCRIPT = (
+        "is an array subscript, which bash evaluates as code",
+        "Assign it to a variable first (k={{ x }}) and check it before using it as an index.",
+    )
+    CONDITION = (
+        "is an operand of [[ … -eq/-lt/… ]] or -v, which bash evaluates as code",
+        "Compare with [ \"$n\" -eq … ] or check the value is a number first.",
+    )
+    QUOTED_HEREDOC = (
+        "is inside a heredoc with a quoted delimiter, where nothing is replaced",
+        "Unquote the heredoc delimiter (<<EOF instead of <<'EOF') or move {{ x }} out of it.",
+    )
+    HEREDOC_DELIMITER = (
+        "is a heredoc delimiter",
+        "Write the delimiter literally (<<EOF).",
+    )
+    CODE_HEREDOC = (
+        "is inside a heredoc that an interpreter runs as code",
+        "Pass the value as an argument or environment variable of the program instead.",
+    )
+    AFTER_DOLLAR = (
+        "follows a `$`, which would turn it into a different expansion",
+        "Put a space or quote between `$` and {{ x }}, or drop the `$`.",
+    )
+    AFTER_BACKSLASH = (
+        "follows a backslash, which would escape its expansion",
+        "Remove the backslash before {{ x }}.",
+    )
+    COMMAND_NAME = (
+        "is the name of the command to run, so typed text would choose the program",
+        "Run a fixed command and pass the value as an argument (case \"$x\" in …) to choose.",
+    )
+    EVAL = (
+        "is given to a command that runs its arguments as shell code",
+        "Pass it as an argument instead: bash -c '… \"$1\" …' _ {{ x }}.",
+    )
+    CODE_STRING = (
+        "is part of a program text (a shell's -c, an interpreter's -c/-e, awk or sed script)",
+        "Pass it as an argument instead: bash -c '… \"$1\" …' _ {{ x }}.",
+    )
+    VARIABLE_NAME = (
+        "is a variable name, which bash can evaluate as code",
+        "Use a fixed variable name and pass {{ x }} as the value.",
+    )
+    BLOCK = (
+        "sits where the quoting depends on a {% if %}/{% for %} block",
+        "Keep quotes balanced inside each block, or build the text with a filter (| join(' ')).",
+    )
+
+    @property
+    def what(self) -> str:
+        return self.value[0]
+
+    @property
+    def fix(self) -> str:
+        return self.value[1]
+
+
+@dataclass(frozen=True)
+class Placement:
+    """The decision for one placeholder: a form, or a reason to refuse it."""
+
+    form: Form | None = None
+    reason: Reason | None = None
+
+
+_ARITH_CONDITIONS = frozenset({"-eq", "-ne", "-lt", "-le", "-gt", "-ge"})
+_EVALS = frozenset({"eval", "source", ".", "trap", "let", "alias"})
+_REMOTE = frozenset({"ssh", "su", "watch", "runuser"})
+_NAMES = frozenset({"read", "unset", "mapfile", "readarray", "getopts", "wait"})
+_DECLARES = frozenset({"declare", "typeset", "local", "readonly", "export"})
+#: interpreter -> regex of the flag whose next word is program text
+_CODE_FLAGS: dict[str, re.Pattern[str]] = {
+    **{sh: re.compile(r"^-[A-Za-z]*c[A-Za-z]*$") for sh in ("bash", "sh", "dash", "zsh", "ksh", "ash", "mksh")},
+    **{py: re.compile(r"^-[A-Za-z]*c$") for py in ("python", "python3", "python2", "pypy3")},
+    "perl": re.compile(r"^-[A-Za-z]*[eE]$"),
+    "ruby": re.compile(r"^-[A-Za-z]*e$"),
+    "node": re.compile(r"^(-[ep]|--eval|--print)$"),
+    "php": re.compile(r"^-r$"),
+}
+#: interpreters whose first operand is the program (awk 'prog', sed 'script')
+_PROGRAM_FIRST = frozenset({"awk", "gawk", "mawk", "nawk", "sed", "jq"})
+#: options of those interpreters followed by a value (not program text): how many words
+_OPTION_VALUES: dict[str, int] = {"-v": 1, "-F": 1, "--arg": 2, "--argjson": 2, "--slurpfile": 2,
+                                  "--rawfile": 2, "-l": 1, "--indent": 1}
+_PROGRAM_FILES = frozenset({"-f", "--from-file", "--file"})
+#: a heredoc fed to one of these is code
+_HEREDOC_CODE = frozenset(_CODE_FLAGS) | _PROGRAM_FIRST | _REMOTE | _EVALS
+#: words after which the next word is a command name again
+_PREFIXES = frozenset({"command", "builtin", "exec", "nohup", "time", "nice", "setsid", "sudo", "doas",
+                       "env", "xargs", "stdbuf", "!", "if", "then", "else", "elif", "while", "until",
+                       "do", "{", "timeout", "coproc"})
+_ASSIGNMENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\[[^\]]*\])?\+?=")
+_IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_KEY_WORD_CHARS = 24  # longer words are never keywords: their text stops mattering
+_PH = "\x00"  # stands for a placeholder inside tracked word text
+
+
+@dataclass
+class _Heredoc:
+    delimiter: str
+    quoted: bool
+    strip_tabs: bool
+    code: bool  # fed to an interpreter
+
+
+@dataclass
+class _Frame:
+    """One quoting context. `kind`: cmd, dq, sq, ansi, bq, param, arith, subscript, body."""
+
+    kind: str
+    closer: str = ""  # cmd: ")" for $( ) and <( ); arith: ")" or "]"
+    depth: int = 0  # parens (cmd, arith) or braces (param) or brackets (subscript) opened inside
+    heredoc: _Heredoc | None = None  # body frames
+    in_dq: bool = False  # param frames opened inside double quotes
+    # -- cmd frames only: the simple command being read -------------------------------------
+    comment: bool = False
+    in_word: bool = False
+    word: str = ""  # the current word's text (quotes kept), up to _KEY_WORD_CHARS
+    long_word: bool = False
+    cmd_pos: bool = True  # the next word is a command name
+    name: str = ""  # the command's name (last command word)
+    interp: str = ""  # an interpreter whose program text is still to come
+    code_next: bool = False  # the next word is program text
+    all_code: bool = False  # eval & co: every argument is code
+    names: bool = False  # read & co: arguments are variable names
+    declare: bool = False
+    var_next: bool = False  # printf -v / [[ -v: the next word is a variable name
+    expect: str = ""  # "<<", "<<-": the next word is a heredoc delimiter; ">": a redirection target
+    pending: list[_Heredoc] = field(default_factory=list)
+    cond: bool = False  # inside [[ ]]
+    cond_arith: bool = False
+    cond_tags: list[Hashable] = field(default_factory=list)
+    case_depth: int = 0
+    case_pattern: bool = False
+    line_code: bool = False  # an interpreter runs on this line: its heredocs are code
+    array: bool = False  # an array literal `a=( … )`: words are values
+    skip: int = 0  # words still to come that are values of an interpreter's option
+
+    def key(self) -> Hashable:
+        word = None if not self.in_word else ("long", self._word_class()) if self.long_word else self.word
+        return (
+            self.kind, self.closer, self.depth, self.heredoc and (
+                self.heredoc.delimiter, self.heredoc.quoted, self.heredoc.strip_tabs, self.heredoc.code
+            ), self.in_dq, self.comment, word, self.cmd_pos, self.name, self.interp, self.code_next,
+            self.all_code, self.names, self.declare, self.var_next, self.expect,
+            tuple((h.delimiter, h.quoted, h.strip_tabs, h.code) for h in self.pending),
+            self.cond, self.cond_arith, tuple(self.cond_tags), self.case_depth, self.case_pattern,
+            self.line_code, self.array, self.skip,
+        )
+
+    def _word_class(self) -> tuple[bool, bool, bool]:
+        return (self.word.startswith("-"), "=" in self.word, bool(_ASSIGNMENT.match(self.word)))
+
+
+class ShellLexer:
+    """Reads a bash script left to right; decides each placeholder's `Placement`.
+
+    `outcomes` collects the decisions by tag (a placeholder reached along several template
+    paths collects several); it is shared by clones.
+    """
+
+    def __init__(self, outcomes: dict[Hashable, set[Placement]] | None = None) -> None:
+        self.outcomes: dict[Hashable, set[Placement]] = outcomes if outcomes is not None else {}
+        self._stack: list[_Frame] = [_Frame("cmd")]
+        self._escape = False  # the previous character was an unescaped backslash
+        self._dollar = False  # the previous character was an unescaped `$`
+        self._line = ""  # the current line, for heredoc delimiters
+        self._line_ph = False
+
+    # -- the interface the template walker uses -------------------------------------------------
+
+    def clone(self) -> ShellLexer:
+        twin = ShellLexer(self.outcomes)
+        twin._stack = copy.deepcopy(self._stack)
+        twin._escape, twin._dollar = self._escape, self._dollar
+        twin._line, twin._line_ph = self._line, self._line_ph
+        return twin
+
+    def key(self) -> Hashable:
+        in_body = any(f.kind == "body" for f in self._stack)
+        line = (self._line[:_KEY_WORD_CHARS], self._line_ph) if in_body else None
+        return (tuple(f.key() for f in self._stack), self._escape, self._dollar, line)
+
+    def feed(self, text: str) -> None:
+        i = 0
+        while i < len(text):
+            i = self._step(text, i)
+
+    def placeholder(self, tag: Hashable) -> None:
+        self._decide(tag, self._placement(tag))
+        frame = self._stack[-1]
+        self._line_ph = True
+        self._escape = self._dollar = False
+        cmd = self._word_owner()
+        if cmd is not None:
+            self._append_word(cmd, _PH)
+            cmd.in_word = True
+
+    def finish(self) -> dict[Hashable, set[Placement]]:
+        """Close the script: a `[[` never closed still refuses what it holds."""
+        for frame in self._stack:
+            if frame.kind == "cmd" and frame.cond:
+                for tag in frame.cond_tags:
+                    self._decide(tag, Placement(reason=Reason.CONDITION))
+        return self.outcomes
+
+    # -- decisions -------------------------------------------------------------------------------
+
+    def _decide(self, tag: Hashable, placement: Placement) -> None:
+        self.outcomes.setdefault(tag, set()).add(placement)
+
+    def _placement(self, tag: Hashable) -> Placement:
+        frame = self._stack[-1]
+        fixed = {
+            "sq": Reason.SINGLE_QUOTES,
+            "ansi": Reason.ANSI_QUOTES,
+            "bq": Reason.BACKTICKS,
+            "param": Reason.PARAMETER,
+            "arith": Reason.ARITHMETIC,
+            "subscript": Reason.SUBSCRIPT,
+        }.get(frame.kind)
+        if fixed is not None:
+            return Placement(reason=fixed)
+        if frame.kind == "cmd" and frame.comment:
+            return Placement(form=Form.BARE)
+        if self._escape:
+            return Placement(reason=Reason.AFTER_BACKSLASH)
+        if self._dollar:
+            return Placement(reason=Reason.AFTER_DOLLAR)
+        if frame.kind == "body":
+            assert frame.heredoc is not None
+            if frame.heredoc.quoted:
+                return Placement(reason=Reason.QUOTED_HEREDOC)
+            if frame.heredoc.code:
+                return Placement(reason=Reason.CODE_HEREDOC)
+            return Placement(form=Form.DOUBLE)
+        cmd = self._word_owner()
+        if cmd is not None:
+            refused = self._command_check(cmd, tag)
+            if refused is not None:
+                return Placement(reason=refused)
+        return Placement(form=Form.BARE if frame.kind == "cmd" else Form.DOUBLE)
+
+    def _command_check(self, cmd: _Frame, tag: Hashable) -> Reason | None:
+        if cmd.expect in ("<<", "<<-"):
+            return Reason.HEREDOC_DELIMITER
+        if cmd.expect == ">":
+            return None  # a redirection target: the author's file name choice
+        word = cmd.word
+        if cmd.all_code:
+            return Reason.EVAL
+        if cmd.code_next or (cmd.interp in _PROGRAM_FIRST and not cmd.skip and not word.startswith("-")):
+            return Reason.CODE_STRING
+        if cmd.var_next:
+            return Reason.CONDITION if cmd.cond else Reason.VARIABLE_NAME
+        if (cmd.names or cmd.declare) and "=" not in word:
+            return Reason.VARIABLE_NAME
+        if cmd.cmd_pos and not cmd.case_pattern and not _ASSIGNMENT.match(word):
+            return Reason.COMMAND_NAME
+        if cmd.cond:
+            cmd.cond_tags.append(tag)
+            if cmd.cond_arith:
+                return Reason.CONDITION
+        return None
+
+    # -- frames ------------------------------------------------------------------------------------
+
+    def _word_owner(self) -> _Frame | None:
+        """The command frame whose current word the text at the top belongs to (through quotes)."""
+        for frame in reversed(self._stack):
+            if frame.kind == "cmd":
+                return frame
+            if frame.kind not in ("dq", "sq", "ansi"):
+                return None
+        return None
+
+    @staticmethod
+    def _append_word(cmd: _Frame, text: str) -> None:
+        if not cmd.long_word:
+            cmd.word += text
+            if len(cmd.word) > _KEY_WORD_CHARS:
+                cmd.long_word = True
+
+    def _push(self, frame: _Frame) -> None:
+        owner = self._word_owner()
+        if owner is not None and frame.kind not in ("dq", "sq", "ansi", "subscript"):
+            owner.in_word = True
+            self._append_word(owner, _PH)  # an expansion: the word is not a literal keyword
+        self._stack.append(frame)
+
+    # -- the character loop --------------------------------------------------------------------
+
+    def _step(self, text: str, i: int) -> int:
+        ch = text[i]
+        nxt = text[i + 1] if i + 1 < len(text) else ""
+        frame = self._stack[-1]
+        escaped, self._escape = self._escape, False
+        self._dollar = False
+        if ch == "\n":
+            return self._newline(frame, escaped, i)
+        self._line += ch
+        if frame.kind == "cmd":
+            return self._cmd_char(frame, text, i, ch, nxt, escaped)
+        owner = self._word_owner()
+        if owner is not None and frame.kind in ("dq", "sq", "ansi"):
+            owner.in_word = True
+            self._append_word(owner, ch)
+        if frame.kind == "sq":
+            if ch == "'":
+                self._stack.pop()
+            return i + 1
+        if escaped:
+            return i + 1
+        if frame.kind in ("ansi", "bq"):
+            if ch == "\\":
+                self._escape = True
+            elif ch == ("'" if frame.kind == "ansi" else "`"):
+                self._stack.pop()
+            return i + 1
+        if frame.kind == "body" and frame.heredoc is not None and frame.heredoc.quoted:
+            return i + 1
+        # double quotes, ${ }, arithmetic, subscripts, an unquoted heredoc: \ $ ` are special
+        if ch == "\\":
+            self._escape = True
+            return i + 1
+        if ch == "`":
+            self._push(_Frame("bq"))
+            return i + 1
+        if ch == "$":
+            return self._dollar_sign(text, i, nxt)
+        if frame.kind == "dq":
+            if ch == '"':
+                self._stack.pop()
+        elif frame.kind == "param":
+            self._param_char(frame, ch)
+        elif frame.kind == "arith":
+            return self._arith_char(frame, i, ch, nxt)
+        elif frame.kind == "subscript":
+            self._subscript_char(frame, ch)
+        return i + 1
+
+    def _dollar_sign(self, text: str, i: int, nxt: str) -> int:
+        """`$` where expansions happen: what it opens, if anything."""
+        top = self._stack[-1]
+        if nxt == "(":
+            if text.startswith("((", i + 1):
+                self._push(_Frame("arith", closer=")"))
+                return i + 3
+            self._push(_Frame("cmd", closer=")"))
+            return i + 2
+        if nxt == "{":
+            self._push(_Frame("param", in_dq=top.kind in ("dq", "body") or top.in_dq))
+            return i + 2
+        if nxt == "[":
+            self._push(_Frame("arith", closer="]"))
+            return i + 2
+        if nxt in "'\"" and nxt and top.kind == "cmd":
+            self._push(_Frame("ansi" if nxt == "'" else "dq"))
+            top.in_word = True
+            self._append_word(top, _PH)
+            return i + 2
+        owner = self._word_owner()
+        if owner is not None:
+            self._append_word(owner, _PH)  # $name: the word's text is not known
+        self._dollar = True
+        return i + 1
+
+    def _param_char(self, frame: _Frame, ch: str) -> None:
+        if ch == "{":
+            frame.depth += 1
+        elif ch == "}":
+            if frame.depth:
+                frame.depth -= 1
+            else:
+                self._stack.pop()
+        elif ch == '"':
+            self._push(_Frame("dq"))
+        elif ch == "'" and not frame.in_dq:
+            self._push(_Frame("sq"))
+
+    def _arith_char(self, frame: _Frame, i: int, ch: str, nxt: str) -> int:
+        if ch == '"':
+            self._push(_Frame("dq"))
+        elif ch == "(":
+            frame.depth += 1
+        elif frame.closer == "]" and ch == "]":
+            self._stack.pop()
+        elif ch == ")":
+            if frame.depth:
+                frame.depth -= 1
+            elif frame.closer == ")":
+                self._stack.pop()
+                return i + (2 if nxt == ")" else 1)
+        return i + 1
+
+    def _subscript_char(self, frame: _Frame, ch: str) -> None:
+        if ch in "'\"":
+            self._push(_Frame("sq" if ch == "'" else "dq"))
+        elif ch == "[":
+            frame.depth += 1
+        elif ch == "]":
+            if frame.depth:
+                frame.depth -= 1
+                return
+            self._stack.pop()
+            owner = self._word_owner()
+            if owner is not None:
+                self._append_word(owner, "]")
+
+    def _newline(self, frame: _Frame, escaped: bool, i: int) -> int:
+        line, line_ph = self._line, self._line_ph
+        self._line, self._line_ph = "", False
+        # a heredoc body ends at its delimiter line, whatever is open inside it (outermost first)
+        for index, body in enumerate(self._stack):
+            if body.kind == "body" and body.heredoc is not None and not line_ph:
+                text = line.lstrip("\t") if body.heredoc.strip_tabs else line
+                if text == body.heredoc.delimiter:
+                    del self._stack[index:]
+                    self._start_heredoc(self._stack[-1])
+                    return i + 1
+        if frame.kind == "cmd":
+            if escaped:  # a line continuation
+                return i + 1
+            if frame.comment:
+                frame.comment = False
+            else:
+                self._end_word(frame)
+            self._end_command(frame, keep_pattern=frame.case_pattern)
+            for heredoc in frame.pending:
+                heredoc.code = heredoc.code or frame.line_code
+            frame.line_code = False
+            self._start_heredoc(frame)
+            return i + 1
+        owner = self._word_owner()
+        if owner is not None:
+            owner.in_word = True
+            self._append_word(owner, "\n")
+        return i + 1
+
+    def _start_heredoc(self, frame: _Frame) -> None:
+        if frame.kind == "cmd" and frame.pending:
+            self._stack.append(_Frame("body", heredoc=frame.pending.pop(0)))
+
+    # -- command frames ----------------------------------------------------------------------------
+
+    def _cmd_char(self, frame: _Frame, text: str, i: int, ch: str, nxt: str, escaped: bool) -> int:
+        if frame.comment:
+            return i + 1
+        if escaped:
+            frame.in_word = True
+            self._append_word(frame, "\\" + ch)
+            return i + 1
+        if ch == "#" and not frame.in_word:
+            frame.comment = True
+            return i + 1
+        if ch in " \t":
+            self._end_word(frame)
+            return i + 1
+        if ch == "&" and nxt == ">":  # &> and &>>: a redirection
+            return self._redirection(frame, text, i + 1, ">", text[i + 2 : i + 3])
+        if ch in ";&|":
+            return self._separator(frame, text, i, ch, nxt)
+        if ch in "<>":
+            return self._redirection(frame, text, i, ch, nxt)
+        if ch == "(":
+            return self._open_paren(frame, i, nxt)
+        if ch == ")":
+            self._end_word(frame)
+            if frame.depth:
+                frame.depth -= 1
+            elif frame.case_depth and frame.case_pattern:
+                frame.case_pattern = False
+            elif frame.closer == ")":
+                self._stack.pop()
+                return i + 1
+            self._end_command(frame)
+            return i + 1
+        if ch == "\\":
+            self._escape = True
+            return i + 1
+        if ch in "'\"":
+            self._push(_Frame("sq" if ch == "'" else "dq"))
+            frame.in_word = True
+            self._append_word(frame, ch)
+            return i + 1
+        if ch == "`":
+            frame.in_word = True
+            self._push(_Frame("bq"))
+            return i + 1
+        if ch == "$":
+            frame.in_word = True
+            return self._dollar_sign(text, i, nxt)
+        if ch == "[" and frame.in_word and _IDENTIFIER.match(frame.word):
+            self._append_word(frame, "[")
+            self._push(_Frame("subscript"))
+            return i + 1
+        frame.in_word = True
+        self._append_word(frame, ch)
+        return i + 1
+
+    def _separator(self, frame: _Frame, text: str, i: int, ch: str, nxt: str) -> int:
+        self._end_word(frame)
+        if ch == ";" and frame.case_depth and nxt in (";", "&"):  # ;; ;& ;;&: the next pattern
+            self._end_command(frame, keep_pattern=True)
+            frame.case_pattern = True
+            return i + 2 + (1 if text.startswith("&", i + 2) else 0)
+        self._end_command(frame)
+        return i + (2 if nxt == ch and ch != ";" else 1)
+
+    def _open_paren(self, frame: _Frame, i: int, nxt: str) -> int:
+        if nxt == "(" and not frame.in_word:
+            self._push(_Frame("arith", closer=")"))
+            return i + 2
+        if frame.in_word and frame.word.endswith("=") and _ASSIGNMENT.match(frame.word):
+            self._push(_Frame("cmd", closer=")", cmd_pos=False, array=True))
+            return i + 1
+        self._end_word(frame)
+        if frame.case_pattern:  # the optional `(` before a case pattern
+            return i + 1
+        frame.depth += 1
+        self._end_command(frame)
+        return i + 1
+
+    def _redirection(self, frame: _Frame, text: str, i: int, ch: str, nxt: str) -> int:
+        if nxt == "(" and not text.startswith("<<", i):  # process substitution
+            self._end_word(frame)
+            self._push(_Frame("cmd", closer=")"))
+            frame.in_word = True
+            return i + 2
+        if frame.in_word and frame.word.isdigit():  # 2>file: a descriptor, not a word
+            frame.in_word, frame.word, frame.long_word = False, "", False
+        self._end_word(frame)
+        for operator in ("<<<", "<<-", "<<"):
+            if text.startswith(operator, i):
+                frame.expect = ">" if operator == "<<<" else operator
+                return i + len(operator)
+        length = 1
+        while i + length < len(text) and text[i + length] in "<>&|":
+            length += 1
+        frame.expect = ">"
+        return i + length
+
+    def _end_word(self, frame: _Frame) -> None:
+        if not frame.in_word:
+            return
+        word, long_word = frame.word, frame.long_word
+        frame.in_word, frame.word, frame.long_word = False, "", False
+        if frame.expect in ("<<", "<<-"):
+            delimiter, quoted = _unquote(word)
+            code = frame.name in _HEREDOC_CODE or frame.all_code
+            frame.pending.append(_Heredoc(delimiter, quoted, frame.expect == "<<-", code))
+            frame.expect = ""
+            return
+        if frame.expect == ">":
+            frame.expect = ""
+            return
+        text = "" if long_word or _PH in word else _unquote(word)[0]
+        self._word_done(frame, word, text)
+
+    def _word_done(self, frame: _Frame, raw: str, text: str) -> None:
+        """A complete word of a simple command (`text`: its literal value, "" when unknown)."""
+        if frame.cond:
+            self._cond_word(frame, text)
+        elif frame.case_depth and text == "esac" and (frame.cmd_pos or frame.case_pattern):
+            frame.case_depth -= 1
+            frame.case_pattern = frame.cmd_pos = False
+        elif frame.case_pattern or frame.array:
+            pass
+        elif frame.cmd_pos:
+            self._command_word(frame, raw, text)
+        elif frame.name == "case" and text == "in":
+            frame.case_pattern = True
+        else:
+            self._argument(frame, text)
+
+    def _cond_word(self, frame: _Frame, text: str) -> None:
+        if text == "]]":
+            if frame.cond_arith:
+                for tag in frame.cond_tags:
+                    self._decide(tag, Placement(reason=Reason.CONDITION))
+            frame.cond, frame.cond_arith, frame.cond_tags = False, False, []
+            frame.var_next = False
+            return
+        frame.cond_arith = frame.cond_arith or text in _ARITH_CONDITIONS
+        frame.var_next = text == "-v"
+
+    def _command_word(self, frame: _Frame, raw: str, text: str) -> None:
+        if _ASSIGNMENT.match(raw):
+            return
+        if frame.name in _PREFIXES and text.startswith("-"):
+            return  # an option of `sudo`, `env`, …: the command comes later
+        name = text.rsplit("/", 1)[-1]
+        frame.name = name
+        frame.cmd_pos = name in _PREFIXES
+        if name == "case":
+            frame.case_depth += 1
+        frame.cond = name == "[["
+        frame.all_code = frame.all_code or name in _EVALS or name in _REMOTE
+        frame.names = name in _NAMES
+        frame.declare = name in _DECLARES
+        frame.interp = name if name in _CODE_FLAGS or name in _PROGRAM_FIRST else ""
+        frame.line_code = frame.line_code or name in _HEREDOC_CODE
+
+    def _argument(self, frame: _Frame, text: str) -> None:
+        if frame.skip:
+            frame.skip -= 1
+        elif frame.code_next:
+            frame.code_next = False
+            frame.interp = ""
+        elif frame.var_next:
+            frame.var_next = False
+        elif frame.interp in _CODE_FLAGS and _CODE_FLAGS[frame.interp].match(text):
+            frame.code_next = True
+        elif frame.interp in _PROGRAM_FIRST and text == "-e":
+            frame.code_next = True
+        elif frame.interp in _PROGRAM_FIRST and text in _PROGRAM_FILES:
+            frame.interp, frame.skip = "", 1  # the program comes from a file
+        elif frame.interp in _PROGRAM_FIRST and text in _OPTION_VALUES:
+            frame.skip = _OPTION_VALUES[text]
+        elif frame.interp and not text.startswith("-"):
+            frame.interp = ""  # the program or script file came: the rest are its arguments
+        if frame.declare and re.match(r"^-[A-Za-z]*i", text):
+            frame.all_code = True
+        if text == "-v" and frame.name in ("printf", "test", "["):
+            frame.var_next = True
+
+    def _end_command(self, frame: _Frame, *, keep_pattern: bool = False) -> None:
+        if frame.cond:  # `[[` spans `&&` and lines: only its own `]]` ends it
+            return
+        frame.cmd_pos = not keep_pattern and not frame.array
+        frame.name = frame.interp = frame.expect = ""
+        frame.code_next = frame.all_code = frame.names = frame.declare = frame.var_next = False
+
+
+def _unquote(word: str) -> tuple[str, bool]:
+    """Quote removal on a word's text: (value, whether any part was quoted)."""
+    out: list[str] = []
+    quoted = False
+    i = 0
+    while i < len(word):
+        ch = word[i]
+        if ch == "\\" and i + 1 < len(word):
+            out.append(word[i + 1])
+            quoted = True
+            i += 2
+            continue
+        if ch == "'":
+            end = word.find("'", i + 1)
+            end = len(word) if end < 0 else end
+            out.append(word[i + 1 : end])
+            quoted = True
+            i = end + 1
+            continue
+        if ch == '"':
+            quoted = True
+            i += 1
+            while i < len(word) and word[i] != '"':
+                if word[i] == "\\" and i + 1 < len(word) and word[i + 1] in '$`"\\\n':
+                    i += 1
+                out.append(word[i])
+                i += 1
+            i += 1
+            continue
+        out.append(ch)
+        i += 1
+    return "".join(out), quoted
