@@ -55,6 +55,7 @@ class EngineConfig:
     replica_id: str = "local"
     group_commit: float = 0.01  # seconds a pure step's result may wait for its commit (0: none)
     render: RenderLimits = field(default_factory=RenderLimits)  # each template render's budget
+    max_output: int = 1_000_000  # bytes of a step's output kept; the rest stays in a file
 
 
 @dataclass(frozen=True, slots=True)
@@ -277,6 +278,7 @@ class Engine(RunActions):
                 max_parallel=self.config.max_parallel,
                 group_commit=self.config.group_commit,
                 renderer=self._renderer,
+                max_output=self.config.max_output,
             )
         )
         task = asyncio.create_task(self._drive(run, executor), name=f"baton-run-{run.id}")

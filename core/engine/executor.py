@@ -41,7 +41,13 @@ from core.engine.providers import ProviderRegistry
 from core.engine.rendering import StepRenderer
 from core.engine.step_env import StepEnvironment
 from core.engine.tools import ToolRegistry
-from core.engine.workdirs import RunDirs, capture_artifacts, missing_artifacts, restore_artifacts
+from core.engine.workdirs import (
+    ArtifactOutside,
+    RunDirs,
+    capture_artifacts,
+    missing_artifacts,
+    restore_artifacts,
+)
 from core.errors import (
     BatonError,
     ConfigurationError,
@@ -80,6 +86,7 @@ class Setup:
     max_parallel: int = 4
     group_commit: float = 0.0  # seconds a pure step's result may wait for its commit (0: none)
     renderer: StepRenderer = field(default_factory=StepRenderer)  # templates, budgeted, off the loop
+    max_output: int = 1_000_000  # bytes of a step's output kept; the rest goes to a file
 
 
 @dataclass(frozen=True, slots=True)
@@ -448,6 +455,7 @@ class RunExecutor:
             env=pn.env,
             secrets=pn.secrets,
             workflow_dir=self._workflow_dir,
+            max_output=self.s.max_output,
         )
         one_commit = self._one_commit(pn, rendered)
         # committed before anything is dispatched, unless a second run is harmless (`_one_commit`)
@@ -508,7 +516,10 @@ class RunExecutor:
                 self._pending.commit_with(done)  # durable before anything depends on it
             digest = done.digest
         else:
-            digest = self._finish(pn, entry_id, result)
+            try:
+                digest = self._finish(pn, entry_id, result)
+            except NodeFailed as exc:
+                return exc.message
         self._values[pn.id] = {"output": value}
         if self.s.bus:
             await self._emit(
@@ -525,7 +536,12 @@ class RunExecutor:
         digest = self.store.put_blob(result.output.encode())
         artifacts: dict[str, str] = {}
         if pn.node.artifacts:
-            files = capture_artifacts(self.s.dirs.root, pn.node.artifacts)
+            try:
+                files = capture_artifacts(self.s.dirs.root, pn.node.artifacts)
+            except (ArtifactOutside, OSError) as exc:
+                message = f"step `{pn.id}` ran, but its artifacts cannot be kept: {exc}"
+                self.store.journal_finish(entry_id, status=NodeStatus.FAILED, output_digest=digest, error=message)
+                raise NodeFailed(message, node_id=pn.id) from exc
             artifacts = {path: self.store.put_blob(data) for path, data in files.items()}
         self.store.journal_finish(
             entry_id,

@@ -27,22 +27,36 @@ def run_dirs(data_dir: Path, run_id: str) -> RunDirs:
     return RunDirs(root=root, artifacts=artifacts)
 
 
+class ArtifactOutside(ValueError):
+    """An artifact path or glob that leads out of the run directory (`..`, absolute, a symlink)."""
+
+
 def _safe_relative(path: str) -> PurePosixPath:
     rel = PurePosixPath(path)
     if rel.is_absolute() or ".." in rel.parts or not rel.parts:
-        raise ValueError(f"artifact path `{path}` leaves the run directory")
+        raise ArtifactOutside(f"artifact path `{path}` leaves the run directory")
     return rel
 
 
+def _inside(root: Path, path: Path, shown: str) -> Path:
+    """`path` with symlinks resolved, or `ArtifactOutside` when that leaves `root`."""
+    resolved = path.resolve()
+    if not resolved.is_relative_to(root.resolve()):
+        raise ArtifactOutside(f"artifact `{shown}` leads out of the run directory (to {resolved})")
+    return resolved
+
+
 def capture_artifacts(root: Path, globs: Iterable[str]) -> dict[str, bytes]:
-    """Files under `root` matching any glob: relative POSIX path -> content."""
+    """Files under `root` matching any glob: relative POSIX path -> content. A match that is
+    (or lies under) a symlink out of `root` raises `ArtifactOutside`."""
     found: dict[str, bytes] = {}
     for pattern in globs:
         _safe_relative(pattern)
         for path in sorted(root.glob(pattern)):
-            if path.is_file():
-                rel = path.relative_to(root).as_posix()
-                found[rel] = path.read_bytes()
+            rel = path.relative_to(root).as_posix()
+            real = _inside(root, path, rel)
+            if real.is_file():
+                found[rel] = real.read_bytes()
     return found
 
 
@@ -55,6 +69,7 @@ def restore_artifacts(root: Path, files: Mapping[str, bytes]) -> None:
     """Write captured files back under `root` (atomically per file)."""
     for rel, data in files.items():
         target = root / _safe_relative(rel)
+        _inside(root, target.parent, rel)  # no symlinked directory leads the write elsewhere
         target.parent.mkdir(parents=True, exist_ok=True)
         tmp = target.with_name(f".{target.name}.baton-tmp")
         tmp.write_bytes(data)

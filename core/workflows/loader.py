@@ -6,7 +6,9 @@
     files_content(workflow, node) -> {path: sha256} the declared `files:` (cache identity)
 
 Relative paths (`script: scripts/x.py`, `files:`) resolve against the workflow file's
-directory.
+directory and must stay inside it once symlinks are resolved (checked at load and again
+whenever the file is read); `artifacts:` globs are relative to the run directory and may not
+leave it. `LoadLimits` bounds the file's size, its YAML alias expansion and its timeouts.
 """
 
 from __future__ import annotations
@@ -14,22 +16,27 @@ from __future__ import annotations
 import hashlib
 import warnings
 from collections.abc import Iterator
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any
 
 from pydantic import ValidationError
 from pydantic_core import ErrorDetails
 
 from core.errors import WorkflowDefinitionError
+from core.workflows.limits import LoadLimits
 from core.workflows.model import Node, Workflow, is_script_path
 from core.workflows.pydantic_errors import translate
 from core.workflows.validation import Problem, problems
 from core.workflows.yaml_source import SourceMap, parse_yaml
 
 
-def load_workflow_file(path: Path) -> Workflow:
+def load_workflow_file(path: Path, *, limits: LoadLimits | None = None) -> Workflow:
     """Read, parse, validate and check one workflow file."""
+    limits = limits or LoadLimits()
     try:
+        size = Path(path).stat().st_size
+        if size > limits.max_file_bytes:
+            raise too_large(str(path), size, limits)
         data = Path(path).read_bytes()
     except OSError as exc:
         raise WorkflowDefinitionError(
@@ -37,11 +44,23 @@ def load_workflow_file(path: Path) -> Workflow:
             file=str(path),
             hint="Check that the file exists and is readable.",
         ) from exc
-    return load_workflow_bytes(data, file=str(path))
+    return load_workflow_bytes(data, file=str(path), limits=limits)
 
 
-def load_workflow_bytes(data: bytes, *, file: str) -> Workflow:
+def too_large(file: str, size: int, limits: LoadLimits) -> WorkflowDefinitionError:
+    return WorkflowDefinitionError(
+        f"the file is {size:,} bytes, over the limit of {limits.max_file_bytes:,}",
+        file=file,
+        line=1,
+        hint="Split it into smaller workflows, or raise BATON_WORKFLOW_MAX_BYTES.",
+    )
+
+
+def load_workflow_bytes(data: bytes, *, file: str, limits: LoadLimits | None = None) -> Workflow:
     """Decode UTF-8 and load; `file` names it in errors and anchors relative paths."""
+    limits = limits or LoadLimits()
+    if len(data) > limits.max_file_bytes:
+        raise too_large(file, len(data), limits)
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
@@ -50,12 +69,13 @@ def load_workflow_bytes(data: bytes, *, file: str) -> Workflow:
             file=file,
             hint="Save the workflow file as UTF-8.",
         ) from exc
-    return load_workflow_text(text, file=file)
+    return load_workflow_text(text, file=file, limits=limits)
 
 
-def load_workflow_text(text: str, *, file: str = "<workflow>") -> Workflow:
+def load_workflow_text(text: str, *, file: str = "<workflow>", limits: LoadLimits | None = None) -> Workflow:
     """Parse and check workflow YAML; `file` names it in errors and anchors relative paths."""
-    data, source = parse_yaml(text, file=file)
+    limits = limits or LoadLimits()
+    data, source = parse_yaml(text, file=file, max_alias_nodes=limits.max_alias_nodes)
     if not isinstance(data, dict):
         raise WorkflowDefinitionError(
             "a workflow file must be a YAML mapping with `name:` and `nodes:`",
@@ -75,7 +95,7 @@ def load_workflow_text(text: str, *, file: str = "<workflow>") -> Workflow:
     except ValidationError as exc:
         raise _first_error(exc.errors(), data, source, file) from exc
     workflow = workflow.model_copy(update={"source": file})
-    found = problems(workflow) or list(_file_problems(workflow))
+    found = problems(workflow) or list(_limit_problems(workflow, limits)) or list(_file_problems(workflow))
     if found:
         raise _as_error(found[0], source, file)
     return workflow
@@ -126,18 +146,38 @@ def script_path(workflow: Workflow, node: Node) -> Path | None:
     return base_dir(workflow) / node.script.strip()
 
 
+def contained(root: Path, name: str) -> Path | None:
+    """`name` (relative) resolved under `root`, symlinks included; None when it leaves `root`."""
+    if PurePosixPath(name).is_absolute() or Path(name).is_absolute():
+        return None
+    real_root = root.resolve()
+    resolved = (real_root / name).resolve()
+    return resolved if resolved.is_relative_to(real_root) else None
+
+
+def _inside(workflow: Workflow, node: Node, name: str, what: str) -> Path:
+    path = contained(base_dir(workflow), name)
+    if path is None:
+        raise WorkflowDefinitionError(
+            f"{what} `{name}` of node `{node.id}` is outside the workflow's directory",
+            file=workflow.source,
+            hint=f"Keep it under {base_dir(workflow)}; paths and symlinks may not lead out of it.",
+        )
+    return path
+
+
 def script_source(workflow: Workflow, node: Node) -> str:
     """The Python code a `script:` node runs (the file's content, or the inline code)."""
     if node.script is None:
         raise ValueError(f"node `{node.id}` is a {node.kind} node, not a script")
-    path = script_path(workflow, node)
-    if path is None:
+    if script_path(workflow, node) is None:
         return node.script
+    path = _inside(workflow, node, node.script.strip(), "script")
     try:
         return path.read_text(encoding="utf-8")
-    except OSError as exc:
+    except (OSError, UnicodeDecodeError) as exc:
         raise WorkflowDefinitionError(
-            f"script `{node.script.strip()}` of node `{node.id}` cannot be read ({exc.strerror or exc})",
+            f"script `{node.script.strip()}` of node `{node.id}` cannot be read ({_why(exc)})",
             file=workflow.source,
             hint=f"Create {path} or fix `script:`.",
         ) from exc
@@ -147,48 +187,99 @@ def files_content(workflow: Workflow, node: Node) -> dict[str, str]:
     """sha256 (hex) of each declared `files:` entry, keyed by the path as written."""
     digests: dict[str, str] = {}
     for name in node.files:
-        path = base_dir(workflow) / name
+        path = _inside(workflow, node, name, "file")
         try:
             digests[name] = hashlib.sha256(path.read_bytes()).hexdigest()
         except OSError as exc:
             raise WorkflowDefinitionError(
-                f"file `{name}` declared by node `{node.id}` cannot be read ({exc.strerror or exc})",
+                f"file `{name}` declared by node `{node.id}` cannot be read ({_why(exc)})",
                 file=workflow.source,
                 hint=f"Create {path} or remove it from `files:`.",
             ) from exc
     return digests
 
 
+def _why(exc: Exception) -> str:
+    return (exc.strerror if isinstance(exc, OSError) else None) or str(exc)
+
+
+def _limit_problems(workflow: Workflow, limits: LoadLimits) -> Iterator[Problem]:
+    cap = limits.max_timeout
+    hint = f"Use at most {cap:g} seconds, or raise BATON_MAX_STEP_TIMEOUT."
+    if workflow.defaults.timeout > cap:
+        yield Problem(
+            ("defaults", "timeout"), f"`timeout: {workflow.defaults.timeout:g}` is over the limit of {cap:g} s", hint
+        )
+    for index, node in enumerate(workflow.nodes):
+        if node.timeout is not None and node.timeout > cap:
+            yield Problem(
+                ("nodes", index, "timeout"),
+                f"`timeout: {node.timeout:g}` of node `{node.id}` is over the limit of {cap:g} s",
+                hint,
+            )
+
+
 def _file_problems(workflow: Workflow) -> Iterator[Problem]:
     root = base_dir(workflow)
+    outside = "Keep it under the workflow's directory; paths and symlinks may not lead out of it."
     for index, node in enumerate(workflow.nodes):
         at = ("nodes", index)
         if node.script is not None:
+            name = node.script.strip()
             path = script_path(workflow, node)
             if path is None:
                 yield from _syntax_problem(node.script, (*at, "script"), f"inline script of `{node.id}`")
+            elif contained(root, name) is None:
+                yield Problem(
+                    (*at, "script"), f"script `{name}` of node `{node.id}` is outside the workflow's directory", outside
+                )
             elif not path.is_file():
                 yield Problem(
                     (*at, "script"),
-                    f"script `{node.script.strip()}` of node `{node.id}` does not exist ({path})",
+                    f"script `{name}` of node `{node.id}` does not exist ({path})",
                     "Fix the path (relative to the workflow file) or put the code inline.",
                 )
             else:
-                problem = next(_syntax_problem(path.read_text(encoding="utf-8"), (*at, "script"), ""), None)
+                try:
+                    code = path.read_text(encoding="utf-8")
+                except (OSError, UnicodeDecodeError) as exc:
+                    yield Problem((*at, "script"), f"script `{name}` of node `{node.id}` cannot be read ({_why(exc)})",
+                                  "Save the script as readable UTF-8 text.")
+                    continue
+                problem = next(_syntax_problem(code, (*at, "script"), ""), None)
                 if problem is not None:
                     yield Problem(
                         problem.loc,
-                        f"script `{node.script.strip()}` of node `{node.id}` has a Python syntax error "
+                        f"script `{name}` of node `{node.id}` has a Python syntax error "
                         f"at its line {problem.line_in_text}: {problem.message}",
                         problem.hint,
                     )
         for file_index, name in enumerate(node.files):
-            if not (root / name).is_file():
+            if contained(root, name) is None:
+                yield Problem(
+                    (*at, "files", file_index),
+                    f"file `{name}` declared by node `{node.id}` is outside the workflow's directory",
+                    outside,
+                )
+            elif not (root / name).is_file():
                 yield Problem(
                     (*at, "files", file_index),
                     f"file `{name}` declared by node `{node.id}` does not exist ({root / name})",
                     "Fix the path (relative to the workflow file) or remove it from `files:`.",
                 )
+        for glob_index, pattern in enumerate(node.artifacts):
+            if not artifact_glob_ok(pattern):
+                yield Problem(
+                    (*at, "artifacts", glob_index),
+                    f"artifact pattern `{pattern}` of node `{node.id}` leaves the run directory",
+                    "Use a relative pattern without `..` (e.g. `dist/*.whl`); artifacts live in the run directory.",
+                )
+
+
+def artifact_glob_ok(pattern: str) -> bool:
+    """A glob relative to the run directory that cannot climb out of it."""
+    rel = PurePosixPath(pattern)
+    return bool(pattern.strip()) and not rel.is_absolute() and ".." not in rel.parts and "\x00" not in pattern
 
 
 def _syntax_problem(code: str, loc: tuple[str | int, ...], what: str) -> Iterator[Problem]:

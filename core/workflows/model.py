@@ -185,13 +185,13 @@ class OutputContract(_Strict):
 
 class RetryPolicy(_Strict):
     attempts: int = Field(default=3, ge=1, le=20)
-    backoff: float = Field(default=1.0, ge=0)  # seconds, doubled each attempt
+    backoff: float = Field(default=1.0, ge=0, le=3600, allow_inf_nan=False)  # seconds, doubled each attempt
 
 
 class Defaults(_Strict):
     replay: ReplayClass | None = None  # None: kind's own default (see Node.replay_class)
     memoize: bool = True
-    timeout: float = Field(default=600, gt=0)
+    timeout: float = Field(default=600, gt=0, allow_inf_nan=False)  # capped at load (`LoadLimits`)
     provider: str | None = None  # prompt nodes without their own `provider:` (None: settings)
 
 
@@ -222,7 +222,7 @@ class Node(StepEnvironmentFields):
     provider: str | None = None  # prompt nodes: provider name from settings (default: settings)
     replay: ReplayClass | None = None
     memoize: bool | None = None
-    timeout: float | None = Field(default=None, gt=0)
+    timeout: float | None = Field(default=None, gt=0, allow_inf_nan=False)
     retry: RetryPolicy | None = None
     output: OutputContract = Field(default_factory=OutputContract)
     files: list[str] = Field(default_factory=list)

@@ -61,15 +61,39 @@ class SourceMap:
         return pos.line + (1 if pos.block else 0) + max(line_in_text, 1) - 1
 
 
-def parse_yaml(text: str, *, file: str) -> tuple[Any, SourceMap]:
-    """Parse one YAML document; syntax errors become `WorkflowDefinitionError` with the line."""
+@dataclass
+class _Expansion:
+    """Counts the nodes YAML aliases add: each use of an anchor copies its whole subtree."""
+
+    limit: int
+    seen: set[int] = field(default_factory=set)
+    added: int = 0
+
+    def visit(self, node: yaml.Node, file: str) -> None:
+        if id(node) in self.seen:
+            self.added += 1
+            if self.added > self.limit:
+                raise WorkflowDefinitionError(
+                    f"YAML aliases expand to more than {self.limit:,} nodes",
+                    file=file,
+                    line=node.start_mark.line + 1,
+                    hint="Use fewer or smaller anchors (`*alias`), or raise BATON_YAML_MAX_ALIAS_NODES.",
+                )
+        else:
+            self.seen.add(id(node))
+
+
+def parse_yaml(text: str, *, file: str, max_alias_nodes: int = 10_000) -> tuple[Any, SourceMap]:
+    """Parse one YAML document; syntax errors become `WorkflowDefinitionError` with the line.
+    Aliases may add at most `max_alias_nodes` nodes (a "billion laughs" file is refused)."""
     loader = _Loader(text)
     try:
         node = loader.get_single_node()
         source = SourceMap()
         if node is not None:
             source.lines[()] = node.start_mark.line + 1
-        data = _build(loader, node, (), source, file, 0) if node is not None else None
+        expansion = _Expansion(max_alias_nodes)
+        data = _build(loader, node, (), source, file, 0, expansion) if node is not None else None
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         line = mark.line + 1 if mark else None
@@ -107,8 +131,15 @@ def parse_yaml(text: str, *, file: str) -> tuple[Any, SourceMap]:
 
 
 def _build(
-    loader: yaml.SafeLoader, node: yaml.Node, path: Path_, source: SourceMap, file: str, depth: int
+    loader: yaml.SafeLoader,
+    node: yaml.Node,
+    path: Path_,
+    source: SourceMap,
+    file: str,
+    depth: int,
+    expansion: _Expansion,
 ) -> Any:
+    expansion.visit(node, file)
     if depth > _MAX_DEPTH:
         line = node.start_mark.line + 1
         raise WorkflowDefinitionError(_TOO_DEEP, file=file, line=line, hint=_TOO_DEEP_HINT)
@@ -117,7 +148,7 @@ def _build(
         loader.flatten_mapping(node)  # resolves `<<: *anchor` merges in place
         result: dict[Any, Any] = {}
         for key_node, value_node in node.value:
-            key = _build(loader, key_node, path, source, file, depth + 1)
+            key = _build(loader, key_node, path, source, file, depth + 1, expansion)
             if isinstance(key, list | dict):
                 raise WorkflowDefinitionError(
                     "a mapping key must be a plain value",
@@ -127,14 +158,14 @@ def _build(
                 )
             child = (*path, key)
             source.lines.setdefault(child, key_node.start_mark.line + 1)
-            result[key] = _build(loader, value_node, child, source, file, depth + 1)
+            result[key] = _build(loader, value_node, child, source, file, depth + 1, expansion)
         return result
     if isinstance(node, yaml.SequenceNode) and node.tag == _SEQ:
         items = []
         for index, item in enumerate(node.value):
             child = (*path, index)
             source.lines.setdefault(child, item.start_mark.line + 1)
-            items.append(_build(loader, item, child, source, file, depth + 1))
+            items.append(_build(loader, item, child, source, file, depth + 1, expansion))
         return items
     if isinstance(node, yaml.ScalarNode):
         source.values.setdefault(path, ValuePosition(node.start_mark.line + 1, node.style in ("|", ">")))

@@ -50,6 +50,13 @@ class NodeContext:
     #: the directory of the workflow file (absolute), exported as `BATON_WORKFLOW_DIR` so a step
     #: can read its `files:` and scripts; the step itself runs in `workdir` (the run directory)
     workflow_dir: Path | None = None
+    #: bytes of output kept as the step's result; the whole of a longer output is written to
+    #: `output_file` and the result says so (`BATON_MAX_OUTPUT_BYTES`)
+    max_output: int = 1_000_000
+
+    @property
+    def output_file(self) -> Path:
+        return self.workdir / ".outputs" / f"{self.node_id}.{self.attempt}.log"
 
     @property
     def redactor(self) -> Redactor:
@@ -81,6 +88,27 @@ class NodeResult:
     tokens_in: int = 0
     tokens_out: int = 0
     stderr_tail: str = ""  # last ~2 KB of stderr, secrets redacted
+    truncated: bool = False  # the output was cut at `max_output`; all of it is in a file
+
+
+def truncation_note(kept: int, total: int, path: Path) -> str:
+    """The line that ends a cut output: how much was kept and where the whole is."""
+    return f"\n[output truncated: {kept:,} of {total:,} bytes kept; all of it is in {path}]\n"
+
+
+def cap_output(result: NodeResult, ctx: NodeContext) -> NodeResult:
+    """An in-process result (tool, provider) longer than `max_output`: the whole to a file."""
+    if result.truncated:
+        return result
+    data = result.output.encode("utf-8", errors="surrogatepass")
+    if len(data) <= ctx.max_output:
+        return result
+    path = ctx.output_file
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(data)
+    head = data[: ctx.max_output].decode("utf-8", errors="ignore")
+    output = head + truncation_note(ctx.max_output, len(data), path)
+    return NodeResult(output, result.tokens_in, result.tokens_out, result.stderr_tail, truncated=True)
 
 
 async def execute_node(
@@ -95,11 +123,11 @@ async def execute_node(
     """
     kind = node.kind
     if kind == "tool":
-        return await tool.run(node, ctx, tools)
+        return cap_output(await tool.run(node, ctx, tools), ctx)
     if kind == "bash":
         return await bash.run(node, ctx)
     if kind == "prompt":
-        return await prompt.run(node, ctx, providers)
+        return cap_output(await prompt.run(node, ctx, providers), ctx)
     if kind == "script":
         return await script.run(node, ctx)
     raise NodeFailed(

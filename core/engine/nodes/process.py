@@ -4,8 +4,10 @@ Used by the `bash` and `script` node kinds and by the `command` prompt provider.
 
 - The child starts a new session (`start_new_session=True`), so its pid is the id of a
   process group that holds everything it spawns.
-- stdout is read whole and stderr keeps only its last `STDERR_KEEP` bytes, both at the same
-  time as stdin is written, so tens of MB on either pipe never deadlock.
+- stdout keeps its first `ctx.max_output` bytes (the rest goes on to `ctx.output_file`, with
+  the head, so the whole output stays available) and stderr keeps only its last
+  `STDERR_KEEP` bytes, both read at the same time as stdin is written: tens of MB on either
+  pipe neither deadlock nor sit in memory.
 - When the main process exits, whatever it left running in its group (`sleep 99 &`) is stopped
   too: a step's processes end with the step, and a background child that still holds stdout
   cannot keep the step waiting.
@@ -15,14 +17,17 @@ Used by the `bash` and `script` node kinds and by the `command` prompt provider.
 from __future__ import annotations
 
 import asyncio
+import codecs
 import contextlib
+import errno
 import os
 import signal
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from pathlib import Path
+from typing import TYPE_CHECKING, BinaryIO
 
-from core.engine.nodes import NodeResult
+from core.engine.nodes import NodeResult, truncation_note
 from core.errors import MissingSecret, NodeFailed
 
 if TYPE_CHECKING:
@@ -37,8 +42,10 @@ _CHUNK = 1 << 16
 @dataclass(frozen=True, slots=True)
 class ProcessOutcome:
     returncode: int
-    stdout: bytes
+    stdout: bytes  # at most ctx.max_output bytes
     stderr_tail: str  # last TAIL_CHARS characters of stderr, redacted
+    stdout_total: int = 0  # bytes the process wrote to stdout
+    stdout_file: Path | None = None  # where all of them are, when stdout was cut
 
 
 def node_env(ctx: NodeContext) -> dict[str, str]:
@@ -109,10 +116,22 @@ async def run_process(
             node_id=ctx.node_id,
             hint="Check that the program is installed and the working directory exists.",
         ) from exc
+    except (OSError, ValueError) as exc:  # E2BIG: values too long; a NUL byte in a value
+        too_long = isinstance(exc, OSError) and exc.errno == errno.E2BIG
+        if not too_long and not isinstance(exc, ValueError):
+            raise
+        raise NodeFailed(
+            f"{what} `{ctx.node_id}` could not start: "
+            + ("its command and values are too long for a program's arguments and environment"
+               if too_long else "a value holds a NUL byte, which a program's environment cannot hold"),
+            node_id=ctx.node_id,
+            hint="Pass large or binary data through a file (artifacts) or a script step's stdin.",
+        ) from exc
 
     assert proc.stdout is not None and proc.stderr is not None  # both are PIPE above
+    stdout = _Head(ctx.max_output, ctx.output_file)
     readers = [
-        asyncio.ensure_future(_read_all(proc.stdout)),
+        asyncio.ensure_future(stdout.read(proc.stdout)),
         asyncio.ensure_future(_read_tail(proc.stderr)),
     ]
     feeder = asyncio.ensure_future(_feed(proc.stdin, stdin)) if proc.stdin is not None else None
@@ -135,20 +154,30 @@ async def run_process(
         raise
     finally:
         _close_exit_waiter(exited)
+        stdout.close()
     if feeder is not None:
         await feeder
-    stdout: bytes = readers[0].result()
     tail = ctx.redactor.redact(readers[1].result().decode("utf-8", errors="replace"))
-    return ProcessOutcome(returncode=returncode, stdout=stdout, stderr_tail=tail[-TAIL_CHARS:])
+    return ProcessOutcome(
+        returncode=returncode,
+        stdout=bytes(stdout.head),
+        stderr_tail=tail[-TAIL_CHARS:],
+        stdout_total=stdout.total,
+        stdout_file=stdout.path if stdout.spilled else None,
+    )
 
 
 def step_result(outcome: ProcessOutcome, ctx: NodeContext, *, what: str = "step") -> NodeResult:
     """stdout as the step's output, or `NodeFailed` naming the exit code and the stderr tail."""
     if outcome.returncode != 0:
         raise exit_failure(outcome, ctx, what=what)
-    return NodeResult(
-        output=outcome.stdout.decode("utf-8", errors="replace"), stderr_tail=outcome.stderr_tail
-    )
+    if outcome.stdout_file is None:
+        return NodeResult(
+            output=outcome.stdout.decode("utf-8", errors="replace"), stderr_tail=outcome.stderr_tail
+        )
+    head = codecs.getincrementaldecoder("utf-8")(errors="replace").decode(outcome.stdout, final=False)
+    note = truncation_note(len(outcome.stdout), outcome.stdout_total, outcome.stdout_file)
+    return NodeResult(output=head + note, stderr_tail=outcome.stderr_tail, truncated=True)
 
 
 def exit_failure(outcome: ProcessOutcome, ctx: NodeContext, *, what: str = "step") -> NodeFailed:
@@ -161,11 +190,36 @@ def exit_failure(outcome: ProcessOutcome, ctx: NodeContext, *, what: str = "step
     )
 
 
-async def _read_all(stream: asyncio.StreamReader) -> bytes:
-    chunks: list[bytes] = []
-    while chunk := await stream.read(_CHUNK):
-        chunks.append(chunk)
-    return b"".join(chunks)
+class _Head:
+    """Keeps the first `limit` bytes of a stream; once it is longer, writes all of it to `path`."""
+
+    def __init__(self, limit: int, path: Path) -> None:
+        self.limit, self.path = limit, path
+        self.head = bytearray()
+        self.total = 0
+        self._file: BinaryIO | None = None
+
+    @property
+    def spilled(self) -> bool:
+        return self._file is not None
+
+    async def read(self, stream: asyncio.StreamReader) -> bytes:
+        while chunk := await stream.read(_CHUNK):
+            self.total += len(chunk)
+            if self._file is None and len(self.head) + len(chunk) <= self.limit:
+                self.head += chunk
+                continue
+            if self._file is None:
+                self.path.parent.mkdir(parents=True, exist_ok=True)
+                self._file = self.path.open("wb")
+                self._file.write(self.head)
+                self.head += chunk[: self.limit - len(self.head)]
+            self._file.write(chunk)
+        return b""
+
+    def close(self) -> None:
+        if self._file is not None:
+            self._file.close()
 
 
 async def _read_tail(stream: asyncio.StreamReader) -> bytes:

@@ -168,10 +168,23 @@ async def test_ten_megabytes_on_both_pipes_do_not_deadlock(
         "for i in $(seq 1 160); do head -c 65536 /dev/zero | tr '\\0' e >&2; "
         "head -c 65536 /dev/zero | tr '\\0' o; done"
     )
-    result = await bash(command, make_ctx(timeout=60), fake_providers)
+    result = await bash(command, make_ctx(timeout=60, max_output=size), fake_providers)
     assert len(result.output) == size
     assert set(result.output) == {"o"}
     assert len(result.stderr_tail) == 2048
+
+
+async def test_an_output_past_the_cap_is_cut_and_kept_whole_in_a_file(
+    make_ctx: MakeContext, fake_providers: ProviderRegistry
+) -> None:
+    ctx = make_ctx(timeout=60, max_output=1000)
+    result = await bash("seq 1 100000", ctx, fake_providers)
+    whole = "".join(f"{n}\n" for n in range(1, 100001))
+    assert result.truncated
+    head, note = result.output[:1000], result.output[1000:]
+    assert head == whole[:1000]
+    assert f"1,000 of {len(whole):,} bytes kept" in note and str(ctx.output_file) in note
+    assert ctx.output_file.read_text() == whole
 
 
 async def test_background_children_do_not_keep_the_step_waiting(

@@ -1,0 +1,18 @@
+"""What a workflow file may ask of the bot: the load-time limits (settings, documented in
+README.md's settings table).
+
+    max_file_bytes   BATON_WORKFLOW_MAX_BYTES     a larger file is refused unread
+    max_alias_nodes  BATON_YAML_MAX_ALIAS_NODES   nodes YAML aliases may add (billion laughs)
+    max_timeout      BATON_MAX_STEP_TIMEOUT       the largest `timeout:` a step may declare
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class LoadLimits:
+    max_file_bytes: int = 1_000_000
+    max_alias_nodes: int = 10_000
+    max_timeout: float = 86_400.0

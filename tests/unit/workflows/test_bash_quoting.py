@@ -1,0 +1,216 @@
+"""Typed text never becomes code in a `bash:` step, whatever quoting the author used.
+
+Property tests run real bash: arbitrary text (quotes, `$()`, backticks, newlines, unicode,
+heredoc delimiters) in every quoting context either reaches the program exactly as typed, or
+the placeholder is refused at load; never is a marker file created.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from core.errors import TemplateRenderError
+from core.workflows.bash_template import bash_plan, render_bash
+from core.workflows.shell_context import Reason
+
+MARK = "MARK"
+ATTACKS = [
+    f"$(touch {MARK})",
+    f"`touch {MARK}`",
+    f"'; touch {MARK}; '",
+    f'"; touch {MARK}; "',
+    f"\ntouch {MARK}\n",
+    f"EOF\ntouch {MARK}\nEOF",
+    f"a[$(touch {MARK})]",
+    f"${{x:-$(touch {MARK})}}",
+    f"\\$(touch {MARK})",
+    f"$'\\x27'; touch {MARK}",
+    "${BATON_ARG_1}",
+    '"$BATON_ARG_1"',
+    "*",
+    "~",
+    "-n",
+    "",
+]
+typed = st.one_of(
+    st.sampled_from(ATTACKS),
+    st.text(alphabet=st.characters(blacklist_categories=["Cs"], blacklist_characters="\x00"), max_size=40),
+    st.lists(st.sampled_from([*ATTACKS, " ", "'", '"', "\\", "\n", "é", "🎉", "$", "(", ")", "`"]), max_size=6).map(
+        "".join
+    ),
+)
+
+#: (template, what `out` holds afterwards given the value v): contexts that must be accepted
+ACCEPTED: list[tuple[str, str]] = [
+    ("printf '%s' {{ inputs.v }} > out", "{v}"),
+    ('printf \'%s\' "{{ inputs.v }}" > out', "{v}"),
+    ("printf '[%s]' \"pre {{ inputs.v }} post\" > out", "[pre {v} post]"),
+    ("printf '%s' x{{ inputs.v }}y > out", "x{v}y"),
+    ("cat > out <<EOF\n{{ inputs.v }}\nEOF", "{v}\n"),
+    ("cat > out <<-EOF\n\tbefore {{ inputs.v }} after\n\tEOF", "before {v} after\n"),
+    ("cat <<EOF\n$(printf '%s' {{ inputs.v }} > out)\nEOF", "{v}"),
+    (': "$(printf \'%s\' {{ inputs.v }} > out)"', "{v}"),
+    ("x={{ inputs.v }}; printf '%s' \"$x\" > out", "{v}"),
+    ("export X={{ inputs.v }} && printf '%s' \"$X\" > out", "{v}"),
+    ("case {{ inputs.v }} in *) printf '%s' {{ inputs.v }} > out;; esac", "{v}"),
+    ("for w in {{ inputs.v }}; do printf '%s' \"$w\" > out; done", "{v}"),
+    ("bash -c 'printf \"%s\" \"$1\" > out' _ {{ inputs.v }}", "{v}"),
+    ("[[ -n {{ inputs.v }} || -z {{ inputs.v }} ]] && printf '%s' {{ inputs.v }} > out", "{v}"),
+    ("cat <(printf '%s' {{ inputs.v }}) > out", "{v}"),
+    ("arr=( {{ inputs.v }} ); printf '%s' \"${arr[0]}\" > out", "{v}"),
+    (": \"$(printf '%s' \"{{ inputs.v }}\" > out)\"", "{v}"),
+    ("# a comment: it's {{ inputs.v }}\nprintf '%s' {{ inputs.v }} > out", "{v}"),
+    ("awk -v x={{ inputs.v }} 'BEGIN{printf \"ok\"}' > out", "ok"),
+    ('printf \'%s\' "{% if inputs.v %}{{ inputs.v }}{% endif %}" > out', "{v}"),
+    ("printf '%s,' {% for i in [1, 2] %}{{ inputs.v }} {% endfor %} > out", "{v},{v},"),
+]
+
+#: contexts that must be refused at load, whatever the value
+REFUSED: list[tuple[str, Reason]] = [
+    ("echo '{{ inputs.v }}'", Reason.SINGLE_QUOTES),
+    ("echo $'{{ inputs.v }}'", Reason.ANSI_QUOTES),
+    ("echo `echo {{ inputs.v }}`", Reason.BACKTICKS),
+    ('echo "`echo {{ inputs.v }}`"', Reason.BACKTICKS),
+    ("echo ${x:-{{ inputs.v }}}", Reason.PARAMETER),
+    ("echo $(( {{ inputs.v }} + 1 ))", Reason.ARITHMETIC),
+    ("(( {{ inputs.v }} > 1 ))", Reason.ARITHMETIC),
+    ("echo $[ {{ inputs.v }} ]", Reason.ARITHMETIC),
+    ("a[{{ inputs.v }}]=1", Reason.SUBSCRIPT),
+    ("[[ {{ inputs.v }} -eq 1 ]]", Reason.CONDITION),
+    ("[[ -v {{ inputs.v }} ]]", Reason.CONDITION),
+    ("cat <<'EOF'\n{{ inputs.v }}\nEOF", Reason.QUOTED_HEREDOC),
+    ('cat <<"EOF"\n{{ inputs.v }}\nEOF', Reason.QUOTED_HEREDOC),
+    ("cat <<\\EOF\n{{ inputs.v }}\nEOF", Reason.QUOTED_HEREDOC),
+    ("cat <<{{ inputs.v }}\nx\n", Reason.HEREDOC_DELIMITER),
+    ("bash <<EOF\necho {{ inputs.v }}\nEOF", Reason.CODE_HEREDOC),
+    ("cat <<EOF | sh\necho {{ inputs.v }}\nEOF", Reason.CODE_HEREDOC),
+    ("echo ${{ inputs.v }}", Reason.AFTER_DOLLAR),
+    ('echo "${{ inputs.v }}"', Reason.AFTER_DOLLAR),
+    ("echo \\{{ inputs.v }}", Reason.AFTER_BACKSLASH),
+    ('echo "\\{{ inputs.v }}"', Reason.AFTER_BACKSLASH),
+    ("{{ inputs.v }} --version", Reason.COMMAND_NAME),
+    ("echo ok; {{ inputs.v }}", Reason.COMMAND_NAME),
+    ("X=1 {{ inputs.v }}", Reason.COMMAND_NAME),
+    ('eval "echo {{ inputs.v }}"', Reason.EVAL),
+    ("eval echo {{ inputs.v }}", Reason.EVAL),
+    ("trap 'x' {{ inputs.v }}", Reason.EVAL),
+    ("let x={{ inputs.v }}", Reason.EVAL),
+    ("declare -i n={{ inputs.v }}", Reason.EVAL),
+    ("ssh host echo {{ inputs.v }}", Reason.EVAL),
+    ('bash -c "echo {{ inputs.v }}"', Reason.CODE_STRING),
+    ('sh -ec "echo {{ inputs.v }}"', Reason.CODE_STRING),
+    ("python3 -c \"print('{{ inputs.v }}')\"", Reason.CODE_STRING),
+    ('awk "BEGIN{print {{ inputs.v }}}"', Reason.CODE_STRING),
+    ('sed "s/a/{{ inputs.v }}/"', Reason.CODE_STRING),
+    ("read {{ inputs.v }}", Reason.VARIABLE_NAME),
+    ("printf -v {{ inputs.v }} x", Reason.VARIABLE_NAME),
+    ("export {{ inputs.v }}", Reason.VARIABLE_NAME),
+    ('echo {% if inputs.v %}"{% endif %}{{ inputs.v }}', Reason.BLOCK),
+]
+
+
+def _run(template: str, value: str, cwd: Path) -> subprocess.CompletedProcess[bytes]:
+    command = render_bash(template, {"inputs": {"v": value}})
+    return subprocess.run(
+        ["bash", "-c", command.text],
+        cwd=cwd,
+        env={"PATH": os.environ["PATH"], **command.variables},
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        timeout=10,
+    )
+
+
+@pytest.mark.parametrize(("template", "expected"), ACCEPTED)
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(value=typed)
+def test_accepted_contexts_deliver_exactly_the_typed_text(
+    template: str, expected: str, value: str, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    if template.startswith("cat > out <<-") and value.startswith("\t"):
+        value = value.lstrip("\t") or "x"  # (only the literal line's tabs are stripped)
+    cwd = tmp_path_factory.mktemp("bash")
+    assert not bash_plan(template).refused
+    result = _run(template, value, cwd)
+    assert result.returncode == 0, result.stderr
+    assert not (cwd / MARK).exists()
+    assert (cwd / "out").read_bytes().decode() == expected.replace("{v}", value)
+
+
+@pytest.mark.parametrize(("template", "reason"), REFUSED)
+def test_unsafe_contexts_are_refused_at_load(template: str, reason: Reason) -> None:
+    refused = bash_plan(template).refused
+    assert refused, template
+    assert refused[0].reason == reason.what
+    assert refused[0].line >= 1
+    with pytest.raises(TemplateRenderError):
+        render_bash(template, {"inputs": {"v": "x"}})
+
+
+FRAGMENTS = [
+    "echo ", "printf '%s' ", " ", "\n", ";", "|", "&&", "'", '"', "`", "$(", ")", "$((", "))", "${", "}",
+    "\\", "#", "cat <<EOF\n", "\nEOF\n", "<<'EOF'\n", "x=", "[[ ", " ]]", " -eq ", "case ", " in ", "*) ",
+    ";; esac", "eval ", "bash -c ", "sh -c ", "(", "{ ", "; }", "a[", "]", "$", "{% if inputs.v %}",
+    "{% endif %}", "{% for i in [1, 2] %}", "{% endfor %}", "x", "-c", "'EOF'", "<(", ">",
+]
+
+
+@st.composite
+def scripts(draw: st.DrawFn) -> str:
+    parts = draw(st.lists(st.one_of(st.sampled_from(FRAGMENTS), st.just("{{ inputs.v }}")), max_size=14))
+    text = "".join(parts)
+    depth = 0
+    balanced: list[str] = []
+    for token in _jinja_blocks(text):  # keep jinja's own blocks well formed
+        if token.startswith("{% if") or token.startswith("{% for"):
+            depth += 1
+        elif token.startswith("{% end"):
+            if depth == 0:
+                continue
+            depth -= 1
+        balanced.append(token)
+    ends = []
+    for token in balanced:
+        if token.startswith("{% if"):
+            ends.append("{% endif %}")
+        elif token.startswith("{% for"):
+            ends.append("{% endfor %}")
+        elif token.startswith("{% end"):
+            ends.pop()
+    return "".join(balanced) + "".join(reversed(ends)) + "{{ inputs.v }}" * draw(st.integers(0, 1))
+
+
+def _jinja_blocks(text: str) -> list[str]:
+    tokens: list[str] = []
+    i = 0
+    while i < len(text):
+        end = text.find("%}", i) if text.startswith("{%", i) else -1
+        if end >= 0:
+            tokens.append(text[i : end + 2])
+            i = end + 2
+        else:
+            tokens.append(text[i])
+            i += 1
+    return tokens
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(script=scripts(), value=st.sampled_from(ATTACKS))
+def test_any_script_either_refuses_the_placeholder_or_never_runs_the_typed_text(
+    script: str, value: str, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    try:
+        plan = bash_plan(script)
+    except Exception:  # not valid jinja: the loader reports a syntax error
+        return
+    if plan.refused:
+        return
+    cwd = tmp_path_factory.mktemp("any")
+    _run(script, value, cwd)
+    assert not (cwd / MARK).exists(), script
