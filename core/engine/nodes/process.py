@@ -12,6 +12,8 @@ Used by the `bash` and `script` node kinds and by the `command` prompt provider.
   too: a step's processes end with the step, and a background child that still holds stdout
   cannot keep the step waiting.
 - On timeout or cancellation the group gets SIGTERM, then SIGKILL after `KILL_GRACE` seconds.
+- Then whatever the step left outside its group (`setsid -f`, a double fork) is killed and
+  reaped (`reaper.py`): no process a step started outlives it.
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, BinaryIO
 
-from core.engine.nodes import NodeResult, truncation_note
+from core.engine.nodes import NodeResult, reaper, truncation_note
 from core.errors import MissingSecret, NodeFailed
 
 if TYPE_CHECKING:
@@ -89,9 +91,32 @@ async def run_process(
     decide what it means. `variables` are added to the step's environment (a bash step's
     `BATON_ARG_n` values).
     """
+    marker = (ctx.run_id, ctx.node_id, str(ctx.attempt))
+    reaper.adopt_orphans()
+    reaper.running(marker)
+    pids: list[int] = []
+    try:
+        return await _run_process(argv, ctx, stdin, variables, what, marker, pids)
+    finally:
+        await asyncio.shield(reaper.sweep(marker))
+        reaper.stopped(marker)
+        for pid in pids:
+            reaper.finished(pid)
+
+
+async def _run_process(
+    argv: Sequence[str],
+    ctx: NodeContext,
+    stdin: bytes | None,
+    variables: Mapping[str, str] | None,
+    what: str,
+    marker: reaper.Marker,
+    pids: list[int],
+) -> ProcessOutcome:
     environment = node_env(ctx)
     if variables:
         environment.update(variables)
+    reaper.spawning()
     starting = asyncio.ensure_future(
         asyncio.create_subprocess_exec(
             *argv,
@@ -109,25 +134,19 @@ async def run_process(
         proc = await asyncio.shield(starting)
     except asyncio.CancelledError:
         await _kill_started(starting)
+        reaper.spawn_failed()
         raise
-    except (FileNotFoundError, PermissionError, NotADirectoryError) as exc:
-        raise NodeFailed(
-            f"{what} `{ctx.node_id}` could not start `{argv[0]}`: {exc.strerror or exc}",
-            node_id=ctx.node_id,
-            hint="Check that the program is installed and the working directory exists.",
-        ) from exc
-    except (OSError, ValueError) as exc:  # E2BIG: values too long; a NUL byte in a value
-        too_long = isinstance(exc, OSError) and exc.errno == errno.E2BIG
-        if not too_long and not isinstance(exc, ValueError):
+    except (OSError, ValueError) as exc:
+        reaper.spawn_failed()
+        failure = _start_failure(exc, argv, ctx, what)
+        if failure is exc:
             raise
-        raise NodeFailed(
-            f"{what} `{ctx.node_id}` could not start: "
-            + ("its command and values are too long for a program's arguments and environment"
-               if too_long else "a value holds a NUL byte, which a program's environment cannot hold"),
-            node_id=ctx.node_id,
-            hint="Pass large or binary data through a file (artifacts) or a script step's stdin.",
-        ) from exc
-
+        raise failure from exc
+    except BaseException:
+        reaper.spawn_failed()
+        raise
+    reaper.started(proc.pid)
+    pids.append(proc.pid)
     assert proc.stdout is not None and proc.stderr is not None  # both are PIPE above
     stdout = _Head(ctx.max_output, ctx.output_file)
     readers = [
@@ -140,7 +159,7 @@ async def run_process(
     try:
         async with timer:
             await asyncio.shield(exited)
-            await _stop_leftovers(proc.pid, readers)
+            await _stop_leftovers(proc.pid, readers, marker)
             await asyncio.gather(*readers)
             returncode = await proc.wait()
     except BaseException as exc:
@@ -164,6 +183,29 @@ async def run_process(
         stderr_tail=tail[-TAIL_CHARS:],
         stdout_total=stdout.total,
         stdout_file=stdout.path if stdout.spilled else None,
+    )
+
+
+def _start_failure(exc: OSError | ValueError, argv: Sequence[str], ctx: NodeContext, what: str) -> Exception:
+    """Why the program could not start, as the step's failure (other errors pass through)."""
+    if isinstance(exc, FileNotFoundError | PermissionError | NotADirectoryError):
+        return NodeFailed(
+            f"{what} `{ctx.node_id}` could not start `{argv[0]}`: {exc.strerror or exc}",
+            node_id=ctx.node_id,
+            hint="Check that the program is installed and the working directory exists.",
+        )
+    too_long = isinstance(exc, OSError) and exc.errno == errno.E2BIG
+    if not too_long and not isinstance(exc, ValueError):
+        return exc
+    because = (
+        "its command and values are too long for a program's arguments and environment"
+        if too_long
+        else "a value holds a NUL byte, which a program's environment cannot hold"
+    )
+    return NodeFailed(
+        f"{what} `{ctx.node_id}` could not start: {because}",
+        node_id=ctx.node_id,
+        hint="Pass large or binary data through a file (artifacts) or a script step's stdin.",
     )
 
 
@@ -305,11 +347,14 @@ def _signal_group(pgid: int, sig: int) -> bool:
     return True
 
 
-async def _stop_leftovers(pgid: int, readers: Sequence[asyncio.Future[bytes]]) -> None:
-    """The main process exited: stop whatever it left running in its group."""
-    if not _signal_group(pgid, signal.SIGTERM):
-        return
+async def _stop_leftovers(pgid: int, readers: Sequence[asyncio.Future[bytes]], marker: reaper.Marker) -> None:
+    """The main process exited: stop whatever it left running, in its group or out of it
+    (something that left the group may still hold the pipes)."""
+    in_group = _signal_group(pgid, signal.SIGTERM)
     if all(r.done() for r in readers):
+        return
+    await reaper.sweep(marker)
+    if not in_group or all(r.done() for r in readers):
         return
     with contextlib.suppress(TimeoutError):
         async with asyncio.timeout(KILL_GRACE):
