@@ -114,6 +114,8 @@ def build_baton(
             lease_seconds=settings.lease_seconds,
             group_commit=settings.group_commit_ms / 1000,
             replica_id=settings.replica_id,
+            render=settings.render_limits(),
+            max_output=settings.max_output_bytes,
         ),
         providers=runtime.providers,
         tools=runtime.tools,

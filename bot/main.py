@@ -270,7 +270,7 @@ def list_workflows(
     from core.workflows.catalog import Catalog
 
     settings = settings_for(None, workflows)
-    entries = Catalog(settings.workflow_dirs).entries()
+    entries = Catalog(settings.workflow_dirs, limits=settings.load_limits()).entries()
     rows: list[dict[str, str | None]] = [
         {
             "name": e.name,

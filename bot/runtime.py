@@ -65,7 +65,7 @@ def assemble(settings: Settings, *, environ: Mapping[str, str] | None = None) ->
     environment = StepEnvironment.from_environ(
         environ, redactor=redactor, secrets_file=settings.secrets_file
     )
-    catalog = Catalog(settings.workflow_dirs)
+    catalog = Catalog(settings.workflow_dirs, limits=settings.load_limits())
     for entry in catalog.entries():
         if entry.workflow is not None:
             environment.hide_declared(entry.workflow.declared_secrets())

@@ -16,6 +16,9 @@ from typing import Annotated, Any, Literal
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
+from core.workflows.limits import LoadLimits
+from core.workflows.render_budget import RenderLimits
+
 
 def url_passwords(url: str) -> list[str]:
     """The password in `scheme://user:password@host/…` as written and percent-decoded."""
@@ -175,6 +178,14 @@ class Settings(BaseSettings):
     # platform redelivers it this many seconds after the claim (docs/operations.md)
     event_stale_seconds: float = Field(default=60.0, gt=0)
 
+    # limits on what a workflow file or step may take (README "Settings", docs/workflows.md)
+    workflow_max_bytes: int = Field(default=1_000_000, ge=1_000)  # larger workflow files are refused
+    yaml_max_alias_nodes: int = Field(default=10_000, ge=0)  # nodes YAML aliases may add to a file
+    max_step_timeout: float = Field(default=86_400.0, gt=0, allow_inf_nan=False)  # largest `timeout:`
+    render_timeout: float = Field(default=2.0, gt=0, le=600, allow_inf_nan=False)  # seconds per render
+    render_max_bytes: int = Field(default=1_000_000, ge=1_000)  # characters one render may produce
+    max_output_bytes: int = Field(default=1_000_000, ge=1_000)  # a step's kept output; the rest in a file
+
     # prompt providers
     prompt_provider: Literal["fake", "command", "openai"] = "fake"
     prompt_command: str | None = None  # e.g. "claude -p" / "llm -m gpt-4o"; prompt on stdin
@@ -256,6 +267,12 @@ class Settings(BaseSettings):
     def access_policy(self) -> Access:
         """`BATON_ACCESS`, or when it is unset, everyone may run and approve."""
         return self.access if self.access is not None else Access.everyone()
+
+    def load_limits(self) -> LoadLimits:
+        return LoadLimits(self.workflow_max_bytes, self.yaml_max_alias_nodes, self.max_step_timeout)
+
+    def render_limits(self) -> RenderLimits:
+        return RenderLimits(seconds=self.render_timeout, max_chars=self.render_max_bytes)
 
     def secrets(self) -> list[str]:
         """Every secret value of the settings, for redaction: the tokens and keys, and the

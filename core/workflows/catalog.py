@@ -4,7 +4,9 @@
 directory overrides an earlier one (logged once, naming both files). A broken file never hides
 the others: it is listed by `entries()` with its error, and `get()` raises that error.
 `reload()` is called before every command, so it only stats files and re-reads those whose
-mtime, size or inode changed. Like git's "racily clean" check, a file modified within
+mtime, size or inode changed; a broken file is parsed once per change too (one whose YAML is
+fine but whose `script:`/`files:` are missing only has those checked again). Files over
+`LoadLimits.max_file_bytes` are refused without being read. Like git's "racily clean" check, a file modified within
 `RACY_NS` of when it was read is re-read (and compared by content) until that window has
 passed, so a same-size rewrite within one filesystem timestamp tick is never missed.
 """
@@ -23,7 +25,8 @@ from pathlib import Path
 import yaml
 
 from core.errors import UnknownWorkflow, WorkflowDefinitionError
-from core.workflows.loader import load_workflow_bytes
+from core.workflows.limits import LoadLimits
+from core.workflows.loader import FilesProblem, load_workflow_bytes, too_large
 from core.workflows.model import Workflow
 from core.workflows.validation import did_you_mean
 
@@ -67,8 +70,10 @@ class _Loaded:
 
 
 class Catalog:
-    def __init__(self, dirs: Sequence[Path]) -> None:
+    def __init__(self, dirs: Sequence[Path], *, limits: LoadLimits | None = None) -> None:
         self.dirs = [Path(d) for d in dirs]
+        self.limits = limits or LoadLimits()
+        self.parses = 0  # files read and parsed so far (each change of a file counts once)
         # keyed by path text: Path objects cost more than the stat calls in a warm reload
         self._files: dict[str, _Loaded] = {}
         self._layout: list[list[str]] = []  # the workflow files of each directory, sorted
@@ -92,9 +97,19 @@ class Catalog:
                 changed = True
         for path, stamp in seen.items():
             cached = self._files.get(path)
-            # broken files are re-checked every time: the fix may be a script or file they name
-            if cached is None or cached.stamp != stamp or cached.racy or cached.error is not None:
-                loaded = _load(Path(path), stamp, cached)
+            if cached is not None and cached.stamp == stamp and not cached.racy:
+                if isinstance(cached.error, FilesProblem):  # the fix may be the script it names
+                    loaded = _recheck(cached)
+                    changed = changed or loaded is not cached
+                    self._files[path] = loaded
+                continue
+            if cached is None or cached.stamp != stamp or cached.racy:
+                if stamp[1] > self.limits.max_file_bytes:
+                    loaded = _Loaded(stamp, time.time_ns(), "", Path(path).stem, None,
+                                     too_large(path, stamp[1], self.limits))
+                else:
+                    loaded = _load(Path(path), stamp, cached, self.limits)
+                    self.parses += loaded.digest != getattr(cached, "digest", None)
                 changed = changed or cached is None or loaded.workflow is not cached.workflow
                 changed = changed or str(loaded.error) != str(getattr(cached, "error", None))
                 self._files[path] = loaded
@@ -178,7 +193,16 @@ class Catalog:
             log.warning(message, *args, extra={"action": "workflow_catalog"})
 
 
-def _load(path: Path, stamp: Stamp, cached: _Loaded | None) -> _Loaded:
+def _recheck(cached: _Loaded) -> _Loaded:
+    """A file whose YAML is fine but whose script/files were not: look at those again."""
+    assert isinstance(cached.error, FilesProblem)
+    error = cached.error.recheck()
+    if error is None:
+        return dataclasses.replace(cached, workflow=cached.error.workflow, error=None)
+    return cached if str(error) == str(cached.error) else dataclasses.replace(cached, error=error)
+
+
+def _load(path: Path, stamp: Stamp, cached: _Loaded | None, limits: LoadLimits) -> _Loaded:
     """Read `path`; when its bytes equal the cached ones, keep the cached workflow object."""
     read_ns = time.time_ns()
     try:
@@ -191,10 +215,11 @@ def _load(path: Path, stamp: Stamp, cached: _Loaded | None) -> _Loaded:
         )
         return _Loaded(stamp, read_ns, "", path.stem, None, error)
     digest = hashlib.sha256(data).hexdigest()
-    if cached is not None and cached.digest == digest and cached.error is None:
-        return dataclasses.replace(cached, stamp=stamp, read_ns=read_ns)
+    if cached is not None and cached.digest == digest:
+        same = dataclasses.replace(cached, stamp=stamp, read_ns=read_ns)
+        return _recheck(same) if isinstance(same.error, FilesProblem) else same
     try:
-        workflow = _load_bytes(data, path)
+        workflow = _load_bytes(data, path, limits)
     except WorkflowDefinitionError as exc:
         if cached is None or str(cached.error) != str(exc):
             log.warning("workflow file %s is broken: %s", path, exc, extra={"action": "workflow_load_failed"})
@@ -203,10 +228,10 @@ def _load(path: Path, stamp: Stamp, cached: _Loaded | None) -> _Loaded:
     return _Loaded(stamp, read_ns, digest, workflow.name, workflow, None)
 
 
-def _load_bytes(data: bytes, path: Path) -> Workflow:
+def _load_bytes(data: bytes, path: Path, limits: LoadLimits) -> Workflow:
     """`load_workflow_bytes`, with any unexpected failure turned into this file's error."""
     try:
-        return load_workflow_bytes(data, file=str(path))
+        return load_workflow_bytes(data, file=str(path), limits=limits)
     except WorkflowDefinitionError:
         raise
     except Exception as exc:  # one broken file must never take the bot down

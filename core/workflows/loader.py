@@ -95,10 +95,32 @@ def load_workflow_text(text: str, *, file: str = "<workflow>", limits: LoadLimit
     except ValidationError as exc:
         raise _first_error(exc.errors(), data, source, file) from exc
     workflow = workflow.model_copy(update={"source": file})
-    found = problems(workflow) or list(_limit_problems(workflow, limits)) or list(_file_problems(workflow))
+    found = problems(workflow) or list(_limit_problems(workflow, limits))
     if found:
         raise _as_error(found[0], source, file)
+    missing = files_error(workflow, source, file)
+    if missing is not None:
+        raise missing
     return workflow
+
+
+class FilesProblem(WorkflowDefinitionError):
+    """A workflow whose YAML is fine but whose `script:`/`files:` are missing or outside its
+    directory: `recheck()` looks at the files again without parsing the YAML."""
+
+    def __init__(self, problem: Problem, workflow: Workflow, source: SourceMap, file: str) -> None:
+        base = _as_error(problem, source, file)
+        super().__init__(problem.message, file=file, line=base.line, hint=problem.hint)
+        self.workflow = workflow
+        self._source = source
+
+    def recheck(self) -> FilesProblem | None:
+        return files_error(self.workflow, self._source, self.file)
+
+
+def files_error(workflow: Workflow, source: SourceMap, file: str) -> FilesProblem | None:
+    found = next(_file_problems(workflow), None)
+    return None if found is None else FilesProblem(found, workflow, source, file)
 
 
 def _first_error(
