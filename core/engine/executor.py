@@ -540,7 +540,9 @@ class RunExecutor:
                 files = capture_artifacts(self.s.dirs.root, pn.node.artifacts)
             except (ArtifactOutside, OSError) as exc:
                 message = f"step `{pn.id}` ran, but its artifacts cannot be kept: {exc}"
-                self.store.journal_finish(entry_id, status=NodeStatus.FAILED, output_digest=digest, error=message)
+                self.store.journal_finish(
+                    entry_id, status=NodeStatus.FAILED, output_digest=digest, error=message
+                )
                 raise NodeFailed(message, node_id=pn.id) from exc
             artifacts = {path: self.store.put_blob(data) for path, data in files.items()}
         self.store.journal_finish(

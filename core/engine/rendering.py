@@ -24,10 +24,24 @@ from core.workflows.templating import parse_template, render_template, render_va
 T = TypeVar("T")
 #: seconds past the budget's deadline before the engine stops waiting for the thread
 GRACE = 1.0
-_CHEAP = frozenset({
-    "Template", "Output", "TemplateData", "Name", "Getattr", "Getitem", "Const", "If",
-    "Compare", "Operand", "And", "Or", "Not", "CondExpr",
-})
+_CHEAP = frozenset(
+    {
+        "Template",
+        "Output",
+        "TemplateData",
+        "Name",
+        "Getattr",
+        "Getitem",
+        "Const",
+        "If",
+        "Compare",
+        "Operand",
+        "And",
+        "Or",
+        "Not",
+        "CondExpr",
+    }
+)
 
 
 class StepRenderer:

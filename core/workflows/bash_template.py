@@ -91,7 +91,9 @@ def bash_plan(source: str) -> BashPlan:
     return _analysed(source)[0]
 
 
-def render_bash(source: str, context: Mapping[str, Any], *, limits: RenderLimits | None = None) -> BashCommand:
+def render_bash(
+    source: str, context: Mapping[str, Any], *, limits: RenderLimits | None = None
+) -> BashCommand:
     """Render a `bash:` command; `TemplateRenderError` when a placeholder is refused."""
     from core.workflows.templating import run_template
 
@@ -196,7 +198,9 @@ class _Walker:
             lineno=expr.lineno,
         )
 
-    def _body(self, body: Iterable[nodes.Node], states: dict[Hashable, ShellLexer]) -> dict[Hashable, ShellLexer]:
+    def _body(
+        self, body: Iterable[nodes.Node], states: dict[Hashable, ShellLexer]
+    ) -> dict[Hashable, ShellLexer]:
         for node in body:
             states = self._node(node, states)
         return states
@@ -224,8 +228,12 @@ class _Walker:
         name = type(node).__name__
         if name in _UNSUPPORTED:
             self.refused.append(
-                Refused(node.lineno, f"`{_UNSUPPORTED[name]}`", "is not available in `bash:` commands",
-                        "Compute the text with filters inside {{ }} instead.")
+                Refused(
+                    node.lineno,
+                    f"`{_UNSUPPORTED[name]}`",
+                    "is not available in `bash:` commands",
+                    "Compute the text with filters inside {{ }} instead.",
+                )
             )
         return states  # {% set %}, macros: no output of their own
 
@@ -244,8 +252,12 @@ class _Walker:
     def _loop(self, node: nodes.For, states: dict[Hashable, ShellLexer]) -> dict[Hashable, ShellLexer]:
         if node.recursive:
             self.refused.append(
-                Refused(node.lineno, "`{% for … recursive %}`", "is not available in `bash:` commands",
-                        "Flatten the data with filters before the loop.")
+                Refused(
+                    node.lineno,
+                    "`{% for … recursive %}`",
+                    "is not available in `bash:` commands",
+                    "Flatten the data with filters before the loop.",
+                )
             )
             return states
         zero = self._body(node.else_, _clone(states)) if node.else_ else states
@@ -258,8 +270,12 @@ class _Walker:
             seen.update({k: v.clone() for k, v in current.items()})
         else:
             self.refused.append(
-                Refused(node.lineno, "the `{% for %}` loop", Reason.BLOCK.what.replace("sits", "changes the quoting"),
-                        Reason.BLOCK.fix)
+                Refused(
+                    node.lineno,
+                    "the `{% for %}` loop",
+                    Reason.BLOCK.what.replace("sits", "changes the quoting"),
+                    Reason.BLOCK.fix,
+                )
             )
         return self._bounded(_merge([*zero.values(), *seen.values()]), node)
 
@@ -267,8 +283,12 @@ class _Walker:
         if len(states) <= _MAX_PATHS:
             return states
         self.refused.append(
-            Refused(node.lineno, "this block", "leaves too many different shell contexts behind",
-                    "Keep quotes balanced inside each {% if %}/{% for %} block.")
+            Refused(
+                node.lineno,
+                "this block",
+                "leaves too many different shell contexts behind",
+                "Keep quotes balanced inside each {% if %}/{% for %} block.",
+            )
         )
         first = next(iter(states))
         return {first: states[first]}

@@ -6,7 +6,8 @@ the others: it is listed by `entries()` with its error, and `get()` raises that 
 `reload()` is called before every command, so it only stats files and re-reads those whose
 mtime, size or inode changed; a broken file is parsed once per change too (one whose YAML is
 fine but whose `script:`/`files:` are missing only has those checked again). Files over
-`LoadLimits.max_file_bytes` are refused without being read. Like git's "racily clean" check, a file modified within
+`LoadLimits.max_file_bytes` are refused without being read. Like git's "racily clean" check,
+a file modified within
 `RACY_NS` of when it was read is re-read (and compared by content) until that window has
 passed, so a same-size rewrite within one filesystem timestamp tick is never missed.
 """

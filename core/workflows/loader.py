@@ -230,7 +230,9 @@ def _limit_problems(workflow: Workflow, limits: LoadLimits) -> Iterator[Problem]
     hint = f"Use at most {cap:g} seconds, or raise BATON_MAX_STEP_TIMEOUT."
     if workflow.defaults.timeout > cap:
         yield Problem(
-            ("defaults", "timeout"), f"`timeout: {workflow.defaults.timeout:g}` is over the limit of {cap:g} s", hint
+            ("defaults", "timeout"),
+            f"`timeout: {workflow.defaults.timeout:g}` is over the limit of {cap:g} s",
+            hint,
         )
     for index, node in enumerate(workflow.nodes):
         if node.timeout is not None and node.timeout > cap:
@@ -253,7 +255,9 @@ def _file_problems(workflow: Workflow) -> Iterator[Problem]:
                 yield from _syntax_problem(node.script, (*at, "script"), f"inline script of `{node.id}`")
             elif contained(root, name) is None:
                 yield Problem(
-                    (*at, "script"), f"script `{name}` of node `{node.id}` is outside the workflow's directory", outside
+                    (*at, "script"),
+                    f"script `{name}` of node `{node.id}` is outside the workflow's directory",
+                    outside,
                 )
             elif not path.is_file():
                 yield Problem(
@@ -265,8 +269,11 @@ def _file_problems(workflow: Workflow) -> Iterator[Problem]:
                 try:
                     code = path.read_text(encoding="utf-8")
                 except (OSError, UnicodeDecodeError) as exc:
-                    yield Problem((*at, "script"), f"script `{name}` of node `{node.id}` cannot be read ({_why(exc)})",
-                                  "Save the script as readable UTF-8 text.")
+                    yield Problem(
+                        (*at, "script"),
+                        f"script `{name}` of node `{node.id}` cannot be read ({_why(exc)})",
+                        "Save the script as readable UTF-8 text.",
+                    )
                     continue
                 problem = next(_syntax_problem(code, (*at, "script"), ""), None)
                 if problem is not None:
@@ -294,7 +301,8 @@ def _file_problems(workflow: Workflow) -> Iterator[Problem]:
                 yield Problem(
                     (*at, "artifacts", glob_index),
                     f"artifact pattern `{pattern}` of node `{node.id}` leaves the run directory",
-                    "Use a relative pattern without `..` (e.g. `dist/*.whl`); artifacts live in the run directory.",
+                    "Use a relative pattern without `..` (e.g. `dist/*.whl`): artifacts live in the run "
+                    "directory.",
                 )
 
 

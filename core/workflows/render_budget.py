@@ -131,7 +131,7 @@ def current() -> Budget:
     return budget
 
 
-class budgeted:  # noqa: N801 - used as a context manager, like contextlib helpers
+class budgeted:
     """`with budgeted(limits): …` renders under a fresh budget."""
 
     def __init__(self, limits: RenderLimits) -> None:
@@ -262,7 +262,7 @@ def bound(tree: nodes.Template) -> nodes.Template:
     from jinja2 import nodes
 
     for loop in tree.find_all(nodes.For):
-        loop.iter = _call(LOOP_GLOBAL, loop.iter, lineno=loop.lineno)
+        loop.iter = _call(LOOP_GLOBAL, loop.iter, lineno=loop.lineno)  # type: ignore[arg-type]
     for output in tree.find_all(nodes.Output):
         output.nodes = [
             _call(LITERAL_GLOBAL, nodes.Const(child.data), lineno=child.lineno)

@@ -68,7 +68,7 @@ class Reason(enum.Enum):
     )
     CONDITION = (
         "is an operand of [[ … -eq/-lt/… ]] or -v, which bash evaluates as code",
-        "Compare with [ \"$n\" -eq … ] or check the value is a number first.",
+        'Compare with [ "$n" -eq … ] or check the value is a number first.',
     )
     QUOTED_HEREDOC = (
         "is inside a heredoc with a quoted delimiter, where nothing is replaced",
@@ -92,7 +92,7 @@ class Reason(enum.Enum):
     )
     COMMAND_NAME = (
         "is the name of the command to run, so typed text would choose the program",
-        "Run a fixed command and pass the value as an argument (case \"$x\" in …) to choose.",
+        'Run a fixed command and pass the value as an argument (case "$x" in …) to choose.',
     )
     EVAL = (
         "is given to a command that runs its arguments as shell code",
@@ -135,7 +135,10 @@ _NAMES = frozenset({"read", "unset", "mapfile", "readarray", "getopts", "wait"})
 _DECLARES = frozenset({"declare", "typeset", "local", "readonly", "export"})
 #: interpreter -> regex of the flag whose next word is program text
 _CODE_FLAGS: dict[str, re.Pattern[str]] = {
-    **{sh: re.compile(r"^-[A-Za-z]*c[A-Za-z]*$") for sh in ("bash", "sh", "dash", "zsh", "ksh", "ash", "mksh")},
+    **{
+        sh: re.compile(r"^-[A-Za-z]*c[A-Za-z]*$")
+        for sh in ("bash", "sh", "dash", "zsh", "ksh", "ash", "mksh")
+    },
     **{py: re.compile(r"^-[A-Za-z]*c$") for py in ("python", "python3", "python2", "pypy3")},
     "perl": re.compile(r"^-[A-Za-z]*[eE]$"),
     "ruby": re.compile(r"^-[A-Za-z]*e$"),
@@ -145,15 +148,47 @@ _CODE_FLAGS: dict[str, re.Pattern[str]] = {
 #: interpreters whose first operand is the program (awk 'prog', sed 'script')
 _PROGRAM_FIRST = frozenset({"awk", "gawk", "mawk", "nawk", "sed", "jq"})
 #: options of those interpreters followed by a value (not program text): how many words
-_OPTION_VALUES: dict[str, int] = {"-v": 1, "-F": 1, "--arg": 2, "--argjson": 2, "--slurpfile": 2,
-                                  "--rawfile": 2, "-l": 1, "--indent": 1}
+_OPTION_VALUES: dict[str, int] = {
+    "-v": 1,
+    "-F": 1,
+    "--arg": 2,
+    "--argjson": 2,
+    "--slurpfile": 2,
+    "--rawfile": 2,
+    "-l": 1,
+    "--indent": 1,
+}
 _PROGRAM_FILES = frozenset({"-f", "--from-file", "--file"})
 #: a heredoc fed to one of these is code
 _HEREDOC_CODE = frozenset(_CODE_FLAGS) | _PROGRAM_FIRST | _REMOTE | _EVALS
 #: words after which the next word is a command name again
-_PREFIXES = frozenset({"command", "builtin", "exec", "nohup", "time", "nice", "setsid", "sudo", "doas",
-                       "env", "xargs", "stdbuf", "!", "if", "then", "else", "elif", "while", "until",
-                       "do", "{", "timeout", "coproc"})
+_PREFIXES = frozenset(
+    {
+        "command",
+        "builtin",
+        "exec",
+        "nohup",
+        "time",
+        "nice",
+        "setsid",
+        "sudo",
+        "doas",
+        "env",
+        "xargs",
+        "stdbuf",
+        "!",
+        "if",
+        "then",
+        "else",
+        "elif",
+        "while",
+        "until",
+        "do",
+        "{",
+        "timeout",
+        "coproc",
+    }
+)
 _ASSIGNMENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\[[^\]]*\])?\+?=")
 _IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _KEY_WORD_CHARS = 24  # longer words are never keywords: their text stops mattering
@@ -204,13 +239,32 @@ class _Frame:
     def key(self) -> Hashable:
         word = None if not self.in_word else ("long", self._word_class()) if self.long_word else self.word
         return (
-            self.kind, self.closer, self.depth, self.heredoc and (
-                self.heredoc.delimiter, self.heredoc.quoted, self.heredoc.strip_tabs, self.heredoc.code
-            ), self.in_dq, self.comment, word, self.cmd_pos, self.name, self.interp, self.code_next,
-            self.all_code, self.names, self.declare, self.var_next, self.expect,
+            self.kind,
+            self.closer,
+            self.depth,
+            self.heredoc
+            and (self.heredoc.delimiter, self.heredoc.quoted, self.heredoc.strip_tabs, self.heredoc.code),
+            self.in_dq,
+            self.comment,
+            word,
+            self.cmd_pos,
+            self.name,
+            self.interp,
+            self.code_next,
+            self.all_code,
+            self.names,
+            self.declare,
+            self.var_next,
+            self.expect,
             tuple((h.delimiter, h.quoted, h.strip_tabs, h.code) for h in self.pending),
-            self.cond, self.cond_arith, tuple(self.cond_tags), self.case_depth, self.case_pattern,
-            self.line_code, self.array, self.skip,
+            self.cond,
+            self.cond_arith,
+            tuple(self.cond_tags),
+            self.case_depth,
+            self.case_pattern,
+            self.line_code,
+            self.array,
+            self.skip,
         )
 
     def _word_class(self) -> tuple[bool, bool, bool]:
@@ -253,7 +307,6 @@ class ShellLexer:
 
     def placeholder(self, tag: Hashable) -> None:
         self._decide(tag, self._placement(tag))
-        frame = self._stack[-1]
         self._line_ph = True
         self._escape = self._dollar = False
         cmd = self._word_owner()
@@ -674,9 +727,9 @@ class ShellLexer:
             frame.interp = ""
         elif frame.var_next:
             frame.var_next = False
-        elif frame.interp in _CODE_FLAGS and _CODE_FLAGS[frame.interp].match(text):
-            frame.code_next = True
-        elif frame.interp in _PROGRAM_FIRST and text == "-e":
+        elif (frame.interp in _CODE_FLAGS and _CODE_FLAGS[frame.interp].match(text)) or (
+            frame.interp in _PROGRAM_FIRST and text == "-e"
+        ):
             frame.code_next = True
         elif frame.interp in _PROGRAM_FIRST and text in _PROGRAM_FILES:
             frame.interp, frame.skip = "", 1  # the program comes from a file

@@ -67,7 +67,7 @@ def environment() -> SandboxedEnvironment:
             render_budget.check_binop(budget, operator, left, right)
             return render_budget.check_result(budget, super().call_binop(context, operator, left, right))
 
-        def call(__self, __context: Context, __obj: Any, *args: Any, **kwargs: Any) -> Any:  # noqa: N805
+        def call(__self, __context: Context, __obj: Any, *args: Any, **kwargs: Any) -> Any:
             budget = render_budget.current()
             render_budget.check_call(budget, __obj, args, kwargs)
             return render_budget.check_result(budget, super().call(__context, __obj, *args, **kwargs))

@@ -177,7 +177,8 @@ def _template_problems(node: Node, at: Loc) -> Iterator[Problem]:
                 _guess_hint(missing_filters[0], set(environment().filters)),
             )
             continue
-        for name in sorted(refs.names - CONTEXT_NAMES - set(environment().globals) | (refs.names & INTERNAL_GLOBALS)):
+        unknown = refs.names - CONTEXT_NAMES - set(environment().globals) | (refs.names & INTERNAL_GLOBALS)
+        for name in sorted(unknown):
             guess = did_you_mean(name, CONTEXT_NAMES)
             yield Problem(
                 loc,

@@ -116,8 +116,11 @@ async def sweep(marker: Marker) -> int:
         await asyncio.gather(*(_reap(pid) for pid in victims))
         killed += len(victims)
     if killed:
-        log.info("stopped %d process(es) a step left running", killed,
-                 extra={"action": "step_leftovers_killed", "run_id": marker[0], "node_id": marker[1]})
+        log.info(
+            "stopped %d process(es) a step left running",
+            killed,
+            extra={"action": "step_leftovers_killed", "run_id": marker[0], "node_id": marker[1]},
+        )
     return killed
 
 
@@ -182,8 +185,13 @@ async def _reap(pid: int) -> None:
     except OSError:
         fd = None
     if fd is not None:
-        ready = loop.create_future()
-        loop.add_reader(fd, lambda: ready.done() or ready.set_result(None))
+        ready: asyncio.Future[None] = loop.create_future()
+
+        def readable() -> None:
+            if not ready.done():
+                ready.set_result(None)
+
+        loop.add_reader(fd, readable)
         try:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(ready, _REAP_WAIT)

@@ -18,7 +18,7 @@ from tests.e2e.console.cli import BatonCli, final_status, run_ids
 from tests.unit.workflows.test_limits import LAUGHS
 
 MARK = "MARK"
-HOSTILE = f"it's \"$(touch {MARK})\" `touch {MARK}` ; touch {MARK} \\ ${{HOME}} EOF"
+HOSTILE = f'it\'s "$(touch {MARK})" `touch {MARK}` ; touch {MARK} \\ ${{HOME}} EOF'
 QUOTING = """\
 name: quoting
 nodes:
@@ -40,7 +40,11 @@ def rusage_run(baton: BatonCli, *args: str) -> tuple[subprocess.CompletedProcess
     out, err = baton.home / ".stdout", baton.home / ".stderr"
     with out.open("w") as stdout, err.open("w") as stderr:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "bot.main", *args], cwd=baton.home, env=baton.env(), stdout=stdout, stderr=stderr
+            [sys.executable, "-m", "bot.main", *args],
+            cwd=baton.home,
+            env=baton.env(),
+            stdout=stdout,
+            stderr=stderr,
         )
         _, status, usage = os.wait4(proc.pid, 0)
     proc.returncode = os.waitstatus_to_exitcode(status)
@@ -62,7 +66,9 @@ def test_typed_text_reaches_every_quoting_context_exactly(baton: BatonCli) -> No
 
 
 def test_a_placeholder_in_single_quotes_is_listed_as_broken_with_line_and_fix(baton: BatonCli) -> None:
-    (baton.workflows / "sq.yaml").write_text("name: sq\nnodes:\n  - id: a\n    bash: echo '{{ inputs.message }}'\n")
+    (baton.workflows / "sq.yaml").write_text(
+        "name: sq\nnodes:\n  - id: a\n    bash: echo '{{ inputs.message }}'\n"
+    )
 
     done = baton.run("list")
 
@@ -127,7 +133,9 @@ async def test_another_conversation_is_answered_while_a_template_renders(tmp_pat
             latencies: list[float] = []
             for n in range(10_000):
                 asked = time.monotonic()
-                replies = await baton.handler.handle(ChatMessage("console", "B", "console:bo", "runs", f"e{n}"))
+                replies = await baton.handler.handle(
+                    ChatMessage("console", "B", "console:bo", "runs", f"e{n}")
+                )
                 latencies.append(time.monotonic() - asked)
                 assert replies and replies[0].kind == "runs"
                 if baton.store.get_run(started.run_id).status != "running":

@@ -21,7 +21,10 @@ from tests.unit.engine.nodes.conftest import MakeContext
 
 async def bash(command: str, ctx: object, providers: ProviderRegistry) -> NodeResult:
     return await execute_node(
-        RenderedNode("bash", command=command), ctx, providers=providers, tools=ToolRegistry()  # type: ignore[arg-type]
+        RenderedNode("bash", command=command),
+        ctx,
+        providers=providers,
+        tools=ToolRegistry(),  # type: ignore[arg-type]
     )
 
 
@@ -29,7 +32,7 @@ def relay(tmp_path: Path, launch: str) -> tuple[str, Path]:
     """A command running `launch` (which writes pids into $INNER) that hands them to the test
     through the returned FIFO, once the escaped process has written them."""
     inner, outer = make_fifo(tmp_path, "inner"), make_fifo(tmp_path, "outer")
-    return f"export INNER={inner}; {launch}; read pids < {inner}; echo \"$pids\" > {outer}", outer
+    return f'export INNER={inner}; {launch}; read pids < {inner}; echo "$pids" > {outer}', outer
 
 
 def gone(pid: int) -> bool:
@@ -63,7 +66,9 @@ async def test_a_running_step_keeps_what_it_started_while_another_step_ends(
 ) -> None:
     release = make_fifo(tmp_path, "release")
     command, fifo = relay(tmp_path, "setsid -f sh -c 'echo $$ > $INNER; exec sleep 1000'")
-    long = asyncio.ensure_future(bash(f"{command}; read line < {release}", make_ctx(node_id="long"), fake_providers))
+    long = asyncio.ensure_future(
+        bash(f"{command}; read line < {release}", make_ctx(node_id="long"), fake_providers)
+    )
     escaped = int(await read_fifo(fifo))
     await bash("true", make_ctx(node_id="short"), fake_providers)
     assert alive(escaped), "another step's end killed a process of a step still running"

@@ -77,7 +77,10 @@ async def test_large_stdin_and_stdout_do_not_deadlock(
     blob = "y" * (8 * 1024 * 1024)
     source = "import sys, json\nsys.stdout.write(json.load(sys.stdin)['blob'])\n"
     result = await script(
-        source, make_ctx(timeout=60, max_output=len(blob)), fake_providers, stdin=json.dumps({"blob": blob}).encode()
+        source,
+        make_ctx(timeout=60, max_output=len(blob)),
+        fake_providers,
+        stdin=json.dumps({"blob": blob}).encode(),
     )
     assert result.output == blob
 
