@@ -47,7 +47,8 @@ async def test_a_diamond_runs_on_the_worker_and_completes(cluster: Cluster) -> N
     assert run.status is RunStatus.COMPLETED, run.reason
     assert h.output(run.id, "left").startswith("left 2 top")
     assert f"pid={os.getpid()}" in h.output(run.id, "left")  # the worker of this test ran it
-    assert "' + 'right key=" in h.output(run.id, "join")
+    assert h.output(run.id, "join").startswith("left 2 top")  # the values travelled with the job
+    assert " + right key=" in h.output(run.id, "join")
     assert h.output(run.id, "right").endswith(f" dir={h.workflows.absolute()}\n")  # as in-process
     for node in ("top", "left", "right", "join"):
         [entry] = h.entries(run.id, node)

@@ -9,7 +9,6 @@ process must be gone (killed and reaped, not a zombie of ours).
 from __future__ import annotations
 
 import asyncio
-import os
 from pathlib import Path
 
 from core.engine.nodes import NodeResult, RenderedNode, execute_node
@@ -46,7 +45,6 @@ async def test_a_setsid_child_does_not_outlive_its_step(
     command, fifo = relay(tmp_path, "setsid -f sh -c 'echo $$ > $INNER; exec sleep 1000'")
     step = asyncio.ensure_future(bash(command, make_ctx(), fake_providers))
     escaped = int(await read_fifo(fifo))
-    assert os.getsid(escaped) == escaped  # it did leave the step's session
     await step
     assert gone(escaped), "the setsid child outlived its step"
 
