@@ -36,6 +36,7 @@ if TYPE_CHECKING:
     from core.engine.nodes import NodeContext
 
 KILL_GRACE = 2.0  # seconds between SIGTERM and SIGKILL
+PIPES_CLOSE = 0.05  # seconds for the pipes to close once the main process exited
 STDERR_KEEP = 16 * 1024  # bytes of stderr kept while reading
 TAIL_CHARS = 2048  # characters of stderr shown (after redaction)
 _CHUNK = 1 << 16
@@ -353,6 +354,10 @@ async def _stop_leftovers(pgid: int, readers: Sequence[asyncio.Future[bytes]], m
     in_group = _signal_group(pgid, signal.SIGTERM)
     if all(r.done() for r in readers):
         return
+    with contextlib.suppress(TimeoutError):
+        async with asyncio.timeout(PIPES_CLOSE):  # usually the pipes are closing already
+            await asyncio.wait(readers)
+            return
     await reaper.sweep(marker)
     if not in_group or all(r.done() for r in readers):
         return
