@@ -63,6 +63,7 @@ def build_worker(runtime: Runtime, queue: JobQueue, *, concurrency: int, name: s
         data_dir=settings.data_dir,
         environment=runtime.environment,
         name=name,
+        max_output=settings.max_output_bytes,
     )
 
     @queue.app.task(name=TASK_NAME, queue=settings.queue_name)

@@ -30,7 +30,13 @@ from core.engine.nodes import NodeContext, NodeResult, execute_node
 from core.engine.providers import ProviderRegistry
 from core.engine.step_env import StepEnvironment
 from core.engine.tools import ToolRegistry
-from core.engine.workdirs import capture_artifacts, missing_artifacts, restore_artifacts, run_dirs
+from core.engine.workdirs import (
+    ArtifactOutside,
+    capture_artifacts,
+    missing_artifacts,
+    restore_artifacts,
+    run_dirs,
+)
 from core.errors import BatonError, NodeFailed
 from core.store.records import JournalEntry, NodeStatus
 
@@ -76,6 +82,7 @@ class NodeWorker:
     #: this worker's step environment: its own secrets source and the runtime's redactor
     environment: StepEnvironment
     name: str = "worker"
+    max_output: int = 1_000_000  # bytes of a step's output kept (BATON_MAX_OUTPUT_BYTES of the worker)
 
     async def run(self, job: NodeJob) -> NodeStatus | None:
         """Execute the job's step; the status it settled with, or None when it was not ours."""
@@ -106,6 +113,7 @@ class NodeWorker:
             env=job.env,
             secrets=job.secrets,
             workflow_dir=Path(job.workflow_dir) if job.workflow_dir is not None else None,
+            max_output=self.max_output,
         )
         log.info("step started", extra={"action": "node_started", **extra})
         result: NodeResult | None = None
@@ -135,7 +143,14 @@ class NodeWorker:
         digest = self.store.put_blob(result.output.encode())
         artifacts: dict[str, str] = {}
         if job.artifact_globs:
-            files = capture_artifacts(dirs.root, job.artifact_globs)
+            try:
+                files = capture_artifacts(dirs.root, job.artifact_globs)
+            except (ArtifactOutside, OSError) as exc:
+                message = f"step `{job.node_id}` ran, but its artifacts cannot be kept: {exc}"
+                self.store.journal_finish(
+                    job.entry_id, status=NodeStatus.FAILED, output_digest=digest, error=message
+                )
+                return NodeStatus.FAILED
             artifacts = {path: self.store.put_blob(data) for path, data in files.items()}
         self.store.journal_finish(
             job.entry_id,

@@ -39,6 +39,31 @@ def _gone(pid: int) -> bool:
     return False
 
 
+async def test_an_artifact_linking_out_of_the_run_directory_fails_the_step_not_leaving_it_started(
+    harness: Harness,
+) -> None:
+    h = harness
+    outside = h.root / "outside.txt"
+    outside.write_text("not yours")
+    h.write(
+        "leak.yaml",
+        f"""
+        name: leak
+        nodes:
+          - id: wheel
+            bash: mkdir -p dist && ln -sf {outside} dist/pkg.whl && echo built
+            artifacts: [dist/*.whl]
+        """,
+    )
+    run = await h.run("leak")
+
+    assert run.status is RunStatus.FAILED
+    (entry,) = h.entries(run.id, "wheel")
+    assert entry.status is NodeStatus.FAILED and entry.artifacts == {}
+    assert entry.error is not None and "leads out of the run directory" in entry.error
+    assert "\n" not in entry.error
+
+
 async def test_artifacts_are_restored_on_a_resume_from_hit(harness: Harness) -> None:
     h = harness
     h.write(

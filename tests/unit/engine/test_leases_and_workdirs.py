@@ -10,7 +10,13 @@ from pathlib import Path
 import pytest
 
 from core.engine.leases import new_owner, owner_pid, pid_alive
-from core.engine.workdirs import capture_artifacts, missing_artifacts, restore_artifacts, run_dirs
+from core.engine.workdirs import (
+    ArtifactOutside,
+    capture_artifacts,
+    missing_artifacts,
+    restore_artifacts,
+    run_dirs,
+)
 
 
 def test_owner_ids_name_replica_pid_and_a_nonce() -> None:
@@ -52,3 +58,23 @@ def test_artifacts_round_trip_and_never_leave_the_run_directory(tmp_path: Path) 
             restore_artifacts(other.root, {bad: b"x"})
         with pytest.raises(ValueError, match="leaves the run directory"):
             capture_artifacts(other.root, [bad])
+
+
+def test_an_artifact_that_is_a_symlink_out_of_the_run_directory_is_refused(tmp_path: Path) -> None:
+    dirs = run_dirs(tmp_path / "data", "r1")
+    secret = tmp_path / "outside.txt"
+    secret.write_text("not yours")
+    (dirs.root / "dist").mkdir()
+    os.symlink(secret, dirs.root / "dist" / "leak.whl")
+    with pytest.raises(ArtifactOutside, match="leads out of the run directory"):
+        capture_artifacts(dirs.root, ["dist/*.whl"])
+
+
+def test_restoring_never_writes_through_a_symlinked_directory(tmp_path: Path) -> None:
+    dirs = run_dirs(tmp_path / "data", "r1")
+    outside = tmp_path / "elsewhere"
+    outside.mkdir()
+    os.symlink(outside, dirs.root / "dist")
+    with pytest.raises(ArtifactOutside):
+        restore_artifacts(dirs.root, {"dist/x.whl": b"data"})
+    assert list(outside.iterdir()) == []
