@@ -87,7 +87,7 @@ class Baton:
                 if self.housekeeping is not None:
                     await self.housekeeping.stop()
                 await self.engine.stop(grace=0.0 if self.shutdown.forced else grace)
-                released = self.store.release_leases(self.engine.owner)  # type: ignore[attr-defined]
+                released = self.store.release_leases(self.engine.owner)
                 if self.dispatcher is not None:
                     await self.dispatcher.close()
                 log.info("engine stopped", extra={"action": "engine_stopped", "released": released})

@@ -19,7 +19,7 @@ docstring is the default message; raise sites pass specifics.
     │   ├── AmbiguousRunId              a prefix matches several runs
     │   ├── RunNotResumable             CAS lost or status forbids resume (carries status, by)
     │   ├── InvalidTransition           a status change DESIGN.md does not allow
-    │   ├── GateAlreadyDecided          the approval gate was decided before (carries by)
+    │   ├── GateAlreadyDecided          the approval gate was decided before (run, node, decision, by)
     │   └── ReplayUnsafe                an unsafe step may already have happened
     ├── NodeFailed                  a step failed (exit code, contract violation, timeout)
     │   └── OutputContractViolation     output broke its declared format/schema
@@ -159,6 +159,18 @@ class InvalidTransition(RunStateError):
 
 class GateAlreadyDecided(RunStateError):
     """This approval gate was already decided."""
+
+    def __init__(
+        self, *, run_id: str, node_id: str, decision: str, by: str | None, status: str | None = None
+    ) -> None:
+        self.decision = decision  # approved | rejected
+        self.node_id = node_id
+        super().__init__(
+            f"the approval {node_id} of run {run_id} was already {decision} by {by}",
+            run_id=run_id,
+            status=status,
+            by=by,
+        )
 
 
 class ReplayUnsafe(RunStateError):

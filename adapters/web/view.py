@@ -148,7 +148,7 @@ def commands(run: Run, message: str | None, gate_waiting: bool) -> list[dict[str
 
 def gate_view(gate: Gate, run: Run, uid: str, parts: Parts, history: Sequence[AuditEvent],
               current: bool) -> dict[str, Any]:
-    """`current`: the gate an `approve`/`reject` of this run decides now (the newest waiting)."""
+    """`current`: the gate an `approve`/`reject` of this run decides now (waiting longest)."""
     hide = parts.redactor
     waiting = current and gate.status is GateStatus.WAITING and run.status is RunStatus.PAUSED
     approvers: list[str] | None
@@ -217,8 +217,8 @@ def run_page(parts: Parts, run: Run, uid: str, *, query: str = "", node: str | N
     gates = parts.store.run_gates(run.id)
     audit = parts.store.audit_log(run.id)
     history = [e for e in audit if e.action in DECISIONS]
-    waiting = [g for g in gates if g.status is GateStatus.WAITING]
-    current = max(waiting, key=lambda g: g.created_at).node_id if waiting else None
+    # oldest first, so the first waiting one is the store's `waiting_gate`: the one decided now
+    current = next((g.node_id for g in gates if g.status is GateStatus.WAITING), None)
     gate_views = [gate_view(g, run, uid, parts, history, g.node_id == current) for g in gates]
     try:
         args = parts.engine.args_of(run)

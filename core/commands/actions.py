@@ -48,9 +48,10 @@ from core.errors import (
     WorkflowError,
 )
 from core.redaction import Redactor
+from core.store import cas
 from core.store.handles import handle_prefix
 from core.store.port import Store
-from core.store.records import Gate, GateStatus, Run
+from core.store.records import Gate, Run
 from core.workflows.args import canonical_json, validate_inputs
 from core.workflows.catalog import Catalog
 
@@ -83,35 +84,15 @@ class Context:
 # -- gates -----------------------------------------------------------------------------------
 
 
-def waiting_gate(ctx: Context, run: Run) -> Gate | None:
-    gates = ctx.store.waiting_gates(platform=run.platform, conversation=run.conversation)
-    return next((g for r, g in gates if r.id == run.id), None)
-
-
-def decided_gate(ctx: Context, run: Run) -> Gate | None:
-    """The most recently decided gate of `run`, if any."""
-    try:
-        workflow = ctx.catalog.get(run.workflow)
-    except WorkflowError:  # a broken or removed workflow has no known gates
-        return None
-    decided: list[Gate] = []
-    for node in workflow.nodes:
-        if node.kind == "approval":
-            try:
-                gate = ctx.store.get_gate(run.id, node.id)
-            except RunNotFound:
-                continue
-            if gate.status is not GateStatus.WAITING:
-                decided.append(gate)
-    return max(decided, key=lambda g: g.decided_at or 0.0, default=None)
-
-
 def already_decided(run: Run, gate: Gate) -> GateAlreadyDecided:
-    return GateAlreadyDecided(
-        f"`{gate.node_id}` of run {run.id} was already {gate.status.value} by {gate.decided_by}.",
-        run_id=run.id, status=str(run.status), by=gate.decided_by,
-        hint=f"Nothing more to decide; follow it with `/workflow status {run.id}`.",
-    )
+    """`gate` of `run` was decided before: the store's error, with what to do next."""
+    return worded(cas.already_decided(gate, run.status))
+
+
+def worded(exc: GateAlreadyDecided) -> GateAlreadyDecided:
+    """The next step under a gate decided before: nothing more to decide, follow the run."""
+    exc.hint = f"Nothing more to decide; follow it with `/workflow status {exc.run_id}`."
+    return exc
 
 
 def node_approvers(ctx: Context, run: Run, node_id: str) -> list[str] | None:
@@ -124,10 +105,9 @@ def node_approvers(ctx: Context, run: Run, node_id: str) -> list[str] | None:
 async def decide(ctx: Context, run: Run, approve: bool, comment: str | None) -> list[Reply]:
     """Approve or reject `run`'s waiting gate (explicitly by id), or say who already did."""
     ctx.run_ref = run.id
-    waiting, blob = ctx.store.waiting_gates_and_args(run)  # one query: the engine needs the args
-    gate = waiting[0] if waiting else None
+    gate, blob = ctx.store.gate_and_args(run)  # one query: the engine needs the args
     if gate is None:
-        done = decided_gate(ctx, run)
+        done = ctx.store.decided_gate(run.id)
         if done is not None:
             raise already_decided(run, done)
     else:
@@ -139,8 +119,8 @@ async def decide(ctx: Context, run: Run, approve: bool, comment: str | None) -> 
         else:
             after = await _announcing(ctx, run.id, ctx.engine.reject(run.id, actor=ctx.uid, reason=comment))
     except GateAlreadyDecided as exc:  # lost the race: say who won
-        gate_now = decided_gate(ctx, run)
-        raise (already_decided(run, gate_now) if gate_now else exc) from exc
+        gate_now = ctx.store.decided_gate(run.id)
+        raise (already_decided(run, gate_now) if gate_now else worded(exc)) from exc
     return [replies.gate_decided(after, gate, approve, ctx.uid, comment)]
 
 
@@ -154,7 +134,8 @@ async def run(ctx: Context, cmd: RunCommand) -> list[Reply]:
     try:
         workflow = ctx.catalog.get(cmd.workflow)
     except WorkflowError:
-        already = ctx.store.run_for_event(origin_event)  # removed since a first delivery started it?
+        # removed since a first delivery started it?
+        already, _ = ctx.store.command_runs(origin_event, cmd.workflow, msg.platform, msg.conversation)
         if already is None:
             raise
         return [replies.run_started(already, ctx.engine.args_of(already).get(MESSAGE))]
@@ -183,7 +164,8 @@ async def run(ctx: Context, cmd: RunCommand) -> list[Reply]:
     decision = decide_fresh_run(unfinished, cmd.force, explicit_run=source is not None or bool(cmd.args_from))
     if isinstance(decision, Prompt):
         old = decision.run
-        options = prompt_options(decision, cmd, gate_waiting=waiting_gate(ctx, old) is not None)
+        waiting = ctx.store.waiting_gate(old.id) is not None
+        options = prompt_options(decision, cmd, gate_waiting=waiting)
         old_message = ctx.engine.args_of(old).get(MESSAGE)
         ctx.store.audit(actor=ctx.uid, action="fresh_run_prompt", run_id=old.id, details={
             "workflow": workflow.name, "options": [ctx.redactor.redact(o.command) for o in options]})

@@ -121,10 +121,10 @@ class Handler:
         # Handled (an error reply included): every redelivery is a duplicate from now on. A
         # task cancelled mid-way (shutdown) leaves the claim unfinished, so it is re-claimed.
         try:
-            if ctx.pending_audit is None:
-                self.store.finish_event(message.platform, message.event_id)
-            else:  # the message's audit row goes with it: one round trip
-                self.store.finish_event_audited(message.platform, message.event_id, **ctx.pending_audit)
+            with self.store.transaction() as tx:  # the message's audit row goes with it: one change
+                if ctx.pending_audit is not None:
+                    tx.audit(**ctx.pending_audit)
+                tx.finish_event(message.platform, message.event_id)
         except BatonError as exc:
             log.warning("could not mark the event handled: %s", exc.message,
                         extra={"action": "finish_event", "event_id": message.event_id})
@@ -190,7 +190,7 @@ class Handler:
         msg = ctx.message
         if kind is not DecisionKind.UNCLEAR:
             for run in thread_runs:
-                gate = actions.decided_gate(ctx, run)
+                gate = self.store.decided_gate(run.id)
                 if gate is not None:  # a late "lgtm" in the thread of a decided gate
                     return [replies.error(actions.already_decided(run, gate), run)]
         if msg.direct or msg.mentions_bot:

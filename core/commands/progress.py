@@ -249,8 +249,7 @@ class ProgressReporter:
     def _final(self, run: Run, summary: RunSummary, event: EngineEvent) -> Reply:
         gate = None
         if str(run.status) == "paused":
-            gates = self._store.waiting_gates(platform=run.platform, conversation=run.conversation)
-            gate = next((g for r, g in gates if r.id == run.id), None)
+            gate = self._store.waiting_gate(run.id)
         attention = event.detail.get("node") or next(
             (n.node_id for n in summary.nodes if n.state is NodeState.ATTENTION), None
         )

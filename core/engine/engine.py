@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import hashlib
 import json
 import logging
 import time
@@ -235,27 +234,27 @@ class Engine(RunActions):
         origin_event: str | None = None,
     ) -> Run:
         """`origin_event`: `"<platform>:<event_id>"` of the chat command asking for it, so a
-        redelivery of that command finds this run (`Store.run_for_event`)."""
+        redelivery of that command finds this run (`Store.command_runs`)."""
         ready = self._ready(workflow, args)
         if resume_from is not None:
             self.store.get_run(resume_from)  # RunNotFound before anything is created
-        args_json = canonical_json(ready.args)
-        digest = hashlib.sha256(args_json).hexdigest()  # the blob's digest, as the store computes it
-        details = {"workflow": ready.workflow.name, "args": handle(digest), "resume_from": resume_from}
-        run = self.store.create_run_audited(  # args blob, run and `start` audit row: one round trip
-            args=args_json,
-            audit_details=details,
-            workflow=ready.workflow.name,
-            platform=platform,
-            conversation=conversation,
-            thread=thread,
-            requester=requester,
-            resumed_from=resume_from,
-            status=RunStatus.RUNNING,
-            lease_owner=self.owner,
-            lease_seconds=self.config.lease_seconds,
-            origin_event=origin_event,
-        )
+        with self.store.transaction() as tx:  # args blob, run and `start` audit row: one change
+            digest = tx.put_blob(canonical_json(ready.args))
+            run = tx.create_run(
+                workflow=ready.workflow.name,
+                platform=platform,
+                conversation=conversation,
+                thread=thread,
+                requester=requester,
+                args_digest=digest,
+                resumed_from=resume_from,
+                status=RunStatus.RUNNING,
+                lease_owner=self.owner,
+                lease_seconds=self.config.lease_seconds,
+                origin_event=origin_event,
+            )
+            details = {"workflow": ready.workflow.name, "args": handle(digest), "resume_from": resume_from}
+            tx.audit(actor=requester, action="start", run_id=run.id, details=details)
         await self._launch(run, ready)
         return run
 

@@ -8,7 +8,6 @@ Mixed into `Engine` (`core/engine/engine.py`), which provides the attributes dec
 
 from __future__ import annotations
 
-import contextlib
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -17,15 +16,10 @@ from core.engine.contracts import check_output
 from core.engine.events import EventKind
 from core.engine.executor import rejection_marker
 from core.engine.journal_index import INVALIDATED_MARKER, MARKER_KEY
-from core.errors import (
-    BatonError,
-    GateAlreadyDecided,
-    RunNotFound,
-    RunNotResumable,
-    RunStateError,
-    UsageError,
-)
+from core.errors import RunNotResumable, RunStateError, UsageError
+from core.store.cas import already_decided
 from core.store.records import Gate, GateStatus, JournalEntry, NodeStatus, Run, RunStatus
+from core.store.unit_of_work import UnitOfWork
 from core.workflows.validation import did_you_mean
 from core.workflows.validation import downstream as downstream_of
 
@@ -73,22 +67,16 @@ class RunActions:
         """A person's comment or reason as it is kept (gate, run, audit): secrets hidden."""
         return None if text is None else self.config.environment.redactor.redact(text)
 
-    def _write_marker(self, run_id: str, node_id: str, components: dict[str, Any], error: str) -> None:
+    def _write_marker(
+        self, tx: UnitOfWork, run_id: str, node_id: str, components: dict[str, Any], error: str
+    ) -> None:
         """A journal entry that records a decision about a node (never a result): empty cache key."""
-        entry_id = self.store.journal_start(
-            run_id=run_id,
-            node_id=node_id,
-            cache_key=MARKER_KEY,
-            components=components,
-            attempt=0,
-            idempotency_key=None,
+        tx.journal_note(
+            run_id=run_id, node_id=node_id, cache_key=MARKER_KEY, components=components, error=error
         )
-        self.store.journal_finish(entry_id, status=NodeStatus.FAILED, error=error)
 
     def _waiting_gate(self, run: Run) -> Gate | None:
-        gates = self.store.waiting_gates(platform=run.platform, conversation=run.conversation)
-        mine = [gate for r, gate in gates if r.id == run.id]
-        return min(mine, key=lambda g: g.created_at) if mine else None
+        return self.store.waiting_gate(run.id)
 
     async def _to_running(self, run: Run, ready: Ready, *, actor: str, allowed: tuple[RunStatus, ...]) -> Run:
         running = self.store.transition(
@@ -134,16 +122,9 @@ class RunActions:
         gate = self._waiting_gate(run) if run.status is RunStatus.PAUSED else None
         if gate is not None:
             return gate
-        decided = self._decided_gate(run)
+        decided = self.store.decided_gate(run.id)
         if decided is not None:  # another approver won: say who
-            raise GateAlreadyDecided(
-                f"the approval `{decided.node_id}` of run {run.id} was already "
-                f"{decided.status.value} by {decided.decided_by}",
-                run_id=run.id,
-                status=run.status.value,
-                by=decided.decided_by,
-                hint=f"Nothing to do; see `/workflow status {run.id}`.",
-            )
+            raise already_decided(decided, run.status)
         hint = (
             f"Use `/workflow resume {run.id}`."
             if run.status.unfinished
@@ -156,20 +137,6 @@ class RunActions:
             by=run.status_by,
             hint=hint,
         )
-
-    def _decided_gate(self, run: Run) -> Gate | None:
-        """The most recently decided gate of the run, if any (one read per approval step)."""
-        try:
-            workflow = self._workflow(run.workflow)
-        except BatonError:
-            return None
-        gates = []
-        for node in workflow.nodes:
-            if node.kind == "approval":
-                with contextlib.suppress(RunNotFound):
-                    gates.append(self.store.get_gate(run.id, node.id))
-        decided = [g for g in gates if g.status is not GateStatus.WAITING]
-        return max(decided, key=lambda g: g.decided_at or 0.0) if decided else None
 
     async def approve(
         self,
@@ -189,11 +156,16 @@ class RunActions:
         if gate is None or not usable or run.status is not RunStatus.PAUSED:
             gate = self._gate_of_paused(run)
         ready = self._ready(run.workflow, self.args_of(run) if args is None else args)
-        # gate CAS, run CAS (paused -> running, leased to us) and the audit row: one change
-        _, running = self.store.approve_gate(
-            run, gate.node_id, by=actor, comment=comment,
-            lease_owner=self.owner, lease_seconds=self.config.lease_seconds,
-        )  # fmt: skip
+        with self.store.transaction() as tx:  # gate CAS, run CAS (paused -> running, ours), audit row
+            tx.decide_gate(run.id, gate.node_id, approved=True, by=actor, comment=comment)
+            resumed = tx.transition(
+                run.id, RunStatus.RUNNING, actor=actor, expected_version=run.version,
+                allowed_from=(RunStatus.PAUSED,), lease_owner=self.owner,
+                lease_seconds=self.config.lease_seconds,
+            )  # fmt: skip
+            details = {"node": gate.node_id, "comment": comment}
+            tx.audit(actor=actor, action="approve", run_id=run.id, details=details)
+        running = resumed.value
         await self._emit(EventKind.GATE_DECIDED, run.id, gate.node_id, approved=True, by=actor, how="approve")
         await self._launch(running, ready)
         return running
@@ -202,15 +174,16 @@ class RunActions:
         run = self.store.get_run(run_id)
         reason = self._hidden(reason)
         gate = self._gate_of_paused(run)
-        self.store.decide_gate(run.id, gate.node_id, approved=False, by=actor, comment=reason)  # CAS
         why = f"rejected at `{gate.node_id}` by {actor}" + (f": {reason}" if reason else "")
-        cancelled = self.store.transition(
-            run.id, RunStatus.CANCELLED, actor=actor, reason=why, allowed_from=(RunStatus.PAUSED,)
-        )
-        self._write_marker(run.id, gate.node_id, rejection_marker(gate.node_id, actor, reason), why)
-        self.store.audit(
-            actor=actor, action="reject", run_id=run.id, details={"node": gate.node_id, "reason": reason}
-        )
+        with self.store.transaction() as tx:  # gate CAS, run CAS (paused -> cancelled), marker, audit row
+            tx.decide_gate(run.id, gate.node_id, approved=False, by=actor, comment=reason)
+            ended = tx.transition(
+                run.id, RunStatus.CANCELLED, actor=actor, reason=why, allowed_from=(RunStatus.PAUSED,)
+            )
+            self._write_marker(tx, run.id, gate.node_id, rejection_marker(gate.node_id, actor, reason), why)
+            details = {"node": gate.node_id, "reason": reason}
+            tx.audit(actor=actor, action="reject", run_id=run.id, details=details)
+        cancelled = ended.value
         await self._emit(EventKind.GATE_DECIDED, run.id, gate.node_id, approved=False, by=actor, how="reject")
         await self._emit(EventKind.NODE_FAILED, run.id, gate.node_id, error=why)
         await self._emit(EventKind.RUN_FINISHED, run.id, run_status=cancelled.status.value, reason=why)
@@ -219,18 +192,18 @@ class RunActions:
     async def _end(
         self, run: Run, *, actor: str, reason: str, allowed: tuple[RunStatus, ...], action: str, note: str
     ) -> Run:
-        cancelled = self.store.transition(
-            run.id, RunStatus.CANCELLED, actor=actor, reason=reason, allowed_from=allowed
-        )
-        closed: list[str] = []
-        if run.status is RunStatus.PAUSED:
-            for r, gate in self.store.waiting_gates(platform=run.platform, conversation=run.conversation):
-                if r.id == run.id:
-                    self.store.decide_gate(run.id, gate.node_id, approved=False, by=actor, comment=reason)
-                    closed.append(gate.node_id)
-        self.store.audit(actor=actor, action=action, run_id=run.id, details={"from": run.status.value})
-        for node_id in closed:
-            await self._emit(EventKind.GATE_DECIDED, run.id, node_id, approved=False, by=actor, how=action)
+        with self.store.transaction() as tx:  # run CAS, its waiting gates closed, audit row
+            ended = tx.transition(
+                run.id, RunStatus.CANCELLED, actor=actor, reason=reason, allowed_from=allowed
+            )
+            paused = run.status is RunStatus.PAUSED
+            closing = tx.close_gates(run.id, by=actor, comment=reason) if paused else None
+            tx.audit(actor=actor, action=action, run_id=run.id, details={"from": run.status.value})
+        cancelled = ended.value
+        for gate in closing.value if closing is not None else []:
+            await self._emit(
+                EventKind.GATE_DECIDED, run.id, gate.node_id, approved=False, by=actor, how=action
+            )
         if run.id in self._active_ids():
             await self._stop_local(run.id, note)
         else:
@@ -360,14 +333,15 @@ class RunActions:
             )
         below = downstream_of(workflow, node_id) if downstream else set()
         nodes = [n for n in ids if n == node_id or n in below]
-        self.store.invalidate(run.id, nodes, actor=actor)
-        for n in nodes:  # markers: hide lineage copies of these results too
-            marker = {"marker": INVALIDATED_MARKER, "by": actor}
-            self._write_marker(run.id, n, marker, f"invalidated by {actor}")
-        self.store.audit(
-            actor=actor,
-            action="invalidate",
-            run_id=run.id,
-            details={"node": node_id, "downstream": downstream, "nodes": nodes},
-        )
+        with self.store.transaction() as tx:
+            tx.invalidate(run.id, nodes, actor=actor)
+            for n in nodes:  # markers: hide lineage copies of these results too
+                marker = {"marker": INVALIDATED_MARKER, "by": actor}
+                self._write_marker(tx, run.id, n, marker, f"invalidated by {actor}")
+            tx.audit(
+                actor=actor,
+                action="invalidate",
+                run_id=run.id,
+                details={"node": node_id, "downstream": downstream, "nodes": nodes},
+            )
         return nodes

@@ -2,7 +2,8 @@
 
 The repository asks `allowed_sources` which statuses an UPDATE may start from (an
 illegal request fails here, before any SQL) and, when the UPDATE matched no row, asks
-`lost_race` for the typed error that tells the caller who changed the run and to what.
+`lost_race` for the typed error that tells the caller who changed the run and to what
+(`already_decided` for a gate decided before).
 """
 
 from __future__ import annotations
@@ -11,16 +12,57 @@ import re
 import secrets
 from collections.abc import Iterable
 
-from core.errors import InvalidTransition, RunNotResumable, RunStateError
-from core.store.records import Run, RunStatus, sources_of
+from core.errors import GateAlreadyDecided, InvalidTransition, RunNotResumable, RunStateError
+from core.store.records import Gate, JournalEntry, Run, RunStatus, sources_of
 
 RUN_ID_BYTES = 6  # 12 lowercase hex characters
+#: Lease length when a caller moves a run to `running` without naming one.
+DEFAULT_LEASE_SECONDS = 15.0
 _HEX = re.compile(r"[0-9a-f]+")
 
 
 def new_run_id() -> str:
     """A fresh run id: 12 lowercase hex characters, easy to type as a prefix."""
     return secrets.token_hex(RUN_ID_BYTES)
+
+
+def lease(
+    to: RunStatus, now: float, *, holder: str, lease_owner: str | None, lease_seconds: float | None
+) -> tuple[str | None, float | None]:
+    """(lease owner, expiry) of a run that moves to `to`: going to `running` takes the lease
+    (`lease_owner`, default `holder`, for `lease_seconds`); any other status has none."""
+    if to is not RunStatus.RUNNING:
+        return None, None
+    return lease_owner or holder, now + (lease_seconds or DEFAULT_LEASE_SECONDS)
+
+
+def new_run(
+    now: float,
+    *,
+    workflow: str,
+    platform: str,
+    conversation: str,
+    thread: str | None,
+    requester: str,
+    args_digest: str,
+    resumed_from: str | None = None,
+    status: RunStatus = RunStatus.PENDING,
+    lease_owner: str | None = None,
+    lease_seconds: float | None = None,
+    origin_event: str | None = None,
+) -> tuple[Run, str | None]:
+    """A new run with a fresh id, version 1, changed by its requester; and its origin event."""
+    status = RunStatus(status)
+    owner, expires = lease(
+        status, now, holder=requester, lease_owner=lease_owner, lease_seconds=lease_seconds
+    )
+    run = Run(
+        id=new_run_id(), workflow=workflow, platform=platform, conversation=conversation,
+        thread=thread, requester=requester, args_digest=args_digest, status=status, version=1,
+        created_at=now, updated_at=now, resumed_from=resumed_from, lease_owner=owner,
+        lease_expires_at=expires, status_by=requester, reason=None,
+    )  # fmt: skip
+    return run, origin_event
 
 
 def normalize_prefix(text: str) -> str | None:
@@ -97,4 +139,25 @@ def lost_takeover(current: Run) -> RunNotResumable:
         status=current.status.value,
         by=owner,
         hint="Nothing to do: that process continues the run.",
+    )
+
+
+def already_decided(gate: Gate, run_status: RunStatus | None = None) -> GateAlreadyDecided:
+    """The error for deciding a gate decided before: which, how, and by whom."""
+    return GateAlreadyDecided(
+        run_id=gate.run_id,
+        node_id=gate.node_id,
+        decision=gate.status.value,
+        by=gate.decided_by,
+        status=None if run_status is None else run_status.value,
+    )
+
+
+def already_settled(entry: JournalEntry) -> InvalidTransition:
+    """The error for settling a journal entry that is not `started` any more."""
+    return InvalidTransition(
+        f"step {entry.node_id} of run {entry.run_id} is already {entry.status.value}",
+        run_id=entry.run_id,
+        status=entry.status.value,
+        hint=f"Check `/workflow status {entry.run_id}`.",
     )

@@ -1,4 +1,5 @@
-"""Journal methods for distributed node execution (`BATON_EXECUTOR=procrastinate`).
+"""The `Dispatch` role of `SqlStore`: journal methods for distributed node execution
+(`BATON_EXECUTOR=procrastinate`).
 
 The hand-off from the journal to the job queue is one PostgreSQL transaction:
 
@@ -16,21 +17,18 @@ step. A replica that finds a `queued` entry whose job is gone settles it with
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from typing import Any
 
 import sqlalchemy as sa
 
 from core.errors import ConfigurationError
 from core.store.database import store_operation
-from core.store.records import JournalEntry, NodeStatus, RunStatus
+from core.store.port import Defer
+from core.store.records import JournalEntry, NodeStatus
 from core.store.rows import journal_from_row
 from core.store.sql_base import SqlBase
-from core.store.tables import JOURNAL, RUNS
-
-#: Called inside the hand-off transaction with the driver connection and the new entry id;
-#: returns the id of the job it deferred on that connection.
-Defer = Callable[[Any, int], int]
+from core.store.tables import JOURNAL
 
 _QUEUED = NodeStatus.QUEUED.value
 
@@ -109,15 +107,3 @@ class DispatchSql(SqlBase):
         query = sa.select(JOURNAL).where(JOURNAL.c.id.in_(wanted))
         with self._single.connect() as conn:
             return {entry.id: entry for entry in map(journal_from_row, conn.execute(query))}
-
-    @store_operation("release leases")
-    def release_leases(self, owner: str) -> int:
-        """Let every running run this owner holds lapse now, so a peer recovers it at once
-        (graceful shutdown). Returns how many."""
-        statement = (
-            sa.update(RUNS)
-            .where(RUNS.c.status == RunStatus.RUNNING.value, RUNS.c.lease_owner == owner)
-            .values(lease_expires_at=self._now() - 0.001)
-        )
-        with self._engine.begin() as conn:
-            return int(conn.execute(statement).rowcount)

@@ -16,7 +16,8 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from core.errors import InvalidTransition, RunNotFound, StoreError
+from core.errors import RunNotFound, StoreError
+from core.store import cas
 from core.store.database import store_operation
 from core.store.port import StepResult
 from core.store.records import JournalEntry, NodeStatus
@@ -130,34 +131,6 @@ class JournalSql(SqlBase):
         outcome = self._hot.run(self._journal_start_sql, params, operation="record a step start")
         return int(outcome.returned)
 
-    def journal_complete(
-        self,
-        *,
-        run_id: str,
-        node_id: str,
-        cache_key: str,
-        components: dict[str, Any],
-        attempt: int,
-        idempotency_key: str | None,
-        output: bytes,
-        tokens_in: int = 0,
-        tokens_out: int = 0,
-    ) -> str:
-        """Store `output` and a `completed` entry in one transaction; returns the digest."""
-        result = StepResult(
-            run_id=run_id,
-            node_id=node_id,
-            cache_key=cache_key,
-            components=components,
-            attempt=attempt,
-            idempotency_key=idempotency_key,
-            output=output,
-            tokens_in=tokens_in,
-            tokens_out=tokens_out,
-        )
-        self.journal_complete_many([result])
-        return result.digest
-
     def journal_complete_many(self, results: Sequence[StepResult]) -> None:
         """The blobs, then the `completed` entries, of several steps: one transaction.
 
@@ -226,13 +199,7 @@ class JournalSql(SqlBase):
             row = conn.execute(sa.select(JOURNAL).where(JOURNAL.c.id == entry_id)).first()
         if row is None:
             raise StoreError(f"Journal entry {entry_id} does not exist.", hint="This is a bug in Baton.")
-        entry = journal_from_row(row)
-        raise InvalidTransition(
-            f"step {entry.node_id} of run {entry.run_id} is already {entry.status.value}",
-            run_id=entry.run_id,
-            status=entry.status.value,
-            hint=f"Check `/workflow status {entry.run_id}`.",
-        )
+        raise cas.already_settled(journal_from_row(row))
 
     @store_operation("record re-used results")
     def journal_record_cached(self, run_id: str, entries: Sequence[JournalEntry]) -> None:
@@ -270,23 +237,6 @@ class JournalSql(SqlBase):
         if not ids:
             raise RunNotFound(f"No run has the id {run_id}.", run_id=run_id)
         return ids
-
-    @store_operation("invalidate step results")
-    def invalidate(self, run_id: str, node_ids: Iterable[str], *, actor: str) -> int:
-        nodes = sorted(set(node_ids))
-        if not nodes:
-            return 0
-        statement = (
-            sa.update(JOURNAL)
-            .where(
-                JOURNAL.c.run_id == run_id,
-                JOURNAL.c.node_id.in_(nodes),
-                JOURNAL.c.status == NodeStatus.COMPLETED.value,
-            )
-            .values(status=NodeStatus.INVALIDATED.value, invalidated_by=actor)
-        )
-        with self._engine.begin() as conn:
-            return int(conn.execute(statement).rowcount)
 
 
 def _copy_rows(run_id: str, now: float, entry_ids: Sequence[int]) -> sa.Insert:

@@ -1,25 +1,45 @@
-"""The store port: every database operation Baton performs, as one protocol.
+"""The store port: small role protocols, and `Store`, which is all of them.
 
-The implementation is `core.store.repository.SqlStore` (SQLite or PostgreSQL through
-the same SQLAlchemy/SQLModel code). Calls are synchronous and short; async code
-calls them directly (they are milliseconds) and never holds a transaction open
-across an `await`.
+    Store = Blobs          content-addressed bytes (args, outputs, artifacts)
+          + Runs           runs: lookups and the compare-and-swap status change
+          + Leases         who executes a running run; recovery of lapsed ones
+          + Journal        step executions of a run and its lineage
+          + Gates          approval gates: open, find (waiting / decided), list
+          + Events         the audit trail and incoming chat events' dedupe
+          + PlatformState  small values chat adapters (and Baton) keep across restarts
+          + Views          what a page or a command reads together, in one query
+          + Transactions   `transaction()`: a unit of work (`core/store/unit_of_work.py`)
+    Dispatch               queued steps of distributed execution (`SqlStore` on PostgreSQL)
 
-All status changes are compare-and-swap:
+A caller names the role it needs (`LeaseKeeper` takes `Leases`); what writes go together is
+the caller's choice, made with a unit of work, never a new method here. Implementations:
+`SqlStore` (`repository.py`: SQLite or PostgreSQL) and `MemoryStore` (`memory.py`), which
+pass the same contract suite (tests/integration/store/).
+
+Calls are synchronous and short; async code calls them directly and never holds a
+transaction across an `await`. Every status change is a compare-and-swap:
     UPDATE runs SET status=:to, version=version+1, ...
      WHERE id=:id AND status IN (:allowed) [AND version=:version]
-Zero rows updated means another actor won: the method re-reads the run and raises
-`RunNotResumable` / `InvalidTransition` carrying the current status and `status_by`.
+Zero rows means another actor won: the store reads the run and raises `RunNotResumable` /
+`InvalidTransition` carrying the current status and `status_by`.
 """
 
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from core.store.records import AuditEvent, Gate, JournalEntry, NodeStatus, Run, RunStatus
+from core.store.unit_of_work import UnitOfWork
+
+#: A run page's change marker: equal values, nothing the page shows changed.
+Pulse = tuple[object, ...]
+#: Called inside the hand-off transaction with the driver connection and the new entry id;
+#: returns the id of the job it deferred on that connection.
+Defer = Callable[[Any, int], int]
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,14 +61,7 @@ class StepResult:
         object.__setattr__(self, "digest", hashlib.sha256(self.output).hexdigest())
 
 
-class Store(Protocol):
-    # -- lifecycle --------------------------------------------------------------
-    def migrate(self) -> None:
-        """Bring the schema to the newest alembic revision (idempotent, safe to race)."""
-
-    def close(self) -> None: ...
-
-    # -- blobs (content-addressed; sha256 hex digest) ----------------------------
+class Blobs(Protocol):
     def put_blob(self, data: bytes) -> str:
         """Store bytes once, return their sha256 hex digest."""
 
@@ -56,30 +69,10 @@ class Store(Protocol):
         """Raise KeyError when unknown."""
 
     def get_blobs(self, digests: Iterable[str]) -> dict[str, bytes]:
-        """Fetch many in one query."""
+        """Many in one query (unknown digests are absent)."""
 
 
-    # -- runs ---------------------------------------------------------------------
-    def create_run(
-        self,
-        *,
-        workflow: str,
-        platform: str,
-        conversation: str,
-        thread: str | None,
-        requester: str,
-        args_digest: str,
-        resumed_from: str | None = None,
-        status: RunStatus = RunStatus.PENDING,
-        lease_owner: str | None = None,
-        lease_seconds: float | None = None,
-        origin_event: str | None = None,
-    ) -> Run:
-        """`origin_event`: `"<platform>:<event_id>"` of the chat command that started it."""
-
-    def run_for_event(self, origin_event: str) -> Run | None:
-        """The run started by that chat event (`create_run(origin_event=…)`), or None."""
-
+class Runs(Protocol):
     def get_run(self, run_id: str) -> Run:
         """Exact id; RunNotFound."""
 
@@ -91,16 +84,16 @@ class Store(Protocol):
         distinct (args digest, workflow, requester), which is all a view check needs; at most
         `limit`. Only runs' args: a handle never names a step's output or any other blob."""
 
-    def unfinished_runs(self, workflow: str, platform: str, conversation: str) -> list[Run]:
-        """Failed, paused and needs_attention runs of `workflow` there, newest first (indexed)."""
-
     def recent_runs(
         self, *, platform: str | None = None, conversation: str | None = None, limit: int = 20
-    ) -> list[Run]: ...
+    ) -> list[Run]:
+        """Newest first."""
 
-    def runs_in_thread(self, platform: str, conversation: str, thread: str) -> list[Run]: ...
+    def runs_in_thread(self, platform: str, conversation: str, thread: str) -> list[Run]:
+        """Newest first."""
 
-    def set_thread(self, run_id: str, thread: str) -> Run: ...
+    def set_thread(self, run_id: str, thread: str) -> Run:
+        """Attach a thread (its gates move with it); the version does not change."""
 
     def transition(
         self,
@@ -116,23 +109,31 @@ class Store(Protocol):
     ) -> Run:
         """CAS status change. `allowed_from` defaults to every legal source of `to` and is
         always intersected with them (an illegal change raises InvalidTransition before any
-        SQL). Going to `running` sets the lease; leaving it clears the lease."""
+        SQL). Going to `running` takes the lease (`lease_owner`, default `actor`); leaving it
+        clears the lease. `reason` replaces the previous one."""
 
-    # -- leases -------------------------------------------------------------------
+
+class Leases(Protocol):
     def renew_leases(self, owner: str, lease_seconds: float) -> int:
         """One UPDATE for every running run this owner holds; returns how many."""
 
     def lapsed_runs(self, now: float | None = None) -> list[Run]:
-        """Running runs whose lease expired (their owner died)."""
+        """Running runs whose lease expired (their owner died), soonest expired first."""
 
     def runs_leased_by(self, owner_prefix: str) -> list[Run]:
-        """Running runs whose lease_owner starts with `owner_prefix` (a dead local process)."""
+        """Running runs whose lease_owner starts with `owner_prefix` (taken literally)."""
 
     def take_over(self, run: Run, new_owner: str, lease_seconds: float) -> Run:
-        """CAS on `run.version`: exactly one process wins the recovery; the others get
-        RunNotResumable naming the winner."""
+        """CAS on `run.version` and its lease as read: exactly one process wins the
+        recovery; the others (or a take-over of a lease renewed meanwhile) get RunNotResumable
+        naming the holder."""
 
-    # -- journal ------------------------------------------------------------------
+    def release_leases(self, owner: str) -> int:
+        """Let every running run this owner holds lapse now, so a peer recovers it at once
+        (graceful shutdown); how many."""
+
+
+class Journal(Protocol):
     def journal_start(
         self,
         *,
@@ -145,26 +146,6 @@ class Store(Protocol):
     ) -> int:
         """Write a `started` entry (committed before the side effect); returns its id."""
 
-    def journal_complete(
-        self,
-        *,
-        run_id: str,
-        node_id: str,
-        cache_key: str,
-        components: dict[str, Any],
-        attempt: int,
-        idempotency_key: str | None,
-        output: bytes,
-        tokens_in: int = 0,
-        tokens_out: int = 0,
-    ) -> str:
-        """Store `output` and a `completed` entry in ONE transaction; returns the output's
-        digest. Only for steps whose re-run is safe (pure/idempotent): no `started` entry
-        precedes it, so a crash before it leaves nothing and recovery runs the step again."""
-
-    def journal_complete_many(self, results: Sequence[StepResult]) -> None:
-        """`journal_complete` for several steps, all in ONE transaction (group commit)."""
-
     def journal_finish(
         self,
         entry_id: int,
@@ -175,7 +156,13 @@ class Store(Protocol):
         tokens_in: int = 0,
         tokens_out: int = 0,
         artifacts: dict[str, str] | None = None,
-    ) -> None: ...
+    ) -> None:
+        """Settle a `started` entry once (completed | failed); settling it again raises
+        InvalidTransition."""
+
+    def journal_complete_many(self, results: Sequence[StepResult]) -> None:
+        """The output blobs and `completed` entries of steps whose re-run is safe
+        (pure/idempotent: no `started` entry precedes them), all in ONE transaction."""
 
     def journal_record_cached(self, run_id: str, entries: Sequence[JournalEntry]) -> None:
         """Copy the stored rows of these entries (by id) into `run_id`'s journal, in one
@@ -186,36 +173,40 @@ class Store(Protocol):
         """Every entry of these runs, in one query, oldest first."""
 
     def lineage(self, run_id: str) -> list[str]:
-        """`run_id`, then the run it was resumed from, and so on (oldest last)."""
+        """`run_id`, then the run it was resumed from, and so on (oldest last); RunNotFound."""
 
-    def invalidate(self, run_id: str, node_ids: Iterable[str], *, actor: str) -> int:
-        """Mark completed entries of those nodes in `run_id` invalidated; returns count."""
 
-    # -- gates --------------------------------------------------------------------
+class Gates(Protocol):
     def open_gate(self, run_id: str, node_id: str, prompt: str, cache_key: str = "") -> Gate:
         """A waiting gate for this question. Idempotent for the same `cache_key` (or when
         none is given); a gate decided for another key is re-opened without its decision."""
 
-    def get_gate(self, run_id: str, node_id: str) -> Gate: ...
+    def get_gate(self, run_id: str, node_id: str) -> Gate:
+        """RunNotFound when the run has no such gate."""
+
+    def waiting_gate(self, run_id: str) -> Gate | None:
+        """The gate of the run that has waited longest (the first question asked is the
+        one a plain approve or reject answers), or None."""
+
+    def decided_gate(self, run_id: str) -> Gate | None:
+        """The gate of the run decided last (who won a race), or None."""
 
     def waiting_gates(
         self, *, platform: str, conversation: str, thread: str | None = None
     ) -> list[tuple[Run, Gate]]:
         """Gates waiting in that conversation (and thread, when given), newest first."""
 
-    def waiting_gates_and_args(self, run: Run) -> tuple[list[Gate], bytes]:
-        """The gates waiting in `run`, newest first, and its args blob (`get_blob(run.args_digest)`,
-        KeyError if missing): what an approval reads before its CAS, in one query."""
+    def run_gates(self, run_id: str) -> list[Gate]:
+        """Every gate of the run, waiting or decided, oldest first (one query)."""
 
-    def decide_gate(self, run_id: str, node_id: str, *, approved: bool, by: str, comment: str | None) -> Gate:
-        """CAS waiting -> approved|rejected; GateAlreadyDecided (with `by`) if it was not waiting."""
 
-    # -- audit and dedupe ------------------------------------------------------------
+class Events(Protocol):
     def audit(
         self, *, actor: str, action: str, run_id: str | None = None, details: dict[str, Any] | None = None
     ) -> None: ...
 
-    def audit_log(self, run_id: str) -> list[AuditEvent]: ...
+    def audit_log(self, run_id: str) -> list[AuditEvent]:
+        """The run's audit trail, oldest first."""
 
     def claim_event(self, platform: str, event_id: str, *, stale_after: float = 60.0) -> bool:
         """True the first time an incoming event id is seen, and for a redelivery of one
@@ -226,9 +217,10 @@ class Store(Protocol):
         """The claimed event was handled: from now on every redelivery is a duplicate."""
 
     def forget_events(self, before: float) -> int:
-        """Drop processed-event ids recorded before `before` (epoch seconds); returns how many."""
+        """Drop processed-event ids recorded before `before` (epoch seconds); how many."""
 
-    # -- chat adapters' values ----------------------------------------------------------
+
+class PlatformState(Protocol):
     def put_state(self, platform: str, key: str, value: str) -> None:
         """Keep a small text value under (platform, key), replacing what was there."""
 
@@ -240,63 +232,63 @@ class Store(Protocol):
         racing processes all get the first one. Under platform `"baton"` (Baton's own values,
         e.g. the run pages' signing key) housekeeping never drops it."""
 
-    # -- run pages ----------------------------------------------------------------------------
-    def run_gates(self, run_id: str) -> list[Gate]:
-        """Every approval gate of the run, waiting or decided, oldest first (one query)."""
+    def forget_state(self, before: float) -> int:
+        """Drop chat adapters' values last written before `before` (epoch seconds), never
+        Baton's own (platform `"baton"`); how many."""
 
-    def run_pulse(self, run_id: str) -> tuple[object, ...] | None:
-        """A value that changes whenever anything a run's page shows changes (status, journal,
-        audit), in one indexed query; None when there is no such run."""
 
-    # -- what a chat command always writes together, in one round trip (issue 8) ---------
+class Views(Protocol):
+    """Reads that a page or a command always makes together, answered by one query."""
+
     def command_runs(
         self, origin_event: str, workflow: str, platform: str, conversation: str
     ) -> tuple[Run | None, list[Run]]:
-        """`run_for_event(origin_event)` and `unfinished_runs(workflow, platform,
-        conversation)` in one query."""
+        """What a `run` command reads: the run its chat event already started (a redelivery),
+        and the failed, paused and needs_attention runs of `workflow` in that conversation,
+        newest first (the fresh-run prompt)."""
 
-    def create_run_audited(
+    def gate_and_args(self, run: Run) -> tuple[Gate | None, bytes]:
+        """What an approval reads: `waiting_gate(run.id)` and the run's args blob (KeyError
+        when it is missing)."""
+
+    def run_pulse(self, run_id: str) -> Pulse | None:
+        """A value that changes whenever anything a run's page shows changes (status, journal,
+        audit), in one indexed query; None when there is no such run."""
+
+
+class Transactions(Protocol):
+    def transaction(self) -> AbstractContextManager[UnitOfWork]:
+        """A unit of work: its writes commit together when the block ends, or none does."""
+
+
+class Store(Blobs, Runs, Leases, Journal, Gates, Events, PlatformState, Views, Transactions, Protocol):
+    def migrate(self) -> None:
+        """Bring the schema to the newest revision (idempotent, safe to race)."""
+
+    def close(self) -> None: ...
+
+
+class Dispatch(Protocol):
+    """The journal's hand-off to distributed workers (`BATON_EXECUTOR=procrastinate`)."""
+
+    def journal_queue(
         self,
         *,
-        args: bytes,
-        audit_details: dict[str, Any],
-        workflow: str,
-        platform: str,
-        conversation: str,
-        thread: str | None,
-        requester: str,
-        resumed_from: str | None = None,
-        status: RunStatus = RunStatus.PENDING,
-        lease_owner: str | None = None,
-        lease_seconds: float | None = None,
-        origin_event: str | None = None,
-    ) -> Run:
-        """`put_blob(args)`, `create_run(args_digest=<its digest>, …)` and the requester's
-        `start` audit row (`audit_details`), all or none: one statement on PostgreSQL."""
+        run_id: str,
+        node_id: str,
+        cache_key: str,
+        components: dict[str, Any],
+        attempt: int,
+        idempotency_key: str | None,
+        defer: Defer,
+    ) -> tuple[int, int]:
+        """A `queued` entry and its job, in one transaction: (entry id, job id)."""
 
-    def approve_gate(
-        self, run: Run, node_id: str, *, by: str, comment: str | None, lease_owner: str, lease_seconds: float
-    ) -> tuple[Gate, Run]:
-        """`decide_gate(approved=True)`, then `transition` of `run` (at `run.version`) from
-        paused to running with the lease, then the `approve` audit row, as one change (one
-        statement on PostgreSQL). GateAlreadyDecided when the gate was not waiting; when the
-        run moved meanwhile, the gate is left waiting and the CAS error is raised."""
+    def journal_claim(self, entry_id: int) -> JournalEntry | None:
+        """CAS queued -> started (a worker); None when it was not queued."""
 
-    def finish_event_audited(
-        self,
-        platform: str,
-        event_id: str,
-        *,
-        actor: str,
-        action: str,
-        run_id: str | None,
-        details: dict[str, Any],
-    ) -> None:
-        """`audit(…)` and `finish_event(platform, event_id)` in one transaction (one statement
-        on PostgreSQL): a handled command is audited once, even when it is redelivered."""
+    def journal_unqueue(self, entry_id: int, error: str) -> bool:
+        """CAS queued -> failed (its job vanished); False when a worker claimed it first."""
 
-    # -- housekeeping (bot/housekeeping.py) ---------------------------------------------
-    def forget_state(self, before: float) -> int:
-        """Drop chat adapters' values last written before `before` (epoch seconds), never
-        Baton's own (platform `"baton"`); returns how many. A later `get_state` of such a key
-        is None, as if it was never kept."""
+    def journal_entries(self, entry_ids: Iterable[int]) -> dict[int, JournalEntry]:
+        """These entries by id, in one query (ids that do not exist are absent)."""

@@ -1,11 +1,12 @@
-"""`SqlStore`: the one implementation of the `Store` port, for SQLite and PostgreSQL.
+"""`SqlStore`: the `Store` port (and `Dispatch`) on SQLite and PostgreSQL.
 
-    SqlStore = RunsSql (runs, CAS transitions, leases)      runs_sql.py
-             + JournalSql (journal, blobs, lineage)          journal_sql.py
-             + GatesSql (gates, audit trail, event dedupe)   gates_sql.py
-             + DispatchSql (queued steps, lease release)     dispatch_sql.py
-             + StateSql (values chat adapters keep)          state_sql.py
-             + ViewsSql (what run pages read)                views_sql.py
+    SqlStore = RunsSql (Runs, Leases)                        runs_sql.py
+               on UnitSql (`transaction()`, units of work)   unit_sql.py, writes_sql.py
+             + JournalSql (Journal, Blobs)                   journal_sql.py
+             + GatesSql (Gates, Events)                      gates_sql.py
+             + DispatchSql (Dispatch: queued steps)          dispatch_sql.py
+             + StateSql (PlatformState)                      state_sql.py
+             + ViewsSql (Views)                              views_sql.py
              on SqlBase (engine, clock, hot path)            sql_base.py
 
 Reads and CAS changes go through SQLAlchemy Core on the tables of `tables.py`; rows
@@ -17,12 +18,16 @@ become frozen records (`rows.py`) before they leave. Driver errors become `Store
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from core.store import migration
+from core.store.cas import DEFAULT_LEASE_SECONDS
 from core.store.database import store_operation
 from core.store.dispatch_sql import DispatchSql
 from core.store.gates_sql import GatesSql
 from core.store.journal_sql import JournalSql
-from core.store.runs_sql import DEFAULT_LEASE_SECONDS, RunsSql
+from core.store.port import Dispatch, Store
+from core.store.runs_sql import RunsSql
 from core.store.state_sql import StateSql
 from core.store.views_sql import ViewsSql
 
@@ -46,3 +51,8 @@ class SqlStore(RunsSql, JournalSql, GatesSql, DispatchSql, StateSql, ViewsSql):
 
     def __exit__(self, *_exc: object) -> None:
         self.close()
+
+
+if TYPE_CHECKING:  # mypy checks that this is a whole `Store`, and `Dispatch`
+    _store: Store = SqlStore("sqlite://")
+    _dispatch: Dispatch = SqlStore("sqlite://")

@@ -24,13 +24,14 @@ import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any
 
 from procrastinate.jobs import Status
 
 from core.engine.distributed.jobs import DEFAULT_QUEUE, NodeJob
 from core.engine.distributed.queue import ENDED, JobQueue, defer_on, deferrer
 from core.errors import StoreError
+from core.store.port import Dispatch
 from core.store.records import JournalEntry, NodeStatus
 
 log = logging.getLogger(__name__)
@@ -38,25 +39,6 @@ log = logging.getLogger(__name__)
 NEVER_STARTED = "withdrawn before any worker started it; dispatched again"
 _OPEN = (NodeStatus.QUEUED, NodeStatus.STARTED)
 
-
-class DispatchStore(Protocol):
-    """The store methods the hand-off needs (`core.store.dispatch_sql.DispatchSql`)."""
-
-    def journal_queue(
-        self,
-        *,
-        run_id: str,
-        node_id: str,
-        cache_key: str,
-        components: dict[str, Any],
-        attempt: int,
-        idempotency_key: str | None,
-        defer: Callable[[Any, int], int],
-    ) -> tuple[int, int]: ...
-
-    def journal_unqueue(self, entry_id: int, error: str) -> bool: ...
-
-    def journal_entries(self, entry_ids: list[int]) -> dict[int, JournalEntry]: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,7 +68,7 @@ HandOffHook = Callable[[int], None]
 class RemoteDispatcher:
     def __init__(
         self,
-        store: DispatchStore,
+        store: Dispatch,
         queue: JobQueue,
         config: DispatchConfig = DispatchConfig(),
         *,

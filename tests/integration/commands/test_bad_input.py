@@ -11,6 +11,7 @@ from core.commands.messages import ChatMessage, Reply
 from core.redaction import Redactor
 from core.render import PLATFORMS, render
 from core.store.records import RunStatus
+from tests.factories import create_run
 from tests.integration.commands.conftest import Chat
 
 PLAIN = Redactor(())  # these tests are about templates; redaction has its own
@@ -69,7 +70,7 @@ async def test_a_command_typed_without_its_prefix_and_misspelt_gets_a_suggestion
 
 async def test_a_prefix_of_two_runs_names_both(chat: Chat) -> None:
     digest = chat.store.put_blob(b"{}")
-    made = [chat.store.create_run(workflow="flaky", platform="console", conversation="c1", thread=None,
+    made = [create_run(chat.store, workflow="flaky", platform="console", conversation="c1", thread=None,
                                   requester="console:ana", args_digest=digest, status=RunStatus.FAILED)
             for _ in range(17)]  # 17 ids, 16 hex digits: two share a first character
     first = {r.id[0] for r in made}

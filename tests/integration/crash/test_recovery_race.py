@@ -10,6 +10,7 @@ import pytest
 from core.errors import RunNotResumable
 from core.store.records import RunStatus
 from core.store.repository import SqlStore
+from tests.factories import create_run
 from tests.integration.crash.child import read_line, start_runner
 
 pytestmark = pytest.mark.slow
@@ -24,7 +25,8 @@ async def test_two_processes_recover_one_lapsed_run_and_one_wins(tmp_path: Path,
     store = SqlStore(database_url)
     store.migrate()
     args = store.put_blob(b'{"message":""}')
-    orphan = store.create_run(
+    orphan = create_run(
+        store,
         workflow="tiny",
         platform="console",
         conversation="race",

@@ -10,6 +10,7 @@ import pytest
 from core.engine.events import EventKind, NodeState
 from core.errors import GateAlreadyDecided, RunNotResumable
 from core.store.records import GateStatus, RunStatus
+from tests.factories import decide_gate
 from tests.integration.engine.harness import Harness
 
 GATED = """
@@ -74,7 +75,7 @@ async def test_two_approvers_one_wins(harness: Harness) -> None:
     h = harness
     h.write("gated.yaml", GATED)
     paused = await h.run("gated", {"version": "3"})
-    h.store.decide_gate(paused.id, "review", approved=True, by="console:first", comment=None)
+    decide_gate(h.store, paused.id, "review", approved=True, by="console:first", comment=None)
 
     with pytest.raises(GateAlreadyDecided) as lost:
         await h.engine.approve(paused.id, actor="console:second")

@@ -20,6 +20,7 @@ from core.errors import StoreError
 from core.store.port import StepResult
 from core.store.records import NodeStatus, Run, RunStatus
 from core.store.repository import SqlStore
+from tests.factories import create_run
 from tests.integration.engine.test_hot_path import CountingStore, N, _chain, _engine, _start, _tools
 
 HOUR = 3600.0
@@ -201,7 +202,8 @@ async def test_a_batch_that_fails_to_commit_stays_pending_and_commits_later(sqli
     inner = SqlStore(sqlite_url)
     inner.migrate()
     try:
-        run_id = inner.create_run(
+        run_id = create_run(
+            inner,
             workflow="w", platform="console", conversation="c", thread=None, requester="console:t",
             args_digest=inner.put_blob(b"{}"),
         ).id  # fmt: skip

@@ -1,4 +1,9 @@
-"""Store fixtures: a migrated `SqlStore` on SQLite and on PostgreSQL, a run factory, a clock."""
+"""The store contract suite's fixtures: every test taking `store` runs against each
+implementation of the port (`MemoryStore`, `SqlStore` on SQLite, `SqlStore` on PostgreSQL);
+tests of what only SQL has (migrations, query plans, the hot path, processes racing) take
+`sql_store` (SQLite and PostgreSQL). Select one backend with `-k memory|sqlite|postgres`, or
+the database-free part with `-m "not database"` (the unit run: no I/O).
+"""
 
 from __future__ import annotations
 
@@ -6,8 +11,11 @@ from collections.abc import Callable, Iterator
 
 import pytest
 
+from core.store.memory import MemoryStore
+from core.store.port import Store
 from core.store.records import Run, RunStatus
 from core.store.repository import SqlStore
+from tests.factories import create_run
 
 
 class Clock:
@@ -28,8 +36,27 @@ def clock() -> Clock:
     return Clock()
 
 
+@pytest.fixture(
+    params=[
+        pytest.param("memory"),
+        pytest.param("sqlite", marks=pytest.mark.database),
+        pytest.param("postgres", marks=[pytest.mark.database, pytest.mark.postgres]),
+    ]
+)
+def store(request: pytest.FixtureRequest, clock: Clock) -> Iterator[Store]:
+    """The store under contract: in memory, on SQLite, on PostgreSQL."""
+    if request.param == "memory":
+        yield MemoryStore(clock=clock)
+        return
+    url = request.getfixturevalue("sqlite_url" if request.param == "sqlite" else "postgres_url")
+    with SqlStore(url, clock=clock) as opened:
+        opened.migrate()
+        yield opened
+
+
 @pytest.fixture
-def store(database_url: str, clock: Clock) -> Iterator[SqlStore]:
+def sql_store(database_url: str, clock: Clock) -> Iterator[SqlStore]:
+    """`SqlStore` alone, on SQLite and on PostgreSQL."""
     with SqlStore(database_url, clock=clock) as opened:
         opened.migrate()
         yield opened
@@ -49,9 +76,8 @@ PATHS: dict[RunStatus, list[RunStatus]] = {
 MakeRun = Callable[..., Run]
 
 
-@pytest.fixture
-def make_run(store: SqlStore) -> MakeRun:
-    """`make_run(status, workflow=..., conversation=..., ...)`: a run driven to `status`."""
+def run_factory(store: Store) -> MakeRun:
+    """`make(status, workflow=..., conversation=..., ...)`: a run driven to `status`."""
 
     def make(status: RunStatus = RunStatus.PENDING, **fields: str | None) -> Run:
         values: dict[str, str | None] = {
@@ -63,9 +89,19 @@ def make_run(store: SqlStore) -> MakeRun:
             "args_digest": store.put_blob(b'{"message":"B"}'),
         }
         values.update(fields)
-        run = store.create_run(**values)  # type: ignore[arg-type]
+        run = create_run(store, **values)
         for step in PATHS[status]:
             run = store.transition(run.id, step, actor="engine:test", lease_owner="engine:test")
         return run
 
     return make
+
+
+@pytest.fixture
+def make_run(store: Store) -> MakeRun:
+    return run_factory(store)
+
+
+@pytest.fixture
+def make_sql_run(sql_store: SqlStore) -> MakeRun:
+    return run_factory(sql_store)

@@ -14,6 +14,7 @@ from typing import Any
 from core.errors import BatonError, GateAlreadyDecided, RunNotResumable
 from core.store.records import RunStatus
 from core.store.repository import SqlStore
+from tests.factories import decide_gate
 
 BARRIER_TIMEOUT = 90.0
 
@@ -42,20 +43,26 @@ def race(worker: int, url: str, barrier: Any, setup: Any, results: Any) -> None:
 
         barrier.wait(BARRIER_TIMEOUT)  # 5: approval race
         try:
-            gate = store.decide_gate(gated_run, "review", approved=True, by=f"worker:{worker}", comment=None)
+            gate = decide_gate(store, gated_run, "review", approved=True, by=f"worker:{worker}", comment=None)
             outcome["decide"] = ("won", gate.status.value, gate.decided_by)
         except GateAlreadyDecided as exc:
-            outcome["decide"] = ("lost", type(exc).__name__, exc.status, exc.by)
+            outcome["decide"] = ("lost", type(exc).__name__, exc.decision, exc.by)
 
         paused = store.get_run(paused_run)
         barrier.wait(BARRIER_TIMEOUT)  # 6: approve race (gate CAS + run CAS + audit)
         try:
-            _, run = store.approve_gate(
-                paused, "ok", by=f"worker:{worker}", comment=None,
-                lease_owner=f"worker:{worker}", lease_seconds=60,
-            )
+            with store.transaction() as tx:
+                tx.decide_gate(paused.id, "ok", approved=True, by=f"worker:{worker}", comment=None)
+                resumed = tx.transition(
+                    paused.id, RunStatus.RUNNING, actor=f"worker:{worker}", expected_version=paused.version,
+                    allowed_from=[RunStatus.PAUSED], lease_owner=f"worker:{worker}", lease_seconds=60,
+                )
+                tx.audit(actor=f"worker:{worker}", action="approve", run_id=paused.id, details={"node": "ok"})
+            run = resumed.value
             outcome["approve"] = ("won", run.status.value, run.status_by)
-        except (GateAlreadyDecided, RunNotResumable) as exc:
+        except GateAlreadyDecided as exc:
+            outcome["approve"] = ("lost", type(exc).__name__, exc.decision, exc.by)
+        except RunNotResumable as exc:
             outcome["approve"] = ("lost", type(exc).__name__, exc.status, exc.by)
     except (BatonError, OSError, RuntimeError) as exc:  # BrokenBarrierError is a RuntimeError
         outcome["error"] = f"{type(exc).__name__}: {exc}"

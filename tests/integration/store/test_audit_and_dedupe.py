@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from core.store.repository import SqlStore
+from core.store.port import Store
 from tests.integration.store.conftest import Clock, MakeRun
 
 
-def test_audit_log_of_a_run_in_order(store: SqlStore, make_run: MakeRun, clock: Clock) -> None:
+def test_audit_log_of_a_run_in_order(store: Store, make_run: MakeRun, clock: Clock) -> None:
     run = make_run()
     other = make_run()
     store.audit(actor="slack:U1", action="run", run_id=run.id, details={"args": "args:3f9a1c2b"})
@@ -24,14 +24,14 @@ def test_audit_log_of_a_run_in_order(store: SqlStore, make_run: MakeRun, clock: 
     assert [e.details for e in store.audit_log(other.id)] == [{}]
 
 
-def test_claim_event_is_true_once_per_platform_and_id(store: SqlStore) -> None:
+def test_claim_event_is_true_once_per_platform_and_id(store: Store) -> None:
     assert store.claim_event("slack", "Ev01") is True
     assert store.claim_event("slack", "Ev01") is False
     assert store.claim_event("discord", "Ev01") is True
     assert store.claim_event("slack", "Ev02") is True
 
 
-def test_forget_events_drops_old_ids(store: SqlStore, clock: Clock) -> None:
+def test_forget_events_drops_old_ids(store: Store, clock: Clock) -> None:
     store.claim_event("slack", "old")
     clock.advance(3600)
     store.claim_event("slack", "new")

@@ -2,7 +2,7 @@
 
 One batch of 8 spawned processes per database runs five races in step (a barrier before
 each): `migrate()` on a fresh database, `failed -> running` on one run, `claim_event` on
-one event id, `decide_gate` on one gate, `approve_gate` on a paused run. Spawning is the
+one event id, `decide_gate` on one gate, an approval (a unit of work) on a paused run. Spawning is the
 slow part, so the batch runs once per database (module fixture) and each race is asserted
 by its own test.
 """
@@ -20,6 +20,7 @@ import sqlalchemy as sa
 
 from core.store.records import GateStatus, RunStatus
 from core.store.repository import SqlStore
+from tests.factories import create_run
 from tests.integration.store import race_workers
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]  # spawning 8 interpreters is slow
@@ -66,7 +67,8 @@ def race(race_url: str) -> dict[str, Any]:
     try:
         barrier.wait(RESULT_TIMEOUT)  # 1: all started; they migrate now
         barrier.wait(RESULT_TIMEOUT)  # 2: all migrated
-        failed = store.create_run(
+        failed = create_run(
+            store,
             workflow="w",
             platform="slack",
             conversation="C1",
@@ -76,7 +78,8 @@ def race(race_url: str) -> dict[str, Any]:
         )
         store.transition(failed.id, RunStatus.RUNNING, actor="engine")
         store.transition(failed.id, RunStatus.FAILED, actor="engine", reason="boom")
-        gated = store.create_run(
+        gated = create_run(
+            store,
             workflow="w",
             platform="slack",
             conversation="C1",
@@ -85,7 +88,8 @@ def race(race_url: str) -> dict[str, Any]:
             args_digest="d",
         )
         store.open_gate(gated.id, "review", "ship?")
-        paused = store.create_run(
+        paused = create_run(
+            store,
             workflow="w",
             platform="slack",
             conversation="C1",

@@ -13,19 +13,21 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
+from core.store.port import Store
 from core.store.repository import SqlStore
+from tests.factories import create_run
 from tests.integration.store.conftest import Clock, MakeRun
 
 BARRIER_TIMEOUT = 30.0
 
 
-def test_unfinished_claim_is_a_duplicate_within_the_stale_window(store: SqlStore, clock: Clock) -> None:
+def test_unfinished_claim_is_a_duplicate_within_the_stale_window(store: Store, clock: Clock) -> None:
     assert store.claim_event("slack", "Ev1", stale_after=60) is True
     clock.advance(59)
     assert store.claim_event("slack", "Ev1", stale_after=60) is False
 
 
-def test_unfinished_claim_is_reclaimed_once_after_the_stale_window(store: SqlStore, clock: Clock) -> None:
+def test_unfinished_claim_is_reclaimed_once_after_the_stale_window(store: Store, clock: Clock) -> None:
     assert store.claim_event("slack", "Ev1", stale_after=60) is True
     clock.advance(61)
     assert store.claim_event("slack", "Ev1", stale_after=60) is True
@@ -35,7 +37,7 @@ def test_unfinished_claim_is_reclaimed_once_after_the_stale_window(store: SqlSto
     assert store.claim_event("slack", "Ev1", stale_after=60) is True
 
 
-def test_finished_event_is_always_a_duplicate(store: SqlStore, clock: Clock) -> None:
+def test_finished_event_is_always_a_duplicate(store: Store, clock: Clock) -> None:
     assert store.claim_event("slack", "Ev1", stale_after=60) is True
     store.finish_event("slack", "Ev1")
     clock.advance(3600)
@@ -67,7 +69,7 @@ def test_one_of_several_concurrent_reclaimers_wins(database_url: str, racers: in
     stores = [SqlStore(database_url, clock=clock) for _ in range(racers)]
     barrier = threading.Barrier(racers)
 
-    def reclaim(store: SqlStore) -> bool:
+    def reclaim(store: Store) -> bool:
         store.get_state("slack", "warm-up")  # open the connection before the race
         barrier.wait(BARRIER_TIMEOUT)
         return store.claim_event("slack", "Ev-race", stale_after=60)
@@ -81,11 +83,11 @@ def test_one_of_several_concurrent_reclaimers_wins(database_url: str, racers: in
     assert outcomes.count(True) == 1, outcomes
 
 
-def test_run_for_event_finds_the_run_its_event_started(store: SqlStore, make_run: MakeRun) -> None:
+def test_command_runs_finds_the_run_its_event_started(store: Store, make_run: MakeRun) -> None:
     digest = store.put_blob(b'{"message":"B"}')
-    started = store.create_run(workflow="w", platform="slack", conversation="C1", thread=None,
-                               requester="slack:U1", args_digest=digest, origin_event="slack:Ev7")
+    started = create_run(store, workflow="w", platform="slack", conversation="C1", thread=None,
+                         requester="slack:U1", args_digest=digest, origin_event="slack:Ev7")
     make_run()  # a run without an origin event
-    assert store.run_for_event("slack:Ev7") == started
-    assert store.run_for_event("discord:Ev7") is None
+    assert store.command_runs("slack:Ev7", "w", "slack", "C1") == (started, [])
+    assert store.command_runs("discord:Ev7", "w", "slack", "C1") == (None, [])
     assert store.get_run(started.id) == started

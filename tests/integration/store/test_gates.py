@@ -5,12 +5,13 @@ from __future__ import annotations
 import pytest
 
 from core.errors import GateAlreadyDecided, RunNotFound
+from core.store.port import Store
 from core.store.records import GateStatus, RunStatus
-from core.store.repository import SqlStore
-from tests.integration.store.conftest import MakeRun
+from tests.factories import decide_gate
+from tests.integration.store.conftest import Clock, MakeRun
 
 
-def test_open_gate_copies_where_the_run_lives_and_is_idempotent(store: SqlStore, make_run: MakeRun) -> None:
+def test_open_gate_copies_where_the_run_lives_and_is_idempotent(store: Store, make_run: MakeRun) -> None:
     run = make_run(RunStatus.RUNNING, thread="T1")
     gate = store.open_gate(run.id, "review", "Publish 'v1.2'?")
     assert (gate.run_id, gate.node_id, gate.prompt, gate.status) == (
@@ -24,25 +25,25 @@ def test_open_gate_copies_where_the_run_lives_and_is_idempotent(store: SqlStore,
     assert store.get_gate(run.id, "review") == gate
 
 
-def test_open_gate_of_an_unknown_run_raises(store: SqlStore) -> None:
+def test_open_gate_of_an_unknown_run_raises(store: Store) -> None:
     with pytest.raises(RunNotFound):
         store.open_gate("000000000000", "review", "ok?")
 
 
-def test_get_gate_unknown_raises(store: SqlStore, make_run: MakeRun) -> None:
+def test_get_gate_unknown_raises(store: Store, make_run: MakeRun) -> None:
     run = make_run()
     with pytest.raises(RunNotFound, match=f"Run {run.id} has no approval gate review"):
         store.get_gate(run.id, "review")
 
 
-def test_waiting_gates_by_conversation_and_thread(store: SqlStore, make_run: MakeRun) -> None:
+def test_waiting_gates_by_conversation_and_thread(store: Store, make_run: MakeRun) -> None:
     in_thread = make_run(RunStatus.PAUSED, thread="T1")
     elsewhere = make_run(RunStatus.PAUSED, thread="T2")
     other_channel = make_run(RunStatus.PAUSED, conversation="C2", thread="T1")
     decided = make_run(RunStatus.PAUSED, thread="T1")
     for run in (in_thread, elsewhere, other_channel, decided):
         store.open_gate(run.id, "review", f"ok {run.id}?")
-    store.decide_gate(decided.id, "review", approved=True, by="slack:U2", comment=None)
+    decide_gate(store, decided.id, "review", approved=True, by="slack:U2", comment=None)
 
     pairs = store.waiting_gates(platform="slack", conversation="C1")
     assert [(run.id, gate.node_id) for run, gate in pairs] == [
@@ -57,7 +58,7 @@ def test_waiting_gates_by_conversation_and_thread(store: SqlStore, make_run: Mak
     assert store.waiting_gates(platform="discord", conversation="C1") == []
 
 
-def test_set_thread_moves_the_runs_gates(store: SqlStore, make_run: MakeRun) -> None:
+def test_set_thread_moves_the_runs_gates(store: Store, make_run: MakeRun) -> None:
     run = make_run(RunStatus.PAUSED)
     store.open_gate(run.id, "review", "ok?")
     assert store.waiting_gates(platform="slack", conversation="C1", thread="T5") == []
@@ -68,35 +69,37 @@ def test_set_thread_moves_the_runs_gates(store: SqlStore, make_run: MakeRun) -> 
 
 
 @pytest.mark.parametrize("approved", [True, False])
-def test_decide_gate_once(store: SqlStore, make_run: MakeRun, approved: bool) -> None:
+def test_decide_gate_once(store: Store, make_run: MakeRun, approved: bool) -> None:
     run = make_run(RunStatus.PAUSED)
     store.open_gate(run.id, "review", "ok?")
-    decided = store.decide_gate(run.id, "review", approved=approved, by="slack:U2", comment="lgtm")
+    decided = decide_gate(store, run.id, "review", approved=approved, by="slack:U2", comment="lgtm")
     expected = GateStatus.APPROVED if approved else GateStatus.REJECTED
     assert (decided.status, decided.decided_by, decided.comment) == (expected, "slack:U2", "lgtm")
     assert decided.decided_at is not None
     assert store.get_gate(run.id, "review") == decided
 
     with pytest.raises(GateAlreadyDecided) as info:
-        store.decide_gate(run.id, "review", approved=not approved, by="slack:U3", comment=None)
+        decide_gate(store, run.id, "review", approved=not approved, by="slack:U3", comment=None)
     assert (
         info.value.message == f"the approval review of run {run.id} was already {expected.value} by slack:U2"
     )
-    assert (info.value.run_id, info.value.status, info.value.by) == (run.id, expected.value, "slack:U2")
-    assert info.value.hint
+    assert (info.value.run_id, info.value.node_id, info.value.decision, info.value.by) == (
+        run.id, "review", expected.value, "slack:U2",
+    )  # fmt: skip
+    assert "/workflow" not in info.value.message + info.value.hint  # the commands layer words the next step
     assert store.get_gate(run.id, "review") == decided
 
 
-def test_decide_unknown_gate_raises_run_not_found(store: SqlStore, make_run: MakeRun) -> None:
+def test_decide_unknown_gate_raises_run_not_found(store: Store, make_run: MakeRun) -> None:
     run = make_run()
     with pytest.raises(RunNotFound):
-        store.decide_gate(run.id, "review", approved=True, by="slack:U2", comment=None)
+        decide_gate(store, run.id, "review", approved=True, by="slack:U2", comment=None)
 
 
-def test_open_gate_for_the_same_key_keeps_the_decision(store: SqlStore, make_run: MakeRun) -> None:
+def test_open_gate_for_the_same_key_keeps_the_decision(store: Store, make_run: MakeRun) -> None:
     run = make_run(RunStatus.RUNNING)
     store.open_gate(run.id, "review", "Publish v1?", "key-1")
-    decided = store.decide_gate(run.id, "review", approved=True, by="slack:U2", comment="ok")
+    decided = decide_gate(store, run.id, "review", approved=True, by="slack:U2", comment="ok")
 
     again = store.open_gate(run.id, "review", "Publish v1?", "key-1")
 
@@ -105,11 +108,11 @@ def test_open_gate_for_the_same_key_keeps_the_decision(store: SqlStore, make_run
 
 
 def test_open_gate_for_another_key_reopens_it_without_the_old_decision(
-    store: SqlStore, make_run: MakeRun
+    store: Store, make_run: MakeRun
 ) -> None:
     run = make_run(RunStatus.RUNNING, thread="T1")
     store.open_gate(run.id, "review", "Publish v1?", "key-1")
-    store.decide_gate(run.id, "review", approved=True, by="slack:U2", comment="ok")
+    decide_gate(store, run.id, "review", approved=True, by="slack:U2", comment="ok")
 
     reopened = store.open_gate(run.id, "review", "Publish v2?", "key-2")
 
@@ -119,6 +122,47 @@ def test_open_gate_for_another_key_reopens_it_without_the_old_decision(
     assert [g.prompt for _, g in store.waiting_gates(platform="slack", conversation="C1", thread="T1")] == [
         "Publish v2?"
     ]
-    assert store.decide_gate(run.id, "review", approved=False, by="slack:U3", comment="no").status is (
+    assert decide_gate(store, run.id, "review", approved=False, by="slack:U3", comment="no").status is (
         GateStatus.REJECTED
     )
+
+
+def test_the_waiting_gate_of_a_run_is_the_one_that_waited_longest(
+    store: Store, make_run: MakeRun, clock: Clock
+) -> None:
+    """Two approvals in parallel branches wait together: a plain approve or reject answers
+    the question asked first (every reader of a run's waiting gate uses this one rule)."""
+    run = make_run(RunStatus.PAUSED)
+    assert store.waiting_gate(run.id) is None
+    first = store.open_gate(run.id, "first", "one?")
+    clock.advance(1)
+    second = store.open_gate(run.id, "second", "two?")
+    neighbour = make_run(RunStatus.PAUSED)
+    clock.advance(-5)  # an older gate of another run in the same conversation: not this run's
+    store.open_gate(neighbour.id, "first", "one?")
+    assert store.waiting_gate(run.id) == first
+    assert store.gate_and_args(run) == (first, b'{"message":"B"}')
+    decide_gate(store, run.id, "first", approved=True, by="slack:U2")
+    assert store.waiting_gate(run.id) == second
+    assert store.gate_and_args(run) == (second, b'{"message":"B"}')
+    decide_gate(store, run.id, "second", approved=False, by="slack:U3")
+    assert store.waiting_gate(run.id) is None
+    assert store.gate_and_args(run) == (None, b'{"message":"B"}')
+    with pytest.raises(KeyError):
+        store.gate_and_args(run.evolve(args_digest="0" * 64))
+
+
+def test_the_decided_gate_of_a_run_is_the_one_decided_last(
+    store: Store, make_run: MakeRun, clock: Clock
+) -> None:
+    run = make_run(RunStatus.PAUSED)
+    for node in ("early", "late", "open"):
+        store.open_gate(run.id, node, f"{node}?")
+    assert store.decided_gate(run.id) is None
+    clock.advance(1)
+    decide_gate(store, run.id, "late", approved=True, by="slack:U2")
+    clock.advance(1)
+    last = decide_gate(store, run.id, "early", approved=False, by="slack:U3")
+    assert store.decided_gate(run.id) == last  # decided last, though opened first
+    assert store.decided_gate(make_run().id) is None
+    assert [g.node_id for g in store.run_gates(run.id)] == ["early", "late", "open"]  # oldest first

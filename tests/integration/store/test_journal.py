@@ -8,13 +8,13 @@ import threading
 import pytest
 
 from core.errors import InvalidTransition, RunNotFound, StoreError
-from core.store.port import StepResult
+from core.store.port import StepResult, Store
 from core.store.records import NodeStatus, RunStatus
-from core.store.repository import SqlStore
+from tests.factories import invalidate
 from tests.integration.store.conftest import MakeRun
 
 
-def _start(store: SqlStore, run_id: str, node_id: str, *, attempt: int = 1) -> int:
+def _start(store: Store, run_id: str, node_id: str, *, attempt: int = 1) -> int:
     return store.journal_start(
         run_id=run_id,
         node_id=node_id,
@@ -25,7 +25,7 @@ def _start(store: SqlStore, run_id: str, node_id: str, *, attempt: int = 1) -> i
     )
 
 
-def test_journal_start_then_finish(store: SqlStore, make_run: MakeRun) -> None:
+def test_journal_start_then_finish(store: Store, make_run: MakeRun) -> None:
     run = make_run(RunStatus.RUNNING)
     entry_id = _start(store, run.id, "collect")
     (started,) = store.journal([run.id])
@@ -53,7 +53,7 @@ def test_journal_start_then_finish(store: SqlStore, make_run: MakeRun) -> None:
     assert done.finished_at is not None and done.finished_at >= done.started_at
 
 
-def test_a_step_settles_once(store: SqlStore, make_run: MakeRun) -> None:
+def test_a_step_settles_once(store: Store, make_run: MakeRun) -> None:
     run = make_run(RunStatus.RUNNING)
     entry_id = _start(store, run.id, "draft")
     store.journal_finish(entry_id, status=NodeStatus.FAILED, error="exit 1")
@@ -64,14 +64,14 @@ def test_a_step_settles_once(store: SqlStore, make_run: MakeRun) -> None:
     assert (entry.status, entry.error) == (NodeStatus.FAILED, "exit 1")
 
 
-def test_journal_finish_rejects_non_final_statuses_and_unknown_entries(store: SqlStore) -> None:
+def test_journal_finish_rejects_non_final_statuses_and_unknown_entries(store: Store) -> None:
     with pytest.raises(ValueError, match="completed or failed"):
         store.journal_finish(1, status=NodeStatus.STARTED)
     with pytest.raises(StoreError, match="Journal entry 999999 does not exist"):
         store.journal_finish(999999, status=NodeStatus.COMPLETED)
 
 
-def test_journal_start_for_an_unknown_run_is_a_store_error(store: SqlStore) -> None:
+def test_journal_start_for_an_unknown_run_is_a_store_error(store: Store) -> None:
     with pytest.raises(StoreError) as info:
         _start(store, "000000000000", "collect")
     assert info.value.message.startswith("The run store could not record a step start (")
@@ -81,7 +81,7 @@ def test_journal_start_for_an_unknown_run_is_a_store_error(store: SqlStore) -> N
     assert store.put_blob(b"after the error")
 
 
-def test_journal_reads_many_runs_oldest_first(store: SqlStore, make_run: MakeRun) -> None:
+def test_journal_reads_many_runs_oldest_first(store: Store, make_run: MakeRun) -> None:
     first, second, third = (make_run(RunStatus.RUNNING) for _ in range(3))
     ids = [_start(store, first.id, "a"), _start(store, second.id, "a"), _start(store, first.id, "b")]
     _start(store, third.id, "a")
@@ -90,7 +90,7 @@ def test_journal_reads_many_runs_oldest_first(store: SqlStore, make_run: MakeRun
     assert store.journal([]) == []
 
 
-def test_journal_record_cached_copies_results_with_their_origin(store: SqlStore, make_run: MakeRun) -> None:
+def test_journal_record_cached_copies_results_with_their_origin(store: Store, make_run: MakeRun) -> None:
     origin = make_run(RunStatus.RUNNING)
     output = store.put_blob(b"notes")
     entry_id = _start(store, origin.id, "draft")
@@ -120,7 +120,7 @@ def test_journal_record_cached_copies_results_with_their_origin(store: SqlStore,
 
 
 def test_journal_record_cached_copies_many_rows_as_stored_in_order(
-    store: SqlStore, make_run: MakeRun
+    store: Store, make_run: MakeRun
 ) -> None:
     origin = make_run(RunStatus.RUNNING)
     for i in range(7):
@@ -155,7 +155,7 @@ def test_journal_record_cached_copies_many_rows_as_stored_in_order(
     assert all(c.run_id == copy.id and c.finished_at is not None for c in copies)
 
 
-def test_lineage_follows_resumed_from(store: SqlStore, make_run: MakeRun) -> None:
+def test_lineage_follows_resumed_from(store: Store, make_run: MakeRun) -> None:
     root = make_run()
     child = make_run(resumed_from=root.id)
     grandchild = make_run(resumed_from=child.id)
@@ -165,7 +165,7 @@ def test_lineage_follows_resumed_from(store: SqlStore, make_run: MakeRun) -> Non
         store.lineage("000000000000")
 
 
-def test_invalidate_marks_completed_entries_of_those_nodes(store: SqlStore, make_run: MakeRun) -> None:
+def test_invalidate_marks_completed_entries_of_those_nodes(store: Store, make_run: MakeRun) -> None:
     run = make_run(RunStatus.RUNNING)
     other = make_run(RunStatus.RUNNING)
     for run_id in (run.id, other.id):
@@ -174,7 +174,7 @@ def test_invalidate_marks_completed_entries_of_those_nodes(store: SqlStore, make
     store.journal_finish(_start(store, run.id, "draft", attempt=2), status=NodeStatus.FAILED)
     _start(store, run.id, "draft", attempt=3)
 
-    assert store.invalidate(run.id, ["draft", "review"], actor="slack:U9") == 2
+    assert invalidate(store, run.id, ["draft", "review"], actor="slack:U9") == 2
     by_node = {(e.node_id, e.attempt): e for e in store.journal([run.id])}
     assert by_node[("draft", 1)].status is NodeStatus.INVALIDATED
     assert by_node[("draft", 1)].invalidated_by == "slack:U9"
@@ -183,11 +183,11 @@ def test_invalidate_marks_completed_entries_of_those_nodes(store: SqlStore, make
     assert by_node[("draft", 2)].status is NodeStatus.FAILED
     assert by_node[("draft", 3)].status is NodeStatus.STARTED
     assert all(e.status is NodeStatus.COMPLETED for e in store.journal([other.id]))
-    assert store.invalidate(run.id, ["draft"], actor="slack:U9") == 0
-    assert store.invalidate(run.id, [], actor="slack:U9") == 0
+    assert invalidate(store, run.id, ["draft"], actor="slack:U9") == 0
+    assert invalidate(store, run.id, [], actor="slack:U9") == 0
 
 
-def test_blobs_round_trip_and_are_stored_once(store: SqlStore) -> None:
+def test_blobs_round_trip_and_are_stored_once(store: Store) -> None:
     payloads = [b"", b"\x00\xff binary", "ünïcode ✓".encode(), b"x" * 200_000]
     digests = [store.put_blob(data) for data in payloads]
     assert digests == [hashlib.sha256(data).hexdigest() for data in payloads]
@@ -201,7 +201,7 @@ def test_blobs_round_trip_and_are_stored_once(store: SqlStore) -> None:
 
 
 def test_runs_with_args_finds_runs_by_args_prefix_and_never_other_blobs(
-    store: SqlStore, make_run: MakeRun
+    store: Store, make_run: MakeRun
 ) -> None:
     args = [store.put_blob(f'{{"n":{n}}}'.encode()) for n in range(3)]
     output = store.put_blob(b"a step's output, not anyone's args")
@@ -219,7 +219,7 @@ def test_runs_with_args_finds_runs_by_args_prefix_and_never_other_blobs(
     assert len(store.runs_with_args(args[0][:4], limit=1)) == 1
 
 
-def test_hot_path_works_from_several_threads(store: SqlStore, make_run: MakeRun) -> None:
+def test_hot_path_works_from_several_threads(store: Store, make_run: MakeRun) -> None:
     run = make_run(RunStatus.RUNNING)
     errors: list[BaseException] = []
 
@@ -243,9 +243,9 @@ def test_hot_path_works_from_several_threads(store: SqlStore, make_run: MakeRun)
     assert len(entries) == 80 and all(e.status is NodeStatus.COMPLETED for e in entries)
 
 
-def test_journal_complete_stores_the_output_and_a_completed_entry(store: SqlStore, make_run: MakeRun) -> None:
+def test_journal_complete_stores_the_output_and_a_completed_entry(store: Store, make_run: MakeRun) -> None:
     run = make_run(RunStatus.RUNNING)
-    digest = store.journal_complete(
+    result = StepResult(
         run_id=run.id,
         node_id="lint",
         cache_key="k" * 64,
@@ -256,6 +256,8 @@ def test_journal_complete_stores_the_output_and_a_completed_entry(store: SqlStor
         tokens_in=3,
         tokens_out=4,
     )
+    store.journal_complete_many([result])
+    digest = result.digest
     (done,) = store.journal([run.id])
     assert digest == hashlib.sha256(b"clean\n").hexdigest() and store.get_blob(digest) == b"clean\n"
     assert (done.node_id, done.status, done.attempt) == ("lint", NodeStatus.COMPLETED, 2)
@@ -266,10 +268,10 @@ def test_journal_complete_stores_the_output_and_a_completed_entry(store: SqlStor
         store.journal_finish(done.id, status=NodeStatus.FAILED, error="late")  # already settled
 
 
-def test_journal_complete_is_all_or_nothing(store: SqlStore, make_run: MakeRun) -> None:
+def test_journal_complete_is_all_or_nothing(store: Store, make_run: MakeRun) -> None:
     run = make_run(RunStatus.RUNNING)
     with pytest.raises(StoreError, match="record step results"):
-        store.journal_complete(
+        store.journal_complete_many([StepResult(
             run_id="nosuchrun01",  # the entry's foreign key fails after the blob was inserted
             node_id="lint",
             cache_key="k" * 64,
@@ -277,17 +279,18 @@ def test_journal_complete_is_all_or_nothing(store: SqlStore, make_run: MakeRun) 
             attempt=1,
             idempotency_key=None,
             output=b"never kept",
-        )
+        )])  # fmt: skip
     with pytest.raises(KeyError):
         store.get_blob(hashlib.sha256(b"never kept").hexdigest())  # rolled back with the entry
-    digest = store.journal_complete(  # the hot path's connection is usable again
+    kept = StepResult(  # the hot path's connection is usable again
         run_id=run.id, node_id="lint", cache_key="k" * 64, components={}, attempt=1,
         idempotency_key=None, output=b"kept",
     )  # fmt: skip
-    assert [e.output_digest for e in store.journal([run.id])] == [digest]
+    store.journal_complete_many([kept])
+    assert [e.output_digest for e in store.journal([run.id])] == [kept.digest]
 
 
-def test_a_group_commit_keeps_all_of_its_results_or_none(store: SqlStore, make_run: MakeRun) -> None:
+def test_a_group_commit_keeps_all_of_its_results_or_none(store: Store, make_run: MakeRun) -> None:
     run = make_run(RunStatus.RUNNING)
     good = StepResult(run.id, "a", "k" * 64, {}, 1, None, b"first")
     bad = StepResult("nosuchrun01", "b", "k" * 64, {}, 1, None, b"second")  # foreign key fails

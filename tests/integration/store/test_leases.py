@@ -5,19 +5,19 @@ from __future__ import annotations
 import pytest
 
 from core.errors import RunNotResumable
+from core.store.port import Store
 from core.store.records import RunStatus
-from core.store.repository import SqlStore
 from tests.integration.store.conftest import Clock, MakeRun
 
 
-def _running(store: SqlStore, make_run: MakeRun, owner: str, seconds: float = 10) -> str:
+def _running(store: Store, make_run: MakeRun, owner: str, seconds: float = 10) -> str:
     run = make_run(RunStatus.FAILED)
     store.transition(run.id, RunStatus.RUNNING, actor="slack:U1", lease_owner=owner, lease_seconds=seconds)
     return run.id
 
 
 def test_renew_leases_extends_only_the_owners_running_runs(
-    store: SqlStore, make_run: MakeRun, clock: Clock
+    store: Store, make_run: MakeRun, clock: Clock
 ) -> None:
     mine = [_running(store, make_run, "host-a:1:x") for _ in range(2)]
     theirs = _running(store, make_run, "host-b:2:y")
@@ -30,7 +30,7 @@ def test_renew_leases_extends_only_the_owners_running_runs(
 
 
 def test_lapsed_runs_are_running_runs_past_their_lease(
-    store: SqlStore, make_run: MakeRun, clock: Clock
+    store: Store, make_run: MakeRun, clock: Clock
 ) -> None:
     short = _running(store, make_run, "host-a:1:x", seconds=5)
     long = _running(store, make_run, "host-b:2:y", seconds=60)
@@ -42,14 +42,14 @@ def test_lapsed_runs_are_running_runs_past_their_lease(
     assert paused.id not in {r.id for r in store.lapsed_runs(now=clock.now + 100)}
 
 
-def test_runs_leased_by_matches_an_owner_prefix_literally(store: SqlStore, make_run: MakeRun) -> None:
+def test_runs_leased_by_matches_an_owner_prefix_literally(store: Store, make_run: MakeRun) -> None:
     dead = _running(store, make_run, "host_a:%1:x")
     _running(store, make_run, "hostXa:91:x")  # would match if `_` and `%` were wildcards
     assert [r.id for r in store.runs_leased_by("host_a:%1:")] == [dead]
     assert store.runs_leased_by("host_a:%2:") == []
 
 
-def test_take_over_has_exactly_one_winner(store: SqlStore, make_run: MakeRun, clock: Clock) -> None:
+def test_take_over_has_exactly_one_winner(store: Store, make_run: MakeRun, clock: Clock) -> None:
     run_id = _running(store, make_run, "host-a:1:x", seconds=5)
     clock.advance(10)
     (lapsed,) = store.lapsed_runs()
@@ -63,7 +63,7 @@ def test_take_over_has_exactly_one_winner(store: SqlStore, make_run: MakeRun, cl
 
 
 def test_take_over_loses_when_the_owner_renewed_meanwhile(
-    store: SqlStore, make_run: MakeRun, clock: Clock
+    store: Store, make_run: MakeRun, clock: Clock
 ) -> None:
     _running(store, make_run, "host-a:1:x", seconds=5)
     clock.advance(10)
@@ -74,7 +74,7 @@ def test_take_over_loses_when_the_owner_renewed_meanwhile(
     assert info.value.by == "host-a:1:x"
 
 
-def test_take_over_of_a_run_that_stopped_running_loses(store: SqlStore, make_run: MakeRun) -> None:
+def test_take_over_of_a_run_that_stopped_running_loses(store: Store, make_run: MakeRun) -> None:
     run_id = _running(store, make_run, "host-a:1:x")
     running = store.get_run(run_id)
     store.transition(run_id, RunStatus.FAILED, actor="host-a:1:x", reason="boom")

@@ -18,6 +18,7 @@ from core.store import migration
 from core.store.records import GateStatus, NodeStatus, RunStatus
 from core.store.repository import SqlStore
 from core.store.tables import metadata
+from tests.factories import create_run
 
 TABLES = {"runs", "journal", "gates", "audit_events", "blobs", "processed_events", "platform_state",
           "alembic_version"}
@@ -32,7 +33,8 @@ def test_migrate_creates_everything_and_twice_is_a_no_op(database_url: str) -> N
     with SqlStore(database_url) as store:
         store.migrate()
         assert _tables(store) >= TABLES
-        run = store.create_run(
+        run = create_run(
+            store,
             workflow="w",
             platform="console",
             conversation="c",
@@ -194,7 +196,8 @@ def test_sqlite_connection_setup(tmp_path: Path, synchronous: str) -> None:
                 name: conn.exec_driver_sql(f"PRAGMA {name}").scalar()
                 for name in ("journal_mode", "busy_timeout", "synchronous", "foreign_keys")
             }
-        run = store.create_run(
+        run = create_run(
+            store,
             workflow="w",
             platform="console",
             conversation="c",
@@ -221,7 +224,8 @@ def test_sqlite_connection_setup(tmp_path: Path, synchronous: str) -> None:
 def test_in_memory_sqlite_shares_one_database() -> None:
     with SqlStore("sqlite://") as store:
         store.migrate()
-        run = store.create_run(
+        run = create_run(
+            store,
             workflow="w",
             platform="console",
             conversation="c",

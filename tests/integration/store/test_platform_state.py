@@ -3,20 +3,28 @@ restarts, per platform, until housekeeping prunes the old ones."""
 
 from __future__ import annotations
 
+from core.store.port import Store
 from core.store.repository import SqlStore
 from tests.integration.store.conftest import Clock
 
 
-def test_a_value_is_kept_replaced_and_scoped_by_platform(database_url: str) -> None:
-    with SqlStore(database_url) as store:
-        store.migrate()
-        assert store.get_state("slack", "progress:r1") is None
-        store.put_state("slack", "progress:r1", "C1 1700000000.000100")
-        store.put_state("discord", "progress:r1", "elsewhere")
-        store.put_state("slack", "progress:r1", "C1 1700000000.000200")  # re-posted: replaced
+def test_a_value_is_kept_replaced_and_scoped_by_platform(store: Store) -> None:
+    assert store.get_state("slack", "progress:r1") is None
+    store.put_state("slack", "progress:r1", "C1 1700000000.000100")
+    store.put_state("discord", "progress:r1", "elsewhere")
+    store.put_state("slack", "progress:r1", "C1 1700000000.000200")  # re-posted: replaced
 
-        assert store.get_state("slack", "progress:r1") == "C1 1700000000.000200"
-        assert store.get_state("discord", "progress:r1") == "elsewhere"
+    assert store.get_state("slack", "progress:r1") == "C1 1700000000.000200"
+    assert store.get_state("discord", "progress:r1") == "elsewhere"
+
+
+def test_keep_state_writes_once_and_outlives_housekeeping(store: Store, clock: Clock) -> None:
+    assert store.keep_state("baton", "pages:key", "first") == "first"
+    assert store.keep_state("baton", "pages:key", "second") == "first"  # a racing replica gets the first
+    store.put_state("slack", "ref:old", "x")
+    clock.advance(3600)
+    assert store.forget_state(before=clock.now) == 1  # Baton's own value is never dropped
+    assert store.get_state("baton", "pages:key") == "first"
 
 
 def test_values_survive_a_new_store_on_the_same_database(database_url: str) -> None:
@@ -28,7 +36,7 @@ def test_values_survive_a_new_store_on_the_same_database(database_url: str) -> N
         assert second.get_state("slack", "ref:abc") == long_command
 
 
-def test_forget_state_drops_values_last_written_before_the_cut_off(store: SqlStore, clock: Clock) -> None:
+def test_forget_state_drops_values_last_written_before_the_cut_off(store: Store, clock: Clock) -> None:
     store.put_state("slack", "ref:old", "run deploy --force 'long'")
     store.put_state("slack", "message:progress:r1", "C1 1.0")
     store.put_state("discord", "message:progress:r1", "10 20")

@@ -1,18 +1,20 @@
-"""Runs: creation, lookup by id and prefix, the unfinished-runs query, threads."""
+"""Runs: creation, lookup by id and prefix, the unfinished runs a `run` command reads, threads."""
 
 from __future__ import annotations
 
 import pytest
 
 from core.errors import AmbiguousRunId, RunNotFound
+from core.store.port import Store
 from core.store.records import RunStatus
-from core.store.repository import SqlStore
+from tests.factories import create_run
 from tests.integration.store.conftest import Clock, MakeRun
 
 
-def test_create_run_returns_what_get_run_reads(store: SqlStore) -> None:
+def test_create_run_returns_what_get_run_reads(store: Store) -> None:
     digest = store.put_blob(b'{"message":"A"}')
-    created = store.create_run(
+    created = create_run(
+        store,
         workflow="release-notes",
         platform="slack",
         conversation="C1",
@@ -27,8 +29,9 @@ def test_create_run_returns_what_get_run_reads(store: SqlStore) -> None:
     assert store.get_run(created.id) == created
 
 
-def test_create_run_running_takes_a_lease(store: SqlStore, clock: Clock) -> None:
-    run = store.create_run(
+def test_create_run_running_takes_a_lease(store: Store, clock: Clock) -> None:
+    run = create_run(
+        store,
         workflow="w",
         platform="console",
         conversation="local",
@@ -45,14 +48,14 @@ def test_create_run_running_takes_a_lease(store: SqlStore, clock: Clock) -> None
     assert store.get_run(run.id) == run
 
 
-def test_get_run_unknown_raises_run_not_found(store: SqlStore) -> None:
+def test_get_run_unknown_raises_run_not_found(store: Store) -> None:
     with pytest.raises(RunNotFound) as info:
         store.get_run("000000000000")
     assert info.value.message == "No run has the id 000000000000."
     assert "/workflow runs" in info.value.hint
 
 
-def test_find_run_by_exact_id_and_unique_prefix(store: SqlStore, make_run: MakeRun) -> None:
+def test_find_run_by_exact_id_and_unique_prefix(store: Store, make_run: MakeRun) -> None:
     runs = [make_run() for _ in range(6)]
     for run in runs:
         assert store.find_run(run.id) == run
@@ -62,7 +65,7 @@ def test_find_run_by_exact_id_and_unique_prefix(store: SqlStore, make_run: MakeR
         assert store.find_run(run.id[:length]) == run
 
 
-def test_find_run_ambiguous_prefix_lists_candidates(store: SqlStore, make_run: MakeRun) -> None:
+def test_find_run_ambiguous_prefix_lists_candidates(store: Store, make_run: MakeRun) -> None:
     runs = [make_run() for _ in range(17)]  # 17 ids, 16 hex digits: two share a first digit
     first = next(c for c in "0123456789abcdef" if sum(r.id.startswith(c) for r in runs) >= 2)
     sharing = [r.id for r in runs if r.id.startswith(first)]
@@ -73,7 +76,7 @@ def test_find_run_ambiguous_prefix_lists_candidates(store: SqlStore, make_run: M
     assert info.value.hint == "Type more characters of the run id."
 
 
-def test_find_run_without_match_raises_run_not_found(store: SqlStore, make_run: MakeRun) -> None:
+def test_find_run_without_match_raises_run_not_found(store: Store, make_run: MakeRun) -> None:
     runs = [make_run() for _ in range(5)]
     unused = next(f"{n:02x}" for n in range(256) if not any(r.id.startswith(f"{n:02x}") for r in runs))
     for text in (unused, "", "not-hex", "%", "_", runs[0].id + "0"):
@@ -81,7 +84,7 @@ def test_find_run_without_match_raises_run_not_found(store: SqlStore, make_run: 
             store.find_run(text)
 
 
-def test_unfinished_runs_are_newest_first_and_scoped(store: SqlStore, make_run: MakeRun) -> None:
+def test_unfinished_runs_are_newest_first_and_scoped(store: Store, make_run: MakeRun) -> None:
     failed = make_run(RunStatus.FAILED)
     paused = make_run(RunStatus.PAUSED)
     attention = make_run(RunStatus.NEEDS_ATTENTION)
@@ -91,17 +94,17 @@ def test_unfinished_runs_are_newest_first_and_scoped(store: SqlStore, make_run: 
     make_run(RunStatus.FAILED, conversation="C2")
     make_run(RunStatus.FAILED, platform="discord")
 
-    found = store.unfinished_runs("release-notes", "slack", "C1")
+    _, found = store.command_runs("slack:none", "release-notes", "slack", "C1")
     assert [r.id for r in found] == [attention.id, paused.id, failed.id]
 
 
-def test_abandoning_removes_a_run_from_the_unfinished_list(store: SqlStore, make_run: MakeRun) -> None:
+def test_abandoning_removes_a_run_from_the_unfinished_list(store: Store, make_run: MakeRun) -> None:
     failed = make_run(RunStatus.FAILED)
     store.transition(failed.id, RunStatus.CANCELLED, actor="slack:U1")
-    assert store.unfinished_runs("release-notes", "slack", "C1") == []
+    assert store.command_runs("slack:none", "release-notes", "slack", "C1") == (None, [])
 
 
-def test_recent_runs_filters_and_limits(store: SqlStore, make_run: MakeRun) -> None:
+def test_recent_runs_filters_and_limits(store: Store, make_run: MakeRun) -> None:
     first = make_run()
     second = make_run(conversation="C2")
     third = make_run(platform="discord")
@@ -111,7 +114,7 @@ def test_recent_runs_filters_and_limits(store: SqlStore, make_run: MakeRun) -> N
     assert [r.id for r in store.recent_runs(platform="slack", conversation="C1")] == [first.id]
 
 
-def test_set_thread_and_runs_in_thread(store: SqlStore, make_run: MakeRun) -> None:
+def test_set_thread_and_runs_in_thread(store: Store, make_run: MakeRun) -> None:
     run = make_run(RunStatus.RUNNING)
     other = make_run(thread="T9")
     updated = store.set_thread(run.id, "T1")

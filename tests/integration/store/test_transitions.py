@@ -8,8 +8,9 @@ import itertools
 import pytest
 
 from core.errors import InvalidTransition, RunNotResumable, RunStateError
+from core.store.cas import DEFAULT_LEASE_SECONDS
+from core.store.port import Store
 from core.store.records import TRANSITIONS, RunStatus
-from core.store.repository import DEFAULT_LEASE_SECONDS, SqlStore
 from tests.integration.store.conftest import Clock, MakeRun
 
 LEGAL = sorted((src, dst) for src, targets in TRANSITIONS.items() for dst in targets)
@@ -19,7 +20,7 @@ ILLEGAL = sorted(
 
 
 @pytest.mark.parametrize(("src", "dst"), LEGAL, ids=lambda s: s.value)
-def test_every_legal_transition(store: SqlStore, make_run: MakeRun, src: RunStatus, dst: RunStatus) -> None:
+def test_every_legal_transition(store: Store, make_run: MakeRun, src: RunStatus, dst: RunStatus) -> None:
     run = make_run(src)
     moved = store.transition(run.id, dst, actor="slack:U7", reason=f"to {dst.value}")
     assert (moved.status, moved.version, moved.status_by, moved.reason) == (
@@ -34,7 +35,7 @@ def test_every_legal_transition(store: SqlStore, make_run: MakeRun, src: RunStat
 
 @pytest.mark.parametrize(("src", "dst"), ILLEGAL, ids=lambda s: s.value)
 def test_every_illegal_transition_is_refused(
-    store: SqlStore, make_run: MakeRun, src: RunStatus, dst: RunStatus
+    store: Store, make_run: MakeRun, src: RunStatus, dst: RunStatus
 ) -> None:
     run = make_run(src)
     expected = RunNotResumable if dst is RunStatus.RUNNING else InvalidTransition
@@ -47,7 +48,7 @@ def test_every_illegal_transition_is_refused(
     assert store.get_run(run.id) == run
 
 
-def test_illegal_changes_are_refused_before_any_sql(store: SqlStore) -> None:
+def test_illegal_changes_are_refused_before_any_sql(store: Store) -> None:
     # an unknown id would raise RunNotFound if the store had queried it
     with pytest.raises(InvalidTransition):
         store.transition("000000000000", RunStatus.PENDING, actor="a")
@@ -55,7 +56,7 @@ def test_illegal_changes_are_refused_before_any_sql(store: SqlStore) -> None:
         store.transition("000000000000", RunStatus.RUNNING, actor="a", allowed_from=[RunStatus.COMPLETED])
 
 
-def test_allowed_from_narrows_the_sources(store: SqlStore, make_run: MakeRun) -> None:
+def test_allowed_from_narrows_the_sources(store: Store, make_run: MakeRun) -> None:
     paused = make_run(RunStatus.PAUSED)
     with pytest.raises(RunNotResumable) as info:
         store.transition(paused.id, RunStatus.RUNNING, actor="slack:U2", allowed_from=[RunStatus.FAILED])
@@ -66,7 +67,7 @@ def test_allowed_from_narrows_the_sources(store: SqlStore, make_run: MakeRun) ->
     assert resumed.status is RunStatus.RUNNING
 
 
-def test_second_resumer_is_told_who_won(store: SqlStore, make_run: MakeRun) -> None:
+def test_second_resumer_is_told_who_won(store: Store, make_run: MakeRun) -> None:
     failed = make_run(RunStatus.FAILED)
     store.transition(failed.id, RunStatus.RUNNING, actor="slack:U123")
     with pytest.raises(RunNotResumable) as info:
@@ -75,7 +76,7 @@ def test_second_resumer_is_told_who_won(store: SqlStore, make_run: MakeRun) -> N
     assert (info.value.status, info.value.by) == ("running", "slack:U123")
 
 
-def test_resume_of_a_completed_run_points_to_resume_from(store: SqlStore, make_run: MakeRun) -> None:
+def test_resume_of_a_completed_run_points_to_resume_from(store: Store, make_run: MakeRun) -> None:
     done = make_run(RunStatus.COMPLETED)
     with pytest.raises(RunNotResumable) as info:
         store.transition(done.id, RunStatus.RUNNING, actor="slack:U1")
@@ -83,7 +84,7 @@ def test_resume_of_a_completed_run_points_to_resume_from(store: SqlStore, make_r
     assert info.value.status == "completed"
 
 
-def test_expected_version_guards_against_a_stale_read(store: SqlStore, make_run: MakeRun) -> None:
+def test_expected_version_guards_against_a_stale_read(store: Store, make_run: MakeRun) -> None:
     run = make_run(RunStatus.FAILED)
     resumed = store.transition(run.id, RunStatus.RUNNING, actor="a", expected_version=run.version)
     store.transition(run.id, RunStatus.FAILED, actor="engine", reason="boom again")
@@ -94,7 +95,7 @@ def test_expected_version_guards_against_a_stale_read(store: SqlStore, make_run:
     assert store.get_run(run.id).version == resumed.version + 1
 
 
-def test_transition_of_an_unknown_run_raises_run_not_found(store: SqlStore) -> None:
+def test_transition_of_an_unknown_run_raises_run_not_found(store: Store) -> None:
     from core.errors import RunNotFound
 
     with pytest.raises(RunNotFound):
@@ -102,7 +103,7 @@ def test_transition_of_an_unknown_run_raises_run_not_found(store: SqlStore) -> N
 
 
 def test_running_takes_the_lease_and_leaving_clears_it(
-    store: SqlStore, make_run: MakeRun, clock: Clock
+    store: Store, make_run: MakeRun, clock: Clock
 ) -> None:
     run = make_run(RunStatus.FAILED)
     resumed = store.transition(

@@ -157,13 +157,11 @@ def test_people_are_shown_as_platform_mentions_not_raw_ids() -> None:
     [("console", "slack:U0ANA"), ("slack", "<@U0ANA>"), ("discord", "slack:U0ANA")],
 )
 def test_an_error_naming_who_decided_renders_that_person_per_platform(platform: str, person: str) -> None:
-    exc = GateAlreadyDecided(
-        "`review` <x> of run 3f9a was already approved by slack:U0ANA.", run_id="3f9a", by="slack:U0ANA"
-    )
+    exc = GateAlreadyDecided(run_id="3f9a", node_id="review <x>", decision="approved", by="slack:U0ANA")
     reply = replies.error(exc)
     assert reply.data["message"] == exc.message  # the plain sentence stays for logs and --json
     [text] = render(reply, platform, PLAIN)
-    assert text.splitlines()[0].endswith(f"already approved by {person}.")
+    assert text.splitlines()[0].endswith(f"already approved by {person}")
     assert ("&lt;x&gt;" in text) is (platform == "slack")  # the prose around the user is still escaped
 
 

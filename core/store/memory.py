@@ -1,0 +1,441 @@
+"""`MemoryStore`: the `Store` port in this process's memory, for tests and trials.
+
+    store = MemoryStore()                 # or MemoryStore(clock=fake_clock)
+    with store.transaction() as tx: ...   # units of work, all or nothing
+
+It keeps the same records, compare-and-swap rules and errors as `SqlStore` (the contract
+suite in tests/integration/store/ runs against both): a lost CAS raises `RunNotResumable`,
+`InvalidTransition` or `GateAlreadyDecided` carrying who won, timestamps are strictly
+increasing, JSON values are copied as a database would store them. One re-entrant lock
+guards every call, so the engine's threads (`asyncio.to_thread`) and its event loop may
+share it. Nothing survives the process and there is no `Dispatch` (distributed execution
+needs PostgreSQL). A unit of work applies its writes under the lock and undoes them, in
+reverse, when one fails (`memory_unit.py`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import threading
+import time
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Any
+
+from core.errors import AmbiguousRunId, RunNotFound, StoreError
+from core.store import cas
+from core.store.memory_unit import MemoryTables, MemoryUnitOfWork, copied
+from core.store.port import Pulse, StepResult, Store
+from core.store.records import AuditEvent, Gate, GateStatus, JournalEntry, NodeStatus, Run, RunStatus
+from core.store.state_sql import KEPT
+from core.store.unit_of_work import Pending
+
+_FINAL = (NodeStatus.COMPLETED, NodeStatus.FAILED)
+
+
+class MemoryStore:
+    def __init__(self, *, clock: Callable[[], float] = time.time) -> None:
+        self._clock = clock
+        self._last_now = 0.0
+        self._lock = threading.RLock()
+        self._t = MemoryTables()
+
+    def _now(self) -> float:
+        """The clock, strictly increasing within this store (so "newest first" never ties)."""
+        with self._lock:
+            self._last_now = max(self._clock(), self._last_now + 1e-6)
+            return self._last_now
+
+    # -- lifecycle -------------------------------------------------------------------------
+    def migrate(self) -> None:
+        """Nothing to migrate."""
+
+    def close(self) -> None:
+        """Nothing to close (the data stays readable until the store is dropped)."""
+
+    @contextmanager
+    def transaction(self) -> Iterator[MemoryUnitOfWork]:
+        unit = MemoryUnitOfWork(self._t, self._now)
+        yield unit
+        with self._lock:
+            unit.apply()
+
+    def _one(self, write: Callable[[MemoryUnitOfWork], Pending[Any]]) -> Any:
+        """A single call: a unit of this one write; its result."""
+        with self.transaction() as tx:
+            pending = write(tx)
+        return pending.value
+
+    # -- blobs -----------------------------------------------------------------------------
+    def put_blob(self, data: bytes) -> str:
+        digest = hashlib.sha256(data).hexdigest()
+        with self._lock:
+            self._t.blobs.setdefault(digest, bytes(data))
+        return digest
+
+    def get_blob(self, digest: str) -> bytes:
+        with self._lock:
+            return self._t.blobs[digest]
+
+    def get_blobs(self, digests: Iterable[str]) -> dict[str, bytes]:
+        with self._lock:
+            return {d: self._t.blobs[d] for d in sorted(set(digests)) if d in self._t.blobs}
+
+    # -- runs ------------------------------------------------------------------------------
+    def get_run(self, run_id: str) -> Run:
+        with self._lock:
+            return self._t.run(run_id)
+
+    def find_run(self, id_or_prefix: str) -> Run:
+        prefix = cas.normalize_prefix(id_or_prefix)
+        if prefix is None:
+            raise RunNotFound(f"No run has the id {id_or_prefix.strip()!r}.", run_id=id_or_prefix)
+        with self._lock:
+            runs = _newest([r for r in self._t.runs.values() if r.id.startswith(prefix)])[:6]
+        if not runs:
+            raise RunNotFound(f"No run id starts with {prefix}.", run_id=prefix)
+        exact = [run for run in runs if run.id == prefix]
+        if exact:
+            return exact[0]
+        if len(runs) > 1:
+            listed = ", ".join(run.id for run in runs[:5]) + (", …" if len(runs) > 5 else "")
+            raise AmbiguousRunId(f"Run id {prefix} matches several runs: {listed}.", run_id=prefix)
+        return runs[0]
+
+    def runs_with_args(self, prefix: str, limit: int = 1000) -> list[Run]:
+        low = cas.normalize_prefix(prefix)
+        if low is None:
+            return []
+        first: dict[tuple[str, str, str], Run] = {}
+        with self._lock:
+            for run in self._t.runs.values():
+                if run.args_digest.startswith(low):
+                    key = (run.args_digest, run.workflow, run.requester)
+                    if key not in first or run.id < first[key].id:
+                        first[key] = run
+        return sorted(first.values(), key=lambda r: r.id)[:limit]
+
+    def recent_runs(
+        self, *, platform: str | None = None, conversation: str | None = None, limit: int = 20
+    ) -> list[Run]:
+        with self._lock:
+            runs = [
+                r
+                for r in self._t.runs.values()
+                if platform in (None, r.platform) and conversation in (None, r.conversation)
+            ]
+        return _newest(runs)[:limit]
+
+    def runs_in_thread(self, platform: str, conversation: str, thread: str) -> list[Run]:
+        with self._lock:
+            here = [r for r in self._t.runs.values() if (r.platform, r.conversation, r.thread) == (
+                platform, conversation, thread)]  # fmt: skip
+        return _newest(here)
+
+    def set_thread(self, run_id: str, thread: str) -> Run:
+        with self._lock:
+            run = self._t.run(run_id).evolve(thread=thread)
+            self._t.runs[run_id] = run  # its gates follow the run's thread
+            return run
+
+    def transition(
+        self,
+        run_id: str,
+        to: RunStatus,
+        *,
+        actor: str,
+        reason: str | None = None,
+        expected_version: int | None = None,
+        allowed_from: Iterable[RunStatus] | None = None,
+        lease_owner: str | None = None,
+        lease_seconds: float | None = None,
+    ) -> Run:
+        run: Run = self._one(lambda tx: tx.transition(
+            run_id, to, actor=actor, reason=reason, expected_version=expected_version,
+            allowed_from=allowed_from, lease_owner=lease_owner, lease_seconds=lease_seconds,
+        ))  # fmt: skip
+        return run
+
+    # -- leases ----------------------------------------------------------------------------
+    def renew_leases(self, owner: str, lease_seconds: float) -> int:
+        expires = self._now() + lease_seconds
+        with self._lock:
+            mine = [r for r in self._t.runs.values() if _running(r) and r.lease_owner == owner]
+            for run in mine:
+                self._t.runs[run.id] = run.evolve(lease_expires_at=expires)
+        return len(mine)
+
+    def lapsed_runs(self, now: float | None = None) -> list[Run]:
+        when = self._clock() if now is None else now
+        with self._lock:
+            lapsed = [r for r in self._t.runs.values() if _running(r) and (r.lease_expires_at or 0.0) < when]
+        return sorted(lapsed, key=lambda r: r.lease_expires_at or 0.0)
+
+    def runs_leased_by(self, owner_prefix: str) -> list[Run]:
+        with self._lock:
+            return [
+                r
+                for r in self._t.runs.values()
+                if _running(r) and (r.lease_owner or "").startswith(owner_prefix)
+            ]
+
+    def take_over(self, run: Run, new_owner: str, lease_seconds: float) -> Run:
+        now = self._now()
+        with self._lock:
+            current = self._t.run(run.id)
+            as_read = (run.version, RunStatus.RUNNING, run.lease_owner, run.lease_expires_at)
+            if (current.version, current.status, current.lease_owner, current.lease_expires_at) != as_read:
+                raise cas.lost_takeover(current)
+            won = current.evolve(
+                version=current.version + 1, lease_owner=new_owner, lease_expires_at=now + lease_seconds,
+                updated_at=now,
+            )  # fmt: skip
+            self._t.runs[run.id] = won
+            return won
+
+    def release_leases(self, owner: str) -> int:
+        lapsed = self._now() - 0.001
+        with self._lock:
+            mine = [r for r in self._t.runs.values() if _running(r) and r.lease_owner == owner]
+            for run in mine:
+                self._t.runs[run.id] = run.evolve(lease_expires_at=lapsed)
+        return len(mine)
+
+    # -- journal ---------------------------------------------------------------------------
+    def journal_start(
+        self,
+        *,
+        run_id: str,
+        node_id: str,
+        cache_key: str,
+        components: dict[str, Any],
+        attempt: int,
+        idempotency_key: str | None,
+    ) -> int:
+        now = self._now()
+        with self._lock:
+            entry = self._t.add_entry(
+                "record a step start", run_id=run_id, node_id=node_id, attempt=attempt, cache_key=cache_key,
+                components=copied(components), status=NodeStatus.STARTED, started_at=now,
+                idempotency_key=idempotency_key,
+            )  # fmt: skip
+        return entry.id
+
+    def journal_finish(
+        self,
+        entry_id: int,
+        *,
+        status: NodeStatus,
+        output_digest: str | None = None,
+        error: str | None = None,
+        tokens_in: int = 0,
+        tokens_out: int = 0,
+        artifacts: dict[str, str] | None = None,
+    ) -> None:
+        status = NodeStatus(status)
+        if status not in _FINAL:
+            raise ValueError(f"journal_finish takes completed or failed, not {status.value}")
+        now = self._now()
+        with self._lock:
+            entry = self._t.journal.get(entry_id)
+            if entry is None:
+                raise StoreError(f"Journal entry {entry_id} does not exist.", hint="This is a bug in Baton.")
+            if entry.status is not NodeStatus.STARTED:
+                raise cas.already_settled(entry)
+            self._t.journal[entry_id] = entry.evolve(
+                status=status, finished_at=now, output_digest=output_digest, error=error,
+                tokens_in=tokens_in, tokens_out=tokens_out, artifacts=copied(artifacts or {}),
+            )  # fmt: skip
+
+    def journal_complete_many(self, results: Sequence[StepResult]) -> None:
+        if not results:
+            return
+        now = self._now()
+        with self.transaction() as tx:
+            for r in sorted(results, key=lambda r: r.digest):
+                tx.put_blob(r.output)
+            for r in results:
+                tx.add_entry(
+                    "record step results", run_id=r.run_id, node_id=r.node_id, attempt=r.attempt,
+                    cache_key=r.cache_key, components=copied(r.components), status=NodeStatus.COMPLETED,
+                    started_at=now, finished_at=now, output_digest=r.digest,
+                    idempotency_key=r.idempotency_key, tokens_in=r.tokens_in, tokens_out=r.tokens_out,
+                )  # fmt: skip
+
+    def journal_record_cached(self, run_id: str, entries: Sequence[JournalEntry]) -> None:
+        if not entries:
+            return
+        now = self._now()
+        plain = sorted(e.id for e in entries if not (e.tokens_in or e.tokens_out))
+        spent = [e for e in entries if e.tokens_in or e.tokens_out]
+        with self._lock:
+            stored = [self._t.journal[i] for i in plain if i in self._t.journal]
+        with self.transaction() as tx:
+            for original in [*stored, *spent]:
+                components = original.components
+                if original.tokens_in or original.tokens_out:  # what re-using it saves
+                    saved = original.tokens_in + original.tokens_out + int(components.get("_tokens", 0))
+                    components = {**components, "_tokens": saved}
+                tx.add_entry(
+                    "record re-used results", run_id=run_id, node_id=original.node_id,
+                    attempt=original.attempt, cache_key=original.cache_key, components=copied(components),
+                    status=NodeStatus.COMPLETED, started_at=now, finished_at=now,
+                    output_digest=original.output_digest, idempotency_key=original.idempotency_key,
+                    artifacts=copied(original.artifacts), cached_from=original.cached_from or original.run_id,
+                )  # fmt: skip
+
+    def journal(self, run_ids: Sequence[str]) -> list[JournalEntry]:
+        with self._lock:
+            ids = sorted(i for run_id in set(run_ids) for i in self._t.entries_of.get(run_id, ()))
+            return [self._t.journal[i] for i in ids]
+
+    def lineage(self, run_id: str) -> list[str]:
+        with self._lock:
+            chain = [self._t.run(run_id).id]
+            parent = self._t.runs[run_id].resumed_from
+            while parent is not None and parent in self._t.runs and len(chain) <= 10_000:
+                chain.append(parent)
+                parent = self._t.runs[parent].resumed_from
+        return chain
+
+    # -- gates -----------------------------------------------------------------------------
+    def open_gate(self, run_id: str, node_id: str, prompt: str, cache_key: str = "") -> Gate:
+        now = self._now()
+        with self._lock:
+            gate = self._t.gates.get((run_id, node_id))
+            if (gate is None and run_id in self._t.runs) or (
+                gate is not None and cache_key and gate.cache_key != cache_key
+            ):
+                gate = Gate(run_id, node_id, prompt, GateStatus.WAITING, now, cache_key=cache_key)
+            if gate is not None:
+                self._t.gates[(run_id, node_id)] = gate
+            return self._t.gate(run_id, node_id)
+
+    def get_gate(self, run_id: str, node_id: str) -> Gate:
+        with self._lock:
+            return self._t.gate(run_id, node_id)
+
+    def waiting_gate(self, run_id: str) -> Gate | None:
+        with self._lock:
+            return self._t.waiting_gate(run_id)
+
+    def decided_gate(self, run_id: str) -> Gate | None:
+        with self._lock:
+            decided = [g for g in self._t.gates_of(run_id) if g.status is not GateStatus.WAITING]
+        return min(decided, key=lambda g: (-(g.decided_at or 0.0), g.node_id), default=None)
+
+    def waiting_gates(
+        self, *, platform: str, conversation: str, thread: str | None = None
+    ) -> list[tuple[Run, Gate]]:
+        with self._lock:
+            pairs = [
+                (run, gate)
+                for gate in self._t.gates.values()
+                if gate.status is GateStatus.WAITING
+                for run in [self._t.runs[gate.run_id]]
+                if (run.platform, run.conversation) == (platform, conversation)
+                and thread in (None, run.thread)
+            ]
+        return sorted(pairs, key=lambda pair: pair[1].created_at, reverse=True)
+
+    def run_gates(self, run_id: str) -> list[Gate]:
+        with self._lock:
+            return self._t.gates_of(run_id)
+
+    # -- events and audit --------------------------------------------------------------------
+    def audit(
+        self, *, actor: str, action: str, run_id: str | None = None, details: dict[str, Any] | None = None
+    ) -> None:
+        with self.transaction() as tx:
+            tx.audit(actor=actor, action=action, run_id=run_id, details=details)
+
+    def audit_log(self, run_id: str) -> list[AuditEvent]:
+        with self._lock:
+            return [e for e in self._t.audit.values() if e.run_id == run_id]
+
+    def claim_event(self, platform: str, event_id: str, *, stale_after: float = 60.0) -> bool:
+        now = self._now()
+        with self._lock:
+            seen = self._t.events.get((platform, event_id))
+            if seen is not None and (seen[1] or seen[0] >= now - stale_after):
+                return False  # handled, or claimed recently by a live handler
+            self._t.events[(platform, event_id)] = (now, False)
+            return True
+
+    def finish_event(self, platform: str, event_id: str) -> None:
+        with self.transaction() as tx:
+            tx.finish_event(platform, event_id)
+
+    def forget_events(self, before: float) -> int:
+        with self._lock:
+            old = [key for key, (at, _) in self._t.events.items() if at < before]
+            for key in old:
+                del self._t.events[key]
+        return len(old)
+
+    # -- platform state ----------------------------------------------------------------------
+    def put_state(self, platform: str, key: str, value: str) -> None:
+        now = self._now()
+        with self._lock:
+            self._t.state[(platform, key)] = (value, now)
+
+    def get_state(self, platform: str, key: str) -> str | None:
+        with self._lock:
+            kept = self._t.state.get((platform, key))
+        return None if kept is None else kept[0]
+
+    def keep_state(self, platform: str, key: str, value: str) -> str:
+        now = self._now()
+        with self._lock:
+            return self._t.state.setdefault((platform, key), (value, now))[0]
+
+    def forget_state(self, before: float) -> int:
+        with self._lock:
+            old = [k for k, (_, at) in self._t.state.items() if at < before and k[0] != KEPT]
+            for k in old:
+                del self._t.state[k]
+        return len(old)
+
+    # -- views -------------------------------------------------------------------------------
+    def command_runs(
+        self, origin_event: str, workflow: str, platform: str, conversation: str
+    ) -> tuple[Run | None, list[Run]]:
+        with self._lock:
+            started = [self._t.runs[i] for i in self._t.origin.get(origin_event, ())]
+            waiting = [
+                r
+                for r in self._t.runs.values()
+                if (r.platform, r.conversation, r.workflow) == (platform, conversation, workflow)
+                and r.status.unfinished
+            ]
+        first = min(started, key=lambda r: r.created_at, default=None)
+        return first, _newest(waiting)
+
+    def gate_and_args(self, run: Run) -> tuple[Gate | None, bytes]:
+        with self._lock:
+            return self._t.waiting_gate(run.id), self._t.blobs[run.args_digest]
+
+    def run_pulse(self, run_id: str) -> Pulse | None:
+        with self._lock:
+            run = self._t.runs.get(run_id)
+            if run is None:
+                return None
+            entries = [self._t.journal[i] for i in self._t.entries_of.get(run_id, ())]
+            audit = [e.id for e in self._t.audit.values() if e.run_id == run_id]
+        return (
+            run.status.value, run.version, run.thread, len(entries),
+            sum(e.finished_at is not None for e in entries), max((e.id for e in entries), default=0),
+            sum(e.status is NodeStatus.INVALIDATED for e in entries), max(audit, default=0),
+        )  # fmt: skip
+
+
+def _newest(runs: Iterable[Run]) -> list[Run]:
+    return sorted(runs, key=lambda r: r.created_at, reverse=True)
+
+
+def _running(run: Run) -> bool:
+    return run.status is RunStatus.RUNNING
+
+
+if TYPE_CHECKING:  # mypy checks that this is a whole `Store`
+    _: Store = MemoryStore()

@@ -1,0 +1,259 @@
+"""`MemoryStore`'s tables and its unit of work.
+
+`MemoryTables` holds the records in dicts (with the few indexes the store's queries need);
+`MemoryUnitOfWork` collects a unit's writes as operations and applies them under the
+store's lock: each records how to undo itself, and a write that fails (a lost CAS, a run
+that does not exist) undoes the ones before it, in reverse, before its error propagates.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+from core.errors import RunNotFound, StoreError
+from core.store import cas
+from core.store.records import AuditEvent, Gate, GateStatus, JournalEntry, NodeStatus, Run, RunStatus
+from core.store.unit_of_work import Pending
+
+T = TypeVar("T")
+Undo = list[Callable[[], None]]
+
+
+def copied(value: T) -> T:
+    """`value` as a JSON column gives it back: a fresh copy, tuples as lists."""
+    result: T = json.loads(json.dumps(value))
+    return result
+
+
+@dataclass
+class MemoryTables:
+    runs: dict[str, Run] = field(default_factory=dict)
+    origin: dict[str, list[str]] = field(default_factory=dict)  # origin event -> run ids
+    blobs: dict[str, bytes] = field(default_factory=dict)
+    journal: dict[int, JournalEntry] = field(default_factory=dict)
+    entries_of: dict[str, list[int]] = field(default_factory=dict)  # run id -> entry ids
+    gates: dict[tuple[str, str], Gate] = field(default_factory=dict)
+    audit: dict[int, AuditEvent] = field(default_factory=dict)
+    events: dict[tuple[str, str], tuple[float, bool]] = field(default_factory=dict)  # (at, done)
+    state: dict[tuple[str, str], tuple[str, float]] = field(default_factory=dict)  # (value, at)
+    last_entry: int = 0
+    last_audit: int = 0
+
+    def run(self, run_id: str) -> Run:
+        run = self.runs.get(run_id)
+        if run is None:
+            raise RunNotFound(f"No run has the id {run_id}.", run_id=run_id)
+        return run
+
+    def gate(self, run_id: str, node_id: str) -> Gate:
+        gate = self.gates.get((run_id, node_id))
+        if gate is None:
+            raise RunNotFound(f"Run {run_id} has no approval gate {node_id}.", run_id=run_id)
+        return gate
+
+    def gates_of(self, run_id: str) -> list[Gate]:
+        """Oldest first."""
+        mine = [g for (run, _), g in self.gates.items() if run == run_id]
+        return sorted(mine, key=lambda g: (g.created_at, g.node_id))
+
+    def waiting_gate(self, run_id: str) -> Gate | None:
+        return next((g for g in self.gates_of(run_id) if g.status is GateStatus.WAITING), None)
+
+    def add_entry(self, operation: str, undo: Undo | None = None, **fields: Any) -> JournalEntry:
+        run_id = fields["run_id"]
+        if run_id not in self.runs:  # the journal's foreign key
+            cause = KeyError(run_id)
+            raise StoreError(f"The run store could not {operation} (no run has the id {run_id}).") from cause
+        self.last_entry += 1
+        entry = JournalEntry(id=self.last_entry, **fields)
+        self.journal[entry.id] = entry
+        self.entries_of.setdefault(run_id, []).append(entry.id)
+        if undo is not None:
+            undo.append(lambda: self._drop_entry(entry))
+        return entry
+
+    def _drop_entry(self, entry: JournalEntry) -> None:
+        del self.journal[entry.id]
+        self.entries_of[entry.run_id].remove(entry.id)
+
+    def put(self, table: dict[Any, Any], key: Any, value: Any, undo: Undo) -> None:
+        """`table[key] = value`, undoable."""
+        if key in table:
+            old = table[key]
+            undo.append(lambda: table.__setitem__(key, old))
+        else:
+            undo.append(lambda: table.pop(key))
+        table[key] = value
+
+
+class MemoryUnitOfWork:
+    """The writes of one `with store.transaction() as tx:` block (`UnitOfWork`)."""
+
+    def __init__(self, tables: MemoryTables, now: Callable[[], float]) -> None:
+        self._t = tables
+        self._now = now
+        self._ops: list[tuple[Callable[[Undo], Any], Pending[Any] | None]] = []
+
+    def apply(self) -> None:
+        """Every write, in order, or none (call it holding the store's lock)."""
+        undo: Undo = []
+        results: list[Any] = []
+        try:
+            for op, _ in self._ops:
+                results.append(op(undo))
+        except BaseException:
+            for step in reversed(undo):
+                step()
+            raise
+        for (_, pending), result in zip(self._ops, results, strict=True):
+            if pending is not None:
+                pending.set(result)
+
+    def _later(self, op: Callable[[Undo], T]) -> Pending[T]:
+        pending: Pending[T] = Pending()
+        self._ops.append((op, pending))
+        return pending
+
+    def _then(self, op: Callable[[Undo], Any]) -> None:
+        self._ops.append((op, None))
+
+    def put_blob(self, data: bytes) -> str:
+        digest = hashlib.sha256(data).hexdigest()
+        kept = bytes(data)
+
+        def op(undo: Undo) -> None:
+            if digest not in self._t.blobs:
+                self._t.put(self._t.blobs, digest, kept, undo)
+
+        self._then(op)
+        return digest
+
+    def create_run(self, **fields: Any) -> Run:
+        run, origin = cas.new_run(self._now(), **fields)
+
+        def op(undo: Undo) -> None:
+            if run.id in self._t.runs:  # a 48-bit id collision
+                raise StoreError(f"The run store could not create a run (the id {run.id} is taken).")
+            self._t.put(self._t.runs, run.id, run, undo)
+            if origin is not None:
+                self._t.put(self._t.origin, origin, [*self._t.origin.get(origin, []), run.id], undo)
+
+        self._then(op)
+        return run
+
+    def transition(
+        self,
+        run_id: str,
+        to: RunStatus,
+        *,
+        actor: str,
+        reason: str | None = None,
+        expected_version: int | None = None,
+        allowed_from: Iterable[RunStatus] | None = None,
+        lease_owner: str | None = None,
+        lease_seconds: float | None = None,
+    ) -> Pending[Run]:
+        to = RunStatus(to)
+        allowed = cas.allowed_sources(to, allowed_from)  # an illegal change fails at once
+        now = self._now()
+        owner, expires = cas.lease(
+            to, now, holder=actor, lease_owner=lease_owner, lease_seconds=lease_seconds
+        )
+
+        def op(undo: Undo) -> Run:
+            current = self._t.run(run_id)
+            if current.status not in allowed or expected_version not in (None, current.version):
+                raise cas.lost_race(current, to, allowed, expected_version)
+            moved = current.evolve(
+                status=to, version=current.version + 1, status_by=actor, reason=reason, updated_at=now,
+                lease_owner=owner, lease_expires_at=expires,
+            )  # fmt: skip
+            self._t.put(self._t.runs, run_id, moved, undo)
+            return moved
+
+        return self._later(op)
+
+    def decide_gate(
+        self, run_id: str, node_id: str, *, approved: bool, by: str, comment: str | None
+    ) -> Pending[Gate]:
+        decision = GateStatus.APPROVED if approved else GateStatus.REJECTED
+        now = self._now()
+
+        def op(undo: Undo) -> Gate:
+            gate = self._t.gate(run_id, node_id)
+            if gate.status is not GateStatus.WAITING:
+                raise cas.already_decided(gate)
+            decided = gate.evolve(status=decision, decided_by=by, comment=comment, decided_at=now)
+            self._t.put(self._t.gates, (run_id, node_id), decided, undo)
+            return decided
+
+        return self._later(op)
+
+    def close_gates(self, run_id: str, *, by: str, comment: str | None) -> Pending[list[Gate]]:
+        now = self._now()
+
+        def op(undo: Undo) -> list[Gate]:
+            closed = []
+            for gate in self._t.gates_of(run_id):
+                if gate.status is GateStatus.WAITING:
+                    decided = gate.evolve(
+                        status=GateStatus.REJECTED, decided_by=by, comment=comment, decided_at=now
+                    )
+                    self._t.put(self._t.gates, (run_id, gate.node_id), decided, undo)
+                    closed.append(decided)
+            return closed
+
+        return self._later(op)
+
+    def audit(
+        self, *, actor: str, action: str, run_id: str | None = None, details: dict[str, Any] | None = None
+    ) -> None:
+        now = self._now()
+        kept = copied(details or {})
+
+        def op(undo: Undo) -> None:
+            self._t.last_audit += 1
+            event = AuditEvent(self._t.last_audit, now, actor, action, run_id, kept)
+            self._t.put(self._t.audit, event.id, event, undo)
+
+        self._then(op)
+
+    def finish_event(self, platform: str, event_id: str) -> None:
+        def op(undo: Undo) -> None:
+            seen = self._t.events.get((platform, event_id))
+            if seen is not None:
+                self._t.put(self._t.events, (platform, event_id), (seen[0], True), undo)
+
+        self._then(op)
+
+    def journal_note(
+        self, *, run_id: str, node_id: str, cache_key: str, components: dict[str, Any], error: str
+    ) -> None:
+        self.add_entry(
+            "record a decision about a step", run_id=run_id, node_id=node_id, attempt=0, cache_key=cache_key,
+            components=copied(components), status=NodeStatus.FAILED, started_at=(now := self._now()),
+            finished_at=now, error=error,
+        )  # fmt: skip
+
+    def add_entry(self, operation: str, **fields: Any) -> None:
+        """A journal entry with these fields (its id drawn when the unit is applied)."""
+        self._then(lambda undo: self._t.add_entry(operation, undo, **fields))
+
+    def invalidate(self, run_id: str, node_ids: Iterable[str], *, actor: str) -> Pending[int]:
+        nodes = set(node_ids)
+
+        def op(undo: Undo) -> int:
+            marked = 0
+            for entry_id in self._t.entries_of.get(run_id, []):
+                entry = self._t.journal[entry_id]
+                if entry.node_id in nodes and entry.status is NodeStatus.COMPLETED:
+                    gone = entry.evolve(status=NodeStatus.INVALIDATED, invalidated_by=actor)
+                    self._t.put(self._t.journal, entry_id, gone, undo)
+                    marked += 1
+            return marked
+
+        return self._later(op)

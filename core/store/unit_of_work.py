@@ -1,0 +1,118 @@
+"""A unit of work: several writes that commit together, or not at all.
+
+    with store.transaction() as tx:
+        tx.decide_gate(run.id, "review", approved=True, by=actor, comment=None)
+        resumed = tx.transition(run.id, RunStatus.RUNNING, actor=actor,
+                                expected_version=run.version, allowed_from=[RunStatus.PAUSED])
+        tx.audit(actor=actor, action="approve", run_id=run.id, details={"node": "review"})
+    running = resumed.value                     # the run as the unit left it
+
+Writes are collected while the block runs and sent when it ends without an exception (an
+exception inside the block sends nothing). A compare-and-swap write (`transition`,
+`decide_gate`) that matches no row undoes the whole unit, and the store raises the same typed
+error the single call raises (`RunNotResumable`, `InvalidTransition`, `GateAlreadyDecided`,
+`RunNotFound`), built from the state as it is now. A unit holds only writes: read what a
+decision needs before it, and let the CAS writes in it guard against changes in between.
+
+How a unit travels is the store's business: `SqlStore` on PostgreSQL sends it as ONE
+statement (each write a data-modifying CTE: one round trip, one commit), on SQLite as one
+transaction; `MemoryStore` applies it under its lock. A unit writes each row at most once.
+
+Values a write returns exist once the unit committed: `Pending.value` before that raises.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any, Generic, Protocol, TypeVar
+
+from core.store.records import Gate, Run, RunStatus
+
+T = TypeVar("T")
+
+
+class Pending(Generic[T]):
+    """What a write in a unit of work returns, once the unit committed."""
+
+    __slots__ = ("_done", "_value")
+
+    def __init__(self) -> None:
+        self._done = False
+        self._value: Any = None
+
+    def set(self, value: T) -> None:
+        self._value = value
+        self._done = True
+
+    @property
+    def value(self) -> T:
+        if not self._done:
+            raise RuntimeError("a unit of work's results exist once its `with` block has ended")
+        result: T = self._value
+        return result
+
+
+class UnitOfWork(Protocol):
+    """The writes a unit may hold (see the module docstring); each as its single-call twin."""
+
+    def put_blob(self, data: bytes) -> str:
+        """Store bytes once; their sha256 hex digest (known at once)."""
+
+    def create_run(
+        self,
+        *,
+        workflow: str,
+        platform: str,
+        conversation: str,
+        thread: str | None,
+        requester: str,
+        args_digest: str,
+        resumed_from: str | None = None,
+        status: RunStatus = RunStatus.PENDING,
+        lease_owner: str | None = None,
+        lease_seconds: float | None = None,
+        origin_event: str | None = None,
+    ) -> Run:
+        """A new run (id drawn now: later writes of the unit may name it), as it will be
+        stored. `origin_event`: `"<platform>:<event_id>"` of the chat command that started it."""
+
+    def transition(
+        self,
+        run_id: str,
+        to: RunStatus,
+        *,
+        actor: str,
+        reason: str | None = None,
+        expected_version: int | None = None,
+        allowed_from: Iterable[RunStatus] | None = None,
+        lease_owner: str | None = None,
+        lease_seconds: float | None = None,
+    ) -> Pending[Run]:
+        """`Runs.transition` (a CAS) inside the unit."""
+
+    def decide_gate(
+        self, run_id: str, node_id: str, *, approved: bool, by: str, comment: str | None
+    ) -> Pending[Gate]:
+        """CAS waiting -> approved | rejected; `GateAlreadyDecided` (carrying the decision and
+        who made it) when the gate was not waiting, `RunNotFound` when there is none."""
+
+    def close_gates(self, run_id: str, *, by: str, comment: str | None) -> Pending[list[Gate]]:
+        """Reject every gate still waiting in the run (a run that ends stops asking); the
+        gates closed, oldest first (none is fine)."""
+
+    def audit(
+        self, *, actor: str, action: str, run_id: str | None = None, details: dict[str, Any] | None = None
+    ) -> None: ...
+
+    def finish_event(self, platform: str, event_id: str) -> None:
+        """`Events.finish_event` inside the unit (a command's audit row and its event marked
+        handled travel together: a redelivery is audited once)."""
+
+    def journal_note(
+        self, *, run_id: str, node_id: str, cache_key: str, components: dict[str, Any], error: str
+    ) -> None:
+        """A journal entry written settled (`failed`, attempt 0, started and finished now)
+        that records a decision about a node, never a result (a rejection, an invalidation)."""
+
+    def invalidate(self, run_id: str, node_ids: Iterable[str], *, actor: str) -> Pending[int]:
+        """Mark the completed entries of those nodes in `run_id` invalidated; how many."""

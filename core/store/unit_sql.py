@@ -1,0 +1,262 @@
+"""`SqlStore.transaction()`: a unit of work on SQLite and PostgreSQL.
+
+The unit collects `writes_sql.Write`s while its block runs and sends them when it ends:
+
+* SQLite (and a unit of one write anywhere): one transaction, the writes in order; a
+  compare-and-swap write that matches nothing rolls it back.
+* PostgreSQL: ONE statement in autocommit, one round trip and one commit, each write a
+  data-modifying CTE:
+
+      WITH w0 AS (UPDATE gates … RETURNING *), w1 AS (UPDATE runs … RETURNING *),
+           w2 AS (INSERT INTO audit_events …)
+      SELECT 1 / (SELECT count(*) FROM w0) AS g0, (SELECT json_agg(row_to_json(w0)) FROM w0) AS r0,
+             1 / (SELECT count(*) FROM w1) AS g1, …, (SELECT count(*) FROM w2) AS n2
+
+  The CTEs see one snapshot, run in the unit's order (the outer SELECT reads them in that
+  order) and all to completion; a CAS write that matched nothing makes its guard divide by
+  zero (SQLSTATE 22012), which aborts the statement and so every write of the unit with it.
+  Rows come back as JSON, one column per write.
+
+After a lost CAS the store asks each CAS write's `check`, in order, for the typed error
+from the state as it is now; when none has one (the row changed back), the unit is sent
+again (`_ATTEMPTS` times at most).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import functools
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.exc import DBAPIError, SQLAlchemyError
+
+from core.errors import BatonError, StoreError
+from core.store import cas
+from core.store import writes_sql as w
+from core.store.database import describe
+from core.store.records import Gate, Run, RunStatus
+from core.store.sql_base import SqlBase
+from core.store.tables import GATES, JOURNAL, RUNS
+from core.store.unit_of_work import Pending
+
+_ATTEMPTS = 3
+_DIVISION_BY_ZERO = "22012"
+_FLOATS = frozenset(c.name for t in (RUNS, GATES, JOURNAL) for c in t.c if isinstance(c.type, sa.Float))
+
+
+class SqlUnitOfWork:
+    """The writes of one `with store.transaction() as tx:` block (`UnitOfWork`)."""
+
+    def __init__(self, store: SqlBase) -> None:
+        self._now = store._now
+        self.writes: list[w.Write] = []
+
+    def _pending(self, write: w.Write) -> Pending[Any]:
+        pending: Pending[Any] = Pending()
+        self.writes.append(dataclasses.replace(write, into=pending))
+        return pending
+
+    def put_blob(self, data: bytes) -> str:
+        write, digest = w.put_blob(data)
+        self.writes.append(write)
+        return digest
+
+    def create_run(
+        self,
+        *,
+        workflow: str,
+        platform: str,
+        conversation: str,
+        thread: str | None,
+        requester: str,
+        args_digest: str,
+        resumed_from: str | None = None,
+        status: RunStatus = RunStatus.PENDING,
+        lease_owner: str | None = None,
+        lease_seconds: float | None = None,
+        origin_event: str | None = None,
+    ) -> Run:
+        run, origin = cas.new_run(
+            self._now(), workflow=workflow, platform=platform, conversation=conversation, thread=thread,
+            requester=requester, args_digest=args_digest, resumed_from=resumed_from, status=status,
+            lease_owner=lease_owner, lease_seconds=lease_seconds, origin_event=origin_event,
+        )  # fmt: skip
+        self.writes.append(w.create_run(run, origin))
+        return run
+
+    def transition(
+        self,
+        run_id: str,
+        to: RunStatus,
+        *,
+        actor: str,
+        reason: str | None = None,
+        expected_version: int | None = None,
+        allowed_from: Iterable[RunStatus] | None = None,
+        lease_owner: str | None = None,
+        lease_seconds: float | None = None,
+    ) -> Pending[Run]:
+        return self._pending(w.transition(
+            self._now(), run_id, to, actor=actor, reason=reason, expected_version=expected_version,
+            allowed_from=allowed_from, lease_owner=lease_owner, lease_seconds=lease_seconds,
+        ))  # fmt: skip
+
+    def decide_gate(
+        self, run_id: str, node_id: str, *, approved: bool, by: str, comment: str | None
+    ) -> Pending[Gate]:
+        return self._pending(
+            w.decide_gate(self._now(), run_id, node_id, approved=approved, by=by, comment=comment)
+        )
+
+    def close_gates(self, run_id: str, *, by: str, comment: str | None) -> Pending[list[Gate]]:
+        return self._pending(w.close_gates(self._now(), run_id, by=by, comment=comment))
+
+    def audit(
+        self, *, actor: str, action: str, run_id: str | None = None, details: dict[str, Any] | None = None
+    ) -> None:
+        self.writes.append(w.audit(self._now(), actor=actor, action=action, run_id=run_id, details=details))
+
+    def finish_event(self, platform: str, event_id: str) -> None:
+        self.writes.append(w.finish_event(platform, event_id))
+
+    def journal_note(
+        self, *, run_id: str, node_id: str, cache_key: str, components: dict[str, Any], error: str
+    ) -> None:
+        note = w.journal_note(
+            self._now(),
+            run_id=run_id,
+            node_id=node_id,
+            cache_key=cache_key,
+            components=components,
+            error=error,
+        )
+        self.writes.append(note)
+
+    def invalidate(self, run_id: str, node_ids: Iterable[str], *, actor: str) -> Pending[int]:
+        write = w.invalidate(run_id, node_ids, actor=actor)
+        if write is not None:
+            return self._pending(write)
+        none: Pending[int] = Pending()
+        none.set(0)
+        return none
+
+
+class _Lost(Exception):
+    """A CAS write of the unit matched nothing (which ones may have: `writes`)."""
+
+    def __init__(self, writes: Sequence[w.Write]) -> None:
+        super().__init__()
+        self.writes = writes
+
+
+class UnitSql(SqlBase):
+    @contextlib.contextmanager
+    def transaction(self) -> Iterator[SqlUnitOfWork]:
+        """A unit of work (`core/store/unit_of_work.py`): sent when the block ends."""
+        unit = SqlUnitOfWork(self)
+        yield unit
+        self._apply(unit.writes)
+
+    def _apply(self, writes: Sequence[w.Write]) -> None:
+        """Send `writes` as one change; their results land in their `Pending`s."""
+        if not writes:
+            return
+        operation = ", ".join(dict.fromkeys(write.operation for write in writes))
+        try:
+            for _ in range(_ATTEMPTS):
+                try:
+                    if self.dialect == "postgresql" and len(writes) > 1:
+                        self._together(writes)
+                    else:
+                        self._in_order(writes)
+                    return
+                except _Lost as lost:
+                    error = self._explain(lost.writes)
+                    if error is not None:
+                        raise error from None
+        except SQLAlchemyError as exc:
+            raise StoreError(f"The run store could not {operation} ({describe(exc)}).") from exc
+        raise StoreError(f"The run store could not {operation} (the rows kept changing meanwhile).")
+
+    def _apply_one(self, write: w.Write) -> Any:
+        """A single call: a unit of this one write; its result."""
+        pending: Pending[Any] = Pending()
+        self._apply([dataclasses.replace(write, into=pending)])
+        return pending.value
+
+    def _in_order(self, writes: Sequence[w.Write]) -> None:
+        results: list[w.Rows] = []
+        with (self._single if len(writes) == 1 else self._engine).begin() as conn:
+            for write in writes:
+                kind = w.KINDS[write.kind]
+                cursor = conn.execute(w.statement(write.kind, self.dialect), w.bound(write))
+                rows: w.Rows = [row._mapping for row in cursor] if kind.returns else []
+                if kind.cas and not rows:
+                    raise _Lost([write])  # leaving the block rolls the unit back
+                results.append(rows)
+        _deliver(writes, results)
+
+    def _together(self, writes: Sequence[w.Write]) -> None:
+        kinds = tuple(write.kind for write in writes)
+        params = {k: v for i, write in enumerate(writes) for k, v in w.bound(write, f"w{i}_").items()}
+        try:
+            with self._single.begin() as conn:
+                row = conn.execute(_composed(kinds), params).one()._mapping
+        except DBAPIError as exc:
+            if getattr(exc.orig, "sqlstate", None) == _DIVISION_BY_ZERO:
+                raise _Lost([write for write in writes if w.KINDS[write.kind].cas]) from exc
+            raise
+        _deliver(writes, [[_typed(r) for r in row.get(f"r{i}") or []] for i in range(len(writes))])
+
+    def _explain(self, writes: Sequence[w.Write]) -> BatonError | None:
+        """The error of the first write that lost, from the state now (None: none did now)."""
+        with self._single.connect() as conn:
+            for write in writes:
+                if write.check is None:
+                    continue
+                try:
+                    error = write.check(conn)
+                except BatonError as exc:  # the row is gone (RunNotFound)
+                    error = exc
+                if error is not None:
+                    return error
+        return None
+
+
+def _deliver(writes: Sequence[w.Write], results: Sequence[w.Rows]) -> None:
+    for write, rows in zip(writes, results, strict=True):
+        if write.into is not None and write.result is not None:
+            write.into.set(write.result(rows))
+
+
+def _typed(row: Mapping[str, Any]) -> dict[str, Any]:
+    """A row read back as JSON, with its float columns as floats (JSON writes 2.0 as 2)."""
+    return {k: float(v) if k in _FLOATS and v is not None else v for k, v in row.items()}
+
+
+@functools.cache
+def _composed(kinds: tuple[str, ...]) -> sa.Select[Any]:
+    """The PostgreSQL statement of a unit of these kinds of writes (module docstring). The
+    outer SELECT reads every write, in the unit's order: PostgreSQL runs a data-modifying CTE
+    when it is first read, so the writes take their row locks in that order (two units that
+    write the same rows queue behind each other instead of deadlocking)."""
+    columns: list[Any] = []
+    ctes = []
+    for i, kind in enumerate(kinds):
+        statement = w.statement(kind, "postgresql", f"w{i}_")
+        if not w.KINDS[kind].returns:
+            statement = statement.returning(sa.literal_column("1"))
+        cte = statement.cte(f"w{i}")
+        ctes.append(cte)
+        count = sa.select(sa.func.count()).select_from(cte).scalar_subquery()
+        if w.KINDS[kind].cas:
+            columns.append((sa.literal_column("1") / count).label(f"g{i}"))
+        elif not w.KINDS[kind].returns:
+            columns.append(count.label(f"n{i}"))
+        if w.KINDS[kind].returns:
+            rows = sa.select(sa.func.json_agg(sa.func.row_to_json(cte.table_valued()))).select_from(cte)
+            columns.append(rows.scalar_subquery().label(f"r{i}"))
+    return sa.select(*columns).add_cte(*ctes)

@@ -1,0 +1,285 @@
+"""The writes a unit of work may hold, as SQL: each a statement shape and its bound values.
+
+A `Write` names its statement by `kind`; `statement(kind, dialect, prefix)` builds it once
+per dialect and bind-name prefix (`functools.cache`), so SQLAlchemy's compiled cache
+serves every later call. The prefix lets several writes of one kind travel in one
+statement (PostgreSQL, `unit_sql.py`): `w0_b_run_id`, `w1_b_run_id`, … (`bound`).
+
+A compare-and-swap write (`Kind.cas`) must change a row, or its whole unit is undone;
+its `check` then reads the row as it is now and returns the typed error (or None when the
+condition holds again, and the unit is tried again).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import hashlib
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.dialects import postgresql, sqlite
+
+from core.errors import BatonError, RunNotFound
+from core.store import cas
+from core.store.records import Gate, GateStatus, NodeStatus, Run, RunStatus
+from core.store.rows import gate_from_row, run_from_row
+from core.store.tables import AUDIT, BLOBS, GATES, JOURNAL, PROCESSED_EVENTS, RUNS
+from core.store.unit_of_work import Pending
+
+Rows = Sequence[Mapping[Any, Any]]
+Check = Callable[[sa.Connection], BatonError | None]
+
+
+@dataclass(frozen=True, slots=True)
+class Kind:
+    build: Callable[[str, str], Any]  # (dialect, prefix) -> statement
+    cas: bool = False  # must change a row, or the unit is undone
+    returns: bool = False  # its rows are the write's result
+
+
+@dataclass(frozen=True, slots=True)
+class Write:
+    kind: str
+    params: Mapping[str, Any]
+    operation: str  # "change a run's status": what a StoreError says could not be done
+    check: Check | None = None  # cas writes: why it matched nothing, from the state now
+    result: Callable[[Rows], Any] | None = None  # the returned rows -> the value
+    into: Pending[Any] | None = None
+
+
+def _b(prefix: str, name: str, column: sa.Column[Any] | None = None, **kw: Any) -> Any:
+    return sa.bindparam(f"{prefix}b_{name}", type_=None if column is None else column.type, **kw)
+
+
+def bound(write: Write, prefix: str = "") -> dict[str, Any]:
+    """The write's values under the bind names of `statement(write.kind, …, prefix)`."""
+    return {f"{prefix}b_{name}": value for name, value in write.params.items()}
+
+
+def _put_blob(dialect: str, p: str) -> Any:
+    insert = postgresql.insert if dialect == "postgresql" else sqlite.insert
+    return (
+        insert(BLOBS)
+        .values({c: _b(p, c, BLOBS.c[c]) for c in ("digest", "data", "size")})
+        .on_conflict_do_nothing(index_elements=["digest"])
+    )
+
+
+def _create_run(_dialect: str, p: str) -> Any:
+    return sa.insert(RUNS).values({c.name: _b(p, c.name, c) for c in RUNS.c})
+
+
+def _transition(with_version: bool) -> Callable[[str, str], Any]:
+    def build(_dialect: str, p: str) -> Any:
+        matches = [RUNS.c.id == _b(p, "id", RUNS.c.id), RUNS.c.status.in_(_b(p, "allowed", expanding=True))]
+        if with_version:
+            matches.append(RUNS.c.version == _b(p, "version", RUNS.c.version))
+        changed = ("status", "status_by", "reason", "updated_at", "lease_owner", "lease_expires_at")
+        return (
+            sa.update(RUNS)
+            .where(*matches)
+            .values({**{c: _b(p, c, RUNS.c[c]) for c in changed}, "version": RUNS.c.version + 1})
+            .returning(*RUNS.c)
+        )
+
+    return build
+
+
+def _decide(one: bool) -> Callable[[str, str], Any]:
+    def build(_dialect: str, p: str) -> Any:
+        matches = [
+            GATES.c.run_id == _b(p, "run_id", GATES.c.run_id),
+            GATES.c.status == GateStatus.WAITING.value,
+        ]
+        if one:
+            matches.append(GATES.c.node_id == _b(p, "node_id", GATES.c.node_id))
+        decided = ("status", "decided_by", "comment", "decided_at")
+        return (
+            sa.update(GATES)
+            .where(*matches)
+            .values({c: _b(p, c, GATES.c[c]) for c in decided})
+            .returning(*GATES.c)
+        )
+
+    return build
+
+
+def _audit(_dialect: str, p: str) -> Any:
+    return sa.insert(AUDIT).values(
+        {c: _b(p, c, AUDIT.c[c]) for c in ("at", "actor", "action", "run_id", "details")}
+    )
+
+
+def _finish_event(_dialect: str, p: str) -> Any:
+    return (
+        sa.update(PROCESSED_EVENTS)
+        .where(
+            PROCESSED_EVENTS.c.platform == _b(p, "platform", PROCESSED_EVENTS.c.platform),
+            PROCESSED_EVENTS.c.event_id == _b(p, "event_id", PROCESSED_EVENTS.c.event_id),
+        )
+        .values(done=True)
+    )
+
+
+_NOTE_COLUMNS = ("run_id", "node_id", "cache_key", "components", "started_at", "finished_at", "error")
+
+
+def _journal_note(_dialect: str, p: str) -> Any:
+    fixed = {
+        "attempt": 0, "status": NodeStatus.FAILED.value, "tokens_in": 0, "tokens_out": 0,
+        "artifacts": sa.literal({}, JOURNAL.c.artifacts.type),
+    }  # fmt: skip
+    return sa.insert(JOURNAL).values({**{c: _b(p, c, JOURNAL.c[c]) for c in _NOTE_COLUMNS}, **fixed})
+
+
+def _invalidate(_dialect: str, p: str) -> Any:
+    return (
+        sa.update(JOURNAL)
+        .where(
+            JOURNAL.c.run_id == _b(p, "run_id", JOURNAL.c.run_id),
+            JOURNAL.c.node_id.in_(_b(p, "nodes", expanding=True)),
+            JOURNAL.c.status == NodeStatus.COMPLETED.value,
+        )
+        .values(status=NodeStatus.INVALIDATED.value, invalidated_by=_b(p, "actor", JOURNAL.c.invalidated_by))
+        .returning(JOURNAL.c.id)
+    )
+
+
+KINDS: dict[str, Kind] = {
+    "put_blob": Kind(_put_blob),
+    "create_run": Kind(_create_run),
+    "transition": Kind(_transition(False), cas=True, returns=True),
+    "transition_at_version": Kind(_transition(True), cas=True, returns=True),
+    "decide_gate": Kind(_decide(True), cas=True, returns=True),
+    "close_gates": Kind(_decide(False), returns=True),
+    "audit": Kind(_audit),
+    "finish_event": Kind(_finish_event),
+    "journal_note": Kind(_journal_note),
+    "invalidate": Kind(_invalidate, returns=True),
+}
+
+
+@functools.cache
+def statement(kind: str, dialect: str, prefix: str = "") -> Any:
+    """The statement of `kind` with bind names `prefix + name`, built once."""
+    return KINDS[kind].build(dialect, prefix)
+
+
+# -- the writes ----------------------------------------------------------------------------
+
+
+def put_blob(data: bytes) -> tuple[Write, str]:
+    digest = hashlib.sha256(data).hexdigest()
+    return Write("put_blob", {"digest": digest, "data": data, "size": len(data)}, "store a blob"), digest
+
+
+def create_run(run: Run, origin_event: str | None) -> Write:
+    values = {f.name: getattr(run, f.name) for f in dataclasses.fields(run)}
+    values.update(status=run.status.value, origin_event=origin_event)
+    return Write("create_run", values, "create a run")
+
+
+def transition(
+    now: float,
+    run_id: str,
+    to: RunStatus,
+    *,
+    actor: str,
+    reason: str | None = None,
+    expected_version: int | None = None,
+    allowed_from: Iterable[RunStatus] | None = None,
+    lease_owner: str | None = None,
+    lease_seconds: float | None = None,
+) -> Write:
+    to = RunStatus(to)
+    allowed = cas.allowed_sources(to, allowed_from)  # an illegal change fails before any SQL
+    owner, expires = cas.lease(to, now, holder=actor, lease_owner=lease_owner, lease_seconds=lease_seconds)
+    params: dict[str, Any] = {
+        "id": run_id, "allowed": sorted(s.value for s in allowed), "status": to.value,
+        "status_by": actor, "reason": reason, "updated_at": now, "lease_owner": owner,
+        "lease_expires_at": expires,
+    }  # fmt: skip
+    kind = "transition"
+    if expected_version is not None:
+        kind, params["version"] = "transition_at_version", expected_version
+
+    def check(conn: sa.Connection) -> BatonError | None:
+        current = read_run(conn, run_id)
+        if current.status in allowed and expected_version in (None, current.version):
+            return None
+        return cas.lost_race(current, to, allowed, expected_version)
+
+    return Write(kind, params, "change a run's status", check, lambda rows: run_from_row(rows[0]))
+
+
+def decide_gate(
+    now: float, run_id: str, node_id: str, *, approved: bool, by: str, comment: str | None
+) -> Write:
+    decision = GateStatus.APPROVED if approved else GateStatus.REJECTED
+    params = {"run_id": run_id, "node_id": node_id, "status": decision.value, "decided_by": by,
+              "comment": comment, "decided_at": now}  # fmt: skip
+
+    def check(conn: sa.Connection) -> BatonError | None:
+        gate = read_gate(conn, run_id, node_id)
+        return None if gate.status is GateStatus.WAITING else cas.already_decided(gate)
+
+    return Write("decide_gate", params, "decide an approval gate", check, lambda rows: gate_from_row(rows[0]))
+
+
+def close_gates(now: float, run_id: str, *, by: str, comment: str | None) -> Write:
+    params = {"run_id": run_id, "status": GateStatus.REJECTED.value, "decided_by": by, "comment": comment,
+              "decided_at": now}  # fmt: skip
+    return Write("close_gates", params, "close approval gates", result=_gates_oldest_first)
+
+
+def audit(
+    now: float, *, actor: str, action: str, run_id: str | None = None, details: dict[str, Any] | None = None
+) -> Write:
+    params = {"at": now, "actor": actor, "action": action, "run_id": run_id, "details": details or {}}
+    return Write("audit", params, "write the audit trail")
+
+
+def finish_event(platform: str, event_id: str) -> Write:
+    return Write(
+        "finish_event", {"platform": platform, "event_id": event_id}, "mark an incoming event handled"
+    )
+
+
+def journal_note(
+    now: float, *, run_id: str, node_id: str, cache_key: str, components: dict[str, Any], error: str
+) -> Write:
+    params = {"run_id": run_id, "node_id": node_id, "cache_key": cache_key, "components": components,
+              "started_at": now, "finished_at": now, "error": error}  # fmt: skip
+    return Write("journal_note", params, "record a decision about a step")
+
+
+def invalidate(run_id: str, node_ids: Iterable[str], *, actor: str) -> Write | None:
+    nodes = sorted(set(node_ids))
+    if not nodes:
+        return None
+    params = {"run_id": run_id, "nodes": nodes, "actor": actor}
+    return Write("invalidate", params, "invalidate step results", result=len)
+
+
+# -- reading the loser's state -------------------------------------------------------------
+
+
+def read_run(conn: sa.Connection, run_id: str) -> Run:
+    row = conn.execute(sa.select(RUNS).where(RUNS.c.id == run_id)).first()
+    if row is None:
+        raise RunNotFound(f"No run has the id {run_id}.", run_id=run_id)
+    return run_from_row(row)
+
+
+def read_gate(conn: sa.Connection, run_id: str, node_id: str) -> Gate:
+    row = conn.execute(sa.select(GATES).where(GATES.c.run_id == run_id, GATES.c.node_id == node_id)).first()
+    if row is None:
+        raise RunNotFound(f"Run {run_id} has no approval gate {node_id}.", run_id=run_id)
+    return gate_from_row(row)
+
+
+def _gates_oldest_first(rows: Rows) -> list[Gate]:
+    return sorted((gate_from_row(row) for row in rows), key=lambda g: (g.created_at, g.node_id))
