@@ -3,14 +3,13 @@
 A durable step writes three times (journal start, output blob, journal finish), each
 committed on its own; steps whose start need not be journaled write their blobs and
 `completed` entries together (`run_many`: one transaction, one fsync, for one step or a
-group-committed batch).
-Through SQLAlchemy's execution layer a write costs about 0.45 ms per step on SQLite WAL;
-the driver alone needs about 0.16 ms. So these statements are built
-with SQLAlchemy Core against the table objects, compiled once for the engine's dialect,
-and executed directly on a DBAPI connection that each thread keeps open in autocommit
-mode (each statement is its own transaction; on PostgreSQL that saves the BEGIN and
-COMMIT round trips). Driver errors are translated to `StoreError` here, like everywhere
-else in the store.
+group-committed batch). These statements are built with SQLAlchemy Core against the table
+objects, compiled once for the engine's dialect, and executed directly on a DBAPI
+connection that each thread keeps open in autocommit mode (each statement is its own
+transaction; on PostgreSQL that saves the BEGIN and COMMIT round trips). What that buys
+over SQLAlchemy's execution layer is measured by `bench/hot_path_ab.py` and stated in
+docs/storage.md ("What the hot path buys"). Driver errors are translated to `StoreError`
+here, like everywhere else in the store.
 
 Only short autocommitted writes belong here; every read and every CAS on runs goes
 through SQLAlchemy (`repository.py`).
