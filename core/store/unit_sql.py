@@ -10,12 +10,12 @@ The unit collects `writes_sql.Write`s while its block runs and sends them when i
       WITH w0 AS (UPDATE gates … RETURNING *), w1 AS (UPDATE runs … RETURNING *),
            w2 AS (INSERT INTO audit_events …)
       SELECT 1 / (SELECT count(*) FROM w0) AS g0, (SELECT json_agg(row_to_json(w0)) FROM w0) AS r0,
-             1 / (SELECT count(*) FROM w1) AS g1, …, (SELECT count(*) FROM w2) AS n2
+             1 / (SELECT count(*) FROM w1) AS g1, …
 
-  The CTEs see one snapshot, run in the unit's order (the outer SELECT reads them in that
-  order) and all to completion; a CAS write that matched nothing makes its guard divide by
-  zero (SQLSTATE 22012), which aborts the statement and so every write of the unit with it.
-  Rows come back as JSON, one column per write.
+  The CTEs see one snapshot and all run to completion, those that change existing rows in
+  the unit's order (the outer SELECT reads them in that order). A CAS write that matched
+  nothing makes its guard divide by zero (SQLSTATE 22012), which aborts the statement and
+  so every write of the unit with it. Rows come back as JSON, one column per write.
 
 After a lost CAS the store asks each CAS write's `check`, in order, for the typed error
 from the state as it is now; when none has one (the row changed back), the unit is sent
@@ -240,23 +240,25 @@ def _typed(row: Mapping[str, Any]) -> dict[str, Any]:
 @functools.cache
 def _composed(kinds: tuple[str, ...]) -> sa.Select[Any]:
     """The PostgreSQL statement of a unit of these kinds of writes (module docstring). The
-    outer SELECT reads every write, in the unit's order: PostgreSQL runs a data-modifying CTE
-    when it is first read, so the writes take their row locks in that order (two units that
-    write the same rows queue behind each other instead of deadlocking)."""
+    outer SELECT reads every write that changes existing rows, in the unit's order:
+    PostgreSQL runs a data-modifying CTE when it is first read, so those writes take their
+    row locks in that order (two units that change the same rows queue behind each other
+    instead of deadlocking). Writes that only add rows run when the statement ends."""
     columns: list[Any] = []
     ctes = []
     for i, kind in enumerate(kinds):
         statement = w.statement(kind, "postgresql", f"w{i}_")
-        if not w.KINDS[kind].returns:
+        known = w.KINDS[kind]
+        if known.updates and not known.returns:
             statement = statement.returning(sa.literal_column("1"))
         cte = statement.cte(f"w{i}")
         ctes.append(cte)
         count = sa.select(sa.func.count()).select_from(cte).scalar_subquery()
-        if w.KINDS[kind].cas:
+        if known.cas:
             columns.append((sa.literal_column("1") / count).label(f"g{i}"))
-        elif not w.KINDS[kind].returns:
+        elif known.updates and not known.returns:
             columns.append(count.label(f"n{i}"))
-        if w.KINDS[kind].returns:
+        if known.returns:
             rows = sa.select(sa.func.json_agg(sa.func.row_to_json(cte.table_valued()))).select_from(cte)
             columns.append(rows.scalar_subquery().label(f"r{i}"))
-    return sa.select(*columns).add_cte(*ctes)
+    return sa.select(*(columns or [sa.literal_column("1")])).add_cte(*ctes)

@@ -38,6 +38,7 @@ class Kind:
     build: Callable[[str, str], Any]  # (dialect, prefix) -> statement
     cas: bool = False  # must change a row, or the unit is undone
     returns: bool = False  # its rows are the write's result
+    updates: bool = False  # changes rows that exist (takes their locks), rather than adding rows
 
 
 @dataclass(frozen=True, slots=True)
@@ -151,14 +152,14 @@ def _invalidate(_dialect: str, p: str) -> Any:
 KINDS: dict[str, Kind] = {
     "put_blob": Kind(_put_blob),
     "create_run": Kind(_create_run),
-    "transition": Kind(_transition(False), cas=True, returns=True),
-    "transition_at_version": Kind(_transition(True), cas=True, returns=True),
-    "decide_gate": Kind(_decide(True), cas=True, returns=True),
-    "close_gates": Kind(_decide(False), returns=True),
+    "transition": Kind(_transition(False), cas=True, returns=True, updates=True),
+    "transition_at_version": Kind(_transition(True), cas=True, returns=True, updates=True),
+    "decide_gate": Kind(_decide(True), cas=True, returns=True, updates=True),
+    "close_gates": Kind(_decide(False), returns=True, updates=True),
     "audit": Kind(_audit),
-    "finish_event": Kind(_finish_event),
+    "finish_event": Kind(_finish_event, updates=True),
     "journal_note": Kind(_journal_note),
-    "invalidate": Kind(_invalidate, returns=True),
+    "invalidate": Kind(_invalidate, returns=True, updates=True),
 }
 
 
