@@ -13,7 +13,7 @@ one (a run listed on a list page) keeps the earlier deadline, so following links
 extends one.
 
 The key: `BATON_WEB_SECRET` when set; otherwise a random key written once into the database
-(`Store.keep_state`, never dropped by housekeeping), so every replica signs and checks with
+(`PlatformState.keep_state`, never dropped by housekeeping), so every replica signs and checks with
 the same one. It is read at the first link, not at start.
 """
 
@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from core.commands.pages import PageLink
-from core.store.port import Store
+from core.store.port import PlatformState
 from core.store.records import Run
 
 KEY_PLATFORM = "baton"  # Baton's own values in `platform_state` (never pruned)
@@ -58,7 +58,7 @@ class LinkRefused(Exception):
         self.run_id = run_id
 
 
-def store_key(store: Store) -> Callable[[], bytes]:
+def store_key(store: PlatformState) -> Callable[[], bytes]:
     """The signing key kept in the database, written by the first process that needs it."""
 
     def read() -> bytes:

@@ -24,7 +24,7 @@ import logging
 import time
 
 from core.errors import StoreError
-from core.store.port import StepResult, Store
+from core.store.port import Journal, StepResult
 
 log = logging.getLogger(__name__)
 
@@ -32,7 +32,7 @@ log = logging.getLogger(__name__)
 class PendingResults:
     """The executor's not-yet-committed `completed` entries."""
 
-    def __init__(self, store: Store, window: float, *, limit: int = 512) -> None:
+    def __init__(self, store: Journal, window: float, *, limit: int = 512) -> None:
         self._store = store
         self._window = window
         self._limit = limit

@@ -11,8 +11,9 @@
           + Transactions   `transaction()`: a unit of work (`core/store/unit_of_work.py`)
     Dispatch               queued steps of distributed execution (`SqlStore` on PostgreSQL)
 
-A caller names the role it needs (`LeaseKeeper` takes `Leases`); what writes go together is
-the caller's choice, made with a unit of work, never a new method here. Implementations:
+A caller may name just the role it needs (`PendingResults` takes `Journal`, the run pages'
+signing key `PlatformState`); what writes go together is the caller's choice, made with a
+unit of work, never a new method here. Implementations:
 `SqlStore` (`repository.py`: SQLite or PostgreSQL) and `MemoryStore` (`memory.py`), which
 pass the same contract suite (tests/integration/store/).
 

@@ -25,7 +25,6 @@ again (`_ATTEMPTS` times at most).
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import functools
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any
@@ -56,7 +55,8 @@ class SqlUnitOfWork:
 
     def _pending(self, write: w.Write) -> Pending[Any]:
         pending: Pending[Any] = Pending()
-        self.writes.append(dataclasses.replace(write, into=pending))
+        write.into = pending
+        self.writes.append(write)
         return pending
 
     def put_blob(self, data: bytes) -> str:
@@ -184,14 +184,15 @@ class UnitSql(SqlBase):
     def _apply_one(self, write: w.Write) -> Any:
         """A single call: a unit of this one write; its result."""
         pending: Pending[Any] = Pending()
-        self._apply([dataclasses.replace(write, into=pending)])
+        write.into = pending
+        self._apply([write])
         return pending.value
 
     def _in_order(self, writes: Sequence[w.Write]) -> None:
         results: list[w.Rows] = []
         with (self._single if len(writes) == 1 else self._engine).begin() as conn:
             for write in writes:
-                kind = w.KINDS[write.kind]
+                kind = w.kind_of(write.kind)
                 cursor = conn.execute(w.statement(write.kind, self.dialect), w.bound(write))
                 rows: w.Rows = [row._mapping for row in cursor] if kind.returns else []
                 if kind.cas and not rows:
@@ -207,7 +208,7 @@ class UnitSql(SqlBase):
                 row = conn.execute(_composed(kinds), params).one()._mapping
         except DBAPIError as exc:
             if getattr(exc.orig, "sqlstate", None) == _DIVISION_BY_ZERO:
-                raise _Lost([write for write in writes if w.KINDS[write.kind].cas]) from exc
+                raise _Lost([write for write in writes if w.kind_of(write.kind).cas]) from exc
             raise
         _deliver(writes, [[_typed(r) for r in row.get(f"r{i}") or []] for i in range(len(writes))])
 
@@ -248,7 +249,7 @@ def _composed(kinds: tuple[str, ...]) -> sa.Select[Any]:
     ctes = []
     for i, kind in enumerate(kinds):
         statement = w.statement(kind, "postgresql", f"w{i}_")
-        known = w.KINDS[kind]
+        known = w.kind_of(kind)
         if known.updates and not known.returns:
             statement = statement.returning(sa.literal_column("1"))
         cte = statement.cte(f"w{i}")

@@ -1,8 +1,11 @@
 """The writes a unit of work may hold, as SQL: each a statement shape and its bound values.
 
-A `Write` names its statement by `kind`; `statement(kind, dialect, prefix)` builds it once
-per dialect and bind-name prefix (`functools.cache`), so SQLAlchemy's compiled cache
-serves every later call. The prefix lets several writes of one kind travel in one
+A `Write` names its statement by `kind` (`"transition:paused"`: a kind and the variant its
+statement is built for); `statement(kind, dialect, prefix)` builds it once per dialect and
+bind-name prefix (`functools.cache`), so SQLAlchemy's compiled cache serves every later
+call. A transition's legal sources are such a variant, written into the SQL as constants
+(they are `RunStatus` values): an expanding `IN` parameter would be re-rendered on every
+execution. The prefix lets several writes of one kind travel in one
 statement (PostgreSQL, `unit_sql.py`): `w0_b_run_id`, `w1_b_run_id`, … (`bound`).
 
 A compare-and-swap write (`Kind.cas`) must change a row, or its whole unit is undone;
@@ -35,13 +38,13 @@ Check = Callable[[sa.Connection], BatonError | None]
 
 @dataclass(frozen=True, slots=True)
 class Kind:
-    build: Callable[[str, str], Any]  # (dialect, prefix) -> statement
+    build: Callable[[str, str, str], Any]  # (dialect, prefix, variant) -> statement
     cas: bool = False  # must change a row, or the unit is undone
     returns: bool = False  # its rows are the write's result
     updates: bool = False  # changes rows that exist (takes their locks), rather than adding rows
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Write:
     kind: str
     params: Mapping[str, Any]
@@ -60,7 +63,7 @@ def bound(write: Write, prefix: str = "") -> dict[str, Any]:
     return {f"{prefix}b_{name}": value for name, value in write.params.items()}
 
 
-def _put_blob(dialect: str, p: str) -> Any:
+def _put_blob(dialect: str, p: str, _variant: str) -> Any:
     insert = postgresql.insert if dialect == "postgresql" else sqlite.insert
     return (
         insert(BLOBS)
@@ -69,13 +72,14 @@ def _put_blob(dialect: str, p: str) -> Any:
     )
 
 
-def _create_run(_dialect: str, p: str) -> Any:
+def _create_run(_dialect: str, p: str, _variant: str) -> Any:
     return sa.insert(RUNS).values({c.name: _b(p, c.name, c) for c in RUNS.c})
 
 
-def _transition(with_version: bool) -> Callable[[str, str], Any]:
-    def build(_dialect: str, p: str) -> Any:
-        matches = [RUNS.c.id == _b(p, "id", RUNS.c.id), RUNS.c.status.in_(_b(p, "allowed", expanding=True))]
+def _transition(with_version: bool) -> Callable[[str, str, str], Any]:
+    def build(_dialect: str, p: str, allowed: str) -> Any:
+        sources: list[Any] = [sa.literal_column(f"'{RunStatus(s).value}'") for s in allowed.split(",")]
+        matches = [RUNS.c.id == _b(p, "id", RUNS.c.id), RUNS.c.status.in_(sources)]
         if with_version:
             matches.append(RUNS.c.version == _b(p, "version", RUNS.c.version))
         changed = ("status", "status_by", "reason", "updated_at", "lease_owner", "lease_expires_at")
@@ -89,8 +93,8 @@ def _transition(with_version: bool) -> Callable[[str, str], Any]:
     return build
 
 
-def _decide(one: bool) -> Callable[[str, str], Any]:
-    def build(_dialect: str, p: str) -> Any:
+def _decide(one: bool) -> Callable[[str, str, str], Any]:
+    def build(_dialect: str, p: str, _variant: str) -> Any:
         matches = [
             GATES.c.run_id == _b(p, "run_id", GATES.c.run_id),
             GATES.c.status == GateStatus.WAITING.value,
@@ -108,13 +112,13 @@ def _decide(one: bool) -> Callable[[str, str], Any]:
     return build
 
 
-def _audit(_dialect: str, p: str) -> Any:
+def _audit(_dialect: str, p: str, _variant: str) -> Any:
     return sa.insert(AUDIT).values(
         {c: _b(p, c, AUDIT.c[c]) for c in ("at", "actor", "action", "run_id", "details")}
     )
 
 
-def _finish_event(_dialect: str, p: str) -> Any:
+def _finish_event(_dialect: str, p: str, _variant: str) -> Any:
     return (
         sa.update(PROCESSED_EVENTS)
         .where(
@@ -128,7 +132,7 @@ def _finish_event(_dialect: str, p: str) -> Any:
 _NOTE_COLUMNS = ("run_id", "node_id", "cache_key", "components", "started_at", "finished_at", "error")
 
 
-def _journal_note(_dialect: str, p: str) -> Any:
+def _journal_note(_dialect: str, p: str, _variant: str) -> Any:
     fixed = {
         "attempt": 0, "status": NodeStatus.FAILED.value, "tokens_in": 0, "tokens_out": 0,
         "artifacts": sa.literal({}, JOURNAL.c.artifacts.type),
@@ -136,7 +140,7 @@ def _journal_note(_dialect: str, p: str) -> Any:
     return sa.insert(JOURNAL).values({**{c: _b(p, c, JOURNAL.c[c]) for c in _NOTE_COLUMNS}, **fixed})
 
 
-def _invalidate(_dialect: str, p: str) -> Any:
+def _invalidate(_dialect: str, p: str, _variant: str) -> Any:
     return (
         sa.update(JOURNAL)
         .where(
@@ -163,10 +167,15 @@ KINDS: dict[str, Kind] = {
 }
 
 
+def kind_of(kind: str) -> Kind:
+    """What `kind` (`"transition:paused"`) is: the entry of its kind without the variant."""
+    return KINDS[kind.partition(":")[0]]
+
+
 @functools.cache
 def statement(kind: str, dialect: str, prefix: str = "") -> Any:
-    """The statement of `kind` with bind names `prefix + name`, built once."""
-    return KINDS[kind].build(dialect, prefix)
+    """The statement of `kind` with bind names `prefix + "b_" + name`, built once."""
+    return kind_of(kind).build(dialect, prefix, kind.partition(":")[2])
 
 
 # -- the writes ----------------------------------------------------------------------------
@@ -199,13 +208,13 @@ def transition(
     allowed = cas.allowed_sources(to, allowed_from)  # an illegal change fails before any SQL
     owner, expires = cas.lease(to, now, holder=actor, lease_owner=lease_owner, lease_seconds=lease_seconds)
     params: dict[str, Any] = {
-        "id": run_id, "allowed": sorted(s.value for s in allowed), "status": to.value,
-        "status_by": actor, "reason": reason, "updated_at": now, "lease_owner": owner,
-        "lease_expires_at": expires,
+        "id": run_id, "status": to.value, "status_by": actor, "reason": reason, "updated_at": now,
+        "lease_owner": owner, "lease_expires_at": expires,
     }  # fmt: skip
     kind = "transition"
     if expected_version is not None:
         kind, params["version"] = "transition_at_version", expected_version
+    kind += ":" + ",".join(sorted(s.value for s in allowed))
 
     def check(conn: sa.Connection) -> BatonError | None:
         current = read_run(conn, run_id)
