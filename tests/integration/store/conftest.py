@@ -1,8 +1,8 @@
 """The store contract suite's fixtures: every test taking `store` runs against each
 implementation of the port (`MemoryStore`, `SqlStore` on SQLite, `SqlStore` on PostgreSQL);
 tests of what only SQL has (migrations, query plans, the hot path, processes racing) take
-`sql_store` (SQLite and PostgreSQL). Select one backend with `-k memory|sqlite|postgres`, or
-the database-free part with `-m "not database"` (the unit run: no I/O).
+`sql_store` (SQLite and PostgreSQL). `-m memory_store` selects the in-memory third alone: it
+does no I/O and runs in about a second, so a unit run may include it.
 """
 
 from __future__ import annotations
@@ -38,9 +38,9 @@ def clock() -> Clock:
 
 @pytest.fixture(
     params=[
-        pytest.param("memory"),
-        pytest.param("sqlite", marks=pytest.mark.database),
-        pytest.param("postgres", marks=[pytest.mark.database, pytest.mark.postgres]),
+        pytest.param("memory", marks=pytest.mark.memory_store),
+        pytest.param("sqlite"),
+        pytest.param("postgres", marks=pytest.mark.postgres),
     ]
 )
 def store(request: pytest.FixtureRequest, clock: Clock) -> Iterator[Store]:
