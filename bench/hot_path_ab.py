@@ -100,9 +100,9 @@ def _tools() -> ToolRegistry:
 
 
 async def _per_step_ms(store_class: type[SqlStore], tool: str, group_commit: float, n: int) -> float:
-    root = Path(tempfile.mkdtemp(prefix="baton-hot-path-"))
-    with mock.patch("bench.rig.SqlStore", store_class):
-        async with rig(root, group_commit=group_commit, tools=_tools()) as r:
+    scratch = tempfile.TemporaryDirectory(prefix="baton-hot-path-")
+    with scratch as tmp, mock.patch("bench.rig.SqlStore", store_class):
+        async with rig(Path(tmp), group_commit=group_commit, tools=_tools()) as r:
             r.handler.progress.unsubscribe()
             r.add_workflow("warmup", steps_yaml("warmup", 5, "chain", tool=tool))
             r.add_workflow("steps", steps_yaml("steps", n, "chain", tool=tool))
