@@ -303,6 +303,7 @@ def migrate(database_url: DatabaseUrl = None) -> None:
     from sqlalchemy.engine import make_url
 
     from bot.runtime import ensure_sqlite_dir
+    from core.store.migration import HEAD_REVISION
     from core.store.repository import SqlStore
 
     settings = settings_for(database_url, None)
@@ -310,7 +311,7 @@ def migrate(database_url: DatabaseUrl = None) -> None:
     try:
         store = SqlStore(settings.database_url)
         try:
-            store.migrate()
+            before = store.migrate()
         finally:
             store.close()
         if settings.executor == "procrastinate":  # the job queue's tables (docs/operations.md)
@@ -320,7 +321,13 @@ def migrate(database_url: DatabaseUrl = None) -> None:
     except BatonError as exc:
         fail(exc)
     safe_url = make_url(settings.database_url).render_as_string(hide_password=True)
-    typer.echo(f"Database {safe_url} is at the newest schema.")
+    head = HEAD_REVISION
+    if before is None:
+        typer.echo(f"Created the schema of database {safe_url} (revision {head}).")
+    elif before == head:
+        typer.echo(f"Database {safe_url} was already at the newest schema (revision {head}); nothing to do.")
+    else:
+        typer.echo(f"Upgraded database {safe_url} from revision {before} to {head}.")
 
 
 @app.command()

@@ -103,6 +103,21 @@ def slack_code_block(text: object) -> str:
     return "```\n" + s.replace("```", "`\u200b``") + "\n```"
 
 
+#: A person's id inside a sentence Baton wrote ("invalidated by console:ana"); a console name
+#: does not take a sentence's closing punctuation with it.
+_PERSON = re.compile(r"\b(slack:[UW][A-Z0-9]+|discord:[0-9]{1,20}|console:[\w@.-]*[\w@-])")
+
+
+def people(text: object) -> list[dict[str, str]]:
+    """`text` split around the user ids in it: `{"text": …}` and `{"user": …}` pieces, for the
+    templates to show each person as the platform shows people (a mention, a plain name)."""
+    parts: list[dict[str, str]] = []
+    for index, piece in enumerate(_PERSON.split(str(text))):
+        if piece:
+            parts.append({"user": piece} if index % 2 else {"text": piece})
+    return parts
+
+
 def duration(seconds: object) -> str:
     """`43200` -> `12h`, `5400` -> `1h 30m`, `90` -> `1m 30s`: how long, for people."""
     total = max(0, round(float(seconds or 0)))  # type: ignore[arg-type]
@@ -141,6 +156,7 @@ def environment(root: Path = TEMPLATES) -> Environment:
         slack_code=slack_code,
         slack_code_block=slack_code_block,
         truncate_preview=truncate_preview,
+        people=people,
         seconds=lambda s: f"{float(s or 0):.1f}s",
         duration=duration,
         json=lambda v: json.dumps(v, ensure_ascii=False, sort_keys=True, default=str),

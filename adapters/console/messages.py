@@ -10,30 +10,16 @@ from __future__ import annotations
 import uuid
 
 from core.commands.messages import ChatMessage
+from core.commands.parser import as_command
 
 PLATFORM = "console"
-COMMAND_PREFIX = "/workflow"
-#: The `/workflow` subcommands of DESIGN.md; a line starting with one of them is a command.
-SUBCOMMANDS: frozenset[str] = frozenset(
-    {
-        "run", "resume", "approve", "reject", "abandon", "cancel", "resolve", "invalidate",
-        "plan", "status", "runs", "open", "list", "args", "audit", "help",
-    }
-)  # fmt: skip
-#: Words that are also natural-language decisions: alone, they are a reply to a gate.
-_DECISION_WORDS = frozenset({"approve", "reject"})
 
 
 def split_command(text: str) -> tuple[bool, str]:
-    """`(is_command, text for the handler)`: a command loses its `/workflow` prefix."""
-    stripped = text.strip()
-    head, _, rest = stripped.partition(" ")
-    if head == COMMAND_PREFIX:
-        return True, rest.strip()
-    word = head.lower()
-    if word in SUBCOMMANDS and not (word in _DECISION_WORDS and not rest.strip()):
-        return True, stripped
-    return False, stripped
+    """`(is_command, text for the handler)`: the console is a direct conversation, so a line
+    is a command exactly when the core reads one in a direct message (`parser.as_command`)."""
+    command = as_command(text)
+    return (True, command) if command is not None else (False, text.strip())
 
 
 def to_chat_message(

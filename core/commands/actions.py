@@ -71,6 +71,7 @@ class Context:
     #: the audit row of this message, written with the event's `finish_event` (one round trip)
     pending_audit: dict[str, Any] | None = None
     pages: RunPages | None = None  # personal links to run pages; None: the pages are off
+    thread_runs: list[Run] | None = None  # the runs of the message's thread, when already read
 
     def find(self, ref: str) -> Run:
         """The run `ref` names, looked up once per message (the audit trail, the action and an

@@ -15,6 +15,7 @@ registered (`progress.ProgressReporter`).
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from typing import Any
 
@@ -25,7 +26,7 @@ from core.commands.input_text import InvalidInput, check_message
 from core.commands.messages import ChatMessage, Outbox, Reply
 from core.commands.model import SPECS
 from core.commands.pages import RunPages
-from core.commands.parser import closest_command, parse
+from core.commands.parser import as_command, closest_command, parse
 from core.commands.progress import ProgressReporter
 from core.commands.resolution import gates_addressed
 from core.config import Access
@@ -94,16 +95,48 @@ class Handler:
         except InvalidInput as exc:
             log.info("input refused: %s", exc.message, extra={"action": "input_refused"})
             return [replies.error(exc)]
+        if not message.is_command and (message.direct or message.mentions_bot):
+            command = self._typed_command(message.text)  # `status`, `help`… written to the bot
+            if command is not None:
+                message = dataclasses.replace(message, text=command, is_command=True)
+        thread_runs: list[Run] | None = None
+        if not (message.is_command or message.direct or message.mentions_bot):
+            # chatter: it counts only in a run's thread, and elsewhere leaves nothing behind
+            thread_runs = self._thread_runs(message)
+            if not thread_runs:
+                return []
         if not message.is_command or message.thread is not None:
-            return await self._handle(message)
+            return await self._handle(message, thread_runs)
         async with self.progress.starting(message.platform, message.conversation) as answered:
             answered.extend(await self._handle(message))
             return list(answered)
 
-    async def _handle(self, message: ChatMessage) -> list[Reply]:
+    def _typed_command(self, text: str) -> str | None:
+        """The command a message to the bot spells (`parser.as_command`), unless it starts
+        with `approve` / `reject` and what follows names no run: "reject it, too risky" is a
+        reply to the waiting gate."""
+        command = as_command(text)
+        words = [w for w in (command or "").split() if w.partition("=")[0] != "--force"]
+        if len(words) > 1 and words[0].lower() in ("approve", "reject"):
+            try:
+                self.store.find_run(words[1])
+            except BatonError:
+                return None
+        return command
+
+    def _thread_runs(self, message: ChatMessage) -> list[Run]:
+        if message.thread is None:
+            return []
+        try:
+            return self.store.runs_in_thread(message.platform, message.conversation, message.thread)
+        except BatonError as exc:  # the store is unreachable: nothing to decide now
+            log.warning("thread not looked up: %s", exc.message, extra={"action": "thread_runs"})
+            return []
+
+    async def _handle(self, message: ChatMessage, thread_runs: list[Run] | None = None) -> list[Reply]:
         uid = authz.user_id(message.platform, message.user)
         ctx = Context(self.store, self.engine, self.catalog, self.access, message, uid, self.redactor,
-                      announced=self.progress.announced, pages=self.pages)
+                      announced=self.progress.announced, pages=self.pages, thread_runs=thread_runs)
         try:
             claimed = self.store.claim_event(message.platform, message.event_id,
                                              stale_after=self.event_stale_after)
@@ -161,15 +194,17 @@ class Handler:
         name = type(command).__name__.removesuffix("Command").lower()
         ctx.run_ref = actions.run_of(command)
         self._audit(ctx, "command", ctx.run_ref, {"command": name, "text": self._text(text)}, defer=True)
-        return await actions.ACTIONS[type(command)](ctx, command)
+        answer = await actions.ACTIONS[type(command)](ctx, command)
+        started = next((r.run_id for r in answer if r.kind == "run_started"), None)
+        if ctx.pending_audit is not None and started is not None:
+            ctx.pending_audit["run_id"] = started  # `audit <run>` shows the command that started it
+        return answer
 
     async def _plain(self, ctx: Context) -> list[Reply]:
         """A plain reply: it counts only where it clearly addresses a waiting gate."""
         msg = ctx.message
         gates = self.store.waiting_gates(platform=msg.platform, conversation=msg.conversation)
-        thread_runs = (
-            self.store.runs_in_thread(msg.platform, msg.conversation, msg.thread) if msg.thread else []
-        )
+        thread_runs = ctx.thread_runs if ctx.thread_runs is not None else self._thread_runs(msg)
         addressed = gates_addressed(
             gates, thread_runs={r.id for r in thread_runs}, direct=msg.direct, mentions_bot=msg.mentions_bot
         )

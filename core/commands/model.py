@@ -165,8 +165,8 @@ SPECS: dict[str, Spec] = {
              group="approve"),
         Spec("reject", "reject <run> [reason]", "reject 3f9a title is wrong", "reject the waiting gate",
              group="approve"),
-        Spec("abandon", "abandon <run> [reason]", "abandon 3f9a", "discard a failed/paused/running run",
-             group="own"),
+        Spec("abandon", "abandon <run> [reason]", "abandon 3f9a",
+             "discard a failed, paused, needs_attention or running run", group="own"),
         Spec("cancel", "cancel <run>", "cancel 3f9a", "stop a running run", group="own"),
         Spec(
             "resolve",

@@ -44,15 +44,21 @@ FORCE = "--force"
 #: arguments, far below what JSON encoding or decoding can recurse through.
 MAX_NESTING = 32
 _PREFIX = re.compile(r"^\s*/?workflow\b\s*", re.IGNORECASE)
+_SLASH_PREFIX = re.compile(r"^\s*/workflow(?:\s+|$)", re.IGNORECASE)
 _HANDLE = re.compile(r"^@?(?:args:)?([0-9a-fA-F]{4,64})$")
 _KEY = re.compile(r"^[A-Za-z_][A-Za-z0-9_\-]*$")
+_TRUE = frozenset({"true", "yes", "1", "on"})
+_FALSE = frozenset({"false", "no", "0", "off"})
+#: Subcommands that are also replies to a gate: alone, they decide it (approval.py).
+_DECISIONS = frozenset({"approve", "reject"})
 
 
 def parse(text: str) -> Command:
     """Parse the text after `/workflow` (a leading `/workflow` is tolerated)."""
     words = split_words(_PREFIX.sub("", text, count=1))
-    force = any(w.is_flag and w.text == FORCE for w in words)
-    words = [w for w in words if not (w.is_flag and w.text == FORCE)]
+    switches = [(w, _force_value(w)) for w in words]
+    force = any(value for _, value in switches)
+    words = [w for w, value in switches if value is None]
     if not words:
         return HelpCommand()
     sub, rest = words[0].text.lower(), words[1:]
@@ -61,6 +67,41 @@ def parse(text: str) -> Command:
                          hint="Type `/workflow help` to see the commands you can use.")
     positional, options = _split_options(sub, rest)
     return _BUILDERS[sub](positional, options, force)
+
+
+def _force_value(word: Word) -> bool | None:
+    """`--force` (True), `--force=true|false|yes|no|1|0|on|off`, or None: not a `--force`."""
+    if not word.is_flag:
+        return None
+    name, eq, value = word.text.partition("=")
+    if name != FORCE:
+        return None
+    if not eq:
+        return True
+    if value.lower() in _TRUE:
+        return True
+    if value.lower() in _FALSE:
+        return False
+    raise UsageError(f"`{FORCE}` is a switch, not `{FORCE}={value}`",
+                     hint=f"Write `{FORCE}` alone (or `{FORCE}=true` / `{FORCE}=false`).")
+
+
+def as_command(text: str) -> str | None:
+    """The command in a plain message to the bot (a direct message, or one mentioning it)
+    typed without the slash command, or None when it reads as a reply: `/workflow …`, or a
+    subcommand word first (after any leading `--force`). `approve` or `reject` alone is a
+    reply to a waiting gate, not a command."""
+    prefixed = _SLASH_PREFIX.match(text)
+    if prefixed is not None:
+        return text[prefixed.end():].strip()
+    rest = text.split()
+    while rest and rest[0].partition("=")[0] == FORCE:
+        rest.pop(0)
+    if not rest or rest[0].lower() not in SPECS:
+        return None
+    if rest[0].lower() in _DECISIONS and all(w.partition("=")[0] == FORCE for w in rest[1:]):
+        return None
+    return text.strip()
 
 
 def usage_error(sub: str, message: str) -> UsageError:

@@ -21,7 +21,7 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections import Counter
+from collections import Counter, OrderedDict
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
@@ -41,6 +41,8 @@ log = logging.getLogger("baton.progress")
 #: never comes to rest in this process (another replica took it over) sends no final event,
 #: so its entry would otherwise stay for the life of the process.
 PRUNE_EVERY = 20
+#: Executions whose nodes are noted for "Ran:" at most (the oldest are forgotten first).
+RAN_MEMORY = 10_000
 
 
 @dataclass(slots=True)
@@ -74,6 +76,9 @@ class ProgressReporter:
         # always sent at once
         self.interval = interval
         self._last_edit: dict[str, float] = {}  # run id -> monotonic time of its last progress edit
+        #: run id -> the nodes its current execution (a start, resume, approval) ran, as the
+        #: engine's events say; the final reply's "Ran:" names those, not an earlier attempt's
+        self._ran: OrderedDict[str, set[str]] = OrderedDict()
         self._pruned_at = time.monotonic()
         #: runs a cancel/abandon command is ending; its reply tells the cancellation, so the
         #: background one is skipped. An entry lives from the command's start until the engine
@@ -158,6 +163,7 @@ class ProgressReporter:
         if event.kind is EventKind.GATE_DECIDED:
             await self.offers.on_event(event)
             return
+        self._note_ran(event)
         told = False
         if event.kind is EventKind.RUN_FINISHED and event.run_status == "cancelled":
             told = event.run_id in self.announced  # emitted while the command awaits the engine
@@ -175,6 +181,20 @@ class ProgressReporter:
         if state.worker is None or state.worker.done():
             work = self._work(event.run_id, state)
             state.worker = asyncio.create_task(work, name=f"progress-{event.run_id}")
+
+    def _note_ran(self, event: EngineEvent) -> None:
+        if event.kind is EventKind.RUN_STARTED:
+            self._ran[event.run_id] = set()
+            self._ran.move_to_end(event.run_id)
+            while len(self._ran) > RAN_MEMORY:  # runs another replica took over never finish here
+                self._ran.popitem(last=False)
+        elif event.node_id is not None and (
+            event.kind in (EventKind.NODE_QUEUED, EventKind.NODE_FAILED)
+            or (event.kind is EventKind.NODE_COMPLETED and "approved_by" in event.detail)
+        ):
+            ran = self._ran.get(event.run_id)
+            if ran is not None:
+                ran.add(event.node_id)
 
     async def drain(self) -> None:
         """Wait until every pending progress and final reply has been handed to its outbox."""
@@ -228,9 +248,10 @@ class ProgressReporter:
             summary = self._engine.summary(run)  # the run just read: not read again
             await self._send(outbox, replies.progress(run, summary, page=self.pages))
             if finished is not None and run.status.resting:
+                ran = self._ran.pop(run_id, None)
                 if told and str(run.status) == "cancelled":
                     return
-                await self._send(outbox, self._final(run, summary, finished))
+                await self._send(outbox, self._final(run, summary, finished, ran))
         except BatonError as exc:
             extra = {"action": "progress", "run_id": run_id}
             log.warning("progress not reported: %s", exc.message, extra=extra)
@@ -246,14 +267,14 @@ class ProgressReporter:
         await self._send(outbox, reply)
         return True
 
-    def _final(self, run: Run, summary: RunSummary, event: EngineEvent) -> Reply:
+    def _final(self, run: Run, summary: RunSummary, event: EngineEvent, ran: set[str] | None) -> Reply:
         gate = None
         if str(run.status) == "paused":
             gate = self._store.waiting_gate(run.id)
         attention = event.detail.get("node") or next(
             (n.node_id for n in summary.nodes if n.state is NodeState.ATTENTION), None
         )
-        final = replies.final(run, summary, gate, attention)  # a gate waiting: its buttons are offered
+        final = replies.final(run, summary, gate, attention, ran)  # a gate waiting: its buttons are offered
         return self.offers.offer(final, platform=run.platform, conversation=run.conversation,
                                  thread=run.thread)
 

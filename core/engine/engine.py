@@ -313,6 +313,9 @@ class Engine(RunActions):
             final = self.store.get_run(run.id)  # cancelled or taken over meanwhile: theirs stands
         finally:
             self._active.pop(run.id, None)
+        if final.status is RunStatus.NEEDS_ATTENTION:  # a side effect may have half-happened
+            self.store.audit(actor=ENGINE_ACTOR, action="needs_attention", run_id=run.id,
+                             details={"node": outcome.node_id, "reason": final.reason})
         await self._emit(
             EventKind.RUN_FINISHED,
             run.id,
@@ -352,6 +355,8 @@ class Engine(RunActions):
             await self._stop_local(run.id, None)  # another process owns it now
 
     async def _recovered(self, run: Run) -> None:
+        """`run` was taken over from a process that stopped (its lease lapsed): continue it."""
+        self.store.audit(actor=ENGINE_ACTOR, action="recover", run_id=run.id, details={"owner": self.owner})
         try:
             ready = self._ready(run.workflow, self.args_of(run))
         except BatonError as exc:

@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from core.engine.cache_key import cache_key, explain, same_except_upstream
+from core.engine.cache_key import EARLIER_ATTEMPT_FAILED, cache_key, explain, same_except_upstream
 from core.engine.events import NodePlan, NodeState, NodeSummary, Plan, RunSummary
 from core.engine.executor import node_components
 from core.engine.journal_index import MARKER_KEY, REJECTED_MARKER, JournalIndex, is_cut
@@ -99,6 +99,8 @@ def _conditional_reason(
         return f"invalidated by {cut.by}"
     if latest is None:
         return "no earlier result"
+    if latest.status is not NodeStatus.COMPLETED:  # no result to re-use, whatever upstream gives
+        return EARLIER_ATTEMPT_FAILED
     if same_except_upstream(latest.components, components):
         names = ", ".join(f"`{d}`" for d in unknown)
         return f"runs if upstream {names} output changes"

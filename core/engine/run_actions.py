@@ -17,7 +17,7 @@ from core.engine.events import EventKind
 from core.engine.executor import rejection_marker
 from core.engine.journal_index import INVALIDATED_MARKER, MARKER_KEY
 from core.errors import RunNotResumable, RunStateError, UsageError
-from core.store.cas import already_decided
+from core.store.cas import already_decided, who_changed
 from core.store.records import Gate, GateStatus, JournalEntry, NodeStatus, Run, RunStatus
 from core.store.unit_of_work import UnitOfWork
 from core.workflows.validation import did_you_mean
@@ -98,7 +98,7 @@ class RunActions:
             raise self._refuse_finished(run, "resumed")
         if run.status in (RunStatus.RUNNING, RunStatus.PENDING):
             raise RunNotResumable(
-                f"run {run.id} is already running (started by {run.status_by})",
+                f"run {run.id} is already {run.status.value} ({who_changed(run)})",
                 run_id=run.id,
                 status=run.status.value,
                 by=run.status_by,
@@ -215,8 +215,9 @@ class RunActions:
         run = self.store.get_run(run_id)
         reason = self._hidden(reason)
         if run.status.finished:
+            by = f" ({who_changed(run)})" if run.status is RunStatus.CANCELLED else ""
             raise RunNotResumable(
-                f"run {run.id} is already {run.status.value}; there is nothing to abandon",
+                f"run {run.id} is already {run.status.value}{by}; there is nothing to abandon",
                 run_id=run.id,
                 status=run.status.value,
                 by=run.status_by,

@@ -100,7 +100,8 @@ _VERBS: dict[RunStatus, str] = {
 }
 
 
-def _who(run: Run) -> str:
+def who_changed(run: Run) -> str:
+    """How the run got its status and who did it: `resumed by ana`, `cancelled by bob`."""
     if run.status is RunStatus.RUNNING:
         # created (v1) and started (v2) runs are "started"; later visits to running are resumes
         verb = "resumed" if run.version >= 3 else "started"
@@ -116,16 +117,17 @@ def lost_race(
     kind: type[RunStateError] = RunNotResumable if to is RunStatus.RUNNING else InvalidTransition
     status = current.status
     if status is to:
-        message = f"run {current.id} is already {status.value} ({_who(current)})"
+        message = f"run {current.id} is already {status.value} ({who_changed(current)})"
         hint = f"Follow it with `/workflow status {current.id}`."
     elif status in allowed and expected_version is not None and current.version != expected_version:
-        message = f"run {current.id} changed while you acted on it (now {status.value}, {_who(current)})"
+        now = f"now {status.value}, {who_changed(current)}"
+        message = f"run {current.id} changed while you acted on it ({now})"
         hint = f"Check `/workflow status {current.id}` and try again if it still applies."
     elif status.finished and to is RunStatus.RUNNING:
-        message = f"run {current.id} is {status.value} ({_who(current)}) and cannot be resumed"
+        message = f"run {current.id} is {status.value} ({who_changed(current)}) and cannot be resumed"
         hint = f"Start a new run from it: `/workflow run {current.workflow} --resume-from {current.id}`."
     else:
-        message = f"run {current.id} is {status.value} ({_who(current)}); it cannot become {to.value}"
+        message = f"run {current.id} is {status.value} ({who_changed(current)}); it cannot become {to.value}"
         hint = f"Check `/workflow status {current.id}`."
     return kind(message, run_id=current.id, status=status.value, by=current.status_by, hint=hint)
 

@@ -65,19 +65,22 @@ def at_head(engine: Engine) -> bool:
     return versions == {HEAD_REVISION}
 
 
-def _upgrade_on(connection: Connection, revision: str) -> None:
+def _upgrade_on(connection: Connection, revision: str) -> str | None:
+    """Upgrade under the caller's lock; the revision found before (None: no schema yet)."""
     from alembic import command
 
     with connection.begin():
+        before = current_revision(connection)
         command.upgrade(alembic_config(connection), revision)
+    return before
 
 
-def _upgrade_postgres(engine: Engine, revision: str) -> None:
+def _upgrade_postgres(engine: Engine, revision: str) -> str | None:
     with engine.connect() as conn:
         conn.exec_driver_sql(f"SELECT pg_advisory_lock({ADVISORY_LOCK_KEY})")
         conn.commit()
         try:
-            _upgrade_on(conn, revision)
+            return _upgrade_on(conn, revision)
         finally:
             conn.exec_driver_sql(f"SELECT pg_advisory_unlock({ADVISORY_LOCK_KEY})")
             conn.commit()
@@ -98,20 +101,19 @@ def _immediate_engine(engine: Engine) -> Engine:
     return locked
 
 
-def upgrade(engine: Engine, revision: str = "head") -> None:
-    """Bring the database behind `engine` to `revision` (default: the newest)."""
+def upgrade(engine: Engine, revision: str = "head") -> str | None:
+    """Bring the database behind `engine` to `revision` (default: the newest). Returns the
+    revision it was at before (None: no schema yet), for `baton migrate` to say what it did."""
     if revision == "head" and at_head(engine):
-        return  # the common start-up: nothing to do, alembic never imported
+        return HEAD_REVISION  # the common start-up: nothing to do, alembic never imported
     if engine.dialect.name == "postgresql":
-        _upgrade_postgres(engine, revision)
-        return
+        return _upgrade_postgres(engine, revision)
     if is_memory_sqlite(engine.url):
         with engine.connect() as conn:  # private to this process: nobody to race
-            _upgrade_on(conn, revision)
-        return
+            return _upgrade_on(conn, revision)
     locked = _immediate_engine(engine)
     try:
         with locked.connect() as conn:
-            _upgrade_on(conn, revision)
+            return _upgrade_on(conn, revision)
     finally:
         locked.dispose()

@@ -263,8 +263,9 @@ class Transactions(Protocol):
 
 
 class Store(Blobs, Runs, Leases, Journal, Gates, Events, PlatformState, Views, Transactions, Protocol):
-    def migrate(self) -> None:
-        """Bring the schema to the newest revision (idempotent, safe to race)."""
+    def migrate(self) -> str | None:
+        """Bring the schema to the newest revision (idempotent, safe to race); the revision the
+        database was at before (None: it had no schema)."""
 
     def close(self) -> None: ...
 

@@ -42,9 +42,10 @@ class SqlStore(RunsSql, JournalSql, GatesSql, DispatchSql, StateSql, ViewsSql):
     """
 
     @store_operation("migrate the database schema")
-    def migrate(self) -> None:
-        """Bring the schema to the newest alembic revision (idempotent, safe to race)."""
-        migration.upgrade(self._engine)
+    def migrate(self) -> str | None:
+        """Bring the schema to the newest alembic revision (idempotent, safe to race); the
+        revision the database was at before (None: it had no schema)."""
+        return migration.upgrade(self._engine)
 
     def __enter__(self) -> SqlStore:
         return self

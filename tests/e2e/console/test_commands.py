@@ -4,6 +4,10 @@ from __future__ import annotations
 
 import json
 
+from sqlalchemy.engine import make_url
+
+from core.store.database import open_engine
+from core.store.migration import HEAD_REVISION, upgrade
 from tests.e2e.console.cli import BatonCli
 
 
@@ -47,6 +51,22 @@ def test_migrate_creates_the_schema_and_is_idempotent(baton: BatonCli) -> None:
 
     assert (first.returncode, second.returncode) == (0, 0), first.stderr + second.stderr
     assert baton.runs() == []  # the schema exists and is queryable
+    assert first.stdout.startswith(f"Created the schema of database {baton.database_url}")
+    assert "was already at the newest schema" in second.stdout and "nothing to do" in second.stdout
+
+
+def test_migrate_says_what_it_upgraded(baton: BatonCli) -> None:
+    engine = open_engine(make_url(baton.database_url))
+    try:
+        upgrade(engine, "0005")  # a database an older Baton left behind
+    finally:
+        engine.dispose()
+
+    done = baton.run("migrate")
+
+    assert done.returncode == 0, done.stderr
+    said = done.stdout.strip()
+    assert said == f"Upgraded database {baton.database_url} from revision 0005 to {HEAD_REVISION}."
 
 
 def test_worker_without_the_procrastinate_executor_exits_2_naming_the_setting(baton: BatonCli) -> None:

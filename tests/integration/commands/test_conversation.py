@@ -4,6 +4,7 @@ gates decided twice, progress, arguments and inspection commands."""
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -280,3 +281,35 @@ async def test_help_on_a_command_the_user_may_not_use_is_refused(tmp_path: Path,
     finally:
         await chat.engine.stop(grace=5)
         chat.store.close()
+
+
+async def test_commands_written_to_the_bot_are_answered_as_commands(team: Chat) -> None:
+    run_id = await _paused(team, thread="T1")
+
+    [status] = await team.say("status", user="UBOSS", command=False, direct=True)
+    [usage] = await team.say("help abandon", user="UBOSS", command=False, mentions=True)
+    [approval] = await team.say(f"approve {run_id} ship it", user="UBOSS", command=False, direct=True)
+
+    assert (status.kind, status.run_id) == ("status", run_id)  # not "Nothing waits for approval here"
+    assert usage.kind == "help_topic" and usage.data["name"] == "abandon"
+    assert approval.kind == "gate_decided" and approval.data["comment"] == "ship it"
+    await team.rest(run_id)
+
+
+async def test_a_reply_starting_with_reject_still_addresses_the_gate(team: Chat) -> None:
+    run_id = await _paused(team, thread="T1")
+
+    [answer] = await team.say("reject it, the title is wrong", user="UBOSS", command=False, direct=True)
+
+    assert not answer.is_error and answer.run_id == run_id  # a reply to the gate, not `reject <run>`
+    assert answer.kind in ("gate_decided", "approval_question")
+
+
+async def test_chatter_in_a_thread_that_holds_no_run_leaves_nothing_behind(team: Chat) -> None:
+    await _paused(team, thread="T-run")
+    before = team.store.forget_events(time.time() + 60)  # the events handled so far
+
+    for n in range(200):
+        assert await team.say(f"chatter {n}", user="UBOSS", command=False, thread="T-other") == []
+
+    assert team.store.forget_events(time.time() + 60) == 0 and before > 0

@@ -99,6 +99,9 @@ async def test_a_peer_recovers_and_stops_at_the_unsafe_step(pair: Pair) -> None:
     plan = {n.node_id: n.action for n in h.engine.plan(run_id).nodes}
     assert plan == {"compose": "done", "send": "waits", "report": "waits"}
     assert (pair.out / "sent").read_text().split() == ["sent"]
+    audit = [(a.actor, a.action, a.details) for a in h.store.audit_log(run_id)][-2:]
+    assert audit == [("baton", "recover", {"owner": h.engine.owner}),
+                     ("baton", "needs_attention", {"node": "send", "reason": run.reason})]
 
     # resuming without settling it changes nothing: the unsafe step is never re-run blindly
     await h.engine.resume(run_id, actor="console:ana")

@@ -23,7 +23,7 @@ from core.commands.model import (
     RunsCommand,
     StatusCommand,
 )
-from core.commands.parser import parse
+from core.commands.parser import as_command, parse
 from core.commands.quoting import quote_word, split_words
 from core.errors import UsageError
 
@@ -177,3 +177,42 @@ def test_ordinary_nesting_is_accepted() -> None:
     command = parse("""run x --args '{"a": {"b": [1, [2]]}}' --set 'c.d={"e":[3]}'""")
     assert isinstance(command, RunCommand)
     assert command.args == {"a": {"b": [1, [2]]}} and command.sets[0].value == {"e": [3]}
+
+
+@pytest.mark.parametrize(
+    ("text", "force"),
+    [("run X B --force=true", True), ("run X B --force=yes", True), ("--force=1 run X B", True),
+     ("run X B --force=false", False), ("run X B --force=no", False)],
+)
+def test_force_takes_a_truth_value_after_an_equals_sign(text: str, force: bool) -> None:
+    assert parse(text) == RunCommand("X", message="B", force=force)
+
+
+def test_force_with_another_value_says_it_is_a_switch() -> None:
+    with pytest.raises(UsageError) as caught:
+        parse("run X --force=later")
+    assert caught.value.message == "`--force` is a switch, not `--force=later`"
+    assert "did you mean" not in caught.value.message
+
+
+@pytest.mark.parametrize(
+    ("text", "command"),
+    [
+        ("status", "status"),
+        ("help abandon", "help abandon"),
+        ("--force run flaky x", "--force run flaky x"),
+        ("--force=true run flaky x", "--force=true run flaky x"),
+        ("/workflow run hello 'a  b'", "run hello 'a  b'"),
+        ("/WORKFLOW", ""),
+        ("approve 3f9a looks good", "approve 3f9a looks good"),
+        ("RUNS", "RUNS"),
+    ],
+)
+def test_a_message_to_the_bot_that_starts_with_a_command_is_that_command(text: str, command: str) -> None:
+    assert as_command(text) == command
+
+
+@pytest.mark.parametrize("text", ["approve", "reject", "Approve --force", "lgtm", "ship it", "", "runn x",
+                                  "the status is fine", "--force"])
+def test_replies_and_chatter_are_not_commands(text: str) -> None:
+    assert as_command(text) is None
