@@ -267,20 +267,29 @@ def list_workflows(
     as_json: Annotated[bool, typer.Option("--json", help="Print a JSON array.")] = False,
 ) -> None:
     """List the workflows with their source file, and every file that failed to load."""
+    from bot.runtime import load_tools
+    from core.engine.tools import unregistered
     from core.workflows.catalog import Catalog
 
     settings = settings_for(None, workflows)
     entries = Catalog(settings.workflow_dirs, limits=settings.load_limits()).entries()
-    rows: list[dict[str, str | None]] = [
-        {
+    try:
+        tools = load_tools(settings.tool_modules, settings.workflow_dirs)
+        tools_error: BatonError | None = None
+    except BatonError as exc:  # a tool module missing or broken: the workflows calling tools are too
+        tools, tools_error = None, exc
+    rows: list[dict[str, str | None]] = []
+    for e in entries:
+        error: BatonError | None = e.error
+        if error is None and e.workflow is not None and any(n.tool for n in e.workflow.nodes):
+            error = tools_error if tools is None else unregistered(e.workflow, tools)
+        rows.append({
             "name": e.name,
             "path": str(e.path),
             "description": e.workflow.description if e.workflow is not None else "",
-            "error": e.error.message if e.error is not None else None,
-            "hint": e.error.hint if e.error is not None else None,
-        }
-        for e in entries
-    ]
+            "error": error.message if error is not None else None,
+            "hint": error.hint if error is not None else None,
+        })
     if as_json:
         typer.echo(json.dumps(rows, indent=2))
         return

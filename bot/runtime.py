@@ -32,13 +32,14 @@ from core.config import Settings
 from core.engine.providers import ProviderRegistry
 from core.engine.step_env import StepEnvironment
 from core.engine.tools import ToolRegistry
+from core.errors import ConfigurationError
 from core.redaction import Redactor
 from core.store.repository import SqlStore
 from core.workflows.catalog import Catalog
 
 log = logging.getLogger("baton.runtime")
 
-DEFAULT_TOOL_MODULE = "workflows/tools.py"
+DEFAULT_TOOL_MODULE = "tools.py"  # each workflow directory's own, where there is one
 
 
 @dataclass(frozen=True)
@@ -71,7 +72,7 @@ def assemble(settings: Settings, *, environ: Mapping[str, str] | None = None) ->
             environment.hide_declared(entry.workflow.declared_secrets())
     redact_logs_with(redactor)
     providers = ProviderRegistry.from_settings(settings)
-    tools = load_tools(settings.tool_modules)
+    tools = load_tools(settings.tool_modules, settings.workflow_dirs)
     return Runtime(
         settings=settings,
         redactor=redactor,
@@ -104,13 +105,38 @@ def ensure_sqlite_dir(database_url: str) -> None:
         Path(url.database).expanduser().parent.mkdir(parents=True, exist_ok=True)
 
 
-def load_tools(modules: Sequence[str], base: Path | None = None) -> ToolRegistry:
-    """Register the `@tool` functions of `modules` (module names or `.py` paths relative to
-    `base`, the current directory by default). The default `workflows/tools.py` may be
-    absent; any other missing module is a configuration error (raised by the registry)."""
-    base = base if base is not None else Path.cwd()
-    wanted = [m for m in modules if not (m == DEFAULT_TOOL_MODULE and not (base / m).is_file())]
+def load_tools(modules: Sequence[str], workflow_dirs: Sequence[Path]) -> ToolRegistry:
+    """Register the `@tool` functions of `modules` (`tool_module_paths`)."""
     registry = ToolRegistry()
-    found = registry.load(wanted, base)
+    found = registry.load(tool_module_paths(modules, workflow_dirs), Path("/"))
     log.debug("tools loaded: %s", ", ".join(found) or "none", extra={"action": "tools_loaded"})
     return registry
+
+
+def tool_module_paths(modules: Sequence[str], workflow_dirs: Sequence[Path]) -> list[str]:
+    """Each of `modules` as `ToolRegistry.load` takes it, never relative to the working
+    directory: a dotted name is imported from the Python path; an absolute `.py` path is
+    itself; a relative one is looked for in each workflow directory, then in each one's
+    parent (the project, so `workflows/tools.py` still works), and the first found is used.
+    The default `tools.py` is every workflow directory's own, where there is one; any other
+    module that is not found is a `ConfigurationError` naming where it was looked for."""
+    paths: list[str] = []
+    for module in modules:
+        is_path = module.endswith(".py") or "/" in module or "\\" in module
+        if not is_path or Path(module).is_absolute():  # a module name, or a path needing no lookup
+            paths.append(module)
+        elif module == DEFAULT_TOOL_MODULE:
+            paths += [str((d / module).resolve()) for d in workflow_dirs if (d / module).is_file()]
+        else:
+            places = [d / module for d in workflow_dirs]
+            places += [d.resolve().parent / module for d in workflow_dirs]
+            found = next((p for p in places if p.is_file()), None)
+            if found is None:
+                where = ", ".join(dict.fromkeys(str(p.parent.resolve()) for p in places)) or "no directory"
+                raise ConfigurationError(
+                    f"tool module {module} was not found (looked in {where})",
+                    hint="Fix BATON_TOOL_MODULES: .py paths are relative to a workflow directory "
+                    "(BATON_WORKFLOW_DIRS) or its parent, or absolute.",
+                )
+            paths.append(str(found.resolve()))
+    return list(dict.fromkeys(paths))

@@ -160,8 +160,9 @@ class Settings(BaseSettings):
     lease_seconds: float = Field(default=15.0, gt=0)
     group_commit_ms: float = Field(default=10.0, ge=0, le=1000)  # pure results' commit window
     replica_id: str = Field(default_factory=socket.gethostname)
-    # python module names or .py paths whose @tool functions are registered
-    tool_modules: Annotated[list[str], NoDecode] = Field(default_factory=lambda: ["workflows/tools.py"])
+    # python module names or .py paths (relative to a workflow directory or its parent) whose
+    # @tool functions are registered; `tools.py`: each workflow directory's own, where there is one
+    tool_modules: Annotated[list[str], NoDecode] = Field(default_factory=lambda: ["tools.py"])
     executor: Literal["local", "procrastinate"] = "local"
     # scale-out (docs/operations.md): graceful shutdown and distributed workers
     shutdown_grace: float = Field(default=10.0, ge=0)  # seconds in-flight steps get on SIGTERM

@@ -1,6 +1,6 @@
 """Tools the example workflows call (`tool: post_release`, `tool: deploy_service`).
 
-Loaded through BATON_TOOL_MODULES (default `workflows/tools.py`). Both are idempotent: a
+Loaded through BATON_TOOL_MODULES (default: `tools.py` in each workflow directory). Both are idempotent: a
 re-run after a crash gets the same `idempotency_key` and returns the same result instead of
 publishing or deploying twice. They touch nothing outside the process, so the examples run
 on a bare machine.

@@ -39,7 +39,9 @@ from core.commands.resolution import Prompt, decide_fresh_run, latest_run, promp
 from core.commands.run_args import MESSAGE, build_args
 from core.config import Access
 from core.engine.engine import Engine
+from core.engine.tools import unregistered
 from core.errors import (
+    BatonError,
     ConfigurationError,
     GateAlreadyDecided,
     PermissionDenied,
@@ -308,13 +310,16 @@ async def list_workflows(ctx: Context, cmd: ListCommand) -> list[Reply]:
     for entry in ctx.catalog.entries():
         if not authz.may_run(ctx.access, ctx.uid, entry.name):
             continue
-        if entry.workflow is not None and entry.error is None:
+        problem: BatonError | None = entry.error
+        if problem is None and entry.workflow is not None:
+            problem = unregistered(entry.workflow, ctx.engine.tools)
+        if entry.workflow is not None and problem is None:
             available.append({"name": entry.name, "description": entry.workflow.description,
                               "inputs": sorted(entry.workflow.inputs)})
         else:
-            error = entry.error.message if entry.error else "could not be loaded"
+            error = problem.message if problem else "could not be loaded"
             broken.append({"name": entry.name, "path": str(entry.path), "error": error,
-                           "hint": entry.error.hint if entry.error else ""})
+                           "hint": problem.hint if problem else ""})
     return [replies.workflows(available, broken)]
 
 

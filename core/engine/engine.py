@@ -29,7 +29,7 @@ from core.engine.providers import ProviderRegistry
 from core.engine.rendering import StepRenderer
 from core.engine.run_actions import RunActions
 from core.engine.step_env import StepEnvironment
-from core.engine.tools import ToolRegistry
+from core.engine.tools import ToolRegistry, unregistered
 from core.engine.workdirs import run_dirs
 from core.errors import BatonError, RunNotResumable
 from core.store.port import Store
@@ -149,6 +149,9 @@ class Engine(RunActions):
         prepared = prepare(workflow, tools)
         checked = validate_inputs(workflow, args)
         if to_run:
+            missing = unregistered(workflow, tools)
+            if missing is not None:  # refused now, not at that step (after an approval, say)
+                raise missing
             self.config.environment.require(workflow.name, workflow.declared_secrets())
         definitions = read_definitions(prepared, providers=self.providers)
         return Ready(workflow, prepared, definitions, checked, tools)

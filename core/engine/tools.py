@@ -38,11 +38,14 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from core.engine.tool_identity import Stamp, changed, identity_of, source_facts
 from core.errors import ConfigurationError
 from core.store.records import ReplayClass
+
+if TYPE_CHECKING:
+    from core.workflows.model import Workflow
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -221,6 +224,21 @@ class ToolRegistry:
         for specs, base in self._loads:
             fresh.load(specs, base)
         return fresh
+
+
+def unregistered(workflow: Workflow, registry: ToolRegistry) -> ConfigurationError | None:
+    """The error for a workflow whose `tool:` steps name a tool nobody registered (None: all
+    are known), so it is refused before anything runs rather than failing at that step."""
+    missing = [(node.id, node.tool) for node in workflow.nodes if node.tool and node.tool not in registry]
+    if not missing:
+        return None
+    steps = ", ".join(f"`{node}` calls `{name}`" for node, name in missing)
+    known = ", ".join(f"`{n}`" for n in registry.names()) or "none"
+    return ConfigurationError(
+        f"workflow `{workflow.name}` uses tools no tool module registers: {steps} (known tools: {known})",
+        hint="Define them with @tool in a module of BATON_TOOL_MODULES (default: tools.py next to the "
+        "workflows), or fix the steps' `tool:`.",
+    )
 
 
 def _import(spec: str, base: Path) -> ModuleType:

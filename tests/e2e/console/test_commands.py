@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 from sqlalchemy.engine import make_url
 
 from core.store.database import open_engine
 from core.store.migration import HEAD_REVISION, upgrade
-from tests.e2e.console.cli import BatonCli
+from tests.e2e.console.cli import BatonCli, final_status, run_ids
 
 
 def test_list_shows_every_workflow_with_its_file_and_a_broken_file_with_its_error(baton: BatonCli) -> None:
@@ -75,3 +76,41 @@ def test_worker_without_the_procrastinate_executor_exits_2_naming_the_setting(ba
     assert done.returncode == 2
     assert "BATON_EXECUTOR is `local`" in done.stderr
     assert "Set BATON_EXECUTOR=procrastinate" in done.stderr
+
+
+SHIPPED = Path(__file__).resolve().parents[3] / "workflows"  # the example workflows and their tools.py
+
+
+def test_started_from_another_directory_the_tools_next_to_the_workflows_are_found(baton: BatonCli) -> None:
+    baton.env_extra["BATON_WORKFLOW_DIRS"] = str(SHIPPED)  # started outside the project
+
+    rows = {row["name"]: row for row in json.loads(baton.run("list", "--json").stdout)}
+    (paused,) = run_ids(baton.say("run deploy --set service=web"))
+    approved = baton.say(f"approve {paused}")
+
+    assert rows["deploy"]["error"] is None and rows["release-notes"]["error"] is None
+    assert final_status(approved) == "completed", approved  # `deploy_service` ran after the approval
+
+
+def test_list_reports_a_missing_tool_module_and_an_unregistered_tool(baton: BatonCli) -> None:
+    (baton.workflows / "ship.yaml").write_text("name: ship\nnodes:\n  - id: go\n    tool: ship_it\n")
+    rows = {row["name"]: row for row in json.loads(baton.run("list", "--json").stdout)}
+    assert "`go` calls `ship_it`" in rows["ship"]["error"] and rows["flaky"]["error"] is None
+
+    baton.env_extra["BATON_TOOL_MODULES"] = "ops/tools.py"
+    done = baton.run("list")
+
+    assert done.returncode == 0
+    [line] = [line for line in done.stdout.splitlines() if line.startswith("ship ")]
+    assert "ERROR tool module ops/tools.py was not found (looked in " in line
+
+
+def test_a_run_calling_an_unregistered_tool_is_refused_before_anything_runs(baton: BatonCli) -> None:
+    (baton.workflows / "ship.yaml").write_text(
+        "name: ship\nnodes:\n  - id: ask\n    approval: Ship?\n  - id: go\n    depends_on: [ask]\n"
+        "    tool: ship_it\n")
+
+    (refusal,) = baton.say("run ship")
+
+    assert refusal["is_error"] and "`go` calls `ship_it`" in refusal["text"]
+    assert baton.runs() == []  # no gate was opened for a step that could never run

@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 
 from core.commands.parser import parse
+from core.store.records import RunStatus
+from core.store.repository import SqlStore
 from tests.e2e.console.cli import BatonCli, button, final_status, prompts, run_ids
 
 TRICKY = 'he said "ship it" \\ then `rm -rf /` and \\"more\\"'
@@ -114,3 +116,35 @@ def test_a_wrong_setting_is_one_line_naming_the_variable_and_exit_2(baton: Baton
     first, hint = done.stderr.strip().splitlines()
     assert first == "error: BATON_MAX_PARALLEL: Input should be greater than or equal to 1 (got '0')"
     assert hint
+
+
+def _runs_in_db(baton: BatonCli, count: int, *, status: RunStatus = RunStatus.FAILED) -> list[str]:
+    """Runs of `notes` written straight to the database (another Baton's, as far as `say` knows)."""
+    baton.run("migrate")
+    store = SqlStore(baton.database_url)
+    try:
+        digest = store.put_blob(b"{}")
+        return [store.create_run(workflow="notes", platform="console", conversation="ops", thread=None,
+                                 requester="console:ana", args_digest=digest, status=status,
+                                 lease_owner="elsewhere:1:x", lease_seconds=3600).id
+                for _ in range(count)]
+    finally:
+        store.close()
+
+
+def test_unknown_and_ambiguous_run_ids_are_handled_with_json_and_exit_0(baton: BatonCli) -> None:
+    ids = _runs_in_db(baton, 17)  # 17 ids over 16 hex digits: two share their first character
+    shared = next(i[0] for i in ids if sum(j[0] == i[0] for j in ids) > 1)
+
+    for text in ("status zzzz", "resume 97", "args nope", "run notes --args-from x", f"status {shared}"):
+        (reply,) = baton.say(text)  # exit 0, a JSON array: handled
+        assert reply["is_error"] and reply["kind"] == "error", (text, reply)
+
+
+def test_a_refused_resume_does_not_wait_for_someone_elses_run(baton: BatonCli) -> None:
+    (running,) = _runs_in_db(baton, 1, status=RunStatus.RUNNING)  # held by another process for an hour
+
+    (refusal,) = baton.say(f"resume {running}")  # within the call's timeout, far below an hour
+
+    assert refusal["is_error"] and "is already running" in refusal["text"]
+    assert baton.run_record(running).status is RunStatus.RUNNING

@@ -74,18 +74,26 @@ def test_ensure_sqlite_dir_creates_the_parent_directory(tmp_path: Path) -> None:
 
 
 def test_the_default_tool_module_may_be_absent(tmp_path: Path) -> None:
-    assert load_tools(["workflows/tools.py"], base=tmp_path).names() == []
+    assert load_tools(["tools.py"], [tmp_path / "workflows"]).names() == []
 
 
 def test_a_named_tool_module_must_exist(tmp_path: Path) -> None:
-    with pytest.raises(ConfigurationError, match="does not exist"):
-        load_tools(["ops/tools.py"], base=tmp_path)
+    with pytest.raises(ConfigurationError, match=r"tool module ops/tools.py was not found \(looked in "):
+        load_tools(["ops/tools.py"], [tmp_path / "workflows"])
 
 
-def test_tools_are_loaded_relative_to_the_working_directory(tmp_path: Path) -> None:
-    (tmp_path / "workflows").mkdir()
-    (tmp_path / "workflows" / "tools.py").write_text(TOOLS)
-    assert load_tools(["workflows/tools.py"], base=tmp_path).names() == ["ping"]
+def test_tools_are_found_next_to_the_workflows_wherever_baton_is_started(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tmp_path / "project" / "workflows").mkdir(parents=True)
+    (tmp_path / "project" / "workflows" / "tools.py").write_text(TOOLS)
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)
+    dirs = [tmp_path / "project" / "workflows"]
+
+    assert load_tools(["tools.py"], dirs).names() == ["ping"]  # the default: the directory's own
+    assert load_tools(["workflows/tools.py"], dirs).names() == ["ping"]  # relative to the project
 
 
 def test_adapters_start_only_when_their_tokens_are_configured(monkeypatch: pytest.MonkeyPatch) -> None:
