@@ -57,8 +57,9 @@ def validate_inputs(workflow: Workflow, args: Mapping[str, Any]) -> dict[str, An
 
     Required inputs must be present; types are strict (an integer is not a boolean, `3.0` is
     not an integer) except that text which parses exactly is coerced (`"3"` -> 3 for an
-    integer, `"true"` for a boolean), since `--set k=v` always gives text. Undeclared keys are
-    kept as free fields. `message` is always allowed, is a string and defaults to "".
+    integer, `"true"` for a boolean): what `--set k=v` gives when its value is not JSON, and
+    what a form gives. Undeclared keys are kept as free fields. `message` is always allowed,
+    is a string and defaults to "".
     """
     result = dict(args)
     message = result.get(MESSAGE, "")
