@@ -54,8 +54,29 @@ def slack_escape(text: object) -> str:
     return str(text).replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
 
 
+#: Slack's mrkdwn has no escape for its formatting characters: text shows a look-alike
+#: instead, where the character could open or close a style (a `_` inside a word, as in
+#: `deploy_prod`, formats nothing and stays as it is).
+_SLACK_LOOKALIKES = {"*": "\u2217", "_": "\u02cd", "~": "\u223c", "`": "\u02cb"}
+_SLACK_CODE_SPAN = re.compile(r"(`[^`\n]+`)")
+_SLACK_STYLE = re.compile(r"(?<![0-9A-Za-z])[*_~]|[*_~](?![0-9A-Za-z])|`")
+_SLACK_QUOTE = re.compile(r"^(\s*)&gt;", re.MULTILINE)
+
+
+def slack_text(text: object) -> str:
+    """Text that cannot change the formatting of the message it is put in: `&`, `<`, `>` as
+    entities (no mention, no link), `*x*`, `_x_`, `~x~` and stray backticks (a lone ```
+    included) as look-alikes, a `>` opening a line kept from quoting the rest. A balanced
+    inline code span (our hints' `/workflow status 3f9a`) stays code: nothing inside it formats."""
+    parts = _SLACK_CODE_SPAN.split(slack_escape(text))
+    for index in range(0, len(parts), 2):  # the text between code spans
+        parts[index] = _SLACK_STYLE.sub(lambda m: _SLACK_LOOKALIKES[m.group(0)], parts[index])
+    return _SLACK_QUOTE.sub("\\1\u00ad&gt;", "".join(parts))
+
+
 _DISCORD_SPECIALS = re.compile(r"([\\*_~`|\[\]])")
 _DISCORD_LINE_START = re.compile(r"^(\s*)([>#\-+])", re.MULTILINE)
+_DISCORD_NUMBERED = re.compile(r"^(\s*\d+)\.(?=\s)", re.MULTILINE)  # "1. item": a list
 _DISCORD_MENTION = re.compile(r"@(everyone|here)|<(?=[@#][!&]?\d*>?)")
 
 
@@ -63,6 +84,7 @@ def discord_escape(text: object) -> str:
     """Discord markdown specials escaped; @everyone, @here and <@id> mentions neutralised."""
     out = _DISCORD_SPECIALS.sub(r"\\\1", str(text))
     out = _DISCORD_LINE_START.sub(r"\1\\\2", out)
+    out = _DISCORD_NUMBERED.sub(r"\1\\.", out)
     return discord_mentions(out)
 
 
@@ -149,6 +171,7 @@ def environment(root: Path = TEMPLATES) -> Environment:
     )
     env.filters.update(
         slack_escape=slack_escape,
+        slack_text=slack_text,
         discord_escape=discord_escape,
         discord_mentions=discord_mentions,
         code_span=code_span,
@@ -172,7 +195,7 @@ def template_platform(platform: str, root: Path = TEMPLATES) -> str:
 #: how each platform's escaping may rewrite a secret inside rendered text
 _ESCAPES: dict[str, tuple[Callable[[str], str], ...]] = {
     "console": (),
-    "slack": (slack_escape,),
+    "slack": (slack_escape, slack_text),
     "discord": (discord_escape, discord_mentions),
 }
 

@@ -6,11 +6,12 @@ Each error is one line of cause and one line of next step.
 from __future__ import annotations
 
 from adapters.slack.blocks import escape_mrkdwn
+from core.render import slack_text
 
 
 def chose(user: str, label: str) -> str:
     """Shown on a message whose button was clicked, in place of its buttons."""
-    return f"✔ <@{user}> chose *{escape_mrkdwn(label)}*"
+    return f"✔ <@{user}> chose *{slack_text(label)}*"
 
 
 def uploaded(characters: int, filename: str) -> str:

@@ -5,8 +5,11 @@ from __future__ import annotations
 
 import re
 
+from core.commands.parser import parse
+from core.commands.quoting import quote_word
+from tests.e2e.slack import steps
 from tests.e2e.slack.conftest import SlackE2E
-from tests.e2e.slack.steps import COMPLETED, FAILED, start
+from tests.e2e.slack.steps import COMPLETED, FAILED, PROMPT, start
 
 
 async def test_completion_then_a_resume_from_it_served_from_the_cache(e2e: SlackE2E) -> None:
@@ -32,3 +35,25 @@ async def test_a_failure_names_the_step_its_error_and_what_to_do_next(e2e: Slack
     for command in ("resume", "plan", "abandon"):
         assert f"`/workflow {command} {failed.run_id}`" in failed.rest.text
         assert failed.rest.button(command)["value"] == f"{command} {failed.run_id}"
+
+
+async def test_a_quoted_message_cannot_format_the_bots_message_and_its_command_pastes_back(
+    e2e: SlackE2E,
+) -> None:
+    styled = "*bold* _it_ ~gone~ ``` > <!channel>"
+    marker = e2e.tmp / "never-created"
+    failed = await start(e2e, f"run flaky {quote_word(styled)} --set marker={marker}", rests_with=FAILED)
+    started = (await e2e.mock.wait_for(lambda calls: [
+        c for c in calls
+        if c.method == "chat.postMessage" and failed.run_id in c.text and "Message:" in c.text]))[0]
+    mark = await steps.command(e2e, f"run flaky {quote_word('B *b*')}")
+    prompt = await e2e.mock.wait_call("chat.postMessage", PROMPT, after=mark)
+
+    quoted = [line for call in (started, prompt) for line in call.text.splitlines() if "essage: “" in line]
+    assert len(quoted) == 4  # the fallback text and the section block of each message
+    for line in quoted:
+        for raw in ("*bold*", "_it_", "~gone~", "```", "<!channel>"):
+            assert raw not in line, line
+    force = prompt.button("force")["value"]
+    assert parse(force) == parse(f"run flaky --force {quote_word('B *b*')}")  # the button runs it exactly
+    assert f"`/workflow {force}`" in prompt.text  # and the text shows it whole, as code

@@ -22,6 +22,7 @@ from core.render import (
     is_fence,
     render,
     slack_escape,
+    slack_text,
     split_chunks,
     width,
 )
@@ -170,3 +171,45 @@ def test_an_error_splits_around_every_mention_of_the_user() -> None:
     assert parts == [{"user": "discord:7"}, {"text": " asked; "}, {"user": "discord:7"}, {"text": " decided"}]
     [text] = render(Reply(kind="error", data={"message": "x", "hint": "h", "parts": parts}), "discord", PLAIN)
     assert text == "⚠️ <@7> asked; <@7> decided\nh"
+
+
+STYLED = "*bold* _it_ ~gone~ ``` open > quote <@U0BOB> <!channel> 1. list"
+
+
+def test_slack_text_keeps_user_text_from_formatting_the_message() -> None:
+    shown = slack_text(STYLED)
+    assert shown == ("\u2217bold\u2217 \u02cdit\u02cd \u223cgone\u223c \u02cb\u02cb\u02cb open &gt; quote "
+                     "&lt;@U0BOB&gt; &lt;!channel&gt; 1. list")
+    assert slack_text("> at the start\nthen > inside") == "\u00ad&gt; at the start\nthen &gt; inside"
+    assert slack_text("deploy_prod a*b 2~3") == "deploy_prod a*b 2~3"  # inside a word: no style, unchanged
+    assert slack_text("try `/workflow status 3f9a` now") == "try `/workflow status 3f9a` now"  # code stays
+
+
+@given(st.text(alphabet=st.sampled_from("ab *_~`>\n&<"), max_size=40))
+def test_slack_text_leaves_no_style_marker_outside_code(text: str) -> None:
+    outside = re.sub(r"`[^`\n]+`", "", slack_text(text))
+    assert "`" not in outside and "<" not in outside and ">" not in outside
+    for match in re.finditer(r"[*_~]", outside):
+        before = outside[match.start() - 1: match.start()]
+        after = outside[match.end(): match.end() + 1]
+        assert before.isalnum() and after.isalnum(), (text, outside)
+
+
+@pytest.mark.parametrize("platform", ["slack", "discord"])
+def test_quoted_user_text_never_formats_the_bots_message(platform: str) -> None:
+    started = next(r for r in every_reply_kind(STYLED) if r.kind == "run_started")
+    prompt = next(r for r in every_reply_kind(STYLED) if r.kind == "fresh_run_prompt")
+
+    message = next(line for line in render(started, platform, PLAIN)[0].splitlines() if "Message:" in line)
+    preview = next(line for line in render(prompt, platform, PLAIN)[0].splitlines() if "message:" in line)
+
+    for line in (message, preview):
+        mention = "<!channel>" if platform == "slack" else "<@"
+        for raw in ("*bold*", "_it_", "~gone~", "```", "<@U0BOB>", mention):
+            assert raw not in line, (platform, line)
+    if platform == "discord":
+        assert "\\*bold\\*" in message and "\\`\\`\\`" in message  # escaped: shown, not applied
+
+
+def test_discord_escapes_a_numbered_list() -> None:
+    assert discord_escape("1. first\n 2. second") == "1\\. first\n 2\\. second"
