@@ -35,7 +35,7 @@ from core.commands.model import (
     StatusCommand,
 )
 from core.commands.pages import RunPages
-from core.commands.resolution import Prompt, decide_fresh_run, latest_run, prompt_options
+from core.commands.resolution import Prompt, decide_fresh_run, latest_run, prompt_options, run_command_text
 from core.commands.run_args import MESSAGE, build_args
 from core.config import Access
 from core.engine.engine import Engine
@@ -46,6 +46,7 @@ from core.errors import (
     GateAlreadyDecided,
     PermissionDenied,
     RunNotFound,
+    RunNotResumable,
     UsageError,
     WorkflowError,
 )
@@ -53,9 +54,13 @@ from core.redaction import Redactor
 from core.store import cas
 from core.store.handles import handle_prefix
 from core.store.port import Store
-from core.store.records import Gate, Run
+from core.store.cas import who_changed
+from core.store.records import Gate, Run, RunStatus
 from core.workflows.args import canonical_json, validate_inputs
 from core.workflows.catalog import Catalog
+
+#: What option 2 of the fresh-run prompt abandons: an unfinished run at rest, as it was offered.
+REPLACEABLE = (RunStatus.FAILED, RunStatus.PAUSED, RunStatus.NEEDS_ATTENTION)
 
 
 @dataclass
@@ -157,6 +162,7 @@ async def run(ctx: Context, cmd: RunCommand) -> list[Reply]:
                                  usage=f"/workflow {SPECS['run'].usage}")
             base = ctx.engine.args_of(origin)
             source = origin if ref == cmd.resume_from else source
+    replaced = _replaced(ctx, cmd, workflow.name)
     if cmd.args is not None:
         base = dict(cmd.args)
     if cmd.args_handle is not None:
@@ -164,7 +170,8 @@ async def run(ctx: Context, cmd: RunCommand) -> list[Reply]:
     strings = frozenset(name for name, spec in workflow.inputs.items() if spec.type == "string")
     args = build_args(base, cmd.sets, cmd.message, strings)
     validate_inputs(workflow, args)  # InputValidationError before anything runs
-    decision = decide_fresh_run(unfinished, cmd.force, explicit_run=source is not None or bool(cmd.args_from))
+    explicit = source is not None or bool(cmd.args_from) or replaced is not None
+    decision = decide_fresh_run(unfinished, cmd.force, explicit_run=explicit)
     if isinstance(decision, Prompt):
         old = decision.run
         waiting = ctx.store.waiting_gate(old.id) is not None
@@ -173,12 +180,39 @@ async def run(ctx: Context, cmd: RunCommand) -> list[Reply]:
         ctx.store.audit(actor=ctx.uid, action="fresh_run_prompt", run_id=old.id, details={
             "workflow": workflow.name, "options": [ctx.redactor.redact(o.command) for o in options]})
         return [replies.fresh_run_prompt(decision, options, old_message, cmd.message)]
+    answer: list[Reply] = []
+    if replaced is not None:  # option 2: abandon it (a CAS on the version just read), then start
+        ctx.engine.check_start(workflow.name, args)  # a run that cannot start abandons nothing
+        done = await _announcing(ctx, replaced.id, ctx.engine.abandon(replaced, actor=ctx.uid))
+        answer.append(replies.run_cancelled(done, ctx.uid, None))
     started = await ctx.engine.start_run(
         workflow=workflow.name, args=args, platform=msg.platform, conversation=msg.conversation,
         thread=msg.thread, requester=ctx.uid, resume_from=source.id if source else None,
         origin_event=origin_event,
     )
-    return [replies.run_started(started, args.get(MESSAGE), page=ctx.pages is not None)]
+    return [*answer, replies.run_started(started, args.get(MESSAGE), page=ctx.pages is not None)]
+
+
+def _replaced(ctx: Context, cmd: RunCommand, workflow: str) -> Run | None:
+    """The run `--replace` names, as it is now: an unfinished run of this workflow that rests
+    (failed, paused, needs_attention) and the user may abandon. Otherwise someone acted on it
+    since the prompt offered it (resumed, abandoned): nothing starts, and the error says who."""
+    if cmd.replace is None:
+        return None
+    old = ctx.find(cmd.replace)
+    if old.workflow != workflow:
+        raise UsageError(f"run {old.id} is a run of `{old.workflow}`, not `{workflow}`",
+                         usage=f"/workflow {SPECS['run'].usage}")
+    authz.require_owner(ctx.access, ctx.uid, old, "abandon")
+    if old.status not in REPLACEABLE:
+        raise RunNotResumable(
+            f"run {old.id} is {old.status.value} ({who_changed(old)}), so it was not abandoned; "
+            "nothing was started",
+            run_id=old.id, status=old.status.value, by=old.status_by,
+            hint=f"See `/workflow status {old.id}`; to start a new run beside it anyway: "
+                 f"`/workflow {run_command_text(cmd, force=True)}`.",
+        )
+    return old
 
 
 def viewable_args(ctx: Context, handle: str) -> str:
@@ -357,4 +391,5 @@ ACTIONS: dict[type, Action] = {
 
 def run_of(command: Command) -> str | None:
     """The run id (or prefix) a command names, for the audit trail."""
-    return getattr(command, "run", None) or getattr(command, "resume_from", None)
+    return (getattr(command, "run", None) or getattr(command, "resume_from", None)
+            or getattr(command, "replace", None))

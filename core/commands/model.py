@@ -30,6 +30,7 @@ class RunCommand:
     args_from: str | None = None
     resume_from: str | None = None
     force: bool = False
+    replace: str | None = None  # --replace <run>: abandon that run (CAS), then start this one
 
 
 @dataclass(frozen=True, slots=True)
@@ -154,10 +155,10 @@ SPECS: dict[str, Spec] = {
         Spec(
             "run",
             "run <name> [message] [--set k=v]… [--args JSON | --args @handle | --args-from <run>]"
-            " [--resume-from <run>] [--force]",
+            " [--resume-from <run>] [--replace <run>] [--force]",
             'run release-notes "v1.4 for the web team" --set version=1.4',
             "start a run (asks first when an unfinished run of it is here)",
-            flags=("--set", "--args", "--args-from", "--resume-from"),
+            flags=("--set", "--args", "--args-from", "--resume-from", "--replace"),
             group="run",
         ),
         Spec("resume", "resume <run>", "resume 3f9a", "continue that run, with its own input", group="own"),

@@ -253,6 +253,7 @@ def _run(pos: list[str], opts: list[tuple[str, str | None]], force: bool) -> Run
         args_from=args_from,
         resume_from=_one(opts, "--resume-from", "run"),
         force=force,
+        replace=_one(opts, "--replace", "run"),
     )
 
 

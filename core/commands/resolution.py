@@ -38,7 +38,6 @@ class Option:
     action: str  # resume | approve | abandon | force
     label: str
     command: str  # exact `/workflow …` text without the prefix
-    then: str | None = None  # a second command to type after this one (abandon, then run)
 
 
 def decide_fresh_run(unfinished: Sequence[Run], force: bool, explicit_run: bool) -> Start | Prompt:
@@ -54,11 +53,14 @@ def preview(text: str | None, limit: int = PREVIEW_LIMIT) -> str:
     return flat if len(flat) <= limit else flat[:limit] + ELLIPSIS
 
 
-def run_command_text(command: RunCommand, *, force: bool | None = None) -> str:
-    """The canonical text of a `run` command, quoted so that `parse` reads it back verbatim."""
+def run_command_text(command: RunCommand, *, force: bool | None = None, replace: str | None = None) -> str:
+    """The canonical text of a `run` command, quoted so that `parse` reads it back verbatim;
+    `replace`: the run option 2 abandons before this one starts (`--replace`)."""
     words = ["run", quote_word(command.workflow)]
     if force if force is not None else command.force:
         words.append("--force")
+    if replace is not None:
+        words.append(f"--replace {quote_word(replace)}")
     words += [f"--set {quote_word(s.raw)}" for s in command.sets]
     if command.args is not None:
         words.append(f"--args {quote_word(json.dumps(command.args, sort_keys=True, ensure_ascii=False))}")
@@ -82,8 +84,8 @@ def prompt_options(prompt: Prompt, command: RunCommand, *, gate_waiting: bool) -
         first = Option(1, "resume", "Resume that run (with its own input)", f"resume {run.id}")
     return (
         first,
-        Option(2, "abandon", "Abandon it, then run again", f"abandon {run.id}",
-               then=run_command_text(command, force=False)),
+        Option(2, "abandon", "Abandon it, then run again",
+               run_command_text(command, force=False, replace=run.id)),
         Option(3, "force", "Start fresh, leave it as it is", run_command_text(command, force=True)),
     )
 

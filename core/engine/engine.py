@@ -224,6 +224,11 @@ class Engine(RunActions):
             await asyncio.sleep(0.05 if left is None else min(0.05, left))  # executed by another process
 
     # -- starting ----------------------------------------------------------------------------
+    def check_start(self, workflow: str, args: Mapping[str, Any]) -> None:
+        """Raise what `start_run` would refuse these args with (inputs, tools, secrets), before
+        the caller changes anything else (option 2 of the fresh-run prompt abandons a run first)."""
+        self._ready(workflow, args)
+
     async def start_run(
         self,
         *,

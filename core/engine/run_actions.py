@@ -190,11 +190,13 @@ class RunActions:
         return cancelled
 
     async def _end(
-        self, run: Run, *, actor: str, reason: str, allowed: tuple[RunStatus, ...], action: str, note: str
+        self, run: Run, *, actor: str, reason: str, allowed: tuple[RunStatus, ...], action: str, note: str,
+        expected_version: int | None = None,
     ) -> Run:
         with self.store.transaction() as tx:  # run CAS, its waiting gates closed, audit row
             ended = tx.transition(
-                run.id, RunStatus.CANCELLED, actor=actor, reason=reason, allowed_from=allowed
+                run.id, RunStatus.CANCELLED, actor=actor, reason=reason, allowed_from=allowed,
+                expected_version=expected_version,
             )
             paused = run.status is RunStatus.PAUSED
             closing = tx.close_gates(run.id, by=actor, comment=reason) if paused else None
@@ -210,9 +212,11 @@ class RunActions:
             await self._emit(EventKind.RUN_FINISHED, run.id, run_status=cancelled.status.value, reason=reason)
         return cancelled
 
-    async def abandon(self, run_id: str, *, actor: str, reason: str | None = None) -> Run:
-        """failed | paused | needs_attention | running -> cancelled."""
-        run = self.store.get_run(run_id)
+    async def abandon(self, run_id: str | Run, *, actor: str, reason: str | None = None) -> Run:
+        """failed | paused | needs_attention | running -> cancelled. Given a `Run` the caller
+        read, only that version of it is abandoned: a change since (a resume) wins the CAS."""
+        exact = isinstance(run_id, Run)
+        run = run_id if isinstance(run_id, Run) else self.store.get_run(run_id)
         reason = self._hidden(reason)
         if run.status.finished:
             by = f" ({who_changed(run)})" if run.status is RunStatus.CANCELLED else ""
@@ -230,6 +234,7 @@ class RunActions:
             allowed=ABANDONABLE,
             action="abandon",
             note=f"abandoned by {actor}",
+            expected_version=run.version if exact else None,
         )
 
     async def cancel(self, run_id: str, *, actor: str) -> Run:

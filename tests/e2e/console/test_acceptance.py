@@ -35,7 +35,7 @@ def test_1_a_fresh_run_with_a_failed_run_prompts_and_executes_nothing(baton_any_
 
     (prompt,) = prompts(replies)
     assert button(prompt, f"resume {failed}")
-    assert button(prompt, f"abandon {failed}")
+    assert button(prompt, f"run flaky --replace {failed} B")  # abandon it, then run "B"
     force = button(prompt, "run flaky --force")["command"]
     assert parse(force) == RunCommand(workflow="flaky", message="B", force=True)  # "B" survives
     assert force in prompt["text"]  # copyable, not only a button

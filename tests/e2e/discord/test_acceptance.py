@@ -60,7 +60,7 @@ async def test_1_a_fresh_run_with_a_failed_run_prompts_and_executes_nothing(bot:
     buttons = await prompt_buttons(bot, 'run flaky "B"')
 
     assert buttons[f"resume {failed}"] == f"baton:resume:{failed}"
-    assert buttons[f"abandon {failed}"] == f"baton:abandon:{failed}"
+    assert buttons[f"run flaky --replace {failed} B"] == f"baton:abandon:=run flaky --replace {failed} B"
     assert ["run", "flaky", "--force", "B"] in [shlex.split(c) for c in buttons]  # "B" survives
     assert run_ids(bot) == [failed]
     assert bot.baton.store.get_run(failed).status == "failed"
@@ -113,18 +113,21 @@ async def test_3_abandon_by_button_disables_the_prompt_and_shows_who_chose(bot: 
     failed = await failed_run(bot)
     buttons = await prompt_buttons(bot, 'run flaky "B"')
 
-    click = bot.click(buttons[f"abandon {failed}"], who=ANA)  # her own run
+    mark = len(bot.fake.calls)
+    click = bot.click(buttons[f"run flaky --replace {failed} B"], who=ANA)  # her own run
     original = f"{click['token']}/messages/@original"
     edit = (await bot.fake.wait_for(lambda calls: [
         c for c in calls if c.method == "PATCH" and c.path.endswith(original)]))[0]
 
     shown = [b for row in edit.json["components"] for b in row["components"]]
     assert all(b["disabled"] for b in shown)
-    chosen = next(b for b in shown if b["custom_id"] == buttons[f"abandon {failed}"])
+    chosen = next(b for b in shown if b["custom_id"] == buttons[f"run flaky --replace {failed} B"])
     assert chosen["label"].endswith("· ana")
     assert bot.baton.store.get_run(failed).status == "cancelled"
-    fresh, _, run = await bot.start('run flaky "B"')
+    fresh, _ = await bot.thread_of_next_run(mark)  # …and the click started "B" at once
+    run = await bot.rested(fresh)
     assert fresh != failed and run.status == "completed"
+    assert bot.baton.engine.args_of(run)["message"] == "B"
 
 
 # -- 4 ---------------------------------------------------------------------------------------

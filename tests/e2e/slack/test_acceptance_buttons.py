@@ -110,6 +110,19 @@ async def test_3_abandon_button_cancels_and_the_next_run_does_not_prompt(e2e: Sl
     assert not [c for c in e2e.mock.calls[mark:] if PROMPT in c.text]
 
 
+async def test_the_prompts_abandon_button_abandons_then_starts_the_new_message(e2e: SlackE2E) -> None:
+    failed = await failed_run(e2e)
+    prompt = await e2e.mock.wait_call("chat.postMessage", PROMPT, after=await command(e2e, 'run flaky "B"'))
+
+    mark = await click(e2e, prompt, "abandon")
+
+    await chosen(e2e, prompt, "Abandon it, then run again", after=mark)
+    first = await e2e.mock.wait_call("chat.postMessage", STARTED, after=mark)
+    assert "Message: “B”" in first.text and first.ts is not None
+    await wait_in_thread(e2e, first.ts, FAILED, after=mark)  # "B" fails like "A": flaky is not fixed
+    assert e2e.baton.store.get_run(failed.run_id).status == "cancelled"
+
+
 async def test_4_approve_button_continues_the_paused_run(e2e: SlackE2E) -> None:
     paused = await start(e2e, 'run gated "v1"', rests_with=WAITING)
 

@@ -32,7 +32,7 @@ async def test_1_a_fresh_run_with_a_failed_run_prompts_and_executes_nothing(e2e:
     assert prompt.body["channel"] == CHANNEL
     assert failed.run_id in prompt.text
     assert prompt.button("resume")["value"] == f"resume {failed.run_id}"
-    assert prompt.button("abandon")["value"] == f"abandon {failed.run_id}"
+    assert prompt.button("abandon")["value"] == f"run flaky --replace {failed.run_id} B"
     force = prompt.button("force")["value"]
     assert shlex.split(force) == ["run", "flaky", "--force", "B"]  # "B" survives in option 3
     assert f"/workflow {force}" in prompt.text  # copyable as well as clickable

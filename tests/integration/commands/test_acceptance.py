@@ -25,7 +25,7 @@ async def test_1_fresh_run_with_a_failed_run_prompts_and_runs_nothing(chat: Chat
     assert prompt.run_status == "failed"
     assert len(chat.runs()) == before  # nothing executes
     assert [b.command for b in prompt.buttons] == [
-        f"resume {failed}", f"abandon {failed}", "run flaky --force B"]
+        f"resume {failed}", f"run flaky --replace {failed} B", "run flaky --force B"]
     assert parse(prompt.buttons[2].command) == RunCommand("flaky", message="B", force=True)
     assert prompt.data["preview"] == "A"
 

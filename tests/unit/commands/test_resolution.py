@@ -45,8 +45,10 @@ def test_options_resume_abandon_force_and_the_new_message_survives() -> None:
     assert isinstance(command, RunCommand)
     first, second, third = prompt_options(Prompt(FAILED), command, gate_waiting=False)
     assert (first.action, first.command) == ("resume", "resume r-failed")
-    assert (second.action, second.command) == ("abandon", "abandon r-failed")
-    assert second.then == "run release-notes --set version=1.4 B"
+    assert second.action == "abandon"
+    assert second.command == "run release-notes --replace r-failed --set version=1.4 B"
+    assert parse(second.command) == RunCommand("release-notes", message="B", sets=command.sets,
+                                               replace="r-failed")
     assert third.command == "run release-notes --force --set version=1.4 B"
     again = parse(third.command)
     assert again == RunCommand("release-notes", message="B", sets=command.sets, force=True)
