@@ -15,6 +15,7 @@ from typing import IO, Any
 
 from adapters.console.messages import PLATFORM
 from core.commands.messages import Button, Reply
+from core.commands.replies import FORM_ACTION
 from core.redaction import Redactor
 from core.render import redacted, render
 
@@ -24,9 +25,15 @@ def reply_text(reply: Reply, redactor: Redactor) -> str:
     return "\n".join(render(reply, PLATFORM, redactor)).rstrip("\n")
 
 
+def buttons_of(reply: Reply) -> tuple[Button, ...]:
+    """The reply's buttons the console shows: not those opening a form (it has none; the
+    reply's text says what to type instead)."""
+    return tuple(b for b in reply.buttons if b.action != FORM_ACTION)
+
+
 def choices_of(reply: Reply) -> tuple[Button, ...]:
     """What the numbers stand for: the buttons, then each choice list's options."""
-    return (*reply.buttons, *(option for menu in reply.menus for option in menu.options))
+    return (*buttons_of(reply), *(option for menu in reply.menus for option in menu.options))
 
 
 def choices_text(reply: Reply, first: int = 1) -> str:
@@ -34,7 +41,7 @@ def choices_text(reply: Reply, first: int = 1) -> str:
     options under its placeholder."""
     lines: list[str] = []
     n = first
-    for heading, buttons in [("", reply.buttons), *((m.placeholder, m.options) for m in reply.menus)]:
+    for heading, buttons in [("", buttons_of(reply)), *((m.placeholder, m.options) for m in reply.menus)]:
         if heading:
             lines.append(heading)
         for button in buttons:
@@ -52,7 +59,7 @@ def reply_to_json(reply: Reply, redactor: Redactor) -> dict[str, Any]:
         "text": text,
         "run_id": reply.run_id,
         "run_status": reply.run_status,
-        "buttons": [_button_json(b) for b in reply.buttons],
+        "buttons": [_button_json(b) for b in buttons_of(reply)],
         "menus": [
             {"placeholder": m.placeholder, "options": [_button_json(b) for b in m.options]}
             for m in reply.menus

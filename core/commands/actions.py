@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from core.commands import authz, replies
+from core.commands.forms import inputs_form
 from core.commands.messages import ChatMessage, Reply
 from core.commands.model import (
     SPECS,
@@ -52,12 +53,13 @@ from core.errors import (
 )
 from core.redaction import Redactor
 from core.store import cas
+from core.store.cas import who_changed
 from core.store.handles import handle_prefix
 from core.store.port import Store
-from core.store.cas import who_changed
 from core.store.records import Gate, Run, RunStatus
-from core.workflows.args import canonical_json, validate_inputs
+from core.workflows.args import canonical_json, missing_inputs, validate_inputs
 from core.workflows.catalog import Catalog
+from core.workflows.model import Workflow
 
 #: What option 2 of the fresh-run prompt abandons: an unfinished run at rest, as it was offered.
 REPLACEABLE = (RunStatus.FAILED, RunStatus.PAUSED, RunStatus.NEEDS_ATTENTION)
@@ -167,8 +169,10 @@ async def run(ctx: Context, cmd: RunCommand) -> list[Reply]:
         base = dict(cmd.args)
     if cmd.args_handle is not None:
         base = json.loads(ctx.store.get_blob(viewable_args(ctx, cmd.args_handle)))
-    strings = frozenset(name for name, spec in workflow.inputs.items() if spec.type == "string")
-    args = build_args(base, cmd.sets, cmd.message, strings)
+    args = build_args(base, cmd.sets, cmd.message, string_inputs(workflow))
+    form = inputs_form(workflow, cmd, args) if typed_only(cmd) else None
+    if form is not None:  # required inputs missing: ask for them (a form where there is one)
+        return [replies.input_form(form, workflow.name, missing_inputs(workflow, args))]
     validate_inputs(workflow, args)  # InputValidationError before anything runs
     explicit = source is not None or bool(cmd.args_from) or replaced is not None
     decision = decide_fresh_run(unfinished, cmd.force, explicit_run=explicit)
@@ -213,6 +217,16 @@ def _replaced(ctx: Context, cmd: RunCommand, workflow: str) -> Run | None:
                  f"`/workflow {run_command_text(cmd, force=True)}`.",
         )
     return old
+
+
+def string_inputs(workflow: Workflow) -> frozenset[str]:
+    return frozenset(name for name, spec in workflow.inputs.items() if spec.type == "string")
+
+
+def typed_only(cmd: RunCommand) -> bool:
+    """The run's args are what this command typed (no `--args`, no other run's args): a form
+    can ask for what is missing."""
+    return cmd.args is None and cmd.args_handle is None and cmd.args_from is None and cmd.resume_from is None
 
 
 def viewable_args(ctx: Context, handle: str) -> str:

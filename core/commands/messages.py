@@ -69,11 +69,39 @@ class Menu:
 
 
 @dataclass(frozen=True, slots=True)
+class FormField:
+    name: str
+    label: str
+    type: str  # string | integer | number | boolean | object | array
+    required: bool = False
+    value: str = ""  # the text shown to start from (what was given, else the default)
+    choices: tuple[str, ...] = ()  # the allowed values as the user types them (`enum:`)
+    description: str = ""
+
+    @property
+    def multiline(self) -> bool:
+        return self.type in ("object", "array")
+
+
+@dataclass(frozen=True, slots=True)
+class Form:
+    """What to ask, and what the answers complete: `command` is the `/workflow` text (without
+    the prefix) that, with the values, makes the command to run (`read_form`)."""
+
+    kind: str
+    title: str
+    submit: str
+    command: str
+    fields: tuple[FormField, ...] = field(default_factory=tuple)
+
+
+@dataclass(frozen=True, slots=True)
 class Reply:
     kind: str  # template name: templates/<platform>/<kind>.j2
     data: Mapping[str, Any] = field(default_factory=dict)
     buttons: tuple[Button, ...] = ()
     menus: tuple[Menu, ...] = ()
+    form: Form | None = None  # values to ask for in the platform's form, when it has one (forms.py)
     run_id: str | None = None
     run_status: str | None = None  # the run's status when this reply was made
     platform: str | None = None

@@ -10,7 +10,7 @@ import dataclasses
 from collections.abc import Sequence, Set
 from typing import Any
 
-from core.commands.messages import Button, Menu, Reply
+from core.commands.messages import Button, Form, Menu, Reply
 from core.commands.model import Spec
 from core.commands.pages import PageLink, open_button
 from core.commands.resolution import Option, Prompt, preview
@@ -22,7 +22,7 @@ KINDS = (
     "error", "help", "help_topic", "fresh_run_prompt", "run_started", "run_resumed", "gate_decided",
     "run_cancelled", "node_resolved", "invalidated", "plan", "status", "runs", "workflows", "args",
     "audit", "progress", "run_completed", "run_failed", "gate_waiting", "needs_attention",
-    "approval_question", "which_gate", "no_gate_hint", "page_link",
+    "approval_question", "which_gate", "no_gate_hint", "page_link", "input_form",
 )
 
 
@@ -96,6 +96,20 @@ def fresh_run_prompt(prompt: Prompt, options: Sequence[Option], old_message: str
         "others": prompt.others,
         "options": [dataclasses.asdict(o) for o in options],
     }, buttons=buttons)
+
+
+#: The action of a button that opens a form (adapters open it instead of running the command).
+FORM_ACTION = "form"
+
+
+def input_form(form: Form, workflow: str, missing: Sequence[str]) -> Reply:
+    """A run held back for its inputs: the form to fill in (where the platform has forms), a
+    button that opens it again, and the `--set` to type everywhere."""
+    fields = [dataclasses.asdict(f) for f in form.fields]
+    example = " ".join([form.command, *(f"--set {name}=…" for name in missing)])
+    return Reply(kind="input_form", ephemeral=True, form=form, data={
+        "workflow": workflow, "missing": [f for f in fields if f["name"] in missing], "example": example},
+        buttons=(Button("Run…", form.command, "primary", FORM_ACTION),))
 
 
 def run_started(run: Run, message: str | None, *, page: bool = False) -> Reply:

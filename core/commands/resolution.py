@@ -59,6 +59,7 @@ def run_command_text(command: RunCommand, *, force: bool | None = None, replace:
     words = ["run", quote_word(command.workflow)]
     if force if force is not None else command.force:
         words.append("--force")
+    replace = replace if replace is not None else command.replace
     if replace is not None:
         words.append(f"--replace {quote_word(replace)}")
     words += [f"--set {quote_word(s.raw)}" for s in command.sets]

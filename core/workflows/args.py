@@ -83,6 +83,17 @@ def validate_inputs(workflow: Workflow, args: Mapping[str, Any]) -> dict[str, An
     return result
 
 
+def missing_inputs(workflow: Workflow, args: Mapping[str, Any]) -> list[str]:
+    """The required inputs `args` lacks (what `validate_inputs` would refuse first), in order."""
+    return [n for n, spec in workflow.inputs.items() if spec.required and args.get(n) is None]
+
+
+def check_input(workflow: Workflow, name: str, value: Any) -> Any:
+    """One declared input's value as `validate_inputs` checks it (text coerced, enum), or
+    `InputValidationError` naming that input."""
+    return _coerce(name, workflow.inputs[name], value, _declared(workflow))
+
+
 def _coerce(name: str, spec: InputSpec, value: Any, declared: str) -> Any:
     if not matches_type(value, spec.type) and isinstance(value, str):
         value = _from_text(value, spec.type)

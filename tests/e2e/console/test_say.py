@@ -80,11 +80,12 @@ def test_an_unknown_workflow_is_one_error_with_a_suggestion(baton: BatonCli) -> 
     assert baton.runs() == []
 
 
-def test_a_missing_required_input_is_refused_before_anything_runs(baton: BatonCli) -> None:
+def test_a_missing_required_input_is_asked_for_before_anything_runs(baton: BatonCli) -> None:
     (reply,) = baton.say("run needs-version")
 
-    assert reply["is_error"] is True
-    assert "version" in reply["text"]
+    assert reply["kind"] == "input_form" and reply["buttons"] == []  # the console has no forms:
+    assert "Type: /workflow run needs-version --set version=…" in reply["text"]  # it says what to type
+    assert "version (string)" in reply["text"]
     assert baton.runs() == []
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from core.commands import replies
-from core.commands.messages import Reply
+from core.commands.messages import Form, FormField, Reply
 from core.commands.model import SPECS
 from core.commands.pages import PageLink
 from core.commands.parser import parse
@@ -83,4 +83,8 @@ def every_reply_kind(text: str = "hi") -> list[Reply]:
                           "slack:U1", run),
         replies.page_link(PageLink("http://127.0.0.1:8080/c/eyJ1Ijo.abc_-", 1_700_043_200.0, 43_200.0),
                           "slack:U1", platform="slack", conversation="C1"),
+        replies.input_form(Form("run_inputs", "Run release-notes", "Run", "run release-notes", (
+            FormField("version", "version", "string", required=True, description=text),
+            FormField("channel", "channel", "string", value="web", choices=("web", text)))),
+            "release-notes", ["version"]),
     ]
