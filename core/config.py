@@ -206,6 +206,8 @@ class Settings(BaseSettings):
     slack_app_token: SecretStr | None = None  # set: Socket Mode
     slack_signing_secret: SecretStr | None = None  # set without app token: HTTP mode
     slack_port: int = 3000
+    #: Slack's Web API base URL: another host for GovSlack or a Slack-compatible deployment
+    slack_api_url: str = "https://slack.com/api/"
 
     # Discord
     discord_token: SecretStr | None = None
@@ -220,6 +222,14 @@ class Settings(BaseSettings):
     web_secret: SecretStr | None = None
     web_link_ttl: float = Field(default=12 * 3600, gt=0, le=30 * 86400)  # seconds a link works
     web_poll_ms: float = Field(default=500, ge=50, le=10_000)  # how often open pages read the store
+
+    @field_validator("slack_api_url")
+    @classmethod
+    def _slack_api_url(cls, value: str) -> str:
+        url = value.strip()
+        if not url.startswith(("http://", "https://")):
+            raise ValueError("must be an http:// or https:// address, like https://slack.com/api/")
+        return url if url.endswith("/") else url + "/"
 
     @field_validator("web_port", mode="before")
     @classmethod

@@ -18,6 +18,7 @@ from slack_bolt.async_app import AsyncApp
 from slack_sdk.web.async_client import AsyncWebClient
 
 from adapters.slack.app import Baton, SlackBridge, build_app, build_bridge
+from adapters.slack.web_api import verify_token
 from core.config import Settings
 from core.errors import ConfigurationError
 
@@ -49,11 +50,13 @@ async def serve(baton: Baton, settings: Settings, *, client: AsyncWebClient | No
             hint="Set them as described in docs/slack.md and start Baton again.",
         )
     bridge = build_bridge(baton, settings, client=client)
+    bot_user = await verify_token(bridge.app.client)  # a revoked token stops here, in either mode
     try:
         if settings.slack_app_token is not None:
             socket = AsyncSocketModeHandler(bridge.app, settings.slack_app_token.get_secret_value())
             await socket.connect_async()
-            log.info("slack connected (socket mode)", extra={"action": "slack_started", "mode": "socket"})
+            log.info("slack connected (socket mode)",
+                     extra={"action": "slack_started", "mode": "socket", "bot_user": bot_user})
             try:
                 await baton.stopping.wait()
             finally:
@@ -61,7 +64,7 @@ async def serve(baton: Baton, settings: Settings, *, client: AsyncWebClient | No
         else:
             runner, port = await start_http(bridge.app, host="0.0.0.0", port=settings.slack_port)
             log.info("slack listening on port %d%s", port, EVENTS_PATH,
-                     extra={"action": "slack_started", "mode": "http", "port": port})
+                     extra={"action": "slack_started", "mode": "http", "port": port, "bot_user": bot_user})
             try:
                 await baton.stopping.wait()
             finally:

@@ -7,6 +7,10 @@
                                a gate decided: the core edits every message offering it)
     message (thread/DM)     -> Handler.handle(plain reply); bots, edits and joins ignored
     app_mention             -> the same, with mentions_bot=True
+    view_submission (form)  -> Handler.read_form: errors back onto the fields, or ack and handle
+                               the command the values complete, as the submitting user
+    app_home_opened         -> views.publish of the person's home (Handler.home_opened); the core
+                               asks for a new publish whenever what it shows changes
 
 `process_before_response=False` (Bolt's default): Bolt answers Slack as soon as `ack()` is
 called, well within Slack's 3 seconds, and the listener goes on in the background.
@@ -15,6 +19,7 @@ called, well within Slack's 3 seconds, and the listener goes on in the backgroun
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import re
 from collections.abc import Mapping, Sequence
@@ -25,8 +30,9 @@ from slack_bolt.async_app import AsyncAck, AsyncApp, AsyncBoltContext
 from slack_sdk.web.async_client import AsyncWebClient
 from slack_sdk.webhook.async_client import AsyncWebhookClient
 
+from adapters.slack import forms as slack_forms
 from adapters.slack import inbound, wording
-from adapters.slack.blocks import ACTION_PREFIX, chosen_blocks
+from adapters.slack.blocks import ACTION_PREFIX, chosen_blocks, home_view
 from adapters.slack.inbound import Origin
 from adapters.slack.sender import SlackSender
 from adapters.slack.web_api import SlackCallFailed, call
@@ -34,6 +40,7 @@ from core.commands.handler import Handler
 from core.commands.messages import ChatMessage, Reply, reusable
 from core.commands.offers import DECIDING
 from core.config import Settings
+from core.render import render
 
 log = logging.getLogger("baton.slack")
 
@@ -107,6 +114,37 @@ class SlackBridge:
             log.warning("could not mark the choice: %s", type(exc).__name__,
                         extra={"action": "slack_mark_chosen", "channel": origin.channel})
 
+    async def on_form(self, ack: AsyncAck, body: dict[str, Any], view: dict[str, Any]) -> None:
+        """A form (`forms.py`) submitted: its values checked by the core before Slack gets its
+        answer (errors go back onto the fields, the modal stays open), then the command they
+        complete is handled as the submitting user's, where the form was asked for."""
+        place = self.sender.form_place(str(view.get("private_metadata", "")))
+        if place is None:
+            await ack(response_action="errors",
+                      errors=slack_forms.block_errors({"": wording.form_expired()}, view))
+            return
+        message, origin = inbound.form_submission(body, place.command, place.channel, place.thread)
+        result = self.baton.handler.read_form(message, slack_forms.submitted(view))
+        if result.command is None:
+            await ack(response_action="errors", errors=slack_forms.block_errors(result.errors, view))
+            return
+        await ack()
+        await self.process(dataclasses.replace(message, text=result.command), origin)
+
+    async def on_home(self, event: dict[str, Any]) -> None:
+        """`app_home_opened` on the Home tab: the person's runs and gates, published for them."""
+        if event.get("tab") not in (None, "home") or not event.get("user"):
+            return
+        user = str(event["user"])
+        try:
+            await self.publish_home(user, self.baton.handler.home_opened(inbound.PLATFORM, user))
+        except Exception:
+            log.exception("home not published", extra={"action": "slack_home"})
+
+    async def publish_home(self, user: str, reply: Reply) -> None:
+        chunks = render(reply, inbound.PLATFORM, self.baton.handler.redactor)
+        await call(self.app.client, "views.publish", user_id=user, view=home_view(chunks))
+
     async def on_message(self, event: dict[str, Any], context: AsyncBoltContext) -> None:
         parsed = inbound.chat_event(event, bot_user_id=context.bot_user_id)
         if parsed is not None:
@@ -126,7 +164,8 @@ def build_bridge(
     baton: Baton, settings: Settings, *, client: AsyncWebClient | None = None, throttle: float = 1.0
 ) -> SlackBridge:
     """Wire an `AsyncApp` to the core; registers the Slack outbox with the handler."""
-    client = client or AsyncWebClient(token=_secret(settings.slack_bot_token))
+    token = _secret(settings.slack_bot_token)
+    client = client or AsyncWebClient(token=token, base_url=settings.slack_api_url)
     app = AsyncApp(
         client=client,
         signing_secret=_secret(settings.slack_signing_secret) or "",
@@ -137,9 +176,12 @@ def build_bridge(
     bridge = SlackBridge(app=app, sender=sender, baton=baton)
     app.command(re.compile(r"^/workflow"))(bridge.on_command)
     app.action(re.compile("^" + re.escape(ACTION_PREFIX)))(bridge.on_action)
+    app.view(slack_forms.CALLBACK_ID)(bridge.on_form)
     app.event("message")(bridge.on_message)
     app.event("app_mention")(bridge.on_mention)
+    app.event("app_home_opened")(bridge.on_home)
     baton.handler.register_outbox(inbound.PLATFORM, sender.outbox, threads=True)
+    baton.handler.register_home(inbound.PLATFORM, bridge.publish_home)
     return bridge
 
 

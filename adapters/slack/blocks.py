@@ -173,6 +173,14 @@ def build_message(
     return SlackMessage(text=fallback_text(chunks), blocks=tuple(blocks))
 
 
+HOME_BLOCKS = 100  # blocks a Home tab view holds
+
+
+def home_view(chunks: Sequence[str]) -> Block:
+    """The Home tab's view: the rendered home as sections (a long one ends where Slack's limit does)."""
+    return {"type": "home", "blocks": [section(t) for t in sections(chunks)][:HOME_BLOCKS]}
+
+
 def chosen_blocks(blocks: Sequence[Mapping[str, Any]], note: str) -> list[Block]:
     """The clicked message without its buttons, plus a line saying who chose what."""
     kept = [dict(b) for b in blocks if b.get("type") != "actions"]

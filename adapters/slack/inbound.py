@@ -35,6 +35,7 @@ class Origin:
     user: str
     thread: str | None = None
     response_url: str | None = None
+    trigger_id: str | None = None  # a slash command's or a click's: opens a modal for 3 s
 
 
 def _digest(body: Mapping[str, Any]) -> str:
@@ -57,7 +58,8 @@ def slash_command(body: Mapping[str, Any]) -> tuple[ChatMessage, Origin]:
         direct=str(body.get("channel_name", "")) == "directmessage" or channel.startswith("D"),
         user_name=body.get("user_name"),
     )
-    return message, Origin(channel=channel, user=user, response_url=body.get("response_url"))
+    origin = Origin(channel=channel, user=user, response_url=body.get("response_url"), trigger_id=trigger)
+    return message, origin
 
 
 def strip_mention(text: str, bot_user_id: str | None) -> tuple[str, bool]:
@@ -92,7 +94,7 @@ def chat_event(
     channel = str(event.get("channel", ""))
     user = str(event["user"])
     thread = event.get("thread_ts")
-    direct = event.get("channel_type") == "im"
+    direct = event.get("channel_type") == "im"  # a group DM (`mpim`) counts like a small channel
     text, mentions = strip_mention(str(event.get("text", "")), bot_user_id)
     mentions = mentions or mentioned
     if not (thread or direct or mentions):
@@ -133,7 +135,28 @@ def button_click(
         direct=channel.startswith("D"),
         user_name=body.get("user", {}).get("username"),
     )
-    return chat, Origin(channel=channel, user=user, thread=thread, response_url=body.get("response_url"))
+    return chat, Origin(channel=channel, user=user, thread=thread, response_url=body.get("response_url"),
+                        trigger_id=body.get("trigger_id"))
+
+
+def form_submission(body: Mapping[str, Any], command: str, channel: str,
+                    thread: str | None) -> tuple[ChatMessage, Origin]:
+    """A `view_submission` of a form: the command it completes, as the user who submitted it
+    (never whoever asked for the form), in the conversation the form was asked for in."""
+    user = str((body.get("user") or {}).get("id", ""))
+    view = body.get("view") or {}
+    chat = ChatMessage(
+        platform=PLATFORM,
+        conversation=channel,
+        user=user,
+        text=command,
+        event_id=f"view:{view.get('id', '')}:{view.get('hash', '')}",
+        thread=thread,
+        is_command=True,
+        direct=channel.startswith("D"),
+        user_name=(body.get("user") or {}).get("username"),
+    )
+    return chat, Origin(channel=channel, user=user, thread=thread)
 
 
 def chosen_value(action: Mapping[str, Any]) -> str:

@@ -29,6 +29,7 @@ from typing import TypeVar
 from slack_sdk.web.async_client import AsyncWebClient
 from slack_sdk.webhook.async_client import AsyncWebhookClient
 
+from adapters.slack import forms as slack_forms
 from adapters.slack import wording
 from adapters.slack.blocks import (
     OPTION_VALUE_LIMIT,
@@ -38,10 +39,11 @@ from adapters.slack.blocks import (
     needs_upload,
     unescape_mrkdwn,
 )
+from adapters.slack.forms import METADATA_LIMIT, FormPlace
 from adapters.slack.inbound import PLATFORM, Origin
 from adapters.slack.web_api import CHANNEL_ERRORS, SlackCallFailed, call
 from core.commands.handler import Handler
-from core.commands.messages import Button, Reply
+from core.commands.messages import Button, Form, Reply
 from core.errors import PlatformError
 from core.render import redacted, render, render_text
 
@@ -160,6 +162,8 @@ class SlackSender:
 
     # -- sending one reply -------------------------------------------------------------------
     async def _send(self, reply: Reply, origin: Origin | None) -> None:
+        if reply.form is not None and origin is not None and await self.open_form(reply.form, origin):
+            return  # the modal asks; its text would only repeat it
         channel = reply.conversation or (origin.channel if origin else None)
         if not channel:
             log.warning("reply without a conversation dropped",
@@ -196,6 +200,27 @@ class SlackSender:
             await self._handler.attach_thread(reply.run_id, root)
         if upload:
             await self._upload(reply.replace_key, channel, root, filename, unescape_mrkdwn(full))
+
+    async def open_form(self, form: Form, origin: Origin) -> bool:
+        """Open `form` as a modal with the request's trigger id (valid 3 s); False when there is
+        none or Slack refused it (the reply's text, which says what to type, is posted instead)."""
+        if not origin.trigger_id:
+            return False
+        place = FormPlace(form.command, origin.channel, origin.thread).encode()
+        if len(place) > METADATA_LIMIT:  # a long message: kept through the core, like long buttons
+            ref = "ref:" + hashlib.sha256(place.encode()).hexdigest()[:32]
+            self._handler.remember(PLATFORM, ref, place)
+            place = ref
+        try:
+            await call(self._client, "views.open", trigger_id=origin.trigger_id,
+                       view=slack_forms.modal(form, place))
+        except SlackCallFailed:
+            return False  # logged where it was translated (e.g. expired_trigger_id)
+        return True
+
+    def form_place(self, metadata: str) -> FormPlace | None:
+        """The `FormPlace` a submitted modal's metadata holds (directly, or by reference)."""
+        return FormPlace.decode(self.command_of(metadata) or "")
 
     async def _ephemeral(
         self, origin: Origin, channel: str, thread: str | None, message: SlackMessage

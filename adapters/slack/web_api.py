@@ -24,10 +24,13 @@ from slack_sdk.web.async_client import AsyncWebClient
 from slack_sdk.web.async_slack_response import AsyncSlackResponse
 
 from adapters.slack import wording
-from core.errors import PlatformError
+from core.errors import ConfigurationError, PlatformError
 
 log = logging.getLogger("baton.slack")
 
+#: `auth.test` errors that mean the bot token itself is wrong: a configuration error, not an outage.
+TOKEN_ERRORS = frozenset({"invalid_auth", "not_authed", "token_revoked", "token_expired",
+                          "account_inactive", "no_permission", "org_login_required", "ekm_access_denied"})
 MAX_ATTEMPTS = 4
 MAX_RETRY_WAIT = 30.0
 CHANNEL_ERRORS = frozenset({"not_in_channel", "channel_not_found", "is_archived"})
@@ -99,6 +102,23 @@ def _translate(exc: SlackApiError, method: str, channel: str | None) -> SlackCal
         },
     )
     return SlackCallFailed(cause, method=method, error=error, channel=channel, hint=hint)
+
+
+async def verify_token(client: AsyncWebClient) -> str:
+    """`auth.test` before serving: the bot's user id. A token Slack refuses is a
+    `ConfigurationError` (one line, exit 2: restarting cannot fix it); Slack unreachable stays a
+    `SlackCallFailed` (a restart may)."""
+    try:
+        response = await call(client, "auth.test")
+    except SlackCallFailed as exc:
+        if exc.error in TOKEN_ERRORS:
+            raise ConfigurationError(
+                f"BATON_SLACK_BOT_TOKEN was refused by Slack ({exc.error}).",
+                hint="Copy the Bot User OAuth Token (xoxb-…) again from the app's OAuth & Permissions "
+                "page (reinstall the app if it was revoked), and check BATON_SLACK_API_URL.",
+            ) from exc
+        raise
+    return str(response.get("user_id") or "")
 
 
 async def call(client: AsyncWebClient, method: str, **kwargs: Any) -> AsyncSlackResponse:

@@ -57,6 +57,10 @@ def button_expired() -> str:
     )
 
 
+def form_expired() -> str:
+    return "Baton no longer knows what this form was for; close it and type the command again."
+
+
 def internal_error() -> str:
     return (
         "Baton hit an internal error while handling that.\n"

@@ -24,6 +24,7 @@ from core.commands import actions, authz, forms, replies
 from core.commands.actions import Context
 from core.commands.approval import DecisionKind, classify
 from core.commands.forms import FormResult, inputs_form
+from core.commands.home import Homes, Publisher
 from core.commands.input_text import InvalidInput, check_message
 from core.commands.messages import ChatMessage, Form, Outbox, Reply
 from core.commands.model import SPECS, RunCommand
@@ -59,6 +60,9 @@ class Handler:
         self.catalog = catalog
         self.access = access
         self.progress = ProgressReporter(store=store, engine=engine, pages=pages is not None)
+        #: people's homes (Slack's App Home), kept current on the engine's events
+        self.homes = Homes(store=store, catalog=catalog, access=access, pages=pages)
+        engine.subscribe(self.homes.on_event)
 
     def register_outbox(self, platform: str, outbox: Outbox, *, threads: bool = False) -> None:
         """Background replies of `platform` go to `outbox`. `threads=True`: the adapter opens a
@@ -82,6 +86,15 @@ class Handler:
         """What `remember` kept under that key, also by an earlier process; None if nothing."""
         return self.store.get_state(platform, key)
 
+    def register_home(self, platform: str, publish: Publisher) -> None:
+        """`platform` shows people a home (`home.py`): `publish(user, reply)` shows them its new
+        state whenever a run or gate it lists changes."""
+        self.homes.register(platform, publish)
+
+    def home_opened(self, platform: str, user: str) -> Reply:
+        """`user` (the platform's id) looks at their home: what to show them, kept current."""
+        return self.homes.opened(platform, user)
+
     async def announce(self, reply: Reply) -> bool:
         """Post `reply` where its `platform`, `conversation` and `thread` say, through that
         platform's outbox (a decision taken on a run's page is told in the run's thread);
@@ -91,6 +104,7 @@ class Handler:
     async def drain(self) -> None:
         """Wait until every background reply produced so far was handed to its outbox."""
         await self.progress.drain()
+        await self.homes.drain()
 
     def form_for(self, message: ChatMessage) -> Form | None:
         """The form a command needs before it can run (a `run` missing required inputs, which

@@ -36,9 +36,10 @@ class ChatMessage:
     attachments: tuple[Attachment, ...] = ()
 
 
-#: Buttons whose click changes nothing ("Open run" answers the clicker with their own link):
+#: Buttons whose click changes nothing ("Open run" answers the clicker with their own link,
+#: "Run…" opens a form):
 #: adapters leave them in place after a click, for the next person who reads the message.
-REUSABLE_ACTIONS = frozenset({"open"})
+REUSABLE_ACTIONS = frozenset({"open", "form"})
 
 
 def reusable(action: str) -> bool:

@@ -22,7 +22,7 @@ KINDS = (
     "error", "help", "help_topic", "fresh_run_prompt", "run_started", "run_resumed", "gate_decided",
     "run_cancelled", "node_resolved", "invalidated", "plan", "status", "runs", "workflows", "args",
     "audit", "progress", "run_completed", "run_failed", "gate_waiting", "needs_attention",
-    "approval_question", "which_gate", "no_gate_hint", "page_link", "input_form",
+    "approval_question", "which_gate", "no_gate_hint", "page_link", "input_form", "home",
 )
 
 
@@ -287,6 +287,15 @@ def which_gate(gates: Sequence[tuple[Run, Gate]], decision: str) -> Reply:
         for verb in verbs
     )
     return Reply(kind="which_gate", menus=menus, data=data)
+
+
+def home(uid: str, runs: Sequence[dict[str, Any]], gates: Sequence[dict[str, Any]], more_gates: int,
+         conversations: Sequence[dict[str, Any]], *, pages: bool) -> Reply:
+    """A person's home (`home.py`): their runs, the gates waiting for them, their conversations'
+    run lists; shown to them alone, so it may carry their own page links."""
+    return Reply(kind="home", ephemeral=True, data={
+        "user": uid, "pages": pages, "runs": list(runs), "gates": list(gates), "more_gates": more_gates,
+        "conversations": list(conversations)})
 
 
 def no_gate_hint() -> Reply:

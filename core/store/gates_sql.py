@@ -105,6 +105,20 @@ class GatesSql(SqlBase):
             row = conn.execute(_last_decided(), {"p_run": run_id}).first()
         return None if row is None else gate_from_row(row)
 
+    @store_operation("list the gates waiting on a platform")
+    def waiting_gates_on(self, platform: str, limit: int = 100) -> list[tuple[Run, Gate]]:
+        """The newest `limit` gates waiting in any conversation of `platform`, with their runs."""
+        query = (
+            sa.select(RUNS, *(c.label(f"g_{c.name}") for c in GATES.c))
+            .join_from(RUNS, GATES, GATES.c.run_id == RUNS.c.id)
+            .where(GATES.c.platform == platform, GATES.c.status == GateStatus.WAITING.value)
+            .order_by(GATES.c.created_at.desc())
+            .limit(limit)
+        )
+        with self._single.connect() as conn:
+            maps = [row._mapping for row in conn.execute(query)]
+        return [(run_from_row(m), gate_from_row({c.name: m[f"g_{c.name}"] for c in GATES.c})) for m in maps]
+
     @store_operation("read a run's gates")
     def run_gates(self, run_id: str) -> list[Gate]:
         """Every approval gate of `run_id` (waiting or decided), oldest first, in one query."""

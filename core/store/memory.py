@@ -116,13 +116,15 @@ class MemoryStore:
         return sorted(first.values(), key=lambda r: r.id)[:limit]
 
     def recent_runs(
-        self, *, platform: str | None = None, conversation: str | None = None, limit: int = 20
+        self, *, platform: str | None = None, conversation: str | None = None, limit: int = 20,
+        requester: str | None = None,
     ) -> list[Run]:
         with self._lock:
             runs = [
                 r
                 for r in self._t.runs.values()
                 if platform in (None, r.platform) and conversation in (None, r.conversation)
+                and requester in (None, r.requester)
             ]
         return _newest(runs)[:limit]
 
@@ -337,6 +339,17 @@ class MemoryStore:
                 and thread in (None, run.thread)
             ]
         return sorted(pairs, key=lambda pair: pair[1].created_at, reverse=True)
+
+    def waiting_gates_on(self, platform: str, limit: int = 100) -> list[tuple[Run, Gate]]:
+        with self._lock:
+            pairs = [
+                (run, gate)
+                for gate in self._t.gates.values()
+                if gate.status is GateStatus.WAITING
+                for run in [self._t.runs[gate.run_id]]
+                if run.platform == platform
+            ]
+        return sorted(pairs, key=lambda pair: pair[1].created_at, reverse=True)[:limit]
 
     def run_gates(self, run_id: str) -> list[Gate]:
         with self._lock:

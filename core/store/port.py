@@ -86,9 +86,10 @@ class Runs(Protocol):
         `limit`. Only runs' args: a handle never names a step's output or any other blob."""
 
     def recent_runs(
-        self, *, platform: str | None = None, conversation: str | None = None, limit: int = 20
+        self, *, platform: str | None = None, conversation: str | None = None, limit: int = 20,
+        requester: str | None = None,
     ) -> list[Run]:
-        """Newest first."""
+        """Newest first; `requester`: only the runs that user started."""
 
     def runs_in_thread(self, platform: str, conversation: str, thread: str) -> list[Run]:
         """Newest first."""
@@ -196,6 +197,9 @@ class Gates(Protocol):
         self, *, platform: str, conversation: str, thread: str | None = None
     ) -> list[tuple[Run, Gate]]:
         """Gates waiting in that conversation (and thread, when given), newest first."""
+
+    def waiting_gates_on(self, platform: str, limit: int = 100) -> list[tuple[Run, Gate]]:
+        """The newest `limit` gates waiting in any conversation of `platform` (a person's home)."""
 
     def run_gates(self, run_id: str) -> list[Gate]:
         """Every gate of the run, waiting or decided, oldest first (one query)."""

@@ -59,13 +59,16 @@ class RunsSql(UnitSql):
 
     @store_operation("list recent runs")
     def recent_runs(
-        self, *, platform: str | None = None, conversation: str | None = None, limit: int = 20
+        self, *, platform: str | None = None, conversation: str | None = None, limit: int = 20,
+        requester: str | None = None,
     ) -> list[Run]:
         query = sa.select(RUNS).order_by(RUNS.c.created_at.desc()).limit(limit)
         if platform is not None:
             query = query.where(RUNS.c.platform == platform)
         if conversation is not None:
             query = query.where(RUNS.c.conversation == conversation)
+        if requester is not None:
+            query = query.where(RUNS.c.requester == requester)
         return self._runs(query)
 
     @store_operation("list the runs of a thread")

@@ -38,6 +38,7 @@ class SlackHarness:
         self.mock = mock
         self._verifier = SignatureVerifier(signing_secret)
         self._session = aiohttp.ClientSession()
+        self.last_trigger = ""  # the trigger_id of the last command or click sent
 
     async def close(self) -> None:
         await self._session.close()
@@ -71,8 +72,12 @@ class SlackHarness:
             "channel_id": channel, "channel_name": "ops", "user_id": user, "user_name": f"name-of-{user}",
             "command": "/workflow", "text": text, "api_app_id": "A0BATON",
             "response_url": self.mock.response_url(f"command-{n}"),
-            "trigger_id": f"{n}.trigger.{time.time_ns()}",
+            "trigger_id": self._trigger(f"{n}.trigger"),
         })
+
+    def _trigger(self, prefix: str) -> str:
+        self.last_trigger = f"{prefix}.{time.time_ns()}"
+        return self.last_trigger
 
     async def click(self, message: Call, action: str, *, user: str = ANA, channel: str = CHANNEL) -> Answer:
         """`user` clicks the `action` button of a message the bot posted (recorded by the mock)."""
@@ -104,9 +109,36 @@ class SlackHarness:
             "type": "block_actions", "team": {"id": TEAM, "domain": "baton-test"},
             "user": {"id": user, "username": f"name-of-{user}", "team_id": TEAM},
             "api_app_id": "A0BATON", "token": "legacy", "container": container,
-            "trigger_id": f"{n}.click.{time.time_ns()}", "channel": {"id": channel, "name": "ops"},
+            "trigger_id": self._trigger(f"{n}.click"), "channel": {"id": channel, "name": "ops"},
             "message": original, "response_url": self.mock.response_url(f"click-{n}"),
             "actions": [{**action, "action_ts": f"{time.time():.6f}{n}"}],
+        }
+        return await self._form({"payload": json.dumps(payload)})
+
+    async def submit(self, opened: Call, values: dict[str, str], *, user: str = ANA) -> Answer:
+        """`user` submits the modal Baton opened (`opened`: its views.open call) with these texts:
+        {field name: text}; a field with choices is answered by picking that option."""
+        view = opened.body["view"]
+        view = json.loads(view) if isinstance(view, str) else view
+        state: dict[str, Any] = {}
+        for block in view["blocks"]:
+            name = block["block_id"].removeprefix("field:")
+            if name not in values:
+                continue
+            element = block["element"]
+            if element["type"] == "static_select":
+                [option] = [o for o in element["options"] if o["value"] == values[name]]
+                state[block["block_id"]] = {"value": {"type": "static_select", "selected_option": option}}
+            else:
+                state[block["block_id"]] = {"value": {"type": "plain_text_input", "value": values[name]}}
+        n = next(_ids)
+        payload = {
+            "type": "view_submission", "team": {"id": TEAM, "domain": "baton-test"},
+            "user": {"id": user, "username": f"name-of-{user}", "team_id": TEAM},
+            "api_app_id": "A0BATON", "token": "legacy", "trigger_id": self._trigger(f"{n}.submit"),
+            "view": {**view, "id": f"V{n:08d}", "team_id": TEAM, "hash": f"{n}.hash",
+                     "state": {"values": state}, "app_id": "A0BATON", "bot_id": "BBATON"},
+            "response_urls": [],
         }
         return await self._form({"payload": json.dumps(payload)})
 

@@ -87,4 +87,10 @@ def every_reply_kind(text: str = "hi") -> list[Reply]:
             FormField("version", "version", "string", required=True, description=text),
             FormField("channel", "channel", "string", value="web", choices=("web", text)))),
             "release-notes", ["version"]),
+        replies.home("slack:U1", [{"run_id": run.id, "workflow": run.workflow, "status": "failed",
+                                    "conversation": "C1", "created_at": run.created_at, "url": None}],
+                     [{"run_id": run.id, "workflow": run.workflow, "status": "paused", "conversation": "C1",
+                       "created_at": run.created_at, "url": "http://127.0.0.1:8080/r/x", "node": "review",
+                       "question": text}], 2, [{"conversation": "C1", "url": "http://127.0.0.1:8080/c/x"}],
+                     pages=True),
     ]

@@ -1,0 +1,117 @@
+"""`Form` -> a Slack modal (`views.open`), and a `view_submission` back to the texts it holds.
+
+Pure translation. Each field is an input block `field:<name>`: a `static_select` for a field
+with choices (`enum:`, and booleans), a multi-line `plain_text_input` for objects and arrays,
+a one-line one otherwise, prefilled with the field's text and optional unless required. The
+modal's `private_metadata` carries where the form was asked for and the command it completes
+(`FormPlace`); the texts go back to the core unchanged (`Handler.read_form` checks them), and
+its errors come back here as Slack's per-block errors.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from core.commands.messages import Form, FormField
+
+CALLBACK_ID = "baton:form"
+BLOCK_PREFIX = "field:"
+ACTION_ID = "value"
+TITLE_LIMIT = 24  # characters of a modal's title, submit and close labels
+LABEL_LIMIT = 2_000
+OPTIONS_LIMIT = 100
+OPTION_LIMIT = 75  # characters of an option's text (its value: 150)
+METADATA_LIMIT = 3_000
+
+Block = dict[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class FormPlace:
+    """What a submission needs to be handled like the command that asked for the form."""
+
+    command: str
+    channel: str
+    thread: str | None = None
+
+    def encode(self) -> str:
+        return json.dumps(asdict(self), ensure_ascii=False, separators=(",", ":"))
+
+    @classmethod
+    def decode(cls, text: str) -> FormPlace | None:
+        try:
+            data = json.loads(text)
+            return cls(str(data["command"]), str(data["channel"]), data.get("thread"))
+        except (ValueError, KeyError, TypeError):
+            return None
+
+
+def _plain(text: str, limit: int = LABEL_LIMIT) -> Block:
+    shown = text if len(text) <= limit else text[: limit - 1] + "…"
+    return {"type": "plain_text", "text": shown, "emoji": True}
+
+
+def _choices(field: FormField) -> tuple[str, ...]:
+    return field.choices or (("true", "false") if field.type == "boolean" else ())
+
+
+def _element(field: FormField) -> Block:
+    choices = _choices(field)
+    if choices:
+        options = [{"text": _plain(c, OPTION_LIMIT), "value": c} for c in choices[:OPTIONS_LIMIT]]
+        element: Block = {"type": "static_select", "action_id": ACTION_ID, "options": options,
+                          "placeholder": _plain("Choose…")}
+        chosen = [o for o in options if o["value"] == field.value]
+        if chosen:
+            element["initial_option"] = chosen[0]
+        return element
+    element = {"type": "plain_text_input", "action_id": ACTION_ID, "multiline": field.multiline}
+    if field.value:
+        element["initial_value"] = field.value
+    return element
+
+
+def _block(field: FormField) -> Block:
+    block: Block = {"type": "input", "block_id": BLOCK_PREFIX + field.name, "optional": not field.required,
+                    "label": _plain(f"{field.label} ({field.type})"), "element": _element(field)}
+    if field.description:
+        block["hint"] = _plain(field.description)
+    return block
+
+
+def modal(form: Form, metadata: str) -> Block:
+    """The modal asking for `form`'s fields (`metadata`: an encoded `FormPlace`, or a reference)."""
+    return {
+        "type": "modal", "callback_id": CALLBACK_ID, "private_metadata": metadata,
+        "title": _plain(form.title, TITLE_LIMIT), "submit": _plain(form.submit, TITLE_LIMIT),
+        "close": _plain("Cancel", TITLE_LIMIT), "blocks": [_block(f) for f in form.fields],
+    }
+
+
+def submitted(view: Mapping[str, Any]) -> dict[str, str]:
+    """Field name -> the text submitted for it ("" when left empty)."""
+    values: dict[str, str] = {}
+    for block_id, actions in ((view.get("state") or {}).get("values") or {}).items():
+        if not str(block_id).startswith(BLOCK_PREFIX):
+            continue
+        state = (actions or {}).get(ACTION_ID) or {}
+        if state.get("type") == "static_select":
+            text = (state.get("selected_option") or {}).get("value")
+        else:
+            text = state.get("value")
+        values[str(block_id)[len(BLOCK_PREFIX):]] = str(text) if text is not None else ""
+    return values
+
+
+def block_errors(errors: Mapping[str, str], view: Mapping[str, Any]) -> dict[str, str]:
+    """The core's errors (field name -> line; `""`: the whole form) as Slack's per-block errors;
+    an error about the whole form is shown on the first field."""
+    blocks = [str(b.get("block_id")) for b in view.get("blocks") or [] if b.get("type") == "input"]
+    shown: dict[str, str] = {}
+    for name, line in errors.items():
+        block = BLOCK_PREFIX + name if name else (blocks[0] if blocks else BLOCK_PREFIX)
+        shown[block] = (shown[block] + " " + line) if block in shown else line
+    return shown

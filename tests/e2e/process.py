@@ -1,0 +1,95 @@
+"""`baton run` as a real process for end-to-end tests: its log read as it is written.
+
+    baton = await BatonProcess.start(env)                # python -m bot.main run, own session
+    line = await baton.wait_log("action=slack_started")  # waits on the log, with a deadline
+    await baton.stop()                                   # SIGTERM, then its exit status
+
+Nothing polls with sleep: every wait is on the process's output or its exit, with a deadline.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import re
+import signal
+import sys
+from collections.abc import Mapping
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+DEADLINE = 60.0  # a cold interpreter start on a busy 2-core machine
+
+
+def clean_env(**extra: str) -> dict[str, str]:
+    """This process's environment without any BATON_* of the caller's shell, plus `extra`."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("BATON_")}
+    env.update(PYTHONPATH=str(REPO), **extra)
+    return env
+
+
+class BatonProcess:
+    def __init__(self, proc: asyncio.subprocess.Process) -> None:
+        self.proc = proc
+        self.lines: list[str] = []  # stderr and stdout, as written
+        self._changed = asyncio.Condition()
+        self._readers = [asyncio.create_task(self._read(s)) for s in (proc.stderr, proc.stdout) if s]
+
+    @classmethod
+    async def start(cls, env: Mapping[str, str], *args: str, cwd: Path = REPO) -> BatonProcess:
+        proc = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "bot.main", *(args or ("run",)), cwd=cwd, env=dict(env),
+            stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+            start_new_session=True,
+        )
+        return cls(proc)
+
+    async def _read(self, stream: asyncio.StreamReader) -> None:
+        async for raw in stream:
+            async with self._changed:
+                self.lines.append(raw.decode("utf-8", "replace").rstrip("\n"))
+                self._changed.notify_all()
+        async with self._changed:
+            self._changed.notify_all()
+
+    @property
+    def output(self) -> str:
+        return "\n".join(self.lines)
+
+    async def wait_log(self, pattern: str, timeout: float = DEADLINE) -> re.Match[str]:
+        """The first output line matching `pattern` (a regex), waiting for it."""
+        found: list[re.Match[str]] = []
+
+        def seen() -> bool:
+            found[:] = [m for line in self.lines if (m := re.search(pattern, line))][:1]
+            return bool(found) or self.proc.returncode is not None
+
+        async with self._changed:
+            try:
+                await asyncio.wait_for(self._changed.wait_for(seen), timeout)
+            except TimeoutError:
+                raise AssertionError(f"no line matching {pattern!r} in {timeout}s:\n{self.output}") from None
+        if not found:
+            raise AssertionError(f"exited {self.proc.returncode} before {pattern!r}:\n{self.output}")
+        return found[0]
+
+    async def exited(self, timeout: float = DEADLINE) -> int:
+        """Its exit status (it must end by itself within `timeout`)."""
+        try:
+            code = await asyncio.wait_for(self.proc.wait(), timeout)
+        except TimeoutError:
+            self.kill()
+            raise AssertionError(f"still running after {timeout}s:\n{self.output}") from None
+        await asyncio.gather(*self._readers)
+        return code
+
+    async def stop(self, timeout: float = DEADLINE) -> int:
+        """SIGTERM (Baton's graceful stop), then its exit status."""
+        if self.proc.returncode is None:
+            os.killpg(self.proc.pid, signal.SIGTERM)
+        return await self.exited(timeout)
+
+    def kill(self) -> None:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(self.proc.pid, signal.SIGKILL)

@@ -1,0 +1,54 @@
+"""The real `baton run` process against the mock Slack Web API, found through BATON_SLACK_API_URL."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from tests.e2e.process import BatonProcess, clean_env
+from tests.e2e.slack.conftest import BOT_TOKEN, SIGNING_SECRET, WORKFLOWS
+from tests.e2e.slack.harness import SlackHarness
+from tests.e2e.slack.mock_slack import MockSlack
+
+
+def slack_env(mock: MockSlack, tmp_path: Path, database_url: str) -> dict[str, str]:
+    return clean_env(
+        BATON_SLACK_BOT_TOKEN=BOT_TOKEN, BATON_SLACK_SIGNING_SECRET=SIGNING_SECRET, BATON_SLACK_PORT="0",
+        BATON_SLACK_API_URL=mock.base_url, BATON_DATABASE_URL=database_url,
+        BATON_WORKFLOW_DIRS=str(WORKFLOWS), BATON_DATA_DIR=str(tmp_path / "data"), BATON_WEB_PORT="off",
+        BATON_TOOL_MODULES="[]", BATON_LOG_LEVEL="INFO",
+    )
+
+
+async def test_baton_run_serves_slack_through_the_web_api_at_its_configured_url(
+    mock_slack: MockSlack, tmp_path: Path, sqlite_url: str
+) -> None:
+    baton = await BatonProcess.start(slack_env(mock_slack, tmp_path, sqlite_url), cwd=tmp_path)
+    try:
+        started = await baton.wait_log(r"action=slack_started .*port=(\d+)")
+        slack = SlackHarness(f"http://127.0.0.1:{started.group(1)}/slack/events", SIGNING_SECRET, mock_slack)
+        try:
+            answer = await slack.command('run gated "v1"')
+            assert answer.status == 200
+            first = await mock_slack.wait_call("chat.postMessage", "Started", timeout=30)
+            await mock_slack.wait_for(lambda calls: [
+                c for c in calls
+                if c.body.get("thread_ts") == first.ts and "waits for approval" in c.text], 30)
+        finally:
+            await slack.close()
+        assert mock_slack.calls[0].method == "auth.test"  # the token was checked before serving
+    finally:
+        assert await baton.stop() == 0, baton.output
+
+
+async def test_a_revoked_token_is_one_line_and_exit_2_never_restarted(
+    mock_slack: MockSlack, tmp_path: Path, sqlite_url: str
+) -> None:
+    mock_slack.fail_next("auth.test", "token_revoked")  # only once: a restart would get in
+
+    baton = await BatonProcess.start(slack_env(mock_slack, tmp_path, sqlite_url), cwd=tmp_path)
+
+    assert await baton.exited() == 2, baton.output
+    errors = [line for line in baton.lines if line.startswith("error: ")]
+    assert errors == ["error: BATON_SLACK_BOT_TOKEN was refused by Slack (token_revoked)."], baton.output
+    assert "Traceback" not in baton.output
+    assert [c.method for c in mock_slack.calls] == ["auth.test"]  # the supervisor did not start it again
