@@ -1,4 +1,4 @@
-"""The `baton` command line: `run`, `console`, `say`, `list`, `migrate`, `worker`.
+"""The `baton` command line: `run`, `console`, `say`, `list`, `migrate`, `worker`, `discord sync`.
 
 Settings are built once here (`load_settings`); `--database-url` and `--workflows DIR`
 override `BATON_DATABASE_URL` / `BATON_WORKFLOW_DIRS`. A wrong setting is one line naming
@@ -337,6 +337,34 @@ def migrate(database_url: DatabaseUrl = None) -> None:
         typer.echo(f"Database {safe_url} was already at the newest schema (revision {head}); nothing to do.")
     else:
         typer.echo(f"Upgraded database {safe_url} from revision {before} to {head}.")
+
+
+discord_app = typer.Typer(name="discord", help="Discord: Baton's application commands.", no_args_is_help=True)
+app.add_typer(discord_app)
+
+
+@discord_app.command("sync")
+def discord_sync(database_url: DatabaseUrl = None) -> None:
+    """Register /workflow with Discord now (`baton run` registers it only when it changed)."""
+    from adapters.discord import sync_commands
+    from bot.app import build_baton
+
+    settings = settings_for(database_url, None)
+
+    async def sync() -> int:
+        baton = build_baton(settings)
+        try:
+            return await sync_commands(baton, settings)
+        finally:
+            baton.close()
+
+    try:
+        count = asyncio.run(sync())
+    except BatonError as exc:
+        fail(exc)
+    where = (f"server {settings.discord_guild_id}" if settings.discord_guild_id
+             else "every server (global commands: Discord may take up to an hour to show them)")
+    typer.echo(f"Registered {count} application command{'s' if count != 1 else ''} in {where}.")
 
 
 @app.command()

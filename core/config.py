@@ -212,6 +212,8 @@ class Settings(BaseSettings):
     # Discord
     discord_token: SecretStr | None = None
     discord_guild_id: int | None = None
+    #: Discord's HTTP API base URL (a proxy, or the tests' local fake); unset: discord.com's
+    discord_api_url: str | None = None
 
     # the run page (adapters/web, docs/operations.md): served by `baton run`; 0 or `off`: no pages
     web_port: int = Field(default=8080, ge=0, le=65535)

@@ -58,7 +58,8 @@ def slack_escape(text: object) -> str:
 #: instead, where the character could open or close a style (a `_` inside a word, as in
 #: `deploy_prod`, formats nothing and stays as it is).
 _SLACK_LOOKALIKES = {"*": "\u2217", "_": "\u02cd", "~": "\u223c", "`": "\u02cb"}
-_SLACK_CODE_SPAN = re.compile(r"(`[^`\n]+`)")
+#: A balanced inline code span of single backticks (Slack's and Discord's): `/workflow status 3f9a`
+_SLACK_CODE_SPAN = re.compile(r"(?<!`)(`[^`\n]+`)(?!`)")
 _SLACK_STYLE = re.compile(r"(?<![0-9A-Za-z])[*_~]|[*_~](?![0-9A-Za-z])|`")
 _SLACK_QUOTE = re.compile(r"^(\s*)&gt;", re.MULTILINE)
 
@@ -81,11 +82,15 @@ _DISCORD_MENTION = re.compile(r"@(everyone|here)|<(?=[@#][!&]?\d*>?)")
 
 
 def discord_escape(text: object) -> str:
-    """Discord markdown specials escaped; @everyone, @here and <@id> mentions neutralised."""
-    out = _DISCORD_SPECIALS.sub(r"\\\1", str(text))
-    out = _DISCORD_LINE_START.sub(r"\1\\\2", out)
-    out = _DISCORD_NUMBERED.sub(r"\1\\.", out)
-    return discord_mentions(out)
+    """Discord markdown specials escaped; @everyone, @here and <@id> mentions neutralised. A
+    balanced inline code span (our hints' `/workflow status 3f9a`) stays code: nothing inside
+    it formats, and nothing outside it can reach in."""
+    parts = _SLACK_CODE_SPAN.split(str(text))
+    for index in range(0, len(parts), 2):  # the text between code spans
+        out = _DISCORD_SPECIALS.sub(r"\\\1", parts[index])
+        out = _DISCORD_LINE_START.sub(r"\1\\\2", out)
+        parts[index] = _DISCORD_NUMBERED.sub(r"\1\\.", out)
+    return discord_mentions("".join(parts))
 
 
 def discord_mentions(text: object) -> str:

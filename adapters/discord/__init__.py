@@ -21,7 +21,7 @@ from adapters.discord.client import BatonClient
 from core.config import Settings
 from core.errors import ConfigurationError
 
-__all__ = ["BatonClient", "build_client", "serve"]
+__all__ = ["BatonClient", "build_client", "serve", "sync_commands"]
 
 
 def build_client(baton: Any, settings: Settings, **options: Any) -> BatonClient:
@@ -35,13 +35,40 @@ def build_client(baton: Any, settings: Settings, **options: Any) -> BatonClient:
     )
 
 
+def _token(settings: Settings) -> str:
+    if settings.discord_token is None:
+        raise ConfigurationError("BATON_DISCORD_TOKEN is not set.",
+                                 hint="Set it to the bot's token (docs/discord.md, Install step 2).")
+    if settings.discord_api_url:  # discord.py reads its base URL from this class attribute
+        discord.http.Route.BASE = settings.discord_api_url.rstrip("/")
+    return settings.discord_token.get_secret_value()
+
+
+async def sync_commands(baton: Any, settings: Settings) -> int:
+    """`baton discord sync`: register the application commands now, changed or not; how many."""
+    token = _token(settings)
+    client = build_client(baton, settings, sync="always")
+    async with client:
+        try:
+            await client.login(token)  # the setup hook syncs
+        except discord.LoginFailure as exc:
+            raise _refused_token() from exc
+    return client.synced or 0
+
+
+def _refused_token() -> ConfigurationError:
+    return ConfigurationError(
+        "BATON_DISCORD_TOKEN was rejected by Discord.",
+        hint="Copy the bot token again from the Developer Portal (Bot → Reset Token).",
+    )
+
+
 async def serve(baton: Any, settings: Settings) -> None:
     """Connect to Discord and take input until `baton.stopping` is set (or the task is cancelled)."""
-    if settings.discord_token is None:
-        raise ConfigurationError("BATON_DISCORD_TOKEN is not set.")
+    token = _token(settings)
     client = build_client(baton, settings)
     async with client:
-        running = asyncio.create_task(client.start(settings.discord_token.get_secret_value()))
+        running = asyncio.create_task(client.start(token))
         stopping = asyncio.create_task(baton.stopping.wait())
         try:
             await asyncio.wait({running, stopping}, return_when=asyncio.FIRST_COMPLETED)
@@ -53,10 +80,7 @@ async def serve(baton: Any, settings: Settings) -> None:
         return
     exc = running.exception()
     if isinstance(exc, discord.LoginFailure):
-        raise ConfigurationError(
-            "BATON_DISCORD_TOKEN was rejected by Discord.",
-            hint="Copy the bot token again from the Developer Portal (Bot → Reset Token).",
-        ) from exc
+        raise _refused_token() from exc
     if isinstance(exc, discord.PrivilegedIntentsRequired):
         raise ConfigurationError(
             "Discord refused the Message Content intent.",

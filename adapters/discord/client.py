@@ -1,39 +1,57 @@
-"""The discord.py client: the `/workflow` application command, button clicks and thread replies.
+"""The discord.py client: the `/workflow` application commands, button clicks and thread replies.
 
-Each handler answers Discord within its 3 seconds (a deferral), turns the event into a
-`ChatMessage` (`inbound`), hands it to the core `Handler` and posts the replies (`outbound`).
-Nothing here decides anything about runs.
+Each handler answers Discord within its 3 seconds (a deferral, or a form's modal), turns the
+event into a `ChatMessage` (`inbound`), hands it to the core `Handler` and posts the replies
+(`outbound`). Nothing here decides anything about runs.
+
+- Intents: guilds, guild and direct messages, and message content (replies in run threads):
+  nothing Baton does not use.
+- The command tree (`commands.WorkflowGroup`) is synced at start only when it changed since the
+  last sync of this application and scope (its hash is kept with the core, `remember`), or
+  always with `baton discord sync` (`sync="always"`). A server Baton cannot register commands
+  in (a wrong `BATON_DISCORD_GUILD_ID`) is a `ConfigurationError`.
+- Whatever fails while answering a command is answered to the person (`on_tree_error`): the
+  "thinking…" placeholder never stays.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import hashlib
+import json
 import logging
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Literal
 
 import discord
 from discord import app_commands
 
 from adapters.discord.buttons import WorkflowButton, WorkflowSelect, used_view
+from adapters.discord.commands import WorkflowGroup
 from adapters.discord.custom_ids import command_of, parse
+from adapters.discord.forms import FormModal, fits
 from adapters.discord.inbound import chat_message, command_message, is_person, strip_mentions
 from adapters.discord.outbound import NO_MENTIONS, DiscordSender
+from core.commands import replies
 from core.commands.messages import reusable
 from core.commands.offers import DECIDING
+from core.commands.replies import FORM_ACTION
+from core.errors import ConfigurationError, InputValidationError
+from core.render import render
 
 if TYPE_CHECKING:
     from core.commands.handler import Handler
-    from core.commands.messages import Reply
+    from core.commands.messages import Form, Reply
 
 log = logging.getLogger("baton.discord")
 
+Sync = Literal["changed", "always"]
+
 
 def intents() -> discord.Intents:
-    """Guilds and messages, plus the privileged message content intent (thread replies)."""
-    wanted = discord.Intents.default()
-    wanted.message_content = True
-    return wanted
+    """What Baton uses and no more: guilds (channels, threads), messages in guilds and in direct
+    messages, and the privileged message content (the words of a reply in a run's thread)."""
+    return discord.Intents(guilds=True, guild_messages=True, dm_messages=True, message_content=True)
 
 
 class BatonClient(discord.Client):
@@ -45,6 +63,7 @@ class BatonClient(discord.Client):
         put_blob: Callable[[bytes], str],
         guild_id: int | None,
         edit_interval: float = 1.0,
+        sync: Sync = "changed",
         **options: object,
     ) -> None:
         super().__init__(intents=intents(), allowed_mentions=NO_MENTIONS, **options)  # type: ignore[arg-type]
@@ -56,35 +75,90 @@ class BatonClient(discord.Client):
             remember=lambda key, value: handler.remember("discord", key, value),
             recall=lambda key: handler.recall("discord", key),
         )
+        self.sync = sync
+        self.synced: int | None = None  # commands registered by this start (None: unchanged, skipped)
         self.tree = app_commands.CommandTree(self)
-        self.tree.add_command(self._workflow_command(), guild=self.guild)
-
-    def _workflow_command(self) -> app_commands.Command[Any, ..., None]:
-        @app_commands.command(name="workflow", description="Start, watch, approve and resume Baton workflows")
-        @app_commands.describe(command="e.g. run hello hi · resume <run> · approve <run> · help")
-        async def workflow(interaction: discord.Interaction, command: str) -> None:
-            await self.on_workflow(interaction, command)
-
-        return workflow
+        self.tree.add_command(WorkflowGroup(self), guild=self.guild)
+        self.tree.on_error = self.on_tree_error  # type: ignore[method-assign]
 
     async def setup_hook(self) -> None:
         self.add_dynamic_items(WorkflowButton, WorkflowSelect)
         self.handler.register_outbox("discord", self.sender.outbox, threads=True)
-        synced = await self.tree.sync(guild=self.guild)
-        log.info("application commands synced", extra={
-            "action": "commands_synced", "scope": str(self.guild.id) if self.guild else "global",
-            "count": len(synced)})
+        await self.sync_commands()
+
+    @property
+    def _scope(self) -> str:
+        return str(self.guild.id) if self.guild else "global"
+
+    def commands_digest(self) -> str:
+        """The command tree as Discord gets it, for this application and scope, as a digest."""
+        payload = [c.to_dict(self.tree) for c in self.tree.get_commands(guild=self.guild)]
+        text = json.dumps([self.application_id, self._scope, payload], sort_keys=True, default=str)
+        return hashlib.sha256(text.encode()).hexdigest()
+
+    async def sync_commands(self) -> None:
+        """Register the commands when they changed since the last sync (or always, `sync`)."""
+        key, digest = f"commands:{self._scope}", self.commands_digest()
+        if self.sync == "changed" and self.handler.recall("discord", key) == digest:
+            log.info("application commands unchanged; not synced",
+                     extra={"action": "commands_unchanged", "scope": self._scope})
+            return
+        try:
+            synced = await self.tree.sync(guild=self.guild)
+        except (discord.Forbidden, discord.NotFound) as exc:
+            if self.guild is None:
+                raise
+            raise ConfigurationError(
+                f"Discord refused Baton's commands in server {self.guild.id} ({exc.text or exc.status}).",
+                hint="Check BATON_DISCORD_GUILD_ID (Copy Server ID) and that the bot was invited there "
+                "with the applications.commands scope (docs/discord.md).",
+            ) from exc
+        self.handler.remember("discord", key, digest)
+        self.synced = len(synced)
+        log.info("application commands synced",
+                 extra={"action": "commands_synced", "scope": self._scope, "count": len(synced)})
 
     async def close(self) -> None:
         await self.sender.aclose()
         await super().close()
 
-    # -- `/workflow command: …` ---------------------------------------------------------------
+    # -- `/workflow …` -------------------------------------------------------------------------
     async def on_workflow(self, interaction: discord.Interaction, command: str) -> None:
+        if await self._open_form(interaction, command):
+            return  # its modal is the answer
         if not await _acknowledge(interaction, thinking=True):
             return
-        replies = await self.handler.handle(command_message(interaction, command))
-        await self.sender.answer(interaction, replies, open_original=True)
+        answer = await self.handler.handle(command_message(interaction, command))
+        await self.sender.answer(interaction, answer, open_original=True)
+
+    async def _open_form(self, interaction: discord.Interaction, command: str) -> bool:
+        """A `run` missing required inputs: its form as a modal, the interaction's first answer."""
+        form = self.handler.form_for(command_message(interaction, command))
+        if form is None or not fits(form):
+            return False  # the core answers (a form that needs more says what to type)
+        try:
+            modal = FormModal(form, lambda submitted, texts: self.on_form(submitted, form, texts))
+            await interaction.response.send_modal(modal)
+        except (discord.HTTPException, discord.InteractionResponded) as exc:
+            log.info("form not opened: %s", exc,
+                     extra={"action": "form_skipped", "interaction": interaction.id})
+            return False
+        return True
+
+    async def on_form(self, interaction: discord.Interaction, form: Form, values: dict[str, str]) -> None:
+        """A form's modal submitted: the values checked by the core, then the command they
+        complete handled as the submitting user's; wrong values are told to them alone."""
+        result = self.handler.read_form(command_message(interaction, form.command), values)
+        if result.command is None:
+            problem = InputValidationError(
+                " · ".join(f"{name}: {line}" if name else line for name, line in result.errors.items()),
+                hint="Nothing has run. Run… opens the form again.")
+            error = dataclasses.replace(replies.error(problem), buttons=(replies.form_button(form),))
+            await interaction.response.send_message(
+                "\n".join(render(error, "discord", self.handler.redactor)), ephemeral=True,
+                allowed_mentions=NO_MENTIONS, view=self.sender.view_of(error) or discord.ui.View())
+            return
+        await self.on_workflow(interaction, result.command)
 
     # -- buttons ------------------------------------------------------------------------------
     async def check_click(self, interaction: discord.Interaction, button: WorkflowButton) -> bool:
@@ -118,20 +192,24 @@ class BatonClient(discord.Client):
 
     async def _click(self, interaction: discord.Interaction, encoded: str) -> tuple[list[Reply], str] | None:
         """Handle the command `encoded` carries as the clicking user's; None when it was refused
-        (told to that user alone) or the interaction could not be acknowledged."""
+        (told to that user alone), answered with a form, or could not be acknowledged."""
         ref = parse(encoded)
-        if ref is None or not await _acknowledge(interaction, thinking=False):
+        if ref is None:
             return None
         try:
             command = command_of(ref, self.get_blob)
         except KeyError:
             command = f"{ref.action} {ref.digest}"  # the core answers an unknown reference
-        replies = await self.handler.handle(command_message(interaction, command))
-        refusals = [dataclasses.replace(r, ephemeral=True) for r in replies if r.is_error]
+        if ref.action == FORM_ACTION and await self._open_form(interaction, command):
+            return None  # "Run…": the form opened; the message keeps its button
+        if not await _acknowledge(interaction, thinking=False):
+            return None
+        answer = await self.handler.handle(command_message(interaction, command))
+        refusals = [dataclasses.replace(r, ephemeral=True) for r in answer if r.is_error]
         if refusals:
             await self.sender.answer(interaction, refusals, open_original=False)
             return None
-        return replies, command
+        return answer, command
 
     # -- plain messages (approval replies) ----------------------------------------------------
     async def on_message(self, message: discord.Message) -> None:
@@ -145,9 +223,29 @@ class BatonClient(discord.Client):
         direct = message.guild is None and not in_thread
         if not (in_thread or direct or strip_mentions(message.content, me)[1]):
             return  # ordinary channel chatter never reaches the core
-        replies = await self.handler.handle(chat_message(message, channel, me))
-        for reply in replies:
+        answer = await self.handler.handle(chat_message(message, channel, me))
+        for reply in answer:
             await self.sender.post(int(reply.thread) if reply.thread else message.channel.id, reply)
+
+    # -- whatever failed while answering -----------------------------------------------------------
+    async def on_tree_error(
+        self, interaction: discord.Interaction, error: app_commands.AppCommandError
+    ) -> None:
+        """A command failed on its way (an answer Discord refused, a bug): log it, and tell the
+        person in one line rather than leave "thinking…" behind."""
+        log.error("command failed: %s", error, exc_info=error,
+                  extra={"action": "command_failed", "interaction": interaction.id})
+        text = "\n".join(render(replies.unexpected(), "discord", self.handler.redactor))
+        try:
+            if not interaction.response.is_done():
+                await interaction.response.send_message(
+                    text, ephemeral=True, allowed_mentions=NO_MENTIONS)
+            else:
+                await interaction.edit_original_response(
+                    content=text, view=None, allowed_mentions=NO_MENTIONS)
+        except discord.HTTPException as exc:
+            log.warning("the failure could not be told: %s", exc,
+                        extra={"action": "command_failed_untold", "interaction": interaction.id})
 
 
 async def _acknowledge(interaction: discord.Interaction, *, thinking: bool) -> bool:

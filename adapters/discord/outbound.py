@@ -161,6 +161,11 @@ class DiscordSender:
         if open_original:
             await interaction.delete_original_response()
 
+    def view_of(self, reply: Reply) -> discord.ui.View | None:
+        """The buttons and choice lists of `reply`, through the redactor."""
+        shown = redacted(reply, self.redactor)
+        return build_view(shown.buttons, reply.run_id, self.put_blob, shown.menus)
+
     # -- delivery -----------------------------------------------------------------------
     async def deliver(self, reply: Reply, first: Send, rest: Send) -> None:
         key = reply.replace_key if not reply.ephemeral else None

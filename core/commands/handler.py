@@ -20,7 +20,7 @@ import logging
 from collections.abc import Mapping
 from typing import Any
 
-from core.commands import actions, authz, forms, replies
+from core.commands import actions, authz, forms, replies, suggestions
 from core.commands.actions import Context
 from core.commands.approval import DecisionKind, classify
 from core.commands.forms import FormResult, inputs_form
@@ -33,6 +33,7 @@ from core.commands.parser import as_command, closest_command, parse
 from core.commands.progress import ProgressReporter
 from core.commands.resolution import gates_addressed
 from core.commands.run_args import build_args
+from core.commands.suggestions import Suggestion
 from core.config import Access
 from core.engine.engine import Engine
 from core.errors import BatonError, PermissionDenied, UsageError
@@ -105,6 +106,24 @@ class Handler:
         """Wait until every background reply produced so far was handed to its outbox."""
         await self.progress.drain()
         await self.homes.drain()
+
+    def suggest_workflows(self, platform: str, user: str, typed: str) -> list[Suggestion]:
+        """Workflow names `user` may run, for autocomplete (read only, nothing recorded)."""
+        try:
+            self.catalog.reload()
+            uid = authz.user_id(platform, user)
+            return suggestions.workflows(self.catalog.entries(), self.access, uid, typed)
+        except BatonError:
+            return []
+
+    def suggest_runs(self, platform: str, conversation: str, user: str, typed: str,
+                     command: str) -> list[Suggestion]:
+        """Run ids of this conversation `user` may see and `command` acts on, for autocomplete."""
+        try:
+            recent = self.store.recent_runs(platform=platform, conversation=conversation, limit=200)
+        except BatonError:
+            return []
+        return suggestions.runs(recent, self.access, authz.user_id(platform, user), typed, command)
 
     def form_for(self, message: ChatMessage) -> Form | None:
         """The form a command needs before it can run (a `run` missing required inputs, which

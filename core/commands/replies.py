@@ -109,7 +109,12 @@ def input_form(form: Form, workflow: str, missing: Sequence[str]) -> Reply:
     example = " ".join([form.command, *(f"--set {name}=…" for name in missing)])
     return Reply(kind="input_form", ephemeral=True, form=form, data={
         "workflow": workflow, "missing": [f for f in fields if f["name"] in missing], "example": example},
-        buttons=(Button("Run…", form.command, "primary", FORM_ACTION),))
+        buttons=(form_button(form),))
+
+
+def form_button(form: Form) -> Button:
+    """"Run…": opens the form (again) where the platform has forms."""
+    return Button("Run…", form.command, "primary", FORM_ACTION)
 
 
 def run_started(run: Run, message: str | None, *, page: bool = False) -> Reply:

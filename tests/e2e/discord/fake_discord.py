@@ -67,6 +67,10 @@ class FakeDiscord:
     tokens: dict[str, dict[str, Any]] = field(default_factory=dict)  # token -> channel, original
     refuse_threads: bool = False  # answer thread creation as a channel without the permission
     refuse_answers: bool = False  # interaction followups/edits fail (e.g. the token expired)
+    fail_answers: int = 0  # this many next interaction followups/edits fail (then they work again)
+    guilds: set[str] = field(default_factory=lambda: {GUILD_ID})  # servers the bot was invited to
+    bot_token: str | None = None  # set: a request with another bot token is refused (401)
+    fail_modals: int = 0  # this many next modal answers (callback type 9) are refused
     _ids: itertools.count[int] = field(default_factory=lambda: itertools.count(1200000000000000000))
     _changed: asyncio.Condition = field(default_factory=asyncio.Condition)
     _runner: web.AppRunner | None = None
@@ -127,7 +131,11 @@ class FakeDiscord:
         payload, files = await _read_body(request)
         path = request.match_info["path"]
         call = Call(request.method, path, payload, files, dict(request.query), time.monotonic())
+        authorization = request.headers.get("Authorization")
+        wrong = self.bot_token is not None and authorization not in (None, f"Bot {self.bot_token}")
         try:
+            if wrong:
+                return _json({"code": 0, "message": "401: Unauthorized"}, status=401)
             return self._answer(call, path.split("/"))
         finally:
             async with self._changed:
@@ -141,6 +149,8 @@ class FakeDiscord:
         if m == "GET" and p == ["oauth2", "applications", "@me"]:
             return _json(application())
         if m == "PUT" and p[0] == "applications" and p[-1] == "commands":
+            if len(p) == 5 and p[2] == "guilds" and p[3] not in self.guilds:  # not invited there
+                return _json({"code": 50001, "message": "Missing Access"}, status=403)
             return _json([{**c, "id": COMMAND_ID, "application_id": APP_ID, "version": "1"}
                                       for c in call.json])
         if m == "POST" and p[0] == "interactions":
@@ -152,6 +162,9 @@ class FakeDiscord:
         return _json({"code": 0, "message": "404: Not Found"}, status=404)
 
     def _callback(self, interaction_id: str, token: str, body: dict[str, Any]) -> web.Response:
+        if body["type"] == 9 and self.fail_modals:
+            self.fail_modals -= 1
+            return _json({"code": 50035, "message": "Invalid Form Body"}, status=400)
         if interaction_id in self.acknowledged:
             return _json(
                 {"code": 40060, "message": "Interaction has already been acknowledged."}, status=400)
@@ -171,7 +184,8 @@ class FakeDiscord:
 
     def _webhook(self, method: str, token: str, rest: list[str], call: Call) -> web.Response:
         place = self.tokens.setdefault(token, {"channel": CHANNEL_ID, "original": None})
-        if self.refuse_answers and method in ("POST", "PATCH"):
+        if (self.refuse_answers or self.fail_answers) and method in ("POST", "PATCH"):
+            self.fail_answers = max(0, self.fail_answers - 1)
             return _json({"code": 10015, "message": "Unknown Webhook"}, status=404)
         if method == "POST" and not rest:
             return _json(self._create(place["channel"], call.json or {}))

@@ -62,10 +62,47 @@ def _interaction(fake: FakeDiscord, kind: int, who: dict[str, Any], channel: dic
 
 def slash_command(fake: FakeDiscord, text: str, *, who: dict[str, Any] = ANA,
                   channel_id: str = CHANNEL_ID) -> dict[str, Any]:
-    """`/workflow command: <text>` typed in a channel (or a thread) of the guild."""
+    """`/workflow do command: <text>` (any chat command, verbatim) typed in a channel (or a
+    thread) of the guild."""
+    return subcommand(fake, "do", {"command": text}, who=who, channel_id=channel_id)
+
+
+#: Discord's option types: 3 string, 5 boolean.
+_OPTION_TYPES = {str: 3, bool: 5}
+
+
+def _options(values: dict[str, Any], focused: str | None = None) -> list[dict[str, Any]]:
+    options = []
+    for name, value in values.items():
+        option: dict[str, Any] = {"name": name, "type": _OPTION_TYPES[type(value)], "value": value}
+        if name == focused:
+            option["focused"] = True
+        options.append(option)
+    return options
+
+
+def subcommand(fake: FakeDiscord, name: str, values: dict[str, Any], *, who: dict[str, Any] = ANA,
+               channel_id: str = CHANNEL_ID) -> dict[str, Any]:
+    """`/workflow <name> <option: value>…` as Discord delivers it (type 2, a subcommand option)."""
     data = {"id": COMMAND_ID, "name": "workflow", "type": 1, "guild_id": GUILD_ID,
-            "options": [{"name": "command", "type": 3, "value": text}]}
+            "options": [{"name": name, "type": 1, "options": _options(values)}]}
     return _interaction(fake, 2, who, fake.channels[channel_id], data)
+
+
+def autocomplete(fake: FakeDiscord, name: str, values: dict[str, Any], focused: str, *,
+                 who: dict[str, Any] = ANA, channel_id: str = CHANNEL_ID) -> dict[str, Any]:
+    """Typing into option `focused` of `/workflow <name>` (type 4: Discord asks for choices)."""
+    data = {"id": COMMAND_ID, "name": "workflow", "type": 1, "guild_id": GUILD_ID,
+            "options": [{"name": name, "type": 1, "options": _options(values, focused)}]}
+    return _interaction(fake, 4, who, fake.channels[channel_id], data)
+
+
+def modal_submit(fake: FakeDiscord, custom_id: str, values: dict[str, str], *, who: dict[str, Any] = ANA,
+                 channel_id: str = CHANNEL_ID) -> dict[str, Any]:
+    """A modal the bot opened, submitted with these texts ({text input custom_id: text}) (type 5)."""
+    rows = [{"type": 1, "components": [{"type": 4, "custom_id": cid, "value": text}]}
+            for cid, text in values.items()]
+    return _interaction(fake, 5, who, fake.channels[channel_id], {"custom_id": custom_id, "components": rows})
 
 
 def button_click(fake: FakeDiscord, message_id: str, custom_id: str, *,

@@ -21,13 +21,16 @@ from tests.e2e.discord.fake_discord import CHANNEL_ID, GUILD_ID, Call, FakeDisco
 from tests.e2e.discord.gateway import (
     ANA,
     BOB,
+    autocomplete,
     button_click,
     dispatch_interaction,
     dispatch_message,
     guild_create,
     message_create,
+    modal_submit,
     select_choice,
     slash_command,
+    subcommand,
 )
 
 WORKFLOWS = Path(__file__).parent / "workflows"
@@ -64,6 +67,30 @@ class DiscordBot:
         self, text: str, *, who: dict[str, Any] = ANA, channel_id: str = CHANNEL_ID
     ) -> dict[str, Any]:
         payload = slash_command(self.fake, text, who=who, channel_id=channel_id)
+        dispatch_interaction(self.client, payload)
+        return payload
+
+    def subcommand(self, sub: str, /, *, who: dict[str, Any] = ANA, channel_id: str = CHANNEL_ID,
+                   **options: Any) -> dict[str, Any]:
+        """`/workflow <sub>` with typed options."""
+        payload = subcommand(self.fake, sub, options, who=who, channel_id=channel_id)
+        dispatch_interaction(self.client, payload)
+        return payload
+
+    async def choices(self, sub: str, focused: str, /, *, who: dict[str, Any] = ANA,
+                      channel_id: str = CHANNEL_ID, **options: Any) -> list[dict[str, Any]]:
+        """What autocomplete offers while option `focused` of `/workflow <sub>` is typed."""
+        payload = autocomplete(self.fake, sub, options, focused, who=who, channel_id=channel_id)
+        dispatch_interaction(self.client, payload)
+        callback = await self.acknowledged(payload)
+        assert callback.json["type"] == 8, callback.json  # APPLICATION_COMMAND_AUTOCOMPLETE_RESULT
+        return list(callback.json["data"]["choices"])
+
+    def submit(self, values: dict[str, str], *, who: dict[str, Any] = ANA,
+               channel_id: str = CHANNEL_ID) -> dict[str, Any]:
+        """Submit the form modal Baton opened for `who` ({field name: text})."""
+        payload = modal_submit(self.fake, "baton-form", {f"field:{k}": v for k, v in values.items()},
+                               who=who, channel_id=channel_id)
         dispatch_interaction(self.client, payload)
         return payload
 
@@ -130,10 +157,11 @@ class DiscordBot:
         thread = next(t for t in self.fake.channels.values() if t.get("name") == call.json["name"])
         return run["run"], thread["id"]
 
-    async def start(self, text: str, *, who: dict[str, Any] = ANA) -> tuple[str, str, Run]:
-        """`/workflow command: run …` that starts a run: (run id, thread id, run at rest)."""
+    async def start(self, text: str, *, who: dict[str, Any] = ANA,
+                    channel_id: str = CHANNEL_ID) -> tuple[str, str, Run]:
+        """`/workflow do command: run …` that starts a run: (run id, thread id, run at rest)."""
         mark = len(self.fake.calls)
-        self.command(text, who=who)
+        self.command(text, who=who, channel_id=channel_id)
         run_id, thread = await self.thread_of_next_run(mark)
         return run_id, thread, await self.rested(run_id)
 
@@ -171,7 +199,7 @@ async def discord_bot(
     baton = build_baton(settings, environ=environ)
     try:
         async with baton.running(handle_signals=False):
-            client = build_client(baton, settings, **options)
+            client = build_client(baton, settings, **options)  # sync="changed" unless told
             await client.login("test-token")  # GET /users/@me, application info, command sync
             client._connection.parse_guild_create(guild_create())  # type: ignore[arg-type]
             try:

@@ -162,7 +162,12 @@ async def test_the_command_is_synced_to_the_guild_when_configured(bot: DiscordBo
     assert sync.path == f"applications/{APP_ID}/guilds/{GUILD_ID}/commands"
     (command,) = sync.json
     assert command["name"] == "workflow"
-    assert [(o["name"], o["type"], o["required"]) for o in command["options"]] == [("command", 3, True)]
+    subcommands = {o["name"]: o for o in command["options"]}
+    assert all(o["type"] == 1 for o in subcommands.values())  # /workflow <subcommand> …
+    wanted = {"do", "run", "resume", "approve", "reject", "abandon", "status", "plan", "help"}
+    assert wanted <= set(subcommands)
+    verbatim = subcommands["do"]["options"]  # any chat command, as typed
+    assert [(o["name"], o["type"], o["required"]) for o in verbatim] == [("command", 3, True)]
 
 
 async def test_the_command_is_synced_globally_without_a_guild(
