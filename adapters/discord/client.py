@@ -133,7 +133,7 @@ class BatonClient(discord.Client):
 
     async def _open_form(self, interaction: discord.Interaction, command: str) -> bool:
         """A `run` missing required inputs: its form as a modal, the interaction's first answer."""
-        form = self.handler.form_for(command_message(interaction, command))
+        form = self.handler.asking.form_for(command_message(interaction, command))
         if form is None or not fits(form):
             return False  # the core answers (a form that needs more says what to type)
         try:
@@ -148,7 +148,7 @@ class BatonClient(discord.Client):
     async def on_form(self, interaction: discord.Interaction, form: Form, values: dict[str, str]) -> None:
         """A form's modal submitted: the values checked by the core, then the command they
         complete handled as the submitting user's; wrong values are told to them alone."""
-        result = self.handler.read_form(command_message(interaction, form.command), values)
+        result = self.handler.asking.read_form(command_message(interaction, form.command), values)
         if result.command is None:
             problem = InputValidationError(
                 " · ".join(f"{name}: {line}" if name else line for name, line in result.errors.items()),

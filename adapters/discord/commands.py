@@ -44,7 +44,8 @@ def _client(interaction: discord.Interaction) -> BatonClient:
 
 async def workflow_choices(interaction: discord.Interaction, current: str) -> list[Choice]:
     """Workflow names the user may run."""
-    found = _client(interaction).handler.suggest_workflows("discord", str(interaction.user.id), current)
+    asking = _client(interaction).handler.asking
+    found = asking.suggest_workflows("discord", str(interaction.user.id), current)
     return [app_commands.Choice(name=label, value=value) for value, label in found]
 
 
@@ -54,7 +55,7 @@ async def run_choices(interaction: discord.Interaction, current: str) -> list[Ch
     place = place_of(
         interaction.channel, channel_id=interaction.channel_id or 0, guild_id=interaction.guild_id)
     command = interaction.command.name if interaction.command is not None else ""
-    found = _client(interaction).handler.suggest_runs(
+    found = _client(interaction).handler.asking.suggest_runs(
         "discord", place.conversation, str(interaction.user.id), current, command)
     return [app_commands.Choice(name=label, value=value) for value, label in found]
 

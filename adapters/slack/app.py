@@ -124,7 +124,7 @@ class SlackBridge:
                       errors=slack_forms.block_errors({"": wording.form_expired()}, view))
             return
         message, origin = inbound.form_submission(body, place.command, place.channel, place.thread)
-        result = self.baton.handler.read_form(message, slack_forms.submitted(view))
+        result = self.baton.handler.asking.read_form(message, slack_forms.submitted(view))
         if result.command is None:
             await ack(response_action="errors", errors=slack_forms.block_errors(result.errors, view))
             return

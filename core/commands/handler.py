@@ -17,23 +17,20 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-from collections.abc import Mapping
 from typing import Any
 
-from core.commands import actions, authz, forms, replies, suggestions
+from core.commands import actions, authz, replies
 from core.commands.actions import Context
 from core.commands.approval import DecisionKind, classify
-from core.commands.forms import FormResult, inputs_form
+from core.commands.asking import Asking
 from core.commands.home import Homes, Publisher
 from core.commands.input_text import InvalidInput, check_message
-from core.commands.messages import ChatMessage, Form, Outbox, Reply
-from core.commands.model import SPECS, RunCommand
+from core.commands.messages import ChatMessage, Outbox, Reply
+from core.commands.model import SPECS
 from core.commands.pages import RunPages
 from core.commands.parser import as_command, closest_command, parse
 from core.commands.progress import ProgressReporter
 from core.commands.resolution import gates_addressed
-from core.commands.run_args import build_args
-from core.commands.suggestions import Suggestion
 from core.config import Access
 from core.engine.engine import Engine
 from core.errors import BatonError, PermissionDenied, UsageError
@@ -64,6 +61,8 @@ class Handler:
         #: people's homes (Slack's App Home), kept current on the engine's events
         self.homes = Homes(store=store, catalog=catalog, access=access, pages=pages)
         engine.subscribe(self.homes.on_event)
+        #: read-only questions (autocomplete, forms) adapters ask before or instead of `handle`
+        self.asking = Asking(store=store, catalog=catalog, access=access)
 
     def register_outbox(self, platform: str, outbox: Outbox, *, threads: bool = False) -> None:
         """Background replies of `platform` go to `outbox`. `threads=True`: the adapter opens a
@@ -106,56 +105,6 @@ class Handler:
         """Wait until every background reply produced so far was handed to its outbox."""
         await self.progress.drain()
         await self.homes.drain()
-
-    def suggest_workflows(self, platform: str, user: str, typed: str) -> list[Suggestion]:
-        """Workflow names `user` may run, for autocomplete (read only, nothing recorded)."""
-        try:
-            self.catalog.reload()
-            uid = authz.user_id(platform, user)
-            return suggestions.workflows(self.catalog.entries(), self.access, uid, typed)
-        except BatonError:
-            return []
-
-    def suggest_runs(self, platform: str, conversation: str, user: str, typed: str,
-                     command: str) -> list[Suggestion]:
-        """Run ids of this conversation `user` may see and `command` acts on, for autocomplete."""
-        try:
-            recent = self.store.recent_runs(platform=platform, conversation=conversation, limit=200)
-        except BatonError:
-            return []
-        return suggestions.runs(recent, self.access, authz.user_id(platform, user), typed, command)
-
-    def form_for(self, message: ChatMessage) -> Form | None:
-        """The form a command needs before it can run (a `run` missing required inputs, which
-        the user may start), for an adapter that must open it as its first answer (a Discord
-        modal); None: `handle` answers it. Reads the catalog only: nothing is claimed or stored."""
-        try:
-            check_message(message)
-            command = parse(message.text)
-            if not isinstance(command, RunCommand) or not actions.typed_only(command):
-                return None
-            uid = authz.user_id(message.platform, message.user)
-            if not authz.may_run(self.access, uid, command.workflow):
-                return None
-            self.catalog.reload()
-            workflow = self.catalog.get(command.workflow)
-            args = build_args({}, command.sets, command.message, actions.string_inputs(workflow))
-            return inputs_form(workflow, command, args)
-        except BatonError:
-            return None  # `handle` gives the answer (a usage error, an unknown workflow…)
-
-    def read_form(self, message: ChatMessage, values: Mapping[str, str]) -> FormResult:
-        """Check what was submitted in a form whose `command` is `message.text`: the command to
-        `handle` (as `message`'s user), or an error per field (`""`: about the whole form)."""
-        try:
-            check_message(dataclasses.replace(message, text="\n".join([message.text, *values.values()])))
-            command = forms.run_of(message.text)
-            self.catalog.reload()
-            workflow = self.catalog.get(command.workflow)
-            args = build_args({}, command.sets, command.message, actions.string_inputs(workflow))
-            return forms.read_form(forms.form_of(workflow, command, args), workflow, values)
-        except BatonError as exc:
-            return FormResult(None, {"": exc.message})
 
     async def handle(self, message: ChatMessage) -> list[Reply]:
         try:  # NUL, lone surrogates, invalid UTF-8: one line back, nothing claimed or stored
