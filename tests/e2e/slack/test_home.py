@@ -54,3 +54,14 @@ async def test_app_home_shows_my_runs_and_the_gates_waiting_for_me_and_stays_cur
     mark = len(e2e.mock.calls)
     await e2e.slack.command(f"approve {paused.run_id}", user=BOB)
     await published(e2e, BOB, "Nothing waits for you.", after=mark)  # decided: gone from Bob's home
+
+
+async def test_commands_written_in_a_direct_message_are_answered(e2e: SlackE2E) -> None:
+    mark = len(e2e.mock.calls)
+
+    answer = await e2e.slack.event(e2e.slack.message_event("help", channel="D0ANA", channel_type="im"))
+
+    assert answer.status == 200
+    told = await e2e.mock.wait_for(lambda calls: [
+        c for c in calls[mark:] if c.body.get("channel") == "D0ANA" and c.method.startswith("chat.post")])
+    assert "/workflow run" in told[0].text and "Nothing waits for approval" not in told[0].text
