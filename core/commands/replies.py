@@ -157,14 +157,7 @@ def invalidated(run: Run, nodes: Sequence[str], downstream: bool) -> Reply:
 
 
 def plan(run: Run, p: Plan) -> Reply:
-    """A finished run cannot be resumed: its plan is what a new run from it (`--resume-from`)
-    would do, where its own results are cache hits."""
-    nodes = [dataclasses.asdict(n) for n in p.nodes]
-    if run.status.finished:
-        for node in nodes:
-            if node["action"] == "done":
-                node.update(action="cached", reason=f"same key as run {run.id}")
-    return about(run, "plan", {"nodes": nodes})
+    return about(run, "plan", {"nodes": [dataclasses.asdict(n) for n in p.nodes]})
 
 
 _SUMMARY_FIELDS = tuple(f.name for f in dataclasses.fields(RunSummary))

@@ -4,16 +4,14 @@ lets everyone in, and `baton run` says so in its log when a chat platform is on.
 
 from __future__ import annotations
 
-import os
-import select
-import signal
 import subprocess
 import sys
-import time
 
 import pytest
 
 from tests.e2e.console.cli import CALL_TIMEOUT, BatonCli
+from tests.e2e.process import BatonProcess
+from tests.e2e.slack.mock_slack import MockSlack
 from tests.unit.bot.test_settings import ACCESS_MISTAKES
 
 
@@ -57,38 +55,26 @@ def test_a_partial_access_refuses_what_it_does_not_grant(baton: BatonCli) -> Non
     assert baton.run_record(run_id).status == "completed"
 
 
-def _serve(baton: BatonCli, **env: str) -> subprocess.Popen[bytes]:
-    """`baton run` with Slack configured in HTTP mode on a free port (no network needed)."""
+@pytest.mark.parametrize("access", [None, '{"run": {"*": ["slack:U0ANA"]}}'])
+async def test_baton_run_warns_at_start_when_everyone_may_approve(
+    baton: BatonCli, access: str | None
+) -> None:
+    slack = MockSlack()  # the Web API `auth.test` is asked of at start (no network needed)
+    await slack.start()
     baton.env_extra.update(
         BATON_SLACK_BOT_TOKEN="xoxb-not-a-real-token", BATON_SLACK_SIGNING_SECRET="not-a-real-secret",
-        BATON_SLACK_PORT="0", BATON_SUPERVISE="false", BATON_LOG_LEVEL="INFO", **env,
+        BATON_SLACK_PORT="0", BATON_SLACK_API_URL=slack.base_url, BATON_SUPERVISE="false",
+        BATON_LOG_LEVEL="INFO", **({"BATON_ACCESS": access} if access else {}),
     )
-    return subprocess.Popen([sys.executable, "-m", "bot.main", "run"], cwd=baton.home, env=baton.env(),
-                            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-
-
-def _log_until(process: subprocess.Popen[bytes], text: str) -> str:
-    """stderr (the log) up to the line holding `text`, with a deadline."""
-    assert process.stderr is not None
-    seen = b""
-    deadline = time.monotonic() + CALL_TIMEOUT
-    while text.encode() not in seen:
-        ready, _, _ = select.select([process.stderr], [], [], max(0.0, deadline - time.monotonic()))
-        chunk = os.read(process.stderr.fileno(), 65536) if ready else b""
-        if not chunk:
-            raise AssertionError(f"{text!r} not logged; log so far:\n{seen.decode(errors='replace')}")
-        seen += chunk
-    return seen.decode()
-
-
-@pytest.mark.parametrize("access", [None, '{"run": {"*": ["slack:U0ANA"]}}'])
-def test_baton_run_warns_at_start_when_everyone_may_approve(baton: BatonCli, access: str | None) -> None:
-    with _serve(baton, **({"BATON_ACCESS": access} if access else {})) as process:
+    try:
+        process = await BatonProcess.start(baton.env(), cwd=baton.home)
         try:
-            log = _log_until(process, "slack listening on port")
+            await process.wait_log("slack listening on port")
         finally:
-            process.send_signal(signal.SIGTERM)
-            process.wait(timeout=CALL_TIMEOUT)
+            await process.stop()
+    finally:
+        await slack.stop()
+    log = process.output
     warned = [line for line in log.splitlines() if "action=access_open" in line]
     if access is None:
         assert len(warned) == 1 and "level=WARNING" in warned[0]

@@ -57,14 +57,14 @@ def test_plan_explains_a_failed_step_and_names_people_by_name(baton: BatonCli, t
     assert plan.startswith("Plan for resuming two run")
 
 
-def test_plan_of_a_completed_run_is_the_plan_of_a_new_run_from_it(baton: BatonCli) -> None:
+def test_plan_of_a_completed_run_is_not_titled_as_a_resume(baton: BatonCli) -> None:
     (run_id,) = run_ids(baton.say("run notes hello"))
 
     plan = text_of(baton.say(f"plan {run_id}"), "plan")
 
     assert "resuming" not in plan
+    assert plan.startswith(f"Plan of notes run {run_id}, completed: what it holds. It cannot be resumed")
     assert f"/workflow run notes --resume-from {run_id}" in plan
-    assert f"cached — same key as run {run_id}" in plan
 
 
 def test_audit_shows_the_command_that_started_the_run(baton: BatonCli, tmp_path: Path) -> None:
