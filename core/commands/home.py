@@ -64,7 +64,8 @@ class Homes:
         watchers = self._watchers.setdefault(platform, OrderedDict())
         watchers.setdefault(user, _Watch())
         watchers.move_to_end(user)
-        for old in [u for u, w in watchers.items() if w.task is None][: max(0, len(watchers) - WATCHERS)]:
+        idle = [u for u, w in watchers.items() if w.task is None or w.task.done()]  # oldest first
+        for old in idle[: max(0, len(watchers) - WATCHERS)]:
             del watchers[old]
         return self.view(platform, user)
 
@@ -93,8 +94,8 @@ class Homes:
     # -- keeping homes current ---------------------------------------------------------------
     async def on_event(self, event: EngineEvent) -> None:
         """An engine subscriber: only takes note; the refreshes run in tasks of their own."""
-        if event.kind not in _REFRESHING or not self._publishers:
-            return
+        if event.kind not in _REFRESHING or not any(self._watchers.values()):
+            return  # nobody looks at a home in this process: not even the run is read
         try:
             run = self.store.get_run(event.run_id)
         except BatonError:
