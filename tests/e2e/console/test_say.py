@@ -8,6 +8,7 @@ from core.commands.parser import parse
 from core.store.records import RunStatus
 from core.store.repository import SqlStore
 from tests.e2e.console.cli import BatonCli, button, final_status, prompts, run_ids
+from tests.factories import create_run
 
 TRICKY = 'he said "ship it" \\ then `rm -rf /` and \\"more\\"'
 
@@ -125,9 +126,9 @@ def _runs_in_db(baton: BatonCli, count: int, *, status: RunStatus = RunStatus.FA
     store = SqlStore(baton.database_url)
     try:
         digest = store.put_blob(b"{}")
-        return [store.create_run(workflow="notes", platform="console", conversation="ops", thread=None,
-                                 requester="console:ana", args_digest=digest, status=status,
-                                 lease_owner="elsewhere:1:x", lease_seconds=3600).id
+        return [create_run(store, workflow="notes", platform="console", conversation="ops", thread=None,
+                           requester="console:ana", args_digest=digest, status=status,
+                           lease_owner="elsewhere:1:x", lease_seconds=3600).id
                 for _ in range(count)]
     finally:
         store.close()

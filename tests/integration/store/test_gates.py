@@ -166,3 +166,20 @@ def test_the_decided_gate_of_a_run_is_the_one_decided_last(
     assert store.decided_gate(run.id) == last  # decided last, though opened first
     assert store.decided_gate(make_run().id) is None
     assert [g.node_id for g in store.run_gates(run.id)] == ["early", "late", "open"]  # oldest first
+
+
+def test_waiting_gates_on_a_platform_in_every_conversation(
+    store: Store, make_run: MakeRun, clock: Clock
+) -> None:
+    here, there = make_run(RunStatus.PAUSED), make_run(RunStatus.PAUSED, conversation="C2")
+    other_platform, decided = make_run(RunStatus.PAUSED, platform="discord"), make_run(RunStatus.PAUSED)
+    for run in (here, there, other_platform, decided):
+        clock.advance(1)
+        store.open_gate(run.id, "review", f"ok {run.id}?")
+    decide_gate(store, decided.id, "review", approved=True, by="slack:U2", comment=None)
+
+    pairs = store.waiting_gates_on("slack")
+
+    assert [(run.id, gate.node_id) for run, gate in pairs] == [(there.id, "review"), (here.id, "review")]
+    assert pairs[0][0] == store.get_run(there.id) and pairs[0][1] == store.get_gate(there.id, "review")
+    assert [run.id for run, _ in store.waiting_gates_on("slack", limit=1)] == [there.id]

@@ -124,3 +124,17 @@ def test_set_thread_and_runs_in_thread(store: Store, make_run: MakeRun) -> None:
     assert store.runs_in_thread("slack", "C2", "T1") == []
     with pytest.raises(RunNotFound):
         store.set_thread("000000000000", "T1")
+
+
+def test_recent_runs_of_one_requester_across_conversations(
+    store: Store, make_run: MakeRun, clock: Clock
+) -> None:
+    mine = make_run(requester="slack:U1")
+    clock.advance(1)
+    make_run(requester="slack:U2")
+    clock.advance(1)
+    also_mine = make_run(requester="slack:U1", conversation="C2")
+
+    mine_first = store.recent_runs(platform="slack", requester="slack:U1")
+    assert [r.id for r in mine_first] == [also_mine.id, mine.id]
+    assert [r.id for r in store.recent_runs(requester="slack:U1", limit=1)] == [also_mine.id]
