@@ -5,7 +5,6 @@ neither stall the bot nor exhaust its memory; a huge output is capped."""
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 import time
@@ -35,21 +34,24 @@ nodes:
 NESTED = "{% for i in range(100000) %}{% for j in range(100000) %}x{% endfor %}{% endfor %}"
 
 
+# The peak is measured by a small parent: a child forked straight from this (large) pytest
+# worker starts with the worker's resident size as its high-water mark, which survives exec.
+MEASURE = """
+import os, subprocess, sys
+proc = subprocess.Popen(sys.argv[2:])
+_, status, usage = os.wait4(proc.pid, 0)
+open(sys.argv[1], "w").write(f"{os.waitstatus_to_exitcode(status)} {usage.ru_maxrss}")
+"""
+
+
 def rusage_run(baton: BatonCli, *args: str) -> tuple[subprocess.CompletedProcess[str], int]:
-    """`baton <args>` and the peak memory (KB) of that process."""
-    out, err = baton.home / ".stdout", baton.home / ".stderr"
+    """`baton <args>` and the peak memory (KB) of that process and its children."""
+    out, err, measured = baton.home / ".stdout", baton.home / ".stderr", baton.home / ".rusage"
+    command = [sys.executable, "-c", MEASURE, str(measured), sys.executable, "-m", "bot.main", *args]
     with out.open("w") as stdout, err.open("w") as stderr:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "bot.main", *args],
-            cwd=baton.home,
-            env=baton.env(),
-            stdout=stdout,
-            stderr=stderr,
-        )
-        _, status, usage = os.wait4(proc.pid, 0)
-    proc.returncode = os.waitstatus_to_exitcode(status)
-    done = subprocess.CompletedProcess(proc.args, proc.returncode, out.read_text(), err.read_text())
-    return done, usage.ru_maxrss
+        subprocess.run(command, cwd=baton.home, env=baton.env(), stdout=stdout, stderr=stderr, check=True)
+    returncode, peak = (int(field) for field in measured.read_text().split())
+    return subprocess.CompletedProcess(command, returncode, out.read_text(), err.read_text()), peak
 
 
 def test_typed_text_reaches_every_quoting_context_exactly(baton: BatonCli) -> None:
