@@ -23,6 +23,7 @@ import typer
 from bot.hardening import forbid_inspection
 from bot.logging import active_redactor, setup_logging
 from bot.settings import load_settings
+from core.commands.hints import hint
 from core.commands.input_text import InvalidInput, check_text
 from core.config import Settings
 from core.errors import BatonError, ConfigurationError
@@ -69,8 +70,9 @@ def fail(exc: BatonError, *, code: int | None = None) -> NoReturn:
     redactor = active_redactor()
     hide = redactor.redact if redactor is not None else str
     typer.echo(f"error: {hide(exc.message)}", err=True)
-    if exc.hint:
-        typer.echo(hide(exc.hint), err=True)
+    next_step = hint(exc)
+    if next_step:
+        typer.echo(hide(next_step), err=True)
     raise typer.Exit(code if code is not None else EXIT_USAGE if isinstance(exc, ConfigurationError) else 1)
 
 

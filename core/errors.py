@@ -17,7 +17,7 @@ docstring is the default message; raise sites pass specifics.
     ├── RunStateError               a run is not in a state that allows this
     │   ├── RunNotFound                 no run with that id / prefix
     │   ├── AmbiguousRunId              a prefix matches several runs
-    │   ├── RunNotResumable             CAS lost or status forbids resume (carries status, by)
+    │   ├── RunNotResumable             CAS lost or status forbids resume (carries status, by, next)
     │   ├── InvalidTransition           a status change DESIGN.md does not allow
     │   ├── GateAlreadyDecided          the approval gate was decided before (run, node, decision, by)
     │   └── ReplayUnsafe                an unsafe step may already have happened
@@ -30,6 +30,7 @@ docstring is the default message; raise sites pass specifics.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from enum import StrEnum
 
 
 class BatonError(Exception):
@@ -101,8 +102,13 @@ class InputValidationError(WorkflowError):
 class UsageError(BatonError):
     """The command is malformed."""
 
-    def __init__(self, message: str, *, usage: str = "", hint: str | None = None) -> None:
+    def __init__(
+        self, message: str, *, usage: str = "", hint: str | None = None, command: str | None = None
+    ) -> None:
         self.usage = usage
+        #: the chat subcommand the error is about, when the raiser names no usage line itself
+        #: (the engine): the commands layer shows that subcommand's usage (`core/commands/hints.py`)
+        self.command = command
         super().__init__(message, hint=hint if hint is not None else (f"Usage: {usage}" if usage else None))
 
 
@@ -119,6 +125,27 @@ class PermissionDenied(BatonError):
         super().__init__(message, hint=hint)
 
 
+class Next(StrEnum):
+    """What a person may do next about the run a `RunStateError` names: data, which the
+    commands layer words as chat commands (`core/commands/hints.py`); the engine and the
+    store never write a `/workflow …` line."""
+
+    WATCH = "watch"  # it runs: follow it, or cancel it
+    DECIDE = "decide"  # an approval waits in it: approve or reject
+    RESUME = "resume"  # unfinished and at rest: resume it
+    SEE = "see"  # see its status
+    CHECK = "check"  # check its status
+    RECHECK = "recheck"  # it changed while you acted: check it, try again if it still applies
+    FOLLOW = "follow"  # it already is what was asked: follow it
+    ABANDON = "abandon"  # not running: abandon it to drop it
+    RUN_AGAIN = "run_again"  # finished: start a new run of its workflow
+    REUSE = "reuse"  # finished: re-use its results in a new run (`--resume-from`)
+    NEW_FROM = "new_from"  # finished and cannot be resumed: a new run from it (`--resume-from`)
+    ATTENTION = "attention"  # see which of its steps needs attention
+    RESOLVE = "resolve"  # an unsafe step may have run: settle it (done | retry | fail)
+    DECIDED = "decided"  # the approval was decided: nothing more to decide, follow the run
+
+
 class RunStateError(BatonError):
     """The run is not in a state that allows this."""
 
@@ -130,10 +157,14 @@ class RunStateError(BatonError):
         status: str | None = None,
         by: str | None = None,
         hint: str | None = None,
+        workflow: str | None = None,
+        next_step: Next | None = None,
     ) -> None:
         self.run_id = run_id
         self.status = status
         self.by = by
+        self.workflow = workflow  # the run's workflow, when the next step names it
+        self.next_step = next_step  # what is allowed next, worded by the commands layer
         super().__init__(message, hint=hint)
 
 
@@ -170,19 +201,19 @@ class GateAlreadyDecided(RunStateError):
             run_id=run_id,
             status=status,
             by=by,
+            next_step=Next.DECIDED,
         )
 
 
 class ReplayUnsafe(RunStateError):
     """An unsafe step may already have happened; Baton will not run it again blindly."""
 
-    def __init__(self, message: str | None = None, *, node_id: str | None = None, **kw: object) -> None:
+    def __init__(
+        self, message: str | None = None, *, node_id: str | None = None, run_id: str | None = None,
+        status: str | None = None,
+    ) -> None:  # fmt: skip
         self.node_id = node_id
-        super().__init__(message, **kw)  # type: ignore[arg-type]
-        if not self.hint:
-            self.hint = (
-                f"Check what happened, then `/workflow resolve {self.run_id} {node_id} done|retry|fail`."
-            )
+        super().__init__(message, run_id=run_id, status=status, next_step=Next.RESOLVE)
 
 
 class NodeFailed(BatonError):

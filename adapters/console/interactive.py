@@ -27,6 +27,7 @@ from rich.text import Text
 from adapters.console.messages import PLATFORM, to_chat_message
 from adapters.console.oneshot import drive_to_rest
 from adapters.console.output import choices_of, choices_text, reply_text
+from core.commands.hints import hint
 from core.commands.messages import Button, Reply
 from core.errors import BatonError
 from core.redaction import Redactor
@@ -178,7 +179,7 @@ async def interactive(
         try:
             replies = await baton.handler.handle(message)
         except BatonError as exc:  # the handler answers errors itself; this is the safety net
-            replies = [Reply(kind="error", data={"message": exc.message, "hint": exc.hint}, is_error=True)]
+            replies = [Reply(kind="error", data={"message": exc.message, "hint": hint(exc)}, is_error=True)]
         for reply in replies:
             await show(reply)
     if not tty and not baton.stopping.is_set():

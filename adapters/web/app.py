@@ -222,7 +222,7 @@ class RunPagesApp:
         decision = fields["decision"] if fields["decision"] in ("approve", "reject") else None
         if decision is None:
             raise Refused(400, "Nothing decided", "Use the Approve or Reject button.")
-        shown = await asyncio.to_thread(self.parts.store.waiting_gate, run.id)
+        shown = await asyncio.to_thread(self.parts.engine.gates.waiting, run)
         if shown is not None and (shown.node_id != fields["node"] or view.question_digest(
                 self.parts.redactor.redact(shown.prompt)) != fields["question"]):
             note = "The question changed since the page was shown; read it again before deciding."

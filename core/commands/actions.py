@@ -44,7 +44,6 @@ from core.engine.tools import unregistered
 from core.errors import (
     BatonError,
     ConfigurationError,
-    GateAlreadyDecided,
     PermissionDenied,
     RunNotFound,
     RunNotResumable,
@@ -52,11 +51,10 @@ from core.errors import (
     WorkflowError,
 )
 from core.redaction import Redactor
-from core.store import cas
 from core.store.cas import who_changed
 from core.store.handles import handle_prefix
 from core.store.port import Store
-from core.store.records import Gate, Run, RunStatus
+from core.store.records import Run, RunStatus
 from core.workflows.args import canonical_json, missing_inputs, validate_inputs
 from core.workflows.catalog import Catalog
 from core.workflows.model import Workflow
@@ -94,17 +92,6 @@ class Context:
 # -- gates -----------------------------------------------------------------------------------
 
 
-def already_decided(run: Run, gate: Gate) -> GateAlreadyDecided:
-    """`gate` of `run` was decided before: the store's error, with what to do next."""
-    return worded(cas.already_decided(gate, run.status))
-
-
-def worded(exc: GateAlreadyDecided) -> GateAlreadyDecided:
-    """The next step under a gate decided before: nothing more to decide, follow the run."""
-    exc.hint = f"Nothing more to decide; follow it with `/workflow status {exc.run_id}`."
-    return exc
-
-
 def node_approvers(ctx: Context, run: Run, node_id: str) -> list[str] | None:
     try:
         return ctx.catalog.get(run.workflow).node(node_id).approvers
@@ -117,20 +104,17 @@ async def decide(ctx: Context, run: Run, approve: bool, comment: str | None) -> 
     ctx.run_ref = run.id
     gate, blob = ctx.store.gate_and_args(run)  # one query: the engine needs the args
     if gate is None:
-        done = ctx.store.decided_gate(run.id)
+        done = ctx.engine.gates.decided(run)
         if done is not None:
-            raise already_decided(run, done)
+            raise ctx.engine.gates.refusal(run, done)
     else:
         authz.require_approve(ctx.access, ctx.uid, run, node_approvers(ctx, run, gate.node_id))
-    try:
-        if approve:
-            args_now = json.loads(blob)
-            after = await ctx.engine.approve(run, actor=ctx.uid, comment=comment, gate=gate, args=args_now)
-        else:
-            after = await _announcing(ctx, run.id, ctx.engine.reject(run.id, actor=ctx.uid, reason=comment))
-    except GateAlreadyDecided as exc:  # lost the race: say who won
-        gate_now = ctx.store.decided_gate(run.id)
-        raise (already_decided(run, gate_now) if gate_now else worded(exc)) from exc
+    # a decision that loses its race raises `GateAlreadyDecided` naming who won (`gates.py`)
+    if approve:
+        args_now = json.loads(blob)
+        after = await ctx.engine.approve(run, actor=ctx.uid, comment=comment, gate=gate, args=args_now)
+    else:
+        after = await _announcing(ctx, run.id, ctx.engine.reject(run, actor=ctx.uid, reason=comment))
     return [replies.gate_decided(after, gate, approve, ctx.uid, comment)]
 
 
@@ -178,7 +162,7 @@ async def run(ctx: Context, cmd: RunCommand) -> list[Reply]:
     decision = decide_fresh_run(unfinished, cmd.force, explicit_run=explicit)
     if isinstance(decision, Prompt):
         old = decision.run
-        waiting = ctx.store.waiting_gate(old.id) is not None
+        waiting = ctx.engine.gates.waiting(old) is not None
         options = prompt_options(decision, cmd, gate_waiting=waiting)
         old_message = ctx.engine.args_of(old).get(MESSAGE)
         ctx.store.audit(actor=ctx.uid, action="fresh_run_prompt", run_id=old.id, details={

@@ -242,9 +242,9 @@ class Handler:
         msg = ctx.message
         if kind is not DecisionKind.UNCLEAR:
             for run in thread_runs:
-                gate = self.store.decided_gate(run.id)
+                gate = self.engine.gates.decided(run)
                 if gate is not None:  # a late "lgtm" in the thread of a decided gate
-                    return [replies.error(actions.already_decided(run, gate), run)]
+                    return [replies.error(self.engine.gates.refusal(run, gate), run)]
         if msg.direct or msg.mentions_bot:
             word = msg.text.split(maxsplit=1)[0] if msg.text.strip() else ""
             meant = closest_command(word) if kind is DecisionKind.UNCLEAR else None

@@ -268,9 +268,7 @@ class ProgressReporter:
         return True
 
     def _final(self, run: Run, summary: RunSummary, event: EngineEvent, ran: set[str] | None) -> Reply:
-        gate = None
-        if str(run.status) == "paused":
-            gate = self._store.waiting_gate(run.id)
+        gate = self._engine.gates.waiting(run)
         attention = event.detail.get("node") or next(
             (n.node_id for n in summary.nodes if n.state is NodeState.ATTENTION), None
         )

@@ -10,6 +10,7 @@ import dataclasses
 from collections.abc import Sequence, Set
 from typing import Any
 
+from core.commands.hints import hint
 from core.commands.messages import Button, Form, Menu, Reply
 from core.commands.model import Spec
 from core.commands.pages import PageLink, open_button
@@ -35,7 +36,7 @@ def error(exc: BatonError, run: Run | None = None) -> Reply:
     # people the message names by id: who decided/holds the run (run-state errors), who was
     # refused and whose run it is (refusals)
     people = [getattr(exc, "by", None), *getattr(exc, "users", ())]
-    data = {"message": exc.message, "hint": exc.hint or "", "parts": message_parts(exc.message, people)}
+    data = {"message": exc.message, "hint": hint(exc), "parts": message_parts(exc.message, people)}
     run_id = run.id if run else getattr(exc, "run_id", None)
     status = str(run.status) if run else getattr(exc, "status", None)
     return Reply(kind="error", data=data, is_error=True, ephemeral=True, run_id=run_id,

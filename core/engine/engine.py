@@ -18,8 +18,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from core.engine.events import EngineEvent, EventBus, EventKind, Plan, RunSummary, Subscriber
-from core.engine.executor import ENGINE_ACTOR, Outcome, RunExecutor, Setup, input_digests
+from core.engine.events import ENGINE_ACTOR, EngineEvent, EventBus, EventKind, Plan, RunSummary, Subscriber
+from core.engine.executor import Outcome, RunExecutor, Setup, input_digests
+from core.engine.gates import GateKeeper
 from core.engine.inspection import PLANNED, RunDetail, inspect_run
 from core.engine.journal_index import JournalIndex
 from core.engine.leases import LeaseKeeper, new_owner
@@ -31,7 +32,7 @@ from core.engine.run_actions import RunActions
 from core.engine.step_env import StepEnvironment
 from core.engine.tools import ToolRegistry, unregistered
 from core.engine.workdirs import run_dirs
-from core.errors import BatonError, RunNotResumable
+from core.errors import BatonError, Next, RunNotResumable
 from core.store.port import Store
 from core.store.records import Run, RunStatus
 from core.workflows.args import canonical_json, handle, validate_inputs
@@ -90,6 +91,7 @@ class Engine(RunActions):
         self.config = config
         self.providers = providers
         self.tools = tools
+        self.gates = GateKeeper(store)  # which gate a run means; deciding one (`gates.py`)
         #: builds each execution's executor: in-process by default; `core.engine.distributed`
         #: supplies one whose steps run on `baton worker` processes
         self._executor_factory: ExecutorFactory = executor_factory or RunExecutor
@@ -386,5 +388,6 @@ class Engine(RunActions):
             run_id=run.id,
             status=run.status.value,
             by=run.status_by,
-            hint=f"Re-use its results in a new run: `/workflow run {run.workflow} --resume-from {run.id}`.",
+            workflow=run.workflow,
+            next_step=Next.REUSE,
         )

@@ -13,6 +13,7 @@ from enum import StrEnum
 from typing import Any
 
 _log = logging.getLogger(__name__)
+ENGINE_ACTOR = "baton"  # who the audit trail names for the engine's own decisions
 
 
 class NodeState(StrEnum):

@@ -33,8 +33,9 @@ from core.engine import replay
 from core.engine.cache_key import IDENTITY_MARK, components_of, digest_value, key_from, key_prefix
 from core.engine.contracts import check_output
 from core.engine.events import EngineEvent, EventBus, EventKind
+from core.engine.gates import GateKeeper
 from core.engine.group_commit import PendingResults
-from core.engine.journal_index import REJECTED_MARKER, JournalIndex
+from core.engine.journal_index import JournalIndex
 from core.engine.nodes import NodeContext, NodeResult, RenderedNode, execute_node
 from core.engine.prepared import Definitions, PreparedNode, PreparedWorkflow
 from core.engine.providers import ProviderRegistry
@@ -53,17 +54,15 @@ from core.errors import (
     ConfigurationError,
     NodeFailed,
     ReplayUnsafe,
-    RunNotFound,
     RunStateError,
     StoreError,
 )
 from core.store.port import StepResult, Store
-from core.store.records import Gate, GateStatus, JournalEntry, NodeStatus, ReplayClass, Run, RunStatus
+from core.store.records import GateStatus, JournalEntry, NodeStatus, ReplayClass, Run, RunStatus
 from core.workflows.args import canonical_json
 from core.workflows.loader import base_dir
 
 log = logging.getLogger(__name__)
-ENGINE_ACTOR = "baton"  # who the audit trail names for the engine's own decisions
 ABSENT = digest_value(None)  # the digest a referenced but missing input contributes
 INTERRUPTED = "interrupted: the process running it stopped before it finished; re-run ({cls})"
 
@@ -322,20 +321,9 @@ class RunExecutor:
         except BatonError as exc:
             await self._fail(pn.id, f"approval `{pn.id}`: {exc.message}")
             return
-        try:
-            gate: Gate | None = self.store.get_gate(self.run_id, pn.id)
-        except RunNotFound:
-            gate = None
-        if gate is not None and not answers(gate, step.key, prompt):
-            reason = str(step.components.get("_reason") or "the question changed")
-            self.store.audit(
-                actor=ENGINE_ACTOR,
-                action="reopen_gate",
-                run_id=self.run_id,
-                details={"node": pn.id, "was": gate.status.value, "by": gate.decided_by, "why": reason},
-            )
-            gate = self.store.open_gate(self.run_id, pn.id, prompt, step.key)  # re-opened, waiting
-        if gate is not None and gate.status is GateStatus.APPROVED:
+        why = str(step.components.get("_reason") or "the question changed")
+        gate = GateKeeper(self.store).ask(self.run_id, pn.id, prompt, step.key, why=why)
+        if gate.status is GateStatus.APPROVED:
             output = {"approved": True, "by": gate.decided_by, "comment": gate.comment}
             entry_id = self._journal_start(step)
             digest = self.store.put_blob(canonical_json(output))
@@ -344,11 +332,9 @@ class RunExecutor:
             await self._emit(EventKind.NODE_COMPLETED, pn.id, approved_by=gate.decided_by)
             self._release(pn.id, digest)
             return
-        if gate is not None and gate.status is GateStatus.REJECTED:
+        if gate.status is GateStatus.REJECTED:
             await self._fail(pn.id, f"approval `{pn.id}` was rejected by {gate.decided_by}")
             return
-        if gate is None:
-            gate = self.store.open_gate(self.run_id, pn.id, prompt, step.key)
         self._gates.append(pn.id)
         await self._emit(EventKind.NODE_WAITING, pn.id, prompt=gate.prompt)
 
@@ -574,13 +560,3 @@ class RunExecutor:
         except ConfigurationError:
             return False  # the step fails when it runs; that failure is journaled as usual
 
-
-def answers(gate: Gate, key: str, prompt: str) -> bool:
-    """True when `gate` was opened for this question: the same key (or, for a gate from
-    before keys were recorded, the same prompt)."""
-    return gate.cache_key == key if gate.cache_key else gate.prompt == prompt
-
-
-def rejection_marker(node_id: str, actor: str, reason: str | None) -> dict[str, Any]:
-    """Components of the entry a rejected approval leaves in the journal."""
-    return {"marker": REJECTED_MARKER, "by": actor, "node": node_id, "reason": reason or ""}

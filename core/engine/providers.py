@@ -246,7 +246,7 @@ class OpenAIProvider:
             raise NodeFailed(
                 f"prompt step `{ctx.node_id}`: {self.url} {exc.what} after {self.attempts} attempts",
                 node_id=ctx.node_id,
-                hint=f"Check BATON_OPENAI_BASE_URL and that it is up, then `/workflow resume {ctx.run_id}`.",
+                hint="Check BATON_OPENAI_BASE_URL and that it is up, then resume the run.",
             ) from None
         return self._completion(data, ctx)
 

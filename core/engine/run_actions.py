@@ -11,14 +11,13 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from core.commands.model import SPECS
 from core.engine.contracts import check_output
 from core.engine.events import EventKind
-from core.engine.executor import rejection_marker
+from core.engine.gates import GateKeeper
 from core.engine.journal_index import INVALIDATED_MARKER, MARKER_KEY
-from core.errors import RunNotResumable, RunStateError, UsageError
-from core.store.cas import already_decided, who_changed
-from core.store.records import Gate, GateStatus, JournalEntry, NodeStatus, Run, RunStatus
+from core.errors import Next, RunNotResumable, RunStateError, UsageError
+from core.store.cas import who_changed
+from core.store.records import Gate, JournalEntry, NodeStatus, Run, RunStatus
 from core.store.unit_of_work import UnitOfWork
 from core.workflows.validation import did_you_mean
 from core.workflows.validation import downstream as downstream_of
@@ -28,8 +27,6 @@ if TYPE_CHECKING:
     from core.store.port import Store
     from core.workflows.model import Workflow
 
-RESOLVE_USAGE = f"/workflow {SPECS['resolve'].usage}"  # the same line the parser answers with
-INVALIDATE_USAGE = f"/workflow {SPECS['invalidate'].usage}"
 RESUMABLE = (RunStatus.FAILED, RunStatus.PAUSED, RunStatus.NEEDS_ATTENTION)
 ABANDONABLE = (
     RunStatus.FAILED,
@@ -44,6 +41,7 @@ class RunActions:
     if TYPE_CHECKING:
         store: Store
         config: EngineConfig
+        gates: GateKeeper
         owner: str
 
         def _ready(self, workflow_name: str, args: Mapping[str, Any], *, to_run: bool = True) -> Ready: ...
@@ -75,9 +73,6 @@ class RunActions:
             run_id=run_id, node_id=node_id, cache_key=MARKER_KEY, components=components, error=error
         )
 
-    def _waiting_gate(self, run: Run) -> Gate | None:
-        return self.store.waiting_gate(run.id)
-
     async def _to_running(self, run: Run, ready: Ready, *, actor: str, allowed: tuple[RunStatus, ...]) -> Run:
         running = self.store.transition(
             run.id,
@@ -102,41 +97,21 @@ class RunActions:
                 run_id=run.id,
                 status=run.status.value,
                 by=run.status_by,
-                hint=f"Watch it with `/workflow status {run.id}` or stop it: `/workflow cancel {run.id}`.",
+                next_step=Next.WATCH,
             )
-        gate = self._waiting_gate(run) if run.status is RunStatus.PAUSED else None
+        gate = self.gates.waiting(run)
         if gate is not None:
             raise RunNotResumable(
                 f"run {run.id} waits for approval at `{gate.node_id}`",
                 run_id=run.id,
                 status=run.status.value,
                 by=run.status_by,
-                hint=f"Decide it with `/workflow approve {run.id}` or `/workflow reject {run.id}`.",
+                next_step=Next.DECIDE,
             )
         ready = self._ready(run.workflow, self.args_of(run))
         running = await self._to_running(run, ready, actor=actor, allowed=RESUMABLE)
         self.store.audit(actor=actor, action="resume", run_id=run.id, details={"from": run.status.value})
         return running
-
-    def _gate_of_paused(self, run: Run) -> Gate:
-        gate = self._waiting_gate(run) if run.status is RunStatus.PAUSED else None
-        if gate is not None:
-            return gate
-        decided = self.store.decided_gate(run.id)
-        if decided is not None:  # another approver won: say who
-            raise already_decided(decided, run.status)
-        hint = (
-            f"Use `/workflow resume {run.id}`."
-            if run.status.unfinished
-            else f"See `/workflow status {run.id}`."
-        )
-        raise RunNotResumable(
-            f"run {run.id} is {run.status.value} and no approval waits in it",
-            run_id=run.id,
-            status=run.status.value,
-            by=run.status_by,
-            hint=hint,
-        )
 
     async def approve(
         self,
@@ -152,38 +127,21 @@ class RunActions:
         (stale copies lose the CAS below like any concurrent change; args never change)."""
         run = run_id if isinstance(run_id, Run) else self.store.get_run(run_id)
         comment = self._hidden(comment)
-        usable = gate is not None and gate.run_id == run.id and gate.status is GateStatus.WAITING
-        if gate is None or not usable or run.status is not RunStatus.PAUSED:
-            gate = self._gate_of_paused(run)
+        gate = self.gates.to_decide(run, gate)
         ready = self._ready(run.workflow, self.args_of(run) if args is None else args)
-        with self.store.transaction() as tx:  # gate CAS, run CAS (paused -> running, ours), audit row
-            tx.decide_gate(run.id, gate.node_id, approved=True, by=actor, comment=comment)
-            resumed = tx.transition(
-                run.id, RunStatus.RUNNING, actor=actor, expected_version=run.version,
-                allowed_from=(RunStatus.PAUSED,), lease_owner=self.owner,
-                lease_seconds=self.config.lease_seconds,
-            )  # fmt: skip
-            details = {"node": gate.node_id, "comment": comment}
-            tx.audit(actor=actor, action="approve", run_id=run.id, details=details)
-        running = resumed.value
+        running = self.gates.approve(
+            run, gate, actor=actor, comment=comment, owner=self.owner, lease_seconds=self.config.lease_seconds
+        )
         await self._emit(EventKind.GATE_DECIDED, run.id, gate.node_id, approved=True, by=actor, how="approve")
         await self._launch(running, ready)
         return running
 
-    async def reject(self, run_id: str, *, actor: str, reason: str | None = None) -> Run:
-        run = self.store.get_run(run_id)
+    async def reject(self, run_id: str | Run, *, actor: str, reason: str | None = None) -> Run:
+        """paused at a gate -> rejected, cancelled (a `Run` the caller read saves reading it)."""
+        run = run_id if isinstance(run_id, Run) else self.store.get_run(run_id)
         reason = self._hidden(reason)
-        gate = self._gate_of_paused(run)
-        why = f"rejected at `{gate.node_id}` by {actor}" + (f": {reason}" if reason else "")
-        with self.store.transaction() as tx:  # gate CAS, run CAS (paused -> cancelled), marker, audit row
-            tx.decide_gate(run.id, gate.node_id, approved=False, by=actor, comment=reason)
-            ended = tx.transition(
-                run.id, RunStatus.CANCELLED, actor=actor, reason=why, allowed_from=(RunStatus.PAUSED,)
-            )
-            self._write_marker(tx, run.id, gate.node_id, rejection_marker(gate.node_id, actor, reason), why)
-            details = {"node": gate.node_id, "reason": reason}
-            tx.audit(actor=actor, action="reject", run_id=run.id, details=details)
-        cancelled = ended.value
+        gate = self.gates.to_decide(run)
+        cancelled, why = self.gates.reject(run, gate, actor=actor, reason=reason)
         await self._emit(EventKind.GATE_DECIDED, run.id, gate.node_id, approved=False, by=actor, how="reject")
         await self._emit(EventKind.NODE_FAILED, run.id, gate.node_id, error=why)
         await self._emit(EventKind.RUN_FINISHED, run.id, run_status=cancelled.status.value, reason=why)
@@ -225,7 +183,8 @@ class RunActions:
                 run_id=run.id,
                 status=run.status.value,
                 by=run.status_by,
-                hint=f"Start a new one with `/workflow run {run.workflow}`.",
+                workflow=run.workflow,
+                next_step=Next.RUN_AGAIN,
             )
         return await self._end(
             run,
@@ -241,17 +200,12 @@ class RunActions:
         """running -> cancelled; in-flight steps are stopped (here, or by their owner's heartbeat)."""
         run = self.store.get_run(run_id)
         if run.status not in (RunStatus.RUNNING, RunStatus.PENDING):
-            hint = (
-                f"To drop it, use `/workflow abandon {run.id}`."
-                if run.status.unfinished
-                else f"See `/workflow status {run.id}`."
-            )
             raise RunNotResumable(
                 f"run {run.id} is {run.status.value}, not running",
                 run_id=run.id,
                 status=run.status.value,
                 by=run.status_by,
-                hint=hint,
+                next_step=Next.ABANDON if run.status.unfinished else Next.SEE,
             )
         return await self._end(
             run,
@@ -270,7 +224,7 @@ class RunActions:
                 f"step `{node_id}` of run {run.id} is not waiting for a decision",
                 run_id=run.id,
                 status=run.status.value,
-                hint=f"See which step needs attention with `/workflow status {run.id}`.",
+                next_step=Next.ATTENTION,
             )
         return own[-1]
 
@@ -279,7 +233,7 @@ class RunActions:
     ) -> Run:
         """Settle an unsafe step that may have run: done (with output) | retry | fail."""
         if action not in ("done", "retry", "fail"):
-            raise UsageError(f"`{action}` is not a resolution", usage=RESOLVE_USAGE)
+            raise UsageError(f"`{action}` is not a resolution", command="resolve")
         run = self.store.get_run(run_id)
         if run.status is not RunStatus.NEEDS_ATTENTION:
             raise RunNotResumable(
@@ -287,7 +241,7 @@ class RunActions:
                 run_id=run.id,
                 status=run.status.value,
                 by=run.status_by,
-                hint=f"See `/workflow status {run.id}`.",
+                next_step=Next.SEE,
             )
         entry = self._dangling(run, node_id)
         ready = self._ready(run.workflow, self.args_of(run))
@@ -298,7 +252,7 @@ class RunActions:
             if output is None and node.output.format == "json":
                 raise UsageError(
                     f"step `{node_id}` declares JSON output; give it with `--output '{{…}}'`",
-                    usage=RESOLVE_USAGE,
+                    command="resolve",
                 )
             check_output(node_id, text, node.output)  # OutputContractViolation: nothing changes
             digest = self.store.put_blob(text.encode())
@@ -335,7 +289,7 @@ class RunActions:
             raise UsageError(
                 f"workflow `{workflow.name}` has no step `{node_id}`"
                 + (f"; did you mean `{guess}`?" if guess else ""),
-                usage=INVALIDATE_USAGE,
+                command="invalidate",
             )
         below = downstream_of(workflow, node_id) if downstream else set()
         nodes = [n for n in ids if n == node_id or n in below]

@@ -12,7 +12,7 @@ import re
 import secrets
 from collections.abc import Iterable
 
-from core.errors import GateAlreadyDecided, InvalidTransition, RunNotResumable, RunStateError
+from core.errors import GateAlreadyDecided, InvalidTransition, Next, RunNotResumable, RunStateError
 from core.store.records import Gate, JournalEntry, Run, RunStatus, sources_of
 
 RUN_ID_BYTES = 6  # 12 lowercase hex characters
@@ -85,7 +85,7 @@ def allowed_sources(to: RunStatus, allowed_from: Iterable[RunStatus] | None) -> 
         raise InvalidTransition(
             f"A run cannot move from {asked} to {to.value}.",
             status=None,
-            hint="Check the run's status with `/workflow status <run>`.",
+            next_step=Next.CHECK,
         )
     return allowed
 
@@ -118,18 +118,19 @@ def lost_race(
     status = current.status
     if status is to:
         message = f"run {current.id} is already {status.value} ({who_changed(current)})"
-        hint = f"Follow it with `/workflow status {current.id}`."
+        then = Next.FOLLOW
     elif status in allowed and expected_version is not None and current.version != expected_version:
         now = f"now {status.value}, {who_changed(current)}"
         message = f"run {current.id} changed while you acted on it ({now})"
-        hint = f"Check `/workflow status {current.id}` and try again if it still applies."
+        then = Next.RECHECK
     elif status.finished and to is RunStatus.RUNNING:
         message = f"run {current.id} is {status.value} ({who_changed(current)}) and cannot be resumed"
-        hint = f"Start a new run from it: `/workflow run {current.workflow} --resume-from {current.id}`."
+        then = Next.NEW_FROM
     else:
         message = f"run {current.id} is {status.value} ({who_changed(current)}); it cannot become {to.value}"
-        hint = f"Check `/workflow status {current.id}`."
-    return kind(message, run_id=current.id, status=status.value, by=current.status_by, hint=hint)
+        then = Next.CHECK
+    return kind(message, run_id=current.id, status=status.value, by=current.status_by,
+                workflow=current.workflow, next_step=then)  # fmt: skip
 
 
 def lost_takeover(current: Run) -> RunNotResumable:
@@ -161,5 +162,5 @@ def already_settled(entry: JournalEntry) -> InvalidTransition:
         f"step {entry.node_id} of run {entry.run_id} is already {entry.status.value}",
         run_id=entry.run_id,
         status=entry.status.value,
-        hint=f"Check `/workflow status {entry.run_id}`.",
+        next_step=Next.CHECK,
     )

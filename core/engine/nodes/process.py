@@ -73,7 +73,7 @@ def timed_out(ctx: NodeContext, what: str = "step") -> NodeFailed:
     return NodeFailed(
         f"{what} `{ctx.node_id}` timed out after {ctx.timeout:g} s",
         node_id=ctx.node_id,
-        hint=f"Raise the node's `timeout:` or make it faster, then `/workflow resume {ctx.run_id}`.",
+        hint="Raise the node's `timeout:` or make it faster, then resume the run.",
     )
 
 
@@ -229,7 +229,7 @@ def exit_failure(outcome: ProcessOutcome, ctx: NodeContext, *, what: str = "step
     tail = outcome.stderr_tail.strip()
     message = f"{what} `{ctx.node_id}` {how}" + (f"; stderr ends with:\n{tail}" if tail else " (no stderr)")
     return NodeFailed(
-        message, node_id=ctx.node_id, hint=f"Fix the step, then `/workflow resume {ctx.run_id}`."
+        message, node_id=ctx.node_id, hint="Fix the step, then resume the run."
     )
 
 

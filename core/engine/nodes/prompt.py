@@ -37,7 +37,7 @@ async def run(node: RenderedNode, ctx: NodeContext, providers: ProviderRegistry)
         raise NodeFailed(
             f"prompt step `{ctx.node_id}`: provider `{provider.name}` failed: {message}",
             node_id=ctx.node_id,
-            hint=f"Check the provider's settings (docs/providers.md), then `/workflow resume {ctx.run_id}`.",
+            hint="Check the provider's settings (docs/providers.md), then resume the run.",
         ) from exc
     return NodeResult(
         output=completion.text, tokens_in=completion.tokens_in, tokens_out=completion.tokens_out

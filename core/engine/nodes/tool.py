@@ -75,7 +75,7 @@ def _canonical(value: Any, spec: ToolSpec, ctx: NodeContext) -> str:
 
 def _raised(spec: ToolSpec, kwargs: dict[str, Any], ctx: NodeContext, exc: Exception) -> NodeFailed:
     message = ctx.redactor.redact(str(exc))
-    hint = f"Fix the tool or its `with:` values, then `/workflow resume {ctx.run_id}`."
+    hint = "Fix the tool or its `with:` values, then resume the run."
     if isinstance(exc, TypeError) and _bad_arguments(spec, kwargs):
         accepted = _parameters(spec)
         hint = f"`{spec.name}` accepts: {accepted}; fix the step's `with:`."

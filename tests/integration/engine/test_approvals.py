@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from core.commands.hints import hint
 from core.engine.events import EventKind, NodeState
 from core.errors import GateAlreadyDecided, RunNotResumable
 from core.store.records import GateStatus, RunStatus
@@ -51,7 +52,7 @@ async def test_approval_pauses_then_approve_continues_the_run(db_harness: Harnes
     with pytest.raises(RunNotResumable) as refused:
         await h.engine.resume(paused.id, actor="console:bo")
     assert "waits for approval at `review`" in refused.value.message
-    assert f"/workflow approve {paused.id}" in refused.value.hint
+    assert f"/workflow approve {paused.id}" in hint(refused.value)
 
     running = await h.engine.approve(paused.id, actor="console:bo", comment="ship it")
     assert running.status is RunStatus.RUNNING
@@ -98,7 +99,7 @@ async def test_reject_cancels_the_run_with_the_reason(db_harness: Harness) -> No
     assert review.state is NodeState.FAILED and "too risky" in review.error
     with pytest.raises(RunNotResumable) as refused:
         await h.engine.resume(paused.id, actor="console:bo")
-    assert f"--resume-from {paused.id}" in refused.value.hint
+    assert f"--resume-from {paused.id}" in hint(refused.value)
 
 
 async def test_abandon_a_paused_run_closes_its_gate(harness: Harness) -> None:

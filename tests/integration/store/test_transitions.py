@@ -7,6 +7,7 @@ import itertools
 
 import pytest
 
+from core.commands.hints import hint
 from core.errors import InvalidTransition, RunNotResumable, RunStateError
 from core.store.cas import DEFAULT_LEASE_SECONDS
 from core.store.port import Store
@@ -44,7 +45,7 @@ def test_every_illegal_transition_is_refused(
     assert isinstance(info.value, RunStateError)
     if dst is not RunStatus.PENDING:  # nothing may become pending: refused before reading the run
         assert (info.value.run_id, info.value.status, info.value.by) == (run.id, src.value, run.status_by)
-    assert info.value.hint
+    assert info.value.next_step is not None and hint(info.value)  # what is allowed next, worded
     assert store.get_run(run.id) == run
 
 
@@ -80,7 +81,7 @@ def test_resume_of_a_completed_run_points_to_resume_from(store: Store, make_run:
     done = make_run(RunStatus.COMPLETED)
     with pytest.raises(RunNotResumable) as info:
         store.transition(done.id, RunStatus.RUNNING, actor="slack:U1")
-    assert f"--resume-from {done.id}" in info.value.hint
+    assert f"--resume-from {done.id}" in hint(info.value)
     assert info.value.status == "completed"
 
 

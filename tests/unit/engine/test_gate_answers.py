@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from core.engine.executor import answers
+from core.engine.gates import answers
 from core.store.records import Gate, GateStatus
 
 APPROVED = Gate(run_id="r", node_id="review", prompt="Ship v1?", status=GateStatus.APPROVED, created_at=1.0)

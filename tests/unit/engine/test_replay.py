@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from core.commands.hints import hint
 from core.engine.cache_key import EARLIER_ATTEMPT_FAILED, MEMOIZE_FALSE, NO_EARLIER_RESULT
 from core.engine.journal_index import INVALIDATED_MARKER, MARKER_KEY, JournalIndex
 from core.engine.replay import (
@@ -15,6 +16,7 @@ from core.engine.replay import (
     replay_class,
     replay_unsafe,
 )
+from core.errors import Next
 from core.store.records import JournalEntry, NodeStatus, ReplayClass
 from core.workflows.loader import load_workflow_text
 from core.workflows.model import RetryPolicy
@@ -87,7 +89,8 @@ def _entry(entry_id: int, run: str, node: str, key: str, status: NodeStatus, **k
 def test_unsafe_error_names_the_step_and_the_next_step() -> None:
     error = replay_unsafe("run1", _entry(3, "run1", "send", "k", NodeStatus.STARTED))
     assert "`send` may have run" in error.message
-    assert error.hint == "Check what happened, then `/workflow resolve run1 send done|retry|fail`."
+    assert (error.run_id, error.node_id, error.next_step) == ("run1", "send", Next.RESOLVE)
+    assert hint(error) == "Check what happened, then `/workflow resolve run1 send done|retry|fail`."
 
 
 def test_index_prefers_own_results_and_serves_the_lineage() -> None:

@@ -6,7 +6,8 @@ import itertools
 
 import pytest
 
-from core.errors import InvalidTransition, RunNotResumable
+from core.commands.hints import hint
+from core.errors import InvalidTransition, Next, RunNotResumable
 from core.store import cas
 from core.store.records import TRANSITIONS, Run, RunStatus
 
@@ -63,7 +64,7 @@ def test_an_illegal_change_is_refused_before_any_sql(src: RunStatus, dst: RunSta
     with pytest.raises(InvalidTransition) as info:
         cas.allowed_sources(dst, [src])
     assert f"from {src.value} to {dst.value}" in info.value.message
-    assert info.value.hint
+    assert hint(info.value) == "Check the run's status with `/workflow status <run>`."
 
 
 def test_allowed_from_is_intersected_with_the_legal_sources() -> None:
@@ -83,7 +84,8 @@ def test_losing_a_resume_race_names_the_winner() -> None:
     assert isinstance(error, RunNotResumable)
     assert error.message == "run 3f9a1c2b0d11 is already running (resumed by slack:U123)"
     assert (error.run_id, error.status, error.by) == ("3f9a1c2b0d11", "running", "slack:U123")
-    assert "/workflow status 3f9a1c2b0d11" in error.hint
+    assert error.next_step is Next.FOLLOW and not error.hint  # the commands layer words it
+    assert hint(error) == "Follow it with `/workflow status 3f9a1c2b0d11`."
 
 
 def test_a_freshly_started_run_is_started_not_resumed() -> None:
@@ -95,7 +97,8 @@ def test_resuming_a_finished_run_points_to_resume_from() -> None:
     error = cas.lost_race(make_run(RunStatus.COMPLETED), RunStatus.RUNNING, frozenset(), None)
     assert isinstance(error, RunNotResumable)
     assert error.message == "run 3f9a1c2b0d11 is completed (completed by slack:U123) and cannot be resumed"
-    assert error.hint == "Start a new run from it: `/workflow run release-notes --resume-from 3f9a1c2b0d11`."
+    assert (error.workflow, error.next_step) == ("release-notes", Next.NEW_FROM)
+    assert hint(error) == "Start a new run from it: `/workflow run release-notes --resume-from 3f9a1c2b0d11`."
 
 
 def test_a_version_mismatch_says_the_run_changed() -> None:

@@ -127,7 +127,7 @@ async def test_non_zero_exit_names_code_and_stderr_tail_with_secrets_hidden(
         error.message
         == "step `deploy` exited with code 7; stderr ends with:\nwarning: x\nauth failed for •••"
     )
-    assert error.hint == "Fix the step, then `/workflow resume run-1`."
+    assert error.hint == "Fix the step, then resume the run."
 
 
 async def test_stderr_tail_is_the_last_2kb(make_ctx: MakeContext, fake_providers: ProviderRegistry) -> None:

@@ -1,0 +1,64 @@
+"""The next step under an error, as a person reads it in chat: error data -> wording.
+
+The engine and the store raise errors that carry data (the run, its status, who changed it,
+its workflow, and `next_step`: what is allowed next, a `core.errors.Next`); they never write
+a chat command. This module is where that data becomes a `/workflow …` line, so every
+surface (chat replies, the console, the CLI) words the same situation the same way:
+
+    RunNotResumable(run_id="3f9a…", next_step=Next.WATCH)
+      -> "Watch it with `/workflow status 3f9a…` or stop it: `/workflow cancel 3f9a…`."
+
+An error that names no next step keeps the hint it was raised with (`BatonError.hint`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from core.commands.model import SPECS
+from core.errors import BatonError, Next, RunStateError, UsageError
+
+_Words = Callable[[str, str, str], str]  # (run id, workflow, node) -> the hint
+
+#: One wording per next step; "<run>" stands in when the error names no run.
+_WORDING: dict[Next, _Words] = {
+    Next.WATCH: lambda r, w, n: f"Watch it with `/workflow status {r}` or stop it: `/workflow cancel {r}`.",
+    Next.DECIDE: lambda r, w, n: f"Decide it with `/workflow approve {r}` or `/workflow reject {r}`.",
+    Next.RESUME: lambda r, w, n: f"Use `/workflow resume {r}`.",
+    Next.SEE: lambda r, w, n: f"See `/workflow status {r}`.",
+    Next.CHECK: lambda r, w, n: (
+        f"Check `/workflow status {r}`."
+        if r != "<run>"
+        else "Check the run's status with `/workflow status <run>`."
+    ),
+    Next.RECHECK: lambda r, w, n: f"Check `/workflow status {r}` and try again if it still applies.",
+    Next.FOLLOW: lambda r, w, n: f"Follow it with `/workflow status {r}`.",
+    Next.ABANDON: lambda r, w, n: f"To drop it, use `/workflow abandon {r}`.",
+    Next.RUN_AGAIN: lambda r, w, n: f"Start a new one with `/workflow run {w}`.",
+    Next.REUSE: lambda r, w, n: f"Re-use its results in a new run: `/workflow run {w} --resume-from {r}`.",
+    Next.NEW_FROM: lambda r, w, n: f"Start a new run from it: `/workflow run {w} --resume-from {r}`.",
+    Next.ATTENTION: lambda r, w, n: f"See which step needs attention with `/workflow status {r}`.",
+    Next.RESOLVE: lambda r, w, n: f"Check what happened, then `/workflow resolve {r} {n} done|retry|fail`.",
+    Next.DECIDED: lambda r, w, n: f"Nothing more to decide; follow it with `/workflow status {r}`.",
+}
+
+
+def hint(exc: BatonError) -> str:
+    """The line shown under `exc`'s message: its next step worded, else the hint it carries."""
+    if isinstance(exc, RunStateError) and exc.next_step is not None:
+        node = str(getattr(exc, "node_id", None) or "<step>")
+        return _WORDING[exc.next_step](exc.run_id or "<run>", exc.workflow or "<workflow>", node)
+    if isinstance(exc, UsageError) and exc.command in SPECS and not exc.hint:
+        return f"Usage: {usage(exc.command)}"
+    return exc.hint
+
+
+def usage(command: str) -> str:
+    """The usage line of a subcommand, as the parser answers with it."""
+    return f"/workflow {SPECS[command].usage}"
+
+
+def worded(exc: BatonError) -> BatonError:
+    """`exc` with its next step written into `hint` (for code that shows `exc.hint`)."""
+    exc.hint = hint(exc)
+    return exc

@@ -1,0 +1,145 @@
+"""Approval gates, in one place: which gate a run means, asking one, deciding one.
+
+    gates = GateKeeper(store)
+    gates.waiting(run)              the gate a plain approve or reject answers (or None)
+    gates.decided(run)              the gate decided last: who won a race (or None)
+    gates.to_decide(run, gate)      the gate a decision answers, or the refusal saying why not
+    gates.approve(run, gate, ...)   one unit of work: gate CAS, run CAS paused -> running, audit row
+    gates.reject(run, gate, ...)    one unit of work: gate CAS, run CAS paused -> cancelled,
+                                    rejection marker in the journal, audit row
+    gates.ask(run_id, node, ...)    the executor's side: the gate for a step's question (kept,
+                                    opened, or re-opened when the question changed)
+
+The rules: of several gates waiting in a run, the one that has waited longest is meant
+(`Gates.waiting_gate` in the store, the same query everywhere); a gate counts as waiting only
+while its run is paused (a run that runs, failed or ended asks nothing). Deciding a gate
+decided before raises the one `GateAlreadyDecided` (`core.store.cas.already_decided`), naming
+the decision, who made it and the run's status; the commands layer words what to do next.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from core.engine.events import ENGINE_ACTOR
+from core.engine.journal_index import MARKER_KEY, REJECTED_MARKER
+from core.errors import GateAlreadyDecided, Next, RunNotFound, RunNotResumable
+from core.store.cas import already_decided
+from core.store.port import Store
+from core.store.records import Gate, GateStatus, Run, RunStatus
+
+
+class GateKeeper:
+    def __init__(self, store: Store) -> None:
+        self.store = store
+
+    # -- which gate ---------------------------------------------------------------------------
+    def waiting(self, run: Run) -> Gate | None:
+        """The gate a plain approve or reject of `run` answers: the one that has waited
+        longest, while the run is paused; None otherwise."""
+        return self.store.waiting_gate(run.id) if run.status is RunStatus.PAUSED else None
+
+    def decided(self, run: Run) -> Gate | None:
+        """The gate of `run` decided last (who won a race), or None."""
+        return self.store.decided_gate(run.id)
+
+    def refusal(self, run: Run, gate: Gate) -> GateAlreadyDecided:
+        """The error for deciding `gate` of `run` again: which decision, by whom."""
+        return already_decided(gate, run.status)
+
+    def to_decide(self, run: Run, gate: Gate | None = None) -> Gate:
+        """The gate a decision about `run` answers: `gate` (read by the caller) while it still
+        waits in the paused run, else the waiting one. `GateAlreadyDecided` when none waits
+        and one was decided; `RunNotResumable` when the run asks nothing."""
+        usable = gate is not None and gate.run_id == run.id and gate.status is GateStatus.WAITING
+        if gate is not None and usable and run.status is RunStatus.PAUSED:
+            return gate
+        waiting = self.waiting(run)
+        if waiting is not None:
+            return waiting
+        decided = self.decided(run)
+        if decided is not None:  # another approver won: say who
+            raise self.refusal(run, decided)
+        raise RunNotResumable(
+            f"run {run.id} is {run.status.value} and no approval waits in it",
+            run_id=run.id,
+            status=run.status.value,
+            by=run.status_by,
+            next_step=Next.RESUME if run.status.unfinished else Next.SEE,
+        )
+
+    # -- deciding -------------------------------------------------------------------------------
+    def approve(
+        self, run: Run, gate: Gate, *, actor: str, comment: str | None, owner: str, lease_seconds: float
+    ) -> Run:
+        """`gate` approved and the run `running` again under `owner`'s lease, audited: one
+        unit of work. The run's CAS is on the version read (`run.version`)."""
+        try:
+            with self.store.transaction() as tx:
+                tx.decide_gate(run.id, gate.node_id, approved=True, by=actor, comment=comment)
+                resumed = tx.transition(
+                    run.id, RunStatus.RUNNING, actor=actor, expected_version=run.version,
+                    allowed_from=(RunStatus.PAUSED,), lease_owner=owner, lease_seconds=lease_seconds,
+                )  # fmt: skip
+                tx.audit(actor=actor, action="approve", run_id=run.id,
+                         details={"node": gate.node_id, "comment": comment})  # fmt: skip
+        except GateAlreadyDecided as exc:
+            raise self._lost(run, exc) from exc
+        return resumed.value
+
+    def reject(self, run: Run, gate: Gate, *, actor: str, reason: str | None) -> tuple[Run, str]:
+        """`gate` rejected and the run cancelled, with the rejection's marker in the journal
+        and the audit row: one unit of work. The run as cancelled, and why (its reason)."""
+        why = f"rejected at `{gate.node_id}` by {actor}" + (f": {reason}" if reason else "")
+        try:
+            with self.store.transaction() as tx:
+                tx.decide_gate(run.id, gate.node_id, approved=False, by=actor, comment=reason)
+                ended = tx.transition(
+                    run.id, RunStatus.CANCELLED, actor=actor, reason=why, allowed_from=(RunStatus.PAUSED,)
+                )
+                marker = rejection_marker(gate.node_id, actor, reason)
+                tx.journal_note(
+                    run_id=run.id, node_id=gate.node_id, cache_key=MARKER_KEY, components=marker, error=why
+                )
+                tx.audit(actor=actor, action="reject", run_id=run.id,
+                         details={"node": gate.node_id, "reason": reason})  # fmt: skip
+        except GateAlreadyDecided as exc:
+            raise self._lost(run, exc) from exc
+        return ended.value, why
+
+    def _lost(self, run: Run, exc: GateAlreadyDecided) -> GateAlreadyDecided:
+        """A decision that lost its race: who won, as the store has it now."""
+        won = self.decided(run)
+        return self.refusal(run, won) if won is not None else exc
+
+    # -- asking ---------------------------------------------------------------------------------
+    def ask(self, run_id: str, node_id: str, prompt: str, key: str, *, why: str) -> Gate:
+        """The gate of `node_id` for the question `prompt` (its cache key `key`): the gate as
+        it is when it answers this question (waiting or decided), a new waiting one when there
+        was none, or the old one re-opened without its decision (audited with `why`) when it
+        answered another question."""
+        try:
+            gate: Gate | None = self.store.get_gate(run_id, node_id)
+        except RunNotFound:
+            gate = None
+        if gate is not None and answers(gate, key, prompt):
+            return gate
+        if gate is not None:
+            self.store.audit(
+                actor=ENGINE_ACTOR,
+                action="reopen_gate",
+                run_id=run_id,
+                details={"node": node_id, "was": gate.status.value, "by": gate.decided_by, "why": why},
+            )
+        return self.store.open_gate(run_id, node_id, prompt, key)
+
+
+def answers(gate: Gate, key: str, prompt: str) -> bool:
+    """True when `gate` was opened for this question: the same key (or, for a gate from
+    before keys were recorded, the same prompt)."""
+    return gate.cache_key == key if gate.cache_key else gate.prompt == prompt
+
+
+def rejection_marker(node_id: str, actor: str, reason: str | None) -> dict[str, Any]:
+    """Components of the entry a rejected approval leaves in the journal."""
+    return {"marker": REJECTED_MARKER, "by": actor, "node": node_id, "reason": reason or ""}
