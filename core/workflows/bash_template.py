@@ -73,6 +73,9 @@ class BashPlan:
     refused: tuple[Refused, ...]
 
 
+_NOTHING = BashPlan((), ())
+
+
 @dataclass(frozen=True)
 class BashCommand:
     """A rendered `bash:` command and the values its references point at."""
@@ -88,6 +91,10 @@ def reference(index: int, form: Form) -> str:
 
 def bash_plan(source: str) -> BashPlan:
     """Forms and refusals of `source` (raises `TemplateSyntaxError` if it does not parse)."""
+    from core.workflows.templating import is_plain
+
+    if is_plain(source):
+        return _NOTHING  # literal text: no placeholder, no block, nothing to decide
     return _analysed(source)[0]
 
 
