@@ -33,12 +33,13 @@ class Plan:
     memory_runs: int = 1000
     definition_sizes: tuple[int, ...] = (1000, 5000)
     definition_samples: int = 7
+    real_steps: int = 200
 
     @classmethod
     def quick(cls) -> Plan:
         return cls(steps=200, rounds=1, prefect_rounds=1, recovery_rounds=1, kill_at=100,
                    resume_sizes=(100, 1000), history=10_000, latency_samples=30, memory_runs=200,
-                   definition_sizes=(1000,), definition_samples=3)  # fmt: skip
+                   definition_sizes=(1000,), definition_samples=3, real_steps=50)  # fmt: skip
 
 
 Log = Callable[[str], None]
@@ -197,6 +198,16 @@ def definitions(plan: Plan, log: Log) -> dict[str, Any]:
     return {"sizes": sizes}
 
 
+def real_steps(plan: Plan, log: Log) -> dict[str, Any]:
+    log(f"real steps: {plan.real_steps} bash and script steps vs bare process starts")
+    with _tmp("real") as tmp:
+        args = ["--n", str(plan.real_steps), "--rounds", str(plan.rounds), "--dir", tmp]
+        try:
+            return run_child("bench.baton_real_steps", args, what="real steps", timeout=900)
+        except ChildFailed as exc:
+            return {"error": exc.detail}
+
+
 SECTIONS: dict[str, Callable[[Plan, Log], dict[str, Any]]] = {
     "steps": steps,
     "recovery": recover,
@@ -205,4 +216,5 @@ SECTIONS: dict[str, Callable[[Plan, Log], dict[str, Any]]] = {
     "scorecard": scorecard,
     "memory": memory,
     "definitions": definitions,
+    "real_steps": real_steps,
 }

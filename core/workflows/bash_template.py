@@ -102,7 +102,10 @@ def render_bash(
     source: str, context: Mapping[str, Any], *, limits: RenderLimits | None = None
 ) -> BashCommand:
     """Render a `bash:` command; `TemplateRenderError` when a placeholder is refused."""
-    from core.workflows.templating import run_template
+    from core.workflows.templating import literal, run_template
+
+    if literal(source, limits):
+        return BashCommand(source, {})  # no placeholder: the command is its own text
 
     plan, template = _analysed(source)
     if plan.refused:

@@ -111,8 +111,20 @@ def parse_template(source: str) -> nodes.Template:
     return environment().parse(source)
 
 
+def literal(source: str, limits: RenderLimits | None = None) -> bool:
+    """True when rendering `source` gives `source` itself: literal text (`is_plain`), no `\r`
+    (jinja2 would rewrite line ends), within the budget's size. Such a template is not
+    compiled nor rendered."""
+    return is_plain(source) and "\r" not in source and len(source) <= (limits or _DEFAULT_LIMITS).max_chars
+
+
+_DEFAULT_LIMITS = RenderLimits()
+
+
 def render_template(source: str, context: Mapping[str, Any], *, limits: RenderLimits | None = None) -> str:
     """Render `source` within `limits` (the defaults when None)."""
+    if literal(source, limits):
+        return source
     return run_template(compile_template(source), source, context, limits=limits)
 
 

@@ -263,3 +263,12 @@ def test_simple_references_agree_with_the_template_ast(source: str) -> None:
 @pytest.mark.parametrize("source", ["true", "echo hello world", "echo 'a' \"b\" ${HOME} $(date) }} {x}"])
 def test_a_literal_bash_command_has_the_plan_the_analysis_gives(source: str) -> None:
     assert bash_plan(source) == _analysed(source)[0]
+
+
+@pytest.mark.parametrize("source", ["true", "echo a\n", "x\n\n", "ünï $HOME ${A} }} {x}", "a\tb", "a\r\nb"])
+def test_a_literal_renders_to_what_jinja2_would_render(source: str) -> None:
+    from core.workflows.bash_template import render_bash
+
+    by_jinja = templating.run_template(templating.compile_template(source), source, {})
+    assert templating.render_template(source, {}) == by_jinja
+    assert render_bash(source, {}).text == by_jinja and render_bash(source, {}).variables == {}
