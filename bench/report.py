@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from bench import report_user
 from bench.scorecard.score import Tally, total
 
 TARGETS = {"normal": 0.25, "full": 0.6, "recovery": 0.5, "resume": 50.0, "latency_p99": 20.0, "rss": 200.0}
@@ -293,6 +294,8 @@ def summary_section(results: Mapping[str, Any]) -> list[str]:
             row(f"`{cmd}` p99, {db}", value, "ms", TARGETS["latency_p99"])
     mem = results.get("memory") or {}
     row("peak RSS, 1,000 paused runs", mem.get("peak_rss_mb"), "MB", TARGETS["rss"])
+    for what, value, unit, target, note in report_user.summary_rows(results):
+        row(what, value, unit, target, note)
     out = [
         "## Summary",
         "",
@@ -334,6 +337,7 @@ def document(results: Mapping[str, Any], machine: Mapping[str, str], command: st
         "latency": latency_section,
         "scorecard": scorecard_section,
         "memory": memory_section,
+        **report_user.BUILDERS,
     }
     for name, build in builders.items():
         if name in results:

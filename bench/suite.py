@@ -31,11 +31,15 @@ class Plan:
     history: int = 100_000
     latency_samples: int = 200
     memory_runs: int = 1000
+    definition_sizes: tuple[int, ...] = (1000, 5000)
+    definition_samples: int = 7
+    real_steps: int = 200
 
     @classmethod
     def quick(cls) -> Plan:
         return cls(steps=200, rounds=1, prefect_rounds=1, recovery_rounds=1, kill_at=100,
-                   resume_sizes=(100, 1000), history=10_000, latency_samples=30, memory_runs=200)  # fmt: skip
+                   resume_sizes=(100, 1000), history=10_000, latency_samples=30, memory_runs=200,
+                   definition_sizes=(1000,), definition_samples=3, real_steps=50)  # fmt: skip
 
 
 Log = Callable[[str], None]
@@ -181,6 +185,29 @@ def memory(plan: Plan, log: Log) -> dict[str, Any]:
             return {"error": exc.detail}
 
 
+def definitions(plan: Plan, log: Log) -> dict[str, Any]:
+    sizes: dict[str, Any] = {}
+    for n in plan.definition_sizes:
+        log(f"definitions: {n} nodes")
+        with _tmp("definitions") as tmp:
+            args = ["--n", str(n), "--samples", str(plan.definition_samples), "--dir", tmp]
+            try:
+                sizes[str(n)] = run_child("bench.baton_definitions", args, what=f"defs {n}", timeout=600)
+            except ChildFailed as exc:
+                sizes[str(n)] = {"error": exc.detail}
+    return {"sizes": sizes}
+
+
+def real_steps(plan: Plan, log: Log) -> dict[str, Any]:
+    log(f"real steps: {plan.real_steps} bash and script steps vs bare process starts")
+    with _tmp("real") as tmp:
+        args = ["--n", str(plan.real_steps), "--rounds", str(plan.rounds), "--dir", tmp]
+        try:
+            return run_child("bench.baton_real_steps", args, what="real steps", timeout=900)
+        except ChildFailed as exc:
+            return {"error": exc.detail}
+
+
 SECTIONS: dict[str, Callable[[Plan, Log], dict[str, Any]]] = {
     "steps": steps,
     "recovery": recover,
@@ -188,4 +215,6 @@ SECTIONS: dict[str, Callable[[Plan, Log], dict[str, Any]]] = {
     "latency": latency,
     "scorecard": scorecard,
     "memory": memory,
+    "definitions": definitions,
+    "real_steps": real_steps,
 }

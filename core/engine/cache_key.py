@@ -76,11 +76,12 @@ def definition_of(node: Node, *, script_source: str | None, files: Mapping[str, 
     `provider:` (what answers enters as the `provider` component, whoever names it).
     `files` maps each declared `files:` path to the sha256 of its content.
     """
-    definition: dict[str, Any] = {"kind": node.kind}
-    if node.kind == "script":
+    kind = node.kind
+    definition: dict[str, Any] = {"kind": kind}
+    if kind == "script":
         definition["script"] = digest_bytes((script_source or "").encode())
     else:
-        definition["body"] = node.body
+        definition["body"] = str(getattr(node, kind))
     if node.with_:
         definition["with"] = node.with_
     if node.output.format != "text" or node.output.schema_ is not None:

@@ -22,6 +22,7 @@ from core.engine.replay import attempts_allowed, replay_class
 from core.engine.step_identity import environment_components, identity_components
 from core.errors import BatonError
 from core.store.records import ReplayClass
+from core.workflows.limits import gc_paused
 from core.workflows.loader import files_content, script_source
 from core.workflows.model import Node, Workflow
 from core.workflows.templating import references
@@ -87,9 +88,10 @@ def _tool_class(node: Node, tools: ToolRegistry) -> ReplayClass | None:
 
 def _prepare_node(workflow: Workflow, node: Node, dependents: list[str], tools: ToolRegistry) -> PreparedNode:
     refs = references(node)
-    whole = refs.whole_inputs or node.kind == "script"
+    kind = node.kind
+    whole = refs.whole_inputs or kind == "script"
     cls = replay_class(workflow, node, _tool_class(node, tools))
-    external = node.kind == "script" or bool(node.files)
+    external = kind == "script" or bool(node.files)
     return PreparedNode(
         node=node,
         deps=tuple(dict.fromkeys(node.depends_on)),
@@ -102,7 +104,7 @@ def _prepare_node(workflow: Workflow, node: Node, dependents: list[str], tools: 
         external=external,
         static_definition=None if external else definition_digest(node, script_source=None, files={}),
         id=node.id,
-        kind=node.kind,
+        kind=kind,
         reads_run="run" in refs.names,
         env=workflow.step_env(node),
         secrets=workflow.step_secrets(node),
@@ -110,23 +112,53 @@ def _prepare_node(workflow: Workflow, node: Node, dependents: list[str], tools: 
 
 
 def prepare(workflow: Workflow, tools: ToolRegistry) -> PreparedWorkflow:
-    """The per-definition precomputation, cached by workflow object and tool registry (LRU)."""
+    """The per-definition precomputation, cached by workflow object and tool registry (LRU).
+    A new version of a file already prepared re-uses the prepared nodes it shares with the
+    last one (the loader hands out the same `Node` object for an unchanged item)."""
     key = id(workflow)
     cached = _cache.get(key)
     if cached is not None and cached.workflow is workflow and cached.tools is tools:
         _cache.move_to_end(key)
         return cached
+    previous = _by_source.get(workflow.source) if workflow.source else None
+    with gc_paused():
+        prepared = _prepare(workflow, tools, previous)
+    _cache[key] = prepared
+    while len(_cache) > _CACHE_SIZE:
+        _cache.popitem(last=False)
+    if workflow.source:
+        _by_source[workflow.source] = prepared
+        _by_source.move_to_end(workflow.source)
+        while len(_by_source) > _CACHE_SIZE:
+            _by_source.popitem(last=False)
+    return prepared
+
+
+_by_source: OrderedDict[str, PreparedWorkflow] = OrderedDict()  # the last one prepared per file
+
+
+def _same_context(a: Workflow, b: Workflow) -> bool:
+    """The workflow-level fields a prepared node depends on are the same."""
+    return a.defaults == b.defaults and a.env == b.env and a.secrets == b.secrets
+
+
+def _prepare(workflow: Workflow, tools: ToolRegistry, previous: PreparedWorkflow | None) -> PreparedWorkflow:
     order = topological_order(workflow)
     dependents: dict[str, list[str]] = {n.id: [] for n in workflow.nodes}
     for node in workflow.nodes:
         for dep in dict.fromkeys(node.depends_on):
             dependents[dep].append(node.id)
-    nodes = {n.id: _prepare_node(workflow, n, dependents[n.id], tools) for n in workflow.nodes}
-    prepared = PreparedWorkflow(workflow=workflow, order=tuple(order), nodes=nodes, tools=tools)
-    _cache[key] = prepared
-    while len(_cache) > _CACHE_SIZE:
-        _cache.popitem(last=False)
-    return prepared
+    old: dict[str, PreparedNode] = {}
+    if previous is not None and previous.tools is tools and _same_context(previous.workflow, workflow):
+        old = previous.nodes
+    nodes: dict[str, PreparedNode] = {}
+    for n in workflow.nodes:
+        pn = old.get(n.id)
+        if pn is not None and pn.node is n and pn.dependents == tuple(dependents[n.id]):
+            nodes[n.id] = pn
+        else:
+            nodes[n.id] = _prepare_node(workflow, n, dependents[n.id], tools)
+    return PreparedWorkflow(workflow=workflow, order=tuple(order), nodes=nodes, tools=tools)
 
 
 @dataclass(frozen=True, slots=True)

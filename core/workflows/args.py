@@ -24,12 +24,15 @@ _NUMBER = re.compile(r"^[+-]?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?$")
 _ARTICLE = {"integer": "an integer", "object": "an object", "array": "an array"}
 
 
+#: what `json.dumps(sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False)`
+#: builds on every call, built once
+_CANONICAL = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+
+
 def canonical_json(value: Any) -> bytes:
     """Sorted keys, compact separators, UTF-8; NaN and Infinity are refused."""
     try:
-        text = json.dumps(
-            value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False
-        )
+        text = _CANONICAL.encode(value)
     except ValueError as exc:  # NaN / Infinity / circular
         raise InputValidationError(
             f"arguments are not valid JSON: {exc}", hint="Use finite numbers (no NaN or Infinity)."

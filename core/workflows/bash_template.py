@@ -73,6 +73,9 @@ class BashPlan:
     refused: tuple[Refused, ...]
 
 
+_NOTHING = BashPlan((), ())
+
+
 @dataclass(frozen=True)
 class BashCommand:
     """A rendered `bash:` command and the values its references point at."""
@@ -88,6 +91,10 @@ def reference(index: int, form: Form) -> str:
 
 def bash_plan(source: str) -> BashPlan:
     """Forms and refusals of `source` (raises `TemplateSyntaxError` if it does not parse)."""
+    from core.workflows.templating import is_plain
+
+    if is_plain(source):
+        return _NOTHING  # literal text: no placeholder, no block, nothing to decide
     return _analysed(source)[0]
 
 
@@ -95,7 +102,10 @@ def render_bash(
     source: str, context: Mapping[str, Any], *, limits: RenderLimits | None = None
 ) -> BashCommand:
     """Render a `bash:` command; `TemplateRenderError` when a placeholder is refused."""
-    from core.workflows.templating import run_template
+    from core.workflows.templating import literal, run_template
+
+    if literal(source, limits):
+        return BashCommand(source, {})  # no placeholder: the command is its own text
 
     plan, template = _analysed(source)
     if plan.refused:

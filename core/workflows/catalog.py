@@ -4,7 +4,9 @@
 directory overrides an earlier one (logged once, naming both files). A broken file never hides
 the others: it is listed by `entries()` with its error, and `get()` raises that error.
 `reload()` is called before every command, so it only stats files and re-reads those whose
-mtime, size or inode changed; a broken file is parsed once per change too (one whose YAML is
+mtime, size, inode or ctime changed (a write that keeps size and mtime, even one that sets
+the mtime back with `utime`, still moves the ctime), and parses them again only when the
+content's sha256 differs; a broken file is parsed once per change too (one whose YAML is
 fine but whose `script:`/`files:` are missing only has those checked again). Files over
 `LoadLimits.max_file_bytes` are refused without being read. Like git's "racily clean" check,
 a file modified within
@@ -27,7 +29,7 @@ import yaml
 
 from core.errors import UnknownWorkflow, WorkflowDefinitionError
 from core.workflows.limits import LoadLimits
-from core.workflows.loader import FilesProblem, load_workflow_bytes, too_large
+from core.workflows.loader import FilesProblem, NodeReuse, load_workflow_bytes, too_large
 from core.workflows.model import Workflow
 from core.workflows.validation import did_you_mean
 
@@ -37,7 +39,7 @@ _SUFFIXES = (".yaml", ".yml")
 RACY_NS = 2_000_000_000
 #: libyaml when available; it stops at 1000 levels where the pure-Python loader overflows the stack
 _SafeLoader: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-Stamp = tuple[int, int, int]  # (mtime_ns, size, inode)
+Stamp = tuple[int, int, int, int]  # (mtime_ns, size, inode, ctime_ns)
 
 
 @dataclass(frozen=True)
@@ -63,6 +65,7 @@ class _Loaded:
     name: str
     workflow: Workflow | None
     error: WorkflowDefinitionError | None
+    reuse: NodeReuse = dataclasses.field(default_factory=NodeReuse, compare=False)
 
     @property
     def racy(self) -> bool:
@@ -145,7 +148,7 @@ class Catalog:
                     if item.name.endswith(_SUFFIXES) and not item.name.startswith("."):
                         info = item.stat()
                         if item.is_file():
-                            stamp = (info.st_mtime_ns, info.st_size, info.st_ino)
+                            stamp = (info.st_mtime_ns, info.st_size, info.st_ino, info.st_ctime_ns)
                             found.append((item.path, stamp))
         except FileNotFoundError:
             self._warn_once((directory,), "workflow directory %s does not exist; skipping it", str(directory))
@@ -219,20 +222,21 @@ def _load(path: Path, stamp: Stamp, cached: _Loaded | None, limits: LoadLimits) 
     if cached is not None and cached.digest == digest:
         same = dataclasses.replace(cached, stamp=stamp, read_ns=read_ns)
         return _recheck(same) if isinstance(same.error, FilesProblem) else same
+    reuse = cached.reuse if cached is not None else NodeReuse()
     try:
-        workflow = _load_bytes(data, path, limits)
+        workflow = _load_bytes(data, path, limits, reuse)
     except WorkflowDefinitionError as exc:
         if cached is None or str(cached.error) != str(exc):
             log.warning("workflow file %s is broken: %s", path, exc, extra={"action": "workflow_load_failed"})
-            return _Loaded(stamp, read_ns, digest, _guess_name(data, path), None, exc)
+            return _Loaded(stamp, read_ns, digest, _guess_name(data, path), None, exc, reuse)
         return dataclasses.replace(cached, stamp=stamp, read_ns=read_ns, digest=digest)
-    return _Loaded(stamp, read_ns, digest, workflow.name, workflow, None)
+    return _Loaded(stamp, read_ns, digest, workflow.name, workflow, None, reuse)
 
 
-def _load_bytes(data: bytes, path: Path, limits: LoadLimits) -> Workflow:
+def _load_bytes(data: bytes, path: Path, limits: LoadLimits, reuse: NodeReuse) -> Workflow:
     """`load_workflow_bytes`, with any unexpected failure turned into this file's error."""
     try:
-        return load_workflow_bytes(data, file=str(path), limits=limits)
+        return load_workflow_bytes(data, file=str(path), limits=limits, reuse=reuse)
     except WorkflowDefinitionError:
         raise
     except Exception as exc:  # one broken file must never take the bot down

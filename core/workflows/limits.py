@@ -8,6 +8,9 @@ README.md's settings table).
 
 from __future__ import annotations
 
+import gc
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 
@@ -16,3 +19,18 @@ class LoadLimits:
     max_file_bytes: int = 1_000_000
     max_alias_nodes: int = 10_000
     max_timeout: float = 86_400.0
+
+
+@contextmanager
+def gc_paused() -> Iterator[None]:
+    """Hold the cyclic garbage collector while a definition is built. Loading a 5,000-node
+    file allocates a few hundred thousand objects, none of them in a cycle; left on, the
+    collector walks the young (and every so often the whole) heap hundreds of times on
+    the way, which was half of the load's time. Reference counting still frees everything."""
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()

@@ -16,6 +16,7 @@ from __future__ import annotations
 import hashlib
 import warnings
 from collections.abc import Iterator
+from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any
 
@@ -23,7 +24,8 @@ from pydantic import ValidationError
 from pydantic_core import ErrorDetails
 
 from core.errors import WorkflowDefinitionError
-from core.workflows.limits import LoadLimits
+from core.store.records import ReplayClass
+from core.workflows.limits import LoadLimits, gc_paused
 from core.workflows.model import Node, Workflow, is_script_path
 from core.workflows.pydantic_errors import translate
 from core.workflows.validation import Problem, problems
@@ -56,7 +58,20 @@ def too_large(file: str, size: int, limits: LoadLimits) -> WorkflowDefinitionErr
     )
 
 
-def load_workflow_bytes(data: bytes, *, file: str, limits: LoadLimits | None = None) -> Workflow:
+@dataclass
+class NodeReuse:
+    """The validated nodes of a file's last good version, by the text of their item in the
+    `nodes:` list (`SourceMap.node_texts`: its column and its exact text). Loading the next
+    version re-uses the node object of every item whose text did not change, so an edit
+    re-validates and re-prepares only the nodes it touched."""
+
+    by_text: dict[tuple[int, str], Node] = field(default_factory=dict)
+    replay_default: ReplayClass | None = None  # the `defaults.replay` they were checked under
+
+
+def load_workflow_bytes(
+    data: bytes, *, file: str, limits: LoadLimits | None = None, reuse: NodeReuse | None = None
+) -> Workflow:
     """Decode UTF-8 and load; `file` names it in errors and anchors relative paths."""
     limits = limits or LoadLimits()
     if len(data) > limits.max_file_bytes:
@@ -69,12 +84,21 @@ def load_workflow_bytes(data: bytes, *, file: str, limits: LoadLimits | None = N
             file=file,
             hint="Save the workflow file as UTF-8.",
         ) from exc
-    return load_workflow_text(text, file=file, limits=limits)
+    return load_workflow_text(text, file=file, limits=limits, reuse=reuse)
 
 
-def load_workflow_text(text: str, *, file: str = "<workflow>", limits: LoadLimits | None = None) -> Workflow:
-    """Parse and check workflow YAML; `file` names it in errors and anchors relative paths."""
+def load_workflow_text(
+    text: str, *, file: str = "<workflow>", limits: LoadLimits | None = None, reuse: NodeReuse | None = None
+) -> Workflow:
+    """Parse and check workflow YAML; `file` names it in errors and anchors relative paths.
+    With `reuse` (the file's previous version), unchanged nodes are not validated again, and
+    `reuse` is updated to this version when it loads."""
     limits = limits or LoadLimits()
+    with gc_paused():
+        return _load_text(text, file, limits, reuse)
+
+
+def _load_text(text: str, file: str, limits: LoadLimits, reuse: NodeReuse | None) -> Workflow:
     data, source = parse_yaml(text, file=file, max_alias_nodes=limits.max_alias_nodes)
     if not isinstance(data, dict):
         raise WorkflowDefinitionError(
@@ -90,17 +114,36 @@ def load_workflow_text(text: str, *, file: str = "<workflow>", limits: LoadLimit
             line=source.line_of(("source",)),
             hint="Remove it; the loader records where a workflow came from.",
         )
+    raw_nodes = data.get("nodes")
+    texts = source.node_texts
+    known: set[int] = set()  # ids of re-used nodes (alive in `workflow` below)
+    if reuse is not None and reuse.by_text and isinstance(raw_nodes, list) and len(texts) == len(raw_nodes):
+        fresh = list(raw_nodes)
+        for index, key in enumerate(texts):
+            node = reuse.by_text.get(key)
+            if node is not None:
+                fresh[index] = node  # a validated model: pydantic takes it as it is
+                known.add(id(node))
+        data = {**data, "nodes": fresh}
     try:
         workflow = Workflow.model_validate(data)
     except ValidationError as exc:
+        if known:  # errors are reported against the file's own data
+            return _load_text(text, file, limits, None)
         raise _first_error(exc.errors(), data, source, file) from exc
     workflow = workflow.model_copy(update={"source": file})
-    found = problems(workflow) or list(_limit_problems(workflow, limits))
+    same_rules = reuse is not None and reuse.replay_default == workflow.defaults.replay
+    found = problems(workflow, checked=known if same_rules else set()) or list(
+        _limit_problems(workflow, limits)
+    )
     if found:
         raise _as_error(found[0], source, file)
     missing = files_error(workflow, source, file)
     if missing is not None:
         raise missing
+    if reuse is not None and len(texts) == len(workflow.nodes):
+        reuse.by_text = dict(zip(texts, workflow.nodes, strict=True))
+        reuse.replay_default = workflow.defaults.replay
     return workflow
 
 

@@ -260,8 +260,10 @@ class Node(StepEnvironmentFields):
 
     @property
     def kind(self) -> str:
-        kinds = [k for k in NODE_KINDS if getattr(self, k) is not None]
-        return kinds[0]
+        for kind in NODE_KINDS:
+            if getattr(self, kind) is not None:
+                return kind
+        raise AssertionError("a validated node has a kind")
 
     @property
     def body(self) -> str:

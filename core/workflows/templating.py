@@ -111,8 +111,20 @@ def parse_template(source: str) -> nodes.Template:
     return environment().parse(source)
 
 
+def literal(source: str, limits: RenderLimits | None = None) -> bool:
+    """True when rendering `source` gives `source` itself: literal text (`is_plain`), no `\r`
+    (jinja2 would rewrite line ends), within the budget's size. Such a template is not
+    compiled nor rendered."""
+    return is_plain(source) and "\r" not in source and len(source) <= (limits or _DEFAULT_LIMITS).max_chars
+
+
+_DEFAULT_LIMITS = RenderLimits()
+
+
 def render_template(source: str, context: Mapping[str, Any], *, limits: RenderLimits | None = None) -> str:
     """Render `source` within `limits` (the defaults when None)."""
+    if literal(source, limits):
+        return source
     return run_template(compile_template(source), source, context, limits=limits)
 
 
@@ -202,6 +214,8 @@ class References:
 
 def templated_fields(node: Node) -> Iterator[tuple[tuple[str | int, ...], str]]:
     """(path inside the node, template source) of every templated string of a node."""
+    if node.tool is not None and not node.with_:
+        return  # a tool without arguments: nothing templated
     for key in ("bash", "prompt", "approval"):
         text = getattr(node, key)
         if text is not None:
@@ -220,17 +234,70 @@ def _strings(value: Any, path: tuple[str | int, ...]) -> Iterator[tuple[tuple[st
             yield from _strings(v, (*path, i))
 
 
+_NO_REFERENCES = References()
+#: `{{ inputs.x }}`, `{{ nodes.a.output }}`, `{{ run.id }}`: a context name and literal attributes
+_PLACEHOLDER = re.compile(
+    r"\{\{\s*(inputs|nodes|run)((?:\.[A-Za-z_][A-Za-z0-9_]*)*)\s*\}\}"
+)
+_NAME_OF = re.compile(r"\.([A-Za-z_][A-Za-z0-9_]*)")
+
+
+def is_plain(source: str) -> bool:
+    """True when jinja2 would read `source` as literal text only (no `{{`, `{%` or `{#`)."""
+    return "{" not in source or ("{{" not in source and "{%" not in source and "{#" not in source)
+
+
+def simple_references(source: str) -> References | None:
+    """The references of a template whose only jinja2 syntax is `{{ name.attr… }}` placeholders
+    rooted at a context name, read without building its AST; None for any other template (the
+    AST decides). Literal text (`is_plain`) has none."""
+    if is_plain(source):
+        return _NO_REFERENCES
+    found: dict[str, set[str]] = {"inputs": set(), "nodes": set()}
+    names: set[str] = set()
+    whole = {"inputs": False, "nodes": False}
+    pieces: list[str] = []
+    end = 0
+    for match in _PLACEHOLDER.finditer(source):
+        if match.start() > 0 and source[match.start() - 1] == "{":
+            return None  # `{{{ … }}`: jinja2's placeholder starts a brace earlier
+        pieces.append(source[end : match.start()])
+        end = match.end()
+        name, attrs = match.group(1), match.group(2)
+        names.add(name)
+        if name in found:
+            first = _NAME_OF.match(attrs)
+            if first is None:
+                whole[name] = True
+            else:
+                found[name].add(first.group(1))
+    pieces.append(source[end:])
+    if not is_plain("\0".join(pieces)):
+        return None  # other jinja2 syntax: filters, blocks, comments, other names
+    return References(
+        frozenset(found["inputs"]),
+        frozenset(found["nodes"]),
+        whole["inputs"],
+        whole["nodes"],
+        frozenset(names),
+    )
+
+
 def references(node: Node) -> References:
     """Union of `template_references` over the node's templated fields."""
-    result = References()
+    result = _NO_REFERENCES
     for _, source in templated_fields(node):
-        result = result | template_references(source)
+        if not is_plain(source):
+            result = result | template_references(source)
     return result
 
 
 @lru_cache(maxsize=1024)
 def template_references(source: str) -> References:
     """References of one template source (raises `TemplateSyntaxError` if it does not parse)."""
+    simple = simple_references(source)
+    if simple is not None:
+        return simple
     found_inputs: set[str] = set()
     found_nodes: set[str] = set()
     flags = {"inputs": False, "nodes": False}
@@ -255,6 +322,8 @@ def template_references(source: str) -> References:
 
 def unknown_filters(source: str) -> list[str]:
     """Filter and test names used in `source` that the environment does not have."""
+    if simple_references(source) is not None:
+        return []  # literal text and `{{ name.attr }}` placeholders use no filter
     from jinja2 import nodes
 
     tree = parse_template(source)

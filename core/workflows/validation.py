@@ -10,7 +10,7 @@ from __future__ import annotations
 import difflib
 import heapq
 import re
-from collections.abc import Iterable, Iterator
+from collections.abc import Collection, Iterable, Iterator
 from dataclasses import dataclass
 
 from core.errors import WorkflowDefinitionError
@@ -47,8 +47,10 @@ def did_you_mean(word: str, choices: Iterable[str]) -> str | None:
     return close[0] if close else None
 
 
-def problems(workflow: Workflow) -> list[Problem]:
-    """Every problem, in a stable order: inputs, ids, deps, cycles, then node by node."""
+def problems(workflow: Workflow, *, checked: Collection[int] = ()) -> list[Problem]:
+    """Every problem, in a stable order: inputs, ids, deps, cycles, then node by node.
+    `checked`: ids of node objects already found sound under the same `defaults.replay`
+    (the loader's re-used nodes); their own checks are skipped, the DAG's are not."""
     found = list(_input_problems(workflow))
     found += _id_and_dep_problems(workflow)
     if not found:
@@ -64,7 +66,8 @@ def problems(workflow: Workflow) -> list[Problem]:
                 )
             )
     for index, node in enumerate(workflow.nodes):
-        found += _node_problems(workflow, index, node)
+        if id(node) not in checked:
+            found += _node_problems(workflow, index, node)
     return found
 
 

@@ -1,0 +1,97 @@
+"""Real steps against the bare cost of starting the same process.
+
+    python -m bench.baton_real_steps --n 200 --rounds 3 --dir D
+
+bash   a chain of N `bash: "true"` steps (default replay class: unsafe, so each step's
+       `started` entry is durable before it runs) vs N sequential bare
+       `asyncio.create_subprocess_exec("bash", "-c", "true")` with both pipes read and the
+       exit awaited: the floor any runner of that command pays.
+script a chain of N `script:` steps (`pass`, inputs as JSON on stdin) vs N bare
+       `python -c pass` starts of the same interpreter, stdin fed the same way.
+Rounds are interleaved (bare, Baton, bare, Baton, …) in one process; medians are reported.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import statistics
+import sys
+import time
+from pathlib import Path
+
+from bench.protocol import emit
+from bench.rig import rig
+
+SCRIPT = "pass"
+
+
+def chain_yaml(name: str, n: int, body: str) -> str:
+    lines = [f"name: {name}", "nodes:"]
+    for i in range(n):
+        lines.append(f"  - id: s{i:04d}")
+        if i:
+            lines.append(f"    depends_on: [s{i - 1:04d}]")
+        lines.append(f"    {body}")
+    return "\n".join(lines) + "\n"
+
+
+async def bare(argv: list[str], n: int, stdin: bytes | None) -> float:
+    pipe = asyncio.subprocess.PIPE
+    started = time.perf_counter()
+    for _ in range(n):
+        proc = await asyncio.create_subprocess_exec(
+            *argv, stdin=pipe if stdin is not None else asyncio.subprocess.DEVNULL, stdout=pipe, stderr=pipe
+        )
+        await proc.communicate(stdin)
+        if proc.returncode != 0:
+            raise SystemExit(f"{argv} exited {proc.returncode}")
+    return (time.perf_counter() - started) * 1000 / n
+
+
+async def measure(root: Path, n: int, rounds: int) -> dict[str, object]:
+    kinds = {
+        "bash": (["bash", "-c", "true"], None, 'bash: "true"'),
+        "script": ([sys.executable, "-c", SCRIPT], b"{}", f"script: {SCRIPT}"),
+    }
+    samples: dict[str, dict[str, list[float]]] = {k: {"bare": [], "baton": []} for k in kinds}
+    async with rig(root) as r:
+        for kind, (_, _, body) in kinds.items():
+            r.add_workflow(f"real_{kind}", chain_yaml(f"real_{kind}", n, body))
+        for kind, (argv, stdin, _) in kinds.items():  # warm-up: imports, first spawn, catalog
+            await bare(argv, 3, stdin)
+            await r.run(f"real_{kind}")
+        for _ in range(rounds):
+            for kind, (argv, stdin, _) in kinds.items():
+                samples[kind]["bare"].append(await bare(argv, n, stdin))
+                started = time.perf_counter()
+                run_id = await r.run(f"real_{kind}")
+                per_step = (time.perf_counter() - started) * 1000 / n
+                status = r.store.get_run(run_id).status.value
+                if status != "completed":
+                    raise SystemExit(f"the {kind} chain ended {status}")
+                samples[kind]["baton"].append(per_step)
+    out: dict[str, object] = {"n": n, "rounds": rounds}
+    for kind, sides in samples.items():
+        bare_ms, baton_ms = statistics.median(sides["bare"]), statistics.median(sides["baton"])
+        ratios = [b / a for a, b in zip(sides["bare"], sides["baton"], strict=True)]
+        out[kind] = {
+            "bare_ms": bare_ms,
+            "baton_ms": baton_ms,
+            "ratio": statistics.median(ratios),
+            "ratios": ratios,
+        }
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--n", type=int, default=200)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--dir", required=True)
+    opts = parser.parse_args()
+    emit(asyncio.run(measure(Path(opts.dir), opts.n, opts.rounds)))
+
+
+if __name__ == "__main__":
+    main()

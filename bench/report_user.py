@@ -1,0 +1,150 @@
+"""Rendering the sections about what a user waits on: definitions, real steps, cold start,
+distributed throughput and scale (issue 18). Pure: data in, Markdown out; `report.py` puts
+their summary rows into the one Summary table and their sections after the others."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+#: (what, value, unit, target, peer or floor note); value None = not measured
+SummaryRow = tuple[str, float | None, str, float, str]
+
+TARGETS = {
+    "definitions_1000": 20.0,
+    "definitions_5000": 100.0,
+    "step_ratio": 1.3,
+    "cold_say": 0.5,
+    "cold_relaunch": 0.5,
+    "distributed_share": 50.0,
+    "paused_rss": 300.0,
+    "history_p99": 20.0,
+}
+
+
+def _ms(value: float | None, digits: int = 2) -> str:
+    return "–" if value is None else f"{value:.{digits}f}"
+
+
+def _get(data: Any, *path: str) -> Any:
+    for key in path:
+        if not isinstance(data, Mapping) or key not in data:
+            return None
+        data = data[key]
+    return data
+
+
+def _err(value: Mapping[str, Any]) -> str:
+    return f"not measured: `{value['error']}`"
+
+
+# -- definitions ----------------------------------------------------------------------------
+
+
+def definitions_rows(data: Mapping[str, Any]) -> list[SummaryRow]:
+    rows: list[SummaryRow] = []
+    for n, target in (("1000", "definitions_1000"), ("5000", "definitions_5000")):
+        size = _get(data, "sizes", n) or {}
+        label = f"{int(n):,}"
+        parses = size.get("unchanged_parses")
+        note = f"unchanged reload {_ms(size.get('unchanged_ms'), 3)} ms, {parses} parses" if size else ""
+        rows.append((f"load + validate + prepare, {label} nodes, new file", size.get("cold_ms"), "ms",
+                     TARGETS[target], note))  # fmt: skip
+        rows.append((f"load + validate + prepare, {label} nodes, after an edit", size.get("edited_ms"), "ms",
+                     TARGETS[target], "one node changed: the others are re-used"))  # fmt: skip
+    return rows
+
+
+def definitions_section(data: Mapping[str, Any]) -> list[str]:
+    out = [
+        "## Loading definitions (chain of N tool steps, through `Catalog` and `prepare`)",
+        "",
+        "| nodes | file (KB) | new file (ms) | min | after an edit (ms) | min | parses per edit "
+        "| unchanged reload (ms) | parses when unchanged |",
+        "|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for n, row in (data.get("sizes") or {}).items():
+        if "error" in row:
+            out.append(f"| {n} | {_err(row)} | | | | | | | |")
+            continue
+        per_edit = row["edited_parses"] / row["samples"]
+        out.append(
+            f"| {int(n):,} | {row['bytes'] / 1024:.0f} | {_ms(row['cold_ms'], 1)} "
+            f"| {_ms(row['cold_min_ms'], 1)} "
+            f"| {_ms(row['edited_ms'], 1)} | {_ms(row['edited_min_ms'], 1)} | {per_edit:g} "
+            f"| {_ms(row['unchanged_ms'], 3)} | {row['unchanged_parses']} |"
+        )
+    samples = next(iter((data.get("sizes") or {}).values()), {}).get("samples", "?")
+    out += [
+        "",
+        f"Medians of {samples} samples. *New file*: a file the process has never seen, in a new",
+        "catalog (each sample another file's content, so no cache helps). *After an edit*: the last",
+        "step's `with:` changed; the file is read, parsed and checked again, the untouched nodes'",
+        "models and prepared forms are re-used. *Unchanged*: `reload()` as every command calls it",
+        "(a `stat` per file; `Catalog.parses` does not move).",
+        "",
+    ]
+    return out
+
+
+# -- real steps ------------------------------------------------------------------------------
+
+_KINDS = {
+    "bash": ('`bash: "true"` step', 'bare `create_subprocess_exec("bash", "-c", "true")`'),
+    "script": ("`script:` step (`pass`)", "bare `python -c pass`"),
+}
+
+
+def real_steps_rows(data: Mapping[str, Any]) -> list[SummaryRow]:
+    rows: list[SummaryRow] = []
+    for kind, (label, floor) in _KINDS.items():
+        row = data.get(kind) or {}
+        note = f"{floor}: {_ms(row.get('bare_ms'))} ms, Baton {_ms(row.get('baton_ms'))} ms" if row else ""
+        rows.append((f"{label} ÷ the bare process start", row.get("ratio"), "×", TARGETS["step_ratio"], note))
+    return rows
+
+
+def real_steps_section(data: Mapping[str, Any]) -> list[str]:
+    out = [
+        f"## Real steps against the bare process start (chain of {data['n']}, "
+        f"{data['rounds']} interleaved rounds)",
+        "",
+        "| step | floor | floor per process (ms) | Baton per step (ms) | Baton ÷ floor | per round |",
+        "|---|---|---:|---:|---:|---|",
+    ]
+    for kind, (label, floor) in _KINDS.items():
+        row = data.get(kind)
+        if row is None:
+            continue
+        rounds = ", ".join(f"{r:.2f}" for r in row["ratios"])
+        out.append(
+            f"| {label} | {floor} | {_ms(row['bare_ms'])} | {_ms(row['baton_ms'])} "
+            f"| {row['ratio']:.2f}× | {rounds} |"
+        )
+    out += [
+        "",
+        "Baton's time is the run's, start to rest, divided by the steps: rendering, the step's",
+        "environment, its own process group and work directory, both pipes read, the reaper's",
+        "sweep, and the journal (a bash step is `unsafe` by default, so its `started` entry is",
+        "committed before it runs). The floor starts the same program with both pipes read.",
+        "",
+    ]
+    return out
+
+
+ROWS: dict[str, Callable[[Mapping[str, Any]], list[SummaryRow]]] = {
+    "definitions": definitions_rows,
+    "real_steps": real_steps_rows,
+}
+BUILDERS: dict[str, Callable[[Mapping[str, Any]], list[str]]] = {
+    "definitions": definitions_section,
+    "real_steps": real_steps_section,
+}
+
+
+def summary_rows(results: Mapping[str, Any]) -> list[SummaryRow]:
+    rows: list[SummaryRow] = []
+    for name, build in ROWS.items():
+        if name in results and "error" not in results[name]:
+            rows += build(results[name])
+    return rows
