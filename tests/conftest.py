@@ -12,6 +12,12 @@ import uuid
 from collections.abc import Iterator
 
 import pytest
+from hypothesis import HealthCheck, settings
+
+# Property tests judge correctness, never speed: on a loaded shared machine a single example can
+# take longer than Hypothesis's default 200 ms deadline, which failed correct code at random.
+settings.register_profile("baton", deadline=None, suppress_health_check=[HealthCheck.too_slow])
+settings.load_profile("baton")
 
 POSTGRES_URL_ENV = "BATON_TEST_POSTGRES_URL"
 DEFAULT_POSTGRES_URL = "postgresql+psycopg://postgres@127.0.0.1:5432/test"
