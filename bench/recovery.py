@@ -7,6 +7,10 @@ announces itself, SIGKILL it, then spawn the relaunch and time, from that spawn,
 Also reported: the same two spans from the moment the engine starts in the new process
 (`Engine.start()` / `DBOS.launch()`), which leaves out the interpreter and imports.
 
+Outer restart (side `baton-outer`): `baton run` without `--supervise`, as systemd restarts it:
+the same kill, then this parent (playing systemd) reaps the dead process, waits systemd's
+default `RestartSec` (`OUTER_RESTART_SEC`) and spawns the relaunch; timed from the kill.
+
 Supervised restart (side `baton-supervised`): one process runs the real `bot.supervisor`,
 whose first child runs the chain; the SIGKILL goes to that child (its pid is in the
 `at_kill` line) and the spans are timed from the kill: the supervisor reaps it and forks a
@@ -31,6 +35,11 @@ from bench.protocol import ROOT, ChildFailed, child_env, error_tail, parse
 
 SIDES = {
     "baton": ("bench.baton_recovery", "--dir", "SQLite WAL, sync NORMAL; takes over a dead pid's lease"),
+    "baton-outer": (
+        "bench.baton_recovery",
+        "--dir",
+        "SQLite WAL, sync NORMAL; unsupervised, the service manager reaps and spawns a new process",
+    ),
     "baton-supervised": (
         "bench.baton_recovery",
         "--dir",
@@ -39,14 +48,16 @@ SIDES = {
     "dbos": ("bench.peers.dbos_recovery", "--db", "SQLite (DBOS default); launch() recovers pending"),
 }
 #: where the `to_*` spans start, per side
-ORIGIN = {"baton": "spawn", "baton-supervised": "kill", "dbos": "spawn"}
+ORIGIN = {"baton": "spawn", "baton-outer": "kill", "baton-supervised": "kill", "dbos": "spawn"}
+#: seconds systemd waits between a service's death and its restart by default (`RestartSec=100ms`)
+OUTER_RESTART_SEC = 0.1
 
 
 @dataclass(frozen=True)
 class RecoverySample:
     side: str
     durability: str
-    to_running_s: float  # restart (spawn, or the SIGKILL when supervised) -> interrupted step runs again
+    to_running_s: float  # restart (spawn, or the SIGKILL: `ORIGIN`) -> interrupted step runs again
     to_complete_s: float  # restart -> finished
     engine_to_running_s: float  # engine start in the new process -> step runs again
     engine_to_complete_s: float
@@ -114,8 +125,11 @@ def measure(side: str, *, n: int = 1000, kill_at: int = 500, timeout: float = 24
             first.kill()
             _, err = first.communicate()
             raise ChildFailed(f"{side} recovery (first run)", f"{exc}: {error_tail(err)}") from exc
+        killed = time.time()
         os.kill(first.pid, signal.SIGKILL)
         first.communicate()
+        if ORIGIN[side] == "kill":  # the service manager saw the exit: it restarts after RestartSec
+            time.sleep(OUTER_RESTART_SEC)
 
         spawned = time.time()
         second = _spawn(module, ["--phase", "relaunch", *common])
@@ -128,7 +142,7 @@ def measure(side: str, *, n: int = 1000, kill_at: int = 500, timeout: float = 24
             _, err = second.communicate()
             raise ChildFailed(f"{side} recovery (relaunch)", f"{exc}: {error_tail(err)}") from exc
         second.communicate(timeout=timeout)
-    return _sample(side, durability, spawned, *events)
+    return _sample(side, durability, killed if ORIGIN[side] == "kill" else spawned, *events)
 
 
 def measure_supervised(*, n: int = 1000, kill_at: int = 500, timeout: float = 240.0) -> RecoverySample:

@@ -65,7 +65,8 @@ def steps_section(data: Mapping[str, Any]) -> list[str]:
 #: recovery rows: side -> (label, what "restart" means for it)
 RECOVERY_SIDES = {
     "baton": ("baton, cold relaunch", "spawn of a new process"),
-    "baton-supervised": ("baton, supervised restart", "SIGKILL of the child"),
+    "baton-outer": ("baton, restarted by systemd (unsupervised)", "SIGKILL of the process"),
+    "baton-supervised": ("baton, supervised restart (`--supervise`)", "SIGKILL of the child"),
     "dbos": ("dbos, cold relaunch", "spawn of a new process"),
 }
 
@@ -96,11 +97,12 @@ def recovery_section(data: Mapping[str, Any]) -> list[str]:
     out += [
         "",
         'Cold relaunch: "restart" is the spawn of the new process (interpreter start and imports',
-        "included), as when a process manager restarts a plain `baton run`. Supervised restart:",
-        '"restart" is the SIGKILL of the serving child; bot/supervisor.py (the default for `baton',
-        "run` serving chat platforms and `baton worker`) reaps it and forks a new child with the",
-        'stack already imported. "Engine start" is `Engine.start()` / `DBOS.launch()` in the new',
-        f"process. Medians of {data.get('baton', {}).get('samples', '?')} kills per side.",
+        "included). Restarted by systemd: the default `baton run` (no `--supervise`) from its",
+        "SIGKILL: the service manager reaps it, waits systemd's default `RestartSec` (0.1 s) and",
+        'spawns a new process. Supervised restart: "restart" is the SIGKILL of the serving child;',
+        "bot/supervisor.py (`--supervise`) reaps it and forks a new child with the stack already",
+        'imported. "Engine start" is `Engine.start()` / `DBOS.launch()` in the new process.',
+        f"Medians of {data.get('baton', {}).get('samples', '?')} kills per side.",
         "",
     ]
     return out
@@ -276,6 +278,12 @@ def summary_section(results: Mapping[str, Any]) -> list[str]:
         "s",
         TARGETS["recovery"],
         peer,
+    )
+    row(
+        "recovery: restarted by systemd (SIGKILL of the process) → running again",
+        _get(rec, "baton-outer", "to_running_s"),
+        "s",
+        TARGETS["recovery"],
     )
     row(
         "recovery: supervised restart (SIGKILL of the child) → running again",

@@ -118,11 +118,12 @@ def steps(plan: Plan, log: Log) -> dict[str, Any]:
 
 
 def recover(plan: Plan, log: Log) -> dict[str, Any]:
-    """Cold relaunch (`baton`, `dbos`: a new process is spawned) and supervised restart
-    (`baton-supervised`: bot/supervisor.py forks a new child), each timed from its own origin
-    (`recovery.ORIGIN`: the spawn, or the SIGKILL)."""
+    """Cold relaunch (`baton`, `dbos`: a new process is spawned), outer restart (`baton-outer`:
+    killed, reaped and spawned again as systemd does) and supervised restart (`baton-supervised`:
+    bot/supervisor.py forks a new child), each timed from its own origin (`recovery.ORIGIN`:
+    the spawn, or the SIGKILL)."""
     out: dict[str, Any] = {"n": plan.steps, "kill_at": plan.kill_at}
-    for side in ("baton", "baton-supervised", "dbos"):
+    for side in ("baton", "baton-outer", "baton-supervised", "dbos"):
         runs = []
         for rnd in range(plan.recovery_rounds):
             log(f"recovery round {rnd + 1}/{plan.recovery_rounds}: {side}")

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from adapters.web import page_links
+from bot.health import Health, Probe
 from bot.housekeeping import Housekeeping
 from bot.runtime import Runtime, assemble, ensure_sqlite_dir, load_tools
 from bot.shutdown import Shutdown
@@ -51,6 +52,8 @@ class Baton:
     handler: Handler
     #: the runtime's one redactor: replies on every platform, logs, audit, steps' stderr
     redactor: Redactor
+    #: what /readyz checks (bot/health.py): started, database reachable, platforms connected
+    health: Health
     #: set when BATON_EXECUTOR=procrastinate: steps go to `baton worker` processes
     dispatcher: RemoteDispatcher | None = None
     #: prunes processed_events and platform_state; started and stopped with the engine
@@ -64,6 +67,10 @@ class Baton:
 
     def request_stop(self) -> None:
         self.shutdown.request()
+
+    def watch_platform(self, platform: str, probe: Probe) -> None:
+        """An adapter is connected; `await probe()` tells /readyz whether it still is."""
+        self.health.watch(platform, probe)
 
     @asynccontextmanager
     async def running(
@@ -81,9 +88,11 @@ class Baton:
             log.info("engine started", extra={"action": "engine_started", "owner": self.engine.owner})
             if self.housekeeping is not None:
                 await self.housekeeping.start()
+            self.health.started = True
             try:
                 yield self
             finally:
+                self.health.started = False
                 if self.housekeeping is not None:
                     await self.housekeeping.stop()
                 await self.engine.stop(grace=0.0 if self.shutdown.forced else grace)
@@ -124,6 +133,7 @@ def build_baton(
     handler = Handler(store=store, engine=engine, catalog=runtime.catalog, access=settings.access_policy,
                       redactor=runtime.redactor, event_stale_after=settings.event_stale_seconds,
                       pages=page_links(settings, store))
+    shutdown = Shutdown(grace=settings.shutdown_grace, what="input")
     return Baton(
         settings=settings,
         store=store,
@@ -133,7 +143,8 @@ def build_baton(
         redactor=runtime.redactor,
         dispatcher=dispatcher,
         housekeeping=Housekeeping.from_settings(store, settings),
-        shutdown=Shutdown(grace=settings.shutdown_grace, what="input"),
+        shutdown=shutdown,
+        health=Health(ping=store.ping, stopping=shutdown.stopping),
     )
 
 

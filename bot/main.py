@@ -1,4 +1,5 @@
-"""The `baton` command line: `run`, `console`, `say`, `list`, `migrate`, `worker`, `discord sync`.
+"""The `baton` command line: `run`, `console`, `say`, `list`, `migrate`, `worker`, `discord sync`,
+`health`.
 
 Settings are built once here (`load_settings`); `--database-url` and `--workflows DIR`
 override `BATON_DATABASE_URL` / `BATON_WORKFLOW_DIRS`. A wrong setting is one line naming
@@ -109,13 +110,19 @@ def check_arguments(**values: str | None) -> None:
         fail(exc, code=EXIT_USAGE)
 
 
-NoSupervise = Annotated[
-    bool,
+Supervise = Annotated[
+    bool | None,
     typer.Option(
-        "--no-supervise",
-        help="Serve in this process, without a supervisor that restarts it (BATON_SUPERVISE).",
+        "--supervise/--no-supervise",
+        help="Serve in a child that a supervising parent restarts when it dies (default: BATON_SUPERVISE, "
+        "off; leave it off under systemd or Kubernetes, which should see a crash).",
+        show_default=False,
     ),
 ]
+
+
+def _supervised(settings: Settings, flag: bool | None) -> bool:
+    return settings.supervise if flag is None else flag
 
 
 def _status_of(serve: Callable[[], None]) -> int:
@@ -154,12 +161,13 @@ def run(
     ] = False,
     conversation: Conversation = "console",
     user: User = None,
-    no_supervise: NoSupervise = False,
+    supervise: Supervise = None,
 ) -> None:
     """Start every configured chat adapter (Slack, Discord), or the console when none is.
 
-    Serving chat platforms only, the process is supervised: a child that dies is restarted
-    at once (docs/operations.md). The console is never supervised (it owns the terminal)."""
+    With --supervise (or BATON_SUPERVISE=true) and chat platforms to serve, a child that dies
+    is restarted at once (docs/operations.md); by default a crash ends the process, for systemd
+    or Kubernetes to restart. The console is never supervised (it owns the terminal)."""
     from bot.serve import configured_adapters, serve_all
 
     check_arguments(**{"--conversation": conversation, "--user": user})
@@ -180,7 +188,7 @@ def run(
         except BatonError as exc:
             fail(exc)
 
-    if adapters and not with_console and settings.supervise and not no_supervise:
+    if adapters and not with_console and _supervised(settings, supervise):
         _serve_supervised("baton run", serve, _preload(settings, adapters))
     serve()
 
@@ -379,11 +387,11 @@ def worker(
     name: Annotated[
         str | None, typer.Option("--name", help="Worker name in logs (default host:pid).", show_default=False)
     ] = None,
-    no_supervise: NoSupervise = False,
+    supervise: Supervise = None,
 ) -> None:
     """Execute workflow steps for `baton run` replicas (needs BATON_EXECUTOR=procrastinate and PostgreSQL).
 
-    Supervised unless --no-supervise / BATON_SUPERVISE=false: a worker that dies is restarted at once."""
+    With --supervise (or BATON_SUPERVISE=true) a worker that dies is restarted at once."""
     from bot.worker import serve_worker
 
     settings = settings_for(database_url, None)
@@ -394,9 +402,41 @@ def worker(
         except BatonError as exc:
             fail(exc)
 
-    if settings.supervise and not no_supervise:
+    if _supervised(settings, supervise):
         _serve_supervised("baton worker", serve, _preload(settings, []))
     serve()
+
+
+@app.command()
+def health(
+    live: Annotated[
+        bool, typer.Option("--live", help="Only ask whether the process answers (/healthz).")
+    ] = False,
+    timeout: Annotated[
+        float, typer.Option("--timeout", min=0.1, help="Seconds to wait for the answer.")
+    ] = 3.0,
+) -> None:
+    """Ask the `baton run` or `baton worker` on this machine whether it is ready (/readyz) or alive
+    (--live): exit 0 if so, 1 if not. For exec probes; needs BATON_HEALTH_PORT."""
+    import httpx
+
+    settings = settings_for(None, None)
+    if settings.health_port is None:
+        fail(ConfigurationError(
+            "BATON_HEALTH_PORT is not set: no process serves a health endpoint to ask",
+            hint="Set BATON_HEALTH_PORT (the same value as the process's) and start Baton again.",
+        ))
+    host = "127.0.0.1" if settings.health_host in ("0.0.0.0", "::", "") else settings.health_host
+    host = f"[{host}]" if ":" in host else host
+    url = f"http://{host}:{settings.health_port}/{'healthz' if live else 'readyz'}"
+    try:
+        answer = httpx.get(url, timeout=timeout)
+    except httpx.HTTPError as exc:
+        state = "alive" if live else "ready"
+        typer.echo(f"not {state}: {url} did not answer ({type(exc).__name__})", err=True)
+        raise typer.Exit(1) from None
+    typer.echo(answer.text)
+    raise typer.Exit(0 if answer.status_code == 200 else 1)
 
 
 if __name__ == "__main__":  # `python -m bot.main`

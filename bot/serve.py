@@ -16,6 +16,7 @@ from pathlib import Path
 from adapters.console.messages import to_chat_message
 from adapters.console.oneshot import say
 from bot.app import Baton, build_baton
+from bot.health import serve_health
 from core.commands.messages import Reply
 from core.config import Settings
 from core.redaction import Redactor
@@ -56,8 +57,9 @@ async def serve_all(settings: Settings, *, console: bool, conversation: str, use
             extra={"action": "access_open", "platforms": names},
         )
     baton = build_baton(settings)
+    baton.health.expect(names)
     try:
-        async with baton.running():
+        async with baton.running(), serve_health(baton.health, settings):
             tasks: dict[asyncio.Task[None], str] = {
                 asyncio.ensure_future(_adapter_serve(name)(baton, settings)): name for name in names
             }

@@ -23,6 +23,7 @@ from typing import Any
 
 from procrastinate.worker import Worker
 
+from bot.health import Health, serve_health
 from bot.runtime import Runtime, assemble
 from bot.shutdown import Shutdown
 from core.config import Settings
@@ -120,19 +121,23 @@ async def serve_worker(
         worker = build_worker(runtime, queue, concurrency=slots, name=label)
         await queue.open()
         shutdown = Shutdown(grace=settings.shutdown_grace, what="steps", on_first=worker.stop)
+        health = Health(ping=runtime.store.ping, stopping=shutdown.stopping)
         with shutdown.signals():
-            log.info(
-                "worker ready",
-                extra={"action": "worker_started", "worker": label, "queue": settings.queue_name},
-            )
-            if on_ready is not None:
-                on_ready()
-            beating = asyncio.create_task(keep_heartbeat(queue, worker, settings.worker_heartbeat_seconds))
-            try:
-                await worker.run()
-            finally:
-                beating.cancel()
-                await asyncio.gather(beating, return_exceptions=True)
+            async with serve_health(health, settings):
+                health.started = True
+                log.info(
+                    "worker ready",
+                    extra={"action": "worker_started", "worker": label, "queue": settings.queue_name},
+                )
+                if on_ready is not None:
+                    on_ready()
+                beat = settings.worker_heartbeat_seconds
+                beating = asyncio.create_task(keep_heartbeat(queue, worker, beat))
+                try:
+                    await worker.run()
+                finally:
+                    beating.cancel()
+                    await asyncio.gather(beating, return_exceptions=True)
         log.info("worker stopped", extra={"action": "worker_stopped", "worker": label})
     finally:
         if queue is not None:

@@ -169,7 +169,12 @@ class Settings(BaseSettings):
     queue_name: str = "baton"  # the Procrastinate queue node jobs go to
     worker_concurrency: int = Field(default=4, ge=1, le=256)  # steps one `baton worker` runs at once
     worker_heartbeat_seconds: float = Field(default=2.0, gt=0)  # a worker silent 3x this is dead
-    supervise: bool = True  # `baton run` (chat platforms) and `baton worker` restart a dead child
+    # `baton run` (chat platforms) and `baton worker` under bot/supervisor.py, which restarts a
+    # dead child itself; off by default: systemd or Kubernetes should see a crash (`--supervise`)
+    supervise: bool = False
+    # /healthz and /readyz of `baton run` and `baton worker` (bot/health.py); unset or `off`: none
+    health_port: int | None = Field(default=None, ge=1, le=65535)
+    health_host: str = "127.0.0.1"
     # housekeeping (bot/housekeeping.py): a pass at start, then every `housekeeping_minutes`
     housekeeping_minutes: float = Field(default=60.0, gt=0)
     # chat event ids kept for dedupe: well above Slack's retries (minutes) and the 60 s claim
@@ -237,6 +242,12 @@ class Settings(BaseSettings):
     @classmethod
     def _web_port(cls, value: Any) -> Any:
         return 0 if isinstance(value, str) and value.strip().lower() in ("off", "false", "no", "") else value
+
+    @field_validator("health_port", mode="before")
+    @classmethod
+    def _health_port(cls, value: Any) -> Any:
+        off = isinstance(value, str) and value.strip().lower() in ("off", "false", "no", "")
+        return None if off else value
 
     @field_validator("public_url")
     @classmethod

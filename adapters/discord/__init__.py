@@ -67,6 +67,11 @@ async def serve(baton: Any, settings: Settings) -> None:
     """Connect to Discord and take input until `baton.stopping` is set (or the task is cancelled)."""
     token = _token(settings)
     client = build_client(baton, settings)
+
+    async def connected() -> bool:  # the gateway session is up (READY, not closed)
+        return client.is_ready() and not client.is_closed()
+
+    baton.watch_platform("discord", connected)
     async with client:
         running = asyncio.create_task(client.start(token))
         stopping = asyncio.create_task(baton.stopping.wait())

@@ -11,6 +11,7 @@ The adapter only translates: `inbound` (Slack -> ChatMessage), `blocks` (Reply -
 from __future__ import annotations
 
 import logging
+from collections.abc import Awaitable, Callable
 
 from aiohttp import web
 from slack_bolt.adapter.socket_mode.async_handler import AsyncSocketModeHandler
@@ -41,6 +42,13 @@ async def start_http(app: AsyncApp, *, host: str, port: int) -> tuple[web.AppRun
     return runner, bound
 
 
+def _listening(runner: web.AppRunner) -> Callable[[], Awaitable[bool]]:
+    async def probe() -> bool:
+        return bool(runner.sites) and runner.server is not None
+
+    return probe
+
+
 async def serve(baton: Baton, settings: Settings, *, client: AsyncWebClient | None = None) -> None:
     """Take Slack input until `baton.stopping` is set; then let queued replies go out."""
     if not settings.slack_enabled or settings.slack_bot_token is None:
@@ -55,6 +63,7 @@ async def serve(baton: Baton, settings: Settings, *, client: AsyncWebClient | No
         if settings.slack_app_token is not None:
             socket = AsyncSocketModeHandler(bridge.app, settings.slack_app_token.get_secret_value())
             await socket.connect_async()
+            baton.watch_platform("slack", socket.client.is_connected)
             log.info("slack connected (socket mode)",
                      extra={"action": "slack_started", "mode": "socket", "bot_user": bot_user})
             try:
@@ -63,6 +72,7 @@ async def serve(baton: Baton, settings: Settings, *, client: AsyncWebClient | No
                 await socket.close_async()
         else:
             runner, port = await start_http(bridge.app, host="0.0.0.0", port=settings.slack_port)
+            baton.watch_platform("slack", _listening(runner))
             log.info("slack listening on port %d%s", port, EVENTS_PATH,
                      extra={"action": "slack_started", "mode": "http", "port": port, "bot_user": bot_user})
             try:

@@ -22,7 +22,7 @@ import asyncio
 import dataclasses
 import logging
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -53,6 +53,9 @@ class Baton(Protocol):
 
     @property
     def stopping(self) -> asyncio.Event: ...
+
+    def watch_platform(self, platform: str, probe: Callable[[], Awaitable[bool]]) -> None:
+        """Connected: `probe` tells the readiness check whether the connection still stands."""
 
 
 @dataclass(frozen=True)

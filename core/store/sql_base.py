@@ -67,6 +67,12 @@ class SqlBase:
         with self._single.connect() as conn:
             return [run_from_row(row) for row in conn.execute(query)]
 
+    def ping(self) -> None:
+        """One trivial query on a pooled connection (readiness checks); raises when the database
+        does not answer."""
+        with self._single.connect() as conn:
+            conn.execute(sa.text("SELECT 1"))
+
     def close(self) -> None:
         self._hot.close()
         self._engine.dispose()

@@ -26,7 +26,7 @@ def discord_env(fake_url: str, tmp_path: Path, database_url: str, **extra: str) 
 
 
 async def _exit_2(env: dict[str, str], cwd: Path) -> list[str]:
-    baton = await BatonProcess.start(env, cwd=cwd)  # supervised, as `make run` starts it
+    baton = await BatonProcess.start(env, "run", "--supervise", cwd=cwd)  # a supervisor that must not retry
     assert await baton.exited() == 2, baton.output
     assert "Traceback" not in baton.output
     return [line for line in baton.lines if not line.startswith("ts=")]

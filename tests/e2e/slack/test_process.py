@@ -45,7 +45,8 @@ async def test_a_revoked_token_is_one_line_and_exit_2_never_restarted(
 ) -> None:
     mock_slack.fail_next("auth.test", "token_revoked")  # only once: a restart would get in
 
-    baton = await BatonProcess.start(slack_env(mock_slack, tmp_path, sqlite_url), cwd=tmp_path)
+    env = slack_env(mock_slack, tmp_path, sqlite_url)
+    baton = await BatonProcess.start(env, "run", "--supervise", cwd=tmp_path)  # must not restart it
 
     assert await baton.exited() == 2, baton.output
     errors = [line for line in baton.lines if line.startswith("error: ")]

@@ -25,6 +25,7 @@ async def test_socket_mode_acknowledges_a_slash_command_and_answers(settings: Se
     try:
         async with baton.running(handle_signals=False, grace=2.0):
             client = AsyncWebClient(token=BOT_TOKEN, base_url=mock_slack.base_url)
+            baton.health.expect(["slack"])
             serving = asyncio.create_task(serve(baton, settings, client=client))
             await mock_slack.wait_call("socket.connect")
 
@@ -43,6 +44,9 @@ async def test_socket_mode_acknowledges_a_slash_command_and_answers(settings: Se
             started = await mock_slack.wait_call("chat.postMessage", "Started")
             await mock_slack.wait_for(lambda calls: [
                 c for c in calls if c.body.get("thread_ts") == started.ts and "waits for approval" in c.text])
+
+            ready, checks = await baton.health.ready()  # the readiness check sees the socket up
+            assert ready and checks["slack"].detail == "connected", checks
 
             baton.request_stop()
             await asyncio.wait_for(serving, 10)

@@ -71,6 +71,7 @@ RECOVERY = {
     "n": 200,
     "kill_at": 100,
     "baton": _recovery(0.82),
+    "baton-outer": _recovery(0.95),
     "baton-supervised": _recovery(0.06),
     "dbos": {"error": "ModuleNotFoundError: dbos"},
 }
@@ -79,11 +80,14 @@ RECOVERY = {
 def test_recovery_shows_the_cold_relaunch_and_the_supervised_restart_each_with_its_verdict() -> None:
     text = "\n".join(report.recovery_section(RECOVERY))
     assert "| baton, cold relaunch | d | spawn of a new process | 0.82 | 0.83 |" in text
-    assert text.count("**missed** |") == 1
-    assert "| baton, supervised restart | d | SIGKILL of the child | 0.06 | 0.07 |" in text
+    assert text.count("**missed** |") == 2
+    assert "| baton, restarted by systemd (unsupervised) | d | SIGKILL of the process | 0.95 | 0.96 |" in text
+    assert "| baton, supervised restart (`--supervise`) | d | SIGKILL of the child | 0.06 | 0.07 |" in text
     assert "| 100 | met |" in text
     assert "| dbos, cold relaunch | – | spawn of a new process | not measured:" in text
     summary = "\n".join(report.summary_section({"recovery": RECOVERY}))
     assert "| recovery: cold relaunch (spawn) → running again | 0.82 s | ≤ 0.5 s |  | **missed** |" in summary
+    outer = "| recovery: restarted by systemd (SIGKILL of the process) → running again | 0.95 s |"
+    assert f"{outer} ≤ 0.5 s |  | **missed** |" in summary
     supervised = "| recovery: supervised restart (SIGKILL of the child) → running again | 0.06 s |"
     assert f"{supervised} ≤ 0.5 s |  | met |" in summary

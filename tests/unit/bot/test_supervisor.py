@@ -183,29 +183,22 @@ def test_exit_2_is_a_configuration_error_and_is_not_restarted(start: Start) -> N
     assert [line for line in sup.out.seen if line.startswith("READY")] == [f"READY {child} 0"]
 
 
-def test_the_cli_supervises_baton_worker_and_stops_on_its_configuration_error(tmp_path: Path) -> None:
-    """`baton worker` with the in-process executor exits 2 in its child: one child, no restart."""
+def test_baton_worker_is_supervised_when_asked_and_stops_on_its_configuration_error(tmp_path: Path) -> None:
+    """`baton worker` with the in-process executor exits 2 in its child: one child, no restart.
+    Supervision is opt-in: --supervise or BATON_SUPERVISE=true; --no-supervise wins over the setting."""
     env = _env(tmp_path)
-    supervised = subprocess.run(
-        [sys.executable, "-m", "bot.main", "worker"], capture_output=True, text=True, env=env, timeout=120
-    )
-    assert supervised.returncode == 2
-    assert "action=supervisor_started" in supervised.stderr
-    assert "action=child_config_error" in supervised.stderr
-    assert supervised.stderr.count("action=child_started") == 1
-    unsupervised = subprocess.run(
-        [sys.executable, "-m", "bot.main", "worker", "--no-supervise"],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=120,
-    )
-    assert unsupervised.returncode == 2 and "supervisor" not in unsupervised.stderr
-    env["BATON_SUPERVISE"] = "false"
-    by_setting = subprocess.run(
-        [sys.executable, "-m", "bot.main", "worker"], capture_output=True, text=True, env=env, timeout=120
-    )
-    assert by_setting.returncode == 2 and "supervisor" not in by_setting.stderr
+
+    def worker(*flags: str, **extra: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-m", "bot.main", "worker", *flags], capture_output=True,
+                              text=True, env={**env, **extra}, timeout=120)
+
+    for supervised in (worker("--supervise"), worker(BATON_SUPERVISE="true")):
+        assert supervised.returncode == 2
+        assert "action=supervisor_started" in supervised.stderr
+        assert "action=child_config_error" in supervised.stderr
+        assert supervised.stderr.count("action=child_started") == 1
+    for unsupervised in (worker(), worker("--no-supervise", BATON_SUPERVISE="true")):
+        assert unsupervised.returncode == 2 and "supervisor" not in unsupervised.stderr
 
 
 def test_the_stack_imported_before_the_fork_leaves_nothing_to_share(tmp_path: Path) -> None:
