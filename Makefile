@@ -25,6 +25,7 @@ test: $(STAMP)
 lint: $(STAMP)
 	$(BIN)/ruff check core bot adapters tests bench
 	$(BIN)/mypy
+	$(BIN)/lint-imports
 
 # The bench environment holds DBOS and Prefect (bench/requirements.lock), never the project's venv.
 BENCH_VENV := .venv-bench

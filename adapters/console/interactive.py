@@ -14,7 +14,7 @@ import sys
 import threading
 from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import IO, TYPE_CHECKING
+from typing import IO
 
 from prompt_toolkit import PromptSession
 from prompt_toolkit.application import run_in_terminal
@@ -25,16 +25,13 @@ from rich.console import Console
 from rich.text import Text
 
 from adapters.console.messages import PLATFORM, to_chat_message
-from adapters.console.oneshot import drive_to_rest
+from adapters.console.oneshot import Baton, drive_to_rest
 from adapters.console.output import choices_of, choices_text, reply_text
 from core.commands.hints import hint
 from core.commands.messages import Button, Reply
 from core.errors import BatonError
 from core.redaction import Redactor
 from core.render import redacted
-
-if TYPE_CHECKING:
-    from bot.app import Baton
 
 LineReader = Callable[[], Awaitable[str | None]]  # None: end of input
 

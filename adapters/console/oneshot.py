@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from adapters.console.messages import PLATFORM
 from core.commands import replies
@@ -18,7 +18,25 @@ from core.commands.messages import ChatMessage, Reply
 from core.store.records import RunStatus
 
 if TYPE_CHECKING:
-    from bot.app import Baton
+    from core.commands.handler import Handler
+    from core.engine.engine import Engine
+    from core.redaction import Redactor
+    from core.store.port import Store
+
+
+class Baton(Protocol):
+    """What the console needs of `bot.app.Baton` (adapters never import `bot`)."""
+
+    @property
+    def store(self) -> Store: ...
+    @property
+    def engine(self) -> Engine: ...
+    @property
+    def handler(self) -> Handler: ...
+    @property
+    def redactor(self) -> Redactor: ...
+    @property
+    def stopping(self) -> asyncio.Event: ...
 
 
 @dataclass
