@@ -63,4 +63,5 @@ def test_places_use_the_parent_channel_as_the_conversation_of_a_thread() -> None
     assert place_of(object(), channel_id=5, guild_id=None).direct
     channel = place_of(object(), channel_id=5, guild_id=9)
     assert (channel.conversation, channel.thread, channel.direct) == ("5", None, False)
-    # a thread (a real discord.Thread from the gateway) is covered end to end in test_acceptance
+    # a thread (a real discord.Thread from the gateway) is covered end to end in
+    # tests/e2e/acceptance (case 4: a reply in the run's thread)
