@@ -1,4 +1,4 @@
-"""Round trips, statements, transactions and pool checkouts per chat command (issue 8).
+"""Round trips, statements, transactions and pool checkouts per chat command.
 
     python -m bench.command_roundtrips --db postgres|sqlite [--history 2000] [--samples 20] [--show]
 

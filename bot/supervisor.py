@@ -1,12 +1,12 @@
-"""A small parent process that keeps a serving child alive: a killed bot is back in ~0.1 s.
+"""A small parent process that keeps a serving child alive (opt-in: `--supervise`).
 
     code = supervise(serve_child, name="run")   # in the parent, after importing the stack
 
-`baton run` (when it serves chat platforms) and `baton worker` import everything once in
-this parent, then fork the child that serves. Forking after import skips the interpreter
-start and ~0.5-1 s of imports that a cold relaunch pays; the child's `Engine.start()` then
-takes over the dead child's runs as it does after any restart. Nothing that must not be
-shared is created before the fork: no event loop, thread, database connection or socket
+`baton run --supervise` (when it serves chat platforms) and `baton worker --supervise`
+import everything once in this parent, then fork the child that serves. Forking after import
+skips the interpreter start and the imports that a cold relaunch pays (docs/operations.md
+has the figures); the child's `Engine.start()` then takes over the dead child's runs as it
+does after any restart. Nothing that must not be shared is created before the fork: no event loop, thread, database connection or socket
 (`fork_hazards` checks; with one present the parent runs unsupervised instead).
 
 - The child dies abnormally (a signal, or a non-zero exit other than 2): a new child is

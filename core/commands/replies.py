@@ -168,8 +168,8 @@ _NODE_FIELDS = tuple(f.name for f in dataclasses.fields(NodeSummary))
 def summary_data(summary: RunSummary, ran: Set[str] | None = None) -> dict[str, Any]:
     """The summary as template data; `ran`: the nodes executed by the run's latest execution
     (a resume, an approval), when known: "Ran:" lists only those, not an earlier attempt's."""
-    # what `dataclasses.asdict` gives, without its deep copy of every (immutable) value: that
-    # cost ≈ 35 µs a node, i.e. 37 ms per progress edit of a 1,000-node run
+    # what `dataclasses.asdict` gives, without its deep copy of every (immutable) value, which
+    # every progress edit of a large run paid (docs/commands.md, "Progress")
     data = {name: getattr(summary, name) for name in _SUMMARY_FIELDS}
     data["nodes"] = tuple({name: getattr(n, name) for name in _NODE_FIELDS} for n in summary.nodes)
     for node in data["nodes"]:

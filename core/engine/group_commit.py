@@ -3,7 +3,7 @@
 A pure inline step has no side effect, so its `completed` entry need not be durable the
 moment it is written: a crash before the batch is committed only means recovery runs the
 step again, which DESIGN.md's replay table already allows. On SQLite with
-`synchronous=FULL` every commit is an fsync (≈ 0.5 ms here); committing a chain of pure
+`synchronous=FULL` every commit is an fsync; committing a chain of pure
 steps every `window` seconds instead of every step removes most of them.
 
 A batch is committed, oldest entry first, whichever comes first:

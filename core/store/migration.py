@@ -18,7 +18,7 @@ from sqlalchemy.engine import Connection, Engine
 
 from core.store.database import is_memory_sqlite, open_engine
 
-if TYPE_CHECKING:  # alembic costs ~0.4 s of imports: loaded only when a migration must run
+if TYPE_CHECKING:  # alembic is slow to import: loaded only when a migration must run
     from alembic.config import Config
 
 MIGRATIONS_DIR = Path(__file__).resolve().parents[2] / "migrations"

@@ -43,7 +43,7 @@ _MERGE = "tag:yaml.org,2002:merge"
 _MAX_DEPTH = 64
 _TOO_DEEP = "the file is nested too deeply"
 _TOO_DEEP_HINT = f"Flatten the YAML to at most {_MAX_DEPTH} levels, or remove a recursive anchor/alias."
-#: libyaml when available (about 10x faster); its nodes carry the same line marks
+#: libyaml (the C parser) when available; its nodes carry the same line marks
 _Loader: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 
