@@ -6,7 +6,8 @@
 import everything once in this parent, then fork the child that serves. Forking after import
 skips the interpreter start and the imports that a cold relaunch pays (docs/operations.md
 has the figures); the child's `Engine.start()` then takes over the dead child's runs as it
-does after any restart. Nothing that must not be shared is created before the fork: no event loop, thread, database connection or socket
+does after any restart. Nothing that must not be shared is created before the fork: no event
+loop, thread, database connection or socket
 (`fork_hazards` checks; with one present the parent runs unsupervised instead).
 
 - The child dies abnormally (a signal, or a non-zero exit other than 2): a new child is
