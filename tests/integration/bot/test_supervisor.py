@@ -25,7 +25,7 @@ from bot.supervisor import Backoff, describe, exit_code
 
 ROOT = Path(__file__).resolve().parents[3]
 DEADLINE = 60.0
-APP = "tests.unit.bot.supervised_app"
+APP = "tests.integration.bot.supervised_app"
 
 
 class Lines:

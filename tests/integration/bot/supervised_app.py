@@ -1,6 +1,6 @@
-"""A real supervisor over a real Baton child, for tests/unit/bot/test_supervisor.py.
+"""A real supervisor over a real Baton child, for tests/integration/bot/test_supervisor.py.
 
-    python -m tests.unit.bot.supervised_app serve|crash|config BURST BASE MAX_DELAY
+    python -m tests.integration.bot.supervised_app serve|crash|config BURST BASE MAX_DELAY
 
 `serve`: each child builds Baton from `BATON_*` (a SQLite file), enters `baton.running()`
 (engine started, SIGTERM/SIGINT handled) and prints `READY <pid> <restarts>`; on a stop
