@@ -6,8 +6,8 @@ of the key it is about. Paths are tuples of mapping keys and list indexes, the s
 pydantic's error `loc`.
 
 Lines are only needed when something is wrong, so the common case is built straight from
-libyaml's event stream (`_fast`: no node tree, no marks kept, about 4x faster) and the
-`SourceMap` is computed from the node tree the first time an error asks for a line. A file
+libyaml's event stream (`_fast`: no node tree, no marks kept; docs/workflows.md says what it
+saves) and the `SourceMap` is computed from the node tree the first time an error asks for a line. A file
 the event path does not handle exactly like the node-tree path (anchors and aliases, merge
 keys, explicit tags, duplicate keys, deep nesting, anything libyaml rejects) is built by the
 node-tree path (`_slow`), which keeps the alias-expansion bound and every check.
