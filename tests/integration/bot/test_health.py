@@ -99,3 +99,48 @@ async def test_a_stopping_process_and_a_platform_not_connected_are_not_ready(
     assert stopping.status_code == 503
     assert stopping.json()["checks"]["serving"]["ok"] is False
     assert (await client.get("/healthz")).json() == {"status": "alive"}
+
+
+async def test_baton_worker_serves_its_health_and_is_unready_once_stopping(
+    postgres_url: str, tmp_path: Path
+) -> None:
+    """`serve_worker` (what `baton worker` runs) with BATON_HEALTH_PORT: ready while it fetches
+    jobs, alive and unready after the first SIGTERM, gone once it has stopped."""
+    import asyncio
+    import os
+    import signal
+    import socket
+
+    from bot.worker import serve_worker
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = int(s.getsockname()[1])
+    (tmp_path / "workflows").mkdir()
+    settings = Settings(_env_file=None, database_url=postgres_url,  # type: ignore[call-arg]
+                        workflow_dirs=[tmp_path / "workflows"], data_dir=tmp_path / "data", tool_modules=[],
+                        executor="procrastinate", shutdown_grace=1.0, worker_heartbeat_seconds=0.3,
+                        health_port=port)
+    ready = asyncio.Event()
+    worker = asyncio.create_task(serve_worker(settings, name="w-health", on_ready=ready.set))
+    try:
+        await asyncio.wait_for(ready.wait(), 60)
+        async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}", timeout=10) as client:
+            answer = await client.get("/readyz")
+            assert answer.status_code == 200, answer.text
+            assert set(answer.json()["checks"]) == {"serving", "database"}
+            os.kill(os.getpid(), signal.SIGTERM)  # handled by the worker's shutdown path on this loop
+            stopping = await client.get("/readyz")  # answered while it finishes: alive, unready
+            assert stopping.status_code == 503, stopping.text
+            assert stopping.json()["checks"]["serving"]["ok"] is False
+            await asyncio.wait_for(worker, 60)
+            try:
+                await client.get("/healthz")
+            except httpx.ConnectError:
+                pass
+            else:
+                raise AssertionError("the health endpoint outlived the worker")
+    finally:
+        if not worker.done():
+            worker.cancel()
+            await asyncio.gather(worker, return_exceptions=True)
