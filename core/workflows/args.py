@@ -15,7 +15,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from core.errors import InputValidationError
-from core.workflows.model import InputSpec, Workflow, matches_type
+from core.workflows.input_spec import InputSpec, matches_type
+from core.workflows.model import Workflow
 
 HANDLE_PREFIX = "args:"
 MESSAGE = "message"  # the free text after the workflow name: always allowed, always a string

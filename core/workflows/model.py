@@ -13,6 +13,8 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 from pydantic_core import PydanticCustomError
 
 from core.store.records import ReplayClass
+from core.workflows.approval_spec import ApprovalField
+from core.workflows.input_spec import InputSpec
 
 NODE_KINDS: tuple[str, ...] = ("bash", "script", "prompt", "approval", "tool")
 INPUT_TYPES: tuple[str, ...] = ("string", "integer", "number", "boolean", "object", "array")
@@ -20,7 +22,6 @@ INPUT_TYPES: tuple[str, ...] = ("string", "integer", "number", "boolean", "objec
 #: Custom pydantic error types raised by the validators below; the loader reads
 #: `ctx["key"]` to point at the offending key's line and `ctx["hint"]` for the fix.
 NODE_KIND_ERROR = "node_kind"
-INPUT_SPEC_ERROR = "input_spec"
 ENVIRONMENT_ERROR = "environment"
 
 #: names a step's environment may not take from a workflow: Baton's settings and step variables
@@ -30,65 +31,6 @@ _VARIABLE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
-
-
-def matches_type(value: Any, type_: str) -> bool:
-    """True when a (JSON) value is of a declared input type; bool is not a number."""
-    if type_ == "string":
-        return isinstance(value, str)
-    if type_ == "boolean":
-        return isinstance(value, bool)
-    if type_ == "integer":
-        return isinstance(value, int) and not isinstance(value, bool)
-    if type_ == "number":
-        return isinstance(value, int | float) and not isinstance(value, bool)
-    if type_ == "object":
-        return isinstance(value, dict)
-    return isinstance(value, list)
-
-
-def _spec_error(message: str, key: str, hint: str) -> PydanticCustomError:
-    return PydanticCustomError(INPUT_SPEC_ERROR, message, {"key": key, "hint": hint})
-
-
-class InputSpec(_Strict):
-    type: Literal["string", "integer", "number", "boolean", "object", "array"] = "string"
-    required: bool = False
-    default: Any = None
-    description: str = ""
-    enum: list[Any] | None = None
-
-    @model_validator(mode="after")
-    def _consistent(self) -> InputSpec:
-        if self.required and self.default is not None:
-            raise _spec_error(
-                "is required and also has a default",
-                "default",
-                "Remove `default:` or `required: true`: an input with a default is never missing.",
-            )
-        if self.default is not None and not matches_type(self.default, self.type):
-            raise _spec_error(
-                f"default {self.default!r} is not of type {self.type}",
-                "default",
-                f"Give a default of type {self.type}, or change `type:`.",
-            )
-        if self.enum is not None:
-            if not self.enum:
-                raise _spec_error("has an empty `enum`", "enum", "List the allowed values or drop `enum:`.")
-            wrong = [v for v in self.enum if not matches_type(v, self.type)]
-            if wrong:
-                raise _spec_error(
-                    f"enum value {wrong[0]!r} is not of type {self.type}",
-                    "enum",
-                    f"Make every `enum` value of type {self.type}.",
-                )
-            if self.default is not None and self.default not in self.enum:
-                raise _spec_error(
-                    f"default {self.default!r} is not one of its enum values",
-                    "default",
-                    f"Pick a default from {self.enum!r}.",
-                )
-        return self
 
 
 def _variable_error(message: str, key: str, hint: str) -> PydanticCustomError:
@@ -216,7 +158,7 @@ class Node(StepEnvironmentFields):
     bash: str | None = None
     script: str | None = None  # a .py path relative to the workflow file, or inline code
     prompt: str | None = None
-    approval: str | None = None
+    approval: ApprovalField = None  # text (the short form) or the policy (approval_spec.py)
     tool: str | None = None
     with_: dict[str, Any] = Field(default_factory=dict, alias="with")
     provider: str | None = None  # prompt nodes: provider name from settings (default: settings)
@@ -228,8 +170,28 @@ class Node(StepEnvironmentFields):
     files: list[str] = Field(default_factory=list)
     artifacts: list[str] = Field(default_factory=list)
     approvers: list[str] | None = None  # approval nodes: user ids allowed to decide (settings otherwise)
+    when: str | None = None  # `{{ expression }}` over inputs and dependencies; false: skipped
     env: dict[str, str] = Field(default_factory=dict)  # this step's variables (over the workflow's)
     secrets: list[str] = Field(default_factory=list)  # secrets this step receives (and the workflow's)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _approvers_once(cls, data: Any) -> Any:
+        """The long form's `approvers:` are the node's: every check of who may decide reads
+        `Node.approvers`, whichever form the author wrote."""
+        if not isinstance(data, dict) or not isinstance(data.get("approval"), dict):
+            return data
+        listed = data["approval"].get("approvers")
+        if listed is None:
+            return data
+        if data.get("approvers") is not None:
+            raise PydanticCustomError(
+                NODE_KIND_ERROR,
+                "node `{node}` lists `approvers:` twice (on the node and in `approval:`)",
+                {"node": data.get("id", "?"), "key": "approvers",
+                 "hint": "Keep the list inside `approval:` and remove the node's `approvers:`."},
+            )
+        return {**data, "approvers": listed}
 
     @model_validator(mode="after")
     def _one_kind(self) -> Node:
@@ -268,6 +230,8 @@ class Node(StepEnvironmentFields):
     @property
     def body(self) -> str:
         """The kind's field: command, script, prompt text, gate question or tool name."""
+        if self.approval is not None:
+            return self.approval.question
         return str(getattr(self, self.kind))
 
 

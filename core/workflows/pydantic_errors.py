@@ -14,7 +14,8 @@ from typing import Any, Union
 from pydantic import BaseModel
 from pydantic_core import ErrorDetails
 
-from core.workflows.model import ENVIRONMENT_ERROR, INPUT_SPEC_ERROR, NODE_KIND_ERROR, Workflow
+from core.workflows.input_spec import INPUT_SPEC_ERROR
+from core.workflows.model import ENVIRONMENT_ERROR, NODE_KIND_ERROR, Workflow
 from core.workflows.validation import did_you_mean
 
 Loc = tuple[str | int, ...]
@@ -63,6 +64,11 @@ def translate(error: ErrorDetails, data: Any) -> tuple[str, str]:
                 f"node id `{value}` is not valid",
                 "Use letters, digits, `_` and `-`, starting with a letter or `_`.",
             )
+    if kind == "value_error" and "duration" in error["msg"]:
+        where_key = describe(loc, data)
+        return f"{where_key}: {error['msg'].removeprefix('Value error, ')}", (
+            "Write a duration such as 30m, 4h, 1h30m or 2d (more than 0s, at most 30d)."
+        )
     if loc == ("nodes",) and kind == "list_type":
         return "`nodes:` must be a list of steps", "Write each node as a `- id: …` item under `nodes:`."
     field = f"`{key}` of {where}" if loc else "the workflow"

@@ -67,6 +67,12 @@ def environment() -> SandboxedEnvironment:
             render_budget.check_binop(budget, operator, left, right)
             return render_budget.check_result(budget, super().call_binop(context, operator, left, right))
 
+        def getattr(self, obj: Any, attribute: str) -> Any:
+            # data before methods: `nodes.review.values` is the gate's `values` field, not dict.values
+            if isinstance(obj, dict) and attribute in obj:
+                return obj[attribute]
+            return super().getattr(obj, attribute)
+
         def call(__self, __context: Context, __obj: Any, *args: Any, **kwargs: Any) -> Any:
             budget = render_budget.current()
             render_budget.check_call(budget, __obj, args, kwargs)
@@ -188,6 +194,44 @@ def _expression(source: str) -> Any:
     return environment().compile_expression(source, undefined_to_none=False)
 
 
+# -- conditions (`when:`) -----------------------------------------------------------------
+
+
+def condition_expression(source: str) -> str | None:
+    """The expression of a `when:`: inside its one `{{ … }}`, or the whole text when it has
+    no template markup; None when it is anything else (text around it, several parts)."""
+    match = _SINGLE_EXPRESSION.match(source)
+    if match is not None:
+        return match["expr"]
+    if "{{" in source or "{%" in source or "{#" in source or "}}" in source or not source.strip():
+        return None
+    return source
+
+
+def compile_condition(expression: str) -> Any:
+    """The compiled expression (cached); raises jinja2's `TemplateSyntaxError`."""
+    return _expression(expression)
+
+
+def evaluate_condition(
+    source: str, context: Mapping[str, Any], *, limits: RenderLimits | None = None
+) -> bool:
+    """A `when:` over `context` (inputs, dependencies' outputs), in the sandbox under a budget.
+    Only a boolean decides: any other value is a `TemplateRenderError` (a string "false" is
+    true to Python, so it is refused rather than guessed)."""
+    expression = condition_expression(source)
+    if expression is None:
+        raise TemplateRenderError("`when:` is not one expression", hint="Write one condition in `{{ … }}`.")
+    value = render_value("{{" + expression + "}}", context, limits=limits)
+    if not isinstance(value, bool):
+        shown = json.dumps(value, ensure_ascii=False, default=str)[:60]
+        raise TemplateRenderError(
+            f"`when:` gave {shown} ({type(value).__name__}), not true or false",
+            hint="Compare the value, e.g. `{{ inputs.mode == 'fast' }}`.",
+        )
+    return value
+
+
 # -- reference analysis -------------------------------------------------------------------
 
 
@@ -214,12 +258,18 @@ class References:
 
 def templated_fields(node: Node) -> Iterator[tuple[tuple[str | int, ...], str]]:
     """(path inside the node, template source) of every templated string of a node."""
-    if node.tool is not None and not node.with_:
-        return  # a tool without arguments: nothing templated
-    for key in ("bash", "prompt", "approval"):
+    if node.tool is not None and not node.with_ and node.when is None:
+        return  # a tool without arguments or condition: nothing templated
+    for key in ("bash", "prompt"):
         text = getattr(node, key)
         if text is not None:
             yield (key,), text
+    if node.approval is not None:
+        yield ("approval", "question"), node.approval.question
+    if node.when is not None:
+        expression = condition_expression(node.when)
+        if expression is not None:  # else a load error (`approval_checks.when_problems`)
+            yield ("when",), "{{" + expression + "}}"
     yield from _strings(node.with_, ("with",))
 
 

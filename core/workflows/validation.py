@@ -129,6 +129,10 @@ def _node_problems(workflow: Workflow, index: int, node: Node) -> Iterator[Probl
                 f"Remove `{key}:` from `{node.id}`.",
             )
     yield from _template_problems(node, at)
+    from core.workflows.approval_checks import gate_problems, when_problems
+
+    for loc, message, hint in (*gate_problems(node), *when_problems(node)):
+        yield Problem((*at, *loc), message, hint)
     if node.retry is not None and workflow.replay_class(node) is ReplayClass.UNSAFE:
         yield Problem(
             (*at, "retry"),

@@ -138,8 +138,8 @@ def test_script_source_and_files_content_resolve_against_the_workflow_file(catal
 def test_deploy_and_release_notes_render_their_gates(catalog: Catalog) -> None:
     deploy = catalog.get("deploy")
     inputs = validate_inputs(deploy, {"service": "api"})
-    question = render_template(deploy.node("approve").approval or "", {"inputs": inputs})
+    question = render_template(deploy.node("approve").body, {"inputs": inputs})
     assert question == "Deploy api latest to staging?"
     notes = catalog.get("release-notes")
     context = {"nodes": {"draft": {"output": {"title": "Baton 1.0", "body": "..."}}}}
-    assert render_template(notes.node("review").approval or "", context) == "Publish 'Baton 1.0'?"
+    assert render_template(notes.node("review").body, context) == "Publish 'Baton 1.0'?"
