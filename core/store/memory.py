@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 from core.errors import AmbiguousRunId, RunNotFound, StoreError
 from core.store import cas
+from core.store.memory_ballots import MemoryBallots
 from core.store.memory_unit import MemoryTables, MemoryUnitOfWork, copied
 from core.store.port import Pulse, StepResult, Store
 from core.store.records import AuditEvent, Gate, GateStatus, JournalEntry, NodeStatus, Run, RunStatus
@@ -39,6 +40,14 @@ class MemoryStore:
         self._last_now = 0.0
         self._lock = threading.RLock()
         self._t = MemoryTables()
+        self._ballots = MemoryBallots(self._lock, self._now)
+        # votes and deadlines (`memory_ballots.py`)
+        self.cast_vote = self._ballots.cast_vote
+        self.gate_votes = self._ballots.gate_votes
+        self.plan_deadlines = self._ballots.plan_deadlines
+        self.due_deadlines = self._ballots.due_deadlines
+        self.gate_deadlines = self._ballots.gate_deadlines
+        self.fire_deadline = self._ballots.fire_deadline
 
     def _now(self) -> float:
         """The clock, strictly increasing within this store (so "newest first" never ties)."""

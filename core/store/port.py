@@ -5,6 +5,7 @@
           + Leases         who executes a running run; recovery of lapsed ones
           + Journal        step executions of a run and its lineage
           + Gates          approval gates: open, find (waiting / decided), list
+          + Ballots        votes on a gate (one per person) and its durable deadlines
           + Events         the audit trail and incoming chat events' dedupe
           + PlatformState  small values chat adapters (and Baton) keep across restarts
           + Views          what a page or a command reads together, in one query
@@ -33,7 +34,16 @@ from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from core.store.records import AuditEvent, Gate, JournalEntry, NodeStatus, Run, RunStatus
+from core.store.records import (
+    AuditEvent,
+    Gate,
+    GateDeadline,
+    GateVote,
+    JournalEntry,
+    NodeStatus,
+    Run,
+    RunStatus,
+)
 from core.store.unit_of_work import UnitOfWork
 
 #: A run page's change marker: equal values, nothing the page shows changed.
@@ -205,6 +215,32 @@ class Gates(Protocol):
         """Every gate of the run, waiting or decided, oldest first (one query)."""
 
 
+class Ballots(Protocol):
+    def cast_vote(self, vote: GateVote) -> bool:
+        """Record a vote; False when that person's same ballot was there (it counts once)."""
+        ...
+
+    def gate_votes(self, run_id: str, node_id: str, opened_at: float) -> list[GateVote]:
+        """The votes on one opening of a gate (`opened_at`: its `created_at`), in cast order."""
+        ...
+
+    def plan_deadlines(
+        self, run_id: str, node_id: str, opened_at: float, due: Sequence[tuple[str, float]]
+    ) -> None:
+        """Keep an opening's deadlines ((name, due_at), …) once; planning again changes nothing."""
+        ...
+
+    def due_deadlines(self, now: float, limit: int = 100) -> list[GateDeadline]:
+        """Deadlines due at `now` and not fired, earliest first."""
+        ...
+
+    def gate_deadlines(self, run_id: str, node_id: str, opened_at: float) -> list[GateDeadline]: ...
+
+    def fire_deadline(self, deadline: GateDeadline, by: str) -> bool:
+        """Mark it fired; True for exactly one caller (compare-and-swap on `fired_at`)."""
+        ...
+
+
 class Events(Protocol):
     def audit(
         self, *, actor: str, action: str, run_id: str | None = None, details: dict[str, Any] | None = None
@@ -266,7 +302,9 @@ class Transactions(Protocol):
         """A unit of work: its writes commit together when the block ends, or none does."""
 
 
-class Store(Blobs, Runs, Leases, Journal, Gates, Events, PlatformState, Views, Transactions, Protocol):
+class Store(
+    Blobs, Runs, Leases, Journal, Gates, Ballots, Events, PlatformState, Views, Transactions, Protocol
+):
     def migrate(self) -> str | None:
         """Bring the schema to the newest revision (idempotent, safe to race); the revision the
         database was at before (None: it had no schema)."""

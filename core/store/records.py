@@ -159,3 +159,38 @@ class AuditEvent(_Record):
     action: str
     run_id: str | None = None
     details: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class GateVote(_Record):
+    """One person's answer to one opening of a gate (`opened_at` is the gate's `created_at`;
+    a re-opened gate starts with no votes). A person has at most one vote and one rejection
+    per opening: a second identical ballot is the same vote (it counts once)."""
+
+    run_id: str
+    node_id: str
+    opened_at: float
+    user: str
+    choice: str  # one of the gate's choices; `reject` ends the gate
+    at: float
+    comment: str = ""
+    values: dict[str, Any] = field(default_factory=dict)  # the gate's `form:` values
+
+    @property
+    def ballot(self) -> str:
+        """What makes a vote unique per person: a rejection, or any other choice."""
+        return "reject" if self.choice == "reject" else "vote"
+
+
+@dataclass(frozen=True, slots=True)
+class GateDeadline(_Record):
+    """A durable deadline of one opening of a gate: `name` is `remind:<i>`, `escalate` or
+    `timeout`; it fires once (`fired_at`, `fired_by`: a compare-and-swap on the row)."""
+
+    run_id: str
+    node_id: str
+    opened_at: float
+    name: str
+    due_at: float
+    fired_at: float | None = None
+    fired_by: str | None = None

@@ -4,6 +4,7 @@
                on UnitSql (`transaction()`, units of work)   unit_sql.py, writes_sql.py
              + JournalSql (Journal, Blobs)                   journal_sql.py
              + GatesSql (Gates, Events)                      gates_sql.py
+             + BallotsSql (Ballots: votes, deadlines)        ballots_sql.py
              + DispatchSql (Dispatch: queued steps)          dispatch_sql.py
              + StateSql (PlatformState)                      state_sql.py
              + ViewsSql (Views)                              views_sql.py
@@ -21,6 +22,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from core.store import migration
+from core.store.ballots_sql import BallotsSql
 from core.store.cas import DEFAULT_LEASE_SECONDS
 from core.store.database import store_operation
 from core.store.dispatch_sql import DispatchSql
@@ -34,7 +36,7 @@ from core.store.views_sql import ViewsSql
 __all__ = ["DEFAULT_LEASE_SECONDS", "SqlStore"]
 
 
-class SqlStore(RunsSql, JournalSql, GatesSql, DispatchSql, StateSql, ViewsSql):
+class SqlStore(RunsSql, JournalSql, GatesSql, BallotsSql, DispatchSql, StateSql, ViewsSql):
     """The run store on SQLite (WAL) or PostgreSQL (psycopg 3), through the same code.
 
     `sqlite_synchronous`: "NORMAL" (default; a power cut may lose the last commits but

@@ -10,7 +10,17 @@ from typing import Any
 
 from sqlalchemy.engine import Row, RowMapping
 
-from core.store.records import AuditEvent, Gate, GateStatus, JournalEntry, NodeStatus, Run, RunStatus
+from core.store.records import (
+    AuditEvent,
+    Gate,
+    GateDeadline,
+    GateStatus,
+    GateVote,
+    JournalEntry,
+    NodeStatus,
+    Run,
+    RunStatus,
+)
 
 RowLike = Row[Any] | RowMapping | Mapping[str, Any]
 
@@ -105,6 +115,33 @@ def gate_from_row(row: RowLike) -> Gate:
         comment=m["comment"],
         decided_at=m["decided_at"],
         cache_key=m["cache_key"],
+    )
+
+
+def vote_from_row(row: RowLike) -> GateVote:
+    m = _m(row)
+    return GateVote(
+        run_id=m["run_id"],
+        node_id=m["node_id"],
+        opened_at=m["opened_at"],
+        user=m["user"],
+        choice=m["choice"],
+        at=m["at"],
+        comment=m["comment"],
+        values=json_object(m["vals"]),
+    )
+
+
+def deadline_from_row(row: RowLike) -> GateDeadline:
+    m = _m(row)
+    return GateDeadline(
+        run_id=m["run_id"],
+        node_id=m["node_id"],
+        opened_at=m["opened_at"],
+        name=m["name"],
+        due_at=m["due_at"],
+        fired_at=m["fired_at"],
+        fired_by=m["fired_by"],
     )
 
 

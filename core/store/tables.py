@@ -4,7 +4,7 @@ The repository reads and writes them through SQLAlchemy Core (`RUNS`, `JOURNAL`,
 the plain `Table` objects) and converts rows to the frozen records of `records.py`.
 The alembic revisions (`migrations/versions/`: `0001_initial.py`, `0002_gate_cache_key.py`,
 `0003_platform_state.py`, `0004_event_handling.py`, `0005_origin_event_partial_index.py`,
-`0006_runs_args_digest_index.py`)
+`0006_runs_args_digest_index.py`, `0007_gate_votes_deadlines.py`)
 create exactly this schema; `tests/integration/store/test_migrations.py` checks they agree.
 
 Statuses are stored as short strings (the `StrEnum` values), timestamps as float
@@ -127,6 +127,43 @@ class GateRow(SQLModel, table=True):
     cache_key: str = Field(default="", sa_column=sa.Column(sa.String(), nullable=False, server_default=""))
 
 
+class GateVoteRow(SQLModel, table=True):
+    """One person's ballot on one opening of a gate (revision 0007). The primary key is the
+    compare-and-swap: a second identical ballot inserts nothing, so it counts once."""
+
+    __tablename__ = "gate_votes"
+
+    run_id: str = Field(
+        sa_column=sa.Column(sa.String(12), sa.ForeignKey("runs.id", ondelete="CASCADE"), primary_key=True)
+    )
+    node_id: str = Field(sa_column=sa.Column(sa.String(), primary_key=True))
+    opened_at: float = Field(sa_column=sa.Column(sa.Float, primary_key=True))
+    user: str = Field(sa_column=sa.Column(sa.String(), primary_key=True))
+    ballot: str = Field(sa_column=sa.Column(sa.String(8), primary_key=True))  # vote | reject
+    choice: str = _text(nullable=False)
+    at: float = Field(sa_column=sa.Column(sa.Float, nullable=False))
+    comment: str = Field(sa_column=sa.Column(sa.Text, nullable=False))
+    vals: dict[str, Any] = _json()
+
+
+class GateDeadlineRow(SQLModel, table=True):
+    """A durable deadline of one opening of a gate (revision 0007): reminders, escalation,
+    timeout. Firing is a compare-and-swap on `fired_at IS NULL`, so one replica fires it."""
+
+    __tablename__ = "gate_deadlines"
+    __table_args__ = (sa.Index("ix_gate_deadlines_due", "fired_at", "due_at"),)
+
+    run_id: str = Field(
+        sa_column=sa.Column(sa.String(12), sa.ForeignKey("runs.id", ondelete="CASCADE"), primary_key=True)
+    )
+    node_id: str = Field(sa_column=sa.Column(sa.String(), primary_key=True))
+    opened_at: float = Field(sa_column=sa.Column(sa.Float, primary_key=True))
+    name: str = Field(sa_column=sa.Column(sa.String(16), primary_key=True))
+    due_at: float = Field(sa_column=sa.Column(sa.Float, nullable=False))
+    fired_at: float | None = Field(default=None, sa_column=sa.Column(sa.Float, nullable=True))
+    fired_by: str | None = _text(nullable=True)
+
+
 class AuditRow(SQLModel, table=True):
     __tablename__ = "audit_events"
     __table_args__ = (sa.Index("ix_audit_run", "run_id", "id"),)
@@ -189,3 +226,5 @@ AUDIT: sa.Table = AuditRow.__table__  # type: ignore[attr-defined]
 BLOBS: sa.Table = BlobRow.__table__  # type: ignore[attr-defined]
 PROCESSED_EVENTS: sa.Table = ProcessedEventRow.__table__  # type: ignore[attr-defined]
 PLATFORM_STATE: sa.Table = PlatformStateRow.__table__  # type: ignore[attr-defined]
+GATE_VOTES: sa.Table = GateVoteRow.__table__  # type: ignore[attr-defined]
+GATE_DEADLINES: sa.Table = GateDeadlineRow.__table__  # type: ignore[attr-defined]

@@ -1,0 +1,126 @@
+"""Votes on approval gates and their durable deadlines, on every store (the contract), and what
+only a shared database shows: two replicas voting and firing at once, a restart in between."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from functools import partial
+
+from core.store.port import Store
+from core.store.records import GateDeadline, GateVote, RunStatus
+from core.store.repository import SqlStore
+from tests.integration.store.conftest import MakeRun
+
+OPENED = 5_000.0
+
+
+def _vote(run_id: str, user: str, choice: str = "approve", at: float = OPENED + 1, **kw: object) -> GateVote:
+    return GateVote(run_id, "review", OPENED, user, choice, at, **kw)  # type: ignore[arg-type]
+
+
+def test_a_vote_is_kept_once_per_person_and_gate_opening(store: Store, make_run: MakeRun) -> None:
+    run = make_run(RunStatus.PAUSED)
+    assert store.cast_vote(_vote(run.id, "slack:U1", comment="ok", values={"replicas": 5}))
+    assert not store.cast_vote(_vote(run.id, "slack:U1", at=OPENED + 9))  # again: counts once
+    assert store.cast_vote(_vote(run.id, "slack:U2", at=OPENED + 2))
+    votes = store.gate_votes(run.id, "review", OPENED)
+    assert [(v.user, v.choice, v.at) for v in votes] == [
+        ("slack:U1", "approve", OPENED + 1),
+        ("slack:U2", "approve", OPENED + 2),
+    ]
+    assert votes[0].values == {"replicas": 5} and votes[0].comment == "ok"
+
+
+def test_a_person_who_approved_may_still_reject(store: Store, make_run: MakeRun) -> None:
+    run = make_run(RunStatus.PAUSED)
+    assert store.cast_vote(_vote(run.id, "slack:U1"))
+    assert store.cast_vote(_vote(run.id, "slack:U1", "reject", at=OPENED + 2))
+    assert not store.cast_vote(_vote(run.id, "slack:U1", "hotfix", at=OPENED + 3))  # never a switch
+    assert [v.choice for v in store.gate_votes(run.id, "review", OPENED)] == ["approve", "reject"]
+
+
+def test_a_reopened_gate_starts_without_votes(store: Store, make_run: MakeRun) -> None:
+    run = make_run(RunStatus.PAUSED)
+    store.cast_vote(_vote(run.id, "slack:U1"))
+    assert store.gate_votes(run.id, "review", OPENED + 100) == []
+    assert store.gate_votes(run.id, "other", OPENED) == []
+
+
+def test_deadlines_are_planned_once_and_fire_once(store: Store, make_run: MakeRun) -> None:
+    run = make_run(RunStatus.PAUSED)
+    plan = [("remind:0", OPENED + 3600), ("timeout", OPENED + 14400)]
+    store.plan_deadlines(run.id, "review", OPENED, plan)
+    store.plan_deadlines(run.id, "review", OPENED, [("remind:0", OPENED + 1)])  # a replanning: no change
+    assert [(d.name, d.due_at) for d in store.gate_deadlines(run.id, "review", OPENED)] == plan
+    assert store.due_deadlines(OPENED + 3599) == []
+    due = store.due_deadlines(OPENED + 3600)
+    assert [d.name for d in due] == ["remind:0"]
+    assert store.fire_deadline(due[0], "replica-a")
+    assert not store.fire_deadline(due[0], "replica-b")
+    fired = store.gate_deadlines(run.id, "review", OPENED)[0]
+    assert fired.fired_by == "replica-a" and fired.fired_at is not None
+    assert [d.name for d in store.due_deadlines(OPENED + 20_000)] == ["timeout"]
+
+
+def test_due_deadlines_are_earliest_first_and_bounded(store: Store, make_run: MakeRun) -> None:
+    runs = [make_run(RunStatus.PAUSED) for _ in range(3)]
+    for i, run in enumerate(reversed(runs)):
+        store.plan_deadlines(run.id, "review", OPENED, [("timeout", OPENED + i)])
+    due = store.due_deadlines(OPENED + 10, limit=2)
+    assert [d.due_at for d in due] == [OPENED, OPENED + 1]
+
+
+def _race(workers: list[Callable[[], bool]]) -> list[bool]:
+    barrier = threading.Barrier(len(workers))
+    results: list[bool] = [False] * len(workers)
+
+    def go(i: int) -> None:
+        barrier.wait()
+        results[i] = workers[i]()
+
+    threads = [threading.Thread(target=go, args=(i,)) for i in range(len(workers))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(30)
+    return results
+
+
+def test_two_replicas_voting_at_once_both_count(database_url: str, make_sql_run: MakeRun) -> None:
+    run = make_sql_run(RunStatus.PAUSED)
+    with SqlStore(database_url) as a, SqlStore(database_url) as b:
+        for round_ in range(5):
+            opened = OPENED + round_
+            votes = [GateVote(run.id, "review", opened, f"slack:U{i}", "approve", opened + 1) for i in (1, 2)]
+            assert _race([partial(a.cast_vote, votes[0]), partial(b.cast_vote, votes[1])]) == [True, True]
+            assert len(a.gate_votes(run.id, "review", opened)) == 2
+
+
+def test_the_same_vote_from_two_replicas_counts_once(database_url: str, make_sql_run: MakeRun) -> None:
+    run = make_sql_run(RunStatus.PAUSED)
+    with SqlStore(database_url) as a, SqlStore(database_url) as b:
+        vote = _vote(run.id, "slack:U1")
+        assert sorted(_race([lambda: a.cast_vote(vote), lambda: b.cast_vote(vote)])) == [False, True]
+
+
+def test_a_deadline_fires_on_exactly_one_of_two_replicas(database_url: str, make_sql_run: MakeRun) -> None:
+    run = make_sql_run(RunStatus.PAUSED)
+    with SqlStore(database_url) as a, SqlStore(database_url) as b:
+        for i in range(5):
+            a.plan_deadlines(run.id, "review", OPENED, [(f"remind:{i}", OPENED + i)])
+            due: GateDeadline = b.due_deadlines(OPENED + 100)[0]
+            results = _race([partial(a.fire_deadline, due, "a"), partial(b.fire_deadline, due, "b")])
+            assert sorted(results) == [False, True]
+
+
+def test_a_vote_survives_a_restart(database_url: str, make_sql_run: MakeRun) -> None:
+    run = make_sql_run(RunStatus.PAUSED)
+    with SqlStore(database_url) as before:
+        before.cast_vote(_vote(run.id, "slack:U1", values={"window": "now"}))
+        before.plan_deadlines(run.id, "review", OPENED, [("timeout", OPENED + 60)])
+    with SqlStore(database_url) as after:
+        assert [(v.user, v.values) for v in after.gate_votes(run.id, "review", OPENED)] == [
+            ("slack:U1", {"window": "now"})
+        ]
+        assert [d.name for d in after.due_deadlines(OPENED + 60)] == ["timeout"]
