@@ -40,6 +40,7 @@ from collections.abc import Iterable, Mapping
 from json.encoder import encode_basestring  # what canonical_json uses for strings (ensure_ascii=False)
 from typing import Any
 
+from core.workflows.approval_spec import DEFAULT_CHOICES
 from core.workflows.args import canonical_json
 from core.workflows.model import Node
 
@@ -72,7 +73,8 @@ def definition_of(node: Node, *, script_source: str | None, files: Mapping[str, 
     """The node's fields that affect what it does, and nothing else.
 
     Never included: description, comments, position in the file, `depends_on` formatting
-    (dependencies enter through `upstream`), replay class, timeout, retry, approvers, and
+    (dependencies enter through `upstream`), replay class, timeout, retry, approvers (and a
+    gate's quorum, deadlines and escalation; its `form:` and `choices:` count), and
     `provider:` (what answers enters as the `provider` component, whoever names it).
     `files` maps each declared `files:` path to the sha256 of its content.
     """
@@ -90,6 +92,15 @@ def definition_of(node: Node, *, script_source: str | None, files: Mapping[str, 
         definition["files"] = dict(sorted(files.items()))
     if node.artifacts:
         definition["artifacts"] = sorted(set(node.artifacts))
+    if node.when is not None:
+        definition["when"] = node.when
+    gate = node.approval
+    if gate is not None and (gate.form or tuple(gate.choices) != DEFAULT_CHOICES):
+        # what a decision holds (its values, its choices); who decides and when does not count
+        definition["gate"] = {
+            "form": {name: spec.model_dump() for name, spec in sorted(gate.form.items())},
+            "choices": list(gate.answers),
+        }
     return definition
 
 

@@ -24,7 +24,7 @@ class NodeState(StrEnum):
     FAILED = "failed"
     WAITING = "waiting"  # an approval gate waits
     ATTENTION = "needs_attention"  # unsafe step may have half-happened
-    SKIPPED = "skipped"  # not reached (run failed/cancelled before it)
+    SKIPPED = "skipped"  # not reached (run failed/cancelled before it), or its `when:` was false
 
 
 class EventKind(StrEnum):
@@ -36,6 +36,7 @@ class EventKind(StrEnum):
     NODE_FAILED = "node_failed"
     NODE_WAITING = "node_waiting"
     NODE_ATTENTION = "node_attention"
+    NODE_SKIPPED = "node_skipped"  # `when:` is false (or a dependency was skipped); detail: reason
     #: detail: approved (bool), by (user id), how (approve | reject | abandon | cancel)
     GATE_DECIDED = "gate_decided"
     RUN_FINISHED = "run_finished"  # the run came to rest: completed/failed/paused/needs_attention/cancelled

@@ -31,6 +31,14 @@ from typing import Any
 
 from core.engine import replay
 from core.engine.cache_key import IDENTITY_MARK, components_of, digest_value, key_from, key_prefix
+from core.engine.conditions import (
+    SKIP_BYTES,
+    SKIP_DIGEST,
+    SKIPPED_KEY,
+    skipped_dependency,
+    skipped_value,
+    why_skipped,
+)
 from core.engine.contracts import check_output
 from core.engine.events import EngineEvent, EventBus, EventKind
 from core.engine.gates import GateKeeper
@@ -135,6 +143,15 @@ def decode_output(pn: PreparedNode, text: str) -> Any:
     if pn.node.output.format == "json" or pn.kind == "approval":
         return json.loads(text)
     return text
+
+
+def node_value(pn: PreparedNode, output: Any) -> dict[str, Any]:
+    """A done node as templates see it: `nodes.<id>.output` and `.skipped` (false; see
+    `conditions.skipped_value`); a gate's fields (`decision`, `values`, `approvers`) also
+    directly, as DESIGN.md writes `nodes.review.decision`."""
+    if pn.kind == "approval" and isinstance(output, dict):
+        return {**output, "output": output, "skipped": False}
+    return {"output": output, "skipped": False}
 
 
 class RunExecutor:
@@ -268,6 +285,9 @@ class RunExecutor:
             step.components["_reason"] = index.miss_reason(
                 pn.id, step.key, step.components, memoize=pn.memoize
             )
+            conditional = pn.node.when is not None or skipped_dependency(pn, self._digests)
+            if conditional and await self._skips(step):
+                continue
             if pn.kind == "approval":
                 await self._approval(step)
                 continue
@@ -328,7 +348,7 @@ class RunExecutor:
             entry_id = self._journal_start(step)
             digest = self.store.put_blob(canonical_json(output))
             self.store.journal_finish(entry_id, status=NodeStatus.COMPLETED, output_digest=digest)
-            self._values[pn.id] = {"output": output}
+            self._values[pn.id] = node_value(pn, output)
             await self._emit(EventKind.NODE_COMPLETED, pn.id, approved_by=gate.decided_by)
             self._release(pn.id, digest)
             return
@@ -337,6 +357,27 @@ class RunExecutor:
             return
         self._gates.append(pn.id)
         await self._emit(EventKind.NODE_WAITING, pn.id, prompt=gate.prompt)
+
+    async def _skips(self, step: _Step) -> bool:
+        """True when the step is skipped (`conditions.py`): journaled as such, and released."""
+        pn = step.node
+        try:
+            if pn.node.when is not None:
+                self._ensure_values(pn.deps)
+            why = await why_skipped(pn, self._digests, self.s.renderer, self._context)
+        except BatonError as exc:
+            await self._fail(pn.id, f"`when:` of `{pn.id}`: {exc.message}")
+            return True
+        if why is None:
+            return False
+        step.components[SKIPPED_KEY] = why
+        entry_id = self._journal_start(step)
+        digest = self.store.put_blob(SKIP_BYTES)
+        self.store.journal_finish(entry_id, status=NodeStatus.COMPLETED, output_digest=digest)
+        self._values[pn.id] = skipped_value()
+        await self._emit(EventKind.NODE_SKIPPED, pn.id, reason=why)
+        self._release(pn.id, digest)
+        return True
 
     async def _fail(self, node_id: str, error: str) -> None:
         self._failed.append((node_id, error))
@@ -353,10 +394,14 @@ class RunExecutor:
     def _ensure_values(self, node_ids: tuple[str, ...] | list[str] | set[str]) -> None:
         """Load the outputs of these (done) nodes for templates, in one `get_blobs` at most."""
         missing = [n for n in node_ids if n not in self._values]
+        for n in [n for n in missing if self._digests[n] == SKIP_DIGEST]:
+            self._values[n] = skipped_value()
+            missing.remove(n)
         wanted = {self._digests[n] for n in missing} | set(self._restore.values())
         blobs = self.store.get_blobs(wanted) if wanted else {}
         for n in missing:
-            self._values[n] = {"output": decode_output(self.nodes[n], blobs[self._digests[n]].decode())}
+            pn = self.nodes[n]
+            self._values[n] = node_value(pn, decode_output(pn, blobs[self._digests[n]].decode()))
         if self._restore:
             restore_artifacts(self.s.dirs.root, {path: blobs[d] for path, d in self._restore.items()})
             self._restore = {}
@@ -506,7 +551,7 @@ class RunExecutor:
                 digest = self._finish(pn, entry_id, result)
             except NodeFailed as exc:
                 return exc.message
-        self._values[pn.id] = {"output": value}
+        self._values[pn.id] = node_value(pn, value)
         if self.s.bus:
             await self._emit(
                 EventKind.NODE_COMPLETED,

@@ -15,6 +15,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from core.engine.cache_key import EARLIER_ATTEMPT_FAILED, cache_key, explain, same_except_upstream
+from core.engine.conditions import SKIPPED_KEY
 from core.engine.events import NodePlan, NodeState, NodeSummary, Plan, RunSummary
 from core.engine.executor import node_components
 from core.engine.journal_index import MARKER_KEY, REJECTED_MARKER, JournalIndex, is_cut
@@ -140,6 +141,9 @@ def _row(node_id: str, kind: str, entry: JournalEntry | None, run: Run, deps_don
         state = NodeState.QUEUED if status is RunStatus.RUNNING else NodeState.SKIPPED
         by = entry.invalidated_by or entry.components.get("by")
         return NodeSummary(node_id, kind, state, reason=f"invalidated by {by}")
+    if entry.status is NodeStatus.COMPLETED and SKIPPED_KEY in entry.components:
+        why = entry.components[SKIPPED_KEY]
+        return NodeSummary(node_id, kind, NodeState.SKIPPED, reason=f"skipped: {why}")
     if entry.status is NodeStatus.COMPLETED and entry.cached_from:
         saved = int(entry.components.get("_tokens", 0))
         return NodeSummary(
@@ -197,6 +201,7 @@ def final_output_digest(prepared: PreparedWorkflow | None, entries: Sequence[Jou
     latest = own_latest(entries)
     for node_id in reversed(prepared.sinks()):
         entry = latest.get(node_id)
-        if entry is not None and entry.status is NodeStatus.COMPLETED and entry.output_digest:
+        skipped = entry is not None and SKIPPED_KEY in entry.components
+        if entry is not None and entry.status is NodeStatus.COMPLETED and entry.output_digest and not skipped:
             return entry.output_digest
     return None

@@ -1,7 +1,7 @@
 """Rendering a step's templates without holding up the event loop.
 
-`StepRenderer(limits)` renders the `bash`, `prompt`, `approval` and `with:` templates of
-steps. A template that can only read values (no loops, calls, filters or operators; see
+`StepRenderer(limits)` renders the `bash`, `prompt`, `approval`, `when:` and `with:` templates
+of steps. A template that can only read values (no loops, calls, filters or operators; see
 `inline`) renders at once: its cost is bounded by the budget's output size. Anything else
 renders in a worker thread under its budget (`core/workflows/render_budget.py`), so other
 conversations are answered meanwhile; the budget ends a pathological render with one line.
@@ -19,7 +19,13 @@ from typing import Any, TypeVar
 from core.errors import RenderBudgetExceeded
 from core.workflows.bash_template import BashCommand, render_bash
 from core.workflows.render_budget import RenderLimits
-from core.workflows.templating import parse_template, render_template, render_value
+from core.workflows.templating import (
+    condition_expression,
+    evaluate_condition,
+    parse_template,
+    render_template,
+    render_value,
+)
 
 T = TypeVar("T")
 #: seconds past the budget's deadline before the engine stops waiting for the thread
@@ -58,6 +64,12 @@ class StepRenderer:
 
     async def value(self, value: Any, context: Mapping[str, Any]) -> Any:
         return await self._run(False, lambda: render_value(value, context, limits=self.limits))
+
+    async def condition(self, source: str, context: Mapping[str, Any]) -> bool:
+        """A `when:` (true or false, else `TemplateRenderError`)."""
+        expression = condition_expression(source)
+        cheap = expression is not None and inline("{{" + expression + "}}")
+        return await self._run(cheap, lambda: evaluate_condition(source, context, limits=self.limits))
 
     async def _run(self, at_once: bool, render: Callable[[], T]) -> T:
         if at_once:

@@ -58,7 +58,6 @@ def gate_problems(node: Node) -> Iterator[Found]:
 #: than accepted and ignored, since an ignored `required: 2` would be a false approval
 NOT_ENFORCED: tuple[str, ...] = (
     "required", "requester_may_approve", "timeout", "on_timeout", "remind", "escalate", "form", "choices",
-    "when",
 )
 
 
@@ -150,11 +149,6 @@ def _answers(node: Node, spec: ApprovalSpec) -> Iterator[Found]:
 def when_problems(node: Node) -> Iterator[Found]:
     """`when:` is one expression: `{{ … }}` around it, or the bare expression."""
     if node.when is None:
-        return
-    if "when" in NOT_ENFORCED:
-        yield ("when",), f"`{node.id}` uses `when:`, which this version of Baton does not enforce yet", (
-            "Remove `when:` (the node would run whatever the condition says)."
-        )
         return
     from jinja2.exceptions import TemplateSyntaxError
 
