@@ -75,6 +75,8 @@ class GatesSql(SqlBase):
                         decided_by=None,
                         comment=None,
                         decided_at=None,
+                        decision=None,
+                        outcome=None,
                     )
                 )
             return read_gate(conn, run_id, node_id)

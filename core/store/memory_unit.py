@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
@@ -178,16 +178,21 @@ class MemoryUnitOfWork:
         return self._later(op)
 
     def decide_gate(
-        self, run_id: str, node_id: str, *, approved: bool, by: str, comment: str | None
+        self, run_id: str, node_id: str, *, approved: bool, by: str, comment: str | None,
+        decision: str | None = None, outcome: Mapping[str, Any] | None = None,
     ) -> Pending[Gate]:
-        decision = GateStatus.APPROVED if approved else GateStatus.REJECTED
+        status = GateStatus.APPROVED if approved else GateStatus.REJECTED
+        choice = decision or ("approve" if approved else "reject")
+        kept = copied(dict(outcome or {}))
         now = self._now()
 
         def op(undo: Undo) -> Gate:
             gate = self._t.gate(run_id, node_id)
             if gate.status is not GateStatus.WAITING:
                 raise cas.already_decided(gate)
-            decided = gate.evolve(status=decision, decided_by=by, comment=comment, decided_at=now)
+            decided = gate.evolve(
+                status=status, decided_by=by, comment=comment, decided_at=now, decision=choice, outcome=kept
+            )
             self._t.put(self._t.gates, (run_id, node_id), decided, undo)
             return decided
 

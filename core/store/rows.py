@@ -115,6 +115,8 @@ def gate_from_row(row: RowLike) -> Gate:
         comment=m["comment"],
         decided_at=m["decided_at"],
         cache_key=m["cache_key"],
+        decision=m.get("decision"),
+        outcome=json_object(m.get("outcome")),
     )
 
 

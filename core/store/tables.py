@@ -125,6 +125,9 @@ class GateRow(SQLModel, table=True):
     decided_at: float | None = Field(default=None, sa_column=sa.Column(sa.Float, nullable=True))
     # the approval node's cache key the decision answers (revision 0002); "" for older gates
     cache_key: str = Field(default="", sa_column=sa.Column(sa.String(), nullable=False, server_default=""))
+    # the choice decided and what it carries (values, approvers): revision 0007
+    decision: str | None = _text(nullable=True)
+    outcome: dict[str, Any] | None = Field(default=None, sa_column=sa.Column(sa.JSON, nullable=True))
 
 
 class GateVoteRow(SQLModel, table=True):

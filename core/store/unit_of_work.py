@@ -23,7 +23,7 @@ Values a write returns exist once the unit committed: `Pending.value` before tha
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Any, Generic, Protocol, TypeVar
 
 from core.store.records import Gate, Run, RunStatus
@@ -91,10 +91,12 @@ class UnitOfWork(Protocol):
         """`Runs.transition` (a CAS) inside the unit."""
 
     def decide_gate(
-        self, run_id: str, node_id: str, *, approved: bool, by: str, comment: str | None
+        self, run_id: str, node_id: str, *, approved: bool, by: str, comment: str | None,
+        decision: str | None = None, outcome: Mapping[str, Any] | None = None,
     ) -> Pending[Gate]:
         """CAS waiting -> approved | rejected; `GateAlreadyDecided` (carrying the decision and
-        who made it) when the gate was not waiting, `RunNotFound` when there is none."""
+        who made it) when the gate was not waiting, `RunNotFound` when there is none.
+        `decision`: the choice (default `approve` / `reject`); `outcome`: values, approvers."""
 
     def close_gates(self, run_id: str, *, by: str, comment: str | None) -> Pending[list[Gate]]:
         """Reject every gate still waiting in the run (a run that ends stops asking); the

@@ -105,11 +105,13 @@ class SqlUnitOfWork:
         ))  # fmt: skip
 
     def decide_gate(
-        self, run_id: str, node_id: str, *, approved: bool, by: str, comment: str | None
+        self, run_id: str, node_id: str, *, approved: bool, by: str, comment: str | None,
+        decision: str | None = None, outcome: Mapping[str, Any] | None = None,
     ) -> Pending[Gate]:
-        return self._pending(
-            w.decide_gate(self._now(), run_id, node_id, approved=approved, by=by, comment=comment)
-        )
+        return self._pending(w.decide_gate(
+            self._now(), run_id, node_id, approved=approved, by=by, comment=comment,
+            decision=decision, outcome=outcome,
+        ))  # fmt: skip
 
     def close_gates(self, run_id: str, *, by: str, comment: str | None) -> Pending[list[Gate]]:
         return self._pending(w.close_gates(self._now(), run_id, by=by, comment=comment))

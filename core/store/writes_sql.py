@@ -101,7 +101,9 @@ def _decide(one: bool) -> Callable[[str, str, str], Any]:
         ]
         if one:
             matches.append(GATES.c.node_id == _b(p, "node_id", GATES.c.node_id))
-        decided = ("status", "decided_by", "comment", "decided_at")
+        decided: tuple[str, ...] = ("status", "decided_by", "comment", "decided_at")
+        if one:  # a gate's own decision carries its choice and outcome; closing a run's gates does not
+            decided += ("decision", "outcome")
         return (
             sa.update(GATES)
             .where(*matches)
@@ -226,11 +228,14 @@ def transition(
 
 
 def decide_gate(
-    now: float, run_id: str, node_id: str, *, approved: bool, by: str, comment: str | None
+    now: float, run_id: str, node_id: str, *, approved: bool, by: str, comment: str | None,
+    decision: str | None = None, outcome: Mapping[str, Any] | None = None,
 ) -> Write:
-    decision = GateStatus.APPROVED if approved else GateStatus.REJECTED
-    params = {"run_id": run_id, "node_id": node_id, "status": decision.value, "decided_by": by,
-              "comment": comment, "decided_at": now}  # fmt: skip
+    status = GateStatus.APPROVED if approved else GateStatus.REJECTED
+    choice = decision or ("approve" if approved else "reject")
+    params = {"run_id": run_id, "node_id": node_id, "status": status.value, "decided_by": by,
+              "comment": comment, "decided_at": now, "decision": choice,
+              "outcome": dict(outcome or {})}  # fmt: skip
 
     def check(conn: sa.Connection) -> BatonError | None:
         gate = read_gate(conn, run_id, node_id)

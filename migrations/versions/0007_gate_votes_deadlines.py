@@ -1,4 +1,5 @@
-"""`gate_votes` and `gate_deadlines`: approval policies (quorum, deadlines).
+"""`gate_votes`, `gate_deadlines`, and a gate's `decision` and `outcome`: approval policies
+(quorum, deadlines, choices, forms).
 
 A vote is one row per (gate opening, person, ballot); its primary key is the compare-and-
 swap that makes a repeated vote count once and two people voting at once both count. A
@@ -23,6 +24,8 @@ depends_on: str | Sequence[str] | None = None
 
 
 def upgrade() -> None:
+    op.add_column("gates", sa.Column("decision", sa.String(), nullable=True))
+    op.add_column("gates", sa.Column("outcome", sa.JSON(), nullable=True))
     op.create_table(
         "gate_votes",
         sa.Column("run_id", sa.String(12), sa.ForeignKey("runs.id", ondelete="CASCADE"), primary_key=True),
@@ -52,3 +55,6 @@ def downgrade() -> None:
     op.drop_index("ix_gate_deadlines_due", table_name="gate_deadlines")
     op.drop_table("gate_deadlines")
     op.drop_table("gate_votes")
+    with op.batch_alter_table("gates") as batch:
+        batch.drop_column("outcome")
+        batch.drop_column("decision")

@@ -124,3 +124,27 @@ def test_a_vote_survives_a_restart(database_url: str, make_sql_run: MakeRun) -> 
             ("slack:U1", {"window": "now"})
         ]
         assert [d.name for d in after.due_deadlines(OPENED + 60)] == ["timeout"]
+
+
+def test_a_decision_carries_its_choice_and_outcome_and_a_reopening_clears_them(
+    store: Store, make_run: MakeRun
+) -> None:
+    run = make_run(RunStatus.PAUSED)
+    store.open_gate(run.id, "review", "Go?", "k1")
+    outcome = {"values": {"replicas": 5}, "approvers": [{"user": "slack:U1", "at": 1.0, "comment": ""}]}
+    with store.transaction() as tx:
+        decided = tx.decide_gate(
+            run.id, "review", approved=True, by="slack:U1", comment=None, decision="hotfix", outcome=outcome
+        )
+    assert decided.value.decision == "hotfix" and decided.value.outcome == outcome
+    assert store.get_gate(run.id, "review").outcome == outcome
+    reopened = store.open_gate(run.id, "review", "Go again?", "k2")
+    assert reopened.decision is None and reopened.outcome == {}
+
+
+def test_a_plain_decision_records_approve_or_reject(store: Store, make_run: MakeRun) -> None:
+    run = make_run(RunStatus.PAUSED)
+    store.open_gate(run.id, "review", "Go?")
+    with store.transaction() as tx:
+        tx.decide_gate(run.id, "review", approved=False, by="slack:U1", comment="no")
+    assert store.get_gate(run.id, "review").decision == "reject"
