@@ -83,7 +83,7 @@ def definition_of(node: Node, *, script_source: str | None, files: Mapping[str, 
     if kind == "script":
         definition["script"] = digest_bytes((script_source or "").encode())
     else:
-        definition["body"] = str(getattr(node, kind))
+        definition["body"] = node.body
     if node.with_:
         definition["with"] = node.with_
     if node.output.format != "text" or node.output.schema_ is not None:
