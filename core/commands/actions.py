@@ -8,11 +8,12 @@ fresh-run prompt, argument assembly and the replies.
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from core.commands import authz, replies
+from core.commands import authz, replies, voting
 from core.commands.forms import inputs_form
 from core.commands.messages import ChatMessage, Reply
 from core.commands.model import (
@@ -79,6 +80,10 @@ class Context:
     pending_audit: dict[str, Any] | None = None
     pages: RunPages | None = None  # personal links to run pages; None: the pages are off
     thread_runs: list[Run] | None = None  # the runs of the message's thread, when already read
+    clock: Callable[[], float] = time.time  # when a vote is cast (escalation, deadlines)
+
+    async def announcing(self, run_id: str, ending: Awaitable[Run]) -> Run:
+        return await _announcing(self, run_id, ending)
 
     def find(self, ref: str) -> Run:
         """The run `ref` names, looked up once per message (the audit trail, the action and an
@@ -99,16 +104,18 @@ def node_approvers(ctx: Context, run: Run, node_id: str) -> list[str] | None:
         return None
 
 
-async def decide(ctx: Context, run: Run, approve: bool, comment: str | None) -> list[Reply]:
-    """Approve or reject `run`'s waiting gate (explicitly by id), or say who already did."""
+async def decide(ctx: Context, run: Run, approve: bool, comment: str | None,
+                 words: tuple[str, ...] = (), by_reply: bool = False) -> list[Reply]:
+    """Approve or reject `run`'s waiting gate (explicitly by id), or say who already did. A
+    waiting gate's decision is a vote under its policy (`voting.py`)."""
     ctx.run_ref = run.id
     gate, blob = ctx.store.gate_and_args(run)  # one query: the engine needs the args
-    if gate is None:
-        done = ctx.engine.gates.decided(run)
-        if done is not None:
-            raise ctx.engine.gates.refusal(run, done)
-    else:
-        authz.require_approve(ctx.access, ctx.uid, run, node_approvers(ctx, run, gate.node_id))
+    if gate is not None and run.status is RunStatus.PAUSED:  # waiting (`gates.py`): a vote
+        return await voting.cast(ctx, run, gate, json.loads(blob), reject=not approve, words=words,
+                                 comment=comment, by_reply=by_reply)  # fmt: skip
+    done = ctx.engine.gates.decided(run)
+    if done is not None:
+        raise ctx.engine.gates.refusal(run, done)
     # a decision that loses its race raises `GateAlreadyDecided` naming who won (`gates.py`)
     if approve:
         args_now = json.loads(blob)
@@ -240,7 +247,7 @@ async def resume(ctx: Context, cmd: ResumeCommand) -> list[Reply]:
 
 
 async def approve(ctx: Context, cmd: ApproveCommand) -> list[Reply]:
-    return await decide(ctx, ctx.find(cmd.run), True, cmd.comment)
+    return await decide(ctx, ctx.find(cmd.run), True, cmd.comment, cmd.words)
 
 
 async def reject(ctx: Context, cmd: RejectCommand) -> list[Reply]:

@@ -236,7 +236,8 @@ class Handler:
         run, gate = addressed[0]
         if decision.kind is DecisionKind.UNCLEAR:
             return [replies.approval_question(run, gate)]
-        return await actions.decide(ctx, run, decision.kind is DecisionKind.APPROVE, decision.comment)
+        return await actions.decide(ctx, run, decision.kind is DecisionKind.APPROVE, decision.comment,
+                                    by_reply=True)
 
     def _no_gate(self, ctx: Context, kind: DecisionKind, thread_runs: list[Run]) -> list[Reply]:
         msg = ctx.message

@@ -42,6 +42,9 @@ class ResumeCommand:
 class ApproveCommand:
     run: str
     comment: str | None = None
+    #: the words after the run id as typed (quotes resolved): a choice, `name=value`s for the
+    #: gate's form, then the comment (`core/commands/voting.py` reads them against the gate)
+    words: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

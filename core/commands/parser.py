@@ -311,7 +311,9 @@ _Builder = Callable[[list[str], list[tuple[str, str | None]], bool], Command]
 _BUILDERS: dict[str, _Builder] = {
     "run": _run,
     "resume": lambda p, o, f: ResumeCommand(_need(p, "resume", ("run",))[0]),
-    "approve": lambda p, o, f: ApproveCommand(_need(p, "approve", ("run",), rest=True)[0], _rest(p, 1)),
+    "approve": lambda p, o, f: ApproveCommand(
+        _need(p, "approve", ("run",), rest=True)[0], _rest(p, 1), tuple(p[1:])
+    ),
     "reject": lambda p, o, f: RejectCommand(_need(p, "reject", ("run",), rest=True)[0], _rest(p, 1)),
     "abandon": lambda p, o, f: AbandonCommand(_need(p, "abandon", ("run",), rest=True)[0], _rest(p, 1)),
     "cancel": lambda p, o, f: CancelCommand(_need(p, "cancel", ("run",))[0]),

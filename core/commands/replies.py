@@ -7,11 +7,12 @@ each has a template on every platform (`templates/<platform>/<kind>.j2`).
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence, Set
+import json
+from collections.abc import Mapping, Sequence, Set
 from typing import Any
 
 from core.commands.hints import hint
-from core.commands.messages import Button, Form, Menu, Reply
+from core.commands.messages import Button, Form, FormField, Menu, Reply
 from core.commands.model import Spec
 from core.commands.pages import PageLink, open_button
 from core.commands.resolution import Option, Prompt, preview
@@ -24,6 +25,7 @@ KINDS = (
     "run_cancelled", "node_resolved", "invalidated", "plan", "status", "runs", "workflows", "args",
     "audit", "progress", "run_completed", "run_failed", "gate_waiting", "needs_attention",
     "approval_question", "which_gate", "no_gate_hint", "page_link", "input_form", "home",
+    "vote_counted", "approval_values",
 )
 
 
@@ -140,9 +142,51 @@ def run_resumed(run: Run, actor: str) -> Reply:
     return about(run, "run_resumed", {"by": actor, "handle": run.handle})
 
 
-def gate_decided(run: Run, gate: Gate | None, approved: bool, actor: str, comment: str | None) -> Reply:
+def gate_decided(run: Run, gate: Gate | None, approved: bool, actor: str, comment: str | None,
+                 decision: str | None = None) -> Reply:
+    """`decision`: the choice a policy's votes decided, when not plain approve / reject."""
+    shown = decision if decision not in (None, "approve", "reject") else ""
     return about(run, "gate_decided", {
-        "node": gate.node_id if gate else "", "approved": approved, "by": actor, "comment": comment or ""})
+        "node": gate.node_id if gate else "", "approved": approved, "by": actor, "comment": comment or "",
+        "decision": shown})
+
+
+def vote_counted(run: Run, gate: Gate, result: Any, state: Mapping[str, Any], counted: bool,
+                 decided_by: str | None = None, comment: str = "") -> Reply:
+    """A vote recorded (or a repeat, `counted` False) while the gate still waits for its quorum;
+    `decided_by`: the vote counted but someone else's opened the gate at the same moment."""
+    return about(run, "vote_counted", {"node": gate.node_id, "counted": counted, "state": dict(state),
+                                       "decided_by": decided_by or "", "comment": comment})
+
+
+APPROVAL_FORM = "approval_values"  # `Form.kind` of the form asking for a gate's values
+
+
+def approval_values(run: Run, gate: Gate, spec: Any, choice: str, given: Mapping[str, Any],
+                    missing: Sequence[str]) -> Reply:
+    """A vote held back for the gate's form: the form (where the platform has one), a button
+    that opens it, and the `approve <run> name=value` to type, with the defaults shown."""
+    base = f"approve {run.id}" + ("" if choice == "approve" else f" {choice}")
+    fields = tuple(
+        FormField(name=name, label=name, type=field.type, required=field.required or name in missing,
+                  value=_form_text(given.get(name, field.default), field.type),
+                  choices=tuple(_form_text(v, field.type) for v in field.enum or ()),
+                  description=field.description)
+        for name, field in spec.form.items()
+    )  # fmt: skip
+    form = Form(kind=APPROVAL_FORM, title=f"Approve {gate.node_id}", submit="Approve", command=base,
+                fields=fields)
+    example = " ".join([base, *(f"{f.name}={f.value or '…'}" for f in fields)])
+    return about(run, "approval_values", {
+        "node": gate.node_id, "fields": [dataclasses.asdict(f) for f in fields], "missing": list(missing),
+        "example": example}, ephemeral=True, form=form,
+        buttons=(Button("Approve…", base, "primary", FORM_ACTION),))
+
+
+def _form_text(value: Any, type_: str) -> str:
+    if value is None:
+        return ""
+    return value if type_ == "string" and isinstance(value, str) else json.dumps(value, ensure_ascii=False)
 
 
 def run_cancelled(run: Run, actor: str | None, reason: str | None) -> Reply:

@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
+from core.store.records import Gate
 from core.workflows.approval_spec import APPROVE, DEFAULT_CHOICES, REJECT, ApprovalSpec
 
 ANYONE = "*"
@@ -183,6 +184,23 @@ def tally(
         if counts[vote.choice] >= policy.required:
             return Tally(Verdict.DECIDED, vote.choice, tuple(counted), counts, policy.required)
     return Tally(Verdict.PENDING, None, tuple(counted), counts, policy.required)
+
+
+def gate_output(gate: Gate) -> dict[str, Any]:
+    """The output of an approved gate, as downstream nodes read it: `decision` (the choice),
+    `values` (the form's), `approvers` ([{user, at, comment}], the people who decided), and,
+    as before policies, `approved`, `by` and `comment`."""
+    approvers = gate.outcome.get("approvers") or [
+        {"user": gate.decided_by, "at": gate.decided_at, "comment": gate.comment or ""}
+    ]
+    return {
+        "decision": gate.decision or APPROVE,
+        "values": dict(gate.outcome.get("values") or {}),
+        "approvers": approvers,
+        "approved": True,
+        "by": gate.decided_by,
+        "comment": gate.comment,
+    }
 
 
 # -- deadlines ------------------------------------------------------------------------------

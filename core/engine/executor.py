@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from core.engine import replay
+from core.engine.approval_policy import Policy, deadlines, gate_output
 from core.engine.cache_key import IDENTITY_MARK, components_of, digest_value, key_from, key_prefix
 from core.engine.conditions import (
     SKIP_BYTES,
@@ -344,7 +345,7 @@ class RunExecutor:
         why = str(step.components.get("_reason") or "the question changed")
         gate = GateKeeper(self.store).ask(self.run_id, pn.id, prompt, step.key, why=why)
         if gate.status is GateStatus.APPROVED:
-            output = {"approved": True, "by": gate.decided_by, "comment": gate.comment}
+            output = gate_output(gate)
             entry_id = self._journal_start(step)
             digest = self.store.put_blob(canonical_json(output))
             self.store.journal_finish(entry_id, status=NodeStatus.COMPLETED, output_digest=digest)
@@ -356,6 +357,10 @@ class RunExecutor:
             await self._fail(pn.id, f"approval `{pn.id}` was rejected by {gate.decided_by}")
             return
         self._gates.append(pn.id)
+        spec = pn.node.approval
+        if spec is not None and (spec.timeout or spec.remind or spec.escalate):  # durable, planned once
+            due = deadlines(Policy.of(spec, approvers=()), gate.created_at)
+            self.store.plan_deadlines(self.run_id, pn.id, gate.created_at, [(d.name, d.at) for d in due])
         await self._emit(EventKind.NODE_WAITING, pn.id, prompt=gate.prompt)
 
     async def _skips(self, step: _Step) -> bool:

@@ -19,6 +19,7 @@ the decision, who made it and the run's status; the commands layer words what to
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from core.engine.events import ENGINE_ACTOR
@@ -70,19 +71,24 @@ class GateKeeper:
 
     # -- deciding -------------------------------------------------------------------------------
     def approve(
-        self, run: Run, gate: Gate, *, actor: str, comment: str | None, owner: str, lease_seconds: float
+        self, run: Run, gate: Gate, *, actor: str, comment: str | None, owner: str, lease_seconds: float,
+        decision: str | None = None, outcome: Mapping[str, Any] | None = None,
     ) -> Run:
         """`gate` approved and the run `running` again under `owner`'s lease, audited: one
-        unit of work. The run's CAS is on the version read (`run.version`)."""
+        unit of work. The run's CAS is on the version read (`run.version`). `decision` is the
+        choice a policy's votes decided (default `approve`), `outcome` its values and approvers."""
         try:
             with self.store.transaction() as tx:
-                tx.decide_gate(run.id, gate.node_id, approved=True, by=actor, comment=comment)
+                tx.decide_gate(run.id, gate.node_id, approved=True, by=actor, comment=comment,
+                               decision=decision, outcome=outcome)  # fmt: skip
                 resumed = tx.transition(
                     run.id, RunStatus.RUNNING, actor=actor, expected_version=run.version,
                     allowed_from=(RunStatus.PAUSED,), lease_owner=owner, lease_seconds=lease_seconds,
                 )  # fmt: skip
-                tx.audit(actor=actor, action="approve", run_id=run.id,
-                         details={"node": gate.node_id, "comment": comment})  # fmt: skip
+                details: dict[str, Any] = {"node": gate.node_id, "comment": comment}
+                if decision is not None:  # decided by a policy's votes: which choice
+                    details["decision"] = decision
+                tx.audit(actor=actor, action="approve", run_id=run.id, details=details)
         except GateAlreadyDecided as exc:
             raise self._lost(run, exc) from exc
         return resumed.value

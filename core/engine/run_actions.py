@@ -121,17 +121,21 @@ class RunActions:
         comment: str | None = None,
         gate: Gate | None = None,
         args: Mapping[str, Any] | None = None,
+        decision: str | None = None,
+        outcome: Mapping[str, Any] | None = None,
     ) -> Run:
         """paused at a gate -> approved, running. A `Run` the caller just read, the `gate` it
         found waiting in it and the run's `args` (`args_of(run)`) save reading them again
-        (stale copies lose the CAS below like any concurrent change; args never change)."""
+        (stale copies lose the CAS below like any concurrent change; args never change).
+        `decision` and `outcome`: what a policy's votes decided (`core/commands/voting.py`)."""
         run = run_id if isinstance(run_id, Run) else self.store.get_run(run_id)
         comment = self._hidden(comment)
         gate = self.gates.to_decide(run, gate)
         ready = self._ready(run.workflow, self.args_of(run) if args is None else args)
         running = self.gates.approve(
-            run, gate, actor=actor, comment=comment, owner=self.owner, lease_seconds=self.config.lease_seconds
-        )
+            run, gate, actor=actor, comment=comment, owner=self.owner,
+            lease_seconds=self.config.lease_seconds, decision=decision, outcome=outcome,
+        )  # fmt: skip
         await self._emit(EventKind.GATE_DECIDED, run.id, gate.node_id, approved=True, by=actor, how="approve")
         await self._launch(running, ready)
         return running

@@ -57,7 +57,7 @@ def gate_problems(node: Node) -> Iterator[Found]:
 #: policy keys this Baton reads but does not enforce yet: refused at load (fail closed) rather
 #: than accepted and ignored, since an ignored `required: 2` would be a false approval
 NOT_ENFORCED: tuple[str, ...] = (
-    "required", "requester_may_approve", "timeout", "on_timeout", "remind", "escalate", "form", "choices",
+    "timeout", "on_timeout", "remind", "escalate",
 )
 
 

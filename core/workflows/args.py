@@ -98,19 +98,33 @@ def check_input(workflow: Workflow, name: str, value: Any) -> Any:
     return _coerce(name, workflow.inputs[name], value, _declared(workflow))
 
 
-def _coerce(name: str, spec: InputSpec, value: Any, declared: str) -> Any:
+def check_value(name: str, spec: InputSpec, value: Any, *, noun: str, hint: str, pass_as: str) -> Any:
+    """A value checked against a spec the way inputs are (an approval's `form:` fields):
+    `noun` names it ("field"), `hint` is the fix for a wrong type, `pass_as` how to type it."""
+    return _coerce(name, spec, value, hint, noun=noun, pass_as=pass_as)
+
+
+def _coerce(
+    name: str,
+    spec: InputSpec,
+    value: Any,
+    declared: str,
+    *,
+    noun: str = "input",
+    pass_as: str = "--set {name}=…",
+) -> Any:
     if not matches_type(value, spec.type) and isinstance(value, str):
         value = _from_text(value, spec.type)
     if not matches_type(value, spec.type):
         raise InputValidationError(
-            f"input `{name}` must be {_ARTICLE.get(spec.type, 'a ' + spec.type)}, got {_describe(value)}",
+            f"{noun} `{name}` must be {_ARTICLE.get(spec.type, 'a ' + spec.type)}, got {_describe(value)}",
             hint=declared,
         )
     if spec.enum is not None and value not in spec.enum:
         allowed = ", ".join(json.dumps(v, ensure_ascii=False) for v in spec.enum)
         raise InputValidationError(
-            f"input `{name}` must be one of {allowed}, got {json.dumps(value, ensure_ascii=False)}",
-            hint=f"Pass one of them with --set {name}=…",
+            f"{noun} `{name}` must be one of {allowed}, got {json.dumps(value, ensure_ascii=False)}",
+            hint=f"Pass one of them with {pass_as.format(name=name)}",
         )
     return value
 

@@ -59,7 +59,12 @@ async def test_approval_pauses_then_approve_continues_the_run(db_harness: Harnes
     done = await h.engine.wait(paused.id, timeout=30)
 
     assert done.status is RunStatus.COMPLETED
-    assert json.loads(h.output(paused.id, "review")) == {
+    output = json.loads(h.output(paused.id, "review"))
+    at = h.store.get_gate(paused.id, "review").decided_at
+    assert output == {
+        "decision": "approve",  # a gate's output (DESIGN.md "Approvals"), and the fields it had before
+        "values": {},
+        "approvers": [{"user": "console:bo", "at": at, "comment": "ship it"}],
         "approved": True,
         "by": "console:bo",
         "comment": "ship it",

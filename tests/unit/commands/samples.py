@@ -13,6 +13,8 @@ from core.commands.resolution import Prompt, prompt_options
 from core.engine.events import NodePlan, NodeState, NodeSummary, Plan, RunSummary
 from core.errors import RunNotResumable
 from core.store.records import AuditEvent, Gate, GateStatus, Run, RunStatus
+from core.workflows.approval_spec import ApprovalSpec
+from core.workflows.input_spec import InputSpec
 
 
 def make_run(**kw: Any) -> Run:
@@ -93,4 +95,10 @@ def every_reply_kind(text: str = "hi") -> list[Reply]:
                        "created_at": run.created_at, "url": "http://127.0.0.1:8080/r/x", "node": "review",
                        "question": text}], 2, [{"conversation": "C1", "url": "http://127.0.0.1:8080/c/x"}],
                      pages=True),
+        replies.vote_counted(run, gate, None, {
+            "have": 1, "need": 2, "groups": ["sre"], "requester_excluded": True, "expires_in": 14_340.0,
+            "voters": ["slack:U2"], "choices": [text]}, True, comment=text),
+        replies.approval_values(run, gate, ApprovalSpec(question=text, form={
+            "replicas": InputSpec(type="integer", default=3), "window": InputSpec(enum=["now", text])}),
+            "approve", {"replicas": 3}, ["window"]),
     ]

@@ -32,7 +32,7 @@ from core.errors import UsageError
     ("text", "expected"),
     [
         ("resume 3f9a", ResumeCommand("3f9a")),
-        ("approve 3f9a looks good", ApproveCommand("3f9a", "looks good")),
+        ("approve 3f9a looks good", ApproveCommand("3f9a", "looks good", ("looks", "good"))),
         ("approve 3f9a", ApproveCommand("3f9a", None)),
         ("reject 3f9a 'too risky'", RejectCommand("3f9a", "too risky")),
         ("abandon 3f9a", AbandonCommand("3f9a")),

@@ -1,0 +1,186 @@
+"""Approval policies through the Handler on a real Engine (SQLite and PostgreSQL): a quorum of
+distinct eligible people, a repeat counting once, the requester excluded, an ineligible "lgtm"
+refused politely, a form's values typed as text or asked for, a choice that takes a branch,
+and two people completing the quorum at once."""
+
+from __future__ import annotations
+
+import json
+import textwrap
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+
+from core.commands import voting
+from core.commands.actions import Context
+from core.commands.messages import ChatMessage, Reply
+from core.config import Access
+from core.redaction import Redactor
+from core.render import render_text
+from core.store.records import RunStatus
+from tests.integration.commands.conftest import Chat, make_chat
+
+RELEASE = """
+name: release
+inputs:
+  version: {type: string, default: "1.0"}
+nodes:
+  - id: build
+    bash: printf 'built %s' {{ inputs.version }}
+    replay: pure
+  - id: review
+    depends_on: [build]
+    approval:
+      question: "Ship {{ inputs.version }}?"
+      approvers: [group:sre]
+      required: 2
+      requester_may_approve: false
+      form:
+        replicas: {type: integer, default: 3}
+        window: {type: string, enum: [now, tonight]}
+      choices: [approve, hotfix, reject]
+  - id: deploy
+    depends_on: [review]
+    when: "{{ nodes.review.decision == 'approve' }}"
+    bash: printf 'deploy x%s %s' {{ nodes.review.values.replicas }} {{ nodes.review.values.window }}
+    replay: pure
+  - id: hotfix
+    depends_on: [review]
+    when: "{{ nodes.review.decision == 'hotfix' }}"
+    bash: printf 'hotfix by %s' {{ nodes.review.approvers[1].user }}
+    replay: pure
+"""
+
+ACCESS = Access.model_validate(
+    {
+        "admins": ["console:root"],
+        "groups": {"sre": ["console:sam", "console:sue", "console:rita"]},
+        "run": {"*": ["console:rita", "console:bob"]},
+    }
+)
+
+
+@pytest.fixture
+async def chat(tmp_path: Path, database_url: str) -> AsyncIterator[Chat]:
+    c = await make_chat(tmp_path, database_url, access=ACCESS)
+    (tmp_path / "workflows" / "release.yaml").write_text(textwrap.dedent(RELEASE))
+    yield c
+    await c.engine.stop(grace=5)
+    await c.handler.drain()
+    c.store.close()
+
+
+async def _paused(chat: Chat) -> str:
+    [started] = await chat.say("run release --set version=2.0", user="rita")
+    assert started.kind == "run_started" and started.run_id
+    assert (await chat.rest(started.run_id)).status is RunStatus.PAUSED
+    return started.run_id
+
+
+def _text(reply: Reply) -> str:
+    return render_text(reply, "console", Redactor(()))
+
+
+def _output(chat: Chat, run_id: str, node: str) -> str:
+    [entry] = [e for e in chat.store.journal([run_id]) if e.node_id == node and e.output_digest]
+    assert entry.output_digest is not None
+    return chat.store.get_blob(entry.output_digest).decode()
+
+
+async def test_a_quorum_of_two_distinct_approvers_with_values_opens_the_gate_once(chat: Chat) -> None:
+    run_id = await _paused(chat)
+    [first] = await chat.say(f"approve {run_id} replicas=5 window=now first look", user="sam")
+    assert first.kind == "vote_counted" and first.data["counted"]
+    assert first.data["state"]["have"] == 1 and first.data["state"]["need"] == 2
+    assert "1/2 · needs @sre · requester excluded" in _text(first)
+    [again] = await chat.say(f"approve {run_id} window=now", user="sam")  # the same person: once
+    assert again.kind == "vote_counted" and not again.data["counted"]
+    assert chat.store.get_run(run_id).status is RunStatus.PAUSED
+    [decided] = await chat.say(f"approve {run_id} window=tonight", user="sue")
+    assert decided.kind == "gate_decided" and decided.data["approved"]
+    assert (await chat.rest(run_id)).status is RunStatus.COMPLETED
+    # the later decider's values over the earlier one's; defaults for what nobody gave
+    assert _output(chat, run_id, "deploy") == "deploy x3 tonight"
+    review = json.loads(_output(chat, run_id, "review"))
+    assert review["decision"] == "approve" and review["values"] == {"replicas": 3, "window": "tonight"}
+    assert [a["user"] for a in review["approvers"]] == ["console:sam", "console:sue"]
+    assert [e.action for e in chat.store.audit_log(run_id)].count("vote") == 3
+
+
+async def test_the_requester_and_people_not_listed_are_refused_and_nothing_is_recorded(chat: Chat) -> None:
+    run_id = await _paused(chat)
+    [own] = await chat.say(f"approve {run_id} window=now", user="rita")
+    assert own.is_error and "requested run" in own.data["message"]
+    [lgtm] = await chat.say("lgtm", user="bob", command=False)
+    assert lgtm.is_error and "not an approver" in lgtm.data["message"]
+    gate = chat.store.get_gate(run_id, "review")
+    assert chat.store.gate_votes(run_id, "review", gate.created_at) == []
+    assert chat.store.get_run(run_id).status is RunStatus.PAUSED
+
+
+async def test_a_plain_reply_on_a_gate_with_a_form_asks_for_the_values_with_their_defaults(
+    chat: Chat,
+) -> None:
+    run_id = await _paused(chat)
+    [asked] = await chat.say("lgtm", user="sam", command=False)
+    assert asked.kind == "approval_values" and asked.form is not None
+    assert asked.form.command == f"approve {run_id}"
+    assert {f.name: f.value for f in asked.form.fields} == {"replicas": "3", "window": ""}
+    text = _text(asked)
+    assert "default 3" in text and f"/workflow approve {run_id} replicas=3 window=…" in text
+    gate = chat.store.get_gate(run_id, "review")
+    assert chat.store.gate_votes(run_id, "review", gate.created_at) == []  # nothing recorded yet
+    [missing] = await chat.say(f"approve {run_id}", user="sam")  # `window` has no default
+    assert missing.kind == "approval_values" and missing.data["missing"] == ["window"]
+    [wrong] = await chat.say(f"approve {run_id} window=later", user="sam")
+    assert wrong.is_error and 'field `window` must be one of "now", "tonight"' in wrong.data["message"]
+    [typo] = await chat.say(f"approve {run_id} windows=now", user="sam")
+    assert typo.is_error and "`windows` is not a field of this gate" in typo.data["message"]
+
+
+async def test_a_choice_takes_its_branch(chat: Chat) -> None:
+    run_id = await _paused(chat)
+    await chat.say(f"approve {run_id} hotfix window=now", user="sam")
+    [mixed] = await chat.say(f"approve {run_id} window=now", user="sue")  # approve != hotfix: no quorum
+    assert mixed.kind == "vote_counted"
+    [decided] = await chat.say(f"approve {run_id} hotfix window=now", user="root")
+    assert decided.kind == "gate_decided" and decided.data["decision"] == "hotfix"
+    assert (await chat.rest(run_id)).status is RunStatus.COMPLETED
+    assert _output(chat, run_id, "hotfix") == "hotfix by console:root"
+    states = {n.node_id: n.state.value for n in chat.engine.summary(run_id).nodes}
+    assert states["deploy"] == "skipped" and states["hotfix"] == "done"
+
+
+async def test_one_rejection_ends_the_gate(chat: Chat) -> None:
+    run_id = await _paused(chat)
+    await chat.say(f"approve {run_id} window=now", user="sam")
+    [rejected] = await chat.say(f"reject {run_id} not tonight", user="sue")
+    assert rejected.kind == "gate_decided" and not rejected.data["approved"]
+    assert chat.store.get_run(run_id).status is RunStatus.CANCELLED
+
+
+async def test_two_approvers_completing_the_quorum_at_once_both_count_and_it_opens_once(chat: Chat) -> None:
+    run_id = await _paused(chat)
+    await chat.say(f"approve {run_id} window=now", user="root")
+    run = chat.store.get_run(run_id)
+    gate, blob = chat.store.gate_and_args(run)  # what both read before either decided
+    assert gate is not None
+    replies = []
+    for user in ("sam", "sue"):  # each completes the quorum from the same reading of the gate
+        ctx = Context(
+            chat.store,
+            chat.engine,
+            chat.handler.catalog,
+            ACCESS,
+            ChatMessage("console", "c1", user, "approve", f"race-{user}"),
+            f"console:{user}",
+            chat.handler.redactor,
+        )
+        replies += await voting.cast(ctx, run, gate, json.loads(blob), reject=False, words=("window=now",))
+    assert [r.kind for r in replies] == ["gate_decided", "vote_counted"]
+    assert replies[1].data["decided_by"] == "console:sam" and replies[1].data["counted"]
+    assert "counted; sam completed the decision at the same moment" in _text(replies[1])
+    assert (await chat.rest(run_id)).status is RunStatus.COMPLETED
+    assert len(chat.store.gate_votes(run_id, "review", gate.created_at)) == 3  # every vote kept
+    assert [a.action for a in chat.store.audit_log(run_id)].count("approve") == 1  # opened once
