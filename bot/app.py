@@ -21,10 +21,12 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from adapters.web import page_links
+from bot.deadline_loop import DeadlineLoop
 from bot.health import Health, Probe
 from bot.housekeeping import Housekeeping
 from bot.runtime import Runtime, assemble, ensure_sqlite_dir, load_tools
 from bot.shutdown import Shutdown
+from core.commands.deadlines import GateDeadlines
 from core.commands.handler import Handler
 from core.config import Settings
 from core.engine.engine import Engine, EngineConfig, ExecutorFactory
@@ -58,6 +60,8 @@ class Baton:
     dispatcher: RemoteDispatcher | None = None
     #: prunes processed_events and platform_state; started and stopped with the engine
     housekeeping: Housekeeping | None = None
+    #: fires gate reminders, escalations and timeouts; started and stopped with the engine
+    deadlines: DeadlineLoop | None = None
     shutdown: Shutdown = field(default_factory=lambda: Shutdown(grace=10.0, what="input"), repr=False)
 
     @property
@@ -88,11 +92,15 @@ class Baton:
             log.info("engine started", extra={"action": "engine_started", "owner": self.engine.owner})
             if self.housekeeping is not None:
                 await self.housekeeping.start()
+            if self.deadlines is not None:
+                await self.deadlines.start()
             self.health.started = True
             try:
                 yield self
             finally:
                 self.health.started = False
+                if self.deadlines is not None:
+                    await self.deadlines.stop()
                 if self.housekeeping is not None:
                     await self.housekeeping.stop()
                 await self.engine.stop(grace=0.0 if self.shutdown.forced else grace)
@@ -143,6 +151,10 @@ def build_baton(
         redactor=runtime.redactor,
         dispatcher=dispatcher,
         housekeeping=Housekeeping.from_settings(store, settings),
+        deadlines=DeadlineLoop(GateDeadlines(
+            store=store, engine=engine, catalog=runtime.catalog, access=settings.access_policy,
+            announce=handler.announce, replica=engine.owner,
+        ), every=settings.deadline_poll_seconds),
         shutdown=shutdown,
         health=Health(ping=store.ping, stopping=shutdown.stopping),
     )

@@ -177,6 +177,8 @@ class Settings(BaseSettings):
     health_host: str = "127.0.0.1"
     # housekeeping (bot/housekeeping.py): a pass at start, then every `housekeeping_minutes`
     housekeeping_minutes: float = Field(default=60.0, gt=0)
+    # gate deadlines (bot/deadline_loop.py): how often due reminders, escalations and timeouts are fired
+    deadline_poll_seconds: float = Field(default=5.0, gt=0, le=3600)
     # chat event ids kept for dedupe: well above Slack's retries (minutes) and the 60 s claim
     event_retention_hours: float = Field(default=24.0, ge=1)
     state_retention_days: float = Field(default=30.0, gt=0)  # adapters' values (long buttons, …)

@@ -17,6 +17,8 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import time
+from collections.abc import Callable
 from typing import Any
 
 from core.commands import actions, authz, replies
@@ -45,8 +47,10 @@ _AUDIT_TEXT = 500  # characters of the command text kept in the audit trail
 
 class Handler:
     def __init__(self, *, store: Store, engine: Engine, catalog: Catalog, access: Access,
-                 redactor: Redactor, event_stale_after: float = 60.0, pages: RunPages | None = None) -> None:
+                 redactor: Redactor, event_stale_after: float = 60.0, pages: RunPages | None = None,
+                 clock: Callable[[], float] = time.time) -> None:
         self.store = store
+        self.clock = clock  # when votes are cast (a gate's escalation), injectable for tests
         #: personal links to run pages (`open`, `runs --open`); None: BATON_WEB_PORT is off
         self.pages = pages
         #: the runtime's one redactor: hides secrets in the audit trail this handler writes
@@ -153,7 +157,8 @@ class Handler:
     async def _handle(self, message: ChatMessage, thread_runs: list[Run] | None = None) -> list[Reply]:
         uid = authz.user_id(message.platform, message.user)
         ctx = Context(self.store, self.engine, self.catalog, self.access, message, uid, self.redactor,
-                      announced=self.progress.announced, pages=self.pages, thread_runs=thread_runs)
+                      announced=self.progress.announced, pages=self.pages, thread_runs=thread_runs,
+                      clock=self.clock)
         try:
             claimed = self.store.claim_event(message.platform, message.event_id,
                                              stale_after=self.event_stale_after)

@@ -25,7 +25,7 @@ KINDS = (
     "run_cancelled", "node_resolved", "invalidated", "plan", "status", "runs", "workflows", "args",
     "audit", "progress", "run_completed", "run_failed", "gate_waiting", "needs_attention",
     "approval_question", "which_gate", "no_gate_hint", "page_link", "input_form", "home",
-    "vote_counted", "approval_values",
+    "vote_counted", "approval_values", "gate_reminder", "gate_escalated", "gate_timed_out",
 )
 
 
@@ -157,6 +157,23 @@ def vote_counted(run: Run, gate: Gate, result: Any, state: Mapping[str, Any], co
     `decided_by`: the vote counted but someone else's opened the gate at the same moment."""
     return about(run, "vote_counted", {"node": gate.node_id, "counted": counted, "state": dict(state),
                                        "decided_by": decided_by or "", "comment": comment})
+
+
+def gate_reminder(run: Run, gate: Gate, to: Sequence[str], left: float | None) -> Reply:
+    """A reminder in the run's thread to the eligible approvers who have not answered."""
+    return about(run, "gate_reminder", {"node": gate.node_id, "question": gate.prompt, "to": list(to),
+                                        "left": left}, buttons=approve_buttons(run.id), **_where(run))
+
+
+def gate_escalated(run: Run, gate: Gate, to: Sequence[str], left: float | None) -> Reply:
+    """The people an escalation adds, told in the run's thread that they may now decide."""
+    return about(run, "gate_escalated", {"node": gate.node_id, "question": gate.prompt, "to": list(to),
+                                         "left": left}, buttons=approve_buttons(run.id), **_where(run))
+
+
+def gate_timed_out(run: Run, gate: Gate, outcome: str, waited: str) -> Reply:
+    return about(run, "gate_timed_out", {"node": gate.node_id, "outcome": outcome, "waited": waited},
+                 **_where(run))
 
 
 APPROVAL_FORM = "approval_values"  # `Form.kind` of the form asking for a gate's values

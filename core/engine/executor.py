@@ -344,6 +344,9 @@ class RunExecutor:
             return
         why = str(step.components.get("_reason") or "the question changed")
         gate = GateKeeper(self.store).ask(self.run_id, pn.id, prompt, step.key, why=why)
+        if gate.status is GateStatus.APPROVED and gate.decision == "skip":  # `on_timeout: skip`
+            await self._skip(step, f"gate `{pn.id}` timed out (on_timeout: skip)")
+            return
         if gate.status is GateStatus.APPROVED:
             output = gate_output(gate)
             entry_id = self._journal_start(step)
@@ -375,6 +378,11 @@ class RunExecutor:
             return True
         if why is None:
             return False
+        await self._skip(step, why)
+        return True
+
+    async def _skip(self, step: _Step, why: str) -> None:
+        pn = step.node
         step.components[SKIPPED_KEY] = why
         entry_id = self._journal_start(step)
         digest = self.store.put_blob(SKIP_BYTES)
@@ -382,7 +390,6 @@ class RunExecutor:
         self._values[pn.id] = skipped_value()
         await self._emit(EventKind.NODE_SKIPPED, pn.id, reason=why)
         self._release(pn.id, digest)
-        return True
 
     async def _fail(self, node_id: str, error: str) -> None:
         self._failed.append((node_id, error))

@@ -51,25 +51,6 @@ def gate_problems(node: Node) -> Iterator[Found]:
     yield from _quorum(node, spec)
     yield from _deadlines(node, spec)
     yield from _answers(node, spec)
-    yield from _not_enforced(node, spec)
-
-
-#: policy keys this Baton reads but does not enforce yet: refused at load (fail closed) rather
-#: than accepted and ignored, since an ignored `required: 2` would be a false approval
-NOT_ENFORCED: tuple[str, ...] = (
-    "timeout", "on_timeout", "remind", "escalate",
-)
-
-
-def _not_enforced(node: Node, spec: ApprovalSpec) -> Iterator[Found]:
-    for key in NOT_ENFORCED:
-        if key in spec.model_fields_set:
-            yield (
-                ("approval", key),
-                f"gate `{node.id}` uses `{key}:`, which this version of Baton does not enforce yet",
-                f"Remove `{key}:` (it would be ignored, and a policy must never be ignored).",
-            )
-            return
 
 
 def _quorum(node: Node, spec: ApprovalSpec) -> Iterator[Found]:

@@ -101,4 +101,7 @@ def every_reply_kind(text: str = "hi") -> list[Reply]:
         replies.approval_values(run, gate, ApprovalSpec(question=text, form={
             "replicas": InputSpec(type="integer", default=3), "window": InputSpec(enum=["now", text])}),
             "approve", {"replicas": 3}, ["window"]),
+        replies.gate_reminder(run, gate, ["slack:U2"], 3_600.0),
+        replies.gate_escalated(run, gate, ["slack:U3"], None),
+        replies.gate_timed_out(run, gate, "reject", "4h"),
     ]

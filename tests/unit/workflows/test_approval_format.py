@@ -8,7 +8,6 @@ from collections.abc import Callable
 import pytest
 
 from core.errors import TemplateRenderError, WorkflowDefinitionError
-from core.workflows import approval_checks
 from core.workflows.durations import parse_duration, show_duration
 from core.workflows.model import Workflow
 from core.workflows.templating import evaluate_condition, references
@@ -42,12 +41,6 @@ nodes:
     when: "{{ nodes.review.decision == 'hotfix' }}"
     bash: echo {{ nodes.review.values.replicas }}
 """
-
-
-@pytest.fixture(autouse=True)
-def _every_key_enforced(monkeypatch: pytest.MonkeyPatch) -> None:
-    """These tests are about the format; which keys are enforced yet is tested below."""
-    monkeypatch.setattr(approval_checks, "NOT_ENFORCED", ())
 
 
 def _gate(body: str) -> str:
@@ -216,10 +209,3 @@ def test_bad_durations_are_refused(text: str | int | bool) -> None:
 def test_durations_show_the_two_largest_units(seconds: float, shown: str) -> None:
     assert show_duration(seconds) == shown
 
-
-def test_a_policy_key_not_enforced_yet_is_refused_never_ignored(
-    load_error: LoadError, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.setattr(approval_checks, "NOT_ENFORCED", ("required",))
-    error = load_error(_gate("required: 2"))
-    assert "does not enforce yet" in error.message and error.line == 6

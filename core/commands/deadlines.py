@@ -1,0 +1,164 @@
+"""Gate deadlines firing: reminders, escalation and timeouts (DESIGN.md "Approvals").
+
+The executor plans a gate's deadlines when it opens it (`Ballots.plan_deadlines`: durable
+rows, so a restart loses none). `GateDeadlines.tick(now)` fires those due:
+
+    for each due deadline: win its compare-and-swap (`fire_deadline`: exactly one replica
+    does), then, if its gate still waits in that opening,
+        remind    -> tell the eligible approvers who have not answered, in the run's thread
+        escalate  -> tell the people the escalation adds that they may now decide
+        timeout   -> `on_timeout`: reject (the default) and fail end the run; approve opens
+                     the gate with the form's defaults; skip opens it as a skip
+    each audited (`remind`, `escalate`, `timeout`) by the engine's actor.
+
+The clock is injected, and `tick` is all there is: the bot calls it on its own loop (SQLite,
+or PostgreSQL without workers); with workers, a periodic Procrastinate job may call it too,
+since the compare-and-swap makes any number of callers safe.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any
+
+from core.commands import replies, voting
+from core.commands.messages import Reply
+from core.config import Access
+from core.engine.approval_policy import Policy, Vote, outstanding
+from core.engine.engine import Engine
+from core.engine.events import ENGINE_ACTOR
+from core.errors import BatonError
+from core.store.port import Store
+from core.store.records import GateDeadline, GateStatus, RunStatus
+from core.workflows.catalog import Catalog
+from core.workflows.durations import show_duration
+
+log = logging.getLogger(__name__)
+Announce = Callable[[Reply], Awaitable[bool]]
+
+
+@dataclass(frozen=True, slots=True)
+class Fired:
+    deadline: GateDeadline
+    action: str  # remind | escalate | timeout | stale (its gate no longer waits in that opening)
+    to: tuple[str, ...] = ()  # who was told (remind, escalate)
+
+
+class GateDeadlines:
+    def __init__(
+        self,
+        *,
+        store: Store,
+        engine: Engine,
+        catalog: Catalog,
+        access: Access,
+        announce: Announce,
+        replica: str,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.store = store
+        self.engine = engine
+        self.catalog = catalog
+        self.access = access
+        self.announce = announce
+        self.replica = replica
+        self.clock = clock
+
+    async def tick(self, now: float | None = None) -> list[Fired]:
+        """Fire every deadline due at `now` (the clock's time by default) that this replica wins."""
+        now = self.clock() if now is None else now
+        fired: list[Fired] = []
+        for deadline in self.store.due_deadlines(now):
+            if not self.store.fire_deadline(deadline, self.replica):
+                continue  # another replica fired it
+            try:
+                fired.append(await self._fire(deadline, now))
+            except BatonError as exc:  # the run moved on meanwhile (decided, cancelled): nothing to do
+                log.info(
+                    "deadline %s of %s/%s: %s",
+                    deadline.name,
+                    deadline.run_id,
+                    deadline.node_id,
+                    exc.message,
+                    extra={"action": "deadline_skipped", "run_id": deadline.run_id},
+                )
+                fired.append(Fired(deadline, "stale"))
+        return fired
+
+    async def _fire(self, d: GateDeadline, now: float) -> Fired:
+        run = self.store.get_run(d.run_id)
+        gate = self.store.get_gate(d.run_id, d.node_id)
+        if (
+            gate.status is not GateStatus.WAITING
+            or gate.created_at != d.opened_at
+            or run.status is not RunStatus.PAUSED
+        ):
+            return Fired(d, "stale")
+        spec = voting.spec_of(self, run, gate)
+        policy = voting.policy_of(self, run, spec)
+        kind = d.name.partition(":")[0]
+        details: dict[str, Any] = {"node": d.node_id, "deadline": d.name, "due_at": d.due_at}
+        if kind == "remind":
+            votes = [
+                Vote(v.user, v.choice, v.at)
+                for v in self.store.gate_votes(run.id, gate.node_id, gate.created_at)
+            ]
+            to = tuple(
+                sorted(
+                    outstanding(
+                        policy,
+                        votes,
+                        requester=run.requester,
+                        opened_at=gate.created_at,
+                        now=now,
+                        members=voting.members_of(self.access),
+                    )
+                )
+            )
+            self.store.audit(
+                actor=ENGINE_ACTOR, action="remind", run_id=run.id, details={**details, "to": list(to)}
+            )
+            await self.announce(replies.gate_reminder(run, gate, to, _left(policy, gate.created_at, now)))
+            return Fired(d, "remind", to)
+        if kind == "escalate":
+            to = tuple(sorted(voting.members_of(self.access)(policy.escalate_to)))
+            self.store.audit(
+                actor=ENGINE_ACTOR,
+                action="escalate",
+                run_id=run.id,
+                details={**details, "to": list(policy.escalate_to)},
+            )
+            await self.announce(replies.gate_escalated(run, gate, to, _left(policy, gate.created_at, now)))
+            return Fired(d, "escalate", to)
+        return await self._time_out(d, run, gate, policy, spec, details)
+
+    async def _time_out(
+        self, d: GateDeadline, run: Any, gate: Any, policy: Policy, spec: Any, details: dict[str, Any]
+    ) -> Fired:
+        outcome = policy.on_timeout
+        waited = show_duration(policy.timeout or 0)
+        self.store.audit(
+            actor=ENGINE_ACTOR, action="timeout", run_id=run.id, details={**details, "on_timeout": outcome}
+        )
+        reason = f"no decision within {waited} (on_timeout: {outcome})"
+        if outcome in ("approve", "skip"):
+            values = {n: f.default for n, f in (spec.form.items() if spec else ()) if f.default is not None}
+            await self.engine.approve(
+                run,
+                actor=ENGINE_ACTOR,
+                comment=reason,
+                gate=gate,
+                decision=outcome,
+                outcome={"values": values, "approvers": []},
+            )
+        else:
+            await self.engine.reject(run, actor=ENGINE_ACTOR, reason=reason)
+        await self.announce(replies.gate_timed_out(run, gate, outcome, waited))
+        return Fired(d, "timeout")
+
+
+def _left(policy: Policy, opened_at: float, now: float) -> float | None:
+    return None if policy.timeout is None else opened_at + policy.timeout - now

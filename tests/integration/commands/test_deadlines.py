@@ -1,0 +1,175 @@
+"""Gate deadlines with a controlled clock (no sleeps), on SQLite and PostgreSQL: reminders to
+the eligible people who have not answered, escalation widening who may decide, timeouts and
+their outcomes, a restart in between, and two replicas firing one deadline once."""
+
+from __future__ import annotations
+
+import asyncio
+import textwrap
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+
+from core.commands.deadlines import GateDeadlines
+from core.commands.messages import Reply
+from core.config import Access
+from core.store.records import RunStatus
+from core.store.repository import SqlStore
+from tests.integration.commands.conftest import Chat, make_chat
+
+GATE = """
+name: timed
+nodes:
+  - id: review
+    approval:
+      question: "Ship it?"
+      approvers: [group:sre]
+      required: 2
+      timeout: 4h
+      on_timeout: {on_timeout}
+      remind: [1h, 3h]
+      escalate: {{after: 2h, to: [group:leads]}}
+      form:
+        replicas: {{type: integer, default: 3}}
+  - id: ship
+    depends_on: [review]
+    bash: printf 'shipped x%s' {{{{ nodes.review.values.replicas }}}}
+    replay: pure
+"""
+
+ACCESS = Access.model_validate(
+    {
+        "groups": {"sre": ["console:sam", "console:sue"], "leads": ["console:lee"]},
+        "run": {"*": ["console:rita"]},
+    }
+)
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+@pytest.fixture
+async def setup(tmp_path: Path, database_url: str) -> AsyncIterator[tuple[Chat, Clock, list[Reply], str]]:
+    c = await make_chat(tmp_path, database_url, access=ACCESS)
+    for outcome in ("reject", "approve", "skip"):
+        (tmp_path / "workflows" / f"timed-{outcome}.yaml").write_text(
+            textwrap.dedent(GATE.format(on_timeout=outcome)).replace("name: timed", f"name: timed-{outcome}")
+        )
+    clock = Clock()
+    c.handler.clock = clock
+    told: list[Reply] = []
+    yield c, clock, told, database_url
+    await c.engine.stop(grace=5)
+    await c.handler.drain()
+    c.store.close()
+
+
+def _deadlines(
+    chat: Chat, clock: Clock, told: list[Reply], store: SqlStore | None = None, replica: str = "r1"
+) -> GateDeadlines:
+    async def announce(reply: Reply) -> bool:
+        told.append(reply)
+        return True
+
+    return GateDeadlines(
+        store=store or chat.store,
+        engine=chat.engine,
+        catalog=chat.handler.catalog,
+        access=ACCESS,
+        announce=announce,
+        replica=replica,
+        clock=clock,
+    )
+
+
+async def _paused(chat: Chat, clock: Clock, outcome: str = "reject") -> str:
+    [started] = await chat.say(f"run timed-{outcome}", user="rita")
+    assert started.run_id
+    assert (await chat.rest(started.run_id)).status is RunStatus.PAUSED
+    clock.now = chat.store.get_gate(started.run_id, "review").created_at
+    return started.run_id
+
+
+async def test_reminders_go_to_who_has_not_answered_and_escalation_widens_then_timeout_rejects(setup) -> None:  # type: ignore[no-untyped-def]
+    chat, clock, told, _ = setup
+    run_id = await _paused(chat, clock)
+    opened = clock.now
+    deadlines = _deadlines(chat, clock, told)
+    assert await deadlines.tick() == []  # nothing due yet
+    await chat.say(f"approve {run_id}", user="sam")
+    clock.now = opened + 3600
+    [remind] = await deadlines.tick()
+    assert (remind.action, remind.to) == ("remind", ("console:sue",))  # sam answered; lee not yet eligible
+    assert told[-1].kind == "gate_reminder" and told[-1].conversation == "c1"
+    [refused] = await chat.say(f"approve {run_id}", user="lee")  # before the escalation
+    assert refused.is_error and "not an approver" in refused.data["message"]
+    clock.now = opened + 2 * 3600
+    [escalate] = await deadlines.tick()
+    assert (escalate.action, escalate.to) == ("escalate", ("console:lee",))
+    assert told[-1].kind == "gate_escalated"
+    clock.now = opened + 3 * 3600
+    [remind2] = await deadlines.tick()
+    assert remind2.to == ("console:lee", "console:sue")
+    clock.now = opened + 4 * 3600
+    [timeout] = await deadlines.tick()
+    assert timeout.action == "timeout" and told[-1].kind == "gate_timed_out"
+    run = chat.store.get_run(run_id)
+    assert run.status is RunStatus.CANCELLED and run.status_by == "baton"
+    actions = [a.action for a in chat.store.audit_log(run_id)]
+    assert [a for a in actions if a in ("remind", "escalate", "timeout", "vote")] == [
+        "vote",
+        "remind",
+        "escalate",
+        "remind",
+        "timeout",
+    ]
+    assert await deadlines.tick() == []  # each fired once
+
+
+async def test_an_escalated_approver_completes_the_quorum_and_later_deadlines_are_stale(setup) -> None:  # type: ignore[no-untyped-def]
+    chat, clock, told, _ = setup
+    run_id = await _paused(chat, clock)
+    deadlines = _deadlines(chat, clock, told)
+    await chat.say(f"approve {run_id}", user="sam")
+    clock.now += 2 * 3600
+    await deadlines.tick()  # remind:0, escalate
+    [opened] = await chat.say(f"approve {run_id} replicas=4", user="lee")
+    assert opened.kind == "gate_decided"
+    assert (await chat.rest(run_id)).status is RunStatus.COMPLETED
+    clock.now += 5 * 3600
+    assert {f.action for f in await deadlines.tick()} == {"stale"}  # the gate no longer waits
+
+
+@pytest.mark.parametrize(("outcome", "ship"), [("approve", "done"), ("skip", "skipped")])
+async def test_a_timeout_approves_with_defaults_or_skips_only_when_written(
+    setup, outcome: str, ship: str
+) -> None:  # type: ignore[no-untyped-def]
+    chat, clock, told, _ = setup
+    run_id = await _paused(chat, clock, outcome)
+    clock.now += 4 * 3600
+    fired = await _deadlines(chat, clock, told).tick()
+    assert [f.action for f in fired] == ["remind", "escalate", "remind", "timeout"]
+    assert (await chat.rest(run_id)).status is RunStatus.COMPLETED
+    states = {n.node_id: n.state.value for n in chat.engine.summary(run_id).nodes}
+    assert states["ship"] == ship
+    gate = chat.store.get_gate(run_id, "review")
+    assert gate.decided_by == "baton" and gate.decision == outcome
+
+
+async def test_deadlines_survive_a_restart_and_fire_on_one_of_two_replicas(setup) -> None:  # type: ignore[no-untyped-def]
+    chat, clock, told, url = setup
+    run_id = await _paused(chat, clock)
+    clock.now += 3600
+    with SqlStore(url) as a, SqlStore(url) as b:  # two replicas, started after the gate opened
+        first = _deadlines(chat, clock, told, a, "replica-a")
+        second = _deadlines(chat, clock, told, b, "replica-b")
+        fired = await asyncio.gather(first.tick(), second.tick())
+    assert sorted(len(f) for f in fired) == [0, 1]
+    assert [r.kind for r in told] == ["gate_reminder"]
+    assert [a.action for a in chat.store.audit_log(run_id)].count("remind") == 1
