@@ -81,6 +81,8 @@ class Context:
     pages: RunPages | None = None  # personal links to run pages; None: the pages are off
     thread_runs: list[Run] | None = None  # the runs of the message's thread, when already read
     clock: Callable[[], float] = time.time  # when a vote is cast (escalation, deadlines)
+    #: edits the messages waiting on a gate to show its policy's new state (`offers.restate`)
+    restate: Callable[[str, str, dict[str, Any]], Awaitable[None]] | None = None
 
     async def announcing(self, run_id: str, ending: Awaitable[Run]) -> Run:
         return await _announcing(self, run_id, ending)

@@ -21,7 +21,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from core.commands import actions, authz, replies
+from core.commands import actions, authz, replies, voting
 from core.commands.actions import Context
 from core.commands.approval import DecisionKind, classify
 from core.commands.asking import Asking
@@ -38,7 +38,7 @@ from core.engine.engine import Engine
 from core.errors import BatonError, PermissionDenied, UsageError
 from core.redaction import Redactor
 from core.store.port import Store
-from core.store.records import Run
+from core.store.records import Gate, Run
 from core.workflows.catalog import Catalog
 
 log = logging.getLogger("baton.handler")
@@ -62,11 +62,19 @@ class Handler:
         self.catalog = catalog
         self.access = access
         self.progress = ProgressReporter(store=store, engine=engine, pages=pages is not None)
+        self.progress.gate_state = self._gate_state
         #: people's homes (Slack's App Home), kept current on the engine's events
         self.homes = Homes(store=store, catalog=catalog, access=access, pages=pages)
         engine.subscribe(self.homes.on_event)
         #: read-only questions (autocomplete, forms) adapters ask before or instead of `handle`
         self.asking = Asking(store=store, catalog=catalog, access=access)
+
+    def _gate_state(self, run: Run, gate: Gate) -> dict[str, object] | None:
+        """The policy state a waiting gate's message shows (None: it cannot be read now)."""
+        try:
+            return voting.live_state(self, run, gate, self.clock())
+        except BatonError:
+            return None
 
     def register_outbox(self, platform: str, outbox: Outbox, *, threads: bool = False) -> None:
         """Background replies of `platform` go to `outbox`. `threads=True`: the adapter opens a
@@ -158,7 +166,7 @@ class Handler:
         uid = authz.user_id(message.platform, message.user)
         ctx = Context(self.store, self.engine, self.catalog, self.access, message, uid, self.redactor,
                       announced=self.progress.announced, pages=self.pages, thread_runs=thread_runs,
-                      clock=self.clock)
+                      clock=self.clock, restate=self.progress.offers.restate)
         try:
             claimed = self.store.claim_event(message.platform, message.event_id,
                                              stale_after=self.event_stale_after)

@@ -112,6 +112,26 @@ class GateOffers:
             log.warning("gate offer not kept: %s", exc.message, extra={"action": "offer", "run_id": runs[0]})
         return reply
 
+    async def restate(self, run_id: str, platform: str, state: dict[str, Any]) -> None:
+        """Edit every message waiting on `run_id`'s gate to show the policy's new `state` (a
+        vote arrived: "2/3 · needs @sre · expires in 3h 12m"); its buttons stay."""
+        outbox = self._outbox_of(platform)
+        try:
+            keys = json.loads(self._store.get_state(platform, f"offers:{run_id}") or "[]")
+            for key in keys if outbox is not None else ():
+                kept = self._store.get_state(platform, key)
+                if kept is None:
+                    continue
+                reply = from_json(kept)
+                if reply.kind != "gate_waiting":
+                    continue
+                edited = dataclasses.replace(reply, data={**reply.data, "state": state}, edit_only=True)
+                self._store.put_state(platform, key, to_json(edited))
+                await outbox(edited)  # type: ignore[misc]
+        except BatonError as exc:
+            log.warning("gate state not shown: %s", exc.message,
+                        extra={"action": "restate", "run_id": run_id})
+
     async def on_event(self, event: EngineEvent) -> None:
         """Engine subscriber: a decided gate withdraws its offers, in the background."""
         if event.kind is not EventKind.GATE_DECIDED:

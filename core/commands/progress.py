@@ -22,9 +22,10 @@ import contextlib
 import logging
 import time
 from collections import Counter, OrderedDict
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
+from typing import Any
 
 from core.commands import replies
 from core.commands.messages import Outbox, Reply
@@ -33,7 +34,7 @@ from core.engine.engine import Engine
 from core.engine.events import EngineEvent, EventKind, NodeState, RunSummary
 from core.errors import BatonError
 from core.store.port import Store
-from core.store.records import Run
+from core.store.records import Gate, Run
 
 log = logging.getLogger("baton.progress")
 
@@ -87,6 +88,8 @@ class ProgressReporter:
         self.announced: set[str] = set()
         #: messages offering a gate's buttons, withdrawn once it is decided
         self.offers = GateOffers(store, self._outboxes.get)
+        #: a waiting gate's policy state for its message (set by the handler: it knows the policy)
+        self.gate_state: Callable[[Run, Gate], dict[str, Any] | None] | None = None
         self.unsubscribe = engine.subscribe(self.on_event)
 
     def register_outbox(self, platform: str, outbox: Outbox, *, threads: bool = False) -> None:
@@ -272,7 +275,9 @@ class ProgressReporter:
         attention = event.detail.get("node") or next(
             (n.node_id for n in summary.nodes if n.state is NodeState.ATTENTION), None
         )
-        final = replies.final(run, summary, gate, attention, ran)  # a gate waiting: its buttons are offered
+        state = self.gate_state(run, gate) if gate is not None and self.gate_state is not None else None
+        # a gate waiting: its buttons are offered
+        final = replies.final(run, summary, gate, attention, ran, state)
         return self.offers.offer(final, platform=run.platform, conversation=run.conversation,
                                  thread=run.thread)
 

@@ -278,8 +278,9 @@ def progress(run: Run, summary: RunSummary, *, page: bool = False) -> Reply:
 
 
 def final(run: Run, summary: RunSummary, gate: Gate | None, attention: str | None,
-          ran: Set[str] | None = None) -> Reply:
-    """The reply for a run that came to rest, by its status; `ran`: see `summary_data`."""
+          ran: Set[str] | None = None, state: Mapping[str, Any] | None = None) -> Reply:
+    """The reply for a run that came to rest, by its status; `ran`: see `summary_data`;
+    `state`: a waiting gate's policy state (`voting.state`: quorum, groups, expiry, choices)."""
     data = summary_data(summary, ran)
     rid = run.id
     kind = "run_completed"
@@ -292,9 +293,12 @@ def final(run: Run, summary: RunSummary, gate: Gate | None, attention: str | Non
                    Button("Plan", f"plan {rid}", None, "plan"),
                    Button("Abandon", f"abandon {rid}", "danger", "abandon"))
     elif summary.status == "paused":  # what the message shows, and no more: it is kept (offers.py)
-        return Reply(kind="gate_waiting", buttons=approve_buttons(rid), run_id=rid, run_status=summary.status,
+        choices = tuple((state or {}).get("choices") or ())
+        return Reply(kind="gate_waiting", buttons=approve_buttons(rid, choices), run_id=rid,
+                     run_status=summary.status,
                      data={"run_id": rid, "workflow": run.workflow, "node": gate.node_id if gate else "",
-                           "question": gate.prompt if gate else ""}, **_where(run))
+                           "question": gate.prompt if gate else "", "state": dict(state or {})},
+                     **_where(run))
     elif summary.status == "needs_attention":
         kind = "needs_attention"
         node = attention or ""
@@ -309,8 +313,11 @@ def final(run: Run, summary: RunSummary, gate: Gate | None, attention: str | Non
                  run_id=rid, run_status=summary.status, **_where(run))
 
 
-def approve_buttons(run_id: str) -> tuple[Button, ...]:
-    return (Button("Approve", f"approve {run_id}", "primary", "approve"),
+def approve_buttons(run_id: str, choices: Sequence[str] = ()) -> tuple[Button, ...]:
+    """Approve / Reject; a gate with `choices:` beyond approve gets a button per choice."""
+    others = tuple(Button(c.replace("_", " ").replace("-", " ").capitalize(), f"approve {run_id} {c}", None,
+                          "approve") for c in choices if c not in ("approve", "reject"))
+    return (Button("Approve", f"approve {run_id}", "primary", "approve"), *others,
             Button("Reject", f"reject {run_id}", "danger", "reject"))
 
 

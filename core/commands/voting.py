@@ -20,7 +20,6 @@ typed, clicked or replied, is a vote.
 from __future__ import annotations
 
 import re
-import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -203,6 +202,8 @@ async def cast(
     ]
     result = tally(policy, votes, requester=run.requester, opened_at=gate.created_at, members=members)
     if result.verdict is Verdict.PENDING:
+        if ctx.restate is not None and counted:
+            await ctx.restate(run.id, run.platform, state(policy, result, run, gate, now, members))
         return [
             replies.vote_counted(run, gate, result, state(policy, result, run, gate, now, members), counted,
                                      comment=ballot.comment)
@@ -267,5 +268,13 @@ def state(
     }
 
 
-def default_clock() -> float:
-    return time.time()
+def live_state(ctx: Any, run: Run, gate: Gate, now: float) -> dict[str, Any]:
+    """The state of `gate`'s policy now, from the votes recorded so far (a message shown after
+    a restart shows them)."""
+    spec = spec_of(ctx, run, gate)
+    policy = policy_of(ctx, run, spec)
+    members = members_of(ctx.access)
+    votes = [Vote(v.user, v.choice, v.at, v.comment, v.values)
+             for v in ctx.store.gate_votes(run.id, gate.node_id, gate.created_at)]  # fmt: skip
+    result = tally(policy, votes, requester=run.requester, opened_at=gate.created_at, members=members)
+    return state(policy, result, run, gate, now, members)

@@ -184,3 +184,19 @@ async def test_two_approvers_completing_the_quorum_at_once_both_count_and_it_ope
     assert (await chat.rest(run_id)).status is RunStatus.COMPLETED
     assert len(chat.store.gate_votes(run_id, "review", gate.created_at)) == 3  # every vote kept
     assert [a.action for a in chat.store.audit_log(run_id)].count("approve") == 1  # opened once
+
+
+async def test_the_gate_message_shows_the_policy_and_its_choices_and_is_edited_as_votes_arrive(
+    chat: Chat,
+) -> None:
+    run_id = await _paused(chat)
+    waiting = await chat.final(run_id)
+    assert waiting.kind == "gate_waiting" and waiting.replace_key
+    assert [b.command for b in waiting.buttons] == [
+        f"approve {run_id}", f"approve {run_id} hotfix", f"reject {run_id}"]
+    assert "0/2 · needs @sre · requester excluded" in _text(waiting)
+    await chat.say(f"approve {run_id} window=now", user="sam")
+    await chat.handler.drain()
+    [edited] = [r for r in chat.outbox if r.kind == "gate_waiting" and r.edit_only]
+    assert edited.replace_key == waiting.replace_key and edited.buttons == waiting.buttons
+    assert "1/2 · needs @sre · requester excluded" in _text(edited)
