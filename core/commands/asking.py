@@ -13,18 +13,22 @@ and `handle` has the last word on the command itself.
 from __future__ import annotations
 
 import dataclasses
+import json
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from core.commands import actions, authz, forms, suggestions
+from core.commands import actions, authz, forms, replies, suggestions, voting
 from core.commands.forms import FormResult, inputs_form
 from core.commands.input_text import check_message
 from core.commands.messages import ChatMessage, Form
-from core.commands.model import RunCommand
+from core.commands.model import ApproveCommand, RunCommand
 from core.commands.parser import parse
+from core.commands.quoting import quote_word
 from core.commands.run_args import build_args
 from core.commands.suggestions import Suggestion
 from core.config import Access
+from core.engine.approval_policy import Standing
 from core.errors import BatonError
 from core.store.port import Store
 from core.workflows.catalog import Catalog
@@ -61,6 +65,8 @@ class Asking:
         try:
             check_message(message)
             command = parse(message.text)
+            if isinstance(command, ApproveCommand):
+                return self._approval_form_for(command, authz.user_id(message.platform, message.user))
             if not isinstance(command, RunCommand) or not actions.typed_only(command):
                 return None
             uid = authz.user_id(message.platform, message.user)
@@ -73,11 +79,60 @@ class Asking:
         except BatonError:
             return None  # `handle` gives the answer (a usage error, an unknown workflow…)
 
+    def _approval_form_for(self, command: ApproveCommand, uid: str) -> Form | None:
+        """The form of the gate `approve <run>` decides, when it has a `form:` and nothing typed
+        gives its values (`handle` then answers everything else: refusals, votes)."""
+        if any("=" in w for w in command.words):
+            return None
+        run = self.store.find_run(command.run)
+        gate = self.store.waiting_gate(run.id)
+        if gate is None:
+            return None
+        self.catalog.reload()
+        spec = voting.spec_of(self, run, gate)
+        if spec is None or not spec.form:
+            return None
+        policy = voting.policy_of(self, run, spec)
+        standing = policy.standing(uid, requester=run.requester, opened_at=gate.created_at, now=time.time(),
+                                   members=voting.members_of(self.access))
+        if standing is not Standing.ELIGIBLE:
+            return None  # `handle` refuses, politely
+        choice = command.words[0] if command.words and command.words[0] in spec.answers else "approve"
+        return replies.approval_values(run, gate, spec, choice, {}, []).form
+
+    def _approval_form(self, text: str, values: Mapping[str, str]) -> FormResult:
+        """A gate's form submitted: each value checked as typed (`voting.typed_values`), then
+        the `approve <run> [choice] name=value…` it completes."""
+        command = parse(text)
+        assert isinstance(command, ApproveCommand)
+        run = self.store.find_run(command.run)
+        gate = self.store.waiting_gate(run.id) or self.store.decided_gate(run.id)
+        self.catalog.reload()
+        spec = voting.spec_of(self, run, gate) if gate is not None else None
+        if spec is None:
+            return FormResult(text, {})  # `handle` says why nothing waits
+        given = {name: value for name, value in values.items() if name in spec.form and value.strip() != ""}
+        errors: dict[str, str] = {}
+        for name in spec.form:
+            if name not in given and spec.form[name].default is None:
+                errors[name] = f"`{name}` is required."
+            elif name in given:
+                try:
+                    voting.typed_values(spec, {name: given[name]})
+                except BatonError as exc:
+                    errors[name] = exc.message
+        if errors:
+            return FormResult(None, errors)
+        filled = {name: given.get(name, _text(spec.form[name].default)) for name in spec.form}
+        return FormResult(" ".join([text, *(quote_word(f"{n}={v}") for n, v in filled.items())]), {})
+
     def read_form(self, message: ChatMessage, values: Mapping[str, str]) -> FormResult:
         """Check what was submitted in a form whose `command` is `message.text`: the command to
         `handle` (as `message`'s user), or an error per field (`""`: about the whole form)."""
         try:
             check_message(dataclasses.replace(message, text="\n".join([message.text, *values.values()])))
+            if isinstance(parse(message.text), ApproveCommand):
+                return self._approval_form(message.text, values)
             command = forms.run_of(message.text)
             self.catalog.reload()
             workflow = self.catalog.get(command.workflow)
@@ -85,3 +140,8 @@ class Asking:
             return forms.read_form(forms.form_of(workflow, command, args), workflow, values)
         except BatonError as exc:
             return FormResult(None, {"": exc.message})
+
+
+def _text(value: object) -> str:
+    """A default as the text a person types for it."""
+    return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)

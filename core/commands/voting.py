@@ -8,8 +8,10 @@ typed, clicked or replied, is a vote.
 2. Whether this person may vote now (`Policy.standing`: listed or admin, escalation from its
    time on, the requester excluded when the policy says so). Others are refused politely.
 3. What they vote (`read_ballot`): a choice of the gate, the form's `name=value`s, a comment.
-   Values are typed and checked like inputs; a required one missing (or a plain reply to a
-   gate with a form) asks for them, with the defaults shown, and records nothing.
+   Values are typed and checked like inputs. An approval of a gate with a form that gives no
+   values (a button, a plain reply, `approve <run>`), or lacks one without a default, asks
+   for them (the platform's form, prefilled with the defaults, or the text to type) and
+   records nothing.
 4. The vote is recorded (one per person: a repeat counts once), audited, and tallied over
    every vote on this opening of the gate. Pending: the reply says where the quorum stands.
    Decided: the engine approves (with the choice, the values and who decided) or rejects; of
@@ -179,7 +181,7 @@ async def cast(
     values: dict[str, Any] = {}
     if ballot.choice != REJECT and spec is not None and spec.form:
         values, missing = typed_values(spec, ballot.texts)
-        if missing or (by_reply and not ballot.texts):
+        if missing or not ballot.texts:  # a form is filled in, never assumed: ask (defaults shown)
             return [replies.approval_values(run, gate, spec, ballot.choice, values, missing)]
     vote = GateVote(
         run.id, gate.node_id, gate.created_at, ctx.uid, ballot.choice, now, ballot.comment, values

@@ -102,12 +102,12 @@ async def test_reminders_go_to_who_has_not_answered_and_escalation_widens_then_t
     opened = clock.now
     deadlines = _deadlines(chat, clock, told)
     assert await deadlines.tick() == []  # nothing due yet
-    await chat.say(f"approve {run_id}", user="sam")
+    await chat.say(f"approve {run_id} replicas=3", user="sam")
     clock.now = opened + 3600
     [remind] = await deadlines.tick()
     assert (remind.action, remind.to) == ("remind", ("console:sue",))  # sam answered; lee not yet eligible
     assert told[-1].kind == "gate_reminder" and told[-1].conversation == "c1"
-    [refused] = await chat.say(f"approve {run_id}", user="lee")  # before the escalation
+    [refused] = await chat.say(f"approve {run_id} replicas=3", user="lee")  # before the escalation
     assert refused.is_error and "not an approver" in refused.data["message"]
     clock.now = opened + 2 * 3600
     [escalate] = await deadlines.tick()
@@ -136,7 +136,7 @@ async def test_an_escalated_approver_completes_the_quorum_and_later_deadlines_ar
     chat, clock, told, _ = setup
     run_id = await _paused(chat, clock)
     deadlines = _deadlines(chat, clock, told)
-    await chat.say(f"approve {run_id}", user="sam")
+    await chat.say(f"approve {run_id} replicas=3", user="sam")
     clock.now += 2 * 3600
     await deadlines.tick()  # remind:0, escalate
     [opened] = await chat.say(f"approve {run_id} replicas=4", user="lee")
