@@ -132,7 +132,8 @@ class BatonClient(discord.Client):
         await self.sender.answer(interaction, answer, open_original=True)
 
     async def _open_form(self, interaction: discord.Interaction, command: str) -> bool:
-        """A `run` missing required inputs: its form as a modal, the interaction's first answer."""
+        """A `run` missing required inputs, or an approval of a gate with a form: its form as a
+        modal, the interaction's first answer."""
         form = self.handler.asking.form_for(command_message(interaction, command))
         if form is None or not fits(form):
             return False  # the core answers (a form that needs more says what to type)
@@ -200,8 +201,9 @@ class BatonClient(discord.Client):
             command = command_of(ref, self.get_blob)
         except KeyError:
             command = f"{ref.action} {ref.digest}"  # the core answers an unknown reference
-        if ref.action == FORM_ACTION and await self._open_form(interaction, command):
-            return None  # "Run…": the form opened; the message keeps its button
+        # "Run…", or Approve on a gate with a form: the form opened; the message keeps its button
+        if ref.action in (FORM_ACTION, "approve") and await self._open_form(interaction, command):
+            return None
         if not await _acknowledge(interaction, thinking=False):
             return None
         answer = await self.handler.handle(command_message(interaction, command))

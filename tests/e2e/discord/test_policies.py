@@ -1,0 +1,106 @@
+"""A two-approver gate with a form, through Discord: Approve opens a modal as the click's first
+answer (interaction callback type 9), its submission (a modal-submit interaction) is checked by
+the core and counts as one vote, the second approver's opens the gate, and the branch on
+`hotfix` is taken. Gateway payloads into the real discord.py client; what Discord received,
+from the fake."""
+
+from __future__ import annotations
+
+import textwrap
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from adapters.discord.custom_ids import command_of, parse
+from core.config import Access, Settings
+from tests.e2e.discord.fake_discord import GUILD_ID
+from tests.e2e.discord.gateway import ANA, BOB, MALLORY
+from tests.e2e.discord.harness import DiscordBot, custom_ids
+
+RELEASE = """
+name: release
+nodes:
+  - id: review
+    approval:
+      question: "Ship it?"
+      approvers: [group:sre]
+      required: 2
+      requester_may_approve: false
+      form:
+        replicas: {type: integer, default: 3}
+        window: {type: string, enum: [now, tonight]}
+      choices: [approve, hotfix, reject]
+  - id: deploy
+    depends_on: [review]
+    when: "{{ nodes.review.decision == 'approve' }}"
+    bash: printf 'deploy x%s' {{ nodes.review.values.replicas }}
+    replay: pure
+  - id: hotfix
+    depends_on: [review]
+    when: "{{ nodes.review.decision == 'hotfix' }}"
+    bash: printf 'hotfix x%s %s' {{ nodes.review.values.replicas }} {{ nodes.review.values.window }}
+    replay: pure
+"""
+
+
+def _person(who: dict[str, Any]) -> str:
+    return f"discord:{who['id']}"
+
+
+@pytest.fixture
+def settings(tmp_path: Path, sqlite_url: str) -> Settings:
+    workflows = tmp_path / "workflows"
+    workflows.mkdir()
+    (workflows / "release.yaml").write_text(textwrap.dedent(RELEASE))
+    return Settings(
+        database_url=sqlite_url, workflow_dirs=[workflows], data_dir=tmp_path / "data", tool_modules=[],
+        prompt_provider="fake", discord_guild_id=int(GUILD_ID),
+        access=Access.model_validate({"groups": {"sre": [_person(BOB), _person(MALLORY)]},
+                                      "run": {"*": [_person(ANA)]}}),
+        _env_file=None,  # type: ignore[call-arg]
+    )  # fmt: skip
+
+
+def _button(bot: DiscordBot, thread: str, command: str) -> str:
+    """The custom_id of the gate message's button that runs `command`."""
+    gate = bot.message_with(thread, "waits for approval")
+    for cid in custom_ids(gate["components"], enabled=True):
+        ref = parse(cid)
+        if ref is not None and command_of(ref, bot.baton.store.get_blob) == command:
+            return cid
+    raise AssertionError(f"no button runs {command!r}")
+
+
+async def _vote_in_modal(bot: DiscordBot, thread: str, command: str, who: dict[str, Any],
+                         values: dict[str, str]) -> None:
+    click = bot.click(_button(bot, thread, command), who=who)
+    modal = (await bot.acknowledged(click)).json
+    assert modal["type"] == 9 and modal["data"]["title"] == "Approve review"  # the click's first answer
+    fields = {c["custom_id"]: c for row in modal["data"]["components"] for c in row["components"]}
+    assert fields["field:replicas"]["value"] == "3"  # the default, shown
+    await bot.acknowledged(bot.submit(values, who=who))
+
+
+async def test_a_two_approver_gate_with_a_form_takes_the_hotfix_branch(bot: DiscordBot) -> None:
+    run_id, thread, run = await bot.start("run release", who=ANA)
+    assert run.status == "paused"
+    await bot.posted_in(thread, "0/2 · needs **@sre** · requester excluded")
+    hotfix = f"approve {run_id} hotfix"
+    _button(bot, thread, hotfix)  # a button per choice
+
+    await _vote_in_modal(bot, thread, hotfix, BOB, {"replicas": "2", "window": "tonight"})
+    await bot.posted_in(thread, "1/2 · needs **@sre**")  # the gate message, edited
+    assert bot.baton.store.get_run(run_id).status == "paused"
+
+    await _vote_in_modal(bot, thread, hotfix, MALLORY, {"replicas": "4", "window": "now"})
+    done = await bot.rested(run_id)
+    assert done.status == "completed"
+    store = bot.baton.store
+    [entry] = [e for e in store.journal([run_id]) if e.node_id == "hotfix"]
+    assert entry.output_digest and store.get_blob(entry.output_digest) == b"hotfix x4 now"
+    states = {n.node_id: n.state.value for n in bot.baton.engine.summary(run_id).nodes}
+    assert states == {"review": "done", "deploy": "skipped", "hotfix": "done"}
+    gate = store.get_gate(run_id, "review")
+    assert gate.decision == "hotfix"
+    assert [a["user"] for a in gate.outcome["approvers"]] == [_person(BOB), _person(MALLORY)]
