@@ -9,6 +9,7 @@ printed whenever it changes. Ctrl-D (or SIGTERM) leaves.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import io
 import sys
 import threading
@@ -24,11 +25,12 @@ from rich.cells import cell_len
 from rich.console import Console
 from rich.text import Text
 
+from adapters.console.forms import fill
 from adapters.console.messages import PLATFORM, to_chat_message
 from adapters.console.oneshot import Baton, drive_to_rest
 from adapters.console.output import choices_of, choices_text, reply_text
 from core.commands.hints import hint
-from core.commands.messages import Button, Reply
+from core.commands.messages import Button, ChatMessage, Reply
 from core.errors import BatonError
 from core.redaction import Redactor
 from core.render import redacted
@@ -54,6 +56,11 @@ class ConsoleView:
 
     def mark_input(self) -> None:
         """The user's line is on screen now: never redraw across it."""
+        self._last_key = None
+
+    def note(self, text: str) -> None:
+        """A line of the console's own (a form's prompt), never redrawn over."""
+        self._console.print(Text(self._redactor.redact(text), style="cyan"))
         self._last_key = None
 
     def banner(self) -> None:
@@ -144,6 +151,24 @@ async def _until_stopped(baton: Baton, reader: LineReader) -> str | None:
     return line.result()
 
 
+async def _form_answered(
+    baton: Baton, replies: list[Reply], message: ChatMessage, reader: LineReader, view: ConsoleView
+) -> ChatMessage | None:
+    """A reply that asks for a form (a run's inputs, a gate's values): its fields as numbered
+    prompts, then the command they complete as the next message; None when none asks."""
+    form = next((r.form for r in replies if r.form is not None and not r.edit_only), None)
+    if form is None:
+        return None
+
+    async def say(text: str) -> None:
+        view.note(text)
+
+    command = await fill(form, baton.handler.asking, message, reader, say)
+    if command is None:
+        return None
+    return dataclasses.replace(message, text=command, event_id=f"{message.event_id}-form")
+
+
 async def interactive(
     baton: Baton, *, conversation: str, user: str, history: Path, thread: str | None = None
 ) -> None:
@@ -172,12 +197,15 @@ async def interactive(
         button = view.choice(line)
         if button is not None:
             line = f"/workflow {button.command}"
-        message = to_chat_message(line, conversation, user, thread)
-        try:
-            replies = await baton.handler.handle(message)
-        except BatonError as exc:  # the handler answers errors itself; this is the safety net
-            replies = [Reply(kind="error", data={"message": exc.message, "hint": hint(exc)}, is_error=True)]
-        for reply in replies:
-            await show(reply)
+        message: ChatMessage | None = to_chat_message(line, conversation, user, thread)
+        while message is not None:
+            try:
+                replies = await baton.handler.handle(message)
+            except BatonError as exc:  # the handler answers errors itself; this is the safety net
+                data = {"message": exc.message, "hint": hint(exc)}
+                replies = [Reply(kind="error", data=data, is_error=True)]
+            for reply in replies:
+                await show(reply)
+            message = await _form_answered(baton, replies, message, reader, view)
     if not tty and not baton.stopping.is_set():
         await drive_to_rest(baton, set())  # piped input: finish what it started before leaving

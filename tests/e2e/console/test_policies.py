@@ -1,0 +1,119 @@
+"""Approval policies through the real `baton` command (the app as `baton run` assembles it): a
+two-approver gate with a form (numbered prompts in `baton console`, `approve <run> name=value`
+with `baton say`), the branch taken on `hotfix`, and a timeout fired by the console's own
+deadline loop while it waits for input."""
+
+from __future__ import annotations
+
+import sys
+import textwrap
+from collections.abc import Iterator
+
+import pytest
+
+from tests.e2e.console.cli import BatonCli, run_ids
+from tests.e2e.console.terminal import Terminal
+
+RELEASE = """
+name: release
+nodes:
+  - id: review
+    approval:
+      question: "Ship it?"
+      approvers: [group:sre]
+      required: 2
+      requester_may_approve: false
+      timeout: 4h
+      form:
+        replicas: {type: integer, default: 3}
+        window: {type: string, enum: [now, tonight]}
+      choices: [approve, hotfix, reject]
+  - id: deploy
+    depends_on: [review]
+    when: "{{ nodes.review.decision == 'approve' }}"
+    bash: printf 'deploy x%s' {{ nodes.review.values.replicas }}
+    replay: pure
+  - id: hotfix
+    depends_on: [review]
+    when: "{{ nodes.review.decision == 'hotfix' }}"
+    bash: printf 'hotfix x%s %s' {{ nodes.review.values.replicas }} {{ nodes.review.values.window }}
+    replay: pure
+"""
+TIMED = """
+name: timed
+nodes:
+  - id: review
+    approval: {question: "Quick?", approvers: [group:sre], timeout: 1s}
+  - id: after
+    depends_on: [review]
+    bash: printf never
+    replay: pure
+"""
+ACCESS = (
+    '{"groups": {"sre": ["console:sam", "console:sue"]}, '
+    '"run": {"*": ["console:rita", "console:sam"]}}'
+)
+
+
+@pytest.fixture
+def cli(baton: BatonCli) -> BatonCli:
+    (baton.workflows / "release.yaml").write_text(textwrap.dedent(RELEASE))
+    (baton.workflows / "timed.yaml").write_text(textwrap.dedent(TIMED))
+    baton.env_extra.update(BATON_ACCESS=ACCESS, BATON_DEADLINE_POLL_SECONDS="0.2")
+    return baton
+
+
+@pytest.fixture
+def terminal(cli: BatonCli) -> Iterator[Terminal]:
+    env = cli.env() | {"TERM": "xterm-256color", "PROMPT_TOOLKIT_NO_CPR": "1", "COLUMNS": "120"}
+    argv = [sys.executable, "-m", "bot.main", "console", "--user", "sam", "--conversation", "ops"]
+    session = Terminal(argv, cwd=cli.home, env=env)
+    yield session
+    session.close()
+
+
+def test_a_two_approver_gate_with_a_form_by_text_takes_the_hotfix_branch(cli: BatonCli) -> None:
+    started = cli.say("run release", user="rita")
+    (run_id,) = run_ids(started)
+    assert "0/2 · needs @sre · requester excluded · expires in 4h" in started[-1]["text"]
+
+    (refused,) = cli.say(f"approve {run_id} hotfix window=now", user="rita")
+    assert refused["kind"] == "error" and "requested run" in refused["text"]
+    (asked,) = cli.say("lgtm", user="sam")  # a plain reply: the values are asked, defaults shown
+    assert asked["kind"] == "approval_values" and "default 3" in asked["text"]
+    (counted,) = cli.say(f"approve {run_id} hotfix window=now", user="sam")
+    assert counted["kind"] == "vote_counted" and "1/2 · needs @sre" in counted["text"]
+    assert cli.run_record(run_id).status == "paused"
+
+    decided = cli.say(f"approve {run_id} hotfix replicas=5 window=tonight", user="sue")
+    assert decided[0]["kind"] == "gate_decided" and "hotfix" in decided[0]["text"]
+    assert decided[-1]["run_status"] == "completed"
+    assert cli.run_record(run_id).status == "completed"
+    (status,) = cli.say(f"status {run_id}", user="sam")
+    assert "deploy skipped" in status["text"] and "hotfix done" in status["text"]
+
+
+def test_the_console_asks_a_forms_values_as_numbered_prompts_and_fires_a_timeout(
+    cli: BatonCli, terminal: Terminal
+) -> None:
+    (run_id,) = run_ids(cli.say("run release", user="rita"))
+    cli.say(f"approve {run_id} window=now", user="sue")
+    terminal.expect(r"sam>")
+
+    start = terminal.mark()
+    terminal.type(f"approve {run_id}\r")
+    terminal.expect(r"1/2 replicas \(integer\) \[3\]:[\s\S]*sam>", after=start, timeout=60)
+    terminal.type("7\r")
+    terminal.expect(r"2/2 window \(one of: now, tonight\):[\s\S]*sam>", after=start, timeout=60)
+    terminal.type("now\r")
+    terminal.expect(r"Approved the gate review", after=start, timeout=60)
+    terminal.expect(r"completed in [\s\S]*sam>", after=start, timeout=60)
+
+    start = terminal.mark()
+    terminal.type("run timed\r")  # nobody answers: the deadline loop of this process fires it
+    terminal.expect(r"had no decision within 1s: rejected; the run ends here", after=start, timeout=60)
+    terminal.type("\x04")
+    assert terminal.wait() == 0
+    timed = [r for r in cli.runs() if r.workflow == "timed"]
+    assert [r.status for r in timed] == ["cancelled"] and timed[0].status_by == "baton"
+    assert cli.run_record(run_id).status == "completed"
