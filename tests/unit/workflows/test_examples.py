@@ -143,3 +143,12 @@ def test_deploy_and_release_notes_render_their_gates(catalog: Catalog) -> None:
     notes = catalog.get("release-notes")
     context = {"nodes": {"draft": {"output": {"title": "Baton 1.0", "body": "..."}}}}
     assert render_template(notes.node("review").body, context) == "Publish 'Baton 1.0'?"
+
+
+def test_the_quorum_example_states_a_whole_policy_and_branches_on_it(catalog: Catalog) -> None:
+    example = catalog.get("deploy-quorum")
+    gate = example.node("review").approval
+    assert gate is not None and gate.required == 2 and gate.requester_may_approve is False
+    assert gate.answers == ("approve", "hotfix", "reject") and set(gate.form) == {"replicas", "window"}
+    assert example.node("review").approvers == ["group:sre"]
+    assert example.node("ship").when and example.node("hotfix").when
