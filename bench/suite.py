@@ -34,12 +34,15 @@ class Plan:
     definition_sizes: tuple[int, ...] = (1000, 5000)
     definition_samples: int = 7
     real_steps: int = 200
+    approval_due: int = 2000  # deadlines falling due over 10 s
+    approval_pending: int = 5000  # gates with two pending deadlines each
 
     @classmethod
     def quick(cls) -> Plan:
         return cls(steps=200, rounds=1, prefect_rounds=1, recovery_rounds=1, kill_at=100,
                    resume_sizes=(100, 1000), history=10_000, latency_samples=30, memory_runs=200,
-                   definition_sizes=(1000,), definition_samples=3, real_steps=50)  # fmt: skip
+                   definition_sizes=(1000,), definition_samples=3, real_steps=50, approval_due=300,
+                   approval_pending=1000)  # fmt: skip
 
 
 Log = Callable[[str], None]
@@ -209,6 +212,16 @@ def real_steps(plan: Plan, log: Log) -> dict[str, Any]:
             return {"error": exc.detail}
 
 
+def approvals(plan: Plan, log: Log) -> dict[str, Any]:
+    log(f"approvals: {plan.approval_due} deadlines due, {2 * plan.approval_pending} pending, vote latency")
+    with _tmp("approvals") as tmp:
+        args = ["--due", str(plan.approval_due), "--pending", str(plan.approval_pending), "--dir", tmp]
+        try:
+            return run_child("bench.baton_approvals", args, what="approvals", timeout=900)
+        except ChildFailed as exc:
+            return {"error": exc.detail}
+
+
 SECTIONS: dict[str, Callable[[Plan, Log], dict[str, Any]]] = {
     "steps": steps,
     "recovery": recover,
@@ -218,4 +231,5 @@ SECTIONS: dict[str, Callable[[Plan, Log], dict[str, Any]]] = {
     "memory": memory,
     "definitions": definitions,
     "real_steps": real_steps,
+    "approvals": approvals,
 }

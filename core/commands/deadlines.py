@@ -38,6 +38,7 @@ from core.workflows.durations import show_duration
 
 log = logging.getLogger(__name__)
 Announce = Callable[[Reply], Awaitable[bool]]
+BATCH = 200  # due deadlines read at a time; a tick reads again while batches come back full
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,22 +72,24 @@ class GateDeadlines:
         """Fire every deadline due at `now` (the clock's time by default) that this replica wins."""
         now = self.clock() if now is None else now
         fired: list[Fired] = []
-        for deadline in self.store.due_deadlines(now):
-            if not self.store.fire_deadline(deadline, self.replica):
-                continue  # another replica fired it
-            try:
-                fired.append(await self._fire(deadline, now))
-            except BatonError as exc:  # the run moved on meanwhile (decided, cancelled): nothing to do
-                log.info(
-                    "deadline %s of %s/%s: %s",
-                    deadline.name,
-                    deadline.run_id,
-                    deadline.node_id,
-                    exc.message,
-                    extra={"action": "deadline_skipped", "run_id": deadline.run_id},
-                )
-                fired.append(Fired(deadline, "stale"))
+        batch = self.store.due_deadlines(now, BATCH)
+        while batch:
+            for deadline in batch:
+                if self.store.fire_deadline(deadline, self.replica):  # else another replica fired it
+                    fired.append(await self._fired(deadline, now))
+            # a full batch: more may be due (a backlog after a restart); else this tick is done
+            batch = self.store.due_deadlines(now, BATCH) if len(batch) == BATCH else []
         return fired
+
+    async def _fired(self, deadline: GateDeadline, now: float) -> Fired:
+        try:
+            return await self._fire(deadline, now)
+        except BatonError as exc:  # the run moved on meanwhile (decided, cancelled): nothing to do
+            log.info(
+                "deadline %s of %s/%s: %s", deadline.name, deadline.run_id, deadline.node_id, exc.message,
+                extra={"action": "deadline_skipped", "run_id": deadline.run_id},
+            )
+            return Fired(deadline, "stale")
 
     async def _fire(self, d: GateDeadline, now: float) -> Fired:
         run = self.store.get_run(d.run_id)
