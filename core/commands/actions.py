@@ -35,6 +35,7 @@ from core.commands.model import (
     RunCommand,
     RunsCommand,
     StatusCommand,
+    WhoCommand,
 )
 from core.commands.pages import RunPages
 from core.commands.resolution import Prompt, decide_fresh_run, latest_run, prompt_options, run_command_text
@@ -377,6 +378,15 @@ async def audit(ctx: Context, cmd: AuditCommand) -> list[Reply]:
     return [replies.audit(target, ctx.store.audit_log(target.id))]
 
 
+async def who(ctx: Context, cmd: WhoCommand) -> list[Reply]:
+    """Who decided each gate of the run, with every vote cast on its latest opening."""
+    target = ctx.find(cmd.run)
+    authz.require_view(ctx.access, ctx.uid, target)
+    gates = [(g, ctx.store.gate_votes(target.id, g.node_id, g.created_at))
+             for g in ctx.store.run_gates(target.id)]  # fmt: skip
+    return [replies.who_approved(target, gates)]
+
+
 async def help_(ctx: Context, cmd: HelpCommand) -> list[Reply]:
     if cmd.topic is None:
         return [replies.help_list([s for s in SPECS.values() if authz.may_use(ctx.access, ctx.uid, s.name)])]
@@ -393,6 +403,7 @@ ACTIONS: dict[type, Action] = {
     InvalidateCommand: invalidate, PlanCommand: plan, StatusCommand: status, RunsCommand: runs,
     OpenCommand: open_,
     ListCommand: list_workflows, ArgsCommand: args, AuditCommand: audit, HelpCommand: help_,
+    WhoCommand: who,
 }
 
 

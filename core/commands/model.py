@@ -115,6 +115,13 @@ class AuditCommand:
 
 
 @dataclass(frozen=True, slots=True)
+class WhoCommand:
+    """`who approved <run>`: who decided the run's gates, and every vote."""
+
+    run: str
+
+
+@dataclass(frozen=True, slots=True)
 class HelpCommand:
     topic: str | None = None
 
@@ -135,6 +142,7 @@ Command = (
     | ListCommand
     | ArgsCommand
     | AuditCommand
+    | WhoCommand
     | HelpCommand
 )
 
@@ -196,6 +204,7 @@ SPECS: dict[str, Spec] = {
         Spec("list", "list", "list", "workflows you may run"),
         Spec("args", "args <run>", "args 3f9a", "a run's canonical arguments and their handle"),
         Spec("audit", "audit <run>", "audit 3f9a", "who did what to a run"),
+        Spec("who", "who approved <run>", "who approved 3f9a", "who decided a run's gates, and every vote"),
         Spec("help", "help [command]", "help run", "this help, or one command's usage"),
     )
 }

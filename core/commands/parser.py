@@ -35,6 +35,7 @@ from core.commands.model import (
     RunsCommand,
     SetArg,
     StatusCommand,
+    WhoCommand,
 )
 from core.commands.quoting import Word, split_words
 from core.errors import UsageError
@@ -162,6 +163,13 @@ def _one(options: list[tuple[str, str | None]], name: str, sub: str) -> str | No
     if len(values) > 1:
         raise usage_error(sub, f"`{name}` given {len(values)} times; give it once")
     return values[0] if values else None
+
+
+def _who(positional: list[str]) -> WhoCommand:
+    word, run = _need(positional, "who", ("approved", "run"))
+    if word.lower() != "approved":
+        raise usage_error("who", f"`who {word}` is not known; ask `who approved <run>`")
+    return WhoCommand(run)
 
 
 def _need(positional: list[str], sub: str, names: tuple[str, ...], rest: bool = False) -> list[str]:
@@ -326,5 +334,6 @@ _BUILDERS: dict[str, _Builder] = {
     "list": lambda p, o, f: _bare(p, "list", ListCommand()),
     "args": lambda p, o, f: ArgsCommand(_need(p, "args", ("run",))[0]),
     "audit": lambda p, o, f: AuditCommand(_need(p, "audit", ("run",))[0]),
+    "who": lambda p, o, f: _who(p),
     "help": _help,
 }

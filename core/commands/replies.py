@@ -25,7 +25,7 @@ KINDS = (
     "run_cancelled", "node_resolved", "invalidated", "plan", "status", "runs", "workflows", "args",
     "audit", "progress", "run_completed", "run_failed", "gate_waiting", "needs_attention",
     "approval_question", "which_gate", "no_gate_hint", "page_link", "input_form", "home",
-    "vote_counted", "approval_values", "gate_reminder", "gate_escalated", "gate_timed_out",
+    "vote_counted", "approval_values", "gate_reminder", "gate_escalated", "gate_timed_out", "who_approved",
 )
 
 
@@ -174,6 +174,15 @@ def gate_escalated(run: Run, gate: Gate, to: Sequence[str], left: float | None) 
 def gate_timed_out(run: Run, gate: Gate, outcome: str, waited: str) -> Reply:
     return about(run, "gate_timed_out", {"node": gate.node_id, "outcome": outcome, "waited": waited},
                  **_where(run))
+
+
+def who_approved(run: Run, gates: Sequence[tuple[Gate, Sequence[Any]]]) -> Reply:
+    """Each gate of `run`: its status, decision and who made it, and the votes on its latest opening."""
+    return about(run, "who_approved", {"gates": [
+        {"node": g.node_id, "status": g.status.value, "decision": g.decision or "", "by": g.decided_by or "",
+         "at": g.decided_at, "votes": [{"user": v.user, "choice": v.choice, "at": v.at, "comment": v.comment}
+                                       for v in votes]}
+        for g, votes in gates]})  # fmt: skip
 
 
 APPROVAL_FORM = "approval_values"  # `Form.kind` of the form asking for a gate's values

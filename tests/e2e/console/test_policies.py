@@ -112,7 +112,8 @@ def test_the_console_asks_a_forms_values_as_numbered_prompts_and_fires_a_timeout
     start = terminal.mark()
     terminal.type("run timed\r")  # nobody answers: the deadline loop of this process fires it
     terminal.expect(r"had no decision within 1s: rejected; the run ends here", after=start, timeout=60)
-    terminal.type("\x04")
+    terminal.expect(r"is cancelled \(by baton\)[\s\S]*starts fresh[\s\S]*sam>", after=start, timeout=60)
+    terminal.type("\x04")  # at the prompt, once the run's last message is out
     assert terminal.wait() == 0
     timed = [r for r in cli.runs() if r.workflow == "timed"]
     assert [r.status for r in timed] == ["cancelled"] and timed[0].status_by == "baton"

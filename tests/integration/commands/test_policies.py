@@ -200,3 +200,20 @@ async def test_the_gate_message_shows_the_policy_and_its_choices_and_is_edited_a
     [edited] = [r for r in chat.outbox if r.kind == "gate_waiting" and r.edit_only]
     assert edited.replace_key == waiting.replace_key and edited.buttons == waiting.buttons
     assert "1/2 · needs @sre · requester excluded" in _text(edited)
+
+
+async def test_who_approved_names_the_deciders_and_every_vote(chat: Chat) -> None:
+    run_id = await _paused(chat)
+    await chat.say(f"approve {run_id} window=now careful", user="sam")
+    await chat.say(f"approve {run_id} window=now", user="sue")
+    await chat.rest(run_id)
+    [who] = await chat.say(f"who approved {run_id[:8]}", user="bob")
+    assert who.kind == "who_approved"
+    [gate] = who.data["gates"]
+    assert (gate["node"], gate["status"], gate["by"]) == ("review", "approved", "console:sue")
+    assert [(v["user"], v["choice"], v["comment"]) for v in gate["votes"]] == [
+        ("console:sam", "approve", "careful"), ("console:sue", "approve", "")]
+    text = _text(who)
+    assert "review: approved by sue" in text and "sam: approve at" in text and "“careful”" in text
+    [usage] = await chat.say(f"who rejected {run_id}", user="bob")
+    assert usage.is_error and "ask `who approved <run>`" in usage.data["message"]

@@ -12,7 +12,7 @@ from core.commands.parser import parse
 from core.commands.resolution import Prompt, prompt_options
 from core.engine.events import NodePlan, NodeState, NodeSummary, Plan, RunSummary
 from core.errors import RunNotResumable
-from core.store.records import AuditEvent, Gate, GateStatus, Run, RunStatus
+from core.store.records import AuditEvent, Gate, GateStatus, GateVote, Run, RunStatus
 from core.workflows.approval_spec import ApprovalSpec
 from core.workflows.input_spec import InputSpec
 
@@ -104,4 +104,8 @@ def every_reply_kind(text: str = "hi") -> list[Reply]:
         replies.gate_reminder(run, gate, ["slack:U2"], 3_600.0),
         replies.gate_escalated(run, gate, ["slack:U3"], None),
         replies.gate_timed_out(run, gate, "reject", "4h"),
+        replies.who_approved(run, [(
+            gate.evolve(status=GateStatus.APPROVED, decision="hotfix", decided_by="slack:U2",
+                        decided_at=1_700_000_100.0),
+            [GateVote(run.id, "review", 1.0, "slack:U2", "hotfix", 1_700_000_090.0, text)])]),
     ]
