@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import logging
 import time
 from collections import deque
@@ -29,22 +28,15 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from core.engine import replay
+from core.engine import conditions, replay
 from core.engine.approval_policy import Policy, deadlines, gate_output
 from core.engine.cache_key import IDENTITY_MARK, components_of, digest_value, key_from, key_prefix
-from core.engine.conditions import (
-    SKIP_BYTES,
-    SKIP_DIGEST,
-    SKIPPED_KEY,
-    skipped_dependency,
-    skipped_value,
-    why_skipped,
-)
 from core.engine.contracts import check_output
 from core.engine.events import EngineEvent, EventBus, EventKind
 from core.engine.gates import GateKeeper
 from core.engine.group_commit import PendingResults
 from core.engine.journal_index import JournalIndex
+from core.engine.node_values import decode_output, node_value
 from core.engine.nodes import NodeContext, NodeResult, RenderedNode, execute_node
 from core.engine.prepared import Definitions, PreparedNode, PreparedWorkflow
 from core.engine.providers import ProviderRegistry
@@ -137,22 +129,6 @@ def node_components(
     )
     components[IDENTITY_MARK] = 1  # recorded by an engine that keys identity (not hashed)
     return components
-
-
-def decode_output(pn: PreparedNode, text: str) -> Any:
-    """A stored output as templates see it: parsed JSON for json contracts and approvals."""
-    if pn.node.output.format == "json" or pn.kind == "approval":
-        return json.loads(text)
-    return text
-
-
-def node_value(pn: PreparedNode, output: Any) -> dict[str, Any]:
-    """A done node as templates see it: `nodes.<id>.output` and `.skipped` (false; see
-    `conditions.skipped_value`); a gate's fields (`decision`, `values`, `approvers`) also
-    directly, as DESIGN.md writes `nodes.review.decision`."""
-    if pn.kind == "approval" and isinstance(output, dict):
-        return {**output, "output": output, "skipped": False}
-    return {"output": output, "skipped": False}
 
 
 class RunExecutor:
@@ -286,7 +262,7 @@ class RunExecutor:
             step.components["_reason"] = index.miss_reason(
                 pn.id, step.key, step.components, memoize=pn.memoize
             )
-            conditional = pn.node.when is not None or skipped_dependency(pn, self._digests)
+            conditional = pn.node.when is not None or conditions.skipped_dependency(pn, self._digests)
             if conditional and await self._skips(step):
                 continue
             if pn.kind == "approval":
@@ -372,7 +348,7 @@ class RunExecutor:
         try:
             if pn.node.when is not None:
                 self._ensure_values(pn.deps)
-            why = await why_skipped(pn, self._digests, self.s.renderer, self._context)
+            why = await conditions.why_skipped(pn, self._digests, self.s.renderer, self._context)
         except BatonError as exc:
             await self._fail(pn.id, f"`when:` of `{pn.id}`: {exc.message}")
             return True
@@ -383,11 +359,11 @@ class RunExecutor:
 
     async def _skip(self, step: _Step, why: str) -> None:
         pn = step.node
-        step.components[SKIPPED_KEY] = why
+        step.components[conditions.SKIPPED_KEY] = why
         entry_id = self._journal_start(step)
-        digest = self.store.put_blob(SKIP_BYTES)
+        digest = self.store.put_blob(conditions.SKIP_BYTES)
         self.store.journal_finish(entry_id, status=NodeStatus.COMPLETED, output_digest=digest)
-        self._values[pn.id] = skipped_value()
+        self._values[pn.id] = conditions.skipped_value()
         await self._emit(EventKind.NODE_SKIPPED, pn.id, reason=why)
         self._release(pn.id, digest)
 
@@ -406,8 +382,8 @@ class RunExecutor:
     def _ensure_values(self, node_ids: tuple[str, ...] | list[str] | set[str]) -> None:
         """Load the outputs of these (done) nodes for templates, in one `get_blobs` at most."""
         missing = [n for n in node_ids if n not in self._values]
-        for n in [n for n in missing if self._digests[n] == SKIP_DIGEST]:
-            self._values[n] = skipped_value()
+        for n in [n for n in missing if self._digests[n] == conditions.SKIP_DIGEST]:
+            self._values[n] = conditions.skipped_value()
             missing.remove(n)
         wanted = {self._digests[n] for n in missing} | set(self._restore.values())
         blobs = self.store.get_blobs(wanted) if wanted else {}

@@ -21,7 +21,8 @@ from core.engine import replay
 from core.engine.distributed.dispatcher import RemoteDispatcher, Settled
 from core.engine.distributed.jobs import NodeJob
 from core.engine.events import EventKind
-from core.engine.executor import INTERRUPTED, RunExecutor, Setup, _Step, decode_output
+from core.engine.executor import INTERRUPTED, RunExecutor, Setup, _Step
+from core.engine.node_values import decode_output, node_value
 from core.engine.nodes import RenderedNode
 from core.engine.prepared import PreparedNode
 from core.errors import RunStateError
@@ -132,7 +133,7 @@ class RemoteRunExecutor(RunExecutor):
             if entry.cache_key != step.key:
                 return _AGAIN  # an adopted result of an older definition: run the current one
             text = self.store.get_blob(entry.output_digest).decode("utf-8")
-            self._values[pn.id] = {"output": decode_output(pn, text)}
+            self._values[pn.id] = node_value(pn, decode_output(pn, text))
             self._artifacts.update(entry.artifacts)
             await self._emit(
                 EventKind.NODE_COMPLETED,
