@@ -34,12 +34,13 @@ class Plan:
     definition_sizes: tuple[int, ...] = (1000, 5000)
     definition_samples: int = 7
     real_steps: int = 200
+    cold_samples: int = 7
 
     @classmethod
     def quick(cls) -> Plan:
         return cls(steps=200, rounds=1, prefect_rounds=1, recovery_rounds=1, kill_at=100,
                    resume_sizes=(100, 1000), history=10_000, latency_samples=30, memory_runs=200,
-                   definition_sizes=(1000,), definition_samples=3, real_steps=50)  # fmt: skip
+                   definition_sizes=(1000,), definition_samples=3, real_steps=50, cold_samples=3)  # fmt: skip
 
 
 Log = Callable[[str], None]
@@ -209,6 +210,16 @@ def real_steps(plan: Plan, log: Log) -> dict[str, Any]:
             return {"error": exc.detail}
 
 
+def cold_start(plan: Plan, log: Log) -> dict[str, Any]:
+    log(f"cold start: `baton say --wait 'run hello hi'`, {plan.cold_samples} new processes")
+    with _tmp("cold") as tmp:
+        try:
+            return run_child("bench.baton_cold", ["--samples", str(plan.cold_samples), "--dir", tmp],
+                             what="cold start", timeout=600)  # fmt: skip
+        except ChildFailed as exc:
+            return {"error": exc.detail}
+
+
 SECTIONS: dict[str, Callable[[Plan, Log], dict[str, Any]]] = {
     "steps": steps,
     "recovery": recover,
@@ -218,4 +229,5 @@ SECTIONS: dict[str, Callable[[Plan, Log], dict[str, Any]]] = {
     "memory": memory,
     "definitions": definitions,
     "real_steps": real_steps,
+    "cold_start": cold_start,
 }
