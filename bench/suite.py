@@ -35,12 +35,14 @@ class Plan:
     definition_samples: int = 7
     real_steps: int = 200
     cold_samples: int = 7
+    distributed_steps: int = 500
 
     @classmethod
     def quick(cls) -> Plan:
         return cls(steps=200, rounds=1, prefect_rounds=1, recovery_rounds=1, kill_at=100,
                    resume_sizes=(100, 1000), history=10_000, latency_samples=30, memory_runs=200,
-                   definition_sizes=(1000,), definition_samples=3, real_steps=50, cold_samples=3)  # fmt: skip
+                   definition_sizes=(1000,), definition_samples=3, real_steps=50, cold_samples=3,
+                   distributed_steps=100)  # fmt: skip
 
 
 Log = Callable[[str], None]
@@ -220,6 +222,17 @@ def cold_start(plan: Plan, log: Log) -> dict[str, Any]:
             return {"error": exc.detail}
 
 
+def distributed(plan: Plan, log: Log) -> dict[str, Any]:
+    log(f"distributed: {plan.distributed_steps} no-op steps vs Procrastinate jobs, 1 and 2 workers")
+    with _tmp("distributed") as tmp:
+        args = ["--steps", str(plan.distributed_steps), "--workers", "1,2", "--rounds", str(plan.rounds),
+                "--db", "bench_distributed", "--dir", tmp]  # fmt: skip
+        try:
+            return run_child("bench.distributed", args, what="distributed", timeout=1800)
+        except ChildFailed as exc:
+            return {"error": exc.detail}
+
+
 SECTIONS: dict[str, Callable[[Plan, Log], dict[str, Any]]] = {
     "steps": steps,
     "recovery": recover,
@@ -230,4 +243,5 @@ SECTIONS: dict[str, Callable[[Plan, Log], dict[str, Any]]] = {
     "definitions": definitions,
     "real_steps": real_steps,
     "cold_start": cold_start,
+    "distributed": distributed,
 }
