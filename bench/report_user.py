@@ -222,17 +222,77 @@ def distributed_section(data: Mapping[str, Any]) -> list[str]:
     return out
 
 
+# -- scale ------------------------------------------------------------------------------------
+
+
+def scale_rows(data: Mapping[str, Any]) -> list[SummaryRow]:
+    mem, hist = data.get("memory") or {}, data.get("history") or {}
+    rows: list[SummaryRow] = []
+    if "error" not in mem:
+        runs = mem.get("runs")
+        label = f"{runs:,}" if isinstance(runs, int) else "?"
+        note = f"{mem.get('paused')} paused; after start-up {_ms(mem.get('startup_rss_mb'), 1)} MB"
+        what = f"peak RSS, {label} paused runs"
+        rows.append((what, mem.get("peak_rss_mb"), "MB", TARGETS["paused_rss"], note))
+    if "error" not in hist:
+        size = hist.get("history")
+        label = f"{size:,}" if isinstance(size, int) else "?"
+        for cmd in ("runs", "status"):
+            value = _get(hist, "commands", cmd, "p99_ms")
+            note = f"p50 {_ms(_get(hist, 'commands', cmd, 'p50_ms'))} ms"
+            what = f"`{cmd}` p99, sqlite, {label} runs of history"
+            rows.append((what, value, "ms", TARGETS["history_p99"], note))
+    return rows
+
+
+def scale_section(data: Mapping[str, Any]) -> list[str]:
+    mem, hist = data.get("memory") or {}, data.get("history") or {}
+    out = ["## Scale", ""]
+    if "error" in mem:
+        out += [f"Paused runs: {_err(mem)}", ""]
+    elif mem:
+        out += [
+            "| concurrent paused runs | RSS after start (MB) | peak RSS (MB) | seconds to pause all |",
+            "|---:|---:|---:|---:|",
+            f"| {mem['paused']} of {mem['runs']} | {_ms(mem['startup_rss_mb'], 1)} "
+            f"| {_ms(mem['peak_rss_mb'], 1)} | {_ms(mem['seconds_to_pause_all'], 1)} |",
+            "",
+        ]
+    if "error" in hist:
+        out += [f"History: {_err(hist)}", ""]
+    elif hist:
+        out += [
+            f"`runs` and `status` through the real handler with {hist['history']:,} runs of history "
+            f"(seeded by `bench/seed.py` in {hist['seed_seconds']:.0f} s; {hist['durability']}), "
+            f"{hist['samples']} samples each:",
+            "",
+            "| command | p50 (ms) | p99 (ms) | max (ms) |",
+            "|---|---:|---:|---:|",
+        ]
+        for cmd, row in hist["commands"].items():
+            out.append(f"| `{cmd}` | {_ms(row['p50_ms'])} | {_ms(row['p99_ms'])} | {_ms(row['max_ms'])} |")
+        out += [
+            "",
+            "`runs` lists a conversation's 20 newest runs (about 2,000 each here) through index",
+            "`ix_runs_recent` (migration 0007); `status` is of a random historical run.",
+            "",
+        ]
+    return out
+
+
 ROWS: dict[str, Callable[[Mapping[str, Any]], list[SummaryRow]]] = {
     "definitions": definitions_rows,
     "real_steps": real_steps_rows,
     "cold_start": cold_start_rows,
     "distributed": distributed_rows,
+    "scale": scale_rows,
 }
 BUILDERS: dict[str, Callable[[Mapping[str, Any]], list[str]]] = {
     "definitions": definitions_section,
     "real_steps": real_steps_section,
     "cold_start": cold_start_section,
     "distributed": distributed_section,
+    "scale": scale_section,
 }
 
 

@@ -36,13 +36,15 @@ class Plan:
     real_steps: int = 200
     cold_samples: int = 7
     distributed_steps: int = 500
+    scale_paused: int = 10_000
+    scale_history: int = 1_000_000
 
     @classmethod
     def quick(cls) -> Plan:
         return cls(steps=200, rounds=1, prefect_rounds=1, recovery_rounds=1, kill_at=100,
                    resume_sizes=(100, 1000), history=10_000, latency_samples=30, memory_runs=200,
                    definition_sizes=(1000,), definition_samples=3, real_steps=50, cold_samples=3,
-                   distributed_steps=100)  # fmt: skip
+                   distributed_steps=100, scale_paused=500, scale_history=20_000)  # fmt: skip
 
 
 Log = Callable[[str], None]
@@ -233,6 +235,25 @@ def distributed(plan: Plan, log: Log) -> dict[str, Any]:
             return {"error": exc.detail}
 
 
+def scale(plan: Plan, log: Log) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    log(f"scale: {plan.scale_paused:,} paused runs in one bot")
+    with _tmp("scale-memory") as tmp:
+        try:
+            out["memory"] = run_child("bench.baton_memory", ["--runs", str(plan.scale_paused), "--dir", tmp],
+                                      what="paused runs", timeout=1800)  # fmt: skip
+        except ChildFailed as exc:
+            out["memory"] = {"error": exc.detail}
+    log(f"scale: `runs` and `status` with {plan.scale_history:,} runs of history (SQLite)")
+    with _tmp("scale-history") as tmp:
+        args = ["--history", str(plan.scale_history), "--samples", str(plan.latency_samples), "--dir", tmp]
+        try:
+            out["history"] = run_child("bench.baton_history", args, what="history", timeout=1800)
+        except ChildFailed as exc:
+            out["history"] = {"error": exc.detail}
+    return out
+
+
 SECTIONS: dict[str, Callable[[Plan, Log], dict[str, Any]]] = {
     "steps": steps,
     "recovery": recover,
@@ -244,4 +265,5 @@ SECTIONS: dict[str, Callable[[Plan, Log], dict[str, Any]]] = {
     "real_steps": real_steps,
     "cold_start": cold_start,
     "distributed": distributed,
+    "scale": scale,
 }

@@ -6,7 +6,7 @@ for their `__table__`; declaring them as SQLModel made every start import sqlmod
 SQLAlchemy ORM and build seven pydantic models (≈ 0.2 s of a cold start, issue 18).
 The alembic revisions (`migrations/versions/`: `0001_initial.py`, `0002_gate_cache_key.py`,
 `0003_platform_state.py`, `0004_event_handling.py`, `0005_origin_event_partial_index.py`,
-`0006_runs_args_digest_index.py`)
+`0006_runs_args_digest_index.py`, `0007_runs_conversation_recent_index.py`)
 create exactly this schema; `tests/integration/store/test_migrations.py` checks they agree.
 
 Statuses are stored as short strings (the `StrEnum` values), timestamps as float
@@ -59,6 +59,8 @@ RUNS = sa.Table(
     # the fresh-run prompt: unfinished runs of a workflow in a conversation, newest first
     sa.Index("ix_runs_unfinished", "platform", "conversation", "workflow", "status", "created_at"),
     sa.Index("ix_runs_thread", "platform", "conversation", "thread"),
+    # `runs`: a conversation's newest runs, without sorting all of them (revision 0007)
+    sa.Index("ix_runs_recent", "platform", "conversation", "created_at"),
     sa.Index("ix_runs_created", "created_at"),
     # `--args @handle`: the runs whose args digest starts with a prefix (revision 0006)
     sa.Index("ix_runs_args_digest", "args_digest"),
