@@ -280,6 +280,43 @@ def scale_section(data: Mapping[str, Any]) -> list[str]:
     return out
 
 
+# -- run pages ----------------------------------------------------------------------------------
+
+
+def web_pages_section(data: Mapping[str, Any]) -> list[str]:
+    if "error" in data:
+        return ["## Run pages", "", _err(data), ""]
+    out = [
+        "## Run pages (`bench/web_pages.py`; uvicorn on loopback, SQLite)",
+        "",
+        "| completed run of N nodes | page time, median (ms) | max (ms) | page size (KB) |",
+        "|---:|---:|---:|---:|",
+    ]
+    for n, row in (data.get("page_time") or {}).items():
+        size = f"{row['bytes'] / 1024:.0f}"
+        out.append(f"| {int(n):,} | {_ms(row['median_ms'], 1)} | {_ms(row['max_ms'], 1)} | {size} |")
+    live, mem = data.get("live_latency") or {}, data.get("memory") or {}
+    if live:
+        out += [
+            "",
+            "Live update, a step finishing → an open page's event stream: "
+            f"{_ms(_get(live, 'local_ms', 'median'), 1)} ms median "
+            f"(max {_ms(_get(live, 'local_ms', 'max'), 1)}) for a run in the serving process;"
+            f" {_ms(_get(live, 'replica_ms', 'median'), 1)} ms median for another replica's write"
+            f" (poll every {_get(live, 'replica_ms', 'poll_ms')} ms); {live.get('samples')} samples.",
+        ]
+    if mem:
+        pages = next((k for k in mem if k.startswith("rss_mib_") and k.endswith("_pages")), None)
+        if pages is not None:
+            count = pages.removeprefix("rss_mib_").removesuffix("_pages")
+            out.append(
+                f"Memory of the serving process: {mem['rss_mib_no_page']} MiB with no page open, "
+                f"{mem[pages]} MiB with {count} pages open ({mem['per_page_kib']} KiB a page)."
+            )
+    out.append("")
+    return out
+
+
 ROWS: dict[str, Callable[[Mapping[str, Any]], list[SummaryRow]]] = {
     "definitions": definitions_rows,
     "real_steps": real_steps_rows,
@@ -293,6 +330,7 @@ BUILDERS: dict[str, Callable[[Mapping[str, Any]], list[str]]] = {
     "cold_start": cold_start_section,
     "distributed": distributed_section,
     "scale": scale_section,
+    "web_pages": web_pages_section,
 }
 
 

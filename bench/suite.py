@@ -38,13 +38,16 @@ class Plan:
     distributed_steps: int = 500
     scale_paused: int = 10_000
     scale_history: int = 1_000_000
+    page_sizes: tuple[int, ...] = (10, 1000, 5000)
+    page_samples: int = 10
 
     @classmethod
     def quick(cls) -> Plan:
         return cls(steps=200, rounds=1, prefect_rounds=1, recovery_rounds=1, kill_at=100,
                    resume_sizes=(100, 1000), history=10_000, latency_samples=30, memory_runs=200,
                    definition_sizes=(1000,), definition_samples=3, real_steps=50, cold_samples=3,
-                   distributed_steps=100, scale_paused=500, scale_history=20_000)  # fmt: skip
+                   distributed_steps=100, scale_paused=500, scale_history=20_000,
+                   page_sizes=(10, 1000), page_samples=3)  # fmt: skip
 
 
 Log = Callable[[str], None]
@@ -254,6 +257,16 @@ def scale(plan: Plan, log: Log) -> dict[str, Any]:
     return out
 
 
+def web_pages(plan: Plan, log: Log) -> dict[str, Any]:
+    log("run pages: page time by size, live-update latency, memory of open pages")
+    args = ["--sizes", ",".join(str(n) for n in plan.page_sizes), "--pages", "100",
+            "--samples", str(plan.page_samples)]  # fmt: skip
+    try:
+        return run_child("bench.web_pages", args, what="run pages", timeout=1200)
+    except ChildFailed as exc:
+        return {"error": exc.detail}
+
+
 SECTIONS: dict[str, Callable[[Plan, Log], dict[str, Any]]] = {
     "steps": steps,
     "recovery": recover,
@@ -266,4 +279,5 @@ SECTIONS: dict[str, Callable[[Plan, Log], dict[str, Any]]] = {
     "cold_start": cold_start,
     "distributed": distributed,
     "scale": scale,
+    "web_pages": web_pages,
 }
