@@ -19,6 +19,7 @@ buttons, so a button's label or command never carries a secret either.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import re
@@ -169,9 +170,23 @@ def _bytecode_cache() -> BytecodeCache | None:
     if another user owns it; an entry is used only while its template's source is unchanged.
     None (compile every time) when no such directory can be had."""
     from jinja2 import FileSystemBytecodeCache
+    from jinja2.bccache import Bucket
+
+    class BestEffort(FileSystemBytecodeCache):
+        """A cache that cannot be read or written (a full disk) costs a compile, never a reply."""
+
+        def load_bytecode(self, bucket: Bucket) -> None:
+            try:
+                super().load_bytecode(bucket)
+            except (OSError, EOFError, ValueError):
+                bucket.reset()
+
+        def dump_bytecode(self, bucket: Bucket) -> None:
+            with contextlib.suppress(OSError):
+                super().dump_bytecode(bucket)
 
     try:
-        return FileSystemBytecodeCache()
+        return BestEffort()
     except (OSError, RuntimeError):
         return None
 

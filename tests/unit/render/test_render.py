@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
+from pathlib import Path
 
 import pytest
 from hypothesis import given, settings
@@ -213,3 +214,42 @@ def test_quoted_user_text_never_formats_the_bots_message(platform: str) -> None:
 
 def test_discord_escapes_a_numbered_list() -> None:
     assert discord_escape("1. first\n 2. second") == "1\\. first\n 2\\. second"
+
+
+def test_compiled_reply_templates_come_back_from_the_bytecode_cache(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A new process (here: a new environment) loads the compiled templates instead of
+    compiling them again, and renders exactly the same; a cache that cannot be written or
+    read (a full disk) costs a compile, never a reply."""
+    import tempfile
+
+    from jinja2 import Environment
+
+    from core.render import environment, render_text
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))  # jinja2's cache lives under it
+    compiled: list[str] = []
+    original = Environment._compile
+
+    def counting(self: Environment, source: str, filename: str) -> object:
+        compiled.append(filename)
+        return original(self, source, filename)
+
+    monkeypatch.setattr(Environment, "_compile", counting)
+    replies = list(every_reply_kind("cached"))
+    environment.cache_clear()
+    try:
+        first = [render_text(r, "slack", PLAIN) for r in replies]
+        assert compiled and any(tmp_path.glob("_jinja2-cache-*/__jinja2_*.cache"))
+        compiled.clear()
+        environment.cache_clear()
+        assert [render_text(r, "slack", PLAIN) for r in replies] == first
+        assert compiled == []  # every template came from the cache
+
+        for entry in tmp_path.glob("_jinja2-cache-*/*"):
+            entry.write_bytes(b"not bytecode")
+        environment.cache_clear()
+        assert [render_text(r, "slack", PLAIN) for r in replies] == first
+    finally:
+        environment.cache_clear()
