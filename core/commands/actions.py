@@ -114,7 +114,7 @@ async def decide(ctx: Context, run: Run, approve: bool, comment: str | None) -> 
         args_now = json.loads(blob)
         after = await ctx.engine.approve(run, actor=ctx.uid, comment=comment, gate=gate, args=args_now)
     else:
-        after = await _announcing(ctx, run.id, ctx.engine.reject(run, actor=ctx.uid, reason=comment))
+        after = await _announcing(ctx, run.id, ctx.engine.reject(run.id, actor=ctx.uid, reason=comment))
     return [replies.gate_decided(after, gate, approve, ctx.uid, comment)]
 
 

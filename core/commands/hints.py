@@ -57,8 +57,3 @@ def usage(command: str) -> str:
     """The usage line of a subcommand, as the parser answers with it."""
     return f"/workflow {SPECS[command].usage}"
 
-
-def worded(exc: BatonError) -> BatonError:
-    """`exc` with its next step written into `hint` (for code that shows `exc.hint`)."""
-    exc.hint = hint(exc)
-    return exc

@@ -189,9 +189,6 @@ class _Keys:
             )
         return key_from(prefix, upstream)
 
-    def components(self, pn: PreparedNode, upstream: Mapping[str, str]) -> dict[str, Any]:
-        return node_components(pn, self._definitions, self.inputs, upstream, self._run_id)
-
 
 class _Verdicts:
     """What this execution found that decides the run's status, most serious first."""
@@ -281,13 +278,9 @@ class RunExecutor:
             raise
         return verdicts.outcome()
 
-    async def _emit(self, kind: EventKind, node_id: str | None, **detail: Any) -> None:
-        if self.s.bus:
-            await self.x.emit(kind, node_id, **detail)
-
     # -- deciding -------------------------------------------------------------------------
     async def _drain_ready(self) -> None:
-        index, dag, keys = self._index, self._dag, self._keys
+        index, dag, keys, definitions = self._index, self._dag, self._keys, self.s.definitions
         assert index is not None
         while dag.ready and not self._verdicts.stopping:
             pn = dag.nodes[dag.ready.popleft()]
@@ -305,7 +298,7 @@ class RunExecutor:
             if hit is not None and hit.output_digest is not None:
                 await self._use(pn, hit)
                 continue
-            components = keys.components(pn, upstream)
+            components = node_components(pn, definitions, keys.inputs, upstream, self.run_id)
             legacy = index.own_legacy(pn.id, components) if pn.memoize and pn.kind != "approval" else None
             if legacy is not None:  # done by this run before identity was keyed: not run again
                 await self._use(pn, legacy)
@@ -318,7 +311,7 @@ class RunExecutor:
                 await self._approval(step)
                 continue
             self._runnable.append(step)
-            await self._emit(EventKind.NODE_QUEUED, pn.id, reason=step.components["_reason"])
+            await self.x.emit(EventKind.NODE_QUEUED, pn.id, reason=step.components["_reason"])
 
     async def _use(self, pn: PreparedNode, entry: JournalEntry) -> None:
         """Serve a completed entry: done in this run already, or a cache hit from the lineage."""
@@ -327,7 +320,7 @@ class RunExecutor:
         if entry.run_id != self.run_id:
             tokens = entry.tokens_in + entry.tokens_out + int(entry.components.get("_tokens", 0))
             self.x.journal.cached(entry)  # the copy notes the tokens re-using it saves (`_tokens`)
-            await self._emit(
+            await self.x.emit(
                 EventKind.NODE_CACHED,
                 pn.id,
                 cached_from=entry.cached_from or entry.run_id,
@@ -362,24 +355,24 @@ class RunExecutor:
             digest = self.s.store.put_blob(canonical_json(output))
             self.x.journal.finish(entry_id, status=NodeStatus.COMPLETED, output_digest=digest)
             self._out.values[pn.id] = {"output": output}
-            await self._emit(EventKind.NODE_COMPLETED, pn.id, approved_by=gate.decided_by)
+            await self.x.emit(EventKind.NODE_COMPLETED, pn.id, approved_by=gate.decided_by)
             self._dag.release(pn.id, digest)
             return
         if gate.status is GateStatus.REJECTED:
             await self._fail(pn.id, f"approval `{pn.id}` was rejected by {gate.decided_by}")
             return
         self._verdicts.gates.append(pn.id)
-        await self._emit(EventKind.NODE_WAITING, pn.id, prompt=gate.prompt)
+        await self.x.emit(EventKind.NODE_WAITING, pn.id, prompt=gate.prompt)
 
     async def _fail(self, node_id: str, error: str) -> None:
         self._verdicts.failed.append((node_id, error))
         self._verdicts.stopping = True
-        await self._emit(EventKind.NODE_FAILED, node_id, error=error)
+        await self.x.emit(EventKind.NODE_FAILED, node_id, error=error)
 
     async def _needs_attention(self, node_id: str, error: ReplayUnsafe) -> None:
         """The step may have run and will not run again blindly: the run stops in needs_attention."""
         self._verdicts.attention.append(error)
-        await self._emit(EventKind.NODE_ATTENTION, node_id, reason=error.message)
+        await self.x.emit(EventKind.NODE_ATTENTION, node_id, reason=error.message)
 
     def _prefetch(self) -> None:
         """Before steps run: record cache hits, load their inputs, restore artifacts."""
@@ -435,7 +428,7 @@ class RunExecutor:
             if tries == pn.attempts or self._verdicts.stopping:
                 await self._fail(pn.id, result.error)
                 return
-            await self._emit(EventKind.NODE_FAILED, pn.id, error=result.error, retrying=True)
+            await self.x.emit(EventKind.NODE_FAILED, pn.id, error=result.error, retrying=True)
             await asyncio.sleep(replay.backoff_seconds(pn.node.retry, tries))
             attempt += 1
 

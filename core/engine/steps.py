@@ -43,7 +43,7 @@ class Step:
     idempotency_key: str
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)  # one per step: not frozen, so it costs a plain __init__
 class Completed:
     digest: str  # the output blob's
     value: Any  # the output as templates see it
@@ -52,7 +52,7 @@ class Completed:
     artifacts: Mapping[str, str] = field(default_factory=dict)  # path -> blob digest
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Failed:
     error: str  # journaled already; the scheduler retries or fails the run
 
@@ -89,14 +89,15 @@ class Execution:
     #: settled `failed` with it (a stop without it leaves them open for a new owner)
     cancel_note: str | None = None
     artifacts: dict[str, str] = field(default_factory=dict)  # of the steps done so far: path -> digest
+    run_id: str = field(init=False)
 
-    @property
-    def run_id(self) -> str:
-        return self.setup.run.id
+    def __post_init__(self) -> None:
+        self.run_id = self.setup.run.id
 
     async def emit(self, kind: EventKind, node_id: str | None, **detail: Any) -> None:
-        if self.setup.bus:
-            await self.setup.bus.emit(EngineEvent(kind, self.run_id, node_id, detail=detail))
+        bus = self.setup.bus
+        if bus:
+            await bus.emit(EngineEvent(kind, self.run_id, node_id, detail=detail))
 
     def orphaned(self, node: PreparedNode, entry: JournalEntry) -> ReplayUnsafe | None:
         """`entry` started and nobody will finish it. The replay rules: an unsafe step may

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from core.commands.hints import hint, worded
+from core.commands.hints import hint
 from core.errors import (
     BatonError,
     GateAlreadyDecided,
@@ -51,7 +51,7 @@ def test_an_unsafe_step_is_settled_by_naming_it() -> None:
 
 def test_a_gate_decided_before_says_follow_the_run() -> None:
     error = GateAlreadyDecided(run_id=RUN, node_id="legal", decision="approved", by="console:bo")
-    assert worded(error).hint == WORDING[Next.DECIDED]
+    assert hint(error) == WORDING[Next.DECIDED]
 
 
 def test_an_engine_usage_error_gets_the_parsers_usage_line() -> None:
