@@ -144,10 +144,14 @@ class Next(StrEnum):
     ATTENTION = "attention"  # see which of its steps needs attention
     RESOLVE = "resolve"  # an unsafe step may have run: settle it (done | retry | fail)
     DECIDED = "decided"  # the approval was decided: nothing more to decide, follow the run
+    LIST_RUNS = "list_runs"  # no such run: list the recent ones
 
 
 class RunStateError(BatonError):
     """The run is not in a state that allows this."""
+
+    #: the next step when the raiser names none
+    default_next: Next | None = None
 
     def __init__(
         self,
@@ -164,14 +168,15 @@ class RunStateError(BatonError):
         self.status = status
         self.by = by
         self.workflow = workflow  # the run's workflow, when the next step names it
-        self.next_step = next_step  # what is allowed next, worded by the commands layer
+        #: what is allowed next, worded by the commands layer
+        self.next_step = next_step if next_step is not None else self.default_next
         super().__init__(message, hint=hint)
 
 
 class RunNotFound(RunStateError):
     """No run has that id."""
 
-    hint = "Use `/workflow runs` to list recent runs."
+    default_next = Next.LIST_RUNS
 
 
 class AmbiguousRunId(RunStateError):
