@@ -419,8 +419,14 @@ class RunExecutor:
             return
         for tries in range(1, pn.attempts + 1):
             result = await self.runner.run(step, rendered, attempt)
-            if isinstance(result, Completed):
-                await self._completed(pn, result)
+            if isinstance(result, Completed):  # inline, not a coroutine of its own: once per step
+                self._out.values[pn.id] = {"output": result.value}
+                if result.artifacts:
+                    self.x.artifacts.update(result.artifacts)
+                if self.s.bus:
+                    seconds = round(result.seconds, 3)
+                    await self.x.emit(EventKind.NODE_COMPLETED, pn.id, seconds=seconds, tokens=result.tokens)
+                self._dag.release(pn.id, result.digest)
                 return
             if isinstance(result, Attention):
                 await self._needs_attention(pn.id, result.error)
@@ -432,11 +438,3 @@ class RunExecutor:
             await asyncio.sleep(replay.backoff_seconds(pn.node.retry, tries))
             attempt += 1
 
-    async def _completed(self, pn: PreparedNode, done: Completed) -> None:
-        self._out.values[pn.id] = {"output": done.value}
-        if done.artifacts:
-            self.x.artifacts.update(done.artifacts)
-        if self.s.bus:
-            seconds = round(done.seconds, 3)
-            await self.x.emit(EventKind.NODE_COMPLETED, pn.id, seconds=seconds, tokens=done.tokens)
-        self._dag.release(pn.id, done.digest)
