@@ -88,9 +88,7 @@ class WorkflowDefinitionError(WorkflowError):
 
 
 class UnknownWorkflow(WorkflowError):
-    """No workflow has that name."""
-
-    hint = "Use `/workflow list` to see the workflows you can run."
+    """No workflow has that name (the commands layer words the next step: list them)."""
 
 
 class InputValidationError(WorkflowError):

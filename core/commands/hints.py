@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from core.commands.model import SPECS
-from core.errors import BatonError, Next, RunStateError, UsageError
+from core.errors import BatonError, Next, RunStateError, UnknownWorkflow, UsageError
 
 _Words = Callable[[str, str, str], str]  # (run id, workflow, node) -> the hint
 
@@ -52,6 +52,8 @@ def hint(exc: BatonError) -> str:
     if isinstance(exc, RunStateError) and exc.next_step is not None:
         node = str(getattr(exc, "node_id", None) or "<step>")
         return _WORDING[exc.next_step](exc.run_id or "<run>", exc.workflow or "<workflow>", node)
+    if isinstance(exc, UnknownWorkflow):
+        return "Use `/workflow list` to see the workflows you can run."
     if isinstance(exc, UsageError) and exc.command in SPECS:
         return f"Usage: {usage(exc.command)}"
     return ""
