@@ -1,9 +1,10 @@
 """`Reply` -> Discord: rendered chunks, files for long output, buttons, threads, edits in place.
 
-- Text is `core.render.render(reply, "discord", redactor)` (the runtime's redactor: no secret in
-  the text, the buttons' labels or their commands): chunks of at most 2,000 characters (the core
-  splits and balances code fences). More than `attach_over` characters in all go out as one
-  message with the first chunk and the whole text attached as a file: nothing is cut.
+- Text is `core.render.render_reply(reply, "discord", redactor)` (the runtime's redactor: no
+  secret in the text, the buttons' labels or their commands): chunks of at most 2,000 UTF-16
+  units (the core splits without cutting code, see `core.splitting`). More than `attach_over`
+  characters in all, or a command too wide for one message, go out as one message with the
+  first chunk and the whole text attached as a file: nothing is cut.
 - `AllowedMentions.none()` on every message the bot posts.
 - `replace_key`: the messages last posted with that key are edited instead of posting anew,
   at most once per `edit_interval` seconds; the newest state always gets sent (also at close).
@@ -37,7 +38,7 @@ import discord
 from adapters.discord.buttons import build_view
 from core.commands.messages import Reply
 from core.redaction import Redactor
-from core.render import redacted, render
+from core.render import redacted, render_reply
 
 PLATFORM = "discord"
 NO_MENTIONS = discord.AllowedMentions.none()
@@ -247,12 +248,14 @@ class DiscordSender:
         return keyed
 
     def _content(self, reply: Reply) -> tuple[list[str], discord.File | None]:
-        chunks = [c for c in render(reply, PLATFORM, self.redactor) if c.strip()]
-        if sum(len(c) for c in chunks) <= self.attach_over:
+        """The messages' texts, and the file holding the whole text when it is long or when a
+        command in it was too wide for one message (the file shows every command whole)."""
+        rendered = render_reply(reply, PLATFORM, self.redactor)
+        chunks = [c for c in rendered.chunks if c.strip()]
+        if rendered.whole and sum(len(c) for c in chunks) <= self.attach_over:
             return chunks, None
-        whole = "\n".join(chunks).encode("utf-8")
         name = f"{reply.kind}-{reply.run_id}.txt" if reply.run_id else f"{reply.kind}.txt"
-        return chunks[:1], discord.File(io.BytesIO(whole), filename=name)
+        return chunks[:1], discord.File(io.BytesIO(rendered.text.encode("utf-8")), filename=name)
 
     async def _open_thread(self, message: discord.Message, reply: Reply) -> None:
         assert reply.run_id is not None

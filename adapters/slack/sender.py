@@ -45,7 +45,7 @@ from adapters.slack.web_api import CHANNEL_ERRORS, SlackCallFailed, call
 from core.commands.handler import Handler
 from core.commands.messages import Button, Form, Reply
 from core.errors import PlatformError
-from core.render import redacted, render, render_text
+from core.render import redacted, render_reply
 
 log = logging.getLogger("baton.slack")
 
@@ -171,9 +171,10 @@ class SlackSender:
             return
         thread = reply.thread or (origin.thread if origin else None)
         redactor = self._handler.redactor  # the runtime's one redactor: text, buttons, uploads
-        chunks = render(reply, PLATFORM, redactor)
-        upload = needs_upload(chunks)
-        full = render_text(reply, PLATFORM, redactor) if upload else ""
+        rendered = render_reply(reply, PLATFORM, redactor)
+        chunks = list(rendered.chunks)
+        upload = needs_upload(chunks) or not rendered.whole  # a command too wide for a section
+        full = rendered.text if upload else ""
         filename = f"{reply.kind}-{reply.run_id or 'baton'}.txt"
         shown = redacted(reply, redactor)
         message = build_message(

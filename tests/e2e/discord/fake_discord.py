@@ -6,6 +6,11 @@ enough state to answer realistically: messages (with their components, so a test
 button the bot posted), threads, and which interactions were acknowledged (a second
 acknowledgement is refused with Discord's error 40060, as for a gateway redelivery).
 Tests assert on `calls`: what Discord would have received.
+
+It enforces Discord's limits as Discord does (400, code 50035): message content at most 2,000
+UTF-16 code units, a component's `custom_id` at most 100 characters, at most 5 action rows of
+at most 5 components. A message or edit sent without `allowed_mentions: {"parse": []}` is
+answered, and recorded in `violations` (the fixture fails a test that leaves any).
 """
 
 from __future__ import annotations
@@ -71,6 +76,7 @@ class FakeDiscord:
     guilds: set[str] = field(default_factory=lambda: {GUILD_ID})  # servers the bot was invited to
     bot_token: str | None = None  # set: a request with another bot token is refused (401)
     fail_modals: int = 0  # this many next modal answers (callback type 9) are refused
+    violations: list[str] = field(default_factory=list)  # messages sent that could ping someone
     _ids: itertools.count[int] = field(default_factory=lambda: itertools.count(1200000000000000000))
     _changed: asyncio.Condition = field(default_factory=asyncio.Condition)
     _runner: web.AppRunner | None = None
@@ -136,11 +142,37 @@ class FakeDiscord:
         try:
             if wrong:
                 return _json({"code": 0, "message": "401: Unauthorized"}, status=401)
+            invalid = self._invalid(call)
+            if invalid is not None:
+                return _json({"code": 50035, "message": f"Invalid Form Body: {invalid}"}, status=400)
             return self._answer(call, path.split("/"))
         finally:
             async with self._changed:
                 self.calls.append(call)
                 self._changed.notify_all()
+
+    def _invalid(self, call: Call) -> str | None:
+        """What breaks Discord's limits in a message the call creates or edits (None: nothing)."""
+        body = call.json if isinstance(call.json, dict) else {}
+        if call.path.startswith("interactions/"):  # a response: only types 4 and 7 are messages
+            body = (body.get("data") or {}) if body.get("type") in (4, 7) else {}
+        creates = call.method in ("POST", "PATCH") and (
+            call.path.endswith("/messages") or call.path.startswith(("webhooks/", "interactions/"))
+            or "/messages/" in call.path)
+        if not creates or not isinstance(body, dict):
+            return None
+        content = str(body.get("content") or "")
+        if utf16(content) > CONTENT_LIMIT:
+            return f"content: Must be {CONTENT_LIMIT} or fewer in length ({utf16(content)})"
+        rows = body.get("components") or []
+        if len(rows) > 5 or any(len(row.get("components", [])) > 5 for row in rows):
+            return "components: at most 5 rows of 5"
+        if any(len(c.get("custom_id", "")) > 100 for row in rows for c in row.get("components", [])):
+            return "custom_id: Must be 100 or fewer in length"
+        if ("content" in body or "components" in body) and body.get("allowed_mentions") != {"parse": []}:
+            mentions = body.get("allowed_mentions")
+            self.violations.append(f"{call.method} {call.path}: allowed_mentions {mentions}")
+        return None
 
     def _answer(self, call: Call, parts: list[str]) -> web.StreamResponse:
         m, p = call.method, parts
@@ -238,6 +270,14 @@ class FakeDiscord:
                 message[key] = body[key]
         message["edited_timestamp"] = ISO
         return message
+
+
+CONTENT_LIMIT = 2_000
+
+
+def utf16(text: str) -> int:
+    """Length as Discord counts it: UTF-16 code units."""
+    return len(text.encode("utf-16-le")) // 2
 
 
 def _json(value: Any, status: int = 200) -> web.Response:
