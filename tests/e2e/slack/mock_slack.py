@@ -91,6 +91,8 @@ class MockSlack:
     def __init__(self) -> None:
         self.calls: list[Call] = []
         self.uploads: dict[str, bytes] = {}
+        #: what `conversations.info` says of a channel, over the default (a channel Baton is in)
+        self.channels: dict[str, dict[str, Any]] = {}
         self._changed = asyncio.Condition()
         self._failures: dict[str, list[_Failure]] = {}
         self._ts = 1_700_000_000_000_000
@@ -208,6 +210,12 @@ class MockSlack:
                     "message": {"text": body.get("text"), "ts": ts, "bot_id": BOT_ID}}
         if method == "chat.postEphemeral":
             return {"ok": True, "message_ts": ts}
+        if method == "conversations.info":
+            channel = str(body.get("channel", ""))
+            direct = channel.startswith("D")
+            info = {"id": channel, "is_channel": not direct, "is_im": direct, "is_mpim": False,
+                    "is_private": False, "is_archived": False, "is_member": True}
+            return {"ok": True, "channel": {**info, **self.channels.get(channel, {})}}
         if method == "chat.update":
             return {"ok": True, "channel": body.get("channel"), "ts": ts, "text": body.get("text")}
         if method == "files.getUploadURLExternal":
