@@ -44,6 +44,7 @@ PLATFORM = "discord"
 NO_MENTIONS = discord.AllowedMentions.none()
 THREAD_ARCHIVE_MINUTES: Literal[1440] = 1440  # a day without messages
 MEMORY = 2_000  # progress messages kept in memory (the store keeps them all)
+DIRECT = "direct"  # the fallback place: a direct message to the run's requester
 
 log = logging.getLogger("baton.discord")
 
@@ -122,19 +123,55 @@ class DiscordSender:
     _keyed: OrderedDict[str, _Keyed] = field(default_factory=OrderedDict)  # least recently used first
     _locks: dict[str, _KeyLock] = field(default_factory=dict)  # only keys held or waited for
     _closing: asyncio.Event = field(default_factory=asyncio.Event)
+    _moved: OrderedDict[str, str] = field(default_factory=OrderedDict)  # run id -> where it reports now
 
     # -- entry points -------------------------------------------------------------------
     async def outbox(self, reply: Reply) -> None:
-        """Background replies (progress, completion, a gate waiting) from the core."""
+        """Background replies (progress, completion, a gate waiting) from the core: in the run's
+        thread; where that refuses them (deleted: 10003, no access: 50001 / 50013), in its
+        channel, else in a direct message to the person who started the run. The first reply
+        that lands in a fallback place says so; the run's later replies go straight there."""
         if self._closing.is_set():  # shutting down: the next process edits the progress message
             log.info("reply not sent: the client is closing",
                      extra={"action": "drop_on_close", "run_id": reply.run_id})
             return
-        target = reply.thread or reply.conversation
-        if target is None:
+        moved = self._moved.get(reply.run_id or "")
+        usual = [p for p in dict.fromkeys((reply.thread, reply.conversation)) if p]
+        places: list[str] = [moved] if moved else usual
+        if not places:
             log.warning("reply without a place dropped", extra={"action": "drop", "run_id": reply.run_id})
             return
-        await self.post(int(target), reply)
+        if reply.requester and reply.requester.startswith("discord:") and moved != DIRECT:
+            places.append(DIRECT)
+        for index, place in enumerate(places):
+            try:
+                channel_id = await self._direct(reply) if place == DIRECT else int(place)
+                if index > 0 and reply.run_id:  # a fallback: say once where the run reports now
+                    await self._move(reply.run_id, place, channel_id)
+                await self.post(channel_id, reply)
+                return
+            except (discord.Forbidden, discord.NotFound, ValueError) as exc:
+                log.warning("reply refused in %s: %s", place, getattr(exc, "text", exc),
+                            extra={"action": "fallback", "run_id": reply.run_id})
+        log.error("reply delivered nowhere", extra={"action": "undelivered", "run_id": reply.run_id})
+
+    async def _direct(self, reply: Reply) -> int:
+        """The direct message channel with the run's requester."""
+        user = int((reply.requester or "").removeprefix("discord:"))
+        return (await self.client.create_dm(discord.Object(user))).id
+
+    async def _move(self, run_id: str, place: str, channel_id: int) -> None:
+        """From now on `run_id` reports in `channel_id`; say so there, once."""
+        self._moved[run_id] = place
+        while len(self._moved) > MEMORY:
+            self._moved.popitem(last=False)
+        key = f"progress:{run_id}"
+        self._keyed.pop(key, None)  # its progress message is where replies no longer go: a new one
+        self.remember(f"message:{key}", "")
+        where = "a direct message" if place == DIRECT else "this channel"
+        await channel_send(self.client.get_partial_messageable(channel_id))(
+            f"Baton could not post in the thread of run `{run_id}` (deleted, or no access); "
+            f"it reports that run in {where} from now on.", None, None)
 
     async def post(self, channel_id: int, reply: Reply) -> None:
         channel = self.client.get_channel(channel_id) or self.client.get_partial_messageable(channel_id)
@@ -209,10 +246,22 @@ class DiscordSender:
         view = build_view(shown.buttons, reply.run_id, self.put_blob, shown.menus)
         messages: list[discord.Message] = []
         try:
-            for index, chunk in enumerate(chunks):
+            index = 0
+            while index < len(chunks):
                 last = index == len(chunks) - 1
                 send = first if index == 0 else rest
-                messages.append(await send(chunk, file if index == 0 else None, view if last else None))
+                try:
+                    attached = file if index == 0 else None
+                    messages.append(await send(chunks[index], attached, view if last else None))
+                except discord.HTTPException as exc:
+                    if exc.status != 413 or file is None or index:
+                        raise
+                    log.warning("attachment refused as too large; sending the text in messages",
+                                extra={"action": "upload_too_large", "run_id": reply.run_id})
+                    file = None  # every chunk as a message of its own: nothing is lost
+                    chunks = [c for c in render_reply(reply, PLATFORM, self.redactor).chunks if c.strip()]
+                    continue
+                index += 1
         finally:
             if reply.starts_thread and reply.run_id:
                 if messages:

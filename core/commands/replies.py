@@ -206,7 +206,8 @@ def audit(run: Run, events: Sequence[AuditEvent]) -> Reply:
 
 
 def _where(run: Run) -> dict[str, Any]:
-    return {"platform": run.platform, "conversation": run.conversation, "thread": run.thread}
+    return {"platform": run.platform, "conversation": run.conversation, "thread": run.thread,
+            "requester": run.requester}
 
 
 #: Above this many nodes a progress message is a summary (counts per state, the nodes running,

@@ -77,6 +77,10 @@ class FakeDiscord:
     bot_token: str | None = None  # set: a request with another bot token is refused (401)
     fail_modals: int = 0  # this many next modal answers (callback type 9) are refused
     violations: list[str] = field(default_factory=list)  # messages sent that could ping someone
+    #: channel id -> (HTTP status, Discord code) every write in it gets: (404, 10003) a deleted
+    #: thread, (403, 50013) a missing permission, (403, 50001) no access
+    fail_channels: dict[str, tuple[int, int]] = field(default_factory=dict)
+    max_upload: int | None = None  # a file larger than this is refused (413, as over the limit)
     _ids: itertools.count[int] = field(default_factory=lambda: itertools.count(1200000000000000000))
     _changed: asyncio.Condition = field(default_factory=asyncio.Condition)
     _runner: web.AppRunner | None = None
@@ -142,6 +146,9 @@ class FakeDiscord:
         try:
             if wrong:
                 return _json({"code": 0, "message": "401: Unauthorized"}, status=401)
+            injected = self._injected(call, path.split("/"))
+            if injected is not None:
+                return injected
             invalid = self._invalid(call)
             if invalid is not None:
                 return _json({"code": 50035, "message": f"Invalid Form Body: {invalid}"}, status=400)
@@ -150,6 +157,15 @@ class FakeDiscord:
             async with self._changed:
                 self.calls.append(call)
                 self._changed.notify_all()
+
+    def _injected(self, call: Call, parts: list[str]) -> web.Response | None:
+        """The failure a test asked for, as Discord answers it (None: none)."""
+        if self.max_upload is not None and any(len(data) > self.max_upload for data in call.files.values()):
+            return _json({"code": 40005, "message": "Request entity too large"}, status=413)
+        if parts[0] == "channels" and call.method in ("POST", "PATCH") and parts[1] in self.fail_channels:
+            status, code = self.fail_channels[parts[1]]
+            return _json({"code": code, "message": _MESSAGES.get(code, "Error")}, status=status)
+        return None
 
     def _invalid(self, call: Call) -> str | None:
         """What breaks Discord's limits in a message the call creates or edits (None: nothing)."""
@@ -185,6 +201,11 @@ class FakeDiscord:
                 return _json({"code": 50001, "message": "Missing Access"}, status=403)
             return _json([{**c, "id": COMMAND_ID, "application_id": APP_ID, "version": "1"}
                                       for c in call.json])
+        if m == "POST" and p == ["users", "@me", "channels"]:  # open a direct message
+            channel = {"id": self.snowflake(), "type": 1, "last_message_id": None,
+                       "recipients": [user(call.json["recipient_id"], "someone")]}
+            self.channels[channel["id"]] = channel
+            return _json(channel)
         if m == "POST" and p[0] == "interactions":
             return self._callback(p[1], p[2], call.json)
         if p[0] == "webhooks":
@@ -273,6 +294,7 @@ class FakeDiscord:
 
 
 CONTENT_LIMIT = 2_000
+_MESSAGES = {10003: "Unknown Channel", 50001: "Missing Access", 50013: "Missing Permissions"}
 
 
 def utf16(text: str) -> int:
