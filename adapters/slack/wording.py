@@ -44,6 +44,12 @@ def cannot_post(kind: str, channel: str) -> str:
             "Run the command in a channel Baton is in, or in your direct message with Baton.")
 
 
+def moved(run_id: str, channel: str, error: str) -> str:
+    """Said once, in a direct message, when a run's channel stopped taking its messages."""
+    return (f"Baton can no longer post in <#{channel}> ({escape_mrkdwn(error)}), so it reports run "
+            f"`{escape_mrkdwn(run_id)}` to you here from now on.")
+
+
 def archived(channel: str) -> str:
     return (f"Nothing was started: <#{channel}> is archived, so Baton cannot post there.\n"
             "Run the command in another channel Baton is in.")
