@@ -38,7 +38,7 @@ from adapters.slack.blocks import ACTION_PREFIX, chosen_blocks, home_view
 from adapters.slack.inbound import Origin
 from adapters.slack.preflight import Preflight
 from adapters.slack.sender import SlackSender
-from adapters.slack.web_api import SlackCallFailed, call
+from adapters.slack.web_api import SlackCallFailed, call, with_retries
 from core.commands.handler import Handler
 from core.commands.messages import ChatMessage, Reply, reusable
 from core.commands.offers import DECIDING
@@ -181,7 +181,7 @@ def build_bridge(
 ) -> SlackBridge:
     """Wire an `AsyncApp` to the core; registers the Slack outbox with the handler."""
     token = _secret(settings.slack_bot_token)
-    client = client or AsyncWebClient(token=token, base_url=settings.slack_api_url)
+    client = with_retries(client or AsyncWebClient(token=token, base_url=settings.slack_api_url))
     app = AsyncApp(
         client=client,
         signing_secret=_secret(settings.slack_signing_secret) or "",

@@ -104,8 +104,11 @@ class SlackSender:
             try:
                 await self._send(reply, origin)
             except SlackCallFailed as exc:
-                await self.tell(origin, exc.user_text)
-                if reply.starts_thread and reply.run_id:  # no thread will come: report in the channel
+                started = reply.starts_thread and reply.run_id
+                # a run that started must not be started again: say so, never "try again"
+                await self.tell(origin, wording.started_unseen(reply.run_id, exc.error) if started
+                                and reply.run_id else exc.user_text)
+                if started and reply.run_id:  # no thread will come: report in the channel
                     await self._handler.attach_thread(reply.run_id, None)
 
     async def tell(self, origin: Origin, text: str) -> None:

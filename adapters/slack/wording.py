@@ -50,6 +50,14 @@ def moved(run_id: str, channel: str, error: str) -> str:
             f"`{escape_mrkdwn(run_id)}` to you here from now on.")
 
 
+def started_unseen(run_id: str, error: str) -> str:
+    """A run started, but the message saying so did not get through: it must not be started again."""
+    run = escape_mrkdwn(run_id)
+    return (f"Run `{run}` started, but Baton's message about it did not get through "
+            f"({escape_mrkdwn(error)}).\n"
+            f"Do not start it again: `/workflow status {run}` shows how it is doing.")
+
+
 def archived(channel: str) -> str:
     return (f"Nothing was started: <#{channel}> is archived, so Baton cannot post there.\n"
             "Run the command in another channel Baton is in.")

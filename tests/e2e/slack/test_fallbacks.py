@@ -35,3 +35,29 @@ async def test_a_channel_that_refuses_the_completion_sends_it_to_the_requester(
     notes = [c for c in direct(e2e.mock.calls) if "reports run" in c.text]
     assert len(notes) == 1 and run.run_id in notes[0].text and error in notes[0].text
     assert sent.index(notes[0]) < next(i for i, c in enumerate(sent) if " completed in " in c.text)
+
+
+@pytest.mark.parametrize("status", [500, 502, 503])
+async def test_a_server_error_is_retried_by_slack_sdk(e2e: SlackE2E, status: int) -> None:
+    e2e.mock.fail_next("chat.postMessage", "internal_error", status=status)
+
+    mark = await command(e2e, 'run gated "v1"')
+
+    def started(calls: list[Call]) -> list[Call]:
+        return [c for c in calls[mark:] if c.method == "chat.postMessage" and "Started" in c.text]
+
+    failed, retried = (await e2e.mock.wait_for(lambda calls: len(started(calls)) >= 2 and started(calls)))[:2]
+    assert failed.ts is None and retried.ts is not None  # the same message, posted on the retry
+    await e2e.mock.wait_call("chat.postMessage", WAITING, after=mark)
+
+
+async def test_a_started_run_whose_message_slack_refuses_is_not_started_again(e2e: SlackE2E) -> None:
+    e2e.mock.fail_next("chat.postMessage", "ratelimited", status=429, headers={"Retry-After": "0"},
+                       times=4, only={"channel": CHANNEL})  # beyond slack_sdk's retries
+
+    mark = await command(e2e, 'run gated "v1"')
+
+    told = await e2e.mock.wait_call("response_url", "started", after=mark)
+    [run] = e2e.baton.store.recent_runs(platform="slack")
+    assert run.id in told.body["text"] and "Do not start it again" in told.body["text"]
+    assert "try again" not in told.body["text"].lower()
