@@ -16,6 +16,7 @@ answered, and recorded in `violations` (the fixture fails a test that leaves any
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import itertools
 import json
 import time
@@ -53,6 +54,7 @@ class Call:
     files: dict[str, bytes]
     query: dict[str, str]
     at: float  # time.monotonic()
+    status: int = 200  # what the fake answered
 
     @property
     def content(self) -> str:
@@ -143,19 +145,20 @@ class FakeDiscord:
         call = Call(request.method, path, payload, files, dict(request.query), time.monotonic())
         authorization = request.headers.get("Authorization")
         wrong = self.bot_token is not None and authorization not in (None, f"Bot {self.bot_token}")
+        response: web.StreamResponse | None = None
         try:
             if wrong:
-                return _json({"code": 0, "message": "401: Unauthorized"}, status=401)
-            injected = self._injected(call, path.split("/"))
-            if injected is not None:
-                return injected
-            invalid = self._invalid(call)
-            if invalid is not None:
-                return _json({"code": 50035, "message": f"Invalid Form Body: {invalid}"}, status=400)
-            return self._answer(call, path.split("/"))
+                response = _json({"code": 0, "message": "401: Unauthorized"}, status=401)
+            else:
+                response = self._injected(call, path.split("/"))
+            if response is None and (invalid := self._invalid(call)) is not None:
+                response = _json({"code": 50035, "message": f"Invalid Form Body: {invalid}"}, status=400)
+            if response is None:
+                response = self._answer(call, path.split("/"))
+            return response
         finally:
             async with self._changed:
-                self.calls.append(call)
+                self.calls.append(dataclasses.replace(call, status=response.status if response else 500))
                 self._changed.notify_all()
 
     def _injected(self, call: Call, parts: list[str]) -> web.Response | None:
