@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import io
 import itertools
 import logging
@@ -184,7 +185,12 @@ class DiscordSender:
         when `open_original`; replies aimed at another thread go there."""
         for reply in replies:
             if reply.thread is not None and reply.thread != str(interaction.channel_id):
-                await self.post(int(reply.thread), reply)
+                await self.post(int(reply.thread), reply)  # the run's thread holds its story
+                if open_original and not reply.ephemeral:  # typed here: answered here too
+                    shown = dataclasses.replace(reply, buttons=(), menus=(), starts_thread=False)
+                    public = followup_send(interaction, ephemeral=False)
+                    await self.deliver(shown, original_edit(interaction), public)
+                    open_original = False
             elif reply.ephemeral:
                 if open_original:  # a deferral is public; only a new followup can be private
                     await interaction.delete_original_response()
