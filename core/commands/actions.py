@@ -7,6 +7,7 @@ fresh-run prompt, argument assembly and the replies.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
@@ -236,7 +237,18 @@ def viewable_args(ctx: Context, handle: str) -> str:
 async def resume(ctx: Context, cmd: ResumeCommand) -> list[Reply]:
     target = ctx.find(cmd.run)
     authz.require_owner(ctx.access, ctx.uid, target, "resume")
-    return [replies.run_resumed(await ctx.engine.resume(target.id, actor=ctx.uid), ctx.uid)]
+    resumed = replies.run_resumed(await ctx.engine.resume(target.id, actor=ctx.uid), ctx.uid)
+    return [in_run_thread(ctx, target, resumed)]
+
+
+def in_run_thread(ctx: Context, run: Run, reply: Reply) -> Reply:
+    """`reply` in `run`'s thread when it has one in the conversation asked from (a prompt's
+    button in the channel's root): the run's story stays in one place."""
+    msg = ctx.message
+    if (run.thread is None or reply.ephemeral or msg.thread == run.thread
+            or (run.platform, run.conversation) != (msg.platform, msg.conversation)):
+        return reply
+    return dataclasses.replace(reply, thread=run.thread, conversation=run.conversation)
 
 
 async def approve(ctx: Context, cmd: ApproveCommand) -> list[Reply]:

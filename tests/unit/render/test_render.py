@@ -20,14 +20,15 @@ from core.render import (
     code_block,
     code_span,
     discord_escape,
-    is_fence,
     render,
     slack_escape,
     slack_text,
     split_chunks,
     width,
 )
+from core.splitting import code_spans
 from tests.unit.commands.samples import every_reply_kind
+from tests.unit.render.fences import fences_balanced, outside_fences
 
 PLAIN = Redactor(())  # these tests are about templates; redaction has its own
 
@@ -64,7 +65,17 @@ def test_discord_neutralises_mentions_and_markdown() -> None:
     assert discord_escape("# title\n> quote\n- item") == "\\# title\n\\> quote\n\\- item"
     for reply in every_reply_kind(NASTY):
         text = "".join(render(reply, "discord", PLAIN))
-        assert "@everyone" not in text and "<@U9ZZ>" not in text
+        code = [line[a:b] for line in text.split("\n") for a, b, _ in code_spans(line)]
+        assert not any("\u200b" in c for c in code)  # code pastes back exactly as typed
+        outside = "".join(text[a:b] for a, b in outside_fences(text))
+        prose = "\n".join(_without_code(line) for line in outside.split("\n"))
+        assert "@everyone" not in prose and "<@U9ZZ>" not in prose
+
+
+def _without_code(line: str) -> str:
+    for a, b, _ in reversed(code_spans(line)):
+        line = line[:a] + line[b:]
+    return line
 
 
 def test_slack_escape() -> None:
@@ -94,8 +105,8 @@ def test_code_block_fence_is_longer_than_any_run() -> None:
     assert block.startswith("`````\n") and block.endswith("\n`````")
 
 
-def _balanced(chunk: str) -> bool:
-    return sum(1 for line in chunk.split("\n") if is_fence(line)) % 2 == 0
+def _balanced(chunk: str, limit: int = 2000) -> bool:
+    return fences_balanced(chunk, limit // 4)
 
 
 _text = st.lists(
@@ -111,7 +122,7 @@ def test_split_chunks_within_limit_balanced_and_lossless(text: str, limit: int) 
     assert "".join(c.body for c in chunks) == text
     for chunk in chunks:
         assert width(chunk.text) <= limit
-        assert _balanced(chunk.text)
+        assert _balanced(chunk.text, limit)
 
 
 @settings(max_examples=60, deadline=None)
@@ -122,7 +133,7 @@ def test_rendered_replies_respect_platform_limits(text: str, platform: str) -> N
     assert limit is not None
     for chunk in render(reply, platform, PLAIN):
         assert width(chunk) <= limit
-        assert _balanced(chunk)
+        assert _balanced(chunk, limit)
 
 
 def test_split_reopens_fence_with_language_and_loses_nothing() -> None:
