@@ -231,13 +231,15 @@ def _get(data: Mapping[str, Any], *path: str) -> Any:
 def summary_section(results: Mapping[str, Any]) -> list[str]:
     rows: list[str] = []
 
-    def row(what: str, value: float | None, unit: str, target: float, peer: str = "") -> None:
+    def row(
+        what: str, value: float | None, unit: str, target: float, peer: str = "", *, floor: bool = False
+    ) -> None:
+        bound = f"{'≥' if floor else '≤'} {target:g} {unit}"
         if value is None:
-            rows.append(f"| {what} | not measured | ≤ {target:g} {unit} | {peer} | – |")
+            rows.append(f"| {what} | not measured | {bound} | {peer} | – |")
         else:
-            rows.append(
-                f"| {what} | {value:.2f} {unit} | ≤ {target:g} {unit} | {peer} | {verdict(value <= target)} |"
-            )
+            ok = value >= target if floor else value <= target
+            rows.append(f"| {what} | {value:.2f} {unit} | {bound} | {peer} | {verdict(ok)} |")
 
     steps = results.get("steps") or {}
     for shape in ("chain", "fanout"):
@@ -303,7 +305,7 @@ def summary_section(results: Mapping[str, Any]) -> list[str]:
     mem = results.get("memory") or {}
     row("peak RSS, 1,000 paused runs", mem.get("peak_rss_mb"), "MB", TARGETS["rss"])
     for what, value, unit, target, note in report_user.summary_rows(results):
-        row(what, value, unit, target, note)
+        row(what, value, unit, target, note, floor=what.startswith(report_user.AT_LEAST))
     out = [
         "## Summary",
         "",

@@ -7,8 +7,10 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
-#: (what, value, unit, target, peer or floor note); value None = not measured
+#: (what, value, unit, target, peer or floor note); value None = not measured. The target is
+#: a ceiling, except for the names in `AT_LEAST` (a floor: higher is better).
 SummaryRow = tuple[str, float | None, str, float, str]
+AT_LEAST = ("distributed no-op steps",)
 
 TARGETS = {
     "definitions_1000": 20.0,
@@ -132,9 +134,195 @@ def real_steps_section(data: Mapping[str, Any]) -> list[str]:
     return out
 
 
+# -- cold start -------------------------------------------------------------------------------
+
+
+def cold_start_rows(data: Mapping[str, Any]) -> list[SummaryRow]:
+    note = (
+        f"CPU {_ms(data.get('say_cpu_s'))} s; floors: interpreter {_ms(data.get('interpreter_wall_s'))} s, "
+        f"+ SQLAlchemy and pydantic {_ms(data.get('sqlalchemy_pydantic_wall_s'))} s"
+    )
+    return [("`baton say --wait 'run hello hi'`, new process", data.get("say_wall_s"), "s",
+             TARGETS["cold_say"], note)]  # fmt: skip
+
+
+def cold_start_section(data: Mapping[str, Any]) -> list[str]:
+    sides = (
+        ("say", "`baton say --wait 'run hello hi'`"),
+        ("interpreter", "`python -c pass`"),
+        ("sqlalchemy_pydantic", "`python -c 'import sqlalchemy, pydantic'`"),
+    )
+    out = [
+        f"## Cold start of the command line (median of {data['samples']} new processes)",
+        "",
+        "| process | wall (s) | min wall (s) | CPU, user + system (s) |",
+        "|---|---:|---:|---:|",
+    ]
+    for key, label in sides:
+        out.append(
+            f"| {label} | {_ms(data.get(f'{key}_wall_s'))} | {_ms(data.get(f'{key}_min_wall_s'))} "
+            f"| {_ms(data.get(f'{key}_cpu_s'))} |"
+        )
+    out += [
+        "",
+        "Each `say` is a new interpreter: imports, settings, the SQLite store (already migrated),",
+        "the catalog, the run of hello's one bash step, its progress and reply, exit. The two",
+        "floors ran in the same rounds; CPU time is less moved by other load than wall time.",
+        "Cold relaunch after kill -9 is in the recovery table above.",
+        "",
+    ]
+    return out
+
+
+# -- distributed ----------------------------------------------------------------------------
+
+
+def distributed_rows(data: Mapping[str, Any]) -> list[SummaryRow]:
+    rows: list[SummaryRow] = []
+    for workers in ("1", "2"):
+        row = data.get(workers) or {}
+        note = ""
+        if row:
+            note = f"Baton {row['baton_steps_per_s']:.0f} steps/s, "
+            note += f"Procrastinate {row['procrastinate_jobs_per_s']:.0f} jobs/s"
+        label = "one worker" if workers == "1" else "two workers"
+        rows.append((f"distributed no-op steps ÷ Procrastinate's no-op jobs, {label}",
+                     row.get("share_pct"), "%", TARGETS["distributed_share"], note))  # fmt: skip
+    return rows
+
+
+def distributed_section(data: Mapping[str, Any]) -> list[str]:
+    out = [
+        f"## Distributed throughput ({data['steps']} no-op steps / jobs, "
+        f"{data['concurrency']} slots a worker)",
+        "",
+        "| worker processes | Procrastinate no-op jobs/s | Baton no-op steps/s | Baton ÷ Procrastinate |",
+        "|---:|---:|---:|---:|",
+    ]
+    for workers in ("1", "2"):
+        row = data.get(workers)
+        if row is None:
+            continue
+        out.append(
+            f"| {workers} | {row['procrastinate_jobs_per_s']:.0f} | {row['baton_steps_per_s']:.0f} "
+            f"| {row['share_pct']:.0f} % |"
+        )
+    out += [
+        "",
+        "Same PostgreSQL server, a database created for the bench. Procrastinate: the jobs are",
+        "deferred one by one to worker processes running an async task that returns at once",
+        "(listen/notify, jobs deleted when they succeed, as `baton worker` configures them); timed",
+        "from the first defer to an empty queue. Baton: a replica in the bench process runs a",
+        "fan-out of no-op tool steps (`BATON_MAX_PARALLEL=64`) on `baton worker` processes; each",
+        "step is a `queued` journal entry and its job in one transaction, claimed and settled in",
+        "the journal by a worker, and read back from the journal by the replica (one read for",
+        "every step it waits on). The journal stays the source of truth; the queue carries work.",
+        "",
+    ]
+    return out
+
+
+# -- scale ------------------------------------------------------------------------------------
+
+
+def scale_rows(data: Mapping[str, Any]) -> list[SummaryRow]:
+    mem, hist = data.get("memory") or {}, data.get("history") or {}
+    rows: list[SummaryRow] = []
+    if "error" not in mem:
+        runs = mem.get("runs")
+        label = f"{runs:,}" if isinstance(runs, int) else "?"
+        note = f"{mem.get('paused')} paused; after start-up {_ms(mem.get('startup_rss_mb'), 1)} MB"
+        what = f"peak RSS, {label} paused runs"
+        rows.append((what, mem.get("peak_rss_mb"), "MB", TARGETS["paused_rss"], note))
+    if "error" not in hist:
+        size = hist.get("history")
+        label = f"{size:,}" if isinstance(size, int) else "?"
+        for cmd in ("runs", "status"):
+            value = _get(hist, "commands", cmd, "p99_ms")
+            note = f"p50 {_ms(_get(hist, 'commands', cmd, 'p50_ms'))} ms"
+            what = f"`{cmd}` p99, sqlite, {label} runs of history"
+            rows.append((what, value, "ms", TARGETS["history_p99"], note))
+    return rows
+
+
+def scale_section(data: Mapping[str, Any]) -> list[str]:
+    mem, hist = data.get("memory") or {}, data.get("history") or {}
+    out = ["## Scale", ""]
+    if "error" in mem:
+        out += [f"Paused runs: {_err(mem)}", ""]
+    elif mem:
+        out += [
+            "| concurrent paused runs | RSS after start (MB) | peak RSS (MB) | seconds to pause all |",
+            "|---:|---:|---:|---:|",
+            f"| {mem['paused']} of {mem['runs']} | {_ms(mem['startup_rss_mb'], 1)} "
+            f"| {_ms(mem['peak_rss_mb'], 1)} | {_ms(mem['seconds_to_pause_all'], 1)} |",
+            "",
+        ]
+    if "error" in hist:
+        out += [f"History: {_err(hist)}", ""]
+    elif hist:
+        out += [
+            f"`runs` and `status` through the real handler with {hist['history']:,} runs of history "
+            f"(seeded by `bench/seed.py` in {hist['seed_seconds']:.0f} s; {hist['durability']}), "
+            f"{hist['samples']} samples each:",
+            "",
+            "| command | p50 (ms) | p99 (ms) | max (ms) |",
+            "|---|---:|---:|---:|",
+        ]
+        for cmd, row in hist["commands"].items():
+            out.append(f"| `{cmd}` | {_ms(row['p50_ms'])} | {_ms(row['p99_ms'])} | {_ms(row['max_ms'])} |")
+        out += [
+            "",
+            "`runs` lists a conversation's 20 newest runs (about 2,000 each here) through index",
+            "`ix_runs_recent` (migration 0007); `status` is of a random historical run.",
+            "",
+        ]
+    return out
+
+
+# -- run pages ----------------------------------------------------------------------------------
+
+
+def web_pages_section(data: Mapping[str, Any]) -> list[str]:
+    if "error" in data:
+        return ["## Run pages", "", _err(data), ""]
+    out = [
+        "## Run pages (`bench/web_pages.py`; uvicorn on loopback, SQLite)",
+        "",
+        "| completed run of N nodes | page time, median (ms) | max (ms) | page size (KB) |",
+        "|---:|---:|---:|---:|",
+    ]
+    for n, row in (data.get("page_time") or {}).items():
+        size = f"{row['bytes'] / 1024:.0f}"
+        out.append(f"| {int(n):,} | {_ms(row['median_ms'], 1)} | {_ms(row['max_ms'], 1)} | {size} |")
+    live, mem = data.get("live_latency") or {}, data.get("memory") or {}
+    if live:
+        out += [
+            "",
+            "Live update, a step finishing → an open page's event stream: "
+            f"{_ms(_get(live, 'local_ms', 'median'), 1)} ms median "
+            f"(max {_ms(_get(live, 'local_ms', 'max'), 1)}) for a run in the serving process;"
+            f" {_ms(_get(live, 'replica_ms', 'median'), 1)} ms median for another replica's write"
+            f" (poll every {_get(live, 'replica_ms', 'poll_ms')} ms); {live.get('samples')} samples.",
+        ]
+    if mem:
+        pages = next((k for k in mem if k.startswith("rss_mib_") and k.endswith("_pages")), None)
+        if pages is not None:
+            count = pages.removeprefix("rss_mib_").removesuffix("_pages")
+            out.append(
+                f"Memory of the serving process: {mem['rss_mib_no_page']} MiB with no page open, "
+                f"{mem[pages]} MiB with {count} pages open ({mem['per_page_kib']} KiB a page)."
+            )
+    out.append("")
+    return out
+
+
 ROWS: dict[str, Callable[[Mapping[str, Any]], list[SummaryRow]]] = {
     "definitions": definitions_rows,
     "real_steps": real_steps_rows,
+    "cold_start": cold_start_rows,
+    "distributed": distributed_rows,
+    "scale": scale_rows,
 }
 def approvals_section(data: Mapping[str, Any]) -> list[str]:
     if "error" in data:
@@ -161,6 +349,10 @@ BUILDERS: dict[str, Callable[[Mapping[str, Any]], list[str]]] = {
     "approvals": approvals_section,
     "definitions": definitions_section,
     "real_steps": real_steps_section,
+    "cold_start": cold_start_section,
+    "distributed": distributed_section,
+    "scale": scale_section,
+    "web_pages": web_pages_section,
 }
 
 

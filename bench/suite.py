@@ -34,6 +34,12 @@ class Plan:
     definition_sizes: tuple[int, ...] = (1000, 5000)
     definition_samples: int = 7
     real_steps: int = 200
+    cold_samples: int = 7
+    distributed_steps: int = 500
+    scale_paused: int = 10_000
+    scale_history: int = 1_000_000
+    page_sizes: tuple[int, ...] = (10, 1000, 5000)
+    page_samples: int = 10
     approval_due: int = 2000  # deadlines falling due over 10 s
     approval_pending: int = 5000  # gates with two pending deadlines each
 
@@ -41,7 +47,9 @@ class Plan:
     def quick(cls) -> Plan:
         return cls(steps=200, rounds=1, prefect_rounds=1, recovery_rounds=1, kill_at=100,
                    resume_sizes=(100, 1000), history=10_000, latency_samples=30, memory_runs=200,
-                   definition_sizes=(1000,), definition_samples=3, real_steps=50, approval_due=300,
+                   definition_sizes=(1000,), definition_samples=3, real_steps=50, cold_samples=3,
+                   distributed_steps=100, scale_paused=500, scale_history=20_000,
+                   page_sizes=(10, 1000), page_samples=3, approval_due=300,
                    approval_pending=1000)  # fmt: skip
 
 
@@ -212,6 +220,56 @@ def real_steps(plan: Plan, log: Log) -> dict[str, Any]:
             return {"error": exc.detail}
 
 
+def cold_start(plan: Plan, log: Log) -> dict[str, Any]:
+    log(f"cold start: `baton say --wait 'run hello hi'`, {plan.cold_samples} new processes")
+    with _tmp("cold") as tmp:
+        try:
+            return run_child("bench.baton_cold", ["--samples", str(plan.cold_samples), "--dir", tmp],
+                             what="cold start", timeout=600)  # fmt: skip
+        except ChildFailed as exc:
+            return {"error": exc.detail}
+
+
+def distributed(plan: Plan, log: Log) -> dict[str, Any]:
+    log(f"distributed: {plan.distributed_steps} no-op steps vs Procrastinate jobs, 1 and 2 workers")
+    with _tmp("distributed") as tmp:
+        args = ["--steps", str(plan.distributed_steps), "--workers", "1,2", "--rounds", str(plan.rounds),
+                "--db", "bench_distributed", "--dir", tmp]  # fmt: skip
+        try:
+            return run_child("bench.distributed", args, what="distributed", timeout=1800)
+        except ChildFailed as exc:
+            return {"error": exc.detail}
+
+
+def scale(plan: Plan, log: Log) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    log(f"scale: {plan.scale_paused:,} paused runs in one bot")
+    with _tmp("scale-memory") as tmp:
+        try:
+            out["memory"] = run_child("bench.baton_memory", ["--runs", str(plan.scale_paused), "--dir", tmp],
+                                      what="paused runs", timeout=1800)  # fmt: skip
+        except ChildFailed as exc:
+            out["memory"] = {"error": exc.detail}
+    log(f"scale: `runs` and `status` with {plan.scale_history:,} runs of history (SQLite)")
+    with _tmp("scale-history") as tmp:
+        args = ["--history", str(plan.scale_history), "--samples", str(plan.latency_samples), "--dir", tmp]
+        try:
+            out["history"] = run_child("bench.baton_history", args, what="history", timeout=1800)
+        except ChildFailed as exc:
+            out["history"] = {"error": exc.detail}
+    return out
+
+
+def web_pages(plan: Plan, log: Log) -> dict[str, Any]:
+    log("run pages: page time by size, live-update latency, memory of open pages")
+    args = ["--sizes", ",".join(str(n) for n in plan.page_sizes), "--pages", "100",
+            "--samples", str(plan.page_samples)]  # fmt: skip
+    try:
+        return run_child("bench.web_pages", args, what="run pages", timeout=1200)
+    except ChildFailed as exc:
+        return {"error": exc.detail}
+
+
 def approvals(plan: Plan, log: Log) -> dict[str, Any]:
     log(f"approvals: {plan.approval_due} deadlines due, {2 * plan.approval_pending} pending, vote latency")
     with _tmp("approvals") as tmp:
@@ -231,5 +289,9 @@ SECTIONS: dict[str, Callable[[Plan, Log], dict[str, Any]]] = {
     "memory": memory,
     "definitions": definitions,
     "real_steps": real_steps,
+    "cold_start": cold_start,
+    "distributed": distributed,
+    "scale": scale,
+    "web_pages": web_pages,
     "approvals": approvals,
 }

@@ -2,6 +2,8 @@
 
     .venv/bin/python -m bench.web_pages [--sizes 10,1000,5000] [--pages 100]
 
+`make bench` runs it as its `web_pages` section.
+
 Each figure is taken on the runtime `baton run` assembles (`build_baton`) with the pages
 served by uvicorn on loopback, on a fresh SQLite database:
 - page time: GET of a completed run's page (N pure tool steps), median of 5, through HTTP;
@@ -26,6 +28,8 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+
+from bench.protocol import emit
 
 TOOLS = Path(__file__).with_name("web_tools.py")
 HOLD = """name: hold
@@ -237,7 +241,9 @@ def main() -> None:
             "memory": await memory(opts.pages),
         }
 
-    print(json.dumps(asyncio.run(run()), indent=2))
+    result = asyncio.run(run())
+    print(json.dumps(result, indent=2))
+    emit(result)  # `make bench` (section `web_pages`) reads this line
 
 
 if __name__ == "__main__":

@@ -29,7 +29,7 @@ from bot.shutdown import Shutdown
 from core.commands.deadlines import GateDeadlines
 from core.commands.handler import Handler
 from core.config import Settings
-from core.engine.engine import Engine, EngineConfig, ExecutorFactory
+from core.engine.engine import Engine, EngineConfig, RunnerFactory
 from core.redaction import Redactor
 from core.store.port import Store
 from core.store.repository import SqlStore
@@ -136,7 +136,7 @@ def build_baton(
         ),
         providers=runtime.providers,
         tools=runtime.tools,
-        executor_factory=_remote_factory(dispatcher),
+        runners=_queue_runners(dispatcher),
     )
     handler = Handler(store=store, engine=engine, catalog=runtime.catalog, access=settings.access_policy,
                       redactor=runtime.redactor, event_stale_after=settings.event_stale_seconds,
@@ -182,9 +182,9 @@ def distributed_dispatcher(settings: Settings, store: SqlStore) -> RemoteDispatc
     return RemoteDispatcher(store, JobQueue(settings.database_url), config)
 
 
-def _remote_factory(dispatcher: RemoteDispatcher | None) -> ExecutorFactory | None:
+def _queue_runners(dispatcher: RemoteDispatcher | None) -> RunnerFactory | None:
     if dispatcher is None:
-        return None  # the in-process executor; procrastinate is never imported
-    from core.engine.distributed import remote_executor_factory
+        return None  # steps run in this process; procrastinate is never imported
+    from core.engine.distributed import queue_runner_factory
 
-    return remote_executor_factory(dispatcher)
+    return queue_runner_factory(dispatcher)

@@ -88,9 +88,7 @@ class WorkflowDefinitionError(WorkflowError):
 
 
 class UnknownWorkflow(WorkflowError):
-    """No workflow has that name."""
-
-    hint = "Use `/workflow list` to see the workflows you can run."
+    """No workflow has that name (the commands layer words the next step: list them)."""
 
 
 class InputValidationError(WorkflowError):
@@ -144,10 +142,14 @@ class Next(StrEnum):
     ATTENTION = "attention"  # see which of its steps needs attention
     RESOLVE = "resolve"  # an unsafe step may have run: settle it (done | retry | fail)
     DECIDED = "decided"  # the approval was decided: nothing more to decide, follow the run
+    LIST_RUNS = "list_runs"  # no such run: list the recent ones
 
 
 class RunStateError(BatonError):
     """The run is not in a state that allows this."""
+
+    #: the next step when the raiser names none
+    default_next: Next | None = None
 
     def __init__(
         self,
@@ -164,14 +166,15 @@ class RunStateError(BatonError):
         self.status = status
         self.by = by
         self.workflow = workflow  # the run's workflow, when the next step names it
-        self.next_step = next_step  # what is allowed next, worded by the commands layer
+        #: what is allowed next, worded by the commands layer
+        self.next_step = next_step if next_step is not None else self.default_next
         super().__init__(message, hint=hint)
 
 
 class RunNotFound(RunStateError):
     """No run has that id."""
 
-    hint = "Use `/workflow runs` to list recent runs."
+    default_next = Next.LIST_RUNS
 
 
 class AmbiguousRunId(RunStateError):

@@ -3,12 +3,11 @@ redaction and splitting to platform limits.
 
 `render(reply, platform, redactor) -> list[str]` renders `templates/<platform>/<kind>.j2` (an unknown
 platform falls back to `templates/console/`) and splits the text into chunks within the
-platform's limit: Discord 2,000 characters per message, Slack 3,000 per section block, the
-console unlimited. Splits fall at line boundaries when a line fits; a split inside a ```
-code block closes it at the end of the chunk and reopens it (same language) at the start of
-the next, so every chunk's fences are balanced. Nothing is ever dropped: the chunks' bodies
-joined are the rendered text, character for character. Lengths are counted in UTF-16 code
-units (what the platforms count), which is never less than Python's `len`.
+platform's limit: Discord 2,000 UTF-16 units per message, Slack 3,000 per section block, the
+console unlimited. The splitting is `core.splitting`: fences balanced in each chunk (a fence
+closes only with one at least its own length), no inline code span, mention or emoji cut, no
+empty code block, nothing dropped. `render_reply` also says whether every code span stayed
+whole (else the adapter attaches the whole text as a file).
 
 Redaction (with the runtime's one `Redactor`, a required argument): every string of the
 reply's data and buttons is redacted before templating (so a preview cut at 160 characters
@@ -19,6 +18,7 @@ buttons, so a button's label or command never carries a secret either.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import re
@@ -32,18 +32,17 @@ from typing import TYPE_CHECKING
 from core.commands.messages import Button, Menu, Reply
 from core.commands.resolution import preview
 from core.redaction import Redactor
+from core.splitting import Chunk, split_chunks, width
 
 if TYPE_CHECKING:  # jinja2 is imported when the first reply is rendered
-    from jinja2 import Environment
+    from jinja2 import BytecodeCache, Environment
 
 TEMPLATES = Path(__file__).resolve().parent.parent / "templates"
 PLATFORMS = ("console", "slack", "discord")
 LIMITS: dict[str, int | None] = {"console": None, "slack": 3000, "discord": 2000}
 
-_FENCE = re.compile(r"^\s*(`{3,})(.*)$")
-_LANG = re.compile(r"^[\w+#.\-]{1,20}$")
-_MAX_FENCE = 10
-_RESERVE = (_MAX_FENCE + 20 + 1) + (1 + _MAX_FENCE)  # reopen line + closing line
+__all__ = ("LIMITS", "PLATFORMS", "Chunk", "Rendered", "render", "render_reply", "render_text",
+           "split_chunks", "width")
 
 
 # -- escaping filters ------------------------------------------------------------------
@@ -162,11 +161,40 @@ def truncate_preview(text: object, limit: int = 160) -> str:
 # -- environment -----------------------------------------------------------------------
 
 
+def _bytecode_cache() -> BytecodeCache | None:
+    """Compiled templates kept on disk like `.pyc` files, so a new process (`baton say`, a
+    relaunch) does not parse and compile each reply template again (≈ 20 ms a template).
+    jinja2's own per-user directory under the temp dir, created private (0700) and refused
+    if another user owns it; an entry is used only while its template's source is unchanged.
+    None (compile every time) when no such directory can be had."""
+    from jinja2 import FileSystemBytecodeCache
+    from jinja2.bccache import Bucket
+
+    class BestEffort(FileSystemBytecodeCache):
+        """A cache that cannot be read or written (a full disk) costs a compile, never a reply."""
+
+        def load_bytecode(self, bucket: Bucket) -> None:
+            try:
+                super().load_bytecode(bucket)
+            except (OSError, EOFError, ValueError):
+                bucket.reset()
+
+        def dump_bytecode(self, bucket: Bucket) -> None:
+            with contextlib.suppress(OSError):
+                super().dump_bytecode(bucket)
+
+    try:
+        return BestEffort()
+    except (OSError, RuntimeError):
+        return None
+
+
 @cache
 def environment(root: Path = TEMPLATES) -> Environment:
     from jinja2 import Environment, FileSystemLoader, StrictUndefined
 
     env = Environment(
+        bytecode_cache=_bytecode_cache(),
         loader=FileSystemLoader(str(root)),
         undefined=StrictUndefined,
         trim_blocks=True,
@@ -239,91 +267,29 @@ def render_text(reply: Reply, platform: str, redactor: Redactor, root: Path = TE
     return text.strip("\n")
 
 
+@dataclass(frozen=True, slots=True)
+class Rendered:
+    """A reply as text for one platform: `text` whole, and `chunks` within the platform's limit.
+    `whole` is False when a code span (a command to copy) was too wide for one chunk and had to
+    be cut: the adapter then attaches `text` as a file, where every command is whole."""
+
+    text: str
+    chunks: tuple[str, ...]
+    whole: bool
+
+
+def render_reply(reply: Reply, platform: str, redactor: Redactor) -> Rendered:
+    """The reply as text and as chunks within `platform`'s limit (core.splitting: code fences
+    balanced in each, no code span, mention or emoji cut), secrets hidden."""
+    text = render_text(reply, platform, redactor)
+    where = template_platform(platform)
+    limit = LIMITS.get(where)
+    if limit is None:
+        return Rendered(text, (text,), True)
+    chunks = split_chunks(text, limit, languages=where != "slack")  # Slack has no code languages
+    return Rendered(text, tuple(c.text for c in chunks), all(c.whole for c in chunks))
+
+
 def render(reply: Reply, platform: str, redactor: Redactor) -> list[str]:
     """The reply as chunks within `platform`'s limit, code fences balanced in each, secrets hidden."""
-    text = render_text(reply, platform, redactor)
-    limit = LIMITS.get(template_platform(platform))
-    if limit is None:
-        return [text]
-    return [chunk.text for chunk in split_chunks(text, limit)]
-
-
-# -- splitting -------------------------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class Chunk:
-    prefix: str  # a reopened code fence, or ""
-    body: str  # a slice of the input, in order
-    suffix: str  # the closing fence, or ""
-
-    @property
-    def text(self) -> str:
-        return self.prefix + self.body + self.suffix
-
-
-def width(text: str) -> int:
-    """Length as the platforms count it (UTF-16 code units)."""
-    return len(text) + sum(1 for ch in text if ord(ch) > 0xFFFF)
-
-
-def is_fence(line: str) -> bool:
-    return _FENCE.match(line) is not None
-
-
-def split_chunks(text: str, limit: int) -> list[Chunk]:
-    """Split `text` into chunks of at most `limit` units with balanced fences in each."""
-    if limit < 2 * _RESERVE:
-        raise ValueError(f"limit {limit} is too small to split into (minimum {2 * _RESERVE})")
-    chunks: list[Chunk] = []
-    inside, opener = False, "```"
-    pos = 0
-    while pos < len(text) or not chunks:
-        prefix = opener + "\n" if inside else ""
-        end = _take(text, pos, limit - width(prefix) - (1 + _MAX_FENCE))
-        body = text[pos:end]
-        for line in body.split("\n"):
-            match = _FENCE.match(line)
-            if match and inside:
-                inside = False
-            elif match:
-                lang = match.group(2).strip()
-                inside, opener = True, match.group(1)[:_MAX_FENCE] + (lang if _LANG.match(lang) else "")
-        suffix = ""
-        if inside:
-            suffix = ("" if body.endswith("\n") or not body else "\n") + _fence_of(opener)
-        chunks.append(Chunk(prefix, body, suffix))
-        pos = end
-        if pos >= len(text):
-            break
-    return chunks
-
-
-def _fence_of(opener: str) -> str:
-    return "`" * (len(opener) - len(opener.lstrip("`")))
-
-
-def _take(text: str, pos: int, budget: int) -> int:
-    """The end of the next chunk's body: whole lines when they fit, else a hard cut."""
-    end, used = pos, 0
-    while end < len(text):
-        newline = text.find("\n", end)
-        line_end = len(text) if newline < 0 else newline + 1
-        line_width = width(text[end:line_end])
-        if used + line_width <= budget:
-            used, end = used + line_width, line_end
-            continue
-        if end > pos:
-            return end
-        return _hard_cut(text, pos, line_end, budget)
-    return end
-
-
-def _hard_cut(text: str, pos: int, line_end: int, budget: int) -> int:
-    """Cut one over-long line: as far as fits, moved back to a space when one is near."""
-    cut, used = pos, 0
-    while cut < line_end and used + width(text[cut]) <= budget:
-        used += width(text[cut])
-        cut += 1
-    space = text.rfind(" ", pos + (cut - pos) * 3 // 4, cut)
-    return space + 1 if space > pos else max(cut, pos + 1)
+    return list(render_reply(reply, platform, redactor).chunks)

@@ -10,6 +10,8 @@ event into a `ChatMessage` (`inbound`), hands it to the core `Handler` and posts
   last sync of this application and scope (its hash is kept with the core, `remember`), or
   always with `baton discord sync` (`sync="always"`). A server Baton cannot register commands
   in (a wrong `BATON_DISCORD_GUILD_ID`) is a `ConfigurationError`.
+- A `run` first checks that Baton can post where it was typed (`preflight.py`, from the
+  interaction's app permissions and context): if not, nothing starts and the user alone is told.
 - Whatever fails while answering a command is answered to the person (`on_tree_error`): the
   "thinking…" placeholder never stays.
 """
@@ -26,6 +28,7 @@ from typing import TYPE_CHECKING, Literal
 import discord
 from discord import app_commands
 
+from adapters.discord import preflight
 from adapters.discord.buttons import WorkflowButton, WorkflowSelect, used_view
 from adapters.discord.commands import WorkflowGroup
 from adapters.discord.custom_ids import command_of, parse
@@ -35,6 +38,7 @@ from adapters.discord.outbound import NO_MENTIONS, DiscordSender
 from core.commands import replies
 from core.commands.messages import reusable
 from core.commands.offers import DECIDING
+from core.commands.preflight import starts_run
 from core.commands.replies import FORM_ACTION
 from core.errors import ConfigurationError, InputValidationError
 from core.render import render
@@ -124,6 +128,12 @@ class BatonClient(discord.Client):
 
     # -- `/workflow …` -------------------------------------------------------------------------
     async def on_workflow(self, interaction: discord.Interaction, command: str) -> None:
+        refused = preflight.refusal(interaction) if starts_run(command) else None
+        if refused is not None:  # before a run starts here: Baton could not post its story
+            log.info("run not started: cannot post in the channel",
+                     extra={"action": "preflight_refused", "channel": interaction.channel_id})
+            await interaction.response.send_message(refused, ephemeral=True, allowed_mentions=NO_MENTIONS)
+            return
         if await self._open_form(interaction, command):
             return  # its modal is the answer
         if not await _acknowledge(interaction, thinking=True):

@@ -1,9 +1,10 @@
 """`Reply` -> Discord: rendered chunks, files for long output, buttons, threads, edits in place.
 
-- Text is `core.render.render(reply, "discord", redactor)` (the runtime's redactor: no secret in
-  the text, the buttons' labels or their commands): chunks of at most 2,000 characters (the core
-  splits and balances code fences). More than `attach_over` characters in all go out as one
-  message with the first chunk and the whole text attached as a file: nothing is cut.
+- Text is `core.render.render_reply(reply, "discord", redactor)` (the runtime's redactor: no
+  secret in the text, the buttons' labels or their commands): chunks of at most 2,000 UTF-16
+  units (the core splits without cutting code, see `core.splitting`). More than `attach_over`
+  characters in all, or a command too wide for one message, go out as one message with the
+  first chunk and the whole text attached as a file: nothing is cut.
 - `AllowedMentions.none()` on every message the bot posts.
 - `replace_key`: the messages last posted with that key are edited instead of posting anew,
   at most once per `edit_interval` seconds; the newest state always gets sent (also at close).
@@ -23,6 +24,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import io
 import itertools
 import logging
@@ -37,12 +39,13 @@ import discord
 from adapters.discord.buttons import build_view
 from core.commands.messages import Reply
 from core.redaction import Redactor
-from core.render import redacted, render
+from core.render import redacted, render_reply
 
 PLATFORM = "discord"
 NO_MENTIONS = discord.AllowedMentions.none()
 THREAD_ARCHIVE_MINUTES: Literal[1440] = 1440  # a day without messages
 MEMORY = 2_000  # progress messages kept in memory (the store keeps them all)
+DIRECT = "direct"  # the fallback place: a direct message to the run's requester
 
 log = logging.getLogger("baton.discord")
 
@@ -121,19 +124,55 @@ class DiscordSender:
     _keyed: OrderedDict[str, _Keyed] = field(default_factory=OrderedDict)  # least recently used first
     _locks: dict[str, _KeyLock] = field(default_factory=dict)  # only keys held or waited for
     _closing: asyncio.Event = field(default_factory=asyncio.Event)
+    _moved: OrderedDict[str, str] = field(default_factory=OrderedDict)  # run id -> where it reports now
 
     # -- entry points -------------------------------------------------------------------
     async def outbox(self, reply: Reply) -> None:
-        """Background replies (progress, completion, a gate waiting) from the core."""
+        """Background replies (progress, completion, a gate waiting) from the core: in the run's
+        thread; where that refuses them (deleted: 10003, no access: 50001 / 50013), in its
+        channel, else in a direct message to the person who started the run. The first reply
+        that lands in a fallback place says so; the run's later replies go straight there."""
         if self._closing.is_set():  # shutting down: the next process edits the progress message
             log.info("reply not sent: the client is closing",
                      extra={"action": "drop_on_close", "run_id": reply.run_id})
             return
-        target = reply.thread or reply.conversation
-        if target is None:
+        moved = self._moved.get(reply.run_id or "")
+        usual = [p for p in dict.fromkeys((reply.thread, reply.conversation)) if p]
+        places: list[str] = [moved] if moved else usual
+        if not places:
             log.warning("reply without a place dropped", extra={"action": "drop", "run_id": reply.run_id})
             return
-        await self.post(int(target), reply)
+        if reply.requester and reply.requester.startswith("discord:") and moved != DIRECT:
+            places.append(DIRECT)
+        for index, place in enumerate(places):
+            try:
+                channel_id = await self._direct(reply) if place == DIRECT else int(place)
+                if index > 0 and reply.run_id:  # a fallback: say once where the run reports now
+                    await self._move(reply.run_id, place, channel_id)
+                await self.post(channel_id, reply)
+                return
+            except (discord.Forbidden, discord.NotFound, ValueError) as exc:
+                log.warning("reply refused in %s: %s", place, getattr(exc, "text", exc),
+                            extra={"action": "fallback", "run_id": reply.run_id})
+        log.error("reply delivered nowhere", extra={"action": "undelivered", "run_id": reply.run_id})
+
+    async def _direct(self, reply: Reply) -> int:
+        """The direct message channel with the run's requester."""
+        user = int((reply.requester or "").removeprefix("discord:"))
+        return (await self.client.create_dm(discord.Object(user))).id
+
+    async def _move(self, run_id: str, place: str, channel_id: int) -> None:
+        """From now on `run_id` reports in `channel_id`; say so there, once."""
+        self._moved[run_id] = place
+        while len(self._moved) > MEMORY:
+            self._moved.popitem(last=False)
+        key = f"progress:{run_id}"
+        self._keyed.pop(key, None)  # its progress message is where replies no longer go: a new one
+        self.remember(f"message:{key}", "")
+        where = "a direct message" if place == DIRECT else "this channel"
+        await channel_send(self.client.get_partial_messageable(channel_id))(
+            f"Baton could not post in the thread of run `{run_id}` (deleted, or no access); "
+            f"it reports that run in {where} from now on.", None, None)
 
     async def post(self, channel_id: int, reply: Reply) -> None:
         channel = self.client.get_channel(channel_id) or self.client.get_partial_messageable(channel_id)
@@ -146,7 +185,12 @@ class DiscordSender:
         when `open_original`; replies aimed at another thread go there."""
         for reply in replies:
             if reply.thread is not None and reply.thread != str(interaction.channel_id):
-                await self.post(int(reply.thread), reply)
+                await self.post(int(reply.thread), reply)  # the run's thread holds its story
+                if open_original and not reply.ephemeral:  # typed here: answered here too
+                    shown = dataclasses.replace(reply, buttons=(), menus=(), starts_thread=False)
+                    public = followup_send(interaction, ephemeral=False)
+                    await self.deliver(shown, original_edit(interaction), public)
+                    open_original = False
             elif reply.ephemeral:
                 if open_original:  # a deferral is public; only a new followup can be private
                     await interaction.delete_original_response()
@@ -208,10 +252,22 @@ class DiscordSender:
         view = build_view(shown.buttons, reply.run_id, self.put_blob, shown.menus)
         messages: list[discord.Message] = []
         try:
-            for index, chunk in enumerate(chunks):
+            index = 0
+            while index < len(chunks):
                 last = index == len(chunks) - 1
                 send = first if index == 0 else rest
-                messages.append(await send(chunk, file if index == 0 else None, view if last else None))
+                try:
+                    attached = file if index == 0 else None
+                    messages.append(await send(chunks[index], attached, view if last else None))
+                except discord.HTTPException as exc:
+                    if exc.status != 413 or file is None or index:
+                        raise
+                    log.warning("attachment refused as too large; sending the text in messages",
+                                extra={"action": "upload_too_large", "run_id": reply.run_id})
+                    file = None  # every chunk as a message of its own: nothing is lost
+                    chunks = [c for c in render_reply(reply, PLATFORM, self.redactor).chunks if c.strip()]
+                    continue
+                index += 1
         finally:
             if reply.starts_thread and reply.run_id:
                 if messages:
@@ -247,12 +303,14 @@ class DiscordSender:
         return keyed
 
     def _content(self, reply: Reply) -> tuple[list[str], discord.File | None]:
-        chunks = [c for c in render(reply, PLATFORM, self.redactor) if c.strip()]
-        if sum(len(c) for c in chunks) <= self.attach_over:
+        """The messages' texts, and the file holding the whole text when it is long or when a
+        command in it was too wide for one message (the file shows every command whole)."""
+        rendered = render_reply(reply, PLATFORM, self.redactor)
+        chunks = [c for c in rendered.chunks if c.strip()]
+        if rendered.whole and sum(len(c) for c in chunks) <= self.attach_over:
             return chunks, None
-        whole = "\n".join(chunks).encode("utf-8")
         name = f"{reply.kind}-{reply.run_id}.txt" if reply.run_id else f"{reply.kind}.txt"
-        return chunks[:1], discord.File(io.BytesIO(whole), filename=name)
+        return chunks[:1], discord.File(io.BytesIO(rendered.text.encode("utf-8")), filename=name)
 
     async def _open_thread(self, message: discord.Message, reply: Reply) -> None:
         assert reply.run_id is not None

@@ -1,6 +1,8 @@
 """The Bolt `AsyncApp`: four listeners that acknowledge, translate and hand over to the core.
 
-    /workflow <text>        -> ack, then Handler.handle(command) in the background
+    /workflow <text>        -> ack, then Handler.handle(command) in the background; a `run`
+                               first checks Baton can post in the channel (`preflight.py`):
+                               if not, nothing starts and the user alone is told what to do
     button click / choice   -> ack, handle the button's (or chosen option's) command as the
                                clicker, then replace the buttons with "✔ @user chose …" (a
                                reusable button such as "Open run" stays for the next person;
@@ -34,11 +36,13 @@ from adapters.slack import forms as slack_forms
 from adapters.slack import inbound, wording
 from adapters.slack.blocks import ACTION_PREFIX, chosen_blocks, home_view
 from adapters.slack.inbound import Origin
+from adapters.slack.preflight import Preflight
 from adapters.slack.sender import SlackSender
-from adapters.slack.web_api import SlackCallFailed, call
+from adapters.slack.web_api import SlackCallFailed, call, with_retries
 from core.commands.handler import Handler
 from core.commands.messages import ChatMessage, Reply, reusable
 from core.commands.offers import DECIDING
+from core.commands.preflight import starts_run
 from core.config import Settings
 from core.render import render
 
@@ -65,6 +69,7 @@ class SlackBridge:
     app: AsyncApp
     sender: SlackSender
     baton: Baton
+    preflight: Preflight
 
     async def handle(self, message: ChatMessage, origin: Origin) -> list[Reply]:
         """The core's answer to one message; a crash is logged and told as one generic line."""
@@ -83,7 +88,15 @@ class SlackBridge:
 
     async def on_command(self, ack: AsyncAck, body: dict[str, Any]) -> None:
         await ack()
-        await self.process(*inbound.slash_command(body))
+        message, origin = inbound.slash_command(body)
+        if starts_run(message.text):  # before a run starts here: can Baton post here?
+            refusal = await self.preflight.refusal(origin.channel, body.get("channel_name"))
+            if refusal is not None:
+                log.info("run not started: cannot post in the channel",
+                         extra={"action": "preflight_refused", "channel": origin.channel})
+                await self.sender.tell(origin, refusal)
+                return
+        await self.process(message, origin)
 
     async def on_action(self, ack: AsyncAck, body: dict[str, Any], action: dict[str, Any]) -> None:
         await ack()
@@ -168,7 +181,7 @@ def build_bridge(
 ) -> SlackBridge:
     """Wire an `AsyncApp` to the core; registers the Slack outbox with the handler."""
     token = _secret(settings.slack_bot_token)
-    client = client or AsyncWebClient(token=token, base_url=settings.slack_api_url)
+    client = with_retries(client or AsyncWebClient(token=token, base_url=settings.slack_api_url))
     app = AsyncApp(
         client=client,
         signing_secret=_secret(settings.slack_signing_secret) or "",
@@ -176,7 +189,7 @@ def build_bridge(
         logger=logging.getLogger("baton.slack.bolt"),
     )
     sender = SlackSender(client, baton.handler, throttle=throttle)
-    bridge = SlackBridge(app=app, sender=sender, baton=baton)
+    bridge = SlackBridge(app=app, sender=sender, baton=baton, preflight=Preflight(client))
     app.command(re.compile(r"^/workflow"))(bridge.on_command)
     app.action(re.compile("^" + re.escape(ACTION_PREFIX)))(bridge.on_action)
     app.view(slack_forms.CALLBACK_ID)(bridge.on_form)

@@ -25,6 +25,8 @@ PLACEHOLDER_LIMIT = 150
 FALLBACK_LIMIT = 3_000
 #: Above this many characters a reply is uploaded as a file snippet instead of blocks.
 UPLOAD_THRESHOLD = 12_000
+MESSAGE_BLOCKS = 50  # blocks in one message
+TEXT_BLOCKS = 40  # sections of text, leaving room for a note, the buttons and the choice lists
 ACTION_PREFIX = "baton:"
 
 Block = dict[str, Any]
@@ -81,7 +83,9 @@ def total_length(chunks: Sequence[str]) -> int:
 
 
 def needs_upload(chunks: Sequence[str]) -> bool:
-    return total_length(chunks) > UPLOAD_THRESHOLD
+    """Too long for one message's blocks: over `UPLOAD_THRESHOLD` characters, or more sections
+    than a message may hold next to its note and buttons (Slack: 50 blocks)."""
+    return total_length(chunks) > UPLOAD_THRESHOLD or len(sections(chunks)) > TEXT_BLOCKS
 
 
 def fallback_text(chunks: Sequence[str]) -> str:

@@ -18,6 +18,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import hashlib
 import logging
 import time
@@ -45,7 +46,7 @@ from adapters.slack.web_api import CHANNEL_ERRORS, SlackCallFailed, call
 from core.commands.handler import Handler
 from core.commands.messages import Button, Form, Reply
 from core.errors import PlatformError
-from core.render import redacted, render, render_text
+from core.render import redacted, render_reply
 
 log = logging.getLogger("baton.slack")
 
@@ -81,6 +82,7 @@ class SlackSender:
         self._slots: OrderedDict[str, _Slot] = OrderedDict()
         self._queues: dict[str, deque[Reply]] = {}
         self._workers: dict[str, asyncio.Task[None]] = {}
+        self._moved: OrderedDict[str, str] = OrderedDict()  # run id -> the requester it reports to
 
     # -- buttons -------------------------------------------------------------------
     def button_value(self, button: Button, limit: int = VALUE_LIMIT) -> str:
@@ -102,8 +104,11 @@ class SlackSender:
             try:
                 await self._send(reply, origin)
             except SlackCallFailed as exc:
-                await self.tell(origin, exc.user_text)
-                if reply.starts_thread and reply.run_id:  # no thread will come: report in the channel
+                started = reply.starts_thread and reply.run_id
+                # a run that started must not be started again: say so, never "try again"
+                await self.tell(origin, wording.started_unseen(reply.run_id, exc.error) if started
+                                and reply.run_id else exc.user_text)
+                if started and reply.run_id:  # no thread will come: report in the channel
                     await self._handler.attach_thread(reply.run_id, None)
 
     async def tell(self, origin: Origin, text: str) -> None:
@@ -146,7 +151,7 @@ class SlackSender:
                     if _superseded(reply, queue):
                         continue
                 try:
-                    await self._send(reply, None)
+                    await self._send_background(reply)
                 except PlatformError:
                     pass  # logged where it was translated
                 except Exception:
@@ -155,6 +160,28 @@ class SlackSender:
         finally:
             del self._queues[key]
             del self._workers[key]
+
+    async def _send_background(self, reply: Reply) -> None:
+        """A background reply where the run lives; where Slack refuses it there (the bot was
+        removed, the channel archived or gone), in a direct message to whoever started the run,
+        the first one saying that the run reports there from now on."""
+        moved = self._moved.get(reply.run_id or "")
+        if moved is None:
+            try:
+                await self._send(reply, None)
+                return
+            except SlackCallFailed as exc:
+                requester = reply.requester or ""
+                person = requester.removeprefix(f"{PLATFORM}:")
+                if exc.error not in CHANNEL_ERRORS or not reply.run_id or person in ("", requester):
+                    raise
+                moved = self._moved[reply.run_id] = person
+                while len(self._moved) > MEMORY:
+                    self._moved.popitem(last=False)
+                await call(self._client, "chat.postMessage", channel=person,
+                           text=wording.moved(reply.run_id, reply.conversation or "", exc.error))
+        key = f"{reply.replace_key}:direct" if reply.replace_key else None
+        await self._send(dataclasses.replace(reply, conversation=moved, thread=None, replace_key=key), None)
 
     def _delay(self, replace_key: str | None) -> float:
         slot = self._slots.get(replace_key) if replace_key else None
@@ -171,9 +198,10 @@ class SlackSender:
             return
         thread = reply.thread or (origin.thread if origin else None)
         redactor = self._handler.redactor  # the runtime's one redactor: text, buttons, uploads
-        chunks = render(reply, PLATFORM, redactor)
-        upload = needs_upload(chunks)
-        full = render_text(reply, PLATFORM, redactor) if upload else ""
+        rendered = render_reply(reply, PLATFORM, redactor)
+        chunks = list(rendered.chunks)
+        upload = needs_upload(chunks) or not rendered.whole  # a command too wide for a section
+        full = rendered.text if upload else ""
         filename = f"{reply.kind}-{reply.run_id or 'baton'}.txt"
         shown = redacted(reply, redactor)
         message = build_message(

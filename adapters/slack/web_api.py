@@ -1,25 +1,33 @@
 """Calls to Slack's Web API with Slack's failure modes handled at the boundary.
 
-- `ratelimited` (HTTP 429): wait `Retry-After` seconds and try again, a bounded number of
-  times and never longer than `MAX_RETRY_WAIT` in total;
+- Retries are slack_sdk's own retry handlers, installed on the client (`with_retries`):
+  `ratelimited` (HTTP 429) waits `Retry-After` (up to `MAX_ATTEMPTS` attempts, never a wait
+  over `MAX_RETRY_WAIT`), a 500 / 502 / 503 / 504 backs off and tries again, and a dropped
+  connection is tried once more (at least once: Slack may show a message twice, never none);
 - `not_in_channel` / `channel_not_found`, `missing_scope` and the rest: logged (with the
   scope Slack says is needed) and raised as `SlackCallFailed`, a `PlatformError` whose
   message and hint are the one-line cause and next step a user can be shown;
-- Slack unreachable (connection refused or dropped, DNS, timeout): `SlackCallFailed` too,
-  never retried (a message that did reach Slack would be posted twice).
+- Slack unreachable after that (connection refused or dropped, DNS, timeout): `SlackCallFailed` too.
 
 Tokens never appear in logs: only the method, the Slack error code and the channel.
 """
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from collections.abc import Mapping
 from typing import Any
 
 import aiohttp
 from slack_sdk.errors import SlackApiError
+from slack_sdk.http_retry.builtin_async_handlers import (
+    AsyncConnectionErrorRetryHandler,
+    AsyncRateLimitErrorRetryHandler,
+    AsyncServerErrorRetryHandler,
+)
+from slack_sdk.http_retry.request import HttpRequest
+from slack_sdk.http_retry.response import HttpResponse
+from slack_sdk.http_retry.state import RetryState
 from slack_sdk.web.async_client import AsyncWebClient
 from slack_sdk.web.async_slack_response import AsyncSlackResponse
 
@@ -48,17 +56,6 @@ class SlackCallFailed(PlatformError):
     @property
     def user_text(self) -> str:
         return f"{self.message}\n{self.hint}"
-
-
-def _retry_after(exc: SlackApiError) -> float:
-    headers: Mapping[str, Any] = getattr(exc.response, "headers", None) or {}
-    for key, value in headers.items():
-        if key.lower() == "retry-after":
-            try:
-                return max(float(value), 0.0)
-            except (TypeError, ValueError):
-                break
-    return 1.0
 
 
 def _error_code(exc: SlackApiError) -> str:
@@ -122,29 +119,47 @@ async def verify_token(client: AsyncWebClient) -> str:
 
 
 async def call(client: AsyncWebClient, method: str, **kwargs: Any) -> AsyncSlackResponse:
-    """`client.api_call(method, json=kwargs)` with rate-limit retries; `SlackCallFailed` otherwise."""
+    """`client.api_call(method, json=kwargs)` (retried by the client's handlers, `with_retries`);
+    `SlackCallFailed` otherwise."""
     kwargs = {k: v for k, v in kwargs.items() if v is not None}
-    waited = 0.0
     channel = kwargs.get("channel") or kwargs.get("channel_id")
-    attempt = 1
-    while True:
+    try:
+        if method == "files.uploadV2":
+            return await client.files_upload_v2(**kwargs)
+        return await client.api_call(method, json=kwargs)
+    except (aiohttp.ClientError, TimeoutError, OSError) as exc:
+        raise _unreachable(exc, method, channel) from exc
+    except SlackApiError as exc:
+        raise _translate(exc, method, channel) from exc
+
+
+class _RateLimited(AsyncRateLimitErrorRetryHandler):
+    """slack_sdk's 429 handler (waits `Retry-After`), refusing a wait over `MAX_RETRY_WAIT`."""
+
+    async def _can_retry_async(self, *, state: RetryState, request: HttpRequest,
+                               response: HttpResponse | None = None, error: Exception | None = None) -> bool:
+        if response is None or response.status_code != 429:
+            return False
+        wait = next((v[0] for k, v in response.headers.items() if k.lower() == "retry-after"), "1")
         try:
-            if method == "files.uploadV2":
-                return await client.files_upload_v2(**kwargs)
-            return await client.api_call(method, json=kwargs)
-        except (aiohttp.ClientError, TimeoutError, OSError) as exc:
-            raise _unreachable(exc, method, channel) from exc
-        except SlackApiError as exc:
-            limited = _error_code(exc) == "ratelimited" or exc.response.status_code == 429
-            delay = _retry_after(exc)
-            if not limited or attempt == MAX_ATTEMPTS or waited + delay > MAX_RETRY_WAIT:
-                raise _translate(exc, method, channel) from exc
-            log.info(
-                "slack %s rate limited; retrying in %.1fs",
-                method,
-                delay,
-                extra={"action": "slack_rate_limited", "method": method, "attempt": attempt},
-            )
-            waited += delay
-            attempt += 1
-            await asyncio.sleep(delay)
+            return float(wait) <= MAX_RETRY_WAIT
+        except ValueError:
+            return True
+
+
+class _ServerError(AsyncServerErrorRetryHandler):
+    """slack_sdk's 5xx handler, for every gateway error Slack answers (it knows 500 and 503)."""
+
+    async def _can_retry_async(self, *, state: RetryState, request: HttpRequest,
+                               response: HttpResponse | None = None, error: Exception | None = None) -> bool:
+        return response is not None and response.status_code in (500, 502, 503, 504)
+
+
+def with_retries(client: AsyncWebClient) -> AsyncWebClient:
+    """`client` with slack_sdk's retry handlers for rate limits, 5xx and dropped connections."""
+    client.retry_handlers = [
+        AsyncConnectionErrorRetryHandler(max_retry_count=1),
+        _RateLimited(max_retry_count=MAX_ATTEMPTS - 1),
+        _ServerError(max_retry_count=MAX_ATTEMPTS - 1),
+    ]
+    return client

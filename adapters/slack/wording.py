@@ -28,6 +28,46 @@ def invite_bot(channel: str) -> str:
     )
 
 
+def cannot_post(kind: str, channel: str) -> str:
+    """Before a run: Baton may not post where the command was typed; worded for that kind of
+    conversation ("public", "private", "group_dm", "dm")."""
+    first = "Nothing was started: Baton cannot post in "
+    if kind == "public":
+        return (f"{first}<#{channel}> (the bot is not a member).\n"
+                f"Invite it with `/invite @Baton` in <#{channel}>, then run the command again.")
+    if kind == "private":
+        return (f"{first}this private channel (the bot was not added to it).\n"
+                "Add it from the channel's details (Integrations → Add apps → Baton), "
+                "then run the command again.")
+    place = "group direct message" if kind == "group_dm" else "direct message between people"
+    return (f"{first}this {place}: Slack does not let a bot join one.\n"
+            "Run the command in a channel Baton is in, or in your direct message with Baton.")
+
+
+def moved(run_id: str, channel: str, error: str) -> str:
+    """Said once, in a direct message, when a run's channel stopped taking its messages."""
+    return (f"Baton can no longer post in <#{channel}> ({escape_mrkdwn(error)}), so it reports run "
+            f"`{escape_mrkdwn(run_id)}` to you here from now on.")
+
+
+def started_unseen(run_id: str, error: str) -> str:
+    """A run started, but the message saying so did not get through: it must not be started again."""
+    run = escape_mrkdwn(run_id)
+    return (f"Run `{run}` started, but Baton's message about it did not get through "
+            f"({escape_mrkdwn(error)}).\n"
+            f"Do not start it again: `/workflow status {run}` shows how it is doing.")
+
+
+def archived(channel: str) -> str:
+    return (f"Nothing was started: <#{channel}> is archived, so Baton cannot post there.\n"
+            "Run the command in another channel Baton is in.")
+
+
+def cannot_check(error: str) -> str:
+    return (f"Nothing was started: Baton could not check that it can post here ({escape_mrkdwn(error)}).\n"
+            "Try again in a minute; if it keeps failing, ask an admin to check Baton's logs.")
+
+
 def missing_scope(needed: str) -> str:
     return (
         f"Baton's Slack app lacks the `{escape_mrkdwn(needed)}` permission.\n"

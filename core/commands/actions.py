@@ -7,6 +7,7 @@ fresh-run prompt, argument assembly and the replies.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import time
 from collections.abc import Awaitable, Callable
@@ -124,7 +125,7 @@ async def decide(ctx: Context, run: Run, approve: bool, comment: str | None,
         args_now = json.loads(blob)
         after = await ctx.engine.approve(run, actor=ctx.uid, comment=comment, gate=gate, args=args_now)
     else:
-        after = await _announcing(ctx, run.id, ctx.engine.reject(run, actor=ctx.uid, reason=comment))
+        after = await _announcing(ctx, run.id, ctx.engine.reject(run.id, actor=ctx.uid, reason=comment))
     return [replies.gate_decided(after, gate, approve, ctx.uid, comment)]
 
 
@@ -246,7 +247,18 @@ def viewable_args(ctx: Context, handle: str) -> str:
 async def resume(ctx: Context, cmd: ResumeCommand) -> list[Reply]:
     target = ctx.find(cmd.run)
     authz.require_owner(ctx.access, ctx.uid, target, "resume")
-    return [replies.run_resumed(await ctx.engine.resume(target.id, actor=ctx.uid), ctx.uid)]
+    resumed = replies.run_resumed(await ctx.engine.resume(target.id, actor=ctx.uid), ctx.uid)
+    return [in_run_thread(ctx, target, resumed)]
+
+
+def in_run_thread(ctx: Context, run: Run, reply: Reply) -> Reply:
+    """`reply` in `run`'s thread when it has one in the conversation asked from (a prompt's
+    button in the channel's root): the run's story stays in one place."""
+    msg = ctx.message
+    if (run.thread is None or reply.ephemeral or msg.thread == run.thread
+            or (run.platform, run.conversation) != (msg.platform, msg.conversation)):
+        return reply
+    return dataclasses.replace(reply, thread=run.thread, conversation=run.conversation)
 
 
 async def approve(ctx: Context, cmd: ApproveCommand) -> list[Reply]:

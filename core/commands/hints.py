@@ -8,7 +8,7 @@ surface (chat replies, the console, the CLI) words the same situation the same w
     RunNotResumable(run_id="3f9a…", next_step=Next.WATCH)
       -> "Watch it with `/workflow status 3f9a…` or stop it: `/workflow cancel 3f9a…`."
 
-An error that names no next step keeps the hint it was raised with (`BatonError.hint`).
+A hint written by its raiser (the commands layer's own errors, or a class's default) wins.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from core.commands.model import SPECS
-from core.errors import BatonError, Next, RunStateError, UsageError
+from core.errors import BatonError, Next, RunStateError, UnknownWorkflow, UsageError
 
 _Words = Callable[[str, str, str], str]  # (run id, workflow, node) -> the hint
 
@@ -40,25 +40,26 @@ _WORDING: dict[Next, _Words] = {
     Next.ATTENTION: lambda r, w, n: f"See which step needs attention with `/workflow status {r}`.",
     Next.RESOLVE: lambda r, w, n: f"Check what happened, then `/workflow resolve {r} {n} done|retry|fail`.",
     Next.DECIDED: lambda r, w, n: f"Nothing more to decide; follow it with `/workflow status {r}`.",
+    Next.LIST_RUNS: lambda r, w, n: "Use `/workflow runs` to list recent runs.",
 }
 
 
 def hint(exc: BatonError) -> str:
-    """The line shown under `exc`'s message: its next step worded, else the hint it carries."""
+    """The line shown under `exc`'s message: the hint its raiser wrote (the commands layer,
+    or a class's own), else its next step worded."""
+    if exc.hint:
+        return exc.hint
     if isinstance(exc, RunStateError) and exc.next_step is not None:
         node = str(getattr(exc, "node_id", None) or "<step>")
         return _WORDING[exc.next_step](exc.run_id or "<run>", exc.workflow or "<workflow>", node)
-    if isinstance(exc, UsageError) and exc.command in SPECS and not exc.hint:
+    if isinstance(exc, UnknownWorkflow):
+        return "Use `/workflow list` to see the workflows you can run."
+    if isinstance(exc, UsageError) and exc.command in SPECS:
         return f"Usage: {usage(exc.command)}"
-    return exc.hint
+    return ""
 
 
 def usage(command: str) -> str:
     """The usage line of a subcommand, as the parser answers with it."""
     return f"/workflow {SPECS[command].usage}"
 
-
-def worded(exc: BatonError) -> BatonError:
-    """`exc` with its next step written into `hint` (for code that shows `exc.hint`)."""
-    exc.hint = hint(exc)
-    return exc

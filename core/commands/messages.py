@@ -108,6 +108,7 @@ class Reply:
     platform: str | None = None
     conversation: str | None = None
     thread: str | None = None  # where to post; None: where the message came from
+    requester: str | None = None  # who started the run (`slack:U1`): told directly when nowhere else can be
     replace_key: str | None = None  # edit the message last sent with this key instead of posting
     edit_only: bool = False  # only edit the message sent under `replace_key`; never post anew
     starts_thread: bool = False  # the adapter should report the posted message's id as the run's thread

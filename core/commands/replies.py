@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+from collections import Counter
 from collections.abc import Mapping, Sequence, Set
 from typing import Any
 
@@ -275,13 +276,42 @@ def audit(run: Run, events: Sequence[AuditEvent]) -> Reply:
 
 
 def _where(run: Run) -> dict[str, Any]:
-    return {"platform": run.platform, "conversation": run.conversation, "thread": run.thread}
+    return {"platform": run.platform, "conversation": run.conversation, "thread": run.thread,
+            "requester": run.requester}
+
+
+#: Above this many nodes a progress message is a summary (counts per state, the nodes running,
+#: failed or waiting), so it fits one message at any size; the full table is on the run page.
+SUMMARY_OVER = 25
+#: Nodes named per state in a summary (the rest are counted); only a failure keeps its reason.
+SUMMARY_NAMES = 5
+#: States whose nodes a summary names, in the order it lists them.
+_NAMED = (NodeState.FAILED, NodeState.ATTENTION, NodeState.WAITING, NodeState.RUNNING)
+
+
+def progress_data(summary: RunSummary) -> dict[str, Any]:
+    """A progress message's data: the node table, or past `SUMMARY_OVER` nodes a summary whose
+    size does not grow with the run (`data.large`)."""
+    if len(summary.nodes) <= SUMMARY_OVER:
+        return summary_data(summary)
+    counts = Counter(str(n.state) for n in summary.nodes)
+    named = []
+    for state in _NAMED:
+        nodes = [n for n in summary.nodes if n.state == state]
+        if nodes:
+            shown = [{name: getattr(n, name) for name in _NODE_FIELDS} | {"state": str(state), "reason": (
+                      preview(n.reason, 80) if state is NodeState.FAILED and n.reason else None)}
+                     for n in nodes[:SUMMARY_NAMES]]
+            named.append({"state": str(state), "nodes": shown, "more": len(nodes) - len(shown)})
+    tally = [[str(state), counts[str(state)]] for state in NodeState if counts[str(state)]]
+    return {"status": summary.status, "seconds": summary.seconds, "large": True,
+            "total": len(summary.nodes), "counts": tally, "named": named}
 
 
 def progress(run: Run, summary: RunSummary, *, page: bool = False) -> Reply:
     """`page`: the run has a page; the message offers "Open run" (each clicker's own link)."""
     return Reply(kind="progress", data={"run_id": run.id, "workflow": run.workflow,
-                                        **summary_data(summary)},
+                                        **progress_data(summary)},
                  buttons=(open_button(run.id),) if page else (),
                  run_id=run.id, run_status=summary.status, replace_key=f"progress:{run.id}", **_where(run))
 

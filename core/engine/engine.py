@@ -1,81 +1,50 @@
 """`Engine`: start, resume, approve, reject, abandon, cancel, resolve, invalidate, plan.
 
 Every status change is a compare-and-swap in the store; the engine checks preconditions
-first only to give a clear refusal (the CAS decides). Executions run as background tasks
-of this process (`executor.RunExecutor`), one per run, reporting through subscribers.
-Leases (`leases.LeaseKeeper`) keep runs ours and recover runs whose owner died.
+first only to give a clear refusal (the CAS decides). The engine is composed of parts, each
+in its own module, and holds no logic of theirs:
+
+    readiness    Readiness     a run's workflow resolved and read before its status changes
+    gates        GateKeeper    which gate a run means; approve / reject as one unit of work
+    executions   Executions    one background `RunExecutor` per running run, over the step
+                               runner it was given (local, or the queue's); events
+    actions      RunActions    resume, approve, reject, abandon, cancel, resolve, invalidate
+    _leases      LeaseKeeper   keeps our runs ours and recovers runs whose owner died
 """
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
-import json
 import logging
-import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
-from core.engine.events import ENGINE_ACTOR, EngineEvent, EventBus, EventKind, Plan, RunSummary, Subscriber
-from core.engine.executor import Outcome, RunExecutor, Setup, input_digests
+from core.engine.config import EngineConfig
+from core.engine.events import ENGINE_ACTOR, Plan, RunSummary, Subscriber
+from core.engine.executions import Executions
+from core.engine.executor import RunnerFactory, input_digests
 from core.engine.gates import GateKeeper
 from core.engine.inspection import PLANNED, RunDetail, inspect_run
 from core.engine.journal_index import JournalIndex
 from core.engine.leases import LeaseKeeper, new_owner
+from core.engine.local_runner import LocalStepRunner
 from core.engine.planning import final_output_digest, plan_run, summarize
-from core.engine.prepared import Definitions, PreparedWorkflow, prepare, read_definitions
+from core.engine.prepared import PreparedWorkflow, prepare
 from core.engine.providers import ProviderRegistry
-from core.engine.rendering import StepRenderer
+from core.engine.readiness import Readiness, Ready
 from core.engine.run_actions import RunActions
-from core.engine.step_env import StepEnvironment
-from core.engine.tools import ToolRegistry, unregistered
-from core.engine.workdirs import run_dirs
-from core.errors import BatonError, Next, RunNotResumable
+from core.engine.tools import ToolRegistry
+from core.errors import BatonError
 from core.store.port import Store
-from core.store.records import Run, RunStatus
-from core.workflows.args import canonical_json, handle, validate_inputs
+from core.store.records import Gate, Run, RunStatus
+from core.workflows.args import canonical_json, handle
 from core.workflows.catalog import Catalog
-from core.workflows.model import Workflow
-from core.workflows.render_budget import RenderLimits
 
+__all__ = ["Engine", "EngineConfig", "Ready", "RunnerFactory"]
 log = logging.getLogger(__name__)
-ExecutorFactory = Callable[[Setup], RunExecutor]
 
 
-@dataclass(frozen=True)
-class EngineConfig:
-    data_dir: Path
-    #: what steps see in their environment, the source of declared secrets, and the runtime's
-    #: redactor (stderr tails and errors); built by the runtime (`bot/runtime.py`)
-    environment: StepEnvironment
-    max_parallel: int = 4
-    lease_seconds: float = 15.0
-    replica_id: str = "local"
-    group_commit: float = 0.01  # seconds a pure step's result may wait for its commit (0: none)
-    render: RenderLimits = field(default_factory=RenderLimits)  # each template render's budget
-    max_output: int = 1_000_000  # bytes of a step's output kept; the rest stays in a file
-
-
-@dataclass(frozen=True, slots=True)
-class Ready:
-    """A run's workflow, resolved and read, before its status changes (errors surface first)."""
-
-    workflow: Workflow
-    prepared: PreparedWorkflow
-    definitions: Definitions
-    args: dict[str, Any]
-    tools: ToolRegistry  # the registry the keys were computed with: the execution uses it
-
-
-@dataclass(slots=True)
-class _Active:
-    task: asyncio.Task[None]
-    executor: RunExecutor
-
-
-class Engine(RunActions):
+class Engine:
     def __init__(
         self,
         *,
@@ -84,34 +53,42 @@ class Engine(RunActions):
         config: EngineConfig,
         providers: ProviderRegistry,
         tools: ToolRegistry,
-        executor_factory: ExecutorFactory | None = None,
+        runners: RunnerFactory | None = None,
     ) -> None:
+        """`runners`: builds each execution's step runner: `LocalStepRunner` (this process)
+        unless given another (`core.engine.distributed.queue_runner_factory`: `baton worker`s)."""
         self.store = store
         self.catalog = catalog
         self.config = config
         self.providers = providers
-        self.tools = tools
-        self.gates = GateKeeper(store)  # which gate a run means; deciding one (`gates.py`)
-        #: builds each execution's executor: in-process by default; `core.engine.distributed`
-        #: supplies one whose steps run on `baton worker` processes
-        self._executor_factory: ExecutorFactory = executor_factory or RunExecutor
         self.owner = new_owner(config.replica_id)
-        self._bus = EventBus()
-        self._active: dict[str, _Active] = {}
-        self._renderer = StepRenderer(config.render)
+        self.readiness = Readiness(store=store, catalog=catalog, providers=providers, tools=tools,
+                                   environment=config.environment)  # fmt: skip
+        self.gates = GateKeeper(store)
+        self.executions = Executions(store=store, config=config, providers=providers,
+                                     runners=runners or LocalStepRunner)  # fmt: skip
+        self.actions = RunActions(
+            store=store, gates=self.gates, readiness=self.readiness, executions=self.executions,
+            owner=self.owner, lease_seconds=config.lease_seconds, redactor=config.environment.redactor,
+        )  # fmt: skip
         self._leases = LeaseKeeper(
             store=store,
             owner=self.owner,
             replica_id=config.replica_id,
             lease_seconds=config.lease_seconds,
-            active=lambda: set(self._active),
+            active=self.executions.active_ids,
             lost=self._lost,
             recovered=self._recovered,
         )
 
+    @property
+    def tools(self) -> ToolRegistry:
+        """The tool registry as last refreshed from the tool modules on disk."""
+        return self.readiness.tools
+
     # -- lifecycle ------------------------------------------------------------------------
     def subscribe(self, fn: Subscriber) -> Callable[[], None]:
-        return self._bus.subscribe(fn)
+        return self.executions.subscribe(fn)
 
     async def start(self) -> None:
         """Take over runs of dead local processes now, then heartbeat and recover in the background."""
@@ -119,12 +96,7 @@ class Engine(RunActions):
 
     async def stop(self, grace: float = 10.0) -> None:
         await self._leases.stop()
-        tasks = [a.task for a in self._active.values()]
-        if tasks:
-            _, pending = await asyncio.wait(tasks, timeout=grace)
-            for task in pending:
-                task.cancel()  # no note: the steps stay `started`, the lease lapses, a peer recovers
-            await asyncio.gather(*pending, return_exceptions=True)
+        await self.executions.stop(grace)
 
     async def recover_now(self) -> list[str]:
         """One recovery pass (lapsed leases); the ids of the runs this process took over."""
@@ -134,45 +106,37 @@ class Engine(RunActions):
         """One heartbeat; the ids of the runs it stopped because they are no longer ours."""
         return await self._leases.heartbeat()
 
+    async def _lost(self, run: Run) -> None:
+        if run.status is RunStatus.CANCELLED:
+            await self.executions.stop_local(run.id, f"cancelled by {run.status_by}")
+        elif run.status is RunStatus.RUNNING and run.lease_owner != self.owner:
+            await self.executions.stop_local(run.id, None)  # another process owns it now
+
+    async def _recovered(self, run: Run) -> None:
+        """`run` was taken over from a process that stopped (its lease lapsed): continue it."""
+        self.store.audit(actor=ENGINE_ACTOR, action="recover", run_id=run.id, details={"owner": self.owner})
+        try:
+            ready = self.readiness.ready(run.workflow, self.readiness.args_of(run))
+        except BatonError as exc:
+            with contextlib.suppress(BatonError):
+                self.store.transition(
+                    run.id,
+                    RunStatus.FAILED,
+                    actor=ENGINE_ACTOR,
+                    reason=f"recovery failed: {exc.message}",
+                    expected_version=run.version,
+                    allowed_from=[RunStatus.RUNNING],
+                )
+            return
+        await self.executions.launch(run, ready)
+
     # -- reading -----------------------------------------------------------------------------
     def args_of(self, run: Run) -> dict[str, Any]:
-        value: dict[str, Any] = json.loads(self.store.get_blob(run.args_digest))
-        return value
-
-    def _workflow(self, name: str) -> Workflow:
-        self.catalog.reload()
-        return self.catalog.get(name)
-
-    def _ready(self, workflow_name: str, args: Mapping[str, Any], *, to_run: bool = True) -> Ready:
-        """The workflow resolved and read. `to_run`: its steps are about to execute, so every
-        secret it declares must be available (`MissingSecret` otherwise: nothing starts)."""
-        workflow = self._workflow(workflow_name)
-        tools = self._current_tools(workflow)
-        prepared = prepare(workflow, tools)
-        checked = validate_inputs(workflow, args)
-        if to_run:
-            missing = unregistered(workflow, tools)
-            if missing is not None:  # refused now, not at that step (after an approval, say)
-                raise missing
-            self.config.environment.require(workflow.name, workflow.declared_secrets())
-        definitions = read_definitions(prepared, providers=self.providers)
-        return Ready(workflow, prepared, definitions, checked, tools)
-
-    def _current_tools(self, workflow: Workflow) -> ToolRegistry:
-        """The tools as their files are now: a changed tool module is imported again, so what
-        runs, and what its callers' keys say ran, is the code on disk. A module that no
-        longer imports fails the workflows that call tools; the others go on."""
-        try:
-            self.tools = self.tools.refreshed()
-        except BatonError as exc:
-            if any(node.kind == "tool" for node in workflow.nodes):
-                raise
-            log.warning("tool modules not reloaded: %s", exc.message, extra={"action": "tools_reload"})
-        return self.tools
+        return self.readiness.args_of(run)
 
     def plan(self, run_id: str) -> Plan:
         run = self.store.get_run(run_id)
-        ready = self._ready(run.workflow, self.args_of(run), to_run=False)
+        ready = self.readiness.ready(run.workflow, self.readiness.args_of(run), to_run=False)
         lineage = self.store.lineage(run.id)
         index = JournalIndex(run.id, self.store.journal(lineage))
         return plan_run(run, ready.prepared, ready.definitions, input_digests(ready.args), index)
@@ -202,34 +166,18 @@ class Engine(RunActions):
             return inspect_run(run, prepared, self.store.journal([run.id]))
         entries = self.store.journal(self.store.lineage(run.id))
         try:
-            ready = self._ready(run.workflow, self.args_of(run))
+            ready = self.readiness.ready(run.workflow, self.readiness.args_of(run))
             made = plan_run(run, ready.prepared, ready.definitions, input_digests(ready.args),
                             JournalIndex(run.id, entries))
         except BatonError as exc:
             return inspect_run(run, prepared, entries, plan_error=exc.message)
         return inspect_run(run, ready.prepared, entries, made)
 
-    async def wait(self, run_id: str, timeout: float | None = None) -> Run:
-        """Until the run rests (completed, failed, paused, needs_attention, cancelled)."""
-        deadline = None if timeout is None else time.monotonic() + timeout
-        while True:
-            active = self._active.get(run_id)
-            left = None if deadline is None else max(0.0, deadline - time.monotonic())
-            if active is not None:
-                await asyncio.wait_for(asyncio.shield(active.task), left)
-                continue
-            run = self.store.get_run(run_id)
-            if run.status.resting:
-                return run
-            if left is not None and left <= 0:
-                raise TimeoutError(f"run {run_id} is still {run.status.value}")
-            await asyncio.sleep(0.05 if left is None else min(0.05, left))  # executed by another process
-
     # -- starting ----------------------------------------------------------------------------
     def check_start(self, workflow: str, args: Mapping[str, Any]) -> None:
         """Raise what `start_run` would refuse these args with (inputs, tools, secrets), before
         the caller changes anything else (option 2 of the fresh-run prompt abandons a run first)."""
-        self._ready(workflow, args)
+        self.readiness.ready(workflow, args)
 
     async def start_run(
         self,
@@ -245,7 +193,7 @@ class Engine(RunActions):
     ) -> Run:
         """`origin_event`: `"<platform>:<event_id>"` of the chat command asking for it, so a
         redelivery of that command finds this run (`Store.command_runs`)."""
-        ready = self._ready(workflow, args)
+        ready = self.readiness.ready(workflow, args)
         if resume_from is not None:
             self.store.get_run(resume_from)  # RunNotFound before anything is created
         with self.store.transaction() as tx:  # args blob, run and `start` audit row: one change
@@ -265,129 +213,44 @@ class Engine(RunActions):
             )
             details = {"workflow": ready.workflow.name, "args": handle(digest), "resume_from": resume_from}
             tx.audit(actor=requester, action="start", run_id=run.id, details=details)
-        await self._launch(run, ready)
+        await self.executions.launch(run, ready)
         return run
 
-    async def _launch(self, run: Run, ready: Ready) -> None:
-        # a run not resumed from another is its whole lineage: no query
-        lineage = (run.id,) if run.resumed_from is None else tuple(self.store.lineage(run.id))
-        executor = self._executor_factory(
-            Setup(
-                store=self.store,
-                prepared=ready.prepared,
-                definitions=ready.definitions,
-                run=run,
-                args=ready.args,
-                lineage=lineage,
-                dirs=run_dirs(self.config.data_dir, run.id),
-                providers=self.providers,
-                tools=ready.tools,
-                bus=self._bus,
-                environment=self.config.environment,
-                max_parallel=self.config.max_parallel,
-                group_commit=self.config.group_commit,
-                renderer=self._renderer,
-                max_output=self.config.max_output,
-            )
-        )
-        task = asyncio.create_task(self._drive(run, executor), name=f"baton-run-{run.id}")
-        self._active[run.id] = _Active(task, executor)
-        await self._emit(EventKind.RUN_STARTED, run.id, run_status=RunStatus.RUNNING.value)
 
-    async def _drive(self, run: Run, executor: RunExecutor) -> None:
-        try:
-            outcome = await executor.execute()
-        except asyncio.CancelledError:
-            self._active.pop(run.id, None)
-            if executor.cancel_note is not None:
-                await self._emit(
-                    EventKind.RUN_FINISHED,
-                    run.id,
-                    run_status=RunStatus.CANCELLED.value,
-                    reason=executor.cancel_note,
-                )
-            return
-        except Exception as exc:
-            log.exception("execution failed", extra={"action": "execute", "run_id": run.id})
-            outcome = Outcome(RunStatus.FAILED, f"Baton failed while executing: {type(exc).__name__}: {exc}")
-        try:
-            final = self.store.transition(
-                run.id,
-                outcome.status,
-                actor=ENGINE_ACTOR,
-                reason=outcome.reason,
-                expected_version=run.version,
-                allowed_from=[RunStatus.RUNNING],
-            )
-        except BatonError:
-            final = self.store.get_run(run.id)  # cancelled or taken over meanwhile: theirs stands
-        finally:
-            self._active.pop(run.id, None)
-        if final.status is RunStatus.NEEDS_ATTENTION:  # a side effect may have half-happened
-            self.store.audit(actor=ENGINE_ACTOR, action="needs_attention", run_id=run.id,
-                             details={"node": outcome.node_id, "reason": final.reason})
-        await self._emit(
-            EventKind.RUN_FINISHED,
-            run.id,
-            run_status=final.status.value,
-            reason=final.reason,
-            node=outcome.node_id,
-        )
+    async def wait(self, run_id: str, timeout: float | None = None) -> Run:
+        """Until the run rests (completed, failed, paused, needs_attention, cancelled)."""
+        return await self.executions.wait(run_id, timeout)
 
-    async def _emit(
-        self,
-        kind: EventKind,
-        run_id: str,
-        node_id: str | None = None,
-        *,
-        run_status: str | None = None,
-        **detail: Any,
-    ) -> None:
-        if self._bus:
-            await self._bus.emit(EngineEvent(kind, run_id, node_id, run_status=run_status, detail=detail))
+    # -- acting on a run (`run_actions.py`) ------------------------------------------------------
+    async def resume(self, run_id: str, *, actor: str) -> Run:
+        """failed | paused (no gate waiting) | needs_attention -> running, then continue."""
+        return await self.actions.resume(run_id, actor=actor)
 
-    def _active_ids(self) -> set[str]:
-        return set(self._active)
+    async def approve(
+        self, run_id: str | Run, *, actor: str, comment: str | None = None, gate: Gate | None = None,
+        args: Mapping[str, Any] | None = None,
+    ) -> Run:  # fmt: skip
+        """paused at a gate -> approved, running (`RunActions.approve`)."""
+        return await self.actions.approve(run_id, actor=actor, comment=comment, gate=gate, args=args)
 
-    async def _stop_local(self, run_id: str, note: str | None) -> None:
-        """Cancel our execution of `run_id` (its subprocesses are killed) and wait for it."""
-        active = self._active.get(run_id)
-        if active is None:
-            return
-        active.executor.cancel_note = note
-        active.task.cancel()
-        await asyncio.wait([active.task])
+    async def reject(self, run_id: str | Run, *, actor: str, reason: str | None = None) -> Run:
+        """paused at a gate -> rejected, cancelled."""
+        return await self.actions.reject(run_id, actor=actor, reason=reason)
 
-    async def _lost(self, run: Run) -> None:
-        if run.status is RunStatus.CANCELLED:
-            await self._stop_local(run.id, f"cancelled by {run.status_by}")
-        elif run.status is RunStatus.RUNNING and run.lease_owner != self.owner:
-            await self._stop_local(run.id, None)  # another process owns it now
+    async def abandon(self, run_id: str | Run, *, actor: str, reason: str | None = None) -> Run:
+        """failed | paused | needs_attention | running -> cancelled (`RunActions.abandon`)."""
+        return await self.actions.abandon(run_id, actor=actor, reason=reason)
 
-    async def _recovered(self, run: Run) -> None:
-        """`run` was taken over from a process that stopped (its lease lapsed): continue it."""
-        self.store.audit(actor=ENGINE_ACTOR, action="recover", run_id=run.id, details={"owner": self.owner})
-        try:
-            ready = self._ready(run.workflow, self.args_of(run))
-        except BatonError as exc:
-            with contextlib.suppress(BatonError):
-                self.store.transition(
-                    run.id,
-                    RunStatus.FAILED,
-                    actor=ENGINE_ACTOR,
-                    reason=f"recovery failed: {exc.message}",
-                    expected_version=run.version,
-                    allowed_from=[RunStatus.RUNNING],
-                )
-            return
-        await self._launch(run, ready)
+    async def cancel(self, run_id: str, *, actor: str) -> Run:
+        """running -> cancelled; in-flight steps are stopped (here, or by their owner's heartbeat)."""
+        return await self.actions.cancel(run_id, actor=actor)
 
-    def _refuse_finished(self, run: Run, verb: str) -> RunNotResumable:
-        return RunNotResumable(
-            f"run {run.id} is {run.status.value}; it cannot be {verb}",
-            run_id=run.id,
-            status=run.status.value,
-            by=run.status_by,
-            workflow=run.workflow,
-            next_step=Next.REUSE,
-        )
+    async def resolve(
+        self, run_id: str, node_id: str, action: str, *, actor: str, output: str | None = None
+    ) -> Run:
+        """Settle an unsafe step that may have run: done (with output) | retry | fail."""
+        return await self.actions.resolve(run_id, node_id, action, actor=actor, output=output)
+
+    def invalidate(self, run_id: str, node_id: str, *, downstream: bool, actor: str) -> list[str]:
+        """Drop `node_id`'s result (and its dependents') for the next resume; soft and audited."""
+        return self.actions.invalidate(run_id, node_id, downstream=downstream, actor=actor)

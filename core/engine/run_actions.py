@@ -1,31 +1,33 @@
-"""What people do to an existing run: resume, approve, reject, abandon, cancel, resolve, invalidate.
+"""`RunActions`: what people do to an existing run: resume, approve, reject, abandon,
+cancel, resolve, invalidate.
 
-Each action checks the run's state to give a clear refusal, then changes it with one
-compare-and-swap (the store raises `RunNotResumable` naming who won a race), audits it
-with the actor, and, when the run goes back to `running`, launches an execution.
-Mixed into `Engine` (`core/engine/engine.py`), which provides the attributes declared below.
+Each action checks the run's state to give a clear refusal (an error carrying the run, its
+status, who changed it and what is allowed next), then changes it with one compare-and-swap
+or one unit of work (the store raises `RunNotResumable` naming who won a race), audits it
+with the actor, and, when the run goes back to `running`, launches an execution. Composed
+by `Engine` (`core/engine/engine.py`) from its parts: the store, the gates (`gates.py`), the
+workflows read before a status changes (`readiness.py`) and this process's executions
+(`executions.py`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from core.engine.contracts import check_output
 from core.engine.events import EventKind
+from core.engine.executions import Executions
 from core.engine.gates import GateKeeper
 from core.engine.journal_index import INVALIDATED_MARKER, MARKER_KEY
+from core.engine.readiness import Readiness, Ready
 from core.errors import Next, RunNotResumable, RunStateError, UsageError
+from core.redaction import Redactor
 from core.store.cas import who_changed
+from core.store.port import Store
 from core.store.records import Gate, JournalEntry, NodeStatus, Run, RunStatus
-from core.store.unit_of_work import UnitOfWork
 from core.workflows.validation import did_you_mean
 from core.workflows.validation import downstream as downstream_of
-
-if TYPE_CHECKING:
-    from core.engine.engine import EngineConfig, Ready
-    from core.store.port import Store
-    from core.workflows.model import Workflow
 
 RESUMABLE = (RunStatus.FAILED, RunStatus.PAUSED, RunStatus.NEEDS_ATTENTION)
 ABANDONABLE = (
@@ -38,40 +40,28 @@ ABANDONABLE = (
 
 
 class RunActions:
-    if TYPE_CHECKING:
-        store: Store
-        config: EngineConfig
-        gates: GateKeeper
-        owner: str
-
-        def _ready(self, workflow_name: str, args: Mapping[str, Any], *, to_run: bool = True) -> Ready: ...
-        def _workflow(self, name: str) -> Workflow: ...
-        def args_of(self, run: Run) -> dict[str, Any]: ...
-        async def _launch(self, run: Run, ready: Ready) -> None: ...
-        async def _stop_local(self, run_id: str, note: str | None) -> None: ...
-        async def _emit(
-            self,
-            kind: EventKind,
-            run_id: str,
-            node_id: str | None = None,
-            *,
-            run_status: str | None = None,
-            **detail: Any,
-        ) -> None: ...
-        def _refuse_finished(self, run: Run, verb: str) -> RunNotResumable: ...
-        def _active_ids(self) -> set[str]: ...
+    def __init__(
+        self,
+        *,
+        store: Store,
+        gates: GateKeeper,
+        readiness: Readiness,
+        executions: Executions,
+        owner: str,
+        lease_seconds: float,
+        redactor: Redactor,
+    ) -> None:
+        self.store = store
+        self.gates = gates
+        self.readiness = readiness
+        self.executions = executions
+        self.owner = owner  # the lease a run going back to `running` takes
+        self.lease_seconds = lease_seconds
+        self.redactor = redactor
 
     def _hidden(self, text: str | None) -> str | None:
         """A person's comment or reason as it is kept (gate, run, audit): secrets hidden."""
-        return None if text is None else self.config.environment.redactor.redact(text)
-
-    def _write_marker(
-        self, tx: UnitOfWork, run_id: str, node_id: str, components: dict[str, Any], error: str
-    ) -> None:
-        """A journal entry that records a decision about a node (never a result): empty cache key."""
-        tx.journal_note(
-            run_id=run_id, node_id=node_id, cache_key=MARKER_KEY, components=components, error=error
-        )
+        return None if text is None else self.redactor.redact(text)
 
     async def _to_running(self, run: Run, ready: Ready, *, actor: str, allowed: tuple[RunStatus, ...]) -> Run:
         running = self.store.transition(
@@ -81,16 +71,16 @@ class RunActions:
             expected_version=run.version,
             allowed_from=allowed,
             lease_owner=self.owner,
-            lease_seconds=self.config.lease_seconds,
+            lease_seconds=self.lease_seconds,
         )
-        await self._launch(running, ready)
+        await self.executions.launch(running, ready)
         return running
 
     async def resume(self, run_id: str, *, actor: str) -> Run:
         """failed | paused (no gate waiting) | needs_attention -> running, then continue."""
         run = self.store.get_run(run_id)
         if run.status.finished:
-            raise self._refuse_finished(run, "resumed")
+            raise refuse_finished(run, "resumed")
         if run.status in (RunStatus.RUNNING, RunStatus.PENDING):
             raise RunNotResumable(
                 f"run {run.id} is already {run.status.value} ({who_changed(run)})",
@@ -108,7 +98,7 @@ class RunActions:
                 by=run.status_by,
                 next_step=Next.DECIDE,
             )
-        ready = self._ready(run.workflow, self.args_of(run))
+        ready = self.readiness.ready(run.workflow, self.readiness.args_of(run))
         running = await self._to_running(run, ready, actor=actor, allowed=RESUMABLE)
         self.store.audit(actor=actor, action="resume", run_id=run.id, details={"from": run.status.value})
         return running
@@ -131,13 +121,14 @@ class RunActions:
         run = run_id if isinstance(run_id, Run) else self.store.get_run(run_id)
         comment = self._hidden(comment)
         gate = self.gates.to_decide(run, gate)
-        ready = self._ready(run.workflow, self.args_of(run) if args is None else args)
+        ready = self.readiness.ready(run.workflow, self.readiness.args_of(run) if args is None else args)
         running = self.gates.approve(
-            run, gate, actor=actor, comment=comment, owner=self.owner,
-            lease_seconds=self.config.lease_seconds, decision=decision, outcome=outcome,
-        )  # fmt: skip
-        await self._emit(EventKind.GATE_DECIDED, run.id, gate.node_id, approved=True, by=actor, how="approve")
-        await self._launch(running, ready)
+            run, gate, actor=actor, comment=comment, owner=self.owner, lease_seconds=self.lease_seconds,
+            decision=decision, outcome=outcome,
+        )
+        emit = self.executions.emit
+        await emit(EventKind.GATE_DECIDED, run.id, gate.node_id, approved=True, by=actor, how="approve")
+        await self.executions.launch(running, ready)
         return running
 
     async def reject(self, run_id: str | Run, *, actor: str, reason: str | None = None) -> Run:
@@ -146,9 +137,10 @@ class RunActions:
         reason = self._hidden(reason)
         gate = self.gates.to_decide(run)
         cancelled, why = self.gates.reject(run, gate, actor=actor, reason=reason)
-        await self._emit(EventKind.GATE_DECIDED, run.id, gate.node_id, approved=False, by=actor, how="reject")
-        await self._emit(EventKind.NODE_FAILED, run.id, gate.node_id, error=why)
-        await self._emit(EventKind.RUN_FINISHED, run.id, run_status=cancelled.status.value, reason=why)
+        emit = self.executions.emit
+        await emit(EventKind.GATE_DECIDED, run.id, gate.node_id, approved=False, by=actor, how="reject")
+        await emit(EventKind.NODE_FAILED, run.id, gate.node_id, error=why)
+        await emit(EventKind.RUN_FINISHED, run.id, run_status=cancelled.status.value, reason=why)
         return cancelled
 
     async def _end(
@@ -165,13 +157,15 @@ class RunActions:
             tx.audit(actor=actor, action=action, run_id=run.id, details={"from": run.status.value})
         cancelled = ended.value
         for gate in closing.value if closing is not None else []:
-            await self._emit(
+            await self.executions.emit(
                 EventKind.GATE_DECIDED, run.id, gate.node_id, approved=False, by=actor, how=action
             )
-        if run.id in self._active_ids():
-            await self._stop_local(run.id, note)
+        if run.id in self.executions.active_ids():
+            await self.executions.stop_local(run.id, note)
         else:
-            await self._emit(EventKind.RUN_FINISHED, run.id, run_status=cancelled.status.value, reason=reason)
+            await self.executions.emit(
+                EventKind.RUN_FINISHED, run.id, run_status=cancelled.status.value, reason=reason
+            )
         return cancelled
 
     async def abandon(self, run_id: str | Run, *, actor: str, reason: str | None = None) -> Run:
@@ -248,7 +242,7 @@ class RunActions:
                 next_step=Next.SEE,
             )
         entry = self._dangling(run, node_id)
-        ready = self._ready(run.workflow, self.args_of(run))
+        ready = self.readiness.ready(run.workflow, self.readiness.args_of(run))
         node = ready.workflow.node(node_id)
         details: dict[str, Any] = {"node": node_id, "resolution": action}
         if action == "done":
@@ -277,7 +271,7 @@ class RunActions:
                 expected_version=run.version,
                 allowed_from=(RunStatus.NEEDS_ATTENTION,),
             )
-            await self._emit(
+            await self.executions.emit(
                 EventKind.RUN_FINISHED, run.id, run_status=failed.status.value, reason=failed.reason
             )
             return failed
@@ -286,7 +280,7 @@ class RunActions:
     def invalidate(self, run_id: str, node_id: str, *, downstream: bool, actor: str) -> list[str]:
         """Drop `node_id`'s result (and its dependents') for the next resume; soft and audited."""
         run = self.store.get_run(run_id)
-        workflow = self._workflow(run.workflow)
+        workflow = self.readiness.workflow(run.workflow)
         ids = [n.id for n in workflow.nodes]
         if node_id not in ids:
             guess = did_you_mean(node_id, ids)
@@ -299,9 +293,10 @@ class RunActions:
         nodes = [n for n in ids if n == node_id or n in below]
         with self.store.transaction() as tx:
             tx.invalidate(run.id, nodes, actor=actor)
-            for n in nodes:  # markers: hide lineage copies of these results too
+            for n in nodes:  # markers (empty cache key): hide lineage copies of these results too
                 marker = {"marker": INVALIDATED_MARKER, "by": actor}
-                self._write_marker(tx, run.id, n, marker, f"invalidated by {actor}")
+                tx.journal_note(run_id=run.id, node_id=n, cache_key=MARKER_KEY, components=marker,
+                                error=f"invalidated by {actor}")  # fmt: skip
             tx.audit(
                 actor=actor,
                 action="invalidate",
@@ -309,3 +304,15 @@ class RunActions:
                 details={"node": node_id, "downstream": downstream, "nodes": nodes},
             )
         return nodes
+
+
+def refuse_finished(run: Run, verb: str) -> RunNotResumable:
+    """A finished run cannot be `verb` (resumed): its results can seed a new run."""
+    return RunNotResumable(
+        f"run {run.id} is {run.status.value}; it cannot be {verb}",
+        run_id=run.id,
+        status=run.status.value,
+        by=run.status_by,
+        workflow=run.workflow,
+        next_step=Next.REUSE,
+    )

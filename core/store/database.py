@@ -54,6 +54,18 @@ def normalize_url(url: str) -> URL:
     return parsed
 
 
+def dialect_insert(dialect: str) -> Any:
+    """The dialect's `insert` (with `on_conflict_…`); imports only that dialect's module: a
+    SQLite deployment never loads SQLAlchemy's PostgreSQL dialect (≈ 40 ms of a cold start)."""
+    if dialect == "postgresql":
+        from sqlalchemy.dialects import postgresql
+
+        return postgresql.insert
+    from sqlalchemy.dialects import sqlite
+
+    return sqlite.insert
+
+
 def is_memory_sqlite(url: URL) -> bool:
     return url.get_backend_name() == "sqlite" and url.database in (None, "", ":memory:")
 

@@ -15,9 +15,8 @@ import functools
 from typing import Any
 
 import sqlalchemy as sa
-from sqlalchemy.dialects import postgresql, sqlite
 
-from core.store.database import store_operation
+from core.store.database import dialect_insert, store_operation
 from core.store.records import AuditEvent, Gate, GateStatus, Run
 from core.store.rows import audit_from_row, gate_from_row, run_from_row
 from core.store.sql_base import SqlBase
@@ -208,7 +207,7 @@ def _waiting(in_thread: bool) -> sa.Select[Any]:
 @functools.cache
 def _claim_insert(dialect: str) -> Any:
     """INSERT … ON CONFLICT DO NOTHING RETURNING of a new claim, built once per dialect."""
-    insert = postgresql.insert if dialect == "postgresql" else sqlite.insert
+    insert = dialect_insert(dialect)
     statement = insert(PROCESSED_EVENTS).on_conflict_do_nothing(index_elements=["platform", "event_id"])
     return statement.returning(PROCESSED_EVENTS.c.event_id)
 

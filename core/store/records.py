@@ -150,7 +150,7 @@ class Gate(_Record):
     #: was recorded): a decision answers that question only; a changed key re-opens the gate
     cache_key: str = ""
     #: the choice decided (`approve`, `reject`, or another of the gate's `choices:`); None for
-    #: gates decided before policies (revision 0007), or closed with their run
+    #: gates decided before policies (revision 0008), or closed with their run
     decision: str | None = None
     #: what a decision carries: `values` (the form's) and `approvers` ([{user, at, comment}])
     outcome: dict[str, Any] = field(default_factory=dict)

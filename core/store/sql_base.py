@@ -10,11 +10,10 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import sqlalchemy as sa
-from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import Engine
 
 from core.errors import RunNotFound
-from core.store.database import SqliteSynchronous, normalize_url, open_engine, sqlite_pragmas
+from core.store.database import SqliteSynchronous, dialect_insert, normalize_url, open_engine, sqlite_pragmas
 from core.store.hot_path import HotPath
 from core.store.records import Run
 from core.store.rows import run_from_row
@@ -54,7 +53,7 @@ class SqlBase:
 
     def _insert_ignore(self, table: sa.Table, keys: Sequence[str]) -> Any:
         """INSERT … ON CONFLICT (keys) DO NOTHING in this database's dialect."""
-        insert = postgresql.insert if self.dialect == "postgresql" else sqlite.insert
+        insert = dialect_insert(self.dialect)
         return insert(table).on_conflict_do_nothing(index_elements=list(keys))
 
     def _read_run(self, conn: sa.Connection, run_id: str) -> Run:

@@ -12,9 +12,8 @@ that signs run-page links, written once with `keep_state`.
 from __future__ import annotations
 
 import sqlalchemy as sa
-from sqlalchemy.dialects import postgresql, sqlite
 
-from core.store.database import store_operation
+from core.store.database import dialect_insert, store_operation
 from core.store.sql_base import SqlBase
 from core.store.tables import PLATFORM_STATE
 
@@ -38,7 +37,7 @@ class StateSql(SqlBase):
     @store_operation("remember a chat platform value")
     def put_state(self, platform: str, key: str, value: str) -> None:
         """Keep `value` under (`platform`, `key`), replacing what was there."""
-        insert = postgresql.insert if self.dialect == "postgresql" else sqlite.insert
+        insert = dialect_insert(self.dialect)
         row = {"platform": platform, "key": key, "value": value, "at": self._now()}
         statement = insert(PLATFORM_STATE).values(row).on_conflict_do_update(
             index_elements=["platform", "key"], set_={"value": value, "at": row["at"]}

@@ -23,10 +23,10 @@ from dataclasses import dataclass
 from typing import Any
 
 import sqlalchemy as sa
-from sqlalchemy.dialects import postgresql, sqlite
 
 from core.errors import BatonError, RunNotFound
 from core.store import cas
+from core.store.database import dialect_insert
 from core.store.records import Gate, GateStatus, NodeStatus, Run, RunStatus
 from core.store.rows import gate_from_row, run_from_row
 from core.store.tables import AUDIT, BLOBS, GATES, JOURNAL, PROCESSED_EVENTS, RUNS
@@ -64,7 +64,7 @@ def bound(write: Write, prefix: str = "") -> dict[str, Any]:
 
 
 def _put_blob(dialect: str, p: str, _variant: str) -> Any:
-    insert = postgresql.insert if dialect == "postgresql" else sqlite.insert
+    insert = dialect_insert(dialect)
     return (
         insert(BLOBS)
         .values({c: _b(p, c, BLOBS.c[c]) for c in ("digest", "data", "size")})

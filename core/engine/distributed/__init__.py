@@ -1,7 +1,7 @@
 """Distributed node execution through Procrastinate (`BATON_EXECUTOR=procrastinate`).
 
     replica (`baton run`)                              worker (`baton worker`, any machine)
-    RemoteRunExecutor ─ hand_off ─┐                    NodeWorker
+    QueueStepRunner ─── hand_off ─┐                    NodeWorker
       BEGIN                       │                      journal_claim  queued -> started (CAS)
         INSERT journal 'queued'   │   procrastinate      execute_node   the same leaf code
         defer job (same conn)     ├──── job ─────────►   journal_finish completed | failed
@@ -11,22 +11,20 @@
     jobs.py             NodeJob: the step, rendered, as JSON job arguments (pure)
     queue.py            Procrastinate apps, schema, job status / stalled-worker lookups
     dispatcher.py       replica side: the transactional hand-off; waiting for a result
-    remote_executor.py  RunExecutor whose steps go to workers; adopts open entries on recovery
+    queue_runner.py     QueueStepRunner: the StepRunner whose steps go to workers; adopts open entries
     node_worker.py      worker side: claim, run, settle one job
 
-The in-process executor stays the default; `executor_factory` plugs this one into `Engine`.
+The in-process `LocalStepRunner` stays the default; `Engine(runners=queue_runner_factory(d))`
+plugs this one into the same scheduler (`RunExecutor`).
 """
 
 from __future__ import annotations
-
-from collections.abc import Callable
 
 from core.engine.distributed.dispatcher import DispatchConfig, RemoteDispatcher, Settled
 from core.engine.distributed.jobs import DEFAULT_QUEUE, TASK_NAME, NodeJob
 from core.engine.distributed.node_worker import NodeWorker
 from core.engine.distributed.queue import JobQueue, apply_queue_schema
-from core.engine.distributed.remote_executor import RemoteRunExecutor
-from core.engine.executor import RunExecutor, Setup
+from core.engine.distributed.queue_runner import QueueStepRunner, queue_runner_factory
 
 __all__ = [
     "DEFAULT_QUEUE",
@@ -35,11 +33,11 @@ __all__ = [
     "JobQueue",
     "NodeJob",
     "NodeWorker",
+    "QueueStepRunner",
     "RemoteDispatcher",
-    "RemoteRunExecutor",
     "Settled",
     "apply_queue_schema",
-    "remote_executor_factory",
+    "queue_runner_factory",
     "stalled_after",
 ]
 
@@ -48,11 +46,3 @@ def stalled_after(heartbeat_seconds: float) -> float:
     """How long a worker may stay silent before replicas take it for dead (3 heartbeats)."""
     return 3 * heartbeat_seconds
 
-
-def remote_executor_factory(dispatcher: RemoteDispatcher) -> Callable[[Setup], RunExecutor]:
-    """An `Engine(executor_factory=…)` whose steps run on workers through `dispatcher`."""
-
-    def build(setup: Setup) -> RunExecutor:
-        return RemoteRunExecutor(setup, dispatcher)
-
-    return build

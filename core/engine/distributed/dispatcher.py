@@ -20,8 +20,8 @@ from "never coming".
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -44,7 +44,7 @@ _OPEN = (NodeStatus.QUEUED, NodeStatus.STARTED)
 @dataclass(frozen=True, slots=True)
 class DispatchConfig:
     queue: str = DEFAULT_QUEUE
-    poll_min: float = 0.02  # first wait between journal reads; doubled up to poll_max
+    poll_min: float = 0.005  # first wait between journal reads; doubled up to poll_max
     poll_max: float = 0.25
     liveness_seconds: float = 1.0  # how often the job behind a waiting entry is checked
     stalled_after: float = 5.0  # a worker silent this long (heartbeats) is taken for dead
@@ -79,11 +79,18 @@ class RemoteDispatcher:
         self.config = config
         self._deferrer = deferrer()
         self.between_writes = between_writes
+        self._waiting: dict[int, list[asyncio.Future[JournalEntry]]] = {}  # entry id -> settle() calls
+        self._watcher: asyncio.Future[None] | None = None
+        self._poked = False  # a step started waiting since the last read: read again soon
 
     async def open(self) -> None:
         await self.queue.open()
 
     async def close(self) -> None:
+        if self._watcher is not None:
+            self._watcher.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._watcher
         await self.queue.close()
 
     def hand_off(
@@ -134,20 +141,61 @@ class RemoteDispatcher:
 
     async def settle(self, entry_id: int, job_id: int | None = None) -> Settled:
         """Wait until the entry is settled, or until nobody will settle it (see module doc)."""
-        delay = self.config.poll_min
-        next_check = time.monotonic() + self.config.liveness_seconds
+        entry = self._read(entry_id)
+        if entry.status not in _OPEN:
+            return Settled(entry)
+        loop = asyncio.get_running_loop()
         while True:
-            entry = self._read(entry_id)
-            if entry.status not in _OPEN:
-                return Settled(entry)
-            if time.monotonic() >= next_check:
-                next_check = time.monotonic() + self.config.liveness_seconds
-                if await self._job_lost(entry_id, job_id):
-                    settled = self._give_up(entry_id)
-                    if settled is not None:
-                        return settled
+            waiter: asyncio.Future[JournalEntry] = loop.create_future()
+            self._waiting.setdefault(entry_id, []).append(waiter)
+            self._wake_watcher()
+            try:
+                settled = await asyncio.wait_for(asyncio.shield(waiter), self.config.liveness_seconds)
+            except TimeoutError:
+                settled = None
+            finally:
+                self._forget(entry_id, waiter)
+            if settled is not None:
+                return Settled(settled)
+            if await self._job_lost(entry_id, job_id):
+                given_up = self._give_up(entry_id)
+                if given_up is not None:
+                    return given_up
+
+    # -- one journal read for every step waiting on this replica ---------------------------
+
+    def _wake_watcher(self) -> None:
+        self._poked = True
+        if self._watcher is None or self._watcher.done():
+            self._watcher = asyncio.ensure_future(self._watch())
+
+    def _forget(self, entry_id: int, waiter: asyncio.Future[JournalEntry]) -> None:
+        waiters = self._waiting.get(entry_id)
+        if waiters is not None and waiter in waiters:
+            waiters.remove(waiter)
+            if not waiters:
+                del self._waiting[entry_id]
+
+    async def _watch(self) -> None:
+        """While steps wait: read all their entries in one query, wake those settled. The
+        wait between reads starts at `poll_min`, doubles while nothing settles (up to
+        `poll_max`) and starts over when something does or a new step starts waiting."""
+        delay = self.config.poll_min
+        while self._waiting:
             await asyncio.sleep(delay)
-            delay = min(delay * 2, self.config.poll_max)
+            self._poked = False
+            try:
+                entries = self.store.journal_entries(list(self._waiting))
+            except Exception:  # the database blinked: the next read may get through
+                log.warning("reading waiting steps failed", extra={"action": "settle_poll"})
+                entries = {}
+            settled = [e for e in entries.values() if e.status not in _OPEN]
+            for entry in settled:
+                for waiter in self._waiting.pop(entry.id, []):
+                    if not waiter.done():
+                        waiter.set_result(entry)
+            fresh = settled or self._poked
+            delay = self.config.poll_min if fresh else min(delay * 2, self.config.poll_max)
 
     def _give_up(self, entry_id: int) -> Settled | None:
         entry = self._read(entry_id)

@@ -19,6 +19,7 @@ async def fake_discord(monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[FakeDis
     monkeypatch.setattr(discord.http.Route, "BASE", base)
     yield fake
     await fake.stop()
+    assert not fake.violations, f"sent without AllowedMentions.none(): {fake.violations}"
 
 
 @pytest.fixture

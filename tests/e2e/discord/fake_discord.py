@@ -6,11 +6,17 @@ enough state to answer realistically: messages (with their components, so a test
 button the bot posted), threads, and which interactions were acknowledged (a second
 acknowledgement is refused with Discord's error 40060, as for a gateway redelivery).
 Tests assert on `calls`: what Discord would have received.
+
+It enforces Discord's limits as Discord does (400, code 50035): message content at most 2,000
+UTF-16 code units, a component's `custom_id` at most 100 characters, at most 5 action rows of
+at most 5 components. A message or edit sent without `allowed_mentions: {"parse": []}` is
+answered, and recorded in `violations` (the fixture fails a test that leaves any).
 """
 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import itertools
 import json
 import time
@@ -48,6 +54,7 @@ class Call:
     files: dict[str, bytes]
     query: dict[str, str]
     at: float  # time.monotonic()
+    status: int = 200  # what the fake answered
 
     @property
     def content(self) -> str:
@@ -71,6 +78,11 @@ class FakeDiscord:
     guilds: set[str] = field(default_factory=lambda: {GUILD_ID})  # servers the bot was invited to
     bot_token: str | None = None  # set: a request with another bot token is refused (401)
     fail_modals: int = 0  # this many next modal answers (callback type 9) are refused
+    violations: list[str] = field(default_factory=list)  # messages sent that could ping someone
+    #: channel id -> (HTTP status, Discord code) every write in it gets: (404, 10003) a deleted
+    #: thread, (403, 50013) a missing permission, (403, 50001) no access
+    fail_channels: dict[str, tuple[int, int]] = field(default_factory=dict)
+    max_upload: int | None = None  # a file larger than this is refused (413, as over the limit)
     _ids: itertools.count[int] = field(default_factory=lambda: itertools.count(1200000000000000000))
     _changed: asyncio.Condition = field(default_factory=asyncio.Condition)
     _runner: web.AppRunner | None = None
@@ -133,14 +145,53 @@ class FakeDiscord:
         call = Call(request.method, path, payload, files, dict(request.query), time.monotonic())
         authorization = request.headers.get("Authorization")
         wrong = self.bot_token is not None and authorization not in (None, f"Bot {self.bot_token}")
+        response: web.StreamResponse | None = None
         try:
             if wrong:
-                return _json({"code": 0, "message": "401: Unauthorized"}, status=401)
-            return self._answer(call, path.split("/"))
+                response = _json({"code": 0, "message": "401: Unauthorized"}, status=401)
+            else:
+                response = self._injected(call, path.split("/"))
+            if response is None and (invalid := self._invalid(call)) is not None:
+                response = _json({"code": 50035, "message": f"Invalid Form Body: {invalid}"}, status=400)
+            if response is None:
+                response = self._answer(call, path.split("/"))
+            return response
         finally:
             async with self._changed:
-                self.calls.append(call)
+                self.calls.append(dataclasses.replace(call, status=response.status if response else 500))
                 self._changed.notify_all()
+
+    def _injected(self, call: Call, parts: list[str]) -> web.Response | None:
+        """The failure a test asked for, as Discord answers it (None: none)."""
+        if self.max_upload is not None and any(len(data) > self.max_upload for data in call.files.values()):
+            return _json({"code": 40005, "message": "Request entity too large"}, status=413)
+        if parts[0] == "channels" and call.method in ("POST", "PATCH") and parts[1] in self.fail_channels:
+            status, code = self.fail_channels[parts[1]]
+            return _json({"code": code, "message": _MESSAGES.get(code, "Error")}, status=status)
+        return None
+
+    def _invalid(self, call: Call) -> str | None:
+        """What breaks Discord's limits in a message the call creates or edits (None: nothing)."""
+        body = call.json if isinstance(call.json, dict) else {}
+        if call.path.startswith("interactions/"):  # a response: only types 4 and 7 are messages
+            body = (body.get("data") or {}) if body.get("type") in (4, 7) else {}
+        creates = call.method in ("POST", "PATCH") and (
+            call.path.endswith("/messages") or call.path.startswith(("webhooks/", "interactions/"))
+            or "/messages/" in call.path)
+        if not creates or not isinstance(body, dict):
+            return None
+        content = str(body.get("content") or "")
+        if utf16(content) > CONTENT_LIMIT:
+            return f"content: Must be {CONTENT_LIMIT} or fewer in length ({utf16(content)})"
+        rows = body.get("components") or []
+        if len(rows) > 5 or any(len(row.get("components", [])) > 5 for row in rows):
+            return "components: at most 5 rows of 5"
+        if any(len(c.get("custom_id", "")) > 100 for row in rows for c in row.get("components", [])):
+            return "custom_id: Must be 100 or fewer in length"
+        if ("content" in body or "components" in body) and body.get("allowed_mentions") != {"parse": []}:
+            mentions = body.get("allowed_mentions")
+            self.violations.append(f"{call.method} {call.path}: allowed_mentions {mentions}")
+        return None
 
     def _answer(self, call: Call, parts: list[str]) -> web.StreamResponse:
         m, p = call.method, parts
@@ -153,6 +204,11 @@ class FakeDiscord:
                 return _json({"code": 50001, "message": "Missing Access"}, status=403)
             return _json([{**c, "id": COMMAND_ID, "application_id": APP_ID, "version": "1"}
                                       for c in call.json])
+        if m == "POST" and p == ["users", "@me", "channels"]:  # open a direct message
+            channel = {"id": self.snowflake(), "type": 1, "last_message_id": None,
+                       "recipients": [user(call.json["recipient_id"], "someone")]}
+            self.channels[channel["id"]] = channel
+            return _json(channel)
         if m == "POST" and p[0] == "interactions":
             return self._callback(p[1], p[2], call.json)
         if p[0] == "webhooks":
@@ -238,6 +294,15 @@ class FakeDiscord:
                 message[key] = body[key]
         message["edited_timestamp"] = ISO
         return message
+
+
+CONTENT_LIMIT = 2_000
+_MESSAGES = {10003: "Unknown Channel", 50001: "Missing Access", 50013: "Missing Permissions"}
+
+
+def utf16(text: str) -> int:
+    """Length as Discord counts it: UTF-16 code units."""
+    return len(text.encode("utf-16-le")) // 2
 
 
 def _json(value: Any, status: int = 200) -> web.Response:

@@ -44,15 +44,20 @@ def _member(who: dict[str, Any]) -> dict[str, Any]:
             "permissions": "2248473465835073", "nick": None, "avatar": None, "pending": False}
 
 
+#: the permissions a server gives Baton in the tests' channels (every one a run needs)
+ALL_PERMISSIONS = "2248473465835073"
+
+
 def _interaction(fake: FakeDiscord, kind: int, who: dict[str, Any], channel: dict[str, Any],
-                 data: dict[str, Any], message: dict[str, Any] | None = None) -> dict[str, Any]:
+                 data: dict[str, Any], message: dict[str, Any] | None = None, *,
+                 app_permissions: str = ALL_PERMISSIONS, context: int = 0) -> dict[str, Any]:
     token = "itok_" + secrets.token_hex(16)
     fake.tokens[token] = {"channel": channel["id"], "original": message["id"] if message else None}
     payload: dict[str, Any] = {
         "id": fake.snowflake(), "application_id": APP_ID, "type": kind, "token": token, "version": 1,
         "guild_id": GUILD_ID, "channel_id": channel["id"], "channel": channel, "member": _member(who),
-        "data": data, "locale": "en-US", "guild_locale": "en-US", "app_permissions": "2248473465835073",
-        "entitlements": [], "authorizing_integration_owners": {"0": GUILD_ID}, "context": 0,
+        "data": data, "locale": "en-US", "guild_locale": "en-US", "app_permissions": app_permissions,
+        "entitlements": [], "authorizing_integration_owners": {"0": GUILD_ID}, "context": context,
         "attachment_size_limit": 26214400,
     }
     if message is not None:
@@ -61,10 +66,10 @@ def _interaction(fake: FakeDiscord, kind: int, who: dict[str, Any], channel: dic
 
 
 def slash_command(fake: FakeDiscord, text: str, *, who: dict[str, Any] = ANA,
-                  channel_id: str = CHANNEL_ID) -> dict[str, Any]:
+                  channel_id: str = CHANNEL_ID, **place: Any) -> dict[str, Any]:
     """`/workflow do command: <text>` (any chat command, verbatim) typed in a channel (or a
-    thread) of the guild."""
-    return subcommand(fake, "do", {"command": text}, who=who, channel_id=channel_id)
+    thread) of the guild; `place`: the interaction's `app_permissions` and `context`."""
+    return subcommand(fake, "do", {"command": text}, who=who, channel_id=channel_id, **place)
 
 
 #: Discord's option types: 3 string, 5 boolean.
@@ -82,11 +87,11 @@ def _options(values: dict[str, Any], focused: str | None = None) -> list[dict[st
 
 
 def subcommand(fake: FakeDiscord, name: str, values: dict[str, Any], *, who: dict[str, Any] = ANA,
-               channel_id: str = CHANNEL_ID) -> dict[str, Any]:
+               channel_id: str = CHANNEL_ID, **place: Any) -> dict[str, Any]:
     """`/workflow <name> <option: value>…` as Discord delivers it (type 2, a subcommand option)."""
     data = {"id": COMMAND_ID, "name": "workflow", "type": 1, "guild_id": GUILD_ID,
             "options": [{"name": name, "type": 1, "options": _options(values)}]}
-    return _interaction(fake, 2, who, fake.channels[channel_id], data)
+    return _interaction(fake, 2, who, fake.channels[channel_id], data, **place)
 
 
 def autocomplete(fake: FakeDiscord, name: str, values: dict[str, Any], focused: str, *,

@@ -64,9 +64,9 @@ class DiscordBot:
 
     # -- input: what Discord's gateway delivers ---------------------------------------------
     def command(
-        self, text: str, *, who: dict[str, Any] = ANA, channel_id: str = CHANNEL_ID
+        self, text: str, *, who: dict[str, Any] = ANA, channel_id: str = CHANNEL_ID, **place: Any
     ) -> dict[str, Any]:
-        payload = slash_command(self.fake, text, who=who, channel_id=channel_id)
+        payload = slash_command(self.fake, text, who=who, channel_id=channel_id, **place)
         dispatch_interaction(self.client, payload)
         return payload
 

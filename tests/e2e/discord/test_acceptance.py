@@ -118,6 +118,7 @@ async def test_5_the_resume_button_of_the_prompt_continues_that_run(
     run = await bot.fake.wait_for(lambda _: _resting(bot, failed, "completed"))
     assert run_ids(bot) == [failed]
     assert bot.baton.engine.args_of(run)["message"] == "A fail"
+    await bot.posted_in(run.thread or "", "Resumed")  # the prompt was in the channel: told in the thread
 
 
 def _resting(bot: DiscordBot, run_id: str, status: str) -> Run | None:

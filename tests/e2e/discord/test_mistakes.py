@@ -7,9 +7,16 @@ import pytest
 
 from adapters.discord.custom_ids import command_of, parse
 from core.commands.parser import parse as parse_command
+from core.splitting import code_spans
 from tests.e2e.discord.harness import DiscordBot, custom_ids
 
 TRICKY = 'he said "ship it" \\ then `rm -rf /` and @everyone'
+
+
+def _span_content(span: str) -> str:
+    """What a CommonMark code span shows (its backticks off, one padding space each side)."""
+    inner = span.strip("`")
+    return inner[1:-1] if len(inner) > 1 and inner[0] == inner[-1] == " " and inner.strip() else inner
 
 
 def _shell_single_quoted(text: str) -> str:
@@ -42,8 +49,11 @@ async def test_quotes_backticks_and_mentions_survive_into_option_3(bot: DiscordB
 
     (prompt,) = await bot.answers(bot.command(f"run flaky {_shell_single_quoted(TRICKY)}"))
 
-    assert "@everyone" not in prompt.content.replace("@\u200beveryone", "")  # never pings
-    assert prompt.json["allowed_mentions"] == {"parse": []}
+    assert prompt.json["allowed_mentions"] == {"parse": []}  # never pings, code or not
+    shown = [_span_content(line[a:b]) for line in prompt.content.splitlines() for a, b, _ in code_spans(line)]
+    typed = [c for c in shown if c.startswith("/workflow run flaky") and "--force" in c]
+    assert typed and "\u200b" not in typed[0]  # option 3 as shown pastes back exactly
+    assert parse_command(typed[0].removeprefix("/workflow ")).message == TRICKY  # type: ignore[attr-defined]
     (force,) = [cid for cid in custom_ids(prompt.json["components"]) if cid.startswith("baton:force:")]
     ref = parse(force)
     assert ref is not None

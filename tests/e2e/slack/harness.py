@@ -64,12 +64,15 @@ class SlackHarness:
         return await self.post(body, {**headers, **(extra_headers or {})})
 
     # -- what people do ------------------------------------------------------------------
-    async def command(self, text: str, *, user: str = ANA, channel: str = CHANNEL) -> Answer:
-        """`/workflow <text>` typed by `user` in `channel`."""
+    async def command(self, text: str, *, user: str = ANA, channel: str = CHANNEL,
+                      channel_name: str = "ops") -> Answer:
+        """`/workflow <text>` typed by `user` in `channel` (Slack names a direct message
+        `directmessage`, a private channel `privategroup`, a group DM `mpdm-…`)."""
         n = next(_ids)
         return await self._form({
             "token": "legacy", "team_id": TEAM, "team_domain": "baton-test",
-            "channel_id": channel, "channel_name": "ops", "user_id": user, "user_name": f"name-of-{user}",
+            "channel_id": channel, "channel_name": channel_name, "user_id": user,
+            "user_name": f"name-of-{user}",
             "command": "/workflow", "text": text, "api_app_id": "A0BATON",
             "response_url": self.mock.response_url(f"command-{n}"),
             "trigger_id": self._trigger(f"{n}.trigger"),

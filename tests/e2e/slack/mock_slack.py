@@ -4,6 +4,9 @@ records every call (method, JSON or form body) and answers like Slack does.
 Tests wait on the recorded calls with a deadline (`await mock.wait_for(...)`), never by
 sleeping. `fail_next(method, error, ...)` makes the next call(s) of a method fail the way
 Slack fails (e.g. `ratelimited` with HTTP 429 and `Retry-After`).
+
+It enforces Block Kit's limits as Slack does (`invalid_blocks`): at most 50 blocks a message,
+3,000 characters of text a section, 2,000 a button's value.
 """
 
 from __future__ import annotations
@@ -88,6 +91,8 @@ class MockSlack:
     def __init__(self) -> None:
         self.calls: list[Call] = []
         self.uploads: dict[str, bytes] = {}
+        #: what `conversations.info` says of a channel, over the default (a channel Baton is in)
+        self.channels: dict[str, dict[str, Any]] = {}
         self._changed = asyncio.Condition()
         self._failures: dict[str, list[_Failure]] = {}
         self._ts = 1_700_000_000_000_000
@@ -188,6 +193,10 @@ class MockSlack:
                 request.transport.close()  # the client sees the server disconnect
             payload = {"ok": False, "error": failure.error, **failure.extra}
             return web.json_response(payload, status=failure.status, headers=failure.headers)
+        invalid = _invalid_blocks(body) if method.startswith("chat.") else None
+        if invalid is not None:
+            await self._record(Call(method, body, time.monotonic()))
+            return web.json_response({"ok": False, "error": "invalid_blocks", "errors": [invalid]})
         ts = self._next_ts() if method in ("chat.postMessage", "chat.postEphemeral") else body.get("ts")
         await self._record(Call(method, body, time.monotonic(), ts))
         return web.json_response(self._answer(method, body, ts))
@@ -201,6 +210,12 @@ class MockSlack:
                     "message": {"text": body.get("text"), "ts": ts, "bot_id": BOT_ID}}
         if method == "chat.postEphemeral":
             return {"ok": True, "message_ts": ts}
+        if method == "conversations.info":
+            channel = str(body.get("channel", ""))
+            direct = channel.startswith("D")
+            info = {"id": channel, "is_channel": not direct, "is_im": direct, "is_mpim": False,
+                    "is_private": False, "is_archived": False, "is_member": True}
+            return {"ok": True, "channel": {**info, **self.channels.get(channel, {})}}
         if method == "chat.update":
             return {"ok": True, "channel": body.get("channel"), "ts": ts, "text": body.get("text")}
         if method == "files.getUploadURLExternal":
@@ -235,6 +250,26 @@ class MockSlack:
         body["name"] = request.match_info["name"]
         await self._record(Call("response_url", body, time.monotonic()))
         return web.Response(text="ok")
+
+
+MESSAGE_BLOCKS = 50
+SECTION_TEXT = 3_000
+BUTTON_VALUE = 2_000
+
+
+def _invalid_blocks(body: dict[str, Any]) -> str | None:
+    """What breaks Block Kit's limits in a message's blocks (None: nothing)."""
+    blocks = _blocks(body)
+    if len(blocks) > MESSAGE_BLOCKS:
+        return f"no more than {MESSAGE_BLOCKS} items allowed [json-pointer:/blocks]"
+    for index, block in enumerate(blocks):
+        text = block.get("text") if block.get("type") == "section" else None
+        if isinstance(text, dict) and len(text.get("text", "")) > SECTION_TEXT:
+            return f"must be less than {SECTION_TEXT + 1} characters [json-pointer:/blocks/{index}/text]"
+        for element in block.get("elements", []) or []:
+            if isinstance(element, dict) and len(str(element.get("value", ""))) > BUTTON_VALUE:
+                return f"must be less than {BUTTON_VALUE + 1} characters [json-pointer:/blocks/{index}]"
+    return None
 
 
 def _files(body: dict[str, Any]) -> list[dict[str, Any]]:

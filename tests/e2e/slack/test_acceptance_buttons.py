@@ -80,6 +80,8 @@ async def test_1_prompt_resume_button_continues_the_old_run_with_its_input(e2e: 
     assert run_id_of(done) == failed.run_id
     assert "checked A" in done.text  # the old run's own input, not "B"
     assert len(posts(e2e, STARTED)) == 1
+    assert posts(e2e, "Resumed", thread=failed.thread)  # told in the run's thread, not the root
+    assert not [c for c in posts(e2e, "Resumed") if c.body.get("thread_ts") != failed.thread]
 
 
 async def test_2_prompt_force_button_starts_a_fresh_run_with_the_new_input(e2e: SlackE2E) -> None:

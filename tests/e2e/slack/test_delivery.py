@@ -156,8 +156,9 @@ async def test_an_unreachable_slack_is_reported_and_the_run_reports_in_the_chann
 
     mark = await command(e2e, 'run gated "v1"')
 
-    notice = await e2e.mock.wait_call("response_url", "could not reach Slack", after=mark)
+    notice = await e2e.mock.wait_call("response_url", "did not get through", after=mark)
     assert notice.body["response_type"] == "ephemeral"
+    assert "Do not start it again" in notice.body["text"]  # the run did start
     waiting = await e2e.mock.wait_call("chat.postMessage", WAITING, after=mark, timeout=10)
     assert "thread_ts" not in waiting.body  # in the channel, where the command was typed
 

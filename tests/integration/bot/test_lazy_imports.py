@@ -5,7 +5,8 @@ schema (as after a crash), starts the engine, runs a workflow of tool steps (no 
 no schemas) to completion and reports which heavy modules got imported. jsonschema, jinja2, httpx,
 tenacity, alembic, procrastinate and the chat adapters are imported at their point of use
 (a schema check, a template, the openai provider, a migration, the distributed executor, a
-platform), never by the restart path itself. Not a timing test: it counts modules.
+platform), never by the restart path itself; the store's tables are SQLAlchemy Core, so
+neither sqlmodel nor the ORM is imported at all. Not a timing test: it counts modules.
 """
 
 from __future__ import annotations
@@ -20,7 +21,8 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[3]
-LAZY = ("jsonschema", "jinja2", "httpx", "tenacity", "alembic", "procrastinate", "prompt_toolkit", "rich")
+LAZY = ("jsonschema", "jinja2", "httpx", "tenacity", "alembic", "procrastinate", "prompt_toolkit", "rich",
+        "sqlmodel")  # fmt: skip
 ADAPTERS = ("adapters.slack", "adapters.discord", "adapters.console.interactive", "slack_bolt", "discord")
 
 RESTART = textwrap.dedent(
@@ -99,6 +101,7 @@ def test_a_restart_imports_no_schema_template_http_migration_or_adapter_module(w
     status, modules = _restart(workdir, "plain")
     assert status == "completed"
     assert _heavy(modules) == []
+    assert "sqlalchemy.orm" not in modules  # the store is SQLAlchemy Core: no ORM, no mappers
     assert {"sqlalchemy", "core.engine.engine", "core.commands.handler"} <= modules  # it did run
 
 

@@ -23,7 +23,7 @@ from core.engine.distributed import (
     JobQueue,
     RemoteDispatcher,
     apply_queue_schema,
-    remote_executor_factory,
+    queue_runner_factory,
 )
 from core.engine.engine import Engine, EngineConfig
 from core.engine.providers import FakeProvider, ProviderRegistry
@@ -88,7 +88,7 @@ async def cluster(
         ),
         providers=ProviderRegistry({"fake": FakeProvider()}, "fake"),
         tools=ToolRegistry(),
-        executor_factory=remote_executor_factory(dispatcher),
+        runners=queue_runner_factory(dispatcher),
     )
     harness = Harness(root=tmp_path, store=store, tools=ToolRegistry(), catalog=catalog, engine=engine)
     engine.subscribe(lambda event: _append(harness, event))

@@ -200,3 +200,38 @@ async def test_a_worker_with_the_keyed_provider_answers(cluster: Cluster) -> Non
 
     assert run.status is RunStatus.COMPLETED, run.reason
     assert h.output(run.id, "q").startswith("fake answer")
+
+
+FANOUT = """
+name: fanout
+nodes:
+""" + "".join(f"  - id: s{i}\n    bash: sleep 0.2; echo {i}\n    replay: pure\n" for i in range(6))
+
+
+class _CountingReads:
+    """The replica's store, with the journal reads of waiting steps counted (all else as is)."""
+
+    def __init__(self, store: object) -> None:
+        self._store = store
+        self.reads: list[int] = []  # entries asked for, per read
+
+    def journal_entries(self, entry_ids: list[int]) -> dict:
+        self.reads.append(len(list(entry_ids)))
+        return self._store.journal_entries(entry_ids)  # type: ignore[attr-defined]
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self._store, name)
+
+
+async def test_steps_waiting_on_workers_are_read_from_the_journal_together(cluster: Cluster) -> None:
+    """One journal read per poll serves every step the replica waits for (not one each)."""
+    counting = _CountingReads(cluster.dispatcher.store)
+    cluster.dispatcher.store = counting  # type: ignore[assignment]
+    h = cluster.harness
+    h.write("fanout.yaml", FANOUT)
+
+    run = await h.run("fanout")
+
+    assert run.status is RunStatus.COMPLETED, run.reason
+    assert sorted(h.output(run.id, f"s{i}").strip() for i in range(6)) == [str(i) for i in range(6)]
+    assert max(counting.reads) >= 2  # several waiting steps in one read

@@ -44,7 +44,7 @@ def test_migrate_creates_everything_and_twice_is_a_no_op(database_url: str) -> N
         )
         store.migrate()
         with store._engine.connect() as conn:
-            assert migration.current_revision(conn) == migration.head_revision() == "0007"
+            assert migration.current_revision(conn) == migration.head_revision() == "0008"
             assert conn.execute(sa.text("SELECT count(*) FROM alembic_version")).scalar() == 1
         assert store.get_run(run.id) == run
 
@@ -59,7 +59,7 @@ def test_a_database_at_head_is_checked_without_importing_alembic(tmp_path: Path)
     with SqlStore(url) as store:
         store.migrate()
         with store._engine.connect() as conn:
-            assert migration.at_head(store._engine) and migration.current_revision(conn) == "0007"
+            assert migration.at_head(store._engine) and migration.current_revision(conn) == "0008"
     probe = (
         "import sys; from core.store.repository import SqlStore\n"
         f"with SqlStore({url!r}) as s: s.migrate()\n"
@@ -161,9 +161,17 @@ def test_lookups_use_indexes(database_url: str) -> None:
             " AND status = 'waiting'",
         )
         lease = _plan(store, "SELECT * FROM runs WHERE status = 'running' AND lease_expires_at < 5")
+        recent = _plan(
+            store,
+            "SELECT * FROM runs WHERE platform = 'slack' AND conversation = 'C1'"
+            " ORDER BY created_at DESC LIMIT 20",
+        )
     if store.dialect == "sqlite":
         assert "USING INDEX sqlite_autoindex_runs_1 (id>? AND id<?)" in prefix
-        assert "USING INDEX ix_runs_unfinished" in unfinished
+        # on this small seed the planner may walk the conversation's newest runs instead
+        # (with a million runs of history it picks ix_runs_unfinished; bench/FINDINGS.md)
+        assert "USING INDEX ix_runs_unfinished" in unfinished or "USING INDEX ix_runs_recent" in unfinished
+        assert "USING INDEX ix_runs_recent" in recent and "TEMP B-TREE" not in recent
         assert "USING INDEX ix_journal_run" in journal
         assert "USING INDEX ix_gates_where" in gates
         assert "USING INDEX ix_runs_lease" in lease
@@ -171,6 +179,7 @@ def test_lookups_use_indexes(database_url: str) -> None:
         assert "Seq Scan" not in prefix + like_only
         assert "ix_runs_id_prefix" in like_only or "runs_pkey" in like_only
         assert "ix_runs_unfinished" in unfinished
+        assert "Seq Scan" not in recent
         assert "ix_journal_run" in journal
         assert "ix_gates_where" in gates
         assert "ix_runs_lease" in lease
@@ -285,7 +294,7 @@ def test_alembic_command_line_uses_the_ini_file(tmp_path: Path) -> None:
     assert result.returncode == 0, result.stderr
     with SqlStore(url) as store:
         with store._engine.connect() as conn:
-            assert migration.current_revision(conn) == "0007"
+            assert migration.current_revision(conn) == "0008"
         store.migrate()
         assert _tables(store) >= TABLES
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from core.commands.hints import hint
 from core.errors import AmbiguousRunId, RunNotFound
 from core.store.port import Store
 from core.store.records import RunStatus
@@ -52,7 +53,7 @@ def test_get_run_unknown_raises_run_not_found(store: Store) -> None:
     with pytest.raises(RunNotFound) as info:
         store.get_run("000000000000")
     assert info.value.message == "No run has the id 000000000000."
-    assert "/workflow runs" in info.value.hint
+    assert "/workflow runs" in hint(info.value)
 
 
 def test_find_run_by_exact_id_and_unique_prefix(store: Store, make_run: MakeRun) -> None:

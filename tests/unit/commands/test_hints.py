@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from core.commands.hints import hint, worded
+from core.commands.hints import hint
 from core.errors import (
+    AmbiguousRunId,
     BatonError,
     GateAlreadyDecided,
     Next,
@@ -41,7 +42,7 @@ def test_each_next_step_is_worded_with_the_run_it_names(step: Next, line: str) -
 
 
 def test_every_next_step_has_a_wording() -> None:
-    assert set(WORDING) | {Next.RESOLVE} == set(Next)
+    assert set(WORDING) | {Next.RESOLVE, Next.LIST_RUNS} == set(Next)
 
 
 def test_an_unsafe_step_is_settled_by_naming_it() -> None:
@@ -51,7 +52,7 @@ def test_an_unsafe_step_is_settled_by_naming_it() -> None:
 
 def test_a_gate_decided_before_says_follow_the_run() -> None:
     error = GateAlreadyDecided(run_id=RUN, node_id="legal", decision="approved", by="console:bo")
-    assert worded(error).hint == WORDING[Next.DECIDED]
+    assert hint(error) == WORDING[Next.DECIDED]
 
 
 def test_an_engine_usage_error_gets_the_parsers_usage_line() -> None:
@@ -60,6 +61,17 @@ def test_an_engine_usage_error_gets_the_parsers_usage_line() -> None:
 
 
 def test_an_error_without_a_next_step_keeps_its_own_hint() -> None:
-    assert hint(RunNotFound("no run 42")) == RunNotFound.hint
+    assert hint(AmbiguousRunId("3f matches two")) == "Type more characters of the run id."
     assert hint(BatonError("boom", hint="Do this.")) == "Do this."
     assert hint(UsageError("bad", usage="/workflow run <workflow>")) == "Usage: /workflow run <workflow>"
+
+
+def test_a_run_not_found_says_list_the_runs() -> None:
+    missing = RunNotFound("No run has the id 42.", run_id="42")  # as the store raises it
+    assert missing.next_step is Next.LIST_RUNS and not missing.hint
+    assert hint(missing) == "Use `/workflow runs` to list recent runs."
+
+
+def test_a_hint_the_commands_layer_wrote_wins_over_the_default_next_step() -> None:
+    empty = RunNotFound("No runs here yet.", hint="Start one with `/workflow run <name>`.")
+    assert hint(empty) == "Start one with `/workflow run <name>`."

@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
+from pathlib import Path
 
 import pytest
 from hypothesis import given, settings
@@ -19,14 +20,15 @@ from core.render import (
     code_block,
     code_span,
     discord_escape,
-    is_fence,
     render,
     slack_escape,
     slack_text,
     split_chunks,
     width,
 )
+from core.splitting import code_spans
 from tests.unit.commands.samples import every_reply_kind
+from tests.unit.render.fences import fences_balanced, outside_fences
 
 PLAIN = Redactor(())  # these tests are about templates; redaction has its own
 
@@ -63,7 +65,17 @@ def test_discord_neutralises_mentions_and_markdown() -> None:
     assert discord_escape("# title\n> quote\n- item") == "\\# title\n\\> quote\n\\- item"
     for reply in every_reply_kind(NASTY):
         text = "".join(render(reply, "discord", PLAIN))
-        assert "@everyone" not in text and "<@U9ZZ>" not in text
+        code = [line[a:b] for line in text.split("\n") for a, b, _ in code_spans(line)]
+        assert not any("\u200b" in c for c in code)  # code pastes back exactly as typed
+        outside = "".join(text[a:b] for a, b in outside_fences(text))
+        prose = "\n".join(_without_code(line) for line in outside.split("\n"))
+        assert "@everyone" not in prose and "<@U9ZZ>" not in prose
+
+
+def _without_code(line: str) -> str:
+    for a, b, _ in reversed(code_spans(line)):
+        line = line[:a] + line[b:]
+    return line
 
 
 def test_slack_escape() -> None:
@@ -93,8 +105,8 @@ def test_code_block_fence_is_longer_than_any_run() -> None:
     assert block.startswith("`````\n") and block.endswith("\n`````")
 
 
-def _balanced(chunk: str) -> bool:
-    return sum(1 for line in chunk.split("\n") if is_fence(line)) % 2 == 0
+def _balanced(chunk: str, limit: int = 2000) -> bool:
+    return fences_balanced(chunk, limit // 4)
 
 
 _text = st.lists(
@@ -110,7 +122,7 @@ def test_split_chunks_within_limit_balanced_and_lossless(text: str, limit: int) 
     assert "".join(c.body for c in chunks) == text
     for chunk in chunks:
         assert width(chunk.text) <= limit
-        assert _balanced(chunk.text)
+        assert _balanced(chunk.text, limit)
 
 
 @settings(max_examples=60, deadline=None)
@@ -121,7 +133,7 @@ def test_rendered_replies_respect_platform_limits(text: str, platform: str) -> N
     assert limit is not None
     for chunk in render(reply, platform, PLAIN):
         assert width(chunk) <= limit
-        assert _balanced(chunk)
+        assert _balanced(chunk, limit)
 
 
 def test_split_reopens_fence_with_language_and_loses_nothing() -> None:
@@ -213,3 +225,42 @@ def test_quoted_user_text_never_formats_the_bots_message(platform: str) -> None:
 
 def test_discord_escapes_a_numbered_list() -> None:
     assert discord_escape("1. first\n 2. second") == "1\\. first\n 2\\. second"
+
+
+def test_compiled_reply_templates_come_back_from_the_bytecode_cache(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A new process (here: a new environment) loads the compiled templates instead of
+    compiling them again, and renders exactly the same; a cache that cannot be written or
+    read (a full disk) costs a compile, never a reply."""
+    import tempfile
+
+    from jinja2 import Environment
+
+    from core.render import environment, render_text
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))  # jinja2's cache lives under it
+    compiled: list[str] = []
+    original = Environment._compile
+
+    def counting(self: Environment, source: str, filename: str) -> object:
+        compiled.append(filename)
+        return original(self, source, filename)
+
+    monkeypatch.setattr(Environment, "_compile", counting)
+    replies = list(every_reply_kind("cached"))
+    environment.cache_clear()
+    try:
+        first = [render_text(r, "slack", PLAIN) for r in replies]
+        assert compiled and any(tmp_path.glob("_jinja2-cache-*/__jinja2_*.cache"))
+        compiled.clear()
+        environment.cache_clear()
+        assert [render_text(r, "slack", PLAIN) for r in replies] == first
+        assert compiled == []  # every template came from the cache
+
+        for entry in tmp_path.glob("_jinja2-cache-*/*"):
+            entry.write_bytes(b"not bytecode")
+        environment.cache_clear()
+        assert [render_text(r, "slack", PLAIN) for r in replies] == first
+    finally:
+        environment.cache_clear()

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from core.commands.hints import hint
 from core.errors import UnknownWorkflow, WorkflowDefinitionError
 from core.workflows.catalog import Catalog
 from tests.unit.workflows.conftest import FIXTURES
@@ -69,7 +70,7 @@ def test_unknown_workflow_suggests_the_closest_name(tmp_path: Path) -> None:
     with pytest.raises(UnknownWorkflow) as info:
         catalog.get("release-note")
     assert info.value.message == "no workflow named `release-note`; did you mean `release-notes`?"
-    assert "/workflow list" in info.value.hint
+    assert "/workflow list" in hint(info.value)
     with pytest.raises(UnknownWorkflow) as info:
         catalog.get("zzz")
     assert info.value.message == "no workflow named `zzz`"

@@ -272,3 +272,25 @@ def test_a_literal_renders_to_what_jinja2_would_render(source: str) -> None:
     by_jinja = templating.run_template(templating.compile_template(source), source, {})
     assert templating.render_template(source, {}) == by_jinja
     assert render_bash(source, {}).text == by_jinja and render_bash(source, {}).variables == {}
+
+
+@pytest.mark.parametrize(
+    "node",
+    [
+        "tool: noop",
+        "bash: echo 'ünï \\\"q\\\" \\\\ \\t'",
+        "prompt: Summarise {{ inputs.message }}",
+        "approval: Ship it?",
+        "tool: noop\n    with: {v: 1}",
+        "bash: echo\n    artifacts: [a.txt]",
+        "bash: echo {}\n    output: {format: json}",
+    ],
+)
+def test_the_written_out_definition_digest_is_the_canonical_one(node: str) -> None:
+    from core.engine.cache_key import definition_digest, definition_of, digest_value
+
+    workflow = load_workflow_text(f"name: w\nnodes:\n  - id: a\n    {node}\n", file="w.yaml")
+    step = workflow.nodes[0]
+    assert definition_digest(step, script_source=None, files={}) == digest_value(
+        definition_of(step, script_source=None, files={})
+    )

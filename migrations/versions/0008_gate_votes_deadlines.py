@@ -5,8 +5,8 @@ A vote is one row per (gate opening, person, ballot); its primary key is the com
 swap that makes a repeated vote count once and two people voting at once both count. A
 deadline is one row per (gate opening, name) that one replica fires (`fired_at IS NULL`).
 
-Revision ID: 0007
-Revises: 0006
+Revision ID: 0008
+Revises: 0007
 Create Date: 2026-11-26
 """
 
@@ -17,8 +17,8 @@ from collections.abc import Sequence
 import sqlalchemy as sa
 from alembic import op
 
-revision: str = "0007"
-down_revision: str | None = "0006"
+revision: str = "0008"
+down_revision: str | None = "0007"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 

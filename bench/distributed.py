@@ -1,0 +1,243 @@
+"""Distributed throughput: Baton's no-op steps through `baton worker` against Procrastinate's
+own no-op jobs, on the same PostgreSQL database, with one and with two worker processes.
+
+    python -m bench.distributed --steps 400 --workers 1,2 --concurrency 4 --dir D [--db bench_dist]
+
+Procrastinate: `--steps` jobs of an async task that returns at once are deferred to a queue
+of their own, then worker processes (`App.run_worker_async`, listen/notify on, jobs deleted
+when they succeed: as `baton worker` configures its own) run them; timed from the first
+defer until the queue is empty. That is the ceiling of any design that puts one job per step
+on Procrastinate.
+Baton: a replica (`build_baton` in this process, BATON_EXECUTOR=procrastinate) runs a
+fan-out workflow of `--steps` no-op tool steps while `baton worker` processes execute them;
+timed from `start_run` until the run has completed. Each step is a journal entry written
+`queued` with its job in one transaction, claimed by a worker (`queued -> started`), settled
+in the journal, and read back from the journal by the replica: the journal is the source of
+truth, the queue only carries the work.
+Both sides use the same worker processes count, the same concurrency per worker, and a
+database created for the bench (`--db`, dropped first).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import psycopg
+
+from bench.protocol import ROOT, emit
+
+ADMIN = "postgresql://postgres@127.0.0.1:5432/postgres"
+QUEUE = "bench_noop"
+#: steps of the run in flight at once (BATON_MAX_PARALLEL): enough to keep every worker slot busy
+MAX_PARALLEL = 64
+TOOLS = "from core.engine.tools import tool\n\n@tool(replay='pure')\ndef noop() -> str:\n    return 'ok'\n"
+
+PQ_WORKER = """
+import asyncio, sys
+import procrastinate
+connector = procrastinate.PsycopgConnector(conninfo=sys.argv[1], max_size=int(sys.argv[2]) + 3)
+app = procrastinate.App(connector=connector)
+
+@app.task(name="noop", queue=sys.argv[3])
+async def noop() -> str:
+    return "ok"
+
+async def main() -> None:
+    async with app.open_async():
+        print("ready", flush=True)
+        await app.run_worker_async(queues=[sys.argv[3]], concurrency=int(sys.argv[2]), wait=True,
+                                   listen_notify=True, delete_jobs="successful", install_signal_handlers=True)
+asyncio.run(main())
+"""
+
+
+def fresh_database(name: str) -> str:
+    with psycopg.connect(ADMIN, autocommit=True) as conn:
+        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        conn.execute(f'CREATE DATABASE "{name}"')
+    return f"postgresql://postgres@127.0.0.1:5432/{name}"
+
+
+class _Proc:
+    """A worker process whose output is drained by a thread (it logs every step)."""
+
+    def __init__(self, argv: list[str], env: dict[str, str], marker: str) -> None:
+        self.proc = subprocess.Popen(
+            argv, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+            start_new_session=True,
+        )  # fmt: skip
+        self.marker = marker
+        self.ready = threading.Event()
+        self.tail: list[str] = []
+        threading.Thread(target=self._drain, daemon=True).start()
+
+    def _drain(self) -> None:
+        assert self.proc.stdout is not None
+        for line in self.proc.stdout:
+            if self.marker in line:
+                self.ready.set()
+            self.tail = [*self.tail[-5:], line.rstrip()]
+
+    @property
+    def pid(self) -> int:
+        return self.proc.pid
+
+
+def _wait_ready(procs: list[_Proc], timeout: float = 120) -> None:
+    deadline = time.monotonic() + timeout
+    for proc in procs:
+        while not proc.ready.wait(0.1):
+            if proc.proc.poll() is not None or time.monotonic() > deadline:
+                raise SystemExit(f"a worker did not get ready: {' | '.join(proc.tail)}")
+
+
+def _stop(procs: list[_Proc]) -> None:
+    for proc in procs:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGTERM)
+    for proc in procs:
+        try:
+            proc.proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.proc.wait()
+
+
+def procrastinate_side(url: str, steps: int, workers: int, concurrency: int) -> float:
+    """Jobs per second."""
+    import procrastinate
+
+    from core.engine.distributed.queue import apply_queue_schema
+
+    apply_queue_schema(url)
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    argv = [sys.executable, "-c", PQ_WORKER, url, str(concurrency), QUEUE]
+    procs = [_Proc(argv, env, "ready") for _ in range(workers)]
+    try:
+        _wait_ready(procs)
+        app = procrastinate.App(connector=procrastinate.SyncPsycopgConnector(conninfo=url))
+        with app.open(), psycopg.connect(url, autocommit=True) as conn:
+            started = time.perf_counter()
+            task = app.configure_task("noop", queue=QUEUE)
+            for _ in range(steps):
+                task.defer()
+            while True:
+                left = conn.execute(
+                    "SELECT count(*) FROM procrastinate_jobs WHERE queue_name = %s", (QUEUE,)
+                ).fetchone()
+                if left is not None and left[0] == 0:
+                    break
+                time.sleep(0.005)
+            return steps / (time.perf_counter() - started)
+    finally:
+        _stop(procs)
+
+
+def fanout_yaml(steps: int) -> str:
+    lines = ["name: dist", "defaults: {replay: pure}", "nodes:"]
+    for i in range(steps):
+        lines += [f"  - id: s{i:05d}", "    tool: noop"]
+    return "\n".join(lines) + "\n"
+
+
+async def _run_replica(steps: int) -> tuple[float, str, int]:
+    from bot.app import build_baton
+    from bot.settings import load_settings
+
+    baton = build_baton(load_settings())
+    try:
+        async with baton.running(handle_signals=False):
+            started = time.perf_counter()
+            run = await baton.engine.start_run(
+                workflow="dist", args={}, platform="console", conversation="bench", thread=None,
+                requester="console:bench",
+            )  # fmt: skip
+            done = await baton.engine.wait(run.id, timeout=600)
+            elapsed = time.perf_counter() - started
+            entries = baton.store.journal([run.id])
+            completed = sum(1 for e in entries if e.status.value == "completed")
+            return steps / elapsed, done.status.value, completed
+    finally:
+        baton.close()
+
+
+def baton_side(url: str, root: Path, steps: int, workers: int, concurrency: int) -> dict[str, Any]:
+    (root / "workflows").mkdir(parents=True, exist_ok=True)
+    (root / "workflows" / "dist.yaml").write_text(fanout_yaml(steps))
+    (root / "workflows" / "tools.py").write_text(TOOLS)
+    baton_env = {
+        "BATON_EXECUTOR": "procrastinate",
+        "BATON_DATABASE_URL": url.replace("postgresql://", "postgresql+psycopg://"),
+        "BATON_WORKFLOW_DIRS": json.dumps([str(root / "workflows")]),
+        "BATON_TOOL_MODULES": json.dumps([str(root / "workflows" / "tools.py")]),
+        "BATON_DATA_DIR": str(root / f"data-{time.time_ns()}"),
+        "BATON_WORKER_CONCURRENCY": str(concurrency),
+        "BATON_MAX_PARALLEL": str(MAX_PARALLEL),
+        "BATON_LOG_LEVEL": "INFO",
+    }
+    env = {k: v for k, v in os.environ.items() if not k.startswith("BATON_")}
+    env.update(baton_env, PYTHONPATH=str(ROOT))
+    os.environ.update(baton_env, BATON_LOG_LEVEL="WARNING")  # the replica, in this process
+    entry = Path(sys.executable).parent / "baton"
+    argv = (
+        [str(entry), "worker"]
+        if entry.exists()
+        else [sys.executable, "-c", "from bot.main import app; app()", "worker"]
+    )
+    # the first worker migrates the schema and installs the queue's before the others start
+    procs = [_Proc(argv, env, "worker ready")]
+    try:
+        _wait_ready(procs)
+        procs += [_Proc(argv, env, "worker ready") for _ in range(workers - 1)]
+        _wait_ready(procs[1:])
+        rate, status, completed = asyncio.run(_run_replica(steps))
+    finally:
+        _stop(procs)
+    return {"steps_per_s": rate, "status": status, "completed": completed}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--steps", type=int, default=400)
+    parser.add_argument("--workers", default="1,2")
+    parser.add_argument("--concurrency", type=int, default=4)
+    parser.add_argument("--rounds", type=int, default=1)
+    parser.add_argument("--db", default="bench_dist")
+    parser.add_argument("--dir", required=True)
+    opts = parser.parse_args()
+    out: dict[str, Any] = {"steps": opts.steps, "concurrency": opts.concurrency, "rounds": opts.rounds}
+    for workers in [int(w) for w in opts.workers.split(",")]:
+        pq, bt = [], []
+        for _ in range(opts.rounds):
+            url = fresh_database(opts.db)
+            pq.append(procrastinate_side(url, opts.steps, workers, opts.concurrency))
+            url = fresh_database(opts.db)
+            result = baton_side(
+                url, Path(opts.dir), opts.steps, workers, opts.concurrency
+            )
+            if result["status"] != "completed" or result["completed"] != opts.steps:
+                raise SystemExit(
+                    f"the distributed run ended {result['status']} with {result['completed']} steps"
+                )
+            bt.append(result["steps_per_s"])
+        out[str(workers)] = {
+            "procrastinate_jobs_per_s": sorted(pq)[len(pq) // 2],
+            "baton_steps_per_s": sorted(bt)[len(bt) // 2],
+            "share_pct": 100 * sorted(bt)[len(bt) // 2] / sorted(pq)[len(pq) // 2],
+        }
+    emit(out)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,162 @@
+"""`Executions`: this process's executions of runs, one background task per running run.
+
+    executions.launch(run, ready)     a `RunExecutor` over the engine's step runner, as a task
+    executions.stop_local(id, note)   cancel ours (with a person's note: steps settle `failed`)
+    executions.wait(id)               until the run rests (ours, or executed elsewhere)
+    executions.emit(kind, run_id, …)  the engine's events to its subscribers
+
+When an execution ends, its `Outcome` is applied with a compare-and-swap (`running ->
+completed | failed | paused | needs_attention`); a run cancelled or taken over meanwhile
+keeps what the other change made.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from core.engine.config import EngineConfig
+from core.engine.events import ENGINE_ACTOR, EngineEvent, EventBus, EventKind, Subscriber
+from core.engine.executor import Outcome, RunExecutor, RunnerFactory, Setup
+from core.engine.providers import ProviderRegistry
+from core.engine.readiness import Ready
+from core.engine.rendering import StepRenderer
+from core.engine.workdirs import run_dirs
+from core.errors import BatonError
+from core.store.port import Store
+from core.store.records import Run, RunStatus
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(slots=True)
+class _Active:
+    task: asyncio.Task[None]
+    executor: RunExecutor
+
+
+class Executions:
+    def __init__(
+        self, *, store: Store, config: EngineConfig, providers: ProviderRegistry, runners: RunnerFactory
+    ) -> None:
+        self.store = store
+        self.config = config
+        self.providers = providers
+        self.runners = runners  # each execution's step runner: local, or the queue's
+        self._bus = EventBus()
+        self._active: dict[str, _Active] = {}
+        self._renderer = StepRenderer(config.render)
+
+    def subscribe(self, fn: Subscriber) -> Callable[[], None]:
+        return self._bus.subscribe(fn)
+
+    async def emit(
+        self,
+        kind: EventKind,
+        run_id: str,
+        node_id: str | None = None,
+        *,
+        run_status: str | None = None,
+        **detail: Any,
+    ) -> None:
+        if self._bus:
+            await self._bus.emit(EngineEvent(kind, run_id, node_id, run_status=run_status, detail=detail))
+
+    def active_ids(self) -> set[str]:
+        return set(self._active)
+
+    async def launch(self, run: Run, ready: Ready) -> None:
+        """Execute `run` (won by this process: `running`, our lease) in a background task."""
+        # a run not resumed from another is its whole lineage: no query
+        lineage = (run.id,) if run.resumed_from is None else tuple(self.store.lineage(run.id))
+        config = self.config
+        setup = Setup(
+            store=self.store, prepared=ready.prepared, definitions=ready.definitions, run=run,
+            args=ready.args, lineage=lineage, dirs=run_dirs(config.data_dir, run.id),
+            providers=self.providers, tools=ready.tools, bus=self._bus, environment=config.environment,
+            max_parallel=config.max_parallel, group_commit=config.group_commit, renderer=self._renderer,
+            max_output=config.max_output,
+        )  # fmt: skip
+        executor = RunExecutor(setup, self.runners)
+        task = asyncio.create_task(self._drive(run, executor), name=f"baton-run-{run.id}")
+        self._active[run.id] = _Active(task, executor)
+        await self.emit(EventKind.RUN_STARTED, run.id, run_status=RunStatus.RUNNING.value)
+
+    async def _drive(self, run: Run, executor: RunExecutor) -> None:
+        try:
+            outcome = await executor.execute()
+        except asyncio.CancelledError:
+            self._active.pop(run.id, None)
+            if executor.cancel_note is not None:
+                await self.emit(
+                    EventKind.RUN_FINISHED,
+                    run.id,
+                    run_status=RunStatus.CANCELLED.value,
+                    reason=executor.cancel_note,
+                )
+            return
+        except Exception as exc:
+            log.exception("execution failed", extra={"action": "execute", "run_id": run.id})
+            outcome = Outcome(RunStatus.FAILED, f"Baton failed while executing: {type(exc).__name__}: {exc}")
+        try:
+            final = self.store.transition(
+                run.id,
+                outcome.status,
+                actor=ENGINE_ACTOR,
+                reason=outcome.reason,
+                expected_version=run.version,
+                allowed_from=[RunStatus.RUNNING],
+            )
+        except BatonError:
+            final = self.store.get_run(run.id)  # cancelled or taken over meanwhile: theirs stands
+        finally:
+            self._active.pop(run.id, None)
+        if final.status is RunStatus.NEEDS_ATTENTION:  # a side effect may have half-happened
+            self.store.audit(actor=ENGINE_ACTOR, action="needs_attention", run_id=run.id,
+                             details={"node": outcome.node_id, "reason": final.reason})  # fmt: skip
+        await self.emit(
+            EventKind.RUN_FINISHED,
+            run.id,
+            run_status=final.status.value,
+            reason=final.reason,
+            node=outcome.node_id,
+        )
+
+    async def stop_local(self, run_id: str, note: str | None) -> None:
+        """Cancel our execution of `run_id` (its subprocesses are killed) and wait for it."""
+        active = self._active.get(run_id)
+        if active is None:
+            return
+        active.executor.cancel_note = note
+        active.task.cancel()
+        await asyncio.wait([active.task])
+
+    async def stop(self, grace: float) -> None:
+        """Let our executions finish for `grace` seconds, then cancel them (no note: their
+        steps stay open, the lease lapses, a peer recovers them)."""
+        tasks = [a.task for a in self._active.values()]
+        if tasks:
+            _, pending = await asyncio.wait(tasks, timeout=grace)
+            for task in pending:
+                task.cancel()
+            await asyncio.gather(*pending, return_exceptions=True)
+
+    async def wait(self, run_id: str, timeout: float | None = None) -> Run:
+        """Until the run rests (completed, failed, paused, needs_attention, cancelled)."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            active = self._active.get(run_id)
+            left = None if deadline is None else max(0.0, deadline - time.monotonic())
+            if active is not None:
+                await asyncio.wait_for(asyncio.shield(active.task), left)
+                continue
+            run = self.store.get_run(run_id)
+            if run.status.resting:
+                return run
+            if left is not None and left <= 0:
+                raise TimeoutError(f"run {run_id} is still {run.status.value}")
+            await asyncio.sleep(0.05 if left is None else min(0.05, left))  # executed by another process

@@ -1,0 +1,110 @@
+"""The splitter over random markdown: every chunk within the limit, fences balanced per chunk,
+nothing lost, and no command, mention or emoji cut when it fits in a chunk."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from core.splitting import split_chunks, width
+from tests.unit.render.fences import fences_balanced, outside_fences
+
+COMMANDS = [f"/workflow run deploy --set n={n}" for n in range(5)] + ["/workflow resume 3f9a1c2b"]
+MENTIONS = ["<@U123ABC>", "<#C42|ops>", "@everyone", "<@1234567890>"]
+EMOJI = ["😀", "👩\u200d👩\u200d👧", "👍🏽", "❤️", "1\ufe0f\u20e3"]
+FENCES = ["```", "````", "```py", "`````text", "~~~"]
+
+
+_piece = st.one_of(
+    st.sampled_from(["\n", "\n\n", "word", "*bold*", "_it_", "# head", "> quote", "||spoiler||"]),
+    st.sampled_from([f"\n{f}\n" for f in FENCES]),  # fences, stray or not
+    st.sampled_from(["```", "````", "x```", "\n   ```"]),  # backticks glued to text
+    st.sampled_from([f"`{c}`" for c in COMMANDS]),
+    st.sampled_from(MENTIONS + EMOJI),
+    st.integers(1, 3500).map(lambda n: "`" + "x" * n + "`"),  # long inline code
+    st.integers(1, 9000).map(lambda n: "y" * n),  # a long one-line output
+    st.text(alphabet=st.characters(blacklist_characters="`", blacklist_categories=("Cs",)), max_size=40),
+)
+_markdown = st.lists(_piece, max_size=60).map(" ".join)
+
+
+@settings(max_examples=300, deadline=None)
+@given(text=_markdown, limit=st.sampled_from([200, 257, 2000, 3000]))
+def test_split_random_markdown(text: str, limit: int) -> None:
+    chunks = split_chunks(text, limit)
+    assert "".join(c.body for c in chunks) == text  # no character lost
+    cuts, offset = set(), 0
+    for chunk in chunks:
+        assert width(chunk.text) <= limit
+        assert fences_balanced(chunk.text, limit // 4), chunk.text
+        offset += len(chunk.body)
+        cuts.add(offset)
+    outside = outside_fences(text)
+    whole_pieces = [f"`{c}`" for c in COMMANDS] + MENTIONS
+    for piece in whole_pieces:
+        for match in re.finditer(re.escape(piece), text):
+            if any(a <= match.start() and match.end() <= b for a, b in outside):
+                assert not any(match.start() < cut < match.end() for cut in cuts), (piece, limit)
+    for emoji in EMOJI:
+        for match in re.finditer(re.escape(emoji), text):
+            assert not any(match.start() < cut < match.end() for cut in cuts), emoji
+
+
+@settings(max_examples=100, deadline=None)
+@given(commands=st.lists(st.sampled_from(COMMANDS), min_size=1, max_size=80),
+       limit=st.sampled_from([2000, 3000]))
+def test_every_command_is_whole_in_one_chunk(commands: list[str], limit: int) -> None:
+    text = "\n".join(f"{i}. Option {i}: `{c}` (" + "é" * (i * 13 % 90) + ")" for i, c in enumerate(commands))
+    for chunk in split_chunks(text, limit):
+        assert chunk.whole
+        for span in re.findall(r"`([^`]*)`", chunk.text):
+            assert span in COMMANDS  # whole, exactly as typed
+
+
+def test_stray_short_fence_does_not_close_a_longer_one() -> None:
+    output = "\n".join("```" if i % 5 == 0 else f"# not a heading {i} ||x||" for i in range(400))
+    text = "Output:\n````\n" + output + "\n````\nafter"
+    chunks = split_chunks(text, 2000)
+    assert len(chunks) > 2
+    for chunk in chunks[1:]:
+        assert chunk.prefix == "````\n" or chunk.body.startswith("after")
+    for chunk in chunks[:-1]:
+        assert chunk.suffix.endswith("````")
+
+
+def test_long_one_line_output_never_shows_an_empty_code_block() -> None:
+    text = "Output:\n```\n" + "z" * 9000 + "\n```\nDone."
+    chunks = split_chunks(text, 2000)
+    for chunk in chunks:
+        blocks = re.findall(r"```\n(.*?)\n?```", chunk.text, re.DOTALL)
+        assert blocks and all(b.strip() for b in blocks), chunk.text[:40]
+
+
+def test_utf16_units_are_counted() -> None:
+    text = "😀" * 1500  # 3,000 units, 1,500 characters
+    chunks = split_chunks(text, 2000)
+    assert len(chunks) == 2 and all(width(c.text) <= 2000 for c in chunks)
+
+
+def test_a_code_span_wider_than_a_chunk_is_closed_reopened_and_flagged() -> None:
+    text = "run: `" + "c" * 4500 + "` ok"
+    chunks = split_chunks(text, 2000)
+    assert "".join(c.body for c in chunks) == text
+    assert not all(c.whole for c in chunks)
+    for chunk in chunks:
+        assert chunk.text.count("`") % 2 == 0
+
+
+def test_slack_reopens_without_a_language() -> None:
+    text = "```python\n" + "\n".join(f"x = {i}" for i in range(600)) + "\n```"
+    chunks = split_chunks(text, 3000, languages=False)
+    assert chunks[1].prefix == "```\n"
+    assert split_chunks(text, 3000)[1].prefix == "```python\n"
+
+
+def test_too_small_a_limit_is_refused() -> None:
+    with pytest.raises(ValueError, match="too small"):
+        split_chunks("x", 10)
