@@ -106,10 +106,12 @@ def definition_of(node: Node, *, script_source: str | None, files: Mapping[str, 
 
 def definition_digest(node: Node, *, script_source: str | None, files: Mapping[str, str]) -> str:
     kind = node.kind
-    plain = kind != "script" and not files and not node.with_ and not node.artifacts
+    gate = node.approval
+    plain = kind != "script" and not files and not node.with_ and not node.artifacts and node.when is None
+    plain = plain and (gate is None or (not gate.form and tuple(gate.choices) == DEFAULT_CHOICES))
     if plain and node.output.format == "text" and node.output.schema_ is None:
         # `{"body": …, "kind": …}` in canonical JSON, written out: prepare does this per node
-        text = f'{{"body":{encode_basestring(str(getattr(node, kind)))},"kind":{encode_basestring(kind)}}}'
+        text = f'{{"body":{encode_basestring(node.body)},"kind":{encode_basestring(kind)}}}'
         return digest_bytes(text.encode("utf-8"))
     return digest_value(definition_of(node, script_source=script_source, files=files))
 

@@ -228,10 +228,13 @@ class Engine:
 
     async def approve(
         self, run_id: str | Run, *, actor: str, comment: str | None = None, gate: Gate | None = None,
-        args: Mapping[str, Any] | None = None,
+        args: Mapping[str, Any] | None = None, decision: str | None = None,
+        outcome: Mapping[str, Any] | None = None,
     ) -> Run:  # fmt: skip
-        """paused at a gate -> approved, running (`RunActions.approve`)."""
-        return await self.actions.approve(run_id, actor=actor, comment=comment, gate=gate, args=args)
+        """paused at a gate -> approved, running (`RunActions.approve`); `decision` and `outcome`:
+        what a policy's votes decided (`core/commands/voting.py`)."""
+        return await self.actions.approve(run_id, actor=actor, comment=comment, gate=gate, args=args,
+                                          decision=decision, outcome=outcome)  # fmt: skip
 
     async def reject(self, run_id: str | Run, *, actor: str, reason: str | None = None) -> Run:
         """paused at a gate -> rejected, cancelled."""

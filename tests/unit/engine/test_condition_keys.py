@@ -41,3 +41,15 @@ def test_a_gates_form_and_choices_count_but_who_decides_and_when_do_not() -> Non
 
 def test_a_skip_has_a_digest_no_ordinary_output_has() -> None:
     assert SKIP_DIGEST not in {digest_bytes(b""), digest_bytes(b"null"), digest_bytes(b"skipped\n")}
+
+
+def test_the_fast_definition_digest_agrees_with_the_canonical_one_for_policies_and_conditions() -> None:
+    from core.engine.cache_key import definition_digest, digest_value
+
+    for fields in (
+        {"approval": {"question": "Go?", "required": 2, "timeout": "1h"}},
+        {"approval": {"question": "Go?", "choices": ["approve", "hotfix", "reject"]}},
+        {"bash": "echo a", "when": "inputs.x == 1"},
+    ):
+        node = Node.model_validate({"id": "n", **fields})
+        assert definition_digest(node, script_source=None, files={}) == digest_value(_definition(**fields))
