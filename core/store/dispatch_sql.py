@@ -4,27 +4,27 @@
 The hand-off from the journal to the job queue is one PostgreSQL transaction:
 
     BEGIN
-      INSERT INTO journal (... status='queued') RETURNING id      -- journal_queue
+      INSERT INTO journal (... status='queued') RETURNING id      -- journal_queue_many
       procrastinate_defer_jobs_v1(...)                             -- the `defer` callback
     COMMIT
 
-so a process that dies in between leaves neither the entry nor the job. A worker then
-moves the entry `queued -> started` with a compare-and-swap (`journal_claim`) before the
-step runs: of two claims (a redelivered job, a recovered replica) exactly one begins the
+(one transaction for every step that became ready in the same scheduling tick), so a
+process that dies in between leaves neither the entry nor the job. A worker then moves
+the entry `queued -> started` with a compare-and-swap (`journal_claim`) before the step
+runs: of two claims (a redelivered job, a recovered replica) exactly one begins the
 step. A replica that finds a `queued` entry whose job is gone settles it with
 `journal_unqueue` (also a CAS: it loses to a worker that claimed it first).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from typing import Any
+from collections.abc import Iterable, Sequence
 
 import sqlalchemy as sa
 
 from core.errors import ConfigurationError
 from core.store.database import store_operation
-from core.store.port import Defer
+from core.store.port import Defer, Handoff
 from core.store.records import JournalEntry, NodeStatus
 from core.store.rows import journal_from_row
 from core.store.sql_base import SqlBase
@@ -41,38 +41,36 @@ class DispatchSql(SqlBase):
                 hint="Set BATON_DATABASE_URL=postgresql://… or BATON_EXECUTOR=local.",
             )
 
-    @store_operation("hand a step to the job queue")
-    def journal_queue(
-        self,
-        *,
-        run_id: str,
-        node_id: str,
-        cache_key: str,
-        components: dict[str, Any],
-        attempt: int,
-        idempotency_key: str | None,
-        defer: Defer,
-    ) -> tuple[int, int]:
-        """Write a `queued` entry and defer its job in the same transaction: (entry id, job id)."""
+    @store_operation("hand steps to the job queue")
+    def journal_queue_many(self, handoffs: Sequence[Handoff], defer: Defer) -> list[tuple[int, int]]:
+        """Write a `queued` entry per hand-off and defer each one's job, all in one transaction
+        (one commit for every step that became ready together): (entry id, job id) each, in
+        order. Either every entry and job is written or none is."""
         self._require_postgres()
-        values = {
-            "run_id": run_id,
-            "node_id": node_id,
-            "attempt": attempt,
-            "cache_key": cache_key,
-            "components": components,
-            "status": _QUEUED,
-            "started_at": self._now(),
-            "idempotency_key": idempotency_key,
-            "tokens_in": 0,
-            "tokens_out": 0,
-            "artifacts": {},
-        }
+        if not handoffs:
+            return []
+        now = self._now()
+        rows = [
+            {
+                "run_id": h.run_id,
+                "node_id": h.node_id,
+                "attempt": h.attempt,
+                "cache_key": h.cache_key,
+                "components": h.components,
+                "status": _QUEUED,
+                "started_at": now,
+                "idempotency_key": h.idempotency_key,
+                "tokens_in": 0,
+                "tokens_out": 0,
+                "artifacts": {},
+            }
+            for h in handoffs
+        ]
+        statement = sa.insert(JOURNAL).returning(JOURNAL.c.id, sort_by_parameter_order=True)
         with self._engine.begin() as conn:
-            inserted = conn.execute(sa.insert(JOURNAL).values(values).returning(JOURNAL.c.id))
-            entry_id = int(inserted.scalar_one())
-            job_id = defer(conn.connection.dbapi_connection, entry_id)
-        return entry_id, job_id
+            entry_ids = [int(i) for i in conn.execute(statement, rows).scalars()]
+            dbapi = conn.connection.dbapi_connection
+            return [(entry_id, defer(dbapi, i, entry_id)) for i, entry_id in enumerate(entry_ids)]
 
     @store_operation("claim a queued step")
     def journal_claim(self, entry_id: int) -> JournalEntry | None:

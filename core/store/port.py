@@ -48,9 +48,22 @@ from core.store.unit_of_work import UnitOfWork
 
 #: A run page's change marker: equal values, nothing the page shows changed.
 Pulse = tuple[object, ...]
-#: Called inside the hand-off transaction with the driver connection and the new entry id;
-#: returns the id of the job it deferred on that connection.
-Defer = Callable[[Any, int], int]
+#: Called inside the hand-off transaction once per hand-off, after its entry is written:
+#: (driver connection, index of the hand-off in its batch, new entry id) -> the id of the
+#: job it deferred on that connection.
+Defer = Callable[[Any, int, int], int]
+
+
+@dataclass(frozen=True, slots=True)
+class Handoff:
+    """One step handed to the job queue: the `queued` journal entry to write."""
+
+    run_id: str
+    node_id: str
+    cache_key: str
+    components: dict[str, Any]
+    attempt: int
+    idempotency_key: str | None
 
 
 @dataclass(frozen=True, slots=True)
@@ -315,18 +328,8 @@ class Store(
 class Dispatch(Protocol):
     """The journal's hand-off to distributed workers (`BATON_EXECUTOR=procrastinate`)."""
 
-    def journal_queue(
-        self,
-        *,
-        run_id: str,
-        node_id: str,
-        cache_key: str,
-        components: dict[str, Any],
-        attempt: int,
-        idempotency_key: str | None,
-        defer: Defer,
-    ) -> tuple[int, int]:
-        """A `queued` entry and its job, in one transaction: (entry id, job id)."""
+    def journal_queue_many(self, handoffs: Sequence[Handoff], defer: Defer) -> list[tuple[int, int]]:
+        """A `queued` entry and its job per hand-off, all in one transaction: (entry id, job id)."""
 
     def journal_claim(self, entry_id: int) -> JournalEntry | None:
         """CAS queued -> started (a worker); None when it was not queued."""

@@ -1,6 +1,7 @@
 """The replica side of distributed execution: hand a step to the queue, wait for its result.
 
-    entry_id, job_id = dispatcher.hand_off(...)      # one transaction: `queued` entry + job
+    entry_id, job_id = await dispatcher.hand_off(...)  # `queued` entry + job, one transaction
+                                                       # with the other steps ready at once
     settled = await dispatcher.settle(entry_id, job_id)
 
 `settle` returns when the journal entry is settled (a worker wrote `completed`/`failed`)
@@ -31,7 +32,7 @@ from procrastinate.jobs import Status
 from core.engine.distributed.jobs import DEFAULT_QUEUE, NodeJob
 from core.engine.distributed.queue import ENDED, JobQueue, defer_on, deferrer
 from core.errors import StoreError
-from core.store.port import Dispatch
+from core.store.port import Dispatch, Handoff
 from core.store.records import JournalEntry, NodeStatus
 
 log = logging.getLogger(__name__)
@@ -60,6 +61,10 @@ class Settled:
         return self.lost and self.entry.status is NodeStatus.FAILED
 
 
+#: A hand-off's (entry id, job id), once its transaction committed.
+Ticket = asyncio.Future[tuple[int, int]]
+_Request = tuple[Handoff, Callable[[int], NodeJob], Callable[[], None], Ticket]
+
 #: Called inside the hand-off transaction, after the entry is written and before the job
 #: is deferred (entry id). An observation point: a test kills the process here.
 HandOffHook = Callable[[int], None]
@@ -82,11 +87,21 @@ class RemoteDispatcher:
         self._waiting: dict[int, list[asyncio.Future[JournalEntry]]] = {}  # entry id -> settle() calls
         self._watcher: asyncio.Future[None] | None = None
         self._poked = False  # a step started waiting since the last read: read again soon
+        self._handoffs: list[_Request] = []  # asked for, not yet written
+        self._hander: asyncio.Future[None] | None = None
+        self.handoff_batches = 0  # hand-off transactions so far (one per batch)
 
     async def open(self) -> None:
         await self.queue.open()
 
     async def close(self) -> None:
+        if self._hander is not None:
+            self._hander.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._hander
+        for _, _, _, ticket in self._handoffs:
+            ticket.cancel()  # never written: the steps asking for them are being stopped
+        self._handoffs = []
         if self._watcher is not None:
             self._watcher.cancel()
             with contextlib.suppress(asyncio.CancelledError):
@@ -94,32 +109,63 @@ class RemoteDispatcher:
         await self.queue.close()
 
     def hand_off(
-        self,
-        *,
-        run_id: str,
-        node_id: str,
-        cache_key: str,
-        components: dict[str, Any],
-        attempt: int,
-        idempotency_key: str | None,
-        job_for: Callable[[int], NodeJob],
-    ) -> tuple[int, int]:
-        """Write the `queued` entry and defer its job atomically: (entry id, job id)."""
+        self, handoff: Handoff, job_for: Callable[[int], NodeJob], before: Callable[[], None]
+    ) -> Ticket:
+        """Ask for `handoff` to be written (its `queued` entry and its job, atomically): a
+        future of (entry id, job id). Every hand-off asked for before the event loop runs
+        dry is written in the same transaction (`_hand_off_batch`); `before` (flushing the
+        run's pending results) runs first, so a hand-off is never durable before the results
+        it follows. A ticket cancelled before its batch is written is left out of it."""
+        ticket: Ticket = asyncio.get_running_loop().create_future()
+        self._handoffs.append((handoff, job_for, before, ticket))
+        if self._hander is None or self._hander.done():
+            self._hander = asyncio.ensure_future(self._hand_off_batches())
+        return ticket
 
-        def defer(connection: Any, entry_id: int) -> int:
+    async def _hand_off_batches(self) -> None:
+        while self._handoffs:
+            seen = -1
+            while seen != len(self._handoffs):  # let every step that is becoming ready join
+                seen = len(self._handoffs)
+                await asyncio.sleep(0)
+            batch = [request for request in self._handoffs if not request[3].done()]
+            self._handoffs = []
+            self._hand_off_batch(batch)
+
+    def _hand_off_batch(self, batch: list[_Request]) -> None:
+        flushed: dict[Callable[[], None], BaseException | None] = {}
+        ready: list[_Request] = []
+        for request in batch:
+            before, ticket = request[2], request[3]
+            if before not in flushed:
+                try:
+                    before()
+                    flushed[before] = None
+                except Exception as exc:
+                    flushed[before] = exc
+            failure = flushed[before]
+            if failure is None:
+                ready.append(request)
+            else:
+                ticket.set_exception(failure)
+        if not ready:
+            return
+
+        def defer(connection: Any, index: int, entry_id: int) -> int:
             if self.between_writes is not None:
                 self.between_writes(entry_id)
-            return defer_on(self._deferrer, connection, job_for(entry_id), self.config.queue)
+            job = ready[index][1](entry_id)
+            return defer_on(self._deferrer, connection, job, self.config.queue)
 
-        return self.store.journal_queue(
-            run_id=run_id,
-            node_id=node_id,
-            cache_key=cache_key,
-            components=components,
-            attempt=attempt,
-            idempotency_key=idempotency_key,
-            defer=defer,
-        )
+        self.handoff_batches += 1
+        try:
+            written = self.store.journal_queue_many([request[0] for request in ready], defer)
+        except Exception as exc:
+            for request in ready:
+                request[3].set_exception(exc)
+            return
+        for request, ids in zip(ready, written, strict=True):
+            request[3].set_result(ids)
 
     async def withdraw(self, entry_id: int, job_id: int | None, reason: str) -> None:
         """The run was cancelled: a `queued` step is withdrawn (it never runs); the job of a

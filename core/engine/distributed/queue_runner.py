@@ -1,7 +1,8 @@
 """`QueueStepRunner`: the `StepRunner` whose steps run on `baton worker` processes.
 
 Where `LocalStepRunner` writes `started` and runs the step here, this one hands the step to
-the queue (`RemoteDispatcher.hand_off`: a `queued` entry and its job in one transaction)
+the queue (`RemoteDispatcher.hand_off`: a `queued` entry and its job in one transaction,
+shared by every step that became ready in the same scheduling tick)
 and waits for the worker's result in the journal. Ordering, the cache, approvals and
 retries stay the scheduler's (`RunExecutor`).
 
@@ -26,6 +27,7 @@ from core.engine.nodes import RenderedNode
 from core.engine.prepared import PreparedNode
 from core.engine.steps import Attempt, Attention, Completed, Execution, Failed, Step
 from core.errors import ReplayUnsafe
+from core.store.port import Handoff
 from core.store.records import JournalEntry, NodeStatus
 
 #: How often one step is dispatched again after its job vanished before it started.
@@ -55,16 +57,7 @@ class QueueStepRunner:
                 return outcome
             attempt = max(attempt, adopted.attempt + 1)
         for _ in range(MAX_REDISPATCH):
-            self.x.journal.flush()  # a hand-off is never durable before the results it follows
-            entry_id, job_id = self.dispatcher.hand_off(
-                run_id=self.x.run_id,
-                node_id=pn.id,
-                cache_key=step.key,
-                components=step.components,
-                attempt=attempt,
-                idempotency_key=step.idempotency_key,
-                job_for=self._job(step, rendered, attempt),
-            )
+            entry_id, job_id = await self._hand_off(step, rendered, attempt)
             await self.x.emit(
                 EventKind.NODE_STARTED, pn.id, attempt=attempt, reason=step.components.get("_reason")
             )
@@ -73,6 +66,30 @@ class QueueStepRunner:
                 return outcome
             attempt += 1
         return Failed(f"step `{pn.id}` was handed to workers {MAX_REDISPATCH} times and never started")
+
+    async def _hand_off(self, step: Step, rendered: RenderedNode, attempt: int) -> tuple[int, int]:
+        """The step's `queued` entry and job, written with the other steps ready at the same
+        time. Stopped before its batch is written, the step is never handed off; stopped just
+        after, it is withdrawn when a person cancelled the run (it runs on when the engine
+        merely stops, and the run's next owner adopts it)."""
+        pn = step.node
+        handoff = Handoff(
+            run_id=self.x.run_id,
+            node_id=pn.id,
+            cache_key=step.key,
+            components=step.components,
+            attempt=attempt,
+            idempotency_key=step.idempotency_key,
+        )
+        ticket = self.dispatcher.hand_off(handoff, self._job(step, rendered, attempt), self.x.journal.flush)
+        try:
+            return await asyncio.shield(ticket)
+        except asyncio.CancelledError:
+            if not ticket.done():
+                ticket.cancel()
+            elif not ticket.cancelled() and ticket.exception() is None and self.x.cancel_note is not None:
+                await self.dispatcher.withdraw(*ticket.result(), self.x.cancel_note)
+            raise
 
     def _job(self, step: Step, rendered: RenderedNode, attempt: int) -> Callable[[int], NodeJob]:
         pn = step.node

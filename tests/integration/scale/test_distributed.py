@@ -235,3 +235,49 @@ async def test_steps_waiting_on_workers_are_read_from_the_journal_together(clust
     assert run.status is RunStatus.COMPLETED, run.reason
     assert sorted(h.output(run.id, f"s{i}").strip() for i in range(6)) == [str(i) for i in range(6)]
     assert max(counting.reads) >= 2  # several waiting steps in one read
+
+
+FAN_IN = (
+    "name: fanin\nnodes:\n"
+    + "".join(f"  - id: s{i}\n    bash: echo {i}\n    replay: pure\n" for i in range(8))
+    + "  - id: join\n    depends_on: [" + ", ".join(f"s{i}" for i in range(8)) + "]\n"
+    + "    bash: echo joined\n    replay: pure\n"
+)
+
+
+class _CountingHandoffs:
+    """The replica's store, with its hand-off transactions counted (all else as is)."""
+
+    def __init__(self, store: object) -> None:
+        self._store = store
+        self.batches: list[list[str]] = []  # nodes handed off, per transaction
+
+    def journal_queue_many(self, handoffs: list, defer: object) -> list[tuple[int, int]]:
+        self.batches.append(sorted(h.node_id for h in handoffs))
+        return self._store.journal_queue_many(handoffs, defer)  # type: ignore[attr-defined]
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self._store, name)
+
+
+async def test_steps_ready_together_are_handed_off_in_one_transaction(cluster: Cluster) -> None:
+    """Eight steps ready at once, four in flight at a time (`max_parallel`): the first four
+    are handed off in one transaction (their four `queued` entries and jobs), not four; the
+    join that follows them is a transaction of its own."""
+    counting = _CountingHandoffs(cluster.dispatcher.store)
+    cluster.dispatcher.store = counting  # type: ignore[assignment]
+    h = cluster.harness
+    h.write("fanin.yaml", FAN_IN)
+
+    run = await h.run("fanin")
+
+    assert run.status is RunStatus.COMPLETED, run.reason
+    assert counting.batches[0] == ["s0", "s1", "s2", "s3"]
+    assert counting.batches[-1] == ["join"]
+    handed = sorted(node for batch in counting.batches for node in batch)
+    assert handed == sorted([*(f"s{i}" for i in range(8)), "join"])  # each handed off once
+    assert cluster.dispatcher.handoff_batches == len(counting.batches) < 9
+    for node in [*(f"s{i}" for i in range(8)), "join"]:
+        [entry] = h.entries(run.id, node)  # each step written, claimed and run once
+        assert entry.status is NodeStatus.COMPLETED
+    assert h.output(run.id, "join").strip() == "joined"
