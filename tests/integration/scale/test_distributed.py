@@ -8,7 +8,9 @@ import os
 
 import pytest
 
+from core.engine.distributed.jobs import NodeJob
 from core.engine.events import EventKind
+from core.store.port import Handoff
 from core.store.records import NodeStatus, RunStatus
 from tests.integration.scale.conftest import Cluster
 from tests.integration.step_signals import StepSignals
@@ -281,3 +283,24 @@ async def test_steps_ready_together_are_handed_off_in_one_transaction(cluster: C
         [entry] = h.entries(run.id, node)  # each step written, claimed and run once
         assert entry.status is NodeStatus.COMPLETED
     assert h.output(run.id, "join").strip() == "joined"
+
+
+async def test_a_hand_off_stopped_before_its_batch_is_written_is_never_written(cluster: Cluster) -> None:
+    h = cluster.harness
+    h.write("fanin.yaml", FAN_IN)
+    run = await h.run("fanin")
+    dispatcher = cluster.dispatcher
+    written = dispatcher.handoff_batches
+
+    def never(entry_id: int) -> NodeJob:
+        raise AssertionError(f"the stopped hand-off was written (entry {entry_id})")
+
+    late = Handoff(
+        run_id=run.id, node_id="late", cache_key="k", components={}, attempt=1, idempotency_key=None
+    )
+    ticket = dispatcher.hand_off(late, never, lambda: None)
+    ticket.cancel()  # its step was stopped while the batch was still gathering
+    await asyncio.sleep(0.05)
+
+    assert dispatcher.handoff_batches == written
+    assert h.entries(run.id, "late") == []
