@@ -69,8 +69,8 @@ class DispatchSql(SqlBase):
         statement = sa.insert(JOURNAL).returning(JOURNAL.c.id, sort_by_parameter_order=True)
         with self._engine.begin() as conn:
             entry_ids = [int(i) for i in conn.execute(statement, rows).scalars()]
-            dbapi = conn.connection.dbapi_connection
-            return [(entry_id, defer(dbapi, i, entry_id)) for i, entry_id in enumerate(entry_ids)]
+            job_ids = defer(conn.connection.dbapi_connection, entry_ids)
+        return list(zip(entry_ids, job_ids, strict=True))
 
     @store_operation("claim a queued step")
     def journal_claim(self, entry_id: int) -> JournalEntry | None:

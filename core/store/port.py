@@ -48,10 +48,10 @@ from core.store.unit_of_work import UnitOfWork
 
 #: A run page's change marker: equal values, nothing the page shows changed.
 Pulse = tuple[object, ...]
-#: Called inside the hand-off transaction once per hand-off, after its entry is written:
-#: (driver connection, index of the hand-off in its batch, new entry id) -> the id of the
-#: job it deferred on that connection.
-Defer = Callable[[Any, int, int], int]
+#: Called inside the hand-off transaction once, after every entry of the batch is written:
+#: (driver connection, the new entry ids in hand-off order) -> the ids of the jobs it
+#: deferred on that connection, in the same order.
+Defer = Callable[[Any, list[int]], list[int]]
 
 
 @dataclass(frozen=True, slots=True)

@@ -30,7 +30,7 @@ from typing import Any
 from procrastinate.jobs import Status
 
 from core.engine.distributed.jobs import DEFAULT_QUEUE, NodeJob
-from core.engine.distributed.queue import ENDED, JobQueue, defer_on, deferrer
+from core.engine.distributed.queue import ENDED, JobQueue, defer_many_on, deferrer
 from core.errors import StoreError
 from core.store.port import Dispatch, Handoff
 from core.store.records import JournalEntry, NodeStatus
@@ -151,11 +151,12 @@ class RemoteDispatcher:
         if not ready:
             return
 
-        def defer(connection: Any, index: int, entry_id: int) -> int:
+        def defer(connection: Any, entry_ids: list[int]) -> list[int]:
             if self.between_writes is not None:
-                self.between_writes(entry_id)
-            job = ready[index][1](entry_id)
-            return defer_on(self._deferrer, connection, job, self.config.queue)
+                for entry_id in entry_ids:
+                    self.between_writes(entry_id)
+            jobs = [request[1](entry_id) for request, entry_id in zip(ready, entry_ids, strict=True)]
+            return defer_many_on(self._deferrer, connection, jobs, self.config.queue)
 
         self.handoff_batches += 1
         try:

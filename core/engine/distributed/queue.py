@@ -70,12 +70,20 @@ def deferrer() -> procrastinate.App:
     return procrastinate.App(connector=procrastinate.SyncPsycopgConnector())
 
 
-def defer_on(app: procrastinate.App, connection: Any, job: NodeJob, queue: str = DEFAULT_QUEUE) -> int:
-    """Defer `job` on `connection`, inside the caller's transaction; the job id."""
-    deferred = app.configure_task(
-        TASK_NAME, queue=queue, queueing_lock=queueing_lock(job.entry_id), connection=connection
-    )
-    return int(deferred.defer(job=job.to_args()))
+def defer_many_on(
+    app: procrastinate.App, connection: Any, jobs: list[NodeJob], queue: str = DEFAULT_QUEUE
+) -> list[int]:
+    """Defer `jobs` on `connection` in one statement, inside the caller's transaction, each
+    with its own queueing lock: their job ids, in order."""
+    if not jobs:
+        return []
+    pending = [
+        app.configure_task(TASK_NAME, queue=queue, queueing_lock=queueing_lock(job.entry_id))
+        .make_new_job(job=job.to_args())
+        for job in jobs
+    ]
+    deferred = app.job_manager.batch_defer_jobs(pending, connection=connection)
+    return [int(job.id) for job in deferred if job.id is not None]
 
 
 class JobQueue:
