@@ -9,20 +9,39 @@ text, labels and commands.
 from __future__ import annotations
 
 import json
+import os
 import sys
+import tempfile
 from collections.abc import Iterable
+from pathlib import Path
 from typing import IO, Any
 
 from adapters.console.messages import PLATFORM
-from core.commands.messages import Button, Reply
+from core.commands.messages import Attachment, Button, Reply
 from core.commands.replies import FORM_ACTION
 from core.redaction import Redactor
 from core.render import redacted, render
 
 
 def reply_text(reply: Reply, redactor: Redactor) -> str:
-    """The reply rendered for the console (all chunks joined)."""
-    return "\n".join(render(reply, PLATFORM, redactor)).rstrip("\n")
+    """The reply rendered for the console (all chunks joined); a file it carries is written
+    (`saved_file`) and its path shown."""
+    text = "\n".join(render(reply, PLATFORM, redactor)).rstrip("\n")
+    if reply.file is not None:
+        text = f"{text}\nSaved to {saved_file(reply.file)}"
+    return text
+
+
+def saved_file(file: Attachment) -> Path:
+    """Where the console keeps a reply's file: `<tmp>/baton-exports/<name>`, written (again,
+    with the same bytes) each time a reply carrying it is shown. Private to the user (0600)."""
+    folder = Path(tempfile.gettempdir()) / "baton-exports"
+    folder.mkdir(mode=0o700, exist_ok=True)
+    path = folder / Path(file.name).name
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "wb") as out:
+        out.write(file.content or b"")
+    return path
 
 
 def buttons_of(reply: Reply) -> tuple[Button, ...]:
@@ -68,6 +87,7 @@ def reply_to_json(reply: Reply, redactor: Redactor) -> dict[str, Any]:
         "thread": reply.thread,
         "replace_key": reply.replace_key,
         "ephemeral": reply.ephemeral,
+        "file": None if reply.file is None else str(saved_file(reply.file)),
     }
 
 

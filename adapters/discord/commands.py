@@ -157,10 +157,14 @@ class WorkflowGroup(app_commands.Group):
         await self._say(interaction, "args", quote_word(run))
 
     @app_commands.command(name="audit", description=SPECS["audit"].summary)
-    @app_commands.describe(run=RUN)
+    @app_commands.describe(run=RUN, since="admins: every run's audit over e.g. 30m, 12h, 7d, as a file",
+                           format="the file's format (with since)")
     @app_commands.autocomplete(run=run_choices)
-    async def audit(self, interaction: discord.Interaction, run: str) -> None:
-        await self._say(interaction, "audit", quote_word(run))
+    async def audit(self, interaction: discord.Interaction, run: str | None = None, since: str | None = None,
+                    format: Literal["jsonl", "csv"] | None = None) -> None:
+        await self._say(interaction, "audit", _q(run),
+                        f"--since {quote_word(since)}" if since is not None else None,
+                        f"--format {format}" if format is not None else None)
 
     @app_commands.command(name="open", description=SPECS["open"].summary)
     @app_commands.describe(run="default: the latest run here")

@@ -307,6 +307,8 @@ class DiscordSender:
         command in it was too wide for one message (the file shows every command whole)."""
         rendered = render_reply(reply, PLATFORM, self.redactor)
         chunks = [c for c in rendered.chunks if c.strip()]
+        if reply.file is not None:  # a file the reply carries (`audit --since`)
+            return chunks, discord.File(io.BytesIO(reply.file.content or b""), filename=reply.file.name)
         if rendered.whole and sum(len(c) for c in chunks) <= self.attach_over:
             return chunks, None
         name = f"{reply.kind}-{reply.run_id}.txt" if reply.run_id else f"{reply.kind}.txt"

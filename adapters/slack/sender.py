@@ -228,6 +228,10 @@ class SlackSender:
             await self._handler.attach_thread(reply.run_id, root)
         if upload:
             await self._upload(reply.replace_key, channel, root, filename, unescape_mrkdwn(full))
+        if reply.file is not None:  # a file the reply carries (`audit --since`), in the same thread
+            await call(self._client, "files.uploadV2", channel=channel, thread_ts=root,
+                       content=(reply.file.content or b"").decode("utf-8"), filename=reply.file.name,
+                       title=reply.file.name)
 
     async def open_form(self, form: Form, origin: Origin) -> bool:
         """Open `form` as a modal with the request's trigger id (valid 3 s); False when there is

@@ -14,7 +14,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from core.commands import authz, replies, voting
+from core.commands import audit_export, authz, replies, voting
 from core.commands.forms import inputs_form
 from core.commands.messages import ChatMessage, Reply
 from core.commands.model import (
@@ -385,6 +385,17 @@ async def args(ctx: Context, cmd: ArgsCommand) -> list[Reply]:
 
 
 async def audit(ctx: Context, cmd: AuditCommand) -> list[Reply]:
+    if cmd.run is None:  # `audit --since 7d`: every run's trail, as a file, for admins only
+        seconds = audit_export.window(cmd.since or "")
+        if not authz.is_admin(ctx.access, ctx.uid):
+            raise PermissionDenied(
+                f"Only a Baton admin may export the workspace's audit; {ctx.uid} is not one.",
+                users=[ctx.uid], hint="Ask an admin, or use `/workflow audit <run>` for one run.")
+        now = ctx.clock()
+        events = ctx.store.audit_since(now - seconds)
+        name = audit_export.filename(cmd.format, now)
+        content = audit_export.export(events, cmd.format, ctx.redactor)
+        return [replies.audit_export(len(events), cmd.since or "", cmd.format, name, content)]
     target = ctx.find(cmd.run)
     authz.require_view(ctx.access, ctx.uid, target)
     return [replies.audit(target, ctx.store.audit_log(target.id))]

@@ -111,7 +111,12 @@ class ArgsCommand:
 
 @dataclass(frozen=True, slots=True)
 class AuditCommand:
-    run: str
+    """`audit <run>`: one run's trail; `audit --since 7d [--format jsonl|csv]`: the workspace's
+    trail over that window, as a file (admins only)."""
+
+    run: str | None = None
+    since: str | None = None
+    format: str = "jsonl"
 
 
 @dataclass(frozen=True, slots=True)
@@ -159,6 +164,7 @@ class Spec:
 
 
 RESOLVE_ACTIONS = ("done", "retry", "fail")
+EXPORT_FORMATS = ("jsonl", "csv")  # `audit --since … --format`
 
 SPECS: dict[str, Spec] = {
     s.name: s
@@ -203,7 +209,9 @@ SPECS: dict[str, Spec] = {
         Spec("open", "open [run]", "open 3f9a", "your link to a run's page (default: the latest here)"),
         Spec("list", "list", "list", "workflows you may run"),
         Spec("args", "args <run>", "args 3f9a", "a run's canonical arguments and their handle"),
-        Spec("audit", "audit <run>", "audit 3f9a", "who did what to a run"),
+        Spec("audit", "audit <run> | audit --since 7d [--format jsonl|csv]", "audit --since 7d --format csv",
+             "who did what to a run; or, for admins, everything over a window as a file",
+             flags=("--since", "--format")),
         Spec("who", "who approved <run>", "who approved 3f9a", "who decided a run's gates, and every vote"),
         Spec("help", "help [command]", "help run", "this help, or one command's usage"),
     )

@@ -15,6 +15,7 @@ from typing import Any
 
 from core.commands.input_text import refuse, value_problem
 from core.commands.model import (
+    EXPORT_FORMATS,
     RESOLVE_ACTIONS,
     SPECS,
     AbandonCommand,
@@ -309,6 +310,20 @@ def _invalidate(pos: list[str], opts: list[tuple[str, str | None]]) -> Invalidat
     return InvalidateCommand(run, node, downstream=("--downstream", None) in opts)
 
 
+def _audit(pos: list[str], opts: list[tuple[str, str | None]]) -> AuditCommand:
+    since = _one(opts, "--since", "audit")
+    fmt = _one(opts, "--format", "audit")
+    if since is None:
+        if fmt is not None:
+            raise usage_error("audit", "`--format` goes only with `--since`")
+        return AuditCommand(_need(pos, "audit", ("run",))[0])
+    if pos:
+        raise usage_error("audit", "`--since` exports every run's audit; give no run id with it")
+    if (fmt or "jsonl") not in EXPORT_FORMATS:
+        raise usage_error("audit", f"`--format` is one of {', '.join(EXPORT_FORMATS)}, not `{fmt}`")
+    return AuditCommand(since=since, format=fmt or "jsonl")
+
+
 def _bare(pos: list[str], sub: str, command: Command) -> Command:
     _need(pos, sub, ())
     return command
@@ -333,7 +348,7 @@ _BUILDERS: dict[str, _Builder] = {
     "open": _open,
     "list": lambda p, o, f: _bare(p, "list", ListCommand()),
     "args": lambda p, o, f: ArgsCommand(_need(p, "args", ("run",))[0]),
-    "audit": lambda p, o, f: AuditCommand(_need(p, "audit", ("run",))[0]),
+    "audit": lambda p, o, f: _audit(p, o),
     "who": lambda p, o, f: _who(p),
     "help": _help,
 }

@@ -13,7 +13,7 @@ from collections.abc import Mapping, Sequence, Set
 from typing import Any
 
 from core.commands.hints import hint
-from core.commands.messages import Button, Form, FormField, Menu, Reply
+from core.commands.messages import Attachment, Button, Form, FormField, Menu, Reply
 from core.commands.model import Spec
 from core.commands.pages import PageLink, open_button
 from core.commands.resolution import Option, Prompt, preview
@@ -27,6 +27,7 @@ KINDS = (
     "audit", "progress", "run_completed", "run_failed", "gate_waiting", "needs_attention",
     "approval_question", "which_gate", "no_gate_hint", "page_link", "input_form", "home",
     "vote_counted", "approval_values", "gate_reminder", "gate_escalated", "gate_timed_out", "who_approved",
+    "audit_export",
 )
 
 
@@ -273,6 +274,12 @@ def args(run: Run, canonical: str) -> Reply:
 def audit(run: Run, events: Sequence[AuditEvent]) -> Reply:
     return about(run, "audit", {"events": [
         {"at": e.at, "actor": e.actor, "action": e.action, "details": dict(e.details)} for e in events]})
+
+
+def audit_export(count: int, since: str, fmt: str, name: str, content: bytes) -> Reply:
+    """`audit --since`: how many events, and the file holding them (`Reply.file`)."""
+    return Reply(kind="audit_export", data={"count": count, "since": since, "format": fmt, "filename": name},
+                 file=Attachment(name=name, content=content))
 
 
 def _where(run: Run) -> dict[str, Any]:

@@ -148,6 +148,12 @@ class GatesSql(SqlBase):
         with self._single.connect() as conn:
             return [audit_from_row(row) for row in conn.execute(query)]
 
+    @store_operation("read the audit trail")
+    def audit_since(self, since: float) -> list[AuditEvent]:
+        query = sa.select(AUDIT).where(AUDIT.c.at >= since).order_by(AUDIT.c.id)
+        with self._single.connect() as conn:
+            return [audit_from_row(row) for row in conn.execute(query)]
+
     @store_operation("record an incoming event")
     def claim_event(self, platform: str, event_id: str, *, stale_after: float = 60.0) -> bool:
         """True when this caller should handle the event: the first claim, or a re-claim of

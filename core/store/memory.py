@@ -375,6 +375,10 @@ class MemoryStore:
         with self._lock:
             return [e for e in self._t.audit.values() if e.run_id == run_id]
 
+    def audit_since(self, since: float) -> list[AuditEvent]:
+        with self._lock:
+            return sorted((e for e in self._t.audit.values() if e.at >= since), key=lambda e: e.id)
+
     def claim_event(self, platform: str, event_id: str, *, stale_after: float = 60.0) -> bool:
         now = self._now()
         with self._lock:

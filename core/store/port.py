@@ -262,6 +262,9 @@ class Events(Protocol):
     def audit_log(self, run_id: str) -> list[AuditEvent]:
         """The run's audit trail, oldest first."""
 
+    def audit_since(self, since: float) -> list[AuditEvent]:
+        """Every audit row written at or after `since` (epoch seconds), any run, oldest first."""
+
     def claim_event(self, platform: str, event_id: str, *, stale_after: float = 60.0) -> bool:
         """True the first time an incoming event id is seen, and for a redelivery of one
         whose claim was never finished and is older than `stale_after` seconds (the claimer

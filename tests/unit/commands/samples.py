@@ -108,4 +108,5 @@ def every_reply_kind(text: str = "hi") -> list[Reply]:
             gate.evolve(status=GateStatus.APPROVED, decision="hotfix", decided_by="slack:U2",
                         decided_at=1_700_000_100.0),
             [GateVote(run.id, "review", 1.0, "slack:U2", "hotfix", 1_700_000_090.0, text)])]),
+        replies.audit_export(3, "7d", "csv", "baton-audit-20260921T141320Z.csv", text.encode()),
     ]
