@@ -136,6 +136,14 @@ class DiscordSender:
             log.info("reply not sent: the client is closing",
                      extra={"action": "drop_on_close", "run_id": reply.run_id})
             return
+        if reply.direct:  # to a person (a reminder): their DM channel
+            try:
+                dm = await self.client.create_dm(discord.Object(int(reply.conversation or "")))
+                await self.post(dm.id, reply)
+            except (discord.Forbidden, discord.NotFound, ValueError) as exc:
+                log.warning("direct message refused: %s", getattr(exc, "text", exc),
+                            extra={"action": "direct_refused", "run_id": reply.run_id})
+            return
         moved = self._moved.get(reply.run_id or "")
         usual = [p for p in dict.fromkeys((reply.thread, reply.conversation)) if p]
         places: list[str] = [moved] if moved else usual

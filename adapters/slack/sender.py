@@ -165,6 +165,9 @@ class SlackSender:
         """A background reply where the run lives; where Slack refuses it there (the bot was
         removed, the channel archived or gone), in a direct message to whoever started the run,
         the first one saying that the run reports there from now on."""
+        if reply.direct:  # to a person: posting to a user id opens the app's DM with them
+            await self._send(reply, None)
+            return
         moved = self._moved.get(reply.run_id or "")
         if moved is None:
             try:

@@ -6,7 +6,8 @@ rows, so a restart loses none). `GateDeadlines.tick(now)` fires those due:
     for each due deadline: win its compare-and-swap (`fire_deadline`: exactly one replica
     does), then, if its gate still waits in that opening,
         remind    -> tell the eligible approvers who have not answered, in the run's thread
-        escalate  -> tell the people the escalation adds that they may now decide
+                     and directly (a DM on each one's platform: `replies.told_directly`)
+        escalate  -> tell the people the escalation adds that they may now decide (thread and DM)
         timeout   -> `on_timeout`: reject (the default) and fail end the run; approve opens
                      the gate with the form's defaults; skip opens it as a skip
     each audited (`remind`, `escalate`, `timeout`) by the engine's actor.
@@ -124,7 +125,7 @@ class GateDeadlines:
             self.store.audit(
                 actor=ENGINE_ACTOR, action="remind", run_id=run.id, details={**details, "to": list(to)}
             )
-            await self.announce(replies.gate_reminder(run, gate, to, _left(policy, gate.created_at, now)))
+            await self._tell(replies.gate_reminder(run, gate, to, _left(policy, gate.created_at, now)), to)
             return Fired(d, "remind", to)
         if kind == "escalate":
             to = tuple(sorted(voting.members_of(self.access)(policy.escalate_to)))
@@ -134,9 +135,18 @@ class GateDeadlines:
                 run_id=run.id,
                 details={**details, "to": list(policy.escalate_to)},
             )
-            await self.announce(replies.gate_escalated(run, gate, to, _left(policy, gate.created_at, now)))
+            await self._tell(replies.gate_escalated(run, gate, to, _left(policy, gate.created_at, now)), to)
             return Fired(d, "escalate", to)
         return await self._time_out(d, run, gate, policy, spec, details)
+
+    async def _tell(self, reply: Reply, to: tuple[str, ...]) -> None:
+        """`reply` in the run's thread, then to each person of `to` directly (on their platform)."""
+        await self.announce(reply)
+        for person in to:
+            direct = replies.told_directly(reply, person)
+            if direct is not None and not await self.announce(direct):
+                log.info("no outbox for %s in this process: %s not told directly", direct.platform, person,
+                         extra={"action": "direct_skipped", "run_id": reply.run_id})
 
     async def _time_out(
         self, d: GateDeadline, run: Any, gate: Any, policy: Policy, spec: Any, details: dict[str, Any]

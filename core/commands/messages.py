@@ -114,6 +114,8 @@ class Reply:
     starts_thread: bool = False  # the adapter should report the posted message's id as the run's thread
     ephemeral: bool = False  # only the asking user should see it (refusals, help)
     is_error: bool = False
+    #: `conversation` is a person's platform user id: sent to them directly (a DM), never in a thread
+    direct: bool = False
     #: a file sent with the reply (`audit --since`): the console writes it and prints its path,
     #: Slack uploads it in the reply's thread, Discord attaches it to the message
     file: Attachment | None = None

@@ -173,6 +173,16 @@ def gate_escalated(run: Run, gate: Gate, to: Sequence[str], left: float | None) 
                                          "left": left}, buttons=approve_buttons(run.id), **_where(run))
 
 
+def told_directly(reply: Reply, person: str) -> Reply | None:
+    """`reply` (a reminder, an escalation) sent to `person` (`slack:U1`) directly, on their own
+    platform; None for an id that names no platform user."""
+    platform, _, user = person.partition(":")
+    if not platform or not user or platform == "group":
+        return None
+    return dataclasses.replace(reply, platform=platform, conversation=user, thread=None, direct=True,
+                               data={**reply.data, "direct": True, "to": [person]})
+
+
 def gate_timed_out(run: Run, gate: Gate, outcome: str, waited: str) -> Reply:
     return about(run, "gate_timed_out", {"node": gate.node_id, "outcome": outcome, "waited": waited},
                  **_where(run))
