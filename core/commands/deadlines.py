@@ -8,7 +8,8 @@ rows, so a restart loses none). `GateDeadlines.tick(now)` fires those due:
         remind    -> tell the eligible approvers who have not answered, in the run's thread
                      and directly (a DM on each one's platform: `replies.told_directly`)
         escalate  -> tell the people the escalation adds that they may now decide (thread and DM)
-        timeout   -> `on_timeout`: reject (the default) and fail end the run; approve opens
+        timeout   -> `on_timeout`: reject (the default) cancels the run, fail marks it failed
+                     (its reason naming the gate's timeout); approve opens
                      the gate with the form's defaults; skip opens it as a skip
     each audited (`remind`, `escalate`, `timeout`) by the engine's actor.
 
@@ -167,8 +168,8 @@ class GateDeadlines:
                 decision=outcome,
                 outcome={"values": values, "approvers": []},
             )
-        else:
-            await self.engine.reject(run, actor=ENGINE_ACTOR, reason=reason)
+        else:  # reject cancels the run; fail ends it failed, the reason naming the gate's timeout
+            await self.engine.reject(run, actor=ENGINE_ACTOR, reason=reason, fail=outcome == "fail")
         await self.announce(replies.gate_timed_out(run, gate, outcome, waited))
         return Fired(d, "timeout")
 

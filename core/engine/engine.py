@@ -236,9 +236,10 @@ class Engine:
         return await self.actions.approve(run_id, actor=actor, comment=comment, gate=gate, args=args,
                                           decision=decision, outcome=outcome)  # fmt: skip
 
-    async def reject(self, run_id: str | Run, *, actor: str, reason: str | None = None) -> Run:
-        """paused at a gate -> rejected, cancelled."""
-        return await self.actions.reject(run_id, actor=actor, reason=reason)
+    async def reject(self, run_id: str | Run, *, actor: str, reason: str | None = None,
+                     fail: bool = False) -> Run:
+        """paused at a gate -> rejected, cancelled (`fail`: failed, a gate's `on_timeout: fail`)."""
+        return await self.actions.reject(run_id, actor=actor, reason=reason, fail=fail)
 
     async def abandon(self, run_id: str | Run, *, actor: str, reason: str | None = None) -> Run:
         """failed | paused | needs_attention | running -> cancelled (`RunActions.abandon`)."""

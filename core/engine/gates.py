@@ -93,21 +93,27 @@ class GateKeeper:
             raise self._lost(run, exc) from exc
         return resumed.value
 
-    def reject(self, run: Run, gate: Gate, *, actor: str, reason: str | None) -> tuple[Run, str]:
+    def reject(self, run: Run, gate: Gate, *, actor: str, reason: str | None,
+               fail: bool = False) -> tuple[Run, str]:
         """`gate` rejected and the run cancelled, with the rejection's marker in the journal
-        and the audit row: one unit of work. The run as cancelled, and why (its reason)."""
-        why = f"rejected at `{gate.node_id}` by {actor}" + (f": {reason}" if reason else "")
+        and the audit row: one unit of work. The run as cancelled, and why (its reason).
+        `fail`: the gate timed out with `on_timeout: fail`, the run ends `failed` instead."""
+        if fail:
+            why = f"timed out at `{gate.node_id}`" + (f": {reason}" if reason else "")
+        else:
+            why = f"rejected at `{gate.node_id}` by {actor}" + (f": {reason}" if reason else "")
+        status = RunStatus.FAILED if fail else RunStatus.CANCELLED
         try:
             with self.store.transaction() as tx:
                 tx.decide_gate(run.id, gate.node_id, approved=False, by=actor, comment=reason)
                 ended = tx.transition(
-                    run.id, RunStatus.CANCELLED, actor=actor, reason=why, allowed_from=(RunStatus.PAUSED,)
+                    run.id, status, actor=actor, reason=why, allowed_from=(RunStatus.PAUSED,)
                 )
                 marker = rejection_marker(gate.node_id, actor, reason)
                 tx.journal_note(
                     run_id=run.id, node_id=gate.node_id, cache_key=MARKER_KEY, components=marker, error=why
                 )
-                tx.audit(actor=actor, action="reject", run_id=run.id,
+                tx.audit(actor=actor, action="fail" if fail else "reject", run_id=run.id,
                          details={"node": gate.node_id, "reason": reason})  # fmt: skip
         except GateAlreadyDecided as exc:
             raise self._lost(run, exc) from exc

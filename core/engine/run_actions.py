@@ -131,14 +131,17 @@ class RunActions:
         await self.executions.launch(running, ready)
         return running
 
-    async def reject(self, run_id: str | Run, *, actor: str, reason: str | None = None) -> Run:
-        """paused at a gate -> rejected, cancelled (a `Run` the caller read saves reading it)."""
+    async def reject(self, run_id: str | Run, *, actor: str, reason: str | None = None,
+                     fail: bool = False) -> Run:
+        """paused at a gate -> rejected, cancelled (a `Run` the caller read saves reading it);
+        `fail`: a gate's `on_timeout: fail`, the run ends failed."""
         run = run_id if isinstance(run_id, Run) else self.store.get_run(run_id)
         reason = self._hidden(reason)
         gate = self.gates.to_decide(run)
-        cancelled, why = self.gates.reject(run, gate, actor=actor, reason=reason)
+        cancelled, why = self.gates.reject(run, gate, actor=actor, reason=reason, fail=fail)
         emit = self.executions.emit
-        await emit(EventKind.GATE_DECIDED, run.id, gate.node_id, approved=False, by=actor, how="reject")
+        how = "timeout" if fail else "reject"
+        await emit(EventKind.GATE_DECIDED, run.id, gate.node_id, approved=False, by=actor, how=how)
         await emit(EventKind.NODE_FAILED, run.id, gate.node_id, error=why)
         await emit(EventKind.RUN_FINISHED, run.id, run_status=cancelled.status.value, reason=why)
         return cancelled

@@ -51,7 +51,8 @@ TRANSITIONS: dict[RunStatus, frozenset[RunStatus]] = {
         }
     ),
     RunStatus.FAILED: frozenset({RunStatus.RUNNING, RunStatus.CANCELLED}),
-    RunStatus.PAUSED: frozenset({RunStatus.RUNNING, RunStatus.CANCELLED}),
+    # paused -> failed: a gate that timed out with `on_timeout: fail`
+    RunStatus.PAUSED: frozenset({RunStatus.RUNNING, RunStatus.CANCELLED, RunStatus.FAILED}),
     RunStatus.NEEDS_ATTENTION: frozenset({RunStatus.RUNNING, RunStatus.CANCELLED, RunStatus.FAILED}),
     RunStatus.COMPLETED: frozenset(),
     RunStatus.CANCELLED: frozenset(),

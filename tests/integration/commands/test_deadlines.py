@@ -57,7 +57,7 @@ class Clock:
 @pytest.fixture
 async def setup(tmp_path: Path, database_url: str) -> AsyncIterator[tuple[Chat, Clock, list[Reply], str]]:
     c = await make_chat(tmp_path, database_url, access=ACCESS)
-    for outcome in ("reject", "approve", "skip"):
+    for outcome in ("reject", "approve", "skip", "fail"):
         (tmp_path / "workflows" / f"timed-{outcome}.yaml").write_text(
             textwrap.dedent(GATE.format(on_timeout=outcome)).replace("name: timed", f"name: timed-{outcome}")
         )
@@ -149,6 +149,24 @@ async def test_an_escalated_approver_completes_the_quorum_and_later_deadlines_ar
     assert (await chat.rest(run_id)).status is RunStatus.COMPLETED
     clock.now += 5 * 3600
     assert {f.action for f in await deadlines.tick()} == {"stale"}  # the gate no longer waits
+
+
+async def test_on_timeout_fail_marks_the_run_failed_naming_the_gates_timeout(setup) -> None:  # type: ignore[no-untyped-def]
+    chat, clock, told, _ = setup
+    run_id = await _paused(chat, clock, "fail")
+    clock.now += 4 * 3600
+    fired = await _deadlines(chat, clock, told).tick()
+    assert [f.action for f in fired] == ["remind", "escalate", "remind", "timeout"]
+    run = await chat.rest(run_id)
+    assert run.status is RunStatus.FAILED and run.status_by == "baton"  # not cancelled, as reject does
+    assert run.reason == "timed out at `review`: no decision within 4h (on_timeout: fail)"
+    assert told[-1].kind == "gate_timed_out" and told[-1].data["outcome"] == "fail"
+    gate = chat.store.get_gate(run_id, "review")
+    assert gate.status.value == "rejected" and gate.decided_by == "baton"
+    actions = [a.action for a in chat.store.audit_log(run_id)]
+    assert actions[-2:] == ["timeout", "fail"]
+    states = {n.node_id: n.state.value for n in chat.engine.summary(run_id).nodes}
+    assert states["ship"] != "done"
 
 
 @pytest.mark.parametrize(("outcome", "ship"), [("approve", "done"), ("skip", "skipped")])
