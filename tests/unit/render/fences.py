@@ -40,3 +40,11 @@ def outside_fences(text: str) -> list[tuple[int, int]]:
     if not open_run:
         spans.append((start, len(text)))
     return spans
+
+
+def wide_code_spans(text: str, limit: int) -> list[tuple[int, int]]:
+    """Offsets of inline code spans opened by two or more backticks (CommonMark: closed by a run
+    of the same length) that are wider than `limit`: a single-backtick command inside one is
+    code text, not a command, and such a span must be cut somewhere."""
+    span = re.compile(r"(?<!`)(`{2,})(?!`)(.+?)(?<!`)\1(?!`)", re.DOTALL)
+    return [(m.start(), m.end()) for m in span.finditer(text) if m.end() - m.start() > limit]
