@@ -236,6 +236,7 @@ class RunPagesApp:
             answers = await self.handler.handle(message)
         except BatonError as exc:
             return self._back(token, exc.message)
+        self.hub.poke(run.id)  # a vote that does not yet decide the gate still changes its panel
         for reply in answers:
             if not reply.is_error:  # the decision is told where the run lives
                 await self.handler.announce(dataclasses.replace(

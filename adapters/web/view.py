@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from adapters.web.dag import layout
-from core.commands import authz
+from core.commands import authz, voting
 from core.commands.quoting import quote_word
 from core.config import Access
 from core.engine.engine import Engine
@@ -25,6 +25,7 @@ from core.engine.events import NodeState
 from core.engine.inspection import NodeDetail, RunDetail
 from core.errors import WorkflowError
 from core.redaction import Redactor
+from core.render import environment
 from core.store.port import Store
 from core.store.records import AuditEvent, Gate, GateStatus, Run, RunStatus
 from core.workflows.catalog import Catalog
@@ -146,6 +147,22 @@ def commands(run: Run, message: str | None, gate_waiting: bool) -> list[dict[str
     return [{"label": c["label"], "text": "/workflow " + c["text"]} for c in items]
 
 
+#: The chat gate message's wording of a policy's live state (`_shared/policy_state.j2`), as text.
+_POLICY_LINE = '{% import "console/_fmt.j2" as f %}{% include "_shared/policy_state.j2" %}'
+
+
+def policy_line(parts: Parts, run: Run, gate: Gate, now: float) -> dict[str, Any]:
+    """The waiting gate's policy now ("1/2 · needs @sre · requester excluded · expires in 3h
+    59m"), from `voting.live_state` as the chat message shows it, and its choices and form."""
+    state = voting.live_state(parts, run, gate, now)
+    line = environment().from_string(_POLICY_LINE).render(data={"state": state}).strip()
+    spec = voting.spec_of(parts, run, gate)
+    fields = [{"name": name, "type": str(field.type), "default": field.default,
+               "options": list(field.enum or ())} for name, field in (spec.form if spec else {}).items()]
+    choices = [c for c in state["choices"] if c != voting.APPROVE]
+    return {"line": line, "voters": state["voters"], "choices": choices, "fields": fields}
+
+
 def gate_view(gate: Gate, run: Run, uid: str, parts: Parts, history: Sequence[AuditEvent],
               current: bool) -> dict[str, Any]:
     """`current`: the gate an `approve`/`reject` of this run decides now (waiting longest)."""
@@ -164,6 +181,7 @@ def gate_view(gate: Gate, run: Run, uid: str, parts: Parts, history: Sequence[Au
         "waiting": waiting,
         "may_decide": waiting and authz.may_approve(parts.access, uid, run, approvers),
         "approvers": approvers,
+        "policy": policy_line(parts, run, gate, time.time()) if waiting else None,
         "opened": when(gate.created_at),
         "decided_by": gate.decided_by,
         "decided_at": when(gate.decided_at),

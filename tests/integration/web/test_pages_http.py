@@ -370,3 +370,81 @@ async def test_every_replica_signs_with_the_one_key_in_the_database(
         path = await one.link(run)
         assert one.links.secret() == two.links.secret()
         assert (await two.client.get(path)).status_code == 200
+
+
+QUORUM = """
+    name: quorum
+    nodes:
+      - id: prepare
+        bash: printf 'prepared'
+        replay: pure
+      - id: review
+        depends_on: [prepare]
+        approval:
+          question: "Ship {{ inputs.message }}?"
+          approvers: [group:sre]
+          required: 2
+          requester_may_approve: false
+          timeout: 4h
+          choices: [approve, hotfix, reject]
+      - id: ship
+        depends_on: [review]
+        bash: printf shipped
+        replay: pure
+"""
+
+
+async def test_the_gate_panel_shows_the_policys_live_state_and_a_vote_moves_it(
+    tmp_path: Path, sqlite_url: str
+) -> None:
+    access = {"groups": {"sre": ["console:sam", "console:sue"]},
+              "run": {"*": ["console:ana", "console:sam", "console:sue"]}}
+    async with Site.open(tmp_path, sqlite_url, {"quorum": QUORUM}, access=access) as site:
+        run = await site.start("run quorum '<i>x</i>'")
+        assert run.status is RunStatus.PAUSED
+        parts = Parts(site.baton.store, site.baton.engine, site.baton.catalog, site.settings.access_policy,
+                      site.baton.redactor)
+        path = await site.link(run, user="sam")
+        page = (await site.client.get(path)).text
+        # the chat gate message's wording, from the same state and template
+        assert "0/2 · needs @sre · requester excluded · expires in " in page
+        assert "<code>hotfix</code>" in page
+        assert "&lt;i&gt;x&lt;/i&gt;" in page and "<i>x</i>" not in page  # user text stays escaped
+        before = snapshot_of(parts, run.id)
+        assert before is not None
+        voted = await site.client.post(f"{path}/decide", data={**form_of(page), "decision": "approve"})
+        assert voted.status_code == 303
+        assert site.baton.store.get_gate(run.id, "review").status is GateStatus.WAITING
+        after = snapshot_of(parts, run.id)
+        assert after is not None and after["rev"] != before["rev"]  # open pages reload the panel
+        again = (await site.client.get(path)).text
+        assert "1/2 · needs @sre · requester excluded" in again and "voted: console:sam" in again
+        sue = await site.link(run, user="sue")
+        sue_page = (await site.client.get(sue)).text
+        await site.client.post(f"{sue}/decide", data={**form_of(sue_page), "decision": "approve"})
+        assert (await site.baton.engine.wait(run.id, timeout=30)).status is RunStatus.COMPLETED
+        done = (await site.client.get(path)).text
+        assert "1/2" not in done and "2/2" not in done  # a decided gate shows who decided instead
+
+
+async def test_a_gate_with_a_form_shows_its_fields_and_a_page_approval_records_no_vote(
+    tmp_path: Path, sqlite_url: str
+) -> None:
+    formed = QUORUM.replace("          choices:", "          form:\n"
+                            "            window: {type: string, enum: [now, tonight], default: now}\n"
+                            "          choices:")
+    access = {"groups": {"sre": ["console:sam", "console:sue"]},
+              "run": {"*": ["console:ana", "console:sam", "console:sue"]}}
+    async with Site.open(tmp_path, sqlite_url, {"quorum": formed}, access=access) as site:
+        run = await site.start("run quorum hi")
+        path = await site.link(run, user="sam")
+        page = (await site.client.get(path)).text
+        assert "<code>window</code> (string: now / tonight, default now)" in page
+        assert f"/workflow approve {run.id} hotfix window=…" in page
+        await site.client.post(f"{path}/decide", data={**form_of(page), "decision": "approve"})
+        assert site.baton.store.gate_votes(run.id, "review", run_gate_opened(site, run)) == []
+        assert "0/2" in (await site.client.get(path)).text
+
+
+def run_gate_opened(site: Site, run: Any) -> float:
+    return site.baton.store.get_gate(run.id, "review").created_at
