@@ -179,22 +179,24 @@ def latency(plan: Plan, log: Log) -> dict[str, Any]:
     return out
 
 
-def scorecard(plan: Plan, log: Log) -> dict[str, Any]:
-    log("resume-cache scorecard")
+def measured(module: str, args: list[str], *, what: str, timeout: float) -> dict[str, Any]:
+    """A section's child process: its figures, or the error it ended with (the report shows it)."""
     try:
-        return run_child("bench.scorecard.runner", [], what="scorecard", timeout=900)
+        return run_child(module, args, what=what, timeout=timeout)
     except ChildFailed as exc:
         return {"error": exc.detail}
+
+
+def scorecard(plan: Plan, log: Log) -> dict[str, Any]:
+    log("resume-cache scorecard")
+    return measured("bench.scorecard.runner", [], what="scorecard", timeout=900)
 
 
 def memory(plan: Plan, log: Log) -> dict[str, Any]:
     log(f"memory: {plan.memory_runs} concurrent paused runs")
     with _tmp("memory") as tmp:
-        try:
-            return run_child("bench.baton_memory", ["--runs", str(plan.memory_runs), "--dir", tmp],
-                             what="memory", timeout=900)  # fmt: skip
-        except ChildFailed as exc:
-            return {"error": exc.detail}
+        args = ["--runs", str(plan.memory_runs), "--dir", tmp]
+        return measured("bench.baton_memory", args, what="memory", timeout=900)
 
 
 def definitions(plan: Plan, log: Log) -> dict[str, Any]:
@@ -203,10 +205,7 @@ def definitions(plan: Plan, log: Log) -> dict[str, Any]:
         log(f"definitions: {n} nodes")
         with _tmp("definitions") as tmp:
             args = ["--n", str(n), "--samples", str(plan.definition_samples), "--dir", tmp]
-            try:
-                sizes[str(n)] = run_child("bench.baton_definitions", args, what=f"defs {n}", timeout=600)
-            except ChildFailed as exc:
-                sizes[str(n)] = {"error": exc.detail}
+            sizes[str(n)] = measured("bench.baton_definitions", args, what=f"defs {n}", timeout=600)
     return {"sizes": sizes}
 
 
@@ -214,20 +213,14 @@ def real_steps(plan: Plan, log: Log) -> dict[str, Any]:
     log(f"real steps: {plan.real_steps} bash and script steps vs bare process starts")
     with _tmp("real") as tmp:
         args = ["--n", str(plan.real_steps), "--rounds", str(plan.rounds), "--dir", tmp]
-        try:
-            return run_child("bench.baton_real_steps", args, what="real steps", timeout=900)
-        except ChildFailed as exc:
-            return {"error": exc.detail}
+        return measured("bench.baton_real_steps", args, what="real steps", timeout=900)
 
 
 def cold_start(plan: Plan, log: Log) -> dict[str, Any]:
     log(f"cold start: `baton say --wait 'run hello hi'`, {plan.cold_samples} new processes")
     with _tmp("cold") as tmp:
-        try:
-            return run_child("bench.baton_cold", ["--samples", str(plan.cold_samples), "--dir", tmp],
-                             what="cold start", timeout=600)  # fmt: skip
-        except ChildFailed as exc:
-            return {"error": exc.detail}
+        args = ["--samples", str(plan.cold_samples), "--dir", tmp]
+        return measured("bench.baton_cold", args, what="cold start", timeout=600)
 
 
 def distributed(plan: Plan, log: Log) -> dict[str, Any]:
@@ -235,10 +228,7 @@ def distributed(plan: Plan, log: Log) -> dict[str, Any]:
     with _tmp("distributed") as tmp:
         args = ["--steps", str(plan.distributed_steps), "--workers", "1,2", "--rounds", str(plan.rounds),
                 "--db", "bench_distributed", "--dir", tmp]  # fmt: skip
-        try:
-            return run_child("bench.distributed", args, what="distributed", timeout=1800)
-        except ChildFailed as exc:
-            return {"error": exc.detail}
+        return measured("bench.distributed", args, what="distributed", timeout=1800)
 
 
 def scale(plan: Plan, log: Log) -> dict[str, Any]:
