@@ -20,6 +20,7 @@ from sqlalchemy.exc import ArgumentError, SQLAlchemyError
 from sqlalchemy.pool import StaticPool
 
 from core.errors import ConfigurationError, StoreError
+from core.store.tables import postgresql_options
 
 SqliteSynchronous = Literal["NORMAL", "FULL"]
 P = ParamSpec("P")
@@ -86,6 +87,8 @@ def sqlite_pragmas(synchronous: SqliteSynchronous) -> list[str]:
 def open_engine(url: URL, *, sqlite_synchronous: SqliteSynchronous = "NORMAL") -> Engine:
     """An engine for `url` (already normalised)."""
     if url.get_backend_name() != "sqlite":
+        if url.get_backend_name() == "postgresql":
+            postgresql_options()
         return sa.create_engine(url, pool_size=5, max_overflow=10)
 
     kwargs: dict[str, Any] = {}

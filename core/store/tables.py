@@ -70,16 +70,10 @@ RUNS = sa.Table(
     # a redelivered `run` command finds the run its first delivery started (revision 0004);
     # only runs chat commands started: most have none, and SQLite's planner, told so by
     # ANALYZE, scanned the table instead of using a full index (revision 0005)
-    sa.Index(
-        "ix_runs_origin_event",
-        "origin_event",
-        postgresql_where=sa.text("origin_event IS NOT NULL"),
-        sqlite_where=sa.text("origin_event IS NOT NULL"),
-    ),
+    # (its PostgreSQL `WHERE`: `postgresql_options`)
+    sa.Index("ix_runs_origin_event", "origin_event", sqlite_where=sa.text("origin_event IS NOT NULL")),
     # `LIKE 'abc%'` prefix lookups; SQLite uses the primary key with a range instead
-    sa.Index("ix_runs_id_prefix", "id", postgresql_ops={"id": "text_pattern_ops"}).ddl_if(
-        dialect="postgresql"
-    ),
+    sa.Index("ix_runs_id_prefix", "id").ddl_if(dialect="postgresql"),
 )
 
 JOURNAL = sa.Table(
@@ -179,9 +173,7 @@ BLOBS = sa.Table(
     sa.Column("digest", sa.String(), primary_key=True),
     sa.Column("data", sa.LargeBinary, nullable=False),
     sa.Column("size", sa.Integer, nullable=False),
-    sa.Index("ix_blobs_digest_prefix", "digest", postgresql_ops={"digest": "text_pattern_ops"}).ddl_if(
-        dialect="postgresql"
-    ),
+    sa.Index("ix_blobs_digest_prefix", "digest").ddl_if(dialect="postgresql"),
 )
 
 #: Incoming platform event ids claimed (Slack retries, Discord redeliveries). `done` is false
@@ -205,3 +197,19 @@ PLATFORM_STATE = sa.Table(
     sa.Column("value", sa.Text(), nullable=False),
     _float("at", nullable=False),
 )
+
+
+def postgresql_options() -> None:
+    """Give the indexes their PostgreSQL-only options (a partial index's `WHERE`, the
+    `text_pattern_ops` of the prefix indexes). Naming a dialect's options loads that dialect's
+    whole package (all its drivers); a process on SQLite never needs them, so they are set only
+    when a PostgreSQL engine is opened (`database.open_engine`). Idempotent."""
+    options = {
+        "ix_runs_origin_event": {"where": sa.text("origin_event IS NOT NULL")},
+        "ix_runs_id_prefix": {"ops": {"id": "text_pattern_ops"}},
+        "ix_blobs_digest_prefix": {"ops": {"digest": "text_pattern_ops"}},
+    }
+    for table in (RUNS, BLOBS):
+        for index in table.indexes:
+            for key, value in options.get(str(index.name), {}).items():
+                index.dialect_options["postgresql"][key] = value

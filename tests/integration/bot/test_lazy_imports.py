@@ -6,7 +6,8 @@ no schemas) to completion and reports which heavy modules got imported. jsonsche
 tenacity, alembic, procrastinate and the chat adapters are imported at their point of use
 (a schema check, a template, the openai provider, a migration, the distributed executor, a
 platform), never by the restart path itself; the store's tables are SQLAlchemy Core, so
-neither sqlmodel nor the ORM is imported at all. Not a timing test: it counts modules.
+neither sqlmodel nor the ORM is imported at all, and on SQLite neither is SQLAlchemy's
+PostgreSQL dialect (the indexes' PostgreSQL options are set when a PostgreSQL engine opens). Not a timing test: it counts modules.
 """
 
 from __future__ import annotations
@@ -102,6 +103,8 @@ def test_a_restart_imports_no_schema_template_http_migration_or_adapter_module(w
     assert status == "completed"
     assert _heavy(modules) == []
     assert "sqlalchemy.orm" not in modules  # the store is SQLAlchemy Core: no ORM, no mappers
+    # on SQLite, the PostgreSQL dialect (all its drivers) is never loaded, nor its index options
+    assert not {m for m in modules if m.startswith("sqlalchemy.dialects.postgresql")}
     assert {"sqlalchemy", "core.engine.engine", "core.commands.handler"} <= modules  # it did run
 
 

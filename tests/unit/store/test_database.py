@@ -101,3 +101,19 @@ def test_translate_errors_raises_store_error_from_the_driver_error() -> None:
 )
 def test_handle_prefix(text: str, expected: str | None) -> None:
     assert handle_prefix(text) == expected
+
+
+def test_a_postgresql_engine_gives_the_indexes_their_postgresql_options() -> None:
+    """The partial index's WHERE and the prefix indexes' text_pattern_ops are set when a
+    PostgreSQL engine is opened (not at import, which would load the PostgreSQL dialect)."""
+    from sqlalchemy.dialects import postgresql
+    from sqlalchemy.schema import CreateIndex
+
+    from core.store.database import open_engine
+    from core.store.tables import BLOBS, RUNS
+
+    open_engine(normalize_url("postgresql://u@localhost:1/baton")).dispose()  # connects lazily: never here
+    ddl = {i.name: str(CreateIndex(i).compile(dialect=postgresql.dialect())) for i in (*RUNS.indexes, *BLOBS.indexes)}
+    assert ddl["ix_runs_origin_event"].endswith("(origin_event) WHERE origin_event IS NOT NULL")
+    assert ddl["ix_runs_id_prefix"].endswith("(id text_pattern_ops)")
+    assert ddl["ix_blobs_digest_prefix"].endswith("(digest text_pattern_ops)")
