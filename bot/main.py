@@ -24,6 +24,7 @@ import typer
 from bot.hardening import forbid_inspection
 from bot.logging import active_redactor, setup_logging
 from bot.settings import load_settings
+from bot.startup import pause_collection, started
 from core.commands.hints import hint
 from core.commands.input_text import InvalidInput, check_text
 from core.config import Settings
@@ -141,6 +142,7 @@ def _serve_supervised(name: str, serve: Callable[[], None], preload: list[str]) 
 
     for module in preload:
         importlib.import_module(module)
+    started(collect=True)  # before the forks: the children share the frozen objects' pages
     raise typer.Exit(supervise(lambda _restarts: _status_of(serve), name=name))
 
 
@@ -439,5 +441,6 @@ def health(
     raise typer.Exit(0 if answer.status_code == 200 else 1)
 
 
-if __name__ == "__main__":  # `python -m bot.main`
+if __name__ == "__main__":  # `python -m bot.main` (the `baton` executable is bot.startup.main)
+    pause_collection()
     app()

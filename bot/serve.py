@@ -1,7 +1,8 @@
 """The long-running and one-shot entry points behind the CLI, as coroutines.
 
 Each builds `Baton` from ready settings, enters `baton.running()` (engine started,
-signals handled) and closes the store at the end.
+signals handled), marks the process started (`bot.startup.started`: the objects of the
+start are frozen out of later garbage collections) and closes the store at the end.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from adapters.console.messages import to_chat_message
 from adapters.console.oneshot import say
 from bot.app import Baton, build_baton
 from bot.health import serve_health
+from bot.startup import started
 from core.commands.messages import Reply
 from core.config import Settings
 from core.redaction import Redactor
@@ -60,6 +62,7 @@ async def serve_all(settings: Settings, *, console: bool, conversation: str, use
     baton.health.expect(names)
     try:
         async with baton.running(), serve_health(baton.health, settings):
+            started(collect=True)  # what lives from here on is frozen out of later collections
             tasks: dict[asyncio.Task[None], str] = {
                 asyncio.ensure_future(_adapter_serve(name)(baton, settings)): name for name in names
             }
@@ -103,6 +106,7 @@ async def console_only(settings: Settings, *, conversation: str, user: str, thre
     baton = build_baton(settings)
     try:
         async with baton.running():
+            started(collect=True)
             await interactive(
                 baton,
                 conversation=conversation,
@@ -138,6 +142,7 @@ async def say_once(
     baton = build_baton(settings)
     try:
         async with baton.running():
+            started()  # a one-shot process: frozen without a full collection (bot/startup.py)
             message = to_chat_message(text, conversation, user, thread, event_id=event_id)
             shown = None if on_reply is None else (lambda reply: on_reply(reply, baton.redactor))
             replies = await say(baton, message, wait=wait, on_reply=shown)

@@ -26,6 +26,7 @@ from procrastinate.worker import Worker
 from bot.health import Health, serve_health
 from bot.runtime import Runtime, assemble
 from bot.shutdown import Shutdown
+from bot.startup import started
 from core.config import Settings
 from core.engine.distributed import (
     TASK_NAME,
@@ -125,6 +126,7 @@ async def serve_worker(
         with shutdown.signals():
             async with serve_health(health, settings):
                 health.started = True
+                started(collect=True)  # what lives from here on is frozen out of later collections
                 log.info(
                     "worker ready",
                     extra={"action": "worker_started", "worker": label, "queue": settings.queue_name},
