@@ -88,6 +88,7 @@ async def relaunch(root: Path, n: int) -> None:
 
 def supervised(root: Path, n: int, kill_at: int) -> int:
     """Both phases in children of the real supervisor; the restart counter picks the phase."""
+    from bot.startup import started
     from bot.supervisor import supervise
 
     def child(restarts: int) -> int:
@@ -97,6 +98,7 @@ def supervised(root: Path, n: int, kill_at: int) -> int:
         asyncio.run(relaunch(root, n))
         return 0
 
+    started(collect=True)  # as `baton run --supervise` does before it forks
     return supervise(child, name="bench-recovery")
 
 

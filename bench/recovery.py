@@ -95,9 +95,15 @@ class _Lines:
                 return line
 
 
+#: Baton's sides start as the `baton` executable does (bot/startup.py): the cyclic GC paused
+#: before anything is imported, until the process has started.
+_AS_BATON = "from bot.startup import pause_collection; pause_collection(); import runpy; runpy.run_module({!r}, run_name='__main__')"
+
+
 def _spawn(module: str, args: list[str]) -> subprocess.Popen[str]:
+    start = ["-c", _AS_BATON.format(module)] if module.startswith("bench.baton_") else ["-m", module]
     return subprocess.Popen(
-        [sys.executable, "-m", module, *args],
+        [sys.executable, *start, *args],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
+from bot.startup import started
 from core.commands.handler import Handler
 from core.config import Access
 from core.engine.engine import Engine, EngineConfig
@@ -135,6 +136,7 @@ async def rig(
     )
     if start_engine:
         await engine.start()
+    started(collect=True)  # as `baton run` does once running: the start's objects frozen out of GC
     try:
         yield Rig(root, store, catalog, engine, handler)
     finally:

@@ -11,10 +11,11 @@ then, e.g. a resume).
 - `started()` marks the end of the start: every object allocated so far is moved to the
   permanent generation (`gc.freeze`), which collections never scan, and a pause ends.
   Long-running processes (`baton run`, `baton console`, `baton worker`, and a supervisor
-  before it forks its children) call it with `collect=True` once they are running, so that
-  only live objects are frozen; `baton say` freezes without the full collection (it exits
-  soon) and only when `main()` paused collection, so calling it in a test process changes
-  nothing. Reference counting frees acyclic objects all along.
+  before it forks its children) call it with `collect=True` once they are running: without
+  a pause (`python -m bot.main` imports before it pauses, a test, a benchmark rig) a full
+  collection comes first, so that only live objects are frozen. `baton say` calls it
+  without `collect`: in a test process that changes nothing. Reference counting frees
+  acyclic objects all along.
 """
 
 from __future__ import annotations
@@ -35,17 +36,19 @@ def pause_collection() -> None:
 
 
 def started(*, collect: bool = False) -> None:
-    """The process has started. `collect`: a full collection first, then freeze (long-running
-    processes, always); otherwise freeze only if `pause_collection()` paused collection."""
+    """The process has started: freeze what it allocated so far. After `pause_collection()`
+    nothing was collected yet and the start's cyclic garbage is a few hundred objects (of
+    about 100,000), so it is frozen as it is: a full collection would scan every object to
+    find them, tens of milliseconds on a restart's way to work. Otherwise `collect` (the
+    long-running processes) collects fully first, and a one-shot process does nothing."""
     global _paused
-    if collect:
-        gc.collect()
-        gc.freeze()
-    elif _paused:
-        gc.freeze()
     if _paused:
         _paused = False
+        gc.freeze()
         gc.enable()
+    elif collect:
+        gc.collect()
+        gc.freeze()
 
 
 def main() -> None:
