@@ -97,7 +97,10 @@ class _Lines:
 
 #: Baton's sides start as the `baton` executable does (bot/startup.py): the cyclic GC paused
 #: before anything is imported, until the process has started.
-_AS_BATON = "from bot.startup import pause_collection; pause_collection(); import runpy; runpy.run_module({!r}, run_name='__main__')"
+_AS_BATON = (
+    "from bot.startup import pause_collection; pause_collection(); "
+    "import runpy; runpy.run_module({!r}, run_name='__main__')"
+)
 
 
 def _spawn(module: str, args: list[str]) -> subprocess.Popen[str]:

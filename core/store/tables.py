@@ -204,7 +204,7 @@ def postgresql_options() -> None:
     `text_pattern_ops` of the prefix indexes). Naming a dialect's options loads that dialect's
     whole package (all its drivers); a process on SQLite never needs them, so they are set only
     when a PostgreSQL engine is opened (`database.open_engine`). Idempotent."""
-    options = {
+    options: dict[str, dict[str, Any]] = {
         "ix_runs_origin_event": {"where": sa.text("origin_event IS NOT NULL")},
         "ix_runs_id_prefix": {"ops": {"id": "text_pattern_ops"}},
         "ix_blobs_digest_prefix": {"ops": {"digest": "text_pattern_ops"}},

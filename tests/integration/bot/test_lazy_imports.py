@@ -7,7 +7,8 @@ tenacity, alembic, procrastinate and the chat adapters are imported at their poi
 (a schema check, a template, the openai provider, a migration, the distributed executor, a
 platform), never by the restart path itself; the store's tables are SQLAlchemy Core, so
 neither sqlmodel nor the ORM is imported at all, and on SQLite neither is SQLAlchemy's
-PostgreSQL dialect (the indexes' PostgreSQL options are set when a PostgreSQL engine opens). Not a timing test: it counts modules.
+PostgreSQL dialect (the indexes' PostgreSQL options are set when a PostgreSQL engine
+opens). Not a timing test: it counts modules.
 """
 
 from __future__ import annotations

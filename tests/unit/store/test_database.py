@@ -113,7 +113,8 @@ def test_a_postgresql_engine_gives_the_indexes_their_postgresql_options() -> Non
     from core.store.tables import BLOBS, RUNS
 
     open_engine(normalize_url("postgresql://u@localhost:1/baton")).dispose()  # connects lazily: never here
-    ddl = {i.name: str(CreateIndex(i).compile(dialect=postgresql.dialect())) for i in (*RUNS.indexes, *BLOBS.indexes)}
+    indexes = (*RUNS.indexes, *BLOBS.indexes)
+    ddl = {i.name: str(CreateIndex(i).compile(dialect=postgresql.dialect())) for i in indexes}
     assert ddl["ix_runs_origin_event"].endswith("(origin_event) WHERE origin_event IS NOT NULL")
     assert ddl["ix_runs_id_prefix"].endswith("(id text_pattern_ops)")
     assert ddl["ix_blobs_digest_prefix"].endswith("(digest text_pattern_ops)")
