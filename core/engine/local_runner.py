@@ -2,7 +2,7 @@
 
 One attempt: `started` is journaled (committed) before the step is dispatched, the step
 runs (`nodes.execute_node`), its output is checked against its contract, then its blob,
-artifacts and `completed` entry are stored; a failure settles the entry `failed` with the
+artifacts and `completed` entry are stored (one transaction); a failure settles the entry `failed` with the
 error (the output kept when there was one). Inline pure and idempotent tools without
 artifacts skip the `started` entry (`one_commit`): their blob and `completed` entry are
 written together, a pure one's group-committed (`group_commit.py`).
@@ -24,7 +24,7 @@ from core.engine.prepared import PreparedNode
 from core.engine.steps import Attempt, Completed, Execution, Failed, Step
 from core.engine.workdirs import ArtifactOutside, capture_artifacts
 from core.errors import ConfigurationError, NodeFailed, ReplayUnsafe
-from core.store.port import StepResult
+from core.store.port import StepResult, digest_bytes
 from core.store.records import JournalEntry, NodeStatus, ReplayClass
 
 
@@ -68,10 +68,12 @@ class LocalStepRunner:
                 raise
         except NodeFailed as exc:  # includes OutputContractViolation: output kept, entry failed
             assert entry_id is not None
-            kept = s.store.put_blob(result.output.encode()) if result is not None else None
+            kept = [result.output.encode()] if result is not None else []  # stored with the entry
             spent = (result.tokens_in, result.tokens_out) if result is not None else (0, 0)
-            x.journal.finish(entry_id, status=NodeStatus.FAILED, output_digest=kept, error=exc.message,
-                             tokens_in=spent[0], tokens_out=spent[1])  # fmt: skip
+            x.journal.finish(
+                entry_id, status=NodeStatus.FAILED, output_digest=digest_bytes(kept[0]) if kept else None,
+                error=exc.message, tokens_in=spent[0], tokens_out=spent[1], blobs=kept,
+            )  # fmt: skip
             return Failed(exc.message)
         except asyncio.CancelledError:
             if x.cancel_note is not None:
@@ -101,18 +103,23 @@ class LocalStepRunner:
         return Completed(digest, value, time.monotonic() - started, tokens, artifacts)
 
     def _finish(self, pn: PreparedNode, entry_id: int, result: NodeResult) -> tuple[str, dict[str, str]]:
-        """Settle a journaled start as completed: output and artifacts stored, then the entry."""
-        store, root = self.x.setup.store, self.x.setup.dirs.root
-        digest = store.put_blob(result.output.encode())
+        """Settle a journaled start as completed: output and artifacts stored with the entry,
+        in one transaction."""
+        output = result.output.encode()
+        digest = digest_bytes(output)
         artifacts: dict[str, str] = {}
+        blobs = [output]
         if pn.node.artifacts:
             try:
-                files = capture_artifacts(root, pn.node.artifacts)
+                files = capture_artifacts(self.x.setup.dirs.root, pn.node.artifacts)
             except (ArtifactOutside, OSError) as exc:
                 message = f"step `{pn.id}` ran, but its artifacts cannot be kept: {exc}"
-                self.x.journal.finish(entry_id, status=NodeStatus.FAILED, output_digest=digest, error=message)
+                self.x.journal.finish(
+                    entry_id, status=NodeStatus.FAILED, output_digest=digest, error=message, blobs=blobs
+                )
                 raise NodeFailed(message, node_id=pn.id) from exc
-            artifacts = {path: store.put_blob(data) for path, data in files.items()}
+            artifacts = {path: digest_bytes(data) for path, data in files.items()}
+            blobs += files.values()
         self.x.journal.finish(
             entry_id,
             status=NodeStatus.COMPLETED,
@@ -120,6 +127,7 @@ class LocalStepRunner:
             tokens_in=result.tokens_in,
             tokens_out=result.tokens_out,
             artifacts=artifacts,
+            blobs=blobs,
         )
         return digest, artifacts
 

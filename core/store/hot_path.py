@@ -1,7 +1,7 @@
 """The engine's hot path: single-statement writes on per-thread DBAPI connections.
 
-A durable step writes three times (journal start, output blob, journal finish), each
-committed on its own; steps whose start need not be journaled write their blobs and
+A durable step commits twice: its journal start, then its output blob with the journal
+finish (`run_after`: one transaction); steps whose start need not be journaled write their blobs and
 `completed` entries together (`run_many`: one transaction, one fsync, for one step or a
 group-committed batch). These statements are built with SQLAlchemy Core against the table
 objects, compiled once for the engine's dialect, and executed directly on a DBAPI
@@ -141,6 +141,35 @@ class HotPath:
                 self._discard(conn)  # it may be broken; the next call opens a fresh one
             raise StoreError(f"The run store could not {operation} ({describe(exc)}).") from exc
         return Outcome(rowcount=rowcount, returned=returned)
+
+    def run_after(
+        self,
+        before: Sequence[tuple[Prepared, Sequence[Mapping[str, Any]]]],
+        prepared: Prepared,
+        params: Mapping[str, Any],
+        *,
+        operation: str,
+    ) -> Outcome:
+        """`before` (as `run_many`), then `prepared`, in ONE committed transaction; the
+        outcome of `prepared` (which may not return rows)."""
+        conn = None
+        try:
+            conn = self._connection()
+            cursor = conn.cursor()
+            try:
+                with _transaction(conn, shared=conn is self._shared):
+                    for statement, rows in before:
+                        if rows:
+                            cursor.executemany(statement.sql, [statement.bind(row) for row in rows])
+                    cursor.execute(prepared.sql, prepared.bind(params))
+                    rowcount = cursor.rowcount
+            finally:
+                cursor.close()
+        except self._dbapi_error as exc:
+            if conn is not None and conn is not self._shared:
+                self._discard(conn)
+            raise StoreError(f"The run store could not {operation} ({describe(exc)}).") from exc
+        return Outcome(rowcount=rowcount)
 
     def run_many(
         self, batches: Sequence[tuple[Prepared, Sequence[Mapping[str, Any]]]], *, operation: str

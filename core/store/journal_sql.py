@@ -9,7 +9,6 @@ the executor and `core/engine/group_commit.py`).
 
 from __future__ import annotations
 
-import hashlib
 import json
 from collections.abc import Iterable, Sequence
 from typing import Any
@@ -19,7 +18,7 @@ import sqlalchemy as sa
 from core.errors import RunNotFound, StoreError
 from core.store import cas
 from core.store.database import store_operation
-from core.store.port import StepResult
+from core.store.port import StepResult, digest_bytes
 from core.store.records import JournalEntry, NodeStatus
 from core.store.rows import JOURNAL_FIELDS, journal_from_row, journal_from_values
 from core.store.sql_base import SqlBase
@@ -82,7 +81,7 @@ class JournalSql(SqlBase):
 
     # -- blobs ----------------------------------------------------------------------------
     def put_blob(self, data: bytes) -> str:
-        digest = hashlib.sha256(data).hexdigest()
+        digest = digest_bytes(data)
         params = {"digest": digest, "data": data, "size": len(data)}
         self._hot.run(self._put_blob_sql, params, operation="store a blob")
         return digest
@@ -174,8 +173,10 @@ class JournalSql(SqlBase):
         tokens_in: int = 0,
         tokens_out: int = 0,
         artifacts: dict[str, str] | None = None,
+        blobs: Sequence[bytes] = (),
     ) -> None:
-        """Settle a `started` entry once; settling it again raises InvalidTransition."""
+        """Settle a `started` entry once; settling it again raises InvalidTransition. `blobs`
+        (the output and artifacts the digests name) are stored in the same transaction."""
         status = NodeStatus(status)
         if status not in _FINAL_NODE_STATUSES:
             raise ValueError(f"journal_finish takes completed or failed, not {status.value}")
@@ -189,7 +190,16 @@ class JournalSql(SqlBase):
             "b_tokens_out": tokens_out,
             "b_artifacts": json.dumps(artifacts or {}),
         }
-        outcome = self._hot.run(self._journal_finish_sql, params, operation="record a step result")
+        if blobs:
+            rows = {d: {"digest": d, "data": b, "size": len(b)} for b in blobs for d in [digest_bytes(b)]}
+            outcome = self._hot.run_after(
+                [(self._put_blob_sql, [rows[d] for d in sorted(rows)])],
+                self._journal_finish_sql,
+                params,
+                operation="record a step result",
+            )
+        else:
+            outcome = self._hot.run(self._journal_finish_sql, params, operation="record a step result")
         if outcome.rowcount != 1:
             self._explain_unfinishable(entry_id)
 

@@ -15,7 +15,6 @@ reverse, when one fails (`memory_unit.py`).
 
 from __future__ import annotations
 
-import hashlib
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -26,7 +25,7 @@ from core.errors import AmbiguousRunId, RunNotFound, StoreError
 from core.store import cas
 from core.store.memory_ballots import MemoryBallots
 from core.store.memory_unit import MemoryTables, MemoryUnitOfWork, copied
-from core.store.port import Pulse, StepResult, Store
+from core.store.port import Pulse, StepResult, Store, digest_bytes
 from core.store.records import AuditEvent, Gate, GateStatus, JournalEntry, NodeStatus, Run, RunStatus
 from core.store.state_sql import KEPT
 from core.store.unit_of_work import Pending
@@ -77,7 +76,7 @@ class MemoryStore:
 
     # -- blobs -----------------------------------------------------------------------------
     def put_blob(self, data: bytes) -> str:
-        digest = hashlib.sha256(data).hexdigest()
+        digest = digest_bytes(data)
         with self._lock:
             self._t.blobs.setdefault(digest, bytes(data))
         return digest
@@ -242,12 +241,15 @@ class MemoryStore:
         tokens_in: int = 0,
         tokens_out: int = 0,
         artifacts: dict[str, str] | None = None,
+        blobs: Sequence[bytes] = (),
     ) -> None:
         status = NodeStatus(status)
         if status not in _FINAL:
             raise ValueError(f"journal_finish takes completed or failed, not {status.value}")
         now = self._now()
         with self._lock:
+            for data in blobs:
+                self._t.blobs.setdefault(digest_bytes(data), bytes(data))
             entry = self._t.journal.get(entry_id)
             if entry is None:
                 raise StoreError(f"Journal entry {entry_id} does not exist.", hint="This is a bug in Baton.")

@@ -54,6 +54,11 @@ Pulse = tuple[object, ...]
 Defer = Callable[[Any, list[int]], list[int]]
 
 
+def digest_bytes(data: bytes) -> str:
+    """The content address of a blob: its sha256, in hex."""
+    return hashlib.sha256(data).hexdigest()
+
+
 @dataclass(frozen=True, slots=True)
 class Handoff:
     """One step handed to the job queue: the `queued` journal entry to write."""
@@ -82,7 +87,7 @@ class StepResult:
     digest: str = field(init=False)
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "digest", hashlib.sha256(self.output).hexdigest())
+        object.__setattr__(self, "digest", digest_bytes(self.output))
 
 
 class Blobs(Protocol):
@@ -181,9 +186,11 @@ class Journal(Protocol):
         tokens_in: int = 0,
         tokens_out: int = 0,
         artifacts: dict[str, str] | None = None,
+        blobs: Sequence[bytes] = (),
     ) -> None:
         """Settle a `started` entry once (completed | failed); settling it again raises
-        InvalidTransition."""
+        InvalidTransition. `blobs` (the bytes `output_digest` and `artifacts` name) are stored
+        in the same transaction (one commit instead of a `put_blob` each)."""
 
     def journal_complete_many(self, results: Sequence[StepResult]) -> None:
         """The output blobs and `completed` entries of steps whose re-run is safe

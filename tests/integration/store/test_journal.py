@@ -53,6 +53,22 @@ def test_journal_start_then_finish(store: Store, make_run: MakeRun) -> None:
     assert done.finished_at is not None and done.finished_at >= done.started_at
 
 
+def test_finish_stores_the_blobs_it_names_in_the_same_call(store: Store, make_run: MakeRun) -> None:
+    """The engine's unsafe steps: output and artifacts stored with the settled entry (one
+    transaction); a second settle is refused, the blobs stay (content-addressed)."""
+    run = make_run(RunStatus.RUNNING)
+    entry_id = _start(store, run.id, "build")
+    output, wheel = b"built\n", b"PK\x03\x04 wheel"
+    digests = [hashlib.sha256(b).hexdigest() for b in (output, wheel)]
+    store.journal_finish(entry_id, status=NodeStatus.COMPLETED, output_digest=digests[0],
+                         artifacts={"dist/x.whl": digests[1]}, blobs=[output, wheel, output])  # fmt: skip
+    (done,) = store.journal([run.id])
+    assert done.status is NodeStatus.COMPLETED and done.output_digest == digests[0]
+    assert store.get_blobs(digests) == {digests[0]: output, digests[1]: wheel}
+    with pytest.raises(InvalidTransition):
+        store.journal_finish(entry_id, status=NodeStatus.FAILED, blobs=[b"late"])
+
+
 def test_a_step_settles_once(store: Store, make_run: MakeRun) -> None:
     run = make_run(RunStatus.RUNNING)
     entry_id = _start(store, run.id, "draft")
