@@ -12,10 +12,9 @@ then, e.g. a resume).
   permanent generation (`gc.freeze`), which collections never scan, and a pause ends.
   Long-running processes (`baton run`, `baton console`, `baton worker`, and a supervisor
   before it forks its children) call it with `collect=True` once they are running: without
-  a pause (`python -m bot.main` imports before it pauses, a test, a benchmark rig) a full
-  collection comes first, so that only live objects are frozen. `baton say` calls it
-  without `collect`: in a test process that changes nothing. Reference counting frees
-  acyclic objects all along.
+  a pause (a program embedding Baton, a test, a benchmark rig) a full collection comes
+  first, so that only live objects are frozen. `baton say` calls it without `collect`: in a
+  test process that changes nothing. Reference counting frees acyclic objects all along.
 """
 
 from __future__ import annotations
