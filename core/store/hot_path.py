@@ -1,8 +1,8 @@
 """The engine's hot path: single-statement writes on per-thread DBAPI connections.
 
 A durable step commits twice: its journal start, then its output blob with the journal
-finish (`run_after`: one transaction); steps whose start need not be journaled write their blobs and
-`completed` entries together (`run_many`: one transaction, one fsync, for one step or a
+finish (`run_after`: one transaction); steps whose start need not be journaled write their
+blobs and `completed` entries together (`run_many`: one transaction, one fsync, for one step or a
 group-committed batch). These statements are built with SQLAlchemy Core against the table
 objects, compiled once for the engine's dialect, and executed directly on a DBAPI
 connection that each thread keeps open in autocommit mode (each statement is its own

@@ -1,7 +1,8 @@
 """Journal and blob methods of `SqlStore`.
 
-`journal_start`, `journal_finish` and `put_blob` are the engine's hot path: one statement
-and one commit each, through `HotPath`; `journal_complete_many` is the blobs and `completed`
+`journal_start`, `journal_finish` and `put_blob` are the engine's hot path, through `HotPath`:
+one commit each (`journal_finish` stores the blobs it is given in the same one);
+`journal_complete_many` is the blobs and `completed`
 entries of one or more steps in one commit, for steps whose start is not journaled (see
 the executor and `core/engine/group_commit.py`).
 `journal(run_ids)` and `get_blobs` are one query for any number of ids; `lineage` is one recursive CTE.
