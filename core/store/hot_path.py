@@ -29,6 +29,7 @@ from sqlalchemy.sql.compiler import SQLCompiler
 from sqlalchemy.sql.expression import ClauseElement
 
 from core.errors import StoreError
+from core.store.checkpoints import NO_AUTOCHECKPOINT, Checkpointer
 from core.store.database import describe, is_memory_sqlite
 
 
@@ -60,6 +61,8 @@ class HotPath:
     def __init__(self, engine: Engine, *, pragmas: Sequence[str] = ()) -> None:
         self._engine = engine
         self._pragmas = list(pragmas)
+        #: a file SQLite database: its WAL is checkpointed by a thread, never in these commits
+        self._checkpoints: Checkpointer | None = None
         self._dbapi_error: type[Exception] = engine.dialect.loaded_dbapi.Error
         self._local = threading.local()
         self._lock = threading.Lock()
@@ -72,6 +75,12 @@ class HotPath:
             fairy = engine.raw_connection()
             self._shared = fairy.dbapi_connection
             fairy.close()
+        elif engine.dialect.name == "sqlite":
+            self._checkpoints = Checkpointer(self._connect, pragmas=list(self._pragmas))
+            self._pragmas.append(NO_AUTOCHECKPOINT)
+        self._finish = self._checkpoints.committed if self._checkpoints is not None else _nothing
+        if self._checkpoints is not None:  # a store dropped without close(): its thread ends too
+            weakref.finalize(self, self._checkpoints.stop)
 
     def prepare(self, statement: ClauseElement, column_keys: Sequence[str] | None = None) -> Prepared:
         compiled = statement.compile(
@@ -90,8 +99,7 @@ class HotPath:
             return self._shared
         conn = getattr(self._local, "conn", None)
         if conn is None:
-            cargs, cparams = self._engine.dialect.create_connect_args(self._engine.url)
-            conn = self._engine.dialect.connect(*cargs, **cparams)
+            conn = self._connect()
             cursor = conn.cursor()
             try:
                 for pragma in self._pragmas:
@@ -104,6 +112,10 @@ class HotPath:
             with self._lock:
                 self._opened.append(conn)
         return conn
+
+    def _connect(self) -> Any:
+        cargs, cparams = self._engine.dialect.create_connect_args(self._engine.url)
+        return self._engine.dialect.connect(*cargs, **cparams)
 
     def _discard(self, conn: Any) -> None:
         if conn is self._shared:
@@ -132,6 +144,7 @@ class HotPath:
                 cursor.close()
             if conn is self._shared:  # the pool's connection is not in autocommit mode
                 conn.commit()
+            self._finish()
         except self._dbapi_error as exc:
             if conn is None:
                 pass  # connecting failed; the next call tries again
@@ -165,6 +178,7 @@ class HotPath:
                     rowcount = cursor.rowcount
             finally:
                 cursor.close()
+            self._finish()
         except self._dbapi_error as exc:
             if conn is not None and conn is not self._shared:
                 self._discard(conn)
@@ -187,15 +201,22 @@ class HotPath:
                             cursor.executemany(prepared.sql, [prepared.bind(row) for row in rows])
             finally:
                 cursor.close()
+            self._finish()
         except self._dbapi_error as exc:
             if conn is not None and conn is not self._shared:
                 self._discard(conn)
             raise StoreError(f"The run store could not {operation} ({describe(exc)}).") from exc
 
     def close(self) -> None:
+        if self._checkpoints is not None:
+            self._checkpoints.close()
         with self._lock:
             _close_all(self._opened, self._dbapi_error)
         self._local = threading.local()
+
+
+def _nothing() -> None:
+    pass
 
 
 def _autocommit(conn: Any) -> None:
