@@ -177,7 +177,7 @@ def _secret(value: Any) -> str | None:
 
 
 def build_bridge(
-    baton: Baton, settings: Settings, *, client: AsyncWebClient | None = None, throttle: float = 1.0
+    baton: Baton, settings: Settings, *, client: AsyncWebClient | None = None
 ) -> SlackBridge:
     """Wire an `AsyncApp` to the core; registers the Slack outbox with the handler."""
     token = _secret(settings.slack_bot_token)
@@ -188,7 +188,7 @@ def build_bridge(
         process_before_response=False,
         logger=logging.getLogger("baton.slack.bolt"),
     )
-    sender = SlackSender(client, baton.handler, throttle=throttle)
+    sender = SlackSender(client, baton.handler)
     bridge = SlackBridge(app=app, sender=sender, baton=baton, preflight=Preflight(client))
     app.command(re.compile(r"^/workflow"))(bridge.on_command)
     app.action(re.compile("^" + re.escape(ACTION_PREFIX)))(bridge.on_action)

@@ -1,31 +1,35 @@
 """`Reply` -> Slack messages: where each goes, what is posted, edited or uploaded.
 
+What is platform-neutral lives in the core's one edit-in-place component (`handler.edits`,
+`core.delivery.edits`): the pace of progress edits, where each keyed message is, the size
+policy (which reply attaches its whole text as a file), and where a run reports after a
+fallback; long button commands are kept in the core's one store (`handler.buttons`). This
+module posts, edits and uploads.
+
 - Direct answers to a request (`deliver`) are sent in order before the listener returns.
-- Background replies (`outbox`, registered with the core) never block the engine: they are
-  queued per run and sent by one worker per run, in order. Progress messages
-  (`replace_key`) are edited in place at most once per `throttle` seconds; an update that a
-  newer one supersedes while waiting is dropped, the newest (final) state is always sent.
+- Background replies (`outbox`, registered with the core) are sent when the core hands them
+  over; the core already paced and coalesced the progress edits, and hands a run's replies
+  over one at a time, in order.
 - A reply with `starts_thread` is posted in the channel and its `ts` becomes the run's
   thread (`Handler.attach_thread`); the core holds the run's background replies until then
-  (the outbox is registered with `threads=True`), so they arrive carrying that thread.
-- What must survive a restart is kept through the core (`Handler.remember` / `recall`): the
-  channel and `ts` of each progress message (so the next update edits it rather than posting
-  a new one) and button commands too long for a button's value (passed as `ref:<digest>`).
-- Text over `UPLOAD_THRESHOLD` is uploaded whole as a file snippet in the thread, with the
-  first section and a note in the message: never cut silently.
+  (the outbox is registered with `threads=True`), so they arrive carrying that thread. The
+  request's `response_url` is kept as the run's follow-up (30 minutes, 5 uses).
+- Where the run's channel refuses a background reply (the bot removed, the channel archived
+  or gone), it goes to the next place that takes it: the command's `response_url` while it
+  lives (state-carrying replies only: progress edits would use it up), then a direct message
+  to whoever started the run. The first reply in a new place says so, once.
+- A button command too long for a value is passed as `ref:<sha256>` (`handler.buttons`).
+- Text too long for a message's blocks is uploaded whole as a file snippet in the thread,
+  with the first section and a note in the message, when the core's size policy says so
+  (never while the run still moves; once per keyed message).
 """
 
 from __future__ import annotations
 
 import asyncio
 import dataclasses
-import hashlib
 import logging
-import time
-from collections import OrderedDict, deque
 from collections.abc import Sequence
-from dataclasses import dataclass, field
-from typing import TypeVar
 
 from slack_sdk.web.async_client import AsyncWebClient
 from slack_sdk.webhook.async_client import AsyncWebhookClient
@@ -45,44 +49,28 @@ from adapters.slack.inbound import PLATFORM, Origin
 from adapters.slack.web_api import CHANNEL_ERRORS, SlackCallFailed, call
 from core.commands.handler import Handler
 from core.commands.messages import Button, Form, Reply
+from core.delivery.edits import Posted, urgent
 from core.errors import PlatformError
 from core.render import redacted, render_reply
 
 log = logging.getLogger("baton.slack")
 
-MEMORY = 2_000  # progress messages kept in memory (the store keeps them all)
-V = TypeVar("V")
 STALE_MESSAGE = frozenset({"message_not_found", "cant_update_message", "edit_window_closed"})
-
-
-@dataclass
-class _Slot:
-    """The message last posted under one `replace_key`."""
-
-    channel: str | None = None
-    ts: str | None = None
-    last: float = float("-inf")
-    uploads: set[str] = field(default_factory=set)
-    lock: asyncio.Lock = field(default_factory=asyncio.Lock)
-
-
-def _remember(store: OrderedDict[str, V], key: str, value: V) -> None:
-    """Keep the newest `MEMORY` entries."""
-    store[key] = value
-    store.move_to_end(key)
-    while len(store) > MEMORY:
-        store.popitem(last=False)
+REF = "ref:"
+#: A slash command's response URL: "up to five times within thirty minutes of receipt".
+RESPONSE_URL_TTL = 30 * 60.0
+RESPONSE_URL_USES = 5
+#: The places a run's background replies go, in order (`Edits.moved` says which one now).
+USUAL, FOLLOW_UP, DIRECT = "usual", "follow_up", "direct"
+PLACES = (USUAL, FOLLOW_UP, DIRECT)
 
 
 class SlackSender:
-    def __init__(self, client: AsyncWebClient, handler: Handler, *, throttle: float = 1.0) -> None:
+    def __init__(self, client: AsyncWebClient, handler: Handler) -> None:
         self._client = client
         self._handler = handler
-        self._throttle = throttle
-        self._slots: OrderedDict[str, _Slot] = OrderedDict()
-        self._queues: dict[str, deque[Reply]] = {}
-        self._workers: dict[str, asyncio.Task[None]] = {}
-        self._moved: OrderedDict[str, str] = OrderedDict()  # run id -> the requester it reports to
+        self._edits = handler.edits
+        self._inflight: set[asyncio.Task[None]] = set()
 
     # -- buttons -------------------------------------------------------------------
     def button_value(self, button: Button, limit: int = VALUE_LIMIT) -> str:
@@ -90,17 +78,20 @@ class SlackSender:
         characters for a button, 150 for a select option)."""
         if len(button.command) <= limit:
             return button.command
-        ref = "ref:" + hashlib.sha256(button.command.encode()).hexdigest()[:32]
-        self._handler.remember(PLATFORM, ref, button.command)
-        return ref
+        return REF + self._handler.buttons.keep(button.command)
 
     def command_of(self, value: str) -> str | None:
         """The command a clicked button's value stands for (None: an unknown reference)."""
-        return self._handler.recall(PLATFORM, value) if value.startswith("ref:") else value
+        if not value.startswith(REF):
+            return value
+        return self._handler.buttons.command(value.removeprefix(REF))
 
     # -- direct answers -----------------------------------------------------------------
     async def deliver(self, replies: Sequence[Reply], origin: Origin) -> None:
         for reply in replies:
+            if reply.starts_thread and reply.run_id and origin.response_url:
+                self._edits.follow_up(PLATFORM, reply.run_id, origin.response_url,
+                                      ttl=RESPONSE_URL_TTL, uses=RESPONSE_URL_USES)
             try:
                 await self._send(reply, origin)
             except SlackCallFailed as exc:
@@ -127,70 +118,116 @@ class SlackSender:
 
     # -- background replies ----------------------------------------------------------------
     async def outbox(self, reply: Reply) -> None:
-        """The core's outbox: queue and return at once; one worker per run sends in order."""
-        key = reply.run_id or reply.replace_key or f"conversation:{reply.conversation}"
-        self._queues.setdefault(key, deque()).append(reply)
-        if key not in self._workers:
-            self._workers[key] = asyncio.create_task(self._drain(key), name=f"slack-outbox-{key}")
+        """The core's outbox: sends `reply` (the core paced and ordered it); a failure is logged."""
+        task = asyncio.current_task()
+        if task is not None:
+            self._inflight.add(task)  # type: ignore[arg-type]
+        try:
+            await self._send_background(reply)
+        except PlatformError:
+            pass  # logged where it was translated
+        except Exception:
+            log.exception("slack delivery failed", extra={"action": "slack_send", "run_id": reply.run_id})
+        finally:
+            if task is not None:
+                self._inflight.discard(task)  # type: ignore[arg-type]
 
     async def idle(self) -> None:
-        """Wait until every queued background reply has been sent."""
-        while self._workers:
-            await asyncio.gather(*list(self._workers.values()), return_exceptions=True)
-
-    async def _drain(self, key: str) -> None:
-        queue = self._queues[key]
-        try:
-            while queue:
-                reply = queue.popleft()
-                if _superseded(reply, queue):
-                    continue
-                delay = self._delay(reply.replace_key)
-                if delay > 0:
-                    await asyncio.sleep(delay)
-                    if _superseded(reply, queue):
-                        continue
-                try:
-                    await self._send_background(reply)
-                except PlatformError:
-                    pass  # logged where it was translated
-                except Exception:
-                    log.exception("slack delivery failed",
-                                  extra={"action": "slack_send", "run_id": reply.run_id})
-        finally:
-            del self._queues[key]
-            del self._workers[key]
+        """Wait until every background reply handed over so far has been sent."""
+        current = asyncio.current_task()
+        while waiting := [t for t in self._inflight if t is not current and not t.done()]:
+            await asyncio.wait(waiting)
 
     async def _send_background(self, reply: Reply) -> None:
-        """A background reply where the run lives; where Slack refuses it there (the bot was
-        removed, the channel archived or gone), in a direct message to whoever started the run,
-        the first one saying that the run reports there from now on."""
+        """A background reply where the run lives; where Slack refuses it there, at the next
+        place of `PLACES` that takes it, the first reply there saying so."""
         if reply.direct:  # to a person: posting to a user id opens the app's DM with them
             await self._send(reply, None)
             return
-        moved = self._moved.get(reply.run_id or "")
-        if moved is None:
+        now = self._edits.moved(PLATFORM, reply.run_id) or USUAL
+        refused: SlackCallFailed | None = None
+        for place in PLACES[PLACES.index(now):]:
             try:
-                await self._send(reply, None)
-                return
+                if await self._send_at(place, reply, moving=place != now, refused=refused):
+                    return
             except SlackCallFailed as exc:
-                requester = reply.requester or ""
-                person = requester.removeprefix(f"{PLATFORM}:")
-                if exc.error not in CHANNEL_ERRORS or not reply.run_id or person in ("", requester):
+                if exc.error not in CHANNEL_ERRORS or not reply.run_id or reply.edit_only:
                     raise
-                moved = self._moved[reply.run_id] = person
-                while len(self._moved) > MEMORY:
-                    self._moved.popitem(last=False)
-                await call(self._client, "chat.postMessage", channel=person,
-                           text=wording.moved(reply.run_id, reply.conversation or "", exc.error))
-        key = f"{reply.replace_key}:direct" if reply.replace_key else None
-        await self._send(dataclasses.replace(reply, conversation=moved, thread=None, replace_key=key), None)
+                refused = exc
+        if refused is not None:
+            log.error("reply delivered nowhere", extra={"action": "undelivered", "run_id": reply.run_id})
+            raise refused
 
-    def _delay(self, replace_key: str | None) -> float:
-        slot = self._slots.get(replace_key) if replace_key else None
-        return 0.0 if slot is None else slot.last + self._throttle - time.monotonic()
+    async def _send_at(
+        self, place: str, reply: Reply, *, moving: bool, refused: SlackCallFailed | None
+    ) -> bool:
+        """Send `reply` at `place`; False when that place cannot take it (go on to the next)."""
+        run_id = reply.run_id or ""
+        error = refused.error if refused is not None else "refused"
+        if place == USUAL:
+            await self._send(reply, None)
+            return True
+        if place == FOLLOW_UP:
+            if self._edits.follow_up_of(PLATFORM, run_id, use=False) is None:
+                return False  # none, or used up or expired: the next place
+            if not urgent(reply):
+                return True  # a progress edit would use it up: the next state-carrying reply goes
+            notice = wording.moved_here(run_id, reply.conversation or "", error)
+            if moving and not await self._respond(self._edits.follow_up_of(PLATFORM, run_id), notice):
+                return False
+            if moving:
+                self._edits.move(PLATFORM, run_id, FOLLOW_UP)
+            url = self._edits.follow_up_of(PLATFORM, run_id)
+            return url is not None and await self._respond(url, self._message(reply)[0])
+        person = (reply.requester or "").removeprefix(f"{PLATFORM}:")
+        if not person or person == reply.requester:
+            return False
+        if moving:
+            self._edits.move(PLATFORM, run_id, DIRECT)
+            await call(self._client, "chat.postMessage", channel=person,
+                       text=wording.moved(run_id, reply.conversation or "", error))
+        key = f"{reply.replace_key}:direct" if reply.replace_key else None
+        await self._send(dataclasses.replace(reply, conversation=person, thread=None, replace_key=key), None)
+        return True
+
+    async def _respond(self, url: str, message: SlackMessage | str) -> bool:
+        """Post through a response URL, visible in the channel; False when it was refused
+        (expired, used up) or Slack could not be reached."""
+        kwargs = {"text": message} if isinstance(message, str) else message.as_kwargs()
+        try:
+            response = await AsyncWebhookClient(url).send(
+                response_type="in_channel", replace_original=False, **kwargs)
+        except OSError as exc:
+            log.warning("response url unreachable: %s", type(exc).__name__,
+                        extra={"action": "slack_response_url_refused"})
+            return False
+        if response.status_code != 200:
+            log.warning("response url refused: %s", response.body,
+                        extra={"action": "slack_response_url_refused", "status": response.status_code})
+            return False
+        return True
 
     # -- sending one reply -------------------------------------------------------------------
+    def _message(self, reply: Reply) -> tuple[SlackMessage, str | None, str]:
+        """The blocks to post for `reply`; the whole text to upload when the core's size policy
+        attaches it (None: nothing), and the file's name."""
+        redactor = self._handler.redactor  # the runtime's one redactor: text, buttons, uploads
+        rendered = render_reply(reply, PLATFORM, redactor)
+        chunks = list(rendered.chunks)
+        too_long = needs_upload(chunks) or not rendered.whole  # a command too wide for a section
+        upload = self._edits.attaches(PLATFORM, reply, too_long=too_long)
+        filename = f"{reply.kind}-{reply.run_id or 'baton'}.txt"
+        shown = redacted(reply, redactor)
+        message = build_message(
+            chunks[:1] if too_long else chunks,
+            shown.buttons,
+            menus=shown.menus,
+            value_of=self.button_value,
+            option_value_of=lambda b: self.button_value(b, OPTION_VALUE_LIMIT),
+            note=wording.uploaded(len(rendered.text), filename) if upload else None,
+        )
+        return message, unescape_mrkdwn(rendered.text) if upload else None, filename
+
     async def _send(self, reply: Reply, origin: Origin | None) -> None:
         if reply.form is not None and origin is not None and await self.open_form(reply.form, origin):
             return  # the modal asks; its text would only repeat it
@@ -200,21 +237,7 @@ class SlackSender:
                         extra={"action": "slack_send", "run_id": reply.run_id})
             return
         thread = reply.thread or (origin.thread if origin else None)
-        redactor = self._handler.redactor  # the runtime's one redactor: text, buttons, uploads
-        rendered = render_reply(reply, PLATFORM, redactor)
-        chunks = list(rendered.chunks)
-        upload = needs_upload(chunks) or not rendered.whole  # a command too wide for a section
-        full = rendered.text if upload else ""
-        filename = f"{reply.kind}-{reply.run_id or 'baton'}.txt"
-        shown = redacted(reply, redactor)
-        message = build_message(
-            chunks[:1] if upload else chunks,
-            shown.buttons,
-            menus=shown.menus,
-            value_of=self.button_value,
-            option_value_of=lambda b: self.button_value(b, OPTION_VALUE_LIMIT),
-            note=wording.uploaded(len(full), filename) if upload else None,
-        )
+        message, upload, filename = self._message(reply)
         if reply.ephemeral and origin is not None:
             await self._ephemeral(origin, channel, thread, message)
             return
@@ -229,8 +252,10 @@ class SlackSender:
         root = thread or ts
         if reply.starts_thread and reply.run_id:
             await self._handler.attach_thread(reply.run_id, root)
-        if upload:
-            await self._upload(reply.replace_key, channel, root, filename, unescape_mrkdwn(full))
+        if upload is not None:
+            await call(self._client, "files.uploadV2", channel=channel, thread_ts=root, content=upload,
+                       filename=filename, title=filename, snippet_type="text")
+            self._edits.filed(PLATFORM, reply)
         if reply.file is not None:  # a file the reply carries (`audit --since`), in the same thread
             await call(self._client, "files.uploadV2", channel=channel, thread_ts=root,
                        content=(reply.file.content or b"").decode("utf-8"), filename=reply.file.name,
@@ -243,9 +268,7 @@ class SlackSender:
             return False
         place = FormPlace(form.command, origin.channel, origin.thread).encode()
         if len(place) > METADATA_LIMIT:  # a long message: kept through the core, like long buttons
-            ref = "ref:" + hashlib.sha256(place.encode()).hexdigest()[:32]
-            self._handler.remember(PLATFORM, ref, place)
-            place = ref
+            place = REF + self._handler.buttons.keep(place)
         try:
             await call(self._client, "views.open", trigger_id=origin.trigger_id,
                        view=slack_forms.modal(form, place))
@@ -276,58 +299,32 @@ class SlackSender:
                               unfurl_links=False, **message.as_kwargs())
         return str(response["ts"])
 
-    def _slot(self, key: str) -> _Slot:
-        """The message last posted under `key`: in memory, else as the store kept it."""
-        slot = self._slots.get(key)
-        if slot is None:
-            slot = _Slot()
-            kept = self._handler.recall(PLATFORM, f"message:{key}")
-            if kept:
-                slot.channel, _, slot.ts = kept.partition(" ")
-        _remember(self._slots, key, slot)
-        return slot
-
     async def _replace(self, key: str, channel: str, thread: str | None, message: SlackMessage) -> str:
-        slot = self._slot(key)
-        async with slot.lock:
-            if slot.ts is not None and slot.channel == channel:
+        """chat.update the message posted under `key` in `channel`; else (none, or deleted
+        meanwhile) post it and keep where it is."""
+        async with self._edits.holding(PLATFORM, key):
+            posted = self._edits.posted(PLATFORM, key)
+            if posted is not None and posted.place == channel:
                 try:
-                    await call(self._client, "chat.update", channel=channel, ts=slot.ts,
+                    await call(self._client, "chat.update", channel=channel, ts=posted.ids[0],
                                **message.as_kwargs())
-                    slot.last = time.monotonic()
-                    return slot.ts
+                    return posted.ids[0]
                 except SlackCallFailed as exc:
                     if exc.error not in STALE_MESSAGE:
                         raise
-            slot.channel, slot.ts = channel, await self._post(channel, thread, message)
-            slot.last = time.monotonic()
-            self._handler.remember(PLATFORM, f"message:{key}", f"{channel} {slot.ts}")
-            return slot.ts
+            ts = await self._post(channel, thread, message)
+            self._edits.keep(PLATFORM, key, Posted(channel, (ts,)))
+            return ts
 
     async def _edit_only(self, key: str, channel: str, message: SlackMessage) -> None:
         """chat.update the message posted under `key`; nothing when there is none (never a new post)."""
-        slot = self._slot(key)
-        async with slot.lock:
-            if slot.ts is None or slot.channel != channel:
+        async with self._edits.holding(PLATFORM, key):
+            posted = self._edits.posted(PLATFORM, key)
+            if posted is None or posted.place != channel:
                 return
             try:
-                await call(self._client, "chat.update", channel=channel, ts=slot.ts, **message.as_kwargs())
-                slot.last = time.monotonic()
+                await call(self._client, "chat.update", channel=channel, ts=posted.ids[0],
+                           **message.as_kwargs())
             except SlackCallFailed as exc:
                 if exc.error not in STALE_MESSAGE:
                     raise
-
-    async def _upload(self, key: str | None, channel: str, thread: str, filename: str, text: str) -> None:
-        digest = hashlib.sha256(text.encode()).hexdigest()
-        slot = self._slots.get(key) if key else None
-        if slot is not None and digest in slot.uploads:
-            return
-        await call(self._client, "files.uploadV2", channel=channel, thread_ts=thread, content=text,
-                   filename=filename, title=filename, snippet_type="text")
-        if slot is not None:
-            slot.uploads.add(digest)
-
-
-def _superseded(reply: Reply, queue: deque[Reply]) -> bool:
-    """A newer state of the same progress message is already queued."""
-    return reply.replace_key is not None and any(r.replace_key == reply.replace_key for r in queue)

@@ -50,6 +50,13 @@ def moved(run_id: str, channel: str, error: str) -> str:
             f"`{escape_mrkdwn(run_id)}` to you here from now on.")
 
 
+def moved_here(run_id: str, channel: str, error: str) -> str:
+    """Said once, through the command's response URL, when a run's channel stopped taking its
+    messages: its state-carrying messages come here while that URL lives."""
+    return (f"Baton can no longer post in <#{channel}> ({escape_mrkdwn(error)}), so it answers about run "
+            f"`{escape_mrkdwn(run_id)}` here for now, then in a direct message to whoever started it.")
+
+
 def started_unseen(run_id: str, error: str) -> str:
     """A run started, but the message saying so did not get through: it must not be started again."""
     run = escape_mrkdwn(run_id)

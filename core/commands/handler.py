@@ -34,6 +34,8 @@ from core.commands.parser import as_command, closest_command, parse
 from core.commands.progress import ProgressReporter
 from core.commands.resolution import gates_addressed
 from core.config import Access
+from core.delivery.buttons import ButtonCommands
+from core.delivery.edits import Edits
 from core.engine.engine import Engine
 from core.errors import BatonError, PermissionDenied, UsageError
 from core.redaction import Redactor
@@ -61,7 +63,13 @@ class Handler:
         self.engine = engine
         self.catalog = catalog
         self.access = access
-        self.progress = ProgressReporter(store=store, engine=engine, pages=pages is not None)
+        #: the one edit-in-place component every adapter shares (pace, where keyed messages
+        #: are, the size policy, where a run reports after a fallback)
+        self.edits = Edits(remember=self.remember, recall=self.recall)
+        #: the one store of long button commands every adapter shares
+        self.buttons = ButtonCommands(store.put_blob, store.get_blob)
+        self.progress = ProgressReporter(store=store, engine=engine, edits=self.edits,
+                                         pages=pages is not None)
         self.progress.gate_state = self._gate_state
         #: people's homes (Slack's App Home), kept current on the engine's events
         self.homes = Homes(store=store, catalog=catalog, access=access, pages=pages)

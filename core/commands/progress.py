@@ -30,6 +30,7 @@ from typing import Any
 from core.commands import replies
 from core.commands.messages import Outbox, Reply
 from core.commands.offers import GateOffers
+from core.delivery.edits import Edits
 from core.engine.engine import Engine
 from core.engine.events import EngineEvent, EventKind, NodeState, RunSummary
 from core.errors import BatonError
@@ -38,10 +39,6 @@ from core.store.records import Gate, Run
 
 log = logging.getLogger("baton.progress")
 
-#: `_last_edit` is swept at most once per this many intervals, on a progress edit. A run that
-#: never comes to rest in this process (another replica took it over) sends no final event,
-#: so its entry would otherwise stay for the life of the process.
-PRUNE_EVERY = 20
 #: Executions whose nodes are noted for "Ran:" at most (the oldest are forgotten first).
 RAN_MEMORY = 10_000
 
@@ -59,7 +56,7 @@ class _RunState:
 
 class ProgressReporter:
     def __init__(
-        self, *, store: Store, engine: Engine, thread_wait: float = 10.0, interval: float = 0.5,
+        self, *, store: Store, engine: Engine, thread_wait: float = 10.0, edits: Edits | None = None,
         pages: bool = False,
     ) -> None:
         self._store = store
@@ -72,15 +69,14 @@ class ProgressReporter:
         self._expected: set[str] = set()  # runs announced with `starts_thread`, thread not attached yet
         self._threads_changed = asyncio.Condition()
         self.thread_wait = thread_wait
-        # at most one progress edit per run per `interval` seconds: a node table costs a journal
-        # read, and a run of many quick steps must not pay one per step; the final state is
-        # always sent at once
-        self.interval = interval
-        self._last_edit: dict[str, float] = {}  # run id -> monotonic time of its last progress edit
+        #: the one edit-in-place component: a run's progress is edited at most once per its
+        #: `interval` (a node table costs a journal read, and a run of many quick steps must not
+        #: pay one per step); the state at rest is always sent at once. A run that never comes to
+        #: rest here (another replica took it over) is forgotten by its sweep.
+        self.edits = edits or Edits()
         #: run id -> the nodes its current execution (a start, resume, approval) ran, as the
         #: engine's events say; the final reply's "Ran:" names those, not an earlier attempt's
         self._ran: OrderedDict[str, set[str]] = OrderedDict()
-        self._pruned_at = time.monotonic()
         #: runs a cancel/abandon command is ending; its reply tells the cancellation, so the
         #: background one is skipped. An entry lives from the command's start until the engine
         #: emits the run's cancellation (the command awaits it) or the command fails; the event
@@ -91,6 +87,21 @@ class ProgressReporter:
         #: a waiting gate's policy state for its message (set by the handler: it knows the policy)
         self.gate_state: Callable[[Run, Gate], dict[str, Any] | None] | None = None
         self.unsubscribe = engine.subscribe(self.on_event)
+
+    @property
+    def interval(self) -> float:
+        """Seconds between two progress edits of one run (the edit component's pace)."""
+        return self.edits.interval
+
+    @interval.setter
+    def interval(self, seconds: float) -> None:
+        self.edits.interval = seconds
+
+    def hurry(self) -> None:
+        """Shutting down: every progress edit waiting for its turn is sent now."""
+        self.edits.hurry()
+        for state in self._runs.values():
+            state.wake.set()
 
     def register_outbox(self, platform: str, outbox: Outbox, *, threads: bool = False) -> None:
         self._outboxes[platform] = outbox
@@ -206,38 +217,25 @@ class ProgressReporter:
         await self.offers.drain()
 
     async def _work(self, run_id: str, state: _RunState) -> None:
+        key = f"progress:{run_id}"
         while state.dirty or state.finished:
             if state.finished:
                 event, told = state.finished.pop(0)
                 state.dirty = False
-                self._last_edit.pop(run_id, None)
+                self.edits.rested(key)
                 await self._report(run_id, event, told=told)
             else:
-                pause = self._last_edit.get(run_id, -self.interval) + self.interval - time.monotonic()
+                pause = self.edits.due_in(key)
                 if pause > 0:
                     with contextlib.suppress(TimeoutError):
                         await asyncio.wait_for(state.wake.wait(), pause)
                     if state.finished:
                         continue  # the final report shows the latest table anyway
                 state.dirty = False
-                self._edited(run_id, time.monotonic())
+                self.edits.edited(key)
                 await self._report(run_id, None)
         if self._runs.get(run_id) is state:
             del self._runs[run_id]
-
-    def _edited(self, run_id: str, now: float) -> None:
-        """Note `run_id`'s progress edit at `now`. Every `PRUNE_EVERY` intervals, drop the
-        entries more than one interval old: such an entry delays nothing any more (the next
-        edit is due at once either way), so dropping it changes no behaviour and bounds the
-        map by the runs edited in the last `PRUNE_EVERY` intervals. A run that comes to rest
-        here drops its own entry at once (`_work`)."""
-        self._last_edit[run_id] = now
-        if now - self._pruned_at < PRUNE_EVERY * self.interval:
-            return
-        self._pruned_at = now
-        due = now - self.interval
-        for stale in [r for r, at in self._last_edit.items() if at <= due]:
-            del self._last_edit[stale]
 
     async def _report(self, run_id: str, finished: EngineEvent | None, *, told: bool = False) -> None:
         """The progress edit; with `finished`, the final reply too (unless `told`: a cancel

@@ -39,6 +39,7 @@ class SlackHarness:
         self._verifier = SignatureVerifier(signing_secret)
         self._session = aiohttp.ClientSession()
         self.last_trigger = ""  # the trigger_id of the last command or click sent
+        self.last_command_url = ""  # the mock's name of the last command's response URL
 
     async def close(self) -> None:
         await self._session.close()
@@ -69,6 +70,7 @@ class SlackHarness:
         """`/workflow <text>` typed by `user` in `channel` (Slack names a direct message
         `directmessage`, a private channel `privategroup`, a group DM `mpdm-…`)."""
         n = next(_ids)
+        self.last_command_url = f"command-{n}"  # the name of its response URL in the mock
         return await self._form({
             "token": "legacy", "team_id": TEAM, "team_domain": "baton-test",
             "channel_id": channel, "channel_name": channel_name, "user_id": user,

@@ -31,7 +31,7 @@ class Call:
     method: str  # "chat.postMessage", "upload", "response_url"
     body: dict[str, Any]
     at: float  # time.monotonic()
-    ts: str | None = None  # ts of the message it created, if any
+    ts: str | None = None  # ts of the message it created, if any ("response": a response URL took it)
 
     @property
     def text(self) -> str:
@@ -93,6 +93,9 @@ class MockSlack:
         self.uploads: dict[str, bytes] = {}
         #: what `conversations.info` says of a channel, over the default (a channel Baton is in)
         self.channels: dict[str, dict[str, Any]] = {}
+        #: response URLs Slack no longer takes (as after their 30 minutes); each takes 5 posts
+        self.expired_urls: set[str] = set()
+        self._url_uses: dict[str, int] = {}
         self._changed = asyncio.Condition()
         self._failures: dict[str, list[_Failure]] = {}
         self._ts = 1_700_000_000_000_000
@@ -246,13 +249,20 @@ class MockSlack:
         return socket
 
     async def _response_url(self, request: web.Request) -> web.Response:
+        """A post through a response URL: "up to five times within thirty minutes"."""
         body = await self._body(request)
-        body["name"] = request.match_info["name"]
-        await self._record(Call("response_url", body, time.monotonic()))
+        name = body["name"] = request.match_info["name"]
+        self._url_uses[name] = uses = self._url_uses.get(name, 0) + 1
+        refused = "expired_url" if name in self.expired_urls else "used_url" if uses > URL_USES else None
+        refused = refused or _invalid_blocks(body)
+        await self._record(Call("response_url", body, time.monotonic(), ts=None if refused else "response"))
+        if refused:
+            return web.Response(status=404 if refused in ("expired_url", "used_url") else 400, text=refused)
         return web.Response(text="ok")
 
 
 MESSAGE_BLOCKS = 50
+URL_USES = 5  # posts a response URL takes
 SECTION_TEXT = 3_000
 BUTTON_VALUE = 2_000
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import asyncio
 
-from core.commands.progress import PRUNE_EVERY
+from core.delivery.edits import PRUNE_EVERY
 from core.store.records import RunStatus
 from tests.integration.commands.conftest import FINAL_KINDS, Chat
 
@@ -67,18 +67,18 @@ async def test_a_run_taken_over_elsewhere_is_forgotten_by_a_later_edit(chat: Cha
     [later] = await chat.say("run slow")
     final = await chat.final(later.run_id or "")
     assert final.kind == "run_completed"
-    assert progress._last_edit == {}  # the taken runs by its edits, its own when it came to rest
+    assert progress.edits.paced == {}  # the taken runs by its edits, its own when it came to rest
 
 
 async def test_the_map_stays_bounded_by_the_runs_edited_recently(chat: Chat) -> None:
     progress = chat.handler.progress
     progress.interval = INTERVAL
-    start = progress._pruned_at
+    start = progress.edits._pruned_at
     for i in range(2_000):  # one edit each for 2,000 runs, a quarter interval apart
-        progress._edited(f"r{i}", start + i * INTERVAL / 4)
-        assert len(progress._last_edit) <= 4 * (PRUNE_EVERY + 1) + 1
+        progress.edits.edited(f"r{i}", start + i * INTERVAL / 4)
+        assert len(progress.edits.paced) <= 4 * (PRUNE_EVERY + 1) + 1
     newest = start + 1999 * INTERVAL / 4
-    assert all(at > newest - (PRUNE_EVERY + 1) * INTERVAL for at in progress._last_edit.values())
+    assert all(at > newest - (PRUNE_EVERY + 1) * INTERVAL for at in progress.edits.paced.values())
 
 
 async def test_a_cancellation_its_command_told_is_not_told_again_and_is_forgotten(chat: Chat) -> None:
