@@ -25,11 +25,9 @@ __all__ = ["BatonClient", "build_client", "serve", "sync_commands"]
 
 
 def build_client(baton: Any, settings: Settings, **options: Any) -> BatonClient:
-    """A client wired to `baton.handler` (and `baton.store` for long button commands)."""
+    """A client wired to `baton.handler` (its edit component and its store of long button commands)."""
     return BatonClient(
         handler=baton.handler,
-        get_blob=baton.store.get_blob,
-        put_blob=baton.store.put_blob,
         guild_id=settings.discord_guild_id,
         **options,
     )

@@ -18,11 +18,12 @@ event into a `ChatMessage` (`inbound`), hands it to the core `Handler` and posts
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import dataclasses
 import hashlib
 import json
 import logging
-from collections.abc import Callable
 from typing import TYPE_CHECKING, Literal
 
 import discord
@@ -47,6 +48,8 @@ if TYPE_CHECKING:
     from core.commands.handler import Handler
     from core.commands.messages import Form, Reply
 
+#: Seconds `close` waits for the progress edits and replies still being sent.
+CLOSE_GRACE = 5.0
 log = logging.getLogger("baton.discord")
 
 Sync = Literal["changed", "always"]
@@ -63,22 +66,15 @@ class BatonClient(discord.Client):
         self,
         *,
         handler: Handler,
-        get_blob: Callable[[str], bytes],
-        put_blob: Callable[[bytes], str],
         guild_id: int | None,
-        edit_interval: float = 1.0,
         sync: Sync = "changed",
         **options: object,
     ) -> None:
         super().__init__(intents=intents(), allowed_mentions=NO_MENTIONS, **options)  # type: ignore[arg-type]
         self.handler = handler
-        self.get_blob = get_blob
         self.guild = discord.Object(guild_id) if guild_id else None
-        self.sender = DiscordSender(
-            self, put_blob, handler.attach_thread, redactor=handler.redactor, edit_interval=edit_interval,
-            remember=lambda key, value: handler.remember("discord", key, value),
-            recall=lambda key: handler.recall("discord", key),
-        )
+        self.sender = DiscordSender(self, handler.attach_thread, redactor=handler.redactor,
+                                    edits=handler.edits, buttons=handler.buttons)
         self.sync = sync
         self.synced: int | None = None  # commands registered by this start (None: unchanged, skipped)
         self.tree = app_commands.CommandTree(self)
@@ -123,6 +119,11 @@ class BatonClient(discord.Client):
                  extra={"action": "commands_synced", "scope": self._scope, "count": len(synced)})
 
     async def close(self) -> None:
+        """Send the progress edits still waiting for their turn now (within `CLOSE_GRACE`
+        seconds), then take no more background replies and close."""
+        self.handler.progress.hurry()
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self.handler.drain(), CLOSE_GRACE)
         await self.sender.aclose()
         await super().close()
 
@@ -201,6 +202,13 @@ class BatonClient(discord.Client):
         replies, _ = menu.outcome  # menus only decide gates: the core edits their messages
         await self.sender.answer(interaction, replies, open_original=False)
 
+    def _kept(self, digest: str) -> bytes:
+        """A long button command from the core's store (KeyError: it kept none under `digest`)."""
+        command = self.handler.buttons.command(digest)
+        if command is None:
+            raise KeyError(digest)
+        return command.encode("utf-8")
+
     async def _click(self, interaction: discord.Interaction, encoded: str) -> tuple[list[Reply], str] | None:
         """Handle the command `encoded` carries as the clicking user's; None when it was refused
         (told to that user alone), answered with a form, or could not be acknowledged."""
@@ -208,7 +216,7 @@ class BatonClient(discord.Client):
         if ref is None:
             return None
         try:
-            command = command_of(ref, self.get_blob)
+            command = command_of(ref, self._kept)
         except KeyError:
             command = f"{ref.action} {ref.digest}"  # the core answers an unknown reference
         # "Run…", or Approve on a gate with a form: the form opened; the message keeps its button

@@ -30,7 +30,7 @@ from typing import Any
 from core.commands import replies
 from core.commands.messages import Outbox, Reply
 from core.commands.offers import GateOffers
-from core.delivery.edits import Edits
+from core.delivery.edits import Edits, NotDelivered, urgent
 from core.engine.engine import Engine
 from core.engine.events import EngineEvent, EventKind, NodeState, RunSummary
 from core.errors import BatonError
@@ -41,6 +41,10 @@ log = logging.getLogger("baton.progress")
 
 #: Executions whose nodes are noted for "Ran:" at most (the oldest are forgotten first).
 RAN_MEMORY = 10_000
+#: A state-carrying reply the platform could not take for now is sent again this many times,
+#: after 1, 2, 4, … intervals (at most `RETRY_WAIT` seconds apart).
+RETRIES = 5
+RETRY_WAIT = 30.0
 
 
 @dataclass(slots=True)
@@ -233,31 +237,35 @@ class ProgressReporter:
                         continue  # the final report shows the latest table anyway
                 state.dirty = False
                 self.edits.edited(key)
-                await self._report(run_id, None)
+                if not await self._report(run_id, None):
+                    state.dirty = True  # not taken for now: the newest state at the next turn
         if self._runs.get(run_id) is state:
             del self._runs[run_id]
 
-    async def _report(self, run_id: str, finished: EngineEvent | None, *, told: bool = False) -> None:
+    async def _report(self, run_id: str, finished: EngineEvent | None, *, told: bool = False) -> bool:
         """The progress edit; with `finished`, the final reply too (unless `told`: a cancel
-        command's own reply already says the run was cancelled)."""
+        command's own reply already says the run was cancelled). False when the progress
+        edit of a run still moving was not taken for now (it is sent again at the next turn)."""
         try:
             run = self._store.get_run(run_id)
             outbox = self._outboxes.get(run.platform)
             if outbox is None:
-                return
+                return True
             run = await self._await_thread(run)
             summary = self._engine.summary(run)  # the run just read: not read again
-            await self._send(outbox, replies.progress(run, summary, page=self.pages))
+            if not await self._send(outbox, replies.progress(run, summary, page=self.pages)):
+                return False
             if finished is not None and run.status.resting:
                 ran = self._ran.pop(run_id, None)
                 if told and str(run.status) == "cancelled":
-                    return
+                    return True
                 await self._send(outbox, self._final(run, summary, finished, ran))
         except BatonError as exc:
             extra = {"action": "progress", "run_id": run_id}
             log.warning("progress not reported: %s", exc.message, extra=extra)
         except Exception:
             log.exception("progress failed", extra={"action": "progress", "run_id": run_id})
+        return True
 
     async def post(self, reply: Reply) -> bool:
         """Send `reply` through the outbox of its platform (`reply.platform`); False when that
@@ -279,8 +287,22 @@ class ProgressReporter:
         return self.offers.offer(final, platform=run.platform, conversation=run.conversation,
                                  thread=run.thread)
 
-    async def _send(self, outbox: Outbox, reply: Reply) -> None:
-        try:
-            await outbox(reply)
-        except Exception:
-            log.exception("outbox failed", extra={"action": "outbox", "run_id": reply.run_id})
+    async def _send(self, outbox: Outbox, reply: Reply) -> bool:
+        """Hand `reply` to `outbox`. When the platform cannot take it for now (`NotDelivered`):
+        a progress edit of a run still moving is left to the next turn (False: it will show a
+        newer state); a state-carrying reply is sent again after 1, 2, 4, … intervals."""
+        for attempt in range(RETRIES + 1):
+            try:
+                await outbox(reply)
+                return True
+            except NotDelivered:
+                if not urgent(reply):
+                    return False
+                if attempt < RETRIES:
+                    await asyncio.sleep(min(RETRY_WAIT, self.edits.interval * 2**attempt))
+            except Exception:
+                log.exception("outbox failed", extra={"action": "outbox", "run_id": reply.run_id})
+                return True
+        log.error("reply not delivered after %d attempts", RETRIES + 1,
+                  extra={"action": "undelivered", "run_id": reply.run_id})
+        return True

@@ -51,6 +51,13 @@ Remember = Callable[[str, str, str], None]  # (platform, key, value)
 Recall = Callable[[str, str], "str | None"]  # (platform, key) -> value
 
 
+class NotDelivered(Exception):
+    """An adapter could not send a reply for now (a 5xx after the platform library's own
+    retries, a dropped connection, a rate limit past its budget): the newest state is sent
+    again later. A refusal that will not pass (no access, deleted) is not this: the adapter
+    falls back to the next place instead."""
+
+
 def urgent(reply: Reply) -> bool:
     """Whether `reply` carries state that must go out at once: anything but the edit of a
     progress message whose run still moves."""

@@ -28,12 +28,13 @@ def decoded(bot: DiscordBot, custom_id: str) -> str:
     """The command a button runs, as any Baton process would rebuild it from the custom_id."""
     ref = parse(custom_id)
     assert ref is not None, custom_id
-    return command_of(ref, bot.baton.store.get_blob)
+    return command_of(ref, bot.client._kept)
 
 
 async def failed_run(bot: DiscordBot, message: str = "A fail") -> str:
-    run_id, _, run = await bot.start(f'run flaky "{message}"')
+    run_id, thread, run = await bot.start(f'run flaky "{message}"')
     assert run.status == "failed"
+    await bot.posted_in(thread, "failed at")  # its reply (with a Resume button) is in the thread
     return run_id
 
 

@@ -5,9 +5,6 @@ from __future__ import annotations
 
 import time
 
-import pytest
-
-from adapters.discord import outbound
 from core.config import Settings
 from tests.e2e.discord.fake_discord import APP_ID, BOT_ID, BOT_USER, CHANNEL_ID, GUILD_ID, FakeDiscord, user
 from tests.e2e.discord.gateway import ANA, BOB, MALLORY, bot_mention, dispatch_message
@@ -238,7 +235,7 @@ async def test_a_progress_message_deleted_in_discord_is_posted_again(bot: Discor
     del bot.fake.messages[str(deleted["id"])]  # someone deleted it in Discord
 
     await bot.answers(bot.command(f"approve {run_id}"))
-    await bot.fake.wait_for(lambda _: bot.fake.find("POST", f"channels/{thread}/messages", "— **completed"))
+    await bot.posted_in(thread, "— **completed")  # posted again, or posted again and edited
 
     (again,) = _progress_messages(bot.fake, thread)
     assert again["id"] != deleted["id"] and "completed" in str(again["content"])
@@ -262,9 +259,10 @@ async def test_two_concurrent_clicks_continue_the_run_once(bot: DiscordBot) -> N
 
 
 async def test_progress_messages_kept_in_memory_are_bounded_and_a_forgotten_one_is_still_edited(
-    bot: DiscordBot, monkeypatch: pytest.MonkeyPatch
+    bot: DiscordBot,
 ) -> None:
-    monkeypatch.setattr(outbound, "MEMORY", 2)
+    edits = bot.baton.handler.edits  # the core's edit component keeps where each message is
+    edits.memory = 2
     paused, thread, _ = await bot.start('run gated "v1"')  # its progress message: posted first
     await bot.posted_in(thread, "— **paused**")
     later = []
@@ -276,8 +274,11 @@ async def test_progress_messages_kept_in_memory_are_bounded_and_a_forgotten_one_
     await bot.baton.handler.drain()
     await sender.idle()
 
-    assert list(sender._keyed) == [f"progress:{run_id}" for run_id in later[-2:]]  # the newest two
-    assert sender._locks == {}  # no lock outlives its holders
+    def kept() -> list[str]:
+        return [key for platform, key in edits._posted if platform == "discord"]
+
+    assert kept() == [f"progress:{run_id}" for run_id in later[-2:]]  # the newest two
+    assert edits._locks == {}  # no lock outlives its holders
 
     await bot.answers(bot.command(f"approve {paused}"))  # forgotten here; its ids are in the store
     final = await bot.posted_in(thread, "— **completed**")
@@ -285,4 +286,4 @@ async def test_progress_messages_kept_in_memory_are_bounded_and_a_forgotten_one_
     assert (final.method, final.path) == ("PATCH", f"channels/{thread}/messages/{progress['id']}")  # edited
     await bot.baton.handler.drain()
     await sender.idle()
-    assert len(sender._keyed) == 2 and sender._locks == {}
+    assert len(edits._posted) == 2 and edits._locks == {}

@@ -1,7 +1,8 @@
 """When the run's thread cannot take a state-carrying message, it goes to the next place that
-can (the channel, then a direct message to whoever started the run), and the first one there
-says so; an attachment Discord refuses as too large becomes messages. The fake Discord answers
-each failure as Discord does."""
+can (the channel, the follow-up of the command that started the run while its token lives,
+then a direct message to whoever started the run), and the first one there says so; an
+attachment Discord refuses as too large becomes messages. The fake Discord answers each
+failure as Discord does."""
 
 from __future__ import annotations
 
@@ -43,11 +44,43 @@ async def test_a_deleted_thread_sends_the_completion_to_the_channel_and_says_so_
     assert run_id in notes[0].content and "this channel" in notes[0].content
 
 
-async def test_no_permission_in_thread_or_channel_sends_it_to_the_requester_directly(
+def _followups(bot: DiscordBot, token: str, text: str, after: int) -> list[Call]:
+    """Messages sent through the follow-up webhook of the interaction with `token`."""
+    return [c for c in bot.fake.calls[after:] if c.method == "POST" and c.status < 300
+            and c.path.startswith("webhooks/") and token in c.path and text in c.content]
+
+
+async def test_no_permission_in_thread_or_channel_answers_through_the_commands_follow_up(
     bot: DiscordBot,
 ) -> None:
-    _, mark = await _approve_after_losing_the_thread(
-        bot, ("THREAD", NO_PERMISSION), (CHANNEL_ID, NO_ACCESS))
+    started = bot.command('run gated "v1"')
+    run_id, thread = await bot.thread_of_next_run(0)
+    await bot.rested(run_id)
+    await bot.baton.handler.drain()
+    bot.fake.fail_channels[thread] = NO_PERMISSION
+    bot.fake.fail_channels[CHANNEL_ID] = NO_ACCESS
+    mark = len(bot.fake.calls)
+    bot.command(f"approve {run_id}", who=BOB)
+    await bot.fake.wait_for(lambda _: bot.baton.store.get_run(run_id).status == "completed")
+
+    token = started["token"]  # the run's own command, still within its 15 minutes
+    (done,) = await bot.fake.wait_for(lambda _: _followups(bot, token, "completed in", mark))
+    (note,) = _followups(bot, token, "could not post in the thread", mark)
+    assert note.at <= done.at and run_id in note.content and "in replies to your command" in note.content
+    assert not [c for c in bot.fake.calls[mark:] if c.path.startswith("users/@me/channels")]  # no DM
+
+
+async def test_no_permission_anywhere_and_the_token_expired_sends_it_to_the_requester_directly(
+    bot: DiscordBot,
+) -> None:
+    run_id, thread, _ = await bot.start('run gated "v1"')
+    await bot.baton.handler.drain()
+    bot.fake.refuse_answers = True  # interaction tokens expired (15 minutes): follow-ups refused
+    bot.fake.fail_channels[thread] = NO_PERMISSION
+    bot.fake.fail_channels[CHANNEL_ID] = NO_ACCESS
+    mark = len(bot.fake.calls)
+    bot.command(f"approve {run_id}", who=BOB)
+    await bot.fake.wait_for(lambda _: bot.baton.store.get_run(run_id).status == "completed")
 
     def direct(calls: list[Call]) -> list[Call]:
         return [c for c in calls[mark:] if c.method == "POST" and c.path.startswith("channels/")

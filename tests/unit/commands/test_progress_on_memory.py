@@ -11,6 +11,7 @@ import pytest
 
 from core.commands.messages import Reply
 from core.commands.progress import ProgressReporter
+from core.delivery.edits import Edits
 from core.engine.engine import Engine
 from core.store.records import RunStatus
 from tests.unit.engine.memory_rig import Rig
@@ -52,7 +53,7 @@ async def parts(tmp_path: Path) -> AsyncIterator[tuple[Engine, ProgressReporter,
     rig.counted("first")
     rig.counted("flaky", fail=1)
     engine = rig.engine(long=LONG, shaky=SHAKY, gated=GATED)
-    progress = ProgressReporter(store=rig.store, engine=engine, interval=60.0)
+    progress = ProgressReporter(store=rig.store, engine=engine, edits=Edits(interval=60.0))
     outbox = Outbox()
     progress.register_outbox("console", outbox)
     yield engine, progress, outbox
