@@ -49,7 +49,7 @@ from adapters.slack.inbound import PLATFORM, Origin
 from adapters.slack.web_api import CHANNEL_ERRORS, SlackCallFailed, call
 from core.commands.handler import Handler
 from core.commands.messages import Button, Form, Reply
-from core.delivery.edits import Posted, urgent
+from core.delivery.edits import NotDelivered, Posted, urgent
 from core.errors import PlatformError
 from core.render import redacted, render_reply
 
@@ -118,12 +118,16 @@ class SlackSender:
 
     # -- background replies ----------------------------------------------------------------
     async def outbox(self, reply: Reply) -> None:
-        """The core's outbox: sends `reply` (the core paced and ordered it); a failure is logged."""
+        """The core's outbox: sends `reply` (the core paced and ordered it). A failure that may
+        pass raises `NotDelivered` (the core sends the newest state again); others are logged."""
         task = asyncio.current_task()
         if task is not None:
             self._inflight.add(task)  # type: ignore[arg-type]
         try:
             await self._send_background(reply)
+        except SlackCallFailed as exc:
+            if exc.transient:  # logged where it was translated; the core sends it again
+                raise NotDelivered(exc.error) from exc
         except PlatformError:
             pass  # logged where it was translated
         except Exception:

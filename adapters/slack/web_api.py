@@ -47,10 +47,13 @@ CHANNEL_ERRORS = frozenset({"not_in_channel", "channel_not_found", "is_archived"
 class SlackCallFailed(PlatformError):
     """Slack refused a Web API call."""
 
-    def __init__(self, message: str, *, method: str, error: str, channel: str | None, hint: str) -> None:
+    def __init__(self, message: str, *, method: str, error: str, channel: str | None, hint: str,
+                 transient: bool = False) -> None:
         self.method = method
         self.error = error
         self.channel = channel
+        #: it may pass (a 5xx or rate limit past the retries, Slack unreachable): try again later
+        self.transient = transient
         super().__init__(message, hint=hint)
 
     @property
@@ -74,7 +77,7 @@ def _unreachable(exc: BaseException, method: str, channel: str | None) -> SlackC
         extra={"action": "slack_unreachable", "method": method, "error": error, "channel": channel},
     )
     cause, hint = wording.slack_unreachable(error).split("\n", 1)
-    return SlackCallFailed(cause, method=method, error=error, channel=channel, hint=hint)
+    return SlackCallFailed(cause, method=method, error=error, channel=channel, hint=hint, transient=True)
 
 
 def _translate(exc: SlackApiError, method: str, channel: str | None) -> SlackCallFailed:
@@ -98,7 +101,9 @@ def _translate(exc: SlackApiError, method: str, channel: str | None) -> SlackCal
             "needed_scope": data.get("needed"),
         },
     )
-    return SlackCallFailed(cause, method=method, error=error, channel=channel, hint=hint)
+    status = getattr(exc.response, "status_code", 200)
+    transient = status == 429 or status >= 500 or error == "ratelimited"
+    return SlackCallFailed(cause, method=method, error=error, channel=channel, hint=hint, transient=transient)
 
 
 async def verify_token(client: AsyncWebClient) -> str:

@@ -83,12 +83,22 @@ class FakeDiscord:
     #: thread, (403, 50013) a missing permission, (403, 50001) no access
     fail_channels: dict[str, tuple[int, int]] = field(default_factory=dict)
     max_upload: int | None = None  # a file larger than this is refused (413, as over the limit)
+    #: failures for the next matching requests (`fail_next`): a 429 with Retry-After, a 5xx, a
+    #: dropped connection
+    faults: list[Fault] = field(default_factory=list)
     _ids: itertools.count[int] = field(default_factory=lambda: itertools.count(1200000000000000000))
     _changed: asyncio.Condition = field(default_factory=asyncio.Condition)
     _runner: web.AppRunner | None = None
 
     def __post_init__(self) -> None:
         self.channels[CHANNEL_ID] = text_channel(CHANNEL_ID)
+
+    def fail_next(self, method: str, path_part: str, status: int, *, times: int = 1,
+                  retry_after: float = 0.0, drop: bool = False, content: str = "") -> None:
+        """The next `times` `method` requests whose path contains `path_part` (and whose content
+        contains `content`) fail: `status` as Discord answers it (429: with `Retry-After`, as
+        Cloudflare relays it), or with the connection closed unanswered (`drop`)."""
+        self.faults.append(Fault(method, path_part, status, times, retry_after, drop, content))
 
     def snowflake(self) -> str:
         return str(next(self._ids))
@@ -147,8 +157,15 @@ class FakeDiscord:
         wrong = self.bot_token is not None and authorization not in (None, f"Bot {self.bot_token}")
         response: web.StreamResponse | None = None
         try:
+            fault = self._fault(call)
+            if fault is not None and fault.drop and request.transport is not None:
+                request.transport.close()  # no answer at all: the client sees the connection drop
+                response = web.Response(status=599)
+                return response
             if wrong:
                 response = _json({"code": 0, "message": "401: Unauthorized"}, status=401)
+            elif fault is not None:
+                response = fault.answer()
             else:
                 response = self._injected(call, path.split("/"))
             if response is None and (invalid := self._invalid(call)) is not None:
@@ -160,6 +177,14 @@ class FakeDiscord:
             async with self._changed:
                 self.calls.append(dataclasses.replace(call, status=response.status if response else 500))
                 self._changed.notify_all()
+
+    def _fault(self, call: Call) -> Fault | None:
+        for fault in self.faults:
+            if fault.times > 0 and fault.method == call.method and fault.path_part in call.path \
+                    and fault.content in call.content:
+                fault.times -= 1
+                return fault
+        return None
 
     def _injected(self, call: Call, parts: list[str]) -> web.Response | None:
         """The failure a test asked for, as Discord answers it (None: none)."""
@@ -298,6 +323,28 @@ class FakeDiscord:
 
 CONTENT_LIMIT = 2_000
 _MESSAGES = {10003: "Unknown Channel", 50001: "Missing Access", 50013: "Missing Permissions"}
+
+
+@dataclass
+class Fault:
+    """A failure for the next `times` matching requests (`FakeDiscord.fail_next`)."""
+
+    method: str
+    path_part: str
+    status: int
+    times: int
+    retry_after: float = 0.0
+    drop: bool = False
+    content: str = ""
+
+    def answer(self) -> web.Response:
+        if self.status == 429:  # as Discord answers through Cloudflare (discord.py checks `Via`)
+            body = {"message": "You are being rate limited.", "retry_after": self.retry_after, "global": False}
+            return web.Response(body=json.dumps(body).encode(), status=429, headers={
+                "Content-Type": "application/json", "Via": "1.1 google",
+                "Retry-After": str(max(1, round(self.retry_after))), "X-RateLimit-Scope": "user"})
+        return web.Response(text=f"{self.status}: gateway trouble", status=self.status,
+                            headers={"Content-Type": "text/plain"})
 
 
 def utf16(text: str) -> int:

@@ -1,7 +1,11 @@
 """Discord's failures, one after another, against the fake HTTP API: for each, nothing starts
 that the user cannot see, and every state-carrying message (the run started, its gate waiting,
-its completion; or the refusal to start) reaches some place the user is told about. Prints
-"messages lost: 0 of N"."""
+its completion, the progress message's last edit; or the refusal to start) reaches some place
+the user is told about. Prints "messages lost: 0 of N".
+
+Rate limits and server errors are answered as Discord answers them: discord.py waits out a 429
+and retries a 500 / 502 itself; a 503 and a dropped connection it does not retry, so the core
+sends the newest state again (a progress edit at its next turn, a completion after a backoff)."""
 
 from __future__ import annotations
 
@@ -29,6 +33,17 @@ def _thread_fails(status: int, code: int, *, channel_too: bool = False) -> Injec
     return inject
 
 
+def _next(method: str, status: int, *, times: int = 1, content: str = "", **kw: object) -> Inject:
+    """The next `times` `method` writes in the run's thread fail with `status` (or drop)."""
+    def inject(fake: FakeDiscord, thread: str) -> None:
+        fake.fail_next(method, f"channels/{thread}/messages", status, times=times, content=content,
+                       **kw)  # type: ignore[arg-type]
+    return inject
+
+
+EDIT, POST, COMPLETION = "PATCH", "POST", "completed in"
+
+
 def _without(name: str) -> str:
     granted = discord.Permissions(int(ALL_PERMISSIONS))
     setattr(granted, name, False)
@@ -51,6 +66,14 @@ MATRIX = (
     Fault("403 50001 at start (no View Channel)", place={"app_permissions": _without("view_channel")}),
     Fault("403 50013 at start (no Send Messages)", place={"app_permissions": _without("send_messages")}),
     Fault("a conversation between people", place={"context": 2}),
+    Fault("429 with Retry-After on the progress edits", _next(EDIT, 429, times=2, retry_after=0.3)),
+    Fault("429 with Retry-After on the completion", _next(POST, 429, content=COMPLETION, retry_after=0.3)),
+    Fault("500 on a progress edit", _next(EDIT, 500)),
+    Fault("502 on the completion", _next(POST, 502, content=COMPLETION)),
+    Fault("503 on the progress edits", _next(EDIT, 503, times=2)),
+    Fault("503 on the completion", _next(POST, 503, times=2, content=COMPLETION)),
+    Fault("dropped connection on the progress edits", _next(EDIT, 0, times=2, drop=True)),
+    Fault("dropped connection on the completion", _next(POST, 0, content=COMPLETION, drop=True)),
 )
 
 
@@ -76,8 +99,10 @@ async def _one(bot: DiscordBot, fault: Fault) -> tuple[int, list[str]]:
     await bot.baton.handler.drain()
     await bot.client.sender.idle()
     accepted = [c for c in bot.fake.calls[mark:] if c.status < 300]  # what Discord took
-    expected = {"started": "Started", "gate waiting": "waits for approval", "completion": "completed in"}
-    return len(expected), [name for name, text in expected.items() if not _shown(accepted, text)]
+    expected = {"started": "Started", "gate waiting": "waits for approval", "completion": "completed in",
+                "progress at rest": "— **completed**"}
+    unused = [f"{f.method} {f.status} not injected" for f in bot.fake.faults if f.times > 0]
+    return len(expected), [name for name, text in expected.items() if not _shown(accepted, text)] + unused
 
 
 async def test_every_state_carrying_message_reaches_the_user(bot: DiscordBot) -> None:
@@ -87,5 +112,6 @@ async def test_every_state_carrying_message_reaches_the_user(bot: DiscordBot) ->
         total += count
         lost += [f"{fault.name}: {name}" for name in missing]
         bot.fake.fail_channels.clear()
+        bot.fake.faults.clear()
     print(f"\ndiscord fault matrix ({len(MATRIX)} faults): messages lost: {len(lost)} of {total}")
     assert not lost, lost

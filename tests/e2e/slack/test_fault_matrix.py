@@ -1,7 +1,12 @@
 """Slack's failures, one after another, against the mock Web API: for each, nothing starts that
 the user cannot see, and every state-carrying message (the run started, its gate waiting, its
-completion; or the refusal to start) reaches some place the user is told about. Prints
-"messages lost: 0 of N"."""
+completion, the progress message's last edit; or the refusal to start) reaches some place the
+user is told about. Prints "messages lost: 0 of N".
+
+slack_sdk's retry handlers wait out a 429 and retry a 5xx or a dropped connection; past their
+budget the core sends the newest state again (a progress edit at its next turn, a completion
+after a backoff). A channel that stops taking messages sends them through the command's
+response URL while it lives, then to the requester directly."""
 
 from __future__ import annotations
 
@@ -24,6 +29,13 @@ def _none(mock: MockSlack, channel: str) -> None:
 def _fail(method: str, error: str, *, times: int = 1, status: int = 200, **kw: object) -> Inject:
     def inject(mock: MockSlack, channel: str) -> None:
         mock.fail_next(method, error, times=times, status=status, only={"channel": channel}, **kw)  # type: ignore[arg-type]
+    return inject
+
+
+def _edits_fail(error: str, *, times: int, status: int = 200, **kw: object) -> Inject:
+    """The run's progress edits (chat.update) fail mid-run."""
+    def inject(mock: MockSlack, channel: str) -> None:
+        mock.fail_next("chat.update", error, times=times, status=status, only={"channel": channel}, **kw)  # type: ignore[arg-type]
     return inject
 
 
@@ -59,6 +71,16 @@ MATRIX = (
     Fault("not_in_channel at start", _fail("conversations.info", "not_in_channel"), starts=False),
     Fault("channel_not_found at start", _fail("conversations.info", "channel_not_found"), starts=False),
     Fault("invalid_auth at start", _fail("conversations.info", "invalid_auth"), starts=False),
+    Fault("429 with Retry-After on a progress edit", mid_run=_edits_fail(
+        "ratelimited", times=1, status=429, headers={"Retry-After": "1"})),
+    # 8: the progress edit and the decided gate's edit each past slack_sdk's 4 attempts
+    Fault("429 beyond the retries on the progress edits", mid_run=_edits_fail(
+        "ratelimited", times=8, status=429, headers={"Retry-After": "0"})),
+    Fault("500 on a progress edit", mid_run=_edits_fail("internal_error", times=1, status=500)),
+    Fault("502 on a progress edit", mid_run=_edits_fail("bad_gateway", times=1, status=502)),
+    Fault("503 beyond the retries on the progress edits", mid_run=_edits_fail(
+        "service_unavailable", times=8, status=503)),
+    Fault("dropped connections on the progress edits", mid_run=_edits_fail("", times=4, drop=True)),
 )
 
 
@@ -90,7 +112,8 @@ async def _one(e2e: SlackE2E, fault: Fault, channel: str) -> tuple[int, list[str
     await _run_in(e2e, channel, "completed")
     await e2e.settle()
     calls = e2e.mock.calls[mark:]
-    expected = {"started": (STARTED, "started, but"), "gate waiting": (WAITING,), "completion": (COMPLETED,)}
+    expected = {"started": (STARTED, "started, but"), "gate waiting": (WAITING,), "completion": (COMPLETED,),
+                "progress at rest": (f"{run.id}` — *completed*",)}
     lost = [name for name, markers in expected.items() if not any(_delivered(calls, m) for m in markers)]
     return len(expected), lost
 
