@@ -339,7 +339,8 @@ class Fault:
 
     def answer(self) -> web.Response:
         if self.status == 429:  # as Discord answers through Cloudflare (discord.py checks `Via`)
-            body = {"message": "You are being rate limited.", "retry_after": self.retry_after, "global": False}
+            body = {"message": "You are being rate limited.", "retry_after": self.retry_after,
+                    "global": False}
             return web.Response(body=json.dumps(body).encode(), status=429, headers={
                 "Content-Type": "application/json", "Via": "1.1 google",
                 "Retry-After": str(max(1, round(self.retry_after))), "X-RateLimit-Scope": "user"})
