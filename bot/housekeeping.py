@@ -6,8 +6,7 @@
 - `platform_state` (adapters' values, `Handler.remember`): values not written for
   `BATON_STATE_RETENTION_DAYS` (30 d) go. They are the location of each run's progress
   message (a run that comes back after that gets a new progress message instead of an edit
-  of the old one) and Slack buttons' long commands (such a button then answers that it is
-  no longer remembered and how to type its command).
+  of the old one). Long button commands live in the blob store, which is not pruned.
 
 A pass is two DELETEs, each one short statement; several replicas may run them at the same
 time (a row deleted by a peer is simply not counted). Counts are logged at INFO. Passes run

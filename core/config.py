@@ -181,7 +181,7 @@ class Settings(BaseSettings):
     deadline_poll_seconds: float = Field(default=5.0, gt=0, le=3600)
     # chat event ids kept for dedupe: well above Slack's retries (minutes) and the 60 s claim
     event_retention_hours: float = Field(default=24.0, ge=1)
-    state_retention_days: float = Field(default=30.0, gt=0)  # adapters' values (long buttons, …)
+    state_retention_days: float = Field(default=30.0, gt=0)  # adapters' values (progress message ids)
     # a chat event claimed but never finished (its replica died) is handled again when the
     # platform redelivers it this many seconds after the claim (docs/operations.md)
     event_stale_seconds: float = Field(default=60.0, gt=0)
