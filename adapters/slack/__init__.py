@@ -10,6 +10,8 @@ The adapter only translates: `inbound` (Slack -> ChatMessage), `blocks` (Reply -
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import logging
 from collections.abc import Awaitable, Callable
 
@@ -23,6 +25,8 @@ from adapters.slack.web_api import verify_token
 from core.config import Settings
 from core.errors import ConfigurationError
 
+#: Seconds `serve` waits, when it stops, for the progress edits and replies still being sent.
+CLOSE_GRACE = 5.0
 log = logging.getLogger("baton.slack")
 
 EVENTS_PATH = "/slack/events"
@@ -80,6 +84,9 @@ async def serve(baton: Baton, settings: Settings, *, client: AsyncWebClient | No
             finally:
                 await runner.cleanup()
     finally:
+        baton.handler.progress.hurry()  # progress edits waiting for their turn: now
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(baton.handler.drain(), CLOSE_GRACE)
         await bridge.sender.idle()
 
 

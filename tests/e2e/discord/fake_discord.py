@@ -94,11 +94,12 @@ class FakeDiscord:
         self.channels[CHANNEL_ID] = text_channel(CHANNEL_ID)
 
     def fail_next(self, method: str, path_part: str, status: int, *, times: int = 1,
-                  retry_after: float = 0.0, drop: bool = False, content: str = "") -> None:
+                  retry_after: float = 0.0, drop: bool = False, content: str = "", code: int = 0) -> None:
         """The next `times` `method` requests whose path contains `path_part` (and whose content
         contains `content`) fail: `status` as Discord answers it (429: with `Retry-After`, as
-        Cloudflare relays it), or with the connection closed unanswered (`drop`)."""
-        self.faults.append(Fault(method, path_part, status, times, retry_after, drop, content))
+        Cloudflare relays it; 4xx: with the JSON error `code`), or with the connection closed
+        unanswered (`drop`)."""
+        self.faults.append(Fault(method, path_part, status, times, retry_after, drop, content, code))
 
     def snowflake(self) -> str:
         return str(next(self._ids))
@@ -322,7 +323,8 @@ class FakeDiscord:
 
 
 CONTENT_LIMIT = 2_000
-_MESSAGES = {10003: "Unknown Channel", 50001: "Missing Access", 50013: "Missing Permissions"}
+_MESSAGES = {10003: "Unknown Channel", 10008: "Unknown Message", 50001: "Missing Access",
+             50013: "Missing Permissions"}
 
 
 @dataclass
@@ -336,6 +338,7 @@ class Fault:
     retry_after: float = 0.0
     drop: bool = False
     content: str = ""
+    code: int = 0
 
     def answer(self) -> web.Response:
         if self.status == 429:  # as Discord answers through Cloudflare (discord.py checks `Via`)
@@ -344,6 +347,9 @@ class Fault:
             return web.Response(body=json.dumps(body).encode(), status=429, headers={
                 "Content-Type": "application/json", "Via": "1.1 google",
                 "Retry-After": str(max(1, round(self.retry_after))), "X-RateLimit-Scope": "user"})
+        if self.status < 500:
+            error = {"code": self.code, "message": _MESSAGES.get(self.code, "Error")}
+            return _json(error, status=self.status)
         return web.Response(text=f"{self.status}: gateway trouble", status=self.status,
                             headers={"Content-Type": "text/plain"})
 

@@ -44,6 +44,24 @@ async def test_a_deleted_thread_sends_the_completion_to_the_channel_and_says_so_
     assert run_id in notes[0].content and "this channel" in notes[0].content
 
 
+async def test_a_refused_progress_edit_goes_on_in_a_new_message_in_the_channel_told_once(
+    bot: DiscordBot,
+) -> None:
+    run_id, thread, _ = await bot.start('run gated "v1"')
+    await bot.baton.handler.drain()
+    # only editing the progress message is refused (posting in the thread still works)
+    bot.fake.fail_next("PATCH", f"channels/{thread}/messages", 403, code=50013, content="— **")
+    mark = len(bot.fake.calls)
+    bot.command(f"approve {run_id}", who=BOB)
+    await bot.fake.wait_for(lambda _: bot.baton.store.get_run(run_id).status == "completed")
+
+    done = await bot.fake.wait_for(lambda _: _created(bot, CHANNEL_ID, "completed in", mark))
+    notes = _created(bot, CHANNEL_ID, "could not post in the thread", mark)
+    assert len(notes) == 1 and run_id in notes[0].content and notes[0].at <= done[0].at
+    progress = [c for c in bot.fake.calls[mark:] if c.status < 300 and "— **completed**" in c.content]
+    assert progress and all(f"channels/{CHANNEL_ID}/messages" in c.path for c in progress)  # a new one there
+
+
 def _followups(bot: DiscordBot, token: str, text: str, after: int) -> list[Call]:
     """Messages sent through the follow-up webhook of the interaction with `token`."""
     return [c for c in bot.fake.calls[after:] if c.method == "POST" and c.status < 300
