@@ -176,12 +176,19 @@ class DiscordSender:
             if not urgent(reply):
                 return True  # progress is not posted anew per edit: the next state-carrying reply is
             send: Send = self.edits.follow_up_of(PLATFORM, run_id)
-            if moving:
-                await send(_moved_text(run_id, "here, in replies to your command, while Discord allows"),
-                           None, None)
-                self.edits.move(PLATFORM, run_id, FOLLOW_UP)
-            once = dataclasses.replace(reply, replace_key=None, starts_thread=False)  # not edited there
-            await self._post_new(once, send, send)
+            try:
+                if moving:
+                    await send(_moved_text(run_id, "here, in replies to your command, while Discord allows"),
+                               None, None)
+                    self.edits.move(PLATFORM, run_id, FOLLOW_UP)
+                once = dataclasses.replace(reply, replace_key=None, starts_thread=False)  # not edited there
+                await self._post_new(once, send, send)
+            except discord.HTTPException as exc:
+                if exc.status >= 500:
+                    raise
+                log.info("interaction follow-up refused: %s", exc.text,  # e.g. its token expired (50027)
+                         extra={"action": "follow_up_refused", "run_id": reply.run_id})
+                return False
             return True
         channel_id = await self._direct(reply) if place == DIRECT else int(place)
         if moving and reply.run_id:  # a fallback: say once where the run reports now

@@ -82,7 +82,9 @@ class FakeDiscord:
     #: channel id -> (HTTP status, Discord code) every write in it gets: (404, 10003) a deleted
     #: thread, (403, 50013) a missing permission, (403, 50001) no access
     fail_channels: dict[str, tuple[int, int]] = field(default_factory=dict)
-    max_upload: int | None = None  # a file larger than this is refused (413, as over the limit)
+    max_upload: int | None = 10 * 1024 * 1024  # a larger file is refused (413): Discord's default limit
+    #: seconds an interaction's token takes webhook calls (Discord: 15 minutes); then 401, 50027
+    token_ttl: float = 15 * 60.0
     #: failures for the next matching requests (`fail_next`): a 429 with Retry-After, a 5xx, a
     #: dropped connection
     faults: list[Fault] = field(default_factory=list)
@@ -252,6 +254,7 @@ class FakeDiscord:
                 {"code": 40060, "message": "Interaction has already been acknowledged."}, status=400)
         self.acknowledged.add(interaction_id)
         place = self.tokens.setdefault(token, {"channel": CHANNEL_ID, "original": None})
+        place.setdefault("at", time.monotonic())
         response: dict[str, Any] = {"type": body["type"]}
         interaction: dict[str, Any] = {"id": interaction_id, "type": 2}
         if body["type"] in (4, 5):  # a message (or its "thinking…" placeholder) is the response
@@ -266,6 +269,8 @@ class FakeDiscord:
 
     def _webhook(self, method: str, token: str, rest: list[str], call: Call) -> web.Response:
         place = self.tokens.setdefault(token, {"channel": CHANNEL_ID, "original": None})
+        if time.monotonic() - place.setdefault("at", time.monotonic()) > self.token_ttl:
+            return _json({"code": 50027, "message": "Invalid Webhook Token"}, status=401)
         if (self.refuse_answers or self.fail_answers) and method in ("POST", "PATCH"):
             self.fail_answers = max(0, self.fail_answers - 1)
             return _json({"code": 10015, "message": "Unknown Webhook"}, status=404)

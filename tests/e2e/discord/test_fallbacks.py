@@ -93,7 +93,7 @@ async def test_no_permission_anywhere_and_the_token_expired_sends_it_to_the_requ
 ) -> None:
     run_id, thread, _ = await bot.start('run gated "v1"')
     await bot.baton.handler.drain()
-    bot.fake.refuse_answers = True  # interaction tokens expired (15 minutes): follow-ups refused
+    bot.fake.token_ttl = 0.0  # the run's command is more than 15 minutes old: its token expired
     bot.fake.fail_channels[thread] = NO_PERMISSION
     bot.fake.fail_channels[CHANNEL_ID] = NO_ACCESS
     mark = len(bot.fake.calls)
