@@ -69,6 +69,7 @@ class ProgressReporter:
         self._outboxes: dict[str, Outbox] = {}
         self._threaded: set[str] = set()  # platforms whose runs live in a thread the adapter opens
         self._runs: dict[str, _RunState] = {}
+        self._posts: set[asyncio.Task[bool]] = set()  # `post`s being sent
         self._starting: Counter[tuple[str, str]] = Counter()  # (platform, conversation) -> commands
         self._expected: set[str] = set()  # runs announced with `starts_thread`, thread not attached yet
         self._threads_changed = asyncio.Condition()
@@ -216,7 +217,8 @@ class ProgressReporter:
 
     async def drain(self) -> None:
         """Wait until every pending progress and final reply has been handed to its outbox."""
-        while workers := [s.worker for s in self._runs.values() if s.worker and not s.worker.done()]:
+        while workers := [s.worker for s in self._runs.values() if s.worker and not s.worker.done()] + [
+                t for t in self._posts if not t.done()]:
             await asyncio.gather(*workers, return_exceptions=True)
         await self.offers.drain()
 
@@ -268,12 +270,15 @@ class ProgressReporter:
         return True
 
     async def post(self, reply: Reply) -> bool:
-        """Send `reply` through the outbox of its platform (`reply.platform`); False when that
-        platform registered none in this process."""
+        """Hand `reply` to the outbox of its platform (`reply.platform`), in the background (a
+        reply the platform cannot take for now is sent again: the caller does not wait for
+        that; `drain` does); False when that platform registered none in this process."""
         outbox = self._outboxes.get(reply.platform or "")
         if outbox is None:
             return False
-        await self._send(outbox, reply)
+        task = asyncio.create_task(self._send(outbox, reply), name=f"post-{reply.run_id}")
+        self._posts.add(task)
+        task.add_done_callback(self._posts.discard)
         return True
 
     def _final(self, run: Run, summary: RunSummary, event: EngineEvent, ran: set[str] | None) -> Reply:
