@@ -1,7 +1,10 @@
 """A 1,000-node run on Discord: one progress message, edited in place as a summary that fits
-one message; at most one file in all."""
+one message, through the core's edit component (edits showing the run still moving at most
+one a second); at most one file in all."""
 
 from __future__ import annotations
+
+import itertools
 
 from core.config import Settings
 from tests.e2e.discord.harness import DiscordBot
@@ -35,3 +38,5 @@ async def test_a_1000_node_run_has_one_progress_message_and_at_most_one_file(
     assert edits and len({c.path for c in edits}) == 1  # … edited in place
     assert "completed" in edits[-1].content and f"{NODES} steps" in edits[-1].content
     assert sum(len(c.files) for c in bot.fake.calls) <= 1
+    moving = [c for c in [*posted, *edits] if "— **running**" in c.content]
+    assert all(b.at - a.at >= 0.9 for a, b in itertools.pairwise(moving))  # paced

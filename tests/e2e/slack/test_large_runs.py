@@ -1,7 +1,10 @@
 """A 1,000-node run on Slack: one progress message, edited in place as a summary that fits
-one message; at most one file in all."""
+one message, through the core's edit component (edits showing the run still moving at most
+one a second); at most one file in all."""
 
 from __future__ import annotations
+
+import itertools
 
 from core.config import Settings
 from tests.e2e.discord.test_large_runs import NODES, write_large_workflow
@@ -23,3 +26,5 @@ async def test_a_1000_node_run_has_one_progress_message_and_at_most_one_file(
     assert edits and {c.body["ts"] for c in edits} == {posted[0].ts}  # … edited in place
     assert "completed" in edits[-1].text and f"{NODES} steps" in edits[-1].text
     assert len(e2e.mock.of("files.completeUploadExternal")) <= 1
+    moving = [c for c in progress if "— *running*" in c.text]
+    assert all(b.at - a.at >= 0.9 for a, b in itertools.pairwise(moving))  # paced
