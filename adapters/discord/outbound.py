@@ -234,8 +234,19 @@ class DiscordSender:
             else:
                 public = followup_send(interaction, ephemeral=False)
                 first = original_edit(interaction) if open_original else public
-                open_original = False
-                await self.deliver(reply, first, public)
+                answering, open_original = open_original, False
+                try:
+                    await self.deliver(reply, first, public)
+                except (discord.HTTPException, *TRANSIENT) as exc:
+                    if not (reply.starts_thread and reply.run_id and interaction.channel_id):
+                        raise
+                    # the run started: its first message goes to the channel, its thread opens there
+                    log.warning("the answer to a command that started a run failed (%s); posting it in "
+                                "the channel", exc, extra={"action": "answer_failed", "run_id": reply.run_id})
+                    await self.post(interaction.channel_id, reply)
+                    if answering:  # no "thinking…" left behind
+                        with contextlib.suppress(discord.HTTPException, *TRANSIENT):
+                            await interaction.delete_original_response()
         if open_original:
             await interaction.delete_original_response()
 

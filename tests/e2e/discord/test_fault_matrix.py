@@ -44,6 +44,13 @@ def _next(method: str, status: int, *, times: int = 1, content: str = "", **kw: 
 EDIT, POST, COMPLETION = "PATCH", "POST", "completed in"
 
 
+def _answer_fails(status: int, **kw: object) -> Callable[[FakeDiscord], None]:
+    """The command's answer (the edit of its deferred response) fails once."""
+    def inject(fake: FakeDiscord) -> None:
+        fake.fail_next("PATCH", "/messages/@original", status, content="Started", **kw)  # type: ignore[arg-type]
+    return inject
+
+
 def _without(name: str) -> str:
     granted = discord.Permissions(int(ALL_PERMISSIONS))
     setattr(granted, name, False)
@@ -55,6 +62,7 @@ class Fault:
     name: str
     mid_run: Inject = _none
     place: dict[str, object] = field(default_factory=dict)  # the interaction's permissions, context
+    before: Callable[[FakeDiscord], None] = lambda fake: None  # before the command
     workflow: str = 'gated "v1"'
 
 
@@ -74,6 +82,8 @@ MATRIX = (
     Fault("503 on the completion", _next(POST, 503, times=2, content=COMPLETION)),
     Fault("dropped connection on the progress edits", _next(EDIT, 0, times=2, drop=True)),
     Fault("dropped connection on the completion", _next(POST, 0, content=COMPLETION, drop=True)),
+    Fault("503 on the command's answer", before=_answer_fails(503)),
+    Fault("dropped connection on the command's answer", before=_answer_fails(0, drop=True)),
 )
 
 
@@ -84,6 +94,7 @@ def _shown(calls: list[Call], text: str) -> bool:
 async def _one(bot: DiscordBot, fault: Fault) -> tuple[int, list[str]]:
     mark = len(bot.fake.calls)
     before = {r.id for r in bot.baton.store.recent_runs(platform="discord")}
+    fault.before(bot.fake)
     payload = bot.command(f"run {fault.workflow}", **fault.place)
     if fault.place:  # the check before the run refuses it
         answer = await bot.acknowledged(payload)
