@@ -158,8 +158,8 @@ class SlackSender:
                 if exc.error not in CHANNEL_ERRORS or not reply.run_id or reply.edit_only:
                     raise
                 refused = exc
+        log.error("reply delivered nowhere", extra={"action": "undelivered", "run_id": reply.run_id})
         if refused is not None:
-            log.error("reply delivered nowhere", extra={"action": "undelivered", "run_id": reply.run_id})
             raise refused
 
     async def _send_at(
