@@ -46,16 +46,16 @@ import discord
 
 from adapters.discord.buttons import build_view
 from core.commands.messages import Reply
+from core.delivery import fallbacks
 from core.delivery.buttons import ButtonCommands
-from core.delivery.edits import Edits, NotDelivered, Posted, urgent
+from core.delivery.edits import Edits, NotDelivered, Posted
+from core.delivery.fallbacks import DIRECT, FOLLOW_UP, Refused
 from core.redaction import Redactor
 from core.render import redacted, render_reply
 
 PLATFORM = "discord"
 NO_MENTIONS = discord.AllowedMentions.none()
 THREAD_ARCHIVE_MINUTES: Literal[1440] = 1440  # a day without messages
-DIRECT = "direct"  # a fallback place: a direct message to the run's requester
-FOLLOW_UP = "follow_up"  # a fallback place: the interaction's follow-up webhook, while its token lives
 FOLLOW_UP_TTL = 14 * 60.0  # an interaction token lives 15 minutes
 UNKNOWN_MESSAGE = 10008
 #: Failures that may pass: the newest state is sent again later (`NotDelivered`).
@@ -145,42 +145,29 @@ class DiscordSender:
                 log.warning("direct message refused: %s", getattr(exc, "text", exc),
                             extra={"action": "direct_refused", "run_id": reply.run_id})
             return
-        places = [p for p in dict.fromkeys((reply.thread, reply.conversation)) if p]
-        if reply.run_id:
-            places.append(FOLLOW_UP)
-            if reply.requester and reply.requester.startswith("discord:"):
-                places.append(DIRECT)
-        moved = self.edits.moved(PLATFORM, reply.run_id)
-        if moved is not None:
-            places = places[places.index(moved):] if moved in places else [moved, *places[-2:]]
-        if not places:
-            log.warning("reply without a place dropped", extra={"action": "drop", "run_id": reply.run_id})
-            return
-        for index, place in enumerate(places):
+
+        async def send_at(place: str, moving: bool) -> bool:
             try:
-                if await self._send_at(place, reply, moving=index > 0):
-                    return
+                return await self._send_at(place, reply, moving=moving)
             except (discord.Forbidden, discord.NotFound, ValueError) as exc:
                 log.warning("reply refused in %s: %s", place, getattr(exc, "text", exc),
                             extra={"action": "fallback", "run_id": reply.run_id})
-                if reply.edit_only:
-                    return  # only an edit of a message there (a decided gate's): nothing to move
-        log.error("reply delivered nowhere", extra={"action": "undelivered", "run_id": reply.run_id})
+                raise Refused(str(exc)) from exc
+
+        usual = [p for p in (reply.thread, reply.conversation) if p]
+        if not await fallbacks.along(self.edits, PLATFORM, reply, usual, send_at):
+            log.error("reply delivered nowhere", extra={"action": "undelivered", "run_id": reply.run_id})
 
     async def _send_at(self, place: str, reply: Reply, *, moving: bool) -> bool:
-        """Send `reply` at `place`; False when that place cannot take it (go on to the next)."""
+        """Send `reply` at `place` (`moving`: the first reply there, which says so); False when
+        that place cannot take it."""
         run_id = reply.run_id or ""
         if place == FOLLOW_UP:
-            if self.edits.follow_up_of(PLATFORM, run_id, use=False) is None:
-                return False  # none, or its token expired: the next place
-            if not urgent(reply):
-                return True  # progress is not posted anew per edit: the next state-carrying reply is
             send: Send = self.edits.follow_up_of(PLATFORM, run_id)
             try:
                 if moving:
                     await send(_moved_text(run_id, "here, in replies to your command, while Discord allows"),
                                None, None)
-                    self.edits.move(PLATFORM, run_id, FOLLOW_UP)
                 once = dataclasses.replace(reply, replace_key=None, starts_thread=False)  # not edited there
                 await self._post_new(once, send, send)
             except discord.HTTPException as exc:
@@ -190,12 +177,13 @@ class DiscordSender:
                          extra={"action": "follow_up_refused", "run_id": reply.run_id})
                 return False
             return True
+        if place == DIRECT and not (reply.requester or "").startswith("discord:"):
+            return False
         channel_id = await self._direct(reply) if place == DIRECT else int(place)
-        if moving and reply.run_id:  # a fallback: say once where the run reports now
+        if moving:  # a fallback: say once where the run reports now
             where = "a direct message" if place == DIRECT else "this channel"
             await channel_send(self.client.get_partial_messageable(channel_id))(
-                _moved_text(reply.run_id, where), None, None)
-            self.edits.move(PLATFORM, reply.run_id, place)
+                _moved_text(run_id, where), None, None)
         await self.post(channel_id, reply)
         return True
 
@@ -235,15 +223,20 @@ class DiscordSender:
                 public = followup_send(interaction, ephemeral=False)
                 first = original_edit(interaction) if open_original else public
                 answering, open_original = open_original, False
+                starts = bool(reply.starts_thread and reply.run_id and interaction.channel_id)
                 try:
-                    await self.deliver(reply, first, public)
+                    await self.deliver(reply, first, public, thread_or_none=not starts)
                 except (discord.HTTPException, *TRANSIENT) as exc:
-                    if not (reply.starts_thread and reply.run_id and interaction.channel_id):
+                    if not starts:
                         raise
                     # the run started: its first message goes to the channel, its thread opens there
                     log.warning("the answer to a command that started a run failed (%s); posting it in "
                                 "the channel", exc, extra={"action": "answer_failed", "run_id": reply.run_id})
-                    await self.post(interaction.channel_id, reply)
+                    try:
+                        await self.post(interaction.channel_id or 0, reply)
+                    except BaseException:
+                        await self.attach_thread(reply.run_id or "", None)  # reports where it can
+                        raise
                     if answering:  # no "thinking…" left behind
                         with contextlib.suppress(discord.HTTPException, *TRANSIENT):
                             await interaction.delete_original_response()
@@ -259,10 +252,13 @@ class DiscordSender:
         return self.buttons.keep(command.decode("utf-8"))
 
     # -- delivery -----------------------------------------------------------------------
-    async def deliver(self, reply: Reply, first: Send, rest: Send) -> None:
+    async def deliver(self, reply: Reply, first: Send, rest: Send, *, thread_or_none: bool = True) -> None:
+        """Post `reply` (or edit the messages under its `replace_key`). `thread_or_none=False`:
+        a `starts_thread` reply that could not be posted does not report "no thread" (the caller
+        posts it elsewhere)."""
         key = reply.replace_key if not reply.ephemeral else None
         if key is None:
-            await self._post_new(reply, first, rest)
+            await self._post_new(reply, first, rest, thread_or_none=thread_or_none)
             return
         async with self.edits.holding(PLATFORM, key):
             posted = self.edits.posted(PLATFORM, key)
@@ -276,7 +272,9 @@ class DiscordSender:
                 return
             await self._edit(key, posted, reply)
 
-    async def _post_new(self, reply: Reply, first: Send, rest: Send) -> list[discord.Message]:
+    async def _post_new(
+        self, reply: Reply, first: Send, rest: Send, *, thread_or_none: bool = True
+    ) -> list[discord.Message]:
         chunks, file = self._content(reply)
         view = self.view_of(reply)
         messages: list[discord.Message] = []
@@ -303,7 +301,7 @@ class DiscordSender:
             if reply.starts_thread and reply.run_id:
                 if messages:
                     await self._open_thread(messages[0], reply)
-                else:  # not posted: no thread will come, the run reports where it was asked
+                elif thread_or_none:  # not posted: no thread will come, the run reports where it was asked
                     await self.attach_thread(reply.run_id, None)
         return messages
 

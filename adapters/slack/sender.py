@@ -49,7 +49,9 @@ from adapters.slack.inbound import PLATFORM, Origin
 from adapters.slack.web_api import CHANNEL_ERRORS, SlackCallFailed, call
 from core.commands.handler import Handler
 from core.commands.messages import Button, Form, Reply
-from core.delivery.edits import NotDelivered, Posted, urgent
+from core.delivery import fallbacks
+from core.delivery.edits import NotDelivered, Posted
+from core.delivery.fallbacks import FOLLOW_UP, Refused
 from core.errors import PlatformError
 from core.render import redacted, render_reply
 
@@ -60,9 +62,7 @@ REF = "ref:"
 #: A slash command's response URL: "up to five times within thirty minutes of receipt".
 RESPONSE_URL_TTL = 30 * 60.0
 RESPONSE_URL_USES = 5
-#: The places a run's background replies go, in order (`Edits.moved` says which one now).
-USUAL, FOLLOW_UP, DIRECT = "usual", "follow_up", "direct"
-PLACES = (USUAL, FOLLOW_UP, DIRECT)
+USUAL = "usual"  # the run's thread in its channel (`core.delivery.fallbacks` adds the next places)
 
 
 class SlackSender:
@@ -144,50 +144,44 @@ class SlackSender:
 
     async def _send_background(self, reply: Reply) -> None:
         """A background reply where the run lives; where Slack refuses it there, at the next
-        place of `PLACES` that takes it, the first reply there saying so."""
+        place that takes it (`core.delivery.fallbacks`), the first reply there saying so."""
         if reply.direct:  # to a person: posting to a user id opens the app's DM with them
             await self._send(reply, None)
             return
-        now = self._edits.moved(PLATFORM, reply.run_id) or USUAL
-        refused: SlackCallFailed | None = None
-        for place in PLACES[PLACES.index(now):]:
-            try:
-                if await self._send_at(place, reply, moving=place != now, refused=refused):
-                    return
-            except SlackCallFailed as exc:
-                if exc.error not in CHANNEL_ERRORS or not reply.run_id or reply.edit_only:
-                    raise
-                refused = exc
-        log.error("reply delivered nowhere", extra={"action": "undelivered", "run_id": reply.run_id})
-        if refused is not None:
-            raise refused
+        refused: list[SlackCallFailed] = []
 
-    async def _send_at(
-        self, place: str, reply: Reply, *, moving: bool, refused: SlackCallFailed | None
-    ) -> bool:
-        """Send `reply` at `place`; False when that place cannot take it (go on to the next)."""
+        async def send_at(place: str, moving: bool) -> bool:
+            try:
+                return await self._send_at(place, reply, moving=moving,
+                                           error=refused[0].error if refused else "refused")
+            except SlackCallFailed as exc:
+                if exc.error not in CHANNEL_ERRORS or not reply.run_id:
+                    raise
+                refused.append(exc)
+                raise Refused(exc.error) from exc
+
+        if not await fallbacks.along(self._edits, PLATFORM, reply, [USUAL], send_at):
+            log.error("reply delivered nowhere", extra={"action": "undelivered", "run_id": reply.run_id})
+            if refused:
+                raise refused[0]
+
+    async def _send_at(self, place: str, reply: Reply, *, moving: bool, error: str) -> bool:
+        """Send `reply` at `place` (`moving`: the first reply there, which says so); False when
+        that place cannot take it."""
         run_id = reply.run_id or ""
-        error = refused.error if refused is not None else "refused"
         if place == USUAL:
             await self._send(reply, None)
             return True
         if place == FOLLOW_UP:
-            if self._edits.follow_up_of(PLATFORM, run_id, use=False) is None:
-                return False  # none, or used up or expired: the next place
-            if not urgent(reply):
-                return True  # a progress edit would use it up: the next state-carrying reply goes
             notice = wording.moved_here(run_id, reply.conversation or "", error)
             if moving and not await self._respond(self._edits.follow_up_of(PLATFORM, run_id), notice):
                 return False
-            if moving:
-                self._edits.move(PLATFORM, run_id, FOLLOW_UP)
             url = self._edits.follow_up_of(PLATFORM, run_id)
             return url is not None and await self._respond(url, self._message(reply)[0])
         person = (reply.requester or "").removeprefix(f"{PLATFORM}:")
         if not person or person == reply.requester:
             return False
         if moving:
-            self._edits.move(PLATFORM, run_id, DIRECT)
             await call(self._client, "chat.postMessage", channel=person,
                        text=wording.moved(run_id, reply.conversation or "", error))
         key = f"{reply.replace_key}:direct" if reply.replace_key else None

@@ -192,7 +192,7 @@ async def test_where_no_thread_can_be_opened_the_run_reports_in_the_channel_at_o
     assert run.thread is None and run.status == "paused"
 
 
-async def test_where_the_answer_cannot_be_posted_the_run_reports_in_the_channel_at_once(
+async def test_where_the_answer_cannot_be_posted_the_run_starts_its_thread_from_the_channel(
     bot: DiscordBot,
 ) -> None:
     progress = bot.baton.handler.progress
@@ -201,10 +201,12 @@ async def test_where_the_answer_cannot_be_posted_the_run_reports_in_the_channel_
 
     bot.command('run gated "v1"')
 
-    waiting = await bot.posted_in(CHANNEL_ID, "Ship v1?")  # in the channel, well before thread_wait
-    assert waiting.json["allowed_mentions"] == NO_MENTIONS
-    run = bot.baton.store.recent_runs(platform="discord")[0]
-    assert run.thread is None and run.status == "paused"
+    started = await bot.posted_in(CHANNEL_ID, "Started")  # the run's first message, in the channel
+    assert started.json["allowed_mentions"] == NO_MENTIONS
+    run_id, thread = await bot.thread_of_next_run(0)
+    await bot.posted_in(thread, "Ship v1?")  # its story in its thread, well before thread_wait
+    run = bot.baton.store.get_run(run_id)
+    assert run.thread == thread and run.status == "paused"
     assert progress._expected == set()  # no thread awaited for good
 
 
