@@ -15,6 +15,7 @@ from __future__ import annotations
 from collections import OrderedDict
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
 from core.engine.cache_key import definition_digest, encode_identity
@@ -46,12 +47,25 @@ class PreparedNode:
     timeout: float
     attempts: int
     external: bool  # its definition reads files (script path or `files:`)
-    static_definition: str | None  # definition digest when `external` is False
     id: str
     kind: str
     reads_run: bool = False  # its templates read `run.id`: the run id is part of its key
     env: Mapping[str, str] = field(default_factory=dict)  # `env:` values (the workflow's, then its own)
     secrets: tuple[str, ...] = ()  # the secrets its step receives (the workflow's and its own)
+    _digest: str | None = field(default=None, init=False, repr=False, compare=False)
+
+    @property
+    def static_definition(self) -> str | None:
+        """The definition digest when `external` is False (its YAML is all of it), else None.
+        Worked out at the first look (a cache key needs it), then kept: loading and preparing
+        a definition does not hash what no key asks for yet."""
+        if self.external:
+            return None
+        digest = self._digest
+        if digest is None:
+            digest = definition_digest(self.node, script_source=None, files={})
+            object.__setattr__(self, "_digest", digest)  # a cache of a pure function of `node`
+        return digest
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,12 +100,25 @@ def _tool_class(node: Node, tools: ToolRegistry) -> ReplayClass | None:
         return None  # unknown tool: the step fails when it runs; meanwhile it counts as unsafe
 
 
-def _prepare_node(workflow: Workflow, node: Node, dependents: list[str], tools: ToolRegistry) -> PreparedNode:
+@dataclass(frozen=True, slots=True)
+class _Context:
+    """What every node of one workflow shares: its `env:` and secrets, built once."""
+
+    env: Mapping[str, str]
+    secrets: tuple[str, ...]
+
+    @classmethod
+    def of(cls, workflow: Workflow) -> _Context:
+        return cls(MappingProxyType(dict(workflow.env)), tuple(dict.fromkeys(workflow.secrets)))
+
+
+def _prepare_node(
+    workflow: Workflow, node: Node, dependents: list[str], tools: ToolRegistry, context: _Context
+) -> PreparedNode:
     refs = references(node)
     kind = node.kind
     whole = refs.whole_inputs or kind == "script"
     cls = replay_class(workflow, node, _tool_class(node, tools))
-    external = kind == "script" or bool(node.files)
     return PreparedNode(
         node=node,
         deps=tuple(dict.fromkeys(node.depends_on)),
@@ -101,13 +128,12 @@ def _prepare_node(workflow: Workflow, node: Node, dependents: list[str], tools: 
         memoize=workflow.memoize(node),
         timeout=workflow.timeout(node),
         attempts=attempts_allowed(cls, node.retry),
-        external=external,
-        static_definition=None if external else definition_digest(node, script_source=None, files={}),
+        external=kind == "script" or bool(node.files),
         id=node.id,
         kind=kind,
         reads_run="run" in refs.names,
-        env=workflow.step_env(node),
-        secrets=workflow.step_secrets(node),
+        env=MappingProxyType(workflow.step_env(node)) if node.env else context.env,
+        secrets=workflow.step_secrets(node) if node.secrets else context.secrets,
     )
 
 
@@ -152,12 +178,13 @@ def _prepare(workflow: Workflow, tools: ToolRegistry, previous: PreparedWorkflow
     if previous is not None and previous.tools is tools and _same_context(previous.workflow, workflow):
         old = previous.nodes
     nodes: dict[str, PreparedNode] = {}
+    context = _Context.of(workflow)
     for n in workflow.nodes:
         pn = old.get(n.id)
         if pn is not None and pn.node is n and pn.dependents == tuple(dependents[n.id]):
             nodes[n.id] = pn
         else:
-            nodes[n.id] = _prepare_node(workflow, n, dependents[n.id], tools)
+            nodes[n.id] = _prepare_node(workflow, n, dependents[n.id], tools, context)
     return PreparedWorkflow(workflow=workflow, order=tuple(order), nodes=nodes, tools=tools)
 
 
