@@ -6,6 +6,7 @@ turns pydantic's errors into `WorkflowDefinitionError`s that name file, line and
 
 from __future__ import annotations
 
+import operator
 import re
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -17,6 +18,7 @@ from core.workflows.approval_spec import ApprovalField
 from core.workflows.input_spec import InputSpec
 
 NODE_KINDS: tuple[str, ...] = ("bash", "script", "prompt", "approval", "tool")
+_KIND_VALUES = operator.itemgetter(*NODE_KINDS)  # a node's fields of the five kinds, in one call
 INPUT_TYPES: tuple[str, ...] = ("string", "integer", "number", "boolean", "object", "array")
 
 #: Custom pydantic error types raised by the validators below; the loader reads
@@ -110,6 +112,8 @@ class StepEnvironmentFields(_Strict):
 
     @model_validator(mode="after")
     def _secret_or_value(self) -> StepEnvironmentFields:
+        if not self.secrets or not self.env:
+            return self
         both = sorted(set(self.env) & set(self.secrets))
         if both:
             raise _variable_error(
@@ -195,6 +199,8 @@ class Node(StepEnvironmentFields):
 
     @model_validator(mode="after")
     def _one_kind(self) -> Node:
+        if _KIND_VALUES(self.__dict__).count(None) == len(NODE_KINDS) - 1:
+            return self  # exactly one kind: the common case, without building the list below
         kinds = [k for k in NODE_KINDS if getattr(self, k) is not None]
         if not kinds:
             raise PydanticCustomError(
