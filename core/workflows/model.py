@@ -129,6 +129,9 @@ class OutputContract(_Strict):
     schema_: dict[str, Any] | None = Field(default=None, alias="schema")
 
 
+_TEXT_OUTPUT = OutputContract()  # the default of every node (frozen: one instance serves all)
+
+
 class RetryPolicy(_Strict):
     attempts: int = Field(default=3, ge=1, le=20)
     backoff: float = Field(default=1.0, ge=0, le=3600, allow_inf_nan=False)  # seconds, doubled each attempt
@@ -170,7 +173,7 @@ class Node(StepEnvironmentFields):
     memoize: bool | None = None
     timeout: float | None = Field(default=None, gt=0, allow_inf_nan=False)
     retry: RetryPolicy | None = None
-    output: OutputContract = Field(default_factory=OutputContract)
+    output: OutputContract = _TEXT_OUTPUT
     files: list[str] = Field(default_factory=list)
     artifacts: list[str] = Field(default_factory=list)
     approvers: list[str] | None = None  # approval nodes: user ids allowed to decide (settings otherwise)
