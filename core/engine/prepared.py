@@ -100,6 +100,11 @@ def _tool_class(node: Node, tools: ToolRegistry) -> ReplayClass | None:
         return None  # unknown tool: the step fails when it runs; meanwhile it counts as unsafe
 
 
+def _distinct(ids: list[str]) -> tuple[str, ...]:
+    """`ids` without repeats, in order (most nodes have at most one dependency)."""
+    return tuple(ids) if len(ids) < 2 else tuple(dict.fromkeys(ids))
+
+
 @dataclass(frozen=True, slots=True)
 class _Context:
     """What every node of one workflow shares: its `env:` and secrets, built once."""
@@ -121,9 +126,9 @@ def _prepare_node(
     cls = replay_class(workflow, node, _tool_class(node, tools))
     return PreparedNode(
         node=node,
-        deps=tuple(dict.fromkeys(node.depends_on)),
+        deps=_distinct(node.depends_on),
         dependents=tuple(dependents),
-        input_names=None if whole else tuple(sorted(refs.inputs)),
+        input_names=None if whole else tuple(sorted(refs.inputs)) if refs.inputs else (),
         replay=cls,
         memoize=workflow.memoize(node),
         timeout=workflow.timeout(node),
@@ -172,7 +177,7 @@ def _prepare(workflow: Workflow, tools: ToolRegistry, previous: PreparedWorkflow
     order = topological_order(workflow)
     dependents: dict[str, list[str]] = {n.id: [] for n in workflow.nodes}
     for node in workflow.nodes:
-        for dep in dict.fromkeys(node.depends_on):
+        for dep in _distinct(node.depends_on):
             dependents[dep].append(node.id)
     old: dict[str, PreparedNode] = {}
     if previous is not None and previous.tools is tools and _same_context(previous.workflow, workflow):

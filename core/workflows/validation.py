@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import difflib
 import heapq
+import operator
 import re
 from collections.abc import Collection, Iterable, Iterator
 from dataclasses import dataclass
@@ -30,6 +31,7 @@ Loc = tuple[str | int, ...]
 _INPUT_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 #: keys that only make sense on one kind of node
 _KIND_ONLY = {"with": "tool", "provider": "prompt", "approvers": "approval"}
+_KIND_ONLY_VALUES = operator.attrgetter(*("with_" if key == "with" else key for key in _KIND_ONLY))
 
 
 @dataclass(frozen=True)
@@ -135,7 +137,7 @@ def _id_and_dep_problems(workflow: Workflow) -> Iterator[Problem]:
 
 def _node_problems(workflow: Workflow, index: int, node: Node) -> Iterator[Problem]:
     at: Loc = ("nodes", index)
-    for key, kind in _KIND_ONLY.items():
+    for key, kind in _KIND_ONLY.items() if any(_KIND_ONLY_VALUES(node)) else ():
         value = node.with_ if key == "with" else getattr(node, key)
         if value and node.kind != kind:
             yield Problem(
@@ -177,7 +179,6 @@ def _node_problems(workflow: Workflow, index: int, node: Node) -> Iterator[Probl
 
 
 def _template_problems(node: Node, at: Loc) -> Iterator[Problem]:
-    deps = set(node.depends_on)
     for path, source in templated_fields(node):
         from jinja2.exceptions import TemplateSyntaxError  # jinja2 only for templated nodes
 
@@ -222,7 +223,7 @@ def _template_problems(node: Node, at: Loc) -> Iterator[Problem]:
                 f"template in `{_show(path)}` of `{node.id}` uses `nodes` without a literal node id",
                 "Write `nodes.<id>.output` (or `nodes['<id>'].output`) for each dependency.",
             )
-        for ref in sorted(refs.nodes - deps):
+        for ref in sorted(refs.nodes.difference(node.depends_on)):
             yield Problem(
                 loc,
                 f"node `{node.id}` uses `nodes.{ref}` in `{_show(path)}` "
