@@ -273,6 +273,12 @@ def topological_order(workflow: Workflow) -> list[str]:
     """Node ids in dependency order; among ready nodes, file order (stable)."""
     if in_file_order(workflow):
         return [n.id for n in workflow.nodes]
+    return kahn_order(workflow)
+
+
+def kahn_order(workflow: Workflow) -> list[str]:
+    """`topological_order` for any file (Kahn's algorithm, ties by file order); raises for
+    an unknown dependency or a cycle."""
     position = {n.id: i for i, n in enumerate(workflow.nodes)}
     waiting = {n.id: len(set(n.depends_on)) for n in workflow.nodes}
     dependents: dict[str, list[str]] = {n.id: [] for n in workflow.nodes}
