@@ -204,6 +204,13 @@ class Definitions:
     identities_json: dict[str, tuple[str, ...]]  # the same, encoded for `key_prefix`
 
 
+def _shape(components: Mapping[str, Any]) -> tuple[tuple[str, object], ...]:
+    """Equal for two nodes whose components encode alike: the objects nodes share (a
+    provider's identity, the workflow's environment) by identity, and a tool's one-entry
+    `{name: identity}`, built per node, by its name and identity (text)."""
+    return tuple((k, tuple(v.items()) if k == "tool" else id(v)) for k, v in components.items())
+
+
 def identities_of(prepared: PreparedWorkflow, providers: ProviderRegistry) -> Identities:
     """Every node's identity components under `prepared`'s tools and these providers;
     computed once per definition, tool registry and provider registry (cached on `prepared`)."""
@@ -218,16 +225,15 @@ def identities_of(prepared: PreparedWorkflow, providers: ProviderRegistry) -> Id
         )
         for node_id, pn in prepared.nodes.items()
     }
-    encoded: dict[tuple[tuple[str, int], ...], tuple[str, ...]] = {}  # nodes share most components
-    for c in components.values():
-        shape = tuple((k, id(v)) for k, v in c.items())
-        if shape not in encoded:
-            encoded[shape] = encode_identity(c)
-    result = Identities(
-        providers,
-        components,
-        {n: encoded[tuple((k, id(v)) for k, v in c.items())] for n, c in components.items()},
-    )
+    by_shape: dict[tuple[tuple[str, object], ...], tuple[str, ...]] = {}  # nodes share most components
+    encoded: dict[str, tuple[str, ...]] = {}
+    for node_id, c in components.items():
+        shape = _shape(c)
+        found = by_shape.get(shape)
+        if found is None:
+            found = by_shape[shape] = encode_identity(c)
+        encoded[node_id] = found
+    result = Identities(providers, components, encoded)
     prepared.identities[id(providers)] = result
     return result
 
