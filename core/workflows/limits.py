@@ -31,8 +31,10 @@ def gc_paused() -> Iterator[None]:
     On the way out, what was built is moved to the oldest generation unexamined (`freeze`
     then `unfreeze`, both constant time): else the first allocation after `enable` starts a
     young collection that walks every object the load built, to find no garbage in a
-    definition that lives until its file changes. Skipped when something else holds frozen
-    objects (a pre-fork server's), which `unfreeze` would release."""
+    definition that lives until its file changes. Young objects of other code go along and
+    wait for the next full collection (loads happen once per change of a file). Skipped
+    when something else holds frozen objects (a pre-fork server's), which `unfreeze` would
+    release."""
     was_enabled = gc.isenabled()
     gc.disable()
     try:
