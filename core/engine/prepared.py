@@ -16,7 +16,7 @@ from collections import OrderedDict
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from core.engine.cache_key import definition_digest, encode_identity
 from core.engine.replay import attempts_allowed, replay_class
@@ -36,8 +36,14 @@ if TYPE_CHECKING:
 _CACHE_SIZE = 64
 
 
-@dataclass(frozen=True, slots=True)
-class PreparedNode:
+_NO_ENV: Mapping[str, str] = MappingProxyType({})
+
+
+class PreparedNode(NamedTuple):
+    """One node as the engine runs it. A named tuple rather than a frozen dataclass: as
+    immutable, and built in one C call where a frozen dataclass sets each field through
+    `object.__setattr__` (a tenth of preparing a definition)."""
+
     node: Node
     deps: tuple[str, ...]  # distinct `depends_on`, in order
     dependents: tuple[str, ...]
@@ -50,9 +56,10 @@ class PreparedNode:
     id: str
     kind: str
     reads_run: bool = False  # its templates read `run.id`: the run id is part of its key
-    env: Mapping[str, str] = field(default_factory=dict)  # `env:` values (the workflow's, then its own)
+    env: Mapping[str, str] = _NO_ENV  # `env:` values (the workflow's, then its own)
     secrets: tuple[str, ...] = ()  # the secrets its step receives (the workflow's and its own)
-    _digest: str | None = field(default=None, init=False, repr=False, compare=False)
+    #: holds the definition digest once worked out (`static_definition`); a list per node
+    digest_cache: list[str] | None = None
 
     @property
     def static_definition(self) -> str | None:
@@ -61,10 +68,12 @@ class PreparedNode:
         a definition does not hash what no key asks for yet."""
         if self.external:
             return None
-        digest = self._digest
-        if digest is None:
-            digest = definition_digest(self.node, script_source=None, files={})
-            object.__setattr__(self, "_digest", digest)  # a cache of a pure function of `node`
+        cache = self.digest_cache
+        if cache:
+            return cache[0]
+        digest = definition_digest(self.node, script_source=None, files={})
+        if cache is not None:
+            cache.append(digest)
         return digest
 
 
@@ -139,6 +148,7 @@ def _prepare_node(
         reads_run="run" in refs.names,
         env=MappingProxyType(workflow.step_env(node)) if node.env else context.env,
         secrets=workflow.step_secrets(node) if node.secrets else context.secrets,
+        digest_cache=[],
     )
 
 

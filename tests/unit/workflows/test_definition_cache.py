@@ -308,15 +308,15 @@ def test_a_definition_digest_is_worked_out_when_first_asked_and_is_the_canonical
     )
     _settled(tmp_path / "w.yaml", text)
     prepared = prepare(Catalog([tmp_path]).get("w"), _tools())
-    assert all(pn._digest is None for pn in prepared.nodes.values())  # preparing hashes nothing
+    assert all(pn.digest_cache == [] for pn in prepared.nodes.values())  # preparing hashes nothing
     for pn in prepared.nodes.values():
         if pn.external:
             assert pn.static_definition is None  # read with its script at each execution
             continue
         canonical = digest_value(definition_of(pn.node, script_source=None, files={}))
         assert pn.static_definition == canonical
-        assert pn._digest == canonical  # kept for the next key
-        assert pn.static_definition is pn._digest
+        assert pn.digest_cache == [canonical]  # kept for the next key
+        assert pn.static_definition is pn.digest_cache[0]
 
 
 def test_a_lazy_digest_still_follows_an_edit(tmp_path: Path) -> None:
@@ -328,7 +328,7 @@ def test_a_lazy_digest_still_follows_an_edit(tmp_path: Path) -> None:
     _settled(path, _chain(4, last="with: {v: 2}\n    tool: noop"))
     catalog.reload()
     new = prepare(catalog.get("w"), tools)
-    assert new.nodes["s3"]._digest is None and new.nodes["s3"].static_definition != before["s3"]
+    assert new.nodes["s3"].digest_cache == [] and new.nodes["s3"].static_definition != before["s3"]
     assert {n: new.nodes[n].static_definition for n in ("s0", "s1", "s2")} == {
         n: before[n] for n in ("s0", "s1", "s2")
     }
