@@ -2,7 +2,7 @@
 
 `prepare(workflow, tools)` gives the topological order, dependency maps, each node's
 referenced inputs, replay class, memoize flag, timeout, attempts and the digest of its
-definition. Everything that does not depend on files outside the YAML is cached per
+definition (worked out when a key first needs it, then kept). Everything that does not depend on files outside the YAML is cached per
 `Workflow` object (the catalog hands out the same object until the file changes) and tool
 registry (a new one when a tool module changed); script sources and `files:` are re-read
 for every execution (`read_definitions`), which is how fixing a producer's script file busts
