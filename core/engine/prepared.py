@@ -2,12 +2,13 @@
 
 `prepare(workflow, tools)` gives the topological order, dependency maps, each node's
 referenced inputs, replay class, memoize flag, timeout, attempts and the digest of its
-definition (worked out when a key first needs it, then kept). Everything that does not depend on files outside the YAML is cached per
-`Workflow` object (the catalog hands out the same object until the file changes) and tool
-registry (a new one when a tool module changed); script sources and `files:` are re-read
-for every execution (`read_definitions`), which is how fixing a producer's script file busts
-its key without renaming anything. `read_definitions` also gives each node's identity
-components (`step_identity.py`): its tool's code, its provider, the workflow's `env:`.
+definition (worked out when a key first needs it, then kept). Everything that does not
+depend on files outside the YAML is cached per `Workflow` object (the catalog hands out the
+same object until the file changes) and tool registry (a new one when a tool module
+changed); script sources and `files:` are re-read for every execution (`read_definitions`),
+which is how fixing a producer's script file busts its key without renaming anything.
+`read_definitions` also gives each node's identity components (`step_identity.py`): its
+tool's code, its provider, the workflow's `env:`.
 """
 
 from __future__ import annotations
@@ -42,7 +43,7 @@ _NO_ENV: Mapping[str, str] = MappingProxyType({})
 class PreparedNode(NamedTuple):
     """One node as the engine runs it. A named tuple rather than a frozen dataclass: as
     immutable, and built in one C call where a frozen dataclass sets each field through
-    `object.__setattr__` (a tenth of preparing a definition)."""
+    `object.__setattr__`, which was a large part of preparing a big definition."""
 
     node: Node
     deps: tuple[str, ...]  # distinct `depends_on`, in order
