@@ -26,22 +26,11 @@ def gc_paused() -> Iterator[None]:
     """Hold the cyclic garbage collector while a definition is built. Loading a 5,000-node
     file allocates a few hundred thousand objects, none of them in a cycle; left on, the
     collector walks the young (and every so often the whole) heap hundreds of times on
-    the way, which was half of the load's time. Reference counting still frees everything.
-
-    On the way out, what was built is moved to the oldest generation unexamined (`freeze`
-    then `unfreeze`, both constant time): else the first allocation after `enable` starts a
-    young collection that walks every object the load built, to find no garbage in a
-    definition that lives until its file changes. Young objects of other code go along and
-    wait for the next full collection (loads happen once per change of a file). Skipped
-    when something else holds frozen objects (a pre-fork server's), which `unfreeze` would
-    release."""
+    the way, which was half of the load's time. Reference counting still frees everything."""
     was_enabled = gc.isenabled()
     gc.disable()
     try:
         yield
     finally:
         if was_enabled:
-            if gc.get_freeze_count() == 0:
-                gc.freeze()
-                gc.unfreeze()
             gc.enable()

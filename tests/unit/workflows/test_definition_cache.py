@@ -332,35 +332,3 @@ def test_a_lazy_digest_still_follows_an_edit(tmp_path: Path) -> None:
     assert {n: new.nodes[n].static_definition for n in ("s0", "s1", "s2")} == {
         n: before[n] for n in ("s0", "s1", "s2")
     }
-
-
-def test_a_load_leaves_no_young_garbage_collection_to_walk_what_it_built() -> None:
-    import gc
-
-    started: list[int] = []
-
-    def note(phase: str, info: dict[str, int]) -> None:
-        if phase == "start":
-            started.append(info["generation"])
-
-    gc.collect()
-    gc.callbacks.append(note)
-    try:
-        workflow = load_workflow_text(_chain(2000))
-        after = [[] for _ in range(100)]  # what runs next allocates: no collection starts
-    finally:
-        gc.callbacks.remove(note)
-    assert len(workflow.nodes) == 2000 and len(after) == 100
-    assert started == [] and gc.isenabled()
-
-
-def test_a_load_does_not_release_objects_someone_else_froze() -> None:
-    import gc
-
-    gc.freeze()
-    try:
-        frozen = gc.get_freeze_count()
-        load_workflow_text(_chain(50))
-        assert gc.get_freeze_count() >= frozen  # still frozen: not moved back by the load
-    finally:
-        gc.unfreeze()
