@@ -2,12 +2,13 @@
 
 `prepare(workflow, tools)` gives the topological order, dependency maps, each node's
 referenced inputs, replay class, memoize flag, timeout, attempts and the digest of its
-definition. Everything that does not depend on files outside the YAML is cached per
-`Workflow` object (the catalog hands out the same object until the file changes) and tool
-registry (a new one when a tool module changed); script sources and `files:` are re-read
-for every execution (`read_definitions`), which is how fixing a producer's script file busts
-its key without renaming anything. `read_definitions` also gives each node's identity
-components (`step_identity.py`): its tool's code, its provider, the workflow's `env:`.
+definition (worked out when a key first needs it, then kept). Everything that does not
+depend on files outside the YAML is cached per `Workflow` object (the catalog hands out the
+same object until the file changes) and tool registry (a new one when a tool module
+changed); script sources and `files:` are re-read for every execution (`read_definitions`),
+which is how fixing a producer's script file busts its key without renaming anything.
+`read_definitions` also gives each node's identity components (`step_identity.py`): its
+tool's code, its provider, the workflow's `env:`.
 """
 
 from __future__ import annotations
@@ -15,7 +16,8 @@ from __future__ import annotations
 from collections import OrderedDict
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from types import MappingProxyType
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from core.engine.cache_key import definition_digest, encode_identity
 from core.engine.replay import attempts_allowed, replay_class
@@ -35,8 +37,14 @@ if TYPE_CHECKING:
 _CACHE_SIZE = 64
 
 
-@dataclass(frozen=True, slots=True)
-class PreparedNode:
+_NO_ENV: Mapping[str, str] = MappingProxyType({})
+
+
+class PreparedNode(NamedTuple):
+    """One node as the engine runs it. A named tuple rather than a frozen dataclass: as
+    immutable, and built in one C call where a frozen dataclass sets each field through
+    `object.__setattr__`, which was a large part of preparing a big definition."""
+
     node: Node
     deps: tuple[str, ...]  # distinct `depends_on`, in order
     dependents: tuple[str, ...]
@@ -46,12 +54,28 @@ class PreparedNode:
     timeout: float
     attempts: int
     external: bool  # its definition reads files (script path or `files:`)
-    static_definition: str | None  # definition digest when `external` is False
     id: str
     kind: str
     reads_run: bool = False  # its templates read `run.id`: the run id is part of its key
-    env: Mapping[str, str] = field(default_factory=dict)  # `env:` values (the workflow's, then its own)
+    env: Mapping[str, str] = _NO_ENV  # `env:` values (the workflow's, then its own)
     secrets: tuple[str, ...] = ()  # the secrets its step receives (the workflow's and its own)
+    #: holds the definition digest once worked out (`static_definition`); a list per node
+    digest_cache: list[str] | None = None
+
+    @property
+    def static_definition(self) -> str | None:
+        """The definition digest when `external` is False (its YAML is all of it), else None.
+        Worked out at the first look (a cache key needs it), then kept: loading and preparing
+        a definition does not hash what no key asks for yet."""
+        if self.external:
+            return None
+        cache = self.digest_cache
+        if cache:
+            return cache[0]
+        digest = definition_digest(self.node, script_source=None, files={})
+        if cache is not None:
+            cache.append(digest)
+        return digest
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,28 +110,46 @@ def _tool_class(node: Node, tools: ToolRegistry) -> ReplayClass | None:
         return None  # unknown tool: the step fails when it runs; meanwhile it counts as unsafe
 
 
-def _prepare_node(workflow: Workflow, node: Node, dependents: list[str], tools: ToolRegistry) -> PreparedNode:
+def _distinct(ids: list[str]) -> tuple[str, ...]:
+    """`ids` without repeats, in order (most nodes have at most one dependency)."""
+    return tuple(ids) if len(ids) < 2 else tuple(dict.fromkeys(ids))
+
+
+@dataclass(frozen=True, slots=True)
+class _Context:
+    """What every node of one workflow shares: its `env:` and secrets, built once."""
+
+    env: Mapping[str, str]
+    secrets: tuple[str, ...]
+
+    @classmethod
+    def of(cls, workflow: Workflow) -> _Context:
+        return cls(MappingProxyType(dict(workflow.env)), tuple(dict.fromkeys(workflow.secrets)))
+
+
+def _prepare_node(
+    workflow: Workflow, node: Node, dependents: list[str], tools: ToolRegistry, context: _Context
+) -> PreparedNode:
     refs = references(node)
     kind = node.kind
     whole = refs.whole_inputs or kind == "script"
     cls = replay_class(workflow, node, _tool_class(node, tools))
-    external = kind == "script" or bool(node.files)
     return PreparedNode(
         node=node,
-        deps=tuple(dict.fromkeys(node.depends_on)),
+        deps=_distinct(node.depends_on),
         dependents=tuple(dependents),
-        input_names=None if whole else tuple(sorted(refs.inputs)),
+        input_names=None if whole else tuple(sorted(refs.inputs)) if refs.inputs else (),
         replay=cls,
         memoize=workflow.memoize(node),
         timeout=workflow.timeout(node),
         attempts=attempts_allowed(cls, node.retry),
-        external=external,
-        static_definition=None if external else definition_digest(node, script_source=None, files={}),
+        external=kind == "script" or bool(node.files),
         id=node.id,
         kind=kind,
         reads_run="run" in refs.names,
-        env=workflow.step_env(node),
-        secrets=workflow.step_secrets(node),
+        env=MappingProxyType(workflow.step_env(node)) if node.env else context.env,
+        secrets=workflow.step_secrets(node) if node.secrets else context.secrets,
+        digest_cache=[],
     )
 
 
@@ -146,18 +188,19 @@ def _prepare(workflow: Workflow, tools: ToolRegistry, previous: PreparedWorkflow
     order = topological_order(workflow)
     dependents: dict[str, list[str]] = {n.id: [] for n in workflow.nodes}
     for node in workflow.nodes:
-        for dep in dict.fromkeys(node.depends_on):
+        for dep in _distinct(node.depends_on):
             dependents[dep].append(node.id)
     old: dict[str, PreparedNode] = {}
     if previous is not None and previous.tools is tools and _same_context(previous.workflow, workflow):
         old = previous.nodes
     nodes: dict[str, PreparedNode] = {}
+    context = _Context.of(workflow)
     for n in workflow.nodes:
         pn = old.get(n.id)
         if pn is not None and pn.node is n and pn.dependents == tuple(dependents[n.id]):
             nodes[n.id] = pn
         else:
-            nodes[n.id] = _prepare_node(workflow, n, dependents[n.id], tools)
+            nodes[n.id] = _prepare_node(workflow, n, dependents[n.id], tools, context)
     return PreparedWorkflow(workflow=workflow, order=tuple(order), nodes=nodes, tools=tools)
 
 
@@ -170,6 +213,13 @@ class Definitions:
     sources: dict[str, str]
     identities: dict[str, dict[str, Any]]
     identities_json: dict[str, tuple[str, ...]]  # the same, encoded for `key_prefix`
+
+
+def _shape(components: Mapping[str, Any]) -> tuple[tuple[str, object], ...]:
+    """Equal for two nodes whose components encode alike: the objects nodes share (a
+    provider's identity, the workflow's environment) by identity, and a tool's one-entry
+    `{name: identity}`, built per node, by its name and identity (text)."""
+    return tuple((k, tuple(v.items()) if k == "tool" else id(v)) for k, v in components.items())
 
 
 def identities_of(prepared: PreparedWorkflow, providers: ProviderRegistry) -> Identities:
@@ -186,16 +236,15 @@ def identities_of(prepared: PreparedWorkflow, providers: ProviderRegistry) -> Id
         )
         for node_id, pn in prepared.nodes.items()
     }
-    encoded: dict[tuple[tuple[str, int], ...], tuple[str, ...]] = {}  # nodes share most components
-    for c in components.values():
-        shape = tuple((k, id(v)) for k, v in c.items())
-        if shape not in encoded:
-            encoded[shape] = encode_identity(c)
-    result = Identities(
-        providers,
-        components,
-        {n: encoded[tuple((k, id(v)) for k, v in c.items())] for n, c in components.items()},
-    )
+    by_shape: dict[tuple[tuple[str, object], ...], tuple[str, ...]] = {}  # nodes share most components
+    encoded: dict[str, tuple[str, ...]] = {}
+    for node_id, c in components.items():
+        shape = _shape(c)
+        found = by_shape.get(shape)
+        if found is None:
+            found = by_shape[shape] = encode_identity(c)
+        encoded[node_id] = found
+    result = Identities(providers, components, encoded)
     prepared.identities[id(providers)] = result
     return result
 

@@ -6,6 +6,7 @@ turns pydantic's errors into `WorkflowDefinitionError`s that name file, line and
 
 from __future__ import annotations
 
+import operator
 import re
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -17,6 +18,7 @@ from core.workflows.approval_spec import ApprovalField
 from core.workflows.input_spec import InputSpec
 
 NODE_KINDS: tuple[str, ...] = ("bash", "script", "prompt", "approval", "tool")
+_KIND_VALUES = operator.itemgetter(*NODE_KINDS)  # a node's fields of the five kinds, in one call
 INPUT_TYPES: tuple[str, ...] = ("string", "integer", "number", "boolean", "object", "array")
 
 #: Custom pydantic error types raised by the validators below; the loader reads
@@ -110,6 +112,8 @@ class StepEnvironmentFields(_Strict):
 
     @model_validator(mode="after")
     def _secret_or_value(self) -> StepEnvironmentFields:
+        if not self.secrets or not self.env:
+            return self
         both = sorted(set(self.env) & set(self.secrets))
         if both:
             raise _variable_error(
@@ -123,6 +127,9 @@ class StepEnvironmentFields(_Strict):
 class OutputContract(_Strict):
     format: Literal["text", "json"] = "text"
     schema_: dict[str, Any] | None = Field(default=None, alias="schema")
+
+
+_TEXT_OUTPUT = OutputContract()  # the default of every node (frozen: one instance serves all)
 
 
 class RetryPolicy(_Strict):
@@ -166,7 +173,7 @@ class Node(StepEnvironmentFields):
     memoize: bool | None = None
     timeout: float | None = Field(default=None, gt=0, allow_inf_nan=False)
     retry: RetryPolicy | None = None
-    output: OutputContract = Field(default_factory=OutputContract)
+    output: OutputContract = _TEXT_OUTPUT
     files: list[str] = Field(default_factory=list)
     artifacts: list[str] = Field(default_factory=list)
     approvers: list[str] | None = None  # approval nodes: user ids allowed to decide (settings otherwise)
@@ -195,6 +202,8 @@ class Node(StepEnvironmentFields):
 
     @model_validator(mode="after")
     def _one_kind(self) -> Node:
+        if _KIND_VALUES(self.__dict__).count(None) == len(NODE_KINDS) - 1:
+            return self  # exactly one kind: the common case, without building the list below
         kinds = [k for k in NODE_KINDS if getattr(self, k) is not None]
         if not kinds:
             raise PydanticCustomError(

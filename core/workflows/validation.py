@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import difflib
 import heapq
+import operator
 import re
 from collections.abc import Collection, Iterable, Iterator
 from dataclasses import dataclass
@@ -30,6 +31,7 @@ Loc = tuple[str | int, ...]
 _INPUT_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 #: keys that only make sense on one kind of node
 _KIND_ONLY = {"with": "tool", "provider": "prompt", "approvers": "approval"}
+_KIND_ONLY_VALUES = operator.attrgetter(*("with_" if key == "with" else key for key in _KIND_ONLY))
 
 
 @dataclass(frozen=True)
@@ -53,7 +55,7 @@ def problems(workflow: Workflow, *, checked: Collection[int] = ()) -> list[Probl
     (the loader's re-used nodes); their own checks are skipped, the DAG's are not."""
     found = list(_input_problems(workflow))
     found += _id_and_dep_problems(workflow)
-    if not found:
+    if not found and not in_file_order(workflow):
         cycle = find_cycle(workflow)
         if cycle:
             first = cycle[0]
@@ -69,6 +71,21 @@ def problems(workflow: Workflow, *, checked: Collection[int] = ()) -> list[Probl
         if id(node) not in checked:
             found += _node_problems(workflow, index, node)
     return found
+
+
+def in_file_order(workflow: Workflow) -> bool:
+    """Every node's dependencies come before it in the file, and ids are unique: then there
+    is no cycle, and the file order is the topological order (`topological_order`'s ties go
+    by file order). Most files are written this way; the others take the general path."""
+    seen: set[str] = set()
+    for node in workflow.nodes:
+        for dep in node.depends_on:
+            if dep not in seen:
+                return False
+        if node.id in seen:
+            return False
+        seen.add(node.id)
+    return True
 
 
 def validate(workflow: Workflow) -> Workflow:
@@ -120,7 +137,7 @@ def _id_and_dep_problems(workflow: Workflow) -> Iterator[Problem]:
 
 def _node_problems(workflow: Workflow, index: int, node: Node) -> Iterator[Problem]:
     at: Loc = ("nodes", index)
-    for key, kind in _KIND_ONLY.items():
+    for key, kind in _KIND_ONLY.items() if any(_KIND_ONLY_VALUES(node)) else ():
         value = node.with_ if key == "with" else getattr(node, key)
         if value and node.kind != kind:
             yield Problem(
@@ -129,10 +146,11 @@ def _node_problems(workflow: Workflow, index: int, node: Node) -> Iterator[Probl
                 f"Remove `{key}:` from `{node.id}`.",
             )
     yield from _template_problems(node, at)
-    from core.workflows.approval_checks import gate_problems, when_problems
+    if node.approval is not None or node.when is not None:
+        from core.workflows.approval_checks import gate_problems, when_problems
 
-    for loc, message, hint in (*gate_problems(node), *when_problems(node)):
-        yield Problem((*at, *loc), message, hint)
+        for loc, message, hint in (*gate_problems(node), *when_problems(node)):
+            yield Problem((*at, *loc), message, hint)
     if node.retry is not None and workflow.replay_class(node) is ReplayClass.UNSAFE:
         yield Problem(
             (*at, "retry"),
@@ -161,7 +179,6 @@ def _node_problems(workflow: Workflow, index: int, node: Node) -> Iterator[Probl
 
 
 def _template_problems(node: Node, at: Loc) -> Iterator[Problem]:
-    deps = set(node.depends_on)
     for path, source in templated_fields(node):
         from jinja2.exceptions import TemplateSyntaxError  # jinja2 only for templated nodes
 
@@ -206,7 +223,7 @@ def _template_problems(node: Node, at: Loc) -> Iterator[Problem]:
                 f"template in `{_show(path)}` of `{node.id}` uses `nodes` without a literal node id",
                 "Write `nodes.<id>.output` (or `nodes['<id>'].output`) for each dependency.",
             )
-        for ref in sorted(refs.nodes - deps):
+        for ref in sorted(refs.nodes.difference(node.depends_on)):
             yield Problem(
                 loc,
                 f"node `{node.id}` uses `nodes.{ref}` in `{_show(path)}` "
@@ -254,6 +271,14 @@ def find_cycle(workflow: Workflow) -> list[str] | None:
 
 def topological_order(workflow: Workflow) -> list[str]:
     """Node ids in dependency order; among ready nodes, file order (stable)."""
+    if in_file_order(workflow):
+        return [n.id for n in workflow.nodes]
+    return kahn_order(workflow)
+
+
+def kahn_order(workflow: Workflow) -> list[str]:
+    """`topological_order` for any file (Kahn's algorithm, ties by file order); raises for
+    an unknown dependency or a cycle."""
     position = {n.id: i for i, n in enumerate(workflow.nodes)}
     waiting = {n.id: len(set(n.depends_on)) for n in workflow.nodes}
     dependents: dict[str, list[str]] = {n.id: [] for n in workflow.nodes}

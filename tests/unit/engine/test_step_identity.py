@@ -91,3 +91,30 @@ def test_a_node_s_own_env_and_secrets_are_its_identity_on_top_of_the_workflow_s(
         "secrets": ["API_KEY", "SH_ONLY", "TOKEN"],
     }
     assert _components("call", text)["env"]["REGION"] == digest_value("eu-west-1")  # others keep theirs
+
+
+def test_nodes_sharing_components_share_their_encoding_and_no_others_do() -> None:
+    from core.engine.cache_key import encode_identity
+    from core.engine.prepared import identities_of, prepare
+
+    registry = ToolRegistry()
+    registry.tool("produce", replay="pure", version="3")(produce)
+
+    @registry.tool("other", replay="pure", version="4")
+    def other() -> str:
+        return "y"
+
+    text = WORKFLOW + """  - id: call_again
+    tool: produce
+  - id: call_other
+    tool: other
+  - id: own_env
+    tool: produce
+    env: {MODE: slow}
+"""
+    identities = identities_of(prepare(load_workflow_text(text), registry), providers)
+    for node_id, components in identities.components.items():
+        assert identities.encoded[node_id] == encode_identity(components), node_id
+    encoded = identities.encoded
+    assert encoded["call"] is encoded["call_again"]  # encoded once
+    assert len({encoded["call"], encoded["call_other"], encoded["ghost"], encoded["own_env"]}) == 4

@@ -294,3 +294,41 @@ def test_the_written_out_definition_digest_is_the_canonical_one(node: str) -> No
     assert definition_digest(step, script_source=None, files={}) == digest_value(
         definition_of(step, script_source=None, files={})
     )
+
+
+# -- what a load leaves for later ------------------------------------------------------------
+
+
+def test_a_definition_digest_is_worked_out_when_first_asked_and_is_the_canonical_one(tmp_path: Path) -> None:
+    from core.engine.cache_key import definition_of, digest_value
+
+    (tmp_path / "step.py").write_text("print('hi')\n")
+    text = _chain(3, last="with: {v: [1, 'two']}\n    tool: noop") + (
+        "  - id: s3\n    script: step.py\n"
+    )
+    _settled(tmp_path / "w.yaml", text)
+    prepared = prepare(Catalog([tmp_path]).get("w"), _tools())
+    assert all(pn.digest_cache == [] for pn in prepared.nodes.values())  # preparing hashes nothing
+    for pn in prepared.nodes.values():
+        if pn.external:
+            assert pn.static_definition is None  # read with its script at each execution
+            continue
+        canonical = digest_value(definition_of(pn.node, script_source=None, files={}))
+        assert pn.static_definition == canonical
+        assert pn.digest_cache == [canonical]  # kept for the next key
+        assert pn.static_definition is pn.digest_cache[0]
+
+
+def test_a_lazy_digest_still_follows_an_edit(tmp_path: Path) -> None:
+    path = tmp_path / "w.yaml"
+    _settled(path, _chain(4, last="with: {v: 1}\n    tool: noop"))
+    catalog, tools = Catalog([tmp_path]), _tools()
+    old = prepare(catalog.get("w"), tools)
+    before = {n: pn.static_definition for n, pn in old.nodes.items()}  # asked before the edit
+    _settled(path, _chain(4, last="with: {v: 2}\n    tool: noop"))
+    catalog.reload()
+    new = prepare(catalog.get("w"), tools)
+    assert new.nodes["s3"].digest_cache == [] and new.nodes["s3"].static_definition != before["s3"]
+    assert {n: new.nodes[n].static_definition for n in ("s0", "s1", "s2")} == {
+        n: before[n] for n in ("s0", "s1", "s2")
+    }

@@ -3,10 +3,20 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from core.errors import WorkflowDefinitionError
 from core.workflows.model import Workflow
-from core.workflows.validation import downstream, find_cycle, problems, topological_order, validate
+from core.workflows.validation import (
+    downstream,
+    find_cycle,
+    in_file_order,
+    kahn_order,
+    problems,
+    topological_order,
+    validate,
+)
 
 
 def _workflow(*nodes: tuple[str, list[str]]) -> Workflow:
@@ -60,3 +70,58 @@ def test_validate_a_programmatic_workflow() -> None:
     assert problems(good) == []
     with pytest.raises(WorkflowDefinitionError, match="depends on unknown node `q`"):
         validate(_workflow(("a", ["q"])))
+
+
+# -- the file-order fast path ----------------------------------------------------------------
+
+
+@st.composite
+def _graphs(draw: st.DrawFn) -> list[tuple[str, list[str]]]:
+    """Node ids with dependencies on any node (cycles, self-loops and unknown ids included),
+    often in an order where every dependency comes first."""
+    count = draw(st.integers(1, 9))
+    ids = [f"n{i}" for i in range(count)]
+    earlier_only = draw(st.booleans())
+    nodes = []
+    for index, node_id in enumerate(ids):
+        pool = ids[:index] if earlier_only else [*ids, "ghost"]
+        deps = draw(st.lists(st.sampled_from(pool), max_size=3)) if pool else []
+        nodes.append((node_id, deps))
+    if draw(st.booleans()):
+        nodes = draw(st.permutations(nodes))
+    return nodes
+
+
+@given(_graphs())
+@settings(max_examples=300, deadline=None)
+def test_file_order_fast_path_agrees_with_kahn_and_with_the_cycle_search(
+    nodes: list[tuple[str, list[str]]],
+) -> None:
+    workflow = _workflow(*nodes)
+    try:
+        general: list[str] | None = kahn_order(workflow)
+    except WorkflowDefinitionError:
+        general = None
+    if in_file_order(workflow):
+        assert general == [node_id for node_id, _ in nodes]  # the fast path's answer
+        assert find_cycle(workflow) is None
+    if general is not None:
+        assert topological_order(workflow) == general
+    else:
+        with pytest.raises(WorkflowDefinitionError):
+            topological_order(workflow)
+    known = {node_id for node_id, _ in nodes}
+    if all(dep in known for _, deps in nodes for dep in deps):  # else the unknown id is reported
+        cycles = [p for p in problems(workflow) if "cycle" in p.message]
+        assert bool(cycles) == (find_cycle(workflow) is not None) == (general is None)
+
+
+def test_a_duplicate_id_takes_the_general_path() -> None:
+    workflow = _workflow(("a", []), ("a", []), ("b", ["a"]))
+    assert not in_file_order(workflow)  # reported by `problems`; the order is Kahn's, as before
+    with pytest.raises(WorkflowDefinitionError) as fast:
+        topological_order(workflow)
+    with pytest.raises(WorkflowDefinitionError) as general:
+        kahn_order(workflow)
+    assert str(fast.value) == str(general.value)
+    assert any("duplicate node id" in p.message for p in problems(workflow))
