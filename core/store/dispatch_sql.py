@@ -14,26 +14,70 @@ the entry `queued -> started` with a compare-and-swap (`journal_claim`) before t
 runs: of two claims (a redelivered job, a recovered replica) exactly one begins the
 step. A replica that finds a `queued` entry whose job is gone settles it with
 `journal_unqueue` (also a CAS: it loses to a worker that claimed it first).
+
+The worker's two writes are short statements on the hot path (`hot_path.py`): the claim,
+then its result (`journal_settle`: output and artifact blobs and the settled entry, one
+transaction). The replica waits for results with `journal_settled`: one query for every
+step it waits for, returning only the entries settled since, with their output bytes.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+import hashlib
+import json
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
 
 import sqlalchemy as sa
 
-from core.errors import ConfigurationError
+from core.errors import ConfigurationError, StoreError
+from core.store import cas
 from core.store.database import store_operation
 from core.store.port import Defer, Handoff
 from core.store.records import JournalEntry, NodeStatus
-from core.store.rows import journal_from_row
+from core.store.rows import JOURNAL_FIELDS, journal_from_row, journal_from_values
 from core.store.sql_base import SqlBase
-from core.store.tables import JOURNAL
+from core.store.tables import BLOBS, JOURNAL
 
 _QUEUED = NodeStatus.QUEUED.value
+_OPEN = (NodeStatus.QUEUED.value, NodeStatus.STARTED.value)
+_FINAL = (NodeStatus.COMPLETED, NodeStatus.FAILED)
+#: the journal's columns (JSON ones as text, decoded by `rows.json_object`), then the
+#: output blob's bytes
+_SETTLED_COLUMNS = [
+    *(
+        sa.type_coerce(c, sa.Text).label(c.name) if isinstance(c.type, sa.JSON) else c
+        for c in (JOURNAL.c[name] for name in JOURNAL_FIELDS)
+    ),
+    BLOBS.c.data,
+]
 
 
 class DispatchSql(SqlBase):
+    def __init__(self, url: str, **kwargs: Any) -> None:
+        super().__init__(url, **kwargs)
+        self._claim_sql = self._hot.prepare(
+            sa.update(JOURNAL)
+            .where(JOURNAL.c.id == sa.bindparam("entry_id"), JOURNAL.c.status == _QUEUED)
+            .values(status=NodeStatus.STARTED.value, started_at=sa.bindparam("b_started_at"))
+        )
+        self._settle_sql = self._hot.prepare(
+            sa.update(JOURNAL)
+            .where(JOURNAL.c.id == sa.bindparam("entry_id"), JOURNAL.c.status == NodeStatus.STARTED.value)
+            .values(
+                status=sa.bindparam("b_status"),
+                finished_at=sa.bindparam("b_finished_at"),
+                output_digest=sa.bindparam("b_output_digest"),
+                error=sa.bindparam("b_error"),
+                tokens_in=sa.bindparam("b_tokens_in"),
+                tokens_out=sa.bindparam("b_tokens_out"),
+                artifacts=sa.bindparam("b_artifacts"),
+            )
+        )
+        self._blob_sql = self._hot.prepare(
+            self._insert_ignore(BLOBS, ["digest"]), column_keys=("digest", "data", "size")
+        )
+
     def _require_postgres(self) -> None:
         if self.dialect != "postgresql":
             raise ConfigurationError(
@@ -72,18 +116,61 @@ class DispatchSql(SqlBase):
             job_ids = defer(conn.connection.dbapi_connection, entry_ids)
         return list(zip(entry_ids, job_ids, strict=True))
 
-    @store_operation("claim a queued step")
-    def journal_claim(self, entry_id: int) -> JournalEntry | None:
-        """CAS `queued -> started`; the claimed entry, or None when it was not queued."""
-        statement = (
-            sa.update(JOURNAL)
-            .where(JOURNAL.c.id == entry_id, JOURNAL.c.status == _QUEUED)
-            .values(status=NodeStatus.STARTED.value, started_at=self._now())
-            .returning(*JOURNAL.c)
+    def journal_claim(self, entry_id: int) -> bool:
+        """CAS `queued -> started` (one autocommitted statement); False when it was not queued."""
+        params = {"entry_id": entry_id, "b_started_at": self._now()}
+        return self._hot.run(self._claim_sql, params, operation="claim a queued step").rowcount == 1
+
+    def journal_settle(
+        self,
+        entry_id: int,
+        *,
+        status: NodeStatus,
+        output: bytes | None = None,
+        error: str | None = None,
+        tokens_in: int = 0,
+        tokens_out: int = 0,
+        artifacts: Mapping[str, bytes] | None = None,
+    ) -> str | None:
+        """The blobs (output, artifacts), then the `started` entry settled, in one transaction
+        (blobs in digest order, like `journal_complete_many`); the output's digest."""
+        status = NodeStatus(status)
+        if status not in _FINAL:
+            raise ValueError(f"journal_settle takes completed or failed, not {status.value}")
+        blobs: dict[str, bytes] = {}
+        digest = None
+        if output is not None:
+            digest = hashlib.sha256(output).hexdigest()
+            blobs[digest] = output
+        kept: dict[str, str] = {}
+        for path, data in (artifacts or {}).items():
+            kept[path] = hashlib.sha256(data).hexdigest()
+            blobs[kept[path]] = data
+        params = {
+            "entry_id": entry_id,
+            "b_status": status.value,
+            "b_finished_at": self._now(),
+            "b_output_digest": digest,
+            "b_error": error,
+            "b_tokens_in": tokens_in,
+            "b_tokens_out": tokens_out,
+            "b_artifacts": json.dumps(kept),
+        }
+        rows = [{"digest": d, "data": blobs[d], "size": len(blobs[d])} for d in sorted(blobs)]
+        settled = self._hot.run_many(
+            [(self._blob_sql, rows), (self._settle_sql, [params])], operation="record a step result"
         )
-        with self._engine.begin() as conn:
-            row = conn.execute(statement).first()
-        return journal_from_row(row) if row is not None else None
+        if settled != 1:
+            self._not_settleable(entry_id)
+        return digest
+
+    @store_operation("read a journal entry")
+    def _not_settleable(self, entry_id: int) -> None:
+        with self._single.connect() as conn:
+            row = conn.execute(sa.select(JOURNAL).where(JOURNAL.c.id == entry_id)).first()
+        if row is None:
+            raise StoreError(f"Journal entry {entry_id} does not exist.", hint="This is a bug in Baton.")
+        raise cas.already_settled(journal_from_row(row))
 
     @store_operation("withdraw a queued step")
     def journal_unqueue(self, entry_id: int, error: str) -> bool:
@@ -105,3 +192,22 @@ class DispatchSql(SqlBase):
         query = sa.select(JOURNAL).where(JOURNAL.c.id.in_(wanted))
         with self._single.connect() as conn:
             return {entry.id: entry for entry in map(journal_from_row, conn.execute(query))}
+
+    @store_operation("read settled journal entries")
+    def journal_settled(self, entry_ids: Iterable[int]) -> dict[int, tuple[JournalEntry, bytes | None]]:
+        """Those of these entries that are settled, with their output bytes, in one query:
+        a replica waiting for many steps decodes only the entries that have news."""
+        wanted = sorted(set(entry_ids))
+        if not wanted:
+            return {}
+        query = (
+            sa.select(*_SETTLED_COLUMNS)
+            .select_from(JOURNAL.outerjoin(BLOBS, BLOBS.c.digest == JOURNAL.c.output_digest))
+            .where(JOURNAL.c.id.in_(wanted), JOURNAL.c.status.not_in(_OPEN))
+        )
+        out: dict[int, tuple[JournalEntry, bytes | None]] = {}
+        with self._single.connect() as conn:
+            for row in conn.execute(query):
+                entry = journal_from_values(row[:-1])
+                out[entry.id] = (entry, bytes(row[-1]) if row[-1] is not None else None)
+        return out

@@ -187,10 +187,12 @@ class HotPath:
 
     def run_many(
         self, batches: Sequence[tuple[Prepared, Sequence[Mapping[str, Any]]]], *, operation: str
-    ) -> None:
+    ) -> int:
         """Each statement with each of its parameter sets (`executemany`), all in ONE
-        committed transaction: one fsync for any number of rows. No statement may return rows."""
+        committed transaction: one fsync for any number of rows. No statement may return rows.
+        The rows the last statement run changed (for a compare-and-swap that comes last)."""
         conn = None
+        rowcount = 0
         try:
             conn = self._connection()
             cursor = conn.cursor()
@@ -199,6 +201,7 @@ class HotPath:
                     for prepared, rows in batches:
                         if rows:
                             cursor.executemany(prepared.sql, [prepared.bind(row) for row in rows])
+                            rowcount = cursor.rowcount
             finally:
                 cursor.close()
             self._finish()
@@ -206,6 +209,7 @@ class HotPath:
             if conn is not None and conn is not self._shared:
                 self._discard(conn)
             raise StoreError(f"The run store could not {operation} ({describe(exc)}).") from exc
+        return rowcount
 
     def close(self) -> None:
         if self._checkpoints is not None:

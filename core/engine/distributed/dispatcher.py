@@ -5,6 +5,8 @@
     settled = await dispatcher.settle(entry_id, job_id)
 
 `settle` returns when the journal entry is settled (a worker wrote `completed`/`failed`)
+(one watcher reads every waiting entry in one query, off the event loop, like the hand-off
+transactions: the replica's loop keeps scheduling while the database answers)
 or when nobody will settle it any more (`Settled.lost`):
 
 - the entry is still `queued` and its job ended, vanished or sits with a dead worker: the
@@ -24,7 +26,7 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from procrastinate.jobs import Status
@@ -38,8 +40,6 @@ from core.store.records import JournalEntry, NodeStatus
 log = logging.getLogger(__name__)
 
 NEVER_STARTED = "withdrawn before any worker started it; dispatched again"
-_OPEN = (NodeStatus.QUEUED, NodeStatus.STARTED)
-
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,6 +55,7 @@ class DispatchConfig:
 class Settled:
     entry: JournalEntry
     lost: bool = False  # nobody settled it: withdrawn (`failed`, never ran) or still `started`
+    output: bytes | None = None  # the output blob's bytes, when read with the entry
 
     @property
     def never_started(self) -> bool:
@@ -84,7 +85,7 @@ class RemoteDispatcher:
         self.config = config
         self._deferrer = deferrer()
         self.between_writes = between_writes
-        self._waiting: dict[int, list[asyncio.Future[JournalEntry]]] = {}  # entry id -> settle() calls
+        self._waiting: dict[int, list[asyncio.Future[Settled]]] = {}  # entry id -> settle() calls
         self._watcher: asyncio.Future[None] | None = None
         self._poked = False  # a step started waiting since the last read: read again soon
         self._handoffs: list[_Request] = []  # asked for, not yet written
@@ -113,9 +114,11 @@ class RemoteDispatcher:
     ) -> Ticket:
         """Ask for `handoff` to be written (its `queued` entry and its job, atomically): a
         future of (entry id, job id). Every hand-off asked for before the event loop runs
-        dry is written in the same transaction (`_hand_off_batch`); `before` (flushing the
-        run's pending results) runs first, so a hand-off is never durable before the results
-        it follows. A ticket cancelled before its batch is written is left out of it."""
+        dry is written in the same transaction (`_hand_off_batch`, in a thread); `before`
+        (flushing the run's pending results) runs first, so a hand-off is never durable
+        before the results it follows. `job_for` builds the job on the event loop when the
+        batch is taken (given any entry id: the written entry's replaces it). A ticket
+        cancelled before its batch is written is left out of it."""
         ticket: Ticket = asyncio.get_running_loop().create_future()
         self._handoffs.append((handoff, job_for, before, ticket))
         if self._hander is None or self._hander.done():
@@ -130,9 +133,20 @@ class RemoteDispatcher:
                 await asyncio.sleep(0)
             batch = [request for request in self._handoffs if not request[3].done()]
             self._handoffs = []
-            self._hand_off_batch(batch)
+            ready = self._flush_before(batch)
+            if not ready:
+                continue
+            try:
+                await self._hand_off_batch(ready)
+            except asyncio.CancelledError:
+                for request in ready:  # written or not, nobody waits for these any more
+                    request[3].cancel()
+                raise
 
-    def _hand_off_batch(self, batch: list[_Request]) -> None:
+    @staticmethod
+    def _flush_before(batch: list[_Request]) -> list[_Request]:
+        """Each run's pending results, flushed once per batch (on the event loop, which owns
+        them): the requests whose flush succeeded; the others' tickets get its error."""
         flushed: dict[Callable[[], None], BaseException | None] = {}
         ready: list[_Request] = []
         for request in batch:
@@ -148,25 +162,32 @@ class RemoteDispatcher:
                 ready.append(request)
             else:
                 ticket.set_exception(failure)
-        if not ready:
-            return
+        return ready
+
+    async def _hand_off_batch(self, ready: list[_Request]) -> None:
+        """One transaction, in a thread: the `queued` entries, then their jobs. The jobs'
+        arguments are built here, on the event loop (they read the runs' state)."""
+        jobs = [request[1](0) for request in ready]  # the entry ids are known once written
 
         def defer(connection: Any, entry_ids: list[int]) -> list[int]:
             if self.between_writes is not None:
                 for entry_id in entry_ids:
                     self.between_writes(entry_id)
-            jobs = [request[1](entry_id) for request, entry_id in zip(ready, entry_ids, strict=True)]
-            return defer_many_on(self._deferrer, connection, jobs, self.config.queue)
+            numbered = [replace(job, entry_id=eid) for job, eid in zip(jobs, entry_ids, strict=True)]
+            return defer_many_on(self._deferrer, connection, numbered, self.config.queue)
 
         self.handoff_batches += 1
+        handoffs = [request[0] for request in ready]
         try:
-            written = self.store.journal_queue_many([request[0] for request in ready], defer)
+            written = await asyncio.to_thread(self.store.journal_queue_many, handoffs, defer)
         except Exception as exc:
             for request in ready:
-                request[3].set_exception(exc)
+                if not request[3].done():
+                    request[3].set_exception(exc)
             return
         for request, ids in zip(ready, written, strict=True):
-            request[3].set_result(ids)
+            if not request[3].done():
+                request[3].set_result(ids)
 
     async def withdraw(self, entry_id: int, job_id: int | None, reason: str) -> None:
         """The run was cancelled: a `queued` step is withdrawn (it never runs); the job of a
@@ -187,13 +208,11 @@ class RemoteDispatcher:
         return entry
 
     async def settle(self, entry_id: int, job_id: int | None = None) -> Settled:
-        """Wait until the entry is settled, or until nobody will settle it (see module doc)."""
-        entry = self._read(entry_id)
-        if entry.status not in _OPEN:
-            return Settled(entry)
+        """Wait until the entry is settled, or until nobody will settle it (see module doc).
+        An entry settled already is found by the watcher's next read, like any other."""
         loop = asyncio.get_running_loop()
         while True:
-            waiter: asyncio.Future[JournalEntry] = loop.create_future()
+            waiter: asyncio.Future[Settled] = loop.create_future()
             self._waiting.setdefault(entry_id, []).append(waiter)
             self._wake_watcher()
             try:
@@ -203,7 +222,7 @@ class RemoteDispatcher:
             finally:
                 self._forget(entry_id, waiter)
             if settled is not None:
-                return Settled(settled)
+                return settled
             if await self._job_lost(entry_id, job_id):
                 given_up = self._give_up(entry_id)
                 if given_up is not None:
@@ -216,7 +235,7 @@ class RemoteDispatcher:
         if self._watcher is None or self._watcher.done():
             self._watcher = asyncio.ensure_future(self._watch())
 
-    def _forget(self, entry_id: int, waiter: asyncio.Future[JournalEntry]) -> None:
+    def _forget(self, entry_id: int, waiter: asyncio.Future[Settled]) -> None:
         waiters = self._waiting.get(entry_id)
         if waiters is not None and waiter in waiters:
             waiters.remove(waiter)
@@ -224,24 +243,24 @@ class RemoteDispatcher:
                 del self._waiting[entry_id]
 
     async def _watch(self) -> None:
-        """While steps wait: read all their entries in one query, wake those settled. The
-        wait between reads starts at `poll_min`, doubles while nothing settles (up to
-        `poll_max`) and starts over when something does or a new step starts waiting."""
+        """While steps wait: read those of their entries that are settled (with their
+        outputs) in one query, in a thread, and wake their waiters. The wait between reads
+        starts at `poll_min`, doubles while nothing settles (up to `poll_max`) and starts
+        over when something does or a new step starts waiting."""
         delay = self.config.poll_min
         while self._waiting:
             await asyncio.sleep(delay)
             self._poked = False
             try:
-                entries = self.store.journal_entries(list(self._waiting))
+                found = await asyncio.to_thread(self.store.journal_settled, list(self._waiting))
             except Exception:  # the database blinked: the next read may get through
                 log.warning("reading waiting steps failed", extra={"action": "settle_poll"})
-                entries = {}
-            settled = [e for e in entries.values() if e.status not in _OPEN]
-            for entry in settled:
+                found = {}
+            for entry, output in found.values():
                 for waiter in self._waiting.pop(entry.id, []):
                     if not waiter.done():
-                        waiter.set_result(entry)
-            fresh = settled or self._poked
+                        waiter.set_result(Settled(entry, output=output))
+            fresh = found or self._poked
             delay = self.config.poll_min if fresh else min(delay * 2, self.config.poll_max)
 
     def _give_up(self, entry_id: int) -> Settled | None:

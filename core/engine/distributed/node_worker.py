@@ -2,7 +2,7 @@
 
     claim   queued -> started (CAS)           only one execution of an entry ever begins
     run     execute_node (the same leaf code as in-process), check the output contract
-    settle  output blob, artifacts, `completed` or `failed` (the entry is settled once)
+    settle  output blob, artifacts, `completed` or `failed`: one transaction (settled once)
 
 A job whose entry is not `queued` any more (claimed by another worker, withdrawn by a
 replica, a redelivered job) does nothing. A job names the tool code and provider its cache
@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
@@ -38,29 +39,27 @@ from core.engine.workdirs import (
     run_dirs,
 )
 from core.errors import BatonError, NodeFailed
-from core.store.records import JournalEntry, NodeStatus
+from core.store.records import NodeStatus
 
 log = logging.getLogger(__name__)
 
 
 class WorkerStore(Protocol):
-    def journal_claim(self, entry_id: int) -> JournalEntry | None: ...
-
-    def put_blob(self, data: bytes) -> str: ...
+    def journal_claim(self, entry_id: int) -> bool: ...
 
     def get_blobs(self, digests: list[str]) -> dict[str, bytes]: ...
 
-    def journal_finish(
+    def journal_settle(
         self,
         entry_id: int,
         *,
         status: NodeStatus,
-        output_digest: str | None = None,
+        output: bytes | None = None,
         error: str | None = None,
         tokens_in: int = 0,
         tokens_out: int = 0,
-        artifacts: dict[str, str] | None = None,
-    ) -> None: ...
+        artifacts: Mapping[str, bytes] | None = None,
+    ) -> str | None: ...
 
 
 def local_identity(job: NodeJob, tools: ToolRegistry, providers: ProviderRegistry) -> dict[str, Any]:
@@ -86,14 +85,14 @@ class NodeWorker:
 
     async def run(self, job: NodeJob) -> NodeStatus | None:
         """Execute the job's step; the status it settled with, or None when it was not ours."""
-        entry = self.store.journal_claim(job.entry_id)
+        claimed = self.store.journal_claim(job.entry_id)
         extra = {"run_id": job.run_id, "node_id": job.node_id, "worker": self.name}
-        if entry is None:
+        if not claimed:
             log.info("step already claimed or withdrawn", extra={"action": "skip_job", **extra})
             return None
         refused = self._refusal(job)
         if refused is not None:
-            self.store.journal_finish(job.entry_id, status=NodeStatus.FAILED, error=refused)
+            self.store.journal_settle(job.entry_id, status=NodeStatus.FAILED, error=refused)
             log.warning(refused, extra={"action": "identity_mismatch", **extra})
             return NodeStatus.FAILED
         dirs = run_dirs(self.data_dir, job.run_id)
@@ -121,11 +120,10 @@ class NodeWorker:
             result = await execute_node(job.rendered, ctx, providers=self.providers, tools=self.tools)
             check_output(job.node_id, result.output, job.output)
         except NodeFailed as exc:  # includes contract violations: output kept, entry failed
-            kept = self.store.put_blob(result.output.encode()) if result is not None else None
-            self.store.journal_finish(
+            self.store.journal_settle(
                 job.entry_id,
                 status=NodeStatus.FAILED,
-                output_digest=kept,
+                output=result.output.encode() if result is not None else None,
                 error=exc.message,
                 tokens_in=result.tokens_in if result is not None else 0,
                 tokens_out=result.tokens_out if result is not None else 0,
@@ -138,27 +136,26 @@ class NodeWorker:
         except Exception as exc:  # a bug in a node kind or provider: fail the step, keep the worker
             shown = self.environment.redactor.redact(str(exc))
             message = f"step `{job.node_id}` crashed: {type(exc).__name__}: {shown}"
-            self.store.journal_finish(job.entry_id, status=NodeStatus.FAILED, error=message)
+            self.store.journal_settle(job.entry_id, status=NodeStatus.FAILED, error=message)
             return NodeStatus.FAILED
-        digest = self.store.put_blob(result.output.encode())
-        artifacts: dict[str, str] = {}
+        output = result.output.encode()
+        files: dict[str, bytes] = {}
         if job.artifact_globs:
             try:
                 files = capture_artifacts(dirs.root, job.artifact_globs)
             except (ArtifactOutside, OSError) as exc:
                 message = f"step `{job.node_id}` ran, but its artifacts cannot be kept: {exc}"
-                self.store.journal_finish(
-                    job.entry_id, status=NodeStatus.FAILED, output_digest=digest, error=message
+                self.store.journal_settle(
+                    job.entry_id, status=NodeStatus.FAILED, output=output, error=message
                 )
                 return NodeStatus.FAILED
-            artifacts = {path: self.store.put_blob(data) for path, data in files.items()}
-        self.store.journal_finish(
+        self.store.journal_settle(  # output, artifacts and `completed`: one transaction
             job.entry_id,
             status=NodeStatus.COMPLETED,
-            output_digest=digest,
+            output=output,
             tokens_in=result.tokens_in,
             tokens_out=result.tokens_out,
-            artifacts=artifacts,
+            artifacts=files,
         )
         log.info("step completed", extra={"action": "node_completed", **extra})
         return NodeStatus.COMPLETED

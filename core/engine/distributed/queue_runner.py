@@ -135,7 +135,10 @@ class QueueStepRunner:
         if entry.status is NodeStatus.COMPLETED and entry.output_digest is not None:
             if entry.cache_key != step.key:
                 return None  # an adopted result of an older definition: run the current one
-            text = self.x.setup.store.get_blob(entry.output_digest).decode("utf-8")
+            data = settled.output
+            if data is None:  # read without its output (a lost entry settled meanwhile)
+                data = self.x.setup.store.get_blob(entry.output_digest)
+            text = data.decode("utf-8")
             return Completed(
                 entry.output_digest,
                 decode_output(pn, text),

@@ -217,9 +217,9 @@ class _CountingReads:
         self._store = store
         self.reads: list[int] = []  # entries asked for, per read
 
-    def journal_entries(self, entry_ids: list[int]) -> dict:
+    def journal_settled(self, entry_ids: list[int]) -> dict:
         self.reads.append(len(list(entry_ids)))
-        return self._store.journal_entries(entry_ids)  # type: ignore[attr-defined]
+        return self._store.journal_settled(entry_ids)  # type: ignore[attr-defined]
 
     def __getattr__(self, name: str) -> object:
         return getattr(self._store, name)
