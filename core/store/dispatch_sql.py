@@ -42,6 +42,22 @@ from core.store.tables import BLOBS, JOURNAL
 _QUEUED = NodeStatus.QUEUED.value
 _OPEN = (NodeStatus.QUEUED.value, NodeStatus.STARTED.value)
 _FINAL = (NodeStatus.COMPLETED, NodeStatus.FAILED)
+#: A worker's result in one statement (PostgreSQL): its blobs, inserted unless present, and
+#: the `started` entry settled (the UPDATE's row count tells whether it was `started`).
+_SETTLE = sa.text(
+    """
+    WITH kept AS (
+        INSERT INTO blobs (digest, data, size)
+        SELECT * FROM unnest(CAST(:digests AS text[]), CAST(:datas AS bytea[]), CAST(:sizes AS integer[]))
+        ON CONFLICT (digest) DO NOTHING
+    )
+    UPDATE journal
+       SET status = :b_status, finished_at = :b_finished_at, output_digest = :b_output_digest,
+           error = :b_error, tokens_in = :b_tokens_in, tokens_out = :b_tokens_out,
+           artifacts = CAST(:b_artifacts AS json)
+     WHERE id = :entry_id AND status = 'started'
+    """
+)
 #: the journal's columns (JSON ones as text, decoded by `rows.json_object`), then the
 #: output blob's bytes
 _SETTLED_COLUMNS = [
@@ -61,22 +77,7 @@ class DispatchSql(SqlBase):
             .where(JOURNAL.c.id == sa.bindparam("entry_id"), JOURNAL.c.status == _QUEUED)
             .values(status=NodeStatus.STARTED.value, started_at=sa.bindparam("b_started_at"))
         )
-        self._settle_sql = self._hot.prepare(
-            sa.update(JOURNAL)
-            .where(JOURNAL.c.id == sa.bindparam("entry_id"), JOURNAL.c.status == NodeStatus.STARTED.value)
-            .values(
-                status=sa.bindparam("b_status"),
-                finished_at=sa.bindparam("b_finished_at"),
-                output_digest=sa.bindparam("b_output_digest"),
-                error=sa.bindparam("b_error"),
-                tokens_in=sa.bindparam("b_tokens_in"),
-                tokens_out=sa.bindparam("b_tokens_out"),
-                artifacts=sa.bindparam("b_artifacts"),
-            )
-        )
-        self._blob_sql = self._hot.prepare(
-            self._insert_ignore(BLOBS, ["digest"]), column_keys=("digest", "data", "size")
-        )
+        self._settle_sql = self._hot.prepare(_SETTLE)
 
     def _require_postgres(self) -> None:
         if self.dialect != "postgresql":
@@ -132,8 +133,9 @@ class DispatchSql(SqlBase):
         tokens_out: int = 0,
         artifacts: Mapping[str, bytes] | None = None,
     ) -> str | None:
-        """The blobs (output, artifacts), then the `started` entry settled, in one transaction
-        (blobs in digest order, like `journal_complete_many`); the output's digest."""
+        """The blobs (output, artifacts) and the `started` entry settled: one statement, so
+        one round trip and one commit (blobs in digest order, like `journal_complete_many`);
+        the output's digest."""
         status = NodeStatus(status)
         if status not in _FINAL:
             raise ValueError(f"journal_settle takes completed or failed, not {status.value}")
@@ -146,7 +148,7 @@ class DispatchSql(SqlBase):
         for path, data in (artifacts or {}).items():
             kept[path] = hashlib.sha256(data).hexdigest()
             blobs[kept[path]] = data
-        params = {
+        params: dict[str, Any] = {
             "entry_id": entry_id,
             "b_status": status.value,
             "b_finished_at": self._now(),
@@ -156,11 +158,12 @@ class DispatchSql(SqlBase):
             "b_tokens_out": tokens_out,
             "b_artifacts": json.dumps(kept),
         }
-        rows = [{"digest": d, "data": blobs[d], "size": len(blobs[d])} for d in sorted(blobs)]
-        settled = self._hot.run_many(
-            [(self._blob_sql, rows), (self._settle_sql, [params])], operation="record a step result"
-        )
-        if settled != 1:
+        order = sorted(blobs)
+        params["digests"] = order
+        params["datas"] = [blobs[d] for d in order]
+        params["sizes"] = [len(blobs[d]) for d in order]
+        settled = self._hot.run(self._settle_sql, params, operation="record a step result")
+        if settled.rowcount != 1:
             self._not_settleable(entry_id)
         return digest
 
