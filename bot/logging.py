@@ -91,7 +91,9 @@ def setup_logging(level: str, redactor: Redactor, stream: IO[str] | None = None)
     handler.addFilter(RedactingFilter(redactor))
     root.addHandler(handler)
     root.setLevel(level)
-    for noisy in ("sqlalchemy", "alembic", "asyncio", "httpx", "slack_bolt", "discord"):
+    # procrastinate: its INFO line per job repeats `baton worker`'s own per-step lines and
+    # carries the job's whole arguments (the rendered step, upstream outputs on stdin)
+    for noisy in ("sqlalchemy", "alembic", "asyncio", "httpx", "slack_bolt", "discord", "procrastinate"):
         logging.getLogger(noisy).setLevel(max(logging.WARNING, logging.getLevelName(level)))
     return handler
 

@@ -19,8 +19,9 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -33,6 +34,7 @@ from core.engine.step_env import StepEnvironment
 from core.engine.tools import ToolRegistry
 from core.engine.workdirs import (
     ArtifactOutside,
+    RunDirs,
     capture_artifacts,
     missing_artifacts,
     restore_artifacts,
@@ -42,6 +44,8 @@ from core.errors import BatonError, NodeFailed
 from core.store.records import NodeStatus
 
 log = logging.getLogger(__name__)
+#: runs whose directories a worker remembers having created
+_KNOWN_RUNS = 256
 
 
 class WorkerStore(Protocol):
@@ -82,6 +86,7 @@ class NodeWorker:
     environment: StepEnvironment
     name: str = "worker"
     max_output: int = 1_000_000  # bytes of a step's output kept (BATON_MAX_OUTPUT_BYTES of the worker)
+    _run_dirs: dict[str, RunDirs] = field(default_factory=dict, init=False, repr=False)
 
     async def run(self, job: NodeJob) -> NodeStatus | None:
         """Execute the job's step; the status it settled with, or None when it was not ours."""
@@ -95,7 +100,7 @@ class NodeWorker:
             self.store.journal_settle(job.entry_id, status=NodeStatus.FAILED, error=refused)
             log.warning(refused, extra={"action": "identity_mismatch", **extra})
             return NodeStatus.FAILED
-        dirs = run_dirs(self.data_dir, job.run_id)
+        dirs = self._dirs(job.run_id)
         missing = missing_artifacts(dirs.root, job.restore)
         if missing:
             blobs = self.store.get_blobs(sorted(set(missing.values())))
@@ -159,6 +164,17 @@ class NodeWorker:
         )
         log.info("step completed", extra={"action": "node_completed", **extra})
         return NodeStatus.COMPLETED
+
+    def _dirs(self, run_id: str) -> RunDirs:
+        """The run's directories, created once per run (checked again with one stat: a
+        directory removed meanwhile is created again)."""
+        dirs = self._run_dirs.get(run_id)
+        if dirs is None or not os.path.isdir(dirs.artifacts):
+            dirs = run_dirs(self.data_dir, run_id)
+            if len(self._run_dirs) >= _KNOWN_RUNS:
+                self._run_dirs.pop(next(iter(self._run_dirs)))
+            self._run_dirs[run_id] = dirs
+        return dirs
 
     def _refusal(self, job: NodeJob) -> str | None:
         """Why this worker must not run the job's step (None: it may)."""
