@@ -18,12 +18,14 @@ after a crash.
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import functools
 import logging
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 from core.engine.cache_key import UNREGISTERED
 from core.engine.contracts import check_output
@@ -46,6 +48,7 @@ from core.store.records import NodeStatus
 log = logging.getLogger(__name__)
 #: runs whose directories a worker remembers having created
 _KNOWN_RUNS = 256
+_T = TypeVar("_T")
 
 
 class WorkerStore(Protocol):
@@ -64,6 +67,19 @@ class WorkerStore(Protocol):
         tokens_out: int = 0,
         artifacts: Mapping[str, bytes] | None = None,
     ) -> str | None: ...
+
+
+async def _off_loop(call: Callable[..., _T], *args: Any, **kwargs: Any) -> _T:
+    """A store call, in a thread: the job slots' database round trips overlap instead of
+    holding the worker's event loop in turn. Stopped meanwhile, it still waits for the call
+    to end (as if it had run on the loop), so what it wrote is known before the job stops."""
+    done = asyncio.get_running_loop().run_in_executor(None, functools.partial(call, *args, **kwargs))
+    try:
+        return await asyncio.shield(done)
+    except asyncio.CancelledError:
+        with contextlib.suppress(Exception):
+            await done
+        raise
 
 
 def local_identity(job: NodeJob, tools: ToolRegistry, providers: ProviderRegistry) -> dict[str, Any]:
@@ -90,20 +106,20 @@ class NodeWorker:
 
     async def run(self, job: NodeJob) -> NodeStatus | None:
         """Execute the job's step; the status it settled with, or None when it was not ours."""
-        claimed = self.store.journal_claim(job.entry_id)
+        claimed = await _off_loop(self.store.journal_claim, job.entry_id)
         extra = {"run_id": job.run_id, "node_id": job.node_id, "worker": self.name}
         if not claimed:
             log.info("step already claimed or withdrawn", extra={"action": "skip_job", **extra})
             return None
         refused = self._refusal(job)
         if refused is not None:
-            self.store.journal_settle(job.entry_id, status=NodeStatus.FAILED, error=refused)
+            await _off_loop(self.store.journal_settle, job.entry_id, status=NodeStatus.FAILED, error=refused)
             log.warning(refused, extra={"action": "identity_mismatch", **extra})
             return NodeStatus.FAILED
         dirs = self._dirs(job.run_id)
         missing = missing_artifacts(dirs.root, job.restore)
         if missing:
-            blobs = self.store.get_blobs(sorted(set(missing.values())))
+            blobs = await _off_loop(self.store.get_blobs, sorted(set(missing.values())))
             restore_artifacts(dirs.root, {path: blobs[digest] for path, digest in missing.items()})
         ctx = NodeContext(
             run_id=job.run_id,
@@ -125,7 +141,8 @@ class NodeWorker:
             result = await execute_node(job.rendered, ctx, providers=self.providers, tools=self.tools)
             check_output(job.node_id, result.output, job.output)
         except NodeFailed as exc:  # includes contract violations: output kept, entry failed
-            self.store.journal_settle(
+            await _off_loop(
+                self.store.journal_settle,
                 job.entry_id,
                 status=NodeStatus.FAILED,
                 output=result.output.encode() if result is not None else None,
@@ -141,7 +158,7 @@ class NodeWorker:
         except Exception as exc:  # a bug in a node kind or provider: fail the step, keep the worker
             shown = self.environment.redactor.redact(str(exc))
             message = f"step `{job.node_id}` crashed: {type(exc).__name__}: {shown}"
-            self.store.journal_settle(job.entry_id, status=NodeStatus.FAILED, error=message)
+            await _off_loop(self.store.journal_settle, job.entry_id, status=NodeStatus.FAILED, error=message)
             return NodeStatus.FAILED
         output = result.output.encode()
         files: dict[str, bytes] = {}
@@ -150,11 +167,16 @@ class NodeWorker:
                 files = capture_artifacts(dirs.root, job.artifact_globs)
             except (ArtifactOutside, OSError) as exc:
                 message = f"step `{job.node_id}` ran, but its artifacts cannot be kept: {exc}"
-                self.store.journal_settle(
-                    job.entry_id, status=NodeStatus.FAILED, output=output, error=message
+                await _off_loop(
+                    self.store.journal_settle,
+                    job.entry_id,
+                    status=NodeStatus.FAILED,
+                    output=output,
+                    error=message,
                 )
                 return NodeStatus.FAILED
-        self.store.journal_settle(  # output, artifacts and `completed`: one transaction
+        await _off_loop(  # output, artifacts and `completed`: one transaction
+            self.store.journal_settle,
             job.entry_id,
             status=NodeStatus.COMPLETED,
             output=output,
