@@ -264,6 +264,9 @@ class RemoteDispatcher:
             delay = self.config.poll_min if fresh else min(delay * 2, self.config.poll_max)
 
     def _give_up(self, entry_id: int) -> Settled | None:
+        settled = self.store.journal_settled([entry_id]).get(entry_id)
+        if settled is not None:  # it was settled after all (the watcher had not read it yet)
+            return Settled(settled[0], output=settled[1])
         entry = self._read(entry_id)
         if entry.status is NodeStatus.QUEUED:
             if self.store.journal_unqueue(entry_id, NEVER_STARTED):

@@ -8,6 +8,7 @@ import os
 
 import pytest
 
+from core.engine.distributed import Settled
 from core.engine.distributed.jobs import NodeJob
 from core.engine.events import EventKind
 from core.store.port import Handoff
@@ -304,3 +305,29 @@ async def test_a_hand_off_stopped_before_its_batch_is_written_is_never_written(c
 
     assert dispatcher.handoff_batches == written
     assert h.entries(run.id, "late") == []
+
+
+async def test_results_are_read_with_their_outputs(cluster: Cluster, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The replica reads a settled step's output with its journal entry (one query for all
+    the steps it waits for), not with a read of its own per step."""
+    h = cluster.harness
+    h.write("fanout.yaml", FANOUT)
+    dispatcher = cluster.dispatcher
+    settled: list[Settled] = []
+    wait = dispatcher.settle
+
+    async def recorded(entry_id: int, job_id: int | None = None) -> Settled:
+        result = await wait(entry_id, job_id)
+        settled.append(result)
+        return result
+
+    monkeypatch.setattr(dispatcher, "settle", recorded)
+
+    run = await h.run("fanout")
+
+    assert run.status is RunStatus.COMPLETED, run.reason
+    assert len(settled) == 6
+    for result in settled:
+        assert result.entry.status is NodeStatus.COMPLETED and result.entry.output_digest is not None
+        assert result.output == h.store.get_blob(result.entry.output_digest)
+    assert sorted(h.output(run.id, f"s{i}").strip() for i in range(6)) == [str(i) for i in range(6)]

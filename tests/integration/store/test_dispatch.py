@@ -1,0 +1,110 @@
+"""The `Dispatch` role of `SqlStore` on PostgreSQL: the writes a `baton worker` makes per step
+(the claim, then its result in one statement) and the replica's read of settled entries."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from core.errors import InvalidTransition
+from core.store.port import Handoff
+from core.store.records import NodeStatus
+from core.store.repository import SqlStore
+from tests.integration.store.conftest import Clock, run_factory
+
+pytestmark = pytest.mark.postgres
+
+
+@pytest.fixture
+def pg_store(postgres_url: str, clock: Clock) -> Iterator[SqlStore]:
+    with SqlStore(postgres_url, clock=clock) as opened:
+        opened.migrate()
+        yield opened
+
+
+def _queued(store: SqlStore, run_id: str, *nodes: str) -> list[int]:
+    """`queued` entries for `nodes` (no job queue: the defer writes nothing)."""
+    handoffs = [
+        Handoff(
+            run_id=run_id, node_id=n, cache_key=f"k-{n}", components={"n": n}, attempt=1, idempotency_key=None
+        )
+        for n in nodes
+    ]
+
+    def no_jobs(_connection: Any, entry_ids: list[int]) -> list[int]:
+        return [-entry_id for entry_id in entry_ids]
+
+    return [entry_id for entry_id, _ in store.journal_queue_many(handoffs, no_jobs)]
+
+
+def test_a_claim_is_a_compare_and_swap_from_queued(pg_store: SqlStore) -> None:
+    run = run_factory(pg_store)()
+    [entry_id] = _queued(pg_store, run.id, "a")
+
+    assert pg_store.journal_claim(entry_id) is True
+    assert pg_store.journal_claim(entry_id) is False  # a redelivered job: not ours any more
+    assert pg_store.journal_unqueue(entry_id, "gone") is False  # the replica loses to the claim
+    assert pg_store.journal_entries([entry_id])[entry_id].status is NodeStatus.STARTED
+
+
+def test_a_result_writes_its_blobs_and_settles_the_entry_once(pg_store: SqlStore) -> None:
+    run = run_factory(pg_store)()
+    [entry_id] = _queued(pg_store, run.id, "a")
+    pg_store.journal_claim(entry_id)
+
+    digest = pg_store.journal_settle(
+        entry_id,
+        status=NodeStatus.COMPLETED,
+        output=b"out\n",
+        tokens_in=3,
+        tokens_out=4,
+        artifacts={"files/a.txt": b"A", "files/b.txt": b"out\n"},  # one blob shared with the output
+    )
+
+    entry = pg_store.journal_entries([entry_id])[entry_id]
+    assert entry.status is NodeStatus.COMPLETED
+    assert entry.output_digest == digest
+    assert (entry.tokens_in, entry.tokens_out) == (3, 4)
+    assert pg_store.get_blob(digest) == b"out\n"
+    assert {p: pg_store.get_blob(d) for p, d in entry.artifacts.items()} == {
+        "files/a.txt": b"A",
+        "files/b.txt": b"out\n",
+    }
+    with pytest.raises(InvalidTransition):  # settled once: a second result is refused
+        pg_store.journal_settle(entry_id, status=NodeStatus.FAILED, error="late")
+    assert pg_store.journal_entries([entry_id])[entry_id].status is NodeStatus.COMPLETED
+
+
+def test_a_result_for_an_entry_never_claimed_is_refused_and_writes_nothing(pg_store: SqlStore) -> None:
+    run = run_factory(pg_store)()
+    [entry_id] = _queued(pg_store, run.id, "a")
+
+    with pytest.raises(InvalidTransition):
+        pg_store.journal_settle(entry_id, status=NodeStatus.COMPLETED, output=b"never claimed")
+
+    entry = pg_store.journal_entries([entry_id])[entry_id]
+    assert entry.status is NodeStatus.QUEUED
+    assert entry.output_digest is None
+    with pytest.raises(ValueError):
+        pg_store.journal_settle(entry_id, status=NodeStatus.STARTED)
+
+
+def test_the_replica_reads_only_settled_entries_with_their_outputs(pg_store: SqlStore) -> None:
+    run = run_factory(pg_store)()
+    queued, started, done, failed = _queued(pg_store, run.id, "q", "s", "d", "f")
+    for entry_id in (started, done, failed):
+        pg_store.journal_claim(entry_id)
+    pg_store.journal_settle(done, status=NodeStatus.COMPLETED, output=b"result")
+    pg_store.journal_settle(failed, status=NodeStatus.FAILED, error="exit 1")
+
+    found = pg_store.journal_settled([queued, started, done, failed, 999_999])
+
+    assert sorted(found) == [done, failed]
+    entry, output = found[done]
+    assert (entry.node_id, entry.status, output) == ("d", NodeStatus.COMPLETED, b"result")
+    assert entry.components == {"n": "d"}
+    entry, output = found[failed]
+    assert (entry.status, entry.error, output) == (NodeStatus.FAILED, "exit 1", None)
+    assert pg_store.journal_settled([]) == {}
