@@ -29,6 +29,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 import sqlalchemy as sa
+from sqlalchemy.dialects import postgresql
 
 from core.errors import ConfigurationError, StoreError
 from core.store import cas
@@ -67,6 +68,16 @@ _SETTLED_COLUMNS = [
     ),
     BLOBS.c.data,
 ]
+#: the ids as one array parameter (`= ANY(:ids)`): the statement is the same whatever their
+#: number, so it is compiled once, where `IN (…)` is expanded again for every read
+_SETTLED = (
+    sa.select(*_SETTLED_COLUMNS)
+    .select_from(JOURNAL.outerjoin(BLOBS, BLOBS.c.digest == JOURNAL.c.output_digest))
+    .where(
+        JOURNAL.c.id == sa.func.any(sa.bindparam("ids", type_=postgresql.ARRAY(sa.Integer))),
+        JOURNAL.c.status.not_in(_OPEN),
+    )
+)
 
 
 class DispatchSql(SqlBase):
@@ -203,14 +214,9 @@ class DispatchSql(SqlBase):
         wanted = sorted(set(entry_ids))
         if not wanted:
             return {}
-        query = (
-            sa.select(*_SETTLED_COLUMNS)
-            .select_from(JOURNAL.outerjoin(BLOBS, BLOBS.c.digest == JOURNAL.c.output_digest))
-            .where(JOURNAL.c.id.in_(wanted), JOURNAL.c.status.not_in(_OPEN))
-        )
         out: dict[int, tuple[JournalEntry, bytes | None]] = {}
         with self._single.connect() as conn:
-            for row in conn.execute(query):
+            for row in conn.execute(_SETTLED, {"ids": wanted}):
                 entry = journal_from_values(row[:-1])
                 out[entry.id] = (entry, bytes(row[-1]) if row[-1] is not None else None)
         return out

@@ -51,15 +51,12 @@ class NodeJob:
     secrets: tuple[str, ...] = ()
 
     def to_args(self) -> dict[str, Any]:
+        """JSON job arguments. Values that are empty or None are left out (`from_args`
+        reads them back as their defaults): the arguments are written with the hand-off,
+        read by the worker and logged by the queue, so every byte is paid several times."""
         r = self.rendered
-        return {
-            "entry_id": self.entry_id,
-            "run_id": self.run_id,
-            "node_id": self.node_id,
-            "attempt": self.attempt,
-            "idempotency_key": self.idempotency_key,
-            "timeout": self.timeout,
-            "rendered": {
+        rendered = _compact(
+            {
                 "kind": r.kind,
                 "command": r.command,
                 "variables": dict(r.variables),
@@ -71,14 +68,27 @@ class NodeJob:
                 "kwargs": dict(r.kwargs),
                 "output_schema": dict(r.output_schema) if r.output_schema is not None else None,
             },
-            "output": self.output.model_dump(by_alias=True),
-            "artifact_globs": list(self.artifact_globs),
-            "restore": dict(self.restore),
-            "workflow_dir": self.workflow_dir,
-            "identity": dict(self.identity),
-            "env": dict(self.env),
-            "secrets": list(self.secrets),
-        }
+            keep=("kind",),
+        )
+        return _compact(
+            {
+                "entry_id": self.entry_id,
+                "run_id": self.run_id,
+                "node_id": self.node_id,
+                "attempt": self.attempt,
+                "idempotency_key": self.idempotency_key,
+                "timeout": self.timeout,
+                "rendered": rendered,
+                "output": self.output.model_dump(by_alias=True, exclude_defaults=True),
+                "artifact_globs": list(self.artifact_globs),
+                "restore": dict(self.restore),
+                "workflow_dir": self.workflow_dir,
+                "identity": dict(self.identity),
+                "env": dict(self.env),
+                "secrets": list(self.secrets),
+            },
+            keep=_REQUIRED,
+        )
 
     @classmethod
     def from_args(cls, args: Mapping[str, Any]) -> NodeJob:
@@ -112,3 +122,12 @@ class NodeJob:
             env={str(k): str(v) for k, v in (args.get("env") or {}).items()},
             secrets=tuple(str(n) for n in args.get("secrets") or ()),
         )
+
+
+#: arguments `from_args` reads without a default
+_REQUIRED = ("entry_id", "run_id", "node_id", "attempt", "timeout", "rendered")
+
+
+def _compact(values: dict[str, Any], *, keep: tuple[str, ...]) -> dict[str, Any]:
+    """`values` without the None and empty ones, except those named in `keep`."""
+    return {k: v for k, v in values.items() if k in keep or (v is not None and v != {} and v != [])}

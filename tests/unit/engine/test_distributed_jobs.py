@@ -73,3 +73,28 @@ def test_a_job_carries_env_values_and_secret_names_never_secret_values() -> None
     assert _through_json(job) == job
     assert args["env"] == {"MODE": "fast", "LEVEL": "3"}
     assert args["secrets"] == ["GITHUB_TOKEN", "NPM_TOKEN"]  # names: each worker reads its own values
+
+
+def test_empty_and_unset_arguments_are_left_out_and_read_back_as_defaults() -> None:
+    job = NodeJob(
+        entry_id=7,
+        run_id="3f9a1c2b4d5e",
+        node_id="noop",
+        attempt=1,
+        idempotency_key=None,
+        timeout=600.0,
+        rendered=RenderedNode("tool", tool="noop"),
+        output=OutputContract(),
+    )
+
+    args = job.to_args()
+
+    assert args == {
+        "entry_id": 7,
+        "run_id": "3f9a1c2b4d5e",
+        "node_id": "noop",
+        "attempt": 1,
+        "timeout": 600.0,
+        "rendered": {"kind": "tool", "tool": "noop"},
+    }
+    assert _through_json(job) == job
