@@ -1,7 +1,8 @@
 """The `Dispatch` role of `SqlStore`: journal methods for distributed node execution
 (`BATON_EXECUTOR=procrastinate`).
 
-The hand-off from the journal to the job queue is one PostgreSQL transaction:
+The hand-off from the journal to the job queue is one PostgreSQL transaction (on the hot
+path's connection, `HotPath.transact`):
 
     BEGIN
       INSERT INTO journal (... status='queued') RETURNING id      -- journal_queue_many
@@ -43,6 +44,17 @@ from core.store.tables import BLOBS, JOURNAL
 _QUEUED = NodeStatus.QUEUED.value
 _OPEN = (NodeStatus.QUEUED.value, NodeStatus.STARTED.value)
 _FINAL = (NodeStatus.COMPLETED, NodeStatus.FAILED)
+#: The `queued` entries of a hand-off batch in one statement (PostgreSQL, through the driver):
+#: their ids come back with the step attempt each belongs to.
+_QUEUE_SQL = """
+    INSERT INTO journal (run_id, node_id, attempt, cache_key, components, status, started_at,
+                         idempotency_key, tokens_in, tokens_out, artifacts)
+    SELECT r, n, a, k, CAST(c AS json), %(status)s, %(now)s, i, 0, 0, CAST('{}' AS json)
+      FROM unnest(CAST(%(run_ids)s AS text[]), CAST(%(node_ids)s AS text[]), CAST(%(attempts)s AS integer[]),
+                  CAST(%(cache_keys)s AS text[]), CAST(%(components)s AS text[]),
+                  CAST(%(idempotency_keys)s AS text[])) AS h(r, n, a, k, c, i)
+    RETURNING id, run_id, node_id, attempt
+"""
 #: A worker's result in one statement (PostgreSQL): its blobs, inserted unless present, and
 #: the `started` entry settled (the UPDATE's row count tells whether it was `started`).
 _SETTLE = sa.text(
@@ -97,7 +109,6 @@ class DispatchSql(SqlBase):
                 hint="Set BATON_DATABASE_URL=postgresql://… or BATON_EXECUTOR=local.",
             )
 
-    @store_operation("hand steps to the job queue")
     def journal_queue_many(self, handoffs: Sequence[Handoff], defer: Defer) -> list[tuple[int, int]]:
         """Write a `queued` entry per hand-off and defer each one's job, all in one transaction
         (one commit for every step that became ready together): (entry id, job id) each, in
@@ -106,27 +117,26 @@ class DispatchSql(SqlBase):
         if not handoffs:
             return []
         now = self._now()
-        rows = [
-            {
-                "run_id": h.run_id,
-                "node_id": h.node_id,
-                "attempt": h.attempt,
-                "cache_key": h.cache_key,
-                "components": h.components,
-                "status": _QUEUED,
-                "started_at": now,
-                "idempotency_key": h.idempotency_key,
-                "tokens_in": 0,
-                "tokens_out": 0,
-                "artifacts": {},
-            }
-            for h in handoffs
-        ]
-        statement = sa.insert(JOURNAL).returning(JOURNAL.c.id, sort_by_parameter_order=True)
-        with self._engine.begin() as conn:
-            entry_ids = [int(i) for i in conn.execute(statement, rows).scalars()]
-            job_ids = defer(conn.connection.dbapi_connection, entry_ids)
-        return list(zip(entry_ids, job_ids, strict=True))
+        columns: dict[str, list[Any]] = {
+            "run_ids": [h.run_id for h in handoffs],
+            "node_ids": [h.node_id for h in handoffs],
+            "attempts": [h.attempt for h in handoffs],
+            "cache_keys": [h.cache_key for h in handoffs],
+            "components": [json.dumps(h.components) for h in handoffs],
+            "idempotency_keys": [h.idempotency_key for h in handoffs],
+        }
+        keys = [(h.run_id, h.node_id, h.attempt) for h in handoffs]
+        if len(set(keys)) != len(keys):
+            raise ValueError("a batch of hand-offs names one step attempt twice")
+
+        def write(conn: Any) -> list[tuple[int, int]]:
+            with conn.cursor() as cursor:
+                cursor.execute(_QUEUE_SQL, {**columns, "status": _QUEUED, "now": now})
+                written = {(r, n, a): int(i) for i, r, n, a in cursor.fetchall()}
+            entry_ids = [written[key] for key in keys]
+            return list(zip(entry_ids, defer(conn, entry_ids), strict=True))
+
+        return self._hot.transact(write, operation="hand steps to the job queue")
 
     def journal_claim(self, entry_id: int) -> bool:
         """CAS `queued -> started` (one autocommitted statement); False when it was not queued."""

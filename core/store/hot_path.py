@@ -20,9 +20,9 @@ from __future__ import annotations
 import contextlib
 import threading
 import weakref
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from sqlalchemy.engine import Engine
 from sqlalchemy.sql.compiler import SQLCompiler
@@ -31,6 +31,8 @@ from sqlalchemy.sql.expression import ClauseElement
 from core.errors import StoreError
 from core.store.checkpoints import NO_AUTOCHECKPOINT, Checkpointer
 from core.store.database import describe, is_memory_sqlite
+
+_T = TypeVar("_T")
 
 
 @dataclass(frozen=True, slots=True)
@@ -210,6 +212,20 @@ class HotPath:
                 self._discard(conn)
             raise StoreError(f"The run store could not {operation} ({describe(exc)}).") from exc
         return rowcount
+
+    def transact(self, work: Callable[[Any], _T], *, operation: str) -> _T:
+        """`work(connection)` inside ONE committed transaction on this thread's connection
+        (the driver's own), for a few statements that must commit together; any driver
+        error becomes a `StoreError` and rolls everything back."""
+        conn = None
+        try:
+            conn = self._connection()
+            with _transaction(conn, shared=conn is self._shared):
+                return work(conn)
+        except self._dbapi_error as exc:
+            if conn is not None and conn is not self._shared:
+                self._discard(conn)
+            raise StoreError(f"The run store could not {operation} ({describe(exc)}).") from exc
 
     def close(self) -> None:
         if self._checkpoints is not None:

@@ -65,7 +65,7 @@ def test_a_result_writes_its_blobs_and_settles_the_entry_once(pg_store: SqlStore
 
     entry = pg_store.journal_entries([entry_id])[entry_id]
     assert entry.status is NodeStatus.COMPLETED
-    assert entry.output_digest == digest
+    assert digest is not None and entry.output_digest == digest
     assert (entry.tokens_in, entry.tokens_out) == (3, 4)
     assert pg_store.get_blob(digest) == b"out\n"
     assert {p: pg_store.get_blob(d) for p, d in entry.artifacts.items()} == {
@@ -108,3 +108,38 @@ def test_the_replica_reads_only_settled_entries_with_their_outputs(pg_store: Sql
     entry, output = found[failed]
     assert (entry.status, entry.error, output) == (NodeStatus.FAILED, "exit 1", None)
     assert pg_store.journal_settled([]) == {}
+
+
+def test_a_hand_off_batch_returns_each_steps_entry_in_order_and_is_all_or_nothing(pg_store: SqlStore) -> None:
+    first, second = run_factory(pg_store)(), run_factory(pg_store)()
+    handoffs = [
+        Handoff(run_id=run.id, node_id=node, cache_key=f"k-{node}", components={"c": [1]}, attempt=1,
+                idempotency_key="key" if node == "b" else None)
+        for node in ("b", "a") for run in (first, second)
+    ]  # fmt: skip
+    deferred: list[list[int]] = []
+
+    def defer(_connection: Any, entry_ids: list[int]) -> list[int]:
+        deferred.append(entry_ids)
+        return [1000 + i for i in range(len(entry_ids))]
+
+    written = pg_store.journal_queue_many(handoffs, defer)
+
+    assert [job for _, job in written] == [1000, 1001, 1002, 1003]
+    assert deferred == [[entry for entry, _ in written]]
+    entries = pg_store.journal_entries([entry for entry, _ in written])
+    for handoff, (entry_id, _) in zip(handoffs, written, strict=True):
+        entry = entries[entry_id]
+        assert (entry.run_id, entry.node_id) == (handoff.run_id, handoff.node_id)
+        assert entry.status is NodeStatus.QUEUED
+        assert (entry.components, entry.idempotency_key) == ({"c": [1]}, handoff.idempotency_key)
+
+    def failing(_connection: Any, entry_ids: list[int]) -> list[int]:
+        raise RuntimeError("the queue refused the jobs")
+
+    late = Handoff(
+        run_id=first.id, node_id="late", cache_key="k", components={}, attempt=1, idempotency_key=None
+    )
+    with pytest.raises(RuntimeError):
+        pg_store.journal_queue_many([late], failing)
+    assert [e.node_id for e in pg_store.journal([first.id])] == ["b", "a"]  # no `late` entry
