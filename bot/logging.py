@@ -91,6 +91,9 @@ def setup_logging(level: str, redactor: Redactor, stream: IO[str] | None = None)
     handler.addFilter(RedactingFilter(redactor))
     root.addHandler(handler)
     root.setLevel(level)
+    # the lines never show where a call was made: skip looking it up (the stack walk the
+    # logging HOWTO's "Optimization" section turns off this way) on every record
+    logging._srcfile = None
     # procrastinate: its INFO line per job repeats `baton worker`'s own per-step lines and
     # carries the job's whole arguments (the rendered step, upstream outputs on stdin)
     for noisy in ("sqlalchemy", "alembic", "asyncio", "httpx", "slack_bolt", "discord", "procrastinate"):
