@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import sys
 
 import pytest
 
@@ -331,3 +332,32 @@ async def test_results_are_read_with_their_outputs(cluster: Cluster, monkeypatch
         assert result.entry.status is NodeStatus.COMPLETED and result.entry.output_digest is not None
         assert result.output == h.store.get_blob(result.entry.output_digest)
     assert sorted(h.output(run.id, f"s{i}").strip() for i in range(6)) == [str(i) for i in range(6)]
+
+
+async def test_a_step_is_claimed_started_and_durable_before_it_runs(cluster: Cluster, tmp_path) -> None:
+    """The worker's claim (`queued -> started`) is committed before the step runs: the step
+    itself, reading the journal from another connection, sees its entry `started`."""
+    probe = tmp_path / "probe.py"
+    probe.write_text(
+        "import os, sys, psycopg\n"
+        "with psycopg.connect(sys.argv[1]) as conn:\n"
+        "    row = conn.execute('SELECT status FROM journal WHERE run_id = %s AND node_id = %s',\n"
+        "                       (os.environ['BATON_RUN_ID'], os.environ['BATON_NODE_ID'])).fetchone()\n"
+        "print(row[0])\n"
+    )
+    url = cluster.url.replace("postgresql+psycopg://", "postgresql://")
+    h = cluster.harness
+    h.write(
+        "probe.yaml",
+        "name: probe\nnodes:\n"
+        + "".join(
+            f"  - id: {replay}\n    bash: {sys.executable} {probe} {url}\n    replay: {replay}\n"
+            for replay in ("unsafe", "idempotent", "pure")
+        ),
+    )
+
+    run = await h.run("probe")
+
+    assert run.status is RunStatus.COMPLETED, run.reason
+    for replay in ("unsafe", "idempotent", "pure"):
+        assert h.output(run.id, replay).strip() == "started"
