@@ -37,7 +37,6 @@ from core.engine.distributed import (
     stalled_after,
 )
 from core.errors import ConfigurationError
-from core.store.dispatch_async import AsyncWorkerJournal
 
 log = logging.getLogger("baton.worker")
 
@@ -56,27 +55,9 @@ def worker_name(settings: Settings, name: str | None) -> str:
     return name or f"{settings.replica_id or socket.gethostname()}:{os.getpid()}"
 
 
-class BatonWorker(Worker):
-    """Procrastinate's worker, with the journal its steps' claims and results are written
-    through open while it runs."""
-
-    def __init__(self, *args: Any, journal: AsyncWorkerJournal, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self.journal = journal
-
-    async def run(self) -> None:
-        await self.journal.open()
-        try:
-            await super().run()
-        finally:
-            await self.journal.close()
-
-
-def build_worker(runtime: Runtime, queue: JobQueue, *, concurrency: int, name: str) -> BatonWorker:
-    """A Procrastinate worker whose one task runs a `NodeJob` through `NodeWorker`; the
-    claim and the result of each step are awaited on its event loop (`AsyncWorkerJournal`)."""
+def build_worker(runtime: Runtime, queue: JobQueue, *, concurrency: int, name: str) -> Worker:
+    """A Procrastinate worker whose one task runs a `NodeJob` through `NodeWorker`."""
     settings = runtime.settings
-    journal = AsyncWorkerJournal(runtime.store, pool_size=concurrency)
     node_worker = NodeWorker(
         store=runtime.store,
         providers=runtime.providers,
@@ -85,7 +66,6 @@ def build_worker(runtime: Runtime, queue: JobQueue, *, concurrency: int, name: s
         environment=runtime.environment,
         name=name,
         max_output=settings.max_output_bytes,
-        journal=journal,
     )
 
     @queue.app.task(name=TASK_NAME, queue=settings.queue_name)
@@ -93,8 +73,7 @@ def build_worker(runtime: Runtime, queue: JobQueue, *, concurrency: int, name: s
         status = await node_worker.run(NodeJob.from_args(job))
         return status.value if status is not None else "skipped"
 
-    return BatonWorker(
-        journal=journal,
+    return Worker(
         app=queue.app,
         queues=[settings.queue_name],
         name=name,

@@ -35,7 +35,6 @@ from sqlalchemy.dialects import postgresql
 from core.errors import ConfigurationError, StoreError
 from core.store import cas
 from core.store.database import store_operation
-from core.store.hot_path import Prepared
 from core.store.port import Defer, Handoff
 from core.store.records import JournalEntry, NodeStatus
 from core.store.rows import JOURNAL_FIELDS, journal_from_row, journal_from_values
@@ -141,12 +140,8 @@ class DispatchSql(SqlBase):
 
     def journal_claim(self, entry_id: int) -> bool:
         """CAS `queued -> started` (one autocommitted statement); False when it was not queued."""
-        claim = self.claim_statement(entry_id)
-        return self._hot.run(*claim, operation="claim a queued step").rowcount == 1
-
-    def claim_statement(self, entry_id: int) -> tuple[Prepared, dict[str, Any]]:
-        """`journal_claim`'s statement and parameters (also run by `AsyncWorkerJournal`)."""
-        return self._claim_sql, {"entry_id": entry_id, "b_started_at": self._now()}
+        params = {"entry_id": entry_id, "b_started_at": self._now()}
+        return self._hot.run(self._claim_sql, params, operation="claim a queued step").rowcount == 1
 
     def journal_settle(
         self,
@@ -162,28 +157,6 @@ class DispatchSql(SqlBase):
         """The blobs (output, artifacts) and the `started` entry settled: one statement, so
         one round trip and one commit (blobs in digest order, like `journal_complete_many`);
         the output's digest."""
-        statement, params, digest = self.settle_statement(
-            entry_id, status=status, output=output, error=error, tokens_in=tokens_in,
-            tokens_out=tokens_out, artifacts=artifacts,
-        )  # fmt: skip
-        settled = self._hot.run(statement, params, operation="record a step result")
-        if settled.rowcount != 1:
-            self.not_settleable(entry_id)
-        return digest
-
-    def settle_statement(
-        self,
-        entry_id: int,
-        *,
-        status: NodeStatus,
-        output: bytes | None = None,
-        error: str | None = None,
-        tokens_in: int = 0,
-        tokens_out: int = 0,
-        artifacts: Mapping[str, bytes] | None = None,
-    ) -> tuple[Prepared, dict[str, Any], str | None]:
-        """`journal_settle`'s statement, parameters and output digest (also run by
-        `AsyncWorkerJournal`)."""
         status = NodeStatus(status)
         if status not in _FINAL:
             raise ValueError(f"journal_settle takes completed or failed, not {status.value}")
@@ -210,11 +183,13 @@ class DispatchSql(SqlBase):
         params["digests"] = order
         params["datas"] = [blobs[d] for d in order]
         params["sizes"] = [len(blobs[d]) for d in order]
-        return self._settle_sql, params, digest
+        settled = self._hot.run(self._settle_sql, params, operation="record a step result")
+        if settled.rowcount != 1:
+            self._not_settleable(entry_id)
+        return digest
 
     @store_operation("read a journal entry")
-    def not_settleable(self, entry_id: int) -> None:
-        """Raise why a result could not settle the entry (InvalidTransition, or it is gone)."""
+    def _not_settleable(self, entry_id: int) -> None:
         with self._single.connect() as conn:
             row = conn.execute(sa.select(JOURNAL).where(JOURNAL.c.id == entry_id)).first()
         if row is None:

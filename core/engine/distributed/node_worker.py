@@ -22,7 +22,7 @@ import contextlib
 import functools
 import logging
 import os
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol, TypeVar
@@ -74,50 +74,12 @@ async def _off_loop(call: Callable[..., _T], *args: Any, **kwargs: Any) -> _T:
     holding the worker's event loop in turn. Stopped meanwhile, it still waits for the call
     to end (as if it had run on the loop), so what it wrote is known before the job stops."""
     done = asyncio.get_running_loop().run_in_executor(None, functools.partial(call, *args, **kwargs))
-    return await _to_the_end(done)
-
-
-async def _to_the_end(write: Awaitable[_T]) -> _T:
-    """Await a write; if the job is stopped meanwhile, wait for the write to end, then stop."""
-    done = asyncio.ensure_future(write)
     try:
         return await asyncio.shield(done)
     except asyncio.CancelledError:
         with contextlib.suppress(Exception):
             await done
         raise
-
-
-class WorkerJournal(Protocol):
-    """A worker's two journal writes per step, awaited (`AsyncWorkerJournal` in `baton
-    worker`; `ThreadedJournal` over any `WorkerStore` otherwise)."""
-
-    async def journal_claim(self, entry_id: int) -> bool: ...
-
-    async def journal_settle(
-        self,
-        entry_id: int,
-        *,
-        status: NodeStatus,
-        output: bytes | None = None,
-        error: str | None = None,
-        tokens_in: int = 0,
-        tokens_out: int = 0,
-        artifacts: Mapping[str, bytes] | None = None,
-    ) -> str | None: ...
-
-
-@dataclass
-class ThreadedJournal:
-    """`WorkerJournal` over a synchronous store: each write in a thread (`_off_loop`)."""
-
-    store: WorkerStore
-
-    async def journal_claim(self, entry_id: int) -> bool:
-        return await _off_loop(self.store.journal_claim, entry_id)
-
-    async def journal_settle(self, entry_id: int, **result: Any) -> str | None:
-        return await _off_loop(functools.partial(self.store.journal_settle, entry_id, **result))
 
 
 def local_identity(job: NodeJob, tools: ToolRegistry, providers: ProviderRegistry) -> dict[str, Any]:
@@ -140,24 +102,18 @@ class NodeWorker:
     environment: StepEnvironment
     name: str = "worker"
     max_output: int = 1_000_000  # bytes of a step's output kept (BATON_MAX_OUTPUT_BYTES of the worker)
-    #: the claim and the result; None: the store's, each in a thread (`ThreadedJournal`)
-    journal: WorkerJournal | None = None
     _run_dirs: dict[str, RunDirs] = field(default_factory=dict, init=False, repr=False)
-
-    def __post_init__(self) -> None:
-        if self.journal is None:
-            self.journal = ThreadedJournal(self.store)
 
     async def run(self, job: NodeJob) -> NodeStatus | None:
         """Execute the job's step; the status it settled with, or None when it was not ours."""
-        claimed = await _to_the_end(self._journal.journal_claim(job.entry_id))
+        claimed = await _off_loop(self.store.journal_claim, job.entry_id)
         extra = {"run_id": job.run_id, "node_id": job.node_id, "worker": self.name}
         if not claimed:
             log.info("step already claimed or withdrawn", extra={"action": "skip_job", **extra})
             return None
         refused = self._refusal(job)
         if refused is not None:
-            await self._settle(job.entry_id, status=NodeStatus.FAILED, error=refused)
+            await _off_loop(self.store.journal_settle, job.entry_id, status=NodeStatus.FAILED, error=refused)
             log.warning(refused, extra={"action": "identity_mismatch", **extra})
             return NodeStatus.FAILED
         dirs = self._dirs(job.run_id)
@@ -185,7 +141,8 @@ class NodeWorker:
             result = await execute_node(job.rendered, ctx, providers=self.providers, tools=self.tools)
             check_output(job.node_id, result.output, job.output)
         except NodeFailed as exc:  # includes contract violations: output kept, entry failed
-            await self._settle(
+            await _off_loop(
+                self.store.journal_settle,
                 job.entry_id,
                 status=NodeStatus.FAILED,
                 output=result.output.encode() if result is not None else None,
@@ -201,7 +158,7 @@ class NodeWorker:
         except Exception as exc:  # a bug in a node kind or provider: fail the step, keep the worker
             shown = self.environment.redactor.redact(str(exc))
             message = f"step `{job.node_id}` crashed: {type(exc).__name__}: {shown}"
-            await self._settle(job.entry_id, status=NodeStatus.FAILED, error=message)
+            await _off_loop(self.store.journal_settle, job.entry_id, status=NodeStatus.FAILED, error=message)
             return NodeStatus.FAILED
         output = result.output.encode()
         files: dict[str, bytes] = {}
@@ -210,14 +167,16 @@ class NodeWorker:
                 files = capture_artifacts(dirs.root, job.artifact_globs)
             except (ArtifactOutside, OSError) as exc:
                 message = f"step `{job.node_id}` ran, but its artifacts cannot be kept: {exc}"
-                await self._settle(
+                await _off_loop(
+                    self.store.journal_settle,
                     job.entry_id,
                     status=NodeStatus.FAILED,
                     output=output,
                     error=message,
                 )
                 return NodeStatus.FAILED
-        await self._settle(  # output, artifacts and `completed`: one statement
+        await _off_loop(  # output, artifacts and `completed`: one transaction
+            self.store.journal_settle,
             job.entry_id,
             status=NodeStatus.COMPLETED,
             output=output,
@@ -227,14 +186,6 @@ class NodeWorker:
         )
         log.info("step completed", extra={"action": "node_completed", **extra})
         return NodeStatus.COMPLETED
-
-    @property
-    def _journal(self) -> WorkerJournal:
-        assert self.journal is not None  # set in __post_init__
-        return self.journal
-
-    async def _settle(self, entry_id: int, **result: Any) -> None:
-        await _to_the_end(self._journal.journal_settle(entry_id, **result))
 
     def _dirs(self, run_id: str) -> RunDirs:
         """The run's directories, created once per run (checked again with one stat: a

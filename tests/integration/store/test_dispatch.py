@@ -9,7 +9,6 @@ from typing import Any
 import pytest
 
 from core.errors import InvalidTransition
-from core.store.dispatch_async import AsyncWorkerJournal
 from core.store.port import Handoff
 from core.store.records import NodeStatus
 from core.store.repository import SqlStore
@@ -144,25 +143,3 @@ def test_a_hand_off_batch_returns_each_steps_entry_in_order_and_is_all_or_nothin
     with pytest.raises(RuntimeError):
         pg_store.journal_queue_many([late], failing)
     assert [e.node_id for e in pg_store.journal([first.id])] == ["b", "a"]  # no `late` entry
-
-
-async def test_the_workers_async_journal_writes_what_the_store_would(pg_store: SqlStore) -> None:
-    run = run_factory(pg_store)()
-    first, second = _queued(pg_store, run.id, "a", "b")
-    journal = AsyncWorkerJournal(pg_store, pool_size=2)
-    await journal.open()
-    try:
-        assert await journal.journal_claim(first) is True
-        assert await journal.journal_claim(first) is False
-        digest = await journal.journal_settle(first, status=NodeStatus.COMPLETED, output=b"async out")
-        with pytest.raises(InvalidTransition):
-            await journal.journal_settle(first, status=NodeStatus.FAILED, error="twice")
-        with pytest.raises(InvalidTransition):  # never claimed: refused, nothing written
-            await journal.journal_settle(second, status=NodeStatus.COMPLETED, output=b"unclaimed")
-    finally:
-        await journal.close()
-
-    entries = pg_store.journal_entries([first, second])
-    assert (entries[first].status, entries[first].output_digest) == (NodeStatus.COMPLETED, digest)
-    assert digest is not None and pg_store.get_blob(digest) == b"async out"
-    assert entries[second].status is NodeStatus.QUEUED
