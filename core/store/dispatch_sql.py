@@ -30,7 +30,6 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 import sqlalchemy as sa
-from sqlalchemy.dialects import postgresql
 
 from core.errors import ConfigurationError, StoreError
 from core.store import cas
@@ -86,7 +85,7 @@ _SETTLED = (
     sa.select(*_SETTLED_COLUMNS)
     .select_from(JOURNAL.outerjoin(BLOBS, BLOBS.c.digest == JOURNAL.c.output_digest))
     .where(
-        JOURNAL.c.id == sa.func.any(sa.bindparam("ids", type_=postgresql.ARRAY(sa.Integer))),
+        JOURNAL.c.id == sa.func.any(sa.bindparam("ids", type_=sa.ARRAY(sa.Integer))),
         JOURNAL.c.status.not_in(_OPEN),
     )
 )
