@@ -195,12 +195,17 @@ class GateAlreadyDecided(RunStateError):
     """This approval gate was already decided."""
 
     def __init__(
-        self, *, run_id: str, node_id: str, decision: str, by: str | None, status: str | None = None
-    ) -> None:
+        self, *, run_id: str, node_id: str, decision: str, by: str | None, status: str | None = None,
+        timed_out: bool = False,
+    ) -> None:  # fmt: skip
         self.decision = decision  # approved | rejected
         self.node_id = node_id
+        self.timed_out = timed_out  # decided by the gate's `on_timeout`, nobody answered in time
+        said = (f"the approval {node_id} of run {run_id} already timed out: nobody decided in time, so it "
+                f"was {decision} by its timeout rule" if timed_out
+                else f"the approval {node_id} of run {run_id} was already {decision} by {by}")
         super().__init__(
-            f"the approval {node_id} of run {run_id} was already {decision} by {by}",
+            said,
             run_id=run_id,
             status=status,
             by=by,

@@ -167,9 +167,11 @@ class GateDeadlines:
                 gate=gate,
                 decision=outcome,
                 outcome={"values": values, "approvers": []},
+                timed_out=True,
             )
         else:  # reject cancels the run; fail ends it failed, the reason naming the gate's timeout
-            await self.engine.reject(run, actor=ENGINE_ACTOR, reason=reason, fail=outcome == "fail")
+            await self.engine.reject(run, actor=ENGINE_ACTOR, reason=reason, fail=outcome == "fail",
+                                     timed_out=True)
         await self.announce(replies.gate_timed_out(run, gate, outcome, waited))
         return Fired(d, "timeout")
 

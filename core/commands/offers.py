@@ -155,7 +155,7 @@ class GateOffers:
                 return  # this process does not serve that platform: its buttons stay
             settled = {"run_id": run.id, "workflow": run.workflow, "node": event.node_id or "",
                        "approved": bool(event.detail.get("approved")), "by": event.detail.get("by") or "",
-                       "how": event.detail.get("how") or ""}
+                       "how": event.detail.get("how") or "", "decision": event.detail.get("decision") or ""}
             self._store.put_state(run.platform, index, "[]")
             for key in keys:
                 kept = self._store.get_state(run.platform, key)

@@ -229,17 +229,19 @@ class Engine:
     async def approve(
         self, run_id: str | Run, *, actor: str, comment: str | None = None, gate: Gate | None = None,
         args: Mapping[str, Any] | None = None, decision: str | None = None,
-        outcome: Mapping[str, Any] | None = None,
+        outcome: Mapping[str, Any] | None = None, timed_out: bool = False,
     ) -> Run:  # fmt: skip
         """paused at a gate -> approved, running (`RunActions.approve`); `decision` and `outcome`:
-        what a policy's votes decided (`core/commands/voting.py`)."""
+        what a policy's votes decided (`core/commands/voting.py`); `timed_out`: by the gate's
+        `on_timeout`, not by a person."""
         return await self.actions.approve(run_id, actor=actor, comment=comment, gate=gate, args=args,
-                                          decision=decision, outcome=outcome)  # fmt: skip
+                                          decision=decision, outcome=outcome, timed_out=timed_out)  # fmt: skip
 
     async def reject(self, run_id: str | Run, *, actor: str, reason: str | None = None,
-                     fail: bool = False) -> Run:
-        """paused at a gate -> rejected, cancelled (`fail`: failed, a gate's `on_timeout: fail`)."""
-        return await self.actions.reject(run_id, actor=actor, reason=reason, fail=fail)
+                     fail: bool = False, timed_out: bool = False) -> Run:
+        """paused at a gate -> rejected, cancelled (`fail`: failed, a gate's `on_timeout: fail`;
+        `timed_out`: by the gate's `on_timeout`, not by a person)."""
+        return await self.actions.reject(run_id, actor=actor, reason=reason, fail=fail, timed_out=timed_out)
 
     async def abandon(self, run_id: str | Run, *, actor: str, reason: str | None = None) -> Run:
         """failed | paused | needs_attention | running -> cancelled (`RunActions.abandon`)."""

@@ -113,11 +113,13 @@ class RunActions:
         args: Mapping[str, Any] | None = None,
         decision: str | None = None,
         outcome: Mapping[str, Any] | None = None,
+        timed_out: bool = False,
     ) -> Run:
         """paused at a gate -> approved, running. A `Run` the caller just read, the `gate` it
         found waiting in it and the run's `args` (`args_of(run)`) save reading them again
         (stale copies lose the CAS below like any concurrent change; args never change).
-        `decision` and `outcome`: what a policy's votes decided (`core/commands/voting.py`)."""
+        `decision` and `outcome`: what a policy's votes decided (`core/commands/voting.py`);
+        `timed_out`: the gate's `on_timeout` decided (told as such where the gate was offered)."""
         run = run_id if isinstance(run_id, Run) else self.store.get_run(run_id)
         comment = self._hidden(comment)
         gate = self.gates.to_decide(run, gate)
@@ -127,21 +129,24 @@ class RunActions:
             decision=decision, outcome=outcome,
         )
         emit = self.executions.emit
-        await emit(EventKind.GATE_DECIDED, run.id, gate.node_id, approved=True, by=actor, how="approve")
+        await emit(EventKind.GATE_DECIDED, run.id, gate.node_id, approved=True, by=actor,
+                   how="timeout" if timed_out else "approve", decision=decision or "approve")
         await self.executions.launch(running, ready)
         return running
 
     async def reject(self, run_id: str | Run, *, actor: str, reason: str | None = None,
-                     fail: bool = False) -> Run:
+                     fail: bool = False, timed_out: bool = False) -> Run:
         """paused at a gate -> rejected, cancelled (a `Run` the caller read saves reading it);
-        `fail`: a gate's `on_timeout: fail`, the run ends failed."""
+        `fail`: a gate's `on_timeout: fail`, the run ends failed; `timed_out`: the gate's
+        `on_timeout` decided (told as such where the gate was offered)."""
         run = run_id if isinstance(run_id, Run) else self.store.get_run(run_id)
         reason = self._hidden(reason)
         gate = self.gates.to_decide(run)
         cancelled, why = self.gates.reject(run, gate, actor=actor, reason=reason, fail=fail)
         emit = self.executions.emit
-        how = "timeout" if fail else "reject"
-        await emit(EventKind.GATE_DECIDED, run.id, gate.node_id, approved=False, by=actor, how=how)
+        how = "timeout" if fail or timed_out else "reject"
+        await emit(EventKind.GATE_DECIDED, run.id, gate.node_id, approved=False, by=actor, how=how,
+                   decision="fail" if fail else "reject")
         await emit(EventKind.NODE_FAILED, run.id, gate.node_id, error=why)
         await emit(EventKind.RUN_FINISHED, run.id, run_status=cancelled.status.value, reason=why)
         return cancelled

@@ -145,14 +145,18 @@ def lost_takeover(current: Run) -> RunNotResumable:
     )
 
 
-def already_decided(gate: Gate, run_status: RunStatus | None = None) -> GateAlreadyDecided:
-    """The error for deciding a gate decided before: which, how, and by whom."""
+def already_decided(
+    gate: Gate, run_status: RunStatus | None = None, *, timed_out: bool = False
+) -> GateAlreadyDecided:
+    """The error for deciding a gate decided before: which, how, and by whom (`timed_out`:
+    by its `on_timeout`)."""
     return GateAlreadyDecided(
         run_id=gate.run_id,
         node_id=gate.node_id,
         decision=gate.status.value,
         by=gate.decided_by,
         status=None if run_status is None else run_status.value,
+        timed_out=timed_out,
     )
 
 
