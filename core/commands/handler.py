@@ -118,7 +118,11 @@ class Handler:
     async def announce(self, reply: Reply) -> bool:
         """Post `reply` where its `platform`, `conversation` and `thread` say, through that
         platform's outbox (a decision taken on a run's page is told in the run's thread);
-        False when the platform registered no outbox in this process."""
+        False when the platform registered no outbox in this process. A reply offering a gate's
+        buttons (a reminder, an escalation, in a thread or directly) is kept as an offer first,
+        so that deciding the gate withdraws them there too."""
+        reply = self.progress.offers.offer(reply, platform=reply.platform or "",
+                                           conversation=reply.conversation, thread=reply.thread)
         return await self.progress.post(reply)
 
     async def drain(self) -> None:

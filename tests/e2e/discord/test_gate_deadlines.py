@@ -159,11 +159,11 @@ async def test_a_reminder_and_an_escalation_reach_each_person_in_a_direct_messag
         """The DM channel opened with `who` after call `after`, and the message posted in it."""
         def found(calls: list[Call]) -> tuple[Call, Call] | None:
             opened = [c for c in calls[after:] if c.method == "POST" and c.path == "users/@me/channels"
-                      and c.json.get("recipient_id") == who["id"]]
+                      and str(c.json.get("recipient_id")) == who["id"]]
             if not opened:
                 return None
             dm = next(i for i, ch in bot.fake.channels.items()
-                      if ch.get("type") == 1 and ch["recipients"][0]["id"] == who["id"])
+                      if ch.get("type") == 1 and str(ch["recipients"][0]["id"]) == who["id"])
             sent = [c for c in calls[after:] if c.method == "POST" and c.path == f"channels/{dm}/messages"
                     and text in c.content]
             return (opened[0], sent[0]) if sent else None
@@ -177,19 +177,40 @@ async def test_a_reminder_and_an_escalation_reach_each_person_in_a_direct_messag
     assert "Ship it?" in in_thread.content and f"<@{BOB['id']}>" in in_thread.content
     _, dm = await direct(BOB, "Reminder", mark)
     assert f"approve {run_id}" in dm.content and "It expires in 3h" in dm.content
-    assert not dm.json.get("components")  # a DM names the command; it offers no buttons to withdraw
+    offering = [in_thread, dm]
     assert not [c for c in bot.fake.calls[mark:] if c.json and isinstance(c.json, dict)
-                and c.json.get("recipient_id") in (ANA["id"], MALLORY["id"])]  # only who is waited on
+                and str(c.json.get("recipient_id")) in (ANA["id"], MALLORY["id"])]  # only who is waited on
 
     mark = len(bot.fake.calls)
     [escalated] = await _deadlines(bot).tick(now=gate.created_at + 2 * HOUR)
     assert (escalated.action, escalated.to) == ("escalate", (_person(MALLORY),))
-    await bot.posted_in(thread, "Escalated")
+    offering.append(await bot.posted_in(thread, "Escalated"))
     _, dm = await direct(MALLORY, "Escalated", mark)
     assert f"<@{MALLORY['id']}> may now decide it" in dm.content and f"approve {run_id}" in dm.content
+    offering.append(dm)
+    sent = [bot.fake.messages[_message_id(bot, call)] for call in offering]
+    assert all(_button(bot, m, f"approve {run_id}") for m in sent)  # each offers the decision
 
-    # the escalation made Mallory eligible: her approve opens the gate and the run completes
+    # the escalation made Mallory eligible: her approve (cast at the same controlled time, past
+    # `escalate.after`) opens the gate and the run completes
+    bot.baton.handler.clock = lambda: gate.created_at + 2 * HOUR + 60
     bot.command(f"approve {run_id}", who=MALLORY)
-    done = await bot.rested(run_id)
-    assert done.status is RunStatus.COMPLETED
+    await bot.posted_in(thread, " completed in ")
+    assert bot.baton.store.get_run(run_id).status is RunStatus.COMPLETED
     assert bot.baton.store.get_gate(run_id, "review").decided_by == _person(MALLORY)
+
+    def withdrawn(_: object) -> list[dict[str, Any]] | None:
+        now = [bot.fake.messages[m["id"]] for m in sent]
+        return now if all(not custom_ids(m["components"], enabled=True) for m in now) else None
+
+    # decided: every message that offered its buttons, the DMs too, stops offering them
+    for message in await bot.fake.wait_for(withdrawn, DEADLINE):
+        assert f"Approved by <@{MALLORY['id']}>" in message["content"]
+
+
+def _message_id(bot: DiscordBot, call: Call) -> str:
+    """The id of the message a recorded `POST channels/<id>/messages` created."""
+    channel = call.path.split("/")[1]
+    [found] = [m for m in bot.fake.messages.values()
+               if m["channel_id"] == channel and m["content"] == call.content]
+    return str(found["id"])
