@@ -246,7 +246,7 @@ class SlackSender:
         if reply.replace_key:
             ts = await self._replace(reply.replace_key, channel, thread, message)
         else:
-            ts = await self._post(channel, thread, message)
+            _, ts = await self._post(channel, thread, message)
         root = thread or ts
         if reply.starts_thread and reply.run_id:
             await self._handler.attach_thread(reply.run_id, root)
@@ -292,37 +292,45 @@ class SlackSender:
                 response_type="ephemeral", replace_original=False, **message.as_kwargs()
             )
 
-    async def _post(self, channel: str, thread: str | None, message: SlackMessage) -> str:
+    async def _post(self, channel: str, thread: str | None, message: SlackMessage) -> tuple[str, str]:
+        """(the conversation it landed in, its ts): posted to a user id, a message lands in their
+        DM (`D…`), the id chat.update needs."""
         response = await call(self._client, "chat.postMessage", channel=channel, thread_ts=thread,
                               unfurl_links=False, **message.as_kwargs())
-        return str(response["ts"])
+        return str(response.get("channel") or channel), str(response["ts"])
 
     async def _replace(self, key: str, channel: str, thread: str | None, message: SlackMessage) -> str:
         """chat.update the message posted under `key` in `channel`; else (none, or deleted
         meanwhile) post it and keep where it is."""
         async with self._edits.holding(PLATFORM, key):
             posted = self._edits.posted(PLATFORM, key)
-            if posted is not None and posted.place == channel:
+            if posted is not None and _same_place(posted, channel):
                 try:
-                    await call(self._client, "chat.update", channel=channel, ts=posted.ids[0],
+                    await call(self._client, "chat.update", channel=posted.place, ts=posted.ids[0],
                                **message.as_kwargs())
                     return posted.ids[0]
                 except SlackCallFailed as exc:
                     if exc.error not in STALE_MESSAGE:
                         raise
-            ts = await self._post(channel, thread, message)
-            self._edits.keep(PLATFORM, key, Posted(channel, (ts,)))
+            landed, ts = await self._post(channel, thread, message)
+            self._edits.keep(PLATFORM, key, Posted(landed, (ts,)))
             return ts
 
     async def _edit_only(self, key: str, channel: str, message: SlackMessage) -> None:
         """chat.update the message posted under `key`; nothing when there is none (never a new post)."""
         async with self._edits.holding(PLATFORM, key):
             posted = self._edits.posted(PLATFORM, key)
-            if posted is None or posted.place != channel:
+            if posted is None or not _same_place(posted, channel):
                 return
             try:
-                await call(self._client, "chat.update", channel=channel, ts=posted.ids[0],
+                await call(self._client, "chat.update", channel=posted.place, ts=posted.ids[0],
                            **message.as_kwargs())
             except SlackCallFailed as exc:
                 if exc.error not in STALE_MESSAGE:
                     raise
+
+
+def _same_place(posted: Posted, channel: str) -> bool:
+    """Whether a message kept as `posted` is the one a reply to `channel` would edit: the same
+    conversation, or, for a reply to a user id (`U…`/`W…`), the DM (`D…`) it landed in."""
+    return posted.place == channel or (channel[:1] in ("U", "W") and posted.place[:1] == "D")

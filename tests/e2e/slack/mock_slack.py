@@ -70,6 +70,15 @@ class Call:
         raise AssertionError(f"no {action!r} button in {[b['action_id'] for b in self.buttons]}")
 
 
+def _is_user(channel: object) -> bool:
+    return isinstance(channel, str) and channel[:1] in ("U", "W")
+
+
+def dm_of(channel: object) -> object:
+    """The conversation a message posted to `channel` lands in: a user id's DM is `D` + the id."""
+    return f"D{channel}" if _is_user(channel) else channel
+
+
 def _blocks(body: dict[str, Any]) -> list[dict[str, Any]]:
     blocks = body.get("blocks") or []
     if isinstance(blocks, str):
@@ -200,6 +209,10 @@ class MockSlack:
         if invalid is not None:
             await self._record(Call(method, body, time.monotonic()))
             return web.json_response({"ok": False, "error": "invalid_blocks", "errors": [invalid]})
+        if method in ("chat.update", "chat.delete") and _is_user(body.get("channel")):
+            # as Slack: a message posted to a user id lives in their DM (D…), which edits must name
+            await self._record(Call(method, body, time.monotonic()))
+            return web.json_response({"ok": False, "error": "channel_not_found"})
         ts = self._next_ts() if method in ("chat.postMessage", "chat.postEphemeral") else body.get("ts")
         await self._record(Call(method, body, time.monotonic(), ts))
         return web.json_response(self._answer(method, body, ts))
@@ -208,8 +221,8 @@ class MockSlack:
         if method == "auth.test":
             return {"ok": True, "url": "https://baton-test.slack.com/", "team": "Baton Test",
                     "user": "baton", "team_id": TEAM, "user_id": BOT_USER, "bot_id": BOT_ID}
-        if method == "chat.postMessage":
-            return {"ok": True, "channel": body.get("channel"), "ts": ts,
+        if method == "chat.postMessage":  # posted to a user id: Slack answers with their DM's id
+            return {"ok": True, "channel": dm_of(body.get("channel")), "ts": ts,
                     "message": {"text": body.get("text"), "ts": ts, "bot_id": BOT_ID}}
         if method == "chat.postEphemeral":
             return {"ok": True, "message_ts": ts}

@@ -1,5 +1,7 @@
 """A gate's reminder on Slack goes to the run's thread and, directly (a DM: `chat.postMessage`
-to the person's user id), to each eligible approver who has not answered; not to who has.
+to the person's user id), to each eligible approver who has not answered; not to who has. An
+escalation tells the people it adds, likewise; once the gate is decided, every one of those
+messages (the DMs too, edited in their D… conversation) stops offering its buttons.
 Deadlines are fired with a controlled time (`GateDeadlines.tick(now)`), as the bot's loop does."""
 
 from __future__ import annotations
@@ -12,10 +14,27 @@ import pytest
 from core.config import Access, Settings
 from tests.e2e.slack.conftest import BOT_TOKEN, SIGNING_SECRET, SlackE2E
 from tests.e2e.slack.harness import ANA, BOB
-from tests.e2e.slack.mock_slack import Call
-from tests.e2e.slack.steps import WAITING, command, start
+from tests.e2e.slack.mock_slack import Call, dm_of
+from tests.e2e.slack.steps import COMPLETED, WAITING, command, start, wait_in_thread
 
 CAROL = "U0CAROL"
+DAVE = "U0DAVE"
+HOUR = 3600.0
+ESCALATED = """
+name: escalated
+nodes:
+  - id: review
+    approval:
+      question: "Ship it?"
+      approvers: [group:sre]
+      timeout: 4h
+      remind: [1h]
+      escalate: {after: 2h, to: [group:leads]}
+  - id: ship
+    depends_on: [review]
+    bash: printf shipped
+    replay: pure
+"""
 GATE = """
 name: timed
 nodes:
@@ -38,11 +57,13 @@ def settings(tmp_path: Path, sqlite_url: str) -> Settings:
     workflows = tmp_path / "workflows"
     workflows.mkdir()
     (workflows / "timed.yaml").write_text(textwrap.dedent(GATE))
+    (workflows / "escalated.yaml").write_text(textwrap.dedent(ESCALATED))
     return Settings(
         _env_file=None,  # type: ignore[call-arg]
         database_url=sqlite_url, workflow_dirs=[workflows], data_dir=tmp_path / "data", tool_modules=[],
         access=Access.model_validate({
-            "groups": {"sre": [f"slack:{BOB}", f"slack:{CAROL}"]}, "run": {"*": [f"slack:{ANA}"]}}),
+            "groups": {"sre": [f"slack:{BOB}", f"slack:{CAROL}"], "leads": [f"slack:{DAVE}"]},
+            "run": {"*": [f"slack:{ANA}"]}}),
         slack_bot_token=BOT_TOKEN,  # type: ignore[arg-type]
         slack_signing_secret=SIGNING_SECRET,  # type: ignore[arg-type]
     )  # fmt: skip
@@ -72,3 +93,49 @@ async def test_a_reminder_goes_to_the_thread_and_directly_to_each_approver_not_a
     assert f"approve {paused.run_id}" in direct.text
     await e2e.settle()
     assert not any(c.body.get("channel") == BOB for c in e2e.mock.calls[mark:])
+
+
+async def test_an_escalation_tells_who_it_adds_and_a_decision_withdraws_every_offer(e2e: SlackE2E) -> None:
+    paused = await start(e2e, "run escalated", rests_with=WAITING)
+    await e2e.settle()
+    gate = e2e.baton.store.get_gate(paused.run_id, "review")
+    assert e2e.baton.deadlines is not None
+    deadlines = e2e.baton.deadlines.deadlines
+
+    def sent(mark: int, text: str, count: int) -> object:
+        def found(calls: list[Call]) -> list[Call] | None:
+            got = [c for c in calls[mark:] if c.method == "chat.postMessage" and text in c.text]
+            return got if len(got) >= count else None
+        return e2e.mock.wait_for(found)
+
+    mark = len(e2e.mock.calls)
+    [reminded] = await deadlines.tick(now=gate.created_at + HOUR)
+    assert reminded.to == (f"slack:{BOB}", f"slack:{CAROL}")
+    reminders: list[Call] = await sent(mark, "Reminder", 3)  # type: ignore[assignment]
+    assert {c.body["channel"] for c in reminders} == {"C0OPS", BOB, CAROL}
+
+    mark = len(e2e.mock.calls)
+    [escalated] = await deadlines.tick(now=gate.created_at + 2 * HOUR)
+    assert (escalated.action, escalated.to) == ("escalate", (f"slack:{DAVE}",))
+    escalations: list[Call] = await sent(mark, "Escalated", 2)  # type: ignore[assignment]
+    [in_thread] = [c for c in escalations if c.body.get("thread_ts") == paused.thread]
+    [direct] = [c for c in escalations if c.body["channel"] == DAVE]
+    assert f"<@{DAVE}> may now decide it" in direct.text and f"approve {paused.run_id}" in direct.text
+    assert not direct.body.get("thread_ts")
+    offering = [paused.rest, *reminders, *escalations]
+    assert all(c.button("approve")["value"] == f"approve {paused.run_id}" for c in offering)
+
+    # Dave may decide from `escalate.after` on (the vote is cast at the same controlled time)
+    e2e.baton.handler.clock = lambda: gate.created_at + 2 * HOUR + 60
+    mark = await command(e2e, f"approve {paused.run_id}", user=DAVE)
+    await wait_in_thread(e2e, paused.thread, COMPLETED, after=mark)
+
+    def withdrawn(calls: list[Call]) -> list[Call] | None:
+        edits = {c.body.get("ts"): c for c in calls[mark:] if c.method == "chat.update"
+                 and f"Approved by <@{DAVE}>" in c.text}
+        return [edits[c.ts] for c in offering] if all(c.ts in edits for c in offering) else None
+
+    for message, edit in zip(offering, await e2e.mock.wait_for(withdrawn), strict=True):
+        assert edit.buttons == [] and edit.menus == []
+        assert edit.body["channel"] == dm_of(message.body["channel"])  # a DM: its D… conversation
+    assert not [c for c in e2e.mock.calls[mark:] if c.method == "chat.update" and c.body["channel"] in (BOB, DAVE)]
