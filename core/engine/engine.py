@@ -235,7 +235,8 @@ class Engine:
         what a policy's votes decided (`core/commands/voting.py`); `timed_out`: by the gate's
         `on_timeout`, not by a person."""
         return await self.actions.approve(run_id, actor=actor, comment=comment, gate=gate, args=args,
-                                          decision=decision, outcome=outcome, timed_out=timed_out)  # fmt: skip
+                                          decision=decision, outcome=outcome,
+                                          timed_out=timed_out)  # fmt: skip
 
     async def reject(self, run_id: str | Run, *, actor: str, reason: str | None = None,
                      fail: bool = False, timed_out: bool = False) -> Run:

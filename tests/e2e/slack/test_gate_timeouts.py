@@ -60,7 +60,8 @@ async def test_a_gate_that_times_out_ends_the_run_and_withdraws_its_buttons(
 ) -> None:
     paused = await start(e2e, "run timed", rests_with=WAITING)
     gate_message = paused.rest
-    assert [b["value"] for b in gate_message.buttons] == [f"approve {paused.run_id}", f"reject {paused.run_id}"]
+    offered = [b["value"] for b in gate_message.buttons]
+    assert offered == [f"approve {paused.run_id}", f"reject {paused.run_id}"]
     assert "expires in 1h" in gate_message.text
     await e2e.settle()
     store = e2e.baton.store
