@@ -16,7 +16,7 @@ from core.config import Access, Settings
 from tests.e2e.slack.conftest import BOT_TOKEN, SIGNING_SECRET, SlackE2E
 from tests.e2e.slack.harness import ANA, BOB
 from tests.e2e.slack.mock_slack import Call
-from tests.e2e.slack.steps import WAITING, start, wait_in_thread
+from tests.e2e.slack.steps import COMPLETED, WAITING, start, wait_in_thread
 
 CAROL = "U0CAROL"
 GATE = """
@@ -113,3 +113,40 @@ async def test_a_gate_that_times_out_ends_the_run_and_withdraws_its_buttons(
     assert str(store.get_gate(paused.run_id, "review").status) == "rejected"
     assert not [e for e in store.journal([paused.run_id]) if e.node_id == "ship"]
     assert not [c for c in e2e.mock.calls[mark:] if c.method == "chat.postMessage" and "Approved" in c.text]
+
+
+@pytest.mark.parametrize("on_timeout", ["approve", "skip"])
+async def test_a_gate_opened_by_its_timeout_rule_says_so_and_the_run_goes_on(
+    e2e: SlackE2E, on_timeout: str
+) -> None:
+    paused = await start(e2e, "run timed", rests_with=WAITING)
+    await e2e.settle()
+    store = e2e.baton.store
+    gate = store.get_gate(paused.run_id, "review")
+    assert e2e.baton.deadlines is not None
+
+    mark = len(e2e.mock.calls)
+    [fired] = await e2e.baton.deadlines.deadlines.tick(now=gate.created_at + 3600)
+    assert fired.action == "timeout"
+    told = await wait_in_thread(e2e, paused.thread, "had no decision within 1h", after=mark)
+    assert f"(on_timeout: {on_timeout}); the run continues" in told.text
+    await wait_in_thread(e2e, paused.thread, COMPLETED, after=mark)
+    states = {n.node_id: n.state.value for n in e2e.baton.engine.summary(paused.run_id).nodes}
+    opened = "done" if on_timeout == "approve" else "skipped"  # a skip: the gate and its dependents
+    assert states == {"review": opened, "ship": opened}
+
+    def edited(calls: list[Call]) -> Call | None:
+        return next((c for c in calls[mark:] if c.method == "chat.update"
+                     and c.body.get("ts") == paused.rest.ts and "No decision in time" in c.text), None)
+
+    edit: Call = await e2e.mock.wait_for(edited)
+    assert edit.buttons == []
+    rule = "was approved by its timeout rule" if on_timeout == "approve" else "skips the gate by its timeout rule"
+    assert rule in edit.text and "Approved by" not in edit.text
+
+    await e2e.settle()
+    mark = len(e2e.mock.calls)
+    await e2e.slack.click(paused.rest, "reject", user=BOB)  # too late to reject it
+    said: Call = await e2e.mock.wait_call("chat.postEphemeral", "already timed out", after=mark)
+    assert said.body["user"] == BOB and "nobody decided in time, so it was approved" in said.text
+    assert str(store.get_run(paused.run_id).status) == "completed"
