@@ -141,8 +141,8 @@ async def test_a_gate_opened_by_its_timeout_rule_says_so_and_the_run_goes_on(
 
     edit: Call = await e2e.mock.wait_for(edited)
     assert edit.buttons == []
-    rule = "was approved by its timeout rule" if on_timeout == "approve" else "skips the gate by its timeout rule"
-    assert rule in edit.text and "Approved by" not in edit.text
+    rule = {"approve": "was approved by its timeout rule", "skip": "skips the gate by its timeout rule"}
+    assert rule[on_timeout] in edit.text and "Approved by" not in edit.text
 
     await e2e.settle()
     mark = len(e2e.mock.calls)
