@@ -118,6 +118,23 @@ def button_click(fake: FakeDiscord, message_id: str, custom_id: str, *,
     return _interaction(fake, 3, who, fake.channels[message["channel_id"]], data, message)
 
 
+def dm_button_click(fake: FakeDiscord, message_id: str, custom_id: str, *,
+                    who: dict[str, Any] = ANA) -> dict[str, Any]:
+    """A click on a button of a message the bot sent `who` directly (in their DM with it): no
+    guild and no member, the person as `user`, the bot-DM context (1)."""
+    message = fake.messages[message_id]
+    token = "itok_" + secrets.token_hex(16)
+    fake.tokens[token] = {"channel": message["channel_id"], "original": message_id}
+    channel = {**fake.channels[message["channel_id"]], "recipients": [who]}
+    return {
+        "id": fake.snowflake(), "application_id": APP_ID, "type": 3, "token": token, "version": 1,
+        "channel_id": channel["id"], "channel": channel, "user": who,
+        "data": {"custom_id": custom_id, "component_type": 2}, "message": copy.deepcopy(message),
+        "locale": "en-US", "app_permissions": ALL_PERMISSIONS, "entitlements": [],
+        "authorizing_integration_owners": {"0": "0"}, "context": 1, "attachment_size_limit": 26214400,
+    }
+
+
 def select_choice(fake: FakeDiscord, message_id: str, custom_id: str, value: str, *,
                   who: dict[str, Any] = ANA) -> dict[str, Any]:
     """An option picked in a select menu of a message the bot posted."""

@@ -19,7 +19,7 @@ from core.commands.deadlines import GateDeadlines
 from core.config import Access, Settings
 from core.store.records import GateStatus, RunStatus
 from tests.e2e.discord.fake_discord import GUILD_ID, Call
-from tests.e2e.discord.gateway import ANA, BOB, MALLORY, button_click, dispatch_interaction
+from tests.e2e.discord.gateway import ANA, BOB, MALLORY, button_click, dispatch_interaction, dm_button_click
 from tests.e2e.discord.harness import DEADLINE, DiscordBot, custom_ids
 
 HOUR = 3600.0
@@ -214,3 +214,30 @@ def _message_id(bot: DiscordBot, call: Call) -> str:
     [found] = [m for m in bot.fake.messages.values()
                if m["channel_id"] == channel and m["content"] == call.content]
     return str(found["id"])
+
+
+@pytest.mark.parametrize("on_timeout", ["reject"])
+async def test_approve_clicked_in_a_reminders_direct_message_decides_the_gate(bot: DiscordBot) -> None:
+    run_id, thread, gate_message = await _paused(bot, "run nagged")
+    gate = bot.baton.store.get_gate(run_id, "review")
+    mark = len(bot.fake.calls)
+    await _deadlines(bot).tick(now=gate.created_at + HOUR)
+
+    def reminded(calls: list[Call]) -> Call | None:
+        return next((c for c in calls[mark:] if c.method == "POST" and "Reminder" in c.content
+                     and bot.fake.channels.get(c.path.split("/")[1], {}).get("type") == 1), None)
+
+    dm = bot.fake.messages[_message_id(bot, await bot.fake.wait_for(reminded, DEADLINE))]
+    click = dm_button_click(bot.fake, dm["id"], _button(bot, dm, f"approve {run_id}"), who=BOB)
+    dispatch_interaction(bot.client, click)
+    await bot.acknowledged(click)
+    await bot.posted_in(thread, " completed in ")
+    decided = bot.baton.store.get_gate(run_id, "review")
+    assert decided.status is GateStatus.APPROVED and decided.decided_by == _person(BOB)
+
+    def withdrawn(_: object) -> list[dict[str, Any]] | None:
+        now = [bot.fake.messages[m["id"]] for m in (gate_message, dm)]
+        return now if all(not custom_ids(m["components"], enabled=True) for m in now) else None
+
+    for message in await bot.fake.wait_for(withdrawn, DEADLINE):
+        assert f"Approved by <@{BOB['id']}>" in message["content"]
