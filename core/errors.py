@@ -191,18 +191,22 @@ class InvalidTransition(RunStateError):
     """That status change is not allowed."""
 
 
+_RULE_DID = {"reject": "rejected it and cancelled the run", "fail": "failed the run",
+             "approve": "approved it", "skip": "skipped it"}  # what an `on_timeout` did
+
+
 class GateAlreadyDecided(RunStateError):
     """This approval gate was already decided."""
 
     def __init__(
         self, *, run_id: str, node_id: str, decision: str, by: str | None, status: str | None = None,
-        timed_out: bool = False,
+        timed_out: str | None = None,
     ) -> None:  # fmt: skip
         self.decision = decision  # approved | rejected
         self.node_id = node_id
-        self.timed_out = timed_out  # decided by the gate's `on_timeout`, nobody answered in time
-        said = (f"the approval {node_id} of run {run_id} already timed out: nobody decided in time, so it "
-                f"was {decision} by its timeout rule" if timed_out
+        self.timed_out = timed_out  # the `on_timeout` that decided it (nobody answered in time), if one did
+        said = (f"the approval {node_id} of run {run_id} already timed out: nobody decided in time, so its "
+                f"timeout rule {_RULE_DID.get(timed_out, decision + ' it')}" if timed_out
                 else f"the approval {node_id} of run {run_id} was already {decision} by {by}")
         super().__init__(
             said,

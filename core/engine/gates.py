@@ -47,10 +47,12 @@ class GateKeeper:
     def refusal(self, run: Run, gate: Gate) -> GateAlreadyDecided:
         """The error for deciding `gate` of `run` again: which decision, by whom, or that it
         timed out (its `on_timeout` decided, as the audit trail of that opening says)."""
-        timed_out = gate.decided_by == ENGINE_ACTOR and any(
-            e.action == "timeout" and e.details.get("node") == gate.node_id and e.at >= gate.created_at
-            for e in self.store.audit_log(run.id)
-        )
+        timed_out = None
+        if gate.decided_by == ENGINE_ACTOR:
+            timed_out = next((
+                str(e.details.get("on_timeout") or "reject") for e in self.store.audit_log(run.id)
+                if e.action == "timeout" and e.details.get("node") == gate.node_id and e.at >= gate.created_at
+            ), None)  # fmt: skip
         return already_decided(gate, run.status, timed_out=timed_out)
 
     def to_decide(self, run: Run, gate: Gate | None = None) -> Gate:

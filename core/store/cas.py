@@ -146,10 +146,10 @@ def lost_takeover(current: Run) -> RunNotResumable:
 
 
 def already_decided(
-    gate: Gate, run_status: RunStatus | None = None, *, timed_out: bool = False
+    gate: Gate, run_status: RunStatus | None = None, *, timed_out: str | None = None
 ) -> GateAlreadyDecided:
     """The error for deciding a gate decided before: which, how, and by whom (`timed_out`:
-    by its `on_timeout`)."""
+    the `on_timeout` that decided it)."""
     return GateAlreadyDecided(
         run_id=gate.run_id,
         node_id=gate.node_id,

@@ -107,7 +107,8 @@ async def test_a_gate_that_times_out_ends_the_run_and_withdraws_its_buttons(
                      and c.text), None)
 
     said: Call = await e2e.mock.wait_for(refusal)
-    assert "already" in said.text.lower() and "timed out" in said.text.lower(), said.text
+    did = {"reject": "rejected it and cancelled the run", "fail": "failed the run"}[on_timeout]
+    assert f"already timed out: nobody decided in time, so its timeout rule {did}" in said.text, said.text
     await e2e.settle()
     assert str(store.get_run(paused.run_id).status) == str(run.status)  # nothing approved
     assert str(store.get_gate(paused.run_id, "review").status) == "rejected"
@@ -148,5 +149,6 @@ async def test_a_gate_opened_by_its_timeout_rule_says_so_and_the_run_goes_on(
     mark = len(e2e.mock.calls)
     await e2e.slack.click(paused.rest, "reject", user=BOB)  # too late to reject it
     said: Call = await e2e.mock.wait_call("chat.postEphemeral", "already timed out", after=mark)
-    assert said.body["user"] == BOB and "nobody decided in time, so it was approved" in said.text
+    did = {"approve": "approved it", "skip": "skipped it"}[on_timeout]
+    assert said.body["user"] == BOB and f"nobody decided in time, so its timeout rule {did}" in said.text
     assert str(store.get_run(paused.run_id).status) == "completed"
