@@ -125,10 +125,14 @@ async def test_an_escalation_tells_who_it_adds_and_a_decision_withdraws_every_of
     offering = [paused.rest, *reminders, *escalations]
     assert all(c.button("approve")["value"] == f"approve {paused.run_id}" for c in offering)
 
-    # Dave may decide from `escalate.after` on (the vote is cast at the same controlled time)
+    # Dave may decide from `escalate.after` on (the vote is cast at the same controlled time):
+    # he clicks Approve in his DM
     e2e.baton.handler.clock = lambda: gate.created_at + 2 * HOUR + 60
-    mark = await command(e2e, f"approve {paused.run_id}", user=DAVE)
+    mark = len(e2e.mock.calls)
+    clicked = await e2e.slack.click(direct, "approve", user=DAVE, channel=str(dm_of(DAVE)))
+    assert clicked.status == 200
     await wait_in_thread(e2e, paused.thread, COMPLETED, after=mark)
+    assert e2e.baton.store.get_gate(paused.run_id, "review").decided_by == f"slack:{DAVE}"
 
     def withdrawn(calls: list[Call]) -> list[Call] | None:
         edits = {c.body.get("ts"): c for c in calls[mark:] if c.method == "chat.update"
