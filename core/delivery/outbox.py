@@ -10,9 +10,9 @@ The rows are written by the engine in the unit of work that changes the run's st
 store: of several replicas exactly one gets it; a holder that died lets it lapse and another
 takes it), rendered and sent by `render` (the conversation layer: the final edit of the run's
 progress message and the final reply, through the platform's outbox, which raises
-`NotDelivered` when the platform could not take it for now), then settled. A failure defers the row with exponential
-backoff and jitter (tenacity's `wait_exponential_jitter`); the HTTP retries themselves are the
-SDKs' (slack_sdk's retry handlers, discord.py's rate-limit handling). A row that still fails
+`NotDelivered` when the platform could not take it for now), then settled. A failure defers
+the row with exponential backoff and jitter (tenacity's `wait_exponential_jitter`); the HTTP
+retries themselves are the SDKs' (slack_sdk's retry handlers, discord.py's rate-limit handling). A row that still fails
 after `max_attempts` is given up and logged as an error, never dropped silently. Replies are
 sent with a key stable across redeliveries (`Delivery.key`), so a redelivery after a crash
 edits what the first attempt posted where the adapter kept its id.

@@ -16,6 +16,7 @@ import tenacity
 from bot.app import Baton, build_baton
 from core.commands.messages import Reply
 from core.config import Settings
+from core.delivery.edits import NotDelivered, urgent
 from core.delivery.outbox import backoff
 from core.store.records import RunStatus
 
@@ -48,7 +49,8 @@ def settings(tmp_path: Path, database_url: str) -> Settings:
 
 
 class Platform:
-    """A chat platform: `confirm` takes a reply unless told to refuse (or hang on) the next ones."""
+    """A chat platform: its outbox (`confirm`) takes a reply unless told to refuse (or hang on)
+    the next ones."""
 
     def __init__(self) -> None:
         self.taken: list[Reply] = []
@@ -56,15 +58,12 @@ class Platform:
         self.hang = False
         self.changed = asyncio.Event()
 
-    async def outbox(self, reply: Reply) -> None:
-        self.taken.append(reply)
-
     async def confirm(self, reply: Reply) -> None:
-        if self.hang:
+        if self.hang and urgent(reply):
             await asyncio.Event().wait()
-        if self.refuse:
+        if self.refuse and urgent(reply):  # state-carrying: the progress of a run still moving passes
             self.refuse -= 1
-            raise ConnectionError("503 from the platform")
+            raise NotDelivered("503 from the platform")
         self.taken.append(reply)
         self.changed.set()
 
@@ -80,7 +79,7 @@ class Platform:
 
 def _baton(settings: Settings, platform: Platform) -> Baton:
     baton = build_baton(settings)
-    baton.handler.register_outbox("chat", platform.outbox, confirm=platform.confirm)
+    baton.handler.register_outbox("chat", platform.confirm)
     return baton
 
 
@@ -127,7 +126,7 @@ async def test_a_refused_reply_is_retried_after_a_backoff(settings: Settings) ->
             took = time.monotonic() - began
             [row] = baton.store.deliveries(run_id)
             assert row.delivered_at is not None and row.attempts == 3
-            assert row.last_error == "ConnectionError: 503 from the platform"
+            assert row.last_error == "NotDelivered: 503 from the platform"
             assert took >= 0.6  # two waits of the backoff
             assert len(platform.finals(run_id)) == 1
     finally:
