@@ -12,7 +12,8 @@ takes it), rendered and sent by `render` (the conversation layer: the final edit
 progress message and the final reply, through the platform's outbox, which raises
 `NotDelivered` when the platform could not take it for now), then settled. A failure defers
 the row with exponential backoff and jitter (tenacity's `wait_exponential_jitter`); the HTTP
-retries themselves are the SDKs' (slack_sdk's retry handlers, discord.py's rate-limit handling). A row that still fails
+retries themselves are the SDKs' (slack_sdk's retry handlers, discord.py's rate-limit
+handling). A row that still fails
 after `max_attempts` is given up and logged as an error, never dropped silently. Replies are
 sent with a key stable across redeliveries (`Delivery.key`), so a redelivery after a crash
 edits what the first attempt posted where the adapter kept its id.
