@@ -11,7 +11,7 @@ latency   `runs` runs of a one-step workflow through the real Engine and Handler
           the row's `created_at` (the state change's commit) to the platform's call for the final
           edit of the progress message and for the final reply. `recording`: a platform whose
           sender records the call; `slack`: the real Slack sender and slack_sdk client against a
-          local fake of the Web API (its edits are throttled to one per second per message).
+          local fake of the Web API.
 """
 
 from __future__ import annotations
@@ -181,16 +181,13 @@ async def latency(url: str, runs: int, directory: Path, platform: str) -> dict[s
         fake = _FakeSlack()
         await fake.start()
         sender = SlackSender(AsyncWebClient(token="xoxb-bench", base_url=fake.url), handler)
-        handler.register_outbox("slack", sender.outbox, confirm=sender.confirmed)
+        handler.register_outbox("slack", sender.outbox)
     else:
 
         async def outbox(reply: Reply) -> None:
-            return None
-
-        async def confirm(reply: Reply) -> None:
             calls.append((time.time(), reply))
 
-        handler.register_outbox("slack", outbox, confirm=confirm)
+        handler.register_outbox("slack", outbox)
     await engine.start()
     edit: list[float] = []
     final: list[float] = []
@@ -212,7 +209,8 @@ async def latency(url: str, runs: int, directory: Path, platform: str) -> dict[s
             final.append((posted - changed) * 1000)
         else:
             mine_r = [(at, r) for at, r in calls if r.run_id == run.id]
-            edit.append((next(at for at, r in mine_r if r.kind == "progress") - changed) * 1000)
+            edit.append((next(at for at, r in mine_r if r.kind == "progress" and r.run_status == "completed")
+                         - changed) * 1000)
             final.append((next(at for at, r in mine_r if r.kind != "progress") - changed) * 1000)
     await engine.stop(grace=2)
     await handler.drain()
