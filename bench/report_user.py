@@ -345,8 +345,32 @@ def approvals_section(data: Mapping[str, Any]) -> list[str]:
     ]
 
 
+def outbox_section(data: Mapping[str, Any]) -> list[str]:
+    if "error" in data:
+        return ["## Durable outbox", "", _err(data), ""]
+    lines = ["## Durable outbox", ""]
+    for db, o in data["overhead"].items():
+        lines.append(
+            f"- **Overhead per state change ({db})**, {o['state_changes']:,} runs brought to rest, "
+            f"interleaved: the CAS alone {o['cas']['median_us']:.0f} µs, in a unit of work "
+            f"{o['cas_in_unit']['median_us']:.0f} µs, with its outbox row "
+            f"{o['cas_with_outbox_row']['median_us']:.0f} µs "
+            f"(median; ×{o['ratio_row_vs_cas']:.2f} the CAS alone)."
+        )
+    for platform, lat in data["latency"].items():
+        lines.append(
+            f"- **Delivery latency ({platform})**, state change committed → the platform's call, "
+            f"{lat['runs']} runs: final edit p50 {_ms(lat['final_edit']['p50_ms'], 1)} ms, "
+            f"p99 {_ms(lat['final_edit']['p99_ms'], 1)} ms; "
+            f"final reply p50 {_ms(lat['final_reply']['p50_ms'], 1)} ms, "
+            f"p99 {_ms(lat['final_reply']['p99_ms'], 1)} ms."
+        )
+    return [*lines, ""]
+
+
 BUILDERS: dict[str, Callable[[Mapping[str, Any]], list[str]]] = {
     "approvals": approvals_section,
+    "outbox": outbox_section,
     "definitions": definitions_section,
     "real_steps": real_steps_section,
     "cold_start": cold_start_section,

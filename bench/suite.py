@@ -42,6 +42,8 @@ class Plan:
     page_samples: int = 10
     approval_due: int = 2000  # deadlines falling due over 10 s
     approval_pending: int = 5000  # gates with two pending deadlines each
+    outbox_changes: int = 2000  # state changes per way (outbox overhead)
+    outbox_runs: int = 200  # runs whose delivery latency is measured
 
     @classmethod
     def quick(cls) -> Plan:
@@ -50,7 +52,7 @@ class Plan:
                    definition_sizes=(1000,), definition_samples=3, real_steps=50, cold_samples=3,
                    distributed_steps=100, scale_paused=500, scale_history=20_000,
                    page_sizes=(10, 1000), page_samples=3, approval_due=300,
-                   approval_pending=1000)  # fmt: skip
+                   approval_pending=1000, outbox_changes=300, outbox_runs=30)  # fmt: skip
 
 
 Log = Callable[[str], None]
@@ -270,6 +272,14 @@ def approvals(plan: Plan, log: Log) -> dict[str, Any]:
             return {"error": exc.detail}
 
 
+def outbox(plan: Plan, log: Log) -> dict[str, Any]:
+    log(f"outbox: {plan.outbox_changes} state changes with and without the row; "
+        f"latency of {plan.outbox_runs} runs")
+    with _tmp("outbox") as tmp:
+        args = ["--n", str(plan.outbox_changes), "--runs", str(plan.outbox_runs), "--dir", tmp]
+        return measured("bench.baton_outbox", args, what="outbox", timeout=900)
+
+
 SECTIONS: dict[str, Callable[[Plan, Log], dict[str, Any]]] = {
     "steps": steps,
     "recovery": recover,
@@ -284,4 +294,5 @@ SECTIONS: dict[str, Callable[[Plan, Log], dict[str, Any]]] = {
     "scale": scale,
     "web_pages": web_pages,
     "approvals": approvals,
+    "outbox": outbox,
 }

@@ -14,7 +14,9 @@ SIGTERM / SIGINT go through the one shutdown path (`bot/shutdown.py`): the first
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
+import time
 from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
@@ -29,6 +31,7 @@ from bot.shutdown import Shutdown
 from core.commands.deadlines import GateDeadlines
 from core.commands.handler import Handler
 from core.config import Settings
+from core.delivery.outbox import OutboxLoop
 from core.engine.engine import Engine, EngineConfig, RunnerFactory
 from core.redaction import Redactor
 from core.store.port import Store
@@ -41,6 +44,8 @@ if TYPE_CHECKING:  # procrastinate is imported only when BATON_EXECUTOR=procrast
 __all__ = ["Baton", "build_baton", "ensure_sqlite_dir", "load_tools"]
 
 log = logging.getLogger("baton.app")
+
+FLUSH_MIN = 2.0  # seconds the outbox gets on shutdown even when the steps used all the grace
 
 
 @dataclass(frozen=True)
@@ -62,6 +67,11 @@ class Baton:
     housekeeping: Housekeeping | None = None
     #: fires gate reminders, escalations and timeouts; started and stopped with the engine
     deadlines: DeadlineLoop | None = None
+    #: delivers the durable outbox's due rows (retries, rows of a replica that died or stopped);
+    #: started and stopped with the engine, flushed on shutdown (`settle`)
+    outbox: OutboxLoop | None = None
+    #: set once `settle` has run: in-flight steps got their grace and the outbox was flushed
+    settled: asyncio.Event = field(default_factory=asyncio.Event, repr=False)
     shutdown: Shutdown = field(default_factory=lambda: Shutdown(grace=10.0, what="input"), repr=False)
 
     @property
@@ -94,6 +104,8 @@ class Baton:
                 await self.housekeeping.start()
             if self.deadlines is not None:
                 await self.deadlines.start()
+            if self.outbox is not None:
+                await self.outbox.start()
             self.health.started = True
             try:
                 yield self
@@ -103,11 +115,39 @@ class Baton:
                     await self.deadlines.stop()
                 if self.housekeeping is not None:
                     await self.housekeeping.stop()
-                await self.engine.stop(grace=0.0 if self.shutdown.forced else grace)
+                await self.settle()
                 released = self.store.release_leases(self.engine.owner)
                 if self.dispatcher is not None:
                     await self.dispatcher.close()
                 log.info("engine stopped", extra={"action": "engine_stopped", "released": released})
+
+    async def settle(self) -> None:
+        """The first part of stopping, while the chat clients can still send: in-flight steps
+        get the grace period (BATON_SHUTDOWN_GRACE), then the replies of the runs that came to
+        rest (the outbox: final progress edits, completions, gates waiting) are sent within
+        what is left of it (at least `FLUSH_MIN` seconds). What is still unsent stays in the
+        outbox, its claims released, for the next process or a peer. Runs once."""
+        if self.settled.is_set():
+            return
+        grace = 0.0 if self.shutdown.forced else self.shutdown.grace
+        began = time.monotonic()
+        try:
+            await self.engine.stop(grace=grace)
+            if self.outbox is not None:
+                left = max(FLUSH_MIN, grace - (time.monotonic() - began))
+                flushed = 0
+                with contextlib.suppress(TimeoutError):
+                    async with asyncio.timeout(left):
+                        await self.handler.drain()  # replies of runs that just came to rest
+                        flushed = await self.outbox.flush(left)
+                await self.outbox.stop()
+                released = self.outbox.deliverer.release()
+                unsent = len(self.store.undelivered(limit=1000))
+                log.info("outbox flushed: %d sent, %d left for the next process", flushed, unsent,
+                         extra={"action": "outbox_flushed", "sent": flushed, "unsent": unsent,
+                                "released": released})
+        finally:
+            self.settled.set()
 
     def close(self) -> None:
         self.store.close()
@@ -142,6 +182,9 @@ def build_baton(
                       redactor=runtime.redactor, event_stale_after=settings.event_stale_seconds,
                       pages=page_links(settings, store))
     shutdown = Shutdown(grace=settings.shutdown_grace, what="input")
+    handler.progress.deliverer.lease_seconds = settings.outbox_lease_seconds
+    outbox = OutboxLoop(handler.progress.deliverer, every=settings.outbox_poll_seconds)
+    handler.progress.platform_added = outbox.wake  # a platform connected: its waiting rows go now
     return Baton(
         settings=settings,
         store=store,
@@ -155,6 +198,7 @@ def build_baton(
             store=store, engine=engine, catalog=runtime.catalog, access=settings.access_policy,
             announce=handler.announce, replica=engine.owner,
         ), every=settings.deadline_poll_seconds),
+        outbox=outbox,
         shutdown=shutdown,
         health=Health(ping=store.ping, stopping=shutdown.stopping),
     )

@@ -8,7 +8,10 @@
   message (a run that comes back after that gets a new progress message instead of an edit
   of the old one). Long button commands live in the blob store, which is not pruned.
 
-A pass is two DELETEs, each one short statement; several replicas may run them at the same
+- `outbox` (state-carrying replies): rows delivered more than `BATON_OUTBOX_RETENTION_DAYS`
+  (7 d) ago go; a row not delivered yet is never dropped.
+
+A pass is three DELETEs, each one short statement; several replicas may run them at the same
 time (a row deleted by a peer is simply not counted). Counts are logged at INFO. Passes run
 in a worker thread, the first one as soon as the engine has started: a bot whose tables grew
 for months neither waits for its first pass nor stalls its event loop during one.
@@ -38,6 +41,7 @@ class Swept:
 
     events: int
     state: int
+    outbox: int = 0
 
 
 class Housekeeping:
@@ -50,12 +54,14 @@ class Housekeeping:
         every: float,
         event_retention: float,
         state_retention: float,
+        outbox_retention: float = 7 * DAY,
         clock: Callable[[], float] = time.time,
     ) -> None:
         self.store = store
         self.every = every  # seconds between passes
         self.event_retention = event_retention  # seconds
         self.state_retention = state_retention  # seconds
+        self.outbox_retention = outbox_retention  # seconds
         self._clock = clock
         self._stopping = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
@@ -69,21 +75,25 @@ class Housekeeping:
             every=settings.housekeeping_minutes * 60,
             event_retention=settings.event_retention_hours * HOUR,
             state_retention=settings.state_retention_days * DAY,
+            outbox_retention=settings.outbox_retention_days * DAY,
         )
 
     def sweep(self) -> Swept:
-        """One pass: forget event ids and adapters' values past their retention."""
+        """One pass: forget event ids, adapters' values and delivered replies past their retention."""
         now = self._clock()
         swept = Swept(
             events=self.store.forget_events(now - self.event_retention),
             state=self.store.forget_state(now - self.state_retention),
+            outbox=self.store.forget_deliveries(now - self.outbox_retention),
         )
         self.passes += 1
         log.info(
-            "housekeeping: %d event ids and %d platform values forgotten",
+            "housekeeping: %d event ids, %d platform values and %d delivered replies forgotten",
             swept.events,
             swept.state,
-            extra={"action": "housekeeping", "events": swept.events, "state": swept.state},
+            swept.outbox,
+            extra={"action": "housekeeping", "events": swept.events, "state": swept.state,
+                   "outbox": swept.outbox},
         )
         return swept
 

@@ -81,6 +81,7 @@ async def serve_all(settings: Settings, *, console: bool, conversation: str, use
             stop = asyncio.create_task(baton.stopping.wait())
             done, _ = await asyncio.wait({stop, *tasks}, return_when=asyncio.FIRST_COMPLETED)
             baton.request_stop()
+            await baton.settle()  # steps' grace, then the outbox, while the chat clients still send
             for task in tasks:
                 task.cancel()
             stop.cancel()

@@ -182,6 +182,13 @@ class Settings(BaseSettings):
     # chat event ids kept for dedupe: well above Slack's retries (minutes) and the 60 s claim
     event_retention_hours: float = Field(default=24.0, ge=1)
     state_retention_days: float = Field(default=30.0, gt=0)  # adapters' values (progress message ids)
+    # the durable outbox (core/delivery/outbox.py): how often due replies (retries, a dead or
+    # stopped replica's) are looked for, and how long delivered ones are kept
+    outbox_poll_seconds: float = Field(default=2.0, gt=0, le=3600)
+    # how long a replica's claim on a reply lasts: a replica killed while sending one leaves it
+    # to the next claimer after this long (a stopped one releases its claims at once)
+    outbox_lease_seconds: float = Field(default=60.0, gt=0, le=3600)
+    outbox_retention_days: float = Field(default=7.0, gt=0)
     # a chat event claimed but never finished (its replica died) is handled again when the
     # platform redelivers it this many seconds after the claim (docs/operations.md)
     event_stale_seconds: float = Field(default=60.0, gt=0)

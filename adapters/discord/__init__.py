@@ -72,7 +72,9 @@ async def serve(baton: Any, settings: Settings) -> None:
     baton.watch_platform("discord", connected)
     async with client:
         running = asyncio.create_task(client.start(token))
-        stopping = asyncio.create_task(baton.stopping.wait())
+        # the client closes once the process has settled (steps' grace, outbox flushed), so the
+        # replies of runs that finish meanwhile still go out; a bare stop request where none comes
+        stopping = asyncio.create_task(getattr(baton, "settled", baton.stopping).wait())
         try:
             await asyncio.wait({running, stopping}, return_when=asyncio.FIRST_COMPLETED)
         finally:

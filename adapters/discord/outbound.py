@@ -119,10 +119,10 @@ class DiscordSender:
         """Background replies (progress, completion, a gate waiting) from the core: in the run's
         thread; where that refuses them, at the next place that takes them (module docstring).
         `NotDelivered` when Discord failed in a way that may pass."""
-        if self._closing.is_set():  # shutting down: the next process edits the progress message
+        if self._closing.is_set():  # shutting down: the next process sends it (the outbox keeps it)
             log.info("reply not sent: the client is closing",
                      extra={"action": "drop_on_close", "run_id": reply.run_id})
-            return
+            raise NotDelivered("the Discord client is closing")
         task = asyncio.current_task()
         if task is not None:
             self._inflight.add(task)  # type: ignore[arg-type]

@@ -6,6 +6,12 @@ run comes to rest the progress message gets its last edit and the final reply fo
 (`run_completed`, `run_failed`, `gate_waiting`, `needs_attention`, `run_cancelled`), in the
 run's platform / conversation / thread, through the outbox that platform registered.
 
+Those two are state-carrying: the engine wrote them as a row of the durable outbox in the
+unit of work that brought the run to rest, and they are sent from that row (`deliver`,
+driven by `core/delivery/outbox.py`): at once by this process when it saw the run come to
+rest, else (a retry after a failure, a process that died or stopped meanwhile) by whichever
+replica's outbox loop claims the row, rendered from the store as it is then.
+
 Threads. On a platform registered with `threads=True` a command answered outside a thread
 starts its run's thread with the reply it gets back (`Reply.starts_thread`); the adapter
 posts it and reports the thread with `Handler.attach_thread`. The run is already running
@@ -31,11 +37,12 @@ from core.commands import replies
 from core.commands.messages import Outbox, Reply
 from core.commands.offers import GateOffers
 from core.delivery.edits import Edits, NotDelivered, urgent
+from core.delivery.outbox import Deliverer
 from core.engine.engine import Engine
 from core.engine.events import EngineEvent, EventKind, NodeState, RunSummary
 from core.errors import BatonError
 from core.store.port import Store
-from core.store.records import Gate, Run
+from core.store.records import Delivery, Gate, Run, RunStatus
 
 log = logging.getLogger("baton.progress")
 
@@ -91,6 +98,12 @@ class ProgressReporter:
         self.offers = GateOffers(store, self._outboxes.get)
         #: a waiting gate's policy state for its message (set by the handler: it knows the policy)
         self.gate_state: Callable[[Run, Gate], dict[str, Any] | None] | None = None
+        #: cancelled runs whose cancelling command's own reply tells it (newest last, bounded)
+        self._told: OrderedDict[str, None] = OrderedDict()
+        #: the outbox rows: the final edit and the final reply of each run that came to rest
+        self.deliverer = Deliverer(store, self.deliver, self._outboxes.keys, owner=engine.owner)
+        #: called when a platform registers (the outbox loop looks for its rows at once)
+        self.platform_added: Callable[[], None] | None = None
         self.unsubscribe = engine.subscribe(self.on_event)
 
     @property
@@ -110,6 +123,8 @@ class ProgressReporter:
 
     def register_outbox(self, platform: str, outbox: Outbox, *, threads: bool = False) -> None:
         self._outboxes[platform] = outbox
+        if self.platform_added is not None:  # what waits for this platform goes out now
+            self.platform_added()
         if threads:
             self._threaded.add(platform)
         else:
@@ -187,6 +202,10 @@ class ProgressReporter:
         if event.kind is EventKind.RUN_FINISHED and event.run_status == "cancelled":
             told = event.run_id in self.announced  # emitted while the command awaits the engine
             self.announced.discard(event.run_id)
+            if told:
+                self._told[event.run_id] = None
+                while len(self._told) > RAN_MEMORY:
+                    self._told.popitem(last=False)
         if not self._outboxes:
             return  # no platform to report to (yet): nothing to build
         state = self._runs.get(event.run_id)
@@ -220,16 +239,17 @@ class ProgressReporter:
         while workers := [s.worker for s in self._runs.values() if s.worker and not s.worker.done()] + [
                 t for t in self._posts if not t.done()]:
             await asyncio.gather(*workers, return_exceptions=True)
+        await self.deliverer.idle()
         await self.offers.drain()
 
     async def _work(self, run_id: str, state: _RunState) -> None:
         key = f"progress:{run_id}"
         while state.dirty or state.finished:
             if state.finished:
-                event, told = state.finished.pop(0)
+                state.finished.pop(0)  # its reply is the run's outbox row: delivered from there
                 state.dirty = False
                 self.edits.rested(key)
-                await self._report(run_id, event, told=told)
+                await self.deliverer.deliver_run(run_id)
             else:
                 pause = self.edits.due_in(key)
                 if pause > 0:
@@ -239,15 +259,14 @@ class ProgressReporter:
                         continue  # the final report shows the latest table anyway
                 state.dirty = False
                 self.edits.edited(key)
-                if not await self._report(run_id, None):
+                if not await self._report(run_id):
                     state.dirty = True  # not taken for now: the newest state at the next turn
         if self._runs.get(run_id) is state:
             del self._runs[run_id]
 
-    async def _report(self, run_id: str, finished: EngineEvent | None, *, told: bool = False) -> bool:
-        """The progress edit; with `finished`, the final reply too (unless `told`: a cancel
-        command's own reply already says the run was cancelled). False when the progress
-        edit of a run still moving was not taken for now (it is sent again at the next turn)."""
+    async def _report(self, run_id: str) -> bool:
+        """The progress edit of a run still moving (the one at rest goes with the run's outbox
+        row, `deliver`). False when it was not taken for now (it is sent again at the next turn)."""
         try:
             run = self._store.get_run(run_id)
             outbox = self._outboxes.get(run.platform)
@@ -257,17 +276,43 @@ class ProgressReporter:
             summary = self._engine.summary(run)  # the run just read: not read again
             if not await self._send(outbox, replies.progress(run, summary, page=self.pages)):
                 return False
-            if finished is not None and run.status.resting:
-                ran = self._ran.pop(run_id, None)
-                if told and str(run.status) == "cancelled":
-                    return True
-                await self._send(outbox, self._final(run, summary, finished, ran))
         except BatonError as exc:
             extra = {"action": "progress", "run_id": run_id}
             log.warning("progress not reported: %s", exc.message, extra=extra)
         except Exception:
             log.exception("progress failed", extra={"action": "progress", "run_id": run_id})
         return True
+
+    async def deliver(self, row: Delivery) -> None:
+        """Send one outbox row (`core/delivery/outbox.py`): the run's progress message gets its
+        final edit, then the final reply follows (a completion, a failure, a gate waiting …),
+        rendered now from the store, through the platform's outbox. Raises when the platform
+        did not take them for now (`NotDelivered`): the row is retried after a backoff, also by
+        another process. A row whose run has moved on since (resumed, decided) is not sent:
+        what the run does now is told by its later replies."""
+        if row.kind != EventKind.RUN_FINISHED.value:
+            log.warning("outbox row of unknown kind %s skipped", row.kind,
+                        extra={"action": "outbox", "run_id": row.run_id})
+            return
+        run = self._store.get_run(row.run_id)
+        send = self._outboxes.get(run.platform)
+        if send is None:
+            raise BatonError(f"no outbox for {run.platform} in this process")
+        if run.status.value != row.payload.get("status"):
+            log.info("outbox row superseded: the run is %s now", run.status.value,
+                     extra={"action": "outbox_superseded", "run_id": run.id})
+            return
+        run = await self._await_thread(run)
+        summary = self._engine.summary(run)  # the run just read: not read again
+        await send(replies.progress(run, summary, page=self.pages))
+        told = run.id in self.announced or run.id in self._told
+        if told and run.status is RunStatus.CANCELLED:
+            self._told.pop(run.id, None)
+            return
+        event = EngineEvent(EventKind.RUN_FINISHED, run.id, run_status=run.status.value,
+                            detail={k: v for k, v in row.payload.items() if k != "status" and v is not None})
+        await send(self._final(run, summary, event, self._ran.get(run.id)))
+        self._ran.pop(run.id, None)
 
     async def post(self, reply: Reply) -> bool:
         """Hand `reply` to the outbox of its platform (`reply.platform`), in the background (a

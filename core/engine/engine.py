@@ -20,7 +20,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from core.engine.config import EngineConfig
-from core.engine.events import ENGINE_ACTOR, Plan, RunSummary, Subscriber
+from core.engine.events import ENGINE_ACTOR, Plan, RunSummary, Subscriber, tell_rest
 from core.engine.executions import Executions
 from core.engine.executor import RunnerFactory, input_digests
 from core.engine.gates import GateKeeper
@@ -118,15 +118,17 @@ class Engine:
         try:
             ready = self.readiness.ready(run.workflow, self.readiness.args_of(run))
         except BatonError as exc:
-            with contextlib.suppress(BatonError):
-                self.store.transition(
+            why = f"recovery failed: {exc.message}"
+            with contextlib.suppress(BatonError), self.store.transaction() as tx:
+                tx.transition(
                     run.id,
                     RunStatus.FAILED,
                     actor=ENGINE_ACTOR,
-                    reason=f"recovery failed: {exc.message}",
+                    reason=why,
                     expected_version=run.version,
                     allowed_from=[RunStatus.RUNNING],
                 )
+                tell_rest(tx, run.id, RunStatus.FAILED, reason=why)
             return
         await self.executions.launch(run, ready)
 

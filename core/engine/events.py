@@ -12,6 +12,9 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
+from core.store.records import RunStatus
+from core.store.unit_of_work import UnitOfWork
+
 _log = logging.getLogger(__name__)
 ENGINE_ACTOR = "baton"  # who the audit trail names for the engine's own decisions
 
@@ -52,6 +55,15 @@ class EngineEvent:
 
 
 Subscriber = Callable[[EngineEvent], Awaitable[None]]
+
+
+def tell_rest(tx: UnitOfWork, run_id: str, status: RunStatus, *, reason: str | None,
+              node: str | None = None) -> None:
+    """The run came to rest at `status`: its reply (the final progress edit and the final
+    message) goes in the outbox in the same unit of work as the change, so it exists exactly
+    when the change does and is delivered also after a crash (`core/delivery/outbox.py`)."""
+    payload = {"status": RunStatus(status).value, "reason": reason, "node": node}
+    tx.enqueue_delivery(run_id, EventKind.RUN_FINISHED.value, payload)
 
 
 @dataclass(frozen=True, slots=True)

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from core.engine.config import EngineConfig
-from core.engine.events import ENGINE_ACTOR, EngineEvent, EventBus, EventKind, Subscriber
+from core.engine.events import ENGINE_ACTOR, EngineEvent, EventBus, EventKind, Subscriber, tell_rest
 from core.engine.executor import Outcome, RunExecutor, RunnerFactory, Setup
 from core.engine.providers import ProviderRegistry
 from core.engine.readiness import Ready
@@ -102,22 +102,25 @@ class Executions:
         except Exception as exc:
             log.exception("execution failed", extra={"action": "execute", "run_id": run.id})
             outcome = Outcome(RunStatus.FAILED, f"Baton failed while executing: {type(exc).__name__}: {exc}")
-        try:
-            final = self.store.transition(
-                run.id,
-                outcome.status,
-                actor=ENGINE_ACTOR,
-                reason=outcome.reason,
-                expected_version=run.version,
-                allowed_from=[RunStatus.RUNNING],
-            )
+        try:  # the status, its reply in the outbox (and a needs_attention audit row): one unit
+            with self.store.transaction() as tx:
+                rested = tx.transition(
+                    run.id,
+                    outcome.status,
+                    actor=ENGINE_ACTOR,
+                    reason=outcome.reason,
+                    expected_version=run.version,
+                    allowed_from=[RunStatus.RUNNING],
+                )
+                tell_rest(tx, run.id, outcome.status, reason=outcome.reason, node=outcome.node_id)
+                if outcome.status is RunStatus.NEEDS_ATTENTION:  # a side effect may have half-happened
+                    tx.audit(actor=ENGINE_ACTOR, action="needs_attention", run_id=run.id,
+                             details={"node": outcome.node_id, "reason": outcome.reason})  # fmt: skip
+            final = rested.value
         except BatonError:
             final = self.store.get_run(run.id)  # cancelled or taken over meanwhile: theirs stands
         finally:
             self._active.pop(run.id, None)
-        if final.status is RunStatus.NEEDS_ATTENTION:  # a side effect may have half-happened
-            self.store.audit(actor=ENGINE_ACTOR, action="needs_attention", run_id=run.id,
-                             details={"node": outcome.node_id, "reason": final.reason})  # fmt: skip
         await self.emit(
             EventKind.RUN_FINISHED,
             run.id,

@@ -22,7 +22,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from core.engine.events import ENGINE_ACTOR
+from core.engine.events import ENGINE_ACTOR, tell_rest
 from core.engine.journal_index import MARKER_KEY, REJECTED_MARKER
 from core.errors import GateAlreadyDecided, Next, RunNotFound, RunNotResumable
 from core.store.cas import already_decided
@@ -122,6 +122,7 @@ class GateKeeper:
                 )
                 tx.audit(actor=actor, action="fail" if fail else "reject", run_id=run.id,
                          details={"node": gate.node_id, "reason": reason})  # fmt: skip
+                tell_rest(tx, run.id, status, reason=why, node=gate.node_id)
         except GateAlreadyDecided as exc:
             raise self._lost(run, exc) from exc
         return ended.value, why

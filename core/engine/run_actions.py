@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from core.engine.contracts import check_output
-from core.engine.events import EventKind
+from core.engine.events import EventKind, tell_rest
 from core.engine.executions import Executions
 from core.engine.gates import GateKeeper
 from core.engine.journal_index import INVALIDATED_MARKER, MARKER_KEY
@@ -163,6 +163,7 @@ class RunActions:
             paused = run.status is RunStatus.PAUSED
             closing = tx.close_gates(run.id, by=actor, comment=reason) if paused else None
             tx.audit(actor=actor, action=action, run_id=run.id, details={"from": run.status.value})
+            tell_rest(tx, run.id, RunStatus.CANCELLED, reason=reason)
         cancelled = ended.value
         for gate in closing.value if closing is not None else []:
             await self.executions.emit(
@@ -271,14 +272,18 @@ class RunActions:
             )
         self.store.audit(actor=actor, action="resolve", run_id=run.id, details=details)
         if action == "fail":
-            failed = self.store.transition(
-                run.id,
-                RunStatus.FAILED,
-                actor=actor,
-                reason=f"step `{node_id}` marked failed by {actor}",
-                expected_version=run.version,
-                allowed_from=(RunStatus.NEEDS_ATTENTION,),
-            )
+            why = f"step `{node_id}` marked failed by {actor}"
+            with self.store.transaction() as tx:
+                marked = tx.transition(
+                    run.id,
+                    RunStatus.FAILED,
+                    actor=actor,
+                    reason=why,
+                    expected_version=run.version,
+                    allowed_from=(RunStatus.NEEDS_ATTENTION,),
+                )
+                tell_rest(tx, run.id, RunStatus.FAILED, reason=why, node=node_id)
+            failed = marked.value
             await self.executions.emit(
                 EventKind.RUN_FINISHED, run.id, run_status=failed.status.value, reason=failed.reason
             )

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 from core.errors import AmbiguousRunId, RunNotFound, StoreError
 from core.store import cas
 from core.store.memory_ballots import MemoryBallots
+from core.store.memory_outbox import MemoryDeliveries
 from core.store.memory_unit import MemoryTables, MemoryUnitOfWork, copied
 from core.store.port import Pulse, StepResult, Store, digest_bytes
 from core.store.records import AuditEvent, Gate, GateStatus, JournalEntry, NodeStatus, Run, RunStatus
@@ -47,6 +48,15 @@ class MemoryStore:
         self.due_deadlines = self._ballots.due_deadlines
         self.gate_deadlines = self._ballots.gate_deadlines
         self.fire_deadline = self._ballots.fire_deadline
+        # the outbox (`memory_outbox.py`)
+        self._outbox = MemoryDeliveries(self._lock, self._t, self._now)
+        self.claim_deliveries = self._outbox.claim_deliveries
+        self.settle_delivery = self._outbox.settle_delivery
+        self.defer_delivery = self._outbox.defer_delivery
+        self.release_deliveries = self._outbox.release_deliveries
+        self.deliveries = self._outbox.deliveries
+        self.undelivered = self._outbox.undelivered
+        self.forget_deliveries = self._outbox.forget_deliveries
 
     def _now(self) -> float:
         """The clock, strictly increasing within this store (so "newest first" never ties)."""

@@ -16,7 +16,16 @@ from typing import Any, TypeVar
 
 from core.errors import RunNotFound, StoreError
 from core.store import cas
-from core.store.records import AuditEvent, Gate, GateStatus, JournalEntry, NodeStatus, Run, RunStatus
+from core.store.records import (
+    AuditEvent,
+    Delivery,
+    Gate,
+    GateStatus,
+    JournalEntry,
+    NodeStatus,
+    Run,
+    RunStatus,
+)
 from core.store.unit_of_work import Pending
 
 T = TypeVar("T")
@@ -40,8 +49,10 @@ class MemoryTables:
     audit: dict[int, AuditEvent] = field(default_factory=dict)
     events: dict[tuple[str, str], tuple[float, bool]] = field(default_factory=dict)  # (at, done)
     state: dict[tuple[str, str], tuple[str, float]] = field(default_factory=dict)  # (value, at)
+    outbox: dict[int, Delivery] = field(default_factory=dict)
     last_entry: int = 0
     last_audit: int = 0
+    last_delivery: int = 0
 
     def run(self, run_id: str) -> Run:
         run = self.runs.get(run_id)
@@ -243,6 +254,22 @@ class MemoryUnitOfWork:
             components=copied(components), status=NodeStatus.FAILED, started_at=(now := self._now()),
             finished_at=now, error=error,
         )  # fmt: skip
+
+    def enqueue_delivery(self, run_id: str, kind: str, payload: Mapping[str, Any]) -> None:
+        now = self._now()
+        kept = copied(dict(payload))
+
+        def op(undo: Undo) -> None:
+            run = self._t.runs.get(run_id)
+            if run is None:  # INSERT … SELECT from the run: no run, no row
+                return
+            self._t.last_delivery += 1
+            row = Delivery(id=self._t.last_delivery, run_id=run_id, kind=kind, platform=run.platform,
+                           conversation=run.conversation, thread=run.thread, payload=kept,
+                           created_at=now, due_at=now)  # fmt: skip
+            self._t.put(self._t.outbox, row.id, row, undo)
+
+        self._then(op)
 
     def add_entry(self, operation: str, **fields: Any) -> None:
         """A journal entry with these fields (its id drawn when the unit is applied)."""

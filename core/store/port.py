@@ -8,6 +8,7 @@
           + Ballots        votes on a gate (one per person) and its durable deadlines
           + Events         the audit trail and incoming chat events' dedupe
           + PlatformState  small values chat adapters (and Baton) keep across restarts
+          + Deliveries     the outbox: state-carrying replies, claimed with a lease, delivered once
           + Views          what a page or a command reads together, in one query
           + Transactions   `transaction()`: a unit of work (`core/store/unit_of_work.py`)
     Dispatch               queued steps of distributed execution (`SqlStore` on PostgreSQL)
@@ -36,6 +37,7 @@ from typing import Any, Protocol
 
 from core.store.records import (
     AuditEvent,
+    Delivery,
     Gate,
     GateDeadline,
     GateVote,
@@ -301,6 +303,41 @@ class PlatformState(Protocol):
         Baton's own (platform `"baton"`); how many."""
 
 
+class Deliveries(Protocol):
+    """The outbox. Rows are written by a unit of work (`UnitOfWork.enqueue_delivery`) together
+    with the state change they tell; a deliverer claims them, sends them, and settles them."""
+
+    def claim_deliveries(
+        self, owner: str, platforms: Iterable[str], *, lease_seconds: float, limit: int = 20,
+        run_id: str | None = None,
+    ) -> list[Delivery]:
+        """Rows due now for these platforms (of `run_id` only, when given), undelivered and
+        unleased (or their lease lapsed), each the oldest undelivered row of its run, at most
+        `limit`, soonest due first: each
+        leased to `owner` for `lease_seconds` with a compare-and-swap (of claimers racing,
+        exactly one gets a row) and its `attempts` counted."""
+
+    def settle_delivery(self, delivery_id: int, owner: str) -> bool:
+        """Mark it delivered; False when `owner` no longer holds its claim (a peer took over)."""
+
+    def defer_delivery(self, delivery_id: int, owner: str, *, due_at: float, error: str) -> bool:
+        """Give the claim up and try again at `due_at` (a backoff), noting `error`; False when
+        `owner` no longer holds the claim."""
+
+    def release_deliveries(self, owner: str) -> int:
+        """Let every claim `owner` holds lapse now, so a peer delivers those rows at once
+        (shutdown); how many."""
+
+    def deliveries(self, run_id: str) -> list[Delivery]:
+        """Every row of the run, delivered or not, oldest first."""
+
+    def undelivered(self, limit: int = 100) -> list[Delivery]:
+        """Rows not delivered yet, any run, oldest first."""
+
+    def forget_deliveries(self, before: float) -> int:
+        """Drop rows delivered before `before` (epoch seconds); how many."""
+
+
 class Views(Protocol):
     """Reads that a page or a command always makes together, answered by one query."""
 
@@ -326,7 +363,8 @@ class Transactions(Protocol):
 
 
 class Store(
-    Blobs, Runs, Leases, Journal, Gates, Ballots, Events, PlatformState, Views, Transactions, Protocol
+    Blobs, Runs, Leases, Journal, Gates, Ballots, Events, PlatformState, Deliveries, Views, Transactions,
+    Protocol,
 ):
     def migrate(self) -> str | None:
         """Bring the schema to the newest revision (idempotent, safe to race); the revision the

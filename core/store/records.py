@@ -200,3 +200,32 @@ class GateDeadline(_Record):
     due_at: float
     fired_at: float | None = None
     fired_by: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Delivery(_Record):
+    """A state-carrying reply waiting in the outbox (or delivered): written with the state
+    change it tells, delivered at least once. `kind` says what happened (`run_finished`),
+    `payload` its data (the status, the reason, the node); where it goes is the run's
+    (`platform`, `conversation`, `thread` as they were when it was written). A deliverer
+    claims it with a lease (`claimed_by`, `lease_expires_at`); `attempts` counts the claims."""
+
+    id: int
+    run_id: str
+    kind: str
+    platform: str
+    conversation: str
+    thread: str | None
+    payload: dict[str, Any]
+    created_at: float
+    due_at: float
+    attempts: int = 0
+    claimed_by: str | None = None
+    lease_expires_at: float | None = None
+    delivered_at: float | None = None
+    last_error: str | None = None
+
+    @property
+    def key(self) -> str:
+        """Stable across redeliveries: what the platform side deduplicates on."""
+        return f"outbox:{self.id}"

@@ -7,6 +7,7 @@
              + BallotsSql (Ballots: votes, deadlines)        ballots_sql.py
              + DispatchSql (Dispatch: queued steps)          dispatch_sql.py
              + StateSql (PlatformState)                      state_sql.py
+             + DeliveriesSql (Deliveries: the outbox)        outbox_sql.py
              + ViewsSql (Views)                              views_sql.py
              on SqlBase (engine, clock, hot path)            sql_base.py
 
@@ -28,6 +29,7 @@ from core.store.database import store_operation
 from core.store.dispatch_sql import DispatchSql
 from core.store.gates_sql import GatesSql
 from core.store.journal_sql import JournalSql
+from core.store.outbox_sql import DeliveriesSql
 from core.store.port import Dispatch, Store
 from core.store.runs_sql import RunsSql
 from core.store.state_sql import StateSql
@@ -36,7 +38,7 @@ from core.store.views_sql import ViewsSql
 __all__ = ["DEFAULT_LEASE_SECONDS", "SqlStore"]
 
 
-class SqlStore(RunsSql, JournalSql, GatesSql, BallotsSql, DispatchSql, StateSql, ViewsSql):
+class SqlStore(RunsSql, JournalSql, GatesSql, BallotsSql, DispatchSql, StateSql, ViewsSql, DeliveriesSql):
     """The run store on SQLite (WAL) or PostgreSQL (psycopg 3), through the same code.
 
     `sqlite_synchronous`: "NORMAL" (default; a power cut may lose the last commits but

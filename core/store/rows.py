@@ -12,6 +12,7 @@ from sqlalchemy.engine import Row, RowMapping
 
 from core.store.records import (
     AuditEvent,
+    Delivery,
     Gate,
     GateDeadline,
     GateStatus,
@@ -156,4 +157,24 @@ def audit_from_row(row: RowLike) -> AuditEvent:
         action=m["action"],
         run_id=m["run_id"],
         details=dict(m["details"] or {}),
+    )
+
+
+def delivery_from_row(row: RowLike) -> Delivery:
+    m = _m(row)
+    return Delivery(
+        id=int(m["id"]),
+        run_id=m["run_id"],
+        kind=m["kind"],
+        platform=m["platform"],
+        conversation=m["conversation"],
+        thread=m["thread"],
+        payload=json_object(m["payload"]),
+        created_at=float(m["created_at"]),
+        due_at=float(m["due_at"]),
+        attempts=int(m["attempts"]),
+        claimed_by=m["claimed_by"],
+        lease_expires_at=None if m["lease_expires_at"] is None else float(m["lease_expires_at"]),
+        delivered_at=None if m["delivered_at"] is None else float(m["delivered_at"]),
+        last_error=m["last_error"],
     )

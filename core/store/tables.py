@@ -7,7 +7,7 @@ SQLAlchemy ORM and build seven pydantic models (≈ 0.2 s of a cold start, issue
 The alembic revisions (`migrations/versions/`: `0001_initial.py`, `0002_gate_cache_key.py`,
 `0003_platform_state.py`, `0004_event_handling.py`, `0005_origin_event_partial_index.py`,
 `0006_runs_args_digest_index.py`, `0007_runs_conversation_recent_index.py`,
-`0008_gate_votes_deadlines.py`)
+`0008_gate_votes_deadlines.py`, `0009_outbox.py`)
 create exactly this schema; `tests/integration/store/test_migrations.py` checks they agree.
 
 Statuses are stored as short strings (the `StrEnum` values), timestamps as float
@@ -196,6 +196,32 @@ PLATFORM_STATE = sa.Table(
     sa.Column("key", sa.String(), primary_key=True),
     sa.Column("value", sa.Text(), nullable=False),
     _float("at", nullable=False),
+)
+
+#: State-carrying replies (revision 0009): written in the unit of work that changes the run's
+#: state, delivered at least once by whichever replica claims the row (a lease: `claimed_by`,
+#: `lease_expires_at`), retried at `due_at`; delivered rows are pruned by housekeeping.
+OUTBOX = sa.Table(
+    "outbox",
+    metadata,
+    sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
+    sa.Column("run_id", sa.String(12), sa.ForeignKey("runs.id", ondelete="CASCADE"), nullable=False),
+    _text("kind", 32, nullable=False),
+    _text("platform", nullable=False),
+    _text("conversation", nullable=False),
+    _text("thread", nullable=True),
+    _json("payload"),
+    _float("created_at", nullable=False),
+    _float("due_at", nullable=False),
+    sa.Column("attempts", sa.Integer, nullable=False, server_default="0"),
+    _text("claimed_by", nullable=True),
+    _float("lease_expires_at", nullable=True),
+    _float("delivered_at", nullable=True),
+    sa.Column("last_error", sa.Text, nullable=True),
+    # what is due: undelivered rows by due time (delivered rows keep a time, so they sort apart)
+    sa.Index("ix_outbox_due", "delivered_at", "due_at"),
+    # one run's rows in order: a row waits for the run's older undelivered ones
+    sa.Index("ix_outbox_run", "run_id", "id"),
 )
 
 

@@ -118,3 +118,8 @@ class UnitOfWork(Protocol):
 
     def invalidate(self, run_id: str, node_ids: Iterable[str], *, actor: str) -> Pending[int]:
         """Mark the completed entries of those nodes in `run_id` invalidated; how many."""
+
+    def enqueue_delivery(self, run_id: str, kind: str, payload: Mapping[str, Any]) -> None:
+        """A state-carrying reply in the outbox (`Deliveries`), to the run's platform,
+        conversation and thread as the unit finds them: it exists exactly when the state
+        change of the same unit does."""

@@ -137,6 +137,9 @@ class SqlUnitOfWork:
         )
         self.writes.append(note)
 
+    def enqueue_delivery(self, run_id: str, kind: str, payload: Mapping[str, Any]) -> None:
+        self.writes.append(w.enqueue_delivery(self._now(), run_id, kind, payload))
+
     def invalidate(self, run_id: str, node_ids: Iterable[str], *, actor: str) -> Pending[int]:
         write = w.invalidate(run_id, node_ids, actor=actor)
         if write is not None:

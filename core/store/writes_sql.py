@@ -29,7 +29,7 @@ from core.store import cas
 from core.store.database import dialect_insert
 from core.store.records import Gate, GateStatus, NodeStatus, Run, RunStatus
 from core.store.rows import gate_from_row, run_from_row
-from core.store.tables import AUDIT, BLOBS, GATES, JOURNAL, PROCESSED_EVENTS, RUNS
+from core.store.tables import AUDIT, BLOBS, GATES, JOURNAL, OUTBOX, PROCESSED_EVENTS, RUNS
 from core.store.unit_of_work import Pending
 
 Rows = Sequence[Mapping[Any, Any]]
@@ -155,6 +155,19 @@ def _invalidate(_dialect: str, p: str, _variant: str) -> Any:
     )
 
 
+def _enqueue_delivery(dialect: str, p: str, _variant: str) -> Any:
+    """INSERT … SELECT: where the reply goes is the run's place, read in the same statement.
+    PostgreSQL needs the selected parameters' types spelled out; SQLite must not get a CAST
+    (`CAST(… AS JSON)` has numeric affinity there)."""
+    given = ("run_id", "kind", "payload", "created_at", "due_at")
+    typed = sa.cast if dialect == "postgresql" else sa.type_coerce
+    values = [typed(_b(p, c, OUTBOX.c[c]), OUTBOX.c[c].type) for c in given]
+    source = sa.select(*values, RUNS.c.platform, RUNS.c.conversation, RUNS.c.thread).where(
+        RUNS.c.id == _b(p, "run_id", RUNS.c.id)
+    )
+    return sa.insert(OUTBOX).from_select([*given, "platform", "conversation", "thread"], source)
+
+
 KINDS: dict[str, Kind] = {
     "put_blob": Kind(_put_blob),
     "create_run": Kind(_create_run),
@@ -166,6 +179,7 @@ KINDS: dict[str, Kind] = {
     "finish_event": Kind(_finish_event, updates=True),
     "journal_note": Kind(_journal_note),
     "invalidate": Kind(_invalidate, returns=True, updates=True),
+    "enqueue_delivery": Kind(_enqueue_delivery),
 }
 
 
@@ -277,6 +291,11 @@ def invalidate(run_id: str, node_ids: Iterable[str], *, actor: str) -> Write | N
         return None
     params = {"run_id": run_id, "nodes": nodes, "actor": actor}
     return Write("invalidate", params, "invalidate step results", result=len)
+
+
+def enqueue_delivery(now: float, run_id: str, kind: str, payload: Mapping[str, Any]) -> Write:
+    params = {"run_id": run_id, "kind": kind, "payload": dict(payload), "created_at": now, "due_at": now}
+    return Write("enqueue_delivery", params, "queue a reply in the outbox")
 
 
 # -- reading the loser's state -------------------------------------------------------------

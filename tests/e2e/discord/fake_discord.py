@@ -91,6 +91,19 @@ class FakeDiscord:
     _ids: itertools.count[int] = field(default_factory=lambda: itertools.count(1200000000000000000))
     _changed: asyncio.Condition = field(default_factory=asyncio.Condition)
     _runner: web.AppRunner | None = None
+    #: (method, text contained): such requests get no answer until `release` (a slow Discord)
+    _holds: list[tuple[str, str]] = field(default_factory=list)
+    _released: asyncio.Event = field(default_factory=asyncio.Event)
+    held: list[Call] = field(default_factory=list)  # requests left unanswered (not in `calls`)
+
+    def hold(self, method: str, text: str) -> None:
+        """Requests of `method` whose content contains `text` hang unanswered until `release`."""
+        self._holds.append((method, text))
+        self._released.clear()
+
+    def release(self) -> None:
+        self._holds.clear()
+        self._released.set()
 
     def __post_init__(self) -> None:
         self.channels[CHANNEL_ID] = text_channel(CHANNEL_ID)
@@ -156,6 +169,12 @@ class FakeDiscord:
         payload, files = await _read_body(request)
         path = request.match_info["path"]
         call = Call(request.method, path, payload, files, dict(request.query), time.monotonic())
+        if any(call.method == m and text in call.content for m, text in self._holds):
+            async with self._changed:
+                self.held.append(call)
+                self._changed.notify_all()
+            await self._released.wait()
+            return _json({"code": 0, "message": "503: Service Unavailable"}, status=503)
         authorization = request.headers.get("Authorization")
         wrong = self.bot_token is not None and authorization not in (None, f"Bot {self.bot_token}")
         response: web.StreamResponse | None = None

@@ -35,6 +35,7 @@ async def failed_run(bot: DiscordBot, message: str = "A fail") -> str:
     run_id, thread, run = await bot.start(f'run flaky "{message}"')
     assert run.status == "failed"
     await bot.posted_in(thread, "failed at")  # its reply (with a Resume button) is in the thread
+    await bot.baton.handler.drain()  # its failure reply (with its own resume button) is out
     return run_id
 
 

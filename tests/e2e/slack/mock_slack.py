@@ -111,6 +111,10 @@ class MockSlack:
         self._runner: web.AppRunner | None = None
         self._sockets: list[web.WebSocketResponse] = []
         self.port = 0
+        #: (method, text contained): such calls get no answer until `release` (a slow Slack)
+        self._holds: list[tuple[str, str]] = []
+        self._released = asyncio.Event()
+        self.held: list[Call] = []  # calls left unanswered (not in `calls`: Slack never took them)
 
     # -- lifecycle ---------------------------------------------------------------
     async def start(self) -> None:
@@ -149,6 +153,15 @@ class MockSlack:
         """The next `times` calls of `method` (those whose body has the values of `only`) fail."""
         failure = _Failure(error, status, headers or {}, extra, drop, only or {})
         self._failures.setdefault(method, []).extend([failure] * times)
+
+    def hold(self, method: str, contains: str) -> None:
+        """Calls of `method` whose text contains `contains` hang unanswered until `release`."""
+        self._holds.append((method, contains))
+        self._released.clear()
+
+    def release(self) -> None:
+        self._holds.clear()
+        self._released.set()
 
     def of(self, *methods: str) -> list[Call]:
         return [c for c in self.calls if c.method in methods]
@@ -205,6 +218,13 @@ class MockSlack:
                 request.transport.close()  # the client sees the server disconnect
             payload = {"ok": False, "error": failure.error, **failure.extra}
             return web.json_response(payload, status=failure.status, headers=failure.headers)
+        asked = Call(method, body, time.monotonic())
+        if any(method == m and text in asked.text for m, text in self._holds):
+            async with self._changed:
+                self.held.append(asked)
+                self._changed.notify_all()
+            await self._released.wait()
+            return web.json_response({"ok": False, "error": "internal_error"}, status=503)
         invalid = _invalid_blocks(body) if method.startswith("chat.") else None
         if invalid is not None:
             await self._record(Call(method, body, time.monotonic()))

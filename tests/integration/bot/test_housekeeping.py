@@ -143,6 +143,9 @@ async def test_a_long_pass_runs_off_the_event_loop_and_does_not_delay_the_start(
         def forget_state(self, before: float) -> int:
             return self.inner.forget_state(before)
 
+        def forget_deliveries(self, before: float) -> int:
+            return self.inner.forget_deliveries(before)
+
     with SqlStore(sqlite_url) as store:
         store.migrate()
         housekeeping = Housekeeping(

@@ -132,7 +132,9 @@ async def test_a_durable_inline_pure_step_is_one_commit(tmp_path: Path, sqlite_u
     assert store.calls["journal_start"] == 0
     assert store.calls["journal_finish"] == 0
     assert store.calls["put_blob"] == 0  # outputs go with their entries,
-    assert store.calls["transaction"] == 1  # the run's args with the run and its audit row
+    # the run's args with the run and its audit row; its rest with its reply in the outbox
+    assert store.calls["transaction"] == 2
+    assert store.calls["transition"] == 0
     entries = store.inner.journal([run.id])
     assert len(entries) == N and {e.status for e in entries} == {NodeStatus.COMPLETED}
     assert store.inner.get_blob(entries[-1].output_digest or "") == b"through"

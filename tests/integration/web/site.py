@@ -92,7 +92,9 @@ class Site:
         answer = await self.say(text, user=user, conversation=conversation)
         run_id = answer[0].run_id
         assert run_id is not None, answer
-        return await self.baton.engine.wait(run_id, timeout=60)
+        rested = await self.baton.engine.wait(run_id, timeout=60)
+        await self.baton.handler.drain()  # its final replies are out: nothing else reads meanwhile
+        return rested
 
     async def link(self, run: Run, *, user: str = "ana") -> str:
         """The link `open <run>` gives `user` in chat (the path part)."""

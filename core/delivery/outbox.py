@@ -1,0 +1,229 @@
+"""Delivering the outbox: state-carrying replies, at least once, by one replica at a time.
+
+    deliverer = Deliverer(store, render, platforms, owner=engine.owner)
+    await deliverer.deliver_run(run_id)   # at once, when this process saw the run come to rest
+    await deliverer.deliver_due()         # any due row of our platforms (retries, dead peers' rows)
+    loop = OutboxLoop(deliverer, every=2.0); await loop.start() … await loop.stop()
+
+The rows are written by the engine in the unit of work that changes the run's state
+(`core.engine.events.tell_rest`). A row is claimed with a lease (a compare-and-swap in the
+store: of several replicas exactly one gets it; a holder that died lets it lapse and another
+takes it), rendered and sent by `render` (the conversation layer: the final edit of the run's
+progress message and the final reply, through the platform's outbox, which raises
+`NotDelivered` when the platform could not take it for now), then settled. A failure defers
+the row with exponential backoff and jitter (tenacity's `wait_exponential_jitter`); the HTTP
+retries themselves are the SDKs' (slack_sdk's retry handlers, discord.py's rate-limit
+handling). A row that still fails
+after `max_attempts` is given up and logged as an error, never dropped silently. Replies are
+sent with a key stable across redeliveries (`Delivery.key`), so a redelivery after a crash
+edits what the first attempt posted where the adapter kept its id.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Awaitable, Callable, Collection
+from typing import TYPE_CHECKING
+
+from core.errors import StoreError
+from core.store.port import Deliveries
+from core.store.records import Delivery
+
+if TYPE_CHECKING:  # tenacity is imported on the first retry only (a start stays light)
+    import tenacity
+
+log = logging.getLogger("baton.outbox")
+
+Render = Callable[[Delivery], Awaitable[None]]
+
+
+def backoff(attempts: int, wait: tenacity.wait.wait_base | None = None) -> float:
+    """Seconds to wait before the next attempt after `attempts` failed ones."""
+    import tenacity
+
+    strategy = wait or tenacity.wait_exponential_jitter(initial=1, max=300, jitter=1)
+    state = tenacity.RetryCallState(retry_object=tenacity.Retrying(), fn=None, args=(), kwargs={})
+    state.attempt_number = max(1, attempts)
+    return float(strategy(state))
+
+
+class Deliverer:
+    def __init__(
+        self,
+        store: Deliveries,
+        render: Render,
+        platforms: Callable[[], Collection[str]],
+        *,
+        owner: str,
+        lease_seconds: float = 60.0,
+        max_attempts: int = 25,
+        wait: tenacity.wait.wait_base | None = None,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.store = store
+        self.render = render
+        self.platforms = platforms  # those this process can send to (registered now)
+        self.owner = owner
+        self.lease_seconds = lease_seconds
+        self.max_attempts = max_attempts
+        self.wait = wait
+        self.clock = clock
+        self.delivered = 0  # rows this process delivered
+        self._inflight: set[asyncio.Task[bool]] = set()
+
+    async def deliver_due(self, limit: int = 20) -> int:
+        """Claim the due rows of our platforms (one per run: a run's rows go in order) and send
+        them concurrently; how many were delivered. Repeats while a pass delivered something."""
+        total = 0
+        while True:
+            rows = self._claim(limit)
+            if not rows:
+                return total
+            done = await asyncio.gather(*(self._tracked(row) for row in rows))
+            total += sum(done)
+            if not any(done):
+                return total
+
+    async def deliver_run(self, run_id: str) -> int:
+        """Send `run_id`'s due rows now, oldest first (this process saw it come to rest)."""
+        total = 0
+        while rows := self._claim(50, run_id=run_id):
+            for row in rows:
+                if not await self._tracked(row):
+                    return total
+                total += 1
+        return total
+
+    def _claim(self, limit: int, run_id: str | None = None) -> list[Delivery]:
+        platforms = list(self.platforms())
+        if not platforms:
+            return []
+        try:
+            return self.store.claim_deliveries(
+                self.owner, platforms, lease_seconds=self.lease_seconds, limit=limit, run_id=run_id
+            )
+        except Exception:  # the database blinked: the next pass claims them
+            log.exception("outbox claim failed", extra={"action": "outbox_claim"})
+            return []
+
+    async def _tracked(self, row: Delivery) -> bool:
+        task = asyncio.ensure_future(self._one(row))
+        self._inflight.add(task)
+        try:
+            return await asyncio.shield(task)  # a cancelled caller leaves the send to finish
+        except asyncio.CancelledError:
+            me = asyncio.current_task()
+            if task.cancelled() and (me is None or not me.cancelling()):
+                return False  # the send was stopped (`cancel`), not us: its claim is released
+            raise
+        finally:
+            if task.done():
+                self._inflight.discard(task)
+
+    async def idle(self) -> None:
+        """Until every send in flight has finished."""
+        while self._inflight:
+            await asyncio.gather(*list(self._inflight), return_exceptions=True)
+            self._inflight = {t for t in self._inflight if not t.done()}
+
+    async def _one(self, row: Delivery) -> bool:
+        try:
+            return await self._send(row)
+        except StoreError:  # the database blinked settling it: the claim lapses, it goes again
+            log.exception("outbox row not settled", extra={"action": "outbox", "run_id": row.run_id})
+            return False
+
+    async def _send(self, row: Delivery) -> bool:
+        extra = {"action": "outbox", "run_id": row.run_id, "delivery": row.id, "attempt": row.attempts}
+        try:
+            try:
+                async with asyncio.timeout(self.lease_seconds * 0.8):  # settle before the lease lapses
+                    await self.render(row)
+            except asyncio.CancelledError:
+                task = asyncio.current_task()
+                if task is not None and task.cancelling():
+                    raise  # we are being stopped: the claim lapses, a peer or the next process sends it
+                raise RuntimeError("the send was cancelled (the chat client stopped)") from None
+        except Exception as exc:
+            error = f"{type(exc).__name__}: {exc}"
+            if row.attempts >= self.max_attempts:
+                log.error("reply given up after %d attempts: %s", row.attempts, error, extra=extra)
+                self.store.settle_delivery(row.id, self.owner)
+                return False
+            delay = backoff(row.attempts, self.wait)
+            log.warning("reply not delivered (%s); retrying in %.1fs", error, delay, extra=extra)
+            self.store.defer_delivery(row.id, self.owner, due_at=self.clock() + delay, error=error)
+            return False
+        if not self.store.settle_delivery(row.id, self.owner):
+            log.info("reply delivered after its claim lapsed", extra=extra)
+        self.delivered += 1
+        return True
+
+    async def cancel(self) -> None:
+        """Stop the sends still in flight (shutdown, after the flush had its time): their rows
+        stay undelivered, and `release` lets the next process or a peer take them at once."""
+        for task in self._inflight:
+            task.cancel()
+        await asyncio.gather(*self._inflight, return_exceptions=True)
+        self._inflight.clear()
+
+    def release(self) -> int:
+        """Give up this process's claims (shutdown): a peer takes them at once."""
+        return self.store.release_deliveries(self.owner)
+
+
+class OutboxLoop:
+    """Delivers due rows every `every` seconds (and when woken): retries after their backoff,
+    rows of a process that died (its claims lapse), rows written while no platform was connected.
+    Started and stopped with the engine (`bot/app.py`)."""
+
+    def __init__(self, deliverer: Deliverer, *, every: float = 2.0) -> None:
+        self.deliverer = deliverer
+        self.every = every
+        self._wake = asyncio.Event()
+        self._stopping = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+        self.passes = 0
+
+    def wake(self) -> None:
+        self._wake.set()
+
+    async def start(self) -> None:
+        self._stopping.clear()
+        self._task = asyncio.create_task(self._loop(), name="baton-outbox")
+
+    async def stop(self, wait: float = 1.0) -> None:
+        """Stop after the pass in progress (cancelled after `wait` seconds), and stop the sends
+        still in flight: their rows stay in the outbox for the next process or a peer."""
+        self._stopping.set()
+        self._wake.set()
+        if self._task is not None:
+            done, _ = await asyncio.wait({self._task}, timeout=wait)
+            if not done:
+                self._task.cancel()
+                await asyncio.gather(self._task, return_exceptions=True)
+            self._task = None
+        await self.deliverer.cancel()
+
+    async def flush(self, timeout: float) -> int:
+        """Deliver every due row now, for at most `timeout` seconds (shutdown); how many."""
+        delivered = 0
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(max(0.0, timeout)):
+                await self.deliverer.idle()
+                delivered = await self.deliverer.deliver_due()
+        return delivered
+
+    async def _loop(self) -> None:
+        while not self._stopping.is_set():
+            self._wake.clear()  # a wake during the pass brings the next one forward
+            try:
+                await self.deliverer.deliver_due()
+            except Exception:
+                log.exception("outbox pass failed", extra={"action": "outbox"})
+            self.passes += 1
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._wake.wait(), self.every)

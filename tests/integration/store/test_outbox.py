@@ -1,0 +1,189 @@
+"""The outbox on every store (the contract): rows written only with their state change,
+claimed by exactly one claimer, taken over when a lease lapses, retried after a backoff, kept
+in order per run, pruned once delivered; and two replicas claiming at once on a shared
+database."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+
+import pytest
+
+from core.errors import InvalidTransition
+from core.store.port import Store
+from core.store.records import Delivery, RunStatus
+from core.store.repository import SqlStore
+from tests.integration.store.conftest import Clock, MakeRun
+
+
+def _finish(store: Store, run_id: str, to: RunStatus = RunStatus.COMPLETED, **payload: object) -> None:
+    with store.transaction() as tx:
+        tx.transition(run_id, to, actor="engine", allowed_from=[RunStatus.RUNNING])
+        tx.enqueue_delivery(run_id, "run_finished", {"status": to.value, **payload})
+
+
+def test_a_row_is_written_with_its_state_change_and_the_runs_place(store: Store, make_run: MakeRun) -> None:
+    run = make_run(RunStatus.RUNNING, platform="discord", conversation="C9", thread="T9")
+    _finish(store, run.id, reason="done")
+    [row] = store.deliveries(run.id)
+    assert (row.kind, row.platform, row.conversation, row.thread) == ("run_finished", "discord", "C9", "T9")
+    assert row.payload == {"status": "completed", "reason": "done"}
+    assert row.delivered_at is None and row.attempts == 0 and row.claimed_by is None
+    assert store.undelivered() == [row]
+    assert row.key == f"outbox:{row.id}"
+
+
+def test_a_lost_compare_and_swap_writes_no_row(store: Store, make_run: MakeRun) -> None:
+    run = make_run(RunStatus.COMPLETED)
+    with pytest.raises(InvalidTransition):
+        _finish(store, run.id, RunStatus.FAILED)
+    assert store.deliveries(run.id) == []
+
+
+def test_an_exception_in_the_unit_writes_no_row(store: Store, make_run: MakeRun) -> None:
+    run = make_run(RunStatus.RUNNING)
+    with pytest.raises(RuntimeError), store.transaction() as tx:
+        tx.enqueue_delivery(run.id, "run_finished", {"status": "completed"})
+        raise RuntimeError("boom")
+    assert store.deliveries(run.id) == []
+
+
+def test_a_claimed_row_is_not_claimed_again_until_its_lease_lapses(
+    store: Store, make_run: MakeRun, clock: Clock
+) -> None:
+    run = make_run(RunStatus.RUNNING)
+    _finish(store, run.id)
+    [mine] = store.claim_deliveries("a", ["slack"], lease_seconds=30)
+    assert (mine.claimed_by, mine.attempts) == ("a", 1)
+    assert store.claim_deliveries("b", ["slack"], lease_seconds=30) == []
+    clock.advance(31)  # "a" died holding it
+    [taken] = store.claim_deliveries("b", ["slack"], lease_seconds=30)
+    assert (taken.id, taken.claimed_by, taken.attempts) == (mine.id, "b", 2)
+    assert not store.settle_delivery(mine.id, "a")  # the old holder lost it
+    assert store.settle_delivery(mine.id, "b")
+    assert not store.settle_delivery(mine.id, "b")  # once
+    assert store.undelivered() == []
+    assert store.claim_deliveries("c", ["slack"], lease_seconds=30) == []
+
+
+def test_only_the_claimers_platforms_are_claimed(store: Store, make_run: MakeRun) -> None:
+    run = make_run(RunStatus.RUNNING, platform="discord")
+    _finish(store, run.id)
+    assert store.claim_deliveries("a", ["slack", "console"], lease_seconds=30) == []
+    assert store.claim_deliveries("a", [], lease_seconds=30) == []
+    assert [r.run_id for r in store.claim_deliveries("a", ["discord"], lease_seconds=30)] == [run.id]
+
+
+def test_a_deferred_row_waits_for_its_backoff(store: Store, make_run: MakeRun, clock: Clock) -> None:
+    run = make_run(RunStatus.RUNNING)
+    _finish(store, run.id)
+    [row] = store.claim_deliveries("a", ["slack"], lease_seconds=30)
+    assert store.defer_delivery(row.id, "a", due_at=clock.now + 8, error="503 Service Unavailable")
+    assert not store.defer_delivery(row.id, "a", due_at=clock.now, error="again")  # claim given up
+    assert store.claim_deliveries("a", ["slack"], lease_seconds=30) == []
+    clock.advance(7)
+    assert store.claim_deliveries("b", ["slack"], lease_seconds=30) == []
+    clock.advance(2)
+    [again] = store.claim_deliveries("b", ["slack"], lease_seconds=30)
+    assert (again.attempts, again.last_error) == (2, "503 Service Unavailable")
+
+
+def test_a_runs_rows_are_claimed_in_order(store: Store, make_run: MakeRun, clock: Clock) -> None:
+    first, other = make_run(RunStatus.RUNNING), make_run(RunStatus.RUNNING)
+    _finish(store, first.id, RunStatus.PAUSED)
+    store.transition(first.id, RunStatus.RUNNING, actor="u", lease_owner="engine")
+    _finish(store, first.id)
+    _finish(store, other.id)
+    claimed = store.claim_deliveries("a", ["slack"], lease_seconds=30)
+    assert [(r.run_id, r.payload["status"]) for r in claimed] == [
+        (first.id, "paused"), (other.id, "completed")
+    ]
+    store.defer_delivery(claimed[0].id, "a", due_at=clock.now + 5, error="x")
+    clock.advance(1)
+    assert store.claim_deliveries("a", ["slack"], lease_seconds=30) == []  # the later one waits
+    clock.advance(5)
+    [paused] = store.claim_deliveries("a", ["slack"], lease_seconds=30)
+    assert paused.payload["status"] == "paused"
+    store.settle_delivery(paused.id, "a")
+    [completed] = store.claim_deliveries("a", ["slack"], lease_seconds=30)
+    assert (completed.run_id, completed.payload["status"]) == (first.id, "completed")
+
+
+def test_released_claims_are_claimed_at_once(store: Store, make_run: MakeRun) -> None:
+    run = make_run(RunStatus.RUNNING)
+    _finish(store, run.id)
+    store.claim_deliveries("a", ["slack"], lease_seconds=300)
+    assert store.release_deliveries("a") == 1
+    assert [r.claimed_by for r in store.claim_deliveries("b", ["slack"], lease_seconds=30)] == ["b"]
+
+
+def test_delivered_rows_are_pruned_after_their_retention(
+    store: Store, make_run: MakeRun, clock: Clock
+) -> None:
+    done, pending = make_run(RunStatus.RUNNING), make_run(RunStatus.RUNNING)
+    _finish(store, done.id)
+    [row] = store.claim_deliveries("a", ["slack"], lease_seconds=30)
+    store.settle_delivery(row.id, "a")
+    _finish(store, pending.id)
+    clock.advance(100)
+    assert store.forget_deliveries(clock.now - 200) == 0
+    assert store.forget_deliveries(clock.now) == 1
+    assert store.deliveries(done.id) == []
+    assert [r.run_id for r in store.undelivered()] == [pending.id]  # never an undelivered one
+
+
+def _race(workers: list[Callable[[], list[Delivery]]]) -> list[list[Delivery]]:
+    barrier = threading.Barrier(len(workers))
+    results: list[list[Delivery]] = [[] for _ in workers]
+
+    def go(i: int) -> None:
+        barrier.wait()
+        results[i] = workers[i]()
+
+    threads = [threading.Thread(target=go, args=(i,)) for i in range(len(workers))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(30)
+    return results
+
+
+def test_two_claimers_at_once_get_each_row_once(store: Store, make_run: MakeRun) -> None:
+    runs = [make_run(RunStatus.RUNNING) for _ in range(6)]
+    for run in runs:
+        _finish(store, run.id)
+    a, b = _race([
+        lambda: store.claim_deliveries("a", ["slack"], lease_seconds=30),
+        lambda: store.claim_deliveries("b", ["slack"], lease_seconds=30),
+    ])
+    ids = [r.id for r in a + b]
+    assert sorted(ids) == sorted(r.id for r in store.undelivered()) and len(set(ids)) == 6
+
+
+def test_two_replicas_claiming_at_once_get_each_row_once(database_url: str, make_sql_run: MakeRun) -> None:
+    with SqlStore(database_url) as a, SqlStore(database_url) as b:
+        for _round in range(5):
+            runs = [make_sql_run(RunStatus.RUNNING) for _ in range(4)]
+            for run in runs:
+                _finish(a, run.id)
+            got_a, got_b = _race([
+                lambda: a.claim_deliveries("replica-a", ["slack"], lease_seconds=30),
+                lambda: b.claim_deliveries("replica-b", ["slack"], lease_seconds=30),
+            ])
+            ids = [r.id for r in got_a + got_b]
+            assert len(ids) == len(set(ids)) == 4
+            for row in got_a:
+                assert a.settle_delivery(row.id, "replica-a") and not b.settle_delivery(row.id, "replica-b")
+            for row in got_b:
+                assert b.settle_delivery(row.id, "replica-b")
+
+
+def test_a_claim_may_name_one_run(store: Store, make_run: MakeRun) -> None:
+    first, second = make_run(RunStatus.RUNNING), make_run(RunStatus.RUNNING)
+    _finish(store, first.id)
+    _finish(store, second.id)
+    [row] = store.claim_deliveries("a", ["slack"], lease_seconds=30, run_id=second.id)
+    assert row.run_id == second.id
+    assert store.claim_deliveries("a", ["slack"], lease_seconds=30, run_id=second.id) == []
+    assert [r.run_id for r in store.claim_deliveries("a", ["slack"], lease_seconds=30)] == [first.id]
