@@ -22,6 +22,7 @@ import contextlib
 import functools
 import logging
 import os
+import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -82,6 +83,10 @@ async def _off_loop(call: Callable[..., _T], *args: Any, **kwargs: Any) -> _T:
         raise
 
 
+def _since(began: float) -> float:
+    return round(time.monotonic() - began, 3)
+
+
 def local_identity(job: NodeJob, tools: ToolRegistry, providers: ProviderRegistry) -> dict[str, Any]:
     """The `tool` / `provider` key components this worker would give the job's step."""
     rendered = job.rendered
@@ -135,7 +140,9 @@ class NodeWorker:
             workflow_dir=Path(job.workflow_dir) if job.workflow_dir is not None else None,
             max_output=self.max_output,
         )
-        log.info("step started", extra={"action": "node_started", **extra})
+        # one INFO line per step, when it ends (with how long it ran); its start at DEBUG
+        log.debug("step started", extra={"action": "node_started", **extra})
+        began = time.monotonic()
         result: NodeResult | None = None
         try:
             result = await execute_node(job.rendered, ctx, providers=self.providers, tools=self.tools)
@@ -150,7 +157,7 @@ class NodeWorker:
                 tokens_in=result.tokens_in if result is not None else 0,
                 tokens_out=result.tokens_out if result is not None else 0,
             )
-            log.info("step failed", extra={"action": "node_failed", **extra})
+            log.info("step failed", extra={"action": "node_failed", "seconds": _since(began), **extra})
             return NodeStatus.FAILED
         except asyncio.CancelledError:
             log.warning("step interrupted; left `started`", extra={"action": "node_interrupted", **extra})
@@ -159,6 +166,7 @@ class NodeWorker:
             shown = self.environment.redactor.redact(str(exc))
             message = f"step `{job.node_id}` crashed: {type(exc).__name__}: {shown}"
             await _off_loop(self.store.journal_settle, job.entry_id, status=NodeStatus.FAILED, error=message)
+            log.warning(message, extra={"action": "node_failed", "seconds": _since(began), **extra})
             return NodeStatus.FAILED
         output = result.output.encode()
         files: dict[str, bytes] = {}
@@ -184,7 +192,7 @@ class NodeWorker:
             tokens_out=result.tokens_out,
             artifacts=files,
         )
-        log.info("step completed", extra={"action": "node_completed", **extra})
+        log.info("step completed", extra={"action": "node_completed", "seconds": _since(began), **extra})
         return NodeStatus.COMPLETED
 
     def _dirs(self, run_id: str) -> RunDirs:
