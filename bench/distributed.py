@@ -41,7 +41,10 @@ ADMIN = "postgresql://postgres@127.0.0.1:5432/postgres"
 QUEUE = "bench_noop"
 #: steps of the run in flight at once (BATON_MAX_PARALLEL): enough to keep every worker slot busy
 MAX_PARALLEL = 64
-TOOLS = "from core.engine.tools import tool\n\n@tool(replay='pure')\ndef noop() -> str:\n    return 'ok'\n"
+#: an `async` no-op, as Procrastinate's task below: both sides run a no-op of the same kind on
+#: the worker's event loop (a sync tool would add a thread hand-off that Procrastinate's side
+#: does not have)
+TOOLS = "from core.engine.tools import tool\n\n@tool(replay='pure')\nasync def noop() -> str:\n    return 'ok'\n"
 
 PQ_WORKER = """
 import asyncio, sys
