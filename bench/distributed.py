@@ -44,7 +44,9 @@ MAX_PARALLEL = 64
 #: an `async` no-op, as Procrastinate's task below: both sides run a no-op of the same kind on
 #: the worker's event loop (a sync tool would add a thread hand-off that Procrastinate's side
 #: does not have)
-TOOLS = "from core.engine.tools import tool\n\n@tool(replay='pure')\nasync def noop() -> str:\n    return 'ok'\n"
+TOOLS = (
+    "from core.engine.tools import tool\n\n@tool(replay='pure')\nasync def noop() -> str:\n    return 'ok'\n"
+)
 
 PQ_WORKER = """
 import asyncio, sys
