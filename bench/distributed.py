@@ -9,7 +9,8 @@ when they succeed: as `baton worker` configures its own) run them; timed from th
 defer until the queue is empty. That is the ceiling of any design that puts one job per step
 on Procrastinate.
 Baton: a replica (`build_baton` in this process, BATON_EXECUTOR=procrastinate) runs a
-fan-out workflow of `--steps` no-op tool steps while `baton worker` processes execute them;
+fan-out workflow of `--steps` no-op tool steps (an `async` tool, as Procrastinate's task)
+while `baton worker` processes execute them;
 timed from `start_run` until the run has completed. Each step is a journal entry written
 `queued` with its job in one transaction, claimed by a worker (`queued -> started`), settled
 in the journal, and read back from the journal by the replica: the journal is the source of
