@@ -191,6 +191,11 @@ class InvalidTransition(RunStateError):
     """That status change is not allowed."""
 
 
+class DeadlineAlreadyFired(RunStateError):
+    """A gate's deadline (a reminder, an escalation, a timeout) was fired already, by another
+    replica or an earlier tick: a unit of work that fires it again is undone."""
+
+
 _RULE_DID = {"reject": "rejected it and cancelled the run", "fail": "failed the run",
              "approve": "approved it", "skip": "skipped it"}  # what an `on_timeout` did
 

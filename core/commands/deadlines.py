@@ -32,7 +32,7 @@ from core.config import Access
 from core.engine.approval_policy import Policy, Vote, outstanding
 from core.engine.engine import Engine
 from core.engine.events import ENGINE_ACTOR
-from core.errors import BatonError
+from core.errors import BatonError, DeadlineAlreadyFired
 from core.store.port import Store
 from core.store.records import GateDeadline, GateStatus, RunStatus
 from core.workflows.catalog import Catalog
@@ -40,6 +40,8 @@ from core.workflows.durations import show_duration
 
 log = logging.getLogger(__name__)
 Announce = Callable[[Reply], Awaitable[bool]]
+REMINDER = "gate_reminder"  # outbox kinds: what a fired reminder / escalation tells
+ESCALATION = "gate_escalated"
 BATCH = 200  # due deadlines read at a time; a tick reads again while batches come back full
 
 
@@ -60,6 +62,7 @@ class GateDeadlines:
         access: Access,
         announce: Announce,
         replica: str,
+        deliver: Callable[[str], Awaitable[int]] | None = None,
         clock: Callable[[], float] = time.time,
     ) -> None:
         self.store = store
@@ -68,6 +71,7 @@ class GateDeadlines:
         self.access = access
         self.announce = announce
         self.replica = replica
+        self.deliver = deliver  # sends a run's due outbox rows now (else the outbox's loop does)
         self.clock = clock
 
     async def tick(self, now: float | None = None) -> list[Fired]:
@@ -77,21 +81,30 @@ class GateDeadlines:
         batch = self.store.due_deadlines(now, BATCH)
         while batch:
             for deadline in batch:
-                if self.store.fire_deadline(deadline, self.replica):  # else another replica fired it
-                    fired.append(await self._fired(deadline, now))
+                done = await self._fired(deadline, now)
+                if done is not None:  # else another replica fired it
+                    fired.append(done)
             # a full batch: more may be due (a backlog after a restart); else this tick is done
             batch = self.store.due_deadlines(now, BATCH) if len(batch) == BATCH else []
         return fired
 
-    async def _fired(self, deadline: GateDeadline, now: float) -> Fired:
+    async def _fired(self, deadline: GateDeadline, now: float) -> Fired | None:
         try:
             return await self._fire(deadline, now)
+        except DeadlineAlreadyFired:
+            return None
         except BatonError as exc:  # the run moved on meanwhile (decided, cancelled): nothing to do
             log.info(
                 "deadline %s of %s/%s: %s", deadline.name, deadline.run_id, deadline.node_id, exc.message,
                 extra={"action": "deadline_skipped", "run_id": deadline.run_id},
             )
             return Fired(deadline, "stale")
+
+    def _win(self, deadline: GateDeadline) -> None:
+        """The deadline's compare-and-swap alone (a stale one, a timeout: the engine's own
+        unit of work tells what the timeout does)."""
+        if not self.store.fire_deadline(deadline, self.replica):
+            raise DeadlineAlreadyFired(run_id=deadline.run_id)
 
     async def _fire(self, d: GateDeadline, now: float) -> Fired:
         run = self.store.get_run(d.run_id)
@@ -101,6 +114,7 @@ class GateDeadlines:
             or gate.created_at != d.opened_at
             or run.status is not RunStatus.PAUSED
         ):
+            self._win(d)
             return Fired(d, "stale")
         spec = voting.spec_of(self, run, gate)
         policy = voting.policy_of(self, run, spec)
@@ -123,31 +137,35 @@ class GateDeadlines:
                     )
                 )
             )
-            self.store.audit(
-                actor=ENGINE_ACTOR, action="remind", run_id=run.id, details={**details, "to": list(to)}
-            )
-            await self._tell(replies.gate_reminder(run, gate, to, _left(policy, gate.created_at, now)), to)
+            await self._tell(d, "remind", REMINDER, {**details, "to": list(to)}, to,
+                             _left(policy, gate.created_at, now))
             return Fired(d, "remind", to)
         if kind == "escalate":
             to = tuple(sorted(voting.members_of(self.access)(policy.escalate_to)))
-            self.store.audit(
-                actor=ENGINE_ACTOR,
-                action="escalate",
-                run_id=run.id,
-                details={**details, "to": list(policy.escalate_to)},
-            )
-            await self._tell(replies.gate_escalated(run, gate, to, _left(policy, gate.created_at, now)), to)
+            await self._tell(d, "escalate", ESCALATION, {**details, "to": list(policy.escalate_to)}, to,
+                             _left(policy, gate.created_at, now))
             return Fired(d, "escalate", to)
+        self._win(d)
         return await self._time_out(d, run, gate, policy, spec, details)
 
-    async def _tell(self, reply: Reply, to: tuple[str, ...]) -> None:
-        """`reply` in the run's thread, then to each person of `to` directly (on their platform)."""
-        await self.announce(reply)
-        for person in to:
-            direct = replies.told_directly(reply, person)
-            if direct is not None and not await self.announce(direct):
-                log.info("no outbox for %s in this process: %s not told directly", direct.platform, person,
-                         extra={"action": "direct_skipped", "run_id": reply.run_id})
+    async def _tell(self, d: GateDeadline, action: str, kind: str, details: dict[str, Any],
+                    to: tuple[str, ...], left: float | None) -> None:
+        """One unit of work: the deadline's compare-and-swap (exactly one replica wins it), its
+        audit row and its outbox row (the message in the run's thread and to each person of
+        `to` directly, rendered when delivered: `ProgressReporter.deliver`). A crash right
+        after leaves the row for the next process or a peer; then deliver it at once."""
+        payload = {"node": d.node_id, "opened_at": d.opened_at, "deadline": d.name, "to": list(to),
+                   "left": left}  # fmt: skip
+        with self.store.transaction() as tx:
+            tx.fire_deadline(d, self.replica)
+            tx.audit(actor=ENGINE_ACTOR, action=action, run_id=d.run_id, details=details)
+            tx.enqueue_delivery(d.run_id, kind, payload)
+        if self.deliver is not None:
+            try:
+                await self.deliver(d.run_id)
+            except Exception:  # the outbox's loop delivers it
+                log.exception("deadline message not delivered at once",
+                              extra={"action": "outbox", "run_id": d.run_id})
 
     async def _time_out(
         self, d: GateDeadline, run: Any, gate: Any, policy: Policy, spec: Any, details: dict[str, Any]

@@ -116,6 +116,9 @@ class Reply:
     is_error: bool = False
     #: `conversation` is a person's platform user id: sent to them directly (a DM), never in a thread
     direct: bool = False
+    #: an outbox row's message (`outbox:<id>` and a part): the same across its redeliveries, so
+    #: a platform that deduplicates on a key (Discord's `nonce`) posts it once
+    delivery_key: str | None = None
     #: a file sent with the reply (`audit --since`): the console writes it and prints its path,
     #: Slack uploads it in the reply's thread, Discord attaches it to the message
     file: Attachment | None = None

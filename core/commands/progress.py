@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import logging
 import time
 from collections import Counter, OrderedDict
@@ -42,7 +43,7 @@ from core.engine.engine import Engine
 from core.engine.events import EngineEvent, EventKind, NodeState, RunSummary
 from core.errors import BatonError
 from core.store.port import Store
-from core.store.records import Delivery, Gate, Run, RunStatus
+from core.store.records import Delivery, Gate, GateStatus, Run, RunStatus
 
 log = logging.getLogger("baton.progress")
 
@@ -63,6 +64,9 @@ class _RunState:
     finished: list[tuple[EngineEvent, bool]] = field(default_factory=list)
     worker: asyncio.Task[None] | None = None
     wake: asyncio.Event = field(default_factory=asyncio.Event)  # set when the run comes to rest
+
+
+GATE_NOTICES = {"gate_reminder": replies.gate_reminder, "gate_escalated": replies.gate_escalated}
 
 
 class ProgressReporter:
@@ -290,6 +294,9 @@ class ProgressReporter:
         did not take them for now (`NotDelivered`): the row is retried after a backoff, also by
         another process. A row whose run has moved on since (resumed, decided) is not sent:
         what the run does now is told by its later replies."""
+        if row.kind in GATE_NOTICES:
+            await self._deliver_notice(row)
+            return
         if row.kind != EventKind.RUN_FINISHED.value:
             log.warning("outbox row of unknown kind %s skipped", row.kind,
                         extra={"action": "outbox", "run_id": row.run_id})
@@ -313,6 +320,37 @@ class ProgressReporter:
                             detail={k: v for k, v in row.payload.items() if k != "status" and v is not None})
         await send(self._final(run, summary, event, self._ran.get(run.id)))
         self._ran.pop(run.id, None)
+
+    async def _deliver_notice(self, row: Delivery) -> None:
+        """A fired reminder or escalation (`deadlines.py`): in the run's thread, then to each
+        person it names directly (on their platform), each kept as an offer of the gate's
+        buttons first, so that deciding the gate withdraws them everywhere. Not sent when the
+        gate no longer waits in that opening (decided since: its buttons would be stale)."""
+        run = self._store.get_run(row.run_id)
+        send = self._outboxes.get(run.platform)
+        if send is None:
+            raise BatonError(f"no outbox for {run.platform} in this process")
+        gate = self._store.get_gate(row.run_id, row.payload["node"])
+        if gate.status is not GateStatus.WAITING or gate.created_at != row.payload.get("opened_at"):
+            log.info("outbox row superseded: gate %s no longer waits", gate.node_id,
+                     extra={"action": "outbox_superseded", "run_id": run.id})
+            return
+        to = list(row.payload.get("to") or [])
+        notice = GATE_NOTICES[row.kind](run, gate, to, row.payload.get("left"))
+        notice = dataclasses.replace(notice, delivery_key=row.key)
+        await send(self.offers.offer(notice, platform=run.platform, conversation=run.conversation,
+                                     thread=run.thread))
+        for part, person in enumerate(to, start=1):
+            direct = replies.told_directly(notice, person)
+            dm = None if direct is None else self._outboxes.get(direct.platform or "")
+            if direct is None or dm is None:
+                log.info("no outbox for %s in this process: %s not told directly",
+                         None if direct is None else direct.platform, person,
+                         extra={"action": "direct_skipped", "run_id": run.id})
+                continue
+            direct = dataclasses.replace(direct, delivery_key=f"{row.key}:{part}")
+            await dm(self.offers.offer(direct, platform=direct.platform or "", conversation=direct.conversation,
+                                       thread=None))
 
     async def post(self, reply: Reply) -> bool:
         """Hand `reply` to the outbox of its platform (`reply.platform`), in the background (a

@@ -14,11 +14,13 @@ _DeadlineKey = tuple[str, str, float, str]
 
 
 class MemoryBallots:
-    def __init__(self, lock: threading.RLock, now: Callable[[], float]) -> None:
+    def __init__(
+        self, lock: threading.RLock, now: Callable[[], float], deadlines: dict[_DeadlineKey, GateDeadline]
+    ) -> None:
         self._lock = lock
         self._now = now
         self._votes: dict[_VoteKey, GateVote] = {}
-        self._deadlines: dict[_DeadlineKey, GateDeadline] = {}
+        self._deadlines = deadlines  # the store's table: a unit of work fires them too
 
     def cast_vote(self, vote: GateVote) -> bool:
         key = (vote.run_id, vote.node_id, vote.opened_at, vote.user, vote.ballot)

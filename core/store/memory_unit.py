@@ -14,12 +14,13 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-from core.errors import RunNotFound, StoreError
+from core.errors import DeadlineAlreadyFired, RunNotFound, StoreError
 from core.store import cas
 from core.store.records import (
     AuditEvent,
     Delivery,
     Gate,
+    GateDeadline,
     GateStatus,
     JournalEntry,
     NodeStatus,
@@ -50,6 +51,7 @@ class MemoryTables:
     events: dict[tuple[str, str], tuple[float, bool]] = field(default_factory=dict)  # (at, done)
     state: dict[tuple[str, str], tuple[str, float]] = field(default_factory=dict)  # (value, at)
     outbox: dict[int, Delivery] = field(default_factory=dict)
+    deadlines: dict[tuple[str, str, float, str], GateDeadline] = field(default_factory=dict)
     last_entry: int = 0
     last_audit: int = 0
     last_delivery: int = 0
@@ -270,6 +272,22 @@ class MemoryUnitOfWork:
             self._t.put(self._t.outbox, row.id, row, undo)
 
         self._then(op)
+
+    def fire_deadline(self, deadline: GateDeadline, by: str) -> Pending[bool]:
+        key = (deadline.run_id, deadline.node_id, deadline.opened_at, deadline.name)
+        now = self._now()
+
+        def op(undo: Undo) -> bool:
+            current = self._t.deadlines.get(key)
+            if current is None or current.fired_at is not None:
+                raise DeadlineAlreadyFired(
+                    f"The {deadline.name} deadline of {deadline.run_id}/{deadline.node_id} was fired already.",
+                    run_id=deadline.run_id, by=None if current is None else current.fired_by,
+                )
+            self._t.put(self._t.deadlines, key, current.evolve(fired_at=now, fired_by=by), undo)
+            return True
+
+        return self._later(op)
 
     def add_entry(self, operation: str, **fields: Any) -> None:
         """A journal entry with these fields (its id drawn when the unit is applied)."""

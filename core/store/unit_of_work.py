@@ -26,7 +26,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any, Generic, Protocol, TypeVar
 
-from core.store.records import Gate, Run, RunStatus
+from core.store.records import Gate, GateDeadline, Run, RunStatus
 
 T = TypeVar("T")
 
@@ -123,3 +123,8 @@ class UnitOfWork(Protocol):
         """A state-carrying reply in the outbox (`Deliveries`), to the run's platform,
         conversation and thread as the unit finds them: it exists exactly when the state
         change of the same unit does."""
+
+    def fire_deadline(self, deadline: GateDeadline, by: str) -> Pending[bool]:
+        """`Ballots.fire_deadline` inside the unit, as a CAS: when the deadline was fired
+        already (another replica won it) the whole unit is undone and `DeadlineAlreadyFired`
+        raised, so what the firing writes (its audit row, its outbox row) exists exactly once."""

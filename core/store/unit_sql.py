@@ -36,7 +36,7 @@ from core.errors import BatonError, StoreError
 from core.store import cas
 from core.store import writes_sql as w
 from core.store.database import describe
-from core.store.records import Gate, Run, RunStatus
+from core.store.records import Gate, GateDeadline, Run, RunStatus
 from core.store.sql_base import SqlBase
 from core.store.tables import GATES, JOURNAL, RUNS
 from core.store.unit_of_work import Pending
@@ -139,6 +139,9 @@ class SqlUnitOfWork:
 
     def enqueue_delivery(self, run_id: str, kind: str, payload: Mapping[str, Any]) -> None:
         self.writes.append(w.enqueue_delivery(self._now(), run_id, kind, payload))
+
+    def fire_deadline(self, deadline: GateDeadline, by: str) -> Pending[bool]:
+        return self._pending(w.fire_deadline(self._now(), deadline, by))
 
     def invalidate(self, run_id: str, node_ids: Iterable[str], *, actor: str) -> Pending[int]:
         write = w.invalidate(run_id, node_ids, actor=actor)

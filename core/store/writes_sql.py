@@ -24,12 +24,12 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from core.errors import BatonError, RunNotFound
+from core.errors import BatonError, DeadlineAlreadyFired, RunNotFound
 from core.store import cas
 from core.store.database import dialect_insert
-from core.store.records import Gate, GateStatus, NodeStatus, Run, RunStatus
+from core.store.records import Gate, GateDeadline, GateStatus, NodeStatus, Run, RunStatus
 from core.store.rows import gate_from_row, run_from_row
-from core.store.tables import AUDIT, BLOBS, GATES, JOURNAL, OUTBOX, PROCESSED_EVENTS, RUNS
+from core.store.tables import AUDIT, BLOBS, GATE_DEADLINES, GATES, JOURNAL, OUTBOX, PROCESSED_EVENTS, RUNS
 from core.store.unit_of_work import Pending
 
 Rows = Sequence[Mapping[Any, Any]]
@@ -168,6 +168,22 @@ def _enqueue_delivery(dialect: str, p: str, _variant: str) -> Any:
     return sa.insert(OUTBOX).from_select([*given, "platform", "conversation", "thread"], source)
 
 
+def _fire_deadline(_dialect: str, p: str, _variant: str) -> Any:
+    c = GATE_DEADLINES.c
+    return (
+        sa.update(GATE_DEADLINES)
+        .where(
+            c.run_id == _b(p, "run_id", c.run_id),
+            c.node_id == _b(p, "node_id", c.node_id),
+            c.opened_at == _b(p, "opened_at", c.opened_at),
+            c.name == _b(p, "name", c.name),
+            c.fired_at.is_(None),
+        )
+        .values(fired_at=_b(p, "fired_at", c.fired_at), fired_by=_b(p, "fired_by", c.fired_by))
+        .returning(c.name)
+    )
+
+
 KINDS: dict[str, Kind] = {
     "put_blob": Kind(_put_blob),
     "create_run": Kind(_create_run),
@@ -180,6 +196,7 @@ KINDS: dict[str, Kind] = {
     "journal_note": Kind(_journal_note),
     "invalidate": Kind(_invalidate, returns=True, updates=True),
     "enqueue_delivery": Kind(_enqueue_delivery),
+    "fire_deadline": Kind(_fire_deadline, cas=True, returns=True, updates=True),
 }
 
 
@@ -296,6 +313,36 @@ def invalidate(run_id: str, node_ids: Iterable[str], *, actor: str) -> Write | N
 def enqueue_delivery(now: float, run_id: str, kind: str, payload: Mapping[str, Any]) -> Write:
     params = {"run_id": run_id, "kind": kind, "payload": dict(payload), "created_at": now, "due_at": now}
     return Write("enqueue_delivery", params, "queue a reply in the outbox")
+
+
+def fire_deadline(now: float, deadline: GateDeadline, by: str) -> Write:
+    params = {"run_id": deadline.run_id, "node_id": deadline.node_id, "opened_at": deadline.opened_at,
+              "name": deadline.name, "fired_at": now, "fired_by": by}  # fmt: skip
+
+    def check(conn: sa.Connection) -> BatonError | None:
+        c = GATE_DEADLINES.c
+        fired = conn.execute(
+            sa.select(c.fired_by).where(
+                c.run_id == deadline.run_id, c.node_id == deadline.node_id,
+                c.opened_at == deadline.opened_at, c.name == deadline.name, c.fired_at.is_not(None),
+            )
+        ).first()
+        if fired is None:  # no such deadline, or not fired: it is gone, or the unit goes again
+            exists = conn.execute(sa.select(c.name).where(
+                c.run_id == deadline.run_id, c.node_id == deadline.node_id,
+                c.opened_at == deadline.opened_at, c.name == deadline.name,
+            )).first()
+            return None if exists is not None else _fired(deadline, None)
+        return _fired(deadline, fired[0])
+
+    return Write("fire_deadline", params, "fire a gate's deadline", check, lambda rows: True)
+
+
+def _fired(deadline: GateDeadline, by: str | None) -> DeadlineAlreadyFired:
+    return DeadlineAlreadyFired(
+        f"The {deadline.name} deadline of {deadline.run_id}/{deadline.node_id} was fired already.",
+        run_id=deadline.run_id, by=by,
+    )
 
 
 # -- reading the loser's state -------------------------------------------------------------

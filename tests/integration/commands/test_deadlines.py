@@ -77,6 +77,13 @@ def _deadlines(
         told.append(reply)
         return True
 
+    async def deliver(run_id: str) -> int:  # the outbox rows of a reminder / escalation, sent now
+        sent = await chat.handler.progress.deliverer.deliver_run(run_id)
+        for reply in [r for r in chat.outbox if r.kind in ("gate_reminder", "gate_escalated")]:
+            chat.outbox.remove(reply)
+            told.append(reply)
+        return sent
+
     return GateDeadlines(
         store=store or chat.store,
         engine=chat.engine,
@@ -84,6 +91,7 @@ def _deadlines(
         access=ACCESS,
         announce=announce,
         replica=replica,
+        deliver=deliver,
         clock=clock,
     )
 
