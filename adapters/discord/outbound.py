@@ -35,6 +35,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import hashlib
 import io
 import logging
 from collections.abc import Awaitable, Callable, Sequence
@@ -67,14 +68,31 @@ log = logging.getLogger("baton.discord")
 Send = Callable[[str, discord.File | None, discord.ui.View | None], Awaitable[discord.Message]]
 
 
-def channel_send(channel: discord.abc.Messageable) -> Send:
+def channel_send(channel: discord.abc.Messageable, nonce: str | None = None) -> Send:
+    """`nonce`: discord.py sends it with `enforce_nonce: true`, so Discord answers a repeat
+    within a few minutes with the message it made the first time instead of posting again."""
+
     async def send(content: str, file: discord.File | None, view: discord.ui.View | None) -> discord.Message:
         extra: dict[str, object] = {"file": file} if file is not None else {}
         if view is not None:
             extra["view"] = view
+        if nonce is not None:
+            extra["nonce"] = nonce
         return await channel.send(content, allowed_mentions=NO_MENTIONS, **extra)  # type: ignore[call-overload]
 
     return send
+
+
+NONCE_LENGTH = 25  # Discord's limit
+
+
+def nonce_of(reply: Reply) -> str | None:
+    """The nonce of an outbox row's message: its `delivery_key`, the same on every redelivery
+    (a long one hashed to Discord's 25 characters); None for any other reply."""
+    key = reply.delivery_key
+    if key is None:
+        return None
+    return key if len(key) <= NONCE_LENGTH else hashlib.sha256(key.encode()).hexdigest()[:NONCE_LENGTH]
 
 
 def followup_send(interaction: discord.Interaction, *, ephemeral: bool) -> Send:
@@ -194,7 +212,9 @@ class DiscordSender:
 
     async def post(self, channel_id: int, reply: Reply) -> None:
         channel = self.client.get_channel(channel_id) or self.client.get_partial_messageable(channel_id)
-        await self.deliver(reply, channel_send(channel), channel_send(channel))  # type: ignore[arg-type]
+        # the first message carries the nonce (a redelivered outbox row posts it once)
+        first = channel_send(channel, nonce_of(reply))  # type: ignore[arg-type]
+        await self.deliver(reply, first, channel_send(channel))  # type: ignore[arg-type]
 
     async def answer(
         self, interaction: discord.Interaction, replies: Sequence[Reply], *, open_original: bool

@@ -349,8 +349,9 @@ class ProgressReporter:
                          extra={"action": "direct_skipped", "run_id": run.id})
                 continue
             direct = dataclasses.replace(direct, delivery_key=f"{row.key}:{part}")
-            await dm(self.offers.offer(direct, platform=direct.platform or "", conversation=direct.conversation,
-                                       thread=None))
+            kept = self.offers.offer(direct, platform=direct.platform or "",
+                                     conversation=direct.conversation, thread=None)
+            await dm(kept)
 
     async def post(self, reply: Reply) -> bool:
         """Hand `reply` to the outbox of its platform (`reply.platform`), in the background (a

@@ -280,8 +280,9 @@ class MemoryUnitOfWork:
         def op(undo: Undo) -> bool:
             current = self._t.deadlines.get(key)
             if current is None or current.fired_at is not None:
+                where = f"{deadline.run_id}/{deadline.node_id}"
                 raise DeadlineAlreadyFired(
-                    f"The {deadline.name} deadline of {deadline.run_id}/{deadline.node_id} was fired already.",
+                    f"The {deadline.name} deadline of {where} was fired already.",
                     run_id=deadline.run_id, by=None if current is None else current.fired_by,
                 )
             self._t.put(self._t.deadlines, key, current.evolve(fired_at=now, fired_by=by), undo)

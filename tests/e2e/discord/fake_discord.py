@@ -88,6 +88,9 @@ class FakeDiscord:
     #: failures for the next matching requests (`fail_next`): a 429 with Retry-After, a 5xx, a
     #: dropped connection
     faults: list[Fault] = field(default_factory=list)
+    #: (channel, nonce) -> the message it created: a create with `enforce_nonce` and a nonce
+    #: seen before returns that message instead of posting again (Discord keeps them minutes)
+    nonces: dict[tuple[str, str], str] = field(default_factory=dict)
     _ids: itertools.count[int] = field(default_factory=lambda: itertools.count(1200000000000000000))
     _changed: asyncio.Condition = field(default_factory=asyncio.Condition)
     _runner: web.AppRunner | None = None
@@ -109,12 +112,13 @@ class FakeDiscord:
         self.channels[CHANNEL_ID] = text_channel(CHANNEL_ID)
 
     def fail_next(self, method: str, path_part: str, status: int, *, times: int = 1,
-                  retry_after: float = 0.0, drop: bool = False, content: str = "", code: int = 0) -> None:
+                  retry_after: float = 0.0, drop: bool = False, content: str = "", code: int = 0,
+                  taken: bool = False) -> None:
         """The next `times` `method` requests whose path contains `path_part` (and whose content
         contains `content`) fail: `status` as Discord answers it (429: with `Retry-After`, as
         Cloudflare relays it; 4xx: with the JSON error `code`), or with the connection closed
         unanswered (`drop`)."""
-        self.faults.append(Fault(method, path_part, status, times, retry_after, drop, content, code))
+        self.faults.append(Fault(method, path_part, status, times, retry_after, drop, content, code, taken))
 
     def snowflake(self) -> str:
         return str(next(self._ids))
@@ -181,6 +185,8 @@ class FakeDiscord:
         try:
             fault = self._fault(call)
             if fault is not None and fault.drop and request.transport is not None:
+                if fault.taken:  # Discord made the message; the answer is lost on the way back
+                    self._answer(call, path.split("/"))
                 request.transport.close()  # no answer at all: the client sees the connection drop
                 response = web.Response(status=599)
                 return response
@@ -307,7 +313,17 @@ class FakeDiscord:
             return _json(channel) if channel else _json(
                 {"code": 10003, "message": "Unknown Channel"}, status=404)
         if method == "POST" and rest == ["messages"]:
-            return _json(self._create(channel_id, call.json or {}))
+            body = call.json or {}
+            nonce = body.get("nonce")
+            if nonce is not None and body.get("enforce_nonce"):  # a repeat: the first message again
+                seen = self.nonces.get((channel_id, str(nonce)))
+                if seen is not None and seen in self.messages:
+                    return _json(self.messages[seen])
+            message = self._create(channel_id, body)
+            if nonce is not None:
+                message["nonce"] = str(nonce)
+                self.nonces[(channel_id, str(nonce))] = message["id"]
+            return _json(message)
         if method == "POST" and len(rest) == 3 and rest[2] == "threads":
             if self.refuse_threads:
                 return _json({"code": 50013, "message": "Missing Permissions"}, status=403)
@@ -363,6 +379,7 @@ class Fault:
     drop: bool = False
     content: str = ""
     code: int = 0
+    taken: bool = False  # with `drop`: the request took effect before the connection dropped
 
     def answer(self) -> web.Response:
         if self.status == 429:  # as Discord answers through Cloudflare (discord.py checks `Via`)

@@ -8,6 +8,7 @@ loop does; gateway payloads into the real discord.py client, what Discord receiv
 
 from __future__ import annotations
 
+import asyncio
 import textwrap
 from pathlib import Path
 from typing import Any
@@ -241,3 +242,44 @@ async def test_approve_clicked_in_a_reminders_direct_message_decides_the_gate(bo
 
     for message in await bot.fake.wait_for(withdrawn, DEADLINE):
         assert f"Approved by <@{BOB['id']}>" in message["content"]
+
+
+@pytest.mark.parametrize("on_timeout", ["reject"])
+async def test_a_reminder_redelivered_after_discord_took_it_shows_once(bot: DiscordBot) -> None:
+    """The reminder's outbox row is sent, Discord makes the message, and the answer is lost
+    (the connection drops): the row is not marked delivered and goes again. Its message
+    carries the row's nonce with `enforce_nonce`, so Discord answers the repeat with the
+    message it made: one reminder in the thread, and the DM follows."""
+    import tenacity
+
+    run_id, thread, _ = await _paused(bot, "run nagged")
+    gate = bot.baton.store.get_gate(run_id, "review")
+    deliverer = bot.baton.handler.progress.deliverer
+    deliverer.wait = tenacity.wait_fixed(0)  # the retry is due at once
+    bot.fake.fail_next("POST", f"channels/{thread}/messages", 0, drop=True, taken=True, content="Reminder")
+    mark = len(bot.fake.calls)
+    [reminded] = await _deadlines(bot).tick(now=gate.created_at + HOUR)
+    assert reminded.action == "remind"
+
+    def sent_twice(calls: list[Call]) -> list[Call] | None:
+        posts = [c for c in calls[mark:] if c.method == "POST" and c.path == f"channels/{thread}/messages"
+                 and "Reminder" in c.content]
+        return posts if len(posts) >= 2 else None
+
+    async def redelivered() -> list[Call]:
+        while (posts := sent_twice(bot.fake.calls)) is None:
+            await deliverer.deliver_due()
+            await asyncio.sleep(0.05)
+        return posts
+
+    first, again = (await asyncio.wait_for(redelivered(), DEADLINE))[:2]
+    assert first.status == 599 and first.json["nonce"] == again.json["nonce"]
+    assert first.json["enforce_nonce"] is True
+    shown = [m for m in bot.fake.messages.values() if m["channel_id"] == thread and "Reminder" in m["content"]]
+    assert len(shown) == 1  # the platform deduplicated the repeat
+    dm = next(i for i, ch in bot.fake.channels.items()
+              if ch.get("type") == 1 and str(ch["recipients"][0]["id"]) == BOB["id"])
+    await bot.fake.wait_for(lambda calls: next((c for c in calls[mark:] if c.path == f"channels/{dm}/messages"
+                                                and "Reminder" in c.content), None), DEADLINE)
+    [row] = [r for r in bot.baton.store.deliveries(run_id) if r.kind == "gate_reminder"]
+    assert row.delivered_at is not None and row.attempts == 2
