@@ -275,7 +275,8 @@ async def test_a_reminder_redelivered_after_discord_took_it_shows_once(bot: Disc
     first, again = (await asyncio.wait_for(redelivered(), DEADLINE))[:2]
     assert first.status == 599 and first.json["nonce"] == again.json["nonce"]
     assert first.json["enforce_nonce"] is True
-    shown = [m for m in bot.fake.messages.values() if m["channel_id"] == thread and "Reminder" in m["content"]]
+    shown = [m for m in bot.fake.messages.values()
+             if m["channel_id"] == thread and "Reminder" in m["content"]]
     assert len(shown) == 1  # the platform deduplicated the repeat
     dm = next(i for i, ch in bot.fake.channels.items()
               if ch.get("type") == 1 and str(ch["recipients"][0]["id"]) == BOB["id"])
