@@ -1,0 +1,133 @@
+"""A gate's reminder through the real wiring (`build_baton`, on SQLite and PostgreSQL): firing
+it writes the deadline's compare-and-swap, its audit row and its outbox row in one unit of
+work; a process that dies right after the firing leaves the row, and the next process
+delivers it (in the run's thread and directly to the person waited on); of two replicas
+firing it at the same moment exactly one does, and only its rows exist."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import pytest
+
+from bot.app import Baton, build_baton
+from core.commands.deadlines import GateDeadlines
+from core.config import Access, Settings
+from core.errors import DeadlineAlreadyFired
+from core.store.records import RunStatus
+from tests.integration.bot.test_outbox import Platform
+
+HOUR = 3600.0
+NAGGED = """
+name: nagged
+nodes:
+  - id: review
+    approval:
+      question: "Ship it?"
+      approvers: [group:sre]
+      timeout: 4h
+      remind: [1h]
+  - id: ship
+    depends_on: [review]
+    bash: echo shipped
+    replay: pure
+"""
+
+
+@pytest.fixture
+def settings(tmp_path: Path, database_url: str) -> Settings:
+    workflows = tmp_path / "workflows"
+    workflows.mkdir()
+    (workflows / "nagged.yaml").write_text(NAGGED)
+    return Settings(
+        database_url=database_url, workflow_dirs=[workflows], data_dir=tmp_path / "data", tool_modules=[],
+        outbox_poll_seconds=0.05, outbox_lease_seconds=1.0, deadline_poll_seconds=3600,
+        access=Access.model_validate({"groups": {"sre": ["console:U2"]}, "run": {"*": ["console:U1"]}}),
+    )
+
+
+async def _paused(baton: Baton) -> str:
+    run = await baton.engine.start_run(workflow="nagged", args={}, platform="console", conversation="C1",
+                                       thread=None, requester="console:U1")
+    assert (await baton.engine.wait(run.id, timeout=30)).status is RunStatus.PAUSED
+    return run.id
+
+
+def _replica(baton: Baton, name: str) -> GateDeadlines:
+    """Another caller of the same store (a replica), delivering nothing itself."""
+    assert baton.deadlines is not None
+    mine = baton.deadlines.deadlines
+    return GateDeadlines(store=mine.store, engine=mine.engine, catalog=mine.catalog, access=mine.access,
+                         announce=mine.announce, replica=name)
+
+
+async def test_a_reminder_fired_by_a_process_that_dies_is_delivered_by_the_next(settings: Settings) -> None:
+    first = build_baton(settings)  # no platform connected: nothing can be sent before it "dies"
+    try:
+        run_id = await _paused(first)
+        gate = first.store.get_gate(run_id, "review")
+        assert first.deadlines is not None
+        [fired] = await first.deadlines.deadlines.tick(now=gate.created_at + HOUR)
+        assert (fired.action, fired.to) == ("remind", ("console:U2",))
+        # the firing's unit: the deadline taken, its audit row, its outbox row, all there
+        [deadline] = [d for d in first.store.gate_deadlines(run_id, "review", gate.created_at)
+                      if d.name.startswith("remind")]
+        assert deadline.fired_by == first.engine.owner
+        assert [a.action for a in first.store.audit_log(run_id)].count("remind") == 1
+        [row] = [r for r in first.store.deliveries(run_id) if r.kind == "gate_reminder"]
+        assert row.delivered_at is None and row.payload["to"] == ["console:U2"]
+        assert row.payload["node"] == "review" and row.payload["opened_at"] == gate.created_at
+        await first.engine.stop(grace=1)
+    finally:
+        first.close()
+
+    platform = Platform()
+    second = build_baton(settings)
+    second.handler.register_outbox("console", platform.confirm)
+    try:
+        async with second.running(grace=1.0, handle_signals=False):
+            await platform.wait(lambda: len([r for r in platform.taken if r.kind == "gate_reminder"]) == 2)
+            thread, direct = [r for r in platform.taken if r.kind == "gate_reminder"]
+            assert (thread.conversation, thread.direct) == ("C1", False)
+            assert (direct.conversation, direct.direct, direct.data["to"]) == ("U2", True, ["console:U2"])
+            assert thread.buttons and direct.buttons  # each offers the decision
+            assert thread.delivery_key == f"outbox:{row.id}" and direct.delivery_key == f"outbox:{row.id}:1"
+            [done] = [r for r in second.store.deliveries(run_id) if r.kind == "gate_reminder"]
+            assert done.delivered_at is not None and done.claimed_by == second.engine.owner
+            assert second.deadlines is not None
+            assert await second.deadlines.deadlines.tick(now=gate.created_at + HOUR) == []  # fired once
+    finally:
+        second.close()
+
+
+async def test_two_replicas_firing_a_reminder_at_once_fire_it_once(settings: Settings) -> None:
+    baton = build_baton(settings)
+    try:
+        run_id = await _paused(baton)
+        gate = baton.store.get_gate(run_id, "review")
+        one, two = _replica(baton, "replica-a"), _replica(baton, "replica-b")
+        now = gate.created_at + HOUR
+        # each in its own thread and event loop: the store's compare-and-swap decides, not asyncio
+        results = await asyncio.gather(asyncio.to_thread(asyncio.run, one.tick(now)),
+                                       asyncio.to_thread(asyncio.run, two.tick(now)))
+        assert sorted(len(r) for r in results) == [0, 1]
+        [fired] = [f for r in results for f in r]
+        assert fired.action == "remind"
+        rows = [r for r in baton.store.deliveries(run_id) if r.kind == "gate_reminder"]
+        assert len(rows) == 1
+        assert [a.action for a in baton.store.audit_log(run_id)].count("remind") == 1
+        [deadline] = [d for d in baton.store.gate_deadlines(run_id, "review", gate.created_at)
+                      if d.name.startswith("remind")]
+        assert deadline.fired_by in ("replica-a", "replica-b")
+
+        # the loser's unit is undone whole: nothing it held was written
+        with pytest.raises(DeadlineAlreadyFired), baton.store.transaction() as tx:
+            tx.fire_deadline(deadline, "replica-c")
+            tx.audit(actor="baton", action="remind", run_id=run_id, details={})
+            tx.enqueue_delivery(run_id, "gate_reminder", {"node": "review"})
+        assert len([r for r in baton.store.deliveries(run_id) if r.kind == "gate_reminder"]) == 1
+        assert [a.action for a in baton.store.audit_log(run_id)].count("remind") == 1
+        await baton.engine.stop(grace=1)
+    finally:
+        baton.close()
