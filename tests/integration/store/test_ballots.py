@@ -7,6 +7,9 @@ import threading
 from collections.abc import Callable
 from functools import partial
 
+import pytest
+
+from core.errors import DeadlineAlreadyFired
 from core.store.port import Store
 from core.store.records import GateDeadline, GateVote, RunStatus
 from core.store.repository import SqlStore
@@ -45,6 +48,30 @@ def test_a_reopened_gate_starts_without_votes(store: Store, make_run: MakeRun) -
     store.cast_vote(_vote(run.id, "slack:U1"))
     assert store.gate_votes(run.id, "review", OPENED + 100) == []
     assert store.gate_votes(run.id, "other", OPENED) == []
+
+
+def test_a_deadline_fired_in_a_unit_of_work_takes_the_units_writes_with_it(
+    store: Store, make_run: MakeRun
+) -> None:
+    run = make_run(RunStatus.PAUSED)
+    store.plan_deadlines(run.id, "review", OPENED, [("remind:0", OPENED + 1)])
+    [due] = store.due_deadlines(OPENED + 1)
+    with store.transaction() as tx:
+        fired = tx.fire_deadline(due, "replica-a")
+        tx.audit(actor="baton", action="remind", run_id=run.id, details={})
+        tx.enqueue_delivery(run.id, "gate_reminder", {"node": "review", "to": ["slack:U1"]})
+    assert fired.value is True
+    [deadline] = store.gate_deadlines(run.id, "review", OPENED)
+    assert deadline.fired_by == "replica-a" and deadline.fired_at is not None
+    with pytest.raises(DeadlineAlreadyFired) as lost, store.transaction() as tx:  # a second replica
+        tx.fire_deadline(due, "replica-b")
+        tx.audit(actor="baton", action="remind", run_id=run.id, details={})
+        tx.enqueue_delivery(run.id, "gate_reminder", {"node": "review"})
+    assert lost.value.by == "replica-a"
+    assert [r.payload["to"] for r in store.deliveries(run.id)] == [["slack:U1"]]  # the loser's undone
+    assert [a.action for a in store.audit_log(run.id)].count("remind") == 1
+    assert not store.fire_deadline(due, "replica-c")
+    assert store.gate_deadlines(run.id, "review", OPENED)[0].fired_by == "replica-a"
 
 
 def test_deadlines_are_planned_once_and_fire_once(store: Store, make_run: MakeRun) -> None:
