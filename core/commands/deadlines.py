@@ -145,7 +145,6 @@ class GateDeadlines:
             await self._tell(d, "escalate", ESCALATION, {**details, "to": list(policy.escalate_to)}, to,
                              _left(policy, gate.created_at, now))
             return Fired(d, "escalate", to)
-        self._win(d)
         return await self._time_out(d, run, gate, policy, spec, details)
 
     async def _tell(self, d: GateDeadline, action: str, kind: str, details: dict[str, Any],
@@ -170,8 +169,14 @@ class GateDeadlines:
     async def _time_out(
         self, d: GateDeadline, run: Any, gate: Any, policy: Policy, spec: Any, details: dict[str, Any]
     ) -> Fired:
+        """The engine's own unit of work applies `on_timeout` (a CAS on the gate: of replicas
+        racing, one does; a reject or fail writes the run's rest row in the outbox with it);
+        then the deadline is marked fired. A crash in between leaves it unfired, and the next
+        tick finds its gate decided: stale. (Replicas racing on one timeout may each write its
+        audit row; only one decides.)"""
         outcome = policy.on_timeout
         waited = show_duration(policy.timeout or 0)
+        # audited first: a late decision's refusal reads what the timeout rule did from it
         self.store.audit(
             actor=ENGINE_ACTOR, action="timeout", run_id=run.id, details={**details, "on_timeout": outcome}
         )
@@ -190,6 +195,7 @@ class GateDeadlines:
         else:  # reject cancels the run; fail ends it failed, the reason naming the gate's timeout
             await self.engine.reject(run, actor=ENGINE_ACTOR, reason=reason, fail=outcome == "fail",
                                      timed_out=True)
+        self.store.fire_deadline(d, self.replica)  # False: a peer found the gate decided first
         await self.announce(replies.gate_timed_out(run, gate, outcome, waited))
         return Fired(d, "timeout")
 
