@@ -131,3 +131,30 @@ async def test_two_replicas_firing_a_reminder_at_once_fire_it_once(settings: Set
         await baton.engine.stop(grace=1)
     finally:
         baton.close()
+
+
+async def test_a_timeout_ends_the_run_with_its_rest_row_in_the_outbox(settings: Settings) -> None:
+    platform = Platform()
+    baton = build_baton(settings)
+    baton.handler.register_outbox("console", platform.confirm)
+    try:
+        run_id = await _paused(baton)
+        gate = baton.store.get_gate(run_id, "review")
+        assert baton.deadlines is not None
+        fired = await baton.deadlines.deadlines.tick(now=gate.created_at + 4 * HOUR)
+        assert [f.action for f in fired] == ["remind", "timeout"]
+        assert baton.store.get_run(run_id).status is RunStatus.CANCELLED
+        rest = [r for r in baton.store.deliveries(run_id) if r.kind == "run_finished"]
+        assert [r.payload["status"] for r in rest][-1] == "cancelled"
+        # the reminder (due first) went out at once, then the decision withdrew its buttons
+        await baton.handler.progress.deliverer.deliver_due()
+        await baton.handler.drain()
+        reminders = [r for r in platform.taken if r.kind == "gate_reminder"]
+        assert [r.direct for r in reminders if not r.edit_only] == [False, True]
+        assert [r for r in reminders if r.edit_only and not r.buttons]  # withdrawn on the decision
+        assert all(r.delivered_at is not None for r in baton.store.deliveries(run_id))
+        assert all(d.fired_at is not None
+                   for d in baton.store.gate_deadlines(run_id, "review", gate.created_at))
+        await baton.engine.stop(grace=1)
+    finally:
+        baton.close()
