@@ -3,15 +3,19 @@
 The executor plans a gate's deadlines when it opens it (`Ballots.plan_deadlines`: durable
 rows, so a restart loses none). `GateDeadlines.tick(now)` fires those due:
 
-    for each due deadline: win its compare-and-swap (`fire_deadline`: exactly one replica
-    does), then, if its gate still waits in that opening,
+    for each due deadline whose gate still waits in that opening:
         remind    -> tell the eligible approvers who have not answered, in the run's thread
                      and directly (a DM on each one's platform: `replies.told_directly`)
         escalate  -> tell the people the escalation adds that they may now decide (thread and DM)
-        timeout   -> `on_timeout`: reject (the default) cancels the run, fail marks it failed
-                     (its reason naming the gate's timeout); approve opens
-                     the gate with the form's defaults; skip opens it as a skip
-    each audited (`remind`, `escalate`, `timeout`) by the engine's actor.
+                     (both: ONE unit of work holds the deadline's compare-and-swap, exactly one
+                     replica wins it, its audit row and its outbox row; the outbox delivers
+                     the messages, `ProgressReporter.deliver`, at once when this process can)
+        timeout   -> `on_timeout` through the engine (its unit writes the run's rest row):
+                     reject (the default) cancels the run, fail marks it failed (its reason
+                     naming the gate's timeout); approve opens the gate with the form's
+                     defaults; skip opens it as a skip; then the deadline is marked fired
+    each audited (`remind`, `escalate`, `timeout`) by the engine's actor; a deadline whose gate
+    no longer waits is marked fired (stale).
 
 The clock is injected, and `tick` is all there is: the bot calls it on its own loop (SQLite,
 or PostgreSQL without workers); with workers, a periodic Procrastinate job may call it too,
