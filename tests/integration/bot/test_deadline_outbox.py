@@ -158,3 +158,24 @@ async def test_a_timeout_ends_the_run_with_its_rest_row_in_the_outbox(settings: 
         await baton.engine.stop(grace=1)
     finally:
         baton.close()
+
+
+async def test_a_reminder_delivered_after_its_gate_was_decided_is_not_sent(settings: Settings) -> None:
+    baton = build_baton(settings)  # no platform yet: the reminder's row waits
+    try:
+        run_id = await _paused(baton)
+        gate = baton.store.get_gate(run_id, "review")
+        assert baton.deadlines is not None
+        [fired] = await baton.deadlines.deadlines.tick(now=gate.created_at + HOUR)
+        assert fired.action == "remind"
+        await baton.engine.reject(baton.store.get_run(run_id), actor="console:U2", reason="not now")
+        platform = Platform()
+        baton.handler.register_outbox("console", platform.confirm)
+        await baton.handler.progress.deliverer.deliver_due()
+        await baton.handler.drain()
+        assert not [r for r in platform.taken if r.kind == "gate_reminder"]  # its buttons would be stale
+        assert [r.kind for r in platform.taken if r.kind != "progress"] == ["run_cancelled"]
+        assert all(r.delivered_at is not None for r in baton.store.deliveries(run_id))
+        await baton.engine.stop(grace=1)
+    finally:
+        baton.close()
