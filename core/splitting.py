@@ -224,7 +224,12 @@ class _Splitter:
         if self.lines[k].kind == "close" or self.soon[k]:  # keep some code for the close to follow
             k = next((i for i in range(k - 1, index - 1, -1) if self.lines[i].kind == "code"
                       and self.text[max(pos, self.lines[i].start) : self.lines[i].end].strip()), k)
-        return self._cut_line(pos, k, room)
+        cut = self._cut_line(pos, k, room)
+        if best is not None and cut[0] <= self.lines[k].start:
+            # not one character of line `k` fits after what precedes it (a fence just opened,
+            # its close to add): end after the last whole line instead
+            return best, self._suffix(best, self.lines[self._line_at(best - 1)].after), True, 0
+        return cut
 
     def _cut_anyway(self, j: int, room: int) -> bool:
         """Line `j` is wider than any chunk: cut it here rather than leave this chunk short."""

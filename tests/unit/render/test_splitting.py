@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from core.splitting import split_chunks, width
@@ -31,8 +31,13 @@ _piece = st.one_of(
 _markdown = st.lists(_piece, max_size=60).map(" ".join)
 
 
+# a ```` opener whose first code line is too wide to start in the chunk it ends
+_WIDE_FIRST_LINE = " ".join(["`/workflow resume 3f9a1c2b`", "y" * 561, "\n````\n", "`" + "x" * 147 + "`"])
+
+
 @settings(max_examples=300, deadline=None)
 @given(text=_markdown, limit=st.sampled_from([200, 257, 2000, 3000]))
+@example(text=_WIDE_FIRST_LINE, limit=200)
 def test_split_random_markdown(text: str, limit: int) -> None:
     chunks = split_chunks(text, limit)
     assert "".join(c.body for c in chunks) == text  # no character lost
@@ -83,6 +88,17 @@ def test_long_one_line_output_never_shows_an_empty_code_block() -> None:
     for chunk in chunks:
         blocks = re.findall(r"```\n(.*?)\n?```", chunk.text, re.DOTALL)
         assert blocks and all(b.strip() for b in blocks), chunk.text[:40]
+
+
+def test_a_chunk_never_ends_on_a_fence_opened_for_a_line_that_does_not_fit() -> None:
+    chunks = split_chunks(_WIDE_FIRST_LINE, 200)
+    assert "".join(c.body for c in chunks) == _WIDE_FIRST_LINE
+    for chunk in chunks:
+        assert width(chunk.text) <= 200, chunk
+        assert fences_balanced(chunk.text, 50), chunk.text
+        assert not chunk.body.endswith("````\n"), chunk  # no empty block left behind
+    opened = next(c for c in chunks if "````" in c.body)
+    assert opened.body.startswith("````\n `x") and opened.suffix == "\n````"  # opener with its code
 
 
 def test_utf16_units_are_counted() -> None:
