@@ -224,10 +224,9 @@ class _Splitter:
         if self.lines[k].kind == "close" or self.soon[k]:  # keep some code for the close to follow
             k = next((i for i in range(k - 1, index - 1, -1) if self.lines[i].kind == "code"
                       and self.text[max(pos, self.lines[i].start) : self.lines[i].end].strip()), k)
-        cut = self._cut_line(pos, k, room)
-        if best is not None and cut[0] <= self.lines[k].start:
-            # not one character of line `k` fits after what precedes it (a fence just opened,
-            # its close to add): end after the last whole line instead
+        cut = self._cut_line(pos, k, room, force=best is None)
+        if cut is None:  # no allowed place in line `k` fits: end after the last whole line
+            assert best is not None
             return best, self._suffix(best, self.lines[self._line_at(best - 1)].after), True, 0
         return cut
 
@@ -248,8 +247,10 @@ class _Splitter:
                 hi = mid
         return lo
 
-    def _cut_line(self, pos: int, k: int, room: int) -> tuple[int, str, bool, int]:
-        """The chunk ends inside line `k`: at the last allowed place that fits."""
+    def _cut_line(self, pos: int, k: int, room: int, *,
+                  force: bool = True) -> tuple[int, str, bool, int] | None:
+        """The chunk ends inside line `k`: at the last allowed place that fits. None when there
+        is none and not `force` (the caller has a line end to fall back on)."""
         line = self.lines[k]
         fence = line.after if line.kind == "open" else (None if line.kind == "close" else line.before)
         suffix = "\n" + "`" * fence.run if fence is not None else ""
@@ -264,9 +265,10 @@ class _Splitter:
             if any(a < cut < b for a, b in tokens) or any(a < cut < b for a, b, _ in spans):
                 return True
             pieces = (self.text[max(pos, line.start) : cut], self.text[cut : line.end])
-            if line.kind == "code":
-                return any(_CLOSE.match(p.rstrip("\n")) for p in pieces)
-            return any(_OPEN.match(p.rstrip("\n")) for p in pieces)
+            if fence is not None and line.kind == "code":
+                return any(closes(p, fence, self.limit) is not None for p in pieces)
+            # a run of backticks too long to be a fence is text here as everywhere else
+            return any(fence_of(p, self.limit) is not None for p in pieces)
 
         far = lo
         while far < hi and self.w(pos, far + 1) + width(suffix) <= room:
@@ -280,7 +282,9 @@ class _Splitter:
             if space >= floor and space + 1 > pos:
                 cut = space + 1
         if cut is not None and cut > pos:
-            return cut, suffix, True, 0
+            return cut, self._suffix(cut, fence), True, 0
+        if not force:
+            return None
         # what starts at `pos` is wider than a chunk: cut it (a code span closed and reopened)
         span = next((s for s in spans if s[0] <= pos < s[1]), None)
         if span is not None:
@@ -288,7 +292,7 @@ class _Splitter:
         far = max(far, pos + 1)
         while far > pos + 1 and _joined(self.text, far):
             far -= 1
-        return far, suffix, False, 0
+        return far, self._suffix(far, fence), False, 0  # no "\n" before the close at a line's start
 
     def _in_span(self, pos: int, index: int, room: int, run: int, *, opening: bool,
                  ok: Callable[[int], bool]) -> tuple[int, str, bool, int]:

@@ -38,6 +38,7 @@ _WIDE_FIRST_LINE = " ".join(["`/workflow resume 3f9a1c2b`", "y" * 561, "\n````\n
 @settings(max_examples=300, deadline=None)
 @given(text=_markdown, limit=st.sampled_from([200, 257, 2000, 3000]))
 @example(text=_WIDE_FIRST_LINE, limit=200)
+@example(text=" ".join(["````", "word", "word", "<@U123ABC>", "y" * 472, "\n\n"]), limit=257)
 def test_split_random_markdown(text: str, limit: int) -> None:
     chunks = split_chunks(text, limit)
     assert "".join(c.body for c in chunks) == text  # no character lost
@@ -99,6 +100,28 @@ def test_a_chunk_never_ends_on_a_fence_opened_for_a_line_that_does_not_fit() -> 
         assert not chunk.body.endswith("````\n"), chunk  # no empty block left behind
     opened = next(c for c in chunks if "````" in c.body)
     assert opened.body.startswith("````\n `x") and opened.suffix == "\n````"  # opener with its code
+
+
+def test_a_fence_cut_at_a_line_end_closes_without_an_extra_newline() -> None:
+    # an opener whose info string is wider than a chunk, then an unclosed block
+    text = " ".join(["````", "word", "word", "<@U123ABC>", "y" * 472, "\n\n"])
+    chunks = split_chunks(text, 257)
+    assert "".join(c.body for c in chunks) == text
+    for chunk in chunks:
+        assert width(chunk.text) <= 257, chunk
+        assert fences_balanced(chunk.text, 257 // 4), chunk.text
+        assert not (chunk.body.endswith("\n") and chunk.suffix.startswith("\n")), chunk
+
+
+def test_a_run_of_backticks_too_long_to_be_a_fence_is_not_cut_into_one() -> None:
+    # 17 backticks are text at a limit of 64; cut after 1, the rest (16) would open a fence
+    text = "`" + "x" * 44 + "` \n" + "`" * 17 + " " + "y" * 30
+    chunks = split_chunks(text, 64)
+    assert "".join(c.body for c in chunks) == text
+    for chunk in chunks:
+        assert width(chunk.text) <= 64, chunk
+        assert fences_balanced(chunk.text, 64 // 4), chunk.text
+    assert [c.body for c in chunks] == [text[:48], text[48:]]  # the line moves whole
 
 
 def test_utf16_units_are_counted() -> None:
