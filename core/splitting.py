@@ -222,8 +222,8 @@ class _Splitter:
             return best, self._suffix(best, self.lines[self._line_at(best - 1)].after), True, 0
         k = j
         if self.lines[k].kind == "close" or self.soon[k]:  # keep some code for the close to follow
-            k = next((i for i in range(k - 1, index - 1, -1) if self.lines[i].kind == "code"
-                      and self.text[max(pos, self.lines[i].start) : self.lines[i].end].strip()), k)
+            k = next((i for i in range(k - 1, index - 1, -1) if self.lines[i].kind in ("code", "open")
+                      and self.text[max(pos, self.lines[i].mark) : self.lines[i].end].strip()), k)
         cut = self._cut_line(pos, k, room, force=best is None)
         if cut is None:  # no allowed place in line `k` fits: end after the last whole line
             assert best is not None
@@ -265,6 +265,8 @@ class _Splitter:
             if any(a < cut < b for a, b in tokens) or any(a < cut < b for a, b, _ in spans):
                 return True
             pieces = (self.text[max(pos, line.start) : cut], self.text[cut : line.end])
+            if line.kind == "open":  # the opener itself, closed by the suffix; then no backtick
+                return False
             if fence is not None and line.kind == "code":
                 return any(closes(p, fence, self.limit) is not None for p in pieces)
             # a run of backticks too long to be a fence is text here as everywhere else

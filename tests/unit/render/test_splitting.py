@@ -124,6 +124,18 @@ def test_a_run_of_backticks_too_long_to_be_a_fence_is_not_cut_into_one() -> None
     assert [c.body for c in chunks] == [text[:48], text[48:]]  # the line moves whole
 
 
+@pytest.mark.parametrize("close", ["```", "````"])
+def test_an_opener_wider_than_a_chunk_is_cut_in_its_text_not_in_the_close(close: str) -> None:
+    # "```py" then a long info string and the close: never cut inside the close line
+    text = " ".join(["\n```py", "😀" * 217, "<@U123ABC>", f"\n{close}\n"])
+    chunks = split_chunks(text, 64)
+    assert "".join(c.body for c in chunks) == text
+    for chunk in chunks:
+        assert width(chunk.text) <= 64, chunk
+        assert fences_balanced(chunk.text, 64 // 4), chunk.text
+    assert chunks[-1].body.endswith(f"{close}\n") and chunks[-1].suffix == ""
+
+
 def test_utf16_units_are_counted() -> None:
     text = "😀" * 1500  # 3,000 units, 1,500 characters
     chunks = split_chunks(text, 2000)
