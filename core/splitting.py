@@ -204,6 +204,7 @@ class _Splitter:
         """The end of the chunk starting at `pos`: after the last whole line that fits and leaves
         no empty code block on either side, else inside a line."""
         best: int | None = None
+        last: int | None = None  # the last line end that fits, even with an empty block left
         empty = fence is not None  # a reopened block with nothing in it yet
         j = index
         while j < len(self.lines):
@@ -215,6 +216,7 @@ class _Splitter:
             if j == len(self.lines) - 1:
                 return line.end, self._suffix(line.end, line.after), True, 0
             inside = line.after is not None
+            last = line.end
             if not (inside and (empty or self.soon[j + 1])):
                 best = line.end
             j += 1
@@ -224,10 +226,11 @@ class _Splitter:
         if self.lines[k].kind == "close" or self.soon[k]:  # keep some code for the close to follow
             k = next((i for i in range(k - 1, index - 1, -1) if self.lines[i].kind in ("code", "open")
                       and self.text[max(pos, self.lines[i].mark) : self.lines[i].end].strip()), k)
-        cut = self._cut_line(pos, k, room, force=best is None)
+        cut = self._cut_line(pos, k, room, force=last is None)
         if cut is None:  # no allowed place in line `k` fits: end after the last whole line
-            assert best is not None
-            return best, self._suffix(best, self.lines[self._line_at(best - 1)].after), True, 0
+            end = best if best is not None else last
+            assert end is not None
+            return end, self._suffix(end, self.lines[self._line_at(end - 1)].after), True, 0
         return cut
 
     def _cut_anyway(self, j: int, room: int) -> bool:

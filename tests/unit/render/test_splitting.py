@@ -136,6 +136,17 @@ def test_an_opener_wider_than_a_chunk_is_cut_in_its_text_not_in_the_close(close:
     assert chunks[-1].body.endswith(f"{close}\n") and chunks[-1].suffix == ""
 
 
+def test_a_code_line_no_cut_of_which_is_content_moves_whole() -> None:
+    # 17 backticks are content in a ````` block at a limit of 64; any cut of them would close it
+    text = "\n`````text " + "y" * 30 + " \n" + "`" * 17 + "\n"
+    chunks = split_chunks(text, 64, languages=False)
+    assert "".join(c.body for c in chunks) == text
+    for chunk in chunks:
+        assert width(chunk.text) <= 64, chunk
+        assert fences_balanced(chunk.text, 64 // 4), chunk.text
+    assert chunks[-1].body == "`" * 17 + "\n" and chunks[-1].prefix == "`````\n"
+
+
 def test_utf16_units_are_counted() -> None:
     text = "😀" * 1500  # 3,000 units, 1,500 characters
     chunks = split_chunks(text, 2000)
