@@ -16,7 +16,8 @@ What a split never does:
   link (`<@U1>`, `<#C1|x>`, `[label](<url>)`), an entity (`&amp;`), an emoji shortcode or a
   character sequence drawn as one (an emoji with its modifiers and joiners), as long as that
   piece fits in a chunk at all. A code span wider than a whole chunk is cut, closed and
-  reopened with its own backticks, and the chunk says so (`Chunk.whole` is False): the caller
+  reopened with its own backticks (a run over a quarter of the limit opens no span, as it opens
+  no fence), and the chunk says so (`Chunk.whole` is False): the caller
   then attaches the whole text as a file, where every command is whole and pastes back exactly.
 
 Where a line is longer than what is left of a chunk, the cut falls after a space near the end
@@ -143,10 +144,11 @@ def code_spans(line: str) -> list[tuple[int, int, int]]:
     return spans
 
 
-def _regions(text: str, line: _Line) -> tuple[list[tuple[int, int]], list[tuple[int, int, int]]]:
-    """The protected pieces of a text line (absolute offsets): tokens, and code spans."""
+def _regions(text: str, line: _Line, limit: int) -> tuple[list[tuple[int, int]], list[tuple[int, int, int]]]:
+    """The protected pieces of a text line (absolute offsets): tokens, and code spans (one
+    opened by a run too long to reopen within `limit`, over a quarter of it, is text)."""
     body = text[line.start : line.end]
-    spans = [(line.start + a, line.start + b, run) for a, b, run in code_spans(body)]
+    spans = [(line.start + a, line.start + b, run) for a, b, run in code_spans(body) if run <= limit // 4]
     tokens: list[tuple[int, int]] = []
     for match in _TOKENS.finditer(body):
         a, b = line.start + match.start(), line.start + match.end()
@@ -261,7 +263,7 @@ class _Splitter:
         hi = line.end
         if line.kind == "code":  # leave something to show after the cut (the close follows)
             hi = line.start + len(self.text[line.start : line.end].rstrip())
-        tokens, spans = _regions(self.text, line) if line.kind == "text" else ([], [])
+        tokens, spans = _regions(self.text, line, self.limit) if line.kind == "text" else ([], [])
 
         def inside(cut: int) -> bool:
             """`cut` falls inside a protected piece, or leaves a piece that reads as a fence."""
@@ -304,7 +306,7 @@ class _Splitter:
         """Inside a code span too wide for a chunk: as much as fits, closed with its backticks
         (never next to a backtick of its content, which would change the run)."""
         line = self.lines[index]
-        _, spans = _regions(self.text, line)
+        _, spans = _regions(self.text, line, self.limit)
         end = next((b for a, b, r in spans if (a == pos if opening else a < pos < b) and r == run), line.end)
         if self.w(pos, end) <= room and ok(end):
             return end, "", not opening, 0

@@ -147,6 +147,14 @@ def test_a_code_line_no_cut_of_which_is_content_moves_whole() -> None:
     assert chunks[-1].body == "`" * 17 + "\n" and chunks[-1].prefix == "`````\n"
 
 
+def test_a_code_span_whose_backticks_could_not_be_reopened_is_text() -> None:
+    # a span opened by 50 backticks at a limit of 64: closing and reopening it takes 100
+    text = "\n" + "`" * 50 + " " + "`" * 50 + "\n"
+    chunks = split_chunks(text, 64, languages=False)
+    assert "".join(c.body for c in chunks) == text
+    assert all(width(c.text) <= 64 and not c.prefix and not c.suffix for c in chunks)
+
+
 def test_utf16_units_are_counted() -> None:
     text = "😀" * 1500  # 3,000 units, 1,500 characters
     chunks = split_chunks(text, 2000)
