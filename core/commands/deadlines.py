@@ -98,6 +98,8 @@ class GateDeadlines:
         except DeadlineAlreadyFired:
             return None
         except BatonError as exc:  # the run moved on meanwhile (decided, cancelled): nothing to do
+            # marked fired, or it stays due and every tick (and a full batch's re-read) finds it again
+            self.store.fire_deadline(deadline, self.replica)
             log.info(
                 "deadline %s of %s/%s: %s", deadline.name, deadline.run_id, deadline.node_id, exc.message,
                 extra={"action": "deadline_skipped", "run_id": deadline.run_id},

@@ -205,3 +205,24 @@ async def test_deadlines_survive_a_restart_and_fire_on_one_of_two_replicas(setup
     assert [(r.kind, r.conversation) for r in told] == [  # once: in the thread, then to sam and sue
         ("gate_reminder", "c1"), ("gate_reminder", "sam"), ("gate_reminder", "sue")]
     assert [a.action for a in chat.store.audit_log(run_id)].count("remind") == 1
+
+
+async def test_a_deadline_whose_gate_cannot_be_read_is_marked_fired_once_and_the_tick_ends(  # type: ignore[no-untyped-def]
+    setup, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A deadline whose firing raises (here: its node has no gate) is marked fired as stale.
+    Left unfired it stayed due, and a full batch was read again and again: the tick never
+    ended and the replica's deadline loop spun."""
+    import core.commands.deadlines as deadlines_module
+
+    chat, clock, told, _ = setup
+    run_id = await _paused(chat, clock)
+    for node in ("gone-1", "gone-2", "gone-3"):
+        chat.store.plan_deadlines(run_id, node, clock.now, [("remind:0", clock.now + 1)])
+    monkeypatch.setattr(deadlines_module, "BATCH", 2)  # every batch comes back full
+    clock.now += 60
+    fired = await asyncio.wait_for(_deadlines(chat, clock, told).tick(), 30)
+    assert sorted((f.deadline.node_id, f.action) for f in fired) == [
+        ("gone-1", "stale"), ("gone-2", "stale"), ("gone-3", "stale")]
+    assert await _deadlines(chat, clock, told).tick() == []  # fired once: not due any more
+    assert told == []
