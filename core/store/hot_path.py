@@ -166,26 +166,8 @@ class HotPath:
         operation: str,
     ) -> Outcome:
         """`before` (as `run_many`), then `prepared`, in ONE committed transaction; the
-        outcome of `prepared` (which may not return rows)."""
-        conn = None
-        try:
-            conn = self._connection()
-            cursor = conn.cursor()
-            try:
-                with _transaction(conn, shared=conn is self._shared):
-                    for statement, rows in before:
-                        if rows:
-                            cursor.executemany(statement.sql, [statement.bind(row) for row in rows])
-                    cursor.execute(prepared.sql, prepared.bind(params))
-                    rowcount = cursor.rowcount
-            finally:
-                cursor.close()
-            self._finish()
-        except self._dbapi_error as exc:
-            if conn is not None and conn is not self._shared:
-                self._discard(conn)
-            raise StoreError(f"The run store could not {operation} ({describe(exc)}).") from exc
-        return Outcome(rowcount=rowcount)
+        outcome of `prepared` (which may not return rows): `run_many` with `prepared` last."""
+        return Outcome(rowcount=self.run_many([*before, (prepared, [params])], operation=operation))
 
     def run_many(
         self, batches: Sequence[tuple[Prepared, Sequence[Mapping[str, Any]]]], *, operation: str
