@@ -37,6 +37,7 @@ from core.engine.distributed import (
     stalled_after,
 )
 from core.errors import ConfigurationError
+from core.store.worker_journal import WorkerJournal
 
 log = logging.getLogger("baton.worker")
 
@@ -55,11 +56,14 @@ def worker_name(settings: Settings, name: str | None) -> str:
     return name or f"{settings.replica_id or socket.gethostname()}:{os.getpid()}"
 
 
-def build_worker(runtime: Runtime, queue: JobQueue, *, concurrency: int, name: str) -> Worker:
+def build_worker(
+    runtime: Runtime, queue: JobQueue, journal: WorkerJournal, *, concurrency: int, name: str
+) -> Worker:
     """A Procrastinate worker whose one task runs a `NodeJob` through `NodeWorker`."""
     settings = runtime.settings
     node_worker = NodeWorker(
         store=runtime.store,
+        journal=journal,
         providers=runtime.providers,
         tools=runtime.tools,
         data_dir=settings.data_dir,
@@ -114,13 +118,16 @@ async def serve_worker(
     require_procrastinate(settings)
     runtime = assemble(settings, environ=environ)  # its store is migrated
     queue: JobQueue | None = None
+    journal: WorkerJournal | None = None
     try:
         apply_queue_schema(settings.database_url)
         slots = concurrency or settings.worker_concurrency
         queue = JobQueue(settings.database_url, pool_size=slots + 3)
+        journal = WorkerJournal(settings.database_url, size=slots)
         label = worker_name(settings, name)
-        worker = build_worker(runtime, queue, concurrency=slots, name=label)
+        worker = build_worker(runtime, queue, journal, concurrency=slots, name=label)
         await queue.open()
+        await journal.open()
         shutdown = Shutdown(grace=settings.shutdown_grace, what="steps", on_first=worker.stop)
         health = Health(ping=runtime.store.ping, stopping=shutdown.stopping)
         with shutdown.signals():
@@ -142,6 +149,8 @@ async def serve_worker(
                     await asyncio.gather(beating, return_exceptions=True)
         log.info("worker stopped", extra={"action": "worker_stopped", "worker": label})
     finally:
+        if journal is not None:
+            await journal.close()
         if queue is not None:
             await queue.close()
         runtime.store.close()

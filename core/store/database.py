@@ -112,6 +112,18 @@ def open_engine(url: URL, *, sqlite_synchronous: SqliteSynchronous = "NORMAL") -
     return engine
 
 
+def pg_conninfo(database_url: str) -> str:
+    """A libpq connection string for a Baton database URL (PostgreSQL only: distributed
+    execution's job queue and workers)."""
+    url = normalize_url(database_url)
+    if url.get_backend_name() != "postgresql":
+        raise ConfigurationError(
+            "BATON_EXECUTOR=procrastinate needs PostgreSQL; BATON_DATABASE_URL is SQLite",
+            hint="Set BATON_DATABASE_URL=postgresql://… or BATON_EXECUTOR=local.",
+        )
+    return url.set(drivername="postgresql").render_as_string(hide_password=False)
+
+
 def describe(exc: BaseException) -> str:
     """One line naming a driver error without SQL text or parameters."""
     orig = getattr(exc, "orig", None) or exc

@@ -11,28 +11,26 @@ path's connection, `HotPath.transact`):
 
 (one transaction for every step that became ready in the same scheduling tick), so a
 process that dies in between leaves neither the entry nor the job. A worker then moves
-the entry `queued -> started` with a compare-and-swap (`journal_claim`) before the step
+the entry `queued -> started` with a compare-and-swap (`WorkerJournal.claim`) before the step
 runs: of two claims (a redelivered job, a recovered replica) exactly one begins the
 step. A replica that finds a `queued` entry whose job is gone settles it with
 `journal_unqueue` (also a CAS: it loses to a worker that claimed it first).
 
-The worker's two writes are short statements on the hot path (`hot_path.py`): the claim,
-then its result (`journal_settle`: output and artifact blobs and the settled entry, one
-transaction). The replica waits for results with `journal_settled`: one query for every
+The worker's two writes, the claim and then its result (output and artifact blobs and the
+settled entry, one statement), are `WorkerJournal`'s (`worker_journal.py`), on the worker's
+event loop. The replica waits for results with `journal_settled`: one query for every
 step it waits for, returning only the entries settled since, with their output bytes.
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 import sqlalchemy as sa
 
-from core.errors import ConfigurationError, StoreError
-from core.store import cas
+from core.errors import ConfigurationError
 from core.store.database import store_operation
 from core.store.port import Defer, Handoff
 from core.store.records import JournalEntry, NodeStatus
@@ -54,22 +52,6 @@ _QUEUE_SQL = """
                   CAST(%(idempotency_keys)s AS text[])) AS h(r, n, a, k, c, i)
     RETURNING id, run_id, node_id, attempt
 """
-#: A worker's result in one statement (PostgreSQL): its blobs, inserted unless present, and
-#: the `started` entry settled (the UPDATE's row count tells whether it was `started`).
-_SETTLE = sa.text(
-    """
-    WITH kept AS (
-        INSERT INTO blobs (digest, data, size)
-        SELECT * FROM unnest(CAST(:digests AS text[]), CAST(:datas AS bytea[]), CAST(:sizes AS integer[]))
-        ON CONFLICT (digest) DO NOTHING
-    )
-    UPDATE journal
-       SET status = :b_status, finished_at = :b_finished_at, output_digest = :b_output_digest,
-           error = :b_error, tokens_in = :b_tokens_in, tokens_out = :b_tokens_out,
-           artifacts = CAST(:b_artifacts AS json)
-     WHERE id = :entry_id AND status = 'started'
-    """
-)
 #: the journal's columns (JSON ones as text, decoded by `rows.json_object`), then the
 #: output blob's bytes
 _SETTLED_COLUMNS = [
@@ -92,15 +74,6 @@ _SETTLED = (
 
 
 class DispatchSql(SqlBase):
-    def __init__(self, url: str, **kwargs: Any) -> None:
-        super().__init__(url, **kwargs)
-        self._claim_sql = self._hot.prepare(
-            sa.update(JOURNAL)
-            .where(JOURNAL.c.id == sa.bindparam("entry_id"), JOURNAL.c.status == _QUEUED)
-            .values(status=NodeStatus.STARTED.value, started_at=sa.bindparam("b_started_at"))
-        )
-        self._settle_sql = self._hot.prepare(_SETTLE)
-
     def _require_postgres(self) -> None:
         if self.dialect != "postgresql":
             raise ConfigurationError(
@@ -136,64 +109,6 @@ class DispatchSql(SqlBase):
             return list(zip(entry_ids, defer(conn, entry_ids), strict=True))
 
         return self._hot.transact(write, operation="hand steps to the job queue")
-
-    def journal_claim(self, entry_id: int) -> bool:
-        """CAS `queued -> started` (one autocommitted statement); False when it was not queued."""
-        params = {"entry_id": entry_id, "b_started_at": self._now()}
-        return self._hot.run(self._claim_sql, params, operation="claim a queued step").rowcount == 1
-
-    def journal_settle(
-        self,
-        entry_id: int,
-        *,
-        status: NodeStatus,
-        output: bytes | None = None,
-        error: str | None = None,
-        tokens_in: int = 0,
-        tokens_out: int = 0,
-        artifacts: Mapping[str, bytes] | None = None,
-    ) -> str | None:
-        """The blobs (output, artifacts) and the `started` entry settled: one statement, so
-        one round trip and one commit (blobs in digest order, like `journal_complete_many`);
-        the output's digest."""
-        status = NodeStatus(status)
-        if status not in _FINAL:
-            raise ValueError(f"journal_settle takes completed or failed, not {status.value}")
-        blobs: dict[str, bytes] = {}
-        digest = None
-        if output is not None:
-            digest = hashlib.sha256(output).hexdigest()
-            blobs[digest] = output
-        kept: dict[str, str] = {}
-        for path, data in (artifacts or {}).items():
-            kept[path] = hashlib.sha256(data).hexdigest()
-            blobs[kept[path]] = data
-        params: dict[str, Any] = {
-            "entry_id": entry_id,
-            "b_status": status.value,
-            "b_finished_at": self._now(),
-            "b_output_digest": digest,
-            "b_error": error,
-            "b_tokens_in": tokens_in,
-            "b_tokens_out": tokens_out,
-            "b_artifacts": json.dumps(kept),
-        }
-        order = sorted(blobs)
-        params["digests"] = order
-        params["datas"] = [blobs[d] for d in order]
-        params["sizes"] = [len(blobs[d]) for d in order]
-        settled = self._hot.run(self._settle_sql, params, operation="record a step result")
-        if settled.rowcount != 1:
-            self._not_settleable(entry_id)
-        return digest
-
-    @store_operation("read a journal entry")
-    def _not_settleable(self, entry_id: int) -> None:
-        with self._single.connect() as conn:
-            row = conn.execute(sa.select(JOURNAL).where(JOURNAL.c.id == entry_id)).first()
-        if row is None:
-            raise StoreError(f"Journal entry {entry_id} does not exist.", hint="This is a bug in Baton.")
-        raise cas.already_settled(journal_from_row(row))
 
     @store_operation("withdraw a queued step")
     def journal_unqueue(self, entry_id: int, error: str) -> bool:

@@ -30,7 +30,7 @@ Zero rows means another actor won: the store reads the run and raises `RunNotRes
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -374,13 +374,11 @@ class Store(
 
 
 class Dispatch(Protocol):
-    """The journal's hand-off to distributed workers (`BATON_EXECUTOR=procrastinate`)."""
+    """The journal's hand-off to distributed workers (`BATON_EXECUTOR=procrastinate`); the
+    workers' own writes (claim, result) are `core/store/worker_journal.py`'s."""
 
     def journal_queue_many(self, handoffs: Sequence[Handoff], defer: Defer) -> list[tuple[int, int]]:
         """A `queued` entry and its job per hand-off, all in one transaction: (entry id, job id)."""
-
-    def journal_claim(self, entry_id: int) -> bool:
-        """CAS queued -> started (a worker); False when it was not queued."""
 
     def journal_unqueue(self, entry_id: int, error: str) -> bool:
         """CAS queued -> failed (its job vanished); False when a worker claimed it first."""
@@ -392,17 +390,3 @@ class Dispatch(Protocol):
         """Those of these entries that are settled (neither `queued` nor `started`), each with
         its output blob's bytes (None when it has no output), in one query."""
 
-    def journal_settle(
-        self,
-        entry_id: int,
-        *,
-        status: NodeStatus,
-        output: bytes | None = None,
-        error: str | None = None,
-        tokens_in: int = 0,
-        tokens_out: int = 0,
-        artifacts: Mapping[str, bytes] | None = None,
-    ) -> str | None:
-        """A worker's result: the output and artifact blobs and the `started` entry settled,
-        in one transaction (InvalidTransition when the entry is not `started`); the output's
-        digest."""

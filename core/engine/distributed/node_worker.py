@@ -19,11 +19,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import functools
 import logging
 import os
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol, TypeVar
@@ -53,11 +52,15 @@ _T = TypeVar("_T")
 
 
 class WorkerStore(Protocol):
-    def journal_claim(self, entry_id: int) -> bool: ...
-
     def get_blobs(self, digests: list[str]) -> dict[str, bytes]: ...
 
-    def journal_settle(
+
+class StepJournal(Protocol):
+    """The worker's writes per step (`core/store/worker_journal.py`), on its event loop."""
+
+    async def claim(self, entry_id: int) -> bool: ...
+
+    async def settle(
         self,
         entry_id: int,
         *,
@@ -70,11 +73,10 @@ class WorkerStore(Protocol):
     ) -> str | None: ...
 
 
-async def _off_loop(call: Callable[..., _T], *args: Any, **kwargs: Any) -> _T:
-    """A store call, in a thread: the job slots' database round trips overlap instead of
-    holding the worker's event loop in turn. Stopped meanwhile, it still waits for the call
-    to end (as if it had run on the loop), so what it wrote is known before the job stops."""
-    done = asyncio.get_running_loop().run_in_executor(None, functools.partial(call, *args, **kwargs))
+async def _to_end(write: Awaitable[_T]) -> _T:
+    """A journal write that, stopped meanwhile, still runs to its end (a claim or a result
+    half-known to the job would be a claim or a result nobody acts on)."""
+    done = asyncio.ensure_future(write)
     try:
         return await asyncio.shield(done)
     except asyncio.CancelledError:
@@ -99,7 +101,8 @@ def local_identity(job: NodeJob, tools: ToolRegistry, providers: ProviderRegistr
 
 @dataclass
 class NodeWorker:
-    store: WorkerStore
+    store: WorkerStore  # artifacts to restore
+    journal: StepJournal  # claims and results
     providers: ProviderRegistry
     tools: ToolRegistry
     data_dir: Path
@@ -111,20 +114,20 @@ class NodeWorker:
 
     async def run(self, job: NodeJob) -> NodeStatus | None:
         """Execute the job's step; the status it settled with, or None when it was not ours."""
-        claimed = await _off_loop(self.store.journal_claim, job.entry_id)
+        claimed = await _to_end(self.journal.claim(job.entry_id))
         extra = {"run_id": job.run_id, "node_id": job.node_id, "worker": self.name}
         if not claimed:
             log.info("step already claimed or withdrawn", extra={"action": "skip_job", **extra})
             return None
         refused = self._refusal(job)
         if refused is not None:
-            await _off_loop(self.store.journal_settle, job.entry_id, status=NodeStatus.FAILED, error=refused)
+            await _to_end(self.journal.settle(job.entry_id, status=NodeStatus.FAILED, error=refused))
             log.warning(refused, extra={"action": "identity_mismatch", **extra})
             return NodeStatus.FAILED
         dirs = self._dirs(job.run_id)
         missing = missing_artifacts(dirs.root, job.restore)
         if missing:
-            blobs = await _off_loop(self.store.get_blobs, sorted(set(missing.values())))
+            blobs = await asyncio.to_thread(self.store.get_blobs, sorted(set(missing.values())))
             restore_artifacts(dirs.root, {path: blobs[digest] for path, digest in missing.items()})
         ctx = NodeContext(
             run_id=job.run_id,
@@ -148,14 +151,15 @@ class NodeWorker:
             result = await execute_node(job.rendered, ctx, providers=self.providers, tools=self.tools)
             check_output(job.node_id, result.output, job.output)
         except NodeFailed as exc:  # includes contract violations: output kept, entry failed
-            await _off_loop(
-                self.store.journal_settle,
-                job.entry_id,
-                status=NodeStatus.FAILED,
-                output=result.output.encode() if result is not None else None,
-                error=exc.message,
-                tokens_in=result.tokens_in if result is not None else 0,
-                tokens_out=result.tokens_out if result is not None else 0,
+            await _to_end(
+                self.journal.settle(
+                    job.entry_id,
+                    status=NodeStatus.FAILED,
+                    output=result.output.encode() if result is not None else None,
+                    error=exc.message,
+                    tokens_in=result.tokens_in if result is not None else 0,
+                    tokens_out=result.tokens_out if result is not None else 0,
+                )
             )
             log.info("step failed", extra={"action": "node_failed", "seconds": _since(began), **extra})
             return NodeStatus.FAILED
@@ -165,7 +169,7 @@ class NodeWorker:
         except Exception as exc:  # a bug in a node kind or provider: fail the step, keep the worker
             shown = self.environment.redactor.redact(str(exc))
             message = f"step `{job.node_id}` crashed: {type(exc).__name__}: {shown}"
-            await _off_loop(self.store.journal_settle, job.entry_id, status=NodeStatus.FAILED, error=message)
+            await _to_end(self.journal.settle(job.entry_id, status=NodeStatus.FAILED, error=message))
             log.warning(message, extra={"action": "node_failed", "seconds": _since(began), **extra})
             return NodeStatus.FAILED
         output = result.output.encode()
@@ -175,22 +179,19 @@ class NodeWorker:
                 files = capture_artifacts(dirs.root, job.artifact_globs)
             except (ArtifactOutside, OSError) as exc:
                 message = f"step `{job.node_id}` ran, but its artifacts cannot be kept: {exc}"
-                await _off_loop(
-                    self.store.journal_settle,
-                    job.entry_id,
-                    status=NodeStatus.FAILED,
-                    output=output,
-                    error=message,
+                await _to_end(
+                    self.journal.settle(job.entry_id, status=NodeStatus.FAILED, output=output, error=message)
                 )
                 return NodeStatus.FAILED
-        await _off_loop(  # output, artifacts and `completed`: one transaction
-            self.store.journal_settle,
-            job.entry_id,
-            status=NodeStatus.COMPLETED,
-            output=output,
-            tokens_in=result.tokens_in,
-            tokens_out=result.tokens_out,
-            artifacts=files,
+        await _to_end(  # output, artifacts and `completed`: one statement
+            self.journal.settle(
+                job.entry_id,
+                status=NodeStatus.COMPLETED,
+                output=output,
+                tokens_in=result.tokens_in,
+                tokens_out=result.tokens_out,
+                artifacts=files,
+            )
         )
         log.info("step completed", extra={"action": "node_completed", "seconds": _since(began), **extra})
         return NodeStatus.COMPLETED

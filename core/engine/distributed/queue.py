@@ -23,8 +23,8 @@ from procrastinate.jobs import Status
 from procrastinate.schema import SchemaManager
 
 from core.engine.distributed.jobs import DEFAULT_QUEUE, TASK_NAME, NodeJob, queueing_lock
-from core.errors import ConfigurationError, StoreError
-from core.store.database import describe, normalize_url
+from core.errors import StoreError
+from core.store.database import describe, pg_conninfo
 
 log = logging.getLogger(__name__)
 
@@ -34,22 +34,11 @@ SCHEMA_LOCK_KEY = 0x627175657565
 ENDED = frozenset({Status.SUCCEEDED, Status.FAILED, Status.CANCELLED, Status.ABORTED, Status.ABORTING})
 
 
-def conninfo(database_url: str) -> str:
-    """A libpq connection string for a Baton database URL (PostgreSQL only)."""
-    url = normalize_url(database_url)
-    if url.get_backend_name() != "postgresql":
-        raise ConfigurationError(
-            "BATON_EXECUTOR=procrastinate needs PostgreSQL; BATON_DATABASE_URL is SQLite",
-            hint="Set BATON_DATABASE_URL=postgresql://… or BATON_EXECUTOR=local.",
-        )
-    return url.set(drivername="postgresql").render_as_string(hide_password=False)
-
-
 def apply_queue_schema(database_url: str) -> bool:
     """Install Procrastinate's schema unless it is there; True when this call installed it.
     Safe when several processes start at once."""
     try:
-        with psycopg.connect(conninfo(database_url), autocommit=True) as conn:
+        with psycopg.connect(pg_conninfo(database_url), autocommit=True) as conn:
             conn.execute("SELECT pg_advisory_lock(%s)", (SCHEMA_LOCK_KEY,))
             try:
                 present = conn.execute("SELECT to_regclass('procrastinate_jobs')").fetchone()
@@ -92,7 +81,7 @@ class JobQueue:
     def __init__(self, database_url: str, *, pool_size: int = 2) -> None:
         self.app = procrastinate.App(
             connector=procrastinate.PsycopgConnector(
-                conninfo=conninfo(database_url), min_size=1, max_size=max(1, pool_size)
+                conninfo=pg_conninfo(database_url), min_size=1, max_size=max(1, pool_size)
             )
         )
         self._open = False

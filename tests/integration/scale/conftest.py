@@ -29,6 +29,7 @@ from core.engine.engine import Engine, EngineConfig
 from core.engine.providers import FakeProvider, ProviderRegistry
 from core.engine.tools import ToolRegistry
 from core.store.repository import SqlStore
+from core.store.worker_journal import WorkerJournal
 from core.workflows.catalog import Catalog
 from tests.environments import step_environment
 from tests.integration.engine.harness import Harness
@@ -96,8 +97,10 @@ async def cluster(
     settings = worker_settings(postgres_url, tmp_path / "worker", **getattr(request, "param", {}))
     queue = JobQueue(postgres_url, pool_size=6)
     runtime = assemble(settings)  # the worker's own runtime, as `baton worker` assembles it
-    worker = build_worker(runtime, queue, concurrency=3, name="test-worker")
+    journal = WorkerJournal(postgres_url, size=3)
+    worker = build_worker(runtime, queue, journal, concurrency=3, name="test-worker")
     await queue.open()
+    await journal.open()
     await dispatcher.open()
     await engine.start()
     working = asyncio.create_task(worker.run())
@@ -109,6 +112,7 @@ async def cluster(
         with contextlib.suppress(asyncio.CancelledError):
             await asyncio.wait_for(working, 15)
         await dispatcher.close()
+        await journal.close()
         await queue.close()
         runtime.store.close()
         store.close()

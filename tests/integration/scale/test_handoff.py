@@ -16,7 +16,7 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from core.engine.distributed.queue import conninfo
+from core.store.database import pg_conninfo as conninfo
 from core.store.records import NodeStatus, RunStatus
 from core.store.repository import SqlStore
 from tests.integration.scale.processes import Node, replica_options, worker_options

@@ -1,9 +1,11 @@
-"""The `Dispatch` role of `SqlStore` on PostgreSQL: the writes a `baton worker` makes per step
-(the claim, then its result in one statement) and the replica's read of settled entries."""
+"""The `Dispatch` role of `SqlStore` on PostgreSQL and the worker's `WorkerJournal`: the writes a
+`baton worker` makes per step (the claim, then its result in one statement) and the replica's
+read of settled entries."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import hashlib
+from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
 import pytest
@@ -12,6 +14,7 @@ from core.errors import InvalidTransition
 from core.store.port import Handoff
 from core.store.records import NodeStatus
 from core.store.repository import SqlStore
+from core.store.worker_journal import WorkerJournal
 from tests.integration.store.conftest import Clock, run_factory
 
 pytestmark = pytest.mark.postgres
@@ -21,6 +24,12 @@ pytestmark = pytest.mark.postgres
 def pg_store(postgres_url: str, clock: Clock) -> Iterator[SqlStore]:
     with SqlStore(postgres_url, clock=clock) as opened:
         opened.migrate()
+        yield opened
+
+
+@pytest.fixture
+async def journal(postgres_url: str, clock: Clock) -> AsyncIterator[WorkerJournal]:
+    async with WorkerJournal(postgres_url, size=2, clock=clock) as opened:
         yield opened
 
 
@@ -39,22 +48,24 @@ def _queued(store: SqlStore, run_id: str, *nodes: str) -> list[int]:
     return [entry_id for entry_id, _ in store.journal_queue_many(handoffs, no_jobs)]
 
 
-def test_a_claim_is_a_compare_and_swap_from_queued(pg_store: SqlStore) -> None:
+async def test_a_claim_is_a_compare_and_swap_from_queued(pg_store: SqlStore, journal: WorkerJournal) -> None:
     run = run_factory(pg_store)()
     [entry_id] = _queued(pg_store, run.id, "a")
 
-    assert pg_store.journal_claim(entry_id) is True
-    assert pg_store.journal_claim(entry_id) is False  # a redelivered job: not ours any more
+    assert await journal.claim(entry_id) is True
+    assert await journal.claim(entry_id) is False  # a redelivered job: not ours any more
     assert pg_store.journal_unqueue(entry_id, "gone") is False  # the replica loses to the claim
     assert pg_store.journal_entries([entry_id])[entry_id].status is NodeStatus.STARTED
 
 
-def test_a_result_writes_its_blobs_and_settles_the_entry_once(pg_store: SqlStore) -> None:
+async def test_a_result_writes_its_blobs_and_settles_the_entry_once(
+    pg_store: SqlStore, journal: WorkerJournal
+) -> None:
     run = run_factory(pg_store)()
     [entry_id] = _queued(pg_store, run.id, "a")
-    pg_store.journal_claim(entry_id)
+    await journal.claim(entry_id)
 
-    digest = pg_store.journal_settle(
+    digest = await journal.settle(
         entry_id,
         status=NodeStatus.COMPLETED,
         output=b"out\n",
@@ -73,31 +84,36 @@ def test_a_result_writes_its_blobs_and_settles_the_entry_once(pg_store: SqlStore
         "files/b.txt": b"out\n",
     }
     with pytest.raises(InvalidTransition):  # settled once: a second result is refused
-        pg_store.journal_settle(entry_id, status=NodeStatus.FAILED, error="late")
+        await journal.settle(entry_id, status=NodeStatus.FAILED, error="late")
     assert pg_store.journal_entries([entry_id])[entry_id].status is NodeStatus.COMPLETED
 
 
-def test_a_result_for_an_entry_never_claimed_is_refused_and_writes_nothing(pg_store: SqlStore) -> None:
+async def test_a_result_for_an_entry_never_claimed_is_refused_and_writes_nothing(
+    pg_store: SqlStore, journal: WorkerJournal
+) -> None:
     run = run_factory(pg_store)()
     [entry_id] = _queued(pg_store, run.id, "a")
 
     with pytest.raises(InvalidTransition):
-        pg_store.journal_settle(entry_id, status=NodeStatus.COMPLETED, output=b"never claimed")
+        await journal.settle(entry_id, status=NodeStatus.COMPLETED, output=b"never claimed")
 
     entry = pg_store.journal_entries([entry_id])[entry_id]
     assert entry.status is NodeStatus.QUEUED
     assert entry.output_digest is None
+    assert pg_store.get_blobs([hashlib.sha256(b"never claimed").hexdigest()]) == {}
     with pytest.raises(ValueError):
-        pg_store.journal_settle(entry_id, status=NodeStatus.STARTED)
+        await journal.settle(entry_id, status=NodeStatus.STARTED)
 
 
-def test_the_replica_reads_only_settled_entries_with_their_outputs(pg_store: SqlStore) -> None:
+async def test_the_replica_reads_only_settled_entries_with_their_outputs(
+    pg_store: SqlStore, journal: WorkerJournal
+) -> None:
     run = run_factory(pg_store)()
     queued, started, done, failed = _queued(pg_store, run.id, "q", "s", "d", "f")
     for entry_id in (started, done, failed):
-        pg_store.journal_claim(entry_id)
-    pg_store.journal_settle(done, status=NodeStatus.COMPLETED, output=b"result")
-    pg_store.journal_settle(failed, status=NodeStatus.FAILED, error="exit 1")
+        await journal.claim(entry_id)
+    await journal.settle(done, status=NodeStatus.COMPLETED, output=b"result")
+    await journal.settle(failed, status=NodeStatus.FAILED, error="exit 1")
 
     found = pg_store.journal_settled([queued, started, done, failed, 999_999])
 
