@@ -21,6 +21,7 @@ applies it with a compare-and-swap.
 from __future__ import annotations
 
 import asyncio
+import itertools
 import logging
 from collections import deque
 from collections.abc import Callable, Mapping
@@ -226,6 +227,8 @@ class RunExecutor:
         self._verdicts = _Verdicts()
         self._runnable: deque[Step] = deque()
         self._running: dict[asyncio.Task[None], Step] = {}
+        self._finished: deque[asyncio.Task[None]] = deque()  # running tasks that ended, in order
+        self._ended = asyncio.Event()  # set when a running task ends
 
     @property
     def cancel_note(self) -> str | None:
@@ -244,20 +247,28 @@ class RunExecutor:
             while True:
                 if not verdicts.stopping:
                     await self._drain_ready()
-                if self._runnable and not verdicts.stopping:
-                    self._prefetch()
+                room = self.s.max_parallel - len(running)
+                if self._runnable and room > 0 and not verdicts.stopping:
+                    self._prefetch(room)
                     if len(self._runnable) == 1 and not running:
                         await self._run_step(self._runnable.popleft())
                         continue
                     while self._runnable and len(running) < self.s.max_parallel:
                         step = self._runnable.popleft()
-                        running[asyncio.create_task(self._run_step(step))] = step
+                        task = asyncio.create_task(self._run_step(step))
+                        task.add_done_callback(self._on_ended)
+                        running[task] = step
                 if not running:
                     if self._dag.ready and not verdicts.stopping:
                         continue
                     break
-                done, _ = await asyncio.wait(running, return_when=asyncio.FIRST_COMPLETED)
-                for task in done:
+                # woken by the tasks that end (not `asyncio.wait`, which hooks into every
+                # running task again on each call: a wide fan-out paid max_parallel per step)
+                while not self._finished:
+                    self._ended.clear()
+                    await self._ended.wait()
+                while self._finished:
+                    task = self._finished.popleft()
                     del running[task]
                     task.result()  # _run_step handles step failures; anything else is a bug
             journal.flush()
@@ -408,10 +419,15 @@ class RunExecutor:
         self._verdicts.attention.append(error)
         await self.x.emit(EventKind.NODE_ATTENTION, node_id, reason=error.message)
 
-    def _prefetch(self) -> None:
-        """Before steps run: record cache hits, load their inputs, restore artifacts."""
+    def _on_ended(self, task: asyncio.Task[None]) -> None:
+        self._finished.append(task)
+        self._ended.set()
+
+    def _prefetch(self, room: int) -> None:
+        """Before the next `room` runnable steps run: record cache hits, load their inputs (in
+        one read), restore artifacts. Only those: the queue behind them may be thousands long."""
         self.x.journal.flush_hits()
-        deps = {dep for step in self._runnable for dep in step.node.deps}
+        deps = {dep for step in itertools.islice(self._runnable, room) for dep in step.node.deps}
         if self._out.restore or any(d not in self._out.values for d in deps):
             self._out.ensure(deps)
 
