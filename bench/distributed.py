@@ -7,7 +7,10 @@ Procrastinate: `--steps` jobs of an async task that returns at once are deferred
 of their own, then worker processes (`App.run_worker_async`, listen/notify on, jobs deleted
 when they succeed: as `baton worker` configures its own) run them; timed from the first
 defer until the queue is empty. That is the ceiling of any design that puts one job per step
-on Procrastinate.
+on Procrastinate. Its workers use the connector `baton worker` uses (`queue_connector`:
+autocommit, a connection checked after a second unused), so that Baton's share is measured
+against the same Procrastinate; the same jobs on Procrastinate's default connector (a
+transaction and a check per query) are measured in the same rounds, for reference.
 Baton: a replica (`build_baton` in this process, BATON_EXECUTOR=procrastinate) runs a
 fan-out workflow of `--steps` no-op tool steps (an `async` tool, as Procrastinate's task)
 while `baton worker` processes execute them;
@@ -52,7 +55,11 @@ TOOLS = (
 PQ_WORKER = """
 import asyncio, sys
 import procrastinate
-connector = procrastinate.PsycopgConnector(conninfo=sys.argv[1], max_size=int(sys.argv[2]) + 3)
+from core.engine.distributed.queue import queue_connector
+if sys.argv[4] == "baton":  # the connector `baton worker` uses
+    connector = queue_connector(sys.argv[1], int(sys.argv[2]) + 3)
+else:  # Procrastinate's own defaults
+    connector = procrastinate.PsycopgConnector(conninfo=sys.argv[1], max_size=int(sys.argv[2]) + 3)
 app = procrastinate.App(connector=connector)
 
 @app.task(name="noop", queue=sys.argv[3])
@@ -123,15 +130,18 @@ def _stop(procs: list[_Proc]) -> None:
         proc.log.close()
 
 
-def procrastinate_side(url: str, steps: int, workers: int, concurrency: int) -> float:
-    """Jobs per second."""
+def procrastinate_side(
+    url: str, steps: int, workers: int, concurrency: int, connector: str = "baton"
+) -> float:
+    """Jobs per second; `connector`: "baton" (as `baton worker` configures Procrastinate's
+    connector) or "default" (Procrastinate's own defaults)."""
     import procrastinate
 
     from core.engine.distributed.queue import apply_queue_schema
 
     apply_queue_schema(url)
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    argv = [sys.executable, "-c", PQ_WORKER, url, str(concurrency), QUEUE]
+    argv = [sys.executable, "-c", PQ_WORKER, url, str(concurrency), QUEUE, connector]
     procs = [_Proc(argv, env, "ready") for _ in range(workers)]
     try:
         _wait_ready(procs)
@@ -227,10 +237,12 @@ def main() -> None:
     opts = parser.parse_args()
     out: dict[str, Any] = {"steps": opts.steps, "concurrency": opts.concurrency, "rounds": opts.rounds}
     for workers in [int(w) for w in opts.workers.split(",")]:
-        pq, bt = [], []
+        pq, pq_default, bt = [], [], []
         for _ in range(opts.rounds):
             url = fresh_database(opts.db)
             pq.append(procrastinate_side(url, opts.steps, workers, opts.concurrency))
+            url = fresh_database(opts.db)
+            pq_default.append(procrastinate_side(url, opts.steps, workers, opts.concurrency, "default"))
             url = fresh_database(opts.db)
             result = baton_side(
                 url, Path(opts.dir), opts.steps, workers, opts.concurrency
@@ -242,6 +254,7 @@ def main() -> None:
             bt.append(result["steps_per_s"])
         out[str(workers)] = {
             "procrastinate_jobs_per_s": sorted(pq)[len(pq) // 2],
+            "procrastinate_default_jobs_per_s": sorted(pq_default)[len(pq_default) // 2],
             "baton_steps_per_s": sorted(bt)[len(bt) // 2],
             "share_pct": 100 * sorted(bt)[len(bt) // 2] / sorted(pq)[len(pq) // 2],
         }

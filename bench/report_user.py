@@ -196,23 +196,29 @@ def distributed_section(data: Mapping[str, Any]) -> list[str]:
         f"## Distributed throughput ({data['steps']} no-op steps / jobs, "
         f"{data['concurrency']} slots a worker)",
         "",
-        "| worker processes | Procrastinate no-op jobs/s | Baton no-op steps/s | Baton ÷ Procrastinate |",
-        "|---:|---:|---:|---:|",
+        "| worker processes | Procrastinate no-op jobs/s | Baton no-op steps/s | Baton ÷ Procrastinate "
+        "| Procrastinate, its default connector, jobs/s |",
+        "|---:|---:|---:|---:|---:|",
     ]
     for workers in ("1", "2"):
         row = data.get(workers)
         if row is None:
             continue
+        default = row.get("procrastinate_default_jobs_per_s")
         out.append(
             f"| {workers} | {row['procrastinate_jobs_per_s']:.0f} | {row['baton_steps_per_s']:.0f} "
-            f"| {row['share_pct']:.0f} % |"
+            f"| {row['share_pct']:.0f} % | {'–' if default is None else f'{default:.0f}'} |"
         )
     out += [
         "",
         "Same PostgreSQL server, a database created for the bench. Procrastinate: the jobs are",
         "deferred one by one to worker processes running an async task that returns at once",
         "(listen/notify, jobs deleted when they succeed, as `baton worker` configures them); timed",
-        "from the first defer to an empty queue. Baton: a replica in the bench process runs a",
+        "from the first defer to an empty queue. Its workers use the connector `baton worker` uses",
+        "(`queue_connector`: autocommit, a pooled connection checked only after a second unused),",
+        "so Baton's share is taken against the same Procrastinate; the last column is the same",
+        "jobs on Procrastinate's default connector (a transaction and a check per query), measured",
+        "in the same rounds. Baton: a replica in the bench process runs a",
         "fan-out of no-op tool steps (`BATON_MAX_PARALLEL=64`) on `baton worker` processes; each",
         "step is a `queued` journal entry and its job in one transaction, claimed and settled in",
         "the journal by a worker, and read back from the journal by the replica (one read for",

@@ -5,7 +5,7 @@
 
 Each is one autocommitted statement (PostgreSQL commits it on its own: no BEGIN/COMMIT
 round trips), prepared on the server the first time a connection runs it, on an async
-psycopg connection of a small pool. The job slots' round trips overlap on the worker's
+psycopg connection of a small pool (`pg_pool.lively_pool`). The job slots' round trips overlap on the worker's
 event loop, as Procrastinate's own fetch and finish do, with no thread hand-off per
 statement (two per step before: the executor thread's wake-up and the loop's, measured in
 bench/FINDINGS.md). The claim is durable before the step runs: of two claims (a redelivered
@@ -28,6 +28,7 @@ import psycopg_pool
 from core.errors import StoreError
 from core.store import cas
 from core.store.database import describe, pg_conninfo
+from core.store.pg_pool import lively_pool
 from core.store.records import NodeStatus
 from core.store.rows import JOURNAL_FIELDS, journal_from_values
 
@@ -61,11 +62,11 @@ class WorkerJournal:
 
     def __init__(self, database_url: str, *, size: int = 4, clock: Callable[[], float] = time.time) -> None:
         self._clock = clock
-        self._pool = psycopg_pool.AsyncConnectionPool(
+        self._pool = lively_pool(
             pg_conninfo(database_url),
             min_size=1,
             max_size=max(1, size),
-            kwargs={"autocommit": True, "prepare_threshold": 0},
+            kwargs={"prepare_threshold": 0},  # prepared on the server when first run
             open=False,
             name="baton-worker-journal",
         )
