@@ -1,10 +1,10 @@
 """Distributed node execution through Procrastinate (`BATON_EXECUTOR=procrastinate`).
 
     replica (`baton run`)                              worker (`baton worker`, any machine)
-    QueueStepRunner ─── hand_off ─┐                    NodeWorker
-      BEGIN                       │                      journal_claim  queued -> started (CAS)
+    QueueStepRunner ─── hand_off ─┐                    NodeWorker (WorkerJournal: async, its loop)
+      BEGIN                       │                      claim          queued -> started (CAS)
         INSERT journal 'queued'   │   procrastinate      execute_node   the same leaf code
-        defer job (same conn)     ├──── job ─────────►   journal_finish completed | failed
+        defer job (same conn)     ├──── job ─────────►   settle         completed | failed
       COMMIT                      │
     settle: read the journal ◄────┴──── journal (the source of truth)
 
