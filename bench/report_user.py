@@ -185,6 +185,8 @@ def distributed_rows(data: Mapping[str, Any]) -> list[SummaryRow]:
         if row:
             note = f"Baton {row['baton_steps_per_s']:.0f} steps/s, "
             note += f"Procrastinate {row['procrastinate_jobs_per_s']:.0f} jobs/s"
+            if row.get("procrastinate_default_jobs_per_s") is not None:
+                note += f" (its default connector: {row['procrastinate_default_jobs_per_s']:.0f})"
         label = "one worker" if workers == "1" else "two workers"
         rows.append((f"distributed no-op steps ÷ Procrastinate's no-op jobs, {label}",
                      row.get("share_pct"), "%", TARGETS["distributed_share"], note))  # fmt: skip

@@ -91,3 +91,21 @@ def test_recovery_shows_the_cold_relaunch_and_the_supervised_restart_each_with_i
     assert f"{outer} ≤ 0.5 s |  | **missed** |" in summary
     supervised = "| recovery: supervised restart (SIGKILL of the child) → running again | 0.06 s |"
     assert f"{supervised} ≤ 0.5 s |  | met |" in summary
+
+
+def test_distributed_shows_the_share_against_the_same_connector_and_the_default_beside_it() -> None:
+    from bench.report_user import distributed_rows, distributed_section
+
+    data = {
+        "steps": 500,
+        "concurrency": 4,
+        "1": {"baton_steps_per_s": 441.3, "procrastinate_jobs_per_s": 710.6,
+              "procrastinate_default_jobs_per_s": 600.1, "share_pct": 62.1},
+        "2": {"baton_steps_per_s": 400.0, "procrastinate_jobs_per_s": 800.0, "share_pct": 50.0},
+    }  # fmt: skip
+    text = "\n".join(distributed_section(data))
+    assert "| 1 | 711 | 441 | 62 % | 600 |" in text
+    assert "| 2 | 800 | 400 | 50 % | – |" in text  # a result from before the column: no number made up
+    [one, two] = distributed_rows(data)
+    assert one[1] == 62.1 and "(its default connector: 600)" in one[4]
+    assert "default connector" not in two[4]
