@@ -19,6 +19,12 @@ module posts, edits and uploads.
   lives (state-carrying replies only: progress edits would use it up), then a direct message
   to whoever started the run. The first reply in a new place says so, once.
 - A button command too long for a value is passed as `ref:<sha256>` (`handler.buttons`).
+- A message of an outbox row carries the row in its metadata (`baton_outbox`, `outbox_metadata`).
+  Slack has no idempotency key, so when the core says an earlier attempt at the row may have
+  reached Slack (`Reply.redelivery_since`), the thread (`conversations.replies`) or the channel
+  (`conversations.history`) since the row was written is looked through first, a few pages at
+  most; a message found there is taken for posted. A first attempt posts directly; a look-up
+  that fails posts (at least once).
 - Text too long for a message's blocks is uploaded whole as a file snippet in the thread,
   with the first section and a note in the message, when the core's size policy says so
   (never while the run still moves; once per keyed message).
@@ -30,6 +36,7 @@ import asyncio
 import dataclasses
 import logging
 from collections.abc import Sequence
+from typing import Any
 
 from slack_sdk.web.async_client import AsyncWebClient
 from slack_sdk.webhook.async_client import AsyncWebhookClient
@@ -46,7 +53,7 @@ from adapters.slack.blocks import (
 )
 from adapters.slack.forms import METADATA_LIMIT, FormPlace
 from adapters.slack.inbound import PLATFORM, Origin
-from adapters.slack.web_api import CHANNEL_ERRORS, SlackCallFailed, call
+from adapters.slack.web_api import CHANNEL_ERRORS, SlackCallFailed, call, read
 from core.commands.handler import Handler
 from core.commands.messages import Button, Form, Reply
 from core.delivery import fallbacks
@@ -63,6 +70,27 @@ REF = "ref:"
 RESPONSE_URL_TTL = 30 * 60.0
 RESPONSE_URL_USES = 5
 USUAL = "usual"  # the run's thread in its channel (`core.delivery.fallbacks` adds the next places)
+#: the metadata event type of an outbox row's messages (`outbox_metadata`)
+OUTBOX_EVENT = "baton_outbox"
+#: a redelivery looks through at most this many pages of this many messages for an earlier post
+LOOKUP_PAGES = 3
+LOOKUP_PAGE_SIZE = 200
+#: the look-up starts this long before the row was written: our clock and Slack's may differ
+CLOCK_SKEW = 60.0
+
+
+def outbox_metadata(reply: Reply) -> dict[str, Any] | None:
+    """The message metadata of an outbox row's message (`delivery_key`: `outbox:<row>[:<part>]`),
+    what a redelivery looks for; None for any other reply."""
+    key = reply.delivery_key
+    if key is None:
+        return None
+    payload: dict[str, Any] = {"key": key}
+    _, _, rest = key.partition(":")
+    row = rest.split(":", 1)[0]
+    if row.isdigit():
+        payload["row"] = int(row)
+    return {"event_type": OUTBOX_EVENT, "event_payload": payload}
 
 
 class SlackSender:
@@ -244,9 +272,9 @@ class SlackSender:
                 await self._edit_only(reply.replace_key, channel, message)
             return
         if reply.replace_key:
-            ts = await self._replace(reply.replace_key, channel, thread, message)
+            ts = await self._replace(reply.replace_key, channel, thread, message, reply)
         else:
-            _, ts = await self._post(channel, thread, message)
+            _, ts = await self._post(channel, thread, message, reply)
         root = thread or ts
         if reply.starts_thread and reply.run_id:
             await self._handler.attach_thread(reply.run_id, root)
@@ -292,14 +320,54 @@ class SlackSender:
                 response_type="ephemeral", replace_original=False, **message.as_kwargs()
             )
 
-    async def _post(self, channel: str, thread: str | None, message: SlackMessage) -> tuple[str, str]:
+    async def _post(
+        self, channel: str, thread: str | None, message: SlackMessage, reply: Reply | None = None
+    ) -> tuple[str, str]:
         """(the conversation it landed in, its ts): posted to a user id, a message lands in their
-        DM (`D…`), the id chat.update needs."""
+        DM (`D…`), the id chat.update needs. An outbox row's message carries the row in its
+        metadata; on a redelivery, the one an earlier attempt posted is taken when it is found."""
+        metadata = None if reply is None else outbox_metadata(reply)
+        if reply is not None and reply.delivery_key and reply.redelivery_since is not None:
+            found = await self._posted_before(channel, thread, reply.delivery_key, reply.redelivery_since)
+            if found is not None:
+                return found
         response = await call(self._client, "chat.postMessage", channel=channel, thread_ts=thread,
-                              unfurl_links=False, **message.as_kwargs())
+                              unfurl_links=False, metadata=metadata, **message.as_kwargs())
         return str(response.get("channel") or channel), str(response["ts"])
 
-    async def _replace(self, key: str, channel: str, thread: str | None, message: SlackMessage) -> str:
+    async def _posted_before(
+        self, channel: str, thread: str | None, key: str, since: float
+    ) -> tuple[str, str] | None:
+        """(conversation, ts) of the message an earlier attempt posted under `key` in `thread`
+        (else in `channel`) since `since`; None when there is none in the pages looked through,
+        when it cannot be looked for (a DM addressed by user id: its `D…` id is not known), or
+        when the look-up failed: the caller posts (at least once)."""
+        if channel[:1] in ("U", "W"):
+            return None
+        method = "conversations.replies" if thread else "conversations.history"
+        extra = {"action": "slack_redelivery", "channel": channel, "delivery": key}
+        cursor = None
+        try:
+            for _ in range(LOOKUP_PAGES):
+                response = await read(self._client, method, channel=channel, ts=thread, cursor=cursor,
+                                      oldest=f"{max(0.0, since - CLOCK_SKEW):.6f}", limit=LOOKUP_PAGE_SIZE,
+                                      include_all_metadata=True)
+                for found in response.get("messages") or []:
+                    metadata = found.get("metadata") or {}
+                    if metadata.get("event_type") == OUTBOX_EVENT and \
+                            (metadata.get("event_payload") or {}).get("key") == key:
+                        log.info("outbox message already in Slack: not posted again", extra=extra)
+                        return channel, str(found["ts"])
+                cursor = (response.get("response_metadata") or {}).get("next_cursor")
+                if not cursor:
+                    return None
+        except SlackCallFailed as exc:
+            log.warning("outbox message not looked for (%s): posted again", exc.error, extra=extra)
+        return None
+
+    async def _replace(
+        self, key: str, channel: str, thread: str | None, message: SlackMessage, reply: Reply | None = None
+    ) -> str:
         """chat.update the message posted under `key` in `channel`; else (none, or deleted
         meanwhile) post it and keep where it is."""
         async with self._edits.holding(PLATFORM, key):
@@ -312,7 +380,7 @@ class SlackSender:
                 except SlackCallFailed as exc:
                     if exc.error not in STALE_MESSAGE:
                         raise
-            landed, ts = await self._post(channel, thread, message)
+            landed, ts = await self._post(channel, thread, message, reply)
             self._edits.keep(PLATFORM, key, Posted(landed, (ts,)))
             return ts
 

@@ -119,6 +119,11 @@ class Reply:
     #: an outbox row's message (`outbox:<id>` and a part): the same across its redeliveries, so
     #: a platform that deduplicates on a key (Discord's `nonce`) posts it once
     delivery_key: str | None = None
+    #: an earlier attempt at this outbox row may have reached the platform, no earlier than this
+    #: time (`core.delivery.outbox.maybe_delivered_since`): a platform without a key to
+    #: deduplicate on (Slack) looks for the message under `delivery_key` before posting it again.
+    #: None: the row's first attempt, posted directly
+    redelivery_since: float | None = None
     #: a file sent with the reply (`audit --since`): the console writes it and prints its path,
     #: Slack uploads it in the reply's thread, Discord attaches it to the message
     file: Attachment | None = None

@@ -38,7 +38,7 @@ from core.commands import replies
 from core.commands.messages import Outbox, Reply
 from core.commands.offers import GateOffers
 from core.delivery.edits import Edits, NotDelivered, urgent
-from core.delivery.outbox import Deliverer
+from core.delivery.outbox import Deliverer, maybe_delivered_since
 from core.engine.engine import Engine
 from core.engine.events import EngineEvent, EventKind, NodeState, RunSummary
 from core.errors import BatonError
@@ -318,7 +318,9 @@ class ProgressReporter:
             return
         event = EngineEvent(EventKind.RUN_FINISHED, run.id, run_status=run.status.value,
                             detail={k: v for k, v in row.payload.items() if k != "status" and v is not None})
-        await send(self._final(run, summary, event, self._ran.get(run.id)))
+        final = self._final(run, summary, event, self._ran.get(run.id))
+        since = maybe_delivered_since(row)
+        await send(dataclasses.replace(final, delivery_key=row.key, redelivery_since=since))
         self._ran.pop(run.id, None)
 
     async def _deliver_notice(self, row: Delivery) -> None:
@@ -337,7 +339,8 @@ class ProgressReporter:
             return
         to = list(row.payload.get("to") or [])
         notice = GATE_NOTICES[row.kind](run, gate, to, row.payload.get("left"))
-        notice = dataclasses.replace(notice, delivery_key=row.key)
+        since = maybe_delivered_since(row)
+        notice = dataclasses.replace(notice, delivery_key=row.key, redelivery_since=since)
         await send(self.offers.offer(notice, platform=run.platform, conversation=run.conversation,
                                      thread=run.thread))
         for part, person in enumerate(to, start=1):
@@ -348,7 +351,7 @@ class ProgressReporter:
                          None if direct is None else direct.platform, person,
                          extra={"action": "direct_skipped", "run_id": run.id})
                 continue
-            direct = dataclasses.replace(direct, delivery_key=f"{row.key}:{part}")
+            direct = dataclasses.replace(direct, delivery_key=f"{row.key}:{part}", redelivery_since=since)
             kept = self.offers.offer(direct, platform=direct.platform or "",
                                      conversation=direct.conversation, thread=None)
             await dm(kept)

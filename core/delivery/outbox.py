@@ -16,7 +16,10 @@ retries themselves are the SDKs' (slack_sdk's retry handlers, discord.py's rate-
 handling). A row that still fails
 after `max_attempts` is given up and logged as an error, never dropped silently. Replies are
 sent with a key stable across redeliveries (`Delivery.key`), so a redelivery after a crash
-edits what the first attempt posted where the adapter kept its id.
+edits what the first attempt posted where the adapter kept its id. Whether a row's messages may
+already have reached the platform is decided here (`maybe_delivered_since`: the row was claimed
+before); a platform that cannot deduplicate on the key itself (Slack) looks for them then, and
+only then, before posting again.
 """
 
 from __future__ import annotations
@@ -48,6 +51,16 @@ def backoff(attempts: int, wait: tenacity.wait.wait_base | None = None) -> float
     state = tenacity.RetryCallState(retry_object=tenacity.Retrying(), fn=None, args=(), kwargs={})
     state.attempt_number = max(1, attempts)
     return float(strategy(state))
+
+
+def maybe_delivered_since(row: Delivery) -> float | None:
+    """Since when an earlier attempt at `row` may have reached the platform (the row's creation:
+    nothing of it was sent before); None on its first claim, when nothing of it can have been.
+
+    `attempts` counts the claims: a row claimed before was sent by a process that died or was
+    stopped before settling it (its lease lapsed or was released), or whose send failed in a
+    way that may still have reached the platform (a timeout, a dropped answer)."""
+    return row.created_at if row.attempts > 1 else None
 
 
 class Deliverer:

@@ -7,6 +7,12 @@ Slack fails (e.g. `ratelimited` with HTTP 429 and `Retry-After`).
 
 It enforces Block Kit's limits as Slack does (`invalid_blocks`): at most 50 blocks a message,
 3,000 characters of text a section, 2,000 a button's value.
+
+It keeps the messages posted (`messages`, with their `metadata`) and answers
+`conversations.history` (top-level messages, newest first) and `conversations.replies` (a thread,
+oldest first) from them, paged by `limit` (at most 1,000) and `cursor`, `oldest` respected; a
+message's metadata is returned only with `include_all_metadata`, as Slack does. A failure or a
+hold `taken=True` keeps the message before failing (Slack took it, its answer was lost).
 """
 
 from __future__ import annotations
@@ -94,6 +100,7 @@ class _Failure:
     extra: dict[str, Any] = field(default_factory=dict)
     drop: bool = False  # close the connection without answering (Slack unreachable)
     only: dict[str, Any] = field(default_factory=dict)  # fail only calls whose body has these values
+    taken: bool = False  # the message is posted before the call fails (the answer was lost)
 
 
 class MockSlack:
@@ -115,11 +122,16 @@ class MockSlack:
         self._holds: list[tuple[str, str]] = []
         self._released = asyncio.Event()
         self.held: list[Call] = []  # calls left unanswered (not in `calls`: Slack never took them)
+        self._holds_taken: set[tuple[str, str]] = set()  # holds whose calls Slack takes first
+        self._holds_left: dict[tuple[str, str], int] = {}  # holds that catch only so many calls
+        #: messages posted (chat.postMessage): channel, ts, thread_ts, text, metadata
+        self.messages: list[dict[str, Any]] = []
 
     # -- lifecycle ---------------------------------------------------------------
     async def start(self) -> None:
         app = web.Application()
         app.router.add_post("/api/{method}", self._api)
+        app.router.add_get("/api/{method}", self._api)  # the SDK GETs the reading methods
         app.router.add_post("/upload/{file_id}", self._upload)
         app.router.add_post("/response/{name}", self._response_url)
         app.router.add_get("/socket", self._socket)
@@ -149,18 +161,27 @@ class MockSlack:
     # -- test controls ---------------------------------------------------------------
     def fail_next(self, method: str, error: str, *, times: int = 1, status: int = 200,
                   headers: dict[str, str] | None = None, drop: bool = False,
-                  only: dict[str, Any] | None = None, **extra: Any) -> None:
-        """The next `times` calls of `method` (those whose body has the values of `only`) fail."""
-        failure = _Failure(error, status, headers or {}, extra, drop, only or {})
+                  only: dict[str, Any] | None = None, taken: bool = False, **extra: Any) -> None:
+        """The next `times` calls of `method` (those whose body has the values of `only`) fail;
+        `taken`: a message is posted all the same (Slack took it, its answer was lost)."""
+        failure = _Failure(error, status, headers or {}, extra, drop, only or {}, taken)
         self._failures.setdefault(method, []).extend([failure] * times)
 
-    def hold(self, method: str, contains: str) -> None:
-        """Calls of `method` whose text contains `contains` hang unanswered until `release`."""
+    def hold(self, method: str, contains: str, *, taken: bool = False, times: int | None = None) -> None:
+        """Calls of `method` whose text contains `contains` (the first `times` of them) hang
+        unanswered until `release`; `taken`: Slack posts the message first (it is in `calls`
+        and `messages`), only the answer never comes."""
         self._holds.append((method, contains))
+        if taken:
+            self._holds_taken.add((method, contains))
+        if times is not None:
+            self._holds_left[(method, contains)] = times
         self._released.clear()
 
     def release(self) -> None:
         self._holds.clear()
+        self._holds_taken.clear()
+        self._holds_left.clear()
         self._released.set()
 
     def of(self, *methods: str) -> list[Call]:
@@ -195,7 +216,7 @@ class MockSlack:
             self._changed.notify_all()
 
     def _next_ts(self) -> str:
-        self._ts += 1
+        self._ts = max(self._ts + 1, time.time_ns() // 1_000)  # Slack's clock: epoch microseconds
         return f"{self._ts // 1_000_000}.{self._ts % 1_000_000:06d}"
 
     async def _body(self, request: web.Request) -> dict[str, Any]:
@@ -213,13 +234,21 @@ class MockSlack:
         failures = self._failures.get(method)
         if failures and all(body.get(k) == v for k, v in failures[0].only.items()):
             failure = failures.pop(0)
-            await self._record(Call(method, body, time.monotonic()))
+            ts = self._keep(body) if failure.taken and method == "chat.postMessage" else None
+            await self._record(Call(method, body, time.monotonic(), ts))
             if failure.drop and request.transport is not None:
                 request.transport.close()  # the client sees the server disconnect
             payload = {"ok": False, "error": failure.error, **failure.extra}
             return web.json_response(payload, status=failure.status, headers=failure.headers)
         asked = Call(method, body, time.monotonic())
-        if any(method == m and text in asked.text for m, text in self._holds):
+        if hold := next(((m, t) for m, t in self._holds if method == m and t in asked.text), None):
+            if (left := self._holds_left.get(hold)) is not None:
+                self._holds_left[hold] = left - 1
+                if left <= 1:
+                    self._holds.remove(hold)  # caught its last call: later ones are answered
+            if hold in self._holds_taken and method == "chat.postMessage":
+                asked = Call(method, body, asked.at, self._keep(body))
+                await self._record(asked)
             async with self._changed:
                 self.held.append(asked)
                 self._changed.notify_all()
@@ -233,9 +262,46 @@ class MockSlack:
             # as Slack: a message posted to a user id lives in their DM (D…), which edits must name
             await self._record(Call(method, body, time.monotonic()))
             return web.json_response({"ok": False, "error": "channel_not_found"})
-        ts = self._next_ts() if method in ("chat.postMessage", "chat.postEphemeral") else body.get("ts")
+        if method == "chat.postMessage":
+            ts = self._keep(body)
+        else:
+            ts = self._next_ts() if method == "chat.postEphemeral" else body.get("ts")
         await self._record(Call(method, body, time.monotonic(), ts))
         return web.json_response(self._answer(method, body, ts))
+
+    def _keep(self, body: dict[str, Any]) -> str:
+        """A message posted: kept (with its metadata) for `conversations.history`/`replies`."""
+        ts = self._next_ts()
+        metadata = body.get("metadata")
+        self.messages.append({"channel": dm_of(body.get("channel")), "ts": ts, "text": body.get("text"),
+                              "thread_ts": body.get("thread_ts"),
+                              "metadata": json.loads(metadata) if isinstance(metadata, str) else metadata})
+        return ts
+
+    def _read(self, method: str, body: dict[str, Any]) -> dict[str, Any]:
+        """conversations.history / conversations.replies over the kept messages."""
+        channel, thread = body.get("channel"), body.get("ts")
+        oldest = float(body.get("oldest") or 0)
+        if method == "conversations.replies":
+            if not thread:
+                return {"ok": False, "error": "invalid_arguments"}
+            found = [m for m in self.messages if m["channel"] == channel
+                     and (m["ts"] == thread or (m["thread_ts"] == thread and float(m["ts"]) > oldest))]
+            found.sort(key=lambda m: float(m["ts"]))
+        else:
+            found = [m for m in self.messages if m["channel"] == channel and float(m["ts"]) > oldest
+                     and m["thread_ts"] in (None, m["ts"])]
+            found.sort(key=lambda m: -float(m["ts"]))
+        metadata = str(body.get("include_all_metadata", "")).lower() in ("true", "1")
+        limit = min(int(body.get("limit") or 100), PAGE_LIMIT)
+        start = int(body.get("cursor") or 0)
+        page = found[start:start + limit]
+        more = start + limit < len(found)
+        messages = [{"type": "message", "ts": m["ts"], "text": m["text"], "bot_id": BOT_ID,
+                     **({"thread_ts": m["thread_ts"]} if m["thread_ts"] else {}),
+                     **({"metadata": m["metadata"]} if metadata and m["metadata"] else {})} for m in page]
+        return {"ok": True, "messages": messages, "has_more": more,
+                "response_metadata": {"next_cursor": str(start + limit) if more else ""}}
 
     def _answer(self, method: str, body: dict[str, Any], ts: str | None) -> dict[str, Any]:
         if method == "auth.test":
@@ -252,6 +318,8 @@ class MockSlack:
             info = {"id": channel, "is_channel": not direct, "is_im": direct, "is_mpim": False,
                     "is_private": False, "is_archived": False, "is_member": True}
             return {"ok": True, "channel": {**info, **self.channels.get(channel, {})}}
+        if method in ("conversations.history", "conversations.replies"):
+            return self._read(method, body)
         if method == "chat.update":
             return {"ok": True, "channel": body.get("channel"), "ts": ts, "text": body.get("text")}
         if method == "files.getUploadURLExternal":
@@ -295,6 +363,7 @@ class MockSlack:
 
 
 MESSAGE_BLOCKS = 50
+PAGE_LIMIT = 1_000  # messages a conversations.history / replies page holds at most
 URL_USES = 5  # posts a response URL takes
 SECTION_TEXT = 3_000
 BUTTON_VALUE = 2_000

@@ -1,0 +1,82 @@
+"""An outbox row's message on Slack, which has no idempotency key: the message carries the row
+in its metadata; a redelivery after Slack took the message but before the row was settled
+finds it in the run's thread (`conversations.replies` with `include_all_metadata`) and posts
+nothing; a first delivery looks for nothing; a look-up that fails posts (at least once)."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import tenacity
+
+from core.store.records import Delivery
+from tests.e2e.slack.conftest import SlackE2E
+from tests.e2e.slack.steps import COMPLETED, STARTED, command, start
+
+DEADLINE = 20.0
+READS = ("conversations.replies", "conversations.history")
+
+
+def _completions(e2e: SlackE2E, thread: str) -> list[dict[str, Any]]:
+    """The completion messages Slack holds in `thread` (taken, whether or not Baton heard back)."""
+    return [m for m in e2e.mock.messages if m["thread_ts"] == thread and COMPLETED in (m["text"] or "")]
+
+
+async def _answer_lost(e2e: SlackE2E) -> tuple[str, Delivery]:
+    """A run completes; Slack takes its completion but never answers, so the deliverer's send
+    times out and the row is not settled (as after a crash between Slack's answer and the
+    settle); then it is delivered again. The run's id and its row, once settled."""
+    deliverer = e2e.baton.handler.progress.deliverer
+    deliverer.lease_seconds = 2.0  # the send gives up after 1.6 s
+    deliverer.wait = tenacity.wait_fixed(0)  # the retry is due at once
+    e2e.mock.hold("chat.postMessage", COMPLETED, taken=True, times=1)
+    mark = await command(e2e, 'run notes "twice?"')
+    first = await e2e.mock.wait_call("chat.postMessage", STARTED, after=mark)
+    assert first.ts is not None
+    await e2e.mock.wait_for(lambda _: e2e.mock.held, DEADLINE)
+    [row] = e2e.baton.store.deliveries(_run_id(e2e))
+
+    async def settled() -> Delivery:
+        while (now := e2e.baton.store.deliveries(row.run_id)[0]).delivered_at is None:
+            await deliverer.deliver_due()
+            await asyncio.sleep(0.05)
+        return now
+
+    try:
+        return first.ts, await asyncio.wait_for(settled(), DEADLINE)
+    finally:
+        e2e.mock.release()
+
+
+def _run_id(e2e: SlackE2E) -> str:
+    return e2e.baton.store.recent_runs(platform="slack")[0].id
+
+
+async def test_a_completion_slack_took_before_its_row_was_settled_is_posted_once(e2e: SlackE2E) -> None:
+    thread, row = await _answer_lost(e2e)
+    assert row.attempts == 2  # delivered again …
+    [looked] = e2e.mock.of("conversations.replies")
+    assert looked.body["ts"] == thread and looked.body["include_all_metadata"] == "true"
+    [message] = _completions(e2e, thread)  # … yet one completion in the thread
+    assert message["metadata"] == {"event_type": "baton_outbox",
+                                   "event_payload": {"key": f"outbox:{row.id}", "row": row.id}}
+
+
+async def test_a_first_delivery_posts_with_the_rows_metadata_and_looks_for_nothing(e2e: SlackE2E) -> None:
+    run = await start(e2e, 'run notes "once"', rests_with=COMPLETED)
+    await e2e.settle()
+    [row] = e2e.baton.store.deliveries(run.run_id)
+    assert row.delivered_at is not None and row.attempts == 1
+    assert run.rest.body["metadata"] == {"event_type": "baton_outbox",
+                                         "event_payload": {"key": f"outbox:{row.id}", "row": row.id}}
+    assert e2e.mock.of(*READS) == []  # the normal path costs no extra call
+
+
+async def test_a_redelivery_whose_look_up_fails_posts_again(e2e: SlackE2E) -> None:
+    e2e.mock.fail_next("conversations.replies", "missing_scope", needed="channels:history")
+    thread, row = await _answer_lost(e2e)
+    assert row.attempts == 2
+    [refused] = e2e.mock.of("conversations.replies")
+    assert refused.body["ts"] == thread
+    assert len(_completions(e2e, thread)) == 2  # at least once: a second copy, never none
