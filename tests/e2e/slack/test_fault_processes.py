@@ -1,9 +1,11 @@
 """The fault matrix's process rows: a real `baton run` (Slack over HTTP, the mock Web API) is
-stopped mid-run with SIGTERM, or killed with SIGKILL mid-run or after its run came to rest but
-before Slack took its completion. For each, the run's state-carrying messages (it started, the
+stopped mid-run with SIGTERM, or killed with SIGKILL mid-run, after its run came to rest but
+before Slack took its completion, or after Slack took the completion but before the process
+heard back and settled its outbox row. For each, the run's state-carrying messages (it started, the
 final edit of its progress message, its completion) reach Slack: from the same process within
 its grace period, or from the next process, which takes the outbox row over once the dead one's
-claim lapses and edits the progress message the dead one posted. Prints
+claim lapses and edits the progress message the dead one posted; a completion Slack already
+holds is found by its metadata and not posted again. Prints
 "messages lost: 0 of N"."""
 
 from __future__ import annotations
@@ -100,6 +102,31 @@ async def _kill_before_the_completion_is_delivered(trial: Trial) -> tuple[str, B
     return run_id, second
 
 
+async def _kill_after_slack_took_the_completion(trial: Trial) -> tuple[str, BatonProcess]:
+    """The run completes; Slack takes its completion but its answer never comes; the bot is
+    killed before it settles the row. The next process delivers the row again."""
+    mock = trial.mock
+    held = len(mock.held)
+    mock.hold("chat.postMessage", COMPLETED, taken=True)
+    first, slack = await _serve(trial.env, trial.cwd, mock)
+    try:
+        await slack.command('run notes "outbox"')
+        await mock.wait_for(lambda _: len(mock.held) > held, 60)
+        run_id = trial.run_id()
+        assert trial.rested(run_id) is RunStatus.COMPLETED and trial.undelivered(run_id) == 1
+        first.kill()
+        await first.exited()
+    finally:
+        await slack.close()
+        mock.release()
+    second, unused = await _serve(trial.env, trial.cwd, mock)
+    await unused.close()  # nothing is typed to the next process: it only delivers
+    async with asyncio.timeout(30):  # Slack holds the completion already: only the row is settled
+        while trial.undelivered(run_id):
+            await asyncio.sleep(0.1)
+    return run_id, second
+
+
 async def _kill_mid_run(trial: Trial) -> tuple[str, BatonProcess]:
     """Killed while the step runs: the next process recovers the run and reports it."""
     mock = trial.mock
@@ -140,6 +167,7 @@ ROWS: tuple[tuple[str, Scenario], ...] = (
     ("SIGTERM mid-run", _sigterm_mid_run),
     ("kill -9 mid-run", _kill_mid_run),
     ("kill -9 after rest, before delivery", _kill_before_the_completion_is_delivered),
+    ("kill -9 after Slack took the completion, before it was settled", _kill_after_slack_took_the_completion),
 )
 
 
