@@ -12,28 +12,33 @@ import tenacity
 
 from core.store.records import Delivery
 from tests.e2e.slack.conftest import SlackE2E
+from tests.e2e.slack.harness import CHANNEL
 from tests.e2e.slack.steps import COMPLETED, STARTED, command, start
 
 DEADLINE = 20.0
 READS = ("conversations.replies", "conversations.history")
 
 
-def _completions(e2e: SlackE2E, thread: str) -> list[dict[str, Any]]:
-    """The completion messages Slack holds in `thread` (taken, whether or not Baton heard back)."""
+def _completions(e2e: SlackE2E, thread: str | None) -> list[dict[str, Any]]:
+    """The completion messages Slack holds in `thread` (None: in the channel), taken whether or
+    not Baton heard back."""
     return [m for m in e2e.mock.messages if m["thread_ts"] == thread and COMPLETED in (m["text"] or "")]
 
 
-async def _answer_lost(e2e: SlackE2E) -> tuple[str, Delivery]:
+async def _answer_lost(e2e: SlackE2E, *, in_channel: bool = False) -> tuple[str | None, Delivery]:
     """A run completes; Slack takes its completion but never answers, so the deliverer's send
     times out and the row is not settled (as after a crash between Slack's answer and the
-    settle); then it is delivered again. The run's id and its row, once settled."""
+    settle); then it is delivered again. The run's thread (None: `in_channel`, its first
+    message never reached Slack, so it reports in the channel) and its row, once settled."""
     deliverer = e2e.baton.handler.progress.deliverer
     deliverer.lease_seconds = 2.0  # the send gives up after 1.6 s
     deliverer.wait = tenacity.wait_fixed(0)  # the retry is due at once
     e2e.mock.hold("chat.postMessage", COMPLETED, taken=True, times=1)
+    if in_channel:
+        e2e.mock.fail_next("chat.postMessage", "", drop=True, times=2)  # slack_sdk retries a drop once
     mark = await command(e2e, 'run notes "twice?"')
     first = await e2e.mock.wait_call("chat.postMessage", STARTED, after=mark)
-    assert first.ts is not None
+    assert (first.ts is None) is in_channel
     await e2e.mock.wait_for(lambda _: e2e.mock.held, DEADLINE)
     [row] = e2e.baton.store.deliveries(_run_id(e2e))
 
@@ -61,6 +66,16 @@ async def test_a_completion_slack_took_before_its_row_was_settled_is_posted_once
     [message] = _completions(e2e, thread)  # … yet one completion in the thread
     assert message["metadata"] == {"event_type": "baton_outbox",
                                    "event_payload": {"key": f"outbox:{row.id}", "row": row.id}}
+
+
+async def test_a_completion_in_the_channel_is_looked_for_in_its_history(e2e: SlackE2E) -> None:
+    _, row = await _answer_lost(e2e, in_channel=True)
+    assert row.attempts == 2 and e2e.mock.of("conversations.replies") == []
+    [looked] = e2e.mock.of("conversations.history")
+    assert looked.body["channel"] == CHANNEL and looked.body["include_all_metadata"] == "true"
+    assert float(looked.body["oldest"]) < row.created_at  # since the row was written (and a margin)
+    [message] = _completions(e2e, None)
+    assert message["metadata"]["event_payload"] == {"key": f"outbox:{row.id}", "row": row.id}
 
 
 async def test_a_first_delivery_posts_with_the_rows_metadata_and_looks_for_nothing(e2e: SlackE2E) -> None:

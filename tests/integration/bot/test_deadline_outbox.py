@@ -93,6 +93,7 @@ async def test_a_reminder_fired_by_a_process_that_dies_is_delivered_by_the_next(
             assert (direct.conversation, direct.direct, direct.data["to"]) == ("U2", True, ["console:U2"])
             assert thread.buttons and direct.buttons  # each offers the decision
             assert thread.delivery_key == f"outbox:{row.id}" and direct.delivery_key == f"outbox:{row.id}:1"
+            assert thread.redelivery_since is None and direct.redelivery_since is None  # first claim
             [done] = [r for r in second.store.deliveries(run_id) if r.kind == "gate_reminder"]
             assert done.delivered_at is not None and done.claimed_by == second.engine.owner
             assert second.deadlines is not None

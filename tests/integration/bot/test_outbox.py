@@ -106,6 +106,8 @@ async def test_a_completion_is_written_with_its_state_and_delivered_once(setting
             assert row.attempts == 1 and row.claimed_by == baton.engine.owner
             [final] = platform.finals(run_id)
             assert final.kind == "run_completed"
+            # a first attempt: the platform posts it directly, keyed by its row
+            assert final.delivery_key == f"outbox:{row.id}" and final.redelivery_since is None
             progress = [r for r in platform.taken if r.run_id == run_id and r.kind == "progress"]
             assert progress[-1].run_status == "completed"  # the final edit, before the final reply
             assert platform.taken.index(progress[-1]) < platform.taken.index(final)
@@ -161,7 +163,10 @@ async def test_a_reply_left_by_a_process_that_stopped_answering_is_delivered_by_
                 [row] = second.store.deliveries(run_id)
                 assert row.delivered_at is not None and row.attempts == 2
                 assert row.claimed_by == second.engine.owner
-                assert healthy.finals(run_id)[0].kind == "run_completed" and not stuck.finals(run_id)
+                [final] = healthy.finals(run_id)
+                assert final.kind == "run_completed" and not stuck.finals(run_id)
+                # claimed before: the platform is told it may hold the reply already, since when
+                assert final.delivery_key == f"outbox:{row.id}" and final.redelivery_since == row.created_at
     finally:
         first.close()
         second.close()
