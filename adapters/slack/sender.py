@@ -360,9 +360,11 @@ class SlackSender:
                         return channel, str(found["ts"])
                 cursor = (response.get("response_metadata") or {}).get("next_cursor")
                 if not cursor:
-                    return None
+                    break
         except SlackCallFailed as exc:
             log.warning("outbox message not looked for (%s): posted again", exc.error, extra=extra)
+            return None
+        log.info("outbox message not found in Slack: posted", extra=extra)
         return None
 
     async def _replace(
