@@ -12,10 +12,11 @@ The unit collects `writes_sql.Write`s while its block runs and sends them when i
       SELECT 1 / (SELECT count(*) FROM w0) AS g0, (SELECT json_agg(row_to_json(w0)) FROM w0) AS r0,
              1 / (SELECT count(*) FROM w1) AS g1, …
 
-  The CTEs see one snapshot and all run to completion, those that change existing rows in
-  the unit's order (the outer SELECT reads them in that order). A CAS write that matched
-  nothing makes its guard divide by zero (SQLSTATE 22012), which aborts the statement and
-  so every write of the unit with it. Rows come back as JSON, one column per write.
+  The CTEs see one snapshot and all run to completion in the unit's order (the outer SELECT
+  reads each in that order: rows a unit adds get their ids in the order it wrote them). A
+  CAS write that matched nothing makes its guard divide by zero (SQLSTATE 22012), which
+  aborts the statement and so every write of the unit with it. Rows come back as JSON, one
+  column per write.
 
 After a lost CAS the store asks each CAS write's `check`, in order, for the typed error
 from the state as it is now; when none has one (the row changed back), the unit is sent
@@ -252,20 +253,22 @@ def _composed(kinds: tuple[str, ...]) -> sa.Select[Any]:
     outer SELECT reads every write that changes existing rows, in the unit's order:
     PostgreSQL runs a data-modifying CTE when it is first read, so those writes take their
     row locks in that order (two units that change the same rows queue behind each other
-    instead of deadlocking). Writes that only add rows run when the statement ends."""
+    instead of deadlocking). Writes that only add rows are read too: unread, they would run
+    when the statement ends, in reverse order (a unit's two outbox rows, a timeout's line and
+    the run's final reply, would be delivered the wrong way round)."""
     columns: list[Any] = []
     ctes = []
     for i, kind in enumerate(kinds):
         statement = w.statement(kind, "postgresql", f"w{i}_")
         known = w.kind_of(kind)
-        if known.updates and not known.returns:
+        if not known.returns:
             statement = statement.returning(sa.literal_column("1"))
         cte = statement.cte(f"w{i}")
         ctes.append(cte)
         count = sa.select(sa.func.count()).select_from(cte).scalar_subquery()
         if known.cas:
             columns.append((sa.literal_column("1") / count).label(f"g{i}"))
-        elif known.updates and not known.returns:
+        elif not known.returns:
             columns.append(count.label(f"n{i}"))
         if known.returns:
             rows = sa.select(sa.func.json_agg(sa.func.row_to_json(cte.table_valued()))).select_from(cte)

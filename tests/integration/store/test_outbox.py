@@ -110,6 +110,23 @@ def test_a_runs_rows_are_claimed_in_order(store: Store, make_run: MakeRun, clock
     assert (completed.run_id, completed.payload["status"]) == (first.id, "completed")
 
 
+def test_the_rows_one_unit_adds_keep_the_units_order(store: Store, make_run: MakeRun) -> None:
+    """Two replies written by one unit (a gate's timeout line, then the run's final reply) are
+    delivered in the order the unit wrote them, as are its audit rows. On PostgreSQL a unit is
+    one statement whose inserts, unread, ran at its end in reverse order."""
+    run = make_run(RunStatus.PAUSED)
+    with store.transaction() as tx:
+        tx.transition(run.id, RunStatus.CANCELLED, actor="baton", allowed_from=[RunStatus.PAUSED])
+        tx.audit(actor="baton", action="timeout", run_id=run.id)
+        tx.enqueue_delivery(run.id, "gate_timed_out", {"node": "review"})
+        tx.audit(actor="baton", action="reject", run_id=run.id)
+        tx.enqueue_delivery(run.id, "run_finished", {"status": "cancelled"})
+    assert [r.kind for r in store.deliveries(run.id)] == ["gate_timed_out", "run_finished"]
+    assert [a.action for a in store.audit_log(run.id)][-2:] == ["timeout", "reject"]
+    [first] = store.claim_deliveries("a", ["slack"], lease_seconds=30)
+    assert first.kind == "gate_timed_out"
+
+
 def test_released_claims_are_claimed_at_once(store: Store, make_run: MakeRun) -> None:
     run = make_run(RunStatus.RUNNING)
     _finish(store, run.id)
