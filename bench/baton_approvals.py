@@ -89,11 +89,8 @@ async def lateness(url: str, due: int) -> dict[str, Any]:
         setup.plan_deadlines(run_id, "review", 1.0, [("timeout", start + 10.0 * i / due)])
     replicas = [SqlStore(url), SqlStore(url)]
 
-    async def announce(_: Reply) -> bool:
-        return True
-
     ticks = [GateDeadlines(store=s, engine=_Nothing(), catalog=_Nothing(), access=ACCESS,  # type: ignore[arg-type]
-                           announce=announce, replica=f"r{i}") for i, s in enumerate(replicas)]  # fmt: skip
+                           replica=f"r{i}") for i, s in enumerate(replicas)]  # fmt: skip
     stop = time.time() + 13.0
     votes = 0
 

@@ -196,7 +196,7 @@ def build_baton(
         housekeeping=Housekeeping.from_settings(store, settings),
         deadlines=DeadlineLoop(GateDeadlines(
             store=store, engine=engine, catalog=runtime.catalog, access=settings.access_policy,
-            announce=handler.announce, replica=engine.owner, deliver=handler.progress.deliverer.deliver_run,
+            replica=engine.owner, deliver=handler.progress.deliverer.deliver_run,
         ), every=settings.deadline_poll_seconds),
         outbox=outbox,
         shutdown=shutdown,

@@ -10,10 +10,14 @@ rows, so a restart loses none). `GateDeadlines.tick(now)` fires those due:
                      (both: ONE unit of work holds the deadline's compare-and-swap, exactly one
                      replica wins it, its audit row and its outbox row; the outbox delivers
                      the messages, `ProgressReporter.deliver`, at once when this process can)
-        timeout   -> `on_timeout` through the engine (its unit writes the run's rest row):
-                     reject (the default) cancels the run, fail marks it failed (its reason
-                     naming the gate's timeout); approve opens the gate with the form's
-                     defaults; skip opens it as a skip; then the deadline is marked fired
+        timeout   -> `on_timeout` through the engine: reject (the default) cancels the run,
+                     fail marks it failed (its reason naming the gate's timeout); approve
+                     opens the gate with the form's defaults; skip opens it as a skip. The
+                     engine's unit of work for that decision (a CAS on the gate) also holds
+                     the deadline's CAS, the `timeout` audit row and the `gate_timed_out` line
+                     as an outbox row (before the run's rest row when the run ends): of
+                     replicas racing, the one whose decision wins writes them, the others
+                     nothing; the outbox delivers the line, at once when this process can
     each audited (`remind`, `escalate`, `timeout`) by the engine's actor; a deadline whose gate
     no longer waits is marked fired (stale).
 
@@ -30,8 +34,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
-from core.commands import replies, voting
-from core.commands.messages import Reply
+from core.commands import voting
 from core.config import Access
 from core.engine.approval_policy import Policy, Vote, outstanding
 from core.engine.engine import Engine
@@ -39,13 +42,14 @@ from core.engine.events import ENGINE_ACTOR
 from core.errors import BatonError, DeadlineAlreadyFired
 from core.store.port import Store
 from core.store.records import GateDeadline, GateStatus, RunStatus
+from core.store.unit_of_work import UnitOfWork
 from core.workflows.catalog import Catalog
 from core.workflows.durations import show_duration
 
 log = logging.getLogger(__name__)
-Announce = Callable[[Reply], Awaitable[bool]]
-REMINDER = "gate_reminder"  # outbox kinds: what a fired reminder / escalation tells
+REMINDER = "gate_reminder"  # outbox kinds: what a fired reminder / escalation / timeout tells
 ESCALATION = "gate_escalated"
+TIMED_OUT = "gate_timed_out"
 BATCH = 200  # due deadlines read at a time; a tick reads again while batches come back full
 
 
@@ -64,7 +68,6 @@ class GateDeadlines:
         engine: Engine,
         catalog: Catalog,
         access: Access,
-        announce: Announce,
         replica: str,
         deliver: Callable[[str], Awaitable[int]] | None = None,
         clock: Callable[[], float] = time.time,
@@ -73,7 +76,6 @@ class GateDeadlines:
         self.engine = engine
         self.catalog = catalog
         self.access = access
-        self.announce = announce
         self.replica = replica
         self.deliver = deliver  # sends a run's due outbox rows now (else the outbox's loop does)
         self.clock = clock
@@ -107,8 +109,7 @@ class GateDeadlines:
             return Fired(deadline, "stale")
 
     def _win(self, deadline: GateDeadline) -> None:
-        """The deadline's compare-and-swap alone (a stale one, a timeout: the engine's own
-        unit of work tells what the timeout does)."""
+        """The deadline's compare-and-swap alone (a stale one: nothing else is written)."""
         if not self.store.fire_deadline(deadline, self.replica):
             raise DeadlineAlreadyFired(run_id=deadline.run_id)
 
@@ -165,28 +166,38 @@ class GateDeadlines:
             tx.fire_deadline(d, self.replica)
             tx.audit(actor=ENGINE_ACTOR, action=action, run_id=d.run_id, details=details)
             tx.enqueue_delivery(d.run_id, kind, payload)
+        await self._deliver_now(d.run_id)
+
+    async def _deliver_now(self, run_id: str) -> None:
         if self.deliver is not None:
             try:
-                await self.deliver(d.run_id)
+                await self.deliver(run_id)
             except Exception:  # the outbox's loop delivers it
                 log.exception("deadline message not delivered at once",
-                              extra={"action": "outbox", "run_id": d.run_id})
+                              extra={"action": "outbox", "run_id": run_id})
 
     async def _time_out(
         self, d: GateDeadline, run: Any, gate: Any, policy: Policy, spec: Any, details: dict[str, Any]
     ) -> Fired:
-        """The engine's own unit of work applies `on_timeout` (a CAS on the gate: of replicas
-        racing, one does; a reject or fail writes the run's rest row in the outbox with it);
-        then the deadline is marked fired. A crash in between leaves it unfired, and the next
-        tick finds its gate decided: stale. (Replicas racing on one timeout may each write its
-        audit row; only one decides.)"""
+        """The engine applies `on_timeout` in one unit of work (a CAS on the gate: of replicas
+        racing, one decides; a reject or fail writes the run's rest row with it) that also
+        holds what the timeout writes (`written`): the deadline's CAS, the `timeout` audit row
+        (a late decision's refusal reads what the rule did from it, committed with the
+        decision) and the `gate_timed_out` line in the outbox, rendered when delivered
+        (`ProgressReporter.deliver`). A replica that loses writes none of them; a crash right
+        after leaves the line for the next process or a peer."""
         outcome = policy.on_timeout
         waited = show_duration(policy.timeout or 0)
-        # audited first: a late decision's refusal reads what the timeout rule did from it
-        self.store.audit(
-            actor=ENGINE_ACTOR, action="timeout", run_id=run.id, details={**details, "on_timeout": outcome}
-        )
         reason = f"no decision within {waited} (on_timeout: {outcome})"
+        told = {"node": d.node_id, "opened_at": d.opened_at, "deadline": d.name, "outcome": outcome,
+                "waited": waited}  # fmt: skip
+
+        def written(tx: UnitOfWork) -> None:
+            tx.fire_deadline(d, self.replica)
+            tx.audit(actor=ENGINE_ACTOR, action="timeout", run_id=run.id,
+                     details={**details, "on_timeout": outcome})  # fmt: skip
+            tx.enqueue_delivery(run.id, TIMED_OUT, told)
+
         if outcome in ("approve", "skip"):
             values = {n: f.default for n, f in (spec.form.items() if spec else ()) if f.default is not None}
             await self.engine.approve(
@@ -197,12 +208,12 @@ class GateDeadlines:
                 decision=outcome,
                 outcome={"values": values, "approvers": []},
                 timed_out=True,
+                alongside=written,
             )
         else:  # reject cancels the run; fail ends it failed, the reason naming the gate's timeout
             await self.engine.reject(run, actor=ENGINE_ACTOR, reason=reason, fail=outcome == "fail",
-                                     timed_out=True)
-        self.store.fire_deadline(d, self.replica)  # False: a peer found the gate decided first
-        await self.announce(replies.gate_timed_out(run, gate, outcome, waited))
+                                     timed_out=True, alongside=written)
+        await self._deliver_now(run.id)
         return Fired(d, "timeout")
 
 

@@ -35,6 +35,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from core.commands import replies
+from core.commands.deadlines import TIMED_OUT
 from core.commands.messages import Outbox, Reply
 from core.commands.offers import GateOffers
 from core.delivery.edits import Edits, NotDelivered, urgent
@@ -293,9 +294,13 @@ class ProgressReporter:
         rendered now from the store, through the platform's outbox. Raises when the platform
         did not take them for now (`NotDelivered`): the row is retried after a backoff, also by
         another process. A row whose run has moved on since (resumed, decided) is not sent:
-        what the run does now is told by its later replies."""
+        what the run does now is told by its later replies. A gate's reminder, escalation or
+        timeout (`deadlines.py`) is a row too, told in the run's thread."""
         if row.kind in GATE_NOTICES:
             await self._deliver_notice(row)
+            return
+        if row.kind == TIMED_OUT:
+            await self._deliver_timed_out(row)
             return
         if row.kind != EventKind.RUN_FINISHED.value:
             log.warning("outbox row of unknown kind %s skipped", row.kind,
@@ -355,6 +360,19 @@ class ProgressReporter:
             kept = self.offers.offer(direct, platform=direct.platform or "",
                                      conversation=direct.conversation, thread=None)
             await dm(kept)
+
+    async def _deliver_timed_out(self, row: Delivery) -> None:
+        """A gate's timeout (`deadlines.py`), in the run's thread: nobody decided in time and
+        what its `on_timeout` did. Sent whatever became of the run since: it tells what happened
+        (before the run's final reply, the row after it)."""
+        run = self._store.get_run(row.run_id)
+        send = self._outboxes.get(run.platform)
+        if send is None:
+            raise BatonError(f"no outbox for {run.platform} in this process")
+        run = await self._await_thread(run)
+        gate = self._store.get_gate(row.run_id, row.payload["node"])
+        told = replies.gate_timed_out(run, gate, str(row.payload["outcome"]), str(row.payload["waited"]))
+        await send(dataclasses.replace(told, delivery_key=row.key))
 
     async def post(self, reply: Reply) -> bool:
         """Hand `reply` to the outbox of its platform (`reply.platform`), in the background (a

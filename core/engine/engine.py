@@ -23,7 +23,7 @@ from core.engine.config import EngineConfig
 from core.engine.events import ENGINE_ACTOR, Plan, RunSummary, Subscriber, tell_rest
 from core.engine.executions import Executions
 from core.engine.executor import RunnerFactory, input_digests
-from core.engine.gates import GateKeeper
+from core.engine.gates import Alongside, GateKeeper
 from core.engine.inspection import PLANNED, RunDetail, inspect_run
 from core.engine.journal_index import JournalIndex
 from core.engine.leases import LeaseKeeper, new_owner
@@ -232,19 +232,23 @@ class Engine:
         self, run_id: str | Run, *, actor: str, comment: str | None = None, gate: Gate | None = None,
         args: Mapping[str, Any] | None = None, decision: str | None = None,
         outcome: Mapping[str, Any] | None = None, timed_out: bool = False,
+        alongside: Alongside | None = None,
     ) -> Run:  # fmt: skip
         """paused at a gate -> approved, running (`RunActions.approve`); `decision` and `outcome`:
         what a policy's votes decided (`core/commands/voting.py`); `timed_out`: by the gate's
-        `on_timeout`, not by a person."""
+        `on_timeout`, not by a person; `alongside`: the caller's writes in the decision's unit
+        of work (a timeout's: `core/commands/deadlines.py`)."""
         return await self.actions.approve(run_id, actor=actor, comment=comment, gate=gate, args=args,
                                           decision=decision, outcome=outcome,
-                                          timed_out=timed_out)  # fmt: skip
+                                          timed_out=timed_out, alongside=alongside)  # fmt: skip
 
     async def reject(self, run_id: str | Run, *, actor: str, reason: str | None = None,
-                     fail: bool = False, timed_out: bool = False) -> Run:
+                     fail: bool = False, timed_out: bool = False, alongside: Alongside | None = None) -> Run:
         """paused at a gate -> rejected, cancelled (`fail`: failed, a gate's `on_timeout: fail`;
-        `timed_out`: by the gate's `on_timeout`, not by a person)."""
-        return await self.actions.reject(run_id, actor=actor, reason=reason, fail=fail, timed_out=timed_out)
+        `timed_out`: by the gate's `on_timeout`, not by a person; `alongside`: the caller's
+        writes in the decision's unit of work)."""
+        return await self.actions.reject(run_id, actor=actor, reason=reason, fail=fail, timed_out=timed_out,
+                                         alongside=alongside)
 
     async def abandon(self, run_id: str | Run, *, actor: str, reason: str | None = None) -> Run:
         """failed | paused | needs_attention | running -> cancelled (`RunActions.abandon`)."""

@@ -7,6 +7,8 @@
     gates.approve(run, gate, ...)   one unit of work: gate CAS, run CAS paused -> running, audit row
     gates.reject(run, gate, ...)    one unit of work: gate CAS, run CAS paused -> cancelled,
                                     rejection marker in the journal, audit row
+                                    (either: the caller's `alongside` writes in the same unit, as a
+                                    timeout's deadline CAS, `timeout` audit row and outbox line)
     gates.ask(run_id, node, ...)    the executor's side: the gate for a step's question (kept,
                                     opened, or re-opened when the question changed)
 
@@ -19,7 +21,7 @@ the decision, who made it and the run's status; the commands layer words what to
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from core.engine.events import ENGINE_ACTOR, tell_rest
@@ -28,6 +30,10 @@ from core.errors import GateAlreadyDecided, Next, RunNotFound, RunNotResumable
 from core.store.cas import already_decided
 from core.store.port import Store
 from core.store.records import Gate, GateStatus, Run, RunStatus
+from core.store.unit_of_work import UnitOfWork
+
+#: writes a caller adds to a decision's unit of work: they exist exactly when the decision does
+Alongside = Callable[[UnitOfWork], None]
 
 
 class GateKeeper:
@@ -80,10 +86,12 @@ class GateKeeper:
     def approve(
         self, run: Run, gate: Gate, *, actor: str, comment: str | None, owner: str, lease_seconds: float,
         decision: str | None = None, outcome: Mapping[str, Any] | None = None,
+        alongside: Alongside | None = None,
     ) -> Run:
         """`gate` approved and the run `running` again under `owner`'s lease, audited: one
         unit of work. The run's CAS is on the version read (`run.version`). `decision` is the
-        choice a policy's votes decided (default `approve`), `outcome` its values and approvers."""
+        choice a policy's votes decided (default `approve`), `outcome` its values and approvers;
+        `alongside` adds the caller's writes to the unit (after the two CAS writes)."""
         try:
             with self.store.transaction() as tx:
                 tx.decide_gate(run.id, gate.node_id, approved=True, by=actor, comment=comment,
@@ -92,6 +100,8 @@ class GateKeeper:
                     run.id, RunStatus.RUNNING, actor=actor, expected_version=run.version,
                     allowed_from=(RunStatus.PAUSED,), lease_owner=owner, lease_seconds=lease_seconds,
                 )  # fmt: skip
+                if alongside is not None:
+                    alongside(tx)
                 details: dict[str, Any] = {"node": gate.node_id, "comment": comment}
                 if decision is not None:  # decided by a policy's votes: which choice
                     details["decision"] = decision
@@ -101,10 +111,12 @@ class GateKeeper:
         return resumed.value
 
     def reject(self, run: Run, gate: Gate, *, actor: str, reason: str | None,
-               fail: bool = False) -> tuple[Run, str]:
+               fail: bool = False, alongside: Alongside | None = None) -> tuple[Run, str]:
         """`gate` rejected and the run cancelled, with the rejection's marker in the journal
         and the audit row: one unit of work. The run as cancelled, and why (its reason).
-        `fail`: the gate timed out with `on_timeout: fail`, the run ends `failed` instead."""
+        `fail`: the gate timed out with `on_timeout: fail`, the run ends `failed` instead;
+        `alongside` adds the caller's writes to the unit (after the two CAS writes, so before
+        the run's rest row: a timeout's line goes out before the run's final reply)."""
         if fail:
             why = f"timed out at `{gate.node_id}`" + (f": {reason}" if reason else "")
         else:
@@ -116,6 +128,8 @@ class GateKeeper:
                 ended = tx.transition(
                     run.id, status, actor=actor, reason=why, allowed_from=(RunStatus.PAUSED,)
                 )
+                if alongside is not None:
+                    alongside(tx)
                 marker = rejection_marker(gate.node_id, actor, reason)
                 tx.journal_note(
                     run_id=run.id, node_id=gate.node_id, cache_key=MARKER_KEY, components=marker, error=why

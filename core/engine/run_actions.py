@@ -18,7 +18,7 @@ from typing import Any
 from core.engine.contracts import check_output
 from core.engine.events import EventKind, tell_rest
 from core.engine.executions import Executions
-from core.engine.gates import GateKeeper
+from core.engine.gates import Alongside, GateKeeper
 from core.engine.journal_index import INVALIDATED_MARKER, MARKER_KEY
 from core.engine.readiness import Readiness, Ready
 from core.errors import Next, RunNotResumable, RunStateError, UsageError
@@ -114,19 +114,21 @@ class RunActions:
         decision: str | None = None,
         outcome: Mapping[str, Any] | None = None,
         timed_out: bool = False,
+        alongside: Alongside | None = None,
     ) -> Run:
         """paused at a gate -> approved, running. A `Run` the caller just read, the `gate` it
         found waiting in it and the run's `args` (`args_of(run)`) save reading them again
         (stale copies lose the CAS below like any concurrent change; args never change).
         `decision` and `outcome`: what a policy's votes decided (`core/commands/voting.py`);
-        `timed_out`: the gate's `on_timeout` decided (told as such where the gate was offered)."""
+        `timed_out`: the gate's `on_timeout` decided (told as such where the gate was offered);
+        `alongside`: the caller's writes, in the decision's unit of work (`GateKeeper.approve`)."""
         run = run_id if isinstance(run_id, Run) else self.store.get_run(run_id)
         comment = self._hidden(comment)
         gate = self.gates.to_decide(run, gate)
         ready = self.readiness.ready(run.workflow, self.readiness.args_of(run) if args is None else args)
         running = self.gates.approve(
             run, gate, actor=actor, comment=comment, owner=self.owner, lease_seconds=self.lease_seconds,
-            decision=decision, outcome=outcome,
+            decision=decision, outcome=outcome, alongside=alongside,
         )
         emit = self.executions.emit
         await emit(EventKind.GATE_DECIDED, run.id, gate.node_id, approved=True, by=actor,
@@ -135,14 +137,16 @@ class RunActions:
         return running
 
     async def reject(self, run_id: str | Run, *, actor: str, reason: str | None = None,
-                     fail: bool = False, timed_out: bool = False) -> Run:
+                     fail: bool = False, timed_out: bool = False, alongside: Alongside | None = None) -> Run:
         """paused at a gate -> rejected, cancelled (a `Run` the caller read saves reading it);
         `fail`: a gate's `on_timeout: fail`, the run ends failed; `timed_out`: the gate's
-        `on_timeout` decided (told as such where the gate was offered)."""
+        `on_timeout` decided (told as such where the gate was offered); `alongside`: the
+        caller's writes, in the decision's unit of work (`GateKeeper.reject`)."""
         run = run_id if isinstance(run_id, Run) else self.store.get_run(run_id)
         reason = self._hidden(reason)
         gate = self.gates.to_decide(run)
-        cancelled, why = self.gates.reject(run, gate, actor=actor, reason=reason, fail=fail)
+        cancelled, why = self.gates.reject(run, gate, actor=actor, reason=reason, fail=fail,
+                                           alongside=alongside)
         emit = self.executions.emit
         how = "timeout" if fail or timed_out else "reject"
         await emit(EventKind.GATE_DECIDED, run.id, gate.node_id, approved=False, by=actor, how=how,

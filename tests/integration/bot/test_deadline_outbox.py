@@ -1,8 +1,10 @@
-"""A gate's reminder through the real wiring (`build_baton`, on SQLite and PostgreSQL): firing
-it writes the deadline's compare-and-swap, its audit row and its outbox row in one unit of
-work; a process that dies right after the firing leaves the row, and the next process
-delivers it (in the run's thread and directly to the person waited on); of two replicas
-firing it at the same moment exactly one does, and only its rows exist."""
+"""A gate's reminder and timeout through the real wiring (`build_baton`, on SQLite and
+PostgreSQL): firing a reminder writes the deadline's compare-and-swap, its audit row and its
+outbox row in one unit of work; a process that dies right after the firing leaves the row, and
+the next process delivers it (in the run's thread and directly to the person waited on); of two
+replicas firing it at the same moment exactly one does, and only its rows exist. A timeout's
+`gate_timed_out` line is an outbox row of the decision's own unit: a process that dies right
+after the decision leaves it, and the next process tells it, before the run's final reply."""
 
 from __future__ import annotations
 
@@ -33,6 +35,20 @@ nodes:
     bash: echo shipped
     replay: pure
 """
+TIMED = """
+name: timed-{on_timeout}
+nodes:
+  - id: review
+    approval:
+      question: "Ship it?"
+      approvers: [group:sre]
+      timeout: 1h
+      on_timeout: {on_timeout}
+  - id: ship
+    depends_on: [review]
+    bash: echo shipped
+    replay: pure
+"""
 
 
 @pytest.fixture
@@ -40,6 +56,8 @@ def settings(tmp_path: Path, database_url: str) -> Settings:
     workflows = tmp_path / "workflows"
     workflows.mkdir()
     (workflows / "nagged.yaml").write_text(NAGGED)
+    for on_timeout in ("reject", "approve"):
+        (workflows / f"timed-{on_timeout}.yaml").write_text(TIMED.format(on_timeout=on_timeout))
     return Settings(
         database_url=database_url, workflow_dirs=[workflows], data_dir=tmp_path / "data", tool_modules=[],
         outbox_poll_seconds=0.05, outbox_lease_seconds=1.0, deadline_poll_seconds=3600,
@@ -47,8 +65,8 @@ def settings(tmp_path: Path, database_url: str) -> Settings:
     )
 
 
-async def _paused(baton: Baton) -> str:
-    run = await baton.engine.start_run(workflow="nagged", args={}, platform="console", conversation="C1",
+async def _paused(baton: Baton, workflow: str = "nagged") -> str:
+    run = await baton.engine.start_run(workflow=workflow, args={}, platform="console", conversation="C1",
                                        thread=None, requester="console:U1")
     assert (await baton.engine.wait(run.id, timeout=30)).status is RunStatus.PAUSED
     return run.id
@@ -59,7 +77,7 @@ def _replica(baton: Baton, name: str) -> GateDeadlines:
     assert baton.deadlines is not None
     mine = baton.deadlines.deadlines
     return GateDeadlines(store=mine.store, engine=mine.engine, catalog=mine.catalog, access=mine.access,
-                         announce=mine.announce, replica=name)
+                         replica=name)
 
 
 async def test_a_reminder_fired_by_a_process_that_dies_is_delivered_by_the_next(settings: Settings) -> None:
@@ -180,3 +198,49 @@ async def test_a_reminder_delivered_after_its_gate_was_decided_is_not_sent(setti
         await baton.engine.stop(grace=1)
     finally:
         baton.close()
+
+
+@pytest.mark.parametrize(("on_timeout", "final"), [("reject", "run_cancelled"), ("approve", "run_completed")])
+async def test_a_timeout_decided_by_a_process_that_dies_is_told_by_the_next(
+    settings: Settings, on_timeout: str, final: str
+) -> None:
+    first = build_baton(settings)  # no platform connected: it "dies" right after the decision's commit
+    try:
+        run_id = await _paused(first, f"timed-{on_timeout}")
+        gate = first.store.get_gate(run_id, "review")
+        assert first.deadlines is not None
+        [fired] = await first.deadlines.deadlines.tick(now=gate.created_at + HOUR)
+        assert fired.action == "timeout"
+        await first.engine.wait(run_id, timeout=30)  # approve: the run goes on to its end here
+        # the decision's unit: the deadline taken, its audit row, the line in the outbox before
+        # the run's rest row; nothing sent
+        [deadline] = first.store.gate_deadlines(run_id, "review", gate.created_at)
+        assert deadline.fired_by == first.engine.owner
+        assert [a.action for a in first.store.audit_log(run_id)].count("timeout") == 1
+        rows = first.store.deliveries(run_id)
+        assert [r.kind for r in rows][-2:] == ["gate_timed_out", "run_finished"]
+        assert all(r.delivered_at is None for r in rows)
+        [row] = [r for r in rows if r.kind == "gate_timed_out"]
+        assert row.payload == {"node": "review", "opened_at": gate.created_at, "deadline": "timeout",
+                               "outcome": on_timeout, "waited": "1h"}  # fmt: skip
+        await first.handler.drain()  # the decision's background work (its offers settled) is done
+        await first.engine.stop(grace=1)
+    finally:
+        first.close()
+
+    platform = Platform()
+    second = build_baton(settings)
+    second.handler.register_outbox("console", platform.confirm)
+    try:
+        async with second.running(grace=1.0, handle_signals=False):
+            await platform.wait(lambda: final in [r.kind for r in platform.finals(run_id)])
+            told, ended = platform.finals(run_id)  # the paused reply is stale now: not sent
+            assert (told.kind, ended.kind) == ("gate_timed_out", final)
+            assert (told.conversation, told.data["outcome"], told.data["waited"]) == ("C1", on_timeout, "1h")
+            assert told.delivery_key == f"outbox:{row.id}"
+            assert all(r.delivered_at is not None for r in second.store.deliveries(run_id))
+            assert second.deadlines is not None
+            assert await second.deadlines.deadlines.tick(now=gate.created_at + HOUR) == []  # fired once
+            assert [a.action for a in second.store.audit_log(run_id)].count("timeout") == 1
+    finally:
+        second.close()

@@ -46,6 +46,9 @@ ACCESS = Access.model_validate(
 )
 
 
+TOLD = ("gate_reminder", "gate_escalated", "gate_timed_out")  # what a fired deadline tells
+
+
 class Clock:
     def __init__(self) -> None:
         self.now = 0.0
@@ -73,13 +76,9 @@ async def setup(tmp_path: Path, database_url: str) -> AsyncIterator[tuple[Chat, 
 def _deadlines(
     chat: Chat, clock: Clock, told: list[Reply], store: SqlStore | None = None, replica: str = "r1"
 ) -> GateDeadlines:
-    async def announce(reply: Reply) -> bool:
-        told.append(reply)
-        return True
-
-    async def deliver(run_id: str) -> int:  # the outbox rows of a reminder / escalation, sent now
+    async def deliver(run_id: str) -> int:  # the outbox rows of a reminder / escalation / timeout, now
         sent = await chat.handler.progress.deliverer.deliver_run(run_id)
-        for reply in [r for r in chat.outbox if r.kind in ("gate_reminder", "gate_escalated")]:
+        for reply in [r for r in chat.outbox if r.kind in TOLD]:
             chat.outbox.remove(reply)
             told.append(reply)
         return sent
@@ -89,7 +88,6 @@ def _deadlines(
         engine=chat.engine,
         catalog=chat.handler.catalog,
         access=ACCESS,
-        announce=announce,
         replica=replica,
         deliver=deliver,
         clock=clock,
