@@ -206,7 +206,7 @@ class GateDeadline(_Record):
 class Delivery(_Record):
     """A state-carrying reply waiting in the outbox (or delivered): written with the state
     change it tells, delivered at least once. `kind` says what happened (`run_finished`,
-    `gate_reminder`, `gate_escalated`),
+    `gate_reminder`, `gate_escalated`, `gate_timed_out`),
     `payload` its data (the status, the reason, the node); where it goes is the run's
     (`platform`, `conversation`, `thread` as they were when it was written). A deliverer
     claims it with a lease (`claimed_by`, `lease_expires_at`); `attempts` counts the claims."""
