@@ -39,7 +39,7 @@ from core.config import Access
 from core.engine.approval_policy import Policy, Vote, outstanding
 from core.engine.engine import Engine
 from core.engine.events import ENGINE_ACTOR
-from core.errors import BatonError, DeadlineAlreadyFired
+from core.errors import BatonError, DeadlineAlreadyFired, StoreError
 from core.store.port import Store
 from core.store.records import GateDeadline, GateStatus, RunStatus
 from core.store.unit_of_work import UnitOfWork
@@ -99,6 +99,11 @@ class GateDeadlines:
             return await self._fire(deadline, now)
         except DeadlineAlreadyFired:
             return None
+        except StoreError:
+            # the database failed: the unit wrote nothing and the deadline stays due. Marked fired
+            # here, a blink of the database would drop a timeout for good (the gate would wait
+            # forever); the tick ends instead, and the next one fires it
+            raise
         except BatonError as exc:  # the run moved on meanwhile (decided, cancelled): nothing to do
             # marked fired, or it stays due and every tick (and a full batch's re-read) finds it again
             self.store.fire_deadline(deadline, self.replica)

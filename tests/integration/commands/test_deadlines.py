@@ -14,6 +14,7 @@ import pytest
 from core.commands.deadlines import GateDeadlines
 from core.commands.messages import Reply
 from core.config import Access
+from core.errors import StoreError
 from core.store.records import RunStatus
 from core.store.repository import SqlStore
 from tests.integration.commands.conftest import Chat, make_chat
@@ -224,3 +225,34 @@ async def test_a_deadline_whose_gate_cannot_be_read_is_marked_fired_once_and_the
         ("gone-1", "stale"), ("gone-2", "stale"), ("gone-3", "stale")]
     assert await _deadlines(chat, clock, told).tick() == []  # fired once: not due any more
     assert told == []
+
+
+async def test_a_timeout_the_database_failed_to_decide_stays_due_and_fires_on_the_next_tick(  # type: ignore[no-untyped-def]
+    setup, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A StoreError is not "the run moved on": marking the deadline fired would drop the
+    timeout for good and the gate would wait forever."""
+    chat, clock, told, _ = setup
+    run_id = await _paused(chat, clock)
+    real_reject = chat.engine.reject
+    calls = 0
+
+    async def blinking_reject(*args, **kwargs):  # type: ignore[no-untyped-def]
+        nonlocal calls
+        calls += 1
+        if calls == 1:
+            raise StoreError("The run store could not decide the gate (OperationalError: gone).")
+        return await real_reject(*args, **kwargs)
+
+    monkeypatch.setattr(chat.engine, "reject", blinking_reject)
+    clock.now += 4 * 3600 + 1
+    deadlines = _deadlines(chat, clock, told)
+    with pytest.raises(StoreError):
+        await deadlines.tick()
+    assert chat.store.get_run(run_id).status is RunStatus.PAUSED
+    assert [a.action for a in chat.store.audit_log(run_id)].count("timeout") == 0
+
+    fired = await deadlines.tick()
+    assert [f.action for f in fired] == ["timeout"]
+    assert (await chat.rest(run_id)).status is RunStatus.CANCELLED
+    assert [a.action for a in chat.store.audit_log(run_id)].count("timeout") == 1
