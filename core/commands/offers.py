@@ -10,11 +10,17 @@ Every reply whose buttons (or choice list) decide a gate (`gate_waiting`, `appro
     offer:<key>      the reply, as JSON
     offers:<run id>  the keys of the replies that offer that run's gate
 
+Both are kept under the platform the reply is sent on, which need not be the run's: a
+reminder reaches each person directly on their own platform (`replies.told_directly`), so a
+Slack run's approver may be offered its buttons in a Discord DM.
+
 When the engine reports a gate decided (`EventKind.GATE_DECIDED`, whatever the route: a
-button, a command, a reply, an abandon), each of them goes out again through its platform's
-outbox under the same key, `edit_only`, without that run's buttons and with a line saying who
-decided (`data["settled"]`): the adapters edit the message in place (Slack chat.update,
-Discord message edit). A message offering several gates keeps the others' buttons.
+button, a command, a reply, an abandon), each of them goes out again through the outbox of the
+platform it was sent on under the same key, `edit_only`, without that run's buttons and with a
+line saying who decided (`data["settled"]`): the adapters edit the message in place (Slack
+chat.update, Discord message edit). The run's platform is settled first, then each other one
+this process serves; one a process does not serve keeps its buttons (a click on them is
+answered that the gate is decided). A message offering several gates keeps the others' buttons.
 """
 
 from __future__ import annotations
@@ -24,7 +30,7 @@ import dataclasses
 import json
 import logging
 import uuid
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Collection, Iterable
 from typing import Any
 
 from core.commands.messages import Button, Menu, Outbox, Reply
@@ -85,9 +91,13 @@ def from_json(text: str) -> Reply:
 
 
 class GateOffers:
-    def __init__(self, store: Store, outbox_of: Callable[[str], Outbox | None]) -> None:
+    def __init__(self, store: Store, outbox_of: Callable[[str], Outbox | None],
+                 platforms: Callable[[], Collection[str]]) -> None:
+        """`outbox_of(platform)`: that platform's outbox in this process, or None;
+        `platforms()`: the platforms this process serves (each may hold offers of any run)."""
         self._store = store
         self._outbox_of = outbox_of
+        self._platforms = platforms
         self._tasks: set[asyncio.Task[None]] = set()
 
     def offer(self, reply: Reply, *, platform: str, conversation: str | None, thread: str | None) -> Reply:
@@ -145,28 +155,42 @@ class GateOffers:
             await asyncio.gather(*list(self._tasks), return_exceptions=True)
 
     async def settle(self, event: EngineEvent) -> None:
-        """Edit every message that offered `event`'s gate: who decided, and no more buttons."""
+        """Edit every message that offered `event`'s gate: who decided, and no more buttons. On
+        each platform it was sent on that this process serves, the run's first; one failing
+        leaves the others' to be withdrawn."""
         try:
             run = self._store.get_run(event.run_id)
-            outbox = self._outbox_of(run.platform)
-            index = f"offers:{run.id}"
-            keys = json.loads(self._store.get_state(run.platform, index) or "[]")
-            if outbox is None or not keys:
-                return  # this process does not serve that platform: its buttons stay
-            settled = {"run_id": run.id, "workflow": run.workflow, "node": event.node_id or "",
-                       "approved": bool(event.detail.get("approved")), "by": event.detail.get("by") or "",
-                       "how": event.detail.get("how") or "", "decision": event.detail.get("decision") or ""}
-            self._store.put_state(run.platform, index, "[]")
-            for key in keys:
-                kept = self._store.get_state(run.platform, key)
-                if kept is None:
-                    continue
-                edited = withdrawn(from_json(kept), run.id, settled)
-                self._store.put_state(run.platform, key, to_json(edited))
-                await outbox(edited)
         except BatonError as exc:
             log.warning("gate offers not withdrawn: %s", exc.message,
                         extra={"action": "settle_offers", "run_id": event.run_id})
-        except Exception:
-            log.exception("gate offers not withdrawn",
-                          extra={"action": "settle_offers", "run_id": event.run_id})
+            return
+        settled = {"run_id": run.id, "workflow": run.workflow, "node": event.node_id or "",
+                   "approved": bool(event.detail.get("approved")), "by": event.detail.get("by") or "",
+                   "how": event.detail.get("how") or "", "decision": event.detail.get("decision") or ""}
+        for platform in dict.fromkeys([run.platform, *self._platforms()]):
+            try:
+                await self._withdraw(platform, run.id, settled)
+            except BatonError as exc:
+                log.warning("gate offers not withdrawn on %s: %s", platform, exc.message,
+                            extra={"action": "settle_offers", "run_id": run.id})
+            except Exception:
+                log.exception("gate offers not withdrawn on %s", platform,
+                              extra={"action": "settle_offers", "run_id": run.id})
+
+    async def _withdraw(self, platform: str, run_id: str, settled: dict[str, Any]) -> None:
+        """The messages offering `run_id`'s gate on `platform`, edited through its outbox."""
+        outbox = self._outbox_of(platform)
+        if outbox is None:
+            return  # this process does not serve that platform: its buttons stay
+        index = f"offers:{run_id}"
+        keys = json.loads(self._store.get_state(platform, index) or "[]")
+        if not keys:
+            return
+        self._store.put_state(platform, index, "[]")
+        for key in keys:
+            kept = self._store.get_state(platform, key)
+            if kept is None:
+                continue
+            edited = withdrawn(from_json(kept), run_id, settled)
+            self._store.put_state(platform, key, to_json(edited))
+            await outbox(edited)

@@ -99,8 +99,9 @@ class ProgressReporter:
         #: emits the run's cancellation (the command awaits it) or the command fails; the event
         #: takes it out at once, whatever becomes of the report, so none outlives its command.
         self.announced: set[str] = set()
-        #: messages offering a gate's buttons, withdrawn once it is decided
-        self.offers = GateOffers(store, self._outboxes.get)
+        #: messages offering a gate's buttons, withdrawn once it is decided (on the platform
+        #: each was sent on: a reminder's DM may be on another platform than the run's)
+        self.offers = GateOffers(store, self._outboxes.get, self._outboxes.keys)
         #: a waiting gate's policy state for its message (set by the handler: it knows the policy)
         self.gate_state: Callable[[Run, Gate], dict[str, Any] | None] | None = None
         #: cancelled runs whose cancelling command's own reply tells it (newest last, bounded)

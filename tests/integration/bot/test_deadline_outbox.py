@@ -4,7 +4,8 @@ outbox row in one unit of work; a process that dies right after the firing leave
 the next process delivers it (in the run's thread and directly to the person waited on); of two
 replicas firing it at the same moment exactly one does, and only its rows exist. A timeout's
 `gate_timed_out` line is an outbox row of the decision's own unit: a process that dies right
-after the decision leaves it, and the next process tells it, before the run's final reply."""
+after the decision leaves it, and the next process tells it, before the run's final reply. A
+reminder's DM on another platform than the run's loses its buttons there once the gate is decided."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ import pytest
 
 from bot.app import Baton, build_baton
 from core.commands.deadlines import GateDeadlines
+from core.commands.messages import Reply
 from core.config import Access, Settings
 from core.errors import DeadlineAlreadyFired
 from core.store.records import RunStatus
@@ -28,6 +30,20 @@ nodes:
     approval:
       question: "Ship it?"
       approvers: [group:sre]
+      timeout: 4h
+      remind: [1h]
+  - id: ship
+    depends_on: [review]
+    bash: echo shipped
+    replay: pure
+"""
+MIXED = """
+name: mixed
+nodes:
+  - id: review
+    approval:
+      question: "Ship it?"
+      approvers: [group:mixed]
       timeout: 4h
       remind: [1h]
   - id: ship
@@ -56,12 +72,15 @@ def settings(tmp_path: Path, database_url: str) -> Settings:
     workflows = tmp_path / "workflows"
     workflows.mkdir()
     (workflows / "nagged.yaml").write_text(NAGGED)
+    (workflows / "mixed.yaml").write_text(MIXED)
     for on_timeout in ("reject", "approve"):
         (workflows / f"timed-{on_timeout}.yaml").write_text(TIMED.format(on_timeout=on_timeout))
     return Settings(
         database_url=database_url, workflow_dirs=[workflows], data_dir=tmp_path / "data", tool_modules=[],
         outbox_poll_seconds=0.05, outbox_lease_seconds=1.0, deadline_poll_seconds=3600,
-        access=Access.model_validate({"groups": {"sre": ["console:U2"]}, "run": {"*": ["console:U1"]}}),
+        access=Access.model_validate({
+            "groups": {"sre": ["console:U2"], "mixed": ["console:U2", "discord:802"]},  # 802: reached by DM
+            "run": {"*": ["console:U1"]}}),
     )
 
 
@@ -174,6 +193,42 @@ async def test_a_timeout_ends_the_run_with_its_rest_row_in_the_outbox(settings: 
         assert all(r.delivered_at is not None for r in baton.store.deliveries(run_id))
         assert all(d.fired_at is not None
                    for d in baton.store.gate_deadlines(run_id, "review", gate.created_at))
+        await baton.engine.stop(grace=1)
+    finally:
+        baton.close()
+
+
+async def test_a_decision_withdraws_a_reminders_dm_on_the_platform_it_was_sent_on(settings: Settings) -> None:
+    """A console run whose approver is reminded by a Discord DM: the decision edits that DM
+    through Discord's outbox, even though the run's own platform fails to edit its messages."""
+    console, discord = Platform(), Platform()
+
+    async def refusing(reply: Reply) -> None:
+        if reply.edit_only:
+            raise RuntimeError("the console refused an edit")
+        await console.confirm(reply)
+
+    baton = build_baton(settings)
+    baton.handler.register_outbox("console", refusing)
+    baton.handler.register_outbox("discord", discord.confirm)
+    try:
+        run_id = await _paused(baton, "mixed")
+        gate = baton.store.get_gate(run_id, "review")
+        assert baton.deadlines is not None
+        [fired] = await baton.deadlines.deadlines.tick(now=gate.created_at + HOUR)
+        assert fired.to == ("console:U2", "discord:802")
+        await baton.handler.progress.deliverer.deliver_due()
+        await baton.handler.drain()
+        [dm] = [r for r in discord.taken if r.kind == "gate_reminder"]
+        assert (dm.platform, dm.conversation, dm.direct) == ("discord", "802", True) and dm.buttons
+
+        await baton.engine.approve(run_id, actor="console:U2")
+        await baton.engine.wait(run_id, timeout=30)
+        await baton.handler.drain()
+        [withdrawn] = [r for r in discord.taken if r.edit_only]
+        assert withdrawn.replace_key == dm.replace_key and withdrawn.conversation == "802"
+        assert not withdrawn.buttons and withdrawn.data["settled"][0]["by"] == "console:U2"
+        assert not [r for r in console.taken if r.edit_only]  # the console's edits failed
         await baton.engine.stop(grace=1)
     finally:
         baton.close()
