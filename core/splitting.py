@@ -15,9 +15,11 @@ What a split never does:
 - cut inside an inline code span (`/workflow resume 3f9a`, a command to copy), a mention or
   link (`<@U1>`, `<#C1|x>`, `[label](<url>)`), an entity (`&amp;`), an emoji shortcode or a
   character sequence drawn as one (an emoji with its modifiers and joiners), as long as that
-  piece fits in a chunk at all. A code span wider than a whole chunk is cut, closed and
-  reopened with its own backticks (a run over a quarter of the limit opens no span, as it opens
-  no fence), and the chunk says so (`Chunk.whole` is False): the caller
+  piece fits in a chunk at all. A code span pairs its backticks across the lines of one
+  paragraph, as CommonMark does (never across a blank line, a fence or a heading, quote or
+  list line): a chunk never ends at a line break inside one. A code span wider than a whole
+  chunk is cut, closed and reopened with its own backticks (a run over a quarter of the limit
+  opens no span, as it opens no fence), and the chunk says so (`Chunk.whole` is False): the caller
   then attaches the whole text as a file, where every command is whole and pastes back exactly.
 
 Where a line is longer than what is left of a chunk, the cut falls after a space near the end
@@ -28,7 +30,6 @@ from __future__ import annotations
 
 import re
 import unicodedata
-from collections.abc import Callable
 from dataclasses import dataclass
 from itertools import accumulate
 
@@ -36,6 +37,11 @@ _OPEN = re.compile(r"^ {0,3}(`{3,})([^`]*)$")
 _CLOSE = re.compile(r"^ {0,3}(`{3,})[ \t]*$")
 _LANG = re.compile(r"^[\w+#.\-]{1,20}$")
 _RUN = re.compile(r"`+")
+#: a line that starts a block (heading, quote, list item): a code span never pairs across it
+_BLOCK = re.compile(r"^ {0,3}(?:#{1,6}(?:[ \t]|$)|>|[-+*](?:[ \t]|$)|\d{1,9}[.)](?:[ \t]|$))")
+#: a line that is a block of its own (an ATX heading, a thematic break, a setext underline)
+_ALONE = re.compile(r"^ {0,3}(?:#{1,6}(?:[ \t].*)?|(?:-[ \t]*){3,}|(?:\*[ \t]*){3,}|(?:_[ \t]*){3,}"
+                    r"|=+[ \t]*)$")
 #: pieces of a line of text (outside code) a split must not fall inside
 _TOKENS = re.compile(
     r"<[^<>\s][^<>\n]{0,300}>"  # Slack <@U1> <#C1|x> <url|label>, Discord <@1> <#1> <t:1>
@@ -144,17 +150,41 @@ def code_spans(line: str) -> list[tuple[int, int, int]]:
     return spans
 
 
-def _regions(text: str, line: _Line, limit: int) -> tuple[list[tuple[int, int]], list[tuple[int, int, int]]]:
-    """The protected pieces of a text line (absolute offsets): tokens, and code spans (one
-    opened by a run too long to reopen within `limit`, over a quarter of it, is text)."""
+def paragraph_spans(text: str, lines: list[_Line], limit: int) -> list[tuple[int, int, int]]:
+    """The inline code spans of `text` (absolute offsets, backticks), paired as CommonMark pairs
+    them: across the lines of one paragraph (a soft line break inside a span is part of it),
+    never across a blank line, a fence or a block start (heading, quote, list item, break).
+    A span opened by a run too long to reopen within `limit` (over a quarter of it) is text."""
+    spans: list[tuple[int, int, int]] = []
+    paragraphs: list[list[int]] = []
+    current: list[int] | None = None
+    for line in lines:
+        body = text[line.start : line.end].rstrip("\r\n")
+        if line.kind != "text" or not body.strip():
+            current = None
+            continue
+        if current is None or _BLOCK.match(body) or _ALONE.match(body):
+            current = [line.start, line.end]
+            paragraphs.append(current)
+        else:
+            current[1] = line.end
+        if _ALONE.match(body):
+            current = None
+    for start, end in paragraphs:
+        spans.extend((start + a, start + b, run) for a, b, run in code_spans(text[start:end])
+                     if run <= limit // 4)
+    return spans
+
+
+def _tokens(text: str, line: _Line, spans: list[tuple[int, int, int]]) -> list[tuple[int, int]]:
+    """The protected tokens of a text line (absolute offsets) outside its code spans."""
     body = text[line.start : line.end]
-    spans = [(line.start + a, line.start + b, run) for a, b, run in code_spans(body) if run <= limit // 4]
     tokens: list[tuple[int, int]] = []
     for match in _TOKENS.finditer(body):
         a, b = line.start + match.start(), line.start + match.end()
         if not any(sa < b and a < sb for sa, sb, _ in spans):
             tokens.append((a, b))
-    return tokens, spans
+    return tokens
 
 
 def _joined(text: str, cut: int) -> bool:
@@ -178,6 +208,15 @@ class _Splitter:
             line = self.lines[j]
             blank = not text[line.start : line.end].strip()
             self.soon[j] = line.kind == "close" or (line.kind == "code" and blank and self.soon[j + 1])
+        # the code spans over each line, and the span a line's end falls inside (a soft break)
+        self.spans: list[list[tuple[int, int, int]]] = [[] for _ in self.lines]
+        self.inner: list[tuple[int, int, int] | None] = [None] * len(self.lines)
+        for span in paragraph_spans(text, self.lines, limit):
+            first, final = self._line_at(span[0]), self._line_at(span[1] - 1)
+            for j in range(first, final + 1):
+                self.spans[j].append(span)
+            for j in range(first, final):
+                self.inner[j] = span
 
     def w(self, a: int, b: int) -> int:
         return self.cum[b] - self.cum[a]
@@ -208,6 +247,7 @@ class _Splitter:
         best: int | None = None
         last: int | None = None  # the last line end that fits, even with an empty block left
         empty = fence is not None  # a reopened block with nothing in it yet
+        blocked: tuple[int, int, int] | None = None  # a code span the last line ends that fit fall in
         j = index
         while j < len(self.lines):
             line = self.lines[j]
@@ -219,11 +259,23 @@ class _Splitter:
                 return line.end, self._suffix(line.end, line.after), True, 0
             inside = line.after is not None
             last = line.end
-            if not (inside and (empty or self.soon[j + 1])):
-                best = line.end
+            if self.inner[j] is not None:  # never end a chunk inside a code span that spans lines
+                blocked = self.inner[j]
+            elif not (inside and (empty or self.soon[j + 1])):
+                best, blocked = line.end, None
             j += 1
-        if best is not None and not self._cut_anyway(j, room):
+        if best is not None and (blocked is not None or not self._cut_anyway(j, room)):
             return best, self._suffix(best, self.lines[self._line_at(best - 1)].after), True, 0
+        if blocked is not None:  # a span over lines that does not fit in what is left
+            if pos < blocked[0]:  # it opens in this chunk's first line: cut before it if allowed
+                cut = self._cut_line(pos, index, room, force=False)
+                if cut is not None:
+                    return cut
+                if self.w(pos, blocked[0]) > room:  # the text before it is wider than a chunk
+                    forced = self._cut_line(pos, index, room)
+                    assert forced is not None
+                    return forced
+            return self._in_span(pos, room, blocked)
         k = j
         if self.lines[k].kind == "close" or self.soon[k]:  # keep some code for the close to follow
             k = next((i for i in range(k - 1, index - 1, -1) if self.lines[i].kind in ("code", "open")
@@ -263,7 +315,8 @@ class _Splitter:
         hi = line.end
         if line.kind == "code":  # leave something to show after the cut (the close follows)
             hi = line.start + len(self.text[line.start : line.end].rstrip())
-        tokens, spans = _regions(self.text, line, self.limit) if line.kind == "text" else ([], [])
+        spans = self.spans[k] if line.kind == "text" else []
+        tokens = _tokens(self.text, line, spans) if line.kind == "text" else []
 
         def inside(cut: int) -> bool:
             """`cut` falls inside a protected piece, or leaves a piece that reads as a fence."""
@@ -295,27 +348,57 @@ class _Splitter:
         # what starts at `pos` is wider than a chunk: cut it (a code span closed and reopened)
         span = next((s for s in spans if s[0] <= pos < s[1]), None)
         if span is not None:
-            return self._in_span(pos, k, room, span[2], opening=span[0] == pos, ok=lambda c: not inside(c))
+            return self._in_span(pos, room, span)
         far = max(far, pos + 1)
         while far > pos + 1 and _joined(self.text, far):
             far -= 1
         return far, self._suffix(far, fence), False, 0  # no "\n" before the close at a line's start
 
-    def _in_span(self, pos: int, index: int, room: int, run: int, *, opening: bool,
-                 ok: Callable[[int], bool]) -> tuple[int, str, bool, int]:
-        """Inside a code span too wide for a chunk: as much as fits, closed with its backticks
-        (never next to a backtick of its content, which would change the run)."""
-        line = self.lines[index]
-        _, spans = _regions(self.text, line, self.limit)
-        end = next((b for a, b, r in spans if (a == pos if opening else a < pos < b) and r == run), line.end)
-        if self.w(pos, end) <= room and ok(end):
-            return end, "", not opening, 0
-        cut = pos + (run if opening else 0)
+    def _in_span(self, pos: int, room: int, span: tuple[int, int, int]) -> tuple[int, str, bool, int]:
+        """Inside (or before, on its line) a code span too wide for what is left: as much as
+        fits, closed with its backticks. Never next to a backtick of its content (which would
+        change the run) nor a line break, and never leaving a line that reads as a fence."""
+        start, end, run = span
+        text = self.text
+        opening = pos <= start
+        if self.w(pos, end) <= room and self._starts_clean(end) and self._ends_clean(pos, end, ""):
+            return end, "", True, 0
+        floor = max(pos, start + run) if opening else pos  # keep some content before a cut
+        cut = floor
         while cut < end - run - 1 and self.w(pos, cut + 1) + run <= room:
             cut += 1
-        while cut > pos + 1 and (_joined(self.text, cut) or "`" in self.text[cut - 1 : cut + 1]):
+        while cut > floor and not (self._reopens_at(cut, run) and self._ends_clean(pos, cut, "`" * run)):
             cut -= 1
-        return max(cut, pos + 1), "`" * run, False, run
+        if cut > floor:
+            return cut, "`" * run, False, run
+        # no place in it closes and reopens cleanly (its lines read as fences when cut): cut it
+        # raw where neither side reads as a fence, as the last resort
+        far = pos + 1
+        while far < len(text) and self.w(pos, far + 1) <= room:
+            far += 1
+        cut = next((c for c in range(far, pos, -1) if not _joined(text, c) and self._starts_clean(c)
+                    and self._ends_clean(pos, c, "")), far)
+        return cut, "", False, 0
+
+    def _starts_clean(self, cut: int) -> bool:
+        """A chunk starting at `cut` does not open with a line that reads as a fence."""
+        eol = self.text.find("\n", cut)
+        return fence_of(self.text[cut : len(self.text) if eol < 0 else eol], self.limit) is None
+
+    def _ends_clean(self, pos: int, cut: int, suffix: str) -> bool:
+        """The last line of a chunk from `pos` to `cut`, closed with `suffix`, is no fence."""
+        start = max(pos, self.text.rfind("\n", 0, cut) + 1)
+        return fence_of(self.text[start:cut] + suffix, self.limit) is None
+
+    def _reopens_at(self, cut: int, run: int) -> bool:
+        """A span of `run` backticks can be closed before `cut` and reopened after it."""
+        text = self.text
+        if _joined(text, cut) or "`" in text[cut - 1 : cut + 1] or "\n" in text[cut - 1 : cut + 1]:
+            return False
+        if text[cut - 1] == "\r" or text[cut] == "\r":
+            return False
+        eol = text.find("\n", cut)
+        return fence_of("`" * run + text[cut : len(text) if eol < 0 else eol], self.limit) is None
 
 
 def split_chunks(text: str, limit: int, *, languages: bool = True) -> list[Chunk]:

@@ -48,3 +48,28 @@ def wide_code_spans(text: str, limit: int) -> list[tuple[int, int]]:
     code text, not a command, and such a span must be cut somewhere."""
     span = re.compile(r"(?<!`)(`{2,})(?!`)(.+?)(?<!`)\1(?!`)", re.DOTALL)
     return [(m.start(), m.end()) for m in span.finditer(text) if m.end() - m.start() > limit]
+
+
+def paragraphs(text: str) -> list[tuple[int, int]]:
+    """Offsets of the paragraphs outside fenced blocks, as CommonMark delimits them for inline
+    code: a blank line ends one, a fence line ends one, a heading, quote or list line starts a
+    new one, and a heading or a break (---, ***, ===) is a paragraph of its own."""
+    starts = re.compile(r" {0,3}(#{1,6}([ \t]|$)|>|[-+*]([ \t]|$)|\d{1,9}[.)]([ \t]|$))")
+    alone = re.compile(r" {0,3}(#{1,6}([ \t].*)?|(-[ \t]*){3,}|(\*[ \t]*){3,}|(_[ \t]*){3,}|=+[ \t]*)")
+    found: list[tuple[int, int]] = []
+    for start, end in outside_fences(text):
+        pos, current = start, None
+        for line in text[start:end].split("\n"):
+            stop = pos + len(line) + 1
+            bare = line.rstrip("\r")
+            if not bare.strip() or re.fullmatch(r" {0,3}`{3,}[^`]*", bare):
+                current = None
+            elif current is None or starts.match(bare) or alone.fullmatch(bare):
+                found.append((pos, min(stop, end)))
+                current = len(found) - 1
+                if alone.fullmatch(bare):
+                    current = None
+            else:
+                found[current] = (found[current][0], min(stop, end))
+            pos = stop
+    return found

@@ -3,14 +3,16 @@ nothing lost, and no command, mention or emoji cut when it fits in a chunk."""
 
 from __future__ import annotations
 
+import itertools
 import re
+from itertools import accumulate
 
 import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from core.splitting import split_chunks, width
-from tests.unit.render.fences import fences_balanced, outside_fences, wide_code_spans
+from core.splitting import Chunk, code_spans, split_chunks, width
+from tests.unit.render.fences import fences_balanced, outside_fences, paragraphs, wide_code_spans
 
 COMMANDS = [f"/workflow run deploy --set n={n}" for n in range(5)] + ["/workflow resume 3f9a1c2b"]
 MENTIONS = ["<@U123ABC>", "<#C42|ops>", "@everyone", "<@1234567890>"]
@@ -22,6 +24,7 @@ _piece = st.one_of(
     st.sampled_from(["\n", "\n\n", "word", "*bold*", "_it_", "# head", "> quote", "||spoiler||"]),
     st.sampled_from([f"\n{f}\n" for f in FENCES]),  # fences, stray or not
     st.sampled_from(["```", "````", "x```", "\n   ```"]),  # backticks glued to text
+    st.sampled_from(["`", "``", "y`", "`\n", "\\`"]),  # backticks that pair across lines, or not
     st.sampled_from([f"`{c}`" for c in COMMANDS]),
     st.sampled_from(MENTIONS + EMOJI),
     st.integers(1, 3500).map(lambda n: "`" + "x" * n + "`"),  # long inline code
@@ -39,6 +42,9 @@ _WIDE_FIRST_LINE = " ".join(["`/workflow resume 3f9a1c2b`", "y" * 561, "\n````\n
 @given(text=_markdown, limit=st.sampled_from([200, 257, 2000, 3000]))
 @example(text=_WIDE_FIRST_LINE, limit=200)
 @example(text=" ".join(["````", "word", "word", "<@U123ABC>", "y" * 472, "\n\n"]), limit=257)
+# one span over three lines, and a span "`\n `" that leaves the command's backticks as text
+@example(text="x" * 170 + " `/workflow run\ndeploy --set\nn=1` and more words.\n", limit=200)
+@example(text=" ".join(["`\n", "`" + "x" * 196 + "`"]), limit=200)
 def test_split_random_markdown(text: str, limit: int) -> None:
     chunks = split_chunks(text, limit)
     assert "".join(c.body for c in chunks) == text  # no character lost
@@ -49,16 +55,45 @@ def test_split_random_markdown(text: str, limit: int) -> None:
         offset += len(chunk.body)
         cuts.add(offset)
     outside = outside_fences(text)
-    wide = wide_code_spans(text, limit)
+    spans = paired_spans(text)
+    wide = wide_code_spans(text, limit) + [(a, b) for a, b, _ in spans if width(text[a:b]) > limit]
     whole_pieces = [f"`{c}`" for c in COMMANDS] + MENTIONS
     for piece in whole_pieces:
         for match in re.finditer(re.escape(piece), text):
             inside_wide = any(a < match.start() and match.end() < b for a, b in wide)
+            if piece.startswith("`") and not any((a, b) == match.span() for a, b, _ in spans):
+                continue  # its backticks pair with others (across lines): not a command span
             if not inside_wide and any(a <= match.start() and match.end() <= b for a, b in outside):
                 assert not any(match.start() < cut < match.end() for cut in cuts), (piece, limit)
     for emoji in EMOJI:
         for match in re.finditer(re.escape(emoji), text):
             assert not any(match.start() < cut < match.end() for cut in cuts), emoji
+    assert_spans_whole_or_reopened(text, chunks, limit)
+
+
+def paired_spans(text: str) -> list[tuple[int, int, int]]:
+    """The inline code spans of `text` (offsets, backticks), paired across the lines of their
+    paragraph as CommonMark pairs them."""
+    return [(start + a, start + b, run) for start, end in paragraphs(text)
+            for a, b, run in code_spans(text[start:end])]
+
+
+def assert_spans_whole_or_reopened(text: str, chunks: list[Chunk], limit: int) -> None:
+    """Every inline code span, paired across the lines of its paragraph, is whole in one chunk
+    when it fits in one; else each cut inside it closes it and reopens it with its backticks,
+    and says so. (Where a line of the span starts with a fence-like run, a cut may find no place
+    that keeps fences balanced and a span closed: it still says so.)"""
+    ends = list(accumulate(len(c.body) for c in chunks))
+    for start, end in paragraphs(text):
+        fence_like = re.search(r"(^|\n) {0,3}```", text[start:end]) is not None
+        for a, b, run in code_spans(text[start:end]):
+            a, b = start + a, start + b
+            for i, cut in enumerate(ends[:-1]):
+                if a < cut < b:
+                    assert not chunks[i].whole, chunks[i]
+                    if not fence_like:
+                        assert width(text[a:b]) > limit, (text[a:b], limit)
+                        assert chunks[i].suffix == chunks[i + 1].prefix == "`" * run, chunks[i : i + 2]
 
 
 @settings(max_examples=100, deadline=None)
@@ -180,3 +215,42 @@ def test_slack_reopens_without_a_language() -> None:
 def test_too_small_a_limit_is_refused() -> None:
     with pytest.raises(ValueError, match="too small"):
         split_chunks("x", 10)
+
+
+def test_a_code_span_over_lines_that_fits_moves_whole() -> None:
+    # CommonMark pairs the backticks across the two soft breaks: one span, 30 units wide
+    text = "x" * 30 + " `/workflow run\ndeploy --set\nn=1` and then some more words here.\n"
+    chunks = split_chunks(text, 64)
+    assert [c.body for c in chunks] == [text[:31], text[31:]]
+    assert all(c.whole and not c.prefix and not c.suffix for c in chunks)
+
+
+def test_a_code_span_over_lines_wider_than_a_chunk_is_closed_and_reopened() -> None:
+    text = "run: `" + "c" * 50 + "\n" + "d" * 50 + "\n" + "e" * 50 + "` ok"
+    chunks = split_chunks(text, 64)
+    assert "".join(c.body for c in chunks) == text
+    assert not all(c.whole for c in chunks)
+    for before, after in itertools.pairwise(chunks):
+        assert width(before.text) <= 64
+        if before.suffix:  # cut inside the span: closed here, reopened there, never at a break
+            assert before.suffix == after.prefix == "`"
+            assert not before.body.endswith("\n") and not after.body.startswith("\n")
+    for chunk in chunks:
+        assert chunk.text.count("`") % 2 == 0, chunk
+
+
+def test_backticks_across_a_blank_line_do_not_pair() -> None:
+    text = "x" * 40 + " `b\n\nc` " + "y" * 40
+    chunks = split_chunks(text, 64)
+    assert [c.body for c in chunks] == [text[: text.index("c")], text[text.index("c") :]]
+    assert all(not c.prefix and not c.suffix for c in chunks)
+
+
+@pytest.mark.parametrize("between", ["```\nc` d\n```\n", "# c` d\n", "> c` d\n", "- c` d\n"])
+def test_backticks_across_a_fence_or_a_block_start_do_not_pair(between: str) -> None:
+    # paired, "`b … e`" would be one span too wide for a chunk, cut with reopened backticks
+    text = "x" * 40 + " `b\n" + between + "e` " + "y" * 40
+    chunks = split_chunks(text, 64)
+    assert "".join(c.body for c in chunks) == text
+    assert all(c.whole and not c.prefix and not c.suffix for c in chunks), chunks
+    assert all(c.body.endswith("\n") for c in chunks[:-1])  # cut at line ends only
