@@ -40,7 +40,6 @@ from core.store.tables import BLOBS, JOURNAL
 
 _QUEUED = NodeStatus.QUEUED.value
 _OPEN = (NodeStatus.QUEUED.value, NodeStatus.STARTED.value)
-_FINAL = (NodeStatus.COMPLETED, NodeStatus.FAILED)
 #: The `queued` entries of a hand-off batch in one statement (PostgreSQL, through the driver):
 #: their ids come back with the step attempt each belongs to.
 _QUEUE_SQL = """
