@@ -137,8 +137,10 @@ def _runs_in_db(baton: BatonCli, count: int, *, status: RunStatus = RunStatus.FA
 def test_unknown_and_ambiguous_run_ids_are_handled_with_json_and_exit_0(baton: BatonCli) -> None:
     ids = _runs_in_db(baton, 17)  # 17 ids over 16 hex digits: two share their first character
     shared = next(i[0] for i in ids if sum(j[0] == i[0] for j in ids) > 1)
+    # a prefix no run has (the ids are random: a fixed one, "97", matched a run now and then)
+    absent = next(p for p in (f"{n:02x}" for n in range(256)) if not any(i.startswith(p) for i in ids))
 
-    for text in ("status zzzz", "resume 97", "args nope", "run notes --args-from x", f"status {shared}"):
+    for text in ("status zzzz", f"resume {absent}", "args nope", "run notes --args-from x", f"status {shared}"):
         (reply,) = baton.say(text)  # exit 0, a JSON array: handled
         assert reply["is_error"] and reply["kind"] == "error", (text, reply)
 
