@@ -140,7 +140,8 @@ def test_unknown_and_ambiguous_run_ids_are_handled_with_json_and_exit_0(baton: B
     # a prefix no run has (the ids are random: a fixed one, "97", matched a run now and then)
     absent = next(p for p in (f"{n:02x}" for n in range(256)) if not any(i.startswith(p) for i in ids))
 
-    for text in ("status zzzz", f"resume {absent}", "args nope", "run notes --args-from x", f"status {shared}"):
+    texts = ("status zzzz", f"resume {absent}", "args nope", "run notes --args-from x", f"status {shared}")
+    for text in texts:
         (reply,) = baton.say(text)  # exit 0, a JSON array: handled
         assert reply["is_error"] and reply["kind"] == "error", (text, reply)
 
