@@ -170,6 +170,8 @@ async def run(ctx: Context, cmd: RunCommand) -> list[Reply]:
         return [replies.input_form(form, workflow.name, missing_inputs(workflow, args))]
     validate_inputs(workflow, args)  # InputValidationError before anything runs
     explicit = source is not None or bool(cmd.args_from) or replaced is not None
+    if msg.principal is not None:  # agents share the conversation they report in: their own runs only
+        unfinished = [r for r in unfinished if r.requester == ctx.uid]
     decision = decide_fresh_run(unfinished, cmd.force, explicit_run=explicit)
     if isinstance(decision, Prompt):
         old = decision.run

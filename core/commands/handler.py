@@ -175,7 +175,7 @@ class Handler:
             return []
 
     async def _handle(self, message: ChatMessage, thread_runs: list[Run] | None = None) -> list[Reply]:
-        uid = authz.user_id(message.platform, message.user)
+        uid = message.principal or authz.user_id(message.platform, message.user)
         ctx = Context(self.store, self.engine, self.catalog, self.access, message, uid, self.redactor,
                       announced=self.progress.announced, pages=self.pages, thread_runs=thread_runs,
                       clock=self.clock, restate=self.progress.offers.restate)

@@ -138,6 +138,18 @@ def refusal(standing: Standing, uid: str, run: Run) -> PermissionDenied:
             users=[uid],
             hint="Ask another approver of this workflow to decide it.",
         )
+    if standing is Standing.AGENT_OWN_RUN:
+        return PermissionDenied(
+            f"{uid} started run {run.id}, and an agent never approves a gate of its own run.",
+            users=[uid],
+            hint=f"A person decides it in the run's thread (`/workflow approve {run.id}`) or on its page.",
+        )
+    if standing is Standing.HUMANS_ONLY:
+        return PermissionDenied(
+            f"The gate of run {run.id} is humans_only: {uid} is an agent and may not decide it.",
+            users=[uid],
+            hint=f"A person decides it in the run's thread (`/workflow approve {run.id}`) or on its page.",
+        )
     return PermissionDenied(
         f"Sorry, {uid} is not an approver of `{run.workflow}`.",
         users=[uid],

@@ -6,6 +6,8 @@ Rules
   widened by `escalate.to` once `escalate.after` has passed since the gate opened. When the
   requester is excluded (`requester_may_approve: false`, or BATON_ACCESS's
   `approver_not_requester`), the requester never is, admins included (four eyes).
+- Agents (`mcp:` principals) are people's delegates, never their own reviewers: an agent is
+  never eligible on a run it started, and never on a gate marked `humans_only`.
 - A person's first vote is their vote: the same person voting again counts once, and a
   later different choice does not replace it, with one exception in the safe direction: a
   person who approved may still reject, and that rejection ends the gate.
@@ -29,6 +31,11 @@ from core.store.records import Gate
 from core.workflows.approval_spec import APPROVE, DEFAULT_CHOICES, REJECT, ApprovalSpec
 
 ANYONE = "*"
+AGENT_PREFIX = "mcp:"  # the principals of agents driving Baton through MCP (core/config.py)
+
+
+def is_agent(user: str) -> bool:
+    return user.startswith(AGENT_PREFIX)
 Members = Callable[[Iterable[str]], frozenset[str]]
 
 
@@ -36,6 +43,8 @@ class Standing(StrEnum):
     ELIGIBLE = "eligible"
     REQUESTER = "requester"  # the requester, and the policy excludes them
     NOT_LISTED = "not_listed"  # neither an approver (yet) nor an admin
+    AGENT_OWN_RUN = "agent_own_run"  # an agent, on a run it started
+    HUMANS_ONLY = "humans_only"  # an agent, on a gate only people decide
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,6 +72,7 @@ class Policy:
     remind: tuple[float, ...] = ()
     escalate_after: float | None = None
     escalate_to: tuple[str, ...] = ()
+    humans_only: bool = False
 
     @classmethod
     def of(
@@ -88,6 +98,7 @@ class Policy:
             remind=tuple(sorted(spec.remind)),
             escalate_after=spec.escalate.after if spec.escalate else None,
             escalate_to=tuple(spec.escalate.to) if spec.escalate else (),
+            humans_only=spec.humans_only,
         )
 
     def escalated(self, opened_at: float, now: float) -> bool:
@@ -100,6 +111,10 @@ class Policy:
     def standing(
         self, user: str, *, requester: str, opened_at: float, now: float, members: Members
     ) -> Standing:
+        if is_agent(user) and self.humans_only:
+            return Standing.HUMANS_ONLY
+        if is_agent(user) and user == requester:
+            return Standing.AGENT_OWN_RUN
         if self.exclude_requester and user == requester:
             return Standing.REQUESTER
         if user in members(self.admins):
