@@ -1,5 +1,5 @@
-"""The `baton` command line: `run`, `console`, `say`, `list`, `migrate`, `worker`, `discord sync`,
-`health`.
+"""The `baton` command line: `run`, `console`, `say`, `mcp`, `list`, `migrate`, `worker`,
+`discord sync`, `health`.
 
 Settings are built once here (`load_settings`); `--database-url` and `--workflows DIR`
 override `BATON_DATABASE_URL` / `BATON_WORKFLOW_DIRS`. A wrong setting is one line naming
@@ -271,6 +271,21 @@ def say(
         fail(exc)
     if as_json:
         typer.echo(replies_json(said.replies, said.redactor))
+
+
+@app.command()
+def mcp(database_url: DatabaseUrl = None, workflows: WorkflowDirs = None) -> None:
+    """Serve the Model Context Protocol on stdin/stdout, for an agent (docs/agents.md).
+
+    The agent acts as BATON_MCP_PRINCIPAL (default mcp:local), granted in BATON_ACCESS like a
+    person; its runs report to BATON_MCP_POST_TO. Logs go to stderr."""
+    from bot.serve import mcp_stdio
+
+    settings = settings_for(database_url, workflows, console=False)
+    try:
+        asyncio.run(mcp_stdio(settings))
+    except BatonError as exc:
+        fail(exc)
 
 
 @app.command(name="list")

@@ -8,6 +8,7 @@ start are frozen out of later garbage collections) and closes the store at the e
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import importlib
 import logging
 from collections.abc import Awaitable, Callable
@@ -66,8 +67,8 @@ async def serve_all(settings: Settings, *, console: bool, conversation: str, use
             tasks: dict[asyncio.Task[None], str] = {
                 asyncio.ensure_future(_adapter_serve(name)(baton, settings)): name for name in names
             }
-            if settings.web_enabled:  # the run pages, with the rest of the process
-                tasks[asyncio.ensure_future(_adapter_serve("web")(baton, settings))] = "web"
+            if settings.web_enabled:  # the run pages (and `/mcp`), with the rest of the process
+                tasks[asyncio.ensure_future(_serve_web(baton, settings))] = "web"
             if console or not names:
                 from adapters.console.interactive import interactive  # prompt_toolkit: only when chatting
 
@@ -96,6 +97,39 @@ async def serve_all(settings: Settings, *, console: bool, conversation: str, use
             ]
             if crashed:
                 raise crashed[0]
+    finally:
+        baton.close()
+
+
+async def _serve_web(baton: Baton, settings: Settings) -> None:
+    """The run pages; `/mcp` beside them when BATON_MCP_TOKENS is set (the SDK loaded only then)."""
+    from adapters.web import serve
+
+    mounts = []
+    if settings.mcp_enabled:
+        from adapters.mcp import http_mount
+
+        mounts.append(http_mount(baton, settings))
+    await serve(baton, settings, mounts=mounts)
+
+
+async def mcp_stdio(settings: Settings) -> None:
+    """`baton mcp`: MCP on stdin/stdout as BATON_MCP_PRINCIPAL, until the client closes it or
+    the process is asked to stop."""
+    from adapters.mcp import serve_stdio
+
+    baton = build_baton(settings)
+    try:
+        async with baton.running():
+            started()
+            serving = asyncio.create_task(serve_stdio(baton, settings), name="adapter-mcp")
+            stop = asyncio.create_task(baton.stopping.wait())
+            await asyncio.wait({serving, stop}, return_when=asyncio.FIRST_COMPLETED)
+            stop.cancel()
+            if not serving.done():
+                serving.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await serving
     finally:
         baton.close()
 

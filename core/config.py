@@ -294,7 +294,7 @@ class Settings(BaseSettings):
             return None
         platform, _, conversation = value.strip().partition(":")
         if platform not in ("slack", "discord", "console") or not conversation:
-            raise ValueError("must be <platform>:<conversation>, like slack:C024BE7LH or discord:<channel id>")
+            raise ValueError("must be <platform>:<conversation>, like slack:C024BE7LH or discord:<channel>")
         return value.strip()
 
     @property
