@@ -96,15 +96,15 @@ class AgentTools:
     async def run_workflow(self, principal: str, workflow: str, message: str | None = None,
                            args: Mapping[str, Any] | None = None, force: bool = False,
                            replace: str | None = None) -> Answer:
-        words = ["run", workflow]
+        words = ["run", _q(workflow)]
         if args is not None:
-            words += ["--args", json.dumps(dict(args), ensure_ascii=False)]
+            words += ["--args", _q(json.dumps(dict(args), ensure_ascii=False))]
         if force:
             words.append("--force")
         if replace is not None:
-            words += ["--replace", replace]
+            words += ["--replace", _q(replace)]
         if message is not None:
-            words.append(message)
+            words.append(_q(message))
         replies = await self._command(principal, words)
         prompt = next((r for r in replies if r.kind == "fresh_run_prompt"), None)
         if prompt is not None:
@@ -115,7 +115,7 @@ class AgentTools:
         return self._answer(principal, replies, lambda r: {})
 
     async def get_run(self, principal: str, run: str) -> Answer:
-        replies = await self._command(principal, ["status", run])
+        replies = await self._command(principal, ["status", _q(run)])
         return self._answer(principal, replies, lambda r: {"nodes": [
             {"node": n["node_id"], "state": n["state"], "error": n.get("error") or None}
             for n in r.data.get("nodes", ())]})
@@ -133,7 +133,7 @@ class AgentTools:
         return Answer(self._clean({"runs": runs}), _one_line(text))
 
     async def wait_run(self, principal: str, run: str, timeout_s: float = 60.0) -> Answer:
-        first = await self._command(principal, ["status", run])  # may they see it? (audited)
+        first = await self._command(principal, ["status", _q(run)])  # may they see it? (audited)
         if not first or first[-1].is_error or first[-1].run_id is None:
             return self._answer(principal, first, lambda r: {})
         run_id = first[-1].run_id
@@ -167,27 +167,27 @@ class AgentTools:
 
     async def approve(self, principal: str, run: str, comment: str | None = None,
                       values: Mapping[str, Any] | None = None, choice: str | None = None) -> Answer:
-        words = ["approve", run]
+        words = ["approve", _q(run)]
         if choice is not None:
-            words.append(choice)
+            words.append(_q(choice))
         for name, value in (values or {}).items():
-            words.append(f"{name}={value if isinstance(value, str) else json.dumps(value)}")
+            words.append(_q(f"{name}={value if isinstance(value, str) else json.dumps(value)}"))
         if comment:
-            words.append(comment)
+            words.append(_q(comment))
         return self._answer(principal, await self._command(principal, words), lambda r: {"decision": r.kind})
 
     async def reject(self, principal: str, run: str, reason: str) -> Answer:
-        words = ["reject", run, *([reason] if reason else [])]
+        words = ["reject", _q(run), *([_q(reason)] if reason else [])]
         return self._answer(principal, await self._command(principal, words), lambda r: {"decision": r.kind})
 
     async def resume(self, principal: str, run: str) -> Answer:
-        return self._answer(principal, await self._command(principal, ["resume", run]), lambda r: {})
+        return self._answer(principal, await self._command(principal, ["resume", _q(run)]), lambda r: {})
 
     async def abandon(self, principal: str, run: str) -> Answer:
-        return self._answer(principal, await self._command(principal, ["abandon", run]), lambda r: {})
+        return self._answer(principal, await self._command(principal, ["abandon", _q(run)]), lambda r: {})
 
     async def get_output(self, principal: str, run: str, node: str) -> Answer:
-        first = await self._command(principal, ["status", run])  # may they see it? (audited)
+        first = await self._command(principal, ["status", _q(run)])  # may they see it? (audited)
         if not first or first[-1].is_error or first[-1].run_id is None:
             return self._answer(principal, first, lambda r: {})
         target = self.baton.store.get_run(first[-1].run_id)
@@ -208,10 +208,11 @@ class AgentTools:
     # -- translation ---------------------------------------------------------------------------
 
     async def _command(self, principal: str, words: Sequence[str]) -> list[Reply]:
+        """`words`: the command's words, every value quoted (`_q`): a value is never a flag."""
         platform, conversation = self.place or (PLATFORM, principal)
         message = ChatMessage(
             platform=platform, conversation=conversation, user=principal,
-            text=" ".join(quote_word(w) for w in words), event_id=f"mcp-{uuid.uuid4().hex}",
+            text=" ".join(words), event_id=f"mcp-{uuid.uuid4().hex}",
             principal=principal,
         )
         return await self.handler.handle(message)
@@ -238,7 +239,8 @@ class AgentTools:
         if last.is_error or last.kind in ASKING:
             data: dict[str, Any] = {"error": last.data.get("message") or text, "hint": last.data.get("hint")}
             if last.kind in ASKING:
-                data |= {"error": text, "missing": list(last.data.get("missing") or []), "asked": last.kind}
+                missing = [m.get("name") if isinstance(m, Mapping) else m for m in last.data.get("missing") or ()]
+                data |= {"error": text, "missing": missing, "asked": last.kind}
             if last.run_id is not None:
                 data["run"] = last.run_id
             return Answer(self._clean(data), text, error=True)
@@ -298,6 +300,11 @@ class AgentTools:
     def _clean(self, data: dict[str, Any]) -> dict[str, Any]:
         cleaned: dict[str, Any] = self.baton.redactor.redact_value(data)
         return cleaned
+
+
+def _q(value: str) -> str:
+    """A value as one quoted word of a command: `--force` given as a message stays the message."""
+    return quote_word(value)
 
 
 def _one_line(text: str) -> str:

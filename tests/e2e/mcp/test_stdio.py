@@ -1,0 +1,114 @@
+"""`baton mcp` over stdio, driven by the SDK's client: the tools do what the chat commands do,
+as BATON_MCP_PRINCIPAL, with the same refusals."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from tests.e2e.mcp.client import mcp_env, stdio_session
+
+TOOLS = {"list_workflows", "run_workflow", "get_run", "list_runs", "wait_run", "approve", "reject",
+         "resume", "abandon", "get_output"}
+
+
+async def test_list_run_wait_approve_and_read_a_gated_run(tmp_path: Path, sqlite_url: str) -> None:
+    starter = mcp_env(sqlite_url, tmp_path, BATON_MCP_PRINCIPAL="mcp:agent-a")
+    reviewer = mcp_env(sqlite_url, tmp_path, BATON_MCP_PRINCIPAL="mcp:agent-b")
+    async with stdio_session(starter, tmp_path) as agent:
+        described = await agent.tools()
+        assert set(described) == TOOLS
+        assert all(len(d) > 60 for d in described.values())  # written for a model, not a stub
+
+        listed = await agent.call("list_workflows")
+        assert not listed.error
+        assert {"gated", "humans", "marker"} <= {w["name"] for w in listed.data["workflows"]}
+
+        started = await agent.call("run_workflow", workflow="gated", message="v1")
+        assert not started.error, started.text
+        run = started.data["run"]
+        assert started.data["requester"] == "mcp:agent-a"
+        assert started.data["handle"].startswith("args:")
+        assert "\n" not in started.text and run in started.text
+
+        waited = await agent.call("wait_run", run=run, timeout_s=60)
+        assert waited.data["status"] == "paused" and waited.data["attention"] == "gate", waited.text
+        assert waited.data["waiting_for"] == {"gate": "review", "question": "Ship it?"}
+
+        # the agent that started it may not approve it: the chat's refusal, as a tool error
+        own = await agent.call("approve", run=run)
+        assert own.error
+        assert "never approves a gate of its own run" in own.text
+        assert (await agent.call("get_run", run=run)).data["status"] == "paused"
+
+        # another agent, granted `approve`, may (its own process, the same store)
+        async with stdio_session(reviewer, tmp_path) as other:
+            decided = await other.call("approve", run=run, comment="looks fine")
+            assert not decided.error, decided.text
+            assert decided.data["decision"] == "gate_decided"
+            done = await other.call("wait_run", run=run, timeout_s=60)
+            assert done.data["status"] == "completed", done.text
+
+        done = await agent.call("wait_run", run=run, timeout_s=60)
+        assert done.data["status"] == "completed" and done.data["attention"] is None
+        got = await agent.call("get_run", run=run)
+        assert {n["node"]: n["state"] for n in got.data["nodes"]}["ship"] in ("done", "cached")
+        output = await agent.call("get_output", run=run, node="ship")
+        assert output.data["output"] == {"shipped": True}
+        runs = await agent.call("list_runs", workflow="gated", status="completed")
+        assert [r["run"] for r in runs.data["runs"]] == [run]
+
+
+async def test_resume_a_failed_run_and_the_three_option_choice(tmp_path: Path, sqlite_url: str) -> None:
+    marker = tmp_path / "marker"
+    env = mcp_env(sqlite_url, tmp_path, BATON_MCP_PRINCIPAL="mcp:agent-a")
+    async with stdio_session(env, tmp_path) as agent:
+        first = await agent.call("run_workflow", workflow="marker", args={"marker": str(marker)})
+        run = first.data["run"]
+        failed = await agent.call("wait_run", run=run, timeout_s=60)
+        assert failed.data["status"] == "failed", failed.text
+
+        # a second run_workflow never resumes silently: the choice comes back as data
+        again = await agent.call("run_workflow", workflow="marker", args={"marker": str(marker)})
+        assert not again.error
+        assert again.data["choice"] == "unfinished_run"
+        assert again.data["unfinished"]["run"] == run
+        options = {o["option"]: o for o in again.data["options"]}
+        assert set(options) == {"resume", "replace", "force"}
+        assert options["resume"] == {"option": "resume", "tool": "resume", "arguments": {"run": run}}
+        assert options["force"]["arguments"]["force"] is True
+        assert options["replace"]["arguments"]["replace"] == run
+
+        marker.write_text("ok")
+        resumed = await agent.call(options["resume"]["tool"], **options["resume"]["arguments"])
+        assert not resumed.error, resumed.text
+        assert resumed.data["run"] == run
+        done = await agent.call("wait_run", run=run, timeout_s=60)
+        assert done.data["status"] == "completed", (await agent.call("get_run", run=run)).data["nodes"]
+
+        # the same run_workflow now starts at once: nothing of it is unfinished
+        fresh = await agent.call("run_workflow", workflow="marker", args={"marker": str(marker)})
+        assert fresh.data["run"] != run and "choice" not in fresh.data
+
+
+async def test_refusals_are_tool_errors_with_cause_and_next_step(tmp_path: Path, sqlite_url: str) -> None:
+    stranger = mcp_env(sqlite_url, tmp_path, BATON_MCP_PRINCIPAL="mcp:stranger")
+    async with stdio_session(stranger, tmp_path) as agent:
+        refused = await agent.call("run_workflow", workflow="gated")
+        assert refused.error
+        assert "mcp:stranger may not run `gated`" in refused.text
+        assert refused.data["error"].startswith("mcp:stranger may not run")
+        assert (await agent.call("list_workflows")).data["workflows"] == []
+        unknown = await agent.call("get_run", run="ffffff")
+        assert unknown.error and "\n" not in unknown.text
+
+    env = mcp_env(sqlite_url, tmp_path, BATON_MCP_PRINCIPAL="mcp:agent-a")
+    async with stdio_session(env, tmp_path) as agent:
+        run = (await agent.call("run_workflow", workflow="humans")).data["run"]
+        assert (await agent.call("wait_run", run=run, timeout_s=60)).data["attention"] == "gate"
+    other = mcp_env(sqlite_url, tmp_path, BATON_MCP_PRINCIPAL="mcp:agent-b")
+    async with stdio_session(other, tmp_path) as agent:  # not its run, an approver: still refused
+        refused = await agent.call("approve", run=run)
+        assert refused.error and "humans_only" in refused.text
+        assert (await agent.call("get_run", run=run)).data["status"] == "paused"
+        missing = await agent.call("run_workflow", workflow="marker")
+        assert missing.error and missing.data["missing"] == ["marker"]
