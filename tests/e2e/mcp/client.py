@@ -35,8 +35,8 @@ ACCESS = {
 
 
 def mcp_env(database_url: str, home: Path, **extra: str) -> dict[str, str]:
-    return baton_env(database_url, home, BATON_WORKFLOW_DIRS=str(WORKFLOWS), BATON_ACCESS=json.dumps(ACCESS),
-                     BATON_WEB_PORT="off", **extra)
+    settings = {"BATON_WORKFLOW_DIRS": str(WORKFLOWS), "BATON_ACCESS": json.dumps(ACCESS), "BATON_WEB_PORT": "off"}
+    return baton_env(database_url, home, **{**settings, **extra})
 
 
 @dataclass(frozen=True)
