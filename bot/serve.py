@@ -11,6 +11,7 @@ import asyncio
 import contextlib
 import importlib
 import logging
+import socket
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -68,7 +69,7 @@ async def serve_all(settings: Settings, *, console: bool, conversation: str, use
                 asyncio.ensure_future(_adapter_serve(name)(baton, settings)): name for name in names
             }
             if settings.web_enabled:  # the run pages (and `/mcp`), with the rest of the process
-                tasks[asyncio.ensure_future(_serve_web(baton, settings))] = "web"
+                tasks[asyncio.ensure_future(serve_web(baton, settings))] = "web"
             if console or not names:
                 from adapters.console.interactive import interactive  # prompt_toolkit: only when chatting
 
@@ -101,8 +102,9 @@ async def serve_all(settings: Settings, *, console: bool, conversation: str, use
         baton.close()
 
 
-async def _serve_web(baton: Baton, settings: Settings) -> None:
-    """The run pages; `/mcp` beside them when BATON_MCP_TOKENS is set (the SDK loaded only then)."""
+async def serve_web(baton: Baton, settings: Settings, *, sock: socket.socket | None = None) -> None:
+    """The run pages; `/mcp` beside them when BATON_MCP_TOKENS is set (the SDK loaded only then).
+    `sock`: an already bound socket (tests)."""
     from adapters.web import serve
 
     mounts = []
@@ -110,7 +112,7 @@ async def _serve_web(baton: Baton, settings: Settings) -> None:
         from adapters.mcp import http_mount
 
         mounts.append(http_mount(baton, settings))
-    await serve(baton, settings, mounts=mounts)
+    await serve(baton, settings, sock=sock, mounts=mounts)
 
 
 async def mcp_stdio(settings: Settings) -> None:
