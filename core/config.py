@@ -278,8 +278,8 @@ class Settings(BaseSettings):
         for digest, name in value.items():
             if not re.fullmatch(r"[0-9a-fA-F]{64}", digest):
                 raise ValueError(
-                    f"{digest[:12]!r}… is not a sha256 hex digest; map each token's "
-                    "`printf %s TOKEN | sha256sum` to a name, never the token itself"
+                    "a key is not a sha256 hex digest; map each token's `printf %s TOKEN | sha256sum` "
+                    "to a name, never the token itself"
                 )
             bare = name.removeprefix(AGENT_PREFIX)
             if not AGENT_NAME.fullmatch(bare):

@@ -35,7 +35,8 @@ class HttpMount:
         self.server = build_server(
             tools, principal=request_principal,
             token_verifier=TokenTable(settings.mcp_tokens),
-            auth=AuthSettings.model_validate({"issuer_url": settings.page_base_url, "resource_server_url": None}),
+            auth=AuthSettings.model_validate(
+                {"issuer_url": settings.page_base_url, "resource_server_url": None}),
         )
         security = TransportSecuritySettings(
             enable_dns_rebinding_protection=True,

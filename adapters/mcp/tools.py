@@ -239,7 +239,8 @@ class AgentTools:
         if last.is_error or last.kind in ASKING:
             data: dict[str, Any] = {"error": last.data.get("message") or text, "hint": last.data.get("hint")}
             if last.kind in ASKING:
-                missing = [m.get("name") if isinstance(m, Mapping) else m for m in last.data.get("missing") or ()]
+                asked = last.data.get("missing") or ()
+                missing = [m.get("name") if isinstance(m, Mapping) else m for m in asked]
                 data |= {"error": text, "missing": missing, "asked": last.kind}
             if last.run_id is not None:
                 data["run"] = last.run_id

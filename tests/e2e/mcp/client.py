@@ -35,7 +35,8 @@ ACCESS = {
 
 
 def mcp_env(database_url: str, home: Path, **extra: str) -> dict[str, str]:
-    settings = {"BATON_WORKFLOW_DIRS": str(WORKFLOWS), "BATON_ACCESS": json.dumps(ACCESS), "BATON_WEB_PORT": "off"}
+    settings = {"BATON_WORKFLOW_DIRS": str(WORKFLOWS), "BATON_ACCESS": json.dumps(ACCESS),
+                "BATON_WEB_PORT": "off"}
     return baton_env(database_url, home, **{**settings, **extra})
 
 
@@ -63,7 +64,8 @@ class Agent:
 @asynccontextmanager
 async def stdio_session(env: dict[str, str], home: Path) -> AsyncIterator[Agent]:
     """`baton mcp` spawned by the SDK's stdio client; its stderr (logs) in `home/mcp.log`."""
-    params = StdioServerParameters(command=sys.executable, args=["-m", "bot.main", "mcp"], env=env, cwd=home)
+    params = StdioServerParameters(command=sys.executable, args=["-m", "bot.main", "mcp"], env=env,
+                                   cwd=home)
     with (home / "mcp.log").open("a") as errlog:
         async with stdio_client(params, errlog=errlog) as (read, write), ClientSession(read, write) as session:
             await session.initialize()

@@ -260,3 +260,20 @@ def test_exactly_required_distinct_people_open_the_gate(required: int) -> None:
     before = decide(p, *(vote(u, at=OPENED + i) for i, u in enumerate(people[:-1])))
     after = decide(p, *(vote(u, at=OPENED + i) for i, u in enumerate(people)))
     assert before[0] is Verdict.PENDING and after[:2] == (Verdict.DECIDED, "approve")
+
+
+def test_an_agent_never_counts_on_a_run_it_started_and_never_on_a_humans_only_gate() -> None:
+    open_to_all = policy(approvers=["*"])
+    standing = lambda p, user, requester=REQUESTER: p.standing(  # noqa: E731
+        user, requester=requester, opened_at=OPENED, now=OPENED + 1, members=members)
+    assert standing(open_to_all, "mcp:ci", requester="mcp:ci") is Standing.AGENT_OWN_RUN
+    assert standing(open_to_all, "mcp:other", requester="mcp:ci") is Standing.ELIGIBLE
+    assert standing(open_to_all, "console:rita") is Standing.ELIGIBLE  # people: as the policy says
+    humans = policy(approvers=["*", "mcp:ci"], humans_only=True)
+    assert standing(humans, "mcp:ci") is Standing.HUMANS_ONLY
+    assert standing(humans, "console:sam") is Standing.ELIGIBLE
+    admin_agent = Policy.of(ApprovalSpec(question="Go?", humans_only=True), approvers=["*"],
+                            admins=["mcp:ci"])
+    assert standing(admin_agent, "mcp:ci") is Standing.HUMANS_ONLY  # admins included
+    # a vote of theirs counts for nothing, whatever the order it arrives in
+    assert decide(humans, vote("mcp:ci", "reject"), vote("console:sam", at=OPENED + 2))[0] is Verdict.DECIDED
