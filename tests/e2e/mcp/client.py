@@ -67,7 +67,10 @@ async def stdio_session(env: dict[str, str], home: Path) -> AsyncIterator[Agent]
     params = StdioServerParameters(command=sys.executable, args=["-m", "bot.main", "mcp"], env=env,
                                    cwd=home)
     with (home / "mcp.log").open("a") as errlog:
-        async with stdio_client(params, errlog=errlog) as (read, write), ClientSession(read, write) as session:
+        async with (
+            stdio_client(params, errlog=errlog) as (read, write),
+            ClientSession(read, write) as session,
+        ):
             await session.initialize()
             yield Agent(session)
 
