@@ -376,6 +376,24 @@ def outbox_section(data: Mapping[str, Any]) -> list[str]:
     return [*lines, ""]
 
 
+def mcp_section(data: Mapping[str, Any]) -> list[str]:
+    if "error" in data:
+        return ["## Agents (MCP)", "", _err(data), ""]
+    lines = [
+        "## Agents (MCP): `get_run` round trip (`bench/mcp_roundtrips.py`; the SDK's client, SQLite)",
+        "",
+        "| transport | p50 (ms) | p99 (ms) | max (ms) | calls |",
+        "|---|---:|---:|---:|---:|",
+    ]
+    names = {"stdio": "stdio (`baton mcp`)", "http": "streamable HTTP (`/mcp` of `baton run`, bearer token)"}
+    for key, name in names.items():
+        row = data.get(key)
+        if row:
+            lines.append(f"| {name} | {_ms(row['p50_ms'], 2)} | {_ms(row['p99_ms'], 2)} "
+                         f"| {_ms(row['max_ms'], 2)} | {row['samples']} |")
+    return [*lines, ""]
+
+
 BUILDERS: dict[str, Callable[[Mapping[str, Any]], list[str]]] = {
     "approvals": approvals_section,
     "outbox": outbox_section,
@@ -385,6 +403,7 @@ BUILDERS: dict[str, Callable[[Mapping[str, Any]], list[str]]] = {
     "distributed": distributed_section,
     "scale": scale_section,
     "web_pages": web_pages_section,
+    "mcp": mcp_section,
 }
 
 

@@ -44,6 +44,7 @@ class Plan:
     approval_pending: int = 5000  # gates with two pending deadlines each
     outbox_changes: int = 2000  # state changes per way (outbox overhead)
     outbox_runs: int = 200  # runs whose delivery latency is measured
+    mcp_samples: int = 200  # get_run calls per MCP transport
 
     @classmethod
     def quick(cls) -> Plan:
@@ -52,7 +53,7 @@ class Plan:
                    definition_sizes=(1000,), definition_samples=3, real_steps=50, cold_samples=3,
                    distributed_steps=100, scale_paused=500, scale_history=20_000,
                    page_sizes=(10, 1000), page_samples=3, approval_due=300,
-                   approval_pending=1000, outbox_changes=300, outbox_runs=30)  # fmt: skip
+                   approval_pending=1000, outbox_changes=300, outbox_runs=30, mcp_samples=50)  # fmt: skip
 
 
 Log = Callable[[str], None]
@@ -280,6 +281,16 @@ def outbox(plan: Plan, log: Log) -> dict[str, Any]:
         return measured("bench.baton_outbox", args, what="outbox", timeout=900)
 
 
+def mcp(plan: Plan, log: Log) -> dict[str, Any]:
+    log(f"mcp: get_run round trips, {plan.mcp_samples} per transport (stdio, streamable HTTP)")
+    with _tmp("mcp") as tmp:
+        try:
+            return run_child("bench.mcp_roundtrips", ["--samples", str(plan.mcp_samples), "--dir", tmp],
+                             what="mcp", timeout=600)
+        except ChildFailed as exc:
+            return {"error": exc.detail}
+
+
 SECTIONS: dict[str, Callable[[Plan, Log], dict[str, Any]]] = {
     "steps": steps,
     "recovery": recover,
@@ -295,4 +306,5 @@ SECTIONS: dict[str, Callable[[Plan, Log], dict[str, Any]]] = {
     "web_pages": web_pages,
     "approvals": approvals,
     "outbox": outbox,
+    "mcp": mcp,
 }
