@@ -11,9 +11,10 @@ TOOLS = {"list_workflows", "run_workflow", "get_run", "list_runs", "wait_run", "
          "resume", "abandon", "get_output"}
 
 
-async def test_list_run_wait_approve_and_read_a_gated_run(tmp_path: Path, sqlite_url: str) -> None:
-    starter = mcp_env(sqlite_url, tmp_path, BATON_MCP_PRINCIPAL="mcp:agent-a")
-    reviewer = mcp_env(sqlite_url, tmp_path, BATON_MCP_PRINCIPAL="mcp:agent-b")
+async def test_list_run_wait_approve_and_read_a_gated_run(tmp_path: Path, database_url: str) -> None:
+    """Two agents, two `baton mcp` processes on one database (SQLite, then PostgreSQL)."""
+    starter = mcp_env(database_url, tmp_path, BATON_MCP_PRINCIPAL="mcp:agent-a")
+    reviewer = mcp_env(database_url, tmp_path, BATON_MCP_PRINCIPAL="mcp:agent-b")
     async with stdio_session(starter, tmp_path) as agent:
         described = await agent.tools()
         assert set(described) == TOOLS
