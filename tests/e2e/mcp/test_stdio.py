@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from core.store.repository import SqlStore
 from tests.e2e.mcp.client import mcp_env, stdio_session
 
 TOOLS = {"list_workflows", "run_workflow", "get_run", "list_runs", "wait_run", "approve", "reject",
@@ -57,6 +58,13 @@ async def test_list_run_wait_approve_and_read_a_gated_run(tmp_path: Path, databa
         assert output.data["output"] == {"shipped": True}
         runs = await agent.call("list_runs", workflow="gated", status="completed")
         assert [r["run"] for r in runs.data["runs"]] == [run]
+
+    store = SqlStore(database_url)  # every call audited, with the principal as the actor
+    try:
+        trail = {(e.actor, e.action) for e in store.audit_log(run)}
+    finally:
+        store.close()
+    assert {("mcp:agent-a", "start"), ("mcp:agent-a", "refused"), ("mcp:agent-b", "vote")} <= trail
 
 
 async def test_resume_a_failed_run_and_the_three_option_choice(tmp_path: Path, sqlite_url: str) -> None:
