@@ -121,3 +121,22 @@ async def test_refusals_are_tool_errors_with_cause_and_next_step(tmp_path: Path,
         assert (await agent.call("get_run", run=run)).data["status"] == "paused"
         missing = await agent.call("run_workflow", workflow="marker")
         assert missing.error and missing.data["missing"] == ["marker"]
+
+
+async def test_reject_someone_elses_gate_and_abandon_ones_own_run(tmp_path: Path, sqlite_url: str) -> None:
+    starter = mcp_env(sqlite_url, tmp_path, BATON_MCP_PRINCIPAL="mcp:agent-a")
+    reviewer = mcp_env(sqlite_url, tmp_path, BATON_MCP_PRINCIPAL="mcp:agent-b")
+    async with stdio_session(starter, tmp_path) as agent, stdio_session(reviewer, tmp_path) as other:
+        first = (await agent.call("run_workflow", workflow="gated", message="one")).data["run"]
+        assert (await agent.call("wait_run", run=first, timeout_s=60)).data["attention"] == "gate"
+        refused = await other.call("abandon", run=first)  # not its run
+        assert refused.error and "belongs to mcp:agent-a" in refused.text
+        rejected = await other.call("reject", run=first, reason="not this week")
+        assert not rejected.error, rejected.text
+        assert rejected.data["status"] == "cancelled"
+
+        second = (await agent.call("run_workflow", workflow="gated", message="two")).data["run"]
+        assert (await agent.call("wait_run", run=second, timeout_s=60)).data["attention"] == "gate"
+        abandoned = await agent.call("abandon", run=second)
+        assert not abandoned.error, abandoned.text
+        assert abandoned.data["status"] == "cancelled" and abandoned.data["attention"] is None
