@@ -25,11 +25,13 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from core.commands import replies as replies_
 from core.commands.handler import Handler
 from core.commands.messages import ChatMessage, Reply
 from core.commands.quoting import quote_word
 from core.engine.engine import Engine
 from core.engine.events import EngineEvent, NodeState
+from core.errors import RunNotFound, UsageError
 from core.redaction import Redactor
 from core.render import render_text
 from core.store.port import Store
@@ -128,9 +130,9 @@ class AgentTools:
         found = replies[-1].data.get("runs", ()) if replies else ()
         items = [r for r in found if (workflow is None or r["workflow"] == workflow)
                  and (status is None or r["status"] == status)]
-        runs = [self._view(principal, self.baton.store.get_run(item["id"])) for item in items]
-        text = f"{len(runs)} runs" + "".join(f"; {r['run']} {r['workflow']} {r['status']}" for r in runs[:10])
-        return Answer(self._clean({"runs": runs}), _one_line(text))
+        found_runs = [self.baton.store.get_run(item["id"]) for item in items]
+        runs = [self._view(principal, r) for r in found_runs]
+        return Answer(self._clean({"runs": runs}), self.line(replies_.runs(found_runs)))
 
     async def wait_run(self, principal: str, run: str, timeout_s: float = 60.0) -> Answer:
         first = await self._command(principal, ["status", _q(run)])  # may they see it? (audited)
@@ -160,10 +162,8 @@ class AgentTools:
             unsubscribe()
         view = self._view(principal, current)
         view["timed_out"] = not current.status.resting
-        rests = "still " + view["status"] if view["timed_out"] else view["status"]
-        waits = f", waiting for a person ({view['attention']})" if view["attention"] else ""
-        text = f"Run {current.id} of {current.workflow} is {rests}{waits}."
-        return Answer(self._clean(view), _one_line(text))
+        summary = self.baton.engine.summary(current)
+        return Answer(self._clean(view), self.line(replies_.status(current, summary)))
 
     async def approve(self, principal: str, run: str, comment: str | None = None,
                       values: Mapping[str, Any] | None = None, choice: str | None = None) -> Answer:
@@ -195,15 +195,15 @@ class AgentTools:
         found = next((n for n in detail.nodes if n.node_id == node), None)
         if found is None or found.output_digest is None:
             nodes = ", ".join(n.node_id for n in detail.nodes) or "none"
-            text = (f"`{node}` has no stored output in run {target.id}. "
-                    f"Its nodes: {nodes}; get_run shows which have finished.")
-            return Answer({"run": target.id, "node": node, "error": text}, _one_line(text), error=True)
+            missing = RunNotFound(f"`{node}` has no stored output in run {target.id} (its nodes: {nodes}).",
+                                  hint="get_run shows which nodes have finished.")
+            return self._answer(principal, [replies_.error(missing, target)], lambda r: {})
         raw = self.baton.store.get_blob(found.output_digest).decode("utf-8", errors="replace")
         output: Any = raw
         with contextlib.suppress(ValueError):
             output = json.loads(raw)
         data = {**self._view(principal, target), "node": node, "state": str(found.state), "output": output}
-        return Answer(self._clean(data), _one_line(f"Output of {node} in run {target.id}: {raw}"))
+        return Answer(self._clean(data), _one_line(self.baton.redactor.redact(raw)))
 
     # -- translation ---------------------------------------------------------------------------
 
@@ -231,9 +231,9 @@ class AgentTools:
     def _answer(self, principal: str, replies: Sequence[Reply],
                 extra: Callable[[Reply], dict[str, Any]]) -> Answer:
         """The command's last reply (the one that says what became of it) as an `Answer`."""
-        if not replies:
-            return Answer({"error": "nothing was done"}, "Nothing was done: the same call was already "
-                          "handled. Call get_run to see the run.", error=True)
+        if not replies:  # the handler answers a duplicate event with nothing (not a fresh id's fate)
+            replies = [replies_.error(UsageError("Nothing was done: this call was already handled.",
+                                                 hint="Call get_run to see the run."))]
         last = replies[-1]
         text = self.line(last)
         if last.is_error or last.kind in ASKING:

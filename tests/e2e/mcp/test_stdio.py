@@ -134,6 +134,10 @@ async def test_reject_someone_elses_gate_and_abandon_ones_own_run(tmp_path: Path
         rejected = await other.call("reject", run=first, reason="not this week")
         assert not rejected.error, rejected.text
         assert rejected.data["status"] == "cancelled"
+        nothing = await agent.call("get_output", run=first, node="ship")  # it never ran
+        assert nothing.error and "`ship` has no stored output" in nothing.text and "get_run" in nothing.text
+        listed = await agent.call("list_runs", status="cancelled")
+        assert [r["run"] for r in listed.data["runs"]] == [first] and first in listed.text
 
         second = (await agent.call("run_workflow", workflow="gated", message="two")).data["run"]
         assert (await agent.call("wait_run", run=second, timeout_s=60)).data["attention"] == "gate"
