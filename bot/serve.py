@@ -8,9 +8,9 @@ start are frozen out of later garbage collections) and closes the store at the e
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import importlib
 import logging
+import os
 import socket
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -29,6 +29,7 @@ log = logging.getLogger("baton.serve")
 
 Serve = Callable[[Baton, Settings], Awaitable[None]]
 HISTORY_FILE = "console_history"
+STDIN_LET_GO = 1.0  # seconds `baton mcp`'s stdin reader gets to end once the process stops
 
 
 def configured_adapters(settings: Settings) -> list[str]:
@@ -121,6 +122,7 @@ async def mcp_stdio(settings: Settings) -> None:
     from adapters.mcp import serve_stdio
 
     baton = build_baton(settings)
+    serving: asyncio.Task[None] | None = None
     try:
         async with baton.running():
             started()
@@ -128,12 +130,20 @@ async def mcp_stdio(settings: Settings) -> None:
             stop = asyncio.create_task(baton.stopping.wait())
             await asyncio.wait({serving, stop}, return_when=asyncio.FIRST_COMPLETED)
             stop.cancel()
-            if not serving.done():
+            if not serving.done():  # asked to stop while the client still holds stdin open
                 serving.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await serving
+                await asyncio.wait({serving}, timeout=STDIN_LET_GO)
+            failed = serving.exception() if serving.done() and not serving.cancelled() else None
+            if failed is not None:
+                raise failed
     finally:
         baton.close()
+    if serving is not None and not serving.done():
+        # The SDK reads stdin in a thread that only the client closing the pipe ends; the
+        # engine is stopped and the store closed, so nothing is left to wait for.
+        log.info("stopped with stdin still open", extra={"action": "mcp_stopped"})
+        logging.shutdown()
+        os._exit(0)
 
 
 async def console_only(settings: Settings, *, conversation: str, user: str, thread: str | None) -> None:

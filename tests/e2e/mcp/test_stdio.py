@@ -3,10 +3,12 @@ as BATON_MCP_PRINCIPAL, with the same refusals."""
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 
 from core.store.repository import SqlStore
 from tests.e2e.mcp.client import mcp_env, stdio_session
+from tests.e2e.process import BatonProcess
 
 TOOLS = {"list_workflows", "run_workflow", "get_run", "list_runs", "wait_run", "approve", "reject",
          "resume", "abandon", "get_output"}
@@ -144,3 +146,13 @@ async def test_reject_someone_elses_gate_and_abandon_ones_own_run(tmp_path: Path
         abandoned = await agent.call("abandon", run=second)
         assert not abandoned.error, abandoned.text
         assert abandoned.data["status"] == "cancelled" and abandoned.data["attention"] is None
+
+
+async def test_sigterm_stops_baton_mcp_even_while_the_client_holds_stdin_open(
+    tmp_path: Path, sqlite_url: str
+) -> None:
+    env = mcp_env(sqlite_url, tmp_path, BATON_LOG_LEVEL="INFO")
+    baton = await BatonProcess.start(env, "mcp", cwd=tmp_path, stdin=asyncio.subprocess.PIPE)
+    await baton.wait_log("action=engine_started")
+    assert await baton.stop(timeout=20) == 0  # SIGTERM: engine stopped, store closed, exit
+    assert "action=engine_stopped" in baton.output
