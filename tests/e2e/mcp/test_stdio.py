@@ -156,3 +156,20 @@ async def test_sigterm_stops_baton_mcp_even_while_the_client_holds_stdin_open(
     await baton.wait_log("action=engine_started")
     assert await baton.stop(timeout=20) == 0  # SIGTERM: engine stopped, store closed, exit
     assert "action=engine_stopped" in baton.output
+
+
+async def test_approve_with_the_values_a_gates_form_asks_for(tmp_path: Path, sqlite_url: str) -> None:
+    starter = mcp_env(sqlite_url, tmp_path, BATON_MCP_PRINCIPAL="mcp:agent-a")
+    reviewer = mcp_env(sqlite_url, tmp_path, BATON_MCP_PRINCIPAL="mcp:agent-b")
+    async with stdio_session(starter, tmp_path) as agent, stdio_session(reviewer, tmp_path) as other:
+        run = (await agent.call("run_workflow", workflow="sized")).data["run"]
+        assert (await agent.call("wait_run", run=run, timeout_s=60)).data["attention"] == "gate"
+        asked = await other.call("approve", run=run)  # a form is filled in, never assumed
+        assert asked.error and asked.data["asked"] == "approval_values"
+        decided = await other.call("approve", run=run, values={"replicas": 5}, comment="five")
+        assert not decided.error, decided.text
+        assert (await agent.call("wait_run", run=run, timeout_s=60)).data["status"] == "completed"
+        review = await agent.call("get_output", run=run, node="review")
+        assert review.data["output"]["values"] == {"replicas": 5}
+        scaled = await agent.call("get_output", run=run, node="scale")
+        assert scaled.data["output"].strip() == "scaling to 5"
