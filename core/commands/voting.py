@@ -276,6 +276,7 @@ def state(
         "need": policy.required,
         "groups": [g.removeprefix("group:") for g in groups],
         "requester_excluded": policy.exclude_requester,
+        "humans_only": policy.humans_only,  # no agent (mcp:…) may decide it
         "expires_in": expires,
         "voters": sorted(result.voters),
         "choices": [c for c in policy.choices if c != REJECT],

@@ -96,7 +96,8 @@ def every_reply_kind(text: str = "hi") -> list[Reply]:
                        "question": text}], 2, [{"conversation": "C1", "url": "http://127.0.0.1:8080/c/x"}],
                      pages=True),
         replies.vote_counted(run, gate, None, {
-            "have": 1, "need": 2, "groups": ["sre"], "requester_excluded": True, "expires_in": 14_340.0,
+            "have": 1, "need": 2, "groups": ["sre"], "requester_excluded": True, "humans_only": True,
+            "expires_in": 14_340.0,
             "voters": ["slack:U2"], "choices": [text]}, True, comment=text),
         replies.approval_values(run, gate, ApprovalSpec(question=text, form={
             "replicas": InputSpec(type="integer", default=3), "window": InputSpec(enum=["now", text])}),
