@@ -173,3 +173,22 @@ async def test_approve_with_the_values_a_gates_form_asks_for(tmp_path: Path, sql
         assert review.data["output"]["values"] == {"replicas": 5}
         scaled = await agent.call("get_output", run=run, node="scale")
         assert scaled.data["output"].strip() == "scaling to 5"
+
+
+async def test_in_a_shared_conversation_only_the_principals_own_unfinished_run_asks_first(
+    tmp_path: Path, sqlite_url: str
+) -> None:
+    marker = str(tmp_path / "never")
+    shared = {"BATON_MCP_POST_TO": "console:ops"}  # both agents' runs report to one conversation
+    a = mcp_env(sqlite_url, tmp_path, BATON_MCP_PRINCIPAL="mcp:agent-a", **shared)
+    b = mcp_env(sqlite_url, tmp_path, BATON_MCP_PRINCIPAL="mcp:agent-b", **shared)
+    async with stdio_session(a, tmp_path) as agent, stdio_session(b, tmp_path) as other:
+        failed = (await agent.call("run_workflow", workflow="marker", args={"marker": marker})).data
+        assert failed["reports_to"] == {"platform": "console", "conversation": "ops", "thread": None}
+        assert (await agent.call("wait_run", run=failed["run"], timeout_s=60)).data["status"] == "failed"
+
+        theirs = await other.call("run_workflow", workflow="marker", args={"marker": marker})
+        assert "choice" not in theirs.data and theirs.data["requester"] == "mcp:agent-b"
+
+        mine = await agent.call("run_workflow", workflow="marker", args={"marker": marker})
+        assert mine.data["choice"] == "unfinished_run" and mine.data["unfinished"]["run"] == failed["run"]
