@@ -1,4 +1,4 @@
-"""The `baton` command line: `run`, `console`, `say`, `mcp`, `list`, `migrate`, `worker`,
+"""The `baton` command line: `run`, `console`, `say`, `mcp`, `list`, `migrate`, `prune`, `worker`,
 `discord sync`, `health`.
 
 Settings are built once here (`load_settings`); `--database-url` and `--workflows DIR`
@@ -392,6 +392,70 @@ def discord_sync(database_url: DatabaseUrl = None) -> None:
     where = (f"server {settings.discord_guild_id}" if settings.discord_guild_id
              else "every server (global commands: Discord may take up to an hour to show them)")
     typer.echo(f"Registered {count} application command{'s' if count != 1 else ''} in {where}.")
+
+
+@app.command()
+def prune(
+    database_url: DatabaseUrl = None,
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="Count what would go; delete nothing.")] = False,
+    older_than: Annotated[
+        float | None,
+        typer.Option(
+            "--older-than", help="Days; overrides BATON_RUN_RETENTION_DAYS.", min=0.0, show_default=False
+        ),
+    ] = None,
+    vacuum: Annotated[
+        bool, typer.Option("--vacuum", help="SQLite: give the freed space back to the disk afterwards.")
+    ] = False,
+) -> None:
+    """Delete finished runs older than the retention with their history (pinned runs stay)."""
+    from datetime import UTC, datetime
+
+    from bot.housekeeping import DAY, pruner_from_settings
+    from bot.retention import Pruner
+    from core.store.repository import SqlStore
+
+    settings = settings_for(database_url, None)
+    days = older_than if older_than is not None else settings.run_retention_days
+    if days is None and settings.audit_retention_days is None:
+        fail(ConfigurationError(
+            "Nothing to prune: BATON_RUN_RETENTION_DAYS is unset, so every run is kept.",
+            hint="Set BATON_RUN_RETENTION_DAYS (days), or pass `--older-than DAYS`.",
+        ))
+    try:
+        store = SqlStore(settings.database_url)
+        try:
+            store.migrate()
+            configured = pruner_from_settings(store, settings)
+            pruner = Pruner(
+                store,
+                run_retention=None if days is None else days * DAY,
+                audit_retention=configured.audit_retention if configured is not None else None,
+                batch=settings.prune_batch,
+            )
+            report = pruner.prune(dry_run=dry_run)
+            if vacuum and not dry_run:
+                store.vacuum()
+        finally:
+            store.close()
+    except BatonError as exc:
+        fail(exc)
+    c = report.counts
+    when = (
+        "" if report.cutoff is None
+        else f" last changed before {datetime.fromtimestamp(report.cutoff, tz=UTC):%Y-%m-%d %H:%M} UTC"
+    )
+    verb = "Would prune" if dry_run else "Pruned"
+    typer.echo(
+        f"{verb} {c.runs} finished run{'s' if c.runs != 1 else ''}{when}: {c.journal} journal entries, "
+        f"{c.gates} gates, {c.votes} votes, {c.deadlines} deadlines, {c.outbox} outbox rows"
+        + ("" if dry_run else f"; {report.blobs} unreferenced blobs")
+        + (f"; {'would forget' if dry_run else 'forgot'} {report.audit} audit rows"
+           if settings.audit_retention_days is not None else "")
+        + "."
+    )
+    typer.echo("Pinned, paused, queued, running and needs_attention runs are kept."
+               + (" Run again without --dry-run to delete." if dry_run else ""))
 
 
 @app.command()

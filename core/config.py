@@ -195,6 +195,12 @@ class Settings(BaseSettings):
     # to the next claimer after this long (a stopped one releases its claims at once)
     outbox_lease_seconds: float = Field(default=60.0, gt=0, le=3600)
     outbox_retention_days: float = Field(default=7.0, gt=0)
+    # retention (bot/retention.py, `baton prune`): finished runs last changed longer ago than
+    # this are pruned with their history (unset or `keep`: never); the audit trail on its own
+    # clock; how many runs one transaction deletes (a short hold of the write lock)
+    run_retention_days: float | None = Field(default=None, gt=0)
+    audit_retention_days: float | None = Field(default=None, gt=0)
+    prune_batch: int = Field(default=200, ge=1, le=10_000)
     # a chat event claimed but never finished (its replica died) is handled again when the
     # platform redelivers it this many seconds after the claim (docs/operations.md)
     event_stale_seconds: float = Field(default=60.0, gt=0)
@@ -306,6 +312,12 @@ class Settings(BaseSettings):
     @classmethod
     def _web_port(cls, value: Any) -> Any:
         return 0 if isinstance(value, str) and value.strip().lower() in ("off", "false", "no", "") else value
+
+    @field_validator("run_retention_days", "audit_retention_days", mode="before")
+    @classmethod
+    def _keep(cls, value: Any) -> Any:
+        keep = isinstance(value, str) and value.strip().lower() in ("keep", "off", "never", "")
+        return None if keep else value
 
     @field_validator("health_port", mode="before")
     @classmethod

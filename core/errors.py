@@ -16,6 +16,7 @@ docstring is the default message; raise sites pass specifics.
     ├── PermissionDenied            the user may not do this (by immutable user id)
     ├── RunStateError               a run is not in a state that allows this
     │   ├── RunNotFound                 no run with that id / prefix
+    │   │   └── RunPruned                   it existed, and retention pruned it (when, which workflow)
     │   ├── AmbiguousRunId              a prefix matches several runs
     │   ├── RunNotResumable             CAS lost or status forbids resume (carries status, by, next)
     │   ├── InvalidTransition           a status change DESIGN.md does not allow
@@ -29,6 +30,7 @@ docstring is the default message; raise sites pass specifics.
 
 from __future__ import annotations
 
+import datetime
 from collections.abc import Sequence
 from enum import StrEnum
 
@@ -175,6 +177,21 @@ class RunNotFound(RunStateError):
     """No run has that id."""
 
     default_next = Next.LIST_RUNS
+
+
+class RunPruned(RunNotFound):
+    """That run was pruned: its history is gone, only a tombstone says when."""
+
+    def __init__(self, run_id: str, *, workflow: str, status: str, pruned_at: float) -> None:
+        self.pruned_at = pruned_at
+        day = datetime.datetime.fromtimestamp(pruned_at, tz=datetime.UTC).strftime("%Y-%m-%d")
+        super().__init__(
+            f"Run {run_id} (`{workflow}`, {status}) was pruned on {day}: its history is no longer kept.",
+            run_id=run_id,
+            status=status,
+            workflow=workflow,
+            next_step=Next.RUN_AGAIN,
+        )
 
 
 class AmbiguousRunId(RunStateError):

@@ -29,6 +29,7 @@ from core.commands.model import (
     InvalidateCommand,
     ListCommand,
     OpenCommand,
+    PinCommand,
     PlanCommand,
     RejectCommand,
     ResolveCommand,
@@ -36,6 +37,7 @@ from core.commands.model import (
     RunCommand,
     RunsCommand,
     StatusCommand,
+    UnpinCommand,
     WhoCommand,
 )
 from core.commands.pages import RunPages
@@ -412,6 +414,17 @@ async def who(ctx: Context, cmd: WhoCommand) -> list[Reply]:
     return [replies.who_approved(target, gates)]
 
 
+async def pin(ctx: Context, cmd: PinCommand | UnpinCommand) -> list[Reply]:
+    """Exempt a run from pruning (or give it back); the owner and admins may."""
+    target = ctx.find(cmd.run)
+    pinning = isinstance(cmd, PinCommand)
+    authz.require_owner(ctx.access, ctx.uid, target, "pin" if pinning else "unpin")
+    changed = ctx.store.pin_run(target.id, ctx.uid) if pinning else ctx.store.unpin_run(target.id)
+    if changed:
+        ctx.store.audit(actor=ctx.uid, action="pin" if pinning else "unpin", run_id=target.id)
+    return [replies.pinned(target, pinned=pinning, changed=changed)]
+
+
 async def help_(ctx: Context, cmd: HelpCommand) -> list[Reply]:
     if cmd.topic is None:
         return [replies.help_list([s for s in SPECS.values() if authz.may_use(ctx.access, ctx.uid, s.name)])]
@@ -428,7 +441,7 @@ ACTIONS: dict[type, Action] = {
     InvalidateCommand: invalidate, PlanCommand: plan, StatusCommand: status, RunsCommand: runs,
     OpenCommand: open_,
     ListCommand: list_workflows, ArgsCommand: args, AuditCommand: audit, HelpCommand: help_,
-    WhoCommand: who,
+    WhoCommand: who, PinCommand: pin, UnpinCommand: pin,
 }
 
 

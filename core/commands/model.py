@@ -127,6 +127,20 @@ class WhoCommand:
 
 
 @dataclass(frozen=True, slots=True)
+class PinCommand:
+    """`pin <run>` exempts a run from pruning (retention)."""
+
+    run: str
+
+
+@dataclass(frozen=True, slots=True)
+class UnpinCommand:
+    """`unpin <run>` makes a pinned run prunable again."""
+
+    run: str
+
+
+@dataclass(frozen=True, slots=True)
 class HelpCommand:
     topic: str | None = None
 
@@ -148,6 +162,8 @@ Command = (
     | ArgsCommand
     | AuditCommand
     | WhoCommand
+    | PinCommand
+    | UnpinCommand
     | HelpCommand
 )
 
@@ -213,6 +229,9 @@ SPECS: dict[str, Spec] = {
              "who did what to a run; or, for admins, everything over a window as a file",
              flags=("--since", "--format")),
         Spec("who", "who approved <run>", "who approved 3f9a", "who decided a run's gates, and every vote"),
+        Spec("pin", "pin <run>", "pin 3f9a", "keep a finished run's history when old runs are pruned",
+             group="own"),
+        Spec("unpin", "unpin <run>", "unpin 3f9a", "let a pinned run be pruned again", group="own"),
         Spec("help", "help [command]", "help run", "this help, or one command's usage"),
     )
 }

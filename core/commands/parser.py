@@ -28,6 +28,7 @@ from core.commands.model import (
     InvalidateCommand,
     ListCommand,
     OpenCommand,
+    PinCommand,
     PlanCommand,
     RejectCommand,
     ResolveCommand,
@@ -36,6 +37,7 @@ from core.commands.model import (
     RunsCommand,
     SetArg,
     StatusCommand,
+    UnpinCommand,
     WhoCommand,
 )
 from core.commands.quoting import Word, split_words
@@ -350,5 +352,7 @@ _BUILDERS: dict[str, _Builder] = {
     "args": lambda p, o, f: ArgsCommand(_need(p, "args", ("run",))[0]),
     "audit": lambda p, o, f: _audit(p, o),
     "who": lambda p, o, f: _who(p),
+    "pin": lambda p, o, f: PinCommand(_need(p, "pin", ("run",))[0]),
+    "unpin": lambda p, o, f: UnpinCommand(_need(p, "unpin", ("run",))[0]),
     "help": _help,
 }

@@ -239,6 +239,10 @@ def invalidated(run: Run, nodes: Sequence[str], downstream: bool) -> Reply:
     return about(run, "invalidated", {"nodes": list(nodes), "downstream": downstream})
 
 
+def pinned(run: Run, *, pinned: bool, changed: bool) -> Reply:
+    return about(run, "pinned", {"pinned": pinned, "changed": changed})
+
+
 def plan(run: Run, p: Plan) -> Reply:
     return about(run, "plan", {"nodes": [dataclasses.asdict(n) for n in p.nodes]})
 

@@ -25,6 +25,7 @@ from core.errors import AmbiguousRunId, RunNotFound, StoreError
 from core.store import cas
 from core.store.memory_ballots import MemoryBallots
 from core.store.memory_outbox import MemoryDeliveries
+from core.store.memory_retention import MemoryRetention
 from core.store.memory_unit import MemoryTables, MemoryUnitOfWork, copied
 from core.store.port import Pulse, StepResult, Store, digest_bytes
 from core.store.records import AuditEvent, Gate, GateStatus, JournalEntry, NodeStatus, Run, RunStatus
@@ -57,6 +58,17 @@ class MemoryStore:
         self.deliveries = self._outbox.deliveries
         self.undelivered = self._outbox.undelivered
         self.forget_deliveries = self._outbox.forget_deliveries
+        # retention (`memory_retention.py`)
+        self._retention = MemoryRetention(self._lock, self._t, self._now, self._ballots)
+        self.prunable_runs = self._retention.prunable_runs
+        self.prune_counts = self._retention.prune_counts
+        self.prune_runs = self._retention.prune_runs
+        self.pin_run = self._retention.pin_run
+        self.unpin_run = self._retention.unpin_run
+        self.is_pinned = self._retention.is_pinned
+        self.sweep_blobs = self._retention.sweep_blobs
+        self.forget_audit = self._retention.forget_audit
+        self.count_audit = self._retention.count_audit
 
     def _now(self) -> float:
         """The clock, strictly increasing within this store (so "newest first" never ties)."""
@@ -111,6 +123,8 @@ class MemoryStore:
         with self._lock:
             runs = _newest([r for r in self._t.runs.values() if r.id.startswith(prefix)])[:6]
         if not runs:
+            with self._lock:
+                self._t.raise_if_pruned(prefix, exact=False)
             raise RunNotFound(f"No run id starts with {prefix}.", run_id=prefix)
         exact = [run for run in runs if run.id == prefix]
         if exact:

@@ -62,3 +62,18 @@ class MemoryBallots:
                 return False
             self._deadlines[key] = current.evolve(fired_at=self._now(), fired_by=by)
             return True
+
+    def drop_runs(self, run_ids: set[str]) -> tuple[int, int]:
+        """Forget the votes and deadlines of these runs (a prune); (votes, deadlines) dropped."""
+        with self._lock:
+            votes = [k for k in self._votes if k[0] in run_ids]
+            deadlines = [k for k in self._deadlines if k[0] in run_ids]
+            for vote in votes:
+                del self._votes[vote]
+            for deadline in deadlines:
+                del self._deadlines[deadline]
+        return len(votes), len(deadlines)
+
+    def counts(self, run_ids: set[str]) -> tuple[int, int]:
+        with self._lock:
+            return (sum(k[0] in run_ids for k in self._votes), sum(k[0] in run_ids for k in self._deadlines))

@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-from core.errors import DeadlineAlreadyFired, RunNotFound, StoreError
+from core.errors import DeadlineAlreadyFired, RunNotFound, RunPruned, StoreError
 from core.store import cas
 from core.store.records import (
     AuditEvent,
@@ -52,6 +52,9 @@ class MemoryTables:
     state: dict[tuple[str, str], tuple[str, float]] = field(default_factory=dict)  # (value, at)
     outbox: dict[int, Delivery] = field(default_factory=dict)
     deadlines: dict[tuple[str, str, float, str], GateDeadline] = field(default_factory=dict)
+    pins: dict[str, tuple[str, float]] = field(default_factory=dict)  # run id -> (by, at)
+    pruned: dict[str, tuple[str, str, float]] = field(default_factory=dict)  # id -> (workflow, status, at)
+    sweep: dict[str, float] = field(default_factory=dict)  # blob digest -> marked at
     last_entry: int = 0
     last_audit: int = 0
     last_delivery: int = 0
@@ -59,8 +62,16 @@ class MemoryTables:
     def run(self, run_id: str) -> Run:
         run = self.runs.get(run_id)
         if run is None:
+            self.raise_if_pruned(run_id, exact=True)
             raise RunNotFound(f"No run has the id {run_id}.", run_id=run_id)
         return run
+
+    def raise_if_pruned(self, id_or_prefix: str, *, exact: bool) -> None:
+        """RunPruned when a tombstone answers for this id (or this prefix, uniquely)."""
+        found = [i for i in self.pruned if (i == id_or_prefix if exact else i.startswith(id_or_prefix))][:2]
+        if len(found) == 1:
+            workflow, status, at = self.pruned[found[0]]
+            raise RunPruned(found[0], workflow=workflow, status=status, pruned_at=at)
 
     def gate(self, run_id: str, node_id: str) -> Gate:
         gate = self.gates.get((run_id, node_id))

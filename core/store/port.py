@@ -9,6 +9,7 @@
           + Events         the audit trail and incoming chat events' dedupe
           + PlatformState  small values chat adapters (and Baton) keep across restarts
           + Deliveries     the outbox: state-carrying replies, claimed with a lease, delivered once
+          + Retention      pruning old runs (tombstones, pins), the blob sweep, the audit's age
           + Views          what a page or a command reads together, in one query
           + Transactions   `transaction()`: a unit of work (`core/store/unit_of_work.py`)
     Dispatch               queued steps of distributed execution (`SqlStore` on PostgreSQL)
@@ -43,6 +44,7 @@ from core.store.records import (
     GateVote,
     JournalEntry,
     NodeStatus,
+    PruneCounts,
     Run,
     RunStatus,
 )
@@ -338,6 +340,42 @@ class Deliveries(Protocol):
         """Drop rows delivered before `before` (epoch seconds); how many."""
 
 
+class Retention(Protocol):
+    """What `baton prune` and housekeeping delete (DESIGN.md "Retention"). A run is prunable
+    when it is over (`PRUNABLE`), last changed before the cut-off, not pinned, and no existing
+    run was resumed from it (its children go first, so a lineage never breaks)."""
+
+    def prunable_runs(self, before: float, limit: int = 500) -> list[str]:
+        """Ids of prunable runs last changed before `before`, oldest first, at most `limit`."""
+
+    def prune_counts(self, run_ids: Sequence[str]) -> PruneCounts:
+        """What `prune_runs(run_ids)` would delete now (a dry run deletes nothing)."""
+
+    def prune_runs(self, run_ids: Sequence[str]) -> PruneCounts:
+        """In ONE transaction: of these runs, those still prunable are deleted with their
+        journal, gates, votes, deadlines and outbox rows; each leaves a tombstone, and the
+        blobs it referenced become sweep candidates. The audit trail stays."""
+
+    def pin_run(self, run_id: str, by: str) -> bool:
+        """Exempt the run from pruning; False when it was pinned already. RunNotFound."""
+
+    def unpin_run(self, run_id: str) -> bool:
+        """Make it prunable again; False when it was not pinned."""
+
+    def is_pinned(self, run_id: str) -> bool: ...
+
+    def sweep_blobs(self, marked_before: float, limit: int = 1000) -> int:
+        """Delete the sweep candidates marked before `marked_before` that nothing references
+        any more (no run's args, no step's output or artifact); unmark those referenced again.
+        How many blobs were deleted."""
+
+    def forget_audit(self, before: float) -> int:
+        """Drop audit rows written before `before`; how many."""
+
+    def count_audit(self, before: float) -> int:
+        """How many audit rows were written before `before` (what `forget_audit` would drop)."""
+
+
 class Views(Protocol):
     """Reads that a page or a command always makes together, answered by one query."""
 
@@ -363,8 +401,8 @@ class Transactions(Protocol):
 
 
 class Store(
-    Blobs, Runs, Leases, Journal, Gates, Ballots, Events, PlatformState, Deliveries, Views, Transactions,
-    Protocol,
+    Blobs, Runs, Leases, Journal, Gates, Ballots, Events, PlatformState, Deliveries, Retention, Views,
+    Transactions, Protocol,
 ):
     def migrate(self) -> str | None:
         """Bring the schema to the newest revision (idempotent, safe to race); the revision the

@@ -230,3 +230,30 @@ class Delivery(_Record):
     def key(self) -> str:
         """Stable across redeliveries: what the platform side deduplicates on."""
         return f"outbox:{self.id}"
+
+
+#: Statuses a run may be pruned in: it is over and nobody waits on it (never paused, running,
+#: needs_attention or pending; DESIGN.md "Retention").
+PRUNABLE: frozenset[RunStatus] = frozenset({RunStatus.COMPLETED, RunStatus.FAILED, RunStatus.CANCELLED})
+
+
+@dataclass(frozen=True, slots=True)
+class PruneCounts:
+    """Rows a prune deleted (or, for a dry run, would delete)."""
+
+    runs: int = 0
+    journal: int = 0
+    gates: int = 0
+    votes: int = 0
+    deadlines: int = 0
+    outbox: int = 0
+
+    def __add__(self, other: PruneCounts) -> PruneCounts:
+        return PruneCounts(*(a + b for a, b in zip(self.as_tuple(), other.as_tuple(), strict=True)))
+
+    def as_tuple(self) -> tuple[int, int, int, int, int, int]:
+        return (self.runs, self.journal, self.gates, self.votes, self.deadlines, self.outbox)
+
+    def as_dict(self) -> dict[str, int]:
+        names = ("runs", "journal", "gates", "votes", "deadlines", "outbox")
+        return dict(zip(names, self.as_tuple(), strict=True))

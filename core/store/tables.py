@@ -7,7 +7,7 @@ SQLAlchemy ORM and build seven pydantic models (≈ 0.2 s of a cold start, issue
 The alembic revisions (`migrations/versions/`: `0001_initial.py`, `0002_gate_cache_key.py`,
 `0003_platform_state.py`, `0004_event_handling.py`, `0005_origin_event_partial_index.py`,
 `0006_runs_args_digest_index.py`, `0007_runs_conversation_recent_index.py`,
-`0008_gate_votes_deadlines.py`, `0009_outbox.py`)
+`0008_gate_votes_deadlines.py`, `0009_outbox.py`, `0010_retention.py`)
 create exactly this schema; `tests/integration/store/test_migrations.py` checks they agree.
 
 Statuses are stored as short strings (the `StrEnum` values), timestamps as float
@@ -97,6 +97,8 @@ JOURNAL = sa.Table(
     _text("cached_from", 12, nullable=True),
     _text("invalidated_by", nullable=True),
     sa.Index("ix_journal_run", "run_id", "id"),
+    # the blob sweep: is a digest still some step's output? (revision 0010_retention)
+    sa.Index("ix_journal_output", "output_digest"),
 )
 
 #: An approval gate. Platform, conversation and thread are copied from the run (and kept in
@@ -225,6 +227,39 @@ OUTBOX = sa.Table(
 )
 
 
+#: Runs exempt from pruning (`pin <run>`; revision 0010_retention).
+RUN_PINS = sa.Table(
+    "run_pins",
+    metadata,
+    sa.Column("run_id", sa.String(12), sa.ForeignKey("runs.id", ondelete="CASCADE"), primary_key=True),
+    _text("pinned_by", nullable=False),
+    _float("at", nullable=False),
+)
+
+#: What is left of a pruned run (revision 0010_retention): an old button or link to it answers
+#: "pruned on …" instead of "no such run".
+PRUNED_RUNS = sa.Table(
+    "pruned_runs",
+    metadata,
+    sa.Column("id", sa.String(12), primary_key=True),
+    _text("workflow", nullable=False),
+    _text("status", nullable=False),
+    _float("pruned_at", nullable=False),
+    sa.Index("ix_pruned_runs_id_prefix", "id").ddl_if(dialect="postgresql"),
+)
+
+#: Blobs a pruned run referenced (revision 0010_retention): the sweep's candidates. A candidate
+#: still unreferenced `grace` seconds after it was marked is deleted; one referenced again
+#: (a new run with the same args) is unmarked.
+BLOB_SWEEP = sa.Table(
+    "blob_sweep",
+    metadata,
+    sa.Column("digest", sa.String(), primary_key=True),
+    _float("marked_at", nullable=False),
+    sa.Index("ix_blob_sweep_marked", "marked_at"),
+)
+
+
 def postgresql_options() -> None:
     """Give the indexes their PostgreSQL-only options (a partial index's `WHERE`, the
     `text_pattern_ops` of the prefix indexes). Naming a dialect's options loads that dialect's
@@ -234,8 +269,9 @@ def postgresql_options() -> None:
         "ix_runs_origin_event": {"where": sa.text("origin_event IS NOT NULL")},
         "ix_runs_id_prefix": {"ops": {"id": "text_pattern_ops"}},
         "ix_blobs_digest_prefix": {"ops": {"digest": "text_pattern_ops"}},
+        "ix_pruned_runs_id_prefix": {"ops": {"id": "text_pattern_ops"}},
     }
-    for table in (RUNS, BLOBS):
+    for table in (RUNS, BLOBS, PRUNED_RUNS):
         for index in table.indexes:
             for key, value in options.get(str(index.name), {}).items():
                 index.dialect_options["postgresql"][key] = value
