@@ -45,6 +45,7 @@ class Plan:
     outbox_changes: int = 2000  # state changes per way (outbox overhead)
     outbox_runs: int = 200  # runs whose delivery latency is measured
     mcp_samples: int = 200  # get_run calls per MCP transport
+    prune_history: int = 1_000_000  # runs of history pruned while commands are timed
 
     @classmethod
     def quick(cls) -> Plan:
@@ -53,7 +54,8 @@ class Plan:
                    definition_sizes=(1000,), definition_samples=3, real_steps=50, cold_samples=3,
                    distributed_steps=100, scale_paused=500, scale_history=20_000,
                    page_sizes=(10, 1000), page_samples=3, approval_due=300,
-                   approval_pending=1000, outbox_changes=300, outbox_runs=30, mcp_samples=50)  # fmt: skip
+                   approval_pending=1000, outbox_changes=300, outbox_runs=30, mcp_samples=50,
+                   prune_history=20_000)  # fmt: skip
 
 
 Log = Callable[[str], None]
@@ -291,6 +293,13 @@ def mcp(plan: Plan, log: Log) -> dict[str, Any]:
             return {"error": exc.detail}
 
 
+def retention(plan: Plan, log: Log) -> dict[str, Any]:
+    log(f"retention: prune {plan.prune_history:,} runs of history while `status` and `run` are timed")
+    with _tmp("retention") as tmp:
+        args = ["--runs", str(plan.prune_history), "--dir", tmp]
+        return measured("bench.baton_prune", args, what="retention", timeout=3600)
+
+
 SECTIONS: dict[str, Callable[[Plan, Log], dict[str, Any]]] = {
     "steps": steps,
     "recovery": recover,
@@ -307,4 +316,5 @@ SECTIONS: dict[str, Callable[[Plan, Log], dict[str, Any]]] = {
     "approvals": approvals,
     "outbox": outbox,
     "mcp": mcp,
+    "retention": retention,
 }

@@ -19,8 +19,9 @@
 
 A pass is three DELETEs (and the prune's batches), each one short statement; several replicas
 may run them at the same time (a row deleted by a peer is simply not counted). Counts are
-logged at INFO. Passes run in a worker thread, the first one as soon as the engine has started: a bot whose tables grew
-for months neither waits for its first pass nor stalls its event loop during one.
+logged at INFO. Passes run in a worker thread, the first one as soon as the engine has
+started: a bot whose tables grew for months neither waits for its first pass nor stalls its
+event loop during one.
 """
 
 from __future__ import annotations

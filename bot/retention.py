@@ -6,8 +6,9 @@ and the audit trail on its own clock (DESIGN.md "Retention", docs/operations.md)
     report = pruner.prune()                    # batches of `batch` runs, one transaction each
 
 Each batch is one short transaction (`Retention.prune_runs` decides again inside it which of
-its runs may go), and the pruner sleeps `pause` seconds between batches, so on SQLite the write
-lock is free most of the time and `status` or `run` wait at most one batch. `baton prune` and
+its runs may go), and the pruner rests after each batch for as long as the batch took (at least
+`pause`), so a prune holds SQLite's write lock at most half the time and `status` or `run` wait
+at most one batch. `baton prune` and
 housekeeping (`bot/housekeeping.py`) both use it; several replicas may prune at once (a run
 deleted by a peer simply does not count).
 """
@@ -49,7 +50,7 @@ class Pruner:
         *,
         run_retention: float | None,
         audit_retention: float | None = None,
-        batch: int = 200,
+        batch: int = 100,
         pause: float = 0.005,
         clock: Callable[[], float] = time.time,
         sleep: Callable[[float], None] = time.sleep,
@@ -77,14 +78,18 @@ class Pruner:
             ids = ids[: self.batch]
             if not ids:
                 break
+            started = time.perf_counter()
             if dry_run:
                 counts += self.store.prune_counts(ids)
                 seen.update(ids)  # nothing is deleted: page past what was counted
             else:
                 counts += self.store.prune_runs(ids)
             batches += 1
-            if self.pause:
-                self._sleep(self.pause)  # let a waiting writer in between two batches
+            # let waiting writers in between two batches, for at least as long as the batch held
+            # the lock: a prune takes at most half of the database's write time
+            rest = max(self.pause, time.perf_counter() - started)
+            if rest > 0:
+                self._sleep(rest)
         blobs = 0 if dry_run else self._sweep(now)
         audit = self._audit(now, dry_run)
         report = PruneReport(cutoff, dry_run, counts, blobs, audit, batches)

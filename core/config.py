@@ -200,7 +200,7 @@ class Settings(BaseSettings):
     # clock; how many runs one transaction deletes (a short hold of the write lock)
     run_retention_days: float | None = Field(default=None, gt=0)
     audit_retention_days: float | None = Field(default=None, gt=0)
-    prune_batch: int = Field(default=200, ge=1, le=10_000)
+    prune_batch: int = Field(default=100, ge=1, le=10_000)
     # a chat event claimed but never finished (its replica died) is handled again when the
     # platform redelivers it this many seconds after the claim (docs/operations.md)
     event_stale_seconds: float = Field(default=60.0, gt=0)

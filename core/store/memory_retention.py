@@ -30,7 +30,7 @@ class MemoryRetention:
     def prunable_runs(self, before: float, limit: int = 500) -> list[str]:
         with self._lock:
             found = [r for r in self._t.runs.values() if r.updated_at < before and self._prunable(r)]
-        return [r.id for r in sorted(found, key=lambda r: (r.updated_at, r.id))[:limit]]
+        return [r.id for r in sorted(found, key=lambda r: (r.created_at, r.id))[:limit]]
 
     def _still_prunable(self, run_ids: Sequence[str]) -> list[str]:
         return [i for i in dict.fromkeys(run_ids) if i in self._t.runs and self._prunable(self._t.runs[i])]

@@ -64,8 +64,8 @@ class RetentionSql(SqlBase):
     def prunable_runs(self, before: float, limit: int = 500) -> list[str]:
         query = (
             sa.select(RUNS.c.id)
-            .where(RUNS.c.updated_at < before, _prunable_where())
-            .order_by(RUNS.c.updated_at, RUNS.c.id)
+            .where(RUNS.c.created_at < before, RUNS.c.updated_at < before, _prunable_where())
+            .order_by(RUNS.c.created_at, RUNS.c.id)  # the `created_at` index: oldest first
             .limit(limit)
         )
         with self._single.connect() as conn:
@@ -96,8 +96,8 @@ class RetentionSql(SqlBase):
             outputs = conn.execute(
                 sa.select(JOURNAL.c.output_digest, JOURNAL.c.artifacts).where(JOURNAL.c.run_id.in_(ids))
             ).all()
-            candidates = {r.args_digest for r in runs} | {o.output_digest for o in outputs if o.output_digest}
-            candidates |= _digests_of_artifacts(o.artifacts for o in outputs)
+            artifacts = _digests_of_artifacts(o.artifacts for o in outputs)
+            others = {r.args_digest for r in runs} | {o.output_digest for o in outputs if o.output_digest}
             counts = PruneCounts(
                 journal=conn.execute(sa.delete(JOURNAL).where(JOURNAL.c.run_id.in_(ids))).rowcount,
                 votes=conn.execute(sa.delete(GATE_VOTES).where(GATE_VOTES.c.run_id.in_(ids))).rowcount,
@@ -111,11 +111,10 @@ class RetentionSql(SqlBase):
                 self._insert_ignore(PRUNED_RUNS, ["id"]),
                 [{"id": r.id, "workflow": r.workflow, "status": r.status, "pruned_at": now} for r in runs],
             )
-            if candidates:
-                conn.execute(
-                    self._insert_ignore(BLOB_SWEEP, ["digest"]),
-                    [{"digest": d, "marked_at": now} for d in sorted(candidates)],
-                )
+            marks = [{"digest": d, "marked_at": now, "artifact": True} for d in sorted(artifacts)]
+            marks += [{"digest": d, "marked_at": now, "artifact": False} for d in sorted(others - artifacts)]
+            if marks:
+                conn.execute(self._insert_ignore(BLOB_SWEEP, ["digest"]), marks)
             deleted = conn.execute(sa.delete(RUNS).where(RUNS.c.id.in_(ids))).rowcount
         return PruneCounts(
             deleted, counts.journal, counts.gates, counts.votes, counts.deadlines, counts.outbox
@@ -166,17 +165,15 @@ class RetentionSql(SqlBase):
     @store_operation("sweep unreferenced blobs")
     def sweep_blobs(self, marked_before: float, limit: int = 1000) -> int:
         with self._engine.begin() as conn:
-            batch = [
-                str(d)
-                for d in conn.execute(
-                    sa.select(BLOB_SWEEP.c.digest)
-                    .where(BLOB_SWEEP.c.marked_at < marked_before)
-                    .order_by(BLOB_SWEEP.c.marked_at)
-                    .limit(limit)
-                ).scalars()
-            ]
-            if not batch:
+            rows = conn.execute(
+                sa.select(BLOB_SWEEP.c.digest, BLOB_SWEEP.c.artifact)
+                .where(BLOB_SWEEP.c.marked_at < marked_before)
+                .order_by(BLOB_SWEEP.c.marked_at)
+                .limit(limit)
+            ).all()
+            if not rows:
                 return 0
+            batch = [str(r.digest) for r in rows]
             used = set(
                 conn.execute(sa.select(RUNS.c.args_digest).where(RUNS.c.args_digest.in_(batch))).scalars()
             )
@@ -185,11 +182,11 @@ class RetentionSql(SqlBase):
                     sa.select(JOURNAL.c.output_digest).where(JOURNAL.c.output_digest.in_(batch))
                 ).scalars()
             )
-            # artifacts: the few rows that have any (a JSON map of path -> digest)
-            with_artifacts = conn.execute(
-                sa.select(JOURNAL.c.artifacts).where(sa.cast(JOURNAL.c.artifacts, sa.Text) != "{}")
-            ).scalars()
-            used |= _digests_of_artifacts(with_artifacts) & set(batch)
+            if any(r.artifact for r in rows):  # an artifact's digest sits in unindexed JSON: look
+                with_artifacts = conn.execute(  # through the few entries that have any
+                    sa.select(JOURNAL.c.artifacts).where(sa.cast(JOURNAL.c.artifacts, sa.Text) != "{}")
+                ).scalars()
+                used |= _digests_of_artifacts(with_artifacts) & set(batch)
             gone = [d for d in batch if d not in used]
             deleted = conn.execute(sa.delete(BLOBS).where(BLOBS.c.digest.in_(gone))).rowcount if gone else 0
             conn.execute(sa.delete(BLOB_SWEEP).where(BLOB_SWEEP.c.digest.in_(batch)))

@@ -72,6 +72,8 @@ RUNS = sa.Table(
     # ANALYZE, scanned the table instead of using a full index (revision 0005)
     # (its PostgreSQL `WHERE`: `postgresql_options`)
     sa.Index("ix_runs_origin_event", "origin_event", sqlite_where=sa.text("origin_event IS NOT NULL")),
+    # retention: "was any run resumed from this one?" (revision 0010_retention); few runs have one
+    sa.Index("ix_runs_resumed_from", "resumed_from", sqlite_where=sa.text("resumed_from IS NOT NULL")),
     # `LIKE 'abc%'` prefix lookups; SQLite uses the primary key with a range instead
     sa.Index("ix_runs_id_prefix", "id").ddl_if(dialect="postgresql"),
 )
@@ -256,6 +258,8 @@ BLOB_SWEEP = sa.Table(
     metadata,
     sa.Column("digest", sa.String(), primary_key=True),
     _float("marked_at", nullable=False),
+    # it was an artifact: only then is the journal's `artifacts` (unindexed JSON) looked through
+    sa.Column("artifact", sa.Boolean, nullable=False, server_default=sa.false()),
     sa.Index("ix_blob_sweep_marked", "marked_at"),
 )
 
@@ -267,6 +271,7 @@ def postgresql_options() -> None:
     when a PostgreSQL engine is opened (`database.open_engine`). Idempotent."""
     options: dict[str, dict[str, Any]] = {
         "ix_runs_origin_event": {"where": sa.text("origin_event IS NOT NULL")},
+        "ix_runs_resumed_from": {"where": sa.text("resumed_from IS NOT NULL")},
         "ix_runs_id_prefix": {"ops": {"id": "text_pattern_ops"}},
         "ix_blobs_digest_prefix": {"ops": {"digest": "text_pattern_ops"}},
         "ix_pruned_runs_id_prefix": {"ops": {"id": "text_pattern_ops"}},

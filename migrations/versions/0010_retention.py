@@ -43,12 +43,21 @@ def upgrade() -> None:
         "blob_sweep",
         sa.Column("digest", sa.String(), primary_key=True),
         sa.Column("marked_at", sa.Float(), nullable=False),
+        sa.Column("artifact", sa.Boolean(), nullable=False, server_default=sa.false()),
     )
     op.create_index("ix_blob_sweep_marked", "blob_sweep", ["marked_at"])
     op.create_index("ix_journal_output", "journal", ["output_digest"])
+    op.create_index(
+        "ix_runs_resumed_from",
+        "runs",
+        ["resumed_from"],
+        sqlite_where=sa.text("resumed_from IS NOT NULL"),
+        postgresql_where=sa.text("resumed_from IS NOT NULL"),
+    )
 
 
 def downgrade() -> None:
+    op.drop_index("ix_runs_resumed_from", table_name="runs")
     op.drop_index("ix_journal_output", table_name="journal")
     op.drop_index("ix_blob_sweep_marked", table_name="blob_sweep")
     op.drop_table("blob_sweep")
