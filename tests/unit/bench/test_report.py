@@ -120,7 +120,8 @@ def test_retention_rows_judge_command_p99_during_the_prune_against_50_ms() -> No
     }
     data = {"runs": 20000, "pruned": 19600, "prune_s": 9.8, "runs_per_s": 2000.0, "batches": 196,
             "batch": 100, "kept": 400, "left_prunable": 0, "during": during, "baseline": during,
-            "size_before_mb": 38.0, "size_after_mb": 19.0, "size_vacuumed_mb": 5.1, "vacuum_s": 0.2}  # fmt: skip
+            "size_before_mb": 38.0, "size_after_mb": 19.0, "size_vacuumed_mb": 5.1,
+            "vacuum_s": 0.2}  # fmt: skip
     summary = report_user.summary_rows({"retention": data})
     rows = {what: (value, target) for what, value, _, target, _ in summary}
     assert rows["`status` p99 while 20,000 runs are pruned (SQLite)"] == (21.0, 50.0)
