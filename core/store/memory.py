@@ -28,7 +28,16 @@ from core.store.memory_outbox import MemoryDeliveries
 from core.store.memory_retention import MemoryRetention
 from core.store.memory_unit import MemoryTables, MemoryUnitOfWork, copied
 from core.store.port import Pulse, StepResult, Store, digest_bytes
-from core.store.records import AuditEvent, Gate, GateStatus, JournalEntry, NodeStatus, Run, RunStatus
+from core.store.records import (
+    AuditEvent,
+    Gate,
+    GateStatus,
+    JournalEntry,
+    NodeStatus,
+    OpenEvent,
+    Run,
+    RunStatus,
+)
 from core.store.state_sql import KEPT
 from core.store.unit_of_work import Pending
 
@@ -405,14 +414,32 @@ class MemoryStore:
         with self._lock:
             return sorted((e for e in self._t.audit.values() if e.at >= since), key=lambda e: e.id)
 
-    def claim_event(self, platform: str, event_id: str, *, stale_after: float = 60.0) -> bool:
+    def claim_event(
+        self,
+        platform: str,
+        event_id: str,
+        *,
+        stale_after: float = 60.0,
+        payload: dict[str, Any] | None = None,
+    ) -> bool:
         now = self._now()
         with self._lock:
             seen = self._t.events.get((platform, event_id))
             if seen is not None and (seen[1] or seen[0] >= now - stale_after):
                 return False  # handled, or claimed recently by a live handler
             self._t.events[(platform, event_id)] = (now, False)
+            if seen is None and payload is not None:
+                self._t.event_payloads[(platform, event_id)] = copied(payload)
             return True
+
+    def open_events(self, before: float, limit: int = 100) -> list[OpenEvent]:
+        with self._lock:
+            found = [
+                OpenEvent(platform, event_id, at, copied(self._t.event_payloads[(platform, event_id)]))
+                for (platform, event_id), (at, done) in self._t.events.items()
+                if not done and at < before and (platform, event_id) in self._t.event_payloads
+            ]
+        return sorted(found, key=lambda e: e.at)[:limit]
 
     def finish_event(self, platform: str, event_id: str) -> None:
         with self.transaction() as tx:
@@ -423,6 +450,7 @@ class MemoryStore:
             old = [key for key, (at, _) in self._t.events.items() if at < before]
             for key in old:
                 del self._t.events[key]
+                self._t.event_payloads.pop(key, None)
         return len(old)
 
     # -- platform state ----------------------------------------------------------------------

@@ -49,6 +49,7 @@ class MemoryTables:
     gates: dict[tuple[str, str], Gate] = field(default_factory=dict)
     audit: dict[int, AuditEvent] = field(default_factory=dict)
     events: dict[tuple[str, str], tuple[float, bool]] = field(default_factory=dict)  # (at, done)
+    event_payloads: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict)  # recorded messages
     state: dict[tuple[str, str], tuple[str, float]] = field(default_factory=dict)  # (value, at)
     outbox: dict[int, Delivery] = field(default_factory=dict)
     deadlines: dict[tuple[str, str, float, str], GateDeadline] = field(default_factory=dict)

@@ -44,6 +44,7 @@ from core.store.records import (
     GateVote,
     JournalEntry,
     NodeStatus,
+    OpenEvent,
     PruneCounts,
     Run,
     RunStatus,
@@ -276,10 +277,23 @@ class Events(Protocol):
     def audit_since(self, since: float) -> list[AuditEvent]:
         """Every audit row written at or after `since` (epoch seconds), any run, oldest first."""
 
-    def claim_event(self, platform: str, event_id: str, *, stale_after: float = 60.0) -> bool:
+    def claim_event(
+        self,
+        platform: str,
+        event_id: str,
+        *,
+        stale_after: float = 60.0,
+        payload: dict[str, Any] | None = None,
+    ) -> bool:
         """True the first time an incoming event id is seen, and for a redelivery of one
         whose claim was never finished and is older than `stale_after` seconds (the claimer
-        died; exactly one concurrent re-claimer wins); False for a duplicate."""
+        died; exactly one concurrent re-claimer wins); False for a duplicate. `payload`: the
+        message itself, recorded with a first claim (before the platform is acknowledged), so
+        that `open_events` can hand it to another process if this one dies."""
+
+    def open_events(self, before: float, limit: int = 100) -> list[OpenEvent]:
+        """Recorded events (with a payload) claimed before `before` and never finished, oldest
+        first: their claimer died between the acknowledgement and the end of the handling."""
 
     def finish_event(self, platform: str, event_id: str) -> None:
         """The claimed event was handled: from now on every redelivery is a duplicate."""

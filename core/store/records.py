@@ -257,3 +257,13 @@ class PruneCounts:
     def as_dict(self) -> dict[str, int]:
         names = ("runs", "journal", "gates", "votes", "deadlines", "outbox")
         return dict(zip(names, self.as_tuple(), strict=True))
+
+
+@dataclass(frozen=True, slots=True)
+class OpenEvent:
+    """A chat event recorded before its acknowledgement whose handling never finished."""
+
+    platform: str
+    event_id: str
+    at: float  # when it was (last) claimed
+    payload: dict[str, Any]

@@ -190,6 +190,10 @@ PROCESSED_EVENTS = sa.Table(
     _float("at", nullable=False),
     # revision 0004; rows from before it were handled
     sa.Column("done", sa.Boolean, nullable=False, server_default=sa.true()),
+    # the message itself, recorded before the platform was acknowledged (revision 0010_retention):
+    # a claim its process never finished is handled after a restart from it
+    sa.Column("payload", sa.JSON(none_as_null=True), nullable=True),
+    sa.Index("ix_processed_events_open", "done", "at"),
 )
 
 #: Small values a chat adapter keeps across restarts (a progress message id, …).

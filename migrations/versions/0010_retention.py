@@ -1,7 +1,9 @@
-"""Retention: `run_pins` (runs `pin` exempts from pruning), `pruned_runs` (tombstones, so an
+"""Retention and recorded events: `run_pins` (runs `pin` exempts from pruning), `pruned_runs` (tombstones, so an
 old button or link answers "pruned on …"), `blob_sweep` (blobs a pruned run referenced, deleted
 once still unreferenced after a grace period) and an index on the journal's output digests (the
-sweep's "is it still referenced?" without scanning the journal).
+sweep's "is it still referenced?" without scanning the journal); `processed_events.payload`: a
+chat message recorded before the platform is acknowledged, handled after a restart when its
+claim was never finished.
 
 Revision ID: 0010_retention
 Revises: 0009
@@ -47,6 +49,9 @@ def upgrade() -> None:
     )
     op.create_index("ix_blob_sweep_marked", "blob_sweep", ["marked_at"])
     op.create_index("ix_journal_output", "journal", ["output_digest"])
+    with op.batch_alter_table("processed_events") as batch:
+        batch.add_column(sa.Column("payload", sa.JSON(), nullable=True))
+    op.create_index("ix_processed_events_open", "processed_events", ["done", "at"])
     op.create_index(
         "ix_runs_resumed_from",
         "runs",
@@ -58,6 +63,9 @@ def upgrade() -> None:
 
 def downgrade() -> None:
     op.drop_index("ix_runs_resumed_from", table_name="runs")
+    op.drop_index("ix_processed_events_open", table_name="processed_events")
+    with op.batch_alter_table("processed_events") as batch:
+        batch.drop_column("payload")
     op.drop_index("ix_journal_output", table_name="journal")
     op.drop_index("ix_blob_sweep_marked", table_name="blob_sweep")
     op.drop_table("blob_sweep")
