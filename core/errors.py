@@ -21,6 +21,7 @@ docstring is the default message; raise sites pass specifics.
     │   ├── RunNotResumable             CAS lost or status forbids resume (carries status, by, next)
     │   ├── InvalidTransition           a status change DESIGN.md does not allow
     │   ├── GateAlreadyDecided          the approval gate was decided before (run, node, decision, by)
+    │   ├── VoteDiffers                 a vote for other values than the gate's proposal (who, what)
     │   └── ReplayUnsafe                an unsafe step may already have happened
     ├── NodeFailed                  a step failed (exit code, contract violation, timeout)
     │   └── OutputContractViolation     output broke its declared format/schema
@@ -236,6 +237,21 @@ class GateAlreadyDecided(RunStateError):
             status=status,
             by=by,
             next_step=Next.DECIDED,
+        )
+
+
+class VoteDiffers(RunStateError):
+    """A vote for another choice or other values than the gate's proposal was not counted."""
+
+    def __init__(self, *, run_id: str, node_id: str, by: str, choice: str, values: dict[str, object]) -> None:
+        self.node_id = node_id
+        self.by = by  # who proposed (the first vote's person)
+        self.choice = choice  # the proposal: its choice and form values
+        self.values = dict(values)
+        super().__init__(
+            f"the approval {node_id} of run {run_id} has a proposal by {by} ({choice}); "
+            "a vote for anything else is not counted",
+            run_id=run_id, by=by, next_step=Next.DECIDE,
         )
 
 

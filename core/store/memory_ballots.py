@@ -1,12 +1,14 @@
 """The `Ballots` role in memory (`MemoryStore` holds one): the same rules as `ballots_sql.py`,
-under the store's lock. A vote is kept once per (gate opening, person, ballot); a deadline
-fires for exactly one caller."""
+under the store's lock. A vote is kept once per (gate opening, person, ballot), and only when
+it agrees with the opening's proposal (`refuse_other_proposal`); a deadline fires for exactly
+one caller."""
 
 from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Sequence
 
+from core.store.cas import refuse_other_proposal
 from core.store.records import GateDeadline, GateVote
 
 _VoteKey = tuple[str, str, float, str, str]
@@ -27,6 +29,8 @@ class MemoryBallots:
         with self._lock:
             if key in self._votes:
                 return False
+            if vote.ballot == "vote":
+                refuse_other_proposal(vote, self.gate_votes(vote.run_id, vote.node_id, vote.opened_at))
             self._votes[key] = vote.evolve(values=dict(vote.values))
             return True
 

@@ -8,6 +8,7 @@ copies with `evolve`.
 from __future__ import annotations
 
 import dataclasses
+import json
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any, Self
@@ -186,6 +187,17 @@ class GateVote(_Record):
     def ballot(self) -> str:
         """What makes a vote unique per person: a rejection, or any other choice."""
         return "reject" if self.choice == "reject" else "vote"
+
+    @property
+    def proposal(self) -> str:
+        """What a vote approves: its choice and its form values (canonical JSON). Votes count
+        together only when this is the same (DESIGN.md "A quorum approves one thing")."""
+        return json.dumps([self.choice, self.values], sort_keys=True, separators=(",", ":"), default=str)
+
+
+def proposal_of(votes: list[GateVote]) -> GateVote | None:
+    """The vote that made the proposal of a gate opening: its first non-rejecting vote."""
+    return next((v for v in sorted(votes, key=lambda v: (v.at, v.user)) if v.ballot == "vote"), None)
 
 
 @dataclass(frozen=True, slots=True)

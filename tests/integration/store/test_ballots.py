@@ -9,7 +9,7 @@ from functools import partial
 
 import pytest
 
-from core.errors import DeadlineAlreadyFired
+from core.errors import DeadlineAlreadyFired, VoteDiffers
 from core.store.port import Store
 from core.store.records import GateDeadline, GateVote, RunStatus
 from core.store.repository import SqlStore
@@ -26,7 +26,7 @@ def test_a_vote_is_kept_once_per_person_and_gate_opening(store: Store, make_run:
     run = make_run(RunStatus.PAUSED)
     assert store.cast_vote(_vote(run.id, "slack:U1", comment="ok", values={"replicas": 5}))
     assert not store.cast_vote(_vote(run.id, "slack:U1", at=OPENED + 9))  # again: counts once
-    assert store.cast_vote(_vote(run.id, "slack:U2", at=OPENED + 2))
+    assert store.cast_vote(_vote(run.id, "slack:U2", at=OPENED + 2, values={"replicas": 5}))
     votes = store.gate_votes(run.id, "review", OPENED)
     assert [(v.user, v.choice, v.at) for v in votes] == [
         ("slack:U1", "approve", OPENED + 1),
@@ -41,6 +41,25 @@ def test_a_person_who_approved_may_still_reject(store: Store, make_run: MakeRun)
     assert store.cast_vote(_vote(run.id, "slack:U1", "reject", at=OPENED + 2))
     assert not store.cast_vote(_vote(run.id, "slack:U1", "hotfix", at=OPENED + 3))  # never a switch
     assert [v.choice for v in store.gate_votes(run.id, "review", OPENED)] == ["approve", "reject"]
+
+
+def test_a_quorum_approves_one_thing_the_first_votes_proposal(store: Store, make_run: MakeRun) -> None:
+    run = make_run(RunStatus.PAUSED)
+    assert store.cast_vote(_vote(run.id, "slack:U1", values={"replicas": 5}, comment="five"))
+    with pytest.raises(VoteDiffers) as other:  # other values: not kept, and the proposal is named
+        store.cast_vote(_vote(run.id, "slack:U2", at=OPENED + 2, values={"replicas": 4}))
+    assert (other.value.by, other.value.choice, other.value.values) == ("slack:U1", "approve", {"replicas": 5})
+    with pytest.raises(VoteDiffers):  # the same values for another choice: not the same thing either
+        store.cast_vote(_vote(run.id, "slack:U2", "hotfix", at=OPENED + 3, values={"replicas": 5}))
+    assert store.cast_vote(_vote(run.id, "slack:U2", at=OPENED + 4, values={"replicas": 5}))
+    assert store.cast_vote(_vote(run.id, "slack:U3", "reject", at=OPENED + 5))  # a rejection always counts
+    votes = store.gate_votes(run.id, "review", OPENED)
+    assert [(v.user, v.choice, v.values) for v in votes] == [
+        ("slack:U1", "approve", {"replicas": 5}),
+        ("slack:U2", "approve", {"replicas": 5}),
+        ("slack:U3", "reject", {}),
+    ]
+    assert not store.cast_vote(_vote(run.id, "slack:U1", at=OPENED + 6, values={"replicas": 9}))  # a repeat
 
 
 def test_a_reopened_gate_starts_without_votes(store: Store, make_run: MakeRun) -> None:
@@ -122,6 +141,29 @@ def test_two_replicas_voting_at_once_both_count(database_url: str, make_sql_run:
             votes = [GateVote(run.id, "review", opened, f"slack:U{i}", "approve", opened + 1) for i in (1, 2)]
             assert _race([partial(a.cast_vote, votes[0]), partial(b.cast_vote, votes[1])]) == [True, True]
             assert len(a.gate_votes(run.id, "review", opened)) == 2
+
+
+def test_two_replicas_proposing_different_values_at_once_keep_one(
+    database_url: str, make_sql_run: MakeRun
+) -> None:
+    run = make_sql_run(RunStatus.PAUSED)
+    with SqlStore(database_url) as a, SqlStore(database_url) as b:
+        for round_ in range(5):
+            opened = OPENED + round_
+            votes = [
+                GateVote(run.id, "review", opened, f"slack:U{i}", "approve", opened + 1, values={"replicas": i})
+                for i in (1, 2)
+            ]
+
+            def cast(store: SqlStore, vote: GateVote) -> bool:
+                try:
+                    return store.cast_vote(vote)
+                except VoteDiffers:
+                    return False
+
+            assert sorted(_race([partial(cast, a, votes[0]), partial(cast, b, votes[1])])) == [False, True]
+            [kept] = a.gate_votes(run.id, "review", opened)
+            assert kept.values == {"replicas": int(kept.user[-1])}
 
 
 def test_the_same_vote_from_two_replicas_counts_once(database_url: str, make_sql_run: MakeRun) -> None:
