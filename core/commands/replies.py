@@ -27,7 +27,7 @@ KINDS = (
     "audit", "progress", "run_completed", "run_failed", "gate_waiting", "needs_attention",
     "approval_question", "which_gate", "no_gate_hint", "page_link", "input_form", "home",
     "vote_counted", "approval_values", "gate_reminder", "gate_escalated", "gate_timed_out", "who_approved",
-    "audit_export",
+    "audit_export", "vote_differs",
 )
 
 
@@ -161,6 +161,27 @@ def vote_counted(run: Run, gate: Gate, result: Any, state: Mapping[str, Any], co
                                        "decided_by": decided_by or "", "comment": comment})
 
 
+def vote_differs(run: Run, gate: Gate, proposal: Any, choice: str, values: Mapping[str, Any]) -> Reply:
+    """A vote for something else than the gate's `proposal` (a `VoteDiffers`): not counted; the
+    voter is told how it differs and the two ways on, approving the proposal or rejecting."""
+    names = list(dict.fromkeys([*proposal.values, *values]))
+    differences = [{"name": n, "proposed": _shown(proposal.values.get(n)), "yours": _shown(values.get(n))}
+                   for n in names if proposal.values.get(n) != values.get(n)]  # fmt: skip
+    return about(run, "vote_differs", {
+        "node": gate.node_id, "by": proposal.by, "choice": proposal.choice, "your_choice": choice,
+        "proposal": [{"name": n, "value": _shown(v)} for n, v in proposal.values.items()],
+        "differences": differences}, ephemeral=True,
+        buttons=(Button("Approve the proposal", f"approve {run.id}", "primary", "approve"),
+                 Button("Reject", f"reject {run.id}", "danger", "reject")))  # fmt: skip
+
+
+def _shown(value: Any) -> str:
+    """A form value as it is typed (`name=value`): strings as they are, the rest as JSON."""
+    if value is None:
+        return "(none)"
+    return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+
+
 def gate_reminder(run: Run, gate: Gate, to: Sequence[str], left: float | None) -> Reply:
     """A reminder in the run's thread to the eligible approvers who have not answered."""
     return about(run, "gate_reminder", {"node": gate.node_id, "question": gate.prompt, "to": list(to),
@@ -192,9 +213,14 @@ def who_approved(run: Run, gates: Sequence[tuple[Gate, Sequence[Any]]]) -> Reply
     """Each gate of `run`: its status, decision and who made it, and the votes on its latest opening."""
     return about(run, "who_approved", {"gates": [
         {"node": g.node_id, "status": g.status.value, "decision": g.decision or "", "by": g.decided_by or "",
-         "at": g.decided_at, "votes": [{"user": v.user, "choice": v.choice, "at": v.at, "comment": v.comment}
-                                       for v in votes]}
+         "at": g.decided_at, "votes": [_vote(v) for v in votes]}
         for g, votes in gates]})  # fmt: skip
+
+
+def _vote(vote: Any) -> dict[str, Any]:
+    """One vote as `who approved` lists it: who, what, when, the form's values and the comment."""
+    return {"user": vote.user, "choice": vote.choice, "at": vote.at, "comment": vote.comment,
+            "values": [{"name": n, "value": _shown(x)} for n, x in vote.values.items()]}
 
 
 APPROVAL_FORM = "approval_values"  # `Form.kind` of the form asking for a gate's values

@@ -8,12 +8,16 @@ typed, clicked or replied, is a vote.
 2. Whether this person may vote now (`Policy.standing`: listed or admin, escalation from its
    time on, the requester excluded when the policy says so). Others are refused politely.
 3. What they vote (`read_ballot`): a choice of the gate, the form's `name=value`s, a comment.
-   Values are typed and checked like inputs. An approval of a gate with a form that gives no
-   values (a button, a plain reply, `approve <run>`), or lacks one without a default, asks
-   for them (the platform's form, prefilled with the defaults, or the text to type) and
-   records nothing.
-4. The vote is recorded (one per person: a repeat counts once), audited, and tallied over
-   every vote on this opening of the gate. Pending: the reply says where the quorum stands.
+   Values are typed and checked like inputs. A quorum approves one thing: once a first vote
+   made the gate's *proposal* (its choice and values), an approval that gives no values (a
+   button, a plain reply, `approve <run>`) approves the proposal. Before one, an approval of a
+   gate with a form that gives no values, or lacks one without a default, asks for them (the
+   platform's form, prefilled with the defaults, or the text to type) and records nothing;
+   a person whose vote already counted is told so instead.
+4. The vote is recorded (one per person: a repeat counts once; a vote for anything else than
+   the proposal is refused by the store, `VoteDiffers`, and its voter told the difference and
+   the two ways on), audited, and tallied over every vote on this opening of the gate.
+   Pending: the reply says where the quorum stands.
    Decided: the engine approves (with the choice, the values and who decided) or rejects; of
    two people completing the quorum at once, the gate's own compare-and-swap lets one open
    it, and the other is told their vote counted and who opened it.
@@ -40,7 +44,7 @@ from core.engine.approval_policy import (
     Vote,
     tally,
 )
-from core.errors import GateAlreadyDecided, PermissionDenied, UsageError, WorkflowError
+from core.errors import GateAlreadyDecided, PermissionDenied, UsageError, VoteDiffers, WorkflowError
 from core.store.records import Gate, GateVote, Run
 from core.workflows.approval_spec import ApprovalSpec
 from core.workflows.args import check_value
@@ -54,6 +58,7 @@ class Ballot:
     choice: str
     texts: dict[str, str]  # form field -> the text typed for it
     comment: str
+    chose: bool = False  # the choice was named (`hotfix`), not the default approval
 
 
 def members_of(access: Any) -> Members:
@@ -87,7 +92,8 @@ def read_ballot(
     rest = list(words)
     choice = APPROVE
     answers = spec.answers if spec is not None else (APPROVE, REJECT)
-    if rest and rest[0] in answers:
+    chose = bool(rest) and rest[0] in answers
+    if chose:
         choice = rest.pop(0)
     texts: dict[str, str] = {}
     fields = spec.form if spec is not None else {}
@@ -101,7 +107,7 @@ def read_ballot(
         texts[name] = match["text"]
         rest.pop(0)
     text = " ".join(rest) if words else (comment or "")
-    return Ballot(choice, texts, text)
+    return Ballot(choice, texts, text, chose)
 
 
 def typed_values(spec: ApprovalSpec, texts: Mapping[str, str]) -> tuple[dict[str, Any], list[str]]:
@@ -190,30 +196,41 @@ async def cast(
     if standing is not Standing.ELIGIBLE:
         raise refusal(standing, ctx.uid, run)
     ballot = read_ballot(spec, words, comment, reject=reject)
-    values: dict[str, Any] = {}
-    if ballot.choice != REJECT and spec is not None and spec.form:
+    before = tally(policy, _votes(ctx, run, gate), requester=run.requester, opened_at=gate.created_at,
+                   members=members)  # fmt: skip
+    proposal = before.proposal
+    choice, values = ballot.choice, dict[str, Any]()
+    if choice != REJECT and proposal is not None and not ballot.texts and (
+        not ballot.chose or choice == proposal.choice
+    ):  # an approval naming no values (nor another choice) approves the proposal
+        choice, values = proposal.choice, dict(proposal.values)
+    elif choice != REJECT and spec is not None and spec.form:
         values, missing = typed_values(spec, ballot.texts)
+        if ctx.uid in before.voters and not ballot.texts:  # "lgtm" again: their vote is in
+            return [replies.vote_counted(run, gate, before, state(policy, before, run, gate, now, members),
+                                         False)]  # fmt: skip
         if missing or not ballot.texts:  # a form is filled in, never assumed: ask (defaults shown)
-            return [replies.approval_values(run, gate, spec, ballot.choice, values, missing)]
-    vote = GateVote(
-        run.id, gate.node_id, gate.created_at, ctx.uid, ballot.choice, now, ballot.comment, values
-    )
-    counted = ctx.store.cast_vote(vote)
+            return [replies.approval_values(run, gate, spec, choice, values, missing)]
+    vote = GateVote(run.id, gate.node_id, gate.created_at, ctx.uid, choice, now, ballot.comment, values)
+    try:
+        counted = ctx.store.cast_vote(vote)
+    except VoteDiffers as other:  # a quorum approves one thing: not counted, and the ways on
+        ctx.store.audit(actor=ctx.uid, action="vote", run_id=run.id, details={
+            "node": gate.node_id, "choice": choice, "counted": False, "differs_from": other.by,
+            "comment": ballot.comment})  # fmt: skip
+        return [replies.vote_differs(run, gate, other, choice, values)]
     ctx.store.audit(
         actor=ctx.uid,
         action="vote",
         run_id=run.id,
         details={
             "node": gate.node_id,
-            "choice": ballot.choice,
+            "choice": choice,
             "counted": counted,
             "comment": ballot.comment,
         },
     )
-    votes = [
-        Vote(v.user, v.choice, v.at, v.comment, v.values)
-        for v in ctx.store.gate_votes(run.id, gate.node_id, gate.created_at)
-    ]
+    votes = _votes(ctx, run, gate)
     result = tally(policy, votes, requester=run.requester, opened_at=gate.created_at, members=members)
     if result.verdict is Verdict.PENDING:
         if ctx.restate is not None and counted:
@@ -264,6 +281,12 @@ async def cast(
     ]
 
 
+def _votes(ctx: Any, run: Run, gate: Gate) -> list[Vote]:
+    """The votes recorded on this opening of `gate`, for the policy's arithmetic."""
+    return [Vote(v.user, v.choice, v.at, v.comment, v.values)
+            for v in ctx.store.gate_votes(run.id, gate.node_id, gate.created_at)]  # fmt: skip
+
+
 def state(
     policy: Policy, result: Tally, run: Run, gate: Gate, now: float, members: Members
 ) -> dict[str, Any]:
@@ -280,7 +303,16 @@ def state(
         "expires_in": expires,
         "voters": sorted(result.voters),
         "choices": [c for c in policy.choices if c != REJECT],
+        "proposal": proposal_data(result.proposal),
     }
+
+
+def proposal_data(proposal: Vote | None) -> dict[str, Any] | None:
+    """What the gate message shows of the proposal ("proposed by @sam: replicas=5"): only a
+    proposal with values or a choice other than a plain approval says more than "1/2"."""
+    if proposal is None or (not proposal.values and proposal.choice == APPROVE):
+        return None
+    return {"by": proposal.user, "choice": proposal.choice, "values": dict(proposal.values)}
 
 
 def live_state(ctx: Any, run: Run, gate: Gate, now: float) -> dict[str, Any]:
@@ -289,7 +321,6 @@ def live_state(ctx: Any, run: Run, gate: Gate, now: float) -> dict[str, Any]:
     spec = spec_of(ctx, run, gate)
     policy = policy_of(ctx, run, spec)
     members = members_of(ctx.access)
-    votes = [Vote(v.user, v.choice, v.at, v.comment, v.values)
-             for v in ctx.store.gate_votes(run.id, gate.node_id, gate.created_at)]  # fmt: skip
-    result = tally(policy, votes, requester=run.requester, opened_at=gate.created_at, members=members)
+    result = tally(policy, _votes(ctx, run, gate), requester=run.requester, opened_at=gate.created_at,
+                   members=members)  # fmt: skip
     return state(policy, result, run, gate, now, members)

@@ -11,8 +11,11 @@ Rules
 - A person's first vote is their vote: the same person voting again counts once, and a
   later different choice does not replace it, with one exception in the safe direction: a
   person who approved may still reject, and that rejection ends the gate.
-- One eligible rejection ends the gate. Otherwise the first choice that `required` distinct
-  eligible people voted for decides it. Votes of people who are not eligible count for nothing.
+- A quorum approves one thing: the first counted non-rejecting vote is the gate's *proposal*
+  (its choice and form values); only votes for the same choice with the same values count
+  toward it, others count for nothing (the store refuses them: `VoteDiffers`).
+- One eligible rejection ends the gate. Otherwise the proposal decides it once `required`
+  distinct eligible people voted for it. Votes of people who are not eligible count for nothing.
 - Deadlines are offsets from the moment the gate opened: each `remind`, `escalate.after`,
   `timeout`; on timeout the gate's `on_timeout` applies (reject unless `approve` was written).
 
@@ -22,6 +25,7 @@ the access settings; this module never reads settings.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
@@ -136,6 +140,7 @@ class Tally:
     counted: tuple[Vote, ...]  # the votes that count, first vote per eligible person, in order
     counts: Mapping[str, int]  # choice -> distinct eligible voters
     required: int
+    proposal: Vote | None = None  # the first counted vote that is not a rejection: what the quorum approves
 
     @property
     def leading(self) -> int:
@@ -170,6 +175,15 @@ def first_votes(votes: Iterable[Vote]) -> list[Vote]:
     return kept
 
 
+def same_thing(a: Vote, b: Vote) -> bool:
+    """True when two votes approve the same thing: the same choice with the same form values."""
+    return _canonical(a) == _canonical(b)
+
+
+def _canonical(vote: Vote) -> str:
+    return json.dumps([vote.choice, dict(vote.values)], sort_keys=True, separators=(",", ":"), default=str)
+
+
 def tally(
     policy: Policy,
     votes: Iterable[Vote],
@@ -183,9 +197,12 @@ def tally(
     counted: list[Vote] = []
     counts: dict[str, int] = {}
     voted: set[str] = set()
+    proposal: Vote | None = None
     for vote in sorted(votes, key=_cast_order):
         if vote.choice not in policy.choices or (vote.user in voted and vote.choice != REJECT):
             continue
+        if vote.choice != REJECT and proposal is not None and not same_thing(vote, proposal):
+            continue  # for something else than the proposal: it counts for nothing
         standing = policy.standing(
             vote.user, requester=requester, opened_at=opened_at, now=vote.at, members=members
         )
@@ -195,10 +212,11 @@ def tally(
         counted.append(vote)
         counts[vote.choice] = counts.get(vote.choice, 0) + 1
         if vote.choice == REJECT:
-            return Tally(Verdict.REJECTED, REJECT, tuple(counted), counts, policy.required)
+            return Tally(Verdict.REJECTED, REJECT, tuple(counted), counts, policy.required, proposal)
+        proposal = proposal or vote
         if counts[vote.choice] >= policy.required:
-            return Tally(Verdict.DECIDED, vote.choice, tuple(counted), counts, policy.required)
-    return Tally(Verdict.PENDING, None, tuple(counted), counts, policy.required)
+            return Tally(Verdict.DECIDED, vote.choice, tuple(counted), counts, policy.required, proposal)
+    return Tally(Verdict.PENDING, None, tuple(counted), counts, policy.required, proposal)
 
 
 def gate_output(gate: Gate) -> dict[str, Any]:
@@ -278,5 +296,5 @@ def outstanding(
 
 __all__ = [
     "APPROVE", "REJECT", "Deadline", "DeadlineKind", "Members", "Policy", "Standing", "Tally", "Verdict",
-    "Vote", "deadlines", "due", "first_votes", "outstanding", "tally", "timeout_decision",
+    "Vote", "deadlines", "due", "first_votes", "outstanding", "same_thing", "tally", "timeout_decision",
 ]

@@ -11,7 +11,7 @@ from core.commands.pages import PageLink
 from core.commands.parser import parse
 from core.commands.resolution import Prompt, prompt_options
 from core.engine.events import NodePlan, NodeState, NodeSummary, Plan, RunSummary
-from core.errors import RunNotResumable
+from core.errors import RunNotResumable, VoteDiffers
 from core.store.records import AuditEvent, Gate, GateStatus, GateVote, Run, RunStatus
 from core.workflows.approval_spec import ApprovalSpec
 from core.workflows.input_spec import InputSpec
@@ -98,7 +98,12 @@ def every_reply_kind(text: str = "hi") -> list[Reply]:
         replies.vote_counted(run, gate, None, {
             "have": 1, "need": 2, "groups": ["sre"], "requester_excluded": True, "humans_only": True,
             "expires_in": 14_340.0,
-            "voters": ["slack:U2"], "choices": [text]}, True, comment=text),
+            "voters": ["slack:U2"], "choices": [text],
+            "proposal": {"by": "slack:U2", "choice": "hotfix", "values": {"replicas": 5, "window": text}}},
+            True, comment=text),
+        replies.vote_differs(run, gate, VoteDiffers(run_id=run.id, node_id="review", by="slack:U2",
+                                                    choice="approve", values={"replicas": 5, "window": text}),
+                             "approve", {"replicas": 4, "window": text}),
         replies.approval_values(run, gate, ApprovalSpec(question=text, form={
             "replicas": InputSpec(type="integer", default=3), "window": InputSpec(enum=["now", text])}),
             "approve", {"replicas": 3}, ["window"]),
@@ -108,6 +113,7 @@ def every_reply_kind(text: str = "hi") -> list[Reply]:
         replies.who_approved(run, [(
             gate.evolve(status=GateStatus.APPROVED, decision="hotfix", decided_by="slack:U2",
                         decided_at=1_700_000_100.0),
-            [GateVote(run.id, "review", 1.0, "slack:U2", "hotfix", 1_700_000_090.0, text)])]),
+            [GateVote(run.id, "review", 1.0, "slack:U2", "hotfix", 1_700_000_090.0, text,
+                      {"window": text})])]),
         replies.audit_export(3, "7d", "csv", "baton-audit-20260921T141320Z.csv", text.encode()),
     ]

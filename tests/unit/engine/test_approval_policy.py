@@ -18,6 +18,7 @@ from core.engine.approval_policy import (
     deadlines,
     due,
     outstanding,
+    same_thing,
     tally,
 )
 from core.workflows.approval_spec import ApprovalSpec
@@ -145,6 +146,19 @@ def test_a_choice_decides_only_with_its_own_quorum() -> None:
     assert hotfix[:2] == (Verdict.DECIDED, "hotfix")
 
 
+def test_a_quorum_approves_one_thing_the_first_votes_values() -> None:
+    p = policy(approvers=["group:sre", "console:lee"], required=2)
+    five = Vote("console:sam", "approve", OPENED + 1, "five", {"replicas": 5})
+    four = Vote("console:sue", "approve", OPENED + 2, "four", {"replicas": 4})
+    t = tally(p, [five, four], requester=REQUESTER, opened_at=OPENED, members=members)
+    assert (t.verdict, t.leading, t.proposal) == (Verdict.PENDING, 1, five)  # 4 is not counted toward 5
+    agree = Vote("console:lee", "approve", OPENED + 3, "", {"replicas": 5})
+    t = tally(p, [four, agree, five], requester=REQUESTER, opened_at=OPENED, members=members)
+    assert (t.verdict, t.decision) == (Verdict.DECIDED, "approve")
+    assert [v.user for v in t.deciders()] == ["console:sam", "console:lee"]
+    assert all(same_thing(v, five) for v in t.deciders())
+
+
 def test_a_choice_the_gate_does_not_offer_is_ignored() -> None:
     assert decide(policy(approvers=["*"]), vote("console:sam", "hotfix"))[0] is Verdict.PENDING
 
@@ -208,6 +222,8 @@ votes_strategy = st.lists(
         st.sampled_from(PEOPLE),
         st.sampled_from(["approve", "hotfix", "reject"]),
         st.floats(OPENED, OPENED + 10_000),
+        st.just(""),
+        st.sampled_from([{}, {"replicas": 4}, {"replicas": 5}]),
     ),
     max_size=12,
 )
@@ -233,6 +249,8 @@ def test_properties_of_any_sequence_of_votes(votes: list[Vote], required: int, e
     assert t.voters <= eligible
     if t.verdict is Verdict.DECIDED:
         assert t.decision != "reject" and len({v.user for v in t.deciders()}) == required
+        # a quorum approves one thing: the proposal, choice and values alike
+        assert t.proposal is not None and all(same_thing(v, t.proposal) for v in t.deciders())
     # the order votes arrive in (a race) never changes the outcome
     again = tally(p, list(reversed(votes)), requester=REQUESTER, opened_at=OPENED, members=members)
     assert (again.verdict, again.decision) == (t.verdict, t.decision)
