@@ -145,12 +145,13 @@ def run_resumed(run: Run, actor: str) -> Reply:
 
 
 def gate_decided(run: Run, gate: Gate | None, approved: bool, actor: str, comment: str | None,
-                 decision: str | None = None) -> Reply:
-    """`decision`: the choice a policy's votes decided, when not plain approve / reject."""
+                 decision: str | None = None, approvers: Sequence[str] = ()) -> Reply:
+    """`decision`: the choice a policy's votes decided, when not plain approve / reject;
+    `approvers`: every person whose vote decided it (a quorum), in vote order."""
     shown = decision if decision not in (None, "approve", "reject") else ""
     return about(run, "gate_decided", {
         "node": gate.node_id if gate else "", "approved": approved, "by": actor, "comment": comment or "",
-        "decision": shown})
+        "decision": shown, "approvers": list(approvers) or [actor]})
 
 
 def vote_counted(run: Run, gate: Gate, result: Any, state: Mapping[str, Any], counted: bool,

@@ -277,6 +277,7 @@ async def cast(
             ctx.uid,
             ballot.comment or None,
             decision=result.decision,
+            approvers=[v.user for v in result.deciders()],
         )
     ]
 

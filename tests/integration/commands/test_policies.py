@@ -214,7 +214,30 @@ async def test_the_gate_message_shows_the_policy_and_its_choices_and_is_edited_a
     await chat.handler.drain()
     [edited] = [r for r in chat.outbox if r.kind == "gate_waiting" and r.edit_only]
     assert edited.replace_key == waiting.replace_key and edited.buttons == waiting.buttons
-    assert "1/2 · needs @sre · requester excluded" in _text(edited)
+    assert "1/2 · needs @sre · requester excluded · proposed by sam: replicas=3 window=now" in _text(edited)
+    await chat.say(f"approve {run_id}", user="sue")  # the proposal: the quorum is met
+    await chat.rest(run_id)
+    await chat.handler.drain()
+    settled = [r for r in chat.outbox if r.kind == "gate_waiting" and r.edit_only][-1]
+    assert settled.replace_key == waiting.replace_key and settled.buttons == ()
+    text = _text(settled)  # the headline is the outcome, naming every voter
+    assert text.startswith(f"✅ Approved by sam and sue (2/2): release run {run_id} at review.")
+    assert "waits for approval" not in text and "0/2" not in text and "1/2" not in text
+
+
+async def test_a_decided_choice_and_a_rejection_head_the_gate_message(chat: Chat) -> None:
+    chose = await _paused(chat)
+    await chat.say(f"approve {chose} hotfix window=now", user="sam")
+    await chat.say(f"approve {chose}", user="sue")
+    rejected = await _paused(chat)
+    await chat.say(f"reject {rejected} too risky", user="sue")
+    for run_id in (chose, rejected):
+        await chat.rest(run_id)
+    await chat.handler.drain()
+    edits = {r.run_id: _text(r) for r in chat.outbox
+             if r.kind == "gate_waiting" and r.edit_only and r.data.get("settled")}  # fmt: skip
+    assert edits[chose].startswith(f"🩹 hotfix chosen by sam and sue (2/2): release run {chose} at review.")
+    assert edits[rejected].startswith(f"❌ Rejected by sue: release run {rejected} at review: “too risky”.")
 
 
 async def test_who_approved_names_the_deciders_and_every_vote(chat: Chat) -> None:

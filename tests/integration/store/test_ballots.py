@@ -48,7 +48,8 @@ def test_a_quorum_approves_one_thing_the_first_votes_proposal(store: Store, make
     assert store.cast_vote(_vote(run.id, "slack:U1", values={"replicas": 5}, comment="five"))
     with pytest.raises(VoteDiffers) as other:  # other values: not kept, and the proposal is named
         store.cast_vote(_vote(run.id, "slack:U2", at=OPENED + 2, values={"replicas": 4}))
-    assert (other.value.by, other.value.choice, other.value.values) == ("slack:U1", "approve", {"replicas": 5})
+    proposal = (other.value.by, other.value.choice, other.value.values)
+    assert proposal == ("slack:U1", "approve", {"replicas": 5})
     with pytest.raises(VoteDiffers):  # the same values for another choice: not the same thing either
         store.cast_vote(_vote(run.id, "slack:U2", "hotfix", at=OPENED + 3, values={"replicas": 5}))
     assert store.cast_vote(_vote(run.id, "slack:U2", at=OPENED + 4, values={"replicas": 5}))
@@ -151,7 +152,7 @@ def test_two_replicas_proposing_different_values_at_once_keep_one(
         for round_ in range(5):
             opened = OPENED + round_
             votes = [
-                GateVote(run.id, "review", opened, f"slack:U{i}", "approve", opened + 1, values={"replicas": i})
+                GateVote(run.id, "review", opened, f"slack:U{i}", "approve", opened + 1, "", {"replicas": i})
                 for i in (1, 2)
             ]
 
