@@ -196,13 +196,10 @@ async def cast(
     if standing is not Standing.ELIGIBLE:
         raise refusal(standing, ctx.uid, run)
     ballot = read_ballot(spec, words, comment, reject=reject)
-    before = tally(policy, _votes(ctx, run, gate), requester=run.requester, opened_at=gate.created_at,
-                   members=members)  # fmt: skip
+    before = so_far(ctx, run, gate, policy)
     proposal = before.proposal
     choice, values = ballot.choice, dict[str, Any]()
-    if choice != REJECT and proposal is not None and not ballot.texts and (
-        not ballot.chose or choice == proposal.choice
-    ):  # an approval naming no values (nor another choice) approves the proposal
+    if proposal is not None and approves_proposal(ballot, proposal):
         choice, values = proposal.choice, dict(proposal.values)
     elif choice != REJECT and spec is not None and spec.form:
         values, missing = typed_values(spec, ballot.texts)
@@ -280,6 +277,19 @@ async def cast(
             approvers=[v.user for v in result.deciders()],
         )
     ]
+
+
+def so_far(ctx: Any, run: Run, gate: Gate, policy: Policy) -> Tally:
+    """What the votes recorded so far on this opening of `gate` decide (its proposal, who voted)."""
+    return tally(policy, _votes(ctx, run, gate), requester=run.requester, opened_at=gate.created_at,
+                 members=members_of(ctx.access))  # fmt: skip
+
+
+def approves_proposal(ballot: Ballot, proposal: Vote) -> bool:
+    """An approval naming no values, and no choice other than the proposal's, approves the
+    proposal (a button, a plain reply, `approve <run>`)."""
+    return (ballot.choice != REJECT and not ballot.texts
+            and (not ballot.chose or ballot.choice == proposal.choice))  # fmt: skip
 
 
 def _votes(ctx: Any, run: Run, gate: Gate) -> list[Vote]:
