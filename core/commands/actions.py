@@ -47,6 +47,7 @@ from core.config import Access
 from core.engine.engine import Engine
 from core.engine.tools import unregistered
 from core.errors import (
+    AmbiguousRunId,
     BatonError,
     ConfigurationError,
     PermissionDenied,
@@ -59,7 +60,7 @@ from core.redaction import Redactor
 from core.store.cas import who_changed
 from core.store.handles import handle_prefix
 from core.store.port import Store
-from core.store.records import Run, RunStatus
+from core.store.records import Gate, Run, RunStatus
 from core.workflows.args import canonical_json, missing_inputs, validate_inputs
 from core.workflows.catalog import Catalog
 from core.workflows.model import Workflow
@@ -266,11 +267,46 @@ def in_run_thread(ctx: Context, run: Run, reply: Reply) -> Reply:
 
 
 async def approve(ctx: Context, cmd: ApproveCommand) -> list[Reply]:
-    return await decide(ctx, ctx.find(cmd.run), True, cmd.comment, cmd.words)
+    meant = _decided_here(ctx, cmd.run)
+    if isinstance(meant, Run):
+        return await decide(ctx, meant, True, cmd.comment, cmd.words)
+    if len(meant) > 1:
+        return [replies.which_gate(meant, "approve")]
+    words = (cmd.run, *cmd.words)  # `approve looks fine`: the first word is the comment's
+    return await decide(ctx, meant[0][0], True, " ".join(words), words)
 
 
 async def reject(ctx: Context, cmd: RejectCommand) -> list[Reply]:
-    return await decide(ctx, ctx.find(cmd.run), False, cmd.reason)
+    meant = _decided_here(ctx, cmd.run)
+    if isinstance(meant, Run):
+        return await decide(ctx, meant, False, cmd.reason)
+    if len(meant) > 1:
+        return [replies.which_gate(meant, "reject")]
+    reason = " ".join(w for w in (cmd.run, cmd.reason) if w)  # `reject too risky`: all of it the reason
+    return await decide(ctx, meant[0][0], False, reason)
+
+
+def _decided_here(ctx: Context, ref: str) -> Run | list[tuple[Run, Gate]]:
+    """The run `approve <ref> …` / `reject <ref> …` decides: the run `ref` names (a prefix of
+    one run's id included; of several, `AmbiguousRunId` asks for more), else, when no run has
+    that id, the gates waiting where the command was typed (the run's thread, or the
+    conversation): `ref` was the first word of the comment or reason. `RunNotFound` when
+    none waits there."""
+    try:
+        return ctx.find(ref)
+    except AmbiguousRunId:
+        raise
+    except RunNotFound:
+        msg = ctx.message
+        waiting = ctx.store.waiting_gates(platform=msg.platform, conversation=msg.conversation,
+                                          thread=msg.thread)  # fmt: skip
+        if not waiting:
+            raise
+        if len(waiting) == 1:  # the command's audit row names the run it decided
+            ctx.run_ref = waiting[0][0].id
+            if ctx.pending_audit is not None and ctx.pending_audit.get("run_id") is None:
+                ctx.pending_audit["run_id"] = ctx.run_ref
+        return waiting
 
 
 async def _announcing(ctx: Context, run_id: str, ending: Awaitable[Run]) -> Run:
