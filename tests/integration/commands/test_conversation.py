@@ -353,3 +353,11 @@ async def test_an_ambiguous_run_id_prefix_asks_and_no_gate_means_no_such_run(tea
     [asked] = await team.say(f"approve {shared[0][0]} fine", user="UBOSS")
     assert asked.is_error and "matches several runs" in asked.data["message"]
     assert all(team.store.get_run(r).status is RunStatus.PAUSED for r in runs)
+
+
+async def test_help_approve_shows_the_choice_and_the_values_syntax(chat: Chat) -> None:
+    [helped] = await chat.say("help approve")
+    text = "\n".join(render(helped, "console", PLAIN))
+    assert "/workflow approve <run> [choice] [name=value …] [comment]" in text
+    assert "replicas=5" in text and "proposed" in text
+    assert parse(helped.data["example"]) == parse("approve 3f9a hotfix replicas=5 looks good")
