@@ -195,7 +195,8 @@ SPECS: dict[str, Spec] = {
             group="run",
         ),
         Spec("resume", "resume <run>", "resume 3f9a", "continue that run, with its own input", group="own"),
-        Spec("approve", "approve <run> [choice] [name=value …] [comment]", "approve 3f9a hotfix replicas=5 looks good",
+        Spec("approve", "approve <run> [choice] [name=value …] [comment]",
+             "approve 3f9a hotfix replicas=5 looks good",
              "approve the waiting gate: one of its choices (`hotfix`), its form's values (`replicas=5`), a "
              "comment; with no values, approve what the first approver proposed", group="approve"),
         Spec("reject", "reject <run> [reason]", "reject 3f9a title is wrong", "reject the waiting gate",

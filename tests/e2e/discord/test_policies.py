@@ -3,8 +3,8 @@ answer (interaction callback type 9), its submission (a modal-submit interaction
 the core and counts as one vote, whose choice and values become the gate's proposal; other
 values typed by the second approver are not counted (told privately how they differ), their
 click on the choice approves the proposal and opens the gate, the branch on `hotfix` is taken,
-and the gate message's headline becomes the outcome naming both voters. Gateway payloads into the real discord.py client; what Discord received,
-from the fake."""
+and the gate message's headline becomes the outcome naming both voters. Gateway payloads into
+the real discord.py client; what Discord received, from the fake."""
 
 from __future__ import annotations
 
