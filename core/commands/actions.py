@@ -118,8 +118,9 @@ async def decide(ctx: Context, run: Run, approve: bool, comment: str | None,
     ctx.run_ref = run.id
     gate, blob = ctx.store.gate_and_args(run)  # one query: the engine needs the args
     if gate is not None and run.status is RunStatus.PAUSED:  # waiting (`gates.py`): a vote
-        return await voting.cast(ctx, run, gate, json.loads(blob), reject=not approve, words=words,
-                                 comment=comment, by_reply=by_reply)  # fmt: skip
+        answer = await voting.cast(ctx, run, gate, json.loads(blob), reject=not approve, words=words,
+                                   comment=comment, by_reply=by_reply)  # fmt: skip
+        return [in_run_thread(ctx, run, r) for r in answer]  # typed in the channel: told in the thread
     done = ctx.engine.gates.decided(run)
     if done is not None:
         raise ctx.engine.gates.refusal(run, done)
@@ -129,7 +130,7 @@ async def decide(ctx: Context, run: Run, approve: bool, comment: str | None,
         after = await ctx.engine.approve(run, actor=ctx.uid, comment=comment, gate=gate, args=args_now)
     else:
         after = await _announcing(ctx, run.id, ctx.engine.reject(run.id, actor=ctx.uid, reason=comment))
-    return [replies.gate_decided(after, gate, approve, ctx.uid, comment)]
+    return [in_run_thread(ctx, run, replies.gate_decided(after, gate, approve, ctx.uid, comment))]
 
 
 # -- commands --------------------------------------------------------------------------------
