@@ -17,7 +17,7 @@ import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated, NoReturn
+from typing import Annotated, Any, NoReturn
 
 import typer
 
@@ -295,27 +295,35 @@ def list_workflows(
 ) -> None:
     """List the workflows with their source file, and every file that failed to load."""
     from bot.runtime import load_tools
+    from core.commands import replies, voting
     from core.engine.tools import unregistered
+    from core.redaction import Redactor
+    from core.render import render_text
     from core.workflows.catalog import Catalog
 
     settings = settings_for(None, workflows)
+    redactor = Redactor(settings.secrets())
     entries = Catalog(settings.workflow_dirs, limits=settings.load_limits()).entries()
     try:
         tools = load_tools(settings.tool_modules, settings.workflow_dirs)
         tools_error: BatonError | None = None
     except BatonError as exc:  # a tool module missing or broken: the workflows calling tools are too
         tools, tools_error = None, exc
-    rows: list[dict[str, str | None]] = []
+    rows: list[dict[str, Any]] = []
     for e in entries:
         error: BatonError | None = e.error
         if error is None and e.workflow is not None and any(n.tool for n in e.workflow.nodes):
             error = tools_error if tools is None else unregistered(e.workflow, tools)
+        unmet = voting.unmet(settings.access_policy, e.workflow) if e.workflow is not None else []
         rows.append({
             "name": e.name,
             "path": str(e.path),
             "description": e.workflow.description if e.workflow is not None else "",
             "error": error.message if error is not None else None,
             "hint": error.hint if error is not None else None,
+            # gates nobody can ever approve under these settings (e.g. no BATON_ACCESS)
+            "warnings": [render_text(replies.unmet_gate(e.name, u), "console", redactor).strip()
+                         for u in unmet],
         })
     if as_json:
         typer.echo(json.dumps(rows, indent=2))
@@ -331,6 +339,8 @@ def list_workflows(
         typer.echo(f"{r['name']:<{name_width}}  {r['path']:<{path_width}}  {status}".rstrip())
         if r["hint"]:
             typer.echo(f"{'':<{name_width}}  {'':<{path_width}}  fix: {r['hint']}")
+        for warning in r["warnings"]:
+            typer.echo(f"{'':<{name_width}}  {'':<{path_width}}  {warning}")
 
 
 @app.command()

@@ -410,7 +410,8 @@ async def list_workflows(ctx: Context, cmd: ListCommand) -> list[Reply]:
             problem = unregistered(entry.workflow, ctx.engine.tools)
         if entry.workflow is not None and problem is None:
             available.append({"name": entry.name, "description": entry.workflow.description,
-                              "inputs": sorted(entry.workflow.inputs)})
+                              "inputs": sorted(entry.workflow.inputs),
+                              "unmet": voting.unmet(ctx.access, entry.workflow)})
         else:
             error = problem.message if problem else "could not be loaded"
             broken.append({"name": entry.name, "path": str(entry.path), "error": error,

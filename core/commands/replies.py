@@ -27,7 +27,7 @@ KINDS = (
     "audit", "progress", "run_completed", "run_failed", "gate_waiting", "needs_attention",
     "approval_question", "which_gate", "no_gate_hint", "page_link", "input_form", "home",
     "vote_counted", "approval_values", "gate_reminder", "gate_escalated", "gate_timed_out", "who_approved",
-    "audit_export", "vote_differs",
+    "audit_export", "vote_differs", "unmet_gate",
 )
 
 
@@ -306,6 +306,12 @@ def runs(items: Sequence[Run]) -> Reply:
 
 def workflows(available: Sequence[dict[str, Any]], broken: Sequence[dict[str, Any]]) -> Reply:
     return Reply(kind="workflows", data={"workflows": list(available), "broken": list(broken)})
+
+
+def unmet_gate(workflow: str, unmet: Mapping[str, Any]) -> Reply:
+    """A gate of `workflow` nobody can ever approve under the access settings (`voting.unmet`):
+    what `baton list` prints under it."""
+    return Reply(kind="unmet_gate", data={"workflow": workflow, **unmet})
 
 
 def args(run: Run, canonical: str) -> Reply:

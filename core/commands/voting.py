@@ -32,16 +32,18 @@ from typing import Any
 
 from core.commands import authz, replies
 from core.commands.messages import Reply
-from core.config import ANYONE
+from core.config import ANYONE, Access
 from core.engine.approval_policy import (
     APPROVE,
     REJECT,
     Members,
     Policy,
+    Shortfall,
     Standing,
     Tally,
     Verdict,
     Vote,
+    shortfall,
     tally,
 )
 from core.errors import GateAlreadyDecided, PermissionDenied, UsageError, VoteDiffers, WorkflowError
@@ -49,6 +51,7 @@ from core.store.records import Gate, GateVote, Run
 from core.workflows.approval_spec import ApprovalSpec
 from core.workflows.args import check_value
 from core.workflows.input_spec import InputSpec
+from core.workflows.model import Workflow
 
 _VALUE = re.compile(r"^(?P<name>[A-Za-z_][A-Za-z0-9_]*)=(?P<text>.*)$", re.DOTALL)
 
@@ -75,11 +78,31 @@ def spec_of(ctx: Any, run: Run, gate: Gate) -> ApprovalSpec | None:
 
 
 def policy_of(ctx: Any, run: Run, spec: ApprovalSpec | None) -> Policy:
-    access = ctx.access
-    fallback = [*access.approve.get(run.workflow, ()), *access.approve.get(ANYONE, ())]
+    return policy_in(ctx.access, run.workflow, spec)
+
+
+def policy_in(access: Access, workflow: str, spec: ApprovalSpec | None) -> Policy:
+    """The policy of a gate of `workflow` written as `spec`, under these access settings."""
+    fallback = [*access.approve.get(workflow, ()), *access.approve.get(ANYONE, ())]
     return Policy.of(
         spec, approvers=fallback, admins=access.admins, approver_not_requester=access.approver_not_requester
     )
+
+
+def unmet(access: Access, workflow: Workflow) -> list[dict[str, Any]]:
+    """The gates of `workflow` nobody can ever approve under these access settings (e.g. 2 of
+    `group:sre` with no BATON_ACCESS, where the group has no members): `baton list` says so."""
+    found = []
+    for node in workflow.nodes:
+        if node.approval is not None:
+            lack = shortfall(policy_in(access, workflow.name, node.approval), members_of(access))
+            if lack is not None:
+                found.append({"node": node.id, **shortfall_data(lack)})
+    return found
+
+
+def shortfall_data(lack: Shortfall) -> dict[str, Any]:
+    return {"required": lack.required, "people": lack.people, "groups": list(lack.empty)}
 
 
 def read_ballot(
@@ -305,6 +328,7 @@ def state(
     excluded · expires in 3h 59m"): data, worded by the templates."""
     groups = [r for r in policy.refs(gate.created_at, now) if r.startswith("group:")]
     expires = None if policy.timeout is None else gate.created_at + policy.timeout - now
+    lack = shortfall(policy, members, requester=run.requester)  # nobody could ever approve it
     return {
         "have": result.leading,
         "need": policy.required,
@@ -315,6 +339,7 @@ def state(
         "voters": sorted(result.voters),
         "choices": [c for c in policy.choices if c != REJECT],
         "proposal": proposal_data(result.proposal),
+        "shortfall": None if lack is None else shortfall_data(lack),
     }
 
 

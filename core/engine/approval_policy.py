@@ -127,6 +127,34 @@ class Policy:
         return Standing.ELIGIBLE if ANYONE in people or user in people else Standing.NOT_LISTED
 
 
+@dataclass(frozen=True, slots=True)
+class Shortfall:
+    """A policy nobody can ever satisfy: it needs `required` distinct people and at most
+    `people` are eligible, escalation and admins included; `empty` names its groups that have
+    no members (an undefined group is nobody)."""
+
+    required: int
+    people: int
+    empty: tuple[str, ...]
+
+
+def shortfall(policy: Policy, members: Members, *, requester: str | None = None) -> Shortfall | None:
+    """Why `policy` can never be met (a `Shortfall`), or None when enough people may vote.
+    Everyone who may ever vote counts: its approvers, those an escalation adds, the admins;
+    not the `requester` when the policy excludes them (None: not known yet)."""
+    refs = (*policy.approvers, *policy.escalate_to)
+    people = members((*refs, *policy.admins))
+    if ANYONE in people:
+        return None
+    if policy.exclude_requester and requester is not None:
+        people -= {requester}
+    if len(people) >= policy.required:
+        return None
+    groups = [r for r in refs if r.startswith("group:")]
+    empty = tuple(dict.fromkeys(g.removeprefix("group:") for g in groups if not members([g])))
+    return Shortfall(policy.required, len(people), empty)
+
+
 class Verdict(StrEnum):
     PENDING = "pending"
     DECIDED = "decided"  # a non-reject choice reached the quorum
@@ -295,6 +323,7 @@ def outstanding(
 
 
 __all__ = [
-    "APPROVE", "REJECT", "Deadline", "DeadlineKind", "Members", "Policy", "Standing", "Tally", "Verdict",
-    "Vote", "deadlines", "due", "first_votes", "outstanding", "same_thing", "tally", "timeout_decision",
+    "APPROVE", "REJECT", "Deadline", "DeadlineKind", "Members", "Policy", "Shortfall", "Standing", "Tally",
+    "Verdict", "Vote", "deadlines", "due", "first_votes", "outstanding", "same_thing", "shortfall", "tally",
+    "timeout_decision",
 ]

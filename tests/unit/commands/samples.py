@@ -116,4 +116,5 @@ def every_reply_kind(text: str = "hi") -> list[Reply]:
             [GateVote(run.id, "review", 1.0, "slack:U2", "hotfix", 1_700_000_090.0, text,
                       {"window": text})])]),
         replies.audit_export(3, "7d", "csv", "baton-audit-20260921T141320Z.csv", text.encode()),
+        replies.unmet_gate(text, {"node": "review", "required": 2, "people": 0, "groups": ["sre"]}),
     ]

@@ -19,6 +19,7 @@ from core.engine.approval_policy import (
     due,
     outstanding,
     same_thing,
+    shortfall,
     tally,
 )
 from core.workflows.approval_spec import ApprovalSpec
@@ -295,3 +296,15 @@ def test_an_agent_never_counts_on_a_run_it_started_and_never_on_a_humans_only_ga
     assert standing(admin_agent, "mcp:ci") is Standing.HUMANS_ONLY  # admins included
     # a vote of theirs counts for nothing, whatever the order it arrives in
     assert decide(humans, vote("mcp:ci", "reject"), vote("console:sam", at=OPENED + 2))[0] is Verdict.DECIDED
+
+
+def test_a_policy_nobody_can_meet_says_why() -> None:
+    lack = shortfall(policy(approvers=["group:nobody"], required=2), members)
+    assert lack is not None and (lack.required, lack.people, lack.empty) == (2, 1, ("nobody",))  # the admin
+    assert shortfall(policy(approvers=["group:sre"], required=2), members) is None  # sam and sue
+    excluded = policy(approvers=["group:sre"], required=3, requester_may_approve=False)
+    assert shortfall(excluded, members) is None  # sam, sue and the admin
+    assert shortfall(excluded, members, requester="console:sam") is not None  # sam asked: two left
+    escalated = policy(approvers=["group:nobody"], required=2, escalate={"after": "1h", "to": ["group:sre"]})
+    assert shortfall(escalated, members) is None  # enough once it escalates
+    assert shortfall(policy(approvers=["*"], required=5), members) is None  # anyone
