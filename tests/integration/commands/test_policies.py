@@ -99,7 +99,9 @@ async def test_a_quorum_of_two_distinct_approvers_with_values_opens_the_gate_onc
     assert again.kind == "vote_counted" and not again.data["counted"]
     [lgtm] = await chat.say("lgtm", user="sam", command=False)  # their vote is in: not asked for values
     assert lgtm.kind == "vote_counted" and not lgtm.data["counted"]
-    assert "You already voted" in _text(lgtm) and "Nothing was recorded" not in _text(lgtm)
+    told = _text(lgtm)
+    assert "Your vote on review of release run " in told and "is in already" in told
+    assert "Nothing was recorded" not in told
     assert chat.store.get_run(run_id).status is RunStatus.PAUSED
     # other values are not counted toward the proposal: the voter is told how, and the ways on
     [other] = await chat.say(f"approve {run_id} replicas=4 window=now", user="sue")
