@@ -22,6 +22,7 @@ docstring is the default message; raise sites pass specifics.
     │   ├── InvalidTransition           a status change DESIGN.md does not allow
     │   ├── GateAlreadyDecided          the approval gate was decided before (run, node, decision, by)
     │   ├── VoteDiffers                 a vote for other values than the gate's proposal (who, what)
+    │   ├── VotesChanged                another vote arrived on the gate since its votes were read
     │   └── ReplayUnsafe                an unsafe step may already have happened
     ├── NodeFailed                  a step failed (exit code, contract violation, timeout)
     │   └── OutputContractViolation     output broke its declared format/schema
@@ -253,6 +254,11 @@ class VoteDiffers(RunStateError):
             "a vote for anything else is not counted",
             run_id=run_id, by=by, next_step=Next.DECIDE,
         )
+
+
+class VotesChanged(RunStateError):
+    """Another vote arrived on this gate since its votes were read: read them again and decide
+    again (`GateKeeper.vote` does)."""
 
 
 class ReplayUnsafe(RunStateError):

@@ -50,7 +50,7 @@ class MemoryStore:
         self._last_now = 0.0
         self._lock = threading.RLock()
         self._t = MemoryTables()
-        self._ballots = MemoryBallots(self._lock, self._now, self._t.deadlines)
+        self._ballots = MemoryBallots(self._lock, self._now, self._t.deadlines, self._t.votes)
         # votes and deadlines (`memory_ballots.py`)
         self.cast_vote = self._ballots.cast_vote
         self.gate_votes = self._ballots.gate_votes

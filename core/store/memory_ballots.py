@@ -17,12 +17,13 @@ _DeadlineKey = tuple[str, str, float, str]
 
 class MemoryBallots:
     def __init__(
-        self, lock: threading.RLock, now: Callable[[], float], deadlines: dict[_DeadlineKey, GateDeadline]
+        self, lock: threading.RLock, now: Callable[[], float], deadlines: dict[_DeadlineKey, GateDeadline],
+        votes: dict[_VoteKey, GateVote],
     ) -> None:
         self._lock = lock
         self._now = now
-        self._votes: dict[_VoteKey, GateVote] = {}
-        self._deadlines = deadlines  # the store's table: a unit of work fires them too
+        self._votes = votes  # the store's tables: a unit of work casts votes and fires deadlines too
+        self._deadlines = deadlines
 
     def cast_vote(self, vote: GateVote) -> bool:
         key = (vote.run_id, vote.node_id, vote.opened_at, vote.user, vote.ballot)

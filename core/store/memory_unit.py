@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-from core.errors import DeadlineAlreadyFired, RunNotFound, RunPruned, StoreError
+from core.errors import DeadlineAlreadyFired, RunNotFound, RunPruned, StoreError, VotesChanged
 from core.store import cas
 from core.store.records import (
     AuditEvent,
@@ -22,6 +22,7 @@ from core.store.records import (
     Gate,
     GateDeadline,
     GateStatus,
+    GateVote,
     JournalEntry,
     NodeStatus,
     Run,
@@ -56,6 +57,7 @@ class MemoryTables:
     pins: dict[str, tuple[str, float]] = field(default_factory=dict)  # run id -> (by, at)
     pruned: dict[str, tuple[str, str, float]] = field(default_factory=dict)  # id -> (workflow, status, at)
     sweep: dict[str, float] = field(default_factory=dict)  # blob digest -> marked at
+    votes: dict[tuple[str, str, float, str, str], GateVote] = field(default_factory=dict)
     last_entry: int = 0
     last_audit: int = 0
     last_delivery: int = 0
@@ -298,6 +300,20 @@ class MemoryUnitOfWork:
                     run_id=deadline.run_id, by=None if current is None else current.fired_by,
                 )
             self._t.put(self._t.deadlines, key, current.evolve(fired_at=now, fired_by=by), undo)
+            return True
+
+        return self._later(op)
+
+    def cast_vote(self, vote: GateVote, *, seen: int) -> Pending[bool]:
+        key = (vote.run_id, vote.node_id, vote.opened_at, vote.user, vote.ballot)
+
+        def op(undo: Undo) -> bool:
+            self._t.run(vote.run_id)  # RunNotFound when it is gone
+            opening = (vote.run_id, vote.node_id, vote.opened_at)
+            if sum(1 for k in self._t.votes if k[:3] == opening) != seen or key in self._t.votes:
+                where = f"{vote.node_id} of run {vote.run_id}"
+                raise VotesChanged(f"another vote arrived on {where}", run_id=vote.run_id)
+            self._t.put(self._t.votes, key, vote.evolve(values=copied(dict(vote.values))), undo)
             return True
 
         return self._later(op)

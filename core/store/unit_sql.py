@@ -37,7 +37,7 @@ from core.errors import BatonError, StoreError
 from core.store import cas
 from core.store import writes_sql as w
 from core.store.database import describe
-from core.store.records import Gate, GateDeadline, Run, RunStatus
+from core.store.records import Gate, GateDeadline, GateVote, Run, RunStatus
 from core.store.sql_base import SqlBase
 from core.store.tables import GATES, JOURNAL, RUNS
 from core.store.unit_of_work import Pending
@@ -144,6 +144,11 @@ class SqlUnitOfWork:
     def fire_deadline(self, deadline: GateDeadline, by: str) -> Pending[bool]:
         return self._pending(w.fire_deadline(self._now(), deadline, by))
 
+    def cast_vote(self, vote: GateVote, *, seen: int) -> Pending[bool]:
+        if not any(write.kind == "lock_run" for write in self.writes):
+            self.writes.insert(0, w.lock_run(vote.run_id))  # first: the unit's reads see the others'
+        return self._pending(w.cast_vote(vote, seen))
+
     def invalidate(self, run_id: str, node_ids: Iterable[str], *, actor: str) -> Pending[int]:
         write = w.invalidate(run_id, node_ids, actor=actor)
         if write is not None:
@@ -177,7 +182,8 @@ class UnitSql(SqlBase):
         try:
             for _ in range(_ATTEMPTS):
                 try:
-                    if self.dialect == "postgresql" and len(writes) > 1:
+                    serial = any(w.kind_of(write.kind).serial for write in writes)
+                    if self.dialect == "postgresql" and len(writes) > 1 and not serial:
                         self._together(writes)
                     else:
                         self._in_order(writes)

@@ -9,7 +9,7 @@ from functools import partial
 
 import pytest
 
-from core.errors import DeadlineAlreadyFired, VoteDiffers
+from core.errors import DeadlineAlreadyFired, VoteDiffers, VotesChanged
 from core.store.port import Store
 from core.store.records import GateDeadline, GateVote, RunStatus
 from core.store.repository import SqlStore
@@ -61,6 +61,24 @@ def test_a_quorum_approves_one_thing_the_first_votes_proposal(store: Store, make
         ("slack:U3", "reject", {}),
     ]
     assert not store.cast_vote(_vote(run.id, "slack:U1", at=OPENED + 6, values={"replicas": 9}))  # a repeat
+
+
+def test_a_vote_in_a_unit_of_work_is_a_cas_on_the_votes_read(store: Store, make_run: MakeRun) -> None:
+    run = make_run(RunStatus.PAUSED)
+    with store.transaction() as tx:
+        kept = tx.cast_vote(_vote(run.id, "slack:U1", values={"replicas": 5}), seen=0)
+        tx.audit(actor="slack:U1", action="vote", run_id=run.id, details={"node": "review"})
+    assert kept.value is True
+    with pytest.raises(VotesChanged), store.transaction() as tx:  # read before U1's vote: decide again
+        tx.cast_vote(_vote(run.id, "slack:U2", at=OPENED + 2, values={"replicas": 5}), seen=0)
+        tx.audit(actor="slack:U2", action="vote", run_id=run.id, details={"node": "review"})
+    assert [v.user for v in store.gate_votes(run.id, "review", OPENED)] == ["slack:U1"]
+    assert [e.actor for e in store.audit_log(run.id) if e.action == "vote"] == ["slack:U1"]  # undone too
+    with store.transaction() as tx:
+        tx.cast_vote(_vote(run.id, "slack:U2", at=OPENED + 2, values={"replicas": 5}), seen=1)
+        tx.audit(actor="slack:U2", action="vote", run_id=run.id, details={"node": "review"})
+    assert [v.user for v in store.gate_votes(run.id, "review", OPENED)] == ["slack:U1", "slack:U2"]
+    assert store.gate_votes(run.id, "review", OPENED)[1].values == {"replicas": 5}
 
 
 def test_a_reopened_gate_starts_without_votes(store: Store, make_run: MakeRun) -> None:
@@ -165,6 +183,30 @@ def test_two_replicas_proposing_different_values_at_once_keep_one(
             assert sorted(_race([partial(cast, a, votes[0]), partial(cast, b, votes[1])])) == [False, True]
             [kept] = a.gate_votes(run.id, "review", opened)
             assert kept.values == {"replicas": int(kept.user[-1])}
+
+
+def _vote_in_unit(store: SqlStore, vote: GateVote) -> bool:
+    try:
+        with store.transaction() as tx:
+            tx.cast_vote(vote, seen=0)
+            tx.audit(actor=vote.user, action="vote", run_id=vote.run_id, details={"at": vote.opened_at})
+    except VotesChanged:
+        return False
+    return True
+
+
+def test_two_replicas_voting_in_units_from_the_same_reading_keep_one(
+    database_url: str, make_sql_run: MakeRun
+) -> None:
+    run = make_sql_run(RunStatus.PAUSED)
+    with SqlStore(database_url) as a, SqlStore(database_url) as b:
+        for round_ in range(5):
+            opened = OPENED + round_
+            votes = [GateVote(run.id, "review", opened, f"slack:U{i}", "approve", opened + 1) for i in (1, 2)]
+            results = _race([partial(_vote_in_unit, a, votes[0]), partial(_vote_in_unit, b, votes[1])])
+            assert sorted(results) == [False, True]
+            assert len(a.gate_votes(run.id, "review", opened)) == 1
+        assert len([e for e in a.audit_log(run.id) if e.action == "vote"]) == 5  # the losers' undone
 
 
 def test_the_same_vote_from_two_replicas_counts_once(database_url: str, make_sql_run: MakeRun) -> None:
