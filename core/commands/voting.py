@@ -46,7 +46,7 @@ from core.engine.approval_policy import (
     shortfall,
     tally,
 )
-from core.errors import GateAlreadyDecided, PermissionDenied, UsageError, VoteDiffers, WorkflowError
+from core.errors import PermissionDenied, UsageError, VoteDiffers, WorkflowError
 from core.store.records import Gate, GateVote, Run
 from core.workflows.approval_spec import ApprovalSpec
 from core.workflows.args import check_value
@@ -186,16 +186,6 @@ def refusal(standing: Standing, uid: str, run: Run) -> PermissionDenied:
     )
 
 
-def outcome_of(result: Tally) -> dict[str, Any]:
-    """What an opened gate carries: the deciders' values (a later one's over an earlier one's)
-    and who they are."""
-    values: dict[str, Any] = {}
-    for vote in result.deciders():
-        values.update(vote.values)
-    approvers = [{"user": v.user, "at": v.at, "comment": v.comment} for v in result.deciders()]
-    return {"values": values, "approvers": approvers}
-
-
 async def cast(
     ctx: Any,
     run: Run,
@@ -232,66 +222,32 @@ async def cast(
         if missing or not ballot.texts:  # a form is filled in, never assumed: ask (defaults shown)
             return [replies.approval_values(run, gate, spec, choice, values, missing)]
     vote = GateVote(run.id, gate.node_id, gate.created_at, ctx.uid, choice, now, ballot.comment, values)
-    try:
-        counted = ctx.store.cast_vote(vote)
+    if reject:  # a rejection ends the run: this reply tells it (the background one is skipped)
+        ctx.announced.add(run.id)
+    try:  # decided in the engine: the ballot, its audit and any decision in one unit of work
+        voted = await ctx.engine.vote(run, gate, vote, policy, members, args=args)
     except VoteDiffers as other:  # a quorum approves one thing: not counted, and the ways on
+        ctx.announced.discard(run.id)
         ctx.store.audit(actor=ctx.uid, action="vote", run_id=run.id, details={
             "node": gate.node_id, "choice": choice, "counted": False, "differs_from": other.by,
             "comment": ballot.comment})  # fmt: skip
         return [replies.vote_differs(run, gate, other, choice, values)]
-    ctx.store.audit(
-        actor=ctx.uid,
-        action="vote",
-        run_id=run.id,
-        details={
-            "node": gate.node_id,
-            "choice": choice,
-            "counted": counted,
-            "comment": ballot.comment,
-        },
-    )
-    votes = _votes(ctx, run, gate)
-    result = tally(policy, votes, requester=run.requester, opened_at=gate.created_at, members=members)
-    if result.verdict is Verdict.PENDING:
-        if ctx.restate is not None and counted:
-            await ctx.restate(run.id, run.platform, state(policy, result, run, gate, now, members))
-        return [
-            replies.vote_counted(run, gate, result, state(policy, result, run, gate, now, members), counted,
-                                     comment=ballot.comment)
-        ]
-    try:
-        if result.verdict is Verdict.REJECTED:
-            after = await ctx.announcing(
-                run.id, ctx.engine.reject(run, actor=ctx.uid, reason=ballot.comment or None)
-            )
-        else:
-            after = await ctx.engine.approve(
-                run,
-                actor=ctx.uid,
-                comment=ballot.comment or None,
-                gate=gate,
-                args=args,
-                decision=result.decision,
-                outcome=outcome_of(result),
-            )
-    except GateAlreadyDecided:
-        if counted:  # completed the quorum at the same time as someone else: say who opened it
-            winner = ctx.engine.gates.decided(run)
-            if winner is not None:
-                return [
-                    replies.vote_counted(
-                        run,
-                        gate,
-                        result,
-                        state(policy, result, run, gate, now, members),
-                        counted,
-                        decided_by=winner.decided_by,
-                    )
-                ]
+    except BaseException:
+        ctx.announced.discard(run.id)
         raise
+    result = voted.tally
+    if not voted.decides:
+        ctx.announced.discard(run.id)
+        now_state = state(policy, result, run, gate, now, members)
+        if voted.decided is not None:  # others completed the decision before this vote counted: who
+            return [replies.vote_counted(run, gate, result, now_state, voted.counted,
+                                         decided_by=voted.decided.decided_by)]  # fmt: skip
+        if ctx.restate is not None and voted.counted:
+            await ctx.restate(run.id, run.platform, now_state)
+        return [replies.vote_counted(run, gate, result, now_state, voted.counted, comment=ballot.comment)]
     return [
         replies.gate_decided(
-            after,
+            voted.run,
             gate,
             result.verdict is Verdict.DECIDED,
             ctx.uid,

@@ -6,9 +6,12 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 from functools import partial
+from typing import Any, TypeVar
 
 import pytest
 
+from core.engine.approval_policy import Policy
+from core.engine.gates import GateKeeper
 from core.errors import DeadlineAlreadyFired, VoteDiffers, VotesChanged
 from core.store.port import Store
 from core.store.records import GateDeadline, GateVote, RunStatus
@@ -16,6 +19,7 @@ from core.store.repository import SqlStore
 from tests.integration.store.conftest import MakeRun
 
 OPENED = 5_000.0
+T = TypeVar("T")
 
 
 def _vote(run_id: str, user: str, choice: str = "approve", at: float = OPENED + 1, **kw: object) -> GateVote:
@@ -136,9 +140,9 @@ def test_due_deadlines_are_earliest_first_and_bounded(store: Store, make_run: Ma
     assert [d.due_at for d in due] == [OPENED, OPENED + 1]
 
 
-def _race(workers: list[Callable[[], bool]]) -> list[bool]:
+def _race(workers: list[Callable[[], T]]) -> list[T]:
     barrier = threading.Barrier(len(workers))
-    results: list[bool] = [False] * len(workers)
+    results: list[Any] = [None] * len(workers)
 
     def go(i: int) -> None:
         barrier.wait()
@@ -260,3 +264,38 @@ def test_a_plain_decision_records_approve_or_reject(store: Store, make_run: Make
     with store.transaction() as tx:
         tx.decide_gate(run.id, "review", approved=False, by="slack:U1", comment="no")
     assert store.get_gate(run.id, "review").decision == "reject"
+
+
+def test_two_replicas_completing_a_quorum_at_once_open_the_gate_once_and_both_votes_count(
+    database_url: str, make_sql_run: MakeRun
+) -> None:
+    """`GateKeeper.vote` on two replicas at once: the policy evaluated and the ballot and the
+    decision written in one unit each; one opens the gate, the other's vote is counted after
+    it (read again) and names who opened it. Another proposal racing them is refused."""
+    members = lambda refs: frozenset(refs)  # noqa: E731 - users only
+    policy = Policy(approvers=("slack:U1", "slack:U2", "slack:U3", "slack:U4"), required=2)
+    for _ in range(3):
+        run = make_sql_run(RunStatus.PAUSED)
+        with SqlStore(database_url) as a, SqlStore(database_url) as b:
+            gate = a.open_gate(run.id, "review", "Go?")
+            first = GateVote(run.id, "review", gate.created_at, "slack:U1", "approve", gate.created_at + 1,
+                             values={"replicas": 5})
+            voted = GateKeeper(a).vote(run, gate, first, policy, members, owner="a", lease_seconds=60)
+            assert voted.counted and not voted.decides
+            votes = [GateVote(run.id, "review", gate.created_at, user, "approve", gate.created_at + 2,
+                              values={"replicas": 5}) for user in ("slack:U2", "slack:U3")]
+            keepers = [GateKeeper(a), GateKeeper(b)]
+            results = _race([partial(keepers[i].vote, run, gate, votes[i], policy, members, owner=f"r{i}",
+                                     lease_seconds=60) for i in (0, 1)])
+            opened = [r for r in results if r.decides]
+            later = [r for r in results if not r.decides]
+            assert len(opened) == 1 and len(later) == 1 and later[0].counted
+            assert later[0].decided is not None and later[0].decided.decided_by == opened[0].run.status_by
+            decided = a.get_gate(run.id, "review")
+            assert decided.outcome["values"] == {"replicas": 5} and len(decided.outcome["approvers"]) == 2
+            assert len(a.gate_votes(run.id, "review", gate.created_at)) == 3  # every vote kept
+            assert [e.action for e in a.audit_log(run.id)].count("approve") == 1  # opened once
+            other = GateVote(run.id, "review", gate.created_at, "slack:U4", "approve", gate.created_at + 3,
+                             values={"replicas": 4})
+            with pytest.raises(VoteDiffers):
+                GateKeeper(b).vote(run, gate, other, policy, members, owner="b", lease_seconds=60)
