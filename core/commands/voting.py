@@ -14,13 +14,14 @@ typed, clicked or replied, is a vote.
    gate with a form that gives no values, or lacks one without a default, asks for them (the
    platform's form, prefilled with the defaults, or the text to type) and records nothing;
    a person whose vote already counted is told so instead.
-4. The vote is recorded (one per person: a repeat counts once; a vote for anything else than
-   the proposal is refused by the store, `VoteDiffers`, and its voter told the difference and
-   the two ways on), audited, and tallied over every vote on this opening of the gate.
-   Pending: the reply says where the quorum stands.
-   Decided: the engine approves (with the choice, the values and who decided) or rejects; of
-   two people completing the quorum at once, the gate's own compare-and-swap lets one open
-   it, and the other is told their vote counted and who opened it.
+4. The vote is decided in the engine (`Engine.vote` -> `GateKeeper.vote`): the policy is
+   evaluated over the votes recorded and this one, and the ballot, its audit row and, when it
+   completes the decision, the decision (approve with the choice, the values and who decided,
+   or reject) are written in one unit of work, a compare-and-swap on the votes read (read
+   again when another arrived). A repeat counts once; a vote for anything else than the
+   proposal is refused (`VoteDiffers`) and its voter told the difference and the two ways on.
+   Pending: the reply says where the quorum stands. Of two people completing the quorum at
+   once, one opens the gate; the other's vote counts after it and they are told who opened it.
 """
 
 from __future__ import annotations
