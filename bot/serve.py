@@ -20,6 +20,7 @@ from adapters.console.messages import to_chat_message
 from adapters.console.oneshot import say
 from bot.app import Baton, build_baton
 from bot.health import serve_health
+from bot.runtime import assemble, require_sandbox, step_sandbox
 from bot.startup import started
 from core.commands.messages import Reply
 from core.config import Settings
@@ -61,7 +62,10 @@ async def serve_all(settings: Settings, *, console: bool, conversation: str, use
             "set BATON_ACCESS to say who may (docs/commands.md, 'Who may do what')", " and ".join(names),
             extra={"action": "access_open", "platforms": names},
         )
-    baton = build_baton(settings)
+    sandbox = step_sandbox(settings)
+    if names:
+        require_sandbox(sandbox, settings, f"`baton run` on {' and '.join(names)}")
+    baton = build_baton(settings, runtime=assemble(settings, sandbox=sandbox))
     baton.health.expect(names)
     try:
         async with baton.running(), serve_health(baton.health, settings):

@@ -226,6 +226,10 @@ class Settings(BaseSettings):
     # step secrets (docs/workflows.md "Environment and secrets"): NAME=value lines whose values
     # the workflows' `secrets:` may declare (Baton's environment is looked at first)
     secrets_file: Path | None = None
+    # the sandbox every step process runs in (core/engine/sandbox.py, docs/operations.md):
+    # auto = bubblewrap when it works (checked once at start), bwrap = it must, none = no sandbox
+    step_sandbox: Literal["auto", "bwrap", "none"] = "auto"
+    step_user: str = "nobody"  # who steps run as when Baton runs as root (a name or uid[:gid])
 
     # Slack
     slack_bot_token: SecretStr | None = None

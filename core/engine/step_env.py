@@ -27,6 +27,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from core.engine.sandbox import NO_SANDBOX, Sandbox
 from core.errors import ConfigurationError, MissingSecret
 from core.redaction import Redactor
 
@@ -107,20 +108,27 @@ class SecretSource:
 
 @dataclass(frozen=True)
 class StepEnvironment:
-    """Builds each step's environment; hides every secret it hands out with `redactor`."""
+    """Builds each step's environment; hides every secret it hands out with `redactor`;
+    `sandbox` is what a step's process runs in (`core/engine/sandbox.py`)."""
 
     inherited: Mapping[str, str]
     secrets: SecretSource
     redactor: Redactor
+    sandbox: Sandbox = NO_SANDBOX
 
     @classmethod
     def from_environ(
-        cls, environ: Mapping[str, str], *, redactor: Redactor, secrets_file: Path | None = None
+        cls,
+        environ: Mapping[str, str],
+        *,
+        redactor: Redactor,
+        secrets_file: Path | None = None,
+        sandbox: Sandbox = NO_SANDBOX,
     ) -> StepEnvironment:
         """From the operator's environment (read once, at the entry point)."""
         source = SecretSource(environ, secrets_file)
         redactor.add(source.file_values())
-        return cls(inherited_variables(environ), source, redactor)
+        return cls(inherited_variables(environ), source, redactor, sandbox)
 
     def hide_declared(self, names: Iterable[str]) -> None:
         """Add the values of these declared secrets (those available) to the redactor."""

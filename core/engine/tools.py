@@ -29,6 +29,7 @@ running Baton, and its identity always describes the code that runs.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import importlib
 import importlib.util
@@ -65,6 +66,9 @@ class ToolSpec:
     identity: str = ""
     #: (path, mtime_ns, size, digest) of the files its source identity covers, as they were read
     stamps: tuple[Stamp, ...] = ()
+    #: the module it was loaded from (`load`): a module name or an absolute .py path; a
+    #: sandboxed step imports it from there (None: registered in code, called in process)
+    source: str | None = None
 
     @property
     def origin(self) -> str:
@@ -185,10 +189,11 @@ class ToolRegistry:
             self._baseline = frozenset(sys.modules)
         for spec in specs:
             module = _import(spec, base)
+            source = str((base / spec).resolve()) if _is_path(spec) else spec
             for value in list(vars(module).values()):
                 tool_spec = getattr(value, _SPEC_ATTRIBUTE, None)
                 if isinstance(tool_spec, ToolSpec):
-                    self.add(tool_spec)
+                    self.add(dataclasses.replace(tool_spec, source=source))
                     found.append(tool_spec.name)
         self._loads.append((tuple(specs), base))
         self._loaded.update(found)
@@ -241,8 +246,12 @@ def unregistered(workflow: Workflow, registry: ToolRegistry) -> ConfigurationErr
     )
 
 
+def _is_path(spec: str) -> bool:
+    return spec.endswith(".py") or "/" in spec or "\\" in spec
+
+
 def _import(spec: str, base: Path) -> ModuleType:
-    if spec.endswith(".py") or "/" in spec or "\\" in spec:
+    if _is_path(spec):
         return _import_file(spec, base)
     try:
         return importlib.import_module(spec)

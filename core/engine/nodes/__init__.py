@@ -53,6 +53,8 @@ class NodeContext:
     #: bytes of output kept as the step's result; the whole of a longer output is written to
     #: `output_file` and the result says so (`BATON_MAX_OUTPUT_BYTES`)
     max_output: int = 1_000_000
+    #: False: the step's sandbox has no network but its own loopback (`network: false`)
+    network: bool = True
 
     @property
     def output_file(self) -> Path:

@@ -14,6 +14,10 @@ Used by the `bash` and `script` node kinds and by the `command` prompt provider.
 - On timeout or cancellation the group gets SIGTERM, then SIGKILL after `KILL_GRACE` seconds.
 - Then whatever the step left outside its group (`setsid -f`, a double fork) is killed and
   reaped (`reaper.py`): no process a step started outlives it.
+- In the sandbox (`core/engine/sandbox.py`, the default where bubblewrap works) the process
+  is `bwrap`, whose PID namespace holds every process the step starts: when the step's main
+  process ends, or bwrap is stopped, the kernel kills them all, however they detached
+  (`env -i setsid -f …` included). Stopping the group stops bwrap, which ends the namespace.
 """
 
 from __future__ import annotations
@@ -84,20 +88,32 @@ async def run_process(
     stdin: bytes | None = None,
     variables: Mapping[str, str] | None = None,
     what: str = "step",
+    files: Mapping[Path, Path] | None = None,
 ) -> ProcessOutcome:
-    """Run `argv` in `ctx.workdir` within `ctx.timeout` seconds, in the step's environment.
+    """Run `argv` in `ctx.workdir` within `ctx.timeout` seconds, in the step's environment
+    and its sandbox.
 
     Raises `NodeFailed` on timeout (and when the program does not exist); kills the process
     group and re-raises on cancellation. A non-zero exit is *not* an error here: callers
     decide what it means. `variables` are added to the step's environment (a bash step's
-    `BATON_ARG_n` values).
+    `BATON_ARG_n` values); `files` maps host files to where the sandboxed step reads them.
     """
+    sandbox = ctx.environment.sandbox
+    program = argv[0]
+    if sandbox.enabled:
+        sandbox.prepare(ctx.workdir)
+        argv = sandbox.command(
+            argv, workdir=ctx.workdir, workflow_dir=ctx.workflow_dir, network=ctx.network, files=files
+        )
     marker = (ctx.run_id, ctx.node_id, str(ctx.attempt))
     reaper.adopt_orphans()
     reaper.running(marker)
     pids: list[int] = []
     try:
-        return await _run_process(argv, ctx, stdin, variables, what, marker, pids)
+        outcome = await _run_process(argv, ctx, stdin, variables, what, marker, pids)
+        if sandbox.enabled and outcome.returncode != 0:
+            _check_started(outcome, program, ctx, what)
+        return outcome
     finally:
         await asyncio.shield(reaper.sweep(marker))
         reaper.stopped(marker)
@@ -117,6 +133,7 @@ async def _run_process(
     environment = node_env(ctx)
     if variables:
         environment.update(variables)
+    ctx.environment.sandbox.environment(environment)
     reaper.spawning()
     starting = asyncio.ensure_future(
         asyncio.create_subprocess_exec(
@@ -208,6 +225,18 @@ def _start_failure(exc: OSError | ValueError, argv: Sequence[str], ctx: NodeCont
         node_id=ctx.node_id,
         hint="Pass large or binary data through a file (artifacts) or a script step's stdin.",
     )
+
+
+def _check_started(outcome: ProcessOutcome, program: str, ctx: NodeContext, what: str) -> None:
+    """bwrap ran, but the program did not start in the sandbox: the same failure as outside."""
+    line = outcome.stderr_tail.strip()
+    prefix = f"bwrap: execvp {program}: "
+    if line.startswith(prefix) and "\n" not in line:
+        raise NodeFailed(
+            f"{what} `{ctx.node_id}` could not start `{program}`: {line[len(prefix):]}",
+            node_id=ctx.node_id,
+            hint="Check that the program is installed and the working directory exists.",
+        )
 
 
 def step_result(outcome: ProcessOutcome, ctx: NodeContext, *, what: str = "step") -> NodeResult:
