@@ -24,6 +24,7 @@ from __future__ import annotations
 import logging
 import os
 import sys
+import sysconfig
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -109,7 +110,9 @@ def step_sandbox(settings: Settings, environ: Mapping[str, str] | None = None) -
     if database is not None:
         hidden_files += [database.with_name(database.name + tail) for tail in ("", "-wal", "-shm", "-journal")]
     readable = [Path(sys.prefix), Path(sys.base_prefix), Path(sys.executable).parent, _CODE]
-    readable += [Path(p) for p in sys.path if p and Path(p).is_dir()]
+    readable += [Path(p) for p in sysconfig.get_paths().values()]
+    here = Path.cwd().resolve()  # the project (its `.env`, its `.baton`): never shown whole
+    readable += [Path(p) for p in sys.path if p and Path(p).is_dir() and Path(p).resolve() != here]
     sandbox = configure(
         settings.step_sandbox,
         hidden_dirs=hidden_dirs,
