@@ -122,9 +122,9 @@ def step_sandbox(settings: Settings, environ: Mapping[str, str] | None = None) -
         path=environ.get("PATH"),
     )
     if os.geteuid() == 0:
+        steps = f"; its steps run as {sandbox.user.name}" if sandbox.user is not None else ""
         log.warning(
-            "Baton runs as root; run it as an unprivileged user (%s)", sandbox.describe(),
-            extra={"action": "running_as_root"},
+            "Baton runs as root: run it as an unprivileged user%s", steps, extra={"action": "running_as_root"}
         )
     if sandbox.enabled or settings.step_sandbox == "none":
         log.info(sandbox.describe(), extra={"action": "step_sandbox", "sandbox": sandbox.enabled})

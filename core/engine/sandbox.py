@@ -124,7 +124,7 @@ class Sandbox:
             made.add(target)
 
         for hidden in hidden_dirs:
-            args += ["--perms", "1777", "--tmpfs", str(hidden)]
+            args += ["--perms", "0755", "--tmpfs", str(hidden)]
         shown = [*self.readable, *([workflow_dir] if workflow_dir is not None else [])]
         shown = [p for p in shown if p.is_dir() and any(_within(p, e) for e in empty)]
         shown = [p for p in shown if not any(_within(p, q) and p != q for q in shown)]
