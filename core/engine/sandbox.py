@@ -87,14 +87,16 @@ class Sandbox:
         workflow_dir: Path | None = None,
         network: bool = True,
         files: Mapping[Path, Path] | None = None,
+        readable: Sequence[Path] = (),
     ) -> list[str]:
         """`argv` run in the sandbox, in `workdir` (read-write); `files` maps host files to
-        where the step sees them (read-only)."""
+        where the step sees them (read-only); `readable` directories are shown read-only
+        (a tool's module), though what Baton hides in them stays hidden."""
         if self.bwrap is None:
             return list(argv)
         args = [self.bwrap, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]
         args += ["--perms", "1777", "--tmpfs", "/tmp"]
-        args += self._layers(workdir, workflow_dir, files or {})
+        args += self._layers(workdir, workflow_dir, files or {}, readable)
         args += ["--unshare-pid", "--unshare-ipc", "--die-with-parent", "--new-session"]
         if not network:
             args.append("--unshare-net")
@@ -106,7 +108,9 @@ class Sandbox:
             args.append("--")
         return args + list(argv)
 
-    def _layers(self, workdir: Path, workflow_dir: Path | None, files: Mapping[Path, Path]) -> list[str]:
+    def _layers(
+        self, workdir: Path, workflow_dir: Path | None, files: Mapping[Path, Path], readable: Sequence[Path]
+    ) -> list[str]:
         """The mounts, in an order where each one that must show wins over each one that must
         hide: homes and data directories first, then the workflow directory, the run directory,
         and last the hidden files (which may lie in the workflow directory)."""
@@ -125,8 +129,9 @@ class Sandbox:
 
         for hidden in hidden_dirs:
             args += ["--perms", "0755", "--tmpfs", str(hidden)]
-        shown = [*self.readable, *([workflow_dir] if workflow_dir is not None else [])]
+        shown = [*self.readable, *readable, *([workflow_dir] if workflow_dir is not None else [])]
         shown = [p for p in shown if p.is_dir() and any(_within(p, e) for e in empty)]
+        shown = [p for p in shown if not _within(_TMP, p) and p not in hidden_dirs]  # /tmp stays private
         shown = [p for p in shown if not any(_within(p, q) and p != q for q in shown)]
         for path in dict.fromkeys(shown):  # the interpreter or the workflow in a hidden home
             bind("--ro-bind", path, path)

@@ -89,6 +89,7 @@ async def run_process(
     variables: Mapping[str, str] | None = None,
     what: str = "step",
     files: Mapping[Path, Path] | None = None,
+    readable: Sequence[Path] = (),
 ) -> ProcessOutcome:
     """Run `argv` in `ctx.workdir` within `ctx.timeout` seconds, in the step's environment
     and its sandbox.
@@ -96,14 +97,16 @@ async def run_process(
     Raises `NodeFailed` on timeout (and when the program does not exist); kills the process
     group and re-raises on cancellation. A non-zero exit is *not* an error here: callers
     decide what it means. `variables` are added to the step's environment (a bash step's
-    `BATON_ARG_n` values); `files` maps host files to where the sandboxed step reads them.
+    `BATON_ARG_n` values); `files` maps host files to where the sandboxed step reads them, and
+    `readable` directories are shown to it read-only.
     """
     sandbox = ctx.environment.sandbox
     program = argv[0]
     if sandbox.enabled:
         sandbox.prepare(ctx.workdir)
         argv = sandbox.command(
-            argv, workdir=ctx.workdir, workflow_dir=ctx.workflow_dir, network=ctx.network, files=files
+            argv, workdir=ctx.workdir, workflow_dir=ctx.workflow_dir, network=ctx.network, files=files,
+            readable=readable,
         )
     marker = (ctx.run_id, ctx.node_id, str(ctx.attempt))
     reaper.adopt_orphans()

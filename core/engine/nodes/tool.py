@@ -82,7 +82,9 @@ async def _sandboxed(spec: ToolSpec, node: RenderedNode, ctx: NodeContext) -> No
             hint="Give the step JSON values (text, numbers, booleans, lists, mappings).",
         ) from exc
     room = dataclasses.replace(ctx, max_output=ctx.max_output + _ANSWER_ROOM)
-    outcome = await run_process([sys.executable, "-c", BOOT], room, stdin=request, what="tool")
+    outcome = await run_process(
+        [sys.executable, "-c", BOOT], room, stdin=request, what="tool", readable=_module_root(spec)
+    )
     if outcome.returncode != 0:
         raise exit_failure(outcome, ctx, what=f"tool `{spec.name}` for step")
     data = outcome.stdout
@@ -97,6 +99,19 @@ async def _sandboxed(spec: ToolSpec, node: RenderedNode, ctx: NodeContext) -> No
             hint="Fix the tool (it must return, not exit the process), then resume the run.",
         ) from None
     return _answered(answer, spec, ctx, outcome.stderr_tail)
+
+
+def _module_root(spec: ToolSpec) -> list[Path]:
+    """The directory the tool's module is imported from (its package's, for a dotted name):
+    shown to the sandboxed runner, read-only."""
+    try:
+        path = Path(inspect.getfile(spec.fn)).resolve()
+    except (TypeError, OSError):
+        return []
+    source = spec.source or ""
+    depth = 0 if source.endswith(".py") or "/" in source else source.count(".")
+    depth += path.name == "__init__.py"  # a package: the directory holding it
+    return [path.parents[depth]] if depth < len(path.parents) else []
 
 
 def _answered(answer: dict[str, Any], spec: ToolSpec, ctx: NodeContext, stderr_tail: str) -> NodeResult:

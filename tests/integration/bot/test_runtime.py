@@ -72,6 +72,7 @@ async def test_a_command_prompt_and_a_tool_subprocess_see_none_of_batons_secrets
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("BATON_OPENAI_API_KEY", OPENAI_KEY)  # as the operator passed it
+    tmp_path.chmod(0o755)  # the tool's directory: readable by the steps' user (nobody, as root)
     (tmp_path / "tools.py").write_text(TOOLS)
     settings = _settings(
         tmp_path,
@@ -142,6 +143,7 @@ async def test_a_secret_gone_by_the_time_its_step_runs_fails_that_step_with_one_
                 bash: echo pushed
             """},
         secrets_file=secrets,
+        step_sandbox="none",  # the first step rotates the secrets file, which a sandboxed step cannot
     )
     baton = build_baton(settings, environ={"PATH": os.environ["PATH"]})
     try:
