@@ -96,7 +96,9 @@ def definitions_section(data: Mapping[str, Any]) -> list[str]:
 _KINDS = {
     "bash": ('`bash: "true"` step', 'bare `create_subprocess_exec("bash", "-c", "true")`'),
     "script": ("`script:` step (`pass`)", "bare `python -c pass`"),
-    "bash_sandbox": ('`bash: "true"` step in the sandbox', 'bare `create_subprocess_exec("bash", "-c", "true")`'),
+    "bash_sandbox": (
+        '`bash: "true"` step in the sandbox', 'bare `create_subprocess_exec("bash", "-c", "true")`'
+    ),
     "script_sandbox": ("`script:` step (`pass`) in the sandbox", "bare `python -c pass`"),
 }
 

@@ -108,7 +108,8 @@ def step_sandbox(settings: Settings, environ: Mapping[str, str] | None = None) -
         hidden_files.append(settings.secrets_file)
     database = sqlite_file(settings.database_url)
     if database is not None:
-        hidden_files += [database.with_name(database.name + tail) for tail in ("", "-wal", "-shm", "-journal")]
+        tails = ("", "-wal", "-shm", "-journal")
+        hidden_files += [database.with_name(database.name + tail) for tail in tails]
     readable = [Path(sys.prefix), Path(sys.base_prefix), Path(sys.executable).parent, _CODE]
     readable += [Path(p) for p in sysconfig.get_paths().values()]
     here = Path.cwd().resolve()  # the project (its `.env`, its `.baton`): never shown whole

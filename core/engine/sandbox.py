@@ -143,7 +143,8 @@ class Sandbox:
         bind("--bind", workdir, workdir)
         bound = [*shown, workdir, *([workflow_dir] if workflow_dir is not None else [])]
         for hidden_file in self.hidden_files:
-            gone = any(_within(hidden_file, e) for e in empty) and not any(_within(hidden_file, b) for b in bound)
+            in_empty = any(_within(hidden_file, e) for e in empty)
+            gone = in_empty and not any(_within(hidden_file, b) for b in bound)
             if hidden_file.is_file() and not gone:  # (a file in an empty directory is not there)
                 args += ["--ro-bind", "/dev/null", str(hidden_file)]
         for source, target in files.items():
@@ -261,7 +262,8 @@ def _probe(sandbox: Sandbox) -> str | None:
         argv = sandbox.command(["true"], workdir=Path(here), network=False)
         try:
             done = subprocess.run(
-                argv, stdin=subprocess.DEVNULL, capture_output=True, timeout=PROBE_TIMEOUT, check=False, env={}
+                argv, stdin=subprocess.DEVNULL, capture_output=True, timeout=PROBE_TIMEOUT, check=False,
+                env={},
             )
         except (OSError, subprocess.TimeoutExpired) as exc:
             return f"bwrap cannot run ({exc})"

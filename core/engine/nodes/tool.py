@@ -125,7 +125,9 @@ def _answered(answer: dict[str, Any], spec: ToolSpec, ctx: NodeContext, stderr_t
         hint = "Fix the tool or its `with:` values, then resume the run."
         if answer.get("bad_arguments"):
             hint = f"`{spec.name}` accepts: {answer.get('accepted')}; fix the step's `with:`."
-        raise NodeFailed(f"tool `{spec.name}` raised {answer.get('type')}: {message}", node_id=ctx.node_id, hint=hint)
+        raise NodeFailed(
+            f"tool `{spec.name}` raised {answer.get('type')}: {message}", node_id=ctx.node_id, hint=hint
+        )
     if error == "not_json":
         raise NodeFailed(
             f"tool `{spec.name}` returned a {answer.get('type')}, which is not JSON: {message}",

@@ -213,7 +213,8 @@ def test_a_step_reaches_nothing_of_batons_and_leaves_nothing_running(cli: BatonC
     for line in attempt.splitlines():
         if line.startswith("environ: "):
             assert_nothing_of_batons(base64.b64decode(line.removeprefix("environ: ")))
-    assert_nothing_of_batons(base64.b64decode((home / ".baton" / "runs" / run.id / "environ.b64").read_text()))
+    written = home / ".baton" / "runs" / run.id / "environ.b64"
+    assert_nothing_of_batons(base64.b64decode(written.read_text()))
 
     # it saw its own processes only (bwrap's init, bash and the few it ran); what it wrote
     # outside its run directory (if anything: a private /tmp, an empty stand-in) is not there
@@ -273,7 +274,8 @@ def test_network_false_blocks_a_connection_the_network_would_allow(cli: BatonCli
 
 
 def test_network_must_be_a_boolean(cli: BatonCli) -> None:
-    (cli.workflows / "odd.yaml").write_text("name: odd\nnetwork: sometimes\nnodes:\n  - id: a\n    bash: echo\n")
+    odd = "name: odd\nnetwork: sometimes\nnodes:\n  - id: a\n    bash: echo\n"
+    (cli.workflows / "odd.yaml").write_text(odd)
     done = cli.run("say", "--json", "--", "run odd")
     assert "network" in done.stdout + done.stderr
 

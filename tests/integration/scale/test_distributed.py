@@ -239,7 +239,8 @@ async def test_a_worker_runs_its_steps_in_the_sandbox(cluster: Cluster, tmp_path
     survivors = []
     for pid in os.listdir("/proc"):
         try:
-            survivors += [pid] if pid.isdigit() and marker.encode() in Path(f"/proc/{pid}/cmdline").read_bytes() else []
+            alive = pid.isdigit() and marker.encode() in Path(f"/proc/{pid}/cmdline").read_bytes()
+            survivors += [pid] if alive else []
         except OSError:
             continue
     assert survivors == [], "a process the step detached outlived it on the worker"
