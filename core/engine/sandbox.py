@@ -230,9 +230,10 @@ def configure(
     root = os.geteuid() == 0 if as_root is None else as_root
     found = shutil.which("bwrap", path=path)
     setpriv = shutil.which("setpriv", path=path) if root else None
-    dirs = tuple(dict.fromkeys(p.resolve() for p in hidden_dirs if str(p)))
     files = tuple(dict.fromkeys(p.resolve() for p in hidden_files if str(p)))
     shown = tuple(dict.fromkeys(p.resolve() for p in readable if str(p)))
+    closed = _closed_ancestors(shown) if root else []  # e.g. /root (0700) holding the interpreter
+    dirs = tuple(dict.fromkeys([*(p.resolve() for p in hidden_dirs if str(p)), *closed]))
     failure = None
     sandbox = Sandbox()
     if found is None:
@@ -254,6 +255,23 @@ def configure(
     if mode == "bwrap":
         raise ConfigurationError(f"BATON_STEP_SANDBOX=bwrap, but {failure}; {INSTALL_HINT}", hint="")
     return Sandbox(reason=failure)
+
+
+def _closed_ancestors(paths: Iterable[Path]) -> list[Path]:
+    """Directories above `paths` that others may not traverse (`/root`, mode 0700): the step
+    user could not reach the interpreter or Baton's code through them. Hidden like a home
+    (an empty directory), with those paths shown again inside."""
+    closed: list[Path] = []
+    for path in paths:
+        for parent in reversed(path.parents):
+            try:
+                mode = parent.stat().st_mode
+            except OSError:
+                break
+            if not mode & 0o001 and parent != Path("/"):
+                closed.append(parent)
+                break
+    return closed
 
 
 def _probe(sandbox: Sandbox) -> str | None:

@@ -233,8 +233,9 @@ def _start_failure(exc: OSError | ValueError, argv: Sequence[str], ctx: NodeCont
 def _check_started(outcome: ProcessOutcome, program: str, ctx: NodeContext, what: str) -> None:
     """bwrap ran, but the program did not start in the sandbox: the same failure as outside."""
     line = outcome.stderr_tail.strip()
-    prefix = f"bwrap: execvp {program}: "
-    if line.startswith(prefix) and "\n" not in line:
+    said = (f"bwrap: execvp {program}: ", f"setpriv: failed to execute {program}: ")
+    prefix = next((p for p in said if line.startswith(p)), None)
+    if prefix is not None and "\n" not in line:
         raise NodeFailed(
             f"{what} `{ctx.node_id}` could not start `{program}`: {line[len(prefix):]}",
             node_id=ctx.node_id,
