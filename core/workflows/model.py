@@ -178,7 +178,7 @@ class Node(StepEnvironmentFields):
     artifacts: list[str] = Field(default_factory=list)
     approvers: list[str] | None = None  # approval nodes: user ids allowed to decide (settings otherwise)
     when: str | None = None  # `{{ expression }}` over inputs and dependencies; false: skipped
-    network: bool | None = None  # False: this step runs without network (None: the workflow's)
+    network: bool | None = Field(default=None, strict=True)  # False: no network (None: the workflow's)
     env: dict[str, str] = Field(default_factory=dict)  # this step's variables (over the workflow's)
     secrets: list[str] = Field(default_factory=list)  # secrets this step receives (and the workflow's)
 
@@ -251,7 +251,7 @@ class Workflow(StepEnvironmentFields):
     inputs: dict[str, InputSpec] = Field(default_factory=dict)
     defaults: Defaults = Field(default_factory=Defaults)
     nodes: list[Node]
-    network: bool = True  # False: every step runs without network (a node may say otherwise)
+    network: bool = Field(default=True, strict=True)  # False: steps run without network (a node may differ)
     env: dict[str, str] = Field(default_factory=dict)  # variables of every step
     secrets: list[str] = Field(default_factory=list)  # secrets every step receives
     # where it came from (set by the loader, not part of the YAML)

@@ -273,11 +273,19 @@ def test_network_false_blocks_a_connection_the_network_would_allow(cli: BatonCli
     assert quiet["allowed"].strip() == "connected"  # a node may say otherwise
 
 
-def test_network_must_be_a_boolean(cli: BatonCli) -> None:
-    odd = "name: odd\nnetwork: sometimes\nnodes:\n  - id: a\n    bash: echo\n"
+@pytest.mark.parametrize("where", ["workflow", "node"])
+def test_network_must_be_true_or_false(cli: BatonCli, where: str) -> None:
+    odd = (
+        "name: odd\nnetwork: sometimes\nnodes:\n  - id: a\n    bash: echo\n"
+        if where == "workflow"
+        else "name: odd\nnodes:\n  - id: a\n    network: 0\n    bash: echo\n"
+    )
     (cli.workflows / "odd.yaml").write_text(odd)
     done = cli.run("say", "--json", "--", "run odd")
-    assert "network" in done.stdout + done.stderr
+    shown = "\n".join(str(r["text"]) for r in json.loads(done.stdout))
+    assert "odd.yaml" in shown and "`network`" in shown and "valid boolean" in shown, shown
+    assert "Write `network:` as true or false." in shown
+    assert cli.runs() == []  # refused at load: nothing ran
 
 
 @pytest.fixture
