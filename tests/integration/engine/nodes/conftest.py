@@ -31,7 +31,7 @@ _SANDBOXED = pytest.param(
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     own = inspect.signature(metafunc.function).parameters
-    if "make_ctx" in own and "tmp_path" not in own:
+    if "make_ctx" in own and "tmp_path" not in own and "step_mode" not in own:  # (it chose its own)
         metafunc.parametrize("step_mode", ["plain", _SANDBOXED])
 
 
