@@ -127,8 +127,10 @@ def step_sandbox(settings: Settings, environ: Mapping[str, str] | None = None) -
         log.warning(
             "Baton runs as root: run it as an unprivileged user%s", steps, extra={"action": "running_as_root"}
         )
-    if sandbox.enabled or settings.step_sandbox == "none":
-        log.info(sandbox.describe(), extra={"action": "step_sandbox", "sandbox": sandbox.enabled})
+    if sandbox.enabled:
+        log.info(sandbox.describe(), extra={"action": "step_sandbox", "sandbox": True})
+    elif settings.step_sandbox == "none":  # deliberate, and still worth a line
+        log.warning(sandbox.describe(), extra={"action": "step_sandbox", "sandbox": False})
     else:
         log.warning(
             "%s; %s", sandbox.describe(), INSTALL_HINT, extra={"action": "step_sandbox", "sandbox": False}
