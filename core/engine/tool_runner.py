@@ -61,9 +61,11 @@ def main(request: dict[str, Any]) -> None:
 
 
 def call(request: dict[str, Any]) -> dict[str, Any]:
+    from core.engine import tools
     from core.engine.tools import ToolRegistry
     from core.errors import BatonError
 
+    tools._identities = False  # this process calls the tool; Baton keyed it already
     registry = ToolRegistry()
     try:
         registry.load([str(request["module"])], Path("/"))

@@ -51,6 +51,9 @@ if TYPE_CHECKING:
 F = TypeVar("F", bound=Callable[..., Any])
 
 KEY_PARAMETER = "idempotency_key"
+#: False in the sandboxed tool runner (`core/engine/tool_runner.py`): it calls tools, it never
+#: keys them, so it skips reading and hashing their source
+_identities = True
 _SPEC_ATTRIBUTE = "__baton_tool__"
 
 
@@ -106,7 +109,8 @@ def make_spec(
         params = inspect.signature(fn).parameters
     except (TypeError, ValueError):
         params = {}  # type: ignore[assignment]
-    facts = source_facts(fn)
+    facts = source_facts(fn) if _identities else None
+    declared = None if version is None else str(version).strip()
     return ToolSpec(
         name=tool_name,
         fn=fn,
@@ -114,7 +118,7 @@ def make_spec(
         accepts_key=KEY_PARAMETER in params,
         inline=inline,
         is_async=is_async,
-        identity=identity_of(fn, None if version is None else str(version).strip(), facts),
+        identity=identity_of(fn, declared, facts) if _identities else "",
         stamps=facts.stamps if facts is not None else (),
     )
 

@@ -53,7 +53,8 @@ def free_port() -> int:
 
 
 async def test_watch_a_run_move_and_approve_it_on_the_page(tmp_path: Path, sqlite_url: str) -> None:
-    fifo = tmp_path / "hold.fifo"
+    fifo = tmp_path / "workflows" / "hold.fifo"  # in its workflow directory: the step's sandbox shows it
+    fifo.parent.mkdir()
     os.mkfifo(fifo)
     write_workflows(tmp_path, {"live": LIVE.format(fifo=fifo)})
     port = free_port()
