@@ -115,8 +115,11 @@ async def test_a_1000_node_run_reads_well_and_bad_links_are_refused(tmp_path: Pa
     sock = bind("127.0.0.1", 0)
     port = sock.getsockname()[1]
     access = {"run": {"*": ["console:ana"]}, "approve": {"*": ["console:ana"]}}
+    # 1000 tool calls: unsandboxed, each is a call on the event loop; in the sandbox each is a
+    # Python process of its own (docs/operations.md), minutes on a loaded 2-core machine. This
+    # test is about the page; the sandboxed tool is tests/e2e/console/test_sandbox.py's.
     settings = settings_for(tmp_path, sqlite_url, {"wide": wide(1000)}, tool_modules=[TOOLS],
-                            web_port=port, access=access)
+                            web_port=port, access=access, step_sandbox="none")
     baton = build_baton(settings)
     try:
         async with baton.running(handle_signals=False):
