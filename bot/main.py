@@ -295,11 +295,17 @@ def list_workflows(
 ) -> None:
     """List the workflows with their source file, and every file that failed to load."""
     from bot.runtime import load_tools
+    from core.engine.step_env import SecretSource
     from core.engine.tools import unregistered
     from core.workflows.catalog import Catalog
 
     settings = settings_for(None, workflows)
-    entries = Catalog(settings.workflow_dirs, limits=settings.load_limits()).entries()
+    try:  # the step secrets the operator provides: a workflow naming another one is broken
+        source = SecretSource(os.environ, settings.secrets_file, step_secrets=settings.step_secrets)
+    except BatonError as exc:
+        fail(exc)
+    catalog = Catalog(settings.workflow_dirs, limits=settings.load_limits(), secrets=source.provided)
+    entries = catalog.entries()
     try:
         tools = load_tools(settings.tool_modules, settings.workflow_dirs)
         tools_error: BatonError | None = None

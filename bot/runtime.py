@@ -26,6 +26,7 @@ from pathlib import Path
 
 from sqlalchemy.engine import make_url
 
+from adapters.web.signing_key import existing_key
 from bot.hardening import forbid_inspection, scrub_environ
 from bot.logging import redact_logs_with
 from core.config import Settings
@@ -62,11 +63,13 @@ def assemble(settings: Settings, *, environ: Mapping[str, str] | None = None) ->
     forbid_inspection()
     environ = dict(os.environ) if environ is None else environ
     redactor = Redactor(settings.secrets())
+    page_key = existing_key(settings)  # the run pages' signing key, where this machine has one
+    redactor.add([page_key.decode("ascii")] if page_key is not None else [])
     scrub_environ(redactor)
     environment = StepEnvironment.from_environ(
-        environ, redactor=redactor, secrets_file=settings.secrets_file
+        environ, redactor=redactor, secrets_file=settings.secrets_file, step_secrets=settings.step_secrets
     )
-    catalog = Catalog(settings.workflow_dirs, limits=settings.load_limits())
+    catalog = Catalog(settings.workflow_dirs, limits=settings.load_limits(), secrets=environment.provided)
     for entry in catalog.entries():
         if entry.workflow is not None:
             environment.hide_declared(entry.workflow.declared_secrets())

@@ -114,3 +114,30 @@ def test_a_run_calling_an_unregistered_tool_is_refused_before_anything_runs(bato
 
     assert refusal["is_error"] and "`go` calls `ship_it`" in refusal["text"]
     assert baton.runs() == []  # no gate was opened for a step that could never run
+
+
+def test_list_shows_a_workflow_naming_a_variable_of_batons_environment_as_broken(
+    baton: BatonCli, tmp_path: Path
+) -> None:
+    (baton.workflows / "steal.yaml").write_text(
+        "name: steal\nnodes:\n  - id: a\n    secrets: [PGPASSWORD]\n    bash: echo $PGPASSWORD\n"
+    )
+    (baton.workflows / "listed.yaml").write_text(
+        "name: listed\nsecrets: [DEPLOY_TOKEN, NPM_TOKEN]\nnodes:\n  - id: a\n    bash: 'true'\n"
+    )
+    secrets = tmp_path / "step-secrets.env"
+    secrets.write_text("NPM_TOKEN=npm-value-1\n")
+    baton.env_extra.update(PGPASSWORD="batons-own-db-password", DEPLOY_TOKEN="dep-value-1",
+                           BATON_STEP_SECRETS="DEPLOY_TOKEN", BATON_SECRETS_FILE=str(secrets))
+
+    rows = {row["name"]: row for row in json.loads(baton.run("list", "--json").stdout)}
+
+    assert rows["listed"]["error"] is None  # one from BATON_STEP_SECRETS, one from the file
+    assert rows["steal"]["error"].endswith(
+        "steal.yaml:4: secret `PGPASSWORD` is not a step secret the operator provides; a workflow "
+        "may name only those (never a variable of Baton's own environment)"
+    )
+    assert "BATON_STEP_SECRETS" in rows["steal"]["hint"]
+    (reply,) = baton.say("run steal")  # and it never runs
+    assert "PGPASSWORD" in reply["text"] and "batons-own-db-password" not in reply["text"]
+    assert baton.runs() == []

@@ -35,6 +35,7 @@ def cli(tmp_path: Path, postgres_url: str) -> BatonCli:
         BATON_SECRETS_FILE=str(secrets_file),
         BATON_LOG_LEVEL="INFO",  # everything the process logs is checked too
         DEPLOY_TOKEN=leak.DEPLOY,
+        BATON_STEP_SECRETS="DEPLOY_TOKEN",  # the operator makes this variable a step secret
     )
     return cli
 

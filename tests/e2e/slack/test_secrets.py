@@ -44,6 +44,7 @@ async def leaky_slack(
         discord_token=SecretStr(leak.DISCORD),
         openai_api_key=SecretStr(leak.OPENAI),
         secrets_file=leak.write_secrets_file(tmp_path / "step-secrets.env"),
+        step_secrets=["DEPLOY_TOKEN"],
     )
     log = io.StringIO()
     root, level = logging.getLogger(), logging.getLogger().level
