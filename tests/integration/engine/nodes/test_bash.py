@@ -264,3 +264,26 @@ async def test_a_missing_working_directory_fails_the_step(
 ) -> None:
     with pytest.raises(NodeFailed, match="could not start `bash`"):
         await bash("true", make_ctx(workdir=tmp_path / "missing"), fake_providers)
+
+
+SECRET_41 = "tok-" + "0123456789abcdefghijklmnopqrstuvwxyzABC"[:37]  # 41 characters
+
+
+async def test_no_part_of_a_secret_is_left_where_stdout_is_capped_or_stderr_is_cut(
+    make_ctx: MakeContext, fake_providers: ProviderRegistry
+) -> None:
+    # stdout: the cap (1,000 bytes) falls inside the secret; stderr: the kept tail (16 KiB)
+    # starts inside one, and is short enough once redacted to be shown from its start
+    environment = step_environment(secrets=[SECRET_41])
+    ctx = make_ctx(node_id="cut", environment=environment, max_output=1000)
+    result = await bash(
+        f"head -c 990 /dev/zero | tr '\\0' x; printf %s {SECRET_41}; head -c 50 /dev/zero | tr '\\0' y", ctx,
+        fake_providers,
+    )
+    assert result.output.startswith("x" * 990 + "\n[output truncated: 990 of 1,081 bytes kept")
+    ctx = make_ctx(node_id="tail", environment=environment)
+    with pytest.raises(NodeFailed) as info:
+        await bash(f"for i in $(seq 600); do printf %s {SECRET_41} >&2; done; exit 1", ctx, fake_providers)
+    shown = info.value.message
+    assert "•••" in shown
+    assert not any(SECRET_41[i : i + 6] in shown for i in range(len(SECRET_41) - 5)), shown[:300]
