@@ -233,7 +233,7 @@ def say(
     ] = None,
 ) -> None:
     """Handle one message and print the replies. Runs persist in the database across calls."""
-    from adapters.console.output import replies_json, send
+    from adapters.console.output import exports_dir, replies_json, send
     from bot.serve import say_once
     from core.commands.messages import Reply
 
@@ -242,17 +242,18 @@ def say(
         "--event-id": event_id,
     })  # fmt: skip
     settings = settings_for(database_url, workflows)
+    exports = exports_dir(settings.data_dir)
     shown: dict[str, str] = {}  # replace_key -> text last printed (text mode prints on change)
 
     def stream(reply: Reply, redactor: Redactor) -> None:
         from adapters.console.output import reply_text
 
         if reply.replace_key is not None:
-            text_now = reply_text(reply, redactor)
+            text_now = reply_text(reply, redactor, exports)
             if shown.get(reply.replace_key) == text_now:
                 return
             shown[reply.replace_key] = text_now
-        send(reply, redactor)
+        send(reply, redactor, exports)
 
     try:
         said = asyncio.run(
@@ -270,7 +271,7 @@ def say(
     except BatonError as exc:
         fail(exc)
     if as_json:
-        typer.echo(replies_json(said.replies, said.redactor))
+        typer.echo(replies_json(said.replies, said.redactor, exports))
 
 
 @app.command()
