@@ -62,6 +62,12 @@ ACCESS_MISTAKES = [  # BATON_ACCESS, the start of its one line
     ('["console:ana"]', "BATON_ACCESS: must be a JSON object; write an object such as"),
     ("null", "BATON_ACCESS: null grants nothing; unset BATON_ACCESS to let everyone run and approve"),
     ("", "BATON_ACCESS: not valid JSON; write an object such as"),
+    ('{"run": {"*": ["console:ana"]}, "run": {"*": ["*"]}}',  # JSON alone would keep the last
+     'BATON_ACCESS: the key "run" appears twice in one object; write each key once'),
+    ('{"approve": {"deploy": ["console:ana"], "deploy": ["*"]}}',
+     'BATON_ACCESS: the key "deploy" appears twice in one object; write each key once'),
+    ('{"groups": {"sre": ["console:ana"]}, "admins": ["group:sre"], "groups": {}}',
+     'BATON_ACCESS: the key "groups" appears twice in one object'),
 ]
 
 
