@@ -17,10 +17,21 @@ name, `eval`/`source`/`trap`/`let`/`alias`, a shell's `-c` string, an interprete
 the body of a heredoc fed to an interpreter, `ssh`/`su`/`watch`, variable names given to
 `read`/`unset`/`printf -v`/…, `declare -i`), and right after `$` or `\`.
 
+Typed text is followed beyond the placeholder: a variable assigned from one (`v={{ x }}`,
+`for v in …`, `read v`) and a `$( )` / `<( )` that prints one hold typed text, and each use of
+them (`$v`, `${v…}`, `v` in arithmetic, the substitution's place) is decided like a
+placeholder standing there; `${!v}` and `${v@P}` are refused (`INDIRECT`). What reaches the
+standard input of a program that runs its input (`| sh`, `bash <<<`, `python3 < file`,
+`| xargs bash -c`) is refused when that command ends (`STDIN_CODE`); an interpreter's script
+(`bash {{ x }}`) is `SCRIPT`; after a wrapper (`timeout 5`, `sudo -u u`, `_WRAPPERS`) the
+command name is found past its options and operands. A number made in the template
+(`{{ x | int }}`, `NUMERIC_FILTERS`) may stand in arithmetic.
+
 The command-level checks recognise the usual spellings; a program that runs its arguments as
-code in another way (`xargs sh`, `make`, `find -exec`) stays the author's responsibility
-(docs/workflows.md). The lexer is fed literal text and placeholders in order (`feed`,
-`placeholder`); `clone` and `key` let the template walker follow `{% if %}`/`{% for %}` paths.
+code in another way (`make`, `find -exec`, a script written to a file and run later) stays
+the author's responsibility (docs/workflows.md). The lexer is fed literal text and
+placeholders in order (`feed`, `placeholder`); `clone` and `key` let the template walker
+follow `{% if %}`/`{% for %}` paths.
 """
 
 from __future__ import annotations
