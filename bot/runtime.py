@@ -65,7 +65,6 @@ def assemble(settings: Settings, *, environ: Mapping[str, str] | None = None) ->
     redactor = Redactor(settings.secrets())
     page_key = existing_key(settings)  # the run pages' signing key, where this machine has one
     redactor.add([page_key.decode("ascii")] if page_key is not None else [])
-    scrub_environ(redactor)
     environment = StepEnvironment.from_environ(
         environ, redactor=redactor, secrets_file=settings.secrets_file, step_secrets=settings.step_secrets
     )
@@ -73,6 +72,7 @@ def assemble(settings: Settings, *, environ: Mapping[str, str] | None = None) ->
     for entry in catalog.entries():
         if entry.workflow is not None:
             environment.hide_declared(entry.workflow.declared_secrets())
+    scrub_environ(redactor)  # settings' and step secrets leave os.environ (`environ` kept them)
     redact_logs_with(redactor)
     providers = ProviderRegistry.from_settings(settings)
     tools = load_tools(settings.tool_modules, settings.workflow_dirs)
