@@ -114,12 +114,17 @@ async def rig(
     start_engine: bool = False,
     group_commit: float = EngineConfig.group_commit,
     sandbox: Sandbox = NO_SANDBOX,
+    step_secrets: tuple[str, ...] = (),
 ) -> AsyncIterator[Rig]:
+    """`step_secrets`: names of this process's environment the workflows may declare
+    (`BATON_STEP_SECRETS`)."""
     (root / "workflows").mkdir(parents=True, exist_ok=True)
     store = SqlStore(url or sqlite_url(root), sqlite_synchronous=synchronous)
     store.migrate()
-    catalog = Catalog([root / "workflows"])
-    environment = StepEnvironment.from_environ(os.environ, redactor=Redactor(()), sandbox=sandbox)
+    environment = StepEnvironment.from_environ(
+        os.environ, redactor=Redactor(()), sandbox=sandbox, step_secrets=step_secrets
+    )
+    catalog = Catalog([root / "workflows"], secrets=environment.provided)
     engine = Engine(
         store=store,
         catalog=catalog,

@@ -31,6 +31,7 @@ from pathlib import Path
 
 from sqlalchemy.engine import make_url
 
+from adapters.web.signing_key import existing_key
 from bot.hardening import forbid_inspection, scrub_environ
 from bot.logging import redact_logs_with
 from core.config import Settings
@@ -72,14 +73,17 @@ def assemble(
     environ = dict(os.environ) if environ is None else environ
     sandbox = sandbox if sandbox is not None else step_sandbox(settings, environ)
     redactor = Redactor(settings.secrets())
-    scrub_environ(redactor)
+    page_key = existing_key(settings)  # the run pages' signing key, where this machine has one
+    redactor.add([page_key.decode("ascii")] if page_key is not None else [])
     environment = StepEnvironment.from_environ(
-        environ, redactor=redactor, secrets_file=settings.secrets_file, sandbox=sandbox
+        environ, redactor=redactor, secrets_file=settings.secrets_file, sandbox=sandbox,
+        step_secrets=settings.step_secrets,
     )
-    catalog = Catalog(settings.workflow_dirs, limits=settings.load_limits())
+    catalog = Catalog(settings.workflow_dirs, limits=settings.load_limits(), secrets=environment.provided)
     for entry in catalog.entries():
         if entry.workflow is not None:
             environment.hide_declared(entry.workflow.declared_secrets())
+    scrub_environ(redactor)  # settings' and step secrets leave os.environ (`environ` kept them)
     redact_logs_with(redactor)
     providers = ProviderRegistry.from_settings(settings)
     tools = load_tools(settings.tool_modules, settings.workflow_dirs)

@@ -77,10 +77,12 @@ async def serve_all(settings: Settings, *, console: bool, conversation: str, use
                 tasks[asyncio.ensure_future(serve_web(baton, settings))] = "web"
             if console or not names:
                 from adapters.console.interactive import interactive  # prompt_toolkit: only when chatting
+                from adapters.console.output import exports_dir
 
                 history = settings.data_dir / HISTORY_FILE
                 task = asyncio.create_task(
-                    interactive(baton, conversation=conversation, user=user, history=history),
+                    interactive(baton, conversation=conversation, user=user, history=history,
+                                exports=exports_dir(settings.data_dir)),
                     name="adapter-console",
                 )
                 tasks[task] = "console"
@@ -153,6 +155,7 @@ async def mcp_stdio(settings: Settings) -> None:
 async def console_only(settings: Settings, *, conversation: str, user: str, thread: str | None) -> None:
     """`baton console`."""
     from adapters.console.interactive import interactive
+    from adapters.console.output import exports_dir
 
     baton = build_baton(settings)
     try:
@@ -164,6 +167,7 @@ async def console_only(settings: Settings, *, conversation: str, user: str, thre
                 user=user,
                 thread=thread,
                 history=Path(settings.data_dir) / HISTORY_FILE,
+                exports=exports_dir(settings.data_dir),
             )
     finally:
         baton.close()

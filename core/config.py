@@ -59,6 +59,7 @@ GROUP_NAME = re.compile(r"[a-z0-9][a-z0-9_-]{0,63}")
 GROUP_PREFIX = "group:"
 ANYONE = "*"
 WORKFLOW_KEY = re.compile(r"\*|[A-Za-z0-9][A-Za-z0-9_.-]*")
+_VARIABLE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")  # an environment variable's name
 _ID_FORMS = "write slack:U… / discord:<digits> / console:<name> / mcp:<agent>"
 
 
@@ -230,6 +231,9 @@ class Settings(BaseSettings):
     # auto = bubblewrap when it works (checked once at start), bwrap = it must, none = no sandbox
     step_sandbox: Literal["auto", "bwrap", "none"] = "auto"
     step_user: str = "nobody"  # who steps run as when Baton runs as root (a name or uid[:gid])
+    #: names of Baton's environment variables that are step secrets too (`secrets:` may name
+    #: them); no other variable of Baton's environment ever reaches a step
+    step_secrets: Annotated[list[str], NoDecode] = Field(default_factory=list)
 
     # Slack
     slack_bot_token: SecretStr | None = None
@@ -352,10 +356,20 @@ class Settings(BaseSettings):
         host = f"[{host}]" if ":" in host else host
         return f"http://{host}:{self.web_port}"
 
-    @field_validator("workflow_dirs", "tool_modules", mode="before")
+    @field_validator("workflow_dirs", "tool_modules", "step_secrets", mode="before")
     @classmethod
     def _lists(cls, value: Any) -> Any:
         return _split_list(value)
+
+    @field_validator("step_secrets")
+    @classmethod
+    def _step_secrets(cls, value: list[str]) -> list[str]:
+        for name in value:
+            if not _VARIABLE.fullmatch(name):
+                raise ValueError(f"{name!r} is not a variable name; list names such as NPM_TOKEN")
+            if name.upper().startswith("BATON_"):
+                raise ValueError(f"{name!r} is one of Baton's own settings, never a step secret")
+        return list(dict.fromkeys(value))
 
     @property
     def slack_enabled(self) -> bool:

@@ -7,7 +7,8 @@ SQLAlchemy ORM and build seven pydantic models (≈ 0.2 s of a cold start, issue
 The alembic revisions (`migrations/versions/`: `0001_initial.py`, `0002_gate_cache_key.py`,
 `0003_platform_state.py`, `0004_event_handling.py`, `0005_origin_event_partial_index.py`,
 `0006_runs_args_digest_index.py`, `0007_runs_conversation_recent_index.py`,
-`0008_gate_votes_deadlines.py`, `0009_outbox.py`, `0010_retention.py`)
+`0008_gate_votes_deadlines.py`, `0009_outbox.py`, `0010_retention.py`; `0011_signing_key_row.py`
+only deletes a row)
 create exactly this schema; `tests/integration/store/test_migrations.py` checks they agree.
 
 Statuses are stored as short strings (the `StrEnum` values), timestamps as float

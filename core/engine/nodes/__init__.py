@@ -108,8 +108,9 @@ def cap_output(result: NodeResult, ctx: NodeContext) -> NodeResult:
     path = ctx.output_file
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_bytes(data)
-    head = data[: ctx.max_output].decode("utf-8", errors="ignore")
-    output = head + truncation_note(ctx.max_output, len(data), path)
+    kept = ctx.redactor.cut_before(data, ctx.max_output)  # never a part of a secret at the cut
+    head = data[:kept].decode("utf-8", errors="ignore")
+    output = head + truncation_note(kept, len(data), path)
     return NodeResult(output, result.tokens_in, result.tokens_out, result.stderr_tail, truncated=True)
 
 

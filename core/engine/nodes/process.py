@@ -7,7 +7,9 @@ Used by the `bash` and `script` node kinds and by the `command` prompt provider.
 - stdout keeps its first `ctx.max_output` bytes (the rest goes on to `ctx.output_file`, with
   the head, so the whole output stays available) and stderr keeps only its last
   `STDERR_KEEP` bytes, both read at the same time as stdin is written: tens of MB on either
-  pipe neither deadlock nor sit in memory.
+  pipe neither deadlock nor sit in memory. Neither cut splits a secret the redactor knows:
+  the kept head ends before, and the kept tail starts after, any secret the cut would split
+  (`Redactor.cut_before` / `cut_after`), so no part of one is left for people to see.
 - When the main process exits, whatever it left running in its group (`sleep 99 &`) is stopped
   too: a step's processes end with the step, and a background child that still holds stdout
   cannot keep the step waiting.
@@ -197,7 +199,9 @@ async def _run_process(
         stdout.close()
     if feeder is not None:
         await feeder
-    tail = ctx.redactor.redact(readers[1].result().decode("utf-8", errors="replace"))
+    kept = readers[1].result()
+    start = ctx.redactor.cut_after(kept, max(0, len(kept) - STDERR_KEEP))  # no secret's tail first
+    tail = ctx.redactor.redact(kept[start:].decode("utf-8", errors="replace"))
     return ProcessOutcome(
         returncode=returncode,
         stdout=bytes(stdout.head),
@@ -251,9 +255,25 @@ def step_result(outcome: ProcessOutcome, ctx: NodeContext, *, what: str = "step"
         return NodeResult(
             output=outcome.stdout.decode("utf-8", errors="replace"), stderr_tail=outcome.stderr_tail
         )
-    head = codecs.getincrementaldecoder("utf-8")(errors="replace").decode(outcome.stdout, final=False)
-    note = truncation_note(len(outcome.stdout), outcome.stdout_total, outcome.stdout_file)
+    kept = ctx.redactor.cut_before(
+        outcome.stdout + _peek(outcome.stdout_file, len(outcome.stdout), ctx.redactor.longest()),
+        len(outcome.stdout),
+    )  # never a part of a secret at the cut
+    head = codecs.getincrementaldecoder("utf-8")(errors="replace").decode(outcome.stdout[:kept], final=False)
+    note = truncation_note(kept, outcome.stdout_total, outcome.stdout_file)
     return NodeResult(output=head + note, stderr_tail=outcome.stderr_tail, truncated=True)
+
+
+def _peek(path: Path, offset: int, size: int) -> bytes:
+    """`size` bytes of the whole output past the kept head (where a secret cut by it ends)."""
+    if size <= 0:
+        return b""
+    try:
+        with path.open("rb") as file:
+            file.seek(offset)
+            return file.read(size)
+    except OSError:
+        return b""
 
 
 def exit_failure(outcome: ProcessOutcome, ctx: NodeContext, *, what: str = "step") -> NodeFailed:
@@ -299,12 +319,14 @@ class _Head:
 
 
 async def _read_tail(stream: asyncio.StreamReader) -> bytes:
+    """The end of the stream: `STDERR_KEEP` bytes and up to as many before them (where the
+    caller looks for a secret the cut would split)."""
     tail = bytearray()
     while chunk := await stream.read(_CHUNK):
         tail += chunk
         if len(tail) > 2 * STDERR_KEEP:
-            del tail[:-STDERR_KEEP]
-    return bytes(tail[-STDERR_KEEP:])
+            del tail[: -2 * STDERR_KEEP]
+    return bytes(tail)
 
 
 async def _feed(writer: asyncio.StreamWriter | None, data: bytes | None) -> None:

@@ -258,7 +258,7 @@ nodes:
 
 def test_an_env_value_re_runs_its_steps_and_a_rotated_secret_does_not(baton: BatonCli) -> None:
     (baton.workflows / "deploy.yaml").write_text(DEPLOY)
-    baton.env_extra["DEPLOY_TOKEN"] = "token-one"
+    baton.env_extra.update(DEPLOY_TOKEN="token-one", BATON_STEP_SECRETS="DEPLOY_TOKEN,SLACK_HOOK")
     first = _run(baton, "run deploy")
 
     baton.env_extra["DEPLOY_TOKEN"] = "token-two"  # the operator rotates the secret

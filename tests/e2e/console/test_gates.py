@@ -20,3 +20,18 @@ def test_six_waiting_gates_are_a_numbered_choice_list(baton: BatonCli) -> None:
     done = baton.run("say", "--user", "bob", "--conversation", "ops", "--", "hmm")  # the text form
     assert done.returncode == 0, done.stderr
     assert "Approve which run?\n[1] gated " in done.stdout and "Reject which run?\n[7] gated " in done.stdout
+
+
+def test_code_or_a_quote_never_approves_it_asks_back(baton: BatonCli) -> None:
+    (run,) = run_ids(baton.say('run gated "v1"'))
+    assert baton.run_record(run).status == "paused"
+
+    for text in ("```lgtm```", "`approve`", "> lgtm", "```\nship it\n```"):
+        (asked,) = baton.say(text, user="bob")
+        assert asked["kind"] == "approval_question", (text, asked)
+        assert "could not tell whether that approves the gate" in asked["text"]
+        assert [b["command"] for b in asked["buttons"]] == [f"approve {run}", f"reject {run}"]
+        assert baton.run_record(run).status == "paused"
+
+    baton.say("lgtm", user="bob")  # the same words outside code decide
+    assert baton.run_record(run).status == "completed"
