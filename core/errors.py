@@ -24,6 +24,10 @@ docstring is the default message; raise sites pass specifics.
     │   ├── VoteDiffers                 a vote for other values than the gate's proposal (who, what)
     │   ├── VotesChanged                another vote arrived on the gate since its votes were read
     │   └── ReplayUnsafe                an unsafe step may already have happened
+    ├── ScheduleError               a schedule is not there, or changed meanwhile
+    │   ├── ScheduleNotFound            no schedule with that id
+    │   ├── ScheduleChanged             CAS lost: someone changed (paused, removed) it first
+    │   └── FireAlreadyRecorded         that due time of the schedule was fired already
     ├── NodeFailed                  a step failed (exit code, contract violation, timeout)
     │   └── OutputContractViolation     output broke its declared format/schema
     ├── StoreError                  the database failed (translated at the boundary)
@@ -270,6 +274,28 @@ class ReplayUnsafe(RunStateError):
     ) -> None:  # fmt: skip
         self.node_id = node_id
         super().__init__(message, run_id=run_id, status=status, next_step=Next.RESOLVE)
+
+
+class ScheduleError(BatonError):
+    """The schedule is not in a state that allows this."""
+
+    def __init__(self, message: str | None = None, *, schedule_id: str | None = None,
+                 hint: str | None = None) -> None:
+        self.schedule_id = schedule_id
+        super().__init__(message, hint=hint)
+
+
+class ScheduleNotFound(ScheduleError):
+    """No schedule has that id."""
+
+
+class ScheduleChanged(ScheduleError):
+    """The schedule changed while you acted (paused, resumed or removed by someone else)."""
+
+
+class FireAlreadyRecorded(ScheduleError):
+    """That due time of the schedule was fired already, by another replica or an earlier
+    tick: a unit of work that fires it again is undone."""
 
 
 class NodeFailed(BatonError):

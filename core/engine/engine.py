@@ -38,12 +38,16 @@ from core.engine.tools import ToolRegistry
 from core.errors import BatonError
 from core.store.port import Store
 from core.store.records import Gate, GateVote, Run, RunStatus
+from core.store.unit_of_work import UnitOfWork
 from core.workflows.args import canonical_json, handle
 from core.workflows.catalog import Catalog
 
 __all__ = ["Engine", "EngineConfig", "Ready", "RunnerFactory"]
 log = logging.getLogger(__name__)
 
+
+#: a caller's writes in the unit of work that creates a run (`Engine.start_run(alongside=…)`)
+Starting = Callable[[UnitOfWork, Run], None]
 
 class Engine:
     def __init__(
@@ -193,9 +197,16 @@ class Engine:
         requester: str,
         resume_from: str | None = None,
         origin_event: str | None = None,
+        started_by: str | None = None,
+        scheduled_for: float | None = None,
+        alongside: Starting | None = None,
     ) -> Run:
         """`origin_event`: `"<platform>:<event_id>"` of the chat command asking for it, so a
-        redelivery of that command finds this run (`Store.command_runs`)."""
+        redelivery of that command finds this run (`Store.command_runs`). A run nobody typed
+        says how it started (`started_by`: `schedule:<id>`) and, for a schedule's fire, its due
+        time (`scheduled_for`). `alongside(tx, run)`: the caller's writes in the unit of work
+        that creates the run (a schedule's fire row: a compare-and-swap that, lost, creates
+        nothing)."""
         ready = self.readiness.ready(workflow, args)
         if resume_from is not None:
             self.store.get_run(resume_from)  # RunNotFound before anything is created
@@ -213,9 +224,15 @@ class Engine:
                 lease_owner=self.owner,
                 lease_seconds=self.config.lease_seconds,
                 origin_event=origin_event,
+                started_by=started_by,
+                scheduled_for=scheduled_for,
             )
             details = {"workflow": ready.workflow.name, "args": handle(digest), "resume_from": resume_from}
+            if started_by is not None:
+                details["started_by"] = started_by
             tx.audit(actor=requester, action="start", run_id=run.id, details=details)
+            if alongside is not None:
+                alongside(tx, run)
         await self.executions.launch(run, ready)
         return run
 

@@ -57,6 +57,8 @@ def new_run(
     lease_owner: str | None = None,
     lease_seconds: float | None = None,
     origin_event: str | None = None,
+    started_by: str | None = None,
+    scheduled_for: float | None = None,
 ) -> tuple[Run, str | None]:
     """A new run with a fresh id, version 1, changed by its requester; and its origin event."""
     status = RunStatus(status)
@@ -67,7 +69,8 @@ def new_run(
         id=new_run_id(), workflow=workflow, platform=platform, conversation=conversation,
         thread=thread, requester=requester, args_digest=args_digest, status=status, version=1,
         created_at=now, updated_at=now, resumed_from=resumed_from, lease_owner=owner,
-        lease_expires_at=expires, status_by=requester, reason=None,
+        lease_expires_at=expires, status_by=requester, reason=None, started_by=started_by,
+        scheduled_for=scheduled_for,
     )  # fmt: skip
     return run, origin_event
 

@@ -26,6 +26,7 @@ from core.store import cas
 from core.store.memory_ballots import MemoryBallots
 from core.store.memory_outbox import MemoryDeliveries
 from core.store.memory_retention import MemoryRetention
+from core.store.memory_schedules import MemorySchedules
 from core.store.memory_unit import MemoryTables, MemoryUnitOfWork, copied
 from core.store.port import Pulse, StepResult, Store, digest_bytes
 from core.store.records import (
@@ -78,6 +79,18 @@ class MemoryStore:
         self.sweep_blobs = self._retention.sweep_blobs
         self.forget_audit = self._retention.forget_audit
         self.count_audit = self._retention.count_audit
+        # schedules and their fires (`memory_schedules.py`)
+        self._schedules = MemorySchedules(self._lock, self._t, self._now)
+        self.add_schedule = self._schedules.add_schedule
+        self.get_schedule = self._schedules.get_schedule
+        self.list_schedules = self._schedules.list_schedules
+        self.change_schedule = self._schedules.change_schedule
+        self.remove_schedule = self._schedules.remove_schedule
+        self.sync_schedules = self._schedules.sync_schedules
+        self.advance_schedule = self._schedules.advance_schedule
+        self.record_fire = self._schedules.record_fire
+        self.schedule_fires = self._schedules.schedule_fires
+        self.active_runs = self._schedules.active_runs
 
     def _now(self) -> float:
         """The clock, strictly increasing within this store (so "newest first" never ties)."""

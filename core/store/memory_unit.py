@@ -14,11 +14,12 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-from core.errors import DeadlineAlreadyFired, RunNotFound, RunPruned, StoreError, VotesChanged
+from core.errors import DeadlineAlreadyFired, FireAlreadyRecorded, RunNotFound, RunPruned, StoreError, VotesChanged
 from core.store import cas
 from core.store.records import (
     AuditEvent,
     Delivery,
+    Fire,
     Gate,
     GateDeadline,
     GateStatus,
@@ -27,6 +28,7 @@ from core.store.records import (
     NodeStatus,
     Run,
     RunStatus,
+    Schedule,
 )
 from core.store.unit_of_work import Pending
 
@@ -58,6 +60,8 @@ class MemoryTables:
     pruned: dict[str, tuple[str, str, float]] = field(default_factory=dict)  # id -> (workflow, status, at)
     sweep: dict[str, float] = field(default_factory=dict)  # blob digest -> marked at
     votes: dict[tuple[str, str, float, str, str], GateVote] = field(default_factory=dict)
+    schedules: dict[str, Schedule] = field(default_factory=dict)
+    fires: dict[tuple[str, float], Fire] = field(default_factory=dict)
     last_entry: int = 0
     last_audit: int = 0
     last_delivery: int = 0
@@ -314,6 +318,22 @@ class MemoryUnitOfWork:
                 where = f"{vote.node_id} of run {vote.run_id}"
                 raise VotesChanged(f"another vote arrived on {where}", run_id=vote.run_id)
             self._t.put(self._t.votes, key, vote.evolve(values=copied(dict(vote.values))), undo)
+            return True
+
+        return self._later(op)
+
+    def record_fire(self, fire: Fire) -> Pending[bool]:
+        kept = fire.evolve(detail=copied(fire.detail))
+
+        def op(undo: Undo) -> bool:
+            key = (fire.schedule_id, fire.due_at)
+            there = self._t.fires.get(key)
+            if there is not None:
+                raise FireAlreadyRecorded(
+                    f"Schedule {fire.schedule_id} fired at {fire.due_at} already "
+                    f"({there.outcome}, by {there.by}).",
+                    schedule_id=fire.schedule_id)
+            self._t.put(self._t.fires, key, kept, undo)
             return True
 
         return self._later(op)

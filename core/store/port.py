@@ -10,6 +10,7 @@
           + PlatformState  small values chat adapters (and Baton) keep across restarts
           + Deliveries     the outbox: state-carrying replies, claimed with a lease, delivered once
           + Retention      pruning old runs (tombstones, pins), the blob sweep, the audit's age
+          + Schedules      schedules (YAML and chat) and their fires, one per (schedule, due time)
           + Views          what a page or a command reads together, in one query
           + Transactions   `transaction()`: a unit of work (`core/store/unit_of_work.py`)
     Dispatch               queued steps of distributed execution (`SqlStore` on PostgreSQL)
@@ -39,6 +40,7 @@ from typing import Any, Protocol
 from core.store.records import (
     AuditEvent,
     Delivery,
+    Fire,
     Gate,
     GateDeadline,
     GateVote,
@@ -48,6 +50,7 @@ from core.store.records import (
     PruneCounts,
     Run,
     RunStatus,
+    Schedule,
 )
 from core.store.unit_of_work import UnitOfWork
 
@@ -388,6 +391,43 @@ class Retention(Protocol):
 
     def count_audit(self, before: float) -> int:
         """How many audit rows were written before `before` (what `forget_audit` would drop)."""
+class Schedules(Protocol):
+    """Schedules and what became of their due times. A fire's row is usually written by the
+    unit of work that starts its run (`UnitOfWork.record_fire`): (schedule, due time) is
+    unique, so of replicas, restarts and repeated ticks one starts the run."""
+
+    def add_schedule(self, schedule: Schedule) -> bool:
+        """Insert it; False when a schedule has that id already."""
+
+    def get_schedule(self, schedule_id: str) -> Schedule:
+        """ScheduleNotFound when there is none."""
+
+    def list_schedules(self) -> list[Schedule]:
+        """Every schedule, by id."""
+
+    def change_schedule(self, schedule: Schedule, **changes: Any) -> Schedule:
+        """Compare-and-swap on `schedule.version` (ScheduleChanged; ScheduleNotFound when gone):
+        the schedule with `changes`, its version one more."""
+
+    def remove_schedule(self, schedule: Schedule) -> None:
+        """Compare-and-swap on `schedule.version`, as `change_schedule`."""
+
+    def sync_schedules(self, schedules: Sequence[Schedule]) -> tuple[list[str], list[str]]:
+        """Make the `yaml` schedules exactly these (new added, changed definitions updated with
+        their state kept, the rest removed): (added or changed ids, removed ids)."""
+
+    def advance_schedule(self, schedule_id: str, until: float) -> None:
+        """Its `evaluated_until` moves forward to `until`, never back."""
+
+    def record_fire(self, fire: Fire) -> bool:
+        """Write a fire alone (a skip, a miss); False when that due time has one already."""
+
+    def schedule_fires(self, schedule_id: str, limit: int = 10) -> list[Fire]:
+        """Its latest fires, latest due time first."""
+
+    def active_runs(self, started_by: str, statuses: Iterable[RunStatus] = ...) -> list[Run]:
+        """Runs with that `started_by` in `statuses` (default: pending, running, paused,
+        needs_attention), oldest first."""
 
 
 class Views(Protocol):
@@ -415,8 +455,8 @@ class Transactions(Protocol):
 
 
 class Store(
-    Blobs, Runs, Leases, Journal, Gates, Ballots, Events, PlatformState, Deliveries, Retention, Views,
-    Transactions, Protocol,
+    Blobs, Runs, Leases, Journal, Gates, Ballots, Events, PlatformState, Deliveries, Retention, Schedules,
+    Views, Transactions, Protocol,
 ):
     def migrate(self) -> str | None:
         """Bring the schema to the newest revision (idempotent, safe to race); the revision the

@@ -110,6 +110,10 @@ class Run(_Record):
     lease_expires_at: float | None = None
     status_by: str | None = None  # who made the last status change
     reason: str | None = None  # why (error summary, reject reason, abandon note)
+    #: how it was started when nobody typed it (`schedule:<id>`); None: a person's command
+    started_by: str | None = None
+    #: the due time of the schedule's fire that started it (lateness = created_at - this)
+    scheduled_for: float | None = None
 
     @property
     def handle(self) -> str:
@@ -279,3 +283,63 @@ class OpenEvent:
     event_id: str
     at: float  # when it was (last) claimed
     payload: dict[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class Schedule(_Record):
+    """A rule that starts runs nobody typed (DESIGN.md "Automation" -> "Schedules").
+
+    `source` is `yaml` (a workflow's `schedules:`, synced from the catalog; its id is
+    `<workflow>.<id>`) or `chat` (`schedule add`; `owner` added it). Its runs start as
+    `principal` and report in (`platform`, `conversation`). `evaluated_until`: the latest
+    due time a tick has handled (fires after it are still to come). `version` counts changes
+    (pause, resume, a changed rule): every change is a compare-and-swap on it."""
+
+    id: str
+    workflow: str
+    source: str  # yaml | chat
+    cron: str | None
+    every: float | None
+    timezone: str
+    args: dict[str, Any]
+    overlap: str  # skip | queue | cancel_running | allow
+    catchup: str  # latest | none | all
+    catchup_window: float
+    platform: str
+    conversation: str
+    principal: str
+    owner: str | None
+    created_at: float
+    updated_at: float
+    evaluated_until: float
+    version: int = 1
+    paused: bool = False
+    note: str | None = None  # why it is paused (a person's note, or the authorization check's)
+    paused_by: str | None = None
+
+    @property
+    def started_by(self) -> str:
+        """What its runs record as `started_by`."""
+        return f"schedule:{self.id}"
+
+
+class FireOutcome(StrEnum):
+    STARTED = "started"  # a run started (`run_id`)
+    SKIPPED = "skipped"  # overlap `skip`: a run of the schedule was still active (`detail.active`)
+    MISSED = "missed"  # due while nothing ticked, and the catch-up rule started nothing for it
+    FAILED = "failed"  # the run could not start (`detail.error`)
+    REFUSED = "refused"  # its principal may no longer run the workflow: the schedule was paused
+
+
+@dataclass(frozen=True, slots=True)
+class Fire(_Record):
+    """What became of one due time of a schedule. (`schedule_id`, `due_at`) is unique in the
+    store: of replicas, restarts and repeated ticks, one writes it (and starts its run)."""
+
+    schedule_id: str
+    due_at: float
+    outcome: FireOutcome
+    at: float
+    by: str  # the replica that fired it
+    run_id: str | None = None
+    detail: dict[str, Any] = field(default_factory=dict)

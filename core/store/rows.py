@@ -13,6 +13,8 @@ from sqlalchemy.engine import Row, RowMapping
 from core.store.records import (
     AuditEvent,
     Delivery,
+    Fire,
+    FireOutcome,
     Gate,
     GateDeadline,
     GateStatus,
@@ -21,6 +23,7 @@ from core.store.records import (
     NodeStatus,
     Run,
     RunStatus,
+    Schedule,
 )
 
 RowLike = Row[Any] | RowMapping | Mapping[str, Any]
@@ -64,6 +67,8 @@ def run_from_row(row: RowLike) -> Run:
         lease_expires_at=m["lease_expires_at"],
         status_by=m["status_by"],
         reason=m["reason"],
+        started_by=m.get("started_by"),
+        scheduled_for=m.get("scheduled_for"),
     )
 
 
@@ -178,3 +183,15 @@ def delivery_from_row(row: RowLike) -> Delivery:
         delivered_at=None if m["delivered_at"] is None else float(m["delivered_at"]),
         last_error=m["last_error"],
     )
+
+
+def schedule_from_row(row: RowLike) -> Schedule:
+    m = _m(row)
+    return Schedule(**{f.name: m[f.name] for f in dataclasses.fields(Schedule)}).evolve(
+        args=json_object(m["args"]), paused=bool(m["paused"]), version=int(m["version"]))
+
+
+def fire_from_row(row: RowLike) -> Fire:
+    m = _m(row)
+    return Fire(schedule_id=m["schedule_id"], due_at=float(m["due_at"]), outcome=FireOutcome(m["outcome"]),
+                at=float(m["at"]), by=m["by"], run_id=m["run_id"], detail=json_object(m["detail"]))

@@ -7,8 +7,8 @@ SQLAlchemy ORM and build seven pydantic models (≈ 0.2 s of a cold start, issue
 The alembic revisions (`migrations/versions/`: `0001_initial.py`, `0002_gate_cache_key.py`,
 `0003_platform_state.py`, `0004_event_handling.py`, `0005_origin_event_partial_index.py`,
 `0006_runs_args_digest_index.py`, `0007_runs_conversation_recent_index.py`,
-`0008_gate_votes_deadlines.py`, `0009_outbox.py`, `0010_retention.py`; `0011_signing_key_row.py`
-only deletes a row)
+`0008_gate_votes_deadlines.py`, `0009_outbox.py`, `0010_retention.py`, `0012_schedules.py`;
+`0011_signing_key_row.py` only deletes a row)
 create exactly this schema; `tests/integration/store/test_migrations.py` checks they agree.
 
 Statuses are stored as short strings (the `StrEnum` values), timestamps as float
@@ -58,6 +58,9 @@ RUNS = sa.Table(
     sa.Column("reason", sa.Text, nullable=True),
     # "<platform>:<event_id>" of the chat command that started the run (revision 0004)
     _text("origin_event", nullable=True),
+    # how a run nobody typed was started (`schedule:<id>`) and the fire's due time (revision 0012_schedules)
+    _text("started_by", nullable=True),
+    _float("scheduled_for", nullable=True),
     # the fresh-run prompt: unfinished runs of a workflow in a conversation, newest first
     sa.Index("ix_runs_unfinished", "platform", "conversation", "workflow", "status", "created_at"),
     sa.Index("ix_runs_thread", "platform", "conversation", "thread"),
@@ -66,6 +69,8 @@ RUNS = sa.Table(
     sa.Index("ix_runs_created", "created_at"),
     # `--args @handle`: the runs whose args digest starts with a prefix (revision 0006)
     sa.Index("ix_runs_args_digest", "args_digest"),
+    # a schedule's overlap rule: its runs still active (revision 0012_schedules)
+    sa.Index("ix_runs_started_by", "started_by", "status"),
     # lease recovery: running runs whose lease lapsed
     sa.Index("ix_runs_lease", "status", "lease_expires_at"),
     # a redelivered `run` command finds the run its first delivery started (revision 0004);
@@ -266,6 +271,51 @@ BLOB_SWEEP = sa.Table(
     # it was an artifact: only then is the journal's `artifacts` (unindexed JSON) looked through
     sa.Column("artifact", sa.Boolean, nullable=False, server_default=sa.false()),
     sa.Index("ix_blob_sweep_marked", "marked_at"),
+)
+
+#: Schedules (revision 0012_schedules): a workflow's `schedules:` (synced from the catalog) and those
+#: added in chat. Every change is a compare-and-swap on `version`.
+SCHEDULES = sa.Table(
+    "schedules",
+    metadata,
+    sa.Column("id", sa.String(), primary_key=True),
+    _text("workflow", nullable=False),
+    _text("source", 8, nullable=False),
+    _text("cron", nullable=True),
+    _float("every", nullable=True),
+    _text("timezone", nullable=False),
+    _json("args"),
+    _text("overlap", 16, nullable=False),
+    _text("catchup", 8, nullable=False),
+    _float("catchup_window", nullable=False),
+    _text("platform", nullable=False),
+    _text("conversation", nullable=False),
+    _text("principal", nullable=False),
+    _text("owner", nullable=True),
+    _float("created_at", nullable=False),
+    _float("updated_at", nullable=False),
+    _float("evaluated_until", nullable=False),
+    sa.Column("version", sa.Integer, nullable=False),
+    sa.Column("paused", sa.Boolean, nullable=False),
+    sa.Column("note", sa.Text, nullable=True),
+    _text("paused_by", nullable=True),
+)
+
+#: What became of each due time of a schedule (revision 0012_schedules). The primary key (schedule,
+#: due time) is the exactly-once rule: the fire's row is inserted in the unit of work that
+#: creates its run, so of replicas racing, one inserts it and starts the run.
+SCHEDULE_FIRES = sa.Table(
+    "schedule_fires",
+    metadata,
+    sa.Column("schedule_id", sa.String(), primary_key=True),
+    sa.Column("due_at", sa.Float, primary_key=True),
+    _text("outcome", 16, nullable=False),
+    _float("at", nullable=False),
+    _text("by", nullable=False),
+    _text("run_id", 12, nullable=True),
+    _json("detail"),
+    # `schedule show`: a schedule's latest fires
+    sa.Index("ix_schedule_fires_recent", "schedule_id", "at"),
 )
 
 

@@ -26,7 +26,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any, Generic, Protocol, TypeVar
 
-from core.store.records import Gate, GateDeadline, GateVote, Run, RunStatus
+from core.store.records import Fire, Gate, GateDeadline, GateVote, Run, RunStatus
 
 T = TypeVar("T")
 
@@ -72,9 +72,12 @@ class UnitOfWork(Protocol):
         lease_owner: str | None = None,
         lease_seconds: float | None = None,
         origin_event: str | None = None,
+        started_by: str | None = None,
+        scheduled_for: float | None = None,
     ) -> Run:
         """A new run (id drawn now: later writes of the unit may name it), as it will be
-        stored. `origin_event`: `"<platform>:<event_id>"` of the chat command that started it."""
+        stored. `origin_event`: `"<platform>:<event_id>"` of the chat command that started it;
+        `started_by`, `scheduled_for`: the schedule (`schedule:<id>`) and due time of a fire."""
 
     def transition(
         self,
@@ -130,6 +133,10 @@ class UnitOfWork(Protocol):
         the whole unit is undone and `VotesChanged` raised: read the votes again, decide again.
         A unit holding a vote goes in order, in one transaction that first locks the run's
         row, so of two units voting on one run, the later sees the earlier's vote."""
+
+    def record_fire(self, fire: Fire) -> Pending[bool]:
+        """A schedule's fire (schedule, due time): a compare-and-swap on that key; the unit is
+        undone with `FireAlreadyRecorded` when the due time was fired already."""
 
     def fire_deadline(self, deadline: GateDeadline, by: str) -> Pending[bool]:
         """`Ballots.fire_deadline` inside the unit, as a CAS: when the deadline was fired

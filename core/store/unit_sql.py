@@ -37,7 +37,7 @@ from core.errors import BatonError, StoreError
 from core.store import cas
 from core.store import writes_sql as w
 from core.store.database import describe
-from core.store.records import Gate, GateDeadline, GateVote, Run, RunStatus
+from core.store.records import Fire, Gate, GateDeadline, GateVote, Run, RunStatus
 from core.store.sql_base import SqlBase
 from core.store.tables import GATES, JOURNAL, RUNS
 from core.store.unit_of_work import Pending
@@ -79,11 +79,14 @@ class SqlUnitOfWork:
         lease_owner: str | None = None,
         lease_seconds: float | None = None,
         origin_event: str | None = None,
+        started_by: str | None = None,
+        scheduled_for: float | None = None,
     ) -> Run:
         run, origin = cas.new_run(
             self._now(), workflow=workflow, platform=platform, conversation=conversation, thread=thread,
             requester=requester, args_digest=args_digest, resumed_from=resumed_from, status=status,
             lease_owner=lease_owner, lease_seconds=lease_seconds, origin_event=origin_event,
+            started_by=started_by, scheduled_for=scheduled_for,
         )  # fmt: skip
         self.writes.append(w.create_run(run, origin))
         return run
@@ -143,6 +146,9 @@ class SqlUnitOfWork:
 
     def fire_deadline(self, deadline: GateDeadline, by: str) -> Pending[bool]:
         return self._pending(w.fire_deadline(self._now(), deadline, by))
+
+    def record_fire(self, fire: Fire) -> Pending[bool]:
+        return self._pending(w.record_fire(fire))
 
     def cast_vote(self, vote: GateVote, *, seen: int) -> Pending[bool]:
         if not any(write.kind == "lock_run" for write in self.writes):

@@ -24,10 +24,10 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from core.errors import BatonError, DeadlineAlreadyFired, RunNotFound, VotesChanged
+from core.errors import BatonError, DeadlineAlreadyFired, FireAlreadyRecorded, RunNotFound, VotesChanged
 from core.store import cas
 from core.store.database import dialect_insert
-from core.store.records import Gate, GateDeadline, GateStatus, GateVote, NodeStatus, Run, RunStatus
+from core.store.records import Fire, Gate, GateDeadline, GateStatus, GateVote, NodeStatus, Run, RunStatus
 from core.store.rows import gate_from_row, run_from_row
 from core.store.tables import (
     AUDIT,
@@ -39,6 +39,7 @@ from core.store.tables import (
     OUTBOX,
     PROCESSED_EVENTS,
     RUNS,
+    SCHEDULE_FIRES,
 )
 from core.store.unit_of_work import Pending
 
@@ -217,6 +218,16 @@ def _cast_vote(_dialect: str, p: str, _variant: str) -> Any:
     return sa.insert(GATE_VOTES).from_select(list(_VOTE_COLUMNS), values).returning(c.ballot)
 
 
+def _record_fire(dialect: str, p: str, _variant: str) -> Any:
+    c = SCHEDULE_FIRES.c
+    return (
+        dialect_insert(dialect)(SCHEDULE_FIRES)
+        .values({col.name: _b(p, col.name, col) for col in SCHEDULE_FIRES.c})
+        .on_conflict_do_nothing(index_elements=["schedule_id", "due_at"])
+        .returning(c.schedule_id)
+    )
+
+
 KINDS: dict[str, Kind] = {
     "lock_run": Kind(_lock_run, updates=True, serial=True),
     "cast_vote": Kind(_cast_vote, cas=True, returns=True, serial=True),
@@ -232,6 +243,7 @@ KINDS: dict[str, Kind] = {
     "invalidate": Kind(_invalidate, returns=True, updates=True),
     "enqueue_delivery": Kind(_enqueue_delivery),
     "fire_deadline": Kind(_fire_deadline, cas=True, returns=True, updates=True),
+    "record_fire": Kind(_record_fire, cas=True, returns=True),
 }
 
 
@@ -416,3 +428,22 @@ def read_gate(conn: sa.Connection, run_id: str, node_id: str) -> Gate:
 
 def _gates_oldest_first(rows: Rows) -> list[Gate]:
     return sorted((gate_from_row(row) for row in rows), key=lambda g: (g.created_at, g.node_id))
+
+
+def record_fire(fire: Fire) -> Write:
+    params = dataclasses.asdict(fire) | {"outcome": fire.outcome.value}
+
+    def check(conn: sa.Connection) -> BatonError | None:
+        c = SCHEDULE_FIRES.c
+        row = conn.execute(sa.select(c.outcome, c.by).where(
+            c.schedule_id == fire.schedule_id, c.due_at == fire.due_at)).first()
+        return None if row is None else fire_recorded(fire, row[0], row[1])
+
+    return Write("record_fire", params, "record a schedule's fire", check, lambda rows: True)
+
+
+def fire_recorded(fire: Fire, outcome: str, by: str) -> FireAlreadyRecorded:
+    return FireAlreadyRecorded(
+        f"Schedule {fire.schedule_id} fired at {fire.due_at} already ({outcome}, by {by}).",
+        schedule_id=fire.schedule_id,
+    )

@@ -16,6 +16,7 @@ from pydantic_core import PydanticCustomError
 from core.store.records import ReplayClass
 from core.workflows.approval_spec import ApprovalField
 from core.workflows.input_spec import InputSpec
+from core.workflows.schedule_spec import SCHEDULE_ERROR, ScheduleSpec
 
 NODE_KINDS: tuple[str, ...] = ("bash", "script", "prompt", "approval", "tool")
 _KIND_VALUES = operator.itemgetter(*NODE_KINDS)  # a node's fields of the five kinds, in one call
@@ -254,8 +255,21 @@ class Workflow(StepEnvironmentFields):
     network: bool = Field(default=True, strict=True)  # False: steps run without network (a node may differ)
     env: dict[str, str] = Field(default_factory=dict)  # variables of every step
     secrets: list[str] = Field(default_factory=list)  # secrets every step receives
+    #: runs nobody typed (DESIGN.md "Automation" -> "Schedules"): `schedule_spec.py`
+    schedules: list[ScheduleSpec] = Field(default_factory=list)
     # where it came from (set by the loader, not part of the YAML)
     source: str = Field(default="", exclude=True)
+
+    @model_validator(mode="after")
+    def _schedule_ids(self) -> Workflow:
+        seen: set[str] = set()
+        for index, spec in enumerate(self.schedules):
+            if spec.id in seen:
+                raise PydanticCustomError(
+                    SCHEDULE_ERROR, f"schedule #{index + 1} repeats the id `{spec.id}`",
+                    {"hint": "Give each schedule of a workflow its own `id`."})
+            seen.add(spec.id)
+        return self
 
     def node(self, node_id: str) -> Node:
         for n in self.nodes:

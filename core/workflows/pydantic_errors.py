@@ -16,6 +16,7 @@ from pydantic_core import ErrorDetails
 
 from core.workflows.input_spec import INPUT_SPEC_ERROR
 from core.workflows.model import ENVIRONMENT_ERROR, NODE_KIND_ERROR, Workflow
+from core.workflows.schedule_spec import SCHEDULE_ERROR
 from core.workflows.validation import did_you_mean
 
 Loc = tuple[str | int, ...]
@@ -33,6 +34,9 @@ def translate(error: ErrorDetails, data: Any) -> tuple[str, str]:
 
     if kind == NODE_KIND_ERROR:
         return error["msg"], str(ctx.get("hint", ""))
+    if kind == SCHEDULE_ERROR:  # a schedule's own check ("schedule `x` has …"), or a field's ("`cron` of …: …")
+        sep = ": " if len(loc) > 2 else " "
+        return f"{describe(loc, data)}{sep}{error['msg']}", str(ctx.get("hint", ""))
     if kind in (INPUT_SPEC_ERROR, ENVIRONMENT_ERROR):
         return f"{describe(loc, data)} {error['msg']}", str(ctx.get("hint", ""))
     if kind == "extra_forbidden":
@@ -82,6 +86,14 @@ def describe(loc: Loc, data: Any) -> str:
     if loc[0] == "nodes" and len(loc) >= 2 and isinstance(loc[1], int):
         node_id = _node_id(data, loc[1])
         name = f"node `{node_id}`" if node_id else f"node #{loc[1] + 1}"
+        rest = ".".join(str(p) for p in loc[2:])
+        return f"`{rest}` of {name}" if rest else name
+    if loc[0] == "schedules" and len(loc) >= 2 and isinstance(loc[1], int):
+        try:
+            sid = data["schedules"][loc[1]]["id"]
+        except (KeyError, IndexError, TypeError):
+            sid = None
+        name = f"schedule `{sid}`" if isinstance(sid, str) else f"schedule #{loc[1] + 1}"
         rest = ".".join(str(p) for p in loc[2:])
         return f"`{rest}` of {name}" if rest else name
     if loc[0] == "inputs" and len(loc) >= 2:
