@@ -27,6 +27,7 @@ from bot.deadline_loop import DeadlineLoop
 from bot.health import Health, Probe
 from bot.housekeeping import Housekeeping
 from bot.late_events import LateEvents
+from bot.schedule_loop import ScheduleLoop
 from bot.runtime import Runtime, assemble, ensure_sqlite_dir, load_tools
 from bot.shutdown import Shutdown
 from core.commands.deadlines import GateDeadlines
@@ -68,6 +69,8 @@ class Baton:
     housekeeping: Housekeeping | None = None
     #: fires gate reminders, escalations and timeouts; started and stopped with the engine
     deadlines: DeadlineLoop | None = None
+    #: fires the schedules (YAML and chat); started and stopped with the engine
+    schedules: ScheduleLoop | None = None
     #: delivers the durable outbox's due rows (retries, rows of a replica that died or stopped);
     #: started and stopped with the engine, flushed on shutdown (`settle`)
     outbox: OutboxLoop | None = None
@@ -92,11 +95,12 @@ class Baton:
 
     @asynccontextmanager
     async def running(
-        self, *, grace: float | None = None, handle_signals: bool = True
+        self, *, grace: float | None = None, handle_signals: bool = True, schedules: bool = True
     ) -> AsyncIterator[Baton]:
         """Start the engine (recovery of lapsed runs, heartbeat); stop it on exit: in-flight
         steps get `grace` seconds (default BATON_SHUTDOWN_GRACE), then the leases of runs still
-        running here are released so that a peer replica recovers them at once."""
+        running here are released so that a peer replica recovers them at once. `schedules`:
+        fire the schedules meanwhile (a one-shot `baton say` does not)."""
         grace = self.settings.shutdown_grace if grace is None else grace
         self.shutdown.grace = grace
         with self.shutdown.signals(enabled=handle_signals):
@@ -112,6 +116,8 @@ class Baton:
                 await self.outbox.start()
             if self.late_events is not None:
                 await self.late_events.start()
+            if self.schedules is not None and schedules:
+                await self.schedules.start()
             self.health.started = True
             try:
                 yield self
@@ -119,6 +125,8 @@ class Baton:
                 self.health.started = False
                 if self.late_events is not None:
                     await self.late_events.stop()
+                if self.schedules is not None:
+                    await self.schedules.stop()
                 if self.deadlines is not None:
                     await self.deadlines.stop()
                 if self.housekeeping is not None:
@@ -214,6 +222,7 @@ def build_baton(
         outbox=outbox,
         late_events=LateEvents(store, handler, stale=settings.event_stale_seconds,
                                every=max(1.0, min(settings.event_stale_seconds / 2, 30.0))),
+        schedules=ScheduleLoop(handler.scheduler, every=settings.schedule_poll_seconds),
         shutdown=shutdown,
         health=Health(ping=store.ping, stopping=shutdown.stopping),
     )

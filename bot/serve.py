@@ -196,7 +196,7 @@ async def say_once(
     `on_reply` sees each reply as it arrives, with the redactor to print it through."""
     baton = build_baton(settings)
     try:
-        async with baton.running():
+        async with baton.running(schedules=False):  # a one-shot process fires no schedule by itself
             started()  # a one-shot process: frozen without a full collection (bot/startup.py)
             message = to_chat_message(text, conversation, user, thread, event_id=event_id)
             shown = None if on_reply is None else (lambda reply: on_reply(reply, baton.redactor))

@@ -186,6 +186,9 @@ class Settings(BaseSettings):
     housekeeping_minutes: float = Field(default=60.0, gt=0)
     # gate deadlines (bot/deadline_loop.py): how often due reminders, escalations and timeouts are fired
     deadline_poll_seconds: float = Field(default=5.0, gt=0, le=3600)
+    # schedules (bot/schedule_loop.py): the longest a loop sleeps between two ticks (it wakes at
+    # the soonest due time anyway); schedules another replica added are seen within this
+    schedule_poll_seconds: float = Field(default=5.0, gt=0, le=3600)
     # chat event ids kept for dedupe: well above Slack's retries (minutes) and the 60 s claim
     event_retention_hours: float = Field(default=24.0, ge=1)
     state_retention_days: float = Field(default=30.0, gt=0)  # adapters' values (progress message ids)

@@ -14,7 +14,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from core.commands import audit_export, authz, replies, voting
+from core.commands import audit_export, authz, replies, schedule_actions, voting
 from core.commands.forms import inputs_form
 from core.commands.messages import ChatMessage, Reply
 from core.commands.model import (
@@ -36,6 +36,7 @@ from core.commands.model import (
     ResumeCommand,
     RunCommand,
     RunsCommand,
+    ScheduleCommand,
     StatusCommand,
     UnpinCommand,
     WhoCommand,
@@ -43,6 +44,7 @@ from core.commands.model import (
 from core.commands.pages import RunPages
 from core.commands.resolution import Prompt, decide_fresh_run, latest_run, prompt_options, run_command_text
 from core.commands.run_args import MESSAGE, build_args
+from core.commands.scheduler import Scheduler
 from core.config import Access
 from core.engine.engine import Engine
 from core.engine.tools import unregistered
@@ -88,6 +90,8 @@ class Context:
     clock: Callable[[], float] = time.time  # when a vote is cast (escalation, deadlines)
     #: edits the messages waiting on a gate to show its policy's new state (`offers.restate`)
     restate: Callable[[str, str, dict[str, Any]], Awaitable[None]] | None = None
+    #: fires schedules (`schedule run <id>`); None: no scheduler in this process
+    scheduler: Scheduler | None = None
 
     async def announcing(self, run_id: str, ending: Awaitable[Run]) -> Run:
         return await _announcing(self, run_id, ending)
@@ -480,6 +484,7 @@ ACTIONS: dict[type, Action] = {
     OpenCommand: open_,
     ListCommand: list_workflows, ArgsCommand: args, AuditCommand: audit, HelpCommand: help_,
     WhoCommand: who, PinCommand: pin, UnpinCommand: pin,
+    WhoCommand: who, ScheduleCommand: schedule_actions.schedule,
 }
 
 

@@ -34,6 +34,7 @@ from core.commands.pages import RunPages
 from core.commands.parser import as_command, closest_command, parse
 from core.commands.progress import ProgressReporter
 from core.commands.resolution import gates_addressed
+from core.commands.scheduler import Scheduler
 from core.config import Access
 from core.delivery.buttons import ButtonCommands
 from core.delivery.edits import Edits
@@ -77,6 +78,10 @@ class Handler:
         engine.subscribe(self.homes.on_event)
         #: read-only questions (autocomplete, forms) adapters ask before or instead of `handle`
         self.asking = Asking(store=store, catalog=catalog, access=access)
+        #: schedules: fired by a loop of the bot (`bot/schedule_loop.py`) or `schedule run`,
+        #: their runs announced (a thread each) through this handler's progress reporter
+        self.scheduler = Scheduler(store=store, engine=engine, catalog=catalog, access=access,
+                                   replica=engine.owner, progress=self.progress, clock=clock)
 
     def _gate_state(self, run: Run, gate: Gate) -> dict[str, object] | None:
         """The policy state a waiting gate's message shows (None: it cannot be read now)."""
@@ -216,7 +221,7 @@ class Handler:
         uid = message.principal or authz.user_id(message.platform, message.user)
         ctx = Context(self.store, self.engine, self.catalog, self.access, message, uid, self.redactor,
                       announced=self.progress.announced, pages=self.pages, thread_runs=thread_runs,
-                      clock=self.clock, restate=self.progress.offers.restate)
+                      clock=self.clock, restate=self.progress.offers.restate, scheduler=self.scheduler)
         try:
             claimed = accepted or self.store.claim_event(message.platform, message.event_id,
                                                          stale_after=self.event_stale_after)

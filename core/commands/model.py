@@ -141,6 +141,21 @@ class UnpinCommand:
 
 
 @dataclass(frozen=True, slots=True)
+class ScheduleCommand:
+    """`schedule add|list|show|pause|resume|run|rm …` (DESIGN.md "Schedules")."""
+
+    action: str  # one of SCHEDULE_ACTIONS
+    target: str | None = None  # add: the workflow; show, pause, resume, run, rm: the schedule id
+    cron: str | None = None
+    every: str | None = None
+    timezone: str | None = None
+    overlap: str | None = None
+    message: str | None = None
+    sets: tuple[SetArg, ...] = ()
+    note: str | None = None  # pause: why
+
+
+@dataclass(frozen=True, slots=True)
 class HelpCommand:
     topic: str | None = None
 
@@ -164,6 +179,7 @@ Command = (
     | WhoCommand
     | PinCommand
     | UnpinCommand
+    | ScheduleCommand
     | HelpCommand
 )
 
@@ -181,6 +197,7 @@ class Spec:
 
 RESOLVE_ACTIONS = ("done", "retry", "fail")
 EXPORT_FORMATS = ("jsonl", "csv")  # `audit --since … --format`
+SCHEDULE_ACTIONS = ("add", "list", "show", "pause", "resume", "run", "rm")
 
 SPECS: dict[str, Spec] = {
     s.name: s
@@ -234,6 +251,15 @@ SPECS: dict[str, Spec] = {
         Spec("pin", "pin <run>", "pin 3f9a", "keep a finished run's history when old runs are pruned",
              group="own"),
         Spec("unpin", "unpin <run>", "unpin 3f9a", "let a pinned run be pruned again", group="own"),
+        Spec(
+            "schedule",
+            'schedule add <workflow> "<cron>"|every <duration> [--tz Z] [--overlap P] [message] [--set k=v]…'
+            " | schedule list | schedule show|pause|resume|run|rm <id> [note]",
+            'schedule add nightly-report "0 2 * * 1-5" --tz Europe/Paris',
+            "runs nobody types: add a schedule here, list them, show one's fires, pause, resume, fire now, remove",
+            flags=("--tz", "--overlap", "--set"),
+            group="run",
+        ),
         Spec("help", "help [command]", "help run", "this help, or one command's usage"),
     )
 }

@@ -17,6 +17,7 @@ from core.commands.input_text import refuse, value_problem
 from core.commands.model import (
     EXPORT_FORMATS,
     RESOLVE_ACTIONS,
+    SCHEDULE_ACTIONS,
     SPECS,
     AbandonCommand,
     ApproveCommand,
@@ -35,6 +36,7 @@ from core.commands.model import (
     ResumeCommand,
     RunCommand,
     RunsCommand,
+    ScheduleCommand,
     SetArg,
     StatusCommand,
     UnpinCommand,
@@ -326,6 +328,50 @@ def _audit(pos: list[str], opts: list[tuple[str, str | None]]) -> AuditCommand:
     return AuditCommand(since=since, format=fmt or "jsonl")
 
 
+_OVERLAPS = ("skip", "queue", "cancel_running", "allow")
+
+
+def _schedule(pos: list[str], opts: list[tuple[str, str | None]]) -> ScheduleCommand:
+    if not pos:
+        raise usage_error("schedule", f"`schedule` needs one of: {', '.join(SCHEDULE_ACTIONS)}")
+    action = pos[0].lower()
+    action = "rm" if action in ("remove", "delete") else action
+    if action not in SCHEDULE_ACTIONS:
+        raise usage_error("schedule", f"`schedule {pos[0]}` is not known"
+                                      f"{_did_you_mean(action, SCHEDULE_ACTIONS)}")
+    rest = pos[1:]
+    if action != "add" and opts:
+        raise usage_error("schedule", f"`{opts[0][0]}` goes only with `schedule add`")
+    if action == "list":
+        _need(rest, "schedule", ())
+        return ScheduleCommand("list")
+    if action != "add":
+        names = ("id",)
+        _need(rest, "schedule", names, rest=action == "pause")
+        return ScheduleCommand(action, rest[0], note=" ".join(rest[1:]) or None)
+    if len(rest) < 2:
+        raise usage_error("schedule", 'give the workflow and when: `schedule add <workflow> "<cron>"` or '
+                                      "`schedule add <workflow> every <duration>`")
+    workflow, when, more = rest[0], rest[1], rest[2:]
+    cron = every = None
+    if when.lower() == "every":
+        if not more:
+            raise usage_error("schedule", "`every` needs a duration, e.g. `every 15m`")
+        every, more = more[0], more[1:]
+    elif len(when.split()) == 5:
+        cron = when
+    else:
+        raise usage_error("schedule", f"`{when}` is neither a quoted cron expression (five fields, e.g. "
+                                      '"0 2 * * *") nor `every <duration>`')
+    overlap = _one(opts, "--overlap", "schedule")
+    if overlap is not None and overlap not in _OVERLAPS:
+        raise usage_error("schedule", f"`--overlap` is one of {', '.join(_OVERLAPS)}, not `{overlap}`"
+                                      f"{_did_you_mean(overlap, _OVERLAPS)}")
+    sets = tuple(parse_set(v or "", "schedule") for n, v in opts if n == "--set")
+    return ScheduleCommand("add", workflow, cron=cron, every=every, timezone=_one(opts, "--tz", "schedule"),
+                           overlap=overlap, message=" ".join(more) or None, sets=sets)
+
+
 def _bare(pos: list[str], sub: str, command: Command) -> Command:
     _need(pos, sub, ())
     return command
@@ -354,5 +400,6 @@ _BUILDERS: dict[str, _Builder] = {
     "who": lambda p, o, f: _who(p),
     "pin": lambda p, o, f: PinCommand(_need(p, "pin", ("run",))[0]),
     "unpin": lambda p, o, f: UnpinCommand(_need(p, "unpin", ("run",))[0]),
+    "schedule": lambda p, o, f: _schedule(p, o),
     "help": _help,
 }

@@ -28,6 +28,8 @@ KINDS = (
     "approval_question", "which_gate", "no_gate_hint", "page_link", "input_form", "home",
     "vote_counted", "approval_values", "gate_reminder", "gate_escalated", "gate_timed_out", "who_approved",
     "audit_export", "vote_differs", "unmet_gate",
+    # schedules (`schedule_replies.py`)
+    "schedule_added", "schedules", "schedule_shown", "schedule_changed", "schedule_fired", "schedule_refused",
 )
 
 
@@ -365,7 +367,7 @@ def progress_data(summary: RunSummary) -> dict[str, Any]:
 def progress(run: Run, summary: RunSummary, *, page: bool = False) -> Reply:
     """`page`: the run has a page; the message offers "Open run" (each clicker's own link)."""
     return Reply(kind="progress", data={"run_id": run.id, "workflow": run.workflow,
-                                        **progress_data(summary)},
+                                        "started_by": run.started_by, **progress_data(summary)},
                  buttons=(open_button(run.id),) if page else (),
                  run_id=run.id, run_status=summary.status, replace_key=f"progress:{run.id}", **_where(run))
 

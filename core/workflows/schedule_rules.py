@@ -86,7 +86,8 @@ class Rule:
     anchor: float = 0.0
 
     @classmethod
-    def of(cls, *, cron: str | None, every: float | None, timezone: str = UTC, anchor: float = 0.0) -> Rule:
+    def of(cls, *, cron: str | None, every: float | str | None, timezone: str = UTC,
+           anchor: float = 0.0) -> Rule:
         if (cron is None) == (every is None):
             raise RuleError("a schedule needs exactly one of `cron` and `every`",
                             'Give `cron: "0 2 * * *"` or `every: 15m`, not both.')

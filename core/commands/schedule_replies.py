@@ -1,0 +1,82 @@
+"""Pure `Reply` builders of the schedule commands and of what schedules do by themselves
+(data, never sentences: `templates/<platform>/schedule_*.j2` hold the words)."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+from typing import Any
+
+from core.commands.messages import Reply
+from core.commands.replies import told_directly
+from core.store.records import Fire, Run, Schedule
+from core.workflows.schedule_rules import Rule, local_time
+
+KINDS = ("schedule_added", "schedules", "schedule_shown", "schedule_changed", "schedule_fired",
+         "schedule_refused")
+
+
+def _rule(s: Schedule) -> Rule:
+    return Rule(cron=s.cron, every=s.every, timezone=s.timezone, anchor=s.created_at)
+
+
+def schedule_data(s: Schedule) -> dict[str, Any]:
+    """What every schedule reply may show of it."""
+    return {"id": s.id, "workflow": s.workflow, "source": s.source, "rule": _rule(s).text,
+            "timezone": s.timezone, "overlap": s.overlap, "catchup": s.catchup, "paused": s.paused,
+            "note": s.note, "paused_by": s.paused_by, "principal": s.principal, "owner": s.owner,
+            "place": f"{s.platform}:{s.conversation}", "platform": s.platform, "conversation": s.conversation,
+            "args": s.args}
+
+
+def added(s: Schedule, now: float) -> Reply:
+    nxt = _rule(s).next_fires(now, 1)
+    return Reply(kind="schedule_added", data={**schedule_data(s), "words": _rule(s).describe(),
+                                              "next": local_time(nxt[0], s.timezone) if nxt else None})
+
+
+def listed(schedules: Sequence[Schedule], now: float) -> Reply:
+    rows = []
+    for s in schedules:
+        nxt = [] if s.paused else _rule(s).next_fires(now, 1)
+        rows.append({**schedule_data(s), "next": local_time(nxt[0], s.timezone) if nxt else None})
+    return Reply(kind="schedules", ephemeral=True, data={"schedules": rows})
+
+
+def shown(s: Schedule, fires: Sequence[Fire], now: float) -> Reply:
+    """`schedule show`: the rule in words, the next five fires in its zone, the last fires."""
+    rule = _rule(s)
+    nxt = [local_time(t, s.timezone) for t in rule.next_fires(now, 5)]
+    last = [{"due": local_time(f.due_at, s.timezone), "outcome": f.outcome.value, "run_id": f.run_id,
+             "detail": f.detail} for f in fires]  # fmt: skip
+    return Reply(kind="schedule_shown", ephemeral=True,
+                 data={**schedule_data(s), "words": rule.describe(), "next": nxt, "fires": last})
+
+
+def changed(s: Schedule, action: str, by: str, *, run_id: str | None = None, outcome: str | None = None,
+            detail: dict[str, Any] | None = None) -> Reply:
+    """paused | resumed | removed | fired (by hand: `outcome` and the run it started)."""
+    return Reply(kind="schedule_changed", run_id=run_id,
+                 data={**schedule_data(s), "action": action, "by": by, "run_id": run_id, "outcome": outcome,
+                       "detail": detail or {}})
+
+
+def fired(run: Run, s: Schedule, due: float, detail: dict[str, Any]) -> Reply:
+    """The message a scheduled run's thread starts from, where the schedule reports."""
+    return Reply(kind="schedule_fired", run_id=run.id, run_status=str(run.status), platform=run.platform,
+                 conversation=run.conversation, starts_thread=True, requester=run.requester,
+                 data={**schedule_data(s), "run_id": run.id, "workflow": run.workflow,
+                       "due": local_time(due, s.timezone), "detail": detail})
+
+
+def refused(s: Schedule, note: str) -> list[Reply]:
+    """The notice of a schedule paused because its principal may no longer run the workflow:
+    in its place, and to its owner directly."""
+    notice = Reply(kind="schedule_refused", platform=s.platform, conversation=s.conversation,
+                   data={**schedule_data(s), "reason": note})
+    out = [notice]
+    if s.owner:
+        direct = told_directly(notice, s.owner)
+        if direct is not None and (direct.platform, direct.conversation) != (s.platform, s.conversation):
+            out.append(dataclasses.replace(direct, data={**direct.data, "reason": note}))
+    return out

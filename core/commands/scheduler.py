@@ -1,0 +1,292 @@
+"""Schedules firing: `Scheduler.tick(now)` evaluates every schedule (DESIGN.md "Automation").
+
+    for each schedule not paused:
+        due = its rule's due times in (evaluated_until, now]          (`schedule_rules.py`)
+        the newest is on time (due at most `ON_TIME` ago): it fires; the older ones were
+        missed (nothing ticked: the bot was down), and `catchup` says what they get:
+            latest  one run, for the newest of them within `catchup_window` (when the newest
+                    due time is not on time itself); the others are recorded missed
+            none    none; each is recorded missed
+            all     a run each, within the window; the others are recorded missed
+        evaluated_until moves to the newest due time
+
+    a fire:  its principal may no longer run the workflow -> the schedule is paused with a
+             notice to its place and its owner, the fire recorded `refused`; never run
+             overlap `skip` and a run of it still active   -> recorded `skipped`
+             `cancel_running`  -> its active runs are cancelled, then the run starts
+             `queue`           -> the run starts beside the active one; the fire records
+                                  what it was buffered behind (`detail.behind`)
+             `allow`           -> the run starts
+             the run starts through the engine, like a `run` command, as the schedule's
+             principal, reporting where the schedule says in a thread of its own that the
+             announcement (`schedule_fired`) opens
+
+A fire is keyed (schedule, due time) in the store (`UnitOfWork.record_fire`), written in the
+unit of work that creates its run: two replicas, a restart or a repeated tick start one run.
+`tick` is all there is: the bot calls it on its own loop (`bot/schedule_loop.py`); with
+workers, a Procrastinate periodic task may call it too.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from core.commands import authz, schedule_replies
+from core.commands.progress import ProgressReporter
+from core.config import Access
+from core.engine.engine import Engine
+from core.errors import BatonError, FireAlreadyRecorded, ScheduleChanged, ScheduleNotFound, StoreError
+from core.store.port import Store
+from core.store.records import Fire, FireOutcome, Run, Schedule
+from core.store.unit_of_work import UnitOfWork
+from core.workflows.catalog import Catalog
+from core.workflows.schedule_rules import Rule
+from core.workflows.schedule_spec import ScheduleSpec
+
+log = logging.getLogger("baton.schedules")
+
+#: a due time found at most this many seconds late is on time; an older one was missed
+ON_TIME = 60.0
+#: who writes what a schedule does by itself (the audit's actor of an authorization pause)
+SCHEDULER = "baton:scheduler"
+#: where a YAML schedule without `post_to` reports: the console (no platform is on)
+DEFAULT_PLACE = ("console", "console")
+
+
+@dataclass(frozen=True, slots=True)
+class Fired:
+    """What this replica did with one due time (a fire another replica wrote is not here)."""
+
+    schedule_id: str
+    due_at: float
+    outcome: FireOutcome
+    run_id: str | None = None
+
+
+def rule_of(schedule: Schedule) -> Rule:
+    return Rule(cron=schedule.cron, every=schedule.every, timezone=schedule.timezone,
+                anchor=schedule.created_at)
+
+
+def plan(dues: Sequence[float], now: float, catchup: str, window: float,
+         on_time: float = ON_TIME) -> list[tuple[float, bool]]:
+    """Each due time (oldest first) and whether it starts a run (else it is missed). Pure."""
+    if not dues:
+        return []
+    newest = dues[-1]
+    current = now - newest <= on_time
+    within = [d for d in dues if now - d <= window]
+    if catchup == "all":
+        starts = set(within) | ({newest} if current else set())
+    elif catchup == "latest":
+        starts = {newest} if current else ({within[-1]} if within else set())
+    else:  # none
+        starts = {newest} if current else set()
+    return [(d, d in starts) for d in dues]
+
+
+def from_spec(workflow: str, spec: ScheduleSpec, now: float) -> Schedule:
+    """A workflow's YAML schedule as the store keeps it (id `<workflow>.<id>`)."""
+    sid = f"{workflow}.{spec.id}"
+    platform, _, conversation = (spec.post_to or ":".join(DEFAULT_PLACE)).partition(":")
+    return Schedule(
+        id=sid, workflow=workflow, source="yaml", cron=spec.cron, every=spec.seconds, timezone=spec.timezone,
+        args=dict(spec.args), overlap=spec.overlap, catchup=spec.catchup, catchup_window=spec.window,
+        platform=platform, conversation=conversation, principal=spec.as_ or f"schedule:{sid}", owner=None,
+        created_at=now, updated_at=now, evaluated_until=now,
+    )
+
+
+class Scheduler:
+    def __init__(
+        self,
+        *,
+        store: Store,
+        engine: Engine,
+        catalog: Catalog,
+        access: Access,
+        replica: str,
+        progress: ProgressReporter | None = None,
+        clock: Callable[[], float] = time.time,
+        on_time: float = ON_TIME,
+    ) -> None:
+        self.store = store
+        self.engine = engine
+        self.catalog = catalog
+        self.access = access
+        self.replica = replica
+        self.progress = progress  # announcements and their threads (None: nothing is told)
+        self.clock = clock
+        self.on_time = on_time
+        self._synced: object = None  # the catalog's schedules last synced
+        #: called when a schedule was added, paused or resumed here (the loop re-reads at once)
+        self.on_change: Callable[[], None] | None = None
+
+    def changed(self) -> None:
+        if self.on_change is not None:
+            self.on_change()
+
+    # -- the catalog's schedules ---------------------------------------------------------------
+    def sync(self) -> None:
+        """The workflows' `schedules:` into the store (only when the catalog's changed). A
+        workflow whose file is broken keeps its schedules as they were."""
+        self.catalog.reload()
+        entries = self.catalog.entries()
+        key = tuple((e.name, e.workflow.schedules if e.workflow else None, e.error is None) for e in entries)
+        if key == self._synced:
+            return
+        now = self.clock()
+        wanted = [from_spec(e.name, spec, now) for e in entries if e.workflow for spec in e.workflow.schedules]
+        broken = {e.name for e in entries if e.workflow is None}
+        wanted += [s for s in self.store.list_schedules() if s.source == "yaml" and s.workflow in broken]
+        touched, removed = self.store.sync_schedules(wanted)
+        for sid in touched:
+            self.store.audit(actor=SCHEDULER, action="schedule_synced", details={"schedule": sid})
+        for sid in removed:
+            self.store.audit(actor=SCHEDULER, action="schedule_removed", details={"schedule": sid})
+        self._synced = key
+
+    # -- ticking ---------------------------------------------------------------------------------
+    async def tick(self, now: float | None = None) -> list[Fired]:
+        """Fire every due time up to `now` (the clock's time by default) that this replica wins.
+        Schedules are taken in a random order: replicas ticking together share the work."""
+        now = self.clock() if now is None else now
+        self.sync()
+        fired: list[Fired] = []
+        schedules = [s for s in self.store.list_schedules() if not s.paused]
+        random.shuffle(schedules)
+        for schedule in schedules:
+            fired.extend(await self._evaluate(schedule, now))
+        return fired
+
+    def next_due(self, now: float | None = None) -> float | None:
+        """The soonest due time of a schedule not paused after its evaluation point (a loop
+        sleeps until then); None when nothing is scheduled."""
+        now = self.clock() if now is None else now
+        soonest: float | None = None
+        for s in self.store.list_schedules():
+            if s.paused:
+                continue
+            nxt = rule_of(s).next_fires(max(s.evaluated_until, now - self.on_time), 1)
+            if nxt and (soonest is None or nxt[0] < soonest):
+                soonest = nxt[0]
+        return soonest
+
+    async def _evaluate(self, s: Schedule, now: float) -> list[Fired]:
+        dues = rule_of(s).due_between(s.evaluated_until, now)
+        out: list[Fired] = []
+        for due, start in plan(dues, now, s.catchup, s.catchup_window, self.on_time):
+            if start:
+                done = await self.fire(s, due, catchup=now - due > self.on_time)
+            else:
+                done = self._record(s, due, FireOutcome.MISSED, {"late": round(now - due, 3)})
+            if done is not None:
+                out.append(done)
+            if done is not None and done.outcome is FireOutcome.REFUSED:
+                break  # paused: the rest waits for a resume
+        if dues:
+            self.store.advance_schedule(s.id, dues[-1])
+        return out
+
+    # -- one fire ------------------------------------------------------------------------------
+    async def fire(self, s: Schedule, due: float, *, by: str | None = None, catchup: bool = False) -> Fired | None:
+        """Fire `s` for `due` (DESIGN's rules, module docstring); None when another replica (or an
+        earlier tick) fired that due time. `by`: the person who fired it by hand."""
+        detail: dict[str, Any] = {}
+        if by is not None:
+            detail["by"] = by
+        if catchup:
+            detail["catchup"] = True
+        if not authz.may_run(self.access, s.principal, s.workflow):
+            return await self._refuse(s, due, detail)
+        active = [r for r in self.store.active_runs(s.started_by) if r.scheduled_for != due]
+        if active and s.overlap == "skip":
+            return self._record(s, due, FireOutcome.SKIPPED, detail | {"active": [r.id for r in active]})
+        if active and s.overlap == "cancel_running":
+            detail["cancelled"] = await self._cancel(s, active)
+        if active and s.overlap == "queue":
+            detail["behind"] = [r.id for r in active]
+        return await self._start(s, due, detail)
+
+    async def _start(self, s: Schedule, due: float, detail: dict[str, Any]) -> Fired | None:
+        def written(tx: UnitOfWork, run: Run) -> None:
+            tx.record_fire(self._fire(s, due, FireOutcome.STARTED, detail, run.id))
+
+        try:
+            if self.progress is None:
+                run = await self._start_run(s, due, written)
+                reply = None
+            else:
+                async with self.progress.starting(s.platform, s.conversation) as answered:
+                    run = await self._start_run(s, due, written)
+                    reply = schedule_replies.fired(run, s, due, detail)
+                    answered.append(reply)
+        except FireAlreadyRecorded:
+            return None
+        except StoreError:
+            raise  # nothing was written: the next tick fires it
+        except BatonError as exc:  # the workflow is gone or broken, the args no longer fit
+            log.warning("schedule %s could not start a run: %s", s.id, exc.message,
+                        extra={"action": "schedule_failed", "schedule": s.id})
+            return self._record(s, due, FireOutcome.FAILED, detail | {"error": exc.message})
+        log.info("schedule %s started run %s", s.id, run.id,
+                 extra={"action": "schedule_fired", "schedule": s.id, "run_id": run.id, "due_at": due,
+                        "late": round(run.created_at - due, 3)})  # fmt: skip
+        if reply is not None and self.progress is not None:
+            await self.progress.post(reply)
+        return Fired(s.id, due, FireOutcome.STARTED, run.id)
+
+    async def _start_run(self, s: Schedule, due: float, written: Callable[[UnitOfWork, Run], None]) -> Run:
+        return await self.engine.start_run(
+            workflow=s.workflow, args=s.args, platform=s.platform, conversation=s.conversation, thread=None,
+            requester=s.principal, started_by=s.started_by, scheduled_for=due, alongside=written,
+        )
+
+    async def _cancel(self, s: Schedule, active: Sequence[Run]) -> list[str]:
+        cancelled = []
+        for run in active:
+            try:
+                await self.engine.abandon(run.id, actor=s.started_by,
+                                          reason=f"a newer fire of schedule {s.id} (overlap: cancel_running)")
+                cancelled.append(run.id)
+            except StoreError:
+                raise
+            except BatonError as exc:  # it came to rest meanwhile
+                log.info("run %s not cancelled: %s", run.id, exc.message,
+                         extra={"action": "schedule_cancel", "run_id": run.id})
+        return cancelled
+
+    async def _refuse(self, s: Schedule, due: float, detail: dict[str, Any]) -> Fired | None:
+        """Its principal may no longer run the workflow: paused (a CAS: one replica), told to its
+        place and its owner, the fire recorded `refused`; nothing runs."""
+        note = f"{s.principal} may no longer run {s.workflow}"
+        try:
+            paused = self.store.change_schedule(s, paused=True, note=note, paused_by=SCHEDULER)
+        except (ScheduleChanged, ScheduleNotFound):
+            return None  # another replica paused it (or someone changed it) first
+        self.store.record_fire(self._fire(s, due, FireOutcome.REFUSED, detail | {"reason": note}))
+        self.store.audit(actor=SCHEDULER, action="schedule_paused",
+                         details={"schedule": s.id, "reason": note, "due_at": due})
+        log.warning("schedule %s paused: %s", s.id, note, extra={"action": "schedule_refused", "schedule": s.id})
+        if self.progress is not None:
+            for reply in schedule_replies.refused(paused, note):
+                await self.progress.post(reply)
+        return Fired(s.id, due, FireOutcome.REFUSED)
+
+    def _record(self, s: Schedule, due: float, outcome: FireOutcome, detail: dict[str, Any]) -> Fired | None:
+        if not self.store.record_fire(self._fire(s, due, outcome, detail)):
+            return None
+        log.info("schedule %s: fire %s", s.id, outcome.value,
+                 extra={"action": f"schedule_{outcome.value}", "schedule": s.id, "due_at": due})
+        return Fired(s.id, due, outcome)
+
+    def _fire(self, s: Schedule, due: float, outcome: FireOutcome, detail: dict[str, Any],
+              run_id: str | None = None) -> Fire:
+        return Fire(schedule_id=s.id, due_at=due, outcome=outcome, at=self.clock(), by=self.replica,
+                    run_id=run_id, detail=dict(detail))
+
