@@ -44,9 +44,10 @@ class SchedulesSql(SqlBase):
     @store_operation("add a schedule")
     def add_schedule(self, schedule: Schedule) -> bool:
         """Insert it; False when a schedule has that id already."""
-        insert = dialect_insert(self.dialect)(SCHEDULES).values(schedule_values(schedule))
+        insert = (dialect_insert(self.dialect)(SCHEDULES).values(schedule_values(schedule))
+                  .on_conflict_do_nothing(index_elements=["id"]).returning(SCHEDULES.c.id))
         with self._engine.begin() as conn:
-            return conn.execute(insert.on_conflict_do_nothing(index_elements=["id"])).rowcount == 1
+            return conn.execute(insert).first() is not None
 
     @store_operation("read a schedule")
     def get_schedule(self, schedule_id: str) -> Schedule:
@@ -103,8 +104,9 @@ class SchedulesSql(SqlBase):
             for sid, spec in wanted.items():
                 old = have.get(sid)
                 if old is None:
-                    insert = dialect_insert(self.dialect)(SCHEDULES).values(schedule_values(spec))
-                    if conn.execute(insert.on_conflict_do_nothing(index_elements=["id"])).rowcount:
+                    insert = (dialect_insert(self.dialect)(SCHEDULES).values(schedule_values(spec))
+                              .on_conflict_do_nothing(index_elements=["id"]).returning(SCHEDULES.c.id))
+                    if conn.execute(insert).first() is not None:
                         touched.append(sid)
                 elif any(getattr(old, k) != getattr(spec, k) for k in DEFINITION):
                     update = (sa.update(SCHEDULES)
@@ -132,10 +134,11 @@ class SchedulesSql(SqlBase):
     def record_fire(self, fire: Fire) -> bool:
         """Write the fire alone (a skip, a miss); False when that due time has a fire already."""
         values = dataclasses.asdict(fire) | {"outcome": fire.outcome.value}
-        insert = dialect_insert(self.dialect)(SCHEDULE_FIRES).values(values)
+        insert = (dialect_insert(self.dialect)(SCHEDULE_FIRES).values(values)
+                  .on_conflict_do_nothing(index_elements=["schedule_id", "due_at"])
+                  .returning(SCHEDULE_FIRES.c.schedule_id))
         with self._engine.begin() as conn:
-            return conn.execute(insert.on_conflict_do_nothing(
-                index_elements=["schedule_id", "due_at"])).rowcount == 1
+            return conn.execute(insert).first() is not None
 
     @store_operation("read a schedule's fires")
     def schedule_fires(self, schedule_id: str, limit: int = 10) -> list[Fire]:
