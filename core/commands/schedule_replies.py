@@ -9,6 +9,7 @@ from typing import Any
 
 from core.commands.messages import Reply
 from core.commands.replies import told_directly
+from core.commands.resolution import preview
 from core.store.records import Fire, Run, Schedule
 from core.workflows.schedule_rules import Rule, local_time
 
@@ -25,13 +26,17 @@ def schedule_data(s: Schedule) -> dict[str, Any]:
     return {"id": s.id, "workflow": s.workflow, "source": s.source, "rule": _rule(s).text,
             "timezone": s.timezone, "overlap": s.overlap, "catchup": s.catchup, "paused": s.paused,
             "note": s.note, "paused_by": s.paused_by, "principal": s.principal, "owner": s.owner,
-            "place": f"{s.platform}:{s.conversation}", "platform": s.platform, "conversation": s.conversation,
-            "args": s.args}
+            "place": f"{s.platform}:{s.conversation}", "platform": s.platform, "conversation": s.conversation}
+
+
+def _message(s: Schedule) -> dict[str, Any]:
+    message = s.args.get("message")
+    return {"message": preview(message) if isinstance(message, str) else None}
 
 
 def added(s: Schedule, now: float) -> Reply:
     nxt = _rule(s).next_fires(now, 1)
-    return Reply(kind="schedule_added", data={**schedule_data(s), "words": _rule(s).describe(),
+    return Reply(kind="schedule_added", data={**schedule_data(s), **_message(s), "words": _rule(s).describe(),
                                               "next": local_time(nxt[0], s.timezone) if nxt else None})
 
 
@@ -50,7 +55,7 @@ def shown(s: Schedule, fires: Sequence[Fire], now: float) -> Reply:
     last = [{"due": local_time(f.due_at, s.timezone), "outcome": f.outcome.value, "run_id": f.run_id,
              "detail": f.detail} for f in fires]  # fmt: skip
     return Reply(kind="schedule_shown", ephemeral=True,
-                 data={**schedule_data(s), "words": rule.describe(), "next": nxt, "fires": last})
+                 data={**schedule_data(s), **_message(s), "words": rule.describe(), "next": nxt, "fires": last})
 
 
 def changed(s: Schedule, action: str, by: str, *, run_id: str | None = None, outcome: str | None = None,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from core.commands import replies
+from core.commands import replies, schedule_replies
 from core.commands.messages import Form, FormField, Reply
 from core.commands.model import SPECS
 from core.commands.pages import PageLink
@@ -12,7 +12,17 @@ from core.commands.parser import parse
 from core.commands.resolution import Prompt, prompt_options
 from core.engine.events import NodePlan, NodeState, NodeSummary, Plan, RunSummary
 from core.errors import RunNotResumable, VoteDiffers
-from core.store.records import AuditEvent, Gate, GateStatus, GateVote, Run, RunStatus
+from core.store.records import (
+    AuditEvent,
+    Fire,
+    FireOutcome,
+    Gate,
+    GateStatus,
+    GateVote,
+    Run,
+    RunStatus,
+    Schedule,
+)
 from core.workflows.approval_spec import ApprovalSpec
 from core.workflows.input_spec import InputSpec
 
@@ -117,4 +127,42 @@ def every_reply_kind(text: str = "hi") -> list[Reply]:
                       {"window": text})])]),
         replies.audit_export(3, "7d", "csv", "baton-audit-20260921T141320Z.csv", text.encode()),
         replies.unmet_gate(text, {"node": "review", "required": 2, "people": 0, "groups": ["sre"]}),
+        *schedule_kinds(run, text),
+    ]
+
+
+def make_schedule(text: str = "hi", **kw: Any) -> Schedule:
+    fields: dict[str, Any] = dict(
+        id="release-notes-ab12", workflow="release-notes", source="chat", cron="0 2 * * 1-5", every=None,
+        timezone="Europe/Paris", args={"message": text}, overlap="skip", catchup="latest",
+        catchup_window=3600.0, platform="slack", conversation="C1", principal="slack:U1", owner="slack:U1",
+        created_at=1_700_000_000.0, updated_at=1_700_000_000.0, evaluated_until=1_700_000_000.0)
+    fields.update(kw)
+    return Schedule(**fields)
+
+
+def schedule_kinds(run: Run, text: str) -> list[Reply]:
+    """One reply of each schedule kind (`schedule_replies.py`), with `text` where user text goes."""
+    s = make_schedule(text)
+    paused = s.evolve(paused=True, note=text, paused_by="slack:U2")
+    now = 1_700_000_000.0
+    fires = [Fire(s.id, now - 86400 * i, outcome, now, "r1", run.id if outcome is FireOutcome.STARTED else None,
+                  {"active": [run.id]} if outcome is FireOutcome.SKIPPED else {"error": text, "reason": text})
+             for i, outcome in enumerate(FireOutcome)]
+    return [
+        schedule_replies.added(s, now),
+        schedule_replies.listed([s, paused, make_schedule(text, id="release-notes.nightly", source="yaml",
+                                                          owner=None, every=300.0, cron=None)], now),
+        schedule_replies.shown(s, fires, now),
+        schedule_replies.shown(paused, [], now),
+        schedule_replies.changed(paused, "paused", "slack:U2"),
+        schedule_replies.changed(s, "resumed", "slack:U2"),
+        schedule_replies.changed(s, "removed", "slack:U2"),
+        schedule_replies.changed(s, "fired", "slack:U2", run_id=run.id, outcome="started",
+                                 detail={"behind": ["abc"]}),
+        schedule_replies.changed(s, "fired", "slack:U2", outcome="skipped", detail={"active": [run.id]}),
+        schedule_replies.changed(s, "fired", "slack:U2", outcome="failed", detail={"error": text}),
+        schedule_replies.fired(run.evolve(started_by=f"schedule:{s.id}"), s, now,
+                               {"catchup": True, "by": "slack:U2", "behind": [run.id], "cancelled": [run.id]}),
+        *schedule_replies.refused(paused, text),
     ]
