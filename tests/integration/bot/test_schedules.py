@@ -262,3 +262,27 @@ async def test_a_principal_that_may_no_longer_run_it_pauses_the_schedule(
         assert [r for r in second.store.recent_runs(limit=10) if r.workflow == "hello"] == []
         await platform.wait(lambda: any(r.kind == "schedule_refused" for r in platform.taken))
         assert await second.handler.scheduler.tick(now=due + 30) == []  # paused: nothing more
+
+
+async def test_the_bots_own_loop_fires_a_schedule_while_it_serves(tmp_path: Path, database_url: str) -> None:
+    """`Baton.running()` starts the schedule loop: `every 1s` fires, then pause stops it."""
+    platform = Platform()
+    settings = _settings(tmp_path, database_url).model_copy(update={"schedule_poll_seconds": 0.5})
+    baton = _baton(settings, platform)
+    async with baton.running(handle_signals=False):
+        sid = await _add(baton, "schedule add hello every 1s")
+
+        def completed() -> list[Reply]:
+            return [r for r in platform.taken if r.kind == "run_completed"]
+
+        await platform.wait(lambda: len(completed()) >= 2, timeout=20)
+        assert baton.schedules is not None
+        runs = [r for r in baton.store.recent_runs(limit=50) if r.started_by == f"schedule:{sid}"]
+        assert len({r.scheduled_for for r in runs}) == len(runs) >= 2  # one run per due time
+        assert all(r.created_at - (r.scheduled_for or 0) < 1.0 for r in runs)  # on time
+        await _say(baton, f"schedule pause {sid}")
+        ticks = baton.schedules.ticks
+        await baton.schedules.wait_for_ticks(ticks + 2, timeout=10)
+        paused_at = len(baton.store.schedule_fires(sid, 100))
+        await baton.schedules.wait_for_ticks(baton.schedules.ticks + 2, timeout=10)
+        assert len(baton.store.schedule_fires(sid, 100)) == paused_at

@@ -1,0 +1,107 @@
+"""Schedules end to end on the console: `baton console` in a real pseudo-terminal, a person
+types `schedule add hello every 2s`, and runs start by themselves while the bot serves, each
+announced and reported; `schedule pause` stops it, `resume` restarts it, `rm` removes it.
+Two `baton console` processes on one SQLite database start exactly one run per fire."""
+
+from __future__ import annotations
+
+import re
+import sys
+from collections import Counter
+from collections.abc import Iterator
+
+import pytest
+
+from tests.e2e.console.cli import BatonCli
+from tests.e2e.console.terminal import Terminal, plain
+
+HELLO = """name: hello
+nodes:
+  - id: greet
+    bash: echo hello from the schedule
+    replay: pure
+"""
+
+
+def _console(baton: BatonCli, user: str) -> Terminal:
+    env = baton.env() | {"TERM": "xterm-256color", "PROMPT_TOOLKIT_NO_CPR": "1", "COLUMNS": "160",
+                         "BATON_SCHEDULE_POLL_SECONDS": "0.5"}
+    argv = [sys.executable, "-m", "bot.main", "console", "--user", user, "--conversation", "ops"]
+    return Terminal(argv, cwd=baton.home, env=env, columns=160)
+
+
+@pytest.fixture
+def terminal(baton: BatonCli) -> Iterator[Terminal]:
+    (baton.workflows / "hello.yaml").write_text(HELLO)
+    session = _console(baton, "ana")
+    yield session
+    session.close()
+
+
+def _fired(text: str) -> list[str]:
+    return re.findall(r"Schedule \S+ started hello run (\w+)", text)
+
+
+def test_schedule_add_fires_while_the_console_serves_then_pause_resume_rm(
+    baton: BatonCli, terminal: Terminal
+) -> None:
+    terminal.expect(r"ana>")
+    terminal.type("schedule add hello every 2s\r")
+    added = terminal.expect(r"Schedule (hello-[0-9a-f]{4}) added", timeout=30)
+    sid = added.group(1)
+    start = terminal.mark()
+    terminal.expect(r"started hello run \w+[\s\S]*completed in[\s\S]*started hello run \w+", after=start,
+                    timeout=30)
+    terminal.type(f"schedule pause {sid} quiet please\r")
+    paused = terminal.expect(r"paused by ana: quiet please", timeout=30)
+    runs_at_pause = {r.id for r in baton.runs() if r.started_by == f"schedule:{sid}"}
+    assert len(runs_at_pause) >= 2
+    terminal.type(f"schedule show {sid}\r")  # each fire and what became of it
+    shown = terminal.expect(r"Last fires[\s\S]*ana>", after=paused.end(), timeout=30)
+    assert "started" in shown.group(0)
+    terminal.type(f"schedule resume {sid}\r")
+    resumed = terminal.expect(r"resumed by ana", timeout=30)
+    terminal.expect(r"started hello run \w+", after=resumed.end(), timeout=30)
+    terminal.type(f"schedule rm {sid}\r")
+    terminal.expect(r"removed by ana", timeout=30)
+    for run in baton.runs():  # every run it started came to rest and was reported
+        terminal.expect(rf"hello run {run.id} completed in", timeout=30)
+    terminal.type("schedule list\r")
+    terminal.expect(r"No schedules yet[^\n]*\n[\s\S]*ana>", timeout=30)
+    terminal.type("\x04")
+    assert terminal.wait() == 0
+    runs = [r for r in baton.runs() if r.started_by == f"schedule:{sid}"]
+    assert len(runs) > len(runs_at_pause)
+    assert all(baton.run_record(r.id).status == "completed" for r in runs)
+    assert len({r.scheduled_for for r in runs}) == len(runs)  # one run per due time
+
+
+def test_two_processes_on_one_sqlite_database_start_one_run_per_fire(baton: BatonCli) -> None:
+    (baton.workflows / "hello.yaml").write_text(HELLO)
+    one, two = _console(baton, "ana"), _console(baton, "bob")
+    try:
+        one.expect(r"ana>")
+        two.expect(r"bob>")
+        one.type("schedule add hello every 1s\r")
+        sid = one.expect(r"Schedule (hello-[0-9a-f]{4}) added", timeout=30).group(1)
+        # both processes fire it: wait until each has started runs of it (its own announcements)
+        one.expect(r"(started hello run \w+[\s\S]*){3}", timeout=60)
+        two.expect(r"(started hello run \w+[\s\S]*){2}", timeout=60)
+        one.type(f"schedule pause {sid}\r")
+        one.expect(r"paused by ana", timeout=30)
+        for run in baton.runs():  # each run came to rest, reported by the process that started it
+            (one if run.id in _fired(plain(one.output)) else two).expect(
+                rf"hello run {run.id} completed in", timeout=30)
+        for session, name in ((one, "ana"), (two, "bob")):
+            session.type("help schedule\r")
+            session.expect(rf"schedule show\|pause[\s\S]*{name}>", after=session.mark(), timeout=30)
+            session.type("\x04")
+        assert one.wait() == 0 and two.wait() == 0
+    finally:
+        one.close()
+        two.close()
+    runs = [r for r in baton.runs() if r.started_by == f"schedule:{sid}"]
+    per_fire = Counter(r.scheduled_for for r in runs)
+    assert len(runs) >= 5 and max(per_fire.values()) == 1
+    told_one, told_two = set(_fired(plain(one.output))), set(_fired(plain(two.output)))
+    assert told_one and told_two and not told_one & told_two  # each run told by the process that won it
