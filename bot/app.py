@@ -28,6 +28,7 @@ from bot.health import Health, Probe
 from bot.housekeeping import Housekeeping
 from bot.late_events import LateEvents
 from bot.schedule_loop import ScheduleLoop
+from bot.schedule_ticker import ProcrastinateTicker
 from bot.runtime import Runtime, assemble, ensure_sqlite_dir, load_tools
 from bot.shutdown import Shutdown
 from core.commands.deadlines import GateDeadlines
@@ -70,7 +71,7 @@ class Baton:
     #: fires gate reminders, escalations and timeouts; started and stopped with the engine
     deadlines: DeadlineLoop | None = None
     #: fires the schedules (YAML and chat); started and stopped with the engine
-    schedules: ScheduleLoop | None = None
+    schedules: ScheduleLoop | ProcrastinateTicker | None = None
     #: delivers the durable outbox's due rows (retries, rows of a replica that died or stopped);
     #: started and stopped with the engine, flushed on shutdown (`settle`)
     outbox: OutboxLoop | None = None
@@ -222,10 +223,19 @@ def build_baton(
         outbox=outbox,
         late_events=LateEvents(store, handler, stale=settings.event_stale_seconds,
                                every=max(1.0, min(settings.event_stale_seconds / 2, 30.0))),
-        schedules=ScheduleLoop(handler.scheduler, every=settings.schedule_poll_seconds),
+        schedules=schedule_ticks(settings, handler),
         shutdown=shutdown,
         health=Health(ping=store.ping, stopping=shutdown.stopping),
     )
+
+
+def schedule_ticks(settings: Settings, handler: Handler) -> ScheduleLoop | ProcrastinateTicker:
+    """What ticks the schedules: a Procrastinate periodic task with workers (one tick job a
+    second across replicas), else the bot's own loop."""
+    if settings.executor == "procrastinate":
+        return ProcrastinateTicker(handler.scheduler, database_url=settings.database_url,
+                                   queue=settings.queue_name)
+    return ScheduleLoop(handler.scheduler, every=settings.schedule_poll_seconds)
 
 
 def distributed_dispatcher(settings: Settings, store: SqlStore) -> RemoteDispatcher | None:
