@@ -27,9 +27,9 @@ from bot.deadline_loop import DeadlineLoop
 from bot.health import Health, Probe
 from bot.housekeeping import Housekeeping
 from bot.late_events import LateEvents
+from bot.runtime import Runtime, assemble, ensure_sqlite_dir, load_tools
 from bot.schedule_loop import ScheduleLoop
 from bot.schedule_ticker import ProcrastinateTicker
-from bot.runtime import Runtime, assemble, ensure_sqlite_dir, load_tools
 from bot.shutdown import Shutdown
 from core.commands.deadlines import GateDeadlines
 from core.commands.handler import Handler

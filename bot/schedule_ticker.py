@@ -58,9 +58,16 @@ class ProcrastinateTicker:
             return len(fired)
 
         self.worker = Worker(
-            app=self.app, queues=[self.queue], name=f"schedules:{scheduler.replica}", concurrency=1, wait=True,
-            listen_notify=True, fetch_job_polling_interval=1.0, install_signal_handlers=False,
-            delete_jobs="always", shutdown_graceful_timeout=5.0,
+            app=self.app,
+            queues=[self.queue],
+            name=f"schedules:{scheduler.replica}",
+            concurrency=1,
+            wait=True,
+            listen_notify=True,
+            fetch_job_polling_interval=1.0,
+            install_signal_handlers=False,
+            delete_jobs="always",
+            shutdown_graceful_timeout=5.0,
         )
         self._task: asyncio.Task[None] | None = None
 

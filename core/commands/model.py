@@ -256,7 +256,7 @@ SPECS: dict[str, Spec] = {
             'schedule add <workflow> "<cron>"|every <duration> [--tz Z] [--overlap P] [message] [--set k=v]…'
             " | schedule list | schedule show|pause|resume|run|rm <id> [note]",
             'schedule add nightly-report "0 2 * * 1-5" --tz Europe/Paris',
-            "runs nobody types: add a schedule here, list them, show one's fires, pause, resume, fire now, remove",
+            "runs nobody types: add one here, list, show its fires, pause, resume, fire now, remove",
             flags=("--tz", "--overlap", "--set"),
             group="run",
         ),

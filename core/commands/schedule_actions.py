@@ -37,20 +37,28 @@ def _found(ctx: Context, schedule_id: str) -> Schedule:
     try:
         return ctx.store.get_schedule(schedule_id)
     except ScheduleNotFound as exc:
-        raise ScheduleNotFound(exc.message, schedule_id=schedule_id,
-                               hint="`/workflow schedule list` shows the schedules' ids.") from None
+        raise ScheduleNotFound(
+            exc.message, schedule_id=schedule_id, hint="`/workflow schedule list` shows the schedules' ids."
+        ) from None
 
 
 def _may_see(ctx: Context, s: Schedule) -> bool:
-    return authz.is_admin(ctx.access, ctx.uid) or s.owner == ctx.uid or authz.may_run(ctx.access, ctx.uid, s.workflow)
+    return (
+        authz.is_admin(ctx.access, ctx.uid)
+        or s.owner == ctx.uid
+        or authz.may_run(ctx.access, ctx.uid, s.workflow)
+    )
 
 
 def _require_manage(ctx: Context, s: Schedule, what: str) -> None:
     if authz.is_admin(ctx.access, ctx.uid) or (s.owner is not None and s.owner == ctx.uid):
         return
     who = f"its owner ({s.owner})" if s.owner else "a Baton admin (it is declared in its workflow's file)"
-    raise PermissionDenied(f"Only {who} or an admin may {what} schedule {s.id}; {ctx.uid} may not.",
-                           users=[u for u in (ctx.uid, s.owner) if u], hint="Ask its owner or an admin.")
+    raise PermissionDenied(
+        f"Only {who} or an admin may {what} schedule {s.id}; {ctx.uid} may not.",
+        users=[u for u in (ctx.uid, s.owner) if u],
+        hint="Ask its owner or an admin.",
+    )
 
 
 async def schedule(ctx: Context, cmd: ScheduleCommand) -> list[Reply]:
@@ -69,18 +77,24 @@ async def schedule(ctx: Context, cmd: ScheduleCommand) -> list[Reply]:
     if cmd.action == "pause":
         changed = ctx.store.change_schedule(s, paused=True, note=cmd.note, paused_by=ctx.uid)
     elif cmd.action == "resume":  # fires due while it was paused are not caught up: it was told not to
-        changed = ctx.store.change_schedule(s, paused=False, note=None, paused_by=None,
-                                            evaluated_until=max(s.evaluated_until, ctx.clock()))
+        changed = ctx.store.change_schedule(
+            s, paused=False, note=None, paused_by=None, evaluated_until=max(s.evaluated_until, ctx.clock())
+        )
     elif cmd.action == "rm":
         if s.source == "yaml":
-            raise _usage(f"schedule {s.id} is declared in workflow `{s.workflow}`'s file",
-                         hint="Remove it from the file's `schedules:`, or pause it here.")
+            raise _usage(
+                f"schedule {s.id} is declared in workflow `{s.workflow}`'s file",
+                hint="Remove it from the file's `schedules:`, or pause it here.",
+            )
         ctx.store.remove_schedule(s)
         changed = s
     else:
         return [await _fire_now(ctx, s)]
-    ctx.store.audit(actor=ctx.uid, action=f"schedule_{cmd.action}",
-                    details={"schedule": s.id, "workflow": s.workflow, "note": cmd.note})
+    ctx.store.audit(
+        actor=ctx.uid,
+        action=f"schedule_{cmd.action}",
+        details={"schedule": s.id, "workflow": s.workflow, "note": cmd.note},
+    )
     if ctx.scheduler is not None:
         ctx.scheduler.changed()
     action = {"rm": "removed", "pause": "paused", "resume": "resumed"}[cmd.action]
@@ -92,14 +106,27 @@ async def _fire_now(ctx: Context, s: Schedule) -> Reply:
         raise _usage("schedules do not fire in this process", hint="Start Baton with `baton run`.")
     now = ctx.clock()
     done = await ctx.scheduler.fire(s, now, by=ctx.uid)
-    ctx.store.audit(actor=ctx.uid, action="schedule_run",
-                    details={"schedule": s.id, "workflow": s.workflow, "due_at": now,
-                             "outcome": done.outcome.value if done else None})
+    ctx.store.audit(
+        actor=ctx.uid,
+        action="schedule_run",
+        details={
+            "schedule": s.id,
+            "workflow": s.workflow,
+            "due_at": now,
+            "outcome": done.outcome.value if done else None,
+        },
+    )
     if done is None:  # a fire at this very time was written by another replica
         raise _usage(f"schedule {s.id} fired at this moment already", hint="Try again in a second.")
     fire = next((f for f in ctx.store.schedule_fires(s.id, 5) if f.due_at == now), None)
-    return schedule_replies.changed(s, "fired", ctx.uid, run_id=done.run_id, outcome=done.outcome.value,
-                                    detail=fire.detail if fire else {})
+    return schedule_replies.changed(
+        s,
+        "fired",
+        ctx.uid,
+        run_id=done.run_id,
+        outcome=done.outcome.value,
+        detail=fire.detail if fire else {},
+    )
 
 
 def _add(ctx: Context, cmd: ScheduleCommand) -> Reply:
@@ -118,18 +145,40 @@ def _add(ctx: Context, cmd: ScheduleCommand) -> Reply:
     msg = ctx.message
     for _ in range(5):
         s = Schedule(
-            id=f"{workflow.name}-{secrets.token_hex(2)}", workflow=workflow.name, source="chat", cron=rule.cron,
-            every=rule.every, timezone=timezone, args=args, overlap=cmd.overlap or "skip", catchup="latest",
-            catchup_window=DEFAULT_WINDOW, platform=msg.platform, conversation=msg.conversation,
-            principal=ctx.uid, owner=ctx.uid, created_at=now, updated_at=now, evaluated_until=now,
+            id=f"{workflow.name}-{secrets.token_hex(2)}",
+            workflow=workflow.name,
+            source="chat",
+            cron=rule.cron,
+            every=rule.every,
+            timezone=timezone,
+            args=args,
+            overlap=cmd.overlap or "skip",
+            catchup="latest",
+            catchup_window=DEFAULT_WINDOW,
+            platform=msg.platform,
+            conversation=msg.conversation,
+            principal=ctx.uid,
+            owner=ctx.uid,
+            created_at=now,
+            updated_at=now,
+            evaluated_until=now,
         )
         if ctx.store.add_schedule(s):
             break
     else:  # pragma: no cover - five 16-bit collisions in a row
         raise _usage("no free schedule id was found", hint="Try again.")
-    ctx.store.audit(actor=ctx.uid, action="schedule_add",
-                    details={"schedule": s.id, "workflow": s.workflow, "rule": rule.text, "timezone": timezone,
-                             "overlap": s.overlap, "place": f"{s.platform}:{s.conversation}"})
+    ctx.store.audit(
+        actor=ctx.uid,
+        action="schedule_add",
+        details={
+            "schedule": s.id,
+            "workflow": s.workflow,
+            "rule": rule.text,
+            "timezone": timezone,
+            "overlap": s.overlap,
+            "place": f"{s.platform}:{s.conversation}",
+        },
+    )
     if ctx.scheduler is not None:
         ctx.scheduler.changed()
     return schedule_replies.added(s, now)

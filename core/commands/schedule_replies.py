@@ -13,8 +13,14 @@ from core.commands.resolution import preview
 from core.store.records import Fire, Run, Schedule
 from core.workflows.schedule_rules import Rule, local_time
 
-KINDS = ("schedule_added", "schedules", "schedule_shown", "schedule_changed", "schedule_fired",
-         "schedule_refused")
+KINDS = (
+    "schedule_added",
+    "schedules",
+    "schedule_shown",
+    "schedule_changed",
+    "schedule_fired",
+    "schedule_refused",
+)
 
 
 def _rule(s: Schedule) -> Rule:
@@ -23,10 +29,23 @@ def _rule(s: Schedule) -> Rule:
 
 def schedule_data(s: Schedule) -> dict[str, Any]:
     """What every schedule reply may show of it."""
-    return {"id": s.id, "workflow": s.workflow, "source": s.source, "rule": _rule(s).text,
-            "timezone": s.timezone, "overlap": s.overlap, "catchup": s.catchup, "paused": s.paused,
-            "note": s.note, "paused_by": s.paused_by, "principal": s.principal, "owner": s.owner,
-            "place": f"{s.platform}:{s.conversation}", "platform": s.platform, "conversation": s.conversation}
+    return {
+        "id": s.id,
+        "workflow": s.workflow,
+        "source": s.source,
+        "rule": _rule(s).text,
+        "timezone": s.timezone,
+        "overlap": s.overlap,
+        "catchup": s.catchup,
+        "paused": s.paused,
+        "note": s.note,
+        "paused_by": s.paused_by,
+        "principal": s.principal,
+        "owner": s.owner,
+        "place": f"{s.platform}:{s.conversation}",
+        "platform": s.platform,
+        "conversation": s.conversation,
+    }
 
 
 def _message(s: Schedule) -> dict[str, Any]:
@@ -36,8 +55,15 @@ def _message(s: Schedule) -> dict[str, Any]:
 
 def added(s: Schedule, now: float) -> Reply:
     nxt = _rule(s).next_fires(now, 1)
-    return Reply(kind="schedule_added", data={**schedule_data(s), **_message(s), "words": _rule(s).describe(),
-                                              "next": local_time(nxt[0], s.timezone) if nxt else None})
+    return Reply(
+        kind="schedule_added",
+        data={
+            **schedule_data(s),
+            **_message(s),
+            "words": _rule(s).describe(),
+            "next": local_time(nxt[0], s.timezone) if nxt else None,
+        },
+    )
 
 
 def listed(schedules: Sequence[Schedule], now: float) -> Reply:
@@ -54,31 +80,66 @@ def shown(s: Schedule, fires: Sequence[Fire], now: float) -> Reply:
     nxt = [local_time(t, s.timezone) for t in rule.next_fires(now, 5)]
     last = [{"due": local_time(f.due_at, s.timezone), "outcome": f.outcome.value, "run_id": f.run_id,
              "detail": f.detail} for f in fires]  # fmt: skip
-    return Reply(kind="schedule_shown", ephemeral=True,
-                 data={**schedule_data(s), **_message(s), "words": rule.describe(), "next": nxt, "fires": last})
+    return Reply(
+        kind="schedule_shown",
+        ephemeral=True,
+        data={**schedule_data(s), **_message(s), "words": rule.describe(), "next": nxt, "fires": last},
+    )
 
 
-def changed(s: Schedule, action: str, by: str, *, run_id: str | None = None, outcome: str | None = None,
-            detail: dict[str, Any] | None = None) -> Reply:
+def changed(
+    s: Schedule,
+    action: str,
+    by: str,
+    *,
+    run_id: str | None = None,
+    outcome: str | None = None,
+    detail: dict[str, Any] | None = None,
+) -> Reply:
     """paused | resumed | removed | fired (by hand: `outcome` and the run it started)."""
-    return Reply(kind="schedule_changed", run_id=run_id,
-                 data={**schedule_data(s), "action": action, "by": by, "run_id": run_id, "outcome": outcome,
-                       "detail": detail or {}})
+    return Reply(
+        kind="schedule_changed",
+        run_id=run_id,
+        data={
+            **schedule_data(s),
+            "action": action,
+            "by": by,
+            "run_id": run_id,
+            "outcome": outcome,
+            "detail": detail or {},
+        },
+    )
 
 
 def fired(run: Run, s: Schedule, due: float, detail: dict[str, Any]) -> Reply:
     """The message a scheduled run's thread starts from, where the schedule reports."""
-    return Reply(kind="schedule_fired", run_id=run.id, run_status=str(run.status), platform=run.platform,
-                 conversation=run.conversation, starts_thread=True, requester=run.requester,
-                 data={**schedule_data(s), "run_id": run.id, "workflow": run.workflow,
-                       "due": local_time(due, s.timezone), "detail": detail})
+    return Reply(
+        kind="schedule_fired",
+        run_id=run.id,
+        run_status=str(run.status),
+        platform=run.platform,
+        conversation=run.conversation,
+        starts_thread=True,
+        requester=run.requester,
+        data={
+            **schedule_data(s),
+            "run_id": run.id,
+            "workflow": run.workflow,
+            "due": local_time(due, s.timezone),
+            "detail": detail,
+        },
+    )
 
 
 def refused(s: Schedule, note: str) -> list[Reply]:
     """The notice of a schedule paused because its principal may no longer run the workflow:
     in its place, and to its owner directly."""
-    notice = Reply(kind="schedule_refused", platform=s.platform, conversation=s.conversation,
-                   data={**schedule_data(s), "reason": note})
+    notice = Reply(
+        kind="schedule_refused",
+        platform=s.platform,
+        conversation=s.conversation,
+        data={**schedule_data(s), "reason": note},
+    )
     out = [notice]
     if s.owner:
         direct = told_directly(notice, s.owner)

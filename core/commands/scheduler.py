@@ -69,12 +69,14 @@ class Fired:
 
 
 def rule_of(schedule: Schedule) -> Rule:
-    return Rule(cron=schedule.cron, every=schedule.every, timezone=schedule.timezone,
-                anchor=schedule.created_at)
+    return Rule(
+        cron=schedule.cron, every=schedule.every, timezone=schedule.timezone, anchor=schedule.created_at
+    )
 
 
-def plan(dues: Sequence[float], now: float, catchup: str, window: float,
-         on_time: float = ON_TIME) -> list[tuple[float, bool]]:
+def plan(
+    dues: Sequence[float], now: float, catchup: str, window: float, on_time: float = ON_TIME
+) -> list[tuple[float, bool]]:
     """Each due time (oldest first) and whether it starts a run (else it is missed). Pure."""
     if not dues:
         return []
@@ -95,10 +97,23 @@ def from_spec(workflow: str, spec: ScheduleSpec, now: float) -> Schedule:
     sid = f"{workflow}.{spec.id}"
     platform, _, conversation = (spec.post_to or ":".join(DEFAULT_PLACE)).partition(":")
     return Schedule(
-        id=sid, workflow=workflow, source="yaml", cron=spec.cron, every=spec.seconds, timezone=spec.timezone,
-        args=dict(spec.args), overlap=spec.overlap, catchup=spec.catchup, catchup_window=spec.window,
-        platform=platform, conversation=conversation, principal=spec.as_ or f"schedule:{sid}", owner=None,
-        created_at=now, updated_at=now, evaluated_until=now,
+        id=sid,
+        workflow=workflow,
+        source="yaml",
+        cron=spec.cron,
+        every=spec.seconds,
+        timezone=spec.timezone,
+        args=dict(spec.args),
+        overlap=spec.overlap,
+        catchup=spec.catchup,
+        catchup_window=spec.window,
+        platform=platform,
+        conversation=conversation,
+        principal=spec.as_ or f"schedule:{sid}",
+        owner=None,
+        created_at=now,
+        updated_at=now,
+        evaluated_until=now,
     )
 
 
@@ -141,7 +156,9 @@ class Scheduler:
         if key == self._synced:
             return
         now = self.clock()
-        wanted = [from_spec(e.name, spec, now) for e in entries if e.workflow for spec in e.workflow.schedules]
+        wanted = [
+            from_spec(e.name, spec, now) for e in entries if e.workflow for spec in e.workflow.schedules
+        ]
         broken = {e.name for e in entries if e.workflow is None}
         wanted += [s for s in self.store.list_schedules() if s.source == "yaml" and s.workflow in broken]
         touched, removed = self.store.sync_schedules(wanted)
@@ -194,7 +211,9 @@ class Scheduler:
         return out
 
     # -- one fire ------------------------------------------------------------------------------
-    async def fire(self, s: Schedule, due: float, *, by: str | None = None, catchup: bool = False) -> Fired | None:
+    async def fire(
+        self, s: Schedule, due: float, *, by: str | None = None, catchup: bool = False
+    ) -> Fired | None:
         """Fire `s` for `due` (DESIGN's rules, module docstring); None when another replica (or an
         earlier tick) fired that due time. `by`: the person who fired it by hand."""
         detail: dict[str, Any] = {}
@@ -231,8 +250,12 @@ class Scheduler:
         except StoreError:
             raise  # nothing was written: the next tick fires it
         except BatonError as exc:  # the workflow is gone or broken, the args no longer fit
-            log.warning("schedule %s could not start a run: %s", s.id, exc.message,
-                        extra={"action": "schedule_failed", "schedule": s.id})
+            log.warning(
+                "schedule %s could not start a run: %s",
+                s.id,
+                exc.message,
+                extra={"action": "schedule_failed", "schedule": s.id},
+            )
             return self._record(s, due, FireOutcome.FAILED, detail | {"error": exc.message})
         log.info("schedule %s started run %s", s.id, run.id,
                  extra={"action": "schedule_fired", "schedule": s.id, "run_id": run.id, "due_at": due,
@@ -243,22 +266,36 @@ class Scheduler:
 
     async def _start_run(self, s: Schedule, due: float, written: Callable[[UnitOfWork, Run], None]) -> Run:
         return await self.engine.start_run(
-            workflow=s.workflow, args=s.args, platform=s.platform, conversation=s.conversation, thread=None,
-            requester=s.principal, started_by=s.started_by, scheduled_for=due, alongside=written,
+            workflow=s.workflow,
+            args=s.args,
+            platform=s.platform,
+            conversation=s.conversation,
+            thread=None,
+            requester=s.principal,
+            started_by=s.started_by,
+            scheduled_for=due,
+            alongside=written,
         )
 
     async def _cancel(self, s: Schedule, active: Sequence[Run]) -> list[str]:
         cancelled = []
         for run in active:
             try:
-                await self.engine.abandon(run.id, actor=s.started_by,
-                                          reason=f"a newer fire of schedule {s.id} (overlap: cancel_running)")
+                await self.engine.abandon(
+                    run.id,
+                    actor=s.started_by,
+                    reason=f"a newer fire of schedule {s.id} (overlap: cancel_running)",
+                )
                 cancelled.append(run.id)
             except StoreError:
                 raise
             except BatonError as exc:  # it came to rest meanwhile
-                log.info("run %s not cancelled: %s", run.id, exc.message,
-                         extra={"action": "schedule_cancel", "run_id": run.id})
+                log.info(
+                    "run %s not cancelled: %s",
+                    run.id,
+                    exc.message,
+                    extra={"action": "schedule_cancel", "run_id": run.id},
+                )
         return cancelled
 
     async def _refuse(self, s: Schedule, due: float, detail: dict[str, Any]) -> Fired | None:
@@ -270,9 +307,14 @@ class Scheduler:
         except (ScheduleChanged, ScheduleNotFound):
             return None  # another replica paused it (or someone changed it) first
         self.store.record_fire(self._fire(s, due, FireOutcome.REFUSED, detail | {"reason": note}))
-        self.store.audit(actor=SCHEDULER, action="schedule_paused",
-                         details={"schedule": s.id, "reason": note, "due_at": due})
-        log.warning("schedule %s paused: %s", s.id, note, extra={"action": "schedule_refused", "schedule": s.id})
+        self.store.audit(
+            actor=SCHEDULER,
+            action="schedule_paused",
+            details={"schedule": s.id, "reason": note, "due_at": due},
+        )
+        log.warning(
+            "schedule %s paused: %s", s.id, note, extra={"action": "schedule_refused", "schedule": s.id}
+        )
         if self.progress is not None:
             for reply in schedule_replies.refused(paused, note):
                 await self.progress.post(reply)
@@ -281,12 +323,23 @@ class Scheduler:
     def _record(self, s: Schedule, due: float, outcome: FireOutcome, detail: dict[str, Any]) -> Fired | None:
         if not self.store.record_fire(self._fire(s, due, outcome, detail)):
             return None
-        log.info("schedule %s: fire %s", s.id, outcome.value,
-                 extra={"action": f"schedule_{outcome.value}", "schedule": s.id, "due_at": due})
+        log.info(
+            "schedule %s: fire %s",
+            s.id,
+            outcome.value,
+            extra={"action": f"schedule_{outcome.value}", "schedule": s.id, "due_at": due},
+        )
         return Fired(s.id, due, outcome)
 
-    def _fire(self, s: Schedule, due: float, outcome: FireOutcome, detail: dict[str, Any],
-              run_id: str | None = None) -> Fire:
-        return Fire(schedule_id=s.id, due_at=due, outcome=outcome, at=self.clock(), by=self.replica,
-                    run_id=run_id, detail=dict(detail))
-
+    def _fire(
+        self, s: Schedule, due: float, outcome: FireOutcome, detail: dict[str, Any], run_id: str | None = None
+    ) -> Fire:
+        return Fire(
+            schedule_id=s.id,
+            due_at=due,
+            outcome=outcome,
+            at=self.clock(),
+            by=self.replica,
+            run_id=run_id,
+            detail=dict(detail),
+        )

@@ -53,18 +53,25 @@ nodes:
 _events = itertools.count()
 
 
-def _settings(tmp_path: Path, database_url: str, *, access: dict[str, object] | None = None,
-              catchup: str = "latest") -> Settings:
+def _settings(
+    tmp_path: Path, database_url: str, *, access: dict[str, object] | None = None, catchup: str = "latest"
+) -> Settings:
     workflows = tmp_path / "workflows"
     workflows.mkdir(exist_ok=True)
     (workflows / "hello.yaml").write_text(HELLO)
     (workflows / "slow.yaml").write_text(SLOW)
     (workflows / "nightly.yaml").write_text(NIGHTLY.format(catchup=catchup))
     return Settings(
-        database_url=database_url, workflow_dirs=[workflows], data_dir=tmp_path / "data", tool_modules=[],
-        outbox_poll_seconds=0.05, schedule_poll_seconds=3600, deadline_poll_seconds=3600,
-        access=Access.model_validate(access or {"run": {"*": ["console:U1", "console:U2"]},
-                                                "admins": ["console:ADMIN"]}),
+        database_url=database_url,
+        workflow_dirs=[workflows],
+        data_dir=tmp_path / "data",
+        tool_modules=[],
+        outbox_poll_seconds=0.05,
+        schedule_poll_seconds=3600,
+        deadline_poll_seconds=3600,
+        access=Access.model_validate(
+            access or {"run": {"*": ["console:U1", "console:U2"]}, "admins": ["console:ADMIN"]}
+        ),
     )
 
 
@@ -87,8 +94,14 @@ def _baton(settings: Settings, platform: Platform) -> Baton:
 
 
 async def _say(baton: Baton, text: str, user: str = "U1") -> list[Reply]:
-    message = ChatMessage(platform="console", conversation="ops", user=user, text=text,
-                          event_id=f"e{next(_events)}", direct=True)
+    message = ChatMessage(
+        platform="console",
+        conversation="ops",
+        user=user,
+        text=text,
+        event_id=f"e{next(_events)}",
+        direct=True,
+    )
     return await baton.handler.handle(message)
 
 
@@ -96,8 +109,6 @@ async def _add(baton: Baton, text: str, user: str = "U1") -> str:
     (reply,) = await _say(baton, text, user)
     assert reply.kind == "schedule_added", reply
     return str(reply.data["id"])
-
-
 
 
 async def test_a_chat_schedule_fires_once_per_due_time_and_reports_in_its_thread(
@@ -109,7 +120,12 @@ async def test_a_chat_schedule_fires_once_per_due_time_and_reports_in_its_thread
         sid = await _add(baton, "schedule add hello every 5s morning")
         s = baton.store.get_schedule(sid)
         assert (s.principal, s.owner, s.platform, s.conversation, s.args) == (
-            "console:U1", "console:U1", "console", "ops", {"message": "morning"})
+            "console:U1",
+            "console:U1",
+            "console",
+            "ops",
+            {"message": "morning"},
+        )
         scheduler = baton.handler.scheduler
         due = rule_of(s).next_fires(s.created_at, 1)[0]
 
@@ -121,7 +137,9 @@ async def test_a_chat_schedule_fires_once_per_due_time_and_reports_in_its_thread
         assert run.status is RunStatus.COMPLETED
         assert (run.started_by, run.scheduled_for, run.requester) == (f"schedule:{sid}", due, "console:U1")
         assert baton.engine.args_of(run)["message"] == "morning"
-        await platform.wait(lambda: any(r.kind == "run_completed" and r.run_id == run.id for r in platform.taken))
+        await platform.wait(
+            lambda: any(r.kind == "run_completed" and r.run_id == run.id for r in platform.taken)
+        )
         (announced,) = [r for r in platform.taken if r.kind == "schedule_fired"]
         assert announced.starts_thread and announced.run_id == run.id and announced.conversation == "ops"
         progress = [r for r in platform.taken if r.kind == "progress" and r.run_id == run.id]
@@ -168,19 +186,27 @@ async def test_pause_resume_remove_and_who_may(tmp_path: Path, database_url: str
         assert removed.data["action"] == "removed"
         assert sid not in [s.id for s in baton.store.list_schedules()]
         actions = [e.action for e in baton.store.audit_since(0) if e.action.startswith("schedule_")]
-        assert {"schedule_add", "schedule_pause", "schedule_resume", "schedule_run", "schedule_rm"} <= set(actions)
+        assert {"schedule_add", "schedule_pause", "schedule_resume", "schedule_run", "schedule_rm"} <= set(
+            actions
+        )
 
 
-async def test_two_replicas_ticking_together_start_one_run_per_fire(tmp_path: Path, database_url: str) -> None:
+async def test_two_replicas_ticking_together_start_one_run_per_fire(
+    tmp_path: Path, database_url: str
+) -> None:
     settings = _settings(tmp_path, database_url)
     one, two = Platform(), Platform()
     a, b = _baton(settings, one), _baton(settings, two)
-    async with a.running(handle_signals=False, schedules=False), b.running(handle_signals=False, schedules=False):
+    async with (
+        a.running(handle_signals=False, schedules=False),
+        b.running(handle_signals=False, schedules=False),
+    ):
         ids = [await _add(a, "schedule add hello every 5s") for _ in range(12)]
         latest = max(a.store.get_schedule(i).created_at for i in ids)
         now = latest + 5.5  # each has exactly one due time in (created_at, now]
-        fired_a, fired_b = await asyncio.gather(a.handler.scheduler.tick(now=now),
-                                                b.handler.scheduler.tick(now=now))
+        fired_a, fired_b = await asyncio.gather(
+            a.handler.scheduler.tick(now=now), b.handler.scheduler.tick(now=now)
+        )
         mine = [f for f in [*fired_a, *fired_b] if f.schedule_id in ids]
         assert sorted(f.schedule_id for f in mine) == sorted(ids)  # one fire each, on either replica
         runs = [r for r in a.store.recent_runs(limit=100) if r.workflow == "hello"]
@@ -202,7 +228,10 @@ async def test_overlap_skip_records_skips_while_a_long_step_runs(tmp_path: Path,
         (skipped,) = [f for f in await scheduler.tick(now=second + 0.1) if f.schedule_id == sid]
         (again,) = [f for f in await scheduler.tick(now=third + 0.1) if f.schedule_id == sid]
         assert (started.outcome, skipped.outcome, again.outcome) == (
-            FireOutcome.STARTED, FireOutcome.SKIPPED, FireOutcome.SKIPPED)
+            FireOutcome.STARTED,
+            FireOutcome.SKIPPED,
+            FireOutcome.SKIPPED,
+        )
         fires = {f.due_at: f for f in baton.store.schedule_fires(sid)}
         assert fires[second].detail["active"] == [started.run_id]
         assert len(baton.store.active_runs(f"schedule:{sid}")) == 1

@@ -41,8 +41,13 @@ async def test_two_replicas_tick_each_second_once_and_start_one_run_per_fire(
     (tmp_path / "workflows" / "hello.yaml").write_text(HELLO)
     batons: list[Baton] = []
     for name in ("r1", "r2"):
-        settings = worker_settings(postgres_url, tmp_path / name, workflow_dirs=[tmp_path / "workflows"],
-                                   replica_id=name, outbox_poll_seconds=0.2)
+        settings = worker_settings(
+            postgres_url,
+            tmp_path / name,
+            workflow_dirs=[tmp_path / "workflows"],
+            replica_id=name,
+            outbox_poll_seconds=0.2,
+        )
         baton = build_baton(settings)
         baton.handler.register_outbox("console", Platform().confirm)
         batons.append(baton)
@@ -55,19 +60,40 @@ async def test_two_replicas_tick_each_second_once_and_start_one_run_per_fire(
     one, two = batons
     try:
         async with one.running(handle_signals=False, grace=2), two.running(handle_signals=False, grace=2):
-            assert isinstance(one.schedules, ProcrastinateTicker) and isinstance(two.schedules, ProcrastinateTicker)
-            (added,) = await one.handler.handle(ChatMessage(
-                platform="console", conversation="ops", user="ana", text="schedule add hello every 1s",
-                event_id="e1", direct=True))
+            assert isinstance(one.schedules, ProcrastinateTicker) and isinstance(
+                two.schedules, ProcrastinateTicker
+            )
+            (added,) = await one.handler.handle(
+                ChatMessage(
+                    platform="console",
+                    conversation="ops",
+                    user="ana",
+                    text="schedule add hello every 1s",
+                    event_id="e1",
+                    direct=True,
+                )
+            )
             sid = str(added.data["id"])
             ticker_one, ticker_two = one.schedules, two.schedules
             async with asyncio.timeout(60):
                 while len(ticker_one.stamps) + len(ticker_two.stamps) < 8:
-                    await asyncio.wait([asyncio.ensure_future(ticker_one.wait_for_ticks(ticker_one.ticks + 1, 60)),
-                                        asyncio.ensure_future(ticker_two.wait_for_ticks(ticker_two.ticks + 1, 60))],
-                                       return_when=asyncio.FIRST_COMPLETED)
-            await one.handler.handle(ChatMessage(platform="console", conversation="ops", user="ana",
-                                                 text=f"schedule pause {sid}", event_id="e2", direct=True))
+                    await asyncio.wait(
+                        [
+                            asyncio.ensure_future(ticker_one.wait_for_ticks(ticker_one.ticks + 1, 60)),
+                            asyncio.ensure_future(ticker_two.wait_for_ticks(ticker_two.ticks + 1, 60)),
+                        ],
+                        return_when=asyncio.FIRST_COMPLETED,
+                    )
+            await one.handler.handle(
+                ChatMessage(
+                    platform="console",
+                    conversation="ops",
+                    user="ana",
+                    text=f"schedule pause {sid}",
+                    event_id="e2",
+                    direct=True,
+                )
+            )
             stamps = Counter([*ticker_one.stamps, *ticker_two.stamps])
             assert max(stamps.values()) == 1  # each second ticked by one replica
             runs = [r for r in one.store.recent_runs(limit=100) if r.started_by == f"schedule:{sid}"]

@@ -12,20 +12,49 @@ from core.store.records import Fire, FireOutcome, RunStatus, Schedule
 from tests.integration.store.conftest import Clock
 
 
-def _schedule(sid: str = "hello-ab12", *, source: str = "chat", every: float | None = 5.0,
-              now: float = 1_000_000.0, **kw: object) -> Schedule:
+def _schedule(
+    sid: str = "hello-ab12",
+    *,
+    source: str = "chat",
+    every: float | None = 5.0,
+    now: float = 1_000_000.0,
+    **kw: object,
+) -> Schedule:
     fields: dict[str, object] = dict(
-        id=sid, workflow="hello", source=source, cron=None, every=every, timezone="UTC", args={"message": "hi"},
-        overlap="skip", catchup="latest", catchup_window=3600.0, platform="console", conversation="ops",
-        principal="console:ana", owner="console:ana", created_at=now, updated_at=now, evaluated_until=now)
+        id=sid,
+        workflow="hello",
+        source=source,
+        cron=None,
+        every=every,
+        timezone="UTC",
+        args={"message": "hi"},
+        overlap="skip",
+        catchup="latest",
+        catchup_window=3600.0,
+        platform="console",
+        conversation="ops",
+        principal="console:ana",
+        owner="console:ana",
+        created_at=now,
+        updated_at=now,
+        evaluated_until=now,
+    )
     fields.update(kw)
     return Schedule(**fields)  # type: ignore[arg-type]
 
 
-def _fire(due: float, outcome: FireOutcome = FireOutcome.STARTED, run_id: str | None = None,
-          sid: str = "hello-ab12") -> Fire:
-    return Fire(schedule_id=sid, due_at=due, outcome=outcome, at=due + 0.1, by="r1", run_id=run_id,
-                detail={"note": "x"})
+def _fire(
+    due: float, outcome: FireOutcome = FireOutcome.STARTED, run_id: str | None = None, sid: str = "hello-ab12"
+) -> Fire:
+    return Fire(
+        schedule_id=sid,
+        due_at=due,
+        outcome=outcome,
+        at=due + 0.1,
+        by="r1",
+        run_id=run_id,
+        detail={"note": "x"},
+    )
 
 
 def test_add_get_list_and_a_taken_id(store: Store) -> None:
@@ -44,8 +73,10 @@ def test_a_fire_is_written_once_per_due_time(store: Store) -> None:
     assert not store.record_fire(_fire(1_000_005.0, FireOutcome.MISSED))
     assert store.record_fire(_fire(1_000_010.0, FireOutcome.MISSED))
     fires = store.schedule_fires("hello-ab12")
-    assert [(f.due_at, f.outcome) for f in fires] == [(1_000_010.0, FireOutcome.MISSED),
-                                                      (1_000_005.0, FireOutcome.SKIPPED)]
+    assert [(f.due_at, f.outcome) for f in fires] == [
+        (1_000_010.0, FireOutcome.MISSED),
+        (1_000_005.0, FireOutcome.SKIPPED),
+    ]
     assert fires[1].detail == {"note": "x"}
 
 
@@ -53,14 +84,30 @@ def test_a_lost_fire_undoes_the_run_created_with_it(store: Store) -> None:
     """The unit of work that creates a fire's run holds the fire: of two, one run exists."""
     store.add_schedule(_schedule())
     with store.transaction() as tx:
-        run = tx.create_run(workflow="hello", platform="console", conversation="ops", thread=None,
-                            requester="console:ana", args_digest="0" * 64, status=RunStatus.PENDING,
-                            started_by="schedule:hello-ab12", scheduled_for=1_000_005.0)
+        run = tx.create_run(
+            workflow="hello",
+            platform="console",
+            conversation="ops",
+            thread=None,
+            requester="console:ana",
+            args_digest="0" * 64,
+            status=RunStatus.PENDING,
+            started_by="schedule:hello-ab12",
+            scheduled_for=1_000_005.0,
+        )
         tx.record_fire(_fire(1_000_005.0, run_id=run.id))
     with pytest.raises(FireAlreadyRecorded), store.transaction() as tx:
-        lost = tx.create_run(workflow="hello", platform="console", conversation="ops", thread=None,
-                             requester="console:ana", args_digest="0" * 64, status=RunStatus.PENDING,
-                             started_by="schedule:hello-ab12", scheduled_for=1_000_005.0)
+        lost = tx.create_run(
+            workflow="hello",
+            platform="console",
+            conversation="ops",
+            thread=None,
+            requester="console:ana",
+            args_digest="0" * 64,
+            status=RunStatus.PENDING,
+            started_by="schedule:hello-ab12",
+            scheduled_for=1_000_005.0,
+        )
         tx.audit(actor="console:ana", action="start", run_id=lost.id)
         tx.record_fire(_fire(1_000_005.0, run_id=lost.id))
     kept = store.get_run(run.id)

@@ -146,7 +146,8 @@ def schedule_kinds(run: Run, text: str) -> list[Reply]:
     s = make_schedule(text)
     paused = s.evolve(paused=True, note=text, paused_by="slack:U2")
     now = 1_700_000_000.0
-    fires = [Fire(s.id, now - 86400 * i, outcome, now, "r1", run.id if outcome is FireOutcome.STARTED else None,
+    rid = run.id
+    fires = [Fire(s.id, now - 86400 * i, outcome, now, "r1", rid if outcome is FireOutcome.STARTED else None,
                   {"active": [run.id]} if outcome is FireOutcome.SKIPPED else {"error": text, "reason": text})
              for i, outcome in enumerate(FireOutcome)]
     return [
@@ -163,6 +164,6 @@ def schedule_kinds(run: Run, text: str) -> list[Reply]:
         schedule_replies.changed(s, "fired", "slack:U2", outcome="skipped", detail={"active": [run.id]}),
         schedule_replies.changed(s, "fired", "slack:U2", outcome="failed", detail={"error": text}),
         schedule_replies.fired(run.evolve(started_by=f"schedule:{s.id}"), s, now,
-                               {"catchup": True, "by": "slack:U2", "behind": [run.id], "cancelled": [run.id]}),
+                               {"catchup": True, "by": "slack:U2", "behind": [rid], "cancelled": [rid]}),
         *schedule_replies.refused(paused, text),
     ]

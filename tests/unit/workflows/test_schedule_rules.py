@@ -25,8 +25,11 @@ def test_spring_forward_a_0230_schedule_fires_once_at_the_end_of_the_gap() -> No
     rule = Rule.of(cron="30 2 * * *", every=None, timezone="Europe/Paris")
     fires = rule.next_fires(_at("Europe/Paris", 2026, 3, 27, 12), 4)
     assert [local_time(t, "Europe/Paris") for t in fires] == [
-        "2026-03-28 02:30:00 CET", "2026-03-29 03:00:00 CEST", "2026-03-30 02:30:00 CEST",
-        "2026-03-31 02:30:00 CEST"]
+        "2026-03-28 02:30:00 CET",
+        "2026-03-29 03:00:00 CEST",
+        "2026-03-30 02:30:00 CEST",
+        "2026-03-31 02:30:00 CEST",
+    ]
     assert fires[1] - fires[0] == 23.5 * 3600  # a short day: once, never skipped, never twice
 
 
@@ -35,12 +38,17 @@ def test_fall_back_a_0130_schedule_fires_once_the_first_time() -> None:
     rule = Rule.of(cron="30 1 * * *", every=None, timezone="America/New_York")
     fires = rule.next_fires(_at("America/New_York", 2026, 10, 31, 12), 3)
     assert [local_time(t, "America/New_York") for t in fires] == [
-        "2026-11-01 01:30:00 EDT", "2026-11-02 01:30:00 EST", "2026-11-03 01:30:00 EST"]
+        "2026-11-01 01:30:00 EDT",
+        "2026-11-02 01:30:00 EST",
+        "2026-11-03 01:30:00 EST",
+    ]
     # evaluated from inside the repeated hour (01:10 EST, after the first 01:30): not again
     second_hour = _at("America/New_York", 2026, 11, 1, 1, 10, fold=1)
     assert rule.due_between(second_hour, second_hour + 3600) == []
     # a tick that covers the whole night finds it once
-    night = rule.due_between(_at("America/New_York", 2026, 10, 31, 23), _at("America/New_York", 2026, 11, 1, 6))
+    night = rule.due_between(
+        _at("America/New_York", 2026, 10, 31, 23), _at("America/New_York", 2026, 11, 1, 6)
+    )
     assert night == [fires[0]]
 
 
@@ -56,14 +64,17 @@ def test_the_rule_in_words_comes_from_cron_descriptor() -> None:
     assert Rule.of(cron="0 2 * * 1-5", every=None).describe() == "At 02:00, Monday through Friday"
 
 
-@pytest.mark.parametrize("cron, every, tz, says", [
-    ("0 2 * * 1-9", None, "UTC", "not a cron expression"),
-    ("0 2 * *", None, "UTC", "not a cron expression"),
-    (None, "0s", "UTC", "out of range"),
-    ("0 2 * * *", "5m", "UTC", "exactly one"),
-    (None, None, "UTC", "exactly one"),
-    ("0 2 * * *", None, "Mars/Olympus", "not a time zone"),
-])
+@pytest.mark.parametrize(
+    "cron, every, tz, says",
+    [
+        ("0 2 * * 1-9", None, "UTC", "not a cron expression"),
+        ("0 2 * *", None, "UTC", "not a cron expression"),
+        (None, "0s", "UTC", "out of range"),
+        ("0 2 * * *", "5m", "UTC", "exactly one"),
+        (None, None, "UTC", "exactly one"),
+        ("0 2 * * *", None, "Mars/Olympus", "not a time zone"),
+    ],
+)
 def test_bad_rules_are_refused_with_a_fix(cron: str | None, every: str | None, tz: str, says: str) -> None:
     with pytest.raises(RuleError) as caught:
         Rule.of(cron=cron, every=every, timezone=tz)
@@ -93,14 +104,25 @@ nodes:
 """
 
 
-@pytest.mark.parametrize("schedules, line, says", [
-    ('  - id: a\n    cron: "0 2 * * 1-9"', 4, "`cron` of schedule `a`: `0 2 * * 1-9` is not a cron expression"),
-    ("  - id: a\n    every: 5m\n    timezone: Mars/Base", 5, "`timezone` of schedule `a`: `Mars/Base` is not"),
-    ('  - id: a\n    cron: "* * * * *"\n    every: 5m', 5, "schedule `a` has both `cron` and `every`"),
-    ("  - id: a\n    overlap: skip", 3, "schedule `a` has neither `cron` nor `every`"),
-    ("  - id: a\n    every: 5m\n    overlap: sometimes", 5, "`overlap` of schedule `a` is `sometimes`"),
-    ("  - id: a\n    every: 5m\n  - id: a\n    every: 1h", None, "repeats the id `a`"),
-])
+@pytest.mark.parametrize(
+    "schedules, line, says",
+    [
+        (
+            '  - id: a\n    cron: "0 2 * * 1-9"',
+            4,
+            "`cron` of schedule `a`: `0 2 * * 1-9` is not a cron expression",
+        ),
+        (
+            "  - id: a\n    every: 5m\n    timezone: Mars/Base",
+            5,
+            "`timezone` of schedule `a`: `Mars/Base` is not",
+        ),
+        ('  - id: a\n    cron: "* * * * *"\n    every: 5m', 5, "schedule `a` has both `cron` and `every`"),
+        ("  - id: a\n    overlap: skip", 3, "schedule `a` has neither `cron` nor `every`"),
+        ("  - id: a\n    every: 5m\n    overlap: sometimes", 5, "`overlap` of schedule `a` is `sometimes`"),
+        ("  - id: a\n    every: 5m\n  - id: a\n    every: 1h", None, "repeats the id `a`"),
+    ],
+)
 def test_bad_schedules_are_refused_at_load_with_line_and_fix(
     tmp_path: Path, schedules: str, line: int | None, says: str
 ) -> None:
@@ -116,8 +138,18 @@ def test_bad_schedules_are_refused_at_load_with_line_and_fix(
 
 def test_a_good_schedule_loads(tmp_path: Path) -> None:
     path = tmp_path / "sched.yaml"
-    path.write_text(WORKFLOW.format(schedules='  - id: nightly\n    cron: "0  2 * * 1-5"\n    timezone: Europe/Paris\n'
-                                              '    args: {message: hi}\n    as: "slack:U1"\n    catchup_window: 2h'))
+    path.write_text(
+        WORKFLOW.format(
+            schedules='  - id: nightly\n    cron: "0  2 * * 1-5"\n    timezone: Europe/Paris\n'
+            '    args: {message: hi}\n    as: "slack:U1"\n    catchup_window: 2h'
+        )
+    )
     (spec,) = load_workflow_file(path).schedules
     assert (spec.cron, spec.timezone, spec.as_, spec.window, spec.overlap, spec.catchup) == (
-        "0 2 * * 1-5", "Europe/Paris", "slack:U1", 7200.0, "skip", "latest")
+        "0 2 * * 1-5",
+        "Europe/Paris",
+        "slack:U1",
+        7200.0,
+        "skip",
+        "latest",
+    )
