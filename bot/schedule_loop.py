@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import math
 
 from core.commands.scheduler import Fired, Scheduler
 
@@ -60,7 +61,7 @@ class ScheduleLoop:
         except Exception:
             log.exception("next due time not read", extra={"action": "schedules_failed"})
             return self.every
-        if soonest is None:
+        if soonest is None or math.isinf(soonest):
             return self.every
         return min(self.every, max(0.0, soonest - self.scheduler.clock()))
 

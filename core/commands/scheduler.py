@@ -30,10 +30,12 @@ workers, a Procrastinate periodic task may call it too.
 from __future__ import annotations
 
 import logging
+import math
 import random
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any
 
 from core.commands import authz, schedule_replies
@@ -72,6 +74,18 @@ def rule_of(schedule: Schedule) -> Rule:
     return Rule(
         cron=schedule.cron, every=schedule.every, timezone=schedule.timezone, anchor=schedule.created_at
     )
+
+
+def next_due_of(s: Schedule) -> float:
+    """The schedule's first due time after the point it was evaluated to (cached: the same
+    until the rule or that point changes, so a loop over many schedules costs little)."""
+    return _first_after(rule_of(s), s.evaluated_until)
+
+
+@lru_cache(maxsize=65536)
+def _first_after(rule: Rule, after: float) -> float:
+    found = rule.next_fires(after, 1)
+    return found[0] if found else math.inf
 
 
 def plan(
@@ -171,30 +185,32 @@ class Scheduler:
     # -- ticking ---------------------------------------------------------------------------------
     async def tick(self, now: float | None = None) -> list[Fired]:
         """Fire every due time up to `now` (the clock's time by default) that this replica wins.
-        Schedules are taken in a random order: replicas ticking together share the work."""
+        Schedules are taken in a random order: replicas ticking together share the work. Only
+        schedules whose next due time (after the point they were evaluated to) has come are
+        read any further; the points move forward in one write at the end."""
         now = self.clock() if now is None else now
         self.sync()
         fired: list[Fired] = []
-        schedules = [s for s in self.store.list_schedules() if not s.paused]
+        schedules = [s for s in self.store.list_schedules() if not s.paused and next_due_of(s) <= now]
         random.shuffle(schedules)
-        for schedule in schedules:
-            fired.extend(await self._evaluate(schedule, now))
+        untils: dict[str, float] = {}
+        try:
+            for schedule in schedules:
+                done, until = await self._evaluate(schedule, now)
+                fired.extend(done)
+                if until is not None:
+                    untils[schedule.id] = until
+        finally:
+            self.store.advance_schedules(untils)
         return fired
 
-    def next_due(self, now: float | None = None) -> float | None:
-        """The soonest due time of a schedule not paused after its evaluation point (a loop
-        sleeps until then); None when nothing is scheduled."""
-        now = self.clock() if now is None else now
-        soonest: float | None = None
-        for s in self.store.list_schedules():
-            if s.paused:
-                continue
-            nxt = rule_of(s).next_fires(max(s.evaluated_until, now - self.on_time), 1)
-            if nxt and (soonest is None or nxt[0] < soonest):
-                soonest = nxt[0]
-        return soonest
+    def next_due(self) -> float | None:
+        """The soonest due time of a schedule not paused after the point it was evaluated to
+        (a loop sleeps until then); None when nothing is scheduled."""
+        dues = [next_due_of(s) for s in self.store.list_schedules() if not s.paused]
+        return min(dues, default=None)
 
-    async def _evaluate(self, s: Schedule, now: float) -> list[Fired]:
+    async def _evaluate(self, s: Schedule, now: float) -> tuple[list[Fired], float | None]:
         dues = rule_of(s).due_between(s.evaluated_until, now)
         out: list[Fired] = []
         for due, start in plan(dues, now, s.catchup, s.catchup_window, self.on_time):
@@ -206,9 +222,7 @@ class Scheduler:
                 out.append(done)
             if done is not None and done.outcome is FireOutcome.REFUSED:
                 break  # paused: the rest waits for a resume
-        if dues:
-            self.store.advance_schedule(s.id, dues[-1])
-        return out
+        return out, (dues[-1] if dues else None)
 
     # -- one fire ------------------------------------------------------------------------------
     async def fire(
@@ -223,7 +237,8 @@ class Scheduler:
             detail["catchup"] = True
         if not authz.may_run(self.access, s.principal, s.workflow):
             return await self._refuse(s, due, detail)
-        active = [r for r in self.store.active_runs(s.started_by) if r.scheduled_for != due]
+        active = [] if s.overlap == "allow" else [
+            r for r in self.store.active_runs(s.started_by) if r.scheduled_for != due]
         if active and s.overlap == "skip":
             return self._record(s, due, FireOutcome.SKIPPED, detail | {"active": [r.id for r in active]})
         if active and s.overlap == "cancel_running":

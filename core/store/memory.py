@@ -87,7 +87,7 @@ class MemoryStore:
         self.change_schedule = self._schedules.change_schedule
         self.remove_schedule = self._schedules.remove_schedule
         self.sync_schedules = self._schedules.sync_schedules
-        self.advance_schedule = self._schedules.advance_schedule
+        self.advance_schedules = self._schedules.advance_schedules
         self.record_fire = self._schedules.record_fire
         self.schedule_fires = self._schedules.schedule_fires
         self.active_runs = self._schedules.active_runs

@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from core.store.memory_unit import MemoryTables, copied
@@ -73,11 +73,12 @@ class MemorySchedules:
                 del self._t.schedules[sid]
         return touched, removed
 
-    def advance_schedule(self, schedule_id: str, until: float) -> None:
+    def advance_schedules(self, untils: Mapping[str, float]) -> None:
         with self._lock:
-            now = self._t.schedules.get(schedule_id)
-            if now is not None and now.evaluated_until < until:
-                self._t.schedules[schedule_id] = now.evolve(evaluated_until=until)
+            for schedule_id, until in untils.items():
+                now = self._t.schedules.get(schedule_id)
+                if now is not None and now.evaluated_until < until:
+                    self._t.schedules[schedule_id] = now.evolve(evaluated_until=until)
 
     def record_fire(self, fire: Fire) -> bool:
         with self._lock:

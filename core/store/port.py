@@ -32,7 +32,7 @@ Zero rows means another actor won: the store reads the run and raises `RunNotRes
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -416,8 +416,8 @@ class Schedules(Protocol):
         """Make the `yaml` schedules exactly these (new added, changed definitions updated with
         their state kept, the rest removed): (added or changed ids, removed ids)."""
 
-    def advance_schedule(self, schedule_id: str, until: float) -> None:
-        """Its `evaluated_until` moves forward to `until`, never back."""
+    def advance_schedules(self, untils: Mapping[str, float]) -> None:
+        """Each schedule's `evaluated_until` moves forward to its value, never back (one write)."""
 
     def record_fire(self, fire: Fire) -> bool:
         """Write a fire alone (a skip, a miss); False when that due time has one already."""

@@ -8,7 +8,7 @@ writes each fire. Every change of a schedule is a compare-and-swap on its `versi
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 import sqlalchemy as sa
@@ -121,14 +121,18 @@ class SchedulesSql(SqlBase):
                                                         SCHEDULES.c.source == "yaml"))
         return touched, removed
 
-    @store_operation("advance a schedule")
-    def advance_schedule(self, schedule_id: str, until: float) -> None:
-        """`evaluated_until` moves forward to `until` (never back; the version is unchanged)."""
+    @store_operation("advance schedules")
+    def advance_schedules(self, untils: Mapping[str, float]) -> None:
+        """Each schedule's `evaluated_until` moves forward to its value (never back; the
+        version is unchanged), in one statement."""
+        if not untils:
+            return
         statement = (sa.update(SCHEDULES)
-                     .where(SCHEDULES.c.id == schedule_id, SCHEDULES.c.evaluated_until < until)
-                     .values(evaluated_until=until))
+                     .where(SCHEDULES.c.id == sa.bindparam("b_id"),
+                            SCHEDULES.c.evaluated_until < sa.bindparam("b_until"))
+                     .values(evaluated_until=sa.bindparam("b_until")))
         with self._engine.begin() as conn:
-            conn.execute(statement)
+            conn.execute(statement, [{"b_id": k, "b_until": v} for k, v in untils.items()])
 
     @store_operation("record a schedule's fire")
     def record_fire(self, fire: Fire) -> bool:

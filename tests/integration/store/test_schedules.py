@@ -129,8 +129,8 @@ def test_changes_are_compare_and_swaps(store: Store, clock: Clock) -> None:
         store.change_schedule(first, paused=False)
     with pytest.raises(ScheduleChanged):
         store.remove_schedule(first)
-    store.advance_schedule("hello-ab12", 1_000_100.0)
-    store.advance_schedule("hello-ab12", 1_000_050.0)  # never back
+    store.advance_schedules({"hello-ab12": 1_000_100.0})
+    store.advance_schedules({"hello-ab12": 1_000_050.0, "gone": 1.0})  # never back
     now = store.get_schedule("hello-ab12")
     assert (now.evaluated_until, now.version) == (1_000_100.0, 2)
     store.remove_schedule(now)
@@ -146,7 +146,7 @@ def test_a_yaml_sync_adds_updates_keeps_state_and_removes(store: Store) -> None:
     assert sorted(store.sync_schedules([a, b])[0]) == ["hello.hourly", "hello.nightly"]
     assert store.sync_schedules([a, b]) == ([], [])  # unchanged: nothing written
     store.change_schedule(store.get_schedule("hello.nightly"), paused=True, note="by hand")
-    store.advance_schedule("hello.nightly", 1_000_500.0)
+    store.advance_schedules({"hello.nightly": 1_000_500.0})
     touched, removed = store.sync_schedules([a.evolve(every=60.0, updated_at=1_000_600.0)])
     assert (touched, removed) == (["hello.nightly"], ["hello.hourly"])
     kept = store.get_schedule("hello.nightly")
