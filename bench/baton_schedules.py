@@ -40,9 +40,16 @@ nodes:
 def _settings(url: str, directory: Path, replica: str) -> Any:
     from core.config import Settings
 
-    return Settings(database_url=url, workflow_dirs=[directory / "workflows"], data_dir=directory / replica,
-                    tool_modules=[], replica_id=replica, prompt_provider="fake",
-                    schedule_poll_seconds=1.0, outbox_poll_seconds=5.0)  # fmt: skip
+    return Settings(
+        database_url=url,
+        workflow_dirs=[directory / "workflows"],
+        data_dir=directory / replica,
+        tool_modules=[],
+        replica_id=replica,
+        prompt_provider="fake",
+        schedule_poll_seconds=1.0,
+        outbox_poll_seconds=5.0,
+    )
 
 
 def seed(url: str, directory: Path, n: int, lead: float) -> float:
@@ -58,12 +65,27 @@ def seed(url: str, directory: Path, n: int, lead: float) -> float:
     with SqlStore(url) as store:
         store.migrate()
         for i in range(n):
-            store.add_schedule(Schedule(
-                id=f"hello-{i:05d}", workflow="hello", source="chat", cron=f"{minute} {hour} * * *", every=None,
-                timezone="UTC", args={"message": f"m{i}"}, overlap="allow", catchup="none", catchup_window=3600.0,
-                platform="console", conversation="bench", principal="console:bench", owner="console:bench",
-                created_at=now, updated_at=now, evaluated_until=now,
-            ))  # fmt: skip
+            store.add_schedule(
+                Schedule(
+                    id=f"hello-{i:05d}",
+                    workflow="hello",
+                    source="chat",
+                    cron=f"{minute} {hour} * * *",
+                    every=None,
+                    timezone="UTC",
+                    args={"message": f"m{i}"},
+                    overlap="allow",
+                    catchup="none",
+                    catchup_window=3600.0,
+                    platform="console",
+                    conversation="bench",
+                    principal="console:bench",
+                    owner="console:bench",
+                    created_at=now,
+                    updated_at=now,
+                    evaluated_until=now,
+                )
+            )
     return float(due)
 
 
@@ -79,8 +101,9 @@ async def replica(url: str, directory: Path, name: str, due: float, n: int) -> N
             deadline = due + 120
             while time.time() < deadline:
                 await asyncio.sleep(0.5)  # the bench process watching the database, not a test
-                if time.time() > due and sum(len(watcher.schedule_fires(f"hello-{i:05d}", 1)) for i in
-                                             range(0, n, max(1, n // 50))) >= len(range(0, n, max(1, n // 50))):
+                if time.time() > due and sum(
+                    len(watcher.schedule_fires(f"hello-{i:05d}", 1)) for i in range(0, n, max(1, n // 50))
+                ) >= len(range(0, n, max(1, n // 50))):
                     break
             for run in [r for r in watcher.recent_runs(limit=n * 2) if r.lease_owner == baton.engine.owner]:
                 await baton.engine.wait(run.id, timeout=60)
@@ -93,18 +116,41 @@ def measure(url: str, directory: Path, n: int) -> dict[str, Any]:
     from core.store.repository import SqlStore
 
     due = seed(url, directory, n, lead=15.0)
-    procs = [subprocess.Popen([sys.executable, "-m", "bench.baton_schedules", "--replica", name, "--url", url,
-                               "--dir", str(directory), "--due", str(due), "--n", str(n)],
-                              env=child_env(), stdout=subprocess.PIPE, text=True)
-             for name in ("r1", "r2")]  # fmt: skip
+    procs = [
+        subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "bench.baton_schedules",
+                "--replica",
+                name,
+                "--url",
+                url,
+                "--dir",
+                str(directory),
+                "--due",
+                str(due),
+                "--n",
+                str(n),
+            ],
+            env=child_env(),
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        for name in ("r1", "r2")
+    ]
     for proc in procs:
         proc.wait(timeout=600)
     with SqlStore(url) as store:
         runs = [r for r in store.recent_runs(limit=n * 3) if r.started_by and r.scheduled_for == due]
         fires = Counter(r.started_by for r in runs)
         late = [r.created_at - (r.scheduled_for or 0) for r in runs]
-        by_replica = Counter(f.by.split(":")[0] for i in range(n) for f in store.schedule_fires(f"hello-{i:05d}", 1)
-                             if f.due_at == due)
+        by_replica = Counter(
+            f.by.split(":")[0]
+            for i in range(n)
+            for f in store.schedule_fires(f"hello-{i:05d}", 1)
+            if f.due_at == due
+        )
     return {
         "schedules": n,
         "runs": len(runs),

@@ -23,6 +23,7 @@ TARGETS = {
     "paused_rss": 300.0,
     "history_p99": 20.0,
     "prune_p99": 50.0,
+    "fire_p99": 1.0,
 }
 
 
@@ -332,12 +333,44 @@ def web_pages_section(data: Mapping[str, Any]) -> list[str]:
     return out
 
 
+def schedules_rows(data: Mapping[str, Any]) -> list[SummaryRow]:
+    rows: list[SummaryRow] = []
+    for db, row in data.items():
+        if not isinstance(row, Mapping) or "error" in row:
+            continue
+        note = (f"p50 {_ms(row.get('lateness_p50_s'))} s, max {_ms(row.get('lateness_max_s'))} s; "
+                f"{row.get('runs')} runs for {row.get('schedules')} fires, each fired once: "
+                f"{'yes' if row.get('fired_once') else '**no**'}")
+        what = f"schedule fire lateness p99, {row.get('schedules'):,} due at once, two replicas ({db})"
+        rows.append((what,
+                     row.get("lateness_p99_s"), "s", TARGETS["fire_p99"], note))
+    return rows
+
+
+def schedules_section(data: Mapping[str, Any]) -> list[str]:
+    lines = ["## Schedules: fire lateness", "",
+             "N schedules due at the same minute boundary, two replica processes (`build_baton`, each",
+             "with its schedule loop) on one database; lateness = the run's `created_at` - its",
+             "`scheduled_for`.", ""]
+    for db, row in data.items():
+        if "error" in row:
+            lines.append(f"- {db}: {_err(row)}")
+            continue
+        lines.append(
+            f"- **{db}**: {row['schedules']:,} fires, {row['runs']:,} runs (each fired once: "
+            f"{'yes' if row['fired_once'] else 'no'}; per replica {row['fires_per_replica']}); lateness "
+            f"p50 {_ms(row['lateness_p50_s'])} s, p99 {_ms(row['lateness_p99_s'])} s, "
+            f"max {_ms(row['lateness_max_s'])} s.")
+    return [*lines, ""]
+
+
 ROWS: dict[str, Callable[[Mapping[str, Any]], list[SummaryRow]]] = {
     "definitions": definitions_rows,
     "real_steps": real_steps_rows,
     "cold_start": cold_start_rows,
     "distributed": distributed_rows,
     "scale": scale_rows,
+    "schedules": schedules_rows,
 }
 def approvals_section(data: Mapping[str, Any]) -> list[str]:
     if "error" in data:
@@ -446,6 +479,7 @@ BUILDERS: dict[str, Callable[[Mapping[str, Any]], list[str]]] = {
     "scale": scale_section,
     "web_pages": web_pages_section,
     "mcp": mcp_section,
+    "schedules": schedules_section,
 }
 
 

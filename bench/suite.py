@@ -46,6 +46,7 @@ class Plan:
     outbox_runs: int = 200  # runs whose delivery latency is measured
     mcp_samples: int = 200  # get_run calls per MCP transport
     prune_history: int = 1_000_000  # runs of history pruned while commands are timed
+    schedules: int = 1000  # schedules due in the same minute, two replicas (fire lateness)
 
     @classmethod
     def quick(cls) -> Plan:
@@ -55,7 +56,7 @@ class Plan:
                    distributed_steps=100, scale_paused=500, scale_history=20_000,
                    page_sizes=(10, 1000), page_samples=3, approval_due=300,
                    approval_pending=1000, outbox_changes=300, outbox_runs=30, mcp_samples=50,
-                   prune_history=20_000)  # fmt: skip
+                   prune_history=20_000, schedules=200)  # fmt: skip
 
 
 Log = Callable[[str], None]
@@ -300,6 +301,16 @@ def retention(plan: Plan, log: Log) -> dict[str, Any]:
         return measured("bench.baton_prune", args, what="retention", timeout=3600)
 
 
+def schedules(plan: Plan, log: Log) -> dict[str, Any]:
+    log(f"schedules: {plan.schedules} due in the same minute, two replicas, SQLite and PostgreSQL")
+    out: dict[str, Any] = {}
+    for db in ("sqlite", "postgres"):
+        with _tmp("schedules") as tmp:
+            args = ["--n", str(plan.schedules), "--dir", tmp, "--db", db]
+            out[db] = measured("bench.baton_schedules", args, what=f"schedules ({db})", timeout=900)
+    return out
+
+
 SECTIONS: dict[str, Callable[[Plan, Log], dict[str, Any]]] = {
     "steps": steps,
     "recovery": recover,
@@ -317,4 +328,5 @@ SECTIONS: dict[str, Callable[[Plan, Log], dict[str, Any]]] = {
     "outbox": outbox,
     "mcp": mcp,
     "retention": retention,
+    "schedules": schedules,
 }
