@@ -16,7 +16,7 @@ import discord
 from discord import app_commands
 
 from adapters.discord.inbound import place_of
-from core.commands.model import SPECS
+from core.commands.model import SCHEDULE_ACTIONS, SPECS
 from core.commands.quoting import quote_word, split_words
 from core.errors import UsageError
 
@@ -180,6 +180,14 @@ class WorkflowGroup(app_commands.Group):
     @app_commands.command(name="list", description=SPECS["list"].summary)
     async def list_(self, interaction: discord.Interaction) -> None:
         await self._say(interaction, "list")
+
+    @app_commands.command(name="schedule", description=SPECS["schedule"].summary[:100])
+    @app_commands.describe(action="add, list, show, pause, resume, run (fire now) or rm",
+                           rest='add: <workflow> "<cron>" | every <duration> [--tz Z] [message] …; '
+                                "others: the schedule's id [note]")
+    @app_commands.choices(action=[app_commands.Choice(name=a, value=a) for a in SCHEDULE_ACTIONS])
+    async def schedule(self, interaction: discord.Interaction, action: str, rest: str | None = None) -> None:
+        await self._say(interaction, "schedule", action, rest)
 
     @app_commands.command(name="help", description=SPECS["help"].summary)
     @app_commands.describe(command="one command's usage")

@@ -24,8 +24,12 @@ nodes:
 
 
 def _console(baton: BatonCli, user: str) -> Terminal:
-    env = baton.env() | {"TERM": "xterm-256color", "PROMPT_TOOLKIT_NO_CPR": "1", "COLUMNS": "160",
-                         "BATON_SCHEDULE_POLL_SECONDS": "0.5"}
+    env = baton.env() | {
+        "TERM": "xterm-256color",
+        "PROMPT_TOOLKIT_NO_CPR": "1",
+        "COLUMNS": "160",
+        "BATON_SCHEDULE_POLL_SECONDS": "0.5",
+    }
     argv = [sys.executable, "-m", "bot.main", "console", "--user", user, "--conversation", "ops"]
     return Terminal(argv, cwd=baton.home, env=env, columns=160)
 
@@ -50,8 +54,9 @@ def test_schedule_add_fires_while_the_console_serves_then_pause_resume_rm(
     added = terminal.expect(r"Schedule (hello-[0-9a-f]{4}) added", timeout=30)
     sid = added.group(1)
     start = terminal.mark()
-    terminal.expect(r"started hello run \w+[\s\S]*completed in[\s\S]*started hello run \w+", after=start,
-                    timeout=30)
+    terminal.expect(
+        r"started hello run \w+[\s\S]*completed in[\s\S]*started hello run \w+", after=start, timeout=30
+    )
     terminal.type(f"schedule pause {sid} quiet please\r")
     paused = terminal.expect(r"paused by ana: quiet please", timeout=30)
     runs_at_pause = {r.id for r in baton.runs() if r.started_by == f"schedule:{sid}"}
@@ -91,7 +96,8 @@ def test_two_processes_on_one_sqlite_database_start_one_run_per_fire(baton: Bato
         one.expect(r"paused by ana", timeout=30)
         for run in baton.runs():  # each run came to rest, reported by the process that started it
             (one if run.id in _fired(plain(one.output)) else two).expect(
-                rf"hello run {run.id} completed in", timeout=30)
+                rf"hello run {run.id} completed in", timeout=30
+            )
         for session, name in ((one, "ana"), (two, "bob")):
             session.type("help schedule\r")
             session.expect(rf"schedule show\|pause[\s\S]*{name}>", after=session.mark(), timeout=30)
