@@ -235,10 +235,16 @@ class Scheduler:
             detail["by"] = by
         if catchup:
             detail["catchup"] = True
+        latest = self.store.schedule_fires(s.id, 1)
+        if latest and latest[0].due_at == due:
+            return None  # fired already (a peer replica got there first): no start attempt to undo
         if not authz.may_run(self.access, s.principal, s.workflow):
             return await self._refuse(s, due, detail)
-        active = [] if s.overlap == "allow" else [
-            r for r in self.store.active_runs(s.started_by) if r.scheduled_for != due]
+        active = (
+            []
+            if s.overlap == "allow"
+            else [r for r in self.store.active_runs(s.started_by) if r.scheduled_for != due]
+        )
         if active and s.overlap == "skip":
             return self._record(s, due, FireOutcome.SKIPPED, detail | {"active": [r.id for r in active]})
         if active and s.overlap == "cancel_running":

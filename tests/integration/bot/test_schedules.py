@@ -315,3 +315,32 @@ async def test_the_bots_own_loop_fires_a_schedule_while_it_serves(tmp_path: Path
         paused_at = len(baton.store.schedule_fires(sid, 100))
         await baton.schedules.wait_for_ticks(baton.schedules.ticks + 2, timeout=10)
         assert len(baton.store.schedule_fires(sid, 100)) == paused_at
+
+
+@pytest.mark.parametrize("overlap", ["cancel_running", "queue", "allow"])
+async def test_overlap_cancel_running_queue_and_allow(
+    tmp_path: Path, database_url: str, overlap: str
+) -> None:
+    platform = Platform()
+    baton = _baton(_settings(tmp_path, database_url), platform)
+    async with baton.running(handle_signals=False, schedules=False, grace=0.5):
+        sid = await _add(baton, f"schedule add slow every 5s --overlap {overlap}")
+        s = baton.store.get_schedule(sid)
+        first, second = rule_of(s).next_fires(s.created_at, 2)
+        scheduler = baton.handler.scheduler
+        (one,) = [f for f in await scheduler.tick(now=first + 0.1) if f.schedule_id == sid]
+        (two,) = [f for f in await scheduler.tick(now=second + 0.1) if f.schedule_id == sid]
+        assert one.outcome is two.outcome is FireOutcome.STARTED
+        detail = {f.due_at: f.detail for f in baton.store.schedule_fires(sid)}[second]
+        older = baton.store.get_run(str(one.run_id))
+        if overlap == "cancel_running":  # the older run was cancelled, the new one runs
+            assert detail["cancelled"] == [one.run_id]
+            assert baton.store.get_run(older.id).status is RunStatus.CANCELLED
+        elif overlap == "queue":  # buffered behind the active run (recorded; the queue is not there yet)
+            assert detail["behind"] == [one.run_id]
+        else:
+            assert detail == {}
+        active = baton.store.active_runs(f"schedule:{sid}")
+        assert two.run_id in [r.id for r in active]
+        for run in active:
+            await baton.engine.cancel(run.id, actor="console:U1")
