@@ -289,7 +289,14 @@ async def test_a_principal_that_may_no_longer_run_it_pauses_the_schedule(
         paused = second.store.get_schedule(sid)
         assert paused.paused and "may no longer run hello" in (paused.note or "")
         assert [r for r in second.store.recent_runs(limit=10) if r.workflow == "hello"] == []
-        await platform.wait(lambda: any(r.kind == "schedule_refused" for r in platform.taken))
+        def told() -> list[Reply]:
+            return [r for r in platform.taken if r.kind == "schedule_refused"]
+
+        await platform.wait(lambda: len(told()) == 2)  # in its place, and to its owner directly
+        place, owner = sorted(told(), key=lambda r: r.direct)
+        assert (place.conversation, place.direct) == ("ops", False)
+        assert (owner.conversation, owner.direct) == ("U1", True)
+        assert "may no longer run hello" in str(owner.data["reason"])
         assert await second.handler.scheduler.tick(now=due + 30) == []  # paused: nothing more
 
 
