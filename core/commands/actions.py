@@ -483,8 +483,7 @@ ACTIONS: dict[type, Action] = {
     InvalidateCommand: invalidate, PlanCommand: plan, StatusCommand: status, RunsCommand: runs,
     OpenCommand: open_,
     ListCommand: list_workflows, ArgsCommand: args, AuditCommand: audit, HelpCommand: help_,
-    WhoCommand: who, PinCommand: pin, UnpinCommand: pin,
-    WhoCommand: who, ScheduleCommand: schedule_actions.schedule,
+    WhoCommand: who, PinCommand: pin, UnpinCommand: pin, ScheduleCommand: schedule_actions.schedule,
 }
 
 
