@@ -14,7 +14,14 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-from core.errors import DeadlineAlreadyFired, FireAlreadyRecorded, RunNotFound, RunPruned, StoreError, VotesChanged
+from core.errors import (
+    DeadlineAlreadyFired,
+    FireAlreadyRecorded,
+    RunNotFound,
+    RunPruned,
+    StoreError,
+    VotesChanged,
+)
 from core.store import cas
 from core.store.records import (
     AuditEvent,
