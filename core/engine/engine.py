@@ -19,8 +19,9 @@ import logging
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from core.engine.concurrency import concurrency_of
 from core.engine.config import EngineConfig
-from core.engine.events import ENGINE_ACTOR, Plan, RunSummary, Subscriber, tell_rest
+from core.engine.events import ENGINE_ACTOR, EngineEvent, EventKind, Plan, RunSummary, Subscriber, tell_rest
 from core.engine.executions import Executions
 from core.engine.executor import RunnerFactory, input_digests
 from core.engine.gates import Alongside, GateKeeper
@@ -36,7 +37,7 @@ from core.engine.run_actions import RunActions
 from core.engine.tools import ToolRegistry
 from core.errors import BatonError
 from core.store.port import Store
-from core.store.records import Gate, Run, RunStatus
+from core.store.records import Concurrency, Gate, OnLimit, Run, RunStatus
 from core.workflows.args import canonical_json, handle
 from core.workflows.catalog import Catalog
 
@@ -80,6 +81,7 @@ class Engine:
             lost=self._lost,
             recovered=self._recovered,
         )
+        self.executions.subscribe(self._on_event)
 
     @property
     def tools(self) -> ToolRegistry:
@@ -112,9 +114,16 @@ class Engine:
         elif run.status is RunStatus.RUNNING and run.lease_owner != self.owner:
             await self.executions.stop_local(run.id, None)  # another process owns it now
 
-    async def _recovered(self, run: Run) -> None:
-        """`run` was taken over from a process that stopped (its lease lapsed): continue it."""
-        self.store.audit(actor=ENGINE_ACTOR, action="recover", run_id=run.id, details={"owner": self.owner})
+    async def _on_event(self, event: EngineEvent) -> None:
+        if event.kind in (EventKind.RUN_FINISHED, EventKind.RUN_QUEUED):  # admitted runs start now
+            self._leases.kick()
+
+    async def _recovered(self, run: Run, admitted: bool = False) -> None:
+        """`run` was taken over from a process that stopped (its lease lapsed), or admitted
+        from its key's queue for whoever takes it (`admitted`): continue (start) it."""
+        if not admitted:
+            self.store.audit(actor=ENGINE_ACTOR, action="recover", run_id=run.id,
+                             details={"owner": self.owner})  # fmt: skip
         try:
             ready = self.readiness.ready(run.workflow, self.readiness.args_of(run))
         except BatonError as exc:
@@ -192,10 +201,16 @@ class Engine:
         requester: str,
         resume_from: str | None = None,
         origin_event: str | None = None,
+        concurrency: Concurrency | None = None,
     ) -> Run:
         """`origin_event`: `"<platform>:<event_id>"` of the chat command asking for it, so a
-        redelivery of that command finds this run (`Store.command_runs`)."""
+        redelivery of that command finds this run (`Store.command_runs`). `concurrency`: the
+        run's key and policy, instead of its workflow's `concurrency:` (a schedule's
+        `schedule:<id>`). A keyed run is admitted or queued in the unit that creates it
+        (`core/store/admission.py`): a `queued` run is returned without executing; it starts
+        when a slot frees (here, or in whichever process takes it over)."""
         ready = self.readiness.ready(workflow, args)
+        policy = concurrency or concurrency_of(ready.workflow, ready.args, limits=self.config.render)
         if resume_from is not None:
             self.store.get_run(resume_from)  # RunNotFound before anything is created
         with self.store.transaction() as tx:  # args blob, run and `start` audit row: one change
@@ -212,11 +227,29 @@ class Engine:
                 lease_owner=self.owner,
                 lease_seconds=self.config.lease_seconds,
                 origin_event=origin_event,
+                concurrency=policy,
             )
             details = {"workflow": ready.workflow.name, "args": handle(digest), "resume_from": resume_from}
+            if policy is not None:
+                details["concurrency"] = policy.key
             tx.audit(actor=requester, action="start", run_id=run.id, details=details)
+        if policy is not None:
+            run = self.store.get_run(run.id)  # admitted, or queued
+            await self.admitted_elsewhere(policy)
+            if run.status is RunStatus.QUEUED:
+                await self.executions.emit(EventKind.RUN_QUEUED, run.id, run_status=run.status.value,
+                                           key=policy.key)  # fmt: skip
+                return run
         await self.executions.launch(run, ready)
         return run
+
+    async def admitted_elsewhere(self, policy: Concurrency | None = None) -> None:
+        """After a unit that may have admitted queued runs for anyone (lapsed lease under
+        `ADMITTED_OWNER`): take them over now rather than at the next recovery tick; with
+        `cancel_running`, stop our executions of the runs it cancelled."""
+        if policy is not None and policy.on_limit is OnLimit.CANCEL_RUNNING:
+            await self._leases.heartbeat()
+        self._leases.kick()
 
 
     async def wait(self, run_id: str, timeout: float | None = None) -> Run:

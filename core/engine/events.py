@@ -32,6 +32,8 @@ class NodeState(StrEnum):
 
 class EventKind(StrEnum):
     RUN_STARTED = "run_started"
+    #: the run waits in its concurrency key's queue (detail: key); RUN_STARTED follows when admitted
+    RUN_QUEUED = "run_queued"
     NODE_QUEUED = "node_queued"
     NODE_STARTED = "node_started"
     NODE_CACHED = "node_cached"

@@ -23,12 +23,15 @@ import secrets
 from collections.abc import Awaitable, Callable
 
 from core.errors import RunStateError
+from core.store.admission import ADMITTED_OWNER
 from core.store.port import Store
 from core.store.records import Run
 
 log = logging.getLogger(__name__)
 
 RunHandler = Callable[[Run], Awaitable[None]]
+#: a run taken over, and whether it was admitted from its key's queue (not orphaned)
+Recovered = Callable[[Run, bool], Awaitable[None]]
 
 
 def new_owner(replica_id: str) -> str:
@@ -65,7 +68,7 @@ class LeaseKeeper:
         lease_seconds: float,
         active: Callable[[], set[str]],
         lost: RunHandler,
-        recovered: RunHandler,
+        recovered: Recovered,
     ) -> None:
         self.store = store
         self.owner = owner
@@ -75,6 +78,7 @@ class LeaseKeeper:
         self._lost = lost
         self._recovered = recovered
         self._stopping = asyncio.Event()
+        self._wake = asyncio.Event()
         self._tasks: list[asyncio.Task[None]] = []
 
     async def start(self) -> None:
@@ -82,20 +86,30 @@ class LeaseKeeper:
         self._stopping.clear()
         self._tasks = [
             asyncio.create_task(self._every(self.lease_seconds / 3, self.heartbeat)),
-            asyncio.create_task(self._every(self.lease_seconds / 2, self.recover_lapsed)),
+            asyncio.create_task(self._every(self.lease_seconds / 2, self.recover_lapsed, self._wake)),
         ]
+
+    def kick(self) -> None:
+        """Run the recovery pass now (runs admitted from a queue wait for it), if started."""
+        if self._tasks:
+            self._wake.set()
 
     async def stop(self) -> None:
         self._stopping.set()
+        self._wake.set()
         for task in self._tasks:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
         self._tasks = []
 
-    async def _every(self, seconds: float, action: Callable[[], Awaitable[object]]) -> None:
+    async def _every(
+        self, seconds: float, action: Callable[[], Awaitable[object]], wake: asyncio.Event | None = None
+    ) -> None:
         while not self._stopping.is_set():
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._stopping.wait(), seconds)
+                await asyncio.wait_for((wake or self._stopping).wait(), seconds)
+            if wake is not None:
+                wake.clear()
             if self._stopping.is_set():
                 return
             try:
@@ -127,9 +141,11 @@ class LeaseKeeper:
                 won = self.store.take_over(run, self.owner, self.lease_seconds)
             except RunStateError:
                 continue  # another process won the recovery
-            log.info("recovering run", extra={"action": "recover", "run_id": run.id})
+            admitted = run.lease_owner == ADMITTED_OWNER
+            log.info("admitted run" if admitted else "recovering run",
+                     extra={"action": "admit" if admitted else "recover", "run_id": run.id})  # fmt: skip
             taken.append(won.id)
-            await self._recovered(won)
+            await self._recovered(won, admitted)
         return taken
 
     async def recover_lapsed(self) -> list[str]:

@@ -31,6 +31,7 @@ from core.workflows.validation import downstream as downstream_of
 
 RESUMABLE = (RunStatus.FAILED, RunStatus.PAUSED, RunStatus.NEEDS_ATTENTION)
 ABANDONABLE = (
+    RunStatus.QUEUED,
     RunStatus.FAILED,
     RunStatus.PAUSED,
     RunStatus.NEEDS_ATTENTION,
@@ -73,15 +74,23 @@ class RunActions:
             lease_owner=self.owner,
             lease_seconds=self.lease_seconds,
         )
-        await self.executions.launch(running, ready)
+        await self.start_or_queue(running, ready)
         return running
+
+    async def start_or_queue(self, run: Run, ready: Ready) -> None:
+        """Execute a run this process moved to `running`, or tell that admission queued it."""
+        if run.status is RunStatus.QUEUED:
+            key = run.concurrency.key if run.concurrency is not None else None
+            await self.executions.emit(EventKind.RUN_QUEUED, run.id, run_status=run.status.value, key=key)
+            return
+        await self.executions.launch(run, ready)
 
     async def resume(self, run_id: str, *, actor: str) -> Run:
         """failed | paused (no gate waiting) | needs_attention -> running, then continue."""
         run = self.store.get_run(run_id)
         if run.status.finished:
             raise refuse_finished(run, "resumed")
-        if run.status in (RunStatus.RUNNING, RunStatus.PENDING):
+        if run.status in (RunStatus.RUNNING, RunStatus.PENDING, RunStatus.QUEUED):
             raise RunNotResumable(
                 f"run {run.id} is already {run.status.value} ({who_changed(run)})",
                 run_id=run.id,
@@ -133,7 +142,7 @@ class RunActions:
         emit = self.executions.emit
         await emit(EventKind.GATE_DECIDED, run.id, gate.node_id, approved=True, by=actor,
                    how="timeout" if timed_out else "approve", decision=decision or "approve")
-        await self.executions.launch(running, ready)
+        await self.start_or_queue(running, ready)
         return running
 
     async def reject(self, run_id: str | Run, *, actor: str, reason: str | None = None,
@@ -208,9 +217,10 @@ class RunActions:
         )
 
     async def cancel(self, run_id: str, *, actor: str) -> Run:
-        """running -> cancelled; in-flight steps are stopped (here, or by their owner's heartbeat)."""
+        """running | queued -> cancelled; in-flight steps are stopped (here, or by their owner's
+        heartbeat); a queued run leaves its key's queue."""
         run = self.store.get_run(run_id)
-        if run.status not in (RunStatus.RUNNING, RunStatus.PENDING):
+        if run.status not in (RunStatus.RUNNING, RunStatus.PENDING, RunStatus.QUEUED):
             raise RunNotResumable(
                 f"run {run.id} is {run.status.value}, not running",
                 run_id=run.id,
@@ -222,7 +232,7 @@ class RunActions:
             run,
             actor=actor,
             reason=f"cancelled by {actor}",
-            allowed=(RunStatus.RUNNING, RunStatus.PENDING),
+            allowed=(RunStatus.RUNNING, RunStatus.PENDING, RunStatus.QUEUED),
             action="cancel",
             note=f"cancelled by {actor}",
         )

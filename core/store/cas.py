@@ -13,7 +13,7 @@ import secrets
 from collections.abc import Iterable
 
 from core.errors import GateAlreadyDecided, InvalidTransition, Next, RunNotResumable, RunStateError
-from core.store.records import Gate, JournalEntry, Run, RunStatus, sources_of
+from core.store.records import Concurrency, Gate, JournalEntry, Run, RunStatus, sources_of
 
 RUN_ID_BYTES = 6  # 12 lowercase hex characters
 #: Lease length when a caller moves a run to `running` without naming one.
@@ -50,6 +50,7 @@ def new_run(
     lease_owner: str | None = None,
     lease_seconds: float | None = None,
     origin_event: str | None = None,
+    concurrency: Concurrency | None = None,
 ) -> tuple[Run, str | None]:
     """A new run with a fresh id, version 1, changed by its requester; and its origin event."""
     status = RunStatus(status)
@@ -60,7 +61,8 @@ def new_run(
         id=new_run_id(), workflow=workflow, platform=platform, conversation=conversation,
         thread=thread, requester=requester, args_digest=args_digest, status=status, version=1,
         created_at=now, updated_at=now, resumed_from=resumed_from, lease_owner=owner,
-        lease_expires_at=expires, status_by=requester, reason=None,
+        lease_expires_at=expires, status_by=requester, reason=None, concurrency=concurrency,
+        queued_at=now if status is RunStatus.QUEUED else None,
     )  # fmt: skip
     return run, origin_event
 
@@ -97,6 +99,7 @@ _VERBS: dict[RunStatus, str] = {
     RunStatus.PAUSED: "paused",
     RunStatus.NEEDS_ATTENTION: "stopped",
     RunStatus.CANCELLED: "cancelled",
+    RunStatus.QUEUED: "queued",
 }
 
 

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from core.errors import DeadlineAlreadyFired, RunNotFound, StoreError
-from core.store import cas
+from core.store import admission, cas
 from core.store.records import (
     AuditEvent,
     Delivery,
@@ -110,14 +110,24 @@ class MemoryUnitOfWork:
         self._t = tables
         self._now = now
         self._ops: list[tuple[Callable[[Undo], Any], Pending[Any] | None]] = []
+        # admission (`admission.py`): keys the unit touched, runs it asked a slot for
+        self._keys: set[str] = set()
+        self._own: dict[str, tuple[str | None, float | None]] = {}
 
     def apply(self) -> None:
-        """Every write, in order, or none (call it holding the store's lock)."""
+        """Every write, in order, or none (call it holding the store's lock); then the
+        oldest queued runs of every concurrency key the unit touched are admitted."""
         undo: Undo = []
         results: list[Any] = []
         try:
             for op, _ in self._ops:
                 results.append(op(undo))
+            if self._keys:
+                now = self._now()
+                ledger = _MemoryLedger(self._t, undo, now)
+                for key in sorted(self._keys):
+                    admission.settle(ledger, key, now, own=self._own, asked=self._own.keys())
+                results = [self._t.runs.get(r.id, r) if isinstance(r, Run) else r for r in results]
         except BaseException:
             for step in reversed(undo):
                 step()
@@ -125,6 +135,13 @@ class MemoryUnitOfWork:
         for (_, pending), result in zip(self._ops, results, strict=True):
             if pending is not None:
                 pending.set(result)
+
+    def _ask(self, run: Run, now: float, undo: Undo, *, actor: str) -> Run:
+        """`run` (as the unit would write it: running) asks a slot of its key: as written, queued."""
+        assert run.concurrency is not None
+        admission.ask(_MemoryLedger(self._t, undo, now), run, now, actor=actor)
+        self._own[run.id] = (run.lease_owner, run.lease_expires_at)
+        return run.evolve(status=RunStatus.QUEUED, queued_at=now, lease_owner=None, lease_expires_at=None)
 
     def _later(self, op: Callable[[Undo], T]) -> Pending[T]:
         pending: Pending[T] = Pending()
@@ -151,7 +168,12 @@ class MemoryUnitOfWork:
         def op(undo: Undo) -> None:
             if run.id in self._t.runs:  # a 48-bit id collision
                 raise StoreError(f"The run store could not create a run (the id {run.id} is taken).")
-            self._t.put(self._t.runs, run.id, run, undo)
+            stored = run
+            if run.concurrency is not None:
+                self._keys.add(run.concurrency.key)
+                if run.status is RunStatus.RUNNING:
+                    stored = self._ask(run, run.created_at, undo, actor=run.requester)
+            self._t.put(self._t.runs, run.id, stored, undo)
             if origin is not None:
                 self._t.put(self._t.origin, origin, [*self._t.origin.get(origin, []), run.id], undo)
 
@@ -184,7 +206,12 @@ class MemoryUnitOfWork:
             moved = current.evolve(
                 status=to, version=current.version + 1, status_by=actor, reason=reason, updated_at=now,
                 lease_owner=owner, lease_expires_at=expires,
+                queued_at=now if to is RunStatus.QUEUED else None,
             )  # fmt: skip
+            if current.concurrency is not None:
+                self._keys.add(current.concurrency.key)
+                if to is RunStatus.RUNNING and not current.holds_slot:
+                    moved = self._ask(moved, now, undo, actor=actor)
             self._t.put(self._t.runs, run_id, moved, undo)
             return moved
 
@@ -308,3 +335,48 @@ class MemoryUnitOfWork:
             return marked
 
         return self._later(op)
+
+
+class _MemoryLedger:
+    """`admission.Ledger` over the tables, every write undoable with the unit."""
+
+    def __init__(self, tables: MemoryTables, undo: Undo, now: float) -> None:
+        self._t = tables
+        self._undo = undo
+        self._now = now
+
+    def holders(self, key: str) -> list[Run]:
+        busy = (RunStatus.RUNNING, RunStatus.NEEDS_ATTENTION, RunStatus.PAUSED)
+        mine = [r for r in self._t.runs.values() if _key(r) == key and r.status in busy]
+        return sorted(mine, key=lambda r: (r.updated_at, r.id))
+
+    def queued(self, key: str) -> list[Run]:
+        mine = [r for r in self._t.runs.values() if _key(r) == key and r.status is RunStatus.QUEUED]
+        return sorted(mine, key=lambda r: (r.queued_at or 0.0, r.id))
+
+    def put(self, run: Run) -> None:
+        self._t.put(self._t.runs, run.id, run, self._undo)
+
+    def close_gates(self, run_id: str, *, by: str, comment: str) -> None:
+        for gate in self._t.gates_of(run_id):
+            if gate.status is GateStatus.WAITING:
+                decided = gate.evolve(status=GateStatus.REJECTED, decided_by=by, comment=comment,
+                                      decided_at=self._now)  # fmt: skip
+                self._t.put(self._t.gates, (run_id, gate.node_id), decided, self._undo)
+
+    def audit(self, *, actor: str, action: str, run_id: str, details: dict[str, Any]) -> None:
+        self._t.last_audit += 1
+        event = AuditEvent(self._t.last_audit, self._now, actor, action, run_id, copied(details))
+        self._t.put(self._t.audit, event.id, event, self._undo)
+
+    def tell(self, run_id: str, payload: dict[str, Any]) -> None:
+        run = self._t.run(run_id)
+        self._t.last_delivery += 1
+        row = Delivery(id=self._t.last_delivery, run_id=run_id, kind=admission.RUN_FINISHED,
+                       platform=run.platform, conversation=run.conversation, thread=run.thread,
+                       payload=copied(payload), created_at=self._now, due_at=self._now)  # fmt: skip
+        self._t.put(self._t.outbox, row.id, row, self._undo)
+
+
+def _key(run: Run) -> str | None:
+    return None if run.concurrency is None else run.concurrency.key

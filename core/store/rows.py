@@ -12,6 +12,7 @@ from sqlalchemy.engine import Row, RowMapping
 
 from core.store.records import (
     AuditEvent,
+    Concurrency,
     Delivery,
     Gate,
     GateDeadline,
@@ -64,7 +65,24 @@ def run_from_row(row: RowLike) -> Run:
         lease_expires_at=m["lease_expires_at"],
         status_by=m["status_by"],
         reason=m["reason"],
+        concurrency=_concurrency(m),
+        queued_at=m.get("queued_at"),
     )
+
+
+def _concurrency(m: Mapping[str, Any]) -> Concurrency | None:
+    key = m.get("concurrency_key")
+    return None if key is None else Concurrency.from_json(key, json_object(m.get("concurrency")))
+
+
+def run_values(run: Run) -> dict[str, Any]:
+    """`run` as the columns of its row (without `origin_event`)."""
+    values = {f.name: getattr(run, f.name) for f in dataclasses.fields(run)}
+    values["status"] = run.status.value
+    c = run.concurrency
+    values["concurrency_key"] = None if c is None else c.key
+    values["concurrency"] = None if c is None else c.to_json()
+    return values
 
 
 _NODE_STATUSES = {status.value: status for status in NodeStatus}

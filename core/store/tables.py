@@ -7,7 +7,7 @@ SQLAlchemy ORM and build seven pydantic models (≈ 0.2 s of a cold start, issue
 The alembic revisions (`migrations/versions/`: `0001_initial.py`, `0002_gate_cache_key.py`,
 `0003_platform_state.py`, `0004_event_handling.py`, `0005_origin_event_partial_index.py`,
 `0006_runs_args_digest_index.py`, `0007_runs_conversation_recent_index.py`,
-`0008_gate_votes_deadlines.py`, `0009_outbox.py`)
+`0008_gate_votes_deadlines.py`, `0009_outbox.py`, `0010_queue.py`)
 create exactly this schema; `tests/integration/store/test_migrations.py` checks they agree.
 
 Statuses are stored as short strings (the `StrEnum` values), timestamps as float
@@ -57,6 +57,10 @@ RUNS = sa.Table(
     sa.Column("reason", sa.Text, nullable=True),
     # "<platform>:<event_id>" of the chat command that started the run (revision 0004)
     _text("origin_event", nullable=True),
+    # its concurrency key and policy (`Concurrency`), when it joined the key's queue (revision 0010)
+    _text("concurrency_key", nullable=True),
+    sa.Column("concurrency", sa.JSON, nullable=True),
+    _float("queued_at", nullable=True),
     # the fresh-run prompt: unfinished runs of a workflow in a conversation, newest first
     sa.Index("ix_runs_unfinished", "platform", "conversation", "workflow", "status", "created_at"),
     sa.Index("ix_runs_thread", "platform", "conversation", "thread"),
@@ -65,6 +69,8 @@ RUNS = sa.Table(
     sa.Index("ix_runs_created", "created_at"),
     # `--args @handle`: the runs whose args digest starts with a prefix (revision 0006)
     sa.Index("ix_runs_args_digest", "args_digest"),
+    # admission: a key's active and queued runs (revision 0010)
+    sa.Index("ix_runs_concurrency", "concurrency_key", "status", "queued_at"),
     # lease recovery: running runs whose lease lapsed
     sa.Index("ix_runs_lease", "status", "lease_expires_at"),
     # a redelivered `run` command finds the run its first delivery started (revision 0004);
@@ -239,3 +245,12 @@ def postgresql_options() -> None:
         for index in table.indexes:
             for key, value in options.get(str(index.name), {}).items():
                 index.dialect_options["postgresql"][key] = value
+
+#: one row per concurrency key: what a unit of work admitting runs of the key locks first
+#: (`SELECT … FOR UPDATE` on PostgreSQL), so two replicas never admit past the limit (revision 0010)
+CONCURRENCY_LOCKS = sa.Table(
+    "concurrency_locks",
+    metadata,
+    sa.Column("key", sa.String(), primary_key=True),
+    _float("touched_at", nullable=False),
+)

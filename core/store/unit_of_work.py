@@ -26,7 +26,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any, Generic, Protocol, TypeVar
 
-from core.store.records import Gate, GateDeadline, Run, RunStatus
+from core.store.records import Concurrency, Gate, GateDeadline, Run, RunStatus
 
 T = TypeVar("T")
 
@@ -72,9 +72,12 @@ class UnitOfWork(Protocol):
         lease_owner: str | None = None,
         lease_seconds: float | None = None,
         origin_event: str | None = None,
+        concurrency: Concurrency | None = None,
     ) -> Run:
         """A new run (id drawn now: later writes of the unit may name it), as it will be
-        stored. `origin_event`: `"<platform>:<event_id>"` of the chat command that started it."""
+        stored. `origin_event`: `"<platform>:<event_id>"` of the chat command that started it.
+        `concurrency`: its key and policy; a keyed run asked `running` is admitted or queued
+        when the unit commits (`admission.py`): read it back for its status."""
 
     def transition(
         self,
@@ -88,7 +91,9 @@ class UnitOfWork(Protocol):
         lease_owner: str | None = None,
         lease_seconds: float | None = None,
     ) -> Pending[Run]:
-        """`Runs.transition` (a CAS) inside the unit."""
+        """`Runs.transition` (a CAS) inside the unit. A keyed run moved to `running` from a
+        status holding no slot asks one (`admission.py`): the run returned may be `queued`.
+        Every unit that touches a keyed run admits the key's oldest queued runs at its end."""
 
     def decide_gate(
         self, run_id: str, node_id: str, *, approved: bool, by: str, comment: str | None,

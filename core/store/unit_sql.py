@@ -34,10 +34,10 @@ import sqlalchemy as sa
 from sqlalchemy.exc import DBAPIError, SQLAlchemyError
 
 from core.errors import BatonError, StoreError
-from core.store import cas
+from core.store import admission, admission_sql, cas
 from core.store import writes_sql as w
 from core.store.database import describe
-from core.store.records import Gate, GateDeadline, Run, RunStatus
+from core.store.records import Concurrency, Gate, GateDeadline, Run, RunStatus
 from core.store.sql_base import SqlBase
 from core.store.tables import GATES, JOURNAL, RUNS
 from core.store.unit_of_work import Pending
@@ -79,11 +79,13 @@ class SqlUnitOfWork:
         lease_owner: str | None = None,
         lease_seconds: float | None = None,
         origin_event: str | None = None,
+        concurrency: Concurrency | None = None,
     ) -> Run:
         run, origin = cas.new_run(
             self._now(), workflow=workflow, platform=platform, conversation=conversation, thread=thread,
             requester=requester, args_digest=args_digest, resumed_from=resumed_from, status=status,
             lease_owner=lease_owner, lease_seconds=lease_seconds, origin_event=origin_event,
+            concurrency=concurrency,
         )  # fmt: skip
         self.writes.append(w.create_run(run, origin))
         return run
@@ -177,7 +179,10 @@ class UnitSql(SqlBase):
         try:
             for _ in range(_ATTEMPTS):
                 try:
-                    if self.dialect == "postgresql" and len(writes) > 1:
+                    keys = admission_sql.keys_of(self._single, writes)
+                    if keys:
+                        self._keyed(writes, keys)
+                    elif self.dialect == "postgresql" and len(writes) > 1:
                         self._together(writes)
                     else:
                         self._in_order(writes)
@@ -207,6 +212,34 @@ class UnitSql(SqlBase):
                 if kind.cas and not rows:
                     raise _Lost([write])  # leaving the block rolls the unit back
                 results.append(rows)
+        _deliver(writes, results)
+
+    def _keyed(self, writes: Sequence[w.Write], keys: set[str]) -> None:
+        """A unit touching runs with a concurrency key: one transaction that locks the keys
+        first, asks a slot for each run it makes `running` from a status holding none (such a
+        run is written `queued`), then admits the keys' oldest queued runs (`admission.py`)."""
+        results: list[w.Rows] = []
+        with self._engine.begin() as conn:
+            now = self._now()
+            admission_sql.lock(conn, self.dialect, keys, now)
+            ledger = admission_sql.SqlLedger(conn, self.dialect, now)
+            own: dict[str, tuple[str | None, float | None]] = {}
+            asked: list[int] = []
+            for i, write in enumerate(writes):
+                sent = admission_sql.asking(conn, write, ledger, now, own)
+                if sent is not write:
+                    asked.append(i)
+                kind = w.kind_of(sent.kind)
+                cursor = conn.execute(w.statement(sent.kind, self.dialect), w.bound(sent))
+                rows: w.Rows = [row._mapping for row in cursor] if kind.returns else []
+                if kind.cas and not rows:
+                    raise _Lost([write])
+                results.append(rows)
+            for key in sorted(keys):
+                admission.settle(ledger, key, now, own=own, asked=own.keys())
+            for i, write in enumerate(writes):  # a run's row as the unit left it
+                if write.kind.startswith("transition") and results[i]:
+                    results[i] = [ledger.row(write.params["id"])]
         _deliver(writes, results)
 
     def _together(self, writes: Sequence[w.Write]) -> None:

@@ -15,7 +15,6 @@ condition holds again, and the unit is tried again).
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 import hashlib
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -28,7 +27,7 @@ from core.errors import BatonError, DeadlineAlreadyFired, RunNotFound
 from core.store import cas
 from core.store.database import dialect_insert
 from core.store.records import Gate, GateDeadline, GateStatus, NodeStatus, Run, RunStatus
-from core.store.rows import gate_from_row, run_from_row
+from core.store.rows import gate_from_row, run_from_row, run_values
 from core.store.tables import AUDIT, BLOBS, GATE_DEADLINES, GATES, JOURNAL, OUTBOX, PROCESSED_EVENTS, RUNS
 from core.store.unit_of_work import Pending
 
@@ -82,7 +81,8 @@ def _transition(with_version: bool) -> Callable[[str, str, str], Any]:
         matches = [RUNS.c.id == _b(p, "id", RUNS.c.id), RUNS.c.status.in_(sources)]
         if with_version:
             matches.append(RUNS.c.version == _b(p, "version", RUNS.c.version))
-        changed = ("status", "status_by", "reason", "updated_at", "lease_owner", "lease_expires_at")
+        changed = ("status", "status_by", "reason", "updated_at", "lease_owner", "lease_expires_at",
+                   "queued_at")
         return (
             sa.update(RUNS)
             .where(*matches)
@@ -220,8 +220,8 @@ def put_blob(data: bytes) -> tuple[Write, str]:
 
 
 def create_run(run: Run, origin_event: str | None) -> Write:
-    values = {f.name: getattr(run, f.name) for f in dataclasses.fields(run)}
-    values.update(status=run.status.value, origin_event=origin_event)
+    values = run_values(run)
+    values.update(origin_event=origin_event)
     return Write("create_run", values, "create a run")
 
 
@@ -243,6 +243,7 @@ def transition(
     params: dict[str, Any] = {
         "id": run_id, "status": to.value, "status_by": actor, "reason": reason, "updated_at": now,
         "lease_owner": owner, "lease_expires_at": expires,
+        "queued_at": now if to is RunStatus.QUEUED else None,
     }  # fmt: skip
     kind = "transition"
     if expected_version is not None:

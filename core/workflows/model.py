@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 from pydantic_core import PydanticCustomError
 
-from core.store.records import ReplayClass
+from core.store.records import OnLimit, ReplayClass
 from core.workflows.approval_spec import ApprovalField
 from core.workflows.input_spec import InputSpec
 
@@ -144,6 +144,17 @@ class Defaults(_Strict):
     provider: str | None = None  # prompt nodes without their own `provider:` (None: settings)
 
 
+class ConcurrencySpec(_Strict):
+    """`concurrency:` (DESIGN.md, "Concurrency and the queue"): how many runs of a key may be
+    active at once, and what a run past the limit does."""
+
+    key: str | None = None  # a template over `inputs` (None: the workflow's name)
+    limit: int = Field(default=1, ge=1)
+    on_limit: OnLimit = OnLimit.QUEUE
+    max_queued: int = Field(default=100, ge=0)
+    hold_while_paused: bool = True
+
+
 def is_script_path(script: str) -> bool:
     """`script:` names a file when it ends with `.py` and has no newline; else it is inline code."""
     text = script.strip()
@@ -252,6 +263,7 @@ class Workflow(StepEnvironmentFields):
     nodes: list[Node]
     env: dict[str, str] = Field(default_factory=dict)  # variables of every step
     secrets: list[str] = Field(default_factory=list)  # secrets every step receives
+    concurrency: ConcurrencySpec | None = None  # None: unlimited
     # where it came from (set by the loader, not part of the YAML)
     source: str = Field(default="", exclude=True)
 

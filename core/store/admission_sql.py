@@ -1,0 +1,184 @@
+"""Admission on SQLite and PostgreSQL: the key locks, the `admission.Ledger` over a
+connection, and how a unit's writes ask a slot (`unit_sql.UnitSql._keyed` runs them).
+
+A unit touches a concurrency key when it creates a run with one or changes the status of a
+run that has one. Such a unit is sent as one ordinary transaction (not PostgreSQL's single
+statement: admission reads under the lock, then decides) that first locks its keys:
+
+* PostgreSQL: `INSERT … ON CONFLICT DO NOTHING` the key's row of `concurrency_locks`, then
+  `SELECT … ORDER BY key FOR UPDATE`; every later statement of the transaction (READ
+  COMMITTED) sees what the key's previous holder committed, and two replicas admitting at
+  once take turns. The key lock is taken before any run row, in every keyed unit.
+* SQLite: the INSERT is the transaction's first statement, so it takes the database's one
+  write lock before anything is read.
+
+Which runs have a key is read once per run and kept (a run's key never changes).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import threading
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.engine import Engine
+
+from core.store import admission
+from core.store import writes_sql as w
+from core.store.database import dialect_insert
+from core.store.records import Run, RunStatus
+from core.store.rows import run_from_row
+from core.store.tables import CONCURRENCY_LOCKS, RUNS
+
+_HOLDING = (RunStatus.RUNNING.value, RunStatus.NEEDS_ATTENTION.value, RunStatus.PAUSED.value)
+_CACHE_SIZE = 50_000
+
+
+class _Keys:
+    """run id -> its concurrency key (or None), as read or written by this process."""
+
+    def __init__(self) -> None:
+        self._known: dict[str, str | None] = {}
+        self._lock = threading.Lock()
+
+    def lookup(self, engine: Engine, run_ids: Iterable[str]) -> set[str]:
+        ids = set(run_ids)
+        with self._lock:
+            missing = [i for i in ids if i not in self._known]
+        if missing:
+            query = sa.select(RUNS.c.id, RUNS.c.concurrency_key).where(RUNS.c.id.in_(missing))
+            with engine.connect() as conn:
+                found = {row[0]: row[1] for row in conn.execute(query)}
+            with self._lock:
+                if len(self._known) > _CACHE_SIZE:
+                    self._known.clear()
+                for run_id in missing:
+                    if run_id in found:  # a run not (yet) there is looked up again next time
+                        self._known[run_id] = found[run_id]
+        with self._lock:
+            return {k for i in ids if (k := self._known.get(i)) is not None}
+
+    def remember(self, run_id: str, key: str | None) -> None:
+        with self._lock:
+            self._known[run_id] = key
+
+
+KEYS = _Keys()
+
+
+def keys_of(engine: Engine, writes: Sequence[w.Write]) -> set[str]:
+    """The concurrency keys a unit's writes touch (none for most units)."""
+    keys: set[str] = set()
+    changed: list[str] = []
+    for write in writes:
+        if write.kind == "create_run":
+            key = write.params.get("concurrency_key")
+            KEYS.remember(write.params["id"], key)
+            if key is not None:
+                keys.add(key)
+        elif write.kind.startswith("transition"):
+            changed.append(write.params["id"])
+    if changed:
+        keys |= KEYS.lookup(engine, changed)
+    return keys
+
+
+def lock(conn: sa.Connection, dialect: str, keys: Iterable[str], now: float) -> None:
+    """Take the keys' locks, in key order (module docstring)."""
+    ordered = sorted(set(keys))
+    insert = dialect_insert(dialect)(CONCURRENCY_LOCKS).on_conflict_do_nothing(index_elements=["key"])
+    conn.execute(insert, [{"key": key, "touched_at": now} for key in ordered])
+    if dialect == "postgresql":
+        conn.execute(
+            sa.select(CONCURRENCY_LOCKS.c.key)
+            .where(CONCURRENCY_LOCKS.c.key.in_(ordered))
+            .order_by(CONCURRENCY_LOCKS.c.key)
+            .with_for_update()
+        ).all()
+
+
+def asking(
+    conn: sa.Connection, write: w.Write, ledger: SqlLedger, now: float,
+    own: dict[str, tuple[str | None, float | None]],
+) -> w.Write:  # fmt: skip
+    """`write` as the unit sends it: a write that makes a keyed run `running` from a status
+    holding no slot asks a slot (`admission.ask`, which may refuse it) and writes it `queued`."""
+    params = write.params
+    if params.get("status") != RunStatus.RUNNING.value:
+        return write
+    if write.kind == "create_run":
+        if params.get("concurrency_key") is None:
+            return write
+        run = run_from_row(params)
+        admission.ask(ledger, run, now, actor=run.requester)
+    elif write.kind.startswith("transition"):
+        current = ledger.get(params["id"])
+        allowed = write.kind.partition(":")[2].split(",")
+        version = params.get("version")
+        if (
+            current is None
+            or current.concurrency is None
+            or current.holds_slot
+            or current.status.value not in allowed
+            or version not in (None, current.version)
+        ):
+            return write  # no key, keeps its slot, or the CAS loses as it would anyway
+        admission.ask(ledger, current.evolve(status_by=params["status_by"]), now, actor=params["status_by"])
+    else:
+        return write
+    own[params["id"]] = (params["lease_owner"], params["lease_expires_at"])
+    queued = {**params, "status": RunStatus.QUEUED.value, "queued_at": now, "lease_owner": None,
+              "lease_expires_at": None}  # fmt: skip
+    return dataclasses.replace(write, params=queued)
+
+
+class SqlLedger:
+    """`admission.Ledger` over one connection of a keyed unit's transaction."""
+
+    def __init__(self, conn: sa.Connection, dialect: str, now: float) -> None:
+        self._conn = conn
+        self._dialect = dialect
+        self._now = now
+
+    def get(self, run_id: str) -> Run | None:
+        row = self._conn.execute(sa.select(RUNS).where(RUNS.c.id == run_id)).first()
+        return None if row is None else run_from_row(row)
+
+    def row(self, run_id: str) -> Any:
+        return self._conn.execute(sa.select(RUNS).where(RUNS.c.id == run_id)).one()._mapping
+
+    def holders(self, key: str) -> list[Run]:
+        query = (
+            sa.select(RUNS)
+            .where(RUNS.c.concurrency_key == key, RUNS.c.status.in_(_HOLDING))
+            .order_by(RUNS.c.updated_at, RUNS.c.id)
+        )
+        return [run_from_row(row) for row in self._conn.execute(query)]
+
+    def queued(self, key: str) -> list[Run]:
+        query = (
+            sa.select(RUNS)
+            .where(RUNS.c.concurrency_key == key, RUNS.c.status == RunStatus.QUEUED.value)
+            .order_by(RUNS.c.queued_at, RUNS.c.id)
+        )
+        return [run_from_row(row) for row in self._conn.execute(query)]
+
+    def put(self, run: Run) -> None:
+        values = {"status": run.status.value, "version": run.version, "status_by": run.status_by,
+                  "reason": run.reason, "updated_at": run.updated_at, "lease_owner": run.lease_owner,
+                  "lease_expires_at": run.lease_expires_at, "queued_at": run.queued_at}  # fmt: skip
+        self._conn.execute(sa.update(RUNS).where(RUNS.c.id == run.id).values(values))
+
+    def _send(self, write: w.Write) -> None:
+        self._conn.execute(w.statement(write.kind, self._dialect), w.bound(write))
+
+    def close_gates(self, run_id: str, *, by: str, comment: str) -> None:
+        self._send(w.close_gates(self._now, run_id, by=by, comment=comment))
+
+    def audit(self, *, actor: str, action: str, run_id: str, details: dict[str, Any]) -> None:
+        self._send(w.audit(self._now, actor=actor, action=action, run_id=run_id, details=details))
+
+    def tell(self, run_id: str, payload: dict[str, Any]) -> None:
+        self._send(w.enqueue_delivery(self._now, run_id, admission.RUN_FINISHED, payload))
