@@ -14,7 +14,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from core.commands import audit_export, authz, replies, voting
+from core.commands import audit_export, authz, queueing, replies, voting
 from core.commands.forms import inputs_form
 from core.commands.messages import ChatMessage, Reply
 from core.commands.model import (
@@ -30,6 +30,7 @@ from core.commands.model import (
     ListCommand,
     OpenCommand,
     PlanCommand,
+    QueueCommand,
     RejectCommand,
     ResolveCommand,
     ResumeCommand,
@@ -61,6 +62,7 @@ from core.store.records import Run, RunStatus
 from core.workflows.args import canonical_json, missing_inputs, validate_inputs
 from core.workflows.catalog import Catalog
 from core.workflows.model import Workflow
+from core.workflows.validation import did_you_mean
 
 #: What option 2 of the fresh-run prompt abandons: an unfinished run at rest, as it was offered.
 REPLACEABLE = (RunStatus.FAILED, RunStatus.PAUSED, RunStatus.NEEDS_ATTENTION)
@@ -189,7 +191,8 @@ async def run(ctx: Context, cmd: RunCommand) -> list[Reply]:
         thread=msg.thread, requester=ctx.uid, resume_from=source.id if source else None,
         origin_event=origin_event,
     )
-    return [*answer, replies.run_started(started, args.get(MESSAGE), page=ctx.pages is not None)]
+    queue = queueing.waiting(ctx.store, started, ctx.clock())
+    return [*answer, replies.run_started(started, args.get(MESSAGE), page=ctx.pages is not None, queue=queue)]
 
 
 def _replaced(ctx: Context, cmd: RunCommand, workflow: str) -> Run | None:
@@ -330,7 +333,26 @@ def _named_or_latest(ctx: Context, ref: str | None) -> Run:
 async def status(ctx: Context, cmd: StatusCommand) -> list[Reply]:
     target = _named_or_latest(ctx, cmd.run)
     authz.require_view(ctx.access, ctx.uid, target)
-    return [replies.status(target, ctx.engine.summary(target))]
+    queue = queueing.waiting(ctx.store, target, ctx.clock())  # a queued run: why it waits, behind whom
+    return [replies.status(target, ctx.engine.summary(target), queue)]
+
+
+async def queue(ctx: Context, cmd: QueueCommand) -> list[Reply]:
+    """The active and queued runs of a key, of a workflow's keys, or of every key; only the
+    runs the user may view."""
+    target = cmd.target
+    runs = ctx.store.key_runs()
+    if target is not None:
+        by_key = [r for r in runs if r.concurrency is not None and r.concurrency.key == target]
+        runs = by_key or [r for r in runs if r.workflow == target]
+        if not runs and target not in ctx.catalog.names():
+            keys = {r.concurrency.key for r in ctx.store.key_runs() if r.concurrency is not None}
+            guess = did_you_mean(target, keys | set(ctx.catalog.names()))
+            raise UsageError(f"no workflow or concurrency key `{target}` has runs active or queued"
+                             + (f"; did you mean `{guess}`?" if guess else ""),
+                             hint="`/workflow queue` lists every key with runs active or queued.")
+    visible = [r for r in runs if authz.may_view(ctx.access, ctx.uid, r)]
+    return [replies.queue(queueing.listing(ctx.store, visible, ctx.clock()), target)]
 
 
 def _pages(ctx: Context) -> RunPages:
@@ -424,7 +446,7 @@ ACTIONS: dict[type, Action] = {
     RunCommand: run, ResumeCommand: resume, ApproveCommand: approve, RejectCommand: reject,
     AbandonCommand: abandon, CancelCommand: cancel, ResolveCommand: resolve,
     InvalidateCommand: invalidate, PlanCommand: plan, StatusCommand: status, RunsCommand: runs,
-    OpenCommand: open_,
+    OpenCommand: open_, QueueCommand: queue,
     ListCommand: list_workflows, ArgsCommand: args, AuditCommand: audit, HelpCommand: help_,
     WhoCommand: who,
 }

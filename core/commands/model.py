@@ -95,6 +95,13 @@ class RunsCommand:
 
 
 @dataclass(frozen=True, slots=True)
+class QueueCommand:
+    """`queue [workflow|key]`: the active and queued runs of concurrency keys."""
+
+    target: str | None = None  # a workflow's name or a key (None: every key)
+
+
+@dataclass(frozen=True, slots=True)
 class OpenCommand:
     run: str | None = None  # None: the latest run here
 
@@ -143,6 +150,7 @@ Command = (
     | PlanCommand
     | StatusCommand
     | RunsCommand
+    | QueueCommand
     | OpenCommand
     | ListCommand
     | ArgsCommand
@@ -185,7 +193,8 @@ SPECS: dict[str, Spec] = {
              group="approve"),
         Spec("abandon", "abandon <run> [reason]", "abandon 3f9a",
              "discard a failed, paused, needs_attention or running run", group="own"),
-        Spec("cancel", "cancel <run>", "cancel 3f9a", "stop a running run", group="own"),
+        Spec("cancel", "cancel <run>", "cancel 3f9a",
+             "stop a running run, or take a queued one out of its queue", group="own"),
         Spec(
             "resolve",
             "resolve <run> <node> done|retry|fail [--output TEXT]",
@@ -206,6 +215,8 @@ SPECS: dict[str, Spec] = {
         Spec("status", "status [run]", "status 3f9a", "a run's node table (default: the latest here)"),
         Spec("runs", "runs [--open]", "runs --open",
              "recent runs in this conversation (`--open`: your link to their page)", switches=("--open",)),
+        Spec("queue", "queue [workflow|key]", "queue deploy-prod",
+             "runs holding and waiting for a concurrency key's slots: position, requester, time waited"),
         Spec("open", "open [run]", "open 3f9a", "your link to a run's page (default: the latest here)"),
         Spec("list", "list", "list", "workflows you may run"),
         Spec("args", "args <run>", "args 3f9a", "a run's canonical arguments and their handle"),

@@ -29,6 +29,7 @@ from core.commands.model import (
     ListCommand,
     OpenCommand,
     PlanCommand,
+    QueueCommand,
     RejectCommand,
     ResolveCommand,
     ResumeCommand,
@@ -299,6 +300,12 @@ def _status(pos: list[str], opts: list[tuple[str, str | None]], force: bool) -> 
     return StatusCommand(pos[0] if pos else None)
 
 
+def _queue(pos: list[str], opts: list[tuple[str, str | None]], force: bool) -> QueueCommand:
+    if len(pos) > 1:
+        raise usage_error("queue", "`queue` takes at most one workflow name or key")
+    return QueueCommand(pos[0] if pos else None)
+
+
 def _open(pos: list[str], opts: list[tuple[str, str | None]], force: bool) -> OpenCommand:
     if len(pos) > 1:
         raise usage_error("open", "`open` takes at most one run id")
@@ -345,6 +352,7 @@ _BUILDERS: dict[str, _Builder] = {
     "plan": lambda p, o, f: PlanCommand(_need(p, "plan", ("run",))[0]),
     "status": _status,
     "runs": lambda p, o, f: _bare(p, "runs", RunsCommand(open=("--open", None) in o)),
+    "queue": _queue,
     "open": _open,
     "list": lambda p, o, f: _bare(p, "list", ListCommand()),
     "args": lambda p, o, f: ArgsCommand(_need(p, "args", ("run",))[0]),

@@ -34,7 +34,7 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
-from core.commands import replies
+from core.commands import queueing, replies
 from core.commands.deadlines import TIMED_OUT
 from core.commands.messages import Outbox, Reply
 from core.commands.offers import GateOffers
@@ -280,7 +280,8 @@ class ProgressReporter:
                 return True
             run = await self._await_thread(run)
             summary = self._engine.summary(run)  # the run just read: not read again
-            if not await self._send(outbox, replies.progress(run, summary, page=self.pages)):
+            queue = queueing.waiting(self._store, run, time.time())  # a queued run: why it waits
+            if not await self._send(outbox, replies.progress(run, summary, page=self.pages, queue=queue)):
                 return False
         except BatonError as exc:
             extra = {"action": "progress", "run_id": run_id}

@@ -27,7 +27,7 @@ KINDS = (
     "audit", "progress", "run_completed", "run_failed", "gate_waiting", "needs_attention",
     "approval_question", "which_gate", "no_gate_hint", "page_link", "input_form", "home",
     "vote_counted", "approval_values", "gate_reminder", "gate_escalated", "gate_timed_out", "who_approved",
-    "audit_export",
+    "audit_export", "queue",
 )
 
 
@@ -122,12 +122,24 @@ def form_button(form: Form) -> Button:
     return Button("Run…", form.command, "primary", FORM_ACTION)
 
 
-def run_started(run: Run, message: str | None, *, page: bool = False) -> Reply:
-    """`page`: the run has a page; the reply offers "Open run" (each clicker's own link)."""
+def run_started(run: Run, message: str | None, *, page: bool = False,
+                queue: Mapping[str, Any] | None = None) -> Reply:
+    """`page`: the run has a page; the reply offers "Open run" (each clicker's own link).
+    `queue`: a queued run's place (`queueing.waiting`): the reply says it waits, and behind whom."""
     return about(run, "run_started", {
         "handle": run.handle, "resumed_from": run.resumed_from, "preview": preview(message),
-        "requester": run.requester,
+        "requester": run.requester, "queue": dict(queue) if queue else None,
     }, starts_thread=True, buttons=(open_button(run.id),) if page else ())
+
+
+def cancel_button(run: Run) -> Button:
+    """Take a queued run out of its queue (who may cancel it: `authz.require_owner`)."""
+    return Button("Cancel", f"cancel {run.id}", style="danger", action="cancel")
+
+
+def queue(groups: Sequence[Mapping[str, Any]], target: str | None) -> Reply:
+    """`queue [workflow|key]`: each key's active runs and its queue (`queueing.listing`)."""
+    return Reply(kind="queue", data={"groups": [dict(g) for g in groups], "target": target})
 
 
 def page_link(link: PageLink, uid: str, run: Run | None = None, *, platform: str = "",
@@ -262,9 +274,11 @@ def summary_data(summary: RunSummary, ran: Set[str] | None = None) -> dict[str, 
     return data
 
 
-def status(run: Run, summary: RunSummary) -> Reply:
+def status(run: Run, summary: RunSummary, queue: Mapping[str, Any] | None = None) -> Reply:
     return about(run, "status", {**summary_data(summary), "requester": run.requester,
-                                 "handle": run.handle, "resumed_from": run.resumed_from})
+                                 "handle": run.handle, "resumed_from": run.resumed_from,
+                                 "queue": dict(queue) if queue else None},
+                 buttons=(cancel_button(run),) if queue else ())
 
 
 def runs(items: Sequence[Run]) -> Reply:
@@ -325,11 +339,14 @@ def progress_data(summary: RunSummary) -> dict[str, Any]:
             "total": len(summary.nodes), "counts": tally, "named": named}
 
 
-def progress(run: Run, summary: RunSummary, *, page: bool = False) -> Reply:
-    """`page`: the run has a page; the message offers "Open run" (each clicker's own link)."""
+def progress(run: Run, summary: RunSummary, *, page: bool = False,
+             queue: Mapping[str, Any] | None = None) -> Reply:
+    """`page`: the run has a page; the message offers "Open run" (each clicker's own link).
+    `queue`: the run waits in its key's queue (`queueing.waiting`): said, with a Cancel button."""
+    buttons = (cancel_button(run),) if queue else ()
     return Reply(kind="progress", data={"run_id": run.id, "workflow": run.workflow,
-                                        **progress_data(summary)},
-                 buttons=(open_button(run.id),) if page else (),
+                                        **progress_data(summary), "queue": dict(queue) if queue else None},
+                 buttons=buttons + ((open_button(run.id),) if page else ()),
                  run_id=run.id, run_status=summary.status, replace_key=f"progress:{run.id}", **_where(run))
 
 

@@ -453,6 +453,19 @@ class MemoryStore:
         with self._lock:
             return self._t.waiting_gate(run.id), self._t.blobs[run.args_digest]
 
+    def key_runs(self, *, key: str | None = None, workflow: str | None = None, limit: int = 500) -> list[Run]:
+        inside = (RunStatus.RUNNING, RunStatus.NEEDS_ATTENTION, RunStatus.PAUSED, RunStatus.QUEUED)
+        with self._lock:
+            found = [r for r in self._t.runs.values() if r.concurrency is not None and r.status in inside
+                     and key in (None, r.concurrency.key) and workflow in (None, r.workflow)]  # fmt: skip
+
+        def order(r: Run) -> tuple[str, int, float, str]:
+            queued = r.status is RunStatus.QUEUED
+            since = (r.queued_at or 0.0) if queued else r.updated_at
+            return (r.concurrency.key if r.concurrency else "", int(queued), since, r.id)
+
+        return sorted(found, key=order)[:limit]
+
     def run_pulse(self, run_id: str) -> Pulse | None:
         with self._lock:
             run = self._t.runs.get(run_id)

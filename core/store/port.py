@@ -356,6 +356,11 @@ class Views(Protocol):
         """A value that changes whenever anything a run's page shows changes (status, journal,
         audit), in one indexed query; None when there is no such run."""
 
+    def key_runs(self, *, key: str | None = None, workflow: str | None = None, limit: int = 500) -> list[Run]:
+        """The runs that hold or wait for a slot of a concurrency key (running, needs_attention,
+        paused, queued), of `key` or of `workflow` (None: of every key); queued ones in queue
+        order after the others. What `queue` and a queued run's message show."""
+
 
 class Transactions(Protocol):
     def transaction(self) -> AbstractContextManager[UnitOfWork]:

@@ -189,3 +189,17 @@ def test_order_held_over_many_runs(store: Store, clock: Clock) -> None:
                 started.append(run_id)
                 active.append(run_id)
     assert started == [r.id for r in runs]
+
+
+def test_key_runs_lists_holders_then_the_queue_in_order(store: Store, clock: Clock) -> None:
+    policy = keyed(limit=1)
+    holder = start(store, policy)
+    clock.advance(1)
+    a = start(store, policy)
+    clock.advance(1)
+    b = start(store, policy)
+    start(store, keyed("other"))
+    rest(store, start(store, keyed("k-done")))
+    assert [r.id for r in store.key_runs(key="deploy-prod")] == [holder.id, a.id, b.id]
+    assert {r.concurrency.key for r in store.key_runs() if r.concurrency} == {"deploy-prod", "other"}
+    assert [r.id for r in store.key_runs(workflow="nope")] == []

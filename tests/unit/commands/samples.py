@@ -109,4 +109,20 @@ def every_reply_kind(text: str = "hi") -> list[Reply]:
                         decided_at=1_700_000_100.0),
             [GateVote(run.id, "review", 1.0, "slack:U2", "hotfix", 1_700_000_090.0, text)])]),
         replies.audit_export(3, "7d", "csv", "baton-audit-20260921T141320Z.csv", text.encode()),
+        replies.queue([{"key": text, "limit": 1, "active": [QUEUE_AHEAD], "queued": [
+            {"position": 1, "id": "r-2", "workflow": text, "requester": "slack:U2", "waited": 90.0}]}], text),
+        replies.progress(run.evolve(status=RunStatus.QUEUED), make_summary("queued"), queue=queued(text)),
+        replies.run_started(run.evolve(status=RunStatus.QUEUED), text, queue=queued(text)),
+        replies.status(run.evolve(status=RunStatus.QUEUED), make_summary("queued"), queued(text)),
     ]
+
+
+#: the run a queued run waits behind, as `queueing.holder` shows it
+QUEUE_AHEAD = {"id": "a1b2c3d4e5f6", "workflow": "deploy", "status": "paused", "requester": "slack:U1",
+               "node": "review", "for": 10_800.0}
+
+
+def queued(key: str) -> dict[str, Any]:
+    """A queued run's place, as `queueing.waiting` gives it."""
+    return {"key": key, "position": 2, "queued": 2, "limit": 1, "active": 1, "waited": 60.0,
+            "ahead": QUEUE_AHEAD}
