@@ -55,12 +55,15 @@ class Transcript:
         self.replies.append(reply)
 
 
-def _active(reply: Reply) -> bool:
+def _active(reply: Reply, *, queued: bool = False) -> bool:
     """A reply about a run that may still be moving (an error reply never is: its run id may
-    be one that does not exist, as typed)."""
+    be one that does not exist, as typed). `queued`: a run waiting in its concurrency queue
+    counts (`--wait`); otherwise it is left there: it is not orphaned, whichever process
+    frees its slot, or any process's recovery, starts it."""
     if reply.is_error or reply.run_id is None:
         return False
-    return reply.run_status in (None, RunStatus.PENDING, RunStatus.RUNNING)
+    moving = (None, RunStatus.PENDING, RunStatus.RUNNING) + ((RunStatus.QUEUED,) if queued else ())
+    return reply.run_status in moving
 
 
 async def drive_to_rest(baton: Baton, run_ids: set[str]) -> list[str]:
@@ -111,7 +114,7 @@ async def say(
     immediate = await baton.handler.handle(message)
     for reply in immediate:
         keep(reply)
-    waited = await drive_to_rest(baton, {r.run_id for r in immediate if _active(r) and r.run_id})
+    waited = await drive_to_rest(baton, {r.run_id for r in immediate if _active(r, queued=wait) and r.run_id})
     if wait:
         for run_id in waited:
             if not _ends_with_rest(transcript.replies, run_id):
