@@ -5,6 +5,7 @@ false`; `cancel_new`, `cancel_running`, `replace_queued`; a key shared by two wo
 
 from __future__ import annotations
 
+import itertools
 import json
 import subprocess
 import sys
@@ -99,7 +100,7 @@ def test_three_runs_at_once_run_one_at_a_time_in_arrival_order(baton_any_db: Bat
     spans = [windows(baton, r.id) for r in runs]
     starts = [s for s, _ in spans]
     assert starts == sorted(starts), "admitted in arrival order"
-    for (_, end), (next_start, _) in zip(spans, spans[1:], strict=False):
+    for (_, end), (next_start, _) in itertools.pairwise(spans):
         assert next_start >= end, "never two at once"
     # the ones that arrived behind another were told so, with their place in the queue
     firsts = {run_ids([r]).pop(): r for out in outputs for r in out if r["kind"] == "run_started"}

@@ -21,12 +21,14 @@ def keyed(key: str = "deploy-prod", **policy: Any) -> Concurrency:
     return Concurrency(key=key, **policy)
 
 
-def start(store: Store, policy: Concurrency | None, *, who: str = "slack:U1", workflow: str = "deploy") -> Run:
+def start(
+    store: Store, policy: Concurrency | None, *, who: str = "slack:U1", workflow: str = "deploy"
+) -> Run:
     """A new run asked `running` with this policy (as `Engine.start_run` asks), read back."""
     digest = store.put_blob(b"{}")
     with store.transaction() as tx:
-        run = tx.create_run(workflow=workflow, platform="slack", conversation="C1", thread=None, requester=who,
-                            args_digest=digest, status=RunStatus.RUNNING, lease_owner=OWNER,
+        run = tx.create_run(workflow=workflow, platform="slack", conversation="C1", thread=None,
+                            requester=who, args_digest=digest, status=RunStatus.RUNNING, lease_owner=OWNER,
                             lease_seconds=15.0, concurrency=policy)  # fmt: skip
     return store.get_run(run.id)
 
@@ -45,7 +47,7 @@ def actions(store: Store, run: Run) -> list[str]:
 
 def test_limit_admits_up_to_the_limit_and_queues_the_rest(store: Store) -> None:
     runs = [start(store, keyed(limit=2)) for _ in range(4)]
-    assert [r.status for r in runs] == [RunStatus.RUNNING, RunStatus.RUNNING, RunStatus.QUEUED, RunStatus.QUEUED]
+    assert [r.status.value for r in runs] == ["running", "running", "queued", "queued"]
     assert runs[0].lease_owner == OWNER  # the caller executes what it was admitted
     assert runs[2].lease_owner is None and runs[2].queued_at is not None
     assert runs[2].concurrency == keyed(limit=2)
@@ -140,8 +142,8 @@ def test_paused_holds_its_slot_unless_hold_while_paused_is_false(store: Store) -
     rest(store, store.get_run(behind.id))
     assert store.get_run(gave.id).status is RunStatus.RUNNING
     # the held slot: resuming the paused run of k1 needs no admission
-    resumed = store.transition(paused.id, RunStatus.RUNNING, actor="slack:U1", allowed_from=[RunStatus.PAUSED],
-                               lease_owner=OWNER, lease_seconds=15.0)  # fmt: skip
+    resumed = store.transition(paused.id, RunStatus.RUNNING, actor="slack:U1",
+                               allowed_from=[RunStatus.PAUSED], lease_owner=OWNER, lease_seconds=15.0)
     assert resumed.status is RunStatus.RUNNING and resumed.lease_owner == OWNER
 
 

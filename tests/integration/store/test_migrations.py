@@ -20,8 +20,8 @@ from core.store.repository import SqlStore
 from core.store.tables import metadata
 from tests.factories import create_run
 
-TABLES = {"runs", "journal", "gates", "audit_events", "blobs", "processed_events", "platform_state", "outbox", "concurrency_locks",
-          "alembic_version"}
+TABLES = {"runs", "journal", "gates", "audit_events", "blobs", "processed_events", "platform_state", "outbox",
+          "concurrency_locks", "alembic_version"}
 POSTGRES_ONLY_INDEXES = {"ix_runs_id_prefix", "ix_blobs_digest_prefix"}
 
 

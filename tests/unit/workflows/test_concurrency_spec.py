@@ -44,7 +44,9 @@ def test_a_key_rendered_empty_is_refused() -> None:
     ('concurrency:\n  key: "d-{{ nodes.a.output }}"\n', 5, "only `inputs`", "inputs.<name>"),
     ('concurrency:\n  key: "d-{{ inputs.env "\n', 5, "not a valid template", "deploy-"),
 ])
-def test_bad_concurrency_is_refused_with_its_line_and_a_fix(head: str, line: int, words: str, fix: str) -> None:
+def test_bad_concurrency_is_refused_with_its_line_and_a_fix(
+    head: str, line: int, words: str, fix: str
+) -> None:
     with pytest.raises(WorkflowDefinitionError) as refused:
         load(head)
     assert refused.value.line == line and refused.value.file == "deploy.yaml"
