@@ -72,6 +72,7 @@ async def drive_to_rest(baton: Baton, run_ids: set[str]) -> list[str]:
     waited: list[str] = []
     pending = set(run_ids)
     while not baton.stopping.is_set():
+        await baton.engine.take_admitted()  # a slot this process freed: the run it admitted is ours
         pending |= {run.id for run in baton.store.runs_leased_by(baton.engine.owner)}
         pending -= set(waited)
         if not pending:

@@ -104,6 +104,11 @@ class Engine:
         """One recovery pass (lapsed leases); the ids of the runs this process took over."""
         return await self._leases.recover_lapsed()
 
+    async def take_admitted(self) -> list[str]:
+        """Start, here, the runs admitted from a concurrency queue that no process took yet
+        (a one-shot process does this before it exits; others' recovery loops do it too)."""
+        return await self._leases.take_admitted()
+
     async def heartbeat_now(self) -> list[str]:
         """One heartbeat; the ids of the runs it stopped because they are no longer ours."""
         return await self._leases.heartbeat()

@@ -151,6 +151,10 @@ class LeaseKeeper:
     async def recover_lapsed(self) -> list[str]:
         return await self._take(self.store.lapsed_runs())
 
+    async def take_admitted(self) -> list[str]:
+        """Runs admitted from a concurrency queue for whoever takes them (`ADMITTED_OWNER`)."""
+        return await self._take([r for r in self.store.lapsed_runs() if r.lease_owner == ADMITTED_OWNER])
+
     async def recover_dead_local(self) -> list[str]:
         """Runs leased by a process of this replica that is no longer alive."""
         runs = self.store.runs_leased_by(f"{self.replica_id}:")
