@@ -172,7 +172,7 @@ class MemoryUnitOfWork:
             if run.concurrency is not None:
                 self._keys.add(run.concurrency.key)
                 if run.status is RunStatus.RUNNING:
-                    stored = self._ask(run, run.created_at, undo, actor=run.requester)
+                    stored = self._ask(run, self._now(), undo, actor=run.requester)
             self._t.put(self._t.runs, run.id, stored, undo)
             if origin is not None:
                 self._t.put(self._t.origin, origin, [*self._t.origin.get(origin, []), run.id], undo)

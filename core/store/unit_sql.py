@@ -220,15 +220,12 @@ class UnitSql(SqlBase):
         run is written `queued`), then admits the keys' oldest queued runs (`admission.py`)."""
         results: list[w.Rows] = []
         with self._engine.begin() as conn:
-            now = self._now()
-            admission_sql.lock(conn, self.dialect, keys, now)
+            admission_sql.lock(conn, self.dialect, keys, self._now())
+            now = self._now()  # after the lock: the queue's order is the order units got the key
             ledger = admission_sql.SqlLedger(conn, self.dialect, now)
             own: dict[str, tuple[str | None, float | None]] = {}
-            asked: list[int] = []
-            for i, write in enumerate(writes):
+            for write in writes:
                 sent = admission_sql.asking(conn, write, ledger, now, own)
-                if sent is not write:
-                    asked.append(i)
                 kind = w.kind_of(sent.kind)
                 cursor = conn.execute(w.statement(sent.kind, self.dialect), w.bound(sent))
                 rows: w.Rows = [row._mapping for row in cursor] if kind.returns else []
