@@ -120,7 +120,8 @@ class Engine:
             await self.executions.stop_local(run.id, None)  # another process owns it now
 
     async def _on_event(self, event: EngineEvent) -> None:
-        if event.kind in (EventKind.RUN_FINISHED, EventKind.RUN_QUEUED):  # admitted runs start now
+        keyed = event.kind is EventKind.RUN_FINISHED and event.detail.get("keyed")
+        if keyed or event.kind is EventKind.RUN_QUEUED:  # its unit may have admitted runs: start them
             self._leases.kick()
 
     async def _recovered(self, run: Run, admitted: bool = False) -> None:
@@ -238,8 +239,9 @@ class Engine:
             if policy is not None:
                 details["concurrency"] = policy.key
             tx.audit(actor=requester, action="start", run_id=run.id, details=details)
+            created = tx.created(run.id)
         if policy is not None:
-            run = self.store.get_run(run.id)  # admitted, or queued
+            run = created.value  # admitted, or queued
             await self.admitted_elsewhere(policy)
             if run.status is RunStatus.QUEUED:
                 await self.executions.emit(EventKind.RUN_QUEUED, run.id, run_status=run.status.value,
@@ -249,12 +251,11 @@ class Engine:
         return run
 
     async def admitted_elsewhere(self, policy: Concurrency | None = None) -> None:
-        """After a unit that may have admitted queued runs for anyone (lapsed lease under
-        `ADMITTED_OWNER`): take them over now rather than at the next recovery tick; with
-        `cancel_running`, stop our executions of the runs it cancelled."""
+        """After a start with `cancel_running`: stop our executions of the runs it cancelled now
+        (other processes' heartbeats stop theirs). Runs admitted for anyone are taken over when
+        a keyed run's rest or queueing is told (`_on_event`), or by any recovery tick."""
         if policy is not None and policy.on_limit is OnLimit.CANCEL_RUNNING:
             await self._leases.heartbeat()
-        self._leases.kick()
 
 
     async def wait(self, run_id: str, timeout: float | None = None) -> Run:

@@ -44,7 +44,9 @@ class EventKind(StrEnum):
     NODE_SKIPPED = "node_skipped"  # `when:` is false (or a dependency was skipped); detail: reason
     #: detail: approved (bool), by (user id), how (approve | reject | abandon | cancel)
     GATE_DECIDED = "gate_decided"
-    RUN_FINISHED = "run_finished"  # the run came to rest: completed/failed/paused/needs_attention/cancelled
+    #: the run came to rest: completed/failed/paused/needs_attention/cancelled (detail `keyed`: it
+    #: has a concurrency key, so the unit that rested it may have admitted a queued run)
+    RUN_FINISHED = "run_finished"
 
 
 @dataclass(frozen=True, slots=True)

@@ -161,7 +161,8 @@ class RunActions:
         await emit(EventKind.GATE_DECIDED, run.id, gate.node_id, approved=False, by=actor, how=how,
                    decision="fail" if fail else "reject")
         await emit(EventKind.NODE_FAILED, run.id, gate.node_id, error=why)
-        await emit(EventKind.RUN_FINISHED, run.id, run_status=cancelled.status.value, reason=why)
+        await emit(EventKind.RUN_FINISHED, run.id, run_status=cancelled.status.value, reason=why,
+                   keyed=run.concurrency is not None)
         return cancelled
 
     async def _end(
@@ -186,7 +187,8 @@ class RunActions:
             await self.executions.stop_local(run.id, note)
         else:
             await self.executions.emit(
-                EventKind.RUN_FINISHED, run.id, run_status=cancelled.status.value, reason=reason
+                EventKind.RUN_FINISHED, run.id, run_status=cancelled.status.value, reason=reason,
+                keyed=run.concurrency is not None,
             )
         return cancelled
 
@@ -299,7 +301,8 @@ class RunActions:
                 tell_rest(tx, run.id, RunStatus.FAILED, reason=why, node=node_id)
             failed = marked.value
             await self.executions.emit(
-                EventKind.RUN_FINISHED, run.id, run_status=failed.status.value, reason=failed.reason
+                EventKind.RUN_FINISHED, run.id, run_status=failed.status.value, reason=failed.reason,
+                keyed=run.concurrency is not None,
             )
             return failed
         return await self._to_running(run, ready, actor=actor, allowed=(RunStatus.NEEDS_ATTENTION,))

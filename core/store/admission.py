@@ -39,11 +39,16 @@ RUN_FINISHED = "run_finished"
 class Ledger(Protocol):
     """What admission reads and writes of one key, inside a unit holding the key's lock."""
 
+    def get(self, run_id: str) -> Run | None: ...
+
     def holders(self, key: str) -> list[Run]:
         """The key's runs that may hold a slot (running, needs_attention, paused), oldest first."""
 
-    def queued(self, key: str) -> list[Run]:
-        """The key's queued runs, in queue order (`queued_at`)."""
+    def queued(self, key: str, first: int) -> list[Run]:
+        """The head of the key's queue: its `first` queued runs in queue order (`queued_at`)."""
+
+    def queued_count(self, key: str, up_to: float | None = None) -> int:
+        """How many runs of the key are queued (with `up_to`: queued at or before it)."""
 
     def put(self, run: Run) -> None:
         """Write `run` over its row (status, version, lease, reason, times)."""
@@ -56,32 +61,35 @@ class Ledger(Protocol):
         """A `run_finished` reply for the run in the outbox (its thread learns it ended)."""
 
 
-def active(ledger: Ledger, key: str) -> list[Run]:
-    return [run for run in ledger.holders(key) if run.holds_slot]
+#: how many queued runs `settle` reads at a time (it reads the head of the queue, never all of it)
+HEAD = 16
 
 
-def ask(ledger: Ledger, run: Run, now: float, *, actor: str) -> None:
+def ask(ledger: Ledger, run: Run, now: float, *, actor: str) -> bool:
     """`run` asks for a slot of its key: apply its `on_limit` when the key is full (module
-    docstring). Raises `ConcurrencyLimitReached` when the run is refused."""
+    docstring). True: it starts now (a free slot, nobody queued ahead); False: it joins the
+    queue (`settle` may still admit it). Raises `ConcurrencyLimitReached` when it is refused."""
     policy = run.concurrency
     assert policy is not None  # the stores ask only for keyed runs
-    holding = [r for r in active(ledger, policy.key) if r.id != run.id]
-    waiting = [r for r in ledger.queued(policy.key) if r.id != run.id]
+    holding = [r for r in ledger.holders(policy.key) if r.holds_slot and r.id != run.id]
+    waiting = ledger.queued_count(policy.key) - (run.status is RunStatus.QUEUED)
     full = len(holding) >= policy.limit
     if not full and not waiting:
-        return
+        return True
     if full and policy.on_limit is OnLimit.CANCEL_NEW:
         raise _refused(policy.key, "cancel_new", holding, waiting, policy.limit, run)
     if full and policy.on_limit is OnLimit.CANCEL_RUNNING:
         for old in holding[: len(holding) - policy.limit + 1]:
             _cancel(ledger, old, now, actor=actor, by_run=run, policy=policy.on_limit)
-        return
-    if policy.on_limit is OnLimit.REPLACE_QUEUED:
-        for old in waiting:
-            _cancel(ledger, old, now, actor=actor, by_run=run, policy=policy.on_limit)
-        waiting = []
-    if len(waiting) >= policy.max_queued:
+        return not waiting
+    if policy.on_limit is OnLimit.REPLACE_QUEUED and waiting:
+        for old in ledger.queued(policy.key, waiting + 1):
+            if old.id != run.id:
+                _cancel(ledger, old, now, actor=actor, by_run=run, policy=policy.on_limit)
+        waiting = 0
+    if waiting >= policy.max_queued:
         raise _refused(policy.key, "max_queued", holding, waiting, policy.limit, run)
+    return False
 
 
 def settle(
@@ -91,28 +99,37 @@ def settle(
     """Admit the key's oldest queued runs while its active runs are fewer than their limit;
     the runs admitted. `own`: the lease each run this unit asked for takes (its caller runs
     it); `asked`: those runs, audited `queued` when they still wait."""
-    count = len(active(ledger, key))
     admitted: list[Run] = []
-    queue = ledger.queued(key)
-    for run in queue:
-        limit = run.concurrency.limit if run.concurrency is not None else 1
-        if count >= limit:
-            break
-        owner, expires = own.get(run.id, (ADMITTED_OWNER, now))
-        started = run.evolve(status=RunStatus.RUNNING, version=run.version + 1, updated_at=now,
-                             lease_owner=owner, lease_expires_at=expires)  # fmt: skip
-        ledger.put(started)
-        if run.id not in asked:
-            waited = round(now - (run.queued_at or now), 3)
-            ledger.audit(actor=run.status_by or run.requester, action="admitted", run_id=run.id,
-                         details={"key": key, "waited_s": waited})  # fmt: skip
-        admitted.append(started)
-        count += 1
+    head = ledger.queued(key, HEAD)
+    count = len([r for r in ledger.holders(key) if r.holds_slot]) if head else 0  # nobody waits: done
+    full = not head
+    while not full:
+        for run in head:
+            limit = run.concurrency.limit if run.concurrency is not None else 1
+            if count >= limit:
+                full = True  # FIFO: the head waits, nobody passes it
+                break
+            owner, expires = own.get(run.id, (ADMITTED_OWNER, now))
+            started = run.evolve(status=RunStatus.RUNNING, version=run.version + 1, updated_at=now,
+                                 lease_owner=owner, lease_expires_at=expires)  # fmt: skip
+            ledger.put(started)
+            if run.id not in asked:
+                waited = round(now - (run.queued_at or now), 3)
+                ledger.audit(actor=run.status_by or run.requester, action="admitted", run_id=run.id,
+                             details={"key": key, "waited_s": waited})  # fmt: skip
+            admitted.append(started)
+            count += 1
+        full = full or len(head) < HEAD
+        if not full:
+            head = ledger.queued(key, HEAD)  # read again: the runs admitted are no longer queued
     done = {a.id for a in admitted}
-    waiting = [run for run in queue if run.id not in done]
-    for position, run in enumerate(waiting, start=1):
-        if run.id in asked:
-            ledger.audit(actor=run.status_by or run.requester, action="queued", run_id=run.id,
+    for run_id in asked:
+        waits = None if run_id in done else ledger.get(run_id)
+        if waits is None or waits.status is not RunStatus.QUEUED or waits.concurrency is None:
+            continue
+        if waits.concurrency.key == key:
+            position = ledger.queued_count(key, up_to=waits.queued_at)
+            ledger.audit(actor=waits.status_by or waits.requester, action="queued", run_id=waits.id,
                          details={"key": key, "position": position})  # fmt: skip
     return admitted
 
@@ -131,9 +148,9 @@ def _cancel(ledger: Ledger, old: Run, now: float, *, actor: str, by_run: Run, po
 
 
 def _refused(
-    key: str, why: str, holding: list[Run], waiting: list[Run], limit: int, run: Run
+    key: str, why: str, holding: list[Run], waiting: int, limit: int, run: Run
 ) -> ConcurrencyLimitReached:
     return ConcurrencyLimitReached(
-        key=key, why=why, active=[(r.id, r.status.value) for r in holding], queued=len(waiting), limit=limit,
+        key=key, why=why, active=[(r.id, r.status.value) for r in holding], queued=waiting, limit=limit,
         run_id=run.id, workflow=run.workflow,
     )  # fmt: skip

@@ -9,8 +9,7 @@ statement: admission reads under the lock, then decides) that first locks its ke
   `SELECT … ORDER BY key FOR UPDATE`; every later statement of the transaction (READ
   COMMITTED) sees what the key's previous holder committed, and two replicas admitting at
   once take turns. The key lock is taken before any run row, in every keyed unit.
-* SQLite: the INSERT is the transaction's first statement, so it takes the database's one
-  write lock before anything is read.
+* SQLite: `BEGIN IMMEDIATE` takes the database's one write lock before anything is read.
 
 Which runs have a key is read once per run and kept (a run's key never changes).
 """
@@ -18,6 +17,7 @@ Which runs have a key is read once per run and kept (a run's key never changes).
 from __future__ import annotations
 
 import dataclasses
+import functools
 import threading
 from collections.abc import Iterable, Sequence
 from typing import Any
@@ -64,6 +64,10 @@ class _Keys:
         with self._lock:
             self._known[run_id] = key
 
+    def key_of(self, run_id: str) -> str | None:
+        with self._lock:
+            return self._known.get(run_id)
+
 
 KEYS = _Keys()
 
@@ -88,6 +92,9 @@ def keys_of(engine: Engine, writes: Sequence[w.Write]) -> set[str]:
 def lock(conn: sa.Connection, dialect: str, keys: Iterable[str], now: float) -> None:
     """Take the keys' locks, in key order (module docstring)."""
     ordered = sorted(set(keys))
+    if dialect == "sqlite":  # the database's one write lock, before anything is read
+        conn.exec_driver_sql("BEGIN IMMEDIATE")
+        return
     insert = dialect_insert(dialect)(CONCURRENCY_LOCKS).on_conflict_do_nothing(index_elements=["key"])
     conn.execute(insert, [{"key": key, "touched_at": now} for key in ordered])
     if dialect == "postgresql":
@@ -100,38 +107,98 @@ def lock(conn: sa.Connection, dialect: str, keys: Iterable[str], now: float) -> 
 
 
 def asking(
-    conn: sa.Connection, write: w.Write, ledger: SqlLedger, now: float,
-    own: dict[str, tuple[str | None, float | None]],
+    write: w.Write, ledger: SqlLedger, now: float, own: dict[str, tuple[str | None, float | None]],
+    settle: set[str],
 ) -> w.Write:  # fmt: skip
-    """`write` as the unit sends it: a write that makes a keyed run `running` from a status
-    holding no slot asks a slot (`admission.ask`, which may refuse it) and writes it `queued`."""
+    """`write` as the unit sends it. A write that makes a keyed run `running` from a status
+    holding no slot asks a slot (`admission.ask`, which may refuse it): it starts now, or is
+    written `queued`. A key whose queue may move (a run queued, at rest, cancelled) goes in
+    `settle`."""
     params = write.params
-    if params.get("status") != RunStatus.RUNNING.value:
-        return write
     if write.kind == "create_run":
-        if params.get("concurrency_key") is None:
+        key = params.get("concurrency_key")
+        if key is None:
             return write
-        run = run_from_row(params)
-        admission.ask(ledger, run, now, actor=run.requester)
+        if params["status"] != RunStatus.RUNNING.value:
+            settle.add(key)
+            return write
+        if admission.ask(ledger, run_from_row(params), now, actor=params["requester"]):
+            return write
     elif write.kind.startswith("transition"):
+        key = KEYS.key_of(params["id"])
+        if key is None:
+            return write
+        if params["status"] != RunStatus.RUNNING.value:
+            settle.add(key)
+            return write
         current = ledger.get(params["id"])
         allowed = write.kind.partition(":")[2].split(",")
         version = params.get("version")
         if (
             current is None
-            or current.concurrency is None
             or current.holds_slot
             or current.status.value not in allowed
             or version not in (None, current.version)
         ):
-            return write  # no key, keeps its slot, or the CAS loses as it would anyway
-        admission.ask(ledger, current.evolve(status_by=params["status_by"]), now, actor=params["status_by"])
+            return write  # keeps its slot, or the CAS loses as it would anyway
+        actor = params["status_by"]
+        if admission.ask(ledger, current.evolve(status_by=actor), now, actor=actor):
+            return write
     else:
         return write
     own[params["id"]] = (params["lease_owner"], params["lease_expires_at"])
+    settle.add(key)
     queued = {**params, "status": RunStatus.QUEUED.value, "queued_at": now, "lease_owner": None,
               "lease_expires_at": None}  # fmt: skip
     return dataclasses.replace(write, params=queued)
+
+
+_PUT = ("status", "version", "status_by", "reason", "updated_at", "lease_owner", "lease_expires_at",
+        "queued_at")
+
+
+@functools.cache
+def _by_id() -> sa.Select[Any]:
+    return sa.select(RUNS).where(RUNS.c.id == sa.bindparam("q_id"))
+
+
+@functools.cache
+def _holders() -> sa.Select[Any]:
+    """A key's runs that may hold a slot (statuses as constants: no expanding IN), oldest first."""
+    statuses: list[Any] = [sa.literal_column(f"'{s}'") for s in _HOLDING]
+    return (
+        sa.select(RUNS)
+        .where(RUNS.c.concurrency_key == sa.bindparam("q_key"), RUNS.c.status.in_(statuses))
+        .order_by(RUNS.c.updated_at, RUNS.c.id)
+    )
+
+
+_IS_QUEUED = RUNS.c.status == sa.literal_column(f"'{RunStatus.QUEUED.value}'")
+
+
+@functools.cache
+def _queued() -> sa.Select[Any]:
+    """The head of a key's queue (`ix_runs_concurrency`: key, status, queued_at)."""
+    return (
+        sa.select(RUNS)
+        .where(RUNS.c.concurrency_key == sa.bindparam("q_key"), _IS_QUEUED)
+        .order_by(RUNS.c.queued_at, RUNS.c.id)
+        .limit(sa.bindparam("q_first"))
+    )
+
+
+@functools.cache
+def _queued_count() -> sa.Select[Any]:
+    return sa.select(sa.func.count()).where(
+        RUNS.c.concurrency_key == sa.bindparam("q_key"), _IS_QUEUED,
+        RUNS.c.queued_at <= sa.bindparam("q_up_to", type_=sa.Float),
+    )
+
+
+@functools.cache
+def _put() -> Any:
+    values = {c: sa.bindparam(f"q_{c}", type_=RUNS.c[c].type) for c in _PUT}
+    return sa.update(RUNS).where(RUNS.c.id == sa.bindparam("q_id")).values(values)
 
 
 class SqlLedger:
@@ -143,33 +210,28 @@ class SqlLedger:
         self._now = now
 
     def get(self, run_id: str) -> Run | None:
-        row = self._conn.execute(sa.select(RUNS).where(RUNS.c.id == run_id)).first()
+        row = self._conn.execute(_by_id(), {"q_id": run_id}).first()
         return None if row is None else run_from_row(row)
 
     def row(self, run_id: str) -> Any:
-        return self._conn.execute(sa.select(RUNS).where(RUNS.c.id == run_id)).one()._mapping
+        return self._conn.execute(_by_id(), {"q_id": run_id}).one()._mapping
 
     def holders(self, key: str) -> list[Run]:
-        query = (
-            sa.select(RUNS)
-            .where(RUNS.c.concurrency_key == key, RUNS.c.status.in_(_HOLDING))
-            .order_by(RUNS.c.updated_at, RUNS.c.id)
-        )
-        return [run_from_row(row) for row in self._conn.execute(query)]
+        return [run_from_row(row) for row in self._conn.execute(_holders(), {"q_key": key})]
 
-    def queued(self, key: str) -> list[Run]:
-        query = (
-            sa.select(RUNS)
-            .where(RUNS.c.concurrency_key == key, RUNS.c.status == RunStatus.QUEUED.value)
-            .order_by(RUNS.c.queued_at, RUNS.c.id)
-        )
-        return [run_from_row(row) for row in self._conn.execute(query)]
+    def queued(self, key: str, first: int) -> list[Run]:
+        return [run_from_row(row) for row in self._conn.execute(_queued(), {"q_key": key, "q_first": first})]
+
+    def queued_count(self, key: str, up_to: float | None = None) -> int:
+        params = {"q_key": key, "q_up_to": float("inf") if up_to is None else up_to}
+        return int(self._conn.execute(_queued_count(), params).scalar_one())
 
     def put(self, run: Run) -> None:
-        values = {"status": run.status.value, "version": run.version, "status_by": run.status_by,
-                  "reason": run.reason, "updated_at": run.updated_at, "lease_owner": run.lease_owner,
-                  "lease_expires_at": run.lease_expires_at, "queued_at": run.queued_at}  # fmt: skip
-        self._conn.execute(sa.update(RUNS).where(RUNS.c.id == run.id).values(values))
+        values = {"q_id": run.id, "q_status": run.status.value, "q_version": run.version,
+                  "q_status_by": run.status_by, "q_reason": run.reason, "q_updated_at": run.updated_at,
+                  "q_lease_owner": run.lease_owner, "q_lease_expires_at": run.lease_expires_at,
+                  "q_queued_at": run.queued_at}  # fmt: skip
+        self._conn.execute(_put(), values)
 
     def _send(self, write: w.Write) -> None:
         self._conn.execute(w.statement(write.kind, self._dialect), w.bound(write))

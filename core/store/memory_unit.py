@@ -110,9 +110,10 @@ class MemoryUnitOfWork:
         self._t = tables
         self._now = now
         self._ops: list[tuple[Callable[[Undo], Any], Pending[Any] | None]] = []
-        # admission (`admission.py`): keys the unit touched, runs it asked a slot for
+        # admission (`admission.py`): keys whose queue may move, runs the unit queued
         self._keys: set[str] = set()
         self._own: dict[str, tuple[str | None, float | None]] = {}
+        self._created: dict[str, Pending[Run]] = {}
 
     def apply(self) -> None:
         """Every write, in order, or none (call it holding the store's lock); then the
@@ -137,10 +138,13 @@ class MemoryUnitOfWork:
                 pending.set(result)
 
     def _ask(self, run: Run, now: float, undo: Undo, *, actor: str) -> Run:
-        """`run` (as the unit would write it: running) asks a slot of its key: as written, queued."""
+        """`run` (as the unit would write it: running) asks a slot of its key: as written
+        (running, or queued: then the key's queue is settled when the unit ends)."""
         assert run.concurrency is not None
-        admission.ask(_MemoryLedger(self._t, undo, now), run, now, actor=actor)
+        if admission.ask(_MemoryLedger(self._t, undo, now), run, now, actor=actor):
+            return run
         self._own[run.id] = (run.lease_owner, run.lease_expires_at)
+        self._keys.add(run.concurrency.key)
         return run.evolve(status=RunStatus.QUEUED, queued_at=now, lease_owner=None, lease_expires_at=None)
 
     def _later(self, op: Callable[[Undo], T]) -> Pending[T]:
@@ -165,20 +169,25 @@ class MemoryUnitOfWork:
     def create_run(self, **fields: Any) -> Run:
         run, origin = cas.new_run(self._now(), **fields)
 
-        def op(undo: Undo) -> None:
+        def op(undo: Undo) -> Run:
             if run.id in self._t.runs:  # a 48-bit id collision
                 raise StoreError(f"The run store could not create a run (the id {run.id} is taken).")
             stored = run
             if run.concurrency is not None:
-                self._keys.add(run.concurrency.key)
                 if run.status is RunStatus.RUNNING:
                     stored = self._ask(run, self._now(), undo, actor=run.requester)
+                else:
+                    self._keys.add(run.concurrency.key)
             self._t.put(self._t.runs, run.id, stored, undo)
             if origin is not None:
                 self._t.put(self._t.origin, origin, [*self._t.origin.get(origin, []), run.id], undo)
+            return stored
 
-        self._then(op)
+        self._created[run.id] = self._later(op)
         return run
+
+    def created(self, run_id: str) -> Pending[Run]:
+        return self._created[run_id]
 
     def transition(
         self,
@@ -209,8 +218,9 @@ class MemoryUnitOfWork:
                 queued_at=now if to is RunStatus.QUEUED else None,
             )  # fmt: skip
             if current.concurrency is not None:
-                self._keys.add(current.concurrency.key)
-                if to is RunStatus.RUNNING and not current.holds_slot:
+                if to is not RunStatus.RUNNING:  # at rest, cancelled, queued: the queue may move
+                    self._keys.add(current.concurrency.key)
+                elif not current.holds_slot:  # a resume, an approval: a slot is asked again
                     moved = self._ask(moved, now, undo, actor=actor)
             self._t.put(self._t.runs, run_id, moved, undo)
             return moved
@@ -345,14 +355,23 @@ class _MemoryLedger:
         self._undo = undo
         self._now = now
 
+    def get(self, run_id: str) -> Run | None:
+        return self._t.runs.get(run_id)
+
     def holders(self, key: str) -> list[Run]:
         busy = (RunStatus.RUNNING, RunStatus.NEEDS_ATTENTION, RunStatus.PAUSED)
         mine = [r for r in self._t.runs.values() if _key(r) == key and r.status in busy]
         return sorted(mine, key=lambda r: (r.updated_at, r.id))
 
-    def queued(self, key: str) -> list[Run]:
+    def _queue(self, key: str) -> list[Run]:
         mine = [r for r in self._t.runs.values() if _key(r) == key and r.status is RunStatus.QUEUED]
         return sorted(mine, key=lambda r: (r.queued_at or 0.0, r.id))
+
+    def queued(self, key: str, first: int) -> list[Run]:
+        return self._queue(key)[:first]
+
+    def queued_count(self, key: str, up_to: float | None = None) -> int:
+        return len([r for r in self._queue(key) if up_to is None or (r.queued_at or 0.0) <= up_to])
 
     def put(self, run: Run) -> None:
         self._t.put(self._t.runs, run.id, run, self._undo)

@@ -79,6 +79,10 @@ class UnitOfWork(Protocol):
         `concurrency`: its key and policy; a keyed run asked `running` is admitted or queued
         when the unit commits (`admission.py`): read it back for its status."""
 
+    def created(self, run_id: str) -> Pending[Run]:
+        """A run this unit creates, as the unit left it: a keyed run admitted (`running`) or
+        `queued` (no read: the unit knows)."""
+
     def transition(
         self,
         run_id: str,

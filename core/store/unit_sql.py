@@ -53,6 +53,7 @@ class SqlUnitOfWork:
     def __init__(self, store: SqlBase) -> None:
         self._now = store._now
         self.writes: list[w.Write] = []
+        self._created: dict[str, Pending[Run]] = {}
 
     def _pending(self, write: w.Write) -> Pending[Any]:
         pending: Pending[Any] = Pending()
@@ -87,8 +88,11 @@ class SqlUnitOfWork:
             lease_owner=lease_owner, lease_seconds=lease_seconds, origin_event=origin_event,
             concurrency=concurrency,
         )  # fmt: skip
-        self.writes.append(w.create_run(run, origin))
+        self._created[run.id] = self._pending(w.create_run(run, origin))
         return run
+
+    def created(self, run_id: str) -> Pending[Run]:
+        return self._created[run_id]
 
     def transition(
         self,
@@ -224,19 +228,24 @@ class UnitSql(SqlBase):
             now = self._now()  # after the lock: the queue's order is the order units got the key
             ledger = admission_sql.SqlLedger(conn, self.dialect, now)
             own: dict[str, tuple[str | None, float | None]] = {}
+            settle: set[str] = set()
             for write in writes:
-                sent = admission_sql.asking(conn, write, ledger, now, own)
+                sent = admission_sql.asking(write, ledger, now, own, settle)
                 kind = w.kind_of(sent.kind)
                 cursor = conn.execute(w.statement(sent.kind, self.dialect), w.bound(sent))
                 rows: w.Rows = [row._mapping for row in cursor] if kind.returns else []
+                if sent.kind == "create_run":
+                    rows = [sent.params]  # the run as written (running, or queued)
                 if kind.cas and not rows:
                     raise _Lost([write])
                 results.append(rows)
-            for key in sorted(keys):
+            for key in sorted(settle):
                 admission.settle(ledger, key, now, own=own, asked=own.keys())
-            for i, write in enumerate(writes):  # a run's row as the unit left it
-                if write.kind.startswith("transition") and results[i]:
-                    results[i] = [ledger.row(write.params["id"])]
+            if settle:
+                for i, write in enumerate(writes):  # a run's row as the unit left it
+                    changed = write.kind.startswith("transition") or write.kind == "create_run"
+                    if changed and results[i]:
+                        results[i] = [ledger.row(write.params["id"])]
         _deliver(writes, results)
 
     def _together(self, writes: Sequence[w.Write]) -> None:

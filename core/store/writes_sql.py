@@ -220,9 +220,12 @@ def put_blob(data: bytes) -> tuple[Write, str]:
 
 
 def create_run(run: Run, origin_event: str | None) -> Write:
+    """The run's row; its result: the run as the unit left it (admission may have queued it:
+    `unit_sql._keyed` gives its row), else as created."""
     values = run_values(run)
     values.update(origin_event=origin_event)
-    return Write("create_run", values, "create a run")
+    return Write("create_run", values, "create a run",
+                 result=lambda rows: run_from_row(rows[0]) if rows else run)  # fmt: skip
 
 
 def transition(
