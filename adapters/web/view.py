@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from adapters.web.dag import layout
-from core.commands import authz, voting
+from core.commands import authz, queueing, voting
 from core.commands.quoting import quote_word
 from core.config import Access
 from core.engine.engine import Engine
@@ -140,7 +140,9 @@ def commands(run: Run, message: str | None, gate_waiting: bool) -> list[dict[str
                   "text": f"run {run.workflow} --resume-from {run.id}"})
     fresh = f"run {run.workflow} --force" + (f" {quote_word(message)}" if message else "")
     items.append({"label": "A fresh run that re-uses nothing", "text": fresh})
-    if status in (RunStatus.RUNNING, RunStatus.PENDING):
+    if status is RunStatus.QUEUED:
+        items.append({"label": "Take it out of the queue", "text": f"cancel {run.id}"})
+    elif status in (RunStatus.RUNNING, RunStatus.PENDING):
         items.append({"label": "Stop it", "text": f"cancel {run.id}"})
     elif status.unfinished:
         items.append({"label": "Discard it", "text": f"abandon {run.id}"})
@@ -247,6 +249,7 @@ def run_page(parts: Parts, run: Run, uid: str, *, query: str = "", node: str | N
     matched = {r["id"] for r in shown} if query else None
     return {
         "run": run_header(run, detail, hide),
+        "queue": queueing.waiting(parts.store, run, time.time()),  # why a queued run waits
         "counts": dict(Counter(str(n.state) for n in detail.nodes)),
         "total": len(rows),
         "groups": groups(shown, len(rows)),
