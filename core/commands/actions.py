@@ -128,7 +128,8 @@ async def decide(ctx: Context, run: Run, approve: bool, comment: str | None,
         after = await ctx.engine.approve(run, actor=ctx.uid, comment=comment, gate=gate, args=args_now)
     else:
         after = await _announcing(ctx, run.id, ctx.engine.reject(run.id, actor=ctx.uid, reason=comment))
-    return [replies.gate_decided(after, gate, approve, ctx.uid, comment)]
+    queue = queueing.waiting(ctx.store, after, ctx.clock())
+    return [replies.gate_decided(after, gate, approve, ctx.uid, comment, queue=queue)]
 
 
 # -- commands --------------------------------------------------------------------------------
@@ -250,7 +251,8 @@ def viewable_args(ctx: Context, handle: str) -> str:
 async def resume(ctx: Context, cmd: ResumeCommand) -> list[Reply]:
     target = ctx.find(cmd.run)
     authz.require_owner(ctx.access, ctx.uid, target, "resume")
-    resumed = replies.run_resumed(await ctx.engine.resume(target.id, actor=ctx.uid), ctx.uid)
+    after = await ctx.engine.resume(target.id, actor=ctx.uid)
+    resumed = replies.run_resumed(after, ctx.uid, queueing.waiting(ctx.store, after, ctx.clock()))
     return [in_run_thread(ctx, target, resumed)]
 
 

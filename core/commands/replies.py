@@ -152,17 +152,20 @@ def page_link(link: PageLink, uid: str, run: Run | None = None, *, platform: str
                  run_status=str(run.status) if run else None)
 
 
-def run_resumed(run: Run, actor: str) -> Reply:
-    return about(run, "run_resumed", {"by": actor, "handle": run.handle})
+def run_resumed(run: Run, actor: str, queue: Mapping[str, Any] | None = None) -> Reply:
+    """`queue`: the resume was queued by its key's limit (`queueing.waiting`)."""
+    data = {"by": actor, "handle": run.handle, "queue": dict(queue) if queue else None}
+    return about(run, "run_resumed", data, buttons=(cancel_button(run),) if queue else ())
 
 
 def gate_decided(run: Run, gate: Gate | None, approved: bool, actor: str, comment: str | None,
-                 decision: str | None = None) -> Reply:
-    """`decision`: the choice a policy's votes decided, when not plain approve / reject."""
+                 decision: str | None = None, queue: Mapping[str, Any] | None = None) -> Reply:
+    """`decision`: the choice a policy's votes decided, when not plain approve / reject; `queue`:
+    the approved run gave its slot back at the gate and now waits for one (`queueing.waiting`)."""
     shown = decision if decision not in (None, "approve", "reject") else ""
     return about(run, "gate_decided", {
         "node": gate.node_id if gate else "", "approved": approved, "by": actor, "comment": comment or "",
-        "decision": shown})
+        "decision": shown, "queue": dict(queue) if queue else None})
 
 
 def vote_counted(run: Run, gate: Gate, result: Any, state: Mapping[str, Any], counted: bool,

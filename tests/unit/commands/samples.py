@@ -114,6 +114,9 @@ def every_reply_kind(text: str = "hi") -> list[Reply]:
         replies.progress(run.evolve(status=RunStatus.QUEUED), make_summary("queued"), queue=queued(text)),
         replies.run_started(run.evolve(status=RunStatus.QUEUED), text, queue=queued(text)),
         replies.status(run.evolve(status=RunStatus.QUEUED), make_summary("queued"), queued(text)),
+        replies.run_resumed(run.evolve(status=RunStatus.QUEUED), "slack:U1", queued(text)),
+        replies.gate_decided(run.evolve(status=RunStatus.QUEUED), gate, True, "slack:U2", text,
+                             queue=queued(text)),
     ]
 
 
