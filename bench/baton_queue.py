@@ -61,8 +61,8 @@ def overhead(url: str, n: int) -> dict[str, Any]:
                                 requester="slack:U1", args_digest=digest, status=RunStatus.RUNNING,
                                 lease_owner="bench", lease_seconds=600, concurrency=policy)  # fmt: skip
             tx.audit(actor="slack:U1", action="start", run_id=run.id, details={"workflow": "hello"})
-        if policy is not None:
-            run = store.get_run(run.id)  # the engine reads a keyed run back: admitted or queued
+            made = tx.created(run.id)
+        run = made.value  # as the engine has it: admitted (or queued), no read
         with store.transaction() as tx:  # Executions._drive's unit at rest
             tx.transition(run.id, RunStatus.COMPLETED, actor="baton", expected_version=run.version,
                           allowed_from=[RunStatus.RUNNING])  # fmt: skip

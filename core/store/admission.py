@@ -3,8 +3,9 @@
 over its own tables through a `Ledger`.
 
 A unit of work that touches a run with a concurrency key runs under the key's lock (SQLite:
-the single writer; PostgreSQL: the key's row of `concurrency_locks`, `SELECT … FOR UPDATE`,
-taken before any run row), so two replicas never admit past the limit. Inside it:
+the single writer; PostgreSQL: the key's row of `concurrency_locks`, locked by an upsert as
+`SELECT … FOR UPDATE` would, before any run row), so two replicas never admit past the
+limit. Inside it:
 
     ask(ledger, run, now, actor)    a run asks for a slot (created, resumed, approved): its
                                     `on_limit` applies at a full key (refused: cancel_new or a
@@ -50,6 +51,9 @@ class Ledger(Protocol):
     def queued_count(self, key: str, up_to: float | None = None) -> int:
         """How many runs of the key are queued (with `up_to`: queued at or before it)."""
 
+    def slots(self, key: str) -> tuple[list[Run], int]:
+        """`holders(key)` and `queued_count(key)` together (one read where the store can)."""
+
     def put(self, run: Run) -> None:
         """Write `run` over its row (status, version, lease, reason, times)."""
 
@@ -70,9 +74,11 @@ def ask(ledger: Ledger, run: Run, now: float, *, actor: str) -> bool:
     docstring). True: it starts now (a free slot, nobody queued ahead); False: it joins the
     queue (`settle` may still admit it). Raises `ConcurrencyLimitReached` when it is refused."""
     policy = run.concurrency
-    assert policy is not None  # the stores ask only for keyed runs
-    holding = [r for r in ledger.holders(policy.key) if r.holds_slot and r.id != run.id]
-    waiting = ledger.queued_count(policy.key) - (run.status is RunStatus.QUEUED)
+    if policy is None:  # no key: nothing limits it
+        return True
+    holders, queued = ledger.slots(policy.key)
+    holding = [r for r in holders if r.holds_slot and r.id != run.id]
+    waiting = queued - (1 if run.status is RunStatus.QUEUED else 0)
     full = len(holding) >= policy.limit
     if not full and not waiting:
         return True

@@ -5,10 +5,11 @@ A unit touches a concurrency key when it creates a run with one or changes the s
 run that has one. Such a unit is sent as one ordinary transaction (not PostgreSQL's single
 statement: admission reads under the lock, then decides) that first locks its keys:
 
-* PostgreSQL: `INSERT … ON CONFLICT DO NOTHING` the key's row of `concurrency_locks`, then
-  `SELECT … ORDER BY key FOR UPDATE`; every later statement of the transaction (READ
-  COMMITTED) sees what the key's previous holder committed, and two replicas admitting at
-  once take turns. The key lock is taken before any run row, in every keyed unit.
+* PostgreSQL: `INSERT … ON CONFLICT (key) DO UPDATE` the key's row of `concurrency_locks`
+  (one statement, keys in order): the update takes the row's lock, as `SELECT … FOR UPDATE`
+  would, and a second unit of the key waits for the first to commit; every later statement of
+  the transaction (READ COMMITTED) sees what it committed, so two replicas admitting at once
+  take turns. The key lock is taken before any run row, in every keyed unit.
 * SQLite: `BEGIN IMMEDIATE` takes the database's one write lock before anything is read.
 
 Which runs have a key is read once per run and kept (a run's key never changes).
@@ -95,15 +96,12 @@ def lock(conn: sa.Connection, dialect: str, keys: Iterable[str], now: float) -> 
     if dialect == "sqlite":  # the database's one write lock, before anything is read
         conn.exec_driver_sql("BEGIN IMMEDIATE")
         return
-    insert = dialect_insert(dialect)(CONCURRENCY_LOCKS).on_conflict_do_nothing(index_elements=["key"])
-    conn.execute(insert, [{"key": key, "touched_at": now} for key in ordered])
-    if dialect == "postgresql":
-        conn.execute(
-            sa.select(CONCURRENCY_LOCKS.c.key)
-            .where(CONCURRENCY_LOCKS.c.key.in_(ordered))
-            .order_by(CONCURRENCY_LOCKS.c.key)
-            .with_for_update()
-        ).all()
+    # PostgreSQL: the upsert's DO UPDATE locks each key's row (created the first time), in key
+    # order, one statement; a second unit of the key waits here until the first commits
+    insert = dialect_insert(dialect)(CONCURRENCY_LOCKS)
+    touched = {"touched_at": insert.excluded.touched_at}
+    upsert = insert.on_conflict_do_update(index_elements=["key"], set_=touched)
+    conn.execute(upsert.values([{"key": key, "touched_at": now} for key in ordered]))
 
 
 def asking(
@@ -188,6 +186,21 @@ def _queued() -> sa.Select[Any]:
 
 
 @functools.cache
+def _slots() -> sa.Select[Any]:
+    """`SELECT waiting, runs.* FROM (count of the key's queued runs) LEFT JOIN its holders`."""
+    statuses: list[Any] = [sa.literal_column(f"'{s}'") for s in _HOLDING]
+    count = (
+        sa.select(sa.func.count().label("waiting"))
+        .where(RUNS.c.concurrency_key == sa.bindparam("q_key"), _IS_QUEUED)
+        .subquery("q")
+    )
+    joined = count.outerjoin(
+        RUNS, sa.and_(RUNS.c.concurrency_key == sa.bindparam("q_key"), RUNS.c.status.in_(statuses))
+    )
+    return sa.select(count.c.waiting, *RUNS.c).select_from(joined)
+
+
+@functools.cache
 def _queued_count() -> sa.Select[Any]:
     return sa.select(sa.func.count()).where(
         RUNS.c.concurrency_key == sa.bindparam("q_key"), _IS_QUEUED,
@@ -225,6 +238,13 @@ class SqlLedger:
     def queued_count(self, key: str, up_to: float | None = None) -> int:
         params = {"q_key": key, "q_up_to": float("inf") if up_to is None else up_to}
         return int(self._conn.execute(_queued_count(), params).scalar_one())
+
+    def slots(self, key: str) -> tuple[list[Run], int]:
+        """One read: the queued count, left-joined with the holders (a row even when none)."""
+        rows = self._conn.execute(_slots(), {"q_key": key}).all()
+        waiting = int(rows[0]._mapping["waiting"])
+        holders = [run_from_row(row) for row in rows if row._mapping["id"] is not None]
+        return sorted(holders, key=lambda r: (r.updated_at, r.id)), waiting
 
     def put(self, run: Run) -> None:
         values = {"q_id": run.id, "q_status": run.status.value, "q_version": run.version,

@@ -140,8 +140,7 @@ class MemoryUnitOfWork:
     def _ask(self, run: Run, now: float, undo: Undo, *, actor: str) -> Run:
         """`run` (as the unit would write it: running) asks a slot of its key: as written
         (running, or queued: then the key's queue is settled when the unit ends)."""
-        assert run.concurrency is not None
-        if admission.ask(_MemoryLedger(self._t, undo, now), run, now, actor=actor):
+        if run.concurrency is None or admission.ask(_MemoryLedger(self._t, undo, now), run, now, actor=actor):
             return run
         self._own[run.id] = (run.lease_owner, run.lease_expires_at)
         self._keys.add(run.concurrency.key)
@@ -372,6 +371,9 @@ class _MemoryLedger:
 
     def queued_count(self, key: str, up_to: float | None = None) -> int:
         return len([r for r in self._queue(key) if up_to is None or (r.queued_at or 0.0) <= up_to])
+
+    def slots(self, key: str) -> tuple[list[Run], int]:
+        return self.holders(key), self.queued_count(key)
 
     def put(self, run: Run) -> None:
         self._t.put(self._t.runs, run.id, run, self._undo)

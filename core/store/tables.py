@@ -247,7 +247,8 @@ def postgresql_options() -> None:
                 index.dialect_options["postgresql"][key] = value
 
 #: one row per concurrency key: what a unit of work admitting runs of the key locks first
-#: (`SELECT … FOR UPDATE` on PostgreSQL), so two replicas never admit past the limit (revision 0010)
+#: (on PostgreSQL, an upsert taking its row lock), so two replicas never admit past the limit
+#: (revision 0010)
 CONCURRENCY_LOCKS = sa.Table(
     "concurrency_locks",
     metadata,
