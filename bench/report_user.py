@@ -22,6 +22,7 @@ TARGETS = {
     "paused_rss": 300.0,
     "history_p99": 20.0,
     "admission_ms": 1.0,
+    "prune_p99": 50.0,
 }
 
 
@@ -409,16 +410,70 @@ def outbox_section(data: Mapping[str, Any]) -> list[str]:
     return [*lines, ""]
 
 
+def mcp_section(data: Mapping[str, Any]) -> list[str]:
+    if "error" in data:
+        return ["## Agents (MCP)", "", _err(data), ""]
+    lines = [
+        "## Agents (MCP): `get_run` round trip (`bench/mcp_roundtrips.py`; the SDK's client, SQLite)",
+        "",
+        "| transport | p50 (ms) | p99 (ms) | max (ms) | calls |",
+        "|---|---:|---:|---:|---:|",
+    ]
+    names = {"stdio": "stdio (`baton mcp`)", "http": "streamable HTTP (`/mcp` of `baton run`, bearer token)"}
+    for key, name in names.items():
+        row = data.get(key)
+        if row:
+            lines.append(f"| {name} | {_ms(row['p50_ms'], 2)} | {_ms(row['p99_ms'], 2)} "
+                         f"| {_ms(row['max_ms'], 2)} | {row['samples']} |")
+    return [*lines, ""]
+
+
+def retention_rows(data: Mapping[str, Any]) -> list[SummaryRow]:
+    runs = f"{data['runs']:,}"
+    return [
+        (f"`{cmd}` p99 while {runs} runs are pruned (SQLite)", _get(data, "during", cmd, "p99_ms"), "ms",
+         TARGETS["prune_p99"], f"before the prune {_ms(_get(data, 'baseline', cmd, 'p99_ms'), 1)} ms")
+        for cmd in ("status", "run")
+    ]  # fmt: skip
+
+
+ROWS["retention"] = retention_rows
+
+
+def retention_section(data: Mapping[str, Any]) -> list[str]:
+    if "error" in data:
+        return ["## Retention", "", _err(data), ""]
+    d, b = data["during"], data["baseline"]
+    return [
+        "## Retention (SQLite)",
+        "",
+        f"- **Pruning {data['runs']:,} runs of history** (a month old, one journal entry and one audit "
+        f"row each): {data['pruned']:,} finished runs pruned in {data['prune_s']:.1f} s "
+        f"({data['runs_per_s']:,.0f} runs/s, {data['batches']:,} batches of {data['batch']}); "
+        f"{data['kept']:,} paused runs kept; {data['left_prunable']} left prunable.",
+        f"- **Commands meanwhile** ({d['status']['samples']:,} of each): `status` p50 "
+        f"{_ms(d['status']['p50_ms'], 1)} ms, p99 {_ms(d['status']['p99_ms'], 1)} ms; `run` p50 "
+        f"{_ms(d['run']['p50_ms'], 1)} ms, p99 {_ms(d['run']['p99_ms'], 1)} ms (before the prune: "
+        f"p99 {_ms(b['status']['p99_ms'], 1)} / {_ms(b['run']['p99_ms'], 1)} ms).",
+        f"- **Size**: {data['size_before_mb']:.1f} MB before, {data['size_after_mb']:.1f} MB after the "
+        f"prune (SQLite keeps freed pages), {data['size_vacuumed_mb']:.1f} MB after `baton prune --vacuum` "
+        f"({data['vacuum_s']:.1f} s).",
+        "",
+    ]
+
+
 BUILDERS: dict[str, Callable[[Mapping[str, Any]], list[str]]] = {
     "approvals": approvals_section,
     "outbox": outbox_section,
     "queue": queue_section,
+    "retention": retention_section,
     "definitions": definitions_section,
     "real_steps": real_steps_section,
     "cold_start": cold_start_section,
     "distributed": distributed_section,
     "scale": scale_section,
     "web_pages": web_pages_section,
+    "mcp": mcp_section,
 }
 
 

@@ -46,6 +46,8 @@ class Plan:
     outbox_runs: int = 200  # runs whose delivery latency is measured
     queue_overhead_runs: int = 1000  # runs created and rested, unlimited and keyed (interleaved)
     queue_drain: int = 1000  # queued runs of one key (limit 4) drained through the Engine
+    mcp_samples: int = 200  # get_run calls per MCP transport
+    prune_history: int = 1_000_000  # runs of history pruned while commands are timed
 
     @classmethod
     def quick(cls) -> Plan:
@@ -54,8 +56,8 @@ class Plan:
                    definition_sizes=(1000,), definition_samples=3, real_steps=50, cold_samples=3,
                    distributed_steps=100, scale_paused=500, scale_history=20_000,
                    page_sizes=(10, 1000), page_samples=3, approval_due=300,
-                   approval_pending=1000, outbox_changes=300, outbox_runs=30, queue_overhead_runs=300,
-                   queue_drain=200)  # fmt: skip
+                   approval_pending=1000, outbox_changes=300, outbox_runs=30, mcp_samples=50,
+                   prune_history=20_000, queue_overhead_runs=300, queue_drain=200)  # fmt: skip
 
 
 Log = Callable[[str], None]
@@ -291,6 +293,23 @@ def queue(plan: Plan, log: Log) -> dict[str, Any]:
         return measured("bench.baton_queue", args, what="queue", timeout=1800)
 
 
+def mcp(plan: Plan, log: Log) -> dict[str, Any]:
+    log(f"mcp: get_run round trips, {plan.mcp_samples} per transport (stdio, streamable HTTP)")
+    with _tmp("mcp") as tmp:
+        try:
+            return run_child("bench.mcp_roundtrips", ["--samples", str(plan.mcp_samples), "--dir", tmp],
+                             what="mcp", timeout=600)
+        except ChildFailed as exc:
+            return {"error": exc.detail}
+
+
+def retention(plan: Plan, log: Log) -> dict[str, Any]:
+    log(f"retention: prune {plan.prune_history:,} runs of history while `status` and `run` are timed")
+    with _tmp("retention") as tmp:
+        args = ["--runs", str(plan.prune_history), "--dir", tmp]
+        return measured("bench.baton_prune", args, what="retention", timeout=3600)
+
+
 SECTIONS: dict[str, Callable[[Plan, Log], dict[str, Any]]] = {
     "steps": steps,
     "recovery": recover,
@@ -307,4 +326,6 @@ SECTIONS: dict[str, Callable[[Plan, Log], dict[str, Any]]] = {
     "approvals": approvals,
     "outbox": outbox,
     "queue": queue,
+    "mcp": mcp,
+    "retention": retention,
 }

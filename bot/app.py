@@ -26,6 +26,7 @@ from adapters.web import page_links
 from bot.deadline_loop import DeadlineLoop
 from bot.health import Health, Probe
 from bot.housekeeping import Housekeeping
+from bot.late_events import LateEvents
 from bot.runtime import Runtime, assemble, ensure_sqlite_dir, load_tools
 from bot.shutdown import Shutdown
 from core.commands.deadlines import GateDeadlines
@@ -70,6 +71,9 @@ class Baton:
     #: delivers the durable outbox's due rows (retries, rows of a replica that died or stopped);
     #: started and stopped with the engine, flushed on shutdown (`settle`)
     outbox: OutboxLoop | None = None
+    #: handles commands recorded before their acknowledgement whose process died before
+    #: answering (`late_events.py`); started and stopped with the engine
+    late_events: LateEvents | None = None
     #: set once `settle` has run: in-flight steps got their grace and the outbox was flushed
     settled: asyncio.Event = field(default_factory=asyncio.Event, repr=False)
     shutdown: Shutdown = field(default_factory=lambda: Shutdown(grace=10.0, what="input"), repr=False)
@@ -106,11 +110,15 @@ class Baton:
                 await self.deadlines.start()
             if self.outbox is not None:
                 await self.outbox.start()
+            if self.late_events is not None:
+                await self.late_events.start()
             self.health.started = True
             try:
                 yield self
             finally:
                 self.health.started = False
+                if self.late_events is not None:
+                    await self.late_events.stop()
                 if self.deadlines is not None:
                     await self.deadlines.stop()
                 if self.housekeeping is not None:
@@ -199,6 +207,8 @@ def build_baton(
             replica=engine.owner, deliver=handler.progress.deliverer.deliver_run,
         ), every=settings.deadline_poll_seconds),
         outbox=outbox,
+        late_events=LateEvents(store, handler, stale=settings.event_stale_seconds,
+                               every=max(1.0, min(settings.event_stale_seconds / 2, 30.0))),
         shutdown=shutdown,
         health=Health(ping=store.ping, stopping=shutdown.stopping),
     )

@@ -11,10 +11,17 @@
 - `outbox` (state-carrying replies): rows delivered more than `BATON_OUTBOX_RETENTION_DAYS`
   (7 d) ago go; a row not delivered yet is never dropped.
 
-A pass is three DELETEs, each one short statement; several replicas may run them at the same
-time (a row deleted by a peer is simply not counted). Counts are logged at INFO. Passes run
-in a worker thread, the first one as soon as the engine has started: a bot whose tables grew
-for months neither waits for its first pass nor stalls its event loop during one.
+- runs (`bot/retention.py`), when `BATON_RUN_RETENTION_DAYS` is set: finished, unpinned runs
+  last changed longer ago go with their journal, gates, votes, deadlines and outbox rows, in
+  batches of `BATON_PRUNE_BATCH` runs (at most `PRUNE_BATCHES_PER_PASS` batches a pass, so a
+  first pass over years of history spreads over passes); then the blobs only they referenced,
+  and audit rows older than `BATON_AUDIT_RETENTION_DAYS`.
+
+A pass is three DELETEs (and the prune's batches), each one short statement; several replicas
+may run them at the same time (a row deleted by a peer is simply not counted). Counts are
+logged at INFO. Passes run in a worker thread, the first one as soon as the engine has
+started: a bot whose tables grew for months neither waits for its first pass nor stalls its
+event loop during one.
 """
 
 from __future__ import annotations
@@ -26,6 +33,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from bot.retention import Pruner
 from core.config import Settings
 from core.store.port import Store
 
@@ -33,6 +41,8 @@ log = logging.getLogger("baton.housekeeping")
 
 HOUR = 3600.0
 DAY = 24 * HOUR
+#: batches of runs one housekeeping pass prunes at most (the rest waits for the next pass)
+PRUNE_BATCHES_PER_PASS = 50
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,6 +52,7 @@ class Swept:
     events: int
     state: int
     outbox: int = 0
+    runs: int = 0  # runs pruned (retention)
 
 
 class Housekeeping:
@@ -55,6 +66,7 @@ class Housekeeping:
         event_retention: float,
         state_retention: float,
         outbox_retention: float = 7 * DAY,
+        pruner: Pruner | None = None,
         clock: Callable[[], float] = time.time,
     ) -> None:
         self.store = store
@@ -62,6 +74,7 @@ class Housekeeping:
         self.event_retention = event_retention  # seconds
         self.state_retention = state_retention  # seconds
         self.outbox_retention = outbox_retention  # seconds
+        self.pruner = pruner  # old runs and audit rows, when retention is set
         self._clock = clock
         self._stopping = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
@@ -76,6 +89,7 @@ class Housekeeping:
             event_retention=settings.event_retention_hours * HOUR,
             state_retention=settings.state_retention_days * DAY,
             outbox_retention=settings.outbox_retention_days * DAY,
+            pruner=pruner_from_settings(store, settings),
         )
 
     def sweep(self) -> Swept:
@@ -85,6 +99,7 @@ class Housekeeping:
             events=self.store.forget_events(now - self.event_retention),
             state=self.store.forget_state(now - self.state_retention),
             outbox=self.store.forget_deliveries(now - self.outbox_retention),
+            runs=self._prune(),
         )
         self.passes += 1
         log.info(
@@ -96,6 +111,11 @@ class Housekeeping:
                    "outbox": swept.outbox},
         )
         return swept
+
+    def _prune(self) -> int:
+        if self.pruner is None or not self.pruner.enabled:
+            return 0
+        return self.pruner.prune(max_batches=PRUNE_BATCHES_PER_PASS).counts.runs
 
     async def start(self) -> None:
         """A pass at once (a process that was down for a while catches up), then one every
@@ -128,3 +148,16 @@ class Housekeeping:
             self.sweep()
         except Exception:  # the database blinked: the next pass catches up
             log.exception("housekeeping failed", extra={"action": "housekeeping"})
+
+
+def pruner_from_settings(store: Store, settings: Settings) -> Pruner | None:
+    """The pruner the settings ask for; None when both run and audit retention are off."""
+    runs, audit = settings.run_retention_days, settings.audit_retention_days
+    if runs is None and audit is None:
+        return None
+    return Pruner(
+        store,
+        run_retention=None if runs is None else runs * DAY,
+        audit_retention=None if audit is None else audit * DAY,
+        batch=settings.prune_batch,
+    )

@@ -1,5 +1,5 @@
-"""The `baton` command line: `run`, `console`, `say`, `list`, `migrate`, `worker`, `discord sync`,
-`health`.
+"""The `baton` command line: `run`, `console`, `say`, `mcp`, `list`, `migrate`, `prune`, `worker`,
+`discord sync`, `health`.
 
 Settings are built once here (`load_settings`); `--database-url` and `--workflows DIR`
 override `BATON_DATABASE_URL` / `BATON_WORKFLOW_DIRS`. A wrong setting is one line naming
@@ -17,7 +17,7 @@ import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated, NoReturn
+from typing import Annotated, Any, NoReturn
 
 import typer
 
@@ -273,6 +273,21 @@ def say(
         typer.echo(replies_json(said.replies, said.redactor))
 
 
+@app.command()
+def mcp(database_url: DatabaseUrl = None, workflows: WorkflowDirs = None) -> None:
+    """Serve the Model Context Protocol on stdin/stdout, for an agent (docs/agents.md).
+
+    The agent acts as BATON_MCP_PRINCIPAL (default mcp:local), granted in BATON_ACCESS like a
+    person; its runs report to BATON_MCP_POST_TO. Logs go to stderr."""
+    from bot.serve import mcp_stdio
+
+    settings = settings_for(database_url, workflows, console=False)
+    try:
+        asyncio.run(mcp_stdio(settings))
+    except BatonError as exc:
+        fail(exc)
+
+
 @app.command(name="list")
 def list_workflows(
     workflows: WorkflowDirs = None,
@@ -280,27 +295,35 @@ def list_workflows(
 ) -> None:
     """List the workflows with their source file, and every file that failed to load."""
     from bot.runtime import load_tools
+    from core.commands import replies, voting
     from core.engine.tools import unregistered
+    from core.redaction import Redactor
+    from core.render import render_text
     from core.workflows.catalog import Catalog
 
     settings = settings_for(None, workflows)
+    redactor = Redactor(settings.secrets())
     entries = Catalog(settings.workflow_dirs, limits=settings.load_limits()).entries()
     try:
         tools = load_tools(settings.tool_modules, settings.workflow_dirs)
         tools_error: BatonError | None = None
     except BatonError as exc:  # a tool module missing or broken: the workflows calling tools are too
         tools, tools_error = None, exc
-    rows: list[dict[str, str | None]] = []
+    rows: list[dict[str, Any]] = []
     for e in entries:
         error: BatonError | None = e.error
         if error is None and e.workflow is not None and any(n.tool for n in e.workflow.nodes):
             error = tools_error if tools is None else unregistered(e.workflow, tools)
+        unmet = voting.unmet(settings.access_policy, e.workflow) if e.workflow is not None else []
         rows.append({
             "name": e.name,
             "path": str(e.path),
             "description": e.workflow.description if e.workflow is not None else "",
             "error": error.message if error is not None else None,
             "hint": error.hint if error is not None else None,
+            # gates nobody can ever approve under these settings (e.g. no BATON_ACCESS)
+            "warnings": [render_text(replies.unmet_gate(e.name, u), "console", redactor).strip()
+                         for u in unmet],
         })
     if as_json:
         typer.echo(json.dumps(rows, indent=2))
@@ -316,6 +339,8 @@ def list_workflows(
         typer.echo(f"{r['name']:<{name_width}}  {r['path']:<{path_width}}  {status}".rstrip())
         if r["hint"]:
             typer.echo(f"{'':<{name_width}}  {'':<{path_width}}  fix: {r['hint']}")
+        for warning in r["warnings"]:
+            typer.echo(f"{'':<{name_width}}  {'':<{path_width}}  {warning}")
 
 
 @app.command()
@@ -377,6 +402,70 @@ def discord_sync(database_url: DatabaseUrl = None) -> None:
     where = (f"server {settings.discord_guild_id}" if settings.discord_guild_id
              else "every server (global commands: Discord may take up to an hour to show them)")
     typer.echo(f"Registered {count} application command{'s' if count != 1 else ''} in {where}.")
+
+
+@app.command()
+def prune(
+    database_url: DatabaseUrl = None,
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="Count what would go; delete nothing.")] = False,
+    older_than: Annotated[
+        float | None,
+        typer.Option(
+            "--older-than", help="Days; overrides BATON_RUN_RETENTION_DAYS.", min=0.0, show_default=False
+        ),
+    ] = None,
+    vacuum: Annotated[
+        bool, typer.Option("--vacuum", help="SQLite: give the freed space back to the disk afterwards.")
+    ] = False,
+) -> None:
+    """Delete finished runs older than the retention with their history (pinned runs stay)."""
+    from datetime import UTC, datetime
+
+    from bot.housekeeping import DAY, pruner_from_settings
+    from bot.retention import Pruner
+    from core.store.repository import SqlStore
+
+    settings = settings_for(database_url, None)
+    days = older_than if older_than is not None else settings.run_retention_days
+    if days is None and settings.audit_retention_days is None:
+        fail(ConfigurationError(
+            "Nothing to prune: BATON_RUN_RETENTION_DAYS is unset, so every run is kept.",
+            hint="Set BATON_RUN_RETENTION_DAYS (days), or pass `--older-than DAYS`.",
+        ))
+    try:
+        store = SqlStore(settings.database_url)
+        try:
+            store.migrate()
+            configured = pruner_from_settings(store, settings)
+            pruner = Pruner(
+                store,
+                run_retention=None if days is None else days * DAY,
+                audit_retention=configured.audit_retention if configured is not None else None,
+                batch=settings.prune_batch,
+            )
+            report = pruner.prune(dry_run=dry_run)
+            if vacuum and not dry_run:
+                store.vacuum()
+        finally:
+            store.close()
+    except BatonError as exc:
+        fail(exc)
+    c = report.counts
+    when = (
+        "" if report.cutoff is None
+        else f" last changed before {datetime.fromtimestamp(report.cutoff, tz=UTC):%Y-%m-%d %H:%M} UTC"
+    )
+    verb = "Would prune" if dry_run else "Pruned"
+    typer.echo(
+        f"{verb} {c.runs} finished run{'s' if c.runs != 1 else ''}{when}: {c.journal} journal entries, "
+        f"{c.gates} gates, {c.votes} votes, {c.deadlines} deadlines, {c.outbox} outbox rows"
+        + ("" if dry_run else f"; {report.blobs} unreferenced blobs")
+        + (f"; {'would forget' if dry_run else 'forgot'} {report.audit} audit rows"
+           if settings.audit_retention_days is not None else "")
+        + "."
+    )
+    typer.echo("Pinned, paused, queued, running and needs_attention runs are kept."
+               + (" Run again without --dry-run to delete." if dry_run else ""))
 
 
 @app.command()

@@ -10,6 +10,8 @@ from __future__ import annotations
 import asyncio
 import importlib
 import logging
+import os
+import socket
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,6 +29,7 @@ log = logging.getLogger("baton.serve")
 
 Serve = Callable[[Baton, Settings], Awaitable[None]]
 HISTORY_FILE = "console_history"
+STDIN_LET_GO = 1.0  # seconds `baton mcp`'s stdin reader gets to end once the process stops
 
 
 def configured_adapters(settings: Settings) -> list[str]:
@@ -66,8 +69,8 @@ async def serve_all(settings: Settings, *, console: bool, conversation: str, use
             tasks: dict[asyncio.Task[None], str] = {
                 asyncio.ensure_future(_adapter_serve(name)(baton, settings)): name for name in names
             }
-            if settings.web_enabled:  # the run pages, with the rest of the process
-                tasks[asyncio.ensure_future(_adapter_serve("web")(baton, settings))] = "web"
+            if settings.web_enabled:  # the run pages (and `/mcp`), with the rest of the process
+                tasks[asyncio.ensure_future(serve_web(baton, settings))] = "web"
             if console or not names:
                 from adapters.console.interactive import interactive  # prompt_toolkit: only when chatting
 
@@ -98,6 +101,49 @@ async def serve_all(settings: Settings, *, console: bool, conversation: str, use
                 raise crashed[0]
     finally:
         baton.close()
+
+
+async def serve_web(baton: Baton, settings: Settings, *, sock: socket.socket | None = None) -> None:
+    """The run pages; `/mcp` beside them when BATON_MCP_TOKENS is set (the SDK loaded only then).
+    `sock`: an already bound socket (tests)."""
+    from adapters.web import serve
+
+    mounts = []
+    if settings.mcp_enabled:
+        from adapters.mcp import http_mount
+
+        mounts.append(http_mount(baton, settings))
+    await serve(baton, settings, sock=sock, mounts=mounts)
+
+
+async def mcp_stdio(settings: Settings) -> None:
+    """`baton mcp`: MCP on stdin/stdout as BATON_MCP_PRINCIPAL, until the client closes it or
+    the process is asked to stop."""
+    from adapters.mcp import serve_stdio
+
+    baton = build_baton(settings)
+    serving: asyncio.Task[None] | None = None
+    try:
+        async with baton.running():
+            started()
+            serving = asyncio.create_task(serve_stdio(baton, settings), name="adapter-mcp")
+            stop = asyncio.create_task(baton.stopping.wait())
+            await asyncio.wait({serving, stop}, return_when=asyncio.FIRST_COMPLETED)
+            stop.cancel()
+            if not serving.done():  # asked to stop while the client still holds stdin open
+                serving.cancel()
+                await asyncio.wait({serving}, timeout=STDIN_LET_GO)
+            failed = serving.exception() if serving.done() and not serving.cancelled() else None
+            if failed is not None:
+                raise failed
+    finally:
+        baton.close()
+    if serving is not None and not serving.done():
+        # The SDK reads stdin in a thread that only the client closing the pipe ends; the
+        # engine is stopped and the store closed, so nothing is left to wait for.
+        log.info("stopped with stdin still open", extra={"action": "mcp_stopped"})
+        logging.shutdown()
+        os._exit(0)
 
 
 async def console_only(settings: Settings, *, conversation: str, user: str, thread: str | None) -> None:

@@ -30,7 +30,7 @@ ENV_PREFIX = "BATON_"
 #: Fields whose values are never echoed back, even when invalid.
 _SECRET_FIELDS = frozenset(
     {"openai_api_key", "slack_bot_token", "slack_app_token", "slack_signing_secret", "discord_token",
-     "web_secret"}
+     "web_secret", "mcp_tokens"}  # BATON_MCP_TOKENS: a token pasted where its hash belongs
 )
 #: Flags that override a setting, by field name (for error messages).
 _FLAG_NAMES = {"database_url": "--database-url", "workflow_dirs": "--workflows"}

@@ -47,13 +47,19 @@ def _split_list(value: Any) -> Any:
 
 
 #: A person, by immutable platform id: `slack:U024BE7LH` (U… or W…), `discord:80351110224678912`
-#: (a snowflake), `console:ana` (the console's user name). Never a display name.
-USER_ID = re.compile(r"slack:[UW][A-Z0-9]+|discord:[0-9]{1,20}|console:[^\s:*]+")
+#: (a snowflake), `console:ana` (the console's user name), `mcp:ci-agent` (an agent driving Baton
+#: through MCP: `BATON_MCP_PRINCIPAL`, or a name of `BATON_MCP_TOKENS`). Never a display name.
+USER_ID = re.compile(
+    r"slack:[UW][A-Z0-9]+|discord:[0-9]{1,20}|console:[^\s:*]+|mcp:[A-Za-z0-9][A-Za-z0-9_.-]{0,63}"
+)
+#: An agent's name in `BATON_MCP_TOKENS` (its principal is `mcp:<name>`).
+AGENT_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
+AGENT_PREFIX = "mcp:"
 GROUP_NAME = re.compile(r"[a-z0-9][a-z0-9_-]{0,63}")
 GROUP_PREFIX = "group:"
 ANYONE = "*"
 WORKFLOW_KEY = re.compile(r"\*|[A-Za-z0-9][A-Za-z0-9_.-]*")
-_ID_FORMS = "write slack:U… / discord:<digits> / console:<name>"
+_ID_FORMS = "write slack:U… / discord:<digits> / console:<name> / mcp:<agent>"
 
 
 def _user(value: str) -> str:
@@ -189,6 +195,12 @@ class Settings(BaseSettings):
     # to the next claimer after this long (a stopped one releases its claims at once)
     outbox_lease_seconds: float = Field(default=60.0, gt=0, le=3600)
     outbox_retention_days: float = Field(default=7.0, gt=0)
+    # retention (bot/retention.py, `baton prune`): finished runs last changed longer ago than
+    # this are pruned with their history (unset or `keep`: never); the audit trail on its own
+    # clock; how many runs one transaction deletes (a short hold of the write lock)
+    run_retention_days: float | None = Field(default=None, gt=0)
+    audit_retention_days: float | None = Field(default=None, gt=0)
+    prune_batch: int = Field(default=100, ge=1, le=10_000)
     # a chat event claimed but never finished (its replica died) is handled again when the
     # platform redelivers it this many seconds after the claim (docs/operations.md)
     event_stale_seconds: float = Field(default=60.0, gt=0)
@@ -239,6 +251,16 @@ class Settings(BaseSettings):
     web_link_ttl: float = Field(default=12 * 3600, gt=0, le=30 * 86400)  # seconds a link works
     web_poll_ms: float = Field(default=500, ge=50, le=10_000)  # how often open pages read the store
 
+    # agents through MCP (adapters/mcp, docs/agents.md)
+    #: who `baton mcp` (stdio) acts as; granted in BATON_ACCESS like a person
+    mcp_principal: str = "mcp:local"
+    #: `/mcp` of `baton run`'s web app: sha256 (hex) of each bearer token -> the agent's name
+    #: (principal `mcp:<name>`); unset: `/mcp` is not served
+    mcp_tokens: dict[str, str] = Field(default_factory=dict)
+    #: where runs an agent starts report (`slack:C024BE7LH`, `discord:<channel>`, `console:<name>`);
+    #: unset: nowhere people see them (the agent reads them through its tools)
+    mcp_post_to: str | None = None
+
     @field_validator("slack_api_url")
     @classmethod
     def _slack_api_url(cls, value: str) -> str:
@@ -247,10 +269,55 @@ class Settings(BaseSettings):
             raise ValueError("must be an http:// or https:// address, like https://slack.com/api/")
         return url if url.endswith("/") else url + "/"
 
+    @field_validator("mcp_principal")
+    @classmethod
+    def _mcp_principal(cls, value: str) -> str:
+        name = value.strip().removeprefix(AGENT_PREFIX)
+        if not AGENT_NAME.fullmatch(name):
+            raise ValueError("must be mcp:<name> (letters, digits, '.', '_' and '-'), like mcp:ci-agent")
+        return AGENT_PREFIX + name
+
+    @field_validator("mcp_tokens")
+    @classmethod
+    def _mcp_tokens(cls, value: dict[str, str]) -> dict[str, str]:
+        tokens: dict[str, str] = {}
+        for digest, name in value.items():
+            if not re.fullmatch(r"[0-9a-fA-F]{64}", digest):
+                raise ValueError(
+                    "a key is not a sha256 hex digest; map each token's `printf %s TOKEN | sha256sum` "
+                    "to a name, never the token itself"
+                )
+            bare = name.removeprefix(AGENT_PREFIX)
+            if not AGENT_NAME.fullmatch(bare):
+                raise ValueError(f"{name!r} is not an agent name; use letters, digits, '.', '_' and '-'")
+            tokens[digest.lower()] = bare
+        return tokens
+
+    @field_validator("mcp_post_to")
+    @classmethod
+    def _mcp_post_to(cls, value: str | None) -> str | None:
+        if value is None or not value.strip():
+            return None
+        platform, _, conversation = value.strip().partition(":")
+        if platform not in ("slack", "discord", "console") or not conversation:
+            raise ValueError("must be <platform>:<conversation>, like slack:C024BE7LH or discord:<channel>")
+        return value.strip()
+
+    @property
+    def mcp_enabled(self) -> bool:
+        """`/mcp` is served by `baton run` (beside the run pages) when tokens are configured."""
+        return bool(self.mcp_tokens)
+
     @field_validator("web_port", mode="before")
     @classmethod
     def _web_port(cls, value: Any) -> Any:
         return 0 if isinstance(value, str) and value.strip().lower() in ("off", "false", "no", "") else value
+
+    @field_validator("run_retention_days", "audit_retention_days", mode="before")
+    @classmethod
+    def _keep(cls, value: Any) -> Any:
+        keep = isinstance(value, str) and value.strip().lower() in ("keep", "off", "never", "")
+        return None if keep else value
 
     @field_validator("health_port", mode="before")
     @classmethod

@@ -16,11 +16,14 @@ docstring is the default message; raise sites pass specifics.
     ├── PermissionDenied            the user may not do this (by immutable user id)
     ├── RunStateError               a run is not in a state that allows this
     │   ├── RunNotFound                 no run with that id / prefix
+    │   │   └── RunPruned                   it existed, and retention pruned it (when, which workflow)
     │   ├── AmbiguousRunId              a prefix matches several runs
     │   ├── RunNotResumable             CAS lost or status forbids resume (carries status, by, next)
     │   ├── InvalidTransition           a status change DESIGN.md does not allow
     │   ├── GateAlreadyDecided          the approval gate was decided before (run, node, decision, by)
     │   ├── ConcurrencyLimitReached     a run's concurrency key is full (cancel_new, or max_queued)
+    │   ├── VoteDiffers                 a vote for other values than the gate's proposal (who, what)
+    │   ├── VotesChanged                another vote arrived on the gate since its votes were read
     │   └── ReplayUnsafe                an unsafe step may already have happened
     ├── NodeFailed                  a step failed (exit code, contract violation, timeout)
     │   └── OutputContractViolation     output broke its declared format/schema
@@ -30,6 +33,7 @@ docstring is the default message; raise sites pass specifics.
 
 from __future__ import annotations
 
+import datetime
 from collections.abc import Sequence
 from enum import StrEnum
 
@@ -178,6 +182,21 @@ class RunNotFound(RunStateError):
     default_next = Next.LIST_RUNS
 
 
+class RunPruned(RunNotFound):
+    """That run was pruned: its history is gone, only a tombstone says when."""
+
+    def __init__(self, run_id: str, *, workflow: str, status: str, pruned_at: float) -> None:
+        self.pruned_at = pruned_at
+        day = datetime.datetime.fromtimestamp(pruned_at, tz=datetime.UTC).strftime("%Y-%m-%d")
+        super().__init__(
+            f"Run {run_id} (`{workflow}`, {status}) was pruned on {day}: its history is no longer kept.",
+            run_id=run_id,
+            status=status,
+            workflow=workflow,
+            next_step=Next.RUN_AGAIN,
+        )
+
+
 class AmbiguousRunId(RunStateError):
     """That run id prefix matches several runs."""
 
@@ -245,6 +264,26 @@ class GateAlreadyDecided(RunStateError):
             by=by,
             next_step=Next.DECIDED,
         )
+
+
+class VoteDiffers(RunStateError):
+    """A vote for another choice or other values than the gate's proposal was not counted."""
+
+    def __init__(self, *, run_id: str, node_id: str, by: str, choice: str, values: dict[str, object]) -> None:
+        self.node_id = node_id
+        self.by = by  # who proposed (the first vote's person)
+        self.choice = choice  # the proposal: its choice and form values
+        self.values = dict(values)
+        super().__init__(
+            f"the approval {node_id} of run {run_id} has a proposal by {by} ({choice}); "
+            "a vote for anything else is not counted",
+            run_id=run_id, by=by, next_step=Next.DECIDE,
+        )
+
+
+class VotesChanged(RunStateError):
+    """Another vote arrived on this gate since its votes were read: read them again and decide
+    again (`GateKeeper.vote` does)."""
 
 
 class ReplayUnsafe(RunStateError):

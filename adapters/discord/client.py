@@ -137,9 +137,13 @@ class BatonClient(discord.Client):
             return
         if await self._open_form(interaction, command):
             return  # its modal is the answer
+        message = command_message(interaction, command)
+        accepted = self.handler.accept(message)  # recorded before Discord is answered (late_events.py)
         if not await _acknowledge(interaction, thinking=True):
+            if accepted:
+                self.handler.finish(message)  # answered or expired already: never done late
             return
-        answer = await self.handler.handle(command_message(interaction, command))
+        answer = await self.handler.handle(message, accepted=accepted)
         await self.sender.answer(interaction, answer, open_original=True)
 
     async def _open_form(self, interaction: discord.Interaction, command: str) -> bool:
@@ -222,9 +226,13 @@ class BatonClient(discord.Client):
         # "Run…", or Approve on a gate with a form: the form opened; the message keeps its button
         if ref.action in (FORM_ACTION, "approve") and await self._open_form(interaction, command):
             return None
+        message = command_message(interaction, command)
+        accepted = self.handler.accept(message)  # recorded before Discord is answered (late_events.py)
         if not await _acknowledge(interaction, thinking=False):
+            if accepted:
+                self.handler.finish(message)
             return None
-        answer = await self.handler.handle(command_message(interaction, command))
+        answer = await self.handler.handle(message, accepted=accepted)
         refusals = [dataclasses.replace(r, ephemeral=True) for r in answer if r.is_error]
         if refusals:
             await self.sender.answer(interaction, refusals, open_original=False)

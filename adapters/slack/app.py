@@ -71,42 +71,50 @@ class SlackBridge:
     baton: Baton
     preflight: Preflight
 
-    async def handle(self, message: ChatMessage, origin: Origin) -> list[Reply]:
-        """The core's answer to one message; a crash is logged and told as one generic line."""
+    async def handle(self, message: ChatMessage, origin: Origin, *, accepted: bool = False) -> list[Reply]:
+        """The core's answer to one message; a crash is logged and told as one generic line.
+        `accepted`: recorded before Slack was acknowledged (`Handler.accept`)."""
         try:
-            return await self.baton.handler.handle(message)
+            return await self.baton.handler.handle(message, accepted=accepted)
         except Exception:
             log.exception("handling a Slack message failed",
                           extra={"action": "slack_handle", "event_id": message.event_id})
             await self.sender.tell(origin, wording.internal_error())
             return []
 
-    async def process(self, message: ChatMessage, origin: Origin) -> list[Reply]:
-        replies = await self.handle(message, origin)
+    async def process(self, message: ChatMessage, origin: Origin, *, accepted: bool = False) -> list[Reply]:
+        replies = await self.handle(message, origin, accepted=accepted)
         await self.sender.deliver(replies, origin)
         return replies
 
     async def on_command(self, ack: AsyncAck, body: dict[str, Any]) -> None:
-        await ack()
         message, origin = inbound.slash_command(body)
+        # recorded before Slack is acknowledged: Slack never redelivers an acknowledged command,
+        # so a process dying after `ack` leaves it to the next one (core/commands/late_events.py)
+        accepted = self.baton.handler.accept(message)
+        await ack()
         if starts_run(message.text):  # before a run starts here: can Baton post here?
             refusal = await self.preflight.refusal(origin.channel, body.get("channel_name"))
             if refusal is not None:
                 log.info("run not started: cannot post in the channel",
                          extra={"action": "preflight_refused", "channel": origin.channel})
                 await self.sender.tell(origin, refusal)
+                if accepted:
+                    self.baton.handler.finish(message)
                 return
-        await self.process(message, origin)
+        await self.process(message, origin, accepted=accepted)
 
     async def on_action(self, ack: AsyncAck, body: dict[str, Any], action: dict[str, Any]) -> None:
-        await ack()
         command = self.sender.command_of(inbound.chosen_value(action))
         if command is None:
+            await ack()
             message, origin = inbound.button_click(body, action, "")
             await self.sender.tell(origin, wording.button_expired())
             return
         message, origin = inbound.button_click(body, action, command)
-        replies = await self.handle(message, origin)
+        accepted = self.baton.handler.accept(message)  # before the acknowledgement, as a command
+        await ack()
+        replies = await self.handle(message, origin, accepted=accepted)
         name = str(action.get("action_id", "")).removeprefix(ACTION_PREFIX).split(":", 1)[0]
         # a gate decided: the core edits every message that offered it (offers.py), this one too
         decided = command.split(" ", 1)[0] in DECIDING
@@ -144,8 +152,10 @@ class SlackBridge:
         if result.command is None:
             await ack(response_action="errors", errors=slack_forms.block_errors(result.errors, view))
             return
+        message = dataclasses.replace(message, text=result.command)
+        accepted = self.baton.handler.accept(message)  # before the acknowledgement, as a command
         await ack()
-        await self.process(dataclasses.replace(message, text=result.command), origin)
+        await self.process(message, origin, accepted=accepted)
 
     async def on_home(self, event: dict[str, Any]) -> None:
         """`app_home_opened` on the Home tab: the person's runs and gates, published for them."""

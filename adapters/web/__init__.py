@@ -12,6 +12,7 @@ server-sent events), `security` (headers, CSRF), `app` (the Starlette routes) an
 from __future__ import annotations
 
 import socket
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from adapters.web.links import PageLinks, store_key
@@ -19,7 +20,7 @@ from core.config import Settings
 from core.store.port import Store
 
 if TYPE_CHECKING:
-    from adapters.web.server import Baton
+    from adapters.web.server import Baton, Mounted
 
 
 def page_links(settings: Settings, store: Store) -> PageLinks | None:
@@ -34,11 +35,13 @@ def page_links(settings: Settings, store: Store) -> PageLinks | None:
     return PageLinks(base_url=settings.page_base_url, ttl=settings.web_link_ttl, key=key)
 
 
-async def serve(baton: Baton, settings: Settings, *, sock: socket.socket | None = None) -> None:
-    """Serve the pages until `baton.stopping` is set; `sock`: an already bound socket."""
+async def serve(baton: Baton, settings: Settings, *, sock: socket.socket | None = None,
+                mounts: Sequence[Mounted] = ()) -> None:
+    """Serve the pages until `baton.stopping` is set; `sock`: an already bound socket; `mounts`:
+    other apps served beside them (`/mcp`)."""
     from adapters.web.server import serve_pages
 
-    await serve_pages(baton, settings, sock=sock)
+    await serve_pages(baton, settings, sock=sock, mounts=mounts)
 
 
 __all__ = ["PageLinks", "page_links", "serve"]

@@ -23,7 +23,7 @@ import dataclasses
 import json
 import logging
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -31,7 +31,7 @@ from jinja2 import Environment, FileSystemLoader, StrictUndefined
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, PlainTextResponse, RedirectResponse, Response, StreamingResponse
-from starlette.routing import Mount, Route
+from starlette.routing import BaseRoute, Mount, Route
 from starlette.staticfiles import StaticFiles
 
 from adapters.web import view
@@ -77,8 +77,9 @@ class RunPagesApp:
         self.csrf = csrf
         self.env = html_environment()
 
-    def asgi(self) -> Starlette:
-        routes = [
+    def asgi(self, mounted: Sequence[BaseRoute] = ()) -> Starlette:
+        """`mounted`: routes of other apps served beside the pages (`/mcp`)."""
+        routes: list[BaseRoute] = [
             Route("/r/{token}", self.run_page),
             Route("/r/{token}/events", self.events),
             Route("/r/{token}/nodes/{node}/output", self.output),
@@ -86,6 +87,7 @@ class RunPagesApp:
             Route("/r/{token}/decide", self.decide, methods=["POST"]),
             Route("/c/{token}", self.runs_page),
             Mount("/static", StaticFiles(directory=str(WEB_TEMPLATES / "static")), name="static"),
+            *mounted,
         ]
         app = Starlette(routes=routes, exception_handlers={Refused: self._refused, 404: self._missing,
                                                             405: self._missing})

@@ -15,10 +15,12 @@ import contextlib
 import functools
 import logging
 import socket
-from collections.abc import Generator
+from collections.abc import Generator, Sequence
+from contextlib import AbstractAsyncContextManager, AsyncExitStack
 from typing import Protocol
 
 import uvicorn
+from starlette.routing import BaseRoute
 
 from adapters.web.app import RunPagesApp, snapshot_of
 from adapters.web.links import PageLinks
@@ -53,6 +55,14 @@ class Baton(Protocol):
     def redactor(self) -> Redactor: ...
     @property
     def stopping(self) -> asyncio.Event: ...
+
+
+class Mounted(Protocol):
+    """Another app served beside the pages (`/mcp`: `adapters.mcp.http.HttpMount`)."""
+
+    @property
+    def routes(self) -> list[BaseRoute]: ...
+    def running(self) -> AbstractAsyncContextManager[None]: ...
 
 
 class _Server(uvicorn.Server):
@@ -96,8 +106,10 @@ def live_hub(baton: Baton, settings: Settings) -> LiveHub:
                    poll=settings.web_poll_ms / 1000)
 
 
-async def serve_pages(baton: Baton, settings: Settings, *, sock: socket.socket | None = None) -> None:
-    """Serve until `baton.stopping` is set (or the task is cancelled)."""
+async def serve_pages(baton: Baton, settings: Settings, *, sock: socket.socket | None = None,
+                      mounts: Sequence[Mounted] = ()) -> None:
+    """Serve until `baton.stopping` is set (or the task is cancelled); `mounts` beside the pages,
+    each `running()` while they are served."""
     if sock is None:
         try:
             sock = bind(settings.web_host, settings.web_port)
@@ -114,9 +126,13 @@ async def serve_pages(baton: Baton, settings: Settings, *, sock: socket.socket |
         hub.poke(event.run_id)
 
     unsubscribe = baton.engine.subscribe(on_event)
-    config = uvicorn.Config(app.asgi(), log_config=None, access_log=False, lifespan="off",
+    routes = [route for mount in mounts for route in mount.routes]
+    config = uvicorn.Config(app.asgi(routes), log_config=None, access_log=False, lifespan="off",
                             server_header=False, timeout_graceful_shutdown=GRACE, proxy_headers=False)
     server = _Server(config)
+    lifetimes = AsyncExitStack()
+    for mount in mounts:
+        await lifetimes.enter_async_context(mount.running())
     task = asyncio.create_task(server.serve(sockets=[sock]), name="web-server")
     host, port = sock.getsockname()[:2]
     log.info("run pages on %s:%d, linked as %s", host, port, settings.page_base_url,
@@ -131,4 +147,5 @@ async def serve_pages(baton: Baton, settings: Settings, *, sock: socket.socket |
         server.should_exit = True
         with contextlib.suppress(asyncio.CancelledError):
             await task
+        await lifetimes.aclose()
         sock.close()

@@ -27,7 +27,7 @@ from core.errors import WorkflowError
 from core.redaction import Redactor
 from core.render import environment
 from core.store.port import Store
-from core.store.records import AuditEvent, Gate, GateStatus, Run, RunStatus
+from core.store.records import AuditEvent, Gate, GateStatus, GateVote, Run, RunStatus
 from core.workflows.catalog import Catalog
 
 #: The node list's groups, in this order; the first four start open.
@@ -187,10 +187,21 @@ def gate_view(gate: Gate, run: Run, uid: str, parts: Parts, history: Sequence[Au
         "opened": when(gate.created_at),
         "decided_by": gate.decided_by,
         "decided_at": when(gate.decided_at),
+        "decision": gate.decision if gate.decision not in (None, "approve", "reject") else "",
         "comment": hide.redact(gate.comment or ""),
+        "votes": [vote_row(v, hide) for v in parts.store.gate_votes(run.id, gate.node_id, gate.created_at)],
         "history": [audit_row(e, hide) for e in history
                     if e.details.get("node") in (None, gate.node_id)],
     }
+
+
+def vote_row(vote: GateVote, hide: Redactor) -> dict[str, Any]:
+    """One vote on the gate's opening, as the panel lists it: who, what, its form values, when,
+    and the comment."""
+    values = [f"{name}={value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)}"
+              for name, value in vote.values.items()]
+    return {"user": vote.user, "choice": vote.choice, "values": [hide.redact(v) for v in values],
+            "at": when(vote.at), "comment": hide.redact(vote.comment)}
 
 
 def audit_row(event: AuditEvent, hide: Redactor) -> dict[str, Any]:

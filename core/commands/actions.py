@@ -29,6 +29,7 @@ from core.commands.model import (
     InvalidateCommand,
     ListCommand,
     OpenCommand,
+    PinCommand,
     PlanCommand,
     QueueCommand,
     RejectCommand,
@@ -37,6 +38,7 @@ from core.commands.model import (
     RunCommand,
     RunsCommand,
     StatusCommand,
+    UnpinCommand,
     WhoCommand,
 )
 from core.commands.pages import RunPages
@@ -46,6 +48,7 @@ from core.config import Access
 from core.engine.engine import Engine
 from core.engine.tools import unregistered
 from core.errors import (
+    AmbiguousRunId,
     BatonError,
     ConfigurationError,
     PermissionDenied,
@@ -58,7 +61,7 @@ from core.redaction import Redactor
 from core.store.cas import who_changed
 from core.store.handles import handle_prefix
 from core.store.port import Store
-from core.store.records import Run, RunStatus
+from core.store.records import Gate, Run, RunStatus
 from core.workflows.args import canonical_json, missing_inputs, validate_inputs
 from core.workflows.catalog import Catalog
 from core.workflows.model import Workflow
@@ -117,8 +120,9 @@ async def decide(ctx: Context, run: Run, approve: bool, comment: str | None,
     ctx.run_ref = run.id
     gate, blob = ctx.store.gate_and_args(run)  # one query: the engine needs the args
     if gate is not None and run.status is RunStatus.PAUSED:  # waiting (`gates.py`): a vote
-        return await voting.cast(ctx, run, gate, json.loads(blob), reject=not approve, words=words,
-                                 comment=comment, by_reply=by_reply)  # fmt: skip
+        answer = await voting.cast(ctx, run, gate, json.loads(blob), reject=not approve, words=words,
+                                   comment=comment, by_reply=by_reply)  # fmt: skip
+        return [in_run_thread(ctx, run, r) for r in answer]  # typed in the channel: told in the thread
     done = ctx.engine.gates.decided(run)
     if done is not None:
         raise ctx.engine.gates.refusal(run, done)
@@ -129,7 +133,8 @@ async def decide(ctx: Context, run: Run, approve: bool, comment: str | None,
     else:
         after = await _announcing(ctx, run.id, ctx.engine.reject(run.id, actor=ctx.uid, reason=comment))
     queue = queueing.waiting(ctx.store, after, ctx.clock())
-    return [replies.gate_decided(after, gate, approve, ctx.uid, comment, queue=queue)]
+    decided = replies.gate_decided(after, gate, approve, ctx.uid, comment, queue=queue)
+    return [in_run_thread(ctx, run, decided)]
 
 
 # -- commands --------------------------------------------------------------------------------
@@ -173,6 +178,8 @@ async def run(ctx: Context, cmd: RunCommand) -> list[Reply]:
         return [replies.input_form(form, workflow.name, missing_inputs(workflow, args))]
     validate_inputs(workflow, args)  # InputValidationError before anything runs
     explicit = source is not None or bool(cmd.args_from) or replaced is not None
+    if msg.principal is not None:  # agents share the conversation they report in: their own runs only
+        unfinished = [r for r in unfinished if r.requester == ctx.uid]
     decision = decide_fresh_run(unfinished, cmd.force, explicit_run=explicit)
     if isinstance(decision, Prompt):
         old = decision.run
@@ -267,11 +274,46 @@ def in_run_thread(ctx: Context, run: Run, reply: Reply) -> Reply:
 
 
 async def approve(ctx: Context, cmd: ApproveCommand) -> list[Reply]:
-    return await decide(ctx, ctx.find(cmd.run), True, cmd.comment, cmd.words)
+    meant = _decided_here(ctx, cmd.run)
+    if isinstance(meant, Run):
+        return await decide(ctx, meant, True, cmd.comment, cmd.words)
+    if len(meant) > 1:
+        return [replies.which_gate(meant, "approve")]
+    words = (cmd.run, *cmd.words)  # `approve looks fine`: the first word is the comment's
+    return await decide(ctx, meant[0][0], True, " ".join(words), words)
 
 
 async def reject(ctx: Context, cmd: RejectCommand) -> list[Reply]:
-    return await decide(ctx, ctx.find(cmd.run), False, cmd.reason)
+    meant = _decided_here(ctx, cmd.run)
+    if isinstance(meant, Run):
+        return await decide(ctx, meant, False, cmd.reason)
+    if len(meant) > 1:
+        return [replies.which_gate(meant, "reject")]
+    reason = " ".join(w for w in (cmd.run, cmd.reason) if w)  # `reject too risky`: all of it the reason
+    return await decide(ctx, meant[0][0], False, reason)
+
+
+def _decided_here(ctx: Context, ref: str) -> Run | list[tuple[Run, Gate]]:
+    """The run `approve <ref> …` / `reject <ref> …` decides: the run `ref` names (a prefix of
+    one run's id included; of several, `AmbiguousRunId` asks for more), else, when no run has
+    that id, the gates waiting where the command was typed (the run's thread, or the
+    conversation): `ref` was the first word of the comment or reason. `RunNotFound` when
+    none waits there."""
+    try:
+        return ctx.find(ref)
+    except AmbiguousRunId:
+        raise
+    except RunNotFound:
+        msg = ctx.message
+        waiting = ctx.store.waiting_gates(platform=msg.platform, conversation=msg.conversation,
+                                          thread=msg.thread)  # fmt: skip
+        if not waiting:
+            raise
+        if len(waiting) == 1:  # the command's audit row names the run it decided
+            ctx.run_ref = waiting[0][0].id
+            if ctx.pending_audit is not None and ctx.pending_audit.get("run_id") is None:
+                ctx.pending_audit["run_id"] = ctx.run_ref
+        return waiting
 
 
 async def _announcing(ctx: Context, run_id: str, ending: Awaitable[Run]) -> Run:
@@ -393,7 +435,8 @@ async def list_workflows(ctx: Context, cmd: ListCommand) -> list[Reply]:
             problem = unregistered(entry.workflow, ctx.engine.tools)
         if entry.workflow is not None and problem is None:
             available.append({"name": entry.name, "description": entry.workflow.description,
-                              "inputs": sorted(entry.workflow.inputs)})
+                              "inputs": sorted(entry.workflow.inputs),
+                              "unmet": voting.unmet(ctx.access, entry.workflow)})
         else:
             error = problem.message if problem else "could not be loaded"
             broken.append({"name": entry.name, "path": str(entry.path), "error": error,
@@ -434,6 +477,17 @@ async def who(ctx: Context, cmd: WhoCommand) -> list[Reply]:
     return [replies.who_approved(target, gates)]
 
 
+async def pin(ctx: Context, cmd: PinCommand | UnpinCommand) -> list[Reply]:
+    """Exempt a run from pruning (or give it back); the owner and admins may."""
+    target = ctx.find(cmd.run)
+    pinning = isinstance(cmd, PinCommand)
+    authz.require_owner(ctx.access, ctx.uid, target, "pin" if pinning else "unpin")
+    changed = ctx.store.pin_run(target.id, ctx.uid) if pinning else ctx.store.unpin_run(target.id)
+    if changed:
+        ctx.store.audit(actor=ctx.uid, action="pin" if pinning else "unpin", run_id=target.id)
+    return [replies.pinned(target, pinned=pinning, changed=changed)]
+
+
 async def help_(ctx: Context, cmd: HelpCommand) -> list[Reply]:
     if cmd.topic is None:
         return [replies.help_list([s for s in SPECS.values() if authz.may_use(ctx.access, ctx.uid, s.name)])]
@@ -450,7 +504,7 @@ ACTIONS: dict[type, Action] = {
     InvalidateCommand: invalidate, PlanCommand: plan, StatusCommand: status, RunsCommand: runs,
     OpenCommand: open_, QueueCommand: queue,
     ListCommand: list_workflows, ArgsCommand: args, AuditCommand: audit, HelpCommand: help_,
-    WhoCommand: who,
+    WhoCommand: who, PinCommand: pin, UnpinCommand: pin,
 }
 
 

@@ -97,7 +97,11 @@ class Asking:
                                    members=voting.members_of(self.access))
         if standing is not Standing.ELIGIBLE:
             return None  # `handle` refuses, politely
-        choice = command.words[0] if command.words and command.words[0] in spec.answers else "approve"
+        ballot = voting.read_ballot(spec, command.words, command.comment, reject=False)
+        before = voting.so_far(self, run, gate, policy)
+        if uid in before.voters or (before.proposal and voting.approves_proposal(ballot, before.proposal)):
+            return None  # `handle` approves the proposal, or says their vote is in
+        choice = ballot.choice
         return replies.approval_values(run, gate, spec, choice, {}, []).form
 
     def _approval_form(self, text: str, values: Mapping[str, str]) -> FormResult:

@@ -27,6 +27,7 @@ from core.commands.approval import DecisionKind, classify
 from core.commands.asking import Asking
 from core.commands.home import Homes, Publisher
 from core.commands.input_text import InvalidInput, check_message
+from core.commands.late_events import late_replies, message_of, payload_of
 from core.commands.messages import ChatMessage, Outbox, Reply
 from core.commands.model import SPECS
 from core.commands.pages import RunPages
@@ -40,7 +41,7 @@ from core.engine.engine import Engine
 from core.errors import BatonError, PermissionDenied, UsageError
 from core.redaction import Redactor
 from core.store.port import Store
-from core.store.records import Gate, Run
+from core.store.records import Gate, OpenEvent, Run
 from core.workflows.catalog import Catalog
 
 log = logging.getLogger("baton.handler")
@@ -130,7 +131,42 @@ class Handler:
         await self.progress.drain()
         await self.homes.drain()
 
-    async def handle(self, message: ChatMessage) -> list[Reply]:
+    def accept(self, message: ChatMessage) -> bool:
+        """Record a command before the platform is acknowledged (`late_events.py`): its event
+        id claimed with the message itself, so that a process dying between the acknowledgement
+        and the end of the handling leaves it for the next one. False: a duplicate (already
+        handled, or being handled); the adapter acknowledges it and does nothing more. A message
+        refused at the edge (`check_message`) is not recorded: `handle` answers it."""
+        try:
+            check_message(message)
+        except InvalidInput:
+            return True
+        try:
+            return self.store.claim_event(message.platform, message.event_id,
+                                          stale_after=self.event_stale_after, payload=payload_of(message))
+        except BatonError as exc:  # the store is unreachable: `handle` answers with the error
+            log.warning("event not recorded: %s", exc.message, extra={"action": "accept_event",
+                                                                     "event_id": message.event_id})
+            return True
+
+    def finish(self, message: ChatMessage) -> None:
+        """An accepted message the adapter answered itself (a refusal before handling): done."""
+        try:
+            self.store.finish_event(message.platform, message.event_id)
+        except BatonError as exc:
+            log.warning("could not mark the event handled: %s", exc.message,
+                        extra={"action": "finish_event", "event_id": message.event_id})
+
+    async def handle_late(self, event: OpenEvent) -> list[Reply]:
+        """A recorded command whose process died before it was handled (re-claimed by the
+        caller): handled now, and its replies readdressed to where it was typed, after a word
+        that it comes late (the platform's own answer, an interaction's, is long gone)."""
+        message = message_of(event.payload)
+        answer = await self.handle(message, accepted=True)
+        return late_replies(message, event.at, answer)
+
+    async def handle(self, message: ChatMessage, *, accepted: bool = False) -> list[Reply]:
+        """The answer to one message. `accepted`: `accept` already claimed its event."""
         try:  # NUL, lone surrogates, invalid UTF-8: one line back, nothing claimed or stored
             check_message(message)
         except InvalidInput as exc:
@@ -147,9 +183,9 @@ class Handler:
             if not thread_runs:
                 return []
         if not message.is_command or message.thread is not None:
-            return await self._handle(message, thread_runs)
+            return await self._handle(message, thread_runs, accepted=accepted)
         async with self.progress.starting(message.platform, message.conversation) as answered:
-            answered.extend(await self._handle(message))
+            answered.extend(await self._handle(message, accepted=accepted))
             return list(answered)
 
     def _typed_command(self, text: str) -> str | None:
@@ -174,14 +210,16 @@ class Handler:
             log.warning("thread not looked up: %s", exc.message, extra={"action": "thread_runs"})
             return []
 
-    async def _handle(self, message: ChatMessage, thread_runs: list[Run] | None = None) -> list[Reply]:
-        uid = authz.user_id(message.platform, message.user)
+    async def _handle(
+        self, message: ChatMessage, thread_runs: list[Run] | None = None, *, accepted: bool = False
+    ) -> list[Reply]:
+        uid = message.principal or authz.user_id(message.platform, message.user)
         ctx = Context(self.store, self.engine, self.catalog, self.access, message, uid, self.redactor,
                       announced=self.progress.announced, pages=self.pages, thread_runs=thread_runs,
                       clock=self.clock, restate=self.progress.offers.restate)
         try:
-            claimed = self.store.claim_event(message.platform, message.event_id,
-                                             stale_after=self.event_stale_after)
+            claimed = accepted or self.store.claim_event(message.platform, message.event_id,
+                                                         stale_after=self.event_stale_after)
         except BatonError as exc:  # the store is unreachable: nothing was claimed
             return [replies.error(exc)]
         if not claimed:

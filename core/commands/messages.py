@@ -34,6 +34,9 @@ class ChatMessage:
     mentions_bot: bool = False
     user_name: str | None = None  # display only; never used to authorize
     attachments: tuple[Attachment, ...] = ()
+    #: who acts when it is not the platform's user: an agent through MCP (`mcp:ci-agent`),
+    #: whose runs report in `conversation`; None: `f"{platform}:{user}"`
+    principal: str | None = None
 
 
 #: Buttons whose click changes nothing ("Open run" answers the clicker with their own link,

@@ -134,6 +134,20 @@ class WhoCommand:
 
 
 @dataclass(frozen=True, slots=True)
+class PinCommand:
+    """`pin <run>` exempts a run from pruning (retention)."""
+
+    run: str
+
+
+@dataclass(frozen=True, slots=True)
+class UnpinCommand:
+    """`unpin <run>` makes a pinned run prunable again."""
+
+    run: str
+
+
+@dataclass(frozen=True, slots=True)
 class HelpCommand:
     topic: str | None = None
 
@@ -156,6 +170,8 @@ Command = (
     | ArgsCommand
     | AuditCommand
     | WhoCommand
+    | PinCommand
+    | UnpinCommand
     | HelpCommand
 )
 
@@ -187,8 +203,10 @@ SPECS: dict[str, Spec] = {
             group="run",
         ),
         Spec("resume", "resume <run>", "resume 3f9a", "continue that run, with its own input", group="own"),
-        Spec("approve", "approve <run> [comment]", "approve 3f9a looks good", "approve the waiting gate",
-             group="approve"),
+        Spec("approve", "approve <run> [choice] [name=value …] [comment]",
+             "approve 3f9a hotfix replicas=5 looks good",
+             "approve the waiting gate: one of its choices (`hotfix`), its form's values (`replicas=5`), a "
+             "comment; with no values, approve what the first approver proposed", group="approve"),
         Spec("reject", "reject <run> [reason]", "reject 3f9a title is wrong", "reject the waiting gate",
              group="approve"),
         Spec("abandon", "abandon <run> [reason]", "abandon 3f9a",
@@ -224,6 +242,9 @@ SPECS: dict[str, Spec] = {
              "who did what to a run; or, for admins, everything over a window as a file",
              flags=("--since", "--format")),
         Spec("who", "who approved <run>", "who approved 3f9a", "who decided a run's gates, and every vote"),
+        Spec("pin", "pin <run>", "pin 3f9a", "keep a finished run's history when old runs are pruned",
+             group="own"),
+        Spec("unpin", "unpin <run>", "unpin 3f9a", "let a pinned run be pruned again", group="own"),
         Spec("help", "help [command]", "help run", "this help, or one command's usage"),
     )
 }

@@ -166,7 +166,8 @@ class GateOffers:
             return
         settled = {"run_id": run.id, "workflow": run.workflow, "node": event.node_id or "",
                    "approved": bool(event.detail.get("approved")), "by": event.detail.get("by") or "",
-                   "how": event.detail.get("how") or "", "decision": event.detail.get("decision") or ""}
+                   "how": event.detail.get("how") or "", "decision": event.detail.get("decision") or "",
+                   **self._deciders(run.id, event.node_id or "", event.detail.get("by") or "")}
         for platform in dict.fromkeys([run.platform, *self._platforms()]):
             try:
                 await self._withdraw(platform, run.id, settled)
@@ -176,6 +177,16 @@ class GateOffers:
             except Exception:
                 log.exception("gate offers not withdrawn on %s", platform,
                               extra={"action": "settle_offers", "run_id": run.id})
+
+    def _deciders(self, run_id: str, node_id: str, by: str) -> dict[str, Any]:
+        """Who decided the gate, every one of them (a quorum's approvers, in vote order), and
+        the comment of a rejection: what the edited message's headline names."""
+        try:
+            gate = self._store.get_gate(run_id, node_id)
+        except BatonError:
+            return {"approvers": [by] if by else [], "comment": ""}
+        approvers = [a["user"] for a in gate.outcome.get("approvers") or () if a.get("user")]
+        return {"approvers": approvers or ([by] if by else []), "comment": gate.comment or ""}
 
     async def _withdraw(self, platform: str, run_id: str, settled: dict[str, Any]) -> None:
         """The messages offering `run_id`'s gate on `platform`, edited through its outbox."""

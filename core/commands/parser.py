@@ -28,6 +28,7 @@ from core.commands.model import (
     InvalidateCommand,
     ListCommand,
     OpenCommand,
+    PinCommand,
     PlanCommand,
     QueueCommand,
     RejectCommand,
@@ -37,6 +38,7 @@ from core.commands.model import (
     RunsCommand,
     SetArg,
     StatusCommand,
+    UnpinCommand,
     WhoCommand,
 )
 from core.commands.quoting import Word, split_words
@@ -358,5 +360,7 @@ _BUILDERS: dict[str, _Builder] = {
     "args": lambda p, o, f: ArgsCommand(_need(p, "args", ("run",))[0]),
     "audit": lambda p, o, f: _audit(p, o),
     "who": lambda p, o, f: _who(p),
+    "pin": lambda p, o, f: PinCommand(_need(p, "pin", ("run",))[0]),
+    "unpin": lambda p, o, f: UnpinCommand(_need(p, "unpin", ("run",))[0]),
     "help": _help,
 }

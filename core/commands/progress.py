@@ -127,6 +127,10 @@ class ProgressReporter:
         for state in self._runs.values():
             state.wake.set()
 
+    def platforms(self) -> frozenset[str]:
+        """The platforms whose outbox this process registered (that it can post on)."""
+        return frozenset(self._outboxes)
+
     def register_outbox(self, platform: str, outbox: Outbox, *, threads: bool = False) -> None:
         self._outboxes[platform] = outbox
         if self.platform_added is not None:  # what waits for this platform goes out now

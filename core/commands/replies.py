@@ -27,7 +27,7 @@ KINDS = (
     "audit", "progress", "run_completed", "run_failed", "gate_waiting", "needs_attention",
     "approval_question", "which_gate", "no_gate_hint", "page_link", "input_form", "home",
     "vote_counted", "approval_values", "gate_reminder", "gate_escalated", "gate_timed_out", "who_approved",
-    "audit_export", "queue",
+    "audit_export", "vote_differs", "unmet_gate", "queue",
 )
 
 
@@ -159,13 +159,15 @@ def run_resumed(run: Run, actor: str, queue: Mapping[str, Any] | None = None) ->
 
 
 def gate_decided(run: Run, gate: Gate | None, approved: bool, actor: str, comment: str | None,
-                 decision: str | None = None, queue: Mapping[str, Any] | None = None) -> Reply:
-    """`decision`: the choice a policy's votes decided, when not plain approve / reject; `queue`:
-    the approved run gave its slot back at the gate and now waits for one (`queueing.waiting`)."""
+                 decision: str | None = None, approvers: Sequence[str] = (),
+                 queue: Mapping[str, Any] | None = None) -> Reply:
+    """`decision`: the choice a policy's votes decided, when not plain approve / reject;
+    `approvers`: every person whose vote decided it (a quorum), in vote order; `queue`: the
+    approved run gave its slot back at the gate and now waits for one (`queueing.waiting`)."""
     shown = decision if decision not in (None, "approve", "reject") else ""
     return about(run, "gate_decided", {
         "node": gate.node_id if gate else "", "approved": approved, "by": actor, "comment": comment or "",
-        "decision": shown, "queue": dict(queue) if queue else None})
+        "decision": shown, "approvers": list(approvers) or [actor], "queue": dict(queue) if queue else None})
 
 
 def vote_counted(run: Run, gate: Gate, result: Any, state: Mapping[str, Any], counted: bool,
@@ -174,6 +176,27 @@ def vote_counted(run: Run, gate: Gate, result: Any, state: Mapping[str, Any], co
     `decided_by`: the vote counted but someone else's opened the gate at the same moment."""
     return about(run, "vote_counted", {"node": gate.node_id, "counted": counted, "state": dict(state),
                                        "decided_by": decided_by or "", "comment": comment})
+
+
+def vote_differs(run: Run, gate: Gate, proposal: Any, choice: str, values: Mapping[str, Any]) -> Reply:
+    """A vote for something else than the gate's `proposal` (a `VoteDiffers`): not counted; the
+    voter is told how it differs and the two ways on, approving the proposal or rejecting."""
+    names = list(dict.fromkeys([*proposal.values, *values]))
+    differences = [{"name": n, "proposed": _shown(proposal.values.get(n)), "yours": _shown(values.get(n))}
+                   for n in names if proposal.values.get(n) != values.get(n)]  # fmt: skip
+    return about(run, "vote_differs", {
+        "node": gate.node_id, "by": proposal.by, "choice": proposal.choice, "your_choice": choice,
+        "proposal": [{"name": n, "value": _shown(v)} for n, v in proposal.values.items()],
+        "differences": differences}, ephemeral=True,
+        buttons=(Button("Approve the proposal", f"approve {run.id}", "primary", "approve"),
+                 Button("Reject", f"reject {run.id}", "danger", "reject")))  # fmt: skip
+
+
+def _shown(value: Any) -> str:
+    """A form value as it is typed (`name=value`): strings as they are, the rest as JSON."""
+    if value is None:
+        return "(none)"
+    return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
 
 
 def gate_reminder(run: Run, gate: Gate, to: Sequence[str], left: float | None) -> Reply:
@@ -207,9 +230,14 @@ def who_approved(run: Run, gates: Sequence[tuple[Gate, Sequence[Any]]]) -> Reply
     """Each gate of `run`: its status, decision and who made it, and the votes on its latest opening."""
     return about(run, "who_approved", {"gates": [
         {"node": g.node_id, "status": g.status.value, "decision": g.decision or "", "by": g.decided_by or "",
-         "at": g.decided_at, "votes": [{"user": v.user, "choice": v.choice, "at": v.at, "comment": v.comment}
-                                       for v in votes]}
+         "at": g.decided_at, "votes": [_vote(v) for v in votes]}
         for g, votes in gates]})  # fmt: skip
+
+
+def _vote(vote: Any) -> dict[str, Any]:
+    """One vote as `who approved` lists it: who, what, when, the form's values and the comment."""
+    return {"user": vote.user, "choice": vote.choice, "at": vote.at, "comment": vote.comment,
+            "values": [{"name": n, "value": _shown(x)} for n, x in vote.values.items()]}
 
 
 APPROVAL_FORM = "approval_values"  # `Form.kind` of the form asking for a gate's values
@@ -254,6 +282,10 @@ def invalidated(run: Run, nodes: Sequence[str], downstream: bool) -> Reply:
     return about(run, "invalidated", {"nodes": list(nodes), "downstream": downstream})
 
 
+def pinned(run: Run, *, pinned: bool, changed: bool) -> Reply:
+    return about(run, "pinned", {"pinned": pinned, "changed": changed})
+
+
 def plan(run: Run, p: Plan) -> Reply:
     return about(run, "plan", {"nodes": [dataclasses.asdict(n) for n in p.nodes]})
 
@@ -292,6 +324,12 @@ def runs(items: Sequence[Run]) -> Reply:
 
 def workflows(available: Sequence[dict[str, Any]], broken: Sequence[dict[str, Any]]) -> Reply:
     return Reply(kind="workflows", data={"workflows": list(available), "broken": list(broken)})
+
+
+def unmet_gate(workflow: str, unmet: Mapping[str, Any]) -> Reply:
+    """A gate of `workflow` nobody can ever approve under the access settings (`voting.unmet`):
+    what `baton list` prints under it."""
+    return Reply(kind="unmet_gate", data={"workflow": workflow, **unmet})
 
 
 def args(run: Run, canonical: str) -> Reply:

@@ -6,11 +6,16 @@ Rules
   widened by `escalate.to` once `escalate.after` has passed since the gate opened. When the
   requester is excluded (`requester_may_approve: false`, or BATON_ACCESS's
   `approver_not_requester`), the requester never is, admins included (four eyes).
+- Agents (`mcp:` principals) are people's delegates, never their own reviewers: an agent is
+  never eligible on a run it started, and never on a gate marked `humans_only`.
 - A person's first vote is their vote: the same person voting again counts once, and a
   later different choice does not replace it, with one exception in the safe direction: a
   person who approved may still reject, and that rejection ends the gate.
-- One eligible rejection ends the gate. Otherwise the first choice that `required` distinct
-  eligible people voted for decides it. Votes of people who are not eligible count for nothing.
+- A quorum approves one thing: the first counted non-rejecting vote is the gate's *proposal*
+  (its choice and form values); only votes for the same choice with the same values count
+  toward it, others count for nothing (the store refuses them: `VoteDiffers`).
+- One eligible rejection ends the gate. Otherwise the proposal decides it once `required`
+  distinct eligible people voted for it. Votes of people who are not eligible count for nothing.
 - Deadlines are offsets from the moment the gate opened: each `remind`, `escalate.after`,
   `timeout`; on timeout the gate's `on_timeout` applies (reject unless `approve` was written).
 
@@ -20,6 +25,7 @@ the access settings; this module never reads settings.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
@@ -29,6 +35,11 @@ from core.store.records import Gate
 from core.workflows.approval_spec import APPROVE, DEFAULT_CHOICES, REJECT, ApprovalSpec
 
 ANYONE = "*"
+AGENT_PREFIX = "mcp:"  # the principals of agents driving Baton through MCP (core/config.py)
+
+
+def is_agent(user: str) -> bool:
+    return user.startswith(AGENT_PREFIX)
 Members = Callable[[Iterable[str]], frozenset[str]]
 
 
@@ -36,6 +47,8 @@ class Standing(StrEnum):
     ELIGIBLE = "eligible"
     REQUESTER = "requester"  # the requester, and the policy excludes them
     NOT_LISTED = "not_listed"  # neither an approver (yet) nor an admin
+    AGENT_OWN_RUN = "agent_own_run"  # an agent, on a run it started
+    HUMANS_ONLY = "humans_only"  # an agent, on a gate only people decide
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,6 +76,7 @@ class Policy:
     remind: tuple[float, ...] = ()
     escalate_after: float | None = None
     escalate_to: tuple[str, ...] = ()
+    humans_only: bool = False
 
     @classmethod
     def of(
@@ -88,6 +102,7 @@ class Policy:
             remind=tuple(sorted(spec.remind)),
             escalate_after=spec.escalate.after if spec.escalate else None,
             escalate_to=tuple(spec.escalate.to) if spec.escalate else (),
+            humans_only=spec.humans_only,
         )
 
     def escalated(self, opened_at: float, now: float) -> bool:
@@ -100,12 +115,44 @@ class Policy:
     def standing(
         self, user: str, *, requester: str, opened_at: float, now: float, members: Members
     ) -> Standing:
+        if is_agent(user) and self.humans_only:
+            return Standing.HUMANS_ONLY
+        if is_agent(user) and user == requester:
+            return Standing.AGENT_OWN_RUN
         if self.exclude_requester and user == requester:
             return Standing.REQUESTER
         if user in members(self.admins):
             return Standing.ELIGIBLE
         people = members(self.refs(opened_at, now))
         return Standing.ELIGIBLE if ANYONE in people or user in people else Standing.NOT_LISTED
+
+
+@dataclass(frozen=True, slots=True)
+class Shortfall:
+    """A policy nobody can ever satisfy: it needs `required` distinct people and at most
+    `people` are eligible, escalation and admins included; `empty` names its groups that have
+    no members (an undefined group is nobody)."""
+
+    required: int
+    people: int
+    empty: tuple[str, ...]
+
+
+def shortfall(policy: Policy, members: Members, *, requester: str | None = None) -> Shortfall | None:
+    """Why `policy` can never be met (a `Shortfall`), or None when enough people may vote.
+    Everyone who may ever vote counts: its approvers, those an escalation adds, the admins;
+    not the `requester` when the policy excludes them (None: not known yet)."""
+    refs = (*policy.approvers, *policy.escalate_to)
+    people = members((*refs, *policy.admins))
+    if ANYONE in people:
+        return None
+    if policy.exclude_requester and requester is not None:
+        people -= {requester}
+    if len(people) >= policy.required:
+        return None
+    groups = [r for r in refs if r.startswith("group:")]
+    empty = tuple(dict.fromkeys(g.removeprefix("group:") for g in groups if not members([g])))
+    return Shortfall(policy.required, len(people), empty)
 
 
 class Verdict(StrEnum):
@@ -121,6 +168,7 @@ class Tally:
     counted: tuple[Vote, ...]  # the votes that count, first vote per eligible person, in order
     counts: Mapping[str, int]  # choice -> distinct eligible voters
     required: int
+    proposal: Vote | None = None  # the first counted vote that is not a rejection: what the quorum approves
 
     @property
     def leading(self) -> int:
@@ -155,6 +203,15 @@ def first_votes(votes: Iterable[Vote]) -> list[Vote]:
     return kept
 
 
+def same_thing(a: Vote, b: Vote) -> bool:
+    """True when two votes approve the same thing: the same choice with the same form values."""
+    return _canonical(a) == _canonical(b)
+
+
+def _canonical(vote: Vote) -> str:
+    return json.dumps([vote.choice, dict(vote.values)], sort_keys=True, separators=(",", ":"), default=str)
+
+
 def tally(
     policy: Policy,
     votes: Iterable[Vote],
@@ -168,9 +225,12 @@ def tally(
     counted: list[Vote] = []
     counts: dict[str, int] = {}
     voted: set[str] = set()
+    proposal: Vote | None = None
     for vote in sorted(votes, key=_cast_order):
         if vote.choice not in policy.choices or (vote.user in voted and vote.choice != REJECT):
             continue
+        if vote.choice != REJECT and proposal is not None and not same_thing(vote, proposal):
+            continue  # for something else than the proposal: it counts for nothing
         standing = policy.standing(
             vote.user, requester=requester, opened_at=opened_at, now=vote.at, members=members
         )
@@ -180,10 +240,11 @@ def tally(
         counted.append(vote)
         counts[vote.choice] = counts.get(vote.choice, 0) + 1
         if vote.choice == REJECT:
-            return Tally(Verdict.REJECTED, REJECT, tuple(counted), counts, policy.required)
+            return Tally(Verdict.REJECTED, REJECT, tuple(counted), counts, policy.required, proposal)
+        proposal = proposal or vote
         if counts[vote.choice] >= policy.required:
-            return Tally(Verdict.DECIDED, vote.choice, tuple(counted), counts, policy.required)
-    return Tally(Verdict.PENDING, None, tuple(counted), counts, policy.required)
+            return Tally(Verdict.DECIDED, vote.choice, tuple(counted), counts, policy.required, proposal)
+    return Tally(Verdict.PENDING, None, tuple(counted), counts, policy.required, proposal)
 
 
 def gate_output(gate: Gate) -> dict[str, Any]:
@@ -262,6 +323,7 @@ def outstanding(
 
 
 __all__ = [
-    "APPROVE", "REJECT", "Deadline", "DeadlineKind", "Members", "Policy", "Standing", "Tally", "Verdict",
-    "Vote", "deadlines", "due", "first_votes", "outstanding", "tally", "timeout_decision",
+    "APPROVE", "REJECT", "Deadline", "DeadlineKind", "Members", "Policy", "Shortfall", "Standing", "Tally",
+    "Verdict", "Vote", "deadlines", "due", "first_votes", "outstanding", "same_thing", "shortfall", "tally",
+    "timeout_decision",
 ]

@@ -19,12 +19,13 @@ import logging
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from core.engine.approval_policy import Members, Policy
 from core.engine.concurrency import concurrency_of
 from core.engine.config import EngineConfig
 from core.engine.events import ENGINE_ACTOR, EngineEvent, EventKind, Plan, RunSummary, Subscriber, tell_rest
 from core.engine.executions import Executions
 from core.engine.executor import RunnerFactory, input_digests
-from core.engine.gates import Alongside, GateKeeper
+from core.engine.gates import Alongside, GateKeeper, Voted
 from core.engine.inspection import PLANNED, RunDetail, inspect_run
 from core.engine.journal_index import JournalIndex
 from core.engine.leases import LeaseKeeper, new_owner
@@ -37,7 +38,7 @@ from core.engine.run_actions import RunActions
 from core.engine.tools import ToolRegistry
 from core.errors import BatonError
 from core.store.port import Store
-from core.store.records import Concurrency, Gate, OnLimit, Run, RunStatus
+from core.store.records import Concurrency, Gate, GateVote, OnLimit, Run, RunStatus
 from core.workflows.args import canonical_json, handle
 from core.workflows.catalog import Catalog
 
@@ -280,6 +281,13 @@ class Engine:
         return await self.actions.approve(run_id, actor=actor, comment=comment, gate=gate, args=args,
                                           decision=decision, outcome=outcome,
                                           timed_out=timed_out, alongside=alongside)  # fmt: skip
+
+    async def vote(self, run: Run, gate: Gate, ballot: GateVote, policy: Policy, members: Members, *,
+                   args: Mapping[str, Any] | None = None) -> Voted:
+        """A vote on the waiting `gate` of `run` under `policy`, decided here: the ballot, its
+        audit row and, when it completes the decision, the decision, in one unit of work
+        (`RunActions.vote`, `GateKeeper.vote`)."""
+        return await self.actions.vote(run, gate, ballot, policy, members, args=args)
 
     async def reject(self, run_id: str | Run, *, actor: str, reason: str | None = None,
                      fail: bool = False, timed_out: bool = False, alongside: Alongside | None = None) -> Run:

@@ -9,6 +9,10 @@
                                     rejection marker in the journal, audit row
                                     (either: the caller's `alongside` writes in the same unit, as a
                                     timeout's deadline CAS, `timeout` audit row and outbox line)
+    gates.vote(run, gate, ballot, policy, members, ...)
+                                    a vote under the gate's policy: the ballot, its audit row and,
+                                    when it completes the decision, the decision, in one unit of
+                                    work (a CAS on the votes read: read again when one arrived)
     gates.ask(run_id, node, ...)    the executor's side: the gate for a step's question (kept,
                                     opened, or re-opened when the question changed)
 
@@ -22,15 +26,17 @@ the decision, who made it and the run's status; the commands layer words what to
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
+from core.engine.approval_policy import Members, Policy, Tally, Verdict, Vote, tally
 from core.engine.events import ENGINE_ACTOR, tell_rest
 from core.engine.journal_index import MARKER_KEY, REJECTED_MARKER
-from core.errors import GateAlreadyDecided, Next, RunNotFound, RunNotResumable
-from core.store.cas import already_decided
+from core.errors import GateAlreadyDecided, Next, RunNotFound, RunNotResumable, StoreError, VotesChanged
+from core.store.cas import already_decided, refuse_other_proposal
 from core.store.port import Store
-from core.store.records import Gate, GateStatus, Run, RunStatus
-from core.store.unit_of_work import UnitOfWork
+from core.store.records import Gate, GateStatus, GateVote, Run, RunStatus
+from core.store.unit_of_work import Pending, UnitOfWork
 
 #: writes a caller adds to a decision's unit of work: they exist exactly when the decision does
 Alongside = Callable[[UnitOfWork], None]
@@ -94,18 +100,9 @@ class GateKeeper:
         `alongside` adds the caller's writes to the unit (after the two CAS writes)."""
         try:
             with self.store.transaction() as tx:
-                tx.decide_gate(run.id, gate.node_id, approved=True, by=actor, comment=comment,
-                               decision=decision, outcome=outcome)  # fmt: skip
-                resumed = tx.transition(
-                    run.id, RunStatus.RUNNING, actor=actor, expected_version=run.version,
-                    allowed_from=(RunStatus.PAUSED,), lease_owner=owner, lease_seconds=lease_seconds,
-                )  # fmt: skip
-                if alongside is not None:
-                    alongside(tx)
-                details: dict[str, Any] = {"node": gate.node_id, "comment": comment}
-                if decision is not None:  # decided by a policy's votes: which choice
-                    details["decision"] = decision
-                tx.audit(actor=actor, action="approve", run_id=run.id, details=details)
+                resumed = approving(tx, run, gate, actor=actor, comment=comment, owner=owner,
+                                    lease_seconds=lease_seconds, decision=decision, outcome=outcome,
+                                    alongside=alongside)  # fmt: skip
         except GateAlreadyDecided as exc:
             raise self._lost(run, exc) from exc
         return resumed.value
@@ -117,29 +114,63 @@ class GateKeeper:
         `fail`: the gate timed out with `on_timeout: fail`, the run ends `failed` instead;
         `alongside` adds the caller's writes to the unit (after the two CAS writes, so before
         the run's rest row: a timeout's line goes out before the run's final reply)."""
-        if fail:
-            why = f"timed out at `{gate.node_id}`" + (f": {reason}" if reason else "")
-        else:
-            why = f"rejected at `{gate.node_id}` by {actor}" + (f": {reason}" if reason else "")
-        status = RunStatus.FAILED if fail else RunStatus.CANCELLED
         try:
             with self.store.transaction() as tx:
-                tx.decide_gate(run.id, gate.node_id, approved=False, by=actor, comment=reason)
-                ended = tx.transition(
-                    run.id, status, actor=actor, reason=why, allowed_from=(RunStatus.PAUSED,)
-                )
-                if alongside is not None:
-                    alongside(tx)
-                marker = rejection_marker(gate.node_id, actor, reason)
-                tx.journal_note(
-                    run_id=run.id, node_id=gate.node_id, cache_key=MARKER_KEY, components=marker, error=why
-                )
-                tx.audit(actor=actor, action="fail" if fail else "reject", run_id=run.id,
-                         details={"node": gate.node_id, "reason": reason})  # fmt: skip
-                tell_rest(tx, run.id, status, reason=why, node=gate.node_id)
+                ended, why = rejecting(tx, run, gate, actor=actor, reason=reason, fail=fail,
+                                       alongside=alongside)  # fmt: skip
         except GateAlreadyDecided as exc:
             raise self._lost(run, exc) from exc
         return ended.value, why
+
+    def vote(
+        self, run: Run, gate: Gate, ballot: GateVote, policy: Policy, members: Members, *, owner: str,
+        lease_seconds: float, comment: str | None = None,
+    ) -> Voted:
+        """`ballot` cast on `gate` (waiting in the paused `run`) under `policy`: the policy is
+        evaluated over the votes recorded and this one, and the ballot, its audit row and, when
+        it completes the decision, the decision (`approving` / `rejecting`: gate and run CAS,
+        audit, journal marker, the run's rest row in the outbox) are written in ONE unit of
+        work. The unit is a CAS on the votes read (`tx.cast_vote`): when another vote arrived
+        meanwhile, the votes are read and the policy evaluated again. A quorum approves one
+        thing: a ballot for anything else than the proposal raises `VoteDiffers`, recording
+        nothing. `comment`: the decision's comment (the ballot's, redacted)."""
+        for _ in range(_VOTE_ATTEMPTS):
+            recorded = self.store.gate_votes(run.id, gate.node_id, gate.created_at)
+            votes = [_as_vote(v) for v in recorded]
+            before = tally(policy, votes, requester=run.requester, opened_at=gate.created_at, members=members)
+            details = {"node": gate.node_id, "choice": ballot.choice, "comment": ballot.comment}
+            if any(v.user == ballot.user and v.ballot == ballot.ballot for v in recorded):  # counts once
+                self.store.audit(actor=ballot.user, action="vote", run_id=run.id, details={**details,
+                                 "counted": False})  # fmt: skip
+                return Voted(False, before, run)
+            if ballot.ballot == "vote":
+                refuse_other_proposal(ballot, recorded)
+            after = tally(policy, [*votes, _as_vote(ballot)], requester=run.requester,
+                          opened_at=gate.created_at, members=members)  # fmt: skip
+            decides = before.verdict is Verdict.PENDING and after.verdict is not Verdict.PENDING
+            try:
+                with self.store.transaction() as tx:
+                    tx.cast_vote(ballot, seen=len(recorded))
+                    tx.audit(actor=ballot.user, action="vote", run_id=run.id,
+                             details={**details, "counted": True})  # fmt: skip
+                    if decides and after.verdict is Verdict.DECIDED:
+                        resumed = approving(
+                            tx, run, gate, actor=ballot.user, comment=comment, owner=owner,
+                            lease_seconds=lease_seconds, decision=after.decision, outcome=outcome_of(after),
+                        )  # fmt: skip
+                    elif decides:
+                        ended, why = rejecting(tx, run, gate, actor=ballot.user, reason=comment)
+            except VotesChanged:
+                continue  # another vote arrived since they were read: evaluate again
+            except GateAlreadyDecided as exc:
+                raise self._lost(run, exc) from exc
+            if not decides:  # pending, or others completed the decision before: who did
+                decided = None if before.verdict is Verdict.PENDING else self.decided(run)
+                return Voted(True, after, run, decided)
+            if after.verdict is Verdict.DECIDED:
+                return Voted(True, after, resumed.value, decides=True)
+            return Voted(True, after, ended.value, why=why, decides=True)
+        raise StoreError(f"The votes on {gate.node_id} of run {run.id} kept changing; try again.")
 
     def _lost(self, run: Run, exc: GateAlreadyDecided) -> GateAlreadyDecided:
         """A decision that lost its race: who won, as the store has it now."""
@@ -166,6 +197,84 @@ class GateKeeper:
                 details={"node": node_id, "was": gate.status.value, "by": gate.decided_by, "why": why},
             )
         return self.store.open_gate(run_id, node_id, prompt, key)
+
+
+_VOTE_ATTEMPTS = 20  # each lost round means another vote was recorded: the votes are few
+
+
+@dataclass(frozen=True, slots=True)
+class Voted:
+    """What a vote came to: `counted` (False: that person's same ballot was in already), the
+    tally with it, the run after it (running again, ended, or as it was), `decided`: the gate
+    as others decided it before this vote counted, `why` a rejection ended the run, and
+    `decides`: this vote completed the decision (`tally.verdict` says which)."""
+
+    counted: bool
+    tally: Tally
+    run: Run
+    decided: Gate | None = None
+    why: str | None = None
+    decides: bool = False
+
+
+def _as_vote(vote: GateVote) -> Vote:
+    return Vote(vote.user, vote.choice, vote.at, vote.comment, vote.values)
+
+
+def outcome_of(result: Tally) -> dict[str, Any]:
+    """What an opened gate carries: the deciders' values (one proposal: all the same) and who
+    they are."""
+    values: dict[str, Any] = {}
+    for vote in result.deciders():
+        values.update(vote.values)
+    approvers = [{"user": v.user, "at": v.at, "comment": v.comment} for v in result.deciders()]
+    return {"values": values, "approvers": approvers}
+
+
+def approving(
+    tx: UnitOfWork, run: Run, gate: Gate, *, actor: str, comment: str | None, owner: str,
+    lease_seconds: float, decision: str | None = None, outcome: Mapping[str, Any] | None = None,
+    alongside: Alongside | None = None,
+) -> Pending[Run]:
+    """The writes of an approval in `tx`: gate CAS, run CAS paused -> running (on the version
+    read), the caller's, the audit row. The run as resumed."""
+    tx.decide_gate(run.id, gate.node_id, approved=True, by=actor, comment=comment,
+                   decision=decision, outcome=outcome)  # fmt: skip
+    resumed = tx.transition(
+        run.id, RunStatus.RUNNING, actor=actor, expected_version=run.version,
+        allowed_from=(RunStatus.PAUSED,), lease_owner=owner, lease_seconds=lease_seconds,
+    )  # fmt: skip
+    if alongside is not None:
+        alongside(tx)
+    details: dict[str, Any] = {"node": gate.node_id, "comment": comment}
+    if decision is not None:  # decided by a policy's votes: which choice
+        details["decision"] = decision
+    tx.audit(actor=actor, action="approve", run_id=run.id, details=details)
+    return resumed
+
+
+def rejecting(
+    tx: UnitOfWork, run: Run, gate: Gate, *, actor: str, reason: str | None, fail: bool = False,
+    alongside: Alongside | None = None,
+) -> tuple[Pending[Run], str]:
+    """The writes of a rejection in `tx`: gate CAS, run CAS paused -> cancelled (`fail`:
+    failed), the caller's, the journal marker, the audit row, the run's rest row. The run
+    as ended, and why."""
+    if fail:
+        why = f"timed out at `{gate.node_id}`" + (f": {reason}" if reason else "")
+    else:
+        why = f"rejected at `{gate.node_id}` by {actor}" + (f": {reason}" if reason else "")
+    status = RunStatus.FAILED if fail else RunStatus.CANCELLED
+    tx.decide_gate(run.id, gate.node_id, approved=False, by=actor, comment=reason)
+    ended = tx.transition(run.id, status, actor=actor, reason=why, allowed_from=(RunStatus.PAUSED,))
+    if alongside is not None:
+        alongside(tx)
+    marker = rejection_marker(gate.node_id, actor, reason)
+    tx.journal_note(run_id=run.id, node_id=gate.node_id, cache_key=MARKER_KEY, components=marker, error=why)
+    tx.audit(actor=actor, action="fail" if fail else "reject", run_id=run.id,
+             details={"node": gate.node_id, "reason": reason})  # fmt: skip
+    tell_rest(tx, run.id, status, reason=why, node=gate.node_id)
+    return ended, why
 
 
 def answers(gate: Gate, key: str, prompt: str) -> bool:

@@ -15,17 +15,18 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from core.engine.approval_policy import Members, Policy
 from core.engine.contracts import check_output
 from core.engine.events import EventKind, tell_rest
 from core.engine.executions import Executions
-from core.engine.gates import Alongside, GateKeeper
+from core.engine.gates import Alongside, GateKeeper, Voted
 from core.engine.journal_index import INVALIDATED_MARKER, MARKER_KEY
 from core.engine.readiness import Readiness, Ready
 from core.errors import Next, RunNotResumable, RunStateError, UsageError
 from core.redaction import Redactor
 from core.store.cas import who_changed
 from core.store.port import Store
-from core.store.records import Gate, JournalEntry, NodeStatus, Run, RunStatus
+from core.store.records import Gate, GateVote, JournalEntry, NodeStatus, Run, RunStatus
 from core.workflows.validation import did_you_mean
 from core.workflows.validation import downstream as downstream_of
 
@@ -164,6 +165,36 @@ class RunActions:
         await emit(EventKind.RUN_FINISHED, run.id, run_status=cancelled.status.value, reason=why,
                    keyed=run.concurrency is not None)
         return cancelled
+
+    async def vote(
+        self, run: Run, gate: Gate, ballot: GateVote, policy: Policy, members: Members, *,
+        args: Mapping[str, Any] | None = None,
+    ) -> Voted:
+        """`ballot` cast on `gate` of the paused `run` under `policy` (`GateKeeper.vote`: the
+        policy evaluated and the ballot, its audit and any decision written in one unit of
+        work); a vote that completes an approval launches the run again, one that rejects ends
+        it. A person's comment is kept with secrets hidden."""
+        ballot = ballot.evolve(comment=self._hidden(ballot.comment) or "")
+        approving = ballot.ballot == "vote"  # what a completed quorum needs, read before the unit
+        ready = None
+        if approving:
+            ready = self.readiness.ready(run.workflow, self.readiness.args_of(run) if args is None else args)
+        voted = self.gates.vote(run, gate, ballot, policy, members, owner=self.owner,
+                                lease_seconds=self.lease_seconds, comment=ballot.comment or None)  # fmt: skip
+        emit = self.executions.emit
+        if voted.decides and voted.why is None:  # it opened the gate: the run goes on
+            await emit(EventKind.GATE_DECIDED, run.id, gate.node_id, approved=True, by=ballot.user,
+                       how="approve", decision=voted.tally.decision or "approve")  # fmt: skip
+            assert ready is not None
+            await self.start_or_queue(voted.run, ready)  # or queued, when it gave its slot back
+        elif voted.decides:  # it rejected the gate: the run ends
+            await emit(EventKind.GATE_DECIDED, run.id, gate.node_id, approved=False, by=ballot.user,
+                       how="reject", decision="reject")  # fmt: skip
+            why = voted.why or ""
+            await emit(EventKind.NODE_FAILED, run.id, gate.node_id, error=why)
+            await emit(EventKind.RUN_FINISHED, run.id, run_status=voted.run.status.value, reason=why,
+                       keyed=run.concurrency is not None)
+        return voted
 
     async def _end(
         self, run: Run, *, actor: str, reason: str, allowed: tuple[RunStatus, ...], action: str, note: str,

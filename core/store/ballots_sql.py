@@ -1,7 +1,10 @@
 """The `Ballots` role of `SqlStore`: votes on approval gates and their durable deadlines.
 
 `cast_vote` is an INSERT … ON CONFLICT DO NOTHING keyed on (gate opening, person, ballot):
-two people voting at once both insert, the same person voting twice inserts once. Whether
+the same person voting twice inserts once. A quorum approves one thing: a vote is kept only
+when it agrees with the opening's proposal (its first vote's choice and values), else
+`VoteDiffers`; the check and the insert run in one transaction that first locks the run's
+row (a no-op UPDATE), so two people proposing different values at once cannot both be kept. Whether
 the votes so far open the gate is the policy's arithmetic (`core/engine/approval_policy.py`)
 over `gate_votes`; opening it is the gate's own compare-and-swap, which one caller wins.
 
@@ -13,20 +16,23 @@ over `gate_votes`; opening it is the gate's own compare-and-swap, which one call
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 import sqlalchemy as sa
 
+from core.store.cas import refuse_other_proposal
 from core.store.database import store_operation
 from core.store.records import GateDeadline, GateVote
 from core.store.rows import deadline_from_row, vote_from_row
 from core.store.sql_base import SqlBase
-from core.store.tables import GATE_DEADLINES, GATE_VOTES
+from core.store.tables import GATE_DEADLINES, GATE_VOTES, RUNS
 
 
 class BallotsSql(SqlBase):
     @store_operation("record a vote")
     def cast_vote(self, vote: GateVote) -> bool:
-        """Record `vote`; False when that person's same ballot was there (it counts once)."""
+        """Record `vote`; False when that person's same ballot was there (it counts once);
+        `VoteDiffers` when it is for another choice or other values than the proposal."""
         row = {
             "run_id": vote.run_id, "node_id": vote.node_id, "opened_at": vote.opened_at,
             "user": vote.user, "ballot": vote.ballot, "choice": vote.choice, "at": vote.at,
@@ -34,9 +40,24 @@ class BallotsSql(SqlBase):
         }  # fmt: skip
         keys = ["run_id", "node_id", "opened_at", "user", "ballot"]
         with self._engine.begin() as conn:
+            # the run's row locked (a write): voters on this run's gates take turns from here
+            conn.execute(sa.update(RUNS).where(RUNS.c.id == vote.run_id).values(id=RUNS.c.id))
+            if vote.ballot == "vote":
+                mine = sa.and_(GATE_VOTES.c.user == vote.user, GATE_VOTES.c.ballot == vote.ballot)
+                if conn.execute(self._votes_query(vote).where(mine)).first() is not None:
+                    return False
+                refuse_other_proposal(vote, [vote_from_row(r) for r in conn.execute(self._votes_query(vote))])
             # RETURNING, not rowcount: a skipped INSERT's rowcount is not portable
             statement = self._insert_ignore(GATE_VOTES, keys).values(row).returning(GATE_VOTES.c.ballot)
             return conn.execute(statement).first() is not None
+
+    @staticmethod
+    def _votes_query(vote: GateVote) -> sa.Select[Any]:
+        return sa.select(GATE_VOTES).where(
+            GATE_VOTES.c.run_id == vote.run_id,
+            GATE_VOTES.c.node_id == vote.node_id,
+            GATE_VOTES.c.opened_at == vote.opened_at,
+        )
 
     @store_operation("read the votes of a gate")
     def gate_votes(self, run_id: str, node_id: str, opened_at: float) -> list[GateVote]:

@@ -12,8 +12,24 @@ import re
 import secrets
 from collections.abc import Iterable
 
-from core.errors import GateAlreadyDecided, InvalidTransition, Next, RunNotResumable, RunStateError
-from core.store.records import Concurrency, Gate, JournalEntry, Run, RunStatus, sources_of
+from core.errors import (
+    GateAlreadyDecided,
+    InvalidTransition,
+    Next,
+    RunNotResumable,
+    RunStateError,
+    VoteDiffers,
+)
+from core.store.records import (
+    Concurrency,
+    Gate,
+    GateVote,
+    JournalEntry,
+    Run,
+    RunStatus,
+    proposal_of,
+    sources_of,
+)
 
 RUN_ID_BYTES = 6  # 12 lowercase hex characters
 #: Lease length when a caller moves a run to `running` without naming one.
@@ -171,3 +187,12 @@ def already_settled(entry: JournalEntry) -> InvalidTransition:
         status=entry.status.value,
         next_step=Next.CHECK,
     )
+
+
+def refuse_other_proposal(vote: GateVote, votes: list[GateVote]) -> None:
+    """`VoteDiffers` when the opening's proposal (its first vote, `proposal_of`) is for another
+    choice or other values than `vote`: a quorum approves one thing."""
+    first = proposal_of(votes)
+    if first is not None and first.proposal != vote.proposal:
+        raise VoteDiffers(run_id=vote.run_id, node_id=vote.node_id, by=first.user, choice=first.choice,
+                          values=dict(first.values))

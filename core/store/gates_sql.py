@@ -12,12 +12,13 @@ longest, and the one decided last. `claim_event` is an INSERT … ON CONFLICT DO
 from __future__ import annotations
 
 import functools
+import json
 from typing import Any
 
 import sqlalchemy as sa
 
 from core.store.database import dialect_insert, store_operation
-from core.store.records import AuditEvent, Gate, GateStatus, Run
+from core.store.records import AuditEvent, Gate, GateStatus, OpenEvent, Run
 from core.store.rows import audit_from_row, gate_from_row, run_from_row
 from core.store.sql_base import SqlBase
 from core.store.tables import AUDIT, GATES, PROCESSED_EVENTS, RUNS
@@ -155,7 +156,14 @@ class GatesSql(SqlBase):
             return [audit_from_row(row) for row in conn.execute(query)]
 
     @store_operation("record an incoming event")
-    def claim_event(self, platform: str, event_id: str, *, stale_after: float = 60.0) -> bool:
+    def claim_event(
+        self,
+        platform: str,
+        event_id: str,
+        *,
+        stale_after: float = 60.0,
+        payload: dict[str, Any] | None = None,
+    ) -> bool:
         """True when this caller should handle the event: the first claim, or a re-claim of
         a claim left unfinished for more than `stale_after` seconds (its claimer died). Each
         path is one statement; of several concurrent re-claimers exactly one wins the CAS."""
@@ -163,7 +171,7 @@ class GatesSql(SqlBase):
         with self._single.begin() as conn:
             row = conn.execute(
                 _claim_insert(self.dialect),
-                {"platform": platform, "event_id": event_id, "at": now, "done": False},
+                {"platform": platform, "event_id": event_id, "at": now, "done": False, "payload": payload},
             ).first()
         if row is not None:
             return True
@@ -180,6 +188,22 @@ class GatesSql(SqlBase):
         with self._single.begin() as conn:
             return int(conn.execute(reclaim).rowcount) == 1
 
+    @store_operation("find events whose handling never finished")
+    def open_events(self, before: float, limit: int = 100) -> list[OpenEvent]:
+        query = (
+            sa.select(PROCESSED_EVENTS)
+            .where(
+                PROCESSED_EVENTS.c.done == sa.false(),
+                PROCESSED_EVENTS.c.at < before,
+                PROCESSED_EVENTS.c.payload.is_not(None),
+            )
+            .order_by(PROCESSED_EVENTS.c.at)
+            .limit(limit)
+        )
+        with self._single.connect() as conn:
+            rows = conn.execute(query).all()
+        return [OpenEvent(r.platform, r.event_id, r.at, _document(r.payload)) for r in rows]
+
     @store_operation("mark an incoming event handled")
     def finish_event(self, platform: str, event_id: str) -> None:
         with self._single.begin() as conn:
@@ -192,6 +216,11 @@ class GatesSql(SqlBase):
             return int(
                 conn.execute(sa.delete(PROCESSED_EVENTS).where(PROCESSED_EVENTS.c.at < before)).rowcount
             )
+
+
+def _document(value: Any) -> dict[str, Any]:
+    document = json.loads(value) if isinstance(value, str) else value
+    return dict(document) if isinstance(document, dict) else {}
 
 
 @functools.cache

@@ -25,9 +25,19 @@ from core.errors import AmbiguousRunId, RunNotFound, StoreError
 from core.store import cas
 from core.store.memory_ballots import MemoryBallots
 from core.store.memory_outbox import MemoryDeliveries
+from core.store.memory_retention import MemoryRetention
 from core.store.memory_unit import MemoryTables, MemoryUnitOfWork, copied
 from core.store.port import Pulse, StepResult, Store, digest_bytes
-from core.store.records import AuditEvent, Gate, GateStatus, JournalEntry, NodeStatus, Run, RunStatus
+from core.store.records import (
+    AuditEvent,
+    Gate,
+    GateStatus,
+    JournalEntry,
+    NodeStatus,
+    OpenEvent,
+    Run,
+    RunStatus,
+)
 from core.store.state_sql import KEPT
 from core.store.unit_of_work import Pending
 
@@ -40,7 +50,7 @@ class MemoryStore:
         self._last_now = 0.0
         self._lock = threading.RLock()
         self._t = MemoryTables()
-        self._ballots = MemoryBallots(self._lock, self._now, self._t.deadlines)
+        self._ballots = MemoryBallots(self._lock, self._now, self._t.deadlines, self._t.votes)
         # votes and deadlines (`memory_ballots.py`)
         self.cast_vote = self._ballots.cast_vote
         self.gate_votes = self._ballots.gate_votes
@@ -57,6 +67,17 @@ class MemoryStore:
         self.deliveries = self._outbox.deliveries
         self.undelivered = self._outbox.undelivered
         self.forget_deliveries = self._outbox.forget_deliveries
+        # retention (`memory_retention.py`)
+        self._retention = MemoryRetention(self._lock, self._t, self._now, self._ballots)
+        self.prunable_runs = self._retention.prunable_runs
+        self.prune_counts = self._retention.prune_counts
+        self.prune_runs = self._retention.prune_runs
+        self.pin_run = self._retention.pin_run
+        self.unpin_run = self._retention.unpin_run
+        self.is_pinned = self._retention.is_pinned
+        self.sweep_blobs = self._retention.sweep_blobs
+        self.forget_audit = self._retention.forget_audit
+        self.count_audit = self._retention.count_audit
 
     def _now(self) -> float:
         """The clock, strictly increasing within this store (so "newest first" never ties)."""
@@ -111,6 +132,8 @@ class MemoryStore:
         with self._lock:
             runs = _newest([r for r in self._t.runs.values() if r.id.startswith(prefix)])[:6]
         if not runs:
+            with self._lock:
+                self._t.raise_if_pruned(prefix, exact=False)
             raise RunNotFound(f"No run id starts with {prefix}.", run_id=prefix)
         exact = [run for run in runs if run.id == prefix]
         if exact:
@@ -391,14 +414,32 @@ class MemoryStore:
         with self._lock:
             return sorted((e for e in self._t.audit.values() if e.at >= since), key=lambda e: e.id)
 
-    def claim_event(self, platform: str, event_id: str, *, stale_after: float = 60.0) -> bool:
+    def claim_event(
+        self,
+        platform: str,
+        event_id: str,
+        *,
+        stale_after: float = 60.0,
+        payload: dict[str, Any] | None = None,
+    ) -> bool:
         now = self._now()
         with self._lock:
             seen = self._t.events.get((platform, event_id))
             if seen is not None and (seen[1] or seen[0] >= now - stale_after):
                 return False  # handled, or claimed recently by a live handler
             self._t.events[(platform, event_id)] = (now, False)
+            if seen is None and payload is not None:
+                self._t.event_payloads[(platform, event_id)] = copied(payload)
             return True
+
+    def open_events(self, before: float, limit: int = 100) -> list[OpenEvent]:
+        with self._lock:
+            found = [
+                OpenEvent(platform, event_id, at, copied(self._t.event_payloads[(platform, event_id)]))
+                for (platform, event_id), (at, done) in self._t.events.items()
+                if not done and at < before and (platform, event_id) in self._t.event_payloads
+            ]
+        return sorted(found, key=lambda e: e.at)[:limit]
 
     def finish_event(self, platform: str, event_id: str) -> None:
         with self.transaction() as tx:
@@ -409,6 +450,7 @@ class MemoryStore:
             old = [key for key, (at, _) in self._t.events.items() if at < before]
             for key in old:
                 del self._t.events[key]
+                self._t.event_payloads.pop(key, None)
         return len(old)
 
     # -- platform state ----------------------------------------------------------------------

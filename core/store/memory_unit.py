@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-from core.errors import DeadlineAlreadyFired, RunNotFound, StoreError
+from core.errors import DeadlineAlreadyFired, RunNotFound, RunPruned, StoreError, VotesChanged
 from core.store import admission, cas
 from core.store.records import (
     AuditEvent,
@@ -22,6 +22,7 @@ from core.store.records import (
     Gate,
     GateDeadline,
     GateStatus,
+    GateVote,
     JournalEntry,
     NodeStatus,
     Run,
@@ -49,9 +50,14 @@ class MemoryTables:
     gates: dict[tuple[str, str], Gate] = field(default_factory=dict)
     audit: dict[int, AuditEvent] = field(default_factory=dict)
     events: dict[tuple[str, str], tuple[float, bool]] = field(default_factory=dict)  # (at, done)
+    event_payloads: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict)  # recorded messages
     state: dict[tuple[str, str], tuple[str, float]] = field(default_factory=dict)  # (value, at)
     outbox: dict[int, Delivery] = field(default_factory=dict)
     deadlines: dict[tuple[str, str, float, str], GateDeadline] = field(default_factory=dict)
+    pins: dict[str, tuple[str, float]] = field(default_factory=dict)  # run id -> (by, at)
+    pruned: dict[str, tuple[str, str, float]] = field(default_factory=dict)  # id -> (workflow, status, at)
+    sweep: dict[str, float] = field(default_factory=dict)  # blob digest -> marked at
+    votes: dict[tuple[str, str, float, str, str], GateVote] = field(default_factory=dict)
     last_entry: int = 0
     last_audit: int = 0
     last_delivery: int = 0
@@ -59,8 +65,16 @@ class MemoryTables:
     def run(self, run_id: str) -> Run:
         run = self.runs.get(run_id)
         if run is None:
+            self.raise_if_pruned(run_id, exact=True)
             raise RunNotFound(f"No run has the id {run_id}.", run_id=run_id)
         return run
+
+    def raise_if_pruned(self, id_or_prefix: str, *, exact: bool) -> None:
+        """RunPruned when a tombstone answers for this id (or this prefix, uniquely)."""
+        found = [i for i in self.pruned if (i == id_or_prefix if exact else i.startswith(id_or_prefix))][:2]
+        if len(found) == 1:
+            workflow, status, at = self.pruned[found[0]]
+            raise RunPruned(found[0], workflow=workflow, status=status, pruned_at=at)
 
     def gate(self, run_id: str, node_id: str) -> Gate:
         gate = self.gates.get((run_id, node_id))
@@ -322,6 +336,20 @@ class MemoryUnitOfWork:
                     run_id=deadline.run_id, by=None if current is None else current.fired_by,
                 )
             self._t.put(self._t.deadlines, key, current.evolve(fired_at=now, fired_by=by), undo)
+            return True
+
+        return self._later(op)
+
+    def cast_vote(self, vote: GateVote, *, seen: int) -> Pending[bool]:
+        key = (vote.run_id, vote.node_id, vote.opened_at, vote.user, vote.ballot)
+
+        def op(undo: Undo) -> bool:
+            self._t.run(vote.run_id)  # RunNotFound when it is gone
+            opening = (vote.run_id, vote.node_id, vote.opened_at)
+            if sum(1 for k in self._t.votes if k[:3] == opening) != seen or key in self._t.votes:
+                where = f"{vote.node_id} of run {vote.run_id}"
+                raise VotesChanged(f"another vote arrived on {where}", run_id=vote.run_id)
+            self._t.put(self._t.votes, key, vote.evolve(values=copied(dict(vote.values))), undo)
             return True
 
         return self._later(op)

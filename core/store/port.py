@@ -9,6 +9,7 @@
           + Events         the audit trail and incoming chat events' dedupe
           + PlatformState  small values chat adapters (and Baton) keep across restarts
           + Deliveries     the outbox: state-carrying replies, claimed with a lease, delivered once
+          + Retention      pruning old runs (tombstones, pins), the blob sweep, the audit's age
           + Views          what a page or a command reads together, in one query
           + Transactions   `transaction()`: a unit of work (`core/store/unit_of_work.py`)
     Dispatch               queued steps of distributed execution (`SqlStore` on PostgreSQL)
@@ -43,6 +44,8 @@ from core.store.records import (
     GateVote,
     JournalEntry,
     NodeStatus,
+    OpenEvent,
+    PruneCounts,
     Run,
     RunStatus,
 )
@@ -274,10 +277,23 @@ class Events(Protocol):
     def audit_since(self, since: float) -> list[AuditEvent]:
         """Every audit row written at or after `since` (epoch seconds), any run, oldest first."""
 
-    def claim_event(self, platform: str, event_id: str, *, stale_after: float = 60.0) -> bool:
+    def claim_event(
+        self,
+        platform: str,
+        event_id: str,
+        *,
+        stale_after: float = 60.0,
+        payload: dict[str, Any] | None = None,
+    ) -> bool:
         """True the first time an incoming event id is seen, and for a redelivery of one
         whose claim was never finished and is older than `stale_after` seconds (the claimer
-        died; exactly one concurrent re-claimer wins); False for a duplicate."""
+        died; exactly one concurrent re-claimer wins); False for a duplicate. `payload`: the
+        message itself, recorded with a first claim (before the platform is acknowledged), so
+        that `open_events` can hand it to another process if this one dies."""
+
+    def open_events(self, before: float, limit: int = 100) -> list[OpenEvent]:
+        """Recorded events (with a payload) claimed before `before` and never finished, oldest
+        first: their claimer died between the acknowledgement and the end of the handling."""
 
     def finish_event(self, platform: str, event_id: str) -> None:
         """The claimed event was handled: from now on every redelivery is a duplicate."""
@@ -338,6 +354,42 @@ class Deliveries(Protocol):
         """Drop rows delivered before `before` (epoch seconds); how many."""
 
 
+class Retention(Protocol):
+    """What `baton prune` and housekeeping delete (DESIGN.md "Retention"). A run is prunable
+    when it is over (`PRUNABLE`), last changed before the cut-off, not pinned, and no existing
+    run was resumed from it (its children go first, so a lineage never breaks)."""
+
+    def prunable_runs(self, before: float, limit: int = 500) -> list[str]:
+        """Ids of prunable runs last changed before `before`, oldest first, at most `limit`."""
+
+    def prune_counts(self, run_ids: Sequence[str]) -> PruneCounts:
+        """What `prune_runs(run_ids)` would delete now (a dry run deletes nothing)."""
+
+    def prune_runs(self, run_ids: Sequence[str]) -> PruneCounts:
+        """In ONE transaction: of these runs, those still prunable are deleted with their
+        journal, gates, votes, deadlines and outbox rows; each leaves a tombstone, and the
+        blobs it referenced become sweep candidates. The audit trail stays."""
+
+    def pin_run(self, run_id: str, by: str) -> bool:
+        """Exempt the run from pruning; False when it was pinned already. RunNotFound."""
+
+    def unpin_run(self, run_id: str) -> bool:
+        """Make it prunable again; False when it was not pinned."""
+
+    def is_pinned(self, run_id: str) -> bool: ...
+
+    def sweep_blobs(self, marked_before: float, limit: int = 1000) -> int:
+        """Delete the sweep candidates marked before `marked_before` that nothing references
+        any more (no run's args, no step's output or artifact); unmark those referenced again.
+        How many blobs were deleted."""
+
+    def forget_audit(self, before: float) -> int:
+        """Drop audit rows written before `before`; how many."""
+
+    def count_audit(self, before: float) -> int:
+        """How many audit rows were written before `before` (what `forget_audit` would drop)."""
+
+
 class Views(Protocol):
     """Reads that a page or a command always makes together, answered by one query."""
 
@@ -368,8 +420,8 @@ class Transactions(Protocol):
 
 
 class Store(
-    Blobs, Runs, Leases, Journal, Gates, Ballots, Events, PlatformState, Deliveries, Views, Transactions,
-    Protocol,
+    Blobs, Runs, Leases, Journal, Gates, Ballots, Events, PlatformState, Deliveries, Retention, Views,
+    Transactions, Protocol,
 ):
     def migrate(self) -> str | None:
         """Bring the schema to the newest revision (idempotent, safe to race); the revision the

@@ -8,6 +8,7 @@ copies with `evolve`.
 from __future__ import annotations
 
 import dataclasses
+import json
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any, Self
@@ -241,6 +242,17 @@ class GateVote(_Record):
         """What makes a vote unique per person: a rejection, or any other choice."""
         return "reject" if self.choice == "reject" else "vote"
 
+    @property
+    def proposal(self) -> str:
+        """What a vote approves: its choice and its form values (canonical JSON). Votes count
+        together only when this is the same (DESIGN.md "A quorum approves one thing")."""
+        return json.dumps([self.choice, self.values], sort_keys=True, separators=(",", ":"), default=str)
+
+
+def proposal_of(votes: list[GateVote]) -> GateVote | None:
+    """The vote that made the proposal of a gate opening: its first non-rejecting vote."""
+    return next((v for v in sorted(votes, key=lambda v: (v.at, v.user)) if v.ballot == "vote"), None)
+
 
 @dataclass(frozen=True, slots=True)
 class GateDeadline(_Record):
@@ -284,3 +296,40 @@ class Delivery(_Record):
     def key(self) -> str:
         """Stable across redeliveries: what the platform side deduplicates on."""
         return f"outbox:{self.id}"
+
+
+#: Statuses a run may be pruned in: it is over and nobody waits on it (never paused, running,
+#: needs_attention or pending; DESIGN.md "Retention").
+PRUNABLE: frozenset[RunStatus] = frozenset({RunStatus.COMPLETED, RunStatus.FAILED, RunStatus.CANCELLED})
+
+
+@dataclass(frozen=True, slots=True)
+class PruneCounts:
+    """Rows a prune deleted (or, for a dry run, would delete)."""
+
+    runs: int = 0
+    journal: int = 0
+    gates: int = 0
+    votes: int = 0
+    deadlines: int = 0
+    outbox: int = 0
+
+    def __add__(self, other: PruneCounts) -> PruneCounts:
+        return PruneCounts(*(a + b for a, b in zip(self.as_tuple(), other.as_tuple(), strict=True)))
+
+    def as_tuple(self) -> tuple[int, int, int, int, int, int]:
+        return (self.runs, self.journal, self.gates, self.votes, self.deadlines, self.outbox)
+
+    def as_dict(self) -> dict[str, int]:
+        names = ("runs", "journal", "gates", "votes", "deadlines", "outbox")
+        return dict(zip(names, self.as_tuple(), strict=True))
+
+
+@dataclass(frozen=True, slots=True)
+class OpenEvent:
+    """A chat event recorded before its acknowledgement whose handling never finished."""
+
+    platform: str
+    event_id: str
+    at: float  # when it was (last) claimed
+    payload: dict[str, Any]

@@ -9,6 +9,7 @@
              + StateSql (PlatformState)                      state_sql.py
              + DeliveriesSql (Deliveries: the outbox)        outbox_sql.py
              + ViewsSql (Views)                              views_sql.py
+             + RetentionSql (Retention: prune, pins, sweep)  retention_sql.py
              on SqlBase (engine, clock, hot path)            sql_base.py
 
 Reads and CAS changes go through SQLAlchemy Core on the tables of `tables.py`; rows
@@ -31,6 +32,7 @@ from core.store.gates_sql import GatesSql
 from core.store.journal_sql import JournalSql
 from core.store.outbox_sql import DeliveriesSql
 from core.store.port import Dispatch, Store
+from core.store.retention_sql import RetentionSql
 from core.store.runs_sql import RunsSql
 from core.store.state_sql import StateSql
 from core.store.views_sql import ViewsSql
@@ -38,7 +40,9 @@ from core.store.views_sql import ViewsSql
 __all__ = ["DEFAULT_LEASE_SECONDS", "SqlStore"]
 
 
-class SqlStore(RunsSql, JournalSql, GatesSql, BallotsSql, DispatchSql, StateSql, ViewsSql, DeliveriesSql):
+class SqlStore(
+    RunsSql, JournalSql, GatesSql, BallotsSql, DispatchSql, StateSql, ViewsSql, DeliveriesSql, RetentionSql
+):
     """The run store on SQLite (WAL) or PostgreSQL (psycopg 3), through the same code.
 
     `sqlite_synchronous`: "NORMAL" (default; a power cut may lose the last commits but

@@ -39,6 +39,8 @@ class RunsSql(UnitSql):
         with self._single.connect() as conn:
             runs = [run_from_row(row) for row in conn.execute(_by_prefix(), params)]
         if not runs:
+            with self._single.connect() as conn:
+                self._raise_if_pruned(conn, prefix, exact=False)
             raise RunNotFound(f"No run id starts with {prefix}.", run_id=prefix)
         exact = [run for run in runs if run.id == prefix]
         if exact:

@@ -12,12 +12,12 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.engine import Engine
 
-from core.errors import RunNotFound
+from core.errors import RunNotFound, RunPruned
 from core.store.database import SqliteSynchronous, dialect_insert, normalize_url, open_engine, sqlite_pragmas
 from core.store.hot_path import HotPath
 from core.store.records import Run
 from core.store.rows import run_from_row
-from core.store.tables import RUNS
+from core.store.tables import PRUNED_RUNS, RUNS
 
 
 class SqlBase:
@@ -59,8 +59,22 @@ class SqlBase:
     def _read_run(self, conn: sa.Connection, run_id: str) -> Run:
         row = conn.execute(sa.select(RUNS).where(RUNS.c.id == run_id)).first()
         if row is None:
+            self._raise_if_pruned(conn, run_id, exact=True)
             raise RunNotFound(f"No run has the id {run_id}.", run_id=run_id)
         return run_from_row(row)
+
+    @staticmethod
+    def _raise_if_pruned(conn: sa.Connection, id_or_prefix: str, *, exact: bool) -> None:
+        """RunPruned when a tombstone answers for this id (or this prefix, uniquely)."""
+        cond = (
+            PRUNED_RUNS.c.id == id_or_prefix
+            if exact
+            else PRUNED_RUNS.c.id.startswith(id_or_prefix, autoescape=True)
+        )
+        rows = conn.execute(sa.select(PRUNED_RUNS).where(cond).limit(2)).all()
+        if len(rows) == 1:
+            row = rows[0]
+            raise RunPruned(row.id, workflow=row.workflow, status=row.status, pruned_at=row.pruned_at)
 
     def _runs(self, query: sa.Select[Any]) -> list[Run]:
         with self._single.connect() as conn:

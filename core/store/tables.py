@@ -7,7 +7,7 @@ SQLAlchemy ORM and build seven pydantic models (≈ 0.2 s of a cold start, issue
 The alembic revisions (`migrations/versions/`: `0001_initial.py`, `0002_gate_cache_key.py`,
 `0003_platform_state.py`, `0004_event_handling.py`, `0005_origin_event_partial_index.py`,
 `0006_runs_args_digest_index.py`, `0007_runs_conversation_recent_index.py`,
-`0008_gate_votes_deadlines.py`, `0009_outbox.py`, `0010_queue.py`)
+`0008_gate_votes_deadlines.py`, `0009_outbox.py`, `0010_retention.py`, `0011_queue.py`)
 create exactly this schema; `tests/integration/store/test_migrations.py` checks they agree.
 
 Statuses are stored as short strings (the `StrEnum` values), timestamps as float
@@ -57,7 +57,7 @@ RUNS = sa.Table(
     sa.Column("reason", sa.Text, nullable=True),
     # "<platform>:<event_id>" of the chat command that started the run (revision 0004)
     _text("origin_event", nullable=True),
-    # its concurrency key and policy (`Concurrency`), when it joined the key's queue (revision 0010)
+    # its concurrency key and policy (`Concurrency`), when it joined the key's queue (revision 0011)
     _text("concurrency_key", nullable=True),
     sa.Column("concurrency", sa.JSON, nullable=True),
     _float("queued_at", nullable=True),
@@ -69,7 +69,7 @@ RUNS = sa.Table(
     sa.Index("ix_runs_created", "created_at"),
     # `--args @handle`: the runs whose args digest starts with a prefix (revision 0006)
     sa.Index("ix_runs_args_digest", "args_digest"),
-    # admission: a key's active and queued runs (revision 0010)
+    # admission: a key's active and queued runs (revision 0011)
     sa.Index("ix_runs_concurrency", "concurrency_key", "status", "queued_at"),
     # lease recovery: running runs whose lease lapsed
     sa.Index("ix_runs_lease", "status", "lease_expires_at"),
@@ -78,6 +78,8 @@ RUNS = sa.Table(
     # ANALYZE, scanned the table instead of using a full index (revision 0005)
     # (its PostgreSQL `WHERE`: `postgresql_options`)
     sa.Index("ix_runs_origin_event", "origin_event", sqlite_where=sa.text("origin_event IS NOT NULL")),
+    # retention: "was any run resumed from this one?" (revision 0010_retention); few runs have one
+    sa.Index("ix_runs_resumed_from", "resumed_from", sqlite_where=sa.text("resumed_from IS NOT NULL")),
     # `LIKE 'abc%'` prefix lookups; SQLite uses the primary key with a range instead
     sa.Index("ix_runs_id_prefix", "id").ddl_if(dialect="postgresql"),
 )
@@ -103,6 +105,8 @@ JOURNAL = sa.Table(
     _text("cached_from", 12, nullable=True),
     _text("invalidated_by", nullable=True),
     sa.Index("ix_journal_run", "run_id", "id"),
+    # the blob sweep: is a digest still some step's output? (revision 0010_retention)
+    sa.Index("ix_journal_output", "output_digest"),
 )
 
 #: An approval gate. Platform, conversation and thread are copied from the run (and kept in
@@ -192,6 +196,10 @@ PROCESSED_EVENTS = sa.Table(
     _float("at", nullable=False),
     # revision 0004; rows from before it were handled
     sa.Column("done", sa.Boolean, nullable=False, server_default=sa.true()),
+    # the message itself, recorded before the platform was acknowledged (revision 0010_retention):
+    # a claim its process never finished is handled after a restart from it
+    sa.Column("payload", sa.JSON(none_as_null=True), nullable=True),
+    sa.Index("ix_processed_events_open", "done", "at"),
 )
 
 #: Small values a chat adapter keeps across restarts (a progress message id, …).
@@ -231,6 +239,41 @@ OUTBOX = sa.Table(
 )
 
 
+#: Runs exempt from pruning (`pin <run>`; revision 0010_retention).
+RUN_PINS = sa.Table(
+    "run_pins",
+    metadata,
+    sa.Column("run_id", sa.String(12), sa.ForeignKey("runs.id", ondelete="CASCADE"), primary_key=True),
+    _text("pinned_by", nullable=False),
+    _float("at", nullable=False),
+)
+
+#: What is left of a pruned run (revision 0010_retention): an old button or link to it answers
+#: "pruned on …" instead of "no such run".
+PRUNED_RUNS = sa.Table(
+    "pruned_runs",
+    metadata,
+    sa.Column("id", sa.String(12), primary_key=True),
+    _text("workflow", nullable=False),
+    _text("status", nullable=False),
+    _float("pruned_at", nullable=False),
+    sa.Index("ix_pruned_runs_id_prefix", "id").ddl_if(dialect="postgresql"),
+)
+
+#: Blobs a pruned run referenced (revision 0010_retention): the sweep's candidates. A candidate
+#: still unreferenced `grace` seconds after it was marked is deleted; one referenced again
+#: (a new run with the same args) is unmarked.
+BLOB_SWEEP = sa.Table(
+    "blob_sweep",
+    metadata,
+    sa.Column("digest", sa.String(), primary_key=True),
+    _float("marked_at", nullable=False),
+    # it was an artifact: only then is the journal's `artifacts` (unindexed JSON) looked through
+    sa.Column("artifact", sa.Boolean, nullable=False, server_default=sa.false()),
+    sa.Index("ix_blob_sweep_marked", "marked_at"),
+)
+
+
 def postgresql_options() -> None:
     """Give the indexes their PostgreSQL-only options (a partial index's `WHERE`, the
     `text_pattern_ops` of the prefix indexes). Naming a dialect's options loads that dialect's
@@ -238,17 +281,19 @@ def postgresql_options() -> None:
     when a PostgreSQL engine is opened (`database.open_engine`). Idempotent."""
     options: dict[str, dict[str, Any]] = {
         "ix_runs_origin_event": {"where": sa.text("origin_event IS NOT NULL")},
+        "ix_runs_resumed_from": {"where": sa.text("resumed_from IS NOT NULL")},
         "ix_runs_id_prefix": {"ops": {"id": "text_pattern_ops"}},
         "ix_blobs_digest_prefix": {"ops": {"digest": "text_pattern_ops"}},
+        "ix_pruned_runs_id_prefix": {"ops": {"id": "text_pattern_ops"}},
     }
-    for table in (RUNS, BLOBS):
+    for table in (RUNS, BLOBS, PRUNED_RUNS):
         for index in table.indexes:
             for key, value in options.get(str(index.name), {}).items():
                 index.dialect_options["postgresql"][key] = value
 
 #: one row per concurrency key: what a unit of work admitting runs of the key locks first
 #: (on PostgreSQL, an upsert taking its row lock), so two replicas never admit past the limit
-#: (revision 0010)
+#: (revision 0011)
 CONCURRENCY_LOCKS = sa.Table(
     "concurrency_locks",
     metadata,

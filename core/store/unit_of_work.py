@@ -26,7 +26,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any, Generic, Protocol, TypeVar
 
-from core.store.records import Concurrency, Gate, GateDeadline, Run, RunStatus
+from core.store.records import Concurrency, Gate, GateDeadline, GateVote, Run, RunStatus
 
 T = TypeVar("T")
 
@@ -132,6 +132,13 @@ class UnitOfWork(Protocol):
         """A state-carrying reply in the outbox (`Deliveries`), to the run's platform,
         conversation and thread as the unit finds them: it exists exactly when the state
         change of the same unit does."""
+
+    def cast_vote(self, vote: GateVote, *, seen: int) -> Pending[bool]:
+        """`vote` recorded as a CAS on its gate opening's votes: while the opening holds exactly
+        the `seen` votes the caller read (and none of this person's same ballot). Otherwise
+        the whole unit is undone and `VotesChanged` raised: read the votes again, decide again.
+        A unit holding a vote goes in order, in one transaction that first locks the run's
+        row, so of two units voting on one run, the later sees the earlier's vote."""
 
     def fire_deadline(self, deadline: GateDeadline, by: str) -> Pending[bool]:
         """`Ballots.fire_deadline` inside the unit, as a CAS: when the deadline was fired

@@ -37,7 +37,7 @@ from core.errors import BatonError, StoreError
 from core.store import admission, admission_sql, cas
 from core.store import writes_sql as w
 from core.store.database import describe
-from core.store.records import Concurrency, Gate, GateDeadline, Run, RunStatus
+from core.store.records import Concurrency, Gate, GateDeadline, GateVote, Run, RunStatus
 from core.store.sql_base import SqlBase
 from core.store.tables import GATES, JOURNAL, RUNS
 from core.store.unit_of_work import Pending
@@ -150,6 +150,11 @@ class SqlUnitOfWork:
     def fire_deadline(self, deadline: GateDeadline, by: str) -> Pending[bool]:
         return self._pending(w.fire_deadline(self._now(), deadline, by))
 
+    def cast_vote(self, vote: GateVote, *, seen: int) -> Pending[bool]:
+        if not any(write.kind == "lock_run" for write in self.writes):
+            self.writes.insert(0, w.lock_run(vote.run_id))  # first: the unit's reads see the others'
+        return self._pending(w.cast_vote(vote, seen))
+
     def invalidate(self, run_id: str, node_ids: Iterable[str], *, actor: str) -> Pending[int]:
         write = w.invalidate(run_id, node_ids, actor=actor)
         if write is not None:
@@ -184,9 +189,10 @@ class UnitSql(SqlBase):
             for _ in range(_ATTEMPTS):
                 try:
                     keys = admission_sql.keys_of(self._single, writes)
+                    serial = any(w.kind_of(write.kind).serial for write in writes)
                     if keys:
                         self._keyed(writes, keys)
-                    elif self.dialect == "postgresql" and len(writes) > 1:
+                    elif self.dialect == "postgresql" and len(writes) > 1 and not serial:
                         self._together(writes)
                     else:
                         self._in_order(writes)

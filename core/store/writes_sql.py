@@ -23,12 +23,22 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from core.errors import BatonError, DeadlineAlreadyFired, RunNotFound
+from core.errors import BatonError, DeadlineAlreadyFired, RunNotFound, VotesChanged
 from core.store import cas
 from core.store.database import dialect_insert
-from core.store.records import Gate, GateDeadline, GateStatus, NodeStatus, Run, RunStatus
+from core.store.records import Gate, GateDeadline, GateStatus, GateVote, NodeStatus, Run, RunStatus
 from core.store.rows import gate_from_row, run_from_row, run_values
-from core.store.tables import AUDIT, BLOBS, GATE_DEADLINES, GATES, JOURNAL, OUTBOX, PROCESSED_EVENTS, RUNS
+from core.store.tables import (
+    AUDIT,
+    BLOBS,
+    GATE_DEADLINES,
+    GATE_VOTES,
+    GATES,
+    JOURNAL,
+    OUTBOX,
+    PROCESSED_EVENTS,
+    RUNS,
+)
 from core.store.unit_of_work import Pending
 
 Rows = Sequence[Mapping[Any, Any]]
@@ -41,6 +51,7 @@ class Kind:
     cas: bool = False  # must change a row, or the unit is undone
     returns: bool = False  # its rows are the write's result
     updates: bool = False  # changes rows that exist (takes their locks), rather than adding rows
+    serial: bool = False  # its unit goes in order in one transaction (its reads must see the others')
 
 
 @dataclass(slots=True)
@@ -184,7 +195,31 @@ def _fire_deadline(_dialect: str, p: str, _variant: str) -> Any:
     )
 
 
+def _lock_run(_dialect: str, p: str, _variant: str) -> Any:
+    """The run's row locked (a no-op write): units that vote on its gates take turns."""
+    return sa.update(RUNS).where(RUNS.c.id == _b(p, "id", RUNS.c.id)).values(id=RUNS.c.id)
+
+
+_VOTE_COLUMNS = ("run_id", "node_id", "opened_at", "user", "ballot", "choice", "at", "comment", "vals")
+
+
+def _cast_vote(_dialect: str, p: str, _variant: str) -> Any:
+    """The vote, inserted only while the opening holds exactly the `seen` votes it was read with."""
+    c = GATE_VOTES.c
+    count = (
+        sa.select(sa.func.count())
+        .select_from(GATE_VOTES)
+        .where(c.run_id == _b(p, "run_id", c.run_id), c.node_id == _b(p, "node_id", c.node_id),
+               c.opened_at == _b(p, "opened_at", c.opened_at))
+        .scalar_subquery()
+    )
+    values = sa.select(*(_b(p, name, c[name]) for name in _VOTE_COLUMNS)).where(count == _b(p, "seen"))
+    return sa.insert(GATE_VOTES).from_select(list(_VOTE_COLUMNS), values).returning(c.ballot)
+
+
 KINDS: dict[str, Kind] = {
+    "lock_run": Kind(_lock_run, updates=True, serial=True),
+    "cast_vote": Kind(_cast_vote, cas=True, returns=True, serial=True),
     "put_blob": Kind(_put_blob),
     "create_run": Kind(_create_run),
     "transition": Kind(_transition(False), cas=True, returns=True, updates=True),
@@ -312,6 +347,23 @@ def invalidate(run_id: str, node_ids: Iterable[str], *, actor: str) -> Write | N
         return None
     params = {"run_id": run_id, "nodes": nodes, "actor": actor}
     return Write("invalidate", params, "invalidate step results", result=len)
+
+
+def lock_run(run_id: str) -> Write:
+    return Write("lock_run", {"id": run_id}, "record a vote")
+
+
+def cast_vote(vote: GateVote, seen: int) -> Write:
+    params = {"run_id": vote.run_id, "node_id": vote.node_id, "opened_at": vote.opened_at, "user": vote.user,
+              "ballot": vote.ballot, "choice": vote.choice, "at": vote.at, "comment": vote.comment,
+              "vals": dict(vote.values), "seen": seen}  # fmt: skip
+
+    def check(conn: sa.Connection) -> BatonError | None:
+        read_run(conn, vote.run_id)  # RunNotFound when it is gone
+        where = f"{vote.node_id} of run {vote.run_id}"
+        return VotesChanged(f"another vote arrived on {where}", run_id=vote.run_id)
+
+    return Write("cast_vote", params, "record a vote", check, lambda rows: True)
 
 
 def enqueue_delivery(now: float, run_id: str, kind: str, payload: Mapping[str, Any]) -> Write:

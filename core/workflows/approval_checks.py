@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 
-from core.config import ANYONE, GROUP_NAME, GROUP_PREFIX, USER_ID
+from core.config import AGENT_PREFIX, ANYONE, GROUP_NAME, GROUP_PREFIX, USER_ID
 from core.workflows.approval_spec import REJECT, ApprovalSpec
 from core.workflows.durations import show_duration
 from core.workflows.model import Node
@@ -19,7 +19,8 @@ Loc = tuple[str | int, ...]
 Found = tuple[Loc, str, str]
 _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _CHOICE = re.compile(r"^[a-z][a-z0-9_-]{0,31}$")
-_ID_HINT = "Write users as slack:U… / discord:<digits> / console:<name>, groups as group:<name>, or *."
+_ID_HINT = ("Write users as slack:U… / discord:<digits> / console:<name> / mcp:<agent>, groups as "
+            "group:<name>, or *.")
 
 
 def approver_error(entry: str) -> str | None:
@@ -49,6 +50,7 @@ def gate_problems(node: Node) -> Iterator[Found]:
             if why:
                 yield ("approval", "escalate", "to", index), f"escalation of `{node.id}`: {why}", _ID_HINT
     yield from _quorum(node, spec)
+    yield from _humans_only(node, spec)
     yield from _deadlines(node, spec)
     yield from _answers(node, spec)
 
@@ -65,6 +67,18 @@ def _quorum(node: Node, spec: ApprovalSpec) -> Iterator[Found]:
             f"gate `{node.id}` requires {spec.required} approvers but lists only {len(set(people))} "
             "people, so it could never open",
             "Lower `required:` or list more approvers (a `group:` counts its members at run time).",
+        )
+
+
+def _humans_only(node: Node, spec: ApprovalSpec) -> Iterator[Found]:
+    """`humans_only: true` with approvers that are all agents: nobody could ever decide it."""
+    people = list(spec.approvers or ())
+    if spec.humans_only and people and all(p.startswith(AGENT_PREFIX) for p in people):
+        yield (
+            ("approval", "humans_only"),
+            f"gate `{node.id}` is humans_only but lists only agents (mcp:…) as approvers, so nobody "
+            "could ever decide it",
+            "List people or groups in `approvers:`, or drop `humans_only`.",
         )
 
 

@@ -11,6 +11,7 @@ what they are asked for and which answers they have.
       escalate: {after: 2h, to: [group:leads]}
       form: {replicas: {type: integer, default: 3}}
       choices: [approve, hotfix, reject]
+      humans_only: true            # no agent (an `mcp:` principal) may decide it
 
 The short form `approval: "Deploy?"` is `ApprovalSpec(question="Deploy?")`: one approver of
 the workflow decides, with no deadline. Shapes are checked here; what needs the whole node
@@ -60,6 +61,8 @@ class ApprovalSpec(_Strict):
     escalate: Escalation | None = None
     form: dict[str, InputSpec] = Field(default_factory=dict)  # typed and validated like `inputs:`
     choices: list[str] = Field(default_factory=lambda: list(DEFAULT_CHOICES))
+    #: only people decide it: every agent principal (`mcp:…`) is refused, admins included
+    humans_only: bool = False
 
     @property
     def answers(self) -> tuple[str, ...]:

@@ -37,10 +37,12 @@ class BatonProcess:
         self._readers = [asyncio.create_task(self._read(s)) for s in (proc.stderr, proc.stdout) if s]
 
     @classmethod
-    async def start(cls, env: Mapping[str, str], *args: str, cwd: Path = REPO) -> BatonProcess:
+    async def start(cls, env: Mapping[str, str], *args: str, cwd: Path = REPO,
+                    stdin: int = asyncio.subprocess.DEVNULL) -> BatonProcess:
+        """`stdin=PIPE` keeps `baton run`'s console (no chat platform) open until `stop`."""
         proc = await asyncio.create_subprocess_exec(
             sys.executable, "-m", "bot.main", *(args or ("run",)), cwd=cwd, env=dict(env),
-            stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+            stdin=stdin, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
             start_new_session=True,
         )
         return cls(proc)

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 from sqlalchemy.engine import make_url
 
 from core.store.database import open_engine
 from core.store.migration import HEAD_REVISION, upgrade
-from tests.e2e.console.cli import BatonCli, final_status, run_ids
+from tests.e2e.console.cli import REPO, BatonCli, final_status, run_ids
 
 
 def test_list_shows_every_workflow_with_its_file_and_a_broken_file_with_its_error(baton: BatonCli) -> None:
@@ -114,3 +115,26 @@ def test_a_run_calling_an_unregistered_tool_is_refused_before_anything_runs(bato
 
     assert refusal["is_error"] and "`go` calls `ship_it`" in refusal["text"]
     assert baton.runs() == []  # no gate was opened for a step that could never run
+
+
+def test_the_shipped_quorum_example_without_baton_access_says_nobody_can_approve_it(baton: BatonCli) -> None:
+    for shipped in ("deploy-quorum.yaml", "tools.py"):  # as `make run` has them: no BATON_ACCESS
+        shutil.copy(REPO / "workflows" / shipped, baton.workflows)
+    assert "BATON_ACCESS" not in baton.env()
+
+    done = baton.run("list")
+    assert done.returncode == 0, done.stderr
+    [line] = [line for line in done.stdout.splitlines() if "can never be approved" in line]
+    said = ("The gate review of deploy-quorum can never be approved: it needs 2 distinct approvers of "
+            "group:sre, group:leads, which have no members, and 0 may vote: define them in BATON_ACCESS")
+    assert said in line
+    rows = {row["name"]: row for row in json.loads(baton.run("list", "--json").stdout)}
+    assert rows["deploy-quorum"]["warnings"] == [line.strip()] and rows["gated"]["warnings"] == []
+    (listed,) = baton.say("list")  # in chat too
+    assert "Its gate review can never be approved: it needs 2 distinct approvers of group:sre" \
+        in listed["text"]
+
+    started = baton.say("run deploy-quorum --set service=web")  # the gate message says so as well
+    gate = next(r for r in started if r["kind"] == "gate_waiting")
+    assert "⚠️ Nobody can ever approve this gate: it needs 2 distinct approvers of group:sre, group:leads, " \
+           "which have no members, and 0 may vote: define them in BATON_ACCESS" in gate["text"]

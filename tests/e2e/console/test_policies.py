@@ -1,7 +1,8 @@
 """Approval policies through the real `baton` command (the app as `baton run` assembles it): a
 two-approver gate with a form (numbered prompts in `baton console`, `approve <run> name=value`
-with `baton say`), the branch taken on `hotfix`, and a timeout fired by the console's own
-deadline loop while it waits for input."""
+with `baton say`), a quorum that approves one thing (the first vote's values; other values
+told and not counted), the branch taken on `hotfix`, `who approved` one vote per line, and a
+timeout fired by the console's own deadline loop while it waits for input."""
 
 from __future__ import annotations
 
@@ -83,31 +84,48 @@ def test_a_two_approver_gate_with_a_form_by_text_takes_the_hotfix_branch(cli: Ba
     assert asked["kind"] == "approval_values" and "default 3" in asked["text"]
     (counted,) = cli.say(f"approve {run_id} hotfix window=now", user="sam")
     assert counted["kind"] == "vote_counted" and "1/2 · needs @sre" in counted["text"]
+    assert "proposed by sam: hotfix replicas=3 window=now" in counted["text"]
+    (again,) = cli.say("lgtm", user="sam")  # their vote is in: not asked for values again
+    assert again["kind"] == "vote_counted" and "is in already" in again["text"]
     assert cli.run_record(run_id).status == "paused"
 
-    decided = cli.say(f"approve {run_id} hotfix replicas=5 window=tonight", user="sue")
+    # a quorum approves one thing: other values are not counted, and the voter is told how
+    (differs,) = cli.say(f"approve {run_id} hotfix replicas=5 window=tonight", user="sue")
+    assert differs["kind"] == "vote_differs"
+    assert "proposal by sam: hotfix replicas=3 window=now" in differs["text"]
+    assert "replicas: proposed 3, yours 5" in differs["text"]
+    assert "window: proposed now, yours tonight" in differs["text"]
+    assert cli.run_record(run_id).status == "paused"
+    decided = cli.say(f"approve {run_id} agreed", user="sue")  # no values: the proposal
     assert decided[0]["kind"] == "gate_decided" and "hotfix" in decided[0]["text"]
     assert decided[-1]["run_status"] == "completed"
     assert cli.run_record(run_id).status == "completed"
     (status,) = cli.say(f"status {run_id}", user="sam")
     assert "deploy skipped" in status["text"] and "hotfix done" in status["text"]
+    (who,) = cli.say(f"who approved {run_id}", user="sam")  # every vote, one per line, with its values
+    lines = [line.strip() for line in who["text"].splitlines()]
+    assert [line.split(" at ")[0] for line in lines if line.startswith(("sam:", "sue:"))] == [
+        "sam: hotfix replicas=3 window=now", "sue: hotfix replicas=3 window=now"]
+    assert any(line.startswith("sue:") and line.endswith("“agreed”") for line in lines)
 
 
 def test_the_console_asks_a_forms_values_as_numbered_prompts_and_fires_a_timeout(
     cli: BatonCli, terminal: Terminal
 ) -> None:
     (run_id,) = run_ids(cli.say("run release", user="rita"))
-    cli.say(f"approve {run_id} window=now", user="sue")
     terminal.expect(r"sam>")
 
     start = terminal.mark()
-    terminal.type(f"approve {run_id}\r")
+    terminal.type(f"approve {run_id}\r")  # the first vote: its values are asked, one by one
     terminal.expect(r"1/2 replicas \(integer\) \[3\]:[\s\S]*sam>", after=start, timeout=60)
     terminal.type("7\r")
     terminal.expect(r"2/2 window \(one of: now, tonight\):[\s\S]*sam>", after=start, timeout=60)
     terminal.type("now\r")
-    terminal.expect(r"Approved the gate review", after=start, timeout=60)
-    terminal.expect(r"completed in [\s\S]*sam>", after=start, timeout=60)
+    terminal.expect(r"Vote counted on review[\s\S]*proposed by sam: replicas=7 window=now", after=start,
+                    timeout=60)
+    decided = cli.say(f"approve {run_id}", user="sue")  # approves the proposal: 7 replicas, now
+    assert decided[0]["kind"] == "gate_decided" and "(by sam and sue, 2/2)" in decided[0]["text"]
+    assert cli.run_record(run_id).status == "completed"
 
     start = terminal.mark()
     terminal.type("run timed\r")  # nobody answers: the deadline loop of this process fires it

@@ -1,8 +1,10 @@
 """A two-approver gate with a form, through Discord: Approve opens a modal as the click's first
 answer (interaction callback type 9), its submission (a modal-submit interaction) is checked by
-the core and counts as one vote, the second approver's opens the gate, and the branch on
-`hotfix` is taken. Gateway payloads into the real discord.py client; what Discord received,
-from the fake."""
+the core and counts as one vote, whose choice and values become the gate's proposal; other
+values typed by the second approver are not counted (told privately how they differ), their
+click on the choice approves the proposal and opens the gate, the branch on `hotfix` is taken,
+and the gate message's headline becomes the outcome naming both voters. Gateway payloads into
+the real discord.py client; what Discord received, from the fake."""
 
 from __future__ import annotations
 
@@ -93,14 +95,31 @@ async def test_a_two_approver_gate_with_a_form_takes_the_hotfix_branch(bot: Disc
     await bot.posted_in(thread, "1/2 · needs **@sre**")  # the gate message, edited
     assert bot.baton.store.get_run(run_id).status == "paused"
 
-    await _vote_in_modal(bot, thread, hotfix, MALLORY, {"replicas": "4", "window": "now"})
+    await bot.posted_in(thread, f"proposed by <@{BOB['id']}>: `hotfix` `replicas=2` `window=tonight`")
+
+    # other values are not counted toward the proposal: Mallory is told how, privately
+    typed = bot.command(f"approve {run_id} hotfix replicas=4 window=now", who=MALLORY)
+    [told] = await bot.answers(typed)
+    assert "Not counted" in told.json["content"] and (told.json.get("flags") or 0) & 64  # ephemeral
+    assert "proposed `2`, yours `4`" in told.json["content"]
+    assert bot.baton.store.get_run(run_id).status == "paused"
+
+    # the hotfix button, with no values, approves the proposal: no modal this time
+    click = bot.click(_button(bot, thread, hotfix), who=MALLORY)
+    assert (await bot.acknowledged(click)).json["type"] != 9
     done = await bot.rested(run_id)
     assert done.status == "completed"
     store = bot.baton.store
     [entry] = [e for e in store.journal([run_id]) if e.node_id == "hotfix"]
-    assert entry.output_digest and store.get_blob(entry.output_digest) == b"hotfix x4 now"
+    assert entry.output_digest and store.get_blob(entry.output_digest) == b"hotfix x2 tonight"
     states = {n.node_id: n.state.value for n in bot.baton.engine.summary(run_id).nodes}
     assert states == {"review": "done", "deploy": "skipped", "hotfix": "done"}
     gate = store.get_gate(run_id, "review")
     assert gate.decision == "hotfix"
     assert [a["user"] for a in gate.outcome["approvers"]] == [_person(BOB), _person(MALLORY)]
+
+    # the gate message, edited once decided: its headline is the outcome, naming both voters
+    headline = f"🩹 `hotfix` chosen by <@{BOB['id']}> and <@{MALLORY['id']}> (2/2)"
+    edit = await bot.posted_in(thread, headline)
+    assert edit.method == "PATCH" and edit.content.startswith(headline)
+    assert "waits for approval" not in edit.content and "1/2" not in edit.content

@@ -50,7 +50,7 @@ async def chosen(e2e: SlackE2E, message: Call, label: str, *, user: str = ANA, a
 
 async def settled(e2e: SlackE2E, message: Call, *, by: str, approved: bool = True, after: int = 0) -> Call:
     """The edit of a message offering a gate once it was decided: who decided, no buttons."""
-    said = f"{'✅ Approved' if approved else '✖️ Rejected'} by <@{by}>"
+    said = f"{'✅ Approved' if approved else '❌ Rejected'} by <@{by}>"
 
     def found(calls: list[Call]) -> Call | None:
         for call in calls[after:]:

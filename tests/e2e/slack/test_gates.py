@@ -152,3 +152,14 @@ async def test_the_requester_may_not_approve_by_any_route_not_even_an_admin(e2e:
     await reply(e2e, "lgtm", thread=paused.thread, user=BOB)  # anyone else may
     await withdrawn(e2e, paused.rest, f"Approved by <@{BOB}>", after=mark)
     await wait_in_thread(e2e, paused.thread, COMPLETED, after=mark)
+
+
+async def test_an_approval_typed_in_the_channel_is_answered_in_the_runs_thread(e2e: SlackE2E) -> None:
+    paused = await start(e2e, 'run gated "v1"', rests_with=WAITING)
+    mark = await command(e2e, f"approve {paused.run_id} fine", user=BOB)  # typed in the channel
+    decided = await e2e.mock.wait_call("chat.postMessage", DECIDED, after=mark)
+    assert decided.body.get("thread_ts") == paused.thread and decided.body["channel"] == CHANNEL
+    await wait_in_thread(e2e, paused.thread, COMPLETED, after=mark)
+    top_level = [c for c in e2e.mock.calls[mark:]
+                 if c.method == "chat.postMessage" and "thread_ts" not in c.body]  # fmt: skip
+    assert top_level == []  # nothing about the decision lands in the channel itself

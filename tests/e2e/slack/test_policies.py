@@ -1,7 +1,10 @@
 """A two-approver gate with a form, through Slack: the gate message shows the policy and a button
 per choice; Approve opens a modal (views.open with the click's trigger_id), its submission
-(view_submission) is checked by the core and counts as one vote; the message is edited as
-votes arrive; the second approver opens the gate and the branch on `hotfix` is not taken.
+(view_submission) is checked by the core and counts as one vote, whose values become the
+gate's proposal; the message is edited as votes arrive; a second approver's other values are
+not counted (told privately how they differ), their click on Approve approves the proposal and
+opens the gate; the branch on `hotfix` is not taken; the gate message's headline becomes the
+outcome, naming both approvers.
 Signed requests into the real Bolt app; what Baton posts, read from the mock Web API."""
 
 from __future__ import annotations
@@ -100,12 +103,36 @@ async def test_a_two_approver_gate_with_a_form_through_modals(e2e: SlackE2E) -> 
     assert len(edit.buttons) == 3  # still open: its buttons stay
     assert str(e2e.baton.store.get_run(paused.run_id).status) == "paused"
 
-    mark = await _approve_in_modal(e2e, gate_message, CAROL, {"replicas": "5", "window": "now"})
+    assert f"proposed by <@{BOB}>: `replicas=3` `window=tonight`" in edit.text  # the proposal, shown
+
+    # other values are not counted toward the proposal: Carol is told how they differ, privately
+    mark = len(e2e.mock.calls)
+    typed = await e2e.slack.command(f"approve {paused.run_id} replicas=5 window=now", user=CAROL)
+    assert typed.status == 200
+    differs = await e2e.mock.wait_call("chat.postEphemeral", "Not counted", after=mark)
+    assert differs.body["user"] == CAROL
+    assert "*replicas*: proposed `3`, yours `5`" in differs.text
+    assert "*window*: proposed `tonight`, yours `now`" in differs.text
+    assert [b["value"] for b in differs.buttons] == [f"approve {paused.run_id}", f"reject {paused.run_id}"]
+    assert str(e2e.baton.store.get_run(paused.run_id).status) == "paused"
+
+    # a click on Approve with no values approves the proposal: no modal this time
+    mark = len(e2e.mock.calls)
+    assert (await e2e.slack.click(gate_message, "approve", user=CAROL)).status == 200
     await wait_in_thread(e2e, paused.thread, COMPLETED, after=mark)
+    assert not [c for c in e2e.mock.calls[mark:] if c.method == "views.open"]
     store = e2e.baton.store
     [deploy] = [e for e in store.journal([paused.run_id]) if e.node_id == "deploy"]
-    assert deploy.output_digest and store.get_blob(deploy.output_digest) == b"deploy x5 now"
+    assert deploy.output_digest and store.get_blob(deploy.output_digest) == b"deploy x3 tonight"
     states = {n.node_id: n.state.value for n in e2e.baton.engine.summary(paused.run_id).nodes}
     assert states == {"review": "done", "deploy": "done", "hotfix": "skipped"}
     gate = store.get_gate(paused.run_id, "review")
     assert [a["user"] for a in gate.outcome["approvers"]] == [f"slack:{BOB}", f"slack:{CAROL}"]
+
+    # the gate message, edited once decided: its headline is the outcome, naming both approvers
+    headline = f"✅ Approved by <@{BOB}> and <@{CAROL}> (2/2)"
+    decided = await e2e.mock.wait_for(lambda calls: next(
+        (c for c in calls[mark:] if c.method == "chat.update" and c.body.get("ts") == gate_message.ts
+         and headline in c.text), None))
+    assert decided.text.startswith(headline) and decided.buttons == []
+    assert "waits for approval" not in decided.text and "1/2" not in decided.text

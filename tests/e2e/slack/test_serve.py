@@ -62,3 +62,35 @@ async def test_serve_without_tokens_names_the_missing_settings(settings: Setting
             await serve(baton, bare)
     finally:
         baton.close()
+
+
+async def test_socket_mode_records_a_command_before_acknowledging_its_envelope(
+    settings: Settings, mock_slack: MockSlack
+) -> None:
+    """Slack never sends an acknowledged envelope again: when the ack leaves, the command is in
+    the store, open (a process dying now leaves it to the next one: test_late_commands.py), and
+    it is closed once handled."""
+    settings = settings.model_copy(update={"slack_app_token": SecretStr("xapp-e2e-not-a-real-token")})
+    baton = build_baton(settings)
+    try:
+        async with baton.running(handle_signals=False, grace=2.0):
+            client = AsyncWebClient(token=BOT_TOKEN, base_url=mock_slack.base_url)
+            serving = asyncio.create_task(serve(baton, settings, client=client))
+            await mock_slack.wait_call("socket.connect")
+            mock_slack.hold("conversations.info", "")  # handling waits after the ack
+            await mock_slack.send_envelope({
+                "envelope_id": "env-late", "type": "slash_commands", "accepts_response_payload": True,
+                "payload": {"team_id": TEAM, "channel_id": CHANNEL, "user_id": ANA, "command": "/workflow",
+                            "text": "run gated recorded", "trigger_id": "socket.trigger.2",
+                            "response_url": mock_slack.response_url("socket-2")},
+            })  # fmt: skip
+            await mock_slack.wait_for(lambda calls: [c for c in calls if c.method == "socket.ack"])
+            [recorded] = baton.store.open_events(before=time.time() + 60)
+            assert recorded.payload["text"] == "run gated recorded" and recorded.platform == "slack"
+            mock_slack.release()
+            await mock_slack.wait_call("chat.postMessage", "Started")
+            assert baton.store.open_events(before=time.time() + 60) == []  # handled: closed
+            baton.request_stop()
+            await asyncio.wait_for(serving, 10)
+    finally:
+        baton.close()

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import hashlib
 import logging
 import threading
 from pathlib import Path
@@ -163,3 +164,45 @@ async def test_a_long_pass_runs_off_the_event_loop_and_does_not_delay_the_start(
         await housekeeping.wait_for_passes(1, timeout=10)
         await housekeeping.stop()
         assert housekeeping.passes == 1
+
+
+def test_with_a_run_retention_the_bot_prunes_old_finished_runs_in_batches(settings: Settings) -> None:
+    """The wiring `baton run` uses: BATON_RUN_RETENTION_DAYS and BATON_PRUNE_BATCH reach the
+    housekeeping pass, which prunes old finished runs, keeps recent and paused ones, and sweeps
+    the blobs only the pruned runs referenced once their grace is over."""
+    from bot.retention import SWEEP_GRACE
+    from core.store.records import RunStatus
+    from tests.factories import create_run
+
+    configured = settings.model_copy(update={"run_retention_days": 30.0, "prune_batch": 2})
+    baton = build_baton(configured)
+    try:
+        housekeeping = baton.housekeeping
+        assert housekeeping is not None and housekeeping.pruner is not None
+        assert housekeeping.pruner.batch == 2
+        store = baton.store
+        made: dict[str, list[str]] = {"old": [], "recent": [], "paused": []}
+        for name, count, status in (("old", 5, RunStatus.COMPLETED), ("paused", 1, RunStatus.PAUSED),
+                                    ("recent", 1, RunStatus.COMPLETED)):
+            for i in range(count):
+                run = create_run(store, workflow="w", platform="console", conversation="c", thread=None,
+                                 requester="console:a", args_digest=store.put_blob(f"{name}{i}".encode()))
+                for step in (RunStatus.RUNNING, status):
+                    store.transition(run.id, step, actor="t", lease_owner="t")
+                made[name].append(run.id)
+        now = store.get_run(made["recent"][0]).updated_at
+        for run_id in made["old"] + made["paused"]:  # last changed 40 days before `now`
+            with store._engine.begin() as conn:  # type: ignore[attr-defined]
+                conn.exec_driver_sql(f"UPDATE runs SET updated_at = {now - 40 * DAY} WHERE id = '{run_id}'")
+        housekeeping._clock = lambda: now
+        housekeeping.pruner._clock = lambda: now
+        assert housekeeping.sweep().runs == 5  # three batches of at most two
+        assert {r.id for r in store.recent_runs(limit=100)} == set(made["paused"] + made["recent"])
+        housekeeping.pruner._clock = lambda: now + SWEEP_GRACE + 1
+        housekeeping.pruner.prune()
+        for i in range(5):
+            with pytest.raises(KeyError):
+                store.get_blob(hashlib.sha256(f"old{i}".encode()).hexdigest())
+        assert store.get_blob(store.get_run(made["recent"][0]).args_digest) == b"recent0"
+    finally:
+        baton.close()

@@ -5,8 +5,8 @@ schema (as after a crash), starts the engine, runs a workflow of tool steps (no 
 no schemas) to completion and reports which heavy modules got imported. jsonschema, jinja2, httpx,
 tenacity, alembic, procrastinate and the chat adapters are imported at their point of use
 (a schema check, a template, the openai provider, a migration, the distributed executor, a
-platform), never by the restart path itself; the store's tables are SQLAlchemy Core, so
-neither sqlmodel nor the ORM is imported at all, and on SQLite neither is SQLAlchemy's
+platform, an agent served over MCP), never by the restart path itself; the store's tables are
+SQLAlchemy Core, so neither sqlmodel nor the ORM is imported at all, and on SQLite neither is SQLAlchemy's
 PostgreSQL dialect (the indexes' PostgreSQL options are set when a PostgreSQL engine
 opens). Not a timing test: it counts modules.
 """
@@ -24,8 +24,9 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[3]
 LAZY = ("jsonschema", "jinja2", "httpx", "tenacity", "alembic", "procrastinate", "prompt_toolkit", "rich",
-        "sqlmodel")  # fmt: skip
-ADAPTERS = ("adapters.slack", "adapters.discord", "adapters.console.interactive", "slack_bolt", "discord")
+        "sqlmodel", "mcp", "mcp_types", "httpx2", "sse_starlette")  # fmt: skip
+ADAPTERS = ("adapters.slack", "adapters.discord", "adapters.console.interactive", "slack_bolt", "discord",
+            "adapters.mcp")  # fmt: skip
 
 RESTART = textwrap.dedent(
     """

@@ -313,3 +313,51 @@ async def test_chatter_in_a_thread_that_holds_no_run_leaves_nothing_behind(team:
         assert await team.say(f"chatter {n}", user="UBOSS", command=False, thread="T-other") == []
 
     assert team.store.forget_events(time.time() + 60) == 0 and before > 0
+
+
+async def test_a_first_word_that_names_no_run_is_part_of_the_reason_or_comment(team: Chat) -> None:
+    run_id = await _paused(team, "one", thread=None)
+    [rejected] = await team.say("reject too risky", user="UBOSS")  # not "No run has the id 'too'"
+    assert rejected.kind == "gate_decided" and not rejected.data["approved"]
+    assert rejected.run_id == run_id and rejected.data["comment"] == "too risky"
+    assert (await team.rest(run_id)).status is RunStatus.CANCELLED
+    assert "too risky" in (team.store.get_run(run_id).reason or "")
+
+    approved = await _paused(team, "two", thread=None)
+    [ok] = await team.say("approve looks fine", user="UBOSS")
+    assert ok.kind == "gate_decided" and ok.run_id == approved and ok.data["comment"] == "looks fine"
+    commands = [e for e in team.store.audit_log(approved) if e.action == "command"]
+    assert commands and commands[-1].details["text"] == "approve looks fine"  # audited on the run
+
+
+async def test_a_first_word_that_is_a_run_id_prefix_still_addresses_that_run(team: Chat) -> None:
+    first, second, third = [await _paused(team, str(n), thread=None) for n in range(3)]
+    [ok] = await team.say(f"approve {first[:6]} fine", user="UBOSS")  # a prefix of one run's id
+    assert ok.kind == "gate_decided" and ok.run_id == first and ok.data["comment"] == "fine"
+    assert team.store.get_run(second).status is RunStatus.PAUSED
+    [which] = await team.say("reject too risky", user="UBOSS")  # no run "too", two gates here: which?
+    assert which.kind == "which_gate"
+    assert {b.command for b in which.buttons} == {f"reject {second}", f"reject {third}"}
+    assert team.store.get_run(third).status is RunStatus.PAUSED
+    await team.rest(first)
+
+
+async def test_an_ambiguous_run_id_prefix_asks_and_no_gate_means_no_such_run(team: Chat) -> None:
+    [missing] = await team.say("reject too risky", user="UBOSS")  # nothing waits: the run is unknown
+    assert missing.is_error and "No run has the id 'too'" in missing.data["message"]
+    runs = [await _paused(team, str(n), thread=None) for n in range(17)]
+    by_first = {}
+    for run_id in runs:
+        by_first.setdefault(run_id[0], []).append(run_id)
+    shared = next(ids for ids in by_first.values() if len(ids) > 1)  # 17 ids, 16 first characters
+    [asked] = await team.say(f"approve {shared[0][0]} fine", user="UBOSS")
+    assert asked.is_error and "matches several runs" in asked.data["message"]
+    assert all(team.store.get_run(r).status is RunStatus.PAUSED for r in runs)
+
+
+async def test_help_approve_shows_the_choice_and_the_values_syntax(chat: Chat) -> None:
+    [helped] = await chat.say("help approve")
+    text = "\n".join(render(helped, "console", PLAIN))
+    assert "/workflow approve <run> [choice] [name=value …] [comment]" in text
+    assert "replicas=5" in text and "proposed" in text
+    assert parse(helped.data["example"]) == parse("approve 3f9a hotfix replicas=5 looks good")

@@ -151,7 +151,7 @@ async def test_an_escalated_approver_completes_the_quorum_and_later_deadlines_ar
     await chat.say(f"approve {run_id} replicas=3", user="sam")
     clock.now += 2 * 3600
     await deadlines.tick()  # remind:0, escalate
-    [opened] = await chat.say(f"approve {run_id} replicas=4", user="lee")
+    [opened] = await chat.say(f"approve {run_id}", user="lee")  # approves the proposal: replicas=3
     assert opened.kind == "gate_decided"
     assert (await chat.rest(run_id)).status is RunStatus.COMPLETED
     clock.now += 5 * 3600

@@ -94,18 +94,35 @@ async def test_a_quorum_of_two_distinct_approvers_with_values_opens_the_gate_onc
     assert first.kind == "vote_counted" and first.data["counted"]
     assert first.data["state"]["have"] == 1 and first.data["state"]["need"] == 2
     assert "1/2 · needs @sre · requester excluded" in _text(first)
+    assert "proposed by sam: replicas=5 window=now" in _text(first)
     [again] = await chat.say(f"approve {run_id} window=now", user="sam")  # the same person: once
     assert again.kind == "vote_counted" and not again.data["counted"]
+    [lgtm] = await chat.say("lgtm", user="sam", command=False)  # their vote is in: not asked for values
+    assert lgtm.kind == "vote_counted" and not lgtm.data["counted"]
+    told = _text(lgtm)
+    assert "Your vote on review of release run " in told and "is in already" in told
+    assert "Nothing was recorded" not in told
     assert chat.store.get_run(run_id).status is RunStatus.PAUSED
-    [decided] = await chat.say(f"approve {run_id} window=tonight", user="sue")
+    # other values are not counted toward the proposal: the voter is told how, and the ways on
+    [other] = await chat.say(f"approve {run_id} replicas=4 window=now", user="sue")
+    assert other.kind == "vote_differs" and other.ephemeral
+    assert other.data["differences"] == [{"name": "replicas", "proposed": "5", "yours": "4"}]
+    text = _text(other)
+    assert "proposal by sam: approve replicas=5 window=now" in text
+    assert "replicas: proposed 5, yours 4" in text
+    assert f"/workflow approve {run_id}" in text and f"/workflow reject {run_id}" in text
+    assert [b.command for b in other.buttons] == [f"approve {run_id}", f"reject {run_id}"]
+    gate = chat.store.get_gate(run_id, "review")
+    assert [v.user for v in chat.store.gate_votes(run_id, "review", gate.created_at)] == ["console:sam"]
+    assert chat.store.get_run(run_id).status is RunStatus.PAUSED
+    [decided] = await chat.say(f"approve {run_id} ok", user="sue")  # no values: approves the proposal
     assert decided.kind == "gate_decided" and decided.data["approved"]
     assert (await chat.rest(run_id)).status is RunStatus.COMPLETED
-    # the later decider's values over the earlier one's; defaults for what nobody gave
-    assert _output(chat, run_id, "deploy") == "deploy x3 tonight"
+    assert _output(chat, run_id, "deploy") == "deploy x5 now"  # what both approved
     review = json.loads(_output(chat, run_id, "review"))
-    assert review["decision"] == "approve" and review["values"] == {"replicas": 3, "window": "tonight"}
+    assert review["decision"] == "approve" and review["values"] == {"replicas": 5, "window": "now"}
     assert [a["user"] for a in review["approvers"]] == ["console:sam", "console:sue"]
-    assert [e.action for e in chat.store.audit_log(run_id)].count("vote") == 3
+    assert [e.action for e in chat.store.audit_log(run_id)].count("vote") == 5  # refused and repeats too
 
 
 async def test_the_requester_and_people_not_listed_are_refused_and_nothing_is_recorded(chat: Chat) -> None:
@@ -142,8 +159,8 @@ async def test_a_plain_reply_on_a_gate_with_a_form_asks_for_the_values_with_thei
 async def test_a_choice_takes_its_branch(chat: Chat) -> None:
     run_id = await _paused(chat)
     await chat.say(f"approve {run_id} hotfix window=now", user="sam")
-    [mixed] = await chat.say(f"approve {run_id} window=now", user="sue")  # approve != hotfix: no quorum
-    assert mixed.kind == "vote_counted"
+    [mixed] = await chat.say(f"approve {run_id} approve window=now", user="sue")  # not hotfix: no quorum
+    assert mixed.kind == "vote_differs" and "You chose approve, not hotfix" in _text(mixed)
     [decided] = await chat.say(f"approve {run_id} hotfix window=now", user="root")
     assert decided.kind == "gate_decided" and decided.data["decision"] == "hotfix"
     assert (await chat.rest(run_id)).status is RunStatus.COMPLETED
@@ -199,7 +216,30 @@ async def test_the_gate_message_shows_the_policy_and_its_choices_and_is_edited_a
     await chat.handler.drain()
     [edited] = [r for r in chat.outbox if r.kind == "gate_waiting" and r.edit_only]
     assert edited.replace_key == waiting.replace_key and edited.buttons == waiting.buttons
-    assert "1/2 · needs @sre · requester excluded" in _text(edited)
+    assert "1/2 · needs @sre · requester excluded · proposed by sam: replicas=3 window=now" in _text(edited)
+    await chat.say(f"approve {run_id}", user="sue")  # the proposal: the quorum is met
+    await chat.rest(run_id)
+    await chat.handler.drain()
+    settled = [r for r in chat.outbox if r.kind == "gate_waiting" and r.edit_only][-1]
+    assert settled.replace_key == waiting.replace_key and settled.buttons == ()
+    text = _text(settled)  # the headline is the outcome, naming every voter
+    assert text.startswith(f"✅ Approved by sam and sue (2/2): release run {run_id} at review.")
+    assert "waits for approval" not in text and "0/2" not in text and "1/2" not in text
+
+
+async def test_a_decided_choice_and_a_rejection_head_the_gate_message(chat: Chat) -> None:
+    chose = await _paused(chat)
+    await chat.say(f"approve {chose} hotfix window=now", user="sam")
+    await chat.say(f"approve {chose}", user="sue")
+    rejected = await _paused(chat)
+    await chat.say(f"reject {rejected} too risky", user="sue")
+    for run_id in (chose, rejected):
+        await chat.rest(run_id)
+    await chat.handler.drain()
+    edits = {r.run_id: _text(r) for r in chat.outbox
+             if r.kind == "gate_waiting" and r.edit_only and r.data.get("settled")}  # fmt: skip
+    assert edits[chose].startswith(f"🩹 hotfix chosen by sam and sue (2/2): release run {chose} at review.")
+    assert edits[rejected].startswith(f"❌ Rejected by sue: release run {rejected} at review: “too risky”.")
 
 
 async def test_who_approved_names_the_deciders_and_every_vote(chat: Chat) -> None:
@@ -214,6 +254,11 @@ async def test_who_approved_names_the_deciders_and_every_vote(chat: Chat) -> Non
     assert [(v["user"], v["choice"], v["comment"]) for v in gate["votes"]] == [
         ("console:sam", "approve", "careful"), ("console:sue", "approve", "")]
     text = _text(who)
-    assert "review: approved by sue" in text and "sam: approve at" in text and "“careful”" in text
+    lines = text.splitlines()  # one line per vote, with its values and comment
+    assert any(line.startswith("• review: approved by sue") for line in lines)
+    [sam] = [line for line in lines if line.strip().startswith("sam:")]
+    [sue] = [line for line in lines if line.strip().startswith("sue:")]
+    assert "approve replicas=3 window=now at" in sam and sam.endswith("“careful”")
+    assert "approve replicas=3 window=now at" in sue
     [usage] = await chat.say(f"who rejected {run_id}", user="bob")
     assert usage.is_error and "ask `who approved <run>`" in usage.data["message"]

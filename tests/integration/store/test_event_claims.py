@@ -91,3 +91,22 @@ def test_command_runs_finds_the_run_its_event_started(store: Store, make_run: Ma
     assert store.command_runs("slack:Ev7", "w", "slack", "C1") == (started, [])
     assert store.command_runs("discord:Ev7", "w", "slack", "C1") == (None, [])
     assert store.get_run(started.id) == started
+
+
+def test_a_recorded_event_left_unfinished_is_open_until_handled(store: Store, clock: Clock) -> None:
+    """A message recorded with its first claim (before the platform's acknowledgement) is open
+    while its handling never finished; a re-claim keeps it (the message stays), finishing it
+    closes it; claims recorded without a message (older adapters, plain chatter) never are."""
+    message = {"platform": "slack", "text": 'run deploy "v1"', "user": "U1", "event_id": "Ev1"}
+    assert store.claim_event("slack", "Ev1", stale_after=60, payload=message)
+    assert store.claim_event("slack", "Ev2", stale_after=60)  # no payload: nothing to replay
+    assert not store.claim_event("slack", "Ev1", stale_after=60, payload={"other": True})  # a duplicate
+    clock.advance(5)
+    [open_event] = store.open_events(before=clock.now)
+    assert (open_event.platform, open_event.event_id, open_event.payload) == ("slack", "Ev1", message)
+    assert store.open_events(before=clock.now - 10) == []  # claimed too recently: its handler may live
+    clock.advance(61)
+    assert store.claim_event("slack", "Ev1", stale_after=60)  # a replica re-claims it
+    assert [e.payload for e in store.open_events(before=clock.now + 1)] == [message]
+    store.finish_event("slack", "Ev1")
+    assert store.open_events(before=clock.now + 1) == []

@@ -21,8 +21,9 @@ from core.store.tables import metadata
 from tests.factories import create_run
 
 TABLES = {"runs", "journal", "gates", "audit_events", "blobs", "processed_events", "platform_state", "outbox",
-          "concurrency_locks", "alembic_version"}
-POSTGRES_ONLY_INDEXES = {"ix_runs_id_prefix", "ix_blobs_digest_prefix"}
+          "run_pins", "pruned_runs", "blob_sweep", "concurrency_locks",
+          "alembic_version"}
+POSTGRES_ONLY_INDEXES = {"ix_runs_id_prefix", "ix_blobs_digest_prefix", "ix_pruned_runs_id_prefix"}
 
 
 def _tables(store: SqlStore) -> set[str]:
@@ -44,7 +45,7 @@ def test_migrate_creates_everything_and_twice_is_a_no_op(database_url: str) -> N
         )
         store.migrate()
         with store._engine.connect() as conn:
-            assert migration.current_revision(conn) == migration.head_revision() == "0010_queue"
+            assert migration.current_revision(conn) == migration.head_revision() == migration.HEAD_REVISION
             assert conn.execute(sa.text("SELECT count(*) FROM alembic_version")).scalar() == 1
         assert store.get_run(run.id) == run
 
@@ -59,7 +60,8 @@ def test_a_database_at_head_is_checked_without_importing_alembic(tmp_path: Path)
     with SqlStore(url) as store:
         store.migrate()
         with store._engine.connect() as conn:
-            assert migration.at_head(store._engine) and migration.current_revision(conn) == "0010_queue"
+            assert migration.at_head(store._engine)
+            assert migration.current_revision(conn) == migration.HEAD_REVISION
     probe = (
         "import sys; from core.store.repository import SqlStore\n"
         f"with SqlStore({url!r}) as s: s.migrate()\n"
@@ -294,7 +296,7 @@ def test_alembic_command_line_uses_the_ini_file(tmp_path: Path) -> None:
     assert result.returncode == 0, result.stderr
     with SqlStore(url) as store:
         with store._engine.connect() as conn:
-            assert migration.current_revision(conn) == "0010_queue"
+            assert migration.current_revision(conn) == migration.HEAD_REVISION
         store.migrate()
         assert _tables(store) >= TABLES
 

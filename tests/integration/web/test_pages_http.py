@@ -412,7 +412,8 @@ async def test_the_gate_panel_shows_the_policys_live_state_and_a_vote_moves_it(
         assert "&lt;i&gt;x&lt;/i&gt;" in page and "<i>x</i>" not in page  # user text stays escaped
         before = snapshot_of(parts, run.id)
         assert before is not None
-        voted = await site.client.post(f"{path}/decide", data={**form_of(page), "decision": "approve"})
+        voted = await site.client.post(f"{path}/decide",
+                                       data={**form_of(page), "decision": "approve", "comment": "looks good"})
         assert voted.status_code == 303
         assert site.baton.store.get_gate(run.id, "review").status is GateStatus.WAITING
         after = snapshot_of(parts, run.id)
@@ -421,10 +422,16 @@ async def test_the_gate_panel_shows_the_policys_live_state_and_a_vote_moves_it(
         assert "1/2 · needs @sre · requester excluded" in again and "voted: console:sam" in again
         sue = await site.link(run, user="sue")
         sue_page = (await site.client.get(sue)).text
-        await site.client.post(f"{sue}/decide", data={**form_of(sue_page), "decision": "approve"})
+        await site.client.post(f"{sue}/decide",
+                               data={**form_of(sue_page), "decision": "approve",
+                                     "comment": "<b>ok</b> by me"})  # fmt: skip
         assert (await site.baton.engine.wait(run.id, timeout=30)).status is RunStatus.COMPLETED
         done = (await site.client.get(path)).text
-        assert "1/2" not in done and "2/2" not in done  # a decided gate shows who decided instead
+        assert "1/2 · needs" not in done and "2/2 · needs" not in done  # who decided instead
+        # after the quorum: every vote, with its comment, not only the last approver's
+        votes = re.findall(r"<li><b>([^<]+)</b> · (\w+)[^<]*· [^<]*· “([^”]*)”</li>", done)
+        assert votes == [("console:sam", "approve", "looks good"),
+                         ("console:sue", "approve", "&lt;b&gt;ok&lt;/b&gt; by me")]
 
 
 async def test_a_gate_with_a_form_shows_its_fields_and_a_page_approval_records_no_vote(
@@ -444,6 +451,18 @@ async def test_a_gate_with_a_form_shows_its_fields_and_a_page_approval_records_n
         await site.client.post(f"{path}/decide", data={**form_of(page), "decision": "approve"})
         assert site.baton.store.gate_votes(run.id, "review", run_gate_opened(site, run)) == []
         assert "0/2" in (await site.client.get(path)).text
+        # a vote with values in chat, then the proposal approved on the page: both votes listed
+        await site.say(f"approve {run.id} hotfix window=tonight careful now", user="sam")
+        sue = await site.link(run, user="sue")
+        sue_page = (await site.client.get(sue)).text
+        assert "proposed by sam: hotfix window=tonight" in sue_page
+        await site.client.post(f"{sue}/decide", data={**form_of(sue_page), "decision": "approve"})
+        assert (await site.baton.engine.wait(run.id, timeout=30)).status is RunStatus.COMPLETED
+        done = (await site.client.get(path)).text
+        assert "Approved (<code>hotfix</code>) by console:sue" in done
+        assert "<li><b>console:sam</b> · hotfix <code>window=tonight</code> · " in done
+        assert "“careful now”" in done
+        assert "<li><b>console:sue</b> · hotfix <code>window=tonight</code> · " in done
 
 
 def run_gate_opened(site: Site, run: Any) -> float:

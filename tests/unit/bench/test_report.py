@@ -109,3 +109,23 @@ def test_distributed_shows_the_share_against_the_same_connector_and_the_default_
     [one, two] = distributed_rows(data)
     assert one[1] == 62.1 and "(its default connector: 600)" in one[4]
     assert "default connector" not in two[4]
+
+
+def test_retention_rows_judge_command_p99_during_the_prune_against_50_ms() -> None:
+    from bench import report_user
+
+    during = {
+        "status": {"p50_ms": 2.0, "p99_ms": 21.0, "samples": 900},
+        "run": {"p50_ms": 1.0, "p99_ms": 64.0, "samples": 900},
+    }
+    data = {"runs": 20000, "pruned": 19600, "prune_s": 9.8, "runs_per_s": 2000.0, "batches": 196,
+            "batch": 100, "kept": 400, "left_prunable": 0, "during": during, "baseline": during,
+            "size_before_mb": 38.0, "size_after_mb": 19.0, "size_vacuumed_mb": 5.1,
+            "vacuum_s": 0.2}  # fmt: skip
+    summary = report_user.summary_rows({"retention": data})
+    rows = {what: (value, target) for what, value, _, target, _ in summary}
+    assert rows["`status` p99 while 20,000 runs are pruned (SQLite)"] == (21.0, 50.0)
+    assert rows["`run` p99 while 20,000 runs are pruned (SQLite)"] == (64.0, 50.0)
+    text = "\n".join(report_user.retention_section(data))
+    assert "19,600 finished runs pruned" in text and "5.1 MB after `baton prune --vacuum`" in text
+    assert report_user.retention_section({"error": "boom"})[2] == "not measured: `boom`"

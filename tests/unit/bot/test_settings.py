@@ -189,3 +189,37 @@ def test_a_bad_public_url_names_the_variable_and_the_web_secret_is_never_echoed(
     assert info.value.message.startswith("BATON_WEB_LINK_TTL: ")
     monkeypatch.setenv("BATON_WEB_LINK_TTL", "60")
     assert "page-signing-secret" in load_settings().secrets()  # redacted like every other secret
+
+
+def test_agents_are_principals_with_tokens_by_hash_and_a_place_to_report(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    digest = "ab" * 32
+    monkeypatch.setenv("BATON_ACCESS", '{"run": {"*": ["mcp:ci-agent"]}, "approve": {"d": ["mcp:local"]}}')
+    monkeypatch.setenv("BATON_MCP_TOKENS", f'{{"{digest.upper()}": "ci-agent"}}')
+    monkeypatch.setenv("BATON_MCP_POST_TO", "slack:C024BE7LH")
+    settings = load_settings()
+    assert settings.mcp_principal == "mcp:local" and settings.mcp_enabled
+    assert settings.mcp_tokens == {digest: "ci-agent"}
+    assert settings.mcp_post_to == "slack:C024BE7LH"
+    assert settings.access is not None and settings.access.run["*"] == ["mcp:ci-agent"]
+
+
+@pytest.mark.parametrize(
+    ("name", "value", "cause"),
+    [
+        ("BATON_MCP_TOKENS", '{"my-secret-token": "ci"}', "is not a sha256 hex digest"),
+        ("BATON_MCP_TOKENS", '{"' + "ab" * 32 + '": "ci agent"}', "is not an agent name"),
+        ("BATON_MCP_PRINCIPAL", "mcp:", "must be mcp:<name>"),
+        ("BATON_MCP_POST_TO", "C024BE7LH", "must be <platform>:<conversation>"),
+        ("BATON_ACCESS", '{"run": {"*": ["mcp:bad name"]}}', "is not a user id"),
+    ],
+)
+def test_a_bad_agent_setting_is_one_line_naming_it(
+    monkeypatch: pytest.MonkeyPatch, name: str, value: str, cause: str
+) -> None:
+    monkeypatch.setenv(name, value)
+    with pytest.raises(ConfigurationError) as info:
+        load_settings()
+    assert info.value.message.startswith(name) and cause in info.value.message
+    assert "\n" not in info.value.message and "my-secret-token" not in info.value.message

@@ -11,7 +11,7 @@ from core.commands.pages import PageLink
 from core.commands.parser import parse
 from core.commands.resolution import Prompt, prompt_options
 from core.engine.events import NodePlan, NodeState, NodeSummary, Plan, RunSummary
-from core.errors import RunNotResumable
+from core.errors import RunNotResumable, VoteDiffers
 from core.store.records import AuditEvent, Gate, GateStatus, GateVote, Run, RunStatus
 from core.workflows.approval_spec import ApprovalSpec
 from core.workflows.input_spec import InputSpec
@@ -96,8 +96,14 @@ def every_reply_kind(text: str = "hi") -> list[Reply]:
                        "question": text}], 2, [{"conversation": "C1", "url": "http://127.0.0.1:8080/c/x"}],
                      pages=True),
         replies.vote_counted(run, gate, None, {
-            "have": 1, "need": 2, "groups": ["sre"], "requester_excluded": True, "expires_in": 14_340.0,
-            "voters": ["slack:U2"], "choices": [text]}, True, comment=text),
+            "have": 1, "need": 2, "groups": ["sre"], "requester_excluded": True, "humans_only": True,
+            "expires_in": 14_340.0,
+            "voters": ["slack:U2"], "choices": [text],
+            "proposal": {"by": "slack:U2", "choice": "hotfix", "values": {"replicas": 5, "window": text}}},
+            True, comment=text),
+        replies.vote_differs(run, gate, VoteDiffers(run_id=run.id, node_id="review", by="slack:U2",
+                                                    choice="approve", values={"replicas": 5, "window": text}),
+                             "approve", {"replicas": 4, "window": text}),
         replies.approval_values(run, gate, ApprovalSpec(question=text, form={
             "replicas": InputSpec(type="integer", default=3), "window": InputSpec(enum=["now", text])}),
             "approve", {"replicas": 3}, ["window"]),
@@ -107,8 +113,10 @@ def every_reply_kind(text: str = "hi") -> list[Reply]:
         replies.who_approved(run, [(
             gate.evolve(status=GateStatus.APPROVED, decision="hotfix", decided_by="slack:U2",
                         decided_at=1_700_000_100.0),
-            [GateVote(run.id, "review", 1.0, "slack:U2", "hotfix", 1_700_000_090.0, text)])]),
+            [GateVote(run.id, "review", 1.0, "slack:U2", "hotfix", 1_700_000_090.0, text,
+                      {"window": text})])]),
         replies.audit_export(3, "7d", "csv", "baton-audit-20260921T141320Z.csv", text.encode()),
+        replies.unmet_gate(text, {"node": "review", "required": 2, "people": 0, "groups": ["sre"]}),
         replies.queue([{"key": text, "limit": 1, "active": [QUEUE_AHEAD], "queued": [
             {"position": 1, "id": "r-2", "workflow": text, "requester": "slack:U2", "waited": 90.0}]}], text),
         replies.progress(run.evolve(status=RunStatus.QUEUED), make_summary("queued"), queue=queued(text)),

@@ -51,7 +51,7 @@ def test_a_decided_gate_leaves_the_other_gates_choices_and_says_who_decided() ->
     menu = withdrawn(replies.which_gate(_gates(7), "approve"), "r6", {**SETTLED, "run_id": "r6"})
     assert [len(m.options) for m in menu.menus] == [6]
     alone = withdrawn(replies.approval_question(RUN, make_gate(RUN)), "r1", {**SETTLED, "approved": False})
-    assert alone.buttons == () and render(alone, "console", PLAIN)[0].endswith("✖️ Rejected by slack:U2.")
+    assert alone.buttons == () and render(alone, "console", PLAIN)[0].endswith("❌ Rejected by slack:U2.")
 
 
 def test_a_kept_reply_comes_back_the_same() -> None:

@@ -18,6 +18,8 @@ from core.engine.approval_policy import (
     deadlines,
     due,
     outstanding,
+    same_thing,
+    shortfall,
     tally,
 )
 from core.workflows.approval_spec import ApprovalSpec
@@ -145,6 +147,19 @@ def test_a_choice_decides_only_with_its_own_quorum() -> None:
     assert hotfix[:2] == (Verdict.DECIDED, "hotfix")
 
 
+def test_a_quorum_approves_one_thing_the_first_votes_values() -> None:
+    p = policy(approvers=["group:sre", "console:lee"], required=2)
+    five = Vote("console:sam", "approve", OPENED + 1, "five", {"replicas": 5})
+    four = Vote("console:sue", "approve", OPENED + 2, "four", {"replicas": 4})
+    t = tally(p, [five, four], requester=REQUESTER, opened_at=OPENED, members=members)
+    assert (t.verdict, t.leading, t.proposal) == (Verdict.PENDING, 1, five)  # 4 is not counted toward 5
+    agree = Vote("console:lee", "approve", OPENED + 3, "", {"replicas": 5})
+    t = tally(p, [four, agree, five], requester=REQUESTER, opened_at=OPENED, members=members)
+    assert (t.verdict, t.decision) == (Verdict.DECIDED, "approve")
+    assert [v.user for v in t.deciders()] == ["console:sam", "console:lee"]
+    assert all(same_thing(v, five) for v in t.deciders())
+
+
 def test_a_choice_the_gate_does_not_offer_is_ignored() -> None:
     assert decide(policy(approvers=["*"]), vote("console:sam", "hotfix"))[0] is Verdict.PENDING
 
@@ -208,6 +223,8 @@ votes_strategy = st.lists(
         st.sampled_from(PEOPLE),
         st.sampled_from(["approve", "hotfix", "reject"]),
         st.floats(OPENED, OPENED + 10_000),
+        st.just(""),
+        st.sampled_from([{}, {"replicas": 4}, {"replicas": 5}]),
     ),
     max_size=12,
 )
@@ -233,6 +250,8 @@ def test_properties_of_any_sequence_of_votes(votes: list[Vote], required: int, e
     assert t.voters <= eligible
     if t.verdict is Verdict.DECIDED:
         assert t.decision != "reject" and len({v.user for v in t.deciders()}) == required
+        # a quorum approves one thing: the proposal, choice and values alike
+        assert t.proposal is not None and all(same_thing(v, t.proposal) for v in t.deciders())
     # the order votes arrive in (a race) never changes the outcome
     again = tally(p, list(reversed(votes)), requester=REQUESTER, opened_at=OPENED, members=members)
     assert (again.verdict, again.decision) == (t.verdict, t.decision)
@@ -260,3 +279,32 @@ def test_exactly_required_distinct_people_open_the_gate(required: int) -> None:
     before = decide(p, *(vote(u, at=OPENED + i) for i, u in enumerate(people[:-1])))
     after = decide(p, *(vote(u, at=OPENED + i) for i, u in enumerate(people)))
     assert before[0] is Verdict.PENDING and after[:2] == (Verdict.DECIDED, "approve")
+
+
+def test_an_agent_never_counts_on_a_run_it_started_and_never_on_a_humans_only_gate() -> None:
+    open_to_all = policy(approvers=["*"])
+    standing = lambda p, user, requester=REQUESTER: p.standing(  # noqa: E731
+        user, requester=requester, opened_at=OPENED, now=OPENED + 1, members=members)
+    assert standing(open_to_all, "mcp:ci", requester="mcp:ci") is Standing.AGENT_OWN_RUN
+    assert standing(open_to_all, "mcp:other", requester="mcp:ci") is Standing.ELIGIBLE
+    assert standing(open_to_all, "console:rita") is Standing.ELIGIBLE  # people: as the policy says
+    humans = policy(approvers=["*", "mcp:ci"], humans_only=True)
+    assert standing(humans, "mcp:ci") is Standing.HUMANS_ONLY
+    assert standing(humans, "console:sam") is Standing.ELIGIBLE
+    admin_agent = Policy.of(ApprovalSpec(question="Go?", humans_only=True), approvers=["*"],
+                            admins=["mcp:ci"])
+    assert standing(admin_agent, "mcp:ci") is Standing.HUMANS_ONLY  # admins included
+    # a vote of theirs counts for nothing, whatever the order it arrives in
+    assert decide(humans, vote("mcp:ci", "reject"), vote("console:sam", at=OPENED + 2))[0] is Verdict.DECIDED
+
+
+def test_a_policy_nobody_can_meet_says_why() -> None:
+    lack = shortfall(policy(approvers=["group:nobody"], required=2), members)
+    assert lack is not None and (lack.required, lack.people, lack.empty) == (2, 1, ("nobody",))  # the admin
+    assert shortfall(policy(approvers=["group:sre"], required=2), members) is None  # sam and sue
+    excluded = policy(approvers=["group:sre"], required=3, requester_may_approve=False)
+    assert shortfall(excluded, members) is None  # sam, sue and the admin
+    assert shortfall(excluded, members, requester="console:sam") is not None  # sam asked: two left
+    escalated = policy(approvers=["group:nobody"], required=2, escalate={"after": "1h", "to": ["group:sre"]})
+    assert shortfall(escalated, members) is None  # enough once it escalates
+    assert shortfall(policy(approvers=["*"], required=5), members) is None  # anyone

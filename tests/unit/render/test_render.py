@@ -264,3 +264,12 @@ def test_compiled_reply_templates_come_back_from_the_bytecode_cache(
         assert [render_text(r, "slack", PLAIN) for r in replies] == first
     finally:
         environment.cache_clear()
+
+
+@pytest.mark.parametrize("platform", PLATFORMS)
+def test_a_gates_policy_state_says_when_only_people_may_decide_it(platform: str) -> None:
+    (counted,) = [r for r in every_reply_kind() if r.kind == "vote_counted"]
+    assert "people only" in "".join(render(counted, platform, PLAIN))
+    state = {k: v for k, v in counted.data["state"].items() if k != "humans_only"}
+    quiet = dataclasses.replace(counted, data={**counted.data, "state": state})
+    assert "people only" not in "".join(render(quiet, platform, PLAIN))

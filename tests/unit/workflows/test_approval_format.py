@@ -120,6 +120,8 @@ def test_the_question_and_when_are_templates_whose_references_count(load_yaml: L
         ("form: {bad-name: {type: string}}", 6, "form field `bad-name`", "letters, digits"),
         ("form: {n: {type: integer, default: x}}", 6, "default 'x' is not of type integer", "type integer"),
         ("requird: 2", 6, "unknown key `requird`", "`required`"),
+        ('approvers: ["mcp:ci"]\nhumans_only: true', 7, "is humans_only but lists only agents", "drop"),
+        ("humans_only: perhaps", 6, "`humans_only` of `approval` of node `review`", "true or false"),
     ],
 )
 def test_a_bad_policy_is_one_line_with_its_line_and_fix(
@@ -209,3 +211,9 @@ def test_bad_durations_are_refused(text: str | int | bool) -> None:
 def test_durations_show_the_two_largest_units(seconds: float, shown: str) -> None:
     assert show_duration(seconds) == shown
 
+
+
+def test_humans_only_loads_and_is_part_of_the_policy(load_yaml: Load) -> None:
+    workflow = load_yaml(_gate('approvers: ["slack:U1", "mcp:ci"]\nhumans_only: true'))
+    spec = workflow.node("review").approval
+    assert spec is not None and spec.humans_only and not spec.is_short

@@ -149,6 +149,7 @@ def test_the_quorum_example_states_a_whole_policy_and_branches_on_it(catalog: Ca
     example = catalog.get("deploy-quorum")
     gate = example.node("review").approval
     assert gate is not None and gate.required == 2 and gate.requester_may_approve is False
+    assert gate.humans_only  # no agent decides a production deploy
     assert gate.answers == ("approve", "hotfix", "reject") and set(gate.form) == {"replicas", "window"}
     assert example.node("review").approvers == ["group:sre"]
     assert example.node("ship").when and example.node("hotfix").when

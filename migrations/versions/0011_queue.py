@@ -1,8 +1,8 @@
 """Concurrency limits with a visible queue: a run's key, policy and queue time, and one lock
 row per key (what admission locks first on PostgreSQL).
 
-Revision ID: 0010_queue
-Revises: 0009
+Revision ID: 0011_queue
+Revises: 0010_retention
 Create Date: 2026-11-27
 """
 
@@ -13,8 +13,8 @@ from collections.abc import Sequence
 import sqlalchemy as sa
 from alembic import op
 
-revision: str = "0010_queue"
-down_revision: str | None = "0009"
+revision: str = "0011_queue"
+down_revision: str | None = "0010_retention"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 

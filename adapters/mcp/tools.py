@@ -1,0 +1,313 @@
+"""The tools, each the chat command it names, sent as the calling principal.
+
+Every tool call becomes one `ChatMessage` (`principal` set, `is_command`) handled by the same
+`Handler` chat uses: the same parser, authorization, compare-and-swap, redaction and audit
+(the audit row's actor is the principal). The replies that come back are data; this module
+turns them into an `Answer`: JSON about the run (id, handle, status, what it waits for, its
+page) and the reply's own words on one line. No rule lives here: what an agent may do is
+what `core/commands` lets the principal do.
+
+Where the agent's runs report: `BATON_MCP_POST_TO` (`slack:C024BE7LH`), so people see them
+and decide their gates in chat; the command's "started" reply is posted there like a
+person's would be (it opens the run's thread). Unset: the conversation `mcp:<name>` of the
+platform `mcp`, which only the agent reads, through these tools.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+import json
+import time
+import uuid
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from core.commands import replies as replies_
+from core.commands.handler import Handler
+from core.commands.messages import ChatMessage, Reply
+from core.commands.quoting import quote_word
+from core.engine.engine import Engine
+from core.engine.events import EngineEvent, NodeState
+from core.errors import RunNotFound, UsageError
+from core.redaction import Redactor
+from core.render import render_text
+from core.store.port import Store
+from core.store.records import Run, RunStatus
+
+PLATFORM = "mcp"  # runs an agent starts when BATON_MCP_POST_TO is unset report here (nowhere)
+POLL = 0.5  # seconds between reads of the store while waiting (a decision in another process)
+MAX_WAIT = 600.0  # the longest one wait_run call waits; call it again to wait longer
+TEXT_LIMIT = 600  # characters of the one-line text
+#: the replies that ask for something instead of doing it: an error to the agent
+ASKING = frozenset({"input_form", "approval_values"})
+
+
+class Baton(Protocol):
+    """What the tools need of `bot.app.Baton` (adapters never import `bot`)."""
+
+    @property
+    def store(self) -> Store: ...
+    @property
+    def engine(self) -> Engine: ...
+    @property
+    def handler(self) -> Handler: ...
+    @property
+    def redactor(self) -> Redactor: ...
+
+
+@dataclass(frozen=True, slots=True)
+class Answer:
+    """One tool's result: `data` (JSON), `text` (one line), `error` (an MCP tool error)."""
+
+    data: dict[str, Any]
+    text: str
+    error: bool = False
+
+
+def attention(run: Run, gate_waiting: bool) -> str | None:
+    """What the run waits for from a person: `gate`, `needs_attention`, `queued`, or None."""
+    status = str(run.status)
+    if status == RunStatus.PAUSED and gate_waiting:
+        return "gate"
+    if status in (RunStatus.NEEDS_ATTENTION, "queued"):
+        return status
+    return None
+
+
+class AgentTools:
+    """The operations behind the MCP tools, for whichever principal calls them."""
+
+    def __init__(self, baton: Baton, *, post_to: str | None, poll: float = POLL,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self.baton = baton
+        self.handler = baton.handler
+        self.place = tuple(post_to.split(":", 1)) if post_to else None
+        self.poll = poll
+        self.clock = clock
+
+    # -- the tools ---------------------------------------------------------------------------
+
+    async def list_workflows(self, principal: str) -> Answer:
+        replies = await self._command(principal, ["list"])
+        return self._answer(principal, replies, lambda r: {
+            "workflows": list(r.data.get("workflows", [])), "broken": list(r.data.get("broken", []))})
+
+    async def run_workflow(self, principal: str, workflow: str, message: str | None = None,
+                           args: Mapping[str, Any] | None = None, force: bool = False,
+                           replace: str | None = None) -> Answer:
+        words = ["run", _q(workflow)]
+        if args is not None:
+            words += ["--args", _q(json.dumps(dict(args), ensure_ascii=False))]
+        if force:
+            words.append("--force")
+        if replace is not None:
+            words += ["--replace", _q(replace)]
+        if message is not None:
+            words.append(_q(message))
+        replies = await self._command(principal, words)
+        prompt = next((r for r in replies if r.kind == "fresh_run_prompt"), None)
+        if prompt is not None:
+            return self._choice(principal, prompt, workflow, message, args)
+        started = next((r for r in replies if r.kind == "run_started"), None)
+        if started is not None:
+            await self._announce(started)
+        return self._answer(principal, replies, lambda r: {})
+
+    async def get_run(self, principal: str, run: str) -> Answer:
+        replies = await self._command(principal, ["status", _q(run)])
+        return self._answer(principal, replies, lambda r: {"nodes": [
+            {"node": n["node_id"], "state": n["state"], "error": n.get("error") or None}
+            for n in r.data.get("nodes", ())]})
+
+    async def list_runs(self, principal: str, workflow: str | None = None,
+                        status: str | None = None) -> Answer:
+        replies = await self._command(principal, ["runs"])
+        if replies and replies[-1].is_error:
+            return self._answer(principal, replies, lambda r: {})
+        found = replies[-1].data.get("runs", ()) if replies else ()
+        items = [r for r in found if (workflow is None or r["workflow"] == workflow)
+                 and (status is None or r["status"] == status)]
+        found_runs = [self.baton.store.get_run(item["id"]) for item in items]
+        runs = [self._view(principal, r) for r in found_runs]
+        return Answer(self._clean({"runs": runs}), self.line(replies_.runs(found_runs)))
+
+    async def wait_run(self, principal: str, run: str, timeout_s: float = 60.0) -> Answer:
+        first = await self._command(principal, ["status", _q(run)])  # may they see it? (audited)
+        if not first or first[-1].is_error or first[-1].run_id is None:
+            return self._answer(principal, first, lambda r: {})
+        run_id = first[-1].run_id
+        deadline = self.clock() + max(0.0, min(float(timeout_s), MAX_WAIT))
+        moved = asyncio.Event()
+
+        async def on_event(event: EngineEvent) -> None:
+            if event.run_id == run_id:
+                moved.set()
+
+        unsubscribe = self.baton.engine.subscribe(on_event)
+        try:
+            while True:
+                current = self.baton.store.get_run(run_id)
+                if current.status.resting:
+                    break
+                left = deadline - self.clock()
+                if left <= 0:
+                    break
+                moved.clear()  # a run moving in this process wakes us; another process's, the poll
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(moved.wait(), min(self.poll, left))
+        finally:
+            unsubscribe()
+        view = self._view(principal, current)
+        view["timed_out"] = not current.status.resting
+        summary = self.baton.engine.summary(current)
+        return Answer(self._clean(view), self.line(replies_.status(current, summary)))
+
+    async def approve(self, principal: str, run: str, comment: str | None = None,
+                      values: Mapping[str, Any] | None = None, choice: str | None = None) -> Answer:
+        words = ["approve", _q(run)]
+        if choice is not None:
+            words.append(_q(choice))
+        for name, value in (values or {}).items():
+            words.append(_q(f"{name}={value if isinstance(value, str) else json.dumps(value)}"))
+        if comment:
+            words.append(_q(comment))
+        return self._answer(principal, await self._command(principal, words), lambda r: {"decision": r.kind})
+
+    async def reject(self, principal: str, run: str, reason: str) -> Answer:
+        words = ["reject", _q(run), *([_q(reason)] if reason else [])]
+        return self._answer(principal, await self._command(principal, words), lambda r: {"decision": r.kind})
+
+    async def resume(self, principal: str, run: str) -> Answer:
+        return self._answer(principal, await self._command(principal, ["resume", _q(run)]), lambda r: {})
+
+    async def abandon(self, principal: str, run: str) -> Answer:
+        return self._answer(principal, await self._command(principal, ["abandon", _q(run)]), lambda r: {})
+
+    async def get_output(self, principal: str, run: str, node: str) -> Answer:
+        first = await self._command(principal, ["status", _q(run)])  # may they see it? (audited)
+        if not first or first[-1].is_error or first[-1].run_id is None:
+            return self._answer(principal, first, lambda r: {})
+        target = self.baton.store.get_run(first[-1].run_id)
+        detail = self.baton.engine.inspect(target, plan=False)
+        found = next((n for n in detail.nodes if n.node_id == node), None)
+        if found is None or found.output_digest is None:
+            nodes = ", ".join(n.node_id for n in detail.nodes) or "none"
+            missing = RunNotFound(f"`{node}` has no stored output in run {target.id} (its nodes: {nodes}).",
+                                  hint="get_run shows which nodes have finished.")
+            return self._answer(principal, [replies_.error(missing, target)], lambda r: {})
+        raw = self.baton.store.get_blob(found.output_digest).decode("utf-8", errors="replace")
+        output: Any = raw
+        with contextlib.suppress(ValueError):
+            output = json.loads(raw)
+        data = {**self._view(principal, target), "node": node, "state": str(found.state), "output": output}
+        return Answer(self._clean(data), _one_line(self.baton.redactor.redact(raw)))
+
+    # -- translation ---------------------------------------------------------------------------
+
+    async def _command(self, principal: str, words: Sequence[str]) -> list[Reply]:
+        """`words`: the command's words, every value quoted (`_q`): a value is never a flag."""
+        platform, conversation = self.place or (PLATFORM, principal)
+        message = ChatMessage(
+            platform=platform, conversation=conversation, user=principal,
+            text=" ".join(words), event_id=f"mcp-{uuid.uuid4().hex}",
+            principal=principal,
+        )
+        return await self.handler.handle(message)
+
+    async def _announce(self, started: Reply) -> None:
+        """The "started" reply, posted where the run reports, as a person's command would be;
+        it opens the run's thread. Not posted when that platform is not served here."""
+        if self.place is None or started.run_id is None:
+            return
+        platform, conversation = self.place
+        posted = await self.handler.announce(dataclasses.replace(
+            started, platform=platform, conversation=conversation, ephemeral=False))
+        if not posted:
+            await self.handler.attach_thread(started.run_id, None)
+
+    def _answer(self, principal: str, replies: Sequence[Reply],
+                extra: Callable[[Reply], dict[str, Any]]) -> Answer:
+        """The command's last reply (the one that says what became of it) as an `Answer`."""
+        if not replies:  # the handler answers a duplicate event with nothing (not a fresh id's fate)
+            replies = [replies_.error(UsageError("Nothing was done: this call was already handled.",
+                                                 hint="Call get_run to see the run."))]
+        last = replies[-1]
+        text = self.line(last)
+        if last.is_error or last.kind in ASKING:
+            data: dict[str, Any] = {"error": last.data.get("message") or text, "hint": last.data.get("hint")}
+            if last.kind in ASKING:
+                asked = last.data.get("missing") or ()
+                missing = [m.get("name") if isinstance(m, Mapping) else m for m in asked]
+                data |= {"error": text, "missing": missing, "asked": last.kind}
+            if last.run_id is not None:
+                data["run"] = last.run_id
+            return Answer(self._clean(data), text, error=True)
+        data = {}
+        if last.run_id is not None:
+            data = self._view(principal, self.baton.store.get_run(last.run_id))
+        data |= extra(last)
+        return Answer(self._clean(data), text)
+
+    def _choice(self, principal: str, prompt: Reply, workflow: str, message: str | None,
+                args: Mapping[str, Any] | None) -> Answer:
+        """The fresh-run prompt as data: resume the unfinished run, replace it, or force a new one."""
+        old = self.baton.store.get_run(prompt.run_id or "")
+        view = self._view(principal, old)
+        again: dict[str, Any] = {"workflow": workflow}
+        if message is not None:
+            again["message"] = message
+        if args is not None:
+            again["args"] = dict(args)
+        first = ({"option": "resume", "tool": "wait_run", "arguments": {"run": old.id, "timeout_s": 60},
+                  "note": "its gate waits for a person"} if view["attention"] == "gate"
+                 else {"option": "resume", "tool": "resume", "arguments": {"run": old.id}})
+        data = {
+            "choice": "unfinished_run",
+            "unfinished": view,
+            "options": [
+                first,
+                {"option": "replace", "tool": "run_workflow", "arguments": {**again, "replace": old.id}},
+                {"option": "force", "tool": "run_workflow", "arguments": {**again, "force": True}},
+            ],
+        }
+        return Answer(self._clean(data), self.line(prompt))
+
+    def _view(self, principal: str, run: Run) -> dict[str, Any]:
+        """The run as an agent needs it: ids, status, what it waits for, where it reports."""
+        engine = self.baton.engine
+        gate = engine.gates.waiting(run) if run.status is RunStatus.PAUSED else None
+        needs = attention(run, gate is not None)
+        waiting: dict[str, Any] | None = None
+        if needs == "gate" and gate is not None:
+            waiting = {"gate": gate.node_id, "question": gate.prompt}
+        elif needs == "needs_attention":
+            nodes = [n.node_id for n in engine.summary(run).nodes if n.state is NodeState.ATTENTION]
+            waiting = {"nodes": nodes}
+        pages = self.handler.pages
+        page = pages.run_link(run, principal).url if pages is not None and principal else None
+        return {
+            "run": run.id, "workflow": run.workflow, "status": str(run.status), "handle": run.handle,
+            "requester": run.requester, "attention": needs, "waiting_for": waiting, "page": page,
+            "reports_to": {"platform": run.platform, "conversation": run.conversation, "thread": run.thread},
+        }
+
+    def line(self, reply: Reply) -> str:
+        """The reply's own words (the console's templates), on one line."""
+        return _one_line(render_text(reply, "console", self.baton.redactor))
+
+    def _clean(self, data: dict[str, Any]) -> dict[str, Any]:
+        cleaned: dict[str, Any] = self.baton.redactor.redact_value(data)
+        return cleaned
+
+
+def _q(value: str) -> str:
+    """A value as one quoted word of a command: `--force` given as a message stays the message."""
+    return quote_word(value)
+
+
+def _one_line(text: str) -> str:
+    flat = " ".join(text.split())
+    return flat if len(flat) <= TEXT_LIMIT else flat[: TEXT_LIMIT - 1] + "…"

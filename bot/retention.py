@@ -1,0 +1,120 @@
+"""Retention: old finished runs pruned in small batches, then the blobs only they referenced,
+and the audit trail on its own clock (DESIGN.md "Retention", docs/operations.md).
+
+    pruner = Pruner(store, run_retention=30 * DAY)
+    report = pruner.prune(dry_run=True)        # counts only; deletes nothing
+    report = pruner.prune()                    # batches of `batch` runs, one transaction each
+
+Each batch is one short transaction (`Retention.prune_runs` decides again inside it which of
+its runs may go), and the pruner rests after each batch for as long as the batch took (at least
+`pause`), so a prune holds SQLite's write lock at most half the time and `status` or `run` wait
+at most one batch. `baton prune` and
+housekeeping (`bot/housekeeping.py`) both use it; several replicas may prune at once (a run
+deleted by a peer simply does not count).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from core.store.port import Store
+from core.store.records import PruneCounts
+
+log = logging.getLogger("baton.retention")
+
+DAY = 86_400.0
+#: A blob a pruned run referenced is deleted this long after the prune, if nothing references
+#: it by then: a run created meanwhile with the same args (or re-using the same output) keeps it.
+SWEEP_GRACE = 3600.0
+
+
+@dataclass(frozen=True, slots=True)
+class PruneReport:
+    """What a prune did (or, dry, would do)."""
+
+    cutoff: float | None  # runs last changed before this; None: run retention is off
+    dry_run: bool
+    counts: PruneCounts
+    blobs: int = 0  # blobs swept (a dry run sweeps none)
+    audit: int = 0  # audit rows forgotten (a dry run: how many would be)
+    batches: int = 0
+
+
+class Pruner:
+    def __init__(
+        self,
+        store: Store,
+        *,
+        run_retention: float | None,
+        audit_retention: float | None = None,
+        batch: int = 100,
+        pause: float = 0.005,
+        clock: Callable[[], float] = time.time,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
+        self.store = store
+        self.run_retention = run_retention  # seconds; None: keep every run
+        self.audit_retention = audit_retention  # seconds; None: keep the audit trail
+        self.batch = batch
+        self.pause = pause
+        self._clock = clock
+        self._sleep = sleep
+
+    @property
+    def enabled(self) -> bool:
+        return self.run_retention is not None or self.audit_retention is not None
+
+    def prune(self, *, dry_run: bool = False, max_batches: int | None = None) -> PruneReport:
+        """Prune (or count) every run past retention, batch by batch; then sweep blobs whose
+        grace is over and forget old audit rows. `max_batches` bounds one housekeeping pass."""
+        now = self._clock()
+        cutoff = None if self.run_retention is None else now - self.run_retention
+        counts, batches, seen = PruneCounts(), 0, set[str]()
+        while cutoff is not None and (max_batches is None or batches < max_batches):
+            ids = [i for i in self.store.prunable_runs(cutoff, limit=self.batch + len(seen)) if i not in seen]
+            ids = ids[: self.batch]
+            if not ids:
+                break
+            started = time.perf_counter()
+            if dry_run:
+                counts += self.store.prune_counts(ids)
+                seen.update(ids)  # nothing is deleted: page past what was counted
+            else:
+                counts += self.store.prune_runs(ids)
+            batches += 1
+            # let waiting writers in between two batches, for at least as long as the batch held
+            # the lock: a prune takes at most half of the database's write time
+            rest = max(self.pause, time.perf_counter() - started)
+            if rest > 0:
+                self._sleep(rest)
+        blobs = 0 if dry_run else self._sweep(now)
+        audit = self._audit(now, dry_run)
+        report = PruneReport(cutoff, dry_run, counts, blobs, audit, batches)
+        if not dry_run and (counts.runs or blobs or audit):
+            log.info(
+                "pruned %d runs, %d blobs and %d audit rows",
+                counts.runs,
+                blobs,
+                audit,
+                extra={"action": "prune", **counts.as_dict(), "blobs": blobs, "audit": audit},
+            )
+        return report
+
+    def _sweep(self, now: float) -> int:
+        swept = 0
+        while True:
+            deleted = self.store.sweep_blobs(now - SWEEP_GRACE, limit=1000)
+            swept += deleted
+            if not deleted:  # a batch of only re-referenced candidates deletes none: next pass
+                return swept
+
+    def _audit(self, now: float, dry_run: bool) -> int:
+        if self.audit_retention is None:
+            return 0
+        before = now - self.audit_retention
+        if dry_run:
+            return self.store.count_audit(before)
+        return self.store.forget_audit(before)
