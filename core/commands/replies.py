@@ -75,6 +75,16 @@ def unexpected() -> Reply:
     })
 
 
+def stale_control(form: bool) -> Reply:
+    """A click or a form submission Baton cannot act on: not one of its buttons, a malformed
+    one, or a form that closed (timed out, or opened before a restart)."""
+    what = "This form is no longer open" if form else "This button is not one Baton can act on"
+    return Reply(kind="error", is_error=True, ephemeral=True, data={
+        "message": f"{what}; nothing was done.",
+        "hint": "Type the command instead (`help` lists them), or open the form again.",
+    })
+
+
 def help_list(specs: Sequence[Spec]) -> Reply:
     return Reply(kind="help", ephemeral=True, data={
         "commands": [{"name": s.name, "usage": s.usage, "summary": s.summary} for s in specs]})
