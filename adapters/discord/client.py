@@ -256,8 +256,7 @@ class BatonClient(discord.Client):
         buttons or menus, or a submission of a form this process has not open (timed out, or
         opened before a restart), is told so privately. discord.py drops both silently, and
         Discord then shows "This interaction failed"."""
-        data = interaction.data or {}
-        custom_id = str(data.get("custom_id", ""))
+        custom_id = _custom_id(interaction)
         if interaction.type == discord.InteractionType.component:
             if (PATTERN.fullmatch(custom_id) or MENU_PATTERN.fullmatch(custom_id)) and _shown(
                     interaction.message, custom_id):
@@ -267,7 +266,7 @@ class BatonClient(discord.Client):
             await self._tell_stale(interaction, form=True)
 
     async def _tell_stale(self, interaction: discord.Interaction, *, form: bool) -> None:
-        log.info("interaction Baton cannot act on: %s", (interaction.data or {}).get("custom_id"),
+        log.info("interaction Baton cannot act on: %s", _custom_id(interaction),
                  extra={"action": "interaction_unknown", "interaction": interaction.id})
         text = "\n".join(render(replies.stale_control(form), "discord", self.handler.redactor))
         try:
@@ -311,6 +310,11 @@ class BatonClient(discord.Client):
         except discord.HTTPException as exc:
             log.warning("the failure could not be told: %s", exc,
                         extra={"action": "command_failed_untold", "interaction": interaction.id})
+
+
+def _custom_id(interaction: discord.Interaction) -> str:
+    data: dict[str, object] = dict(interaction.data or {})
+    return str(data.get("custom_id", ""))
 
 
 def _shown(message: discord.Message | None, custom_id: str) -> bool:
