@@ -32,10 +32,11 @@ from core.workflows.catalog import Catalog
 
 #: The node list's groups, in this order; the first four start open.
 STATE_ORDER = (
-    NodeState.FAILED, NodeState.ATTENTION, NodeState.WAITING, NodeState.RUNNING,
+    NodeState.FAILED, NodeState.REJECTED, NodeState.ATTENTION, NodeState.WAITING, NodeState.RUNNING,
     NodeState.QUEUED, NodeState.DONE, NodeState.CACHED, NodeState.SKIPPED,
 )  # fmt: skip
-OPEN_STATES = frozenset({NodeState.FAILED, NodeState.ATTENTION, NodeState.WAITING, NodeState.RUNNING})
+OPEN_STATES = frozenset({NodeState.FAILED, NodeState.REJECTED, NodeState.ATTENTION, NodeState.WAITING,
+                         NodeState.RUNNING})
 ALL_OPEN_UP_TO = 40  # a run this small shows every group open
 INLINE_OUTPUTS = 200  # up to this many nodes, each row shows the start of its output
 PREVIEW_CHARS = 600

@@ -126,17 +126,36 @@ def own_latest(entries: Sequence[JournalEntry]) -> dict[str, JournalEntry]:
     return latest
 
 
-def _row(node_id: str, kind: str, entry: JournalEntry | None, run: Run, deps_done: bool) -> NodeSummary:
+def _gates(names: Sequence[str]) -> str:
+    return ", ".join(f"`{n}`" for n in names)
+
+
+def _row(
+    node_id: str, kind: str, entry: JournalEntry | None, run: Run, deps_done: bool,
+    after: Sequence[str] = (),
+) -> NodeSummary:
+    """One node's row; `after`: the gates above it that wait (a paused run) or were rejected."""
     status = run.status
     if entry is None:
         if kind == "approval" and status is RunStatus.PAUSED and deps_done:
             return NodeSummary(node_id, kind, NodeState.WAITING, reason="waiting for approval")
-        state = NodeState.QUEUED if status in (RunStatus.RUNNING, RunStatus.PENDING) else NodeState.SKIPPED
-        return NodeSummary(node_id, kind, state)
+        if status is RunStatus.PAUSED and after:  # not skipped: it runs once they are approved
+            return NodeSummary(node_id, kind, NodeState.WAITING, reason=f"waits for {_gates(after)}")
+        if status in (RunStatus.RUNNING, RunStatus.PENDING):
+            return NodeSummary(node_id, kind, NodeState.QUEUED)
+        if after:
+            return NodeSummary(node_id, kind, NodeState.SKIPPED, reason=f"skipped: {_gates(after)} rejected")
+        return NodeSummary(node_id, kind, NodeState.SKIPPED)
     seconds = round((entry.finished_at or entry.started_at) - entry.started_at, 3)
     tokens = entry.tokens_in + entry.tokens_out
     error = (entry.error or "")[-ERROR_TAIL:]
     reason = str(entry.components.get("_reason", ""))
+    if entry.cache_key == MARKER_KEY and entry.components.get("marker") == REJECTED_MARKER:
+        by, why = entry.components.get("by"), entry.components.get("reason")
+        text = f"rejected by {by}" + (f": {why}" if why else "")
+        if str(entry.error or "").startswith("timed out"):  # on_timeout: fail
+            return NodeSummary(node_id, kind, NodeState.FAILED, reason="no decision in time", error=error)
+        return NodeSummary(node_id, kind, NodeState.REJECTED, reason=text)
     if is_cut(entry):
         state = NodeState.QUEUED if status is RunStatus.RUNNING else NodeState.SKIPPED
         by = entry.invalidated_by or entry.components.get("by")
@@ -171,6 +190,8 @@ def summarize(
     else:
         order = list(latest)
     rows: list[NodeSummary] = []
+    stopped_by: dict[str, list[str]] = {}
+    stopping: set[str] = set()
     for node_id in order:
         pn = prepared.nodes.get(node_id) if prepared is not None else None
         entry = latest.get(node_id)
@@ -178,7 +199,14 @@ def summarize(
         deps_done = pn is not None and all(
             (d in latest and latest[d].status is NodeStatus.COMPLETED) for d in pn.deps
         )
-        rows.append(_row(node_id, kind, entry, run, deps_done))
+        # the gates above it that wait or were rejected (an order that is topological)
+        above = sorted({g for d in (pn.deps if pn is not None else ()) for g in stopped_by.get(d, ())}
+                       | {d for d in (pn.deps if pn is not None else ()) if d in stopping})
+        row = _row(node_id, kind, entry, run, deps_done, above)
+        stopped_by[node_id] = above
+        if kind == "approval" and row.state in (NodeState.WAITING, NodeState.REJECTED) and not above:
+            stopping.add(node_id)
+        rows.append(row)
     failed = next((r.node_id for r in rows if r.state in (NodeState.FAILED, NodeState.ATTENTION)), None)
     return RunSummary(
         run_id=run.id,
