@@ -290,15 +290,17 @@ def mcp(database_url: DatabaseUrl = None, workflows: WorkflowDirs = None) -> Non
 
 @app.command(name="list")
 def list_workflows(
+    database_url: DatabaseUrl = None,
     workflows: WorkflowDirs = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print a JSON array.")] = False,
 ) -> None:
-    """List the workflows with their source file, and every file that failed to load."""
+    """List the workflows with their source file, and every file that failed to load.
+    `--database-url` is taken as by every command (the settings are checked with it)."""
     from bot.runtime import load_tools
     from core.engine.tools import unregistered
     from core.workflows.catalog import Catalog
 
-    settings = settings_for(None, workflows)
+    settings = settings_for(database_url, workflows)
     entries = Catalog(settings.workflow_dirs, limits=settings.load_limits()).entries()
     try:
         tools = load_tools(settings.tool_modules, settings.workflow_dirs)

@@ -277,8 +277,12 @@ def summary_data(summary: RunSummary, ran: Set[str] | None = None) -> dict[str, 
 
 
 def status(run: Run, summary: RunSummary) -> Reply:
-    return about(run, "status", {**summary_data(summary), "requester": run.requester,
-                                 "handle": run.handle, "resumed_from": run.resumed_from})
+    data = {**summary_data(summary), "requester": run.requester, "handle": run.handle,
+            "resumed_from": run.resumed_from}
+    if summary.status == "failed":  # the failed step's whole error (the run's reason is its first line)
+        failed = next((n for n in summary.nodes if n.node_id == summary.failed_node), None)
+        data["error_tail"] = _tail(failed.error if failed and failed.error else (summary.reason or ""))
+    return about(run, "status", data)
 
 
 def runs(items: Sequence[Run]) -> Reply:

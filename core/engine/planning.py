@@ -14,11 +14,11 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from core.engine.cache_key import EARLIER_ATTEMPT_FAILED, cache_key, explain, same_except_upstream
+from core.engine.cache_key import cache_key, explain, same_except_upstream
 from core.engine.conditions import SKIPPED_KEY
 from core.engine.events import NodePlan, NodeState, NodeSummary, Plan, RunSummary
 from core.engine.executor import node_components
-from core.engine.journal_index import MARKER_KEY, REJECTED_MARKER, JournalIndex, is_cut
+from core.engine.journal_index import MARKER_KEY, REJECTED_MARKER, JournalIndex, earlier_attempt, is_cut
 from core.engine.prepared import Definitions, PreparedWorkflow
 from core.engine.replay import Recovery, recovery_for
 from core.store.records import JournalEntry, NodeStatus, Run, RunStatus
@@ -101,7 +101,7 @@ def _conditional_reason(
     if latest is None:
         return "no earlier result"
     if latest.status is not NodeStatus.COMPLETED:  # no result to re-use, whatever upstream gives
-        return EARLIER_ATTEMPT_FAILED
+        return earlier_attempt(latest)
     if same_except_upstream(latest.components, components):
         names = ", ".join(f"`{d}`" for d in unknown)
         return f"runs if upstream {names} output changes"
