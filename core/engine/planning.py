@@ -182,8 +182,11 @@ def _row(
 
 
 def summarize(
-    run: Run, prepared: PreparedWorkflow | None, entries: Sequence[JournalEntry], output: str | None
+    run: Run, prepared: PreparedWorkflow | None, entries: Sequence[JournalEntry], output: str | None,
+    now: float | None = None,
 ) -> RunSummary:
+    """The run's node table; `now`: the time, so a run still moving shows how long it has run
+    so far (without it, or at rest: until its last status change)."""
     latest = own_latest(entries)
     if prepared is not None:
         order = list(prepared.order) + [n for n in latest if n not in prepared.nodes]
@@ -213,13 +216,18 @@ def summarize(
         workflow=run.workflow,
         status=run.status.value,
         nodes=tuple(rows),
-        seconds=round(run.updated_at - run.created_at, 3),
+        seconds=round(_until(run, now) - run.created_at, 3),
         tokens=sum(r.tokens for r in rows),
         tokens_saved=sum(r.tokens_saved for r in rows),
         output=output,
         failed_node=failed if run.status in (RunStatus.FAILED, RunStatus.NEEDS_ATTENTION) else None,
         reason=run.reason,
     )
+
+
+def _until(run: Run, now: float | None) -> float:
+    moving = run.status in (RunStatus.RUNNING, RunStatus.PENDING)
+    return max(now, run.updated_at) if moving and now is not None else run.updated_at
 
 
 def final_output_digest(prepared: PreparedWorkflow | None, entries: Sequence[JournalEntry]) -> str | None:
