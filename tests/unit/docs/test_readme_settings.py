@@ -29,3 +29,11 @@ def test_every_setting_baton_reads_has_a_row_in_readmes_settings_table() -> None
     listed = _table_variables()
     assert sorted(read - listed) == [], "settings Baton reads that README's table does not list"
     assert sorted(listed - read) == [], "settings README's table lists that Baton does not read"
+
+
+def test_every_shipped_example_workflow_is_listed_in_the_workflows_doc() -> None:
+    root = README.parent
+    intro = (root / "docs" / "workflows.md").read_text(encoding="utf-8").split("```", 1)[0]
+    listed = set(re.findall(r"`(?:workflows/)?([\w.-]+\.ya?ml)`", intro))
+    shipped = {p.name for p in (root / "workflows").glob("*.y*ml")}
+    assert sorted(shipped - listed) == []
