@@ -90,3 +90,26 @@ def test_sigterm_stops_input_and_lets_the_running_step_finish(baton: BatonCli) -
     (run,) = baton.runs()
     assert run.status == "completed"  # the in-flight step got its grace period
     assert run.lease_owner is None
+
+
+def test_a_taken_web_port_means_no_pages_and_no_open_run_link_to_it(baton: BatonCli) -> None:
+    """Another program holds BATON_WEB_PORT: `baton run` says the pages are not served, goes on
+    without them, and offers no "Open run" that would lead to that program."""
+    import socket
+
+    with socket.socket() as other:
+        other.bind(("127.0.0.1", 0))
+        other.listen(1)
+        port = other.getsockname()[1]
+        done = subprocess.run(
+            [sys.executable, "-m", "bot.main", "run", "--user", "ana", "--conversation", "ops"],
+            cwd=baton.home, env={**baton.env(), "BATON_WEB_PORT": str(port)},
+            input="run gated taken-port\nopen\n", capture_output=True, text=True, timeout=CALL_TIMEOUT,
+            check=False,
+        )
+    assert done.returncode == 0, done.stderr
+    assert "action=web_failed" in done.stderr and f":{port} is not free" in done.stderr
+    (run,) = baton.runs()
+    assert run.status == "paused"  # it went on without pages
+    assert "Open run" not in done.stdout and f":{port}/" not in done.stdout
+    assert "Run pages are turned off" in done.stdout  # `open` says so
