@@ -450,3 +450,18 @@ async def test_a_gate_with_a_form_shows_its_fields_and_a_page_approval_records_n
 
 def run_gate_opened(site: Site, run: Any) -> float:
     return site.baton.store.get_gate(run.id, "review").created_at
+
+
+async def test_the_commands_offer_approve_and_reject_only_to_who_may_decide(
+    tmp_path: Path, sqlite_url: str
+) -> None:
+    access = {"run": {"*": ["console:ana", "console:cy"]}, "approve": {"*": ["console:ana"]}}
+    async with Site.open(tmp_path, sqlite_url, {"gated": GATED}, access=access) as site:
+        run = await site.start("run gated hi")
+        assert run.status is RunStatus.PAUSED
+        decider = (await site.client.get(await site.link(run))).text
+        onlooker = (await site.client.get(await site.link(run, user="cy"))).text
+        assert f"/workflow approve {run.id}" in decider and f"/workflow reject {run.id}" in decider
+        assert f"/workflow approve {run.id}" not in onlooker and f"/workflow reject {run.id}" not in onlooker
+        assert "Resume this run" not in onlooker  # a run at its gate is not resumed
+        assert f"/workflow plan {run.id}" in onlooker
