@@ -184,7 +184,8 @@ async def interactive(
             view.show(reply)
 
     async def outbox(reply: Reply) -> None:
-        if reply.conversation in (None, conversation):
+        # this conversation's replies, and what is sent to this person directly (a reminder's copy)
+        if reply.conversation in (None, conversation) or (reply.direct and reply.conversation == user):
             await show(reply)
 
     baton.handler.register_outbox(PLATFORM, outbox)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import select
 import signal
@@ -113,3 +114,33 @@ def test_a_taken_web_port_means_no_pages_and_no_open_run_link_to_it(baton: Baton
     assert run.status == "paused"  # it went on without pages
     assert "Open run" not in done.stdout and f":{port}/" not in done.stdout
     assert "Run pages are turned off" in done.stdout  # `open` says so
+
+
+NAGGED = """\
+name: nagged
+nodes:
+  - id: review
+    approval:
+      question: "Ship it?"
+      approvers: [group:sre]
+      timeout: {timeout}
+      remind: [{remind}]
+  - id: ship
+    depends_on: [review]
+    bash: echo shipped
+    replay: pure
+"""
+
+
+def test_the_console_prints_a_reminders_direct_copy_to_its_person(baton: BatonCli) -> None:
+    (baton.home / "workflows" / "nagged.yaml").write_text(NAGGED.format(timeout="1h", remind="2s"))
+    baton.env_extra.update(BATON_DEADLINE_POLL_SECONDS="0.3", BATON_ACCESS=json.dumps(
+        {"groups": {"sre": ["console:sam"]}, "run": {"*": ["console:sam"]}, "approve": {"*": ["group:sre"]}}))
+    with start(baton, "run", "--user", "sam", "--conversation", "ops") as process:
+        assert process.stdin is not None
+        process.stdin.write(b"run nagged\n")
+        process.stdin.flush()
+        seen = read_until(process, "(to you directly)")
+        process.stdin.close()
+        process.wait(timeout=CALL_TIMEOUT)
+    assert "⏰ Reminder: nagged run" in seen.split("(to you directly)", 1)[1]
