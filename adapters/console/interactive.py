@@ -82,8 +82,9 @@ class ConsoleView:
         return sum(max(1, -(-cell_len(line) // width)) for line in text.split("\n"))
 
     def show(self, reply: Reply) -> None:
-        if reply.edit_only and reply.replace_key not in self._shown:
-            return  # edits a message this console never showed
+        if reply.edit_only and reply.replace_key not in self._shown and not reply.data.get("settled"):
+            return  # edits a message this console never showed (a gate's end is still told:
+            # its message may be on the screen from before a restart)
         if reply.replace_key is not None:
             self._shown.add(reply.replace_key)
         text = reply_text(reply, self._redactor)

@@ -144,3 +144,23 @@ def test_the_console_prints_a_reminders_direct_copy_to_its_person(baton: BatonCl
         process.stdin.close()
         process.wait(timeout=CALL_TIMEOUT)
     assert "⏰ Reminder: nagged run" in seen.split("(to you directly)", 1)[1]
+
+
+def test_a_gate_that_timed_out_while_baton_was_down_has_its_message_closed_after_the_restart(
+    baton: BatonCli,
+) -> None:
+    (baton.home / "workflows" / "nagged.yaml").write_text(NAGGED.format(timeout="2s", remind="1s"))
+    baton.env_extra.update(BATON_DEADLINE_POLL_SECONDS="0.3", BATON_ACCESS=json.dumps(
+        {"groups": {"sre": ["console:sam"]}, "run": {"*": ["console:sam"]}, "approve": {"*": ["group:sre"]}}))
+    first = subprocess.run(
+        [sys.executable, "-m", "bot.main", "run", "--user", "sam", "--conversation", "ops"],
+        cwd=baton.home, env=baton.env(), input="run nagged\n", capture_output=True, text=True,
+        timeout=CALL_TIMEOUT, check=False)
+    assert first.returncode == 0 and "waits for approval" in first.stdout, first.stderr
+    time.sleep(2.5)  # the gate's timeout passes while no Baton runs
+    with start(baton, "run", "--user", "sam", "--conversation", "ops") as process:
+        seen = read_until(process, "⌛ No decision in time")
+        assert process.stdin is not None
+        process.stdin.close()
+        process.wait(timeout=CALL_TIMEOUT)
+    assert "was rejected by its timeout rule and cancelled; its gate is closed" in seen
