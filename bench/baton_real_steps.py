@@ -8,6 +8,8 @@ bash   a chain of N `bash: "true"` steps (default replay class: unsafe, so each 
        exit awaited: the floor any runner of that command pays.
 script a chain of N `script:` steps (`pass`, inputs as JSON on stdin) vs N bare
        `python -c pass` starts of the same interpreter, stdin fed the same way.
+Each again in the step sandbox (bubblewrap, as `baton run` sets it up: `bash_sandbox`,
+`script_sandbox`), against the same bare start: what the sandbox costs a step.
 Rounds are interleaved (bare, Baton, bare, Baton, …) in one process; medians are reported.
 """
 
@@ -22,6 +24,8 @@ from pathlib import Path
 
 from bench.protocol import emit
 from bench.rig import rig
+from bot.runtime import step_sandbox
+from core.config import Settings
 
 SCRIPT = "pass"
 
@@ -54,23 +58,31 @@ async def measure(root: Path, n: int, rounds: int) -> dict[str, object]:
         "bash": (["bash", "-c", "true"], None, 'bash: "true"'),
         "script": ([sys.executable, "-c", SCRIPT], b"{}", f"script: {SCRIPT}"),
     }
-    samples: dict[str, dict[str, list[float]]] = {k: {"bare": [], "baton": []} for k in kinds}
-    async with rig(root) as r:
-        for kind, (_, _, body) in kinds.items():
-            r.add_workflow(f"real_{kind}", chain_yaml(f"real_{kind}", n, body))
+    samples: dict[str, dict[str, list[float]]] = {
+        k + side: {"bare": [], "baton": []} for k in kinds for side in ("", "_sandbox")
+    }
+    plain_root, boxed_root = root / "plain", root / "sandboxed"
+    sandbox = step_sandbox(Settings(_env_file=None, data_dir=boxed_root / "data", step_sandbox="bwrap"))
+    async with rig(plain_root) as plain, rig(boxed_root, sandbox=sandbox) as boxed:
+        rigs = {"": plain, "_sandbox": boxed}
+        for r in rigs.values():
+            for kind, (_, _, body) in kinds.items():
+                r.add_workflow(f"real_{kind}", chain_yaml(f"real_{kind}", n, body))
         for kind, (argv, stdin, _) in kinds.items():  # warm-up: imports, first spawn, catalog
             await bare(argv, 3, stdin)
-            await r.run(f"real_{kind}")
+            for r in rigs.values():
+                await r.run(f"real_{kind}")
         for _ in range(rounds):
             for kind, (argv, stdin, _) in kinds.items():
-                samples[kind]["bare"].append(await bare(argv, n, stdin))
-                started = time.perf_counter()
-                run_id = await r.run(f"real_{kind}")
-                per_step = (time.perf_counter() - started) * 1000 / n
-                status = r.store.get_run(run_id).status.value
-                if status != "completed":
-                    raise SystemExit(f"the {kind} chain ended {status}")
-                samples[kind]["baton"].append(per_step)
+                for side, r in rigs.items():
+                    samples[kind + side]["bare"].append(await bare(argv, n, stdin))
+                    started = time.perf_counter()
+                    run_id = await r.run(f"real_{kind}")
+                    per_step = (time.perf_counter() - started) * 1000 / n
+                    status = r.store.get_run(run_id).status.value
+                    if status != "completed":
+                        raise SystemExit(f"the {kind}{side} chain ended {status}")
+                    samples[kind + side]["baton"].append(per_step)
     out: dict[str, object] = {"n": n, "rounds": rounds}
     for kind, sides in samples.items():
         bare_ms, baton_ms = statistics.median(sides["bare"]), statistics.median(sides["baton"])

@@ -19,6 +19,7 @@ from core.commands.handler import Handler
 from core.config import Access
 from core.engine.engine import Engine, EngineConfig
 from core.engine.providers import FakeProvider, ProviderRegistry
+from core.engine.sandbox import NO_SANDBOX, Sandbox
 from core.engine.step_env import StepEnvironment
 from core.engine.tools import ToolRegistry
 from core.redaction import Redactor
@@ -112,12 +113,18 @@ async def rig(
     replica_id: str = "bench",
     start_engine: bool = False,
     group_commit: float = EngineConfig.group_commit,
+    sandbox: Sandbox = NO_SANDBOX,
+    step_secrets: tuple[str, ...] = (),
 ) -> AsyncIterator[Rig]:
+    """`step_secrets`: names of this process's environment the workflows may declare
+    (`BATON_STEP_SECRETS`)."""
     (root / "workflows").mkdir(parents=True, exist_ok=True)
     store = SqlStore(url or sqlite_url(root), sqlite_synchronous=synchronous)
     store.migrate()
-    catalog = Catalog([root / "workflows"])
-    environment = StepEnvironment.from_environ(os.environ, redactor=Redactor(()))
+    environment = StepEnvironment.from_environ(
+        os.environ, redactor=Redactor(()), sandbox=sandbox, step_secrets=step_secrets
+    )
+    catalog = Catalog([root / "workflows"], secrets=environment.provided)
     engine = Engine(
         store=store,
         catalog=catalog,

@@ -168,6 +168,11 @@ def build_baton(
     environ=…)` unless one is given: its store is migrated already)."""
     runtime = runtime if runtime is not None else assemble(settings, environ=environ)
     store = runtime.store
+    try:
+        pages = page_links(settings, runtime.redactor)  # its key hidden before any step runs
+    except BaseException:
+        store.close()
+        raise
     dispatcher = distributed_dispatcher(settings, store)
     engine = Engine(
         store=store,
@@ -188,7 +193,7 @@ def build_baton(
     )
     handler = Handler(store=store, engine=engine, catalog=runtime.catalog, access=settings.access_policy,
                       redactor=runtime.redactor, event_stale_after=settings.event_stale_seconds,
-                      pages=page_links(settings, store))
+                      pages=pages)
     shutdown = Shutdown(grace=settings.shutdown_grace, what="input")
     handler.progress.deliverer.lease_seconds = settings.outbox_lease_seconds
     outbox = OutboxLoop(handler.progress.deliverer, every=settings.outbox_poll_seconds)

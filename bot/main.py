@@ -233,7 +233,7 @@ def say(
     ] = None,
 ) -> None:
     """Handle one message and print the replies. Runs persist in the database across calls."""
-    from adapters.console.output import replies_json, send
+    from adapters.console.output import exports_dir, replies_json, send
     from bot.serve import say_once
     from core.commands.messages import Reply
 
@@ -242,17 +242,18 @@ def say(
         "--event-id": event_id,
     })  # fmt: skip
     settings = settings_for(database_url, workflows)
+    exports = exports_dir(settings.data_dir)
     shown: dict[str, str] = {}  # replace_key -> text last printed (text mode prints on change)
 
     def stream(reply: Reply, redactor: Redactor) -> None:
         from adapters.console.output import reply_text
 
         if reply.replace_key is not None:
-            text_now = reply_text(reply, redactor)
+            text_now = reply_text(reply, redactor, exports)
             if shown.get(reply.replace_key) == text_now:
                 return
             shown[reply.replace_key] = text_now
-        send(reply, redactor)
+        send(reply, redactor, exports)
 
     try:
         said = asyncio.run(
@@ -270,7 +271,7 @@ def say(
     except BatonError as exc:
         fail(exc)
     if as_json:
-        typer.echo(replies_json(said.replies, said.redactor))
+        typer.echo(replies_json(said.replies, said.redactor, exports))
 
 
 @app.command()
@@ -290,20 +291,28 @@ def mcp(database_url: DatabaseUrl = None, workflows: WorkflowDirs = None) -> Non
 
 @app.command(name="list")
 def list_workflows(
+    database_url: DatabaseUrl = None,
     workflows: WorkflowDirs = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print a JSON array.")] = False,
 ) -> None:
-    """List the workflows with their source file, and every file that failed to load."""
+    """List the workflows with their source file, and every file that failed to load.
+    `--database-url` is taken as by every command (the settings are checked with it)."""
     from bot.runtime import load_tools
     from core.commands import replies, voting
+    from core.engine.step_env import SecretSource
     from core.engine.tools import unregistered
     from core.redaction import Redactor
     from core.render import render_text
     from core.workflows.catalog import Catalog
 
-    settings = settings_for(None, workflows)
+    settings = settings_for(database_url, workflows)
     redactor = Redactor(settings.secrets())
-    entries = Catalog(settings.workflow_dirs, limits=settings.load_limits()).entries()
+    try:  # the step secrets the operator provides: a workflow naming another one is broken
+        source = SecretSource(os.environ, settings.secrets_file, step_secrets=settings.step_secrets)
+    except BatonError as exc:
+        fail(exc)
+    catalog = Catalog(settings.workflow_dirs, limits=settings.load_limits(), secrets=source.provided)
+    entries = catalog.entries()
     try:
         tools = load_tools(settings.tool_modules, settings.workflow_dirs)
         tools_error: BatonError | None = None

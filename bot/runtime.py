@@ -13,23 +13,30 @@ tails use; nothing has a "no secrets" default to fall back on.
 
 Steps never inherit the process environment (`core/engine/step_env.py`); beyond that, the
 variables holding the settings' secrets leave this process's environment and the process is
-made non-dumpable (`bot/hardening.py`).
+made non-dumpable (`bot/hardening.py`). Every step process runs in the sandbox `step_sandbox`
+sets up once (`core/engine/sandbox.py`): it sees nothing of the data directory, the
+database, `.env`, the secrets file or Baton's home. `require_sandbox` is the refusal of the
+entry points that serve chat (`baton run` with a platform, `baton worker`) to run without it.
 """
 
 from __future__ import annotations
 
 import logging
 import os
+import sys
+import sysconfig
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from sqlalchemy.engine import make_url
 
+from adapters.web.signing_key import existing_key
 from bot.hardening import forbid_inspection, scrub_environ
 from bot.logging import redact_logs_with
 from core.config import Settings
 from core.engine.providers import ProviderRegistry
+from core.engine.sandbox import INSTALL_HINT, Sandbox, configure
 from core.engine.step_env import StepEnvironment
 from core.engine.tools import ToolRegistry
 from core.errors import ConfigurationError
@@ -55,21 +62,28 @@ class Runtime:
     store: SqlStore  # migrated; whoever assembled the runtime closes it
 
 
-def assemble(settings: Settings, *, environ: Mapping[str, str] | None = None) -> Runtime:
+def assemble(
+    settings: Settings, *, environ: Mapping[str, str] | None = None, sandbox: Sandbox | None = None
+) -> Runtime:
     """Build the runtime; `environ` is the operator's environment (this process's by default),
-    the source of the variables steps inherit and of the declared secrets' values. The store
-    is opened (and its schema migrated) last, once nothing else can fail."""
+    the source of the variables steps inherit and of the declared secrets' values; `sandbox`
+    the steps' (`step_sandbox(settings, environ)` unless given). The store is opened (and its
+    schema migrated) last, once nothing else can fail."""
     forbid_inspection()
     environ = dict(os.environ) if environ is None else environ
+    sandbox = sandbox if sandbox is not None else step_sandbox(settings, environ)
     redactor = Redactor(settings.secrets())
-    scrub_environ(redactor)
+    page_key = existing_key(settings)  # the run pages' signing key, where this machine has one
+    redactor.add([page_key.decode("ascii")] if page_key is not None else [])
     environment = StepEnvironment.from_environ(
-        environ, redactor=redactor, secrets_file=settings.secrets_file
+        environ, redactor=redactor, secrets_file=settings.secrets_file, sandbox=sandbox,
+        step_secrets=settings.step_secrets,
     )
-    catalog = Catalog(settings.workflow_dirs, limits=settings.load_limits())
+    catalog = Catalog(settings.workflow_dirs, limits=settings.load_limits(), secrets=environment.provided)
     for entry in catalog.entries():
         if entry.workflow is not None:
             environment.hide_declared(entry.workflow.declared_secrets())
+    scrub_environ(redactor)  # settings' and step secrets leave os.environ (`environ` kept them)
     redact_logs_with(redactor)
     providers = ProviderRegistry.from_settings(settings)
     tools = load_tools(settings.tool_modules, settings.workflow_dirs)
@@ -82,6 +96,73 @@ def assemble(settings: Settings, *, environ: Mapping[str, str] | None = None) ->
         tools=tools,
         store=open_store(settings),
     )
+
+
+def step_sandbox(settings: Settings, environ: Mapping[str, str] | None = None) -> Sandbox:
+    """The sandbox of every step of this process, checked once (`BATON_STEP_SANDBOX`): hidden,
+    the data directory, Baton's home and the database's directory, `.env`, the secrets file
+    and the database file; shown read-only again, the interpreter and Baton's code. Logs what
+    it found once; warns when Baton runs as root. `ConfigurationError` with `bwrap` and no
+    working bubblewrap."""
+    environ = dict(os.environ) if environ is None else environ
+    home = Path(environ.get("HOME") or Path.home())
+    hidden_dirs = [settings.data_dir, home]
+    hidden_files = [Path(".env")]
+    if settings.secrets_file is not None:
+        hidden_files.append(settings.secrets_file)
+    database = sqlite_file(settings.database_url)
+    if database is not None:
+        tails = ("", "-wal", "-shm", "-journal")
+        hidden_files += [database.with_name(database.name + tail) for tail in tails]
+    readable = [Path(sys.prefix), Path(sys.base_prefix), Path(sys.executable).parent, _CODE]
+    readable += [Path(p) for p in sysconfig.get_paths().values()]
+    here = Path.cwd().resolve()  # the project (its `.env`, its `.baton`): never shown whole
+    readable += [Path(p) for p in sys.path if p and Path(p).is_dir() and Path(p).resolve() != here]
+    sandbox = configure(
+        settings.step_sandbox,
+        hidden_dirs=hidden_dirs,
+        hidden_files=hidden_files,
+        readable=readable,
+        user=settings.step_user,
+        path=environ.get("PATH"),
+    )
+    if os.geteuid() == 0:
+        steps = f"; its steps run as {sandbox.user.name}" if sandbox.user is not None else ""
+        log.warning(
+            "Baton runs as root: run it as an unprivileged user%s", steps, extra={"action": "running_as_root"}
+        )
+    if sandbox.enabled:
+        log.info(sandbox.describe(), extra={"action": "step_sandbox", "sandbox": True})
+    elif settings.step_sandbox == "none":  # deliberate, and still worth a line
+        log.warning(sandbox.describe(), extra={"action": "step_sandbox", "sandbox": False})
+    else:
+        log.warning(
+            "%s; %s", sandbox.describe(), INSTALL_HINT, extra={"action": "step_sandbox", "sandbox": False}
+        )
+    return sandbox
+
+
+def require_sandbox(sandbox: Sandbox, settings: Settings, serving: str) -> None:
+    """Refuse to serve chat (or run a worker's steps) without a working sandbox, unless
+    `BATON_STEP_SANDBOX=none` says so deliberately."""
+    if sandbox.enabled or settings.step_sandbox == "none":
+        return
+    raise ConfigurationError(
+        f"{serving} runs steps for chat, and there is no working step sandbox ({sandbox.reason}): "
+        f"{INSTALL_HINT}",
+        hint="",
+    )
+
+
+_CODE = Path(__file__).resolve().parents[1]  # Baton's own code (core/, bot/, adapters/)
+
+
+def sqlite_file(database_url: str) -> Path | None:
+    """The SQLite database file of `database_url` (None: another database, or in memory)."""
+    url = make_url(database_url)
+    if url.get_backend_name() != "sqlite" or not url.database or url.database == ":memory:":
+        return None
+    return Path(url.database).expanduser()
 
 
 def open_store(settings: Settings) -> SqlStore:

@@ -20,6 +20,7 @@ from adapters.console.messages import to_chat_message
 from adapters.console.oneshot import say
 from bot.app import Baton, build_baton
 from bot.health import serve_health
+from bot.runtime import assemble, require_sandbox, step_sandbox
 from bot.startup import started
 from core.commands.messages import Reply
 from core.config import Settings
@@ -61,7 +62,17 @@ async def serve_all(settings: Settings, *, console: bool, conversation: str, use
             "set BATON_ACCESS to say who may (docs/commands.md, 'Who may do what')", " and ".join(names),
             extra={"action": "access_open", "platforms": names},
         )
-    baton = build_baton(settings)
+    pages = None
+    if settings.web_enabled:  # bound first: no reply may offer a link to a port we do not serve
+        from adapters.web import bind_pages
+
+        pages = bind_pages(settings)
+        if pages is None and settings.public_url is None:  # links would reach whatever holds it
+            settings = settings.model_copy(update={"web_port": 0})
+    sandbox = step_sandbox(settings)
+    if names:
+        require_sandbox(sandbox, settings, f"`baton run` on {' and '.join(names)}")
+    baton = build_baton(settings, runtime=assemble(settings, sandbox=sandbox))
     baton.health.expect(names)
     try:
         async with baton.running(), serve_health(baton.health, settings):
@@ -69,14 +80,16 @@ async def serve_all(settings: Settings, *, console: bool, conversation: str, use
             tasks: dict[asyncio.Task[None], str] = {
                 asyncio.ensure_future(_adapter_serve(name)(baton, settings)): name for name in names
             }
-            if settings.web_enabled:  # the run pages (and `/mcp`), with the rest of the process
-                tasks[asyncio.ensure_future(serve_web(baton, settings))] = "web"
+            if pages is not None:  # the run pages (and `/mcp`), with the rest of the process
+                tasks[asyncio.ensure_future(serve_web(baton, settings, sock=pages))] = "web"
             if console or not names:
                 from adapters.console.interactive import interactive  # prompt_toolkit: only when chatting
+                from adapters.console.output import exports_dir
 
                 history = settings.data_dir / HISTORY_FILE
                 task = asyncio.create_task(
-                    interactive(baton, conversation=conversation, user=user, history=history),
+                    interactive(baton, conversation=conversation, user=user, history=history,
+                                exports=exports_dir(settings.data_dir)),
                     name="adapter-console",
                 )
                 tasks[task] = "console"
@@ -101,6 +114,8 @@ async def serve_all(settings: Settings, *, console: bool, conversation: str, use
                 raise crashed[0]
     finally:
         baton.close()
+        if pages is not None:
+            pages.close()
 
 
 async def serve_web(baton: Baton, settings: Settings, *, sock: socket.socket | None = None) -> None:
@@ -149,6 +164,7 @@ async def mcp_stdio(settings: Settings) -> None:
 async def console_only(settings: Settings, *, conversation: str, user: str, thread: str | None) -> None:
     """`baton console`."""
     from adapters.console.interactive import interactive
+    from adapters.console.output import exports_dir
 
     baton = build_baton(settings)
     try:
@@ -160,6 +176,7 @@ async def console_only(settings: Settings, *, conversation: str, user: str, thre
                 user=user,
                 thread=thread,
                 history=Path(settings.data_dir) / HISTORY_FILE,
+                exports=exports_dir(settings.data_dir),
             )
     finally:
         baton.close()

@@ -13,7 +13,9 @@ that one line (`describe_access_error`):
 
 from __future__ import annotations
 
+import contextlib
 import difflib
+import json
 import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -119,6 +121,7 @@ def load_settings(
     """Read `BATON_*` (and `.env`), apply command-line overrides, or raise one-line
     `ConfigurationError` naming the variable."""
     values: dict[str, Any] = dict(overrides or {})
+    _no_duplicate_keys(f"{ENV_PREFIX}ACCESS")
     if database_url is not None:
         values["database_url"] = database_url
     if workflow_dirs:
@@ -151,10 +154,32 @@ def load_settings(
 
 def _set_to_null(name: str, settings: Settings) -> bool:
     """Whether variable `name` is set (in the environment or the `.env` file) to JSON null."""
-    env_file = settings.model_config.get("env_file")
+    return any(value.strip() == "null" for value in _raw_values(name))
+
+
+def _raw_values(name: str) -> list[str]:
+    """The text variable `name` is set to, in the environment and in the `.env` file."""
+    env_file = Settings.model_config.get("env_file")
     file_values = dotenv_values(env_file) if isinstance(env_file, str) and Path(env_file).is_file() else {}
-    for source in (os.environ, file_values):
-        for key, value in source.items():
-            if key.upper() == name and value is not None and value.strip() == "null":
-                return True
-    return False
+    return [value for source in (os.environ, file_values) for key, value in source.items()
+            if key.upper() == name and value is not None]
+
+
+def _no_duplicate_keys(name: str) -> None:
+    """JSON keeps the last of two equal keys without a word (`{"run": …, "run": …}` grants only
+    the second): for a setting that decides who may do what, a duplicate stops Baton."""
+
+    def pairs(items: list[tuple[str, Any]]) -> dict[str, Any]:
+        seen: set[str] = set()
+        for key, _ in items:
+            if key in seen:
+                raise ConfigurationError(
+                    f'{name}: the key "{key}" appears twice in one object; write each key once '
+                    "(merge their values), since JSON would silently keep only the last", hint=""
+                )
+            seen.add(key)
+        return dict(items)
+
+    for text in _raw_values(name):
+        with contextlib.suppress(ValueError):  # not JSON: the settings' own parsing says so
+            json.loads(text, object_pairs_hook=pairs)

@@ -24,7 +24,7 @@ from typing import Any
 from procrastinate.worker import Worker
 
 from bot.health import Health, serve_health
-from bot.runtime import Runtime, assemble
+from bot.runtime import Runtime, assemble, require_sandbox, step_sandbox
 from bot.shutdown import Shutdown
 from bot.startup import started
 from core.config import Settings
@@ -116,7 +116,9 @@ async def serve_worker(
 ) -> None:
     """Run until SIGTERM/SIGINT (see the module docstring)."""
     require_procrastinate(settings)
-    runtime = assemble(settings, environ=environ)  # its store is migrated
+    sandbox = step_sandbox(settings, environ)
+    require_sandbox(sandbox, settings, "`baton worker`")
+    runtime = assemble(settings, environ=environ, sandbox=sandbox)  # its store is migrated
     queue: JobQueue | None = None
     journal: WorkerJournal | None = None
     try:

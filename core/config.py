@@ -59,6 +59,7 @@ GROUP_NAME = re.compile(r"[a-z0-9][a-z0-9_-]{0,63}")
 GROUP_PREFIX = "group:"
 ANYONE = "*"
 WORKFLOW_KEY = re.compile(r"\*|[A-Za-z0-9][A-Za-z0-9_.-]*")
+_VARIABLE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")  # an environment variable's name
 _ID_FORMS = "write slack:U… / discord:<digits> / console:<name> / mcp:<agent>"
 
 
@@ -191,8 +192,9 @@ class Settings(BaseSettings):
     # the durable outbox (core/delivery/outbox.py): how often due replies (retries, a dead or
     # stopped replica's) are looked for, and how long delivered ones are kept
     outbox_poll_seconds: float = Field(default=2.0, gt=0, le=3600)
-    # how long a replica's claim on a reply lasts: a replica killed while sending one leaves it
-    # to the next claimer after this long (a stopped one releases its claims at once)
+    # the longest one reply's send may take; the claim on it is shorter (core/delivery/outbox.py,
+    # CLAIM_SECONDS) and renewed while the send lasts, so a killed replica's reply waits at most
+    # that (a stopped one releases its claims, a restarted one its dead predecessor's, at once)
     outbox_lease_seconds: float = Field(default=60.0, gt=0, le=3600)
     outbox_retention_days: float = Field(default=7.0, gt=0)
     # retention (bot/retention.py, `baton prune`): finished runs last changed longer ago than
@@ -226,6 +228,13 @@ class Settings(BaseSettings):
     # step secrets (docs/workflows.md "Environment and secrets"): NAME=value lines whose values
     # the workflows' `secrets:` may declare (Baton's environment is looked at first)
     secrets_file: Path | None = None
+    # the sandbox every step process runs in (core/engine/sandbox.py, docs/operations.md):
+    # auto = bubblewrap when it works (checked once at start), bwrap = it must, none = no sandbox
+    step_sandbox: Literal["auto", "bwrap", "none"] = "auto"
+    step_user: str = "nobody"  # who steps run as when Baton runs as root (a name or uid[:gid])
+    #: names of Baton's environment variables that are step secrets too (`secrets:` may name
+    #: them); no other variable of Baton's environment ever reaches a step
+    step_secrets: Annotated[list[str], NoDecode] = Field(default_factory=list)
 
     # Slack
     slack_bot_token: SecretStr | None = None
@@ -348,10 +357,20 @@ class Settings(BaseSettings):
         host = f"[{host}]" if ":" in host else host
         return f"http://{host}:{self.web_port}"
 
-    @field_validator("workflow_dirs", "tool_modules", mode="before")
+    @field_validator("workflow_dirs", "tool_modules", "step_secrets", mode="before")
     @classmethod
     def _lists(cls, value: Any) -> Any:
         return _split_list(value)
+
+    @field_validator("step_secrets")
+    @classmethod
+    def _step_secrets(cls, value: list[str]) -> list[str]:
+        for name in value:
+            if not _VARIABLE.fullmatch(name):
+                raise ValueError(f"{name!r} is not a variable name; list names such as NPM_TOKEN")
+            if name.upper().startswith("BATON_"):
+                raise ValueError(f"{name!r} is one of Baton's own settings, never a step secret")
+        return list(dict.fromkeys(value))
 
     @property
     def slack_enabled(self) -> bool:

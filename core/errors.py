@@ -69,10 +69,10 @@ class MissingSecret(ConfigurationError):
         plural = "s" if len(self.names) > 1 else ""
         owner = f"workflow `{workflow}`" if workflow else f"step `{node}`" if node else "this step"
         super().__init__(
-            f"{owner} needs the secret{plural} {listed}, set neither in Baton's environment "
-            "nor in BATON_SECRETS_FILE",
-            hint=f"Ask the operator to provide {listed} (in Baton's environment or in the file "
-            "BATON_SECRETS_FILE names), then try again.",
+            f"{owner} needs the secret{plural} {listed}, which the operator has not provided "
+            "(in BATON_SECRETS_FILE, or listed in BATON_STEP_SECRETS and set in Baton's environment)",
+            hint=f"Ask the operator to add {listed} to the file BATON_SECRETS_FILE names (NAME=value), "
+            "or to list it in BATON_STEP_SECRETS and set it in Baton's environment; then try again.",
         )
 
 

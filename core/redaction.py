@@ -14,6 +14,13 @@ A secret is also hidden in its JSON-escaped form (`"a\\"b"` inside a JSON docume
 `MIN_SECRET_LENGTH` characters are ignored: masking every "1" or "yes" would hide more
 than it protects. The redactor never shows its secrets, not even in its `repr`.
 
+Text is redacted whole, then cut; where bytes must be cut before anyone redacts them (a
+step's output kept up to `BATON_MAX_OUTPUT_BYTES`, the end of its stderr), `cut_before` and
+`cut_after` move the cut off any secret it would split, so no prefix or suffix of a secret
+is ever left at a cut for a later redaction to miss.
+
+    redactor.cut_before(b"token=ghp_abcdef ...", 10)   # 6: the cut moves to where the secret starts
+
 Secrets are only ever added, never removed: a value that was a secret once stays hidden.
 Adding recompiles one pattern; `redact` reads whichever pattern is current (a reference
 swap), so threads that log while a secret is added see the old or the new pattern, whole.
@@ -38,7 +45,7 @@ def _json_form(secret: str) -> str:
 class Redactor:
     """Replaces every occurrence of each known secret (and its encoded forms) with `MASK`."""
 
-    __slots__ = ("_derived", "_encoders", "_lock", "_matcher", "_secrets")
+    __slots__ = ("_binary", "_derived", "_encoders", "_lock", "_matcher", "_secrets")
 
     def __init__(
         self, secrets: Iterable[str], *, encoders: Iterable[Callable[[str], str]] = ()
@@ -50,6 +57,8 @@ class Redactor:
         self._lock = threading.Lock()
         #: redactors over the same secrets with more encoded forms, by encoders (`forms`)
         self._derived: dict[tuple[Callable[[str], str], ...], tuple[frozenset[str], Redactor]] = {}
+        #: the forms as UTF-8 bytes, for cuts of raw output (`cut_before`), made when first needed
+        self._binary: tuple[object, tuple[bytes, ...]] | None = None
         self.add(secrets)
 
     def add(self, secrets: Iterable[str]) -> None:
@@ -103,6 +112,52 @@ class Redactor:
         if isinstance(value, list | tuple):
             return type(value)(self._redact_value(v) for v in value)
         return value
+
+    def longest(self) -> int:
+        """Bytes (UTF-8) of the longest form a secret takes: how far past a cut to look."""
+        forms = self._forms_bytes()
+        return len(forms[0]) if forms else 0
+
+    def cut_before(self, data: bytes, at: int) -> int:
+        """The largest cut at or before `at` that splits no secret of `data` (in any of its
+        forms): `at`, or the start of the secret that straddles it (and so on). `data` should
+        hold `longest()` bytes past `at`, so a secret straddling it can be seen whole."""
+        at = min(at, len(data))
+        while (found := self._straddling(data, at)) is not None:
+            at = found[0]
+        return at
+
+    def cut_after(self, data: bytes, at: int) -> int:
+        """The smallest cut at or after `at` that splits no secret of `data`: for keeping the
+        end of a stream (`data[cut:]`) with no secret's tail at its start."""
+        while (found := self._straddling(data, at)) is not None:
+            at = found[1]
+        return at
+
+    def _straddling(self, data: bytes, at: int) -> tuple[int, int] | None:
+        """(start, end) of the earliest-starting secret occurrence with start < at < end."""
+        best: tuple[int, int] | None = None
+        for form in self._forms_bytes():
+            size = len(form)
+            lo = max(0, at - size + 1)
+            index = data.find(form, lo, at + size - 1)
+            while index != -1 and index < at:
+                if index + size > at and (best is None or index < best[0]):
+                    best = (index, index + size)
+                    break
+                index = data.find(form, index + 1, at + size - 1)
+        return best
+
+    def _forms_bytes(self) -> tuple[bytes, ...]:
+        matcher = self._matcher
+        if matcher is None:
+            return ()
+        binary = self._binary
+        if binary is None or binary[0] is not matcher:
+            forms = tuple(f.encode("utf-8", "surrogatepass") for f in matcher[0])
+            binary = (matcher, tuple(sorted(forms, key=len, reverse=True)))
+            self._binary = binary
+        return binary[1]
 
     @property
     def secrets(self) -> tuple[str, ...]:

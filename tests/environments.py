@@ -17,9 +17,11 @@ def step_environment(
     environ: Mapping[str, str] | None = None,
     secrets_file: Path | None = None,
     redactor: Redactor | None = None,
+    step_secrets: Sequence[str] = (),
 ) -> StepEnvironment:
     return StepEnvironment.from_environ(
         dict(os.environ) if environ is None else environ,
         redactor=redactor if redactor is not None else Redactor(secrets),
         secrets_file=secrets_file,
+        step_secrets=step_secrets,
     )

@@ -41,8 +41,9 @@ LineReader = Callable[[], Awaitable[str | None]]  # None: end of input
 class ConsoleView:
     """Shows replies; remembers the numbered choices; edits the progress message in place."""
 
-    def __init__(self, stream: IO[str], *, redraw: bool, redactor: Redactor) -> None:
+    def __init__(self, stream: IO[str], *, redraw: bool, redactor: Redactor, exports: Path) -> None:
         self._redactor = redactor
+        self._exports = exports  # where files replies carry are written (`exports_dir`)
         # soft wrap: the terminal folds long lines for the eye, but the text keeps them whole, so
         # a link or a command copied from it (or read from a pipe) is never cut by a newline
         self._console = Console(file=stream, highlight=False, markup=False, emoji=False, soft_wrap=True)
@@ -82,11 +83,12 @@ class ConsoleView:
         return sum(max(1, -(-cell_len(line) // width)) for line in text.split("\n"))
 
     def show(self, reply: Reply) -> None:
-        if reply.edit_only and reply.replace_key not in self._shown:
-            return  # edits a message this console never showed
+        if reply.edit_only and reply.replace_key not in self._shown and not reply.data.get("settled"):
+            return  # edits a message this console never showed (a gate's end is still told:
+            # its message may be on the screen from before a restart)
         if reply.replace_key is not None:
             self._shown.add(reply.replace_key)
-        text = reply_text(reply, self._redactor)
+        text = reply_text(reply, self._redactor, self._exports)
         reply = redacted(reply, self._redactor)
         same_block = reply.replace_key is not None and reply.replace_key == self._last_key
         choices = choices_of(reply)
@@ -170,11 +172,11 @@ async def _form_answered(
 
 
 async def interactive(
-    baton: Baton, *, conversation: str, user: str, history: Path, thread: str | None = None
+    baton: Baton, *, conversation: str, user: str, history: Path, exports: Path, thread: str | None = None
 ) -> None:
-    """Chat until Ctrl-D / end of input / a stop signal."""
+    """Chat until Ctrl-D / end of input / a stop signal; files replies carry go to `exports`."""
     tty = sys.stdin.isatty() and sys.stdout.isatty() and not is_dumb_terminal()
-    view = ConsoleView(sys.stdout, redraw=tty, redactor=baton.redactor)
+    view = ConsoleView(sys.stdout, redraw=tty, redactor=baton.redactor, exports=exports)
     reader = _prompt_reader(history, user) if tty else _stdin_reader()
 
     async def show(reply: Reply) -> None:
@@ -184,7 +186,8 @@ async def interactive(
             view.show(reply)
 
     async def outbox(reply: Reply) -> None:
-        if reply.conversation in (None, conversation):
+        # this conversation's replies, and what is sent to this person directly (a reminder's copy)
+        if reply.conversation in (None, conversation) or (reply.direct and reply.conversation == user):
             await show(reply)
 
     baton.handler.register_outbox(PLATFORM, outbox)

@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import json
 import os
+import secrets
+import stat
 import sys
-import tempfile
 from collections.abc import Iterable
 from pathlib import Path
 from typing import IO, Any
@@ -19,29 +20,56 @@ from typing import IO, Any
 from adapters.console.messages import PLATFORM
 from core.commands.messages import Attachment, Button, Reply
 from core.commands.replies import FORM_ACTION
+from core.errors import ConfigurationError
 from core.redaction import Redactor
 from core.render import redacted, render
 
 
-def reply_text(reply: Reply, redactor: Redactor) -> str:
+def reply_text(reply: Reply, redactor: Redactor, exports: Path) -> str:
     """The reply rendered for the console (all chunks joined); a file it carries is written
-    (`saved_file`) and its path shown."""
+    into `exports` (`saved_file`) and its path shown."""
     text = "\n".join(render(reply, PLATFORM, redactor)).rstrip("\n")
     if reply.file is not None:
-        text = f"{text}\nSaved to {saved_file(reply.file)}"
+        text = f"{text}\nSaved to {saved_file(reply.file, exports)}"
     return text
 
 
-def saved_file(file: Attachment) -> Path:
-    """Where the console keeps a reply's file: `<tmp>/baton-exports/<name>`, written (again,
-    with the same bytes) each time a reply carrying it is shown. Private to the user (0600)."""
-    folder = Path(tempfile.gettempdir()) / "baton-exports"
-    folder.mkdir(mode=0o700, exist_ok=True)
-    path = folder / Path(file.name).name
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "wb") as out:
-        out.write(file.content or b"")
-    return path
+def exports_dir(data_dir: Path) -> Path:
+    """Where the console keeps the files replies carry: a directory of Baton's data directory,
+    never a shared one such as `$TMPDIR` where another user could plant a symlink."""
+    return data_dir / "exports"
+
+
+def saved_file(file: Attachment, folder: Path) -> Path:
+    """`folder/<name>`, written (again, with the same bytes) each time a reply carrying it is
+    shown. `folder` is made private (0700) and must be a directory of this user, not a
+    symlink; the file is created anew (O_CREAT|O_EXCL|O_NOFOLLOW, 0600) under a temporary
+    name and renamed into place, so a symlink planted under its name is replaced, never
+    followed."""
+    folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+    try:
+        dir_fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+    except OSError as exc:
+        raise ConfigurationError(
+            f"cannot write exports into {folder}: it is not a plain directory ({exc.strerror or exc})",
+            hint=f"Remove {folder}; Baton makes it again (BATON_DATA_DIR decides where).",
+        ) from exc
+    try:
+        info = os.fstat(dir_fd)
+        if info.st_uid != os.geteuid():
+            raise ConfigurationError(f"cannot write exports into {folder}: it belongs to another user",
+                                     hint=f"Remove {folder}, or set BATON_DATA_DIR to a directory of yours.")
+        if stat.S_IMODE(info.st_mode) & 0o077:
+            os.fchmod(dir_fd, 0o700)
+        name = Path(file.name).name
+        temporary = f".{name}.{secrets.token_hex(6)}"
+        fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600, dir_fd=dir_fd)
+        with os.fdopen(fd, "wb") as out:
+            out.write(file.content or b"")
+        os.replace(temporary, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
+    finally:
+        os.close(dir_fd)
+    return folder / name
 
 
 def buttons_of(reply: Reply) -> tuple[Button, ...]:
@@ -69,9 +97,9 @@ def choices_text(reply: Reply, first: int = 1) -> str:
     return "\n".join(lines)
 
 
-def reply_to_json(reply: Reply, redactor: Redactor) -> dict[str, Any]:
+def reply_to_json(reply: Reply, redactor: Redactor, exports: Path) -> dict[str, Any]:
     """The JSON object `baton say --json` prints for one reply."""
-    text = reply_text(reply, redactor)
+    text = reply_text(reply, redactor, exports)
     reply = redacted(reply, redactor)
     return {
         "kind": reply.kind,
@@ -87,7 +115,7 @@ def reply_to_json(reply: Reply, redactor: Redactor) -> dict[str, Any]:
         "thread": reply.thread,
         "replace_key": reply.replace_key,
         "ephemeral": reply.ephemeral,
-        "file": None if reply.file is None else str(saved_file(reply.file)),
+        "file": None if reply.file is None else str(saved_file(reply.file, exports)),
     }
 
 
@@ -95,14 +123,14 @@ def _button_json(b: Button) -> dict[str, Any]:
     return {"label": b.label, "command": b.command, "action": b.action, "style": b.style}
 
 
-def replies_json(replies: Iterable[Reply], redactor: Redactor) -> str:
-    return json.dumps([reply_to_json(r, redactor) for r in replies], ensure_ascii=False, indent=2)
+def replies_json(replies: Iterable[Reply], redactor: Redactor, exports: Path) -> str:
+    return json.dumps([reply_to_json(r, redactor, exports) for r in replies], ensure_ascii=False, indent=2)
 
 
-def send(reply: Reply, redactor: Redactor, stream: IO[str] | None = None) -> None:
+def send(reply: Reply, redactor: Redactor, exports: Path, stream: IO[str] | None = None) -> None:
     """Print one reply (and its numbered choices) for a person reading the terminal."""
     out = stream if stream is not None else sys.stdout
-    text = reply_text(reply, redactor)
+    text = reply_text(reply, redactor, exports)
     reply = redacted(reply, redactor)
     if choices_of(reply):
         text = f"{text}\n{choices_text(reply)}" if text else choices_text(reply)

@@ -35,7 +35,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import logging
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from slack_sdk.web.async_client import AsyncWebClient
@@ -98,6 +98,8 @@ class SlackSender:
         self._client = client
         self._handler = handler
         self._edits = handler.edits
+        #: (bot_id, app_id) of this bot (`auth.test`), asked for at the first redelivery look-up
+        self._own: tuple[str, str] | None = None
         self._inflight: set[asyncio.Task[None]] = set()
 
     # -- buttons -------------------------------------------------------------------
@@ -355,7 +357,8 @@ class SlackSender:
                 for found in response.get("messages") or []:
                     metadata = found.get("metadata") or {}
                     if metadata.get("event_type") == OUTBOX_EVENT and \
-                            (metadata.get("event_payload") or {}).get("key") == key:
+                            (metadata.get("event_payload") or {}).get("key") == key and \
+                            await self._ours(found):
                         log.info("outbox message already in Slack: not posted again", extra=extra)
                         return channel, str(found["ts"])
                 cursor = (response.get("response_metadata") or {}).get("next_cursor")
@@ -366,6 +369,18 @@ class SlackSender:
             return None
         log.info("outbox message not found in Slack: posted", extra=extra)
         return None
+
+    async def _ours(self, message: Mapping[str, Any]) -> bool:
+        """Whether Baton's own bot posted `message`: its `bot_id` (and `app_id`, when both say
+        one) are this bot's (`auth.test`). Metadata alone proves nothing: any app in the
+        channel may post a message carrying `baton_outbox` metadata."""
+        if self._own is None:
+            response = await call(self._client, "auth.test")  # a failure: not looked for, posted
+            self._own = (str(response.get("bot_id") or ""), str(response.get("app_id") or ""))
+        bot_id, app_id = self._own
+        if not bot_id or message.get("bot_id") != bot_id:
+            return False
+        return not (app_id and message.get("app_id") and message.get("app_id") != app_id)
 
     async def _replace(
         self, key: str, channel: str, thread: str | None, message: SlackMessage, reply: Reply | None = None

@@ -12,15 +12,13 @@ that from now (lowering the setting shortens links already given). A link made f
 one (a run listed on a list page) keeps the earlier deadline, so following links never
 extends one.
 
-The key: `BATON_WEB_SECRET` when set; otherwise a random key written once into the database
-(`PlatformState.keep_state`, never dropped by housekeeping), so every replica signs and checks with
-the same one. It is read at the first link, not at start.
+The key (`adapters/web/signing_key.py`): derived from `BATON_WEB_SECRET` when set, otherwise
+a random key in a 0600 file of the data directory; never in the database.
 """
 
 from __future__ import annotations
 
 import hashlib
-import secrets
 import threading
 import time
 from collections.abc import Callable
@@ -28,11 +26,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from core.commands.pages import PageLink
-from core.store.port import PlatformState
 from core.store.records import Run
 
-KEY_PLATFORM = "baton"  # Baton's own values in `platform_state` (never pruned)
-KEY_NAME = "web_signing_key"
 RUN, RUNS = "r", "c"  # the URL prefixes of the two kinds of page
 _SALTS = {RUN: "baton.run-page.v1", RUNS: "baton.runs-page.v1"}
 
@@ -56,15 +51,6 @@ class LinkRefused(Exception):
         super().__init__("link expired" if expired else "link not valid")
         self.expired = expired
         self.run_id = run_id
-
-
-def store_key(store: PlatformState) -> Callable[[], bytes]:
-    """The signing key kept in the database, written by the first process that needs it."""
-
-    def read() -> bytes:
-        return store.keep_state(KEY_PLATFORM, KEY_NAME, secrets.token_hex(32)).encode("ascii")
-
-    return read
 
 
 class PageLinks:

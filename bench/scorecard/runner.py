@@ -154,12 +154,14 @@ async def run_scenario(s: Scenario, root: Path, openai_url: str) -> ScenarioResu
         tools = ToolRegistry()
         tools.load(["tools.py"], folder)
         with operator_env(s.base_secrets):
-            async with rig(root, tools=tools, providers=providers_for(s.base_settings, openai_url)) as r:
+            async with rig(root, tools=tools, providers=providers_for(s.base_settings, openai_url),
+                           step_secrets=tuple(s.base_secrets)) as r:
                 write_workflow(r, BASE_YAML, BASE_FILES)
                 base = await _run(r, BASE_ARGS)
                 base_out = outputs_of(r, base)
         with operator_env(s.secrets):
-            async with rig(root, tools=tools, providers=providers_for(s.settings, openai_url)) as r:
+            async with rig(root, tools=tools, providers=providers_for(s.settings, openai_url),
+                           step_secrets=tuple(s.secrets)) as r:
                 write_workflow(r, s.yaml, s.files)
                 for node, downstream in s.invalidate:
                     r.engine.invalidate(base, node, downstream=downstream, actor="console:bench")

@@ -20,6 +20,11 @@ when *every* word of it is known below, and anything the grammar does not cover 
         decides like HEAD and keeps the comment, unless the comment conditions, defers, narrows
         or contradicts the decision (`_comment_undercuts`): then the reply is unclear.
 
+Code and quotes are never a decision: a fenced block (```lgtm```), an inline code span
+(`approve`) or a quoted line (`> lgtm`) is someone else's words or an example, not this
+person's answer. Each is read as one unknown word (`_neutralized`), so a reply that is only
+code asks back, and a head form may still carry code in its comment ("approve: fixed in `a1f`").
+
 The vocabulary is the whole grammar: to teach Baton a new way of saying yes, add it to `YES`;
 nothing else approves. The bot's own mention is removed by the adapter before this runs;
 any other mention (`<@U123>`, `@bob`) brings in a third party, and so is unclear.
@@ -104,7 +109,7 @@ FILLER = (
     "gracias", "por favor", "grazie", "obrigado", "obrigada", "spasibo", "спасибо", "谢谢",
     "ありがとう",
     "🎉", "🥳", "🙌", "👏", "🙏", "😀", "😃", "😄", "😁", "😊", "🙂", "☺", "😎", "🤝", "💪",
-    "🔥", "❤", "💚", "💙", "💜", "🧡", "💛", "✨", "⭐", "🌟", "💯", ":)", ":-)", ":d", "*", "_", "`",
+    "🔥", "❤", "💚", "💙", "💜", "🧡", "💛", "✨", "⭐", "🌟", "💯", ":)", ":-)", ":d", "*", "_",
     "(", ")", ":tada:", ":pray:", ":raised_hands:", ":clap:", ":smile:", ":slightly_smiling_face:",
     ":blush:", ":fire:", ":100:", ":sparkles:", ":muscle:", ":heart:", ":green_heart:",
 )  # fmt: skip
@@ -334,15 +339,30 @@ def _comment_undercuts(words: list[Word], head: DecisionKind) -> bool:
     return False
 
 
+#: a code span or fenced block (closed by as many backticks as opened it), then any stray backtick
+_CODE = re.compile(r"(`+)[\s\S]*?\1|`")
+#: a quoted line (Slack sends `>` as `&gt;`)
+_QUOTE = re.compile(r"^[ \t]*(?:>|&gt;).*$", re.MULTILINE)
+_UNREAD = " \u27e6code\u27e7 "  # what a code span or quote reads as: one word outside the vocabulary
+
+
+def _neutralized(text: str) -> str:
+    """`text` with each code span, fenced block and quoted line replaced by an unknown word."""
+    if "`" not in text and ">" not in text:
+        return text
+    return _QUOTE.sub(_UNREAD, _CODE.sub(_UNREAD, text))
+
+
 def classify(text: str) -> Decision:
     """Classify a plain reply to a waiting gate."""
     text = _BOT_NAME.sub("", text)
-    head = _HEAD.match(text)
+    read = _neutralized(text)  # what is read; the comment kept is the text as written
+    head = _HEAD.match(read)
     if head is not None and lex(head.group("sep") + head.group("comment"))[0].kind is Kind.SEP:
         word = " ".join(head.group("head").lower().split())
         kind = DecisionKind.APPROVE if word in _APPROVE_HEADS else DecisionKind.REJECT
-        comment = head.group("comment").strip()
-        if _comment_undercuts(lex(comment), kind):
+        if _comment_undercuts(lex(head.group("comment").strip()), kind):
             return Decision(DecisionKind.UNCLEAR)
-        return Decision(kind, comment)
-    return Decision(_grammar(lex(text)))
+        # nothing up to the separator was code or a quote: it ends at the same place in `text`
+        return Decision(kind, text[head.end("sep") :].strip())
+    return Decision(_grammar(lex(read)))

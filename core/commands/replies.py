@@ -75,6 +75,16 @@ def unexpected() -> Reply:
     })
 
 
+def stale_control(form: bool) -> Reply:
+    """A click or a form submission Baton cannot act on: not one of its buttons, a malformed
+    one, or a form that closed (timed out, or opened before a restart)."""
+    what = "This form is no longer open" if form else "This button is not one Baton can act on"
+    return Reply(kind="error", is_error=True, ephemeral=True, data={
+        "message": f"{what}; nothing was done.",
+        "hint": "Type the command instead (`help` lists them), or open the form again.",
+    })
+
+
 def help_list(specs: Sequence[Spec]) -> Reply:
     return Reply(kind="help", ephemeral=True, data={
         "commands": [{"name": s.name, "usage": s.usage, "summary": s.summary} for s in specs]})
@@ -310,10 +320,13 @@ def summary_data(summary: RunSummary, ran: Set[str] | None = None) -> dict[str, 
 
 
 def status(run: Run, summary: RunSummary, queue: Mapping[str, Any] | None = None) -> Reply:
-    return about(run, "status", {**summary_data(summary), "requester": run.requester,
-                                 "handle": run.handle, "resumed_from": run.resumed_from,
-                                 "queue": dict(queue) if queue else None},
-                 buttons=(cancel_button(run),) if queue else ())
+    """`queue`: a queued run's place (`queueing.waiting`): why it waits, with a Cancel button."""
+    data = {**summary_data(summary), "requester": run.requester, "handle": run.handle,
+            "resumed_from": run.resumed_from, "queue": dict(queue) if queue else None}
+    if summary.status == "failed":  # the failed step's whole error (the run's reason is its first line)
+        failed = next((n for n in summary.nodes if n.node_id == summary.failed_node), None)
+        data["error_tail"] = _tail(failed.error if failed and failed.error else (summary.reason or ""))
+    return about(run, "status", data, buttons=(cancel_button(run),) if queue else ())
 
 
 def runs(items: Sequence[Run]) -> Reply:

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -169,7 +170,7 @@ class Engine:
             prepared = None  # the workflow is gone or broken: the table still shows what ran
         digest = final_output_digest(prepared, entries)
         output = self.store.get_blob(digest).decode("utf-8", errors="replace") if digest else None
-        return summarize(run, prepared, entries, output)
+        return summarize(run, prepared, entries, output, now=time.time())
 
     def inspect(self, run: Run, *, plan: bool = True) -> RunDetail:
         """The run seen whole (its page): the node table with timing, verdicts, outputs'

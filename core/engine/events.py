@@ -28,6 +28,7 @@ class NodeState(StrEnum):
     WAITING = "waiting"  # an approval gate waits
     ATTENTION = "needs_attention"  # unsafe step may have half-happened
     SKIPPED = "skipped"  # not reached (run failed/cancelled before it), or its `when:` was false
+    REJECTED = "rejected"  # an approval gate someone rejected
 
 
 class EventKind(StrEnum):

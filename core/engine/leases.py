@@ -34,8 +34,26 @@ RunHandler = Callable[[Run], Awaitable[None]]
 Recovered = Callable[[Run, bool], Awaitable[None]]
 
 
+#: Owner ids made in this process (an engine each): a former process that had our pid (a
+#: container restarted after a kill -9 often gets the same one) made none of them.
+_MADE_HERE: set[str] = set()
+
+
 def new_owner(replica_id: str) -> str:
-    return f"{replica_id}:{os.getpid()}:{secrets.token_hex(4)}"
+    owner = f"{replica_id}:{os.getpid()}:{secrets.token_hex(4)}"
+    _MADE_HERE.add(owner)
+    return owner
+
+
+def owner_dead(owner: str) -> bool:
+    """Whether the process behind an owner id of this host is no longer running: its pid is
+    gone, or it is our pid but no engine of this process made the id (a former us)."""
+    pid = owner_pid(owner)
+    if pid is None:
+        return False
+    if pid == os.getpid():
+        return owner not in _MADE_HERE
+    return not pid_alive(pid)
 
 
 def owner_pid(owner: str | None) -> int | None:
@@ -160,11 +178,9 @@ class LeaseKeeper:
         runs = self.store.runs_leased_by(f"{self.replica_id}:")
         dead = []
         for run in runs:
-            pid = owner_pid(run.lease_owner)
-            if run.lease_owner == self.owner or pid is None:
-                continue
-            if run.lease_owner is not None and run.lease_owner.rsplit(":", 2)[0] != self.replica_id:
-                continue  # a replica whose id merely starts with ours
-            if not pid_alive(pid):
+            owner = run.lease_owner
+            if owner is None or owner == self.owner or owner.rsplit(":", 2)[0] != self.replica_id:
+                continue  # ours, or a replica whose id merely starts with ours
+            if owner_dead(owner):
                 dead.append(run)
         return await self._take(dead)

@@ -50,6 +50,7 @@ class LocalStepRunner:
             secrets=pn.secrets,
             workflow_dir=x.workflow_dir,
             max_output=s.max_output,
+            network=pn.network,
         )
         one_commit = self.one_commit(pn, rendered)
         # committed before anything is dispatched, unless a second run is harmless (`one_commit`)

@@ -59,6 +59,7 @@ class PreparedNode(NamedTuple):
     reads_run: bool = False  # its templates read `run.id`: the run id is part of its key
     env: Mapping[str, str] = _NO_ENV  # `env:` values (the workflow's, then its own)
     secrets: tuple[str, ...] = ()  # the secrets its step receives (the workflow's and its own)
+    network: bool = True  # False: its step runs without network (`network: false`)
     #: holds the definition digest once worked out (`static_definition`); a list per node
     digest_cache: list[str] | None = None
 
@@ -149,6 +150,7 @@ def _prepare_node(
         reads_run="run" in refs.names,
         env=MappingProxyType(workflow.step_env(node)) if node.env else context.env,
         secrets=workflow.step_secrets(node) if node.secrets else context.secrets,
+        network=workflow.network_for(node),
         digest_cache=[],
     )
 
@@ -181,7 +183,7 @@ _by_source: OrderedDict[str, PreparedWorkflow] = OrderedDict()  # the last one p
 
 def _same_context(a: Workflow, b: Workflow) -> bool:
     """The workflow-level fields a prepared node depends on are the same."""
-    return a.defaults == b.defaults and a.env == b.env and a.secrets == b.secrets
+    return a.defaults == b.defaults and a.env == b.env and a.secrets == b.secrets and a.network == b.network
 
 
 def _prepare(workflow: Workflow, tools: ToolRegistry, previous: PreparedWorkflow | None) -> PreparedWorkflow:

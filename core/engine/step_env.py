@@ -9,10 +9,13 @@ It sees, and only sees:
     BATON_RUN_ID … BATON_WORKFLOW_DIR      the step variables, added last (`process.py`)
 
 Never Baton's own settings: chat tokens, API keys, the database URL (a workflow cannot even
-name a `BATON_*` variable; the loader refuses it). A secret's value comes from the operator:
-Baton's environment when it has the name, else the secrets file (`BATON_SECRETS_FILE`,
-`NAME=value` lines, re-read when it changes). Every value handed to a step is added to the
-runtime's one `Redactor`, so it is hidden wherever people look.
+name a `BATON_*` variable; the loader refuses it). A step secret is one the operator provided
+for steps, and nothing else: a `NAME=value` line of the secrets file (`BATON_SECRETS_FILE`,
+re-read when it changes), or a name listed in `BATON_STEP_SECRETS`, whose value comes from
+Baton's environment (else the file). Any other variable of Baton's environment (`PGPASSWORD`,
+cloud credentials) is never handed to a step, whatever a workflow declares; the catalog refuses
+such a workflow at load (`provided`). Every value handed to a step, and every value the operator
+provided, is added to the runtime's one `Redactor`, so it is hidden wherever people look.
 
 Missing secrets: `require` refuses to start (or resume, or approve into) a run of a workflow
 whose declared secrets are not all available; if one disappears while the run goes on, the
@@ -27,6 +30,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from core.engine.sandbox import NO_SANDBOX, Sandbox
 from core.errors import ConfigurationError, MissingSecret
 from core.redaction import Redactor
 
@@ -44,15 +48,20 @@ def inherited_variables(environ: Mapping[str, str]) -> dict[str, str]:
 
 
 class SecretSource:
-    """Values of declared step secrets: the operator's environment first, then the file.
+    """Values of the step secrets the operator provides: a name listed in `step_secrets`
+    (`BATON_STEP_SECRETS`) from the operator's environment, then the file; any other name from
+    the file only. Nothing else of the environment is ever read.
 
-    The environment is a snapshot taken at start (settings are read once); the file is
-    re-read whenever its size, mtime or inode changes, so a rotated value is used by the
-    next step without a restart.
+    The environment is a snapshot taken at start (settings are read once) of the listed names
+    only; the file is re-read whenever its size, mtime or inode changes, so a rotated value is
+    used by the next step without a restart.
     """
 
-    def __init__(self, environ: Mapping[str, str], file: Path | None = None) -> None:
-        self._environ = dict(environ)
+    def __init__(
+        self, environ: Mapping[str, str], file: Path | None = None, *, step_secrets: Iterable[str] = ()
+    ) -> None:
+        self.listed: frozenset[str] = frozenset(step_secrets)
+        self._environ = {k: v for k, v in environ.items() if k in self.listed}
         self._file = file
         self._stamp: tuple[int, int, int] | None = None
         self._values: dict[str, str] = {}
@@ -72,10 +81,20 @@ class SecretSource:
                 )
 
     def get(self, name: str) -> str | None:
-        value = self._environ.get(name)
+        """The value of step secret `name`, or None when the operator provides none."""
+        value = self._environ.get(name)  # only names BATON_STEP_SECRETS lists are kept
         if value is not None:
             return value
         return self._refresh().get(name)
+
+    def provided(self) -> frozenset[str]:
+        """The names a workflow may declare: those listed in `BATON_STEP_SECRETS` and those of
+        the secrets file (as it reads now)."""
+        return self.listed | frozenset(self._refresh())
+
+    def listed_values(self) -> list[str]:
+        """The values in the environment of the names `BATON_STEP_SECRETS` lists."""
+        return list(self._environ.values())
 
     def file_values(self) -> list[str]:
         """Every value of the secrets file: all of them are secrets, declared or not."""
@@ -107,20 +126,34 @@ class SecretSource:
 
 @dataclass(frozen=True)
 class StepEnvironment:
-    """Builds each step's environment; hides every secret it hands out with `redactor`."""
+    """Builds each step's environment; hides every secret it hands out with `redactor`;
+    `sandbox` is what a step's process runs in (`core/engine/sandbox.py`)."""
 
     inherited: Mapping[str, str]
     secrets: SecretSource
     redactor: Redactor
+    sandbox: Sandbox = NO_SANDBOX
 
     @classmethod
     def from_environ(
-        cls, environ: Mapping[str, str], *, redactor: Redactor, secrets_file: Path | None = None
+        cls,
+        environ: Mapping[str, str],
+        *,
+        redactor: Redactor,
+        secrets_file: Path | None = None,
+        sandbox: Sandbox = NO_SANDBOX,
+        step_secrets: Iterable[str] = (),
     ) -> StepEnvironment:
-        """From the operator's environment (read once, at the entry point)."""
-        source = SecretSource(environ, secrets_file)
+        """From the operator's environment (read once, at the entry point); `step_secrets`:
+        the names `BATON_STEP_SECRETS` lists."""
+        source = SecretSource(environ, secrets_file, step_secrets=step_secrets)
         redactor.add(source.file_values())
-        return cls(inherited_variables(environ), source, redactor)
+        redactor.add(source.listed_values())
+        return cls(inherited_variables(environ), source, redactor, sandbox)
+
+    def provided(self) -> frozenset[str]:
+        """The secret names a workflow may declare (`SecretSource.provided`)."""
+        return self.secrets.provided()
 
     def hide_declared(self, names: Iterable[str]) -> None:
         """Add the values of these declared secrets (those available) to the redactor."""

@@ -40,8 +40,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from core.workflows.args import canonical_json
-
 Stamp = tuple[str, int, int, str]  # (resolved path, mtime_ns, size, normalized digest)
 
 
@@ -164,6 +162,8 @@ def source_facts(fn: Callable[..., Any]) -> SourceFacts | None:
             resolved = found.resolve()
             if resolved not in digests and resolved.is_relative_to(home):
                 todo.append(resolved)
+    from core.workflows.args import canonical_json  # here: the sandboxed tool runner never needs it
+
     ordered = sorted(digests)
     summary = {str(p.relative_to(home)): digests[p].digest for p in ordered}
     return SourceFacts(

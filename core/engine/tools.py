@@ -29,6 +29,7 @@ running Baton, and its identity always describes the code that runs.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import importlib
 import importlib.util
@@ -50,6 +51,9 @@ if TYPE_CHECKING:
 F = TypeVar("F", bound=Callable[..., Any])
 
 KEY_PARAMETER = "idempotency_key"
+#: False in the sandboxed tool runner (`core/engine/tool_runner.py`): it calls tools, it never
+#: keys them, so it skips reading and hashing their source
+_identities = True
 _SPEC_ATTRIBUTE = "__baton_tool__"
 
 
@@ -65,6 +69,9 @@ class ToolSpec:
     identity: str = ""
     #: (path, mtime_ns, size, digest) of the files its source identity covers, as they were read
     stamps: tuple[Stamp, ...] = ()
+    #: the module it was loaded from (`load`): a module name or an absolute .py path; a
+    #: sandboxed step imports it from there (None: registered in code, called in process)
+    source: str | None = None
 
     @property
     def origin(self) -> str:
@@ -102,7 +109,8 @@ def make_spec(
         params = inspect.signature(fn).parameters
     except (TypeError, ValueError):
         params = {}  # type: ignore[assignment]
-    facts = source_facts(fn)
+    facts = source_facts(fn) if _identities else None
+    declared = None if version is None else str(version).strip()
     return ToolSpec(
         name=tool_name,
         fn=fn,
@@ -110,7 +118,7 @@ def make_spec(
         accepts_key=KEY_PARAMETER in params,
         inline=inline,
         is_async=is_async,
-        identity=identity_of(fn, None if version is None else str(version).strip(), facts),
+        identity=identity_of(fn, declared, facts) if _identities else "",
         stamps=facts.stamps if facts is not None else (),
     )
 
@@ -185,10 +193,11 @@ class ToolRegistry:
             self._baseline = frozenset(sys.modules)
         for spec in specs:
             module = _import(spec, base)
+            source = str((base / spec).resolve()) if _is_path(spec) else spec
             for value in list(vars(module).values()):
                 tool_spec = getattr(value, _SPEC_ATTRIBUTE, None)
                 if isinstance(tool_spec, ToolSpec):
-                    self.add(tool_spec)
+                    self.add(dataclasses.replace(tool_spec, source=source))
                     found.append(tool_spec.name)
         self._loads.append((tuple(specs), base))
         self._loaded.update(found)
@@ -241,8 +250,12 @@ def unregistered(workflow: Workflow, registry: ToolRegistry) -> ConfigurationErr
     )
 
 
+def _is_path(spec: str) -> bool:
+    return spec.endswith(".py") or "/" in spec or "\\" in spec
+
+
 def _import(spec: str, base: Path) -> ModuleType:
-    if spec.endswith(".py") or "/" in spec or "\\" in spec:
+    if _is_path(spec):
         return _import_file(spec, base)
     try:
         return importlib.import_module(spec)

@@ -64,6 +64,8 @@ class MemoryStore:
         self.settle_delivery = self._outbox.settle_delivery
         self.defer_delivery = self._outbox.defer_delivery
         self.release_deliveries = self._outbox.release_deliveries
+        self.renew_delivery = self._outbox.renew_delivery
+        self.delivery_claimants = self._outbox.delivery_claimants
         self.deliveries = self._outbox.deliveries
         self.undelivered = self._outbox.undelivered
         self.forget_deliveries = self._outbox.forget_deliveries

@@ -64,6 +64,17 @@ class MemoryDeliveries:
                 self._t.outbox[row.id] = row.evolve(claimed_by=None, lease_expires_at=None)
             return len(mine)
 
+    def renew_delivery(self, delivery_id: int, owner: str, lease_seconds: float) -> bool:
+        return self._settle(delivery_id, owner, lease_expires_at=self._now() + lease_seconds)
+
+    def delivery_claimants(self, prefix: str) -> list[str]:
+        with self._lock:
+            now = self._now()
+            return sorted({r.claimed_by for r in self._t.outbox.values()
+                           if r.delivered_at is None and r.claimed_by is not None
+                           and r.claimed_by.startswith(prefix)
+                           and r.lease_expires_at is not None and r.lease_expires_at > now})
+
     def deliveries(self, run_id: str) -> list[Delivery]:
         with self._lock:
             return sorted((r for r in self._t.outbox.values() if r.run_id == run_id), key=lambda r: r.id)

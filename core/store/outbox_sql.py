@@ -106,6 +106,29 @@ class DeliveriesSql(SqlBase):
         with self._engine.begin() as conn:
             return int(conn.execute(statement).rowcount)
 
+    @store_operation("renew an outbox claim")
+    def renew_delivery(self, delivery_id: int, owner: str, lease_seconds: float) -> bool:
+        statement = (
+            sa.update(OUTBOX)
+            .where(OUTBOX.c.id == delivery_id, OUTBOX.c.claimed_by == owner, OUTBOX.c.delivered_at.is_(None))
+            .values(lease_expires_at=self._now() + lease_seconds)
+        )
+        with self._engine.begin() as conn:
+            return conn.execute(statement).rowcount == 1
+
+    @store_operation("read the outbox")
+    def delivery_claimants(self, prefix: str) -> list[str]:
+        escaped = prefix.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+        query = (
+            sa.select(OUTBOX.c.claimed_by)
+            .where(OUTBOX.c.delivered_at.is_(None), OUTBOX.c.lease_expires_at > self._now(),
+                   OUTBOX.c.claimed_by.like(escaped + "%", escape="\\"))
+            .distinct()
+            .order_by(OUTBOX.c.claimed_by)
+        )
+        with self._single.connect() as conn:
+            return [str(owner) for owner in conn.execute(query).scalars()]
+
     @store_operation("read the outbox")
     def deliveries(self, run_id: str) -> list[Delivery]:
         query = sa.select(OUTBOX).where(OUTBOX.c.run_id == run_id).order_by(OUTBOX.c.id)

@@ -342,7 +342,15 @@ class Deliveries(Protocol):
 
     def release_deliveries(self, owner: str) -> int:
         """Let every claim `owner` holds lapse now, so a peer delivers those rows at once
-        (shutdown); how many."""
+        (shutdown, or `owner` is a process that died); how many."""
+
+    def renew_delivery(self, delivery_id: int, owner: str, lease_seconds: float) -> bool:
+        """Extend `owner`'s claim on the row to `lease_seconds` from now (the sender's heartbeat
+        while a send takes long); False when `owner` no longer holds it."""
+
+    def delivery_claimants(self, prefix: str) -> list[str]:
+        """The owners, starting with `prefix`, that hold a live claim on an undelivered row
+        (a restarted process looks for those of its replica's dead processes)."""
 
     def deliveries(self, run_id: str) -> list[Delivery]:
         """Every row of the run, delivered or not, oldest first."""

@@ -7,7 +7,8 @@ SQLAlchemy ORM and build seven pydantic models (≈ 0.2 s of a cold start, issue
 The alembic revisions (`migrations/versions/`: `0001_initial.py`, `0002_gate_cache_key.py`,
 `0003_platform_state.py`, `0004_event_handling.py`, `0005_origin_event_partial_index.py`,
 `0006_runs_args_digest_index.py`, `0007_runs_conversation_recent_index.py`,
-`0008_gate_votes_deadlines.py`, `0009_outbox.py`, `0010_retention.py`, `0011_queue.py`)
+`0008_gate_votes_deadlines.py`, `0009_outbox.py`, `0010_retention.py`, `0012_queue.py`;
+`0011_signing_key_row.py` only deletes a row)
 create exactly this schema; `tests/integration/store/test_migrations.py` checks they agree.
 
 Statuses are stored as short strings (the `StrEnum` values), timestamps as float
@@ -57,7 +58,7 @@ RUNS = sa.Table(
     sa.Column("reason", sa.Text, nullable=True),
     # "<platform>:<event_id>" of the chat command that started the run (revision 0004)
     _text("origin_event", nullable=True),
-    # its concurrency key and policy (`Concurrency`), when it joined the key's queue (revision 0011)
+    # its concurrency key and policy (`Concurrency`), when it joined the key's queue (revision 0012)
     _text("concurrency_key", nullable=True),
     sa.Column("concurrency", sa.JSON, nullable=True),
     _float("queued_at", nullable=True),
@@ -69,7 +70,7 @@ RUNS = sa.Table(
     sa.Index("ix_runs_created", "created_at"),
     # `--args @handle`: the runs whose args digest starts with a prefix (revision 0006)
     sa.Index("ix_runs_args_digest", "args_digest"),
-    # admission: a key's active and queued runs (revision 0011)
+    # admission: a key's active and queued runs (revision 0012)
     sa.Index("ix_runs_concurrency", "concurrency_key", "status", "queued_at"),
     # lease recovery: running runs whose lease lapsed
     sa.Index("ix_runs_lease", "status", "lease_expires_at"),
@@ -293,7 +294,7 @@ def postgresql_options() -> None:
 
 #: one row per concurrency key: what a unit of work admitting runs of the key locks first
 #: (on PostgreSQL, an upsert taking its row lock), so two replicas never admit past the limit
-#: (revision 0011)
+#: (revision 0012)
 CONCURRENCY_LOCKS = sa.Table(
     "concurrency_locks",
     metadata,

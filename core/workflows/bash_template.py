@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any
 from core.errors import TemplateRenderError
 from core.workflows import render_budget
 from core.workflows.render_budget import RenderLimits
-from core.workflows.shell_context import Form, Placement, Reason, ShellLexer
+from core.workflows.shell_context import NUMERIC_FILTERS, Form, Placement, Reason, ShellLexer
 
 if TYPE_CHECKING:
     from jinja2 import Template, nodes
@@ -161,6 +161,12 @@ def _analysed(source: str) -> tuple[BashPlan, Template | None]:
             refused.append(Refused(expr.lineno, _describe(expr), decision.what, decision.fix))
         else:
             forms.append(decision)
+    for use, placements in walker.outcomes.items():  # uses of typed text: `$v`, `${!v}`, `$( )`
+        reasons = sorted((p.reason for p in placements if p.reason is not None), key=lambda r: r.name)
+        if isinstance(use, tuple) and use[0] == "use" and reasons:
+            _, line, what = use
+            refused.append(Refused(line, f"{what} (it holds text from a {{{{ }}}})", reasons[0].what,
+                                   reasons[0].fix))
     refused.sort(key=lambda r: r.line)
     plan = BashPlan(tuple(forms), tuple(refused))
     if refused:
@@ -188,6 +194,7 @@ class _Walker:
         self.placeholders: list[nodes.Expr] = []
         self.refused: list[Refused] = []
         self._parents: dict[int, tuple[nodes.Output, int]] = {}
+        self._tags: dict[int, int] = {}  # id of a placeholder's expression -> its tag
 
     def run(self, tree: nodes.Template) -> list[nodes.Expr]:
         states = self._body(tree.body, {(): ShellLexer(self.outcomes)})
@@ -222,11 +229,12 @@ class _Walker:
             for index, child in enumerate(node.nodes):
                 if isinstance(child, nodes.TemplateData):
                     for lexer in states.values():
-                        lexer.feed(child.data)
+                        lexer.feed(child.data, child.lineno)
                 else:
                     tag = self._placeholder(node, index, child)
+                    numeric = isinstance(child, nodes.Filter) and child.name in NUMERIC_FILTERS
                     for lexer in states.values():
-                        lexer.placeholder(tag)
+                        lexer.placeholder(tag, numeric=numeric)
                 states = _merge(states.values())
             return states
         if isinstance(node, nodes.If):
@@ -248,9 +256,13 @@ class _Walker:
         return states  # {% set %}, macros: no output of their own
 
     def _placeholder(self, output: nodes.Output, index: int, expr: nodes.Expr) -> int:
+        """The placeholder's tag: one per `{{ }}` of the source, however many paths reach it."""
+        if id(expr) in self._tags:
+            return self._tags[id(expr)]
         self._parents[id(expr)] = (output, index)
         self.placeholders.append(expr)
-        return len(self.placeholders) - 1
+        self._tags[id(expr)] = len(self.placeholders) - 1
+        return self._tags[id(expr)]
 
     def _branches(self, node: nodes.If, states: dict[Hashable, ShellLexer]) -> dict[Hashable, ShellLexer]:
         results: list[ShellLexer] = []

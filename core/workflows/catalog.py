@@ -12,6 +12,12 @@ fine but whose `script:`/`files:` are missing only has those checked again). Fil
 a file modified within
 `RACY_NS` of when it was read is re-read (and compared by content) until that window has
 passed, so a same-size rewrite within one filesystem timestamp tick is never missed.
+
+`secrets` (the runtime's `StepEnvironment.provided`): the step secrets the operator provides.
+A workflow whose `secrets:` names any other variable is listed broken (file, line, where to
+provide it), so a workflow can never ask for a variable of Baton's own environment
+(`PGPASSWORD`, cloud credentials). The set is asked for at every reload; when it changes (a
+name added to the secrets file) the index is rebuilt.
 """
 
 from __future__ import annotations
@@ -21,7 +27,7 @@ import hashlib
 import logging
 import os
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -32,6 +38,7 @@ from core.workflows.limits import LoadLimits
 from core.workflows.loader import FilesProblem, NodeReuse, load_workflow_bytes, too_large
 from core.workflows.model import Workflow
 from core.workflows.validation import did_you_mean
+from core.workflows.yaml_source import parse_yaml
 
 log = logging.getLogger(__name__)
 _SUFFIXES = (".yaml", ".yml")
@@ -74,9 +81,17 @@ class _Loaded:
 
 
 class Catalog:
-    def __init__(self, dirs: Sequence[Path], *, limits: LoadLimits | None = None) -> None:
+    def __init__(
+        self,
+        dirs: Sequence[Path],
+        *,
+        limits: LoadLimits | None = None,
+        secrets: Callable[[], Collection[str]] | None = None,
+    ) -> None:
         self.dirs = [Path(d) for d in dirs]
         self.limits = limits or LoadLimits()
+        self._secrets = secrets  # None: any secret name may be declared (a file checked alone)
+        self._provided: frozenset[str] | None = None
         self.parses = 0  # files read and parsed so far (each change of a file counts once)
         # keyed by path text: Path objects cost more than the stat calls in a warm reload
         self._files: dict[str, _Loaded] = {}
@@ -95,6 +110,9 @@ class Catalog:
             seen.update(found)
         changed = layout != self._layout
         self._layout = layout
+        provided = frozenset(self._secrets()) if self._secrets is not None else None
+        changed = changed or provided != self._provided
+        self._provided = provided
         for path in list(self._files):
             if path not in seen:
                 del self._files[path]
@@ -177,6 +195,11 @@ class Catalog:
                     )
                     continue
                 in_dir[loaded.name] = path
+                workflow = loaded.workflow
+                if workflow is not None and self._provided is not None:
+                    unknown = secret_error(workflow, path, self._provided)
+                    if unknown is not None:
+                        workflow, error = None, unknown
                 earlier = index.get(loaded.name)
                 if earlier is not None:
                     self._warn_once(
@@ -187,7 +210,7 @@ class Catalog:
                         str(earlier.path),
                     )
                 index[loaded.name] = CatalogEntry(
-                    loaded.name, path, loaded.workflow, error, earlier.path if earlier else None
+                    loaded.name, path, workflow, error, earlier.path if earlier else None
                 )
         return index
 
@@ -195,6 +218,34 @@ class Catalog:
         if key not in self._warned:
             self._warned.add(key)
             log.warning(message, *args, extra={"action": "workflow_catalog"})
+
+
+def secret_error(workflow: Workflow, path: Path, provided: Collection[str]) -> WorkflowDefinitionError | None:
+    """The first secret `workflow` declares that the operator does not provide, as this
+    file's error (its line, and where the operator provides step secrets), or None."""
+    places: list[tuple[tuple[str | int, ...], str]] = [
+        (("secrets", i), n) for i, n in enumerate(workflow.secrets)
+    ]
+    for j, node in enumerate(workflow.nodes):
+        places += [(("nodes", j, "secrets", i), n) for i, n in enumerate(node.secrets)]
+    missing = next(((where, name) for where, name in places if name not in provided), None)
+    if missing is None:
+        return None
+    where, name = missing
+    line = 1
+    try:
+        _, source = parse_yaml(path.read_text(encoding="utf-8"), file=str(path))
+        line = source.line_of(where) or 1
+    except (OSError, UnicodeDecodeError, WorkflowDefinitionError):
+        pass  # the file changed under us: its first line will do until the next reload
+    return WorkflowDefinitionError(
+        f"secret `{name}` is not a step secret the operator provides; a workflow may name only "
+        "those (never a variable of Baton's own environment)",
+        file=str(path),
+        line=line,
+        hint=f"Ask the operator to add `{name}=<value>` to the file BATON_SECRETS_FILE names, or to "
+        f"list `{name}` in BATON_STEP_SECRETS and set it in Baton's environment.",
+    )
 
 
 def _recheck(cached: _Loaded) -> _Loaded:

@@ -189,6 +189,7 @@ class Node(StepEnvironmentFields):
     artifacts: list[str] = Field(default_factory=list)
     approvers: list[str] | None = None  # approval nodes: user ids allowed to decide (settings otherwise)
     when: str | None = None  # `{{ expression }}` over inputs and dependencies; false: skipped
+    network: bool | None = Field(default=None, strict=True)  # False: no network (None: the workflow's)
     env: dict[str, str] = Field(default_factory=dict)  # this step's variables (over the workflow's)
     secrets: list[str] = Field(default_factory=list)  # secrets this step receives (and the workflow's)
 
@@ -261,6 +262,7 @@ class Workflow(StepEnvironmentFields):
     inputs: dict[str, InputSpec] = Field(default_factory=dict)
     defaults: Defaults = Field(default_factory=Defaults)
     nodes: list[Node]
+    network: bool = Field(default=True, strict=True)  # False: steps run without network (a node may differ)
     env: dict[str, str] = Field(default_factory=dict)  # variables of every step
     secrets: list[str] = Field(default_factory=list)  # secrets every step receives
     concurrency: ConcurrencySpec | None = None  # None: unlimited
@@ -294,6 +296,10 @@ class Workflow(StepEnvironmentFields):
     def step_secrets(self, node: Node) -> tuple[str, ...]:
         """The names of the secrets the node's step receives: the workflow's and its own."""
         return tuple(dict.fromkeys((*self.secrets, *node.secrets)))
+
+    def network_for(self, node: Node) -> bool:
+        """Whether the node's step may use the network: its own `network:`, else the workflow's."""
+        return self.network if node.network is None else node.network
 
     def provider(self, node: Node) -> str | None:
         """The provider a prompt node names, else the workflow's default (None: the settings')."""

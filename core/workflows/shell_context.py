@@ -17,10 +17,21 @@ name, `eval`/`source`/`trap`/`let`/`alias`, a shell's `-c` string, an interprete
 the body of a heredoc fed to an interpreter, `ssh`/`su`/`watch`, variable names given to
 `read`/`unset`/`printf -v`/…, `declare -i`), and right after `$` or `\`.
 
+Typed text is followed beyond the placeholder: a variable assigned from one (`v={{ x }}`,
+`for v in …`, `read v`) and a `$( )` / `<( )` that prints one hold typed text, and each use of
+them (`$v`, `${v…}`, `v` in arithmetic, the substitution's place) is decided like a
+placeholder standing there; `${!v}` and `${v@P}` are refused (`INDIRECT`). What reaches the
+standard input of a program that runs its input (`| sh`, `bash <<<`, `python3 < file`,
+`| xargs bash -c`) is refused when that command ends (`STDIN_CODE`); an interpreter's script
+(`bash {{ x }}`) is `SCRIPT`; after a wrapper (`timeout 5`, `sudo -u u`, `_WRAPPERS`) the
+command name is found past its options and operands. A number made in the template
+(`{{ x | int }}`, `NUMERIC_FILTERS`) may stand in arithmetic.
+
 The command-level checks recognise the usual spellings; a program that runs its arguments as
-code in another way (`xargs sh`, `make`, `find -exec`) stays the author's responsibility
-(docs/workflows.md). The lexer is fed literal text and placeholders in order (`feed`,
-`placeholder`); `clone` and `key` let the template walker follow `{% if %}`/`{% for %}` paths.
+code in another way (`make`, `find -exec`, a script written to a file and run later) stays
+the author's responsibility (docs/workflows.md). The lexer is fed literal text and
+placeholders in order (`feed`, `placeholder`); `clone` and `key` let the template walker
+follow `{% if %}`/`{% for %}` paths.
 """
 
 from __future__ import annotations
@@ -60,15 +71,15 @@ class Reason(enum.Enum):
     )
     ARITHMETIC = (
         "is inside an arithmetic expression, which bash evaluates as code",
-        "Assign it to a variable first (n={{ x }}), check it is a number, then use $n.",
+        "Make it a number in the template: $(( {{ x | int }} + 1 )), or n={{ x | int }} then $n.",
     )
     SUBSCRIPT = (
         "is an array subscript, which bash evaluates as code",
-        "Assign it to a variable first (k={{ x }}) and check it before using it as an index.",
+        "Make it a number in the template: a[{{ x | int }}]; to look up by name, use case \"$k\" in ….",
     )
     CONDITION = (
         "is an operand of [[ … -eq/-lt/… ]] or -v, which bash evaluates as code",
-        'Compare with [ "$n" -eq … ] or check the value is a number first.',
+        'Make it a number in the template ({{ x | int }}), or compare with [ "$n" -eq … ].',
     )
     QUOTED_HEREDOC = (
         "is inside a heredoc with a quoted delimiter, where nothing is replaced",
@@ -106,6 +117,18 @@ class Reason(enum.Enum):
         "is a variable name, which bash can evaluate as code",
         "Use a fixed variable name and pass {{ x }} as the value.",
     )
+    SCRIPT = (
+        "is the script, module or file an interpreter runs, so typed text would choose the code",
+        "Run a fixed script and pass the value as its argument: bash ./deploy.sh {{ x }}.",
+    )
+    STDIN_CODE = (
+        "reaches the input of a program that runs its input as code (| sh, bash <<<, python3 <)",
+        "Pass it as an argument of a fixed script instead: bash -c '… \"$1\" …' _ {{ x }}.",
+    )
+    INDIRECT = (
+        "is read through ${!…} or ${…@P}, which take the value as a variable name or as code",
+        'Use the value itself ("$v"), or choose among fixed names with case "$v" in ….',
+    )
     BLOCK = (
         "sits where the quoting depends on a {% if %}/{% for %} block",
         "Keep quotes balanced inside each block, or build the text with a filter (| join(' ')).",
@@ -118,6 +141,10 @@ class Reason(enum.Enum):
     @property
     def fix(self) -> str:
         return self.value[1]
+
+
+#: contexts where an integer is fine (`{{ x | int }}`): arithmetic, subscripts, `[[ -eq ]]`
+_NUMBER_ONLY = (Reason.ARITHMETIC, Reason.SUBSCRIPT, Reason.CONDITION)
 
 
 @dataclass(frozen=True)
@@ -161,36 +188,53 @@ _OPTION_VALUES: dict[str, int] = {
 _PROGRAM_FILES = frozenset({"-f", "--from-file", "--file"})
 #: a heredoc fed to one of these is code
 _HEREDOC_CODE = frozenset(_CODE_FLAGS) | _PROGRAM_FIRST | _REMOTE | _EVALS
+@dataclass(frozen=True)
+class _Wrapper:
+    """A program that runs the command given after its options and operands (`timeout 5 cmd`)."""
+
+    values: frozenset[str] = frozenset()  # options followed by a value
+    operands: int = 0  # words before the command (timeout's duration, chroot's directory)
+    code: frozenset[str] = frozenset()  # options after which the rest is shell code (sudo -s)
+
+
+def _wrapper(values: str = "", operands: int = 0, code: str = "") -> _Wrapper:
+    return _Wrapper(frozenset(values.split()), operands, frozenset(code.split()))
+
+
+#: wrappers: the first word after their options and operands is the command name
+_WRAPPERS: dict[str, _Wrapper] = {
+    "command": _wrapper(), "builtin": _wrapper(), "exec": _wrapper("-a"), "nohup": _wrapper(),
+    "setsid": _wrapper(), "unshare": _wrapper("--propagation --setgroups -S --setuid -G --setgid"),
+    "time": _wrapper("-f --format -o --output"), "busybox": _wrapper(), "fakeroot": _wrapper(),
+    "nice": _wrapper("-n --adjustment"), "ionice": _wrapper("-c --class -n --classdata -p --pid -P -u"),
+    "timeout": _wrapper("-s --signal -k --kill-after", operands=1),
+    "sudo": _wrapper("-u --user -g --group -C --close-from -D --chdir -h --host -p --prompt -r --role "
+                     "-t --type -U --other-user -T --command-timeout", code="-s --shell -i --login"),
+    "doas": _wrapper("-u -C", code="-s"),
+    "env": _wrapper("-u --unset -C --chdir", code="-S --split-string"),
+    "xargs": _wrapper("-I -L -n -P -s -d -E -a --max-args --max-procs --max-lines --delimiter --eof "
+                      "--arg-file --replace --max-chars --process-slot-var"),
+    "stdbuf": _wrapper("-i -o -e --input --output --error"),
+    "taskset": _wrapper(operands=1), "chrt": _wrapper(operands=1), "faketime": _wrapper(operands=1),
+    "flock": _wrapper("-w --timeout -E --conflict-exit-code", operands=1, code="-c --command"),
+    "chroot": _wrapper("--userspec --groups", operands=1),
+    "strace": _wrapper("-o -e -p -s -u -E -a -b -I -O -P -S -X"), "ltrace": _wrapper("-o -e -p -s -u -n"),
+    "nsenter": _wrapper("-t --target -S --setuid -G --setgid"), "runcon": _wrapper("-u -r -t -l"),
+    "sg": _wrapper(operands=1, code="-c"), "script": _wrapper("-E -I -O -T -t", code="-c --command"),
+    "systemd-run": _wrapper("-p --property -u --unit -E --setenv --uid --gid -d --working-directory"),
+}  # fmt: skip
 #: words after which the next word is a command name again
-_PREFIXES = frozenset(
-    {
-        "command",
-        "builtin",
-        "exec",
-        "nohup",
-        "time",
-        "nice",
-        "setsid",
-        "sudo",
-        "doas",
-        "env",
-        "xargs",
-        "stdbuf",
-        "!",
-        "if",
-        "then",
-        "else",
-        "elif",
-        "while",
-        "until",
-        "do",
-        "{",
-        "timeout",
-        "coproc",
-    }
-)
+_PREFIXES = frozenset({"!", "if", "then", "else", "elif", "while", "until", "do", "{", "coproc", *_WRAPPERS})
+#: interpreters that run their standard input when no program was given (`| sh`, `python3 -`)
+_STDIN_CODE = frozenset(_CODE_FLAGS)
+#: a program given as one of these files is the standard input
+_STDIN_FILES = frozenset({"/dev/stdin", "/dev/fd/0", "/proc/self/fd/0", "-"})
+#: filters whose result is always an integer: such a placeholder may stand in arithmetic
+NUMERIC_FILTERS = frozenset({"int", "length", "count"})
 _ASSIGNMENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\[[^\]]*\])?\+?=")
 _IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_PARAM_HEAD = re.compile(r"([!#]?)([A-Za-z_][A-Za-z0-9_]*)")
 _KEY_WORD_CHARS = 24  # longer words are never keywords: their text stops mattering
 _PH = "\x00"  # stands for a placeholder inside tracked word text
 
@@ -235,6 +279,19 @@ class _Frame:
     line_code: bool = False  # an interpreter runs on this line: its heredocs are code
     array: bool = False  # an array literal `a=( … )`: words are values
     skip: int = 0  # words still to come that are values of an interpreter's option
+    # -- typed text (placeholders, and what holds them: variables, substitutions) -------------
+    typed_word: bool = False  # the current word holds typed text
+    had_typed: bool = False  # typed text appeared in this frame (a `$( )` whose output is typed)
+    cmd_tags: list[Hashable] = field(default_factory=list)  # typed text of the current command
+    log: list[Hashable] = field(default_factory=list)  # typed text of this frame so far
+    feed_tags: list[Hashable] = field(default_factory=list)  # typed text on the command's stdin
+    piped: bool = False  # the current command reads a pipe
+    stdin_program: bool = False  # an interpreter told to read its program from stdin
+    # -- wrappers (`timeout 5 cmd`) and `for` ---------------------------------------------------
+    operands: int = 0  # a wrapper's operands still to come before its command
+    value_next: bool = False  # the next word is the value of a wrapper's option
+    for_var: str = ""  # `for NAME in …`: the variable the list's words go to
+    opener: str = ""  # cmd frames closed by ")": "$" for $( ), "<" for <( ) and >( )
 
     def key(self) -> Hashable:
         word = None if not self.in_word else ("long", self._word_class()) if self.long_word else self.word
@@ -265,6 +322,17 @@ class _Frame:
             self.line_code,
             self.array,
             self.skip,
+            self.typed_word,
+            self.had_typed,
+            tuple(self.cmd_tags),
+            tuple(self.log),
+            tuple(self.feed_tags),
+            self.piped,
+            self.stdin_program,
+            self.operands,
+            self.value_next,
+            self.for_var,
+            self.opener,
         )
 
     def _word_class(self) -> tuple[bool, bool, bool]:
@@ -278,35 +346,52 @@ class ShellLexer:
     paths collects several); it is shared by clones.
     """
 
-    def __init__(self, outcomes: dict[Hashable, set[Placement]] | None = None) -> None:
+    def __init__(
+        self, outcomes: dict[Hashable, set[Placement]] | None = None, numeric: set[Hashable] | None = None
+    ) -> None:
         self.outcomes: dict[Hashable, set[Placement]] = outcomes if outcomes is not None else {}
+        #: placeholders whose value is always an integer (`{{ x | int }}`): fine in arithmetic
+        self.numeric: set[Hashable] = numeric if numeric is not None else set()
         self._stack: list[_Frame] = [_Frame("cmd")]
         self._escape = False  # the previous character was an unescaped backslash
         self._dollar = False  # the previous character was an unescaped `$`
         self._line = ""  # the current line, for heredoc delimiters
         self._line_ph = False
+        self._lineno = 1  # the template line being read (uses of typed variables are reported there)
+        #: variables that hold typed text (`v={{ x }}`, `for v in {{ x }}`, `read v`): each use
+        #: of one (`$v`, `${v}`, `v` in arithmetic) is checked like a placeholder there
+        self._typed: frozenset[str] = frozenset()
 
     # -- the interface the template walker uses -------------------------------------------------
 
     def clone(self) -> ShellLexer:
-        twin = ShellLexer(self.outcomes)
+        twin = ShellLexer(self.outcomes, self.numeric)
         twin._stack = copy.deepcopy(self._stack)
         twin._escape, twin._dollar = self._escape, self._dollar
         twin._line, twin._line_ph = self._line, self._line_ph
+        twin._lineno, twin._typed = self._lineno, self._typed
         return twin
 
     def key(self) -> Hashable:
         in_body = any(f.kind == "body" for f in self._stack)
         line = (self._line[:_KEY_WORD_CHARS], self._line_ph) if in_body else None
-        return (tuple(f.key() for f in self._stack), self._escape, self._dollar, line)
+        return (tuple(f.key() for f in self._stack), self._escape, self._dollar, line, self._typed)
 
-    def feed(self, text: str) -> None:
+    def feed(self, text: str, line: int | None = None) -> None:
+        """Read `text`; `line`: the template line it starts on."""
+        if line is not None:
+            self._lineno = line
         i = 0
         while i < len(text):
             i = self._step(text, i)
 
-    def placeholder(self, tag: Hashable) -> None:
+    def placeholder(self, tag: Hashable, *, numeric: bool = False) -> None:
+        """A `{{ }}` here; `numeric`: its value is always an integer (`{{ x | int }}`)."""
+        if numeric:
+            self.numeric.add(tag)
         self._decide(tag, self._placement(tag))
+        if not numeric:
+            self._mark_typed(tag)
         self._line_ph = True
         self._escape = self._dollar = False
         cmd = self._word_owner()
@@ -315,7 +400,11 @@ class ShellLexer:
             cmd.in_word = True
 
     def finish(self) -> dict[Hashable, set[Placement]]:
-        """Close the script: a `[[` never closed still refuses what it holds."""
+        """Close the script: its last command ends; a `[[` never closed still refuses what it holds."""
+        top = self._stack[-1]
+        if top.kind == "cmd" and not top.comment:
+            self._end_word(top)
+            self._end_command(top)
         for frame in self._stack:
             if frame.kind == "cmd" and frame.cond:
                 for tag in frame.cond_tags:
@@ -325,7 +414,43 @@ class ShellLexer:
     # -- decisions -------------------------------------------------------------------------------
 
     def _decide(self, tag: Hashable, placement: Placement) -> None:
+        if tag in self.numeric and placement.reason in _NUMBER_ONLY:
+            if placement.reason is Reason.CONDITION:
+                return  # `[[ {{ n | int }} -eq 1 ]]`: its form was decided where it stands
+            placement = Placement(form=Form.DOUBLE)  # an integer is a fine arithmetic operand
         self.outcomes.setdefault(tag, set()).add(placement)
+
+    # -- typed text ------------------------------------------------------------------------------
+
+    def _mark_typed(self, tag: Hashable) -> None:
+        """Typed text stands here: its word, its command and every enclosing frame hold it."""
+        owner = self._word_owner()
+        if owner is not None:
+            owner.typed_word = True
+        for frame in self._stack:
+            if frame.kind == "cmd":
+                _add(frame.cmd_tags, tag)
+                _add(frame.log, tag)
+                frame.had_typed = True
+                if frame.expect in ("<", "<<<"):  # `cmd <<< {{ x }}`, `cmd < <(…{{ x }}…)`
+                    _add(frame.feed_tags, tag)
+
+    def _typed_use(self, what: str, placement: Placement | None = None) -> None:
+        """A use of typed text (`$v` of a typed variable, a `$( )` that printed typed text):
+        decided like a placeholder standing here, unless `placement` says otherwise."""
+        tag = ("use", self._lineno, what)
+        self._decide(tag, placement if placement is not None else self._placement(tag))
+        self._mark_typed(tag)
+
+    def _taint(self, name: str) -> None:
+        if name and name not in self._typed:
+            self._typed = self._typed | {name}
+
+    def _reads_code(self, cmd: _Frame) -> bool:
+        """Whether the command runs what reaches its standard input."""
+        if cmd.name in _REMOTE or cmd.stdin_program:
+            return True
+        return cmd.name in _STDIN_CODE and (bool(cmd.interp) or cmd.code_next)
 
     def _placement(self, tag: Hashable) -> Placement:
         frame = self._stack[-1]
@@ -362,18 +487,23 @@ class ShellLexer:
     def _command_check(self, cmd: _Frame, tag: Hashable) -> Reason | None:
         if cmd.expect in ("<<", "<<-"):
             return Reason.HEREDOC_DELIMITER
-        if cmd.expect == ">":
-            return None  # a redirection target: the author's file name choice
+        if cmd.expect in (">", "<", "<<<"):
+            return None  # a file name or input: refused later if the command runs its input
         word = cmd.word
         if cmd.all_code:
             return Reason.EVAL
         if cmd.code_next or (cmd.interp in _PROGRAM_FIRST and not cmd.skip and not word.startswith("-")):
             return Reason.CODE_STRING
+        if cmd.interp in _CODE_FLAGS and not cmd.skip and not word.startswith(("-", "+")):
+            return Reason.SCRIPT  # `bash {{ x }}`, `python3 {{ x }}`: typed text picks the program
         if cmd.var_next:
             return Reason.CONDITION if cmd.cond else Reason.VARIABLE_NAME
         if (cmd.names or cmd.declare) and "=" not in word:
             return Reason.VARIABLE_NAME
         if cmd.cmd_pos and not cmd.case_pattern and not _ASSIGNMENT.match(word):
+            attached = word.startswith("-") and "=" in word  # --user={{ x }}
+            if cmd.name in _WRAPPERS and (cmd.value_next or cmd.operands or attached):
+                return None  # a value of the wrapper (`timeout {{ x }} cmd`), not its command
             return Reason.COMMAND_NAME
         if cmd.cond:
             cmd.cond_tags.append(tag)
@@ -415,6 +545,7 @@ class ShellLexer:
         escaped, self._escape = self._escape, False
         self._dollar = False
         if ch == "\n":
+            self._lineno += 1
             return self._newline(frame, escaped, i)
         self._line += ch
         if frame.kind == "cmd":
@@ -437,6 +568,15 @@ class ShellLexer:
             return i + 1
         if frame.kind == "body" and frame.heredoc is not None and frame.heredoc.quoted:
             return i + 1
+        if frame.kind in ("arith", "subscript", "param") and (ch.isalpha() or ch == "_"):
+            before = text[i - 1] if i else ""
+            if not (before.isalnum() or before in "_$"):
+                name = _NAME.match(text, i)
+                assert name is not None
+                if name.group(0) in self._typed:  # `(( n + 1 ))`: arithmetic reads n's value as code
+                    self._typed_use(f"`{name.group(0)}`")
+                self._line += name.group(0)[1:]
+                return name.end()
         # double quotes, ${ }, arithmetic, subscripts, an unquoted heredoc: \ $ ` are special
         if ch == "\\":
             self._escape = True
@@ -464,11 +604,22 @@ class ShellLexer:
             if text.startswith("((", i + 1):
                 self._push(_Frame("arith", closer=")"))
                 return i + 3
-            self._push(_Frame("cmd", closer=")"))
+            self._push(_Frame("cmd", closer=")", opener="$"))
             return i + 2
         if nxt == "{":
+            head = _PARAM_HEAD.match(text, i + 2)
+            name = head.group(2) if head is not None else ""
+            if name in self._typed:
+                prompt = text.startswith("@P", head.end()) if head is not None else False
+                if head is not None and (head.group(1) == "!" or prompt):
+                    self._typed_use(f"`${{{head.group(1)}{name}…}}`", Placement(reason=Reason.INDIRECT))
+                else:
+                    self._typed_use(f"`${{{name}…}}`")
             self._push(_Frame("param", in_dq=top.kind in ("dq", "body") or top.in_dq))
-            return i + 2
+            if head is None:
+                return i + 2
+            self._line += text[i + 2 : head.end()]
+            return head.end()  # the name itself is read: what follows it is the expansion's
         if nxt == "[":
             self._push(_Frame("arith", closer="]"))
             return i + 2
@@ -477,6 +628,9 @@ class ShellLexer:
             top.in_word = True
             self._append_word(top, _PH)
             return i + 2
+        variable = _NAME.match(text, i + 1)
+        if variable is not None and variable.group(0) in self._typed:
+            self._typed_use(f"`${variable.group(0)}`")
         owner = self._word_owner()
         if owner is not None:
             self._append_word(owner, _PH)  # $name: the word's text is not known
@@ -589,7 +743,12 @@ class ShellLexer:
             elif frame.case_depth and frame.case_pattern:
                 frame.case_pattern = False
             elif frame.closer == ")":
+                self._end_command(frame)
                 self._stack.pop()
+                if frame.had_typed and frame.array:
+                    self._stack[-1].typed_word = True  # `a=( {{ x }} )`: a holds typed text
+                elif frame.had_typed:  # what `$( )` / `<( )` prints is typed text: used here
+                    self._typed_use("`$( … )`" if frame.opener == "$" else "`<( … )`")
                 return i + 1
             self._end_command(frame)
             return i + 1
@@ -622,6 +781,9 @@ class ShellLexer:
             self._end_command(frame, keep_pattern=True)
             frame.case_pattern = True
             return i + 2 + (1 if text.startswith("&", i + 2) else 0)
+        if ch == "|" and nxt != "|":  # a pipe (`|`, `|&`): the next command reads this one's output
+            self._end_command(frame, pipe=True)
+            return i + (2 if nxt == "&" else 1)
         self._end_command(frame)
         return i + (2 if nxt == ch and ch != ";" else 1)
 
@@ -642,7 +804,7 @@ class ShellLexer:
     def _redirection(self, frame: _Frame, text: str, i: int, ch: str, nxt: str) -> int:
         if nxt == "(" and not text.startswith("<<", i):  # process substitution
             self._end_word(frame)
-            self._push(_Frame("cmd", closer=")"))
+            self._push(_Frame("cmd", closer=")", opener="<"))
             frame.in_word = True
             return i + 2
         if frame.in_word and frame.word.isdigit():  # 2>file: a descriptor, not a word
@@ -650,12 +812,13 @@ class ShellLexer:
         self._end_word(frame)
         for operator in ("<<<", "<<-", "<<"):
             if text.startswith(operator, i):
-                frame.expect = ">" if operator == "<<<" else operator
+                frame.expect = operator
                 return i + len(operator)
         length = 1
         while i + length < len(text) and text[i + length] in "<>&|":
             length += 1
-        frame.expect = ">"
+        input_ = ch == "<" and text[i : i + length] in ("<", "<&")  # what the command reads
+        frame.expect = "<" if input_ else ">"
         return i + length
 
     def _end_word(self, frame: _Frame) -> None:
@@ -669,14 +832,21 @@ class ShellLexer:
             frame.pending.append(_Heredoc(delimiter, quoted, frame.expect == "<<-", code))
             frame.expect = ""
             return
-        if frame.expect == ">":
+        typed, frame.typed_word = frame.typed_word, False
+        if frame.expect in (">", "<", "<<<"):
             frame.expect = ""
             return
         text = "" if long_word or _PH in word else _unquote(word)[0]
-        self._word_done(frame, word, text)
+        self._word_done(frame, word, text, typed)
 
-    def _word_done(self, frame: _Frame, raw: str, text: str) -> None:
-        """A complete word of a simple command (`text`: its literal value, "" when unknown)."""
+    def _word_done(self, frame: _Frame, raw: str, text: str, typed: bool = False) -> None:
+        """A complete word of a simple command (`text`: its literal value, "" when unknown;
+        `typed`: it holds typed text)."""
+        assigned = _ASSIGNMENT.match(raw)
+        if typed and assigned and (frame.cmd_pos or frame.declare):  # v={{ x }}, export v=…
+            self._taint(assigned.group(0).split("[", 1)[0].rstrip("+="))
+        if typed and frame.for_var:  # for v in {{ x }}
+            self._taint(frame.for_var)
         if frame.cond:
             self._cond_word(frame, text)
         elif frame.case_depth and text == "esac" and (frame.cmd_pos or frame.case_pattern):
@@ -699,17 +869,38 @@ class ShellLexer:
             frame.cond, frame.cond_arith, frame.cond_tags = False, False, []
             frame.var_next = False
             return
+        if text in self._typed:  # `[[ n -eq 1 ]]`: arithmetic reads n's value as code
+            tag = ("use", self._lineno, f"`{text}`")
+            self._mark_typed(tag)
+            _add(frame.cond_tags, tag)
         frame.cond_arith = frame.cond_arith or text in _ARITH_CONDITIONS
         frame.var_next = text == "-v"
 
     def _command_word(self, frame: _Frame, raw: str, text: str) -> None:
         if _ASSIGNMENT.match(raw):
             return
-        if frame.name in _PREFIXES and text.startswith("-"):
-            return  # an option of `sudo`, `env`, …: the command comes later
+        wrapper = _WRAPPERS.get(frame.name)
+        if wrapper is not None:  # an option, its value or an operand: the command comes later
+            if frame.value_next:
+                frame.value_next = False
+                return
+            if text.startswith("-") and text != "-":
+                option = text.split("=", 1)[0]
+                if option in wrapper.code:  # sudo -s, env -S, flock -c: the rest is shell code
+                    frame.all_code = True
+                frame.value_next = option in wrapper.values and "=" not in text
+                return
+            if frame.operands:
+                frame.operands -= 1
+                return
+        elif frame.name in _PREFIXES and text.startswith("-"):
+            return  # an option of `!`, `time`: the command comes later
         name = text.rsplit("/", 1)[-1]
         frame.name = name
         frame.cmd_pos = name in _PREFIXES
+        frame.operands = _WRAPPERS[name].operands if name in _WRAPPERS else 0
+        frame.value_next = False
+        frame.for_var = ""
         if name == "case":
             frame.case_depth += 1
         frame.cond = name == "[["
@@ -720,6 +911,12 @@ class ShellLexer:
         frame.line_code = frame.line_code or name in _HEREDOC_CODE
 
     def _argument(self, frame: _Frame, text: str) -> None:
+        if frame.name == "for" and not frame.for_var and _IDENTIFIER.match(text):
+            frame.for_var = text
+        if (frame.names or frame.var_next) and _IDENTIFIER.match(text):
+            self._taint(text)  # read v, mapfile v, printf -v v: what they read is not the author's
+        if frame.interp in _STDIN_CODE and not frame.skip and not frame.code_next and text in _STDIN_FILES:
+            frame.stdin_program = True  # `bash /dev/stdin`, `python3 -`: the program is the input
         if frame.skip:
             frame.skip -= 1
         elif frame.code_next:
@@ -742,9 +939,20 @@ class ShellLexer:
         if text == "-v" and frame.name in ("printf", "test", "["):
             frame.var_next = True
 
-    def _end_command(self, frame: _Frame, *, keep_pattern: bool = False) -> None:
+    def _end_command(self, frame: _Frame, *, keep_pattern: bool = False, pipe: bool = False) -> None:
         if frame.cond:  # `[[` spans `&&` and lines: only its own `]]` ends it
             return
+        if self._reads_code(frame):  # `… | sh`, `bash <<< …`: typed text it reads would run
+            fed = [*frame.feed_tags, *(frame.log if frame.piped else ())]
+            for tag in fed:
+                self._decide(tag, Placement(reason=Reason.STDIN_CODE))
+        if pipe:
+            frame.piped = True
+        elif frame.name or frame.cmd_tags or not frame.piped:  # (a line break after `|` goes on)
+            frame.piped = False
+        frame.feed_tags, frame.cmd_tags = [], []
+        frame.stdin_program = False
+        frame.operands, frame.value_next, frame.for_var = 0, False, ""
         frame.cmd_pos = not keep_pattern and not frame.array
         frame.name = frame.interp = frame.expect = ""
         frame.code_next = frame.all_code = frame.names = frame.declare = frame.var_next = False
@@ -782,3 +990,9 @@ def _unquote(word: str) -> tuple[str, bool]:
         out.append(ch)
         i += 1
     return "".join(out), quoted
+
+
+def _add(tags: list[Hashable], tag: Hashable) -> None:
+    """Append `tag` once (a loop passes over the same placeholder again)."""
+    if tag not in tags:
+        tags.append(tag)

@@ -71,6 +71,30 @@ def write_workflows(directory: Path, database_url: str) -> None:
         """))
 
 
+    # a declared secret straddling the output cap (run with BATON_MAX_OUTPUT_BYTES=1000)
+    (directory / "straddle.yaml").write_text(textwrap.dedent("""\
+        name: straddle
+        description: A secret across the output cap
+        nodes:
+          - id: cap
+            secrets: [FILE_TOKEN]
+            bash: |
+              head -c 990 /dev/zero | tr '\\0' x
+              printf '%s' "$FILE_TOKEN"
+              head -c 3000 /dev/zero | tr '\\0' y
+        """))
+    # one line holding a secret at every offset, so one straddles every chunk boundary
+    (directory / "chunks.yaml").write_text(textwrap.dedent("""\
+        name: chunks
+        description: Secrets across the boundaries of chunks
+        nodes:
+          - id: chunks
+            secrets: [DEPLOY_TOKEN]
+            bash: |
+              for i in $(seq 1 100); do head -c "$i" /dev/zero | tr '\\0' z; printf '%s' "$DEPLOY_TOKEN"; done
+        """))
+
+
 def write_secrets_file(path: Path) -> Path:
     path.write_text(f"# step secrets\nFILE_TOKEN={FILE_SECRET}\n")
     path.chmod(0o600)

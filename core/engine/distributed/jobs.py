@@ -49,6 +49,8 @@ class NodeJob:
     #: through the queue; each worker reads it from its own operator-provided source
     env: Mapping[str, str] = field(default_factory=dict)
     secrets: tuple[str, ...] = ()
+    #: False: the step runs without network (`network: false`)
+    network: bool = True
 
     def to_args(self) -> dict[str, Any]:
         """JSON job arguments. Values that are empty or None are left out (`from_args`
@@ -86,6 +88,7 @@ class NodeJob:
                 "identity": dict(self.identity),
                 "env": dict(self.env),
                 "secrets": list(self.secrets),
+                "network": None if self.network else False,
             },
             keep=_REQUIRED,
         )
@@ -121,6 +124,7 @@ class NodeJob:
             identity=dict(args.get("identity") or {}),
             env={str(k): str(v) for k, v in (args.get("env") or {}).items()},
             secrets=tuple(str(n) for n in args.get("secrets") or ()),
+            network=args.get("network") is not False,
         )
 
 

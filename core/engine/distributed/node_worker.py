@@ -142,6 +142,7 @@ class NodeWorker:
             secrets=job.secrets,
             workflow_dir=Path(job.workflow_dir) if job.workflow_dir is not None else None,
             max_output=self.max_output,
+            network=job.network,
         )
         # one INFO line per step, when it ends (with how long it ran); its start at DEBUG
         log.debug("step started", extra={"action": "node_started", **extra})

@@ -110,6 +110,7 @@ class QueueStepRunner:
                 identity={k: step.components[k] for k in ("tool", "provider") if k in step.components},
                 env=dict(pn.env),
                 secrets=pn.secrets,
+                network=pn.network,
             )
 
         return job_for

@@ -53,6 +53,8 @@ class NodeContext:
     #: bytes of output kept as the step's result; the whole of a longer output is written to
     #: `output_file` and the result says so (`BATON_MAX_OUTPUT_BYTES`)
     max_output: int = 1_000_000
+    #: False: the step's sandbox has no network but its own loopback (`network: false`)
+    network: bool = True
 
     @property
     def output_file(self) -> Path:
@@ -106,8 +108,9 @@ def cap_output(result: NodeResult, ctx: NodeContext) -> NodeResult:
     path = ctx.output_file
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_bytes(data)
-    head = data[: ctx.max_output].decode("utf-8", errors="ignore")
-    output = head + truncation_note(ctx.max_output, len(data), path)
+    kept = ctx.redactor.cut_before(data, ctx.max_output)  # never a part of a secret at the cut
+    head = data[:kept].decode("utf-8", errors="ignore")
+    output = head + truncation_note(kept, len(data), path)
     return NodeResult(output, result.tokens_in, result.tokens_out, result.stderr_tail, truncated=True)
 
 

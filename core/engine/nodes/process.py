@@ -7,13 +7,19 @@ Used by the `bash` and `script` node kinds and by the `command` prompt provider.
 - stdout keeps its first `ctx.max_output` bytes (the rest goes on to `ctx.output_file`, with
   the head, so the whole output stays available) and stderr keeps only its last
   `STDERR_KEEP` bytes, both read at the same time as stdin is written: tens of MB on either
-  pipe neither deadlock nor sit in memory.
+  pipe neither deadlock nor sit in memory. Neither cut splits a secret the redactor knows:
+  the kept head ends before, and the kept tail starts after, any secret the cut would split
+  (`Redactor.cut_before` / `cut_after`), so no part of one is left for people to see.
 - When the main process exits, whatever it left running in its group (`sleep 99 &`) is stopped
   too: a step's processes end with the step, and a background child that still holds stdout
   cannot keep the step waiting.
 - On timeout or cancellation the group gets SIGTERM, then SIGKILL after `KILL_GRACE` seconds.
 - Then whatever the step left outside its group (`setsid -f`, a double fork) is killed and
   reaped (`reaper.py`): no process a step started outlives it.
+- In the sandbox (`core/engine/sandbox.py`, the default where bubblewrap works) the process
+  is `bwrap`, whose PID namespace holds every process the step starts: when the step's main
+  process ends, or bwrap is stopped, the kernel kills them all, however they detached
+  (`env -i setsid -f …` included). Stopping the group stops bwrap, which ends the namespace.
 """
 
 from __future__ import annotations
@@ -84,20 +90,35 @@ async def run_process(
     stdin: bytes | None = None,
     variables: Mapping[str, str] | None = None,
     what: str = "step",
+    files: Mapping[Path, Path] | None = None,
+    readable: Sequence[Path] = (),
 ) -> ProcessOutcome:
-    """Run `argv` in `ctx.workdir` within `ctx.timeout` seconds, in the step's environment.
+    """Run `argv` in `ctx.workdir` within `ctx.timeout` seconds, in the step's environment
+    and its sandbox.
 
     Raises `NodeFailed` on timeout (and when the program does not exist); kills the process
     group and re-raises on cancellation. A non-zero exit is *not* an error here: callers
     decide what it means. `variables` are added to the step's environment (a bash step's
-    `BATON_ARG_n` values).
+    `BATON_ARG_n` values); `files` maps host files to where the sandboxed step reads them, and
+    `readable` directories are shown to it read-only.
     """
+    sandbox = ctx.environment.sandbox
+    program = argv[0]
+    if sandbox.enabled:
+        sandbox.prepare(ctx.workdir)
+        argv = sandbox.command(
+            argv, workdir=ctx.workdir, workflow_dir=ctx.workflow_dir, network=ctx.network, files=files,
+            readable=readable,
+        )
     marker = (ctx.run_id, ctx.node_id, str(ctx.attempt))
     reaper.adopt_orphans()
     reaper.running(marker)
     pids: list[int] = []
     try:
-        return await _run_process(argv, ctx, stdin, variables, what, marker, pids)
+        outcome = await _run_process(argv, ctx, stdin, variables, what, marker, pids)
+        if sandbox.enabled and outcome.returncode != 0:
+            _check_started(outcome, program, ctx, what)
+        return outcome
     finally:
         await asyncio.shield(reaper.sweep(marker))
         reaper.stopped(marker)
@@ -117,6 +138,7 @@ async def _run_process(
     environment = node_env(ctx)
     if variables:
         environment.update(variables)
+    ctx.environment.sandbox.environment(environment)
     reaper.spawning()
     starting = asyncio.ensure_future(
         asyncio.create_subprocess_exec(
@@ -177,7 +199,9 @@ async def _run_process(
         stdout.close()
     if feeder is not None:
         await feeder
-    tail = ctx.redactor.redact(readers[1].result().decode("utf-8", errors="replace"))
+    kept = readers[1].result()
+    start = ctx.redactor.cut_after(kept, max(0, len(kept) - STDERR_KEEP))  # no secret's tail first
+    tail = ctx.redactor.redact(kept[start:].decode("utf-8", errors="replace"))
     return ProcessOutcome(
         returncode=returncode,
         stdout=bytes(stdout.head),
@@ -210,6 +234,19 @@ def _start_failure(exc: OSError | ValueError, argv: Sequence[str], ctx: NodeCont
     )
 
 
+def _check_started(outcome: ProcessOutcome, program: str, ctx: NodeContext, what: str) -> None:
+    """bwrap ran, but the program did not start in the sandbox: the same failure as outside."""
+    line = outcome.stderr_tail.strip()
+    said = (f"bwrap: execvp {program}: ", f"setpriv: failed to execute {program}: ")
+    prefix = next((p for p in said if line.startswith(p)), None)
+    if prefix is not None and "\n" not in line:
+        raise NodeFailed(
+            f"{what} `{ctx.node_id}` could not start `{program}`: {line[len(prefix):]}",
+            node_id=ctx.node_id,
+            hint="Check that the program is installed and the working directory exists.",
+        )
+
+
 def step_result(outcome: ProcessOutcome, ctx: NodeContext, *, what: str = "step") -> NodeResult:
     """stdout as the step's output, or `NodeFailed` naming the exit code and the stderr tail."""
     if outcome.returncode != 0:
@@ -218,9 +255,25 @@ def step_result(outcome: ProcessOutcome, ctx: NodeContext, *, what: str = "step"
         return NodeResult(
             output=outcome.stdout.decode("utf-8", errors="replace"), stderr_tail=outcome.stderr_tail
         )
-    head = codecs.getincrementaldecoder("utf-8")(errors="replace").decode(outcome.stdout, final=False)
-    note = truncation_note(len(outcome.stdout), outcome.stdout_total, outcome.stdout_file)
+    kept = ctx.redactor.cut_before(
+        outcome.stdout + _peek(outcome.stdout_file, len(outcome.stdout), ctx.redactor.longest()),
+        len(outcome.stdout),
+    )  # never a part of a secret at the cut
+    head = codecs.getincrementaldecoder("utf-8")(errors="replace").decode(outcome.stdout[:kept], final=False)
+    note = truncation_note(kept, outcome.stdout_total, outcome.stdout_file)
     return NodeResult(output=head + note, stderr_tail=outcome.stderr_tail, truncated=True)
+
+
+def _peek(path: Path, offset: int, size: int) -> bytes:
+    """`size` bytes of the whole output past the kept head (where a secret cut by it ends)."""
+    if size <= 0:
+        return b""
+    try:
+        with path.open("rb") as file:
+            file.seek(offset)
+            return file.read(size)
+    except OSError:
+        return b""
 
 
 def exit_failure(outcome: ProcessOutcome, ctx: NodeContext, *, what: str = "step") -> NodeFailed:
@@ -266,12 +319,14 @@ class _Head:
 
 
 async def _read_tail(stream: asyncio.StreamReader) -> bytes:
+    """The end of the stream: `STDERR_KEEP` bytes and up to as many before them (where the
+    caller looks for a secret the cut would split)."""
     tail = bytearray()
     while chunk := await stream.read(_CHUNK):
         tail += chunk
         if len(tail) > 2 * STDERR_KEEP:
-            del tail[:-STDERR_KEEP]
-    return bytes(tail[-STDERR_KEEP:])
+            del tail[: -2 * STDERR_KEEP]
+    return bytes(tail)
 
 
 async def _feed(writer: asyncio.StreamWriter | None, data: bytes | None) -> None:

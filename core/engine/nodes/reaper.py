@@ -20,8 +20,9 @@ does not disturb it; those pids are registered (`spawning`, `started`/`finished`
 touched here. Code other than the steps that starts processes in a session of their own and
 polls for them (`Popen.poll()` in a tool) could see such a child reaped here once it exited.
 A process that cleared its environment (`env -i setsid …`) carries no marker and is left
-alone: documented as the author's responsibility (docs/workflows.md). On systems without
-`/proc` or the prctl, sweeping does nothing.
+alone here; in the step sandbox (`core/engine/sandbox.py`, the default) it never reaches this
+process at all: it lives in the step's PID namespace, which the kernel ends with the step.
+On systems without `/proc` or the prctl, sweeping does nothing.
 """
 
 from __future__ import annotations

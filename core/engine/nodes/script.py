@@ -37,5 +37,11 @@ async def run(node: RenderedNode, ctx: NodeContext) -> NodeResult:
     with tempfile.TemporaryDirectory(prefix="baton-script-") as tmp:
         path = Path(tmp) / f"{ctx.node_id}.py"
         path.write_text(source, encoding="utf-8")
-        outcome = await run_process([sys.executable, str(path)], ctx, stdin=stdin, what="script")
+        path.chmod(0o644)
+        seen = Path("/tmp") / f"baton-script-{ctx.node_id}.py"  # where a sandboxed step reads it
+        sandboxed = ctx.environment.sandbox.enabled
+        if sandboxed:
+            Path(tmp).chmod(0o755)
+        argv = [sys.executable, str(seen if sandboxed else path)]
+        outcome = await run_process(argv, ctx, stdin=stdin, what="script", files={path: seen})
     return step_result(outcome, ctx, what="script")

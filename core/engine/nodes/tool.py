@@ -6,17 +6,27 @@ a `str` as is, anything else as canonical JSON.
 
 Timeouts: an async tool is cancelled; a threaded one is abandoned (Python cannot stop a
 thread) and the step fails; an inline tool runs to completion (keep inline tools instant).
+
+In the step sandbox (`core/engine/sandbox.py`; every tool loaded from `BATON_TOOL_MODULES`)
+the tool runs in none of those ways but in a Python process of its own, in the sandbox, like
+a script step: it imports the tool's module, calls it with the JSON `with:` values (and
+`idempotency_key=`), and answers in JSON (`core/engine/tool_runner.py`). It sees nothing of
+Baton's process: no tokens, no store, no secrets but its step's. A timeout kills it.
 """
 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import inspect
 import json
+import sys
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from core.engine.nodes import NodeResult
-from core.engine.nodes.process import timed_out
+from core.engine.nodes.process import exit_failure, run_process, timed_out
+from core.engine.tool_runner import BOOT
 from core.errors import BatonError, NodeFailed
 
 if TYPE_CHECKING:
@@ -26,6 +36,8 @@ if TYPE_CHECKING:
 
 async def run(node: RenderedNode, ctx: NodeContext, tools: ToolRegistry) -> NodeResult:
     spec = _spec(node, ctx, tools)
+    if ctx.environment.sandbox.enabled and spec.source is not None:
+        return await _sandboxed(spec, node, ctx)
     kwargs = dict(node.kwargs)
     if spec.accepts_key:
         kwargs["idempotency_key"] = ctx.idempotency_key
@@ -49,6 +61,81 @@ async def run(node: RenderedNode, ctx: NodeContext, tools: ToolRegistry) -> Node
     except Exception as exc:
         raise _raised(spec, kwargs, ctx, exc) from exc
     return NodeResult(output=result if isinstance(result, str) else _canonical(result, spec, ctx))
+
+
+#: Baton's code, which the tool runner imports (`core.engine.tool_runner`, `@tool`)
+_CODE = str(Path(__file__).resolve().parents[3])
+_ANSWER_ROOM = 1 << 20  # bytes of JSON around the result, beyond the step's output cap
+
+
+async def _sandboxed(spec: ToolSpec, node: RenderedNode, ctx: NodeContext) -> NodeResult:
+    paths = [_CODE, *(p for p in sys.path if p and p != _CODE)]
+    try:
+        request = json.dumps(
+            {"paths": paths, "module": spec.source, "tool": spec.name, "kwargs": dict(node.kwargs),
+             "key": ctx.idempotency_key}
+        ).encode("utf-8")
+    except (TypeError, ValueError) as exc:
+        raise NodeFailed(
+            f"tool `{spec.name}` cannot be called with these `with:` values: {exc}",
+            node_id=ctx.node_id,
+            hint="Give the step JSON values (text, numbers, booleans, lists, mappings).",
+        ) from exc
+    room = dataclasses.replace(ctx, max_output=ctx.max_output + _ANSWER_ROOM)
+    outcome = await run_process(
+        [sys.executable, "-c", BOOT], room, stdin=request, what="tool", readable=_module_root(spec)
+    )
+    if outcome.returncode != 0:
+        raise exit_failure(outcome, ctx, what=f"tool `{spec.name}` for step")
+    data = outcome.stdout
+    if outcome.stdout_file is not None:
+        data = outcome.stdout_file.read_bytes()
+        outcome.stdout_file.unlink(missing_ok=True)
+    try:
+        answer = json.loads(data)
+    except ValueError:
+        raise NodeFailed(
+            f"tool `{spec.name}` ended without an answer", node_id=ctx.node_id,
+            hint="Fix the tool (it must return, not exit the process), then resume the run.",
+        ) from None
+    return _answered(answer, spec, ctx, outcome.stderr_tail)
+
+
+def _module_root(spec: ToolSpec) -> list[Path]:
+    """The directory the tool's module is imported from (its package's, for a dotted name):
+    shown to the sandboxed runner, read-only."""
+    try:
+        path = Path(inspect.getfile(spec.fn)).resolve()
+    except (TypeError, OSError):
+        return []
+    source = spec.source or ""
+    depth = 0 if source.endswith(".py") or "/" in source else source.count(".")
+    depth += path.name == "__init__.py"  # a package: the directory holding it
+    return [path.parents[depth]] if depth < len(path.parents) else []
+
+
+def _answered(answer: dict[str, Any], spec: ToolSpec, ctx: NodeContext, stderr_tail: str) -> NodeResult:
+    if "text" in answer:
+        return NodeResult(output=str(answer["text"]), stderr_tail=stderr_tail)
+    if "json" in answer:
+        return NodeResult(output=str(answer["json"]), stderr_tail=stderr_tail)
+    error = answer.get("error")
+    message = ctx.redactor.redact(str(answer.get("message", "")))
+    if error == "raised":
+        hint = "Fix the tool or its `with:` values, then resume the run."
+        if answer.get("bad_arguments"):
+            hint = f"`{spec.name}` accepts: {answer.get('accepted')}; fix the step's `with:`."
+        raise NodeFailed(
+            f"tool `{spec.name}` raised {answer.get('type')}: {message}", node_id=ctx.node_id, hint=hint
+        )
+    if error == "not_json":
+        raise NodeFailed(
+            f"tool `{spec.name}` returned a {answer.get('type')}, which is not JSON: {message}",
+            node_id=ctx.node_id,
+            hint="Return a str, or a JSON value (dict, list, number, bool, None).",
+        )
+    raise NodeFailed(message or f"tool `{spec.name}` could not be loaded", node_id=ctx.node_id,
+                     hint=str(answer.get("hint") or "Fix the tool module, then resume the run."))
 
 
 def _spec(node: RenderedNode, ctx: NodeContext, tools: ToolRegistry) -> ToolSpec:

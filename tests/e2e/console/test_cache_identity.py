@@ -258,7 +258,7 @@ nodes:
 
 def test_an_env_value_re_runs_its_steps_and_a_rotated_secret_does_not(baton: BatonCli) -> None:
     (baton.workflows / "deploy.yaml").write_text(DEPLOY)
-    baton.env_extra["DEPLOY_TOKEN"] = "token-one"
+    baton.env_extra.update(DEPLOY_TOKEN="token-one", BATON_STEP_SECRETS="DEPLOY_TOKEN,SLACK_HOOK")
     first = _run(baton, "run deploy")
 
     baton.env_extra["DEPLOY_TOKEN"] = "token-two"  # the operator rotates the secret
@@ -352,12 +352,15 @@ def test_resuming_a_run_recorded_before_identity_never_runs_its_completed_steps_
 ) -> None:
     """`deploy` is unsafe and completed before the upgrade; resuming the failed run after it
     continues at `check` instead of deploying a second time."""
-    calls, ready = baton.home / "calls.txt", baton.home / "ready.txt"
+    # the step's sandbox shows it its workflow directory (read-only) and its run directory
+    # (its working directory), nothing else of the project
+    ready = baton.workflows / "ready.txt"
     (baton.workflows / "tools.py").write_text(COUNTED)
-    (baton.workflows / "ship.yaml").write_text(DEPLOY_THEN_CHECK.format(calls=calls, ready=ready))
+    (baton.workflows / "ship.yaml").write_text(DEPLOY_THEN_CHECK.format(calls="calls.txt", ready=ready))
     replies = baton.say("run ship")
     [failed] = [r for r in replies if r["kind"] == "run_failed"]
     run_id = failed["run_id"]
+    calls = baton.home / ".baton" / "runs" / run_id / "calls.txt"
     _as_recorded_before(baton, run_id)
 
     assert "deploy done — completed in this run" in _plan(baton, run_id)

@@ -47,6 +47,21 @@ def test_list_takes_workflow_directories_from_the_flag(baton: BatonCli) -> None:
     assert [row["name"] for row in json.loads(done.stdout)] == ["solo"]
 
 
+def test_list_takes_the_database_url_as_every_command_does(baton: BatonCli) -> None:
+    done = baton.run("list", "--json", "--database-url", f"sqlite:///{baton.home / 'other.db'}")
+    assert done.returncode == 0, done.stderr
+    assert "flaky" in [row["name"] for row in json.loads(done.stdout)]
+
+
+def test_status_of_a_failed_run_shows_the_steps_whole_error(baton: BatonCli) -> None:
+    said = baton.say('run flaky "please fail"')
+    [run_id] = run_ids(said)
+    assert final_status(said) == "failed"
+    (status,) = baton.say(f"status {run_id}")
+    assert "stderr ends with:\n" in status["text"] and "asked to fail" in status["text"], status["text"]
+    assert not status["text"].rstrip().endswith("stderr ends with:")
+
+
 def test_migrate_creates_the_schema_and_is_idempotent(baton: BatonCli) -> None:
     first = baton.run("migrate")
     second = baton.run("migrate")
@@ -138,3 +153,30 @@ def test_the_shipped_quorum_example_without_baton_access_says_nobody_can_approve
     gate = next(r for r in started if r["kind"] == "gate_waiting")
     assert "⚠️ Nobody can ever approve this gate: it needs 2 distinct approvers of group:sre, group:leads, " \
            "which have no members, and 0 may vote: define them in BATON_ACCESS" in gate["text"]
+
+
+def test_list_shows_a_workflow_naming_a_variable_of_batons_environment_as_broken(
+    baton: BatonCli, tmp_path: Path
+) -> None:
+    (baton.workflows / "steal.yaml").write_text(
+        "name: steal\nnodes:\n  - id: a\n    secrets: [PGPASSWORD]\n    bash: echo $PGPASSWORD\n"
+    )
+    (baton.workflows / "listed.yaml").write_text(
+        "name: listed\nsecrets: [DEPLOY_TOKEN, NPM_TOKEN]\nnodes:\n  - id: a\n    bash: 'true'\n"
+    )
+    secrets = tmp_path / "step-secrets.env"
+    secrets.write_text("NPM_TOKEN=npm-value-1\n")
+    baton.env_extra.update(PGPASSWORD="batons-own-db-password", DEPLOY_TOKEN="dep-value-1",
+                           BATON_STEP_SECRETS="DEPLOY_TOKEN", BATON_SECRETS_FILE=str(secrets))
+
+    rows = {row["name"]: row for row in json.loads(baton.run("list", "--json").stdout)}
+
+    assert rows["listed"]["error"] is None  # one from BATON_STEP_SECRETS, one from the file
+    assert rows["steal"]["error"].endswith(
+        "steal.yaml:4: secret `PGPASSWORD` is not a step secret the operator provides; a workflow "
+        "may name only those (never a variable of Baton's own environment)"
+    )
+    assert "BATON_STEP_SECRETS" in rows["steal"]["hint"]
+    (reply,) = baton.say("run steal")  # and it never runs
+    assert "PGPASSWORD" in reply["text"] and "batons-own-db-password" not in reply["text"]
+    assert baton.runs() == []

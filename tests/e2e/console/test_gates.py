@@ -20,3 +20,35 @@ def test_six_waiting_gates_are_a_numbered_choice_list(baton: BatonCli) -> None:
     done = baton.run("say", "--user", "bob", "--conversation", "ops", "--", "hmm")  # the text form
     assert done.returncode == 0, done.stderr
     assert "Approve which run?\n[1] gated " in done.stdout and "Reject which run?\n[7] gated " in done.stdout
+
+
+def test_code_or_a_quote_never_approves_it_asks_back(baton: BatonCli) -> None:
+    (run,) = run_ids(baton.say('run gated "v1"'))
+    assert baton.run_record(run).status == "paused"
+
+    for text in ("```lgtm```", "`approve`", "> lgtm", "```\nship it\n```"):
+        (asked,) = baton.say(text, user="bob")
+        assert asked["kind"] == "approval_question", (text, asked)
+        assert "could not tell whether that approves the gate" in asked["text"]
+        assert [b["command"] for b in asked["buttons"]] == [f"approve {run}", f"reject {run}"]
+        assert baton.run_record(run).status == "paused"
+
+    baton.say("lgtm", user="bob")  # the same words outside code decide
+    assert baton.run_record(run).status == "completed"
+
+
+def test_steps_after_a_waiting_gate_wait_and_a_rejection_says_so(baton: BatonCli) -> None:
+    """`status` (and the run's story) of a paused run: the steps after its gate wait, they are
+    not skipped. Rejected: the gate reads rejected, by whom and why, and the steps it skipped
+    say so."""
+    [run_id] = run_ids(baton.say('run gated "v1"'))
+    (status,) = baton.say(f"status {run_id}")
+    lines = status["text"].splitlines()
+    assert any("[?] ship waiting · waits for `review`" in line for line in lines), status["text"]
+    assert "skipped" not in status["text"]
+
+    baton.say(f"reject {run_id} too risky", user="bob")
+    (status,) = baton.say(f"status {run_id}")
+    assert "[no] review rejected · rejected by bob: too risky" in status["text"], status["text"]
+    assert "[-] ship skipped · skipped: `review` rejected" in status["text"]
+    assert "review failed" not in status["text"]

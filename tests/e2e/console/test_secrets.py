@@ -35,6 +35,7 @@ def cli(tmp_path: Path, postgres_url: str) -> BatonCli:
         BATON_SECRETS_FILE=str(secrets_file),
         BATON_LOG_LEVEL="INFO",  # everything the process logs is checked too
         DEPLOY_TOKEN=leak.DEPLOY,
+        BATON_STEP_SECRETS="DEPLOY_TOKEN",  # the operator makes this variable a step secret
     )
     return cli
 
@@ -107,3 +108,27 @@ def test_a_failing_step_with_every_secret_on_its_stderr_shows_none(cli: BatonCli
     finally:
         store.close()
     assert leak.leaks("\n".join(at_rest)) == []
+
+
+def test_a_secret_straddling_the_output_cap_shows_no_part_of_itself(cli: BatonCli) -> None:
+    cli.env_extra["BATON_MAX_OUTPUT_BYTES"] = "1000"  # the cap falls inside FILE_TOKEN's value
+    replies, _ = say(cli, "run straddle")  # say() checks no piece of any secret was shown
+
+    run = cli.runs()[0]
+    assert run.status == "completed"
+    store = SqlStore(cli.database_url)
+    try:
+        (entry,) = store.journal([run.id])
+        digest = entry.output_digest
+        assert digest is not None
+        kept = store.get_blob(digest).decode()
+    finally:
+        store.close()
+    # the stored head ends where the secret began: no prefix of it for a renderer to miss
+    head, note = kept.split("\n[output truncated: ", 1)
+    assert head == "x" * 990 and note.startswith("990 of 4,013 bytes kept; all of it is in ")
+    assert leak.leaks(kept) == []
+    shown = str(replies[-1]["text"])  # the run's output, as people see it
+    assert "x" * 990 + "\n" in shown and "[output truncated: 990 of 4,013 bytes kept" in shown
+    for command in (f"status {run.id}", f"plan {run.id}"):
+        say(cli, command)

@@ -151,3 +151,31 @@ async def test_another_conversation_is_answered_while_a_template_renders(tmp_pat
     summary = baton.engine.summary(run)
     failed = next(n for n in summary.nodes if n.node_id == "p")
     assert failed.error is not None and "template rendering" in failed.error and "\n" not in failed.error
+
+
+CODE_FORMS = {  # issue 25: forms that loaded and ran typed text; each is a load error now
+    "herestring": "bash <<< {{ inputs.message }}",
+    "piped": "echo {{ inputs.message }} | sh",
+    "indirect": 'v={{ inputs.message }}\n      echo "${!v}"',
+    "wrapped": "timeout 5 {{ inputs.message }} /tmp/x",
+    "script": "bash {{ inputs.message }}",
+}
+
+
+def test_typed_text_fed_to_an_interpreter_is_refused_at_load_and_never_runs(baton: BatonCli) -> None:
+    for name, command in CODE_FORMS.items():
+        text = f"name: {name}\nnodes:\n  - id: a\n    bash: |\n      {command}\n"
+        (baton.workflows / f"{name}.yaml").write_text(text)
+    listed = {row["name"]: row for row in json.loads(baton.run("list", "--json").stdout)}
+    for name in CODE_FORMS:
+        error = listed[name]["error"]
+        assert error is not None and f"{name}.yaml:{6 if name == 'indirect' else 5}:" in error, (name, error)
+        assert listed[name]["hint"], name
+
+    for name in CODE_FORMS:
+        (reply,) = baton.say(f"run {name} --set message='a[$(touch {MARK})]'")
+        assert reply["is_error"] and name in reply["text"], reply
+    (reply,) = baton.say(f"run piped 'touch {MARK}'")
+    assert "reaches the input of a program that runs its input as code" in reply["text"]
+    assert baton.runs() == []
+    assert not list(baton.home.rglob(MARK)), "typed text ran as code"

@@ -34,8 +34,8 @@ def text_of(replies: list[dict[str, object]], kind: str) -> str:
     return str(reply["text"])
 
 
-def test_after_a_resume_ran_lists_only_what_this_attempt_ran(baton: BatonCli, tmp_path: Path) -> None:
-    marker = tmp_path / "marker"
+def test_after_a_resume_ran_lists_only_what_this_attempt_ran(baton: BatonCli) -> None:
+    marker = baton.workflows / "marker"  # where a step can look (the sandbox shows its workflow dir)
     run_id = failed_two(baton, marker)
     marker.write_text("fixed")
 

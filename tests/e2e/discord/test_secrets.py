@@ -34,6 +34,7 @@ async def leaky_bot(
         "discord_token": SecretStr(leak.DISCORD),
         "openai_api_key": SecretStr(leak.OPENAI),
         "secrets_file": leak.write_secrets_file(tmp_path / "step-secrets.env"),
+        "step_secrets": ["DEPLOY_TOKEN"],
     })  # fmt: skip
     leak.write_workflows(settings.workflow_dirs[0], url)
     log = io.StringIO()

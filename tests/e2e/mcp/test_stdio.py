@@ -70,7 +70,8 @@ async def test_list_run_wait_approve_and_read_a_gated_run(tmp_path: Path, databa
 
 
 async def test_resume_a_failed_run_and_the_three_option_choice(tmp_path: Path, sqlite_url: str) -> None:
-    marker = tmp_path / "marker"
+    # relative: the step looks in its run directory (its sandbox shows it that, not tmp_path)
+    marker = "marker"
     env = mcp_env(sqlite_url, tmp_path, BATON_MCP_PRINCIPAL="mcp:agent-a")
     async with stdio_session(env, tmp_path) as agent:
         first = await agent.call("run_workflow", workflow="marker", args={"marker": str(marker)})
@@ -89,7 +90,7 @@ async def test_resume_a_failed_run_and_the_three_option_choice(tmp_path: Path, s
         assert options["force"]["arguments"]["force"] is True
         assert options["replace"]["arguments"]["replace"] == run
 
-        marker.write_text("ok")
+        (tmp_path / ".baton" / "runs" / run / marker).write_text("ok")
         resumed = await agent.call(options["resume"]["tool"], **options["resume"]["arguments"])
         assert not resumed.error, resumed.text
         assert resumed.data["run"] == run

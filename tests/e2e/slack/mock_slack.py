@@ -29,6 +29,7 @@ from aiohttp import WSMsgType, web
 
 BOT_USER = "UBATONBOT"
 BOT_ID = "BBATON"
+APP_ID = "A0BATON"
 TEAM = "T0BATON"
 
 
@@ -275,7 +276,16 @@ class MockSlack:
         metadata = body.get("metadata")
         self.messages.append({"channel": dm_of(body.get("channel")), "ts": ts, "text": body.get("text"),
                               "thread_ts": body.get("thread_ts"),
-                              "metadata": json.loads(metadata) if isinstance(metadata, str) else metadata})
+                              "metadata": json.loads(metadata) if isinstance(metadata, str) else metadata,
+                              "bot_id": BOT_ID, "app_id": APP_ID})
+        return ts
+
+    def plant(self, channel: str, thread_ts: str | None, text: str, metadata: dict[str, Any], *,
+              bot_id: str, app_id: str) -> str:
+        """A message another app (or person) posted: read back by conversations.history/replies."""
+        ts = self._next_ts()
+        self.messages.append({"channel": channel, "ts": ts, "text": text, "thread_ts": thread_ts,
+                              "metadata": metadata, "bot_id": bot_id, "app_id": app_id})
         return ts
 
     def _read(self, method: str, body: dict[str, Any]) -> dict[str, Any]:
@@ -297,7 +307,8 @@ class MockSlack:
         start = int(body.get("cursor") or 0)
         page = found[start:start + limit]
         more = start + limit < len(found)
-        messages = [{"type": "message", "ts": m["ts"], "text": m["text"], "bot_id": BOT_ID,
+        messages = [{"type": "message", "ts": m["ts"], "text": m["text"], "bot_id": m["bot_id"],
+                     "app_id": m["app_id"],
                      **({"thread_ts": m["thread_ts"]} if m["thread_ts"] else {}),
                      **({"metadata": m["metadata"]} if metadata and m["metadata"] else {})} for m in page]
         return {"ok": True, "messages": messages, "has_more": more,
@@ -306,7 +317,8 @@ class MockSlack:
     def _answer(self, method: str, body: dict[str, Any], ts: str | None) -> dict[str, Any]:
         if method == "auth.test":
             return {"ok": True, "url": "https://baton-test.slack.com/", "team": "Baton Test",
-                    "user": "baton", "team_id": TEAM, "user_id": BOT_USER, "bot_id": BOT_ID}
+                    "user": "baton", "team_id": TEAM, "user_id": BOT_USER, "bot_id": BOT_ID,
+                    "app_id": APP_ID}
         if method == "chat.postMessage":  # posted to a user id: Slack answers with their DM's id
             return {"ok": True, "channel": dm_of(body.get("channel")), "ts": ts,
                     "message": {"text": body.get("text"), "ts": ts, "bot_id": BOT_ID}}

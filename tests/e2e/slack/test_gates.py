@@ -163,3 +163,19 @@ async def test_an_approval_typed_in_the_channel_is_answered_in_the_runs_thread(e
     top_level = [c for c in e2e.mock.calls[mark:]
                  if c.method == "chat.postMessage" and "thread_ts" not in c.body]  # fmt: skip
     assert top_level == []  # nothing about the decision lands in the channel itself
+
+
+async def test_code_or_a_quote_in_the_runs_thread_never_approves(e2e: SlackE2E) -> None:
+    paused = await start(e2e, 'run gated "v1"', rests_with=WAITING)
+    for text in ("```lgtm```", "`approve`", "&gt; lgtm"):  # Slack sends a quote's `>` escaped
+        mark = len(e2e.mock.calls)
+        await reply(e2e, text, thread=paused.thread)
+        asked = await e2e.mock.wait_call("chat.postMessage", "could not tell", after=mark)
+        assert asked.body.get("thread_ts") == paused.thread and len(asked.buttons) == 2
+        await e2e.settle()
+        assert status_of(e2e, paused) == "paused"
+        assert not [c for c in e2e.mock.calls[mark:] if DECIDED in c.text or "Approved by" in c.text]
+
+    mark = len(e2e.mock.calls)
+    await reply(e2e, "lgtm", thread=paused.thread)  # the same word outside code decides
+    await wait_in_thread(e2e, paused.thread, COMPLETED, after=mark)

@@ -6,6 +6,7 @@ nothing; a first delivery looks for nothing; a look-up that fails posts (at leas
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from typing import Any
 
 import tenacity
@@ -13,6 +14,7 @@ import tenacity
 from core.store.records import Delivery
 from tests.e2e.slack.conftest import SlackE2E
 from tests.e2e.slack.harness import CHANNEL
+from tests.e2e.slack.mock_slack import BOT_ID
 from tests.e2e.slack.steps import COMPLETED, STARTED, command, start
 
 DEADLINE = 20.0
@@ -25,7 +27,10 @@ def _completions(e2e: SlackE2E, thread: str | None) -> list[dict[str, Any]]:
     return [m for m in e2e.mock.messages if m["thread_ts"] == thread and COMPLETED in (m["text"] or "")]
 
 
-async def _answer_lost(e2e: SlackE2E, *, in_channel: bool = False) -> tuple[str | None, Delivery]:
+async def _answer_lost(
+    e2e: SlackE2E, *, in_channel: bool = False, taken: bool = True,
+    meanwhile: Callable[[str | None, Delivery], None] | None = None,
+) -> tuple[str | None, Delivery]:
     """A run completes; Slack takes its completion but never answers, so the deliverer's send
     times out and the row is not settled (as after a crash between Slack's answer and the
     settle); then it is delivered again. The run's thread (None: `in_channel`, its first
@@ -33,7 +38,7 @@ async def _answer_lost(e2e: SlackE2E, *, in_channel: bool = False) -> tuple[str 
     deliverer = e2e.baton.handler.progress.deliverer
     deliverer.lease_seconds = 2.0  # the send gives up after 1.6 s
     deliverer.wait = tenacity.wait_fixed(0)  # the retry is due at once
-    e2e.mock.hold("chat.postMessage", COMPLETED, taken=True, times=1)
+    e2e.mock.hold("chat.postMessage", COMPLETED, taken=taken, times=1)
     if in_channel:
         e2e.mock.fail_next("chat.postMessage", "", drop=True, times=2)  # slack_sdk retries a drop once
     mark = await command(e2e, 'run notes "twice?"')
@@ -41,6 +46,8 @@ async def _answer_lost(e2e: SlackE2E, *, in_channel: bool = False) -> tuple[str 
     assert (first.ts is None) is in_channel
     await e2e.mock.wait_for(lambda _: e2e.mock.held, DEADLINE)
     [row] = e2e.baton.store.deliveries(_run_id(e2e))
+    if meanwhile is not None:  # before the row is delivered again
+        meanwhile(first.ts, row)
 
     async def settled() -> Delivery:
         while (now := e2e.baton.store.deliveries(row.run_id)[0]).delivered_at is None:
@@ -95,3 +102,20 @@ async def test_a_redelivery_whose_look_up_fails_posts_again(e2e: SlackE2E) -> No
     [refused] = e2e.mock.of("conversations.replies")
     assert refused.body["ts"] == thread
     assert len(_completions(e2e, thread)) == 2  # at least once: a second copy, never none
+
+
+async def test_a_message_of_another_app_carrying_the_rows_metadata_is_not_taken_for_ours(
+    e2e: SlackE2E,
+) -> None:
+    # Slack never took Baton's completion; another app (or a bot token of someone else) posted a
+    # message with the row's `baton_outbox` metadata in the run's thread: not Baton's, so posted
+    def impostor(thread: str | None, row: Delivery) -> None:
+        metadata = {"event_type": "baton_outbox", "event_payload": {"key": f"outbox:{row.id}", "row": row.id}}
+        for bot_id, app_id in (("BOTHER", "A0OTHER"), ("BOTHER", "A0BATON")):
+            e2e.mock.plant(CHANNEL, thread, f"{COMPLETED} (fake)", metadata, bot_id=bot_id, app_id=app_id)
+
+    thread, row = await _answer_lost(e2e, taken=False, meanwhile=impostor)
+    assert row.attempts == 2
+    assert e2e.mock.of("conversations.replies") and e2e.mock.of("auth.test")  # looked, then asked who it is
+    ours = [m for m in _completions(e2e, thread) if m["bot_id"] == BOT_ID]
+    assert len(ours) == 1 and "(fake)" not in (ours[0]["text"] or "")  # posted, once

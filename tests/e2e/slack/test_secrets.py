@@ -44,6 +44,7 @@ async def leaky_slack(
         discord_token=SecretStr(leak.DISCORD),
         openai_api_key=SecretStr(leak.OPENAI),
         secrets_file=leak.write_secrets_file(tmp_path / "step-secrets.env"),
+        step_secrets=["DEPLOY_TOKEN"],
     )
     log = io.StringIO()
     root, level = logging.getLogger(), logging.getLogger().level
@@ -84,3 +85,18 @@ async def test_no_secret_reaches_slack_the_log_or_the_audit(
     store = e2e.baton.store
     audit = [leak.dumped(event.details) for r in store.recent_runs() for event in store.audit_log(r.id)]
     assert audit and leak.leaks("\n".join(audit)) == []
+
+
+async def test_a_secret_at_every_offset_of_a_long_output_is_never_split_across_sections(
+    leaky_slack: tuple[SlackE2E, io.StringIO],
+) -> None:
+    e2e, _ = leaky_slack
+    shown = await start(e2e, "run chunks", rests_with=COMPLETED)
+    await e2e.settle()
+
+    sections = [b["text"]["text"] for b in shown.rest.body.get("blocks") or [] if b.get("type") == "section"]
+    assert len(sections) >= 2  # one line longer than a section: cut where a secret would straddle
+    assert "".join(sections).count("•••") == 100  # every one of them hidden, whole
+    for call in e2e.mock.calls:
+        assert leak.leaks(leak.dumped(call.body) + call.text) == [], (call.method, call.body)
+    assert all(leak.leaks(data.decode(errors="replace")) == [] for data in e2e.mock.uploads.values())

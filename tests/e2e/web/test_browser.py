@@ -53,7 +53,8 @@ def free_port() -> int:
 
 
 async def test_watch_a_run_move_and_approve_it_on_the_page(tmp_path: Path, sqlite_url: str) -> None:
-    fifo = tmp_path / "hold.fifo"
+    fifo = tmp_path / "workflows" / "hold.fifo"  # in its workflow directory: the step's sandbox shows it
+    fifo.parent.mkdir()
     os.mkfifo(fifo)
     write_workflows(tmp_path, {"live": LIVE.format(fifo=fifo)})
     port = free_port()
@@ -87,6 +88,12 @@ async def test_watch_a_run_move_and_approve_it_on_the_page(tmp_path: Path, sqlit
             await asyncio.to_thread(fifo.write_text, "green\n")  # the step reads it and finishes
             await page.wait_for_selector("#b-hold.s-done", timeout=20_000)
             await page.wait_for_selector("#r-hold.s-done td.st:text('done')")
+            # the row updated live has what a reload would show: its start time, its output
+            await page.wait_for_selector("#r-hold details.preview", timeout=10_000)
+            assert (await page.locator("#r-hold td").nth(3).inner_text()).endswith("Z")
+            await page.wait_for_function("document.title.includes(' · paused · ')", timeout=20_000)
+            await page.wait_for_selector("#r-ship.s-waiting", timeout=20_000)  # waits, not skipped
+            assert "waits for `review`" in await page.locator("#r-ship .reason").inner_text()
             assert await page.evaluate("window.__sameDocument === true")  # updated live, not reloaded
             approve = page.locator("#gates button[value=approve]")
             await approve.wait_for(timeout=20_000)  # the gate panel arrived with the run's pause
@@ -100,6 +107,15 @@ async def test_watch_a_run_move_and_approve_it_on_the_page(tmp_path: Path, sqlit
             await chat.expect(rf"live run {run_id} completed", after=at)
             await page.wait_for_selector("#run-status.s-completed", timeout=20_000)
             await page.wait_for_selector("#b-ship.s-done")
+            # the tab and the header follow the run: every node done, nothing left "running"
+            await page.wait_for_function("document.title.includes(' · completed · ')", timeout=20_000)
+            await page.wait_for_function(
+                "document.querySelector('#head .counts').textContent.replace(/\\s+/g, ' ').trim()"
+                " === 'done 4 of 4 nodes'", timeout=20_000)
+            # the audit table breaks lines between words, never inside one
+            wraps = await page.eval_on_selector_all(
+                "table.audit td", "cells => cells.map(c => getComputedStyle(c).overflowWrap)")
+            assert wraps and "anywhere" not in wraps
     finally:
         if process.returncode is None:
             process.stdin.close()
@@ -114,8 +130,11 @@ async def test_a_1000_node_run_reads_well_and_bad_links_are_refused(tmp_path: Pa
     sock = bind("127.0.0.1", 0)
     port = sock.getsockname()[1]
     access = {"run": {"*": ["console:ana"]}, "approve": {"*": ["console:ana"]}}
+    # 1000 tool calls: unsandboxed, each is a call on the event loop; in the sandbox each is a
+    # Python process of its own (docs/operations.md), minutes on a loaded 2-core machine. This
+    # test is about the page; the sandboxed tool is tests/e2e/console/test_sandbox.py's.
     settings = settings_for(tmp_path, sqlite_url, {"wide": wide(1000)}, tool_modules=[TOOLS],
-                            web_port=port, access=access)
+                            web_port=port, access=access, step_sandbox="none")
     baton = build_baton(settings)
     try:
         async with baton.running(handle_signals=False):

@@ -193,7 +193,8 @@ def test_with_a_run_retention_the_bot_prunes_old_finished_runs_in_batches(settin
         now = store.get_run(made["recent"][0]).updated_at
         for run_id in made["old"] + made["paused"]:  # last changed 40 days before `now`
             with store._engine.begin() as conn:  # type: ignore[attr-defined]
-                conn.exec_driver_sql(f"UPDATE runs SET updated_at = {now - 40 * DAY} WHERE id = '{run_id}'")
+                conn.exec_driver_sql(f"UPDATE runs SET created_at = {now - 41 * DAY}, "
+                                     f"updated_at = {now - 40 * DAY} WHERE id = '{run_id}'")
         housekeeping._clock = lambda: now
         housekeeping.pruner._clock = lambda: now
         assert housekeeping.sweep().runs == 5  # three batches of at most two

@@ -72,6 +72,7 @@ async def test_a_command_prompt_and_a_tool_subprocess_see_none_of_batons_secrets
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("BATON_OPENAI_API_KEY", OPENAI_KEY)  # as the operator passed it
+    tmp_path.chmod(0o755)  # the tool's directory: readable by the steps' user (nobody, as root)
     (tmp_path / "tools.py").write_text(TOOLS)
     settings = _settings(
         tmp_path,
@@ -88,6 +89,7 @@ async def test_a_command_prompt_and_a_tool_subprocess_see_none_of_batons_secrets
         openai_api_key=SecretStr(OPENAI_KEY),
         prompt_command="env",  # a "model" that answers with its environment
         tool_modules=[str(tmp_path / "tools.py")],
+        step_secrets=["DEPLOY_TOKEN"],
     )
     baton = build_baton(settings, environ={**os.environ, "DEPLOY_TOKEN": DEPLOY})
     try:
@@ -111,7 +113,7 @@ async def test_a_missing_secret_refuses_the_run_at_start_with_one_line(tmp_path:
           - id: push
             secrets: [NPM_TOKEN]
             bash: echo pushed
-        """})
+        """}, step_secrets=["NPM_TOKEN"])  # a step secret, but not set in Baton's environment
     baton = build_baton(settings, environ={"PATH": os.environ["PATH"]})
     try:
         async with baton.running(handle_signals=False, grace=2.0):
@@ -119,7 +121,8 @@ async def test_a_missing_secret_refuses_the_run_at_start_with_one_line(tmp_path:
         assert run_id is None and baton.store.recent_runs() == []  # nothing started
         assert shown.splitlines()[0] == (
             "⚠️ workflow `deploy` needs the secret `NPM_TOKEN`, "
-            "set neither in Baton's environment nor in BATON_SECRETS_FILE"
+            "which the operator has not provided "
+            "(in BATON_SECRETS_FILE, or listed in BATON_STEP_SECRETS and set in Baton's environment)"
         )
     finally:
         baton.close()
@@ -142,6 +145,7 @@ async def test_a_secret_gone_by_the_time_its_step_runs_fails_that_step_with_one_
                 bash: echo pushed
             """},
         secrets_file=secrets,
+        step_sandbox="none",  # the first step rotates the secrets file, which a sandboxed step cannot
     )
     baton = build_baton(settings, environ={"PATH": os.environ["PATH"]})
     try:
@@ -152,7 +156,8 @@ async def test_a_secret_gone_by_the_time_its_step_runs_fails_that_step_with_one_
         assert run.status == "failed"
         assert run.reason == (
             "step `push` needs the secret `NPM_TOKEN`, "
-            "set neither in Baton's environment nor in BATON_SECRETS_FILE"
+            "which the operator has not provided "
+            "(in BATON_SECRETS_FILE, or listed in BATON_STEP_SECRETS and set in Baton's environment)"
         )
     finally:
         baton.close()

@@ -43,6 +43,9 @@ def worker_settings(url: str, data_dir: Path, **overrides: object) -> Settings:
         "tool_modules": [],
         "worker_heartbeat_seconds": 0.3,
         "shutdown_grace": 5.0,
+        # these tests watch steps from outside (fifos, files under tmp_path, $PPID): unsandboxed,
+        # unless a test asks for the sandbox (test_distributed.py's sandbox test does)
+        "step_sandbox": "none",
     }
     values.update(overrides)
     return Settings(**values)  # type: ignore[arg-type]

@@ -59,6 +59,7 @@ def settings_from(options: dict[str, Any]) -> Settings:
         shutdown_grace=float(options.get("grace", 5.0)),
         worker_heartbeat_seconds=float(options.get("heartbeat", 0.3)),
         log_level=options.get("log_level", "WARNING"),
+        step_sandbox=options.get("sandbox", "none"),  # the steps write files the tests read
     )
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import os
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -194,6 +195,55 @@ async def test_a_worker_whose_provider_is_not_the_one_keyed_refuses_the_step(clu
     assert entry.status is NodeStatus.FAILED and entry.output_digest is None
     assert "differs from the replica in its prompt provider" in (entry.error or "")
     assert entry.components["provider"] == {"name": "fake"}
+
+
+WORKER_ESCAPE = """
+name: escape
+network: false
+nodes:
+  - id: look
+    bash: |
+      echo "uid=$(id -u)"
+      echo "canary=$(cat ../../canary.txt 2>&1 | base64 -w0)"
+      echo "runs=$(ls .. 2>&1 | tr '\\n' ' ')"
+      echo "cmdlines=$(cat /proc/*/cmdline 2>/dev/null | tr '\\0' ' ' | base64 -w0)"
+      env -i setsid -f sh -c 'exec sleep 300 {marker}'
+      echo done
+"""
+
+
+@pytest.mark.parametrize("cluster", [{"step_sandbox": "bwrap"}], indirect=True)
+async def test_a_worker_runs_its_steps_in_the_sandbox(cluster: Cluster, tmp_path: Path) -> None:
+    """`baton worker` sandboxes its steps as `baton run` does: its data directory (another
+    run's directory, a file beside them) is hidden, the step sees no process of the worker,
+    runs as nobody when the worker is root, and what it detached ends with it."""
+    import base64
+    import uuid
+
+    canary = f"worker-canary-{uuid.uuid4().hex}"
+    (tmp_path / "worker" / "runs" / "someone-elses-run").mkdir(parents=True)
+    (tmp_path / "worker" / "canary.txt").write_text(canary)
+    marker = f"0.{uuid.uuid4().int % 10**9:09d}"
+    h = cluster.harness
+    h.write("escape.yaml", WORKER_ESCAPE.format(marker=marker))
+
+    run = await h.run("escape")
+
+    assert run.status is RunStatus.COMPLETED, run.reason
+    seen = dict(line.split("=", 1) for line in h.output(run.id, "look").splitlines() if "=" in line)
+    assert canary not in base64.b64decode(seen["canary"]).decode(errors="replace")
+    assert "someone-elses-run" not in seen["runs"]
+    worker = Path("/proc/self/cmdline").read_bytes().replace(b"\0", b" ").strip()  # this process
+    assert worker not in base64.b64decode(seen["cmdlines"])
+    assert seen["uid"] == ("65534" if os.geteuid() == 0 else str(os.getuid()))
+    survivors = []
+    for pid in os.listdir("/proc"):
+        try:
+            alive = pid.isdigit() and marker.encode() in Path(f"/proc/{pid}/cmdline").read_bytes()
+            survivors += [pid] if alive else []
+        except OSError:
+            continue
+    assert survivors == [], "a process the step detached outlived it on the worker"
 
 
 async def test_a_worker_with_the_keyed_provider_answers(cluster: Cluster) -> None:

@@ -323,3 +323,17 @@ def test_gates_opened_before_0002_keep_their_decision_and_have_no_key(database_u
         gate = store.get_gate("000000000009", "review")
         assert (gate.cache_key, gate.status, gate.decided_by) == ("", GateStatus.APPROVED, "console:bo")
         assert store.open_gate("000000000009", "review", "ok?") == gate  # no key given: as it is
+
+
+def test_0010_deletes_the_page_signing_key_kept_in_the_database_and_nothing_else(database_url: str) -> None:
+    # earlier versions kept the run pages' signing key in `platform_state`, where a step
+    # reading the database file could find it and sign links as anyone
+    with SqlStore(database_url) as store:
+        migration.upgrade(store._engine, "0009")
+        with store._engine.begin() as conn:
+            for platform, key in (("baton", "web_signing_key"), ("slack", "progress:1"), ("baton", "other")):
+                insert = "INSERT INTO platform_state (platform, key, value, at) VALUES (:p, :k, 'v', 1.0)"
+                conn.execute(sa.text(insert), {"p": platform, "k": key})
+        store.migrate()
+        assert store.get_state("baton", "web_signing_key") is None
+        assert (store.get_state("slack", "progress:1"), store.get_state("baton", "other")) == ("v", "v")

@@ -114,6 +114,50 @@ REFUSED: list[tuple[str, Reason]] = [
     ('echo {% if inputs.v %}"{% endif %}{{ inputs.v }}', Reason.BLOCK),
 ]
 
+#: Forms that loaded and ran typed text as code before issue 25 (each with a value that shows
+#: it: `test_each_new_form_would_run_typed_text_if_it_were_not_refused`), refused at load now.
+NEW_FORMS: list[tuple[str, Reason, str]] = [
+    ("bash <<< {{ inputs.v }}", Reason.STDIN_CODE, f"touch {MARK}"),
+    ("cat <<< {{ inputs.v }} | sh", Reason.STDIN_CODE, f"touch {MARK}"),
+    ("echo {{ inputs.v }} | sh", Reason.STDIN_CODE, f"touch {MARK}"),
+    ("echo {{ inputs.v }} | bash", Reason.STDIN_CODE, f"touch {MARK}"),
+    ("printf '%s' {{ inputs.v }} | tr x y | bash -s", Reason.STDIN_CODE, f"touch {MARK}"),
+    ("echo {{ inputs.v }} |& bash", Reason.STDIN_CODE, f"touch {MARK}"),
+    ("echo {{ inputs.v }} | python3", Reason.STDIN_CODE, f"open('{MARK}', 'w')"),
+    ("echo {{ inputs.v }} | python3 -", Reason.STDIN_CODE, f"open('{MARK}', 'w')"),
+    ("echo {{ inputs.v }} | bash /dev/stdin", Reason.STDIN_CODE, f"touch {MARK}"),
+    ("echo {{ inputs.v }} | xargs bash -c", Reason.STDIN_CODE, f"touch${{IFS}}{MARK}"),
+    ("{ echo {{ inputs.v }}; } | bash", Reason.STDIN_CODE, f"touch {MARK}"),
+    ('echo "$(echo {{ inputs.v }})" | bash', Reason.STDIN_CODE, f"touch {MARK}"),
+    ("bash < <(echo {{ inputs.v }})", Reason.STDIN_CODE, f"touch {MARK}"),
+    ('v={{ inputs.v }}; echo "${!v}"', Reason.INDIRECT, f"a[$(touch {MARK})]"),
+    ('v={{ inputs.v }}; echo "${v@P}"', Reason.INDIRECT, f"$(touch {MARK})"),
+    ("n={{ inputs.v }}; echo $(( n + 1 ))", Reason.ARITHMETIC, f"a[$(touch {MARK})]"),
+    ("n={{ inputs.v }}; echo $(( $n + 1 ))", Reason.ARITHMETIC, f"a[$(touch {MARK})]"),
+    ("n={{ inputs.v }}; (( n > 1 ))", Reason.ARITHMETIC, f"a[$(touch {MARK})]"),
+    ("n={{ inputs.v }}; [[ $n -eq 1 ]]", Reason.CONDITION, f"a[$(touch {MARK})]"),
+    ("k={{ inputs.v }}; a=(1 2); echo ${a[k]}", Reason.PARAMETER, f"b[$(touch {MARK})]"),
+    ("read -r n <<< {{ inputs.v }}; echo $(( n ))", Reason.ARITHMETIC, f"a[$(touch {MARK})]"),
+    ("timeout 5 {{ inputs.v }} " + MARK, Reason.COMMAND_NAME, "touch"),
+    ("timeout -s KILL 5 {{ inputs.v }} " + MARK, Reason.COMMAND_NAME, "touch"),
+    ("nice -n 5 {{ inputs.v }} " + MARK, Reason.COMMAND_NAME, "touch"),
+    ("xargs -0 {{ inputs.v }} " + MARK + " < /dev/null", Reason.COMMAND_NAME, "touch"),
+    ("exec {{ inputs.v }} " + MARK, Reason.COMMAND_NAME, "touch"),
+    ("v={{ inputs.v }}; $v " + MARK, Reason.COMMAND_NAME, "touch"),
+    ("for w in {{ inputs.v }}; do \"$w\" " + MARK + "; done", Reason.COMMAND_NAME, "touch"),
+    ("$(printf '%s' {{ inputs.v }}) " + MARK, Reason.COMMAND_NAME, "touch"),
+    ('bash -c "$(echo {{ inputs.v }})"', Reason.CODE_STRING, f"touch {MARK}"),
+    ('x={{ inputs.v }}; y=$x; eval "$y"', Reason.EVAL, f"touch {MARK}"),
+    ("env -S {{ inputs.v }}", Reason.EVAL, f"touch {MARK}"),
+    ("bash {{ inputs.v }}", Reason.SCRIPT, "evil.sh"),
+    ("sh {{ inputs.v }}", Reason.SCRIPT, "evil.sh"),
+    ("bash <(echo {{ inputs.v }})", Reason.SCRIPT, f"touch {MARK}"),
+    ("source {{ inputs.v }}", Reason.EVAL, "evil.sh"),
+    (". {{ inputs.v }}", Reason.EVAL, "evil.sh"),
+    ("source <(echo {{ inputs.v }})", Reason.EVAL, f"touch {MARK}"),
+]
+REFUSED += [(template, reason) for template, reason, _ in NEW_FORMS]
+
 
 def _run(template: str, value: str, cwd: Path) -> subprocess.CompletedProcess[bytes]:
     command = render_bash(template, {"inputs": {"v": value}})
@@ -151,6 +195,65 @@ def test_unsafe_contexts_are_refused_at_load(template: str, reason: Reason) -> N
     assert refused[0].line >= 1
     with pytest.raises(TemplateRenderError):
         render_bash(template, {"inputs": {"v": "x"}})
+
+
+def _unprotected(template: str) -> str:
+    """The command as Baton wrote it before issue 25: each placeholder a quoted reference."""
+    return template.replace('"$(echo {{ inputs.v }})"', '"$(echo "$BATON_ARG_1")"').replace(
+        "{{ inputs.v }}", '"$BATON_ARG_1"'
+    )
+
+
+@pytest.mark.parametrize(("template", "reason", "value"), NEW_FORMS)
+def test_each_new_form_is_refused_and_nothing_typed_runs(
+    template: str, reason: Reason, value: str, tmp_path: Path
+) -> None:
+    (tmp_path / "evil.sh").write_text(f"touch {MARK}\n")  # a script the typed text could name
+    refused = bash_plan(template).refused
+    assert [r.reason for r in refused][:1] == [reason.what], (template, refused)
+    assert refused[0].line == 1 and refused[0].fix == reason.fix
+    with pytest.raises(TemplateRenderError):  # the step never gets a command to run
+        _run(template, value, tmp_path)
+    assert not (tmp_path / MARK).exists()
+
+
+@pytest.mark.parametrize(("template", "reason", "value"), NEW_FORMS)
+def test_each_new_form_would_run_typed_text_if_it_were_not_refused(
+    template: str, reason: Reason, value: str, tmp_path: Path
+) -> None:
+    # the control: run as Baton ran it before, the typed value does run (so the refusal matters)
+    (tmp_path / "evil.sh").write_text(f"touch {MARK}\n")
+    env = {"PATH": os.environ["PATH"], "BATON_ARG_1": value}
+    subprocess.run(["bash", "-c", _unprotected(template)], cwd=tmp_path, env=env, stdin=subprocess.DEVNULL,
+                   capture_output=True, timeout=10, check=False)
+    assert (tmp_path / MARK).exists(), template
+
+
+#: numbers made in the template are fine in arithmetic: the value is always an integer
+NUMERIC_ACCEPTED = [
+    "printf '%s' $(( {{ inputs.v | int }} + 1 )) > out",
+    "n={{ inputs.v | int }}; printf '%s' $(( n + 1 )) > out",
+    "a=(0 0); a[{{ inputs.v | int }} % 2]=5; printf '%s' $(( {{ inputs.v | int }} + 1 )) > out",
+    "[[ {{ inputs.v | int }} -ge -99999 ]] && printf '%s' $(( {{ inputs.v | int }} + 1 )) > out",
+]
+
+
+@pytest.mark.parametrize("template", NUMERIC_ACCEPTED)
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(value=st.one_of(typed, st.integers(-9999, 9999).map(str)))
+def test_a_number_made_in_the_template_may_stand_in_arithmetic(
+    template: str, value: str, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    cwd = tmp_path_factory.mktemp("num")
+    assert not bash_plan(template).refused, template
+    result = _run(template, value, cwd)
+    assert not (cwd / MARK).exists()
+    try:
+        number = int(value)
+    except ValueError:
+        number = 0  # jinja's `int`: anything else is 0
+    assert result.returncode == 0, result.stderr
+    assert (cwd / "out").read_text() == str(number + 1)
 
 
 FRAGMENTS = [
@@ -201,6 +304,16 @@ FRAGMENTS = [
     "'EOF'",
     "<(",
     ">",
+    "| sh",
+    "| bash",
+    " <<< ",
+    "timeout 5 ",
+    "v=",
+    '"${!v}"',
+    "$v",
+    "$(( v ))",
+    "bash ",
+    "source ",
 ]
 
 

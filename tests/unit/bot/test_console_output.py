@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import io
 import json
+from pathlib import Path
 
 from adapters.console.interactive import ConsoleView
 from adapters.console.output import replies_json, send
@@ -12,6 +13,7 @@ from core.commands.messages import Button, Reply
 from core.redaction import Redactor
 
 PLAIN = Redactor(())  # these tests are about output; redaction has its own
+NO_FILES = Path("/nonexistent/exports")  # no reply here carries a file: nothing is written
 
 ERROR = Reply(
     kind="error", data={"message": "No workflow is named `flakey`.", "hint": "Try `flaky`."}, is_error=True
@@ -54,7 +56,7 @@ def test_json_carries_kind_rendered_text_run_buttons_and_error_flag() -> None:
         kind="error", data=ERROR.data, buttons=BUTTONS, run_id="r_1", run_status="failed", is_error=True
     )
 
-    (obj,) = json.loads(replies_json([reply], PLAIN))
+    (obj,) = json.loads(replies_json([reply], PLAIN, NO_FILES))
 
     assert obj["kind"] == "error"
     assert obj["text"] == "⚠️ No workflow is named `flakey`.\nTry `flaky`."
@@ -65,13 +67,13 @@ def test_json_carries_kind_rendered_text_run_buttons_and_error_flag() -> None:
 
 def test_send_prints_buttons_as_numbered_choices() -> None:
     out = io.StringIO()
-    send(Reply(kind="error", data=ERROR.data, buttons=BUTTONS), PLAIN, out)
+    send(Reply(kind="error", data=ERROR.data, buttons=BUTTONS), PLAIN, NO_FILES, out)
     lines = out.getvalue().splitlines()
     assert lines[-2:] == ["[1] Resume  /workflow resume r_1", "[2] Abandon  /workflow abandon r_1"]
 
 
 def test_a_typed_number_stands_for_the_latest_buttons() -> None:
-    view = ConsoleView(io.StringIO(), redraw=False, redactor=PLAIN)
+    view = ConsoleView(io.StringIO(), redraw=False, redactor=PLAIN, exports=NO_FILES)
     view.show(Reply(kind="error", data=ERROR.data, buttons=BUTTONS))
 
     assert view.choice("2") == BUTTONS[1]
@@ -81,7 +83,7 @@ def test_a_typed_number_stands_for_the_latest_buttons() -> None:
 
 def test_progress_is_redrawn_in_place_on_a_terminal() -> None:
     out = io.StringIO()
-    view = ConsoleView(out, redraw=True, redactor=PLAIN)
+    view = ConsoleView(out, redraw=True, redactor=PLAIN, exports=NO_FILES)
     view.show(progress("running"))
     first = out.getvalue()
     view.show(progress("done"))
@@ -94,7 +96,7 @@ def test_progress_is_redrawn_in_place_on_a_terminal() -> None:
 
 def test_unchanged_progress_is_not_printed_again_and_changes_are_printed_without_a_terminal() -> None:
     out = io.StringIO()
-    view = ConsoleView(out, redraw=False, redactor=PLAIN)
+    view = ConsoleView(out, redraw=False, redactor=PLAIN, exports=NO_FILES)
     view.show(progress("running"))
     view.show(progress("running"))
     once = out.getvalue()
@@ -107,7 +109,7 @@ def test_unchanged_progress_is_not_printed_again_and_changes_are_printed_without
 
 def test_user_input_is_never_redrawn_over() -> None:
     out = io.StringIO()
-    view = ConsoleView(out, redraw=True, redactor=PLAIN)
+    view = ConsoleView(out, redraw=True, redactor=PLAIN, exports=NO_FILES)
     view.show(progress("running"))
     view.mark_input()
     view.show(progress("done"))
@@ -124,7 +126,7 @@ def _which(count: int) -> Reply:
 
 def test_a_choice_list_is_numbered_and_a_number_picks_its_option() -> None:
     out = io.StringIO()
-    view = ConsoleView(out, redraw=False, redactor=PLAIN)
+    view = ConsoleView(out, redraw=False, redactor=PLAIN, exports=NO_FILES)
     which = _which(7)
     assert which.buttons == () and len(which.menus) == 1
 
@@ -132,14 +134,14 @@ def test_a_choice_list_is_numbered_and_a_number_picks_its_option() -> None:
 
     assert "Approve which run?\n[1] gated r6 · review  /workflow approve r6" in out.getvalue()
     assert view.choice("7") == which.menus[0].options[6] and view.choice("8") is None
-    (obj,) = json.loads(replies_json([which], PLAIN))
+    (obj,) = json.loads(replies_json([which], PLAIN, NO_FILES))
     assert [o["command"] for o in obj["menus"][0]["options"]][:2] == ["approve r6", "approve r5"]
 
 
 def test_once_the_gate_is_decided_its_numbers_are_gone() -> None:
     from core.commands.offers import withdrawn
 
-    view = ConsoleView(io.StringIO(), redraw=False, redactor=PLAIN)
+    view = ConsoleView(io.StringIO(), redraw=False, redactor=PLAIN, exports=NO_FILES)
     which = Reply(kind="which_gate", data=_which(7).data, menus=_which(7).menus, replace_key="offer:1")
     view.show(which)
     settled = {"run_id": "r6", "workflow": "gated", "node": "review", "approved": True, "by": "console:ana",
@@ -151,7 +153,10 @@ def test_once_the_gate_is_decided_its_numbers_are_gone() -> None:
         edited = withdrawn(edited, run, {**settled, "run_id": run})
     view.show(edited)
     assert view.choices == ()
-    never_shown = dataclasses.replace(edited, replace_key="offer:2")
+    never_shown = dataclasses.replace(which, replace_key="offer:2", edit_only=True)
     out = io.StringIO()
-    ConsoleView(out, redraw=False, redactor=PLAIN).show(never_shown)
+    ConsoleView(out, redraw=False, redactor=PLAIN, exports=NO_FILES).show(never_shown)
     assert out.getvalue() == ""  # an edit of a message this console never showed
+    # ...unless it tells the gate's end: the message may be on the screen from before a restart
+    ConsoleView(out, redraw=False, redactor=PLAIN).show(dataclasses.replace(edited, replace_key="offer:3"))
+    assert "Approved by" in out.getvalue()

@@ -62,6 +62,12 @@ ACCESS_MISTAKES = [  # BATON_ACCESS, the start of its one line
     ('["console:ana"]', "BATON_ACCESS: must be a JSON object; write an object such as"),
     ("null", "BATON_ACCESS: null grants nothing; unset BATON_ACCESS to let everyone run and approve"),
     ("", "BATON_ACCESS: not valid JSON; write an object such as"),
+    ('{"run": {"*": ["console:ana"]}, "run": {"*": ["*"]}}',  # JSON alone would keep the last
+     'BATON_ACCESS: the key "run" appears twice in one object; write each key once'),
+    ('{"approve": {"deploy": ["console:ana"], "deploy": ["*"]}}',
+     'BATON_ACCESS: the key "deploy" appears twice in one object; write each key once'),
+    ('{"groups": {"sre": ["console:ana"]}, "admins": ["group:sre"], "groups": {}}',
+     'BATON_ACCESS: the key "groups" appears twice in one object'),
 ]
 
 
@@ -223,3 +229,14 @@ def test_a_bad_agent_setting_is_one_line_naming_it(
         load_settings()
     assert info.value.message.startswith(name) and cause in info.value.message
     assert "\n" not in info.value.message and "my-secret-token" not in info.value.message
+
+
+def test_step_secrets_are_listed_names_never_batons_own_settings(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("BATON_STEP_SECRETS", "NPM_TOKEN, DEPLOY_TOKEN,NPM_TOKEN")
+    assert load_settings().step_secrets == ["NPM_TOKEN", "DEPLOY_TOKEN"]
+    monkeypatch.setenv("BATON_STEP_SECRETS", "NPM_TOKEN,BATON_SLACK_BOT_TOKEN")
+    with pytest.raises(ConfigurationError, match=r"^BATON_STEP_SECRETS: 'BATON_SLACK_BOT_TOKEN' is one of"):
+        load_settings()
+    monkeypatch.setenv("BATON_STEP_SECRETS", "NPM-TOKEN")
+    with pytest.raises(ConfigurationError, match=r"^BATON_STEP_SECRETS: 'NPM-TOKEN' is not a variable name"):
+        load_settings()

@@ -84,7 +84,7 @@ CLEAR_APPROVALS: list[tuple[str, str]] = [
     ("thank you, approve", A),
     ("nice work, ship it", A), ("great job, approved", A), ("well done! lgtm", A),
     ("awesome, go ahead", A), ("perfect, ship it", A), ("cool, approved", A),
-    ("*approved*", A), ("_lgtm_", A), ("**LGTM**", A), ("`approve`", A),
+    ("*approved*", A), ("_lgtm_", A), ("**LGTM**", A), ("`approve`", U),
     ("approve: looks fine", A), ("approve, looks fine", A), ("approved: nice work", A),
     ("LGTM - great notes", A), ("approved — thanks for the quick fix", A),
     ("approve: tested the build locally", A), ("lgtm: the diff is small", A),
@@ -290,7 +290,7 @@ SLACK_AND_DISCORD_TEXT: list[tuple[str, str]] = [
     (":no_entry: no", R), (":eyes:", U), (":face_with_rolling_eyes:", U), ("ship it :upside_down_face:", U),
     (":thinking_face: lgtm", U), (":+1: :-1:", U), ("lgtm :joy:", U), ("<:shipit:1234567> lgtm", U),
     ("<@U024BE7LH|bob> lgtm", U), ("<@&1234> approve", U), ("<https://ci.example/123|CI> green, ship", U),
-    ("*lgtm* :tada:", A), ("~lgtm~", U), ("> lgtm", U), ("```lgtm```", A), ("||ship it||", U),
+    ("*lgtm* :tada:", A), ("~lgtm~", U), ("> lgtm", U), ("```lgtm```", U), ("||ship it||", U),
 ]
 
 ASKING_OTHERS: list[tuple[str, str]] = [
@@ -300,8 +300,18 @@ ASKING_OTHERS: list[tuple[str, str]] = [
     ("someone approve this", U), ("can someone approve", U), ("approvers, please", U),
 ]
 
+#: Code and quotes are never this person's decision (issue 25): an example, a command, someone
+#: else's words. They ask back, whatever they contain.
+CODE_AND_QUOTES: list[tuple[str, str]] = [
+    ("```lgtm```", U), ("```\nlgtm\n```", U), ("```\napprove\n```\n", U), ("``lgtm``", U),
+    ("`approve`", U), ("`lgtm` 👍", U), ("👍 `ship it`", U), ("lgtm `", U), ("```lgtm", U),
+    ("> lgtm", U), (">lgtm", U), ("&gt; lgtm", U), ("> approve\nyes", U), ("yes\n> lgtm", U),
+    ("> ship it\n> 👍", U), ("`reject`", U), ("```no```", U), ("> nope", U),
+    ("approve: fixed in `a1f3`", A), ("reject: `make test` fails", R),
+]
+
 CORPUS: list[tuple[str, str]] = [
     *FROM_THE_ISSUE, *CLEAR_APPROVALS, *CLEAR_REJECTIONS, *HEDGES, *CONDITIONS, *DEFERRALS,
     *SARCASM, *THIRD_PARTIES, *SOMETHING_ELSE, *CANCEL_WITH_YES, *QUESTIONS, *NEGATED,
-    *EMOJI_MIXES, *CHATTER, *LANGUAGES, *SLACK_AND_DISCORD_TEXT, *ASKING_OTHERS,
+    *EMOJI_MIXES, *CHATTER, *LANGUAGES, *SLACK_AND_DISCORD_TEXT, *ASKING_OTHERS, *CODE_AND_QUOTES,
 ]

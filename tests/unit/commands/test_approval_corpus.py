@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections import Counter
 
 from core.commands.approval import classify
-from tests.unit.commands.approval_corpus import CORPUS, FROM_THE_ISSUE
+from tests.unit.commands.approval_corpus import CODE_AND_QUOTES, CORPUS, FROM_THE_ISSUE
 
 LABELS = ("approve", "reject", "unclear")
 
@@ -58,3 +58,9 @@ def test_every_example_of_the_issue_is_in_the_corpus_and_none_approves_unless_it
         assert corpus[text] == label
         if label != "approve":
             assert str(classify(text).kind) != "approve", text
+
+
+def test_code_and_quotes_are_never_a_decision() -> None:
+    for text, label in CODE_AND_QUOTES:
+        assert str(classify(text).kind) == label, text
+    assert classify("approve: fixed in `a1f3`").comment == "fixed in `a1f3`"  # kept as written

@@ -98,3 +98,12 @@ def test_empty_and_unset_arguments_are_left_out_and_read_back_as_defaults() -> N
         "rendered": {"kind": "tool", "tool": "noop"},
     }
     assert _through_json(job) == job
+
+
+def test_a_step_without_network_stays_without_it_on_the_worker() -> None:
+    offline = _job(RenderedNode("bash", command="make"), network=False)
+
+    assert offline.to_args()["network"] is False
+    assert _through_json(offline).network is False
+    assert "network" not in _job(RenderedNode("bash", command="make")).to_args()  # the default: on
+    assert _through_json(_job(RenderedNode("bash", command="make"))).network is True

@@ -191,3 +191,37 @@ def test_broken_file_recovers_when_the_script_it_names_appears(
     _write(tmp_path / "steps" / "run.py", "print('ok')\n")
     catalog.reload()
     assert catalog.get("w").nodes[0].script == "steps/run.py"
+
+
+def test_a_secret_the_operator_does_not_provide_is_a_load_error_with_its_line_and_where_to_provide_it(
+    tmp_path: Path,
+) -> None:
+    _write(tmp_path / "steal.yaml", """
+        name: steal
+        secrets: [NPM_TOKEN]
+        nodes:
+          - id: a
+            bash: echo a
+          - id: b
+            secrets:
+              - PGPASSWORD
+            bash: echo b
+        """)
+    _write(tmp_path / "good.yaml", _simple("good"))
+    provided = {"NPM_TOKEN"}
+    catalog = Catalog([tmp_path], secrets=lambda: provided)
+    entries = {e.name: e for e in catalog.entries()}
+    assert entries["good"].ok and entries["steal"].workflow is None
+    error = entries["steal"].error
+    assert error is not None and error.line == 8  # the line naming PGPASSWORD
+    assert error.message == (
+        f"{tmp_path / 'steal.yaml'}:8: secret `PGPASSWORD` is not a step secret the operator provides; "
+        "a workflow may name only those (never a variable of Baton's own environment)"
+    )
+    assert "BATON_SECRETS_FILE" in (error.hint or "") and "BATON_STEP_SECRETS" in (error.hint or "")
+    with pytest.raises(WorkflowDefinitionError, match="PGPASSWORD"):
+        catalog.get("steal")
+    provided.add("PGPASSWORD")  # the operator puts it in the secrets file: the next reload sees it
+    catalog.reload()
+    assert catalog.get("steal").name == "steal"
+    assert Catalog([tmp_path]).get("steal").name == "steal"  # a file checked alone: no rule applies

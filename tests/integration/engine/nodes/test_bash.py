@@ -79,8 +79,8 @@ async def test_a_step_sees_the_allowlist_its_env_its_secrets_and_nothing_else(
         "AWS_SECRET_ACCESS_KEY": "not-declared", "GITHUB_TOKEN": "ghp_declared", "PYTHONPATH": "/x",
     }  # fmt: skip
     ctx = make_ctx(
-        node_id="show", environment=step_environment(environ=operator), env={"MODE": "fast"},
-        secrets=("GITHUB_TOKEN",),
+        node_id="show", environment=step_environment(environ=operator, step_secrets=["GITHUB_TOKEN"]),
+        env={"MODE": "fast"}, secrets=("GITHUB_TOKEN",),
     )  # fmt: skip
     result = await bash("env", ctx, fake_providers)
     seen = dict(line.split("=", 1) for line in result.output.splitlines())
@@ -92,6 +92,19 @@ async def test_a_step_sees_the_allowlist_its_env_its_secrets_and_nothing_else(
     assert "xoxb-not-for-steps" not in result.output and "pw@db" not in result.output
 
 
+async def test_a_variable_of_batons_environment_that_is_not_a_step_secret_is_never_handed_over(
+    make_ctx: MakeContext, fake_providers: ProviderRegistry
+) -> None:
+    # the catalog refuses such a workflow at load; a step asking anyway (a worker, a job
+    # queued before the rule) gets nothing of Baton's own environment
+    operator = {"PATH": os.environ["PATH"], "PGPASSWORD": "batons-db-password", "GITHUB_TOKEN": "ghp_x1"}
+    environment = step_environment(environ=operator, step_secrets=["GITHUB_TOKEN"])
+    assert environment.provided() == {"GITHUB_TOKEN"}
+    ctx = make_ctx(node_id="steal", environment=environment, secrets=("PGPASSWORD",))
+    with pytest.raises(NodeFailed, match="needs the secret `PGPASSWORD`, which the operator has not"):
+        await bash("echo $PGPASSWORD", ctx, fake_providers)
+
+
 async def test_a_declared_secret_that_is_not_provided_fails_the_step_with_one_line(
     make_ctx: MakeContext, fake_providers: ProviderRegistry
 ) -> None:
@@ -100,7 +113,8 @@ async def test_a_declared_secret_that_is_not_provided_fails_the_step_with_one_li
         await bash("echo never", ctx, fake_providers)
     assert info.value.message == (
         "step `push` needs the secret `NPM_TOKEN`, "
-        "set neither in Baton's environment nor in BATON_SECRETS_FILE"
+        "which the operator has not provided "
+        "(in BATON_SECRETS_FILE, or listed in BATON_STEP_SECRETS and set in Baton's environment)"
     )
     assert "\n" not in info.value.message
 
@@ -250,3 +264,26 @@ async def test_a_missing_working_directory_fails_the_step(
 ) -> None:
     with pytest.raises(NodeFailed, match="could not start `bash`"):
         await bash("true", make_ctx(workdir=tmp_path / "missing"), fake_providers)
+
+
+SECRET_41 = "tok-" + "0123456789abcdefghijklmnopqrstuvwxyzABC"[:37]  # 41 characters
+
+
+async def test_no_part_of_a_secret_is_left_where_stdout_is_capped_or_stderr_is_cut(
+    make_ctx: MakeContext, fake_providers: ProviderRegistry
+) -> None:
+    # stdout: the cap (1,000 bytes) falls inside the secret; stderr: the kept tail (16 KiB)
+    # starts inside one, and is short enough once redacted to be shown from its start
+    environment = step_environment(secrets=[SECRET_41])
+    ctx = make_ctx(node_id="cut", environment=environment, max_output=1000)
+    result = await bash(
+        f"head -c 990 /dev/zero | tr '\\0' x; printf %s {SECRET_41}; head -c 50 /dev/zero | tr '\\0' y", ctx,
+        fake_providers,
+    )
+    assert result.output.startswith("x" * 990 + "\n[output truncated: 990 of 1,081 bytes kept")
+    ctx = make_ctx(node_id="tail", environment=environment)
+    with pytest.raises(NodeFailed) as info:
+        await bash(f"for i in $(seq 600); do printf %s {SECRET_41} >&2; done; exit 1", ctx, fake_providers)
+    shown = info.value.message
+    assert "•••" in shown
+    assert not any(SECRET_41[i : i + 6] in shown for i in range(len(SECRET_41) - 5)), shown[:300]

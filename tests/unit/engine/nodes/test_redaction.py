@@ -3,6 +3,9 @@ from __future__ import annotations
 import json
 import threading
 
+from hypothesis import given
+from hypothesis import strategies as st
+
 from core.redaction import MASK, Redactor
 from core.render import discord_escape, slack_escape
 
@@ -114,3 +117,41 @@ def test_a_reply_shows_no_secret_in_its_text_buttons_choice_lists_or_run_id_on_a
         assert "sk_live" not in text and "choice" not in text, (platform, text)
     plain = Reply(kind="error", data={"message": "nothing secret", "hint": ""})
     assert redacted(plain, redactor) is plain  # nothing to hide: not even copied
+
+
+# -- cuts that split no secret ------------------------------------------------------------------
+
+_CUT_SECRETS = ["ghp_DeclaredSecret1", 'quo"te-secret', "sécret-ünïcode", "abab-abab"]
+
+
+def _occurrences(data: bytes, redactor: Redactor) -> list[tuple[int, int]]:
+    found = []
+    for form in redactor._forms_bytes():
+        index = data.find(form)
+        while index != -1:
+            found.append((index, index + len(form)))
+            index = data.find(form, index + 1)
+    return found
+
+
+def test_a_cut_inside_a_secret_moves_to_its_start_or_past_its_end() -> None:
+    redactor = Redactor(["ghp_DeclaredSecret1"])
+    data = b"token=ghp_DeclaredSecret1 and the rest"
+    assert redactor.cut_before(data, 19) == 6  # `token=ghp_DeclaredSe` would have been kept
+    assert redactor.cut_after(data, 19) == 25
+    assert (redactor.cut_before(data, 6), redactor.cut_before(data, 25)) == (6, 25)  # on an edge: as is
+    assert Redactor([]).cut_before(data, 19) == 19
+
+
+@given(
+    st.lists(st.sampled_from(_CUT_SECRETS) | st.text(alphabet='ab-_ ghp"é', max_size=12), max_size=12),
+    st.integers(min_value=0, max_value=300),
+)
+def test_no_cut_ever_splits_a_secret(pieces: list[str], at: int) -> None:
+    redactor = Redactor(_CUT_SECRETS)
+    data = "".join(pieces).encode()
+    at = min(at, len(data))
+    before, after = redactor.cut_before(data, at), redactor.cut_after(data, at)
+    assert before <= at <= after
+    for start, end in _occurrences(data, redactor):
+        assert not start < before < end and not start < after < end

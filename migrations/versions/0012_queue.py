@@ -1,8 +1,8 @@
 """Concurrency limits with a visible queue: a run's key, policy and queue time, and one lock
 row per key (what admission locks first on PostgreSQL).
 
-Revision ID: 0011_queue
-Revises: 0010_retention
+Revision ID: 0012_queue
+Revises: 0011_signing_key_row
 Create Date: 2026-11-27
 """
 
@@ -13,8 +13,8 @@ from collections.abc import Sequence
 import sqlalchemy as sa
 from alembic import op
 
-revision: str = "0011_queue"
-down_revision: str | None = "0010_retention"
+revision: str = "0012_queue"
+down_revision: str | None = "0011_signing_key_row"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 

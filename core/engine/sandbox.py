@@ -1,0 +1,291 @@
+"""The sandbox every step process runs in: bubblewrap (`bwrap`), set up once at start.
+
+A step (bash, script, the `command` prompt provider, a tool) is code a workflow author wrote
+or text a model produced; Baton holds chat tokens, the run store, the page-signing key and
+every workflow's secrets. So a step runs as
+
+    bwrap --ro-bind / /                 the system, read-only
+          --dev /dev --proc /proc       a minimal /dev; a /proc of its own PID namespace
+          --tmpfs /tmp                  a private /tmp
+          --tmpfs <Baton's home>        hidden (an empty, throw-away directory)
+          --ro-bind <workflow dir>      its workflow's files, read-only
+          --tmpfs <data dir>            hidden: the database, other runs, keys
+          --bind <run dir>              its own run directory, read-write (its cwd)
+          --ro-bind /dev/null <file>    `.env`, the secrets file, the database file: empty
+          --unshare-pid                 sees no other process; when its first process ends,
+                                        the kernel kills every process it started
+          --unshare-net                 with `network: false` only (loopback alone)
+          --die-with-parent --new-session
+          [setpriv --reuid <user> …]    when Baton runs as root: as `BATON_STEP_USER`
+
+`configure` probes the real thing once (a trivial command with the same options) and says
+whether steps are sandboxed; `Sandbox.command` wraps one step's argv. `NO_SANDBOX` runs
+argv as it is (`BATON_STEP_SANDBOX=none`, or no working bwrap with `auto`).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+import subprocess
+import tempfile
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+from core.errors import ConfigurationError
+
+log = logging.getLogger(__name__)
+
+Mode = Literal["auto", "bwrap", "none"]
+PROBE_TIMEOUT = 10.0  # seconds the probe may take on a busy machine
+_DROPPED = ("--inh-caps=-all", "--bounding-set=-all", "--no-new-privs", "--clear-groups")
+INSTALL_HINT = (
+    "install bubblewrap (Debian/Ubuntu: apt-get install bubblewrap; Fedora: dnf install bubblewrap) "
+    "and allow user namespaces, or set BATON_STEP_SANDBOX=none to run steps unsandboxed deliberately"
+)
+
+
+@dataclass(frozen=True, slots=True)
+class StepUser:
+    """The unprivileged account steps run as when Baton runs as root."""
+
+    name: str
+    uid: int
+    gid: int
+
+
+@dataclass(frozen=True, slots=True)
+class Sandbox:
+    """How step processes are started. `bwrap` None: as they are, with Baton's user."""
+
+    bwrap: str | None = None
+    #: directories replaced by an empty tmpfs (Baton's data directory, its home, the database's)
+    hidden_dirs: tuple[Path, ...] = ()
+    #: files replaced by an empty one (`.env`, the secrets file, the database file)
+    hidden_files: tuple[Path, ...] = ()
+    #: read-only though under a hidden directory: the Python interpreter, its libraries and
+    #: Baton's own code (what `script:` steps and the tool runner import)
+    readable: tuple[Path, ...] = ()
+    #: set when Baton runs as root: steps run as this user (`setpriv`)
+    user: StepUser | None = None
+    setpriv: str | None = None
+    #: why steps are not sandboxed (empty when they are)
+    reason: str = ""
+
+    @property
+    def enabled(self) -> bool:
+        return self.bwrap is not None
+
+    def command(
+        self,
+        argv: Sequence[str],
+        *,
+        workdir: Path,
+        workflow_dir: Path | None = None,
+        network: bool = True,
+        files: Mapping[Path, Path] | None = None,
+        readable: Sequence[Path] = (),
+    ) -> list[str]:
+        """`argv` run in the sandbox, in `workdir` (read-write); `files` maps host files to
+        where the step sees them (read-only); `readable` directories are shown read-only
+        (a tool's module), though what Baton hides in them stays hidden."""
+        if self.bwrap is None:
+            return list(argv)
+        args = [self.bwrap, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]
+        args += ["--perms", "1777", "--tmpfs", "/tmp"]
+        args += self._layers(workdir, workflow_dir, files or {}, readable)
+        args += ["--unshare-pid", "--unshare-ipc", "--die-with-parent", "--new-session"]
+        if not network:
+            args.append("--unshare-net")
+        args += ["--chdir", str(workdir)]
+        if self.user is not None and self.setpriv is not None:
+            args += ["--cap-drop", "ALL", "--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID", "--"]
+            args += [self.setpriv, f"--reuid={self.user.uid}", f"--regid={self.user.gid}", *_DROPPED]
+        else:
+            args.append("--")
+        return args + list(argv)
+
+    def _layers(
+        self, workdir: Path, workflow_dir: Path | None, files: Mapping[Path, Path], readable: Sequence[Path]
+    ) -> list[str]:
+        """The mounts, in an order where each one that must show wins over each one that must
+        hide: homes and data directories first, then the workflow directory, the run directory,
+        and last the hidden files (which may lie in the workflow directory)."""
+        args: list[str] = []
+        hidden_dirs = [d for d in self.hidden_dirs if d.is_dir()]
+        empty = [_TMP, *hidden_dirs]  # directories that start empty in the sandbox
+        made: set[Path] = set()
+
+        def bind(option: str, source: Path, target: Path) -> None:
+            for parent in reversed(target.parents):  # traversable by the step's user
+                if parent not in made and any(_within(parent, e) and parent != e for e in empty):
+                    args.extend(["--perms", "0755", "--dir", str(parent)])
+                    made.add(parent)
+            args.extend([option, str(source), str(target)])
+            made.add(target)
+
+        for hidden in hidden_dirs:
+            args += ["--perms", "0755", "--tmpfs", str(hidden)]
+        shown = [*self.readable, *readable, *([workflow_dir] if workflow_dir is not None else [])]
+        shown = [p for p in shown if p.is_dir() and any(_within(p, e) for e in empty)]
+        shown = [p for p in shown if not _within(_TMP, p) and p not in hidden_dirs]  # /tmp stays private
+        shown = [p for p in shown if not any(_within(p, q) and p != q for q in shown)]
+        for path in dict.fromkeys(shown):  # the interpreter or the workflow in a hidden home
+            bind("--ro-bind", path, path)
+        for hidden in hidden_dirs:  # and what must stay hidden inside them, hidden again
+            if any(_within(hidden, p) and hidden != p for p in shown):
+                args += ["--tmpfs", str(hidden)]
+        if workflow_dir is not None and workflow_dir.is_dir() and workflow_dir not in shown:
+            bind("--ro-bind", workflow_dir, workflow_dir)
+        bind("--bind", workdir, workdir)
+        bound = [*shown, workdir, *([workflow_dir] if workflow_dir is not None else [])]
+        for hidden_file in self.hidden_files:
+            in_empty = any(_within(hidden_file, e) for e in empty)
+            gone = in_empty and not any(_within(hidden_file, b) for b in bound)
+            if hidden_file.is_file() and not gone:  # (a file in an empty directory is not there)
+                args += ["--ro-bind", "/dev/null", str(hidden_file)]
+        for source, target in files.items():
+            bind("--ro-bind", source, target)
+        return args
+
+    def prepare(self, workdir: Path) -> None:
+        """Let the step user write its run directory (Baton as root, steps as nobody)."""
+        if self.bwrap is None or self.user is None:
+            return
+        for path in (workdir, workdir / "artifacts"):
+            try:
+                info = path.stat()
+            except OSError:
+                continue
+            if info.st_uid != self.user.uid:
+                os.chown(path, self.user.uid, self.user.gid)
+
+    def environment(self, env: dict[str, str]) -> dict[str, str]:
+        """The step's variables as seen inside: its temporary directory is the private /tmp."""
+        if self.bwrap is not None and "TMPDIR" in env:
+            env["TMPDIR"] = "/tmp"
+        return env
+
+    def describe(self) -> str:
+        if self.bwrap is None:
+            return f"steps run without a sandbox ({self.reason})"
+        who = f", as {self.user.name}" if self.user is not None else ""
+        return f"steps run in a bubblewrap sandbox{who}"
+
+
+NO_SANDBOX = Sandbox(reason="BATON_STEP_SANDBOX=none")
+
+
+_TMP = Path("/tmp")
+
+
+def _within(path: Path, folder: Path) -> bool:
+    return path == folder or path.is_relative_to(folder)
+
+
+def step_user(name: str) -> StepUser:
+    """`BATON_STEP_USER`: a user name, or `uid[:gid]`."""
+    import pwd
+
+    text = name.strip()
+    try:
+        if text.replace(":", "").isdigit():
+            uid_text, _, gid_text = text.partition(":")
+            uid = int(uid_text)
+            gid = int(gid_text) if gid_text else pwd.getpwuid(uid).pw_gid
+            return StepUser(text, uid, gid)
+        entry = pwd.getpwnam(text)
+    except (KeyError, ValueError):
+        raise ConfigurationError(
+            f"BATON_STEP_USER: no user `{name}` on this machine",
+            hint="Name an unprivileged user that exists (default: nobody), or a numeric uid[:gid].",
+        ) from None
+    if entry.pw_uid == 0:
+        raise ConfigurationError(
+            f"BATON_STEP_USER: `{name}` is root", hint="Name an unprivileged user (default: nobody)."
+        )
+    return StepUser(text, entry.pw_uid, entry.pw_gid)
+
+
+def configure(
+    mode: Mode,
+    *,
+    hidden_dirs: Iterable[Path] = (),
+    hidden_files: Iterable[Path] = (),
+    readable: Iterable[Path] = (),
+    user: str = "nobody",
+    path: str | None = None,
+    as_root: bool | None = None,
+) -> Sandbox:
+    """The sandbox steps run in, checked once by running a trivial command in it.
+
+    `mode` none: `NO_SANDBOX`. bwrap: a working sandbox or `ConfigurationError`. auto: a
+    working sandbox, else one that is not (`reason` says why). `path` is where `bwrap` and
+    `setpriv` are looked for (the PATH of Baton's environment)."""
+    if mode == "none":
+        return NO_SANDBOX
+    root = os.geteuid() == 0 if as_root is None else as_root
+    found = shutil.which("bwrap", path=path)
+    setpriv = shutil.which("setpriv", path=path) if root else None
+    files = tuple(dict.fromkeys(p.resolve() for p in hidden_files if str(p)))
+    shown = tuple(dict.fromkeys(p.resolve() for p in readable if str(p)))
+    closed = _closed_ancestors(shown) if root else []  # e.g. /root (0700) holding the interpreter
+    dirs = tuple(dict.fromkeys([*(p.resolve() for p in hidden_dirs if str(p)), *closed]))
+    failure = None
+    sandbox = Sandbox()
+    if found is None:
+        failure = "bwrap was not found on PATH"
+    elif root and setpriv is None:
+        failure = "Baton runs as root and setpriv (util-linux) was not found on PATH"
+    else:
+        sandbox = Sandbox(
+            bwrap=found,
+            hidden_dirs=dirs,
+            hidden_files=files,
+            readable=shown,
+            user=step_user(user) if root else None,
+            setpriv=setpriv,
+        )
+        failure = _probe(sandbox)
+    if failure is None:
+        return sandbox
+    if mode == "bwrap":
+        raise ConfigurationError(f"BATON_STEP_SANDBOX=bwrap, but {failure}; {INSTALL_HINT}", hint="")
+    return Sandbox(reason=failure)
+
+
+def _closed_ancestors(paths: Iterable[Path]) -> list[Path]:
+    """Directories above `paths` that others may not traverse (`/root`, mode 0700): the step
+    user could not reach the interpreter or Baton's code through them. Hidden like a home
+    (an empty directory), with those paths shown again inside."""
+    closed: list[Path] = []
+    for path in paths:
+        for parent in reversed(path.parents):
+            try:
+                mode = parent.stat().st_mode
+            except OSError:
+                break
+            if not mode & 0o001 and parent != Path("/"):
+                closed.append(parent)
+                break
+    return closed
+
+
+def _probe(sandbox: Sandbox) -> str | None:
+    """Why the sandbox does not work (None: it does), by running `true` in it as a step would."""
+    with tempfile.TemporaryDirectory(prefix="baton-probe-") as here:
+        argv = sandbox.command(["true"], workdir=Path(here), network=False)
+        try:
+            done = subprocess.run(
+                argv, stdin=subprocess.DEVNULL, capture_output=True, timeout=PROBE_TIMEOUT, check=False,
+                env={},
+            )
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            return f"bwrap cannot run ({exc})"
+    if done.returncode != 0:
+        said = done.stderr.decode("utf-8", "replace").strip().splitlines()
+        return f"bwrap does not work here ({said[-1] if said else f'exit {done.returncode}'})"
+    return None

@@ -1,0 +1,325 @@
+"""Steps run in the sandbox (`core/engine/sandbox.py`), through the real `baton say` and
+`baton run`: real bubblewrap, real escape attempts, as a careless or hostile author would.
+
+Baton holds chat tokens (environment and `.env`), an OpenAI key only in `.env`, a secrets
+file, and its SQLite database in the data directory, as the README sets it up. A bash step,
+a script step and a tool step try to read all of it, by relative and absolute paths, through
+`/proc/*/environ` (base64-encoded, so redaction cannot hide what it got), list other runs,
+write outside their run directory and leave a detached process behind. Nothing they print,
+nothing Baton replies and no file they wrote holds a secret, the database or Baton's process;
+nothing they started outlives them; as root they run as `nobody`. `network: false` blocks a
+connection to a port the test listens on. Without a working sandbox, `baton run` on a chat
+platform refuses to start (exit 2), and the console says once that steps run unsandboxed.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+import os
+import re
+import shutil
+import socket
+import textwrap
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from core.store.repository import SqlStore
+from tests.e2e import leak
+from tests.e2e.console.cli import BatonCli
+
+pytestmark = pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap is not installed")
+
+SQLITE_MAGIC = b"SQLite format 3"
+DOTENV_ONLY = "sk-leakcheck-dotenv-3f1e"  # Baton's OpenAI key, kept only in `.env`
+SECRETS = (*leak.ALL, DOTENV_ONLY)
+
+
+@pytest.fixture
+def cli(tmp_path: Path) -> BatonCli:
+    """`baton` in a project directory laid out as the README says: `.env`, `workflows/`,
+    `.baton/baton.db` and `.baton/runs/`, a secrets file beside them; chat tokens set."""
+    home = tmp_path / "project"
+    home.mkdir()
+    cli = BatonCli.create(home, f"sqlite:///{home / '.baton' / 'baton.db'}")
+    (home / ".env").write_text(f"BATON_OPENAI_API_KEY={DOTENV_ONLY}\n")
+    secrets_file = leak.write_secrets_file(home / "step-secrets.env")
+    cli.env_extra.update(
+        BATON_SLACK_BOT_TOKEN=leak.SLACK_BOT,
+        BATON_SLACK_APP_TOKEN=leak.SLACK_APP,
+        BATON_SLACK_SIGNING_SECRET=leak.SLACK_SIGNING,
+        BATON_DISCORD_TOKEN=leak.DISCORD,
+        BATON_SECRETS_FILE=str(secrets_file),
+        BATON_WEB_PORT="off",
+    )
+    return cli
+
+
+def say(cli: BatonCli, text: str) -> list[dict[str, object]]:
+    done = cli.run("say", "--json", "--wait", "--user", "ana", "--", text)
+    assert done.returncode == 0, done.stderr
+    for shown in (done.stdout, done.stderr):
+        assert leak.leaks(shown) == [] and DOTENV_ONLY not in shown, shown
+    return list(json.loads(done.stdout))
+
+
+def outputs(cli: BatonCli, run_id: str) -> dict[str, str]:
+    """node -> the output it recorded (what later steps would consume, unredacted)."""
+    store = SqlStore(cli.database_url)
+    try:
+        return {
+            e.node_id: store.get_blob(e.output_digest).decode()
+            for e in store.journal([run_id])
+            if e.output_digest is not None
+        }
+    finally:
+        store.close()
+
+
+def decoded(text: str) -> bytes:
+    """`text` with every base64 run in it decoded (what a step smuggled out)."""
+    found = [text.encode()]
+    for chunk in re.findall(r"[A-Za-z0-9+/=]{8,}", text):
+        try:
+            found.append(base64.b64decode(chunk + "=" * (-len(chunk) % 4)))
+        except (binascii.Error, ValueError):
+            continue
+    return b"\n".join(found)
+
+
+def assert_nothing_of_batons(data: bytes) -> None:
+    for secret in SECRETS:
+        assert secret.encode() not in data, f"{secret} escaped"
+    assert SQLITE_MAGIC not in data, "the database escaped"
+    assert b"bot.main" not in data, "the step saw Baton's process"
+
+
+def run_files(cli: BatonCli, run_id: str) -> bytes:
+    """Everything the step wrote in its run directory."""
+    root = cli.home / ".baton" / "runs" / run_id
+    return b"\n".join(p.read_bytes() for p in root.rglob("*") if p.is_file())
+
+
+ESCAPE = """\
+name: escape
+nodes:
+  - id: attempt
+    replay: pure
+    bash: |
+      b() {{ base64 -w0; echo; }}
+      echo "id: $(id -u)"
+      for f in ../../baton.db {db} ../../../.env {home}/.env {secrets} {db}-wal; do
+        echo "cat $f: $(cat "$f" 2>&1 | b)"
+        echo "strings $f: $(strings "$f" 2>&1 | b)"
+      done
+      echo "ls data: $(ls -la {home}/.baton {home}/.baton/runs ../.. .. 2>&1 | b)"
+      echo "ls home: $(ls -la {home} ~ 2>&1 | b)"
+      echo "environ: $(cat /proc/*/environ 2>&1 | b)"
+      echo "cmdlines: $(cat /proc/*/cmdline 2>&1 | tr '\\0' ' ' | b)"
+      echo "pids: $(ls /proc | grep -E '^[0-9]+$' | tr '\\n' ' ')"
+      for target in {home}/pwned ../../pwned ../other-run-pwned {workflows}/pwned /tmp/{token}; do
+        echo x > "$target" 2>/dev/null && echo "wrote $target"
+      done
+      env -i setsid -f sh -c 'echo started > "$1"; exec sleep 300 {token_seconds}' sh "$PWD/leftover.pid"
+      sleep 0.2
+      cat /proc/*/environ 2>/dev/null | b > environ.b64
+      cat ../../baton.db {secrets} ../../../.env 2>/dev/null > stolen.bin
+      echo done
+  - id: scripted
+    replay: pure
+    script: |
+      import base64, pathlib
+      for path in ["../../baton.db", "{db}", "{secrets}", "{home}/.env"]:
+          try:
+              data = pathlib.Path(path).read_bytes()
+          except OSError as exc:
+              data = str(exc).encode()
+          print(path, base64.b64encode(data).decode())
+  - id: tooled
+    tool: steal
+    with: {{paths: ["{db}", "../../baton.db", "{secrets}", "{home}/.env"]}}
+"""
+
+STEAL = """\
+import base64
+import os
+
+from core.engine.tools import tool
+
+
+@tool(replay="pure")
+def steal(paths: list) -> dict:
+    found = {"uid": os.getuid(), "environ": []}
+    for path in paths:
+        try:
+            with open(path, "rb") as f:
+                found[path] = base64.b64encode(f.read()).decode()
+        except OSError as exc:
+            found[path] = str(exc)
+    for pid in os.listdir("/proc"):
+        if pid.isdigit():
+            try:
+                with open(f"/proc/{pid}/environ", "rb") as f:
+                    found["environ"].append(base64.b64encode(f.read()).decode())
+            except OSError:
+                pass
+    return found
+"""
+
+
+def _gone(token: str, deadline: float = 5.0) -> bool:
+    """No process on this machine has `token` in its command line (within `deadline`)."""
+    until = time.monotonic() + deadline
+    while True:
+        alive = []
+        for pid in os.listdir("/proc"):
+            if pid.isdigit():
+                try:
+                    alive += [pid] if token.encode() in Path(f"/proc/{pid}/cmdline").read_bytes() else []
+                except OSError:
+                    continue
+        if not alive or time.monotonic() > until:
+            return not alive
+        time.sleep(0.05)
+
+
+def test_a_step_reaches_nothing_of_batons_and_leaves_nothing_running(cli: BatonCli) -> None:
+    home = cli.home
+    token = uuid.uuid4().hex
+    token_seconds = f"0.{int(token[:8], 16) % 10**8:08d}"  # `sleep 300 0.x`: unique on this machine
+    (cli.workflows / "tools.py").write_text(STEAL)
+    (cli.workflows / "escape.yaml").write_text(
+        ESCAPE.format(
+            db=home / ".baton" / "baton.db", home=home, secrets=home / "step-secrets.env",
+            workflows=cli.workflows, token=token, token_seconds=token_seconds,
+        )
+    )
+    say(cli, "run flaky hello")  # another run: its directory exists beside the attempt's
+    replies = say(cli, "run escape")
+
+    (run,) = [r for r in cli.runs() if r.workflow == "escape"]
+    assert run.status.value == "completed", replies
+    recorded = outputs(cli, run.id)
+    attempt, scripted, tooled = recorded["attempt"], recorded["scripted"], recorded["tooled"]
+    shown = json.dumps(replies)
+    for text in (attempt, scripted, tooled, shown):
+        assert_nothing_of_batons(decoded(text))
+    assert_nothing_of_batons(run_files(cli, run.id))
+    for line in attempt.splitlines():
+        if line.startswith("environ: "):
+            assert_nothing_of_batons(base64.b64decode(line.removeprefix("environ: ")))
+    written = home / ".baton" / "runs" / run.id / "environ.b64"
+    assert_nothing_of_batons(base64.b64decode(written.read_text()))
+
+    # it saw its own processes only (bwrap's init, bash and the few it ran); what it wrote
+    # outside its run directory (if anything: a private /tmp, an empty stand-in) is not there
+    pids = next(line for line in attempt.splitlines() if line.startswith("pids: ")).split()[1:]
+    assert 0 < len(pids) < 10, pids
+    for gone in (home / "pwned", home / ".baton" / "pwned", cli.workflows / "pwned", Path("/tmp") / token):
+        assert not gone.exists()
+    other_runs = [p.name for p in (home / ".baton" / "runs").iterdir() if p.name != run.id]
+    assert other_runs and all(not (home / ".baton" / "runs" / r / "pwned").exists() for r in other_runs)
+    assert all(r not in attempt for r in other_runs), "the step listed another run's directory"
+
+    # the detached process started (its pid file) and did not outlive the step
+    assert (home / ".baton" / "runs" / run.id / "leftover.pid").read_text() == "started\n"
+    assert _gone(token_seconds), "a process the step detached outlived it"
+
+    tool_answer = json.loads(tooled)
+    if os.geteuid() == 0:  # Baton runs as root: its steps run as nobody
+        assert "id: 65534" in attempt, attempt
+        assert tool_answer["uid"] == 65534
+    else:
+        assert f"id: {os.getuid()}" in attempt
+
+
+def test_network_false_blocks_a_connection_the_network_would_allow(cli: BatonCli) -> None:
+    with socket.socket() as server:
+        server.bind(("127.0.0.1", 0))
+        server.listen(8)
+        port = server.getsockname()[1]
+        connect = f"(exec 3<>/dev/tcp/127.0.0.1/{port}) 2>/dev/null && echo connected || echo refused"
+        (cli.workflows / "net.yaml").write_text(textwrap.dedent(f"""\
+            name: net
+            nodes:
+              - id: online
+                bash: "{connect}"
+              - id: offline
+                network: false
+                bash: "{connect}"
+            """))
+        (cli.workflows / "quiet.yaml").write_text(textwrap.dedent(f"""\
+            name: quiet
+            network: false
+            nodes:
+              - id: step
+                bash: "{connect}"
+              - id: allowed
+                network: true
+                bash: "{connect}"
+            """))
+        say(cli, "run net")
+        say(cli, "run quiet")
+    runs = {r.workflow: r.id for r in cli.runs()}
+    net, quiet = outputs(cli, runs["net"]), outputs(cli, runs["quiet"])
+    assert net["online"].strip() == "connected"  # the port is there ...
+    assert net["offline"].strip() == "refused"  # ... and a step without network cannot reach it
+    assert quiet["step"].strip() == "refused"  # the workflow's `network: false`
+    assert quiet["allowed"].strip() == "connected"  # a node may say otherwise
+
+
+@pytest.mark.parametrize("where", ["workflow", "node"])
+def test_network_must_be_true_or_false(cli: BatonCli, where: str) -> None:
+    odd = (
+        "name: odd\nnetwork: sometimes\nnodes:\n  - id: a\n    bash: echo\n"
+        if where == "workflow"
+        else "name: odd\nnodes:\n  - id: a\n    network: 0\n    bash: echo\n"
+    )
+    (cli.workflows / "odd.yaml").write_text(odd)
+    done = cli.run("say", "--json", "--", "run odd")
+    shown = "\n".join(str(r["text"]) for r in json.loads(done.stdout))
+    assert "odd.yaml" in shown and "`network`" in shown and "valid boolean" in shown, shown
+    assert "Write `network:` as true or false." in shown
+    assert cli.runs() == []  # refused at load: nothing ran
+
+
+@pytest.fixture
+def broken_bwrap(tmp_path: Path) -> Iterator[Path]:
+    """A PATH whose `bwrap` cannot create a sandbox (as where user namespaces are disabled)."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    fake = bin_dir / "bwrap"
+    fake.write_text("#!/bin/sh\necho 'bwrap: No permissions to create a new namespace' >&2\nexit 1\n")
+    fake.chmod(0o755)
+    for tool in ("bash", "sh", "setpriv", "echo", "cat"):
+        real = shutil.which(tool)
+        if real is not None:
+            (bin_dir / tool).symlink_to(real)
+    yield bin_dir
+
+
+def test_baton_run_on_a_chat_platform_refuses_to_start_without_a_sandbox(
+    cli: BatonCli, broken_bwrap: Path
+) -> None:
+    for mode in ("auto", "bwrap"):
+        cli.env_extra.update(PATH=str(broken_bwrap), BATON_STEP_SANDBOX=mode)
+        done = cli.run("run")
+        assert done.returncode == 2, (mode, done.stdout, done.stderr)
+        (error,) = [line for line in done.stderr.splitlines() if line.startswith("error:")]
+        assert "apt-get install bubblewrap" in error and "BATON_STEP_SANDBOX=none" in error, error
+        assert "No permissions to create a new namespace" in error  # the probe really ran it
+        assert leak.leaks(done.stderr) == []
+        assert not (cli.home / ".baton" / "baton.db").exists()  # refused before anything opened
+
+
+def test_the_console_runs_unsandboxed_with_auto_and_says_so_once(cli: BatonCli, broken_bwrap: Path) -> None:
+    cli.env_extra.update(PATH=str(broken_bwrap), BATON_STEP_SANDBOX="auto")
+    done = cli.run("say", "--json", "--wait", "--", "run flaky hello")
+    assert done.returncode == 0, done.stderr
+    assert done.stderr.count("steps run without a sandbox") == 1, done.stderr
+    assert json.loads(done.stdout)[-1]["run_status"] == "completed"
