@@ -26,6 +26,7 @@ from core.store import cas
 from core.store.memory_ballots import MemoryBallots
 from core.store.memory_outbox import MemoryDeliveries
 from core.store.memory_retention import MemoryRetention
+from core.store.memory_subscriptions import MemorySubscriptions
 from core.store.memory_unit import MemoryTables, MemoryUnitOfWork, copied
 from core.store.port import Pulse, StepResult, Store, digest_bytes
 from core.store.records import (
@@ -80,6 +81,11 @@ class MemoryStore:
         self.sweep_blobs = self._retention.sweep_blobs
         self.forget_audit = self._retention.forget_audit
         self.count_audit = self._retention.count_audit
+        # subscriptions (`memory_subscriptions.py`)
+        self._subscriptions = MemorySubscriptions(self._lock, self._now)
+        self.subscribe = self._subscriptions.subscribe
+        self.unsubscribe = self._subscriptions.unsubscribe
+        self.subscriptions = self._subscriptions.subscriptions
 
     def _now(self) -> float:
         """The clock, strictly increasing within this store (so "newest first" never ties)."""

@@ -23,13 +23,14 @@ class MemoryDeliveries:
         places = set(platforms)
         with self._lock:
             now = self._now()
-            waiting: set[str] = set()  # runs with an older undelivered row
+            waiting: set[tuple[str, str, str]] = set()  # (run, place) with an older undelivered row
             due: list[Delivery] = []
             for row in sorted(self._t.outbox.values(), key=lambda r: r.id):
                 if row.delivered_at is not None:
                     continue
-                first = row.run_id not in waiting
-                waiting.add(row.run_id)
+                place = (row.run_id, row.platform, row.conversation)
+                first = place not in waiting
+                waiting.add(place)
                 unleased = row.lease_expires_at is None or row.lease_expires_at <= now
                 mine = run_id in (None, row.run_id)
                 if first and mine and row.due_at <= now and row.platform in places and unleased:

@@ -323,6 +323,24 @@ class MemoryUnitOfWork:
 
         self._then(op)
 
+    def enqueue_notice(
+        self, run_id: str, kind: str, *, platform: str, conversation: str, payload: Mapping[str, Any],
+        dedupe: str, due_at: float | None = None,
+    ) -> None:
+        now = self._now()
+        kept = copied(dict(payload))
+
+        def op(undo: Undo) -> None:
+            if run_id not in self._t.runs or any(r.dedupe == dedupe for r in self._t.outbox.values()):
+                return  # a foreign key and a unique key: no run, or once per key
+            self._t.last_delivery += 1
+            row = Delivery(id=self._t.last_delivery, run_id=run_id, kind=kind, platform=platform,
+                           conversation=conversation, thread=None, payload=kept, created_at=now,
+                           due_at=now if due_at is None else due_at, dedupe=dedupe)  # fmt: skip
+            self._t.put(self._t.outbox, row.id, row, undo)
+
+        self._then(op)
+
     def fire_deadline(self, deadline: GateDeadline, by: str) -> Pending[bool]:
         key = (deadline.run_id, deadline.node_id, deadline.opened_at, deadline.name)
         now = self._now()

@@ -4,7 +4,8 @@ Rows are written by a unit of work (`enqueue_delivery`, with the state change th
 A deliverer claims due rows with a lease: one SELECT of candidates, then per row a
 compare-and-swap UPDATE that only matches while the row is undelivered and unleased (or its
 lease lapsed), so of several replicas claiming at once exactly one gets each row. A row waits
-while an older row of its run is undelivered: a run's replies arrive in the order written.
+while an older row of its run to the same place is undelivered: a run's replies arrive in the
+order written (a notice to another conversation neither waits for them nor holds them up).
 """
 
 from __future__ import annotations
@@ -40,6 +41,8 @@ class DeliveriesSql(SqlBase):
             sa.select(_EARLIER.c.id)
             .where(
                 _EARLIER.c.run_id == OUTBOX.c.run_id,
+                _EARLIER.c.platform == OUTBOX.c.platform,
+                _EARLIER.c.conversation == OUTBOX.c.conversation,
                 _EARLIER.c.delivered_at.is_(None),
                 _EARLIER.c.id < OUTBOX.c.id,
             )

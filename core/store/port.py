@@ -48,6 +48,7 @@ from core.store.records import (
     PruneCounts,
     Run,
     RunStatus,
+    Subscription,
 )
 from core.store.unit_of_work import UnitOfWork
 
@@ -398,6 +399,28 @@ class Retention(Protocol):
         """How many audit rows were written before `before` (what `forget_audit` would drop)."""
 
 
+class Subscriptions(Protocol):
+    """Conversations subscribed to workflows' events (`core/commands/notices.py`): one row per
+    place, workflow (`*`: every one) and event."""
+
+    def subscribe(
+        self, platform: str, conversation: str, workflow: str, events: Iterable[str], *, by: str
+    ) -> list[Subscription]:
+        """Subscribe the place to each event of `workflow` (a row kept as it is when it exists,
+        its creator then `by`); the place's rows for that workflow now."""
+
+    def unsubscribe(
+        self, platform: str, conversation: str, workflow: str | None = None,
+        events: Iterable[str] | None = None,
+    ) -> int:
+        """Drop the place's rows (of `workflow` only, of those `events` only, when given); how many."""
+
+    def subscriptions(
+        self, *, platform: str | None = None, conversation: str | None = None, workflow: str | None = None
+    ) -> list[Subscription]:
+        """The rows of that place (and of `workflow` or `*`, when given), in a stable order."""
+
+
 class Views(Protocol):
     """Reads that a page or a command always makes together, answered by one query."""
 
@@ -428,7 +451,8 @@ class Transactions(Protocol):
 
 
 class Store(
-    Blobs, Runs, Leases, Journal, Gates, Ballots, Events, PlatformState, Deliveries, Retention, Views,
+    Blobs, Runs, Leases, Journal, Gates, Ballots, Events, PlatformState, Deliveries, Retention,
+    Subscriptions, Views,
     Transactions, Protocol,
 ):
     def migrate(self) -> str | None:

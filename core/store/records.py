@@ -272,10 +272,12 @@ class GateDeadline(_Record):
 class Delivery(_Record):
     """A state-carrying reply waiting in the outbox (or delivered): written with the state
     change it tells, delivered at least once. `kind` says what happened (`run_finished`,
-    `gate_reminder`, `gate_escalated`, `gate_timed_out`),
+    `gate_reminder`, `gate_escalated`, `gate_timed_out`, `notice`, `notice_digest`),
     `payload` its data (the status, the reason, the node); where it goes is the run's
-    (`platform`, `conversation`, `thread` as they were when it was written). A deliverer
-    claims it with a lease (`claimed_by`, `lease_expires_at`); `attempts` counts the claims."""
+    (`platform`, `conversation`, `thread` as they were when it was written), or for a notice
+    the subscribed place. A deliverer claims it with a lease (`claimed_by`,
+    `lease_expires_at`); `attempts` counts the claims. `dedupe`: a notice's unique key (one
+    row per place, run and event), None for a run's own replies."""
 
     id: int
     run_id: str
@@ -291,6 +293,7 @@ class Delivery(_Record):
     lease_expires_at: float | None = None
     delivered_at: float | None = None
     last_error: str | None = None
+    dedupe: str | None = None
 
     @property
     def key(self) -> str:
@@ -333,3 +336,16 @@ class OpenEvent:
     event_id: str
     at: float  # when it was (last) claimed
     payload: dict[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class Subscription(_Record):
+    """A conversation (`platform`, `conversation`) told about `event`s of `workflow`'s runs
+    (`*`: every workflow), on the right of `created_by` to view those runs."""
+
+    platform: str
+    conversation: str
+    workflow: str
+    event: str
+    created_by: str
+    created_at: float

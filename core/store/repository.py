@@ -8,6 +8,7 @@
              + DispatchSql (Dispatch: queued steps)          dispatch_sql.py
              + StateSql (PlatformState)                      state_sql.py
              + DeliveriesSql (Deliveries: the outbox)        outbox_sql.py
+             + SubscriptionsSql (Subscriptions)              subscriptions_sql.py
              + ViewsSql (Views)                              views_sql.py
              + RetentionSql (Retention: prune, pins, sweep)  retention_sql.py
              on SqlBase (engine, clock, hot path)            sql_base.py
@@ -35,13 +36,15 @@ from core.store.port import Dispatch, Store
 from core.store.retention_sql import RetentionSql
 from core.store.runs_sql import RunsSql
 from core.store.state_sql import StateSql
+from core.store.subscriptions_sql import SubscriptionsSql
 from core.store.views_sql import ViewsSql
 
 __all__ = ["DEFAULT_LEASE_SECONDS", "SqlStore"]
 
 
 class SqlStore(
-    RunsSql, JournalSql, GatesSql, BallotsSql, DispatchSql, StateSql, ViewsSql, DeliveriesSql, RetentionSql
+    RunsSql, JournalSql, GatesSql, BallotsSql, DispatchSql, StateSql, ViewsSql, DeliveriesSql, RetentionSql,
+    SubscriptionsSql,
 ):
     """The run store on SQLite (WAL) or PostgreSQL (psycopg 3), through the same code.
 

@@ -22,6 +22,7 @@ from core.store.records import (
     NodeStatus,
     Run,
     RunStatus,
+    Subscription,
 )
 
 RowLike = Row[Any] | RowMapping | Mapping[str, Any]
@@ -195,4 +196,11 @@ def delivery_from_row(row: RowLike) -> Delivery:
         lease_expires_at=None if m["lease_expires_at"] is None else float(m["lease_expires_at"]),
         delivered_at=None if m["delivered_at"] is None else float(m["delivered_at"]),
         last_error=m["last_error"],
+        dedupe=m.get("dedupe"),
     )
+
+
+def subscription_from_row(row: RowLike) -> Subscription:
+    m = _m(row)
+    return Subscription(platform=m["platform"], conversation=m["conversation"], workflow=m["workflow"],
+                        event=m["event"], created_by=m["created_by"], created_at=float(m["created_at"]))

@@ -7,8 +7,8 @@ SQLAlchemy ORM and build seven pydantic models (≈ 0.2 s of a cold start, issue
 The alembic revisions (`migrations/versions/`: `0001_initial.py`, `0002_gate_cache_key.py`,
 `0003_platform_state.py`, `0004_event_handling.py`, `0005_origin_event_partial_index.py`,
 `0006_runs_args_digest_index.py`, `0007_runs_conversation_recent_index.py`,
-`0008_gate_votes_deadlines.py`, `0009_outbox.py`, `0010_retention.py`, `0012_queue.py`;
-`0011_signing_key_row.py` only deletes a row)
+`0008_gate_votes_deadlines.py`, `0009_outbox.py`, `0010_retention.py`, `0012_queue.py`,
+`0013_notify.py`; `0011_signing_key_row.py` only deletes a row)
 create exactly this schema; `tests/integration/store/test_migrations.py` checks they agree.
 
 Statuses are stored as short strings (the `StrEnum` values), timestamps as float
@@ -233,10 +233,27 @@ OUTBOX = sa.Table(
     _float("lease_expires_at", nullable=True),
     _float("delivered_at", nullable=True),
     sa.Column("last_error", sa.Text, nullable=True),
+    # revision 0010: a notice's key, once per (place, run, event); NULL for a run's own replies
+    _text("dedupe", nullable=True),
     # what is due: undelivered rows by due time (delivered rows keep a time, so they sort apart)
     sa.Index("ix_outbox_due", "delivered_at", "due_at"),
     # one run's rows in order: a row waits for the run's older undelivered ones
     sa.Index("ix_outbox_run", "run_id", "id"),
+    sa.Index("ux_outbox_dedupe", "dedupe", unique=True),
+)
+
+#: Conversations subscribed to a workflow's events (revision 0010): one row per place,
+#: workflow (`*`: every one) and event; `created_by` is whose right to view the runs it rests on.
+SUBSCRIPTIONS = sa.Table(
+    "subscriptions",
+    metadata,
+    sa.Column("platform", sa.String(), primary_key=True),
+    sa.Column("conversation", sa.String(), primary_key=True),
+    sa.Column("workflow", sa.String(), primary_key=True),
+    sa.Column("event", sa.String(32), primary_key=True),
+    _text("created_by", nullable=False),
+    _float("created_at", nullable=False),
+    sa.Index("ix_subscriptions_workflow", "workflow", "event"),
 )
 
 

@@ -133,6 +133,14 @@ class UnitOfWork(Protocol):
         conversation and thread as the unit finds them: it exists exactly when the state
         change of the same unit does."""
 
+    def enqueue_notice(
+        self, run_id: str, kind: str, *, platform: str, conversation: str, payload: Mapping[str, Any],
+        dedupe: str, due_at: float | None = None,
+    ) -> None:
+        """A notice in the outbox, to a place of its own (a subscribed conversation), due at
+        `due_at` (default now); nothing when a row with the key `dedupe` exists already (one
+        notice per place, run and event, however often it is written)."""
+
     def cast_vote(self, vote: GateVote, *, seen: int) -> Pending[bool]:
         """`vote` recorded as a CAS on its gate opening's votes: while the opening holds exactly
         the `seen` votes the caller read (and none of this person's same ballot). Otherwise

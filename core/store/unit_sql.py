@@ -147,6 +147,14 @@ class SqlUnitOfWork:
     def enqueue_delivery(self, run_id: str, kind: str, payload: Mapping[str, Any]) -> None:
         self.writes.append(w.enqueue_delivery(self._now(), run_id, kind, payload))
 
+    def enqueue_notice(
+        self, run_id: str, kind: str, *, platform: str, conversation: str, payload: Mapping[str, Any],
+        dedupe: str, due_at: float | None = None,
+    ) -> None:
+        self.writes.append(w.enqueue_notice(self._now(), run_id, kind, platform=platform,
+                                            conversation=conversation, payload=payload, dedupe=dedupe,
+                                            due_at=due_at))  # fmt: skip
+
     def fire_deadline(self, deadline: GateDeadline, by: str) -> Pending[bool]:
         return self._pending(w.fire_deadline(self._now(), deadline, by))
 

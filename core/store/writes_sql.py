@@ -179,6 +179,19 @@ def _enqueue_delivery(dialect: str, p: str, _variant: str) -> Any:
     return sa.insert(OUTBOX).from_select([*given, "platform", "conversation", "thread"], source)
 
 
+_NOTICE_COLUMNS = ("run_id", "kind", "platform", "conversation", "payload", "created_at", "due_at", "dedupe")
+
+
+def _enqueue_notice(dialect: str, p: str, _variant: str) -> Any:
+    """A notice to a place of its own, once per `dedupe` key (a repeat is no error)."""
+    insert = dialect_insert(dialect)
+    return (
+        insert(OUTBOX)
+        .values({c: _b(p, c, OUTBOX.c[c]) for c in _NOTICE_COLUMNS})
+        .on_conflict_do_nothing(index_elements=["dedupe"])
+    )
+
+
 def _fire_deadline(_dialect: str, p: str, _variant: str) -> Any:
     c = GATE_DEADLINES.c
     return (
@@ -231,6 +244,7 @@ KINDS: dict[str, Kind] = {
     "journal_note": Kind(_journal_note),
     "invalidate": Kind(_invalidate, returns=True, updates=True),
     "enqueue_delivery": Kind(_enqueue_delivery),
+    "enqueue_notice": Kind(_enqueue_notice),
     "fire_deadline": Kind(_fire_deadline, cas=True, returns=True, updates=True),
 }
 
@@ -369,6 +383,16 @@ def cast_vote(vote: GateVote, seen: int) -> Write:
 def enqueue_delivery(now: float, run_id: str, kind: str, payload: Mapping[str, Any]) -> Write:
     params = {"run_id": run_id, "kind": kind, "payload": dict(payload), "created_at": now, "due_at": now}
     return Write("enqueue_delivery", params, "queue a reply in the outbox")
+
+
+def enqueue_notice(
+    now: float, run_id: str, kind: str, *, platform: str, conversation: str, payload: Mapping[str, Any],
+    dedupe: str, due_at: float | None,
+) -> Write:
+    params = {"run_id": run_id, "kind": kind, "platform": platform, "conversation": conversation,
+              "payload": dict(payload), "created_at": now, "due_at": now if due_at is None else due_at,
+              "dedupe": dedupe}  # fmt: skip
+    return Write("enqueue_notice", params, "queue a notice in the outbox")
 
 
 def fire_deadline(now: float, deadline: GateDeadline, by: str) -> Write:
