@@ -16,6 +16,7 @@ from pydantic_core import PydanticCustomError
 from core.store.records import OnLimit, ReplayClass
 from core.workflows.approval_spec import ApprovalField
 from core.workflows.input_spec import InputSpec
+from core.workflows.notify_spec import NotifyRule
 
 NODE_KINDS: tuple[str, ...] = ("bash", "script", "prompt", "approval", "tool")
 _KIND_VALUES = operator.itemgetter(*NODE_KINDS)  # a node's fields of the five kinds, in one call
@@ -266,6 +267,7 @@ class Workflow(StepEnvironmentFields):
     env: dict[str, str] = Field(default_factory=dict)  # variables of every step
     secrets: list[str] = Field(default_factory=list)  # secrets every step receives
     concurrency: ConcurrencySpec | None = None  # None: unlimited
+    notify: list[NotifyRule] = Field(default_factory=list)  # who hears about its runs (notify_spec.py)
     # where it came from (set by the loader, not part of the YAML)
     source: str = Field(default="", exclude=True)
 

@@ -71,6 +71,11 @@ def problems(workflow: Workflow, *, checked: Collection[int] = ()) -> list[Probl
     for index, node in enumerate(workflow.nodes):
         if id(node) not in checked:
             found += _node_problems(workflow, index, node)
+    if workflow.notify:
+        from core.workflows.notify_spec import notify_problems
+
+        found += [Problem(("notify", *loc), message, hint)
+                  for loc, message, hint in notify_problems(workflow.notify)]  # fmt: skip
     return found
 
 
