@@ -102,7 +102,7 @@ def test_unknown_top_level_key_lists_allowed_keys_without_a_close_match(load_err
     )
     assert error.line == 2
     assert "unknown key `zzz` in the workflow" in error.message
-    allowed = "name, description, inputs, defaults, nodes, network, env, secrets, concurrency"
+    allowed = "name, description, inputs, defaults, nodes, network, env, secrets, concurrency, notify"
     assert error.hint == f"Allowed keys: {allowed}."
 
 
