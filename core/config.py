@@ -203,6 +203,9 @@ class Settings(BaseSettings):
     run_retention_days: float | None = Field(default=None, gt=0)
     audit_retention_days: float | None = Field(default=None, gt=0)
     prune_batch: int = Field(default=100, ge=1, le=10_000)
+    # notices (core/commands/notices.py): a subscription's flood of notices to one conversation
+    # becomes one notice, then one digest per this many seconds (a `notify:` rule's `digest:` wins)
+    notify_digest_seconds: float = Field(default=600.0, gt=0, le=30 * 86400)
     # a chat event claimed but never finished (its replica died) is handled again when the
     # platform redelivers it this many seconds after the claim (docs/operations.md)
     event_stale_seconds: float = Field(default=60.0, gt=0)

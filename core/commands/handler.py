@@ -43,6 +43,7 @@ from core.redaction import Redactor
 from core.store.port import Store
 from core.store.records import Gate, OpenEvent, Run
 from core.workflows.catalog import Catalog
+from core.workflows.notify_spec import DEFAULT_DIGEST
 
 log = logging.getLogger("baton.handler")
 _AUDIT_TEXT = 500  # characters of the command text kept in the audit trail
@@ -51,7 +52,7 @@ _AUDIT_TEXT = 500  # characters of the command text kept in the audit trail
 class Handler:
     def __init__(self, *, store: Store, engine: Engine, catalog: Catalog, access: Access,
                  redactor: Redactor, event_stale_after: float = 60.0, pages: RunPages | None = None,
-                 clock: Callable[[], float] = time.time) -> None:
+                 clock: Callable[[], float] = time.time, notify_window: float = DEFAULT_DIGEST) -> None:
         self.store = store
         self.clock = clock  # when votes are cast (a gate's escalation), injectable for tests
         #: personal links to run pages (`open`, `runs --open`); None: BATON_WEB_PORT is off
@@ -70,7 +71,7 @@ class Handler:
         #: the one store of long button commands every adapter shares
         self.buttons = ButtonCommands(store.put_blob, store.get_blob)
         self.progress = ProgressReporter(store=store, engine=engine, edits=self.edits,
-                                         pages=pages is not None)
+                                         pages=pages is not None, access=access, notify_window=notify_window)
         self.progress.gate_state = self._gate_state
         #: people's homes (Slack's App Home), kept current on the engine's events
         self.homes = Homes(store=store, catalog=catalog, access=access, pages=pages)

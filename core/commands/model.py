@@ -148,6 +148,30 @@ class UnpinCommand:
 
 
 @dataclass(frozen=True, slots=True)
+class SubscribeCommand:
+    """`subscribe [workflow|*] [failed|attention|gates|done|all]… [--to <place>]`: this
+    conversation (an admin: `--to` another) hears about those events of that workflow's runs."""
+
+    workflow: str = "*"
+    classes: tuple[str, ...] = ()  # the words typed; none: the default (failed, attention)
+    to: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class UnsubscribeCommand:
+    """`unsubscribe [workflow|*] [classes]… [--to <place>]`; no workflow: everything here."""
+
+    workflow: str | None = None
+    classes: tuple[str, ...] = ()
+    to: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class SubscriptionsCommand:
+    to: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class HelpCommand:
     topic: str | None = None
 
@@ -172,6 +196,9 @@ Command = (
     | WhoCommand
     | PinCommand
     | UnpinCommand
+    | SubscribeCommand
+    | UnsubscribeCommand
+    | SubscriptionsCommand
     | HelpCommand
 )
 
@@ -241,6 +268,14 @@ SPECS: dict[str, Spec] = {
         Spec("audit", "audit <run> | audit --since 7d [--format jsonl|csv]", "audit --since 7d --format csv",
              "who did what to a run; or, for admins, everything over a window as a file",
              flags=("--since", "--format")),
+        Spec("subscribe", "subscribe [workflow|*] [failed|attention|gates|done|all] [--to <place>]",
+             "subscribe deploy failed gates",
+             "tell this conversation when runs of a workflow fail, need attention, wait at a gate or end",
+             flags=("--to",)),
+        Spec("unsubscribe", "unsubscribe [workflow|*] [failed|attention|gates|done|all] [--to <place>]",
+             "unsubscribe deploy", "stop those notices here (no workflow: all of them)", flags=("--to",)),
+        Spec("subscriptions", "subscriptions [--to <place>]", "subscriptions",
+             "what this conversation is told about, and by whose subscription", flags=("--to",)),
         Spec("who", "who approved <run>", "who approved 3f9a", "who decided a run's gates, and every vote"),
         Spec("pin", "pin <run>", "pin 3f9a", "keep a finished run's history when old runs are pruned",
              group="own"),

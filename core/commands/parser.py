@@ -39,6 +39,9 @@ from core.commands.model import (
     SetArg,
     StatusCommand,
     UnpinCommand,
+    SubscribeCommand,
+    SubscriptionsCommand,
+    UnsubscribeCommand,
     WhoCommand,
 )
 from core.commands.quoting import Word, split_words
@@ -333,6 +336,25 @@ def _audit(pos: list[str], opts: list[tuple[str, str | None]]) -> AuditCommand:
     return AuditCommand(since=since, format=fmt or "jsonl")
 
 
+def _subscription(sub: str, pos: list[str], opts: list[tuple[str, str | None]]) -> Command:
+    """`[workflow|*] [class]…`: the first word is the workflow unless it is a class word."""
+    from core.workflows.notify_spec import CLASSES
+
+    to = _one(opts, "--to", sub)
+    if sub == "subscriptions":
+        _need(pos, sub, ())
+        return SubscriptionsCommand(to=to)
+    workflow = pos[0] if pos and pos[0].lower() not in CLASSES else None
+    classes = tuple(w.lower() for w in pos[1 if workflow is not None else 0 :])
+    for word in classes:
+        if word not in CLASSES:
+            close = _did_you_mean(word, CLASSES)
+            raise usage_error(sub, f"`{word}` is not one of {', '.join(CLASSES)}{close}")
+    if sub == "subscribe":
+        return SubscribeCommand(workflow=workflow or "*", classes=classes, to=to)
+    return UnsubscribeCommand(workflow=workflow, classes=classes, to=to)
+
+
 def _bare(pos: list[str], sub: str, command: Command) -> Command:
     _need(pos, sub, ())
     return command
@@ -362,5 +384,8 @@ _BUILDERS: dict[str, _Builder] = {
     "who": lambda p, o, f: _who(p),
     "pin": lambda p, o, f: PinCommand(_need(p, "pin", ("run",))[0]),
     "unpin": lambda p, o, f: UnpinCommand(_need(p, "unpin", ("run",))[0]),
+    "subscribe": lambda p, o, f: _subscription("subscribe", p, o),
+    "unsubscribe": lambda p, o, f: _subscription("unsubscribe", p, o),
+    "subscriptions": lambda p, o, f: _subscription("subscriptions", p, o),
     "help": _help,
 }

@@ -19,7 +19,7 @@ from core.commands.pages import PageLink, open_button
 from core.commands.resolution import Option, Prompt, preview
 from core.engine.events import NodeState, NodeSummary, Plan, RunSummary
 from core.errors import BatonError
-from core.store.records import AuditEvent, Gate, Run
+from core.store.records import AuditEvent, Gate, Run, Subscription
 
 KINDS = (
     "error", "help", "help_topic", "fresh_run_prompt", "run_started", "run_resumed", "gate_decided",
@@ -27,7 +27,8 @@ KINDS = (
     "audit", "progress", "run_completed", "run_failed", "gate_waiting", "needs_attention",
     "approval_question", "which_gate", "no_gate_hint", "page_link", "input_form", "home",
     "vote_counted", "approval_values", "gate_reminder", "gate_escalated", "gate_timed_out", "who_approved",
-    "audit_export", "vote_differs", "unmet_gate", "queue",
+    "audit_export", "vote_differs", "unmet_gate", "queue", "subscribed", "unsubscribed", "subscriptions",
+    "notice", "notice_digest", "subscription_stopped",
 )
 
 
@@ -499,3 +500,55 @@ def no_gate_hint() -> Reply:
 def _tail(text: str, lines: int = 15, chars: int = 1500) -> str:
     tail = "\n".join(text.rstrip().splitlines()[-lines:])
     return tail[-chars:]
+
+
+# -- subscriptions and notices (subscribing.py, notices.py) -----------------------------------
+
+
+def subscribed(platform: str, conversation: str, workflow: str, events: Sequence[str], by: str) -> Reply:
+    return Reply(kind="subscribed", data={"platform": platform, "conversation": conversation,
+                                          "workflow": workflow, "events": list(events), "by": by})
+
+
+def unsubscribed(platform: str, conversation: str, workflow: str | None, events: Sequence[str] | None,
+                 removed: int, left: int) -> Reply:
+    return Reply(kind="unsubscribed", data={"platform": platform, "conversation": conversation,
+                                            "workflow": workflow or "", "events": list(events or ()),
+                                            "removed": removed, "left": left})
+
+
+def subscriptions(platform: str, conversation: str, rows: Sequence[Subscription],
+                  rules: Sequence[Mapping[str, Any]]) -> Reply:
+    grouped: dict[tuple[str, str], list[str]] = {}
+    for row in rows:
+        grouped.setdefault((row.workflow, row.created_by), []).append(row.event)
+    return Reply(kind="subscriptions", data={
+        "platform": platform, "conversation": conversation,
+        "subscriptions": [{"workflow": w, "by": by, "events": ev} for (w, by), ev in grouped.items()],
+        "rules": [dict(r) for r in rules]})
+
+
+def notice(run: Run, event: str, facts: Mapping[str, Any], *, page: bool) -> Reply:
+    """A notice (`notices.py`): one line about `run` for a conversation that subscribed; for a
+    gate waiting, its Approve / Reject buttons (kept as an offer, withdrawn once decided)."""
+    buttons = approve_buttons(run.id) if event == "gate_waiting" else ()
+    if page:
+        buttons = (*buttons, open_button(run.id))
+    return Reply(kind="notice", data={"run_id": run.id, "workflow": run.workflow, "event": event,
+                                      "requester": run.requester, "run_platform": run.platform,
+                                      "run_conversation": run.conversation, "pages": page, **facts},
+                 buttons=buttons, run_status=str(run.status))
+
+
+def notice_digest(workflow: str, window: float, runs: Sequence[tuple[str, str]], shown: int = 10) -> Reply:
+    """The notices a flood folded into one window: how many, of which events, which runs."""
+    events = Counter(event for _, event in runs)
+    ids = list(dict.fromkeys(run for run, _ in runs))
+    return Reply(kind="notice_digest", data={"workflow": workflow, "window": window, "count": len(runs),
+                                             "events": sorted(events.items()), "runs": ids[:shown],
+                                             "more": max(0, len(ids) - shown)})
+
+
+def subscription_stopped(platform: str, conversation: str, workflow: str, by: str) -> Reply:
+    return Reply(kind="subscription_stopped", data={"platform": platform, "conversation": conversation,
+                                                    "workflow": workflow, "by": by})

@@ -12,7 +12,7 @@ from core.commands.parser import parse
 from core.commands.resolution import Prompt, prompt_options
 from core.engine.events import NodePlan, NodeState, NodeSummary, Plan, RunSummary
 from core.errors import RunNotResumable, VoteDiffers
-from core.store.records import AuditEvent, Gate, GateStatus, GateVote, Run, RunStatus
+from core.store.records import AuditEvent, Gate, GateStatus, GateVote, Run, RunStatus, Subscription
 from core.workflows.approval_spec import ApprovalSpec
 from core.workflows.input_spec import InputSpec
 
@@ -125,6 +125,16 @@ def every_reply_kind(text: str = "hi") -> list[Reply]:
         replies.run_resumed(run.evolve(status=RunStatus.QUEUED), "slack:U1", queued(text)),
         replies.gate_decided(run.evolve(status=RunStatus.QUEUED), gate, True, "slack:U2", text,
                              queue=queued(text)),
+        replies.subscribed("slack", "C0OPS", text, ["failed", "needs_attention"], "slack:U1"),
+        replies.unsubscribed("slack", "C0OPS", text, ["failed"], 1, 2),
+        replies.subscriptions("discord", "1130001112223334445", [
+            Subscription("discord", "1130001112223334445", text, "failed", "slack:U1", 1.0)],
+            [{"workflow": text, "events": ["failed"], "when": "{{ inputs.env == 'prod' }}"}]),
+        replies.notice(run, "failed", {"node": "build", "error": text, "thread_url": None}, page=True),
+        replies.notice(run, "gate_waiting", {"node": "review", "question": text, "deciders": ["slack:U2"],
+                                             "thread_url": "https://slack.com/archives/C1/p1"}, page=False),
+        replies.notice_digest(text, 600.0, [(run.id, "failed"), ("b2", "failed")]),
+        replies.subscription_stopped("slack", "C0OPS", text, "slack:U1"),
     ]
 
 
