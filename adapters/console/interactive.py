@@ -31,6 +31,7 @@ from adapters.console.oneshot import Baton, drive_to_rest
 from adapters.console.output import choices_of, choices_text, reply_text
 from core.commands.hints import hint
 from core.commands.messages import Button, ChatMessage, Reply
+from core.commands.notices import is_notice
 from core.errors import BatonError
 from core.redaction import Redactor
 from core.render import redacted
@@ -186,8 +187,10 @@ async def interactive(
             view.show(reply)
 
     async def outbox(reply: Reply) -> None:
-        # this conversation's replies, and what is sent to this person directly (a reminder's copy)
-        if reply.conversation in (None, conversation) or (reply.direct and reply.conversation == user):
+        # this conversation's replies, what is sent to this person directly (a reminder's copy), and
+        # notices to any console conversation (marked with theirs)
+        if (reply.conversation in (None, conversation) or (reply.direct and reply.conversation == user)
+                or is_notice(reply)):
             await show(reply)
 
     baton.handler.register_outbox(PLATFORM, outbox)

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Protocol
 from adapters.console.messages import PLATFORM
 from core.commands import replies
 from core.commands.messages import ChatMessage, Reply
+from core.commands.notices import is_notice
 from core.store.records import RunStatus
 
 if TYPE_CHECKING:
@@ -108,7 +109,8 @@ async def say(
             on_reply(reply)
 
     async def outbox(reply: Reply) -> None:
-        if background and reply.conversation in (None, message.conversation):
+        # a notice to another console conversation is shown too, marked with it: one terminal
+        if background and (reply.conversation in (None, message.conversation) or is_notice(reply)):
             keep(reply)
 
     baton.handler.register_outbox(PLATFORM, outbox)

@@ -75,7 +75,10 @@ class Target:
 
 
 def first_line(text: str | None) -> str:
-    line = next((part.strip() for part in (text or "").splitlines() if part.strip()), "")
+    """An error's first line; one that only introduces the next ("…; stderr ends with:") with
+    that next line."""
+    lines = [part.strip() for part in (text or "").splitlines() if part.strip()]
+    line = " ".join(lines[:2]) if len(lines) > 1 and lines[0].endswith(":") else (lines or [""])[0]
     return line if len(line) <= ERROR_CHARS else line[: ERROR_CHARS - 1] + "…"
 
 
@@ -188,7 +191,7 @@ class Notices:
             return
         if not await self._first(row, run.workflow):
             return
-        reply = replies.notice(run, event, self._facts(run, event, p), page=self.pages)
+        reply = replies.notice(run, event, self._facts(row, run, event, p), page=self.pages)
         reply = dataclasses.replace(
             reply, platform=row.platform, conversation=row.conversation, delivery_key=row.key,
             redelivery_since=maybe_delivered_since(row),
@@ -197,9 +200,9 @@ class Notices:
         await send(self._offers.offer(reply, platform=row.platform, conversation=row.conversation,
                                       thread=None))
 
-    def _facts(self, run: Run, event: str, p: dict[str, Any]) -> dict[str, Any]:
+    def _facts(self, row: Delivery, run: Run, event: str, p: dict[str, Any]) -> dict[str, Any]:
         node = str(p.get("node") or "")
-        facts: dict[str, Any] = {"node": node, "thread_url": thread_url(run)}
+        facts: dict[str, Any] = {"node": node, "thread_url": thread_url(run), "to": row.conversation}
         if run.platform == "discord" and run.thread:
             facts["run_conversation"] = run.thread  # a Discord thread is a channel of its own
         if event == "failed":
@@ -295,6 +298,7 @@ class Notices:
         if items:
             digest = replies.notice_digest(str(row.payload["workflow"]), float(row.payload["window"]),
                                            [(str(i[1]), str(i[2])) for i in items])
+            digest = dataclasses.replace(digest, data={**digest.data, "to": row.conversation})
             await send(dataclasses.replace(digest, platform=row.platform, conversation=row.conversation,
                                            delivery_key=row.key, redelivery_since=maybe_delivered_since(row)))
         async with self._lock(row.platform, stream):
