@@ -60,6 +60,7 @@ EVENT_OF = {"failed": "failed", "needs_attention": "needs_attention", "paused": 
             "completed": "completed", "cancelled": "cancelled"}
 GATE_EVENTS = ("gate_waiting", "gate_overdue")
 ERROR_CHARS = 200  # of a failing step's first error line
+DECIDERS = 10  # people a gate's notice names as those who may decide
 
 
 @dataclass(frozen=True, slots=True)
@@ -228,7 +229,8 @@ class Notices:
         if listed is None:
             approve = self._access.approve
             listed = [*approve.get(run.workflow, ()), *approve.get(ANYONE, ())]
-        return ["anyone" if who == ANYONE else who for who in dict.fromkeys(listed)]
+        people = sorted(authz.members(self._access, listed))  # a group's members, by id
+        return ["anyone" if who == ANYONE else who for who in people][:DECIDERS]
 
     async def _stop(self, row: Delivery, send: Outbox, by: str, source: str) -> None:
         """The subscription's creator may no longer view the runs: stop it, with a notice there."""
