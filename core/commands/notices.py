@@ -59,6 +59,7 @@ KINDS = (NOTICE, DIGEST)
 EVENT_OF = {"failed": "failed", "needs_attention": "needs_attention", "paused": "gate_waiting",
             "completed": "completed", "cancelled": "cancelled"}
 GATE_EVENTS = ("gate_waiting", "gate_overdue")
+OVERDUE_AFTER = "gate_reminder"  # the outbox row whose delivery tells `gate_overdue` (deadlines.py)
 ERROR_CHARS = 200  # of a failing step's first error line
 DECIDERS = 10  # people a gate's notice names as those who may decide
 
@@ -107,13 +108,17 @@ class Notices:
 
     # -- 2. fan out ---------------------------------------------------------------------------
     def fan_out(self, row: Delivery) -> int:
-        """`row` (a run's `run_finished` row) tells an event: write its notices, one per place
-        (none again for a place that has one). How many places it names."""
-        event = EVENT_OF.get(str(row.payload.get("status")))
+        """`row` (a run's `run_finished` row, or a gate's first reminder: `gate_overdue`) tells
+        an event: write its notices, one per place (none again for a place that has one). How
+        many places it names."""
+        overdue = row.kind == OVERDUE_AFTER
+        event = "gate_overdue" if overdue else EVENT_OF.get(str(row.payload.get("status")))
         if event is None:
             return 0
         run = self._store.get_run(row.run_id)
         node = row.payload.get("node")
+        if overdue and self._store.get_gate(run.id, str(node)).status is not GateStatus.WAITING:
+            return 0
         if event == "gate_waiting":
             gate = self._engine.gates.waiting(run)
             if gate is None:  # decided since: its buttons would be stale

@@ -354,6 +354,7 @@ class ProgressReporter:
         person it names directly (on their platform), each kept as an offer of the gate's
         buttons first, so that deciding the gate withdraws them everywhere. Not sent when the
         gate no longer waits in that opening (decided since: its buttons would be stale)."""
+        self.notices.fan_out(row)  # a gate's first reminder: `gate_overdue` to the subscribed places
         run = self._store.get_run(row.run_id)
         send = self._outboxes.get(run.platform)
         if send is None:

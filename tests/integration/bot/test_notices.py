@@ -31,7 +31,9 @@ GATED = """
 name: release
 nodes:
   - id: review
-    approval: "Ship it?"
+    approval:
+      question: "Ship it?"
+      remind: [1h]
   - id: ship
     depends_on: [review]
     bash: echo shipped
@@ -207,5 +209,28 @@ async def test_a_subscription_whose_creator_lost_the_right_stops_with_a_notice(
             assert baton.store.subscriptions(platform="slack", conversation="C0OPS") == []
             stopped = [e for e in baton.store.audit_log(run.id) if e.action == "subscription_stopped"]
             assert stopped and stopped[0].details["by"] == "slack:U9"
+    finally:
+        baton.close()
+
+
+async def test_a_gate_still_waiting_at_its_reminder_is_told_overdue_once(settings: Settings) -> None:
+    # a reminder comes an hour later: past the digest window of the gate's first notice
+    baton, slack, discord = _baton(settings.model_copy(update={"notify_digest_seconds": 0.5}))
+    try:
+        async with baton.running(grace=1.0, handle_signals=False):
+            await baton.handler.handle(_say("discord", "1130001112223334445", "7", "subscribe release gates"))
+            run = await _start(baton, "release", "slack", "CDEV", "slack:U1")
+            await discord.wait(lambda: discord.kinds("notice"))
+            gate = baton.store.get_gate(run.id, "review")
+            assert baton.deadlines is not None
+            await asyncio.sleep(0.6)  # the window of the first notice passes (the tick's hour is not real)
+            [reminder] = await baton.deadlines.deadlines.tick(now=gate.created_at + 3600)
+            await discord.wait(lambda: len(discord.kinds("notice")) == 2)
+            await slack.wait(lambda: slack.kinds("gate_reminder"))
+            await baton.handler.drain()
+            waiting, overdue = discord.kinds("notice")
+            assert (waiting.data["event"], overdue.data["event"]) == ("gate_waiting", "gate_overdue")
+            assert overdue.data["question"] == "Ship it?" and overdue.data["node"] == "review"
+            assert len(_rows(baton.store, "notice")) == 2 and reminder.action == "remind"
     finally:
         baton.close()
