@@ -198,9 +198,10 @@ class Notices:
         if not await self._first(row, run.workflow):
             return
         reply = replies.notice(run, event, self._facts(row, run, event, p), page=self.pages)
+        subscriber = str(by) if by and str(by).startswith(f"{row.platform}:") else None
         reply = dataclasses.replace(
             reply, platform=row.platform, conversation=row.conversation, delivery_key=row.key,
-            redelivery_since=maybe_delivered_since(row),
+            redelivery_since=maybe_delivered_since(row), requester=subscriber,  # told directly if refused
             replace_key=f"offer:notice:{row.id}" if event in GATE_EVENTS else None,
         )
         await send(self._offers.offer(reply, platform=row.platform, conversation=row.conversation,

@@ -36,6 +36,8 @@ async def along(edits: Edits, platform: str, reply: Reply, usual: Sequence[str],
     places = list(dict.fromkeys(p for p in usual if p))
     if reply.run_id:
         places += [FOLLOW_UP, DIRECT]
+    elif reply.requester and urgent(reply):  # a notice to a subscribed place: its subscriber
+        places += [DIRECT]
     moved = edits.moved(platform, reply.run_id)
     if moved is not None:
         places = places[places.index(moved):] if moved in places else [moved]
