@@ -109,8 +109,7 @@ class Notices:
     # -- 2. fan out ---------------------------------------------------------------------------
     def fan_out(self, row: Delivery) -> int:
         """`row` (a run's `run_finished` row, or a gate's first reminder: `gate_overdue`) tells
-        an event: write its notices, one per place (none again for a place that has one). How
-        many places it names."""
+        an event: write its notices (`notify`). How many places it names."""
         overdue = row.kind == OVERDUE_AFTER
         event = "gate_overdue" if overdue else EVENT_OF.get(str(row.payload.get("status")))
         if event is None:
@@ -124,14 +123,22 @@ class Notices:
             if gate is None:  # decided since: its buttons would be stale
                 return 0
             node = gate.node_id
+        at = None if node is None else str(node)
+        return self.notify(run, event, node=at, reason=row.payload.get("reason"))
+
+    def notify(self, run: Run, event: str, *, node: str | None = None, reason: str | None = None) -> int:
+        """Write the notices of `event` of `run`, one per place (none again for a place that has
+        one: call it from the delivery of an outbox row written with the event, and a redelivery
+        adds nothing). The hook of every event: `queued_long` is told by calling it from the
+        concurrency queue's own row. How many places it names."""
         targets = self.targets(run, event)
         if not targets:
             return 0
         told = f"{event}:{node}" if event in GATE_EVENTS else event
         with self._store.transaction() as tx:
             for t in targets:
-                payload = {"event": event, "node": node, "reason": row.payload.get("reason"), "by": t.by,
-                           "source": t.source, "window": t.window}
+                payload = {"event": event, "node": node, "reason": reason, "by": t.by, "source": t.source,
+                           "window": t.window}
                 key = f"notice:{run.id}:{told}:{t.platform}:{t.conversation}"
                 tx.enqueue_notice(run.id, NOTICE, platform=t.platform, conversation=t.conversation,
                                   payload=payload, dedupe=key)
