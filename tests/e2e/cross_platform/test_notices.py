@@ -14,9 +14,10 @@ from typing import Any
 
 import pytest
 
+from adapters.discord.custom_ids import command_of, parse
 from core.config import Access, Settings
 from core.store.records import GateStatus, RunStatus
-from tests.e2e.cross_platform.test_gate_offers import CAROL, NAGGED, Both, both_platforms
+from tests.e2e.cross_platform.test_gate_offers import CAROL, NAGGED, Both, _button, both_platforms
 from tests.e2e.discord.fake_discord import CHANNEL_ID, GUILD_ID
 from tests.e2e.discord.gateway import BOB
 from tests.e2e.discord.harness import DEADLINE, custom_ids
@@ -122,3 +123,35 @@ async def test_a_gate_notice_in_slack_decides_a_discord_runs_gate_and_is_withdra
     edit = await slack.mock.wait_for(withdrawn_on_slack)
     assert [b["value"] for b in edit.buttons] == [f"open {run_id}"]  # Approve / Reject gone, the page stays
     assert edit.body["channel"] == CHANNEL
+
+
+async def test_a_gate_notice_in_discord_decides_a_slack_runs_gate_with_its_button(both: Both) -> None:
+    slack, bot = both.slack, both.discord
+    subscribed = bot.command("subscribe nagged gates", who=BOB)
+    await bot.answers(subscribed)
+    paused = await start(slack, "run nagged", rests_with="waits for approval at")
+    found = await bot.fake.wait_for(lambda _: _discord_notices(both), DEADLINE)
+    [notice] = found
+    assert f"run `{paused.run_id}` waits at **review**: **Ship it?**" in notice["content"]
+    mark = len(slack.mock.calls)
+    click = bot.click(_button(bot, notice, f"approve {paused.run_id}"), who=BOB)
+    await bot.acknowledged(click)
+    await slack.mock.wait_call("chat.postMessage", " completed in ", after=mark)
+    assert slack.baton.store.get_gate(paused.run_id, "review").decided_by == f"discord:{BOB['id']}"
+
+    def deciding(message: dict[str, Any]) -> list[str]:
+        """The commands of its enabled buttons that decide a gate ("Open run" stays)."""
+        commands = [command_of(ref, bot.baton.store.get_blob) for cid in custom_ids(message["components"],
+                    enabled=True) if (ref := parse(cid)) is not None]
+        return [c for c in commands if c and c.startswith(("approve", "reject"))]
+
+    def withdrawn_on_discord(_: object) -> dict[str, Any] | None:
+        now = bot.fake.messages[notice["id"]]
+        return now if not deciding(now) else None
+
+    now = await bot.fake.wait_for(withdrawn_on_discord, DEADLINE)
+    assert f"Approved by <@{BOB['id']}>" in now["content"]
+    edit = await slack.mock.wait_for(lambda calls: next(
+        (c for c in calls[mark:] if c.method == "chat.update" and c.body.get("ts") == paused.rest.ts
+         and "Approved by" in c.text), None))
+    assert edit.buttons == []  # the run's own gate message in Slack, withdrawn too
