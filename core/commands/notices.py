@@ -107,14 +107,14 @@ class Notices:
         self._locks: dict[tuple[str, str], asyncio.Lock] = {}
 
     # -- 2. fan out ---------------------------------------------------------------------------
-    def fan_out(self, row: Delivery) -> int:
+    def fan_out(self, row: Delivery, run: Run | None = None) -> int:
         """`row` (a run's `run_finished` row, or a gate's first reminder: `gate_overdue`) tells
         an event: write its notices (`notify`). How many places it names."""
         overdue = row.kind == OVERDUE_AFTER
         event = "gate_overdue" if overdue else EVENT_OF.get(str(row.payload.get("status")))
         if event is None:
             return 0
-        run = self._store.get_run(row.run_id)
+        run = run if run is not None else self._store.get_run(row.run_id)  # the caller's, when it read it
         node = row.payload.get("node")
         if overdue and self._store.get_gate(run.id, str(node)).status is not GateStatus.WAITING:
             return 0

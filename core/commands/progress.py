@@ -325,9 +325,9 @@ class ProgressReporter:
             log.warning("outbox row of unknown kind %s skipped", row.kind,
                         extra={"action": "outbox", "run_id": row.run_id})
             return
-        self.notices.fan_out(row)  # the event's notices to other places, once each (before: a
-        # failure to send here must not hold them up)
         run = self._store.get_run(row.run_id)
+        self.notices.fan_out(row, run)  # the event's notices to other places, once each (before the
+        # run's own reply: a failure to send it here must not hold them up)
         send = self._outboxes.get(run.platform)
         if send is None:
             raise BatonError(f"no outbox for {run.platform} in this process")
