@@ -39,9 +39,6 @@ from core.commands.model import (
     RunsCommand,
     StatusCommand,
     UnpinCommand,
-    SubscribeCommand,
-    SubscriptionsCommand,
-    UnsubscribeCommand,
     WhoCommand,
 )
 from core.commands.pages import RunPages
@@ -502,17 +499,6 @@ async def help_(ctx: Context, cmd: HelpCommand) -> list[Reply]:
 Action = Callable[[Context, Any], Awaitable[list[Reply]]]
 
 
-def _subscribing(name: str) -> Action:
-    """An action of `subscribing.py` (which builds on this module), looked up when called."""
-    async def act(ctx: Context, cmd: Any) -> list[Reply]:
-        from core.commands import subscribing
-
-        action: Action = getattr(subscribing, name)
-        return await action(ctx, cmd)
-
-    return act
-
-
 ACTIONS: dict[type, Action] = {
     RunCommand: run, ResumeCommand: resume, ApproveCommand: approve, RejectCommand: reject,
     AbandonCommand: abandon, CancelCommand: cancel, ResolveCommand: resolve,
@@ -520,9 +506,7 @@ ACTIONS: dict[type, Action] = {
     OpenCommand: open_, QueueCommand: queue,
     ListCommand: list_workflows, ArgsCommand: args, AuditCommand: audit, HelpCommand: help_,
     WhoCommand: who, PinCommand: pin, UnpinCommand: pin,
-    WhoCommand: who, SubscribeCommand: _subscribing("subscribe"),
-    UnsubscribeCommand: _subscribing("unsubscribe"), SubscriptionsCommand: _subscribing("subscriptions"),
-}
+}  # and `subscribing.ACTIONS` (built on this module's `Context`)
 
 
 def run_of(command: Command) -> str | None:

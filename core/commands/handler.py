@@ -21,7 +21,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from core.commands import actions, authz, replies, voting
+from core.commands import actions, authz, replies, subscribing, voting
 from core.commands.actions import Context
 from core.commands.approval import DecisionKind, classify
 from core.commands.asking import Asking
@@ -46,6 +46,7 @@ from core.workflows.catalog import Catalog
 from core.workflows.notify_spec import DEFAULT_DIGEST
 
 log = logging.getLogger("baton.handler")
+ACTIONS = {**actions.ACTIONS, **subscribing.ACTIONS}  # what each parsed command does
 _AUDIT_TEXT = 500  # characters of the command text kept in the audit trail
 
 
@@ -275,7 +276,7 @@ class Handler:
         name = type(command).__name__.removesuffix("Command").lower()
         ctx.run_ref = actions.run_of(command)
         self._audit(ctx, "command", ctx.run_ref, {"command": name, "text": self._text(text)}, defer=True)
-        answer = await actions.ACTIONS[type(command)](ctx, command)
+        answer = await ACTIONS[type(command)](ctx, command)
         started = next((r.run_id for r in answer if r.kind == "run_started"), None)
         if ctx.pending_audit is not None and started is not None:
             ctx.pending_audit["run_id"] = started  # `audit <run>` shows the command that started it

@@ -10,7 +10,7 @@ with a notice (`notices.py`). Every change is audited.
 from __future__ import annotations
 
 from core.commands import authz, replies
-from core.commands.actions import Context
+from core.commands.actions import Action, Context
 from core.commands.messages import Reply
 from core.commands.model import SPECS, SubscribeCommand, SubscriptionsCommand, UnsubscribeCommand
 from core.errors import PermissionDenied, UsageError
@@ -81,3 +81,8 @@ async def subscriptions(ctx: Context, cmd: SubscriptionsCommand) -> list[Reply]:
             if parse_address(rule.to) == (platform, conversation):
                 rules.append({"workflow": entry.name, "events": list(rule.on), "when": rule.when or ""})
     return [replies.subscriptions(platform, conversation, rows, rules)]
+
+
+ACTIONS: dict[type, Action] = {
+    SubscribeCommand: subscribe, UnsubscribeCommand: unsubscribe, SubscriptionsCommand: subscriptions,
+}
