@@ -38,9 +38,9 @@ from core.commands.model import (
     RunsCommand,
     SetArg,
     StatusCommand,
-    UnpinCommand,
     SubscribeCommand,
     SubscriptionsCommand,
+    UnpinCommand,
     UnsubscribeCommand,
     WhoCommand,
 )
