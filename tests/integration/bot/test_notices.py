@@ -27,6 +27,22 @@ nodes:
     bash: echo "no route to host" >&2; exit 2
     replay: pure
 """
+RULED = """
+name: ruled
+inputs:
+  env: {type: string, default: staging}
+nodes:
+  - id: push
+    bash: exit 2
+    replay: pure
+notify:
+  - on: [failed]
+    to: "discord:1130001112223334445"
+    when: "{{ inputs.env == 'prod' }}"
+    digest: 5m
+  - on: [failed]
+    to: "slack:CDEV"
+"""
 GATED = """
 name: release
 nodes:
@@ -47,6 +63,7 @@ def settings(tmp_path: Path, database_url: str) -> Settings:
     workflows.mkdir()
     (workflows / "deploy.yaml").write_text(FAILS)
     (workflows / "release.yaml").write_text(GATED)
+    (workflows / "ruled.yaml").write_text(RULED)
     return Settings(database_url=database_url, workflow_dirs=[workflows], data_dir=tmp_path / "data",
                     tool_modules=[], outbox_poll_seconds=0.05, outbox_lease_seconds=2.0)
 
@@ -232,5 +249,27 @@ async def test_a_gate_still_waiting_at_its_reminder_is_told_overdue_once(setting
             assert (waiting.data["event"], overdue.data["event"]) == ("gate_waiting", "gate_overdue")
             assert overdue.data["question"] == "Ship it?" and overdue.data["node"] == "review"
             assert len(_rows(baton.store, "notice")) == 2 and reminder.action == "remind"
+    finally:
+        baton.close()
+
+
+async def test_a_workflows_rule_tells_its_place_when_its_condition_holds_with_its_window(
+    settings: Settings,
+) -> None:
+    baton, slack, discord = _baton(settings)
+    try:
+        async with baton.running(grace=1.0, handle_signals=False):
+            place = {"platform": "slack", "conversation": "CDEV", "thread": None, "requester": "slack:U1"}
+            staging = await baton.engine.start_run(workflow="ruled", args={"env": "staging"}, **place)
+            prod = await baton.engine.start_run(workflow="ruled", args={"env": "prod"}, **place)
+            await discord.wait(lambda: discord.kinds("notice"))
+            await baton.engine.wait(staging.id, timeout=20)
+            await slack.wait(lambda: len(slack.kinds("run_failed")) == 2)
+            await baton.handler.drain()
+            [notice] = discord.kinds("notice")
+            assert notice.data["run_id"] == prod.id  # staging's condition is false
+            [row] = [r for r in baton.store.deliveries(prod.id) if r.kind == "notice"]
+            assert row.payload["window"] == 300 and row.payload["by"] is None  # the rule's own digest
+            assert slack.kinds("notice") == []  # its second rule names the run's own channel: no echo
     finally:
         baton.close()
