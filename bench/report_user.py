@@ -22,6 +22,7 @@ TARGETS = {
     "distributed_share": 50.0,
     "paused_rss": 300.0,
     "history_p99": 20.0,
+    "admission_ms": 1.0,
     "prune_p99": 50.0,
     "fire_p99": 1.0,
 }
@@ -361,10 +362,39 @@ def schedules_section(data: Mapping[str, Any]) -> list[str]:
             f"{'yes' if row['fired_once'] else 'no'}; per replica {row['fires_per_replica']}); lateness "
             f"p50 {_ms(row['lateness_p50_s'])} s, p99 {_ms(row['lateness_p99_s'])} s, "
             f"max {_ms(row['lateness_max_s'])} s.")
+def queue_rows(data: Mapping[str, Any]) -> list[SummaryRow]:
+    rows: list[SummaryRow] = []
+    for db, o in (data.get("overhead") or {}).items():
+        note = (f"median per run created and rested: unlimited {o['unlimited']['median_us']:.0f} µs, "
+                f"keyed {o['keyed']['median_us']:.0f} µs")  # fmt: skip
+        rows.append((f"admission overhead per run ({db})", o["overhead_us"] / 1000, "ms",
+                     TARGETS["admission_ms"], note))  # fmt: skip
+    return rows
+
+
+def queue_section(data: Mapping[str, Any]) -> list[str]:
+    if "error" in data:
+        return ["## Concurrency queue", "", _err(data), ""]
+    lines = ["## Concurrency queue", ""]
+    for db, o in data["overhead"].items():
+        lines.append(
+            f"- **Admission overhead ({db})**, {o['runs']:,} runs each created and brought to rest as "
+            f"the engine does, interleaved: unlimited {o['unlimited']['median_us']:.0f} µs, with a key "
+            f"{o['keyed']['median_us']:.0f} µs (median; p99 {o['unlimited']['p99_us']:.0f} / "
+            f"{o['keyed']['p99_us']:.0f} µs): {o['overhead_us']:.0f} µs per run."
+        )
+    for db, d in data["drain"].items():
+        lines.append(
+            f"- **Draining one key ({db})**, {d['runs']:,} runs of a one-step workflow with "
+            f"`limit: {d['limit']}` started at once through the real Engine ({d['queued']} queued): "
+            f"{d['runs_per_s']:.0f} runs/s ({d['seconds']:.1f} s), at most {d['most_running_at_once']} "
+            f"running at once, admitted in queue order: {'yes' if d['order_held'] else 'NO'}."
+        )
     return [*lines, ""]
 
 
 ROWS: dict[str, Callable[[Mapping[str, Any]], list[SummaryRow]]] = {
+    "queue": queue_rows,
     "definitions": definitions_rows,
     "real_steps": real_steps_rows,
     "cold_start": cold_start_rows,
@@ -471,6 +501,7 @@ def retention_section(data: Mapping[str, Any]) -> list[str]:
 BUILDERS: dict[str, Callable[[Mapping[str, Any]], list[str]]] = {
     "approvals": approvals_section,
     "outbox": outbox_section,
+    "queue": queue_section,
     "retention": retention_section,
     "definitions": definitions_section,
     "real_steps": real_steps_section,

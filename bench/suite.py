@@ -44,6 +44,8 @@ class Plan:
     approval_pending: int = 5000  # gates with two pending deadlines each
     outbox_changes: int = 2000  # state changes per way (outbox overhead)
     outbox_runs: int = 200  # runs whose delivery latency is measured
+    queue_overhead_runs: int = 1000  # runs created and rested, unlimited and keyed (interleaved)
+    queue_drain: int = 1000  # queued runs of one key (limit 4) drained through the Engine
     mcp_samples: int = 200  # get_run calls per MCP transport
     prune_history: int = 1_000_000  # runs of history pruned while commands are timed
     schedules: int = 1000  # schedules due in the same minute, two replicas (fire lateness)
@@ -56,7 +58,8 @@ class Plan:
                    distributed_steps=100, scale_paused=500, scale_history=20_000,
                    page_sizes=(10, 1000), page_samples=3, approval_due=300,
                    approval_pending=1000, outbox_changes=300, outbox_runs=30, mcp_samples=50,
-                   prune_history=20_000, schedules=200)  # fmt: skip
+                   prune_history=20_000, schedules=200, queue_overhead_runs=300,
+                   queue_drain=200)  # fmt: skip
 
 
 Log = Callable[[str], None]
@@ -284,6 +287,14 @@ def outbox(plan: Plan, log: Log) -> dict[str, Any]:
         return measured("bench.baton_outbox", args, what="outbox", timeout=900)
 
 
+def queue(plan: Plan, log: Log) -> dict[str, Any]:
+    log(f"queue: admission overhead over {plan.queue_overhead_runs} runs; "
+        f"draining {plan.queue_drain} queued runs of one key")
+    with _tmp("queue") as tmp:
+        args = ["--n", str(plan.queue_overhead_runs), "--drain", str(plan.queue_drain), "--dir", tmp]
+        return measured("bench.baton_queue", args, what="queue", timeout=1800)
+
+
 def mcp(plan: Plan, log: Log) -> dict[str, Any]:
     log(f"mcp: get_run round trips, {plan.mcp_samples} per transport (stdio, streamable HTTP)")
     with _tmp("mcp") as tmp:
@@ -326,6 +337,7 @@ SECTIONS: dict[str, Callable[[Plan, Log], dict[str, Any]]] = {
     "web_pages": web_pages,
     "approvals": approvals,
     "outbox": outbox,
+    "queue": queue,
     "mcp": mcp,
     "retention": retention,
     "schedules": schedules,

@@ -202,7 +202,7 @@ def build_baton(
     )
     handler = Handler(store=store, engine=engine, catalog=runtime.catalog, access=settings.access_policy,
                       redactor=runtime.redactor, event_stale_after=settings.event_stale_seconds,
-                      pages=pages)
+                      pages=pages, notify_window=settings.notify_digest_seconds)
     shutdown = Shutdown(grace=settings.shutdown_grace, what="input")
     handler.progress.deliverer.lease_seconds = settings.outbox_lease_seconds
     outbox = OutboxLoop(handler.progress.deliverer, every=settings.outbox_poll_seconds)

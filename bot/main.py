@@ -291,10 +291,12 @@ def mcp(database_url: DatabaseUrl = None, workflows: WorkflowDirs = None) -> Non
 
 @app.command(name="list")
 def list_workflows(
+    database_url: DatabaseUrl = None,
     workflows: WorkflowDirs = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print a JSON array.")] = False,
 ) -> None:
-    """List the workflows with their source file, and every file that failed to load."""
+    """List the workflows with their source file, and every file that failed to load.
+    `--database-url` is taken as by every command (the settings are checked with it)."""
     from bot.runtime import load_tools
     from core.commands import replies, voting
     from core.engine.step_env import SecretSource
@@ -303,7 +305,7 @@ def list_workflows(
     from core.render import render_text
     from core.workflows.catalog import Catalog
 
-    settings = settings_for(None, workflows)
+    settings = settings_for(database_url, workflows)
     redactor = Redactor(settings.secrets())
     try:  # the step secrets the operator provides: a workflow naming another one is broken
         source = SecretSource(os.environ, settings.secrets_file, step_secrets=settings.step_secrets)

@@ -62,6 +62,13 @@ async def serve_all(settings: Settings, *, console: bool, conversation: str, use
             "set BATON_ACCESS to say who may (docs/commands.md, 'Who may do what')", " and ".join(names),
             extra={"action": "access_open", "platforms": names},
         )
+    pages = None
+    if settings.web_enabled:  # bound first: no reply may offer a link to a port we do not serve
+        from adapters.web import bind_pages
+
+        pages = bind_pages(settings)
+        if pages is None and settings.public_url is None:  # links would reach whatever holds it
+            settings = settings.model_copy(update={"web_port": 0})
     sandbox = step_sandbox(settings)
     if names:
         require_sandbox(sandbox, settings, f"`baton run` on {' and '.join(names)}")
@@ -73,8 +80,8 @@ async def serve_all(settings: Settings, *, console: bool, conversation: str, use
             tasks: dict[asyncio.Task[None], str] = {
                 asyncio.ensure_future(_adapter_serve(name)(baton, settings)): name for name in names
             }
-            if settings.web_enabled:  # the run pages (and `/mcp`), with the rest of the process
-                tasks[asyncio.ensure_future(serve_web(baton, settings))] = "web"
+            if pages is not None:  # the run pages (and `/mcp`), with the rest of the process
+                tasks[asyncio.ensure_future(serve_web(baton, settings, sock=pages))] = "web"
             if console or not names:
                 from adapters.console.interactive import interactive  # prompt_toolkit: only when chatting
                 from adapters.console.output import exports_dir
@@ -107,6 +114,8 @@ async def serve_all(settings: Settings, *, console: bool, conversation: str, use
                 raise crashed[0]
     finally:
         baton.close()
+        if pages is not None:
+            pages.close()
 
 
 async def serve_web(baton: Baton, settings: Settings, *, sock: socket.socket | None = None) -> None:

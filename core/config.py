@@ -195,8 +195,9 @@ class Settings(BaseSettings):
     # the durable outbox (core/delivery/outbox.py): how often due replies (retries, a dead or
     # stopped replica's) are looked for, and how long delivered ones are kept
     outbox_poll_seconds: float = Field(default=2.0, gt=0, le=3600)
-    # how long a replica's claim on a reply lasts: a replica killed while sending one leaves it
-    # to the next claimer after this long (a stopped one releases its claims at once)
+    # the longest one reply's send may take; the claim on it is shorter (core/delivery/outbox.py,
+    # CLAIM_SECONDS) and renewed while the send lasts, so a killed replica's reply waits at most
+    # that (a stopped one releases its claims, a restarted one its dead predecessor's, at once)
     outbox_lease_seconds: float = Field(default=60.0, gt=0, le=3600)
     outbox_retention_days: float = Field(default=7.0, gt=0)
     # retention (bot/retention.py, `baton prune`): finished runs last changed longer ago than
@@ -205,6 +206,9 @@ class Settings(BaseSettings):
     run_retention_days: float | None = Field(default=None, gt=0)
     audit_retention_days: float | None = Field(default=None, gt=0)
     prune_batch: int = Field(default=100, ge=1, le=10_000)
+    # notices (core/commands/notices.py): a subscription's flood of notices to one conversation
+    # becomes one notice, then one digest per this many seconds (a `notify:` rule's `digest:` wins)
+    notify_digest_seconds: float = Field(default=600.0, gt=0, le=30 * 86400)
     # a chat event claimed but never finished (its replica died) is handled again when the
     # platform redelivers it this many seconds after the claim (docs/operations.md)
     event_stale_seconds: float = Field(default=60.0, gt=0)

@@ -21,6 +21,7 @@ docstring is the default message; raise sites pass specifics.
     │   ├── RunNotResumable             CAS lost or status forbids resume (carries status, by, next)
     │   ├── InvalidTransition           a status change DESIGN.md does not allow
     │   ├── GateAlreadyDecided          the approval gate was decided before (run, node, decision, by)
+    │   ├── ConcurrencyLimitReached     a run's concurrency key is full (cancel_new, or max_queued)
     │   ├── VoteDiffers                 a vote for other values than the gate's proposal (who, what)
     │   ├── VotesChanged                another vote arrived on the gate since its votes were read
     │   └── ReplayUnsafe                an unsafe step may already have happened
@@ -212,6 +213,30 @@ class RunNotResumable(RunStateError):
 
 class InvalidTransition(RunStateError):
     """That status change is not allowed."""
+
+
+class ConcurrencyLimitReached(RunStateError):
+    """The run's concurrency key is at its limit, and its policy refuses new runs."""
+
+    def __init__(
+        self, *, key: str, why: str, active: Sequence[tuple[str, str]], queued: int, limit: int,
+        run_id: str | None = None, workflow: str | None = None,
+    ) -> None:  # fmt: skip
+        #: the key, `cancel_new` (refused by policy) or `max_queued` (the queue is full), the
+        #: key's active runs (id, status), how many wait, the key's limit
+        self.key = key
+        self.why = why
+        self.active = tuple(active)
+        self.queued = queued
+        self.limit = limit
+        names = ", ".join(f"{rid} ({status})" for rid, status in self.active) or "none"
+        if why == "max_queued":
+            message = f"the queue of `{key}` is full ({queued} runs wait; active: {names})"
+        else:
+            message = f"`{key}` allows {limit} active run(s) and refuses new ones meanwhile (active: {names})"
+        first = self.active[0][0] if self.active else None
+        super().__init__(message, run_id=first, workflow=workflow, next_step=Next.WATCH if first else None)
+        self.refused = run_id  # the run that was refused (a resume's), None for a new run
 
 
 class DeadlineAlreadyFired(RunStateError):

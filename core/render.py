@@ -77,24 +77,19 @@ def slack_text(text: object) -> str:
 _DISCORD_SPECIALS = re.compile(r"([\\*_~`|\[\]])")
 _DISCORD_LINE_START = re.compile(r"^(\s*)([>#\-+])", re.MULTILINE)
 _DISCORD_NUMBERED = re.compile(r"^(\s*\d+)\.(?=\s)", re.MULTILINE)  # "1. item": a list
-_DISCORD_MENTION = re.compile(r"@(everyone|here)|<(?=[@#][!&]?\d*>?)")
 
 
 def discord_escape(text: object) -> str:
-    """Discord markdown specials escaped; @everyone, @here and <@id> mentions neutralised. A
-    balanced inline code span (our hints' `/workflow status 3f9a`) stays code: nothing inside
-    it formats, and nothing outside it can reach in."""
+    """Discord markdown specials escaped. A balanced inline code span (our hints' `/workflow
+    status 3f9a`) stays code: nothing inside it formats, and nothing outside it can reach in.
+    Mentions (`<@id>`, @everyone) are left as written, with no zero-width space: they show as
+    names and never ping, since every message is posted with `AllowedMentions.none()`."""
     parts = _SLACK_CODE_SPAN.split(str(text))
     for index in range(0, len(parts), 2):  # the text between code spans
         out = _DISCORD_SPECIALS.sub(r"\\\1", parts[index])
         out = _DISCORD_LINE_START.sub(r"\1\\\2", out)
         parts[index] = _DISCORD_NUMBERED.sub(r"\1\\.", out)
-    return discord_mentions("".join(parts))
-
-
-def discord_mentions(text: object) -> str:
-    """@everyone, @here and <@id>/<#id> neutralised with a zero-width space (code too)."""
-    return _DISCORD_MENTION.sub(lambda m: "@\u200b" + m.group(1) if m.group(1) else "<\u200b", str(text))
+    return "".join(parts)
 
 
 def _longest_run(text: str, ch: str = "`") -> int:
@@ -206,7 +201,6 @@ def environment(root: Path = TEMPLATES) -> Environment:
         slack_escape=slack_escape,
         slack_text=slack_text,
         discord_escape=discord_escape,
-        discord_mentions=discord_mentions,
         code_span=code_span,
         code_block=code_block,
         slack_code=slack_code,
@@ -229,7 +223,7 @@ def template_platform(platform: str, root: Path = TEMPLATES) -> str:
 _ESCAPES: dict[str, tuple[Callable[[str], str], ...]] = {
     "console": (),
     "slack": (slack_escape, slack_text),
-    "discord": (discord_escape, discord_mentions),
+    "discord": (discord_escape,),
 }
 
 

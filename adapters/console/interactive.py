@@ -31,6 +31,7 @@ from adapters.console.oneshot import Baton, drive_to_rest
 from adapters.console.output import choices_of, choices_text, reply_text
 from core.commands.hints import hint
 from core.commands.messages import Button, ChatMessage, Reply
+from core.commands.notices import is_notice
 from core.errors import BatonError
 from core.redaction import Redactor
 from core.render import redacted
@@ -83,8 +84,9 @@ class ConsoleView:
         return sum(max(1, -(-cell_len(line) // width)) for line in text.split("\n"))
 
     def show(self, reply: Reply) -> None:
-        if reply.edit_only and reply.replace_key not in self._shown:
-            return  # edits a message this console never showed
+        if reply.edit_only and reply.replace_key not in self._shown and not reply.data.get("settled"):
+            return  # edits a message this console never showed (a gate's end is still told:
+            # its message may be on the screen from before a restart)
         if reply.replace_key is not None:
             self._shown.add(reply.replace_key)
         text = reply_text(reply, self._redactor, self._exports)
@@ -185,7 +187,10 @@ async def interactive(
             view.show(reply)
 
     async def outbox(reply: Reply) -> None:
-        if reply.conversation in (None, conversation):
+        # this conversation's replies, what is sent to this person directly (a reminder's copy), and
+        # notices to any console conversation (marked with theirs)
+        if (reply.conversation in (None, conversation) or (reply.direct and reply.conversation == user)
+                or is_notice(reply)):
             await show(reply)
 
     baton.handler.register_outbox(PLATFORM, outbox)

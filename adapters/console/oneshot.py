@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Protocol
 from adapters.console.messages import PLATFORM
 from core.commands import replies
 from core.commands.messages import ChatMessage, Reply
+from core.commands.notices import is_notice
 from core.store.records import RunStatus
 
 if TYPE_CHECKING:
@@ -55,12 +56,15 @@ class Transcript:
         self.replies.append(reply)
 
 
-def _active(reply: Reply) -> bool:
+def _active(reply: Reply, *, queued: bool = False) -> bool:
     """A reply about a run that may still be moving (an error reply never is: its run id may
-    be one that does not exist, as typed)."""
+    be one that does not exist, as typed). `queued`: a run waiting in its concurrency queue
+    counts (`--wait`); otherwise it is left there: it is not orphaned, whichever process
+    frees its slot, or any process's recovery, starts it."""
     if reply.is_error or reply.run_id is None:
         return False
-    return reply.run_status in (None, RunStatus.PENDING, RunStatus.RUNNING)
+    moving = (None, RunStatus.PENDING, RunStatus.RUNNING) + ((RunStatus.QUEUED,) if queued else ())
+    return reply.run_status in moving
 
 
 async def drive_to_rest(baton: Baton, run_ids: set[str]) -> list[str]:
@@ -69,6 +73,7 @@ async def drive_to_rest(baton: Baton, run_ids: set[str]) -> list[str]:
     waited: list[str] = []
     pending = set(run_ids)
     while not baton.stopping.is_set():
+        await baton.engine.take_admitted()  # a slot this process freed: the run it admitted is ours
         pending |= {run.id for run in baton.store.runs_leased_by(baton.engine.owner)}
         pending -= set(waited)
         if not pending:
@@ -104,14 +109,15 @@ async def say(
             on_reply(reply)
 
     async def outbox(reply: Reply) -> None:
-        if background and reply.conversation in (None, message.conversation):
+        # a notice to another console conversation is shown too, marked with it: one terminal
+        if background and (reply.conversation in (None, message.conversation) or is_notice(reply)):
             keep(reply)
 
     baton.handler.register_outbox(PLATFORM, outbox)
     immediate = await baton.handler.handle(message)
     for reply in immediate:
         keep(reply)
-    waited = await drive_to_rest(baton, {r.run_id for r in immediate if _active(r) and r.run_id})
+    waited = await drive_to_rest(baton, {r.run_id for r in immediate if _active(r, queued=wait) and r.run_id})
     if wait:
         for run_id in waited:
             if not _ends_with_rest(transcript.replies, run_id):

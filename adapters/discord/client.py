@@ -14,6 +14,8 @@ event into a `ChatMessage` (`inbound`), hands it to the core `Handler` and posts
   interaction's app permissions and context): if not, nothing starts and the user alone is told.
 - Whatever fails while answering a command is answered to the person (`on_tree_error`): the
   "thinking…" placeholder never stays.
+- Every interaction is answered: a button or menu that is not Baton's (or a malformed one),
+  and a form that is no longer open, are told so privately (`on_interaction`).
 """
 
 from __future__ import annotations
@@ -32,7 +34,7 @@ from discord import app_commands
 from adapters.discord import preflight
 from adapters.discord.buttons import WorkflowButton, WorkflowSelect, used_view
 from adapters.discord.commands import WorkflowGroup
-from adapters.discord.custom_ids import command_of, parse
+from adapters.discord.custom_ids import MENU_PATTERN, PATTERN, command_of, parse
 from adapters.discord.forms import FormModal, fits
 from adapters.discord.inbound import chat_message, command_message, is_person, strip_mentions
 from adapters.discord.outbound import NO_MENTIONS, DiscordSender
@@ -48,6 +50,9 @@ if TYPE_CHECKING:
     from core.commands.handler import Handler
     from core.commands.messages import Form, Reply
 
+#: Seconds an opened form stays known after its modal's own timeout (a late submission of it
+#: is discord.py's to drop, not a closed form to tell about).
+FORM_MEMORY = 60.0
 #: Seconds `close` waits for the progress edits and replies still being sent.
 CLOSE_GRACE = 5.0
 log = logging.getLogger("baton.discord")
@@ -80,6 +85,8 @@ class BatonClient(discord.Client):
         self.tree = app_commands.CommandTree(self)
         self.tree.add_command(WorkflowGroup(self), guild=self.guild)
         self.tree.on_error = self.on_tree_error  # type: ignore[method-assign]
+        #: custom_ids of the modals this process opened and may still be submitted
+        self.open_forms: set[str] = set()
 
     async def setup_hook(self) -> None:
         self.add_dynamic_items(WorkflowButton, WorkflowSelect)
@@ -154,6 +161,9 @@ class BatonClient(discord.Client):
             return False  # the core answers (a form that needs more says what to type)
         try:
             modal = FormModal(form, lambda submitted, texts: self.on_form(submitted, form, texts))
+            self.open_forms.add(modal.custom_id)
+            asyncio.get_running_loop().call_later(
+                (modal.timeout or 0) + FORM_MEMORY, self.open_forms.discard, modal.custom_id)
             await interaction.response.send_modal(modal)
         except (discord.HTTPException, discord.InteractionResponded) as exc:
             log.info("form not opened: %s", exc,
@@ -217,7 +227,8 @@ class BatonClient(discord.Client):
         """Handle the command `encoded` carries as the clicking user's; None when it was refused
         (told to that user alone), answered with a form, or could not be acknowledged."""
         ref = parse(encoded)
-        if ref is None:
+        if ref is None:  # `baton:…` but malformed: nothing to run, still answered
+            await self._tell_stale(interaction, form=False)
             return None
         try:
             command = command_of(ref, self._kept)
@@ -238,6 +249,31 @@ class BatonClient(discord.Client):
             await self.sender.answer(interaction, refusals, open_original=False)
             return None
         return answer, command
+
+    # -- interactions nothing else answers ------------------------------------------------------
+    async def on_interaction(self, interaction: discord.Interaction) -> None:
+        """Every interaction gets an answer: a component whose custom_id is none of Baton's
+        buttons or menus, or a submission of a form this process has not open (timed out, or
+        opened before a restart), is told so privately. discord.py drops both silently, and
+        Discord then shows "This interaction failed"."""
+        custom_id = _custom_id(interaction)
+        if interaction.type == discord.InteractionType.component:
+            if (PATTERN.fullmatch(custom_id) or MENU_PATTERN.fullmatch(custom_id)) and _shown(
+                    interaction.message, custom_id):
+                return  # a WorkflowButton / WorkflowSelect answers it
+            await self._tell_stale(interaction, form=False)
+        elif interaction.type == discord.InteractionType.modal_submit and custom_id not in self.open_forms:
+            await self._tell_stale(interaction, form=True)
+
+    async def _tell_stale(self, interaction: discord.Interaction, *, form: bool) -> None:
+        log.info("interaction Baton cannot act on: %s", _custom_id(interaction),
+                 extra={"action": "interaction_unknown", "interaction": interaction.id})
+        text = "\n".join(render(replies.stale_control(form), "discord", self.handler.redactor))
+        try:
+            await interaction.response.send_message(text, ephemeral=True, allowed_mentions=NO_MENTIONS)
+        except (discord.HTTPException, discord.InteractionResponded) as exc:
+            log.info("interaction not answered: %s", exc,
+                     extra={"action": "interaction_skipped", "interaction": interaction.id})
 
     # -- plain messages (approval replies) ----------------------------------------------------
     async def on_message(self, message: discord.Message) -> None:
@@ -274,6 +310,20 @@ class BatonClient(discord.Client):
         except discord.HTTPException as exc:
             log.warning("the failure could not be told: %s", exc,
                         extra={"action": "command_failed_untold", "interaction": interaction.id})
+
+
+def _custom_id(interaction: discord.Interaction) -> str:
+    data: dict[str, object] = dict(interaction.data or {})
+    return str(data.get("custom_id", ""))
+
+
+def _shown(message: discord.Message | None, custom_id: str) -> bool:
+    """Whether the clicked message shows the item (discord.py rebuilds a dynamic item from it,
+    and drops the click unanswered when it cannot)."""
+    if message is None:
+        return False
+    view = discord.ui.View.from_message(message, timeout=None)
+    return any(getattr(item, "custom_id", None) == custom_id for item in view.walk_children())
 
 
 async def _acknowledge(interaction: discord.Interaction, *, thinking: bool) -> bool:

@@ -177,6 +177,12 @@ class WorkflowGroup(app_commands.Group):
     async def runs(self, interaction: discord.Interaction, open: bool = False) -> None:
         await self._say(interaction, "runs", "--open" if open else None)
 
+    @app_commands.command(name="queue", description=SPECS["queue"].summary[:100])
+    @app_commands.describe(target="a workflow's name or a concurrency key (default: every key)")
+    @app_commands.autocomplete(target=workflow_choices)
+    async def queue(self, interaction: discord.Interaction, target: str | None = None) -> None:
+        await self._say(interaction, "queue", _q(target))
+
     @app_commands.command(name="list", description=SPECS["list"].summary)
     async def list_(self, interaction: discord.Interaction) -> None:
         await self._say(interaction, "list")

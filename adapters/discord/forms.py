@@ -5,10 +5,12 @@ required ones come first, `core.commands.forms`); the rest keep what was typed o
 defaults. A form that needs more than five answers is not shown as a modal at all: the
 reply's text says which `--set` to type. Choices (`enum:`) are listed in the placeholder and
 checked by the core like any other value. The submitted texts go back to the core unchanged.
+Each modal has its own custom_id (`PREFIX` + random), so forms open at once stay apart.
 """
 
 from __future__ import annotations
 
+import secrets
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -19,6 +21,9 @@ from core.commands.messages import Form, FormField
 FIELDS = 5  # text inputs a Discord modal holds
 TITLE = 45  # characters of a modal's title and of a field's label
 PLACEHOLDER = 100
+#: Every modal Baton opens has its own custom_id under this prefix: discord.py keeps one open
+#: modal per custom_id, so two people's forms open at once must never share one.
+PREFIX = "baton-form:"
 
 #: What to do with the submitted texts ({field name: text}), on the submit interaction.
 Submit = Callable[[discord.Interaction, dict[str, str]], Awaitable[None]]
@@ -45,7 +50,8 @@ class FormModal(discord.ui.Modal):
     """The modal of one form; `submit` gets the texts when the person sends it."""
 
     def __init__(self, form: Form, submit: Submit) -> None:
-        super().__init__(title=_cut(form.title, TITLE), custom_id="baton-form", timeout=900)
+        super().__init__(title=_cut(form.title, TITLE), custom_id=PREFIX + secrets.token_hex(12),
+                         timeout=900)
         self.submit = submit
         #: fields past the first five keep the text they start from (typed, or the default)
         self.kept = {f.name: f.value for f in form.fields[FIELDS:] if f.value}

@@ -185,7 +185,7 @@ class SlackSender:
                 return await self._send_at(place, reply, moving=moving,
                                            error=refused[0].error if refused else "refused")
             except SlackCallFailed as exc:
-                if exc.error not in CHANNEL_ERRORS or not reply.run_id:
+                if exc.error not in CHANNEL_ERRORS or not (reply.run_id or reply.requester):
                     raise
                 refused.append(exc)
                 raise Refused(exc.error) from exc

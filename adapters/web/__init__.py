@@ -1,7 +1,8 @@
 """Baton's run pages: a live page per run and a list per conversation, behind signed links.
 
     links = page_links(settings, redactor)  # None when BATON_WEB_PORT is off; given to the Handler
-    await serve(baton, settings)            # `baton run`: until baton.stopping is set
+    sock = bind_pages(settings)             # `baton run`, first: None when the port is taken
+    await serve(baton, settings, sock=sock) # `baton run`: until baton.stopping is set
 
 The adapter only translates: `links` (signed, expiring, per-user tokens), `view` (store ->
 page data, redacted), `dag` (the layout of the picture), `live` (one watcher per open run,
@@ -11,6 +12,7 @@ server-sent events), `security` (headers, CSRF), `app` (the Starlette routes) an
 
 from __future__ import annotations
 
+import logging
 import socket
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
@@ -22,6 +24,8 @@ from core.redaction import Redactor
 
 if TYPE_CHECKING:
     from adapters.web.server import Baton, Mounted
+
+log = logging.getLogger("baton.web")
 
 
 def page_links(settings: Settings, redactor: Redactor) -> PageLinks | None:
@@ -43,4 +47,18 @@ async def serve(baton: Baton, settings: Settings, *, sock: socket.socket | None 
     await serve_pages(baton, settings, sock=sock, mounts=mounts)
 
 
-__all__ = ["PageLinks", "page_links", "serve"]
+def bind_pages(settings: Settings) -> socket.socket | None:
+    """The pages' listening socket, bound before anything offers a link to it; None (logged as
+    `action=web_failed`) when the address is taken: the process goes on without pages."""
+    from adapters.web.server import bind
+
+    try:
+        return bind(settings.web_host, settings.web_port)
+    except OSError as exc:
+        log.error("run pages not served: %s:%d is not free (%s); set BATON_WEB_PORT to a free port",
+                  settings.web_host, settings.web_port, exc.strerror or exc,
+                  extra={"action": "web_failed", "port": settings.web_port})
+        return None
+
+
+__all__ = ["PageLinks", "bind_pages", "page_links", "serve"]

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from adapters.web.dag import layout
-from core.commands import authz, voting
+from core.commands import authz, queueing, voting
 from core.commands.quoting import quote_word
 from core.config import Access
 from core.engine.engine import Engine
@@ -32,10 +32,11 @@ from core.workflows.catalog import Catalog
 
 #: The node list's groups, in this order; the first four start open.
 STATE_ORDER = (
-    NodeState.FAILED, NodeState.ATTENTION, NodeState.WAITING, NodeState.RUNNING,
+    NodeState.FAILED, NodeState.REJECTED, NodeState.ATTENTION, NodeState.WAITING, NodeState.RUNNING,
     NodeState.QUEUED, NodeState.DONE, NodeState.CACHED, NodeState.SKIPPED,
 )  # fmt: skip
-OPEN_STATES = frozenset({NodeState.FAILED, NodeState.ATTENTION, NodeState.WAITING, NodeState.RUNNING})
+OPEN_STATES = frozenset({NodeState.FAILED, NodeState.REJECTED, NodeState.ATTENTION, NodeState.WAITING,
+                         NodeState.RUNNING})
 ALL_OPEN_UP_TO = 40  # a run this small shows every group open
 INLINE_OUTPUTS = 200  # up to this many nodes, each row shows the start of its output
 PREVIEW_CHARS = 600
@@ -126,13 +127,17 @@ def groups(rows: Sequence[dict[str, Any]], total: int) -> list[dict[str, Any]]:
     ]
 
 
-def commands(run: Run, message: str | None, gate_waiting: bool) -> list[dict[str, str]]:
-    """The commands to copy, for the run's status."""
+def commands(
+    run: Run, message: str | None, gate_waiting: bool, may_decide: bool = False
+) -> list[dict[str, str]]:
+    """The commands to copy, for the run's status; Approve and Reject only for whoever may
+    decide the gate that waits (`may_decide`)."""
     status = run.status
     items: list[dict[str, str]] = []
     if gate_waiting:
-        items += [{"label": "Approve", "text": f"approve {run.id}"},
-                  {"label": "Reject", "text": f"reject {run.id}"}]
+        if may_decide:
+            items += [{"label": "Approve", "text": f"approve {run.id}"},
+                      {"label": "Reject", "text": f"reject {run.id}"}]
     elif status.unfinished:
         items.append({"label": "Resume this run (its own input)", "text": f"resume {run.id}"})
     items.append({"label": "Plan: what a resume would run, and why", "text": f"plan {run.id}"})
@@ -140,7 +145,9 @@ def commands(run: Run, message: str | None, gate_waiting: bool) -> list[dict[str
                   "text": f"run {run.workflow} --resume-from {run.id}"})
     fresh = f"run {run.workflow} --force" + (f" {quote_word(message)}" if message else "")
     items.append({"label": "A fresh run that re-uses nothing", "text": fresh})
-    if status in (RunStatus.RUNNING, RunStatus.PENDING):
+    if status is RunStatus.QUEUED:
+        items.append({"label": "Take it out of the queue", "text": f"cancel {run.id}"})
+    elif status in (RunStatus.RUNNING, RunStatus.PENDING):
         items.append({"label": "Stop it", "text": f"cancel {run.id}"})
     elif status.unfinished:
         items.append({"label": "Discard it", "text": f"abandon {run.id}"})
@@ -258,6 +265,7 @@ def run_page(parts: Parts, run: Run, uid: str, *, query: str = "", node: str | N
     matched = {r["id"] for r in shown} if query else None
     return {
         "run": run_header(run, detail, hide),
+        "queue": queueing.waiting(parts.store, run, time.time()),  # why a queued run waits
         "counts": dict(Counter(str(n.state) for n in detail.nodes)),
         "total": len(rows),
         "groups": groups(shown, len(rows)),
@@ -271,7 +279,8 @@ def run_page(parts: Parts, run: Run, uid: str, *, query: str = "", node: str | N
         "gates": gate_views,
         "audit": [audit_row(e, hide) for e in audit],
         "args": hide.redact(json.dumps(args, ensure_ascii=False, sort_keys=True, indent=2)),
-        "commands": commands(run, message, any(g["waiting"] for g in gate_views)),
+        "commands": commands(run, message, any(g["waiting"] for g in gate_views),
+                             any(g["may_decide"] for g in gate_views)),
         "output": texts.get(detail.output_digest or "", "")[:PREVIEW_CHARS * 4],
         "output_cut": len(texts.get(detail.output_digest or "", "")) > PREVIEW_CHARS * 4,
         "detail": node_detail(chosen, texts, page, hide) if chosen is not None else None,

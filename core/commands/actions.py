@@ -14,7 +14,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from core.commands import audit_export, authz, replies, schedule_actions, voting
+from core.commands import audit_export, authz, queueing, replies, schedule_actions, voting
 from core.commands.forms import inputs_form
 from core.commands.messages import ChatMessage, Reply
 from core.commands.model import (
@@ -31,6 +31,7 @@ from core.commands.model import (
     OpenCommand,
     PinCommand,
     PlanCommand,
+    QueueCommand,
     RejectCommand,
     ResolveCommand,
     ResumeCommand,
@@ -66,6 +67,7 @@ from core.store.records import Gate, Run, RunStatus
 from core.workflows.args import canonical_json, missing_inputs, validate_inputs
 from core.workflows.catalog import Catalog
 from core.workflows.model import Workflow
+from core.workflows.validation import did_you_mean
 
 #: What option 2 of the fresh-run prompt abandons: an unfinished run at rest, as it was offered.
 REPLACEABLE = (RunStatus.FAILED, RunStatus.PAUSED, RunStatus.NEEDS_ATTENTION)
@@ -134,7 +136,9 @@ async def decide(ctx: Context, run: Run, approve: bool, comment: str | None,
         after = await ctx.engine.approve(run, actor=ctx.uid, comment=comment, gate=gate, args=args_now)
     else:
         after = await _announcing(ctx, run.id, ctx.engine.reject(run.id, actor=ctx.uid, reason=comment))
-    return [in_run_thread(ctx, run, replies.gate_decided(after, gate, approve, ctx.uid, comment))]
+    queue = queueing.waiting(ctx.store, after, ctx.clock())
+    decided = replies.gate_decided(after, gate, approve, ctx.uid, comment, queue=queue)
+    return [in_run_thread(ctx, run, decided)]
 
 
 # -- commands --------------------------------------------------------------------------------
@@ -199,7 +203,8 @@ async def run(ctx: Context, cmd: RunCommand) -> list[Reply]:
         thread=msg.thread, requester=ctx.uid, resume_from=source.id if source else None,
         origin_event=origin_event,
     )
-    return [*answer, replies.run_started(started, args.get(MESSAGE), page=ctx.pages is not None)]
+    queue = queueing.waiting(ctx.store, started, ctx.clock())
+    return [*answer, replies.run_started(started, args.get(MESSAGE), page=ctx.pages is not None, queue=queue)]
 
 
 def _replaced(ctx: Context, cmd: RunCommand, workflow: str) -> Run | None:
@@ -257,7 +262,8 @@ def viewable_args(ctx: Context, handle: str) -> str:
 async def resume(ctx: Context, cmd: ResumeCommand) -> list[Reply]:
     target = ctx.find(cmd.run)
     authz.require_owner(ctx.access, ctx.uid, target, "resume")
-    resumed = replies.run_resumed(await ctx.engine.resume(target.id, actor=ctx.uid), ctx.uid)
+    after = await ctx.engine.resume(target.id, actor=ctx.uid)
+    resumed = replies.run_resumed(after, ctx.uid, queueing.waiting(ctx.store, after, ctx.clock()))
     return [in_run_thread(ctx, target, resumed)]
 
 
@@ -375,7 +381,26 @@ def _named_or_latest(ctx: Context, ref: str | None) -> Run:
 async def status(ctx: Context, cmd: StatusCommand) -> list[Reply]:
     target = _named_or_latest(ctx, cmd.run)
     authz.require_view(ctx.access, ctx.uid, target)
-    return [replies.status(target, ctx.engine.summary(target))]
+    queue = queueing.waiting(ctx.store, target, ctx.clock())  # a queued run: why it waits, behind whom
+    return [replies.status(target, ctx.engine.summary(target), queue)]
+
+
+async def queue(ctx: Context, cmd: QueueCommand) -> list[Reply]:
+    """The active and queued runs of a key, of a workflow's keys, or of every key; only the
+    runs the user may view."""
+    target = cmd.target
+    runs = ctx.store.key_runs()
+    if target is not None:
+        by_key = [r for r in runs if r.concurrency is not None and r.concurrency.key == target]
+        runs = by_key or [r for r in runs if r.workflow == target]
+        if not runs and target not in ctx.catalog.names():
+            keys = {r.concurrency.key for r in ctx.store.key_runs() if r.concurrency is not None}
+            guess = did_you_mean(target, keys | set(ctx.catalog.names()))
+            raise UsageError(f"no workflow or concurrency key `{target}` has runs active or queued"
+                             + (f"; did you mean `{guess}`?" if guess else ""),
+                             hint="`/workflow queue` lists every key with runs active or queued.")
+    visible = [r for r in runs if authz.may_view(ctx.access, ctx.uid, r)]
+    return [replies.queue(queueing.listing(ctx.store, visible, ctx.clock()), target)]
 
 
 def _pages(ctx: Context) -> RunPages:
@@ -477,14 +502,15 @@ async def help_(ctx: Context, cmd: HelpCommand) -> list[Reply]:
 
 Action = Callable[[Context, Any], Awaitable[list[Reply]]]
 
+
 ACTIONS: dict[type, Action] = {
     RunCommand: run, ResumeCommand: resume, ApproveCommand: approve, RejectCommand: reject,
     AbandonCommand: abandon, CancelCommand: cancel, ResolveCommand: resolve,
     InvalidateCommand: invalidate, PlanCommand: plan, StatusCommand: status, RunsCommand: runs,
-    OpenCommand: open_,
+    OpenCommand: open_, QueueCommand: queue,
     ListCommand: list_workflows, ArgsCommand: args, AuditCommand: audit, HelpCommand: help_,
     WhoCommand: who, PinCommand: pin, UnpinCommand: pin, ScheduleCommand: schedule_actions.schedule,
-}
+}  # and `subscribing.ACTIONS` (built on this module's `Context`)
 
 
 def run_of(command: Command) -> str | None:

@@ -91,6 +91,15 @@ def may_view(access: Access, uid: str, run: Run) -> bool:
     )
 
 
+def may_view_workflow(access: Access, uid: str, workflow: str) -> bool:
+    """Whether the user may view every run of `workflow` (`*`: of every workflow): admins, and
+    whoever may run or approve it (what a subscription to its runs rests on)."""
+    if is_admin(access, uid):
+        return True
+    approvers = [*access.approve.get(workflow, ()), *access.approve.get(ANYONE, ())]
+    return may_run(access, uid, workflow) or listed(access, uid, approvers)
+
+
 def may_use(access: Access, uid: str, sub: str) -> bool:
     """Whether `help` shows subcommand `sub` to this user."""
     group = SPECS[sub].group

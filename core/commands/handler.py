@@ -21,7 +21,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from core.commands import actions, authz, replies, voting
+from core.commands import actions, authz, replies, subscribing, voting
 from core.commands.actions import Context
 from core.commands.approval import DecisionKind, classify
 from core.commands.asking import Asking
@@ -44,15 +44,17 @@ from core.redaction import Redactor
 from core.store.port import Store
 from core.store.records import Gate, OpenEvent, Run
 from core.workflows.catalog import Catalog
+from core.workflows.notify_spec import DEFAULT_DIGEST
 
 log = logging.getLogger("baton.handler")
+ACTIONS = {**actions.ACTIONS, **subscribing.ACTIONS}  # what each parsed command does
 _AUDIT_TEXT = 500  # characters of the command text kept in the audit trail
 
 
 class Handler:
     def __init__(self, *, store: Store, engine: Engine, catalog: Catalog, access: Access,
                  redactor: Redactor, event_stale_after: float = 60.0, pages: RunPages | None = None,
-                 clock: Callable[[], float] = time.time) -> None:
+                 clock: Callable[[], float] = time.time, notify_window: float = DEFAULT_DIGEST) -> None:
         self.store = store
         self.clock = clock  # when votes are cast (a gate's escalation), injectable for tests
         #: personal links to run pages (`open`, `runs --open`); None: BATON_WEB_PORT is off
@@ -71,7 +73,7 @@ class Handler:
         #: the one store of long button commands every adapter shares
         self.buttons = ButtonCommands(store.put_blob, store.get_blob)
         self.progress = ProgressReporter(store=store, engine=engine, edits=self.edits,
-                                         pages=pages is not None)
+                                         pages=pages is not None, access=access, notify_window=notify_window)
         self.progress.gate_state = self._gate_state
         #: people's homes (Slack's App Home), kept current on the engine's events
         self.homes = Homes(store=store, catalog=catalog, access=access, pages=pages)
@@ -279,7 +281,7 @@ class Handler:
         name = type(command).__name__.removesuffix("Command").lower()
         ctx.run_ref = actions.run_of(command)
         self._audit(ctx, "command", ctx.run_ref, {"command": name, "text": self._text(text)}, defer=True)
-        answer = await actions.ACTIONS[type(command)](ctx, command)
+        answer = await ACTIONS[type(command)](ctx, command)
         started = next((r.run_id for r in answer if r.kind == "run_started"), None)
         if ctx.pending_audit is not None and started is not None:
             ctx.pending_audit["run_id"] = started  # `audit <run>` shows the command that started it

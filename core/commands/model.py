@@ -95,6 +95,13 @@ class RunsCommand:
 
 
 @dataclass(frozen=True, slots=True)
+class QueueCommand:
+    """`queue [workflow|key]`: the active and queued runs of concurrency keys."""
+
+    target: str | None = None  # a workflow's name or a key (None: every key)
+
+
+@dataclass(frozen=True, slots=True)
 class OpenCommand:
     run: str | None = None  # None: the latest run here
 
@@ -156,6 +163,30 @@ class ScheduleCommand:
 
 
 @dataclass(frozen=True, slots=True)
+class SubscribeCommand:
+    """`subscribe [workflow|*] [failed|attention|gates|done|all]… [--to <place>]`: this
+    conversation (an admin: `--to` another) hears about those events of that workflow's runs."""
+
+    workflow: str = "*"
+    classes: tuple[str, ...] = ()  # the words typed; none: the default (failed, attention)
+    to: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class UnsubscribeCommand:
+    """`unsubscribe [workflow|*] [classes]… [--to <place>]`; no workflow: everything here."""
+
+    workflow: str | None = None
+    classes: tuple[str, ...] = ()
+    to: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class SubscriptionsCommand:
+    to: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class HelpCommand:
     topic: str | None = None
 
@@ -172,6 +203,7 @@ Command = (
     | PlanCommand
     | StatusCommand
     | RunsCommand
+    | QueueCommand
     | OpenCommand
     | ListCommand
     | ArgsCommand
@@ -180,6 +212,9 @@ Command = (
     | PinCommand
     | UnpinCommand
     | ScheduleCommand
+    | SubscribeCommand
+    | UnsubscribeCommand
+    | SubscriptionsCommand
     | HelpCommand
 )
 
@@ -220,7 +255,8 @@ SPECS: dict[str, Spec] = {
              group="approve"),
         Spec("abandon", "abandon <run> [reason]", "abandon 3f9a",
              "discard a failed, paused, needs_attention or running run", group="own"),
-        Spec("cancel", "cancel <run>", "cancel 3f9a", "stop a running run", group="own"),
+        Spec("cancel", "cancel <run>", "cancel 3f9a",
+             "stop a running run, or take a queued one out of its queue", group="own"),
         Spec(
             "resolve",
             "resolve <run> <node> done|retry|fail [--output TEXT]",
@@ -241,12 +277,22 @@ SPECS: dict[str, Spec] = {
         Spec("status", "status [run]", "status 3f9a", "a run's node table (default: the latest here)"),
         Spec("runs", "runs [--open]", "runs --open",
              "recent runs in this conversation (`--open`: your link to their page)", switches=("--open",)),
+        Spec("queue", "queue [workflow|key]", "queue deploy-prod",
+             "runs holding and waiting for a concurrency key's slots: position, requester, time waited"),
         Spec("open", "open [run]", "open 3f9a", "your link to a run's page (default: the latest here)"),
         Spec("list", "list", "list", "workflows you may run"),
         Spec("args", "args <run>", "args 3f9a", "a run's canonical arguments and their handle"),
         Spec("audit", "audit <run> | audit --since 7d [--format jsonl|csv]", "audit --since 7d --format csv",
              "who did what to a run; or, for admins, everything over a window as a file",
              flags=("--since", "--format")),
+        Spec("subscribe", "subscribe [workflow|*] [failed|attention|gates|done|all] [--to <place>]",
+             "subscribe deploy failed gates",
+             "tell this conversation when runs of a workflow fail, need attention, wait at a gate or end",
+             flags=("--to",)),
+        Spec("unsubscribe", "unsubscribe [workflow|*] [failed|attention|gates|done|all] [--to <place>]",
+             "unsubscribe deploy", "stop those notices here (no workflow: all of them)", flags=("--to",)),
+        Spec("subscriptions", "subscriptions [--to <place>]", "subscriptions",
+             "what this conversation is told about, and by whose subscription", flags=("--to",)),
         Spec("who", "who approved <run>", "who approved 3f9a", "who decided a run's gates, and every vote"),
         Spec("pin", "pin <run>", "pin 3f9a", "keep a finished run's history when old runs are pruned",
              group="own"),

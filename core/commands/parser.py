@@ -31,6 +31,7 @@ from core.commands.model import (
     OpenCommand,
     PinCommand,
     PlanCommand,
+    QueueCommand,
     RejectCommand,
     ResolveCommand,
     ResumeCommand,
@@ -39,7 +40,10 @@ from core.commands.model import (
     ScheduleCommand,
     SetArg,
     StatusCommand,
+    SubscribeCommand,
+    SubscriptionsCommand,
     UnpinCommand,
+    UnsubscribeCommand,
     WhoCommand,
 )
 from core.commands.quoting import Word, split_words
@@ -303,6 +307,12 @@ def _status(pos: list[str], opts: list[tuple[str, str | None]], force: bool) -> 
     return StatusCommand(pos[0] if pos else None)
 
 
+def _queue(pos: list[str], opts: list[tuple[str, str | None]], force: bool) -> QueueCommand:
+    if len(pos) > 1:
+        raise usage_error("queue", "`queue` takes at most one workflow name or key")
+    return QueueCommand(pos[0] if pos else None)
+
+
 def _open(pos: list[str], opts: list[tuple[str, str | None]], force: bool) -> OpenCommand:
     if len(pos) > 1:
         raise usage_error("open", "`open` takes at most one run id")
@@ -370,6 +380,23 @@ def _schedule(pos: list[str], opts: list[tuple[str, str | None]]) -> ScheduleCom
     sets = tuple(parse_set(v or "", "schedule") for n, v in opts if n == "--set")
     return ScheduleCommand("add", workflow, cron=cron, every=every, timezone=_one(opts, "--tz", "schedule"),
                            overlap=overlap, message=" ".join(more) or None, sets=sets)
+def _subscription(sub: str, pos: list[str], opts: list[tuple[str, str | None]]) -> Command:
+    """`[workflow|*] [class]…`: the first word is the workflow unless it is a class word."""
+    from core.workflows.notify_spec import CLASSES
+
+    to = _one(opts, "--to", sub)
+    if sub == "subscriptions":
+        _need(pos, sub, ())
+        return SubscriptionsCommand(to=to)
+    workflow = pos[0] if pos and pos[0].lower() not in CLASSES else None
+    classes = tuple(w.lower() for w in pos[1 if workflow is not None else 0 :])
+    for word in classes:
+        if word not in CLASSES:
+            close = _did_you_mean(word, CLASSES)
+            raise usage_error(sub, f"`{word}` is not one of {', '.join(CLASSES)}{close}")
+    if sub == "subscribe":
+        return SubscribeCommand(workflow=workflow or "*", classes=classes, to=to)
+    return UnsubscribeCommand(workflow=workflow, classes=classes, to=to)
 
 
 def _bare(pos: list[str], sub: str, command: Command) -> Command:
@@ -393,6 +420,7 @@ _BUILDERS: dict[str, _Builder] = {
     "plan": lambda p, o, f: PlanCommand(_need(p, "plan", ("run",))[0]),
     "status": _status,
     "runs": lambda p, o, f: _bare(p, "runs", RunsCommand(open=("--open", None) in o)),
+    "queue": _queue,
     "open": _open,
     "list": lambda p, o, f: _bare(p, "list", ListCommand()),
     "args": lambda p, o, f: ArgsCommand(_need(p, "args", ("run",))[0]),
@@ -401,5 +429,8 @@ _BUILDERS: dict[str, _Builder] = {
     "pin": lambda p, o, f: PinCommand(_need(p, "pin", ("run",))[0]),
     "unpin": lambda p, o, f: UnpinCommand(_need(p, "unpin", ("run",))[0]),
     "schedule": lambda p, o, f: _schedule(p, o),
+    "subscribe": lambda p, o, f: _subscription("subscribe", p, o),
+    "unsubscribe": lambda p, o, f: _subscription("unsubscribe", p, o),
+    "subscriptions": lambda p, o, f: _subscription("subscriptions", p, o),
     "help": _help,
 }

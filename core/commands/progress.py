@@ -34,10 +34,12 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
-from core.commands import replies
+from core.commands import queueing, replies
 from core.commands.deadlines import TIMED_OUT
 from core.commands.messages import Outbox, Reply
+from core.commands.notices import DIGEST, NOTICE, Notices
 from core.commands.offers import GateOffers
+from core.config import Access
 from core.delivery.edits import Edits, NotDelivered, urgent
 from core.delivery.outbox import Deliverer, maybe_delivered_since
 from core.engine.engine import Engine
@@ -45,6 +47,7 @@ from core.engine.events import EngineEvent, EventKind, NodeState, RunSummary
 from core.errors import BatonError
 from core.store.port import Store
 from core.store.records import Delivery, Gate, GateStatus, Run, RunStatus
+from core.workflows.notify_spec import DEFAULT_DIGEST
 
 log = logging.getLogger("baton.progress")
 
@@ -73,7 +76,7 @@ GATE_NOTICES = {"gate_reminder": replies.gate_reminder, "gate_escalated": replie
 class ProgressReporter:
     def __init__(
         self, *, store: Store, engine: Engine, thread_wait: float = 10.0, edits: Edits | None = None,
-        pages: bool = False,
+        pages: bool = False, access: Access | None = None, notify_window: float = DEFAULT_DIGEST,
     ) -> None:
         self._store = store
         self.pages = pages  # runs have pages: progress messages offer "Open run"
@@ -102,6 +105,10 @@ class ProgressReporter:
         #: messages offering a gate's buttons, withdrawn once it is decided (on the platform
         #: each was sent on: a reminder's DM may be on another platform than the run's)
         self.offers = GateOffers(store, self._outboxes.get, self._outboxes.keys)
+        #: the run's events told to the conversations that subscribed (`notices.py`)
+        self.notices = Notices(store=store, engine=engine, access=access or Access.everyone(),
+                               offers=self.offers, outbox_of=self._outboxes.get, pages=pages,
+                               window=notify_window)
         #: a waiting gate's policy state for its message (set by the handler: it knows the policy)
         self.gate_state: Callable[[Run, Gate], dict[str, Any] | None] | None = None
         #: cancelled runs whose cancelling command's own reply tells it (newest last, bounded)
@@ -284,7 +291,8 @@ class ProgressReporter:
                 return True
             run = await self._await_thread(run)
             summary = self._engine.summary(run)  # the run just read: not read again
-            if not await self._send(outbox, replies.progress(run, summary, page=self.pages)):
+            queue = queueing.waiting(self._store, run, time.time())  # a queued run: why it waits
+            if not await self._send(outbox, replies.progress(run, summary, page=self.pages, queue=queue)):
                 return False
         except BatonError as exc:
             extra = {"action": "progress", "run_id": run_id}
@@ -307,11 +315,19 @@ class ProgressReporter:
         if row.kind == TIMED_OUT:
             await self._deliver_timed_out(row)
             return
+        if row.kind == NOTICE:
+            await self.notices.deliver(row)
+            return
+        if row.kind == DIGEST:
+            await self.notices.deliver_digest(row)
+            return
         if row.kind != EventKind.RUN_FINISHED.value:
             log.warning("outbox row of unknown kind %s skipped", row.kind,
                         extra={"action": "outbox", "run_id": row.run_id})
             return
         run = self._store.get_run(row.run_id)
+        self.notices.fan_out(row, run)  # the event's notices to other places, once each (before the
+        # run's own reply: a failure to send it here must not hold them up)
         send = self._outboxes.get(run.platform)
         if send is None:
             raise BatonError(f"no outbox for {run.platform} in this process")
@@ -338,6 +354,7 @@ class ProgressReporter:
         person it names directly (on their platform), each kept as an offer of the gate's
         buttons first, so that deciding the gate withdraws them everywhere. Not sent when the
         gate no longer waits in that opening (decided since: its buttons would be stale)."""
+        self.notices.fan_out(row)  # a gate's first reminder: `gate_overdue` to the subscribed places
         run = self._store.get_run(row.run_id)
         send = self._outboxes.get(run.platform)
         if send is None:

@@ -19,7 +19,7 @@ from core.commands.pages import PageLink, open_button
 from core.commands.resolution import Option, Prompt, preview
 from core.engine.events import NodeState, NodeSummary, Plan, RunSummary
 from core.errors import BatonError
-from core.store.records import AuditEvent, Gate, Run
+from core.store.records import AuditEvent, Gate, Run, Subscription
 
 KINDS = (
     "error", "help", "help_topic", "fresh_run_prompt", "run_started", "run_resumed", "gate_decided",
@@ -30,6 +30,8 @@ KINDS = (
     "audit_export", "vote_differs", "unmet_gate",
     # schedules (`schedule_replies.py`)
     "schedule_added", "schedules", "schedule_shown", "schedule_changed", "schedule_fired", "schedule_refused",
+    "audit_export", "vote_differs", "unmet_gate", "queue", "subscribed", "unsubscribed", "subscriptions",
+    "notice", "notice_digest", "subscription_stopped",
 )
 
 
@@ -74,6 +76,16 @@ def unexpected() -> Reply:
     return Reply(kind="error", is_error=True, ephemeral=True, data={
         "message": "Something unexpected went wrong; it has been logged.",
         "hint": "Try again; if it keeps happening, tell a Baton admin the time it happened.",
+    })
+
+
+def stale_control(form: bool) -> Reply:
+    """A click or a form submission Baton cannot act on: not one of its buttons, a malformed
+    one, or a form that closed (timed out, or opened before a restart)."""
+    what = "This form is no longer open" if form else "This button is not one Baton can act on"
+    return Reply(kind="error", is_error=True, ephemeral=True, data={
+        "message": f"{what}; nothing was done.",
+        "hint": "Type the command instead (`help` lists them), or open the form again.",
     })
 
 
@@ -124,12 +136,24 @@ def form_button(form: Form) -> Button:
     return Button("Run…", form.command, "primary", FORM_ACTION)
 
 
-def run_started(run: Run, message: str | None, *, page: bool = False) -> Reply:
-    """`page`: the run has a page; the reply offers "Open run" (each clicker's own link)."""
+def run_started(run: Run, message: str | None, *, page: bool = False,
+                queue: Mapping[str, Any] | None = None) -> Reply:
+    """`page`: the run has a page; the reply offers "Open run" (each clicker's own link).
+    `queue`: a queued run's place (`queueing.waiting`): the reply says it waits, and behind whom."""
     return about(run, "run_started", {
         "handle": run.handle, "resumed_from": run.resumed_from, "preview": preview(message),
-        "requester": run.requester,
+        "requester": run.requester, "queue": dict(queue) if queue else None,
     }, starts_thread=True, buttons=(open_button(run.id),) if page else ())
+
+
+def cancel_button(run: Run) -> Button:
+    """Take a queued run out of its queue (who may cancel it: `authz.require_owner`)."""
+    return Button("Cancel", f"cancel {run.id}", style="danger", action="cancel")
+
+
+def queue(groups: Sequence[Mapping[str, Any]], target: str | None) -> Reply:
+    """`queue [workflow|key]`: each key's active runs and its queue (`queueing.listing`)."""
+    return Reply(kind="queue", data={"groups": [dict(g) for g in groups], "target": target})
 
 
 def page_link(link: PageLink, uid: str, run: Run | None = None, *, platform: str = "",
@@ -142,18 +166,22 @@ def page_link(link: PageLink, uid: str, run: Run | None = None, *, platform: str
                  run_status=str(run.status) if run else None)
 
 
-def run_resumed(run: Run, actor: str) -> Reply:
-    return about(run, "run_resumed", {"by": actor, "handle": run.handle})
+def run_resumed(run: Run, actor: str, queue: Mapping[str, Any] | None = None) -> Reply:
+    """`queue`: the resume was queued by its key's limit (`queueing.waiting`)."""
+    data = {"by": actor, "handle": run.handle, "queue": dict(queue) if queue else None}
+    return about(run, "run_resumed", data, buttons=(cancel_button(run),) if queue else ())
 
 
 def gate_decided(run: Run, gate: Gate | None, approved: bool, actor: str, comment: str | None,
-                 decision: str | None = None, approvers: Sequence[str] = ()) -> Reply:
+                 decision: str | None = None, approvers: Sequence[str] = (),
+                 queue: Mapping[str, Any] | None = None) -> Reply:
     """`decision`: the choice a policy's votes decided, when not plain approve / reject;
-    `approvers`: every person whose vote decided it (a quorum), in vote order."""
+    `approvers`: every person whose vote decided it (a quorum), in vote order; `queue`: the
+    approved run gave its slot back at the gate and now waits for one (`queueing.waiting`)."""
     shown = decision if decision not in (None, "approve", "reject") else ""
     return about(run, "gate_decided", {
         "node": gate.node_id if gate else "", "approved": approved, "by": actor, "comment": comment or "",
-        "decision": shown, "approvers": list(approvers) or [actor]})
+        "decision": shown, "approvers": list(approvers) or [actor], "queue": dict(queue) if queue else None})
 
 
 def vote_counted(run: Run, gate: Gate, result: Any, state: Mapping[str, Any], counted: bool,
@@ -295,9 +323,14 @@ def summary_data(summary: RunSummary, ran: Set[str] | None = None) -> dict[str, 
     return data
 
 
-def status(run: Run, summary: RunSummary) -> Reply:
-    return about(run, "status", {**summary_data(summary), "requester": run.requester,
-                                 "handle": run.handle, "resumed_from": run.resumed_from})
+def status(run: Run, summary: RunSummary, queue: Mapping[str, Any] | None = None) -> Reply:
+    """`queue`: a queued run's place (`queueing.waiting`): why it waits, with a Cancel button."""
+    data = {**summary_data(summary), "requester": run.requester, "handle": run.handle,
+            "resumed_from": run.resumed_from, "queue": dict(queue) if queue else None}
+    if summary.status == "failed":  # the failed step's whole error (the run's reason is its first line)
+        failed = next((n for n in summary.nodes if n.node_id == summary.failed_node), None)
+        data["error_tail"] = _tail(failed.error if failed and failed.error else (summary.reason or ""))
+    return about(run, "status", data, buttons=(cancel_button(run),) if queue else ())
 
 
 def runs(items: Sequence[Run]) -> Reply:
@@ -364,11 +397,15 @@ def progress_data(summary: RunSummary) -> dict[str, Any]:
             "total": len(summary.nodes), "counts": tally, "named": named}
 
 
-def progress(run: Run, summary: RunSummary, *, page: bool = False) -> Reply:
-    """`page`: the run has a page; the message offers "Open run" (each clicker's own link)."""
+def progress(run: Run, summary: RunSummary, *, page: bool = False,
+             queue: Mapping[str, Any] | None = None) -> Reply:
+    """`page`: the run has a page; the message offers "Open run" (each clicker's own link).
+    `queue`: the run waits in its key's queue (`queueing.waiting`): said, with a Cancel button."""
+    buttons = (cancel_button(run),) if queue else ()
     return Reply(kind="progress", data={"run_id": run.id, "workflow": run.workflow,
-                                        "started_by": run.started_by, **progress_data(summary)},
-                 buttons=(open_button(run.id),) if page else (),
+                                        "started_by": run.started_by,
+                                        **progress_data(summary), "queue": dict(queue) if queue else None},
+                 buttons=buttons + ((open_button(run.id),) if page else ()),
                  run_id=run.id, run_status=summary.status, replace_key=f"progress:{run.id}", **_where(run))
 
 
@@ -467,3 +504,55 @@ def no_gate_hint() -> Reply:
 def _tail(text: str, lines: int = 15, chars: int = 1500) -> str:
     tail = "\n".join(text.rstrip().splitlines()[-lines:])
     return tail[-chars:]
+
+
+# -- subscriptions and notices (subscribing.py, notices.py) -----------------------------------
+
+
+def subscribed(platform: str, conversation: str, workflow: str, events: Sequence[str], by: str) -> Reply:
+    return Reply(kind="subscribed", data={"platform": platform, "conversation": conversation,
+                                          "workflow": workflow, "events": list(events), "by": by})
+
+
+def unsubscribed(platform: str, conversation: str, workflow: str | None, events: Sequence[str] | None,
+                 removed: int, left: int) -> Reply:
+    return Reply(kind="unsubscribed", data={"platform": platform, "conversation": conversation,
+                                            "workflow": workflow or "", "events": list(events or ()),
+                                            "removed": removed, "left": left})
+
+
+def subscriptions(platform: str, conversation: str, rows: Sequence[Subscription],
+                  rules: Sequence[Mapping[str, Any]]) -> Reply:
+    grouped: dict[tuple[str, str], list[str]] = {}
+    for row in rows:
+        grouped.setdefault((row.workflow, row.created_by), []).append(row.event)
+    return Reply(kind="subscriptions", data={
+        "platform": platform, "conversation": conversation,
+        "subscriptions": [{"workflow": w, "by": by, "events": ev} for (w, by), ev in grouped.items()],
+        "rules": [dict(r) for r in rules]})
+
+
+def notice(run: Run, event: str, facts: Mapping[str, Any], *, page: bool) -> Reply:
+    """A notice (`notices.py`): one line about `run` for a conversation that subscribed; for a
+    gate waiting, its Approve / Reject buttons (kept as an offer, withdrawn once decided)."""
+    buttons = approve_buttons(run.id) if event == "gate_waiting" else ()
+    if page:
+        buttons = (*buttons, open_button(run.id))
+    return Reply(kind="notice", data={"run_id": run.id, "workflow": run.workflow, "event": event,
+                                      "requester": run.requester, "run_platform": run.platform,
+                                      "run_conversation": run.conversation, "pages": page, **facts},
+                 buttons=buttons, run_status=str(run.status))
+
+
+def notice_digest(workflow: str, window: float, runs: Sequence[tuple[str, str]], shown: int = 10) -> Reply:
+    """The notices a flood folded into one window: how many, of which events, which runs."""
+    events = Counter(event for _, event in runs)
+    ids = list(dict.fromkeys(run for run, _ in runs))
+    return Reply(kind="notice_digest", data={"workflow": workflow, "window": window, "count": len(runs),
+                                             "events": sorted(events.items()), "runs": ids[:shown],
+                                             "more": max(0, len(ids) - shown)})
+
+
+def subscription_stopped(platform: str, conversation: str, workflow: str, by: str) -> Reply:
+    return Reply(kind="subscription_stopped", data={"platform": platform, "conversation": conversation,
+                                                    "workflow": workflow, "by": by})

@@ -14,8 +14,10 @@
              notice to its place and its owner, the fire recorded `refused`; never run
              overlap `skip` and a run of it still active   -> recorded `skipped`
              `cancel_running`  -> its active runs are cancelled, then the run starts
-             `queue`           -> the run starts beside the active one; the fire records
-                                  what it was buffered behind (`detail.behind`)
+             `queue`           -> the run goes through the concurrency queue of key
+                                  `schedule:<id>` (limit 1): queued behind the active
+                                  one, started when it rests; the fire records what it
+                                  was buffered behind (`detail.behind`)
              `allow`           -> the run starts
              the run starts through the engine, like a `run` command, as the schedule's
              principal, reporting where the schedule says in a thread of its own that the
@@ -44,7 +46,7 @@ from core.config import Access
 from core.engine.engine import Engine
 from core.errors import BatonError, FireAlreadyRecorded, ScheduleChanged, ScheduleNotFound, StoreError
 from core.store.port import Store
-from core.store.records import Fire, FireOutcome, Run, Schedule
+from core.store.records import Concurrency, Fire, FireOutcome, OnLimit, Run, Schedule
 from core.store.unit_of_work import UnitOfWork
 from core.workflows.catalog import Catalog
 from core.workflows.schedule_rules import Rule
@@ -296,6 +298,10 @@ class Scheduler:
             started_by=s.started_by,
             scheduled_for=due,
             alongside=written,
+            # overlap `queue`: one run of the schedule at a time, the others wait in its queue
+            concurrency=Concurrency(key=f"schedule:{s.id}", limit=1, on_limit=OnLimit.QUEUE)
+            if s.overlap == "queue"
+            else None,
         )
 
     async def _cancel(self, s: Schedule, active: Sequence[Run]) -> list[str]:

@@ -23,8 +23,8 @@ TARGETS: dict[str, tuple[RunStatus, ...]] = {
     "resume": UNFINISHED,
     "approve": (RunStatus.PAUSED,),
     "reject": (RunStatus.PAUSED,),
-    "abandon": (*UNFINISHED, RunStatus.RUNNING, RunStatus.PENDING),
-    "cancel": (RunStatus.RUNNING, RunStatus.PENDING),
+    "abandon": (*UNFINISHED, RunStatus.RUNNING, RunStatus.PENDING, RunStatus.QUEUED),
+    "cancel": (RunStatus.RUNNING, RunStatus.PENDING, RunStatus.QUEUED),
     "resolve": (RunStatus.NEEDS_ATTENTION,),
     "invalidate": (*UNFINISHED, RunStatus.COMPLETED, RunStatus.CANCELLED),
 }

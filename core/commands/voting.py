@@ -31,7 +31,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from core.commands import authz, replies
+from core.commands import authz, queueing, replies
 from core.commands.messages import Reply
 from core.config import ANYONE, Access
 from core.engine.approval_policy import (
@@ -254,6 +254,7 @@ async def cast(
             ctx.uid,
             ballot.comment or None,
             decision=result.decision,
+            queue=queueing.waiting(ctx.store, voted.run, now),  # approved, and waits for a slot
             approvers=[v.user for v in result.deciders()],
         )
     ]

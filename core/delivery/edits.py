@@ -198,9 +198,14 @@ class Edits:
         """Where `run_id` reports since its usual place refused a message (None: as usual)."""
         return self._moved.get((platform, run_id)) if run_id else None
 
-    def move(self, platform: str, run_id: str, place: str) -> None:
+    def move(self, platform: str, run_id: str, place: str) -> bool:
+        """`run_id` reports at `place` from now on; whether that is news (the first reply to
+        get there says so, once, however many replies of the run were on their way at once)."""
+        if self._moved.get((platform, run_id)) == place:
+            return False
         self._hold(self._moved, (platform, run_id), place)
         self.forget(platform, f"progress:{run_id}")  # its progress message is where it no longer goes
+        return True
 
     def follow_up(self, platform: str, run_id: str, handle: Any, *, ttl: float,
                   uses: int | None = None) -> None:

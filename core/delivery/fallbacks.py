@@ -36,6 +36,8 @@ async def along(edits: Edits, platform: str, reply: Reply, usual: Sequence[str],
     places = list(dict.fromkeys(p for p in usual if p))
     if reply.run_id:
         places += [FOLLOW_UP, DIRECT]
+    elif reply.requester and urgent(reply):  # a notice to a subscribed place: its subscriber
+        places += [DIRECT]
     moved = edits.moved(platform, reply.run_id)
     if moved is not None:
         places = places[places.index(moved):] if moved in places else [moved]
@@ -46,8 +48,9 @@ async def along(edits: Edits, platform: str, reply: Reply, usual: Sequence[str],
             if not urgent(reply):
                 return True  # left to the next state-carrying reply
         moving = index > 0 and reply.run_id is not None
-        if moving:  # before sending: a progress message is posted anew there, not edited
-            edits.move(platform, reply.run_id or "", place)
+        if moving:  # before sending: a progress message is posted anew there, not edited; only
+            # the first of the run's replies arriving there says so (others were on their way)
+            moving = edits.move(platform, reply.run_id or "", place)
         try:
             if await send_at(place, moving):
                 return True

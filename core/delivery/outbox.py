@@ -6,20 +6,23 @@
     loop = OutboxLoop(deliverer, every=2.0); await loop.start() … await loop.stop()
 
 The rows are written by the engine in the unit of work that changes the run's state
-(`core.engine.events.tell_rest`). A row is claimed with a lease (a compare-and-swap in the
-store: of several replicas exactly one gets it; a holder that died lets it lapse and another
-takes it), rendered and sent by `render` (the conversation layer: the final edit of the run's
-progress message and the final reply, through the platform's outbox, which raises
-`NotDelivered` when the platform could not take it for now), then settled. A failure defers
-the row with exponential backoff and jitter (tenacity's `wait_exponential_jitter`); the HTTP
-retries themselves are the SDKs' (slack_sdk's retry handlers, discord.py's rate-limit
-handling). A row that still fails
-after `max_attempts` is given up and logged as an error, never dropped silently. Replies are
-sent with a key stable across redeliveries (`Delivery.key`), so a redelivery after a crash
-edits what the first attempt posted where the adapter kept its id. Whether a row's messages may
-already have reached the platform is decided here (`maybe_delivered_since`: the row was claimed
-before); a platform that cannot deduplicate on the key itself (Slack) looks for them then, and
-only then, before posting again.
+(`core.engine.events.tell_rest`). A row is claimed with a short lease (a compare-and-swap in
+the store: of several replicas exactly one gets it) that the sender renews while the send lasts
+(its heartbeat, every third of `claim_seconds`); a holder that died stops renewing, its claim
+lapses within `claim_seconds` and a peer takes it. A process restarted after a kill -9 does not
+wait even that: at start it releases the claims of its replica's processes that are no longer
+running (`release_dead`). A claimed row is rendered and sent by `render` (the conversation
+layer: the final edit of the run's progress message and the final reply, through the platform's
+outbox, which raises `NotDelivered` when the platform could not take it for now), then settled.
+A failure defers the row with exponential backoff and jitter (tenacity's
+`wait_exponential_jitter`); the HTTP retries themselves are the SDKs' (slack_sdk's retry
+handlers, discord.py's rate-limit handling). A row that still fails after `max_attempts` is
+given up and logged as an error, never dropped silently. Replies are sent with a key stable
+across redeliveries (`Delivery.key`), so a redelivery after a crash edits what the first
+attempt posted where the adapter kept its id. Whether a row's messages may already have reached
+the platform is decided here (`maybe_delivered_since`: the row was claimed before); a platform
+that cannot deduplicate on the key itself (Slack) looks for them then, and only then, before
+posting again.
 """
 
 from __future__ import annotations
@@ -31,6 +34,7 @@ import time
 from collections.abc import Awaitable, Callable, Collection
 from typing import TYPE_CHECKING
 
+from core.engine.leases import owner_dead
 from core.errors import StoreError
 from core.store.port import Deliveries
 from core.store.records import Delivery
@@ -41,6 +45,10 @@ if TYPE_CHECKING:  # tenacity is imported on the first retry only (a start stays
 log = logging.getLogger("baton.outbox")
 
 Render = Callable[[Delivery], Awaitable[None]]
+
+#: Seconds a claim lasts unless its sender renews it: how long a row a dead replica claimed
+#: waits before a peer takes it (a restarted process of the same replica takes it at once).
+CLAIM_SECONDS = 10.0
 
 
 def backoff(attempts: int, wait: tenacity.wait.wait_base | None = None) -> float:
@@ -72,6 +80,7 @@ class Deliverer:
         *,
         owner: str,
         lease_seconds: float = 60.0,
+        claim_seconds: float = CLAIM_SECONDS,
         max_attempts: int = 25,
         wait: tenacity.wait.wait_base | None = None,
         clock: Callable[[], float] = time.time,
@@ -80,7 +89,8 @@ class Deliverer:
         self.render = render
         self.platforms = platforms  # those this process can send to (registered now)
         self.owner = owner
-        self.lease_seconds = lease_seconds
+        self.lease_seconds = lease_seconds  # the longest one send may take
+        self.claim_seconds = claim_seconds
         self.max_attempts = max_attempts
         self.wait = wait
         self.clock = clock
@@ -116,11 +126,40 @@ class Deliverer:
             return []
         try:
             return self.store.claim_deliveries(
-                self.owner, platforms, lease_seconds=self.lease_seconds, limit=limit, run_id=run_id
+                self.owner, platforms, lease_seconds=self._claim_lease, limit=limit, run_id=run_id
             )
         except Exception:  # the database blinked: the next pass claims them
             log.exception("outbox claim failed", extra={"action": "outbox_claim"})
             return []
+
+    @property
+    def _claim_lease(self) -> float:
+        return min(self.claim_seconds, self.lease_seconds)
+
+    def release_dead(self) -> int:
+        """Release at once the claims of this replica's processes that are no longer running
+        (this one, restarted after a kill -9, or a sibling that died): their rows go now, not
+        after their lease. A live process of the replica keeps its claims. How many."""
+        replica = self.owner.rsplit(":", 2)[0]
+        released = 0
+        for owner in self.store.delivery_claimants(f"{replica}:"):
+            if owner != self.owner and owner.rsplit(":", 2)[0] == replica and owner_dead(owner):
+                released += self.store.release_deliveries(owner)
+        if released:
+            log.info("took over %d outbox claims of a dead process", released,
+                     extra={"action": "outbox_takeover", "released": released})
+        return released
+
+    async def _keep_claim(self, row: Delivery) -> None:
+        """Renew the claim on `row` while it is being sent (cancelled when the send ends)."""
+        lease = self._claim_lease
+        while True:
+            await asyncio.sleep(lease / 3)
+            try:
+                if not self.store.renew_delivery(row.id, self.owner, lease):
+                    return  # a peer took it over: its settle tells
+            except StoreError:
+                log.warning("outbox claim not renewed", extra={"action": "outbox", "run_id": row.run_id})
 
     async def _tracked(self, row: Delivery) -> bool:
         task = asyncio.ensure_future(self._one(row))
@@ -153,8 +192,12 @@ class Deliverer:
         extra = {"action": "outbox", "run_id": row.run_id, "delivery": row.id, "attempt": row.attempts}
         try:
             try:
-                async with asyncio.timeout(self.lease_seconds * 0.8):  # settle before the lease lapses
-                    await self.render(row)
+                keeper = asyncio.ensure_future(self._keep_claim(row))
+                try:
+                    async with asyncio.timeout(self.lease_seconds * 0.8):  # a send that hangs ends
+                        await self.render(row)
+                finally:
+                    keeper.cancel()
             except asyncio.CancelledError:
                 task = asyncio.current_task()
                 if task is not None and task.cancelling():
@@ -205,6 +248,10 @@ class OutboxLoop:
         self._wake.set()
 
     async def start(self) -> None:
+        try:
+            self.deliverer.release_dead()
+        except StoreError:  # the database blinked: their claims lapse instead
+            log.exception("outbox claims of dead processes not released", extra={"action": "outbox"})
         self._stopping.clear()
         self._task = asyncio.create_task(self._loop(), name="baton-outbox")
 

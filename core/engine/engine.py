@@ -16,12 +16,14 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
 from core.engine.approval_policy import Members, Policy
+from core.engine.concurrency import concurrency_of
 from core.engine.config import EngineConfig
-from core.engine.events import ENGINE_ACTOR, Plan, RunSummary, Subscriber, tell_rest
+from core.engine.events import ENGINE_ACTOR, EngineEvent, EventKind, Plan, RunSummary, Subscriber, tell_rest
 from core.engine.executions import Executions
 from core.engine.executor import RunnerFactory, input_digests
 from core.engine.gates import Alongside, GateKeeper, Voted
@@ -37,7 +39,7 @@ from core.engine.run_actions import RunActions
 from core.engine.tools import ToolRegistry
 from core.errors import BatonError
 from core.store.port import Store
-from core.store.records import Gate, GateVote, Run, RunStatus
+from core.store.records import Concurrency, Gate, GateVote, OnLimit, Run, RunStatus
 from core.store.unit_of_work import UnitOfWork
 from core.workflows.args import canonical_json, handle
 from core.workflows.catalog import Catalog
@@ -85,6 +87,7 @@ class Engine:
             lost=self._lost,
             recovered=self._recovered,
         )
+        self.executions.subscribe(self._on_event)
 
     @property
     def tools(self) -> ToolRegistry:
@@ -107,6 +110,11 @@ class Engine:
         """One recovery pass (lapsed leases); the ids of the runs this process took over."""
         return await self._leases.recover_lapsed()
 
+    async def take_admitted(self) -> list[str]:
+        """Start, here, the runs admitted from a concurrency queue that no process took yet
+        (a one-shot process does this before it exits; others' recovery loops do it too)."""
+        return await self._leases.take_admitted()
+
     async def heartbeat_now(self) -> list[str]:
         """One heartbeat; the ids of the runs it stopped because they are no longer ours."""
         return await self._leases.heartbeat()
@@ -117,9 +125,17 @@ class Engine:
         elif run.status is RunStatus.RUNNING and run.lease_owner != self.owner:
             await self.executions.stop_local(run.id, None)  # another process owns it now
 
-    async def _recovered(self, run: Run) -> None:
-        """`run` was taken over from a process that stopped (its lease lapsed): continue it."""
-        self.store.audit(actor=ENGINE_ACTOR, action="recover", run_id=run.id, details={"owner": self.owner})
+    async def _on_event(self, event: EngineEvent) -> None:
+        keyed = event.kind is EventKind.RUN_FINISHED and event.detail.get("keyed")
+        if keyed or event.kind is EventKind.RUN_QUEUED:  # its unit may have admitted runs: start them
+            self._leases.kick()
+
+    async def _recovered(self, run: Run, admitted: bool = False) -> None:
+        """`run` was taken over from a process that stopped (its lease lapsed), or admitted
+        from its key's queue for whoever takes it (`admitted`): continue (start) it."""
+        if not admitted:
+            self.store.audit(actor=ENGINE_ACTOR, action="recover", run_id=run.id,
+                             details={"owner": self.owner})  # fmt: skip
         try:
             ready = self.readiness.ready(run.workflow, self.readiness.args_of(run))
         except BatonError as exc:
@@ -158,7 +174,7 @@ class Engine:
             prepared = None  # the workflow is gone or broken: the table still shows what ran
         digest = final_output_digest(prepared, entries)
         output = self.store.get_blob(digest).decode("utf-8", errors="replace") if digest else None
-        return summarize(run, prepared, entries, output)
+        return summarize(run, prepared, entries, output, now=time.time())
 
     def inspect(self, run: Run, *, plan: bool = True) -> RunDetail:
         """The run seen whole (its page): the node table with timing, verdicts, outputs'
@@ -200,14 +216,19 @@ class Engine:
         started_by: str | None = None,
         scheduled_for: float | None = None,
         alongside: Starting | None = None,
+        concurrency: Concurrency | None = None,
     ) -> Run:
         """`origin_event`: `"<platform>:<event_id>"` of the chat command asking for it, so a
         redelivery of that command finds this run (`Store.command_runs`). A run nobody typed
         says how it started (`started_by`: `schedule:<id>`) and, for a schedule's fire, its due
         time (`scheduled_for`). `alongside(tx, run)`: the caller's writes in the unit of work
         that creates the run (a schedule's fire row: a compare-and-swap that, lost, creates
-        nothing)."""
+        nothing). `concurrency`: the run's key and policy, instead of its workflow's
+        `concurrency:` (a schedule's `schedule:<id>`). A keyed run is admitted or queued in the
+        unit that creates it (`core/store/admission.py`): a `queued` run is returned without
+        executing; it starts when a slot frees (here, or in whichever process takes it over)."""
         ready = self.readiness.ready(workflow, args)
+        policy = concurrency or concurrency_of(ready.workflow, ready.args, limits=self.config.render)
         if resume_from is not None:
             self.store.get_run(resume_from)  # RunNotFound before anything is created
         with self.store.transaction() as tx:  # args blob, run and `start` audit row: one change
@@ -226,15 +247,33 @@ class Engine:
                 origin_event=origin_event,
                 started_by=started_by,
                 scheduled_for=scheduled_for,
+                concurrency=policy,
             )
             details = {"workflow": ready.workflow.name, "args": handle(digest), "resume_from": resume_from}
             if started_by is not None:
                 details["started_by"] = started_by
+            if policy is not None:
+                details["concurrency"] = policy.key
             tx.audit(actor=requester, action="start", run_id=run.id, details=details)
             if alongside is not None:
                 alongside(tx, run)
+            created = tx.created(run.id)
+        if policy is not None:
+            run = created.value  # admitted, or queued
+            await self.admitted_elsewhere(policy)
+            if run.status is RunStatus.QUEUED:
+                await self.executions.emit(EventKind.RUN_QUEUED, run.id, run_status=run.status.value,
+                                           key=policy.key)  # fmt: skip
+                return run
         await self.executions.launch(run, ready)
         return run
+
+    async def admitted_elsewhere(self, policy: Concurrency | None = None) -> None:
+        """After a start with `cancel_running`: stop our executions of the runs it cancelled now
+        (other processes' heartbeats stop theirs). Runs admitted for anyone are taken over when
+        a keyed run's rest or queueing is told (`_on_event`), or by any recovery tick."""
+        if policy is not None and policy.on_limit is OnLimit.CANCEL_RUNNING:
+            await self._leases.heartbeat()
 
 
     async def wait(self, run_id: str, timeout: float | None = None) -> Run:

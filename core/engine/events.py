@@ -28,10 +28,13 @@ class NodeState(StrEnum):
     WAITING = "waiting"  # an approval gate waits
     ATTENTION = "needs_attention"  # unsafe step may have half-happened
     SKIPPED = "skipped"  # not reached (run failed/cancelled before it), or its `when:` was false
+    REJECTED = "rejected"  # an approval gate someone rejected
 
 
 class EventKind(StrEnum):
     RUN_STARTED = "run_started"
+    #: the run waits in its concurrency key's queue (detail: key); RUN_STARTED follows when admitted
+    RUN_QUEUED = "run_queued"
     NODE_QUEUED = "node_queued"
     NODE_STARTED = "node_started"
     NODE_CACHED = "node_cached"
@@ -42,7 +45,9 @@ class EventKind(StrEnum):
     NODE_SKIPPED = "node_skipped"  # `when:` is false (or a dependency was skipped); detail: reason
     #: detail: approved (bool), by (user id), how (approve | reject | abandon | cancel)
     GATE_DECIDED = "gate_decided"
-    RUN_FINISHED = "run_finished"  # the run came to rest: completed/failed/paused/needs_attention/cancelled
+    #: the run came to rest: completed/failed/paused/needs_attention/cancelled (detail `keyed`: it
+    #: has a concurrency key, so the unit that rested it may have admitted a queued run)
+    RUN_FINISHED = "run_finished"
 
 
 @dataclass(frozen=True, slots=True)

@@ -97,6 +97,7 @@ class Executions:
                     run.id,
                     run_status=RunStatus.CANCELLED.value,
                     reason=executor.cancel_note,
+                    keyed=run.concurrency is not None,
                 )
             return
         except Exception as exc:
@@ -127,6 +128,7 @@ class Executions:
             run_status=final.status.value,
             reason=final.reason,
             node=outcome.node_id,
+            keyed=run.concurrency is not None,
         )
 
     async def stop_local(self, run_id: str, note: str | None) -> None:

@@ -19,6 +19,7 @@ from typing import Any
 
 from core.engine.cache_key import (
     EARLIER_ATTEMPT_FAILED,
+    EARLIER_ATTEMPT_INTERRUPTED,
     MEMOIZE_FALSE,
     NO_EARLIER_RESULT,
     explain,
@@ -30,6 +31,14 @@ MARKER_KEY = ""
 INVALIDATED_MARKER = "invalidated"  # components["marker"] of the entry `Engine.invalidate` writes
 REJECTED_MARKER = "rejected"  # components["marker"] of the entry a rejected gate leaves
 _OPEN = (NodeStatus.STARTED, NodeStatus.QUEUED)  # dispatched, not settled
+
+
+def earlier_attempt(entry: JournalEntry) -> str:
+    """Why an unfinished earlier attempt gives no result: it failed, or its process stopped
+    (a crash, a kill: the entry was left open, or marked interrupted by the recovery)."""
+    if entry.status in _OPEN or (entry.error or "").startswith("interrupted:"):
+        return EARLIER_ATTEMPT_INTERRUPTED
+    return EARLIER_ATTEMPT_FAILED
 
 
 def is_cut(entry: JournalEntry) -> bool:
@@ -133,8 +142,8 @@ class JournalIndex:
         if latest is None:
             return NO_EARLIER_RESULT
         if latest.cache_key == key and latest.status is not NodeStatus.COMPLETED:
-            return EARLIER_ATTEMPT_FAILED
+            return earlier_attempt(latest)
         reason = explain(latest.components, components)
         if not reason:
-            return EARLIER_ATTEMPT_FAILED if latest.status is not NodeStatus.COMPLETED else NO_EARLIER_RESULT
+            return earlier_attempt(latest) if latest.status is not NodeStatus.COMPLETED else NO_EARLIER_RESULT
         return reason

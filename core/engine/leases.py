@@ -23,16 +23,37 @@ import secrets
 from collections.abc import Awaitable, Callable
 
 from core.errors import RunStateError
+from core.store.admission import ADMITTED_OWNER
 from core.store.port import Store
 from core.store.records import Run
 
 log = logging.getLogger(__name__)
 
 RunHandler = Callable[[Run], Awaitable[None]]
+#: a run taken over, and whether it was admitted from its key's queue (not orphaned)
+Recovered = Callable[[Run, bool], Awaitable[None]]
+
+
+#: Owner ids made in this process (an engine each): a former process that had our pid (a
+#: container restarted after a kill -9 often gets the same one) made none of them.
+_MADE_HERE: set[str] = set()
 
 
 def new_owner(replica_id: str) -> str:
-    return f"{replica_id}:{os.getpid()}:{secrets.token_hex(4)}"
+    owner = f"{replica_id}:{os.getpid()}:{secrets.token_hex(4)}"
+    _MADE_HERE.add(owner)
+    return owner
+
+
+def owner_dead(owner: str) -> bool:
+    """Whether the process behind an owner id of this host is no longer running: its pid is
+    gone, or it is our pid but no engine of this process made the id (a former us)."""
+    pid = owner_pid(owner)
+    if pid is None:
+        return False
+    if pid == os.getpid():
+        return owner not in _MADE_HERE
+    return not pid_alive(pid)
 
 
 def owner_pid(owner: str | None) -> int | None:
@@ -65,7 +86,7 @@ class LeaseKeeper:
         lease_seconds: float,
         active: Callable[[], set[str]],
         lost: RunHandler,
-        recovered: RunHandler,
+        recovered: Recovered,
     ) -> None:
         self.store = store
         self.owner = owner
@@ -75,6 +96,7 @@ class LeaseKeeper:
         self._lost = lost
         self._recovered = recovered
         self._stopping = asyncio.Event()
+        self._wake = asyncio.Event()
         self._tasks: list[asyncio.Task[None]] = []
 
     async def start(self) -> None:
@@ -82,20 +104,30 @@ class LeaseKeeper:
         self._stopping.clear()
         self._tasks = [
             asyncio.create_task(self._every(self.lease_seconds / 3, self.heartbeat)),
-            asyncio.create_task(self._every(self.lease_seconds / 2, self.recover_lapsed)),
+            asyncio.create_task(self._every(self.lease_seconds / 2, self.recover_lapsed, self._wake)),
         ]
+
+    def kick(self) -> None:
+        """Run the recovery pass now (runs admitted from a queue wait for it), if started."""
+        if self._tasks:
+            self._wake.set()
 
     async def stop(self) -> None:
         self._stopping.set()
+        self._wake.set()
         for task in self._tasks:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
         self._tasks = []
 
-    async def _every(self, seconds: float, action: Callable[[], Awaitable[object]]) -> None:
+    async def _every(
+        self, seconds: float, action: Callable[[], Awaitable[object]], wake: asyncio.Event | None = None
+    ) -> None:
         while not self._stopping.is_set():
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._stopping.wait(), seconds)
+                await asyncio.wait_for((wake or self._stopping).wait(), seconds)
+            if wake is not None:
+                wake.clear()
             if self._stopping.is_set():
                 return
             try:
@@ -127,24 +159,28 @@ class LeaseKeeper:
                 won = self.store.take_over(run, self.owner, self.lease_seconds)
             except RunStateError:
                 continue  # another process won the recovery
-            log.info("recovering run", extra={"action": "recover", "run_id": run.id})
+            admitted = run.lease_owner == ADMITTED_OWNER
+            log.info("admitted run" if admitted else "recovering run",
+                     extra={"action": "admit" if admitted else "recover", "run_id": run.id})  # fmt: skip
             taken.append(won.id)
-            await self._recovered(won)
+            await self._recovered(won, admitted)
         return taken
 
     async def recover_lapsed(self) -> list[str]:
         return await self._take(self.store.lapsed_runs())
+
+    async def take_admitted(self) -> list[str]:
+        """Runs admitted from a concurrency queue for whoever takes them (`ADMITTED_OWNER`)."""
+        return await self._take([r for r in self.store.lapsed_runs() if r.lease_owner == ADMITTED_OWNER])
 
     async def recover_dead_local(self) -> list[str]:
         """Runs leased by a process of this replica that is no longer alive."""
         runs = self.store.runs_leased_by(f"{self.replica_id}:")
         dead = []
         for run in runs:
-            pid = owner_pid(run.lease_owner)
-            if run.lease_owner == self.owner or pid is None:
-                continue
-            if run.lease_owner is not None and run.lease_owner.rsplit(":", 2)[0] != self.replica_id:
-                continue  # a replica whose id merely starts with ours
-            if not pid_alive(pid):
+            owner = run.lease_owner
+            if owner is None or owner == self.owner or owner.rsplit(":", 2)[0] != self.replica_id:
+                continue  # ours, or a replica whose id merely starts with ours
+            if owner_dead(owner):
                 dead.append(run)
         return await self._take(dead)

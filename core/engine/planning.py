@@ -14,11 +14,11 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from core.engine.cache_key import EARLIER_ATTEMPT_FAILED, cache_key, explain, same_except_upstream
+from core.engine.cache_key import cache_key, explain, same_except_upstream
 from core.engine.conditions import SKIPPED_KEY
 from core.engine.events import NodePlan, NodeState, NodeSummary, Plan, RunSummary
 from core.engine.executor import node_components
-from core.engine.journal_index import MARKER_KEY, REJECTED_MARKER, JournalIndex, is_cut
+from core.engine.journal_index import MARKER_KEY, REJECTED_MARKER, JournalIndex, earlier_attempt, is_cut
 from core.engine.prepared import Definitions, PreparedWorkflow
 from core.engine.replay import Recovery, recovery_for
 from core.store.records import JournalEntry, NodeStatus, Run, RunStatus
@@ -101,7 +101,7 @@ def _conditional_reason(
     if latest is None:
         return "no earlier result"
     if latest.status is not NodeStatus.COMPLETED:  # no result to re-use, whatever upstream gives
-        return EARLIER_ATTEMPT_FAILED
+        return earlier_attempt(latest)
     if same_except_upstream(latest.components, components):
         names = ", ".join(f"`{d}`" for d in unknown)
         return f"runs if upstream {names} output changes"
@@ -126,17 +126,36 @@ def own_latest(entries: Sequence[JournalEntry]) -> dict[str, JournalEntry]:
     return latest
 
 
-def _row(node_id: str, kind: str, entry: JournalEntry | None, run: Run, deps_done: bool) -> NodeSummary:
+def _gates(names: Sequence[str]) -> str:
+    return ", ".join(f"`{n}`" for n in names)
+
+
+def _row(
+    node_id: str, kind: str, entry: JournalEntry | None, run: Run, deps_done: bool,
+    after: Sequence[str] = (),
+) -> NodeSummary:
+    """One node's row; `after`: the gates above it that wait (a paused run) or were rejected."""
     status = run.status
     if entry is None:
         if kind == "approval" and status is RunStatus.PAUSED and deps_done:
             return NodeSummary(node_id, kind, NodeState.WAITING, reason="waiting for approval")
-        state = NodeState.QUEUED if status in (RunStatus.RUNNING, RunStatus.PENDING) else NodeState.SKIPPED
-        return NodeSummary(node_id, kind, state)
+        if status is RunStatus.PAUSED and after:  # not skipped: it runs once they are approved
+            return NodeSummary(node_id, kind, NodeState.WAITING, reason=f"waits for {_gates(after)}")
+        if status in (RunStatus.RUNNING, RunStatus.PENDING):
+            return NodeSummary(node_id, kind, NodeState.QUEUED)
+        if after:
+            return NodeSummary(node_id, kind, NodeState.SKIPPED, reason=f"skipped: {_gates(after)} rejected")
+        return NodeSummary(node_id, kind, NodeState.SKIPPED)
     seconds = round((entry.finished_at or entry.started_at) - entry.started_at, 3)
     tokens = entry.tokens_in + entry.tokens_out
     error = (entry.error or "")[-ERROR_TAIL:]
     reason = str(entry.components.get("_reason", ""))
+    if entry.cache_key == MARKER_KEY and entry.components.get("marker") == REJECTED_MARKER:
+        by, why = entry.components.get("by"), entry.components.get("reason")
+        text = f"rejected by {by}" + (f": {why}" if why else "")
+        if str(entry.error or "").startswith("timed out"):  # on_timeout: fail
+            return NodeSummary(node_id, kind, NodeState.FAILED, reason="no decision in time", error=error)
+        return NodeSummary(node_id, kind, NodeState.REJECTED, reason=text)
     if is_cut(entry):
         state = NodeState.QUEUED if status is RunStatus.RUNNING else NodeState.SKIPPED
         by = entry.invalidated_by or entry.components.get("by")
@@ -163,14 +182,19 @@ def _row(node_id: str, kind: str, entry: JournalEntry | None, run: Run, deps_don
 
 
 def summarize(
-    run: Run, prepared: PreparedWorkflow | None, entries: Sequence[JournalEntry], output: str | None
+    run: Run, prepared: PreparedWorkflow | None, entries: Sequence[JournalEntry], output: str | None,
+    now: float | None = None,
 ) -> RunSummary:
+    """The run's node table; `now`: the time, so a run still moving shows how long it has run
+    so far (without it, or at rest: until its last status change)."""
     latest = own_latest(entries)
     if prepared is not None:
         order = list(prepared.order) + [n for n in latest if n not in prepared.nodes]
     else:
         order = list(latest)
     rows: list[NodeSummary] = []
+    stopped_by: dict[str, list[str]] = {}
+    stopping: set[str] = set()
     for node_id in order:
         pn = prepared.nodes.get(node_id) if prepared is not None else None
         entry = latest.get(node_id)
@@ -178,20 +202,32 @@ def summarize(
         deps_done = pn is not None and all(
             (d in latest and latest[d].status is NodeStatus.COMPLETED) for d in pn.deps
         )
-        rows.append(_row(node_id, kind, entry, run, deps_done))
+        # the gates above it that wait or were rejected (an order that is topological)
+        above = sorted({g for d in (pn.deps if pn is not None else ()) for g in stopped_by.get(d, ())}
+                       | {d for d in (pn.deps if pn is not None else ()) if d in stopping})
+        row = _row(node_id, kind, entry, run, deps_done, above)
+        stopped_by[node_id] = above
+        if kind == "approval" and row.state in (NodeState.WAITING, NodeState.REJECTED) and not above:
+            stopping.add(node_id)
+        rows.append(row)
     failed = next((r.node_id for r in rows if r.state in (NodeState.FAILED, NodeState.ATTENTION)), None)
     return RunSummary(
         run_id=run.id,
         workflow=run.workflow,
         status=run.status.value,
         nodes=tuple(rows),
-        seconds=round(run.updated_at - run.created_at, 3),
+        seconds=round(_until(run, now) - run.created_at, 3),
         tokens=sum(r.tokens for r in rows),
         tokens_saved=sum(r.tokens_saved for r in rows),
         output=output,
         failed_node=failed if run.status in (RunStatus.FAILED, RunStatus.NEEDS_ATTENTION) else None,
         reason=run.reason,
     )
+
+
+def _until(run: Run, now: float | None) -> float:
+    moving = run.status in (RunStatus.RUNNING, RunStatus.PENDING)
+    return max(now, run.updated_at) if moving and now is not None else run.updated_at
 
 
 def final_output_digest(prepared: PreparedWorkflow | None, entries: Sequence[JournalEntry]) -> str | None:

@@ -32,6 +32,7 @@ from core.workflows.validation import downstream as downstream_of
 
 RESUMABLE = (RunStatus.FAILED, RunStatus.PAUSED, RunStatus.NEEDS_ATTENTION)
 ABANDONABLE = (
+    RunStatus.QUEUED,
     RunStatus.FAILED,
     RunStatus.PAUSED,
     RunStatus.NEEDS_ATTENTION,
@@ -74,15 +75,23 @@ class RunActions:
             lease_owner=self.owner,
             lease_seconds=self.lease_seconds,
         )
-        await self.executions.launch(running, ready)
+        await self.start_or_queue(running, ready)
         return running
+
+    async def start_or_queue(self, run: Run, ready: Ready) -> None:
+        """Execute a run this process moved to `running`, or tell that admission queued it."""
+        if run.status is RunStatus.QUEUED:
+            key = run.concurrency.key if run.concurrency is not None else None
+            await self.executions.emit(EventKind.RUN_QUEUED, run.id, run_status=run.status.value, key=key)
+            return
+        await self.executions.launch(run, ready)
 
     async def resume(self, run_id: str, *, actor: str) -> Run:
         """failed | paused (no gate waiting) | needs_attention -> running, then continue."""
         run = self.store.get_run(run_id)
         if run.status.finished:
             raise refuse_finished(run, "resumed")
-        if run.status in (RunStatus.RUNNING, RunStatus.PENDING):
+        if run.status in (RunStatus.RUNNING, RunStatus.PENDING, RunStatus.QUEUED):
             raise RunNotResumable(
                 f"run {run.id} is already {run.status.value} ({who_changed(run)})",
                 run_id=run.id,
@@ -134,7 +143,7 @@ class RunActions:
         emit = self.executions.emit
         await emit(EventKind.GATE_DECIDED, run.id, gate.node_id, approved=True, by=actor,
                    how="timeout" if timed_out else "approve", decision=decision or "approve")
-        await self.executions.launch(running, ready)
+        await self.start_or_queue(running, ready)
         return running
 
     async def reject(self, run_id: str | Run, *, actor: str, reason: str | None = None,
@@ -153,7 +162,8 @@ class RunActions:
         await emit(EventKind.GATE_DECIDED, run.id, gate.node_id, approved=False, by=actor, how=how,
                    decision="fail" if fail else "reject")
         await emit(EventKind.NODE_FAILED, run.id, gate.node_id, error=why)
-        await emit(EventKind.RUN_FINISHED, run.id, run_status=cancelled.status.value, reason=why)
+        await emit(EventKind.RUN_FINISHED, run.id, run_status=cancelled.status.value, reason=why,
+                   keyed=run.concurrency is not None)
         return cancelled
 
     async def vote(
@@ -176,13 +186,14 @@ class RunActions:
             await emit(EventKind.GATE_DECIDED, run.id, gate.node_id, approved=True, by=ballot.user,
                        how="approve", decision=voted.tally.decision or "approve")  # fmt: skip
             assert ready is not None
-            await self.executions.launch(voted.run, ready)
+            await self.start_or_queue(voted.run, ready)  # or queued, when it gave its slot back
         elif voted.decides:  # it rejected the gate: the run ends
             await emit(EventKind.GATE_DECIDED, run.id, gate.node_id, approved=False, by=ballot.user,
                        how="reject", decision="reject")  # fmt: skip
             why = voted.why or ""
             await emit(EventKind.NODE_FAILED, run.id, gate.node_id, error=why)
-            await emit(EventKind.RUN_FINISHED, run.id, run_status=voted.run.status.value, reason=why)
+            await emit(EventKind.RUN_FINISHED, run.id, run_status=voted.run.status.value, reason=why,
+                       keyed=run.concurrency is not None)
         return voted
 
     async def _end(
@@ -207,7 +218,8 @@ class RunActions:
             await self.executions.stop_local(run.id, note)
         else:
             await self.executions.emit(
-                EventKind.RUN_FINISHED, run.id, run_status=cancelled.status.value, reason=reason
+                EventKind.RUN_FINISHED, run.id, run_status=cancelled.status.value, reason=reason,
+                keyed=run.concurrency is not None,
             )
         return cancelled
 
@@ -238,9 +250,10 @@ class RunActions:
         )
 
     async def cancel(self, run_id: str, *, actor: str) -> Run:
-        """running -> cancelled; in-flight steps are stopped (here, or by their owner's heartbeat)."""
+        """running | queued -> cancelled; in-flight steps are stopped (here, or by their owner's
+        heartbeat); a queued run leaves its key's queue."""
         run = self.store.get_run(run_id)
-        if run.status not in (RunStatus.RUNNING, RunStatus.PENDING):
+        if run.status not in (RunStatus.RUNNING, RunStatus.PENDING, RunStatus.QUEUED):
             raise RunNotResumable(
                 f"run {run.id} is {run.status.value}, not running",
                 run_id=run.id,
@@ -252,7 +265,7 @@ class RunActions:
             run,
             actor=actor,
             reason=f"cancelled by {actor}",
-            allowed=(RunStatus.RUNNING, RunStatus.PENDING),
+            allowed=(RunStatus.RUNNING, RunStatus.PENDING, RunStatus.QUEUED),
             action="cancel",
             note=f"cancelled by {actor}",
         )
@@ -319,7 +332,8 @@ class RunActions:
                 tell_rest(tx, run.id, RunStatus.FAILED, reason=why, node=node_id)
             failed = marked.value
             await self.executions.emit(
-                EventKind.RUN_FINISHED, run.id, run_status=failed.status.value, reason=failed.reason
+                EventKind.RUN_FINISHED, run.id, run_status=failed.status.value, reason=failed.reason,
+                keyed=run.concurrency is not None,
             )
             return failed
         return await self._to_running(run, ready, actor=actor, allowed=(RunStatus.NEEDS_ATTENTION,))

@@ -20,7 +20,16 @@ from core.errors import (
     RunStateError,
     VoteDiffers,
 )
-from core.store.records import Gate, GateVote, JournalEntry, Run, RunStatus, proposal_of, sources_of
+from core.store.records import (
+    Concurrency,
+    Gate,
+    GateVote,
+    JournalEntry,
+    Run,
+    RunStatus,
+    proposal_of,
+    sources_of,
+)
 
 RUN_ID_BYTES = 6  # 12 lowercase hex characters
 #: Lease length when a caller moves a run to `running` without naming one.
@@ -59,6 +68,7 @@ def new_run(
     origin_event: str | None = None,
     started_by: str | None = None,
     scheduled_for: float | None = None,
+    concurrency: Concurrency | None = None,
 ) -> tuple[Run, str | None]:
     """A new run with a fresh id, version 1, changed by its requester; and its origin event."""
     status = RunStatus(status)
@@ -70,7 +80,8 @@ def new_run(
         thread=thread, requester=requester, args_digest=args_digest, status=status, version=1,
         created_at=now, updated_at=now, resumed_from=resumed_from, lease_owner=owner,
         lease_expires_at=expires, status_by=requester, reason=None, started_by=started_by,
-        scheduled_for=scheduled_for,
+        scheduled_for=scheduled_for, concurrency=concurrency,
+        queued_at=now if status is RunStatus.QUEUED else None,
     )  # fmt: skip
     return run, origin_event
 
@@ -107,6 +118,7 @@ _VERBS: dict[RunStatus, str] = {
     RunStatus.PAUSED: "paused",
     RunStatus.NEEDS_ATTENTION: "stopped",
     RunStatus.CANCELLED: "cancelled",
+    RunStatus.QUEUED: "queued",
 }
 
 

@@ -27,6 +27,7 @@ from core.store.memory_ballots import MemoryBallots
 from core.store.memory_outbox import MemoryDeliveries
 from core.store.memory_retention import MemoryRetention
 from core.store.memory_schedules import MemorySchedules
+from core.store.memory_subscriptions import MemorySubscriptions
 from core.store.memory_unit import MemoryTables, MemoryUnitOfWork, copied
 from core.store.port import Pulse, StepResult, Store, digest_bytes
 from core.store.records import (
@@ -65,6 +66,8 @@ class MemoryStore:
         self.settle_delivery = self._outbox.settle_delivery
         self.defer_delivery = self._outbox.defer_delivery
         self.release_deliveries = self._outbox.release_deliveries
+        self.renew_delivery = self._outbox.renew_delivery
+        self.delivery_claimants = self._outbox.delivery_claimants
         self.deliveries = self._outbox.deliveries
         self.undelivered = self._outbox.undelivered
         self.forget_deliveries = self._outbox.forget_deliveries
@@ -91,6 +94,11 @@ class MemoryStore:
         self.record_fire = self._schedules.record_fire
         self.schedule_fires = self._schedules.schedule_fires
         self.active_runs = self._schedules.active_runs
+        # subscriptions (`memory_subscriptions.py`)
+        self._subscriptions = MemorySubscriptions(self._lock, self._now)
+        self.subscribe = self._subscriptions.subscribe
+        self.unsubscribe = self._subscriptions.unsubscribe
+        self.subscriptions = self._subscriptions.subscriptions
 
     def _now(self) -> float:
         """The clock, strictly increasing within this store (so "newest first" never ties)."""
@@ -507,6 +515,19 @@ class MemoryStore:
     def gate_and_args(self, run: Run) -> tuple[Gate | None, bytes]:
         with self._lock:
             return self._t.waiting_gate(run.id), self._t.blobs[run.args_digest]
+
+    def key_runs(self, *, key: str | None = None, workflow: str | None = None, limit: int = 500) -> list[Run]:
+        inside = (RunStatus.RUNNING, RunStatus.NEEDS_ATTENTION, RunStatus.PAUSED, RunStatus.QUEUED)
+        with self._lock:
+            found = [r for r in self._t.runs.values() if r.concurrency is not None and r.status in inside
+                     and key in (None, r.concurrency.key) and workflow in (None, r.workflow)]  # fmt: skip
+
+        def order(r: Run) -> tuple[str, int, float, str]:
+            queued = r.status is RunStatus.QUEUED
+            since = (r.queued_at or 0.0) if queued else r.updated_at
+            return (r.concurrency.key if r.concurrency else "", int(queued), since, r.id)
+
+        return sorted(found, key=order)[:limit]
 
     def run_pulse(self, run_id: str) -> Pulse | None:
         with self._lock:

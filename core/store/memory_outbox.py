@@ -23,13 +23,14 @@ class MemoryDeliveries:
         places = set(platforms)
         with self._lock:
             now = self._now()
-            waiting: set[str] = set()  # runs with an older undelivered row
+            waiting: set[tuple[str, str, str]] = set()  # (run, place) with an older undelivered row
             due: list[Delivery] = []
             for row in sorted(self._t.outbox.values(), key=lambda r: r.id):
                 if row.delivered_at is not None:
                     continue
-                first = row.run_id not in waiting
-                waiting.add(row.run_id)
+                place = (row.run_id, row.platform, row.conversation)
+                first = place not in waiting
+                waiting.add(place)
                 unleased = row.lease_expires_at is None or row.lease_expires_at <= now
                 mine = run_id in (None, row.run_id)
                 if first and mine and row.due_at <= now and row.platform in places and unleased:
@@ -63,6 +64,17 @@ class MemoryDeliveries:
             for row in mine:
                 self._t.outbox[row.id] = row.evolve(claimed_by=None, lease_expires_at=None)
             return len(mine)
+
+    def renew_delivery(self, delivery_id: int, owner: str, lease_seconds: float) -> bool:
+        return self._settle(delivery_id, owner, lease_expires_at=self._now() + lease_seconds)
+
+    def delivery_claimants(self, prefix: str) -> list[str]:
+        with self._lock:
+            now = self._now()
+            return sorted({r.claimed_by for r in self._t.outbox.values()
+                           if r.delivered_at is None and r.claimed_by is not None
+                           and r.claimed_by.startswith(prefix)
+                           and r.lease_expires_at is not None and r.lease_expires_at > now})
 
     def deliveries(self, run_id: str) -> list[Delivery]:
         with self._lock:

@@ -22,7 +22,7 @@ from core.errors import (
     StoreError,
     VotesChanged,
 )
-from core.store import cas
+from core.store import admission, cas
 from core.store.records import (
     AuditEvent,
     Delivery,
@@ -135,14 +135,25 @@ class MemoryUnitOfWork:
         self._t = tables
         self._now = now
         self._ops: list[tuple[Callable[[Undo], Any], Pending[Any] | None]] = []
+        # admission (`admission.py`): keys whose queue may move, runs the unit queued
+        self._keys: set[str] = set()
+        self._own: dict[str, tuple[str | None, float | None]] = {}
+        self._created: dict[str, Pending[Run]] = {}
 
     def apply(self) -> None:
-        """Every write, in order, or none (call it holding the store's lock)."""
+        """Every write, in order, or none (call it holding the store's lock); then the
+        oldest queued runs of every concurrency key the unit touched are admitted."""
         undo: Undo = []
         results: list[Any] = []
         try:
             for op, _ in self._ops:
                 results.append(op(undo))
+            if self._keys:
+                now = self._now()
+                ledger = _MemoryLedger(self._t, undo, now)
+                for key in sorted(self._keys):
+                    admission.settle(ledger, key, now, own=self._own, asked=self._own.keys())
+                results = [self._t.runs.get(r.id, r) if isinstance(r, Run) else r for r in results]
         except BaseException:
             for step in reversed(undo):
                 step()
@@ -150,6 +161,15 @@ class MemoryUnitOfWork:
         for (_, pending), result in zip(self._ops, results, strict=True):
             if pending is not None:
                 pending.set(result)
+
+    def _ask(self, run: Run, now: float, undo: Undo, *, actor: str) -> Run:
+        """`run` (as the unit would write it: running) asks a slot of its key: as written
+        (running, or queued: then the key's queue is settled when the unit ends)."""
+        if run.concurrency is None or admission.ask(_MemoryLedger(self._t, undo, now), run, now, actor=actor):
+            return run
+        self._own[run.id] = (run.lease_owner, run.lease_expires_at)
+        self._keys.add(run.concurrency.key)
+        return run.evolve(status=RunStatus.QUEUED, queued_at=now, lease_owner=None, lease_expires_at=None)
 
     def _later(self, op: Callable[[Undo], T]) -> Pending[T]:
         pending: Pending[T] = Pending()
@@ -173,15 +193,25 @@ class MemoryUnitOfWork:
     def create_run(self, **fields: Any) -> Run:
         run, origin = cas.new_run(self._now(), **fields)
 
-        def op(undo: Undo) -> None:
+        def op(undo: Undo) -> Run:
             if run.id in self._t.runs:  # a 48-bit id collision
                 raise StoreError(f"The run store could not create a run (the id {run.id} is taken).")
-            self._t.put(self._t.runs, run.id, run, undo)
+            stored = run
+            if run.concurrency is not None:
+                if run.status is RunStatus.RUNNING:
+                    stored = self._ask(run, self._now(), undo, actor=run.requester)
+                else:
+                    self._keys.add(run.concurrency.key)
+            self._t.put(self._t.runs, run.id, stored, undo)
             if origin is not None:
                 self._t.put(self._t.origin, origin, [*self._t.origin.get(origin, []), run.id], undo)
+            return stored
 
-        self._then(op)
+        self._created[run.id] = self._later(op)
         return run
+
+    def created(self, run_id: str) -> Pending[Run]:
+        return self._created[run_id]
 
     def transition(
         self,
@@ -209,7 +239,13 @@ class MemoryUnitOfWork:
             moved = current.evolve(
                 status=to, version=current.version + 1, status_by=actor, reason=reason, updated_at=now,
                 lease_owner=owner, lease_expires_at=expires,
+                queued_at=now if to is RunStatus.QUEUED else None,
             )  # fmt: skip
+            if current.concurrency is not None:
+                if to is not RunStatus.RUNNING:  # at rest, cancelled, queued: the queue may move
+                    self._keys.add(current.concurrency.key)
+                elif not current.holds_slot:  # a resume, an approval: a slot is asked again
+                    moved = self._ask(moved, now, undo, actor=actor)
             self._t.put(self._t.runs, run_id, moved, undo)
             return moved
 
@@ -298,6 +334,24 @@ class MemoryUnitOfWork:
 
         self._then(op)
 
+    def enqueue_notice(
+        self, run_id: str, kind: str, *, platform: str, conversation: str, payload: Mapping[str, Any],
+        dedupe: str, due_at: float | None = None,
+    ) -> None:
+        now = self._now()
+        kept = copied(dict(payload))
+
+        def op(undo: Undo) -> None:
+            if run_id not in self._t.runs or any(r.dedupe == dedupe for r in self._t.outbox.values()):
+                return  # a foreign key and a unique key: no run, or once per key
+            self._t.last_delivery += 1
+            row = Delivery(id=self._t.last_delivery, run_id=run_id, kind=kind, platform=platform,
+                           conversation=conversation, thread=None, payload=kept, created_at=now,
+                           due_at=now if due_at is None else due_at, dedupe=dedupe)  # fmt: skip
+            self._t.put(self._t.outbox, row.id, row, undo)
+
+        self._then(op)
+
     def fire_deadline(self, deadline: GateDeadline, by: str) -> Pending[bool]:
         key = (deadline.run_id, deadline.node_id, deadline.opened_at, deadline.name)
         now = self._now()
@@ -363,3 +417,60 @@ class MemoryUnitOfWork:
             return marked
 
         return self._later(op)
+
+
+class _MemoryLedger:
+    """`admission.Ledger` over the tables, every write undoable with the unit."""
+
+    def __init__(self, tables: MemoryTables, undo: Undo, now: float) -> None:
+        self._t = tables
+        self._undo = undo
+        self._now = now
+
+    def get(self, run_id: str) -> Run | None:
+        return self._t.runs.get(run_id)
+
+    def holders(self, key: str) -> list[Run]:
+        busy = (RunStatus.RUNNING, RunStatus.NEEDS_ATTENTION, RunStatus.PAUSED)
+        mine = [r for r in self._t.runs.values() if _key(r) == key and r.status in busy]
+        return sorted(mine, key=lambda r: (r.updated_at, r.id))
+
+    def _queue(self, key: str) -> list[Run]:
+        mine = [r for r in self._t.runs.values() if _key(r) == key and r.status is RunStatus.QUEUED]
+        return sorted(mine, key=lambda r: (r.queued_at or 0.0, r.id))
+
+    def queued(self, key: str, first: int) -> list[Run]:
+        return self._queue(key)[:first]
+
+    def queued_count(self, key: str, up_to: float | None = None) -> int:
+        return len([r for r in self._queue(key) if up_to is None or (r.queued_at or 0.0) <= up_to])
+
+    def slots(self, key: str) -> tuple[list[Run], int]:
+        return self.holders(key), self.queued_count(key)
+
+    def put(self, run: Run) -> None:
+        self._t.put(self._t.runs, run.id, run, self._undo)
+
+    def close_gates(self, run_id: str, *, by: str, comment: str) -> None:
+        for gate in self._t.gates_of(run_id):
+            if gate.status is GateStatus.WAITING:
+                decided = gate.evolve(status=GateStatus.REJECTED, decided_by=by, comment=comment,
+                                      decided_at=self._now)  # fmt: skip
+                self._t.put(self._t.gates, (run_id, gate.node_id), decided, self._undo)
+
+    def audit(self, *, actor: str, action: str, run_id: str, details: dict[str, Any]) -> None:
+        self._t.last_audit += 1
+        event = AuditEvent(self._t.last_audit, self._now, actor, action, run_id, copied(details))
+        self._t.put(self._t.audit, event.id, event, self._undo)
+
+    def tell(self, run_id: str, payload: dict[str, Any]) -> None:
+        run = self._t.run(run_id)
+        self._t.last_delivery += 1
+        row = Delivery(id=self._t.last_delivery, run_id=run_id, kind=admission.RUN_FINISHED,
+                       platform=run.platform, conversation=run.conversation, thread=run.thread,
+                       payload=copied(payload), created_at=self._now, due_at=self._now)  # fmt: skip
+        self._t.put(self._t.outbox, row.id, row, self._undo)
+
+
+def _key(run: Run) -> str | None:
+    return None if run.concurrency is None else run.concurrency.key

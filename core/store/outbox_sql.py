@@ -4,7 +4,8 @@ Rows are written by a unit of work (`enqueue_delivery`, with the state change th
 A deliverer claims due rows with a lease: one SELECT of candidates, then per row a
 compare-and-swap UPDATE that only matches while the row is undelivered and unleased (or its
 lease lapsed), so of several replicas claiming at once exactly one gets each row. A row waits
-while an older row of its run is undelivered: a run's replies arrive in the order written.
+while an older row of its run to the same place is undelivered: a run's replies arrive in the
+order written (a notice to another conversation neither waits for them nor holds them up).
 """
 
 from __future__ import annotations
@@ -40,6 +41,8 @@ class DeliveriesSql(SqlBase):
             sa.select(_EARLIER.c.id)
             .where(
                 _EARLIER.c.run_id == OUTBOX.c.run_id,
+                _EARLIER.c.platform == OUTBOX.c.platform,
+                _EARLIER.c.conversation == OUTBOX.c.conversation,
                 _EARLIER.c.delivered_at.is_(None),
                 _EARLIER.c.id < OUTBOX.c.id,
             )
@@ -105,6 +108,29 @@ class DeliveriesSql(SqlBase):
         )
         with self._engine.begin() as conn:
             return int(conn.execute(statement).rowcount)
+
+    @store_operation("renew an outbox claim")
+    def renew_delivery(self, delivery_id: int, owner: str, lease_seconds: float) -> bool:
+        statement = (
+            sa.update(OUTBOX)
+            .where(OUTBOX.c.id == delivery_id, OUTBOX.c.claimed_by == owner, OUTBOX.c.delivered_at.is_(None))
+            .values(lease_expires_at=self._now() + lease_seconds)
+        )
+        with self._engine.begin() as conn:
+            return conn.execute(statement).rowcount == 1
+
+    @store_operation("read the outbox")
+    def delivery_claimants(self, prefix: str) -> list[str]:
+        escaped = prefix.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+        query = (
+            sa.select(OUTBOX.c.claimed_by)
+            .where(OUTBOX.c.delivered_at.is_(None), OUTBOX.c.lease_expires_at > self._now(),
+                   OUTBOX.c.claimed_by.like(escaped + "%", escape="\\"))
+            .distinct()
+            .order_by(OUTBOX.c.claimed_by)
+        )
+        with self._single.connect() as conn:
+            return [str(owner) for owner in conn.execute(query).scalars()]
 
     @store_operation("read the outbox")
     def deliveries(self, run_id: str) -> list[Delivery]:

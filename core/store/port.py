@@ -51,6 +51,7 @@ from core.store.records import (
     Run,
     RunStatus,
     Schedule,
+    Subscription,
 )
 from core.store.unit_of_work import UnitOfWork
 
@@ -345,7 +346,15 @@ class Deliveries(Protocol):
 
     def release_deliveries(self, owner: str) -> int:
         """Let every claim `owner` holds lapse now, so a peer delivers those rows at once
-        (shutdown); how many."""
+        (shutdown, or `owner` is a process that died); how many."""
+
+    def renew_delivery(self, delivery_id: int, owner: str, lease_seconds: float) -> bool:
+        """Extend `owner`'s claim on the row to `lease_seconds` from now (the sender's heartbeat
+        while a send takes long); False when `owner` no longer holds it."""
+
+    def delivery_claimants(self, prefix: str) -> list[str]:
+        """The owners, starting with `prefix`, that hold a live claim on an undelivered row
+        (a restarted process looks for those of its replica's dead processes)."""
 
     def deliveries(self, run_id: str) -> list[Delivery]:
         """Every row of the run, delivered or not, oldest first."""
@@ -430,6 +439,28 @@ class Schedules(Protocol):
         needs_attention), oldest first."""
 
 
+class Subscriptions(Protocol):
+    """Conversations subscribed to workflows' events (`core/commands/notices.py`): one row per
+    place, workflow (`*`: every one) and event."""
+
+    def subscribe(
+        self, platform: str, conversation: str, workflow: str, events: Iterable[str], *, by: str
+    ) -> list[Subscription]:
+        """Subscribe the place to each event of `workflow` (a row kept as it is when it exists,
+        its creator then `by`); the place's rows for that workflow now."""
+
+    def unsubscribe(
+        self, platform: str, conversation: str, workflow: str | None = None,
+        events: Iterable[str] | None = None,
+    ) -> int:
+        """Drop the place's rows (of `workflow` only, of those `events` only, when given); how many."""
+
+    def subscriptions(
+        self, *, platform: str | None = None, conversation: str | None = None, workflow: str | None = None
+    ) -> list[Subscription]:
+        """The rows of that place (and of `workflow` or `*`, when given), in a stable order."""
+
+
 class Views(Protocol):
     """Reads that a page or a command always makes together, answered by one query."""
 
@@ -448,6 +479,11 @@ class Views(Protocol):
         """A value that changes whenever anything a run's page shows changes (status, journal,
         audit), in one indexed query; None when there is no such run."""
 
+    def key_runs(self, *, key: str | None = None, workflow: str | None = None, limit: int = 500) -> list[Run]:
+        """The runs that hold or wait for a slot of a concurrency key (running, needs_attention,
+        paused, queued), of `key` or of `workflow` (None: of every key); queued ones in queue
+        order after the others. What `queue` and a queued run's message show."""
+
 
 class Transactions(Protocol):
     def transaction(self) -> AbstractContextManager[UnitOfWork]:
@@ -456,7 +492,7 @@ class Transactions(Protocol):
 
 class Store(
     Blobs, Runs, Leases, Journal, Gates, Ballots, Events, PlatformState, Deliveries, Retention, Schedules,
-    Views, Transactions, Protocol,
+    Subscriptions, Views, Transactions, Protocol,
 ):
     def migrate(self) -> str | None:
         """Bring the schema to the newest revision (idempotent, safe to race); the revision the

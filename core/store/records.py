@@ -22,11 +22,15 @@ class RunStatus(StrEnum):
     PAUSED = "paused"
     NEEDS_ATTENTION = "needs_attention"
     CANCELLED = "cancelled"
+    #: over its concurrency key's limit: waits in the key's queue, admitted (-> running) by
+    #: the unit of work that brings an active run of the key to rest
+    QUEUED = "queued"
 
     @property
     def resting(self) -> bool:
-        """True when nothing executes until a person acts (or the run is over)."""
-        return self not in (RunStatus.PENDING, RunStatus.RUNNING)
+        """True when nothing executes until a person acts (or the run is over). A queued run
+        is not resting: it starts by itself when a slot frees."""
+        return self not in (RunStatus.PENDING, RunStatus.RUNNING, RunStatus.QUEUED)
 
     @property
     def finished(self) -> bool:
@@ -51,9 +55,13 @@ TRANSITIONS: dict[RunStatus, frozenset[RunStatus]] = {
             RunStatus.CANCELLED,
         }
     ),
-    RunStatus.FAILED: frozenset({RunStatus.RUNNING, RunStatus.CANCELLED}),
+    # -> queued: a resume (or an approval) that admission put in its key's queue
+    RunStatus.FAILED: frozenset({RunStatus.RUNNING, RunStatus.CANCELLED, RunStatus.QUEUED}),
     # paused -> failed: a gate that timed out with `on_timeout: fail`
-    RunStatus.PAUSED: frozenset({RunStatus.RUNNING, RunStatus.CANCELLED, RunStatus.FAILED}),
+    RunStatus.PAUSED: frozenset(
+        {RunStatus.RUNNING, RunStatus.CANCELLED, RunStatus.FAILED, RunStatus.QUEUED}
+    ),
+    RunStatus.QUEUED: frozenset({RunStatus.RUNNING, RunStatus.CANCELLED}),
     RunStatus.NEEDS_ATTENTION: frozenset({RunStatus.RUNNING, RunStatus.CANCELLED, RunStatus.FAILED}),
     RunStatus.COMPLETED: frozenset(),
     RunStatus.CANCELLED: frozenset(),
@@ -63,6 +71,39 @@ TRANSITIONS: dict[RunStatus, frozenset[RunStatus]] = {
 def sources_of(target: RunStatus) -> frozenset[RunStatus]:
     """Every status from which `target` may be reached."""
     return frozenset(s for s, targets in TRANSITIONS.items() if target in targets)
+
+
+class OnLimit(StrEnum):
+    """What a new (or resumed) run does when its concurrency key is at its limit."""
+
+    QUEUE = "queue"  # wait in the key's queue
+    CANCEL_NEW = "cancel_new"  # refuse the new run, naming the active one
+    CANCEL_RUNNING = "cancel_running"  # cancel the oldest active run(s), start the new one
+    REPLACE_QUEUED = "replace_queued"  # cancel the queued runs, queue the new one (debounce)
+
+
+@dataclass(frozen=True, slots=True)
+class Concurrency:
+    """A run's place in a concurrency key (YAML `concurrency:`, or a caller's own: a
+    schedule's `schedule:<id>`). Each run carries its own: a run is admitted while the
+    key's active runs are fewer than its `limit`."""
+
+    key: str
+    limit: int = 1
+    on_limit: OnLimit = OnLimit.QUEUE
+    max_queued: int = 100
+    hold_while_paused: bool = True
+
+    def to_json(self) -> dict[str, Any]:
+        return {"limit": self.limit, "on_limit": self.on_limit.value, "max_queued": self.max_queued,
+                "hold_while_paused": self.hold_while_paused}  # fmt: skip
+
+    @classmethod
+    def from_json(cls, key: str, value: dict[str, Any]) -> Concurrency:
+        return cls(key=key, limit=int(value.get("limit", 1)),
+                   on_limit=OnLimit(value.get("on_limit", "queue")),
+                   max_queued=int(value.get("max_queued", 100)),
+                   hold_while_paused=bool(value.get("hold_while_paused", True)))  # fmt: skip
 
 
 class ReplayClass(StrEnum):
@@ -114,6 +155,19 @@ class Run(_Record):
     started_by: str | None = None
     #: the due time of the schedule's fire that started it (lateness = created_at - this)
     scheduled_for: float | None = None
+    #: its concurrency key and policy (None: unlimited)
+    concurrency: Concurrency | None = None
+    #: when it last joined its key's queue (the queue's order)
+    queued_at: float | None = None
+
+    @property
+    def holds_slot(self) -> bool:
+        """Active in its key: running, needs_attention, or paused while `hold_while_paused`."""
+        if self.status in (RunStatus.RUNNING, RunStatus.NEEDS_ATTENTION):
+            return True
+        return self.status is RunStatus.PAUSED and (
+            self.concurrency is None or self.concurrency.hold_while_paused
+        )
 
     @property
     def handle(self) -> str:
@@ -222,10 +276,12 @@ class GateDeadline(_Record):
 class Delivery(_Record):
     """A state-carrying reply waiting in the outbox (or delivered): written with the state
     change it tells, delivered at least once. `kind` says what happened (`run_finished`,
-    `gate_reminder`, `gate_escalated`, `gate_timed_out`),
+    `gate_reminder`, `gate_escalated`, `gate_timed_out`, `notice`, `notice_digest`),
     `payload` its data (the status, the reason, the node); where it goes is the run's
-    (`platform`, `conversation`, `thread` as they were when it was written). A deliverer
-    claims it with a lease (`claimed_by`, `lease_expires_at`); `attempts` counts the claims."""
+    (`platform`, `conversation`, `thread` as they were when it was written), or for a notice
+    the subscribed place. A deliverer claims it with a lease (`claimed_by`,
+    `lease_expires_at`); `attempts` counts the claims. `dedupe`: a notice's unique key (one
+    row per place, run and event), None for a run's own replies."""
 
     id: int
     run_id: str
@@ -241,6 +297,7 @@ class Delivery(_Record):
     lease_expires_at: float | None = None
     delivered_at: float | None = None
     last_error: str | None = None
+    dedupe: str | None = None
 
     @property
     def key(self) -> str:
@@ -343,3 +400,16 @@ class Fire(_Record):
     by: str  # the replica that fired it
     run_id: str | None = None
     detail: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class Subscription(_Record):
+    """A conversation (`platform`, `conversation`) told about `event`s of `workflow`'s runs
+    (`*`: every workflow), on the right of `created_by` to view those runs."""
+
+    platform: str
+    conversation: str
+    workflow: str
+    event: str
+    created_by: str
+    created_at: float

@@ -9,6 +9,7 @@
              + StateSql (PlatformState)                      state_sql.py
              + DeliveriesSql (Deliveries: the outbox)        outbox_sql.py
              + SchedulesSql (Schedules: schedules, fires)    schedules_sql.py
+             + SubscriptionsSql (Subscriptions)              subscriptions_sql.py
              + ViewsSql (Views)                              views_sql.py
              + RetentionSql (Retention: prune, pins, sweep)  retention_sql.py
              on SqlBase (engine, clock, hot path)            sql_base.py
@@ -37,6 +38,7 @@ from core.store.retention_sql import RetentionSql
 from core.store.runs_sql import RunsSql
 from core.store.schedules_sql import SchedulesSql
 from core.store.state_sql import StateSql
+from core.store.subscriptions_sql import SubscriptionsSql
 from core.store.views_sql import ViewsSql
 
 __all__ = ["DEFAULT_LEASE_SECONDS", "SqlStore"]
@@ -45,6 +47,7 @@ __all__ = ["DEFAULT_LEASE_SECONDS", "SqlStore"]
 class SqlStore(
     RunsSql, JournalSql, GatesSql, BallotsSql, DispatchSql, StateSql, ViewsSql, DeliveriesSql, RetentionSql,
     SchedulesSql,
+    SubscriptionsSql,
 ):
     """The run store on SQLite (WAL) or PostgreSQL (psycopg 3), through the same code.
 

@@ -12,6 +12,7 @@ from sqlalchemy.engine import Row, RowMapping
 
 from core.store.records import (
     AuditEvent,
+    Concurrency,
     Delivery,
     Fire,
     FireOutcome,
@@ -24,6 +25,7 @@ from core.store.records import (
     Run,
     RunStatus,
     Schedule,
+    Subscription,
 )
 
 RowLike = Row[Any] | RowMapping | Mapping[str, Any]
@@ -69,7 +71,24 @@ def run_from_row(row: RowLike) -> Run:
         reason=m["reason"],
         started_by=m.get("started_by"),
         scheduled_for=m.get("scheduled_for"),
+        concurrency=_concurrency(m),
+        queued_at=m.get("queued_at"),
     )
+
+
+def _concurrency(m: Mapping[str, Any]) -> Concurrency | None:
+    key = m.get("concurrency_key")
+    return None if key is None else Concurrency.from_json(key, json_object(m.get("concurrency")))
+
+
+def run_values(run: Run) -> dict[str, Any]:
+    """`run` as the columns of its row (without `origin_event`)."""
+    values = {f.name: getattr(run, f.name) for f in dataclasses.fields(run)}
+    values["status"] = run.status.value
+    c = run.concurrency
+    values["concurrency_key"] = None if c is None else c.key
+    values["concurrency"] = None if c is None else c.to_json()
+    return values
 
 
 _NODE_STATUSES = {status.value: status for status in NodeStatus}
@@ -182,6 +201,7 @@ def delivery_from_row(row: RowLike) -> Delivery:
         lease_expires_at=None if m["lease_expires_at"] is None else float(m["lease_expires_at"]),
         delivered_at=None if m["delivered_at"] is None else float(m["delivered_at"]),
         last_error=m["last_error"],
+        dedupe=m.get("dedupe"),
     )
 
 
@@ -195,3 +215,7 @@ def fire_from_row(row: RowLike) -> Fire:
     m = _m(row)
     return Fire(schedule_id=m["schedule_id"], due_at=float(m["due_at"]), outcome=FireOutcome(m["outcome"]),
                 at=float(m["at"]), by=m["by"], run_id=m["run_id"], detail=json_object(m["detail"]))
+def subscription_from_row(row: RowLike) -> Subscription:
+    m = _m(row)
+    return Subscription(platform=m["platform"], conversation=m["conversation"], workflow=m["workflow"],
+                        event=m["event"], created_by=m["created_by"], created_at=float(m["created_at"]))

@@ -24,7 +24,7 @@ from core.store.tables import RUNS, SCHEDULE_FIRES, SCHEDULES
 DEFINITION = ("workflow", "cron", "every", "timezone", "args", "overlap", "catchup", "catchup_window",
               "platform", "conversation", "principal")
 #: a run of a schedule that holds the overlap rule: not at rest for good
-ACTIVE = (RunStatus.PENDING, RunStatus.RUNNING, RunStatus.PAUSED, RunStatus.NEEDS_ATTENTION)
+ACTIVE = (RunStatus.PENDING, RunStatus.QUEUED, RunStatus.RUNNING, RunStatus.PAUSED, RunStatus.NEEDS_ATTENTION)
 
 
 def schedule_values(schedule: Schedule) -> dict[str, Any]:

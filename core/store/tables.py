@@ -7,8 +7,8 @@ SQLAlchemy ORM and build seven pydantic models (≈ 0.2 s of a cold start, issue
 The alembic revisions (`migrations/versions/`: `0001_initial.py`, `0002_gate_cache_key.py`,
 `0003_platform_state.py`, `0004_event_handling.py`, `0005_origin_event_partial_index.py`,
 `0006_runs_args_digest_index.py`, `0007_runs_conversation_recent_index.py`,
-`0008_gate_votes_deadlines.py`, `0009_outbox.py`, `0010_retention.py`, `0012_schedules.py`;
-`0011_signing_key_row.py` only deletes a row)
+`0008_gate_votes_deadlines.py`, `0009_outbox.py`, `0010_retention.py`, `0012_queue.py`,
+`0013_notify.py`, `0014_schedules.py`; `0011_signing_key_row.py` only deletes a row)
 create exactly this schema; `tests/integration/store/test_migrations.py` checks they agree.
 
 Statuses are stored as short strings (the `StrEnum` values), timestamps as float
@@ -58,9 +58,13 @@ RUNS = sa.Table(
     sa.Column("reason", sa.Text, nullable=True),
     # "<platform>:<event_id>" of the chat command that started the run (revision 0004)
     _text("origin_event", nullable=True),
-    # how a run nobody typed was started (`schedule:<id>`) and the fire's due time (revision 0012_schedules)
+    # how a run nobody typed was started (`schedule:<id>`) and the fire's due time (revision 0014_schedules)
     _text("started_by", nullable=True),
     _float("scheduled_for", nullable=True),
+    # its concurrency key and policy (`Concurrency`), when it joined the key's queue (revision 0012)
+    _text("concurrency_key", nullable=True),
+    sa.Column("concurrency", sa.JSON, nullable=True),
+    _float("queued_at", nullable=True),
     # the fresh-run prompt: unfinished runs of a workflow in a conversation, newest first
     sa.Index("ix_runs_unfinished", "platform", "conversation", "workflow", "status", "created_at"),
     sa.Index("ix_runs_thread", "platform", "conversation", "thread"),
@@ -69,8 +73,10 @@ RUNS = sa.Table(
     sa.Index("ix_runs_created", "created_at"),
     # `--args @handle`: the runs whose args digest starts with a prefix (revision 0006)
     sa.Index("ix_runs_args_digest", "args_digest"),
-    # a schedule's overlap rule: its runs still active (revision 0012_schedules)
+    # a schedule's overlap rule: its runs still active (revision 0014_schedules)
     sa.Index("ix_runs_started_by", "started_by", "status"),
+    # admission: a key's active and queued runs (revision 0012)
+    sa.Index("ix_runs_concurrency", "concurrency_key", "status", "queued_at"),
     # lease recovery: running runs whose lease lapsed
     sa.Index("ix_runs_lease", "status", "lease_expires_at"),
     # a redelivered `run` command finds the run its first delivery started (revision 0004);
@@ -232,10 +238,27 @@ OUTBOX = sa.Table(
     _float("lease_expires_at", nullable=True),
     _float("delivered_at", nullable=True),
     sa.Column("last_error", sa.Text, nullable=True),
+    # revision 0010: a notice's key, once per (place, run, event); NULL for a run's own replies
+    _text("dedupe", nullable=True),
     # what is due: undelivered rows by due time (delivered rows keep a time, so they sort apart)
     sa.Index("ix_outbox_due", "delivered_at", "due_at"),
     # one run's rows in order: a row waits for the run's older undelivered ones
     sa.Index("ix_outbox_run", "run_id", "id"),
+    sa.Index("ux_outbox_dedupe", "dedupe", unique=True),
+)
+
+#: Conversations subscribed to a workflow's events (revision 0010): one row per place,
+#: workflow (`*`: every one) and event; `created_by` is whose right to view the runs it rests on.
+SUBSCRIPTIONS = sa.Table(
+    "subscriptions",
+    metadata,
+    sa.Column("platform", sa.String(), primary_key=True),
+    sa.Column("conversation", sa.String(), primary_key=True),
+    sa.Column("workflow", sa.String(), primary_key=True),
+    sa.Column("event", sa.String(32), primary_key=True),
+    _text("created_by", nullable=False),
+    _float("created_at", nullable=False),
+    sa.Index("ix_subscriptions_workflow", "workflow", "event"),
 )
 
 
@@ -273,7 +296,7 @@ BLOB_SWEEP = sa.Table(
     sa.Index("ix_blob_sweep_marked", "marked_at"),
 )
 
-#: Schedules (revision 0012_schedules): a workflow's `schedules:` (synced from the catalog) and those
+#: Schedules (revision 0014_schedules): a workflow's `schedules:` (synced from the catalog) and those
 #: added in chat. Every change is a compare-and-swap on `version`.
 SCHEDULES = sa.Table(
     "schedules",
@@ -301,7 +324,7 @@ SCHEDULES = sa.Table(
     _text("paused_by", nullable=True),
 )
 
-#: What became of each due time of a schedule (revision 0012_schedules). The primary key (schedule,
+#: What became of each due time of a schedule (revision 0014_schedules). The primary key (schedule,
 #: due time) is the exactly-once rule: the fire's row is inserted in the unit of work that
 #: creates its run, so of replicas racing, one inserts it and starts the run.
 SCHEDULE_FIRES = sa.Table(
@@ -335,3 +358,13 @@ def postgresql_options() -> None:
         for index in table.indexes:
             for key, value in options.get(str(index.name), {}).items():
                 index.dialect_options["postgresql"][key] = value
+
+#: one row per concurrency key: what a unit of work admitting runs of the key locks first
+#: (on PostgreSQL, an upsert taking its row lock), so two replicas never admit past the limit
+#: (revision 0012)
+CONCURRENCY_LOCKS = sa.Table(
+    "concurrency_locks",
+    metadata,
+    sa.Column("key", sa.String(), primary_key=True),
+    _float("touched_at", nullable=False),
+)

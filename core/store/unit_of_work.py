@@ -26,7 +26,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any, Generic, Protocol, TypeVar
 
-from core.store.records import Fire, Gate, GateDeadline, GateVote, Run, RunStatus
+from core.store.records import Concurrency, Fire, Gate, GateDeadline, GateVote, Run, RunStatus
 
 T = TypeVar("T")
 
@@ -74,10 +74,17 @@ class UnitOfWork(Protocol):
         origin_event: str | None = None,
         started_by: str | None = None,
         scheduled_for: float | None = None,
+        concurrency: Concurrency | None = None,
     ) -> Run:
         """A new run (id drawn now: later writes of the unit may name it), as it will be
         stored. `origin_event`: `"<platform>:<event_id>"` of the chat command that started it;
-        `started_by`, `scheduled_for`: the schedule (`schedule:<id>`) and due time of a fire."""
+        `started_by`, `scheduled_for`: the schedule (`schedule:<id>`) and due time of a fire.
+        `concurrency`: its key and policy; a keyed run asked `running` is admitted or queued
+        when the unit commits (`admission.py`): read it back for its status."""
+
+    def created(self, run_id: str) -> Pending[Run]:
+        """A run this unit creates, as the unit left it: a keyed run admitted (`running`) or
+        `queued` (no read: the unit knows)."""
 
     def transition(
         self,
@@ -91,7 +98,9 @@ class UnitOfWork(Protocol):
         lease_owner: str | None = None,
         lease_seconds: float | None = None,
     ) -> Pending[Run]:
-        """`Runs.transition` (a CAS) inside the unit."""
+        """`Runs.transition` (a CAS) inside the unit. A keyed run moved to `running` from a
+        status holding no slot asks one (`admission.py`): the run returned may be `queued`.
+        Every unit that touches a keyed run admits the key's oldest queued runs at its end."""
 
     def decide_gate(
         self, run_id: str, node_id: str, *, approved: bool, by: str, comment: str | None,
@@ -126,6 +135,14 @@ class UnitOfWork(Protocol):
         """A state-carrying reply in the outbox (`Deliveries`), to the run's platform,
         conversation and thread as the unit finds them: it exists exactly when the state
         change of the same unit does."""
+
+    def enqueue_notice(
+        self, run_id: str, kind: str, *, platform: str, conversation: str, payload: Mapping[str, Any],
+        dedupe: str, due_at: float | None = None,
+    ) -> None:
+        """A notice in the outbox, to a place of its own (a subscribed conversation), due at
+        `due_at` (default now); nothing when a row with the key `dedupe` exists already (one
+        notice per place, run and event, however often it is written)."""
 
     def cast_vote(self, vote: GateVote, *, seen: int) -> Pending[bool]:
         """`vote` recorded as a CAS on its gate opening's votes: while the opening holds exactly

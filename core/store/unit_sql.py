@@ -34,10 +34,10 @@ import sqlalchemy as sa
 from sqlalchemy.exc import DBAPIError, SQLAlchemyError
 
 from core.errors import BatonError, StoreError
-from core.store import cas
+from core.store import admission, admission_sql, cas
 from core.store import writes_sql as w
 from core.store.database import describe
-from core.store.records import Fire, Gate, GateDeadline, GateVote, Run, RunStatus
+from core.store.records import Concurrency, Fire, Gate, GateDeadline, GateVote, Run, RunStatus
 from core.store.sql_base import SqlBase
 from core.store.tables import GATES, JOURNAL, RUNS
 from core.store.unit_of_work import Pending
@@ -53,6 +53,7 @@ class SqlUnitOfWork:
     def __init__(self, store: SqlBase) -> None:
         self._now = store._now
         self.writes: list[w.Write] = []
+        self._created: dict[str, Pending[Run]] = {}
 
     def _pending(self, write: w.Write) -> Pending[Any]:
         pending: Pending[Any] = Pending()
@@ -81,15 +82,20 @@ class SqlUnitOfWork:
         origin_event: str | None = None,
         started_by: str | None = None,
         scheduled_for: float | None = None,
+        concurrency: Concurrency | None = None,
     ) -> Run:
         run, origin = cas.new_run(
             self._now(), workflow=workflow, platform=platform, conversation=conversation, thread=thread,
             requester=requester, args_digest=args_digest, resumed_from=resumed_from, status=status,
             lease_owner=lease_owner, lease_seconds=lease_seconds, origin_event=origin_event,
             started_by=started_by, scheduled_for=scheduled_for,
+            concurrency=concurrency,
         )  # fmt: skip
-        self.writes.append(w.create_run(run, origin))
+        self._created[run.id] = self._pending(w.create_run(run, origin))
         return run
+
+    def created(self, run_id: str) -> Pending[Run]:
+        return self._created[run_id]
 
     def transition(
         self,
@@ -144,6 +150,14 @@ class SqlUnitOfWork:
     def enqueue_delivery(self, run_id: str, kind: str, payload: Mapping[str, Any]) -> None:
         self.writes.append(w.enqueue_delivery(self._now(), run_id, kind, payload))
 
+    def enqueue_notice(
+        self, run_id: str, kind: str, *, platform: str, conversation: str, payload: Mapping[str, Any],
+        dedupe: str, due_at: float | None = None,
+    ) -> None:
+        self.writes.append(w.enqueue_notice(self._now(), run_id, kind, platform=platform,
+                                            conversation=conversation, payload=payload, dedupe=dedupe,
+                                            due_at=due_at))  # fmt: skip
+
     def fire_deadline(self, deadline: GateDeadline, by: str) -> Pending[bool]:
         return self._pending(w.fire_deadline(self._now(), deadline, by))
 
@@ -188,8 +202,11 @@ class UnitSql(SqlBase):
         try:
             for _ in range(_ATTEMPTS):
                 try:
+                    keys = admission_sql.keys_of(self._single, writes)
                     serial = any(w.kind_of(write.kind).serial for write in writes)
-                    if self.dialect == "postgresql" and len(writes) > 1 and not serial:
+                    if keys:
+                        self._keyed(writes, keys)
+                    elif self.dialect == "postgresql" and len(writes) > 1 and not serial:
                         self._together(writes)
                     else:
                         self._in_order(writes)
@@ -219,6 +236,36 @@ class UnitSql(SqlBase):
                 if kind.cas and not rows:
                     raise _Lost([write])  # leaving the block rolls the unit back
                 results.append(rows)
+        _deliver(writes, results)
+
+    def _keyed(self, writes: Sequence[w.Write], keys: set[str]) -> None:
+        """A unit touching runs with a concurrency key: one transaction that locks the keys
+        first, asks a slot for each run it makes `running` from a status holding none (such a
+        run is written `queued`), then admits the keys' oldest queued runs (`admission.py`)."""
+        results: list[w.Rows] = []
+        with self._engine.begin() as conn:
+            admission_sql.lock(conn, self.dialect, keys, self._now())
+            now = self._now()  # after the lock: the queue's order is the order units got the key
+            ledger = admission_sql.SqlLedger(conn, self.dialect, now)
+            own: dict[str, tuple[str | None, float | None]] = {}
+            settle: set[str] = set()
+            for write in writes:
+                sent = admission_sql.asking(write, ledger, now, own, settle)
+                kind = w.kind_of(sent.kind)
+                cursor = conn.execute(w.statement(sent.kind, self.dialect), w.bound(sent))
+                rows: w.Rows = [row._mapping for row in cursor] if kind.returns else []
+                if sent.kind == "create_run":
+                    rows = [sent.params]  # the run as written (running, or queued)
+                if kind.cas and not rows:
+                    raise _Lost([write])
+                results.append(rows)
+            for key in sorted(settle):
+                admission.settle(ledger, key, now, own=own, asked=own.keys())
+            if settle:
+                for i, write in enumerate(writes):  # a run's row as the unit left it
+                    changed = write.kind.startswith("transition") or write.kind == "create_run"
+                    if changed and results[i]:
+                        results[i] = [ledger.row(write.params["id"])]
         _deliver(writes, results)
 
     def _together(self, writes: Sequence[w.Write]) -> None:

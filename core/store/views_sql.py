@@ -26,7 +26,25 @@ from core.store.tables import AUDIT, BLOBS, GATES, JOURNAL, RUNS
 _UNFINISHED = sorted(s.value for s in RunStatus if s.unfinished)
 
 
+_IN_KEY = sorted(s.value for s in (RunStatus.RUNNING, RunStatus.NEEDS_ATTENTION, RunStatus.PAUSED,
+                                   RunStatus.QUEUED))
+
+
 class ViewsSql(SqlBase):
+    @store_operation("read a concurrency queue")
+    def key_runs(self, *, key: str | None = None, workflow: str | None = None, limit: int = 500) -> list[Run]:
+        """Runs holding or waiting for a slot of a key (`Views.key_runs`), by the key's index."""
+        query = sa.select(RUNS).where(RUNS.c.concurrency_key.is_not(None), RUNS.c.status.in_(_IN_KEY))
+        if key is not None:
+            query = query.where(RUNS.c.concurrency_key == key)
+        if workflow is not None:
+            query = query.where(RUNS.c.workflow == workflow)
+        queued = RUNS.c.status == RunStatus.QUEUED.value
+        waiting = sa.case((queued, 1), else_=0)
+        since = sa.case((queued, RUNS.c.queued_at), else_=RUNS.c.updated_at)
+        query = query.order_by(RUNS.c.concurrency_key, waiting, since, RUNS.c.id).limit(limit)
+        return self._runs(query)
+
     @store_operation("check a run for changes")
     def run_pulse(self, run_id: str) -> Pulse | None:
         """A value that changes whenever the run's page would (None: no such run)."""

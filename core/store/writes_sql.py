@@ -28,7 +28,7 @@ from core.errors import BatonError, DeadlineAlreadyFired, FireAlreadyRecorded, R
 from core.store import cas
 from core.store.database import dialect_insert
 from core.store.records import Fire, Gate, GateDeadline, GateStatus, GateVote, NodeStatus, Run, RunStatus
-from core.store.rows import gate_from_row, run_from_row
+from core.store.rows import gate_from_row, run_from_row, run_values
 from core.store.tables import (
     AUDIT,
     BLOBS,
@@ -94,7 +94,8 @@ def _transition(with_version: bool) -> Callable[[str, str, str], Any]:
         matches = [RUNS.c.id == _b(p, "id", RUNS.c.id), RUNS.c.status.in_(sources)]
         if with_version:
             matches.append(RUNS.c.version == _b(p, "version", RUNS.c.version))
-        changed = ("status", "status_by", "reason", "updated_at", "lease_owner", "lease_expires_at")
+        changed = ("status", "status_by", "reason", "updated_at", "lease_owner", "lease_expires_at",
+                   "queued_at")
         return (
             sa.update(RUNS)
             .where(*matches)
@@ -180,6 +181,19 @@ def _enqueue_delivery(dialect: str, p: str, _variant: str) -> Any:
     return sa.insert(OUTBOX).from_select([*given, "platform", "conversation", "thread"], source)
 
 
+_NOTICE_COLUMNS = ("run_id", "kind", "platform", "conversation", "payload", "created_at", "due_at", "dedupe")
+
+
+def _enqueue_notice(dialect: str, p: str, _variant: str) -> Any:
+    """A notice to a place of its own, once per `dedupe` key (a repeat is no error)."""
+    insert = dialect_insert(dialect)
+    return (
+        insert(OUTBOX)
+        .values({c: _b(p, c, OUTBOX.c[c]) for c in _NOTICE_COLUMNS})
+        .on_conflict_do_nothing(index_elements=["dedupe"])
+    )
+
+
 def _fire_deadline(_dialect: str, p: str, _variant: str) -> Any:
     c = GATE_DEADLINES.c
     return (
@@ -242,6 +256,7 @@ KINDS: dict[str, Kind] = {
     "journal_note": Kind(_journal_note),
     "invalidate": Kind(_invalidate, returns=True, updates=True),
     "enqueue_delivery": Kind(_enqueue_delivery),
+    "enqueue_notice": Kind(_enqueue_notice),
     "fire_deadline": Kind(_fire_deadline, cas=True, returns=True, updates=True),
     "record_fire": Kind(_record_fire, cas=True, returns=True),
 }
@@ -267,9 +282,12 @@ def put_blob(data: bytes) -> tuple[Write, str]:
 
 
 def create_run(run: Run, origin_event: str | None) -> Write:
-    values = {f.name: getattr(run, f.name) for f in dataclasses.fields(run)}
-    values.update(status=run.status.value, origin_event=origin_event)
-    return Write("create_run", values, "create a run")
+    """The run's row; its result: the run as the unit left it (admission may have queued it:
+    `unit_sql._keyed` gives its row), else as created."""
+    values = run_values(run)
+    values.update(origin_event=origin_event)
+    return Write("create_run", values, "create a run",
+                 result=lambda rows: run_from_row(rows[0]) if rows else run)  # fmt: skip
 
 
 def transition(
@@ -290,6 +308,7 @@ def transition(
     params: dict[str, Any] = {
         "id": run_id, "status": to.value, "status_by": actor, "reason": reason, "updated_at": now,
         "lease_owner": owner, "lease_expires_at": expires,
+        "queued_at": now if to is RunStatus.QUEUED else None,
     }  # fmt: skip
     kind = "transition"
     if expected_version is not None:
@@ -377,6 +396,16 @@ def cast_vote(vote: GateVote, seen: int) -> Write:
 def enqueue_delivery(now: float, run_id: str, kind: str, payload: Mapping[str, Any]) -> Write:
     params = {"run_id": run_id, "kind": kind, "payload": dict(payload), "created_at": now, "due_at": now}
     return Write("enqueue_delivery", params, "queue a reply in the outbox")
+
+
+def enqueue_notice(
+    now: float, run_id: str, kind: str, *, platform: str, conversation: str, payload: Mapping[str, Any],
+    dedupe: str, due_at: float | None,
+) -> Write:
+    params = {"run_id": run_id, "kind": kind, "platform": platform, "conversation": conversation,
+              "payload": dict(payload), "created_at": now, "due_at": now if due_at is None else due_at,
+              "dedupe": dedupe}  # fmt: skip
+    return Write("enqueue_notice", params, "queue a notice in the outbox")
 
 
 def fire_deadline(now: float, deadline: GateDeadline, by: str) -> Write:

@@ -13,9 +13,10 @@ from typing import TYPE_CHECKING, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 from pydantic_core import PydanticCustomError
 
-from core.store.records import ReplayClass
+from core.store.records import OnLimit, ReplayClass
 from core.workflows.approval_spec import ApprovalField
 from core.workflows.input_spec import InputSpec
+from core.workflows.notify_spec import NotifyRule
 from core.workflows.schedule_spec import SCHEDULE_ERROR, ScheduleSpec
 
 NODE_KINDS: tuple[str, ...] = ("bash", "script", "prompt", "approval", "tool")
@@ -145,6 +146,17 @@ class Defaults(_Strict):
     provider: str | None = None  # prompt nodes without their own `provider:` (None: settings)
 
 
+class ConcurrencySpec(_Strict):
+    """`concurrency:` (DESIGN.md, "Concurrency and the queue"): how many runs of a key may be
+    active at once, and what a run past the limit does."""
+
+    key: str | None = None  # a template over `inputs` (None: the workflow's name)
+    limit: int = Field(default=1, ge=1)
+    on_limit: OnLimit = OnLimit.QUEUE
+    max_queued: int = Field(default=100, ge=0)
+    hold_while_paused: bool = True
+
+
 def is_script_path(script: str) -> bool:
     """`script:` names a file when it ends with `.py` and has no newline; else it is inline code."""
     text = script.strip()
@@ -257,6 +269,8 @@ class Workflow(StepEnvironmentFields):
     secrets: list[str] = Field(default_factory=list)  # secrets every step receives
     #: runs nobody typed (DESIGN.md "Automation" -> "Schedules"): `schedule_spec.py`
     schedules: list[ScheduleSpec] = Field(default_factory=list)
+    concurrency: ConcurrencySpec | None = None  # None: unlimited
+    notify: list[NotifyRule] = Field(default_factory=list)  # who hears about its runs (notify_spec.py)
     # where it came from (set by the loader, not part of the YAML)
     source: str = Field(default="", exclude=True)
 

@@ -54,6 +54,7 @@ def problems(workflow: Workflow, *, checked: Collection[int] = ()) -> list[Probl
     `checked`: ids of node objects already found sound under the same `defaults.replay`
     (the loader's re-used nodes); their own checks are skipped, the DAG's are not."""
     found = list(_input_problems(workflow))
+    found += _concurrency_problems(workflow)
     found += _id_and_dep_problems(workflow)
     if not found and not in_file_order(workflow):
         cycle = find_cycle(workflow)
@@ -70,6 +71,11 @@ def problems(workflow: Workflow, *, checked: Collection[int] = ()) -> list[Probl
     for index, node in enumerate(workflow.nodes):
         if id(node) not in checked:
             found += _node_problems(workflow, index, node)
+    if workflow.notify:
+        from core.workflows.notify_spec import notify_problems
+
+        found += [Problem(("notify", *loc), message, hint)
+                  for loc, message, hint in notify_problems(workflow.notify)]  # fmt: skip
     return found
 
 
@@ -110,6 +116,37 @@ def _input_problems(workflow: Workflow) -> Iterator[Problem]:
                 "input `message` must be of type string (it is the free text after the workflow name)",
                 "Remove `type:` from `message` or rename the input.",
             )
+
+
+def _concurrency_problems(workflow: Workflow) -> Iterator[Problem]:
+    """`concurrency.key` is a template over the run's inputs only (known when it starts)."""
+    spec = workflow.concurrency
+    if spec is None or spec.key is None:
+        return
+    from jinja2.exceptions import TemplateSyntaxError  # jinja2 only for templated keys
+
+    at: Loc = ("concurrency", "key")
+    if not spec.key.strip():
+        yield Problem(at, "`concurrency.key` is empty",
+                      "Remove `key:` (the workflow's name) or name the key.")  # fmt: skip
+        return
+    try:
+        refs = template_references(spec.key)
+    except TemplateSyntaxError as exc:
+        yield Problem(at, f"`concurrency.key` is not a valid template: {exc.message}",
+                      'Write it like `deploy-{{ inputs.env }}`.')  # fmt: skip
+        return
+    other = sorted(refs.names - {"inputs"} - INTERNAL_GLOBALS)
+    if other or refs.nodes:
+        yield Problem(at, f"`concurrency.key` may read only `inputs`, not `{(other or ['nodes'])[0]}`",
+                      "The key is decided before any step runs: use `{{ inputs.<name> }}` only.")  # fmt: skip
+        return
+    declared = set(workflow.inputs) | {"message"}
+    for name in sorted(refs.inputs - declared):
+        guess = did_you_mean(name, declared)
+        yield Problem(at, f"`concurrency.key` reads `inputs.{name}`, which the workflow does not declare",
+                      f"Did you mean `inputs.{guess}`?" if guess else f"Declare `{name}` under `inputs:`.")
+        return
 
 
 def _id_and_dep_problems(workflow: Workflow) -> Iterator[Problem]:

@@ -17,6 +17,7 @@
   }
 
   function applyNodes(nodes) {
+    const moved = [];
     for (const [id, values] of Object.entries(nodes)) {
       const [state, seconds, verdict, reason] = values;
       const box = document.getElementById("b-" + id);
@@ -27,6 +28,7 @@
       }
       const row = document.getElementById("r-" + id);
       if (!row) continue;
+      if (row.dataset.state !== state) moved.push(id);
       setState(row, state);
       row.dataset.state = state;
       text(row, ".st", state);
@@ -36,6 +38,68 @@
       if (why) why.textContent = reason;
       const group = document.getElementById("g-" + state);
       if (group && row.parentNode !== group) group.appendChild(row);
+    }
+    if (moved.length) refreshRows(moved);
+  }
+
+  // A row whose state changed gets the server's whole row (its start time, its output toggle):
+  // one fetch at a time, the rows changed meanwhile in the next.
+  let rowsWanted = new Set();
+  let rowsBusy = false;
+  const rowTries = new Map();
+  async function refreshRows(ids) {
+    for (const id of ids) rowsWanted.add(id);
+    if (rowsBusy) return;
+    rowsBusy = true;
+    try {
+      while (rowsWanted.size) {
+        const wanted = rowsWanted;
+        rowsWanted = new Set();
+        const response = await fetch(location.href, { cache: "no-store", credentials: "same-origin" });
+        if (!response.ok) return;
+        const fresh = new DOMParser().parseFromString(await response.text(), "text/html");
+        for (const id of wanted) {
+          const row = document.getElementById("r-" + id);
+          const next = fresh.getElementById("r-" + id);
+          if (!row || !next) continue;
+          if (next.dataset.state !== row.dataset.state) {  // the page was read before the change
+            const tried = (rowTries.get(id) || 0) + 1;
+            rowTries.set(id, tried);
+            if (tried < 8) rowsWanted.add(id);
+            continue;
+          }
+          rowTries.delete(id);
+          const copy = document.importNode(next, true);
+          copy.hidden = row.hidden;
+          row.replaceWith(copy);
+        }
+        if (rowsWanted.size) await new Promise((done) => setTimeout(done, 250));
+      }
+    } finally {
+      rowsBusy = false;
+    }
+  }
+
+  // The tab's title and the header's counts follow the run (the rest of the header on reload).
+  function applyHeader(update) {
+    if (update.status) {
+      document.title = document.title.replace(/ · [a-z_]+ · Baton$/, " · " + update.status + " · Baton");
+    }
+    const line = document.querySelector("#head .counts");
+    const total = line && line.querySelector(".muted");
+    if (!line || !total || !update.counts) return;
+    while (line.firstChild && line.firstChild !== total) line.firstChild.remove();
+    for (const state of Object.keys(update.counts).sort()) {
+      if (!update.counts[state]) continue;
+      const link = document.createElement("a");
+      link.className = "state s-" + state;
+      link.href = "#g-" + state + "-box";
+      const n = document.createElement("span");
+      n.id = "c-" + state;
+      n.textContent = String(update.counts[state]);
+      link.append(state + " ", n);
+      line.insertBefore(link, total);
+      line.insertBefore(document.createTextNode(" "), total);
     }
   }
 
@@ -75,6 +139,7 @@
       const update = JSON.parse(event.data);
       applyNodes(update.nodes || {});
       applyCounts(update.counts || {});
+      applyHeader(update);
       const status = document.getElementById("run-status");
       if (status && update.status) { status.textContent = update.status; setState(status, update.status); }
       body.dataset.status = update.status;

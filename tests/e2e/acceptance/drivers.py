@@ -21,7 +21,8 @@ import pytest
 
 from adapters.discord.custom_ids import command_of, parse
 from core.config import Access, Settings
-from core.store.records import Run
+from core.store.records import JournalEntry, Run
+from core.store.repository import SqlStore
 from tests.e2e.console.cli import BatonCli, prompts
 from tests.e2e.discord.fake_discord import FakeDiscord
 from tests.e2e.discord.harness import DiscordBot, custom_ids, discord_bot, settings_for
@@ -54,6 +55,12 @@ class Chat(Protocol):
     async def command(self, text: str) -> str:
         """Type any other command; the text of Baton's answer."""
 
+    async def submit(self, text: str) -> str:
+        """Type a command and wait for nothing it starts (a run it queues, say); the answer."""
+
+    def windows(self, run_id: str) -> tuple[float, float]:
+        """When the run's steps ran: the first start and the last finish (its journal)."""
+
     async def reply(self, run_id: str, text: str) -> None:
         """Write `text` as a plain message in the run's thread (or conversation)."""
 
@@ -69,6 +76,10 @@ class Chat(Protocol):
     def runs(self) -> list[Run]: ...
 
     def args_of(self, run: Run) -> dict[str, Any]: ...
+
+
+def _windows(entries: list[JournalEntry]) -> tuple[float, float]:
+    return min(e.started_at for e in entries), max(e.finished_at or 0.0 for e in entries)
 
 
 def _copy_workflows(home: Path) -> Path:
@@ -104,6 +115,18 @@ class ConsoleChat:
 
     async def command(self, text: str) -> str:
         return "\n".join(r["text"] for r in await self._say(text))
+
+    async def submit(self, text: str) -> str:
+        replies = await asyncio.to_thread(self.cli.say, text, wait=False)
+        self.said += replies
+        return "\n".join(r["text"] for r in replies)
+
+    def windows(self, run_id: str) -> tuple[float, float]:
+        store = SqlStore(self.cli.database_url)
+        try:
+            return _windows(store.journal([run_id]))
+        finally:
+            store.close()
 
     async def reply(self, run_id: str, text: str) -> None:
         await self._say(text, thread=self.cli.run_record(run_id).thread)
@@ -165,6 +188,12 @@ class SlackChat:
         answer = await self.e2e.mock.wait_for(lambda calls: next(
             (c for c in calls[mark:] if c.method == "chat.postMessage"), None))
         return str(answer.text)
+
+    async def submit(self, text: str) -> str:
+        return await self.command(text)
+
+    def windows(self, run_id: str) -> tuple[float, float]:
+        return _windows(self._store.journal([run_id]))
 
     async def reply(self, run_id: str, text: str) -> None:
         thread = self._store.get_run(run_id).thread
@@ -240,6 +269,12 @@ class DiscordChat:
     async def command(self, text: str) -> str:
         (answer,) = await self.bot.answers(self.bot.command(text))
         return answer.content
+
+    async def submit(self, text: str) -> str:
+        return await self.command(text)
+
+    def windows(self, run_id: str) -> tuple[float, float]:
+        return _windows(self.bot.baton.store.journal([run_id]))
 
     async def reply(self, run_id: str, text: str) -> None:
         thread = self.bot.baton.store.get_run(run_id).thread

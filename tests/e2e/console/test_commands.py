@@ -47,6 +47,21 @@ def test_list_takes_workflow_directories_from_the_flag(baton: BatonCli) -> None:
     assert [row["name"] for row in json.loads(done.stdout)] == ["solo"]
 
 
+def test_list_takes_the_database_url_as_every_command_does(baton: BatonCli) -> None:
+    done = baton.run("list", "--json", "--database-url", f"sqlite:///{baton.home / 'other.db'}")
+    assert done.returncode == 0, done.stderr
+    assert "flaky" in [row["name"] for row in json.loads(done.stdout)]
+
+
+def test_status_of_a_failed_run_shows_the_steps_whole_error(baton: BatonCli) -> None:
+    said = baton.say('run flaky "please fail"')
+    [run_id] = run_ids(said)
+    assert final_status(said) == "failed"
+    (status,) = baton.say(f"status {run_id}")
+    assert "stderr ends with:\n" in status["text"] and "asked to fail" in status["text"], status["text"]
+    assert not status["text"].rstrip().endswith("stderr ends with:")
+
+
 def test_migrate_creates_the_schema_and_is_idempotent(baton: BatonCli) -> None:
     first = baton.run("migrate")
     second = baton.run("migrate")

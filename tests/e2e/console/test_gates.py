@@ -35,3 +35,20 @@ def test_code_or_a_quote_never_approves_it_asks_back(baton: BatonCli) -> None:
 
     baton.say("lgtm", user="bob")  # the same words outside code decide
     assert baton.run_record(run).status == "completed"
+
+
+def test_steps_after_a_waiting_gate_wait_and_a_rejection_says_so(baton: BatonCli) -> None:
+    """`status` (and the run's story) of a paused run: the steps after its gate wait, they are
+    not skipped. Rejected: the gate reads rejected, by whom and why, and the steps it skipped
+    say so."""
+    [run_id] = run_ids(baton.say('run gated "v1"'))
+    (status,) = baton.say(f"status {run_id}")
+    lines = status["text"].splitlines()
+    assert any("[?] ship waiting · waits for `review`" in line for line in lines), status["text"]
+    assert "skipped" not in status["text"]
+
+    baton.say(f"reject {run_id} too risky", user="bob")
+    (status,) = baton.say(f"status {run_id}")
+    assert "[no] review rejected · rejected by bob: too risky" in status["text"], status["text"]
+    assert "[-] ship skipped · skipped: `review` rejected" in status["text"]
+    assert "review failed" not in status["text"]

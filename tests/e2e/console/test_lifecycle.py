@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import select
 import signal
@@ -90,3 +91,76 @@ def test_sigterm_stops_input_and_lets_the_running_step_finish(baton: BatonCli) -
     (run,) = baton.runs()
     assert run.status == "completed"  # the in-flight step got its grace period
     assert run.lease_owner is None
+
+
+def test_a_taken_web_port_means_no_pages_and_no_open_run_link_to_it(baton: BatonCli) -> None:
+    """Another program holds BATON_WEB_PORT: `baton run` says the pages are not served, goes on
+    without them, and offers no "Open run" that would lead to that program."""
+    import socket
+
+    with socket.socket() as other:
+        other.bind(("127.0.0.1", 0))
+        other.listen(1)
+        port = other.getsockname()[1]
+        done = subprocess.run(
+            [sys.executable, "-m", "bot.main", "run", "--user", "ana", "--conversation", "ops"],
+            cwd=baton.home, env={**baton.env(), "BATON_WEB_PORT": str(port)},
+            input="run gated taken-port\nopen\n", capture_output=True, text=True, timeout=CALL_TIMEOUT,
+            check=False,
+        )
+    assert done.returncode == 0, done.stderr
+    assert "action=web_failed" in done.stderr and f":{port} is not free" in done.stderr
+    (run,) = baton.runs()
+    assert run.status == "paused"  # it went on without pages
+    assert "Open run" not in done.stdout and f":{port}/" not in done.stdout
+    assert "Run pages are turned off" in done.stdout  # `open` says so
+
+
+NAGGED = """\
+name: nagged
+nodes:
+  - id: review
+    approval:
+      question: "Ship it?"
+      approvers: [group:sre]
+      timeout: {timeout}
+      remind: [{remind}]
+  - id: ship
+    depends_on: [review]
+    bash: echo shipped
+    replay: pure
+"""
+
+
+def test_the_console_prints_a_reminders_direct_copy_to_its_person(baton: BatonCli) -> None:
+    (baton.home / "workflows" / "nagged.yaml").write_text(NAGGED.format(timeout="1h", remind="2s"))
+    baton.env_extra.update(BATON_DEADLINE_POLL_SECONDS="0.3", BATON_ACCESS=json.dumps(
+        {"groups": {"sre": ["console:sam"]}, "run": {"*": ["console:sam"]}, "approve": {"*": ["group:sre"]}}))
+    with start(baton, "run", "--user", "sam", "--conversation", "ops") as process:
+        assert process.stdin is not None
+        process.stdin.write(b"run nagged\n")
+        process.stdin.flush()
+        seen = read_until(process, "(to you directly)")
+        process.stdin.close()
+        process.wait(timeout=CALL_TIMEOUT)
+    assert "⏰ Reminder: nagged run" in seen.split("(to you directly)", 1)[1]
+
+
+def test_a_gate_that_timed_out_while_baton_was_down_has_its_message_closed_after_the_restart(
+    baton: BatonCli,
+) -> None:
+    (baton.home / "workflows" / "nagged.yaml").write_text(NAGGED.format(timeout="2s", remind="1s"))
+    baton.env_extra.update(BATON_DEADLINE_POLL_SECONDS="0.3", BATON_ACCESS=json.dumps(
+        {"groups": {"sre": ["console:sam"]}, "run": {"*": ["console:sam"]}, "approve": {"*": ["group:sre"]}}))
+    first = subprocess.run(
+        [sys.executable, "-m", "bot.main", "run", "--user", "sam", "--conversation", "ops"],
+        cwd=baton.home, env=baton.env(), input="run nagged\n", capture_output=True, text=True,
+        timeout=CALL_TIMEOUT, check=False)
+    assert first.returncode == 0 and "waits for approval" in first.stdout, first.stderr
+    time.sleep(2.5)  # the gate's timeout passes while no Baton runs
+    with start(baton, "run", "--user", "sam", "--conversation", "ops") as process:
+        seen = read_until(process, "⌛ No decision in time")
+        assert process.stdin is not None
+        process.stdin.close()
+        process.wait(timeout=CALL_TIMEOUT)
+    assert "was rejected by its timeout rule and cancelled; its gate is closed" in seen

@@ -82,6 +82,7 @@ def test_a_two_approver_gate_with_a_form_by_text_takes_the_hotfix_branch(cli: Ba
     assert refused["kind"] == "error" and "requested run" in refused["text"]
     (asked,) = cli.say("lgtm", user="sam")  # a plain reply: the values are asked, defaults shown
     assert asked["kind"] == "approval_values" and "default 3" in asked["text"]
+    assert "Approve…" not in asked["text"] and asked["buttons"] == []  # the console has no form button
     (counted,) = cli.say(f"approve {run_id} hotfix window=now", user="sam")
     assert counted["kind"] == "vote_counted" and "1/2 · needs @sre" in counted["text"]
     assert "proposed by sam: hotfix replicas=3 window=now" in counted["text"]

@@ -7,12 +7,14 @@ the Discord client) against the fake HTTP API, sees its guild, and dispatches th
 the test wrote (the fake has no gateway: events reach the client as the in-process harness
 hands them). On SIGTERM it stops as `serve_all` does: settle (steps' grace, outbox flushed)
 while the client can still send, then close the client. SIGKILL is SIGKILL.
+`OUTBOX_LEASE_SECONDS` in its environment: the outbox lease (3 s unless set).
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -24,8 +26,11 @@ from tests.e2e.discord.harness import settings_for
 
 async def main(api: str, database_url: str, where: Path, interaction: Path | None) -> None:
     discord.http.Route.BASE = api
+    # OUTBOX_LEASE_SECONDS: a trial of the default lease (how long a dead process's claim holds)
+    outbox_lease = float(os.environ.get("OUTBOX_LEASE_SECONDS", "3"))
     settings = settings_for(where, database_url).model_copy(update={
-        "lease_seconds": 2.0, "outbox_lease_seconds": 3.0, "outbox_poll_seconds": 0.5, "shutdown_grace": 20.0,
+        "lease_seconds": 2.0, "outbox_lease_seconds": outbox_lease, "outbox_poll_seconds": 0.5,
+        "shutdown_grace": 20.0,
     })
     baton = build_baton(settings)
     try:

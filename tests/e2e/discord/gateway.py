@@ -52,7 +52,8 @@ def _interaction(fake: FakeDiscord, kind: int, who: dict[str, Any], channel: dic
                  data: dict[str, Any], message: dict[str, Any] | None = None, *,
                  app_permissions: str = ALL_PERMISSIONS, context: int = 0) -> dict[str, Any]:
     token = "itok_" + secrets.token_hex(16)
-    fake.tokens[token] = {"channel": channel["id"], "original": message["id"] if message else None}
+    fake.tokens[token] = {"channel": channel["id"], "original": message["id"] if message else None,
+                          "user": who["id"]}
     payload: dict[str, Any] = {
         "id": fake.snowflake(), "application_id": APP_ID, "type": kind, "token": token, "version": 1,
         "guild_id": GUILD_ID, "channel_id": channel["id"], "channel": channel, "member": _member(who),
@@ -124,7 +125,7 @@ def dm_button_click(fake: FakeDiscord, message_id: str, custom_id: str, *,
     guild and no member, the person as `user`, the bot-DM context (1)."""
     message = fake.messages[message_id]
     token = "itok_" + secrets.token_hex(16)
-    fake.tokens[token] = {"channel": message["channel_id"], "original": message_id}
+    fake.tokens[token] = {"channel": message["channel_id"], "original": message_id, "user": who["id"]}
     channel = {**fake.channels[message["channel_id"]], "recipients": [who]}
     return {
         "id": fake.snowflake(), "application_id": APP_ID, "type": 3, "token": token, "version": 1,

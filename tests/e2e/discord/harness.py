@@ -86,10 +86,20 @@ class DiscordBot:
         assert callback.json["type"] == 8, callback.json  # APPLICATION_COMMAND_AUTOCOMPLETE_RESULT
         return list(callback.json["data"]["choices"])
 
+    def modal_of(self, who: dict[str, Any]) -> str:
+        """The custom_id of the newest modal Baton opened for `who` (an interaction callback of
+        type 9 answering one of their interactions)."""
+        opened = [c.json["data"]["custom_id"] for c in self.fake.calls
+                  if c.method == "POST" and c.path.startswith("interactions/")
+                  and (c.json or {}).get("type") == 9
+                  and self.fake.tokens.get(c.path.split("/")[2], {}).get("user") == who["id"]]
+        assert opened, f"no modal was opened for {who['username']}"
+        return str(opened[-1])
+
     def submit(self, values: dict[str, str], *, who: dict[str, Any] = ANA,
                channel_id: str = CHANNEL_ID) -> dict[str, Any]:
         """Submit the form modal Baton opened for `who` ({field name: text})."""
-        payload = modal_submit(self.fake, "baton-form", {f"field:{k}": v for k, v in values.items()},
+        payload = modal_submit(self.fake, self.modal_of(who), {f"field:{k}": v for k, v in values.items()},
                                who=who, channel_id=channel_id)
         dispatch_interaction(self.client, payload)
         return payload

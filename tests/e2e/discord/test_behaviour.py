@@ -149,8 +149,10 @@ async def test_nothing_the_bot_posts_can_ping(bot: DiscordBot) -> None:
 
     posted = [c for c in bot.fake.calls if isinstance(c.json, dict) and "content" in c.json]
     assert posted
-    assert all(c.json.get("allowed_mentions") == NO_MENTIONS for c in posted)
-    assert not any("@everyone" in c.content for c in posted)  # neutralised in text as well
+    assert all(c.json.get("allowed_mentions") == NO_MENTIONS for c in posted)  # so nothing pings:
+    # mentions are shown as written, with no zero-width space breaking them
+    assert any("@everyone" in c.content for c in posted)
+    assert not any("\u200b" in c.content for c in posted)
 
 
 async def test_the_command_is_synced_to_the_guild_when_configured(bot: DiscordBot) -> None:

@@ -10,7 +10,17 @@ import discord
 from adapters.discord.client import intents
 from core.config import Settings
 from tests.e2e.discord.fake_discord import CHANNEL_ID, FakeDiscord, text_channel, thread_channel
-from tests.e2e.discord.gateway import ANA, BOB, MALLORY, bot_mention, dispatch_message, message_create
+from tests.e2e.discord.gateway import (
+    ANA,
+    BOB,
+    MALLORY,
+    bot_mention,
+    button_click,
+    dispatch_interaction,
+    dispatch_message,
+    message_create,
+    modal_submit,
+)
 from tests.e2e.discord.harness import DiscordBot, custom_ids, discord_bot
 
 OTHER_CHANNEL = "1100000000000000099"
@@ -151,3 +161,25 @@ async def test_chatter_in_a_thread_without_a_run_leaves_nothing_behind(bot: Disc
     await bot.posted_in(thread["id"], "")  # the mention is answered: the chatter before it is done
 
     assert bot.baton.store.forget_events(time.time() + 60) == 1  # the mention's; none of the 200
+
+
+async def test_a_click_or_form_baton_cannot_act_on_is_still_answered_privately(bot: DiscordBot) -> None:
+    """A button of another app, a malformed `baton:` one, and a form no longer open (opened before
+    a restart): each told privately, never left as "This interaction failed"."""
+    await bot.answers(bot.command("help"))
+    message = next(iter(bot.fake.messages))  # a message of the bot's, showing buttons Baton
+    foreign = ("poll:vote:3", "baton:approve:not a run!", "baton:approve:#abc")  # cannot act on
+    bot.fake.messages[message]["components"] = [{"type": 1, "components": [
+        {"type": 2, "style": 2, "label": "?", "custom_id": cid} for cid in foreign]}]
+    for custom_id in (*foreign, "baton:resume:not-on-the-message"):
+        payload = button_click(bot.fake, message, custom_id)
+        dispatch_interaction(bot.client, payload)
+        told = (await bot.acknowledged(payload)).json
+        assert told["type"] == 4 and told["data"]["flags"] & 64, custom_id  # answered, privately
+        assert "not one Baton can act on" in told["data"]["content"]
+    closed = modal_submit(bot.fake, "baton-form:0123abcd", {"field:service": "web"})
+    dispatch_interaction(bot.client, closed)
+    told = (await bot.acknowledged(closed)).json
+    assert told["type"] == 4 and told["data"]["flags"] & 64
+    assert "This form is no longer open" in told["data"]["content"]
+    assert bot.baton.store.recent_runs(platform="discord") == []

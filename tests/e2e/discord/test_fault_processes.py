@@ -45,6 +45,8 @@ class Trial:
     url: str
     mark: int = 0
 
+    outbox_lease: float = 3.0
+
     async def bot(self, command: str | None = None) -> BatonProcess:
         args = [fake_discord_url(self.fake), self.url, str(self.place)]
         if command is not None:
@@ -52,7 +54,8 @@ class Trial:
             interaction.write_text(json.dumps(slash_command(self.fake, command)))
             args.append(str(interaction))
         proc = await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "tests.e2e.discord.bot_process", *args, cwd=REPO, env=clean_env(),
+            sys.executable, "-m", "tests.e2e.discord.bot_process", *args, cwd=REPO,
+            env=clean_env(OUTBOX_LEASE_SECONDS=str(self.outbox_lease)),
             stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
             start_new_session=True,
         )
@@ -179,3 +182,37 @@ async def test_stopped_and_killed_processes_lose_no_message(
         lost += [f"{name}: {what}" for what in missing]
     print(f"\ndiscord process faults ({len(ROWS)}): messages lost: {len(lost)} of {total}")
     assert not lost, lost
+
+
+async def test_a_restarted_process_delivers_what_the_killed_one_had_claimed_at_once(
+    fake_discord: FakeDiscord, tmp_path: Path
+) -> None:
+    """kill -9 while Discord hangs on the final edit the process claimed, under the default
+    60 s outbox lease: the restarted process (same replica id) takes the claim over at once,
+    not after the lease, and the story is told once."""
+    settings_for(tmp_path, "sqlite://")  # copies the workflows
+    trial = Trial(fake_discord, tmp_path, f"sqlite:///{tmp_path / 'baton.db'}", outbox_lease=60.0)
+    fake = trial.fake
+    fake.hold("PATCH", "**completed**")
+    first = await trial.bot('run notes "outbox"')
+    try:
+        await fake.wait_for(lambda _: fake.held, 60)
+        run_id = trial.run_id()
+        assert run_id is not None and trial.undelivered(run_id) == 1
+    finally:
+        first.kill()
+        await first.exited()
+        fake.release()
+    restarted = asyncio.get_running_loop().time()
+    second = await trial.bot()
+    try:
+        await fake.wait_for(lambda calls: not _lost(fake, calls, run_id), 60)
+        seconds = asyncio.get_running_loop().time() - restarted
+        print(f"\nkill -9 with a claimed delivery: restart to delivery {seconds:.1f}s (outbox lease 60 s)")
+        assert seconds < 10, seconds
+        async with asyncio.timeout(10):  # settled once Discord answered
+            while trial.undelivered(run_id):
+                await asyncio.sleep(0.05)
+        assert _lost(fake, fake.calls, run_id) == []  # once each: nothing doubled
+    finally:
+        assert await second.stop() == 0, second.output

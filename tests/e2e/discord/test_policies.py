@@ -45,6 +45,16 @@ nodes:
     replay: pure
 """
 
+DEPLOY = """
+name: deploy
+inputs:
+  service: {type: string, required: true}
+nodes:
+  - id: ship
+    bash: printf 'deploying %s' {{ inputs.service }}
+    replay: pure
+"""
+
 
 def _person(who: dict[str, Any]) -> str:
     return f"discord:{who['id']}"
@@ -55,6 +65,7 @@ def settings(tmp_path: Path, sqlite_url: str) -> Settings:
     workflows = tmp_path / "workflows"
     workflows.mkdir()
     (workflows / "release.yaml").write_text(textwrap.dedent(RELEASE))
+    (workflows / "deploy.yaml").write_text(textwrap.dedent(DEPLOY))
     return Settings(
         database_url=sqlite_url, workflow_dirs=[workflows], data_dir=tmp_path / "data", tool_modules=[],
         prompt_provider="fake", discord_guild_id=int(GUILD_ID),
@@ -123,3 +134,27 @@ async def test_a_two_approver_gate_with_a_form_takes_the_hotfix_branch(bot: Disc
     edit = await bot.posted_in(thread, headline)
     assert edit.method == "PATCH" and edit.content.startswith(headline)
     assert "waits for approval" not in edit.content and "1/2" not in edit.content
+
+async def test_two_forms_open_at_once_each_go_to_their_own_command(bot: DiscordBot) -> None:
+    """Bob's approval form and Ana's deploy form are open together: each submission is checked
+    against its own form and does its own thing (discord.py keeps one modal per custom_id)."""
+    run_id, thread, _ = await bot.start("run release", who=ANA)
+    await bot.posted_in(thread, "0/2 · needs **@sre**")
+    click = bot.click(_button(bot, thread, f"approve {run_id}"), who=BOB)
+    assert (await bot.acknowledged(click)).json["type"] == 9
+    asked = bot.subcommand("run", name="deploy", message="go", who=ANA)
+    assert (await bot.acknowledged(asked)).json["type"] == 9
+    assert bot.modal_of(BOB) != bot.modal_of(ANA)
+
+    vote = (await bot.acknowledged(bot.submit({"replicas": "5", "window": "now"}, who=BOB))).json
+    assert "required" not in str(vote)
+    await bot.posted_in(thread, "1/2 · needs **@sre**")  # Bob's vote counted on the gate
+    (started,) = await bot.answers(bot.submit({"service": "web"}, who=ANA))
+    assert "Started" in started.content
+
+    store = bot.baton.store
+    [deploy] = [r for r in store.recent_runs(platform="discord") if r.workflow == "deploy"]
+    assert deploy.requester == _person(ANA)
+    assert bot.baton.engine.args_of(deploy)["service"] == "web"
+    assert (await bot.rested(deploy.id)).status == "completed"
+    assert store.get_run(run_id).status == "paused"

@@ -88,6 +88,12 @@ async def test_watch_a_run_move_and_approve_it_on_the_page(tmp_path: Path, sqlit
             await asyncio.to_thread(fifo.write_text, "green\n")  # the step reads it and finishes
             await page.wait_for_selector("#b-hold.s-done", timeout=20_000)
             await page.wait_for_selector("#r-hold.s-done td.st:text('done')")
+            # the row updated live has what a reload would show: its start time, its output
+            await page.wait_for_selector("#r-hold details.preview", timeout=10_000)
+            assert (await page.locator("#r-hold td").nth(3).inner_text()).endswith("Z")
+            await page.wait_for_function("document.title.includes(' · paused · ')", timeout=20_000)
+            await page.wait_for_selector("#r-ship.s-waiting", timeout=20_000)  # waits, not skipped
+            assert "waits for `review`" in await page.locator("#r-ship .reason").inner_text()
             assert await page.evaluate("window.__sameDocument === true")  # updated live, not reloaded
             approve = page.locator("#gates button[value=approve]")
             await approve.wait_for(timeout=20_000)  # the gate panel arrived with the run's pause
@@ -101,6 +107,15 @@ async def test_watch_a_run_move_and_approve_it_on_the_page(tmp_path: Path, sqlit
             await chat.expect(rf"live run {run_id} completed", after=at)
             await page.wait_for_selector("#run-status.s-completed", timeout=20_000)
             await page.wait_for_selector("#b-ship.s-done")
+            # the tab and the header follow the run: every node done, nothing left "running"
+            await page.wait_for_function("document.title.includes(' · completed · ')", timeout=20_000)
+            await page.wait_for_function(
+                "document.querySelector('#head .counts').textContent.replace(/\\s+/g, ' ').trim()"
+                " === 'done 4 of 4 nodes'", timeout=20_000)
+            # the audit table breaks lines between words, never inside one
+            wraps = await page.eval_on_selector_all(
+                "table.audit td", "cells => cells.map(c => getComputedStyle(c).overflowWrap)")
+            assert wraps and "anywhere" not in wraps
     finally:
         if process.returncode is None:
             process.stdin.close()

@@ -209,3 +209,31 @@ async def test_what_a_stopping_process_cannot_send_is_left_for_the_next(settings
     finally:
         second.close()
 
+
+
+TWO_SLOW = """
+name: twoslow
+nodes:
+  - id: first
+    bash: sleep 1; echo one
+    replay: pure
+  - id: second
+    depends_on: [first]
+    bash: sleep 1; echo two
+    replay: pure
+"""
+
+
+async def test_a_running_runs_elapsed_time_advances_on_its_progress_edits(settings: Settings) -> None:
+    (settings.workflow_dirs[0] / "twoslow.yaml").write_text(TWO_SLOW)
+    platform = Platform()
+    baton = _baton(settings, platform)
+    try:
+        async with baton.running(grace=1.0, handle_signals=False):
+            run_id = await _start(baton, "twoslow")
+            await platform.wait(lambda: platform.finals(run_id))
+            running = [r.data["seconds"] for r in platform.taken
+                       if r.run_id == run_id and r.kind == "progress" and r.run_status == "running"]
+            assert running and max(running) >= 0.9, running  # the edit as `second` starts: 1 s in
+    finally:
+        baton.close()

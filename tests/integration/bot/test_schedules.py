@@ -344,8 +344,12 @@ async def test_overlap_cancel_running_queue_and_allow(
         if overlap == "cancel_running":  # the older run was cancelled, the new one runs
             assert detail["cancelled"] == [one.run_id]
             assert baton.store.get_run(older.id).status is RunStatus.CANCELLED
-        elif overlap == "queue":  # buffered behind the active run (recorded; the queue is not there yet)
+        elif overlap == "queue":  # queued behind the active run in the schedule's own key
             assert detail["behind"] == [one.run_id]
+            assert older.status is RunStatus.RUNNING
+            queued = baton.store.get_run(str(two.run_id))
+            assert queued.status is RunStatus.QUEUED
+            assert queued.concurrency is not None and queued.concurrency.key == f"schedule:{sid}"
         else:
             assert detail == {}
         active = baton.store.active_runs(f"schedule:{sid}")

@@ -46,9 +46,11 @@ async def test_approval_pauses_then_approve_continues_the_run(db_harness: Harnes
     assert states == {
         "draft": NodeState.DONE,
         "review": NodeState.WAITING,
-        "publish": NodeState.SKIPPED,
+        "publish": NodeState.WAITING,  # not skipped: it runs once the gate is approved
         "independent": NodeState.DONE,  # branches that do not wait for the gate still ran
     }
+    publish = next(n for n in h.engine.summary(paused.id).nodes if n.node_id == "publish")
+    assert publish.reason == "waits for `review`"
     with pytest.raises(RunNotResumable) as refused:
         await h.engine.resume(paused.id, actor="console:bo")
     assert "waits for approval at `review`" in refused.value.message
@@ -101,7 +103,9 @@ async def test_reject_cancels_the_run_with_the_reason(db_harness: Harness) -> No
     assert h.entries(paused.id, "publish") == []
     summary = h.engine.summary(paused.id)
     review = next(n for n in summary.nodes if n.node_id == "review")
-    assert review.state is NodeState.FAILED and "too risky" in review.error
+    assert review.state is NodeState.REJECTED and review.reason == "rejected by console:bo: too risky"
+    publish = next(n for n in summary.nodes if n.node_id == "publish")
+    assert publish.state is NodeState.SKIPPED and publish.reason == "skipped: `review` rejected"
     with pytest.raises(RunNotResumable) as refused:
         await h.engine.resume(paused.id, actor="console:bo")
     assert f"--resume-from {paused.id}" in hint(refused.value)

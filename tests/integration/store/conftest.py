@@ -71,6 +71,7 @@ PATHS: dict[RunStatus, list[RunStatus]] = {
     RunStatus.PAUSED: [RunStatus.RUNNING, RunStatus.PAUSED],
     RunStatus.NEEDS_ATTENTION: [RunStatus.RUNNING, RunStatus.NEEDS_ATTENTION],
     RunStatus.CANCELLED: [RunStatus.CANCELLED],
+    RunStatus.QUEUED: [RunStatus.RUNNING, RunStatus.FAILED, RunStatus.QUEUED],
 }
 
 MakeRun = Callable[..., Run]

@@ -21,7 +21,7 @@ from core.store.tables import metadata
 from tests.factories import create_run
 
 TABLES = {"runs", "journal", "gates", "audit_events", "blobs", "processed_events", "platform_state", "outbox",
-          "run_pins", "pruned_runs", "blob_sweep",
+          "run_pins", "pruned_runs", "blob_sweep", "concurrency_locks", "subscriptions",
           "alembic_version"}
 POSTGRES_ONLY_INDEXES = {"ix_runs_id_prefix", "ix_blobs_digest_prefix", "ix_pruned_runs_id_prefix"}
 

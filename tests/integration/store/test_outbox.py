@@ -135,6 +135,42 @@ def test_released_claims_are_claimed_at_once(store: Store, make_run: MakeRun) ->
     assert [r.claimed_by for r in store.claim_deliveries("b", ["slack"], lease_seconds=30)] == ["b"]
 
 
+def test_a_renewed_claim_is_kept_and_a_silent_one_lapses(
+    store: Store, make_run: MakeRun, clock: Clock
+) -> None:
+    """A sender renews its claim while a send takes long (its heartbeat); a claim nobody
+    renews lapses after its short lease and a peer takes it."""
+    one, two = make_run(RunStatus.RUNNING), make_run(RunStatus.RUNNING)
+    _finish(store, one.id)
+    _finish(store, two.id)
+    [kept, silent] = store.claim_deliveries("a:1:x", ["slack"], lease_seconds=10)
+    for _ in range(3):
+        clock.advance(4)
+        assert store.renew_delivery(kept.id, "a:1:x", 10)
+    assert [r.id for r in store.claim_deliveries("b", ["slack"], lease_seconds=10)] == [silent.id]
+    assert not store.renew_delivery(silent.id, "a:1:x", 10)  # lost: the sender stops there
+    assert store.settle_delivery(kept.id, "a:1:x")
+    assert not store.renew_delivery(kept.id, "a:1:x", 10)  # delivered: nothing to renew
+
+
+def test_the_claimants_of_a_replica_are_listed_for_its_restart(
+    store: Store, make_run: MakeRun, clock: Clock
+) -> None:
+    runs = [make_run(RunStatus.RUNNING) for _ in range(4)]
+    for run in runs:
+        _finish(store, run.id)
+    store.claim_deliveries("web_1:10:aa", ["slack"], lease_seconds=30, run_id=runs[0].id)
+    store.claim_deliveries("web_1:11:bb", ["slack"], lease_seconds=30, run_id=runs[1].id)
+    store.claim_deliveries("web%1:12:cc", ["slack"], lease_seconds=30, run_id=runs[2].id)
+    store.claim_deliveries("web_10:13:dd", ["slack"], lease_seconds=5, run_id=runs[3].id)
+    assert store.delivery_claimants("web_1:") == ["web_1:10:aa", "web_1:11:bb"]  # no LIKE wildcards
+    assert store.delivery_claimants("web_10:") == ["web_10:13:dd"]
+    clock.advance(6)
+    assert store.delivery_claimants("web_10:") == []  # lapsed: anyone takes it anyway
+    assert store.release_deliveries("web_1:10:aa") == 1
+    assert store.delivery_claimants("web_1:") == ["web_1:11:bb"]
+
+
 def test_delivered_rows_are_pruned_after_their_retention(
     store: Store, make_run: MakeRun, clock: Clock
 ) -> None:

@@ -111,7 +111,9 @@ async def test_page_shows_graph_states_verdicts_gate_audit_and_commands(
         page = (await site.client.get(await site.link(run))).text
         assert re.search(r'<g id="b-prepare" class="box s-done"', page)
         assert re.search(r'<g id="b-review" class="box s-waiting"', page)
-        assert re.search(r'<g id="b-ship" class="box s-skipped"', page)
+        assert re.search(r'<g id="b-ship" class="box s-waiting"', page)  # waits for the gate
+        assert "waits for <code>review</code>" in page or "waits for `review`" in page
+        assert 'class="box s-skipped"' not in page
         assert page.count("<path d=") == 2  # prepare -> review -> ship
         assert "no earlier result" in page  # the cache verdict's reason
         assert "Ship prepared hi?" in page and 'value="approve"' in page  # the gate, decidable by ana
@@ -469,3 +471,18 @@ async def test_a_gate_with_a_form_shows_its_fields_and_a_page_approval_records_n
 
 def run_gate_opened(site: Site, run: Any) -> float:
     return site.baton.store.get_gate(run.id, "review").created_at
+
+
+async def test_the_commands_offer_approve_and_reject_only_to_who_may_decide(
+    tmp_path: Path, sqlite_url: str
+) -> None:
+    access = {"run": {"*": ["console:ana", "console:cy"]}, "approve": {"*": ["console:ana"]}}
+    async with Site.open(tmp_path, sqlite_url, {"gated": GATED}, access=access) as site:
+        run = await site.start("run gated hi")
+        assert run.status is RunStatus.PAUSED
+        decider = (await site.client.get(await site.link(run))).text
+        onlooker = (await site.client.get(await site.link(run, user="cy"))).text
+        assert f"/workflow approve {run.id}" in decider and f"/workflow reject {run.id}" in decider
+        assert f"/workflow approve {run.id}" not in onlooker and f"/workflow reject {run.id}" not in onlooker
+        assert "Resume this run" not in onlooker  # a run at its gate is not resumed
+        assert f"/workflow plan {run.id}" in onlooker

@@ -22,6 +22,7 @@ from core.store.records import (
     Run,
     RunStatus,
     Schedule,
+    Subscription,
 )
 from core.workflows.approval_spec import ApprovalSpec
 from core.workflows.input_spec import InputSpec
@@ -128,6 +129,24 @@ def every_reply_kind(text: str = "hi") -> list[Reply]:
         replies.audit_export(3, "7d", "csv", "baton-audit-20260921T141320Z.csv", text.encode()),
         replies.unmet_gate(text, {"node": "review", "required": 2, "people": 0, "groups": ["sre"]}),
         *schedule_kinds(run, text),
+        replies.queue([{"key": text, "limit": 1, "active": [QUEUE_AHEAD], "queued": [
+            {"position": 1, "id": "r-2", "workflow": text, "requester": "slack:U2", "waited": 90.0}]}], text),
+        replies.progress(run.evolve(status=RunStatus.QUEUED), make_summary("queued"), queue=queued(text)),
+        replies.run_started(run.evolve(status=RunStatus.QUEUED), text, queue=queued(text)),
+        replies.status(run.evolve(status=RunStatus.QUEUED), make_summary("queued"), queued(text)),
+        replies.run_resumed(run.evolve(status=RunStatus.QUEUED), "slack:U1", queued(text)),
+        replies.gate_decided(run.evolve(status=RunStatus.QUEUED), gate, True, "slack:U2", text,
+                             queue=queued(text)),
+        replies.subscribed("slack", "C0OPS", text, ["failed", "needs_attention"], "slack:U1"),
+        replies.unsubscribed("slack", "C0OPS", text, ["failed"], 1, 2),
+        replies.subscriptions("discord", "1130001112223334445", [
+            Subscription("discord", "1130001112223334445", text, "failed", "slack:U1", 1.0)],
+            [{"workflow": text, "events": ["failed"], "when": "{{ inputs.env == 'prod' }}"}]),
+        replies.notice(run, "failed", {"node": "build", "error": text, "thread_url": None}, page=True),
+        replies.notice(run, "gate_waiting", {"node": "review", "question": text, "deciders": ["slack:U2"],
+                                             "thread_url": "https://slack.com/archives/C1/p1"}, page=False),
+        replies.notice_digest(text, 600.0, [(run.id, "failed"), ("b2", "failed")]),
+        replies.subscription_stopped("slack", "C0OPS", text, "slack:U1"),
     ]
 
 
@@ -167,3 +186,14 @@ def schedule_kinds(run: Run, text: str) -> list[Reply]:
                                {"catchup": True, "by": "slack:U2", "behind": [rid], "cancelled": [rid]}),
         *schedule_replies.refused(paused, text),
     ]
+
+
+#: the run a queued run waits behind, as `queueing.holder` shows it
+QUEUE_AHEAD = {"id": "a1b2c3d4e5f6", "workflow": "deploy", "status": "paused", "requester": "slack:U1",
+               "node": "review", "for": 10_800.0}
+
+
+def queued(key: str) -> dict[str, Any]:
+    """A queued run's place, as `queueing.waiting` gives it."""
+    return {"key": key, "position": 2, "queued": 2, "limit": 1, "active": 1, "waited": 60.0,
+            "ahead": QUEUE_AHEAD}

@@ -201,9 +201,9 @@ def test_an_id_that_prefixes_another_is_not_cut_out_of_it() -> None:
         "slack:U1 may not abandon run r1: it belongs to slack:U12.")
 
 
-def test_a_discord_refusal_cannot_ping_anyone_beyond_the_people_it_names() -> None:
-    """`<@id>` shows the person; the adapter posts with AllowedMentions.none(), so it never pings.
-    Anything else that looks like a mention is neutralised."""
+def test_a_discord_refusal_shows_what_looks_like_a_mention_without_zero_width_spaces() -> None:
+    """`<@id>` shows the person; the adapter posts with AllowedMentions.none() (the e2e fake
+    refuses any other), so nothing pings: text that looks like a mention is shown as written."""
     exc = PermissionDenied("discord:<@&1> may not run `@everyone`.", users=["discord:<@&1>"])
     [text] = render(replies.error(exc), "discord", PLAIN)
-    assert "<@&1>" not in text and "@everyone" not in text
+    assert "`@everyone`" in text and "\u200b" not in text

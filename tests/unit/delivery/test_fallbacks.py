@@ -62,3 +62,25 @@ async def test_an_edit_only_reply_is_never_moved_and_nowhere_says_so() -> None:
     assert places.tried == [("T1", False)]
     nowhere = Places(cannot=("T1", "C1", DIRECT))
     assert not await along(Edits(), "discord", COMPLETED, ["T1", "C1"], nowhere)
+
+
+async def test_replies_on_their_way_at_once_say_the_run_moved_once() -> None:
+    """The final progress edit and the completion fail over together (thread, channel and
+    follow-up refused): the direct message says "from now on" once."""
+    import asyncio
+
+    edits = Edits()
+    edits.follow_up("discord", "r1", "send", ttl=60)
+
+    class Slow(Places):
+        async def __call__(self, place: str, moving: bool) -> bool:
+            await asyncio.sleep(0.01)  # each refusal is a round trip
+            return await super().__call__(place, moving)
+
+    places = Slow("T1", "C1", FOLLOW_UP)
+    final_edit = Reply(kind="progress", run_id="r1", run_status="completed", replace_key="progress:r1")
+    assert all(await asyncio.gather(
+        along(edits, "discord", final_edit, ["T1", "C1"], places),
+        along(edits, "discord", COMPLETED, ["T1", "C1"], places)))
+    told = [moving for place, moving in places.tried if place == DIRECT]
+    assert sorted(told) == [False, True]  # both sent there, the move told once

@@ -5,8 +5,14 @@ from __future__ import annotations
 from typing import Any
 
 from core.commands.hints import hint
-from core.engine.cache_key import EARLIER_ATTEMPT_FAILED, MEMOIZE_FALSE, NO_EARLIER_RESULT
+from core.engine.cache_key import (
+    EARLIER_ATTEMPT_FAILED,
+    EARLIER_ATTEMPT_INTERRUPTED,
+    MEMOIZE_FALSE,
+    NO_EARLIER_RESULT,
+)
 from core.engine.journal_index import INVALIDATED_MARKER, MARKER_KEY, JournalIndex
+from core.engine.journal_writer import INTERRUPTED
 from core.engine.replay import (
     Recovery,
     attempts_allowed,
@@ -124,6 +130,17 @@ def test_failed_and_started_entries_are_never_served() -> None:
     assert index.next_attempt("inflight") == 3
     assert index.miss_reason("new", "k", {}, memoize=True) == NO_EARLIER_RESULT
     assert index.miss_reason("bad", "kbad", {}, memoize=False) == MEMOIZE_FALSE
+
+
+def test_a_step_re_run_after_a_crash_says_it_was_interrupted_not_failed() -> None:
+    interrupted = INTERRUPTED.format(cls="pure")  # what recovery writes on an orphaned entry
+    index = JournalIndex("r", [
+        _entry(1, "r", "crashed", "kc", NodeStatus.FAILED, error=interrupted),
+        _entry(2, "r", "open", "ko", NodeStatus.STARTED),
+    ])
+    assert index.miss_reason("crashed", "kc", {}, memoize=True) == EARLIER_ATTEMPT_INTERRUPTED
+    assert index.miss_reason("open", "ko", {}, memoize=True) == EARLIER_ATTEMPT_INTERRUPTED
+    assert "interrupted" in EARLIER_ATTEMPT_INTERRUPTED and "failed" not in EARLIER_ATTEMPT_INTERRUPTED
 
 
 def test_an_invalidation_hides_earlier_results_in_the_whole_lineage() -> None:

@@ -28,7 +28,7 @@ from core.render import (
 )
 from core.splitting import code_spans
 from tests.unit.commands.samples import every_reply_kind
-from tests.unit.render.fences import fences_balanced, outside_fences
+from tests.unit.render.fences import fences_balanced
 
 PLAIN = Redactor(())  # these tests are about templates; redaction has its own
 
@@ -58,24 +58,18 @@ def test_slack_never_lets_user_text_ping() -> None:
         assert "<!channel>" not in text and "<@U9ZZ>" not in text
 
 
-def test_discord_neutralises_mentions_and_markdown() -> None:
+def test_discord_escapes_markdown_and_leaves_mentions_without_zero_width_spaces() -> None:
+    """Mentions in text show as written (names, no zero-width space): every Discord message is
+    posted with AllowedMentions.none() (the e2e fake refuses any other), so none pings."""
     out = discord_escape(NASTY)
-    assert "@everyone" not in out and "@here" not in out and "<@U9ZZ>" not in out
+    assert "@everyone" in out and "@here" in out and "<@U9ZZ>" in out and "\u200b" not in out
     assert "\\*b\\*" in out and "\\_c\\_" in out and "\\[l\\]" in out
     assert discord_escape("# title\n> quote\n- item") == "\\# title\n\\> quote\n\\- item"
     for reply in every_reply_kind(NASTY):
         text = "".join(render(reply, "discord", PLAIN))
         code = [line[a:b] for line in text.split("\n") for a, b, _ in code_spans(line)]
         assert not any("\u200b" in c for c in code)  # code pastes back exactly as typed
-        outside = "".join(text[a:b] for a, b in outside_fences(text))
-        prose = "\n".join(_without_code(line) for line in outside.split("\n"))
-        assert "@everyone" not in prose and "<@U9ZZ>" not in prose
-
-
-def _without_code(line: str) -> str:
-    for a, b, _ in reversed(code_spans(line)):
-        line = line[:a] + line[b:]
-    return line
+        assert "\u200b" not in text
 
 
 def test_slack_escape() -> None:
@@ -216,8 +210,9 @@ def test_quoted_user_text_never_formats_the_bots_message(platform: str) -> None:
     preview = next(line for line in render(prompt, platform, PLAIN)[0].splitlines() if "message:" in line)
 
     for line in (message, preview):
-        mention = "<!channel>" if platform == "slack" else "<@"
-        for raw in ("*bold*", "_it_", "~gone~", "```", "<@U0BOB>", mention):
+        # Slack: a mention would ping; Discord: shown as a name, never a ping (AllowedMentions.none())
+        mentions = ("<@U0BOB>", "<!channel>") if platform == "slack" else ()
+        for raw in ("*bold*", "_it_", "~gone~", "```", *mentions):
             assert raw not in line, (platform, line)
     if platform == "discord":
         assert "\\*bold\\*" in message and "\\`\\`\\`" in message  # escaped: shown, not applied

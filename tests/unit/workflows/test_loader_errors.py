@@ -102,9 +102,9 @@ def test_unknown_top_level_key_lists_allowed_keys_without_a_close_match(load_err
     )
     assert error.line == 2
     assert "unknown key `zzz` in the workflow" in error.message
-    assert error.hint == (
-        "Allowed keys: name, description, inputs, defaults, nodes, network, env, secrets, schedules."
-    )
+    allowed = "name, description, inputs, defaults, nodes, network, env, secrets, schedules, concurrency, " \
+        "notify"
+    assert error.hint == f"Allowed keys: {allowed}."
 
 
 def test_unknown_key_in_nested_model(load_error: LoadError) -> None:

@@ -3,8 +3,8 @@
 A fire is keyed (schedule, due time): the row is written with the run it starts, so two
 replicas, a restart or a repeated tick start one run per fire.
 
-Revision ID: 0012_schedules
-Revises: 0011_signing_key_row
+Revision ID: 0014_schedules
+Revises: 0013_notify
 Create Date: 2026-11-27
 """
 
@@ -15,8 +15,8 @@ from collections.abc import Sequence
 import sqlalchemy as sa
 from alembic import op
 
-revision: str = "0012_schedules"
-down_revision: str | None = "0011_signing_key_row"
+revision: str = "0014_schedules"
+down_revision: str | None = "0013_notify"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 

@@ -1,0 +1,328 @@
+"""Notices: a run's events told to the conversations that asked, beyond the one it reports in.
+
+DESIGN.md, "Notifications". Who hears: the workflow's own `notify:` rules (their `when:` over
+the run's inputs) and the conversations subscribed with `subscribe` (`subscribing.py`), never
+the conversation the run already reports in.
+
+How a notice travels (`core/delivery/outbox.py` carries it):
+1. The engine writes the run's `run_finished` row in the unit of work that brings it to rest
+   (`core.engine.events.tell_rest`): the event exists exactly when that row does.
+2. Delivering that row (`fan_out`, before the run's own reply is sent) writes one `notice` row
+   per place, in one unit, each under a unique key (run, event, place): a redelivery of the
+   `run_finished` row after a crash, or a second replica, adds none. Each goes to its own
+   place and neither waits for the run's replies nor holds them up.
+3. A `notice` row is sent by a process serving its platform (`deliver`): one line (the run,
+   the workflow, who started it, the failing step and its first error line, or the gate's
+   question and who may decide, the run's thread and page), a gate's Approve / Reject buttons
+   kept as an offer (`offers.py`), so deciding the gate withdraws them there too.
+
+Noise: notices of one workflow to one place form a stream. The first in a quiet window is sent;
+the next ones within `window` seconds of the last are folded into one `notice_digest` row due
+at the end of the window they fall in (one per window, a unique key), which tells how many and
+which runs. The stream's state lives in `platform_state` and every step of it is idempotent,
+so a notice redelivered after a crash is sent or folded once.
+
+A subscription rests on its creator's right to view the workflow's runs: a notice that finds
+the right gone stops the subscription with a notice instead, audited.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import json
+import logging
+import math
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from core.commands import authz, replies
+from core.commands.messages import Outbox, Reply
+from core.commands.offers import GateOffers
+from core.config import ANYONE, Access
+from core.delivery.outbox import maybe_delivered_since
+from core.engine.engine import Engine
+from core.engine.events import ENGINE_ACTOR
+from core.errors import BatonError, WorkflowError
+from core.store.port import Store
+from core.store.records import Delivery, GateStatus, Run
+from core.workflows.notify_spec import DEFAULT_DIGEST, parse_address
+
+log = logging.getLogger("baton.notices")
+
+NOTICE = "notice"
+DIGEST = "notice_digest"
+KINDS = (NOTICE, DIGEST)
+#: the event a run coming to rest at a status tells
+EVENT_OF = {"failed": "failed", "needs_attention": "needs_attention", "paused": "gate_waiting",
+            "completed": "completed", "cancelled": "cancelled"}
+GATE_EVENTS = ("gate_waiting", "gate_overdue")
+OVERDUE_AFTER = "gate_reminder"  # the outbox row whose delivery tells `gate_overdue` (deadlines.py)
+ERROR_CHARS = 200  # of a failing step's first error line
+DECIDERS = 10  # people a gate's notice names as those who may decide
+
+
+@dataclass(frozen=True, slots=True)
+class Target:
+    """A place told about the event, and on what: a subscription (`source`: its workflow or `*`,
+    `by`: its creator) or the workflow's own rule (`by`: None)."""
+
+    platform: str
+    conversation: str
+    source: str
+    by: str | None
+    window: float
+
+
+def first_line(text: str | None) -> str:
+    """An error's first line; one that only introduces the next ("…; stderr ends with:") with
+    that next line."""
+    lines = [part.strip() for part in (text or "").splitlines() if part.strip()]
+    line = " ".join(lines[:2]) if len(lines) > 1 and lines[0].endswith(":") else (lines or [""])[0]
+    return line if len(line) <= ERROR_CHARS else line[: ERROR_CHARS - 1] + "…"
+
+
+def thread_url(run: Run) -> str | None:
+    """A link to the run's thread that works from any platform, where one can be made."""
+    if run.platform == "slack" and run.conversation:
+        stamp = f"/p{run.thread.replace('.', '')}" if run.thread else ""
+        return f"https://slack.com/archives/{run.conversation}{stamp}"
+    return None
+
+
+class Notices:
+    def __init__(self, *, store: Store, engine: Engine, access: Access, offers: GateOffers,
+                 outbox_of: Callable[[str], Outbox | None], pages: bool = False,
+                 window: float = DEFAULT_DIGEST, clock: Callable[[], float] = time.time) -> None:
+        self._store = store
+        self._engine = engine
+        self._access = access
+        self._offers = offers
+        self._outbox_of = outbox_of
+        self.pages = pages
+        self.window = window  # a subscription's digest window (a rule says its own)
+        self.clock = clock
+        self._locks: dict[tuple[str, str], asyncio.Lock] = {}
+
+    # -- 2. fan out ---------------------------------------------------------------------------
+    def fan_out(self, row: Delivery, run: Run | None = None) -> int:
+        """`row` (a run's `run_finished` row, or a gate's first reminder: `gate_overdue`) tells
+        an event: write its notices (`notify`). How many places it names."""
+        overdue = row.kind == OVERDUE_AFTER
+        event = "gate_overdue" if overdue else EVENT_OF.get(str(row.payload.get("status")))
+        if event is None:
+            return 0
+        run = run if run is not None else self._store.get_run(row.run_id)  # the caller's, when it read it
+        node = row.payload.get("node")
+        if overdue and self._store.get_gate(run.id, str(node)).status is not GateStatus.WAITING:
+            return 0
+        if event == "gate_waiting":
+            gate = self._engine.gates.waiting(run)
+            if gate is None:  # decided since: its buttons would be stale
+                return 0
+            node = gate.node_id
+        at = None if node is None else str(node)
+        return self.notify(run, event, node=at, reason=row.payload.get("reason"))
+
+    def notify(self, run: Run, event: str, *, node: str | None = None, reason: str | None = None) -> int:
+        """Write the notices of `event` of `run`, one per place (none again for a place that has
+        one: call it from the delivery of an outbox row written with the event, and a redelivery
+        adds nothing). The hook of every event: `queued_long` is told by calling it from the
+        concurrency queue's own row. How many places it names."""
+        targets = self.targets(run, event)
+        if not targets:
+            return 0
+        told = f"{event}:{node}" if event in GATE_EVENTS else event
+        with self._store.transaction() as tx:
+            for t in targets:
+                payload = {"event": event, "node": node, "reason": reason, "by": t.by, "source": t.source,
+                           "window": t.window}
+                key = f"notice:{run.id}:{told}:{t.platform}:{t.conversation}"
+                tx.enqueue_notice(run.id, NOTICE, platform=t.platform, conversation=t.conversation,
+                                  payload=payload, dedupe=key)
+        log.info("notices queued", extra={"action": "notices", "run_id": run.id, "event": event,
+                                          "places": len(targets)})
+        return len(targets)
+
+    def targets(self, run: Run, event: str) -> list[Target]:
+        """Where `event` of `run` is told: the workflow's rules whose `when:` holds, then the
+        subscriptions; one per place, never the run's own conversation."""
+        found: dict[tuple[str, str], Target] = {}
+        try:
+            rules = self._engine.catalog.get(run.workflow).notify
+        except WorkflowError:  # gone or broken since: its subscriptions still hear
+            rules = []
+        args: dict[str, Any] | None = None
+        for rule in rules:
+            place = parse_address(rule.to)
+            if event not in rule.on or place is None:
+                continue
+            if rule.when is not None:
+                args = self._engine.args_of(run) if args is None else args
+                if not self._holds(rule.when, args, run):
+                    continue
+            found.setdefault(place, Target(*place, source=run.workflow, by=None, window=rule.window))
+        for sub in self._store.subscriptions(workflow=run.workflow):
+            if sub.event == event:
+                place = (sub.platform, sub.conversation)
+                found.setdefault(place, Target(*place, sub.workflow, sub.created_by, self.window))
+        found.pop((run.platform, run.conversation), None)  # no echo: the run reports there already
+        return list(found.values())
+
+    def _holds(self, when: str, args: dict[str, Any], run: Run) -> bool:
+        from core.workflows.templating import evaluate_condition
+
+        try:
+            return evaluate_condition(when, {"inputs": args, "run": {"id": run.id}})
+        except BatonError as exc:  # a condition is never guessed: that rule is not told
+            log.warning("notify when: not evaluated: %s", exc.message,
+                        extra={"action": "notify_when", "run_id": run.id})
+            return False
+
+    # -- 3. deliver ---------------------------------------------------------------------------
+    def _send(self, platform: str) -> Outbox:
+        send = self._outbox_of(platform)
+        if send is None:
+            raise BatonError(f"no outbox for {platform} in this process")
+        return send
+
+    async def deliver(self, row: Delivery) -> None:
+        """Send one `notice` row at its place (or fold it into its stream's digest)."""
+        send = self._send(row.platform)
+        run = self._store.get_run(row.run_id)
+        p = row.payload
+        event = str(p["event"])
+        by = p.get("by")
+        if by and not authz.may_view_workflow(self._access, str(by), run.workflow):
+            await self._stop(row, send, str(by), str(p.get("source") or run.workflow))
+            return
+        gate = self._store.get_gate(run.id, str(p["node"])) if event in GATE_EVENTS else None
+        if gate is not None and gate.status is not GateStatus.WAITING:
+            log.info("notice superseded: the gate was decided", extra={"action": "notice", "run_id": run.id})
+            return
+        if not await self._first(row, run.workflow):
+            return
+        reply = replies.notice(run, event, self._facts(row, run, event, p), page=self.pages)
+        subscriber = str(by) if by and str(by).startswith(f"{row.platform}:") else None
+        reply = dataclasses.replace(
+            reply, platform=row.platform, conversation=row.conversation, delivery_key=row.key,
+            redelivery_since=maybe_delivered_since(row), requester=subscriber,  # told directly if refused
+            replace_key=f"offer:notice:{row.id}" if event in GATE_EVENTS else None,
+        )
+        await send(self._offers.offer(reply, platform=row.platform, conversation=row.conversation,
+                                      thread=None))
+
+    def _facts(self, row: Delivery, run: Run, event: str, p: dict[str, Any]) -> dict[str, Any]:
+        node = str(p.get("node") or "")
+        facts: dict[str, Any] = {"node": node, "thread_url": thread_url(run), "to": row.conversation}
+        if run.platform == "discord" and run.thread:
+            facts["run_conversation"] = run.thread  # a Discord thread is a channel of its own
+        if event == "failed":
+            summary = self._engine.summary(run)
+            node = summary.failed_node or node
+            failed = next((n for n in summary.nodes if n.node_id == node), None)
+            error = failed.error if failed and failed.error else p.get("reason")
+            facts.update(node=node, error=first_line(error))
+        elif event == "needs_attention":
+            facts["error"] = first_line(p.get("reason"))
+        elif event in GATE_EVENTS:
+            question = self._store.get_gate(run.id, node).prompt
+            facts.update(question=question, deciders=self._deciders(run, node))
+        elif event == "cancelled":
+            facts["by"] = run.status_by or ""
+        return facts
+
+    def _deciders(self, run: Run, node: str) -> list[str]:
+        try:
+            listed = self._engine.catalog.get(run.workflow).node(node).approvers
+        except (WorkflowError, KeyError):
+            listed = None
+        if listed is None:
+            approve = self._access.approve
+            listed = [*approve.get(run.workflow, ()), *approve.get(ANYONE, ())]
+        people = sorted(authz.members(self._access, listed))  # a group's members, by id
+        return ["anyone" if who == ANYONE else who for who in people][:DECIDERS]
+
+    async def _stop(self, row: Delivery, send: Outbox, by: str, source: str) -> None:
+        """The subscription's creator may no longer view the runs: stop it, with a notice there."""
+        mine = [s for s in self._store.subscriptions(platform=row.platform, conversation=row.conversation)
+                if s.workflow == source and s.created_by == by]  # fmt: skip
+        if not mine:
+            return  # stopped already (by an earlier notice, or unsubscribed)
+        told = replies.subscription_stopped(row.platform, row.conversation, source, by)
+        await send(dataclasses.replace(told, platform=row.platform, conversation=row.conversation,
+                                       delivery_key=row.key, redelivery_since=maybe_delivered_since(row)))
+        self._store.unsubscribe(row.platform, row.conversation, source, [s.event for s in mine])
+        self._store.audit(actor=ENGINE_ACTOR, action="subscription_stopped", run_id=row.run_id, details={
+            "platform": row.platform, "conversation": row.conversation, "workflow": source, "by": by,
+            "events": [s.event for s in mine]})
+        log.info("subscription stopped: %s may no longer view %s", by, source,
+                 extra={"action": "subscription_stopped", "run_id": row.run_id})
+
+    # -- noise control ------------------------------------------------------------------------
+    def _lock(self, platform: str, stream: str) -> asyncio.Lock:
+        return self._locks.setdefault((platform, stream), asyncio.Lock())
+
+    def _state(self, platform: str, stream: str) -> dict[str, Any]:
+        state: dict[str, Any] = json.loads(self._store.get_state(platform, stream) or "{}")
+        state.setdefault("folds", {})
+        return state
+
+    async def _first(self, row: Delivery, workflow: str) -> bool:
+        """Whether `row` is sent now: the first notice of its stream (this workflow, this
+        place) after a quiet `window`. Otherwise it is folded into the digest of the window it
+        falls in (that digest's row written once), and False. Idempotent per row."""
+        window = float(row.payload.get("window") or self.window)
+        stream = f"notify:{row.conversation}:{workflow}"
+        async with self._lock(row.platform, stream):
+            state = self._state(row.platform, stream)
+            folds: dict[str, list[list[Any]]] = state["folds"]
+            folded = next((due for due, items in folds.items() if any(i[0] == row.id for i in items)), None)
+            if state.get("row") == row.id:
+                return True  # this very notice was sent before (a redelivery)
+            now = self.clock()
+            last = state.get("last")
+            if folded is None and (last is None or now - float(last) >= window):
+                state.update(anchor=now, last=now, row=row.id)
+                self._store.put_state(row.platform, stream, json.dumps(state))
+                return True
+            if folded is None:
+                anchor = float(state["anchor"])
+                due = anchor + max(1, math.ceil((now - anchor) / window)) * window
+                folded = f"{due:.3f}"
+                state["folds"].setdefault(folded, []).append([row.id, row.run_id, str(row.payload["event"])])
+                state["last"] = now
+                self._store.put_state(row.platform, stream, json.dumps(state))
+            with self._store.transaction() as tx:  # once per window, however often written
+                tx.enqueue_notice(row.run_id, DIGEST, platform=row.platform, conversation=row.conversation,
+                                  payload={"stream": stream, "due": folded, "workflow": workflow,
+                                           "window": window},
+                                  dedupe=f"digest:{row.platform}:{stream}:{folded}", due_at=float(folded))
+            log.info("notice folded into the digest due at %s", folded,
+                     extra={"action": "notice_folded", "run_id": row.run_id})
+            return False
+
+    async def deliver_digest(self, row: Delivery) -> None:
+        """A window's folded notices, in one message; the window is then forgotten."""
+        send = self._send(row.platform)
+        stream, due = str(row.payload["stream"]), str(row.payload["due"])
+        async with self._lock(row.platform, stream):
+            items = self._state(row.platform, stream)["folds"].get(due, [])
+        if items:
+            digest = replies.notice_digest(str(row.payload["workflow"]), float(row.payload["window"]),
+                                           [(str(i[1]), str(i[2])) for i in items])
+            digest = dataclasses.replace(digest, data={**digest.data, "to": row.conversation})
+            await send(dataclasses.replace(digest, platform=row.platform, conversation=row.conversation,
+                                           delivery_key=row.key, redelivery_since=maybe_delivered_since(row)))
+        async with self._lock(row.platform, stream):
+            state = self._state(row.platform, stream)
+            if state["folds"].pop(due, None) is not None:
+                self._store.put_state(row.platform, stream, json.dumps(state))
+
+
+def is_notice(reply: Reply) -> bool:
+    """A reply addressed to a subscribed place rather than the run's (the console prints those
+    of every console conversation, marked with theirs)."""
+    return reply.kind in (NOTICE, DIGEST, "subscription_stopped")

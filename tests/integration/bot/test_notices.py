@@ -1,0 +1,275 @@
+"""Notices through the real wiring (`build_baton`, on SQLite and PostgreSQL), with two chat
+platforms served by one process: a run on one notifies a conversation on the other once; a
+gate's notice carries buttons that decide it, withdrawn everywhere after; a flood of 50
+failures is one notice and one digest; a subscription whose creator lost the right stops
+with a notice; the run's own conversation is never told twice."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+import sqlalchemy as sa
+
+from bot.app import Baton, build_baton
+from core.commands.messages import ChatMessage, Reply
+from core.config import Access, Settings
+from core.store.records import Run
+from core.store.repository import SqlStore
+from core.store.tables import OUTBOX
+
+FAILS = """
+name: deploy
+nodes:
+  - id: push
+    bash: echo "no route to host" >&2; exit 2
+    replay: pure
+"""
+RULED = """
+name: ruled
+inputs:
+  env: {type: string, default: staging}
+nodes:
+  - id: push
+    bash: exit 2
+    replay: pure
+notify:
+  - on: [failed]
+    to: "discord:1130001112223334445"
+    when: "{{ inputs.env == 'prod' }}"
+    digest: 5m
+  - on: [failed]
+    to: "slack:CDEV"
+"""
+GATED = """
+name: release
+nodes:
+  - id: review
+    approval:
+      question: "Ship it?"
+      remind: [1h]
+  - id: ship
+    depends_on: [review]
+    bash: echo shipped
+    replay: pure
+"""
+
+
+@pytest.fixture
+def settings(tmp_path: Path, database_url: str) -> Settings:
+    workflows = tmp_path / "workflows"
+    workflows.mkdir()
+    (workflows / "deploy.yaml").write_text(FAILS)
+    (workflows / "release.yaml").write_text(GATED)
+    (workflows / "ruled.yaml").write_text(RULED)
+    return Settings(database_url=database_url, workflow_dirs=[workflows], data_dir=tmp_path / "data",
+                    tool_modules=[], outbox_poll_seconds=0.05, outbox_lease_seconds=2.0)
+
+
+class Platform:
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.taken: list[Reply] = []
+        self.changed = asyncio.Event()
+
+    async def confirm(self, reply: Reply) -> None:
+        self.taken.append(reply)
+        self.changed.set()
+
+    def kinds(self, *kinds: str) -> list[Reply]:
+        return [r for r in self.taken if r.kind in kinds]
+
+    async def wait(self, ready: Callable[[], object], timeout: float = 20) -> None:
+        async with asyncio.timeout(timeout):
+            while not ready():
+                self.changed.clear()
+                await self.changed.wait()
+
+
+async def _until(ready: Callable[[], object], timeout: float = 60) -> None:
+    """Until the database shows `ready` (rows folded into a digest send nothing to wait on)."""
+    async with asyncio.timeout(timeout):
+        while not ready():
+            await asyncio.sleep(0.05)
+
+
+def _baton(settings: Settings) -> tuple[Baton, Platform, Platform]:
+    baton = build_baton(settings)
+    slack, discord = Platform("slack"), Platform("discord")
+    baton.handler.register_outbox("slack", slack.confirm)
+    baton.handler.register_outbox("discord", discord.confirm)
+    return baton, slack, discord
+
+
+def _say(platform: str, conversation: str, user: str, text: str, n: list[int] = [0]) -> ChatMessage:  # noqa: B006
+    n[0] += 1
+    return ChatMessage(platform=platform, conversation=conversation, user=user, text=text,
+                       event_id=f"e{n[0]}")
+
+
+async def _start(baton: Baton, workflow: str, platform: str, conversation: str, requester: str,
+                 thread: str | None = None, message: str = "") -> Run:
+    return await baton.engine.start_run(workflow=workflow, args={"message": message}, platform=platform,
+                                        conversation=conversation, thread=thread, requester=requester)
+
+
+def _rows(store: SqlStore, kind: str) -> list[tuple[str, str, str, float | None]]:
+    query = sa.select(OUTBOX.c.platform, OUTBOX.c.conversation, OUTBOX.c.run_id, OUTBOX.c.delivered_at).where(
+        OUTBOX.c.kind == kind).order_by(OUTBOX.c.id)
+    with store._engine.connect() as conn:
+        return [tuple(r) for r in conn.execute(query)]  # type: ignore[misc]
+
+
+async def test_a_slack_run_notifies_a_discord_channel_once_and_never_its_own(settings: Settings) -> None:
+    baton, slack, discord = _baton(settings)
+    try:
+        async with baton.running(grace=1.0, handle_signals=False):
+            [ok] = await baton.handler.handle(_say("discord", "1130001112223334445", "7", "subscribe deploy"))
+            assert ok.kind == "subscribed"
+            await baton.handler.handle(_say("slack", "CDEV", "U1", "subscribe deploy failed"))  # its own
+            run = await _start(baton, "deploy", "slack", "CDEV", "slack:U1", thread="1700000000.000100")
+            await discord.wait(lambda: discord.kinds("notice"))
+            await slack.wait(lambda: slack.kinds("run_failed"))
+            await baton.handler.drain()
+            [notice] = discord.kinds("notice")
+            assert (notice.platform, notice.conversation, notice.data["event"]) == (
+                "discord", "1130001112223334445", "failed")
+            assert notice.data["node"] == "push" and "no route to host" in notice.data["error"]
+            assert notice.data["requester"] == "slack:U1"
+            assert notice.data["thread_url"] == "https://slack.com/archives/CDEV/p1700000000000100"
+            assert slack.kinds("notice") == []  # never echoed where the run reports
+            assert [(p, c, r) for p, c, r, _ in _rows(baton.store, "notice")] == [  # type: ignore[arg-type]
+                ("discord", "1130001112223334445", run.id)]
+            audit = [e.action for e in baton.store.audit_since(0)]
+            assert "subscribe" in audit
+    finally:
+        baton.close()
+
+
+async def test_a_gate_notice_decides_the_gate_and_is_withdrawn_everywhere(settings: Settings) -> None:
+    baton, slack, discord = _baton(settings)
+    try:
+        async with baton.running(grace=1.0, handle_signals=False):
+            await baton.handler.handle(_say("discord", "1130001112223334445", "7", "subscribe release gates"))
+            run = await _start(baton, "release", "slack", "CDEV", "slack:U1")
+            await discord.wait(lambda: discord.kinds("notice"))
+            await slack.wait(lambda: slack.kinds("gate_waiting"))
+            [notice] = discord.kinds("notice")
+            assert notice.data["event"] == "gate_waiting" and notice.data["question"] == "Ship it?"
+            assert notice.data["deciders"] == ["anyone"]
+            approve = next(b for b in notice.buttons if b.action == "approve")
+            # a click on the notice's button in Discord decides the Slack run's gate
+            await baton.handler.handle(_say("discord", "1130001112223334445", "7", approve.command))
+            await baton.engine.wait(run.id, timeout=20)
+            await slack.wait(lambda: slack.kinds("run_completed"))
+            await discord.wait(lambda: [r for r in discord.taken if r.edit_only])
+            await slack.wait(lambda: [r for r in slack.taken if r.edit_only and r.kind == "gate_waiting"])
+            [withdrawn] = [r for r in discord.taken if r.edit_only]
+            assert withdrawn.replace_key == notice.replace_key and not any(
+                b.action in ("approve", "reject") for b in withdrawn.buttons)
+            assert withdrawn.data["settled"][0]["by"] == "discord:7"
+            assert baton.store.get_run(run.id).status.value == "completed"
+    finally:
+        baton.close()
+
+
+async def test_a_flood_of_50_failures_is_one_notice_then_one_digest(settings: Settings) -> None:
+    baton, slack, _ = _baton(settings)
+    try:
+        async with baton.running(grace=1.0, handle_signals=False):
+            await baton.handler.handle(_say("slack", "C0OPS", "U9", "subscribe deploy failed"))
+            runs = [await _start(baton, "deploy", "discord", f"11300011122233344{n:02d}", "discord:7",
+                                 message=str(n)) for n in range(50)]
+            for run in runs:
+                await baton.engine.wait(run.id, timeout=60)
+            await _until(lambda: len(rows := _rows(baton.store, "notice")) == 50 and all(r[3] for r in rows))
+            await baton.handler.drain()
+            assert len(slack.kinds("notice")) == 1 and slack.kinds("notice_digest") == []
+            [digest_row] = _rows(baton.store, "notice_digest")
+            assert digest_row[3] is None  # due at the end of the window (10 minutes)
+            with baton.store._engine.begin() as conn:  # ... which comes now
+                conn.execute(sa.update(OUTBOX).where(OUTBOX.c.kind == "notice_digest").values(due_at=0))
+            baton.outbox.wake()  # type: ignore[union-attr]
+            await slack.wait(lambda: slack.kinds("notice_digest"))
+            [digest] = slack.kinds("notice_digest")
+            assert digest.data["count"] == 49 and digest.data["events"] == [("failed", 49)]
+            assert digest.data["more"] == 39 and len(digest.data["runs"]) == 10
+            assert len(slack.kinds("notice")) == 1
+    finally:
+        baton.close()
+
+
+async def test_a_subscription_whose_creator_lost_the_right_stops_with_a_notice(
+    settings: Settings, tmp_path: Path
+) -> None:
+    grants = Access(run={"deploy": ["slack:U9"]}, admins=["slack:UADMIN"])
+    settings = settings.model_copy(update={"access": grants})
+    baton, slack, _ = _baton(settings)
+    try:
+        async with baton.running(grace=1.0, handle_signals=False):
+            [refused] = await baton.handler.handle(_say("slack", "C0OPS", "U5", "subscribe deploy"))
+            assert refused.is_error and "may not view" in refused.data["message"]
+            elsewhere = _say("slack", "C0OPS", "U9", "subscribe deploy --to slack:COTHER")
+            [other] = await baton.handler.handle(elsewhere)
+            assert other.is_error and "admin" in other.data["message"]
+            [ok] = await baton.handler.handle(_say("slack", "C0OPS", "U9", "subscribe deploy"))
+            assert ok.kind == "subscribed"
+        revoked = settings.model_copy(update={"access": Access(run={"deploy": ["slack:UADMIN"]})})
+        baton.close()
+        baton, slack, _ = _baton(revoked)
+        async with baton.running(grace=1.0, handle_signals=False):
+            run = await _start(baton, "deploy", "slack", "CDEV", "slack:UADMIN")
+            await slack.wait(lambda: slack.kinds("subscription_stopped"))
+            assert slack.kinds("notice") == []
+            assert baton.store.subscriptions(platform="slack", conversation="C0OPS") == []
+            stopped = [e for e in baton.store.audit_log(run.id) if e.action == "subscription_stopped"]
+            assert stopped and stopped[0].details["by"] == "slack:U9"
+    finally:
+        baton.close()
+
+
+async def test_a_gate_still_waiting_at_its_reminder_is_told_overdue_once(settings: Settings) -> None:
+    # a reminder comes an hour later: past the digest window of the gate's first notice
+    baton, slack, discord = _baton(settings.model_copy(update={"notify_digest_seconds": 0.5}))
+    try:
+        async with baton.running(grace=1.0, handle_signals=False):
+            await baton.handler.handle(_say("discord", "1130001112223334445", "7", "subscribe release gates"))
+            run = await _start(baton, "release", "slack", "CDEV", "slack:U1")
+            await discord.wait(lambda: discord.kinds("notice"))
+            gate = baton.store.get_gate(run.id, "review")
+            assert baton.deadlines is not None
+            await asyncio.sleep(0.6)  # the window of the first notice passes (the tick's hour is not real)
+            [reminder] = await baton.deadlines.deadlines.tick(now=gate.created_at + 3600)
+            await discord.wait(lambda: len(discord.kinds("notice")) == 2)
+            await slack.wait(lambda: slack.kinds("gate_reminder"))
+            await baton.handler.drain()
+            waiting, overdue = discord.kinds("notice")
+            assert (waiting.data["event"], overdue.data["event"]) == ("gate_waiting", "gate_overdue")
+            assert overdue.data["question"] == "Ship it?" and overdue.data["node"] == "review"
+            assert len(_rows(baton.store, "notice")) == 2 and reminder.action == "remind"
+    finally:
+        baton.close()
+
+
+async def test_a_workflows_rule_tells_its_place_when_its_condition_holds_with_its_window(
+    settings: Settings,
+) -> None:
+    baton, slack, discord = _baton(settings)
+    try:
+        async with baton.running(grace=1.0, handle_signals=False):
+            place = {"platform": "slack", "conversation": "CDEV", "thread": None, "requester": "slack:U1"}
+            staging = await baton.engine.start_run(workflow="ruled", args={"env": "staging"}, **place)
+            prod = await baton.engine.start_run(workflow="ruled", args={"env": "prod"}, **place)
+            await discord.wait(lambda: discord.kinds("notice"))
+            await baton.engine.wait(staging.id, timeout=20)
+            await slack.wait(lambda: len(slack.kinds("run_failed")) == 2)
+            await baton.handler.drain()
+            [notice] = discord.kinds("notice")
+            assert notice.data["run_id"] == prod.id  # staging's condition is false
+            [row] = [r for r in baton.store.deliveries(prod.id) if r.kind == "notice"]
+            assert row.payload["window"] == 300 and row.payload["by"] is None  # the rule's own digest
+            assert slack.kinds("notice") == []  # its second rule names the run's own channel: no echo
+    finally:
+        baton.close()

@@ -1,0 +1,123 @@
+"""The engine's every way into `running` goes through admission (a new run, `resume_from`, a
+resume, an approval of a run that gave its slot back), a queued run starts by itself when a
+slot frees, a caller may pass its own key (a schedule's), and cancelling a queued run takes it
+out of the queue. On SQLite and PostgreSQL."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from core.engine.events import EventKind
+from core.errors import ConcurrencyLimitReached, RunNotResumable
+from core.store.records import Concurrency, OnLimit, RunStatus
+from tests.integration.engine.harness import Harness
+
+GATED = """
+name: {name}
+concurrency:
+  key: deploy-{{{{ inputs.env }}}}
+  limit: 1
+  hold_while_paused: {hold}
+inputs:
+  env: {{type: string, default: prod}}
+nodes:
+  - id: work
+    bash: echo worked
+    replay: pure
+  - id: review
+    depends_on: [work]
+    approval: "ship?"
+"""
+
+FLAKY = """
+name: flaky
+concurrency: {{limit: 1}}
+nodes:
+  - id: once
+    bash: "[ -f {flag} ] && echo fixed"
+    replay: pure
+"""
+
+
+async def settled(h: Harness, run_id: str, status: RunStatus) -> None:
+    for _ in range(300):
+        if h.store.get_run(run_id).status is status:
+            return
+        await asyncio.sleep(0.05)
+    raise AssertionError(f"{run_id} is {h.store.get_run(run_id).status}, not {status}")
+
+
+@pytest.fixture
+async def started(db_harness: Harness) -> Harness:
+    await db_harness.engine.start()
+    db_harness.write("ship.yaml", GATED.format(name="ship", hold="true"))
+    db_harness.write("ship-loose.yaml", GATED.format(name="ship-loose", hold="false"))
+    return db_harness
+
+
+async def test_a_queued_run_starts_by_itself_when_the_holder_rests(started: Harness) -> None:
+    h = started
+    holder = await h.run("ship")
+    assert holder.status is RunStatus.PAUSED  # holds the slot at its gate
+    waiting = await h.start("ship", {"env": "prod"})
+    other_key = await h.start("ship", {"env": "staging"})
+    assert waiting.status is RunStatus.QUEUED and other_key.status is RunStatus.RUNNING
+    assert h.kinds(waiting.id, EventKind.RUN_QUEUED) == [None]
+    await h.engine.abandon(holder.id, actor="console:ana")
+    await settled(h, waiting.id, RunStatus.PAUSED)  # admitted, started here, ran to its gate
+    assert h.kinds(waiting.id, EventKind.RUN_STARTED) == [None]
+
+
+async def test_approving_a_run_that_gave_its_slot_back_queues_it(started: Harness) -> None:
+    h = started
+    first = await h.run("ship-loose")
+    second = await h.run("ship-loose")
+    assert (first.status, second.status) == (RunStatus.PAUSED, RunStatus.PAUSED)  # neither holds it
+    holder = await h.run("ship")  # the same key, and it keeps its slot at its gate
+    assert holder.status is RunStatus.PAUSED
+    approved = await h.engine.approve(first.id, actor="console:bob")
+    assert approved.status is RunStatus.QUEUED  # approved, and waits its turn to continue
+    assert h.store.get_gate(first.id, "review").status.value == "approved"
+    await h.engine.abandon(holder.id, actor="console:ana")
+    await settled(h, first.id, RunStatus.COMPLETED)
+    assert h.store.get_run(second.id).status is RunStatus.PAUSED
+
+
+async def test_resume_and_resume_from_go_through_admission(started: Harness) -> None:
+    h = started
+    flag = h.root / "fixed"
+    h.write("flaky.yaml", FLAKY.format(flag=flag))
+    failed = await h.run("flaky")
+    assert failed.status is RunStatus.FAILED  # failed runs hold no slot
+    h.write("hold.yaml", GATED.format(name="hold", hold="true").replace("deploy-{{ inputs.env }}", "flaky"))
+    holder = await h.run("hold")
+    assert holder.status is RunStatus.PAUSED
+    flag.touch()
+    resumed = await h.engine.resume(failed.id, actor="console:ana")
+    assert resumed.status is RunStatus.QUEUED
+    again = await h.start("flaky", resume_from=failed.id)
+    assert again.status is RunStatus.QUEUED
+    with pytest.raises(RunNotResumable):  # already waiting for its turn
+        await h.engine.resume(failed.id, actor="console:ana")
+    await h.engine.abandon(holder.id, actor="console:ana")
+    await settled(h, failed.id, RunStatus.COMPLETED)
+    await settled(h, again.id, RunStatus.COMPLETED)
+
+
+async def test_an_explicit_key_and_cancelling_a_queued_run(started: Harness) -> None:
+    h = started
+    h.write("free.yaml", "name: free\nnodes:\n  - id: a\n    approval: ok?\n")
+    mine = Concurrency(key="schedule:nightly", limit=1)
+    first = await h.start("free", concurrency=mine)
+    await settled(h, first.id, RunStatus.PAUSED)
+    second = await h.start("free", concurrency=mine)
+    assert second.status is RunStatus.QUEUED and second.concurrency == mine
+    assert (await h.start("free")).status is RunStatus.RUNNING  # its own workflow has no limit
+    cancelled = await h.engine.cancel(second.id, actor="console:ana")
+    assert cancelled.status is RunStatus.CANCELLED
+    refusing = Concurrency(key="schedule:nightly", limit=1, on_limit=OnLimit.CANCEL_NEW)
+    with pytest.raises(ConcurrencyLimitReached) as refused:
+        await h.start("free", concurrency=refusing)
+    assert refused.value.run_id == first.id
