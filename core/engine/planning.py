@@ -11,6 +11,7 @@ output changes" (unless its own definition or inputs changed, which says so inst
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -19,6 +20,7 @@ from core.engine.conditions import SKIPPED_KEY
 from core.engine.events import NodePlan, NodeState, NodeSummary, Plan, RunSummary
 from core.engine.executor import node_components
 from core.engine.journal_index import MARKER_KEY, REJECTED_MARKER, JournalIndex, earlier_attempt, is_cut
+from core.engine.mapping import counts_of, split_item_id
 from core.engine.prepared import Definitions, PreparedWorkflow
 from core.engine.replay import Recovery, recovery_for
 from core.store.records import JournalEntry, NodeStatus, Run, RunStatus
@@ -181,6 +183,31 @@ def _row(
     return NodeSummary(node_id, kind, NodeState.FAILED, reason=reason, error="interrupted")
 
 
+def _item_of_map(prepared: PreparedWorkflow, node_id: str) -> bool:
+    """`node_id` is an item row (`deploy[3]`) of a map node: counted on its node's row."""
+    split = split_item_id(node_id)
+    if split is None:
+        return False
+    pn = prepared.nodes.get(split[0])
+    return pn is not None and pn.node.map is not None
+
+
+def _map_row(row: NodeSummary, entry: JournalEntry | None, latest: Mapping[str, JournalEntry],
+             run: Run) -> NodeSummary:
+    """A map node's row: its own entry's state once settled, else its items' (one row, never
+    one per item), with how far its items are."""
+    counts = counts_of(row.node_id, latest)
+    if counts is None:
+        return row
+    newest = max(e.id for n, e in latest.items() if (split_item_id(n) or ("", 0))[0] == row.node_id)
+    if (entry is None or entry.id < newest) and run.status is RunStatus.RUNNING:
+        return dataclasses.replace(row, state=NodeState.RUNNING, mapped=counts.text(), error="")
+    if entry is None and run.status is RunStatus.NEEDS_ATTENTION:
+        reason = "an item may have run; no result recorded"
+        return dataclasses.replace(row, state=NodeState.ATTENTION, mapped=counts.text(), reason=reason)
+    return dataclasses.replace(row, mapped=counts.text())
+
+
 def summarize(
     run: Run, prepared: PreparedWorkflow | None, entries: Sequence[JournalEntry], output: str | None,
     now: float | None = None,
@@ -189,7 +216,9 @@ def summarize(
     so far (without it, or at rest: until its last status change)."""
     latest = own_latest(entries)
     if prepared is not None:
-        order = list(prepared.order) + [n for n in latest if n not in prepared.nodes]
+        order = list(prepared.order) + [
+            n for n in latest if n not in prepared.nodes and not _item_of_map(prepared, n)
+        ]
     else:
         order = list(latest)
     rows: list[NodeSummary] = []
@@ -209,6 +238,8 @@ def summarize(
         stopped_by[node_id] = above
         if kind == "approval" and row.state in (NodeState.WAITING, NodeState.REJECTED) and not above:
             stopping.add(node_id)
+        if pn is not None and pn.node.map is not None:
+            row = _map_row(row, entry, latest, run)
         rows.append(row)
     failed = next((r.node_id for r in rows if r.state in (NodeState.FAILED, NodeState.ATTENTION)), None)
     return RunSummary(
