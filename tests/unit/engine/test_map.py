@@ -1,0 +1,155 @@
+"""`map:`: each item's cache key (an item added or changed leaves the others cached), the
+executor's item steps on `MemoryStore`, and the pure helpers of `core/engine/mapping.py`."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from core.engine.cache_key import cache_key, components_of, explain, item_components
+from core.engine.mapping import ItemCounts, ItemsError, items_of, only_items, split_item_id
+from core.store.records import RunStatus
+from tests.unit.engine.memory_rig import Rig
+
+MAP = """
+    name: fan
+    inputs:
+      hosts: {type: array}
+    nodes:
+      - id: each
+        map: {items: "{{ inputs.hosts }}", as: host, max_parallel: 2}
+        tool: deploy
+        with: {text: "{{ host }}"}
+"""
+
+
+@pytest.fixture
+def rig(tmp_path: Path) -> Rig:
+    rig = Rig(tmp_path)
+    seen: list[str] = []
+    rig.seen = seen  # type: ignore[attr-defined]
+
+    @rig.tools.tool("deploy", replay="idempotent", inline=True)
+    def deploy(text: str = "") -> str:
+        seen.append(text)
+        if text.startswith("bad"):
+            raise RuntimeError(f"{text} is down")
+        return f"deployed {text}"
+
+    return rig
+
+
+def _components(**upstream: str) -> dict[str, Any]:
+    return components_of(
+        node_id="each", kind="tool", definition="d", inputs={"hosts": "h1", "env": "e"}, upstream=upstream
+    )
+
+
+def test_an_items_key_is_its_value_not_its_position() -> None:
+    node = _components(hosts="x")
+    a = cache_key(item_components(node, "a"))
+    assert a == cache_key(item_components(node, "a"))  # wherever "a" is in the list
+    assert a != cache_key(item_components(node, "b"))
+    assert a != cache_key(node)
+    same = item_components(node, {"k": 1, "j": 2}), item_components(node, {"j": 2, "k": 1})
+    assert cache_key(same[0]) == cache_key(same[1])
+    assert explain(item_components(node, "a"), item_components(node, "b")) == "item changed"
+
+
+def test_what_only_the_items_read_leaves_the_items_keys() -> None:
+    before = item_components(_components(hosts="list-1"), "a", only_items=(frozenset({"hosts"}), frozenset()))
+    after = item_components(_components(hosts="list-2"), "a", only_items=(frozenset({"hosts"}), frozenset()))
+    assert cache_key(before) == cache_key(after)
+    node = {**_components(), "inputs": {"hosts": "v2", "env": "e"}}
+    kept = item_components(node, "a", only_items=(frozenset(), frozenset({"hosts"})))
+    assert kept["inputs"] == {"env": "e"}
+    changed_env = {**_components(), "inputs": {"hosts": "v2", "env": "f"}}
+    scope = (frozenset[str](), frozenset({"hosts"}))
+    assert cache_key(kept) != cache_key(item_components(changed_env, "a", only_items=scope))
+
+
+def test_only_items_keeps_what_the_step_itself_reads(rig: Rig) -> None:
+    workflow = rig.workflow("""
+        name: m
+        inputs: {env: {type: string}, hosts: {type: array}}
+        nodes:
+          - id: list
+            bash: echo
+          - id: each
+            depends_on: [list]
+            map: {items: "{{ nodes.list.output.hosts + inputs.hosts }}", as: h}
+            bash: echo {{ h }} {{ nodes.list.output.tag }} {{ inputs.env }}
+    """)
+    assert only_items(workflow.node("each")) == (frozenset(), frozenset({"hosts"}))
+    script = rig.workflow("""
+        name: s
+        inputs: {hosts: {type: array}}
+        nodes:
+          - id: each
+            map: {items: "{{ inputs.hosts }}"}
+            script: "print(1)"
+    """)
+    assert only_items(script.node("each")) == (frozenset(), frozenset())  # a script sees everything
+
+
+async def test_an_added_or_changed_item_runs_alone_the_others_are_cached(rig: Rig) -> None:
+    workflow = rig.workflow(MAP)
+    first = rig.run(workflow)
+    done = await rig.executor(workflow, first, args={"hosts": ["a", "b", "c"]}).execute()
+    assert done.status is RunStatus.COMPLETED
+    assert sorted(rig.seen) == ["a", "b", "c"]  # type: ignore[attr-defined]
+    second = rig.run(workflow, resumed_from=first.id)
+    again = await rig.executor(workflow, second, args={"hosts": ["a", "B", "c", "new"]}).execute()
+    assert again.status is RunStatus.COMPLETED
+    assert sorted(rig.seen) == ["B", "a", "b", "c", "new"]  # type: ignore[attr-defined]
+    latest = {e.node_id: e for e in rig.store.journal([second.id])}
+    assert sorted(latest) == ["each", "each[0]", "each[1]", "each[2]", "each[3]"]
+    assert json.loads(rig.store.get_blob(latest["each"].output_digest or "")) == [
+        "deployed a", "deployed B", "deployed c", "deployed new",
+    ]  # fmt: skip
+    assert latest["each[0]"].cached_from == first.id and latest["each[2]"].cached_from == first.id
+    assert latest["each[1]"].cached_from is None and latest["each[3]"].cached_from is None
+
+    third = rig.run(workflow, resumed_from=second.id)  # an item added first: the others shift
+    hosts = ["z", "a", "B", "c", "new"]
+    outcome = await rig.executor(workflow, third, args={"hosts": hosts}).execute()
+    assert outcome.status is RunStatus.COMPLETED
+    assert sorted(rig.seen) == ["B", "a", "b", "c", "new", "z"]  # type: ignore[attr-defined]
+    shifted = {e.node_id: e for e in rig.store.journal([third.id])}
+    keys = {e.node_id: e.idempotency_key for e in rig.store.journal([first.id])}
+    assert shifted["each[1]"].idempotency_key == keys["each[0]"]  # the item's, wherever it stands
+
+
+async def test_failed_items_stand_in_the_output_and_fail_the_node_after_all_ran(rig: Rig) -> None:
+    workflow = rig.workflow(MAP)
+    run = rig.run(workflow)
+    outcome = await rig.executor(workflow, run, args={"hosts": ["a", "bad1", "c", "bad2"]}).execute()
+    assert outcome.status is RunStatus.FAILED and outcome.node_id == "each"
+    assert outcome.reason is not None and outcome.reason.startswith(
+        "2 of 4 items of `each` failed: `each[1]`, `each[3]`"
+    )
+    assert sorted(rig.seen) == ["a", "bad1", "bad2", "c"]  # type: ignore[attr-defined]
+    node = [e for e in rig.store.journal([run.id]) if e.node_id == "each"][-1]
+    output = json.loads(rig.store.get_blob(node.output_digest or ""))
+    assert output[0] == "deployed a" and output[2] == "deployed c"
+    assert output[1]["failed"] is True and "bad1 is down" in output[1]["error"]
+    summary = rig.engine(fan=MAP).summary(run.id)  # one row for the map node, none per item
+    assert [(n.node_id, n.state, n.mapped) for n in summary.nodes] == [("each", "failed", "4/4 · 2 failed")]
+
+
+def test_items_must_be_a_list_within_max_items() -> None:
+    assert items_of("each", ("a", "b"), 2) == ["a", "b"]
+    with pytest.raises(ItemsError, match="gave str, not a list"):
+        items_of("each", "a,b", 5)
+    with pytest.raises(ItemsError, match="gave 3 items, more than max_items 2"):
+        items_of("each", [1, 2, 3], 2)
+
+
+def test_item_ids_and_counts() -> None:
+    assert split_item_id("deploy[3]") == ("deploy", 3)
+    assert split_item_id("deploy") is None and split_item_id("a[b]") is None
+    assert ItemCounts(total=50, ok=35, failed=2, running=4).text() == "37/50 · 2 failed · 4 running"
+    assert ItemCounts(total=3, ok=3).text() == "3/3"
