@@ -91,13 +91,14 @@ class ItemCounts:
     def done(self) -> int:
         return self.ok + self.failed
 
-    def text(self) -> str:
-        """`37/50 · 2 failed · 4 running` (the parts that are not zero)."""
+    def text(self, started: str = "running") -> str:
+        """`37/50 · 2 failed · 4 running` (the parts that are not zero); `started`: what an
+        item started without a result is (`may have run` when the run is not running)."""
         parts = [f"{self.done}/{self.total}"]
         if self.failed:
             parts.append(f"{self.failed} failed")
         if self.running:
-            parts.append(f"{self.running} running")
+            parts.append(f"{self.running} {started}")
         return " · ".join(parts)
 
 

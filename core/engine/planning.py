@@ -204,8 +204,9 @@ def _map_row(row: NodeSummary, entry: JournalEntry | None, latest: Mapping[str, 
         return dataclasses.replace(row, state=NodeState.RUNNING, mapped=counts.text(), error="")
     if entry is None and run.status is RunStatus.NEEDS_ATTENTION:
         reason = "an item may have run; no result recorded"
-        return dataclasses.replace(row, state=NodeState.ATTENTION, mapped=counts.text(), reason=reason)
-    return dataclasses.replace(row, mapped=counts.text())
+        return dataclasses.replace(row, state=NodeState.ATTENTION, mapped=counts.text("may have run"),
+                                   reason=reason)
+    return dataclasses.replace(row, mapped=counts.text("may have run"))
 
 
 def summarize(

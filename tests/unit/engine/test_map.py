@@ -12,6 +12,8 @@ import pytest
 from core.engine.cache_key import cache_key, components_of, explain, item_components
 from core.engine.mapping import ItemCounts, ItemsError, items_of, only_items, split_item_id
 from core.store.records import RunStatus
+from core.workflows.args import canonical_json
+from tests.factories import create_run
 from tests.unit.engine.memory_rig import Rig
 
 MAP = """
@@ -153,3 +155,48 @@ def test_item_ids_and_counts() -> None:
     assert split_item_id("deploy") is None and split_item_id("a[b]") is None
     assert ItemCounts(total=50, ok=35, failed=2, running=4).text() == "37/50 · 2 failed · 4 running"
     assert ItemCounts(total=3, ok=3).text() == "3/3"
+
+
+SEND = """
+    name: send
+    inputs:
+      to: {type: array}
+    nodes:
+      - id: each
+        map: {items: "{{ inputs.to }}", as: who}
+        tool: deploy
+        with: {text: "{{ who }}"}
+        replay: unsafe
+"""
+
+
+async def test_an_unsafe_item_left_started_needs_attention_alone_and_is_resolved_alone(rig: Rig) -> None:
+    engine = rig.engine(send=SEND)
+    args = {"to": ["a", "b", "c"]}
+    first = await engine.start_run(workflow="send", args=args, platform="console", conversation="c1",
+                                   thread=None, requester="console:ana")  # fmt: skip
+    assert (await engine.wait(first.id, timeout=10)).status is RunStatus.COMPLETED
+    sent = next(e for e in rig.store.journal([first.id]) if e.node_id == "each[1]")
+    run = create_run(rig.store, workflow="send", platform="console", conversation="c1", thread=None,
+                     requester="console:ana", args_digest=rig.store.put_blob(canonical_json(args)),
+                     status=RunStatus.RUNNING)  # fmt: skip
+    rig.store.journal_start(run_id=run.id, node_id="each[1]", cache_key=sent.cache_key,
+                            components=sent.components, attempt=1, idempotency_key=None)  # fmt: skip
+    rig.store.transition(run.id, RunStatus.FAILED, actor="baton", reason="the process died")
+    rig.seen.clear()  # type: ignore[attr-defined]
+    await engine.resume(run.id, actor="console:ana")
+    stopped = await engine.wait(run.id, timeout=10)
+    assert stopped.status is RunStatus.NEEDS_ATTENTION
+    assert stopped.reason is not None and stopped.reason.startswith("step `each[1]` may have run")
+    assert sorted(rig.seen) == ["a", "c"]  # type: ignore[attr-defined]  # the others ran; `b` did not
+    [row] = [n for n in engine.summary(run.id).nodes]
+    assert (row.node_id, row.state, row.mapped) == ("each", "needs_attention", "2/3 · 1 may have run")
+
+    await engine.resolve(run.id, "each[1]", "done", actor="console:bo", output="deployed b by hand")
+    done = await engine.wait(run.id, timeout=10)
+    assert done.status is RunStatus.COMPLETED
+    assert sorted(rig.seen) == ["a", "c"]  # type: ignore[attr-defined]  # never sent again
+    node = [e for e in rig.store.journal([run.id]) if e.node_id == "each"][-1]
+    assert json.loads(rig.store.get_blob(node.output_digest or "")) == [
+        "deployed a", "deployed b by hand", "deployed c",
+    ]  # fmt: skip
