@@ -274,6 +274,8 @@ def _template_problems(node: Node, at: Loc) -> Iterator[Problem]:
                 )
                 continue
             guess = did_you_mean(name, known)
+            if guess is None and item is not None and item in known:
+                guess = item  # `{{ item }}` where `map: {as: host}` names it otherwise
             yield Problem(
                 loc,
                 f"template in `{_show(path)}` of `{node.id}` uses unknown variable `{name}`",

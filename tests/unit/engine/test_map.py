@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 
 from core.engine.cache_key import cache_key, components_of, explain, item_components
-from core.engine.mapping import ItemCounts, ItemsError, items_of, only_items, split_item_id
-from core.store.records import RunStatus
+from core.engine.mapping import ITEMS_OF, ItemCounts, ItemsError, items_of, only_items, split_item_id
+from core.store.records import NodeStatus, RunStatus
 from core.workflows.args import canonical_json
 from tests.factories import create_run
 from tests.unit.engine.memory_rig import Rig
@@ -200,3 +200,21 @@ async def test_an_unsafe_item_left_started_needs_attention_alone_and_is_resolved
     assert json.loads(rig.store.get_blob(node.output_digest or "")) == [
         "deployed a", "deployed b by hand", "deployed c",
     ]  # fmt: skip
+
+
+async def test_a_running_map_is_one_row_counting_its_items(rig: Rig) -> None:
+    engine = rig.engine(fan=MAP)
+    run = create_run(rig.store, workflow="fan", platform="console", conversation="c1", thread=None,
+                     requester="console:ana", args_digest=rig.store.put_blob(b"{}"),
+                     status=RunStatus.RUNNING)  # fmt: skip
+    ok = rig.store.put_blob(b"ok")
+    for i in range(41):  # 35 done, 2 failed, 4 running, of 50
+        entry_id = rig.store.journal_start(run_id=run.id, node_id=f"each[{i}]", cache_key=f"k{i}",
+                                           components={ITEMS_OF: 50}, attempt=1,
+                                           idempotency_key=None)  # fmt: skip
+        if i < 35:
+            rig.store.journal_finish(entry_id, status=NodeStatus.COMPLETED, output_digest=ok)
+        elif i < 37:
+            rig.store.journal_finish(entry_id, status=NodeStatus.FAILED, error="down")
+    [row] = engine.summary(run.id).nodes
+    assert (row.node_id, row.state, row.mapped) == ("each", "running", "37/50 · 2 failed · 4 running")
