@@ -213,3 +213,11 @@ def test_a_map_error_names_the_line_and_the_fix(baton: BatonCli, tmp_path: Path)
     [reply] = baton.say("run bad")
     assert "bad.yaml:5:" in reply["text"]
     assert "uses the item `n`" in reply["text"]
+
+
+def test_the_fan_out_example_runs(baton: BatonCli) -> None:
+    example = Path(__file__).resolve().parents[3] / "workflows" / "fan-out.yaml"
+    (baton.workflows / "fan-out.yaml").write_text(example.read_text())
+    replies = baton.say("run fan-out")
+    assert final_status(replies) == "completed"
+    assert "3 of 3 hosts are up" in _last(replies, "run_completed")["text"]
