@@ -209,6 +209,19 @@ def _map_row(row: NodeSummary, entry: JournalEntry | None, latest: Mapping[str, 
     return dataclasses.replace(row, mapped=counts.text("may have run"))
 
 
+def item_rows(run: Run, prepared: PreparedWorkflow, row: NodeSummary,
+              latest: Mapping[str, JournalEntry]) -> list[NodeSummary]:
+    """The rows of a map node's items (`deploy[0]`, `deploy[1]`, …), in item order: for the run
+    page, which lists them; the progress message and the node table show only `row`."""
+    pn = prepared.nodes.get(row.node_id)
+    if pn is None or pn.node.map is None:
+        return []
+    items = sorted(
+        (split[1], n) for n in latest if (split := split_item_id(n)) is not None and split[0] == row.node_id
+    )
+    return [_row(n, pn.kind, latest[n], run, True) for _, n in items]
+
+
 def summarize(
     run: Run, prepared: PreparedWorkflow | None, entries: Sequence[JournalEntry], output: str | None,
     now: float | None = None,

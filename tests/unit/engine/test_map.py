@@ -218,3 +218,20 @@ async def test_a_running_map_is_one_row_counting_its_items(rig: Rig) -> None:
             rig.store.journal_finish(entry_id, status=NodeStatus.FAILED, error="down")
     [row] = engine.summary(run.id).nodes
     assert (row.node_id, row.state, row.mapped) == ("each", "running", "37/50 · 2 failed · 4 running")
+
+
+async def test_the_run_page_lists_the_items_with_state_output_and_verdict(rig: Rig) -> None:
+    engine = rig.engine(fan=MAP)
+    first = await engine.start_run(workflow="fan", args={"hosts": ["a", "bad", "c"]}, platform="console",
+                                   conversation="c1", thread=None, requester="console:ana")  # fmt: skip
+    failed = await engine.wait(first.id, timeout=10)
+    assert failed.status is RunStatus.FAILED
+    detail = engine.inspect(failed)
+    rows = [(n.node_id, str(n.state)) for n in detail.nodes]
+    assert rows == [("each", "failed"), ("each[0]", "done"), ("each[1]", "failed"), ("each[2]", "done")]
+    item = detail.nodes[2]
+    assert "bad is down" in item.error and item.reason == "no earlier result"
+    assert rig.store.get_blob(detail.nodes[1].output_digest or "") == b"deployed a"
+    assert [n.item_of for n in detail.nodes] == [None, "each", "each", "each"]
+    plans = {n.node_id: n.plan_action for n in detail.nodes}
+    assert plans["each"] == "runs"
