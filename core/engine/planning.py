@@ -20,10 +20,11 @@ from core.engine.conditions import SKIPPED_KEY
 from core.engine.events import NodePlan, NodeState, NodeSummary, Plan, RunSummary
 from core.engine.executor import node_components
 from core.engine.journal_index import MARKER_KEY, REJECTED_MARKER, JournalIndex, earlier_attempt, is_cut
-from core.engine.mapping import counts_of, split_item_id
+from core.engine.mapping import ITEMS_OF, counts_of, item_id, split_item_id
 from core.engine.prepared import Definitions, PreparedWorkflow
 from core.engine.replay import Recovery, recovery_for
 from core.store.records import JournalEntry, NodeStatus, Run, RunStatus
+from core.workflows.model import MAX_ITEMS_LIMIT
 
 ERROR_TAIL = 300
 
@@ -55,6 +56,8 @@ def plan_run(
         else:
             key = cache_key(components)
             action, reason = _decide(pn.id, pn.kind, key, components, index, pn.memoize, pn.replay)
+            if action == "runs" and pn.node.map is not None:
+                reason = _items_reason(pn.id, key, index) or reason
             hit = index.lookup(key) if action in ("done", "cached") else None
             if hit is None and action == "done":
                 hit = index.own_legacy(pn.id, components)
@@ -63,6 +66,24 @@ def plan_run(
         actions[node_id] = action
         rows.append(NodePlan(node_id=node_id, kind=pn.kind, action=action, reason=reason, cache_key=key))
     return Plan(run_id=run.id, workflow=run.workflow, nodes=tuple(rows))
+
+
+def _items_reason(node_id: str, key: str, index: JournalIndex) -> str | None:
+    """For a map node that runs again with the key it had: which of its items run again (those
+    without a result) and how many come from the cache. None when that is not known (its key
+    changed, so may its items)."""
+    latest = index.latest(node_id)
+    if latest is None or latest.cache_key != key:
+        return None
+    rows: list[JournalEntry] = []
+    while len(rows) < MAX_ITEMS_LIMIT and (entry := index.latest(item_id(node_id, len(rows)))) is not None:
+        rows.append(entry)
+    total = max([int(e.components.get(ITEMS_OF, 0)) for e in rows], default=0)
+    if not rows or total != len(rows):
+        return None
+    again = [item_id(node_id, i) for i, e in enumerate(rows) if e.status is not NodeStatus.COMPLETED]
+    named = ", ".join(f"`{n}`" for n in again[:5]) + (f" and {len(again) - 5} more" if len(again) > 5 else "")
+    return f"{len(again)} of {total} items run again ({named}: no result); {total - len(again)} cached"
 
 
 def _decide(

@@ -164,6 +164,8 @@ def is_script_path(script: str) -> bool:
 
 #: `map: {max_items}` when not given: a map over more items than this fails with one line
 DEFAULT_MAX_ITEMS = 1000
+#: the largest `max_items` a workflow may declare
+MAX_ITEMS_LIMIT = 100_000
 
 
 class MapSpec(_Strict):
@@ -173,7 +175,7 @@ class MapSpec(_Strict):
     as_: str = Field(default="item", alias="as", pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")
     max_parallel: int = Field(default=4, ge=1, le=1000)  # items of this node running at once
     on_failure: Literal["continue", "fail_fast"] = "continue"
-    max_items: int = Field(default=DEFAULT_MAX_ITEMS, ge=1, le=100_000)
+    max_items: int = Field(default=DEFAULT_MAX_ITEMS, ge=1, le=MAX_ITEMS_LIMIT)
 
 
 class ScriptSpec(_Strict):

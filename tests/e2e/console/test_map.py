@@ -77,6 +77,9 @@ def test_fifty_items_three_fail_then_resume_runs_exactly_those_three(baton: Bato
     assert "deploy failed · 50/50 · 3 failed" in progress
 
     (baton.workflows / "broken.txt").write_text("")  # the fix
+    [plan] = baton.say(f"plan {run_id}")
+    again = "3 of 50 items run again (`deploy[7]`, `deploy[23]`, `deploy[41]`: no result); 47 cached"
+    assert again in plan["text"]  # `plan` says which items a resume runs
     resumed = baton.say(f"resume {run_id}")
     assert final_status(resumed) == "completed"
     again = _ran(baton)
