@@ -186,14 +186,18 @@ class MapRun:
         self.run_item = run_item
         self.stopping = stopping  # another node failed: nothing new starts
         self.scope: tuple[frozenset[str], frozenset[str]] = (frozenset(), frozenset())
+        self.total = 0  # items of the node being run
 
     async def run(self, step: Step, items: Sequence[Any]) -> MapResult:
         pn = step.node
         spec = pn.node.map
         assert spec is not None
         result = MapResult(outputs=[None] * len(items))
+        self.total = len(items)
         self.scope = only_items(pn.node)
-        hits = self._hits(step, items)
+        keyed = [item_components(step.components, item, only_items=self.scope) for item in items]
+        keys = [cache_key(components) for components in keyed]
+        hits = self._hits(step, keys)
         cached = self.x.setup.store.get_blobs({e.output_digest for e in hits.values() if e.output_digest})
         todo: list[int] = []
         for i in range(len(items)):
@@ -212,7 +216,7 @@ class MapRun:
                 if halted or self.stopping():
                     result.not_started += 1
                     continue
-                outcome = await self._item(step, i, items[i], len(items))
+                outcome = await self._item(step, i, items[i], keyed[i], keys[i])
                 if isinstance(outcome, Completed):
                     result.outputs[i] = outcome.value
                     continue
@@ -228,15 +232,14 @@ class MapRun:
         result.failed.sort(key=lambda f: split_item_id(f[0]) or (f[0], 0))
         return result
 
-    def _hits(self, step: Step, items: Sequence[Any]) -> dict[int, JournalEntry]:
+    def _hits(self, step: Step, keys: Sequence[str]) -> dict[int, JournalEntry]:
         """Items whose result is served from the cache (this run's or its lineage's)."""
         if not step.node.memoize:
             return {}
         found = {}
-        for i, item in enumerate(items):
+        for i, key in enumerate(keys):
             if self.index.dangling(item_id(step.node.id, i)) is not None:
                 continue  # decided by the runner's adoption rules when the item comes up
-            key = cache_key(item_components(step.components, item, only_items=self.scope))
             entry = self.index.lookup(key)
             if entry is not None and entry.output_digest is not None:
                 found[i] = entry
@@ -256,7 +259,9 @@ class MapRun:
         entry_id = self.x.journal.start(step, self.index.next_attempt(own_id))
         self.x.journal.finish(entry_id, status=NodeStatus.COMPLETED, output_digest=entry.output_digest)
 
-    async def _item(self, step: Step, index: int, item: Any, total: int) -> Completed | str | ReplayUnsafe:
+    async def _item(
+        self, step: Step, index: int, item: Any, components: dict[str, Any], key: str
+    ) -> Completed | str | ReplayUnsafe:
         """Run one item: its output (`Completed`), its error (text) or its need for attention."""
         pn = step.node
         own_id = item_id(pn.id, index)
@@ -267,9 +272,7 @@ class MapRun:
             if unsafe is not None:
                 await self.x.emit(EventKind.NODE_ATTENTION, own_id, reason=unsafe.message)
                 return unsafe
-        components = item_components(step.components, item, only_items=self.scope)
-        key = cache_key(components)
-        components[ITEMS_OF] = total
+        components[ITEMS_OF] = self.total
         components["_reason"] = self.index.miss_reason(own_id, key, components, memoize=pn.memoize)
         item_step = Step(item_pn, key, components, replay.idempotency_key(self.root, pn.id, key))
         outcome = await self.run_item(item_step, item)
