@@ -60,7 +60,8 @@ def _hosts(count: int) -> str:
     return "[" + ",".join(f'"h{i}"' for i in range(count)) + "]"
 
 
-def test_fifty_items_three_fail_then_resume_runs_exactly_those_three(baton: BatonCli) -> None:
+def test_fifty_items_three_fail_then_resume_runs_exactly_those_three(baton_any_db: BatonCli) -> None:
+    baton = baton_any_db  # on SQLite and on PostgreSQL
     (baton.workflows / "fan.yaml").write_text(FAN_OUT)
     (baton.workflows / "broken.txt").write_text("h7\nh23\nh41\n")
     replies = baton.say(f"run fan --set hosts='{_hosts(50)}'")
