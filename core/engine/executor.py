@@ -522,7 +522,7 @@ class RunExecutor:
             **(item or {}),
         }
         return RenderedNode(
-            "script", script_source=self.s.definitions.sources[pn.id], stdin=canonical_json(stdin)
+            "script", script_source=self.s.definitions.sources[pn.node.id], stdin=canonical_json(stdin)
         )
 
     async def _run_step(self, step: Step) -> None:

@@ -235,3 +235,20 @@ async def test_the_run_page_lists_the_items_with_state_output_and_verdict(rig: R
     assert [n.item_of for n in detail.nodes] == [None, "each", "each", "each"]
     plans = {n.node_id: n.plan_action for n in detail.nodes}
     assert plans["each"] == "runs"
+
+
+async def test_a_script_step_reads_its_item_from_stdin(rig: Rig) -> None:
+    workflow = rig.workflow("""
+        name: scripted
+        nodes:
+          - id: each
+            map: {items: [{"n": 2}, {"n": 5}], as: job}
+            script: |
+              import json, sys
+              print(json.load(sys.stdin)["job"]["n"] * 10)
+            replay: pure
+    """)
+    run = rig.run(workflow)
+    assert (await rig.executor(workflow, run).execute()).status is RunStatus.COMPLETED
+    node = [e for e in rig.store.journal([run.id]) if e.node_id == "each"][-1]
+    assert [out.strip() for out in json.loads(rig.store.get_blob(node.output_digest or ""))] == ["20", "50"]
