@@ -252,3 +252,18 @@ async def test_a_script_step_reads_its_item_from_stdin(rig: Rig) -> None:
     assert (await rig.executor(workflow, run).execute()).status is RunStatus.COMPLETED
     node = [e for e in rig.store.journal([run.id]) if e.node_id == "each"][-1]
     assert [out.strip() for out in json.loads(rig.store.get_blob(node.output_digest or ""))] == ["20", "50"]
+
+
+async def test_a_prompt_step_asks_once_per_item(rig: Rig) -> None:
+    workflow = rig.workflow("""
+        name: reviewed
+        nodes:
+          - id: review
+            map: {items: ["a.py", "b.py"], as: file}
+            prompt: "Review {{ file }}"
+    """)
+    run = rig.run(workflow)
+    assert (await rig.executor(workflow, run).execute()).status is RunStatus.COMPLETED
+    node = [e for e in rig.store.journal([run.id]) if e.node_id == "review"][-1]
+    answers = json.loads(rig.store.get_blob(node.output_digest or ""))
+    assert [a.split(": ", 1)[1] for a in answers] == ["Review a.py", "Review b.py"]
