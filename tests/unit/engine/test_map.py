@@ -267,3 +267,23 @@ async def test_a_prompt_step_asks_once_per_item(rig: Rig) -> None:
     node = [e for e in rig.store.journal([run.id]) if e.node_id == "review"][-1]
     answers = json.loads(rig.store.get_blob(node.output_digest or ""))
     assert [a.split(": ", 1)[1] for a in answers] == ["Review a.py", "Review b.py"]
+
+
+async def test_an_item_is_retried_alone_per_retry(rig: Rig) -> None:
+    rig.counted("flaky", replay="idempotent", fail=1)  # its first call fails, the next ones pass
+    workflow = rig.workflow("""
+        name: retried
+        nodes:
+          - id: each
+            map: {items: ["x", "y"], max_parallel: 1}
+            tool: flaky
+            with: {text: "{{ item }}"}
+            replay: idempotent
+            retry: {attempts: 2, backoff: 0}
+    """)
+    run = rig.run(workflow)
+    assert (await rig.executor(workflow, run).execute()).status is RunStatus.COMPLETED
+    assert rig.calls["flaky"] == 3  # x twice (failed, then retried), y once
+    attempts = [(e.node_id, e.attempt, e.status) for e in rig.store.journal([run.id]) if "[" in e.node_id]
+    assert attempts == [("each[0]", 1, NodeStatus.FAILED), ("each[0]", 2, NodeStatus.COMPLETED),
+                        ("each[1]", 1, NodeStatus.COMPLETED)]  # fmt: skip
