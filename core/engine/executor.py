@@ -229,6 +229,7 @@ class RunExecutor:
         self._runnable: deque[Step] = deque()
         self._running: dict[asyncio.Task[None], Step] = {}
         self._items: dict[str, list[Any]] = {}  # map node -> its rendered items, until it runs
+        self._item_slots = asyncio.Semaphore(setup.max_parallel)  # items of all map nodes at once
         self._finished: deque[asyncio.Task[None]] = deque()  # running tasks that ended, in order
         self._ended = asyncio.Event()  # set when a running task ends
 
@@ -443,8 +444,9 @@ class RunExecutor:
         assert self._index is not None
         items = self._items.pop(pn.id)
         mapped = MapRun(
-            self.x, self.runner, self._index, self._keys.root, self._run_item, lambda: self._verdicts.stopping
-        )
+            self.x, self.runner, self._index, self._keys.root, self._run_item,
+            lambda: self._verdicts.stopping, self._item_slots,
+        )  # fmt: skip
         result = await mapped.run(step, items)
         for unsafe in result.attention:
             self._verdicts.attention.append(unsafe)

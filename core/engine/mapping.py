@@ -14,8 +14,9 @@ skipped with the reason; more than `max_items` -> it fails with one line. Otherw
   never its position, so an item added before it leaves it cached), its idempotency key (from
   that key) and the node's replay class; an unsafe item left open by a process that stopped
   needs attention alone;
-- at most `max_parallel` items run at once; `on_failure: fail_fast` starts no item after a
-  failure; `continue` runs them all;
+- at most `max_parallel` items of the node run at once, and at most the run's
+  `BATON_MAX_PARALLEL` items of all its map nodes together; `on_failure: fail_fast` starts no
+  item after a failure; `continue` runs them all;
 - the node's output is the list of the item outputs in item order, a failed item standing as
   `{failed: true, error}`; any failed item fails the node once all (started) items ended.
 
@@ -178,6 +179,7 @@ class MapRun:
         lineage_root: str,
         run_item: RunItem,
         stopping: Callable[[], bool],
+        slots: asyncio.Semaphore,
     ) -> None:
         self.x = execution
         self.runner = runner
@@ -185,6 +187,7 @@ class MapRun:
         self.root = lineage_root
         self.run_item = run_item
         self.stopping = stopping  # another node failed: nothing new starts
+        self.slots = slots  # the run's steps at once (`BATON_MAX_PARALLEL`), shared by its maps
         self.scope: tuple[frozenset[str], frozenset[str]] = (frozenset(), frozenset())
         self.total = 0  # items of the node being run
 
@@ -216,7 +219,8 @@ class MapRun:
                 if halted or self.stopping():
                     result.not_started += 1
                     continue
-                outcome = await self._item(step, i, items[i], keyed[i], keys[i])
+                async with self.slots:
+                    outcome = await self._item(step, i, items[i], keyed[i], keys[i])
                 if isinstance(outcome, Completed):
                     result.outputs[i] = outcome.value
                     continue

@@ -3,6 +3,7 @@ executor's item steps on `MemoryStore`, and the pure helpers of `core/engine/map
 
 from __future__ import annotations
 
+import asyncio
 import json
 from pathlib import Path
 from typing import Any
@@ -287,3 +288,32 @@ async def test_an_item_is_retried_alone_per_retry(rig: Rig) -> None:
     attempts = [(e.node_id, e.attempt, e.status) for e in rig.store.journal([run.id]) if "[" in e.node_id]
     assert attempts == [("each[0]", 1, NodeStatus.FAILED), ("each[0]", 2, NodeStatus.COMPLETED),
                         ("each[1]", 1, NodeStatus.COMPLETED)]  # fmt: skip
+
+
+async def test_items_of_all_maps_stay_within_the_runs_max_parallel(rig: Rig) -> None:
+    running, peak = 0, 0
+
+    @rig.tools.tool("slow", replay="pure")
+    async def slow(text: str = "") -> str:
+        nonlocal running, peak
+        running += 1
+        peak = max(peak, running)
+        await asyncio.sleep(0.01)
+        running -= 1
+        return text
+
+    workflow = rig.workflow("""
+        name: wide
+        nodes:
+          - id: one
+            map: {items: [1, 2, 3, 4, 5, 6], max_parallel: 8}
+            tool: slow
+          - id: two
+            map: {items: [1, 2, 3, 4, 5, 6], max_parallel: 8}
+            tool: slow
+    """)
+    run = rig.run(workflow)
+    executor = rig.executor(workflow, run)
+    assert executor.s.max_parallel == 4
+    assert (await executor.execute()).status is RunStatus.COMPLETED
+    assert peak == 4  # two maps of eight each, within the run's four
