@@ -48,6 +48,7 @@ class Plan:
     queue_drain: int = 1000  # queued runs of one key (limit 4) drained through the Engine
     mcp_samples: int = 200  # get_run calls per MCP transport
     prune_history: int = 1_000_000  # runs of history pruned while commands are timed
+    map_items: int = 10_000  # items of the map whose per-item overhead is measured
 
     @classmethod
     def quick(cls) -> Plan:
@@ -57,7 +58,8 @@ class Plan:
                    distributed_steps=100, scale_paused=500, scale_history=20_000,
                    page_sizes=(10, 1000), page_samples=3, approval_due=300,
                    approval_pending=1000, outbox_changes=300, outbox_runs=30, mcp_samples=50,
-                   prune_history=20_000, queue_overhead_runs=300, queue_drain=200)  # fmt: skip
+                   prune_history=20_000, queue_overhead_runs=300, queue_drain=200,
+                   map_items=1000)  # fmt: skip
 
 
 Log = Callable[[str], None]
@@ -310,6 +312,13 @@ def retention(plan: Plan, log: Log) -> dict[str, Any]:
         return measured("bench.baton_prune", args, what="retention", timeout=3600)
 
 
+def mapped(plan: Plan, log: Log) -> dict[str, Any]:
+    log(f"map: per-item overhead of a {plan.map_items:,}-item map of no-op steps")
+    with _tmp("map") as tmp:
+        args = ["--n", str(plan.map_items), "--dir", tmp]
+        return measured("bench.baton_map", args, what="map", timeout=900)
+
+
 SECTIONS: dict[str, Callable[[Plan, Log], dict[str, Any]]] = {
     "steps": steps,
     "recovery": recover,
@@ -328,4 +337,5 @@ SECTIONS: dict[str, Callable[[Plan, Log], dict[str, Any]]] = {
     "queue": queue,
     "mcp": mcp,
     "retention": retention,
+    "map": mapped,
 }
