@@ -25,6 +25,7 @@ TARGETS = {
     "admission_ms": 1.0,
     "prune_p99": 50.0,
     "fire_p99": 1.0,
+    "map_item": 0.2,  # ms per item of a 10,000-item map of no-op steps (SQLite)
 }
 
 
@@ -498,6 +499,30 @@ def retention_section(data: Mapping[str, Any]) -> list[str]:
     ]
 
 
+def map_rows(data: Mapping[str, Any]) -> list[SummaryRow]:
+    note = (f"{data['progress_messages']} progress message ({data['progress_edits']} edits), "
+            f"peak RSS {data['peak_rss_mb']:.0f} MB")
+    return [(f"per-item overhead, a {data['n']:,}-item map of no-op steps (SQLite)", data["per_item_ms"],
+             "ms", TARGETS["map_item"], note)]  # fmt: skip
+
+
+ROWS["map"] = map_rows
+
+
+def map_section(data: Mapping[str, Any]) -> list[str]:
+    if "error" in data:
+        return ["## Map", "", _err(data), ""]
+    return [
+        "## Map: one step per item (`bench/baton_map.py`, SQLite WAL NORMAL, chat progress on)",
+        "",
+        f"- **{data['n']:,} items** of a no-op tool, each its own journaled step: {data['seconds']:.2f} s, "
+        f"{data['per_item_ms']:.3f} ms per item; {data['journaled_items']:,} item rows; "
+        f"{data['progress_messages']} progress message ({data['progress_edits']} edits); "
+        f"peak RSS {data['peak_rss_mb']:.0f} MB.",
+        "",
+    ]
+
+
 BUILDERS: dict[str, Callable[[Mapping[str, Any]], list[str]]] = {
     "approvals": approvals_section,
     "outbox": outbox_section,
@@ -511,6 +536,7 @@ BUILDERS: dict[str, Callable[[Mapping[str, Any]], list[str]]] = {
     "web_pages": web_pages_section,
     "mcp": mcp_section,
     "schedules": schedules_section,
+    "map": map_section,
 }
 
 

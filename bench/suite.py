@@ -49,6 +49,7 @@ class Plan:
     mcp_samples: int = 200  # get_run calls per MCP transport
     prune_history: int = 1_000_000  # runs of history pruned while commands are timed
     schedules: int = 1000  # schedules due in the same minute, two replicas (fire lateness)
+    map_items: int = 10_000  # items of the map whose per-item overhead is measured
 
     @classmethod
     def quick(cls) -> Plan:
@@ -59,7 +60,7 @@ class Plan:
                    page_sizes=(10, 1000), page_samples=3, approval_due=300,
                    approval_pending=1000, outbox_changes=300, outbox_runs=30, mcp_samples=50,
                    prune_history=20_000, schedules=200, queue_overhead_runs=300,
-                   queue_drain=200)  # fmt: skip
+                   queue_drain=200, map_items=1000)  # fmt: skip
 
 
 Log = Callable[[str], None]
@@ -322,6 +323,13 @@ def schedules(plan: Plan, log: Log) -> dict[str, Any]:
     return out
 
 
+def mapped(plan: Plan, log: Log) -> dict[str, Any]:
+    log(f"map: per-item overhead of a {plan.map_items:,}-item map of no-op steps")
+    with _tmp("map") as tmp:
+        args = ["--n", str(plan.map_items), "--dir", tmp]
+        return measured("bench.baton_map", args, what="map", timeout=900)
+
+
 SECTIONS: dict[str, Callable[[Plan, Log], dict[str, Any]]] = {
     "steps": steps,
     "recovery": recover,
@@ -341,4 +349,5 @@ SECTIONS: dict[str, Callable[[Plan, Log], dict[str, Any]]] = {
     "mcp": mcp,
     "retention": retention,
     "schedules": schedules,
+    "map": mapped,
 }

@@ -261,7 +261,8 @@ def run_page(parts: Parts, run: Run, uid: str, *, query: str = "", node: str | N
     except KeyError:
         args = {}
     message = args.get("message") if isinstance(args.get("message"), str) else None
-    drawing = layout([n.node_id for n in detail.nodes], {n.node_id: n.deps for n in detail.nodes})
+    drawn = [n for n in detail.nodes if n.item_of is None]  # a map node is drawn once, not per item
+    drawing = layout([n.node_id for n in drawn], {n.node_id: n.deps for n in drawn})
     matched = {r["id"] for r in shown} if query else None
     return {
         "run": run_header(run, detail, hide),

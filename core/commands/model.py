@@ -261,7 +261,7 @@ SPECS: dict[str, Spec] = {
             "resolve",
             "resolve <run> <node> done|retry|fail [--output TEXT]",
             'resolve 3f9a publish done --output "posted by hand"',
-            "settle a step that needs attention",
+            "settle a step that needs attention (or one item of a map: `deploy[3]`)",
             flags=("--output",),
             group="own",
         ),

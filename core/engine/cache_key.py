@@ -95,6 +95,8 @@ def definition_of(node: Node, *, script_source: str | None, files: Mapping[str, 
         definition["artifacts"] = sorted(set(node.artifacts))
     if node.when is not None:
         definition["when"] = node.when
+    if node.map is not None:  # what the items are and what they are called; not how they run
+        definition["map"] = {"items": node.map.items, "as": node.map.as_}
     gate = node.approval
     if gate is not None and (gate.form or tuple(gate.choices) != DEFAULT_CHOICES):
         # what a decision holds (its values, its choices); who decides and when does not count
@@ -109,6 +111,7 @@ def definition_digest(node: Node, *, script_source: str | None, files: Mapping[s
     kind = node.kind
     gate = node.approval
     plain = kind != "script" and not files and not node.with_ and not node.artifacts and node.when is None
+    plain = plain and node.map is None
     plain = plain and (gate is None or (not gate.form and tuple(gate.choices) == DEFAULT_CHOICES))
     if plain and node.output.format == "text" and node.output.schema_ is None:
         # `{"body": …, "kind": …}` in canonical JSON, written out: prepare does this per node
@@ -152,6 +155,29 @@ def components_of(
     if identity:
         components.update(identity)
     return components
+
+
+def item_components(
+    components: Mapping[str, Any],
+    item: Any,
+    *,
+    only_items: tuple[frozenset[str], frozenset[str]] = (frozenset(), frozenset()),
+) -> dict[str, Any]:
+    """The key components of one item of a `map:` node: the node's (`components_of`), and the
+    digest of the item's canonical JSON value under `item`. Not its position: an item added
+    or removed before it leaves its key, and its cached result, as they were.
+
+    `only_items`: the (dependencies, inputs) that only `map.items` reads; they are left out,
+    since the item holds what the step sees of them: a host added to the list a dependency
+    gives does not change the key of the other hosts."""
+    deps, inputs = only_items
+    result = {k: v for k, v in components.items() if k != "_reason"}
+    if deps:
+        result["upstream"] = {k: v for k, v in result["upstream"].items() if k not in deps}
+    if inputs:
+        result["inputs"] = {k: v for k, v in result["inputs"].items() if k not in inputs}
+    result["item"] = digest_value(item)
+    return result
 
 
 def _hashed(components: Mapping[str, Any]) -> dict[str, Any]:
@@ -293,6 +319,8 @@ def explain(previous: Mapping[str, Any] | None, new: Mapping[str, Any]) -> str:
         if previous.get(field) != new.get(field):
             return DEFINITION_CHANGED
     reasons = _identity_reasons(previous, new)
+    if previous.get("item") != new.get("item"):
+        reasons.append("item changed")
     if previous.get("run") != new.get("run"):
         reasons.append(RUN_ID_DIFFERS)
     inputs = _changed(previous.get("inputs") or {}, new.get("inputs") or {})

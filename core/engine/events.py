@@ -97,6 +97,7 @@ class NodeSummary:
     tokens_saved: int = 0  # tokens a cache hit did not spend
     reason: str = ""  # why it ran / why cached
     error: str = ""  # tail of stderr / contract message
+    mapped: str = ""  # a `map:` node: how far its items are ("37/50 · 2 failed · 4 running")
 
 
 @dataclass(frozen=True, slots=True)

@@ -36,13 +36,14 @@ from core.engine.gates import GateKeeper
 from core.engine.journal_index import JournalIndex
 from core.engine.journal_writer import JournalWriter
 from core.engine.local_runner import LocalStepRunner
+from core.engine.mapping import ItemsError, MapRun, items_of, node_output
 from core.engine.node_values import decode_output, node_value
 from core.engine.nodes import RenderedNode
 from core.engine.prepared import Definitions, PreparedNode, PreparedWorkflow
 from core.engine.providers import ProviderRegistry
 from core.engine.rendering import StepRenderer
 from core.engine.step_env import StepEnvironment
-from core.engine.steps import Attention, Completed, Execution, Step, StepRunner
+from core.engine.steps import Attempt, Attention, Completed, Execution, Failed, Step, StepRunner
 from core.engine.tools import ToolRegistry
 from core.engine.workdirs import RunDirs, missing_artifacts, restore_artifacts
 from core.errors import BatonError, ReplayUnsafe, StoreError
@@ -227,6 +228,8 @@ class RunExecutor:
         self._verdicts = _Verdicts()
         self._runnable: deque[Step] = deque()
         self._running: dict[asyncio.Task[None], Step] = {}
+        self._items: dict[str, list[Any]] = {}  # map node -> its rendered items, until it runs
+        self._item_slots = asyncio.Semaphore(setup.max_parallel)  # items of all map nodes at once
         self._finished: deque[asyncio.Task[None]] = deque()  # running tasks that ended, in order
         self._ended = asyncio.Event()  # set when a running task ends
 
@@ -322,6 +325,8 @@ class RunExecutor:
             if pn.kind == "approval":
                 await self._approval(step)
                 continue
+            if pn.node.map is not None and not await self._map_items(step):
+                continue
             self._runnable.append(step)
             await self.x.emit(EventKind.NODE_QUEUED, pn.id, reason=step.components["_reason"])
 
@@ -409,6 +414,70 @@ class RunExecutor:
         await self.x.emit(EventKind.NODE_SKIPPED, pn.id, reason=why)
         self._dag.release(pn.id, digest)
 
+    async def _map_items(self, step: Step) -> bool:
+        """Render a map node's items (`mapping.py`); False when the node is decided without
+        running any: no items (skipped, with the reason), or items it cannot run (failed)."""
+        pn = step.node
+        spec = pn.node.map
+        assert spec is not None
+        try:
+            self._out.ensure(pn.deps)
+            rendered = await self.s.renderer.value(spec.items, self._out.context)
+            items = items_of(pn.id, rendered, spec.max_items)
+        except (BatonError, ItemsError) as exc:
+            error = exc.message if isinstance(exc, BatonError) else str(exc)
+            assert self._index is not None
+            entry_id = self.x.journal.start(step, self._index.next_attempt(pn.id))
+            self.x.journal.finish(entry_id, status=NodeStatus.FAILED, error=error)
+            shown = error if isinstance(exc, ItemsError) else f"`map.items` of `{pn.id}`: {error}"
+            await self._fail(pn.id, shown)
+            return False
+        if not items:
+            await self._skip(step, "`map.items` gave no items")
+            return False
+        self._items[pn.id] = items
+        return True
+
+    async def _run_map(self, step: Step) -> None:
+        """Run a map node's items, then settle the node: its list of outputs, or its failure."""
+        pn = step.node
+        assert self._index is not None
+        items = self._items.pop(pn.id)
+        mapped = MapRun(
+            self.x, self.runner, self._index, self._keys.root, self._run_item,
+            lambda: self._verdicts.stopping, self._item_slots,
+        )  # fmt: skip
+        result = await mapped.run(step, items)
+        for unsafe in result.attention:
+            self._verdicts.attention.append(unsafe)
+        if result.attention and not result.failed:
+            return  # the items that may have run wait for a person; the node is not settled
+        output = node_output(result.outputs)
+        entry_id = self.x.journal.start(step, self._index.next_attempt(pn.id))
+        digest = self.s.store.put_blob(output)
+        if result.failed:
+            error = result.error(pn.id)
+            self.x.journal.finish(entry_id, status=NodeStatus.FAILED, output_digest=digest, error=error)
+            await self._fail(pn.id, error)
+            return
+        self.x.journal.finish(entry_id, status=NodeStatus.COMPLETED, output_digest=digest)
+        self._out.values[pn.id] = node_value(pn, result.outputs)
+        await self.x.emit(EventKind.NODE_COMPLETED, pn.id, items=len(items))
+        self._dag.release(pn.id, digest)
+
+    async def _run_item(self, step: Step, item: Any) -> Attempt:
+        """One item of a map node: rendered with the item under its `as:` name, then its attempts."""
+        spec = step.node.node.map
+        assert spec is not None and self._index is not None
+        attempt = self._index.next_attempt(step.node.id)
+        try:
+            rendered = await self._render(step.node, {spec.as_: item})
+        except BatonError as exc:
+            entry_id = self.x.journal.start(step, attempt)
+            self.x.journal.finish(entry_id, status=NodeStatus.FAILED, error=exc.message)
+            return Failed(f"step `{step.node.id}`: {exc.message}")
+        return await self._attempts(step, rendered, attempt)
+
     async def _fail(self, node_id: str, error: str) -> None:
         self._verdicts.failed.append((node_id, error))
         self._verdicts.stopping = True
@@ -432,33 +501,39 @@ class RunExecutor:
             self._out.ensure(deps)
 
     # -- running one step ---------------------------------------------------------------------
-    async def _render(self, pn: PreparedNode) -> RenderedNode:
+    async def _render(self, pn: PreparedNode, item: Mapping[str, Any] | None = None) -> RenderedNode:
+        """The step's templates rendered; `item`: a map item under its `as:` name."""
         node, out = pn.node, self._out
         renderer = self.s.renderer
+        context = out.context if item is None else {**out.context, **item}
         if pn.kind == "bash":
-            command = await renderer.command(node.body, out.context)
+            command = await renderer.command(node.body, context)
             return RenderedNode("bash", command=command.text, variables=command.variables)
         if pn.kind == "tool":
-            kwargs = await renderer.value(node.with_, out.context) if node.with_ else {}
+            kwargs = await renderer.value(node.with_, context) if node.with_ else {}
             return RenderedNode("tool", tool=node.tool, kwargs=kwargs)
         if pn.kind == "prompt":
             schema = (node.output.schema_ or {}) if node.output.format == "json" else None
-            prompt = await renderer.text(node.body, out.context)
+            prompt = await renderer.text(node.body, context)
             provider = self.s.prepared.workflow.provider(node)
             return RenderedNode("prompt", prompt=prompt, provider=provider, output_schema=schema)
         stdin = {
             "inputs": out.inputs,
             "nodes": {dep: out.values[dep] for dep in pn.deps},
             "run": {"id": self.run_id},
+            **(item or {}),
         }
         return RenderedNode(
-            "script", script_source=self.s.definitions.sources[pn.id], stdin=canonical_json(stdin)
+            "script", script_source=self.s.definitions.sources[pn.node.id], stdin=canonical_json(stdin)
         )
 
     async def _run_step(self, step: Step) -> None:
         """Render the step once, then its attempts through the runner, retried per `retry:`."""
         pn = step.node
         assert self._index is not None
+        if pn.node.map is not None:
+            await self._run_map(step)
+            return
         attempt = self._index.next_attempt(pn.id)
         try:
             rendered = await self._render(pn)
@@ -467,24 +542,31 @@ class RunExecutor:
             self.x.journal.finish(entry_id, status=NodeStatus.FAILED, error=exc.message)
             await self._fail(pn.id, f"step `{pn.id}`: {exc.message}")
             return
+        result = await self._attempts(step, rendered, attempt)
+        if isinstance(result, Completed):  # inline, not a coroutine of its own: once per step
+            self._out.values[pn.id] = node_value(pn, result.value)
+            if self.s.bus:
+                seconds = round(result.seconds, 3)
+                await self.x.emit(EventKind.NODE_COMPLETED, pn.id, seconds=seconds, tokens=result.tokens)
+            self._dag.release(pn.id, result.digest)
+        elif isinstance(result, Attention):
+            await self._needs_attention(pn.id, result.error)
+        else:
+            await self._fail(pn.id, result.error)
+
+    async def _attempts(self, step: Step, rendered: RenderedNode, attempt: int) -> Attempt:
+        """The step's attempts through the runner, retried per `retry:`: the last one's result."""
+        pn = step.node
         for tries in range(1, pn.attempts + 1):
             result = await self.runner.run(step, rendered, attempt)
-            if isinstance(result, Completed):  # inline, not a coroutine of its own: once per step
-                self._out.values[pn.id] = node_value(pn, result.value)
+            if isinstance(result, Completed):
                 if result.artifacts:
                     self.x.artifacts.update(result.artifacts)
-                if self.s.bus:
-                    seconds = round(result.seconds, 3)
-                    await self.x.emit(EventKind.NODE_COMPLETED, pn.id, seconds=seconds, tokens=result.tokens)
-                self._dag.release(pn.id, result.digest)
-                return
-            if isinstance(result, Attention):
-                await self._needs_attention(pn.id, result.error)
-                return
-            if tries == pn.attempts or self._verdicts.stopping:
-                await self._fail(pn.id, result.error)
-                return
+                return result
+            if isinstance(result, Attention) or tries == pn.attempts or self._verdicts.stopping:
+                return result
             await self.x.emit(EventKind.NODE_FAILED, pn.id, error=result.error, retrying=True)
             await asyncio.sleep(replay.backoff_seconds(pn.node.retry, tries))
             attempt += 1
+        raise AssertionError("a step has at least one attempt")
 

@@ -13,7 +13,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from core.engine.events import NodeState, Plan, RunSummary
-from core.engine.planning import final_output_digest, own_latest, summarize
+from core.engine.mapping import split_item_id
+from core.engine.planning import final_output_digest, item_rows, own_latest, summarize
 from core.engine.prepared import PreparedWorkflow
 from core.store.records import JournalEntry, Run, RunStatus
 
@@ -42,6 +43,7 @@ class NodeDetail:
     #: for a run resting unfinished: what a resume would do ("cached", "runs", "waits", "done"), and why
     plan_action: str | None = None
     plan_reason: str | None = None
+    item_of: str | None = None  # an item row (`deploy[3]`): the map node it belongs to
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,9 +69,15 @@ def inspect_run(
     latest = own_latest(own)
     planned = {p.node_id: p for p in plan.nodes} if plan is not None else {}
     nodes: list[NodeDetail] = []
-    for row in summary.nodes:
+    rows = list(summary.nodes)
+    if prepared is not None:  # the page lists a map node's items after it (progress never does)
+        rows = [r for row in rows for r in (row, *item_rows(run, prepared, row, latest))]
+    for row in rows:
         entry = latest.get(row.node_id)
         pn = prepared.nodes.get(row.node_id) if prepared is not None else None
+        item = split_item_id(row.node_id) if pn is None and prepared is not None else None
+        if item is not None and prepared is not None:
+            pn = prepared.nodes.get(item[0])
         step = planned.get(row.node_id)
         nodes.append(NodeDetail(
             node_id=row.node_id,
@@ -89,6 +97,7 @@ def inspect_run(
             artifacts=dict(entry.artifacts) if entry is not None else {},
             plan_action=step.action if step is not None else None,
             plan_reason=step.reason if step is not None else None,
+            item_of=item[0] if item is not None else None,
         ))
     return RunDetail(
         run=run,

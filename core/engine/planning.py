@@ -11,6 +11,7 @@ output changes" (unless its own definition or inputs changed, which says so inst
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -19,9 +20,11 @@ from core.engine.conditions import SKIPPED_KEY
 from core.engine.events import NodePlan, NodeState, NodeSummary, Plan, RunSummary
 from core.engine.executor import node_components
 from core.engine.journal_index import MARKER_KEY, REJECTED_MARKER, JournalIndex, earlier_attempt, is_cut
+from core.engine.mapping import ITEMS_OF, counts_of, item_id, split_item_id
 from core.engine.prepared import Definitions, PreparedWorkflow
 from core.engine.replay import Recovery, recovery_for
 from core.store.records import JournalEntry, NodeStatus, Run, RunStatus
+from core.workflows.model import MAX_ITEMS_LIMIT
 
 ERROR_TAIL = 300
 
@@ -53,6 +56,8 @@ def plan_run(
         else:
             key = cache_key(components)
             action, reason = _decide(pn.id, pn.kind, key, components, index, pn.memoize, pn.replay)
+            if action == "runs" and pn.node.map is not None:
+                reason = _items_reason(pn.id, key, index) or reason
             hit = index.lookup(key) if action in ("done", "cached") else None
             if hit is None and action == "done":
                 hit = index.own_legacy(pn.id, components)
@@ -61,6 +66,24 @@ def plan_run(
         actions[node_id] = action
         rows.append(NodePlan(node_id=node_id, kind=pn.kind, action=action, reason=reason, cache_key=key))
     return Plan(run_id=run.id, workflow=run.workflow, nodes=tuple(rows))
+
+
+def _items_reason(node_id: str, key: str, index: JournalIndex) -> str | None:
+    """For a map node that runs again with the key it had: which of its items run again (those
+    without a result) and how many come from the cache. None when that is not known (its key
+    changed, so may its items)."""
+    latest = index.latest(node_id)
+    if latest is None or latest.cache_key != key:
+        return None
+    rows: list[JournalEntry] = []
+    while len(rows) < MAX_ITEMS_LIMIT and (entry := index.latest(item_id(node_id, len(rows)))) is not None:
+        rows.append(entry)
+    total = max([int(e.components.get(ITEMS_OF, 0)) for e in rows], default=0)
+    if not rows or total != len(rows):
+        return None
+    again = [item_id(node_id, i) for i, e in enumerate(rows) if e.status is not NodeStatus.COMPLETED]
+    named = ", ".join(f"`{n}`" for n in again[:5]) + (f" and {len(again) - 5} more" if len(again) > 5 else "")
+    return f"{len(again)} of {total} items run again ({named}: no result); {total - len(again)} cached"
 
 
 def _decide(
@@ -181,6 +204,45 @@ def _row(
     return NodeSummary(node_id, kind, NodeState.FAILED, reason=reason, error="interrupted")
 
 
+def _item_of_map(prepared: PreparedWorkflow, node_id: str) -> bool:
+    """`node_id` is an item row (`deploy[3]`) of a map node: counted on its node's row."""
+    split = split_item_id(node_id)
+    if split is None:
+        return False
+    pn = prepared.nodes.get(split[0])
+    return pn is not None and pn.node.map is not None
+
+
+def _map_row(row: NodeSummary, entry: JournalEntry | None, latest: Mapping[str, JournalEntry],
+             run: Run) -> NodeSummary:
+    """A map node's row: its own entry's state once settled, else its items' (one row, never
+    one per item), with how far its items are."""
+    counts = counts_of(row.node_id, latest)
+    if counts is None:
+        return row
+    newest = max(e.id for n, e in latest.items() if (split_item_id(n) or ("", 0))[0] == row.node_id)
+    if (entry is None or entry.id < newest) and run.status is RunStatus.RUNNING:
+        return dataclasses.replace(row, state=NodeState.RUNNING, mapped=counts.text(), error="")
+    if entry is None and run.status is RunStatus.NEEDS_ATTENTION:
+        reason = "an item may have run; no result recorded"
+        return dataclasses.replace(row, state=NodeState.ATTENTION, mapped=counts.text("may have run"),
+                                   reason=reason)
+    return dataclasses.replace(row, mapped=counts.text("may have run"))
+
+
+def item_rows(run: Run, prepared: PreparedWorkflow, row: NodeSummary,
+              latest: Mapping[str, JournalEntry]) -> list[NodeSummary]:
+    """The rows of a map node's items (`deploy[0]`, `deploy[1]`, …), in item order: for the run
+    page, which lists them; the progress message and the node table show only `row`."""
+    pn = prepared.nodes.get(row.node_id)
+    if pn is None or pn.node.map is None:
+        return []
+    items = sorted(
+        (split[1], n) for n in latest if (split := split_item_id(n)) is not None and split[0] == row.node_id
+    )
+    return [_row(n, pn.kind, latest[n], run, True) for _, n in items]
+
+
 def summarize(
     run: Run, prepared: PreparedWorkflow | None, entries: Sequence[JournalEntry], output: str | None,
     now: float | None = None,
@@ -189,7 +251,9 @@ def summarize(
     so far (without it, or at rest: until its last status change)."""
     latest = own_latest(entries)
     if prepared is not None:
-        order = list(prepared.order) + [n for n in latest if n not in prepared.nodes]
+        order = list(prepared.order) + [
+            n for n in latest if n not in prepared.nodes and not _item_of_map(prepared, n)
+        ]
     else:
         order = list(latest)
     rows: list[NodeSummary] = []
@@ -209,6 +273,8 @@ def summarize(
         stopped_by[node_id] = above
         if kind == "approval" and row.state in (NodeState.WAITING, NodeState.REJECTED) and not above:
             stopping.add(node_id)
+        if pn is not None and pn.node.map is not None:
+            row = _map_row(row, entry, latest, run)
         rows.append(row)
     failed = next((r.node_id for r in rows if r.state in (NodeState.FAILED, NodeState.ATTENTION)), None)
     return RunSummary(

@@ -21,6 +21,7 @@ from core.engine.events import EventKind, tell_rest
 from core.engine.executions import Executions
 from core.engine.gates import Alongside, GateKeeper, Voted
 from core.engine.journal_index import INVALIDATED_MARKER, MARKER_KEY
+from core.engine.mapping import split_item_id
 from core.engine.readiness import Readiness, Ready
 from core.errors import Next, RunNotResumable, RunStateError, UsageError
 from core.redaction import Redactor
@@ -299,7 +300,8 @@ class RunActions:
             )
         entry = self._dangling(run, node_id)
         ready = self.readiness.ready(run.workflow, self.readiness.args_of(run))
-        node = ready.workflow.node(node_id)
+        item = split_item_id(node_id)  # `deploy[3]`: one item of a map node, settled alone
+        node = ready.workflow.node(item[0] if item is not None else node_id)
         details: dict[str, Any] = {"node": node_id, "resolution": action}
         if action == "done":
             text = output if output is not None else ""

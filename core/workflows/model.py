@@ -163,6 +163,22 @@ def is_script_path(script: str) -> bool:
     return text.endswith(".py") and "\n" not in text
 
 
+#: `map: {max_items}` when not given: a map over more items than this fails with one line
+DEFAULT_MAX_ITEMS = 1000
+#: the largest `max_items` a workflow may declare
+MAX_ITEMS_LIMIT = 100_000
+
+
+class MapSpec(_Strict):
+    """`map:` runs the node once per item (`core/engine/mapping.py`)."""
+
+    items: str | list[Any]  # a template rendering a list (`{{ nodes.hosts.output }}`), or a list
+    as_: str = Field(default="item", alias="as", pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")
+    max_parallel: int = Field(default=4, ge=1, le=1000)  # items of this node running at once
+    on_failure: Literal["continue", "fail_fast"] = "continue"
+    max_items: int = Field(default=DEFAULT_MAX_ITEMS, ge=1, le=MAX_ITEMS_LIMIT)
+
+
 class ScriptSpec(_Strict):
     """`script:` is either a path (relative to the workflow file) or inline Python."""
 
@@ -192,6 +208,7 @@ class Node(StepEnvironmentFields):
     approvers: list[str] | None = None  # approval nodes: user ids allowed to decide (settings otherwise)
     when: str | None = None  # `{{ expression }}` over inputs and dependencies; false: skipped
     network: bool | None = Field(default=None, strict=True)  # False: no network (None: the workflow's)
+    map: MapSpec | None = None  # run once per item (`core/engine/mapping.py`)
     env: dict[str, str] = Field(default_factory=dict)  # this step's variables (over the workflow's)
     secrets: list[str] = Field(default_factory=list)  # secrets this step receives (and the workflow's)
 

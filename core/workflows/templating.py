@@ -258,8 +258,8 @@ class References:
 
 def templated_fields(node: Node) -> Iterator[tuple[tuple[str | int, ...], str]]:
     """(path inside the node, template source) of every templated string of a node."""
-    if node.tool is not None and not node.with_ and node.when is None:
-        return  # a tool without arguments or condition: nothing templated
+    if node.tool is not None and not node.with_ and node.when is None and node.map is None:
+        return  # a tool without arguments, condition or map: nothing templated
     for key in ("bash", "prompt"):
         text = getattr(node, key)
         if text is not None:
@@ -271,6 +271,8 @@ def templated_fields(node: Node) -> Iterator[tuple[tuple[str | int, ...], str]]:
         if expression is not None:  # else a load error (`approval_checks.when_problems`)
             yield ("when",), "{{" + expression + "}}"
     yield from _strings(node.with_, ("with",))
+    if node.map is not None and isinstance(node.map.items, str):
+        yield ("map", "items"), node.map.items
 
 
 def _strings(value: Any, path: tuple[str | int, ...]) -> Iterator[tuple[tuple[str | int, ...], str]]:

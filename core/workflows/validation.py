@@ -183,6 +183,8 @@ def _node_problems(workflow: Workflow, index: int, node: Node) -> Iterator[Probl
                 f"Remove `{key}:` from `{node.id}`.",
             )
     yield from _template_problems(node, at)
+    if node.map is not None:
+        yield from _map_problems(node, at)
     if node.approval is not None or node.when is not None:
         from core.workflows.approval_checks import gate_problems, when_problems
 
@@ -215,7 +217,29 @@ def _node_problems(workflow: Workflow, index: int, node: Node) -> Iterator[Probl
             )
 
 
+#: fields of a `map:` node evaluated once for the node, where its item variable does not exist
+_NODE_WIDE = (("when",), ("map", "items"))
+
+
+def _map_problems(node: Node, at: Loc) -> Iterator[Problem]:
+    spec = node.map
+    assert spec is not None
+    if node.kind == "approval":
+        yield Problem(
+            (*at, "map"),
+            f"`map:` does not apply to approval nodes, and `{node.id}` is one",
+            "Map the step before or after the gate, and ask once about all items.",
+        )
+    if spec.as_ in CONTEXT_NAMES or spec.as_ in environment().globals:
+        yield Problem(
+            (*at, "map", "as"),
+            f"`map: {{as: {spec.as_}}}` of `{node.id}` hides the template name `{spec.as_}`",
+            "Name the item variable something else (e.g. `host`).",
+        )
+
+
 def _template_problems(node: Node, at: Loc) -> Iterator[Problem]:
+    item = node.map.as_ if node.map is not None else None
     for path, source in templated_fields(node):
         from jinja2.exceptions import TemplateSyntaxError  # jinja2 only for templated nodes
 
@@ -238,9 +262,20 @@ def _template_problems(node: Node, at: Loc) -> Iterator[Problem]:
                 _guess_hint(missing_filters[0], set(environment().filters)),
             )
             continue
-        unknown = refs.names - CONTEXT_NAMES - set(environment().globals) | (refs.names & INTERNAL_GLOBALS)
+        known = CONTEXT_NAMES if item is None or path in _NODE_WIDE else CONTEXT_NAMES | {item}
+        unknown = refs.names - known - set(environment().globals) | (refs.names & INTERNAL_GLOBALS)
         for name in sorted(unknown):
-            guess = did_you_mean(name, CONTEXT_NAMES)
+            if name == item:
+                yield Problem(
+                    loc,
+                    f"template in `{_show(path)}` of `{node.id}` uses the item `{name}`, "
+                    "which exists only in the step each item runs",
+                    f"Decide per item inside the step, or use `{name}` only in the step's command.",
+                )
+                continue
+            guess = did_you_mean(name, known)
+            if guess is None and item is not None and item in known:
+                guess = item  # `{{ item }}` where `map: {as: host}` names it otherwise
             yield Problem(
                 loc,
                 f"template in `{_show(path)}` of `{node.id}` uses unknown variable `{name}`",

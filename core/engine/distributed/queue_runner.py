@@ -22,7 +22,7 @@ from core.engine.distributed.dispatcher import RemoteDispatcher, Settled
 from core.engine.distributed.jobs import NodeJob
 from core.engine.events import EventKind
 from core.engine.executor import RunnerFactory
-from core.engine.node_values import decode_output
+from core.engine.node_values import decode_item
 from core.engine.nodes import RenderedNode
 from core.engine.prepared import PreparedNode
 from core.engine.steps import Attempt, Attention, Completed, Execution, Failed, Step
@@ -142,7 +142,7 @@ class QueueStepRunner:
             text = data.decode("utf-8")
             return Completed(
                 entry.output_digest,
-                decode_output(pn, text),
+                decode_item(pn, text),
                 seconds=(entry.finished_at or entry.started_at) - entry.started_at,
                 tokens=entry.tokens_in + entry.tokens_out,
                 artifacts=entry.artifacts,

@@ -411,3 +411,31 @@ async def test_a_step_is_claimed_started_and_durable_before_it_runs(cluster: Clu
     assert run.status is RunStatus.COMPLETED, run.reason
     for replay in ("unsafe", "idempotent", "pure"):
         assert h.output(run.id, replay).strip() == "started"
+
+
+MAPPED = """
+name: mapped
+nodes:
+  - id: each
+    map: {items: [1, 2, 3, 4], as: n, max_parallel: 2}
+    bash: |
+      test "{{ n }}" != 3 || { echo "three fails" >&2; exit 1; }
+      echo "item {{ n }} pid=$PPID"
+    replay: idempotent
+"""
+
+
+async def test_a_maps_items_run_on_the_worker_each_its_own_step(cluster: Cluster) -> None:
+    h = cluster.harness
+    h.write("mapped.yaml", MAPPED)
+
+    run = await h.run("mapped")
+
+    assert run.status is RunStatus.FAILED
+    assert run.reason is not None and run.reason.startswith("1 of 4 items of `each` failed: `each[2]`")
+    for i in (0, 1, 3):
+        [entry] = h.entries(run.id, f"each[{i}]")
+        assert entry.status is NodeStatus.COMPLETED
+        assert h.output(run.id, f"each[{i}]") == f"item {i + 1} pid={os.getpid()}\n"  # the worker ran it
+    [failed] = h.entries(run.id, "each[2]")
+    assert failed.status is NodeStatus.FAILED and "three fails" in (failed.error or "")

@@ -486,3 +486,27 @@ async def test_the_commands_offer_approve_and_reject_only_to_who_may_decide(
         assert f"/workflow approve {run.id}" not in onlooker and f"/workflow reject {run.id}" not in onlooker
         assert "Resume this run" not in onlooker  # a run at its gate is not resumed
         assert f"/workflow plan {run.id}" in onlooker
+
+
+MAPPED = """
+    name: mapped
+    nodes:
+      - id: each
+        map: {items: ["a", "bad", "c"], as: host}
+        bash: |
+          if [ "{{ host }}" = bad ]; then echo "{{ host }} is down" >&2; exit 1; fi
+          printf 'deployed %s' "{{ host }}"
+        replay: idempotent
+"""
+
+
+async def test_a_map_node_is_drawn_once_and_its_items_are_listed(tmp_path: Path, sqlite_url: str) -> None:
+    async with Site.open(tmp_path, sqlite_url, {"mapped": MAPPED}) as site:
+        run = await site.start("run mapped")
+        assert run.status is RunStatus.FAILED
+        page = (await site.client.get(await site.link(run))).text
+        assert re.search(r'<g id="b-each" class="box s-failed"', page)
+        assert '<g id="b-each[' not in page  # drawn once, not per item
+        for item, state in (("each[0]", "done"), ("each[1]", "failed"), ("each[2]", "done")):
+            assert re.search(rf'<tr id="r-{re.escape(item)}" class="node s-{state}"', page), item
+        assert "bad is down" in page

@@ -87,3 +87,11 @@ async def test_deploy(harness: Any) -> None:
     shipped = json.loads(harness.output(run.id, "ship"))
     assert shipped["status"] == "deployed" and shipped["environment"] == "production"
     assert seconds < 2
+
+
+async def test_fan_out_checks_each_host_as_its_own_step(harness: Any) -> None:
+    run, _ = await _run_to_end(harness, "fan-out", {"hosts": ["web-1", "$(id)", "db-1"]})
+    assert run.status is RunStatus.COMPLETED
+    assert json.loads(harness.output(run.id, "check")) == ["web-1 is up\n", "$(id) is up\n", "db-1 is up\n"]
+    assert harness.output(run.id, "check[1]") == "$(id) is up\n"  # a value, never code
+    assert harness.output(run.id, "report") == "3 of 3 hosts are up\n"

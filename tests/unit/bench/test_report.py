@@ -129,3 +129,17 @@ def test_retention_rows_judge_command_p99_during_the_prune_against_50_ms() -> No
     text = "\n".join(report_user.retention_section(data))
     assert "19,600 finished runs pruned" in text and "5.1 MB after `baton prune --vacuum`" in text
     assert report_user.retention_section({"error": "boom"})[2] == "not measured: `boom`"
+
+
+def test_the_map_row_judges_per_item_overhead_against_its_target() -> None:
+    from bench import report_user
+
+    data = {"n": 10_000, "seconds": 1.4, "per_item_ms": 0.14, "journaled_items": 10_000,
+            "progress_messages": 1, "progress_edits": 2, "peak_rss_mb": 105.0}  # fmt: skip
+    [(what, value, unit, target, note)] = report_user.summary_rows({"map": data})
+    assert (what, value, unit, target) == ("per-item overhead, a 10,000-item map of no-op steps (SQLite)",
+                                           0.14, "ms", 0.2)  # fmt: skip
+    assert note == "1 progress message (2 edits), peak RSS 105 MB"
+    text = "\n".join(report_user.map_section(data))
+    assert "0.140 ms per item" in text and "1 progress message (2 edits)" in text
+    assert report_user.map_section({"error": "boom"})[2] == "not measured: `boom`"

@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 from core.commands import replies
 from core.commands.messages import Reply
 from core.commands.replies import KINDS
+from core.engine.events import NodeState, NodeSummary, RunSummary
 from core.errors import GateAlreadyDecided
 from core.redaction import Redactor
 from core.render import (
@@ -27,7 +28,7 @@ from core.render import (
     width,
 )
 from core.splitting import code_spans
-from tests.unit.commands.samples import every_reply_kind
+from tests.unit.commands.samples import every_reply_kind, make_run
 from tests.unit.render.fences import fences_balanced
 
 PLAIN = Redactor(())  # these tests are about templates; redaction has its own
@@ -268,3 +269,13 @@ def test_a_gates_policy_state_says_when_only_people_may_decide_it(platform: str)
     state = {k: v for k, v in counted.data["state"].items() if k != "humans_only"}
     quiet = dataclasses.replace(counted, data={**counted.data, "state": state})
     assert "people only" not in "".join(render(quiet, platform, PLAIN))
+
+
+@pytest.mark.parametrize("platform", PLATFORMS)
+def test_a_map_node_is_one_progress_line_with_its_item_counts(platform: str) -> None:
+    run = make_run()
+    row = NodeSummary("deploy", "bash", NodeState.RUNNING, mapped="37/50 · 2 failed · 4 running")
+    summary = RunSummary(run.id, run.workflow, "running", (row,))
+    text = "".join(render(replies.progress(run, summary), platform, PLAIN))
+    [line] = [line for line in text.splitlines() if "deploy" in line]
+    assert line.endswith("37/50 · 2 failed · 4 running")
