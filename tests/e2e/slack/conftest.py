@@ -64,6 +64,10 @@ def settings(tmp_path: Path, sqlite_url: str, access: Access) -> Settings:
         access=access,
         slack_bot_token=BOT_TOKEN,  # type: ignore[arg-type]
         slack_signing_secret=SIGNING_SECRET,  # type: ignore[arg-type]
+        # the chat flows under test make steps that look at marker files the test writes in
+        # its own /tmp directory, which the step sandbox hides (it is tested through the same
+        # wiring in tests/e2e/console/test_sandbox.py and the worker tests)
+        step_sandbox="none",
     )
 
 
