@@ -47,6 +47,9 @@ def test_kill_9_of_the_slot_holder_keeps_its_slot_then_the_queue_drains(
     tmp_path: Path, database_url: str
 ) -> None:
     baton = BatonCli.create(tmp_path, database_url)
+    # the steps leave pids and markers in the test's /tmp directory, which the step sandbox
+    # hides, and the test kills the holder's step by its host pid: run them unsandboxed
+    baton.env_extra["BATON_STEP_SANDBOX"] = "none"
     out = tmp_path / "out"
     out.mkdir()
     (baton.workflows / "holder.yaml").write_text(HOLDER.format(out=out))

@@ -46,7 +46,11 @@ def root(tmp_path: Path) -> Path:
 
 def _jobs(url: str) -> list[tuple[int, str, dict]]:
     with psycopg.connect(conninfo(url)) as conn:
-        rows = conn.execute("SELECT id, status, args FROM procrastinate_jobs ORDER BY id").fetchall()
+        # node jobs only: the replicas' schedule ticker has jobs of its own (`<queue>-schedules`)
+        rows = conn.execute(
+            "SELECT id, status, args FROM procrastinate_jobs"
+            " WHERE queue_name NOT LIKE '%-schedules' ORDER BY id"
+        ).fetchall()
     return [(int(r[0]), str(r[1]), r[2]) for r in rows]
 
 
