@@ -95,7 +95,8 @@ async def test_killed_between_the_journal_write_and_the_defer(
 
 async def test_killed_after_the_hand_off_committed(root: Path, postgres_url: str, store: SqlStore) -> None:
     listener = await psycopg.AsyncConnection.connect(conninfo(postgres_url), autocommit=True)
-    await listener.execute("LISTEN procrastinate_any_queue_v1")
+    # the node jobs' queue only: the replicas' schedule ticker defers jobs of its own
+    await listener.execute('LISTEN "procrastinate_queue_v1#baton"')
     options = replica_options(postgres_url, root, "doomed", executor="procrastinate", lease=1.0)
     replica = await Node.start(options)
     try:
