@@ -195,6 +195,7 @@ def build_baton(
             replica_id=settings.replica_id,
             render=settings.render_limits(),
             max_output=settings.max_output_bytes,
+            cache_retention=settings.cache_retention,
         ),
         providers=runtime.providers,
         tools=runtime.tools,

@@ -21,6 +21,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from core.engine.approval_policy import Members, Policy
+from core.engine.cache_expiry import apply_retention
 from core.engine.concurrency import concurrency_of
 from core.engine.config import EngineConfig
 from core.engine.events import ENGINE_ACTOR, EngineEvent, EventKind, Plan, RunSummary, Subscriber, tell_rest
@@ -39,7 +40,7 @@ from core.engine.run_actions import RunActions
 from core.engine.tools import ToolRegistry
 from core.errors import BatonError
 from core.store.port import Store
-from core.store.records import Concurrency, Gate, GateVote, OnLimit, Run, RunStatus
+from core.store.records import Concurrency, Gate, GateVote, JournalEntry, OnLimit, Run, RunStatus
 from core.store.unit_of_work import UnitOfWork
 from core.workflows.args import canonical_json, handle
 from core.workflows.catalog import Catalog
@@ -161,8 +162,13 @@ class Engine:
         run = self.store.get_run(run_id)
         ready = self.readiness.ready(run.workflow, self.readiness.args_of(run), to_run=False)
         lineage = self.store.lineage(run.id)
-        index = JournalIndex(run.id, self.store.journal(lineage))
+        index = self._index(run.id, self.store.journal(lineage), ready.prepared)
         return plan_run(run, ready.prepared, ready.definitions, input_digests(ready.args), index)
+
+    def _index(self, run_id: str, entries: list[JournalEntry], prepared: PreparedWorkflow) -> JournalIndex:
+        """The cache scope a resume of `run_id` would see (what has expired included)."""
+        index = JournalIndex(run_id, entries)
+        return apply_retention(index, prepared, self.config.cache_retention, time.time())
 
     def summary(self, run_id: str | Run) -> RunSummary:
         """The run's node table and output; pass the `Run` itself to save reading it again."""
@@ -191,7 +197,7 @@ class Engine:
         try:
             ready = self.readiness.ready(run.workflow, self.readiness.args_of(run))
             made = plan_run(run, ready.prepared, ready.definitions, input_digests(ready.args),
-                            JournalIndex(run.id, entries))
+                            self._index(run.id, entries, ready.prepared))
         except BatonError as exc:
             return inspect_run(run, prepared, entries, plan_error=exc.message)
         return inspect_run(run, ready.prepared, entries, made)

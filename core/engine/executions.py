@@ -79,7 +79,7 @@ class Executions:
             args=ready.args, lineage=lineage, dirs=run_dirs(config.data_dir, run.id),
             providers=self.providers, tools=ready.tools, bus=self._bus, environment=config.environment,
             max_parallel=config.max_parallel, group_commit=config.group_commit, renderer=self._renderer,
-            max_output=config.max_output,
+            max_output=config.max_output, cache_retention=config.cache_retention,
         )  # fmt: skip
         executor = RunExecutor(setup, self.runners)
         task = asyncio.create_task(self._drive(run, executor), name=f"baton-run-{run.id}")
