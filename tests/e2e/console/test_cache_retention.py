@@ -41,7 +41,7 @@ def _count(path: Path) -> int:
 
 def _rows(text: str) -> dict[str, str]:
     """node -> its line in a `plan` or `status` reply (`[>] stamp runs — cache entry expired`)."""
-    rows = {}
+    rows: dict[str, str] = {}
     for line in text.splitlines():
         words = line.replace("`", " ").split()
         for node in ("base", "notify", "stamp", "check"):
