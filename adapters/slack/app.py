@@ -47,7 +47,6 @@ from core.config import Settings
 from core.render import render
 
 log = logging.getLogger("baton.slack")
-_ACCEPTED = "baton_accepted"  # context key: the event was recorded before its acknowledgement
 
 
 class Baton(Protocol):
@@ -172,29 +171,15 @@ class SlackBridge:
         chunks = render(reply, inbound.PLATFORM, self.baton.handler.redactor)
         await call(self.app.client, "views.publish", user_id=user, view=home_view(chunks))
 
-    async def record_event(self, body: dict[str, Any], context: AsyncBoltContext,
-                           next: Callable[[], Awaitable[Any]]) -> Any:
-        """Middleware: a `message` or `app_mention` event Baton would handle is recorded before
-        Bolt acknowledges it. Bolt acknowledges an event before its listener runs, and Slack
-        never redelivers an acknowledged event, so a process dying in between would lose the
-        command; recorded, it is left to the next process (core/commands/late_events.py)."""
-        event = body.get("event") if body.get("type") == "event_callback" else None
-        if isinstance(event, dict) and event.get("type") in ("message", "app_mention"):
-            parsed = inbound.chat_event(event, bot_user_id=context.bot_user_id,
-                                        mentioned=event.get("type") == "app_mention")  # fmt: skip
-            if parsed is not None:
-                context[_ACCEPTED] = self.baton.handler.accept(parsed[0])
-        return await next()
-
     async def on_message(self, event: dict[str, Any], context: AsyncBoltContext) -> None:
         parsed = inbound.chat_event(event, bot_user_id=context.bot_user_id)
         if parsed is not None:
-            await self.process(*parsed, accepted=bool(context.get(_ACCEPTED)))
+            await self.process(*parsed)
 
     async def on_mention(self, event: dict[str, Any], context: AsyncBoltContext) -> None:
         parsed = inbound.chat_event(event, bot_user_id=context.bot_user_id, mentioned=True)
         if parsed is not None:
-            await self.process(*parsed, accepted=bool(context.get(_ACCEPTED)))
+            await self.process(*parsed)
 
 
 def _secret(value: Any) -> str | None:
@@ -218,7 +203,6 @@ def build_bridge(
     app.command(re.compile(r"^/workflow"))(bridge.on_command)
     app.action(re.compile("^" + re.escape(ACTION_PREFIX)))(bridge.on_action)
     app.view(slack_forms.CALLBACK_ID)(bridge.on_form)
-    app.middleware(bridge.record_event)  # before Bolt's automatic acknowledgement of events
     app.event("message")(bridge.on_message)
     app.event("app_mention")(bridge.on_mention)
     app.event("app_home_opened")(bridge.on_home)

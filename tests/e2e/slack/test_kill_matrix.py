@@ -15,12 +15,7 @@ The points, each held in place by what the process waits on at that moment:
 - after the run is created, before its reply: the "Started" post hangs; the next process must
   not start the command again (its record was closed with the run) and delivers the replies;
 - after the completion was posted, before its outbox row was marked: Slack takes the completion
-  but its answer never comes; the next process finds it by its metadata, never posts it twice;
-- a reply approving a gate (`lgtm` in the run's thread, an Events API event), before its
-  record: the database is write-locked again. Bolt acknowledges an event before its listener
-  runs, so Baton records it in a middleware, before that; Slack redelivers an event it got no
-  acknowledgement for (the same event id, `X-Slack-Retry-Num: 1`) and the next process
-  approves each gate once. An event acknowledged and then lost would leave its gate waiting.
+  but its answer never comes; the next process finds it by its metadata, never posts it twice.
 """
 
 from __future__ import annotations
@@ -41,9 +36,9 @@ from core.store.records import RunStatus
 from core.store.repository import SqlStore
 from tests.e2e.process import BatonProcess
 from tests.e2e.slack.conftest import WORKFLOWS
-from tests.e2e.slack.harness import BOB, Answer, SlackHarness
+from tests.e2e.slack.harness import Answer, SlackHarness
 from tests.e2e.slack.mock_slack import Call, MockSlack
-from tests.e2e.slack.steps import COMPLETED, STARTED, WAITING
+from tests.e2e.slack.steps import COMPLETED, STARTED
 from tests.e2e.slack.test_fault_processes import _serve
 from tests.e2e.slack.test_process import slack_env
 
@@ -80,9 +75,8 @@ class Point:
             return len(store.open_events(before=2e9))
 
 
-async def _typed(slack: SlackHarness, texts: list[str], workflow: str = "notes"
-                 ) -> list[asyncio.Task[Answer]]:  # fmt: skip
-    return [asyncio.create_task(slack.command(f'run {workflow} "{t}"')) for t in texts]
+async def _typed(slack: SlackHarness, texts: list[str]) -> list[asyncio.Task[Answer]]:
+    return [asyncio.create_task(slack.command(f'run notes "{t}"')) for t in texts]
 
 
 async def _until(check: Callable[[], bool], timeout: float = 60) -> None:
@@ -172,43 +166,12 @@ async def _after_the_completion_was_posted(p: Point) -> BatonProcess:
     return second
 
 
-async def _a_reply_before_its_record(p: Point) -> BatonProcess:
-    first, slack = await _serve(p.env, p.place, p.mock)
-    await asyncio.gather(*await _typed(slack, p.texts, "gated"))
-    await _until(lambda: p.statuses().count(RunStatus.PAUSED) == N)
-    await p.mock.wait_for(lambda calls: len([c for c in calls if WAITING in c.text]) >= N, 60)
-    with SqlStore(p.url) as store:
-        threads = [r.thread for r in store.recent_runs(limit=100)]
-    replies = [(f"EvLGTM{i}", slack.message_event("lgtm", user=BOB, thread_ts=t))
-               for i, t in enumerate(threads)]  # fmt: skip
-    lock = sqlite3.connect(p.place / "baton.db", isolation_level=None, timeout=30)
-    lock.execute("BEGIN IMMEDIATE")  # recording the reply (before its ack) now waits
-    try:
-        sent = [asyncio.create_task(slack.event(e, event_id=i)) for i, e in replies]
-        await asyncio.sleep(1.5)
-        acknowledged = {i for (i, _), task in zip(replies, sent, strict=True)
-                        if task.done() and not task.exception() and task.result().status == 200}  # fmt: skip
-        await _kill(first, slack, sent)
-    finally:
-        lock.execute("ROLLBACK")
-        lock.close()
-    second, slack = await _serve(p.env, p.place, p.mock)
-    try:  # Slack sends again what it got no acknowledgement for; never what it did
-        for event_id, event in replies:
-            if event_id not in acknowledged:
-                assert (await slack.event(event, event_id=event_id, retry_num=1)).status == 200
-    finally:
-        await slack.close()
-    return second
-
-
 Scenario = Callable[[Point], Awaitable[BatonProcess]]
 POINTS: tuple[tuple[str, Scenario], ...] = (
     ("before the ack", _before_the_ack),
     ("after the ack, before handling", _after_the_ack),
     ("after the run is created, before its reply", _after_the_run_is_created),
     ("after the completion was posted, before its outbox row was marked", _after_the_completion_was_posted),
-    ("a reply approving a gate, before its record", _a_reply_before_its_record),
 )
 
 
