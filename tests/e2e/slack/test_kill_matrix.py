@@ -16,6 +16,10 @@ The points, each held in place by what the process waits on at that moment:
   not start the command again (its record was closed with the run) and delivers the replies;
 - after the completion was posted, before its outbox row was marked: Slack takes the completion
   but its answer never comes; the next process finds it by its metadata, never posts it twice.
+
+Commands only: a plain reply in a thread ("lgtm") is not recorded before Bolt acknowledges it,
+by design (docs/operations.md: a restart never replays an approval late), so a kill right after
+its acknowledgement loses it; the person types it again.
 """
 
 from __future__ import annotations
