@@ -33,6 +33,7 @@ from bot.schedule_ticker import ProcrastinateTicker
 from bot.shutdown import Shutdown
 from core.commands.deadlines import GateDeadlines
 from core.commands.handler import Handler
+from core.commands.queue_watch import QueueWatch
 from core.config import Settings
 from core.delivery.outbox import OutboxLoop
 from core.engine.engine import Engine, EngineConfig, RunnerFactory
@@ -220,7 +221,8 @@ def build_baton(
         deadlines=DeadlineLoop(GateDeadlines(
             store=store, engine=engine, catalog=runtime.catalog, access=settings.access_policy,
             replica=engine.owner, deliver=handler.progress.deliverer.deliver_run,
-        ), every=settings.deadline_poll_seconds),
+        ), every=settings.deadline_poll_seconds,
+           queue=QueueWatch(store=store, engine=engine, after=settings.queued_long_after)),
         outbox=outbox,
         late_events=LateEvents(store, handler, stale=settings.event_stale_seconds,
                                every=max(1.0, min(settings.event_stale_seconds / 2, 30.0))),

@@ -212,6 +212,9 @@ class Settings(BaseSettings):
     # notices (core/commands/notices.py): a subscription's flood of notices to one conversation
     # becomes one notice, then one digest per this many seconds (a `notify:` rule's `digest:` wins)
     notify_digest_seconds: float = Field(default=600.0, gt=0, le=30 * 86400)
+    # a run waiting in its concurrency queue this many seconds is told as `queued_long` (once per
+    # run per time it is queued; core/commands/queue_watch.py, checked on the deadline loop's pace)
+    queued_long_after: float = Field(default=1800.0, gt=0, le=30 * 86400)
     # a chat event claimed but never finished (its replica died) is handled again when the
     # platform redelivers it this many seconds after the claim (docs/operations.md)
     event_stale_seconds: float = Field(default=60.0, gt=0)

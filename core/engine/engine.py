@@ -24,7 +24,7 @@ from core.engine.approval_policy import Members, Policy
 from core.engine.cache_expiry import apply_retention
 from core.engine.concurrency import concurrency_of
 from core.engine.config import EngineConfig
-from core.engine.events import ENGINE_ACTOR, EngineEvent, EventKind, Plan, RunSummary, Subscriber, tell_rest
+from core.engine.events import ENGINE_ACTOR, EngineEvent, EventKind, Plan, RunSummary, Subscriber
 from core.engine.executions import Executions
 from core.engine.executor import RunnerFactory, input_digests
 from core.engine.gates import Alongside, GateKeeper, Voted
@@ -32,6 +32,7 @@ from core.engine.inspection import PLANNED, RunDetail, inspect_run
 from core.engine.journal_index import JournalIndex
 from core.engine.leases import LeaseKeeper, new_owner
 from core.engine.local_runner import LocalStepRunner
+from core.engine.notify import Notifier
 from core.engine.planning import final_output_digest, plan_run, summarize
 from core.engine.prepared import PreparedWorkflow, prepare
 from core.engine.providers import ProviderRegistry
@@ -72,9 +73,11 @@ class Engine:
         self.owner = new_owner(config.replica_id)
         self.readiness = Readiness(store=store, catalog=catalog, providers=providers, tools=tools,
                                    environment=config.environment)  # fmt: skip
-        self.gates = GateKeeper(store)
+        #: the notices of a run's events, written in the unit of work that makes each event
+        self.notifier = Notifier(store=store, catalog=catalog, args_of=self.readiness.args_of)
+        self.gates = GateKeeper(store, self.notifier)
         self.executions = Executions(store=store, config=config, providers=providers,
-                                     runners=runners or LocalStepRunner)  # fmt: skip
+                                     runners=runners or LocalStepRunner, notifier=self.notifier)  # fmt: skip
         self.actions = RunActions(
             store=store, gates=self.gates, readiness=self.readiness, executions=self.executions,
             owner=self.owner, lease_seconds=config.lease_seconds, redactor=config.environment.redactor,
@@ -150,7 +153,7 @@ class Engine:
                     expected_version=run.version,
                     allowed_from=[RunStatus.RUNNING],
                 )
-                tell_rest(tx, run.id, RunStatus.FAILED, reason=why)
+                self.notifier.rest(tx, run, RunStatus.FAILED, reason=why)
             return
         await self.executions.launch(run, ready)
 
