@@ -36,6 +36,7 @@ from core.engine.prepared import PreparedWorkflow, prepare
 from core.engine.providers import ProviderRegistry
 from core.engine.readiness import Readiness, Ready
 from core.engine.run_actions import RunActions
+from core.engine.subruns import ChildRuns
 from core.engine.tools import ToolRegistry
 from core.errors import BatonError
 from core.store.port import Store
@@ -72,11 +73,12 @@ class Engine:
         self.readiness = Readiness(store=store, catalog=catalog, providers=providers, tools=tools,
                                    environment=config.environment)  # fmt: skip
         self.gates = GateKeeper(store)
+        self.children = ChildRuns(self)  # `workflow:` steps' child runs
         self.executions = Executions(store=store, config=config, providers=providers,
-                                     runners=runners or LocalStepRunner)  # fmt: skip
+                                     runners=runners or LocalStepRunner, children=self.children)  # fmt: skip
         self.actions = RunActions(
             store=store, gates=self.gates, readiness=self.readiness, executions=self.executions,
-            owner=self.owner, lease_seconds=config.lease_seconds, redactor=config.environment.redactor,
+            children=self.children, owner=self.owner, lease_seconds=config.lease_seconds, redactor=config.environment.redactor,
         )  # fmt: skip
         self._leases = LeaseKeeper(
             store=store,
@@ -129,6 +131,12 @@ class Engine:
         keyed = event.kind is EventKind.RUN_FINISHED and event.detail.get("keyed")
         if keyed or event.kind is EventKind.RUN_QUEUED:  # its unit may have admitted runs: start them
             self._leases.kick()
+        if event.kind is EventKind.RUN_FINISHED:
+            parent = event.detail.get("parent")
+            if parent:  # a child came to rest: a parent paused waiting on it goes on
+                await self.children.settle(parent)
+            if event.detail.get("on_child"):  # a child may have rested while its parent paused
+                await self.children.settle(event.run_id)
 
     async def _recovered(self, run: Run, admitted: bool = False) -> None:
         """`run` was taken over from a process that stopped (its lease lapsed), or admitted
@@ -217,6 +225,9 @@ class Engine:
         scheduled_for: float | None = None,
         alongside: Starting | None = None,
         concurrency: Concurrency | None = None,
+        parent_run: str | None = None,
+        parent_node: str | None = None,
+        parent_key: str | None = None,
     ) -> Run:
         """`origin_event`: `"<platform>:<event_id>"` of the chat command asking for it, so a
         redelivery of that command finds this run (`Store.command_runs`). A run nobody typed
@@ -226,7 +237,9 @@ class Engine:
         nothing). `concurrency`: the run's key and policy, instead of its workflow's
         `concurrency:` (a schedule's `schedule:<id>`). A keyed run is admitted or queued in the
         unit that creates it (`core/store/admission.py`): a `queued` run is returned without
-        executing; it starts when a slot frees (here, or in whichever process takes it over)."""
+        executing; it starts when a slot frees (here, or in whichever process takes it over).
+        `parent_run`, `parent_node`, `parent_key`: a child run's parent, the `workflow:` step
+        that starts it and that step's cache key (`subruns.py`)."""
         ready = self.readiness.ready(workflow, args)
         policy = concurrency or concurrency_of(ready.workflow, ready.args, limits=self.config.render)
         if resume_from is not None:
@@ -248,6 +261,9 @@ class Engine:
                 started_by=started_by,
                 scheduled_for=scheduled_for,
                 concurrency=policy,
+                parent_run=parent_run,
+                parent_node=parent_node,
+                parent_key=parent_key,
             )
             details = {"workflow": ready.workflow.name, "args": handle(digest), "resume_from": resume_from}
             if started_by is not None:
