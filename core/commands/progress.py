@@ -44,6 +44,7 @@ from core.delivery.edits import Edits, NotDelivered, urgent
 from core.delivery.outbox import Deliverer, maybe_delivered_since
 from core.engine.engine import Engine
 from core.engine.events import EngineEvent, EventKind, NodeState, RunSummary
+from core.engine.subruns import waiting_child
 from core.errors import BatonError
 from core.store.port import Store
 from core.store.records import Delivery, Gate, GateStatus, Run, RunStatus
@@ -414,8 +415,9 @@ class ProgressReporter:
             (n.node_id for n in summary.nodes if n.state is NodeState.ATTENTION), None
         )
         state = self.gate_state(run, gate) if gate is not None and self.gate_state is not None else None
+        child = waiting_child(self._store, run) if gate is None and run.status is RunStatus.PAUSED else None
         # a gate waiting: its buttons are offered
-        final = replies.final(run, summary, gate, attention, ran, state)
+        final = replies.final(run, summary, gate, attention, ran, state, child)
         return self.offers.offer(final, platform=run.platform, conversation=run.conversation,
                                  thread=run.thread)
 

@@ -182,7 +182,15 @@ class Engine:
             prepared = None  # the workflow is gone or broken: the table still shows what ran
         digest = final_output_digest(prepared, entries)
         output = self.store.get_blob(digest).decode("utf-8", errors="replace") if digest else None
-        return summarize(run, prepared, entries, output, now=time.time())
+        children = self.children_of(run, prepared)
+        return summarize(run, prepared, entries, output, now=time.time(), children=children)
+
+    def children_of(self, run: Run, prepared: PreparedWorkflow | None) -> list[Run]:
+        """The child runs of `run`'s `workflow:` steps, newest first (no query for a workflow
+        without such steps)."""
+        if prepared is not None and not any(pn.kind == "workflow" for pn in prepared.nodes.values()):
+            return []
+        return self.store.child_runs([run.id])
 
     def inspect(self, run: Run, *, plan: bool = True) -> RunDetail:
         """The run seen whole (its page): the node table with timing, verdicts, outputs'
@@ -193,16 +201,17 @@ class Engine:
             prepared: PreparedWorkflow | None = prepare(self.catalog.get(run.workflow), self.tools)
         except BatonError:
             prepared = None  # the workflow is gone or broken: the page still shows what ran
+        children = self.children_of(run, prepared)
         if not (plan and prepared is not None and run.status in PLANNED):
-            return inspect_run(run, prepared, self.store.journal([run.id]))
+            return inspect_run(run, prepared, self.store.journal([run.id]), children=children)
         entries = self.store.journal(self.store.lineage(run.id))
         try:
             ready = self.readiness.ready(run.workflow, self.readiness.args_of(run))
             made = plan_run(run, ready.prepared, ready.definitions, input_digests(ready.args),
                             JournalIndex(run.id, entries))
         except BatonError as exc:
-            return inspect_run(run, prepared, entries, plan_error=exc.message)
-        return inspect_run(run, ready.prepared, entries, made)
+            return inspect_run(run, prepared, entries, plan_error=exc.message, children=children)
+        return inspect_run(run, ready.prepared, entries, made, children=children)
 
     # -- starting ----------------------------------------------------------------------------
     def check_start(self, workflow: str, args: Mapping[str, Any]) -> None:

@@ -47,6 +47,7 @@ from core.store.records import NodeStatus, Run, RunStatus
 
 if TYPE_CHECKING:
     from core.engine.engine import Engine
+    from core.store.port import Store
     from core.engine.providers import ProviderRegistry
     from core.engine.tools import ToolRegistry
     from core.workflows.model import Workflow
@@ -81,6 +82,12 @@ class ChildWaiting:
 
 
 ChildOutcome = ChildDone | ChildFailed | ChildWaiting
+
+
+def waiting_child(store: Store, parent: Run) -> Run | None:
+    """The child run a paused `parent` waits on (at a gate, or needing attention), if any."""
+    waiting = (RunStatus.PAUSED, RunStatus.NEEDS_ATTENTION)
+    return next((c for c in store.child_runs([parent.id]) if c.status in waiting), None)
 
 
 def waiting_reason(child: Run, gate_node: str | None) -> str:
