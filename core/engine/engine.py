@@ -75,10 +75,12 @@ class Engine:
         self.gates = GateKeeper(store)
         self.children = ChildRuns(self)  # `workflow:` steps' child runs
         self.executions = Executions(store=store, config=config, providers=providers,
-                                     runners=runners or LocalStepRunner, children=self.children)  # fmt: skip
+                                     runners=runners or LocalStepRunner,
+                                     children=self.children)  # fmt: skip
         self.actions = RunActions(
             store=store, gates=self.gates, readiness=self.readiness, executions=self.executions,
-            children=self.children, owner=self.owner, lease_seconds=config.lease_seconds, redactor=config.environment.redactor,
+            children=self.children, owner=self.owner, lease_seconds=config.lease_seconds,
+            redactor=config.environment.redactor,
         )  # fmt: skip
         self._leases = LeaseKeeper(
             store=store,

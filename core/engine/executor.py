@@ -589,7 +589,7 @@ class RunExecutor:
                 if result.artifacts:
                     self.x.artifacts.update(result.artifacts)
                 return result
-            if isinstance(result, Attention) or tries == pn.attempts or self._verdicts.stopping:
+            if isinstance(result, Attention | Waiting) or tries == pn.attempts or self._verdicts.stopping:
                 return result
             await self.x.emit(EventKind.NODE_FAILED, pn.id, error=result.error, retrying=True)
             await asyncio.sleep(replay.backoff_seconds(pn.node.retry, tries))

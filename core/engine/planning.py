@@ -233,13 +233,15 @@ def _map_row(row: NodeSummary, entry: JournalEntry | None, latest: Mapping[str, 
 def child_row(row: NodeSummary, entry: JournalEntry | None, kid: Run, run: Run) -> NodeSummary:
     """A `workflow:` step's row with its child run: waiting or running while the child does."""
     if entry is None and kid.status in (RunStatus.PAUSED, RunStatus.NEEDS_ATTENTION):
-        why = run.reason if run.reason and kid.id in run.reason else f"waiting on child {kid.id} ({kid.status.value})"
+        why = run.reason if run.reason and kid.id in run.reason else None
+        why = why or f"waiting on child {kid.id} ({kid.status.value})"
         return dataclasses.replace(row, state=NodeState.WAITING, reason=why, child=kid.id)
     if entry is None and not kid.status.resting:
         state = NodeState.RUNNING if run.status is RunStatus.RUNNING else row.state
-        return dataclasses.replace(row, state=state, reason=f"child {kid.id} {kid.status.value}", child=kid.id)
-    reason = row.reason if kid.id in row.reason else " · ".join(p for p in (row.reason, f"child {kid.id}") if p)
-    return dataclasses.replace(row, reason=reason, child=kid.id)
+        why = f"child {kid.id} {kid.status.value}"
+        return dataclasses.replace(row, state=state, reason=why, child=kid.id)
+    parts = (row.reason, f"child {kid.id}") if kid.id not in row.reason else (row.reason,)
+    return dataclasses.replace(row, reason=" · ".join(p for p in parts if p), child=kid.id)
 
 
 def item_rows(run: Run, prepared: PreparedWorkflow, row: NodeSummary,

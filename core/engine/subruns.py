@@ -47,9 +47,9 @@ from core.store.records import NodeStatus, Run, RunStatus
 
 if TYPE_CHECKING:
     from core.engine.engine import Engine
-    from core.store.port import Store
     from core.engine.providers import ProviderRegistry
     from core.engine.tools import ToolRegistry
+    from core.store.port import Store
     from core.workflows.model import Workflow
 
 log = logging.getLogger(__name__)

@@ -61,7 +61,8 @@ def _problem(
             direct = "itself" if len(chain) == 2 else "itself through others"
             return CallProblem(
                 index,
-                f"workflow `{name}` calls {direct} ({via}, at node `{node}`); it would start child runs forever",
+                f"workflow `{name}` calls {direct} ({via}, at node `{node}`); "
+                "it would start child runs forever",
                 "Remove the `workflow:` node that closes the loop, or call a different workflow.",
             )
         if len(chain) > MAX_DEPTH:

@@ -13,7 +13,6 @@ from tests.factories import create_run
 from tests.integration.store.conftest import Clock
 
 
-
 def test_a_child_records_its_parent_step_and_key(store: Store) -> None:
     parent = create_run(store, workflow="p", platform="console", conversation="c", thread="t",
                         requester="console:ana", args_digest="d")  # fmt: skip

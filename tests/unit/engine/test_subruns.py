@@ -157,13 +157,15 @@ async def test_cancelling_the_parent_cancels_its_child(rig: Rig) -> None:
     assert child.reason is not None and f"parent {parent.id}" in child.reason
 
 
-async def test_an_edited_child_busts_the_step_and_reuses_its_unchanged_steps(rig: Rig, tmp_path: Path) -> None:
+async def test_an_edited_child_busts_the_step_and_reuses_its_unchanged_steps(
+    rig: Rig, tmp_path: Path
+) -> None:
     rig.broken["flaky"] = False  # type: ignore[attr-defined]
     engine = rig.engine(child=CHILD, parent=PARENT)
     first = await _start(engine, "parent")
     assert first.status is RunStatus.COMPLETED
     assert (rig.calls["once"], rig.calls["flaky"]) == (2, 1)
-    edited = CHILD.replace('with: {text: "{{ nodes.first.output }}"}', 'with: {text: "{{ nodes.first.output }}!"}')
+    edited = CHILD.replace('{text: "{{ nodes.first.output }}"}', '{text: "{{ nodes.first.output }}!"}')
     (tmp_path / "workflows" / "child.yaml").write_text(textwrap.dedent(edited))
     again = await engine.start_run(workflow="parent", args={}, platform="console", conversation="c1",
                                    thread="t1", requester="console:ana", resume_from=first.id)  # fmt: skip
@@ -204,7 +206,8 @@ async def test_map_over_a_workflow_step_starts_one_child_per_item(rig: Rig) -> N
 def test_recursion_is_refused_at_load_naming_the_cycle(tmp_path: Path) -> None:
     for name, text in {
         "a": "name: a\nnodes:\n  - id: call\n    workflow: b\n",
-        "b": "name: b\nnodes:\n  - id: x\n    bash: echo\n  - id: back\n    depends_on: [x]\n    workflow: a\n",
+        "b": "name: b\nnodes:\n  - id: x\n    bash: echo\n"
+             "  - id: back\n    depends_on: [x]\n    workflow: a\n",
         "self": "name: self\nnodes:\n  - id: me\n    workflow: self\n",
         "ok": "name: ok\nnodes:\n  - id: x\n    workflow: leaf\n",
         "leaf": "name: leaf\nnodes:\n  - id: x\n    bash: echo\n",
@@ -230,7 +233,8 @@ def test_a_chain_deeper_than_the_limit_is_refused(tmp_path: Path) -> None:
         body = f"    workflow: w{i + 1}\n" if i < MAX_DEPTH else "    bash: echo\n"
         (tmp_path / f"w{i}.yaml").write_text(f"name: w{i}\nnodes:\n  - id: x\n{body}")
     entries = {e.name: e for e in Catalog([tmp_path]).entries()}
-    assert not entries["w0"].ok and "nest 6 deep (w0 -> w1 -> w2 -> w3 -> w4 -> w5)" in str(entries["w0"].error)
+    assert not entries["w0"].ok
+    assert "nest 6 deep (w0 -> w1 -> w2 -> w3 -> w4 -> w5)" in str(entries["w0"].error)
     assert entries["w1"].ok
 
 
@@ -250,7 +254,8 @@ async def test_a_map_of_gated_children_waits_for_each_and_completes_after_the_la
     finished = asyncio.Event()
 
     async def watch(event: EngineEvent) -> None:
-        if event.kind is EventKind.RUN_FINISHED and event.run_id == parent.id and event.run_status == "completed":
+        done = event.kind is EventKind.RUN_FINISHED and event.run_status == "completed"
+        if done and event.run_id == parent.id:
             finished.set()
 
     engine.subscribe(watch)
