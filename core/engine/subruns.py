@@ -64,7 +64,7 @@ class ChildDone:
     """The child completed: the step's output."""
 
     run_id: str
-    output: dict[str, Any]  # {status, run, workflow, outputs: {node: output}}
+    output: dict[str, Any]  # {status, workflow, outputs: {node: output}}
 
 
 @dataclass(frozen=True, slots=True)
@@ -144,7 +144,7 @@ class ChildRuns:
         return ChildWaiting(child.id, waiting_reason(child, gate.node_id if gate else None))
 
     def result(self, child: Run) -> dict[str, Any]:
-        """A completed child's result: its status, id, workflow and every node's output."""
+        """A completed child's result: its status, workflow and every node's output."""
         store = self.engine.store
         latest: dict[str, str] = {}
         for entry in store.journal([child.id]):
@@ -166,7 +166,9 @@ class ChildRuns:
                 outputs[node_id] = decode_output(pn, text) if pn is not None else text
             except json.JSONDecodeError:
                 outputs[node_id] = text
-        return {"status": child.status.value, "run": child.id, "workflow": child.workflow, "outputs": outputs}
+        # not the child's id: a child that ran again with the same outputs leaves the step's
+        # output, and so its dependents' keys, as they were (the id is on the step's row)
+        return {"status": child.status.value, "workflow": child.workflow, "outputs": outputs}
 
     async def settle(self, parent_id: str) -> None:
         """A parent paused waiting on its children goes on once none of them waits any more:

@@ -102,7 +102,7 @@ async def test_a_child_run_gets_the_args_and_its_result_is_the_steps_output(rig:
     assert json.loads(rig.store.get_blob(child.args_digest)) == {"message": "v1.2"}
     latest = {e.node_id: e for e in rig.store.journal([parent.id])}
     output = json.loads(rig.store.get_blob(latest["notes"].output_digest or ""))
-    assert output == {"status": "completed", "run": child.id, "workflow": "child",
+    assert output == {"status": "completed", "workflow": "child",
                       "outputs": {"first": "once(v1.2)", "second": "flaky(once(v1.2))"}}  # fmt: skip
     assert rig.store.get_blob(latest["after"].output_digest or "") == b"once(flaky(once(v1.2)))"
 
