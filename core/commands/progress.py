@@ -189,7 +189,13 @@ class ProgressReporter:
         )
 
     async def _await_thread(self, run: Run) -> Run:
-        """The run, re-read once its thread is known (or after `thread_wait` seconds)."""
+        """The run, re-read once its thread is known (or after `thread_wait` seconds). A child
+        run (`workflow:` step) started before its parent's thread existed reports in the
+        parent's thread: it takes it once the parent has one."""
+        if run.thread is None and run.parent_run is not None:
+            parent = await self._await_thread(self._store.get_run(run.parent_run))
+            if parent.thread is not None and parent.platform == run.platform:
+                return self._store.set_thread(run.id, parent.thread)
         if not self._thread_pending(run):
             return run
         deadline = time.monotonic() + self.thread_wait
