@@ -280,3 +280,34 @@ async def test_a_parent_resumed_from_an_earlier_run_takes_over_its_waiting_child
     assert second.status is RunStatus.PAUSED
     (new,) = _children(rig, second)
     assert new.id != child.id and new.resumed_from == child.id  # a cancelled child is not re-used
+
+
+async def test_children_go_through_their_workflows_concurrency_queue(rig: Rig) -> None:
+    rig.broken["flaky"] = False  # type: ignore[attr-defined]
+    limited = CHILD.replace("name: child\n", "name: child\n    concurrency: {limit: 1}\n")
+    engine = rig.engine(child=limited, fan="""
+        name: fan
+        nodes:
+          - id: each
+            map: {items: [a, b, c], as: v, max_parallel: 3}
+            workflow: child
+            with: {message: "{{ v }}"}
+    """)
+    queued: list[str] = []
+
+    async def watch(event: EngineEvent) -> None:
+        if event.kind is EventKind.RUN_QUEUED:
+            queued.append(event.run_id)
+
+    engine.subscribe(watch)
+    await engine.start()  # admits queued runs as slots free (its recovery loop)
+    try:
+        parent = await _start(engine, "fan")
+    finally:
+        await engine.stop()
+    assert parent.status is RunStatus.COMPLETED, parent.reason
+    children = _children(rig, parent)
+    assert len(children) == 3 and all(c.status is RunStatus.COMPLETED for c in children)
+    assert len(queued) == 2 and set(queued) <= {c.id for c in children}  # one at a time: two waited
+    audit = [e.action for c in children for e in rig.store.audit_log(c.id)]
+    assert audit.count("queued") == 2
