@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -21,3 +22,7 @@ class EngineConfig:
     group_commit: float = 0.01  # seconds a pure step's result may wait for its commit (0: none)
     render: RenderLimits = field(default_factory=RenderLimits)  # each template render's budget
     max_output: int = 1_000_000  # bytes of a step's output kept; the rest stays in a file
+    #: whether a principal may run a workflow (`authz.may_run` over `BATON_ACCESS`): a child run
+    #: of a `workflow:` step runs as its parent's requester, who must be allowed to run the
+    #: child's workflow (None: no access control, everyone may run everything)
+    may_run: Callable[[str, str], bool] | None = None

@@ -109,6 +109,10 @@ class ChildRuns:
         or started, until it rests (see the module docstring)."""
         engine, store = self.engine, self.engine.store
         parent = store.get_run(parent_id)
+        may_run = engine.config.may_run
+        if may_run is not None and not may_run(parent.requester, workflow):  # fail closed
+            return ChildFailed("", f"{parent.requester} may not run `{workflow}`, and a child run of it "
+                                   "runs as its parent's requester")  # fmt: skip
         earlier = [k for k in store.child_runs(store.lineage(parent_id)) if k.parent_node == node_id]
         same = next((k for k in earlier if k.parent_key == key and k.workflow == workflow), None)
         child: Run | None = None

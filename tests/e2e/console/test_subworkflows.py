@@ -156,3 +156,15 @@ def test_a_workflow_that_calls_itself_is_refused_at_load(baton: BatonCli) -> Non
     assert "loop-a -> loop-b -> loop-a" in refused["text"]
     assert "loop-a.yaml:4" in refused["text"]
     assert not (Path(baton.home) / ".baton" / "runs").exists() or _ran(baton) == []
+
+
+def test_a_child_runs_only_if_the_parents_requester_may_run_its_workflow(baton: BatonCli) -> None:
+    (baton.workflows / "ship.yaml").write_text(CHILD)
+    (baton.workflows / "release.yaml").write_text(PARENT)
+    baton.env_extra["BATON_ACCESS"] = '{"run": {"release": ["console:ana"], "ship": ["console:bob"]}}'
+    replies = baton.say("run release", user="ana")
+    assert final_status(replies) == "failed"
+    text = _last(replies, "run_failed")["text"]
+    assert "console:ana may not run `ship`" in text
+    assert [r.workflow for r in baton.runs()] == ["release"]  # no child started
+    assert _ran(baton) == []
