@@ -44,7 +44,7 @@ from core.delivery.edits import Edits, NotDelivered, urgent
 from core.delivery.outbox import Deliverer, maybe_delivered_since
 from core.engine.engine import Engine
 from core.engine.events import EngineEvent, EventKind, NodeState, RunSummary
-from core.engine.subruns import waiting_child
+from core.engine.subruns import item_child, waiting_child
 from core.errors import BatonError
 from core.store.port import Store
 from core.store.records import Delivery, Gate, GateStatus, Run, RunStatus
@@ -294,7 +294,7 @@ class ProgressReporter:
         try:
             run = self._store.get_run(run_id)
             outbox = self._outboxes.get(run.platform)
-            if outbox is None:
+            if outbox is None or item_child(run):  # a map item's child: the parent's map line
                 return True
             run = await self._await_thread(run)
             summary = self._engine.summary(run)  # the run just read: not read again
@@ -342,9 +342,13 @@ class ProgressReporter:
             log.info("outbox row superseded: the run is %s now", run.status.value,
                      extra={"action": "outbox_superseded", "run_id": run.id})
             return
+        quiet = item_child(run)  # a map item's child: only what needs a person is told
+        if quiet and run.status in (RunStatus.COMPLETED, RunStatus.CANCELLED):
+            return
         run = await self._await_thread(run)
         summary = self._engine.summary(run)  # the run just read: not read again
-        await send(replies.progress(run, summary, page=self.pages))
+        if not quiet:
+            await send(replies.progress(run, summary, page=self.pages))
         told = run.id in self.announced or run.id in self._told
         if told and run.status is RunStatus.CANCELLED:
             self._told.pop(run.id, None)

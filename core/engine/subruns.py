@@ -84,6 +84,13 @@ class ChildWaiting:
 ChildOutcome = ChildDone | ChildFailed | ChildWaiting
 
 
+def item_child(run: Run) -> bool:
+    """A child run of one item of a `map:` over a `workflow:` step: it posts no progress
+    message of its own and says nothing when it completes (a fan-out of 100 children is the
+    parent's one map line, never 100 messages); its gates and failures are still told."""
+    return run.parent_node is not None and split_item_id(run.parent_node) is not None
+
+
 def waiting_child(store: Store, parent: Run) -> Run | None:
     """The child run a paused `parent` waits on (at a gate, or needing attention), if any."""
     waiting = (RunStatus.PAUSED, RunStatus.NEEDS_ATTENTION)

@@ -146,6 +146,8 @@ nodes:
     assert "3 shipped" in _last(replies, "run_completed")["text"]
     kids = [r for r in baton.runs() if r.workflow == "ship"]
     assert sorted(k.parent_node or "" for k in kids) == ["each[0]", "each[1]", "each[2]"]
+    said = [r["kind"] for r in replies if r["run_id"] in {k.id for k in kids}]
+    assert said == []  # a map item's child posts nothing of its own: the parent's map line counts it
     assert _ran(baton) == sorted(f"{what} {s}" for s in ("api", "web", "db") for what in ("build", "push"))
 
 
