@@ -27,7 +27,7 @@ import time
 from collections import deque
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, Protocol
 
 from core.engine import conditions, replay
 from core.engine.approval_policy import Policy, deadlines, gate_output
@@ -45,6 +45,7 @@ from core.engine.providers import ProviderRegistry
 from core.engine.rendering import StepRenderer
 from core.engine.step_env import StepEnvironment
 from core.engine.steps import Attempt, Attention, Completed, Execution, Failed, Step, StepRunner, Waiting
+from core.engine.subruns import ChildDone, ChildOutcome, ChildWaiting
 from core.engine.tools import ToolRegistry
 from core.engine.workdirs import RunDirs, missing_artifacts, restore_artifacts
 from core.errors import BatonError, ReplayUnsafe, StoreError
@@ -52,9 +53,6 @@ from core.store.port import Store
 from core.store.records import GateStatus, JournalEntry, NodeStatus, Run, RunStatus
 from core.workflows.args import canonical_json
 from core.workflows.loader import base_dir
-
-if TYPE_CHECKING:
-    from core.engine.subruns import ChildOutcome
 
 log = logging.getLogger(__name__)
 ABSENT = digest_value(None)  # the digest a referenced but missing input contributes
@@ -599,8 +597,6 @@ class RunExecutor:
     async def _child(self, step: Step, rendered: RenderedNode, attempt: int) -> Attempt:
         """A `workflow:` step (or one item of it): its child run found or started, and waited
         for (`subruns.py`); journaled when the child rests with a result."""
-        from core.engine.subruns import ChildDone, ChildWaiting
-
         children, pn = self.s.children, step.node
         started = time.monotonic()
         if children is None or rendered.workflow is None:

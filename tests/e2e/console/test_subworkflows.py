@@ -170,3 +170,23 @@ def test_a_child_runs_only_if_the_parents_requester_may_run_its_workflow(baton: 
     assert "console:ana may not run `ship`" in text
     assert [r.workflow for r in baton.runs()] == ["release"]  # no child started
     assert _ran(baton) == []
+
+
+def test_approving_a_parent_whose_children_all_wait_asks_which_gate(baton: BatonCli) -> None:
+    (baton.workflows / "ship.yaml").write_text(CHILD)
+    (baton.workflows / "train.yaml").write_text("""\
+name: train
+nodes:
+  - id: each
+    map: {items: [api, web], as: service}
+    workflow: ship
+    with: {service: "{{ service }}"}
+""")
+    baton.say("run train")
+    parent = _runs(baton)["train"]
+    kids = [r for r in baton.runs() if r.workflow == "ship"]
+    assert parent.status is RunStatus.PAUSED and len(kids) == 2
+    [which] = baton.say(f"approve {parent.id}", wait=False)
+    assert which["kind"] == "which_gate"
+    assert all(k.id in which["text"] for k in kids)
+    assert all(baton.run_record(k.id).status is RunStatus.PAUSED for k in kids)  # nothing decided
