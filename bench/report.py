@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from bench import report_user
@@ -202,6 +202,44 @@ def scorecard_section(data: Mapping[str, Any]) -> list[str]:
         + ("; ".join(errors) if errors else "none."),
         "",
     ]
+    return out + map_scorecard_section(data.get("map_scenarios") or [])
+
+
+def map_tallies(scenarios: Sequence[Mapping[str, Any]]) -> dict[str, Tally]:
+    return {k: total(Tally(*s["tallies"][k]) for s in scenarios) for k in ("baton", "node-id")}
+
+
+def map_scorecard_section(scenarios: Sequence[Mapping[str, Any]]) -> list[str]:
+    """The `map:` / `workflow:` family: units are steps, map items by value and child steps,
+    and what the resume ran is counted from the units' own log lines."""
+    if not scenarios:
+        return []
+    out = [
+        f"### Map and sub-workflow scenarios ({len(scenarios)})",
+        "",
+        "A unit is a plain step, one map item (by its value: `deploy:web-1`) or one step of the",
+        "child run (`child:draft`); each writes a line when it really runs, and the resume's lines",
+        "are what Baton ran.",
+        "",
+        "| keying | safe skips (TP) | unsafe skips (FP) | needless re-runs (FN) | needed re-runs (TN) "
+        "| precision | recall |",
+        "|---|---:|---:|---:|---:|---:|---:|",
+    ]
+    names = {"baton": "Baton (item and child keys)", "node-id": "step id alone (item by position)"}
+    for k, t in map_tallies(scenarios).items():
+        out.append(f"| {names[k]} | {t.tp} | {t.fp} | {t.fn} | {t.tn} | {ms(t.precision, 3)} "
+                   f"| {ms(t.recall, 3)} |")
+    out += ["", "| scenario | edit | must re-run | Baton ran | node id: unsafe / needless |",
+            "|---|---|---|---|---|"]
+    for s in scenarios:
+        ran = ", ".join(s["baton_ran"]) or "nothing"
+        b = s["tallies"]["baton"]
+        flag = "" if b[1] == 0 and b[2] == 0 else f" **({b[1]} unsafe, {b[2]} needless)**"
+        n = s["tallies"]["node-id"]
+        out.append(f"| {s['name']} | {s['what']} | {', '.join(s['must_rerun']) or 'nothing'} | {ran}{flag} "
+                   f"| {n[1]} / {n[2]} |")
+    errors = [f"{s['name']}: {', '.join(s['corpus_errors'])}" for s in scenarios if s["corpus_errors"]]
+    out += ["", "Corpus check: " + ("; ".join(errors) if errors else "none."), ""]
     return out
 
 
@@ -323,6 +361,10 @@ def summary_section(results: Mapping[str, Any]) -> list[str]:
         ]
         for k, v in t.items():
             out.append(f"| {k} | {ms(v.precision, 3)} | {ms(v.recall, 3)} | {v.fp} |")
+        if card.get("map_scenarios"):
+            for k, v in map_tallies(card["map_scenarios"]).items():
+                out.append(f"| {k}, map and sub-workflows | {ms(v.precision, 3)} | {ms(v.recall, 3)} "
+                           f"| {v.fp} |")
         out.append("")
     return out
 

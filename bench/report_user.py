@@ -529,6 +529,11 @@ def map_section(data: Mapping[str, Any]) -> list[str]:
         f"{data['per_item_ms']:.3f} ms per item; {data['journaled_items']:,} item rows; "
         f"{data['progress_messages']} progress message ({data['progress_edits']} edits); "
         f"peak RSS {data['peak_rss_mb']:.0f} MB.",
+        *([f"- **{data['children']} child runs** (`map:` over a `workflow:` step, each child one no-op "
+           f"step): {data['fan_out_seconds']:.2f} s, {data['per_child_ms']:.1f} ms per child run, "
+           f"{data['children_completed']} completed; {data['fan_out_messages']} chat messages for the "
+           f"whole fan-out (the children of map items post none of their own)."]
+          if "children" in data else []),
         "",
     ]
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import time
 from collections.abc import AsyncIterator, Mapping
@@ -31,6 +32,7 @@ from bot.runtime import Runtime, assemble, ensure_sqlite_dir, load_tools
 from bot.schedule_loop import ScheduleLoop
 from bot.schedule_ticker import ProcrastinateTicker
 from bot.shutdown import Shutdown
+from core.commands import authz
 from core.commands.deadlines import GateDeadlines
 from core.commands.handler import Handler
 from core.commands.queue_watch import QueueWatch
@@ -197,6 +199,7 @@ def build_baton(
             render=settings.render_limits(),
             max_output=settings.max_output_bytes,
             cache_retention=settings.cache_retention,
+            may_run=functools.partial(authz.may_run, settings.access_policy),
         ),
         providers=runtime.providers,
         tools=runtime.tools,

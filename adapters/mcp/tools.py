@@ -31,6 +31,7 @@ from core.commands.messages import ChatMessage, Reply
 from core.commands.quoting import quote_word
 from core.engine.engine import Engine
 from core.engine.events import EngineEvent, NodeState
+from core.engine.subruns import waiting_child
 from core.errors import RunNotFound, UsageError
 from core.redaction import Redactor
 from core.render import render_text
@@ -68,7 +69,8 @@ class Answer:
 
 
 def attention(run: Run, gate_waiting: bool) -> str | None:
-    """What the run waits for from a person: `gate`, `needs_attention`, `queued`, or None."""
+    """What the run waits for from a person: `gate`, `needs_attention`, `queued`, or None (a
+    run paused on a `workflow:` step whose child waits: `child`, told by `AgentTools._view`)."""
     status = str(run.status)
     if status == RunStatus.PAUSED and gate_waiting:
         return "gate"
@@ -286,6 +288,11 @@ class AgentTools:
         elif needs == "needs_attention":
             nodes = [n.node_id for n in engine.summary(run).nodes if n.state is NodeState.ATTENTION]
             waiting = {"nodes": nodes}
+        elif run.status is RunStatus.PAUSED and (child := waiting_child(self.baton.store, run)) is not None:
+            asked = engine.gates.waiting(child)  # `approve <this run>` decides it
+            needs = "child"
+            waiting = {"child": child.id, "gate": asked.node_id if asked else None,
+                       "question": asked.prompt if asked else child.reason}
         pages = self.handler.pages
         page = pages.run_link(run, principal).url if pages is not None and principal else None
         return {

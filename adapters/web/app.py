@@ -140,6 +140,9 @@ class RunPagesApp:
         query = request.query_params.get("q", "").strip()[:200]
         node = request.query_params.get("node") or None
         data = view.run_page(self.parts, run, grant.uid, query=query, node=node, page=page)
+        related = {r["child"] for g in data["groups"] for r in g["rows"] if r["child"]}
+        related |= {run.parent_run} if run.parent_run else set()
+        pages = {rid: self.links.run_path(rid, grant.uid, grant.expires_at) for rid in related}
         cookie = request.cookies.get(COOKIE) or self.csrf.new_cookie()
         form_id = self.csrf.new_form_id()
         flash = read_flash(request.cookies.get(FLASH, ""))
@@ -148,6 +151,7 @@ class RunPagesApp:
             expires=view.when(grant.expires_at), form_id=form_id,
             csrf=self.csrf.field(cookie, token, form_id), flash=self.parts.redactor.redact(flash),
             runs_url=self.links.runs_path(run.platform, run.conversation, grant.uid, grant.expires_at),
+            run_pages=pages, parent=run.parent_run,
         )
         response.set_cookie(COOKIE, cookie, httponly=True, samesite="strict", secure=self.csrf.secure,
                             path="/")

@@ -102,6 +102,7 @@ def node_row(node: NodeDetail, hide: Redactor) -> dict[str, Any]:
         "plan_reason": hide.redact(node.plan_reason or ""),
         "preview": "",  # the start of its output, on runs small enough to show them all
         "preview_cut": False,
+        "child": node.child,  # a `workflow:` step's child run (its page is linked)
     }
 
 

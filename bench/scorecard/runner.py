@@ -17,6 +17,9 @@ The baselines are then asked what they would have re-used, given the base run's 
 and the truth run's outputs.
 
     python -m bench.scorecard.runner [--only NAME]   # prints the per-scenario table as JSON
+
+The `map:` / `workflow:` family (`map_corpus.py`, `map_runner.py`) runs after, under
+`map_scenarios`; it counts what ran from the units' own log lines.
 """
 
 from __future__ import annotations
@@ -38,7 +41,7 @@ from aiohttp import web
 
 from bench.protocol import emit
 from bench.rig import Rig, rig
-from bench.scorecard import baselines
+from bench.scorecard import baselines, map_runner
 from bench.scorecard.corpus import BASE_ARGS, BASE_FILES, BASE_YAML, SCENARIOS, Scenario
 from bench.scorecard.score import tally
 from core.config import Settings
@@ -231,7 +234,9 @@ def main() -> None:
     parser.add_argument("--only")
     opts = parser.parse_args()
     results = asyncio.run(run_all(opts.only))
-    emit({"scenarios": [asdict(r) for r in results]})
+    mapped = asyncio.run(map_runner.run_all(opts.only)) if not opts.only or opts.only.startswith(
+        ("map-", "sub-")) else []  # fmt: skip
+    emit({"scenarios": [asdict(r) for r in results], "map_scenarios": [asdict(r) for r in mapped]})
 
 
 if __name__ == "__main__":

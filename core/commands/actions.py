@@ -67,6 +67,7 @@ from core.store.records import Gate, Run, RunStatus
 from core.workflows.args import canonical_json, missing_inputs, validate_inputs
 from core.workflows.catalog import Catalog
 from core.workflows.model import Workflow
+from core.workflows.subworkflows import MAX_DEPTH
 from core.workflows.validation import did_you_mean
 
 #: What option 2 of the fresh-run prompt abandons: an unfinished run at rest, as it was offered.
@@ -280,6 +281,8 @@ def in_run_thread(ctx: Context, run: Run, reply: Reply) -> Reply:
 async def approve(ctx: Context, cmd: ApproveCommand) -> list[Reply]:
     meant = _decided_here(ctx, cmd.run)
     if isinstance(meant, Run):
+        meant = _gate_holder(ctx, meant)
+    if isinstance(meant, Run):
         return await decide(ctx, meant, True, cmd.comment, cmd.words)
     if len(meant) > 1:
         return [replies.which_gate(meant, "approve")]
@@ -290,11 +293,33 @@ async def approve(ctx: Context, cmd: ApproveCommand) -> list[Reply]:
 async def reject(ctx: Context, cmd: RejectCommand) -> list[Reply]:
     meant = _decided_here(ctx, cmd.run)
     if isinstance(meant, Run):
+        meant = _gate_holder(ctx, meant)
+    if isinstance(meant, Run):
         return await decide(ctx, meant, False, cmd.reason)
     if len(meant) > 1:
         return [replies.which_gate(meant, "reject")]
     reason = " ".join(w for w in (cmd.run, cmd.reason) if w)  # `reject too risky`: all of it the reason
     return await decide(ctx, meant[0][0], False, reason)
+
+
+def _gate_holder(ctx: Context, run: Run) -> Run | list[tuple[Run, Gate]]:
+    """The run whose gate a decision about `run` answers: `run` itself, or, when it is paused
+    waiting on a child run (a `workflow:` step) and asks nothing of its own, the child whose
+    gate waits (through grandchildren); the waiting gates when several children wait."""
+    store = ctx.store
+    for _ in range(MAX_DEPTH):
+        if run.status is not RunStatus.PAUSED or store.waiting_gate(run.id) is not None:
+            return run
+        paused = [c for c in store.child_runs([run.id]) if c.status is RunStatus.PAUSED]
+        waiting = [(c, g) for c in paused for g in [store.waiting_gate(c.id)] if g is not None]
+        if len(waiting) > 1:
+            return waiting
+        if waiting:
+            return waiting[0][0]
+        if len(paused) != 1:
+            return run
+        run = paused[0]  # a grandchild's gate
+    return run
 
 
 def _decided_here(ctx: Context, ref: str) -> Run | list[tuple[Run, Gate]]:

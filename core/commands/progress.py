@@ -45,6 +45,7 @@ from core.delivery.outbox import Deliverer, maybe_delivered_since
 from core.engine.engine import Engine
 from core.engine.events import EngineEvent, EventKind, NodeState, RunSummary
 from core.engine.notify import NOTICED
+from core.engine.subruns import item_child, waiting_child
 from core.errors import BatonError
 from core.store.port import Store
 from core.store.records import Delivery, Gate, GateStatus, Run, RunStatus
@@ -189,7 +190,13 @@ class ProgressReporter:
         )
 
     async def _await_thread(self, run: Run) -> Run:
-        """The run, re-read once its thread is known (or after `thread_wait` seconds)."""
+        """The run, re-read once its thread is known (or after `thread_wait` seconds). A child
+        run (`workflow:` step) started before its parent's thread existed reports in the
+        parent's thread: it takes it once the parent has one."""
+        if run.thread is None and run.parent_run is not None:
+            parent = await self._await_thread(self._store.get_run(run.parent_run))
+            if parent.thread is not None and parent.platform == run.platform:
+                return self._store.set_thread(run.id, parent.thread)
         if not self._thread_pending(run):
             return run
         deadline = time.monotonic() + self.thread_wait
@@ -288,7 +295,7 @@ class ProgressReporter:
         try:
             run = self._store.get_run(run_id)
             outbox = self._outboxes.get(run.platform)
-            if outbox is None:
+            if outbox is None or item_child(run):  # a map item's child: the parent's map line
                 return True
             run = await self._await_thread(run)
             summary = self._engine.summary(run)  # the run just read: not read again
@@ -336,9 +343,13 @@ class ProgressReporter:
             log.info("outbox row superseded: the run is %s now", run.status.value,
                      extra={"action": "outbox_superseded", "run_id": run.id})
             return
+        quiet = item_child(run)  # a map item's child: only what needs a person is told
+        if quiet and run.status in (RunStatus.COMPLETED, RunStatus.CANCELLED):
+            return
         run = await self._await_thread(run)
         summary = self._engine.summary(run)  # the run just read: not read again
-        await send(replies.progress(run, summary, page=self.pages))
+        if not quiet:
+            await send(replies.progress(run, summary, page=self.pages))
         told = run.id in self.announced or run.id in self._told
         if told and run.status is RunStatus.CANCELLED:
             self._told.pop(run.id, None)
@@ -416,8 +427,9 @@ class ProgressReporter:
             (n.node_id for n in summary.nodes if n.state is NodeState.ATTENTION), None
         )
         state = self.gate_state(run, gate) if gate is not None and self.gate_state is not None else None
+        child = waiting_child(self._store, run) if gate is None and run.status is RunStatus.PAUSED else None
         # a gate waiting: its buttons are offered
-        final = replies.final(run, summary, gate, attention, ran, state)
+        final = replies.final(run, summary, gate, attention, ran, state, child)
         return self.offers.offer(final, platform=run.platform, conversation=run.conversation,
                                  thread=run.thread)
 

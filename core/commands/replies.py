@@ -32,6 +32,8 @@ KINDS = (
     "schedule_added", "schedules", "schedule_shown", "schedule_changed", "schedule_fired", "schedule_refused",
     "audit_export", "vote_differs", "unmet_gate", "queue", "subscribed", "unsubscribed", "subscriptions",
     "notice", "notice_digest", "subscription_stopped",
+    # sub-workflows: a parent paused while its child run waits (`core/engine/subruns.py`)
+    "child_waiting",
 )
 
 
@@ -413,11 +415,17 @@ def progress(run: Run, summary: RunSummary, *, page: bool = False,
 
 
 def final(run: Run, summary: RunSummary, gate: Gate | None, attention: str | None,
-          ran: Set[str] | None = None, state: Mapping[str, Any] | None = None) -> Reply:
+          ran: Set[str] | None = None, state: Mapping[str, Any] | None = None,
+          child: Run | None = None) -> Reply:
     """The reply for a run that came to rest, by its status; `ran`: see `summary_data`;
-    `state`: a waiting gate's policy state (`voting.state`: quorum, groups, expiry, choices)."""
+    `state`: a waiting gate's policy state (`voting.state`: quorum, groups, expiry, choices);
+    `child`: for a run paused with no gate of its own, the child run it waits on."""
     data = summary_data(summary, ran)
     rid = run.id
+    if summary.status == "paused" and gate is None and child is not None:
+        return about(run, "child_waiting", {"child": child.id, "child_workflow": child.workflow,
+                                            "node": child.parent_node or "", "reason": run.reason or ""},
+                     **_where(run))  # fmt: skip
     kind = "run_completed"
     buttons: tuple[Button, ...] = ()
     if summary.status == "failed":

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -24,3 +25,7 @@ class EngineConfig:
     #: seconds a pure step's cached result stays served unused (`BATON_CACHE_RETENTION_DAYS`,
     #: `core/engine/cache_expiry.py`); None: always
     cache_retention: float | None = None
+    #: whether a principal may run a workflow (`authz.may_run` over `BATON_ACCESS`): a child run
+    #: of a `workflow:` step runs as its parent's requester, who must be allowed to run the
+    #: child's workflow (None: no access control, everyone may run everything)
+    may_run: Callable[[str, str], bool] | None = None

@@ -38,6 +38,7 @@ from core.engine.prepared import PreparedWorkflow, prepare
 from core.engine.providers import ProviderRegistry
 from core.engine.readiness import Readiness, Ready
 from core.engine.run_actions import RunActions
+from core.engine.subruns import ChildRuns
 from core.engine.tools import ToolRegistry
 from core.errors import BatonError
 from core.store.port import Store
@@ -76,11 +77,14 @@ class Engine:
         #: the notices of a run's events, written in the unit of work that makes each event
         self.notifier = Notifier(store=store, catalog=catalog, args_of=self.readiness.args_of)
         self.gates = GateKeeper(store, self.notifier)
+        self.children = ChildRuns(self)  # `workflow:` steps' child runs
         self.executions = Executions(store=store, config=config, providers=providers,
-                                     runners=runners or LocalStepRunner, notifier=self.notifier)  # fmt: skip
+                                     runners=runners or LocalStepRunner, notifier=self.notifier,
+                                     children=self.children)  # fmt: skip
         self.actions = RunActions(
             store=store, gates=self.gates, readiness=self.readiness, executions=self.executions,
-            owner=self.owner, lease_seconds=config.lease_seconds, redactor=config.environment.redactor,
+            children=self.children, owner=self.owner, lease_seconds=config.lease_seconds,
+            redactor=config.environment.redactor,
         )  # fmt: skip
         self._leases = LeaseKeeper(
             store=store,
@@ -133,6 +137,12 @@ class Engine:
         keyed = event.kind is EventKind.RUN_FINISHED and event.detail.get("keyed")
         if keyed or event.kind is EventKind.RUN_QUEUED:  # its unit may have admitted runs: start them
             self._leases.kick()
+        if event.kind is EventKind.RUN_FINISHED:
+            parent = event.detail.get("parent")
+            if parent:  # a child came to rest: a parent paused waiting on it goes on
+                await self.children.settle(parent)
+            if event.detail.get("on_child"):  # a child may have rested while its parent paused
+                await self.children.settle(event.run_id)
 
     async def _recovered(self, run: Run, admitted: bool = False) -> None:
         """`run` was taken over from a process that stopped (its lease lapsed), or admitted
@@ -183,7 +193,15 @@ class Engine:
             prepared = None  # the workflow is gone or broken: the table still shows what ran
         digest = final_output_digest(prepared, entries)
         output = self.store.get_blob(digest).decode("utf-8", errors="replace") if digest else None
-        return summarize(run, prepared, entries, output, now=time.time())
+        children = self.children_of(run, prepared)
+        return summarize(run, prepared, entries, output, now=time.time(), children=children)
+
+    def children_of(self, run: Run, prepared: PreparedWorkflow | None) -> list[Run]:
+        """The child runs of `run`'s `workflow:` steps, newest first (no query for a workflow
+        without such steps)."""
+        if prepared is not None and not any(pn.kind == "workflow" for pn in prepared.nodes.values()):
+            return []
+        return self.store.child_runs([run.id])
 
     def inspect(self, run: Run, *, plan: bool = True) -> RunDetail:
         """The run seen whole (its page): the node table with timing, verdicts, outputs'
@@ -194,16 +212,17 @@ class Engine:
             prepared: PreparedWorkflow | None = prepare(self.catalog.get(run.workflow), self.tools)
         except BatonError:
             prepared = None  # the workflow is gone or broken: the page still shows what ran
+        children = self.children_of(run, prepared)
         if not (plan and prepared is not None and run.status in PLANNED):
-            return inspect_run(run, prepared, self.store.journal([run.id]))
+            return inspect_run(run, prepared, self.store.journal([run.id]), children=children)
         entries = self.store.journal(self.store.lineage(run.id))
         try:
             ready = self.readiness.ready(run.workflow, self.readiness.args_of(run))
             made = plan_run(run, ready.prepared, ready.definitions, input_digests(ready.args),
                             self._index(run.id, entries, ready.prepared))
         except BatonError as exc:
-            return inspect_run(run, prepared, entries, plan_error=exc.message)
-        return inspect_run(run, ready.prepared, entries, made)
+            return inspect_run(run, prepared, entries, plan_error=exc.message, children=children)
+        return inspect_run(run, ready.prepared, entries, made, children=children)
 
     # -- starting ----------------------------------------------------------------------------
     def check_start(self, workflow: str, args: Mapping[str, Any]) -> None:
@@ -226,6 +245,9 @@ class Engine:
         scheduled_for: float | None = None,
         alongside: Starting | None = None,
         concurrency: Concurrency | None = None,
+        parent_run: str | None = None,
+        parent_node: str | None = None,
+        parent_key: str | None = None,
     ) -> Run:
         """`origin_event`: `"<platform>:<event_id>"` of the chat command asking for it, so a
         redelivery of that command finds this run (`Store.command_runs`). A run nobody typed
@@ -235,7 +257,9 @@ class Engine:
         nothing). `concurrency`: the run's key and policy, instead of its workflow's
         `concurrency:` (a schedule's `schedule:<id>`). A keyed run is admitted or queued in the
         unit that creates it (`core/store/admission.py`): a `queued` run is returned without
-        executing; it starts when a slot frees (here, or in whichever process takes it over)."""
+        executing; it starts when a slot frees (here, or in whichever process takes it over).
+        `parent_run`, `parent_node`, `parent_key`: a child run's parent, the `workflow:` step
+        that starts it and that step's cache key (`subruns.py`)."""
         ready = self.readiness.ready(workflow, args)
         policy = concurrency or concurrency_of(ready.workflow, ready.args, limits=self.config.render)
         if resume_from is not None:
@@ -257,6 +281,9 @@ class Engine:
                 started_by=started_by,
                 scheduled_for=scheduled_for,
                 concurrency=policy,
+                parent_run=parent_run,
+                parent_node=parent_node,
+                parent_key=parent_key,
             )
             details = {"workflow": ready.workflow.name, "args": handle(digest), "resume_from": resume_from}
             if started_by is not None:

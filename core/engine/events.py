@@ -102,6 +102,7 @@ class NodeSummary:
     reason: str = ""  # why it ran / why cached
     error: str = ""  # tail of stderr / contract message
     mapped: str = ""  # a `map:` node: how far its items are ("37/50 · 2 failed · 4 running")
+    child: str = ""  # a `workflow:` step: the id of its (latest) child run
 
 
 @dataclass(frozen=True, slots=True)

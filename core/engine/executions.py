@@ -21,7 +21,7 @@ from typing import Any
 
 from core.engine.config import EngineConfig
 from core.engine.events import ENGINE_ACTOR, EngineEvent, EventBus, EventKind, Subscriber
-from core.engine.executor import Outcome, RunExecutor, RunnerFactory, Setup
+from core.engine.executor import Children, Outcome, RunExecutor, RunnerFactory, Setup
 from core.engine.notify import Notifier
 from core.engine.providers import ProviderRegistry
 from core.engine.readiness import Ready
@@ -44,12 +44,15 @@ class Executions:
     def __init__(
         self, *, store: Store, config: EngineConfig, providers: ProviderRegistry, runners: RunnerFactory,
         notifier: Notifier,
+        children: Children | None = None,
     ) -> None:
+        """`children`: starts and waits for the child runs of `workflow:` steps (the engine's)."""
         self.store = store
         self.notifier = notifier  # a run coming to rest tells its notices in the same unit
         self.config = config
         self.providers = providers
         self.runners = runners  # each execution's step runner: local, or the queue's
+        self.children = children
         self._bus = EventBus()
         self._active: dict[str, _Active] = {}
         self._renderer = StepRenderer(config.render)
@@ -83,6 +86,7 @@ class Executions:
             providers=self.providers, tools=ready.tools, bus=self._bus, environment=config.environment,
             max_parallel=config.max_parallel, group_commit=config.group_commit, renderer=self._renderer,
             max_output=config.max_output, cache_retention=config.cache_retention,
+            children=self.children,
         )  # fmt: skip
         executor = RunExecutor(setup, self.runners)
         task = asyncio.create_task(self._drive(run, executor), name=f"baton-run-{run.id}")
@@ -101,6 +105,7 @@ class Executions:
                     run_status=RunStatus.CANCELLED.value,
                     reason=executor.cancel_note,
                     keyed=run.concurrency is not None,
+                    parent=run.parent_run,
                 )
             return
         except Exception as exc:
@@ -132,6 +137,8 @@ class Executions:
             reason=final.reason,
             node=outcome.node_id,
             keyed=run.concurrency is not None,
+            parent=run.parent_run,
+            on_child=outcome.on_child and final.status is RunStatus.PAUSED,
         )
 
     async def stop_local(self, run_id: str, note: str | None) -> None:

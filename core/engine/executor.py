@@ -27,7 +27,7 @@ import time
 from collections import deque
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from core.engine import conditions, replay
 from core.engine.approval_policy import Policy, deadlines, gate_output
@@ -45,7 +45,8 @@ from core.engine.prepared import Definitions, PreparedNode, PreparedWorkflow
 from core.engine.providers import ProviderRegistry
 from core.engine.rendering import StepRenderer
 from core.engine.step_env import StepEnvironment
-from core.engine.steps import Attempt, Attention, Completed, Execution, Failed, Step, StepRunner
+from core.engine.steps import Attempt, Attention, Completed, Execution, Failed, Step, StepRunner, Waiting
+from core.engine.subruns import ChildDone, ChildOutcome, ChildWaiting
 from core.engine.tools import ToolRegistry
 from core.engine.workdirs import RunDirs, missing_artifacts, restore_artifacts
 from core.errors import BatonError, ReplayUnsafe, StoreError
@@ -58,6 +59,13 @@ log = logging.getLogger(__name__)
 ABSENT = digest_value(None)  # the digest a referenced but missing input contributes
 #: builds an execution's step runner: `LocalStepRunner` unless the engine is given another
 RunnerFactory = Callable[[Execution], StepRunner]
+
+
+class Children(Protocol):
+    """Child runs of `workflow:` steps (`core/engine/subruns.ChildRuns`, the engine's)."""
+
+    async def run(self, parent_id: str, node_id: str, key: str, workflow: str,
+                  args: Mapping[str, Any]) -> ChildOutcome: ...  # fmt: skip
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,6 +88,7 @@ class Setup:
     renderer: StepRenderer = field(default_factory=StepRenderer)  # templates, budgeted, off the loop
     max_output: int = 1_000_000  # bytes of a step's output kept; the rest goes to a file
     cache_retention: float | None = None  # seconds a pure result stays served unused (None: always)
+    children: Children | None = None  # child runs of `workflow:` steps (`subruns.py`)
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,6 +96,7 @@ class Outcome:
     status: RunStatus
     reason: str | None = None
     node_id: str | None = None  # the node the status is about (failed / attention / waiting)
+    on_child: bool = False  # paused because a child run of a `workflow:` step rests without a result
 
 
 def input_digests(args: Mapping[str, Any]) -> dict[str, str]:
@@ -196,12 +206,13 @@ class _Keys:
 class _Verdicts:
     """What this execution found that decides the run's status, most serious first."""
 
-    __slots__ = ("attention", "failed", "gates", "stopping")
+    __slots__ = ("attention", "children", "failed", "gates", "stopping")
 
     def __init__(self) -> None:
         self.attention: list[ReplayUnsafe] = []
         self.failed: list[tuple[str, str]] = []
         self.gates: list[str] = []
+        self.children: list[tuple[str, str]] = []  # (step, why): child runs resting without a result
         self.stopping = False  # a step failed: nothing new starts
 
     def outcome(self) -> Outcome:
@@ -214,6 +225,9 @@ class _Verdicts:
             return Outcome(RunStatus.FAILED, error.splitlines()[0] if error else "failed", node_id)
         if self.gates:
             return Outcome(RunStatus.PAUSED, f"waiting for approval at `{self.gates[0]}`", self.gates[0])
+        if self.children:
+            node_id, why = self.children[0]
+            return Outcome(RunStatus.PAUSED, why, node_id, on_child=True)
         return Outcome(RunStatus.COMPLETED)
 
 
@@ -454,8 +468,10 @@ class RunExecutor:
         result = await mapped.run(step, items)
         for unsafe in result.attention:
             self._verdicts.attention.append(unsafe)
-        if result.attention and not result.failed:
-            return  # the items that may have run wait for a person; the node is not settled
+        for waiting in result.waiting:  # `workflow:` items whose child run waits (a gate)
+            self._verdicts.children.append((pn.id, waiting.reason))
+        if (result.attention or result.waiting) and not result.failed:
+            return  # the items that may have run (or whose child waits) are not settled
         output = node_output(result.outputs)
         entry_id = self.x.journal.start(step, self._index.next_attempt(pn.id))
         digest = self.s.store.put_blob(output)
@@ -516,6 +532,9 @@ class RunExecutor:
         if pn.kind == "tool":
             kwargs = await renderer.value(node.with_, context) if node.with_ else {}
             return RenderedNode("tool", tool=node.tool, kwargs=kwargs)
+        if pn.kind == "workflow":
+            args = await renderer.value(node.with_, context) if node.with_ else {}
+            return RenderedNode("workflow", workflow=node.workflow, kwargs=args)
         if pn.kind == "prompt":
             schema = (node.output.schema_ or {}) if node.output.format == "json" else None
             prompt = await renderer.text(node.body, context)
@@ -555,22 +574,53 @@ class RunExecutor:
             self._dag.release(pn.id, result.digest)
         elif isinstance(result, Attention):
             await self._needs_attention(pn.id, result.error)
+        elif isinstance(result, Waiting):
+            self._verdicts.children.append((pn.id, result.reason))
         else:
             await self._fail(pn.id, result.error)
 
     async def _attempts(self, step: Step, rendered: RenderedNode, attempt: int) -> Attempt:
         """The step's attempts through the runner, retried per `retry:`: the last one's result."""
         pn = step.node
+        if pn.kind == "workflow":  # a child run, never a step runner's or a worker's
+            return await self._child(step, rendered, attempt)
         for tries in range(1, pn.attempts + 1):
             result = await self.runner.run(step, rendered, attempt)
             if isinstance(result, Completed):
                 if result.artifacts:
                     self.x.artifacts.update(result.artifacts)
                 return result
-            if isinstance(result, Attention) or tries == pn.attempts or self._verdicts.stopping:
+            if isinstance(result, Attention | Waiting) or tries == pn.attempts or self._verdicts.stopping:
                 return result
             await self.x.emit(EventKind.NODE_FAILED, pn.id, error=result.error, retrying=True)
             await asyncio.sleep(replay.backoff_seconds(pn.node.retry, tries))
             attempt += 1
         raise AssertionError("a step has at least one attempt")
 
+    async def _child(self, step: Step, rendered: RenderedNode, attempt: int) -> Attempt:
+        """A `workflow:` step (or one item of it): its child run found or started, and waited
+        for (`subruns.py`); journaled when the child rests with a result."""
+        children, pn = self.s.children, step.node
+        started = time.monotonic()
+        if children is None or rendered.workflow is None:
+            outcome: ChildOutcome | None = None
+            error = f"step `{pn.id}`: this executor cannot start child runs"
+        else:
+            try:
+                outcome = await children.run(self.run_id, pn.id, step.key, rendered.workflow, rendered.kwargs)
+            except BatonError as exc:  # the child could not start (its inputs, a missing secret…)
+                outcome, error = None, f"step `{pn.id}`: child run of `{rendered.workflow}`: {exc.message}"
+        if isinstance(outcome, ChildWaiting):
+            await self.x.emit(EventKind.NODE_WAITING, pn.id, prompt=outcome.reason, child=outcome.run_id)
+            return Waiting(outcome.run_id, outcome.reason)
+        step.components["_child"] = outcome.run_id if outcome is not None else None
+        entry_id = self.x.journal.start(step, attempt)
+        if isinstance(outcome, ChildDone):
+            data = canonical_json(outcome.output)
+            digest = self.s.store.put_blob(data)
+            self.x.journal.finish(entry_id, status=NodeStatus.COMPLETED, output_digest=digest)
+            return Completed(digest, outcome.output, time.monotonic() - started, 0)
+        if outcome is not None:
+            error = outcome.error
+        self.x.journal.finish(entry_id, status=NodeStatus.FAILED, error=error)
+        return Failed(error)

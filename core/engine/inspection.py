@@ -44,6 +44,7 @@ class NodeDetail:
     plan_action: str | None = None
     plan_reason: str | None = None
     item_of: str | None = None  # an item row (`deploy[3]`): the map node it belongs to
+    child: str | None = None  # a `workflow:` step (or item): its child run, which has its own page
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,10 +63,15 @@ def inspect_run(
     entries: Sequence[JournalEntry],
     plan: Plan | None = None,
     plan_error: str | None = None,
+    children: Sequence[Run] = (),
 ) -> RunDetail:
-    """The detail of `run` from its own journal `entries` (other runs' entries are ignored)."""
+    """The detail of `run` from its own journal `entries` (other runs' entries are ignored);
+    `children`: its child runs, newest first (each `workflow:` step links its latest)."""
     own = [e for e in entries if e.run_id == run.id]
-    summary = summarize(run, prepared, own, None)
+    summary = summarize(run, prepared, own, None, children=children)
+    kids: dict[str, str] = {}
+    for kid in children:
+        kids.setdefault(kid.parent_node or "", kid.id)
     latest = own_latest(own)
     planned = {p.node_id: p for p in plan.nodes} if plan is not None else {}
     nodes: list[NodeDetail] = []
@@ -98,6 +104,7 @@ def inspect_run(
             plan_action=step.action if step is not None else None,
             plan_reason=step.reason if step is not None else None,
             item_of=item[0] if item is not None else None,
+            child=kids.get(row.node_id),
         ))
     return RunDetail(
         run=run,

@@ -38,7 +38,7 @@ from core.engine.events import EventKind
 from core.engine.journal_index import JournalIndex
 from core.engine.node_values import decode_item
 from core.engine.prepared import PreparedNode
-from core.engine.steps import Attempt, Attention, Completed, Execution, Step, StepRunner
+from core.engine.steps import Attempt, Attention, Completed, Execution, Step, StepRunner, Waiting
 from core.errors import ReplayUnsafe
 from core.store.records import JournalEntry, NodeStatus
 from core.workflows.args import canonical_json
@@ -149,6 +149,7 @@ class MapResult:
     outputs: list[Any]  # in item order; None for an item never started (fail_fast)
     failed: list[tuple[str, str]] = field(default_factory=list)  # (item id, error)
     attention: list[ReplayUnsafe] = field(default_factory=list)
+    waiting: list[Waiting] = field(default_factory=list)  # `workflow:` items whose child waits
     not_started: int = 0
 
     def error(self, node_id: str) -> str:
@@ -224,6 +225,9 @@ class MapRun:
                 if isinstance(outcome, Completed):
                     result.outputs[i] = outcome.value
                     continue
+                if isinstance(outcome, Waiting):
+                    result.waiting.append(outcome)
+                    continue
                 if isinstance(outcome, ReplayUnsafe):
                     result.attention.append(outcome)
                 else:
@@ -265,8 +269,9 @@ class MapRun:
 
     async def _item(
         self, step: Step, index: int, item: Any, components: dict[str, Any], key: str
-    ) -> Completed | str | ReplayUnsafe:
-        """Run one item: its output (`Completed`), its error (text) or its need for attention."""
+    ) -> Completed | str | ReplayUnsafe | Waiting:
+        """Run one item: its output (`Completed`), its error (text), its need for attention,
+        or its child run waiting (`Waiting`, a `workflow:` item)."""
         pn = step.node
         own_id = item_id(pn.id, index)
         item_pn = pn._replace(id=own_id)
@@ -280,7 +285,7 @@ class MapRun:
         components["_reason"] = self.index.miss_reason(own_id, key, components, memoize=pn.memoize)
         item_step = Step(item_pn, key, components, replay.idempotency_key(self.root, pn.id, key))
         outcome = await self.run_item(item_step, item)
-        if isinstance(outcome, Completed):
+        if isinstance(outcome, Completed | Waiting):
             return outcome
         if isinstance(outcome, Attention):
             await self.x.emit(EventKind.NODE_ATTENTION, own_id, reason=outcome.error.message)

@@ -22,8 +22,9 @@ def decode_output(pn: PreparedNode, text: str) -> Any:
 
 
 def decode_item(pn: PreparedNode, text: str) -> Any:
-    """One step's stored output (a node's, or one item's of a `map:` node)."""
-    if pn.node.output.format == "json" or pn.kind == "approval":
+    """One step's stored output (a node's, or one item's of a `map:` node); a sub-workflow's
+    is its child run's result, `{status, workflow, outputs: {node: output}}`."""
+    if pn.node.output.format == "json" or pn.kind in ("approval", "workflow"):
         return json.loads(text)
     return text
 

@@ -232,6 +232,20 @@ def _map_row(row: NodeSummary, entry: JournalEntry | None, latest: Mapping[str, 
     return dataclasses.replace(row, mapped=counts.text("may have run"))
 
 
+def child_row(row: NodeSummary, entry: JournalEntry | None, kid: Run, run: Run) -> NodeSummary:
+    """A `workflow:` step's row with its child run: waiting or running while the child does."""
+    if entry is None and kid.status in (RunStatus.PAUSED, RunStatus.NEEDS_ATTENTION):
+        why = run.reason if run.reason and kid.id in run.reason else None
+        why = why or f"waiting on child {kid.id} ({kid.status.value})"
+        return dataclasses.replace(row, state=NodeState.WAITING, reason=why, child=kid.id)
+    if entry is None and not kid.status.resting:
+        state = NodeState.RUNNING if run.status is RunStatus.RUNNING else row.state
+        why = f"child {kid.id} {kid.status.value}"
+        return dataclasses.replace(row, state=state, reason=why, child=kid.id)
+    parts = (row.reason, f"child {kid.id}") if kid.id not in row.reason else (row.reason,)
+    return dataclasses.replace(row, reason=" · ".join(p for p in parts if p), child=kid.id)
+
+
 def item_rows(run: Run, prepared: PreparedWorkflow, row: NodeSummary,
               latest: Mapping[str, JournalEntry]) -> list[NodeSummary]:
     """The rows of a map node's items (`deploy[0]`, `deploy[1]`, …), in item order: for the run
@@ -247,11 +261,15 @@ def item_rows(run: Run, prepared: PreparedWorkflow, row: NodeSummary,
 
 def summarize(
     run: Run, prepared: PreparedWorkflow | None, entries: Sequence[JournalEntry], output: str | None,
-    now: float | None = None,
+    now: float | None = None, children: Sequence[Run] = (),
 ) -> RunSummary:
     """The run's node table; `now`: the time, so a run still moving shows how long it has run
-    so far (without it, or at rest: until its last status change)."""
+    so far (without it, or at rest: until its last status change); `children`: the run's child
+    runs (`Store.child_runs`, newest first), shown on their `workflow:` steps' rows."""
     latest = own_latest(entries)
+    kids: dict[str, Run] = {}
+    for kid in children:
+        kids.setdefault(kid.parent_node or "", kid)
     if prepared is not None:
         order = list(prepared.order) + [
             n for n in latest if n not in prepared.nodes and not _item_of_map(prepared, n)
@@ -277,6 +295,10 @@ def summarize(
             stopping.add(node_id)
         if pn is not None and pn.node.map is not None:
             row = _map_row(row, entry, latest, run)
+        elif node_id in kids:
+            row = child_row(row, entry, kids[node_id], run)
+            if row.state is NodeState.WAITING:
+                stopping.add(node_id)  # the steps below it wait for it, like below a gate
         rows.append(row)
     failed = next((r.node_id for r in rows if r.state in (NodeState.FAILED, NodeState.ATTENTION)), None)
     return RunSummary(

@@ -19,6 +19,7 @@ from typing import Any
 from core.engine.prepared import Definitions, PreparedWorkflow, prepare, read_definitions
 from core.engine.providers import ProviderRegistry
 from core.engine.step_env import StepEnvironment
+from core.engine.subruns import child_definitions, with_children
 from core.engine.tools import ToolRegistry, unregistered
 from core.errors import BatonError
 from core.store.port import Store
@@ -78,6 +79,9 @@ class Readiness:
                 raise missing
             self.environment.require(workflow.name, workflow.declared_secrets())
         definitions = read_definitions(prepared, providers=self.providers)
+        if any(node.workflow is not None for node in workflow.nodes):  # a child's definition counts
+            children = child_definitions(self.workflow, tools, self.providers)
+            definitions = with_children(definitions, prepared, children)
         return Ready(workflow, prepared, definitions, checked, tools)
 
     def current_tools(self, workflow: Workflow) -> ToolRegistry:

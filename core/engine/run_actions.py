@@ -13,7 +13,7 @@ workflows read before a status changes (`readiness.py`) and this process's execu
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from core.engine.approval_policy import Members, Policy
 from core.engine.contracts import check_output
@@ -30,6 +30,9 @@ from core.store.port import Store
 from core.store.records import Gate, GateVote, JournalEntry, NodeStatus, Run, RunStatus
 from core.workflows.validation import did_you_mean
 from core.workflows.validation import downstream as downstream_of
+
+if TYPE_CHECKING:
+    from core.engine.subruns import ChildRuns
 
 RESUMABLE = (RunStatus.FAILED, RunStatus.PAUSED, RunStatus.NEEDS_ATTENTION)
 ABANDONABLE = (
@@ -50,6 +53,7 @@ class RunActions:
         gates: GateKeeper,
         readiness: Readiness,
         executions: Executions,
+        children: ChildRuns | None = None,
         owner: str,
         lease_seconds: float,
         redactor: Redactor,
@@ -58,6 +62,7 @@ class RunActions:
         self.gates = gates
         self.readiness = readiness
         self.executions = executions
+        self.children = children  # a parent's end ends its children (`subruns.py`)
         self.owner = owner  # the lease a run going back to `running` takes
         self.lease_seconds = lease_seconds
         self.redactor = redactor
@@ -220,8 +225,10 @@ class RunActions:
         else:
             await self.executions.emit(
                 EventKind.RUN_FINISHED, run.id, run_status=cancelled.status.value, reason=reason,
-                keyed=run.concurrency is not None,
+                keyed=run.concurrency is not None, parent=run.parent_run,
             )
+        if self.children is not None:
+            await self.children.cancel_children(cancelled, actor=actor, why=note)
         return cancelled
 
     async def abandon(self, run_id: str | Run, *, actor: str, reason: str | None = None) -> Run:

@@ -64,7 +64,16 @@ class Attention:
     error: ReplayUnsafe
 
 
-Attempt = Completed | Failed | Attention
+@dataclass(frozen=True, slots=True)
+class Waiting:
+    """A `workflow:` step whose child run rests without a result (a gate waits in it, or a
+    step of it needs attention): the parent pauses until the child goes on (`subruns.py`)."""
+
+    child: str  # the child run's id
+    reason: str  # "waiting on child c0ffee at `review`"
+
+
+Attempt = Completed | Failed | Attention | Waiting
 
 
 class StepRunner(Protocol):

@@ -69,6 +69,9 @@ def new_run(
     started_by: str | None = None,
     scheduled_for: float | None = None,
     concurrency: Concurrency | None = None,
+    parent_run: str | None = None,
+    parent_node: str | None = None,
+    parent_key: str | None = None,
 ) -> tuple[Run, str | None]:
     """A new run with a fresh id, version 1, changed by its requester; and its origin event."""
     status = RunStatus(status)
@@ -82,6 +85,7 @@ def new_run(
         lease_expires_at=expires, status_by=requester, reason=None, started_by=started_by,
         scheduled_for=scheduled_for, concurrency=concurrency,
         queued_at=now if status is RunStatus.QUEUED else None,
+        parent_run=parent_run, parent_node=parent_node, parent_key=parent_key,
     )  # fmt: skip
     return run, origin_event
 

@@ -190,6 +190,18 @@ class MemoryStore:
             ]
         return _newest(runs)[:limit]
 
+    def child_runs(self, parent_runs: Sequence[str]) -> list[Run]:
+        wanted = set(parent_runs)
+        with self._lock:
+            children = [r for r in self._t.runs.values() if r.parent_run in wanted]
+        return _newest(children)
+
+    def adopt_child(self, run_id: str, parent_run: str) -> Run:
+        with self._lock:
+            run = self._t.run(run_id).evolve(parent_run=parent_run)
+            self._t.runs[run_id] = run
+            return run
+
     def runs_in_thread(self, platform: str, conversation: str, thread: str) -> list[Run]:
         with self._lock:
             here = [r for r in self._t.runs.values() if (r.platform, r.conversation, r.thread) == (

@@ -25,7 +25,7 @@ MIGRATIONS_DIR = Path(__file__).resolve().parents[2] / "migrations"
 
 #: The newest revision in migrations/versions; a test keeps it equal to alembic's head. A
 #: database already at it is left alone without importing alembic (process start-up).
-HEAD_REVISION = "0014_schedules"
+HEAD_REVISION = "0015_subruns"
 
 #: pg_advisory_lock key shared by every Baton process ("baton" in ASCII).
 ADVISORY_LOCK_KEY = 0x6261746F6E

@@ -131,6 +131,15 @@ class Runs(Protocol):
     def runs_in_thread(self, platform: str, conversation: str, thread: str) -> list[Run]:
         """Newest first."""
 
+    def child_runs(self, parent_runs: Sequence[str]) -> list[Run]:
+        """The sub-runs that `workflow:` steps of these runs started (`Run.parent_run`),
+        newest first."""
+
+    def adopt_child(self, run_id: str, parent_run: str) -> Run:
+        """A child of an earlier run of a lineage now belongs to `parent_run`, the run that
+        resumed it (its cancel reaches the child; the child's rest wakes it). The version does
+        not change."""
+
     def set_thread(self, run_id: str, thread: str) -> Run:
         """Attach a thread (its gates move with it); the version does not change."""
 

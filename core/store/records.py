@@ -159,6 +159,13 @@ class Run(_Record):
     concurrency: Concurrency | None = None
     #: when it last joined its key's queue (the queue's order)
     queued_at: float | None = None
+    #: the run whose `workflow:` step started it (`started_by: parent:<run>`), and that step
+    #: (`notes`, or an item `notes[3]`): a sub-run (revision 0015_subruns)
+    parent_run: str | None = None
+    parent_node: str | None = None
+    #: the cache key of that step when it started this run: a resumed parent re-uses a child
+    #: only while the step's key (its args, the child workflow's definition) is the same
+    parent_key: str | None = None
 
     @property
     def holds_slot(self) -> bool:

@@ -73,6 +73,9 @@ def run_from_row(row: RowLike) -> Run:
         scheduled_for=m.get("scheduled_for"),
         concurrency=_concurrency(m),
         queued_at=m.get("queued_at"),
+        parent_run=m.get("parent_run"),
+        parent_node=m.get("parent_node"),
+        parent_key=m.get("parent_key"),
     )
 
 

@@ -8,7 +8,7 @@ is written by a unit of work (`tx.create_run`), with whatever goes with it.
 from __future__ import annotations
 
 import functools
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 import sqlalchemy as sa
@@ -72,6 +72,27 @@ class RunsSql(UnitSql):
         if requester is not None:
             query = query.where(RUNS.c.requester == requester)
         return self._runs(query)
+
+    @store_operation("list a run's sub-runs")
+    def child_runs(self, parent_runs: Sequence[str]) -> list[Run]:
+        if not parent_runs:
+            return []
+        query = (
+            sa.select(RUNS)
+            .where(RUNS.c.parent_run.in_(list(parent_runs)))
+            .order_by(RUNS.c.created_at.desc())
+        )
+        return self._runs(query)
+
+    @store_operation("hand a sub-run to its parent's resumer")
+    def adopt_child(self, run_id: str, parent_run: str) -> Run:
+        with self._engine.begin() as conn:
+            row = conn.execute(
+                sa.update(RUNS).where(RUNS.c.id == run_id).values(parent_run=parent_run).returning(*RUNS.c)
+            ).first()
+        if row is None:
+            raise RunNotFound(f"no run {run_id}", run_id=run_id)
+        return run_from_row(row)
 
     @store_operation("list the runs of a thread")
     def runs_in_thread(self, platform: str, conversation: str, thread: str) -> list[Run]:

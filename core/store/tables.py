@@ -65,6 +65,10 @@ RUNS = sa.Table(
     _text("concurrency_key", nullable=True),
     sa.Column("concurrency", sa.JSON, nullable=True),
     _float("queued_at", nullable=True),
+    # the run and step whose `workflow:` started it (revision 0015_subruns)
+    _text("parent_run", 12, nullable=True),
+    _text("parent_node", nullable=True),
+    _text("parent_key", nullable=True),
     # the fresh-run prompt: unfinished runs of a workflow in a conversation, newest first
     sa.Index("ix_runs_unfinished", "platform", "conversation", "workflow", "status", "created_at"),
     sa.Index("ix_runs_thread", "platform", "conversation", "thread"),
@@ -75,6 +79,8 @@ RUNS = sa.Table(
     sa.Index("ix_runs_args_digest", "args_digest"),
     # a schedule's overlap rule: its runs still active (revision 0014_schedules)
     sa.Index("ix_runs_started_by", "started_by", "status"),
+    # a run's sub-runs (revision 0015_subruns)
+    sa.Index("ix_runs_parent", "parent_run", "parent_node"),
     # admission: a key's active and queued runs (revision 0012)
     sa.Index("ix_runs_concurrency", "concurrency_key", "status", "queued_at"),
     # lease recovery: running runs whose lease lapsed

@@ -75,10 +75,15 @@ class UnitOfWork(Protocol):
         started_by: str | None = None,
         scheduled_for: float | None = None,
         concurrency: Concurrency | None = None,
+        parent_run: str | None = None,
+        parent_node: str | None = None,
+        parent_key: str | None = None,
     ) -> Run:
         """A new run (id drawn now: later writes of the unit may name it), as it will be
         stored. `origin_event`: `"<platform>:<event_id>"` of the chat command that started it;
         `started_by`, `scheduled_for`: the schedule (`schedule:<id>`) and due time of a fire.
+        `parent_run`, `parent_node`, `parent_key`: the run, `workflow:` step and its cache key
+        a sub-run was started by.
         `concurrency`: its key and policy; a keyed run asked `running` is admitted or queued
         when the unit commits (`admission.py`): read it back for its status."""
 

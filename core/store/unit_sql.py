@@ -83,12 +83,16 @@ class SqlUnitOfWork:
         started_by: str | None = None,
         scheduled_for: float | None = None,
         concurrency: Concurrency | None = None,
+        parent_run: str | None = None,
+        parent_node: str | None = None,
+        parent_key: str | None = None,
     ) -> Run:
         run, origin = cas.new_run(
             self._now(), workflow=workflow, platform=platform, conversation=conversation, thread=thread,
             requester=requester, args_digest=args_digest, resumed_from=resumed_from, status=status,
             lease_owner=lease_owner, lease_seconds=lease_seconds, origin_event=origin_event,
             started_by=started_by, scheduled_for=scheduled_for,
+            parent_run=parent_run, parent_node=parent_node, parent_key=parent_key,
             concurrency=concurrency,
         )  # fmt: skip
         self._created[run.id] = self._pending(w.create_run(run, origin))

@@ -37,6 +37,7 @@ from core.errors import UnknownWorkflow, WorkflowDefinitionError
 from core.workflows.limits import LoadLimits
 from core.workflows.loader import FilesProblem, NodeReuse, load_workflow_bytes, too_large
 from core.workflows.model import Workflow
+from core.workflows.subworkflows import call_problems
 from core.workflows.validation import did_you_mean
 from core.workflows.yaml_source import parse_yaml
 
@@ -212,12 +213,40 @@ class Catalog:
                 index[loaded.name] = CatalogEntry(
                     loaded.name, path, workflow, error, earlier.path if earlier else None
                 )
-        return index
+        return _check_calls(index)
 
     def _warn_once(self, key: tuple[Path, ...], message: str, *args: str) -> None:
         if key not in self._warned:
             self._warned.add(key)
             log.warning(message, *args, extra={"action": "workflow_catalog"})
+
+
+def _check_calls(index: dict[str, CatalogEntry]) -> dict[str, CatalogEntry]:
+    """`index` with every workflow whose `workflow:` calls loop, nest too deep or name no
+    workflow refused (`subworkflows.py`), each with the line of the call."""
+    loaded = {name: e.workflow for name, e in index.items() if e.workflow is not None}
+    if not any(w.calls() for w in loaded.values()):
+        return index
+    known = {e.name for e in index.values()}
+    for name, problem in call_problems(loaded, known).items():
+        entry = index[name]
+        error = WorkflowDefinitionError(
+            problem.message,
+            file=str(entry.path),
+            line=_line_of(entry.path, ("nodes", problem.index, "workflow")),
+            hint=problem.hint,
+        )
+        index[name] = dataclasses.replace(entry, workflow=None, error=error)
+    return index
+
+
+def _line_of(path: Path, where: tuple[str | int, ...]) -> int:
+    """The line of `where` in the file (1 when it cannot be read)."""
+    try:
+        _, source = parse_yaml(path.read_text(encoding="utf-8"), file=str(path))
+        return source.line_of(where) or 1
+    except (OSError, UnicodeDecodeError, WorkflowDefinitionError):
+        return 1
 
 
 def secret_error(workflow: Workflow, path: Path, provided: Collection[str]) -> WorkflowDefinitionError | None:

@@ -19,8 +19,8 @@ from core.workflows.input_spec import InputSpec
 from core.workflows.notify_spec import NotifyRule
 from core.workflows.schedule_spec import SCHEDULE_ERROR, ScheduleSpec
 
-NODE_KINDS: tuple[str, ...] = ("bash", "script", "prompt", "approval", "tool")
-_KIND_VALUES = operator.itemgetter(*NODE_KINDS)  # a node's fields of the five kinds, in one call
+NODE_KINDS: tuple[str, ...] = ("bash", "script", "prompt", "approval", "tool", "workflow")
+_KIND_VALUES = operator.itemgetter(*NODE_KINDS)  # a node's fields of the six kinds, in one call
 INPUT_TYPES: tuple[str, ...] = ("string", "integer", "number", "boolean", "object", "array")
 
 #: Custom pydantic error types raised by the validators below; the loader reads
@@ -190,13 +190,15 @@ class Node(StepEnvironmentFields):
     id: str = Field(pattern=r"^[A-Za-z_][A-Za-z0-9_-]*$")
     description: str = ""
     depends_on: list[str] = Field(default_factory=list)
-    # exactly one of the five kinds
+    # exactly one of the six kinds
     bash: str | None = None
     script: str | None = None  # a .py path relative to the workflow file, or inline code
     prompt: str | None = None
     approval: ApprovalField = None  # text (the short form) or the policy (approval_spec.py)
     tool: str | None = None
-    with_: dict[str, Any] = Field(default_factory=dict, alias="with")
+    #: a child run of another workflow (`core/engine/subruns.py`), `with:` its args
+    workflow: str | None = Field(default=None, pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
+    with_: dict[str, Any] = Field(default_factory=dict, alias="with")  # tool kwargs / child args
     provider: str | None = None  # prompt nodes: provider name from settings (default: settings)
     replay: ReplayClass | None = None
     memoize: bool | None = None
@@ -302,6 +304,10 @@ class Workflow(StepEnvironmentFields):
             seen.add(spec.id)
         return self
 
+    def calls(self) -> list[tuple[int, str]]:
+        """(node index, workflow name) of every `workflow:` node: the runs this one starts."""
+        return [(i, n.workflow) for i, n in enumerate(self.nodes) if n.workflow is not None]
+
     def node(self, node_id: str) -> Node:
         for n in self.nodes:
             if n.id == node_id:
@@ -309,9 +315,13 @@ class Workflow(StepEnvironmentFields):
         raise KeyError(node_id)
 
     def replay_class(self, node: Node) -> ReplayClass:
-        """Node's own, else workflow default, else: approval/prompt pure, others unsafe."""
+        """Node's own, else workflow default, else: approval/prompt pure, a sub-workflow
+        idempotent (run again, it finds its child run; the child's steps keep their own
+        classes), others unsafe."""
         if node.replay is not None:
             return node.replay
+        if node.workflow is not None:
+            return ReplayClass.IDEMPOTENT
         if self.defaults.replay is not None:
             return self.defaults.replay
         return ReplayClass.PURE if node.kind in ("approval", "prompt") else ReplayClass.UNSAFE

@@ -31,6 +31,7 @@ Loc = tuple[str | int, ...]
 _INPUT_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 #: keys that only make sense on one kind of node
 _KIND_ONLY = {"with": "tool", "provider": "prompt", "approvers": "approval"}
+_ALSO = {"with": ("workflow",)}  # `with:` is a tool's kwargs or a child run's args
 _KIND_ONLY_VALUES = operator.attrgetter(*("with_" if key == "with" else key for key in _KIND_ONLY))
 
 
@@ -176,10 +177,11 @@ def _node_problems(workflow: Workflow, index: int, node: Node) -> Iterator[Probl
     at: Loc = ("nodes", index)
     for key, kind in _KIND_ONLY.items() if any(_KIND_ONLY_VALUES(node)) else ():
         value = node.with_ if key == "with" else getattr(node, key)
-        if value and node.kind != kind:
+        if value and node.kind != kind and node.kind not in _ALSO.get(key, ()):
+            kinds = " and ".join((kind, *_ALSO.get(key, ())))
             yield Problem(
                 (*at, key),
-                f"`{key}:` only applies to {kind} nodes, and `{node.id}` is a {node.kind} node",
+                f"`{key}:` only applies to {kinds} nodes, and `{node.id}` is a {node.kind} node",
                 f"Remove `{key}:` from `{node.id}`.",
             )
     yield from _template_problems(node, at)

@@ -78,7 +78,8 @@ class RenderedNode:
     prompt: str | None = None  # prompt: the rendered prompt
     provider: str | None = None  # prompt: provider name, or None for the default
     tool: str | None = None  # tool: registered name
-    kwargs: Mapping[str, Any] = field(default_factory=dict)  # tool: rendered `with:` values
+    workflow: str | None = None  # workflow: the child run's workflow (its args: `kwargs`)
+    kwargs: Mapping[str, Any] = field(default_factory=dict)  # tool, workflow: rendered `with:` values
     #: prompt: set when the step's `output:` is JSON: its schema, or `{}` when it has none.
     #: Providers use it to ask for (the fake: to produce) JSON of that shape.
     output_schema: Mapping[str, Any] | None = None

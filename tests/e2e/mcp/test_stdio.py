@@ -193,3 +193,26 @@ async def test_in_a_shared_conversation_only_the_principals_own_unfinished_run_a
 
         mine = await agent.call("run_workflow", workflow="marker", args={"marker": marker})
         assert mine.data["choice"] == "unfinished_run" and mine.data["unfinished"]["run"] == failed["run"]
+
+
+async def test_a_parent_waiting_on_its_childs_gate_says_so_and_approving_it_continues_both(
+    tmp_path: Path, sqlite_url: str
+) -> None:
+    starter = mcp_env(sqlite_url, tmp_path, BATON_MCP_PRINCIPAL="mcp:agent-a")
+    reviewer = mcp_env(sqlite_url, tmp_path, BATON_MCP_PRINCIPAL="mcp:agent-b")
+    async with stdio_session(starter, tmp_path) as agent:
+        started = await agent.call("run_workflow", workflow="gated-parent")
+        assert not started.error, started.text
+        run = started.data["run"]
+        waited = await agent.call("wait_run", run=run, timeout_s=60)
+        assert waited.data["status"] == "paused" and waited.data["attention"] == "child", waited.text
+        child = waited.data["waiting_for"]["child"]
+        assert waited.data["waiting_for"] == {"child": child, "gate": "review", "question": "Ship it?"}
+        async with stdio_session(reviewer, tmp_path) as other:
+            decided = await other.call("approve", run=run)  # the parent's id decides the child's gate
+            assert not decided.error, decided.text
+            assert (await other.call("wait_run", run=child, timeout_s=60)).data["status"] == "completed"
+        done = await agent.call("wait_run", run=run, timeout_s=60)
+        assert done.data["status"] == "completed", done.text
+        output = await agent.call("get_output", run=run, node="child")
+        assert output.data["output"]["outputs"]["ship"] == '{"shipped": true}'

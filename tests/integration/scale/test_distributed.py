@@ -4,6 +4,7 @@ their results from the journal; the replay rules and the cache work as in-proces
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import sys
 from pathlib import Path
@@ -439,3 +440,40 @@ async def test_a_maps_items_run_on_the_worker_each_its_own_step(cluster: Cluster
         assert h.output(run.id, f"each[{i}]") == f"item {i + 1} pid={os.getpid()}\n"  # the worker ran it
     [failed] = h.entries(run.id, "each[2]")
     assert failed.status is NodeStatus.FAILED and "three fails" in (failed.error or "")
+
+
+SUB_CHILD = """
+name: sub-child
+inputs:
+  n: {type: integer}
+nodes:
+  - id: work
+    bash: echo "child {{ inputs.n }} pid=$PPID"
+    replay: idempotent
+"""
+
+SUB_PARENT = """
+name: sub-parent
+nodes:
+  - id: each
+    map: {items: [1, 2, 3], as: n, max_parallel: 2}
+    workflow: sub-child
+    with: {n: "{{ n }}"}
+"""
+
+
+async def test_map_over_a_sub_workflow_runs_each_childs_steps_on_the_worker(cluster: Cluster) -> None:
+    h = cluster.harness
+    h.write("sub-child.yaml", SUB_CHILD)
+    h.write("sub-parent.yaml", SUB_PARENT)
+
+    run = await h.run("sub-parent")
+
+    assert run.status is RunStatus.COMPLETED, run.reason
+    children = sorted(h.store.child_runs([run.id]), key=lambda r: r.parent_node or "")
+    assert [c.parent_node for c in children] == ["each[0]", "each[1]", "each[2]"]
+    for i, child in enumerate(children):
+        assert child.status is RunStatus.COMPLETED
+        assert h.output(child.id, "work") == f"child {i + 1} pid={os.getpid()}\n"  # the worker ran it
+    outputs = json.loads(h.output(run.id, "each"))
+    assert [o["outputs"]["work"] for o in outputs] == [f"child {i} pid={os.getpid()}\n" for i in (1, 2, 3)]

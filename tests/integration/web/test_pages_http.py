@@ -510,3 +510,35 @@ async def test_a_map_node_is_drawn_once_and_its_items_are_listed(tmp_path: Path,
         for item, state in (("each[0]", "done"), ("each[1]", "failed"), ("each[2]", "done")):
             assert re.search(rf'<tr id="r-{re.escape(item)}" class="node s-{state}"', page), item
         assert "bad is down" in page
+
+
+SHIP_CHILD = """
+    name: ship
+    nodes:
+      - id: review
+        approval: "Ship?"
+"""
+RELEASE_PARENT = """
+    name: release
+    nodes:
+      - id: api
+        workflow: ship
+"""
+
+
+async def test_a_parents_page_links_its_childs_page_and_back(tmp_path: Path, sqlite_url: str) -> None:
+    async with Site.open(tmp_path, sqlite_url, {"ship": SHIP_CHILD, "release": RELEASE_PARENT}) as site:
+        parent = await site.start("run release")
+        assert parent.status is RunStatus.PAUSED
+        [child] = site.baton.store.child_runs([parent.id])
+        page = (await site.client.get(await site.link(parent))).text
+        assert re.search(r'<tr id="r-api" class="node s-waiting"', page)
+        assert f"waiting on child {child.id} at `review`" in page
+        found = re.search(rf'<a class="child" href="([^"]+)">child run <code>{child.id}</code></a>', page)
+        assert found, "the step links its child's page"
+        child_page = await site.client.get(found.group(1))
+        assert child_page.status_code == 200 and "Ship?" in child_page.text
+        back = re.search(rf'<a class="parent" href="([^"]+)">parent <code>{parent.id}</code></a>',
+                         child_page.text)
+        assert back, "the child's page links its parent's"
+        assert (await site.client.get(back.group(1))).status_code == 200

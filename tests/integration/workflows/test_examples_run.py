@@ -95,3 +95,28 @@ async def test_fan_out_checks_each_host_as_its_own_step(harness: Any) -> None:
     assert json.loads(harness.output(run.id, "check")) == ["web-1 is up\n", "$(id) is up\n", "db-1 is up\n"]
     assert harness.output(run.id, "check[1]") == "$(id) is up\n"  # a value, never code
     assert harness.output(run.id, "report") == "3 of 3 hosts are up\n"
+
+
+async def test_release_train_deploys_each_service_through_a_child_run(harness: Any) -> None:
+    import asyncio
+
+    from core.engine.events import EngineEvent, EventKind
+
+    parent = await harness.run("release-train", {"services": ["api", "web"]})
+    assert parent.status is RunStatus.PAUSED  # each child asks for approval
+    children = sorted(harness.store.child_runs([parent.id]), key=lambda r: r.parent_node or "")
+    assert [(c.workflow, c.parent_node, c.status) for c in children] == [
+        ("deploy", "each[0]", RunStatus.PAUSED), ("deploy", "each[1]", RunStatus.PAUSED)]
+    done = asyncio.Event()
+
+    async def watch(event: EngineEvent) -> None:
+        if event.kind is EventKind.RUN_FINISHED and event.run_id == parent.id:
+            done.set() if event.run_status == "completed" else None
+
+    harness.engine.subscribe(watch)
+    for child in children:
+        await harness.engine.approve(child.id, actor="console:ana")
+    await asyncio.wait_for(done.wait(), timeout=30)
+    assert harness.output(parent.id, "report") == "2 of 2 services deployed\n"
+    shipped = json.loads(harness.output(parent.id, "each"))
+    assert [json.loads(s["outputs"]["ship"])["service"] for s in shipped] == ["api", "web"]

@@ -147,3 +147,14 @@ def test_the_map_row_judges_per_item_overhead_against_its_target() -> None:
     text = "\n".join(report_user.map_section(data))
     assert "0.140 ms per item" in text and "1 progress message (2 edits)" in text
     assert report_user.map_section({"error": "boom"})[2] == "not measured: `boom`"
+
+
+def test_the_map_section_reports_the_100_child_fan_out() -> None:
+    from bench import report_user
+
+    data = {"n": 10_000, "seconds": 1.4, "per_item_ms": 0.14, "journaled_items": 10_000,
+            "progress_messages": 1, "progress_edits": 2, "peak_rss_mb": 105.0, "children": 100,
+            "children_completed": 100, "fan_out_seconds": 5.2, "per_child_ms": 52.0,
+            "fan_out_messages": 2}  # fmt: skip
+    text = "\n".join(report_user.map_section(data))
+    assert "**100 child runs**" in text and "52.0 ms per child run, 100 completed; 2 chat messages" in text

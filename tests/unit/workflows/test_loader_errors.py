@@ -441,7 +441,7 @@ def test_missing_declared_file(write_workflow: Callable[..., object], load_error
 def test_kind_specific_key_on_wrong_kind(load_error: LoadError) -> None:
     error = load_error("name: w\nnodes:\n  - id: a\n    bash: echo\n    with: {x: 1}\n")
     assert error.line == 5
-    assert "`with:` only applies to tool nodes, and `a` is a bash node" in error.message
+    assert "`with:` only applies to tool and workflow nodes, and `a` is a bash node" in error.message
 
 
 @pytest.mark.parametrize(

@@ -1,0 +1,63 @@
+"""Sub-runs (`workflow:` steps): a child run names its parent run, step and the step's key
+(revision 0015_subruns); `child_runs` lists a lineage's children newest first; `adopt_child`
+hands a child of an earlier run of the lineage to the run that resumed it."""
+
+from __future__ import annotations
+
+import pytest
+
+from core.errors import RunNotFound
+from core.store.port import Store
+from core.store.records import RunStatus
+from tests.factories import create_run
+from tests.integration.store.conftest import Clock
+
+
+def test_a_child_records_its_parent_step_and_key(store: Store) -> None:
+    parent = create_run(store, workflow="p", platform="console", conversation="c", thread="t",
+                        requester="console:ana", args_digest="d")  # fmt: skip
+    child = create_run(store, workflow="c", platform="console", conversation="c", thread="t",
+                       requester="console:ana", args_digest="d", started_by=f"parent:{parent.id}",
+                       parent_run=parent.id, parent_node="notes[2]", parent_key="k1")  # fmt: skip
+    read = store.get_run(child.id)
+    assert read == child
+    assert (read.parent_run, read.parent_node, read.parent_key) == (parent.id, "notes[2]", "k1")
+    assert read.started_by == f"parent:{parent.id}"
+    assert store.get_run(parent.id).parent_run is None
+
+
+def test_child_runs_lists_the_children_of_the_runs_asked_newest_first(store: Store, clock: Clock) -> None:
+    one = create_run(store, workflow="p", platform="console", conversation="c", thread=None,
+                     requester="u", args_digest="d")  # fmt: skip
+    two = create_run(store, workflow="p", platform="console", conversation="c", thread=None,
+                     requester="u", args_digest="d", resumed_from=one.id)  # fmt: skip
+    other = create_run(store, workflow="p", platform="console", conversation="c", thread=None,
+                       requester="u", args_digest="d")  # fmt: skip
+    made = []
+    for parent, node in ((one, "a"), (two, "a"), (two, "b"), (other, "a")):
+        clock.advance(1)
+        made.append(create_run(store, workflow="c", platform="console", conversation="c", thread=None,
+                               requester="u", args_digest="d", parent_run=parent.id,
+                               parent_node=node, parent_key=node))  # fmt: skip
+    assert [r.id for r in store.child_runs([two.id])] == [made[2].id, made[1].id]
+    assert [r.id for r in store.child_runs([two.id, one.id])] == [made[2].id, made[1].id, made[0].id]
+    assert store.child_runs([]) == []
+    assert store.child_runs(["000000000000"]) == []
+
+
+def test_adopt_child_moves_it_to_the_resuming_run_and_keeps_its_version(store: Store) -> None:
+    old = create_run(store, workflow="p", platform="console", conversation="c", thread=None,
+                     requester="u", args_digest="d")  # fmt: skip
+    new = create_run(store, workflow="p", platform="console", conversation="c", thread=None,
+                     requester="u", args_digest="d", resumed_from=old.id)  # fmt: skip
+    child = create_run(store, workflow="c", platform="console", conversation="c", thread=None,
+                       requester="u", args_digest="d", parent_run=old.id, parent_node="n",
+                       parent_key="k", status=RunStatus.RUNNING)  # fmt: skip
+    adopted = store.adopt_child(child.id, new.id)
+    assert adopted.parent_run == new.id and adopted.version == child.version
+    assert adopted.parent_node == "n" and adopted.parent_key == "k"
+    assert store.get_run(child.id) == adopted
+    assert [r.id for r in store.child_runs([new.id])] == [child.id]
+    assert store.child_runs([old.id]) == []
+    with pytest.raises(RunNotFound):
+        store.adopt_child("000000000000", new.id)
