@@ -32,11 +32,9 @@ import contextlib
 import time
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from cachetools import LRUCache
-
-from core.commands.messages import Reply
 
 #: Seconds between two edits of one message (Slack allows about one `chat.update` a second
 #: per channel; Discord about five per five seconds per channel).
@@ -59,7 +57,26 @@ class NotDelivered(Exception):
     falls back to the next place instead."""
 
 
-def urgent(reply: Reply) -> bool:
+class Outgoing(Protocol):
+    """What delivery reads of a reply (`core.commands.messages.Reply` is one): its kind and
+    its run's status (is it urgent), its run and requester (where it may go), its key (which
+    message it edits). Delivery never imports the commands layer above it."""
+
+    @property
+    def kind(self) -> str: ...
+    @property
+    def run_id(self) -> str | None: ...
+    @property
+    def run_status(self) -> str | None: ...
+    @property
+    def requester(self) -> str | None: ...
+    @property
+    def replace_key(self) -> str | None: ...
+    @property
+    def edit_only(self) -> bool: ...
+
+
+def urgent(reply: Outgoing) -> bool:
     """Whether `reply` carries state that must go out at once: anything but the edit of a
     progress message whose run still moves."""
     return reply.kind != "progress" or (reply.run_status or "") in RESTING
@@ -189,7 +206,7 @@ class Edits:
         self._remember(platform, f"message:{key}", "")
 
     # -- size ------------------------------------------------------------------------------
-    def attaches(self, platform: str, reply: Reply, *, too_long: bool) -> bool:
+    def attaches(self, platform: str, reply: Outgoing, *, too_long: bool) -> bool:
         """Whether `reply`, whose text is `too_long` for the platform's messages, is sent with
         its whole text as a file: never while its run still moves, once per keyed message."""
         if not too_long or not urgent(reply):
@@ -198,7 +215,7 @@ class Edits:
             return True
         return (platform, reply.replace_key) not in self._filed
 
-    def filed(self, platform: str, reply: Reply) -> None:
+    def filed(self, platform: str, reply: Outgoing) -> None:
         """`reply`'s file was attached (a keyed message attaches no other)."""
         if reply.replace_key is not None:
             self._filed[(platform, reply.replace_key)] = None
