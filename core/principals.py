@@ -21,3 +21,6 @@ AGENT_PREFIX = "mcp:"
 GROUP_NAME = re.compile(r"[a-z0-9][a-z0-9_-]{0,63}")
 GROUP_PREFIX = "group:"
 ANYONE = "*"
+#: A person's id inside a sentence Baton wrote ("invalidated by console:ana"); a console name
+#: does not take a sentence's closing punctuation with it.
+PERSON_IN_TEXT = re.compile(r"\b(slack:[UW][A-Z0-9]+|discord:[0-9]{1,20}|console:[\w@.-]*[\w@-])")
