@@ -8,10 +8,9 @@ store calls are short, and deciding a gate goes through the engine like a click 
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import logging
 
+from bot.periodic import Periodic
 from core.commands.deadlines import Fired, GateDeadlines
 
 log = logging.getLogger("baton.deadlines")
@@ -23,18 +22,14 @@ class DeadlineLoop:
     def __init__(self, deadlines: GateDeadlines, *, every: float) -> None:
         self.deadlines = deadlines
         self.every = every
-        self._stopping = asyncio.Event()
-        self._task: asyncio.Task[None] | None = None
+        self._periodic = Periodic("baton-deadlines", self.tick, pause=lambda: self.every,
+                                  action="deadlines_failed")
 
     async def start(self) -> None:
-        self._stopping.clear()
-        self._task = asyncio.create_task(self._loop(), name="baton-deadlines")
+        await self._periodic.start()
 
     async def stop(self) -> None:
-        self._stopping.set()
-        if self._task is not None:
-            await self._task
-            self._task = None
+        await self._periodic.stop()
 
     async def tick(self) -> list[Fired]:
         try:
@@ -47,9 +42,3 @@ class DeadlineLoop:
                      extra={"action": "deadline_fired", "run_id": f.deadline.run_id,
                             "node_id": f.deadline.node_id})  # fmt: skip
         return fired
-
-    async def _loop(self) -> None:
-        while not self._stopping.is_set():
-            await self.tick()
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._stopping.wait(), self.every)
