@@ -31,8 +31,6 @@ from pathlib import Path
 
 from sqlalchemy.engine import make_url
 
-# the default format (core/render.py): the run pages' and agents' answers are plain text
-from adapters.console import formatting as _default_format  # noqa: F401
 from adapters.web.signing_key import existing_key
 from bot.hardening import forbid_inspection, scrub_environ
 from bot.logging import redact_logs_with
