@@ -108,38 +108,31 @@ class Baton:
         grace = self.settings.shutdown_grace if grace is None else grace
         self.shutdown.grace = grace
         with self.shutdown.signals(enabled=handle_signals):
-            if self.dispatcher is not None:
-                await self.dispatcher.open()
-            await self.engine.start()
-            log.info("engine started", extra={"action": "engine_started", "owner": self.engine.owner})
-            if self.housekeeping is not None:
-                await self.housekeeping.start()
-            if self.deadlines is not None:
-                await self.deadlines.start()
-            if self.outbox is not None:
-                await self.outbox.start()
-            if self.late_events is not None:
-                await self.late_events.start()
-            if self.schedules is not None and schedules:
-                await self.schedules.start()
-            self.health.started = True
-            try:
-                yield self
-            finally:
-                self.health.started = False
-                if self.late_events is not None:
-                    await self.late_events.stop()
-                if self.schedules is not None:
-                    await self.schedules.stop()
-                if self.deadlines is not None:
-                    await self.deadlines.stop()
-                if self.housekeeping is not None:
-                    await self.housekeeping.stop()
-                await self.settle()
-                released = self.store.release_leases(self.engine.owner)
+            # every service is stopped by this one stack, in the reverse order of its start (also
+            # when a later one fails to start): the loops first, then the engine (`settle`: steps'
+            # grace, the outbox flushed and stopped), then the dispatcher
+            async with contextlib.AsyncExitStack() as started:
                 if self.dispatcher is not None:
-                    await self.dispatcher.close()
-                log.info("engine stopped", extra={"action": "engine_stopped", "released": released})
+                    await self.dispatcher.open()
+                    started.push_async_callback(self.dispatcher.close)
+                await self.engine.start()
+                log.info("engine started", extra={"action": "engine_started", "owner": self.engine.owner})
+                started.push_async_callback(self._stop_engine)
+                services = (self.housekeeping, self.deadlines, self.outbox, self.late_events,
+                            self.schedules if schedules else None)
+                for service in services:
+                    if service is not None:
+                        await service.start()
+                        if service is not self.outbox:  # stopped by `settle`, after its last flush
+                            started.push_async_callback(service.stop)
+                self.health.started = True
+                started.callback(setattr, self.health, "started", False)
+                yield self
+
+    async def _stop_engine(self) -> None:
+        await self.settle()
+        released = self.store.release_leases(self.engine.owner)
+        log.info("engine stopped", extra={"action": "engine_stopped", "released": released})
 
     async def settle(self) -> None:
         """The first part of stopping, while the chat clients can still send: in-flight steps

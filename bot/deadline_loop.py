@@ -13,10 +13,9 @@ tell none twice).
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import logging
 
+from bot.periodic import Periodic
 from core.commands.deadlines import Fired, GateDeadlines
 from core.commands.queue_watch import QueueWatch
 
@@ -30,18 +29,18 @@ class DeadlineLoop:
         self.deadlines = deadlines
         self.queue = queue  # `queued_long`, on the same pace
         self.every = every
-        self._stopping = asyncio.Event()
-        self._task: asyncio.Task[None] | None = None
+        self._periodic = Periodic("baton-deadlines", self._beat, pause=lambda: self.every,
+                                  action="deadlines_failed")
 
     async def start(self) -> None:
-        self._stopping.clear()
-        self._task = asyncio.create_task(self._loop(), name="baton-deadlines")
+        await self._periodic.start()
 
     async def stop(self) -> None:
-        self._stopping.set()
-        if self._task is not None:
-            await self._task
-            self._task = None
+        await self._periodic.stop()
+
+    async def _beat(self) -> None:
+        await self.tick()
+        self.watch_queue()
 
     async def tick(self) -> list[Fired]:
         try:
@@ -65,9 +64,3 @@ class DeadlineLoop:
             log.exception("queued runs not watched", extra={"action": "queued_long_failed"})
             return []
 
-    async def _loop(self) -> None:
-        while not self._stopping.is_set():
-            await self.tick()
-            self.watch_queue()
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._stopping.wait(), self.every)

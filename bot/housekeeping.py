@@ -27,12 +27,12 @@ event loop during one.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from bot.periodic import Periodic
 from bot.retention import Pruner
 from core.config import Settings
 from core.store.port import Store
@@ -76,9 +76,8 @@ class Housekeeping:
         self.outbox_retention = outbox_retention  # seconds
         self.pruner = pruner  # old runs and audit rows, when retention is set
         self._clock = clock
-        self._stopping = asyncio.Event()
-        self._task: asyncio.Task[None] | None = None
-        self._passed = asyncio.Condition()  # notified after each pass
+        self._periodic = Periodic("baton-housekeeping", self._pass, pause=lambda: self.every,
+                                  action="housekeeping")
         self.passes = 0  # passes completed by this process
 
     @classmethod
@@ -120,28 +119,18 @@ class Housekeeping:
     async def start(self) -> None:
         """A pass at once (a process that was down for a while catches up), then one every
         `every` seconds until `stop`; all in the background."""
-        self._stopping.clear()
-        self._task = asyncio.create_task(self._loop(), name="baton-housekeeping")
+        await self._periodic.start()
 
     async def stop(self) -> None:
         """Stop after the pass in progress, if any."""
-        self._stopping.set()
-        if self._task is not None:
-            await self._task
-            self._task = None
+        await self._periodic.stop()
 
     async def wait_for_passes(self, count: int, timeout: float) -> None:
         """Until this process has completed `count` passes; TimeoutError at the deadline."""
-        async with asyncio.timeout(timeout), self._passed:
-            await self._passed.wait_for(lambda: self.passes >= count)
+        await self._periodic.wait_until(lambda: self.passes >= count, timeout)
 
-    async def _loop(self) -> None:
-        while not self._stopping.is_set():
-            await asyncio.to_thread(self._sweep_logged)
-            async with self._passed:
-                self._passed.notify_all()
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._stopping.wait(), self.every)
+    async def _pass(self) -> None:
+        await asyncio.to_thread(self._sweep_logged)
 
     def _sweep_logged(self) -> None:
         try:

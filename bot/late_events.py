@@ -7,12 +7,11 @@ handled, and answered where it was typed with a word that it comes late.
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import logging
 import time
 from collections.abc import Callable
 
+from bot.periodic import Periodic
 from core.commands.handler import Handler
 from core.errors import BatonError
 from core.store.port import Store
@@ -32,19 +31,15 @@ class LateEvents:
         self.stale = stale  # seconds a claim must be unfinished before it counts as its claimer's death
         self.every = every
         self._clock = clock
-        self._stopping = asyncio.Event()
-        self._task: asyncio.Task[None] | None = None
+        self._periodic = Periodic("baton-late-events", self._tick_logged, pause=lambda: self.every,
+                                  action="late_events_failed")
         self.handled = 0  # events this process handled late
 
     async def start(self) -> None:
-        self._stopping.clear()
-        self._task = asyncio.create_task(self._loop(), name="baton-late-events")
+        await self._periodic.start()
 
     async def stop(self) -> None:
-        self._stopping.set()
-        if self._task is not None:
-            await self._task
-            self._task = None
+        await self._periodic.stop()
 
     async def tick(self) -> int:
         """Handle every open event due now; how many this process handled."""
@@ -70,11 +65,8 @@ class LateEvents:
         self.handled += count
         return count
 
-    async def _loop(self) -> None:
-        while not self._stopping.is_set():
-            try:
-                await self.tick()
-            except Exception:
-                log.exception("late events failed", extra={"action": "late_events_failed"})
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._stopping.wait(), self.every)
+    async def _tick_logged(self) -> None:
+        try:
+            await self.tick()
+        except Exception:
+            log.exception("late events failed", extra={"action": "late_events_failed"})

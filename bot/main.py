@@ -297,6 +297,7 @@ def list_workflows(
 ) -> None:
     """List the workflows with their source file, and every file that failed to load.
     `--database-url` is taken as by every command (the settings are checked with it)."""
+    from adapters.console.formatting import FORMAT as PLAIN
     from bot.runtime import load_tools
     from core.commands import replies, voting
     from core.engine.step_env import SecretSource
@@ -331,7 +332,7 @@ def list_workflows(
             "error": error.message if error is not None else None,
             "hint": error.hint if error is not None else None,
             # gates nobody can ever approve under these settings (e.g. no BATON_ACCESS)
-            "warnings": [render_text(replies.unmet_gate(e.name, u), "console", redactor).strip()
+            "warnings": [render_text(replies.unmet_gate(e.name, u), PLAIN, redactor).strip()
                          for u in unmet],
         })
     if as_json:

@@ -8,11 +8,10 @@ first tick after it finds what fell due meanwhile and follows each schedule's `c
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import logging
 import math
 
+from bot.periodic import Periodic
 from core.commands.scheduler import Fired, Scheduler
 
 log = logging.getLogger("baton.schedules")
@@ -24,23 +23,19 @@ class ScheduleLoop:
     def __init__(self, scheduler: Scheduler, *, every: float) -> None:
         self.scheduler = scheduler
         self.every = every  # the longest sleep between two ticks
-        self._stopping = asyncio.Event()
-        self._wake = asyncio.Event()
-        self._task: asyncio.Task[None] | None = None
-        self._ticked = asyncio.Condition()
-        self.ticks = 0  # ticks completed by this process
-        scheduler.on_change = self._wake.set
+        self._periodic = Periodic("baton-schedules", self.tick, pause=self._pause, action="schedules_failed")
+        scheduler.on_change = self._periodic.wake
+
+    @property
+    def ticks(self) -> int:
+        """Ticks completed by this process."""
+        return self._periodic.ticks
 
     async def start(self) -> None:
-        self._stopping.clear()
-        self._task = asyncio.create_task(self._loop(), name="baton-schedules")
+        await self._periodic.start()
 
     async def stop(self) -> None:
-        self._stopping.set()
-        self._wake.set()
-        if self._task is not None:
-            await self._task
-            self._task = None
+        await self._periodic.stop()
 
     async def tick(self) -> list[Fired]:
         try:
@@ -51,8 +46,7 @@ class ScheduleLoop:
 
     async def wait_for_ticks(self, count: int, timeout: float) -> None:
         """Until this process has completed `count` ticks; TimeoutError at the deadline."""
-        async with asyncio.timeout(timeout), self._ticked:
-            await self._ticked.wait_for(lambda: self.ticks >= count)
+        await self._periodic.wait_until(lambda: self.ticks >= count, timeout)
 
     def _pause(self) -> float:
         """Seconds until the soonest due time, at most `every`."""
@@ -64,13 +58,3 @@ class ScheduleLoop:
         if soonest is None or math.isinf(soonest):
             return self.every
         return min(self.every, max(0.0, soonest - self.scheduler.clock()))
-
-    async def _loop(self) -> None:
-        while not self._stopping.is_set():
-            self._wake.clear()
-            await self.tick()
-            self.ticks += 1
-            async with self._ticked:
-                self._ticked.notify_all()
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._wake.wait(), self._pause())

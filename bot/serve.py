@@ -121,6 +121,7 @@ async def serve_all(settings: Settings, *, console: bool, conversation: str, use
 async def serve_web(baton: Baton, settings: Settings, *, sock: socket.socket | None = None) -> None:
     """The run pages; `/mcp` beside them when BATON_MCP_TOKENS is set (the SDK loaded only then).
     `sock`: an already bound socket (tests)."""
+    from adapters.console import formatting  # noqa: F401  the default format: the pages' and agents' answers
     from adapters.web import serve
 
     mounts = []
@@ -134,6 +135,7 @@ async def serve_web(baton: Baton, settings: Settings, *, sock: socket.socket | N
 async def mcp_stdio(settings: Settings) -> None:
     """`baton mcp`: MCP on stdin/stdout as BATON_MCP_PRINCIPAL, until the client closes it or
     the process is asked to stop."""
+    from adapters.console import formatting  # noqa: F401  the default format: the agents' answers
     from adapters.mcp import serve_stdio
 
     baton = build_baton(settings)

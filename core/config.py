@@ -16,6 +16,8 @@ from typing import Annotated, Any, Literal
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
+# how `BATON_ACCESS` names people, agents and groups (also read here by the commands layer)
+from core.principals import AGENT_NAME, AGENT_PREFIX, ANYONE, GROUP_NAME, GROUP_PREFIX, USER_ID
 from core.workflows.limits import LoadLimits
 from core.workflows.render_budget import RenderLimits
 
@@ -46,18 +48,6 @@ def _split_list(value: Any) -> Any:
     return value
 
 
-#: A person, by immutable platform id: `slack:U024BE7LH` (U… or W…), `discord:80351110224678912`
-#: (a snowflake), `console:ana` (the console's user name), `mcp:ci-agent` (an agent driving Baton
-#: through MCP: `BATON_MCP_PRINCIPAL`, or a name of `BATON_MCP_TOKENS`). Never a display name.
-USER_ID = re.compile(
-    r"slack:[UW][A-Z0-9]+|discord:[0-9]{1,20}|console:[^\s:*]+|mcp:[A-Za-z0-9][A-Za-z0-9_.-]{0,63}"
-)
-#: An agent's name in `BATON_MCP_TOKENS` (its principal is `mcp:<name>`).
-AGENT_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
-AGENT_PREFIX = "mcp:"
-GROUP_NAME = re.compile(r"[a-z0-9][a-z0-9_-]{0,63}")
-GROUP_PREFIX = "group:"
-ANYONE = "*"
 WORKFLOW_KEY = re.compile(r"\*|[A-Za-z0-9][A-Za-z0-9_.-]*")
 _VARIABLE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")  # an environment variable's name
 _ID_FORMS = "write slack:U… / discord:<digits> / console:<name> / mcp:<agent>"

@@ -1,19 +1,24 @@
-"""Replies to text: one jinja2 environment over `templates/`, per-platform escaping, secret
-redaction and splitting to platform limits.
+"""Replies to text: one jinja2 environment over `templates/`, each platform's format, secret
+redaction and splitting to the platform's limit.
 
-`render(reply, platform, redactor) -> list[str]` renders `templates/<platform>/<kind>.j2` (an unknown
-platform falls back to `templates/console/`) and splits the text into chunks within the
-platform's limit: Discord 2,000 UTF-16 units per message, Slack 3,000 per section block, the
-console unlimited. The splitting is `core.splitting`: fences balanced in each chunk (a fence
-closes only with one at least its own length), no inline code span, mention or emoji cut, no
-empty code block, nothing dropped. `render_reply` also says whether every code span stayed
-whole (else the adapter attaches the whole text as a file).
+Core knows no platform by name. Each platform's adapter owns its `Format` (template folder,
+message limit, whether code blocks keep a language, its escaping and the jinja2 filters its
+templates use) and `register`s it; `pyproject.toml` names each format under the entry-point
+group `baton.formats` (and the one that stands in for a platform with no format of its own as
+`default`), so a process that renders for a platform it has not imported yet finds it there.
+
+`render(reply, platform, redactor) -> list[str]` renders `templates/<folder>/<kind>.j2` and
+splits the text into chunks within the platform's limit (none: one chunk). The splitting is
+`core.splitting`: fences balanced in each chunk (a fence closes only with one at least its own
+length), no inline code span, mention or emoji cut, no empty code block, nothing dropped.
+`render_reply` also says whether every code span stayed whole (else the adapter attaches the
+whole text as a file).
 
 Redaction (with the runtime's one `Redactor`, a required argument): every string of the
 reply's data and buttons is redacted before templating (so a preview cut at 160 characters
 never shows half a secret), and the rendered text again after it, also in the forms the
-platform's escaping gives a secret (`_ESCAPES`). Adapters send `redacted(reply, redactor)`'s
-buttons, so a button's label or command never carries a secret either.
+platform's escaping gives a secret (`Format.escapes`). Adapters send `redacted(reply,
+redactor)`'s buttons, so a button's label or command never carries a secret either.
 """
 
 from __future__ import annotations
@@ -24,14 +29,16 @@ import dataclasses
 import json
 import re
 import time
+import weakref
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from core.commands.messages import Button, Menu, Reply
 from core.commands.resolution import preview
+from core.principals import PERSON_IN_TEXT
 from core.redaction import Redactor
 from core.splitting import Chunk, split_chunks, width
 
@@ -39,58 +46,81 @@ if TYPE_CHECKING:  # jinja2 is imported when the first reply is rendered
     from jinja2 import BytecodeCache, Environment
 
 TEMPLATES = Path(__file__).resolve().parent.parent / "templates"
-PLATFORMS = ("console", "slack", "discord")
-LIMITS: dict[str, int | None] = {"console": None, "slack": 3000, "discord": 2000}
+#: where `pyproject.toml` names each platform's `Format` (and the `default` one)
+ENTRY_POINTS = "baton.formats"
 
-__all__ = ("LIMITS", "PLATFORMS", "Chunk", "Rendered", "render", "render_reply", "render_text",
-           "split_chunks", "width")
+__all__ = ("Chunk", "Format", "Rendered", "format_of", "platforms", "register", "render", "render_reply",
+           "render_text", "split_chunks", "width")
+
+
+# -- platforms' formats ------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Format:
+    """How one platform shows a reply: its templates (`templates/<templates>/<kind>.j2`), the most
+    one message holds (None: no limit), whether a code block keeps its language, the forms its
+    escaping gives a secret (redacted in rendered text too), and the filters its templates use."""
+
+    name: str
+    templates: str
+    limit: int | None = None
+    code_languages: bool = True
+    escapes: tuple[Callable[[str], str], ...] = ()
+    filters: Mapping[str, Callable[..., Any]] = field(default_factory=dict)
+
+
+_formats: dict[str, Format] = {}
+_default: list[Format] = []  # the format of a platform that has none of its own
+_environments: weakref.WeakSet[Environment] = weakref.WeakSet()  # each takes new formats' filters
+
+
+def register(fmt: Format, *, default: bool = False) -> Format:
+    """`fmt` is how its platform shows replies (`default`: also every platform without one)."""
+    _formats[fmt.name] = fmt
+    if default:
+        _default[:] = [fmt]
+    for env in _environments:
+        env.filters.update(fmt.filters)
+    return fmt
+
+
+def _discover(name: str) -> Format | None:
+    """The format `pyproject.toml` names for `name` (loading it registers it), if any."""
+    from importlib.metadata import entry_points
+
+    for point in entry_points(group=ENTRY_POINTS, name=name):
+        fmt = point.load()
+        return register(fmt, default=name == "default")
+    return None
+
+
+def format_of(platform: str | Format) -> Format:
+    """`platform`'s format (an adapter may hand its own); a platform with none of its own is
+    shown in the default one."""
+    if isinstance(platform, Format):
+        return platform
+    found = _formats.get(platform) or _discover(platform)
+    if found is not None:
+        return found
+    if not _default and _discover("default") is None:
+        raise LookupError(f"no format for platform {platform!r} and no default one: is Baton installed?")
+    return _default[0]
+
+
+def platforms() -> tuple[str, ...]:
+    """Every platform with a format of its own, as installed (nothing is imported)."""
+    from importlib.metadata import entry_points
+
+    named = {p.name for p in entry_points(group=ENTRY_POINTS)} - {"default"}
+    return tuple(sorted(named | _formats.keys()))
 
 
 # -- escaping filters ------------------------------------------------------------------
 
 
-def slack_escape(text: object) -> str:
-    """Slack mrkdwn control characters as entities: no user text can ping <!channel>."""
-    return str(text).replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
-
-
-#: Slack's mrkdwn has no escape for its formatting characters: text shows a look-alike
-#: instead, where the character could open or close a style (a `_` inside a word, as in
-#: `deploy_prod`, formats nothing and stays as it is).
-_SLACK_LOOKALIKES = {"*": "\u2217", "_": "\u02cd", "~": "\u223c", "`": "\u02cb"}
-#: A balanced inline code span of single backticks (Slack's and Discord's): `/workflow status 3f9a`
-_SLACK_CODE_SPAN = re.compile(r"(?<!`)(`[^`\n]+`)(?!`)")
-_SLACK_STYLE = re.compile(r"(?<![0-9A-Za-z])[*_~]|[*_~](?![0-9A-Za-z])|`")
-_SLACK_QUOTE = re.compile(r"^(\s*)&gt;", re.MULTILINE)
-
-
-def slack_text(text: object) -> str:
-    """Text that cannot change the formatting of the message it is put in: `&`, `<`, `>` as
-    entities (no mention, no link), `*x*`, `_x_`, `~x~` and stray backticks (a lone ```
-    included) as look-alikes, a `>` opening a line kept from quoting the rest. A balanced
-    inline code span (our hints' `/workflow status 3f9a`) stays code: nothing inside it formats."""
-    parts = _SLACK_CODE_SPAN.split(slack_escape(text))
-    for index in range(0, len(parts), 2):  # the text between code spans
-        parts[index] = _SLACK_STYLE.sub(lambda m: _SLACK_LOOKALIKES[m.group(0)], parts[index])
-    return _SLACK_QUOTE.sub("\\1\u00ad&gt;", "".join(parts))
-
-
-_DISCORD_SPECIALS = re.compile(r"([\\*_~`|\[\]])")
-_DISCORD_LINE_START = re.compile(r"^(\s*)([>#\-+])", re.MULTILINE)
-_DISCORD_NUMBERED = re.compile(r"^(\s*\d+)\.(?=\s)", re.MULTILINE)  # "1. item": a list
-
-
-def discord_escape(text: object) -> str:
-    """Discord markdown specials escaped. A balanced inline code span (our hints' `/workflow
-    status 3f9a`) stays code: nothing inside it formats, and nothing outside it can reach in.
-    Mentions (`<@id>`, @everyone) are left as written, with no zero-width space: they show as
-    names and never ping, since every message is posted with `AllowedMentions.none()`."""
-    parts = _SLACK_CODE_SPAN.split(str(text))
-    for index in range(0, len(parts), 2):  # the text between code spans
-        out = _DISCORD_SPECIALS.sub(r"\\\1", parts[index])
-        out = _DISCORD_LINE_START.sub(r"\1\\\2", out)
-        parts[index] = _DISCORD_NUMBERED.sub(r"\1\\.", out)
-    return "".join(parts)
+#: A balanced inline code span of single backticks (as chat markdowns write one): `/workflow status 3f9a`
+INLINE_CODE = re.compile(r"(?<!`)(`[^`\n]+`)(?!`)")
 
 
 def _longest_run(text: str, ch: str = "`") -> int:
@@ -112,29 +142,13 @@ def code_block(text: object, lang: str = "") -> str:
     return f"{fence}{lang}\n{s}\n{fence}"
 
 
-def slack_code(text: object) -> str:
-    """Slack has no escapes in code: inline when free of backticks, else a ``` block."""
-    s = slack_escape(text)
-    if "`" not in s and "\n" not in s:
-        return f"`{s}`"
-    return "```" + s.replace("```", "`\u200b``") + "```"
-
-
-def slack_code_block(text: object) -> str:
-    s = slack_escape(str(text).rstrip("\n"))
-    return "```\n" + s.replace("```", "`\u200b``") + "\n```"
-
-
-#: A person's id inside a sentence Baton wrote ("invalidated by console:ana"); a console name
-#: does not take a sentence's closing punctuation with it.
-_PERSON = re.compile(r"\b(slack:[UW][A-Z0-9]+|discord:[0-9]{1,20}|console:[\w@.-]*[\w@-])")
 
 
 def people(text: object) -> list[dict[str, str]]:
     """`text` split around the user ids in it: `{"text": …}` and `{"user": …}` pieces, for the
     templates to show each person as the platform shows people (a mention, a plain name)."""
     parts: list[dict[str, str]] = []
-    for index, piece in enumerate(_PERSON.split(str(text))):
+    for index, piece in enumerate(PERSON_IN_TEXT.split(str(text))):
         if piece:
             parts.append({"user": piece} if index % 2 else {"text": piece})
     return parts
@@ -145,8 +159,8 @@ _NAMES: contextvars.ContextVar[Mapping[str, str]] = contextvars.ContextVar("bato
 
 
 def name_of(user: object) -> str | None:
-    """The name the platform's adapter found for `user` (`slack:U…`), or None; untrusted text
-    the template escapes like any other (`templates/slack/_fmt.j2`, `user`)."""
+    """The name the platform's adapter found for `user` (`<platform>:<id>`), or None; untrusted
+    text the template escapes like any other (the platform's `_fmt.j2`, `user`)."""
     return _NAMES.get().get(str(user))
 
 
@@ -209,13 +223,8 @@ def environment(root: Path = TEMPLATES) -> Environment:
         keep_trailing_newline=False,
     )
     env.filters.update(
-        slack_escape=slack_escape,
-        slack_text=slack_text,
-        discord_escape=discord_escape,
         code_span=code_span,
         code_block=code_block,
-        slack_code=slack_code,
-        slack_code_block=slack_code_block,
         truncate_preview=truncate_preview,
         people=people,
         seconds=lambda s: f"{float(s or 0):.1f}s",
@@ -224,19 +233,10 @@ def environment(root: Path = TEMPLATES) -> Environment:
         timestamp=lambda t: time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(float(t))) + "Z",
     )
     env.globals["name_of"] = name_of
+    for fmt in _formats.values():
+        env.filters.update(fmt.filters)
+    _environments.add(env)
     return env
-
-
-def template_platform(platform: str, root: Path = TEMPLATES) -> str:
-    return platform if (root / platform).is_dir() else "console"
-
-
-#: how each platform's escaping may rewrite a secret inside rendered text
-_ESCAPES: dict[str, tuple[Callable[[str], str], ...]] = {
-    "console": (),
-    "slack": (slack_escape, slack_text),
-    "discord": (discord_escape,),
-}
 
 
 def redacted(reply: Reply, redactor: Redactor) -> Reply:
@@ -262,21 +262,21 @@ def redacted(reply: Reply, redactor: Redactor) -> Reply:
     return dataclasses.replace(reply, data=data, buttons=hide(reply.buttons), menus=menus, run_id=run_id)
 
 
-def render_text(reply: Reply, platform: str, redactor: Redactor, root: Path = TEMPLATES, *,
+def render_text(reply: Reply, platform: str | Format, redactor: Redactor, root: Path = TEMPLATES, *,
                 names: Mapping[str, str] | None = None) -> str:
     """The whole reply as text for `platform`, with no secret `redactor` knows in it. `names`:
     the people's names the adapter knows (user id -> name), shown instead of a mention where a
-    ping is not meant (Slack)."""
-    where = template_platform(platform, root)
+    ping is not meant."""
+    fmt = format_of(platform)
     clean = redacted(reply, redactor)
-    template = environment(root).get_template(f"{where}/{clean.kind}.j2")
+    template = environment(root).get_template(f"{fmt.templates}/{clean.kind}.j2")
     token = _NAMES.set(names or {})
     try:
-        text = template.render(reply=clean, data=clean.data, buttons=clean.buttons, platform=where)
+        text = template.render(reply=clean, data=clean.data, buttons=clean.buttons, platform=fmt.templates)
     finally:
         _NAMES.reset(token)
     if redactor:
-        text = redactor.forms(*_ESCAPES.get(where, ())).redact(text)
+        text = redactor.forms(*fmt.escapes).redact(text)
     return text.strip("\n")
 
 
@@ -291,21 +291,20 @@ class Rendered:
     whole: bool
 
 
-def render_reply(reply: Reply, platform: str, redactor: Redactor, *,
+def render_reply(reply: Reply, platform: str | Format, redactor: Redactor, *,
                  names: Mapping[str, str] | None = None) -> Rendered:
     """The reply as text and as chunks within `platform`'s limit (core.splitting: code fences
     balanced in each, no code span, mention or emoji cut), secrets hidden. `names`: see
     `render_text`."""
-    text = render_text(reply, platform, redactor, names=names)
-    where = template_platform(platform)
-    limit = LIMITS.get(where)
-    if limit is None:
+    fmt = format_of(platform)
+    text = render_text(reply, fmt, redactor, names=names)
+    if fmt.limit is None:
         return Rendered(text, (text,), True)
-    chunks = split_chunks(text, limit, languages=where != "slack")  # Slack has no code languages
+    chunks = split_chunks(text, fmt.limit, languages=fmt.code_languages)
     return Rendered(text, tuple(c.text for c in chunks), all(c.whole for c in chunks))
 
 
-def render(reply: Reply, platform: str, redactor: Redactor, *,
+def render(reply: Reply, platform: str | Format, redactor: Redactor, *,
            names: Mapping[str, str] | None = None) -> list[str]:
     """The reply as chunks within `platform`'s limit, code fences balanced in each, secrets hidden."""
     return list(render_reply(reply, platform, redactor, names=names).chunks)

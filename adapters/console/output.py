@@ -17,7 +17,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import IO, Any
 
-from adapters.console.messages import PLATFORM
+from adapters.console.formatting import FORMAT
 from core.commands.messages import Attachment, Button, Reply
 from core.commands.replies import FORM_ACTION
 from core.errors import ConfigurationError
@@ -28,7 +28,7 @@ from core.render import redacted, render
 def reply_text(reply: Reply, redactor: Redactor, exports: Path) -> str:
     """The reply rendered for the console (all chunks joined); a file it carries is written
     into `exports` (`saved_file`) and its path shown."""
-    text = "\n".join(render(reply, PLATFORM, redactor)).rstrip("\n")
+    text = "\n".join(render(reply, FORMAT, redactor)).rstrip("\n")
     if reply.file is not None:
         text = f"{text}\nSaved to {saved_file(reply.file, exports)}"
     return text

@@ -35,6 +35,7 @@ from adapters.discord import preflight
 from adapters.discord.buttons import WorkflowButton, WorkflowSelect, used_view
 from adapters.discord.commands import WorkflowGroup
 from adapters.discord.custom_ids import MENU_PATTERN, PATTERN, command_of, parse
+from adapters.discord.formatting import FORMAT
 from adapters.discord.forms import FormModal, fits
 from adapters.discord.inbound import chat_message, command_message, is_person, strip_mentions
 from adapters.discord.outbound import NO_MENTIONS, DiscordSender
@@ -181,7 +182,7 @@ class BatonClient(discord.Client):
                 hint="Nothing has run. Run… opens the form again.")
             error = dataclasses.replace(replies.error(problem), buttons=(replies.form_button(form),))
             await interaction.response.send_message(
-                "\n".join(render(error, "discord", self.handler.redactor)), ephemeral=True,
+                "\n".join(render(error, FORMAT, self.handler.redactor)), ephemeral=True,
                 allowed_mentions=NO_MENTIONS, view=self.sender.view_of(error) or discord.ui.View())
             return
         await self.on_workflow(interaction, result.command)
@@ -268,7 +269,7 @@ class BatonClient(discord.Client):
     async def _tell_stale(self, interaction: discord.Interaction, *, form: bool) -> None:
         log.info("interaction Baton cannot act on: %s", _custom_id(interaction),
                  extra={"action": "interaction_unknown", "interaction": interaction.id})
-        text = "\n".join(render(replies.stale_control(form), "discord", self.handler.redactor))
+        text = "\n".join(render(replies.stale_control(form), FORMAT, self.handler.redactor))
         try:
             await interaction.response.send_message(text, ephemeral=True, allowed_mentions=NO_MENTIONS)
         except (discord.HTTPException, discord.InteractionResponded) as exc:
@@ -299,7 +300,7 @@ class BatonClient(discord.Client):
         person in one line rather than leave "thinking…" behind."""
         log.error("command failed: %s", error, exc_info=error,
                   extra={"action": "command_failed", "interaction": interaction.id})
-        text = "\n".join(render(replies.unexpected(), "discord", self.handler.redactor))
+        text = "\n".join(render(replies.unexpected(), FORMAT, self.handler.redactor))
         try:
             if not interaction.response.is_done():
                 await interaction.response.send_message(

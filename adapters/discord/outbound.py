@@ -8,11 +8,12 @@ attaches its whole text as a file: never a progress edit of a run still moving, 
 per keyed message), and where a run reports after a fallback. Long button commands are kept
 in the core's one store (`handler.buttons`). This module posts, edits and uploads.
 
-- Text is `core.render.render_reply(reply, "discord", redactor)` (the runtime's redactor: no
-  secret in the text, the buttons' labels or their commands): chunks of at most 2,000 UTF-16
-  units (the core splits without cutting code, see `core.splitting`). More than `attach_over`
-  characters in all, or a command too wide for one message, go out as one message with the
-  first chunk and, when the size policy says so, the whole text attached as a file.
+- Text is `core.render.render_reply(reply, FORMAT, redactor)` (Discord's format, `formatting.py`;
+  the runtime's redactor: no secret in the text, the buttons' labels or their commands): chunks
+  of at most 2,000 UTF-16 units (the core splits without cutting code, see `core.splitting`).
+  More than `attach_over` characters in all, or a command too wide for one message, go out as
+  one message with the first chunk and, when the size policy says so, the whole text attached
+  as a file.
 - `AllowedMentions.none()` on every message the bot posts, but for the people a reply calls
   (`Reply.pings`: a gate's reminder or escalation to the approvers it waits on, "handled after
   a restart" to who typed the command): exactly those users may be pinged (`allowed_mentions`).
@@ -49,6 +50,7 @@ import aiohttp
 import discord
 
 from adapters.discord.buttons import build_view
+from adapters.discord.formatting import FORMAT
 from core.commands.messages import Reply
 from core.delivery import fallbacks
 from core.delivery.buttons import ButtonCommands
@@ -329,7 +331,7 @@ class DiscordSender:
                     log.warning("attachment refused as too large; sending the text in messages",
                                 extra={"action": "upload_too_large", "run_id": reply.run_id})
                     file = None  # every chunk as a message of its own: nothing is lost
-                    chunks = [c for c in render_reply(reply, PLATFORM, self.redactor).chunks if c.strip()]
+                    chunks = [c for c in render_reply(reply, FORMAT, self.redactor).chunks if c.strip()]
                     continue
                 index += 1
         finally:
@@ -344,7 +346,7 @@ class DiscordSender:
         """The messages' texts, and the file holding the whole text when it is long or when a
         command in it was too wide for one message (the file shows every command whole), as
         the core's size policy allows (else the first message's worth)."""
-        rendered = render_reply(reply, PLATFORM, self.redactor)
+        rendered = render_reply(reply, FORMAT, self.redactor)
         chunks = [c for c in rendered.chunks if c.strip()]
         if reply.file is not None:  # a file the reply carries (`audit --since`)
             return chunks, discord.File(io.BytesIO(reply.file.content or b""), filename=reply.file.name)

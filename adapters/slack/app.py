@@ -35,6 +35,7 @@ from slack_sdk.webhook.async_client import AsyncWebhookClient
 from adapters.slack import forms as slack_forms
 from adapters.slack import inbound, wording
 from adapters.slack.blocks import ACTION_PREFIX, chosen_blocks, home_view
+from adapters.slack.formatting import FORMAT
 from adapters.slack.inbound import Origin
 from adapters.slack.preflight import Preflight
 from adapters.slack.sender import SlackSender
@@ -172,7 +173,7 @@ class SlackBridge:
 
     async def publish_home(self, user: str, reply: Reply) -> None:
         names = await self.sender.names.names_for(reply)
-        chunks = render(reply, inbound.PLATFORM, self.baton.handler.redactor, names=names)
+        chunks = render(reply, FORMAT, self.baton.handler.redactor, names=names)
         await call(self.app.client, "views.publish", user_id=user, view=home_view(chunks))
 
     async def on_message(self, event: dict[str, Any], context: AsyncBoltContext) -> None:

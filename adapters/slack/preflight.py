@@ -12,8 +12,8 @@ remembered for `FRESH` seconds, so a burst of runs costs one call.
 from __future__ import annotations
 
 import time
-from collections import OrderedDict
 
+from cachetools import TTLCache
 from slack_sdk.web.async_client import AsyncWebClient
 
 from adapters.slack import wording
@@ -26,13 +26,11 @@ KEPT = 1_000  # channels remembered
 class Preflight:
     def __init__(self, client: AsyncWebClient, *, fresh: float = FRESH) -> None:
         self._client = client
-        self._fresh = fresh
-        self._writable: OrderedDict[str, float] = OrderedDict()
+        self._writable: TTLCache[str, bool] = TTLCache(KEPT, fresh, timer=time.monotonic)
 
     async def refusal(self, channel: str, channel_name: str | None = None) -> str | None:
         """None when Baton can post in `channel`; else the two lines to tell the user."""
-        seen = self._writable.get(channel)
-        if seen is not None and time.monotonic() - seen < self._fresh:
+        if channel in self._writable:  # found writable less than `fresh` seconds ago
             return None
         try:
             response = await call(self._client, "conversations.info", channel=channel)
@@ -42,10 +40,7 @@ class Preflight:
             return wording.cannot_check(exc.error)
         info = response.get("channel") or {}
         if info.get("is_im") or (info.get("is_member") and not info.get("is_archived")):
-            self._writable[channel] = time.monotonic()
-            self._writable.move_to_end(channel)
-            while len(self._writable) > KEPT:
-                self._writable.popitem(last=False)
+            self._writable[channel] = True
             return None
         if info.get("is_archived"):
             return wording.archived(channel)

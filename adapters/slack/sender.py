@@ -51,6 +51,7 @@ from adapters.slack.blocks import (
     needs_upload,
     unescape_mrkdwn,
 )
+from adapters.slack.formatting import FORMAT
 from adapters.slack.forms import METADATA_LIMIT, FormPlace
 from adapters.slack.inbound import PLATFORM, Origin
 from adapters.slack.names import Names
@@ -244,7 +245,7 @@ class SlackSender:
         """The blocks to post for `reply`; the whole text to upload when the core's size policy
         attaches it (None: nothing), and the file's name. `names`: the people it names."""
         redactor = self._handler.redactor  # the runtime's one redactor: text, buttons, uploads
-        rendered = render_reply(reply, PLATFORM, redactor, names=names)
+        rendered = render_reply(reply, FORMAT, redactor, names=names)
         chunks = list(rendered.chunks)
         too_long = needs_upload(chunks) or not rendered.whole  # a command too wide for a section
         upload = self._edits.attaches(PLATFORM, reply, too_long=too_long)

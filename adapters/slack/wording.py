@@ -6,7 +6,7 @@ Each error is one line of cause and one line of next step.
 from __future__ import annotations
 
 from adapters.slack.blocks import escape_mrkdwn
-from core.render import slack_text
+from adapters.slack.formatting import slack_text
 
 
 def chose(name: str, label: str) -> str:

@@ -28,11 +28,13 @@ import contextlib
 import dataclasses
 import logging
 import time
-from collections import Counter, OrderedDict
+from collections import Counter
 from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Any
+
+from cachetools import FIFOCache, LRUCache
 
 from core.commands import queueing, replies
 from core.commands.deadlines import TIMED_OUT
@@ -98,7 +100,8 @@ class ProgressReporter:
         self.edits = edits or Edits()
         #: run id -> the nodes its current execution (a start, resume, approval) ran, as the
         #: engine's events say; the final reply's "Ran:" names those, not an earlier attempt's
-        self._ran: OrderedDict[str, set[str]] = OrderedDict()
+        #: (bounded: runs another replica took over never finish here)
+        self._ran: LRUCache[str, set[str]] = LRUCache(RAN_MEMORY)
         #: runs a cancel/abandon command is ending; its reply tells the cancellation, so the
         #: background one is skipped. An entry lives from the command's start until the engine
         #: emits the run's cancellation (the command awaits it) or the command fails; the event
@@ -114,7 +117,7 @@ class ProgressReporter:
         #: a waiting gate's policy state for its message (set by the handler: it knows the policy)
         self.gate_state: Callable[[Run, Gate], dict[str, Any] | None] | None = None
         #: cancelled runs whose cancelling command's own reply tells it (newest last, bounded)
-        self._told: OrderedDict[str, None] = OrderedDict()
+        self._told: FIFOCache[str, None] = FIFOCache(RAN_MEMORY)
         #: the outbox rows: the final edit and the final reply of each run that came to rest
         self.deliverer = Deliverer(store, self.deliver, self._outboxes.keys, owner=engine.owner)
         #: called when a platform registers (the outbox loop looks for its rows at once)
@@ -229,8 +232,6 @@ class ProgressReporter:
             self.announced.discard(event.run_id)
             if told:
                 self._told[event.run_id] = None
-                while len(self._told) > RAN_MEMORY:
-                    self._told.popitem(last=False)
         if not self._outboxes:
             return  # no platform to report to (yet): nothing to build
         state = self._runs.get(event.run_id)
@@ -248,9 +249,6 @@ class ProgressReporter:
     def _note_ran(self, event: EngineEvent) -> None:
         if event.kind is EventKind.RUN_STARTED:
             self._ran[event.run_id] = set()
-            self._ran.move_to_end(event.run_id)
-            while len(self._ran) > RAN_MEMORY:  # runs another replica took over never finish here
-                self._ran.popitem(last=False)
         elif event.node_id is not None and (
             event.kind in (EventKind.NODE_QUEUED, EventKind.NODE_FAILED)
             or (event.kind is EventKind.NODE_COMPLETED and "approved_by" in event.detail)

@@ -30,12 +30,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections import OrderedDict
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
-from core.commands.messages import Reply
+from cachetools import LRUCache
 
 #: Seconds between two edits of one message (Slack allows about one `chat.update` a second
 #: per channel; Discord about five per five seconds per channel).
@@ -58,7 +57,26 @@ class NotDelivered(Exception):
     falls back to the next place instead."""
 
 
-def urgent(reply: Reply) -> bool:
+class Outgoing(Protocol):
+    """What delivery reads of a reply (`core.commands.messages.Reply` is one): its kind and
+    its run's status (is it urgent), its run and requester (where it may go), its key (which
+    message it edits). Delivery never imports the commands layer above it."""
+
+    @property
+    def kind(self) -> str: ...
+    @property
+    def run_id(self) -> str | None: ...
+    @property
+    def run_status(self) -> str | None: ...
+    @property
+    def requester(self) -> str | None: ...
+    @property
+    def replace_key(self) -> str | None: ...
+    @property
+    def edit_only(self) -> bool: ...
+
+
+def urgent(reply: Outgoing) -> bool:
     """Whether `reply` carries state that must go out at once: anything but the edit of a
     progress message whose run still moves."""
     return reply.kind != "progress" or (reply.run_status or "") in RESTING
@@ -107,18 +125,28 @@ class Edits:
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.interval = interval
-        self.memory = memory
         self._remember = remember
         self._recall = recall
         self._clock = clock
         self._last: dict[str, float] = {}  # key -> time of its last paced edit
         self._pruned_at = clock()
-        self._posted: OrderedDict[tuple[str, str], Posted] = OrderedDict()
-        self._filed: OrderedDict[tuple[str, str], None] = OrderedDict()  # keys that attached their file
-        self._moved: OrderedDict[tuple[str, str], str] = OrderedDict()
-        self._follow_ups: OrderedDict[tuple[str, str], FollowUp] = OrderedDict()
+        # bounded memories, the least recently used forgotten first (the store keeps `_posted`)
+        self._posted: LRUCache[tuple[str, str], Posted] = LRUCache(memory)
+        self._filed: LRUCache[tuple[str, str], None] = LRUCache(memory)  # keys that attached their file
+        self._moved: LRUCache[tuple[str, str], str] = LRUCache(memory)
+        self._follow_ups: LRUCache[tuple[str, str], FollowUp] = LRUCache(memory)
         self._locks: dict[tuple[str, str], _Lock] = {}
         self.closing = asyncio.Event()
+
+    @property
+    def memory(self) -> int:
+        """How many keyed messages (moved runs, follow-ups) are kept in memory."""
+        return int(self._posted.maxsize)
+
+    @memory.setter
+    def memory(self, size: int) -> None:
+        self._posted, self._filed, self._moved, self._follow_ups = (
+            _bounded(m, size) for m in (self._posted, self._filed, self._moved, self._follow_ups))
 
     # -- pace -------------------------------------------------------------------------------
     def due_in(self, key: str) -> float:
@@ -162,14 +190,13 @@ class Edits:
             found = Posted.decode(self._recall(platform, f"message:{key}"))
             if found is None:
                 return None
-        self._hold(self._posted, (platform, key), found)
+            self._posted[(platform, key)] = found
         return found
 
     def keep(self, platform: str, key: str, posted: Posted) -> None:
-        if self._posted.get((platform, key)) == posted:
-            self._posted.move_to_end((platform, key))
+        if self._posted.get((platform, key)) == posted:  # (reading it counts as a use)
             return
-        self._hold(self._posted, (platform, key), posted)
+        self._posted[(platform, key)] = posted
         self._remember(platform, f"message:{key}", posted.encode())
 
     def forget(self, platform: str, key: str) -> None:
@@ -179,7 +206,7 @@ class Edits:
         self._remember(platform, f"message:{key}", "")
 
     # -- size ------------------------------------------------------------------------------
-    def attaches(self, platform: str, reply: Reply, *, too_long: bool) -> bool:
+    def attaches(self, platform: str, reply: Outgoing, *, too_long: bool) -> bool:
         """Whether `reply`, whose text is `too_long` for the platform's messages, is sent with
         its whole text as a file: never while its run still moves, once per keyed message."""
         if not too_long or not urgent(reply):
@@ -188,10 +215,10 @@ class Edits:
             return True
         return (platform, reply.replace_key) not in self._filed
 
-    def filed(self, platform: str, reply: Reply) -> None:
+    def filed(self, platform: str, reply: Outgoing) -> None:
         """`reply`'s file was attached (a keyed message attaches no other)."""
         if reply.replace_key is not None:
-            self._hold(self._filed, (platform, reply.replace_key), None)
+            self._filed[(platform, reply.replace_key)] = None
 
     # -- fallbacks ---------------------------------------------------------------------------
     def moved(self, platform: str, run_id: str | None) -> str | None:
@@ -203,14 +230,14 @@ class Edits:
         get there says so, once, however many replies of the run were on their way at once)."""
         if self._moved.get((platform, run_id)) == place:
             return False
-        self._hold(self._moved, (platform, run_id), place)
+        self._moved[(platform, run_id)] = place
         self.forget(platform, f"progress:{run_id}")  # its progress message is where it no longer goes
         return True
 
     def follow_up(self, platform: str, run_id: str, handle: Any, *, ttl: float,
                   uses: int | None = None) -> None:
         """Keep the asking person's way back for `run_id` (valid `ttl` seconds, `uses` times)."""
-        self._hold(self._follow_ups, (platform, run_id), FollowUp(handle, self._clock() + ttl, uses))
+        self._follow_ups[(platform, run_id)] = FollowUp(handle, self._clock() + ttl, uses)
 
     def follow_up_of(self, platform: str, run_id: str | None, *, use: bool = True) -> Any:
         """The follow-up of `run_id` if it still lives, counting one `use` (None: none)."""
@@ -240,8 +267,9 @@ class Edits:
             if entry.users == 0:
                 del self._locks[(platform, key)]
 
-    def _hold(self, memory: OrderedDict[tuple[str, str], Any], key: tuple[str, str], value: Any) -> None:
-        memory[key] = value
-        memory.move_to_end(key)
-        while len(memory) > self.memory:
-            memory.popitem(last=False)
+
+def _bounded(memory: LRUCache[Any, Any], size: int) -> LRUCache[Any, Any]:
+    """`memory` with room for `size` entries, the latest written kept."""
+    resized: LRUCache[Any, Any] = LRUCache(size)
+    resized.update(list(memory.items())[-size:] if size else [])
+    return resized

@@ -16,8 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Sequence
 
-from core.commands.messages import Reply
-from core.delivery.edits import Edits, urgent
+from core.delivery.edits import Edits, Outgoing, urgent
 
 FOLLOW_UP = "follow_up"  # the interaction's follow-up, while it lives
 DIRECT = "direct"  # a direct message to the run's requester
@@ -31,7 +30,7 @@ class Refused(Exception):
     """This place will not take the reply (deleted, no access, the bot removed): the next one."""
 
 
-async def along(edits: Edits, platform: str, reply: Reply, usual: Sequence[str], send_at: SendAt) -> bool:
+async def along(edits: Edits, platform: str, reply: Outgoing, usual: Sequence[str], send_at: SendAt) -> bool:
     """Send `reply` at the first place that takes it; whether one did."""
     places = list(dict.fromkeys(p for p in usual if p))
     if reply.run_id:

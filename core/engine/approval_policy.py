@@ -31,11 +31,9 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
+from core.principals import AGENT_PREFIX, ANYONE
 from core.store.records import Gate
 from core.workflows.approval_spec import APPROVE, DEFAULT_CHOICES, REJECT, ApprovalSpec
-
-ANYONE = "*"
-AGENT_PREFIX = "mcp:"  # the principals of agents driving Baton through MCP (core/config.py)
 
 
 def is_agent(user: str) -> bool:

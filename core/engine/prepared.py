@@ -13,11 +13,12 @@ tool's code, its provider, the workflow's `env:`.
 
 from __future__ import annotations
 
-from collections import OrderedDict
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, NamedTuple
+
+from cachetools import LRUCache
 
 from core.engine.cache_key import definition_digest, encode_identity
 from core.engine.replay import attempts_allowed, replay_class
@@ -99,7 +100,7 @@ class PreparedWorkflow:
         return [n for n in self.order if not self.nodes[n].dependents]
 
 
-_cache: OrderedDict[int, PreparedWorkflow] = OrderedDict()
+_cache: LRUCache[int, PreparedWorkflow] = LRUCache(_CACHE_SIZE)
 
 
 def _tool_class(node: Node, tools: ToolRegistry) -> ReplayClass | None:
@@ -162,23 +163,17 @@ def prepare(workflow: Workflow, tools: ToolRegistry) -> PreparedWorkflow:
     key = id(workflow)
     cached = _cache.get(key)
     if cached is not None and cached.workflow is workflow and cached.tools is tools:
-        _cache.move_to_end(key)
         return cached
     previous = _by_source.get(workflow.source) if workflow.source else None
     with gc_paused():
         prepared = _prepare(workflow, tools, previous)
     _cache[key] = prepared
-    while len(_cache) > _CACHE_SIZE:
-        _cache.popitem(last=False)
     if workflow.source:
         _by_source[workflow.source] = prepared
-        _by_source.move_to_end(workflow.source)
-        while len(_by_source) > _CACHE_SIZE:
-            _by_source.popitem(last=False)
     return prepared
 
 
-_by_source: OrderedDict[str, PreparedWorkflow] = OrderedDict()  # the last one prepared per file
+_by_source: LRUCache[str, PreparedWorkflow] = LRUCache(_CACHE_SIZE)  # the last one prepared per file
 
 
 def _same_context(a: Workflow, b: Workflow) -> bool:

@@ -24,6 +24,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 import sqlalchemy as sa
+from cachetools import LRUCache
 from sqlalchemy.engine import Engine
 
 from core.store import admission
@@ -41,7 +42,7 @@ class _Keys:
     """run id -> its concurrency key (or None), as read or written by this process."""
 
     def __init__(self) -> None:
-        self._known: dict[str, str | None] = {}
+        self._known: LRUCache[str, str | None] = LRUCache(_CACHE_SIZE)  # run id -> its key
         self._lock = threading.Lock()
 
     def lookup(self, engine: Engine, run_ids: Iterable[str]) -> set[str]:
@@ -53,8 +54,6 @@ class _Keys:
             with engine.connect() as conn:
                 found = {row[0]: row[1] for row in conn.execute(query)}
             with self._lock:
-                if len(self._known) > _CACHE_SIZE:
-                    self._known.clear()
                 for run_id in missing:
                     if run_id in found:  # a run not (yet) there is looked up again next time
                         self._known[run_id] = found[run_id]

@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 
-from core.config import AGENT_PREFIX, ANYONE, GROUP_NAME, GROUP_PREFIX, USER_ID
+from core.principals import AGENT_PREFIX, ANYONE, GROUP_NAME, GROUP_PREFIX, USER_ID
 from core.workflows.approval_spec import REJECT, ApprovalSpec
 from core.workflows.durations import show_duration
 from core.workflows.model import Node

@@ -27,6 +27,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol, TypeVar
 
+from cachetools import LRUCache
+
 from core.engine.cache_key import UNREGISTERED
 from core.engine.contracts import check_output
 from core.engine.distributed.jobs import NodeJob
@@ -110,7 +112,8 @@ class NodeWorker:
     environment: StepEnvironment
     name: str = "worker"
     max_output: int = 1_000_000  # bytes of a step's output kept (BATON_MAX_OUTPUT_BYTES of the worker)
-    _run_dirs: dict[str, RunDirs] = field(default_factory=dict, init=False, repr=False)
+    _run_dirs: LRUCache[str, RunDirs] = field(
+        default_factory=lambda: LRUCache(_KNOWN_RUNS), init=False, repr=False)
 
     async def run(self, job: NodeJob) -> NodeStatus | None:
         """Execute the job's step; the status it settled with, or None when it was not ours."""
@@ -203,8 +206,6 @@ class NodeWorker:
         dirs = self._run_dirs.get(run_id)
         if dirs is None or not os.path.isdir(dirs.artifacts):
             dirs = run_dirs(self.data_dir, run_id)
-            if len(self._run_dirs) >= _KNOWN_RUNS:
-                self._run_dirs.pop(next(iter(self._run_dirs)))
             self._run_dirs[run_id] = dirs
         return dirs
 

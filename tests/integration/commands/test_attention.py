@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from core.redaction import Redactor
-from core.render import PLATFORMS, render
+from core.render import platforms, render
 from core.store.records import RunStatus
 from tests.integration.commands.conftest import Chat, make_chat
 from tests.integration.step_signals import StepSignals
@@ -72,7 +72,7 @@ async def test_the_thread_is_told_and_resolve_done_continues_the_run(crashed: Cr
     assert told.kind == "needs_attention" and told.data["node"] == "send"
     assert [b.command for b in told.buttons] == [
         f"resolve {run_id} send done", f"resolve {run_id} send retry", f"resolve {run_id} send fail"]
-    for platform in PLATFORMS:
+    for platform in platforms():
         assert "send" in "\n".join(render(told, platform, PLAIN))
 
     [unsettled] = await chat.say(f"resume {run_id}")  # never re-runs it blindly

@@ -9,7 +9,7 @@ import pytest
 
 from core.commands.messages import ChatMessage, Reply
 from core.redaction import Redactor
-from core.render import PLATFORMS, render
+from core.render import platforms, render
 from core.store.records import RunStatus
 from tests.factories import create_run
 from tests.integration.commands.conftest import Chat
@@ -24,7 +24,7 @@ def assert_two_lines(reply: Reply, cause: str) -> None:
     assert reply.is_error and reply.kind == "error", reply
     assert cause in reply.data["message"], reply.data
     assert "\n" not in reply.data["message"] and reply.data["hint"] and "\n" not in reply.data["hint"]
-    for platform in PLATFORMS:
+    for platform in platforms():
         text = "\n".join(render(reply, platform, PLAIN))
         lines = [line for line in text.splitlines() if line.strip()]
         assert len(lines) == 2 and "Traceback" not in text, (platform, text)

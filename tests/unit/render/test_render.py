@@ -8,6 +8,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from adapters.discord.formatting import discord_escape
+from adapters.slack.formatting import slack_escape, slack_text
 from core.commands import replies
 from core.commands.messages import Reply
 from core.commands.replies import KINDS
@@ -15,21 +17,20 @@ from core.engine.events import NodeState, NodeSummary, RunSummary
 from core.errors import GateAlreadyDecided
 from core.redaction import Redactor
 from core.render import (
-    LIMITS,
-    PLATFORMS,
     TEMPLATES,
     code_block,
     code_span,
-    discord_escape,
+    format_of,
+    platforms,
     render,
-    slack_escape,
-    slack_text,
     split_chunks,
     width,
 )
 from core.splitting import code_spans
 from tests.unit.commands.samples import every_reply_kind, make_gate, make_run
 from tests.unit.render.fences import fences_balanced
+
+PLATFORMS = platforms()  # every platform with a format of its own, as installed
 
 PLAIN = Redactor(())  # these tests are about templates; redaction has its own
 
@@ -124,7 +125,7 @@ def test_split_chunks_within_limit_balanced_and_lossless(text: str, limit: int) 
 @given(text=st.text(max_size=6000), platform=st.sampled_from(["slack", "discord"]))
 def test_rendered_replies_respect_platform_limits(text: str, platform: str) -> None:
     reply = Reply(kind="error", data={"message": "```\n" + text, "hint": text})
-    limit = LIMITS[platform]
+    limit = format_of(platform).limit
     assert limit is not None
     for chunk in render(reply, platform, PLAIN):
         assert width(chunk) <= limit

@@ -6,8 +6,9 @@ import threading
 from hypothesis import given
 from hypothesis import strategies as st
 
+from adapters.discord.formatting import discord_escape
+from adapters.slack.formatting import slack_escape
 from core.redaction import MASK, Redactor
-from core.render import discord_escape, slack_escape
 
 
 def test_every_occurrence_of_every_secret_is_masked() -> None:
@@ -97,7 +98,7 @@ def test_adding_while_other_threads_redact_never_breaks_a_redaction() -> None:
 
 def test_a_reply_shows_no_secret_in_its_text_buttons_choice_lists_or_run_id_on_any_platform() -> None:
     from core.commands.messages import Button, Menu, Reply
-    from core.render import PLATFORMS, redacted, render
+    from core.render import platforms, redacted, render
 
     secret = "sk_live_<choice>&secret"
     redactor = Redactor([secret])
@@ -112,7 +113,7 @@ def test_a_reply_shows_no_secret_in_its_text_buttons_choice_lists_or_run_id_on_a
     everything = [*(b.label + b.command for b in shown.buttons), shown.menus[0].placeholder,
                   *(o.label + o.command for o in shown.menus[0].options), shown.run_id or ""]
     assert not any(secret in text for text in everything)
-    for platform in PLATFORMS:
+    for platform in platforms():
         text = "\n".join(render(reply, platform, redactor))
         assert "sk_live" not in text and "choice" not in text, (platform, text)
     plain = Reply(kind="error", data={"message": "nothing secret", "hint": ""})
