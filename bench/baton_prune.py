@@ -9,7 +9,11 @@ run; on another, the store answers what `status` and `run` read and write, one a
 for as long as the prune lasts: `status` = find a run by prefix + its journal + its gates;
 `run` = a new run, its transition to running and its audit row in one unit of work. The same
 commands are timed before the prune (baseline). Sizes: the file before, after the prune, and
-after `VACUUM` (the documented `--vacuum`).
+after `VACUUM` (the documented `--vacuum`). The paused runs of the history are counted before
+and after (none may go), and the load average is noted at each phase (the machine is shared).
+
+At 1,000,000 runs the seeding takes a few minutes (driver `executemany`, `bench/seed.py`) and
+the prune tens of minutes on a busy 2-core machine; `make bench` (quick) prunes 20,000.
 """
 
 from __future__ import annotations
@@ -23,12 +27,15 @@ import time
 from pathlib import Path
 from typing import Any
 
+import sqlalchemy as sa
+
 from bench.protocol import emit
 from bench.seed import history_run_id, seed_history
 from bot.retention import Pruner
 from core.errors import RunNotFound
 from core.store.records import RunStatus
 from core.store.repository import SqlStore
+from core.store.tables import RUNS
 
 
 def _pct(values: list[float], q: float) -> float:
@@ -64,6 +71,16 @@ def _commands(store: SqlStore, n_history: int, rng: random.Random, stop: threadi
     return took
 
 
+def _paused(store: SqlStore) -> int:
+    query = sa.select(sa.func.count()).select_from(RUNS).where(RUNS.c.status == RunStatus.PAUSED.value)
+    with store._engine.connect() as conn:  # the bench reads the table straight
+        return int(conn.execute(query).scalar_one())
+
+
+def _load() -> float:
+    return round(os.getloadavg()[0], 2)
+
+
 def _summary(values: list[float]) -> dict[str, float]:
     return {"p50_ms": statistics.median(values), "p99_ms": _pct(values, 0.99), "max_ms": max(values),
             "samples": len(values)}  # fmt: skip
@@ -78,7 +95,10 @@ def main() -> None:
     path = Path(opts.dir) / "baton.db"
     store = SqlStore(f"sqlite:///{path}")
     store.migrate()
+    load = {"start": _load()}
     seeded_s = seed_history(store, opts.runs, platform="slack")
+    paused_before = _paused(store)
+    load["seeded"] = _load()
     rng = random.Random(3)
     baseline = _commands(store, opts.runs, rng, None, 300)
     size_before = _size(path)
@@ -97,6 +117,8 @@ def main() -> None:
     worker.start()
     during = _commands(store, opts.runs, rng, stop, 10_000_000)
     worker.join()
+    load["pruned"] = _load()
+    paused_after = _paused(store)
     store.close()
     size_after = _size(path)
     store = SqlStore(f"sqlite:///{path}")
@@ -104,13 +126,13 @@ def main() -> None:
     t0 = time.perf_counter()
     store.vacuum()
     vacuum_s = time.perf_counter() - t0
-    kept = store.recent_runs(limit=1_000_000)
     store.close()
     emit({
         "runs": opts.runs, "batch": opts.batch, "seeded_s": seeded_s,
         "pruned": result["runs"], "journal": result["journal"], "batches": result["batches"],
         "prune_s": result["seconds"], "runs_per_s": result["runs"] / result["seconds"],
-        "kept": len(kept), "left_prunable": left,
+        "kept": paused_after, "paused_before": paused_before, "left_prunable": left,
+        "created_meanwhile": len(during["run"]) + len(baseline["run"]), "load_avg_1m": load,
         "baseline": {k: _summary(v) for k, v in baseline.items()},
         "during": {k: _summary(v) for k, v in during.items()},
         "size_before_mb": size_before / 1e6, "size_after_mb": size_after / 1e6,

@@ -477,6 +477,15 @@ def retention_rows(data: Mapping[str, Any]) -> list[SummaryRow]:
 ROWS["retention"] = retention_rows
 
 
+def _of(total: int | None) -> str:
+    return "" if total is None else f" of {total:,}"
+
+
+def _loads(load: Mapping[str, float] | None) -> str:
+    """The 1-minute load average at each phase (the machine is shared), if recorded."""
+    return "" if not load else " (load average " + ", ".join(f"{k} {v:g}" for k, v in load.items()) + ")"
+
+
 def retention_section(data: Mapping[str, Any]) -> list[str]:
     if "error" in data:
         return ["## Retention", "", _err(data), ""]
@@ -487,7 +496,8 @@ def retention_section(data: Mapping[str, Any]) -> list[str]:
         f"- **Pruning {data['runs']:,} runs of history** (a month old, one journal entry and one audit "
         f"row each): {data['pruned']:,} finished runs pruned in {data['prune_s']:.1f} s "
         f"({data['runs_per_s']:,.0f} runs/s, {data['batches']:,} batches of {data['batch']}); "
-        f"{data['kept']:,} paused runs kept; {data['left_prunable']} left prunable.",
+        f"{data['kept']:,}{_of(data.get('paused_before'))} paused runs kept; {data['left_prunable']} left "
+        f"prunable{_loads(data.get('load_avg_1m'))}.",
         f"- **Commands meanwhile** ({d['status']['samples']:,} of each): `status` p50 "
         f"{_ms(d['status']['p50_ms'], 1)} ms, p99 {_ms(d['status']['p99_ms'], 1)} ms; `run` p50 "
         f"{_ms(d['run']['p50_ms'], 1)} ms, p99 {_ms(d['run']['p99_ms'], 1)} ms (before the prune: "

@@ -35,6 +35,7 @@ from bot.shutdown import Shutdown
 from core.commands import authz
 from core.commands.deadlines import GateDeadlines
 from core.commands.handler import Handler
+from core.commands.queue_watch import QueueWatch
 from core.config import Settings
 from core.delivery.outbox import OutboxLoop
 from core.engine.engine import Engine, EngineConfig, RunnerFactory
@@ -198,6 +199,7 @@ def build_baton(
             render=settings.render_limits(),
             max_output=settings.max_output_bytes,
             may_run=functools.partial(authz.may_run, settings.access_policy),
+            cache_retention=settings.cache_retention,
         ),
         providers=runtime.providers,
         tools=runtime.tools,
@@ -222,7 +224,8 @@ def build_baton(
         deadlines=DeadlineLoop(GateDeadlines(
             store=store, engine=engine, catalog=runtime.catalog, access=settings.access_policy,
             replica=engine.owner, deliver=handler.progress.deliverer.deliver_run,
-        ), every=settings.deadline_poll_seconds),
+        ), every=settings.deadline_poll_seconds,
+           queue=QueueWatch(store=store, engine=engine, after=settings.queued_long_after)),
         outbox=outbox,
         late_events=LateEvents(store, handler, stale=settings.event_stale_seconds,
                                every=max(1.0, min(settings.event_stale_seconds / 2, 30.0))),

@@ -4,6 +4,11 @@ due. Deadlines are rows in the store, so a restart loses none (the first tick af
 what fell due while the bot was down), and each fires on exactly one replica (a compare-and-
 swap per deadline), so every replica may run this loop. A tick runs on the event loop: its
 store calls are short, and deciding a gate goes through the engine like a click would.
+
+The same tick tells `queued_long` (`core/commands/queue_watch.py`): runs that have waited in
+their concurrency queue past `BATON_QUEUED_LONG_AFTER` get their notices, once per run per
+queue episode (the outbox's unique keys and a place kept in the store: restarts and replicas
+tell none twice).
 """
 
 from __future__ import annotations
@@ -13,6 +18,7 @@ import contextlib
 import logging
 
 from core.commands.deadlines import Fired, GateDeadlines
+from core.commands.queue_watch import QueueWatch
 
 log = logging.getLogger("baton.deadlines")
 
@@ -20,8 +26,9 @@ log = logging.getLogger("baton.deadlines")
 class DeadlineLoop:
     """Started and stopped with the engine (`Baton.running`)."""
 
-    def __init__(self, deadlines: GateDeadlines, *, every: float) -> None:
+    def __init__(self, deadlines: GateDeadlines, *, every: float, queue: QueueWatch | None = None) -> None:
         self.deadlines = deadlines
+        self.queue = queue  # `queued_long`, on the same pace
         self.every = every
         self._stopping = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
@@ -48,8 +55,19 @@ class DeadlineLoop:
                             "node_id": f.deadline.node_id})  # fmt: skip
         return fired
 
+    def watch_queue(self) -> list[str]:
+        """The runs queued too long told this time (none when the watch is off)."""
+        if self.queue is None:
+            return []
+        try:
+            return self.queue.tick()
+        except Exception:  # the database blinked: the next tick catches up (its place is kept)
+            log.exception("queued runs not watched", extra={"action": "queued_long_failed"})
+            return []
+
     async def _loop(self) -> None:
         while not self._stopping.is_set():
             await self.tick()
+            self.watch_queue()
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._stopping.wait(), self.every)

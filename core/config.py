@@ -205,10 +205,16 @@ class Settings(BaseSettings):
     # clock; how many runs one transaction deletes (a short hold of the write lock)
     run_retention_days: float | None = Field(default=None, gt=0)
     audit_retention_days: float | None = Field(default=None, gt=0)
+    # a pure step's cached result last used longer ago than this is computed again ("cache entry
+    # expired"; core/engine/cache_expiry.py); unsafe and idempotent results never expire
+    cache_retention_days: float | None = Field(default=None, gt=0)
     prune_batch: int = Field(default=100, ge=1, le=10_000)
     # notices (core/commands/notices.py): a subscription's flood of notices to one conversation
     # becomes one notice, then one digest per this many seconds (a `notify:` rule's `digest:` wins)
     notify_digest_seconds: float = Field(default=600.0, gt=0, le=30 * 86400)
+    # a run waiting in its concurrency queue this many seconds is told as `queued_long` (once per
+    # run per time it is queued; core/commands/queue_watch.py, checked on the deadline loop's pace)
+    queued_long_after: float = Field(default=1800.0, gt=0, le=30 * 86400)
     # a chat event claimed but never finished (its replica died) is handled again when the
     # platform redelivers it this many seconds after the claim (docs/operations.md)
     event_stale_seconds: float = Field(default=60.0, gt=0)
@@ -328,7 +334,12 @@ class Settings(BaseSettings):
     def _web_port(cls, value: Any) -> Any:
         return 0 if isinstance(value, str) and value.strip().lower() in ("off", "false", "no", "") else value
 
-    @field_validator("run_retention_days", "audit_retention_days", mode="before")
+    @property
+    def cache_retention(self) -> float | None:
+        """`cache_retention_days` in seconds (None: cached results never expire)."""
+        return None if self.cache_retention_days is None else self.cache_retention_days * 86_400.0
+
+    @field_validator("run_retention_days", "audit_retention_days", "cache_retention_days", mode="before")
     @classmethod
     def _keep(cls, value: Any) -> Any:
         keep = isinstance(value, str) and value.strip().lower() in ("keep", "off", "never", "")

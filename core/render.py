@@ -19,11 +19,12 @@ buttons, so a button's label or command never carries a secret either.
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import dataclasses
 import json
 import re
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
@@ -139,6 +140,16 @@ def people(text: object) -> list[dict[str, str]]:
     return parts
 
 
+#: people's names for the reply being rendered (`render_text(names=…)`): user id -> name
+_NAMES: contextvars.ContextVar[Mapping[str, str]] = contextvars.ContextVar("baton_names", default={})  # noqa: B039
+
+
+def name_of(user: object) -> str | None:
+    """The name the platform's adapter found for `user` (`slack:U…`), or None; untrusted text
+    the template escapes like any other (`templates/slack/_fmt.j2`, `user`)."""
+    return _NAMES.get().get(str(user))
+
+
 def duration(seconds: object) -> str:
     """`43200` -> `12h`, `5400` -> `1h 30m`, `90` -> `1m 30s`: how long, for people."""
     total = max(0, round(float(seconds or 0)))  # type: ignore[arg-type]
@@ -212,6 +223,7 @@ def environment(root: Path = TEMPLATES) -> Environment:
         json=lambda v: json.dumps(v, ensure_ascii=False, sort_keys=True, default=str),
         timestamp=lambda t: time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(float(t))) + "Z",
     )
+    env.globals["name_of"] = name_of
     return env
 
 
@@ -250,12 +262,19 @@ def redacted(reply: Reply, redactor: Redactor) -> Reply:
     return dataclasses.replace(reply, data=data, buttons=hide(reply.buttons), menus=menus, run_id=run_id)
 
 
-def render_text(reply: Reply, platform: str, redactor: Redactor, root: Path = TEMPLATES) -> str:
-    """The whole reply as text for `platform`, with no secret `redactor` knows in it."""
+def render_text(reply: Reply, platform: str, redactor: Redactor, root: Path = TEMPLATES, *,
+                names: Mapping[str, str] | None = None) -> str:
+    """The whole reply as text for `platform`, with no secret `redactor` knows in it. `names`:
+    the people's names the adapter knows (user id -> name), shown instead of a mention where a
+    ping is not meant (Slack)."""
     where = template_platform(platform, root)
     clean = redacted(reply, redactor)
     template = environment(root).get_template(f"{where}/{clean.kind}.j2")
-    text = template.render(reply=clean, data=clean.data, buttons=clean.buttons, platform=where)
+    token = _NAMES.set(names or {})
+    try:
+        text = template.render(reply=clean, data=clean.data, buttons=clean.buttons, platform=where)
+    finally:
+        _NAMES.reset(token)
     if redactor:
         text = redactor.forms(*_ESCAPES.get(where, ())).redact(text)
     return text.strip("\n")
@@ -272,10 +291,12 @@ class Rendered:
     whole: bool
 
 
-def render_reply(reply: Reply, platform: str, redactor: Redactor) -> Rendered:
+def render_reply(reply: Reply, platform: str, redactor: Redactor, *,
+                 names: Mapping[str, str] | None = None) -> Rendered:
     """The reply as text and as chunks within `platform`'s limit (core.splitting: code fences
-    balanced in each, no code span, mention or emoji cut), secrets hidden."""
-    text = render_text(reply, platform, redactor)
+    balanced in each, no code span, mention or emoji cut), secrets hidden. `names`: see
+    `render_text`."""
+    text = render_text(reply, platform, redactor, names=names)
     where = template_platform(platform)
     limit = LIMITS.get(where)
     if limit is None:
@@ -284,6 +305,7 @@ def render_reply(reply: Reply, platform: str, redactor: Redactor) -> Rendered:
     return Rendered(text, tuple(c.text for c in chunks), all(c.whole for c in chunks))
 
 
-def render(reply: Reply, platform: str, redactor: Redactor) -> list[str]:
+def render(reply: Reply, platform: str, redactor: Redactor, *,
+           names: Mapping[str, str] | None = None) -> list[str]:
     """The reply as chunks within `platform`'s limit, code fences balanced in each, secrets hidden."""
-    return list(render_reply(reply, platform, redactor).chunks)
+    return list(render_reply(reply, platform, redactor, names=names).chunks)

@@ -13,7 +13,10 @@ in the core's one store (`handler.buttons`). This module posts, edits and upload
   units (the core splits without cutting code, see `core.splitting`). More than `attach_over`
   characters in all, or a command too wide for one message, go out as one message with the
   first chunk and, when the size policy says so, the whole text attached as a file.
-- `AllowedMentions.none()` on every message the bot posts.
+- `AllowedMentions.none()` on every message the bot posts, but for the people a reply calls
+  (`Reply.pings`: a gate's reminder or escalation to the approvers it waits on, "handled after
+  a restart" to who typed the command): exactly those users may be pinged (`allowed_mentions`).
+  Everyone else a message names shows as a mention (their name, never a ping).
 - `replace_key`: the messages last posted with that key are edited instead of posting anew;
   one deleted meanwhile (10008) is posted again where it was.
 - `starts_thread`: a thread is opened from the posted message and handed to the core with
@@ -68,9 +71,20 @@ log = logging.getLogger("baton.discord")
 Send = Callable[[str, discord.File | None, discord.ui.View | None], Awaitable[discord.Message]]
 
 
-def channel_send(channel: discord.abc.Messageable, nonce: str | None = None) -> Send:
+def allowed_mentions(reply: Reply) -> discord.AllowedMentions:
+    """No mention pings, but those of the people `reply` calls (`Reply.pings`)."""
+    users = [discord.Object(int(p[len(PLATFORM) + 1:])) for p in reply.pings
+             if p.startswith(f"{PLATFORM}:") and p[len(PLATFORM) + 1:].isdigit()]
+    if not users:
+        return NO_MENTIONS
+    return discord.AllowedMentions(everyone=False, roles=False, replied_user=False, users=users)
+
+
+def channel_send(channel: discord.abc.Messageable, nonce: str | None = None,
+                 mentions: discord.AllowedMentions = NO_MENTIONS) -> Send:
     """`nonce`: discord.py sends it with `enforce_nonce: true`, so Discord answers a repeat
-    within a few minutes with the message it made the first time instead of posting again."""
+    within a few minutes with the message it made the first time instead of posting again.
+    `mentions`: who may be pinged (no one by default)."""
 
     async def send(content: str, file: discord.File | None, view: discord.ui.View | None) -> discord.Message:
         extra: dict[str, object] = {"file": file} if file is not None else {}
@@ -78,7 +92,7 @@ def channel_send(channel: discord.abc.Messageable, nonce: str | None = None) -> 
             extra["view"] = view
         if nonce is not None:
             extra["nonce"] = nonce
-        return await channel.send(content, allowed_mentions=NO_MENTIONS, **extra)  # type: ignore[call-overload]
+        return await channel.send(content, allowed_mentions=mentions, **extra)  # type: ignore[call-overload]
 
     return send
 
@@ -213,8 +227,9 @@ class DiscordSender:
     async def post(self, channel_id: int, reply: Reply) -> None:
         channel = self.client.get_channel(channel_id) or self.client.get_partial_messageable(channel_id)
         # the first message carries the nonce (a redelivered outbox row posts it once)
-        first = channel_send(channel, nonce_of(reply))  # type: ignore[arg-type]
-        await self.deliver(reply, first, channel_send(channel))  # type: ignore[arg-type]
+        mentions = allowed_mentions(reply)  # the people it calls, if any; else no ping
+        first = channel_send(channel, nonce_of(reply), mentions)  # type: ignore[arg-type]
+        await self.deliver(reply, first, channel_send(channel, mentions=mentions))  # type: ignore[arg-type]
 
     async def answer(
         self, interaction: discord.Interaction, replies: Sequence[Reply], *, open_original: bool

@@ -88,6 +88,7 @@ class SlackBridge:
         return replies
 
     async def on_command(self, ack: AsyncAck, body: dict[str, Any]) -> None:
+        self.sender.names.remember_body(body)  # who typed it, by name (never for authorization)
         message, origin = inbound.slash_command(body)
         # recorded before Slack is acknowledged: Slack never redelivers an acknowledged command,
         # so a process dying after `ack` leaves it to the next one (core/commands/late_events.py)
@@ -105,6 +106,7 @@ class SlackBridge:
         await self.process(message, origin, accepted=accepted)
 
     async def on_action(self, ack: AsyncAck, body: dict[str, Any], action: dict[str, Any]) -> None:
+        self.sender.names.remember_body(body)
         command = self.sender.command_of(inbound.chosen_value(action))
         if command is None:
             await ack()
@@ -125,7 +127,7 @@ class SlackBridge:
     async def _mark_chosen(self, body: Mapping[str, Any], action: Mapping[str, Any], origin: Origin) -> None:
         """Show who chose what and remove the buttons, so they cannot be used twice."""
         label = inbound.chosen_label(action)
-        note = wording.chose(origin.user, label)
+        note = wording.chose(self.sender.names.known(origin.user) or origin.user, label)
         original = body.get("message")
         try:
             if original and original.get("ts"):
@@ -142,6 +144,7 @@ class SlackBridge:
         """A form (`forms.py`) submitted: its values checked by the core before Slack gets its
         answer (errors go back onto the fields, the modal stays open), then the command they
         complete is handled as the submitting user's, where the form was asked for."""
+        self.sender.names.remember_body(body)
         place = self.sender.form_place(str(view.get("private_metadata", "")))
         if place is None:
             await ack(response_action="errors",
@@ -168,7 +171,8 @@ class SlackBridge:
             log.exception("home not published", extra={"action": "slack_home"})
 
     async def publish_home(self, user: str, reply: Reply) -> None:
-        chunks = render(reply, inbound.PLATFORM, self.baton.handler.redactor)
+        names = await self.sender.names.names_for(reply)
+        chunks = render(reply, inbound.PLATFORM, self.baton.handler.redactor, names=names)
         await call(self.app.client, "views.publish", user_id=user, view=home_view(chunks))
 
     async def on_message(self, event: dict[str, Any], context: AsyncBoltContext) -> None:

@@ -53,6 +53,7 @@ from adapters.slack.blocks import (
 )
 from adapters.slack.forms import METADATA_LIMIT, FormPlace
 from adapters.slack.inbound import PLATFORM, Origin
+from adapters.slack.names import Names
 from adapters.slack.web_api import CHANNEL_ERRORS, SlackCallFailed, call, read
 from core.commands.handler import Handler
 from core.commands.messages import Button, Form, Reply
@@ -94,9 +95,11 @@ def outbox_metadata(reply: Reply) -> dict[str, Any] | None:
 
 
 class SlackSender:
-    def __init__(self, client: AsyncWebClient, handler: Handler) -> None:
+    def __init__(self, client: AsyncWebClient, handler: Handler, names: Names | None = None) -> None:
         self._client = client
         self._handler = handler
+        #: people's names, so a message names them without pinging them (`names.py`)
+        self.names = names if names is not None else Names(client)
         self._edits = handler.edits
         #: (bot_id, app_id) of this bot (`auth.test`), asked for at the first redelivery look-up
         self._own: tuple[str, str] | None = None
@@ -207,7 +210,8 @@ class SlackSender:
             if moving and not await self._respond(self._edits.follow_up_of(PLATFORM, run_id), notice):
                 return False
             url = self._edits.follow_up_of(PLATFORM, run_id)
-            return url is not None and await self._respond(url, self._message(reply)[0])
+            names = await self.names.names_for(reply)
+            return url is not None and await self._respond(url, self._message(reply, names)[0])
         person = (reply.requester or "").removeprefix(f"{PLATFORM}:")
         if not person or person == reply.requester:
             return False
@@ -236,11 +240,11 @@ class SlackSender:
         return True
 
     # -- sending one reply -------------------------------------------------------------------
-    def _message(self, reply: Reply) -> tuple[SlackMessage, str | None, str]:
+    def _message(self, reply: Reply, names: Mapping[str, str]) -> tuple[SlackMessage, str | None, str]:
         """The blocks to post for `reply`; the whole text to upload when the core's size policy
-        attaches it (None: nothing), and the file's name."""
+        attaches it (None: nothing), and the file's name. `names`: the people it names."""
         redactor = self._handler.redactor  # the runtime's one redactor: text, buttons, uploads
-        rendered = render_reply(reply, PLATFORM, redactor)
+        rendered = render_reply(reply, PLATFORM, redactor, names=names)
         chunks = list(rendered.chunks)
         too_long = needs_upload(chunks) or not rendered.whole  # a command too wide for a section
         upload = self._edits.attaches(PLATFORM, reply, too_long=too_long)
@@ -265,7 +269,7 @@ class SlackSender:
                         extra={"action": "slack_send", "run_id": reply.run_id})
             return
         thread = reply.thread or (origin.thread if origin else None)
-        message, upload, filename = self._message(reply)
+        message, upload, filename = self._message(reply, await self.names.names_for(reply))
         if reply.ephemeral and origin is not None:
             await self._ephemeral(origin, channel, thread, message)
             return

@@ -9,9 +9,10 @@ from adapters.slack.blocks import escape_mrkdwn
 from core.render import slack_text
 
 
-def chose(user: str, label: str) -> str:
-    """Shown on a message whose button was clicked, in place of its buttons."""
-    return f"✔ <@{user}> chose *{slack_text(label)}*"
+def chose(name: str, label: str) -> str:
+    """Shown on a message whose button was clicked, in place of its buttons: who clicked, by
+    name (no ping; untrusted text, escaped), and what."""
+    return f"✔ {slack_text(name)} chose *{slack_text(label)}*"
 
 
 def uploaded(characters: int, filename: str) -> str:

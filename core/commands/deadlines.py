@@ -39,9 +39,10 @@ from core.config import Access
 from core.engine.approval_policy import Policy, Vote, outstanding
 from core.engine.engine import Engine
 from core.engine.events import ENGINE_ACTOR
+from core.engine.notify import NOTICED
 from core.errors import BatonError, DeadlineAlreadyFired, StoreError
 from core.store.port import Store
-from core.store.records import GateDeadline, GateStatus, RunStatus
+from core.store.records import GateDeadline, GateStatus, Run, RunStatus
 from core.store.unit_of_work import UnitOfWork
 from core.workflows.catalog import Catalog
 from core.workflows.durations import show_duration
@@ -150,7 +151,7 @@ class GateDeadlines:
                 )
             )
             await self._tell(d, "remind", REMINDER, {**details, "to": list(to)}, to,
-                             _left(policy, gate.created_at, now))
+                             _left(policy, gate.created_at, now), run=run)
             return Fired(d, "remind", to)
         if kind == "escalate":
             to = tuple(sorted(voting.members_of(self.access)(policy.escalate_to)))
@@ -160,17 +161,23 @@ class GateDeadlines:
         return await self._time_out(d, run, gate, policy, spec, details)
 
     async def _tell(self, d: GateDeadline, action: str, kind: str, details: dict[str, Any],
-                    to: tuple[str, ...], left: float | None) -> None:
+                    to: tuple[str, ...], left: float | None, run: Run | None = None) -> None:
         """One unit of work: the deadline's compare-and-swap (exactly one replica wins it), its
         audit row and its outbox row (the message in the run's thread and to each person of
         `to` directly, rendered when delivered: `ProgressReporter.deliver`). A crash right
-        after leaves the row for the next process or a peer; then deliver it at once."""
-        payload = {"node": d.node_id, "opened_at": d.opened_at, "deadline": d.name, "to": list(to),
-                   "left": left}  # fmt: skip
+        after leaves the row for the next process or a peer; then deliver it at once. A
+        reminder (`run` given) also tells `gate_overdue` to the places that asked, in the same
+        unit (the first reminder of the opening: later ones find the notice's key taken)."""
+        payload: dict[str, Any] = {"node": d.node_id, "opened_at": d.opened_at, "deadline": d.name,
+                                   "to": list(to), "left": left}  # fmt: skip
+        if run is not None:
+            payload[NOTICED] = True
         with self.store.transaction() as tx:
             tx.fire_deadline(d, self.replica)
             tx.audit(actor=ENGINE_ACTOR, action=action, run_id=d.run_id, details=details)
             tx.enqueue_delivery(d.run_id, kind, payload)
+            if run is not None:
+                self.engine.notifier.write(tx, run, "gate_overdue", node=d.node_id)
         await self._deliver_now(d.run_id)
 
     async def _deliver_now(self, run_id: str) -> None:

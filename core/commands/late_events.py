@@ -50,6 +50,7 @@ def late_replies(message: ChatMessage, claimed_at: float, answer: Sequence[Reply
         platform=message.platform,
         conversation=message.conversation,
         thread=message.thread,
+        pings=(f"{message.platform}:{message.user}",),  # addressed to them: the one who must know
     )
     late = [notice]
     for reply in answer:

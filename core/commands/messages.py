@@ -130,6 +130,12 @@ class Reply:
     #: a file sent with the reply (`audit --since`): the console writes it and prints its path,
     #: Slack uploads it in the reply's thread, Discord attaches it to the message
     file: Attachment | None = None
+    #: the people this reply calls (`slack:U1`): its template mentions them with `ping`, which
+    #: notifies them (Discord: the adapter allows exactly these mentions). Only a reply that is
+    #: addressed to them and asks them to act: a gate's reminder or escalation (the approvers it
+    #: waits on), "handled after a restart" (who typed the command). Everyone else a reply names
+    #: is shown by name, never pinged (`templates/<platform>/_fmt.j2`, `user`)
+    pings: tuple[str, ...] = ()
 
 
 Outbox = Callable[[Reply], Awaitable[None]]

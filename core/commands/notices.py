@@ -5,12 +5,15 @@ the run's inputs) and the conversations subscribed with `subscribe` (`subscribin
 the conversation the run already reports in.
 
 How a notice travels (`core/delivery/outbox.py` carries it):
-1. The engine writes the run's `run_finished` row in the unit of work that brings it to rest
-   (`core.engine.events.tell_rest`): the event exists exactly when that row does.
-2. Delivering that row (`fan_out`, before the run's own reply is sent) writes one `notice` row
-   per place, in one unit, each under a unique key (run, event, place): a redelivery of the
-   `run_finished` row after a crash, or a second replica, adds none. Each goes to its own
-   place and neither waits for the run's replies nor holds them up.
+1. The unit of work that makes the event writes one `notice` row per place told, each under a
+   unique key (run, event, place), decided there (`core/engine/notify.py`, `Notifier`): a
+   run coming to rest (`Notifier.rest`, with the run's own `run_finished` row), a gate's
+   first reminder firing (`gate_overdue`, `deadlines.py`), a run found queued too long
+   (`queued_long`, `queue_watch.py`). The notices exist exactly when the event does: a crash
+   right after the commit loses none, and nothing waits for the run's own reply to be sent.
+2. The one exception: a run the store's admission cancels (`cancel_running`,
+   `replace_queued`) is told by a `run_finished` row the store writes, without its notices;
+   delivering that row writes them (`fan_out`, the same keys: a redelivery adds none).
 3. A `notice` row is sent by a process serving its platform (`deliver`): one line (the run,
    the workflow, who started it, the failing step and its first error line, or the gate's
    question and who may decide, the run's thread and page), a gate's Approve / Reject buttons
@@ -35,45 +38,29 @@ import logging
 import math
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
-from core.commands import authz, replies
+from core.commands import authz, queueing, replies
 from core.commands.messages import Outbox, Reply
 from core.commands.offers import GateOffers
+from core.commands.queue_watch import episode_of
 from core.config import ANYONE, Access
 from core.delivery.outbox import maybe_delivered_since
 from core.engine.engine import Engine
 from core.engine.events import ENGINE_ACTOR
+from core.engine.notify import EVENT_OF, GATE_EVENTS, NOTICE, NOTICED
 from core.errors import BatonError, WorkflowError
 from core.store.port import Store
-from core.store.records import Delivery, GateStatus, Run
-from core.workflows.notify_spec import DEFAULT_DIGEST, parse_address
+from core.store.records import Delivery, GateStatus, Run, RunStatus
+from core.workflows.notify_spec import DEFAULT_DIGEST
 
 log = logging.getLogger("baton.notices")
 
-NOTICE = "notice"
 DIGEST = "notice_digest"
 KINDS = (NOTICE, DIGEST)
-#: the event a run coming to rest at a status tells
-EVENT_OF = {"failed": "failed", "needs_attention": "needs_attention", "paused": "gate_waiting",
-            "completed": "completed", "cancelled": "cancelled"}
-GATE_EVENTS = ("gate_waiting", "gate_overdue")
 OVERDUE_AFTER = "gate_reminder"  # the outbox row whose delivery tells `gate_overdue` (deadlines.py)
 ERROR_CHARS = 200  # of a failing step's first error line
 DECIDERS = 10  # people a gate's notice names as those who may decide
-
-
-@dataclass(frozen=True, slots=True)
-class Target:
-    """A place told about the event, and on what: a subscription (`source`: its workflow or `*`,
-    `by`: its creator) or the workflow's own rule (`by`: None)."""
-
-    platform: str
-    conversation: str
-    source: str
-    by: str | None
-    window: float
 
 
 def first_line(text: str | None) -> str:
@@ -106,10 +93,15 @@ class Notices:
         self.clock = clock
         self._locks: dict[tuple[str, str], asyncio.Lock] = {}
 
-    # -- 2. fan out ---------------------------------------------------------------------------
+    # -- 2. the rows of an event written before they were decided in its unit -----------------
     def fan_out(self, row: Delivery, run: Run | None = None) -> int:
         """`row` (a run's `run_finished` row, or a gate's first reminder: `gate_overdue`) tells
-        an event: write its notices (`notify`). How many places it names."""
+        an event whose unit did not write its notices (`NOTICED` unset: a run the store's
+        admission cancelled, or a row from before notices were decided in the event's unit):
+        write them now (`Notifier.write`, the same unique keys: a redelivery adds none). How
+        many places it names; 0 for a row whose unit wrote them."""
+        if row.payload.get(NOTICED):
+            return 0
         overdue = row.kind == OVERDUE_AFTER
         event = "gate_overdue" if overdue else EVENT_OF.get(str(row.payload.get("status")))
         if event is None:
@@ -124,62 +116,8 @@ class Notices:
                 return 0
             node = gate.node_id
         at = None if node is None else str(node)
-        return self.notify(run, event, node=at, reason=row.payload.get("reason"))
-
-    def notify(self, run: Run, event: str, *, node: str | None = None, reason: str | None = None) -> int:
-        """Write the notices of `event` of `run`, one per place (none again for a place that has
-        one: call it from the delivery of an outbox row written with the event, and a redelivery
-        adds nothing). The hook of every event: `queued_long` is told by calling it from the
-        concurrency queue's own row. How many places it names."""
-        targets = self.targets(run, event)
-        if not targets:
-            return 0
-        told = f"{event}:{node}" if event in GATE_EVENTS else event
         with self._store.transaction() as tx:
-            for t in targets:
-                payload = {"event": event, "node": node, "reason": reason, "by": t.by, "source": t.source,
-                           "window": t.window}
-                key = f"notice:{run.id}:{told}:{t.platform}:{t.conversation}"
-                tx.enqueue_notice(run.id, NOTICE, platform=t.platform, conversation=t.conversation,
-                                  payload=payload, dedupe=key)
-        log.info("notices queued", extra={"action": "notices", "run_id": run.id, "event": event,
-                                          "places": len(targets)})
-        return len(targets)
-
-    def targets(self, run: Run, event: str) -> list[Target]:
-        """Where `event` of `run` is told: the workflow's rules whose `when:` holds, then the
-        subscriptions; one per place, never the run's own conversation."""
-        found: dict[tuple[str, str], Target] = {}
-        try:
-            rules = self._engine.catalog.get(run.workflow).notify
-        except WorkflowError:  # gone or broken since: its subscriptions still hear
-            rules = []
-        args: dict[str, Any] | None = None
-        for rule in rules:
-            place = parse_address(rule.to)
-            if event not in rule.on or place is None:
-                continue
-            if rule.when is not None:
-                args = self._engine.args_of(run) if args is None else args
-                if not self._holds(rule.when, args, run):
-                    continue
-            found.setdefault(place, Target(*place, source=run.workflow, by=None, window=rule.window))
-        for sub in self._store.subscriptions(workflow=run.workflow):
-            if sub.event == event:
-                place = (sub.platform, sub.conversation)
-                found.setdefault(place, Target(*place, sub.workflow, sub.created_by, self.window))
-        found.pop((run.platform, run.conversation), None)  # no echo: the run reports there already
-        return list(found.values())
-
-    def _holds(self, when: str, args: dict[str, Any], run: Run) -> bool:
-        from core.workflows.templating import evaluate_condition
-
-        try:
-            return evaluate_condition(when, {"inputs": args, "run": {"id": run.id}})
-        except BatonError as exc:  # a condition is never guessed: that rule is not told
-            log.warning("notify when: not evaluated: %s", exc.message,
-                        extra={"action": "notify_when", "run_id": run.id})
-            return False
+            return self._engine.notifier.write(tx, run, event, node=at, reason=row.payload.get("reason"))
 
     # -- 3. deliver ---------------------------------------------------------------------------
     def _send(self, platform: str) -> Outbox:
@@ -201,6 +139,11 @@ class Notices:
         gate = self._store.get_gate(run.id, str(p["node"])) if event in GATE_EVENTS else None
         if gate is not None and gate.status is not GateStatus.WAITING:
             log.info("notice superseded: the gate was decided", extra={"action": "notice", "run_id": run.id})
+            return
+        if event == "queued_long" and (run.status is not RunStatus.QUEUED
+                                       or p.get("episode") not in (None, episode_of(run))):
+            log.info("notice superseded: the run left the queue",
+                     extra={"action": "notice", "run_id": run.id})
             return
         if not await self._first(row, run.workflow):
             return
@@ -232,6 +175,8 @@ class Notices:
             facts.update(question=question, deciders=self._deciders(run, node))
         elif event == "cancelled":
             facts["by"] = run.status_by or ""
+        elif event == "queued_long":
+            facts["queue"] = queueing.waiting(self._store, run, self.clock())
         return facts
 
     def _deciders(self, run: Run, node: str) -> list[str]:

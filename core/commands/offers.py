@@ -87,6 +87,7 @@ def from_json(text: str) -> Reply:
     fields["buttons"] = tuple(Button(**b) for b in fields["buttons"])
     fields["menus"] = tuple(Menu(m["placeholder"], tuple(Button(**b) for b in m["options"]))
                             for m in fields["menus"])
+    fields["pings"] = tuple(fields.get("pings") or ())  # (absent from offers kept before it existed)
     return Reply(**fields)
 
 

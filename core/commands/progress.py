@@ -44,6 +44,7 @@ from core.delivery.edits import Edits, NotDelivered, urgent
 from core.delivery.outbox import Deliverer, maybe_delivered_since
 from core.engine.engine import Engine
 from core.engine.events import EngineEvent, EventKind, NodeState, RunSummary
+from core.engine.notify import NOTICED
 from core.engine.subruns import item_child, waiting_child
 from core.errors import BatonError
 from core.store.port import Store
@@ -333,7 +334,7 @@ class ProgressReporter:
                         extra={"action": "outbox", "run_id": row.run_id})
             return
         run = self._store.get_run(row.run_id)
-        self.notices.fan_out(row, run)  # the event's notices to other places, once each (before the
+        self.notices.fan_out(row, run)  # only a row whose unit did not write its notices (before the
         # run's own reply: a failure to send it here must not hold them up)
         send = self._outboxes.get(run.platform)
         if send is None:
@@ -354,7 +355,8 @@ class ProgressReporter:
             self._told.pop(run.id, None)
             return
         event = EngineEvent(EventKind.RUN_FINISHED, run.id, run_status=run.status.value,
-                            detail={k: v for k, v in row.payload.items() if k != "status" and v is not None})
+                            detail={k: v for k, v in row.payload.items()
+                                    if k not in ("status", NOTICED) and v is not None})
         final = self._final(run, summary, event, self._ran.get(run.id))
         since = maybe_delivered_since(row)
         await send(dataclasses.replace(final, delivery_key=row.key, redelivery_since=since))
@@ -365,7 +367,7 @@ class ProgressReporter:
         person it names directly (on their platform), each kept as an offer of the gate's
         buttons first, so that deciding the gate withdraws them everywhere. Not sent when the
         gate no longer waits in that opening (decided since: its buttons would be stale)."""
-        self.notices.fan_out(row)  # a gate's first reminder: `gate_overdue` to the subscribed places
+        self.notices.fan_out(row)  # a reminder row from before `gate_overdue` was told in its unit
         run = self._store.get_run(row.run_id)
         send = self._outboxes.get(run.platform)
         if send is None:

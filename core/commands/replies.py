@@ -218,13 +218,15 @@ def _shown(value: Any) -> str:
 def gate_reminder(run: Run, gate: Gate, to: Sequence[str], left: float | None) -> Reply:
     """A reminder in the run's thread to the eligible approvers who have not answered."""
     return about(run, "gate_reminder", {"node": gate.node_id, "question": gate.prompt, "to": list(to),
-                                        "left": left}, buttons=approve_buttons(run.id), **_where(run))
+                                        "left": left}, buttons=approve_buttons(run.id), pings=tuple(to),
+                 **_where(run))
 
 
 def gate_escalated(run: Run, gate: Gate, to: Sequence[str], left: float | None) -> Reply:
     """The people an escalation adds, told in the run's thread that they may now decide."""
     return about(run, "gate_escalated", {"node": gate.node_id, "question": gate.prompt, "to": list(to),
-                                         "left": left}, buttons=approve_buttons(run.id), **_where(run))
+                                         "left": left}, buttons=approve_buttons(run.id), pings=tuple(to),
+                 **_where(run))
 
 
 def told_directly(reply: Reply, person: str) -> Reply | None:
@@ -234,7 +236,8 @@ def told_directly(reply: Reply, person: str) -> Reply | None:
     if not platform or not user or platform == "group":
         return None
     return dataclasses.replace(reply, platform=platform, conversation=user, thread=None, direct=True,
-                               data={**reply.data, "direct": True, "to": [person]})
+                               data={**reply.data, "direct": True, "to": [person]},
+                               pings=(person,) if reply.pings else ())  # a reminder calls them here too
 
 
 def gate_timed_out(run: Run, gate: Gate, outcome: str, waited: str) -> Reply:

@@ -51,6 +51,7 @@ NO_EARLIER_RESULT = "no earlier result"
 DEFINITION_CHANGED = "definition changed"
 MEMOIZE_FALSE = "memoize: false"
 EARLIER_ATTEMPT_FAILED = "earlier attempt failed"
+CACHE_EXPIRED = "cache entry expired"  # last used longer ago than BATON_CACHE_RETENTION_DAYS
 EARLIER_ATTEMPT_INTERRUPTED = "re-run: the earlier attempt was interrupted (its process stopped)"
 RUN_ID_DIFFERS = "it reads `run.id`, which differs in this run"
 NOT_RECORDED = "not recorded with the earlier result"

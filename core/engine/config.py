@@ -26,3 +26,6 @@ class EngineConfig:
     #: of a `workflow:` step runs as its parent's requester, who must be allowed to run the
     #: child's workflow (None: no access control, everyone may run everything)
     may_run: Callable[[str, str], bool] | None = None
+    #: seconds a pure step's cached result stays served unused (`BATON_CACHE_RETENTION_DAYS`,
+    #: `core/engine/cache_expiry.py`); None: always
+    cache_retention: float | None = None

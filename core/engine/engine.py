@@ -21,9 +21,10 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from core.engine.approval_policy import Members, Policy
+from core.engine.cache_expiry import apply_retention
 from core.engine.concurrency import concurrency_of
 from core.engine.config import EngineConfig
-from core.engine.events import ENGINE_ACTOR, EngineEvent, EventKind, Plan, RunSummary, Subscriber, tell_rest
+from core.engine.events import ENGINE_ACTOR, EngineEvent, EventKind, Plan, RunSummary, Subscriber
 from core.engine.executions import Executions
 from core.engine.executor import RunnerFactory, input_digests
 from core.engine.gates import Alongside, GateKeeper, Voted
@@ -31,6 +32,7 @@ from core.engine.inspection import PLANNED, RunDetail, inspect_run
 from core.engine.journal_index import JournalIndex
 from core.engine.leases import LeaseKeeper, new_owner
 from core.engine.local_runner import LocalStepRunner
+from core.engine.notify import Notifier
 from core.engine.planning import final_output_digest, plan_run, summarize
 from core.engine.prepared import PreparedWorkflow, prepare
 from core.engine.providers import ProviderRegistry
@@ -40,7 +42,7 @@ from core.engine.subruns import ChildRuns
 from core.engine.tools import ToolRegistry
 from core.errors import BatonError
 from core.store.port import Store
-from core.store.records import Concurrency, Gate, GateVote, OnLimit, Run, RunStatus
+from core.store.records import Concurrency, Gate, GateVote, JournalEntry, OnLimit, Run, RunStatus
 from core.store.unit_of_work import UnitOfWork
 from core.workflows.args import canonical_json, handle
 from core.workflows.catalog import Catalog
@@ -72,10 +74,12 @@ class Engine:
         self.owner = new_owner(config.replica_id)
         self.readiness = Readiness(store=store, catalog=catalog, providers=providers, tools=tools,
                                    environment=config.environment)  # fmt: skip
-        self.gates = GateKeeper(store)
+        #: the notices of a run's events, written in the unit of work that makes each event
+        self.notifier = Notifier(store=store, catalog=catalog, args_of=self.readiness.args_of)
+        self.gates = GateKeeper(store, self.notifier)
         self.children = ChildRuns(self)  # `workflow:` steps' child runs
         self.executions = Executions(store=store, config=config, providers=providers,
-                                     runners=runners or LocalStepRunner,
+                                     runners=runners or LocalStepRunner, notifier=self.notifier,
                                      children=self.children)  # fmt: skip
         self.actions = RunActions(
             store=store, gates=self.gates, readiness=self.readiness, executions=self.executions,
@@ -159,7 +163,7 @@ class Engine:
                     expected_version=run.version,
                     allowed_from=[RunStatus.RUNNING],
                 )
-                tell_rest(tx, run.id, RunStatus.FAILED, reason=why)
+                self.notifier.rest(tx, run, RunStatus.FAILED, reason=why)
             return
         await self.executions.launch(run, ready)
 
@@ -171,8 +175,13 @@ class Engine:
         run = self.store.get_run(run_id)
         ready = self.readiness.ready(run.workflow, self.readiness.args_of(run), to_run=False)
         lineage = self.store.lineage(run.id)
-        index = JournalIndex(run.id, self.store.journal(lineage))
+        index = self._index(run.id, self.store.journal(lineage), ready.prepared)
         return plan_run(run, ready.prepared, ready.definitions, input_digests(ready.args), index)
+
+    def _index(self, run_id: str, entries: list[JournalEntry], prepared: PreparedWorkflow) -> JournalIndex:
+        """The cache scope a resume of `run_id` would see (what has expired included)."""
+        index = JournalIndex(run_id, entries)
+        return apply_retention(index, prepared, self.config.cache_retention, time.time())
 
     def summary(self, run_id: str | Run) -> RunSummary:
         """The run's node table and output; pass the `Run` itself to save reading it again."""
@@ -210,7 +219,7 @@ class Engine:
         try:
             ready = self.readiness.ready(run.workflow, self.readiness.args_of(run))
             made = plan_run(run, ready.prepared, ready.definitions, input_digests(ready.args),
-                            JournalIndex(run.id, entries))
+                            self._index(run.id, entries, ready.prepared))
         except BatonError as exc:
             return inspect_run(run, prepared, entries, plan_error=exc.message, children=children)
         return inspect_run(run, ready.prepared, entries, made, children=children)

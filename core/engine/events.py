@@ -63,11 +63,15 @@ Subscriber = Callable[[EngineEvent], Awaitable[None]]
 
 
 def tell_rest(tx: UnitOfWork, run_id: str, status: RunStatus, *, reason: str | None,
-              node: str | None = None) -> None:
+              node: str | None = None, noticed: bool = False) -> None:
     """The run came to rest at `status`: its reply (the final progress edit and the final
     message) goes in the outbox in the same unit of work as the change, so it exists exactly
-    when the change does and is delivered also after a crash (`core/delivery/outbox.py`)."""
-    payload = {"status": RunStatus(status).value, "reason": reason, "node": node}
+    when the change does and is delivered also after a crash (`core/delivery/outbox.py`).
+    The engine calls it through `Notifier.rest` (`core/engine/notify.py`), which writes the
+    event's notices in the same unit (`noticed`: they were)."""
+    payload: dict[str, object] = {"status": RunStatus(status).value, "reason": reason, "node": node}
+    if noticed:
+        payload["noticed"] = True
     tx.enqueue_delivery(run_id, EventKind.RUN_FINISHED.value, payload)
 
 

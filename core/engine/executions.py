@@ -20,8 +20,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from core.engine.config import EngineConfig
-from core.engine.events import ENGINE_ACTOR, EngineEvent, EventBus, EventKind, Subscriber, tell_rest
+from core.engine.events import ENGINE_ACTOR, EngineEvent, EventBus, EventKind, Subscriber
 from core.engine.executor import Children, Outcome, RunExecutor, RunnerFactory, Setup
+from core.engine.notify import Notifier
 from core.engine.providers import ProviderRegistry
 from core.engine.readiness import Ready
 from core.engine.rendering import StepRenderer
@@ -42,10 +43,12 @@ class _Active:
 class Executions:
     def __init__(
         self, *, store: Store, config: EngineConfig, providers: ProviderRegistry, runners: RunnerFactory,
+        notifier: Notifier,
         children: Children | None = None,
     ) -> None:
         """`children`: starts and waits for the child runs of `workflow:` steps (the engine's)."""
         self.store = store
+        self.notifier = notifier  # a run coming to rest tells its notices in the same unit
         self.config = config
         self.providers = providers
         self.runners = runners  # each execution's step runner: local, or the queue's
@@ -82,7 +85,7 @@ class Executions:
             args=ready.args, lineage=lineage, dirs=run_dirs(config.data_dir, run.id),
             providers=self.providers, tools=ready.tools, bus=self._bus, environment=config.environment,
             max_parallel=config.max_parallel, group_commit=config.group_commit, renderer=self._renderer,
-            max_output=config.max_output, children=self.children,
+            max_output=config.max_output, cache_retention=config.cache_retention, children=self.children,
         )  # fmt: skip
         executor = RunExecutor(setup, self.runners)
         task = asyncio.create_task(self._drive(run, executor), name=f"baton-run-{run.id}")
@@ -117,7 +120,7 @@ class Executions:
                     expected_version=run.version,
                     allowed_from=[RunStatus.RUNNING],
                 )
-                tell_rest(tx, run.id, outcome.status, reason=outcome.reason, node=outcome.node_id)
+                self.notifier.rest(tx, run, outcome.status, reason=outcome.reason, node=outcome.node_id)
                 if outcome.status is RunStatus.NEEDS_ATTENTION:  # a side effect may have half-happened
                     tx.audit(actor=ENGINE_ACTOR, action="needs_attention", run_id=run.id,
                              details={"node": outcome.node_id, "reason": outcome.reason})  # fmt: skip

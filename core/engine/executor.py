@@ -31,6 +31,7 @@ from typing import Any, Protocol
 
 from core.engine import conditions, replay
 from core.engine.approval_policy import Policy, deadlines, gate_output
+from core.engine.cache_expiry import apply_retention
 from core.engine.cache_key import IDENTITY_MARK, components_of, digest_value, key_from, key_prefix
 from core.engine.events import EventBus, EventKind
 from core.engine.gates import GateKeeper
@@ -87,6 +88,7 @@ class Setup:
     renderer: StepRenderer = field(default_factory=StepRenderer)  # templates, budgeted, off the loop
     max_output: int = 1_000_000  # bytes of a step's output kept; the rest goes to a file
     children: Children | None = None  # child runs of `workflow:` steps (`subruns.py`)
+    cache_retention: float | None = None  # seconds a pure result stays served unused (None: always)
 
 
 @dataclass(frozen=True, slots=True)
@@ -259,7 +261,8 @@ class RunExecutor:
 
     # -- the loop ------------------------------------------------------------------------
     async def execute(self) -> Outcome:
-        self._index = JournalIndex(self.run_id, self.s.store.journal(self.s.lineage))
+        index = JournalIndex(self.run_id, self.s.store.journal(self.s.lineage))
+        self._index = apply_retention(index, self.s.prepared, self.s.cache_retention, time.time())
         journal, verdicts, running = self.x.journal, self._verdicts, self._running
         try:
             while True:

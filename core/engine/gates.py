@@ -32,6 +32,7 @@ from typing import Any
 from core.engine.approval_policy import Members, Policy, Tally, Verdict, Vote, tally
 from core.engine.events import ENGINE_ACTOR, tell_rest
 from core.engine.journal_index import MARKER_KEY, REJECTED_MARKER
+from core.engine.notify import Notifier
 from core.errors import GateAlreadyDecided, Next, RunNotFound, RunNotResumable, StoreError, VotesChanged
 from core.store.cas import already_decided, refuse_other_proposal
 from core.store.port import Store
@@ -43,8 +44,9 @@ Alongside = Callable[[UnitOfWork], None]
 
 
 class GateKeeper:
-    def __init__(self, store: Store) -> None:
+    def __init__(self, store: Store, notifier: Notifier | None = None) -> None:
         self.store = store
+        self.notifier = notifier  # the engine's: a run a rejection ends tells its notices in the unit
 
     # -- which gate ---------------------------------------------------------------------------
     def waiting(self, run: Run) -> Gate | None:
@@ -117,7 +119,7 @@ class GateKeeper:
         try:
             with self.store.transaction() as tx:
                 ended, why = rejecting(tx, run, gate, actor=actor, reason=reason, fail=fail,
-                                       alongside=alongside)  # fmt: skip
+                                       alongside=alongside, notifier=self.notifier)  # fmt: skip
         except GateAlreadyDecided as exc:
             raise self._lost(run, exc) from exc
         return ended.value, why
@@ -159,7 +161,8 @@ class GateKeeper:
                             lease_seconds=lease_seconds, decision=after.decision, outcome=outcome_of(after),
                         )  # fmt: skip
                     elif decides:
-                        ended, why = rejecting(tx, run, gate, actor=ballot.user, reason=comment)
+                        ended, why = rejecting(tx, run, gate, actor=ballot.user, reason=comment,
+                                               notifier=self.notifier)
             except VotesChanged:
                 continue  # another vote arrived since they were read: evaluate again
             except GateAlreadyDecided as exc:
@@ -255,7 +258,7 @@ def approving(
 
 def rejecting(
     tx: UnitOfWork, run: Run, gate: Gate, *, actor: str, reason: str | None, fail: bool = False,
-    alongside: Alongside | None = None,
+    alongside: Alongside | None = None, notifier: Notifier | None = None,
 ) -> tuple[Pending[Run], str]:
     """The writes of a rejection in `tx`: gate CAS, run CAS paused -> cancelled (`fail`:
     failed), the caller's, the journal marker, the audit row, the run's rest row. The run
@@ -273,7 +276,10 @@ def rejecting(
     tx.journal_note(run_id=run.id, node_id=gate.node_id, cache_key=MARKER_KEY, components=marker, error=why)
     tx.audit(actor=actor, action="fail" if fail else "reject", run_id=run.id,
              details={"node": gate.node_id, "reason": reason})  # fmt: skip
-    tell_rest(tx, run.id, status, reason=why, node=gate.node_id)
+    if notifier is not None:  # the run's rest row and the notices of its end, in this unit
+        notifier.rest(tx, run, status, reason=why, node=gate.node_id)
+    else:
+        tell_rest(tx, run.id, status, reason=why, node=gate.node_id)
     return ended, why
 
 

@@ -8,16 +8,20 @@ after that is a dictionary access. Rules:
 - an `invalidated` entry for a node at journal id N (from `store.invalidate`, or the marker
   that `Engine.invalidate` writes) hides every entry for that node with an id below N, in
   the whole lineage, so a lineage copy of an invalidated result is not served either;
-- marker entries (empty cache key) carry decisions, never results.
+- marker entries (empty cache key) carry decisions, never results;
+- with cache retention (`expire`, `BATON_CACHE_RETENTION_DAYS`, `core/engine/cache_expiry.py`),
+  a result of a node that may expire is not served when its key was last used (computed, or
+  copied into a run that re-used it) before the cutoff: it misses with "cache entry expired".
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from core.engine.cache_key import (
+    CACHE_EXPIRED,
     EARLIER_ATTEMPT_FAILED,
     EARLIER_ATTEMPT_INTERRUPTED,
     MEMOIZE_FALSE,
@@ -58,6 +62,10 @@ def marker_actor(entry: JournalEntry) -> str:
     return entry.invalidated_by or str(entry.components.get("by") or "someone")
 
 
+def _never(node_id: str) -> bool:
+    return False
+
+
 class JournalIndex:
     def __init__(self, run_id: str, entries: Iterable[JournalEntry]) -> None:
         self.run_id = run_id
@@ -66,6 +74,9 @@ class JournalIndex:
         self._latest: dict[str, JournalEntry] = {}  # newest real entry per node (lineage)
         self._own: dict[str, JournalEntry] = {}  # newest real entry per node in this run
         self._attempts: dict[str, int] = {}
+        self._used: dict[str, float] = {}  # cache key -> when a completed entry with it was last written
+        self._expire_before: float | None = None
+        self._expires: Callable[[str], bool] = _never
         ordered = sorted(entries, key=lambda e: e.id)
         for entry in ordered:
             if is_cut(entry):
@@ -89,6 +100,8 @@ class JournalIndex:
         if own:
             self._own[entry.node_id] = entry
         if entry.status is NodeStatus.COMPLETED:
+            used = entry.finished_at or entry.started_at
+            self._used[entry.cache_key] = max(self._used.get(entry.cache_key, used), used)
             current = self._by_key.get(entry.cache_key)
             if current is None or own or current.run_id != self.run_id:
                 self._by_key[entry.cache_key] = entry
@@ -96,6 +109,19 @@ class JournalIndex:
     def record(self, entry: JournalEntry) -> None:
         """Add an entry this execution wrote."""
         self._add(entry)
+
+    def expire(self, before: float, expires: Callable[[str], bool]) -> None:
+        """Stop serving results last used before `before` for the node ids `expires` accepts
+        (which nodes may expire is `cache_expiry.expiring`'s decision, not the index's)."""
+        self._expire_before = before
+        self._expires = expires
+
+    def expired(self, entry: JournalEntry) -> bool:
+        """`entry`'s result may expire and was last used before the cutoff."""
+        if self._expire_before is None or not self._expires(entry.node_id):
+            return False
+        used = self._used.get(entry.cache_key, entry.finished_at or entry.started_at)
+        return used < self._expire_before
 
     # -- questions ---------------------------------------------------------------
     def own(self, node_id: str) -> JournalEntry | None:
@@ -112,8 +138,9 @@ class JournalIndex:
         return self._attempts.get(node_id, 0) + 1
 
     def lookup(self, key: str) -> JournalEntry | None:
-        """A completed, visible entry with this key (own run first), or None."""
-        return self._by_key.get(key)
+        """A completed, visible entry with this key (own run first) that has not expired, or None."""
+        entry = self._by_key.get(key)
+        return None if entry is None or self.expired(entry) else entry
 
     def own_legacy(self, node_id: str, components: Mapping[str, Any]) -> JournalEntry | None:
         """This run's completed entry of `node_id` recorded before identity components existed
@@ -121,6 +148,8 @@ class JournalIndex:
         served to the run that recorded it, so a resume never runs a completed step again."""
         entry = self._own.get(node_id)
         if entry is None or entry.status is not NodeStatus.COMPLETED or entry.output_digest is None:
+            return None
+        if self.expired(entry):
             return None
         return entry if legacy_match(entry.components, components) else None
 
@@ -143,6 +172,9 @@ class JournalIndex:
             return NO_EARLIER_RESULT
         if latest.cache_key == key and latest.status is not NodeStatus.COMPLETED:
             return earlier_attempt(latest)
+        served = self._by_key.get(key)
+        if served is not None and self.expired(served):
+            return CACHE_EXPIRED
         reason = explain(latest.components, components)
         if not reason:
             return earlier_attempt(latest) if latest.status is not NodeStatus.COMPLETED else NO_EARLIER_RESULT

@@ -15,7 +15,7 @@ import dataclasses
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from core.engine.cache_key import cache_key, explain, same_except_upstream
+from core.engine.cache_key import CACHE_EXPIRED, cache_key, explain, same_except_upstream
 from core.engine.conditions import SKIPPED_KEY
 from core.engine.events import NodePlan, NodeState, NodeSummary, Plan, RunSummary
 from core.engine.executor import node_components
@@ -125,6 +125,8 @@ def _conditional_reason(
         return "no earlier result"
     if latest.status is not NodeStatus.COMPLETED:  # no result to re-use, whatever upstream gives
         return earlier_attempt(latest)
+    if index.expired(latest):  # runs whatever upstream gives
+        return CACHE_EXPIRED
     if same_except_upstream(latest.components, components):
         names = ", ".join(f"`{d}`" for d in unknown)
         return f"runs if upstream {names} output changes"

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from core.engine.approval_policy import Members, Policy
 from core.engine.contracts import check_output
-from core.engine.events import EventKind, tell_rest
+from core.engine.events import EventKind
 from core.engine.executions import Executions
 from core.engine.gates import Alongside, GateKeeper, Voted
 from core.engine.journal_index import INVALIDATED_MARKER, MARKER_KEY
@@ -214,7 +214,7 @@ class RunActions:
             paused = run.status is RunStatus.PAUSED
             closing = tx.close_gates(run.id, by=actor, comment=reason) if paused else None
             tx.audit(actor=actor, action=action, run_id=run.id, details={"from": run.status.value})
-            tell_rest(tx, run.id, RunStatus.CANCELLED, reason=reason)
+            self.executions.notifier.rest(tx, run, RunStatus.CANCELLED, reason=reason)
         cancelled = ended.value
         for gate in closing.value if closing is not None else []:
             await self.executions.emit(
@@ -338,7 +338,7 @@ class RunActions:
                     expected_version=run.version,
                     allowed_from=(RunStatus.NEEDS_ATTENTION,),
                 )
-                tell_rest(tx, run.id, RunStatus.FAILED, reason=why, node=node_id)
+                self.executions.notifier.rest(tx, run, RunStatus.FAILED, reason=why, node=node_id)
             failed = marked.value
             await self.executions.emit(
                 EventKind.RUN_FINISHED, run.id, run_status=failed.status.value, reason=failed.reason,

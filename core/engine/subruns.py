@@ -37,7 +37,7 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from core.engine.cache_key import digest_value
-from core.engine.events import ENGINE_ACTOR, EventKind, tell_rest
+from core.engine.events import ENGINE_ACTOR, EventKind
 from core.engine.journal_index import MARKER_KEY
 from core.engine.mapping import split_item_id
 from core.engine.node_values import decode_output
@@ -210,7 +210,8 @@ class ChildRuns:
             with store.transaction() as tx:
                 ended = tx.transition(parent.id, RunStatus.FAILED, actor=ENGINE_ACTOR, reason=outcome.error,
                                       expected_version=parent.version, allowed_from=[RunStatus.PAUSED])
-                tell_rest(tx, parent.id, RunStatus.FAILED, reason=outcome.error, node=failed.parent_node)
+                engine.notifier.rest(tx, parent, RunStatus.FAILED, reason=outcome.error,
+                                     node=failed.parent_node)
         except BatonError:
             return
         await engine.executions.emit(EventKind.RUN_FINISHED, parent.id, run_status=ended.value.status.value,

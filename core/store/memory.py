@@ -541,6 +541,13 @@ class MemoryStore:
 
         return sorted(found, key=order)[:limit]
 
+    def queued_runs(self, *, after: tuple[float, str] | None, up_to: float, limit: int = 500) -> list[Run]:
+        with self._lock:
+            found = [(r.queued_at, r.id, r) for r in self._t.runs.values() if r.status is RunStatus.QUEUED
+                     and r.queued_at is not None and r.queued_at <= up_to
+                     and (after is None or (r.queued_at, r.id) > after)]  # fmt: skip
+        return [r for _, _, r in sorted(found, key=lambda f: (f[0], f[1]))[:limit]]
+
     def run_pulse(self, run_id: str) -> Pulse | None:
         with self._lock:
             run = self._t.runs.get(run_id)

@@ -493,6 +493,11 @@ class Views(Protocol):
         paused, queued), of `key` or of `workflow` (None: of every key); queued ones in queue
         order after the others. What `queue` and a queued run's message show."""
 
+    def queued_runs(self, *, after: tuple[float, str] | None, up_to: float, limit: int = 500) -> list[Run]:
+        """Runs `queued` since a time in (`after`, `up_to`]: `queued_at` at most `up_to`, and
+        (`queued_at`, id) past `after` (None: from the first), in that order. What the
+        `queued_long` watch reads (`core/commands/queue_watch.py`)."""
+
 
 class Transactions(Protocol):
     def transaction(self) -> AbstractContextManager[UnitOfWork]:

@@ -45,6 +45,16 @@ class ViewsSql(SqlBase):
         query = query.order_by(RUNS.c.concurrency_key, waiting, since, RUNS.c.id).limit(limit)
         return self._runs(query)
 
+    @store_operation("read the runs queued long")
+    def queued_runs(self, *, after: tuple[float, str] | None, up_to: float, limit: int = 500) -> list[Run]:
+        """Queued runs in (`after`, `up_to`] by (`queued_at`, id) (`Views.queued_runs`)."""
+        query = sa.select(RUNS).where(RUNS.c.status == RunStatus.QUEUED.value, RUNS.c.queued_at <= up_to)
+        if after is not None:
+            at, run_id = after
+            later = sa.or_(RUNS.c.queued_at > at, sa.and_(RUNS.c.queued_at == at, RUNS.c.id > run_id))
+            query = query.where(later)
+        return self._runs(query.order_by(RUNS.c.queued_at, RUNS.c.id).limit(limit))
+
     @store_operation("check a run for changes")
     def run_pulse(self, run_id: str) -> Pulse | None:
         """A value that changes whenever the run's page would (None: no such run)."""

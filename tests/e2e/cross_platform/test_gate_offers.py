@@ -174,7 +174,7 @@ async def test_a_slack_runs_reminder_dmed_on_discord_is_withdrawn_when_the_gate_
 
     def withdrawn_on_slack(calls: list[SlackCall]) -> list[SlackCall] | None:
         edits = {c.body.get("ts"): c for c in calls[mark:]
-                 if c.method == "chat.update" and f"Approved by <@{CAROL}>" in c.text}
+                 if c.method == "chat.update" and f"Approved by name-of-{CAROL}" in c.text}
         return [edits[c.ts] for c in slack_offers] if all(c.ts in edits for c in slack_offers) else None
 
     for message, edit in zip(slack_offers, await slack.mock.wait_for(withdrawn_on_slack), strict=True):

@@ -9,8 +9,9 @@ Tests assert on `calls`: what Discord would have received.
 
 It enforces Discord's limits as Discord does (400, code 50035): message content at most 2,000
 UTF-16 code units, a component's `custom_id` at most 100 characters, at most 5 action rows of
-at most 5 components. A message or edit sent without `allowed_mentions: {"parse": []}` is
-answered, and recorded in `violations` (the fixture fails a test that leaves any).
+at most 5 components. A message or edit sent without `allowed_mentions: {"parse": []}` (or
+`{"parse": [], "users": [ids]}`, each of those users mentioned in its content: a message that
+calls them) is answered, and recorded in `violations` (the fixture fails a test that leaves any).
 """
 
 from __future__ import annotations
@@ -27,6 +28,15 @@ from typing import Any, TypeVar
 from aiohttp import web
 
 T = TypeVar("T")
+
+
+def _pings_only_named(body: dict[str, Any], content: str) -> bool:
+    """Nothing may ping but the users the message names and allows by id (never a role, never
+    @everyone, never a `parse` of users)."""
+    mentions = body.get("allowed_mentions")
+    if not isinstance(mentions, dict) or mentions.get("parse") != [] or set(mentions) - {"parse", "users"}:
+        return False
+    return all(f"<@{user}>" in content for user in mentions.get("users", []))
 
 APP_ID = "1100000000000000001"
 BOT_ID = "1100000000000000002"
@@ -241,7 +251,7 @@ class FakeDiscord:
             return "components: at most 5 rows of 5"
         if any(len(c.get("custom_id", "")) > 100 for row in rows for c in row.get("components", [])):
             return "custom_id: Must be 100 or fewer in length"
-        if ("content" in body or "components" in body) and body.get("allowed_mentions") != {"parse": []}:
+        if ("content" in body or "components" in body) and not _pings_only_named(body, content):
             mentions = body.get("allowed_mentions")
             self.violations.append(f"{call.method} {call.path}: allowed_mentions {mentions}")
         return None

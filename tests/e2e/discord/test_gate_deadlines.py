@@ -179,6 +179,9 @@ async def test_a_reminder_and_an_escalation_reach_each_person_in_a_direct_messag
     assert "Ship it?" in in_thread.content and f"<@{BOB['id']}>" in in_thread.content
     _, dm = await direct(BOB, "Reminder", mark)
     assert f"approve {run_id}" in dm.content and "It expires in 3h" in dm.content
+    # a reminder calls the approver it waits on: exactly that mention may ping (the rest never do)
+    assert in_thread.json["allowed_mentions"] == dm.json["allowed_mentions"] == {
+        "parse": [], "users": [int(BOB["id"])]}
     offering = [in_thread, dm]
     assert not [c for c in bot.fake.calls[mark:] if c.json and isinstance(c.json, dict)
                 and str(c.json.get("recipient_id")) in (ANA["id"], MALLORY["id"])]  # only who is waited on
@@ -189,6 +192,7 @@ async def test_a_reminder_and_an_escalation_reach_each_person_in_a_direct_messag
     offering.append(await bot.posted_in(thread, "Escalated"))
     _, dm = await direct(MALLORY, "Escalated", mark)
     assert f"<@{MALLORY['id']}> may now decide it" in dm.content and f"approve {run_id}" in dm.content
+    assert dm.json["allowed_mentions"] == {"parse": [], "users": [int(MALLORY["id"])]}
     offering.append(dm)
     sent = [bot.fake.messages[_message_id(bot, call)] for call in offering]
     assert all(_button(bot, m, f"approve {run_id}") for m in sent)  # each offers the decision
@@ -208,6 +212,8 @@ async def test_a_reminder_and_an_escalation_reach_each_person_in_a_direct_messag
     # decided: every message that offered its buttons, the DMs too, stops offering them
     for message in await bot.fake.wait_for(withdrawn, DEADLINE):
         assert f"Approved by <@{MALLORY['id']}>" in message["content"]
+    edits = [c for c in bot.fake.calls if c.method == "PATCH" and "Approved by" in c.content]
+    assert edits and all(c.json["allowed_mentions"] == {"parse": []} for c in edits)  # named, not pinged
 
 
 def _message_id(bot: DiscordBot, call: Call) -> str:

@@ -15,7 +15,7 @@ import pytest
 
 from core.store.repository import SqlStore
 from tests.e2e.discord.fake_discord import FakeDiscord
-from tests.e2e.discord.gateway import slash_command
+from tests.e2e.discord.gateway import ANA, slash_command
 from tests.e2e.discord.harness import settings_for
 from tests.e2e.discord.test_process import fake_discord_url
 from tests.e2e.process import REPO, BatonProcess, clean_env
@@ -67,6 +67,9 @@ async def test_an_interaction_killed_after_its_deferral_is_handled_once_after_th
         assert await second.stop() == 0, second.output
     late = [c for c in fake_discord.calls[mark:] if LATE in c.content and c.method == "POST"]
     assert len(late) == 1, [c.content for c in late]
+    # addressed to who typed it: the one mention allowed to ping (every other message allows none)
+    assert late[0].content.startswith(f"⏱️ <@{ANA['id']}>, your")
+    assert late[0].json["allowed_mentions"] == {"parse": [], "users": [int(ANA["id"])]}
     with SqlStore(url) as store:
         [run] = store.recent_runs(limit=10)
         assert run.workflow == "notes" and run.platform == "discord"

@@ -127,6 +127,11 @@ class MockSlack:
         self._holds_left: dict[tuple[str, str], int] = {}  # holds that catch only so many calls
         #: messages posted (chat.postMessage): channel, ts, thread_ts, text, metadata
         self.messages: list[dict[str, Any]] = []
+        #: the workspace's people as `users.info` answers (id -> user object); any other user id
+        #: is a person whose display name is `name-of-<id>` (as the harness's events name them),
+        #: but those in `unknown_users` (users.info: user_not_found)
+        self.users: dict[str, dict[str, Any]] = {}
+        self.unknown_users: set[str] = set()
 
     # -- lifecycle ---------------------------------------------------------------
     async def start(self) -> None:
@@ -332,6 +337,13 @@ class MockSlack:
             return {"ok": True, "channel": {**info, **self.channels.get(channel, {})}}
         if method in ("conversations.history", "conversations.replies"):
             return self._read(method, body)
+        if method == "users.info":
+            uid = str(body.get("user", ""))
+            if uid in self.unknown_users or uid[:1] not in ("U", "W"):
+                return {"ok": False, "error": "user_not_found"}
+            profile = {"display_name": f"name-of-{uid}", "real_name": f"Real {uid}"}
+            user = self.users.get(uid) or {"id": uid, "name": uid.lower(), "profile": profile}
+            return {"ok": True, "user": user}
         if method == "chat.update":
             return {"ok": True, "channel": body.get("channel"), "ts": ts, "text": body.get("text")}
         if method == "files.getUploadURLExternal":

@@ -76,8 +76,8 @@ async def test_the_gate_message_loses_its_buttons_after_a_decision_by_reply(e2e:
     assert len(question.buttons) == 2
     await reply(e2e, "lgtm 👍", thread=paused.thread)
 
-    await withdrawn(e2e, paused.rest, f"Approved by <@{BOB}>", after=mark)
-    await withdrawn(e2e, question, f"Approved by <@{BOB}>", after=mark)
+    await withdrawn(e2e, paused.rest, f"Approved by name-of-{BOB}", after=mark)
+    await withdrawn(e2e, question, f"Approved by name-of-{BOB}", after=mark)
     await wait_in_thread(e2e, paused.thread, COMPLETED, after=mark)
 
 
@@ -89,9 +89,9 @@ async def test_the_gate_message_loses_its_buttons_after_a_decision_by_command(e2
     await command(e2e, f"approve {approved.run_id}", user=BOB)
     await command(e2e, f"reject {rejected.run_id} not this one", user=BOB)
 
-    edit = await withdrawn(e2e, approved.rest, f"Approved by <@{BOB}>", after=mark)
+    edit = await withdrawn(e2e, approved.rest, f"Approved by name-of-{BOB}", after=mark)
     assert "Reply here" not in edit.text  # the instructions to decide it go too
-    await withdrawn(e2e, rejected.rest, f"Rejected by <@{BOB}>", after=mark)
+    await withdrawn(e2e, rejected.rest, f"Rejected by name-of-{BOB}", after=mark)
     await wait_in_thread(e2e, approved.thread, COMPLETED, after=mark)
     assert status_of(e2e, rejected) == "cancelled"
 
@@ -120,8 +120,8 @@ async def test_six_waiting_gates_are_a_choice_list_and_a_choice_decides_one(e2e:
     [left] = edit.menus  # the others can still be picked
     assert sorted(o["value"] for o in left["options"]) == sorted(
         f"approve {r.run_id}" for r in runs if r is not third)
-    assert f"Approved by <@{ANA}>" in edit.text and third.run_id in edit.text
-    await withdrawn(e2e, third.rest, f"Approved by <@{ANA}>", after=mark)
+    assert f"Approved by name-of-{ANA}" in edit.text and third.run_id in edit.text
+    await withdrawn(e2e, third.rest, f"Approved by name-of-{ANA}", after=mark)
     assert [status_of(e2e, r) for r in runs].count("paused") == 5
 
 
@@ -150,7 +150,7 @@ async def test_the_requester_may_not_approve_by_any_route_not_even_an_admin(e2e:
         f"slack:{ANA}"] * 4
 
     await reply(e2e, "lgtm", thread=paused.thread, user=BOB)  # anyone else may
-    await withdrawn(e2e, paused.rest, f"Approved by <@{BOB}>", after=mark)
+    await withdrawn(e2e, paused.rest, f"Approved by name-of-{BOB}", after=mark)
     await wait_in_thread(e2e, paused.thread, COMPLETED, after=mark)
 
 

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from core.store.repository import SqlStore
-from tests.e2e.slack.harness import CHANNEL
+from tests.e2e.slack.harness import ANA, CHANNEL
 from tests.e2e.slack.mock_slack import MockSlack
 from tests.e2e.slack.steps import COMPLETED
 from tests.e2e.slack.test_fault_processes import _serve
@@ -63,6 +63,7 @@ async def test_a_command_killed_after_its_ack_is_handled_once_after_the_restart(
     late = [c for c in mock_slack.calls if c.method == "chat.postMessage" and LATE in c.text]
     assert len(late) == 1, [c.text for c in late]
     assert posted[0].body["channel"] == CHANNEL  # where it was typed
+    assert posted[0].text.startswith(f"⏱️ <@{ANA}>, your")  # addressed to who typed it: a real ping
     with SqlStore(url) as store:
         runs = store.recent_runs(limit=10)
         assert len(runs) == 1 and runs[0].workflow == "notes"

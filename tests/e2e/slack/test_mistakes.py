@@ -61,14 +61,14 @@ async def test_quotes_backticks_and_pings_survive_into_option_3(e2e: SlackE2E) -
 
 
 @pytest.mark.parametrize("access", [Access(run={"*": [f"slack:{ANA}"]})])
-async def test_a_refusal_names_both_people_as_mentions_and_the_audit_keeps_their_ids(e2e: SlackE2E) -> None:
+async def test_a_refusal_names_both_people_by_name_and_the_audit_keeps_their_ids(e2e: SlackE2E) -> None:
     run = await failed_run(e2e)
     mark = await command(e2e, f"abandon {run.run_id}", user=BOB)
 
     told = await e2e.mock.wait_call("chat.postEphemeral", after=mark)
 
     assert told.body["user"] == BOB
-    assert f"<@{BOB}> may not abandon run {run.run_id}: it belongs to <@{ANA}>." in told.text
+    assert f"name-of-{BOB} may not abandon run {run.run_id}: it belongs to name-of-{ANA}." in told.text
     assert "slack:" not in told.text
     [refused] = [e for e in e2e.baton.store.audit_log(run.run_id) if e.action == "refused"]
     assert refused.actor == f"slack:{BOB}"

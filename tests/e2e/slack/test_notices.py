@@ -31,7 +31,7 @@ async def test_a_failure_is_told_once_in_the_subscribed_channel_until_it_unsubsc
     await e2e.settle()
     assert _notices(e2e, mark) == [notice] and notice.body["channel"] == ALERTS
     assert f"run `{failed.run_id}` failed at *check*" in notice.text
-    assert f"started by <@{ANA}>" in notice.text and f"p{failed.thread.replace('.', '')}" in notice.text
+    assert f"started by name-of-{ANA}" in notice.text and f"p{failed.thread.replace('.', '')}" in notice.text
 
     assert (await e2e.slack.command("unsubscribe flaky", channel=ALERTS)).status == 200
     await e2e.mock.wait_call("chat.postMessage", "no longer hears about *flaky*", after=mark)

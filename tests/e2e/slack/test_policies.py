@@ -103,7 +103,7 @@ async def test_a_two_approver_gate_with_a_form_through_modals(e2e: SlackE2E) -> 
     assert len(edit.buttons) == 3  # still open: its buttons stay
     assert str(e2e.baton.store.get_run(paused.run_id).status) == "paused"
 
-    assert f"proposed by <@{BOB}>: `replicas=3` `window=tonight`" in edit.text  # the proposal, shown
+    assert f"proposed by name-of-{BOB}: `replicas=3` `window=tonight`" in edit.text  # the proposal, shown
 
     # other values are not counted toward the proposal: Carol is told how they differ, privately
     mark = len(e2e.mock.calls)
@@ -130,7 +130,7 @@ async def test_a_two_approver_gate_with_a_form_through_modals(e2e: SlackE2E) -> 
     assert [a["user"] for a in gate.outcome["approvers"]] == [f"slack:{BOB}", f"slack:{CAROL}"]
 
     # the gate message, edited once decided: its headline is the outcome, naming both approvers
-    headline = f"✅ Approved by <@{BOB}> and <@{CAROL}> (2/2)"
+    headline = f"✅ Approved by name-of-{BOB} and name-of-{CAROL} (2/2)"
     decided = await e2e.mock.wait_for(lambda calls: next(
         (c for c in calls[mark:] if c.method == "chat.update" and c.body.get("ts") == gate_message.ts
          and headline in c.text), None))

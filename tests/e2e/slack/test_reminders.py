@@ -6,6 +6,7 @@ Deadlines are fired with a controlled time (`GateDeadlines.tick(now)`), as the b
 
 from __future__ import annotations
 
+import re
 import textwrap
 from pathlib import Path
 
@@ -91,6 +92,9 @@ async def test_a_reminder_goes_to_the_thread_and_directly_to_each_approver_not_a
     assert in_thread.body.get("thread_ts") == paused.thread and "Ship it?" in in_thread.text
     assert direct.body.get("channel") == CAROL and not direct.body.get("thread_ts")
     assert f"approve {paused.run_id}" in direct.text
+    # a reminder calls the approver it waits on (a real mention: Slack notifies her), nobody else
+    assert f"Waiting on <@{CAROL}>." in in_thread.text and f"<@{CAROL}>" in direct.text
+    assert set(re.findall(r"<@(U\w+)>", in_thread.text + direct.text)) == {CAROL}
     await e2e.settle()
     assert not any(c.body.get("channel") == BOB for c in e2e.mock.calls[mark:])
 
@@ -136,7 +140,7 @@ async def test_an_escalation_tells_who_it_adds_and_a_decision_withdraws_every_of
 
     def withdrawn(calls: list[Call]) -> list[Call] | None:
         edits = {c.body.get("ts"): c for c in calls[mark:] if c.method == "chat.update"
-                 and f"Approved by <@{DAVE}>" in c.text}
+                 and f"Approved by name-of-{DAVE}" in c.text}
         return [edits[c.ts] for c in offering] if all(c.ts in edits for c in offering) else None
 
     for message, edit in zip(offering, await e2e.mock.wait_for(withdrawn), strict=True):

@@ -56,6 +56,19 @@ nodes:
     replay: pure
 """
 
+HELD = """
+name: serial
+concurrency: {limit: 1}
+nodes:
+  - id: review
+    approval:
+      question: "Go?"
+  - id: go
+    depends_on: [review]
+    bash: echo go
+    replay: pure
+"""
+
 
 @pytest.fixture
 def settings(tmp_path: Path, database_url: str) -> Settings:
@@ -64,6 +77,7 @@ def settings(tmp_path: Path, database_url: str) -> Settings:
     (workflows / "deploy.yaml").write_text(FAILS)
     (workflows / "release.yaml").write_text(GATED)
     (workflows / "ruled.yaml").write_text(RULED)
+    (workflows / "serial.yaml").write_text(HELD)
     return Settings(database_url=database_url, workflow_dirs=[workflows], data_dir=tmp_path / "data",
                     tool_modules=[], outbox_poll_seconds=0.05, outbox_lease_seconds=2.0)
 
@@ -271,5 +285,97 @@ async def test_a_workflows_rule_tells_its_place_when_its_condition_holds_with_it
             [row] = [r for r in baton.store.deliveries(prod.id) if r.kind == "notice"]
             assert row.payload["window"] == 300 and row.payload["by"] is None  # the rule's own digest
             assert slack.kinds("notice") == []  # its second rule names the run's own channel: no echo
+    finally:
+        baton.close()
+
+
+async def test_the_unit_that_ends_a_run_writes_its_notices_though_nothing_is_delivered(
+    settings: Settings,
+) -> None:
+    """The notice rows are written with the transition itself: with no process able to send the
+    run's own reply (nothing serves its platform), the failed run's and the paused run's
+    notices exist at once, exactly one per place, and the rest rows wait undelivered."""
+    baton = build_baton(settings)  # no platform registered: no row is ever delivered here
+    try:
+        async with baton.running(grace=1.0, handle_signals=False):
+            for words in ("subscribe deploy", "subscribe release gates"):
+                [ok] = await baton.handler.handle(_say("discord", "1130001112223334445", "7", words))
+                assert ok.kind == "subscribed"
+            failed = await _start(baton, "deploy", "slack", "CDEV", "slack:U1")
+            paused = await _start(baton, "release", "slack", "CDEV", "slack:U1")
+            assert (await baton.engine.wait(failed.id, timeout=20)).status.value == "failed"
+            await _until(lambda: baton.store.get_run(paused.id).status.value == "paused")
+            rows = [*baton.store.deliveries(failed.id), *baton.store.deliveries(paused.id)]
+            notices = {r.run_id: r for r in rows if r.kind == "notice"}
+            assert set(notices) == {failed.id, paused.id}
+            assert notices[failed.id].payload["event"] == "failed"
+            assert (notices[paused.id].payload["event"], notices[paused.id].payload["node"]) == (
+                "gate_waiting", "review")
+            assert notices[failed.id].dedupe == f"notice:{failed.id}:failed:discord:1130001112223334445"
+            rests = [r for r in baton.store.deliveries(failed.id) if r.kind == "run_finished"]
+            assert len(rests) == 1 and rests[0].delivered_at is None and rests[0].payload["noticed"] is True
+            assert [(p, c) for p, c, _, d in _rows(baton.store, "notice")] == [  # type: ignore[misc]
+                ("discord", "1130001112223334445")] * 2
+    finally:
+        baton.close()
+
+
+async def test_a_run_queued_too_long_is_told_once_across_ticks_and_a_restart(settings: Settings) -> None:
+    """`queued_long` through the real wiring: the first run of a limit-1 key waits at its gate,
+    the second waits queued; past `BATON_QUEUED_LONG_AFTER` the deadline loop's tick tells the
+    subscribed place once, later ticks and a restarted process tell it no more, and the run
+    holding the slot is never told."""
+    quick = settings.model_copy(update={"queued_long_after": 0.3, "deadline_poll_seconds": 0.05})
+    baton, _, discord = _baton(quick)
+    try:
+        async with baton.running(grace=1.0, handle_signals=False):
+            subscribing = _say("discord", "1130001112223334445", "7", "subscribe serial queued")
+            [ok] = await baton.handler.handle(subscribing)
+            assert ok.kind == "subscribed" and ok.data["events"] == ["queued_long"]
+            holder = await _start(baton, "serial", "slack", "CDEV", "slack:U1")
+            await _until(lambda: baton.store.get_run(holder.id).status.value == "paused")
+            queued = await _start(baton, "serial", "slack", "CDEV", "slack:U2")
+            assert baton.store.get_run(queued.id).status.value == "queued"
+            await discord.wait(lambda: discord.kinds("notice"))
+            [notice] = discord.kinds("notice")
+            assert (notice.data["event"], notice.data["run_id"]) == ("queued_long", queued.id)
+            assert notice.data["queue"]["position"] == 1 and notice.data["queue"]["ahead"]["id"] == holder.id
+            assert notice.data["queue"]["waited"] >= 0.3
+            await asyncio.sleep(0.5)  # ten more ticks
+            assert baton.deadlines is not None and baton.deadlines.watch_queue() == []
+        baton.close()
+        baton, _, discord = _baton(quick)  # a restarted process: its place is in the store
+        async with baton.running(grace=1.0, handle_signals=False):
+            await asyncio.sleep(0.5)
+            assert baton.deadlines is not None and baton.deadlines.watch_queue() == []
+            await baton.handler.drain()
+            assert discord.kinds("notice") == []
+        rows = [r for r in baton.store.deliveries(queued.id) if r.kind == "notice"]
+        assert len(rows) == 1 and rows[0].payload["event"] == "queued_long"
+        assert [r for r in baton.store.deliveries(holder.id) if r.kind == "notice"] == []
+    finally:
+        baton.close()
+
+
+async def test_a_run_that_crossed_the_threshold_while_baton_was_down_is_told_at_start(
+    settings: Settings,
+) -> None:
+    quick = settings.model_copy(update={"queued_long_after": 0.3, "deadline_poll_seconds": 0.05})
+    slow = quick.model_copy(update={"queued_long_after": 3600.0})
+    baton, _, _ = _baton(slow)
+    try:
+        async with baton.running(grace=1.0, handle_signals=False):
+            await baton.handler.handle(_say("discord", "1130001112223334445", "7", "subscribe serial queued"))
+            holder = await _start(baton, "serial", "slack", "CDEV", "slack:U1")
+            await _until(lambda: baton.store.get_run(holder.id).status.value == "paused")
+            queued = await _start(baton, "serial", "slack", "CDEV", "slack:U2")
+            await asyncio.sleep(0.4)
+            assert [r for r in baton.store.deliveries(queued.id) if r.kind == "notice"] == []
+        baton.close()
+        baton, _, discord = _baton(quick)
+        async with baton.running(grace=1.0, handle_signals=False):
+            await discord.wait(lambda: discord.kinds("notice"))
+            [notice] = discord.kinds("notice")
+            assert (notice.data["event"], notice.data["run_id"]) == ("queued_long", queued.id)
     finally:
         baton.close()

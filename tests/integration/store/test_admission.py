@@ -205,3 +205,22 @@ def test_key_runs_lists_holders_then_the_queue_in_order(store: Store, clock: Clo
     assert [r.id for r in store.key_runs(key="deploy-prod")] == [holder.id, a.id, b.id]
     assert {r.concurrency.key for r in store.key_runs() if r.concurrency} == {"deploy-prod", "other"}
     assert [r.id for r in store.key_runs(workflow="nope")] == []
+
+
+def test_queued_runs_reads_those_queued_long_enough_in_order_from_a_place(store: Store, clock: Clock) -> None:
+    """What the `queued_long` watch reads: runs still queued that joined at most `up_to`, by
+    (queued_at, id) past `after`; an admitted run is no longer among them."""
+    holder = start(store, keyed())
+    early = start(store, keyed())
+    clock.advance(10)
+    late = start(store, keyed())
+    other = start(store, keyed("deploy-staging"))  # admitted: its key is free
+    assert [r.status.value for r in (early, late, other)] == ["queued", "queued", "running"]
+    assert [r.id for r in store.queued_runs(after=None, up_to=clock.now - 5)] == [early.id]
+    both = store.queued_runs(after=None, up_to=clock.now + 1)
+    assert [r.id for r in both] == [early.id, late.id]
+    place = (float(early.queued_at or 0), early.id)
+    assert [r.id for r in store.queued_runs(after=place, up_to=clock.now + 1)] == [late.id]
+    assert [r.id for r in store.queued_runs(after=None, up_to=clock.now + 1, limit=1)] == [early.id]
+    rest(store, holder)  # the head of the queue is admitted
+    assert [r.id for r in store.queued_runs(after=None, up_to=clock.now + 1)] == [late.id]

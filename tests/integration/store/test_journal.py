@@ -7,11 +7,16 @@ import threading
 
 import pytest
 
+from core.engine.cache_expiry import apply_retention
+from core.engine.journal_index import JournalIndex
+from core.engine.prepared import prepare
+from core.engine.tools import ToolRegistry
 from core.errors import InvalidTransition, RunNotFound, StoreError
 from core.store.port import StepResult, Store
 from core.store.records import NodeStatus, RunStatus
+from core.workflows.loader import load_workflow_text
 from tests.factories import invalidate
-from tests.integration.store.conftest import MakeRun
+from tests.integration.store.conftest import Clock, MakeRun
 
 
 def _start(store: Store, run_id: str, node_id: str, *, attempt: int = 1) -> int:
@@ -322,3 +327,49 @@ def test_a_group_commit_keeps_all_of_its_results_or_none(store: Store, make_run:
         ("c", good.digest),
     ]
     assert store.get_blob(good.digest) == b"first"
+
+
+def test_a_re_used_result_is_stamped_with_the_time_of_its_re_use(
+    store: Store, make_run: MakeRun, clock: Clock
+) -> None:
+    """What cache retention (`BATON_CACHE_RETENTION_DAYS`) counts as a result's last use: the
+    copy a re-using run records is finished when it is re-used; the original keeps its time."""
+    origin = make_run(RunStatus.RUNNING)
+    computed_at = clock.now
+    plain, spent = _start(store, origin.id, "list"), _start(store, origin.id, "draft")
+    store.journal_finish(plain, status=NodeStatus.COMPLETED, output_digest=store.put_blob(b"a"))
+    store.journal_finish(spent, status=NodeStatus.COMPLETED, output_digest=store.put_blob(b"b"), tokens_in=3)
+    sources = store.journal([origin.id])
+    assert [e.finished_at for e in sources] == [pytest.approx(computed_at, abs=1)] * 2
+
+    clock.advance(40 * DAY)
+    child = make_run(RunStatus.RUNNING, resumed_from=origin.id)
+    store.journal_record_cached(child.id, sources)  # both ways of copying: as stored, and with tokens
+    copies = store.journal([child.id])
+    now = pytest.approx(clock.now, abs=1)  # the store's clock moves on by a microsecond per write
+    stamps = [(e.node_id, e.started_at, e.finished_at) for e in copies]
+    assert stamps == [("list", now, now), ("draft", now, now)]
+    assert [e.finished_at for e in store.journal([origin.id])] == [e.finished_at for e in sources]
+
+    # read back as a resume of the child reads them: re-used 40 days after they were computed,
+    # so a 30-day retention still serves them; the origin's own copy alone would have expired
+    lineage = store.lineage(child.id)
+    prepared = prepare(load_workflow_text(_PURE), ToolRegistry())
+    index = apply_retention(JournalIndex(child.id, store.journal(lineage)), prepared, 30 * DAY, clock.now)
+    assert all(index.lookup(e.cache_key) is not None for e in sources)
+    clock.advance(31 * DAY)
+    index = apply_retention(JournalIndex(child.id, store.journal(lineage)), prepared, 30 * DAY, clock.now)
+    assert all(index.lookup(e.cache_key) is None for e in sources)
+
+
+DAY = 86_400.0
+_PURE = """\
+name: w
+nodes:
+  - id: list
+    bash: ls
+    replay: pure
+  - id: draft
+    bash: echo draft
+    replay: pure
+"""

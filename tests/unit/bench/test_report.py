@@ -128,6 +128,10 @@ def test_retention_rows_judge_command_p99_during_the_prune_against_50_ms() -> No
     assert rows["`run` p99 while 20,000 runs are pruned (SQLite)"] == (64.0, 50.0)
     text = "\n".join(report_user.retention_section(data))
     assert "19,600 finished runs pruned" in text and "5.1 MB after `baton prune --vacuum`" in text
+    assert "400 paused runs kept" in text
+    loaded = {**data, "paused_before": 400, "load_avg_1m": {"start": 7.5, "pruned": 11.4}}
+    text = "\n".join(report_user.retention_section(loaded))
+    assert "400 of 400 paused runs kept" in text and "(load average start 7.5, pruned 11.4)" in text
     assert report_user.retention_section({"error": "boom"})[2] == "not measured: `boom`"
 
 

@@ -168,7 +168,7 @@ REFUSALS: dict[str, Callable[[Access, str, Run], None]] = {
 }
 
 SHOWN = {  # platform: (Mallory as shown, Ana as shown)
-    "slack": ("<@U0MAL>", "<@U0ANA>"),
+    "slack": ("U0MAL", "U0ANA"),  # no name known here: the bare id, never a ping
     "discord": ("<@80351110224678999>", "<@80351110224678912>"),
     "console": ("mallory", "ana"),
 }

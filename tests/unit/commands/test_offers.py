@@ -46,7 +46,7 @@ def test_a_decided_gate_leaves_the_other_gates_choices_and_says_who_decided() ->
     assert [b.command for b in left.buttons] == ["approve r2", "reject r2", "approve r0", "reject r0"]
     assert left.edit_only and left.data["settled"] == [SETTLED]
     [text] = render(left, "slack", PLAIN)
-    assert text.endswith("✅ Approved by <@U2>: *release-notes* run `r1`.")
+    assert text.endswith("✅ Approved by U2: *release-notes* run `r1`.")  # named, never pinged
 
     menu = withdrawn(replies.which_gate(_gates(7), "approve"), "r6", {**SETTLED, "run_id": "r6"})
     assert [len(m.options) for m in menu.menus] == [6]

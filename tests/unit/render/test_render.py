@@ -28,7 +28,7 @@ from core.render import (
     width,
 )
 from core.splitting import code_spans
-from tests.unit.commands.samples import every_reply_kind, make_run
+from tests.unit.commands.samples import every_reply_kind, make_gate, make_run
 from tests.unit.render.fences import fences_balanced
 
 PLAIN = Redactor(())  # these tests are about templates; redaction has its own
@@ -148,21 +148,46 @@ def test_long_output_is_split_never_truncated() -> None:
     assert render(reply, "console", PLAIN) == ["".join(render(reply, "console", PLAIN))]
 
 
-def test_people_are_shown_as_platform_mentions_not_raw_ids() -> None:
+def test_people_are_shown_by_name_without_a_ping() -> None:
     prompt = next(r for r in every_reply_kind("x") if r.kind == "fresh_run_prompt")
 
-    def by(requester: str, platform: str) -> str:
+    def by(requester: str, platform: str, names: dict[str, str] | None = None) -> str:
         reply = dataclasses.replace(prompt, data={**prompt.data, "requester": requester})
-        return "".join(render(reply, platform, PLAIN))
+        return "".join(render(reply, platform, PLAIN, names=names))
 
-    assert "started by <@U0ANA>" in by("slack:U0ANA", "slack")
+    # Slack: the name the adapter found, never a `<@U…>` mention (which would notify them)
+    assert "started by Ana Lima)" in by("slack:U0ANA", "slack", {"slack:U0ANA": "Ana Lima"})
+    assert "started by U0ANA)" in by("slack:U0ANA", "slack")  # no name known: the bare id, no ping
+    # a name is untrusted text: it neither pings nor formats
+    hostile = by("slack:U0ANA", "slack", {"slack:U0ANA": "<!channel> *boss*"})
+    assert "started by &lt;!channel&gt; \u2217boss\u2217)" in hostile and "<!" not in hostile
+    # Discord: a mention shows the name and pings nobody (the adapter allows no mention)
     assert "started by <@80351110224678912>" in by("discord:80351110224678912", "discord")
     assert "started by ana)" in by("console:ana", "console")  # the console: the plain name
 
 
+def test_a_reminder_pings_the_approvers_it_waits_on_and_nothing_else_does() -> None:
+    """Where a ping is the point (a reminder or escalation to the approvers it waits on, the
+    "handled after a restart" notice to who typed the command), Slack mentions them for real
+    and the reply lists them in `pings` (Discord allows exactly those); nowhere else."""
+    names = {"slack:U0ANA": "Ana", "slack:U0BOB": "Bob"}
+    for reply in every_reply_kind("x"):
+        people = {"requester": "slack:U0ANA", "by": "slack:U0ANA"}
+        reply = dataclasses.replace(reply, data={**reply.data, **people})
+        text = "".join(render(reply, "slack", PLAIN, names=names))
+        pinged = set(re.findall(r"<@(U[A-Z0-9]+)>", text))
+        assert pinged == {p.removeprefix("slack:") for p in reply.pings}, (reply.kind, text)
+    run = make_run(requester="slack:U0ANA")
+    gate = make_gate(run)
+    for make in (replies.gate_reminder, replies.gate_escalated):
+        reply = make(run, gate, ["slack:U0BOB"], None)
+        text = "".join(render(reply, "slack", PLAIN, names=names))
+        assert reply.pings == ("slack:U0BOB",) and "<@U0BOB>" in text and "<@U0ANA>" not in text
+
+
 @pytest.mark.parametrize(
     ("platform", "person"),
-    [("console", "slack:U0ANA"), ("slack", "<@U0ANA>"), ("discord", "slack:U0ANA")],
+    [("console", "slack:U0ANA"), ("slack", "U0ANA"), ("discord", "slack:U0ANA")],
 )
 def test_an_error_naming_who_decided_renders_that_person_per_platform(platform: str, person: str) -> None:
     exc = GateAlreadyDecided(run_id="3f9a", node_id="review <x>", decision="approved", by="slack:U0ANA")

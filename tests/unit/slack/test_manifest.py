@@ -16,7 +16,7 @@ def test_the_manifest_turns_on_the_home_and_messages_tabs_and_group_direct_messa
     assert home["home_tab_enabled"] and home["messages_tab_enabled"]
     assert not home["messages_tab_read_only_enabled"]
     scopes = set(manifest["oauth_config"]["scopes"]["bot"])
-    assert {"mpim:history", "im:history", "chat:write", "commands"} <= scopes
+    assert {"mpim:history", "im:history", "chat:write", "commands", "users:read"} <= scopes
     events = set(manifest["settings"]["event_subscriptions"]["bot_events"])
     assert {"message.mpim", "message.im", "app_home_opened", "app_mention"} <= events
     assert manifest["settings"]["interactivity"]["is_enabled"]  # buttons and modals
