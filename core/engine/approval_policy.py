@@ -184,10 +184,13 @@ class Tally:
         return tuple(v for v in self.counted if v.choice == self.decision)[: max(self.required, 1)]
 
 
-def _cast_order(vote: Vote) -> tuple[float, str, bool, str]:
+def _cast_order(vote: Vote) -> tuple[float, str, bool, str, str, str]:
     """Votes in the order cast; a tie (same instant) is broken the same way whatever order
-    they arrive in: by user, an approval before a rejection, then by choice."""
-    return vote.at, vote.user, vote.choice == REJECT, vote.choice
+    they arrive in: by user, an approval before a rejection, then by choice, values and comment
+    (one person's two votes at one instant with other values must not let arrival order pick
+    the one that counts)."""
+    values = json.dumps(dict(vote.values), sort_keys=True, default=str)
+    return vote.at, vote.user, vote.choice == REJECT, vote.choice, values, vote.comment
 
 
 def first_votes(votes: Iterable[Vote]) -> list[Vote]:

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from core.engine.approval_policy import (
@@ -232,6 +232,10 @@ votes_strategy = st.lists(
 
 @settings(max_examples=300, deadline=None)
 @given(votes_strategy, st.integers(1, 4), st.booleans())
+@example(  # one person's two votes at one instant, with other values: arrival order must not pick
+    [Vote("console:sam", "approve", 1000.0, "", {}),
+     Vote("console:sam", "approve", 1000.0, "", {"replicas": 4}),
+     Vote("console:sue", "approve", 1000.0, "", {})], 2, False)
 def test_properties_of_any_sequence_of_votes(votes: list[Vote], required: int, exclude: bool) -> None:
     p = policy(
         approvers=["group:sre", "console:lee", REQUESTER],
