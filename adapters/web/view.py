@@ -263,6 +263,7 @@ def run_page(parts: Parts, run: Run, uid: str, *, query: str = "", node: str | N
     hide = parts.redactor
     detail = parts.engine.inspect(run)
     lazy = len(detail.nodes) > LAZY_OVER and not query
+    rows: list[dict[str, Any]]
     if lazy:  # rows built only for the groups listed: a deferred group's are only counted
         listed = {str(s) for s in OPEN_STATES} | ({group} if group else set())
         rows = [node_row(n, hide) if str(n.state) in listed else {"id": n.node_id, "state": str(n.state)}
