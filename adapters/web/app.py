@@ -169,7 +169,7 @@ class RunPagesApp:
         if state not in {str(s) for s in view.STATE_ORDER}:
             raise Refused(404, "No such group", "Open the run's page from its link in chat.")
         data = view.group_rows(self.parts, run, state)
-        return self._html("_rows.html.j2", **data)
+        return self._html("_group.html.j2", **data)
 
     def graph(self, request: Request) -> Response:
         """A big run's graph (an SVG), for its page: the same link, the same checks."""
