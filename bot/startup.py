@@ -15,18 +15,11 @@ then, e.g. a resume).
   a pause (a program embedding Baton, a test, a benchmark rig) a full collection comes
   first, so that only live objects are frozen. `baton say` calls it without `collect`: in a
   test process that changes nothing. Reference counting frees acyclic objects all along.
-
-`pause_collection()` also turns off pydantic's plugin discovery for the process (unless the
-operator set `PYDANTIC_DISABLE_PLUGINS` themselves): on the first model it validates,
-pydantic reads the entry points of every installed distribution to look for plugins (one
-file per distribution: ≈ 0.05–0.07 s of CPU on a cold start here). Baton uses no pydantic
-plugin; a step never sees the variable (steps get an allowlisted environment).
 """
 
 from __future__ import annotations
 
 import gc
-import os
 
 __all__ = ["main", "pause_collection", "started"]
 
@@ -34,9 +27,8 @@ _paused = False
 
 
 def pause_collection() -> None:
-    """Stop automatic collection until `started()`; no pydantic plugin discovery."""
+    """Stop automatic collection until `started()`."""
     global _paused
-    os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "__all__")
     if gc.isenabled():
         gc.disable()
         _paused = True
