@@ -204,6 +204,9 @@ def baton_side(url: str, root: Path, steps: int, workers: int, concurrency: int)
         "BATON_WORKER_CONCURRENCY": str(concurrency),
         "BATON_MAX_PARALLEL": str(MAX_PARALLEL),
         "BATON_LOG_LEVEL": "INFO",
+        # no-op steps against no-op jobs: the queue's path, not the step sandbox, which runs a
+        # tool step as a process of its own (its cost is the `real_steps` sandbox rows)
+        "BATON_STEP_SANDBOX": "none",
     }
     env = {k: v for k, v in os.environ.items() if not k.startswith("BATON_")}
     env.update(baton_env, PYTHONPATH=str(ROOT))

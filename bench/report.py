@@ -8,7 +8,7 @@ from typing import Any
 from bench import report_user
 from bench.scorecard.score import Tally, total
 
-TARGETS = {"normal": 0.25, "full": 0.6, "recovery": 0.5, "resume": 50.0, "latency_p99": 20.0, "rss": 200.0}
+TARGETS = {"normal": 0.25, "full": 0.6, "recovery": 0.35, "resume": 50.0, "latency_p99": 20.0, "rss": 200.0}
 
 
 def ms(value: float | None, digits: int = 2) -> str:

@@ -234,9 +234,9 @@ def cold_start(plan: Plan, log: Log) -> dict[str, Any]:
 
 
 def distributed(plan: Plan, log: Log) -> dict[str, Any]:
-    log(f"distributed: {plan.distributed_steps} no-op steps vs Procrastinate jobs, 1 and 2 workers")
+    log(f"distributed: {plan.distributed_steps} no-op steps vs Procrastinate jobs, 1, 2 and 4 workers")
     with _tmp("distributed") as tmp:
-        args = ["--steps", str(plan.distributed_steps), "--workers", "1,2", "--rounds", str(plan.rounds),
+        args = ["--steps", str(plan.distributed_steps), "--workers", "1,2,4", "--rounds", str(plan.rounds),
                 "--db", "bench_distributed", "--dir", tmp]  # fmt: skip
         return measured("bench.distributed", args, what="distributed", timeout=1800)
 

@@ -74,7 +74,10 @@ async def _site(root: Path, workflows: dict[str, str]) -> tuple[Any, Any, Any, i
     settings = load_settings(
         database_url=f"sqlite:///{root / 'baton.db'}", workflow_dirs=[root / "workflows"],
         overrides={"data_dir": root / ".baton", "web_port": port, "tool_modules": [str(TOOLS)],
-                   "log_level": "WARNING"},
+                   "log_level": "WARNING",
+                   # the pages, not the sandbox: each sandboxed tool step is a process of its own
+                   # (5,000 of them took minutes here); its cost is the `real_steps` sandbox rows
+                   "step_sandbox": "none"},
     )
     baton = build_baton(settings)
     return baton, settings, (serve, sock), port

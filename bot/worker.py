@@ -21,6 +21,7 @@ import socket
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from procrastinate.job_context import JobContext
 from procrastinate.worker import Worker
 
 from bot.health import Health, serve_health
@@ -33,6 +34,7 @@ from core.engine.distributed import (
     JobQueue,
     NodeJob,
     NodeWorker,
+    WorkerConnector,
     apply_queue_schema,
     stalled_after,
 )
@@ -72,9 +74,16 @@ def build_worker(
         max_output=settings.max_output_bytes,
     )
 
-    @queue.app.task(name=TASK_NAME, queue=settings.queue_name)
-    async def execute_node_job(job: dict[str, Any]) -> str:
-        status = await node_worker.run(NodeJob.from_args(job))
+    # `baton worker`'s queue (`JobQueue(worker=True)`): the fetch claims, the result finishes
+    connector = queue.connector if isinstance(queue.connector, WorkerConnector) else None
+    if connector is not None:  # the result statement finishes the job: Procrastinate's own finish is skipped
+        connector.finished = journal.finished
+
+    @queue.app.task(name=TASK_NAME, queue=settings.queue_name, pass_context=True)
+    async def execute_node_job(context: JobContext, job: dict[str, Any]) -> str:
+        job_id = context.job.id if connector is not None else None
+        claimed = connector.claimed(job_id) if connector is not None and job_id is not None else None
+        status = await node_worker.run(NodeJob.from_args(job), job_id=job_id, claimed=claimed)
         return status.value if status is not None else "skipped"
 
     return Worker(
@@ -89,6 +98,7 @@ def build_worker(
         install_signal_handlers=False,
         update_heartbeat_interval=settings.worker_heartbeat_seconds,
         stalled_worker_timeout=stalled_after(settings.worker_heartbeat_seconds),
+        # the task always returns, so its job is deleted (as the result statement deletes it)
         delete_jobs="successful",
     )
 
@@ -124,7 +134,7 @@ async def serve_worker(
     try:
         apply_queue_schema(settings.database_url)
         slots = concurrency or settings.worker_concurrency
-        queue = JobQueue(settings.database_url, pool_size=slots + 3)
+        queue = JobQueue(settings.database_url, pool_size=slots + 3, worker=True)
         journal = WorkerJournal(settings.database_url, size=slots)
         label = worker_name(settings, name)
         worker = build_worker(runtime, queue, journal, concurrency=slots, name=label)

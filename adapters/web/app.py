@@ -2,6 +2,8 @@
 
     GET  /r/<token>                              the run's page (works without JavaScript)
     GET  /r/<token>/events                       its live updates (server-sent events)
+    GET  /r/<token>/group/<state>                a big run's group of nodes, when its page opens it
+    GET  /r/<token>/graph                        a big run's graph, when its page opens it
     GET  /r/<token>/nodes/<node>/output          a node's whole output, redacted, as a file
     GET  /r/<token>/nodes/<node>/artifacts/<p>   one of its artifacts, redacted, as a file
     POST /r/<token>/decide                       approve or reject its waiting gate
@@ -82,6 +84,8 @@ class RunPagesApp:
         routes: list[BaseRoute] = [
             Route("/r/{token}", self.run_page),
             Route("/r/{token}/events", self.events),
+            Route("/r/{token}/group/{state}", self.group),
+            Route("/r/{token}/graph", self.graph),
             Route("/r/{token}/nodes/{node}/output", self.output),
             Route("/r/{token}/nodes/{node}/artifacts/{path:path}", self.artifact),
             Route("/r/{token}/decide", self.decide, methods=["POST"]),
@@ -139,10 +143,11 @@ class RunPagesApp:
             page = 1
         query = request.query_params.get("q", "").strip()[:200]
         node = request.query_params.get("node") or None
-        data = view.run_page(self.parts, run, grant.uid, query=query, node=node, page=page)
-        related = {r["child"] for g in data["groups"] for r in g["rows"] if r["child"]}
-        related |= {run.parent_run} if run.parent_run else set()
-        pages = {rid: self.links.run_path(rid, grant.uid, grant.expires_at) for rid in related}
+        group = request.query_params.get("group") or None
+        data = view.run_page(self.parts, run, grant.uid, query=query, node=node, page=page, group=group,
+                             show_graph=request.query_params.get("graph") == "1")  # fmt: skip
+        rows = [r for g in data["groups"] for r in g["rows"]]
+        pages = self._related_pages(run, rows, grant.uid, grant.expires_at)
         cookie = request.cookies.get(COOKIE) or self.csrf.new_cookie()
         form_id = self.csrf.new_form_id()
         flash = read_flash(request.cookies.get(FLASH, ""))
@@ -159,6 +164,29 @@ class RunPagesApp:
             response.delete_cookie(FLASH, path="/")
         log.info("run page", extra={"action": "web_page", "run_id": run.id, "user": grant.uid})
         return response
+
+    def group(self, request: Request) -> Response:
+        """A big run's group of node rows (`<tr>`s), for its page: the same link, the same checks."""
+        grant, run = self._run(request.path_params["token"])
+        state = request.path_params["state"]
+        if state not in {str(s) for s in view.STATE_ORDER}:
+            raise Refused(404, "No such group", "Open the run's page from its link in chat.")
+        data = view.group_rows(self.parts, run, state)
+        pages = self._related_pages(run, data["rows"], grant.uid, grant.expires_at)
+        return self._html("_group.html.j2", **data, run_pages=pages)
+
+    def _related_pages(self, run: Run, rows: list[dict[str, Any]], uid: str,
+                       expires_at: float) -> dict[str, str]:
+        """The page links of the child runs `rows` name and of `run`'s parent, for `uid`."""
+        related = {r["child"] for r in rows if r.get("child")}
+        related |= {run.parent_run} if run.parent_run else set()
+        return {rid: self.links.run_path(rid, uid, expires_at) for rid in related}
+
+    def graph(self, request: Request) -> Response:
+        """A big run's graph (an SVG), for its page: the same link, the same checks."""
+        token = request.path_params["token"]
+        _, run = self._run(token)
+        return self._html("_dag.html.j2", **view.graph(self.parts, run), base=f"/{RUN}/{token}")
 
     def runs_page(self, request: Request) -> Response:
         grant = self._grant(RUNS, request.path_params["token"])

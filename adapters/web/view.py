@@ -38,6 +38,10 @@ STATE_ORDER = (
 OPEN_STATES = frozenset({NodeState.FAILED, NodeState.REJECTED, NodeState.ATTENTION, NodeState.WAITING,
                          NodeState.RUNNING})
 ALL_OPEN_UP_TO = 40  # a run this small shows every group open
+#: a run with more nodes is shown summary first (issue 34): its first paint lists the failed,
+#: waiting and running nodes; the other groups' rows and the graph are fetched when opened
+#: (`/r/<token>/group/<state>`, `/r/<token>/graph`: the same link, the same checks)
+LAZY_OVER = 1000
 INLINE_OUTPUTS = 200  # up to this many nodes, each row shows the start of its output
 PREVIEW_CHARS = 600
 PAGE_CHARS = 64_000  # one page of a node's output
@@ -118,14 +122,38 @@ def matches(row: Mapping[str, Any], query: str) -> bool:
     return any(q in str(row[k]).lower() for k in ("id", "kind", "state", "reason", "error"))
 
 
-def groups(rows: Sequence[dict[str, Any]], total: int) -> list[dict[str, Any]]:
+def groups(
+    rows: Sequence[dict[str, Any]], total: int, *, lazy: bool = False, expand: str | None = None
+) -> list[dict[str, Any]]:
+    """The node list's groups. `lazy` (a big run's first paint): a group that starts closed
+    carries its count and no rows (`deferred`), except `expand` (the group asked for)."""
     by_state: dict[str, list[dict[str, Any]]] = {str(s): [] for s in STATE_ORDER}
     for row in rows:
         by_state.setdefault(row["state"], []).append(row)
-    return [
-        {"state": state, "rows": items, "open": total <= ALL_OPEN_UP_TO or NodeState(state) in OPEN_STATES}
-        for state, items in by_state.items()
-    ]
+    out = []
+    for state, items in by_state.items():
+        opened = (not lazy and total <= ALL_OPEN_UP_TO) or NodeState(state) in OPEN_STATES or state == expand
+        deferred = lazy and not opened and bool(items)
+        out.append({"state": state, "rows": [] if deferred else items, "count": len(items),
+                    "open": opened, "deferred": deferred})
+    return out
+
+
+def group_rows(parts: Parts, run: Run, state: str) -> dict[str, Any]:
+    """One group's rows, for a big run's page that opens it (with the page's resume plan
+    column when it has one)."""
+    detail = parts.engine.inspect(run)
+    return {"rows": [node_row(n, parts.redactor) for n in detail.nodes if str(n.state) == state],
+            "planned": any(n.plan_action for n in detail.nodes)}
+
+
+def graph(parts: Parts, run: Run) -> dict[str, Any]:
+    """A big run's graph, for its page that opens it."""
+    detail = parts.engine.inspect(run, plan=False)
+    drawn = [n for n in detail.nodes if n.item_of is None]
+    return {"drawing": layout([n.node_id for n in drawn], {n.node_id: n.deps for n in drawn}),
+            "states": {n.node_id: str(n.state) for n in detail.nodes}, "total": len(detail.nodes),
+            "known": detail.known, "matched": None, "query": ""}
 
 
 def commands(
@@ -228,12 +256,21 @@ def run_header(run: Run, detail: RunDetail, hide: Redactor) -> dict[str, Any]:
 
 
 def run_page(parts: Parts, run: Run, uid: str, *, query: str = "", node: str | None = None,
-             page: int = 1) -> dict[str, Any]:
+             page: int = 1, group: str | None = None, show_graph: bool = False) -> dict[str, Any]:
     """The run page's data: one inspection (journal, plan), gates, audit, args and the outputs
-    shown, each one query."""
+    shown, each one query. A run of more than `LAZY_OVER` nodes is shown summary first
+    (unless searched): the rows of the groups that start closed but `group`, and the graph
+    unless `show_graph`, are left for the page to fetch when opened."""
     hide = parts.redactor
     detail = parts.engine.inspect(run)
-    rows = [node_row(n, hide) for n in detail.nodes]
+    lazy = len(detail.nodes) > LAZY_OVER and not query
+    rows: list[dict[str, Any]]
+    if lazy:  # rows built only for the groups listed: a deferred group's are only counted
+        listed = {str(s) for s in OPEN_STATES} | ({group} if group else set())
+        rows = [node_row(n, hide) if str(n.state) in listed else {"id": n.node_id, "state": str(n.state)}
+                for n in detail.nodes]  # fmt: skip
+    else:
+        rows = [node_row(n, hide) for n in detail.nodes]
     by_id = {n.node_id: n for n in detail.nodes}
     shown = [r for r in rows if matches(r, query)] if query else rows
     wanted: list[str] = []
@@ -263,15 +300,18 @@ def run_page(parts: Parts, run: Run, uid: str, *, query: str = "", node: str | N
         args = {}
     message = args.get("message") if isinstance(args.get("message"), str) else None
     drawn = [n for n in detail.nodes if n.item_of is None]  # a map node is drawn once, not per item
-    drawing = layout([n.node_id for n in drawn], {n.node_id: n.deps for n in drawn})
+    drawing = None
+    if not lazy or show_graph:
+        drawing = layout([n.node_id for n in drawn], {n.node_id: n.deps for n in drawn})
     matched = {r["id"] for r in shown} if query else None
     return {
         "run": run_header(run, detail, hide),
         "queue": queueing.waiting(parts.store, run, time.time()),  # why a queued run waits
         "counts": dict(Counter(str(n.state) for n in detail.nodes)),
         "total": len(rows),
-        "groups": groups(shown, len(rows)),
-        "states": {r["id"]: r["state"] for r in rows},
+        "groups": groups(shown, len(rows), lazy=lazy, expand=group),
+        "lazy": lazy,
+        "states": {r["id"]: r["state"] for r in rows} if drawing is not None else {},
         "matched": matched,
         "query": query,
         "drawing": drawing,
@@ -286,7 +326,6 @@ def run_page(parts: Parts, run: Run, uid: str, *, query: str = "", node: str | N
         "output": texts.get(detail.output_digest or "", "")[:PREVIEW_CHARS * 4],
         "output_cut": len(texts.get(detail.output_digest or "", "")) > PREVIEW_CHARS * 4,
         "detail": node_detail(chosen, texts, page, hide) if chosen is not None else None,
-        "live": live_nodes(detail, hide),
     }
 
 

@@ -54,6 +54,18 @@ _SETTLE = """
     )
     SELECT count(*) FROM settled
 """
+#: the same, and the node job finished (deleted, as `baton worker` deletes successful jobs) in
+#: the same statement when the entry was settled and the job is still running: one round trip
+#: for the result and Procrastinate's finish (issue 34). (settled, finished)
+_SETTLE_AND_FINISH = _SETTLE.replace(
+    "    SELECT count(*) FROM settled",
+    """    , finished AS (
+        SELECT procrastinate_finish_job_v1(%(job_id)s, 'succeeded', true)
+         WHERE EXISTS (SELECT FROM settled)
+           AND EXISTS (SELECT FROM procrastinate_jobs WHERE id = %(job_id)s AND status = 'doing')
+    )
+    SELECT (SELECT count(*) FROM settled), (SELECT count(*) FROM finished)""",
+)
 _ENTRY = f"SELECT {', '.join(JOURNAL_FIELDS)} FROM journal WHERE id = %(entry_id)s"
 
 
@@ -62,6 +74,9 @@ class WorkerJournal:
 
     def __init__(self, database_url: str, *, size: int = 4, clock: Callable[[], float] = time.time) -> None:
         self._clock = clock
+        #: node jobs a result statement finished (`settle(job_id=…)`): their worker's connector
+        #: (`WorkerConnector.finished`, the same set) skips Procrastinate's own finish of them
+        self.finished: set[int] = set()
         self._pool = lively_pool(
             pg_conninfo(database_url),
             min_size=1,
@@ -105,10 +120,12 @@ class WorkerJournal:
         tokens_in: int = 0,
         tokens_out: int = 0,
         artifacts: Mapping[str, bytes] | None = None,
+        job_id: int | None = None,
     ) -> str | None:
         """The blobs (output, artifacts; in digest order, like `journal_complete_many`) and the
-        `started` entry settled, in one statement: one round trip and one commit. The
-        output's digest; InvalidTransition when the entry is not `started`."""
+        `started` entry settled, in one statement: one round trip and one commit; with
+        `job_id`, the entry's running node job is finished in the same statement (and noted in
+        `finished`). The output's digest; InvalidTransition when the entry is not `started`."""
         status = NodeStatus(status)
         if status not in _FINAL:
             raise ValueError(f"a step settles completed or failed, not {status.value}")
@@ -135,7 +152,13 @@ class WorkerJournal:
             "datas": [blobs[d] for d in order],
             "sizes": [len(blobs[d]) for d in order],
         }
-        _, settled = await self._run(_SETTLE, params, "record a step result")
+        if job_id is None:
+            _, settled = await self._run(_SETTLE, params, "record a step result")
+        else:
+            settled, finished = await self._run_row(_SETTLE_AND_FINISH, {**params, "job_id": job_id},
+                                                    "record a step result")  # fmt: skip
+            if finished == 1:
+                self.finished.add(job_id)
         if settled != 1:
             await self._not_settleable(entry_id)
         return digest
@@ -149,6 +172,16 @@ class WorkerJournal:
         if row is None:
             raise StoreError(f"Journal entry {entry_id} does not exist.", hint="This is a bug in Baton.")
         raise cas.already_settled(journal_from_values(row))
+
+    async def _run_row(self, sql: str, params: Mapping[str, Any], operation: str) -> tuple[Any, ...]:
+        """One autocommitted statement returning one row: that row."""
+        try:
+            async with self._pool.connection() as conn:
+                row = await (await conn.execute(sql, params)).fetchone()  # type: ignore[arg-type]  # constant SQL
+        except (psycopg.Error, psycopg_pool.PoolTimeout) as exc:
+            raise StoreError(f"The run store could not {operation} ({describe(exc)}).") from exc
+        assert row is not None
+        return tuple(row)
 
     async def _run(self, sql: str, params: Mapping[str, Any], operation: str) -> tuple[int, Any]:
         """One autocommitted statement: the rows it changed, and the first column of the row it

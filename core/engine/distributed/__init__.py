@@ -23,7 +23,7 @@ from __future__ import annotations
 from core.engine.distributed.dispatcher import DispatchConfig, RemoteDispatcher, Settled
 from core.engine.distributed.jobs import DEFAULT_QUEUE, TASK_NAME, NodeJob
 from core.engine.distributed.node_worker import NodeWorker
-from core.engine.distributed.queue import JobQueue, apply_queue_schema
+from core.engine.distributed.queue import JobQueue, WorkerConnector, apply_queue_schema
 from core.engine.distributed.queue_runner import QueueStepRunner, queue_runner_factory
 
 __all__ = [
@@ -36,6 +36,7 @@ __all__ = [
     "QueueStepRunner",
     "RemoteDispatcher",
     "Settled",
+    "WorkerConnector",
     "apply_queue_schema",
     "queue_runner_factory",
     "stalled_after",

@@ -72,6 +72,7 @@ class StepJournal(Protocol):
         tokens_in: int = 0,
         tokens_out: int = 0,
         artifacts: Mapping[str, bytes] | None = None,
+        job_id: int | None = None,
     ) -> str | None: ...
 
 
@@ -115,16 +116,22 @@ class NodeWorker:
     _run_dirs: LRUCache[str, RunDirs] = field(
         default_factory=lambda: LRUCache(_KNOWN_RUNS), init=False, repr=False)
 
-    async def run(self, job: NodeJob) -> NodeStatus | None:
-        """Execute the job's step; the status it settled with, or None when it was not ours."""
-        claimed = await _to_end(self.journal.claim(job.entry_id))
+    async def run(
+        self, job: NodeJob, *, job_id: int | None = None, claimed: bool | None = None
+    ) -> NodeStatus | None:
+        """Execute the job's step; the status it settled with, or None when it was not ours.
+        `claimed`: the outcome of the claim the job's fetch made (`WorkerConnector`); None:
+        claimed here first. `job_id`: the result statement also finishes that job."""
+        if claimed is None:
+            claimed = await _to_end(self.journal.claim(job.entry_id))
         extra = {"run_id": job.run_id, "node_id": job.node_id, "worker": self.name}
         if not claimed:
             log.info("step already claimed or withdrawn", extra={"action": "skip_job", **extra})
             return None
         refused = self._refusal(job)
         if refused is not None:
-            await _to_end(self.journal.settle(job.entry_id, status=NodeStatus.FAILED, error=refused))
+            failed = self.journal.settle(job.entry_id, status=NodeStatus.FAILED, error=refused, job_id=job_id)
+            await _to_end(failed)
             log.warning(refused, extra={"action": "identity_mismatch", **extra})
             return NodeStatus.FAILED
         dirs = self._dirs(job.run_id)
@@ -163,6 +170,7 @@ class NodeWorker:
                     error=exc.message,
                     tokens_in=result.tokens_in if result is not None else 0,
                     tokens_out=result.tokens_out if result is not None else 0,
+                    job_id=job_id,
                 )
             )
             log.info("step failed", extra={"action": "node_failed", "seconds": _since(began), **extra})
@@ -173,7 +181,8 @@ class NodeWorker:
         except Exception as exc:  # a bug in a node kind or provider: fail the step, keep the worker
             shown = self.environment.redactor.redact(str(exc))
             message = f"step `{job.node_id}` crashed: {type(exc).__name__}: {shown}"
-            await _to_end(self.journal.settle(job.entry_id, status=NodeStatus.FAILED, error=message))
+            failed = self.journal.settle(job.entry_id, status=NodeStatus.FAILED, error=message, job_id=job_id)
+            await _to_end(failed)
             log.warning(message, extra={"action": "node_failed", "seconds": _since(began), **extra})
             return NodeStatus.FAILED
         output = result.output.encode()
@@ -184,7 +193,9 @@ class NodeWorker:
             except (ArtifactOutside, OSError) as exc:
                 message = f"step `{job.node_id}` ran, but its artifacts cannot be kept: {exc}"
                 await _to_end(
-                    self.journal.settle(job.entry_id, status=NodeStatus.FAILED, output=output, error=message)
+                    self.journal.settle(
+                        job.entry_id, status=NodeStatus.FAILED, output=output, error=message, job_id=job_id
+                    )
                 )
                 return NodeStatus.FAILED
         await _to_end(  # output, artifacts and `completed`: one statement
@@ -195,6 +206,7 @@ class NodeWorker:
                 tokens_in=result.tokens_in,
                 tokens_out=result.tokens_out,
                 artifacts=files,
+                job_id=job_id,
             )
         )
         log.info("step completed", extra={"action": "node_completed", "seconds": _since(began), **extra})

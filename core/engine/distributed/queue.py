@@ -14,13 +14,16 @@ no-op when they exist), like `SqlStore.migrate` does for Baton's own.
 from __future__ import annotations
 
 import logging
-from typing import Any
+import time
+from collections.abc import Callable
+from typing import Any, LiteralString
 
 import procrastinate
 import psycopg
 from procrastinate import exceptions as pq_errors
 from procrastinate.jobs import Status
 from procrastinate.schema import SchemaManager
+from procrastinate.sql import queries as pq_queries
 
 from core.engine.distributed.jobs import DEFAULT_QUEUE, TASK_NAME, NodeJob, queueing_lock
 from core.errors import StoreError
@@ -86,11 +89,89 @@ def queue_connector(conninfo: str, pool_size: int) -> procrastinate.PsycopgConne
     )
 
 
+#: Procrastinate's own fetch: one `doing` job (its columns), or a row of NULLs
+_FETCH_JOB: LiteralString = pq_queries["fetch_job"]
+_FINISH_JOB: LiteralString = pq_queries["finish_job"]
+#: the same fetch, and, when the job is a node job, its journal entry claimed (`queued ->
+#: started`) in the same statement and commit: `baton_claimed` is 1 (ours), 0 (not queued any
+#: more: another worker's, withdrawn) or NULL (not a node job, or no job)
+_FETCH_AND_CLAIM: LiteralString = """
+    WITH job AS (
+        SELECT id, status, task_name, priority, lock, queueing_lock, args, scheduled_at, queue_name,
+               attempts, worker_id
+          FROM procrastinate_fetch_job_v2(%(queues)s::varchar[], %(worker_id)s)
+    ), claimed AS (
+        UPDATE journal SET status = 'started', started_at = %(baton_at)s
+         WHERE id = (SELECT CAST(args -> 'job' ->> 'entry_id' AS bigint) FROM job
+                      WHERE task_name = %(baton_task)s)
+           AND status = 'queued'
+     RETURNING id
+    )
+    SELECT job.*, CASE WHEN job.task_name = %(baton_task)s THEN (SELECT count(*) FROM claimed) END
+           AS baton_claimed
+      FROM job
+"""
+
+
+class WorkerConnector(procrastinate.PsycopgConnector):
+    """`baton worker`'s connector: `queue_connector`'s pool, and two of a node job's four round
+    trips folded into the other two (issue 34):
+
+    - fetch + claim: Procrastinate's fetch of a job also claims the node job's journal entry,
+      one statement, one commit (`_FETCH_AND_CLAIM`): the claim is durable before the step
+      runs, as before, and a fetch is never committed without its claim. The task reads the
+      outcome with `claimed(job_id)`.
+    - result + finish: the worker's result statement also finishes the job
+      (`WorkerJournal.settle(job_id=…)`), which adds the job id to `finished`; Procrastinate's
+      own finish of that job is then skipped here (it would find no job: it was deleted with
+      the result). A job the result statement did not finish is finished by Procrastinate as
+      before.
+    """
+
+    def __init__(self, *, clock: Callable[[], float] = time.time, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self._clock = clock
+        self._claims: dict[int, bool] = {}
+        #: node jobs finished with their result (shared with the worker's `WorkerJournal`)
+        self.finished: set[int] = set()
+
+    def claimed(self, job_id: int) -> bool | None:
+        """Whether the fetch of `job_id` claimed its entry (None: this fetch did not try)."""
+        return self._claims.pop(job_id, None)
+
+    async def execute_query_one_async(self, query: LiteralString, **arguments: Any) -> dict[str, Any]:
+        if query != _FETCH_JOB:
+            return await super().execute_query_one_async(query, **arguments)
+        row = await super().execute_query_one_async(
+            _FETCH_AND_CLAIM, **arguments, baton_task=TASK_NAME, baton_at=self._clock()
+        )
+        claimed = row.pop("baton_claimed", None)
+        if row.get("id") is not None and claimed is not None:
+            self._claims[int(row["id"])] = claimed == 1
+        return row
+
+    async def execute_query_async(self, query: LiteralString, **arguments: Any) -> None:
+        if query == _FINISH_JOB and arguments.get("job_id") in self.finished:
+            self.finished.discard(arguments["job_id"])
+            return
+        await super().execute_query_async(query, **arguments)
+
+
+def worker_connector(conninfo: str, pool_size: int) -> WorkerConnector:
+    return WorkerConnector(
+        conninfo=conninfo, min_size=1, max_size=max(1, pool_size), pool_factory=lively_pool
+    )
+
+
 class JobQueue:
     """An opened async app on the Baton database, for lookups (replicas) or working (workers)."""
 
-    def __init__(self, database_url: str, *, pool_size: int = 2) -> None:
-        self.app = procrastinate.App(connector=queue_connector(pg_conninfo(database_url), pool_size))
+    def __init__(self, database_url: str, *, pool_size: int = 2, worker: bool = False) -> None:
+        """`worker`: the app `baton worker` runs (its connector is `WorkerConnector`)."""
+        conninfo = pg_conninfo(database_url)
+        connector = worker_connector(conninfo, pool_size) if worker else queue_connector(conninfo, pool_size)
+        self.connector = connector
+        self.app = procrastinate.App(connector=connector)
         self._open = False
 
     async def open(self) -> None:

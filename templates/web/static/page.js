@@ -185,7 +185,60 @@
     }
   }
 
+  // A big run's page lists its failed, waiting and running nodes; the other groups' rows and
+  // the graph come from the server when opened (the same link; without JavaScript, the link
+  // asks for the page with that group or the graph in it).
+  async function fragment(url) {
+    const response = await fetch(url, { cache: "no-store", credentials: "same-origin" });
+    if (!response.ok) return null;
+    return new DOMParser().parseFromString(await response.text(), "text/html");
+  }
+
+  async function loadRows(link) {
+    if (link.dataset.loading) return;
+    link.dataset.loading = "1";
+    const fresh = await fragment(link.dataset.rows);
+    const slot = link.closest("tr");
+    if (!fresh || !slot) { delete link.dataset.loading; return; }
+    const tbody = slot.parentNode;
+    const q = (document.getElementById("q") || {}).value || "";
+    for (const row of fresh.querySelectorAll("tr.node")) {
+      const shown = document.getElementById(row.id);  // moved here by a live update meanwhile
+      if (shown) shown.remove();
+      const copy = document.importNode(row, true);
+      if (q) copy.hidden = !copy.textContent.toLowerCase().includes(q.trim().toLowerCase());
+      tbody.appendChild(copy);
+    }
+    slot.remove();
+  }
+
+  async function loadGraph(link) {
+    if (link.dataset.loading) return;
+    link.dataset.loading = "1";
+    const fresh = await fragment(link.dataset.graph);
+    const slot = document.getElementById("graph-deferred");
+    if (!fresh || !slot) { delete link.dataset.loading; return; }
+    const nodes = Array.from(fresh.body.childNodes, (n) => document.importNode(n, true));
+    slot.replaceWith(...nodes);
+  }
+
+  function deferred() {
+    document.addEventListener("click", (event) => {
+      const link = event.target.closest && event.target.closest("a[data-rows], a[data-graph]");
+      if (!link) return;
+      event.preventDefault();
+      if (link.dataset.rows) loadRows(link); else loadGraph(link);
+    });
+    for (const box of document.querySelectorAll("details.group")) {
+      box.addEventListener("toggle", () => {
+        const link = box.open && box.querySelector("a[data-rows]");
+        if (link) loadRows(link);
+      });
+    }
+  }
+
   live();
   filter();
+  deferred();
   addCopyButtons();
 })();

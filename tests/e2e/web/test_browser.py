@@ -13,6 +13,8 @@ import os
 import sys
 from pathlib import Path
 
+import pytest
+
 from adapters.console.messages import to_chat_message
 from adapters.web import serve
 from adapters.web.links import PageLinks
@@ -174,6 +176,48 @@ async def test_a_1000_node_run_reads_well_and_bad_links_are_refused(tmp_path: Pa
                     shown = await page.locator("main").inner_text()
                     assert "n999" not in shown and "wide" not in shown, why
                     assert ("expired" in shown) == (why == "expired"), why
+            baton.request_stop()
+            await server
+    finally:
+        baton.close()
+
+
+async def test_a_big_runs_groups_and_graph_load_when_opened(
+    tmp_path: Path, sqlite_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A big run's page (past `LAZY_OVER`, lowered here) lists the failed node; opening the
+    done group and the graph fetches them through the page's link, in the browser."""
+    from adapters.web import view
+    from tests.integration.web.test_pages_http import wide_with_failure
+
+    monkeypatch.setattr(view, "LAZY_OVER", 20)
+    sock = bind("127.0.0.1", 0)
+    port = sock.getsockname()[1]
+    access = {"run": {"*": ["console:ana"]}, "approve": {"*": ["console:ana"]}}
+    settings = settings_for(tmp_path, sqlite_url, {"wide": wide_with_failure(30)}, tool_modules=[TOOLS],
+                            web_port=port, access=access, step_sandbox="none")  # fmt: skip
+    baton = build_baton(settings)
+    try:
+        async with baton.running(handle_signals=False):
+            server = asyncio.create_task(serve(baton, settings, sock=sock))
+            started = await baton.handler.handle(to_chat_message("run wide", "ops", "ana"))
+            run = await baton.engine.wait(started[0].run_id or "", timeout=120)
+            assert run.status is RunStatus.FAILED
+            answer = await baton.handler.handle(to_chat_message(f"open {run.id}", "ops", "ana"))
+            url = str(answer[0].data["url"])
+            async with chromium() as browser:
+                page = await browser.new_page()
+                response = await page.goto(url)
+                assert response is not None and response.status == 200
+                assert await page.locator("tr.node").count() == 1  # the failed node only
+                assert await page.locator("#c-done").inner_text() == "30"
+                await page.locator("details#g-done-box > summary").click()  # open the group
+                await page.locator("tr.node.s-done").nth(29).wait_for()
+                assert await page.locator("tr.node.s-done").count() == 30
+                assert await page.locator("tr.deferred").count() == 0
+                await page.locator("a[data-graph]").click()
+                await page.locator("svg.dag g.box").nth(30).wait_for()
+                assert await page.locator("svg.dag g.box").count() == 31
             baton.request_stop()
             await server
     finally:

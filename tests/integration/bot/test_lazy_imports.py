@@ -24,9 +24,10 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[3]
 LAZY = ("jsonschema", "jinja2", "httpx", "tenacity", "alembic", "procrastinate", "prompt_toolkit", "rich",
-        "sqlmodel", "mcp", "mcp_types", "httpx2", "sse_starlette")  # fmt: skip
+        "sqlmodel", "mcp", "mcp_types", "httpx2", "sse_starlette", "starlette", "uvicorn", "playwright",
+        "slack_sdk", "aiohttp", "mako")  # fmt: skip
 ADAPTERS = ("adapters.slack", "adapters.discord", "adapters.console.interactive", "slack_bolt", "discord",
-            "adapters.mcp")  # fmt: skip
+            "adapters.mcp", "adapters.web.app", "adapters.web.pages", "adapters.web.stream")  # fmt: skip
 
 RESTART = textwrap.dedent(
     """
@@ -83,6 +84,19 @@ def _restart(tmp_path: Path, workflow: str) -> tuple[str, set[str]]:
     return result["status"], set(result["modules"])
 
 
+#: `baton say --wait 'run hello hi'` through the `baton` executable (bot.startup.main), as a user
+#: types it; the modules it imported, printed when the process exits.
+SAY = textwrap.dedent(
+    """
+    import atexit, json, sys
+    atexit.register(lambda: print("MODULES " + json.dumps({"modules": sorted(sys.modules)})))
+    sys.argv = ["baton", "say", "--wait", "run hello hi"]
+    from bot.startup import main
+    main()
+    """
+)
+
+
 def _heavy(modules: set[str]) -> list[str]:
     return sorted(
         m
@@ -117,3 +131,26 @@ def test_a_templated_workflow_with_a_schema_still_imports_what_it_uses(workdir: 
     assert status == "completed"
     assert {"jinja2", "jsonschema"} <= modules
     assert not {"httpx", "alembic", "adapters.slack"} & modules
+
+
+def test_say_imports_no_chat_web_queue_migration_or_agent_module(workdir: Path) -> None:
+    """The one-shot `say` path of the real executable: replies are rendered (jinja2), nothing else."""
+    (workdir / "workflows" / "hello.yaml").write_text((ROOT / "workflows" / "hello.yaml").read_text())
+    env = {k: v for k, v in os.environ.items() if not k.startswith("BATON_")}
+    env.update(
+        BATON_DATABASE_URL=f"sqlite:///{workdir / 'baton.db'}",
+        BATON_WORKFLOW_DIRS=json.dumps([str(workdir / "workflows")]),
+        BATON_DATA_DIR=str(workdir / "data"),
+        BATON_STEP_SANDBOX="none",
+        PYTHONPATH=str(ROOT),
+    )
+    proc = subprocess.run([sys.executable, "-c", SAY], capture_output=True, text=True, env=env, cwd=workdir,
+                          timeout=120, check=False)  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    assert "Hello from Baton: hi" in proc.stdout  # it ran the workflow and replied
+    result = json.loads(proc.stdout.split("MODULES ", 1)[1])
+    modules = set(result["modules"])
+    assert [m for m in _heavy(modules) if m.split(".")[0] != "jinja2"] == []
+    assert "sqlalchemy.orm" not in modules
+    assert not {m for m in modules if m.startswith("sqlalchemy.dialects.postgresql")}
+    assert {"sqlalchemy", "core.engine.engine", "bot.startup"} <= modules  # it did run, as `baton`

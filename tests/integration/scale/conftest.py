@@ -98,7 +98,7 @@ async def cluster(
     engine.subscribe(lambda event: _append(harness, event))
 
     settings = worker_settings(postgres_url, tmp_path / "worker", **getattr(request, "param", {}))
-    queue = JobQueue(postgres_url, pool_size=6)
+    queue = JobQueue(postgres_url, pool_size=6, worker=True)  # as `baton worker` opens it
     runtime = assemble(settings)  # the worker's own runtime, as `baton worker` assembles it
     journal = WorkerJournal(postgres_url, size=3)
     worker = build_worker(runtime, queue, journal, concurrency=3, name="test-worker")

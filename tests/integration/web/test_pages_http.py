@@ -542,3 +542,57 @@ async def test_a_parents_page_links_its_childs_page_and_back(tmp_path: Path, sql
                          child_page.text)
         assert back, "the child's page links its parent's"
         assert (await site.client.get(back.group(1))).status_code == 200
+
+
+def wide_with_failure(n: int) -> str:
+    """`wide(n)` and one bash step after them that fails: the run ends failed, n nodes done."""
+    boom = f"  - id: boom\n    depends_on: [n{n - 1}]\n    bash: echo broken >&2; exit 3\n    replay: pure\n"
+    return wide(n) + boom
+
+
+async def test_a_big_runs_page_paints_its_summary_first_and_loads_the_rest_through_its_link(
+    tmp_path: Path, sqlite_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Past `LAZY_OVER` nodes (lowered here: the rule, not the size, is under test) the first
+    paint lists the failed node and the groups' counts; the done rows and the graph come from
+    `/group/done` and `/graph`, which answer only to the page's own link."""
+    from adapters.web import view
+
+    monkeypatch.setattr(view, "LAZY_OVER", 20)
+    access = {"run": {"*": ["console:ana"]}, "approve": {"*": ["console:ana"]}}
+    async with Site.open(tmp_path, sqlite_url, {"wide": wide_with_failure(30)}, tool_modules=[TOOLS],
+                         access=access) as site:  # fmt: skip
+        run = await site.start("run wide")
+        assert run.status is RunStatus.FAILED
+        path = await site.link(run)
+
+        first = await site.client.get(path)
+
+        assert first.status_code == 200
+        assert 'id="r-boom"' in first.text and "broken" in first.text  # the failed node, first
+        assert 'id="r-n1"' not in first.text and 'class="box' not in first.text  # no done row, no graph
+        assert f'data-rows="{path}/group/done"' in first.text and "Show the 30 done nodes" in first.text
+        assert f'data-graph="{path}/graph"' in first.text
+
+        rows = await site.client.get(f"{path}/group/done")
+        assert rows.status_code == 200 and rows.text.count('class="node s-done"') == 30
+        graph = await site.client.get(f"{path}/graph")
+        assert graph.status_code == 200 and graph.text.count('class="box s-') == 31
+        # without JavaScript, the same links ask for the page with the group or the graph in it
+        inline = await site.client.get(f"{path}?group=done")
+        assert inline.text.count('class="node s-done"') == 30 and 'id="r-boom"' in inline.text
+        assert (await site.client.get(f"{path}?graph=1")).text.count('class="box s-') == 31
+        assert (await site.client.get(f"{path}/group/nonsense")).status_code == 404
+
+        # the same checks as the page: a changed link, or one made for who may not view the run
+        token = path.removeprefix("/r/")
+        payload, signature = token.split(".")
+        flipped = ("A" if signature[0] != "A" else "B") + signature[1:]
+        for_bob = site.links.run_link(run, "console:bob").url.removeprefix("http://127.0.0.1:8080")
+        for bad in (f"/r/{payload}.{flipped}", for_bob, f"/c/{token}"):
+            for tail in ("/group/done", "/graph"):
+                refused = await site.client.get(bad + tail)
+                assert refused.status_code in (403, 404), bad + tail
+                assert "n17" not in refused.text and "box" not in refused.text, bad + tail
+        assert (await site.client.get(f"/r/{payload}.{flipped}/group/done")).status_code == 403
+        assert (await site.client.get(for_bob + "/graph")).status_code == 403

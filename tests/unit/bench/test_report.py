@@ -86,11 +86,12 @@ def test_recovery_shows_the_cold_relaunch_and_the_supervised_restart_each_with_i
     assert "| 100 | met |" in text
     assert "| dbos, cold relaunch | – | spawn of a new process | not measured:" in text
     summary = "\n".join(report.summary_section({"recovery": RECOVERY}))
-    assert "| recovery: cold relaunch (spawn) → running again | 0.82 s | ≤ 0.5 s |  | **missed** |" in summary
+    cold = "| recovery: cold relaunch (spawn) → running again | 0.82 s |"
+    assert f"{cold} ≤ 0.35 s |  | **missed** |" in summary
     outer = "| recovery: restarted by systemd (SIGKILL of the process) → running again | 0.95 s |"
-    assert f"{outer} ≤ 0.5 s |  | **missed** |" in summary
+    assert f"{outer} ≤ 0.35 s |  | **missed** |" in summary
     supervised = "| recovery: supervised restart (SIGKILL of the child) → running again | 0.06 s |"
-    assert f"{supervised} ≤ 0.5 s |  | met |" in summary
+    assert f"{supervised} ≤ 0.35 s |  | met |" in summary
 
 
 def test_distributed_shows_the_share_against_the_same_connector_and_the_default_beside_it() -> None:
@@ -158,3 +159,51 @@ def test_the_map_section_reports_the_100_child_fan_out() -> None:
             "fan_out_messages": 2}  # fmt: skip
     text = "\n".join(report_user.map_section(data))
     assert "**100 child runs**" in text and "52.0 ms per child run, 100 completed; 2 chat messages" in text
+
+
+def test_the_four_worker_row_and_the_targets_of_issue_34() -> None:
+    from bench.report_user import distributed_rows, distributed_section
+
+    data = {"steps": 500, "concurrency": 4,
+            "1": {"baton_steps_per_s": 600.0, "procrastinate_jobs_per_s": 700.0, "share_pct": 86.0},
+            "2": {"baton_steps_per_s": 600.0, "procrastinate_jobs_per_s": 700.0, "share_pct": 86.0},
+            "4": {"baton_steps_per_s": 700.0, "procrastinate_jobs_per_s": 700.0,
+                  "share_pct": 100.0}}  # fmt: skip
+    one, two, four = distributed_rows(data)
+    assert (one[0], one[3]) == ("distributed no-op steps ÷ Procrastinate's no-op jobs, one worker", 85.0)
+    assert two[3] == 95.0 and four[0].endswith("four workers") and four[1] == 100.0
+    assert "| 4 | 700 | 700 | 100 % | – |" in "\n".join(distributed_section(data))
+    summary = "\n".join(report.summary_section({"distributed": data}))
+    assert "| 86.00 % | ≥ 85 % |" in summary and "| 86.00 % | ≥ 95 % |" in summary
+
+
+def test_mcp_and_run_page_rows_have_targets() -> None:
+    mcp = {"stdio": {"p50_ms": 8.1, "p99_ms": 29.7, "max_ms": 40.0, "samples": 200},
+           "http": {"p50_ms": 52.4, "p99_ms": 77.3, "max_ms": 90.0, "samples": 200}}  # fmt: skip
+    pages = {"page_time": {"5000": {"median_ms": 120.0, "max_ms": 130.0, "bytes": 250 * 1024}},
+             "live_latency": {"local_ms": {"median": 49.3, "max": 51.0}}}  # fmt: skip
+    text = "\n".join(report.summary_section({"mcp": mcp, "web_pages": pages}))
+    stdio = "| MCP `get_run` round trip p50 (stdio, `baton mcp`) | 8.10 ms | ≤ 20 ms |"
+    assert f"{stdio} p99 29.70 ms, 200 calls | met |" in text
+    assert "| MCP `get_run` round trip p50 (streamable HTTP, bearer token) | 52.40 ms | ≤ 40 ms |" in text
+    assert "**missed**" in text.split("streamable HTTP")[1].splitlines()[0]
+    assert "| run page of a completed 5,000-node run, first paint (median) | 120.00 ms | ≤ 150 ms |" in text
+    size = "| run page of a completed 5,000-node run, size of the first paint |"
+    assert f"{size} 250.00 KB | ≤ 300 KB |" in text
+    assert "(a step finishing → its event stream, median) | 49.30 ms | ≤ 100 ms |" in text
+
+
+def test_a_feature_cost_whose_section_failed_still_has_its_row_not_measured() -> None:
+    from bench import report_user
+
+    rows = report_user.summary_rows({"mcp": {"error": "TimeoutError: no answer"}, "map": {"error": "boom"},
+                                     "queue": {"overhead": {}}})  # fmt: skip
+    assert {what for what, *_ in rows} == {
+        "MCP `get_run` round trip p50 (stdio, `baton mcp`)",
+        "MCP `get_run` round trip p50 (streamable HTTP, bearer token)",
+        "per-item overhead, a 10,000-item map of no-op steps (SQLite)",
+        "admission overhead per run (sqlite)",
+    }
+    assert all(value is None for _, value, *_ in rows)
+    text = "\n".join(report.summary_section({"mcp": {"error": "TimeoutError: no answer"}}))
+    assert "| not measured | ≤ 20 ms | not measured: `TimeoutError: no answer` | – |" in text

@@ -1,0 +1,143 @@
+"""A node job's round trips on `baton worker` (issue 34): Procrastinate's fetch claims the job's
+journal entry in the same statement, and the result statement finishes the job, so a step
+costs two statements where it cost four (fetch, claim, result, finish). What is durable before
+a step runs does not change: the claim is committed with the fetch, before the task starts.
+
+Through the real connector (`JobQueue(worker=True)`, as `baton worker` opens it), the real
+`WorkerJournal` and jobs deferred the way replicas defer them, on PostgreSQL."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Iterator
+from typing import Any
+
+import pytest
+from procrastinate.jobs import Status
+
+from core.engine.distributed import WorkerConnector
+from core.engine.distributed.jobs import NodeJob
+from core.engine.distributed.queue import JobQueue, apply_queue_schema, defer_many_on, deferrer
+from core.engine.nodes import RenderedNode
+from core.store.port import Handoff
+from core.store.records import NodeStatus
+from core.store.repository import SqlStore
+from core.store.worker_journal import WorkerJournal
+from core.workflows.model import OutputContract
+from tests.integration.store.conftest import run_factory
+
+pytestmark = pytest.mark.postgres
+
+
+@pytest.fixture
+def store(postgres_url: str) -> Iterator[SqlStore]:
+    with SqlStore(postgres_url) as opened:
+        opened.migrate()
+        apply_queue_schema(postgres_url)
+        yield opened
+
+
+@pytest.fixture
+async def queue(store: SqlStore, postgres_url: str) -> AsyncIterator[JobQueue]:
+    opened = JobQueue(postgres_url, pool_size=2, worker=True)
+    await opened.open()
+    try:
+        yield opened
+    finally:
+        await opened.close()
+
+
+@pytest.fixture
+async def journal(store: SqlStore, postgres_url: str, queue: JobQueue) -> AsyncIterator[WorkerJournal]:
+    async with WorkerJournal(postgres_url, size=2) as opened:
+        assert isinstance(queue.connector, WorkerConnector)
+        queue.connector.finished = opened.finished  # as bot.worker.build_worker shares them
+        yield opened
+
+
+def _hand_off(store: SqlStore, run_id: str, *nodes: str) -> list[tuple[int, int]]:
+    """`queued` entries and their node jobs in one transaction, as a replica hands steps off:
+    (entry id, job id) per node."""
+    handoffs = [
+        Handoff(run_id=run_id, node_id=n, cache_key=f"k-{n}", components={}, attempt=1, idempotency_key=None)
+        for n in nodes
+    ]
+    app = deferrer()
+
+    def defer(connection: Any, entry_ids: list[int]) -> list[int]:
+        jobs = [
+            NodeJob(entry_id=entry_id, run_id=run_id, node_id=node, attempt=1, idempotency_key=None,
+                    timeout=60.0, rendered=RenderedNode("tool", tool="noop"), output=OutputContract())
+            for entry_id, node in zip(entry_ids, nodes, strict=True)
+        ]  # fmt: skip
+        return defer_many_on(app, connection, jobs)
+
+    return store.journal_queue_many(handoffs, defer)
+
+
+async def test_the_fetch_claims_the_entry_and_the_result_finishes_the_job(
+    store: SqlStore, queue: JobQueue, journal: WorkerJournal
+) -> None:
+    run = run_factory(store)()
+    [(entry_id, job_id)] = _hand_off(store, run.id, "a")
+    connector = queue.connector
+    assert isinstance(connector, WorkerConnector)
+    manager = queue.app.job_manager
+    worker_id = await manager.register_worker()
+
+    job = await manager.fetch_job(queues=None, worker_id=worker_id)
+
+    assert job is not None and job.id == job_id
+    # committed with the fetch, before any task runs: another connection reads it `started`
+    assert store.journal_entries([entry_id])[entry_id].status is NodeStatus.STARTED
+    assert connector.claimed(job_id) is True
+    assert connector.claimed(job_id) is None  # read once
+
+    await journal.settle(entry_id, status=NodeStatus.COMPLETED, output=b"ok", job_id=job_id)
+
+    entry = store.journal_entries([entry_id])[entry_id]
+    assert entry.status is NodeStatus.COMPLETED
+    assert await queue.status(job_id) is None  # finished (deleted) by the same statement
+    assert journal.finished == {job_id}
+    # Procrastinate then finishes the job as usual: skipped (it would find no job and raise)
+    await manager.finish_job(job=job, status=Status.SUCCEEDED, delete_job=True)
+    assert journal.finished == set()
+    await manager.unregister_worker(worker_id)
+
+
+async def test_a_job_whose_entry_is_not_queued_is_fetched_unclaimed_and_finished_by_procrastinate(
+    store: SqlStore, queue: JobQueue, journal: WorkerJournal
+) -> None:
+    run = run_factory(store)()
+    [(entry_id, job_id)] = _hand_off(store, run.id, "a")
+    assert store.journal_unqueue(entry_id, "withdrawn by the replica") is True
+    manager = queue.app.job_manager
+    worker_id = await manager.register_worker()
+
+    job = await manager.fetch_job(queues=None, worker_id=worker_id)
+
+    assert job is not None and job.id == job_id
+    assert isinstance(queue.connector, WorkerConnector) and queue.connector.claimed(job_id) is False
+    assert store.journal_entries([entry_id])[entry_id].status is not NodeStatus.STARTED
+    await manager.finish_job(job=job, status=Status.SUCCEEDED, delete_job=True)  # a real finish
+    assert await queue.status(job_id) is None
+    await manager.unregister_worker(worker_id)
+
+
+async def test_a_result_for_a_job_no_longer_running_settles_the_entry_and_leaves_the_job_alone(
+    store: SqlStore, queue: JobQueue, journal: WorkerJournal
+) -> None:
+    """The finish is conditional: a job the queue no longer runs never costs the step its result."""
+    run = run_factory(store)()
+    [(entry_id, job_id)] = _hand_off(store, run.id, "a")
+    manager = queue.app.job_manager
+    worker_id = await manager.register_worker()
+    job = await manager.fetch_job(queues=None, worker_id=worker_id)
+    assert job is not None
+    await manager.finish_job(job=job, status=Status.FAILED, delete_job=False)  # ended meanwhile
+
+    await journal.settle(entry_id, status=NodeStatus.COMPLETED, output=b"kept", job_id=job_id)
+
+    assert store.journal_entries([entry_id])[entry_id].status is NodeStatus.COMPLETED
+    assert await queue.status(job_id) is Status.FAILED
+    assert journal.finished == set()
+    await manager.unregister_worker(worker_id)
