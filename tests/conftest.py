@@ -3,6 +3,12 @@
 PostgreSQL: tests marked `postgres` (or using `postgres_url`) get a fresh database on the
 server named by BATON_TEST_POSTGRES_URL (CI sets it). When BATON_REQUIRE_POSTGRES=1 (CI),
 an unreachable server fails those tests; otherwise they are skipped with the reason.
+Each test process keeps one database and hands it to one test at a time (`_WorkerDatabase`).
+
+`migrated_sqlite_url`, `migrated_postgres_url` and `migrated_database_url`: the same, with the
+schema at head already, for tests that migrate first thing and test something else (a copy of
+a SQLite file migrated once per process; the process's PostgreSQL database migrated once, its
+rows deleted between tests). Migrating a new database is tested on the plain fixtures.
 """
 
 from __future__ import annotations
@@ -100,7 +106,8 @@ class _WorkerDatabase:
     def url(self) -> str:
         import sqlalchemy as sa
 
-        return sa.engine.make_url(self._server_url).set(database=self.name).render_as_string(hide_password=False)
+        url = sa.engine.make_url(self._server_url).set(database=self.name)
+        return url.render_as_string(hide_password=False)
 
     def empty(self) -> str:
         """The URL of the database without a schema (as CREATE DATABASE makes it); the same
@@ -185,8 +192,8 @@ class _WorkerDatabase:
                         "SELECT quote_ident(tablename) FROM pg_tables WHERE schemaname = 'public'"
                         " AND tablename <> 'alembic_version'")).scalars().all()
                     sequences = conn.execute(sa.text(
-                        "SELECT format('SELECT setval(%L, %s, false)', quote_ident(sequencename), start_value)"
-                        " FROM pg_sequences WHERE schemaname = 'public'")).scalars().all()
+                        "SELECT format('SELECT setval(%L, %s, false)', quote_ident(sequencename),"
+                        " start_value) FROM pg_sequences WHERE schemaname = 'public'")).scalars().all()
                     # one statement string: one transaction, foreign keys unchecked while every row goes
                     conn.exec_driver_sql("; ".join(["SET session_replication_role = replica",
                                                     *(f"DELETE FROM {t}" for t in tables), *sequences]))
@@ -195,8 +202,9 @@ class _WorkerDatabase:
                 schemas = conn.execute(sa.text(
                     r"SELECT quote_ident(nspname) FROM pg_namespace WHERE nspname <> 'information_schema'"
                     r" AND nspname NOT LIKE 'pg\_%'")).scalars().all()
-                conn.execute(sa.text("; ".join([*(f"DROP SCHEMA {n} CASCADE" for n in schemas),
-                                                "CREATE SCHEMA public", "GRANT ALL ON SCHEMA public TO PUBLIC"])))
+                drops = [f"DROP SCHEMA {n} CASCADE" for n in schemas]
+                conn.execute(sa.text("; ".join([*drops, "CREATE SCHEMA public",
+                                                "GRANT ALL ON SCHEMA public TO PUBLIC"])))
         finally:
             engine.dispose()
 

@@ -48,7 +48,7 @@ def store(request: pytest.FixtureRequest, clock: Clock) -> Iterator[Store]:
     if request.param == "memory":
         yield MemoryStore(clock=clock)
         return
-    url = request.getfixturevalue("migrated_sqlite_url" if request.param == "sqlite" else "migrated_postgres_url")
+    url = request.getfixturevalue(f"migrated_{request.param}_url")
     with SqlStore(url, clock=clock) as opened:
         opened.migrate()
         yield opened
