@@ -361,8 +361,15 @@ class _Splitter:
         start, end, run = span
         text = self.text
         opening = pos <= start
-        if self.w(pos, end) <= room and self._starts_clean(end) and self._ends_clean(pos, end, ""):
-            return end, "", True, 0
+        if self.w(pos, end) <= room:
+            if self._starts_clean(end) and self._ends_clean(pos, end, ""):
+                return end, "", True, 0
+            # a chunk ending right after it would end (or the next start) with a line that reads
+            # as a fence (a span "``` … \n   ```"): end further on its last line instead, at a
+            # place allowed there (never inside the command that may follow)
+            later = self._cut_line(pos, self._line_at(end - 1), room, force=False)
+            if later is not None and later[0] >= end:
+                return later
         floor = max(pos, start + run) if opening else pos  # keep some content before a cut
         cut = floor
         while cut < end - run - 1 and self.w(pos, cut + 1) + run <= room:

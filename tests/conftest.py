@@ -3,13 +3,22 @@
 PostgreSQL: tests marked `postgres` (or using `postgres_url`) get a fresh database on the
 server named by BATON_TEST_POSTGRES_URL (CI sets it). When BATON_REQUIRE_POSTGRES=1 (CI),
 an unreachable server fails those tests; otherwise they are skipped with the reason.
+Each test process keeps one database and hands it to one test at a time (`_WorkerDatabase`).
+
+`migrated_sqlite_url`, `migrated_postgres_url` and `migrated_database_url`: the same, with the
+schema at head already, for tests that migrate first thing and test something else (a copy of
+a SQLite file migrated once per process; the process's PostgreSQL database migrated once, its
+rows deleted between tests). Migrating a new database is tested on the plain fixtures.
 """
 
 from __future__ import annotations
 
 import os
+import shutil
+import time
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, settings
@@ -52,22 +61,198 @@ def postgres_server() -> str:
     return url
 
 
-@pytest.fixture
-def postgres_url(postgres_server: str) -> Iterator[str]:
-    """A fresh, empty database for one test; dropped afterwards."""
-    import sqlalchemy as sa
+#: what a database's schema is made of (relations, columns, functions, triggers, schemas) and
+#: its alembic revision: the same before and after a test, the test changed rows only
+_SCHEMA_PRINT = r"""
+SELECT string_agg(x, ',' ORDER BY x) FROM (
+  SELECT 'r:' || n.nspname || '.' || c.relname || ':' || c.relkind::text FROM pg_class c
+    JOIN pg_namespace n ON n.oid = c.relnamespace
+    WHERE n.nspname NOT IN ('pg_catalog', 'information_schema') AND n.nspname NOT LIKE 'pg\_%'
+  UNION ALL SELECT 'a:' || c.relname || '.' || a.attname || ':' || a.atttypid::text FROM pg_attribute a
+    JOIN pg_class c ON c.oid = a.attrelid JOIN pg_namespace n ON n.oid = c.relnamespace
+    WHERE n.nspname = 'public' AND a.attnum > 0 AND NOT a.attisdropped
+  UNION ALL SELECT 'f:' || p.oid::regprocedure::text FROM pg_proc p
+    JOIN pg_namespace n ON n.oid = p.pronamespace WHERE n.nspname = 'public'
+  UNION ALL SELECT 't:' || tgname FROM pg_trigger WHERE NOT tgisinternal
+  UNION ALL SELECT 's:' || nspname FROM pg_namespace
+  UNION ALL SELECT 'v:' || version_num FROM alembic_version
+) AS parts(x)
+"""
+_END_CONNECTIONS = ("SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                    "WHERE datname = :db AND pid <> pg_backend_pid()")
 
-    name = f"baton_t_{uuid.uuid4().hex[:12]}"
-    admin = sa.create_engine(postgres_server, isolation_level="AUTOCOMMIT")
-    with admin.connect() as conn:
-        conn.execute(sa.text(f'CREATE DATABASE "{name}"'))
-    url = sa.engine.make_url(postgres_server).set(database=name).render_as_string(hide_password=False)
+
+class _WorkerDatabase:
+    """One PostgreSQL database per test process (xdist worker), handed to one test at a time.
+
+    Creating and dropping a database per test cost seconds on a busy server (DROP DATABASE
+    waits for a checkpoint), and migrating each one as long. After each test every connection
+    to the database is ended, then it is emptied (every schema dropped, `public` made anew:
+    what a new database holds) or, when the test took it migrated and changed rows only
+    (`_SCHEMA_PRINT` as after migrating), its tables are truncated; then it is renamed, so a
+    connection a test left behind can no more reach the next test's database than it could
+    reach a dropped one. When any of that fails, it is dropped and created afresh."""
+
+    def __init__(self, server_url: str) -> None:
+        import sqlalchemy as sa
+
+        self._server_url = server_url
+        self._admin = sa.create_engine(server_url, isolation_level="AUTOCOMMIT", poolclass=sa.pool.NullPool)
+        self.name = ""
+        self._migrated: str | None = None  # the schema print while the database is at head
+        self._claimed = False  # a test holds it (through one fixture or both)
+        self._create()
+
+    def url(self) -> str:
+        import sqlalchemy as sa
+
+        url = sa.engine.make_url(self._server_url).set(database=self.name)
+        return url.render_as_string(hide_password=False)
+
+    def empty(self) -> str:
+        """The URL of the database without a schema (as CREATE DATABASE makes it); the same
+        database when the test holds it already (it took `migrated()` too)."""
+        if self._migrated is not None and not self._claimed:
+            self.reset(keep_schema=False)
+        self._claimed = True
+        return self.url()
+
+    def migrated(self) -> str:
+        """The URL of the database with the schema at head and no rows."""
+        from core.store.repository import SqlStore
+
+        if self._migrated is None:
+            with SqlStore(self.url()) as store:
+                store.migrate()
+            self._migrated = self._print()
+        self._claimed = True
+        return self.url()
+
+    def release(self, *, keep_schema: bool) -> None:
+        """The test is done with it (the second of two fixtures finds it released)."""
+        if self._claimed:
+            self.reset(keep_schema=keep_schema)
+            self._claimed = False
+
+    def drop(self) -> None:
+        import sqlalchemy as sa
+
+        with self._admin.connect() as conn:
+            conn.execute(sa.text(f'DROP DATABASE IF EXISTS "{self.name}" WITH (FORCE)'))
+
+    def reset(self, *, keep_schema: bool) -> None:
+        """Back to no rows (`keep_schema`, when the test changed no schema) or no schema,
+        under a new name, for the next test."""
+        try:
+            self._end_connections()
+            self._clear(rows_only=keep_schema and self._migrated is not None)
+            self._rename()
+        except Exception:  # anything left the database in doubt: a new one
+            self.drop()
+            self._create()
+
+    def _create(self) -> None:
+        import sqlalchemy as sa
+
+        self.name, self._migrated = f"baton_t_{uuid.uuid4().hex[:12]}", None
+        with self._admin.connect() as conn:
+            conn.execute(sa.text(f'CREATE DATABASE "{self.name}"'))
+
+    def _end_connections(self) -> None:
+        import sqlalchemy as sa
+
+        with self._admin.connect() as conn:  # a test may have refused connections, or set options
+            conn.execute(sa.text(f'ALTER DATABASE "{self.name}" WITH ALLOW_CONNECTIONS true'))
+            conn.execute(sa.text(f'ALTER DATABASE "{self.name}" RESET ALL'))
+            conn.execute(sa.text(_END_CONNECTIONS), {"db": self.name})
+
+    def _print(self) -> str | None:
+        import sqlalchemy as sa
+
+        engine = sa.create_engine(self.url(), isolation_level="AUTOCOMMIT", poolclass=sa.pool.NullPool)
+        try:
+            with engine.connect() as conn:
+                if conn.execute(sa.text("SELECT to_regclass('public.alembic_version')")).scalar() is None:
+                    return None  # not migrated
+                printed: str | None = conn.execute(sa.text(_SCHEMA_PRINT)).scalar_one()
+                return printed
+        finally:
+            engine.dispose()
+
+    def _clear(self, *, rows_only: bool) -> None:
+        import sqlalchemy as sa
+
+        if rows_only and self._print() != self._migrated:
+            rows_only = False  # the test changed the schema: start again from none
+        engine = sa.create_engine(self.url(), isolation_level="AUTOCOMMIT", poolclass=sa.pool.NullPool)
+        try:
+            with engine.connect() as conn:
+                if rows_only:  # DELETE: a test's few rows go faster than TRUNCATE's new files
+                    tables = conn.execute(sa.text(
+                        "SELECT quote_ident(tablename) FROM pg_tables WHERE schemaname = 'public'"
+                        " AND tablename <> 'alembic_version'")).scalars().all()
+                    sequences = conn.execute(sa.text(
+                        "SELECT format('SELECT setval(%L, %s, false)', quote_ident(sequencename),"
+                        " start_value) FROM pg_sequences WHERE schemaname = 'public'")).scalars().all()
+                    # one statement string: one transaction, foreign keys unchecked while every row goes
+                    conn.exec_driver_sql("; ".join(["SET session_replication_role = replica",
+                                                    *(f"DELETE FROM {t}" for t in tables), *sequences]))
+                    return
+                self._migrated = None
+                schemas = conn.execute(sa.text(
+                    r"SELECT quote_ident(nspname) FROM pg_namespace WHERE nspname <> 'information_schema'"
+                    r" AND nspname NOT LIKE 'pg\_%'")).scalars().all()
+                drops = [f"DROP SCHEMA {n} CASCADE" for n in schemas]
+                conn.execute(sa.text("; ".join([*drops, "CREATE SCHEMA public",
+                                                "GRANT ALL ON SCHEMA public TO PUBLIC"])))
+        finally:
+            engine.dispose()
+
+    def _rename(self) -> None:
+        import sqlalchemy as sa
+
+        new = f"baton_t_{uuid.uuid4().hex[:12]}"
+        with self._admin.connect() as conn:
+            for _ in range(20):  # a pool the test left may reconnect in between: end it again
+                conn.execute(sa.text(_END_CONNECTIONS), {"db": self.name})
+                try:
+                    conn.execute(sa.text(f'ALTER DATABASE "{self.name}" RENAME TO "{new}"'))
+                    break
+                except sa.exc.OperationalError:  # "being accessed by other users"
+                    time.sleep(0.05)
+            else:
+                raise RuntimeError(f"database {self.name} stays in use")
+        self.name = new
+
+
+@pytest.fixture(scope="session")
+def _worker_database(postgres_server: str) -> Iterator[_WorkerDatabase]:
+    database = _WorkerDatabase(postgres_server)
     try:
-        yield url
+        yield database
     finally:
-        with admin.connect() as conn:
-            conn.execute(sa.text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
-        admin.dispose()
+        database.drop()
+
+
+@pytest.fixture
+def postgres_url(_worker_database: _WorkerDatabase) -> Iterator[str]:
+    """A fresh, empty database for one test (this test process's, emptied and renamed after
+    each test: `_WorkerDatabase`)."""
+    try:
+        yield _worker_database.empty()
+    finally:
+        _worker_database.release(keep_schema=False)
+
+
+@pytest.fixture
+def migrated_postgres_url(_worker_database: _WorkerDatabase) -> Iterator[str]:
+    """A fresh database with the schema at head (`SqlStore.migrate()` there is a no-op): this
+    test process's, migrated once, its tables truncated after each test that changed rows
+    only (`_WorkerDatabase`)."""
+    try:
+        yield _worker_database.migrated()
+    finally:
+        _worker_database.release(keep_schema=True)
 
 
 @pytest.fixture
@@ -75,9 +260,41 @@ def sqlite_url(tmp_path) -> str:
     return f"sqlite:///{tmp_path / 'baton.db'}"
 
 
+@pytest.fixture(scope="session")
+def _migrated_sqlite_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One SQLite database migrated to head per test process: tests copy it."""
+    from core.store.repository import SqlStore
+
+    path = tmp_path_factory.mktemp("migrated") / "baton.db"
+    with SqlStore(f"sqlite:///{path}") as store:
+        store.migrate()
+    assert not path.with_name("baton.db-wal").exists()  # closed: everything is in the one file
+    return path
+
+
+@pytest.fixture
+def migrated_sqlite_url(sqlite_url: str, tmp_path: Path, _migrated_sqlite_file: Path) -> str:
+    """`sqlite_url` (the same file) with the schema at head: a copy of a database migrated once
+    per test process, for tests that migrate first thing and test something else (migrating a
+    new database is tests/integration/store/test_migrations.py's, on `sqlite_url`)."""
+    shutil.copyfile(_migrated_sqlite_file, tmp_path / "baton.db")
+    return sqlite_url
+
+
 @pytest.fixture(params=["sqlite", "postgres"])
-def database_url(request: pytest.FixtureRequest) -> str:
+def database_kind(request: pytest.FixtureRequest) -> str:
+    """The database a `database_url` test runs on this time (one parameter for both fixtures
+    below: a test that takes both gets one database)."""
+    return str(request.param)
+
+
+@pytest.fixture
+def database_url(database_kind: str, request: pytest.FixtureRequest) -> str:
     """Run a test against SQLite and against the real PostgreSQL server."""
-    if request.param == "sqlite":
-        return request.getfixturevalue("sqlite_url")
-    return request.getfixturevalue("postgres_url")
+    return str(request.getfixturevalue(f"{database_kind}_url"))
+
+
+@pytest.fixture
+def migrated_database_url(database_kind: str, request: pytest.FixtureRequest) -> str:
+    """`database_url` with the schema at head (for tests that migrate first thing)."""
+    return str(request.getfixturevalue(f"migrated_{database_kind}_url"))

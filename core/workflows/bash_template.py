@@ -37,6 +37,8 @@ if TYPE_CHECKING:
 
 ARG_PREFIX = "BATON_ARG_"
 ARG_GLOBAL = "_baton_arg"
+#: the integers bash's arithmetic holds (64-bit, signed): past them it wraps without a word
+BASH_INT_MIN, BASH_INT_MAX = -(2**63), 2**63 - 1
 #: paths through `{% if %}`/`{% for %}` followed at once, and passes over a loop body
 _MAX_PATHS = 64
 _MAX_LOOP_PASSES = 40
@@ -123,13 +125,20 @@ class _Collector:
     def __init__(self, values: list[str]) -> None:
         self._values = values
 
-    def __call__(self, value: Any, form: str) -> str:
+    def __call__(self, value: Any, form: str, number: str = "") -> str:
         from jinja2.runtime import Undefined
 
         from core.workflows.templating import to_text
 
         if isinstance(value, Undefined):
             str(value)  # StrictUndefined raises UndefinedError
+        if number and isinstance(value, int) and not BASH_INT_MIN <= value <= BASH_INT_MAX:
+            # a number made for arithmetic that bash would silently read as another one
+            raise TemplateRenderError(
+                f"{number} gives {value}, a number bash cannot hold (its arithmetic counts from"
+                f" {BASH_INT_MIN} to {BASH_INT_MAX} and wraps past them)",
+                hint="Check the input; pass a number this large as text (without `| int`).",
+            )
         text = to_text(value)
         if "\x00" in text:
             raise TemplateRenderError(
@@ -172,7 +181,7 @@ def _analysed(source: str) -> tuple[BashPlan, Template | None]:
     if refused:
         return plan, None
     for expr, form in zip(placeholders, forms, strict=True):
-        walker.wrap(expr, form)
+        walker.wrap(expr, form, _describe(expr) if _numeric(expr) else "")
     return plan, env.from_string(render_budget.bound(tree))
 
 
@@ -202,13 +211,14 @@ class _Walker:
             lexer.finish()
         return self.placeholders
 
-    def wrap(self, expr: nodes.Expr, form: Form) -> None:
+    def wrap(self, expr: nodes.Expr, form: Form, number: str) -> None:
+        """`number`: how to name a numeric placeholder (`{{ x | int }}`) whose value bash cannot hold."""
         from jinja2 import nodes
 
         output, index = self._parents[id(expr)]
         output.nodes[index] = nodes.Call(
             nodes.Name(ARG_GLOBAL, "load", lineno=expr.lineno),
-            [expr, nodes.Const(form.value, lineno=expr.lineno)],
+            [expr, nodes.Const(form.value, lineno=expr.lineno), nodes.Const(number, lineno=expr.lineno)],
             [],
             None,
             None,
@@ -232,7 +242,7 @@ class _Walker:
                         lexer.feed(child.data, child.lineno)
                 else:
                     tag = self._placeholder(node, index, child)
-                    numeric = isinstance(child, nodes.Filter) and child.name in NUMERIC_FILTERS
+                    numeric = _numeric(child)
                     for lexer in states.values():
                         lexer.placeholder(tag, numeric=numeric)
                 states = _merge(states.values())
@@ -327,10 +337,22 @@ def _merge(lexers: Iterable[ShellLexer]) -> dict[Hashable, ShellLexer]:
     return merged
 
 
-def _describe(expr: nodes.Expr) -> str:
-    """`{{ inputs.message }}` for a plain path; `{{ … }}` otherwise."""
+def _numeric(expr: nodes.Expr) -> bool:
+    """The placeholder's value is always an integer (`{{ x | int }}`): it may stand in arithmetic."""
     from jinja2 import nodes
 
+    return isinstance(expr, nodes.Filter) and expr.name in NUMERIC_FILTERS
+
+
+def _describe(expr: nodes.Expr) -> str:
+    """`{{ inputs.message }}` for a plain path (`{{ inputs.n | int }}` with a numeric filter);
+    `{{ … }}` otherwise."""
+    from jinja2 import nodes
+
+    if _numeric(expr):
+        assert isinstance(expr, nodes.Filter) and expr.node is not None
+        inner = _describe(expr.node)
+        return inner if inner == "`{{ … }}`" else inner[:-4] + f" | {expr.name} }}}}`"
     parts: list[str] = []
     node: nodes.Node = expr
     while isinstance(node, nodes.Getattr | nodes.Getitem):

@@ -12,8 +12,12 @@ from tests.e2e.acceptance.drivers import Chat, console_chat, discord_chat, slack
 
 @pytest.fixture(params=["console", "slack", "discord"])
 async def chat(
-    request: pytest.FixtureRequest, tmp_path: Path, database_url: str, monkeypatch: pytest.MonkeyPatch
+    request: pytest.FixtureRequest,
+    tmp_path: Path,
+    migrated_database_url: str,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> AsyncIterator[Chat]:
+    database_url = migrated_database_url
     if request.param == "console":
         async with console_chat(tmp_path, database_url) as console:
             yield console

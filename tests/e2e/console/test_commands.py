@@ -62,7 +62,8 @@ def test_status_of_a_failed_run_shows_the_steps_whole_error(baton: BatonCli) -> 
     assert not status["text"].rstrip().endswith("stderr ends with:")
 
 
-def test_migrate_creates_the_schema_and_is_idempotent(baton: BatonCli) -> None:
+def test_migrate_creates_the_schema_and_is_idempotent(new_baton: BatonCli) -> None:
+    baton = new_baton
     first = baton.run("migrate")
     second = baton.run("migrate")
 
@@ -72,7 +73,8 @@ def test_migrate_creates_the_schema_and_is_idempotent(baton: BatonCli) -> None:
     assert "was already at the newest schema" in second.stdout and "nothing to do" in second.stdout
 
 
-def test_migrate_says_what_it_upgraded(baton: BatonCli) -> None:
+def test_migrate_says_what_it_upgraded(new_baton: BatonCli) -> None:
+    baton = new_baton
     engine = open_engine(make_url(baton.database_url))
     try:
         upgrade(engine, "0005")  # a database an older Baton left behind

@@ -23,8 +23,8 @@ async def fake_discord(monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[FakeDis
 
 
 @pytest.fixture
-def settings(tmp_path: Path, sqlite_url: str) -> Settings:
-    return settings_for(tmp_path, sqlite_url)
+def settings(tmp_path: Path, migrated_sqlite_url: str) -> Settings:
+    return settings_for(tmp_path, migrated_sqlite_url)
 
 
 @pytest.fixture

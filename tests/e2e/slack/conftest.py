@@ -54,10 +54,10 @@ def access() -> Access:
 
 
 @pytest.fixture
-def settings(tmp_path: Path, sqlite_url: str, access: Access) -> Settings:
+def settings(tmp_path: Path, migrated_sqlite_url: str, access: Access) -> Settings:
     return Settings(
         _env_file=None,  # type: ignore[call-arg]
-        database_url=sqlite_url,
+        database_url=migrated_sqlite_url,
         workflow_dirs=[WORKFLOWS],
         data_dir=tmp_path / "data",
         tool_modules=[],

@@ -127,9 +127,9 @@ async def make_chat(root: Path, url: str, access: Access | None = None, platform
 
 
 @pytest.fixture
-async def chat(tmp_path: Path, database_url: str) -> AsyncIterator[Chat]:
+async def chat(tmp_path: Path, migrated_database_url: str) -> AsyncIterator[Chat]:
     """SQLite and the real PostgreSQL server (skipped when unreachable, outside CI)."""
-    c = await make_chat(tmp_path, database_url)
+    c = await make_chat(tmp_path, migrated_database_url)
     yield c
     await c.engine.stop(grace=5)
     await c.handler.drain()

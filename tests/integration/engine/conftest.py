@@ -11,16 +11,16 @@ from tests.integration.engine.harness import Harness, make_harness
 
 
 @pytest.fixture
-async def harness(tmp_path: Path, sqlite_url: str) -> AsyncIterator[Harness]:
-    h = make_harness(tmp_path, sqlite_url)
+async def harness(tmp_path: Path, migrated_sqlite_url: str) -> AsyncIterator[Harness]:
+    h = make_harness(tmp_path, migrated_sqlite_url)
     yield h
     await h.engine.stop(grace=5)
     h.store.close()
 
 
 @pytest.fixture
-async def db_harness(tmp_path: Path, database_url: str) -> AsyncIterator[Harness]:
-    h = make_harness(tmp_path, database_url)
+async def db_harness(tmp_path: Path, migrated_database_url: str) -> AsyncIterator[Harness]:
+    h = make_harness(tmp_path, migrated_database_url)
     yield h
     await h.engine.stop(grace=5)
     h.store.close()

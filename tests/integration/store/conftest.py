@@ -48,16 +48,16 @@ def store(request: pytest.FixtureRequest, clock: Clock) -> Iterator[Store]:
     if request.param == "memory":
         yield MemoryStore(clock=clock)
         return
-    url = request.getfixturevalue("sqlite_url" if request.param == "sqlite" else "postgres_url")
+    url = request.getfixturevalue(f"migrated_{request.param}_url")
     with SqlStore(url, clock=clock) as opened:
         opened.migrate()
         yield opened
 
 
 @pytest.fixture
-def sql_store(database_url: str, clock: Clock) -> Iterator[SqlStore]:
+def sql_store(migrated_database_url: str, clock: Clock) -> Iterator[SqlStore]:
     """`SqlStore` alone, on SQLite and on PostgreSQL."""
-    with SqlStore(database_url, clock=clock) as opened:
+    with SqlStore(migrated_database_url, clock=clock) as opened:
         opened.migrate()
         yield opened
 

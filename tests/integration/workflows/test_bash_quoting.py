@@ -12,8 +12,9 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
+from jinja2.filters import do_int
 
 from core.errors import TemplateRenderError
 from core.workflows.bash_template import bash_plan, render_bash
@@ -238,22 +239,38 @@ NUMERIC_ACCEPTED = [
 ]
 
 
+#: what bash's arithmetic holds: 64-bit signed integers, wrapping past the ends
+BASH_MIN, BASH_MAX = -(2**63), 2**63 - 1
+
+
+def _bash_wrap(number: int) -> int:
+    return (number - BASH_MIN) % 2**64 + BASH_MIN
+
+
 @pytest.mark.parametrize("template", NUMERIC_ACCEPTED)
 @settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(value=st.one_of(typed, st.integers(-9999, 9999).map(str)))
+@given(value=st.one_of(typed, st.integers(-9999, 9999).map(str), st.integers(-(2**65), 2**65).map(str)))
+@example(value=str(2**63 - 1))  # bash holds it; the template's own `+ 1` wraps, as bash does
+@example(value=str(2**63))  # `| int` makes a number bash cannot hold: a render error, not a wrap
+@example(value=str(-(2**63) - 1))
+@example(value="1e30")
 def test_a_number_made_in_the_template_may_stand_in_arithmetic(
     template: str, value: str, tmp_path_factory: pytest.TempPathFactory
 ) -> None:
     cwd = tmp_path_factory.mktemp("num")
     assert not bash_plan(template).refused, template
+    number = do_int(value)  # jinja's `int`: "42.9" is 42, anything not a number 0
+    if not BASH_MIN <= number <= BASH_MAX:  # bash would read another number: the step never runs
+        with pytest.raises(TemplateRenderError, match=f"gives {number}, a number bash cannot hold"):
+            _run(template, value, cwd)
+        return
     result = _run(template, value, cwd)
     assert not (cwd / MARK).exists()
-    try:
-        number = int(value)
-    except ValueError:
-        number = 0  # jinja's `int`: anything else is 0
+    if "-ge -99999" in template and number < -99999:  # the condition is false: nothing printed
+        assert result.returncode == 1 and not (cwd / "out").exists(), result.stderr
+        return
     assert result.returncode == 0, result.stderr
-    assert (cwd / "out").read_text() == str(number + 1)
+    assert (cwd / "out").read_text() == str(_bash_wrap(number + 1))
 
 
 FRAGMENTS = [

@@ -45,6 +45,9 @@ _WIDE_FIRST_LINE = " ".join(["`/workflow resume 3f9a1c2b`", "y" * 561, "\n````\n
 # one span over three lines, and a span "`\n `" that leaves the command's backticks as text
 @example(text="x" * 170 + " `/workflow run\ndeploy --set\nn=1` and more words.\n", limit=200)
 @example(text=" ".join(["`\n", "`" + "x" * 196 + "`"]), limit=200)
+# a span "``` ```` \n   ```" that fits, but a chunk ending right after it would end on a
+# line that reads as a fence: the chunk ends later, before the command, not inside it
+@example(text=" ".join(["```", "````", "\n   ```", "`" + "x" * 206 + "`", f"`{COMMANDS[0]}`"]), limit=257)
 def test_split_random_markdown(text: str, limit: int) -> None:
     chunks = split_chunks(text, limit)
     assert "".join(c.body for c in chunks) == text  # no character lost
