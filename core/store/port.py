@@ -53,7 +53,7 @@ from core.store.records import (
     Schedule,
     Subscription,
 )
-from core.store.unit_of_work import UnitOfWork
+from core.store.unit_of_work import Batch, UnitOfWork
 
 #: A run page's change marker: equal values, nothing the page shows changed.
 Pulse = tuple[object, ...]
@@ -488,6 +488,9 @@ class Views(Protocol):
 class Transactions(Protocol):
     def transaction(self) -> AbstractContextManager[UnitOfWork]:
         """A unit of work: its writes commit together when the block ends, or none does."""
+
+    def batch(self) -> AbstractContextManager[Batch]:
+        """Units of work that commit together (`Batch`): one commit for many (a tick's fires)."""
 
 
 class Store(
