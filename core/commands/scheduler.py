@@ -207,7 +207,9 @@ class Scheduler:
         untils: dict[str, float] = {}
         batch = _Batch()
         try:
-            for schedule in schedules:
+            for at, schedule in enumerate(schedules):
+                if at % BATCH == 0:  # which of the next ones a peer fired meanwhile: one read
+                    batch.latest = self.store.latest_fires(s.id for s in schedules[at : at + BATCH])
                 done, until = await self._evaluate(schedule, now, batch, untils)
                 fired.extend(done)
                 if until is not None:
@@ -228,7 +230,10 @@ class Scheduler:
     async def _evaluate(
         self, s: Schedule, now: float, batch: _Batch, untils: dict[str, float]
     ) -> tuple[list[Fired], float | None]:
-        dues = rule_of(s).due_between(s.evaluated_until, now)
+        key = (rule_of(s), s.evaluated_until)  # schedules of one rule, evaluated as far: one reckoning
+        dues = batch.dues.get(key)
+        if dues is None:
+            dues = batch.dues[key] = key[0].due_between(s.evaluated_until, now)
         out: list[Fired] = []
         for due, start in plan(dues, now, s.catchup, s.catchup_window, self.on_time):
             if start and s.overlap != "allow" and any(f.schedule.id == s.id for f in batch.fires):
@@ -250,6 +255,8 @@ class Scheduler:
         """Fire `s` for `due` (DESIGN's rules, module docstring); None when another replica (or an
         earlier tick) fired that due time. `by`: the person who fired it by hand."""
         batch = _Batch()
+        fired = self.store.schedule_fires(s.id, 1)
+        batch.latest = {s.id: fired[0].due_at} if fired else {}
         done = await self._prepare(s, due, batch, by=by, catchup=catchup)
         if not batch.fires:
             return done
@@ -266,8 +273,7 @@ class Scheduler:
             detail["by"] = by
         if catchup:
             detail["catchup"] = True
-        latest = self.store.schedule_fires(s.id, 1)
-        if latest and latest[0].due_at == due:
+        if batch.latest.get(s.id) == due:
             return None  # fired already (a peer replica got there first): no start attempt to undo
         if not authz.may_run(self.access, s.principal, s.workflow):
             return await self._refuse(s, due, detail)
@@ -448,3 +454,8 @@ class _Batch:
     fires: list[_Pending] = field(default_factory=list)
     #: the points the batch's schedules were evaluated to, moved once their fires are written
     untils: dict[str, float] = field(default_factory=dict)
+    #: the latest fire's due time of the schedules about to be evaluated (`Store.latest_fires`,
+    #: read just before: a fire a peer writes later loses its unit, which the CAS undoes)
+    latest: dict[str, float] = field(default_factory=dict)
+    #: due times by (rule, evaluated until) in this tick (`now` is the tick's)
+    dues: dict[tuple[Rule, float], list[float]] = field(default_factory=dict)

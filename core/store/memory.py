@@ -93,6 +93,7 @@ class MemoryStore:
         self.advance_schedules = self._schedules.advance_schedules
         self.record_fire = self._schedules.record_fire
         self.schedule_fires = self._schedules.schedule_fires
+        self.latest_fires = self._schedules.latest_fires
         self.active_runs = self._schedules.active_runs
         # subscriptions (`memory_subscriptions.py`)
         self._subscriptions = MemorySubscriptions(self._lock, self._now)

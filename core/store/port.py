@@ -434,6 +434,10 @@ class Schedules(Protocol):
     def schedule_fires(self, schedule_id: str, limit: int = 10) -> list[Fire]:
         """Its latest fires, latest due time first."""
 
+    def latest_fires(self, schedule_ids: Iterable[str]) -> dict[str, float]:
+        """The latest due time each of these schedules has a fire for (one read for a tick's
+        many; a schedule never fired is not in it)."""
+
     def active_runs(self, started_by: str, statuses: Iterable[RunStatus] = ...) -> list[Run]:
         """Runs with that `started_by` in `statuses` (default: pending, running, paused,
         needs_attention), oldest first."""

@@ -82,6 +82,16 @@ def test_a_fire_is_written_once_per_due_time(store: Store) -> None:
     assert fires[1].detail == {"note": "x"}
 
 
+def test_latest_fires_reads_many_schedules_at_once(store: Store) -> None:
+    for sid in ("a", "b", "c"):
+        store.add_schedule(_schedule(sid))
+    for sid, due in (("a", 5.0), ("a", 15.0), ("a", 10.0), ("b", 7.0)):
+        assert store.record_fire(_fire(due, FireOutcome.MISSED, sid=sid))
+    assert store.latest_fires(["a", "b", "c", "nope"]) == {"a": 15.0, "b": 7.0}
+    assert store.latest_fires(["b"]) == {"b": 7.0}
+    assert store.latest_fires([]) == {}
+
+
 def test_a_lost_fire_undoes_the_run_created_with_it(store: Store) -> None:
     """The unit of work that creates a fire's run holds the fire: of two, one run exists."""
     store.add_schedule(_schedule())
