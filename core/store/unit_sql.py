@@ -21,7 +21,9 @@ The unit collects `writes_sql.Write`s while its block runs and sends them when i
 A batch (`SqlStore.batch()`, `unit_of_work.Batch`) sends many units in one transaction
 (SQLite: `BEGIN IMMEDIATE`, its one write lock taken first), each unit in a savepoint of its
 own, the same way (in order; keyed; on PostgreSQL its one statement): a unit whose CAS lost
-rolls back to its savepoint alone; the batch commits once.
+rolls back to its savepoint alone; the batch commits once. Keep batches under 64 units:
+PostgreSQL caches that many subtransactions per transaction before its snapshots of it get
+slower for every session.
 
 After a lost CAS the store asks each CAS write's `check`, in order, for the typed error
 from the state as it is now; when none has one (the row changed back), the unit is sent
@@ -256,8 +258,14 @@ class UnitSql(SqlBase):
             with engine.begin() as own:
                 yield own
             return
-        with conn.begin_nested():
+        # not RELEASEd: the batch's commit releases them all (a round trip less per unit on
+        # PostgreSQL); ROLLBACK TO goes back to the newest savepoint of the name, this unit's
+        conn.exec_driver_sql("SAVEPOINT baton_unit")
+        try:
             yield conn
+        except BaseException:
+            conn.exec_driver_sql("ROLLBACK TO SAVEPOINT baton_unit")
+            raise
 
     def _apply_one(self, write: w.Write) -> Any:
         """A single call: a unit of this one write; its result."""
