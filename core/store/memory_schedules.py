@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import math
-
 import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any

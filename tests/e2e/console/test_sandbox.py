@@ -293,7 +293,8 @@ def test_a_step_gets_no_terminal_even_when_baton_has_one(cli: BatonCli) -> None:
         control.expect("TERMINAL-OPENED")  # the harness really gives a controlling terminal
     finally:
         control.close()
-    argv = ["setsid", "--wait", "-c", sys.executable, "-m", "bot.main", "say", "--json", "--wait", "--", "run tty"]
+    say_tty = [sys.executable, "-m", "bot.main", "say", "--json", "--wait", "--", "run tty"]
+    argv = ["setsid", "--wait", "-c", *say_tty]
     baton = Terminal(argv, cwd=cli.home, env=env)
     try:
         assert baton.wait(timeout=60) == 0, baton.output
