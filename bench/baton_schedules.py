@@ -6,8 +6,11 @@ The parent writes `n` chat schedules (cron, each due at the same minute boundary
 one-step workflow (a prompt on the fake provider: no subprocess), then starts two replica
 processes (`build_baton`, as `baton run` assembles them, each with its schedule loop) on the
 one database. Each replica exits once every fire of that instant is recorded. The parent
-reads the runs: lateness = the run's `created_at` - its `scheduled_for` (due -> run started,
+reads the runs: lateness = the run's `created_at` - its `scheduled_for` (due -> run created,
 p50 / p99 / max), fires per (schedule, due time) (must be 1) and the runs each replica started.
+A tick creates its fires' runs in batches, one commit each, so a run's `created_at` (when its
+unit was written) may precede its commit by up to a batch: `step_started_*` is the stricter
+figure, due -> the run's first step started (its journal entry, written after the commit).
 """
 
 from __future__ import annotations
@@ -145,6 +148,12 @@ def measure(url: str, directory: Path, n: int) -> dict[str, Any]:
         runs = [r for r in store.recent_runs(limit=n * 3) if r.started_by and r.scheduled_for == due]
         fires = Counter(r.started_by for r in runs)
         late = [r.created_at - (r.scheduled_for or 0) for r in runs]
+        firsts: dict[str, float] = {}
+        ids = [r.id for r in runs]
+        for i in range(0, len(ids), 200):
+            for entry in store.journal(ids[i : i + 200]):
+                firsts[entry.run_id] = min(firsts.get(entry.run_id, math.inf), entry.started_at)
+        stepped = [firsts[r.id] - (r.scheduled_for or 0) for r in runs if r.id in firsts]
         by_replica = Counter(
             f.by.split(":")[0]
             for i in range(n)
@@ -158,6 +167,9 @@ def measure(url: str, directory: Path, n: int) -> dict[str, Any]:
         "lateness_p50_s": round(statistics.median(late), 3) if late else None,
         "lateness_p99_s": round(_pct(late, 0.99), 3) if late else None,
         "lateness_max_s": round(max(late), 3) if late else None,
+        "step_started_p50_s": round(statistics.median(stepped), 3) if stepped else None,
+        "step_started_p99_s": round(_pct(stepped, 0.99), 3) if stepped else None,
+        "runs_with_a_step": len(stepped),
         "replicas": len(procs),
         "exit_codes": [p.returncode for p in procs],
         "fires_per_replica": dict(by_replica),

@@ -31,19 +31,21 @@ workers, a Procrastinate periodic task may call it too.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import math
 import random
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
 
 from core.commands import authz, schedule_replies
+from core.commands.messages import Reply
 from core.commands.progress import ProgressReporter
 from core.config import Access
-from core.engine.engine import Engine
+from core.engine.engine import Engine, RunStart, Starting
 from core.errors import BatonError, FireAlreadyRecorded, ScheduleChanged, ScheduleNotFound, StoreError
 from core.store.port import Store
 from core.store.records import Concurrency, Fire, FireOutcome, OnLimit, Run, Schedule
@@ -187,21 +189,34 @@ class Scheduler:
     # -- ticking ---------------------------------------------------------------------------------
     async def tick(self, now: float | None = None) -> list[Fired]:
         """Fire every due time up to `now` (the clock's time by default) that this replica wins.
-        Schedules are taken in a random order: replicas ticking together share the work. Only
-        schedules whose next due time (after the point they were evaluated to) has come are
-        read any further; the points move forward in one write at the end."""
+        Only schedules whose next due time (after the point they were evaluated to) has come
+        are read any further. The runs of the fires are created `BATCH` at a time, each batch
+        in one commit (`Engine.start_runs`), and start once it committed; a schedule's point
+        moves forward (in one write at the end) once its fires were written. Replicas ticking
+        together start at random places of the schedules (in id order), so they share the work
+        and their batches meet late."""
         now = self.clock() if now is None else now
         self.sync()
         fired: list[Fired] = []
-        schedules = [s for s in self.store.list_schedules() if not s.paused and next_due_of(s) <= now]
-        random.shuffle(schedules)
+        schedules = sorted(
+            (s for s in self.store.list_schedules() if not s.paused and next_due_of(s) <= now),
+            key=lambda s: s.id,
+        )
+        start = random.randrange(len(schedules)) if schedules else 0
+        schedules = schedules[start:] + schedules[:start]
         untils: dict[str, float] = {}
+        batch = _Batch()
         try:
-            for schedule in schedules:
-                done, until = await self._evaluate(schedule, now)
+            for at, schedule in enumerate(schedules):
+                if at % BATCH == 0:  # which of the next ones a peer fired meanwhile: one read
+                    batch.latest = self.store.latest_fires(s.id for s in schedules[at : at + BATCH])
+                done, until = await self._evaluate(schedule, now, batch, untils)
                 fired.extend(done)
                 if until is not None:
-                    untils[schedule.id] = until
+                    batch.untils[schedule.id] = until
+                if len(batch.fires) >= BATCH:
+                    fired.extend(await self._flush(batch, untils))
+            fired.extend(await self._flush(batch, untils))
         finally:
             self.store.advance_schedules(untils)
         return fired
@@ -212,12 +227,19 @@ class Scheduler:
         dues = [next_due_of(s) for s in self.store.list_schedules() if not s.paused]
         return min(dues, default=None)
 
-    async def _evaluate(self, s: Schedule, now: float) -> tuple[list[Fired], float | None]:
-        dues = rule_of(s).due_between(s.evaluated_until, now)
+    async def _evaluate(
+        self, s: Schedule, now: float, batch: _Batch, untils: dict[str, float]
+    ) -> tuple[list[Fired], float | None]:
+        key = (rule_of(s), s.evaluated_until)  # schedules of one rule, evaluated as far: one reckoning
+        dues = batch.dues.get(key)
+        if dues is None:
+            dues = batch.dues[key] = key[0].due_between(s.evaluated_until, now)
         out: list[Fired] = []
         for due, start in plan(dues, now, s.catchup, s.catchup_window, self.on_time):
+            if start and s.overlap != "allow" and any(f.schedule.id == s.id for f in batch.fires):
+                out.extend(await self._flush(batch, untils))  # its overlap looks at that run
             if start:
-                done = await self.fire(s, due, catchup=now - due > self.on_time)
+                done = await self._prepare(s, due, batch, catchup=now - due > self.on_time)
             else:
                 done = self._record(s, due, FireOutcome.MISSED, {"late": round(now - due, 3)})
             if done is not None:
@@ -232,13 +254,26 @@ class Scheduler:
     ) -> Fired | None:
         """Fire `s` for `due` (DESIGN's rules, module docstring); None when another replica (or an
         earlier tick) fired that due time. `by`: the person who fired it by hand."""
+        batch = _Batch()
+        fired = self.store.schedule_fires(s.id, 1)
+        batch.latest = {s.id: fired[0].due_at} if fired else {}
+        done = await self._prepare(s, due, batch, by=by, catchup=catchup)
+        if not batch.fires:
+            return done
+        started = await self._flush(batch, {})
+        return started[0] if started else None
+
+    async def _prepare(
+        self, s: Schedule, due: float, batch: _Batch, *, by: str | None = None, catchup: bool = False
+    ) -> Fired | None:
+        """What a fire of `s` for `due` gets (module docstring), but its run: a fire that
+        starts one joins `batch` (None is returned for it; `_flush` starts it)."""
         detail: dict[str, Any] = {}
         if by is not None:
             detail["by"] = by
         if catchup:
             detail["catchup"] = True
-        latest = self.store.schedule_fires(s.id, 1)
-        if latest and latest[0].due_at == due:
+        if batch.latest.get(s.id) == due:
             return None  # fired already (a peer replica got there first): no start attempt to undo
         if not authz.may_run(self.access, s.principal, s.workflow):
             return await self._refuse(s, due, detail)
@@ -253,42 +288,71 @@ class Scheduler:
             detail["cancelled"] = await self._cancel(s, active)
         if active and s.overlap == "queue":
             detail["behind"] = [r.id for r in active]
-        return await self._start(s, due, detail)
+        batch.fires.append(_Pending(s, due, detail))
+        return None
 
-    async def _start(self, s: Schedule, due: float, detail: dict[str, Any]) -> Fired | None:
-        def written(tx: UnitOfWork, run: Run) -> None:
-            tx.record_fire(self._fire(s, due, FireOutcome.STARTED, detail, run.id))
+    async def _flush(self, batch: _Batch, untils: dict[str, float]) -> list[Fired]:
+        """Start the runs of the fires in `batch`, created in one commit (in schedule order:
+        two replicas' batches take their rows' locks in the same order); the evaluated points
+        of its schedules then go into `untils`. A store error leaves both as they were (the
+        next tick fires them)."""
+        fires = sorted(batch.fires, key=lambda f: (f.schedule.id, f.due))
+        batch.fires = []
+        done: list[Fired] = []
+        if fires:
+            done = await self._start(fires)
+        untils.update(batch.untils)
+        batch.untils = {}
+        return done
 
-        try:
-            if self.progress is None:
-                run = await self._start_run(s, due, written)
-                reply = None
-            else:
-                async with self.progress.starting(s.platform, s.conversation) as answered:
-                    run = await self._start_run(s, due, written)
-                    reply = schedule_replies.fired(run, s, due, detail)
-                    answered.append(reply)
-        except FireAlreadyRecorded:
-            return None
-        except StoreError:
-            raise  # nothing was written: the next tick fires it
-        except BatonError as exc:  # the workflow is gone or broken, the args no longer fit
-            log.warning(
-                "schedule %s could not start a run: %s",
-                s.id,
-                exc.message,
-                extra={"action": "schedule_failed", "schedule": s.id},
-            )
-            return self._record(s, due, FireOutcome.FAILED, detail | {"error": exc.message})
-        log.info("schedule %s started run %s", s.id, run.id,
-                 extra={"action": "schedule_fired", "schedule": s.id, "run_id": run.id, "due_at": due,
-                        "late": round(run.created_at - due, 3)})  # fmt: skip
-        if reply is not None and self.progress is not None:
-            await self.progress.post(reply)
-        return Fired(s.id, due, FireOutcome.STARTED, run.id)
+    async def _start(self, fires: Sequence[_Pending]) -> list[Fired]:
+        def written(f: _Pending) -> Starting:
+            def write(tx: UnitOfWork, run: Run) -> None:
+                tx.record_fire(self._fire(f.schedule, f.due, FireOutcome.STARTED, f.detail, run.id))
 
-    async def _start_run(self, s: Schedule, due: float, written: Callable[[UnitOfWork, Run], None]) -> Run:
-        return await self.engine.start_run(
+            return write
+
+        starts = [self._run_start(f, written(f)) for f in fires]
+        replies: list[Reply | None] = [None] * len(fires)
+        async with contextlib.AsyncExitStack() as places:
+            answered: dict[tuple[str, str], list[Reply]] = {}
+            if self.progress is not None:  # thread-less runs there wait for the announcements
+                for place in dict.fromkeys((f.schedule.platform, f.schedule.conversation) for f in fires):
+                    answered[place] = await places.enter_async_context(self.progress.starting(*place))
+            results = await self.engine.start_runs(starts)  # StoreError: nothing was written
+            for i, (f, result) in enumerate(zip(fires, results, strict=True)):
+                if isinstance(result, Run) and self.progress is not None:
+                    announced = schedule_replies.fired(result, f.schedule, f.due, f.detail)
+                    answered[(f.schedule.platform, f.schedule.conversation)].append(announced)
+                    replies[i] = announced
+        out: list[Fired] = []
+        for f, result, reply in zip(fires, results, replies, strict=True):
+            s, due = f.schedule, f.due
+            if isinstance(result, FireAlreadyRecorded):
+                continue
+            if isinstance(result, BatonError):  # the workflow is gone or broken, the args no longer fit
+                log.warning(
+                    "schedule %s could not start a run: %s",
+                    s.id,
+                    result.message,
+                    extra={"action": "schedule_failed", "schedule": s.id},
+                )
+                failed = self._record(s, due, FireOutcome.FAILED, f.detail | {"error": result.message})
+                if failed is not None:
+                    out.append(failed)
+                continue
+            run = result
+            log.info("schedule %s started run %s", s.id, run.id,
+                     extra={"action": "schedule_fired", "schedule": s.id, "run_id": run.id, "due_at": due,
+                            "late": round(run.created_at - due, 3)})  # fmt: skip
+            if reply is not None and self.progress is not None:
+                await self.progress.post(reply)
+            out.append(Fired(s.id, due, FireOutcome.STARTED, run.id))
+        return out
+
+    def _run_start(self, f: _Pending, written: Starting) -> RunStart:
+        s = f.schedule
+        return RunStart(
             workflow=s.workflow,
             args=s.args,
             platform=s.platform,
@@ -296,7 +360,7 @@ class Scheduler:
             thread=None,
             requester=s.principal,
             started_by=s.started_by,
-            scheduled_for=due,
+            scheduled_for=f.due,
             alongside=written,
             # overlap `queue`: one run of the schedule at a time, the others wait in its queue
             concurrency=Concurrency(key=f"schedule:{s.id}", limit=1, on_limit=OnLimit.QUEUE)
@@ -370,3 +434,29 @@ class Scheduler:
             run_id=run_id,
             detail=dict(detail),
         )
+
+
+#: fires whose runs one commit creates (a tick of 1,000 due fires: 20 commits, not 1,000;
+#: under PostgreSQL's 64 cached subtransactions, one per fire's savepoint)
+BATCH = 50
+
+
+@dataclass(slots=True)
+class _Pending:
+    """A fire that starts a run, waiting for its batch's commit."""
+
+    schedule: Schedule
+    due: float
+    detail: dict[str, Any]
+
+
+@dataclass(slots=True)
+class _Batch:
+    fires: list[_Pending] = field(default_factory=list)
+    #: the points the batch's schedules were evaluated to, moved once their fires are written
+    untils: dict[str, float] = field(default_factory=dict)
+    #: the latest fire's due time of the schedules about to be evaluated (`Store.latest_fires`,
+    #: read just before: a fire a peer writes later loses its unit, which the CAS undoes)
+    latest: dict[str, float] = field(default_factory=dict)
+    #: due times by (rule, evaluated until) in this tick (`now` is the tick's)
+    dues: dict[tuple[Rule, float], list[float]] = field(default_factory=dict)

@@ -17,7 +17,8 @@ from __future__ import annotations
 import contextlib
 import logging
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from core.engine.approval_policy import Members, Policy
@@ -40,19 +41,41 @@ from core.engine.readiness import Readiness, Ready
 from core.engine.run_actions import RunActions
 from core.engine.subruns import ChildRuns
 from core.engine.tools import ToolRegistry
-from core.errors import BatonError
-from core.store.port import Store
+from core.errors import BatonError, StoreError
+from core.store.port import Store, digest_bytes
 from core.store.records import Concurrency, Gate, GateVote, JournalEntry, OnLimit, Run, RunStatus
 from core.store.unit_of_work import UnitOfWork
 from core.workflows.args import canonical_json, handle
 from core.workflows.catalog import Catalog
 
-__all__ = ["Engine", "EngineConfig", "Ready", "RunnerFactory"]
+__all__ = ["Engine", "EngineConfig", "Ready", "RunStart", "RunnerFactory"]
 log = logging.getLogger(__name__)
 
 
 #: a caller's writes in the unit of work that creates a run (`Engine.start_run(alongside=…)`)
 Starting = Callable[[UnitOfWork, Run], None]
+
+
+@dataclass(frozen=True, slots=True)
+class RunStart:
+    """One run to start (`Engine.start_runs`), with `start_run`'s arguments."""
+
+    workflow: str
+    args: Mapping[str, Any]
+    platform: str
+    conversation: str
+    thread: str | None
+    requester: str
+    resume_from: str | None = None
+    origin_event: str | None = None
+    started_by: str | None = None
+    scheduled_for: float | None = None
+    alongside: Starting | None = None
+    concurrency: Concurrency | None = None
+    parent_run: str | None = None  # a `workflow:` step's child run: its parent, step and key
+    parent_node: str | None = None
+    parent_key: str | None = None
+
 
 class Engine:
     def __init__(
@@ -264,38 +287,97 @@ class Engine:
         policy = concurrency or concurrency_of(ready.workflow, ready.args, limits=self.config.render)
         if resume_from is not None:
             self.store.get_run(resume_from)  # RunNotFound before anything is created
+        start = RunStart(
+            workflow=workflow, args=args, platform=platform, conversation=conversation, thread=thread,
+            requester=requester, resume_from=resume_from, origin_event=origin_event,
+            started_by=started_by, scheduled_for=scheduled_for, alongside=alongside,
+            parent_run=parent_run, parent_node=parent_node, parent_key=parent_key,
+        )  # fmt: skip
         with self.store.transaction() as tx:  # args blob, run and `start` audit row: one change
-            digest = tx.put_blob(canonical_json(ready.args))
-            run = tx.create_run(
-                workflow=ready.workflow.name,
-                platform=platform,
-                conversation=conversation,
-                thread=thread,
-                requester=requester,
-                args_digest=digest,
-                resumed_from=resume_from,
-                status=RunStatus.RUNNING,
-                lease_owner=self.owner,
-                lease_seconds=self.config.lease_seconds,
-                origin_event=origin_event,
-                started_by=started_by,
-                scheduled_for=scheduled_for,
-                concurrency=policy,
-                parent_run=parent_run,
-                parent_node=parent_node,
-                parent_key=parent_key,
-            )
-            details = {"workflow": ready.workflow.name, "args": handle(digest), "resume_from": resume_from}
-            if started_by is not None:
-                details["started_by"] = started_by
-            if policy is not None:
-                details["concurrency"] = policy.key
-            tx.audit(actor=requester, action="start", run_id=run.id, details=details)
-            if alongside is not None:
-                alongside(tx, run)
-            created = tx.created(run.id)
+            written = self._create(tx, start, ready, policy)
+        return await self._begin(written, ready, policy)
+
+    async def start_runs(self, starts: Sequence[RunStart]) -> list[Run | BatonError]:
+        """Many runs created in ONE commit (`Store.batch`: a tick's fires), each in a unit of
+        its own as `start_run` writes it (its `alongside` writes, its admission); each starts
+        executing once the batch committed. Per start, in order: its run, or the `BatonError`
+        that kept it from being created (its workflow gone, its `alongside` CAS lost, refused
+        by its key's limit); a store error fails the whole batch (nothing was written)."""
+        results: list[Run | BatonError | None] = [None] * len(starts)
+        readied: dict[int, tuple[Ready, Concurrency | None]] = {}
+        for i, start in enumerate(starts):
+            try:
+                ready = self.readiness.ready(start.workflow, start.args)
+                policy = start.concurrency or concurrency_of(ready.workflow, ready.args,
+                                                             limits=self.config.render)  # fmt: skip
+            except BatonError as exc:
+                results[i] = exc
+                continue
+            readied[i] = (ready, policy)
+        written: dict[int, Callable[[], Run]] = {}
+        blobs = {canonical_json(ready.args) for ready, _ in readied.values()}
+        with self.store.batch() as batch:
+            # the args first, in one order: two replicas' batches that share an args blob lock
+            # its row (PostgreSQL) before any fire's, so they never wait for each other crosswise
+            with batch.unit() as tx:
+                for data in sorted(blobs, key=digest_bytes):
+                    tx.put_blob(data)
+            for i, (ready, policy) in readied.items():
+                try:
+                    with batch.unit() as tx:
+                        run_of = self._create(tx, starts[i], ready, policy)
+                    written[i] = run_of  # the unit was applied (its block raises when it lost)
+                except StoreError:
+                    raise
+                except BatonError as exc:
+                    results[i] = exc
+        for i, run_of in written.items():  # committed: now they may run
+            ready, policy = readied[i]
+            results[i] = await self._begin(run_of, ready, policy)
+        return [r for r in results if r is not None]
+
+    def _create(
+        self, tx: UnitOfWork, start: RunStart, ready: Ready, policy: Concurrency | None
+    ) -> Callable[[], Run]:
+        """The writes that create `start`'s run in `tx`; the run as the unit left it (once
+        the unit is applied: admitted or queued when keyed)."""
+        digest = tx.put_blob(canonical_json(ready.args))
+        run = tx.create_run(
+            workflow=ready.workflow.name,
+            platform=start.platform,
+            conversation=start.conversation,
+            thread=start.thread,
+            requester=start.requester,
+            args_digest=digest,
+            resumed_from=start.resume_from,
+            status=RunStatus.RUNNING,
+            lease_owner=self.owner,
+            lease_seconds=self.config.lease_seconds,
+            origin_event=start.origin_event,
+            started_by=start.started_by,
+            scheduled_for=start.scheduled_for,
+            concurrency=policy,
+            parent_run=start.parent_run,
+            parent_node=start.parent_node,
+            parent_key=start.parent_key,
+        )
+        details = {"workflow": ready.workflow.name, "args": handle(digest), "resume_from": start.resume_from}
+        if start.started_by is not None:
+            details["started_by"] = start.started_by
         if policy is not None:
-            run = created.value  # admitted, or queued
+            details["concurrency"] = policy.key
+        tx.audit(actor=start.requester, action="start", run_id=run.id, details=details)
+        if start.alongside is not None:
+            start.alongside(tx, run)
+        if policy is None:
+            return lambda: run
+        created = tx.created(run.id)
+        return lambda: created.value  # admitted, or queued
+
+    async def _begin(self, run_of: Callable[[], Run], ready: Ready, policy: Concurrency | None) -> Run:
+        """A run just created (committed): queued (told), or executing."""
+        run = run_of()
+        if policy is not None:
             await self.admitted_elsewhere(policy)
             if run.status is RunStatus.QUEUED:
                 await self.executions.emit(EventKind.RUN_QUEUED, run.id, run_status=run.status.value,

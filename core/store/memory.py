@@ -18,7 +18,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from typing import TYPE_CHECKING, Any
 
 from core.errors import AmbiguousRunId, RunNotFound, StoreError
@@ -93,6 +93,7 @@ class MemoryStore:
         self.advance_schedules = self._schedules.advance_schedules
         self.record_fire = self._schedules.record_fire
         self.schedule_fires = self._schedules.schedule_fires
+        self.latest_fires = self._schedules.latest_fires
         self.active_runs = self._schedules.active_runs
         # subscriptions (`memory_subscriptions.py`)
         self._subscriptions = MemorySubscriptions(self._lock, self._now)
@@ -119,6 +120,12 @@ class MemoryStore:
         yield unit
         with self._lock:
             unit.apply()
+
+    @contextmanager
+    def batch(self) -> Iterator[MemoryBatch]:
+        """Units applied one by one, each atomically (nothing here outlives the process, so a
+        batch's one commit has nothing to save)."""
+        yield MemoryBatch(self)
 
     def _one(self, write: Callable[[MemoryUnitOfWork], Pending[Any]]) -> Any:
         """A single call: a unit of this one write; its result."""
@@ -572,3 +579,11 @@ def _running(run: Run) -> bool:
 
 if TYPE_CHECKING:  # mypy checks that this is a whole `Store`
     _: Store = MemoryStore()
+
+
+class MemoryBatch:
+    def __init__(self, store: MemoryStore) -> None:
+        self._store = store
+
+    def unit(self) -> AbstractContextManager[MemoryUnitOfWork]:
+        return self._store.transaction()

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import math
 import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
@@ -92,6 +93,15 @@ class MemorySchedules:
         with self._lock:
             mine = [f for (sid, _), f in self._t.fires.items() if sid == schedule_id]
         return sorted(mine, key=lambda f: f.due_at, reverse=True)[:limit]
+
+    def latest_fires(self, schedule_ids: Iterable[str]) -> dict[str, float]:
+        wanted = set(schedule_ids)
+        latest: dict[str, float] = {}
+        with self._lock:
+            for sid, due in self._t.fires:
+                if sid in wanted and due > latest.get(sid, -math.inf):
+                    latest[sid] = due
+        return latest
 
     def active_runs(self, started_by: str, statuses: Iterable[RunStatus] = ACTIVE) -> list[Run]:
         wanted = set(statuses)

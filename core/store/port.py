@@ -53,7 +53,7 @@ from core.store.records import (
     Schedule,
     Subscription,
 )
-from core.store.unit_of_work import UnitOfWork
+from core.store.unit_of_work import Batch, UnitOfWork
 
 #: A run page's change marker: equal values, nothing the page shows changed.
 Pulse = tuple[object, ...]
@@ -443,6 +443,10 @@ class Schedules(Protocol):
     def schedule_fires(self, schedule_id: str, limit: int = 10) -> list[Fire]:
         """Its latest fires, latest due time first."""
 
+    def latest_fires(self, schedule_ids: Iterable[str]) -> dict[str, float]:
+        """The latest due time each of these schedules has a fire for (one read for a tick's
+        many; a schedule never fired is not in it)."""
+
     def active_runs(self, started_by: str, statuses: Iterable[RunStatus] = ...) -> list[Run]:
         """Runs with that `started_by` in `statuses` (default: pending, running, paused,
         needs_attention), oldest first."""
@@ -502,6 +506,9 @@ class Views(Protocol):
 class Transactions(Protocol):
     def transaction(self) -> AbstractContextManager[UnitOfWork]:
         """A unit of work: its writes commit together when the block ends, or none does."""
+
+    def batch(self) -> AbstractContextManager[Batch]:
+        """Units of work that commit together (`Batch`): one commit for many (a tick's fires)."""
 
 
 class Store(

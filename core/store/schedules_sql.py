@@ -152,6 +152,19 @@ class SchedulesSql(SqlBase):
         with self._single.connect() as conn:
             return [fire_from_row(r) for r in conn.execute(query)]
 
+    @store_operation("read schedules' latest fires")
+    def latest_fires(self, schedule_ids: Iterable[str]) -> dict[str, float]:
+        """The latest fire's due time per schedule, `_CHUNK` schedules a query."""
+        ids = sorted(set(schedule_ids))
+        c = SCHEDULE_FIRES.c
+        latest: dict[str, float] = {}
+        with self._single.connect() as conn:
+            for i in range(0, len(ids), _CHUNK):
+                query = (sa.select(c.schedule_id, sa.func.max(c.due_at))
+                         .where(c.schedule_id.in_(ids[i : i + _CHUNK])).group_by(c.schedule_id))
+                latest.update({sid: float(due) for sid, due in conn.execute(query)})
+        return latest
+
     @store_operation("read a schedule's runs")
     def active_runs(self, started_by: str, statuses: Iterable[RunStatus] = ACTIVE) -> list[Run]:
         """Runs `started_by` started that are in one of `statuses` (default: not at rest for
@@ -161,3 +174,6 @@ class SchedulesSql(SqlBase):
                  .order_by(RUNS.c.created_at))
         with self._single.connect() as conn:
             return [run_from_row(r) for r in conn.execute(query)]
+
+
+_CHUNK = 500  # schedule ids per `latest_fires` query

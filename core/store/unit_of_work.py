@@ -24,6 +24,7 @@ Values a write returns exist once the unit committed: `Pending.value` before tha
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from contextlib import AbstractContextManager
 from typing import Any, Generic, Protocol, TypeVar
 
 from core.store.records import Concurrency, Fire, Gate, GateDeadline, GateVote, Run, RunStatus
@@ -164,3 +165,14 @@ class UnitOfWork(Protocol):
         """`Ballots.fire_deadline` inside the unit, as a CAS: when the deadline was fired
         already (another replica won it) the whole unit is undone and `DeadlineAlreadyFired`
         raised, so what the firing writes (its audit row, its outbox row) exists exactly once."""
+
+
+class Batch(Protocol):
+    """Several units of work sent as ONE change (`Store.batch()`): each `unit()` is applied in
+    a savepoint of its own when its block ends, and raises there, as `transaction()` would,
+    when one of its compare-and-swap writes lost (only that unit is undone); the batch
+    commits when its own block ends, or nothing of it does. What a batch's writes return
+    (`Pending.value`) is known when its unit's block ended; it is stored once the batch
+    committed, so act on it (start a run) only after the batch's block."""
+
+    def unit(self) -> AbstractContextManager[UnitOfWork]: ...

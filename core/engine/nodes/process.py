@@ -108,7 +108,7 @@ async def run_process(
         sandbox.prepare(ctx.workdir)
         argv = sandbox.command(
             argv, workdir=ctx.workdir, workflow_dir=ctx.workflow_dir, network=ctx.network, files=files,
-            readable=readable,
+            readable=readable, own_session=True,  # `_run_process` starts it with start_new_session
         )
     marker = (ctx.run_id, ctx.node_id, str(ctx.attempt))
     reaper.adopt_orphans()

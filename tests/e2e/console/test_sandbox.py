@@ -21,6 +21,7 @@ import os
 import re
 import shutil
 import socket
+import sys
 import textwrap
 import time
 import uuid
@@ -32,6 +33,7 @@ import pytest
 from core.store.repository import SqlStore
 from tests.e2e import leak
 from tests.e2e.console.cli import BatonCli
+from tests.e2e.console.terminal import Terminal
 
 pytestmark = pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap is not installed")
 
@@ -271,6 +273,35 @@ def test_network_false_blocks_a_connection_the_network_would_allow(cli: BatonCli
     assert net["offline"].strip() == "refused"  # ... and a step without network cannot reach it
     assert quiet["step"].strip() == "refused"  # the workflow's `network: false`
     assert quiet["allowed"].strip() == "connected"  # a node may say otherwise
+
+
+TERMINAL_PROBE = (
+    "if (exec 3<>/dev/tty) 2>/dev/null; then echo TERMINAL-OPENED; else echo NO-TERMINAL; fi; "
+    "for fd in 0 1 2; do [ -t $fd ] && echo TERMINAL-ON-$fd; done; true"
+)
+
+
+def test_a_step_gets_no_terminal_even_when_baton_has_one(cli: BatonCli) -> None:
+    """Baton started from a terminal (its controlling terminal, on its stdin, stdout and
+    stderr): a step can open none of it, so it cannot push input into it (TIOCSTI)."""
+    (cli.workflows / "tty.yaml").write_text(
+        f"name: tty\nnodes:\n  - id: probe\n    bash: '{TERMINAL_PROBE}'\n"
+    )
+    env = cli.env() | {"BATON_STEP_SANDBOX": "bwrap", "TERM": "dumb"}
+    control = Terminal(["setsid", "-c", "bash", "-c", TERMINAL_PROBE], cwd=cli.home, env=env)
+    try:
+        control.expect("TERMINAL-OPENED")  # the harness really gives a controlling terminal
+    finally:
+        control.close()
+    say_tty = [sys.executable, "-m", "bot.main", "say", "--json", "--wait", "--", "run tty"]
+    argv = ["setsid", "--wait", "-c", *say_tty]
+    baton = Terminal(argv, cwd=cli.home, env=env)
+    try:
+        assert baton.wait(timeout=60) == 0, baton.output
+    finally:
+        baton.close()
+    (run,) = [r for r in cli.runs() if r.workflow == "tty"]
+    assert outputs(cli, run.id)["probe"].strip() == "NO-TERMINAL", baton.output
 
 
 @pytest.mark.parametrize("where", ["workflow", "node"])

@@ -9,9 +9,11 @@ import asyncio
 
 import pytest
 
+from core.engine.engine import RunStart, Starting
 from core.engine.events import EventKind
-from core.errors import ConcurrencyLimitReached, RunNotResumable
-from core.store.records import Concurrency, OnLimit, RunStatus
+from core.errors import ConcurrencyLimitReached, FireAlreadyRecorded, RunNotResumable, UnknownWorkflow
+from core.store.records import Concurrency, Fire, FireOutcome, OnLimit, Run, RunStatus, Schedule
+from core.store.unit_of_work import UnitOfWork
 from tests.integration.engine.harness import Harness
 
 GATED = """
@@ -121,3 +123,57 @@ async def test_an_explicit_key_and_cancelling_a_queued_run(started: Harness) -> 
     with pytest.raises(ConcurrencyLimitReached) as refused:
         await h.start("free", concurrency=refusing)
     assert refused.value.run_id == first.id
+
+
+async def test_runs_started_in_one_batch_run_only_when_their_unit_was_written(started: Harness) -> None:
+    """`Engine.start_runs` (a tick's fires): each start its own unit in one commit. A start
+    whose `alongside` write lost (a fire another replica recorded) creates nothing and runs
+    nothing; one whose workflow is gone is refused alone; the rest are created (a keyed one
+    admitted or queued in turn) and then run."""
+    h = started
+    h.write("free.yaml", "name: free\nnodes:\n  - id: a\n    bash: echo ran\n    replay: pure\n")
+    h.store.add_schedule(SCHEDULE)
+    assert h.store.record_fire(_fire(2.0, None))  # the other replica's
+
+    def fire(due: float) -> Starting:
+        def write(tx: UnitOfWork, run: Run) -> None:
+            tx.record_fire(_fire(due, run.id))
+
+        return write
+
+    mine = Concurrency(key="schedule:nightly", limit=1)
+
+    def start(workflow: str, due: float, key: Concurrency | None = None) -> RunStart:
+        return RunStart(workflow=workflow, args={}, platform="console", conversation="ops", thread=None,
+                        requester="console:ana", started_by="schedule:nightly", scheduled_for=due,
+                        alongside=fire(due), concurrency=key)  # fmt: skip
+
+    results = await h.engine.start_runs(
+        [start("free", 1.0), start("free", 2.0), start("gone", 3.0), start("ship", 4.0, mine),
+         start("ship", 5.0, mine)]
+    )  # fmt: skip
+    first, lost, gone, head, behind = results
+    assert isinstance(lost, FireAlreadyRecorded) and isinstance(gone, UnknownWorkflow)
+    assert isinstance(first, Run) and isinstance(head, Run) and isinstance(behind, Run)
+    assert (head.status, behind.status) == (RunStatus.RUNNING, RunStatus.QUEUED)
+    await settled(h, first.id, RunStatus.COMPLETED)
+    await settled(h, head.id, RunStatus.PAUSED)
+    assert h.store.get_run(behind.id).status is RunStatus.QUEUED
+    runs = {r.id for r in h.store.recent_runs(limit=10)}
+    assert runs == {first.id, head.id, behind.id}
+    assert h.engine.executions.active_ids() <= runs  # nothing runs that was not created
+    assert [e.run_id for e in h.events if e.kind is EventKind.RUN_STARTED] == [first.id, head.id]
+    fires = {f.due_at: f.run_id for f in h.store.schedule_fires("nightly", 10)}
+    assert fires == {1.0: first.id, 2.0: None, 4.0: head.id, 5.0: behind.id}
+
+
+SCHEDULE = Schedule(
+    id="nightly", workflow="free", source="chat", cron=None, every=60.0, timezone="UTC", args={},
+    overlap="queue", catchup="latest", catchup_window=3600.0, platform="console", conversation="ops",
+    principal="console:ana", owner="console:ana", created_at=0.0, updated_at=0.0, evaluated_until=0.0,
+)  # fmt: skip
+
+
+def _fire(due: float, run_id: str | None) -> Fire:
+    return Fire(schedule_id="nightly", due_at=due, outcome=FireOutcome.STARTED, at=due, by="r1",
+                run_id=run_id, detail={})  # fmt: skip

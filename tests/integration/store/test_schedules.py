@@ -8,7 +8,9 @@ import pytest
 
 from core.errors import FireAlreadyRecorded, ScheduleChanged, ScheduleNotFound
 from core.store.port import Store
-from core.store.records import Fire, FireOutcome, RunStatus, Schedule
+from core.store.records import Concurrency, Fire, FireOutcome, OnLimit, Run, RunStatus, Schedule
+from core.store.repository import SqlStore
+from core.store.unit_of_work import Batch
 from tests.integration.store.conftest import Clock
 
 
@@ -80,6 +82,16 @@ def test_a_fire_is_written_once_per_due_time(store: Store) -> None:
     assert fires[1].detail == {"note": "x"}
 
 
+def test_latest_fires_reads_many_schedules_at_once(store: Store) -> None:
+    for sid in ("a", "b", "c"):
+        store.add_schedule(_schedule(sid))
+    for sid, due in (("a", 5.0), ("a", 15.0), ("a", 10.0), ("b", 7.0)):
+        assert store.record_fire(_fire(due, FireOutcome.MISSED, sid=sid))
+    assert store.latest_fires(["a", "b", "c", "nope"]) == {"a": 15.0, "b": 7.0}
+    assert store.latest_fires(["b"]) == {"b": 7.0}
+    assert store.latest_fires([]) == {}
+
+
 def test_a_lost_fire_undoes_the_run_created_with_it(store: Store) -> None:
     """The unit of work that creates a fire's run holds the fire: of two, one run exists."""
     store.add_schedule(_schedule())
@@ -118,6 +130,63 @@ def test_a_lost_fire_undoes_the_run_created_with_it(store: Store) -> None:
     assert store.active_runs("schedule:other") == []
     store.transition(run.id, RunStatus.CANCELLED, actor="x")
     assert store.active_runs("schedule:hello-ab12") == []
+
+
+def _fired_run(batch: Batch, due: float, *, key: str | None = None) -> Run:
+    """A unit of `batch` creating a running run with its fire, as a tick's fire does."""
+    with batch.unit() as tx:
+        run = tx.create_run(
+            workflow="hello", platform="console", conversation="ops", thread=None,
+            requester="console:ana", args_digest="0" * 64, status=RunStatus.RUNNING,
+            lease_owner="r1", lease_seconds=30.0, started_by="schedule:hello-ab12",
+            scheduled_for=due,
+            concurrency=Concurrency(key=key, limit=1, on_limit=OnLimit.QUEUE) if key else None,
+        )  # fmt: skip
+        tx.audit(actor="console:ana", action="start", run_id=run.id)
+        tx.record_fire(_fire(due, run_id=run.id))
+        created = tx.created(run.id) if key else None
+    return created.value if created is not None else run
+
+
+def test_a_batch_of_fires_keeps_each_won_fire_and_undoes_only_a_lost_one(store: Store) -> None:
+    """A tick's batch (`Store.batch`): a fire another replica recorded first undoes its own
+    unit alone (no run, no audit row); the others' runs exist, keyed ones admitted or
+    queued as in a unit of their own."""
+    store.add_schedule(_schedule())
+    assert store.record_fire(_fire(1_000_005.0, FireOutcome.STARTED))  # the other replica's
+    lost: list[Run] = []
+    with store.batch() as batch:
+        first = _fired_run(batch, 1_000_000.0)
+        with pytest.raises(FireAlreadyRecorded):
+            lost.append(_fired_run(batch, 1_000_005.0))
+        assert lost == []
+        head = _fired_run(batch, 1_000_010.0, key="schedule:hello-ab12")
+        behind = _fired_run(batch, 1_000_015.0, key="schedule:hello-ab12")
+    assert (head.status, behind.status) == (RunStatus.RUNNING, RunStatus.QUEUED)  # limit 1, in order
+    runs = {r.id: r for r in store.recent_runs(limit=10)}
+    assert set(runs) == {first.id, head.id, behind.id}
+    assert runs[behind.id].status is RunStatus.QUEUED
+    fires = {f.due_at: f.run_id for f in store.schedule_fires("hello-ab12")}
+    assert fires == {1_000_000.0: first.id, 1_000_005.0: None, 1_000_010.0: head.id, 1_000_015.0: behind.id}
+    assert all(store.audit_log(run_id) for run_id in runs)
+
+
+def test_a_batch_commits_once_or_not_at_all(sql_store: SqlStore, database_url: str) -> None:
+    """The units of a batch become visible together, when its block ends; an error in the
+    block leaves none of them written."""
+    store = sql_store
+    store.add_schedule(_schedule())
+    with store.batch() as batch:
+        run = _fired_run(batch, 1_000_000.0)
+        with SqlStore(database_url) as other:  # another process's view: nothing yet
+            assert other.schedule_fires("hello-ab12") == []
+            assert other.recent_runs(limit=10) == []
+    assert [r.id for r in store.recent_runs(limit=10)] == [run.id]
+    with pytest.raises(RuntimeError), store.batch() as batch:
+        _fired_run(batch, 1_000_010.0)
+        raise RuntimeError("the tick failed half-way")
+    assert [f.due_at for f in store.schedule_fires("hello-ab12")] == [1_000_000.0]
+    assert [r.id for r in store.recent_runs(limit=10)] == [run.id]
 
 
 def test_changes_are_compare_and_swaps(store: Store, clock: Clock) -> None:
