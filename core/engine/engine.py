@@ -117,6 +117,7 @@ class Engine:
             active=self.executions.active_ids,
             lost=self._lost,
             recovered=self._recovered,
+            sweep=self.settle_parents,
         )
         self.executions.subscribe(self._on_event)
 
@@ -130,8 +131,10 @@ class Engine:
         return self.executions.subscribe(fn)
 
     async def start(self) -> None:
-        """Take over runs of dead local processes now, then heartbeat and recover in the background."""
+        """Take over runs of dead local processes now, then heartbeat and recover in the background;
+        wake the parents a child's rest should have woken before a process died."""
         await self._leases.start()
+        await self.settle_parents()
 
     async def stop(self, grace: float = 10.0) -> None:
         await self._leases.stop()
@@ -139,7 +142,21 @@ class Engine:
 
     async def recover_now(self) -> list[str]:
         """One recovery pass (lapsed leases); the ids of the runs this process took over."""
-        return await self._leases.recover_lapsed()
+        taken = await self._leases.recover_lapsed()
+        await self.settle_parents()
+        return taken
+
+    async def settle_parents(self) -> None:
+        """Paused parents whose children all came to rest go on (`ChildRuns.settle`): the
+        child's rest event wakes its parent at once, but a process killed between the child's
+        rest and its parent's resume leaves the parent paused; this pass (at start and on every
+        recovery tick, on any replica: the resume is a compare-and-swap) finishes the job."""
+        for parent in self.store.paused_parents():
+            try:
+                await self.children.settle(parent.id)
+            except BatonError as exc:
+                log.info("parent %s not settled: %s", parent.id, exc.message,
+                         extra={"action": "settle_parent", "run_id": parent.id})  # fmt: skip
 
     async def take_admitted(self) -> list[str]:
         """Start, here, the runs admitted from a concurrency queue that no process took yet

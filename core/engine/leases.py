@@ -87,7 +87,9 @@ class LeaseKeeper:
         active: Callable[[], set[str]],
         lost: RunHandler,
         recovered: Recovered,
+        sweep: Callable[[], Awaitable[object]] | None = None,
     ) -> None:
+        """`sweep`: run after each recovery pass (the engine's parents left waiting on children)."""
         self.store = store
         self.owner = owner
         self.replica_id = replica_id
@@ -95,6 +97,7 @@ class LeaseKeeper:
         self._active = active
         self._lost = lost
         self._recovered = recovered
+        self._sweep = sweep
         self._stopping = asyncio.Event()
         self._wake = asyncio.Event()
         self._tasks: list[asyncio.Task[None]] = []
@@ -104,8 +107,13 @@ class LeaseKeeper:
         self._stopping.clear()
         self._tasks = [
             asyncio.create_task(self._every(self.lease_seconds / 3, self.heartbeat)),
-            asyncio.create_task(self._every(self.lease_seconds / 2, self.recover_lapsed, self._wake)),
+            asyncio.create_task(self._every(self.lease_seconds / 2, self._recovery_pass, self._wake)),
         ]
+
+    async def _recovery_pass(self) -> None:
+        await self.recover_lapsed()
+        if self._sweep is not None:
+            await self._sweep()
 
     def kick(self) -> None:
         """Run the recovery pass now (runs admitted from a queue wait for it), if started."""

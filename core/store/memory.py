@@ -203,6 +203,12 @@ class MemoryStore:
             children = [r for r in self._t.runs.values() if r.parent_run in wanted]
         return _newest(children)
 
+    def paused_parents(self, limit: int = 500) -> list[Run]:
+        with self._lock:
+            parents = {r.parent_run for r in self._t.runs.values() if r.parent_run}
+            paused = [r for r in self._t.runs.values() if r.id in parents and r.status is RunStatus.PAUSED]
+        return sorted(paused, key=lambda r: r.updated_at)[:limit]
+
     def adopt_child(self, run_id: str, parent_run: str) -> Run:
         with self._lock:
             run = self._t.run(run_id).evolve(parent_run=parent_run)

@@ -135,6 +135,10 @@ class Runs(Protocol):
         """The sub-runs that `workflow:` steps of these runs started (`Run.parent_run`),
         newest first."""
 
+    def paused_parents(self, limit: int = 500) -> list[Run]:
+        """Paused runs that started sub-runs, longest paused first: the ones a child's rest
+        may have left waiting when the process that should have woken them died."""
+
     def adopt_child(self, run_id: str, parent_run: str) -> Run:
         """A child of an earlier run of a lineage now belongs to `parent_run`, the run that
         resumed it (its cancel reaches the child; the child's rest wakes it). The version does

@@ -84,6 +84,18 @@ class RunsSql(UnitSql):
         )
         return self._runs(query)
 
+    @store_operation("list paused parents of sub-runs")
+    def paused_parents(self, limit: int = 500) -> list[Run]:
+        child = RUNS.alias("child")
+        has_child = sa.exists().where(child.c.parent_run == RUNS.c.id)
+        query = (
+            sa.select(RUNS)
+            .where(RUNS.c.status == RunStatus.PAUSED.value, has_child)
+            .order_by(RUNS.c.updated_at)
+            .limit(limit)
+        )
+        return self._runs(query)
+
     @store_operation("hand a sub-run to its parent's resumer")
     def adopt_child(self, run_id: str, parent_run: str) -> Run:
         with self._engine.begin() as conn:

@@ -61,3 +61,23 @@ def test_adopt_child_moves_it_to_the_resuming_run_and_keeps_its_version(store: S
     assert store.child_runs([old.id]) == []
     with pytest.raises(RunNotFound):
         store.adopt_child("000000000000", new.id)
+
+
+def test_paused_parents_lists_only_paused_runs_that_started_children(store: Store, clock: Clock) -> None:
+    def run(status: RunStatus, parent: str | None = None) -> str:
+        clock.advance(1)
+        return create_run(store, workflow="p", platform="console", conversation="c", thread=None,
+                          requester="u", args_digest="d", status=status, parent_run=parent,
+                          parent_node="n" if parent else None, parent_key="k" if parent else None).id
+
+    waiting = run(RunStatus.PAUSED)
+    run(RunStatus.COMPLETED, parent=waiting)
+    running = run(RunStatus.RUNNING)
+    run(RunStatus.COMPLETED, parent=running)
+    at_gate = run(RunStatus.PAUSED)  # paused with no child: a gate of its own, not ours to wake
+    later = run(RunStatus.PAUSED)
+    run(RunStatus.PAUSED, parent=later)
+    run(RunStatus.FAILED, parent=later)
+    assert [r.id for r in store.paused_parents()] == [waiting, later]
+    assert [r.id for r in store.paused_parents(limit=1)] == [waiting]
+    assert at_gate not in {r.id for r in store.paused_parents()}

@@ -146,6 +146,38 @@ async def test_a_gate_in_the_child_pauses_the_parent_and_deciding_it_continues_b
     assert rig.calls["once"] == 1
 
 
+async def test_a_parent_left_paused_by_a_process_killed_after_its_childs_rest_goes_on_at_the_next_start(
+    rig: Rig, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The window between a child's rest (committed) and its parent's wake: a process killed
+    there leaves the parent paused on a child that no longer waits. The next engine to start
+    (any replica's recovery pass) wakes it; the child's step is not run again."""
+    first = rig.engine(gated=GATED, caller=CALLS_GATED)
+    parent = await _start(first, "caller")
+    (child,) = _children(rig, parent)
+
+    async def killed_before_waking(parent_id: str) -> None:  # the process dies right here
+        return None
+
+    monkeypatch.setattr(first.children, "settle", killed_before_waking)
+    await first.approve(child.id, actor="console:bob")
+    assert (await first.wait(child.id, timeout=10)).status is RunStatus.COMPLETED
+    await asyncio.sleep(0.05)
+    assert rig.store.get_run(parent.id).status is RunStatus.PAUSED  # left waiting on nothing
+    assert [p.id for p in rig.store.paused_parents()] == [parent.id]
+    await first.stop()
+
+    restarted = rig.engine(gated=GATED, caller=CALLS_GATED)
+    await restarted.start()
+    try:
+        parent = await restarted.wait(parent.id, timeout=10)
+        assert parent.status is RunStatus.COMPLETED, parent.reason
+        assert rig.calls["once"] == 1  # the child's `publish` ran once, before the kill
+        assert rig.store.paused_parents() == []
+    finally:
+        await restarted.stop()
+
+
 async def test_cancelling_the_parent_cancels_its_child(rig: Rig) -> None:
     engine = rig.engine(gated=GATED, caller=CALLS_GATED)
     parent = await _start(engine, "caller")
