@@ -247,16 +247,91 @@ class _Heredoc:
     code: bool  # fed to an interpreter
 
 
-@dataclass
-class _Frame:
-    """One quoting context. `kind`: cmd, dq, sq, ansi, bq, param, arith, subscript, body."""
+# -- frames: one quoting context each, a class per kind ------------------------------------------
 
-    kind: str
-    closer: str = ""  # cmd: ")" for $( ) and <( ); arith: ")" or "]"
-    depth: int = 0  # parens (cmd, arith) or braces (param) or brackets (subscript) opened inside
-    heredoc: _Heredoc | None = None  # body frames
-    in_dq: bool = False  # param frames opened inside double quotes
-    # -- cmd frames only: the simple command being read -------------------------------------
+
+@dataclass
+class _Double:
+    """Inside `"…"`: `$`, backquotes and backslashes are special."""
+
+    def key(self) -> Hashable:
+        return ("dq",)
+
+
+@dataclass
+class _Single:
+    """Inside `'…'`: nothing is special but the closing quote."""
+
+    def key(self) -> Hashable:
+        return ("sq",)
+
+
+@dataclass
+class _Ansi:
+    """Inside `$'…'`: backslash escapes."""
+
+    def key(self) -> Hashable:
+        return ("ansi",)
+
+
+@dataclass
+class _Backticks:
+    """Inside a `` `…` `` command substitution."""
+
+    def key(self) -> Hashable:
+        return ("bq",)
+
+
+@dataclass
+class _Param:
+    """Inside `${…}`."""
+
+    depth: int = 0  # braces opened inside
+    in_dq: bool = False  # opened inside double quotes
+
+    def key(self) -> Hashable:
+        return ("param", self.depth, self.in_dq)
+
+
+@dataclass
+class _Arith:
+    """Inside `$(( ))`, `(( ))` (closer `)`) or `$[ ]` (closer `]`)."""
+
+    closer: str
+    depth: int = 0  # parens opened inside
+
+    def key(self) -> Hashable:
+        return ("arith", self.closer, self.depth)
+
+
+@dataclass
+class _Subscript:
+    """Inside an array subscript `a[…]`."""
+
+    depth: int = 0  # brackets opened inside
+
+    def key(self) -> Hashable:
+        return ("subscript", self.depth)
+
+
+@dataclass
+class _Body:
+    """A heredoc's body, up to its delimiter line."""
+
+    heredoc: _Heredoc
+
+    def key(self) -> Hashable:
+        h = self.heredoc
+        return ("body", h.delimiter, h.quoted, h.strip_tabs, h.code)
+
+
+@dataclass
+class _Cmd:
+    """Commands: the script itself, `$( )`, `<( )` and `>( )`, an array literal `a=( … )`."""
+
+    closer: str = ""  # ")" for $( ), <( ) and a=( )
+    depth: int = 0  # parens opened inside
+    # -- the simple command being read ---------------------------------------------------------
     comment: bool = False
     in_word: bool = False
     word: str = ""  # the current word's text (quotes kept), up to _KEY_WORD_CHARS
@@ -296,12 +371,9 @@ class _Frame:
     def key(self) -> Hashable:
         word = None if not self.in_word else ("long", self._word_class()) if self.long_word else self.word
         return (
-            self.kind,
+            "cmd",
             self.closer,
             self.depth,
-            self.heredoc
-            and (self.heredoc.delimiter, self.heredoc.quoted, self.heredoc.strip_tabs, self.heredoc.code),
-            self.in_dq,
             self.comment,
             word,
             self.cmd_pos,
@@ -339,6 +411,20 @@ class _Frame:
         return (self.word.startswith("-"), "=" in self.word, bool(_ASSIGNMENT.match(self.word)))
 
 
+
+_Frame = _Cmd | _Double | _Single | _Ansi | _Backticks | _Param | _Arith | _Subscript | _Body
+_QUOTES = (_Double, _Single, _Ansi)  # quotes within a word: the word goes on through them
+#: where any placeholder is refused, whatever it holds
+_FIXED_REASON: dict[type, Reason] = {
+    _Single: Reason.SINGLE_QUOTES,
+    _Ansi: Reason.ANSI_QUOTES,
+    _Backticks: Reason.BACKTICKS,
+    _Param: Reason.PARAMETER,
+    _Arith: Reason.ARITHMETIC,
+    _Subscript: Reason.SUBSCRIPT,
+}
+
+
 class ShellLexer:
     """Reads a bash script left to right; decides each placeholder's `Placement`.
 
@@ -352,7 +438,7 @@ class ShellLexer:
         self.outcomes: dict[Hashable, set[Placement]] = outcomes if outcomes is not None else {}
         #: placeholders whose value is always an integer (`{{ x | int }}`): fine in arithmetic
         self.numeric: set[Hashable] = numeric if numeric is not None else set()
-        self._stack: list[_Frame] = [_Frame("cmd")]
+        self._stack: list[_Frame] = [_Cmd()]
         self._escape = False  # the previous character was an unescaped backslash
         self._dollar = False  # the previous character was an unescaped `$`
         self._line = ""  # the current line, for heredoc delimiters
@@ -373,7 +459,7 @@ class ShellLexer:
         return twin
 
     def key(self) -> Hashable:
-        in_body = any(f.kind == "body" for f in self._stack)
+        in_body = any(isinstance(f, _Body) for f in self._stack)
         line = (self._line[:_KEY_WORD_CHARS], self._line_ph) if in_body else None
         return (tuple(f.key() for f in self._stack), self._escape, self._dollar, line, self._typed)
 
@@ -402,11 +488,11 @@ class ShellLexer:
     def finish(self) -> dict[Hashable, set[Placement]]:
         """Close the script: its last command ends; a `[[` never closed still refuses what it holds."""
         top = self._stack[-1]
-        if top.kind == "cmd" and not top.comment:
+        if isinstance(top, _Cmd) and not top.comment:
             self._end_word(top)
             self._end_command(top)
         for frame in self._stack:
-            if frame.kind == "cmd" and frame.cond:
+            if isinstance(frame, _Cmd) and frame.cond:
                 for tag in frame.cond_tags:
                     self._decide(tag, Placement(reason=Reason.CONDITION))
         return self.outcomes
@@ -428,7 +514,7 @@ class ShellLexer:
         if owner is not None:
             owner.typed_word = True
         for frame in self._stack:
-            if frame.kind == "cmd":
+            if isinstance(frame, _Cmd):
                 _add(frame.cmd_tags, tag)
                 _add(frame.log, tag)
                 frame.had_typed = True
@@ -446,7 +532,7 @@ class ShellLexer:
         if name and name not in self._typed:
             self._typed = self._typed | {name}
 
-    def _reads_code(self, cmd: _Frame) -> bool:
+    def _reads_code(self, cmd: _Cmd) -> bool:
         """Whether the command runs what reaches its standard input."""
         if cmd.name in _REMOTE or cmd.stdin_program:
             return True
@@ -454,24 +540,16 @@ class ShellLexer:
 
     def _placement(self, tag: Hashable) -> Placement:
         frame = self._stack[-1]
-        fixed = {
-            "sq": Reason.SINGLE_QUOTES,
-            "ansi": Reason.ANSI_QUOTES,
-            "bq": Reason.BACKTICKS,
-            "param": Reason.PARAMETER,
-            "arith": Reason.ARITHMETIC,
-            "subscript": Reason.SUBSCRIPT,
-        }.get(frame.kind)
+        fixed = _FIXED_REASON.get(type(frame))
         if fixed is not None:
             return Placement(reason=fixed)
-        if frame.kind == "cmd" and frame.comment:
+        if isinstance(frame, _Cmd) and frame.comment:
             return Placement(form=Form.BARE)
         if self._escape:
             return Placement(reason=Reason.AFTER_BACKSLASH)
         if self._dollar:
             return Placement(reason=Reason.AFTER_DOLLAR)
-        if frame.kind == "body":
-            assert frame.heredoc is not None
+        if isinstance(frame, _Body):
             if frame.heredoc.quoted:
                 return Placement(reason=Reason.QUOTED_HEREDOC)
             if frame.heredoc.code:
@@ -482,9 +560,9 @@ class ShellLexer:
             refused = self._command_check(cmd, tag)
             if refused is not None:
                 return Placement(reason=refused)
-        return Placement(form=Form.BARE if frame.kind == "cmd" else Form.DOUBLE)
+        return Placement(form=Form.BARE if isinstance(frame, _Cmd) else Form.DOUBLE)
 
-    def _command_check(self, cmd: _Frame, tag: Hashable) -> Reason | None:
+    def _command_check(self, cmd: _Cmd, tag: Hashable) -> Reason | None:
         if cmd.expect in ("<<", "<<-"):
             return Reason.HEREDOC_DELIMITER
         if cmd.expect in (">", "<", "<<<"):
@@ -513,17 +591,17 @@ class ShellLexer:
 
     # -- frames ------------------------------------------------------------------------------------
 
-    def _word_owner(self) -> _Frame | None:
+    def _word_owner(self) -> _Cmd | None:
         """The command frame whose current word the text at the top belongs to (through quotes)."""
         for frame in reversed(self._stack):
-            if frame.kind == "cmd":
+            if isinstance(frame, _Cmd):
                 return frame
-            if frame.kind not in ("dq", "sq", "ansi"):
+            if not isinstance(frame, _QUOTES):
                 return None
         return None
 
     @staticmethod
-    def _append_word(cmd: _Frame, text: str) -> None:
+    def _append_word(cmd: _Cmd, text: str) -> None:
         if not cmd.long_word:
             cmd.word += text
             if len(cmd.word) > _KEY_WORD_CHARS:
@@ -531,7 +609,7 @@ class ShellLexer:
 
     def _push(self, frame: _Frame) -> None:
         owner = self._word_owner()
-        if owner is not None and frame.kind not in ("dq", "sq", "ansi", "subscript"):
+        if owner is not None and not isinstance(frame, (*_QUOTES, _Subscript)):
             owner.in_word = True
             self._append_word(owner, _PH)  # an expansion: the word is not a literal keyword
         self._stack.append(frame)
@@ -548,27 +626,27 @@ class ShellLexer:
             self._lineno += 1
             return self._newline(frame, escaped, i)
         self._line += ch
-        if frame.kind == "cmd":
+        if isinstance(frame, _Cmd):
             return self._cmd_char(frame, text, i, ch, nxt, escaped)
         owner = self._word_owner()
-        if owner is not None and frame.kind in ("dq", "sq", "ansi"):
+        if owner is not None and isinstance(frame, _QUOTES):
             owner.in_word = True
             self._append_word(owner, ch)
-        if frame.kind == "sq":
+        if isinstance(frame, _Single):
             if ch == "'":
                 self._stack.pop()
             return i + 1
         if escaped:
             return i + 1
-        if frame.kind in ("ansi", "bq"):
+        if isinstance(frame, (_Ansi, _Backticks)):
             if ch == "\\":
                 self._escape = True
-            elif ch == ("'" if frame.kind == "ansi" else "`"):
+            elif ch == ("'" if isinstance(frame, _Ansi) else "`"):
                 self._stack.pop()
             return i + 1
-        if frame.kind == "body" and frame.heredoc is not None and frame.heredoc.quoted:
+        if isinstance(frame, _Body) and frame.heredoc.quoted:
             return i + 1
-        if frame.kind in ("arith", "subscript", "param") and (ch.isalpha() or ch == "_"):
+        if isinstance(frame, (_Arith, _Subscript, _Param)) and (ch.isalpha() or ch == "_"):
             before = text[i - 1] if i else ""
             if not (before.isalnum() or before in "_$"):
                 name = _NAME.match(text, i)
@@ -582,19 +660,20 @@ class ShellLexer:
             self._escape = True
             return i + 1
         if ch == "`":
-            self._push(_Frame("bq"))
+            self._push(_Backticks())
             return i + 1
         if ch == "$":
             return self._dollar_sign(text, i, nxt)
-        if frame.kind == "dq":
-            if ch == '"':
-                self._stack.pop()
-        elif frame.kind == "param":
-            self._param_char(frame, ch)
-        elif frame.kind == "arith":
-            return self._arith_char(frame, i, ch, nxt)
-        elif frame.kind == "subscript":
-            self._subscript_char(frame, ch)
+        match frame:
+            case _Double():
+                if ch == '"':
+                    self._stack.pop()
+            case _Param():
+                self._param_char(frame, ch)
+            case _Arith():
+                return self._arith_char(frame, i, ch, nxt)
+            case _Subscript():
+                self._subscript_char(frame, ch)
         return i + 1
 
     def _dollar_sign(self, text: str, i: int, nxt: str) -> int:
@@ -602,9 +681,9 @@ class ShellLexer:
         top = self._stack[-1]
         if nxt == "(":
             if text.startswith("((", i + 1):
-                self._push(_Frame("arith", closer=")"))
+                self._push(_Arith(closer=")"))
                 return i + 3
-            self._push(_Frame("cmd", closer=")", opener="$"))
+            self._push(_Cmd(closer=")", opener="$"))
             return i + 2
         if nxt == "{":
             head = _PARAM_HEAD.match(text, i + 2)
@@ -615,16 +694,17 @@ class ShellLexer:
                     self._typed_use(f"`${{{head.group(1)}{name}…}}`", Placement(reason=Reason.INDIRECT))
                 else:
                     self._typed_use(f"`${{{name}…}}`")
-            self._push(_Frame("param", in_dq=top.kind in ("dq", "body") or top.in_dq))
+            in_dq = isinstance(top, _Double | _Body) or (isinstance(top, _Param) and top.in_dq)
+            self._push(_Param(in_dq=in_dq))
             if head is None:
                 return i + 2
             self._line += text[i + 2 : head.end()]
             return head.end()  # the name itself is read: what follows it is the expansion's
         if nxt == "[":
-            self._push(_Frame("arith", closer="]"))
+            self._push(_Arith(closer="]"))
             return i + 2
-        if nxt in "'\"" and nxt and top.kind == "cmd":
-            self._push(_Frame("ansi" if nxt == "'" else "dq"))
+        if nxt in "'\"" and nxt and isinstance(top, _Cmd):
+            self._push(_Ansi() if nxt == "'" else _Double())
             top.in_word = True
             self._append_word(top, _PH)
             return i + 2
@@ -637,7 +717,7 @@ class ShellLexer:
         self._dollar = True
         return i + 1
 
-    def _param_char(self, frame: _Frame, ch: str) -> None:
+    def _param_char(self, frame: _Param, ch: str) -> None:
         if ch == "{":
             frame.depth += 1
         elif ch == "}":
@@ -646,13 +726,13 @@ class ShellLexer:
             else:
                 self._stack.pop()
         elif ch == '"':
-            self._push(_Frame("dq"))
+            self._push(_Double())
         elif ch == "'" and not frame.in_dq:
-            self._push(_Frame("sq"))
+            self._push(_Single())
 
-    def _arith_char(self, frame: _Frame, i: int, ch: str, nxt: str) -> int:
+    def _arith_char(self, frame: _Arith, i: int, ch: str, nxt: str) -> int:
         if ch == '"':
-            self._push(_Frame("dq"))
+            self._push(_Double())
         elif ch == "(":
             frame.depth += 1
         elif frame.closer == "]" and ch == "]":
@@ -665,9 +745,9 @@ class ShellLexer:
                 return i + (2 if nxt == ")" else 1)
         return i + 1
 
-    def _subscript_char(self, frame: _Frame, ch: str) -> None:
+    def _subscript_char(self, frame: _Subscript, ch: str) -> None:
         if ch in "'\"":
-            self._push(_Frame("sq" if ch == "'" else "dq"))
+            self._push(_Single() if ch == "'" else _Double())
         elif ch == "[":
             frame.depth += 1
         elif ch == "]":
@@ -684,13 +764,13 @@ class ShellLexer:
         self._line, self._line_ph = "", False
         # a heredoc body ends at its delimiter line, whatever is open inside it (outermost first)
         for index, body in enumerate(self._stack):
-            if body.kind == "body" and body.heredoc is not None and not line_ph:
+            if isinstance(body, _Body) and not line_ph:
                 text = line.lstrip("\t") if body.heredoc.strip_tabs else line
                 if text == body.heredoc.delimiter:
                     del self._stack[index:]
                     self._start_heredoc(self._stack[-1])
                     return i + 1
-        if frame.kind == "cmd":
+        if isinstance(frame, _Cmd):
             if escaped:  # a line continuation
                 return i + 1
             if frame.comment:
@@ -710,12 +790,12 @@ class ShellLexer:
         return i + 1
 
     def _start_heredoc(self, frame: _Frame) -> None:
-        if frame.kind == "cmd" and frame.pending:
-            self._stack.append(_Frame("body", heredoc=frame.pending.pop(0)))
+        if isinstance(frame, _Cmd) and frame.pending:
+            self._stack.append(_Body(frame.pending.pop(0)))
 
     # -- command frames ----------------------------------------------------------------------------
 
-    def _cmd_char(self, frame: _Frame, text: str, i: int, ch: str, nxt: str, escaped: bool) -> int:
+    def _cmd_char(self, frame: _Cmd, text: str, i: int, ch: str, nxt: str, escaped: bool) -> int:
         if frame.comment:
             return i + 1
         if escaped:
@@ -745,8 +825,9 @@ class ShellLexer:
             elif frame.closer == ")":
                 self._end_command(frame)
                 self._stack.pop()
-                if frame.had_typed and frame.array:
-                    self._stack[-1].typed_word = True  # `a=( {{ x }} )`: a holds typed text
+                outer = self._stack[-1]
+                if frame.had_typed and frame.array and isinstance(outer, _Cmd):
+                    outer.typed_word = True  # `a=( {{ x }} )`: a holds typed text
                 elif frame.had_typed:  # what `$( )` / `<( )` prints is typed text: used here
                     self._typed_use("`$( … )`" if frame.opener == "$" else "`<( … )`")
                 return i + 1
@@ -756,26 +837,26 @@ class ShellLexer:
             self._escape = True
             return i + 1
         if ch in "'\"":
-            self._push(_Frame("sq" if ch == "'" else "dq"))
+            self._push(_Single() if ch == "'" else _Double())
             frame.in_word = True
             self._append_word(frame, ch)
             return i + 1
         if ch == "`":
             frame.in_word = True
-            self._push(_Frame("bq"))
+            self._push(_Backticks())
             return i + 1
         if ch == "$":
             frame.in_word = True
             return self._dollar_sign(text, i, nxt)
         if ch == "[" and frame.in_word and _IDENTIFIER.match(frame.word):
             self._append_word(frame, "[")
-            self._push(_Frame("subscript"))
+            self._push(_Subscript())
             return i + 1
         frame.in_word = True
         self._append_word(frame, ch)
         return i + 1
 
-    def _separator(self, frame: _Frame, text: str, i: int, ch: str, nxt: str) -> int:
+    def _separator(self, frame: _Cmd, text: str, i: int, ch: str, nxt: str) -> int:
         self._end_word(frame)
         if ch == ";" and frame.case_depth and nxt in (";", "&"):  # ;; ;& ;;&: the next pattern
             self._end_command(frame, keep_pattern=True)
@@ -787,12 +868,12 @@ class ShellLexer:
         self._end_command(frame)
         return i + (2 if nxt == ch and ch != ";" else 1)
 
-    def _open_paren(self, frame: _Frame, i: int, nxt: str) -> int:
+    def _open_paren(self, frame: _Cmd, i: int, nxt: str) -> int:
         if nxt == "(" and not frame.in_word:
-            self._push(_Frame("arith", closer=")"))
+            self._push(_Arith(closer=")"))
             return i + 2
         if frame.in_word and frame.word.endswith("=") and _ASSIGNMENT.match(frame.word):
-            self._push(_Frame("cmd", closer=")", cmd_pos=False, array=True))
+            self._push(_Cmd(closer=")", cmd_pos=False, array=True))
             return i + 1
         self._end_word(frame)
         if frame.case_pattern:  # the optional `(` before a case pattern
@@ -801,10 +882,10 @@ class ShellLexer:
         self._end_command(frame)
         return i + 1
 
-    def _redirection(self, frame: _Frame, text: str, i: int, ch: str, nxt: str) -> int:
+    def _redirection(self, frame: _Cmd, text: str, i: int, ch: str, nxt: str) -> int:
         if nxt == "(" and not text.startswith("<<", i):  # process substitution
             self._end_word(frame)
-            self._push(_Frame("cmd", closer=")", opener="<"))
+            self._push(_Cmd(closer=")", opener="<"))
             frame.in_word = True
             return i + 2
         if frame.in_word and frame.word.isdigit():  # 2>file: a descriptor, not a word
@@ -821,7 +902,7 @@ class ShellLexer:
         frame.expect = "<" if input_ else ">"
         return i + length
 
-    def _end_word(self, frame: _Frame) -> None:
+    def _end_word(self, frame: _Cmd) -> None:
         if not frame.in_word:
             return
         word, long_word = frame.word, frame.long_word
@@ -839,7 +920,7 @@ class ShellLexer:
         text = "" if long_word or _PH in word else _unquote(word)[0]
         self._word_done(frame, word, text, typed)
 
-    def _word_done(self, frame: _Frame, raw: str, text: str, typed: bool = False) -> None:
+    def _word_done(self, frame: _Cmd, raw: str, text: str, typed: bool = False) -> None:
         """A complete word of a simple command (`text`: its literal value, "" when unknown;
         `typed`: it holds typed text)."""
         assigned = _ASSIGNMENT.match(raw)
@@ -861,7 +942,7 @@ class ShellLexer:
         else:
             self._argument(frame, text)
 
-    def _cond_word(self, frame: _Frame, text: str) -> None:
+    def _cond_word(self, frame: _Cmd, text: str) -> None:
         if text == "]]":
             if frame.cond_arith:
                 for tag in frame.cond_tags:
@@ -876,7 +957,7 @@ class ShellLexer:
         frame.cond_arith = frame.cond_arith or text in _ARITH_CONDITIONS
         frame.var_next = text == "-v"
 
-    def _command_word(self, frame: _Frame, raw: str, text: str) -> None:
+    def _command_word(self, frame: _Cmd, raw: str, text: str) -> None:
         if _ASSIGNMENT.match(raw):
             return
         wrapper = _WRAPPERS.get(frame.name)
@@ -910,7 +991,7 @@ class ShellLexer:
         frame.interp = name if name in _CODE_FLAGS or name in _PROGRAM_FIRST else ""
         frame.line_code = frame.line_code or name in _HEREDOC_CODE
 
-    def _argument(self, frame: _Frame, text: str) -> None:
+    def _argument(self, frame: _Cmd, text: str) -> None:
         if frame.name == "for" and not frame.for_var and _IDENTIFIER.match(text):
             frame.for_var = text
         if (frame.names or frame.var_next) and _IDENTIFIER.match(text):
@@ -939,7 +1020,7 @@ class ShellLexer:
         if text == "-v" and frame.name in ("printf", "test", "["):
             frame.var_next = True
 
-    def _end_command(self, frame: _Frame, *, keep_pattern: bool = False, pipe: bool = False) -> None:
+    def _end_command(self, frame: _Cmd, *, keep_pattern: bool = False, pipe: bool = False) -> None:
         if frame.cond:  # `[[` spans `&&` and lines: only its own `]]` ends it
             return
         if self._reads_code(frame):  # `… | sh`, `bash <<< …`: typed text it reads would run
