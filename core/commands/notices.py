@@ -37,6 +37,7 @@ import json
 import logging
 import math
 import time
+import weakref
 from collections.abc import Callable
 from typing import Any
 
@@ -91,7 +92,9 @@ class Notices:
         self.pages = pages
         self.window = window  # a subscription's digest window (a rule says its own)
         self.clock = clock
-        self._locks: dict[tuple[str, str], asyncio.Lock] = {}
+        # one lock per stream, kept while a delivery holds or awaits it: nothing to bound by hand
+        self._locks: weakref.WeakValueDictionary[tuple[str, str], asyncio.Lock]
+        self._locks = weakref.WeakValueDictionary()
 
     # -- 2. the rows of an event written before they were decided in its unit -----------------
     def fan_out(self, row: Delivery, run: Run | None = None) -> int:
@@ -208,7 +211,12 @@ class Notices:
 
     # -- noise control ------------------------------------------------------------------------
     def _lock(self, platform: str, stream: str) -> asyncio.Lock:
-        return self._locks.setdefault((platform, stream), asyncio.Lock())
+        """The stream's lock; the caller's reference keeps it (and whoever waits on it keeps it
+        too), so an idle stream's lock is dropped and one in use never is."""
+        lock = self._locks.get((platform, stream))
+        if lock is None:
+            lock = self._locks[(platform, stream)] = asyncio.Lock()
+        return lock
 
     def _state(self, platform: str, stream: str) -> dict[str, Any]:
         state: dict[str, Any] = json.loads(self._store.get_state(platform, stream) or "{}")

@@ -5,6 +5,7 @@ notices once."""
 
 from __future__ import annotations
 
+import gc
 from typing import Any
 
 from core.commands.messages import Reply
@@ -70,3 +71,18 @@ async def test_a_stream_is_one_notice_then_one_digest_per_window_and_redelivery_
     [told] = [r for r in sent if r.kind == DIGEST]
     assert told.data["count"] == 2 and told.data["runs"] == [second.run_id, third.run_id]
     assert told.conversation == "C0OPS" and told.delivery_key == digest.key
+
+
+async def test_a_streams_lock_is_kept_while_held_and_dropped_once_idle() -> None:
+    store, outboxes = MemoryStore(), {}
+    notices = Notices(store=store, engine=None, access=Access.everyone(),  # type: ignore[arg-type]
+                      offers=GateOffers(store, outboxes.get, outboxes.keys), outbox_of=outboxes.get)
+    async with notices._lock("slack", "notify:C0OPS:deploy"):
+        gc.collect()
+        # in use: the same lock, never a second one that would let two deliveries interleave
+        assert notices._lock("slack", "notify:C0OPS:deploy").locked()
+    for n in range(1000):
+        async with notices._lock("slack", f"notify:C{n}:deploy"):
+            pass
+    gc.collect()
+    assert len(notices._locks) == 0  # idle streams keep no lock: the map stays bounded
