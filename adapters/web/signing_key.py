@@ -30,7 +30,7 @@ from pathlib import Path
 from core.config import Settings
 from core.errors import ConfigurationError
 
-log = logging.getLogger(__name__)
+log = logging.getLogger("baton.web")
 
 KEY_FILE = "web-signing.key"
 _LABEL = b"baton.run-pages.signing-key.v1"

@@ -47,7 +47,7 @@ from core.store.unit_of_work import UnitOfWork
 from core.workflows.catalog import Catalog
 from core.workflows.durations import show_duration
 
-log = logging.getLogger(__name__)
+log = logging.getLogger("baton.deadlines")
 REMINDER = "gate_reminder"  # outbox kinds: what a fired reminder / escalation / timeout tells
 ESCALATION = "gate_escalated"
 TIMED_OUT = "gate_timed_out"

@@ -49,7 +49,7 @@ from core.workflows.args import canonical_json, handle
 from core.workflows.catalog import Catalog
 
 __all__ = ["Engine", "EngineConfig", "Ready", "RunStart", "RunnerFactory"]
-log = logging.getLogger(__name__)
+log = logging.getLogger("baton.engine")
 
 
 #: a caller's writes in the unit of work that creates a run (`Engine.start_run(alongside=…)`)

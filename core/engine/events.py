@@ -15,7 +15,7 @@ from typing import Any
 from core.store.records import RunStatus
 from core.store.unit_of_work import UnitOfWork
 
-_log = logging.getLogger(__name__)
+_log = logging.getLogger("baton.engine")
 ENGINE_ACTOR = "baton"  # who the audit trail names for the engine's own decisions
 
 

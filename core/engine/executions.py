@@ -31,7 +31,7 @@ from core.errors import BatonError
 from core.store.port import Store
 from core.store.records import Run, RunStatus
 
-log = logging.getLogger(__name__)
+log = logging.getLogger("baton.engine")
 
 
 @dataclass(slots=True)

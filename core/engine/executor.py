@@ -55,7 +55,7 @@ from core.store.records import GateStatus, JournalEntry, NodeStatus, Run, RunSta
 from core.workflows.args import canonical_json
 from core.workflows.loader import base_dir
 
-log = logging.getLogger(__name__)
+log = logging.getLogger("baton.engine")
 ABSENT = digest_value(None)  # the digest a referenced but missing input contributes
 #: builds an execution's step runner: `LocalStepRunner` unless the engine is given another
 RunnerFactory = Callable[[Execution], StepRunner]

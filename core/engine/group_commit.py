@@ -26,7 +26,7 @@ import time
 from core.errors import StoreError
 from core.store.port import Journal, StepResult
 
-log = logging.getLogger(__name__)
+log = logging.getLogger("baton.engine")
 
 
 class PendingResults:

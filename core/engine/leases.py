@@ -27,7 +27,7 @@ from core.store.admission import ADMITTED_OWNER
 from core.store.port import Store
 from core.store.records import Run
 
-log = logging.getLogger(__name__)
+log = logging.getLogger("baton.engine")
 
 RunHandler = Callable[[Run], Awaitable[None]]
 #: a run taken over, and whether it was admitted from its key's queue (not orphaned)

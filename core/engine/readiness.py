@@ -28,7 +28,7 @@ from core.workflows.args import validate_inputs
 from core.workflows.catalog import Catalog
 from core.workflows.model import Workflow
 
-log = logging.getLogger(__name__)
+log = logging.getLogger("baton.engine")
 
 
 @dataclass(frozen=True, slots=True)

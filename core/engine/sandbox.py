@@ -39,7 +39,7 @@ from typing import Literal
 
 from core.errors import ConfigurationError
 
-log = logging.getLogger(__name__)
+log = logging.getLogger("baton.sandbox")
 
 Mode = Literal["auto", "bwrap", "none"]
 PROBE_TIMEOUT = 10.0  # seconds the probe may take on a busy machine

@@ -34,7 +34,7 @@ from core.engine.sandbox import NO_SANDBOX, Sandbox
 from core.errors import ConfigurationError, MissingSecret
 from core.redaction import Redactor
 
-log = logging.getLogger(__name__)
+log = logging.getLogger("baton.sandbox")
 
 #: the operator's variables a step inherits (and every `LC_*`)
 INHERITED: frozenset[str] = frozenset({"PATH", "HOME", "LANG", "TZ", "TMPDIR", "USER"})

@@ -52,7 +52,7 @@ if TYPE_CHECKING:
     from core.store.port import Store
     from core.workflows.model import Workflow
 
-log = logging.getLogger(__name__)
+log = logging.getLogger("baton.engine")
 #: `started_by` of a child run: `parent:<run id>`
 PARENT_PREFIX = "parent:"
 #: a child in one of these no longer keeps its parent waiting

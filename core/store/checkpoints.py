@@ -25,7 +25,7 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-log = logging.getLogger(__name__)
+log = logging.getLogger("baton.store")
 
 #: hot-path commits between checkpoints (a step commits once or twice, a few pages each:
 #: about SQLite's default of a checkpoint per 1,000 WAL pages)

@@ -41,7 +41,7 @@ from core.workflows.subworkflows import call_problems
 from core.workflows.validation import did_you_mean
 from core.workflows.yaml_source import parse_yaml
 
-log = logging.getLogger(__name__)
+log = logging.getLogger("baton.catalog")
 _SUFFIXES = (".yaml", ".yml")
 #: timestamps of some filesystems are coarse (up to 2 s); files younger than this get re-checked
 RACY_NS = 2_000_000_000

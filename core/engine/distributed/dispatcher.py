@@ -37,7 +37,7 @@ from core.errors import StoreError
 from core.store.port import Dispatch, Handoff
 from core.store.records import JournalEntry, NodeStatus
 
-log = logging.getLogger(__name__)
+log = logging.getLogger("baton.queue")
 
 NEVER_STARTED = "withdrawn before any worker started it; dispatched again"
 

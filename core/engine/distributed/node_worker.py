@@ -47,7 +47,7 @@ from core.engine.workdirs import (
 from core.errors import BatonError, NodeFailed
 from core.store.records import NodeStatus
 
-log = logging.getLogger(__name__)
+log = logging.getLogger("baton.queue")
 #: runs whose directories a worker remembers having created
 _KNOWN_RUNS = 256
 _T = TypeVar("_T")

@@ -30,7 +30,7 @@ from core.errors import StoreError
 from core.store.database import describe, pg_conninfo
 from core.store.pg_pool import lively_pool
 
-log = logging.getLogger(__name__)
+log = logging.getLogger("baton.queue")
 
 #: pg_advisory_lock key for installing Procrastinate's schema ("bqueue" in ASCII).
 SCHEMA_LOCK_KEY = 0x627175657565

@@ -37,7 +37,7 @@ import signal
 from collections import Counter
 from pathlib import Path
 
-log = logging.getLogger(__name__)
+log = logging.getLogger("baton.sandbox")
 
 Marker = tuple[str, str, str]  # (run id, node id, attempt)
 _PR_SET_CHILD_SUBREAPER = 36

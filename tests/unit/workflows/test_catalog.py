@@ -81,7 +81,7 @@ def test_later_directory_overrides_with_one_warning_naming_both_files(
 ) -> None:
     base = _write(tmp_path / "base" / "deploy.yaml", _simple("deploy", "echo base"))
     local = _write(tmp_path / "local" / "mine.yaml", _simple("deploy", "echo local"))
-    with caplog.at_level(logging.WARNING, logger="core.workflows.catalog"):
+    with caplog.at_level(logging.WARNING, logger="baton.catalog"):
         catalog = Catalog([base.parent, local.parent])
         catalog.reload()
         catalog.reload()
@@ -151,7 +151,7 @@ def test_a_fixed_file_comes_back(tmp_path: Path) -> None:
 
 def test_missing_directory_is_skipped(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
     _write(tmp_path / "ok" / "w.yaml", _simple("w"))
-    with caplog.at_level(logging.WARNING, logger="core.workflows.catalog"):
+    with caplog.at_level(logging.WARNING, logger="baton.catalog"):
         catalog = Catalog([tmp_path / "absent", tmp_path / "ok"])
     assert catalog.names() == ["w"]
     assert any("does not exist" in r.getMessage() for r in caplog.records)
@@ -182,7 +182,7 @@ def test_broken_file_recovers_when_the_script_it_names_appears(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     _write(tmp_path / "w.yaml", "name: w\nnodes:\n  - id: a\n    script: steps/run.py\n")
-    with caplog.at_level(logging.WARNING, logger="core.workflows.catalog"):
+    with caplog.at_level(logging.WARNING, logger="baton.catalog"):
         catalog = Catalog([tmp_path])
         catalog.reload()
     with pytest.raises(WorkflowDefinitionError, match="does not exist"):
