@@ -174,7 +174,7 @@ async def run_scenario(s: Scenario, root: Path, openai_url: str) -> ScenarioResu
     nodes = s.nodes
     baton_skipped = frozenset(e.node_id for e in entries if e.cached_from)
     reasons = {
-        e.node_id: str(e.components.get("_reason", ""))
+        e.node_id: e.notes.reason or ""
         for e in entries
         if not e.cached_from and e.status is NodeStatus.COMPLETED
     }

@@ -21,14 +21,16 @@ the *output* digests of the dependencies, a dependency that re-runs and produces
 same bytes leaves its dependents' keys unchanged (early cutoff).
 
 The components are stored with each journal entry so that `explain` can say in words
-why a key missed. Keys starting with `_` (such as `_reason`) are annotations: they are
-stored, but never hashed or compared.
+why a key missed. What an entry notes beside them (why the step ran, why it was skipped…)
+is a record of its own (`KeyNotes`), never hashed or compared: every component here is
+part of the key.
 
 The identity components are present only where they apply, so a node without them keys
-exactly as it did before they existed. Entries recorded since carry the annotation
-`_identity`; one recorded before misses with a reason saying so ("tool `x` not recorded with
-the earlier result"), except for the run that recorded it (`legacy_match`): a resume or an
-approval continues where it stopped rather than run a completed step a second time.
+exactly as it did before they existed. Entries recorded since note it
+(`KeyNotes.keyed_identity`); one recorded before misses with a reason saying so ("tool `x`
+not recorded with the earlier result"), except for the run that recorded it (`legacy_match`):
+a resume or an approval continues where it stopped rather than run a completed step a second
+time.
 
 Everything here is pure: callers read the script source and `files:` digests and pass them in.
 """
@@ -40,6 +42,7 @@ from collections.abc import Iterable, Mapping
 from json.encoder import encode_basestring  # what canonical_json uses for strings (ensure_ascii=False)
 from typing import Any
 
+from core.store.records import STORED_NOTE_NAMES
 from core.workflows.approval_spec import DEFAULT_CHOICES
 from core.workflows.args import canonical_json
 from core.workflows.model import Node
@@ -58,8 +61,6 @@ NOT_RECORDED = "not recorded with the earlier result"
 UNREGISTERED = "unregistered"  # the identity of a tool nobody registered (the step fails when it runs)
 #: the identity components (`step_identity.py`)
 IDENTITY_FIELDS = ("tool", "provider", "env", "secrets")
-#: annotation of every entry recorded by an engine that keys identity (absent: recorded before)
-IDENTITY_MARK = "_identity"
 _PROVIDER_FIELDS = {"base_url": "base URL", "program": "command"}  # field -> words (else its name)
 
 
@@ -172,7 +173,7 @@ def item_components(
     since the item holds what the step sees of them: a host added to the list a dependency
     gives does not change the key of the other hosts."""
     deps, inputs = only_items
-    result = {k: v for k, v in components.items() if k != "_reason"}
+    result = dict(components)
     if deps:
         result["upstream"] = {k: v for k, v in result["upstream"].items() if k not in deps}
     if inputs:
@@ -181,12 +182,8 @@ def item_components(
     return result
 
 
-def _hashed(components: Mapping[str, Any]) -> dict[str, Any]:
-    return {k: v for k, v in components.items() if not k.startswith("_")}
-
-
 def cache_key(components: Mapping[str, Any]) -> str:
-    return digest_value(_hashed(components))
+    return digest_value(components)
 
 
 def _flat_json(mapping: Mapping[str, str]) -> str:
@@ -203,7 +200,7 @@ def encode_identity(identity: Mapping[str, Any] | None) -> tuple[str, ...]:
     fixed components (`_FIXED`), for `key_prefix`; computed once per definition."""
     slots = [""] * len(_FIXED)
     for name in sorted(identity or {}):
-        if name in _FIXED or name > _FIXED[-1] or name.startswith("_"):
+        if name in _FIXED or name > _FIXED[-1] or name in STORED_NOTE_NAMES:  # (stored alongside)
             raise ValueError(f"`{name}` cannot be an identity component")
         gap = next(i for i, fixed in enumerate(_FIXED) if name < fixed)
         slots[gap] += f"{encode_basestring(name)}:{canonical_json(identity[name]).decode()},"  # type: ignore[index]
@@ -341,14 +338,15 @@ def same_except_upstream(previous: Mapping[str, Any] | None, new: Mapping[str, A
     """True when only the upstream digests could make `new` differ from `previous` (for `plan`)."""
     if not previous:
         return False
-    fields = {k for k in (*previous, *new) if k != "upstream" and not k.startswith("_")}
+    fields = {k for k in (*previous, *new) if k != "upstream"}
     return all(previous.get(f) == new.get(f) for f in fields)
 
 
-def legacy_match(previous: Mapping[str, Any] | None, new: Mapping[str, Any]) -> bool:
-    """True when `previous` was recorded before identity components existed (no `_identity`
-    mark) and agrees with `new` on everything else: the same step, as that engine keyed it."""
-    if not previous or IDENTITY_MARK in previous:
+def legacy_match(previous: Mapping[str, Any] | None, new: Mapping[str, Any], keyed_identity: bool) -> bool:
+    """True when `previous` was recorded before identity components existed (`keyed_identity`:
+    its entry notes it was recorded since) and agrees with `new` on everything else: the same
+    step, as that engine keyed it."""
+    if not previous or keyed_identity:
         return False
-    fields = {k for k in (*previous, *new) if not k.startswith("_") and k not in IDENTITY_FIELDS}
+    fields = {k for k in (*previous, *new) if k not in IDENTITY_FIELDS}
     return all(previous.get(f) == new.get(f) for f in fields)

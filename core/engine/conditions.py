@@ -1,8 +1,8 @@
 """`when:`: whether a step runs or is skipped, and how a skip is recorded.
 
 A node whose `when:` is false is *skipped*: the executor journals it as completed with the
-output `SKIP_BYTES` (whose digest `SKIP_DIGEST` is its output digest) and the reason under
-the `_skipped` component. So a skip is part of the key of what follows: a dependent's
+output `SKIP_BYTES` (whose digest `SKIP_DIGEST` is its output digest) and the reason noted
+beside its key (`KeyNotes.skipped`). So a skip is part of the key of what follows: a dependent's
 upstream component is the skip's digest, never a real output's, and a resume whose
 condition now holds runs the dependents again. A dependent of a skipped node is skipped too,
 unless it has a `when:` of its own, which then decides (it can read `nodes.<id>.skipped`).
@@ -25,7 +25,6 @@ from core.engine.rendering import StepRenderer
 #: the recorded output of a skipped node (a NUL-framed marker no step prints by accident)
 SKIP_BYTES = b"\x00baton:skipped\x00"
 SKIP_DIGEST = digest_bytes(SKIP_BYTES)
-SKIPPED_KEY = "_skipped"  # component: why the node was skipped
 
 
 def skipped_value() -> dict[str, Any]:

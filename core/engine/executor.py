@@ -26,13 +26,13 @@ import logging
 import time
 from collections import deque
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
 from core.engine import conditions, replay
 from core.engine.approval_policy import Policy, deadlines, gate_output
 from core.engine.cache_expiry import apply_retention
-from core.engine.cache_key import IDENTITY_MARK, components_of, digest_value, key_from, key_prefix
+from core.engine.cache_key import components_of, digest_value, key_from, key_prefix
 from core.engine.events import EventBus, EventKind
 from core.engine.gates import GateKeeper
 from core.engine.journal_index import JournalIndex
@@ -51,7 +51,7 @@ from core.engine.tools import ToolRegistry
 from core.engine.workdirs import RunDirs, missing_artifacts, restore_artifacts
 from core.errors import BatonError, ReplayUnsafe, StoreError
 from core.store.port import Store
-from core.store.records import GateStatus, JournalEntry, NodeStatus, Run, RunStatus
+from core.store.records import GateStatus, JournalEntry, KeyNotes, NodeStatus, Run, RunStatus
 from core.workflows.args import canonical_json
 from core.workflows.loader import base_dir
 
@@ -113,7 +113,7 @@ def node_components(
 ) -> dict[str, Any]:
     """A node's key components; `run_id` counts only if the node's templates read `run.id`."""
     names = pn.input_names if pn.input_names is not None else sorted(inputs)
-    components = components_of(
+    return components_of(
         node_id=pn.id,
         kind=pn.kind,
         definition=definitions.digests[pn.id],
@@ -122,8 +122,6 @@ def node_components(
         run_id=run_id if pn.reads_run else None,
         identity=definitions.identities.get(pn.id),
     )
-    components[IDENTITY_MARK] = 1  # recorded by an engine that keys identity (not hashed)
-    return components
 
 
 class _Frontier:
@@ -333,10 +331,10 @@ class RunExecutor:
             if legacy is not None:  # done by this run before identity was keyed: not run again
                 await self._use(pn, legacy)
                 continue
-            step = Step(pn, key, components, replay.idempotency_key(keys.root, pn.id, key))
-            step.components["_reason"] = index.miss_reason(
-                pn.id, step.key, step.components, memoize=pn.memoize
-            )
+            # noted: why it runs, and that this engine keys identity
+            notes = KeyNotes(reason=index.miss_reason(pn.id, key, components, memoize=pn.memoize),
+                             keyed_identity=True)
+            step = Step(pn, key, components, replay.idempotency_key(keys.root, pn.id, key), notes)
             conditional = pn.node.when is not None or conditions.skipped_dependency(pn, dag.digests)
             if conditional and await self._skips(step):
                 continue
@@ -346,15 +344,15 @@ class RunExecutor:
             if pn.node.map is not None and not await self._map_items(step):
                 continue
             self._runnable.append(step)
-            await self.x.emit(EventKind.NODE_QUEUED, pn.id, reason=step.components["_reason"])
+            await self.x.emit(EventKind.NODE_QUEUED, pn.id, reason=step.notes.reason)
 
     async def _use(self, pn: PreparedNode, entry: JournalEntry) -> None:
         """Serve a completed entry: done in this run already, or a cache hit from the lineage."""
         digest = entry.output_digest
         assert digest is not None
         if entry.run_id != self.run_id:
-            tokens = entry.tokens_in + entry.tokens_out + int(entry.components.get("_tokens", 0))
-            self.x.journal.cached(entry)  # the copy notes the tokens re-using it saves (`_tokens`)
+            tokens = entry.tokens_in + entry.tokens_out + entry.notes.saved_tokens
+            self.x.journal.cached(entry)  # the copy notes the tokens re-using it saves
             await self.x.emit(
                 EventKind.NODE_CACHED,
                 pn.id,
@@ -382,7 +380,7 @@ class RunExecutor:
         except BatonError as exc:
             await self._fail(pn.id, f"approval `{pn.id}`: {exc.message}")
             return
-        why = str(step.components.get("_reason") or "the question changed")
+        why = step.notes.reason or "the question changed"
         gate = GateKeeper(self.s.store).ask(self.run_id, pn.id, prompt, step.key, why=why)
         if gate.status is GateStatus.APPROVED and gate.decision == "skip":  # `on_timeout: skip`
             await self._skip(step, f"gate `{pn.id}` timed out (on_timeout: skip)")
@@ -424,7 +422,7 @@ class RunExecutor:
     async def _skip(self, step: Step, why: str) -> None:
         pn = step.node
         assert self._index is not None
-        step.components[conditions.SKIPPED_KEY] = why
+        step = replace(step, notes=replace(step.notes, skipped=why))
         entry_id = self.x.journal.start(step, self._index.next_attempt(pn.id))
         digest = self.s.store.put_blob(conditions.SKIP_BYTES)
         self.x.journal.finish(entry_id, status=NodeStatus.COMPLETED, output_digest=digest)
@@ -613,7 +611,8 @@ class RunExecutor:
         if isinstance(outcome, ChildWaiting):
             await self.x.emit(EventKind.NODE_WAITING, pn.id, prompt=outcome.reason, child=outcome.run_id)
             return Waiting(outcome.run_id, outcome.reason)
-        step.components["_child"] = outcome.run_id if outcome is not None else None
+        if outcome is not None:
+            step = replace(step, notes=replace(step.notes, child=outcome.run_id))
         entry_id = self.x.journal.start(step, attempt)
         if isinstance(outcome, ChildDone):
             data = canonical_json(outcome.output)

@@ -151,7 +151,7 @@ class JournalIndex:
             return None
         if self.expired(entry):
             return None
-        return entry if legacy_match(entry.components, components) else None
+        return entry if legacy_match(entry.components, components, entry.notes.keyed_identity) else None
 
     def latest(self, node_id: str) -> JournalEntry | None:
         """The newest visible entry of `node_id` in the run or its lineage."""

@@ -52,6 +52,7 @@ class JournalWriter:
             components=step.components,
             attempt=attempt,
             idempotency_key=step.idempotency_key,
+            notes=step.notes,
         )
 
     def finish(self, entry_id: int, *, status: NodeStatus, **result: Any) -> None:

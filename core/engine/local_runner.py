@@ -56,7 +56,7 @@ class LocalStepRunner:
         # committed before anything is dispatched, unless a second run is harmless (`one_commit`)
         entry_id = None if one_commit else x.journal.start(step, attempt)
         started = time.monotonic()
-        await x.emit(EventKind.NODE_STARTED, pn.id, attempt=attempt, reason=step.components.get("_reason"))
+        await x.emit(EventKind.NODE_STARTED, pn.id, attempt=attempt, reason=step.notes.reason)
         result: NodeResult | None = None
         try:
             try:
@@ -92,7 +92,7 @@ class LocalStepRunner:
             done = StepResult(
                 run_id=x.run_id, node_id=pn.id, cache_key=step.key, components=step.components,
                 attempt=attempt, idempotency_key=step.idempotency_key, output=result.output.encode(),
-                tokens_in=result.tokens_in, tokens_out=result.tokens_out,
+                tokens_in=result.tokens_in, tokens_out=result.tokens_out, notes=step.notes,
             )  # fmt: skip
             # pure: committed with the next batch; idempotent: durable before anything depends on it
             x.journal.result(done, durable=pn.replay is not ReplayClass.PURE)

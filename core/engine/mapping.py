@@ -29,7 +29,7 @@ from __future__ import annotations
 import asyncio
 import re
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from core.engine import replay
@@ -45,8 +45,6 @@ from core.workflows.args import canonical_json
 from core.workflows.model import Node
 from core.workflows.templating import References, template_references, templated_fields
 
-#: annotation of an item's journal row: how many items its node has (for the progress counts)
-ITEMS_OF = "_of"
 _NAMED = 5  # failed items a node's error names (the rest are counted)
 _DETAIL = 160  # characters of the first failed item's error in the node's
 _ITEM_ID = re.compile(r"^(?P<node>[A-Za-z_][A-Za-z0-9_-]*)\[(?P<index>\d+)\]$")
@@ -107,7 +105,7 @@ def item_counts(entries: Iterable[JournalEntry]) -> ItemCounts:
     """The counts of one map node from the latest row of each of its items."""
     total = ok = failed = running = 0
     for entry in entries:
-        total = max(total, int(entry.components.get(ITEMS_OF, 0)))
+        total = max(total, entry.notes.items or 0)
         if entry.status is NodeStatus.COMPLETED:
             ok += 1
         elif entry.status is NodeStatus.FAILED:
@@ -263,7 +261,7 @@ class MapRun:
             return
         # the same item at another position: its result, recorded under this position
         key = entry.idempotency_key or replay.idempotency_key(self.root, pn.id, entry.cache_key)
-        step = Step(pn._replace(id=own_id), entry.cache_key, dict(entry.components), key)
+        step = Step(pn._replace(id=own_id), entry.cache_key, dict(entry.components), key, entry.notes)
         entry_id = self.x.journal.start(step, self.index.next_attempt(own_id))
         self.x.journal.finish(entry_id, status=NodeStatus.COMPLETED, output_digest=entry.output_digest)
 
@@ -281,9 +279,10 @@ class MapRun:
             if unsafe is not None:
                 await self.x.emit(EventKind.NODE_ATTENTION, own_id, reason=unsafe.message)
                 return unsafe
-        components[ITEMS_OF] = self.total
-        components["_reason"] = self.index.miss_reason(own_id, key, components, memoize=pn.memoize)
-        item_step = Step(item_pn, key, components, replay.idempotency_key(self.root, pn.id, key))
+        # noted on the item's row: why it runs, and how many items its node has (progress counts)
+        reason = self.index.miss_reason(own_id, key, components, memoize=pn.memoize)
+        notes = replace(step.notes, reason=reason, items=self.total)
+        item_step = Step(item_pn, key, components, replay.idempotency_key(self.root, pn.id, key), notes)
         outcome = await self.run_item(item_step, item)
         if isinstance(outcome, Completed | Waiting):
             return outcome

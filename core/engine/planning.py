@@ -16,11 +16,10 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from core.engine.cache_key import CACHE_EXPIRED, cache_key, explain, same_except_upstream
-from core.engine.conditions import SKIPPED_KEY
 from core.engine.events import NodePlan, NodeState, NodeSummary, Plan, RunSummary
 from core.engine.executor import node_components
 from core.engine.journal_index import MARKER_KEY, REJECTED_MARKER, JournalIndex, earlier_attempt, is_cut
-from core.engine.mapping import ITEMS_OF, counts_of, item_id, split_item_id
+from core.engine.mapping import counts_of, item_id, split_item_id
 from core.engine.prepared import Definitions, PreparedWorkflow
 from core.engine.replay import Recovery, recovery_for
 from core.store.records import JournalEntry, NodeStatus, Run, RunStatus
@@ -78,7 +77,7 @@ def _items_reason(node_id: str, key: str, index: JournalIndex) -> str | None:
     rows: list[JournalEntry] = []
     while len(rows) < MAX_ITEMS_LIMIT and (entry := index.latest(item_id(node_id, len(rows)))) is not None:
         rows.append(entry)
-    total = max([int(e.components.get(ITEMS_OF, 0)) for e in rows], default=0)
+    total = max([e.notes.items or 0 for e in rows], default=0)
     if not rows or total != len(rows):
         return None
     again = [item_id(node_id, i) for i, e in enumerate(rows) if e.status is not NodeStatus.COMPLETED]
@@ -174,7 +173,7 @@ def _row(
     seconds = round((entry.finished_at or entry.started_at) - entry.started_at, 3)
     tokens = entry.tokens_in + entry.tokens_out
     error = (entry.error or "")[-ERROR_TAIL:]
-    reason = str(entry.components.get("_reason", ""))
+    reason = entry.notes.reason or ""
     if entry.cache_key == MARKER_KEY and entry.components.get("marker") == REJECTED_MARKER:
         by, why = entry.components.get("by"), entry.components.get("reason")
         text = f"rejected by {by}" + (f": {why}" if why else "")
@@ -185,11 +184,11 @@ def _row(
         state = NodeState.QUEUED if status is RunStatus.RUNNING else NodeState.SKIPPED
         by = entry.invalidated_by or entry.components.get("by")
         return NodeSummary(node_id, kind, state, reason=f"invalidated by {by}")
-    if entry.status is NodeStatus.COMPLETED and SKIPPED_KEY in entry.components:
-        why = entry.components[SKIPPED_KEY]
+    if entry.status is NodeStatus.COMPLETED and entry.notes.skipped is not None:
+        why = entry.notes.skipped
         return NodeSummary(node_id, kind, NodeState.SKIPPED, reason=f"skipped: {why}")
     if entry.status is NodeStatus.COMPLETED and entry.cached_from:
-        saved = int(entry.components.get("_tokens", 0))
+        saved = entry.notes.saved_tokens
         return NodeSummary(
             node_id, kind, NodeState.CACHED, tokens_saved=saved, reason=f"cached from {entry.cached_from}"
         )
@@ -327,7 +326,7 @@ def final_output_digest(prepared: PreparedWorkflow | None, entries: Sequence[Jou
     latest = own_latest(entries)
     for node_id in reversed(prepared.sinks()):
         entry = latest.get(node_id)
-        skipped = entry is not None and SKIPPED_KEY in entry.components
+        skipped = entry is not None and entry.notes.skipped is not None
         if entry is not None and entry.status is NodeStatus.COMPLETED and entry.output_digest and not skipped:
             return entry.output_digest
     return None

@@ -27,7 +27,7 @@ from core.engine.journal_writer import JournalWriter
 from core.engine.nodes import RenderedNode
 from core.engine.prepared import PreparedNode
 from core.errors import ReplayUnsafe
-from core.store.records import JournalEntry
+from core.store.records import NO_NOTES, JournalEntry, KeyNotes
 
 if TYPE_CHECKING:
     from core.engine.executor import Setup
@@ -35,12 +35,14 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True, slots=True)
 class Step:
-    """A node about to run: its cache key, key components and idempotency key."""
+    """A node about to run: its cache key, key components and idempotency key, and what its
+    journal entries note beside them (why it runs, why it was skipped, its child run…)."""
 
     node: PreparedNode
     key: str
     components: dict[str, Any]
     idempotency_key: str
+    notes: KeyNotes = NO_NOTES
 
 
 @dataclass(slots=True)  # one per step: not frozen, so it costs a plain __init__

@@ -33,7 +33,7 @@ import sqlalchemy as sa
 from core.errors import ConfigurationError
 from core.store.database import store_operation
 from core.store.port import Defer, Handoff
-from core.store.records import JournalEntry, NodeStatus
+from core.store.records import JournalEntry, NodeStatus, stored
 from core.store.rows import JOURNAL_FIELDS, journal_from_row, journal_from_values
 from core.store.sql_base import SqlBase
 from core.store.tables import BLOBS, JOURNAL
@@ -93,7 +93,7 @@ class DispatchSql(SqlBase):
             "node_ids": [h.node_id for h in handoffs],
             "attempts": [h.attempt for h in handoffs],
             "cache_keys": [h.cache_key for h in handoffs],
-            "components": [json.dumps(h.components) for h in handoffs],
+            "components": [json.dumps(stored(h.components, h.notes)) for h in handoffs],
             "idempotency_keys": [h.idempotency_key for h in handoffs],
         }
         keys = [(h.run_id, h.node_id, h.attempt) for h in handoffs]

@@ -10,6 +10,7 @@ the executor and `core/engine/group_commit.py`).
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Iterable, Sequence
 from typing import Any
@@ -20,7 +21,7 @@ from core.errors import RunNotFound, StoreError
 from core.store import cas
 from core.store.database import store_operation
 from core.store.port import StepResult, digest_bytes
-from core.store.records import JournalEntry, NodeStatus
+from core.store.records import NO_NOTES, JournalEntry, KeyNotes, NodeStatus, stored
 from core.store.rows import JOURNAL_FIELDS, journal_from_row, journal_from_values
 from core.store.sql_base import SqlBase
 from core.store.tables import BLOBS, JOURNAL
@@ -114,13 +115,14 @@ class JournalSql(SqlBase):
         components: dict[str, Any],
         attempt: int,
         idempotency_key: str | None,
+        notes: KeyNotes = NO_NOTES,
     ) -> int:
         params = {
             "run_id": run_id,
             "node_id": node_id,
             "attempt": attempt,
             "cache_key": cache_key,
-            "components": json.dumps(components),
+            "components": json.dumps(stored(components, notes)),
             "status": NodeStatus.STARTED.value,
             "started_at": self._now(),
             "idempotency_key": idempotency_key,
@@ -147,7 +149,7 @@ class JournalSql(SqlBase):
                 "node_id": r.node_id,
                 "attempt": r.attempt,
                 "cache_key": r.cache_key,
-                "components": json.dumps(r.components),
+                "components": json.dumps(stored(r.components, r.notes)),
                 "status": NodeStatus.COMPLETED.value,
                 "started_at": now,
                 "finished_at": now,
@@ -220,7 +222,7 @@ class JournalSql(SqlBase):
         computed the result (the origin, also when the entry was itself a copy). Components
         and artifacts are copied by the database as stored (INSERT … SELECT: nothing is
         decoded or re-encoded), except that the copy of an original that spent tokens notes
-        them as `components["_tokens"]`: what re-using it saved."""
+        them (`KeyNotes.saved_tokens`): what re-using it saved."""
         if not entries:
             return
         now = self._now()
@@ -276,13 +278,13 @@ def _copy_rows(run_id: str, now: float, entry_ids: Sequence[int]) -> sa.Insert:
 
 
 def _copy_with_tokens(run_id: str, now: float, entry: JournalEntry) -> dict[str, Any]:
-    saved = entry.tokens_in + entry.tokens_out + int(entry.components.get("_tokens", 0))
+    saved = entry.tokens_in + entry.tokens_out + entry.notes.saved_tokens
     return {
         "run_id": run_id,
         "node_id": entry.node_id,
         "attempt": entry.attempt,
         "cache_key": entry.cache_key,
-        "components": {**entry.components, "_tokens": saved},
+        "components": stored(entry.components, dataclasses.replace(entry.notes, saved_tokens=saved)),
         "status": NodeStatus.COMPLETED.value,
         "started_at": now,
         "finished_at": now,

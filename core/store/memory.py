@@ -15,6 +15,7 @@ reverse, when one fails (`memory_unit.py`).
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -31,10 +32,12 @@ from core.store.memory_subscriptions import MemorySubscriptions
 from core.store.memory_unit import MemoryTables, MemoryUnitOfWork, copied
 from core.store.port import Pulse, StepResult, Store, digest_bytes
 from core.store.records import (
+    NO_NOTES,
     AuditEvent,
     Gate,
     GateStatus,
     JournalEntry,
+    KeyNotes,
     NodeStatus,
     OpenEvent,
     Run,
@@ -300,12 +303,13 @@ class MemoryStore:
         components: dict[str, Any],
         attempt: int,
         idempotency_key: str | None,
+        notes: KeyNotes = NO_NOTES,
     ) -> int:
         now = self._now()
         with self._lock:
             entry = self._t.add_entry(
                 "record a step start", run_id=run_id, node_id=node_id, attempt=attempt, cache_key=cache_key,
-                components=copied(components), status=NodeStatus.STARTED, started_at=now,
+                components=copied(components), notes=notes, status=NodeStatus.STARTED, started_at=now,
                 idempotency_key=idempotency_key,
             )  # fmt: skip
         return entry.id
@@ -349,7 +353,8 @@ class MemoryStore:
             for r in results:
                 tx.add_entry(
                     "record step results", run_id=r.run_id, node_id=r.node_id, attempt=r.attempt,
-                    cache_key=r.cache_key, components=copied(r.components), status=NodeStatus.COMPLETED,
+                    cache_key=r.cache_key, components=copied(r.components), notes=r.notes,
+                    status=NodeStatus.COMPLETED,
                     started_at=now, finished_at=now, output_digest=r.digest,
                     idempotency_key=r.idempotency_key, tokens_in=r.tokens_in, tokens_out=r.tokens_out,
                 )  # fmt: skip
@@ -364,13 +369,14 @@ class MemoryStore:
             stored = [self._t.journal[i] for i in plain if i in self._t.journal]
         with self.transaction() as tx:
             for original in [*stored, *spent]:
-                components = original.components
+                notes = original.notes
                 if original.tokens_in or original.tokens_out:  # what re-using it saves
-                    saved = original.tokens_in + original.tokens_out + int(components.get("_tokens", 0))
-                    components = {**components, "_tokens": saved}
+                    saved = original.tokens_in + original.tokens_out + notes.saved_tokens
+                    notes = dataclasses.replace(notes, saved_tokens=saved)
                 tx.add_entry(
                     "record re-used results", run_id=run_id, node_id=original.node_id,
-                    attempt=original.attempt, cache_key=original.cache_key, components=copied(components),
+                    attempt=original.attempt, cache_key=original.cache_key,
+                    components=copied(original.components), notes=notes,
                     status=NodeStatus.COMPLETED, started_at=now, finished_at=now,
                     output_digest=original.output_digest, idempotency_key=original.idempotency_key,
                     artifacts=copied(original.artifacts), cached_from=original.cached_from or original.run_id,

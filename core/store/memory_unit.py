@@ -24,6 +24,7 @@ from core.errors import (
 )
 from core.store import admission, cas
 from core.store.records import (
+    NO_NOTES,
     AuditEvent,
     Delivery,
     Fire,
@@ -36,6 +37,8 @@ from core.store.records import (
     Run,
     RunStatus,
     Schedule,
+    split_stored,
+    stored,
 )
 from core.store.unit_of_work import Pending
 
@@ -107,6 +110,9 @@ class MemoryTables:
             cause = KeyError(run_id)
             raise StoreError(f"The run store could not {operation} (no run has the id {run_id}).") from cause
         self.last_entry += 1
+        # as the journal's JSON column gives it back: the notes stored with the components
+        as_stored = stored(fields["components"], fields.get("notes", NO_NOTES))
+        fields["components"], fields["notes"] = split_stored(as_stored)
         entry = JournalEntry(id=self.last_entry, **fields)
         self.journal[entry.id] = entry
         self.entries_of.setdefault(run_id, []).append(entry.id)

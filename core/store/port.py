@@ -38,6 +38,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from core.store.records import (
+    NO_NOTES,
     AuditEvent,
     Delivery,
     Fire,
@@ -45,6 +46,7 @@ from core.store.records import (
     GateDeadline,
     GateVote,
     JournalEntry,
+    KeyNotes,
     NodeStatus,
     OpenEvent,
     PruneCounts,
@@ -78,6 +80,7 @@ class Handoff:
     components: dict[str, Any]
     attempt: int
     idempotency_key: str | None
+    notes: KeyNotes = NO_NOTES
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,6 +96,7 @@ class StepResult:
     output: bytes
     tokens_in: int = 0
     tokens_out: int = 0
+    notes: KeyNotes = NO_NOTES
     digest: str = field(init=False)
 
     def __post_init__(self) -> None:
@@ -195,6 +199,7 @@ class Journal(Protocol):
         components: dict[str, Any],
         attempt: int,
         idempotency_key: str | None,
+        notes: KeyNotes = NO_NOTES,
     ) -> int:
         """Write a `started` entry (committed before the side effect); returns its id."""
 
@@ -221,7 +226,7 @@ class Journal(Protocol):
     def journal_record_cached(self, run_id: str, entries: Sequence[JournalEntry]) -> None:
         """Copy the stored rows of these entries (by id) into `run_id`'s journal, in one
         transaction: `completed`, no tokens spent, `cached_from` = the run that computed the
-        result, and `components["_tokens"]` = the tokens an original spent (what re-use saves)."""
+        result, and `notes.saved_tokens` = the tokens an original spent (what re-use saves)."""
 
     def journal(self, run_ids: Sequence[str]) -> list[JournalEntry]:
         """Every entry of these runs, in one query, oldest first."""

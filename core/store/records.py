@@ -8,6 +8,7 @@ copies with `evolve`.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 from dataclasses import dataclass, field
 from enum import StrEnum
@@ -183,13 +184,79 @@ class Run(_Record):
 
 
 @dataclass(frozen=True, slots=True)
+class KeyNotes:
+    """What a journal entry records beside its key components: never hashed, compared or
+    explained. Stored in the same JSON column as the components, each under the name entries
+    have always stored it under (`STORED_NOTE_NAMES`), so an entry reads alike whichever
+    release wrote it, and the database copies a cached entry's JSON as it is; `stored` and
+    `split_stored` are the only places that know those names."""
+
+    reason: str | None = None  # why the key missed: the step runs (`cache_key.explain`)
+    skipped: str | None = None  # why the step was skipped (`conditions.py`)
+    saved_tokens: int = 0  # a cached copy: the tokens its original spent, which re-use saves
+    keyed_identity: bool = False  # recorded by an engine that keys identity (`cache_key.legacy_match`)
+    child: str | None = None  # a `workflow:` step: the child run it started
+    items: int | None = None  # one item of a `map:` node: how many items the node had
+
+
+#: the names of `KeyNotes`' fields in a stored entry, in field order
+STORED_NOTE_NAMES = frozenset({"_reason", "_skipped", "_tokens", "_identity", "_child", "_of"})
+NO_NOTES = KeyNotes()
+
+
+def stored(components: dict[str, Any], notes: KeyNotes) -> dict[str, Any]:
+    """The JSON a journal entry stores: its key components, and its notes under their names."""
+    if notes == NO_NOTES:
+        return components
+    result = dict(components)
+    if notes.reason is not None:
+        result["_reason"] = notes.reason
+    if notes.skipped is not None:
+        result["_skipped"] = notes.skipped
+    if notes.saved_tokens:
+        result["_tokens"] = notes.saved_tokens
+    if notes.keyed_identity:
+        result["_identity"] = 1
+    if notes.child is not None:
+        result["_child"] = notes.child
+    if notes.items is not None:
+        result["_of"] = notes.items
+    return result
+
+
+def split_stored(value: dict[str, Any]) -> tuple[dict[str, Any], KeyNotes]:
+    """A stored entry's JSON as (its key components, its notes): the inverse of `stored`."""
+    present = STORED_NOTE_NAMES.intersection(value)
+    if not present:
+        return value, NO_NOTES
+    components = value.copy()
+    for name in present:
+        del components[name]
+    get = value.get
+    return components, _notes(get("_reason"), get("_skipped"), get("_tokens"), "_identity" in value,
+                              get("_child"), get("_of"))  # fmt: skip
+
+
+@functools.lru_cache(maxsize=4096)  # a resume reads every entry of a lineage: most note alike
+def _notes(reason: Any, skipped: Any, tokens: Any, identity: bool, child: Any, items: Any) -> KeyNotes:
+    return KeyNotes(
+        reason=None if reason is None else str(reason),
+        skipped=None if skipped is None else str(skipped),
+        saved_tokens=int(tokens or 0),
+        keyed_identity=identity,
+        child=None if child is None else str(child),
+        items=None if items is None else int(items),
+    )
+
+
+@dataclass(frozen=True, slots=True)
 class JournalEntry(_Record):
     id: int
     run_id: str
     node_id: str
     attempt: int
     cache_key: str
-    components: dict[str, Any]
+    components: dict[str, Any]  # the key's (`cache_key.components_of`): all of them hashed
     status: NodeStatus
     started_at: float
     finished_at: float | None = None
@@ -201,6 +268,7 @@ class JournalEntry(_Record):
     artifacts: dict[str, str] = field(default_factory=dict)  # relative path -> blob digest
     cached_from: str | None = None  # run id whose result this entry re-used
     invalidated_by: str | None = None
+    notes: KeyNotes = NO_NOTES  # stored with the components (not a column of its own)
 
 
 @dataclass(frozen=True, slots=True)

@@ -26,6 +26,7 @@ from core.store.records import (
     RunStatus,
     Schedule,
     Subscription,
+    split_stored,
 )
 
 RowLike = Row[Any] | RowMapping | Mapping[str, Any]
@@ -95,8 +96,9 @@ def run_values(run: Run) -> dict[str, Any]:
 
 
 _NODE_STATUSES = {status.value: status for status in NodeStatus}
-#: the journal's columns in table order, which is also `JournalEntry`'s field order
-JOURNAL_FIELDS = tuple(f.name for f in dataclasses.fields(JournalEntry))
+#: the journal's columns in table order, which is also `JournalEntry`'s field order (its
+#: `notes` are stored in the `components` column)
+JOURNAL_FIELDS = tuple(f.name for f in dataclasses.fields(JournalEntry) if f.name != "notes")
 
 
 def journal_from_row(row: RowLike) -> JournalEntry:
@@ -110,13 +112,14 @@ def journal_from_values(values: Sequence[Any]) -> JournalEntry:
     (id_, run_id, node_id, attempt, cache_key, components, status, started_at, finished_at,
      output_digest, error, idempotency_key, tokens_in, tokens_out, artifacts, cached_from,
      invalidated_by) = values  # fmt: skip
+    key_components, notes = split_stored(json_object(components))
     return JournalEntry(
         id_,
         run_id,
         node_id,
         attempt,
         cache_key,
-        json_object(components),
+        key_components,
         _NODE_STATUSES[status],
         started_at,
         finished_at,
@@ -128,6 +131,7 @@ def journal_from_values(values: Sequence[Any]) -> JournalEntry:
         json_object(artifacts),
         cached_from,
         invalidated_by,
+        notes,
     )
 
 

@@ -58,9 +58,7 @@ class QueueStepRunner:
             attempt = max(attempt, adopted.attempt + 1)
         for _ in range(MAX_REDISPATCH):
             entry_id, job_id = await self._hand_off(step, rendered, attempt)
-            await self.x.emit(
-                EventKind.NODE_STARTED, pn.id, attempt=attempt, reason=step.components.get("_reason")
-            )
+            await self.x.emit(EventKind.NODE_STARTED, pn.id, attempt=attempt, reason=step.notes.reason)
             outcome = self._conclude(step, await self._settle(entry_id, job_id))
             if outcome is not None:
                 return outcome
@@ -80,6 +78,7 @@ class QueueStepRunner:
             components=step.components,
             attempt=attempt,
             idempotency_key=step.idempotency_key,
+            notes=step.notes,
         )
         ticket = self.dispatcher.hand_off(handoff, self._job(step, rendered, attempt), self.x.journal.flush)
         try:

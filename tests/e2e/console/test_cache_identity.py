@@ -18,7 +18,7 @@ import pytest
 import sqlalchemy as sa
 
 from core.engine.cache_key import cache_key
-from core.store.records import NodeStatus
+from core.store.records import NodeStatus, split_stored
 from core.store.repository import SqlStore
 from tests.e2e.console.cli import BatonCli
 
@@ -67,7 +67,7 @@ def _steps(baton: BatonCli, run_id: str) -> dict[str, str]:
         entries = [e for e in store.journal([run_id]) if e.status is NodeStatus.COMPLETED]
     finally:
         store.close()
-    return {e.node_id: "cached" if e.cached_from else str(e.components["_reason"]) for e in entries}
+    return {e.node_id: "cached" if e.cached_from else str(e.notes.reason) for e in entries}
 
 
 def _final(baton: BatonCli, run_id: str) -> str:
@@ -297,9 +297,10 @@ def _as_recorded_before(baton: BatonCli, run_id: str) -> None:
                 components = json.loads(raw) if isinstance(raw, str) else raw
                 for name in ("tool", "provider", "env", "secrets", "_identity"):
                     components.pop(name, None)
+                key = cache_key(split_stored(components)[0])  # the key components, without the notes
                 conn.execute(
                     sa.text("UPDATE journal SET components = :c, cache_key = :k WHERE id = :i"),
-                    {"c": json.dumps(components), "k": cache_key(components), "i": entry_id},
+                    {"c": json.dumps(components), "k": key, "i": entry_id},
                 )
     finally:
         engine.dispose()

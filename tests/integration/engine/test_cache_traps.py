@@ -129,7 +129,7 @@ async def test_a_changed_unrelated_input_does_not_bust_a_node(db_harness: Harnes
     assert [e.cached_from for e in h.entries(second.id, "notes")] == [first.id]
     [greet] = h.entries(second.id, "greet")
     assert greet.cached_from is None
-    assert greet.components["_reason"] == "input `inputs.audience` changed"
+    assert greet.notes.reason == "input `inputs.audience` changed"
     summary = h.engine.summary(second.id)
     assert [(n.node_id, n.state) for n in summary.nodes] == [
         ("notes", NodeState.CACHED),
@@ -237,5 +237,5 @@ async def test_a_step_that_reads_run_id_is_reused_by_its_own_run_only(harness: H
     assert h.output(second.id, "label") == f"built by {second.id}\n"
     (label,) = h.entries(second.id, "label")
     assert label.cached_from is None
-    assert label.components["_reason"] == "it reads `run.id`, which differs in this run"
+    assert label.notes.reason == "it reads `run.id`, which differs in this run"
     assert [e.cached_from for e in h.entries(second.id, "other")] == [first.id]

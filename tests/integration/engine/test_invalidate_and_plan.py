@@ -93,7 +93,7 @@ async def test_plan_and_journal_name_changed_inputs_failures_and_new_steps(harne
     second = await h.run("chain", {"version": "2.0"}, resume_from=first.id)
     assert second.status is RunStatus.FAILED
 
-    reasons = {e.node_id: e.components.get("_reason") for e in h.entries(second.id)}
+    reasons = {e.node_id: e.notes.reason for e in h.entries(second.id)}
     assert reasons["collect"] == "input `inputs.version` changed"
     assert reasons["draft"] == "upstream `collect` output changed"
     assert [e.cached_from for e in h.entries(second.id, "side")] == [first.id]

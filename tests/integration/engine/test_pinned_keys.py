@@ -78,6 +78,11 @@ async def test_the_keys_of_known_steps_are_pinned_and_their_notes_keep_their_sto
     assert keys == KEYS
     stored = _stored(migrated_database_url, run.id)
     assert {n: {k: v for k, v in c.items() if k.startswith("_")} for n, c in stored.items()} == NOTES
+    entries = {e.node_id: e for e in h.entries(run.id)}  # read back: the notes, typed
+    assert entries["never"].notes.skipped == "`when: {{ inputs.who == 'nobody' }}` is false"
+    assert (entries["each[1]"].notes.items, entries["each[1]"].notes.reason) == (2, "no earlier result")
+    assert all(e.notes.keyed_identity for e in entries.values())
+    assert not [k for e in entries.values() for k in e.components if k.startswith("_")]  # key components only
     # the same steps in a run resumed from it: the same keys, every result re-used (the map
     # node whole), each copy stored as its original was (`_tokens` only where one spent tokens)
     again = await h.run("pinned", {"who": "world"}, resume_from=run.id)

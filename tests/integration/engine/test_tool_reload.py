@@ -71,7 +71,7 @@ async def test_an_edited_tool_takes_effect_without_a_restart(h: Harness) -> None
     assert fixed.status is RunStatus.COMPLETED
     assert h.output(fixed.id, "c").strip() == "got fixed-a"
     [entry] = h.entries(fixed.id, "p")
-    assert entry.components["_reason"] == "tool `produce` changed"
+    assert entry.notes.reason == "tool `produce` changed"
     assert h.engine.tools is not h.tools  # a new registry, with the module imported again
 
 

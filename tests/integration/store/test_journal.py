@@ -13,7 +13,7 @@ from core.engine.prepared import prepare
 from core.engine.tools import ToolRegistry
 from core.errors import InvalidTransition, RunNotFound, StoreError
 from core.store.port import StepResult, Store
-from core.store.records import NodeStatus, RunStatus
+from core.store.records import KeyNotes, NodeStatus, RunStatus
 from core.workflows.loader import load_workflow_text
 from tests.factories import invalidate
 from tests.integration.store.conftest import Clock, MakeRun
@@ -126,17 +126,19 @@ def test_journal_record_cached_copies_results_with_their_origin(store: Store, ma
         output,
         source.cache_key,
     )
-    assert (copied.status, copied.tokens_in, copied.components) == (
+    assert (copied.status, copied.tokens_in, copied.components, copied.notes) == (
         NodeStatus.COMPLETED,
         0,
-        {**source.components, "_tokens": 5},  # what re-using it saved
+        source.components,
+        KeyNotes(saved_tokens=5),  # what re-using it saved
     )
 
     latest = make_run(RunStatus.RUNNING, resumed_from=middle.id)
     store.journal_record_cached(latest.id, [copied])
     (again,) = store.journal([latest.id])
     assert again.cached_from == origin.id  # the run that computed it
-    assert (again.components, again.tokens_in) == (copied.components, 0)  # copied as stored
+    # copied as stored
+    assert (again.components, again.notes, again.tokens_in) == (copied.components, copied.notes, 0)
     store.journal_record_cached(latest.id, [])
 
 
@@ -149,9 +151,10 @@ def test_journal_record_cached_copies_many_rows_as_stored_in_order(
             run_id=origin.id,
             node_id=f"n{i}",
             cache_key=f"k{i}",
-            components={"inputs": {"v": f"d{i}"}, "_reason": "no earlier result", "text": 'é"\n'},
+            components={"inputs": {"v": f"d{i}"}, "text": 'é"\n'},
             attempt=1,
             idempotency_key=f"idem{i}",
+            notes=KeyNotes(reason="no earlier result", keyed_identity=True, items=7),
         )
         store.journal_finish(
             entry_id,
@@ -165,8 +168,8 @@ def test_journal_record_cached_copies_many_rows_as_stored_in_order(
     store.journal_record_cached(copy.id, sources)
 
     copies = store.journal([copy.id])
-    fields = ("node_id", "attempt", "cache_key", "components", "output_digest", "idempotency_key")
-    fields += ("artifacts",)
+    fields = ("node_id", "attempt", "cache_key", "components", "notes", "output_digest", "idempotency_key",
+              "artifacts")
     assert [tuple(getattr(c, f) for f in fields) for c in copies] == [
         tuple(getattr(s, f) for f in fields) for s in sources
     ]

@@ -21,6 +21,7 @@ from core.engine.cache_key import (
     legacy_match,
     same_except_upstream,
 )
+from core.store.records import KeyNotes, split_stored, stored
 from core.workflows.loader import load_workflow_text
 
 BASE = """
@@ -115,9 +116,18 @@ def test_explain_names_what_changed() -> None:
     assert explain(old, dict(old, _reason="annotation")) == ""
 
 
-def test_annotations_never_change_the_key() -> None:
+def test_notes_are_stored_beside_the_key_components_and_never_change_the_key() -> None:
     plain = _components()
-    assert cache_key(plain) == cache_key({**plain, "_reason": "no earlier result", "_tokens": 9})
+    notes = KeyNotes(reason="no earlier result", skipped="`a` was skipped", saved_tokens=9,
+                     keyed_identity=True, child="r_child", items=3)  # fmt: skip
+    as_stored = stored(plain, notes)
+    assert {k: v for k, v in as_stored.items() if k not in plain} == {  # the names entries always had
+        "_reason": "no earlier result", "_skipped": "`a` was skipped", "_tokens": 9, "_identity": 1,
+        "_child": "r_child", "_of": 3,
+    }  # fmt: skip
+    assert split_stored(as_stored) == (plain, notes)
+    assert split_stored(stored(plain, KeyNotes())) == (plain, KeyNotes())
+    assert cache_key(split_stored(as_stored)[0]) == cache_key(plain)
     assert cache_key(plain) != cache_key(_components(upstream={"collect": "o2"}))
 
 
@@ -285,9 +295,9 @@ def test_a_provider_that_sees_the_environment_instead_of_one_that_does_not_is_on
 
 def test_an_entry_recorded_before_identity_matches_its_own_step_but_for_identity() -> None:
     before = _components()  # as an engine without identity components recorded it: no mark
-    now = {**_with(tool={"produce": "source:a"}, env={"A": "1"}), "_identity": 1}
-    assert legacy_match(before, now)
-    assert not legacy_match(before, {**now, "upstream": {"collect": "o2"}})  # anything else differs
-    assert not legacy_match(before, {**now, "definition": "d2"})
-    assert not legacy_match({**before, "_identity": 1}, now)  # recorded since: identity counts
-    assert not legacy_match(None, now)
+    now = _with(tool={"produce": "source:a"}, env={"A": "1"})
+    assert legacy_match(before, now, False)
+    assert not legacy_match(before, {**now, "upstream": {"collect": "o2"}}, False)  # anything else differs
+    assert not legacy_match(before, {**now, "definition": "d2"}, False)
+    assert not legacy_match(before, now, True)  # recorded since (its notes say so): identity counts
+    assert not legacy_match(None, now, False)

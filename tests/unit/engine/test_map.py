@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 
 from core.engine.cache_key import cache_key, components_of, explain, item_components
-from core.engine.mapping import ITEMS_OF, ItemCounts, ItemsError, items_of, only_items, split_item_id
-from core.store.records import NodeStatus, RunStatus
+from core.engine.mapping import ItemCounts, ItemsError, items_of, only_items, split_item_id
+from core.store.records import KeyNotes, NodeStatus, RunStatus
 from core.workflows.args import canonical_json
 from tests.factories import create_run
 from tests.unit.engine.memory_rig import Rig
@@ -211,8 +211,8 @@ async def test_a_running_map_is_one_row_counting_its_items(rig: Rig) -> None:
     ok = rig.store.put_blob(b"ok")
     for i in range(41):  # 35 done, 2 failed, 4 running, of 50
         entry_id = rig.store.journal_start(run_id=run.id, node_id=f"each[{i}]", cache_key=f"k{i}",
-                                           components={ITEMS_OF: 50}, attempt=1,
-                                           idempotency_key=None)  # fmt: skip
+                                           components={}, attempt=1, idempotency_key=None,
+                                           notes=KeyNotes(items=50))  # fmt: skip
         if i < 35:
             rig.store.journal_finish(entry_id, status=NodeStatus.COMPLETED, output_digest=ok)
         elif i < 37:
