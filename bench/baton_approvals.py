@@ -37,6 +37,7 @@ from core.engine.providers import FakeProvider, ProviderRegistry
 from core.engine.step_env import StepEnvironment
 from core.engine.tools import ToolRegistry
 from core.redaction import Redactor
+from core.store.port import NewRun
 from core.store.records import GateVote
 from core.store.repository import SqlStore
 from core.workflows.catalog import Catalog
@@ -69,8 +70,9 @@ def _runs(store: SqlStore, n: int) -> list[str]:
     digest = store.put_blob(b"{}")
     ids: list[str] = []
     with store.transaction() as tx:
-        pending = [tx.create_run(workflow="quorum", platform="console", conversation="c", thread=None,
-                                 requester="console:rita", args_digest=digest) for _ in range(n)]  # fmt: skip
+        new = NewRun(workflow="quorum", platform="console", conversation="c", thread=None,
+                     requester="console:rita", args_digest=digest)
+        pending = [tx.create_run(new) for _ in range(n)]
     ids = [p.id for p in pending]
     return ids
 

@@ -40,6 +40,7 @@ from core.engine.providers import FakeProvider, ProviderRegistry
 from core.engine.step_env import StepEnvironment
 from core.engine.tools import ToolRegistry
 from core.redaction import Redactor
+from core.store.port import NewRun, Transition
 from core.store.records import RunStatus
 from core.store.repository import SqlStore
 from core.workflows.catalog import Catalog
@@ -78,9 +79,9 @@ def _database(db: str, directory: Path) -> Iterator[str]:
 def _running(store: SqlStore, n: int) -> list[str]:
     digest = store.put_blob(b"{}")
     with store.transaction() as tx:
-        runs = [tx.create_run(workflow="hello", platform="slack", conversation="C1", thread=None,
-                              requester="slack:U1", args_digest=digest, status=RunStatus.RUNNING,
-                              lease_owner="bench", lease_seconds=600) for _ in range(n)]  # fmt: skip
+        runs = [tx.create_run(NewRun(workflow="hello", platform="slack", conversation="C1", thread=None,
+                                     requester="slack:U1", args_digest=digest, status=RunStatus.RUNNING,
+                                     lease_owner="bench", lease_seconds=600)) for _ in range(n)]  # fmt: skip
     return [r.id for r in runs]
 
 
@@ -90,18 +91,21 @@ def overhead(url: str, n: int) -> dict[str, Any]:
     _running(store, 50)  # warm: statements compiled, pages cached
 
     def single(run_id: str) -> None:
-        store.transition(run_id, RunStatus.COMPLETED, actor="baton", reason=None, expected_version=1,
-                         allowed_from=[RunStatus.RUNNING])  # fmt: skip
+        store.transition(Transition(run_id, RunStatus.COMPLETED, actor="baton", reason=None,
+                                    expected_version=1,
+                                    allowed_from=[RunStatus.RUNNING]))  # fmt: skip
 
     def unit(run_id: str) -> None:
         with store.transaction() as tx:
-            tx.transition(run_id, RunStatus.COMPLETED, actor="baton", reason=None, expected_version=1,
-                          allowed_from=[RunStatus.RUNNING])  # fmt: skip
+            tx.transition(Transition(run_id, RunStatus.COMPLETED, actor="baton", reason=None,
+                                     expected_version=1,
+                                     allowed_from=[RunStatus.RUNNING]))  # fmt: skip
 
     def with_row(run_id: str) -> None:
         with store.transaction() as tx:
-            tx.transition(run_id, RunStatus.COMPLETED, actor="baton", reason=None, expected_version=1,
-                          allowed_from=[RunStatus.RUNNING])  # fmt: skip
+            tx.transition(Transition(run_id, RunStatus.COMPLETED, actor="baton", reason=None,
+                                     expected_version=1,
+                                     allowed_from=[RunStatus.RUNNING]))  # fmt: skip
             tell_rest(tx, run_id, RunStatus.COMPLETED, reason=None)
 
     ways: dict[str, Callable[[str], None]] = {

@@ -33,6 +33,7 @@ from bench.protocol import emit
 from bench.seed import history_run_id, seed_history
 from bot.retention import Pruner
 from core.errors import RunNotFound
+from core.store.port import NewRun, Transition
 from core.store.records import RunStatus
 from core.store.repository import SqlStore
 from core.store.tables import RUNS
@@ -61,11 +62,11 @@ def _commands(store: SqlStore, n_history: int, rng: random.Random, stop: threadi
         took["status"].append((time.perf_counter() - t0) * 1000)
         t0 = time.perf_counter()
         with store.transaction() as tx:
-            pending = tx.create_run(
+            pending = tx.create_run(NewRun(
                 workflow="hello", platform="slack", conversation="C0001", thread=None,
                 requester="slack:U0001", args_digest="0" * 64,
-            )  # fmt: skip
-        store.transition(pending.id, RunStatus.RUNNING, actor="bench", lease_owner="bench")
+            ))  # fmt: skip
+        store.transition(Transition(pending.id, RunStatus.RUNNING, actor="bench", lease_owner="bench"))
         store.audit(actor="slack:U0001", action="run", run_id=pending.id)
         took["run"].append((time.perf_counter() - t0) * 1000)
     return took

@@ -32,6 +32,7 @@ from core.engine.providers import FakeProvider, ProviderRegistry
 from core.engine.step_env import StepEnvironment
 from core.engine.tools import ToolRegistry
 from core.redaction import Redactor
+from core.store.port import NewRun, Transition
 from core.store.records import Concurrency, RunStatus
 from core.store.repository import SqlStore
 from core.workflows.catalog import Catalog
@@ -57,15 +58,16 @@ def overhead(url: str, n: int) -> dict[str, Any]:
     def lifecycle(policy: Concurrency | None) -> float:
         began = time.perf_counter()
         with store.transaction() as tx:  # Engine.start_run's unit
-            run = tx.create_run(workflow="hello", platform="slack", conversation="C1", thread=None,
-                                requester="slack:U1", args_digest=digest, status=RunStatus.RUNNING,
-                                lease_owner="bench", lease_seconds=600, concurrency=policy)  # fmt: skip
+            run = tx.create_run(NewRun(workflow="hello", platform="slack", conversation="C1", thread=None,
+                                       requester="slack:U1", args_digest=digest, status=RunStatus.RUNNING,
+                                       lease_owner="bench", lease_seconds=600,
+                                       concurrency=policy))  # fmt: skip
             tx.audit(actor="slack:U1", action="start", run_id=run.id, details={"workflow": "hello"})
             made = tx.created(run.id)
         run = made.value  # as the engine has it: admitted (or queued), no read
         with store.transaction() as tx:  # Executions._drive's unit at rest
-            tx.transition(run.id, RunStatus.COMPLETED, actor="baton", expected_version=run.version,
-                          allowed_from=[RunStatus.RUNNING])  # fmt: skip
+            tx.transition(Transition(run.id, RunStatus.COMPLETED, actor="baton", expected_version=run.version,
+                                     allowed_from=[RunStatus.RUNNING]))  # fmt: skip
             tell_rest(tx, run.id, RunStatus.COMPLETED, reason=None)
         return (time.perf_counter() - began) * 1e6
 

@@ -135,6 +135,7 @@ async def _first_update_with(client: httpx.AsyncClient, url: str, wanted: str, r
 
 
 async def latency(samples: int) -> dict[str, Any]:
+    from core.store.port import Transition
     from core.store.records import RunStatus
     from core.store.repository import SqlStore
 
@@ -170,7 +171,8 @@ async def latency(samples: int) -> dict[str, Any]:
                     seen = asyncio.create_task(_first_update_with(client, url, '"cancelled"', ready))
                     await ready.wait()
                     changed = time.perf_counter()
-                    await asyncio.to_thread(other.transition, run_id, RunStatus.CANCELLED, actor="bench")
+                    await asyncio.to_thread(other.transition, Transition(run_id, RunStatus.CANCELLED,
+                                                                         actor="bench"))
                     arrived = await seen
                     replica.append(arrived - changed)
                     await asyncio.to_thread(fifo.write_text, "go\n")

@@ -5,14 +5,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from core.store.port import Store
+from core.store.port import NewRun, Store
 from core.store.records import Gate, Run
 
 
 def create_run(store: Store, **fields: Any) -> Run:
     """A run as `tx.create_run(**fields)` writes it, in a unit of its own."""
     with store.transaction() as tx:
-        run = tx.create_run(**fields)
+        run = tx.create_run(NewRun(**fields))
     return run
 
 

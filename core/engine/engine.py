@@ -42,7 +42,7 @@ from core.engine.run_actions import RunActions
 from core.engine.subruns import ChildRuns
 from core.engine.tools import ToolRegistry
 from core.errors import BatonError, StoreError
-from core.store.port import Store, digest_bytes
+from core.store.port import NewRun, Store, Transition, digest_bytes
 from core.store.records import Concurrency, Gate, GateVote, JournalEntry, OnLimit, Run, RunStatus
 from core.store.unit_of_work import UnitOfWork
 from core.workflows.args import canonical_json, handle
@@ -195,14 +195,14 @@ class Engine:
         except BatonError as exc:
             why = f"recovery failed: {exc.message}"
             with contextlib.suppress(BatonError), self.store.transaction() as tx:
-                tx.transition(
+                tx.transition(Transition(
                     run.id,
                     RunStatus.FAILED,
                     actor=ENGINE_ACTOR,
                     reason=why,
                     expected_version=run.version,
                     allowed_from=[RunStatus.RUNNING],
-                )
+                ))
                 self.notifier.rest(tx, run, RunStatus.FAILED, reason=why)
             return
         await self.executions.launch(run, ready)
@@ -359,7 +359,7 @@ class Engine:
         """The writes that create `start`'s run in `tx`; the run as the unit left it (once
         the unit is applied: admitted or queued when keyed)."""
         digest = tx.put_blob(canonical_json(ready.args))
-        run = tx.create_run(
+        run = tx.create_run(NewRun(
             workflow=ready.workflow.name,
             platform=start.platform,
             conversation=start.conversation,
@@ -377,7 +377,7 @@ class Engine:
             parent_run=start.parent_run,
             parent_node=start.parent_node,
             parent_key=start.parent_key,
-        )
+        ))
         details = {"workflow": ready.workflow.name, "args": handle(digest), "resume_from": start.resume_from}
         if start.started_by is not None:
             details["started_by"] = start.started_by

@@ -28,7 +28,7 @@ from core.engine.readiness import Ready
 from core.engine.rendering import StepRenderer
 from core.engine.workdirs import run_dirs
 from core.errors import BatonError
-from core.store.port import Store
+from core.store.port import Store, Transition
 from core.store.records import Run, RunStatus
 
 log = logging.getLogger("baton.engine")
@@ -113,14 +113,14 @@ class Executions:
             outcome = Outcome(RunStatus.FAILED, f"Baton failed while executing: {type(exc).__name__}: {exc}")
         try:  # the status, its reply in the outbox (and a needs_attention audit row): one unit
             with self.store.transaction() as tx:
-                rested = tx.transition(
+                rested = tx.transition(Transition(
                     run.id,
                     outcome.status,
                     actor=ENGINE_ACTOR,
                     reason=outcome.reason,
                     expected_version=run.version,
                     allowed_from=[RunStatus.RUNNING],
-                )
+                ))
                 self.notifier.rest(tx, run, outcome.status, reason=outcome.reason, node=outcome.node_id)
                 if outcome.status is RunStatus.NEEDS_ATTENTION:  # a side effect may have half-happened
                     tx.audit(actor=ENGINE_ACTOR, action="needs_attention", run_id=run.id,

@@ -35,7 +35,7 @@ from core.engine.journal_index import MARKER_KEY, REJECTED_MARKER
 from core.engine.notify import Notifier
 from core.errors import GateAlreadyDecided, Next, RunNotFound, RunNotResumable, StoreError, VotesChanged
 from core.store.cas import already_decided, refuse_other_proposal
-from core.store.port import Store
+from core.store.port import Store, Transition
 from core.store.records import Gate, GateStatus, GateVote, Run, RunStatus
 from core.store.unit_of_work import Pending, UnitOfWork
 
@@ -243,10 +243,10 @@ def approving(
     read), the caller's, the audit row. The run as resumed."""
     tx.decide_gate(run.id, gate.node_id, approved=True, by=actor, comment=comment,
                    decision=decision, outcome=outcome)  # fmt: skip
-    resumed = tx.transition(
+    resumed = tx.transition(Transition(
         run.id, RunStatus.RUNNING, actor=actor, expected_version=run.version,
         allowed_from=(RunStatus.PAUSED,), lease_owner=owner, lease_seconds=lease_seconds,
-    )  # fmt: skip
+    ))  # fmt: skip
     if alongside is not None:
         alongside(tx)
     details: dict[str, Any] = {"node": gate.node_id, "comment": comment}
@@ -269,7 +269,8 @@ def rejecting(
         why = f"rejected at `{gate.node_id}` by {actor}" + (f": {reason}" if reason else "")
     status = RunStatus.FAILED if fail else RunStatus.CANCELLED
     tx.decide_gate(run.id, gate.node_id, approved=False, by=actor, comment=reason)
-    ended = tx.transition(run.id, status, actor=actor, reason=why, allowed_from=(RunStatus.PAUSED,))
+    ended = tx.transition(Transition(run.id, status, actor=actor, reason=why,
+                                     allowed_from=(RunStatus.PAUSED,)))
     if alongside is not None:
         alongside(tx)
     marker = rejection_marker(gate.node_id, actor, reason)

@@ -26,7 +26,7 @@ from core.engine.readiness import Readiness, Ready
 from core.errors import Next, RunNotResumable, RunStateError, UsageError
 from core.redaction import Redactor
 from core.store.cas import who_changed
-from core.store.port import Store
+from core.store.port import Store, Transition
 from core.store.records import Gate, GateVote, JournalEntry, NodeStatus, Run, RunStatus
 from core.workflows.validation import did_you_mean
 from core.workflows.validation import downstream as downstream_of
@@ -72,7 +72,7 @@ class RunActions:
         return None if text is None else self.redactor.redact(text)
 
     async def _to_running(self, run: Run, ready: Ready, *, actor: str, allowed: tuple[RunStatus, ...]) -> Run:
-        running = self.store.transition(
+        running = self.store.transition(Transition(
             run.id,
             RunStatus.RUNNING,
             actor=actor,
@@ -80,7 +80,7 @@ class RunActions:
             allowed_from=allowed,
             lease_owner=self.owner,
             lease_seconds=self.lease_seconds,
-        )
+        ))
         await self.start_or_queue(running, ready)
         return running
 
@@ -207,10 +207,10 @@ class RunActions:
         expected_version: int | None = None,
     ) -> Run:
         with self.store.transaction() as tx:  # run CAS, its waiting gates closed, audit row
-            ended = tx.transition(
+            ended = tx.transition(Transition(
                 run.id, RunStatus.CANCELLED, actor=actor, reason=reason, allowed_from=allowed,
                 expected_version=expected_version,
-            )
+            ))
             paused = run.status is RunStatus.PAUSED
             closing = tx.close_gates(run.id, by=actor, comment=reason) if paused else None
             tx.audit(actor=actor, action=action, run_id=run.id, details={"from": run.status.value})
@@ -330,14 +330,14 @@ class RunActions:
         if action == "fail":
             why = f"step `{node_id}` marked failed by {actor}"
             with self.store.transaction() as tx:
-                marked = tx.transition(
+                marked = tx.transition(Transition(
                     run.id,
                     RunStatus.FAILED,
                     actor=actor,
                     reason=why,
                     expected_version=run.version,
                     allowed_from=(RunStatus.NEEDS_ATTENTION,),
-                )
+                ))
                 self.executions.notifier.rest(tx, run, RunStatus.FAILED, reason=why, node=node_id)
             failed = marked.value
             await self.executions.emit(

@@ -43,6 +43,7 @@ from core.engine.mapping import split_item_id
 from core.engine.node_values import decode_output
 from core.engine.prepared import Definitions, PreparedWorkflow, prepare, read_definitions
 from core.errors import BatonError
+from core.store.port import Transition
 from core.store.records import NodeStatus, Run, RunStatus
 
 if TYPE_CHECKING:
@@ -208,8 +209,10 @@ class ChildRuns:
         assert isinstance(outcome, ChildFailed)
         try:
             with store.transaction() as tx:
-                ended = tx.transition(parent.id, RunStatus.FAILED, actor=ENGINE_ACTOR, reason=outcome.error,
-                                      expected_version=parent.version, allowed_from=[RunStatus.PAUSED])
+                ended = tx.transition(Transition(parent.id, RunStatus.FAILED, actor=ENGINE_ACTOR,
+                                                 reason=outcome.error,
+                                                 expected_version=parent.version,
+                                                 allowed_from=[RunStatus.PAUSED]))
                 engine.notifier.rest(tx, parent, RunStatus.FAILED, reason=outcome.error,
                                      node=failed.parent_node)
         except BatonError:

@@ -21,10 +21,10 @@ from core.errors import (
     VoteDiffers,
 )
 from core.store.records import (
-    Concurrency,
     Gate,
     GateVote,
     JournalEntry,
+    NewRun,
     Run,
     RunStatus,
     proposal_of,
@@ -52,42 +52,22 @@ def lease(
     return lease_owner or holder, now + (lease_seconds or DEFAULT_LEASE_SECONDS)
 
 
-def new_run(
-    now: float,
-    *,
-    workflow: str,
-    platform: str,
-    conversation: str,
-    thread: str | None,
-    requester: str,
-    args_digest: str,
-    resumed_from: str | None = None,
-    status: RunStatus = RunStatus.PENDING,
-    lease_owner: str | None = None,
-    lease_seconds: float | None = None,
-    origin_event: str | None = None,
-    started_by: str | None = None,
-    scheduled_for: float | None = None,
-    concurrency: Concurrency | None = None,
-    parent_run: str | None = None,
-    parent_node: str | None = None,
-    parent_key: str | None = None,
-) -> tuple[Run, str | None]:
+def new_run(now: float, new: NewRun) -> tuple[Run, str | None]:
     """A new run with a fresh id, version 1, changed by its requester; and its origin event."""
-    status = RunStatus(status)
+    status = RunStatus(new.status)
     owner, expires = lease(
-        status, now, holder=requester, lease_owner=lease_owner, lease_seconds=lease_seconds
+        status, now, holder=new.requester, lease_owner=new.lease_owner, lease_seconds=new.lease_seconds
     )
     run = Run(
-        id=new_run_id(), workflow=workflow, platform=platform, conversation=conversation,
-        thread=thread, requester=requester, args_digest=args_digest, status=status, version=1,
-        created_at=now, updated_at=now, resumed_from=resumed_from, lease_owner=owner,
-        lease_expires_at=expires, status_by=requester, reason=None, started_by=started_by,
-        scheduled_for=scheduled_for, concurrency=concurrency,
+        id=new_run_id(), workflow=new.workflow, platform=new.platform, conversation=new.conversation,
+        thread=new.thread, requester=new.requester, args_digest=new.args_digest, status=status, version=1,
+        created_at=now, updated_at=now, resumed_from=new.resumed_from, lease_owner=owner,
+        lease_expires_at=expires, status_by=new.requester, reason=None, started_by=new.started_by,
+        scheduled_for=new.scheduled_for, concurrency=new.concurrency,
         queued_at=now if status is RunStatus.QUEUED else None,
-        parent_run=parent_run, parent_node=parent_node, parent_key=parent_key,
+        parent_run=new.parent_run, parent_node=new.parent_node, parent_key=new.parent_key,
     )  # fmt: skip
-    return run, origin_event
+    return run, new.origin_event
 
 
 def normalize_prefix(text: str) -> str | None:

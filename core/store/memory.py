@@ -42,6 +42,7 @@ from core.store.records import (
     OpenEvent,
     Run,
     RunStatus,
+    Transition,
 )
 from core.store.state_sql import KEPT
 from core.store.unit_of_work import Pending
@@ -230,22 +231,8 @@ class MemoryStore:
             self._t.runs[run_id] = run  # its gates follow the run's thread
             return run
 
-    def transition(
-        self,
-        run_id: str,
-        to: RunStatus,
-        *,
-        actor: str,
-        reason: str | None = None,
-        expected_version: int | None = None,
-        allowed_from: Iterable[RunStatus] | None = None,
-        lease_owner: str | None = None,
-        lease_seconds: float | None = None,
-    ) -> Run:
-        run: Run = self._one(lambda tx: tx.transition(
-            run_id, to, actor=actor, reason=reason, expected_version=expected_version,
-            allowed_from=allowed_from, lease_owner=lease_owner, lease_seconds=lease_seconds,
-        ))  # fmt: skip
+    def transition(self, change: Transition) -> Run:
+        run: Run = self._one(lambda tx: tx.transition(change))
         return run
 
     # -- leases ----------------------------------------------------------------------------

@@ -33,10 +33,12 @@ from core.store.records import (
     GateStatus,
     GateVote,
     JournalEntry,
+    NewRun,
     NodeStatus,
     Run,
     RunStatus,
     Schedule,
+    Transition,
     split_stored,
     stored,
 )
@@ -196,8 +198,8 @@ class MemoryUnitOfWork:
         self._then(op)
         return digest
 
-    def create_run(self, **fields: Any) -> Run:
-        run, origin = cas.new_run(self._now(), **fields)
+    def create_run(self, new: NewRun) -> Run:
+        run, origin = cas.new_run(self._now(), new)
 
         def op(undo: Undo) -> Run:
             if run.id in self._t.runs:  # a 48-bit id collision
@@ -219,23 +221,13 @@ class MemoryUnitOfWork:
     def created(self, run_id: str) -> Pending[Run]:
         return self._created[run_id]
 
-    def transition(
-        self,
-        run_id: str,
-        to: RunStatus,
-        *,
-        actor: str,
-        reason: str | None = None,
-        expected_version: int | None = None,
-        allowed_from: Iterable[RunStatus] | None = None,
-        lease_owner: str | None = None,
-        lease_seconds: float | None = None,
-    ) -> Pending[Run]:
-        to = RunStatus(to)
-        allowed = cas.allowed_sources(to, allowed_from)  # an illegal change fails at once
+    def transition(self, change: Transition) -> Pending[Run]:
+        run_id, to, actor, reason = change.run_id, RunStatus(change.to), change.actor, change.reason
+        expected_version = change.expected_version
+        allowed = cas.allowed_sources(to, change.allowed_from)  # an illegal change fails at once
         now = self._now()
         owner, expires = cas.lease(
-            to, now, holder=actor, lease_owner=lease_owner, lease_seconds=lease_seconds
+            to, now, holder=actor, lease_owner=change.lease_owner, lease_seconds=change.lease_seconds
         )
 
         def op(undo: Undo) -> Run:

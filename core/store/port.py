@@ -55,6 +55,10 @@ from core.store.records import (
     Schedule,
     Subscription,
 )
+
+# the parameter records of `Runs.transition`, `UnitOfWork.transition` and `UnitOfWork.create_run`
+from core.store.records import NewRun as NewRun
+from core.store.records import Transition as Transition
 from core.store.unit_of_work import Batch, UnitOfWork
 
 #: A run page's change marker: equal values, nothing the page shows changed.
@@ -151,22 +155,8 @@ class Runs(Protocol):
     def set_thread(self, run_id: str, thread: str) -> Run:
         """Attach a thread (its gates move with it); the version does not change."""
 
-    def transition(
-        self,
-        run_id: str,
-        to: RunStatus,
-        *,
-        actor: str,
-        reason: str | None = None,
-        expected_version: int | None = None,
-        allowed_from: Iterable[RunStatus] | None = None,
-        lease_owner: str | None = None,
-        lease_seconds: float | None = None,
-    ) -> Run:
-        """CAS status change. `allowed_from` defaults to every legal source of `to` and is
-        always intersected with them (an illegal change raises InvalidTransition before any
-        SQL). Going to `running` takes the lease (`lease_owner`, default `actor`); leaving it
-        clears the lease. `reason` replaces the previous one."""
+    def transition(self, change: Transition) -> Run:
+        """CAS status change (`Transition`: what, from where, by whom, and the lease)."""
 
 
 class Leases(Protocol):

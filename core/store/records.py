@@ -10,7 +10,8 @@ from __future__ import annotations
 import dataclasses
 import functools
 import json
-from dataclasses import dataclass, field
+from collections.abc import Iterable
+from dataclasses import KW_ONLY, dataclass, field
 from enum import StrEnum
 from typing import Any, Self
 
@@ -181,6 +182,54 @@ class Run(_Record):
     def handle(self) -> str:
         """The short handle of the run's canonical args, e.g. `args:3f9a1c2b`."""
         return f"args:{self.args_digest[:8]}"
+
+
+@dataclass(frozen=True, slots=True)
+class Transition:
+    """A run's status change, a compare-and-swap (`Runs.transition`, `UnitOfWork.transition`).
+
+    `allowed_from` defaults to every legal source of `to` and is always intersected with them
+    (an illegal change raises InvalidTransition before any SQL); `expected_version`: the
+    version the run must still have. Going to `running` takes the lease (`lease_owner`,
+    default `actor`, for `lease_seconds`); leaving it clears the lease. `reason` replaces the
+    previous one."""
+
+    run_id: str
+    to: RunStatus
+    _: KW_ONLY
+    actor: str
+    reason: str | None = None
+    expected_version: int | None = None
+    allowed_from: Iterable[RunStatus] | None = None
+    lease_owner: str | None = None
+    lease_seconds: float | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class NewRun:
+    """A run to create (`UnitOfWork.create_run`). `origin_event`: `"<platform>:<event_id>"`
+    of the chat command that started it; `started_by`, `scheduled_for`: the schedule
+    (`schedule:<id>`) and due time of a fire; `parent_run`, `parent_node`, `parent_key`: the
+    run, `workflow:` step and its cache key a sub-run was started by; `concurrency`: its key
+    and policy (a keyed run asked `running` is admitted or queued when the unit commits)."""
+
+    workflow: str
+    platform: str
+    conversation: str
+    thread: str | None
+    requester: str
+    args_digest: str
+    resumed_from: str | None = None
+    status: RunStatus = RunStatus.PENDING
+    lease_owner: str | None = None
+    lease_seconds: float | None = None
+    origin_event: str | None = None
+    started_by: str | None = None
+    scheduled_for: float | None = None
+    concurrency: Concurrency | None = None
+    parent_run: str | None = None
+    parent_node: str | None = None
+    parent_key: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

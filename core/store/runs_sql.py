@@ -8,7 +8,7 @@ is written by a unit of work (`tx.create_run`), with whatever goes with it.
 from __future__ import annotations
 
 import functools
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import sqlalchemy as sa
@@ -16,7 +16,7 @@ import sqlalchemy as sa
 from core.errors import AmbiguousRunId, RunNotFound
 from core.store import cas, writes_sql
 from core.store.database import store_operation
-from core.store.records import Run, RunStatus
+from core.store.records import Run, RunStatus, Transition
 from core.store.rows import run_from_row
 from core.store.tables import GATES, RUNS
 from core.store.unit_sql import UnitSql
@@ -127,23 +127,9 @@ class RunsSql(UnitSql):
             conn.execute(sa.update(GATES).where(GATES.c.run_id == run_id).values(thread=thread))
         return run_from_row(row)
 
-    def transition(
-        self,
-        run_id: str,
-        to: RunStatus,
-        *,
-        actor: str,
-        reason: str | None = None,
-        expected_version: int | None = None,
-        allowed_from: Iterable[RunStatus] | None = None,
-        lease_owner: str | None = None,
-        lease_seconds: float | None = None,
-    ) -> Run:
+    def transition(self, change: Transition) -> Run:
         """CAS (`Runs.transition`): a unit of work of this one write."""
-        run: Run = self._apply_one(writes_sql.transition(
-            self._now(), run_id, to, actor=actor, reason=reason, expected_version=expected_version,
-            allowed_from=allowed_from, lease_owner=lease_owner, lease_seconds=lease_seconds,
-        ))  # fmt: skip
+        run: Run = self._apply_one(writes_sql.transition(self._now(), change))
         return run
 
     # -- leases ---------------------------------------------------------------------------

@@ -2,8 +2,8 @@
 
     with store.transaction() as tx:
         tx.decide_gate(run.id, "review", approved=True, by=actor, comment=None)
-        resumed = tx.transition(run.id, RunStatus.RUNNING, actor=actor,
-                                expected_version=run.version, allowed_from=[RunStatus.PAUSED])
+        resumed = tx.transition(Transition(run.id, RunStatus.RUNNING, actor=actor,
+                                           expected_version=run.version, allowed_from=[RunStatus.PAUSED]))
         tx.audit(actor=actor, action="approve", run_id=run.id, details={"node": "review"})
     running = resumed.value                     # the run as the unit left it
 
@@ -27,7 +27,15 @@ from collections.abc import Iterable, Mapping
 from contextlib import AbstractContextManager
 from typing import Any, Generic, Protocol, TypeVar
 
-from core.store.records import Concurrency, Fire, Gate, GateDeadline, GateVote, Run, RunStatus
+from core.store.records import (
+    Fire,
+    Gate,
+    GateDeadline,
+    GateVote,
+    NewRun,
+    Run,
+    Transition,
+)
 
 T = TypeVar("T")
 
@@ -59,51 +67,16 @@ class UnitOfWork(Protocol):
     def put_blob(self, data: bytes) -> str:
         """Store bytes once; their sha256 hex digest (known at once)."""
 
-    def create_run(
-        self,
-        *,
-        workflow: str,
-        platform: str,
-        conversation: str,
-        thread: str | None,
-        requester: str,
-        args_digest: str,
-        resumed_from: str | None = None,
-        status: RunStatus = RunStatus.PENDING,
-        lease_owner: str | None = None,
-        lease_seconds: float | None = None,
-        origin_event: str | None = None,
-        started_by: str | None = None,
-        scheduled_for: float | None = None,
-        concurrency: Concurrency | None = None,
-        parent_run: str | None = None,
-        parent_node: str | None = None,
-        parent_key: str | None = None,
-    ) -> Run:
+    def create_run(self, new: NewRun) -> Run:
         """A new run (id drawn now: later writes of the unit may name it), as it will be
-        stored. `origin_event`: `"<platform>:<event_id>"` of the chat command that started it;
-        `started_by`, `scheduled_for`: the schedule (`schedule:<id>`) and due time of a fire.
-        `parent_run`, `parent_node`, `parent_key`: the run, `workflow:` step and its cache key
-        a sub-run was started by.
-        `concurrency`: its key and policy; a keyed run asked `running` is admitted or queued
-        when the unit commits (`admission.py`): read it back for its status."""
+        stored (`NewRun` says what it holds). A keyed run asked `running` is admitted or
+        queued when the unit commits (`admission.py`): read it back for its status."""
 
     def created(self, run_id: str) -> Pending[Run]:
         """A run this unit creates, as the unit left it: a keyed run admitted (`running`) or
         `queued` (no read: the unit knows)."""
 
-    def transition(
-        self,
-        run_id: str,
-        to: RunStatus,
-        *,
-        actor: str,
-        reason: str | None = None,
-        expected_version: int | None = None,
-        allowed_from: Iterable[RunStatus] | None = None,
-        lease_owner: str | None = None,
-        lease_seconds: float | None = None,
-    ) -> Pending[Run]:
+    def transition(self, change: Transition) -> Pending[Run]:
         """`Runs.transition` (a CAS) inside the unit. A keyed run moved to `running` from a
         status holding no slot asks one (`admission.py`): the run returned may be `queued`.
         Every unit that touches a keyed run admits the key's oldest queued runs at its end."""

@@ -44,7 +44,15 @@ from core.errors import BatonError, StoreError
 from core.store import admission, admission_sql, cas
 from core.store import writes_sql as w
 from core.store.database import describe
-from core.store.records import Concurrency, Fire, Gate, GateDeadline, GateVote, Run, RunStatus
+from core.store.records import (
+    Fire,
+    Gate,
+    GateDeadline,
+    GateVote,
+    NewRun,
+    Run,
+    Transition,
+)
 from core.store.sql_base import SqlBase
 from core.store.tables import GATES, JOURNAL, RUNS
 from core.store.unit_of_work import Pending
@@ -73,57 +81,16 @@ class SqlUnitOfWork:
         self.writes.append(write)
         return digest
 
-    def create_run(
-        self,
-        *,
-        workflow: str,
-        platform: str,
-        conversation: str,
-        thread: str | None,
-        requester: str,
-        args_digest: str,
-        resumed_from: str | None = None,
-        status: RunStatus = RunStatus.PENDING,
-        lease_owner: str | None = None,
-        lease_seconds: float | None = None,
-        origin_event: str | None = None,
-        started_by: str | None = None,
-        scheduled_for: float | None = None,
-        concurrency: Concurrency | None = None,
-        parent_run: str | None = None,
-        parent_node: str | None = None,
-        parent_key: str | None = None,
-    ) -> Run:
-        run, origin = cas.new_run(
-            self._now(), workflow=workflow, platform=platform, conversation=conversation, thread=thread,
-            requester=requester, args_digest=args_digest, resumed_from=resumed_from, status=status,
-            lease_owner=lease_owner, lease_seconds=lease_seconds, origin_event=origin_event,
-            started_by=started_by, scheduled_for=scheduled_for,
-            parent_run=parent_run, parent_node=parent_node, parent_key=parent_key,
-            concurrency=concurrency,
-        )  # fmt: skip
+    def create_run(self, new: NewRun) -> Run:
+        run, origin = cas.new_run(self._now(), new)
         self._created[run.id] = self._pending(w.create_run(run, origin))
         return run
 
     def created(self, run_id: str) -> Pending[Run]:
         return self._created[run_id]
 
-    def transition(
-        self,
-        run_id: str,
-        to: RunStatus,
-        *,
-        actor: str,
-        reason: str | None = None,
-        expected_version: int | None = None,
-        allowed_from: Iterable[RunStatus] | None = None,
-        lease_owner: str | None = None,
-        lease_seconds: float | None = None,
-    ) -> Pending[Run]:
-        return self._pending(w.transition(
-            self._now(), run_id, to, actor=actor, reason=reason, expected_version=expected_version,
-            allowed_from=allowed_from, lease_owner=lease_owner, lease_seconds=lease_seconds,
-        ))  # fmt: skip
+    def transition(self, change: Transition) -> Pending[Run]:
+        return self._pending(w.transition(self._now(), change))
 
     def decide_gate(
         self, run_id: str, node_id: str, *, approved: bool, by: str, comment: str | None,

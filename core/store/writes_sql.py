@@ -27,7 +27,17 @@ import sqlalchemy as sa
 from core.errors import BatonError, DeadlineAlreadyFired, FireAlreadyRecorded, RunNotFound, VotesChanged
 from core.store import cas
 from core.store.database import dialect_insert
-from core.store.records import Fire, Gate, GateDeadline, GateStatus, GateVote, NodeStatus, Run, RunStatus
+from core.store.records import (
+    Fire,
+    Gate,
+    GateDeadline,
+    GateStatus,
+    GateVote,
+    NodeStatus,
+    Run,
+    RunStatus,
+    Transition,
+)
 from core.store.rows import gate_from_row, run_from_row, run_values
 from core.store.tables import (
     AUDIT,
@@ -290,21 +300,13 @@ def create_run(run: Run, origin_event: str | None) -> Write:
                  result=lambda rows: run_from_row(rows[0]) if rows else run)  # fmt: skip
 
 
-def transition(
-    now: float,
-    run_id: str,
-    to: RunStatus,
-    *,
-    actor: str,
-    reason: str | None = None,
-    expected_version: int | None = None,
-    allowed_from: Iterable[RunStatus] | None = None,
-    lease_owner: str | None = None,
-    lease_seconds: float | None = None,
-) -> Write:
-    to = RunStatus(to)
-    allowed = cas.allowed_sources(to, allowed_from)  # an illegal change fails before any SQL
-    owner, expires = cas.lease(to, now, holder=actor, lease_owner=lease_owner, lease_seconds=lease_seconds)
+def transition(now: float, change: Transition) -> Write:
+    run_id, to, actor, reason = change.run_id, RunStatus(change.to), change.actor, change.reason
+    expected_version = change.expected_version
+    allowed = cas.allowed_sources(to, change.allowed_from)  # an illegal change fails before any SQL
+    owner, expires = cas.lease(
+        to, now, holder=actor, lease_owner=change.lease_owner, lease_seconds=change.lease_seconds
+    )
     params: dict[str, Any] = {
         "id": run_id, "status": to.value, "status_by": actor, "reason": reason, "updated_at": now,
         "lease_owner": owner, "lease_expires_at": expires,

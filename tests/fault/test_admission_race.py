@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 
+from core.store.port import NewRun, Transition
 from core.store.records import Concurrency, RunStatus
 from core.store.repository import SqlStore
 
@@ -34,9 +35,10 @@ def _replica(n: int, url: str, barrier: Any, results: Any) -> None:
         barrier.wait(TIMEOUT)
         for _ in range(PER_REPLICA):
             with store.transaction() as tx:
-                tx.create_run(workflow="deploy", platform="console", conversation="ops", thread=None,
-                              requester=f"console:r{n}", args_digest=digest, status=RunStatus.RUNNING,
-                              lease_owner=f"r{n}:1:x", lease_seconds=600, concurrency=POLICY)  # fmt: skip
+                tx.create_run(NewRun(workflow="deploy", platform="console", conversation="ops", thread=None,
+                                     requester=f"console:r{n}", args_digest=digest, status=RunStatus.RUNNING,
+                                     lease_owner=f"r{n}:1:x", lease_seconds=600,
+                                     concurrency=POLICY))  # fmt: skip
         barrier.wait(TIMEOUT)
         while True:
             barrier.wait(TIMEOUT)  # a round starts: everyone reads the same running runs
@@ -45,8 +47,8 @@ def _replica(n: int, url: str, barrier: Any, results: Any) -> None:
             if not running:
                 break
             if n < len(running):  # different replicas rest the running runs at the same moment
-                store.transition(running[n], RunStatus.COMPLETED, actor=f"console:r{n}",
-                                 allowed_from=[RunStatus.RUNNING])  # fmt: skip
+                store.transition(Transition(running[n], RunStatus.COMPLETED, actor=f"console:r{n}",
+                                            allowed_from=[RunStatus.RUNNING]))  # fmt: skip
             barrier.wait(TIMEOUT)  # the round is over: the parent looks
         store.close()
         results.put({"n": n})

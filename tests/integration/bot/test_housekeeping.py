@@ -17,6 +17,7 @@ from pydantic import ValidationError
 from bot.app import build_baton
 from bot.housekeeping import DAY, HOUR, Housekeeping, Swept
 from core.config import Settings
+from core.store.port import Transition
 from core.store.repository import SqlStore
 
 NOW = 2_000_000_000.0
@@ -188,7 +189,7 @@ def test_with_a_run_retention_the_bot_prunes_old_finished_runs_in_batches(settin
                 run = create_run(store, workflow="w", platform="console", conversation="c", thread=None,
                                  requester="console:a", args_digest=store.put_blob(f"{name}{i}".encode()))
                 for step in (RunStatus.RUNNING, status):
-                    store.transition(run.id, step, actor="t", lease_owner="t")
+                    store.transition(Transition(run.id, step, actor="t", lease_owner="t"))
                 made[name].append(run.id)
         now = store.get_run(made["recent"][0]).updated_at
         for run_id in made["old"] + made["paused"]:  # last changed 40 days before `now`

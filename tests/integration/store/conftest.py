@@ -12,7 +12,7 @@ from collections.abc import Callable, Iterator
 import pytest
 
 from core.store.memory import MemoryStore
-from core.store.port import Store
+from core.store.port import Store, Transition
 from core.store.records import Run, RunStatus
 from core.store.repository import SqlStore
 from tests.factories import create_run
@@ -92,7 +92,7 @@ def run_factory(store: Store) -> MakeRun:
         values.update(fields)
         run = create_run(store, **values)
         for step in PATHS[status]:
-            run = store.transition(run.id, step, actor="engine:test", lease_owner="engine:test")
+            run = store.transition(Transition(run.id, step, actor="engine:test", lease_owner="engine:test"))
         return run
 
     return make

@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from core.errors import BatonError, GateAlreadyDecided, RunNotResumable
+from core.store.port import Transition
 from core.store.records import RunStatus
 from core.store.repository import SqlStore
 from tests.factories import decide_gate
@@ -33,7 +34,7 @@ def race(worker: int, url: str, barrier: Any, setup: Any, results: Any) -> None:
 
         barrier.wait(BARRIER_TIMEOUT)  # 3: resume race
         try:
-            run = store.transition(failed_run, RunStatus.RUNNING, actor=f"worker:{worker}")
+            run = store.transition(Transition(failed_run, RunStatus.RUNNING, actor=f"worker:{worker}"))
             outcome["resume"] = ("won", run.status.value, run.status_by)
         except RunNotResumable as exc:
             outcome["resume"] = ("lost", type(exc).__name__, exc.status, exc.by)
@@ -53,10 +54,10 @@ def race(worker: int, url: str, barrier: Any, setup: Any, results: Any) -> None:
         try:
             with store.transaction() as tx:
                 tx.decide_gate(paused.id, "ok", approved=True, by=f"worker:{worker}", comment=None)
-                resumed = tx.transition(
+                resumed = tx.transition(Transition(
                     paused.id, RunStatus.RUNNING, actor=f"worker:{worker}", expected_version=paused.version,
                     allowed_from=[RunStatus.PAUSED], lease_owner=f"worker:{worker}", lease_seconds=60,
-                )
+                ))
                 tx.audit(actor=f"worker:{worker}", action="approve", run_id=paused.id, details={"node": "ok"})
             run = resumed.value
             outcome["approve"] = ("won", run.status.value, run.status_by)

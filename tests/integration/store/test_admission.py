@@ -10,7 +10,7 @@ import pytest
 
 from core.errors import ConcurrencyLimitReached
 from core.store.admission import ADMITTED_OWNER
-from core.store.port import Store
+from core.store.port import NewRun, Store, Transition
 from core.store.records import Concurrency, OnLimit, Run, RunStatus
 from tests.integration.store.conftest import Clock
 
@@ -27,14 +27,15 @@ def start(
     """A new run asked `running` with this policy (as `Engine.start_run` asks), read back."""
     digest = store.put_blob(b"{}")
     with store.transaction() as tx:
-        run = tx.create_run(workflow=workflow, platform="slack", conversation="C1", thread=None,
-                            requester=who, args_digest=digest, status=RunStatus.RUNNING, lease_owner=OWNER,
-                            lease_seconds=15.0, concurrency=policy)  # fmt: skip
+        run = tx.create_run(NewRun(workflow=workflow, platform="slack", conversation="C1", thread=None,
+                                   requester=who, args_digest=digest, status=RunStatus.RUNNING,
+                                   lease_owner=OWNER,
+                                   lease_seconds=15.0, concurrency=policy))  # fmt: skip
     return store.get_run(run.id)
 
 
 def rest(store: Store, run: Run, to: RunStatus = RunStatus.COMPLETED) -> Run:
-    return store.transition(run.id, to, actor="baton", allowed_from=[run.status])
+    return store.transition(Transition(run.id, to, actor="baton", allowed_from=[run.status]))
 
 
 def statuses(store: Store, *runs: Run) -> list[str]:
@@ -136,14 +137,16 @@ def test_paused_holds_its_slot_unless_hold_while_paused_is_false(store: Store) -
     gave = rest(store, gives_back, RunStatus.PAUSED)  # waiting at a gate: its slot goes
     assert gave.status is RunStatus.PAUSED and store.get_run(behind.id).status is RunStatus.RUNNING
     # approving it asks a slot again: it queues behind the run now holding it
-    back = store.transition(gave.id, RunStatus.RUNNING, actor="slack:U2", allowed_from=[RunStatus.PAUSED],
-                            lease_owner=OWNER, lease_seconds=15.0)  # fmt: skip
+    back = store.transition(Transition(gave.id, RunStatus.RUNNING, actor="slack:U2",
+                                       allowed_from=[RunStatus.PAUSED],
+                                       lease_owner=OWNER, lease_seconds=15.0))  # fmt: skip
     assert back.status is RunStatus.QUEUED
     rest(store, store.get_run(behind.id))
     assert store.get_run(gave.id).status is RunStatus.RUNNING
     # the held slot: resuming the paused run of k1 needs no admission
-    resumed = store.transition(paused.id, RunStatus.RUNNING, actor="slack:U1",
-                               allowed_from=[RunStatus.PAUSED], lease_owner=OWNER, lease_seconds=15.0)
+    resumed = store.transition(Transition(paused.id, RunStatus.RUNNING, actor="slack:U1",
+                                          allowed_from=[RunStatus.PAUSED], lease_owner=OWNER,
+                                          lease_seconds=15.0))
     assert resumed.status is RunStatus.RUNNING and resumed.lease_owner == OWNER
 
 
@@ -151,8 +154,9 @@ def test_resume_of_a_failed_run_goes_through_admission(store: Store) -> None:
     policy = keyed()
     failed = rest(store, start(store, policy), RunStatus.FAILED)
     holder = start(store, policy)
-    again = store.transition(failed.id, RunStatus.RUNNING, actor="slack:U1", allowed_from=[RunStatus.FAILED],
-                             lease_owner=OWNER, lease_seconds=15.0)  # fmt: skip
+    again = store.transition(Transition(failed.id, RunStatus.RUNNING, actor="slack:U1",
+                                        allowed_from=[RunStatus.FAILED],
+                                        lease_owner=OWNER, lease_seconds=15.0))  # fmt: skip
     assert again.status is RunStatus.QUEUED
     rest(store, holder)
     assert store.get_run(failed.id).status is RunStatus.RUNNING
@@ -169,7 +173,7 @@ def test_cancelling_a_queued_run_takes_it_out_of_the_queue(store: Store) -> None
     policy = keyed()
     holder = start(store, policy)
     a, b = start(store, policy), start(store, policy)
-    store.transition(a.id, RunStatus.CANCELLED, actor="slack:U1", allowed_from=[RunStatus.QUEUED])
+    store.transition(Transition(a.id, RunStatus.CANCELLED, actor="slack:U1", allowed_from=[RunStatus.QUEUED]))
     rest(store, holder)
     assert statuses(store, a, b) == ["cancelled", "running"]
 

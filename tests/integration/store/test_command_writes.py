@@ -10,7 +10,7 @@ import pytest
 import sqlalchemy as sa
 
 from core.errors import GateAlreadyDecided, InvalidTransition, RunNotFound, RunNotResumable
-from core.store.port import Store
+from core.store.port import NewRun, Store, Transition
 from core.store.records import GateStatus, NodeStatus, Run, RunStatus
 from core.store.tables import RUNS
 from tests.integration.store.conftest import Clock, MakeRun
@@ -20,10 +20,10 @@ def _approve(store: Store, run: Run, node: str, *, by: str, comment: str | None 
     """What `Engine.approve` writes: gate CAS, run CAS (paused -> running at `run.version`), audit."""
     with store.transaction() as tx:
         tx.decide_gate(run.id, node, approved=True, by=by, comment=comment)
-        resumed = tx.transition(
+        resumed = tx.transition(Transition(
             run.id, RunStatus.RUNNING, actor=by, expected_version=run.version,
             allowed_from=[RunStatus.PAUSED], lease_owner="engine:2", lease_seconds=30,
-        )  # fmt: skip
+        ))  # fmt: skip
         tx.audit(actor=by, action="approve", run_id=run.id, details={"node": node, "comment": comment})
     return resumed.value
 
@@ -32,11 +32,11 @@ def test_a_new_run_travels_with_its_args_and_start_row(store: Store) -> None:
     args = b'{"message":"hi"}'
     with store.transaction() as tx:
         digest = tx.put_blob(args)
-        run = tx.create_run(
+        run = tx.create_run(NewRun(
             workflow="w", platform="slack", conversation="C1", thread="T1", requester="slack:U1",
             args_digest=digest, status=RunStatus.RUNNING, lease_owner="engine:1", lease_seconds=30,
             origin_event="slack:Ev1",
-        )  # fmt: skip
+        ))  # fmt: skip
         tx.audit(actor="slack:U1", action="start", run_id=run.id, details={"workflow": "w", "args": "args:x"})
     assert digest == hashlib.sha256(args).hexdigest()
     assert store.get_blob(digest) == args
@@ -49,10 +49,10 @@ def test_a_new_run_travels_with_its_args_and_start_row(store: Store) -> None:
     assert (entry.actor, entry.action) == ("slack:U1", "start")
     assert entry.details == {"workflow": "w", "args": "args:x"}
     with store.transaction() as tx:  # the same args: the blob is shared, the run is new
-        again = tx.create_run(
+        again = tx.create_run(NewRun(
             workflow="w", platform="slack", conversation="C1", thread=None, requester="slack:U1",
             args_digest=tx.put_blob(args),
-        )  # fmt: skip
+        ))  # fmt: skip
     assert again.id != run.id and again.args_digest == run.args_digest
 
 
@@ -70,7 +70,7 @@ def test_nothing_is_written_when_the_block_raises(store: Store, make_run: MakeRu
 def test_results_exist_once_the_unit_committed(store: Store, make_run: MakeRun) -> None:
     run = make_run(RunStatus.FAILED)
     with store.transaction() as tx:
-        moved = tx.transition(run.id, RunStatus.CANCELLED, actor="slack:U1")
+        moved = tx.transition(Transition(run.id, RunStatus.CANCELLED, actor="slack:U1"))
         with pytest.raises(RuntimeError, match="once its `with` block has ended"):
             _ = moved.value
     assert moved.value == store.get_run(run.id)
@@ -115,7 +115,7 @@ def test_an_approval_decides_resumes_and_audits(store: Store, make_run: MakeRun)
 def test_an_approval_of_a_run_that_moved_leaves_the_gate_waiting(store: Store, make_run: MakeRun) -> None:
     run = make_run(RunStatus.PAUSED)
     store.open_gate(run.id, "review", "ship?")
-    cancelled = store.transition(run.id, RunStatus.CANCELLED, actor="slack:U9", reason="dropped")
+    cancelled = store.transition(Transition(run.id, RunStatus.CANCELLED, actor="slack:U9", reason="dropped"))
     with pytest.raises(RunNotResumable, match=r"cancelled \(cancelled by slack:U9\) and cannot be resumed"):
         _approve(store, run, "review", by="slack:U2")
     gate = store.get_gate(run.id, "review")
@@ -137,7 +137,7 @@ def test_a_lost_approval_keeps_a_comment_as_plain_text(store: Store, make_run: M
     """Values are bound, so a comment with quotes or % is just text, won or lost."""
     run = make_run(RunStatus.PAUSED)
     store.open_gate(run.id, "review", "ship?")
-    store.transition(run.id, RunStatus.CANCELLED, actor="slack:U9", reason="dropped")
+    store.transition(Transition(run.id, RunStatus.CANCELLED, actor="slack:U9", reason="dropped"))
     comment = "it's 100% fine'); DROP TABLE gates; --"
     with pytest.raises(RunNotResumable):
         _approve(store, run, "review", by="slack:U2", comment=comment)
@@ -159,8 +159,8 @@ def test_a_rejection_decides_cancels_notes_and_audits_together(store: Store, mak
     def reject(by: str) -> Run:
         with store.transaction() as tx:
             tx.decide_gate(run.id, "review", approved=False, by=by, comment="no")
-            ended = tx.transition(run.id, RunStatus.CANCELLED, actor=by, reason="rejected",
-                                  allowed_from=[RunStatus.PAUSED])  # fmt: skip
+            ended = tx.transition(Transition(run.id, RunStatus.CANCELLED, actor=by, reason="rejected",
+                                             allowed_from=[RunStatus.PAUSED]))  # fmt: skip
             tx.journal_note(run_id=run.id, node_id="review", cache_key="", components={"m": 1}, error="no")
             tx.audit(actor=by, action="reject", run_id=run.id, details={"node": "review"})
         return ended.value
@@ -184,11 +184,12 @@ def test_a_rejection_decides_cancels_notes_and_audits_together(store: Store, mak
 def test_a_rejection_of_a_run_that_moved_decides_nothing(store: Store, make_run: MakeRun) -> None:
     run = make_run(RunStatus.PAUSED)
     store.open_gate(run.id, "review", "ship?")
-    store.transition(run.id, RunStatus.RUNNING, actor="slack:U9")  # resumed meanwhile
+    store.transition(Transition(run.id, RunStatus.RUNNING, actor="slack:U9"))  # resumed meanwhile
     lost = pytest.raises(InvalidTransition, match=r"is running .* it cannot become cancelled")
     with lost, store.transaction() as tx:
         tx.decide_gate(run.id, "review", approved=False, by="slack:U2", comment=None)
-        tx.transition(run.id, RunStatus.CANCELLED, actor="slack:U2", allowed_from=[RunStatus.PAUSED])
+        tx.transition(Transition(run.id, RunStatus.CANCELLED, actor="slack:U2",
+                                 allowed_from=[RunStatus.PAUSED]))
         tx.journal_note(run_id=run.id, node_id="review", cache_key="", components={}, error="no")
     assert store.get_gate(run.id, "review").status is GateStatus.WAITING
     assert store.journal([run.id]) == []
@@ -226,7 +227,7 @@ def test_a_unit_naming_an_unknown_run_or_gate_raises_run_not_found(store: Store,
         tx.decide_gate(run.id, "review", approved=True, by="slack:U2", comment=None)
         tx.audit(actor="slack:U2", action="approve", run_id=run.id)
     with pytest.raises(RunNotFound), store.transaction() as tx:
-        tx.transition("000000000000", RunStatus.CANCELLED, actor="a")
+        tx.transition(Transition("000000000000", RunStatus.CANCELLED, actor="a"))
     assert store.audit_log(run.id) == []
 
 

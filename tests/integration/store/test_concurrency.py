@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 import sqlalchemy as sa
 
+from core.store.port import Transition
 from core.store.records import GateStatus, RunStatus
 from core.store.repository import SqlStore
 from tests.factories import create_run
@@ -76,8 +77,8 @@ def race(race_url: str) -> dict[str, Any]:
             requester="slack:U0",
             args_digest="d",
         )
-        store.transition(failed.id, RunStatus.RUNNING, actor="engine")
-        store.transition(failed.id, RunStatus.FAILED, actor="engine", reason="boom")
+        store.transition(Transition(failed.id, RunStatus.RUNNING, actor="engine"))
+        store.transition(Transition(failed.id, RunStatus.FAILED, actor="engine", reason="boom"))
         gated = create_run(
             store,
             workflow="w",
@@ -97,9 +98,9 @@ def race(race_url: str) -> dict[str, Any]:
             requester="slack:U0",
             args_digest="d",
         )
-        store.transition(paused.id, RunStatus.RUNNING, actor="engine")
+        store.transition(Transition(paused.id, RunStatus.RUNNING, actor="engine"))
         store.open_gate(paused.id, "ok", "go on?")
-        store.transition(paused.id, RunStatus.PAUSED, actor="engine")
+        store.transition(Transition(paused.id, RunStatus.PAUSED, actor="engine"))
         for _ in processes:
             setup.put((failed.id, gated.id, paused.id))
         for _ in range(4):  # 3, 4, 5, 6: the four races start together

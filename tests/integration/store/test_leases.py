@@ -5,14 +5,15 @@ from __future__ import annotations
 import pytest
 
 from core.errors import RunNotResumable
-from core.store.port import Store
+from core.store.port import Store, Transition
 from core.store.records import RunStatus
 from tests.integration.store.conftest import Clock, MakeRun
 
 
 def _running(store: Store, make_run: MakeRun, owner: str, seconds: float = 10) -> str:
     run = make_run(RunStatus.FAILED)
-    store.transition(run.id, RunStatus.RUNNING, actor="slack:U1", lease_owner=owner, lease_seconds=seconds)
+    store.transition(Transition(run.id, RunStatus.RUNNING, actor="slack:U1", lease_owner=owner,
+                                lease_seconds=seconds))
     return run.id
 
 
@@ -77,7 +78,7 @@ def test_take_over_loses_when_the_owner_renewed_meanwhile(
 def test_take_over_of_a_run_that_stopped_running_loses(store: Store, make_run: MakeRun) -> None:
     run_id = _running(store, make_run, "host-a:1:x")
     running = store.get_run(run_id)
-    store.transition(run_id, RunStatus.FAILED, actor="host-a:1:x", reason="boom")
+    store.transition(Transition(run_id, RunStatus.FAILED, actor="host-a:1:x", reason="boom"))
     with pytest.raises(RunNotResumable) as info:
         store.take_over(running, "host-b:2:y", 15)
     assert info.value.status == "failed"

@@ -15,6 +15,7 @@ from alembic.runtime.migration import MigrationContext
 
 from core.errors import StoreError
 from core.store import migration
+from core.store.port import Transition
 from core.store.records import GateStatus, NodeStatus, RunStatus
 from core.store.repository import SqlStore
 from core.store.tables import metadata
@@ -244,7 +245,7 @@ def test_in_memory_sqlite_shares_one_database() -> None:
             requester="console:a",
             args_digest="d",
         )
-        store.transition(run.id, RunStatus.RUNNING, actor="console:a")
+        store.transition(Transition(run.id, RunStatus.RUNNING, actor="console:a"))
         entry_id = store.journal_start(
             run_id=run.id, node_id="n", cache_key="k", components={"x": 1}, attempt=1, idempotency_key=None
         )

@@ -11,7 +11,7 @@ from collections.abc import Callable
 import pytest
 
 from core.errors import InvalidTransition
-from core.store.port import Store
+from core.store.port import Store, Transition
 from core.store.records import Delivery, RunStatus
 from core.store.repository import SqlStore
 from tests.integration.store.conftest import Clock, MakeRun
@@ -19,7 +19,7 @@ from tests.integration.store.conftest import Clock, MakeRun
 
 def _finish(store: Store, run_id: str, to: RunStatus = RunStatus.COMPLETED, **payload: object) -> None:
     with store.transaction() as tx:
-        tx.transition(run_id, to, actor="engine", allowed_from=[RunStatus.RUNNING])
+        tx.transition(Transition(run_id, to, actor="engine", allowed_from=[RunStatus.RUNNING]))
         tx.enqueue_delivery(run_id, "run_finished", {"status": to.value, **payload})
 
 
@@ -92,7 +92,7 @@ def test_a_deferred_row_waits_for_its_backoff(store: Store, make_run: MakeRun, c
 def test_a_runs_rows_are_claimed_in_order(store: Store, make_run: MakeRun, clock: Clock) -> None:
     first, other = make_run(RunStatus.RUNNING), make_run(RunStatus.RUNNING)
     _finish(store, first.id, RunStatus.PAUSED)
-    store.transition(first.id, RunStatus.RUNNING, actor="u", lease_owner="engine")
+    store.transition(Transition(first.id, RunStatus.RUNNING, actor="u", lease_owner="engine"))
     _finish(store, first.id)
     _finish(store, other.id)
     claimed = store.claim_deliveries("a", ["slack"], lease_seconds=30)
@@ -116,7 +116,7 @@ def test_the_rows_one_unit_adds_keep_the_units_order(store: Store, make_run: Mak
     one statement whose inserts, unread, ran at its end in reverse order."""
     run = make_run(RunStatus.PAUSED)
     with store.transaction() as tx:
-        tx.transition(run.id, RunStatus.CANCELLED, actor="baton", allowed_from=[RunStatus.PAUSED])
+        tx.transition(Transition(run.id, RunStatus.CANCELLED, actor="baton", allowed_from=[RunStatus.PAUSED]))
         tx.audit(actor="baton", action="timeout", run_id=run.id)
         tx.enqueue_delivery(run.id, "gate_timed_out", {"node": "review"})
         tx.audit(actor="baton", action="reject", run_id=run.id)

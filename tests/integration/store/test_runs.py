@@ -6,7 +6,7 @@ import pytest
 
 from core.commands.hints import hint
 from core.errors import AmbiguousRunId, RunNotFound
-from core.store.port import Store
+from core.store.port import Store, Transition
 from core.store.records import RunStatus
 from tests.factories import create_run
 from tests.integration.store.conftest import Clock, MakeRun
@@ -101,7 +101,7 @@ def test_unfinished_runs_are_newest_first_and_scoped(store: Store, make_run: Mak
 
 def test_abandoning_removes_a_run_from_the_unfinished_list(store: Store, make_run: MakeRun) -> None:
     failed = make_run(RunStatus.FAILED)
-    store.transition(failed.id, RunStatus.CANCELLED, actor="slack:U1")
+    store.transition(Transition(failed.id, RunStatus.CANCELLED, actor="slack:U1"))
     assert store.command_runs("slack:none", "release-notes", "slack", "C1") == (None, [])
 
 

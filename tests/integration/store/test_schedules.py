@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from core.errors import FireAlreadyRecorded, ScheduleChanged, ScheduleNotFound
-from core.store.port import Store
+from core.store.port import NewRun, Store, Transition
 from core.store.records import Concurrency, Fire, FireOutcome, OnLimit, Run, RunStatus, Schedule
 from core.store.repository import SqlStore
 from core.store.unit_of_work import Batch
@@ -96,7 +96,7 @@ def test_a_lost_fire_undoes_the_run_created_with_it(store: Store) -> None:
     """The unit of work that creates a fire's run holds the fire: of two, one run exists."""
     store.add_schedule(_schedule())
     with store.transaction() as tx:
-        run = tx.create_run(
+        run = tx.create_run(NewRun(
             workflow="hello",
             platform="console",
             conversation="ops",
@@ -106,10 +106,10 @@ def test_a_lost_fire_undoes_the_run_created_with_it(store: Store) -> None:
             status=RunStatus.PENDING,
             started_by="schedule:hello-ab12",
             scheduled_for=1_000_005.0,
-        )
+        ))
         tx.record_fire(_fire(1_000_005.0, run_id=run.id))
     with pytest.raises(FireAlreadyRecorded), store.transaction() as tx:
-        lost = tx.create_run(
+        lost = tx.create_run(NewRun(
             workflow="hello",
             platform="console",
             conversation="ops",
@@ -119,7 +119,7 @@ def test_a_lost_fire_undoes_the_run_created_with_it(store: Store) -> None:
             status=RunStatus.PENDING,
             started_by="schedule:hello-ab12",
             scheduled_for=1_000_005.0,
-        )
+        ))
         tx.audit(actor="console:ana", action="start", run_id=lost.id)
         tx.record_fire(_fire(1_000_005.0, run_id=lost.id))
     kept = store.get_run(run.id)
@@ -128,20 +128,20 @@ def test_a_lost_fire_undoes_the_run_created_with_it(store: Store) -> None:
     assert store.audit_log(lost.id) == []
     assert [r.id for r in store.active_runs("schedule:hello-ab12")] == [run.id]
     assert store.active_runs("schedule:other") == []
-    store.transition(run.id, RunStatus.CANCELLED, actor="x")
+    store.transition(Transition(run.id, RunStatus.CANCELLED, actor="x"))
     assert store.active_runs("schedule:hello-ab12") == []
 
 
 def _fired_run(batch: Batch, due: float, *, key: str | None = None) -> Run:
     """A unit of `batch` creating a running run with its fire, as a tick's fire does."""
     with batch.unit() as tx:
-        run = tx.create_run(
+        run = tx.create_run(NewRun(
             workflow="hello", platform="console", conversation="ops", thread=None,
             requester="console:ana", args_digest="0" * 64, status=RunStatus.RUNNING,
             lease_owner="r1", lease_seconds=30.0, started_by="schedule:hello-ab12",
             scheduled_for=due,
             concurrency=Concurrency(key=key, limit=1, on_limit=OnLimit.QUEUE) if key else None,
-        )  # fmt: skip
+        ))  # fmt: skip
         tx.audit(actor="console:ana", action="start", run_id=run.id)
         tx.record_fire(_fire(due, run_id=run.id))
         created = tx.created(run.id) if key else None

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from core.store.port import Store
+from core.store.port import Store, Transition
 from core.store.records import RunStatus
 from tests.integration.store.conftest import Clock, MakeRun
 
@@ -62,7 +62,7 @@ def test_a_notice_neither_waits_for_the_runs_replies_nor_holds_them_up(
 ) -> None:
     run = make_run(RunStatus.RUNNING, platform="slack", conversation="CDEV")
     with store.transaction() as tx:
-        tx.transition(run.id, RunStatus.FAILED, actor="engine", allowed_from=[RunStatus.RUNNING])
+        tx.transition(Transition(run.id, RunStatus.FAILED, actor="engine", allowed_from=[RunStatus.RUNNING]))
         tx.enqueue_delivery(run.id, "run_finished", {"status": "failed"})
         tx.enqueue_notice(run.id, "notice", platform="slack", conversation="C0OPS", payload={}, dedupe="n1")
     claimed = store.claim_deliveries("a", ["slack"], lease_seconds=30)

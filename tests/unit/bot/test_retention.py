@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from bot.retention import DAY, Pruner
 from core.store.memory import MemoryStore
+from core.store.port import Transition
 from core.store.records import RunStatus
 from tests.factories import create_run
 
@@ -24,7 +25,7 @@ def _store(finished: int, *, at: float) -> MemoryStore:
             requester="console:a",
             args_digest=store.put_blob(f"args{i}".encode()),
         )
-        store.transition(run.id, RunStatus.CANCELLED, actor="t")
+        store.transition(Transition(run.id, RunStatus.CANCELLED, actor="t"))
         store.audit(actor="t", action="cancel", run_id=run.id)
     return store
 

@@ -13,6 +13,7 @@ from core.commands.notices import DIGEST, NOTICE, Notices
 from core.commands.offers import GateOffers
 from core.config import Access
 from core.store.memory import MemoryStore
+from core.store.port import Transition
 from core.store.records import Delivery, RunStatus
 from tests.factories import create_run
 
@@ -45,7 +46,8 @@ async def test_a_stream_is_one_notice_then_one_digest_per_window_and_redelivery_
             for n in range(4)]
     with store.transaction() as tx:
         for run in runs:
-            tx.transition(run.id, RunStatus.COMPLETED, actor="baton", allowed_from=[RunStatus.RUNNING])
+            tx.transition(Transition(run.id, RunStatus.COMPLETED, actor="baton",
+                                     allowed_from=[RunStatus.RUNNING]))
             tx.enqueue_notice(run.id, NOTICE, platform="slack", conversation="C0OPS", dedupe=f"n:{run.id}",
                               payload={"event": "completed", "node": None, "by": None, "window": 600})
     first, second, third, late = _rows(store, NOTICE)

@@ -10,6 +10,7 @@ import os
 from core.delivery.outbox import Deliverer
 from core.engine.leases import new_owner
 from core.store.memory import MemoryStore
+from core.store.port import Transition
 from core.store.records import Delivery, RunStatus
 from tests.integration.store.conftest import run_factory
 
@@ -17,7 +18,8 @@ from tests.integration.store.conftest import run_factory
 def _row(store: MemoryStore) -> str:
     run = run_factory(store)(RunStatus.RUNNING)
     with store.transaction() as tx:
-        tx.transition(run.id, RunStatus.COMPLETED, actor="engine", allowed_from=[RunStatus.RUNNING])
+        tx.transition(Transition(run.id, RunStatus.COMPLETED, actor="engine",
+                                 allowed_from=[RunStatus.RUNNING]))
         tx.enqueue_delivery(run.id, "run_finished", {"status": "completed"})
     return run.id
 

@@ -11,6 +11,7 @@ from core.engine.gates import GateKeeper, answers
 from core.engine.journal_index import MARKER_KEY, REJECTED_MARKER
 from core.errors import GateAlreadyDecided, Next, RunNotResumable
 from core.store.memory import MemoryStore
+from core.store.port import Transition
 from core.store.records import GateStatus, NodeStatus, Run, RunStatus
 from tests.factories import create_run, decide_gate
 
@@ -27,7 +28,7 @@ def _paused(store: MemoryStore, *nodes: str) -> Run:
                      status=RunStatus.RUNNING, lease_owner="me")  # fmt: skip
     for node in nodes:
         store.open_gate(run.id, node, f"{node} ok?", f"key-{node}")
-    return store.transition(run.id, RunStatus.PAUSED, actor="baton", reason="waiting")
+    return store.transition(Transition(run.id, RunStatus.PAUSED, actor="baton", reason="waiting"))
 
 
 def test_the_gate_meant_is_the_one_asked_first_and_only_while_the_run_is_paused(store: MemoryStore) -> None:
@@ -35,7 +36,8 @@ def test_the_gate_meant_is_the_one_asked_first_and_only_while_the_run_is_paused(
     run = _paused(store, "legal", "security")
     assert gates.waiting(run).node_id == "legal"  # type: ignore[union-attr]
     assert gates.to_decide(run).node_id == "legal"
-    running = store.transition(run.id, RunStatus.RUNNING, actor="console:bo", allowed_from=[RunStatus.PAUSED])
+    running = store.transition(Transition(run.id, RunStatus.RUNNING, actor="console:bo",
+                                          allowed_from=[RunStatus.PAUSED]))
     assert gates.waiting(running) is None  # gates still wait in the store; a running run asks nothing
     with pytest.raises(RunNotResumable) as refused:
         gates.to_decide(running)
@@ -72,11 +74,11 @@ def test_a_run_that_never_asked_is_refused_with_what_is_allowed_next(store: Memo
     gates = GateKeeper(store)
     run = create_run(store, workflow="ship", platform="console", conversation="c1", thread=None,
                      requester="console:ana", args_digest=store.put_blob(b"{}"), status=RunStatus.RUNNING)
-    failed = store.transition(run.id, RunStatus.FAILED, actor="baton", reason="boom")
+    failed = store.transition(Transition(run.id, RunStatus.FAILED, actor="baton", reason="boom"))
     with pytest.raises(RunNotResumable) as unfinished:
         gates.to_decide(failed)
     assert unfinished.value.next_step is Next.RESUME
-    done = store.transition(run.id, RunStatus.CANCELLED, actor="console:bo")
+    done = store.transition(Transition(run.id, RunStatus.CANCELLED, actor="console:bo"))
     with pytest.raises(RunNotResumable) as finished:
         gates.to_decide(done)
     assert (finished.value.status, finished.value.next_step) == ("cancelled", Next.SEE)
@@ -99,7 +101,7 @@ def test_an_approval_on_a_stale_run_leaves_the_gate_waiting(store: MemoryStore) 
     gates = GateKeeper(store)
     run = _paused(store, "legal")
     gate = gates.to_decide(run)
-    store.transition(run.id, RunStatus.CANCELLED, actor="console:cy")  # meanwhile
+    store.transition(Transition(run.id, RunStatus.CANCELLED, actor="console:cy"))  # meanwhile
     with pytest.raises(RunNotResumable):
         gates.approve(run, gate, actor="console:bo", comment=None, owner="me", lease_seconds=5)
     assert store.get_gate(run.id, "legal").status is GateStatus.WAITING  # the unit wrote nothing

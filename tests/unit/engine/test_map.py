@@ -12,6 +12,7 @@ import pytest
 
 from core.engine.cache_key import cache_key, components_of, explain, item_components
 from core.engine.mapping import ItemCounts, ItemsError, items_of, only_items, split_item_id
+from core.store.port import Transition
 from core.store.records import KeyNotes, NodeStatus, RunStatus
 from core.workflows.args import canonical_json
 from tests.factories import create_run
@@ -183,7 +184,7 @@ async def test_an_unsafe_item_left_started_needs_attention_alone_and_is_resolved
                      status=RunStatus.RUNNING)  # fmt: skip
     rig.store.journal_start(run_id=run.id, node_id="each[1]", cache_key=sent.cache_key,
                             components=sent.components, attempt=1, idempotency_key=None)  # fmt: skip
-    rig.store.transition(run.id, RunStatus.FAILED, actor="baton", reason="the process died")
+    rig.store.transition(Transition(run.id, RunStatus.FAILED, actor="baton", reason="the process died"))
     rig.seen.clear()  # type: ignore[attr-defined]
     await engine.resume(run.id, actor="console:ana")
     stopped = await engine.wait(run.id, timeout=10)

@@ -10,6 +10,7 @@ from typing import Any
 
 from core.errors import BatonError
 from core.store.memory import MemoryStore
+from core.store.port import Transition
 from core.store.records import GateStatus, RunStatus
 from tests.factories import create_run
 
@@ -36,16 +37,16 @@ def _race(attempt: Callable[[int], Any]) -> list[Any]:
 def _run(store: MemoryStore, status: RunStatus) -> str:
     run = create_run(store, workflow="w", platform="slack", conversation="C1", thread=None,
                      requester="slack:U1", args_digest=store.put_blob(b"{}"))  # fmt: skip
-    store.transition(run.id, RunStatus.RUNNING, actor="engine")
+    store.transition(Transition(run.id, RunStatus.RUNNING, actor="engine"))
     if status is not RunStatus.RUNNING:
-        store.transition(run.id, status, actor="engine")
+        store.transition(Transition(run.id, status, actor="engine"))
     return run.id
 
 
 def test_one_thread_resumes_a_failed_run() -> None:
     store = MemoryStore()
     run_id = _run(store, RunStatus.FAILED)
-    outcomes = _race(lambda i: store.transition(run_id, RunStatus.RUNNING, actor=f"t{i}"))
+    outcomes = _race(lambda i: store.transition(Transition(run_id, RunStatus.RUNNING, actor=f"t{i}")))
     assert sorted(outcomes) == ["RunNotResumable"] * (RACERS - 1) + ["won"]
     assert store.get_run(run_id).version == 4
 
@@ -54,13 +55,14 @@ def test_one_thread_approves_and_the_losers_write_nothing() -> None:
     store = MemoryStore()
     run_id = _run(store, RunStatus.RUNNING)
     store.open_gate(run_id, "review", "ship?")
-    paused = store.transition(run_id, RunStatus.PAUSED, actor="engine")
+    paused = store.transition(Transition(run_id, RunStatus.PAUSED, actor="engine"))
 
     def approve(i: int) -> None:
         with store.transaction() as tx:
             tx.decide_gate(run_id, "review", approved=True, by=f"t{i}", comment=None)
-            tx.transition(run_id, RunStatus.RUNNING, actor=f"t{i}", expected_version=paused.version,
-                          allowed_from=[RunStatus.PAUSED])  # fmt: skip
+            tx.transition(Transition(run_id, RunStatus.RUNNING, actor=f"t{i}",
+                                     expected_version=paused.version,
+                                     allowed_from=[RunStatus.PAUSED]))  # fmt: skip
             tx.audit(actor=f"t{i}", action="approve", run_id=run_id)
 
     outcomes = _race(approve)
