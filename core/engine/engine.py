@@ -337,12 +337,13 @@ class Engine:
         written: dict[int, Callable[[], Run]] = {}
         blobs = {canonical_json(ready.args) for ready, _ in readied.values()}
         order = list(readied)
+        # the args first, committed on their own: a blob is content-addressed, so a batch's
+        # units find theirs written and never wait for a peer replica's batch that holds an
+        # uncommitted copy of the same args (PostgreSQL); a batch that fails leaves them behind
+        with self.store.transaction() as tx:
+            for data in sorted(blobs, key=digest_bytes):
+                tx.put_blob(data)
         with self.store.batch() as batch:
-            # the args first, in one order: two replicas' batches that share an args blob lock
-            # its row (PostgreSQL) before any fire's, so they never wait for each other crosswise
-            with batch.unit() as tx:
-                for data in sorted(blobs, key=digest_bytes):
-                    tx.put_blob(data)
             builds = [functools.partial(self._create, start=starts[i], ready=readied[i][0],
                                         policy=readied[i][1]) for i in order]  # fmt: skip
             for i, outcome in zip(order, batch.units(builds, share=share), strict=True):

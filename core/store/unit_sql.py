@@ -375,16 +375,10 @@ class UnitSql(SqlBase):
                 for key, i in lost.items():
                     errors[i] = w.fire_recorded(key[0], key[1], *found.get(key, ("fired", "another replica")))
         winners = [writes for writes, error in zip(units, errors, strict=True) if error is None]
-        blobs: set[str] = set()
         for kind in _GROUPED:
-            rows = []
-            for writes in winners:
-                for write in writes:
-                    if write.kind != kind or (kind == "put_blob" and write.params["digest"] in blobs):
-                        continue
-                    if kind == "put_blob":
-                        blobs.add(write.params["digest"])
-                    rows.append(w.bound(write))
+            rows = [w.bound(write) for writes in winners for write in writes if write.kind == kind]
+            if kind == "put_blob":  # each once, in digest order: batches lock shared ones in one order
+                rows = sorted({r["b_digest"]: r for r in rows}.values(), key=lambda r: str(r["b_digest"]))
             if rows:
                 conn.execute(w.statement(kind, "postgresql"), rows)
         for writes in winners:
