@@ -323,6 +323,11 @@ class FireAlreadyRecorded(ScheduleError):
     tick: a unit of work that fires it again is undone."""
 
 
+class FireBusy(ScheduleError):
+    """Another replica's batch holds the schedule right now (PostgreSQL, `Batch.units` with
+    `share`): this batch left its fire alone; the next tick finds it fired, or fires it."""
+
+
 class NodeFailed(BatonError):
     """A step failed."""
 

@@ -46,7 +46,14 @@ from core.commands.messages import Reply
 from core.commands.progress import ProgressReporter
 from core.config import Access
 from core.engine.engine import Engine, RunStart, Starting
-from core.errors import BatonError, FireAlreadyRecorded, ScheduleChanged, ScheduleNotFound, StoreError
+from core.errors import (
+    BatonError,
+    FireAlreadyRecorded,
+    FireBusy,
+    ScheduleChanged,
+    ScheduleNotFound,
+    StoreError,
+)
 from core.store.port import Store
 from core.store.records import Concurrency, Fire, FireOutcome, OnLimit, Run, Schedule
 from core.store.unit_of_work import UnitOfWork
@@ -194,7 +201,9 @@ class Scheduler:
         in one commit (`Engine.start_runs`), and start once it committed; a schedule's point
         moves forward (in one write at the end) once its fires were written. Replicas ticking
         together start at random places of the schedules (in id order), so they share the work
-        and their batches meet late."""
+        and their batches meet late; where they meet, a batch leaves the schedules a peer's
+        batch holds to it (PostgreSQL: `FireBusy`), and such a schedule's point stays where it
+        was, so the next tick finds its fire written (or fires it, when the peer failed)."""
         now = self.clock() if now is None else now
         self.sync()
         fired: list[Fired] = []
@@ -205,7 +214,7 @@ class Scheduler:
         start = random.randrange(len(schedules)) if schedules else 0
         schedules = schedules[start:] + schedules[:start]
         untils: dict[str, float] = {}
-        batch = _Batch()
+        batch = _Batch(share=True)
         try:
             for at, schedule in enumerate(schedules):
                 if at % BATCH == 0:  # which of the next ones a peer fired meanwhile: one read
@@ -300,12 +309,12 @@ class Scheduler:
         batch.fires = []
         done: list[Fired] = []
         if fires:
-            done = await self._start(fires)
-        untils.update(batch.untils)
+            done = await self._start(fires, batch)
+        untils.update((sid, until) for sid, until in batch.untils.items() if sid not in batch.busy)
         batch.untils = {}
         return done
 
-    async def _start(self, fires: Sequence[_Pending]) -> list[Fired]:
+    async def _start(self, fires: Sequence[_Pending], batch: _Batch) -> list[Fired]:
         def written(f: _Pending) -> Starting:
             def write(tx: UnitOfWork, run: Run) -> None:
                 tx.record_fire(self._fire(f.schedule, f.due, FireOutcome.STARTED, f.detail, run.id))
@@ -319,7 +328,7 @@ class Scheduler:
             if self.progress is not None:  # thread-less runs there wait for the announcements
                 for place in dict.fromkeys((f.schedule.platform, f.schedule.conversation) for f in fires):
                     answered[place] = await places.enter_async_context(self.progress.starting(*place))
-            results = await self.engine.start_runs(starts)  # StoreError: nothing was written
+            results = await self.engine.start_runs(starts, share=batch.share)  # StoreError: nothing written
             for i, (f, result) in enumerate(zip(fires, results, strict=True)):
                 if isinstance(result, Run) and self.progress is not None:
                     announced = schedule_replies.fired(result, f.schedule, f.due, f.detail)
@@ -329,6 +338,9 @@ class Scheduler:
         for f, result, reply in zip(fires, results, replies, strict=True):
             s, due = f.schedule, f.due
             if isinstance(result, FireAlreadyRecorded):
+                continue
+            if isinstance(result, FireBusy):  # a peer's batch holds it: its point stays (`tick`)
+                batch.busy.add(s.id)
                 continue
             if isinstance(result, BatonError):  # the workflow is gone or broken, the args no longer fit
                 log.warning(
@@ -452,7 +464,11 @@ class _Pending:
 
 @dataclass(slots=True)
 class _Batch:
+    #: a tick's (`Engine.start_runs` with `share`): fires a peer's batch holds are left to it
+    share: bool = False
     fires: list[_Pending] = field(default_factory=list)
+    #: schedules whose fire a peer's batch held (`FireBusy`): not moved forward this tick
+    busy: set[str] = field(default_factory=set)
     #: the points the batch's schedules were evaluated to, moved once their fires are written
     untils: dict[str, float] = field(default_factory=dict)
     #: the latest fire's due time of the schedules about to be evaluated (`Store.latest_fires`,

@@ -15,6 +15,7 @@ in its own module, and holds no logic of theirs:
 from __future__ import annotations
 
 import contextlib
+import functools
 import logging
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -41,7 +42,7 @@ from core.engine.readiness import Readiness, Ready
 from core.engine.run_actions import RunActions
 from core.engine.subruns import ChildRuns
 from core.engine.tools import ToolRegistry
-from core.errors import BatonError, StoreError
+from core.errors import BatonError
 from core.store.port import NewRun, Store, Transition, digest_bytes
 from core.store.records import Concurrency, Gate, GateVote, JournalEntry, OnLimit, Run, RunStatus
 from core.store.unit_of_work import UnitOfWork
@@ -314,12 +315,14 @@ class Engine:
             written = self._create(tx, start, ready, policy)
         return await self._begin(written, ready, policy)
 
-    async def start_runs(self, starts: Sequence[RunStart]) -> list[Run | BatonError]:
+    async def start_runs(self, starts: Sequence[RunStart], *, share: bool = False) -> list[Run | BatonError]:
         """Many runs created in ONE commit (`Store.batch`: a tick's fires), each in a unit of
-        its own as `start_run` writes it (its `alongside` writes, its admission); each starts
-        executing once the batch committed. Per start, in order: its run, or the `BatonError`
-        that kept it from being created (its workflow gone, its `alongside` CAS lost, refused
-        by its key's limit); a store error fails the whole batch (nothing was written)."""
+        its own as `start_run` writes it (its `alongside` writes, its admission; `Batch.units`:
+        on PostgreSQL the units of runs without a concurrency key travel together); each
+        starts executing once the batch committed. Per start, in order: its run, or the
+        `BatonError` that kept it from being created (its workflow gone, its `alongside` CAS
+        lost, refused by its key's limit; with `share`, `FireBusy`: another replica is firing
+        it); a store error fails the whole batch (nothing was written)."""
         results: list[Run | BatonError | None] = [None] * len(starts)
         readied: dict[int, tuple[Ready, Concurrency | None]] = {}
         for i, start in enumerate(starts):
@@ -333,21 +336,21 @@ class Engine:
             readied[i] = (ready, policy)
         written: dict[int, Callable[[], Run]] = {}
         blobs = {canonical_json(ready.args) for ready, _ in readied.values()}
+        order = list(readied)
+        # the args first, committed on their own: a blob is content-addressed, so a batch's
+        # units find theirs written and never wait for a peer replica's batch that holds an
+        # uncommitted copy of the same args (PostgreSQL); a batch that fails leaves them behind
+        with self.store.transaction() as tx:
+            for data in sorted(blobs, key=digest_bytes):
+                tx.put_blob(data)
         with self.store.batch() as batch:
-            # the args first, in one order: two replicas' batches that share an args blob lock
-            # its row (PostgreSQL) before any fire's, so they never wait for each other crosswise
-            with batch.unit() as tx:
-                for data in sorted(blobs, key=digest_bytes):
-                    tx.put_blob(data)
-            for i, (ready, policy) in readied.items():
-                try:
-                    with batch.unit() as tx:
-                        run_of = self._create(tx, starts[i], ready, policy)
-                    written[i] = run_of  # the unit was applied (its block raises when it lost)
-                except StoreError:
-                    raise
-                except BatonError as exc:
-                    results[i] = exc
+            builds = [functools.partial(self._create, start=starts[i], ready=readied[i][0],
+                                        policy=readied[i][1]) for i in order]  # fmt: skip
+            for i, outcome in zip(order, batch.units(builds, share=share), strict=True):
+                if isinstance(outcome, BatonError):
+                    results[i] = outcome
+                else:
+                    written[i] = outcome  # its unit was applied
         for i, run_of in written.items():  # committed: now they may run
             ready, policy = readied[i]
             results[i] = await self._begin(run_of, ready, policy)

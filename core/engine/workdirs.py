@@ -8,6 +8,7 @@ and written back on a cache hit, so a run that re-uses a result also has its fil
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
@@ -20,11 +21,26 @@ class RunDirs:
 
 
 def run_dirs(data_dir: Path, run_id: str) -> RunDirs:
-    """Create (if needed) and return the run's working and artifacts directories."""
-    root = (data_dir / "runs" / run_id).resolve()
+    """Create (if needed) and return the run's working and artifacts directories. (A tick
+    launches hundreds of runs: `runs/` is resolved once, and a new run's directories cost two
+    `mkdir`s, not a failed one first and a walk up the path.)"""
+    root = (_runs(data_dir) if data_dir.is_absolute() else (data_dir / "runs").resolve()) / run_id
     artifacts = root / "artifacts"
-    artifacts.mkdir(parents=True, exist_ok=True)
+    try:
+        root.mkdir()
+    except FileExistsError:
+        pass
+    except FileNotFoundError:  # `runs/` itself is new
+        root.mkdir(parents=True, exist_ok=True)
+    artifacts.mkdir(exist_ok=True)
     return RunDirs(root=root, artifacts=artifacts)
+
+
+@functools.lru_cache(maxsize=16)
+def _runs(data_dir: Path) -> Path:
+    """`<data_dir>/runs`, resolved (an absolute `data_dir`: the answer does not depend on the
+    working directory)."""
+    return (data_dir / "runs").resolve()
 
 
 class ArtifactOutside(ValueError):

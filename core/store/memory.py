@@ -22,7 +22,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from typing import TYPE_CHECKING, Any
 
-from core.errors import AmbiguousRunId, RunNotFound, StoreError
+from core.errors import AmbiguousRunId, BatonError, RunNotFound, StoreError
 from core.store import cas
 from core.store.memory_ballots import MemoryBallots
 from core.store.memory_outbox import MemoryDeliveries
@@ -45,7 +45,7 @@ from core.store.records import (
     Transition,
 )
 from core.store.state_sql import KEPT
-from core.store.unit_of_work import Pending
+from core.store.unit_of_work import Pending, T, UnitOfWork, each_unit
 
 _FINAL = (NodeStatus.COMPLETED, NodeStatus.FAILED)
 
@@ -586,3 +586,8 @@ class MemoryBatch:
 
     def unit(self) -> AbstractContextManager[MemoryUnitOfWork]:
         return self._store.transaction()
+
+    def units(
+        self, builds: Sequence[Callable[[UnitOfWork], T]], *, share: bool = False
+    ) -> list[T | BatonError]:
+        return each_unit(self, builds)

@@ -212,10 +212,15 @@ def delivery_from_row(row: RowLike) -> Delivery:
     )
 
 
+_SCHEDULE_FIELDS = tuple(f.name for f in dataclasses.fields(Schedule))
+
+
 def schedule_from_row(row: RowLike) -> Schedule:
+    """(A tick reads every schedule: the fields are listed once, the record built once.)"""
     m = _m(row)
-    return Schedule(**{f.name: m[f.name] for f in dataclasses.fields(Schedule)}).evolve(
-        args=json_object(m["args"]), paused=bool(m["paused"]), version=int(m["version"]))
+    values = {name: m[name] for name in _SCHEDULE_FIELDS}
+    values.update(args=json_object(m["args"]), paused=bool(m["paused"]), version=int(m["version"]))
+    return Schedule(**values)
 
 
 def fire_from_row(row: RowLike) -> Fire:

@@ -124,7 +124,8 @@ class SchedulesSql(SqlBase):
     @store_operation("advance schedules")
     def advance_schedules(self, untils: Mapping[str, float]) -> None:
         """Each schedule's `evaluated_until` moves forward to its value (never back; the
-        version is unchanged), in one statement."""
+        version is unchanged), in one statement, in id order (two replicas' advances lock
+        the rows they share in one order)."""
         if not untils:
             return
         statement = (sa.update(SCHEDULES)
@@ -132,7 +133,7 @@ class SchedulesSql(SqlBase):
                             SCHEDULES.c.evaluated_until < sa.bindparam("b_until"))
                      .values(evaluated_until=sa.bindparam("b_until")))
         with self._engine.begin() as conn:
-            conn.execute(statement, [{"b_id": k, "b_until": v} for k, v in untils.items()])
+            conn.execute(statement, [{"b_id": k, "b_until": untils[k]} for k in sorted(untils)])
 
     @store_operation("record a schedule's fire")
     def record_fire(self, fire: Fire) -> bool:

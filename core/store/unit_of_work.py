@@ -23,10 +23,11 @@ Values a write returns exist once the unit committed: `Pending.value` before tha
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from contextlib import AbstractContextManager
 from typing import Any, Generic, Protocol, TypeVar
 
+from core.errors import BatonError, StoreError
 from core.store.records import (
     Fire,
     Gate,
@@ -149,3 +150,31 @@ class Batch(Protocol):
     committed, so act on it (start a run) only after the batch's block."""
 
     def unit(self) -> AbstractContextManager[UnitOfWork]: ...
+
+    def units(
+        self, builds: Sequence[Callable[[UnitOfWork], T]], *, share: bool = False
+    ) -> list[T | BatonError]:
+        """Many units at once: each build writes one unit (as in a `unit()` block); per build,
+        in order, what it returned, or the `BatonError` that undid its unit (a CAS it lost;
+        a store error fails the batch). `share` (schedule fires): a fire whose schedule another
+        replica's batch holds right now is left to it (`FireBusy`), instead of waiting for its
+        commit to lose it; how many units travel together is the store's business
+        (`SqlBatch.units`)."""
+        ...
+
+
+def each_unit(batch: Batch, builds: Sequence[Callable[[UnitOfWork], T]]) -> list[T | BatonError]:
+    """`Batch.units` as one `unit()` after the other (SQLite, memory; `share` changes nothing
+    where one writer at a time holds the database)."""
+    out: list[T | BatonError] = []
+    for build in builds:
+        try:
+            with batch.unit() as tx:
+                value = build(tx)
+        except StoreError:
+            raise
+        except BatonError as exc:
+            out.append(exc)
+            continue
+        out.append(value)
+    return out

@@ -25,6 +25,20 @@ rolls back to its savepoint alone; the batch commits once. Keep batches under 64
 PostgreSQL caches that many subtransactions per transaction before its snapshots of it get
 slower for every session.
 
+`SqlBatch.units` (a tick's fires) on PostgreSQL sends the units that only add rows and whose
+one CAS is a schedule's fire (no concurrency key: `_GROUPED`) together, no savepoint:
+
+    SELECT id FROM schedules WHERE id IN (…) ORDER BY id FOR UPDATE SKIP LOCKED   (`share`)
+    INSERT INTO schedule_fires VALUES (…), (…) ON CONFLICT DO NOTHING RETURNING …  the claim
+    INSERT INTO blobs …; INSERT INTO runs …; INSERT INTO audit_events …           the winners'
+
+each INSERT one statement for all the units (executemany). The fire's key decides which
+unit wins, as in a unit of its own: a unit whose fire a peer recorded first writes nothing
+(`FireAlreadyRecorded`). With `share`, a fire whose schedule row another replica's batch
+has locked is not tried (`FireBusy`): replicas ticking together split the due schedules
+instead of each waiting for the other's commit to lose the same fires. The other units go
+one by one, in savepoints, as `unit()`.
+
 After a lost CAS the store asks each CAS write's `check`, in order, for the typed error
 from the state as it is now; when none has one (the row changed back), the unit is sent
 again (`_ATTEMPTS` times at most).
@@ -34,13 +48,13 @@ from __future__ import annotations
 
 import contextlib
 import functools
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy.exc import DBAPIError, SQLAlchemyError
 
-from core.errors import BatonError, StoreError
+from core.errors import BatonError, FireBusy, StoreError
 from core.store import admission, admission_sql, cas
 from core.store import writes_sql as w
 from core.store.database import describe
@@ -54,11 +68,14 @@ from core.store.records import (
     Transition,
 )
 from core.store.sql_base import SqlBase
-from core.store.tables import GATES, JOURNAL, RUNS
-from core.store.unit_of_work import Pending
+from core.store.tables import GATES, JOURNAL, RUNS, SCHEDULE_FIRES, SCHEDULES
+from core.store.unit_of_work import Pending, T, UnitOfWork, each_unit
 
 _ATTEMPTS = 3
 _DIVISION_BY_ZERO = "22012"
+#: what a unit may hold to travel with the others of its batch (`SqlBatch.units`): its fires
+#: (claimed first, for all the units at once) and rows added in this order, one statement each
+_GROUPED = ("put_blob", "create_run", "audit")
 _FLOATS = frozenset(c.name for t in (RUNS, GATES, JOURNAL) for c in t.c if isinstance(c.type, sa.Float))
 
 
@@ -176,6 +193,42 @@ class SqlBatch:
         yield unit
         self._store._apply(unit.writes, self._conn)
 
+    def units(
+        self, builds: Sequence[Callable[[UnitOfWork], T]], *, share: bool = False
+    ) -> list[T | BatonError]:
+        """`Batch.units` (module docstring): on PostgreSQL the units that only add rows go
+        together; the others (and every unit on SQLite) one by one."""
+        if self._store.dialect != "postgresql":
+            return each_unit(self, builds)
+        out: list[T | BatonError | None] = [None] * len(builds)
+        built: dict[int, tuple[SqlUnitOfWork, T]] = {}
+        for i, build in enumerate(builds):
+            unit = SqlUnitOfWork(self._store)
+            try:
+                built[i] = (unit, build(unit))
+            except StoreError:
+                raise
+            except BatonError as exc:
+                out[i] = exc
+        together = [i for i, (unit, _) in built.items() if self._store._groupable(unit.writes)]
+        try:
+            errors = self._store._grouped([built[i][0].writes for i in together], self._conn, share=share)
+        except SQLAlchemyError as exc:
+            raise StoreError(f"The run store could not start the runs of a batch ({describe(exc)}).") from exc
+        for i, error in zip(together, errors, strict=True):
+            out[i] = built[i][1] if error is None else error
+        for i, (unit, value) in built.items():
+            if i in together:
+                continue
+            try:
+                self._store._apply(unit.writes, self._conn)
+                out[i] = value
+            except StoreError:
+                raise
+            except BatonError as exc:
+                out[i] = exc
+        return [r for r in out if r is not None]
+
 
 class UnitSql(SqlBase):
     @contextlib.contextmanager
@@ -209,6 +262,8 @@ class UnitSql(SqlBase):
                     serial = any(w.kind_of(write.kind).serial for write in writes)
                     if keys:
                         self._keyed(writes, keys, conn)
+                    elif self.dialect == "postgresql" and len(writes) > 1 and _one_insert(writes):
+                        self._many(writes, conn)
                     elif self.dialect == "postgresql" and len(writes) > 1 and not serial:
                         self._together(writes, conn)
                     else:
@@ -237,6 +292,72 @@ class UnitSql(SqlBase):
         except BaseException:
             conn.exec_driver_sql("ROLLBACK TO SAVEPOINT baton_unit")
             raise
+
+    def _groupable(self, writes: Sequence[w.Write]) -> bool:
+        """A unit `SqlBatch.units` may send with others: its rows added (`_GROUPED`), its one
+        CAS a fire, no concurrency key."""
+        return (
+            all(write.kind in _GROUPED or write.kind == "record_fire" for write in writes)
+            and sum(write.kind == "record_fire" for write in writes) <= 1
+            and not admission_sql.keys_of(self._single, writes)
+        )
+
+    def _grouped(
+        self, units: Sequence[Sequence[w.Write]], conn: sa.Connection, *, share: bool
+    ) -> list[BatonError | None]:
+        """Send `_groupable` units together in the batch's transaction `conn` (module
+        docstring); per unit, None when it was written, else the error that undid it."""
+        errors: list[BatonError | None] = [None] * len(units)
+        fires = sorted(
+            ((i, write) for i, writes in enumerate(units) for write in writes if write.kind == "record_fire"),
+            key=lambda f: (f[1].params["schedule_id"], f[1].params["due_at"]),
+        )  # in key order: two batches wait for each other's fire rows in one order, never crosswise
+        if share and fires:
+            ids = sorted({write.params["schedule_id"] for _, write in fires})
+            held = set(conn.execute(
+                sa.select(SCHEDULES.c.id).where(SCHEDULES.c.id.in_(ids)).order_by(SCHEDULES.c.id)
+                .with_for_update(skip_locked=True)
+            ).scalars())  # fmt: skip
+            for i, write in fires:
+                sid = write.params["schedule_id"]
+                if sid not in held:
+                    errors[i] = FireBusy(f"Schedule {sid} is being fired by another replica right now.",
+                                         schedule_id=sid)  # fmt: skip
+        claims: dict[tuple[str, float], int] = {}
+        for i, write in fires:
+            key = (write.params["schedule_id"], write.params["due_at"])
+            if errors[i] is None and key in claims:  # the same fire twice in one batch: the first
+                errors[i] = w.fire_recorded(key[0], key[1], "started", "this batch")
+            elif errors[i] is None:
+                claims[key] = i
+        if claims:
+            won = self._claim(conn, [units[i] for i in claims.values()])
+            lost = {key: i for key, i in claims.items() if key not in won}
+            if lost:
+                c = SCHEDULE_FIRES.c
+                found = {(sid, due): (outcome, by) for sid, due, outcome, by in conn.execute(
+                    sa.select(c.schedule_id, c.due_at, c.outcome, c.by)
+                    .where(c.schedule_id.in_(sorted({sid for sid, _ in lost})))
+                )}  # fmt: skip
+                for key, i in lost.items():
+                    errors[i] = w.fire_recorded(key[0], key[1], *found.get(key, ("fired", "another replica")))
+        winners = [writes for writes, error in zip(units, errors, strict=True) if error is None]
+        for kind in _GROUPED:
+            rows = [w.bound(write) for writes in winners for write in writes if write.kind == kind]
+            if kind == "put_blob":  # each once, in digest order: batches lock shared ones in one order
+                rows = sorted({r["b_digest"]: r for r in rows}.values(), key=lambda r: str(r["b_digest"]))
+            if rows:
+                conn.execute(w.statement(kind, "postgresql"), rows)
+        for writes in winners:
+            _deliver(writes, [[write.params] if write.kind == "record_fire" else [] for write in writes])
+        return errors
+
+    @staticmethod
+    def _claim(conn: sa.Connection, units: Sequence[Sequence[w.Write]]) -> set[tuple[str, float]]:
+        """The units' fires inserted in one statement, in key order; those that were new."""
+        rows = [w.bound(write) for writes in units for write in writes if write.kind == "record_fire"]
+        returned = conn.execute(w.statement("record_fire", "postgresql"), rows)
+        return {(row.schedule_id, float(row.due_at)) for row in returned}
 
     def _apply_one(self, write: w.Write) -> Any:
         """A single call: a unit of this one write; its result."""
@@ -288,6 +409,13 @@ class UnitSql(SqlBase):
                         results[i] = [ledger.row(write.params["id"])]
         _deliver(writes, results)
 
+    def _many(self, writes: Sequence[w.Write], batch: sa.Connection | None = None) -> None:
+        """Writes of one kind that only add rows (a batch's args blobs): one statement for all
+        of them (executemany), rather than a CTE each to compile and send."""
+        with self._begun(batch, self._single) as conn:
+            conn.execute(w.statement(writes[0].kind, self.dialect), [w.bound(write) for write in writes])
+        _deliver(writes, [[] for _ in writes])
+
     def _together(self, writes: Sequence[w.Write], batch: sa.Connection | None = None) -> None:
         kinds = tuple(write.kind for write in writes)
         params = {k: v for i, write in enumerate(writes) for k, v in w.bound(write, f"w{i}_").items()}
@@ -314,6 +442,14 @@ class UnitSql(SqlBase):
                 if error is not None:
                     return error
         return None
+
+
+def _one_insert(writes: Sequence[w.Write]) -> bool:
+    """All of one kind that adds rows and returns none (`UnitSql._many`)."""
+    kind = writes[0].kind
+    known = w.kind_of(kind)
+    same = all(write.kind == kind for write in writes)
+    return same and kind in _GROUPED and not (known.cas or known.returns)
 
 
 def _deliver(writes: Sequence[w.Write], results: Sequence[w.Rows]) -> None:

@@ -248,7 +248,7 @@ def _record_fire(dialect: str, p: str, _variant: str) -> Any:
         dialect_insert(dialect)(SCHEDULE_FIRES)
         .values({col.name: _b(p, col.name, col) for col in SCHEDULE_FIRES.c})
         .on_conflict_do_nothing(index_elements=["schedule_id", "due_at"])
-        .returning(c.schedule_id)
+        .returning(c.schedule_id, c.due_at)
     )
 
 
@@ -468,13 +468,12 @@ def record_fire(fire: Fire) -> Write:
         c = SCHEDULE_FIRES.c
         row = conn.execute(sa.select(c.outcome, c.by).where(
             c.schedule_id == fire.schedule_id, c.due_at == fire.due_at)).first()
-        return None if row is None else fire_recorded(fire, row[0], row[1])
+        return None if row is None else fire_recorded(fire.schedule_id, fire.due_at, row[0], row[1])
 
     return Write("record_fire", params, "record a schedule's fire", check, lambda rows: True)
 
 
-def fire_recorded(fire: Fire, outcome: str, by: str) -> FireAlreadyRecorded:
+def fire_recorded(schedule_id: str, due_at: float, outcome: str, by: str) -> FireAlreadyRecorded:
     return FireAlreadyRecorded(
-        f"Schedule {fire.schedule_id} fired at {fire.due_at} already ({outcome}, by {by}).",
-        schedule_id=fire.schedule_id,
+        f"Schedule {schedule_id} fired at {due_at} already ({outcome}, by {by}).", schedule_id=schedule_id
     )

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -16,9 +18,10 @@ import pytest
 
 from bot.app import Baton, build_baton
 from core.commands.messages import ChatMessage, Reply
-from core.commands.scheduler import rule_of
+from core.commands.scheduler import Fired, rule_of
 from core.config import Access, Settings
-from core.store.records import FireOutcome, RunStatus
+from core.store.records import FireOutcome, RunStatus, Schedule
+from core.store.repository import SqlStore
 from tests.integration.bot.test_outbox import Platform
 
 HELLO = """
@@ -214,6 +217,61 @@ async def test_two_replicas_ticking_together_start_one_run_per_fire(
         for run in runs:
             owner = a if any(f.run_id == run.id for f in fired_a) else b
             await owner.engine.wait(run.id, timeout=30)
+
+
+async def test_two_replicas_in_two_threads_split_the_due_fires_and_start_one_run_each(
+    tmp_path: Path, database_url: str
+) -> None:
+    """Two replicas tick at the same moment on their own event loops (threads: their batches
+    really overlap), 120 schedules due: each fire has one run, started by one replica; a fire
+    a replica left to the other (PostgreSQL: its batch held the schedule) is found fired by the
+    next tick, which moves every schedule's point past its due time and starts nothing."""
+    settings = _settings(tmp_path, database_url)
+    now = time.time()
+    ids = [f"hello-{i:03d}" for i in range(120)]
+    with SqlStore(database_url) as seed:
+        seed.migrate()
+        for sid in ids:
+            seed.add_schedule(Schedule(
+                id=sid, workflow="hello", source="chat", cron=None, every=5.0, timezone="UTC",
+                args={"message": sid}, overlap="allow", catchup="none", catchup_window=3600.0,
+                platform="console", conversation="ops", principal="console:U1", owner="console:U1",
+                created_at=now - 5.5, updated_at=now, evaluated_until=now - 5.5,
+            ))  # fmt: skip
+    due = now - 0.5
+    together = threading.Barrier(2, timeout=60)
+
+    def replica(name: str) -> tuple[list[Fired], list[Fired]]:
+        async def go() -> tuple[list[Fired], list[Fired]]:
+            baton = build_baton(settings.model_copy(update={"replica_id": name}))
+            baton.handler.register_outbox("console", Platform().confirm)
+            try:
+                async with baton.running(handle_signals=False, schedules=False):
+                    together.wait()
+                    first = await baton.handler.scheduler.tick(now=now)
+                    together.wait()  # both ticks done: the fires left to the peer are written
+                    second = await baton.handler.scheduler.tick(now=now)
+                    for f in first:
+                        await baton.engine.wait(str(f.run_id), timeout=60)
+                    return first, second
+            finally:
+                baton.close()
+
+        return asyncio.run(go())
+
+    (a1, a2), (b1, b2) = await asyncio.gather(
+        asyncio.to_thread(replica, "r1"), asyncio.to_thread(replica, "r2")
+    )
+    assert a2 == b2 == []  # nothing left to fire
+    fired = [f for f in [*a1, *b1] if f.outcome is FireOutcome.STARTED]
+    assert sorted(f.schedule_id for f in fired) == ids  # each due time fired once, by one of them
+    assert all(f.due_at == due for f in fired)
+    with SqlStore(database_url) as store:
+        runs = [r for r in store.recent_runs(limit=500) if r.workflow == "hello"]
+        assert sorted(r.started_by or "" for r in runs) == [f"schedule:{sid}" for sid in ids]
+        assert all(r.status is RunStatus.COMPLETED for r in runs)
+        points = {s.id: s.evaluated_until for s in store.list_schedules() if s.id in ids}
+        assert points == dict.fromkeys(ids, due)
 
 
 async def test_overlap_skip_records_skips_while_a_long_step_runs(tmp_path: Path, database_url: str) -> None:
