@@ -88,6 +88,7 @@ class WarmSandboxes:
     def __init__(self, sandbox: Sandbox) -> None:
         self.sandbox = sandbox
         self._ready: dict[Layout, deque[asyncio.Task[_Warmed]]] = {}
+        self._lines: dict[Layout, list[str]] = {}  # each layout's bwrap line, built once a run
         self._closed = False
         self.taken = 0  # steps that ran in a warmed sandbox
         self.cold = 0  # steps that could not (no match, too large, closed)
@@ -153,14 +154,16 @@ class WarmSandboxes:
         workdir, workflow_dir, network, files, readable = where
         sandbox = self.sandbox
         assert sandbox.shell is not None and sandbox.env_program is not None
+        line = self._lines.get(where)
+        if line is None:
+            line = self._lines[where] = sandbox.command(
+                [sandbox.shell, "-c", STUB, "baton-stub"], workdir=workdir, workflow_dir=workflow_dir,
+                network=network, files=dict(files), readable=readable, own_session=True,
+            )
         read, go = os.pipe()
         data = os.memfd_create("baton-step", os.MFD_CLOEXEC)
         try:
-            argv = sandbox.command(
-                [sandbox.shell, "-c", STUB, "baton-stub", str(read), str(data), sandbox.env_program],
-                workdir=workdir, workflow_dir=workflow_dir, network=network, files=dict(files),
-                readable=readable, own_session=True,
-            )
+            argv = [*line, str(read), str(data), sandbox.env_program]
             reaper.spawning()
             try:
                 proc = await asyncio.create_subprocess_exec(
