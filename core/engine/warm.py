@@ -21,7 +21,8 @@ in it), in its own session, with the warmed process's stdin, stdout and stderr p
 cancel and timeout stop its group as they stop a cold one's.
 
 A step whose layout has a warmed sandbox takes it (waiting for one still being started);
-any other starts cold as before, and one is warmed for its layout. Each take starts the
+any other starts cold as before, and one is warmed for its layout (unless it shows files of
+its own, as a long `script:` does: no other step would match). Each take starts the
 next (up to `DEPTH` per layout, `LAYOUTS` layouts per run), so a chain of short steps finds
 one ready. `close()` kills every warmed sandbox of the run when its execution ends (done,
 paused, cancelled, stopped); each one also dies with Baton (`--die-with-parent`).
@@ -112,7 +113,7 @@ class WarmSandboxes:
         next one for `where` either way."""
         payload = _payload(argv, env, stdin)
         queue = self._ready.get(where)
-        if self._closed or payload is None:
+        if self._closed or payload is None or where[3]:  # files: a step's own (a long script's)
             self.cold += 1
             return None
         if not queue:

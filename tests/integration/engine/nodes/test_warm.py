@@ -231,3 +231,17 @@ async def test_close_leaves_no_warmed_sandbox(project: dict[str, Path]) -> None:
     where = warm.layout(p["run"], p["workflows"], True, None, ())
     assert await pool.take(where, ["true"], {}, stdin=False) is None
     assert stubs(str(p["run"])) == []  # a closed pool warms nothing more
+
+
+async def test_a_long_script_starts_cold_and_warms_nothing(project: dict[str, Path]) -> None:
+    """Its source is a file of its own (shown at /tmp/…): no other step has that layout."""
+    p = project
+    pool = warm.WarmSandboxes(sandbox_of(p))
+    try:
+        source = "print(6 * 7)\n" + "#" * script.INLINE_LIMIT
+        node = RenderedNode(kind="script", script_source=source, stdin=b"")
+        assert (await script.run(node, context(p, pool))).output.strip() == "42"
+        assert pool.cold == 1 and pool.taken == 0 and pool.warmed() == []
+        assert stubs(str(p["run"])) == []
+    finally:
+        await pool.close()
