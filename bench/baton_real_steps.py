@@ -9,14 +9,22 @@ bash   a chain of N `bash: "true"` steps (default replay class: unsafe, so each 
 script a chain of N `script:` steps (`pass`, inputs as JSON on stdin) vs N bare
        `python -c pass` starts of the same interpreter, stdin fed the same way.
 Each again in the step sandbox (bubblewrap, as `baton run` sets it up: `bash_sandbox`,
-`script_sandbox`), against the same bare start: what the sandbox costs a step.
+`script_sandbox`), against the same bare start: what the sandbox costs a step. Those steps
+take the sandboxes warmed for their run (`core/engine/warm.py`); `*_sandbox_cold` is the
+same sandbox with warming off (every step sets its bwrap up on its own path).
 Rounds are interleaved (bare, Baton, bare, Baton, …) in one process; medians are reported.
+CPU per step (`*_cpu_ms`): this process and its reaped children (user + system), so a
+sandboxed step counts bwrap, setpriv, the stub and the warmed sandboxes a run never used
+(killed at its end); the machine's load average at the end is in `load`.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import dataclasses
+import os
+import resource
 import statistics
 import sys
 import time
@@ -40,6 +48,11 @@ def chain_yaml(name: str, n: int, body: str) -> str:
     return "\n".join(lines) + "\n"
 
 
+def cpu_s() -> float:
+    own, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
+
+
 async def bare(argv: list[str], n: int, stdin: bytes | None) -> float:
     pipe = asyncio.subprocess.PIPE
     started = time.perf_counter()
@@ -58,13 +71,19 @@ async def measure(root: Path, n: int, rounds: int) -> dict[str, object]:
         "bash": (["bash", "-c", "true"], None, 'bash: "true"'),
         "script": ([sys.executable, "-c", SCRIPT], b"{}", f"script: {SCRIPT}"),
     }
+    sides = ("", "_sandbox", "_sandbox_cold")
     samples: dict[str, dict[str, list[float]]] = {
-        k + side: {"bare": [], "baton": []} for k in kinds for side in ("", "_sandbox")
+        k + side: {"bare": [], "baton": [], "bare_cpu": [], "baton_cpu": []} for k in kinds for side in sides
     }
-    plain_root, boxed_root = root / "plain", root / "sandboxed"
-    sandbox = step_sandbox(Settings(_env_file=None, data_dir=boxed_root / "data", step_sandbox="bwrap"))
-    async with rig(plain_root) as plain, rig(boxed_root, sandbox=sandbox) as boxed:
-        rigs = {"": plain, "_sandbox": boxed}
+    settings = Settings(_env_file=None, data_dir=root / "sandboxed" / "data", step_sandbox="bwrap")
+    sandbox = step_sandbox(settings)
+    cold = dataclasses.replace(sandbox, shell=None)  # `can_warm` False: every step starts cold
+    async with (
+        rig(root / "plain") as plain,
+        rig(root / "sandboxed", sandbox=sandbox) as boxed,
+        rig(root / "cold", sandbox=cold) as boxed_cold,
+    ):
+        rigs = {"": plain, "_sandbox": boxed, "_sandbox_cold": boxed_cold}
         for r in rigs.values():
             for kind, (_, _, body) in kinds.items():
                 r.add_workflow(f"real_{kind}", chain_yaml(f"real_{kind}", n, body))
@@ -75,23 +94,29 @@ async def measure(root: Path, n: int, rounds: int) -> dict[str, object]:
         for _ in range(rounds):
             for kind, (argv, stdin, _) in kinds.items():
                 for side, r in rigs.items():
-                    samples[kind + side]["bare"].append(await bare(argv, n, stdin))
-                    started = time.perf_counter()
+                    sample = samples[kind + side]
+                    spent = cpu_s()
+                    sample["bare"].append(await bare(argv, n, stdin))
+                    sample["bare_cpu"].append((cpu_s() - spent) * 1000 / n)
+                    started, spent = time.perf_counter(), cpu_s()
                     run_id = await r.run(f"real_{kind}")
+                    sample["baton_cpu"].append((cpu_s() - spent) * 1000 / n)
                     per_step = (time.perf_counter() - started) * 1000 / n
                     status = r.store.get_run(run_id).status.value
                     if status != "completed":
                         raise SystemExit(f"the {kind}{side} chain ended {status}")
-                    samples[kind + side]["baton"].append(per_step)
-    out: dict[str, object] = {"n": n, "rounds": rounds}
-    for kind, sides in samples.items():
-        bare_ms, baton_ms = statistics.median(sides["bare"]), statistics.median(sides["baton"])
-        ratios = [b / a for a, b in zip(sides["bare"], sides["baton"], strict=True)]
+                    sample["baton"].append(per_step)
+    out: dict[str, object] = {"n": n, "rounds": rounds, "load": list(os.getloadavg())}
+    for kind, got in samples.items():
+        bare_ms, baton_ms = statistics.median(got["bare"]), statistics.median(got["baton"])
+        ratios = [b / a for a, b in zip(got["bare"], got["baton"], strict=True)]
         out[kind] = {
             "bare_ms": bare_ms,
             "baton_ms": baton_ms,
             "ratio": statistics.median(ratios),
             "ratios": ratios,
+            "bare_cpu_ms": statistics.median(got["bare_cpu"]),
+            "baton_cpu_ms": statistics.median(got["baton_cpu"]),
         }
     return out
 

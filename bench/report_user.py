@@ -111,6 +111,13 @@ _KINDS = {
     ),
     "script_sandbox": ("`script:` step (`pass`) in the sandbox", "bare `python -c pass`"),
 }
+_COLD = {  # the same sandbox, warming off: in the section, not in the summary
+    "bash_sandbox_cold": (
+        '`bash: "true"` step in the sandbox, started cold',
+        'bare `create_subprocess_exec("bash", "-c", "true")`',
+    ),
+    "script_sandbox_cold": ("`script:` step (`pass`) in the sandbox, started cold", "bare `python -c pass`"),
+}
 
 
 def real_steps_rows(data: Mapping[str, Any]) -> list[SummaryRow]:
@@ -118,6 +125,8 @@ def real_steps_rows(data: Mapping[str, Any]) -> list[SummaryRow]:
     for kind, (label, floor) in _KINDS.items():
         row = data.get(kind) or {}
         note = f"{floor}: {_ms(row.get('bare_ms'))} ms, Baton {_ms(row.get('baton_ms'))} ms" if row else ""
+        if row.get("baton_cpu_ms") is not None:
+            note += f"; CPU {_ms(row.get('bare_cpu_ms'))} vs {_ms(row.get('baton_cpu_ms'))} ms"
         target = TARGETS["sandbox_ratio" if kind.endswith("_sandbox") else "step_ratio"]
         rows.append((f"{label} ÷ the bare process start", row.get("ratio"), "×", target, note))
     return rows
@@ -128,17 +137,20 @@ def real_steps_section(data: Mapping[str, Any]) -> list[str]:
         f"## Real steps against the bare process start (chain of {data['n']}, "
         f"{data['rounds']} interleaved rounds)",
         "",
-        "| step | floor | floor per process (ms) | Baton per step (ms) | Baton ÷ floor | per round |",
-        "|---|---|---:|---:|---:|---|",
+        "| step | floor | floor per process (ms) | Baton per step (ms) | Baton ÷ floor | per round "
+        "| CPU floor / Baton (ms) |",
+        "|---|---|---:|---:|---:|---|---|",
     ]
-    for kind, (label, floor) in _KINDS.items():
+    for kind, (label, floor) in {**_KINDS, **_COLD}.items():
         row = data.get(kind)
         if row is None:
             continue
         rounds = ", ".join(f"{r:.2f}" for r in row["ratios"])
+        has_cpu = row.get("baton_cpu_ms") is not None
+        cpu = f"{_ms(row['bare_cpu_ms'])} / {_ms(row['baton_cpu_ms'])}" if has_cpu else ""
         out.append(
             f"| {label} | {floor} | {_ms(row['bare_ms'])} | {_ms(row['baton_ms'])} "
-            f"| {row['ratio']:.2f}× | {rounds} |"
+            f"| {row['ratio']:.2f}× | {rounds} | {cpu} |"
         )
     out += [
         "",
@@ -146,6 +158,10 @@ def real_steps_section(data: Mapping[str, Any]) -> list[str]:
         "environment, its own process group and work directory, both pipes read, the reaper's",
         "sweep, and the journal (a bash step is `unsafe` by default, so its `started` entry is",
         "committed before it runs). The floor starts the same program with both pipes read.",
+        "Sandboxed steps take the sandboxes warmed for their run (`core/engine/warm.py`); the",
+        "*started cold* rows are the same sandbox with warming off. CPU is this process and its",
+        "reaped children per step (warmed sandboxes a run never used included)"
+        + (f"; load average {data['load'][0]:.2f} at the end." if data.get("load") else "."),
         "",
     ]
     return out

@@ -48,6 +48,7 @@ from core.engine.step_env import StepEnvironment
 from core.engine.steps import Attempt, Attention, Completed, Execution, Failed, Step, StepRunner, Waiting
 from core.engine.subruns import ChildDone, ChildOutcome, ChildWaiting
 from core.engine.tools import ToolRegistry
+from core.engine.warm import WarmSandboxes
 from core.engine.workdirs import RunDirs, missing_artifacts, restore_artifacts
 from core.errors import BatonError, ReplayUnsafe, StoreError
 from core.store.port import Store
@@ -259,6 +260,17 @@ class RunExecutor:
 
     # -- the loop ------------------------------------------------------------------------
     async def execute(self) -> Outcome:
+        """Run what is ready until the run completes, fails, waits or is stopped; the sandboxes
+        warmed for its steps (`core/engine/warm.py`) end with this execution."""
+        warmed = self.x.warm = WarmSandboxes.for_run(self.s.environment.sandbox)
+        try:
+            return await self._execute()
+        finally:
+            self.x.warm = None
+            if warmed is not None:
+                await warmed.close()
+
+    async def _execute(self) -> Outcome:
         index = JournalIndex(self.run_id, self.s.store.journal(self.s.lineage))
         self._index = apply_retention(index, self.s.prepared, self.s.cache_retention, time.time())
         journal, verdicts, running = self.x.journal, self._verdicts, self._running

@@ -51,6 +51,7 @@ class LocalStepRunner:
             workflow_dir=x.workflow_dir,
             max_output=s.max_output,
             network=pn.network,
+            warm=x.warm,
         )
         one_commit = self.one_commit(pn, rendered)
         # committed before anything is dispatched, unless a second run is harmless (`one_commit`)

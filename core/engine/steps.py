@@ -31,6 +31,7 @@ from core.store.records import NO_NOTES, JournalEntry, KeyNotes
 
 if TYPE_CHECKING:
     from core.engine.executor import Setup
+    from core.engine.warm import WarmSandboxes
 
 
 @dataclass(frozen=True, slots=True)
@@ -100,6 +101,8 @@ class Execution:
     #: settled `failed` with it (a stop without it leaves them open for a new owner)
     cancel_note: str | None = None
     artifacts: dict[str, str] = field(default_factory=dict)  # of the steps done so far: path -> digest
+    #: sandboxes set up ahead of its steps while it executes (`core/engine/warm.py`)
+    warm: WarmSandboxes | None = None
     run_id: str = field(init=False)
 
     def __post_init__(self) -> None:

@@ -25,6 +25,7 @@ if TYPE_CHECKING:
     from core.engine.providers import ProviderRegistry
     from core.engine.step_env import StepEnvironment
     from core.engine.tools import ToolRegistry
+    from core.engine.warm import WarmSandboxes
     from core.redaction import Redactor
 
 __all__ = ["NodeContext", "NodeResult", "RenderedNode", "execute_node"]
@@ -55,6 +56,8 @@ class NodeContext:
     max_output: int = 1_000_000
     #: False: the step's sandbox has no network but its own loopback (`network: false`)
     network: bool = True
+    #: the run's sandboxes set up ahead of its steps (`core/engine/warm.py`); None: cold only
+    warm: WarmSandboxes | None = None
 
     @property
     def output_file(self) -> Path:

@@ -35,6 +35,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, BinaryIO
 
+from core.engine import warm
 from core.engine.nodes import NodeResult, reaper, truncation_note
 from core.errors import MissingSecret, NodeFailed
 
@@ -104,18 +105,16 @@ async def run_process(
     """
     sandbox = ctx.environment.sandbox
     program = argv[0]
+    where = None
     if sandbox.enabled:
         sandbox.prepare(ctx.workdir)
-        argv = sandbox.command(
-            argv, workdir=ctx.workdir, workflow_dir=ctx.workflow_dir, network=ctx.network, files=files,
-            readable=readable, own_session=True,  # `_run_process` starts it with start_new_session
-        )
+        where = warm.layout(ctx.workdir, ctx.workflow_dir, ctx.network, files, readable)
     marker = (ctx.run_id, ctx.node_id, str(ctx.attempt))
     reaper.adopt_orphans()
     reaper.running(marker)
     pids: list[int] = []
     try:
-        outcome = await _run_process(argv, ctx, stdin, variables, what, marker, pids)
+        outcome = await _run_process(argv, ctx, stdin, variables, what, marker, pids, where)
         if sandbox.enabled and outcome.returncode != 0:
             _check_started(outcome, program, ctx, what)
         return outcome
@@ -134,43 +133,31 @@ async def _run_process(
     what: str,
     marker: reaper.Marker,
     pids: list[int],
+    where: warm.Layout | None,
 ) -> ProcessOutcome:
     environment = node_env(ctx)
     if variables:
         environment.update(variables)
-    ctx.environment.sandbox.environment(environment)
-    reaper.spawning()
-    starting = asyncio.ensure_future(
-        asyncio.create_subprocess_exec(
-            *argv,
-            stdin=asyncio.subprocess.PIPE if stdin is not None else asyncio.subprocess.DEVNULL,
-            stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.PIPE,
-            cwd=ctx.workdir,
-            env=environment,
-            start_new_session=True,
-        )
-    )
-    try:
-        # Shielded: a cancel that lands while asyncio is still wiring the pipes would make it
-        # kill only the main process, leaving the rest of the group (`sleep &`) running.
-        proc = await asyncio.shield(starting)
-    except asyncio.CancelledError:
-        await _kill_started(starting)
-        reaper.spawn_failed()
-        raise
-    except (OSError, ValueError) as exc:
-        reaper.spawn_failed()
-        failure = _start_failure(exc, argv, ctx, what)
-        if failure is exc:
-            raise
-        raise failure from exc
-    except BaseException:
-        reaper.spawn_failed()
-        raise
-    reaper.started(proc.pid)
-    pids.append(proc.pid)
-    assert proc.stdout is not None and proc.stderr is not None  # both are PIPE above
+    sandbox = ctx.environment.sandbox
+    sandbox.environment(environment)
+    proc = None
+    if where is not None and ctx.warm is not None:  # a sandbox set up before, if one is ready
+        proc = await ctx.warm.take(where, argv, environment, stdin=stdin is not None)
+        if proc is not None:
+            pids.append(proc.pid)  # registered with the reaper when it was started
+            if stdin is None and proc.stdin is not None:
+                proc.stdin.close()  # the stub gave the step /dev/null
+                proc.stdin = None
+    if proc is None:
+        if where is not None:
+            workdir, workflow_dir, network, files, readable = where
+            argv = sandbox.command(
+                argv, workdir=workdir, workflow_dir=workflow_dir, network=network, files=dict(files),
+                readable=readable, own_session=True,  # started below with start_new_session
+            )
+        proc = await _start(argv, ctx, stdin, environment, what)
+        pids.append(proc.pid)
+    assert proc.stdout is not None and proc.stderr is not None  # both are PIPE
     stdout = _Head(ctx.max_output, ctx.output_file)
     readers = [
         asyncio.ensure_future(stdout.read(proc.stdout)),
@@ -211,6 +198,43 @@ async def _run_process(
     )
 
 
+async def _start(
+    argv: Sequence[str], ctx: NodeContext, stdin: bytes | None, environment: dict[str, str], what: str
+) -> asyncio.subprocess.Process:
+    """Start the step's process (cold: bwrap, when sandboxed, sets its sandbox up now)."""
+    reaper.spawning()
+    starting = asyncio.ensure_future(
+        asyncio.create_subprocess_exec(
+            *argv,
+            stdin=asyncio.subprocess.PIPE if stdin is not None else asyncio.subprocess.DEVNULL,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+            cwd=ctx.workdir,
+            env=environment,
+            start_new_session=True,
+        )
+    )
+    try:
+        # Shielded: a cancel that lands while asyncio is still wiring the pipes would make it
+        # kill only the main process, leaving the rest of the group (`sleep &`) running.
+        proc = await asyncio.shield(starting)
+    except asyncio.CancelledError:
+        await _kill_started(starting)
+        reaper.spawn_failed()
+        raise
+    except (OSError, ValueError) as exc:
+        reaper.spawn_failed()
+        failure = _start_failure(exc, argv, ctx, what)
+        if failure is exc:
+            raise
+        raise failure from exc
+    except BaseException:
+        reaper.spawn_failed()
+        raise
+    reaper.started(proc.pid)
+    return proc
+
+
 def _start_failure(exc: OSError | ValueError, argv: Sequence[str], ctx: NodeContext, what: str) -> Exception:
     """Why the program could not start, as the step's failure (other errors pass through)."""
     if isinstance(exc, FileNotFoundError | PermissionError | NotADirectoryError):
@@ -237,7 +261,10 @@ def _start_failure(exc: OSError | ValueError, argv: Sequence[str], ctx: NodeCont
 def _check_started(outcome: ProcessOutcome, program: str, ctx: NodeContext, what: str) -> None:
     """bwrap ran, but the program did not start in the sandbox: the same failure as outside."""
     line = outcome.stderr_tail.strip()
-    said = (f"bwrap: execvp {program}: ", f"setpriv: failed to execute {program}: ")
+    said: tuple[str, ...] = (f"bwrap: execvp {program}: ", f"setpriv: failed to execute {program}: ")
+    env = ctx.environment.sandbox.env_program
+    if env is not None:  # a warmed sandbox's stub hands the program to `env` (`core/engine/warm.py`)
+        said += (f"{env}: '{program}': ",)
     prefix = next((p for p in said if line.startswith(p)), None)
     if prefix is not None and "\n" not in line:
         raise NodeFailed(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import textwrap
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -11,6 +12,7 @@ from typing import Any
 from core.engine.engine import Engine, EngineConfig
 from core.engine.events import EngineEvent, EventKind
 from core.engine.providers import FakeProvider, ProviderRegistry
+from core.engine.sandbox import NO_SANDBOX, Sandbox
 from core.engine.tools import ToolRegistry
 from core.store.records import JournalEntry, NodeStatus, Run
 from core.store.repository import SqlStore
@@ -82,6 +84,7 @@ def make_harness(
     lease_seconds: float = 15.0,
     max_parallel: int = 4,
     tools: ToolRegistry | None = None,
+    sandbox: Sandbox | None = None,
 ) -> Harness:
     store = SqlStore(url)
     store.migrate()
@@ -93,7 +96,7 @@ def make_harness(
         catalog=catalog,
         config=EngineConfig(
             data_dir=root / "data",
-            environment=step_environment(),
+            environment=dataclasses.replace(step_environment(), sandbox=sandbox or NO_SANDBOX),
             max_parallel=max_parallel,
             lease_seconds=lease_seconds,
             replica_id="test",
