@@ -29,6 +29,8 @@ from core.commands.run_args import build_args
 from core.commands.suggestions import Suggestion
 from core.config import Access
 from core.engine.approval_policy import Standing
+from core.engine.ballots import approves_proposal
+from core.engine.gates import GateKeeper
 from core.errors import BatonError
 from core.store.port import Store
 from core.workflows.catalog import Catalog
@@ -39,6 +41,7 @@ class Asking:
     store: Store
     catalog: Catalog
     access: Access
+    gates: GateKeeper  # the engine's: a gate's policy and the votes so far
 
     def suggest_workflows(self, platform: str, user: str, typed: str) -> list[Suggestion]:
         """Workflow names `user` may run, for autocomplete (read only, nothing recorded)."""
@@ -89,17 +92,18 @@ class Asking:
         if gate is None:
             return None
         self.catalog.reload()
-        spec = voting.spec_of(self, run, gate)
+        spec, policy, members = self.gates.policy(run, gate)
         if spec is None or not spec.form:
             return None
-        policy = voting.policy_of(self, run, spec)
-        standing = policy.standing(uid, requester=run.requester, opened_at=gate.created_at, now=time.time(),
-                                   members=voting.members_of(self.access))
+        now = time.time()
+        standing = policy.standing(uid, requester=run.requester, opened_at=gate.created_at, now=now,
+                                   members=members)  # fmt: skip
         if standing is not Standing.ELIGIBLE:
             return None  # `handle` refuses, politely
-        ballot = voting.read_ballot(spec, command.words, command.comment, reject=False)
-        before = voting.so_far(self, run, gate, policy)
-        if uid in before.voters or (before.proposal and voting.approves_proposal(ballot, before.proposal)):
+        ballot = voting.read_ballot(spec, command.words, command.comment, reject=False, user=uid, run=run,
+                                    gate=gate, at=now)  # fmt: skip
+        before = self.gates.so_far(run, gate, policy, members)
+        if uid in before.voters or (before.proposal and approves_proposal(ballot, before.proposal)):
             return None  # `handle` approves the proposal, or says their vote is in
         choice = ballot.choice
         return replies.approval_values(run, gate, spec, choice, {}, []).form

@@ -21,7 +21,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from core.engine.approval_policy import Members, Policy
+from core.engine.ballots import Approvers, Ballot
 from core.engine.cache_expiry import apply_retention
 from core.engine.concurrency import concurrency_of
 from core.engine.config import EngineConfig
@@ -43,7 +43,7 @@ from core.engine.subruns import ChildRuns
 from core.engine.tools import ToolRegistry
 from core.errors import BatonError, StoreError
 from core.store.port import Store, digest_bytes
-from core.store.records import Concurrency, Gate, GateVote, JournalEntry, OnLimit, Run, RunStatus
+from core.store.records import Concurrency, Gate, JournalEntry, OnLimit, Run, RunStatus
 from core.store.unit_of_work import UnitOfWork
 from core.workflows.args import canonical_json, handle
 from core.workflows.catalog import Catalog
@@ -87,9 +87,11 @@ class Engine:
         providers: ProviderRegistry,
         tools: ToolRegistry,
         runners: RunnerFactory | None = None,
+        approvers: Approvers | None = None,
     ) -> None:
         """`runners`: builds each execution's step runner: `LocalStepRunner` (this process)
-        unless given another (`core.engine.distributed.queue_runner_factory`: `baton worker`s)."""
+        unless given another (`core.engine.distributed.queue_runner_factory`: `baton worker`s).
+        `approvers`: the access settings' part of every gate's policy (`GateKeeper.vote`)."""
         self.store = store
         self.catalog = catalog
         self.config = config
@@ -99,7 +101,8 @@ class Engine:
                                    environment=config.environment)  # fmt: skip
         #: the notices of a run's events, written in the unit of work that makes each event
         self.notifier = Notifier(store=store, catalog=catalog, args_of=self.readiness.args_of)
-        self.gates = GateKeeper(store, self.notifier)
+        self.gates = GateKeeper(store, self.notifier, catalog=catalog, approvers=approvers, owner=self.owner,
+                                lease_seconds=config.lease_seconds)
         self.children = ChildRuns(self)  # `workflow:` steps' child runs
         self.executions = Executions(store=store, config=config, providers=providers,
                                      runners=runners or LocalStepRunner, notifier=self.notifier,
@@ -434,12 +437,12 @@ class Engine:
                                           decision=decision, outcome=outcome,
                                           timed_out=timed_out, alongside=alongside)  # fmt: skip
 
-    async def vote(self, run: Run, gate: Gate, ballot: GateVote, policy: Policy, members: Members, *,
+    async def vote(self, ballot: Ballot, *, run: Run | None = None, gate: Gate | None = None,
                    args: Mapping[str, Any] | None = None) -> Voted:
-        """A vote on the waiting `gate` of `run` under `policy`, decided here: the ballot, its
-        audit row and, when it completes the decision, the decision, in one unit of work
-        (`RunActions.vote`, `GateKeeper.vote`)."""
-        return await self.actions.vote(run, gate, ballot, policy, members, args=args)
+        """`ballot` decided here under its gate's policy: the ballot, its audit row and, when it
+        completes the decision, the decision, in one unit of work (`RunActions.vote`,
+        `GateKeeper.vote`); `run`, `gate`, `args`: what the caller read already."""
+        return await self.actions.vote(ballot, run=run, gate=gate, args=args)
 
     async def reject(self, run_id: str | Run, *, actor: str, reason: str | None = None,
                      fail: bool = False, timed_out: bool = False, alongside: Alongside | None = None) -> Run:

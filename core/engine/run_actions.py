@@ -12,10 +12,11 @@ workflows read before a status changes (`readiness.py`) and this process's execu
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from core.engine.approval_policy import Members, Policy
+from core.engine.ballots import Ballot
 from core.engine.contracts import check_output
 from core.engine.events import EventKind
 from core.engine.executions import Executions
@@ -23,11 +24,11 @@ from core.engine.gates import Alongside, GateKeeper, Voted
 from core.engine.journal_index import INVALIDATED_MARKER, MARKER_KEY
 from core.engine.mapping import split_item_id
 from core.engine.readiness import Readiness, Ready
-from core.errors import Next, RunNotResumable, RunStateError, UsageError
+from core.errors import Next, RunNotFound, RunNotResumable, RunStateError, UsageError
 from core.redaction import Redactor
 from core.store.cas import who_changed
 from core.store.port import Store
-from core.store.records import Gate, GateVote, JournalEntry, NodeStatus, Run, RunStatus
+from core.store.records import Gate, GateStatus, JournalEntry, NodeStatus, Run, RunStatus
 from core.workflows.validation import did_you_mean
 from core.workflows.validation import downstream as downstream_of
 
@@ -172,21 +173,20 @@ class RunActions:
                    keyed=run.concurrency is not None)
         return cancelled
 
-    async def vote(
-        self, run: Run, gate: Gate, ballot: GateVote, policy: Policy, members: Members, *,
-        args: Mapping[str, Any] | None = None,
-    ) -> Voted:
-        """`ballot` cast on `gate` of the paused `run` under `policy` (`GateKeeper.vote`: the
-        policy evaluated and the ballot, its audit and any decision written in one unit of
-        work); a vote that completes an approval launches the run again, one that rejects ends
-        it. A person's comment is kept with secrets hidden."""
-        ballot = ballot.evolve(comment=self._hidden(ballot.comment) or "")
-        approving = ballot.ballot == "vote"  # what a completed quorum needs, read before the unit
+    async def vote(self, ballot: Ballot, *, run: Run | None = None, gate: Gate | None = None,
+                   args: Mapping[str, Any] | None = None) -> Voted:
+        """`ballot` decided on its gate (`GateKeeper.vote`: the policy resolved and evaluated,
+        and the ballot, its audit and any decision written in one unit of work); a vote that
+        completes an approval launches the run again, one that rejects ends it. `run`, `gate`
+        and `args`: what the caller read already (a stale copy loses the CAS like any
+        concurrent change). A person's comment is kept with secrets hidden."""
+        run = run if run is not None and run.id == ballot.run else self.store.get_run(ballot.run)
+        gate = self._targeted(run, self.gates.to_decide(run, gate), ballot.node)
+        ballot = dataclasses.replace(ballot, comment=self._hidden(ballot.comment) or "")
         ready = None
-        if approving:
+        if not ballot.rejects:  # what a completed quorum needs, read before the unit
             ready = self.readiness.ready(run.workflow, self.readiness.args_of(run) if args is None else args)
-        voted = self.gates.vote(run, gate, ballot, policy, members, owner=self.owner,
-                                lease_seconds=self.lease_seconds, comment=ballot.comment or None)  # fmt: skip
+        voted = self.gates.vote(run, gate, ballot)
         emit = self.executions.emit
         if voted.decides and voted.why is None:  # it opened the gate: the run goes on
             await emit(EventKind.GATE_DECIDED, run.id, gate.node_id, approved=True, by=ballot.user,
@@ -201,6 +201,22 @@ class RunActions:
             await emit(EventKind.RUN_FINISHED, run.id, run_status=voted.run.status.value, reason=why,
                        keyed=run.concurrency is not None)
         return voted
+
+    def _targeted(self, run: Run, gate: Gate, node: str | None) -> Gate:
+        """The waiting `gate`, when it is the one a ballot names (`node`; None: any); else the
+        refusal: that gate was decided, or does not wait now."""
+        if node is None or gate.node_id == node:
+            return gate
+        try:
+            named = self.store.get_gate(run.id, node)
+        except RunNotFound:
+            named = None
+        if named is not None and named.status is not GateStatus.WAITING:
+            raise self.gates.refusal(run, named)
+        raise RunNotResumable(
+            f"run {run.id} waits at `{gate.node_id}`, not at `{node}`",
+            run_id=run.id, status=run.status.value, by=run.status_by, next_step=Next.DECIDE,
+        )  # fmt: skip
 
     async def _end(
         self, run: Run, *, actor: str, reason: str, allowed: tuple[RunStatus, ...], action: str, note: str,
