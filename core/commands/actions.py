@@ -133,6 +133,19 @@ async def decide(ctx: Context, run: Run, approve: bool, comment: str | None,
     return await vote(ctx, ballot, run=run, gate=gate, args=json.loads(blob))
 
 
+async def vote_on(ctx: Context, ballot: Ballot) -> list[Reply]:
+    """`ballot` on the run it names (an id, or a prefix of one): its gate when it names one,
+    else the gate a decision about that run answers (a child's, when the run waits on a
+    `workflow:` step; `which_gate` when several children wait)."""
+    run = ctx.find(ballot.run)
+    if ballot.node is None:
+        held = _gate_holder(ctx, run)
+        if isinstance(held, list):
+            return [replies.which_gate(held, "reject" if ballot.rejects else "approve")]
+        run = held
+    return await vote(ctx, dataclasses.replace(ballot, run=run.id), run=run)
+
+
 async def vote(ctx: Context, ballot: Ballot, *, run: Run, gate: Gate | None = None,
                args: Mapping[str, Any] | None = None) -> list[Reply]:
     """`ballot` decided on `run`'s gate (`voting.cast`), told in the run's thread."""

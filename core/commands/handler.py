@@ -220,8 +220,7 @@ class Handler:
             details: dict[str, object] = {"command": verb, "source": ballot.source.value,
                                           "choice": ballot.choice, "text": self._text(ballot.comment)}
             self._audit(ctx, "command", ballot.run, details, defer=True)
-            run = ctx.find(ballot.run)
-            return await actions.vote(ctx, ballot, run=run)
+            return await actions.vote_on(ctx, ballot)
 
         return await self._handle(message, accepted=accepted, act=act)
 

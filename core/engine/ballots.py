@@ -109,10 +109,16 @@ def refusal(standing: Standing, uid: str, run: Run) -> PermissionDenied:
     )
 
 
-def check_fields(spec: ApprovalSpec | None, texts: Mapping[str, str]) -> None:
-    """`UsageError` for a value given for a field the gate does not have."""
+def check_ballot(spec: ApprovalSpec | None, policy: Policy, ballot: Ballot) -> None:
+    """`UsageError` for a choice the gate does not offer, or a value given for a field it
+    does not have."""
+    if ballot.choice not in policy.choices:
+        raise UsageError(
+            f"`{ballot.choice}` is not a choice of this gate (its choices: {', '.join(policy.choices)})",
+            hint=f"Choose one of {', '.join(policy.choices)}.",
+        )
     fields = spec.form if spec is not None else {}
-    for name in texts:
+    for name in ballot.texts:
         if name not in fields:
             raise UsageError(
                 f"`{name}` is not a field of this gate (its fields: {', '.join(fields)})",

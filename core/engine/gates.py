@@ -190,7 +190,7 @@ class GateKeeper:
                                    now=ballot.at, members=members)  # fmt: skip
         if standing is not Standing.ELIGIBLE:
             raise ballots.refusal(standing, ballot.user, run)
-        ballots.check_fields(spec, ballot.texts)
+        ballots.check_ballot(spec, policy, ballot)
         before = self.so_far(run, gate, policy, members)
         choice, values = ballot.choice, dict[str, Any]()
         if before.proposal is not None and ballots.approves_proposal(ballot, before.proposal):
