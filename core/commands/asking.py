@@ -24,12 +24,11 @@ from core.commands.input_text import check_message
 from core.commands.messages import ChatMessage, Form
 from core.commands.model import ApproveCommand, RunCommand
 from core.commands.parser import parse
-from core.commands.quoting import quote_word
 from core.commands.run_args import build_args
 from core.commands.suggestions import Suggestion
 from core.config import Access
 from core.engine.approval_policy import Standing
-from core.engine.ballots import approves_proposal
+from core.engine.ballots import Ballot, Source, approves_proposal
 from core.engine.gates import GateKeeper
 from core.errors import BatonError
 from core.store.port import Store
@@ -108,17 +107,16 @@ class Asking:
         choice = ballot.choice
         return replies.approval_values(run, gate, spec, choice, {}, []).form
 
-    def _approval_form(self, text: str, values: Mapping[str, str]) -> FormResult:
+    def _approval_form(self, text: str, ballot: Ballot, values: Mapping[str, str]) -> FormResult:
         """A gate's form submitted: each value checked as typed (`voting.typed_values`), then
-        the `approve <run> [choice] name=value…` it completes."""
-        command = parse(text)
-        assert isinstance(command, ApproveCommand)
-        run = self.store.find_run(command.run)
+        the ballot it completes (`ballot`, from the form's `approve <run> [choice]`, with the
+        values: `Handler.decide`)."""
+        run = self.store.find_run(ballot.run)
         gate = self.store.waiting_gate(run.id) or self.store.decided_gate(run.id)
         self.catalog.reload()
         spec = voting.spec_of(self, run, gate) if gate is not None else None
         if spec is None:
-            return FormResult(text, {})  # `handle` says why nothing waits
+            return FormResult(text, {}, ballot)  # `decide` says why nothing waits
         given = {name: value for name, value in values.items() if name in spec.form and value.strip() != ""}
         errors: dict[str, str] = {}
         for name in spec.form:
@@ -132,15 +130,17 @@ class Asking:
         if errors:
             return FormResult(None, errors)
         filled = {name: given.get(name, _text(spec.form[name].default)) for name in spec.form}
-        return FormResult(" ".join([text, *(quote_word(f"{n}={v}") for n, v in filled.items())]), {})
+        node = gate.node_id if gate is not None else None
+        return FormResult(text, {}, dataclasses.replace(ballot, texts=filled, node=node))
 
     def read_form(self, message: ChatMessage, values: Mapping[str, str]) -> FormResult:
         """Check what was submitted in a form whose `command` is `message.text`: the command to
         `handle` (as `message`'s user), or an error per field (`""`: about the whole form)."""
         try:
             check_message(dataclasses.replace(message, text="\n".join([message.text, *values.values()])))
-            if isinstance(parse(message.text), ApproveCommand):
-                return self._approval_form(message.text, values)
+            ballot = voting.button_ballot(message.text, Source.MODAL)
+            if ballot is not None and not ballot.rejects:  # a gate's form: the ballot it completes
+                return self._approval_form(message.text, ballot, values)
             command = forms.run_of(message.text)
             self.catalog.reload()
             workflow = self.catalog.get(command.workflow)

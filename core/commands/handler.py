@@ -222,7 +222,11 @@ class Handler:
             self._audit(ctx, "command", ballot.run, details, defer=True)
             return await actions.vote_on(ctx, ballot)
 
-        return await self._handle(message, accepted=accepted, act=act)
+        if message.thread is not None:
+            return await self._handle(message, accepted=accepted, act=act)
+        async with self.progress.starting(message.platform, message.conversation) as answered:
+            answered.extend(await self._handle(message, accepted=accepted, act=act))
+            return list(answered)
 
     def _typed_command(self, text: str) -> str | None:
         """The command a message to the bot spells (`parser.as_command`), unless it starts

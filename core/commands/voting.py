@@ -36,14 +36,14 @@ from core.commands import authz, queueing, replies
 from core.commands.messages import Reply
 from core.config import ANYONE, Access
 from core.engine.approval_policy import APPROVE, REJECT, Members, Policy, Verdict, shortfall
-from core.engine.ballots import Ballot, shortfall_data, state, typed_values
+from core.engine.ballots import Ballot, Source, shortfall_data, state, typed_values
 from core.errors import WorkflowError
 from core.store.records import Gate, Run
 from core.workflows.approval_spec import ApprovalSpec
 from core.workflows.model import Workflow
 
-__all__ = ["APPROVE", "REJECT", "AccessApprovers", "cast", "read_ballot", "shortfall_data", "state",
-           "typed_values", "unmet"]
+__all__ = ["APPROVE", "REJECT", "AccessApprovers", "button_ballot", "cast", "read_ballot", "shortfall_data",
+           "state", "typed_values", "unmet"]
 
 _VALUE = re.compile(r"^(?P<name>[A-Za-z_][A-Za-z0-9_]*)=(?P<text>.*)$", re.DOTALL)
 
@@ -120,6 +120,20 @@ def read_ballot(
         rest.pop(0)
     text = " ".join(rest) if words else (comment or "")
     return Ballot(user, run.id, choice, text, texts, node=gate.node_id, chose=chose, at=at)
+
+
+def button_ballot(command: str, source: Source = Source.BUTTON) -> Ballot | None:
+    """The ballot a gate's button (or the form it opens) stands for: the commands the core
+    gives them (`replies.approve_buttons`, `vote_differs`, `approval_values`: `approve <run>`,
+    `approve <run> <choice>`, `reject <run>`) read as fields, never parsed as a command; None
+    for any other button. Its voter is set by `Handler.decide` from who clicked."""
+    words = command.split(" ")
+    if len(words) not in (2, 3) or words[0] not in (APPROVE, REJECT) or not words[1]:
+        return None
+    verb, run, *choice = words
+    if verb == REJECT:
+        return None if choice else Ballot("", run, REJECT, source=source)
+    return Ballot("", run, choice[0] if choice else APPROVE, source=source, chose=bool(choice))
 
 
 async def cast(

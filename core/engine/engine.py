@@ -28,7 +28,7 @@ from core.engine.config import EngineConfig
 from core.engine.events import ENGINE_ACTOR, EngineEvent, EventKind, Plan, RunSummary, Subscriber
 from core.engine.executions import Executions
 from core.engine.executor import RunnerFactory, input_digests
-from core.engine.gates import Alongside, GateKeeper, Voted
+from core.engine.gates import Alongside, Decision, GateKeeper, Voted
 from core.engine.inspection import PLANNED, RunDetail, inspect_run
 from core.engine.journal_index import JournalIndex
 from core.engine.leases import LeaseKeeper, new_owner
@@ -429,13 +429,13 @@ class Engine:
         outcome: Mapping[str, Any] | None = None, timed_out: bool = False,
         alongside: Alongside | None = None,
     ) -> Run:  # fmt: skip
-        """paused at a gate -> approved, running (`RunActions.approve`); `decision` and `outcome`:
-        what a policy's votes decided (`core/commands/voting.py`); `timed_out`: by the gate's
-        `on_timeout`, not by a person; `alongside`: the caller's writes in the decision's unit
-        of work (a timeout's: `core/commands/deadlines.py`)."""
-        return await self.actions.approve(run_id, actor=actor, comment=comment, gate=gate, args=args,
-                                          decision=decision, outcome=outcome,
-                                          timed_out=timed_out, alongside=alongside)  # fmt: skip
+        """paused at a gate -> approved, running, outright (people vote: `vote`): the arguments
+        become one `Decision` (`RunActions.approve`, `GateKeeper.approve`); `decision` and
+        `outcome`: the choice decided and its values; `timed_out`: by the gate's `on_timeout`,
+        not by a person; `alongside`: the caller's writes in the decision's unit of work (a
+        timeout's: `core/commands/deadlines.py`)."""
+        decided = Decision(actor, True, comment, decision, outcome, timed_out=timed_out, alongside=alongside)
+        return await self.actions.approve(run_id, decided, gate=gate, args=args)
 
     async def vote(self, ballot: Ballot, *, run: Run | None = None, gate: Gate | None = None,
                    args: Mapping[str, Any] | None = None) -> Voted:
@@ -448,9 +448,9 @@ class Engine:
                      fail: bool = False, timed_out: bool = False, alongside: Alongside | None = None) -> Run:
         """paused at a gate -> rejected, cancelled (`fail`: failed, a gate's `on_timeout: fail`;
         `timed_out`: by the gate's `on_timeout`, not by a person; `alongside`: the caller's
-        writes in the decision's unit of work)."""
-        return await self.actions.reject(run_id, actor=actor, reason=reason, fail=fail, timed_out=timed_out,
-                                         alongside=alongside)
+        writes in the decision's unit of work): one `Decision` (`RunActions.reject`)."""
+        decided = Decision(actor, False, reason, fail=fail, timed_out=timed_out, alongside=alongside)
+        return await self.actions.reject(run_id, decided)
 
     async def abandon(self, run_id: str | Run, *, actor: str, reason: str | None = None) -> Run:
         """failed | paused | needs_attention | running -> cancelled (`RunActions.abandon`)."""

@@ -4,8 +4,10 @@
     gates.waiting(run)              the gate a plain approve or reject answers (or None)
     gates.decided(run)              the gate decided last: who won a race (or None)
     gates.to_decide(run, gate)      the gate a decision answers, or the refusal saying why not
-    gates.approve(run, gate, ...)   one unit of work: gate CAS, run CAS paused -> running, audit row
-    gates.reject(run, gate, ...)    one unit of work: gate CAS, run CAS paused -> cancelled,
+    gates.approve(run, gate, decision)
+                                    one unit of work: gate CAS, run CAS paused -> running, audit row
+    gates.reject(run, gate, decision)
+                                    one unit of work: gate CAS, run CAS paused -> cancelled,
                                     rejection marker in the journal, audit row
                                     (either: the caller's `alongside` writes in the same unit, as a
                                     timeout's deadline CAS, `timeout` audit row and outbox line)
@@ -57,6 +59,25 @@ from core.workflows.catalog import Catalog
 
 #: writes a caller adds to a decision's unit of work: they exist exactly when the decision does
 Alongside = Callable[[UnitOfWork], None]
+
+
+@dataclass(frozen=True, slots=True)
+class Decision:
+    """A gate decided outright, not by a person's vote (a gate's `on_timeout`, the engine's
+    `approve` / `reject`): by `actor`, `approved` or not, with a `comment` (a rejection's
+    reason, secrets hidden). Approved: the `choice` decided (default `approve`) and its
+    `outcome` (values, approvers). Rejected: `fail` ends the run failed (`on_timeout: fail`).
+    `timed_out`: the gate's `on_timeout` decided (told as such where the gate was offered);
+    `alongside`: the caller's writes, in the decision's unit of work."""
+
+    actor: str
+    approved: bool
+    comment: str | None = None
+    choice: str | None = None
+    outcome: Mapping[str, Any] | None = None
+    fail: bool = False
+    timed_out: bool = False
+    alongside: Alongside | None = None
 
 
 class GateKeeper:
@@ -117,35 +138,31 @@ class GateKeeper:
         )
 
     # -- deciding -------------------------------------------------------------------------------
-    def approve(
-        self, run: Run, gate: Gate, *, actor: str, comment: str | None, owner: str, lease_seconds: float,
-        decision: str | None = None, outcome: Mapping[str, Any] | None = None,
-        alongside: Alongside | None = None,
-    ) -> Run:
-        """`gate` approved and the run `running` again under `owner`'s lease, audited: one
-        unit of work. The run's CAS is on the version read (`run.version`). `decision` is the
-        choice a policy's votes decided (default `approve`), `outcome` its values and approvers;
+    def approve(self, run: Run, gate: Gate, decision: Decision) -> Run:
+        """`gate` approved and the run `running` again under this keeper's lease, audited: one
+        unit of work. The run's CAS is on the version read (`run.version`); the decision's
         `alongside` adds the caller's writes to the unit (after the two CAS writes)."""
         try:
             with self.store.transaction() as tx:
-                resumed = approving(tx, run, gate, actor=actor, comment=comment, owner=owner,
-                                    lease_seconds=lease_seconds, decision=decision, outcome=outcome,
-                                    alongside=alongside)  # fmt: skip
+                resumed = approving(tx, run, gate, actor=decision.actor, comment=decision.comment,
+                                    owner=self.owner, lease_seconds=self.lease_seconds,
+                                    decision=decision.choice, outcome=decision.outcome,
+                                    alongside=decision.alongside)  # fmt: skip
         except GateAlreadyDecided as exc:
             raise self._lost(run, exc) from exc
         return resumed.value
 
-    def reject(self, run: Run, gate: Gate, *, actor: str, reason: str | None,
-               fail: bool = False, alongside: Alongside | None = None) -> tuple[Run, str]:
-        """`gate` rejected and the run cancelled, with the rejection's marker in the journal
-        and the audit row: one unit of work. The run as cancelled, and why (its reason).
-        `fail`: the gate timed out with `on_timeout: fail`, the run ends `failed` instead;
-        `alongside` adds the caller's writes to the unit (after the two CAS writes, so before
-        the run's rest row: a timeout's line goes out before the run's final reply)."""
+    def reject(self, run: Run, gate: Gate, decision: Decision) -> tuple[Run, str]:
+        """`gate` rejected and the run cancelled (`decision.fail`: failed), with the rejection's
+        marker in the journal and the audit row: one unit of work. The run as ended, and why
+        (its reason). The decision's `alongside` adds the caller's writes to the unit (after
+        the two CAS writes, so before the run's rest row: a timeout's line goes out before the
+        run's final reply)."""
         try:
             with self.store.transaction() as tx:
-                ended, why = rejecting(tx, run, gate, actor=actor, reason=reason, fail=fail,
-                                       alongside=alongside, notifier=self.notifier)  # fmt: skip
+                ended, why = rejecting(tx, run, gate, actor=decision.actor, reason=decision.comment,
+                                       fail=decision.fail, alongside=decision.alongside,
+                                       notifier=self.notifier)  # fmt: skip
         except GateAlreadyDecided as exc:
             raise self._lost(run, exc) from exc
         return ended.value, why

@@ -20,7 +20,7 @@ from core.engine.ballots import Ballot
 from core.engine.contracts import check_output
 from core.engine.events import EventKind
 from core.engine.executions import Executions
-from core.engine.gates import Alongside, GateKeeper, Voted
+from core.engine.gates import Decision, GateKeeper, Voted
 from core.engine.journal_index import INVALIDATED_MARKER, MARKER_KEY
 from core.engine.mapping import split_item_id
 from core.engine.readiness import Readiness, Ready
@@ -120,54 +120,33 @@ class RunActions:
         self.store.audit(actor=actor, action="resume", run_id=run.id, details={"from": run.status.value})
         return running
 
-    async def approve(
-        self,
-        run_id: str | Run,
-        *,
-        actor: str,
-        comment: str | None = None,
-        gate: Gate | None = None,
-        args: Mapping[str, Any] | None = None,
-        decision: str | None = None,
-        outcome: Mapping[str, Any] | None = None,
-        timed_out: bool = False,
-        alongside: Alongside | None = None,
-    ) -> Run:
+    async def approve(self, run_id: str | Run, decision: Decision, *, gate: Gate | None = None,
+                      args: Mapping[str, Any] | None = None) -> Run:
         """paused at a gate -> approved, running. A `Run` the caller just read, the `gate` it
         found waiting in it and the run's `args` (`args_of(run)`) save reading them again
-        (stale copies lose the CAS below like any concurrent change; args never change).
-        `decision` and `outcome`: what a policy's votes decided (`core/commands/voting.py`);
-        `timed_out`: the gate's `on_timeout` decided (told as such where the gate was offered);
-        `alongside`: the caller's writes, in the decision's unit of work (`GateKeeper.approve`)."""
+        (stale copies lose the CAS below like any concurrent change; args never change)."""
         run = run_id if isinstance(run_id, Run) else self.store.get_run(run_id)
-        comment = self._hidden(comment)
+        decision = dataclasses.replace(decision, comment=self._hidden(decision.comment))
         gate = self.gates.to_decide(run, gate)
         ready = self.readiness.ready(run.workflow, self.readiness.args_of(run) if args is None else args)
-        running = self.gates.approve(
-            run, gate, actor=actor, comment=comment, owner=self.owner, lease_seconds=self.lease_seconds,
-            decision=decision, outcome=outcome, alongside=alongside,
-        )
+        running = self.gates.approve(run, gate, decision)
         emit = self.executions.emit
-        await emit(EventKind.GATE_DECIDED, run.id, gate.node_id, approved=True, by=actor,
-                   how="timeout" if timed_out else "approve", decision=decision or "approve")
+        await emit(EventKind.GATE_DECIDED, run.id, gate.node_id, approved=True, by=decision.actor,
+                   how="timeout" if decision.timed_out else "approve", decision=decision.choice or "approve")
         await self.start_or_queue(running, ready)
         return running
 
-    async def reject(self, run_id: str | Run, *, actor: str, reason: str | None = None,
-                     fail: bool = False, timed_out: bool = False, alongside: Alongside | None = None) -> Run:
-        """paused at a gate -> rejected, cancelled (a `Run` the caller read saves reading it);
-        `fail`: a gate's `on_timeout: fail`, the run ends failed; `timed_out`: the gate's
-        `on_timeout` decided (told as such where the gate was offered); `alongside`: the
-        caller's writes, in the decision's unit of work (`GateKeeper.reject`)."""
+    async def reject(self, run_id: str | Run, decision: Decision) -> Run:
+        """paused at a gate -> rejected, cancelled (`decision.fail`: failed); a `Run` the
+        caller read saves reading it."""
         run = run_id if isinstance(run_id, Run) else self.store.get_run(run_id)
-        reason = self._hidden(reason)
+        decision = dataclasses.replace(decision, comment=self._hidden(decision.comment))
         gate = self.gates.to_decide(run)
-        cancelled, why = self.gates.reject(run, gate, actor=actor, reason=reason, fail=fail,
-                                           alongside=alongside)
+        cancelled, why = self.gates.reject(run, gate, decision)
         emit = self.executions.emit
-        how = "timeout" if fail or timed_out else "reject"
-        await emit(EventKind.GATE_DECIDED, run.id, gate.node_id, approved=False, by=actor, how=how,
-                   decision="fail" if fail else "reject")
+        how = "timeout" if decision.fail or decision.timed_out else "reject"
+        await emit(EventKind.GATE_DECIDED, run.id, gate.node_id, approved=False, by=decision.actor, how=how,
+                   decision="fail" if decision.fail else "reject")
         await emit(EventKind.NODE_FAILED, run.id, gate.node_id, error=why)
         await emit(EventKind.RUN_FINISHED, run.id, run_status=cancelled.status.value, reason=why,
                    keyed=run.concurrency is not None)
