@@ -114,7 +114,7 @@ class Asking:
         run = self.store.find_run(ballot.run)
         gate = self.store.waiting_gate(run.id) or self.store.decided_gate(run.id)
         self.catalog.reload()
-        spec = voting.spec_of(self, run, gate) if gate is not None else None
+        spec = self.gates.spec(run, gate) if gate is not None else None
         if spec is None:
             return FormResult(text, {}, ballot)  # `decide` says why nothing waits
         given = {name: value for name, value in values.items() if name in spec.form and value.strip() != ""}

@@ -35,9 +35,8 @@ from typing import Any
 from core.commands import authz, queueing, replies
 from core.commands.messages import Reply
 from core.config import ANYONE, Access
-from core.engine.approval_policy import APPROVE, REJECT, Members, Policy, Verdict, shortfall
+from core.engine.approval_policy import APPROVE, REJECT, Policy, Verdict, shortfall
 from core.engine.ballots import Ballot, Source, shortfall_data, state, typed_values
-from core.errors import WorkflowError
 from core.store.records import Gate, Run
 from core.workflows.approval_spec import ApprovalSpec
 from core.workflows.model import Workflow
@@ -62,23 +61,6 @@ class AccessApprovers:
         return authz.members(self.access, refs)
 
 
-def members_of(access: Any) -> Members:
-    return lambda refs: authz.members(access, refs)
-
-
-def spec_of(ctx: Any, run: Run, gate: Gate) -> ApprovalSpec | None:
-    """The gate's policy as the workflow states it now; None when the workflow or node is
-    gone (then BATON_ACCESS decides who may, as for a short-form gate)."""
-    try:
-        return ctx.catalog.get(run.workflow).node(gate.node_id).approval
-    except (WorkflowError, KeyError):
-        return None
-
-
-def policy_of(ctx: Any, run: Run, spec: ApprovalSpec | None) -> Policy:
-    return policy_in(ctx.access, run.workflow, spec)
-
-
 def policy_in(access: Access, workflow: str, spec: ApprovalSpec | None) -> Policy:
     """The policy of a gate of `workflow` written as `spec`, under these access settings."""
     fallback = [*access.approve.get(workflow, ()), *access.approve.get(ANYONE, ())]
@@ -93,7 +75,7 @@ def unmet(access: Access, workflow: Workflow) -> list[dict[str, Any]]:
     found = []
     for node in workflow.nodes:
         if node.approval is not None:
-            lack = shortfall(policy_in(access, workflow.name, node.approval), members_of(access))
+            lack = shortfall(policy_in(access, workflow.name, node.approval), AccessApprovers(access).members)
             if lack is not None:
                 found.append({"node": node.id, **shortfall_data(lack)})
     return found
