@@ -228,8 +228,8 @@ class GateKeeper:
                 "node": gate.node_id, "choice": choice, "counted": False, "differs_from": other.by,
                 "comment": ballot.comment, "source": ballot.source.value})  # fmt: skip
             return Voted(False, before, run, gate=gate, choice=choice, values=values, differs=other)
-        return dataclasses.replace(voted, gate=gate, choice=choice, values=values,
-                                   state=ballots.state(policy, voted.tally, run, gate, ballot.at, members))
+        shown = {} if voted.decides else ballots.state(policy, voted.tally, run, gate, ballot.at, members)
+        return dataclasses.replace(voted, gate=gate, choice=choice, values=values, state=shown)
 
     def count(
         self, run: Run, gate: Gate, ballot: GateVote, policy: Policy, members: Members, *,
@@ -332,10 +332,11 @@ class Voted:
     tally with it, the run after it (running again, ended, or as it was), `decided`: the gate
     as others decided it before this vote counted, `why` a rejection ended the run, and
     `decides`: this vote completed the decision (`tally.verdict` says which). From
-    `GateKeeper.vote`: the `gate` voted on, the `values` voted for, the policy's live `state`
-    after it, and `asks`: the form to fill in first (nothing recorded); `again`: this
-    person's vote was in already (a repeat naming no values: nothing recorded); `differs`:
-    the ballot was for something else than the proposal (not counted, audited)."""
+    `GateKeeper.vote`: the `gate` voted on, the `choice` and `values` voted for, the policy's
+    live `state` after it (while the gate still waits), and `asks`: the form to fill in first
+    (nothing recorded); `again`: this person's vote was in already (a repeat naming no values:
+    nothing recorded); `differs`: the ballot was for something else than the proposal (not
+    counted, audited)."""
 
     counted: bool
     tally: Tally
