@@ -36,6 +36,7 @@ from core.commands import authz
 from core.commands.deadlines import GateDeadlines
 from core.commands.handler import Handler
 from core.commands.queue_watch import QueueWatch
+from core.commands.voting import AccessApprovers
 from core.config import Settings
 from core.delivery.outbox import OutboxLoop
 from core.engine.engine import Engine, EngineConfig, RunnerFactory
@@ -197,6 +198,7 @@ def build_baton(
         providers=runtime.providers,
         tools=runtime.tools,
         runners=_queue_runners(dispatcher),
+        approvers=AccessApprovers(settings.access_policy),
     )
     handler = Handler(store=store, engine=engine, catalog=runtime.catalog, access=settings.access_policy,
                       redactor=runtime.redactor, event_stale_after=settings.event_stale_seconds,

@@ -14,6 +14,7 @@ import dataclasses
 from collections.abc import Awaitable, Callable
 
 from core.commands.asking import Asking
+from core.commands.forms import FormResult
 from core.commands.messages import ChatMessage, Form, FormField
 
 LineReader = Callable[[], Awaitable[str | None]]
@@ -26,9 +27,10 @@ def prompt(field: FormField, index: int, count: int) -> str:
     return f"{index}/{count} {field.name} ({kind}){shown}: "
 
 
-async def fill(form: Form, asking: Asking, message: ChatMessage, read: LineReader, say: Say) -> str | None:
-    """Ask every field of `form`; the command the answers complete (to handle as `message`'s
-    user), or None when input ended."""
+async def fill(form: Form, asking: Asking, message: ChatMessage, read: LineReader, say: Say
+               ) -> FormResult | None:
+    """Ask every field of `form`; what the answers complete (to handle as `message`'s user: a
+    run's command, or a gate's ballot), or None when input ended."""
     asked = list(form.fields)
     answers = {f.name: f.value for f in form.fields}
     await say(f"{form.title}: {len(asked)} value{'s' if len(asked) != 1 else ''} to fill in "
@@ -43,7 +45,7 @@ async def fill(form: Form, asking: Asking, message: ChatMessage, read: LineReade
                 answers[field.name] = line.strip()
         result = asking.read_form(dataclasses.replace(message, text=form.command), answers)
         if result.command is not None:
-            return result.command
+            return result
         for name, error in result.errors.items():
             await say(f"{name}: {error}" if name else error)
         asked = [f for f in form.fields if f.name in result.errors] or list(form.fields)

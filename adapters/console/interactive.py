@@ -32,6 +32,8 @@ from adapters.console.output import choices_of, choices_text, reply_text
 from core.commands.hints import hint
 from core.commands.messages import Button, ChatMessage, Reply
 from core.commands.notices import is_notice
+from core.commands.voting import button_ballot
+from core.engine.ballots import Ballot
 from core.errors import BatonError
 from core.redaction import Redactor
 from core.render import redacted
@@ -156,20 +158,22 @@ async def _until_stopped(baton: Baton, reader: LineReader) -> str | None:
 
 async def _form_answered(
     baton: Baton, replies: list[Reply], message: ChatMessage, reader: LineReader, view: ConsoleView
-) -> ChatMessage | None:
+) -> tuple[ChatMessage | None, Ballot | None]:
     """A reply that asks for a form (a run's inputs, a gate's values): its fields as numbered
-    prompts, then the command they complete as the next message; None when none asks."""
+    prompts, then the command they complete as the next message (a gate's: the ballot, for
+    `Handler.decide`); None when none asks."""
     form = next((r.form for r in replies if r.form is not None and not r.edit_only), None)
     if form is None:
-        return None
+        return None, None
 
     async def say(text: str) -> None:
         view.note(text)
 
-    command = await fill(form, baton.handler.asking, message, reader, say)
-    if command is None:
-        return None
-    return dataclasses.replace(message, text=command, event_id=f"{message.event_id}-form")
+    result = await fill(form, baton.handler.asking, message, reader, say)
+    if result is None or result.command is None:
+        return None, None
+    answered = dataclasses.replace(message, text=result.command, event_id=f"{message.event_id}-form")
+    return answered, result.ballot
 
 
 async def interactive(
@@ -201,17 +205,22 @@ async def interactive(
         if not line:
             continue
         button = view.choice(line)
+        ballot: Ballot | None = None
         if button is not None:
             line = f"/workflow {button.command}"
+            ballot = button_ballot(button.command)  # a gate's Approve / Reject: a ballot
         message: ChatMessage | None = to_chat_message(line, conversation, user, thread)
         while message is not None:
             try:
-                replies = await baton.handler.handle(message)
+                if ballot is not None:  # a gate's form, filled in: its values never read as a command
+                    replies = await baton.handler.decide(ballot, message)
+                else:
+                    replies = await baton.handler.handle(message)
             except BatonError as exc:  # the handler answers errors itself; this is the safety net
                 data = {"message": exc.message, "hint": hint(exc)}
                 replies = [Reply(kind="error", data=data, is_error=True)]
             for reply in replies:
                 await show(reply)
-            message = await _form_answered(baton, replies, message, reader, view)
+            message, ballot = await _form_answered(baton, replies, message, reader, view)
     if not tty and not baton.stopping.is_set():
         await drive_to_rest(baton, set())  # piped input: finish what it started before leaving

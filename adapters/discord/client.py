@@ -44,12 +44,14 @@ from core.commands.messages import reusable
 from core.commands.offers import DECIDING
 from core.commands.preflight import starts_run
 from core.commands.replies import FORM_ACTION
+from core.commands.voting import button_ballot
 from core.errors import ConfigurationError, InputValidationError
 from core.render import render
 
 if TYPE_CHECKING:
     from core.commands.handler import Handler
-    from core.commands.messages import Form, Reply
+    from core.commands.messages import ChatMessage, Form, Reply
+    from core.engine.ballots import Ballot
 
 #: Seconds an opened form stays known after its modal's own timeout (a late submission of it
 #: is discord.py's to drop, not a closed form to tell about).
@@ -136,14 +138,17 @@ class BatonClient(discord.Client):
         await super().close()
 
     # -- `/workflow …` -------------------------------------------------------------------------
-    async def on_workflow(self, interaction: discord.Interaction, command: str) -> None:
+    async def on_workflow(self, interaction: discord.Interaction, command: str, ballot: Ballot | None = None
+                          ) -> None:
+        """`command` as the user's, or the `ballot` a gate's form completed (`Handler.decide`:
+        never read as a command; `command` is then the form's own, recorded for a late replay)."""
         refused = preflight.refusal(interaction) if starts_run(command) else None
         if refused is not None:  # before a run starts here: Baton could not post its story
             log.info("run not started: cannot post in the channel",
                      extra={"action": "preflight_refused", "channel": interaction.channel_id})
             await interaction.response.send_message(refused, ephemeral=True, allowed_mentions=NO_MENTIONS)
             return
-        if await self._open_form(interaction, command):
+        if ballot is None and await self._open_form(interaction, command):
             return  # its modal is the answer
         message = command_message(interaction, command)
         accepted = self.handler.accept(message)  # recorded before Discord is answered (late_events.py)
@@ -151,8 +156,13 @@ class BatonClient(discord.Client):
             if accepted:
                 self.handler.finish(message)  # answered or expired already: never done late
             return
-        answer = await self.handler.handle(message, accepted=accepted)
+        answer = await self._answer(message, accepted, ballot)
         await self.sender.answer(interaction, answer, open_original=True)
+
+    async def _answer(self, message: ChatMessage, accepted: bool, ballot: Ballot | None) -> list[Reply]:
+        if ballot is not None:
+            return await self.handler.decide(ballot, message, accepted=accepted)
+        return await self.handler.handle(message, accepted=accepted)
 
     async def _open_form(self, interaction: discord.Interaction, command: str) -> bool:
         """A `run` missing required inputs, or an approval of a gate with a form: its form as a
@@ -185,7 +195,7 @@ class BatonClient(discord.Client):
                 "\n".join(render(error, FORMAT, self.handler.redactor)), ephemeral=True,
                 allowed_mentions=NO_MENTIONS, view=self.sender.view_of(error) or discord.ui.View())
             return
-        await self.on_workflow(interaction, result.command)
+        await self.on_workflow(interaction, result.command, result.ballot)
 
     # -- buttons ------------------------------------------------------------------------------
     async def check_click(self, interaction: discord.Interaction, button: WorkflowButton) -> bool:
@@ -244,7 +254,7 @@ class BatonClient(discord.Client):
             if accepted:
                 self.handler.finish(message)
             return None
-        answer = await self.handler.handle(message, accepted=accepted)
+        answer = await self._answer(message, accepted, button_ballot(command))
         refusals = [dataclasses.replace(r, ephemeral=True) for r in answer if r.is_error]
         if refusals:
             await self.sender.answer(interaction, refusals, open_original=False)

@@ -2,10 +2,11 @@
 
 Every tool call becomes one `ChatMessage` (`principal` set, `is_command`) handled by the same
 `Handler` chat uses: the same parser, authorization, compare-and-swap, redaction and audit
-(the audit row's actor is the principal). The replies that come back are data; this module
-turns them into an `Answer`: JSON about the run (id, handle, status, what it waits for, its
-page) and the reply's own words on one line. No rule lives here: what an agent may do is
-what `core/commands` lets the principal do.
+(the audit row's actor is the principal); `approve` and `reject` are a `Ballot` instead
+(`Handler.decide`), so no comment or value is ever read as a command. The replies that come
+back are data; this module turns them into an `Answer`: JSON about the run (id, handle,
+status, what it waits for, its page) and the reply's own words on one line. No rule lives
+here: what an agent may do is what `core/commands` lets the principal do.
 
 Where the agent's runs report: `BATON_MCP_POST_TO` (`slack:C024BE7LH`), so people see them
 and decide their gates in chat; the command's "started" reply is posted there like a
@@ -29,6 +30,8 @@ from core.commands import replies as replies_
 from core.commands.handler import Handler
 from core.commands.messages import ChatMessage, Reply
 from core.commands.quoting import quote_word
+from core.engine.approval_policy import APPROVE, REJECT
+from core.engine.ballots import Ballot, Source
 from core.engine.engine import Engine
 from core.engine.events import EngineEvent, NodeState
 from core.engine.subruns import waiting_child
@@ -169,18 +172,15 @@ class AgentTools:
 
     async def approve(self, principal: str, run: str, comment: str | None = None,
                       values: Mapping[str, Any] | None = None, choice: str | None = None) -> Answer:
-        words = ["approve", _q(run)]
-        if choice is not None:
-            words.append(_q(choice))
-        for name, value in (values or {}).items():
-            words.append(_q(f"{name}={value if isinstance(value, str) else json.dumps(value)}"))
-        if comment:
-            words.append(_q(comment))
-        return self._answer(principal, await self._command(principal, words), lambda r: {"decision": r.kind})
+        texts = {name: value if isinstance(value, str) else json.dumps(value)
+                 for name, value in (values or {}).items()}
+        ballot = Ballot(principal, run, choice or APPROVE, comment or "", texts, Source.AGENT,
+                        chose=choice is not None)
+        return self._answer(principal, await self._decide(principal, ballot), lambda r: {"decision": r.kind})
 
     async def reject(self, principal: str, run: str, reason: str) -> Answer:
-        words = ["reject", _q(run), *([_q(reason)] if reason else [])]
-        return self._answer(principal, await self._command(principal, words), lambda r: {"decision": r.kind})
+        ballot = Ballot(principal, run, REJECT, reason or "", source=Source.AGENT)
+        return self._answer(principal, await self._decide(principal, ballot), lambda r: {"decision": r.kind})
 
     async def resume(self, principal: str, run: str) -> Answer:
         return self._answer(principal, await self._command(principal, ["resume", _q(run)]), lambda r: {})
@@ -218,6 +218,13 @@ class AgentTools:
             principal=principal,
         )
         return await self.handler.handle(message)
+
+    async def _decide(self, principal: str, ballot: Ballot) -> list[Reply]:
+        """`ballot` decided as the principal's (`Handler.decide`): no command text is composed."""
+        platform, conversation = self.place or (PLATFORM, principal)
+        origin = ChatMessage(platform=platform, conversation=conversation, user=principal, text="",
+                             event_id=f"mcp-{uuid.uuid4().hex}", principal=principal)
+        return await self.handler.decide(ballot, origin)
 
     async def _announce(self, started: Reply) -> None:
         """The "started" reply, posted where the run reports, as a person's command would be;

@@ -44,7 +44,9 @@ from core.commands.handler import Handler
 from core.commands.messages import ChatMessage, Reply, reusable
 from core.commands.offers import DECIDING
 from core.commands.preflight import starts_run
+from core.commands.voting import button_ballot
 from core.config import Settings
+from core.engine.ballots import Ballot
 from core.render import render
 
 log = logging.getLogger("baton.slack")
@@ -72,10 +74,14 @@ class SlackBridge:
     baton: Baton
     preflight: Preflight
 
-    async def handle(self, message: ChatMessage, origin: Origin, *, accepted: bool = False) -> list[Reply]:
-        """The core's answer to one message; a crash is logged and told as one generic line.
-        `accepted`: recorded before Slack was acknowledged (`Handler.accept`)."""
+    async def handle(self, message: ChatMessage, origin: Origin, *, accepted: bool = False,
+                     ballot: Ballot | None = None) -> list[Reply]:
+        """The core's answer to one message, or to the `ballot` a gate's button or form
+        stands for (`Handler.decide`: never read as a command); a crash is logged and told as
+        one generic line. `accepted`: recorded before Slack was acknowledged (`Handler.accept`)."""
         try:
+            if ballot is not None:
+                return await self.baton.handler.decide(ballot, message, accepted=accepted)
             return await self.baton.handler.handle(message, accepted=accepted)
         except Exception:
             log.exception("handling a Slack message failed",
@@ -83,8 +89,9 @@ class SlackBridge:
             await self.sender.tell(origin, wording.internal_error())
             return []
 
-    async def process(self, message: ChatMessage, origin: Origin, *, accepted: bool = False) -> list[Reply]:
-        replies = await self.handle(message, origin, accepted=accepted)
+    async def process(self, message: ChatMessage, origin: Origin, *, accepted: bool = False,
+                      ballot: Ballot | None = None) -> list[Reply]:
+        replies = await self.handle(message, origin, accepted=accepted, ballot=ballot)
         await self.sender.deliver(replies, origin)
         return replies
 
@@ -117,7 +124,7 @@ class SlackBridge:
         message, origin = inbound.button_click(body, action, command)
         accepted = self.baton.handler.accept(message)  # before the acknowledgement, as a command
         await ack()
-        replies = await self.handle(message, origin, accepted=accepted)
+        replies = await self.handle(message, origin, accepted=accepted, ballot=button_ballot(command))
         name = str(action.get("action_id", "")).removeprefix(ACTION_PREFIX).split(":", 1)[0]
         # a gate decided: the core edits every message that offered it (offers.py), this one too
         decided = command.split(" ", 1)[0] in DECIDING
@@ -156,10 +163,11 @@ class SlackBridge:
         if result.command is None:
             await ack(response_action="errors", errors=slack_forms.block_errors(result.errors, view))
             return
-        message = dataclasses.replace(message, text=result.command)
+        if result.ballot is None:  # a `run`'s inputs: the command they complete
+            message = dataclasses.replace(message, text=result.command)
         accepted = self.baton.handler.accept(message)  # before the acknowledgement, as a command
         await ack()
-        await self.process(message, origin, accepted=accepted)
+        await self.process(message, origin, accepted=accepted, ballot=result.ballot)
 
     async def on_home(self, event: dict[str, Any]) -> None:
         """`app_home_opened` on the Home tab: the person's runs and gates, published for them."""

@@ -12,9 +12,10 @@
 
 Nothing else answers (404), and nothing under /r or /c without a valid link (403). A link
 acts as its user (`links.Grant`): every request checks again that this user may view the
-run (`core.commands.authz`). A decision is the user's `approve`/`reject` command, handled by
-the same `Handler` as a chat message from them (authorization, compare-and-swap, audit,
-dedupe by the form's id), and its reply is posted in the run's thread.
+run (`core.commands.authz`). A decision is the user's ballot on the gate the page showed
+(`Handler.decide`: the same authorization, policy, compare-and-swap, audit and dedupe by the
+form's id as a chat `approve`/`reject`; the comment is never read as a command), and its reply
+is posted in the run's thread.
 """
 
 from __future__ import annotations
@@ -43,7 +44,7 @@ from adapters.web.security import COOKIE, Csrf, SecurityHeaders
 from core.commands import authz
 from core.commands.handler import Handler
 from core.commands.messages import ChatMessage
-from core.commands.quoting import quote_word
+from core.engine.ballots import Ballot, Source
 from core.errors import BatonError, RunNotFound
 from core.render import TEMPLATES, duration, render_text
 from core.store.records import Run
@@ -262,12 +263,12 @@ class RunPagesApp:
             note = "The question changed since the page was shown; read it again before deciding."
             return self._back(token, note)
         comment = " ".join(fields["comment"].split())[:COMMENT_LIMIT]
-        text = f"{decision} {run.id}" + (f" -- {quote_word(comment)}" if comment else "")
         platform, _, user = grant.uid.partition(":")
-        message = ChatMessage(platform=platform, conversation=run.conversation, user=user, text=text,
-                              event_id=f"web:{fields['form']}:{decision}", thread=run.thread)
+        origin = ChatMessage(platform=platform, conversation=run.conversation, user=user, text="",
+                             event_id=f"web:{fields['form']}:{decision}", thread=run.thread)
+        ballot = Ballot(grant.uid, run.id, decision, comment, source=Source.PAGE, node=fields["node"] or None)
         try:
-            answers = await self.handler.handle(message)
+            answers = await self.handler.decide(ballot, origin)
         except BatonError as exc:
             return self._back(token, exc.message)
         self.hub.poke(run.id)  # a vote that does not yet decide the gate still changes its panel

@@ -192,7 +192,7 @@ def policy_line(parts: Parts, run: Run, gate: Gate, now: float) -> dict[str, Any
     59m"), from `voting.live_state` as the chat message shows it, and its choices and form."""
     state = voting.live_state(parts, run, gate, now)
     line = environment().from_string(_POLICY_LINE).render(data={"state": state}).strip()
-    spec = voting.spec_of(parts, run, gate)
+    spec = parts.engine.gates.spec(run, gate)
     fields = [{"name": name, "type": str(field.type), "default": field.default,
                "options": list(field.enum or ())} for name, field in (spec.form if spec else {}).items()]
     choices = [c for c in state["choices"] if c != voting.APPROVE]

@@ -10,7 +10,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -47,6 +47,7 @@ from core.commands.resolution import Prompt, decide_fresh_run, latest_run, promp
 from core.commands.run_args import MESSAGE, build_args
 from core.commands.scheduler import Scheduler
 from core.config import Access
+from core.engine.ballots import Ballot
 from core.engine.engine import Engine
 from core.engine.tools import unregistered
 from core.errors import (
@@ -119,27 +120,38 @@ def node_approvers(ctx: Context, run: Run, node_id: str) -> list[str] | None:
 
 
 async def decide(ctx: Context, run: Run, approve: bool, comment: str | None,
-                 words: tuple[str, ...] = (), by_reply: bool = False) -> list[Reply]:
-    """Approve or reject `run`'s waiting gate (explicitly by id), or say who already did. A
-    waiting gate's decision is a vote under its policy (`voting.py`)."""
+                 words: tuple[str, ...] = ()) -> list[Reply]:
+    """Approve or reject `run`'s waiting gate as typed in chat: the words read into a ballot
+    (`voting.read_ballot`), then decided like any other (`vote`)."""
     ctx.run_ref = run.id
     gate, blob = ctx.store.gate_and_args(run)  # one query: the engine needs the args
-    if gate is not None and run.status is RunStatus.PAUSED:  # waiting (`gates.py`): a vote
-        answer = await voting.cast(ctx, run, gate, json.loads(blob), reject=not approve, words=words,
-                                   comment=comment, by_reply=by_reply)  # fmt: skip
-        return [in_run_thread(ctx, run, r) for r in answer]  # typed in the channel: told in the thread
-    done = ctx.engine.gates.decided(run)
-    if done is not None:
-        raise ctx.engine.gates.refusal(run, done)
-    # a decision that loses its race raises `GateAlreadyDecided` naming who won (`gates.py`)
-    if approve:
-        args_now = json.loads(blob)
-        after = await ctx.engine.approve(run, actor=ctx.uid, comment=comment, gate=gate, args=args_now)
-    else:
-        after = await _announcing(ctx, run.id, ctx.engine.reject(run.id, actor=ctx.uid, reason=comment))
-    queue = queueing.waiting(ctx.store, after, ctx.clock())
-    decided = replies.gate_decided(after, gate, approve, ctx.uid, comment, queue=queue)
-    return [in_run_thread(ctx, run, decided)]
+    if gate is None or run.status is not RunStatus.PAUSED:
+        gate = ctx.engine.gates.to_decide(run)  # raises: who decided it, or why nothing waits
+    spec = ctx.engine.gates.spec(run, gate)  # how the words read: the gate's choices and form
+    ballot = voting.read_ballot(spec, words, comment, reject=not approve, user=ctx.uid, run=run, gate=gate,
+                                at=ctx.clock())  # fmt: skip
+    return await vote(ctx, ballot, run=run, gate=gate, args=json.loads(blob))
+
+
+async def vote_on(ctx: Context, ballot: Ballot) -> list[Reply]:
+    """`ballot` on the run it names (an id, or a prefix of one): its gate when it names one,
+    else the gate a decision about that run answers (a child's, when the run waits on a
+    `workflow:` step; `which_gate` when several children wait)."""
+    run = ctx.find(ballot.run)
+    if ballot.node is None:
+        held = _gate_holder(ctx, run)
+        if isinstance(held, list):
+            return [replies.which_gate(held, "reject" if ballot.rejects else "approve")]
+        run = held
+    return await vote(ctx, dataclasses.replace(ballot, run=run.id), run=run)
+
+
+async def vote(ctx: Context, ballot: Ballot, *, run: Run, gate: Gate | None = None,
+               args: Mapping[str, Any] | None = None) -> list[Reply]:
+    """`ballot` decided on `run`'s gate (`voting.cast`), told in the run's thread."""
+    ctx.run_ref = run.id
+    answer = await voting.cast(ctx, ballot, run=run, gate=gate, args=args)
+    return [in_run_thread(ctx, run, r) for r in answer]  # typed in the channel: told in the thread
 
 
 # -- commands --------------------------------------------------------------------------------

@@ -24,11 +24,12 @@ from core.commands.input_text import check_message
 from core.commands.messages import ChatMessage, Form
 from core.commands.model import ApproveCommand, RunCommand
 from core.commands.parser import parse
-from core.commands.quoting import quote_word
 from core.commands.run_args import build_args
 from core.commands.suggestions import Suggestion
 from core.config import Access
 from core.engine.approval_policy import Standing
+from core.engine.ballots import Ballot, Source, approves_proposal
+from core.engine.gates import GateKeeper
 from core.errors import BatonError
 from core.store.port import Store
 from core.workflows.catalog import Catalog
@@ -39,6 +40,7 @@ class Asking:
     store: Store
     catalog: Catalog
     access: Access
+    gates: GateKeeper  # the engine's: a gate's policy and the votes so far
 
     def suggest_workflows(self, platform: str, user: str, typed: str) -> list[Suggestion]:
         """Workflow names `user` may run, for autocomplete (read only, nothing recorded)."""
@@ -89,32 +91,32 @@ class Asking:
         if gate is None:
             return None
         self.catalog.reload()
-        spec = voting.spec_of(self, run, gate)
+        spec, policy, members = self.gates.policy(run, gate)
         if spec is None or not spec.form:
             return None
-        policy = voting.policy_of(self, run, spec)
-        standing = policy.standing(uid, requester=run.requester, opened_at=gate.created_at, now=time.time(),
-                                   members=voting.members_of(self.access))
+        now = time.time()
+        standing = policy.standing(uid, requester=run.requester, opened_at=gate.created_at, now=now,
+                                   members=members)  # fmt: skip
         if standing is not Standing.ELIGIBLE:
             return None  # `handle` refuses, politely
-        ballot = voting.read_ballot(spec, command.words, command.comment, reject=False)
-        before = voting.so_far(self, run, gate, policy)
-        if uid in before.voters or (before.proposal and voting.approves_proposal(ballot, before.proposal)):
+        ballot = voting.read_ballot(spec, command.words, command.comment, reject=False, user=uid, run=run,
+                                    gate=gate, at=now)  # fmt: skip
+        before = self.gates.so_far(run, gate, policy, members)
+        if uid in before.voters or (before.proposal and approves_proposal(ballot, before.proposal)):
             return None  # `handle` approves the proposal, or says their vote is in
         choice = ballot.choice
         return replies.approval_values(run, gate, spec, choice, {}, []).form
 
-    def _approval_form(self, text: str, values: Mapping[str, str]) -> FormResult:
+    def _approval_form(self, text: str, ballot: Ballot, values: Mapping[str, str]) -> FormResult:
         """A gate's form submitted: each value checked as typed (`voting.typed_values`), then
-        the `approve <run> [choice] name=value…` it completes."""
-        command = parse(text)
-        assert isinstance(command, ApproveCommand)
-        run = self.store.find_run(command.run)
+        the ballot it completes (`ballot`, from the form's `approve <run> [choice]`, with the
+        values: `Handler.decide`)."""
+        run = self.store.find_run(ballot.run)
         gate = self.store.waiting_gate(run.id) or self.store.decided_gate(run.id)
         self.catalog.reload()
-        spec = voting.spec_of(self, run, gate) if gate is not None else None
+        spec = self.gates.spec(run, gate) if gate is not None else None
         if spec is None:
-            return FormResult(text, {})  # `handle` says why nothing waits
+            return FormResult(text, {}, ballot)  # `decide` says why nothing waits
         given = {name: value for name, value in values.items() if name in spec.form and value.strip() != ""}
         errors: dict[str, str] = {}
         for name in spec.form:
@@ -128,15 +130,17 @@ class Asking:
         if errors:
             return FormResult(None, errors)
         filled = {name: given.get(name, _text(spec.form[name].default)) for name in spec.form}
-        return FormResult(" ".join([text, *(quote_word(f"{n}={v}") for n, v in filled.items())]), {})
+        node = gate.node_id if gate is not None else None
+        return FormResult(text, {}, dataclasses.replace(ballot, texts=filled, node=node))
 
     def read_form(self, message: ChatMessage, values: Mapping[str, str]) -> FormResult:
         """Check what was submitted in a form whose `command` is `message.text`: the command to
         `handle` (as `message`'s user), or an error per field (`""`: about the whole form)."""
         try:
             check_message(dataclasses.replace(message, text="\n".join([message.text, *values.values()])))
-            if isinstance(parse(message.text), ApproveCommand):
-                return self._approval_form(message.text, values)
+            ballot = voting.button_ballot(message.text, Source.MODAL)
+            if ballot is not None and not ballot.rejects:  # a gate's form: the ballot it completes
+                return self._approval_form(message.text, ballot, values)
             command = forms.run_of(message.text)
             self.catalog.reload()
             workflow = self.catalog.get(command.workflow)

@@ -34,7 +34,6 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
-from core.commands import voting
 from core.config import Access
 from core.engine.approval_policy import Policy, Vote, outstanding
 from core.engine.engine import Engine
@@ -129,8 +128,7 @@ class GateDeadlines:
         ):
             self._win(d)
             return Fired(d, "stale")
-        spec = voting.spec_of(self, run, gate)
-        policy = voting.policy_of(self, run, spec)
+        spec, policy, members = self.engine.gates.policy(run, gate)  # resolved by the engine, as for votes
         kind = d.name.partition(":")[0]
         details: dict[str, Any] = {"node": d.node_id, "deadline": d.name, "due_at": d.due_at}
         if kind == "remind":
@@ -146,7 +144,7 @@ class GateDeadlines:
                         requester=run.requester,
                         opened_at=gate.created_at,
                         now=now,
-                        members=voting.members_of(self.access),
+                        members=members,
                     )
                 )
             )
@@ -154,7 +152,7 @@ class GateDeadlines:
                              _left(policy, gate.created_at, now), run=run)
             return Fired(d, "remind", to)
         if kind == "escalate":
-            to = tuple(sorted(voting.members_of(self.access)(policy.escalate_to)))
+            to = tuple(sorted(members(policy.escalate_to)))
             await self._tell(d, "escalate", ESCALATION, {**details, "to": list(policy.escalate_to)}, to,
                              _left(policy, gate.created_at, now))
             return Fired(d, "escalate", to)

@@ -23,6 +23,7 @@ from core.commands.model import SPECS, RunCommand
 from core.commands.parser import parse, parse_set
 from core.commands.resolution import run_command_text
 from core.commands.run_args import apply_sets
+from core.engine.ballots import Ballot
 from core.errors import BatonError, UsageError
 from core.workflows.args import MESSAGE, check_input, missing_inputs
 from core.workflows.model import Workflow
@@ -34,6 +35,8 @@ RUN_FORM = "run_inputs"  # `Form.kind` of the form asking for a run's inputs
 class FormResult:
     command: str | None  # the command to handle, as if typed; None when `errors`
     errors: dict[str, str]  # field name -> one line: what is wrong with that value
+    #: a gate's form: the ballot it completes (`Handler.decide`), its values never re-parsed
+    ballot: Ballot | None = None
 
 
 def _text(value: Any, type_: str) -> str:

@@ -18,7 +18,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from core.commands import actions, authz, replies, subscribing, voting
@@ -38,6 +38,7 @@ from core.commands.scheduler import Scheduler
 from core.config import Access
 from core.delivery.buttons import ButtonCommands
 from core.delivery.edits import Edits
+from core.engine.ballots import Ballot
 from core.engine.engine import Engine
 from core.errors import BatonError, PermissionDenied, UsageError
 from core.redaction import Redactor
@@ -65,6 +66,8 @@ class Handler:
         #: handled again when the platform redelivers it (BATON_EVENT_STALE_SECONDS in `build_baton`)
         self.event_stale_after = event_stale_after
         self.engine = engine
+        if engine.gates.approvers is None:  # an engine built without its port (a test rig): these settings
+            engine.gates.approvers = voting.AccessApprovers(access)
         self.catalog = catalog
         self.access = access
         #: the one edit-in-place component every adapter shares (pace, where keyed messages
@@ -79,7 +82,7 @@ class Handler:
         self.homes = Homes(store=store, catalog=catalog, access=access, pages=pages)
         engine.subscribe(self.homes.on_event)
         #: read-only questions (autocomplete, forms) adapters ask before or instead of `handle`
-        self.asking = Asking(store=store, catalog=catalog, access=access)
+        self.asking = Asking(store=store, catalog=catalog, access=access, gates=engine.gates)
         #: schedules: fired by a loop of the bot (`bot/schedule_loop.py`) or `schedule run`,
         #: their runs announced (a thread each) through this handler's progress reporter
         self.scheduler = Scheduler(store=store, engine=engine, catalog=catalog, access=access,
@@ -195,6 +198,36 @@ class Handler:
             answered.extend(await self._handle(message, accepted=accepted))
             return list(answered)
 
+    async def decide(self, ballot: Ballot, origin: ChatMessage, *, accepted: bool = False) -> list[Reply]:
+        """The answer to a ballot cast without command text: on the run's page, with a gate
+        message's button, in a gate's form, by an agent. `origin` says who cast it and where
+        (its platform and user, or `principal`, are the voter: the ballot's `user` and `at`
+        are set from them and the handler's clock), and its event id makes a redelivery a
+        duplicate (`accepted`: `accept` claimed it already). Authorized, decided and audited
+        like a typed `approve` / `reject`; nothing in it is parsed as a command."""
+        uid = origin.principal or authz.user_id(origin.platform, origin.user)
+        ballot = dataclasses.replace(ballot, user=uid, at=self.clock())
+        said = "\n".join([ballot.comment, *ballot.texts.values()])
+        message = dataclasses.replace(origin, text=said, is_command=True)
+        try:  # NUL, lone surrogates, invalid UTF-8 in a comment or a value: one line back
+            check_message(message)
+        except InvalidInput as exc:
+            log.info("input refused: %s", exc.message, extra={"action": "input_refused"})
+            return [replies.error(exc)]
+
+        async def act(ctx: Context) -> list[Reply]:
+            verb = "reject" if ballot.rejects else "approve"
+            details: dict[str, object] = {"command": verb, "source": ballot.source.value,
+                                          "choice": ballot.choice, "text": self._text(ballot.comment)}
+            self._audit(ctx, "command", ballot.run, details, defer=True)
+            return await actions.vote_on(ctx, ballot)
+
+        if message.thread is not None:
+            return await self._handle(message, accepted=accepted, act=act)
+        async with self.progress.starting(message.platform, message.conversation) as answered:
+            answered.extend(await self._handle(message, accepted=accepted, act=act))
+            return list(answered)
+
     def _typed_command(self, text: str) -> str | None:
         """The command a message to the bot spells (`parser.as_command`), unless it starts
         with `approve` / `reject` and what follows names no run: "reject it, too risky" is a
@@ -218,7 +251,8 @@ class Handler:
             return []
 
     async def _handle(
-        self, message: ChatMessage, thread_runs: list[Run] | None = None, *, accepted: bool = False
+        self, message: ChatMessage, thread_runs: list[Run] | None = None, *, accepted: bool = False,
+        act: Callable[[Context], Awaitable[list[Reply]]] | None = None,
     ) -> list[Reply]:
         uid = message.principal or authz.user_id(message.platform, message.user)
         ctx = Context(self.store, self.engine, self.catalog, self.access, message, uid, self.redactor,
@@ -236,7 +270,7 @@ class Handler:
         answer = [  # a reply offering a gate's buttons is kept, to withdraw them once it is decided
             self.progress.offers.offer(r, platform=message.platform, conversation=message.conversation,
                                        thread=message.thread)
-            for r in await self._answer(ctx)  # every Exception becomes a reply in there
+            for r in await self._answer(ctx, act)  # every Exception becomes a reply in there
         ]
         # Handled (an error reply included): every redelivery is a duplicate from now on. A
         # task cancelled mid-way (shutdown) leaves the claim unfinished, so it is re-claimed.
@@ -250,10 +284,13 @@ class Handler:
                         extra={"action": "finish_event", "event_id": message.event_id})
         return answer
 
-    async def _answer(self, ctx: Context) -> list[Reply]:
+    async def _answer(self, ctx: Context, act: Callable[[Context], Awaitable[list[Reply]]] | None = None
+                      ) -> list[Reply]:
         message = ctx.message
         try:
             self.catalog.reload()
+            if act is not None:  # a ballot (`decide`)
+                return await act(ctx)
             if message.is_command:
                 return await self._command(ctx)
             return await self._plain(ctx)
@@ -306,8 +343,7 @@ class Handler:
         run, gate = addressed[0]
         if decision.kind is DecisionKind.UNCLEAR:
             return [replies.approval_question(run, gate)]
-        return await actions.decide(ctx, run, decision.kind is DecisionKind.APPROVE, decision.comment,
-                                    by_reply=True)
+        return await actions.decide(ctx, run, decision.kind is DecisionKind.APPROVE, decision.comment)
 
     def _no_gate(self, ctx: Context, kind: DecisionKind, thread_runs: list[Run]) -> list[Reply]:
         msg = ctx.message

@@ -22,14 +22,14 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from core.engine.approval_policy import Members, Policy
+from core.engine.ballots import Approvers, Ballot
 from core.engine.cache_expiry import apply_retention
 from core.engine.concurrency import concurrency_of
 from core.engine.config import EngineConfig
 from core.engine.events import ENGINE_ACTOR, EngineEvent, EventKind, Plan, RunSummary, Subscriber
 from core.engine.executions import Executions
 from core.engine.executor import RunnerFactory, input_digests
-from core.engine.gates import Alongside, GateKeeper, Voted
+from core.engine.gates import Alongside, Decision, GateKeeper, Voted
 from core.engine.inspection import PLANNED, RunDetail, inspect_run
 from core.engine.journal_index import JournalIndex
 from core.engine.leases import LeaseKeeper, new_owner
@@ -44,7 +44,7 @@ from core.engine.subruns import ChildRuns
 from core.engine.tools import ToolRegistry
 from core.errors import BatonError
 from core.store.port import NewRun, Store, Transition, digest_bytes
-from core.store.records import Concurrency, Gate, GateVote, JournalEntry, OnLimit, Run, RunStatus
+from core.store.records import Concurrency, Gate, JournalEntry, OnLimit, Run, RunStatus
 from core.store.unit_of_work import UnitOfWork
 from core.workflows.args import canonical_json, handle
 from core.workflows.catalog import Catalog
@@ -88,9 +88,11 @@ class Engine:
         providers: ProviderRegistry,
         tools: ToolRegistry,
         runners: RunnerFactory | None = None,
+        approvers: Approvers | None = None,
     ) -> None:
         """`runners`: builds each execution's step runner: `LocalStepRunner` (this process)
-        unless given another (`core.engine.distributed.queue_runner_factory`: `baton worker`s)."""
+        unless given another (`core.engine.distributed.queue_runner_factory`: `baton worker`s).
+        `approvers`: the access settings' part of every gate's policy (`GateKeeper.vote`)."""
         self.store = store
         self.catalog = catalog
         self.config = config
@@ -100,7 +102,8 @@ class Engine:
                                    environment=config.environment)  # fmt: skip
         #: the notices of a run's events, written in the unit of work that makes each event
         self.notifier = Notifier(store=store, catalog=catalog, args_of=self.readiness.args_of)
-        self.gates = GateKeeper(store, self.notifier)
+        self.gates = GateKeeper(store, self.notifier, catalog=catalog, approvers=approvers, owner=self.owner,
+                                lease_seconds=config.lease_seconds)
         self.children = ChildRuns(self)  # `workflow:` steps' child runs
         self.executions = Executions(store=store, config=config, providers=providers,
                                      runners=runners or LocalStepRunner, notifier=self.notifier,
@@ -429,28 +432,28 @@ class Engine:
         outcome: Mapping[str, Any] | None = None, timed_out: bool = False,
         alongside: Alongside | None = None,
     ) -> Run:  # fmt: skip
-        """paused at a gate -> approved, running (`RunActions.approve`); `decision` and `outcome`:
-        what a policy's votes decided (`core/commands/voting.py`); `timed_out`: by the gate's
-        `on_timeout`, not by a person; `alongside`: the caller's writes in the decision's unit
-        of work (a timeout's: `core/commands/deadlines.py`)."""
-        return await self.actions.approve(run_id, actor=actor, comment=comment, gate=gate, args=args,
-                                          decision=decision, outcome=outcome,
-                                          timed_out=timed_out, alongside=alongside)  # fmt: skip
+        """paused at a gate -> approved, running, outright (people vote: `vote`): the arguments
+        become one `Decision` (`RunActions.approve`, `GateKeeper.approve`); `decision` and
+        `outcome`: the choice decided and its values; `timed_out`: by the gate's `on_timeout`,
+        not by a person; `alongside`: the caller's writes in the decision's unit of work (a
+        timeout's: `core/commands/deadlines.py`)."""
+        decided = Decision(actor, True, comment, decision, outcome, timed_out=timed_out, alongside=alongside)
+        return await self.actions.approve(run_id, decided, gate=gate, args=args)
 
-    async def vote(self, run: Run, gate: Gate, ballot: GateVote, policy: Policy, members: Members, *,
+    async def vote(self, ballot: Ballot, *, run: Run | None = None, gate: Gate | None = None,
                    args: Mapping[str, Any] | None = None) -> Voted:
-        """A vote on the waiting `gate` of `run` under `policy`, decided here: the ballot, its
-        audit row and, when it completes the decision, the decision, in one unit of work
-        (`RunActions.vote`, `GateKeeper.vote`)."""
-        return await self.actions.vote(run, gate, ballot, policy, members, args=args)
+        """`ballot` decided here under its gate's policy: the ballot, its audit row and, when it
+        completes the decision, the decision, in one unit of work (`RunActions.vote`,
+        `GateKeeper.vote`); `run`, `gate`, `args`: what the caller read already."""
+        return await self.actions.vote(ballot, run=run, gate=gate, args=args)
 
     async def reject(self, run_id: str | Run, *, actor: str, reason: str | None = None,
                      fail: bool = False, timed_out: bool = False, alongside: Alongside | None = None) -> Run:
         """paused at a gate -> rejected, cancelled (`fail`: failed, a gate's `on_timeout: fail`;
         `timed_out`: by the gate's `on_timeout`, not by a person; `alongside`: the caller's
-        writes in the decision's unit of work)."""
-        return await self.actions.reject(run_id, actor=actor, reason=reason, fail=fail, timed_out=timed_out,
-                                         alongside=alongside)
+        writes in the decision's unit of work): one `Decision` (`RunActions.reject`)."""
+        decided = Decision(actor, False, reason, fail=fail, timed_out=timed_out, alongside=alongside)
+        return await self.actions.reject(run_id, decided)
 
     async def abandon(self, run_id: str | Run, *, actor: str, reason: str | None = None) -> Run:
         """failed | paused | needs_attention | running -> cancelled (`RunActions.abandon`)."""

@@ -4,15 +4,19 @@
     gates.waiting(run)              the gate a plain approve or reject answers (or None)
     gates.decided(run)              the gate decided last: who won a race (or None)
     gates.to_decide(run, gate)      the gate a decision answers, or the refusal saying why not
-    gates.approve(run, gate, ...)   one unit of work: gate CAS, run CAS paused -> running, audit row
-    gates.reject(run, gate, ...)    one unit of work: gate CAS, run CAS paused -> cancelled,
+    gates.approve(run, gate, decision)
+                                    one unit of work: gate CAS, run CAS paused -> running, audit row
+    gates.reject(run, gate, decision)
+                                    one unit of work: gate CAS, run CAS paused -> cancelled,
                                     rejection marker in the journal, audit row
                                     (either: the caller's `alongside` writes in the same unit, as a
                                     timeout's deadline CAS, `timeout` audit row and outbox line)
-    gates.vote(run, gate, ballot, policy, members, ...)
-                                    a vote under the gate's policy: the ballot, its audit row and,
-                                    when it completes the decision, the decision, in one unit of
-                                    work (a CAS on the votes read: read again when one arrived)
+    gates.vote(run, gate, ballot)   a `Ballot` (`ballots.py`) decided under the gate's policy,
+                                    resolved here (the node's `approval:`, the `Approvers` port):
+                                    the voter's standing, the form's values, then the ballot, its
+                                    audit row and, when it completes the decision, the decision,
+                                    in one unit of work (`count`: a CAS on the votes read, read
+                                    again when one arrived)
     gates.ask(run_id, node, ...)    the executor's side: the gate for a step's question (kept,
                                     opened, or re-opened when the question changed)
 
@@ -25,28 +29,71 @@ the decision, who made it and the run's status; the commands layer words what to
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
-from core.engine.approval_policy import Members, Policy, Tally, Verdict, Vote, tally
+from core.engine import ballots
+from core.engine.approval_policy import REJECT, Members, Policy, Standing, Tally, Verdict, Vote, tally
+from core.engine.ballots import Approvers, Ballot
 from core.engine.events import ENGINE_ACTOR, tell_rest
 from core.engine.journal_index import MARKER_KEY, REJECTED_MARKER
 from core.engine.notify import Notifier
-from core.errors import GateAlreadyDecided, Next, RunNotFound, RunNotResumable, StoreError, VotesChanged
+from core.errors import (
+    GateAlreadyDecided,
+    Next,
+    RunNotFound,
+    RunNotResumable,
+    StoreError,
+    VoteDiffers,
+    VotesChanged,
+    WorkflowError,
+)
 from core.store.cas import already_decided, refuse_other_proposal
 from core.store.port import Store, Transition
 from core.store.records import Gate, GateStatus, GateVote, Run, RunStatus
 from core.store.unit_of_work import Pending, UnitOfWork
+from core.workflows.approval_spec import ApprovalSpec
+from core.workflows.catalog import Catalog
 
 #: writes a caller adds to a decision's unit of work: they exist exactly when the decision does
 Alongside = Callable[[UnitOfWork], None]
 
 
+@dataclass(frozen=True, slots=True)
+class Decision:
+    """A gate decided outright, not by a person's vote (a gate's `on_timeout`, the engine's
+    `approve` / `reject`): by `actor`, `approved` or not, with a `comment` (a rejection's
+    reason, secrets hidden). Approved: the `choice` decided (default `approve`) and its
+    `outcome` (values, approvers). Rejected: `fail` ends the run failed (`on_timeout: fail`).
+    `timed_out`: the gate's `on_timeout` decided (told as such where the gate was offered);
+    `alongside`: the caller's writes, in the decision's unit of work."""
+
+    actor: str
+    approved: bool
+    comment: str | None = None
+    choice: str | None = None
+    outcome: Mapping[str, Any] | None = None
+    fail: bool = False
+    timed_out: bool = False
+    alongside: Alongside | None = None
+
+
 class GateKeeper:
-    def __init__(self, store: Store, notifier: Notifier | None = None) -> None:
+    def __init__(
+        self, store: Store, notifier: Notifier | None = None, *, catalog: Catalog | None = None,
+        approvers: Approvers | None = None, owner: str = "", lease_seconds: float = 15.0,
+    ) -> None:
         self.store = store
         self.notifier = notifier  # the engine's: a run a rejection ends tells its notices in the unit
+        #: where a gate's `approval:` is read (None: every gate is a short-form one)
+        self.catalog = catalog
+        #: the access settings' part of every policy (approvers, admins, groups); set once by
+        #: the composition (`Engine(approvers=…)`); a vote with none is refused (fail closed)
+        self.approvers = approvers
+        self.owner = owner  # the lease a run an approval opens takes
+        self.lease_seconds = lease_seconds
 
     # -- which gate ---------------------------------------------------------------------------
     def waiting(self, run: Run) -> Gate | None:
@@ -91,56 +138,118 @@ class GateKeeper:
         )
 
     # -- deciding -------------------------------------------------------------------------------
-    def approve(
-        self, run: Run, gate: Gate, *, actor: str, comment: str | None, owner: str, lease_seconds: float,
-        decision: str | None = None, outcome: Mapping[str, Any] | None = None,
-        alongside: Alongside | None = None,
-    ) -> Run:
-        """`gate` approved and the run `running` again under `owner`'s lease, audited: one
-        unit of work. The run's CAS is on the version read (`run.version`). `decision` is the
-        choice a policy's votes decided (default `approve`), `outcome` its values and approvers;
+    def approve(self, run: Run, gate: Gate, decision: Decision) -> Run:
+        """`gate` approved and the run `running` again under this keeper's lease, audited: one
+        unit of work. The run's CAS is on the version read (`run.version`); the decision's
         `alongside` adds the caller's writes to the unit (after the two CAS writes)."""
         try:
             with self.store.transaction() as tx:
-                resumed = approving(tx, run, gate, actor=actor, comment=comment, owner=owner,
-                                    lease_seconds=lease_seconds, decision=decision, outcome=outcome,
-                                    alongside=alongside)  # fmt: skip
+                resumed = approving(tx, run, gate, actor=decision.actor, comment=decision.comment,
+                                    owner=self.owner, lease_seconds=self.lease_seconds,
+                                    decision=decision.choice, outcome=decision.outcome,
+                                    alongside=decision.alongside)  # fmt: skip
         except GateAlreadyDecided as exc:
             raise self._lost(run, exc) from exc
         return resumed.value
 
-    def reject(self, run: Run, gate: Gate, *, actor: str, reason: str | None,
-               fail: bool = False, alongside: Alongside | None = None) -> tuple[Run, str]:
-        """`gate` rejected and the run cancelled, with the rejection's marker in the journal
-        and the audit row: one unit of work. The run as cancelled, and why (its reason).
-        `fail`: the gate timed out with `on_timeout: fail`, the run ends `failed` instead;
-        `alongside` adds the caller's writes to the unit (after the two CAS writes, so before
-        the run's rest row: a timeout's line goes out before the run's final reply)."""
+    def reject(self, run: Run, gate: Gate, decision: Decision) -> tuple[Run, str]:
+        """`gate` rejected and the run cancelled (`decision.fail`: failed), with the rejection's
+        marker in the journal and the audit row: one unit of work. The run as ended, and why
+        (its reason). The decision's `alongside` adds the caller's writes to the unit (after
+        the two CAS writes, so before the run's rest row: a timeout's line goes out before the
+        run's final reply)."""
         try:
             with self.store.transaction() as tx:
-                ended, why = rejecting(tx, run, gate, actor=actor, reason=reason, fail=fail,
-                                       alongside=alongside, notifier=self.notifier)  # fmt: skip
+                ended, why = rejecting(tx, run, gate, actor=decision.actor, reason=decision.comment,
+                                       fail=decision.fail, alongside=decision.alongside,
+                                       notifier=self.notifier)  # fmt: skip
         except GateAlreadyDecided as exc:
             raise self._lost(run, exc) from exc
         return ended.value, why
 
-    def vote(
-        self, run: Run, gate: Gate, ballot: GateVote, policy: Policy, members: Members, *, owner: str,
-        lease_seconds: float, comment: str | None = None,
+    # -- voting -------------------------------------------------------------------------------
+    def spec(self, run: Run, gate: Gate) -> ApprovalSpec | None:
+        """The gate's policy as the workflow states it now; None when the workflow or node is
+        gone (then the access settings decide who may, as for a short-form gate)."""
+        if self.catalog is None:
+            return None
+        try:
+            return self.catalog.get(run.workflow).node(gate.node_id).approval
+        except (WorkflowError, KeyError):
+            return None
+
+    def policy(self, run: Run, gate: Gate) -> tuple[ApprovalSpec | None, Policy, Members]:
+        """The gate's spec, its policy (the node's `approval:` with the access settings' part)
+        and how its groups expand."""
+        if self.approvers is None:
+            raise StoreError("No approvers were configured for this engine; no gate can be decided.")
+        spec = self.spec(run, gate)
+        return spec, self.approvers.policy(run.workflow, spec), self.approvers.members
+
+    def so_far(self, run: Run, gate: Gate, policy: Policy, members: Members) -> Tally:
+        """What the votes recorded so far on this opening of `gate` decide."""
+        votes = [_as_vote(v) for v in self.store.gate_votes(run.id, gate.node_id, gate.created_at)]
+        return tally(policy, votes, requester=run.requester, opened_at=gate.created_at, members=members)
+
+    def live_state(self, run: Run, gate: Gate, now: float) -> dict[str, Any]:
+        """The state of `gate`'s policy now, from the votes recorded so far."""
+        _, policy, members = self.policy(run, gate)
+        return ballots.state(policy, self.so_far(run, gate, policy, members), run, gate, now, members)
+
+    def vote(self, run: Run, gate: Gate, ballot: Ballot) -> Voted:
+        """`ballot` decided on `gate` (waiting in the paused `run`) under the gate's policy:
+        refused (`PermissionDenied`: not eligible; `UsageError`: a field the gate lacks), the
+        form's values asked for (`Voted.asks`, nothing recorded), a repeat told, or counted
+        (`count`). A quorum approves one thing: an approval naming no values approves the
+        proposal; a ballot for anything else is not counted (`Voted.differs`, audited)."""
+        spec, policy, members = self.policy(run, gate)
+        standing = policy.standing(ballot.user, requester=run.requester, opened_at=gate.created_at,
+                                   now=ballot.at, members=members)  # fmt: skip
+        if standing is not Standing.ELIGIBLE:
+            raise ballots.refusal(standing, ballot.user, run)
+        ballots.check_ballot(spec, policy, ballot)
+        before = self.so_far(run, gate, policy, members)
+        choice, values = ballot.choice, dict[str, Any]()
+        if before.proposal is not None and ballots.approves_proposal(ballot, before.proposal):
+            choice, values = before.proposal.choice, dict(before.proposal.values)
+        elif choice != REJECT and spec is not None and spec.form:
+            values, missing = ballots.typed_values(spec, ballot.texts)
+            if ballot.user in before.voters and not ballot.texts:  # "lgtm" again: their vote is in
+                return Voted(False, before, run, gate=gate, again=True,
+                             state=ballots.state(policy, before, run, gate, ballot.at, members))  # fmt: skip
+            if missing or not ballot.texts:  # a form is filled in, never assumed: ask (defaults shown)
+                return Voted(False, before, run, gate=gate, asks=Asks(spec, choice, values, tuple(missing)))
+        vote = GateVote(run.id, gate.node_id, gate.created_at, ballot.user, choice, ballot.at, ballot.comment,
+                        values)  # fmt: skip
+        try:
+            voted = self.count(run, gate, vote, policy, members, source=ballot.source)
+        except VoteDiffers as other:  # not counted: said so in the audit trail, and to the voter
+            self.store.audit(actor=ballot.user, action="vote", run_id=run.id, details={
+                "node": gate.node_id, "choice": choice, "counted": False, "differs_from": other.by,
+                "comment": ballot.comment, "source": ballot.source.value})  # fmt: skip
+            return Voted(False, before, run, gate=gate, choice=choice, values=values, differs=other)
+        shown = {} if voted.decides else ballots.state(policy, voted.tally, run, gate, ballot.at, members)
+        return dataclasses.replace(voted, gate=gate, choice=choice, values=values, state=shown)
+
+    def count(
+        self, run: Run, gate: Gate, ballot: GateVote, policy: Policy, members: Members, *,
+        source: str = "chat",
     ) -> Voted:
-        """`ballot` cast on `gate` (waiting in the paused `run`) under `policy`: the policy is
-        evaluated over the votes recorded and this one, and the ballot, its audit row and, when
-        it completes the decision, the decision (`approving` / `rejecting`: gate and run CAS,
-        audit, journal marker, the run's rest row in the outbox) are written in ONE unit of
-        work. The unit is a CAS on the votes read (`tx.cast_vote`): when another vote arrived
-        meanwhile, the votes are read and the policy evaluated again. A quorum approves one
-        thing: a ballot for anything else than the proposal raises `VoteDiffers`, recording
-        nothing. `comment`: the decision's comment (the ballot's, redacted)."""
+        """`ballot` counted on `gate` under `policy`: the policy is evaluated over the votes
+        recorded and this one, and the ballot, its audit row and, when it completes the
+        decision, the decision (`approving` / `rejecting`: gate and run CAS, audit, journal
+        marker, the run's rest row in the outbox) are written in ONE unit of work. The unit is
+        a CAS on the votes read (`tx.cast_vote`): when another vote arrived meanwhile, the
+        votes are read and the policy evaluated again. A ballot for anything else than the
+        proposal raises `VoteDiffers`, recording nothing. The decision's comment is the
+        ballot's (already redacted)."""
+        comment = ballot.comment or None
         for _ in range(_VOTE_ATTEMPTS):
             recorded = self.store.gate_votes(run.id, gate.node_id, gate.created_at)
             votes = [_as_vote(v) for v in recorded]
             before = tally(policy, votes, requester=run.requester, opened_at=gate.created_at, members=members)
-            details = {"node": gate.node_id, "choice": ballot.choice, "comment": ballot.comment}
+            details = {"node": gate.node_id, "choice": ballot.choice, "comment": ballot.comment,
+                       "source": source}
             if any(v.user == ballot.user and v.ballot == ballot.ballot for v in recorded):  # counts once
                 self.store.audit(actor=ballot.user, action="vote", run_id=run.id, details={**details,
                                  "counted": False})  # fmt: skip
@@ -157,8 +266,9 @@ class GateKeeper:
                              details={**details, "counted": True})  # fmt: skip
                     if decides and after.verdict is Verdict.DECIDED:
                         resumed = approving(
-                            tx, run, gate, actor=ballot.user, comment=comment, owner=owner,
-                            lease_seconds=lease_seconds, decision=after.decision, outcome=outcome_of(after),
+                            tx, run, gate, actor=ballot.user, comment=comment, owner=self.owner,
+                            lease_seconds=self.lease_seconds, decision=after.decision,
+                            outcome=outcome_of(after),
                         )  # fmt: skip
                     elif decides:
                         ended, why = rejecting(tx, run, gate, actor=ballot.user, reason=comment,
@@ -206,11 +316,27 @@ _VOTE_ATTEMPTS = 20  # each lost round means another vote was recorded: the vote
 
 
 @dataclass(frozen=True, slots=True)
+class Asks:
+    """A gate's form to fill in before a vote counts: its `choice`, the `values` known (the
+    defaults, what was typed) and the fields without a default nobody gave."""
+
+    spec: ApprovalSpec
+    choice: str
+    values: dict[str, Any]
+    missing: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
 class Voted:
     """What a vote came to: `counted` (False: that person's same ballot was in already), the
     tally with it, the run after it (running again, ended, or as it was), `decided`: the gate
     as others decided it before this vote counted, `why` a rejection ended the run, and
-    `decides`: this vote completed the decision (`tally.verdict` says which)."""
+    `decides`: this vote completed the decision (`tally.verdict` says which). From
+    `GateKeeper.vote`: the `gate` voted on, the `choice` and `values` voted for, the policy's
+    live `state` after it (while the gate still waits), and `asks`: the form to fill in first
+    (nothing recorded); `again`: this person's vote was in already (a repeat naming no values:
+    nothing recorded); `differs`: the ballot was for something else than the proposal (not
+    counted, audited)."""
 
     counted: bool
     tally: Tally
@@ -218,6 +344,13 @@ class Voted:
     decided: Gate | None = None
     why: str | None = None
     decides: bool = False
+    gate: Gate | None = None
+    choice: str = ""
+    values: dict[str, Any] = field(default_factory=dict)
+    state: dict[str, Any] = field(default_factory=dict)
+    asks: Asks | None = None
+    again: bool = False
+    differs: VoteDiffers | None = None
 
 
 def _as_vote(vote: GateVote) -> Vote:

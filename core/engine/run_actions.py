@@ -12,22 +12,23 @@ workflows read before a status changes (`readiness.py`) and this process's execu
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from core.engine.approval_policy import Members, Policy
+from core.engine.ballots import Ballot
 from core.engine.contracts import check_output
 from core.engine.events import EventKind
 from core.engine.executions import Executions
-from core.engine.gates import Alongside, GateKeeper, Voted
+from core.engine.gates import Decision, GateKeeper, Voted
 from core.engine.journal_index import INVALIDATED_MARKER, MARKER_KEY
 from core.engine.mapping import split_item_id
 from core.engine.readiness import Readiness, Ready
-from core.errors import Next, RunNotResumable, RunStateError, UsageError
+from core.errors import Next, RunNotFound, RunNotResumable, RunStateError, UsageError
 from core.redaction import Redactor
 from core.store.cas import who_changed
 from core.store.port import Store, Transition
-from core.store.records import Gate, GateVote, JournalEntry, NodeStatus, Run, RunStatus
+from core.store.records import Gate, GateStatus, JournalEntry, NodeStatus, Run, RunStatus
 from core.workflows.validation import did_you_mean
 from core.workflows.validation import downstream as downstream_of
 
@@ -119,74 +120,52 @@ class RunActions:
         self.store.audit(actor=actor, action="resume", run_id=run.id, details={"from": run.status.value})
         return running
 
-    async def approve(
-        self,
-        run_id: str | Run,
-        *,
-        actor: str,
-        comment: str | None = None,
-        gate: Gate | None = None,
-        args: Mapping[str, Any] | None = None,
-        decision: str | None = None,
-        outcome: Mapping[str, Any] | None = None,
-        timed_out: bool = False,
-        alongside: Alongside | None = None,
-    ) -> Run:
+    async def approve(self, run_id: str | Run, decision: Decision, *, gate: Gate | None = None,
+                      args: Mapping[str, Any] | None = None) -> Run:
         """paused at a gate -> approved, running. A `Run` the caller just read, the `gate` it
         found waiting in it and the run's `args` (`args_of(run)`) save reading them again
-        (stale copies lose the CAS below like any concurrent change; args never change).
-        `decision` and `outcome`: what a policy's votes decided (`core/commands/voting.py`);
-        `timed_out`: the gate's `on_timeout` decided (told as such where the gate was offered);
-        `alongside`: the caller's writes, in the decision's unit of work (`GateKeeper.approve`)."""
+        (stale copies lose the CAS below like any concurrent change; args never change)."""
         run = run_id if isinstance(run_id, Run) else self.store.get_run(run_id)
-        comment = self._hidden(comment)
+        decision = dataclasses.replace(decision, comment=self._hidden(decision.comment))
         gate = self.gates.to_decide(run, gate)
         ready = self.readiness.ready(run.workflow, self.readiness.args_of(run) if args is None else args)
-        running = self.gates.approve(
-            run, gate, actor=actor, comment=comment, owner=self.owner, lease_seconds=self.lease_seconds,
-            decision=decision, outcome=outcome, alongside=alongside,
-        )
+        running = self.gates.approve(run, gate, decision)
         emit = self.executions.emit
-        await emit(EventKind.GATE_DECIDED, run.id, gate.node_id, approved=True, by=actor,
-                   how="timeout" if timed_out else "approve", decision=decision or "approve")
+        await emit(EventKind.GATE_DECIDED, run.id, gate.node_id, approved=True, by=decision.actor,
+                   how="timeout" if decision.timed_out else "approve", decision=decision.choice or "approve")
         await self.start_or_queue(running, ready)
         return running
 
-    async def reject(self, run_id: str | Run, *, actor: str, reason: str | None = None,
-                     fail: bool = False, timed_out: bool = False, alongside: Alongside | None = None) -> Run:
-        """paused at a gate -> rejected, cancelled (a `Run` the caller read saves reading it);
-        `fail`: a gate's `on_timeout: fail`, the run ends failed; `timed_out`: the gate's
-        `on_timeout` decided (told as such where the gate was offered); `alongside`: the
-        caller's writes, in the decision's unit of work (`GateKeeper.reject`)."""
+    async def reject(self, run_id: str | Run, decision: Decision) -> Run:
+        """paused at a gate -> rejected, cancelled (`decision.fail`: failed); a `Run` the
+        caller read saves reading it."""
         run = run_id if isinstance(run_id, Run) else self.store.get_run(run_id)
-        reason = self._hidden(reason)
+        decision = dataclasses.replace(decision, comment=self._hidden(decision.comment))
         gate = self.gates.to_decide(run)
-        cancelled, why = self.gates.reject(run, gate, actor=actor, reason=reason, fail=fail,
-                                           alongside=alongside)
+        cancelled, why = self.gates.reject(run, gate, decision)
         emit = self.executions.emit
-        how = "timeout" if fail or timed_out else "reject"
-        await emit(EventKind.GATE_DECIDED, run.id, gate.node_id, approved=False, by=actor, how=how,
-                   decision="fail" if fail else "reject")
+        how = "timeout" if decision.fail or decision.timed_out else "reject"
+        await emit(EventKind.GATE_DECIDED, run.id, gate.node_id, approved=False, by=decision.actor, how=how,
+                   decision="fail" if decision.fail else "reject")
         await emit(EventKind.NODE_FAILED, run.id, gate.node_id, error=why)
         await emit(EventKind.RUN_FINISHED, run.id, run_status=cancelled.status.value, reason=why,
                    keyed=run.concurrency is not None)
         return cancelled
 
-    async def vote(
-        self, run: Run, gate: Gate, ballot: GateVote, policy: Policy, members: Members, *,
-        args: Mapping[str, Any] | None = None,
-    ) -> Voted:
-        """`ballot` cast on `gate` of the paused `run` under `policy` (`GateKeeper.vote`: the
-        policy evaluated and the ballot, its audit and any decision written in one unit of
-        work); a vote that completes an approval launches the run again, one that rejects ends
-        it. A person's comment is kept with secrets hidden."""
-        ballot = ballot.evolve(comment=self._hidden(ballot.comment) or "")
-        approving = ballot.ballot == "vote"  # what a completed quorum needs, read before the unit
+    async def vote(self, ballot: Ballot, *, run: Run | None = None, gate: Gate | None = None,
+                   args: Mapping[str, Any] | None = None) -> Voted:
+        """`ballot` decided on its gate (`GateKeeper.vote`: the policy resolved and evaluated,
+        and the ballot, its audit and any decision written in one unit of work); a vote that
+        completes an approval launches the run again, one that rejects ends it. `run`, `gate`
+        and `args`: what the caller read already (a stale copy loses the CAS like any
+        concurrent change). A person's comment is kept with secrets hidden."""
+        run = run if run is not None and run.id == ballot.run else self.store.get_run(ballot.run)
+        gate = self._targeted(run, self.gates.to_decide(run, gate), ballot.node)
+        ballot = dataclasses.replace(ballot, comment=self._hidden(ballot.comment) or "")
         ready = None
-        if approving:
+        if not ballot.rejects:  # what a completed quorum needs, read before the unit
             ready = self.readiness.ready(run.workflow, self.readiness.args_of(run) if args is None else args)
-        voted = self.gates.vote(run, gate, ballot, policy, members, owner=self.owner,
-                                lease_seconds=self.lease_seconds, comment=ballot.comment or None)  # fmt: skip
+        voted = self.gates.vote(run, gate, ballot)
         emit = self.executions.emit
         if voted.decides and voted.why is None:  # it opened the gate: the run goes on
             await emit(EventKind.GATE_DECIDED, run.id, gate.node_id, approved=True, by=ballot.user,
@@ -201,6 +180,22 @@ class RunActions:
             await emit(EventKind.RUN_FINISHED, run.id, run_status=voted.run.status.value, reason=why,
                        keyed=run.concurrency is not None)
         return voted
+
+    def _targeted(self, run: Run, gate: Gate, node: str | None) -> Gate:
+        """The waiting `gate`, when it is the one a ballot names (`node`; None: any); else the
+        refusal: that gate was decided, or does not wait now."""
+        if node is None or gate.node_id == node:
+            return gate
+        try:
+            named = self.store.get_gate(run.id, node)
+        except RunNotFound:
+            named = None
+        if named is not None and named.status is not GateStatus.WAITING:
+            raise self.gates.refusal(run, named)
+        raise RunNotResumable(
+            f"run {run.id} waits at `{gate.node_id}`, not at `{node}`",
+            run_id=run.id, status=run.status.value, by=run.status_by, next_step=Next.DECIDE,
+        )  # fmt: skip
 
     async def _end(
         self, run: Run, *, actor: str, reason: str, allowed: tuple[RunStatus, ...], action: str, note: str,

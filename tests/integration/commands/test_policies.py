@@ -16,6 +16,7 @@ from core.commands import voting
 from core.commands.actions import Context
 from core.commands.messages import ChatMessage, Reply
 from core.config import Access
+from core.engine.ballots import Ballot
 from core.redaction import Redactor
 from core.render import render_text
 from core.store.records import RunStatus
@@ -194,7 +195,8 @@ async def test_two_approvers_completing_the_quorum_at_once_both_count_and_it_ope
             f"console:{user}",
             chat.handler.redactor,
         )
-        replies += await voting.cast(ctx, run, gate, json.loads(blob), reject=False, words=("window=now",))
+        ballot = Ballot(f"console:{user}", run_id, texts={"window": "now"}, node=gate.node_id)
+        replies += await voting.cast(ctx, ballot, run=run, gate=gate, args=json.loads(blob))
     assert [r.kind for r in replies] == ["gate_decided", "vote_counted"]
     assert replies[1].data["decided_by"] == "console:sam" and replies[1].data["counted"]
     assert "counted; sam completed the decision at the same moment" in _text(replies[1])

@@ -280,13 +280,12 @@ def test_two_replicas_completing_a_quorum_at_once_open_the_gate_once_and_both_vo
             gate = a.open_gate(run.id, "review", "Go?")
             first = GateVote(run.id, "review", gate.created_at, "slack:U1", "approve", gate.created_at + 1,
                              values={"replicas": 5})
-            voted = GateKeeper(a).vote(run, gate, first, policy, members, owner="a", lease_seconds=60)
+            voted = GateKeeper(a, owner="a", lease_seconds=60).count(run, gate, first, policy, members)
             assert voted.counted and not voted.decides
             votes = [GateVote(run.id, "review", gate.created_at, user, "approve", gate.created_at + 2,
                               values={"replicas": 5}) for user in ("slack:U2", "slack:U3")]
-            keepers = [GateKeeper(a), GateKeeper(b)]
-            results = _race([partial(keepers[i].vote, run, gate, votes[i], policy, members, owner=f"r{i}",
-                                     lease_seconds=60) for i in (0, 1)])
+            keepers = [GateKeeper(a, owner=f"r{i}", lease_seconds=60) for i, a in enumerate((a, b))]
+            results = _race([partial(keepers[i].count, run, gate, votes[i], policy, members) for i in (0, 1)])
             opened = [r for r in results if r.decides]
             later = [r for r in results if not r.decides]
             assert len(opened) == 1 and len(later) == 1 and later[0].counted
@@ -298,4 +297,4 @@ def test_two_replicas_completing_a_quorum_at_once_open_the_gate_once_and_both_vo
             other = GateVote(run.id, "review", gate.created_at, "slack:U4", "approve", gate.created_at + 3,
                              values={"replicas": 4})
             with pytest.raises(VoteDiffers):
-                GateKeeper(b).vote(run, gate, other, policy, members, owner="b", lease_seconds=60)
+                GateKeeper(b, owner="b", lease_seconds=60).count(run, gate, other, policy, members)

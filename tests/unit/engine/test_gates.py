@@ -7,7 +7,7 @@ import itertools
 
 import pytest
 
-from core.engine.gates import GateKeeper, answers
+from core.engine.gates import Decision, GateKeeper, answers
 from core.engine.journal_index import MARKER_KEY, REJECTED_MARKER
 from core.errors import GateAlreadyDecided, Next, RunNotResumable
 from core.store.memory import MemoryStore
@@ -85,10 +85,10 @@ def test_a_run_that_never_asked_is_refused_with_what_is_allowed_next(store: Memo
 
 
 def test_approve_is_one_change(store: MemoryStore) -> None:
-    gates = GateKeeper(store)
+    gates = GateKeeper(store, owner="me", lease_seconds=5)
     run = _paused(store, "legal")
     gate = gates.to_decide(run)
-    running = gates.approve(run, gate, actor="console:bo", comment="ok", owner="me", lease_seconds=5)
+    running = gates.approve(run, gate, Decision("console:bo", True, "ok"))
     assert (running.status, running.status_by, running.lease_owner) == (RunStatus.RUNNING, "console:bo", "me")
     decided = store.get_gate(run.id, "legal")
     assert (decided.status, decided.decided_by, decided.comment) == (GateStatus.APPROVED, "console:bo", "ok")
@@ -98,12 +98,12 @@ def test_approve_is_one_change(store: MemoryStore) -> None:
 
 
 def test_an_approval_on_a_stale_run_leaves_the_gate_waiting(store: MemoryStore) -> None:
-    gates = GateKeeper(store)
+    gates = GateKeeper(store, owner="me", lease_seconds=5)
     run = _paused(store, "legal")
     gate = gates.to_decide(run)
     store.transition(Transition(run.id, RunStatus.CANCELLED, actor="console:cy"))  # meanwhile
     with pytest.raises(RunNotResumable):
-        gates.approve(run, gate, actor="console:bo", comment=None, owner="me", lease_seconds=5)
+        gates.approve(run, gate, Decision("console:bo", True))
     assert store.get_gate(run.id, "legal").status is GateStatus.WAITING  # the unit wrote nothing
     assert store.audit_log(run.id) == []
 
@@ -111,7 +111,7 @@ def test_an_approval_on_a_stale_run_leaves_the_gate_waiting(store: MemoryStore) 
 def test_reject_cancels_marks_and_audits_in_one_change(store: MemoryStore) -> None:
     gates = GateKeeper(store)
     run = _paused(store, "legal")
-    cancelled, why = gates.reject(run, gates.to_decide(run), actor="console:bo", reason="not yet")
+    cancelled, why = gates.reject(run, gates.to_decide(run), Decision("console:bo", False, "not yet"))
     assert why == "rejected at `legal` by console:bo: not yet"
     assert (cancelled.status, cancelled.reason) == (RunStatus.CANCELLED, why)
     assert store.get_gate(run.id, "legal").status is GateStatus.REJECTED
@@ -129,7 +129,7 @@ def test_a_rejection_that_loses_the_race_names_the_winner_and_changes_nothing(st
     gate = gates.to_decide(run)
     decide_gate(store, run.id, "legal", approved=True, by="console:cy")  # the other approver won
     with pytest.raises(GateAlreadyDecided) as lost:
-        gates.reject(run, gate, actor="console:bo", reason=None)
+        gates.reject(run, gate, Decision("console:bo", False))
     assert (lost.value.decision, lost.value.by, lost.value.status) == ("approved", "console:cy", "paused")
     assert store.get_run(run.id).status is RunStatus.PAUSED
     assert store.journal([run.id]) == [] and store.audit_log(run.id) == []
