@@ -11,9 +11,10 @@ step environment, providers, tools) and stops through the same shutdown path
 `BATON_SHUTDOWN_GRACE` seconds, then are stopped (their process group killed) and stay
 `started`, for the replica's replay rules. A second signal exits at once.
 
-A worker serves `/healthz` and `/readyz` (and nothing else) on BATON_WEB_PORT, with the same
-server code as `baton run` (bot/http.py); `off` serves nothing, and a port already taken (a
-`baton run` on the same machine) is logged and the worker goes on without them.
+A worker serves `/healthz` and `/readyz` (and nothing else) on BATON_WEB_PORT when that is set
+for it, with the same server code as `baton run` (bot/http.py). Unset (its default, 8080, is
+`baton run`'s), `off` or `0`: nothing; a port already taken is logged and the worker goes on
+without them.
 """
 
 from __future__ import annotations
@@ -124,8 +125,8 @@ async def keep_heartbeat(queue: JobQueue, worker: Worker, seconds: float) -> Non
 
 @contextlib.asynccontextmanager
 async def serve_health(health: Health, settings: Settings, *, stopping: asyncio.Event) -> AsyncIterator[None]:
-    """`/healthz` and `/readyz` on BATON_WEB_PORT while inside (when it is on and free)."""
-    sock = listen(settings)
+    """`/healthz` and `/readyz` on BATON_WEB_PORT while inside (when it is set, on and free)."""
+    sock = listen(settings) if "web_port" in settings.model_fields_set else None
     if sock is None:
         yield
         return
