@@ -1,7 +1,7 @@
 """The process's one HTTP server: one Starlette app, one uvicorn on the process's own event loop,
 one port (BATON_WEB_HOST:BATON_WEB_PORT), where each part that is on mounts its routes.
 
-    sock = bind(settings.web_host, settings.web_port)          # first: links may point at it
+    sock = listen(settings)                                    # first: links may point at it
     async with serving([health, slack, mcp, pages], sock, stopping=baton.stopping) as port:
         ...                                                    # until the process stops
 
@@ -13,8 +13,8 @@ each other.
 
 Each part's `running()` is entered before the server answers and left as soon as `stopping`
 is set; from then on every request but health's is answered 503 (the process takes no more
-input, Slack retries elsewhere) while `/readyz` says "stopping" and `/healthz` still answers,
-until the `async with` ends. The process's own signal handling stays in charge
+input, Slack retries elsewhere) while `/readyz` answers 503 (`serving` is false) and `/healthz`
+200, until the `async with` ends. The process's own signal handling stays in charge
 (`bot.shutdown`): uvicorn is told not to install its own. Starlette and uvicorn are imported
 only when something is served.
 """
