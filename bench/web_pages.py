@@ -61,9 +61,9 @@ def rss_kib(pid: int) -> int:
 
 
 async def _site(root: Path, workflows: dict[str, str]) -> tuple[Any, Any, Any, int]:
-    from adapters.web import serve
-    from adapters.web.server import bind
     from bot.app import build_baton
+    from bot.http import bind
+    from bot.serve import serve_web as serve
     from bot.settings import load_settings
 
     (root / "workflows").mkdir(parents=True, exist_ok=True)

@@ -3,8 +3,7 @@
     health = Health(ping=store.ping)          # built with the process (bot/app.py, bot/worker.py)
     health.expect(["slack"])                  # the platforms this process must be connected to
     health.watch("slack", probe)              # the adapter, once connected: `await probe()` -> bool
-    async with serve_health(health, settings):  # GET /healthz, /readyz on BATON_HEALTH_PORT
-        ...
+    HealthRoutes(health)                      # GET /healthz, /readyz on the one server (bot/http.py)
 
 `/healthz` answers 200 while the process's event loop does (a wedged loop answers nothing,
 and the prober's timeout fails it). `/readyz` answers 200 only when every check passes and
@@ -14,8 +13,10 @@ and the prober's timeout fails it). `/readyz` answers 200 only when every check 
 - `database`: the store answers a trivial query within `PING_TIMEOUT` seconds;
 - one per expected platform (`slack`, `discord`): its adapter is connected.
 
-`baton health` (bot/main.py) asks a running process's `/readyz` (or `/healthz` with
-`--live`) and exits 0 or 1: an exec probe for those who prefer one.
+Both are served on BATON_WEB_PORT, beside the run pages, by `baton run` and `baton worker`,
+and keep answering while the process stops (bot/http.py). `baton health` (bot/main.py) asks
+a running process's `/readyz` (or `/healthz` with `--live`) and exits 0 or 1: an exec probe
+for those who prefer one.
 """
 
 from __future__ import annotations
@@ -23,18 +24,15 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-import logging
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from core.config import Settings
-from core.errors import ConfigurationError
+if TYPE_CHECKING:  # starlette is imported only when the endpoint is served
+    from starlette.requests import Request
+    from starlette.responses import Response
+    from starlette.routing import BaseRoute
 
-if TYPE_CHECKING:  # aiohttp is imported only when the endpoint is served
-    from aiohttp import web
-
-log = logging.getLogger("baton.health")
 
 PING_TIMEOUT = 2.0  # seconds the database gets to answer a readiness check
 PROBE_TIMEOUT = 2.0  # seconds a platform's probe gets
@@ -103,49 +101,36 @@ class Health:
         return all(c.ok for c in checks.values()), checks
 
 
-def health_app(health: Health) -> web.Application:
-    from aiohttp import web
+PATHS = ("/healthz", "/readyz")
 
-    async def healthz(_request: web.Request) -> web.Response:
-        return web.json_response({"status": "alive"})
 
-    async def readyz(_request: web.Request) -> web.Response:
-        ok, checks = await health.ready()
+class HealthRoutes:
+    """`/healthz` and `/readyz` as routes of the one server (bot/http.py)."""
+
+    def __init__(self, health: Health) -> None:
+        self.health = health
+
+    @property
+    def routes(self) -> list[BaseRoute]:
+        from starlette.routing import Route
+
+        return [Route(PATHS[0], self.healthz, methods=["GET"]), Route(PATHS[1], self.readyz, methods=["GET"])]
+
+    @contextlib.asynccontextmanager
+    async def running(self) -> AsyncIterator[None]:
+        yield
+
+    async def healthz(self, _request: Request) -> Response:
+        return _json({"status": "alive"})
+
+    async def readyz(self, _request: Request) -> Response:
+        ok, checks = await self.health.ready()
         body = {"status": "ready" if ok else "not ready",
                 "checks": {name: {"ok": c.ok, "detail": c.detail} for name, c in checks.items()}}
-        return web.json_response(body, status=200 if ok else 503, dumps=json.dumps)
-
-    app = web.Application()
-    app.router.add_get("/healthz", healthz)
-    app.router.add_get("/readyz", readyz)
-    return app
+        return _json(body, status=200 if ok else 503)
 
 
-@contextlib.asynccontextmanager
-async def serve_health(health: Health, settings: Settings, *, port: int | None = None) -> AsyncIterator[int]:
-    """Serve `/healthz` and `/readyz` on BATON_HEALTH_HOST:BATON_HEALTH_PORT while inside; yields
-    the bound port (`port=0` binds a free one), or 0 when the endpoint is off."""
-    port = settings.health_port if port is None else port
-    if port is None:
-        yield 0
-        return
-    from aiohttp import web
+def _json(body: object, status: int = 200) -> Response:
+    from starlette.responses import Response
 
-    runner = web.AppRunner(health_app(health), access_log=None, handle_signals=False)
-    await runner.setup()
-    site = web.TCPSite(runner, settings.health_host, port)
-    try:
-        await site.start()
-    except OSError as exc:
-        await runner.cleanup()
-        raise ConfigurationError(
-            f"BATON_HEALTH_PORT: {settings.health_host}:{port} is not free ({exc.strerror or exc})",
-            hint="Set BATON_HEALTH_PORT to a free port, or unset it to serve no health endpoint.",
-        ) from exc
-    bound = next((int(a[1]) for a in runner.addresses if isinstance(a, tuple)), port)
-    log.info("health endpoint on %s:%d (/healthz, /readyz)", settings.health_host, bound,
-             extra={"action": "health_started", "port": bound})
-    try:
-        yield bound
-    finally:
-        await runner.cleanup()
+    return Response(json.dumps(body), status_code=status, media_type="application/json")

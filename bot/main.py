@@ -518,18 +518,18 @@ def health(
     ] = 3.0,
 ) -> None:
     """Ask the `baton run` or `baton worker` on this machine whether it is ready (/readyz) or alive
-    (--live): exit 0 if so, 1 if not. For exec probes; needs BATON_HEALTH_PORT."""
+    (--live): exit 0 if so, 1 if not. For exec probes; asks BATON_WEB_PORT."""
     import httpx
 
     settings = settings_for(None, None)
-    if settings.health_port is None:
+    if not settings.http_enabled:
         fail(ConfigurationError(
-            "BATON_HEALTH_PORT is not set: no process serves a health endpoint to ask",
-            hint="Set BATON_HEALTH_PORT (the same value as the process's) and start Baton again.",
+            "BATON_WEB_PORT is off: no process serves a health endpoint to ask",
+            hint="Set BATON_WEB_PORT (the same value as the process's) and start Baton again.",
         ))
-    host = "127.0.0.1" if settings.health_host in ("0.0.0.0", "::", "") else settings.health_host
+    host = "127.0.0.1" if settings.web_host in ("0.0.0.0", "::", "") else settings.web_host
     host = f"[{host}]" if ":" in host else host
-    url = f"http://{host}:{settings.health_port}/{'healthz' if live else 'readyz'}"
+    url = f"http://{host}:{settings.web_port}/{'healthz' if live else 'readyz'}"
     try:
         answer = httpx.get(url, timeout=timeout)
     except httpx.HTTPError as exc:

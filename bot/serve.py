@@ -8,27 +8,34 @@ start are frozen out of later garbage collections) and closes the store at the e
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import importlib
 import logging
 import os
 import socket
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from adapters.console.messages import to_chat_message
 from adapters.console.oneshot import say
 from bot.app import Baton, build_baton
-from bot.health import serve_health
+from bot.health import PATHS, HealthRoutes
+from bot.http import listen
 from bot.runtime import assemble, require_sandbox, step_sandbox
 from bot.startup import started
 from core.commands.messages import Reply
 from core.config import Settings
+from core.errors import ConfigurationError
 from core.redaction import Redactor
+
+if TYPE_CHECKING:
+    from bot.http import Mounted
 
 log = logging.getLogger("baton.serve")
 
-Serve = Callable[[Baton, Settings], Awaitable[None]]
+Serve = Callable[..., Awaitable[None]]
 HISTORY_FILE = "console_history"
 STDIN_LET_GO = 1.0  # seconds `baton mcp`'s stdin reader gets to end once the process stops
 
@@ -62,26 +69,38 @@ async def serve_all(settings: Settings, *, console: bool, conversation: str, use
             "set BATON_ACCESS to say who may (docs/commands.md, 'Who may do what')", " and ".join(names),
             extra={"action": "access_open", "platforms": names},
         )
-    pages = None
-    if settings.web_enabled:  # bound first: no reply may offer a link to a port we do not serve
-        from adapters.web import bind_pages
-
-        pages = bind_pages(settings)
-        if pages is None and settings.public_url is None:  # links would reach whatever holds it
-            settings = settings.model_copy(update={"web_port": 0})
-    sandbox = step_sandbox(settings)
-    if names:
-        require_sandbox(sandbox, settings, f"`baton run` on {' and '.join(names)}")
-    baton = build_baton(settings, runtime=assemble(settings, sandbox=sandbox))
+    sock = listen(settings)  # bound first: no reply may offer a link to a port we do not serve
+    if settings.slack_http and sock is None:  # Slack could not reach this process
+        raise ConfigurationError(
+            f"Slack's HTTP mode is served on BATON_WEB_PORT, which is "
+            f"{'taken' if settings.http_enabled else 'off'}",
+            hint="Set BATON_WEB_PORT to a free port that Slack's Request URL reaches (docs/slack.md), "
+            "or BATON_SLACK_APP_TOKEN for Socket Mode.",
+        )
+    if sock is None and settings.http_enabled and settings.public_url is None:
+        settings = settings.model_copy(update={"web_port": 0})  # links would reach whatever holds it
+    try:
+        sandbox = step_sandbox(settings)
+        if names:
+            require_sandbox(sandbox, settings, f"`baton run` on {' and '.join(names)}")
+        baton = build_baton(settings, runtime=assemble(settings, sandbox=sandbox))
+    except BaseException:
+        if sock is not None:
+            sock.close()
+        raise
     baton.health.expect(names)
     try:
-        async with baton.running(), serve_health(baton.health, settings):
-            started(collect=True)  # what lives from here on is frozen out of later collections
-            tasks: dict[asyncio.Task[None], str] = {
-                asyncio.ensure_future(_adapter_serve(name)(baton, settings)): name for name in names
-            }
-            if pages is not None:  # the run pages (and `/mcp`), with the rest of the process
-                tasks[asyncio.ensure_future(serve_web(baton, settings, sock=pages))] = "web"
+        async with contextlib.AsyncExitStack() as serving:
+            await serving.enter_async_context(baton.running())
+            slack = None
+            if settings.slack_http:  # `/slack/events` on the one server; `serve` opens it
+                from adapters.slack import http_endpoint
+
+                slack = http_endpoint(baton, settings)
+            tasks: dict[asyncio.Task[None], str] = {}
+            for name in names:
+                extra: dict[str, Any] = {"endpoint": slack} if name == "slack" and slack is not None else {}
+                tasks[asyncio.ensure_future(_adapter_serve(name)(baton, settings, **extra))] = name
             if console or not names:
                 from adapters.console.interactive import interactive  # prompt_toolkit: only when chatting
                 from adapters.console.output import exports_dir
@@ -93,6 +112,14 @@ async def serve_all(settings: Settings, *, console: bool, conversation: str, use
                     name="adapter-console",
                 )
                 tasks[task] = "console"
+            try:  # the adapters started first: building the server takes a moment
+                await serving.enter_async_context(http_server(baton, settings, sock, slack=slack))
+            except BaseException:
+                for task in tasks:
+                    task.cancel()
+                await asyncio.gather(*tasks, return_exceptions=True)
+                raise
+            started(collect=True)  # what lives from here on is frozen out of later collections
             log.info("serving %s", ", ".join(tasks.values()), extra={"action": "serve"})
             stop = asyncio.create_task(baton.stopping.wait())
             done, _ = await asyncio.wait({stop, *tasks}, return_when=asyncio.FIRST_COMPLETED)
@@ -114,22 +141,50 @@ async def serve_all(settings: Settings, *, console: bool, conversation: str, use
                 raise crashed[0]
     finally:
         baton.close()
-        if pages is not None:
-            pages.close()
+        if sock is not None:
+            sock.close()
 
 
-async def serve_web(baton: Baton, settings: Settings, *, sock: socket.socket | None = None) -> None:
-    """The run pages; `/mcp` beside them when BATON_MCP_TOKENS is set (the SDK loaded only then).
-    `sock`: an already bound socket (tests)."""
-    from adapters.console import formatting  # noqa: F401  the default format: the pages' and agents' answers
-    from adapters.web import serve
-
-    mounts = []
+def http_parts(baton: Baton, settings: Settings, *, slack: Mounted | None = None) -> list[Mounted]:
+    """What `baton run`'s one HTTP server mounts: health, Slack's events (HTTP mode: `slack`),
+    `/mcp` when BATON_MCP_TOKENS is set (the SDK loaded only then), and the run pages, last (their
+    404 page answers whatever nothing else does)."""
+    parts: list[Mounted] = [HealthRoutes(baton.health)]
+    if slack is not None:
+        parts.append(slack)
+    if settings.mcp_enabled or settings.web_enabled:
+        from adapters.console import formatting  # noqa: F401  the default format: the pages' and agents' answers
     if settings.mcp_enabled:
         from adapters.mcp import http_mount
 
-        mounts.append(http_mount(baton, settings))
-    await serve(baton, settings, sock=sock, mounts=mounts)
+        parts.append(http_mount(baton, settings))
+    if settings.web_enabled:
+        from adapters.web import pages
+
+        parts.append(pages(baton, settings))
+    return parts
+
+
+@contextlib.asynccontextmanager
+async def http_server(baton: Baton, settings: Settings, sock: socket.socket | None, *,
+                      slack: Mounted | None = None) -> AsyncIterator[int]:
+    """`baton run`'s one HTTP server on `sock` while inside (bot/http.py); yields its port, or 0
+    when nothing is served (BATON_WEB_PORT off or taken)."""
+    if sock is None:
+        yield 0
+        return
+    from bot.http import serving
+
+    async with serving(http_parts(baton, settings, slack=slack), sock, stopping=baton.stopping,
+                       always=PATHS) as port:
+        yield port
+
+
+async def serve_web(baton: Baton, settings: Settings, *, sock: socket.socket,
+                    slack: Mounted | None = None) -> None:
+    """`baton run`'s HTTP server on an already bound `sock` until `baton.stopping` is set (tests)."""
+    async with http_server(baton, settings, sock, slack=slack):
+        await baton.stopping.wait()
 
 
 async def mcp_stdio(settings: Settings) -> None:

@@ -10,21 +10,28 @@ step environment, providers, tools) and stops through the same shutdown path
 (`bot/shutdown.py`): the first SIGTERM/SIGINT stops fetching jobs; steps in flight get
 `BATON_SHUTDOWN_GRACE` seconds, then are stopped (their process group killed) and stay
 `started`, for the replica's replay rules. A second signal exits at once.
+
+A worker serves `/healthz` and `/readyz` (and nothing else) on BATON_WEB_PORT when that is set
+for it, with the same server code as `baton run` (bot/http.py). Unset (its default, 8080, is
+`baton run`'s), `off` or `0`: nothing; a port already taken is logged and the worker goes on
+without them.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
 import socket
-from collections.abc import Callable, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from typing import Any
 
 from procrastinate.job_context import JobContext
 from procrastinate.worker import Worker
 
-from bot.health import Health, serve_health
+from bot.health import PATHS, Health, HealthRoutes
+from bot.http import listen
 from bot.runtime import Runtime, assemble, require_sandbox, step_sandbox
 from bot.shutdown import Shutdown
 from bot.startup import started
@@ -116,6 +123,19 @@ async def keep_heartbeat(queue: JobQueue, worker: Worker, seconds: float) -> Non
                 log.warning("heartbeat failed", extra={"action": "worker_heartbeat"})
 
 
+@contextlib.asynccontextmanager
+async def serve_health(health: Health, settings: Settings, *, stopping: asyncio.Event) -> AsyncIterator[None]:
+    """`/healthz` and `/readyz` on BATON_WEB_PORT while inside (when it is set, on and free)."""
+    sock = listen(settings) if "web_port" in settings.model_fields_set else None
+    if sock is None:
+        yield
+        return
+    from bot.http import serving
+
+    async with serving([HealthRoutes(health)], sock, stopping=stopping, always=PATHS):
+        yield
+
+
 async def serve_worker(
     settings: Settings,
     *,
@@ -143,7 +163,7 @@ async def serve_worker(
         shutdown = Shutdown(grace=settings.shutdown_grace, what="steps", on_first=worker.stop)
         health = Health(ping=runtime.store.ping, stopping=shutdown.stopping)
         with shutdown.signals():
-            async with serve_health(health, settings):
+            async with serve_health(health, settings, stopping=shutdown.stopping):
                 health.started = True
                 started(collect=True)  # what lives from here on is frozen out of later collections
                 log.info(

@@ -13,7 +13,16 @@ import socket
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    SecretStr,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 # how `BATON_ACCESS` names people, agents and groups (also read here by the commands layer)
@@ -169,9 +178,9 @@ class Settings(BaseSettings):
     # `baton run` (chat platforms) and `baton worker` under bot/supervisor.py, which restarts a
     # dead child itself; off by default: systemd or Kubernetes should see a crash (`--supervise`)
     supervise: bool = False
-    # /healthz and /readyz of `baton run` and `baton worker` (bot/health.py); unset or `off`: none
-    health_port: int | None = Field(default=None, ge=1, le=65535)
-    health_host: str = "127.0.0.1"
+    # retired (#27): /healthz and /readyz are served on BATON_WEB_PORT (bot/http.py); a value is refused
+    health_port: Any = None
+    health_host: Any = None
     # housekeeping (bot/housekeeping.py): a pass at start, then every `housekeeping_minutes`
     housekeeping_minutes: float = Field(default=60.0, gt=0)
     # gate deadlines (bot/deadline_loop.py): how often due reminders, escalations and timeouts are fired
@@ -242,7 +251,8 @@ class Settings(BaseSettings):
     slack_bot_token: SecretStr | None = None
     slack_app_token: SecretStr | None = None  # set: Socket Mode
     slack_signing_secret: SecretStr | None = None  # set without app token: HTTP mode
-    slack_port: int = 3000
+    # retired (#27): Slack's HTTP mode is served at /slack/events on BATON_WEB_PORT; a value is refused
+    slack_port: Any = None
     #: Slack's Web API base URL: another host for GovSlack or a Slack-compatible deployment
     slack_api_url: str = "https://slack.com/api/"
 
@@ -252,9 +262,12 @@ class Settings(BaseSettings):
     #: Discord's HTTP API base URL (a proxy, or the tests' local fake); unset: discord.com's
     discord_api_url: str | None = None
 
-    # the run page (adapters/web, docs/operations.md): served by `baton run`; 0 or `off`: no pages
+    # the process's one HTTP server (bot/http.py): the run pages (adapters/web), `/mcp`, Slack's
+    # HTTP mode (`/slack/events`), `/healthz` and `/readyz`; 0 or `off`: none of them
     web_port: int = Field(default=8080, ge=0, le=65535)
     web_host: str = "127.0.0.1"
+    #: the run pages on that server (and the Open run links in chat); off: the rest is still served
+    pages: bool = True
     #: the address chat links carry (a proxy in front of Baton); default http://<host>:<port>
     public_url: str | None = None
     #: signs page links; unset: a random key kept in the database, shared by every replica
@@ -335,11 +348,16 @@ class Settings(BaseSettings):
         keep = isinstance(value, str) and value.strip().lower() in ("keep", "off", "never", "")
         return None if keep else value
 
-    @field_validator("health_port", mode="before")
+    @field_validator("health_port", "health_host", "slack_port", mode="before")
     @classmethod
-    def _health_port(cls, value: Any) -> Any:
-        off = isinstance(value, str) and value.strip().lower() in ("off", "false", "no", "")
-        return None if off else value
+    def _retired(cls, value: Any, info: ValidationInfo) -> Any:
+        if value is None:
+            return None
+        if info.field_name == "slack_port":
+            raise ValueError("no longer read: Slack's HTTP mode is served at /slack/events on "
+                             "BATON_WEB_PORT, with the run pages and health; set that instead and unset this")
+        raise ValueError("no longer read: /healthz and /readyz are served on BATON_WEB_PORT "
+                         "(BATON_WEB_HOST), with the run pages; set those instead and unset this")
 
     @field_validator("public_url")
     @classmethod
@@ -352,8 +370,19 @@ class Settings(BaseSettings):
         return url
 
     @property
-    def web_enabled(self) -> bool:
+    def http_enabled(self) -> bool:
+        """The process serves HTTP (bot/http.py) on BATON_WEB_HOST:BATON_WEB_PORT."""
         return self.web_port != 0
+
+    @property
+    def web_enabled(self) -> bool:
+        """The run pages are served, and chat offers links to them."""
+        return self.http_enabled and self.pages
+
+    @property
+    def slack_http(self) -> bool:
+        """Slack in HTTP mode (a signing secret, no app-level token): events at /slack/events."""
+        return self.slack_enabled and self.slack_app_token is None
 
     @property
     def page_base_url(self) -> str:

@@ -1,7 +1,7 @@
 """Agents drive Baton through the Model Context Protocol (docs/agents.md), on the official SDK.
 
     await serve_stdio(baton, settings)     # `baton mcp`: one agent, as BATON_MCP_PRINCIPAL
-    mount = http_mount(baton, settings)    # `baton run`: `/mcp` beside the run pages,
+    mount = http_mount(baton, settings)    # `baton run`: `/mcp` on its one HTTP server,
                                            # each request as the principal its bearer token names
 
 The adapter only translates: `tools` (a tool call -> the chat command it names, sent through
@@ -39,7 +39,7 @@ async def serve_stdio(baton: Baton, settings: Settings) -> None:
 
 
 def http_mount(baton: Baton, settings: Settings) -> HttpMount:
-    """`/mcp` for the web app of `baton run` (BATON_MCP_TOKENS set)."""
+    """`/mcp` for the HTTP server of `baton run` (BATON_MCP_TOKENS set)."""
     from adapters.mcp.http import HttpMount
     from adapters.mcp.tools import PLATFORM
 

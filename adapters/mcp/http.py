@@ -1,9 +1,9 @@
-"""`/mcp` over streamable HTTP, a route of the run pages' Starlette app (`adapters/web`).
+"""`/mcp` over streamable HTTP, a route of the process's one HTTP server (bot/http.py).
 
 A request needs `Authorization: Bearer <token>` whose sha256 BATON_MCP_TOKENS lists; the SDK's
 bearer middleware answers 401 otherwise, before any tool runs. The SDK's session manager runs
-while the pages are served (`running()`); the Host and Origin headers are checked against the
-pages' address (DNS rebinding).
+while the route is served (`running()`); the Host and Origin headers are checked against the
+server's public address (DNS rebinding).
 """
 
 from __future__ import annotations

@@ -2,10 +2,13 @@
 
     await serve(baton, settings)     # until baton.stopping is set (or the task is cancelled)
 
-Socket Mode (bot token + app-level token) by default; HTTP mode (Bolt verifies the request
-signatures with the signing secret) on `settings.slack_port` when there is no app token.
-The adapter only translates: `inbound` (Slack -> ChatMessage), `blocks` (Reply -> Block Kit),
-`sender` (posting, editing, uploading), `web_api` (Slack's errors), `app` (the listeners).
+Socket Mode (bot token + app-level token) by default; HTTP mode when there is no app token:
+`http_endpoint(baton, settings)` is `/slack/events`, mounted by the composition root on the
+process's one HTTP server (BATON_WEB_PORT, bot/http.py; Bolt verifies the request signatures
+with the signing secret), and `serve(baton, settings, endpoint=…)` opens it once the token is
+checked. The adapter only translates: `inbound` (Slack -> ChatMessage), `blocks` (Reply ->
+Block Kit), `sender` (posting, editing, uploading), `web_api` (Slack's errors), `app` (the
+listeners), `http` (the events route).
 """
 
 from __future__ import annotations
@@ -13,17 +16,18 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING
 
-from aiohttp import web
 from slack_bolt.adapter.socket_mode.async_handler import AsyncSocketModeHandler
-from slack_bolt.async_app import AsyncApp
 from slack_sdk.web.async_client import AsyncWebClient
 
 from adapters.slack.app import Baton, SlackBridge, build_app, build_bridge
 from adapters.slack.web_api import verify_token
 from core.config import Settings
 from core.errors import ConfigurationError
+
+if TYPE_CHECKING:  # starlette: only in HTTP mode
+    from adapters.slack.http import SlackEndpoint
 
 #: Seconds `serve` waits, when it stops, for the progress edits and replies still being sent.
 CLOSE_GRACE = 5.0
@@ -32,36 +36,30 @@ log = logging.getLogger("baton.slack")
 EVENTS_PATH = "/slack/events"
 
 
-async def start_http(app: AsyncApp, *, host: str, port: int) -> tuple[web.AppRunner, int]:
-    """Serve Bolt's aiohttp app (signature verification included); returns the bound port."""
-    runner = web.AppRunner(app.web_app(path=EVENTS_PATH, port=port), access_log=None)
-    await runner.setup()
-    site = web.TCPSite(runner, host, port)
-    await site.start()
-    bound = port
-    for address in runner.addresses:
-        if isinstance(address, tuple):
-            bound = int(address[1])
-            break
-    return runner, bound
+def http_endpoint(baton: Baton, settings: Settings, *, client: AsyncWebClient | None = None) -> SlackEndpoint:
+    """HTTP mode: the bridge and its `/slack/events` route, for the process's one HTTP server."""
+    from adapters.slack.http import SlackEndpoint
+
+    return SlackEndpoint(build_bridge(baton, settings, client=client))
 
 
-def _listening(runner: web.AppRunner) -> Callable[[], Awaitable[bool]]:
-    async def probe() -> bool:
-        return bool(runner.sites) and runner.server is not None
-
-    return probe
-
-
-async def serve(baton: Baton, settings: Settings, *, client: AsyncWebClient | None = None) -> None:
-    """Take Slack input until `baton.stopping` is set; then let queued replies go out."""
+async def serve(baton: Baton, settings: Settings, *, client: AsyncWebClient | None = None,
+                endpoint: SlackEndpoint | None = None) -> None:
+    """Take Slack input until `baton.stopping` is set; then let queued replies go out.
+    `endpoint`: HTTP mode's route (`http_endpoint`), served by the process's HTTP server."""
     if not settings.slack_enabled or settings.slack_bot_token is None:
         raise ConfigurationError(
             "Slack is not configured: BATON_SLACK_BOT_TOKEN and BATON_SLACK_APP_TOKEN "
             "(or BATON_SLACK_SIGNING_SECRET) are needed",
             hint="Set them as described in docs/slack.md and start Baton again.",
         )
-    bridge = build_bridge(baton, settings, client=client)
+    if settings.slack_app_token is None and endpoint is None:
+        raise ConfigurationError(
+            "Slack's HTTP mode is served on BATON_WEB_PORT, which is off",
+            hint="Set BATON_WEB_PORT to the port Slack's Request URL reaches (docs/slack.md), "
+            "or BATON_SLACK_APP_TOKEN for Socket Mode.",
+        )
+    bridge = endpoint.bridge if endpoint is not None else build_bridge(baton, settings, client=client)
     bot_user = await verify_token(bridge.app.client)  # a revoked token stops here, in either mode
     try:
         if settings.slack_app_token is not None:
@@ -74,15 +72,13 @@ async def serve(baton: Baton, settings: Settings, *, client: AsyncWebClient | No
                 await baton.stopping.wait()
             finally:
                 await socket.close_async()
-        else:
-            runner, port = await start_http(bridge.app, host="0.0.0.0", port=settings.slack_port)
-            baton.watch_platform("slack", _listening(runner))
-            log.info("slack listening on port %d%s", port, EVENTS_PATH,
-                     extra={"action": "slack_started", "mode": "http", "port": port, "bot_user": bot_user})
-            try:
-                await baton.stopping.wait()
-            finally:
-                await runner.cleanup()
+        elif endpoint is not None:  # its route answers 503 once stopping (bot/http.py)
+            endpoint.open()
+            baton.watch_platform("slack", endpoint.listening)
+            log.info("slack listening on port %d%s", settings.web_port, EVENTS_PATH,
+                     extra={"action": "slack_started", "mode": "http", "port": settings.web_port,
+                            "bot_user": bot_user})
+            await baton.stopping.wait()
     finally:
         baton.handler.progress.hurry()  # progress edits waiting for their turn: now
         with contextlib.suppress(TimeoutError):
@@ -90,4 +86,4 @@ async def serve(baton: Baton, settings: Settings, *, client: AsyncWebClient | No
         await bridge.sender.idle()
 
 
-__all__ = ["EVENTS_PATH", "SlackBridge", "build_app", "build_bridge", "serve", "start_http"]
+__all__ = ["EVENTS_PATH", "SlackBridge", "build_app", "build_bridge", "http_endpoint", "serve"]

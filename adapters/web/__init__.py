@@ -1,20 +1,16 @@
 """Baton's run pages: a live page per run and a list per conversation, behind signed links.
 
-    links = page_links(settings, redactor)  # None when BATON_WEB_PORT is off; given to the Handler
-    sock = bind_pages(settings)             # `baton run`, first: None when the port is taken
-    await serve(baton, settings, sock=sock) # `baton run`: until baton.stopping is set
+    links = page_links(settings, redactor)  # None when the pages are off; given to the Handler
+    part = pages(baton, settings)           # `baton run`: mounted on the one server (bot/http.py)
 
 The adapter only translates: `links` (signed, expiring, per-user tokens), `view` (store ->
 page data, redacted), `dag` (the layout of the picture), `live` (one watcher per open run,
 server-sent events), `security` (headers, CSRF), `app` (the Starlette routes) and `server`
-(uvicorn on the bot's loop). Starlette and uvicorn are imported only when pages are served.
+(the part the process's HTTP server mounts). Starlette is imported only when pages are served.
 """
 
 from __future__ import annotations
 
-import logging
-import socket
-from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from adapters.web.links import PageLinks
@@ -23,9 +19,7 @@ from core.config import Settings
 from core.redaction import Redactor
 
 if TYPE_CHECKING:
-    from adapters.web.server import Baton, Mounted
-
-log = logging.getLogger("baton.web")
+    from adapters.web.server import Baton, Pages
 
 
 def page_links(settings: Settings, redactor: Redactor) -> PageLinks | None:
@@ -38,27 +32,11 @@ def page_links(settings: Settings, redactor: Redactor) -> PageLinks | None:
     return PageLinks(base_url=settings.page_base_url, ttl=settings.web_link_ttl, key=lambda: key)
 
 
-async def serve(baton: Baton, settings: Settings, *, sock: socket.socket | None = None,
-                mounts: Sequence[Mounted] = ()) -> None:
-    """Serve the pages until `baton.stopping` is set; `sock`: an already bound socket; `mounts`:
-    other apps served beside them (`/mcp`)."""
-    from adapters.web.server import serve_pages
+def pages(baton: Baton, settings: Settings) -> Pages:
+    """The pages as a part of the process's one HTTP server (`routes`, `running()`)."""
+    from adapters.web.server import Pages
 
-    await serve_pages(baton, settings, sock=sock, mounts=mounts)
+    return Pages(baton, settings)
 
 
-def bind_pages(settings: Settings) -> socket.socket | None:
-    """The pages' listening socket, bound before anything offers a link to it; None (logged as
-    `action=web_failed`) when the address is taken: the process goes on without pages."""
-    from adapters.web.server import bind
-
-    try:
-        return bind(settings.web_host, settings.web_port)
-    except OSError as exc:
-        log.error("run pages not served: %s:%d is not free (%s); set BATON_WEB_PORT to a free port",
-                  settings.web_host, settings.web_port, exc.strerror or exc,
-                  extra={"action": "web_failed", "port": settings.web_port})
-        return None
-
-
-__all__ = ["PageLinks", "bind_pages", "page_links", "serve"]
+__all__ = ["PageLinks", "page_links", "pages"]

@@ -26,7 +26,7 @@ import dataclasses
 import json
 import logging
 import time
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -80,8 +80,7 @@ class RunPagesApp:
         self.csrf = csrf
         self.env = html_environment()
 
-    def asgi(self, mounted: Sequence[BaseRoute] = ()) -> Starlette:
-        """`mounted`: routes of other apps served beside the pages (`/mcp`)."""
+    def asgi(self) -> Starlette:
         routes: list[BaseRoute] = [
             Route("/r/{token}", self.run_page),
             Route("/r/{token}/events", self.events),
@@ -92,7 +91,6 @@ class RunPagesApp:
             Route("/r/{token}/decide", self.decide, methods=["POST"]),
             Route("/c/{token}", self.runs_page),
             Mount("/static", StaticFiles(directory=str(WEB_TEMPLATES / "static")), name="static"),
-            *mounted,
         ]
         app = Starlette(routes=routes, exception_handlers={Refused: self._refused, 404: self._missing,
                                                             405: self._missing})

@@ -14,6 +14,7 @@ import contextlib
 import os
 import re
 import signal
+import socket
 import sys
 from collections.abc import Mapping
 from pathlib import Path
@@ -27,6 +28,13 @@ def clean_env(**extra: str) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("BATON_")}
     env.update(PYTHONPATH=str(REPO), **extra)
     return env
+
+
+def free_port() -> int:
+    """A port nothing listens on right now (for BATON_WEB_PORT: each process its own)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
 
 
 class BatonProcess:

@@ -10,7 +10,7 @@ import sys
 import pytest
 
 from tests.e2e.console.cli import CALL_TIMEOUT, BatonCli
-from tests.e2e.process import BatonProcess
+from tests.e2e.process import BatonProcess, free_port
 from tests.e2e.slack.mock_slack import MockSlack
 from tests.unit.bot.test_settings import ACCESS_MISTAKES
 
@@ -63,7 +63,7 @@ async def test_baton_run_warns_at_start_when_everyone_may_approve(
     await slack.start()
     baton.env_extra.update(
         BATON_SLACK_BOT_TOKEN="xoxb-not-a-real-token", BATON_SLACK_SIGNING_SECRET="not-a-real-secret",
-        BATON_SLACK_PORT="0", BATON_SLACK_API_URL=slack.base_url, BATON_SUPERVISE="false",
+        BATON_WEB_PORT=str(free_port()), BATON_SLACK_API_URL=slack.base_url, BATON_SUPERVISE="false",
         BATON_LOG_LEVEL="INFO", **({"BATON_ACCESS": access} if access else {}),
     )
     try:

@@ -19,8 +19,11 @@ from slack_sdk.web.async_client import AsyncWebClient
 
 from adapters.discord import build_client, discord
 from adapters.discord.custom_ids import command_of, parse
-from adapters.slack import build_bridge, start_http
+from adapters.slack import build_bridge
+from adapters.slack.http import SlackEndpoint
 from bot.app import build_baton
+from bot.http import bind
+from bot.serve import http_server
 from core.commands.deadlines import GateDeadlines
 from core.config import Access, Settings
 from core.store.records import GateStatus, RunStatus
@@ -89,18 +92,20 @@ async def both_platforms(settings: Settings, tmp_path: Path, monkeypatch: pytest
         async with baton.running(handle_signals=False, grace=2.0):
             web = AsyncWebClient(token=BOT_TOKEN, base_url=mock.base_url)
             bridge = build_bridge(baton, settings, client=web)
-            runner, port = await start_http(bridge.app, host="127.0.0.1", port=0)
-            harness = SlackHarness(f"http://127.0.0.1:{port}/slack/events", SIGNING_SECRET, mock)
-            client = build_client(baton, settings)
-            await client.login("test-token")
-            client._connection.parse_guild_create(guild_create())  # type: ignore[arg-type]
-            try:
-                yield Both(SlackE2E(harness, mock, bridge, baton, tmp_path), DiscordBot(fake, baton, client))
-            finally:
-                await client.close()
-                await harness.close()
-                await runner.cleanup()
-                await bridge.sender.idle()
+            endpoint = SlackEndpoint(bridge)
+            endpoint.open()
+            async with http_server(baton, settings, bind("127.0.0.1", 0), slack=endpoint) as port:
+                harness = SlackHarness(f"http://127.0.0.1:{port}/slack/events", SIGNING_SECRET, mock)
+                client = build_client(baton, settings)
+                await client.login("test-token")
+                client._connection.parse_guild_create(guild_create())  # type: ignore[arg-type]
+                try:
+                    slack = SlackE2E(harness, mock, bridge, baton, tmp_path)
+                    yield Both(slack, DiscordBot(fake, baton, client))
+                finally:
+                    await client.close()
+                    await harness.close()
+            await bridge.sender.idle()
     finally:
         baton.close()
         await mock.stop()

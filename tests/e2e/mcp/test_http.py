@@ -28,7 +28,7 @@ async def served(tmp_path: Path, sqlite_url: str) -> AsyncIterator[str]:
     baton = await BatonProcess.start(env, "run", "--conversation", "ops", "--user", "ana", cwd=tmp_path,
                                      stdin=asyncio.subprocess.PIPE)
     try:
-        await baton.wait_log("action=web_started")
+        await baton.wait_log("action=http_started")
         yield f"http://127.0.0.1:{port}"
     finally:
         await baton.stop()

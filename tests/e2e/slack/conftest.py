@@ -1,4 +1,5 @@
-"""A real Baton (SQLite, engine, handler) behind the real Bolt app over HTTP, talking to a
+"""A real Baton (SQLite, engine, handler) behind the real Bolt app over HTTP (mounted at
+/slack/events on the process's one HTTP server, as `baton run` mounts it), talking to a
 recording mock of Slack's Web API. Nothing of ours is mocked."""
 
 from __future__ import annotations
@@ -11,8 +12,11 @@ from pathlib import Path
 import pytest
 from slack_sdk.web.async_client import AsyncWebClient
 
-from adapters.slack import SlackBridge, build_bridge, start_http
+from adapters.slack import SlackBridge, build_bridge
+from adapters.slack.http import SlackEndpoint
 from bot.app import Baton, build_baton
+from bot.http import bind
+from bot.serve import http_server
 from core.config import Access, Settings
 from tests.e2e.slack.harness import SlackHarness
 from tests.e2e.slack.mock_slack import MockSlack
@@ -85,15 +89,16 @@ async def slack_baton(
             signing = settings.slack_signing_secret
             client = AsyncWebClient(token=token, base_url=mock.base_url)
             bridge = build_bridge(baton, settings, client=client)
-            runner, port = await start_http(bridge.app, host="127.0.0.1", port=0)
-            secret = signing.get_secret_value() if signing else SIGNING_SECRET
-            harness = SlackHarness(f"http://127.0.0.1:{port}/slack/events", secret, mock)
-            try:
-                yield SlackE2E(harness, mock, bridge, baton, tmp_path)
-            finally:
-                await harness.close()
-                await runner.cleanup()
-                await bridge.sender.idle()
+            endpoint = SlackEndpoint(bridge)
+            endpoint.open()  # `serve` opens it once the token is checked
+            async with http_server(baton, settings, bind("127.0.0.1", 0), slack=endpoint) as port:
+                secret = signing.get_secret_value() if signing else SIGNING_SECRET
+                harness = SlackHarness(f"http://127.0.0.1:{port}/slack/events", secret, mock)
+                try:
+                    yield SlackE2E(harness, mock, bridge, baton, tmp_path)
+                finally:
+                    await harness.close()
+            await bridge.sender.idle()
     finally:
         baton.close()
 

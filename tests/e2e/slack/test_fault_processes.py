@@ -21,7 +21,7 @@ import pytest
 
 from core.store.records import RunStatus
 from core.store.repository import SqlStore
-from tests.e2e.process import BatonProcess
+from tests.e2e.process import BatonProcess, free_port
 from tests.e2e.slack.conftest import SIGNING_SECRET, WORKFLOWS
 from tests.e2e.slack.harness import SlackHarness
 from tests.e2e.slack.mock_slack import Call, MockSlack
@@ -41,7 +41,7 @@ nodes:
 
 
 async def _serve(env: dict[str, str], cwd: Path, mock: MockSlack) -> tuple[BatonProcess, SlackHarness]:
-    baton = await BatonProcess.start(env, cwd=cwd)
+    baton = await BatonProcess.start({**env, "BATON_WEB_PORT": str(free_port())}, cwd=cwd)  # its own port
     started = await baton.wait_log(r"action=slack_started .*port=(\d+)")
     url = f"http://127.0.0.1:{started.group(1)}/slack/events"
     return baton, SlackHarness(url, SIGNING_SECRET, mock)

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from adapters.mcp.identity import token_hash
-from adapters.web.server import bind
+from bot.http import bind
 from bot.serve import serve_web
 from core.config import Access, Settings
 from tests.e2e.mcp.client import http_session

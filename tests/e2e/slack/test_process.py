@@ -4,18 +4,19 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tests.e2e.process import BatonProcess, clean_env
+from tests.e2e.process import BatonProcess, clean_env, free_port
 from tests.e2e.slack.conftest import BOT_TOKEN, SIGNING_SECRET, WORKFLOWS
 from tests.e2e.slack.harness import SlackHarness
 from tests.e2e.slack.mock_slack import MockSlack
 
 
 def slack_env(mock: MockSlack, tmp_path: Path, database_url: str) -> dict[str, str]:
+    """Slack in HTTP mode on a free BATON_WEB_PORT (`/slack/events`), without run pages."""
     return clean_env(
-        BATON_SLACK_BOT_TOKEN=BOT_TOKEN, BATON_SLACK_SIGNING_SECRET=SIGNING_SECRET, BATON_SLACK_PORT="0",
+        BATON_SLACK_BOT_TOKEN=BOT_TOKEN, BATON_SLACK_SIGNING_SECRET=SIGNING_SECRET,
         BATON_SLACK_API_URL=mock.base_url, BATON_DATABASE_URL=database_url,
-        BATON_WORKFLOW_DIRS=str(WORKFLOWS), BATON_DATA_DIR=str(tmp_path / "data"), BATON_WEB_PORT="off",
-        BATON_TOOL_MODULES="[]", BATON_LOG_LEVEL="INFO",
+        BATON_WORKFLOW_DIRS=str(WORKFLOWS), BATON_DATA_DIR=str(tmp_path / "data"),
+        BATON_WEB_PORT=str(free_port()), BATON_PAGES="off", BATON_TOOL_MODULES="[]", BATON_LOG_LEVEL="INFO",
     )
 
 

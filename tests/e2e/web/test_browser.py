@@ -16,10 +16,10 @@ from pathlib import Path
 import pytest
 
 from adapters.console.messages import to_chat_message
-from adapters.web import serve
 from adapters.web.links import PageLinks
-from adapters.web.server import bind
 from bot.app import build_baton
+from bot.http import bind
+from bot.serve import serve_web as serve
 from core.store.records import RunStatus
 from tests.e2e.console.cli import baton_env
 from tests.e2e.web.browser import Lines, chromium

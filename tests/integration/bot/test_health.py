@@ -1,5 +1,6 @@
-"""/healthz and /readyz of the app as `baton run` assembles it (`build_baton`, `running()`,
-`serve_health`), on a real PostgreSQL database that stops accepting connections and comes back."""
+"""/healthz and /readyz of the app as `baton run` assembles it (`build_baton`, `running()`, the
+one HTTP server: `bot.serve.http_server`), on a real PostgreSQL database that stops accepting
+connections and comes back."""
 
 from __future__ import annotations
 
@@ -11,7 +12,8 @@ import pytest
 import sqlalchemy as sa
 
 from bot.app import Baton, build_baton
-from bot.health import serve_health
+from bot.http import bind
+from bot.serve import http_server
 from core.config import Settings
 
 pytestmark = pytest.mark.postgres
@@ -22,12 +24,12 @@ async def served(postgres_url: str, tmp_path: Path) -> AsyncIterator[tuple[Baton
     (tmp_path / "workflows").mkdir()
     settings = Settings(_env_file=None, database_url=postgres_url,  # type: ignore[call-arg]
                         workflow_dirs=[tmp_path / "workflows"], data_dir=tmp_path / "data", tool_modules=[],
-                        web_port=0, health_port=None)
+                        web_port=0)
     baton = build_baton(settings)
     try:
         async with (
             baton.running(handle_signals=False, grace=1.0),
-            serve_health(baton.health, settings, port=0) as port,
+            http_server(baton, settings, bind("127.0.0.1", 0)) as port,
             httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}", timeout=10) as client,
         ):
             yield baton, client
@@ -99,12 +101,14 @@ async def test_a_stopping_process_and_a_platform_not_connected_are_not_ready(
     assert stopping.status_code == 503
     assert stopping.json()["checks"]["serving"]["ok"] is False
     assert (await client.get("/healthz")).json() == {"status": "alive"}
+    other = await client.get("/slack/events")  # any other path: the process takes no more input
+    assert other.status_code == 503 and other.headers["retry-after"] == "5", other.text
 
 
 async def test_baton_worker_serves_its_health_and_is_unready_once_stopping(
     postgres_url: str, tmp_path: Path
 ) -> None:
-    """`serve_worker` (what `baton worker` runs) with BATON_HEALTH_PORT: ready while it fetches
+    """`serve_worker` (what `baton worker` runs) on BATON_WEB_PORT: ready while it fetches
     jobs, alive and unready after the first SIGTERM, gone once it has stopped."""
     import asyncio
     import os
@@ -120,7 +124,7 @@ async def test_baton_worker_serves_its_health_and_is_unready_once_stopping(
     settings = Settings(_env_file=None, database_url=postgres_url,  # type: ignore[call-arg]
                         workflow_dirs=[tmp_path / "workflows"], data_dir=tmp_path / "data", tool_modules=[],
                         executor="procrastinate", shutdown_grace=1.0, worker_heartbeat_seconds=0.3,
-                        health_port=port)
+                        web_port=port)
     ready = asyncio.Event()
     worker = asyncio.create_task(serve_worker(settings, name="w-health", on_ready=ready.set))
     try:

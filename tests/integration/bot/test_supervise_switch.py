@@ -28,7 +28,8 @@ def env(tmp_path: Path) -> dict[str, str]:
         BATON_SLACK_API_URL=f"http://127.0.0.1:{_closed_port()}/api/",  # nobody listens: exit 1
         BATON_DATABASE_URL=f"sqlite:///{tmp_path / 'baton.db'}",
         BATON_WORKFLOW_DIRS=str(tmp_path / "workflows"),
-        BATON_DATA_DIR=str(tmp_path / "data"), BATON_WEB_PORT="off", BATON_TOOL_MODULES="[]",
+        BATON_DATA_DIR=str(tmp_path / "data"), BATON_WEB_PORT=str(_closed_port()), BATON_PAGES="off",
+        BATON_TOOL_MODULES="[]",
         BATON_LOG_LEVEL="INFO",
     )
 

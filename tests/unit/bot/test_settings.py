@@ -181,6 +181,25 @@ def test_run_pages_are_on_by_default_off_by_word_or_zero_and_link_where_configur
     assert load_settings().page_base_url == "https://baton.example.com"
 
 
+def test_pages_off_keeps_the_http_server_for_health_slack_and_mcp(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("BATON_PAGES", "off")
+    settings = load_settings()
+    assert settings.http_enabled and not settings.web_enabled
+    monkeypatch.setenv("BATON_WEB_PORT", "off")
+    assert not load_settings().http_enabled
+
+
+@pytest.mark.parametrize(("old", "value"), [("BATON_SLACK_PORT", "3000"), ("BATON_HEALTH_PORT", "8081"),
+                                            ("BATON_HEALTH_HOST", "0.0.0.0"), ("BATON_HEALTH_PORT", "off")])
+def test_the_retired_ports_are_refused_in_one_line_naming_their_replacement(
+    monkeypatch: pytest.MonkeyPatch, old: str, value: str
+) -> None:
+    monkeypatch.setenv(old, value)
+    with pytest.raises(ConfigurationError, match=rf"^{old}: no longer read: .* BATON_WEB_PORT") as info:
+        load_settings()
+    assert "\n" not in info.value.message
+
+
 def test_a_bad_public_url_names_the_variable_and_the_web_secret_is_never_echoed(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
