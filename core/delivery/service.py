@@ -188,7 +188,7 @@ class DeliveryService:
     def _done(self, reply: Outgoing, key: str | None, sent: Sent) -> None:
         if sent.filed:
             self.edits.filed(self.platform, reply)
-        if key is not None:
+        if key is not None and sent.posted.ids:  # nothing posted (an empty text): nothing to edit
             self.edits.keep(self.platform, key, sent.posted)
 
     # -- in flight and shutdown --------------------------------------------------------------
