@@ -45,10 +45,10 @@ from adapters.discord.formatting import FORMAT
 from core.commands.handler import Handler
 from core.commands.messages import Reply
 from core.delivery.edits import NotDelivered, Outgoing, Posted
-from core.delivery.fallbacks import DIRECT, FOLLOW_UP
+from core.delivery.fallbacks import FOLLOW_UP
 from core.delivery.service import DeliveryService
 from core.delivery.transport import Sent
-from core.render import redacted, render_reply
+from core.render import redacted, render_reply, sentence
 
 PLATFORM = "discord"
 NO_MENTIONS = discord.AllowedMentions.none()
@@ -296,14 +296,12 @@ class DiscordSender:
         run_id = reply.run_id or ""
         if how == FOLLOW_UP:
             try:
-                await to(_moved_text(run_id, "here, in replies to your command, while Discord allows"),  # type: ignore[operator]
-                         None, None)
+                await to(sentence(FORMAT, "moved", run_id, how), None, None)  # type: ignore[operator]
             except discord.HTTPException as exc:
                 return self._follow_up_refused(exc, reply)
             return True
-        where = "a direct message" if how == DIRECT else "this channel"
         channel = self.client.get_partial_messageable(int(str(to)))
-        await channel_send(channel)(_moved_text(run_id, where), None, None)
+        await channel_send(channel)(sentence(FORMAT, "moved", run_id, how), None, None)
         return True
 
     @staticmethod
@@ -391,9 +389,3 @@ class DiscordSender:
             log.warning("no thread for run: %s", exc.text,
                         extra={"action": "thread_failed", "run_id": reply.run_id})
             return None
-
-
-def _moved_text(run_id: str, where: str) -> str:
-    """Said once where a run reports after its thread refused a message."""
-    return (f"Baton could not post in the thread of run `{run_id}` (deleted, or no access); "
-            f"it reports that run in {where} from now on.")
