@@ -139,13 +139,14 @@ class Sends:
 
 @dataclass
 class DiscordSender:
-    """Discord's transport (`platform`, `usual`, `same`, `post`, `edit`, `follow_up`, `person`,
-    `moved`, `refusal`, `failed`) and the answers to its interactions (`answer`, `post`)."""
+    """Discord's transport (`post`, `edit`, `follow_up`, `person`, `moved`, `refusal`, `failed`)
+    and the answers to its interactions (`answer`, `send_to`)."""
 
     client: discord.Client
     handler: Handler
     attach_over: int = 8000
     platform: str = PLATFORM
+    thread_is_place: bool = True  # a thread is a channel of its own, tried before its channel
     #: the core's delivery service for Discord (registered as its outbox by the client)
     delivery: DeliveryService = field(init=False)
 
@@ -218,13 +219,6 @@ class DiscordSender:
         await self.delivery.aclose()
 
     # -- the transport ---------------------------------------------------------------------
-    def usual(self, reply: Outgoing) -> Sequence[str]:
-        """The run's thread, then its channel."""
-        return [p for p in (reply.thread, reply.conversation) if p]
-
-    def same(self, posted: Posted, place: object, reply: Outgoing) -> bool:
-        return True  # a keyed message is edited where it is
-
     async def post(self, place: object, reply: Outgoing, *, attach: bool, opens: bool) -> Sent:
         assert isinstance(reply, Reply)
         if isinstance(place, Sends):
@@ -244,8 +238,8 @@ class DiscordSender:
                     thread=thread, filed=filed)
 
     async def edit(self, place: object, posted: Posted, reply: Outgoing, *, attach: bool) -> Sent:
-        """Edit the messages kept as `posted` to show `reply`. A message deleted meanwhile (10008)
-        is posted again there; a channel that refuses the edit (10003, 50001, 50013) raises:
+        """Edit the messages kept as `posted` to show `reply`, where they are. A message deleted
+        meanwhile (10008) is posted again there; a channel that refuses the edit (10003, 50001, 50013) raises:
         the reply goes to the next place."""
         assert isinstance(reply, Reply)
         channel = self.client.get_partial_messageable(int(posted.place))

@@ -61,7 +61,6 @@ REF = "ref:"
 #: A slash command's response URL: "up to five times within thirty minutes of receipt".
 RESPONSE_URL_TTL = 30 * 60.0
 RESPONSE_URL_USES = 5
-USUAL = "usual"  # the run's thread in its channel (the delivery service adds the next places)
 #: the metadata event type of an outbox row's messages (`outbox_metadata`)
 OUTBOX_EVENT = "baton_outbox"
 #: a redelivery looks through at most this many pages of this many messages for an earlier post
@@ -86,10 +85,11 @@ def outbox_metadata(reply: Reply) -> dict[str, Any] | None:
 
 
 class SlackSender:
-    """Slack's transport (`platform`, `usual`, `same`, `post`, `edit`, `follow_up`, `person`,
-    `moved`, `refusal`, `failed`) and the answers to its requests (`deliver`, `tell`)."""
+    """Slack's transport (`post`, `edit`, `follow_up`, `person`, `moved`, `refusal`, `failed`)
+    and the answers to its requests (`deliver`, `tell`)."""
 
     platform = PLATFORM
+    thread_is_place = False  # a thread lives in its channel
 
     def __init__(self, client: AsyncWebClient, handler: Handler, names: Names | None = None, *,
                  threads: bool = True) -> None:
@@ -143,7 +143,7 @@ class SlackSender:
             return
         url = origin.response_url
         follow_up = (url, RESPONSE_URL_TTL, RESPONSE_URL_USES) if url else None
-        await self.delivery.answer(dataclasses.replace(reply, conversation=channel, thread=thread), USUAL,
+        await self.delivery.answer(dataclasses.replace(reply, conversation=channel, thread=thread), channel,
                                    follow_up=follow_up)
 
     async def tell(self, origin: Origin, text: str) -> None:
@@ -165,19 +165,11 @@ class SlackSender:
         await self.delivery.idle()
 
     # -- the transport ---------------------------------------------------------------------
-    def usual(self, reply: Outgoing) -> Sequence[str]:
-        """The run's thread in its channel."""
-        return [USUAL] if reply.conversation else []
-
     @staticmethod
     def _where(place: str, reply: Outgoing) -> tuple[str, str | None]:
-        """(channel, thread) of `place`: the reply's own, or a person's id (their DM)."""
-        if place == USUAL:
-            return reply.conversation or "", reply.thread
-        return place, None
-
-    def same(self, posted: Posted, place: str, reply: Outgoing) -> bool:
-        return _same_place(posted, self._where(place, reply)[0])
+        """(channel, thread) of `place`: the reply's conversation and thread, or a person's id
+        (their DM)."""
+        return place, reply.thread if place == reply.conversation else None
 
     async def post(self, place: str, reply: Outgoing, *, attach: bool, opens: bool) -> Sent:
         assert isinstance(reply, Reply)
@@ -189,9 +181,12 @@ class SlackSender:
         return Sent(Posted(landed, (ts,)), thread=root, filed=upload is not None)
 
     async def edit(self, place: str, posted: Posted, reply: Outgoing, *, attach: bool) -> Sent | None:
-        """chat.update the message kept as `posted`; None when it is gone (deleted meanwhile)."""
+        """chat.update the message kept as `posted`; None when it is gone (deleted meanwhile)
+        or elsewhere than `place`."""
         assert isinstance(reply, Reply)
         channel, thread = self._where(place, reply)
+        if not _same_place(posted, channel):
+            return None
         message, upload, filename = self._message(reply, await self.names.names_for(reply), attach=attach)
         try:
             await call(self._client, "chat.update", channel=posted.place, ts=posted.ids[0],

@@ -7,8 +7,8 @@
 
 The service owns what used to go back and forth between the core and each adapter:
 
-- **Places** (`core.delivery.fallbacks.along`): the run's usual places (the transport names
-  them: Slack its thread in its channel, Discord its thread then its channel), the follow-up of
+- **Places** (`core.delivery.fallbacks.along`): the run's usual places (Slack: its thread in
+  its channel; Discord: its thread, then its channel: `Transport.thread_is_place`), the follow-up of
   the command that started it while it lives, then a direct message to whoever started it; the
   first reply in a new place says so once (`Transport.moved`).
 - **Edits in place** (`core.delivery.edits.Edits`): one lock per key, the message last shown
@@ -100,7 +100,8 @@ class DeliveryService:
                 refused.append(why)
                 raise Refused(why) from exc
 
-        usual = self.transport.usual(reply)
+        thread = reply.thread if self.transport.thread_is_place else None  # else: in its channel
+        usual = [p for p in (thread, reply.conversation) if p]
         if not await fallbacks.along(self.edits, self.platform, reply, usual, send_at):
             log.error("reply delivered nowhere", extra={"action": "undelivered", "run_id": reply.run_id})
 
@@ -150,14 +151,21 @@ class DeliveryService:
     async def _at(self, place: Any, reply: Outgoing, *, key: str | None = None,
                   thread_or_none: bool = True) -> Sent | None:
         """Post `reply` at `place`, or edit the message(s) under its key (`key`: another)."""
-        key = key or (None if reply.ephemeral else reply.replace_key)
+        try:
+            return await self._keyed(place, reply, key or (None if reply.ephemeral else reply.replace_key))
+        except BaseException:
+            if reply.starts_thread and reply.run_id and thread_or_none:
+                await self._attach_thread(reply.run_id, None)  # no thread will come: it reports where asked
+            raise
+
+    async def _keyed(self, place: Any, reply: Outgoing, key: str | None) -> Sent | None:
         if key is None:
             if reply.edit_only:
                 return None
-            return await self._post(place, reply, None, thread_or_none)
+            return await self._post(place, reply, None)
         async with self.edits.holding(self.platform, key):
             posted = self.edits.posted(self.platform, key)
-            if posted is not None and self.transport.same(posted, place, reply):
+            if posted is not None:
                 sent = await self.transport.edit(place, posted, reply, attach=self._attaches(reply))
                 if sent is not None:
                     self._done(reply, key, sent)
@@ -166,16 +174,11 @@ class DeliveryService:
                     return sent
             if reply.edit_only:  # only an edit of a message posted earlier (a decided gate's): none
                 return None
-            return await self._post(place, reply, key, thread_or_none)
+            return await self._post(place, reply, key)
 
-    async def _post(self, place: Any, reply: Outgoing, key: str | None, thread_or_none: bool) -> Sent:
+    async def _post(self, place: Any, reply: Outgoing, key: str | None) -> Sent:
         opens = bool(reply.starts_thread and reply.run_id)
-        try:
-            sent = await self.transport.post(place, reply, attach=self._attaches(reply), opens=opens)
-        except BaseException:
-            if opens and thread_or_none:  # not posted: no thread will come, it reports where asked
-                await self._attach_thread(reply.run_id or "", None)
-            raise
+        sent = await self.transport.post(place, reply, attach=self._attaches(reply), opens=opens)
         self._done(reply, key, sent)
         if opens:
             await self._attach_thread(reply.run_id or "", sent.thread)

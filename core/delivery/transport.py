@@ -17,7 +17,6 @@ them are a place refusing the reply (`refusal`) and what a failed background sen
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -36,19 +35,16 @@ class Sent:
 
 class Transport(Protocol):
     """A platform's operations. `place` is a conversation id (a channel, a thread, a DM) or a
-    place of the adapter's own (Slack's `"usual"`: the run's thread in its channel; an
-    interaction's responses on Discord); the service passes it through untouched."""
+    place of the adapter's own (an interaction's responses on Discord); the service passes it
+    through untouched. `thread_is_place`: a run's thread is a conversation of its own, tried
+    before its channel (Discord); else the thread lives in the channel, one place (Slack, where
+    a reply's `thread` goes with its `conversation`)."""
 
     @property
     def platform(self) -> str: ...
 
-    def usual(self, reply: Outgoing) -> Sequence[str]:
-        """The run's usual places for a background reply, in the order they are tried."""
-        ...
-
-    def same(self, posted: Posted, place: Any, reply: Outgoing) -> bool:
-        """Whether the message kept as `posted` is the one `reply` at `place` edits."""
-        ...
+    @property
+    def thread_is_place(self) -> bool: ...
 
     async def post(self, place: Any, reply: Outgoing, *, attach: bool, opens: bool) -> Sent:
         """Post `reply` at `place`; `attach`: its whole text may go as a file when too long;
@@ -57,7 +53,7 @@ class Transport(Protocol):
 
     async def edit(self, place: Any, posted: Posted, reply: Outgoing, *, attach: bool) -> Sent | None:
         """Edit the message(s) kept as `posted` to show `reply` (sent to `place`); None when
-        they are gone (the service posts it anew)."""
+        they are gone or not the ones `place` shows (the service posts it anew there)."""
         ...
 
     async def follow_up(self, handle: Any, reply: Outgoing, *, attach: bool) -> bool:

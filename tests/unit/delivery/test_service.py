@@ -4,7 +4,6 @@ answers what it did (`core.delivery.transport`). `Wire` is a transport at the po
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from typing import Any
 
 import pytest
@@ -22,17 +21,12 @@ class Gone(Exception):
 
 class Wire:
     platform = "chat"
+    thread_is_place = True
 
     def __init__(self, *refusing: str, stale: bool = False, failing: bool = False) -> None:
         self.refusing, self.stale, self.failing = set(refusing), stale, failing
         self.ops: list[tuple[Any, ...]] = []
         self.posts = 0
-
-    def usual(self, reply: Outgoing) -> Sequence[str]:
-        return [p for p in (reply.thread, reply.conversation) if p]
-
-    def same(self, posted: Posted, place: Any, reply: Outgoing) -> bool:
-        return posted.place == place
 
     async def post(self, place: Any, reply: Outgoing, *, attach: bool, opens: bool) -> Sent:
         self.ops.append(("post", place, reply.kind, attach, opens))
@@ -45,7 +39,7 @@ class Wire:
 
     async def edit(self, place: Any, posted: Posted, reply: Outgoing, *, attach: bool) -> Sent | None:
         self.ops.append(("edit", posted.place, posted.ids, reply.kind))
-        return None if self.stale else Sent(posted)
+        return None if self.stale or posted.place != place else Sent(posted)
 
     async def follow_up(self, handle: Any, reply: Outgoing, *, attach: bool) -> bool:
         self.ops.append(("follow_up", handle, reply.kind))
