@@ -1,6 +1,6 @@
 """One delivery service per chat platform: a reply's whole way out, decided in the core.
 
-    delivery = handler.register_transport(SlackTransport(...), threads=True)
+    delivery = handler.register_transport(transport, threads=True)   # SlackSender registers itself
     await delivery.send(reply)        # a background reply (the platform's outbox)
     await delivery.answer(reply, place, follow_up=(url, ttl, uses))   # the answer to a request
     await delivery.idle(); await delivery.aclose()
@@ -8,8 +8,8 @@
 The service owns what used to go back and forth between the core and each adapter:
 
 - **Places** (`core.delivery.fallbacks.along`): the run's usual places (Slack: its thread in
-  its channel; Discord: its thread, then its channel: `Transport.thread_is_place`), the follow-up of
-  the command that started it while it lives, then a direct message to whoever started it; the
+  its channel; Discord: its thread, then its channel: `Transport.thread_is_place`), the
+  follow-up of the command that started it while it lives, then a direct message to whoever started it; the
   first reply in a new place says so once (`Transport.moved`).
 - **Edits in place** (`core.delivery.edits.Edits`): one lock per key, the message last shown
   under a key (edited, or posted anew when it is gone or elsewhere, then kept), an edit-only

@@ -1,9 +1,10 @@
 """What a chat platform does to deliver a reply: the port each chat adapter implements.
 
-    class SlackTransport:           # adapters/slack/sender.py
+    class SlackSender:              # adapters/slack/sender.py
         platform = "slack"
-        async def post(self, place, reply, *, attach, opens) -> Sent: ...   # chat.postMessage
-        async def edit(self, posted, reply, *, attach) -> Sent | None: ...   # chat.update
+        thread_is_place = False     # a thread lives in its channel
+        async def post(self, place, reply, *, attach, opens) -> Sent: ...          # chat.postMessage
+        async def edit(self, place, posted, reply, *, attach) -> Sent | None: ...  # chat.update
 
 Every decision about a reply is the delivery service's (`core.delivery.service`): which place
 (the run's usual places, the follow-up, a direct message), whether a keyed message is edited or
