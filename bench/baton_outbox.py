@@ -184,8 +184,7 @@ async def latency(url: str, runs: int, directory: Path, platform: str) -> dict[s
 
         fake = _FakeSlack()
         await fake.start()
-        sender = SlackSender(AsyncWebClient(token="xoxb-bench", base_url=fake.url), handler)
-        handler.register_outbox("slack", sender.outbox)
+        sender = SlackSender(AsyncWebClient(token="xoxb-bench", base_url=fake.url), handler, threads=False)
     else:
 
         async def outbox(reply: Reply) -> None:

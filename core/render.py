@@ -50,7 +50,7 @@ TEMPLATES = Path(__file__).resolve().parent.parent / "templates"
 ENTRY_POINTS = "baton.formats"
 
 __all__ = ("Chunk", "Format", "Rendered", "format_of", "platforms", "register", "render", "render_reply",
-           "render_text", "split_chunks", "width")
+           "render_text", "sentence", "split_chunks", "width")
 
 
 # -- platforms' formats ------------------------------------------------------------------
@@ -278,6 +278,15 @@ def render_text(reply: Reply, platform: str | Format, redactor: Redactor, root: 
     if redactor:
         text = redactor.forms(*fmt.escapes).redact(text)
     return text.strip("\n")
+
+
+def sentence(platform: str | Format, name: str, *args: Any, **data: Any) -> str:
+    """One of a platform's own sentences, about its mechanics rather than a reply (an upload,
+    an expired button, a channel the bot is not in): the macro `name` of
+    `templates/<folder>/_said.j2`, called with `args` and `data`."""
+    fmt = format_of(platform)
+    said = environment().get_template(f"{fmt.templates}/_said.j2").module
+    return str(getattr(said, name)(*args, **data)).strip("\n")
 
 
 @dataclass(frozen=True, slots=True)

@@ -81,8 +81,7 @@ class BatonClient(discord.Client):
         super().__init__(intents=intents(), allowed_mentions=NO_MENTIONS, **options)  # type: ignore[arg-type]
         self.handler = handler
         self.guild = discord.Object(guild_id) if guild_id else None
-        self.sender = DiscordSender(self, handler.attach_thread, redactor=handler.redactor,
-                                    edits=handler.edits, buttons=handler.buttons)
+        self.sender = DiscordSender(self, handler)
         self.sync = sync
         self.synced: int | None = None  # commands registered by this start (None: unchanged, skipped)
         self.tree = app_commands.CommandTree(self)
@@ -93,7 +92,7 @@ class BatonClient(discord.Client):
 
     async def setup_hook(self) -> None:
         self.add_dynamic_items(WorkflowButton, WorkflowSelect)
-        self.handler.register_outbox("discord", self.sender.outbox, threads=True)
+        self.handler.register_outbox("discord", self.sender.delivery.send, threads=True)
         await self.sync_commands()
 
     @property
@@ -300,7 +299,7 @@ class BatonClient(discord.Client):
             return  # ordinary channel chatter never reaches the core
         answer = await self.handler.handle(chat_message(message, channel, me))
         for reply in answer:
-            await self.sender.post(int(reply.thread) if reply.thread else message.channel.id, reply)
+            await self.sender.send_to(int(reply.thread) if reply.thread else message.channel.id, reply)
 
     # -- whatever failed while answering -----------------------------------------------------------
     async def on_tree_error(

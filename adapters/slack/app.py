@@ -219,7 +219,6 @@ def build_bridge(
     app.event("message")(bridge.on_message)
     app.event("app_mention")(bridge.on_mention)
     app.event("app_home_opened")(bridge.on_home)
-    baton.handler.register_outbox(inbound.PLATFORM, sender.outbox, threads=True)
     baton.handler.register_home(inbound.PLATFORM, bridge.publish_home)
     return bridge
 

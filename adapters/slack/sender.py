@@ -1,23 +1,15 @@
-"""`Reply` -> Slack messages: where each goes, what is posted, edited or uploaded.
+"""Slack's transport (`core.delivery.transport.Transport`) and its answers to requests.
 
-What is platform-neutral lives in the core's one edit-in-place component (`handler.edits`,
-`core.delivery.edits`): the pace of progress edits, where each keyed message is, the size
-policy (which reply attaches its whole text as a file), and where a run reports after a
-fallback; long button commands are kept in the core's one store (`handler.buttons`). This
-module posts, edits and uploads.
+The core's delivery service (`core.delivery.service`, built by `Handler.register_transport`)
+decides where a reply goes (the run's thread in its channel, then the command's
+`response_url` while it lives, then a direct message), whether a keyed message is edited or
+posted anew, and what becomes of a run's thread; this module posts, edits and uploads, and
+answers what it did, never calling back.
 
-- Direct answers to a request (`deliver`) are sent in order before the listener returns.
-- Background replies (`outbox`, registered with the core) are sent when the core hands them
-  over; the core already paced and coalesced the progress edits, and hands a run's replies
-  over one at a time, in order.
-- A reply with `starts_thread` is posted in the channel and its `ts` becomes the run's
-  thread (`Handler.attach_thread`); the core holds the run's background replies until then
-  (the outbox is registered with `threads=True`), so they arrive carrying that thread. The
-  request's `response_url` is kept as the run's follow-up (30 minutes, 5 uses).
-- Where the run's channel refuses a background reply (the bot removed, the channel archived
-  or gone), it goes to the next place that takes it: the command's `response_url` while it
-  lives (state-carrying replies only: progress edits would use it up), then a direct message
-  to whoever started the run. The first reply in a new place says so, once.
+- Direct answers to a request (`deliver`) are sent in order before the listener returns:
+  forms and ephemeral answers here, the rest through the service (`DeliveryService.answer`),
+  which keeps the request's `response_url` as the run's follow-up (30 minutes, 5 uses).
+- A `starts_thread` reply's `ts` is the run's thread (`Sent.thread`).
 - A button command too long for a value is passed as `ref:<sha256>` (`handler.buttons`).
 - A message of an outbox row carries the row in its metadata (`baton_outbox`, `outbox_metadata`).
   Slack has no idempotency key, so when the core says an earlier attempt at the row may have
@@ -26,13 +18,11 @@ module posts, edits and uploads.
   most; a message found there is taken for posted. A first attempt posts directly; a look-up
   that fails posts (at least once).
 - Text too long for a message's blocks is uploaded whole as a file snippet in the thread,
-  with the first section and a note in the message, when the core's size policy says so
-  (never while the run still moves; once per keyed message).
+  with the first section and a note in the message, when the service says it may (`attach`).
 """
 
 from __future__ import annotations
 
-import asyncio
 import dataclasses
 import logging
 from collections.abc import Mapping, Sequence
@@ -58,9 +48,9 @@ from adapters.slack.names import Names
 from adapters.slack.web_api import CHANNEL_ERRORS, SlackCallFailed, call, read
 from core.commands.handler import Handler
 from core.commands.messages import Button, Form, Reply
-from core.delivery import fallbacks
-from core.delivery.edits import NotDelivered, Posted
-from core.delivery.fallbacks import FOLLOW_UP, Refused
+from core.delivery.edits import NotDelivered, Outgoing, Posted
+from core.delivery.fallbacks import DIRECT, FOLLOW_UP
+from core.delivery.transport import Sent
 from core.errors import PlatformError
 from core.render import redacted, render_reply
 
@@ -71,7 +61,6 @@ REF = "ref:"
 #: A slash command's response URL: "up to five times within thirty minutes of receipt".
 RESPONSE_URL_TTL = 30 * 60.0
 RESPONSE_URL_USES = 5
-USUAL = "usual"  # the run's thread in its channel (`core.delivery.fallbacks` adds the next places)
 #: the metadata event type of an outbox row's messages (`outbox_metadata`)
 OUTBOX_EVENT = "baton_outbox"
 #: a redelivery looks through at most this many pages of this many messages for an earlier post
@@ -96,15 +85,22 @@ def outbox_metadata(reply: Reply) -> dict[str, Any] | None:
 
 
 class SlackSender:
-    def __init__(self, client: AsyncWebClient, handler: Handler, names: Names | None = None) -> None:
+    """Slack's transport (`post`, `edit`, `follow_up`, `person`, `moved`, `refusal`, `failed`)
+    and the answers to its requests (`deliver`, `tell`)."""
+
+    platform = PLATFORM
+    thread_is_place = False  # a thread lives in its channel
+
+    def __init__(self, client: AsyncWebClient, handler: Handler, names: Names | None = None, *,
+                 threads: bool = True) -> None:
         self._client = client
         self._handler = handler
         #: people's names, so a message names them without pinging them (`names.py`)
         self.names = names if names is not None else Names(client)
-        self._edits = handler.edits
         #: (bot_id, app_id) of this bot (`auth.test`), asked for at the first redelivery look-up
         self._own: tuple[str, str] | None = None
-        self._inflight: set[asyncio.Task[None]] = set()
+        #: the core's delivery service for Slack: background replies and answers go through it
+        self.delivery = handler.register_transport(self, threads=threads)
 
     # -- buttons -------------------------------------------------------------------
     def button_value(self, button: Button, limit: int = VALUE_LIMIT) -> str:
@@ -123,18 +119,32 @@ class SlackSender:
     # -- direct answers -----------------------------------------------------------------
     async def deliver(self, replies: Sequence[Reply], origin: Origin) -> None:
         for reply in replies:
-            if reply.starts_thread and reply.run_id and origin.response_url:
-                self._edits.follow_up(PLATFORM, reply.run_id, origin.response_url,
-                                      ttl=RESPONSE_URL_TTL, uses=RESPONSE_URL_USES)
             try:
-                await self._send(reply, origin)
+                await self._answer(reply, origin)
             except SlackCallFailed as exc:
                 started = reply.starts_thread and reply.run_id
                 # a run that started must not be started again: say so, never "try again"
+                # (the service told the core no thread will come: it reports in the channel)
                 await self.tell(origin, wording.started_unseen(reply.run_id, exc.error) if started
                                 and reply.run_id else exc.user_text)
-                if started and reply.run_id:  # no thread will come: report in the channel
-                    await self._handler.attach_thread(reply.run_id, None)
+
+    async def _answer(self, reply: Reply, origin: Origin) -> None:
+        if reply.form is not None and await self.open_form(reply.form, origin):
+            return  # the modal asks; its text would only repeat it
+        channel = reply.conversation or origin.channel
+        if not channel:
+            log.warning("reply without a conversation dropped",
+                        extra={"action": "slack_send", "run_id": reply.run_id})
+            return
+        thread = reply.thread or origin.thread
+        if reply.ephemeral:
+            message, _, _ = self._message(reply, await self.names.names_for(reply), attach=True)
+            await self._ephemeral(origin, channel, thread, message)
+            return
+        url = origin.response_url
+        follow_up = (url, RESPONSE_URL_TTL, RESPONSE_URL_USES) if url else None
+        await self.delivery.answer(dataclasses.replace(reply, conversation=channel, thread=thread), channel,
+                                   follow_up=follow_up)
 
     async def tell(self, origin: Origin, text: str) -> None:
         """Tell the asking user only: through the response URL, else an ephemeral message."""
@@ -150,78 +160,80 @@ class SlackSender:
             log.warning("could not tell the user: %s", type(exc).__name__,
                         extra={"action": "slack_tell_failed", "channel": origin.channel})
 
-    # -- background replies ----------------------------------------------------------------
-    async def outbox(self, reply: Reply) -> None:
-        """The core's outbox: sends `reply` (the core paced and ordered it). A failure that may
-        pass raises `NotDelivered` (the core sends the newest state again); others are logged."""
-        task = asyncio.current_task()
-        if task is not None:
-            self._inflight.add(task)  # type: ignore[arg-type]
-        try:
-            await self._send_background(reply)
-        except SlackCallFailed as exc:
-            if exc.transient:  # logged where it was translated; the core sends it again
-                raise NotDelivered(exc.error) from exc
-        except PlatformError:
-            pass  # logged where it was translated
-        except Exception:
-            log.exception("slack delivery failed", extra={"action": "slack_send", "run_id": reply.run_id})
-        finally:
-            if task is not None:
-                self._inflight.discard(task)  # type: ignore[arg-type]
-
     async def idle(self) -> None:
         """Wait until every background reply handed over so far has been sent."""
-        current = asyncio.current_task()
-        while waiting := [t for t in self._inflight if t is not current and not t.done()]:
-            await asyncio.wait(waiting)
+        await self.delivery.idle()
 
-    async def _send_background(self, reply: Reply) -> None:
-        """A background reply where the run lives; where Slack refuses it there, at the next
-        place that takes it (`core.delivery.fallbacks`), the first reply there saying so."""
-        if reply.direct:  # to a person: posting to a user id opens the app's DM with them
-            await self._send(reply, None)
-            return
-        refused: list[SlackCallFailed] = []
+    # -- the transport ---------------------------------------------------------------------
+    @staticmethod
+    def _where(place: str, reply: Outgoing) -> tuple[str, str | None]:
+        """(channel, thread) of `place`: the reply's conversation and thread, or a person's id
+        (their DM)."""
+        return place, reply.thread if place == reply.conversation else None
 
-        async def send_at(place: str, moving: bool) -> bool:
-            try:
-                return await self._send_at(place, reply, moving=moving,
-                                           error=refused[0].error if refused else "refused")
-            except SlackCallFailed as exc:
-                if exc.error not in CHANNEL_ERRORS or not (reply.run_id or reply.requester):
-                    raise
-                refused.append(exc)
-                raise Refused(exc.error) from exc
+    async def post(self, place: str, reply: Outgoing, *, attach: bool, opens: bool) -> Sent:
+        assert isinstance(reply, Reply)
+        channel, thread = self._where(place, reply)
+        message, upload, filename = self._message(reply, await self.names.names_for(reply), attach=attach)
+        landed, ts = await self._post(channel, thread, message, reply)
+        root = thread or ts
+        await self._files(reply, channel, root, upload, filename)
+        return Sent(Posted(landed, (ts,)), thread=root, filed=upload is not None)
 
-        if not await fallbacks.along(self._edits, PLATFORM, reply, [USUAL], send_at):
-            log.error("reply delivered nowhere", extra={"action": "undelivered", "run_id": reply.run_id})
-            if refused:
-                raise refused[0]
+    async def edit(self, place: str, posted: Posted, reply: Outgoing, *, attach: bool) -> Sent | None:
+        """chat.update the message kept as `posted`; None when it is gone (deleted meanwhile)
+        or elsewhere than `place`."""
+        assert isinstance(reply, Reply)
+        channel, thread = self._where(place, reply)
+        if not _same_place(posted, channel):
+            return None
+        message, upload, filename = self._message(reply, await self.names.names_for(reply), attach=attach)
+        try:
+            await call(self._client, "chat.update", channel=posted.place, ts=posted.ids[0],
+                       **message.as_kwargs())
+        except SlackCallFailed as exc:
+            if exc.error not in STALE_MESSAGE:
+                raise
+            return None
+        if reply.edit_only:  # a decided gate's message: only its text changes
+            return Sent(posted)
+        root = thread or posted.ids[0]
+        await self._files(reply, channel, root, upload, filename)
+        return Sent(posted, thread=root, filed=upload is not None)
 
-    async def _send_at(self, place: str, reply: Reply, *, moving: bool, error: str) -> bool:
-        """Send `reply` at `place` (`moving`: the first reply there, which says so); False when
-        that place cannot take it."""
+    async def follow_up(self, handle: str, reply: Outgoing, *, attach: bool) -> bool:
+        assert isinstance(reply, Reply)
+        names = await self.names.names_for(reply)
+        return await self._respond(handle, self._message(reply, names, attach=attach)[0])
+
+    async def person(self, user: str) -> str:
+        return user  # posting to a user id opens the app's DM with them
+
+    async def moved(self, how: str, to: str | None, reply: Outgoing, error: str) -> bool:
         run_id = reply.run_id or ""
-        if place == USUAL:
-            await self._send(reply, None)
-            return True
-        if place == FOLLOW_UP:
-            notice = wording.moved_here(run_id, reply.conversation or "", error)
-            if moving and not await self._respond(self._edits.follow_up_of(PLATFORM, run_id), notice):
-                return False
-            url = self._edits.follow_up_of(PLATFORM, run_id)
-            names = await self.names.names_for(reply)
-            return url is not None and await self._respond(url, self._message(reply, names)[0])
-        person = (reply.requester or "").removeprefix(f"{PLATFORM}:")
-        if not person or person == reply.requester:
-            return False
-        if moving:
-            await call(self._client, "chat.postMessage", channel=person,
+        if how == FOLLOW_UP:
+            return to is not None and await self._respond(
+                to, wording.moved_here(run_id, reply.conversation or "", error))
+        if how == DIRECT and to:
+            await call(self._client, "chat.postMessage", channel=to,
                        text=wording.moved(run_id, reply.conversation or "", error))
-        key = f"{reply.replace_key}:direct" if reply.replace_key else None
-        await self._send(dataclasses.replace(reply, conversation=person, thread=None, replace_key=key), None)
         return True
+
+    def refusal(self, exc: BaseException, reply: Outgoing) -> str | None:
+        """The bot removed, the channel archived or gone: a reply of a run (or to a subscriber)
+        goes to the next place."""
+        if not isinstance(exc, SlackCallFailed) or exc.error not in CHANNEL_ERRORS:
+            return None
+        if reply.run_id or reply.requester:
+            return exc.error
+        return None
+
+    def failed(self, exc: Exception, reply: Outgoing) -> None:
+        if isinstance(exc, SlackCallFailed) and exc.transient:  # logged where it was translated
+            raise NotDelivered(exc.error) from exc
+        if not isinstance(exc, PlatformError):  # a PlatformError was logged where it was translated
+            log.error("slack delivery failed", exc_info=exc,
+                      extra={"action": "slack_send", "run_id": reply.run_id})
 
     async def _respond(self, url: str, message: SlackMessage | str) -> bool:
         """Post through a response URL, visible in the channel; False when it was refused
@@ -241,14 +253,15 @@ class SlackSender:
         return True
 
     # -- sending one reply -------------------------------------------------------------------
-    def _message(self, reply: Reply, names: Mapping[str, str]) -> tuple[SlackMessage, str | None, str]:
-        """The blocks to post for `reply`; the whole text to upload when the core's size policy
-        attaches it (None: nothing), and the file's name. `names`: the people it names."""
+    def _message(self, reply: Reply, names: Mapping[str, str], *,
+                 attach: bool) -> tuple[SlackMessage, str | None, str]:
+        """The blocks to post for `reply`; the whole text to upload when it is too long and
+        `attach` (None: nothing), and the file's name. `names`: the people it names."""
         redactor = self._handler.redactor  # the runtime's one redactor: text, buttons, uploads
         rendered = render_reply(reply, FORMAT, redactor, names=names)
         chunks = list(rendered.chunks)
         too_long = needs_upload(chunks) or not rendered.whole  # a command too wide for a section
-        upload = self._edits.attaches(PLATFORM, reply, too_long=too_long)
+        upload = attach and too_long
         filename = f"{reply.kind}-{reply.run_id or 'baton'}.txt"
         shown = redacted(reply, redactor)
         message = build_message(
@@ -261,34 +274,11 @@ class SlackSender:
         )
         return message, unescape_mrkdwn(rendered.text) if upload else None, filename
 
-    async def _send(self, reply: Reply, origin: Origin | None) -> None:
-        if reply.form is not None and origin is not None and await self.open_form(reply.form, origin):
-            return  # the modal asks; its text would only repeat it
-        channel = reply.conversation or (origin.channel if origin else None)
-        if not channel:
-            log.warning("reply without a conversation dropped",
-                        extra={"action": "slack_send", "run_id": reply.run_id})
-            return
-        thread = reply.thread or (origin.thread if origin else None)
-        message, upload, filename = self._message(reply, await self.names.names_for(reply))
-        if reply.ephemeral and origin is not None:
-            await self._ephemeral(origin, channel, thread, message)
-            return
-        if reply.edit_only:  # a message posted earlier under `replace_key` (e.g. a decided gate's)
-            if reply.replace_key:
-                await self._edit_only(reply.replace_key, channel, message)
-            return
-        if reply.replace_key:
-            ts = await self._replace(reply.replace_key, channel, thread, message, reply)
-        else:
-            _, ts = await self._post(channel, thread, message, reply)
-        root = thread or ts
-        if reply.starts_thread and reply.run_id:
-            await self._handler.attach_thread(reply.run_id, root)
+    async def _files(self, reply: Reply, channel: str, root: str, upload: str | None, filename: str) -> None:
+        """The whole text as a snippet (`upload`), and the file the reply carries, in its thread."""
         if upload is not None:
             await call(self._client, "files.uploadV2", channel=channel, thread_ts=root, content=upload,
                        filename=filename, title=filename, snippet_type="text")
-            self._edits.filed(PLATFORM, reply)
         if reply.file is not None:  # a file the reply carries (`audit --since`), in the same thread
             await call(self._client, "files.uploadV2", channel=channel, thread_ts=root,
                        content=(reply.file.content or b"").decode("utf-8"), filename=reply.file.name,
@@ -386,38 +376,6 @@ class SlackSender:
         if not bot_id or message.get("bot_id") != bot_id:
             return False
         return not (app_id and message.get("app_id") and message.get("app_id") != app_id)
-
-    async def _replace(
-        self, key: str, channel: str, thread: str | None, message: SlackMessage, reply: Reply | None = None
-    ) -> str:
-        """chat.update the message posted under `key` in `channel`; else (none, or deleted
-        meanwhile) post it and keep where it is."""
-        async with self._edits.holding(PLATFORM, key):
-            posted = self._edits.posted(PLATFORM, key)
-            if posted is not None and _same_place(posted, channel):
-                try:
-                    await call(self._client, "chat.update", channel=posted.place, ts=posted.ids[0],
-                               **message.as_kwargs())
-                    return posted.ids[0]
-                except SlackCallFailed as exc:
-                    if exc.error not in STALE_MESSAGE:
-                        raise
-            landed, ts = await self._post(channel, thread, message, reply)
-            self._edits.keep(PLATFORM, key, Posted(landed, (ts,)))
-            return ts
-
-    async def _edit_only(self, key: str, channel: str, message: SlackMessage) -> None:
-        """chat.update the message posted under `key`; nothing when there is none (never a new post)."""
-        async with self._edits.holding(PLATFORM, key):
-            posted = self._edits.posted(PLATFORM, key)
-            if posted is None or not _same_place(posted, channel):
-                return
-            try:
-                await call(self._client, "chat.update", channel=posted.place, ts=posted.ids[0],
-                           **message.as_kwargs())
-            except SlackCallFailed as exc:
-                if exc.error not in STALE_MESSAGE:
-                    raise
 
 
 def _same_place(posted: Posted, channel: str) -> bool:

@@ -38,6 +38,8 @@ from core.commands.scheduler import Scheduler
 from core.config import Access
 from core.delivery.buttons import ButtonCommands
 from core.delivery.edits import Edits
+from core.delivery.service import DeliveryService
+from core.delivery.transport import Transport
 from core.engine.ballots import Ballot
 from core.engine.engine import Engine
 from core.errors import BatonError, PermissionDenied, UsageError
@@ -100,6 +102,13 @@ class Handler:
         thread for each run a command starts outside one (`Reply.starts_thread`) and reports it
         with `attach_thread`; until then that run's background replies wait (bounded)."""
         self.progress.register_outbox(platform, outbox, threads=threads)
+
+    def register_transport(self, transport: Transport, *, threads: bool = False) -> DeliveryService:
+        """`transport`'s platform is delivered by one `DeliveryService` (places, edits in place,
+        fallbacks, threads): its background replies and the answers the adapter hands it."""
+        delivery = DeliveryService(transport, self.edits, self.attach_thread)
+        self.register_outbox(transport.platform, delivery.send, threads=threads)
+        return delivery
 
     async def attach_thread(self, run_id: str, thread: str | None) -> None:
         """The `starts_thread` reply of `run_id` was posted and opened `thread`. None: it was
