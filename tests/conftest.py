@@ -34,6 +34,38 @@ settings.register_profile(
 )
 settings.load_profile("baton")
 
+#: tests that take many seconds each (real processes, kill matrices, many chat round trips),
+#: besides those marked `slow`: run first (`pytest_collection_modifyitems` below)
+LONG_FIRST = (
+    "tests/e2e/slack/test_kill_matrix.py",
+    "tests/e2e/slack/test_fault_processes.py",
+    "tests/e2e/discord/test_fault_processes.py",
+    "tests/e2e/console/test_trust_limits.py",
+    "tests/e2e/console/test_secrets.py",
+    "tests/e2e/console/test_prune.py",
+    "tests/e2e/console/test_edge_input.py",
+)
+#: then the rest by how long its tests take: end-to-end, integration, then unit tests last
+_LAYERS = ("tests/e2e/", "tests/integration/", "tests/unit/")
+
+
+def _order(item: pytest.Item) -> int:
+    path = item.nodeid
+    if item.get_closest_marker("slow") or path.startswith(("tests/fault/", *LONG_FIRST)):
+        return 0
+    return next((n + 1 for n, layer in enumerate(_LAYERS) if path.startswith(layer)), len(_LAYERS))
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The longest tests first, the many short unit tests last (a stable sort: a file's tests
+    keep their order). Under `-n 2` (`--dist=worksteal`, pyproject.toml) each worker takes half
+    and a worker that runs out takes half of what the other has left, from its end: the long
+    tests start at once and short ones fill the end; a long test collected last left one core
+    idle for its whole length."""
+    items.sort(key=_order)
+
+
 POSTGRES_URL_ENV = "BATON_TEST_POSTGRES_URL"
 DEFAULT_POSTGRES_URL = "postgresql+psycopg://postgres@127.0.0.1:5432/test"
 
