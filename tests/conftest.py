@@ -132,6 +132,7 @@ class _WorkerDatabase:
         self._admin = sa.create_engine(server_url, isolation_level="AUTOCOMMIT", poolclass=sa.pool.NullPool)
         self.name = ""
         self._migrated: str | None = None  # the schema print while the database is at head
+        self._queue = False  # and the job queue's schema is installed too
         self._claimed = False  # a test holds it (through one fixture or both)
         self._create()
 
@@ -149,14 +150,23 @@ class _WorkerDatabase:
         self._claimed = True
         return self.url()
 
-    def migrated(self) -> str:
-        """The URL of the database with the schema at head and no rows."""
+    def migrated(self, *, queue: bool = False) -> str:
+        """The URL of the database with the schema at head and no rows (`queue`: with the job
+        queue's schema too, as `baton worker` installs it; without, it has none)."""
         from core.store.repository import SqlStore
 
+        if self._migrated is not None and self._queue != queue:
+            if self._claimed:
+                raise RuntimeError("a test takes the database migrated with and without the queue")
+            self.reset(keep_schema=False)
         if self._migrated is None:
             with SqlStore(self.url()) as store:
                 store.migrate()
-            self._migrated = self._print()
+            if queue:
+                from core.engine.distributed.queue import apply_queue_schema
+
+                apply_queue_schema(self.url())
+            self._migrated, self._queue = self._print(), queue
         self._claimed = True
         return self.url()
 
@@ -267,13 +277,17 @@ def _worker_database(postgres_server: str) -> Iterator[_WorkerDatabase]:
 
 
 @pytest.fixture
-def postgres_url(_worker_database: _WorkerDatabase) -> Iterator[str]:
+def postgres_url(_worker_database: _WorkerDatabase, request: pytest.FixtureRequest) -> Iterator[str]:
     """A fresh, empty database for one test (this test process's, emptied and renamed after
-    each test: `_WorkerDatabase`)."""
+    each test: `_WorkerDatabase`); the same database as the test's migrated one when it takes
+    one too (`store` fixtures), which is not emptied first to be migrated again."""
+    names = request.fixturenames
+    queue = "migrated_queue_postgres_url" in names
+    migrated = queue or "migrated_postgres_url" in names
     try:
-        yield _worker_database.empty()
+        yield _worker_database.migrated(queue=queue) if migrated else _worker_database.empty()
     finally:
-        _worker_database.release(keep_schema=False)
+        _worker_database.release(keep_schema=migrated)
 
 
 @pytest.fixture
@@ -283,6 +297,17 @@ def migrated_postgres_url(_worker_database: _WorkerDatabase) -> Iterator[str]:
     only (`_WorkerDatabase`)."""
     try:
         yield _worker_database.migrated()
+    finally:
+        _worker_database.release(keep_schema=True)
+
+
+@pytest.fixture
+def migrated_queue_postgres_url(_worker_database: _WorkerDatabase) -> Iterator[str]:
+    """`migrated_postgres_url` with the job queue's (Procrastinate's) schema installed too, for
+    BATON_EXECUTOR=procrastinate's tests: installed once per process, its rows deleted after
+    each test like the rest."""
+    try:
+        yield _worker_database.migrated(queue=True)
     finally:
         _worker_database.release(keep_schema=True)
 

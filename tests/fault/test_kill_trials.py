@@ -30,7 +30,6 @@ from pathlib import Path
 
 import pytest
 
-from core.engine.distributed.queue import apply_queue_schema
 from core.store.records import NodeStatus, RunStatus
 from core.store.repository import SqlStore
 from tests.integration.scale.processes import Node, replica_options, worker_options
@@ -116,11 +115,8 @@ class Cluster:
 
 
 @pytest.fixture
-async def cluster(tmp_path: Path, postgres_url: str) -> AsyncIterator[Cluster]:
-    store = SqlStore(postgres_url)
-    store.migrate()
-    store.close()
-    apply_queue_schema(postgres_url)
+async def cluster(tmp_path: Path, migrated_queue_postgres_url: str) -> AsyncIterator[Cluster]:
+    postgres_url = migrated_queue_postgres_url  # the test's `postgres_url`, with both schemas
     (tmp_path / "workflows").mkdir()
     (tmp_path / "out").mkdir()
     c = Cluster(postgres_url, tmp_path)
