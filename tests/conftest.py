@@ -34,6 +34,38 @@ settings.register_profile(
 )
 settings.load_profile("baton")
 
+#: tests that take many seconds each (real processes, kill matrices, many chat round trips),
+#: besides those marked `slow`: run first (`pytest_collection_modifyitems` below)
+LONG_FIRST = (
+    "tests/e2e/slack/test_kill_matrix.py",
+    "tests/e2e/slack/test_fault_processes.py",
+    "tests/e2e/discord/test_fault_processes.py",
+    "tests/e2e/console/test_trust_limits.py",
+    "tests/e2e/console/test_secrets.py",
+    "tests/e2e/console/test_prune.py",
+    "tests/e2e/console/test_edge_input.py",
+)
+#: then the rest by how long its tests take: end-to-end, integration, then unit tests last
+_LAYERS = ("tests/e2e/", "tests/integration/", "tests/unit/")
+
+
+def _order(item: pytest.Item) -> int:
+    path = item.nodeid
+    if item.get_closest_marker("slow") or path.startswith(("tests/fault/", *LONG_FIRST)):
+        return 0
+    return next((n + 1 for n, layer in enumerate(_LAYERS) if path.startswith(layer)), len(_LAYERS))
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The longest tests first, the many short unit tests last (a stable sort: a file's tests
+    keep their order). Under `-n 2` (`--dist=worksteal`, pyproject.toml) each worker takes half
+    and a worker that runs out takes half of what the other has left, from its end: the long
+    tests start at once and short ones fill the end; a long test collected last left one core
+    idle for its whole length."""
+    items.sort(key=_order)
+
+
 POSTGRES_URL_ENV = "BATON_TEST_POSTGRES_URL"
 DEFAULT_POSTGRES_URL = "postgresql+psycopg://postgres@127.0.0.1:5432/test"
 
@@ -100,6 +132,7 @@ class _WorkerDatabase:
         self._admin = sa.create_engine(server_url, isolation_level="AUTOCOMMIT", poolclass=sa.pool.NullPool)
         self.name = ""
         self._migrated: str | None = None  # the schema print while the database is at head
+        self._queue = False  # and the job queue's schema is installed too
         self._claimed = False  # a test holds it (through one fixture or both)
         self._create()
 
@@ -117,14 +150,23 @@ class _WorkerDatabase:
         self._claimed = True
         return self.url()
 
-    def migrated(self) -> str:
-        """The URL of the database with the schema at head and no rows."""
+    def migrated(self, *, queue: bool = False) -> str:
+        """The URL of the database with the schema at head and no rows (`queue`: with the job
+        queue's schema too, as `baton worker` installs it; without, it has none)."""
         from core.store.repository import SqlStore
 
+        if self._migrated is not None and self._queue != queue:
+            if self._claimed:
+                raise RuntimeError("a test takes the database migrated with and without the queue")
+            self.reset(keep_schema=False)
         if self._migrated is None:
             with SqlStore(self.url()) as store:
                 store.migrate()
-            self._migrated = self._print()
+            if queue:
+                from core.engine.distributed.queue import apply_queue_schema
+
+                apply_queue_schema(self.url())
+            self._migrated, self._queue = self._print(), queue
         self._claimed = True
         return self.url()
 
@@ -235,13 +277,17 @@ def _worker_database(postgres_server: str) -> Iterator[_WorkerDatabase]:
 
 
 @pytest.fixture
-def postgres_url(_worker_database: _WorkerDatabase) -> Iterator[str]:
+def postgres_url(_worker_database: _WorkerDatabase, request: pytest.FixtureRequest) -> Iterator[str]:
     """A fresh, empty database for one test (this test process's, emptied and renamed after
-    each test: `_WorkerDatabase`)."""
+    each test: `_WorkerDatabase`); the same database as the test's migrated one when it takes
+    one too (`store` fixtures), which is not emptied first to be migrated again."""
+    names = request.fixturenames
+    queue = "migrated_queue_postgres_url" in names
+    migrated = queue or "migrated_postgres_url" in names
     try:
-        yield _worker_database.empty()
+        yield _worker_database.migrated(queue=queue) if migrated else _worker_database.empty()
     finally:
-        _worker_database.release(keep_schema=False)
+        _worker_database.release(keep_schema=migrated)
 
 
 @pytest.fixture
@@ -251,6 +297,17 @@ def migrated_postgres_url(_worker_database: _WorkerDatabase) -> Iterator[str]:
     only (`_WorkerDatabase`)."""
     try:
         yield _worker_database.migrated()
+    finally:
+        _worker_database.release(keep_schema=True)
+
+
+@pytest.fixture
+def migrated_queue_postgres_url(_worker_database: _WorkerDatabase) -> Iterator[str]:
+    """`migrated_postgres_url` with the job queue's (Procrastinate's) schema installed too, for
+    BATON_EXECUTOR=procrastinate's tests: installed once per process, its rows deleted after
+    each test like the rest."""
+    try:
+        yield _worker_database.migrated(queue=True)
     finally:
         _worker_database.release(keep_schema=True)
 

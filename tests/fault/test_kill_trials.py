@@ -1,11 +1,13 @@
-"""kill -9 replicas and workers at seeded random points; nothing is lost or done twice.
+"""kill -9 replicas and workers at every step of a run; nothing is lost or done twice.
 
 A cluster of real processes on one PostgreSQL database (BATON_EXECUTOR=procrastinate):
 three `baton run` replicas and three workers, leases of 1 s, worker heartbeats of 0.25 s.
 Each trial starts a run of a workflow mixing pure, idempotent and unsafe steps through a
-chat event (sometimes delivered twice), waits until the step its seed picked is in flight
-(steps report over a FIFO) and kills the replica that owns the run, the worker running the
-step, or both. Killed processes are replaced in the background.
+chat event, waits until its step is in flight (steps report over a FIFO) and kills the
+replica that owns the run, the worker running the step, or both: every (step, target) pair,
+once with the event delivered once and once delivered twice (24 trials, three at a time, so
+other lanes' kills land at points no trial picks). Killed processes are replaced in the
+background.
 
 Kills never land while a replica handles a chat event: the event would be claimed (deduped)
 by a process that died before starting its run, and the platform's redelivery would be
@@ -21,7 +23,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import random
 from collections import Counter
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
@@ -29,7 +30,6 @@ from pathlib import Path
 
 import pytest
 
-from core.engine.distributed.queue import apply_queue_schema
 from core.store.records import NodeStatus, RunStatus
 from core.store.repository import SqlStore
 from tests.integration.scale.processes import Node, replica_options, worker_options
@@ -37,10 +37,12 @@ from tests.integration.step_signals import StepSignals
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(400)]
 
-TRIALS = 50
-LANES = 3  # trials run three at a time: a kill may hit other lanes' runs too
 NODES = ("p1", "i1", "u1", "p2")
 TARGETS = ("replica", "worker", "both")
+#: (step, target, event delivered twice) per trial: every distinct kill point, both ways
+CASES = [(node, target, twice) for twice in (False, True) for target in TARGETS for node in NODES]
+TRIALS = len(CASES)
+LANES = 3  # trials run three at a time: a kill may hit other lanes' runs too
 
 MIXED = """
 name: mixed
@@ -113,11 +115,8 @@ class Cluster:
 
 
 @pytest.fixture
-async def cluster(tmp_path: Path, postgres_url: str) -> AsyncIterator[Cluster]:
-    store = SqlStore(postgres_url)
-    store.migrate()
-    store.close()
-    apply_queue_schema(postgres_url)
+async def cluster(tmp_path: Path, migrated_queue_postgres_url: str) -> AsyncIterator[Cluster]:
+    postgres_url = migrated_queue_postgres_url  # the test's `postgres_url`, with both schemas
     (tmp_path / "workflows").mkdir()
     (tmp_path / "out").mkdir()
     c = Cluster(postgres_url, tmp_path)
@@ -135,7 +134,7 @@ def _lines(path: Path) -> list[str]:
     return path.read_text().split() if path.exists() else []
 
 
-async def test_fifty_seeded_kill_trials(cluster: Cluster, postgres_url: str) -> None:
+async def test_kill_trials_at_every_step_and_target(cluster: Cluster, postgres_url: str) -> None:
     signals = StepSignals(cluster.root / "steps.fifo")
     (cluster.root / "workflows" / "mixed.yaml").write_text(
         MIXED.format(out=cluster.root / "out", fifo=signals.path)
@@ -168,14 +167,13 @@ async def test_fifty_seeded_kill_trials(cluster: Cluster, postgres_url: str) -> 
                 await victim.exited(10)
 
     async def trial(seed: int) -> None:
-        rng = random.Random(seed)
-        node_id, target = rng.choice(NODES), rng.choice(TARGETS)
+        node_id, target, twice = CASES[seed]
         event, text = f"trial-{seed}", "run mixed"
         async with chat:  # see the module docstring: no kill lands while an event is handled
             entry = await cluster.live(cluster.replicas)
             answer = await entry.request("say", text=text, event=event, conversation=f"t{seed}")
             [run_id] = {run for _, run in answer["replies"] if run}
-            if rng.random() < 0.3:  # the platform retries: a replica gets the same event again
+            if twice:  # the platform retries: a replica gets the same event again
                 other = await cluster.live(cluster.replicas)
                 again = await other.request("say", text=text, event=event, conversation=f"t{seed}")
                 assert again["replies"] == [], again

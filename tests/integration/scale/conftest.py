@@ -22,7 +22,6 @@ from core.engine.distributed import (
     DispatchConfig,
     JobQueue,
     RemoteDispatcher,
-    apply_queue_schema,
     queue_runner_factory,
 )
 from core.engine.engine import Engine, EngineConfig
@@ -59,23 +58,21 @@ class Cluster:
 
 
 @pytest.fixture
-async def store(postgres_url: str) -> AsyncIterator[SqlStore]:
-    """A migrated store on a fresh PostgreSQL database that also has the job queue's schema."""
-    s = SqlStore(postgres_url)
-    s.migrate()
-    apply_queue_schema(postgres_url)
+async def store(migrated_queue_postgres_url: str) -> AsyncIterator[SqlStore]:
+    """A migrated store on a fresh PostgreSQL database that also has the job queue's schema
+    (the test's `postgres_url`: one database per test)."""
+    s = SqlStore(migrated_queue_postgres_url)
     yield s
     s.close()
 
 
 @pytest.fixture
 async def cluster(
-    tmp_path: Path, postgres_url: str, request: pytest.FixtureRequest
+    tmp_path: Path, migrated_queue_postgres_url: str, request: pytest.FixtureRequest
 ) -> AsyncIterator[Cluster]:
     """`request.param` (indirect parametrization), when given: the worker's settings overrides."""
+    postgres_url = migrated_queue_postgres_url  # with the job queue's schema
     store = SqlStore(postgres_url)
-    store.migrate()
-    apply_queue_schema(postgres_url)
     (tmp_path / "workflows").mkdir()
     dispatcher = RemoteDispatcher(
         store, JobQueue(postgres_url), DispatchConfig(liveness_seconds=0.3, stalled_after=1.0)

@@ -116,10 +116,13 @@ class Node:
             return code
 
     async def close(self) -> None:
-        """Stop it if it still runs (stdin closed, then kill after a deadline)."""
+        """Stop it if it still runs, gracefully (a replica: stdin closed; a worker, which reads
+        no stdin: SIGTERM, as `baton worker` is stopped), then kill after a deadline."""
         if self.alive and self.proc.stdin is not None:
             with contextlib.suppress(ConnectionError, RuntimeError):
                 self.proc.stdin.close()
+            if self.options.get("role") == "worker":
+                self.terminate()
             try:
                 await self.exited(15)
             except TimeoutError:

@@ -16,7 +16,7 @@ from procrastinate.jobs import Status
 
 from core.engine.distributed import WorkerConnector
 from core.engine.distributed.jobs import NodeJob
-from core.engine.distributed.queue import JobQueue, apply_queue_schema, defer_many_on, deferrer
+from core.engine.distributed.queue import JobQueue, defer_many_on, deferrer
 from core.engine.nodes import RenderedNode
 from core.store.port import Handoff
 from core.store.records import NodeStatus
@@ -29,10 +29,8 @@ pytestmark = pytest.mark.postgres
 
 
 @pytest.fixture
-def store(postgres_url: str) -> Iterator[SqlStore]:
-    with SqlStore(postgres_url) as opened:
-        opened.migrate()
-        apply_queue_schema(postgres_url)
+def store(migrated_queue_postgres_url: str) -> Iterator[SqlStore]:
+    with SqlStore(migrated_queue_postgres_url) as opened:  # the test's `postgres_url`
         yield opened
 
 

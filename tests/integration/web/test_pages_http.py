@@ -326,7 +326,10 @@ def count_statements(site: Site) -> list[str]:
 async def test_a_page_is_built_from_the_same_few_queries_whatever_its_size(
     tmp_path: Path, database_url: str, size: int
 ) -> None:
-    async with Site.open(tmp_path, database_url, {"wide": wide(size)}, tool_modules=[TOOLS]) as site:
+    # unsandboxed: each tool call is a call on the event loop, not a Python process of its own
+    # (as test_browser.py's big runs); this test is about the page's queries, not the steps
+    async with Site.open(tmp_path, database_url, {"wide": wide(size)}, tool_modules=[TOOLS],
+                         step_sandbox="none") as site:
         run = await site.start("run wide")
         assert run.status is RunStatus.COMPLETED
         path = await site.link(run)
@@ -561,7 +564,7 @@ async def test_a_big_runs_page_paints_its_summary_first_and_loads_the_rest_throu
     monkeypatch.setattr(view, "LAZY_OVER", 20)
     access = {"run": {"*": ["console:ana"]}, "approve": {"*": ["console:ana"]}}
     async with Site.open(tmp_path, sqlite_url, {"wide": wide_with_failure(30)}, tool_modules=[TOOLS],
-                         access=access) as site:  # fmt: skip
+                         access=access, step_sandbox="none") as site:  # unsandboxed: as above
         run = await site.start("run wide")
         assert run.status is RunStatus.FAILED
         path = await site.link(run)
