@@ -111,6 +111,16 @@ _FETCH_AND_CLAIM: LiteralString = """
            AS baton_claimed
       FROM job
 """
+#: the claim alone, for a fetch whose claim found its entry not `queued`: the fetch function
+#: reads the jobs with a snapshot of its own, so it can return a job whose hand-off committed
+#: after the statement's snapshot was taken, and the claim in that statement cannot see the
+#: entry committed with it. A statement of its own sees it (READ COMMITTED) and claims it,
+#: or finds it really claimed or withdrawn.
+_CLAIM_AGAIN: LiteralString = """
+    UPDATE journal SET status = 'started', started_at = %(baton_at)s
+     WHERE id = %(entry_id)s AND status = 'queued'
+ RETURNING id
+"""
 
 
 class WorkerConnector(procrastinate.PsycopgConnector):
@@ -146,9 +156,23 @@ class WorkerConnector(procrastinate.PsycopgConnector):
             _FETCH_AND_CLAIM, **arguments, baton_task=TASK_NAME, baton_at=self._clock()
         )
         claimed = row.pop("baton_claimed", None)
+        if row.get("id") is not None and claimed == 0:
+            claimed = await self._claim_again(row)
         if row.get("id") is not None and claimed is not None:
             self._claims[int(row["id"])] = claimed == 1
         return row
+
+    async def _claim_again(self, row: dict[str, Any]) -> int:
+        """1 when the entry of a fetched node job, not seen `queued` by the fetch's statement,
+        is claimed by a statement of its own (see `_CLAIM_AGAIN`); 0 when it is not queued."""
+        args = row.get("args") or {}
+        entry_id = (args.get("job") or {}).get("entry_id") if isinstance(args, dict) else None
+        if entry_id is None:
+            return 0
+        found = await super().execute_query_all_async(
+            _CLAIM_AGAIN, entry_id=int(entry_id), baton_at=self._clock()
+        )
+        return 1 if found else 0
 
     async def execute_query_async(self, query: LiteralString, **arguments: Any) -> None:
         if query == _FINISH_JOB and arguments.get("job_id") in self.finished:
