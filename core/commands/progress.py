@@ -270,6 +270,8 @@ class ProgressReporter:
         while state.dirty or state.finished:
             if state.finished:
                 state.finished.pop(0)  # its reply is the run's outbox row: delivered from there
+                if not state.finished:  # told: a later wait is woken by a later rest only
+                    state.wake.clear()
                 state.dirty = False
                 self.edits.rested(key)
                 await self.deliverer.deliver_run(run_id)
@@ -278,8 +280,8 @@ class ProgressReporter:
                 if pause > 0:
                     with contextlib.suppress(TimeoutError):
                         await asyncio.wait_for(state.wake.wait(), pause)
-                    if state.finished:
-                        continue  # the final report shows the latest table anyway
+                    if state.finished or self.edits.due_in(key) > 0:
+                        continue  # the final report shows the latest table anyway; or not due yet
                 state.dirty = False
                 self.edits.edited(key)
                 if not await self._report(run_id):
