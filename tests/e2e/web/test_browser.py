@@ -26,6 +26,18 @@ from tests.e2e.web.browser import Lines, chromium
 from tests.integration.web.site import settings_for, write_workflows
 from tests.integration.web.test_pages_http import TOOLS, wide
 
+
+async def _until(page: object, expression: str, timeout: float = 20.0) -> None:
+    """Poll `expression` in the page until it is true. Playwright's `wait_for_function` with a
+    string compiles it inside the page, which the pages' CSP (`script-src 'self'`, no
+    'unsafe-eval') refuses once its first check was false; `evaluate` runs it as a whole."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    while not await page.evaluate(expression):  # type: ignore[attr-defined]
+        if loop.time() > deadline:
+            raise AssertionError(f"never true in the page: {expression}")
+        await asyncio.sleep(0.1)
+
 LIVE = """
     name: live
     nodes:
@@ -93,7 +105,7 @@ async def test_watch_a_run_move_and_approve_it_on_the_page(tmp_path: Path, sqlit
             # the row updated live has what a reload would show: its start time, its output
             await page.wait_for_selector("#r-hold details.preview", timeout=10_000)
             assert (await page.locator("#r-hold td").nth(3).inner_text()).endswith("Z")
-            await page.wait_for_function("document.title.includes(' · paused · ')", timeout=20_000)
+            await _until(page, "document.title.includes(' · paused · ')")
             await page.wait_for_selector("#r-ship.s-waiting", timeout=20_000)  # waits, not skipped
             assert "waits for `review`" in await page.locator("#r-ship .reason").inner_text()
             assert await page.evaluate("window.__sameDocument === true")  # updated live, not reloaded
@@ -110,10 +122,9 @@ async def test_watch_a_run_move_and_approve_it_on_the_page(tmp_path: Path, sqlit
             await page.wait_for_selector("#run-status.s-completed", timeout=20_000)
             await page.wait_for_selector("#b-ship.s-done")
             # the tab and the header follow the run: every node done, nothing left "running"
-            await page.wait_for_function("document.title.includes(' · completed · ')", timeout=20_000)
-            await page.wait_for_function(
-                "document.querySelector('#head .counts').textContent.replace(/\\s+/g, ' ').trim()"
-                " === 'done 4 of 4 nodes'", timeout=20_000)
+            await _until(page, "document.title.includes(' · completed · ')")
+            await _until(page, "document.querySelector('#head .counts').textContent"
+                               ".replace(/\\s+/g, ' ').trim() === 'done 4 of 4 nodes'")
             # the audit table breaks lines between words, never inside one
             wraps = await page.eval_on_selector_all(
                 "table.audit td", "cells => cells.map(c => getComputedStyle(c).overflowWrap)")
