@@ -80,7 +80,9 @@ async def test_a_prefix_of_two_runs_names_both(chat: Chat) -> None:
     [reply] = await chat.say(f"resume {prefix}")
 
     assert_two_lines(reply, "matches several runs")
-    assert all(run_id in reply.data["message"] for run_id in sharing)
+    named = [run_id for run_id in sharing if run_id in reply.data["message"]]
+    assert len(named) == min(len(sharing), 5)  # the first five of them, then "…"
+    assert ("…" in reply.data["message"]) == (len(sharing) > 5)
     assert {chat.store.get_run(r).status for r in sharing} == {RunStatus.FAILED}  # none resumed
 
 
