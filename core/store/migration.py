@@ -3,8 +3,14 @@
 PostgreSQL: the upgrade runs under a session-level `pg_advisory_lock`, so the first
 process migrates and the others wait, then find the schema at head (a no-op).
 SQLite: the upgrade runs inside one `BEGIN IMMEDIATE` transaction (SQLite DDL is
-transactional), which takes the database's write lock; the others wait on the busy
-timeout, then find the schema at head.
+transactional), which takes the database's write lock; the others wait (a busy timeout of
+their own, long enough for a first migration on a loaded machine), then find the schema at
+head.
+
+Whoever gets the lock first reads the version with one SELECT: a process that finds the
+schema at head releases the lock at once, without importing alembic or reading the migration
+files under it (eight processes starting together on a fresh SQLite file used to hold the
+lock one after the other for that, and the last gave up on the busy timeout).
 """
 
 from __future__ import annotations
@@ -26,6 +32,10 @@ MIGRATIONS_DIR = Path(__file__).resolve().parents[2] / "migrations"
 #: The newest revision in migrations/versions; a test keeps it equal to alembic's head. A
 #: database already at it is left alone without importing alembic (process start-up).
 HEAD_REVISION = "0015_subruns"
+
+#: How long a process waits for another one's migration on SQLite (a first migration on a
+#: loaded machine takes seconds; the ordinary busy timeout is for single statements).
+MIGRATION_BUSY_TIMEOUT_MS = 300_000
 
 #: pg_advisory_lock key shared by every Baton process ("baton" in ASCII).
 ADVISORY_LOCK_KEY = 0x6261746F6E
@@ -65,11 +75,21 @@ def at_head(engine: Engine) -> bool:
     return versions == {HEAD_REVISION}
 
 
+def _versions(connection: Connection) -> set[str]:
+    """The revisions in `alembic_version` (empty: no schema yet), without alembic and without
+    failing a statement (a failed one would abort a PostgreSQL transaction)."""
+    if not sa.inspect(connection).has_table("alembic_version"):
+        return set()
+    return set(connection.execute(sa.text("SELECT version_num FROM alembic_version")).scalars())
+
+
 def _upgrade_on(connection: Connection, revision: str) -> str | None:
     """Upgrade under the caller's lock; the revision found before (None: no schema yet)."""
-    from alembic import command
-
     with connection.begin():
+        if revision == "head" and _versions(connection) == {HEAD_REVISION}:
+            return HEAD_REVISION  # a peer migrated while this process waited for the lock
+        from alembic import command
+
         before = current_revision(connection)
         command.upgrade(alembic_config(connection), revision)
     return before
@@ -93,6 +113,7 @@ def _immediate_engine(engine: Engine) -> Engine:
     @event.listens_for(locked, "connect")
     def _no_driver_transactions(dbapi_connection: Any, _record: Any) -> None:
         dbapi_connection.isolation_level = None  # we emit BEGIN ourselves
+        dbapi_connection.execute(f"PRAGMA busy_timeout = {MIGRATION_BUSY_TIMEOUT_MS}")
 
     @event.listens_for(locked, "begin")
     def _begin_immediate(conn: Connection) -> None:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from core.errors import BatonError, GateAlreadyDecided, RunNotResumable
+from core.errors import GateAlreadyDecided, RunNotResumable
 from core.store.port import Transition
 from core.store.records import RunStatus
 from core.store.repository import SqlStore
@@ -65,8 +65,9 @@ def race(worker: int, url: str, barrier: Any, setup: Any, results: Any) -> None:
             outcome["approve"] = ("lost", type(exc).__name__, exc.decision, exc.by)
         except RunNotResumable as exc:
             outcome["approve"] = ("lost", type(exc).__name__, exc.status, exc.by)
-    except (BatonError, OSError, RuntimeError) as exc:  # BrokenBarrierError is a RuntimeError
+    except Exception as exc:  # reported, never swallowed: the parent asserts on it
         outcome["error"] = f"{type(exc).__name__}: {exc}"
+        barrier.abort()  # the others stop waiting at once; the first error names the cause
     finally:
         store.close()
         results.put(outcome)

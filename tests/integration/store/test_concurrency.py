@@ -10,6 +10,7 @@ by its own test.
 from __future__ import annotations
 
 import multiprocessing
+import threading
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -67,7 +68,11 @@ def race(race_url: str) -> dict[str, Any]:
     store = SqlStore(race_url)
     try:
         barrier.wait(RESULT_TIMEOUT)  # 1: all started; they migrate now
-        barrier.wait(RESULT_TIMEOUT)  # 2: all migrated
+        try:
+            barrier.wait(RESULT_TIMEOUT)  # 2: all migrated
+        except threading.BrokenBarrierError:  # a worker failed: say how, not only that it broke
+            errors = [results.get(timeout=RESULT_TIMEOUT).get("error") for _ in processes]
+            raise AssertionError(f"a worker failed to migrate: {[e for e in errors if e]}") from None
         failed = create_run(
             store,
             workflow="w",
