@@ -9,8 +9,10 @@ one database. Each replica exits once every fire of that instant is recorded. Th
 reads the runs: lateness = the run's `created_at` - its `scheduled_for` (due -> run created,
 p50 / p99 / max), fires per (schedule, due time) (must be 1) and the runs each replica started.
 A tick creates its fires' runs in batches, one commit each, so a run's `created_at` (when its
-unit was written) may precede its commit by up to a batch: `step_started_*` is the stricter
-figure, due -> the run's first step started (its journal entry, written after the commit).
+unit was written) may precede its commit by up to a batch. `visible_*` is due -> the moment
+the parent, polling the runs table every 20 ms, first saw the run committed (what a reader of
+the database can see); `step_started_*` is due -> the run's first step started (its journal
+entry, written after the commit, on an event loop that is busy starting the other runs).
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ import math
 import statistics
 import subprocess
 import sys
+import threading
 import time
 import uuid
 from collections import Counter
@@ -115,10 +118,34 @@ async def replica(url: str, directory: Path, name: str, due: float, n: int) -> N
         baton.close()
 
 
+def _watch(url: str, due: float, n: int, seen: dict[str, float], stop: threading.Event) -> None:
+    """Record when each run of this fire first becomes visible to another connection."""
+    import sqlalchemy as sa
+
+    from core.store.database import normalize_url, open_engine
+
+    engine = open_engine(normalize_url(url))
+    query = sa.text("SELECT id FROM runs WHERE scheduled_for = :due")
+    try:
+        while not stop.is_set() and len(seen) < n:
+            with engine.connect() as conn:
+                ids = conn.execute(query, {"due": due}).scalars().all()
+            now = time.time()
+            for run_id in ids:
+                seen.setdefault(run_id, now)
+            time.sleep(0.02)
+    finally:
+        engine.dispose()
+
+
 def measure(url: str, directory: Path, n: int) -> dict[str, Any]:
     from core.store.repository import SqlStore
 
     due = seed(url, directory, n, lead=15.0)
+    seen: dict[str, float] = {}
+    stop = threading.Event()
+    watcher = threading.Thread(target=_watch, args=(url, due, n, seen, stop), daemon=True)
+    watcher.start()
     procs = [
         subprocess.Popen(
             [
@@ -144,6 +171,8 @@ def measure(url: str, directory: Path, n: int) -> dict[str, Any]:
     ]
     for proc in procs:
         proc.wait(timeout=600)
+    stop.set()
+    watcher.join(10)
     with SqlStore(url) as store:
         runs = [r for r in store.recent_runs(limit=n * 3) if r.started_by and r.scheduled_for == due]
         fires = Counter(r.started_by for r in runs)
@@ -154,6 +183,7 @@ def measure(url: str, directory: Path, n: int) -> dict[str, Any]:
             for entry in store.journal(ids[i : i + 200]):
                 firsts[entry.run_id] = min(firsts.get(entry.run_id, math.inf), entry.started_at)
         stepped = [firsts[r.id] - (r.scheduled_for or 0) for r in runs if r.id in firsts]
+        visible = [seen[r.id] - (r.scheduled_for or 0) for r in runs if r.id in seen]
         by_replica = Counter(
             f.by.split(":")[0]
             for i in range(n)
@@ -167,6 +197,9 @@ def measure(url: str, directory: Path, n: int) -> dict[str, Any]:
         "lateness_p50_s": round(statistics.median(late), 3) if late else None,
         "lateness_p99_s": round(_pct(late, 0.99), 3) if late else None,
         "lateness_max_s": round(max(late), 3) if late else None,
+        "visible_p50_s": round(statistics.median(visible), 3) if visible else None,
+        "visible_p99_s": round(_pct(visible, 0.99), 3) if visible else None,
+        "runs_seen": len(visible),
         "step_started_p50_s": round(statistics.median(stepped), 3) if stepped else None,
         "step_started_p99_s": round(_pct(stepped, 0.99), 3) if stepped else None,
         "runs_with_a_step": len(stepped),
