@@ -13,8 +13,6 @@ listeners), `http` (the events route).
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import logging
 from typing import TYPE_CHECKING
 
@@ -29,8 +27,6 @@ from core.errors import ConfigurationError
 if TYPE_CHECKING:  # starlette: only in HTTP mode
     from adapters.slack.http import SlackEndpoint
 
-#: Seconds `serve` waits, when it stops, for the progress edits and replies still being sent.
-CLOSE_GRACE = 5.0
 log = logging.getLogger("baton.slack")
 
 EVENTS_PATH = "/slack/events"
@@ -79,11 +75,8 @@ async def serve(baton: Baton, settings: Settings, *, client: AsyncWebClient | No
                      extra={"action": "slack_started", "mode": "http", "port": settings.web_port,
                             "bot_user": bot_user})
             await baton.stopping.wait()
-    finally:
-        baton.handler.progress.hurry()  # progress edits waiting for their turn: now
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(baton.handler.drain(), CLOSE_GRACE)
-        await bridge.sender.idle()
+    finally:  # progress edits waiting for their turn: now; Slack's Web API still takes replies
+        await baton.handler.wind_down(bridge.sender.delivery, close=False)
 
 
 __all__ = ["EVENTS_PATH", "SlackBridge", "build_app", "build_bridge", "http_endpoint", "serve"]
