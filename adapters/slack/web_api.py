@@ -31,7 +31,7 @@ from slack_sdk.http_retry.state import RetryState
 from slack_sdk.web.async_client import AsyncWebClient
 from slack_sdk.web.async_slack_response import AsyncSlackResponse
 
-from adapters.slack.formatting import said
+from adapters.slack.formatting import said, told
 from core.errors import ConfigurationError, PlatformError
 
 log = logging.getLogger("baton.slack")
@@ -84,12 +84,8 @@ def _unreachable(exc: BaseException, method: str, channel: str | None) -> SlackC
 def _translate(exc: SlackApiError, method: str, channel: str | None) -> SlackCallFailed:
     error = _error_code(exc)
     data = exc.response.data if isinstance(exc.response.data, Mapping) else {}
-    if error in CHANNEL_ERRORS and channel:
-        told = said("invite_bot", channel)
-    elif error == "missing_scope":
-        told = said("missing_scope", str(data.get("needed", "?")))
-    else:
-        told = said("slack_failed", error)
+    in_channel = channel if error in CHANNEL_ERRORS else None
+    shown = said("call_failed", error, in_channel, str(data.get("needed", "?")))
     log.warning(
         "slack %s failed: %s",
         method,
@@ -104,7 +100,7 @@ def _translate(exc: SlackApiError, method: str, channel: str | None) -> SlackCal
     )
     status = getattr(exc.response, "status_code", 200)
     transient = status == 429 or status >= 500 or error == "ratelimited"
-    return SlackCallFailed(told, method=method, error=error, channel=channel, transient=transient)
+    return SlackCallFailed(shown, method=method, error=error, channel=channel, transient=transient)
 
 
 async def verify_token(client: AsyncWebClient) -> str:
@@ -115,11 +111,8 @@ async def verify_token(client: AsyncWebClient) -> str:
         response = await call(client, "auth.test")
     except SlackCallFailed as exc:
         if exc.error in TOKEN_ERRORS:
-            raise ConfigurationError(
-                f"BATON_SLACK_BOT_TOKEN was refused by Slack ({exc.error}).",
-                hint="Copy the Bot User OAuth Token (xoxb-…) again from the app's OAuth & Permissions "
-                "page (reinstall the app if it was revoked), and check BATON_SLACK_API_URL.",
-            ) from exc
+            cause, hint = told("token_refused", exc.error)
+            raise ConfigurationError(cause, hint=hint) from exc
         raise
     return str(response.get("user_id") or "")
 
