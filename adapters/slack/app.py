@@ -182,12 +182,9 @@ class SlackBridge:
         await call(self.app.client, "views.publish", user_id=user, view=home_view(chunks))
 
     async def on_message(self, event: dict[str, Any], context: AsyncBoltContext) -> None:
-        parsed = inbound.chat_event(event, bot_user_id=context.bot_user_id)
-        if parsed is not None:
-            await self.process(*parsed)
-
-    async def on_mention(self, event: dict[str, Any], context: AsyncBoltContext) -> None:
-        parsed = inbound.chat_event(event, bot_user_id=context.bot_user_id, mentioned=True)
+        """A `message` or an `app_mention` (both deliveries of one message are one event)."""
+        mentioned = event.get("type") == "app_mention"
+        parsed = inbound.chat_event(event, bot_user_id=context.bot_user_id, mentioned=mentioned)
         if parsed is not None:
             await self.process(*parsed)
 
@@ -214,7 +211,7 @@ def build_bridge(
     app.action(re.compile("^" + re.escape(ACTION_PREFIX)))(bridge.on_action)
     app.view(slack_forms.CALLBACK_ID)(bridge.on_form)
     app.event("message")(bridge.on_message)
-    app.event("app_mention")(bridge.on_mention)
+    app.event("app_mention")(bridge.on_message)
     app.event("app_home_opened")(bridge.on_home)
     baton.handler.register_home(inbound.PLATFORM, bridge.publish_home)
     return bridge

@@ -54,19 +54,10 @@ class SlackCallFailed(PlatformError):
         self.channel = channel
         #: it may pass (a 5xx or rate limit past the retries, Slack unreachable): try again later
         self.transient = transient
-        message, hint = said.split("\n", 1)  # `said`: a line of cause and one of next step
+        #: what the user is told: a line of cause (the message) and one of next step (the hint)
+        self.user_text = said
+        message, hint = said.split("\n", 1)
         super().__init__(message, hint=hint)
-
-    @property
-    def user_text(self) -> str:
-        return f"{self.message}\n{self.hint}"
-
-
-def _error_code(exc: SlackApiError) -> str:
-    data = getattr(exc.response, "data", None)
-    if isinstance(data, Mapping):
-        return str(data.get("error", "unknown_error"))
-    return "unknown_error"
 
 
 def _unreachable(exc: BaseException, method: str, channel: str | None) -> SlackCallFailed:
@@ -82,8 +73,9 @@ def _unreachable(exc: BaseException, method: str, channel: str | None) -> SlackC
 
 
 def _translate(exc: SlackApiError, method: str, channel: str | None) -> SlackCallFailed:
-    error = _error_code(exc)
-    data = exc.response.data if isinstance(exc.response.data, Mapping) else {}
+    data = getattr(exc.response, "data", None)
+    data = data if isinstance(data, Mapping) else {}
+    error = str(data.get("error", "unknown_error"))
     in_channel = channel if error in CHANNEL_ERRORS else None
     shown = said("call_failed", error, in_channel, str(data.get("needed", "?")))
     log.warning(
