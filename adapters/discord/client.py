@@ -21,7 +21,6 @@ event into a `ChatMessage` (`inbound`), hands it to the core `Handler` and posts
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import dataclasses
 import hashlib
 import json
@@ -56,8 +55,6 @@ if TYPE_CHECKING:
 #: Seconds an opened form stays known after its modal's own timeout (a late submission of it
 #: is discord.py's to drop, not a closed form to tell about).
 FORM_MEMORY = 60.0
-#: Seconds `close` waits for the progress edits and replies still being sent.
-CLOSE_GRACE = 5.0
 log = logging.getLogger("baton.discord")
 
 Sync = Literal["changed", "always"]
@@ -128,12 +125,9 @@ class BatonClient(discord.Client):
                  extra={"action": "commands_synced", "scope": self._scope, "count": len(synced)})
 
     async def close(self) -> None:
-        """Send the progress edits still waiting for their turn now (within `CLOSE_GRACE`
-        seconds), then take no more background replies and close."""
-        self.handler.progress.hurry()
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(self.handler.drain(), CLOSE_GRACE)
-        await self.sender.aclose()
+        """Send the progress edits still waiting for their turn now (`Handler.wind_down`), then
+        take no more background replies and close."""
+        await self.handler.wind_down(self.sender.delivery)
         await super().close()
 
     # -- `/workflow …` -------------------------------------------------------------------------

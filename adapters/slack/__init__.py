@@ -13,8 +13,6 @@ listeners), `http` (the events route).
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import logging
 from typing import TYPE_CHECKING
 
@@ -22,6 +20,7 @@ from slack_bolt.adapter.socket_mode.async_handler import AsyncSocketModeHandler
 from slack_sdk.web.async_client import AsyncWebClient
 
 from adapters.slack.app import Baton, SlackBridge, build_app, build_bridge
+from adapters.slack.formatting import told
 from adapters.slack.web_api import verify_token
 from core.config import Settings
 from core.errors import ConfigurationError
@@ -29,8 +28,6 @@ from core.errors import ConfigurationError
 if TYPE_CHECKING:  # starlette: only in HTTP mode
     from adapters.slack.http import SlackEndpoint
 
-#: Seconds `serve` waits, when it stops, for the progress edits and replies still being sent.
-CLOSE_GRACE = 5.0
 log = logging.getLogger("baton.slack")
 
 EVENTS_PATH = "/slack/events"
@@ -48,17 +45,11 @@ async def serve(baton: Baton, settings: Settings, *, client: AsyncWebClient | No
     """Take Slack input until `baton.stopping` is set; then let queued replies go out.
     `endpoint`: HTTP mode's route (`http_endpoint`), served by the process's HTTP server."""
     if not settings.slack_enabled or settings.slack_bot_token is None:
-        raise ConfigurationError(
-            "Slack is not configured: BATON_SLACK_BOT_TOKEN and BATON_SLACK_APP_TOKEN "
-            "(or BATON_SLACK_SIGNING_SECRET) are needed",
-            hint="Set them as described in docs/slack.md and start Baton again.",
-        )
+        cause, hint = told("not_configured")
+        raise ConfigurationError(cause, hint=hint)
     if settings.slack_app_token is None and endpoint is None:
-        raise ConfigurationError(
-            "Slack's HTTP mode is served on BATON_WEB_PORT, which is off",
-            hint="Set BATON_WEB_PORT to the port Slack's Request URL reaches (docs/slack.md), "
-            "or BATON_SLACK_APP_TOKEN for Socket Mode.",
-        )
+        cause, hint = told("http_mode_off")
+        raise ConfigurationError(cause, hint=hint)
     bridge = endpoint.bridge if endpoint is not None else build_bridge(baton, settings, client=client)
     bot_user = await verify_token(bridge.app.client)  # a revoked token stops here, in either mode
     try:
@@ -79,11 +70,8 @@ async def serve(baton: Baton, settings: Settings, *, client: AsyncWebClient | No
                      extra={"action": "slack_started", "mode": "http", "port": settings.web_port,
                             "bot_user": bot_user})
             await baton.stopping.wait()
-    finally:
-        baton.handler.progress.hurry()  # progress edits waiting for their turn: now
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(baton.handler.drain(), CLOSE_GRACE)
-        await bridge.sender.idle()
+    finally:  # progress edits waiting for their turn: now; Slack's Web API still takes replies
+        await baton.handler.wind_down(bridge.sender.delivery, close=False)
 
 
 __all__ = ["EVENTS_PATH", "SlackBridge", "build_app", "build_bridge", "http_endpoint", "serve"]

@@ -33,16 +33,16 @@ from slack_sdk.web.async_client import AsyncWebClient
 from slack_sdk.webhook.async_client import AsyncWebhookClient
 
 from adapters.slack import forms as slack_forms
-from adapters.slack import inbound, wording
+from adapters.slack import inbound
 from adapters.slack.blocks import ACTION_PREFIX, chosen_blocks, home_view
-from adapters.slack.formatting import FORMAT
+from adapters.slack.formatting import FORMAT, said
 from adapters.slack.inbound import Origin
 from adapters.slack.preflight import Preflight
 from adapters.slack.sender import SlackSender
 from adapters.slack.web_api import SlackCallFailed, call, with_retries
 from core.commands.handler import Handler
-from core.commands.messages import ChatMessage, Reply, reusable
-from core.commands.offers import DECIDING
+from core.commands.messages import ChatMessage, Reply
+from core.commands.offers import retires
 from core.commands.preflight import starts_run
 from core.commands.voting import button_ballot
 from core.config import Settings
@@ -86,7 +86,7 @@ class SlackBridge:
         except Exception:
             log.exception("handling a Slack message failed",
                           extra={"action": "slack_handle", "event_id": message.event_id})
-            await self.sender.tell(origin, wording.internal_error())
+            await self.sender.tell(origin, said("internal_error"))
             return []
 
     async def process(self, message: ChatMessage, origin: Origin, *, accepted: bool = False,
@@ -96,8 +96,8 @@ class SlackBridge:
         return replies
 
     async def on_command(self, ack: AsyncAck, body: dict[str, Any]) -> None:
-        self.sender.names.remember_body(body)  # who typed it, by name (never for authorization)
         message, origin = inbound.slash_command(body)
+        self.sender.names.remember(message.user, message.user_name)  # display only, never authorization
         # recorded before Slack is acknowledged: Slack never redelivers an acknowledged command,
         # so a process dying after `ack` leaves it to the next one (core/commands/late_events.py)
         accepted = self.baton.handler.accept(message)
@@ -114,28 +114,25 @@ class SlackBridge:
         await self.process(message, origin, accepted=accepted)
 
     async def on_action(self, ack: AsyncAck, body: dict[str, Any], action: dict[str, Any]) -> None:
-        self.sender.names.remember_body(body)
-        command = self.sender.command_of(inbound.chosen_value(action))
+        command = self.baton.handler.buttons.command_of(inbound.chosen_value(action))
+        message, origin = inbound.button_click(body, action, command or "")
+        self.sender.names.remember(message.user, message.user_name)
         if command is None:
             await ack()
-            message, origin = inbound.button_click(body, action, "")
-            await self.sender.tell(origin, wording.button_expired())
+            await self.sender.tell(origin, said("button_expired"))
             return
-        message, origin = inbound.button_click(body, action, command)
         accepted = self.baton.handler.accept(message)  # before the acknowledgement, as a command
         await ack()
         replies = await self.handle(message, origin, accepted=accepted, ballot=button_ballot(command))
         name = str(action.get("action_id", "")).removeprefix(ACTION_PREFIX).split(":", 1)[0]
-        # a gate decided: the core edits every message that offered it (offers.py), this one too
-        decided = command.split(" ", 1)[0] in DECIDING
-        if replies and not any(r.is_error for r in replies) and not reusable(name) and not decided:
+        if retires(name, command, replies):
             await self._mark_chosen(body, action, origin)
         await self.sender.deliver(replies, origin)
 
     async def _mark_chosen(self, body: Mapping[str, Any], action: Mapping[str, Any], origin: Origin) -> None:
         """Show who chose what and remove the buttons, so they cannot be used twice."""
         label = inbound.chosen_label(action)
-        note = wording.chose(self.sender.names.known(origin.user) or origin.user, label)
+        note = said("chose", self.sender.names.known(origin.user) or origin.user, label)
         original = body.get("message")
         try:
             if original and original.get("ts"):
@@ -152,13 +149,13 @@ class SlackBridge:
         """A form (`forms.py`) submitted: its values checked by the core before Slack gets its
         answer (errors go back onto the fields, the modal stays open), then the command they
         complete is handled as the submitting user's, where the form was asked for."""
-        self.sender.names.remember_body(body)
         place = self.sender.form_place(str(view.get("private_metadata", "")))
         if place is None:
             await ack(response_action="errors",
-                      errors=slack_forms.block_errors({"": wording.form_expired()}, view))
+                      errors=slack_forms.block_errors({"": said("form_expired")}, view))
             return
         message, origin = inbound.form_submission(body, place.command, place.channel, place.thread)
+        self.sender.names.remember(message.user, message.user_name)
         result = self.baton.handler.asking.read_form(message, slack_forms.submitted(view))
         if result.command is None:
             await ack(response_action="errors", errors=slack_forms.block_errors(result.errors, view))
@@ -180,17 +177,14 @@ class SlackBridge:
             log.exception("home not published", extra={"action": "slack_home"})
 
     async def publish_home(self, user: str, reply: Reply) -> None:
-        names = await self.sender.names.names_for(reply)
+        names = await self.sender.names.names_for(reply.data)
         chunks = render(reply, FORMAT, self.baton.handler.redactor, names=names)
         await call(self.app.client, "views.publish", user_id=user, view=home_view(chunks))
 
     async def on_message(self, event: dict[str, Any], context: AsyncBoltContext) -> None:
-        parsed = inbound.chat_event(event, bot_user_id=context.bot_user_id)
-        if parsed is not None:
-            await self.process(*parsed)
-
-    async def on_mention(self, event: dict[str, Any], context: AsyncBoltContext) -> None:
-        parsed = inbound.chat_event(event, bot_user_id=context.bot_user_id, mentioned=True)
+        """A `message` or an `app_mention` (both deliveries of one message are one event)."""
+        mentioned = event.get("type") == "app_mention"
+        parsed = inbound.chat_event(event, bot_user_id=context.bot_user_id, mentioned=mentioned)
         if parsed is not None:
             await self.process(*parsed)
 
@@ -217,7 +211,7 @@ def build_bridge(
     app.action(re.compile("^" + re.escape(ACTION_PREFIX)))(bridge.on_action)
     app.view(slack_forms.CALLBACK_ID)(bridge.on_form)
     app.event("message")(bridge.on_message)
-    app.event("app_mention")(bridge.on_mention)
+    app.event("app_mention")(bridge.on_message)
     app.event("app_home_opened")(bridge.on_home)
     baton.handler.register_home(inbound.PLATFORM, bridge.publish_home)
     return bridge

@@ -43,13 +43,8 @@ class SlackMessage:
         return {"text": self.text, "blocks": list(self.blocks)}
 
 
-def escape_mrkdwn(text: str) -> str:
-    """Escape the three characters Slack treats as control sequences (`<!channel>`, links)."""
-    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
-
-
 def unescape_mrkdwn(text: str) -> str:
-    """Undo Slack's escaping of incoming message text."""
+    """Undo Slack's escaping of incoming message text (`formatting.slack_escape`)."""
     return text.replace("&lt;", "<").replace("&gt;", ">").replace("&amp;", "&")
 
 
@@ -78,14 +73,10 @@ def sections(chunks: Sequence[str]) -> list[str]:
     return out
 
 
-def total_length(chunks: Sequence[str]) -> int:
-    return sum(len(c) for c in chunks)
-
-
 def needs_upload(chunks: Sequence[str]) -> bool:
     """Too long for one message's blocks: over `UPLOAD_THRESHOLD` characters, or more sections
     than a message may hold next to its note and buttons (Slack: 50 blocks)."""
-    return total_length(chunks) > UPLOAD_THRESHOLD or len(sections(chunks)) > TEXT_BLOCKS
+    return sum(map(len, chunks)) > UPLOAD_THRESHOLD or len(sections(chunks)) > TEXT_BLOCKS
 
 
 def fallback_text(chunks: Sequence[str]) -> str:
@@ -99,18 +90,15 @@ def action_id(button: Button, index: int) -> str:
     return f"{ACTION_PREFIX}{button.action or 'command'}:{index}"
 
 
-def _cut(text: str, limit: int) -> str:
-    return text if len(text) <= limit else text[: limit - 1] + "…"
+def plain(text: str, limit: int) -> Block:
+    """A `plain_text` object, cut to `limit` characters (with "…") where Slack would refuse it."""
+    shown = text if len(text) <= limit else text[: limit - 1] + "…"
+    return {"type": "plain_text", "text": shown, "emoji": True}
 
 
 def button_element(button: Button, index: int, value: str) -> Block:
-    label = _cut(button.label, LABEL_LIMIT)
-    element: Block = {
-        "type": "button",
-        "text": {"type": "plain_text", "text": label, "emoji": True},
-        "action_id": action_id(button, index),
-        "value": value,
-    }
+    element: Block = {"type": "button", "text": plain(button.label, LABEL_LIMIT),
+                      "action_id": action_id(button, index), "value": value}
     if button.style in ("primary", "danger"):
         element["style"] = button.style
     return element
@@ -125,18 +113,14 @@ def actions_blocks(buttons: Sequence[Button], value_of: Callable[[Button], str])
     ]
 
 
-def _plain(text: str) -> Block:
-    return {"type": "plain_text", "text": text, "emoji": True}
-
-
 def select_element(menu: Menu, index: int, value_of: Callable[[Button], str]) -> Block:
     """A `static_select`; its `action_id` starts with ACTION_PREFIX like a button's."""
     return {
         "type": "static_select",
         "action_id": f"{ACTION_PREFIX}menu:{index}",
-        "placeholder": _plain(_cut(menu.placeholder, PLACEHOLDER_LIMIT)),
+        "placeholder": plain(menu.placeholder, PLACEHOLDER_LIMIT),
         "options": [
-            {"text": _plain(_cut(o.label, LABEL_LIMIT)), "value": value_of(o)}
+            {"text": plain(o.label, LABEL_LIMIT), "value": value_of(o)}
             for o in menu.options[:OPTIONS_LIMIT]
         ],
     }

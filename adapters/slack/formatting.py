@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import re
 
-from core.render import INLINE_CODE, Format, register
+from core.render import INLINE_CODE, Format, register, sentence
 
 
 def slack_escape(text: object) -> str:
@@ -56,3 +56,15 @@ FORMAT = register(Format(
     filters={"slack_escape": slack_escape, "slack_text": slack_text, "slack_code": slack_code,
              "slack_code_block": slack_code_block},
 ))
+
+
+def said(name: str, *args: object) -> str:
+    """One of Slack's own sentences (its mechanics: uploads, clicks, channel membership), the
+    macro `name` of `templates/slack/_said.j2`; each error is a line of cause and one of next step."""
+    return sentence(FORMAT, name, *args)
+
+
+def told(name: str, *args: object) -> tuple[str, str]:
+    """An error of `said`: (its cause, its next step)."""
+    cause, _, hint = said(name, *args).partition("\n")
+    return cause, hint

@@ -15,6 +15,7 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from adapters.slack.blocks import Block, plain
 from core.commands.messages import Form, FormField
 
 CALLBACK_ID = "baton:form"
@@ -25,8 +26,6 @@ LABEL_LIMIT = 2_000
 OPTIONS_LIMIT = 100
 OPTION_LIMIT = 75  # characters of an option's text (its value: 150)
 METADATA_LIMIT = 3_000
-
-Block = dict[str, Any]
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,11 +48,6 @@ class FormPlace:
             return None
 
 
-def _plain(text: str, limit: int = LABEL_LIMIT) -> Block:
-    shown = text if len(text) <= limit else text[: limit - 1] + "…"
-    return {"type": "plain_text", "text": shown, "emoji": True}
-
-
 def _choices(field: FormField) -> tuple[str, ...]:
     return field.choices or (("true", "false") if field.type == "boolean" else ())
 
@@ -61,9 +55,9 @@ def _choices(field: FormField) -> tuple[str, ...]:
 def _element(field: FormField) -> Block:
     choices = _choices(field)
     if choices:
-        options = [{"text": _plain(c, OPTION_LIMIT), "value": c} for c in choices[:OPTIONS_LIMIT]]
+        options = [{"text": plain(c, OPTION_LIMIT), "value": c} for c in choices[:OPTIONS_LIMIT]]
         element: Block = {"type": "static_select", "action_id": ACTION_ID, "options": options,
-                          "placeholder": _plain("Choose…")}
+                          "placeholder": plain("Choose…", LABEL_LIMIT)}
         chosen = [o for o in options if o["value"] == field.value]
         if chosen:
             element["initial_option"] = chosen[0]
@@ -76,9 +70,9 @@ def _element(field: FormField) -> Block:
 
 def _block(field: FormField) -> Block:
     block: Block = {"type": "input", "block_id": BLOCK_PREFIX + field.name, "optional": not field.required,
-                    "label": _plain(f"{field.label} ({field.type})"), "element": _element(field)}
+                    "label": plain(f"{field.label} ({field.type})", LABEL_LIMIT), "element": _element(field)}
     if field.description:
-        block["hint"] = _plain(field.description)
+        block["hint"] = plain(field.description, LABEL_LIMIT)
     return block
 
 
@@ -86,8 +80,8 @@ def modal(form: Form, metadata: str) -> Block:
     """The modal asking for `form`'s fields (`metadata`: an encoded `FormPlace`, or a reference)."""
     return {
         "type": "modal", "callback_id": CALLBACK_ID, "private_metadata": metadata,
-        "title": _plain(form.title, TITLE_LIMIT), "submit": _plain(form.submit, TITLE_LIMIT),
-        "close": _plain("Cancel", TITLE_LIMIT), "blocks": [_block(f) for f in form.fields],
+        "title": plain(form.title, TITLE_LIMIT), "submit": plain(form.submit, TITLE_LIMIT),
+        "close": plain("Cancel", TITLE_LIMIT), "blocks": [_block(f) for f in form.fields],
     }
 
 

@@ -42,19 +42,23 @@ def _digest(body: Mapping[str, Any]) -> str:
     return hashlib.sha256(json.dumps(body, sort_keys=True, default=str).encode()).hexdigest()[:32]
 
 
+def _command(body: Mapping[str, Any], channel: str, text: str, event_id: str,
+             thread: str | None = None) -> ChatMessage:
+    """A command chosen by the `user` of a click's or a form's `body`, in `channel`."""
+    user = body.get("user") or {}
+    return ChatMessage(platform=PLATFORM, conversation=channel, user=str(user.get("id", "")), text=text,
+                       event_id=event_id, thread=thread, direct=channel.startswith("D"),
+                       user_name=user.get("username") or user.get("name"))
+
+
 def slash_command(body: Mapping[str, Any]) -> tuple[ChatMessage, Origin]:
     """`/workflow <text>` -> a command message in the channel it was typed in."""
-    channel = str(body.get("channel_id", ""))
-    user = str(body.get("user_id", ""))
+    channel, user = str(body.get("channel_id", "")), str(body.get("user_id", ""))
     trigger = body.get("trigger_id")
-    event_id = f"command:{trigger}" if trigger else f"command:{_digest(body)}"
     message = ChatMessage(
-        platform=PLATFORM,
-        conversation=channel,
-        user=user,
+        platform=PLATFORM, conversation=channel, user=user,
         text=unescape_mrkdwn(str(body.get("text", ""))).strip(),
-        event_id=event_id,
-        is_command=True,
+        event_id=f"command:{trigger}" if trigger else f"command:{_digest(body)}",
         direct=str(body.get("channel_name", "")) == "directmessage" or channel.startswith("D"),
         user_name=body.get("user_name"),
     )
@@ -99,17 +103,9 @@ def chat_event(
     mentions = mentions or mentioned
     if not (thread or direct or mentions):
         return None
-    message = ChatMessage(
-        platform=PLATFORM,
-        conversation=channel,
-        user=user,
-        text=unescape_mrkdwn(text),
-        event_id=f"message:{channel}:{event.get('ts', '')}",
-        thread=thread,
-        is_command=False,
-        direct=direct,
-        mentions_bot=mentions,
-    )
+    message = ChatMessage(platform=PLATFORM, conversation=channel, user=user, text=unescape_mrkdwn(text),
+                          event_id=f"message:{channel}:{event.get('ts', '')}", thread=thread,
+                          is_command=False, direct=direct, mentions_bot=mentions)
     return message, Origin(channel=channel, user=user, thread=thread)
 
 
@@ -119,23 +115,10 @@ def button_click(
     """A `block_actions` click -> the command the button stands for, as the clicking user."""
     container = body.get("container") or {}
     channel = str((body.get("channel") or {}).get("id") or container.get("channel_id", ""))
-    user = str(body.get("user", {}).get("id", ""))
-    message = body.get("message") or {}
-    thread = message.get("thread_ts") or container.get("thread_ts")
+    thread = (body.get("message") or {}).get("thread_ts") or container.get("thread_ts")
     click = (body.get("trigger_id", ""), action.get("action_ts", ""), action.get("action_id", ""))
-    event_id = "action:" + ":".join(str(part) for part in click)
-    chat = ChatMessage(
-        platform=PLATFORM,
-        conversation=channel,
-        user=user,
-        text=command,
-        event_id=event_id,
-        thread=thread,
-        is_command=True,
-        direct=channel.startswith("D"),
-        user_name=body.get("user", {}).get("username"),
-    )
-    return chat, Origin(channel=channel, user=user, thread=thread, response_url=body.get("response_url"),
+    chat = _command(body, channel, command, "action:" + ":".join(str(part) for part in click), thread)
+    return chat, Origin(channel=channel, user=chat.user, thread=thread, response_url=body.get("response_url"),
                         trigger_id=body.get("trigger_id"))
 
 
@@ -143,20 +126,9 @@ def form_submission(body: Mapping[str, Any], command: str, channel: str,
                     thread: str | None) -> tuple[ChatMessage, Origin]:
     """A `view_submission` of a form: the command it completes, as the user who submitted it
     (never whoever asked for the form), in the conversation the form was asked for in."""
-    user = str((body.get("user") or {}).get("id", ""))
     view = body.get("view") or {}
-    chat = ChatMessage(
-        platform=PLATFORM,
-        conversation=channel,
-        user=user,
-        text=command,
-        event_id=f"view:{view.get('id', '')}:{view.get('hash', '')}",
-        thread=thread,
-        is_command=True,
-        direct=channel.startswith("D"),
-        user_name=(body.get("user") or {}).get("username"),
-    )
-    return chat, Origin(channel=channel, user=user, thread=thread)
+    chat = _command(body, channel, command, f"view:{view.get('id', '')}:{view.get('hash', '')}", thread)
+    return chat, Origin(channel=channel, user=chat.user, thread=thread)
 
 
 def chosen_value(action: Mapping[str, Any]) -> str:

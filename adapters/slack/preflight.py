@@ -16,7 +16,7 @@ import time
 from cachetools import TTLCache
 from slack_sdk.web.async_client import AsyncWebClient
 
-from adapters.slack import wording
+from adapters.slack.formatting import said
 from adapters.slack.web_api import SlackCallFailed, call
 
 FRESH = 30.0  # seconds a channel found writable is not asked about again
@@ -36,15 +36,15 @@ class Preflight:
             response = await call(self._client, "conversations.info", channel=channel)
         except SlackCallFailed as exc:
             if exc.error in ("channel_not_found", "not_in_channel"):
-                return wording.cannot_post(_kind(channel, channel_name, {}), channel)
-            return wording.cannot_check(exc.error)
+                return said("cannot_post", _kind(channel, channel_name, {}), channel)
+            return said("cannot_check", exc.error)
         info = response.get("channel") or {}
         if info.get("is_im") or (info.get("is_member") and not info.get("is_archived")):
             self._writable[channel] = True
             return None
         if info.get("is_archived"):
-            return wording.archived(channel)
-        return wording.cannot_post(_kind(channel, channel_name, info), channel)
+            return said("archived", channel)
+        return said("cannot_post", _kind(channel, channel_name, info), channel)
 
 
 def _kind(channel: str, channel_name: str | None, info: dict[str, object]) -> str:

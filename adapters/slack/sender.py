@@ -1,29 +1,24 @@
 """Slack's transport (`core.delivery.transport.Transport`) and its answers to requests.
 
-The core's delivery service (`core.delivery.service`, built by `Handler.register_transport`)
-decides where a reply goes (the run's thread in its channel, then the command's
-`response_url` while it lives, then a direct message), whether a keyed message is edited or
-posted anew, and what becomes of a run's thread; this module posts, edits and uploads, and
-answers what it did, never calling back.
+The core's delivery service (`core.delivery.service`) decides where each reply goes and
+whether a keyed message is edited or posted anew; this module posts, edits and uploads, and
+answers what it did, never calling back. Slack's own mechanics here:
 
-- Direct answers to a request (`deliver`) are sent in order before the listener returns:
-  forms and ephemeral answers here, the rest through the service (`DeliveryService.answer`),
-  which keeps the request's `response_url` as the run's follow-up (30 minutes, 5 uses).
-- A `starts_thread` reply's `ts` is the run's thread (`Sent.thread`).
-- A button command too long for a value is passed as `ref:<sha256>` (`handler.buttons`).
-- A message of an outbox row carries the row in its metadata (`baton_outbox`, `outbox_metadata`).
-  Slack has no idempotency key, so when the core says an earlier attempt at the row may have
-  reached Slack (`Reply.redelivery_since`), the thread (`conversations.replies`) or the channel
-  (`conversations.history`) since the row was written is looked through first, a few pages at
-  most; a message found there is taken for posted. A first attempt posts directly; a look-up
-  that fails posts (at least once).
-- Text too long for a message's blocks is uploaded whole as a file snippet in the thread,
-  with the first section and a note in the message, when the service says it may (`attach`).
+- Answers to a request (`deliver`) go out in order before the listener returns: a form as a
+  modal, an ephemeral answer privately, the rest through the service, which keeps the request's
+  `response_url` as the run's follow-up (30 minutes, 5 uses).
+- A message of an outbox row carries the row in its metadata (`baton_outbox`). Slack has no
+  idempotency key, so on a redelivery (`Reply.redelivery_since`) the thread or channel since the
+  row was written is looked through first, a few pages at most; a message of this bot found
+  there is taken for posted. A look-up that fails posts (at least once).
+- Text too long for a message's blocks is uploaded whole as a file snippet in the thread, with
+  the first section and a note in the message, when the service says it may (`attach`).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import functools
 import logging
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -32,7 +27,6 @@ from slack_sdk.web.async_client import AsyncWebClient
 from slack_sdk.webhook.async_client import AsyncWebhookClient
 
 from adapters.slack import forms as slack_forms
-from adapters.slack import wording
 from adapters.slack.blocks import (
     OPTION_VALUE_LIMIT,
     VALUE_LIMIT,
@@ -41,15 +35,15 @@ from adapters.slack.blocks import (
     needs_upload,
     unescape_mrkdwn,
 )
-from adapters.slack.formatting import FORMAT
+from adapters.slack.formatting import FORMAT, said
 from adapters.slack.forms import METADATA_LIMIT, FormPlace
 from adapters.slack.inbound import PLATFORM, Origin
-from adapters.slack.names import Names
-from adapters.slack.web_api import CHANNEL_ERRORS, SlackCallFailed, call, read
+from adapters.slack.web_api import CHANNEL_ERRORS, SlackCallFailed, call, display_names, read
 from core.commands.handler import Handler
-from core.commands.messages import Button, Form, Reply
+from core.commands.messages import Form, Reply
 from core.delivery.edits import NotDelivered, Outgoing, Posted
 from core.delivery.fallbacks import DIRECT, FOLLOW_UP
+from core.delivery.names import Names
 from core.delivery.transport import Sent
 from core.errors import PlatformError
 from core.render import redacted, render_reply
@@ -57,7 +51,7 @@ from core.render import redacted, render_reply
 log = logging.getLogger("baton.slack")
 
 STALE_MESSAGE = frozenset({"message_not_found", "cant_update_message", "edit_window_closed"})
-REF = "ref:"
+USER_IDS = r"[UW][A-Z0-9]{2,}"  # a person's immutable id: their name is looked up, never pinged
 #: A slash command's response URL: "up to five times within thirty minutes of receipt".
 RESPONSE_URL_TTL = 30 * 60.0
 RESPONSE_URL_USES = 5
@@ -91,30 +85,15 @@ class SlackSender:
     platform = PLATFORM
     thread_is_place = False  # a thread lives in its channel
 
-    def __init__(self, client: AsyncWebClient, handler: Handler, names: Names | None = None, *,
-                 threads: bool = True) -> None:
+    def __init__(self, client: AsyncWebClient, handler: Handler, *, threads: bool = True) -> None:
         self._client = client
         self._handler = handler
-        #: people's names, so a message names them without pinging them (`names.py`)
-        self.names = names if names is not None else Names(client)
+        #: people's names, so a message names them without pinging them (`core.delivery.names`)
+        self.names = Names(PLATFORM, USER_IDS, functools.partial(display_names, client))
         #: (bot_id, app_id) of this bot (`auth.test`), asked for at the first redelivery look-up
         self._own: tuple[str, str] | None = None
         #: the core's delivery service for Slack: background replies and answers go through it
         self.delivery = handler.register_transport(self, threads=threads)
-
-    # -- buttons -------------------------------------------------------------------
-    def button_value(self, button: Button, limit: int = VALUE_LIMIT) -> str:
-        """The command itself; a reference when it exceeds Slack's limit for a value (2,000
-        characters for a button, 150 for a select option)."""
-        if len(button.command) <= limit:
-            return button.command
-        return REF + self._handler.buttons.keep(button.command)
-
-    def command_of(self, value: str) -> str | None:
-        """The command a clicked button's value stands for (None: an unknown reference)."""
-        if not value.startswith(REF):
-            return value
-        return self._handler.buttons.command(value.removeprefix(REF))
 
     # -- direct answers -----------------------------------------------------------------
     async def deliver(self, replies: Sequence[Reply], origin: Origin) -> None:
@@ -125,7 +104,7 @@ class SlackSender:
                 started = reply.starts_thread and reply.run_id
                 # a run that started must not be started again: say so, never "try again"
                 # (the service told the core no thread will come: it reports in the channel)
-                await self.tell(origin, wording.started_unseen(reply.run_id, exc.error) if started
+                await self.tell(origin, said("started_unseen", reply.run_id, exc.error) if started
                                 and reply.run_id else exc.user_text)
 
     async def _answer(self, reply: Reply, origin: Origin) -> None:
@@ -138,7 +117,7 @@ class SlackSender:
             return
         thread = reply.thread or origin.thread
         if reply.ephemeral:
-            message, _, _ = self._message(reply, await self.names.names_for(reply), attach=True)
+            message, _, _ = await self._message(reply, attach=True)
             await self._ephemeral(origin, channel, thread, message)
             return
         url = origin.response_url
@@ -174,7 +153,7 @@ class SlackSender:
     async def post(self, place: str, reply: Outgoing, *, attach: bool, opens: bool) -> Sent:
         assert isinstance(reply, Reply)
         channel, thread = self._where(place, reply)
-        message, upload, filename = self._message(reply, await self.names.names_for(reply), attach=attach)
+        message, upload, filename = await self._message(reply, attach=attach)
         landed, ts = await self._post(channel, thread, message, reply)
         root = thread or ts
         await self._files(reply, channel, root, upload, filename)
@@ -187,7 +166,7 @@ class SlackSender:
         channel, thread = self._where(place, reply)
         if not _same_place(posted, channel):
             return None
-        message, upload, filename = self._message(reply, await self.names.names_for(reply), attach=attach)
+        message, upload, filename = await self._message(reply, attach=attach)
         try:
             await call(self._client, "chat.update", channel=posted.place, ts=posted.ids[0],
                        **message.as_kwargs())
@@ -203,8 +182,7 @@ class SlackSender:
 
     async def follow_up(self, handle: str, reply: Outgoing, *, attach: bool) -> bool:
         assert isinstance(reply, Reply)
-        names = await self.names.names_for(reply)
-        return await self._respond(handle, self._message(reply, names, attach=attach)[0])
+        return await self._respond(handle, (await self._message(reply, attach=attach))[0])
 
     async def person(self, user: str) -> str:
         return user  # posting to a user id opens the app's DM with them
@@ -213,10 +191,10 @@ class SlackSender:
         run_id = reply.run_id or ""
         if how == FOLLOW_UP:
             return to is not None and await self._respond(
-                to, wording.moved_here(run_id, reply.conversation or "", error))
+                to, said("moved_here", run_id, reply.conversation or "", error))
         if how == DIRECT and to:
             await call(self._client, "chat.postMessage", channel=to,
-                       text=wording.moved(run_id, reply.conversation or "", error))
+                       text=said("moved", run_id, reply.conversation or "", error))
         return True
 
     def refusal(self, exc: BaseException, reply: Outgoing) -> str | None:
@@ -253,12 +231,11 @@ class SlackSender:
         return True
 
     # -- sending one reply -------------------------------------------------------------------
-    def _message(self, reply: Reply, names: Mapping[str, str], *,
-                 attach: bool) -> tuple[SlackMessage, str | None, str]:
-        """The blocks to post for `reply`; the whole text to upload when it is too long and
-        `attach` (None: nothing), and the file's name. `names`: the people it names."""
+    async def _message(self, reply: Reply, *, attach: bool) -> tuple[SlackMessage, str | None, str]:
+        """The blocks to post for `reply` (the people it names by name); the whole text to upload
+        when it is too long and `attach` (None: nothing), and the file's name."""
         redactor = self._handler.redactor  # the runtime's one redactor: text, buttons, uploads
-        rendered = render_reply(reply, FORMAT, redactor, names=names)
+        rendered = render_reply(reply, FORMAT, redactor, names=await self.names.names_for(reply.data))
         chunks = list(rendered.chunks)
         too_long = needs_upload(chunks) or not rendered.whole  # a command too wide for a section
         upload = attach and too_long
@@ -268,9 +245,9 @@ class SlackSender:
             chunks[:1] if too_long else chunks,
             shown.buttons,
             menus=shown.menus,
-            value_of=self.button_value,
-            option_value_of=lambda b: self.button_value(b, OPTION_VALUE_LIMIT),
-            note=wording.uploaded(len(rendered.text), filename) if upload else None,
+            value_of=lambda b: self._handler.buttons.value(b.command, VALUE_LIMIT),
+            option_value_of=lambda b: self._handler.buttons.value(b.command, OPTION_VALUE_LIMIT),
+            note=said("uploaded", len(rendered.text), filename) if upload else None,
         )
         return message, unescape_mrkdwn(rendered.text) if upload else None, filename
 
@@ -289,9 +266,9 @@ class SlackSender:
         none or Slack refused it (the reply's text, which says what to type, is posted instead)."""
         if not origin.trigger_id:
             return False
-        place = FormPlace(form.command, origin.channel, origin.thread).encode()
-        if len(place) > METADATA_LIMIT:  # a long message: kept through the core, like long buttons
-            place = REF + self._handler.buttons.keep(place)
+        # a long message: kept through the core, like long buttons
+        place = self._handler.buttons.value(FormPlace(form.command, origin.channel, origin.thread).encode(),
+                                            METADATA_LIMIT)
         try:
             await call(self._client, "views.open", trigger_id=origin.trigger_id,
                        view=slack_forms.modal(form, place))
@@ -301,7 +278,7 @@ class SlackSender:
 
     def form_place(self, metadata: str) -> FormPlace | None:
         """The `FormPlace` a submitted modal's metadata holds (directly, or by reference)."""
-        return FormPlace.decode(self.command_of(metadata) or "")
+        return FormPlace.decode(self._handler.buttons.command_of(metadata) or "")
 
     async def _ephemeral(
         self, origin: Origin, channel: str, thread: str | None, message: SlackMessage

@@ -31,7 +31,7 @@ from slack_sdk.http_retry.state import RetryState
 from slack_sdk.web.async_client import AsyncWebClient
 from slack_sdk.web.async_slack_response import AsyncSlackResponse
 
-from adapters.slack import wording
+from adapters.slack.formatting import said, told
 from core.errors import ConfigurationError, PlatformError
 
 log = logging.getLogger("baton.slack")
@@ -47,25 +47,17 @@ CHANNEL_ERRORS = frozenset({"not_in_channel", "channel_not_found", "is_archived"
 class SlackCallFailed(PlatformError):
     """Slack refused a Web API call."""
 
-    def __init__(self, message: str, *, method: str, error: str, channel: str | None, hint: str,
+    def __init__(self, said: str, *, method: str, error: str, channel: str | None,
                  transient: bool = False) -> None:
         self.method = method
         self.error = error
         self.channel = channel
         #: it may pass (a 5xx or rate limit past the retries, Slack unreachable): try again later
         self.transient = transient
+        #: what the user is told: a line of cause (the message) and one of next step (the hint)
+        self.user_text = said
+        message, hint = said.split("\n", 1)
         super().__init__(message, hint=hint)
-
-    @property
-    def user_text(self) -> str:
-        return f"{self.message}\n{self.hint}"
-
-
-def _error_code(exc: SlackApiError) -> str:
-    data = getattr(exc.response, "data", None)
-    if isinstance(data, Mapping):
-        return str(data.get("error", "unknown_error"))
-    return "unknown_error"
 
 
 def _unreachable(exc: BaseException, method: str, channel: str | None) -> SlackCallFailed:
@@ -76,19 +68,16 @@ def _unreachable(exc: BaseException, method: str, channel: str | None) -> SlackC
         error,
         extra={"action": "slack_unreachable", "method": method, "error": error, "channel": channel},
     )
-    cause, hint = wording.slack_unreachable(error).split("\n", 1)
-    return SlackCallFailed(cause, method=method, error=error, channel=channel, hint=hint, transient=True)
+    return SlackCallFailed(said("slack_unreachable", error), method=method, error=error, channel=channel,
+                           transient=True)
 
 
 def _translate(exc: SlackApiError, method: str, channel: str | None) -> SlackCallFailed:
-    error = _error_code(exc)
-    data = exc.response.data if isinstance(exc.response.data, Mapping) else {}
-    if error in CHANNEL_ERRORS and channel:
-        cause, hint = wording.invite_bot(channel).split("\n", 1)
-    elif error == "missing_scope":
-        cause, hint = wording.missing_scope(str(data.get("needed", "?"))).split("\n", 1)
-    else:
-        cause, hint = wording.slack_failed(error).split("\n", 1)
+    data = getattr(exc.response, "data", None)
+    data = data if isinstance(data, Mapping) else {}
+    error = str(data.get("error", "unknown_error"))
+    in_channel = channel if error in CHANNEL_ERRORS else None
+    shown = said("call_failed", error, in_channel, str(data.get("needed", "?")))
     log.warning(
         "slack %s failed: %s",
         method,
@@ -103,7 +92,7 @@ def _translate(exc: SlackApiError, method: str, channel: str | None) -> SlackCal
     )
     status = getattr(exc.response, "status_code", 200)
     transient = status == 429 or status >= 500 or error == "ratelimited"
-    return SlackCallFailed(cause, method=method, error=error, channel=channel, hint=hint, transient=transient)
+    return SlackCallFailed(shown, method=method, error=error, channel=channel, transient=transient)
 
 
 async def verify_token(client: AsyncWebClient) -> str:
@@ -114,13 +103,20 @@ async def verify_token(client: AsyncWebClient) -> str:
         response = await call(client, "auth.test")
     except SlackCallFailed as exc:
         if exc.error in TOKEN_ERRORS:
-            raise ConfigurationError(
-                f"BATON_SLACK_BOT_TOKEN was refused by Slack ({exc.error}).",
-                hint="Copy the Bot User OAuth Token (xoxb-…) again from the app's OAuth & Permissions "
-                "page (reinstall the app if it was revoked), and check BATON_SLACK_API_URL.",
-            ) from exc
+            cause, hint = told("token_refused", exc.error)
+            raise ConfigurationError(cause, hint=hint) from exc
         raise
     return str(response.get("user_id") or "")
+
+
+async def display_names(client: AsyncWebClient, user: str) -> list[object]:
+    """`users.info`'s names for `user`, best first (`core.delivery.names.Lookup`)."""
+    try:
+        found = (await client.users_info(user=user)).get("user") or {}
+    except SlackApiError as exc:
+        raise LookupError(exc.response.get("error")) from exc
+    profile = found.get("profile") or {}
+    return [profile.get("display_name"), profile.get("real_name"), found.get("real_name"), found.get("name")]
 
 
 async def call(client: AsyncWebClient, method: str, **kwargs: Any) -> AsyncSlackResponse:

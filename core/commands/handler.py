@@ -15,6 +15,8 @@ registered (`progress.ProgressReporter`).
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import dataclasses
 import logging
 import time
@@ -52,6 +54,8 @@ from core.workflows.notify_spec import DEFAULT_DIGEST
 log = logging.getLogger("baton.handler")
 ACTIONS = {**actions.ACTIONS, **subscribing.ACTIONS}  # what each parsed command does
 _AUDIT_TEXT = 500  # characters of the command text kept in the audit trail
+#: Seconds a stopping chat adapter waits for the progress edits and replies still being sent.
+CLOSE_GRACE = 5.0
 
 
 class Handler:
@@ -149,6 +153,17 @@ class Handler:
         """Wait until every background reply produced so far was handed to its outbox."""
         await self.progress.drain()
         await self.homes.drain()
+
+    async def wind_down(self, delivery: DeliveryService, *, close: bool = True,
+                        grace: float = CLOSE_GRACE) -> None:
+        """A chat adapter stops taking input: the progress edits waiting for their turn go now,
+        background replies are handed over (within `grace` seconds) and sent. `close`: then
+        `delivery` takes no more (the outbox keeps them for the next process); else it still
+        sends (Slack's Web API outlives its input)."""
+        self.progress.hurry()
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self.drain(), grace)
+        await (delivery.aclose() if close else delivery.idle())
 
     def accept(self, message: ChatMessage) -> bool:
         """Record a command before the platform is acknowledged (`late_events.py`): its event

@@ -33,7 +33,7 @@ import uuid
 from collections.abc import Callable, Collection, Iterable
 from typing import Any
 
-from core.commands.messages import Button, Menu, Outbox, Reply
+from core.commands.messages import Button, Menu, Outbox, Reply, reusable
 from core.engine.events import EngineEvent, EventKind
 from core.errors import BatonError
 from core.store.port import Store
@@ -41,6 +41,16 @@ from core.store.port import Store
 log = logging.getLogger("baton.offers")
 
 DECIDING = frozenset({"approve", "reject"})  # the button actions that decide a gate
+
+
+def retires(action: str, command: str, answer: Iterable[Reply]) -> bool:
+    """Whether a clicked button's message loses its buttons (shown as chosen, so they cannot be
+    used twice): not when the click was refused (an error) or answered nothing (a duplicate), not
+    for a reusable button (`messages.reusable`: "Open run" stays for the next person), and not
+    when it decided a gate (the core edits every message that offered it, this one too)."""
+    answer = list(answer)
+    return (bool(answer) and not any(r.is_error for r in answer) and not reusable(action)
+            and command.split(" ", 1)[0] not in DECIDING)
 
 
 def decided_run(button: Button) -> str | None:

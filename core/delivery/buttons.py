@@ -3,7 +3,8 @@
 A button carries its command back when clicked, in what the platform lets it carry (Discord:
 a `custom_id` of 100 characters; Slack: a `value` of 2,000, an option's of 150, a modal's
 metadata of 3,000). A command too long for that is kept here and the button carries its
-reference: the SHA-256 of the command, a key into the store's content-addressed blobs.
+reference: the SHA-256 of the command, a key into the store's content-addressed blobs
+(`value`: the command itself, or `ref:<sha256>` when it is too long; `command_of` reads it back).
 
 One retention: blobs are kept as long as the database is (a gate's buttons work however long
 it waits, also after a restart). A reference nobody kept answers None; the adapter tells the
@@ -16,6 +17,7 @@ import re
 from collections.abc import Callable
 
 DIGEST = re.compile(r"[0-9a-f]{64}")
+REF = "ref:"
 
 
 class ButtonCommands:
@@ -35,3 +37,11 @@ class ButtonCommands:
             return self._get(ref).decode("utf-8")
         except KeyError:
             return None
+
+    def value(self, command: str, limit: int) -> str:
+        """What a button carries for `command`: itself, or `ref:<sha256>` over `limit` characters."""
+        return command if len(command) <= limit else REF + self.keep(command)
+
+    def command_of(self, value: str) -> str | None:
+        """The command a clicked button's `value` stands for (None: an unknown reference)."""
+        return self.command(value.removeprefix(REF)) if value.startswith(REF) else value

@@ -5,7 +5,7 @@ from __future__ import annotations
 from core.commands import replies
 from core.commands.messages import Button, Reply
 from core.commands.model import RunCommand
-from core.commands.offers import from_json, offered_runs, to_json, withdrawn
+from core.commands.offers import from_json, offered_runs, retires, to_json, withdrawn
 from core.commands.parser import parse
 from core.commands.resolution import Prompt, prompt_options
 from core.redaction import Redactor
@@ -67,3 +67,13 @@ def test_a_thousand_waiting_gates_are_a_list_of_the_newest_25_and_a_count() -> N
     assert which.data["more"] == 975 and len(which.data["gates"]) == 25
     text = "\n".join(render(which, "discord", PLAIN))
     assert "1000 runs wait" in text and "… and 975 older" in text and len(text) < 4000
+
+
+def test_a_clicked_message_loses_its_buttons_unless_refused_reusable_or_a_decided_gate() -> None:
+    answered = [Reply(kind="run_resumed", run_id="r1")]
+    refused = [Reply(kind="error", is_error=True)]
+    assert retires("resume", "resume r1", answered)
+    assert not retires("resume", "resume r1", refused)  # refused: the buttons stay for someone else
+    assert not retires("resume", "resume r1", [])  # a duplicate click answered nothing
+    assert not retires("open", "open r1", answered)  # "Open run" stays for the next person
+    assert not retires("approve", "approve r1", answered)  # the core edits every offer of the gate

@@ -118,3 +118,7 @@ def test_long_button_commands_are_kept_by_content_in_one_store() -> None:
     assert ref == buttons.keep(command) and len(ref) == 64
     assert buttons.command(ref) == command
     assert buttons.command("0" * 64) is None and buttons.command("not-a-ref") is None
+    # what a button carries within a platform's limit: the command, else its reference
+    assert buttons.value("runs", 10) == "runs" and buttons.command_of("runs") == "runs"
+    assert buttons.value(command, 2000) == f"ref:{ref}" and buttons.command_of(f"ref:{ref}") == command
+    assert buttons.command_of("ref:" + "0" * 64) is None  # a reference nobody kept

@@ -7,9 +7,9 @@ from adapters.slack.blocks import (
     VALUE_LIMIT,
     build_message,
     chosen_blocks,
-    escape_mrkdwn,
     split_text,
 )
+from adapters.slack.formatting import slack_escape as escape_mrkdwn
 from adapters.slack.inbound import button_click, chat_event, slash_command, strip_mention
 from core.commands.messages import Button
 
