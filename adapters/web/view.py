@@ -159,28 +159,25 @@ def graph(parts: Parts, run: Run) -> dict[str, Any]:
 def commands(
     run: Run, message: str | None, gate_waiting: bool, may_decide: bool = False
 ) -> list[dict[str, str]]:
-    """The commands to copy, for the run's status; Approve and Reject only for whoever may
-    decide the gate that waits (`may_decide`)."""
+    """The commands to copy, for the run's status, each with its `kind` (the page words it);
+    Approve and Reject only for whoever may decide the gate that waits (`may_decide`)."""
     status = run.status
-    items: list[dict[str, str]] = []
+    items: list[tuple[str, str]] = []
     if gate_waiting:
         if may_decide:
-            items += [{"label": "Approve", "text": f"approve {run.id}"},
-                      {"label": "Reject", "text": f"reject {run.id}"}]
+            items += [("approve", f"approve {run.id}"), ("reject", f"reject {run.id}")]
     elif status.unfinished:
-        items.append({"label": "Resume this run (its own input)", "text": f"resume {run.id}"})
-    items.append({"label": "Plan: what a resume would run, and why", "text": f"plan {run.id}"})
-    items.append({"label": "A new run re-using this run's results",
-                  "text": f"run {run.workflow} --resume-from {run.id}"})
-    fresh = f"run {run.workflow} --force" + (f" {quote_word(message)}" if message else "")
-    items.append({"label": "A fresh run that re-uses nothing", "text": fresh})
+        items.append(("resume", f"resume {run.id}"))
+    items.append(("plan", f"plan {run.id}"))
+    items.append(("resume_from", f"run {run.workflow} --resume-from {run.id}"))
+    items.append(("fresh", f"run {run.workflow} --force" + (f" {quote_word(message)}" if message else "")))
     if status is RunStatus.QUEUED:
-        items.append({"label": "Take it out of the queue", "text": f"cancel {run.id}"})
+        items.append(("dequeue", f"cancel {run.id}"))
     elif status in (RunStatus.RUNNING, RunStatus.PENDING):
-        items.append({"label": "Stop it", "text": f"cancel {run.id}"})
+        items.append(("stop", f"cancel {run.id}"))
     elif status.unfinished:
-        items.append({"label": "Discard it", "text": f"abandon {run.id}"})
-    return [{"label": c["label"], "text": "/workflow " + c["text"]} for c in items]
+        items.append(("abandon", f"abandon {run.id}"))
+    return [{"kind": kind, "text": "/workflow " + text} for kind, text in items]
 
 
 #: The chat gate message's wording of a policy's live state (`_shared/policy_state.j2`), as text.
