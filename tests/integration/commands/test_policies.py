@@ -271,7 +271,8 @@ async def test_a_gate_buttons_ballot_opens_its_form_and_its_text_is_never_read(c
     stands for; the form is that gate's, whatever the message's text says (#27)."""
     run_id = await _paused(chat)
     [started] = await chat.say("run release --set version=3.0", user="rita", conversation="c2")
-    assert started.kind == "run_started" and started.run_id and (await chat.rest(started.run_id)).status is RunStatus.PAUSED
+    assert started.kind == "run_started" and started.run_id
+    assert (await chat.rest(started.run_id)).status is RunStatus.PAUSED
     other_id = started.run_id
 
     def clicked(user: str, text: str) -> ChatMessage:
