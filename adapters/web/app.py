@@ -42,12 +42,12 @@ from starlette.staticfiles import StaticFiles
 
 from adapters.web import view
 from adapters.web.links import RUN, RUNS, Grant, LinkRefused, PageLinks
-from adapters.web.live import LiveHub, Snapshot
 from adapters.web.security import COOKIE, Csrf, SecurityHeaders
 from core.commands import authz
 from core.commands.handler import Handler
 from core.commands.messages import ChatMessage
 from core.engine.ballots import Ballot, Source
+from core.engine.live import LiveHub, Snapshot, changes, snapshot
 from core.errors import BatonError, RunNotFound
 from core.render import TEMPLATES, duration, render_text
 from core.store.records import Run
@@ -235,15 +235,15 @@ class RunPagesApp:
         yield "retry: 2000\n\n"
         sent: dict[str, list[Any]] = {}
         rev: Any = None
-        async for snapshot in self.hub.updates(run_id):
+        async for state in self.hub.updates(run_id):
             if time.time() >= grant.expires_at:
                 yield "event: expired\ndata: {}\n\n"
                 return
-            if snapshot is None:
+            if state is None:
                 yield ": ping\n\n"
                 continue
-            update = _diff(snapshot, sent, rev)
-            sent, rev = dict(snapshot["nodes"]), snapshot["rev"]
+            update = changes(state, sent, rev)
+            sent, rev = dict(state["nodes"]), state["rev"]
             if update is not None:
                 yield f"event: update\ndata: {json.dumps(update, separators=(',', ':'))}\n\n"
 
@@ -311,26 +311,6 @@ def _attachment(name: str) -> dict[str, str]:
     return {"Content-Disposition": f'attachment; filename="{safe}"'}
 
 
-def _diff(snapshot: Snapshot, sent: dict[str, list[Any]], rev: Any) -> dict[str, Any] | None:
-    """What changed since the last update this page got (everything, the first time)."""
-    nodes = {k: v for k, v in snapshot["nodes"].items() if sent.get(k) != v}
-    if not nodes and snapshot["rev"] == rev:
-        return None
-    return {"rev": snapshot["rev"], "status": snapshot["status"], "counts": snapshot["counts"],
-            "nodes": nodes, "reload": rev is not None and snapshot["rev"] != rev}
-
-
 def snapshot_of(parts: view.Parts, run_id: str) -> Snapshot | None:
     """A run's live state, for `LiveHub` (read in a worker thread)."""
-    try:
-        run = parts.store.get_run(run_id)
-    except RunNotFound:
-        return None
-    detail = parts.engine.inspect(run, plan=False)
-    nodes = view.live_nodes(detail, parts.redactor)
-    counts: dict[str, int] = {}
-    for state, *_ in nodes.values():
-        counts[state] = counts.get(state, 0) + 1
-    pulse = parts.store.run_pulse(run_id)
-    return {"rev": [str(run.status), run.version, str(pulse[-1]) if pulse else ""],
-            "status": str(run.status), "counts": counts, "nodes": nodes}
+    return snapshot(parts.store, parts.engine, parts.redactor, run_id)

@@ -23,6 +23,7 @@ from core.config import Access
 from core.engine.engine import Engine
 from core.engine.events import NodeState
 from core.engine.inspection import NodeDetail, RunDetail
+from core.engine.live import verdict
 from core.errors import WorkflowError
 from core.redaction import Redactor
 from core.render import environment
@@ -76,15 +77,6 @@ def question_digest(question: str) -> str:
     return hashlib.sha256(question.encode("utf-8")).hexdigest()[:32]
 
 
-def verdict(node: NodeDetail) -> str:
-    """The cache verdict in a few words."""
-    if node.state is NodeState.CACHED:
-        return "cached"
-    if node.state in (NodeState.DONE, NodeState.FAILED, NodeState.RUNNING):
-        return "ran" if node.state is not NodeState.RUNNING else "running"
-    return ""
-
-
 def node_row(node: NodeDetail, hide: Redactor) -> dict[str, Any]:
     return {
         "id": node.node_id,
@@ -107,13 +99,6 @@ def node_row(node: NodeDetail, hide: Redactor) -> dict[str, Any]:
         "preview": "",  # the start of its output, on runs small enough to show them all
         "preview_cut": False,
         "child": node.child,  # a `workflow:` step's child run (its page is linked)
-    }
-
-
-def live_nodes(detail: RunDetail, hide: Redactor) -> dict[str, list[Any]]:
-    """Per node what a live update carries: state, seconds, verdict and reason."""
-    return {
-        n.node_id: [str(n.state), n.seconds, verdict(n), hide.redact(n.reason)] for n in detail.nodes
     }
 
 
