@@ -18,7 +18,7 @@ from typing import Any
 
 from adapters.web.dag import layout
 from core.commands import authz, queueing, voting
-from core.commands.quoting import quote_word
+from core.commands.resolution import next_commands
 from core.config import Access
 from core.engine.engine import Engine
 from core.engine.events import NodeState
@@ -141,28 +141,11 @@ def graph(parts: Parts, run: Run) -> dict[str, Any]:
             "known": detail.known, "matched": None, "query": ""}
 
 
-def commands(
-    run: Run, message: str | None, gate_waiting: bool, may_decide: bool = False
-) -> list[dict[str, str]]:
-    """The commands to copy, for the run's status, each with its `kind` (the page words it);
-    Approve and Reject only for whoever may decide the gate that waits (`may_decide`)."""
-    status = run.status
-    items: list[tuple[str, str]] = []
-    if gate_waiting:
-        if may_decide:
-            items += [("approve", f"approve {run.id}"), ("reject", f"reject {run.id}")]
-    elif status.unfinished:
-        items.append(("resume", f"resume {run.id}"))
-    items.append(("plan", f"plan {run.id}"))
-    items.append(("resume_from", f"run {run.workflow} --resume-from {run.id}"))
-    items.append(("fresh", f"run {run.workflow} --force" + (f" {quote_word(message)}" if message else "")))
-    if status is RunStatus.QUEUED:
-        items.append(("dequeue", f"cancel {run.id}"))
-    elif status in (RunStatus.RUNNING, RunStatus.PENDING):
-        items.append(("stop", f"cancel {run.id}"))
-    elif status.unfinished:
-        items.append(("abandon", f"abandon {run.id}"))
-    return [{"kind": kind, "text": "/workflow " + text} for kind, text in items]
+def commands(run: Run, message: str | None, gate_waiting: bool, may_decide: bool = False
+             ) -> list[dict[str, str]]:
+    """The commands to copy (`resolution.next_commands`), each with its `kind` (the page words it)."""
+    nexts = next_commands(run, message, gate_waiting=gate_waiting, may_decide=may_decide)
+    return [{"kind": kind, "text": "/workflow " + text} for kind, text in nexts]
 
 
 #: The chat gate message's wording of a policy's live state (`_shared/policy_state.j2`), as text.
