@@ -222,7 +222,7 @@ class RunPagesApp:
         digest = found.artifacts.get(path) if found is not None else None
         if digest is None:
             raise Refused(404, "no_artifact", node=node, path=path, run=run.id)
-        data = redact_bytes(self.parts.store.get_blob(digest), self.parts.redactor.secrets)
+        data = self.parts.redactor.redact_bytes(self.parts.store.get_blob(digest))
         name = f"{run.id}-{node}-{Path(path).name}"
         return Response(data, media_type="application/octet-stream", headers=_attachment(name))
 
@@ -298,12 +298,6 @@ def read_flash(value: str) -> str:
         return base64.urlsafe_b64decode(value.encode("ascii")).decode("utf-8")[:COMMENT_LIMIT]
     except (ValueError, UnicodeError):
         return ""
-
-
-def redact_bytes(data: bytes, secrets: tuple[str, ...]) -> bytes:
-    for secret in secrets:
-        data = data.replace(secret.encode("utf-8"), "•••".encode())
-    return data
 
 
 def _attachment(name: str) -> dict[str, str]:
