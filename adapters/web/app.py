@@ -202,8 +202,7 @@ class RunPagesApp:
                           platform=platform, expires=view.when(grant.expires_at))
 
     def _node_output(self, run: Run, node: str) -> bytes:
-        detail = self.parts.engine.inspect(run, plan=False)
-        found = next((n for n in detail.nodes if n.node_id == node), None)
+        found = self.parts.engine.inspect(run, plan=False).node(node)
         if found is None or found.output_digest is None:
             raise Refused(404, "no_output", node=node, run=run.id)
         return self.parts.store.get_blob(found.output_digest)
@@ -217,8 +216,7 @@ class RunPagesApp:
     def artifact(self, request: Request) -> Response:
         _, run = self._run(request.path_params["token"])
         node, path = request.path_params["node"], request.path_params["path"]
-        detail = self.parts.engine.inspect(run, plan=False)
-        found = next((n for n in detail.nodes if n.node_id == node), None)
+        found = self.parts.engine.inspect(run, plan=False).node(node)
         digest = found.artifacts.get(path) if found is not None else None
         if digest is None:
             raise Refused(404, "no_artifact", node=node, path=path, run=run.id)
