@@ -78,8 +78,8 @@ def _runs(store: SqlStore, n: int) -> list[str]:
 
 
 class _Nothing:
-    """The engine and catalog of the lateness measure: its deadlines' runs never paused, so
-    each fires as stale (the firing is measured, not a gate's outcome) and neither is used."""
+    """The engine of the lateness measure: its deadlines' runs never paused, so each fires as
+    stale (the firing is measured, not a gate's outcome) and it is never used."""
 
 
 async def lateness(url: str, due: int) -> dict[str, Any]:
@@ -91,8 +91,8 @@ async def lateness(url: str, due: int) -> dict[str, Any]:
         setup.plan_deadlines(run_id, "review", 1.0, [("timeout", start + 10.0 * i / due)])
     replicas = [SqlStore(url), SqlStore(url)]
 
-    ticks = [GateDeadlines(store=s, engine=_Nothing(), catalog=_Nothing(), access=ACCESS,  # type: ignore[arg-type]
-                           replica=f"r{i}") for i, s in enumerate(replicas)]  # fmt: skip
+    ticks = [GateDeadlines(store=s, engine=_Nothing(), replica=f"r{i}")  # type: ignore[arg-type]
+             for i, s in enumerate(replicas)]
     stop = time.time() + 13.0
     votes = 0
 

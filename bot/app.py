@@ -217,8 +217,7 @@ def build_baton(
         dispatcher=dispatcher,
         housekeeping=Housekeeping.from_settings(store, settings),
         deadlines=DeadlineLoop(GateDeadlines(
-            store=store, engine=engine, catalog=runtime.catalog, access=settings.access_policy,
-            replica=engine.owner, deliver=handler.progress.deliverer.deliver_run,
+            store=store, engine=engine, replica=engine.owner, deliver=handler.progress.deliverer.deliver_run,
         ), every=settings.deadline_poll_seconds,
            queue=QueueWatch(store=store, engine=engine, after=settings.queued_long_after)),
         outbox=outbox,

@@ -159,6 +159,12 @@ class Redactor:
             self._binary = binary
         return binary[1]
 
+    def redact_bytes(self, data: bytes) -> bytes:
+        """`data` (a file, any encoding) with each secret's UTF-8 bytes masked, longest first."""
+        for secret in self.secrets:
+            data = data.replace(secret.encode("utf-8"), MASK.encode())
+        return data
+
     @property
     def secrets(self) -> tuple[str, ...]:
         """The secrets, longest first (replacing them in this order masks a secret that

@@ -157,10 +157,11 @@ class BatonClient(discord.Client):
             return await self.handler.decide(ballot, message, accepted=accepted)
         return await self.handler.handle(message, accepted=accepted)
 
-    async def _open_form(self, interaction: discord.Interaction, command: str) -> bool:
-        """A `run` missing required inputs, or an approval of a gate with a form: its form as a
-        modal, the interaction's first answer."""
-        form = self.handler.asking.form_for(command_message(interaction, command))
+    async def _open_form(self, interaction: discord.Interaction, command: str, ballot: Ballot | None = None
+                         ) -> bool:
+        """A `run` missing required inputs, or an approval of a gate with a form (`ballot`: a
+        gate's button): its form as a modal, the interaction's first answer."""
+        form = self.handler.asking.form_for(command_message(interaction, command), ballot)
         if form is None or not fits(form):
             return False  # the core answers (a form that needs more says what to type)
         try:
@@ -238,8 +239,9 @@ class BatonClient(discord.Client):
             command = command_of(ref, self._kept)
         except KeyError:
             command = f"{ref.action} {ref.digest}"  # the core answers an unknown reference
+        ballot = button_ballot(command)
         # "Run…", or Approve on a gate with a form: the form opened; the message keeps its button
-        if ref.action in (FORM_ACTION, "approve") and await self._open_form(interaction, command):
+        if ref.action in (FORM_ACTION, "approve") and await self._open_form(interaction, command, ballot):
             return None
         message = command_message(interaction, command)
         accepted = self.handler.accept(message)  # recorded before Discord is answered (late_events.py)
@@ -247,7 +249,7 @@ class BatonClient(discord.Client):
             if accepted:
                 self.handler.finish(message)
             return None
-        answer = await self._answer(message, accepted, button_ballot(command))
+        answer = await self._answer(message, accepted, ballot)
         refusals = [dataclasses.replace(r, ephemeral=True) for r in answer if r.is_error]
         if refusals:
             await self.sender.answer(interaction, refusals, open_original=False)

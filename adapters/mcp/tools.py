@@ -194,7 +194,7 @@ class AgentTools:
             return self._answer(principal, first, lambda r: {})
         target = self.baton.store.get_run(first[-1].run_id)
         detail = self.baton.engine.inspect(target, plan=False)
-        found = next((n for n in detail.nodes if n.node_id == node), None)
+        found = detail.node(node)
         if found is None or found.output_digest is None:
             nodes = ", ".join(n.node_id for n in detail.nodes) or "none"
             missing = RunNotFound(f"`{node}` has no stored output in run {target.id} (its nodes: {nodes}).",

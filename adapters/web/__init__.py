@@ -4,9 +4,10 @@
     part = pages(baton, settings)           # `baton run`: mounted on the one server (bot/http.py)
 
 The adapter only translates: `links` (signed, expiring, per-user tokens), `view` (store ->
-page data, redacted), `dag` (the layout of the picture), `live` (one watcher per open run,
-server-sent events), `security` (headers, CSRF), `app` (the Starlette routes) and `server`
-(the part the process's HTTP server mounts). Starlette is imported only when pages are served.
+page data, redacted), `dag` (the layout of the picture), `security` (headers, CSRF), `app`
+(the Starlette routes; live updates as server-sent events from `core.engine.live`) and
+`server` (the part the process's HTTP server mounts). Starlette is imported only when pages
+are served. The words are the templates' (templates/web).
 """
 
 from __future__ import annotations

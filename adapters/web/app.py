@@ -16,6 +16,9 @@ run (`core.commands.authz`). A decision is the user's ballot on the gate the pag
 (`Handler.decide`: the same authorization, policy, compare-and-swap, audit and dedupe by the
 form's id as a chat `approve`/`reject`; the comment is never read as a command), and its reply
 is posted in the run's thread.
+
+The words are the templates' (templates/web): code passes a refusal's reason and what it
+names (`Refused`), a note's name (`note.txt.j2`), a command's kind (`view.commands`).
 """
 
 from __future__ import annotations
@@ -39,12 +42,12 @@ from starlette.staticfiles import StaticFiles
 
 from adapters.web import view
 from adapters.web.links import RUN, RUNS, Grant, LinkRefused, PageLinks
-from adapters.web.live import LiveHub, Snapshot
 from adapters.web.security import COOKIE, Csrf, SecurityHeaders
 from core.commands import authz
 from core.commands.handler import Handler
 from core.commands.messages import ChatMessage
 from core.engine.ballots import Ballot, Source
+from core.engine.live import LiveHub, Snapshot, changes, snapshot
 from core.errors import BatonError, RunNotFound
 from core.render import TEMPLATES, duration, render_text
 from core.store.records import Run
@@ -56,9 +59,11 @@ COMMENT_LIMIT = 2000
 
 
 class Refused(Exception):
-    def __init__(self, status: int, title: str, detail: str) -> None:
-        super().__init__(title)
-        self.status, self.title, self.detail = status, title, detail
+    """Nothing shown: `reason` (worded by `refused.html.j2`) and what it names (`data`)."""
+
+    def __init__(self, status: int, reason: str, **data: str | None) -> None:
+        super().__init__(reason)
+        self.status, self.reason, self.data = status, reason, data
 
 
 def html_environment(root: Path = WEB_TEMPLATES) -> Environment:
@@ -104,32 +109,31 @@ class RunPagesApp:
 
     async def _refused(self, request: Request, exc: Exception) -> Response:
         assert isinstance(exc, Refused)
-        return self._html("refused.html.j2", exc.status, title=exc.title, detail=exc.detail)
+        return self._html("refused.html.j2", exc.status, reason=exc.reason, **exc.data)
 
     async def _missing(self, request: Request, exc: Exception) -> Response:
-        return self._html("refused.html.j2", 404, title="Nothing here",
-                          detail="Open a run from its link in chat.")
+        return self._html("refused.html.j2", 404, reason="missing")
+
+    def _note(self, note: str) -> str:
+        """A note of the page's own (`note.txt.j2`), as plain text."""
+        return self.env.get_template("note.txt.j2").render(note=note).strip()
 
     def _grant(self, kind: str, token: str) -> Grant:
         try:
             return self.links.verify(kind, token)
         except LinkRefused as exc:
             if exc.expired:
-                again = f"/workflow open {exc.run_id}" if exc.run_id else "/workflow runs --open"
-                raise Refused(403, "This link has expired",
-                              f"Ask Baton for a new one: {again} (or click Open run in chat).") from exc
-            raise Refused(403, "This link is not valid", "It may have been changed or cut. "
-                          "Ask Baton for a new one: /workflow open <run>.") from exc
+                raise Refused(403, "link_expired", run_id=exc.run_id) from exc
+            raise Refused(403, "link_invalid") from exc
 
     def _run(self, token: str) -> tuple[Grant, Run]:
         grant = self._grant(RUN, token)
         try:
             run = self.parts.store.get_run(grant.run_id or "")
         except RunNotFound as exc:
-            raise Refused(404, "No such run", "It may have been removed.") from exc
+            raise Refused(404, "no_run") from exc
         if not authz.may_view(self.parts.access, grant.uid, run):
-            raise Refused(403, "Not yours to see",
-                          "The user this link was made for may not view this run.")
+            raise Refused(403, "not_yours")
         return grant, run
 
     # -- reading -------------------------------------------------------------------------
@@ -169,7 +173,7 @@ class RunPagesApp:
         grant, run = self._run(request.path_params["token"])
         state = request.path_params["state"]
         if state not in {str(s) for s in view.STATE_ORDER}:
-            raise Refused(404, "No such group", "Open the run's page from its link in chat.")
+            raise Refused(404, "no_group")
         data = view.group_rows(self.parts, run, state)
         pages = self._related_pages(run, data["rows"], grant.uid, grant.expires_at)
         return self._html("_group.html.j2", **data, run_pages=pages)
@@ -198,10 +202,9 @@ class RunPagesApp:
                           platform=platform, expires=view.when(grant.expires_at))
 
     def _node_output(self, run: Run, node: str) -> bytes:
-        detail = self.parts.engine.inspect(run, plan=False)
-        found = next((n for n in detail.nodes if n.node_id == node), None)
+        found = self.parts.engine.inspect(run, plan=False).node(node)
         if found is None or found.output_digest is None:
-            raise Refused(404, "No output", f"`{node}` has no stored output in run {run.id}.")
+            raise Refused(404, "no_output", node=node, run=run.id)
         return self.parts.store.get_blob(found.output_digest)
 
     def output(self, request: Request) -> Response:
@@ -213,12 +216,11 @@ class RunPagesApp:
     def artifact(self, request: Request) -> Response:
         _, run = self._run(request.path_params["token"])
         node, path = request.path_params["node"], request.path_params["path"]
-        detail = self.parts.engine.inspect(run, plan=False)
-        found = next((n for n in detail.nodes if n.node_id == node), None)
+        found = self.parts.engine.inspect(run, plan=False).node(node)
         digest = found.artifacts.get(path) if found is not None else None
         if digest is None:
-            raise Refused(404, "No such artifact", f"`{node}` left no artifact `{path}` in run {run.id}.")
-        data = redact_bytes(self.parts.store.get_blob(digest), self.parts.redactor.secrets)
+            raise Refused(404, "no_artifact", node=node, path=path, run=run.id)
+        data = self.parts.redactor.redact_bytes(self.parts.store.get_blob(digest))
         name = f"{run.id}-{node}-{Path(path).name}"
         return Response(data, media_type="application/octet-stream", headers=_attachment(name))
 
@@ -231,15 +233,15 @@ class RunPagesApp:
         yield "retry: 2000\n\n"
         sent: dict[str, list[Any]] = {}
         rev: Any = None
-        async for snapshot in self.hub.updates(run_id):
+        async for state in self.hub.updates(run_id):
             if time.time() >= grant.expires_at:
                 yield "event: expired\ndata: {}\n\n"
                 return
-            if snapshot is None:
+            if state is None:
                 yield ": ping\n\n"
                 continue
-            update = _diff(snapshot, sent, rev)
-            sent, rev = dict(snapshot["nodes"]), snapshot["rev"]
+            update = changes(state, sent, rev)
+            sent, rev = dict(state["nodes"]), state["rev"]
             if update is not None:
                 yield f"event: update\ndata: {json.dumps(update, separators=(',', ':'))}\n\n"
 
@@ -251,15 +253,14 @@ class RunPagesApp:
         names = ("form", "csrf", "decision", "node", "question", "comment")
         fields = {k: str(form.get(k, "")) for k in names}
         if not self.csrf.check(request, token, fields["form"], fields["csrf"]):
-            raise Refused(403, "This form has expired", "Reload the run's page and decide again.")
+            raise Refused(403, "form_expired")
         decision = fields["decision"] if fields["decision"] in ("approve", "reject") else None
         if decision is None:
-            raise Refused(400, "Nothing decided", "Use the Approve or Reject button.")
+            raise Refused(400, "no_decision")
         shown = await asyncio.to_thread(self.parts.engine.gates.waiting, run)
         if shown is not None and (shown.node_id != fields["node"] or view.question_digest(
                 self.parts.redactor.redact(shown.prompt)) != fields["question"]):
-            note = "The question changed since the page was shown; read it again before deciding."
-            return self._back(token, note)
+            return self._back(token, self._note("question_changed"))
         comment = " ".join(fields["comment"].split())[:COMMENT_LIMIT]
         platform, _, user = grant.uid.partition(":")
         origin = ChatMessage(platform=platform, conversation=run.conversation, user=user, text="",
@@ -276,7 +277,7 @@ class RunPagesApp:
                     reply, platform=run.platform, conversation=run.conversation, thread=run.thread,
                     ephemeral=False))
         hide = self.parts.redactor
-        said = "\n".join(render_text(r, "console", hide) for r in answers) or "Already handled."
+        said = "\n".join(render_text(r, "console", hide) for r in answers) or self._note("already_handled")
         log.info("decided on the run page", extra={"action": "web_decide", "run_id": run.id,
                                                       "user": grant.uid, "decision": decision})
         return self._back(token, said)
@@ -297,37 +298,11 @@ def read_flash(value: str) -> str:
         return ""
 
 
-def redact_bytes(data: bytes, secrets: tuple[str, ...]) -> bytes:
-    for secret in secrets:
-        data = data.replace(secret.encode("utf-8"), "•••".encode())
-    return data
-
-
 def _attachment(name: str) -> dict[str, str]:
     safe = "".join(ch if ch.isalnum() or ch in "._-" else "_" for ch in name)[:120]
     return {"Content-Disposition": f'attachment; filename="{safe}"'}
 
 
-def _diff(snapshot: Snapshot, sent: dict[str, list[Any]], rev: Any) -> dict[str, Any] | None:
-    """What changed since the last update this page got (everything, the first time)."""
-    nodes = {k: v for k, v in snapshot["nodes"].items() if sent.get(k) != v}
-    if not nodes and snapshot["rev"] == rev:
-        return None
-    return {"rev": snapshot["rev"], "status": snapshot["status"], "counts": snapshot["counts"],
-            "nodes": nodes, "reload": rev is not None and snapshot["rev"] != rev}
-
-
 def snapshot_of(parts: view.Parts, run_id: str) -> Snapshot | None:
     """A run's live state, for `LiveHub` (read in a worker thread)."""
-    try:
-        run = parts.store.get_run(run_id)
-    except RunNotFound:
-        return None
-    detail = parts.engine.inspect(run, plan=False)
-    nodes = view.live_nodes(detail, parts.redactor)
-    counts: dict[str, int] = {}
-    for state, *_ in nodes.values():
-        counts[state] = counts.get(state, 0) + 1
-    pulse = parts.store.run_pulse(run_id)
-    return {"rev": [str(run.status), run.version, str(pulse[-1]) if pulse else ""],
-            "status": str(run.status), "counts": counts, "nodes": nodes}
+    return snapshot(parts.store, parts.engine, parts.redactor, run_id)

@@ -19,13 +19,13 @@ from starlette.routing import BaseRoute, Mount
 
 from adapters.web.app import RunPagesApp, snapshot_of
 from adapters.web.links import PageLinks
-from adapters.web.live import LiveHub
 from adapters.web.security import Csrf
 from adapters.web.view import Parts
 from core.commands.handler import Handler
 from core.config import Settings
 from core.engine.engine import Engine
 from core.engine.events import EngineEvent
+from core.engine.live import LiveHub
 from core.errors import ConfigurationError
 from core.redaction import Redactor
 from core.store.port import Store

@@ -18,11 +18,12 @@ from typing import Any
 
 from adapters.web.dag import layout
 from core.commands import authz, queueing, voting
-from core.commands.quoting import quote_word
+from core.commands.resolution import next_commands
 from core.config import Access
 from core.engine.engine import Engine
 from core.engine.events import NodeState
 from core.engine.inspection import NodeDetail, RunDetail
+from core.engine.live import verdict
 from core.errors import WorkflowError
 from core.redaction import Redactor
 from core.render import environment
@@ -76,15 +77,6 @@ def question_digest(question: str) -> str:
     return hashlib.sha256(question.encode("utf-8")).hexdigest()[:32]
 
 
-def verdict(node: NodeDetail) -> str:
-    """The cache verdict in a few words."""
-    if node.state is NodeState.CACHED:
-        return "cached"
-    if node.state in (NodeState.DONE, NodeState.FAILED, NodeState.RUNNING):
-        return "ran" if node.state is not NodeState.RUNNING else "running"
-    return ""
-
-
 def node_row(node: NodeDetail, hide: Redactor) -> dict[str, Any]:
     return {
         "id": node.node_id,
@@ -107,13 +99,6 @@ def node_row(node: NodeDetail, hide: Redactor) -> dict[str, Any]:
         "preview": "",  # the start of its output, on runs small enough to show them all
         "preview_cut": False,
         "child": node.child,  # a `workflow:` step's child run (its page is linked)
-    }
-
-
-def live_nodes(detail: RunDetail, hide: Redactor) -> dict[str, list[Any]]:
-    """Per node what a live update carries: state, seconds, verdict and reason."""
-    return {
-        n.node_id: [str(n.state), n.seconds, verdict(n), hide.redact(n.reason)] for n in detail.nodes
     }
 
 
@@ -156,31 +141,11 @@ def graph(parts: Parts, run: Run) -> dict[str, Any]:
             "known": detail.known, "matched": None, "query": ""}
 
 
-def commands(
-    run: Run, message: str | None, gate_waiting: bool, may_decide: bool = False
-) -> list[dict[str, str]]:
-    """The commands to copy, for the run's status; Approve and Reject only for whoever may
-    decide the gate that waits (`may_decide`)."""
-    status = run.status
-    items: list[dict[str, str]] = []
-    if gate_waiting:
-        if may_decide:
-            items += [{"label": "Approve", "text": f"approve {run.id}"},
-                      {"label": "Reject", "text": f"reject {run.id}"}]
-    elif status.unfinished:
-        items.append({"label": "Resume this run (its own input)", "text": f"resume {run.id}"})
-    items.append({"label": "Plan: what a resume would run, and why", "text": f"plan {run.id}"})
-    items.append({"label": "A new run re-using this run's results",
-                  "text": f"run {run.workflow} --resume-from {run.id}"})
-    fresh = f"run {run.workflow} --force" + (f" {quote_word(message)}" if message else "")
-    items.append({"label": "A fresh run that re-uses nothing", "text": fresh})
-    if status is RunStatus.QUEUED:
-        items.append({"label": "Take it out of the queue", "text": f"cancel {run.id}"})
-    elif status in (RunStatus.RUNNING, RunStatus.PENDING):
-        items.append({"label": "Stop it", "text": f"cancel {run.id}"})
-    elif status.unfinished:
-        items.append({"label": "Discard it", "text": f"abandon {run.id}"})
-    return [{"label": c["label"], "text": "/workflow " + c["text"]} for c in items]
+def commands(run: Run, message: str | None, gate_waiting: bool, may_decide: bool = False
+             ) -> list[dict[str, str]]:
+    """The commands to copy (`resolution.next_commands`), each with its `kind` (the page words it)."""
+    nexts = next_commands(run, message, gate_waiting=gate_waiting, may_decide=may_decide)
+    return [{"kind": kind, "text": "/workflow " + text} for kind, text in nexts]
 
 
 #: The chat gate message's wording of a policy's live state (`_shared/policy_state.j2`), as text.

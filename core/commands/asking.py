@@ -3,6 +3,7 @@
     handler.asking.suggest_workflows("discord", user, "dep")     # autocomplete
     handler.asking.suggest_runs("discord", channel, user, "3f", "approve")
     handler.asking.form_for(message)                           # open a form as the first answer
+    handler.asking.form_for(message, button_ballot(payload))   # ... for a gate's button: no text read
     handler.asking.read_form(message, {"service": "web"})      # check a submitted form
 
 Each answers from the catalog, the store and the access rules as `Handler.handle` would,
@@ -32,6 +33,7 @@ from core.engine.ballots import Ballot, Source, approves_proposal
 from core.engine.gates import GateKeeper
 from core.errors import BatonError
 from core.store.port import Store
+from core.store.records import Gate, Run
 from core.workflows.catalog import Catalog
 
 
@@ -60,18 +62,22 @@ class Asking:
             return []
         return suggestions.runs(recent, self.access, authz.user_id(platform, user), typed, command)
 
-    def form_for(self, message: ChatMessage) -> Form | None:
+    def form_for(self, message: ChatMessage, ballot: Ballot | None = None) -> Form | None:
         """The form a command needs before it can run (a `run` missing required inputs, which
-        the user may start), for an adapter that must open it as its first answer (a Discord
-        modal); None: `handle` answers it. Reads the catalog only: nothing is claimed or stored."""
+        the user may start, or an approval of a gate with a `form:`), for an adapter that must
+        open it as its first answer (a Discord modal); None: `handle` (or `decide`) answers it.
+        `ballot`: a gate's button clicked (`voting.button_ballot`), cast by `message`'s user:
+        its gate's form, the text never parsed. Reads only: nothing is claimed or stored."""
         try:
+            uid = authz.user_id(message.platform, message.user)
+            if ballot is not None:
+                return self.gate_form(dataclasses.replace(ballot, user=uid))
             check_message(message)
             command = parse(message.text)
             if isinstance(command, ApproveCommand):
-                return self._approval_form_for(command, authz.user_id(message.platform, message.user))
+                return self._approval_form_for(command, uid)
             if not isinstance(command, RunCommand) or not actions.typed_only(command):
                 return None
-            uid = authz.user_id(message.platform, message.user)
             if not authz.may_run(self.access, uid, command.workflow):
                 return None
             self.catalog.reload()
@@ -82,8 +88,8 @@ class Asking:
             return None  # `handle` gives the answer (a usage error, an unknown workflow…)
 
     def _approval_form_for(self, command: ApproveCommand, uid: str) -> Form | None:
-        """The form of the gate `approve <run>` decides, when it has a `form:` and nothing typed
-        gives its values (`handle` then answers everything else: refusals, votes)."""
+        """A typed `approve <run> [choice] [comment]` as the ballot it casts, when nothing typed
+        gives the form's values: that ballot's form (`gate_form`)."""
         if any("=" in w for w in command.words):
             return None
         run = self.store.find_run(command.run)
@@ -91,21 +97,36 @@ class Asking:
         if gate is None:
             return None
         self.catalog.reload()
-        spec, policy, members = self.gates.policy(run, gate)
-        if spec is None or not spec.form:
+        ballot = voting.read_ballot(self.gates.spec(run, gate), command.words, command.comment, reject=False,
+                                    user=uid, run=run, gate=gate, at=time.time())  # fmt: skip
+        return self._gate_form(ballot, run, gate)
+
+    def gate_form(self, ballot: Ballot) -> Form | None:
+        """The form of the gate `ballot` answers, when the engine needs its values before it can
+        count it: an approval giving none, on a gate with a `form:`, by a voter who may vote and
+        has not, that does not approve the proposal already made. None: `decide` answers it
+        (refusals, votes)."""
+        run = self.store.find_run(ballot.run)
+        gate = self.store.waiting_gate(run.id)
+        if gate is None or (ballot.node is not None and ballot.node != gate.node_id):
             return None
-        now = time.time()
-        standing = policy.standing(uid, requester=run.requester, opened_at=gate.created_at, now=now,
-                                   members=members)  # fmt: skip
+        self.catalog.reload()
+        return self._gate_form(ballot, run, gate)
+
+    def _gate_form(self, ballot: Ballot, run: Run, gate: Gate) -> Form | None:
+        if ballot.rejects or ballot.texts:
+            return None
+        spec, policy, members = self.gates.policy(run, gate)
+        if spec is None or not spec.form or ballot.choice not in spec.answers:
+            return None  # an unknown choice: `decide` refuses it with the gate's choices
+        standing = policy.standing(ballot.user, requester=run.requester, opened_at=gate.created_at,
+                                   now=ballot.at, members=members)  # fmt: skip
         if standing is not Standing.ELIGIBLE:
-            return None  # `handle` refuses, politely
-        ballot = voting.read_ballot(spec, command.words, command.comment, reject=False, user=uid, run=run,
-                                    gate=gate, at=now)  # fmt: skip
+            return None  # `decide` refuses, politely
         before = self.gates.so_far(run, gate, policy, members)
-        if uid in before.voters or (before.proposal and approves_proposal(ballot, before.proposal)):
-            return None  # `handle` approves the proposal, or says their vote is in
-        choice = ballot.choice
-        return replies.approval_values(run, gate, spec, choice, {}, []).form
+        if ballot.user in before.voters or (before.proposal and approves_proposal(ballot, before.proposal)):
+            return None  # `decide` approves the proposal, or says their vote is in
+        return replies.approval_values(run, gate, spec, ballot.choice, {}, []).form
 
     def _approval_form(self, text: str, ballot: Ballot, values: Mapping[str, str]) -> FormResult:
         """A gate's form submitted: each value checked as typed (`voting.typed_values`), then

@@ -34,7 +34,6 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
-from core.config import Access
 from core.engine.approval_policy import Policy, Vote, outstanding
 from core.engine.engine import Engine
 from core.engine.events import ENGINE_ACTOR
@@ -43,7 +42,6 @@ from core.errors import BatonError, DeadlineAlreadyFired, StoreError
 from core.store.port import Store
 from core.store.records import GateDeadline, GateStatus, Run, RunStatus
 from core.store.unit_of_work import UnitOfWork
-from core.workflows.catalog import Catalog
 from core.workflows.durations import show_duration
 
 log = logging.getLogger("baton.deadlines")
@@ -66,16 +64,12 @@ class GateDeadlines:
         *,
         store: Store,
         engine: Engine,
-        catalog: Catalog,
-        access: Access,
         replica: str,
         deliver: Callable[[str], Awaitable[int]] | None = None,
         clock: Callable[[], float] = time.time,
     ) -> None:
         self.store = store
         self.engine = engine
-        self.catalog = catalog
-        self.access = access
         self.replica = replica
         self.deliver = deliver  # sends a run's due outbox rows now (else the outbox's loop does)
         self.clock = clock

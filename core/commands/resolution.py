@@ -91,6 +91,31 @@ def prompt_options(prompt: Prompt, command: RunCommand, *, gate_waiting: bool) -
     )
 
 
+def next_commands(
+    run: Run, message: str | None, *, gate_waiting: bool, may_decide: bool
+) -> list[tuple[str, str]]:
+    """What one may do next with `run`, for its status: (kind, command without `/workflow `),
+    each pasting back verbatim; `approve`/`reject` only for whoever may decide the gate that
+    waits (`may_decide`). `message`: the run's own, for a fresh run of the same input."""
+    status = run.status
+    items: list[tuple[str, str]] = []
+    if gate_waiting:
+        if may_decide:
+            items += [("approve", f"approve {run.id}"), ("reject", f"reject {run.id}")]
+    elif status.unfinished:
+        items.append(("resume", f"resume {run.id}"))
+    items.append(("plan", f"plan {run.id}"))
+    items.append(("resume_from", f"run {run.workflow} --resume-from {run.id}"))
+    items.append(("fresh", f"run {run.workflow} --force" + (f" {quote_word(message)}" if message else "")))
+    if status is RunStatus.QUEUED:
+        items.append(("dequeue", f"cancel {run.id}"))
+    elif status in (RunStatus.RUNNING, RunStatus.PENDING):
+        items.append(("stop", f"cancel {run.id}"))
+    elif status.unfinished:
+        items.append(("abandon", f"abandon {run.id}"))
+    return items
+
+
 def gates_addressed(
     gates: Sequence[tuple[Run, Gate]], *, thread_runs: Set[str], direct: bool, mentions_bot: bool
 ) -> list[tuple[Run, Gate]]:

@@ -56,6 +56,10 @@ class RunDetail:
     known: bool = True  # the workflow's definition was loaded (dependencies are known)
     plan_error: str | None = None  # why no plan could be made (workflow broken, inputs changed)
 
+    def node(self, node_id: str) -> NodeDetail | None:
+        """The node `node_id` of the run (an item of a map: `deploy[3]`), or None."""
+        return next((n for n in self.nodes if n.node_id == node_id), None)
+
 
 def inspect_run(
     run: Run,

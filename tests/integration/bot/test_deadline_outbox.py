@@ -95,8 +95,7 @@ def _replica(baton: Baton, name: str) -> GateDeadlines:
     """Another caller of the same store (a replica), delivering nothing itself."""
     assert baton.deadlines is not None
     mine = baton.deadlines.deadlines
-    return GateDeadlines(store=mine.store, engine=mine.engine, catalog=mine.catalog, access=mine.access,
-                         replica=name)
+    return GateDeadlines(store=mine.store, engine=mine.engine, replica=name)
 
 
 async def test_a_reminder_fired_by_a_process_that_dies_is_delivered_by_the_next(settings: Settings) -> None:

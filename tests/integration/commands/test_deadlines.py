@@ -87,8 +87,6 @@ def _deadlines(
     return GateDeadlines(
         store=store or chat.store,
         engine=chat.engine,
-        catalog=chat.handler.catalog,
-        access=ACCESS,
         replica=replica,
         deliver=deliver,
         clock=clock,

@@ -264,3 +264,38 @@ async def test_who_approved_names_the_deciders_and_every_vote(chat: Chat) -> Non
     assert "approve replicas=3 window=now at" in sue
     [usage] = await chat.say(f"who rejected {run_id}", user="bob")
     assert usage.is_error and "ask `who approved <run>`" in usage.data["message"]
+
+
+async def test_a_gate_buttons_ballot_opens_its_form_and_its_text_is_never_read(chat: Chat) -> None:
+    """`asking.form_for(message, ballot)`: a gate's Approve clicked is the ballot its button
+    stands for; the form is that gate's, whatever the message's text says (#27)."""
+    run_id = await _paused(chat)
+    [started] = await chat.say("run release --set version=3.0", user="rita", conversation="c2")
+    assert started.kind == "run_started" and started.run_id
+    assert (await chat.rest(started.run_id)).status is RunStatus.PAUSED
+    other_id = started.run_id
+
+    def clicked(user: str, text: str) -> ChatMessage:
+        return ChatMessage(platform="console", conversation="c1", user=user, text=text, event_id=f"x-{user}",
+                           is_command=True)  # fmt: skip
+
+    asking = chat.handler.asking
+    lure = f"approve {other_id} hotfix -- `rm -rf /` \"quoted\""  # never parsed when a ballot is given
+    form = asking.form_for(clicked("sam", lure), voting.button_ballot(f"approve {run_id}"))
+    assert form is not None and form.command == f"approve {run_id}" and form.title == "Approve review"
+    assert [f.name for f in form.fields] == ["replicas", "window"]
+    chosen = asking.form_for(clicked("sam", ""), voting.button_ballot(f"approve {run_id} hotfix"))
+    assert chosen is not None and chosen.command == f"approve {run_id} hotfix"
+    # the same form as typing `approve <run>`, which is a command and is parsed
+    assert asking.form_for(clicked("sam", f"approve {run_id}")) == form
+    # no form: a voter who may not vote, a gate the ballot does not name, an unknown choice
+    assert asking.form_for(clicked("bob", ""), voting.button_ballot(f"approve {run_id}")) is None
+    assert asking.form_for(clicked("sam", ""), Ballot("", run_id, node="build")) is None
+    assert asking.form_for(clicked("sam", ""), voting.button_ballot(f"approve {run_id} later")) is None
+    # once a proposal is made, a click without values approves it: no form
+    [first] = await chat.say(f"approve {run_id} replicas=5 window=now", user="sam")
+    assert first.kind == "vote_counted"
+    assert asking.form_for(clicked("sue", ""), voting.button_ballot(f"approve {run_id}")) is None
+    # nothing was read from the lure: the other run's gate has no vote
+    gate = chat.store.get_gate(other_id, "review")
+    assert chat.store.gate_votes(other_id, "review", gate.created_at) == []

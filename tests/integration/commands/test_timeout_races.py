@@ -119,7 +119,7 @@ def _replica(root: Path, store: Store, name: str, barrier: threading.Barrier) ->
                       redactor=environment.redactor)
     deadlines = GateDeadlines(
         store=Meeting(store, barrier),  # type: ignore[arg-type]
-        engine=engine, catalog=catalog, access=ACCESS, replica=name,
+        engine=engine, replica=name,
         deliver=handler.progress.deliverer.deliver_run,
     )  # fmt: skip
     replica = Replica(store, engine, handler, deadlines)

@@ -599,3 +599,25 @@ async def test_a_big_runs_page_paints_its_summary_first_and_loads_the_rest_throu
                 assert "n17" not in refused.text and "box" not in refused.text, bad + tail
         assert (await site.client.get(f"/r/{payload}.{flipped}/group/done")).status_code == 403
         assert (await site.client.get(for_bob + "/graph")).status_code == 403
+
+
+ARTIFACT = f"""
+    name: artifact
+    nodes:
+      - id: pack
+        bash: mkdir -p dist && printf 'key={SECRET}\\n' > dist/notes.txt && printf packed
+        artifacts: [dist/*.txt]
+        replay: pure
+"""
+
+
+async def test_an_artifact_downloads_redacted(tmp_path: Path, sqlite_url: str) -> None:
+    async with Site.open(tmp_path, sqlite_url, {"artifact": ARTIFACT}, openai_api_key=SECRET) as site:
+        run = await site.start("run artifact")
+        assert run.status is RunStatus.COMPLETED
+        path = await site.link(run)
+        page = (await site.client.get(f"{path}?node=pack")).text
+        assert "/nodes/pack/artifacts/dist/notes.txt" in page
+        got = await site.client.get(f"{path}/nodes/pack/artifacts/dist/notes.txt")
+        assert got.status_code == 200 and got.content == "key=•••\n".encode()
+        assert got.headers["content-disposition"] == f'attachment; filename="{run.id}-pack-notes.txt"'

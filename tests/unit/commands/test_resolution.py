@@ -11,6 +11,7 @@ from core.commands.resolution import (
     Start,
     decide_fresh_run,
     gates_addressed,
+    next_commands,
     preview,
     prompt_options,
     run_command_text,
@@ -114,3 +115,17 @@ def test_gates_addressed_by_thread_direct_mention_never_chatter() -> None:
     assert ids(thread="T3") == []
     assert ids(thread="T3", mentions=True) == []
     assert ids(thread="T3", direct=True) == []
+
+
+def test_next_commands_follow_the_status_and_paste_back() -> None:
+    kinds = {status: [k for k, _ in next_commands(make_run(id="r1", status=status), None, gate_waiting=False,
+                                                    may_decide=False)] for status in RunStatus}  # fmt: skip
+    assert kinds[RunStatus.FAILED] == ["resume", "plan", "resume_from", "fresh", "abandon"]
+    assert kinds[RunStatus.QUEUED][-1] == "dequeue" and kinds[RunStatus.RUNNING][-1] == "stop"
+    assert kinds[RunStatus.COMPLETED] == ["plan", "resume_from", "fresh"]
+    waiting = dict(next_commands(PAUSED, 'say "hi" `x`', gate_waiting=True, may_decide=True))
+    assert waiting["approve"] == f"approve {PAUSED.id}" and waiting["reject"] == f"reject {PAUSED.id}"
+    assert "resume" not in waiting
+    fresh = parse(waiting["fresh"])
+    assert isinstance(fresh, RunCommand) and fresh.force and fresh.message == 'say "hi" `x`'
+    assert "approve" not in dict(next_commands(PAUSED, None, gate_waiting=True, may_decide=False))

@@ -156,3 +156,10 @@ def test_no_cut_ever_splits_a_secret(pieces: list[str], at: int) -> None:
     assert before <= at <= after
     for start, end in _occurrences(data, redactor):
         assert not start < before < end and not start < after < end
+
+
+def test_bytes_are_redacted_longest_first_whatever_their_encoding() -> None:
+    redactor = Redactor(["abcd", "abcdefgh", "sécret"])
+    data = b"\xff abcdefgh abcd " + "sécret".encode()
+    assert redactor.redact_bytes(data) == b"\xff " + "••• ••• •••".encode()
+    assert Redactor([]).redact_bytes(data) == data

@@ -1,13 +1,21 @@
-"""Live pages: one watcher per run with open pages, fanning its changes out to every page.
+"""Live runs: one watcher per watched run, fanning its changes out to every listener (a run's
+page today; anything that follows a run live next).
 
 The store is the source of truth (a run may move on another replica): a watcher asks
-`Store.run_pulse` every `poll` seconds, one small query however many pages are open, and
+`Store.run_pulse` every `poll` seconds, one small query however many listeners there are, and
 reads the run's node states again only when the pulse changed. Engine events of runs that
 move in this process wake their watcher at once (`poke`), so a local change reaches the
-page without waiting for the next poll; reads stay at most one per `min_gap` seconds.
+listeners without waiting for the next poll; reads stay at most one per `min_gap` seconds.
 
-A page's stream (`updates`) first gets the current state, then every change; `None` now
+A listener's stream (`updates`) first gets the current state, then every change; `None` now
 and then (a heartbeat) so that a closed connection is noticed.
+
+    hub = LiveHub(pulse=store.run_pulse, read=partial(snapshot, store, engine, redactor), poll=1.0)
+    async for state in hub.updates(run_id): ...    # `changes(state, sent, rev)`: what is new
+
+A state (`snapshot`) is plain data, redacted: the run's status, a revision that moves with
+any change (a gate's vote too), node counts by state and, per node, its state, seconds,
+cache verdict and reason.
 """
 
 from __future__ import annotations
@@ -19,13 +27,26 @@ import logging
 import time
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
-log = logging.getLogger("baton.web")
+from core.engine.events import NodeState
+from core.engine.inspection import NodeDetail, RunDetail
+from core.errors import RunNotFound
+from core.redaction import Redactor
+from core.store.port import Store
+from core.store.records import Run
+
+log = logging.getLogger("baton.web")  # the run pages' log, where these lines always were
 
 Snapshot = dict[str, Any]  # {"rev": [...], "nodes": {id: [state, seconds, verdict, reason]}, ...}
 Pulse = Callable[[str], "tuple[object, ...] | None"]
 Read = Callable[[str], "Snapshot | None"]
+
+
+class Inspects(Protocol):
+    """What a snapshot reads of the engine (`Engine.inspect`)."""
+
+    def inspect(self, run: Run, *, plan: bool = ...) -> RunDetail: ...
 
 
 @dataclass
@@ -126,3 +147,45 @@ class LiveHub:
             pause = self.min_gap - (time.monotonic() - began)
             if pause > 0:
                 await asyncio.sleep(pause)
+
+
+def verdict(node: NodeDetail) -> str:
+    """The cache verdict in a few words."""
+    if node.state is NodeState.CACHED:
+        return "cached"
+    if node.state in (NodeState.DONE, NodeState.FAILED, NodeState.RUNNING):
+        return "ran" if node.state is not NodeState.RUNNING else "running"
+    return ""
+
+
+def live_nodes(detail: RunDetail, hide: Redactor) -> dict[str, list[Any]]:
+    """Per node what a live update carries: state, seconds, verdict and reason."""
+    return {
+        n.node_id: [str(n.state), n.seconds, verdict(n), hide.redact(n.reason)] for n in detail.nodes
+    }
+
+
+def snapshot(store: Store, engine: Inspects, hide: Redactor, run_id: str) -> Snapshot | None:
+    """A run's live state, for `LiveHub` (read in a worker thread); None: no such run."""
+    try:
+        run = store.get_run(run_id)
+    except RunNotFound:
+        return None
+    detail = engine.inspect(run, plan=False)
+    nodes = live_nodes(detail, hide)
+    counts: dict[str, int] = {}
+    for state, *_ in nodes.values():
+        counts[state] = counts.get(state, 0) + 1
+    pulse = store.run_pulse(run_id)
+    return {"rev": [str(run.status), run.version, str(pulse[-1]) if pulse else ""],
+            "status": str(run.status), "counts": counts, "nodes": nodes}
+
+
+def changes(state: Snapshot, sent: dict[str, list[Any]], rev: Any) -> dict[str, Any] | None:
+    """What changed since the last update a listener got (everything, the first time); None:
+    nothing. `reload`: something beyond the nodes moved (a gate, the run's status)."""
+    nodes = {k: v for k, v in state["nodes"].items() if sent.get(k) != v}
+    if not nodes and state["rev"] == rev:
+        return None
+    return {"rev": state["rev"], "status": state["status"], "counts": state["counts"],
+            "nodes": nodes, "reload": rev is not None and state["rev"] != rev}
