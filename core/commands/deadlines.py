@@ -32,7 +32,7 @@ import logging
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from core.config import Access
 from core.engine.approval_policy import Policy, Vote, outstanding
@@ -40,7 +40,7 @@ from core.engine.engine import Engine
 from core.engine.events import ENGINE_ACTOR
 from core.engine.notify import NOTICED
 from core.errors import BatonError, DeadlineAlreadyFired, StoreError
-from core.store.port import Store
+from core.store.port import Ballots, Gates, Runs, Transactions
 from core.store.records import GateDeadline, GateStatus, Run, RunStatus
 from core.store.unit_of_work import UnitOfWork
 from core.workflows.catalog import Catalog
@@ -60,11 +60,15 @@ class Fired:
     to: tuple[str, ...] = ()  # who was told (remind, escalate)
 
 
+class DeadlineStore(Runs, Gates, Ballots, Transactions, Protocol):
+    """The store roles `GateDeadlines` uses."""
+
+
 class GateDeadlines:
     def __init__(
         self,
         *,
-        store: Store,
+        store: DeadlineStore,
         engine: Engine,
         catalog: Catalog,
         access: Access,
