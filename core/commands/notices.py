@@ -52,7 +52,7 @@ from core.engine.engine import Engine
 from core.engine.events import ENGINE_ACTOR
 from core.engine.notify import EVENT_OF, GATE_EVENTS, NOTICE, NOTICED
 from core.errors import BatonError, WorkflowError
-from core.store.port import Events, PlatformState, Subscriptions, Transactions
+from core.store.port import Events, Subscriptions, Transactions
 from core.store.records import Delivery, GateStatus, Run, RunStatus
 from core.workflows.notify_spec import DEFAULT_DIGEST
 
@@ -81,7 +81,7 @@ def thread_url(run: Run) -> str | None:
     return None
 
 
-class NoticesStore(OffersStore, QueueStore, Events, PlatformState, Subscriptions, Transactions, Protocol):
+class NoticesStore(OffersStore, QueueStore, Events, Subscriptions, Transactions, Protocol):
     """The store roles `Notices` uses."""
 
 
