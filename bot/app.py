@@ -221,7 +221,7 @@ def build_baton(
         ), every=settings.deadline_poll_seconds,
            queue=QueueWatch(store=store, engine=engine, after=settings.queued_long_after)),
         outbox=outbox,
-        late_events=LateEvents(store, handler, stale=settings.event_stale_seconds,
+        late_events=LateEvents(store.events, handler, stale=settings.event_stale_seconds,
                                every=max(1.0, min(settings.event_stale_seconds / 2, 30.0))),
         schedules=schedule_ticks(settings, handler),
         shutdown=shutdown,

@@ -31,11 +31,12 @@ import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Protocol
 
 from bot.periodic import Periodic
 from bot.retention import Pruner
 from core.config import Settings
-from core.store.port import Store
+from core.store.port import Deliveries, Events, PlatformState, Retention
 
 log = logging.getLogger("baton.housekeeping")
 
@@ -55,12 +56,20 @@ class Swept:
     runs: int = 0  # runs pruned (retention)
 
 
+class SweptStore(Events, PlatformState, Deliveries, Protocol):
+    """The store roles a housekeeping pass forgets old rows of (event ids, values, replies)."""
+
+
+class KeptStore(SweptStore, Retention, Protocol):
+    """…and the one its pruner deletes old runs with."""
+
+
 class Housekeeping:
     """Started and stopped with the engine (`Baton.running`)."""
 
     def __init__(
         self,
-        store: Store,
+        store: SweptStore,
         *,
         every: float,
         event_retention: float,
@@ -81,7 +90,7 @@ class Housekeeping:
         self.passes = 0  # passes completed by this process
 
     @classmethod
-    def from_settings(cls, store: Store, settings: Settings) -> Housekeeping:
+    def from_settings(cls, store: KeptStore, settings: Settings) -> Housekeeping:
         return cls(
             store,
             every=settings.housekeeping_minutes * 60,
@@ -139,13 +148,13 @@ class Housekeeping:
             log.exception("housekeeping failed", extra={"action": "housekeeping"})
 
 
-def pruner_from_settings(store: Store, settings: Settings) -> Pruner | None:
+def pruner_from_settings(retention: Retention, settings: Settings) -> Pruner | None:
     """The pruner the settings ask for; None when both run and audit retention are off."""
     runs, audit = settings.run_retention_days, settings.audit_retention_days
     if runs is None and audit is None:
         return None
     return Pruner(
-        store,
+        retention,
         run_retention=None if runs is None else runs * DAY,
         audit_retention=None if audit is None else audit * DAY,
         batch=settings.prune_batch,

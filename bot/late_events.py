@@ -14,7 +14,7 @@ from collections.abc import Callable
 from bot.periodic import Periodic
 from core.commands.handler import Handler
 from core.errors import BatonError
-from core.store.port import Store
+from core.store.port import Events
 
 log = logging.getLogger("baton.late_events")
 
@@ -23,10 +23,10 @@ class LateEvents:
     """Started and stopped with the engine (`Baton.running`)."""
 
     def __init__(
-        self, store: Store, handler: Handler, *, stale: float, every: float,
+        self, events: Events, handler: Handler, *, stale: float, every: float,
         clock: Callable[[], float] = time.time,
     ) -> None:  # fmt: skip
-        self.store = store
+        self.events = events
         self.handler = handler
         self.stale = stale  # seconds a claim must be unfinished before it counts as its claimer's death
         self.every = every
@@ -47,7 +47,7 @@ class LateEvents:
         if not served:
             return 0
         try:
-            due = self.store.open_events(self._clock() - self.stale)
+            due = self.events.open_events(self._clock() - self.stale)
         except BatonError as exc:  # the database blinked: the next tick catches up
             log.warning("open events not read: %s", exc.message, extra={"action": "late_events_failed"})
             return 0
@@ -55,7 +55,7 @@ class LateEvents:
         for event in due:
             if event.platform not in served:
                 continue
-            if not self.store.claim_event(event.platform, event.event_id, stale_after=self.stale):
+            if not self.events.claim_event(event.platform, event.event_id, stale_after=self.stale):
                 continue  # a peer took it first, or its handler finished meanwhile
             log.info("handling a command after a restart", extra={
                 "action": "late_event", "platform": event.platform, "event_id": event.event_id})  # fmt: skip

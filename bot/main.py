@@ -446,9 +446,9 @@ def prune(
         store = SqlStore(settings.database_url)
         try:
             store.migrate()
-            configured = pruner_from_settings(store, settings)
+            configured = pruner_from_settings(store.retention, settings)
             pruner = Pruner(
-                store,
+                store.retention,
                 run_retention=None if days is None else days * DAY,
                 audit_retention=configured.audit_retention if configured is not None else None,
                 batch=settings.prune_batch,

@@ -1,7 +1,7 @@
 """Retention: old finished runs pruned in small batches, then the blobs only they referenced,
 and the audit trail on its own clock (DESIGN.md "Retention", docs/operations.md).
 
-    pruner = Pruner(store, run_retention=30 * DAY)
+    pruner = Pruner(store.retention, run_retention=30 * DAY)
     report = pruner.prune(dry_run=True)        # counts only; deletes nothing
     report = pruner.prune()                    # batches of `batch` runs, one transaction each
 
@@ -20,7 +20,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from core.store.port import Store
+from core.store.port import Retention
 from core.store.records import PruneCounts
 
 log = logging.getLogger("baton.retention")
@@ -46,7 +46,7 @@ class PruneReport:
 class Pruner:
     def __init__(
         self,
-        store: Store,
+        retention: Retention,
         *,
         run_retention: float | None,
         audit_retention: float | None = None,
@@ -55,7 +55,7 @@ class Pruner:
         clock: Callable[[], float] = time.time,
         sleep: Callable[[float], None] = time.sleep,
     ) -> None:
-        self.store = store
+        self.retention = retention
         self.run_retention = run_retention  # seconds; None: keep every run
         self.audit_retention = audit_retention  # seconds; None: keep the audit trail
         self.batch = batch
@@ -74,16 +74,17 @@ class Pruner:
         cutoff = None if self.run_retention is None else now - self.run_retention
         counts, batches, seen = PruneCounts(), 0, set[str]()
         while cutoff is not None and (max_batches is None or batches < max_batches):
-            ids = [i for i in self.store.prunable_runs(cutoff, limit=self.batch + len(seen)) if i not in seen]
+            prunable = self.retention.prunable_runs(cutoff, limit=self.batch + len(seen))
+            ids = [i for i in prunable if i not in seen]
             ids = ids[: self.batch]
             if not ids:
                 break
             started = time.perf_counter()
             if dry_run:
-                counts += self.store.prune_counts(ids)
+                counts += self.retention.prune_counts(ids)
                 seen.update(ids)  # nothing is deleted: page past what was counted
             else:
-                counts += self.store.prune_runs(ids)
+                counts += self.retention.prune_runs(ids)
             batches += 1
             # let waiting writers in between two batches, for at least as long as the batch held
             # the lock: a prune takes at most half of the database's write time
@@ -106,7 +107,7 @@ class Pruner:
     def _sweep(self, now: float) -> int:
         swept = 0
         while True:
-            deleted = self.store.sweep_blobs(now - SWEEP_GRACE, limit=1000)
+            deleted = self.retention.sweep_blobs(now - SWEEP_GRACE, limit=1000)
             swept += deleted
             if not deleted:  # a batch of only re-referenced candidates deletes none: next pass
                 return swept
@@ -116,5 +117,5 @@ class Pruner:
             return 0
         before = now - self.audit_retention
         if dry_run:
-            return self.store.count_audit(before)
-        return self.store.forget_audit(before)
+            return self.retention.count_audit(before)
+        return self.retention.forget_audit(before)

@@ -14,7 +14,7 @@ import time
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from adapters.web.dag import layout
 from core.commands import authz, queueing, voting
@@ -27,7 +27,7 @@ from core.engine.live import verdict
 from core.errors import WorkflowError
 from core.redaction import Redactor
 from core.render import environment
-from core.store.port import Store
+from core.store.port import Ballots, Blobs, Events, Gates, Runs, Views
 from core.store.records import AuditEvent, Gate, GateStatus, GateVote, Run, RunStatus
 from core.workflows.catalog import Catalog
 
@@ -49,11 +49,15 @@ PAGE_CHARS = 64_000  # one page of a node's output
 DECISIONS = frozenset({"approve", "reject", "reopen_gate", "refused", "nl_decision"})
 
 
+class PageStore(Runs, Gates, Ballots, Blobs, Events, Views, Protocol):
+    """The store roles the pages read (they write nothing themselves)."""
+
+
 @dataclass(frozen=True)
 class Parts:
     """What the pages read, all from the assembled runtime."""
 
-    store: Store
+    store: PageStore
     engine: Engine
     catalog: Catalog
     access: Access

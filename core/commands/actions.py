@@ -12,7 +12,7 @@ import json
 import time
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from core.commands import audit_export, authz, queueing, replies, schedule_actions, voting
 from core.commands.forms import inputs_form
@@ -63,7 +63,7 @@ from core.errors import (
 from core.redaction import Redactor
 from core.store.cas import who_changed
 from core.store.handles import handle_prefix
-from core.store.port import Store
+from core.store.port import Ballots, Blobs, Events, Gates, Retention, Runs, Schedules, Subscriptions, Views
 from core.store.records import Gate, Run, RunStatus
 from core.workflows.args import canonical_json, missing_inputs, validate_inputs
 from core.workflows.catalog import Catalog
@@ -75,9 +75,13 @@ from core.workflows.validation import did_you_mean
 REPLACEABLE = (RunStatus.FAILED, RunStatus.PAUSED, RunStatus.NEEDS_ATTENTION)
 
 
+class CommandStore(Runs, Gates, Ballots, Blobs, Events, Views, Retention, Schedules, Subscriptions, Protocol):
+    """The store roles commands read and write outside a unit of work."""
+
+
 @dataclass
 class Context:
-    store: Store
+    store: CommandStore
     engine: Engine
     catalog: Catalog
     access: Access

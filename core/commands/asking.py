@@ -18,6 +18,7 @@ import json
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Protocol
 
 from core.commands import actions, authz, forms, replies, suggestions, voting
 from core.commands.forms import FormResult, inputs_form
@@ -32,14 +33,18 @@ from core.engine.approval_policy import Standing
 from core.engine.ballots import Ballot, Source, approves_proposal
 from core.engine.gates import GateKeeper
 from core.errors import BatonError
-from core.store.port import Store
+from core.store.port import Gates, Runs
 from core.store.records import Gate, Run
 from core.workflows.catalog import Catalog
 
 
+class AskingStore(Runs, Gates, Protocol):
+    """The store roles `Asking` reads."""
+
+
 @dataclass(frozen=True)
 class Asking:
-    store: Store
+    store: AskingStore
     catalog: Catalog
     access: Access
     gates: GateKeeper  # the engine's: a gate's policy and the votes so far

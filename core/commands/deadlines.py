@@ -32,14 +32,14 @@ import logging
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from core.engine.approval_policy import Policy, Vote, outstanding
 from core.engine.engine import Engine
 from core.engine.events import ENGINE_ACTOR
 from core.engine.notify import NOTICED
 from core.errors import BatonError, DeadlineAlreadyFired, StoreError
-from core.store.port import Store
+from core.store.port import Ballots, Gates, Runs, Transactions
 from core.store.records import GateDeadline, GateStatus, Run, RunStatus
 from core.store.unit_of_work import UnitOfWork
 from core.workflows.durations import show_duration
@@ -58,11 +58,15 @@ class Fired:
     to: tuple[str, ...] = ()  # who was told (remind, escalate)
 
 
+class DeadlineStore(Runs, Gates, Ballots, Transactions, Protocol):
+    """The store roles `GateDeadlines` uses."""
+
+
 class GateDeadlines:
     def __init__(
         self,
         *,
-        store: Store,
+        store: DeadlineStore,
         engine: Engine,
         replica: str,
         deliver: Callable[[str], Awaitable[int]] | None = None,

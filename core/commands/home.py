@@ -17,7 +17,7 @@ import logging
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from core.commands import authz, replies
 from core.commands.messages import Reply
@@ -25,7 +25,7 @@ from core.commands.pages import RunPages
 from core.config import Access
 from core.engine.events import EngineEvent, EventKind
 from core.errors import BatonError, WorkflowError
-from core.store.port import Store
+from core.store.port import Gates, Runs
 from core.store.records import Run
 from core.workflows.catalog import Catalog
 
@@ -45,9 +45,13 @@ class _Watch:
     last: float = float("-inf")  # loop time of the last refresh sent
 
 
+class HomeStore(Runs, Gates, Protocol):
+    """The store roles a person's home reads."""
+
+
 @dataclass
 class Homes:
-    store: Store
+    store: HomeStore
     catalog: Catalog
     access: Access
     pages: RunPages | None = None

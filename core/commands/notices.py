@@ -39,19 +39,20 @@ import math
 import time
 import weakref
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Protocol
 
 from core.commands import authz, queueing, replies
 from core.commands.messages import Outbox, Reply
-from core.commands.offers import GateOffers
+from core.commands.offers import GateOffers, OffersStore
 from core.commands.queue_watch import episode_of
+from core.commands.queueing import QueueStore
 from core.config import ANYONE, Access
 from core.delivery.outbox import maybe_delivered_since
 from core.engine.engine import Engine
 from core.engine.events import ENGINE_ACTOR
 from core.engine.notify import EVENT_OF, GATE_EVENTS, NOTICE, NOTICED
 from core.errors import BatonError, WorkflowError
-from core.store.port import Store
+from core.store.port import Events, Subscriptions, Transactions
 from core.store.records import Delivery, GateStatus, Run, RunStatus
 from core.workflows.notify_spec import DEFAULT_DIGEST
 
@@ -80,8 +81,12 @@ def thread_url(run: Run) -> str | None:
     return None
 
 
+class NoticesStore(OffersStore, QueueStore, Events, Subscriptions, Transactions, Protocol):
+    """The store roles `Notices` uses."""
+
+
 class Notices:
-    def __init__(self, *, store: Store, engine: Engine, access: Access, offers: GateOffers,
+    def __init__(self, *, store: NoticesStore, engine: Engine, access: Access, offers: GateOffers,
                  outbox_of: Callable[[str], Outbox | None], pages: bool = False,
                  window: float = DEFAULT_DIGEST, clock: Callable[[], float] = time.time) -> None:
         self._store = store

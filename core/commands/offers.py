@@ -31,12 +31,12 @@ import json
 import logging
 import uuid
 from collections.abc import Callable, Collection, Iterable
-from typing import Any
+from typing import Any, Protocol
 
 from core.commands.messages import Button, Menu, Outbox, Reply, reusable
 from core.engine.events import EngineEvent, EventKind
 from core.errors import BatonError
-from core.store.port import Store
+from core.store.port import Gates, PlatformState, Runs
 
 log = logging.getLogger("baton.offers")
 
@@ -101,8 +101,12 @@ def from_json(text: str) -> Reply:
     return Reply(**fields)
 
 
+class OffersStore(Runs, Gates, PlatformState, Protocol):
+    """The store roles `GateOffers` uses: the offers are kept as platform state."""
+
+
 class GateOffers:
-    def __init__(self, store: Store, outbox_of: Callable[[str], Outbox | None],
+    def __init__(self, store: OffersStore, outbox_of: Callable[[str], Outbox | None],
                  platforms: Callable[[], Collection[str]]) -> None:
         """`outbox_of(platform)`: that platform's outbox in this process, or None;
         `platforms()`: the platforms this process serves (each may hold offers of any run)."""

@@ -32,14 +32,14 @@ from collections import Counter
 from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from cachetools import FIFOCache, LRUCache
 
 from core.commands import queueing, replies
 from core.commands.deadlines import TIMED_OUT
 from core.commands.messages import Outbox, Reply
-from core.commands.notices import DIGEST, NOTICE, Notices
+from core.commands.notices import DIGEST, NOTICE, Notices, NoticesStore
 from core.commands.offers import GateOffers
 from core.config import Access
 from core.delivery.edits import Edits, NotDelivered, urgent
@@ -49,7 +49,7 @@ from core.engine.events import EngineEvent, EventKind, NodeState, RunSummary
 from core.engine.notify import NOTICED
 from core.engine.subruns import item_child, waiting_child
 from core.errors import BatonError
-from core.store.port import Store
+from core.store.port import Deliveries
 from core.store.records import Delivery, Gate, GateStatus, Run, RunStatus
 from core.workflows.notify_spec import DEFAULT_DIGEST
 
@@ -77,9 +77,13 @@ class _RunState:
 GATE_NOTICES = {"gate_reminder": replies.gate_reminder, "gate_escalated": replies.gate_escalated}
 
 
+class ProgressStore(NoticesStore, Deliveries, Protocol):
+    """The store roles `ProgressReporter` and what it builds (offers, notices, the deliverer) use."""
+
+
 class ProgressReporter:
     def __init__(
-        self, *, store: Store, engine: Engine, thread_wait: float = 10.0, edits: Edits | None = None,
+        self, *, store: ProgressStore, engine: Engine, thread_wait: float = 10.0, edits: Edits | None = None,
         pages: bool = False, access: Access | None = None, notify_window: float = DEFAULT_DIGEST,
     ) -> None:
         self._store = store

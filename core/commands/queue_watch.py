@@ -21,9 +21,10 @@ import json
 import logging
 import time
 from collections.abc import Callable
+from typing import Protocol
 
 from core.engine.engine import Engine
-from core.store.port import Store
+from core.store.port import PlatformState, Transactions, Views
 from core.store.records import Run
 
 log = logging.getLogger("baton.notices")
@@ -38,8 +39,12 @@ def episode_of(run: Run) -> str:
     return f"{run.queued_at or run.created_at:.6f}"
 
 
+class WatchStore(Views, PlatformState, Transactions, Protocol):
+    """The store roles the watch uses: the queued runs, its place, the notices' units."""
+
+
 class QueueWatch:
-    def __init__(self, *, store: Store, engine: Engine, after: float,
+    def __init__(self, *, store: WatchStore, engine: Engine, after: float,
                  clock: Callable[[], float] = time.time) -> None:
         self.store = store
         self.engine = engine

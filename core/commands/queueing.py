@@ -10,13 +10,17 @@ templates (`queue.j2`, the `queue_line` macro), read from `Store.key_runs`.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, Protocol
 
-from core.store.port import Store
+from core.store.port import Gates, Views
 from core.store.records import Run, RunStatus
 
 
-def holder(store: Store, run: Run, now: float) -> dict[str, Any]:
+class QueueStore(Gates, Views, Protocol):
+    """The store roles a queue's facts are read from."""
+
+
+def holder(store: QueueStore, run: Run, now: float) -> dict[str, Any]:
     """An active run as a queue shows it: where it stands and for how long."""
     gate = store.waiting_gate(run.id) if run.status is RunStatus.PAUSED else None
     return {"id": run.id, "workflow": run.workflow, "status": run.status.value, "requester": run.requester,
@@ -24,7 +28,7 @@ def holder(store: Store, run: Run, now: float) -> dict[str, Any]:
             "for": max(0.0, now - run.updated_at)}  # fmt: skip
 
 
-def waiting(store: Store, run: Run, now: float) -> dict[str, Any] | None:
+def waiting(store: QueueStore, run: Run, now: float) -> dict[str, Any] | None:
     """Why `run` waits (None: it is not queued)."""
     if run.status is not RunStatus.QUEUED or run.concurrency is None:
         return None
@@ -40,7 +44,7 @@ def waiting(store: Store, run: Run, now: float) -> dict[str, Any] | None:
     }  # fmt: skip
 
 
-def listing(store: Store, runs: Sequence[Run], now: float) -> list[dict[str, Any]]:
+def listing(store: QueueStore, runs: Sequence[Run], now: float) -> list[dict[str, Any]]:
     """`runs` (as `key_runs` orders them) grouped by key: active runs, then the queue."""
     groups: dict[str, dict[str, Any]] = {}
     for run in runs:

@@ -39,7 +39,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
-from typing import Any
+from typing import Any, Protocol
 
 from core.commands import authz, schedule_replies
 from core.commands.messages import Reply
@@ -54,7 +54,7 @@ from core.errors import (
     ScheduleNotFound,
     StoreError,
 )
-from core.store.port import Store
+from core.store.port import Events, Schedules
 from core.store.records import Concurrency, Fire, FireOutcome, OnLimit, Run, Schedule
 from core.store.unit_of_work import UnitOfWork
 from core.workflows.catalog import Catalog
@@ -142,11 +142,15 @@ def from_spec(workflow: str, spec: ScheduleSpec, now: float) -> Schedule:
     )
 
 
+class ScheduleStore(Schedules, Events, Protocol):
+    """The store roles the scheduler uses: schedules and their fires, and the audit."""
+
+
 class Scheduler:
     def __init__(
         self,
         *,
-        store: Store,
+        store: ScheduleStore,
         engine: Engine,
         catalog: Catalog,
         access: Access,

@@ -98,10 +98,11 @@ class Engine:
         self.config = config
         self.providers = providers
         self.owner = new_owner(config.replica_id)
-        self.readiness = Readiness(store=store, catalog=catalog, providers=providers, tools=tools,
+        self.readiness = Readiness(blobs=store.blobs, catalog=catalog, providers=providers, tools=tools,
                                    environment=config.environment)  # fmt: skip
         #: the notices of a run's events, written in the unit of work that makes each event
-        self.notifier = Notifier(store=store, catalog=catalog, args_of=self.readiness.args_of)
+        self.notifier = Notifier(subscribers=store.subscribers, catalog=catalog,
+                                 args_of=self.readiness.args_of)  # fmt: skip
         self.gates = GateKeeper(store, self.notifier, catalog=catalog, approvers=approvers, owner=self.owner,
                                 lease_seconds=config.lease_seconds)
         self.children = ChildRuns(self)  # `workflow:` steps' child runs
@@ -114,7 +115,8 @@ class Engine:
             redactor=config.environment.redactor,
         )  # fmt: skip
         self._leases = LeaseKeeper(
-            store=store,
+            runs=store.runs,
+            leases=store.leases,
             owner=self.owner,
             replica_id=config.replica_id,
             lease_seconds=config.lease_seconds,

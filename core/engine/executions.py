@@ -17,18 +17,18 @@ import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from core.engine.config import EngineConfig
 from core.engine.events import ENGINE_ACTOR, EngineEvent, EventBus, EventKind, Subscriber
-from core.engine.executor import Children, Outcome, RunExecutor, RunnerFactory, Setup
+from core.engine.executor import Children, ExecutionStore, Outcome, RunExecutor, RunnerFactory, Setup
 from core.engine.notify import Notifier
 from core.engine.providers import ProviderRegistry
 from core.engine.readiness import Ready
 from core.engine.rendering import StepRenderer
 from core.engine.workdirs import run_dirs
 from core.errors import BatonError
-from core.store.port import Store, Transition
+from core.store.port import Runs, Transition
 from core.store.records import Run, RunStatus
 
 log = logging.getLogger("baton.engine")
@@ -40,10 +40,14 @@ class _Active:
     executor: RunExecutor
 
 
+class ExecutionsStore(ExecutionStore, Runs, Protocol):
+    """The store roles `Executions` uses: an execution's, and the runs it starts and settles."""
+
+
 class Executions:
     def __init__(
-        self, *, store: Store, config: EngineConfig, providers: ProviderRegistry, runners: RunnerFactory,
-        notifier: Notifier,
+        self, *, store: ExecutionsStore, config: EngineConfig, providers: ProviderRegistry,
+        runners: RunnerFactory, notifier: Notifier,
         children: Children | None = None,
     ) -> None:
         """`children`: starts and waits for the child runs of `workflow:` steps (the engine's)."""

@@ -34,7 +34,7 @@ from core.engine.approval_policy import Policy, deadlines, gate_output
 from core.engine.cache_expiry import apply_retention
 from core.engine.cache_key import components_of, digest_value, key_from, key_prefix
 from core.engine.events import EventBus, EventKind
-from core.engine.gates import GateKeeper
+from core.engine.gates import GateKeeper, GateStore
 from core.engine.journal_index import JournalIndex
 from core.engine.journal_writer import JournalWriter
 from core.engine.local_runner import LocalStepRunner
@@ -51,7 +51,7 @@ from core.engine.tools import ToolRegistry
 from core.engine.warm import WarmSandboxes
 from core.engine.workdirs import RunDirs, missing_artifacts, restore_artifacts
 from core.errors import BatonError, ReplayUnsafe, StoreError
-from core.store.port import Store
+from core.store.port import Blobs, Journal
 from core.store.records import GateStatus, JournalEntry, KeyNotes, NodeStatus, Run, RunStatus
 from core.workflows.args import canonical_json
 from core.workflows.loader import base_dir
@@ -69,11 +69,15 @@ class Children(Protocol):
                   args: Mapping[str, Any]) -> ChildOutcome: ...  # fmt: skip
 
 
+class ExecutionStore(GateStore, Blobs, Journal, Protocol):
+    """The store roles an execution uses: the journal, blobs, and what its gates write."""
+
+
 @dataclass(frozen=True, slots=True)
 class Setup:
     """Everything one execution needs, resolved by the engine beforehand."""
 
-    store: Store
+    store: ExecutionStore
     prepared: PreparedWorkflow
     definitions: Definitions
     run: Run

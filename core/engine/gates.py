@@ -32,7 +32,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from core.engine import ballots
 from core.engine.approval_policy import REJECT, Members, Policy, Standing, Tally, Verdict, Vote, tally
@@ -51,7 +51,7 @@ from core.errors import (
     WorkflowError,
 )
 from core.store.cas import already_decided, refuse_other_proposal
-from core.store.port import Store, Transition
+from core.store.port import Ballots, Events, Gates, Transactions, Transition
 from core.store.records import Gate, GateStatus, GateVote, Run, RunStatus
 from core.store.unit_of_work import Pending, UnitOfWork
 from core.workflows.approval_spec import ApprovalSpec
@@ -80,9 +80,13 @@ class Decision:
     alongside: Alongside | None = None
 
 
+class GateStore(Gates, Ballots, Events, Transactions, Protocol):
+    """The store roles a `GateKeeper` uses: gates, their votes, the audit, units of work."""
+
+
 class GateKeeper:
     def __init__(
-        self, store: Store, notifier: Notifier | None = None, *, catalog: Catalog | None = None,
+        self, store: GateStore, notifier: Notifier | None = None, *, catalog: Catalog | None = None,
         approvers: Approvers | None = None, owner: str = "", lease_seconds: float = 15.0,
     ) -> None:
         self.store = store

@@ -1,6 +1,6 @@
 """`JournalWriter`: every journal write of one execution, through one object, in order.
 
-    journal = JournalWriter(store, run_id, window=0.01)
+    journal = JournalWriter(store.steps, run_id, window=0.01)
     entry_id = journal.start(step, attempt)           # `started`, committed (after what is pending)
     journal.finish(entry_id, status=..., ...)         # settles it (a CAS: started -> completed|failed)
     journal.result(done, durable=False)               # blob + `completed` entry: group-committed
@@ -26,16 +26,16 @@ from core.store.records import JournalEntry, NodeStatus
 
 if TYPE_CHECKING:
     from core.engine.steps import Step
-    from core.store.port import StepResult, Store
+    from core.store.port import Journal, StepResult
 
 INTERRUPTED = "interrupted: the process running it stopped before it finished; re-run ({cls})"
 
 
 class JournalWriter:
-    def __init__(self, store: Store, run_id: str, window: float) -> None:
-        self.store = store
+    def __init__(self, journal: Journal, run_id: str, window: float) -> None:
+        self.journal = journal
         self.run_id = run_id
-        self._pending = PendingResults(store, window)  # pure results not yet committed
+        self._pending = PendingResults(journal, window)  # pure results not yet committed
         self._hits: list[JournalEntry] = []  # cache hits not yet copied into this run
 
     def __len__(self) -> int:
@@ -45,7 +45,7 @@ class JournalWriter:
     def start(self, step: Step, attempt: int) -> int:
         """A `started` entry, committed before anything it may cause (after what is pending)."""
         self._pending.flush()
-        return self.store.journal_start(
+        return self.journal.journal_start(
             run_id=self.run_id,
             node_id=step.node.id,
             cache_key=step.key,
@@ -57,7 +57,7 @@ class JournalWriter:
 
     def finish(self, entry_id: int, *, status: NodeStatus, **result: Any) -> None:
         """Settle a `started` entry (`Journal.journal_finish`: output, error, tokens, artifacts)."""
-        self.store.journal_finish(entry_id, status=status, **result)
+        self.journal.journal_finish(entry_id, status=status, **result)
 
     def result(self, done: StepResult, *, durable: bool) -> None:
         """A step's blob and `completed` entry written together, with no `started` before them:
@@ -74,7 +74,7 @@ class JournalWriter:
     def flush_hits(self) -> None:
         if self._hits:
             self._pending.flush()
-            self.store.journal_record_cached(self.run_id, self._hits)
+            self.journal.journal_record_cached(self.run_id, self._hits)
             self._hits = []
 
     def interrupted(self, entry: JournalEntry, cls: str) -> None:

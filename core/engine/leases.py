@@ -24,7 +24,7 @@ from collections.abc import Awaitable, Callable
 
 from core.errors import RunStateError
 from core.store.admission import ADMITTED_OWNER
-from core.store.port import Store
+from core.store.port import Leases, Runs
 from core.store.records import Run
 
 log = logging.getLogger("baton.engine")
@@ -80,7 +80,8 @@ class LeaseKeeper:
     def __init__(
         self,
         *,
-        store: Store,
+        runs: Runs,
+        leases: Leases,
         owner: str,
         replica_id: str,
         lease_seconds: float,
@@ -90,7 +91,8 @@ class LeaseKeeper:
         sweep: Callable[[], Awaitable[object]] | None = None,
     ) -> None:
         """`sweep`: run after each recovery pass (the engine's parents left waiting on children)."""
-        self.store = store
+        self.runs = runs
+        self.leases = leases
         self.owner = owner
         self.replica_id = replica_id
         self.lease_seconds = lease_seconds
@@ -146,13 +148,13 @@ class LeaseKeeper:
     async def heartbeat(self) -> list[str]:
         """Renew our leases; stop (and return) runs that are no longer ours and running."""
         active = self._active()
-        renewed = self.store.renew_leases(self.owner, self.lease_seconds)
+        renewed = self.leases.renew_leases(self.owner, self.lease_seconds)
         if renewed == len(active):
             return []
-        mine = {run.id for run in self.store.runs_leased_by(self.owner)}
+        mine = {run.id for run in self.leases.runs_leased_by(self.owner)}
         gone = sorted((active & self._active()) - mine)
         for run_id in gone:
-            run = self.store.get_run(run_id)
+            run = self.runs.get_run(run_id)
             log.info("run is no longer ours", extra={"action": "lease_lost", "run_id": run_id})
             await self._lost(run)
         return gone
@@ -164,7 +166,7 @@ class LeaseKeeper:
             if run.id in active:
                 continue
             try:
-                won = self.store.take_over(run, self.owner, self.lease_seconds)
+                won = self.leases.take_over(run, self.owner, self.lease_seconds)
             except RunStateError:
                 continue  # another process won the recovery
             admitted = run.lease_owner == ADMITTED_OWNER
@@ -175,15 +177,15 @@ class LeaseKeeper:
         return taken
 
     async def recover_lapsed(self) -> list[str]:
-        return await self._take(self.store.lapsed_runs())
+        return await self._take(self.leases.lapsed_runs())
 
     async def take_admitted(self) -> list[str]:
         """Runs admitted from a concurrency queue for whoever takes them (`ADMITTED_OWNER`)."""
-        return await self._take([r for r in self.store.lapsed_runs() if r.lease_owner == ADMITTED_OWNER])
+        return await self._take([r for r in self.leases.lapsed_runs() if r.lease_owner == ADMITTED_OWNER])
 
     async def recover_dead_local(self) -> list[str]:
         """Runs leased by a process of this replica that is no longer alive."""
-        runs = self.store.runs_leased_by(f"{self.replica_id}:")
+        runs = self.leases.runs_leased_by(f"{self.replica_id}:")
         dead = []
         for run in runs:
             owner = run.lease_owner

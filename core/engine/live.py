@@ -33,7 +33,7 @@ from core.engine.events import NodeState
 from core.engine.inspection import NodeDetail, RunDetail
 from core.errors import RunNotFound
 from core.redaction import Redactor
-from core.store.port import Store
+from core.store.port import Runs, Views
 from core.store.records import Run
 
 log = logging.getLogger("baton.web")  # the run pages' log, where these lines always were
@@ -165,7 +165,11 @@ def live_nodes(detail: RunDetail, hide: Redactor) -> dict[str, list[Any]]:
     }
 
 
-def snapshot(store: Store, engine: Inspects, hide: Redactor, run_id: str) -> Snapshot | None:
+class LiveStore(Runs, Views, Protocol):
+    """The roles a live snapshot reads: the run and its pulse."""
+
+
+def snapshot(store: LiveStore, engine: Inspects, hide: Redactor, run_id: str) -> Snapshot | None:
     """A run's live state, for `LiveHub` (read in a worker thread); None: no such run."""
     try:
         run = store.get_run(run_id)

@@ -26,7 +26,7 @@ from typing import Any
 
 from core.engine.events import tell_rest
 from core.errors import BatonError, WorkflowError
-from core.store.port import Store
+from core.store.port import Subscriptions
 from core.store.records import Run, RunStatus
 from core.store.unit_of_work import UnitOfWork
 from core.workflows.catalog import Catalog
@@ -70,8 +70,10 @@ def notice_key(run_id: str, event: str, node: str | None, platform: str, convers
 class Notifier:
     """Writes an event's notice rows into the caller's unit of work (see the module docstring)."""
 
-    def __init__(self, *, store: Store, catalog: Catalog, args_of: Callable[[Run], dict[str, Any]]) -> None:
-        self._store = store
+    def __init__(
+        self, *, subscribers: Subscriptions, catalog: Catalog, args_of: Callable[[Run], dict[str, Any]]
+    ) -> None:
+        self._subscribers = subscribers
         self._catalog = catalog
         self._args_of = args_of
 
@@ -129,7 +131,7 @@ class Notifier:
                 if not self._holds(rule.when, args, run):
                     continue
             found.setdefault(place, Target(*place, source=run.workflow, by=None, window=rule.window))
-        for sub in self._store.subscriptions(workflow=run.workflow):
+        for sub in self._subscribers.subscriptions(workflow=run.workflow):
             if sub.event == event:
                 place = (sub.platform, sub.conversation)
                 found.setdefault(place, Target(*place, sub.workflow, sub.created_by, None))

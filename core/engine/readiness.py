@@ -22,7 +22,7 @@ from core.engine.step_env import StepEnvironment
 from core.engine.subruns import child_definitions, with_children
 from core.engine.tools import ToolRegistry, unregistered
 from core.errors import BatonError
-from core.store.port import Store
+from core.store.port import Blobs
 from core.store.records import Run
 from core.workflows.args import validate_inputs
 from core.workflows.catalog import Catalog
@@ -46,20 +46,20 @@ class Readiness:
     def __init__(
         self,
         *,
-        store: Store,
+        blobs: Blobs,
         catalog: Catalog,
         providers: ProviderRegistry,
         tools: ToolRegistry,
         environment: StepEnvironment,
     ) -> None:
-        self.store = store
+        self.blobs = blobs
         self.catalog = catalog
         self.providers = providers
         self.tools = tools  # replaced by a refreshed registry when a tool module changes
         self.environment = environment
 
     def args_of(self, run: Run) -> dict[str, Any]:
-        value: dict[str, Any] = json.loads(self.store.get_blob(run.args_digest))
+        value: dict[str, Any] = json.loads(self.blobs.get_blob(run.args_digest))
         return value
 
     def workflow(self, name: str) -> Workflow:

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from core.engine.ballots import Ballot
 from core.engine.contracts import check_output
@@ -27,7 +27,7 @@ from core.engine.readiness import Readiness, Ready
 from core.errors import Next, RunNotFound, RunNotResumable, RunStateError, UsageError
 from core.redaction import Redactor
 from core.store.cas import who_changed
-from core.store.port import Store, Transition
+from core.store.port import Blobs, Events, Gates, Journal, Runs, Transactions, Transition
 from core.store.records import Gate, GateStatus, JournalEntry, NodeStatus, Run, RunStatus
 from core.workflows.validation import did_you_mean
 from core.workflows.validation import downstream as downstream_of
@@ -46,11 +46,15 @@ ABANDONABLE = (
 )
 
 
+class ActionsStore(Runs, Gates, Journal, Blobs, Events, Transactions, Protocol):
+    """The store roles `RunActions` uses."""
+
+
 class RunActions:
     def __init__(
         self,
         *,
-        store: Store,
+        store: ActionsStore,
         gates: GateKeeper,
         readiness: Readiness,
         executions: Executions,

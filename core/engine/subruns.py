@@ -43,14 +43,13 @@ from core.engine.mapping import split_item_id
 from core.engine.node_values import decode_output
 from core.engine.prepared import Definitions, PreparedWorkflow, prepare, read_definitions
 from core.errors import BatonError
-from core.store.port import Transition
+from core.store.port import Runs, Transition
 from core.store.records import NodeStatus, Run, RunStatus
 
 if TYPE_CHECKING:
     from core.engine.engine import Engine
     from core.engine.providers import ProviderRegistry
     from core.engine.tools import ToolRegistry
-    from core.store.port import Store
     from core.workflows.model import Workflow
 
 log = logging.getLogger("baton.engine")
@@ -92,10 +91,10 @@ def item_child(run: Run) -> bool:
     return run.parent_node is not None and split_item_id(run.parent_node) is not None
 
 
-def waiting_child(store: Store, parent: Run) -> Run | None:
+def waiting_child(runs: Runs, parent: Run) -> Run | None:
     """The child run a paused `parent` waits on (at a gate, or needing attention), if any."""
     waiting = (RunStatus.PAUSED, RunStatus.NEEDS_ATTENTION)
-    return next((c for c in store.child_runs([parent.id]) if c.status in waiting), None)
+    return next((c for c in runs.child_runs([parent.id]) if c.status in waiting), None)
 
 
 def waiting_reason(child: Run, gate_node: str | None) -> str:

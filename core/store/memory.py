@@ -30,7 +30,26 @@ from core.store.memory_retention import MemoryRetention
 from core.store.memory_schedules import MemorySchedules
 from core.store.memory_subscriptions import MemorySubscriptions
 from core.store.memory_unit import MemoryTables, MemoryUnitOfWork, copied
-from core.store.port import Pulse, StepResult, Store, digest_bytes
+from core.store.port import (
+    Ballots,
+    Blobs,
+    Deliveries,
+    Events,
+    Gates,
+    Journal,
+    Leases,
+    PlatformState,
+    Pulse,
+    Retention,
+    Runs,
+    Schedules,
+    StepResult,
+    Store,
+    Subscriptions,
+    Transactions,
+    Views,
+    digest_bytes,
+)
 from core.store.records import (
     NO_NOTES,
     AuditEvent,
@@ -104,6 +123,21 @@ class MemoryStore:
         self.subscribe = self._subscriptions.subscribe
         self.unsubscribe = self._subscriptions.unsubscribe
         self.subscriptions = self._subscriptions.subscriptions
+        # the roles (`port.Roles`): a part of its own where there is one, else this store
+        self.blobs: Blobs = self
+        self.runs: Runs = self
+        self.leases: Leases = self
+        self.steps: Journal = self
+        self.gates: Gates = self
+        self.ballots: Ballots = self._ballots
+        self.events: Events = self
+        self.state: PlatformState = self
+        self.outbox: Deliveries = self._outbox
+        self.retention: Retention = self._retention
+        self.schedules: Schedules = self._schedules
+        self.subscribers: Subscriptions = self._subscriptions
+        self.views: Views = self
+        self.transactions: Transactions = self
 
     def _now(self) -> float:
         """The clock, strictly increasing within this store (so "newest first" never ties)."""

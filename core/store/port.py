@@ -1,22 +1,25 @@
 """The store port: small role protocols, and `Store`, which is all of them.
 
-    Store = Blobs          content-addressed bytes (args, outputs, artifacts)
-          + Runs           runs: lookups and the compare-and-swap status change
-          + Leases         who executes a running run; recovery of lapsed ones
-          + Journal        step executions of a run and its lineage
-          + Gates          approval gates: open, find (waiting / decided), list
-          + Ballots        votes on a gate (one per person) and its durable deadlines
-          + Events         the audit trail and incoming chat events' dedupe
-          + PlatformState  small values chat adapters (and Baton) keep across restarts
-          + Deliveries     the outbox: state-carrying replies, claimed with a lease, delivered once
-          + Retention      pruning old runs (tombstones, pins), the blob sweep, the audit's age
-          + Schedules      schedules (YAML and chat) and their fires, one per (schedule, due time)
-          + Views          what a page or a command reads together, in one query
-          + Transactions   `transaction()`: a unit of work (`core/store/unit_of_work.py`)
+    Store = Blobs          .blobs         content-addressed bytes (args, outputs, artifacts)
+          + Runs           .runs          lookups and the compare-and-swap status change
+          + Leases         .leases        who executes a running run; recovery of lapsed ones
+          + Journal        .steps         step executions of a run and its lineage
+          + Gates          .gates         approval gates: open, find (waiting / decided), list
+          + Ballots        .ballots       votes on a gate (one per person), durable deadlines
+          + Events         .events        the audit trail and incoming chat events' dedupe
+          + PlatformState  .state         small values chat adapters (and Baton) keep
+          + Deliveries     .outbox        state-carrying replies, claimed with a lease, sent once
+          + Retention      .retention     pruning old runs (tombstones, pins), the blob sweep
+          + Schedules      .schedules     schedules (YAML and chat) and their fires
+          + Subscriptions  .subscribers   conversations subscribed to workflows' events
+          + Views          .views         what a page or a command reads together, in one query
+          + Transactions   .transactions  `transaction()`: a unit of work (`unit_of_work.py`)
     Dispatch               queued steps of distributed execution (`SqlStore` on PostgreSQL)
 
-A caller may name just the role it needs (`PendingResults` takes `Journal`, the run pages'
-signing key `PlatformState`); what writes go together is the caller's choice, made with a
+Each role is an attribute typed as its protocol (`Roles`), and a consumer takes the role(s) it
+uses: `PendingResults(store.steps)`, `Pruner(store.retention, …)`, `Deliverer(store.outbox, …)`.
+Only composition roots (`bot/app.py`, `Engine`, `Handler`) hold the whole `Store`.
+What writes go together is the caller's choice, made with a
 unit of work, never a new method here. Implementations:
 `SqlStore` (`repository.py`: SQLite or PostgreSQL) and `MemoryStore` (`memory.py`), which
 pass the same contract suite (tests/integration/store/).
@@ -510,9 +513,46 @@ class Transactions(Protocol):
         """Units of work that commit together (`Batch`): one commit for many (a tick's fires)."""
 
 
+class Roles(Protocol):
+    """The store's roles as attributes, each typed as its narrow protocol: a composition root
+    hands a consumer the role(s) it uses (`PendingResults(store.steps, …)`), never the whole
+    store. Named after their protocol, but where the protocol has a method of that name:
+    `steps` (`Journal`), `events` (`Events`: the audit trail too), `state` (`PlatformState`),
+    `outbox` (`Deliveries`), `subscribers` (`Subscriptions`)."""
+
+    @property
+    def blobs(self) -> Blobs: ...
+    @property
+    def runs(self) -> Runs: ...
+    @property
+    def leases(self) -> Leases: ...
+    @property
+    def steps(self) -> Journal: ...
+    @property
+    def gates(self) -> Gates: ...
+    @property
+    def ballots(self) -> Ballots: ...
+    @property
+    def events(self) -> Events: ...
+    @property
+    def state(self) -> PlatformState: ...
+    @property
+    def outbox(self) -> Deliveries: ...
+    @property
+    def retention(self) -> Retention: ...
+    @property
+    def schedules(self) -> Schedules: ...
+    @property
+    def subscribers(self) -> Subscriptions: ...
+    @property
+    def views(self) -> Views: ...
+    @property
+    def transactions(self) -> Transactions: ...
+
+
 class Store(
     Blobs, Runs, Leases, Journal, Gates, Ballots, Events, PlatformState, Deliveries, Retention, Schedules,
-    Subscriptions, Views, Transactions, Protocol,
+    Subscriptions, Views, Transactions, Roles, Protocol,
 ):
     def migrate(self) -> str | None:
         """Bring the schema to the newest revision (idempotent, safe to race); the revision the

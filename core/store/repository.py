@@ -23,17 +23,36 @@ become frozen records (`rows.py`) before they leave. Driver errors become `Store
 
 from __future__ import annotations
 
+import time
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from core.store import migration
 from core.store.ballots_sql import BallotsSql
 from core.store.cas import DEFAULT_LEASE_SECONDS
-from core.store.database import store_operation
+from core.store.database import SqliteSynchronous, store_operation
 from core.store.dispatch_sql import DispatchSql
 from core.store.gates_sql import GatesSql
 from core.store.journal_sql import JournalSql
 from core.store.outbox_sql import DeliveriesSql
-from core.store.port import Dispatch, Store
+from core.store.port import (
+    Ballots,
+    Blobs,
+    Deliveries,
+    Dispatch,
+    Events,
+    Gates,
+    Journal,
+    Leases,
+    PlatformState,
+    Retention,
+    Runs,
+    Schedules,
+    Store,
+    Subscriptions,
+    Transactions,
+    Views,
+)
 from core.store.retention_sql import RetentionSql
 from core.store.runs_sql import RunsSql
 from core.store.schedules_sql import SchedulesSql
@@ -54,6 +73,27 @@ class SqlStore(
     `sqlite_synchronous`: "NORMAL" (default; a power cut may lose the last commits but
     never corrupts) or "FULL". `clock` is injectable for lease tests.
     """
+
+    def __init__(
+        self, url: str, *, sqlite_synchronous: SqliteSynchronous = "NORMAL",
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        super().__init__(url, sqlite_synchronous=sqlite_synchronous, clock=clock)
+        # the roles (`port.Roles`): one connection pool serves them all, so each is this store
+        self.blobs: Blobs = self
+        self.runs: Runs = self
+        self.leases: Leases = self
+        self.steps: Journal = self
+        self.gates: Gates = self
+        self.ballots: Ballots = self
+        self.events: Events = self
+        self.state: PlatformState = self
+        self.outbox: Deliveries = self
+        self.retention: Retention = self
+        self.schedules: Schedules = self
+        self.subscribers: Subscriptions = self
+        self.views: Views = self
+        self.transactions: Transactions = self
 
     @store_operation("migrate the database schema")
     def migrate(self) -> str | None:
