@@ -1,0 +1,22 @@
+"""`answering`: which clicked buttons retire, and a refused form's answer."""
+
+from __future__ import annotations
+
+from core.commands.answering import form_refused, retires
+from core.commands.messages import Form
+from core.commands.replies import FORM_ACTION
+
+
+def test_reusable_and_gate_deciding_buttons_do_not_retire() -> None:
+    assert retires("resume", "resume 3f9a")
+    assert not retires("open", "open 3f9a")  # reusable: stays for the next person
+    assert not retires("approve", "approve 3f9a")  # the gate's offers are edited by the core
+    assert not retires("force", "reject 3f9a")  # what decides is the command, not the label
+
+
+def test_a_refused_form_is_a_private_error_with_its_button() -> None:
+    form = Form(kind="run", title="Run deploy", submit="Run", command="run deploy")
+    reply = form_refused(form, {"replicas": "not a number", "": "one more thing"})
+    assert reply.is_error and reply.ephemeral
+    assert reply.data["message"] == "replicas: not a number · one more thing"
+    assert [b.action for b in reply.buttons] == [FORM_ACTION]
