@@ -31,25 +31,25 @@ import discord
 from discord import app_commands
 
 from adapters.discord import preflight
-from adapters.discord.buttons import WorkflowButton, WorkflowSelect, used_view
+from adapters.discord.buttons import MENU_PATTERN, Clicked, WorkflowButton, WorkflowSelect, used_view
 from adapters.discord.commands import WorkflowGroup
-from adapters.discord.custom_ids import MENU_PATTERN, PATTERN, command_of, parse
 from adapters.discord.formatting import FORMAT
 from adapters.discord.forms import FormModal, fits
 from adapters.discord.inbound import chat_message, command_message, is_person, strip_mentions
 from adapters.discord.outbound import NO_MENTIONS, DiscordSender
 from core.commands import replies
-from core.commands.messages import reusable
-from core.commands.offers import DECIDING
+from core.commands.answering import acknowledged, form_refused
+from core.commands.offers import retires
 from core.commands.preflight import starts_run
 from core.commands.replies import FORM_ACTION
 from core.commands.voting import button_ballot
-from core.errors import ConfigurationError, InputValidationError
+from core.delivery.button_refs import PATTERN, command_of, parse
+from core.errors import ConfigurationError
 from core.render import render
 
 if TYPE_CHECKING:
     from core.commands.handler import Handler
-    from core.commands.messages import ChatMessage, Form, Reply
+    from core.commands.messages import Form, Reply
     from core.engine.ballots import Ballot
 
 #: Seconds an opened form stays known after its modal's own timeout (a late submission of it
@@ -143,19 +143,10 @@ class BatonClient(discord.Client):
             return
         if ballot is None and await self._open_form(interaction, command):
             return  # its modal is the answer
-        message = command_message(interaction, command)
-        accepted = self.handler.accept(message)  # recorded before Discord is answered (late_events.py)
-        if not await _acknowledge(interaction, thinking=True):
-            if accepted:
-                self.handler.finish(message)  # answered or expired already: never done late
-            return
-        answer = await self._answer(message, accepted, ballot)
-        await self.sender.answer(interaction, answer, open_original=True)
-
-    async def _answer(self, message: ChatMessage, accepted: bool, ballot: Ballot | None) -> list[Reply]:
-        if ballot is not None:
-            return await self.handler.decide(ballot, message, accepted=accepted)
-        return await self.handler.handle(message, accepted=accepted)
+        answer = await acknowledged(self.handler, command_message(interaction, command),
+                                    lambda: _acknowledge(interaction, thinking=True), ballot)
+        if answer is not None:
+            await self.sender.answer(interaction, answer, open_original=True)
 
     async def _open_form(self, interaction: discord.Interaction, command: str, ballot: Ballot | None = None
                          ) -> bool:
@@ -181,45 +172,29 @@ class BatonClient(discord.Client):
         complete handled as the submitting user's; wrong values are told to them alone."""
         result = self.handler.asking.read_form(command_message(interaction, form.command), values)
         if result.command is None:
-            problem = InputValidationError(
-                " · ".join(f"{name}: {line}" if name else line for name, line in result.errors.items()),
-                hint="Nothing has run. Run… opens the form again.")
-            error = dataclasses.replace(replies.error(problem), buttons=(replies.form_button(form),))
+            error = form_refused(form, result.errors)
             await interaction.response.send_message(
-                "\n".join(render(error, FORMAT, self.handler.redactor)), ephemeral=True,
-                allowed_mentions=NO_MENTIONS, view=self.sender.view_of(error) or discord.ui.View())
+                self._text(error), ephemeral=True, allowed_mentions=NO_MENTIONS,
+                view=self.sender.view_of(error) or discord.ui.View())
             return
         await self.on_workflow(interaction, result.command, result.ballot)
 
-    # -- buttons ------------------------------------------------------------------------------
-    async def check_click(self, interaction: discord.Interaction, button: WorkflowButton) -> bool:
-        """Authorize through the core: the click runs as the clicking user's command. A
-        refusal (any error reply) goes to that user alone and leaves the buttons as they are."""
-        outcome = await self._click(interaction, button.custom_id_value)
-        button.outcome = outcome
-        return outcome is not None
+    # -- buttons and menus -----------------------------------------------------------------------
+    async def check_click(self, interaction: discord.Interaction, item: Clicked) -> bool:
+        """Authorize through the core: the click (or option picked) runs as the clicking user's
+        command. A refusal (any error reply) goes to that user alone and leaves the item as it is."""
+        item.outcome = await self._click(interaction, item.encoded)
+        return item.outcome is not None
 
-    async def run_click(self, interaction: discord.Interaction, button: WorkflowButton) -> None:
-        replies, command = button.outcome
-        ref = parse(button.custom_id_value)
-        keep = ref is not None and reusable(ref.action)
-        # a gate decided: the core edits every message that offered it (offers.py), this one too
-        decided = command.split(" ", 1)[0] in DECIDING
-        if interaction.message is not None and not keep and not decided:
+    async def run_click(self, interaction: discord.Interaction, item: Clicked) -> None:
+        answer, action, command = item.outcome
+        # menus only decide gates: the core edits their messages, as every message offering one
+        clicked = isinstance(item, WorkflowButton) and interaction.message is not None
+        if clicked and interaction.message is not None and retires(action, command, answer):
             chooser = interaction.user.display_name or interaction.user.name
-            view = used_view(interaction.message, button.custom_id_value, chooser)
+            view = used_view(interaction.message, item.encoded, chooser)
             await interaction.edit_original_response(view=view, allowed_mentions=NO_MENTIONS)
-        await self.sender.answer(interaction, replies, open_original=False)
-
-    async def check_choice(self, interaction: discord.Interaction, menu: WorkflowSelect) -> bool:
-        """An option picked in a select menu: its command, as a click on a button would."""
-        outcome = await self._click(interaction, menu.chosen)
-        menu.outcome = outcome
-        return outcome is not None
-
-    async def run_choice(self, interaction: discord.Interaction, menu: WorkflowSelect) -> None:
-        replies, _ = menu.outcome  # menus only decide gates: the core edits their messages
-        await self.sender.answer(interaction, replies, open_original=False)
+        await self.sender.answer(interaction, answer, open_original=False)
 
     def _kept(self, digest: str) -> bytes:
         """A long button command from the core's store (KeyError: it kept none under `digest`)."""
@@ -228,9 +203,11 @@ class BatonClient(discord.Client):
             raise KeyError(digest)
         return command.encode("utf-8")
 
-    async def _click(self, interaction: discord.Interaction, encoded: str) -> tuple[list[Reply], str] | None:
-        """Handle the command `encoded` carries as the clicking user's; None when it was refused
-        (told to that user alone), answered with a form, or could not be acknowledged."""
+    async def _click(self, interaction: discord.Interaction, encoded: str
+                     ) -> tuple[list[Reply], str, str] | None:
+        """Handle the command `encoded` carries as the clicking user's: the answer, the action
+        and the command; None when it was refused (told to that user alone), answered with a
+        form, or could not be acknowledged."""
         ref = parse(encoded)
         if ref is None:  # `baton:…` but malformed: nothing to run, still answered
             await self._tell_stale(interaction, form=False)
@@ -243,18 +220,15 @@ class BatonClient(discord.Client):
         # "Run…", or Approve on a gate with a form: the form opened; the message keeps its button
         if ref.action in (FORM_ACTION, "approve") and await self._open_form(interaction, command, ballot):
             return None
-        message = command_message(interaction, command)
-        accepted = self.handler.accept(message)  # recorded before Discord is answered (late_events.py)
-        if not await _acknowledge(interaction, thinking=False):
-            if accepted:
-                self.handler.finish(message)
+        answer = await acknowledged(self.handler, command_message(interaction, command),
+                                    lambda: _acknowledge(interaction, thinking=False), ballot)
+        if answer is None:
             return None
-        answer = await self._answer(message, accepted, ballot)
         refusals = [dataclasses.replace(r, ephemeral=True) for r in answer if r.is_error]
         if refusals:
             await self.sender.answer(interaction, refusals, open_original=False)
             return None
-        return answer, command
+        return answer, ref.action, command
 
     # -- interactions nothing else answers ------------------------------------------------------
     async def on_interaction(self, interaction: discord.Interaction) -> None:
@@ -274,9 +248,9 @@ class BatonClient(discord.Client):
     async def _tell_stale(self, interaction: discord.Interaction, *, form: bool) -> None:
         log.info("interaction Baton cannot act on: %s", _custom_id(interaction),
                  extra={"action": "interaction_unknown", "interaction": interaction.id})
-        text = "\n".join(render(replies.stale_control(form), FORMAT, self.handler.redactor))
         try:
-            await interaction.response.send_message(text, ephemeral=True, allowed_mentions=NO_MENTIONS)
+            await interaction.response.send_message(
+                self._text(replies.stale_control(form)), ephemeral=True, allowed_mentions=NO_MENTIONS)
         except (discord.HTTPException, discord.InteractionResponded) as exc:
             log.info("interaction not answered: %s", exc,
                      extra={"action": "interaction_skipped", "interaction": interaction.id})
@@ -297,6 +271,9 @@ class BatonClient(discord.Client):
         for reply in answer:
             await self.sender.send_to(int(reply.thread) if reply.thread else message.channel.id, reply)
 
+    def _text(self, reply: Reply) -> str:
+        return "\n".join(render(reply, FORMAT, self.handler.redactor))
+
     # -- whatever failed while answering -----------------------------------------------------------
     async def on_tree_error(
         self, interaction: discord.Interaction, error: app_commands.AppCommandError
@@ -305,7 +282,7 @@ class BatonClient(discord.Client):
         person in one line rather than leave "thinking…" behind."""
         log.error("command failed: %s", error, exc_info=error,
                   extra={"action": "command_failed", "interaction": interaction.id})
-        text = "\n".join(render(replies.unexpected(), FORMAT, self.handler.redactor))
+        text = self._text(replies.unexpected())
         try:
             if not interaction.response.is_done():
                 await interaction.response.send_message(

@@ -3,9 +3,10 @@
 Discord's modals hold five text inputs, so a form with more fields shows its first five (the
 required ones come first, `core.commands.forms`); the rest keep what was typed or their
 defaults. A form that needs more than five answers is not shown as a modal at all: the
-reply's text says which `--set` to type. Choices (`enum:`) are listed in the placeholder and
-checked by the core like any other value. The submitted texts go back to the core unchanged.
-Each modal has its own custom_id (`PREFIX` + random), so forms open at once stay apart.
+reply's text says which `--set` to type. Choices (`enum:`) are listed in the placeholder
+(`templates/discord/_said.j2`) and checked by the core like any other value. The submitted
+texts go back to the core unchanged. Each modal has its own custom_id (`PREFIX` + random),
+so forms open at once stay apart.
 """
 
 from __future__ import annotations
@@ -16,7 +17,9 @@ from typing import Any
 
 import discord
 
+from adapters.discord.formatting import FORMAT
 from core.commands.messages import Form, FormField
+from core.render import sentence
 
 FIELDS = 5  # text inputs a Discord modal holds
 TITLE = 45  # characters of a modal's title and of a field's label
@@ -39,11 +42,7 @@ def _cut(text: str, limit: int) -> str:
 
 
 def _placeholder(field: FormField) -> str:
-    if field.choices:
-        return _cut("one of: " + ", ".join(field.choices), PLACEHOLDER)
-    if field.type == "boolean":
-        return "true or false"
-    return _cut(field.description or field.type, PLACEHOLDER)
+    return _cut(sentence(FORMAT, "placeholder", field.choices, field.type, field.description), PLACEHOLDER)
 
 
 class FormModal(discord.ui.Modal):

@@ -52,8 +52,13 @@ def is_person(message: discord.Message, bot_id: int | None) -> bool:
     return message.type in (discord.MessageType.default, discord.MessageType.reply)
 
 
-def _display(user: discord.abc.User) -> str:
-    return user.display_name or user.name
+def _message(place: Place, user: discord.abc.User, text: str, event_id: str, *, is_command: bool,
+             mentions_bot: bool = False) -> ChatMessage:
+    return ChatMessage(
+        platform=PLATFORM, conversation=place.conversation, thread=place.thread, user=str(user.id),
+        user_name=user.display_name or user.name, text=text, event_id=event_id, is_command=is_command,
+        direct=place.direct, mentions_bot=mentions_bot,
+    )
 
 
 def command_message(interaction: discord.Interaction, text: str) -> ChatMessage:
@@ -61,17 +66,7 @@ def command_message(interaction: discord.Interaction, text: str) -> ChatMessage:
     place = place_of(
         interaction.channel, channel_id=interaction.channel_id or 0, guild_id=interaction.guild_id
     )
-    return ChatMessage(
-        platform=PLATFORM,
-        conversation=place.conversation,
-        thread=place.thread,
-        user=str(interaction.user.id),
-        user_name=_display(interaction.user),
-        text=text.strip(),
-        event_id=f"interaction:{interaction.id}",
-        is_command=True,
-        direct=place.direct,
-    )
+    return _message(place, interaction.user, text.strip(), f"interaction:{interaction.id}", is_command=True)
 
 
 def chat_message(message: discord.Message, channel: object, bot_id: int | None) -> ChatMessage:
@@ -79,16 +74,5 @@ def chat_message(message: discord.Message, channel: object, bot_id: int | None) 
     text, mentioned = strip_mentions(message.content, bot_id)
     guild_id = message.guild.id if message.guild is not None else getattr(channel, "guild_id", None)
     place = place_of(channel, channel_id=message.channel.id, guild_id=guild_id)
-    return ChatMessage(
-        platform=PLATFORM,
-        conversation=place.conversation,
-        thread=place.thread,
-        user=str(message.author.id),
-        user_name=_display(message.author),
-        text=text,
-        event_id=f"message:{message.id}",
-        is_command=False,
-        direct=place.direct,
-        mentions_bot=mentioned,
-    )
-
+    return _message(place, message.author, text, f"message:{message.id}", is_command=False,
+                    mentions_bot=mentioned)

@@ -1,26 +1,17 @@
 """Discord's transport (`core.delivery.transport.Transport`) and its answers to interactions.
 
-The core's delivery service (`core.delivery.service`) decides where a reply goes (the run's
-thread, then its channel, then the interaction's follow-up while its token lives, then a direct
-message to whoever started the run; the first reply in a new place says so, once), whether a
-keyed message is edited or posted anew (kept in memory and in the store, so after a restart the
-next update still edits it), the size policy (`attach`), and what becomes of a run's thread.
-This module posts, edits and uploads, and answers what it did, never calling back.
+The core's delivery service (`core.delivery.service`) decides where a reply goes, whether a
+keyed message is edited or posted anew, the size policy (`attach`) and what becomes of a run's
+thread; `core.commands.text_messages` says what the messages are (texts, the file, the nonce,
+who may be pinged). This module posts, edits and uploads, and answers what it did, never
+calling back.
 
-- Text is `core.render.render_reply(reply, FORMAT, redactor)` (Discord's format, `formatting.py`;
-  the runtime's redactor: no secret in the text, the buttons' labels or their commands): chunks
-  of at most 2,000 UTF-16 units (the core splits without cutting code, see `core.splitting`).
-  More than `attach_over` characters in all, or a command too wide for one message, go out as
-  one message with the first chunk and, when the service says it may, the whole text attached
-  as a file.
 - `AllowedMentions.none()` on every message the bot posts, but for the people a reply calls
-  (`Reply.pings`: a gate's reminder or escalation to the approvers it waits on, "handled after
-  a restart" to who typed the command): exactly those users may be pinged (`allowed_mentions`).
-  Everyone else a message names shows as a mention (their name, never a ping).
-- An edited message deleted meanwhile (10008) is posted again where it was.
+  (`Reply.pings`): everyone else a message names shows as a mention, never a ping.
+- An edited message deleted meanwhile (10008) is posted again where it was; a 413 for the
+  attached text posts every chunk as a message of its own.
 - `starts_thread`: a thread is opened from the posted message (`Sent.thread`; None where none
-  can be, e.g. a DM). The interaction's follow-up webhook is the run's follow-up (its token
-  lives 15 minutes).
+  can be, e.g. a DM). The interaction's follow-up webhook is the run's follow-up (15 minutes).
 - Refusals (deleted: 10003, no access: 50001 / 50013) send the reply to the next place; a
   failure that may pass (5xx after discord.py's own retries, a dropped connection) is raised as
   `NotDelivered`: the core sends the newest state again.
@@ -30,7 +21,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import hashlib
 import io
 import logging
 from collections.abc import Awaitable, Callable, Sequence
@@ -44,13 +34,15 @@ from adapters.discord.buttons import build_view
 from adapters.discord.formatting import FORMAT
 from core.commands.handler import Handler
 from core.commands.messages import Reply
+from core.commands.text_messages import content, once_key, pinged
 from core.delivery.edits import NotDelivered, Outgoing, Posted
 from core.delivery.fallbacks import FOLLOW_UP
 from core.delivery.service import DeliveryService
 from core.delivery.transport import Sent
-from core.render import redacted, render_reply, sentence
+from core.render import redacted, sentence
 
 PLATFORM = "discord"
+NONCE_LENGTH = 25  # Discord's limit
 NO_MENTIONS = discord.AllowedMentions.none()
 THREAD_ARCHIVE_MINUTES: Literal[1440] = 1440  # a day without messages
 FOLLOW_UP_TTL = 14 * 60.0  # an interaction token lives 15 minutes
@@ -66,66 +58,44 @@ Send = Callable[[str, discord.File | None, discord.ui.View | None], Awaitable[di
 
 def allowed_mentions(reply: Reply) -> discord.AllowedMentions:
     """No mention pings, but those of the people `reply` calls (`Reply.pings`)."""
-    users = [discord.Object(int(p[len(PLATFORM) + 1:])) for p in reply.pings
-             if p.startswith(f"{PLATFORM}:") and p[len(PLATFORM) + 1:].isdigit()]
+    users = [discord.Object(int(u)) for u in pinged(reply, PLATFORM) if u.isdigit()]
     if not users:
         return NO_MENTIONS
     return discord.AllowedMentions(everyone=False, roles=False, replied_user=False, users=users)
 
 
+def _send(post: Callable[..., Awaitable[discord.Message | None]], fixed: dict[str, object], *,
+          attachments: bool = False) -> Send:
+    """`post` (a channel's send, a follow-up's, the edit of the deferred answer) as a `Send`;
+    `attachments`: it takes its file as a list of attachments."""
+
+    async def send(content: str, file: discord.File | None, view: discord.ui.View | None) -> discord.Message:
+        extra = dict(fixed)
+        if file is not None:
+            extra["attachments" if attachments else "file"] = [file] if attachments else file
+        if view is not None:
+            extra["view"] = view
+        return await post(content=content, **extra)  # type: ignore[return-value]
+
+    return send
+
+
 def channel_send(channel: discord.abc.Messageable, nonce: str | None = None,
                  mentions: discord.AllowedMentions = NO_MENTIONS) -> Send:
     """`nonce`: discord.py sends it with `enforce_nonce: true`, so Discord answers a repeat
-    within a few minutes with the message it made the first time instead of posting again.
-    `mentions`: who may be pinged (no one by default)."""
-
-    async def send(content: str, file: discord.File | None, view: discord.ui.View | None) -> discord.Message:
-        extra: dict[str, object] = {"file": file} if file is not None else {}
-        if view is not None:
-            extra["view"] = view
-        if nonce is not None:
-            extra["nonce"] = nonce
-        return await channel.send(content, allowed_mentions=mentions, **extra)  # type: ignore[call-overload]
-
-    return send
-
-
-NONCE_LENGTH = 25  # Discord's limit
-
-
-def nonce_of(reply: Reply) -> str | None:
-    """The nonce of an outbox row's message: its `delivery_key`, the same on every redelivery
-    (a long one hashed to Discord's 25 characters); None for any other reply."""
-    key = reply.delivery_key
-    if key is None:
-        return None
-    return key if len(key) <= NONCE_LENGTH else hashlib.sha256(key.encode()).hexdigest()[:NONCE_LENGTH]
+    within a few minutes with the message it made the first time instead of posting again."""
+    once: dict[str, object] = {"nonce": nonce} if nonce is not None else {}
+    return _send(channel.send, {"allowed_mentions": mentions, **once})
 
 
 def followup_send(interaction: discord.Interaction, *, ephemeral: bool) -> Send:
-    async def send(content: str, file: discord.File | None, view: discord.ui.View | None) -> discord.Message:
-        extra: dict[str, object] = {"file": file} if file is not None else {}
-        if view is not None:
-            extra["view"] = view
-        return await interaction.followup.send(  # type: ignore[call-overload,no-any-return]
-            content, wait=True, ephemeral=ephemeral, allowed_mentions=NO_MENTIONS, **extra
-        )
-
-    return send
+    return _send(interaction.followup.send,
+                 {"wait": True, "ephemeral": ephemeral, "allowed_mentions": NO_MENTIONS})
 
 
 def original_edit(interaction: discord.Interaction) -> Send:
     """Replaces the deferred "thinking…" response of a slash command."""
-
-    async def send(content: str, file: discord.File | None, view: discord.ui.View | None) -> discord.Message:
-        extra: dict[str, object] = {"attachments": [file]} if file is not None else {}
-        if view is not None:
-            extra["view"] = view
-        return await interaction.edit_original_response(
-            content=content, allowed_mentions=NO_MENTIONS, **extra  # type: ignore[arg-type]
-        )
-
-    return send
+    return _send(interaction.edit_original_response, {"allowed_mentions": NO_MENTIONS}, attachments=True)
 
 
 @dataclass(frozen=True, slots=True)
@@ -228,7 +198,7 @@ class DiscordSender:
             channel = self.client.get_channel(channel_id) or self.client.get_partial_messageable(channel_id)
             # the first message carries the nonce (a redelivered outbox row posts it once)
             mentions = allowed_mentions(reply)  # the people it calls, if any; else no ping
-            first = channel_send(channel, nonce_of(reply), mentions)  # type: ignore[arg-type]
+            first = channel_send(channel, once_key(reply, NONCE_LENGTH), mentions)  # type: ignore[arg-type]
             rest = channel_send(channel, mentions=mentions)  # type: ignore[arg-type]
         messages, filed = await self._post_new(reply, first, rest, attach=attach)
         thread = await self._open_thread(messages[0], reply) if opens and messages else None
@@ -243,7 +213,7 @@ class DiscordSender:
         the reply goes to the next place."""
         assert isinstance(reply, Reply)
         channel = self.client.get_partial_messageable(int(posted.place))
-        chunks, file = self._content(reply, attach=attach)
+        chunks, file, _ = self._content(reply, attach=attach)
         view = self.view_of(reply)
         ids: list[str] = []
         filed = False
@@ -252,12 +222,10 @@ class DiscordSender:
             attached = file if index == 0 else None
             if index < len(posted.ids):
                 message = channel.get_partial_message(int(posted.ids[index]))
-                extra: dict[str, object] = {"attachments": [attached]} if attached is not None else {}
                 try:
-                    await message.edit(
-                        content=chunk, view=view if last else None, allowed_mentions=NO_MENTIONS,
-                        **extra,  # type: ignore[arg-type]
-                    )
+                    edit = _send(message.edit, {"allowed_mentions": NO_MENTIONS, "view": None},
+                                 attachments=True)
+                    await edit(chunk, attached, view if last else None)
                     ids.append(str(message.id))
                     filed = filed or attached is not None
                     continue
@@ -324,7 +292,7 @@ class DiscordSender:
         self, reply: Reply, first: Send, rest: Send, *, attach: bool
     ) -> tuple[list[discord.Message], bool]:
         """The messages posted, and whether the whole text was attached to the first."""
-        chunks, file = self._content(reply, attach=attach)
+        chunks, file, every = self._content(reply, attach=attach)
         view = self.view_of(reply)
         messages: list[discord.Message] = []
         filed = False
@@ -342,26 +310,16 @@ class DiscordSender:
                 log.warning("attachment refused as too large; sending the text in messages",
                             extra={"action": "upload_too_large", "run_id": reply.run_id})
                 file = None  # every chunk as a message of its own: nothing is lost
-                chunks = [c for c in render_reply(reply, FORMAT, self.redactor).chunks if c.strip()]
+                chunks = every
                 continue
             index += 1
         return messages, filed
 
-    def _content(self, reply: Reply, *, attach: bool) -> tuple[list[str], discord.File | None]:
-        """The messages' texts, and the file holding the whole text when it is long or when a
-        command in it was too wide for one message (the file shows every command whole), when
-        `attach` (else the first message's worth)."""
-        rendered = render_reply(reply, FORMAT, self.redactor)
-        chunks = [c for c in rendered.chunks if c.strip()]
-        if reply.file is not None:  # a file the reply carries (`audit --since`)
-            return chunks, discord.File(io.BytesIO(reply.file.content or b""), filename=reply.file.name)
-        too_long = not rendered.whole or sum(len(c) for c in chunks) > self.attach_over
-        if not too_long:
-            return chunks, None
-        if not attach:
-            return chunks[:1], None
-        name = f"{reply.kind}-{reply.run_id}.txt" if reply.run_id else f"{reply.kind}.txt"
-        return chunks[:1], discord.File(io.BytesIO(rendered.text.encode("utf-8")), filename=name)
+    def _content(self, reply: Reply, *, attach: bool) -> tuple[list[str], discord.File | None, list[str]]:
+        """The messages' texts, the file attached to the first, and every chunk (`text_messages`)."""
+        said = content(reply, FORMAT, self.redactor, attach=attach, attach_over=self.attach_over)
+        file = None if said.file is None else discord.File(io.BytesIO(said.file[1]), filename=said.file[0])
+        return list(said.chunks), file, list(said.every)
 
     async def _open_thread(self, message: discord.Message, reply: Reply) -> str | None:
         """The run's thread, opened from `message`; None where none can be (a DM, no permission)."""

@@ -13,6 +13,9 @@ from __future__ import annotations
 
 import discord
 
+from adapters.discord.formatting import FORMAT
+from core.render import sentence
+
 #: what a run needs of a server channel: (permission, how Discord's settings name it)
 NEEDED = (("view_channel", "View Channel"), ("send_messages", "Send Messages"),
           ("attach_files", "Attach Files"))
@@ -23,9 +26,7 @@ IN_THREADS = (("view_channel", "View Channel"), ("send_messages_in_threads", "Se
 def refusal(interaction: discord.Interaction) -> str | None:
     """None when Baton can post where `interaction` came from; else the two lines to tell."""
     if interaction.context.private_channel:
-        return ("Nothing was started: Baton cannot post in a conversation between people "
-                "(a direct or group message).\n"
-                "Run the command in a server channel Baton is in, or in your direct message with Baton.")
+        return sentence(FORMAT, "private_channel")
     if interaction.guild_id is None:  # the bot's own direct messages
         return None
     kind = getattr(interaction.channel, "type", None)
@@ -35,6 +36,4 @@ def refusal(interaction: discord.Interaction) -> str | None:
     if not missing:
         return None
     where = f"<#{interaction.channel_id}>" if interaction.channel_id else "this channel"
-    return (f"Nothing was started: Baton lacks {', '.join(missing)} in {where}.\n"
-            "Ask a server admin to allow that for Baton's role in this channel "
-            "(Edit Channel → Permissions), then run the command again.")
+    return sentence(FORMAT, "lacks", missing, where)

@@ -19,8 +19,8 @@ from typing import Any, Protocol
 
 import pytest
 
-from adapters.discord.custom_ids import command_of, parse
 from core.config import Access, Settings
+from core.delivery.button_refs import command_of, parse
 from core.store.records import JournalEntry, Run
 from core.store.repository import SqlStore
 from tests.e2e.console.cli import BatonCli, prompts

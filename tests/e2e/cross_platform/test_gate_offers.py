@@ -18,7 +18,6 @@ import pytest
 from slack_sdk.web.async_client import AsyncWebClient
 
 from adapters.discord import build_client, discord
-from adapters.discord.custom_ids import command_of, parse
 from adapters.slack import build_bridge
 from adapters.slack.http import SlackEndpoint
 from bot.app import build_baton
@@ -26,6 +25,7 @@ from bot.http import bind
 from bot.serve import http_server
 from core.commands.deadlines import GateDeadlines
 from core.config import Access, Settings
+from core.delivery.button_refs import command_of, parse
 from core.store.records import GateStatus, RunStatus
 from tests.e2e.discord.fake_discord import GUILD_ID, Call, FakeDiscord
 from tests.e2e.discord.gateway import BOB, dispatch_interaction, dm_button_click, guild_create

@@ -14,8 +14,8 @@ from typing import Any
 
 import pytest
 
-from adapters.discord.custom_ids import command_of, parse
 from core.config import Access, Settings
+from core.delivery.button_refs import command_of, parse
 from core.store.records import GateStatus, RunStatus
 from tests.e2e.cross_platform.test_gate_offers import CAROL, NAGGED, Both, _button, both_platforms
 from tests.e2e.discord.fake_discord import CHANNEL_ID, GUILD_ID

@@ -13,9 +13,9 @@ from pathlib import Path
 from typing import Any
 
 from adapters.discord import BatonClient, build_client
-from adapters.discord.custom_ids import command_of, parse
 from bot.app import Baton, build_baton
 from core.config import Access, Settings
+from core.delivery.button_refs import command_of, parse
 from core.store.records import Run
 from tests.e2e.discord.fake_discord import CHANNEL_ID, GUILD_ID, Call, FakeDiscord
 from tests.e2e.discord.gateway import (

@@ -4,8 +4,8 @@ reply in the run's thread, on every platform: tests/e2e/acceptance/."""
 
 from __future__ import annotations
 
-from adapters.discord.custom_ids import command_of, parse
 from core.config import Settings
+from core.delivery.button_refs import command_of, parse
 from core.store.records import Run
 from tests.e2e.discord.gateway import ANA, BOB
 from tests.e2e.discord.harness import DiscordBot, custom_ids

@@ -12,8 +12,8 @@ from typing import Any
 
 import pytest
 
-from adapters.discord.custom_ids import command_of, parse
 from core.config import Access, Settings
+from core.delivery.button_refs import command_of, parse
 from core.store.records import GateStatus, RunStatus
 from tests.e2e.discord.fake_discord import GUILD_ID
 from tests.e2e.discord.gateway import ANA, BOB

@@ -15,9 +15,9 @@ from typing import Any
 
 import pytest
 
-from adapters.discord.custom_ids import command_of, parse
 from core.commands.deadlines import GateDeadlines
 from core.config import Access, Settings
+from core.delivery.button_refs import command_of, parse
 from core.store.records import GateStatus, RunStatus
 from tests.e2e.discord.fake_discord import GUILD_ID, Call
 from tests.e2e.discord.gateway import ANA, BOB, MALLORY, button_click, dispatch_interaction, dm_button_click

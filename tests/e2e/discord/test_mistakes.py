@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from adapters.discord.custom_ids import command_of, parse
 from core.commands.parser import parse as parse_command
+from core.delivery.button_refs import command_of, parse
 from core.splitting import code_spans
 from tests.e2e.discord.harness import DiscordBot, custom_ids
 

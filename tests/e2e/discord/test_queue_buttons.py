@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from adapters.discord.custom_ids import command_of, parse
+from core.delivery.button_refs import command_of, parse
 from core.store.records import RunStatus
 from tests.e2e.discord.gateway import ANA, BOB
 from tests.e2e.discord.harness import DEADLINE, DiscordBot, custom_ids

@@ -6,8 +6,9 @@ from collections.abc import Iterator
 
 import pytest
 
-from adapters.discord.custom_ids import MAX_CUSTOM_ID, command_of, encode, parse
+from adapters.discord.buttons import MAX_CUSTOM_ID
 from adapters.discord.inbound import place_of, strip_mentions
+from core.delivery.button_refs import command_of, encode, parse
 from core.store.repository import SqlStore
 
 
@@ -32,7 +33,7 @@ def store(sqlite_url: str) -> Iterator[SqlStore]:
 def test_short_commands_are_carried_in_the_custom_id_itself(
     store: SqlStore, action: str, command: str, form: str
 ) -> None:
-    custom_id = encode(action, command, "3f9a1c2b0d11", store.put_blob)
+    custom_id = encode(action, command, "3f9a1c2b0d11", store.put_blob, limit=MAX_CUSTOM_ID)
     ref = parse(custom_id)
 
     assert custom_id == form
@@ -42,7 +43,7 @@ def test_short_commands_are_carried_in_the_custom_id_itself(
 def test_a_long_command_is_a_key_into_the_store_and_comes_back_verbatim(store: SqlStore) -> None:
     command = 'run deploy --force "' + "ünïcode and \\\"quotes\\\" `ticks` " * 12 + '"'
 
-    custom_id = encode("force", command, "3f9a1c2b0d11", store.put_blob)
+    custom_id = encode("force", command, "3f9a1c2b0d11", store.put_blob, limit=MAX_CUSTOM_ID)
     ref = parse(custom_id)
 
     assert len(custom_id) <= MAX_CUSTOM_ID and custom_id.startswith("baton:force:#")

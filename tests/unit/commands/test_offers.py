@@ -77,3 +77,4 @@ def test_a_clicked_message_loses_its_buttons_unless_refused_reusable_or_a_decide
     assert not retires("resume", "resume r1", [])  # a duplicate click answered nothing
     assert not retires("open", "open r1", answered)  # "Open run" stays for the next person
     assert not retires("approve", "approve r1", answered)  # the core edits every offer of the gate
+    assert not retires("force", "reject r1", answered)  # what decides is the command, not the label

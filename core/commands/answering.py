@@ -1,0 +1,47 @@
+"""What a chat adapter does with a request that must be acknowledged before it is answered
+(a Discord interaction, a Slack command or click), written once for every platform:
+
+    answer = await answering.acknowledged(handler, message, acknowledge, ballot)
+    if answer is not None and offers.retires(action, command, answer): ...  # grey the clicked buttons
+
+The adapter says how to acknowledge (`acknowledge() -> bool`: False when the platform refused,
+e.g. a redelivered request answered already); the handler records, handles or decides.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Awaitable, Callable, Mapping
+from typing import TYPE_CHECKING
+
+from core.commands import replies
+from core.commands.messages import ChatMessage, Form, Reply
+from core.errors import InputValidationError
+
+if TYPE_CHECKING:
+    from core.commands.handler import Handler
+    from core.engine.ballots import Ballot
+
+
+async def acknowledged(handler: Handler, message: ChatMessage, acknowledge: Callable[[], Awaitable[bool]],
+                       ballot: Ballot | None = None) -> list[Reply] | None:
+    """The answer to `message` (or to the `ballot` it casts: `Handler.decide`, never read as a
+    command), recorded before the platform is acknowledged (`late_events.py`). None when the
+    acknowledgement was refused: answered or expired already, never done late."""
+    accepted = handler.accept(message)
+    if not await acknowledge():
+        if accepted:
+            handler.finish(message)
+        return None
+    if ballot is not None:
+        return await handler.decide(ballot, message, accepted=accepted)
+    return await handler.handle(message, accepted=accepted)
+
+
+def form_refused(form: Form, errors: Mapping[str, str]) -> Reply:
+    """A submitted form's values refused (`errors`: field name, or "", -> what is wrong), told to
+    the person alone, with the button that opens the form again."""
+    problem = InputValidationError(
+        " · ".join(f"{name}: {line}" if name else line for name, line in errors.items()),
+        hint="Nothing has run. Run… opens the form again.")
+    return dataclasses.replace(replies.error(problem), buttons=(replies.form_button(form),))
