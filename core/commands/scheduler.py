@@ -45,7 +45,7 @@ from core.commands import authz, schedule_replies
 from core.commands.messages import Reply
 from core.commands.progress import ProgressReporter
 from core.config import Access
-from core.engine.engine import Engine, RunStart, Starting
+from core.engine.engine import Created, Engine, RunStart, Starting
 from core.errors import (
     BatonError,
     FireAlreadyRecorded,
@@ -202,8 +202,10 @@ class Scheduler:
         """Fire every due time up to `now` (the clock's time by default) that this replica wins.
         Only schedules whose next due time (after the point they were evaluated to) has come
         are read any further. The runs of the fires are created `BATCH` at a time, each batch
-        in one commit (`Engine.start_runs`), and start once it committed; a schedule's point
-        moves forward (in one write at the end) once its fires were written. Replicas ticking
+        in one commit (`Engine.create_runs`); a schedule's point moves forward (in one write at
+        the end) once its fires were written; then the runs created begin executing (launching
+        one costs about what creating it does: launched as they are created, they would make
+        every later batch, and so the fires in it, that much later). Replicas ticking
         together start at random places of the schedules (in id order), so they share the work
         and their batches meet late; where they meet, a batch leaves the schedules a peer's
         batch holds to it (PostgreSQL: `FireBusy`), and such a schedule's point stays where it
@@ -231,7 +233,10 @@ class Scheduler:
                     fired.extend(await self._flush(batch, untils))
             fired.extend(await self._flush(batch, untils))
         finally:
-            self.store.advance_schedules(untils)
+            try:
+                self.store.advance_schedules(untils)
+            finally:
+                await self._begin(batch)
         return fired
 
     def next_due(self) -> float | None:
@@ -273,7 +278,10 @@ class Scheduler:
         done = await self._prepare(s, due, batch, by=by, catchup=catchup)
         if not batch.fires:
             return done
-        started = await self._flush(batch, {})
+        try:
+            started = await self._flush(batch, {})
+        finally:
+            await self._begin(batch)
         return started[0] if started else None
 
     async def _prepare(
@@ -298,6 +306,7 @@ class Scheduler:
         if active and s.overlap == "skip":
             return self._record(s, due, FireOutcome.SKIPPED, detail | {"active": [r.id for r in active]})
         if active and s.overlap == "cancel_running":
+            await self._begin(batch)  # runs this tick created begin first: one it cancels must not after
             detail["cancelled"] = await self._cancel(s, active)
         if active and s.overlap == "queue":
             detail["behind"] = [r.id for r in active]
@@ -305,10 +314,10 @@ class Scheduler:
         return None
 
     async def _flush(self, batch: _Batch, untils: dict[str, float]) -> list[Fired]:
-        """Start the runs of the fires in `batch`, created in one commit (in schedule order:
-        two replicas' batches take their rows' locks in the same order); the evaluated points
-        of its schedules then go into `untils`. A store error leaves both as they were (the
-        next tick fires them)."""
+        """Create the runs of the fires in `batch` in one commit (in schedule order: two
+        replicas' batches take their rows' locks in the same order; `_begin` starts them);
+        the evaluated points of its schedules then go into `untils`. A store error leaves
+        both as they were (the next tick fires them)."""
         fires = sorted(batch.fires, key=lambda f: (f.schedule.id, f.due))
         batch.fires = []
         done: list[Fired] = []
@@ -332,7 +341,9 @@ class Scheduler:
             if self.progress is not None:  # thread-less runs there wait for the announcements
                 for place in dict.fromkeys((f.schedule.platform, f.schedule.conversation) for f in fires):
                     answered[place] = await places.enter_async_context(self.progress.starting(*place))
-            results = await self.engine.start_runs(starts, share=batch.share)  # StoreError: nothing written
+            created = self.engine.create_runs(starts, share=batch.share)  # StoreError: nothing written
+            batch.begins += [c for c in created if isinstance(c, Created)]
+            results = [c.run if isinstance(c, Created) else c for c in created]
             for i, (f, result) in enumerate(zip(fires, results, strict=True)):
                 if isinstance(result, Run) and self.progress is not None:
                     announced = schedule_replies.fired(result, f.schedule, f.due, f.detail)
@@ -365,6 +376,17 @@ class Scheduler:
                 await self.progress.post(reply)
             out.append(Fired(s.id, due, FireOutcome.STARTED, run.id))
         return out
+
+    async def _begin(self, batch: _Batch) -> None:
+        """The runs `batch` created (committed) begin: queued (told), or executing. One that
+        cannot is logged; the others still begin."""
+        begins, batch.begins = batch.begins, []
+        for created in begins:
+            try:
+                await self.engine.begin(created)
+            except Exception:
+                log.exception("run %s of a schedule did not begin", created.run.id,
+                              extra={"action": "schedule_failed", "run_id": created.run.id})  # fmt: skip
 
     def _run_start(self, f: _Pending, written: Starting) -> RunStart:
         s = f.schedule
@@ -480,3 +502,5 @@ class _Batch:
     latest: dict[str, float] = field(default_factory=dict)
     #: due times by (rule, evaluated until) in this tick (`now` is the tick's)
     dues: dict[tuple[Rule, float], list[float]] = field(default_factory=dict)
+    #: the runs its flushes created (committed), to begin (`Scheduler._begin`)
+    begins: list[Created] = field(default_factory=list)

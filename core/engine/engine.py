@@ -49,7 +49,7 @@ from core.store.unit_of_work import UnitOfWork
 from core.workflows.args import canonical_json, handle
 from core.workflows.catalog import Catalog
 
-__all__ = ["Engine", "EngineConfig", "Ready", "RunStart", "RunnerFactory"]
+__all__ = ["Created", "Engine", "EngineConfig", "Ready", "RunStart", "RunnerFactory"]
 log = logging.getLogger("baton.engine")
 
 
@@ -76,6 +76,16 @@ class RunStart:
     parent_run: str | None = None  # a `workflow:` step's child run: its parent, step and key
     parent_node: str | None = None
     parent_key: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Created:
+    """A run `Engine.create_runs` created and committed, its execution not begun yet
+    (`Engine.begin`)."""
+
+    run: Run  # as its unit left it (a keyed run: admitted, or queued)
+    ready: Ready
+    policy: Concurrency | None
 
 
 class Engine:
@@ -318,17 +328,23 @@ class Engine:
         )  # fmt: skip
         with self.store.transaction() as tx:  # args blob, run and `start` audit row: one change
             written = self._create(tx, start, ready, policy)
-        return await self._begin(written, ready, policy)
+        return await self.begin(Created(written(), ready, policy))
 
     async def start_runs(self, starts: Sequence[RunStart], *, share: bool = False) -> list[Run | BatonError]:
+        """`create_runs`, then each created run begins (`begin`) at once."""
+        return [await self.begin(c) if isinstance(c, Created) else c
+                for c in self.create_runs(starts, share=share)]  # fmt: skip
+
+    def create_runs(self, starts: Sequence[RunStart], *, share: bool = False) -> list[Created | BatonError]:
         """Many runs created in ONE commit (`Store.batch`: a tick's fires), each in a unit of
         its own as `start_run` writes it (its `alongside` writes, its admission; `Batch.units`:
-        on PostgreSQL the units of runs without a concurrency key travel together); each
-        starts executing once the batch committed. Per start, in order: its run, or the
-        `BatonError` that kept it from being created (its workflow gone, its `alongside` CAS
-        lost, refused by its key's limit; with `share`, `FireBusy`: another replica is firing
-        it); a store error fails the whole batch (nothing was written)."""
-        results: list[Run | BatonError | None] = [None] * len(starts)
+        the units of runs without a concurrency key travel together). Per start, in order:
+        the run created (committed; `begin` starts its execution: a caller creating many
+        batches begins them after the last, so no execution's launch delays a later batch),
+        or the `BatonError` that kept it from being created (its workflow gone, its
+        `alongside` CAS lost, refused by its key's limit; with `share`, `FireBusy`: another
+        replica is firing it); a store error fails the whole batch (nothing was written)."""
+        results: list[Created | BatonError | None] = [None] * len(starts)
         readied: dict[int, tuple[Ready, Concurrency | None]] = {}
         for i, start in enumerate(starts):
             try:
@@ -358,7 +374,7 @@ class Engine:
                     written[i] = outcome  # its unit was applied
         for i, run_of in written.items():  # committed: now they may run
             ready, policy = readied[i]
-            results[i] = await self._begin(run_of, ready, policy)
+            results[i] = Created(run_of(), ready, policy)
         return [r for r in results if r is not None]
 
     def _create(
@@ -399,9 +415,9 @@ class Engine:
         created = tx.created(run.id)
         return lambda: created.value  # admitted, or queued
 
-    async def _begin(self, run_of: Callable[[], Run], ready: Ready, policy: Concurrency | None) -> Run:
-        """A run just created (committed): queued (told), or executing."""
-        run = run_of()
+    async def begin(self, created: Created) -> Run:
+        """A run `create_runs` created (committed): queued (told), or executing."""
+        run, ready, policy = created.run, created.ready, created.policy
         if policy is not None:
             await self.admitted_elsewhere(policy)
             if run.status is RunStatus.QUEUED:

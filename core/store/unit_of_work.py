@@ -164,7 +164,7 @@ class Batch(Protocol):
 
 
 def each_unit(batch: Batch, builds: Sequence[Callable[[UnitOfWork], T]]) -> list[T | BatonError]:
-    """`Batch.units` as one `unit()` after the other (SQLite, memory; `share` changes nothing
+    """`Batch.units` as one `unit()` after the other (the memory store; `share` changes nothing
     where one writer at a time holds the database)."""
     out: list[T | BatonError] = []
     for build in builds:

@@ -25,8 +25,8 @@ rolls back to its savepoint alone; the batch commits once. Keep batches under 64
 PostgreSQL caches that many subtransactions per transaction before its snapshots of it get
 slower for every session.
 
-`SqlBatch.units` (a tick's fires) on PostgreSQL sends the units that only add rows and whose
-one CAS is a schedule's fire (no concurrency key: `_GROUPED`) together, no savepoint:
+`SqlBatch.units` (a tick's fires) sends the units that only add rows and whose one CAS is a
+schedule's fire (no concurrency key: `_GROUPED`) together, no savepoint:
 
     SELECT id FROM schedules WHERE id IN (…) ORDER BY id FOR UPDATE SKIP LOCKED   (`share`)
     INSERT INTO schedule_fires VALUES (…), (…) ON CONFLICT DO NOTHING RETURNING …  the claim
@@ -34,10 +34,13 @@ one CAS is a schedule's fire (no concurrency key: `_GROUPED`) together, no savep
 
 each INSERT one statement for all the units (executemany). The fire's key decides which
 unit wins, as in a unit of its own: a unit whose fire a peer recorded first writes nothing
-(`FireAlreadyRecorded`). With `share`, a fire whose schedule row another replica's batch
-has locked is not tried (`FireBusy`): replicas ticking together split the due schedules
-instead of each waiting for the other's commit to lose the same fires. The other units go
-one by one, in savepoints, as `unit()`.
+(`FireAlreadyRecorded`). With `share` (PostgreSQL), a fire whose schedule row another
+replica's batch has locked is not tried (`FireBusy`): replicas ticking together split the
+due schedules instead of each waiting for the other's commit to lose the same fires. On
+SQLite the batch holds the one write lock, so no peer's batch holds anything (no `FireBusy`):
+the same statements, without the SELECT, keep the lock a few statements long rather than
+five statements and a savepoint per unit. The other units go one by one, in savepoints, as
+`unit()`.
 
 After a lost CAS the store asks each CAS write's `check`, in order, for the typed error
 from the state as it is now; when none has one (the row changed back), the unit is sent
@@ -69,7 +72,7 @@ from core.store.records import (
 )
 from core.store.sql_base import SqlBase
 from core.store.tables import GATES, JOURNAL, RUNS, SCHEDULE_FIRES, SCHEDULES
-from core.store.unit_of_work import Pending, T, UnitOfWork, each_unit
+from core.store.unit_of_work import Pending, T, UnitOfWork
 
 _ATTEMPTS = 3
 _DIVISION_BY_ZERO = "22012"
@@ -196,10 +199,8 @@ class SqlBatch:
     def units(
         self, builds: Sequence[Callable[[UnitOfWork], T]], *, share: bool = False
     ) -> list[T | BatonError]:
-        """`Batch.units` (module docstring): on PostgreSQL the units that only add rows go
-        together; the others (and every unit on SQLite) one by one."""
-        if self._store.dialect != "postgresql":
-            return each_unit(self, builds)
+        """`Batch.units` (module docstring): the units that only add rows go together; the
+        others one by one."""
         out: list[T | BatonError | None] = [None] * len(builds)
         built: dict[int, tuple[SqlUnitOfWork, T]] = {}
         for i, build in enumerate(builds):
@@ -312,7 +313,7 @@ class UnitSql(SqlBase):
             ((i, write) for i, writes in enumerate(units) for write in writes if write.kind == "record_fire"),
             key=lambda f: (f[1].params["schedule_id"], f[1].params["due_at"]),
         )  # in key order: two batches wait for each other's fire rows in one order, never crosswise
-        if share and fires:
+        if share and fires and self.dialect == "postgresql":  # SQLite: the batch holds the lock
             ids = sorted({write.params["schedule_id"] for _, write in fires})
             held = set(conn.execute(
                 sa.select(SCHEDULES.c.id).where(SCHEDULES.c.id.in_(ids)).order_by(SCHEDULES.c.id)
@@ -347,16 +348,15 @@ class UnitSql(SqlBase):
             if kind == "put_blob":  # each once, in digest order: batches lock shared ones in one order
                 rows = sorted({r["b_digest"]: r for r in rows}.values(), key=lambda r: str(r["b_digest"]))
             if rows:
-                conn.execute(w.statement(kind, "postgresql"), rows)
+                conn.execute(w.statement(kind, self.dialect), rows)
         for writes in winners:
             _deliver(writes, [[write.params] if write.kind == "record_fire" else [] for write in writes])
         return errors
 
-    @staticmethod
-    def _claim(conn: sa.Connection, units: Sequence[Sequence[w.Write]]) -> set[tuple[str, float]]:
+    def _claim(self, conn: sa.Connection, units: Sequence[Sequence[w.Write]]) -> set[tuple[str, float]]:
         """The units' fires inserted in one statement, in key order; those that were new."""
         rows = [w.bound(write) for writes in units for write in writes if write.kind == "record_fire"]
-        returned = conn.execute(w.statement("record_fire", "postgresql"), rows)
+        returned = conn.execute(w.statement("record_fire", self.dialect), rows)
         return {(row.schedule_id, float(row.due_at)) for row in returned}
 
     def _apply_one(self, write: w.Write) -> Any:

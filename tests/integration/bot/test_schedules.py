@@ -18,8 +18,9 @@ import pytest
 
 from bot.app import Baton, build_baton
 from core.commands.messages import ChatMessage, Reply
-from core.commands.scheduler import Fired, rule_of
+from core.commands.scheduler import BATCH, Fired, rule_of
 from core.config import Access, Settings
+from core.engine.events import EngineEvent, EventKind
 from core.store.records import FireOutcome, RunStatus, Schedule
 from core.store.repository import SqlStore
 from tests.integration.bot.test_outbox import Platform
@@ -272,6 +273,41 @@ async def test_two_replicas_in_two_threads_split_the_due_fires_and_start_one_run
         assert all(r.status is RunStatus.COMPLETED for r in runs)
         points = {s.id: s.evaluated_until for s in store.list_schedules() if s.id in ids}
         assert points == dict.fromkeys(ids, due)
+
+
+async def test_a_tick_creates_every_fires_run_before_any_begins(tmp_path: Path, database_url: str) -> None:
+    """A tick of more fires than a batch holds (`BATCH`): when the first run begins, every
+    fire's run is committed (another connection sees them all), so launching executions delays
+    no later batch; each run then begins once and completes."""
+    settings = _settings(tmp_path, database_url)
+    now = time.time()
+    ids = [f"hello-{i:03d}" for i in range(2 * BATCH + 10)]
+    with SqlStore(database_url) as seed:
+        seed.migrate()
+        for sid in ids:
+            seed.add_schedule(Schedule(
+                id=sid, workflow="hello", source="chat", cron=None, every=5.0, timezone="UTC",
+                args={"message": sid}, overlap="allow", catchup="none", catchup_window=3600.0,
+                platform="console", conversation="ops", principal="console:U1", owner="console:U1",
+                created_at=now - 5.5, updated_at=now, evaluated_until=now - 5.5,
+            ))  # fmt: skip
+    baton = _baton(settings, Platform())
+    seen: dict[str, int] = {}  # run -> the fires' runs another connection saw when it began
+    with SqlStore(database_url) as reader:
+
+        async def began(event: EngineEvent) -> None:
+            if event.kind is EventKind.RUN_STARTED:
+                runs = reader.recent_runs(limit=500)
+                seen[event.run_id] = len([r for r in runs if r.workflow == "hello" and r.scheduled_for])
+
+        baton.engine.subscribe(began)
+        async with baton.running(handle_signals=False, schedules=False):
+            fired = await baton.handler.scheduler.tick(now=now)
+            for f in fired:
+                await baton.engine.wait(str(f.run_id), timeout=60)
+    assert sorted(f.schedule_id for f in fired if f.outcome is FireOutcome.STARTED) == ids
+    assert sorted(seen) == sorted(str(f.run_id) for f in fired)
+    assert set(seen.values()) == {len(ids)}
 
 
 async def test_overlap_skip_records_skips_while_a_long_step_runs(tmp_path: Path, database_url: str) -> None:

@@ -9,10 +9,11 @@ import asyncio
 
 import pytest
 
-from core.engine.engine import RunStart, Starting
+from core.engine.engine import Created, RunStart, Starting
 from core.engine.events import EventKind
 from core.errors import ConcurrencyLimitReached, FireAlreadyRecorded, RunNotResumable, UnknownWorkflow
 from core.store.records import Concurrency, Fire, FireOutcome, OnLimit, Run, RunStatus, Schedule
+from core.store.repository import SqlStore
 from core.store.unit_of_work import UnitOfWork
 from tests.integration.engine.harness import Harness
 
@@ -165,6 +166,32 @@ async def test_runs_started_in_one_batch_run_only_when_their_unit_was_written(st
     assert [e.run_id for e in h.events if e.kind is EventKind.RUN_STARTED] == [first.id, head.id]
     fires = {f.due_at: f.run_id for f in h.store.schedule_fires("nightly", 10)}
     assert fires == {1.0: first.id, 2.0: None, 4.0: head.id, 5.0: behind.id}
+
+
+async def test_runs_a_batch_created_execute_only_once_each_begins(
+    started: Harness, migrated_database_url: str
+) -> None:
+    """`Engine.create_runs`: the runs are committed (another connection sees them, running, ours)
+    and none executes until `Engine.begin` starts it; `start_runs` is both."""
+    h = started
+    h.write("free.yaml", "name: free\nnodes:\n  - id: a\n    bash: echo ran\n    replay: pure\n")
+    starts = [RunStart(workflow="free", args={}, platform="console", conversation="ops", thread=None,
+                       requester="console:ana") for _ in range(3)]  # fmt: skip
+    created = h.engine.create_runs(starts)
+    assert all(isinstance(c, Created) for c in created)
+    runs = [c.run for c in created if isinstance(c, Created)]
+    with SqlStore(migrated_database_url) as other:
+        assert {other.get_run(r.id).status for r in runs} == {RunStatus.RUNNING}
+        assert {other.get_run(r.id).lease_owner for r in runs} == {h.engine.owner}
+    await asyncio.sleep(0.2)
+    assert h.engine.executions.active_ids() == set()
+    assert not [e for e in h.events if e.kind is EventKind.RUN_STARTED]
+    for c in created:
+        assert isinstance(c, Created)
+        await h.engine.begin(c)
+    for run in runs:
+        await settled(h, run.id, RunStatus.COMPLETED)
+    assert [e.run_id for e in h.events if e.kind is EventKind.RUN_STARTED] == [r.id for r in runs]
 
 
 SCHEDULE = Schedule(
