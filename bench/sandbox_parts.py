@@ -13,8 +13,8 @@ setpriv    `setpriv --reuid … bash -c true` (when this runs as root: the step 
 bwrap      bwrap with a step's mounts and namespaces, no setpriv (namespaces + mounts)
 cold       bwrap + setpriv: a step's whole process, set up on its path (warming off)
 warm       a warmed sandbox (`core/engine/warm.py`) already set up: from handing the step
-           over to its end (the step's path when it takes one); CPU counts the whole
-           sandbox, set-up included
+           over (a line its dash stub reads and `exec`s) to its end (the step's path when it
+           takes one); CPU counts the whole sandbox, set-up included
 command    `Sandbox.command()` building the bwrap line in Python (µs per call)
 """
 

@@ -76,15 +76,14 @@ class Sandbox:
     setpriv: str | None = None
     #: why steps are not sandboxed (empty when they are)
     reason: str = ""
-    #: what a warmed sandbox's stub runs on (`core/engine/warm.py`): bash and `env`, found on
-    #: PATH at start; None: steps start cold only
+    #: what a warmed sandbox's stub runs on (`core/engine/warm.py`): `dash`, found on PATH at
+    #: start; None: steps start cold only
     shell: str | None = None
-    env_program: str | None = None
 
     @property
     def can_warm(self) -> bool:
         """Steps may take a sandbox set up before they need it (`core/engine/warm.py`)."""
-        return self.bwrap is not None and self.shell is not None and self.env_program is not None
+        return self.bwrap is not None and self.shell is not None
 
     @property
     def enabled(self) -> bool:
@@ -271,8 +270,7 @@ def configure(
             readable=shown,
             user=step_user(user) if root else None,
             setpriv=setpriv,
-            shell=shutil.which("bash", path=path),
-            env_program=shutil.which("env", path=path),
+            shell=shutil.which("dash", path=path),
         )
         failure = _probe(sandbox)
     if failure is None:

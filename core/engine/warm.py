@@ -6,19 +6,21 @@ step itself. While a run executes, `WarmSandboxes` keeps sandboxes ready for the
 steps use (run directory, workflow directory, network flag, files and readable directories;
 the user is the process's), so that a step of that layout only hands its program over:
 
-    bwrap <the step's mounts> -- [setpriv …] bash -c STUB baton-stub <go> <data> <env>
+    bwrap <the step's mounts> -- [setpriv …] dash -c STUB baton-stub
 
-The stub, the process bwrap starts, blocks reading a pipe that only Baton holds the other
-end of (`<go>`). To hand a step over, Baton writes into a memory file (`<data>`, a memfd
-only Baton and the stub hold) `stdin-flag NUL count NUL NAME=VALUE… NUL argv… NUL`, then
-wakes the stub; the stub reads it (a file, so in blocks, not a byte a `read`), closes both
-descriptors, takes `/dev/null` as stdin unless the step is fed one, and `exec`s
-`env -i -- NAME=VALUE… argv…`, which `exec`s the step's program with exactly its
-environment. Before that it reads nothing else: its own environment is empty, `bash -c`
-reads no startup file, and its arguments are Baton's. So the step's process *is* the
+The stub, the process bwrap starts, blocks reading one line from its stdin, a pipe that only
+Baton holds the other end of. To hand a step over, Baton writes that line: a shell command
+with every word single-quoted (a newline as `"$n"`), `[exec </dev/null;] export
+'NAME=VALUE'…; exec 'argv'…`, which the stub `eval`s. dash reads a pipe a byte at a time, so
+it reads nothing past that line: what follows is the step's stdin, fed as a cold step's is.
+Before that it reads nothing else: its own environment is empty (`PWD` unset), `dash -c`
+reads no startup file, its arguments are Baton's, and dash's `export` adds no variable of
+its own (bash's `exec` would add `SHLVL`), so the program starts with exactly the step's
+environment, in one `exec`, with no other descriptor open. So the step's process *is* the
 process bwrap started (same pid, the one whose end ends the PID namespace and every process
 in it), in its own session, with the warmed process's stdin, stdout and stderr pipes;
-cancel and timeout stop its group as they stop a cold one's.
+cancel and timeout stop its group as they stop a cold one's. A variable whose name the shell
+cannot `export`, or a line over `PAYLOAD_LIMIT`, starts cold.
 
 A step whose layout has a warmed sandbox takes it (waiting for one still being started);
 any other starts cold as before, and one is warmed for its layout (unless it shows files of
@@ -28,8 +30,9 @@ one ready. `close()` kills every warmed sandbox of the run when its execution en
 paused, cancelled, stopped); each one also dies with Baton (`--die-with-parent`).
 
 CPU: a warmed step costs what a cold one does (the same bwrap and setpriv, run earlier) plus
-the stub (`bash` starting, ~1 ms) and the `env` hop; a run also sets up, then kills, up to
-`DEPTH` sandboxes it never uses. What it saves is wall time on the step's path.
+the stub (`dash` starting, ~0.1 ms); a run also sets up, then kills, up to `DEPTH`
+sandboxes it never uses. What it saves is wall time on the step's path. (The stub was bash,
+which then `exec`ed `env -i`: ~1 ms more CPU a step, and one `exec` more on its path.)
 """
 
 from __future__ import annotations
@@ -38,6 +41,7 @@ import asyncio
 import contextlib
 import logging
 import os
+import re
 import signal
 from collections import deque
 from collections.abc import Mapping, Sequence
@@ -51,16 +55,12 @@ log = logging.getLogger(__name__)
 
 DEPTH = 2  # sandboxes kept ready per layout: a step of a chain finds one set up a step ago
 LAYOUTS = 2  # layouts warmed per run (the oldest one's sandboxes are killed for a new one)
-PAYLOAD_LIMIT = 120 * 1024  # bytes of environment and argv handed over; more: cold (E2BIG said as today)
+PAYLOAD_LIMIT = 16 * 1024  # bytes of the line handed over (the stub reads it a byte a syscall); more: cold
 _KILL_WAIT = 2.0  # seconds to wait for a killed warmed sandbox to be reaped
 _reaping: set[asyncio.Future[None]] = set()  # discarded sandboxes being reaped
 
-STUB = (
-    'f=$1; read -r -u "$f" go || exit 125; exec {f}<&-; '
-    'f=$2; mapfile -t -d "" -u "$f" a || exit 125; exec {f}<&-; '
-    '[ "${#a[@]}" -ge 3 ] || exit 125; [ "${a[0]}" = 1 ] || exec </dev/null; '
-    'n=${a[1]}; exec "$3" -i -- "${a[@]:2:n}" "${a[@]:2+n}"'
-)
+STUB = "unset PWD; n='\n'; IFS= read -r p || exit 125; eval \"$p\""
+_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 #: (run directory, workflow directory, network, files shown, readable directories)
 Layout = tuple[Path, Path | None, bool, tuple[tuple[Path, Path], ...], tuple[Path, ...]]
@@ -78,9 +78,7 @@ def layout(
 
 @dataclass(slots=True)
 class _Warmed:
-    proc: asyncio.subprocess.Process
-    go: int  # the write end of the pipe the stub waits on
-    data: int  # the memory file it then reads the step's environment and argv from
+    proc: asyncio.subprocess.Process  # its stdin: the pipe the stub reads the step's line from
 
 
 class WarmSandboxes:
@@ -109,8 +107,8 @@ class WarmSandboxes:
         self, where: Layout, argv: Sequence[str], env: Mapping[str, str], *, stdin: bool
     ) -> asyncio.subprocess.Process | None:
         """A warmed sandbox of `where` now running `argv` with exactly `env` (stdin: the
-        process's stdin pipe is the step's, else `/dev/null`); None: start it cold. Warms the
-        next one for `where` either way."""
+        process's stdin pipe is the step's, written after the line handed over; else
+        `/dev/null`); None: start it cold. Warms the next one for `where` either way."""
         payload = _payload(argv, env, stdin)
         queue = self._ready.get(where)
         if self._closed or payload is None or where[3]:  # files: a step's own (a long script's)
@@ -154,40 +152,29 @@ class WarmSandboxes:
     async def _start(self, where: Layout) -> _Warmed:
         workdir, workflow_dir, network, files, readable = where
         sandbox = self.sandbox
-        assert sandbox.shell is not None and sandbox.env_program is not None
+        assert sandbox.shell is not None
         line = self._lines.get(where)
         if line is None:
             line = self._lines[where] = sandbox.command(
                 [sandbox.shell, "-c", STUB, "baton-stub"], workdir=workdir, workflow_dir=workflow_dir,
                 network=network, files=dict(files), readable=readable, own_session=True,
             )
-        read, go = os.pipe()
-        data = os.memfd_create("baton-step", os.MFD_CLOEXEC)
+        reaper.spawning()
         try:
-            argv = [*line, str(read), str(data), sandbox.env_program]
-            reaper.spawning()
-            try:
-                proc = await asyncio.create_subprocess_exec(
-                    *argv,
-                    stdin=asyncio.subprocess.PIPE,
-                    stdout=asyncio.subprocess.PIPE,
-                    stderr=asyncio.subprocess.PIPE,
-                    cwd=workdir,
-                    env={},
-                    start_new_session=True,
-                    pass_fds=(read, data),
-                )
-            except BaseException:
-                reaper.spawn_failed()
-                raise
+            proc = await asyncio.create_subprocess_exec(
+                *line,
+                stdin=asyncio.subprocess.PIPE,
+                stdout=asyncio.subprocess.PIPE,
+                stderr=asyncio.subprocess.PIPE,
+                cwd=workdir,
+                env={},
+                start_new_session=True,
+            )
         except BaseException:
-            os.close(go)
-            os.close(data)
+            reaper.spawn_failed()
             raise
-        finally:
-            os.close(read)
         reaper.started(proc.pid)
-        return _Warmed(proc, go, data)
+        return _Warmed(proc)
 
     async def close(self) -> None:
         """Kill every warmed sandbox (and those still starting) and wait until they are gone."""
@@ -209,49 +196,50 @@ class WarmSandboxes:
 
 
 def _payload(argv: Sequence[str], env: Mapping[str, str], stdin: bool) -> bytes | None:
-    """What the stub reads, or None when the step must start cold: values the stub's `env`
-    would read otherwise (a program whose name holds `=`, a variable name that is empty or
-    holds `=`), a NUL (which a cold start refuses with its own message), or too much."""
-    if not argv or "=" in argv[0] or any(not k or "=" in k for k in env):
+    """The line the stub `eval`s, or None when the step must start cold: a variable name the
+    shell cannot `export` (empty, holding `=` or `-`, …), a NUL (which a cold start refuses
+    with its own message), or more than `PAYLOAD_LIMIT` bytes."""
+    if not argv or any(_NAME.fullmatch(k) is None for k in env):
         return None
     try:
-        items = [f"{k}={v}".encode() for k, v in env.items()] + [os.fsencode(a) for a in argv]
+        names = [f"{k}={v}".encode() for k, v in env.items()]
+        words = [os.fsencode(a) for a in argv]
     except (UnicodeEncodeError, TypeError):
         return None
-    if any(b"\0" in item for item in items):
+    if any(b"\0" in item for item in (*names, *words)):
         return None
-    payload = b"\0".join([b"1" if stdin else b"0", str(len(env)).encode(), *items]) + b"\0"
-    return payload if len(payload) <= PAYLOAD_LIMIT else None
+    line = b"" if stdin else b"exec </dev/null; "
+    if names:
+        line += b"export " + b" ".join(map(_quoted, names)) + b"; "
+    line += b"exec " + b" ".join(map(_quoted, words)) + b"\n"
+    return line if len(line) <= PAYLOAD_LIMIT else None
+
+
+def _quoted(word: bytes) -> bytes:
+    """`word` as one shell word, single-quoted: a quote as `'\\''`, a newline as `'"$n"'` (the
+    stub's `n`), so that the line holds no newline but its last."""
+    return b"'" + word.replace(b"'", b"'\\''").replace(b"\n", b"'\"$n\"'") + b"'"
 
 
 def _hand_over(warmed: _Warmed, payload: bytes) -> bool:
-    """Write the payload into the memory file (the stub's descriptor shares its offset, 0:
-    `pwrite` leaves it there), then wake the stub and close Baton's ends. False: the stub
-    is gone; the caller kills what is left of it."""
-    try:
-        if os.pwrite(warmed.data, payload, 0) != len(payload):
-            return False
-        os.set_blocking(warmed.go, False)
-        os.write(warmed.go, b"go\n")
-    except OSError:
+    """Write the line into the stub's stdin (a pipe holds 64 KiB: this does not wait). False:
+    the stub is gone; the caller kills what is left of it."""
+    stdin = warmed.proc.stdin
+    if stdin is None or stdin.is_closing():
         return False
-    _close(warmed)
+    try:
+        stdin.write(payload)
+    except (OSError, RuntimeError):
+        return False
     return True
 
 
 def _kill(warmed: _Warmed) -> None:
-    """SIGKILL its group, then close Baton's ends (the stub, woken by the closed pipe, exits)."""
+    """SIGKILL its group, then close Baton's end of its stdin."""
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(warmed.proc.pid, signal.SIGKILL)
-    _close(warmed)
-
-
-def _close(warmed: _Warmed) -> None:
-    for fd in (warmed.go, warmed.data):
-        if fd >= 0:
-            with contextlib.suppress(OSError):
-                os.close(fd)
-    warmed.go = warmed.data = -1
+    if warmed.proc.stdin is not None:
+        warmed.proc.stdin.close()
 
 
 def _discard(task: asyncio.Task[_Warmed]) -> None:

@@ -262,13 +262,14 @@ def _check_started(outcome: ProcessOutcome, program: str, ctx: NodeContext, what
     """bwrap ran, but the program did not start in the sandbox: the same failure as outside."""
     line = outcome.stderr_tail.strip()
     said: tuple[str, ...] = (f"bwrap: execvp {program}: ", f"setpriv: failed to execute {program}: ")
-    env = ctx.environment.sandbox.env_program
-    if env is not None:  # a warmed sandbox's stub hands the program to `env` (`core/engine/warm.py`)
-        said += (f"{env}: '{program}': ",)
+    if ctx.environment.sandbox.can_warm:  # a warmed sandbox's stub `exec`s it (`core/engine/warm.py`)
+        said += (f"baton-stub: 1: exec: {program}: ",)
     prefix = next((p for p in said if line.startswith(p)), None)
     if prefix is not None and "\n" not in line:
+        why = line[len(prefix):]
         raise NodeFailed(
-            f"{what} `{ctx.node_id}` could not start `{program}`: {line[len(prefix):]}",
+            f"{what} `{ctx.node_id}` could not start `{program}`: "
+            + ("No such file or directory" if why == "not found" else why),  # dash's words for it
             node_id=ctx.node_id,
             hint="Check that the program is installed and the working directory exists.",
         )
