@@ -5,22 +5,20 @@ from __future__ import annotations
 import asyncio
 import itertools
 import textwrap
-from collections.abc import AsyncIterator
+import time
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
 
+from bot import testing
 from core.commands.handler import Handler
 from core.commands.messages import ChatMessage, Reply
 from core.config import Access
-from core.engine.engine import Engine, EngineConfig
-from core.engine.providers import FakeProvider, ProviderRegistry
-from core.engine.tools import ToolRegistry
+from core.engine.engine import Engine
 from core.store.records import Run
 from core.store.repository import SqlStore
-from core.workflows.catalog import Catalog
-from tests.environments import step_environment
 
 FINAL_KINDS = {"run_completed", "run_failed", "gate_waiting", "needs_attention", "run_cancelled"}
 
@@ -104,25 +102,16 @@ class Chat:
 
 
 async def make_chat(root: Path, url: str, access: Access | None = None, platform: str = "console",
-                    lease_seconds: float = 15.0, event_stale_after: float = 60.0) -> Chat:
-    store = SqlStore(url)
-    store.migrate()
+                    lease_seconds: float = 15.0, event_stale_after: float = 60.0,
+                    clock: Callable[[], float] = time.time) -> Chat:
     (root / "workflows").mkdir(parents=True, exist_ok=True)
     for name, text in WORKFLOWS.items():
         (root / "workflows" / f"{name}.yaml").write_text(textwrap.dedent(text))
-    catalog = Catalog([root / "workflows"])
-    environment = step_environment()
-    engine = Engine(
-        store=store, catalog=catalog,
-        config=EngineConfig(
-            data_dir=root / "data", environment=environment, replica_id="test", lease_seconds=lease_seconds
-        ),
-        providers=ProviderRegistry({"fake": FakeProvider()}, "fake"), tools=ToolRegistry(),
-    )
-    handler = Handler(store=store, engine=engine, catalog=catalog, access=access or Access.everyone(),
-                      redactor=environment.redactor, event_stale_after=event_stale_after)
-    chat = Chat(handler=handler, store=store, engine=engine, root=root, platform=platform)
-    handler.register_outbox(platform, chat._collect)
+    baton = testing.build(root, database_url=url, access=access, lease_seconds=lease_seconds,
+                          event_stale_seconds=event_stale_after, clock=clock)  # fmt: skip
+    assert isinstance(baton.store, SqlStore)
+    chat = Chat(handler=baton.handler, store=baton.store, engine=baton.engine, root=root, platform=platform)
+    baton.handler.register_outbox(platform, chat._collect)
     return chat
 
 
