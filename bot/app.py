@@ -190,29 +190,19 @@ def wire(
     dispatcher: RemoteDispatcher | None = None,
     runners: RunnerFactory | None = None,
     clock: Callable[[], float] = time.time,
+    config: EngineConfig | None = None,
 ) -> Baton:
     """The composition root: the engine, the handler, its delivery and the loops of one
     process, on `runtime` (its store migrated). `build_baton` and the test builder
     (`bot/testing.py`) both wire through here. `dispatcher`: steps go to `baton worker`s
     (BATON_EXECUTOR=procrastinate); `runners`: another executor of the steps (the
     dispatcher's by default, else this process); `clock`: when votes are cast and deadlines
-    are due."""
+    are due; `config`: the engine's (`engine_config(runtime)` by default)."""
     settings, store = runtime.settings, runtime.store
     engine = Engine(
         store=store,
         catalog=runtime.catalog,
-        config=EngineConfig(
-            data_dir=settings.data_dir,
-            environment=runtime.environment,
-            max_parallel=settings.max_parallel,
-            lease_seconds=settings.lease_seconds,
-            group_commit=settings.group_commit_ms / 1000,
-            replica_id=settings.replica_id,
-            render=settings.render_limits(),
-            max_output=settings.max_output_bytes,
-            cache_retention=settings.cache_retention,
-            may_run=functools.partial(authz.may_run, settings.access_policy),
-        ),
+        config=config if config is not None else engine_config(runtime),
         providers=runtime.providers,
         tools=runtime.tools,
         runners=runners if runners is not None else _queue_runners(dispatcher),
@@ -245,6 +235,23 @@ def wire(
         schedules=schedule_ticks(settings, handler),
         shutdown=shutdown,
         health=Health(ping=store.ping, stopping=shutdown.stopping),
+    )
+
+
+def engine_config(runtime: Runtime) -> EngineConfig:
+    """The engine's settings, from the runtime's."""
+    settings = runtime.settings
+    return EngineConfig(
+        data_dir=settings.data_dir,
+        environment=runtime.environment,
+        max_parallel=settings.max_parallel,
+        lease_seconds=settings.lease_seconds,
+        group_commit=settings.group_commit_ms / 1000,
+        replica_id=settings.replica_id,
+        render=settings.render_limits(),
+        max_output=settings.max_output_bytes,
+        cache_retention=settings.cache_retention,
+        may_run=functools.partial(authz.may_run, settings.access_policy),
     )
 
 

@@ -21,13 +21,14 @@ and the step sandbox (none unless given): a test process keeps its environment a
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from bot.app import Baton, wire
+from bot.app import Baton, engine_config, wire
 from bot.runtime import Runtime, load_tools, open_store, steps_and_workflows
 from core.commands.pages import RunPages
 from core.config import Settings
@@ -81,6 +82,7 @@ def build(
     sandbox: Sandbox = NO_SANDBOX,
     environ: Mapping[str, str] | None = None,
     pages: RunPages | None = None,
+    group_commit: float | None = None,
     **fields: Any,
 ) -> Baton:
     """Baton as `build_baton` wires it, for a test under `root`.
@@ -92,7 +94,9 @@ def build(
     default; `runners` / `dispatcher`: another executor of the steps (`Engine(runners=…)`);
     `clock`: when votes are cast and deadlines are due; `sandbox`: the steps' (none by
     default); `environ`: what steps inherit and secrets are read from (this process's
-    environment by default); `pages`: the run pages' links. `fields`: settings
+    environment by default); `pages`: the run pages' links; `group_commit`: seconds a pure
+    result may wait for its commit, beyond the range of `group_commit_ms` (a crash test's
+    hour). `fields`: settings
     (`settings_for`), e.g. `access=`, `lease_seconds=`, `replica_id=`, `group_commit_ms=`."""
     if database_url is not None:
         fields["database_url"] = database_url
@@ -111,4 +115,7 @@ def build(
         tools=tools if tools is not None else load_tools(settings.tool_modules, settings.workflow_dirs),
         store=store,
     )
-    return wire(runtime, pages=pages, dispatcher=dispatcher, runners=runners, clock=clock)
+    config = engine_config(runtime)
+    if group_commit is not None:
+        config = dataclasses.replace(config, group_commit=group_commit)
+    return wire(runtime, pages=pages, dispatcher=dispatcher, runners=runners, clock=clock, config=config)
