@@ -18,7 +18,7 @@ import contextlib
 import functools
 import logging
 import time
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
@@ -35,6 +35,7 @@ from bot.shutdown import Shutdown
 from core.commands import authz
 from core.commands.deadlines import GateDeadlines
 from core.commands.handler import Handler
+from core.commands.pages import RunPages
 from core.commands.queue_watch import QueueWatch
 from core.commands.voting import AccessApprovers
 from core.config import Settings
@@ -48,7 +49,7 @@ from core.workflows.catalog import Catalog
 if TYPE_CHECKING:  # procrastinate is imported only when BATON_EXECUTOR=procrastinate
     from core.engine.distributed import RemoteDispatcher
 
-__all__ = ["Baton", "build_baton", "ensure_sqlite_dir", "load_tools"]
+__all__ = ["Baton", "build_baton", "ensure_sqlite_dir", "load_tools", "wire"]
 
 log = logging.getLogger("baton.app")
 
@@ -179,30 +180,37 @@ def build_baton(
     except BaseException:
         store.close()
         raise
-    dispatcher = distributed_dispatcher(settings, store)
+    return wire(runtime, pages=pages, dispatcher=distributed_dispatcher(settings, store))
+
+
+def wire(
+    runtime: Runtime,
+    *,
+    pages: RunPages | None = None,
+    dispatcher: RemoteDispatcher | None = None,
+    runners: RunnerFactory | None = None,
+    clock: Callable[[], float] = time.time,
+    config: EngineConfig | None = None,
+) -> Baton:
+    """The composition root: the engine, the handler, its delivery and the loops of one
+    process, on `runtime` (its store migrated). `build_baton` and the test builder
+    (`bot/testing.py`) both wire through here. `dispatcher`: steps go to `baton worker`s
+    (BATON_EXECUTOR=procrastinate); `runners`: another executor of the steps (the
+    dispatcher's by default, else this process); `clock`: when votes are cast and deadlines
+    are due; `config`: the engine's (`engine_config(runtime)` by default)."""
+    settings, store = runtime.settings, runtime.store
     engine = Engine(
         store=store,
         catalog=runtime.catalog,
-        config=EngineConfig(
-            data_dir=settings.data_dir,
-            environment=runtime.environment,
-            max_parallel=settings.max_parallel,
-            lease_seconds=settings.lease_seconds,
-            group_commit=settings.group_commit_ms / 1000,
-            replica_id=settings.replica_id,
-            render=settings.render_limits(),
-            max_output=settings.max_output_bytes,
-            cache_retention=settings.cache_retention,
-            may_run=functools.partial(authz.may_run, settings.access_policy),
-        ),
+        config=config if config is not None else engine_config(runtime),
         providers=runtime.providers,
         tools=runtime.tools,
-        runners=_queue_runners(dispatcher),
+        runners=runners if runners is not None else _queue_runners(dispatcher),
         approvers=AccessApprovers(settings.access_policy),
     )
     handler = Handler(store=store, engine=engine, catalog=runtime.catalog, access=settings.access_policy,
                       redactor=runtime.redactor, event_stale_after=settings.event_stale_seconds,
-                      pages=pages, notify_window=settings.notify_digest_seconds)
+                      pages=pages, clock=clock, notify_window=settings.notify_digest_seconds)
     shutdown = Shutdown(grace=settings.shutdown_grace, what="input")
     handler.progress.deliverer.lease_seconds = settings.outbox_lease_seconds
     outbox = OutboxLoop(handler.progress.deliverer, every=settings.outbox_poll_seconds)
@@ -218,14 +226,32 @@ def build_baton(
         housekeeping=Housekeeping.from_settings(store, settings),
         deadlines=DeadlineLoop(GateDeadlines(
             store=store, engine=engine, replica=engine.owner, deliver=handler.progress.deliverer.deliver_run,
+            clock=clock,
         ), every=settings.deadline_poll_seconds,
-           queue=QueueWatch(store=store, engine=engine, after=settings.queued_long_after)),
+           queue=QueueWatch(store=store, engine=engine, after=settings.queued_long_after, clock=clock)),
         outbox=outbox,
         late_events=LateEvents(store.events, handler, stale=settings.event_stale_seconds,
                                every=max(1.0, min(settings.event_stale_seconds / 2, 30.0))),
         schedules=schedule_ticks(settings, handler),
         shutdown=shutdown,
         health=Health(ping=store.ping, stopping=shutdown.stopping),
+    )
+
+
+def engine_config(runtime: Runtime) -> EngineConfig:
+    """The engine's settings, from the runtime's."""
+    settings = runtime.settings
+    return EngineConfig(
+        data_dir=settings.data_dir,
+        environment=runtime.environment,
+        max_parallel=settings.max_parallel,
+        lease_seconds=settings.lease_seconds,
+        group_commit=settings.group_commit_ms / 1000,
+        replica_id=settings.replica_id,
+        render=settings.render_limits(),
+        max_output=settings.max_output_bytes,
+        cache_retention=settings.cache_retention,
+        may_run=functools.partial(authz.may_run, settings.access_policy),
     )
 
 
@@ -238,11 +264,13 @@ def schedule_ticks(settings: Settings, handler: Handler) -> ScheduleLoop | Procr
     return ScheduleLoop(handler.scheduler, every=settings.schedule_poll_seconds)
 
 
-def distributed_dispatcher(settings: Settings, store: SqlStore) -> RemoteDispatcher | None:
+def distributed_dispatcher(settings: Settings, store: Store) -> RemoteDispatcher | None:
     """With BATON_EXECUTOR=procrastinate: the job queue's schema is installed and steps are
     handed to workers through the returned dispatcher; None for the in-process executor."""
     if settings.executor != "procrastinate":
         return None
+    if not isinstance(store, SqlStore):  # `assemble` opens the database; only a test could differ
+        raise TypeError("BATON_EXECUTOR=procrastinate hands steps to workers through the database store")
     from core.engine.distributed import (
         DispatchConfig,
         JobQueue,

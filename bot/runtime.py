@@ -41,6 +41,7 @@ from core.engine.step_env import StepEnvironment
 from core.engine.tools import ToolRegistry
 from core.errors import ConfigurationError
 from core.redaction import Redactor
+from core.store.port import Store
 from core.store.repository import SqlStore
 from core.workflows.catalog import Catalog
 
@@ -59,7 +60,7 @@ class Runtime:
     catalog: Catalog
     providers: ProviderRegistry
     tools: ToolRegistry
-    store: SqlStore  # migrated; whoever assembled the runtime closes it
+    store: Store  # migrated; whoever assembled the runtime closes it
 
 
 def assemble(
@@ -72,6 +73,29 @@ def assemble(
     forbid_inspection()
     environ = dict(os.environ) if environ is None else environ
     sandbox = sandbox if sandbox is not None else step_sandbox(settings, environ)
+    environment, catalog = steps_and_workflows(settings, environ, sandbox)
+    scrub_environ(environment.redactor)  # settings' and step secrets leave os.environ (`environ` kept them)
+    redact_logs_with(environment.redactor)
+    providers = ProviderRegistry.from_settings(settings)
+    tools = load_tools(settings.tool_modules, settings.workflow_dirs)
+    return Runtime(
+        settings=settings,
+        redactor=environment.redactor,
+        environment=environment,
+        catalog=catalog,
+        providers=providers,
+        tools=tools,
+        store=open_store(settings),
+    )
+
+
+def steps_and_workflows(
+    settings: Settings, environ: Mapping[str, str], sandbox: Sandbox
+) -> tuple[StepEnvironment, Catalog]:
+    """The steps' environment, whose redactor holds every secret (the settings', the run
+    pages' signing key, the secrets file's, the step secrets' and those the loaded workflows
+    declare), and the catalog of the workflows. Part of `assemble`, and of the test
+    builder (`bot/testing.py`), which leaves this process's hardening out."""
     redactor = Redactor(settings.secrets())
     page_key = existing_key(settings)  # the run pages' signing key, where this machine has one
     redactor.add([page_key.decode("ascii")] if page_key is not None else [])
@@ -83,19 +107,7 @@ def assemble(
     for entry in catalog.entries():
         if entry.workflow is not None:
             environment.hide_declared(entry.workflow.declared_secrets())
-    scrub_environ(redactor)  # settings' and step secrets leave os.environ (`environ` kept them)
-    redact_logs_with(redactor)
-    providers = ProviderRegistry.from_settings(settings)
-    tools = load_tools(settings.tool_modules, settings.workflow_dirs)
-    return Runtime(
-        settings=settings,
-        redactor=redactor,
-        environment=environment,
-        catalog=catalog,
-        providers=providers,
-        tools=tools,
-        store=open_store(settings),
-    )
+    return environment, catalog
 
 
 def step_sandbox(settings: Settings, environ: Mapping[str, str] | None = None) -> Sandbox:

@@ -72,8 +72,6 @@ class Handler:
         #: handled again when the platform redelivers it (BATON_EVENT_STALE_SECONDS in `build_baton`)
         self.event_stale_after = event_stale_after
         self.engine = engine
-        if engine.gates.approvers is None:  # an engine built without its port (a test rig): these settings
-            engine.gates.approvers = voting.AccessApprovers(access)
         self.catalog = catalog
         self.access = access
         #: the one edit-in-place component every adapter shares (pace, where keyed messages

@@ -149,6 +149,9 @@ class MemoryStore:
     def migrate(self) -> None:
         """Nothing to migrate."""
 
+    def ping(self) -> None:
+        """Always answers (readiness checks)."""
+
     def close(self) -> None:
         """Nothing to close (the data stays readable until the store is dropped)."""
 

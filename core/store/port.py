@@ -558,6 +558,9 @@ class Store(
         """Bring the schema to the newest revision (idempotent, safe to race); the revision the
         database was at before (None: it had no schema)."""
 
+    def ping(self) -> None:
+        """Raise when the store does not answer (readiness checks)."""
+
     def close(self) -> None: ...
 
 

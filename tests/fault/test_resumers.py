@@ -16,14 +16,11 @@ from typing import Any
 
 import pytest
 
-from core.engine.engine import Engine, EngineConfig
-from core.engine.providers import FakeProvider, ProviderRegistry
-from core.engine.tools import ToolRegistry
+from bot import testing
+from core.engine.engine import Engine
 from core.errors import BatonError
 from core.store.records import RunStatus
 from core.store.repository import SqlStore
-from core.workflows.catalog import Catalog
-from tests.environments import step_environment
 from tests.integration.engine.harness import make_harness
 
 pytestmark = pytest.mark.slow
@@ -41,15 +38,9 @@ nodes:
 
 
 def _engine(url: str, root: Path, n: int) -> Engine:
-    return Engine(
-        store=SqlStore(url),
-        catalog=Catalog([root / "workflows"]),
-        config=EngineConfig(
-            data_dir=root / "data" / str(n), environment=step_environment(), replica_id=f"resumer-{n}"
-        ),
-        providers=ProviderRegistry({"fake": FakeProvider()}, "fake"),
-        tools=ToolRegistry(),
-    )
+    store = SqlStore(url)  # migrated by the harness; each process opens its own
+    return testing.build(root, store=store, replica_id=f"resumer-{n}",
+                         data_dir=root / "data" / str(n)).engine  # fmt: skip
 
 
 def _resumer(n: int, url: str, root: Path, run_id: str, barrier: Any, results: Any) -> None:

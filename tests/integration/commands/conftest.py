@@ -5,22 +5,22 @@ from __future__ import annotations
 import asyncio
 import itertools
 import textwrap
-from collections.abc import AsyncIterator
+import time
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+from bot import testing
+from bot.app import Baton
 from core.commands.handler import Handler
 from core.commands.messages import ChatMessage, Reply
 from core.config import Access
-from core.engine.engine import Engine, EngineConfig
-from core.engine.providers import FakeProvider, ProviderRegistry
-from core.engine.tools import ToolRegistry
+from core.engine.engine import Engine
 from core.store.records import Run
 from core.store.repository import SqlStore
-from core.workflows.catalog import Catalog
-from tests.environments import step_environment
 
 FINAL_KINDS = {"run_completed", "run_failed", "gate_waiting", "needs_attention", "run_cancelled"}
 
@@ -58,6 +58,7 @@ WORKFLOWS = {
 class Chat:
     """Talk to the handler like an adapter would; collect background replies."""
 
+    baton: Baton  # as `bot.testing` wired it: `running()` starts its loops
     handler: Handler
     store: SqlStore
     engine: Engine
@@ -104,33 +105,31 @@ class Chat:
 
 
 async def make_chat(root: Path, url: str, access: Access | None = None, platform: str = "console",
-                    lease_seconds: float = 15.0, event_stale_after: float = 60.0) -> Chat:
-    store = SqlStore(url)
-    store.migrate()
+                    lease_seconds: float = 15.0, event_stale_after: float = 60.0,
+                    clock: Callable[[], float] = time.time, **settings: Any) -> Chat:
     (root / "workflows").mkdir(parents=True, exist_ok=True)
     for name, text in WORKFLOWS.items():
         (root / "workflows" / f"{name}.yaml").write_text(textwrap.dedent(text))
-    catalog = Catalog([root / "workflows"])
-    environment = step_environment()
-    engine = Engine(
-        store=store, catalog=catalog,
-        config=EngineConfig(
-            data_dir=root / "data", environment=environment, replica_id="test", lease_seconds=lease_seconds
-        ),
-        providers=ProviderRegistry({"fake": FakeProvider()}, "fake"), tools=ToolRegistry(),
-    )
-    handler = Handler(store=store, engine=engine, catalog=catalog, access=access or Access.everyone(),
-                      redactor=environment.redactor, event_stale_after=event_stale_after)
-    chat = Chat(handler=handler, store=store, engine=engine, root=root, platform=platform)
-    handler.register_outbox(platform, chat._collect)
+    baton = testing.build(root, database_url=url, access=access, lease_seconds=lease_seconds,
+                          event_stale_seconds=event_stale_after, clock=clock, **settings)  # fmt: skip
+    assert isinstance(baton.store, SqlStore)
+    chat = Chat(baton=baton, handler=baton.handler, store=baton.store, engine=baton.engine, root=root,
+                platform=platform)  # fmt: skip
+    baton.handler.register_outbox(platform, chat._collect)
     return chat
 
 
 @pytest.fixture
 async def chat(tmp_path: Path, migrated_database_url: str) -> AsyncIterator[Chat]:
-    """SQLite and the real PostgreSQL server (skipped when unreachable, outside CI)."""
-    c = await make_chat(tmp_path, migrated_database_url)
+    """SQLite and the real PostgreSQL server (skipped when unreachable, outside CI). With the
+    loops of the production wiring that deliver (the outbox's) and fire gate deadlines, and
+    stopped as `baton run` stops (`Baton.settle`: steps' grace, then the outbox flushed)."""
+    c = await make_chat(tmp_path, migrated_database_url, shutdown_grace=5.0)
+    outbox, deadlines = c.baton.outbox, c.baton.deadlines
+    assert outbox is not None and deadlines is not None
+    await outbox.start()
+    await deadlines.start()
     yield c
-    await c.engine.stop(grace=5)
-    await c.handler.drain()
+    await deadlines.stop()
+    await c.baton.settle()
     c.store.close()

@@ -60,13 +60,12 @@ class Clock:
 
 @pytest.fixture
 async def setup(tmp_path: Path, database_url: str) -> AsyncIterator[tuple[Chat, Clock, list[Reply], str]]:
-    c = await make_chat(tmp_path, database_url, access=ACCESS)
+    clock = Clock()
+    c = await make_chat(tmp_path, database_url, access=ACCESS, clock=clock)
     for outcome in ("reject", "approve", "skip", "fail"):
         (tmp_path / "workflows" / f"timed-{outcome}.yaml").write_text(
             textwrap.dedent(GATE.format(on_timeout=outcome)).replace("name: timed", f"name: timed-{outcome}")
         )
-    clock = Clock()
-    c.handler.clock = clock
     told: list[Reply] = []
     yield c, clock, told, database_url
     await c.engine.stop(grace=5)

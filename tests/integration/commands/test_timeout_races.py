@@ -16,19 +16,17 @@ from typing import Any
 
 import pytest
 
+from bot import testing
 from core.commands.deadlines import Fired, GateDeadlines
 from core.commands.handler import Handler
 from core.commands.messages import Reply
 from core.config import Access
-from core.engine.engine import Engine, EngineConfig
-from core.engine.providers import FakeProvider, ProviderRegistry
+from core.engine.engine import Engine
 from core.engine.tools import ToolRegistry
 from core.store.memory import MemoryStore
 from core.store.port import Store
 from core.store.records import Gate, RunStatus
 from core.store.repository import SqlStore
-from core.workflows.catalog import Catalog
-from tests.environments import step_environment
 
 HOUR = 3600.0
 TIMED = """
@@ -102,21 +100,15 @@ def open_store(request: pytest.FixtureRequest) -> Iterator[Callable[[], Store]]:
 
 
 def _replica(root: Path, store: Store, name: str, barrier: threading.Barrier) -> Replica:
-    catalog = Catalog([root / "workflows"])
-    environment = step_environment()
     tools = ToolRegistry()
 
     @tools.tool("noop", replay="pure", inline=True)
     def noop() -> str:
         return "shipped"
 
-    engine = Engine(
-        store=store, catalog=catalog,
-        config=EngineConfig(data_dir=root / "data" / name, environment=environment, replica_id=name),
-        providers=ProviderRegistry({"fake": FakeProvider()}, "fake"), tools=tools,
-    )  # fmt: skip
-    handler = Handler(store=store, engine=engine, catalog=catalog, access=ACCESS,
-                      redactor=environment.redactor)
+    baton = testing.build(root, store=store, tools=tools, access=ACCESS, replica_id=name,
+                          data_dir=root / "data" / name)  # fmt: skip
+    engine, handler = baton.engine, baton.handler
     deadlines = GateDeadlines(
         store=Meeting(store, barrier),  # type: ignore[arg-type]
         engine=engine, replica=name,

@@ -19,19 +19,15 @@ exists. `CRASH_GROUP_COMMIT` (seconds) sets the engine's group-commit window.
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import json
 import os
 import sys
 import time
 from pathlib import Path
 
-from core.engine.engine import Engine, EngineConfig
-from core.engine.providers import FakeProvider, ProviderRegistry
+from bot import testing
+from core.engine.engine import Engine
 from core.engine.tools import ToolRegistry
-from core.store.repository import SqlStore
-from core.workflows.catalog import Catalog
-from tests.environments import step_environment
 
 REPLICA = "crash"
 
@@ -58,23 +54,11 @@ def _tools() -> ToolRegistry:
 
 
 def build(url: str, root: Path, replica: str, lease_seconds: float = 15.0) -> Engine:
-    store = SqlStore(url)
-    store.migrate()
-    config = EngineConfig(
-        data_dir=root / "data",
-        environment=step_environment(),
-        lease_seconds=lease_seconds,
-        replica_id=replica,
-    )
-    if "CRASH_GROUP_COMMIT" in os.environ:
-        config = dataclasses.replace(config, group_commit=float(os.environ["CRASH_GROUP_COMMIT"]))
-    return Engine(
-        store=store,
-        catalog=Catalog([root / "workflows"]),
-        config=config,
-        providers=ProviderRegistry({"fake": FakeProvider()}, "fake"),
-        tools=_tools(),
-    )
+    window = os.environ.get("CRASH_GROUP_COMMIT")
+    baton = testing.build(root, database_url=url, tools=_tools(), replica_id=replica,
+                          lease_seconds=lease_seconds,
+                          group_commit=float(window) if window is not None else None)  # fmt: skip
+    return baton.engine
 
 
 def say(value: object) -> None:

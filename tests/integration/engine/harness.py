@@ -2,22 +2,20 @@
 
 from __future__ import annotations
 
-import dataclasses
 import textwrap
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from core.engine.engine import Engine, EngineConfig
+from bot import testing
+from core.engine.engine import Engine
 from core.engine.events import EngineEvent, EventKind
-from core.engine.providers import FakeProvider, ProviderRegistry
 from core.engine.sandbox import NO_SANDBOX, Sandbox
 from core.engine.tools import ToolRegistry
 from core.store.records import JournalEntry, NodeStatus, Run
 from core.store.repository import SqlStore
 from core.workflows.catalog import Catalog
-from tests.environments import step_environment
 
 
 @dataclass
@@ -86,24 +84,12 @@ def make_harness(
     tools: ToolRegistry | None = None,
     sandbox: Sandbox | None = None,
 ) -> Harness:
-    store = SqlStore(url)
-    store.migrate()
     (root / "workflows").mkdir(parents=True, exist_ok=True)
     registry = tools if tools is not None else ToolRegistry()
-    catalog = Catalog([root / "workflows"])
-    engine = Engine(
-        store=store,
-        catalog=catalog,
-        config=EngineConfig(
-            data_dir=root / "data",
-            environment=dataclasses.replace(step_environment(), sandbox=sandbox or NO_SANDBOX),
-            max_parallel=max_parallel,
-            lease_seconds=lease_seconds,
-            replica_id="test",
-        ),
-        providers=ProviderRegistry({"fake": FakeProvider()}, "fake"),
-        tools=registry,
-    )
+    baton = testing.build(root, database_url=url, tools=registry, sandbox=sandbox or NO_SANDBOX,
+                          lease_seconds=lease_seconds, max_parallel=max_parallel)  # fmt: skip
+    assert isinstance(baton.store, SqlStore)
+    store, catalog, engine = baton.store, baton.catalog, baton.engine
     harness = Harness(root=root, store=store, tools=registry, catalog=catalog, engine=engine)
 
     async def record(event: EngineEvent) -> None:

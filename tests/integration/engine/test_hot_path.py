@@ -14,13 +14,11 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from core.engine.engine import Engine, EngineConfig
-from core.engine.providers import FakeProvider, ProviderRegistry
+from bot import testing
+from core.engine.engine import Engine
 from core.engine.tools import ToolRegistry
 from core.store.records import NodeStatus, RunStatus
 from core.store.repository import SqlStore
-from core.workflows.catalog import Catalog
-from tests.environments import step_environment
 
 N = 1000
 
@@ -70,18 +68,13 @@ def _engine(
     real = SqlStore(url)
     real.migrate()
     store = CountingStore(real)
-    engine = Engine(
+    engine = testing.build(
+        root,
         store=store,  # type: ignore[arg-type]
-        catalog=Catalog([root / "workflows"]),
-        config=EngineConfig(
-            data_dir=root / "data",
-            environment=step_environment(),
-            replica_id="bench",
-            group_commit=group_commit,
-        ),
-        providers=ProviderRegistry({"fake": FakeProvider()}, "fake"),
         tools=tools,
-    )
+        replica_id="bench",
+        group_commit_ms=group_commit * 1000,
+    ).engine
     return engine, store
 
 

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from bot import testing
 from bot.runtime import assemble
 from bot.worker import build_worker
 from core.config import Settings
@@ -22,15 +23,10 @@ from core.engine.distributed import (
     DispatchConfig,
     JobQueue,
     RemoteDispatcher,
-    queue_runner_factory,
 )
-from core.engine.engine import Engine, EngineConfig
-from core.engine.providers import FakeProvider, ProviderRegistry
 from core.engine.tools import ToolRegistry
 from core.store.repository import SqlStore
 from core.store.worker_journal import WorkerJournal
-from core.workflows.catalog import Catalog
-from tests.environments import step_environment
 from tests.integration.engine.harness import Harness
 
 
@@ -77,20 +73,9 @@ async def cluster(
     dispatcher = RemoteDispatcher(
         store, JobQueue(postgres_url), DispatchConfig(liveness_seconds=0.3, stalled_after=1.0)
     )
-    catalog = Catalog([tmp_path / "workflows"])
-    engine = Engine(
-        store=store,
-        catalog=catalog,
-        config=EngineConfig(
-            data_dir=tmp_path / "replica",
-            environment=step_environment(),
-            lease_seconds=5,
-            replica_id="replica",
-        ),
-        providers=ProviderRegistry({"fake": FakeProvider()}, "fake"),
-        tools=ToolRegistry(),
-        runners=queue_runner_factory(dispatcher),
-    )
+    baton = testing.build(tmp_path, store=store, dispatcher=dispatcher,
+                          replica_id="replica", lease_seconds=5, data_dir=tmp_path / "replica")  # fmt: skip
+    engine, catalog = baton.engine, baton.catalog
     harness = Harness(root=tmp_path, store=store, tools=ToolRegistry(), catalog=catalog, engine=engine)
     engine.subscribe(lambda event: _append(harness, event))
 

@@ -12,17 +12,13 @@ from pathlib import Path
 
 import pytest
 
+from bot import testing
 from core.commands.handler import Handler
 from core.commands.messages import ChatMessage, Reply
-from core.config import Access
-from core.engine.config import EngineConfig
 from core.engine.engine import Engine
-from core.engine.providers import FakeProvider, ProviderRegistry
 from core.engine.tools import ToolRegistry
 from core.store.memory import MemoryStore
 from core.store.records import RunStatus
-from core.workflows.catalog import Catalog
-from tests.environments import step_environment
 
 FINAL_KINDS = {"run_completed", "run_failed", "gate_waiting", "needs_attention", "run_cancelled"}
 WORKFLOWS = {
@@ -90,14 +86,9 @@ async def chat(tmp_path: Path) -> AsyncIterator[Chat]:
     def boom() -> str:
         raise RuntimeError("the wire is cut\nsecond line")
 
-    store = MemoryStore()
-    environment = step_environment()
-    catalog = Catalog([folder])
-    config = EngineConfig(data_dir=tmp_path / "data", environment=environment, replica_id="unit")
-    providers = ProviderRegistry({"fake": FakeProvider()}, "fake")
-    engine = Engine(store=store, catalog=catalog, providers=providers, config=config, tools=tools)
-    handler = Handler(store=store, engine=engine, catalog=catalog, access=Access.everyone(),
-                      redactor=environment.redactor)  # fmt: skip
+    baton = testing.build(tmp_path, tools=tools, replica_id="unit")
+    assert isinstance(baton.store, MemoryStore)
+    store, engine, handler = baton.store, baton.engine, baton.handler
     chat = Chat(store, engine, handler)
 
     async def collect(reply: Reply) -> None:

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from core.engine.config import EngineConfig
+from bot import testing
 from core.engine.engine import Engine
 from core.engine.events import EngineEvent, EventBus
 from core.engine.executor import RunExecutor, RunnerFactory, Setup
@@ -21,7 +21,6 @@ from core.engine.tools import ToolRegistry
 from core.engine.workdirs import run_dirs
 from core.store.memory import MemoryStore
 from core.store.records import Run, RunStatus
-from core.workflows.catalog import Catalog
 from core.workflows.loader import load_workflow_text
 from core.workflows.model import Workflow
 from tests.environments import step_environment
@@ -86,9 +85,8 @@ class Rig:
         folder.mkdir(parents=True, exist_ok=True)
         for name, yaml in workflows.items():
             (folder / f"{name}.yaml").write_text(textwrap.dedent(yaml))
-        config = EngineConfig(data_dir=self.root / "data", environment=self.environment, replica_id="unit")
-        engine = Engine(store=self.store, catalog=Catalog([folder]), config=config,
-                        providers=self.providers, tools=self.tools)  # fmt: skip
+        engine = testing.build(self.root, store=self.store, tools=self.tools, providers=self.providers,
+                               replica_id="unit").engine  # fmt: skip
         engine.subscribe(self._record)
         return engine
 

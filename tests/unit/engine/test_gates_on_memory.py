@@ -12,17 +12,14 @@ from pathlib import Path
 
 import pytest
 
+from bot import testing
 from core.commands.handler import Handler
 from core.commands.messages import ChatMessage, Reply
-from core.config import Access
-from core.engine.engine import Engine, EngineConfig
-from core.engine.providers import FakeProvider, ProviderRegistry
+from core.engine.engine import Engine
 from core.engine.tools import ToolRegistry
 from core.errors import GateAlreadyDecided
 from core.store.memory import MemoryStore
 from core.store.records import GateStatus, NodeStatus, RunStatus
-from core.workflows.catalog import Catalog
-from tests.environments import step_environment
 
 TWIN = """
     name: twin
@@ -60,15 +57,9 @@ async def bot(tmp_path: Path) -> AsyncIterator[Bot]:
     def noop() -> str:
         return "shipped"
 
-    store = MemoryStore()
-    environment = step_environment()
-    engine = Engine(
-        store=store, catalog=(catalog := Catalog([tmp_path / "workflows"])),
-        config=EngineConfig(data_dir=tmp_path / "data", environment=environment, replica_id="unit"),
-        providers=ProviderRegistry({"fake": FakeProvider()}, "fake"), tools=tools,
-    )  # fmt: skip
-    handler = Handler(store=store, engine=engine, catalog=catalog, access=Access.everyone(),
-                      redactor=environment.redactor)  # fmt: skip
+    baton = testing.build(tmp_path, tools=tools, replica_id="unit")
+    assert isinstance(baton.store, MemoryStore)
+    store, engine, handler = baton.store, baton.engine, baton.handler
     finals: list[Reply] = []
 
     async def outbox(reply: Reply) -> None:
