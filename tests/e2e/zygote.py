@@ -115,12 +115,14 @@ _lock = threading.Lock()
 
 
 def run_baton(
-    args: Sequence[str], *, cwd: Path, env: Mapping[str, str], timeout: float
+    args: Sequence[str], *, cwd: Path, env: Mapping[str, str], timeout: float, cold: bool = False
 ) -> subprocess.CompletedProcess[str]:
     """`python -m bot.main <args>`: forked from this test process's zygote (started at the first
-    call), or cold when BATON_TEST_COLD_START=1."""
+    call), or a new interpreter (`cold`, or BATON_TEST_COLD_START=1): a test that looks at the
+    process from outside (its `/proc/<pid>/environ` is the environment it was started with, its
+    `cmdline` the zygote's) runs it cold."""
     global _zygote
-    if os.environ.get(COLD) == "1":
+    if cold or os.environ.get(COLD) == "1":
         return subprocess.run(
             [sys.executable, "-m", "bot.main", *args],
             cwd=cwd,

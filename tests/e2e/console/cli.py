@@ -40,6 +40,7 @@ class BatonCli:
     home: Path  # the subprocess's working directory; holds `workflows/` and `.baton/`
     database_url: str
     env_extra: dict[str, str] = field(default_factory=dict)
+    cold: bool = False  # every call a new interpreter, not a fork (tests/e2e/zygote.py)
 
     @classmethod
     def create(cls, home: Path, database_url: str) -> BatonCli:
@@ -56,7 +57,7 @@ class BatonCli:
     def run(self, *args: str) -> subprocess.CompletedProcess[str]:
         """`baton <args>`; waits for the process to finish (a process forked from one that
         imported Baton already: tests/e2e/zygote.py)."""
-        return run_baton(args, cwd=self.home, env=self.env(), timeout=CALL_TIMEOUT)
+        return run_baton(args, cwd=self.home, env=self.env(), timeout=CALL_TIMEOUT, cold=self.cold)
 
     def say(
         self,
