@@ -6,13 +6,13 @@ import json
 import os
 import shutil
 import subprocess
-import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from core.store.records import Run
 from core.store.repository import SqlStore
+from tests.e2e.zygote import run_baton
 
 FIXTURE_WORKFLOWS = Path(__file__).parent / "workflows"
 REPO = Path(__file__).resolve().parents[3]
@@ -40,6 +40,7 @@ class BatonCli:
     home: Path  # the subprocess's working directory; holds `workflows/` and `.baton/`
     database_url: str
     env_extra: dict[str, str] = field(default_factory=dict)
+    cold: bool = False  # every call a new interpreter, not a fork (tests/e2e/zygote.py)
 
     @classmethod
     def create(cls, home: Path, database_url: str) -> BatonCli:
@@ -54,16 +55,9 @@ class BatonCli:
         return baton_env(self.database_url, self.home, **self.env_extra)
 
     def run(self, *args: str) -> subprocess.CompletedProcess[str]:
-        """`baton <args>`; waits for the process to finish."""
-        return subprocess.run(
-            [sys.executable, "-m", "bot.main", *args],
-            cwd=self.home,
-            env=self.env(),
-            capture_output=True,
-            text=True,
-            timeout=CALL_TIMEOUT,
-            check=False,
-        )
+        """`baton <args>`; waits for the process to finish (a process forked from one that
+        imported Baton already: tests/e2e/zygote.py)."""
+        return run_baton(args, cwd=self.home, env=self.env(), timeout=CALL_TIMEOUT, cold=self.cold)
 
     def say(
         self,

@@ -49,6 +49,7 @@ def cli(tmp_path: Path) -> BatonCli:
     home = tmp_path / "project"
     home.mkdir()
     cli = BatonCli.create(home, f"sqlite:///{home / '.baton' / 'baton.db'}")
+    cli.cold = True  # steps read /proc/*/environ and cmdline: Baton's as started, never a fork's
     (home / ".env").write_text(f"BATON_OPENAI_API_KEY={DOTENV_ONLY}\n")
     secrets_file = leak.write_secrets_file(home / "step-secrets.env")
     cli.env_extra.update(
