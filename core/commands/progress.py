@@ -289,6 +289,8 @@ class ProgressReporter:
                 state.dirty = False
                 self.edits.edited(key)
                 if not await self._report(run_id):
+                    if self.edits.closing.is_set():  # refused while shutting down: every edit is
+                        break  # due at once, so retrying spins; the run's outbox row tells it later
                     state.dirty = True  # not taken for now: the newest state at the next turn
         if self._runs.get(run_id) is state:
             del self._runs[run_id]

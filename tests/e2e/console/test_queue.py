@@ -5,13 +5,10 @@ false`; `cancel_new`, `cancel_running`, `replace_queued`; a key shared by two wo
 
 from __future__ import annotations
 
+import concurrent.futures
 import itertools
-import json
-import subprocess
-import sys
 import time
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -55,19 +52,6 @@ def write(baton: BatonCli, name: str, text: str) -> None:
     (baton.workflows / f"{name}.yaml").write_text(text)
 
 
-def say_later(baton: BatonCli, text: str, user: str) -> subprocess.Popen[str]:
-    args = ["say", "--json", "--conversation", "ops", "--user", user, "--wait", "--", text]
-    return subprocess.Popen([sys.executable, "-m", "bot.main", *args], cwd=baton.home, env=baton.env(),
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)  # fmt: skip
-
-
-def replies_of(process: subprocess.Popen[str]) -> list[dict[str, Any]]:
-    out, err = process.communicate(timeout=CALL_TIMEOUT * 2)
-    assert process.returncode == 0, err
-    parsed: list[dict[str, Any]] = json.loads(out)
-    return parsed
-
-
 def windows(baton: BatonCli, run_id: str) -> tuple[float, float]:
     """When the run's steps ran: first start, last finish (the journal)."""
     store = SqlStore(baton.database_url)
@@ -88,12 +72,17 @@ def audit_actions(baton: BatonCli, run_id: str) -> list[str]:
 
 def test_three_runs_at_once_run_one_at_a_time_in_arrival_order(baton_any_db: BatonCli) -> None:
     baton = baton_any_db
-    write(baton, "serial", SERIAL.format(sleep=1))
-    processes = []
-    for i, user in enumerate(("ana", "bob", "cy")):
-        processes.append(say_later(baton, f'run serial "n{i}" --force', user))
-        time.sleep(0.3)  # started together; arrival order is the order of the database's writes
-    outputs = [replies_of(p) for p in processes]
+    write(baton, "serial", SERIAL.format(sleep=3))
+    with concurrent.futures.ThreadPoolExecutor(3) as pool:
+        calls = []
+        for i, user in enumerate(("ana", "bob", "cy")):
+            calls.append(pool.submit(baton.say, f'run serial "n{i}" --force', user=user))
+            # the next arrives once this one's run is written, while the first still works (3 s):
+            # a fixed pause let a slow start on a loaded machine arrive after the first had ended
+            deadline = time.monotonic() + CALL_TIMEOUT
+            while len(baton.runs()) < i + 1 and time.monotonic() < deadline:
+                time.sleep(0.05)
+        outputs = [call.result(timeout=CALL_TIMEOUT * 2) for call in calls]
 
     runs = sorted(baton.runs(), key=lambda r: r.created_at)
     assert [r.status for r in runs] == ["completed"] * 3

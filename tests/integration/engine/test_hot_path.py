@@ -73,7 +73,7 @@ def _engine(
         store=store,  # type: ignore[arg-type]
         tools=tools,
         replica_id="bench",
-        group_commit_ms=group_commit * 1000,
+        group_commit=group_commit,
     ).engine
     return engine, store
 

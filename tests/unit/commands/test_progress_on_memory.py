@@ -4,6 +4,7 @@ and no background reply for a cancellation a command already announces."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -11,8 +12,9 @@ import pytest
 
 from core.commands.messages import Reply
 from core.commands.progress import ProgressReporter
-from core.delivery.edits import Edits
+from core.delivery.edits import Edits, NotDelivered
 from core.engine.engine import Engine
+from core.engine.events import EngineEvent, EventKind
 from core.store.records import RunStatus
 from tests.unit.engine.memory_rig import Rig
 
@@ -115,3 +117,24 @@ async def test_a_cancellation_a_command_announces_gets_no_second_reply(
     await progress.drain()
     final = outbox.of(untold)[-1]
     assert (final.kind, final.data["by"]) == ("run_cancelled", "console:bo")
+
+
+async def test_an_edit_refused_while_shutting_down_is_given_up_not_retried_in_a_loop(tmp_path: Path) -> None:
+    """Shutting down makes every edit due at once: a platform refusing edits then (its client
+    closing) must not spin the run's worker; the run's outbox row tells its state later."""
+    rig = Rig(tmp_path)
+    rig.counted("first")
+    engine = rig.engine(long=LONG)
+    progress = ProgressReporter(store=rig.store, engine=engine, edits=Edits(interval=60.0))
+    tries: list[Reply] = []
+
+    async def closing(reply: Reply) -> None:
+        tries.append(reply)
+        raise NotDelivered("the client is closing")
+
+    progress.register_outbox("console", closing)
+    run = rig.run(rig.workflow(LONG))
+    progress.hurry()
+    await progress.on_event(EngineEvent(EventKind.NODE_STARTED, run.id, node_id="s0"))
+    await asyncio.wait_for(progress.drain(), 5)  # spun forever before
+    assert len(tries) == 1 and tries[0].kind == "progress"
