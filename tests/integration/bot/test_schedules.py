@@ -220,6 +220,19 @@ async def test_two_replicas_ticking_together_start_one_run_per_fire(
             await owner.engine.wait(run.id, timeout=30)
 
 
+def _every_5s(database_url: str, ids: list[str], now: float) -> None:
+    """Schedules of `hello` every 5 s, one fire due half a second before `now`."""
+    with SqlStore(database_url) as seed:
+        seed.migrate()
+        for sid in ids:
+            seed.add_schedule(Schedule(
+                id=sid, workflow="hello", source="chat", cron=None, every=5.0, timezone="UTC",
+                args={"message": sid}, overlap="allow", catchup="none", catchup_window=3600.0,
+                platform="console", conversation="ops", principal="console:U1", owner="console:U1",
+                created_at=now - 5.5, updated_at=now, evaluated_until=now - 5.5,
+            ))  # fmt: skip
+
+
 async def test_two_replicas_in_two_threads_split_the_due_fires_and_start_one_run_each(
     tmp_path: Path, database_url: str
 ) -> None:
@@ -230,15 +243,7 @@ async def test_two_replicas_in_two_threads_split_the_due_fires_and_start_one_run
     settings = _settings(tmp_path, database_url)
     now = time.time()
     ids = [f"hello-{i:03d}" for i in range(120)]
-    with SqlStore(database_url) as seed:
-        seed.migrate()
-        for sid in ids:
-            seed.add_schedule(Schedule(
-                id=sid, workflow="hello", source="chat", cron=None, every=5.0, timezone="UTC",
-                args={"message": sid}, overlap="allow", catchup="none", catchup_window=3600.0,
-                platform="console", conversation="ops", principal="console:U1", owner="console:U1",
-                created_at=now - 5.5, updated_at=now, evaluated_until=now - 5.5,
-            ))  # fmt: skip
+    _every_5s(database_url, ids, now)
     due = now - 0.5
     together = threading.Barrier(2, timeout=60)
 
@@ -282,15 +287,7 @@ async def test_a_tick_creates_every_fires_run_before_any_begins(tmp_path: Path, 
     settings = _settings(tmp_path, database_url)
     now = time.time()
     ids = [f"hello-{i:03d}" for i in range(2 * BATCH + 10)]
-    with SqlStore(database_url) as seed:
-        seed.migrate()
-        for sid in ids:
-            seed.add_schedule(Schedule(
-                id=sid, workflow="hello", source="chat", cron=None, every=5.0, timezone="UTC",
-                args={"message": sid}, overlap="allow", catchup="none", catchup_window=3600.0,
-                platform="console", conversation="ops", principal="console:U1", owner="console:U1",
-                created_at=now - 5.5, updated_at=now, evaluated_until=now - 5.5,
-            ))  # fmt: skip
+    _every_5s(database_url, ids, now)
     baton = _baton(settings, Platform())
     seen: dict[str, int] = {}  # run -> the fires' runs another connection saw when it began
     with SqlStore(database_url) as reader:
