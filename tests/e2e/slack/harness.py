@@ -6,9 +6,14 @@ with `slack_sdk.signature.SignatureVerifier` exactly as Slack signs it.
 
 from __future__ import annotations
 
+import faulthandler
+import gc
 import itertools
 import json
+import tempfile
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlencode
@@ -30,6 +35,39 @@ class Answer:
     status: int
     seconds: float  # how long the app took to answer (Slack allows 3 s)
     body: str
+    #: why it was slow, when it took longer than `STALL_AFTER`: the collector's pauses and
+    #: every thread's stack at that moment (an ack check that fails on a loaded machine
+    #: names what held the event loop)
+    stalls: str = ""
+
+
+STALL_AFTER = 2.0  # seconds into a request when its stacks are recorded
+
+
+@contextmanager
+def _stalls_recorded(into: list[str]) -> Iterator[None]:
+    """Record the collector's pauses, and every thread's stack should the block last longer
+    than `STALL_AFTER`; appended to `into` (empty when it was quick)."""
+    paused = [0.0, 0.0]  # total, started
+
+    def on_gc(phase: str, info: dict[str, int]) -> None:
+        if phase == "start":
+            paused[1] = time.monotonic()
+        else:
+            paused[0] += time.monotonic() - paused[1]
+
+    gc.callbacks.append(on_gc)
+    with tempfile.TemporaryFile("w+") as dump:
+        faulthandler.dump_traceback_later(STALL_AFTER, file=dump)
+        started = time.monotonic()
+        try:
+            yield
+        finally:
+            faulthandler.cancel_dump_traceback_later()
+            gc.callbacks.remove(on_gc)
+            if time.monotonic() - started > STALL_AFTER:
+                dump.seek(0)
+                into.append(f"collector paused {paused[0]:.2f}s; stacks after {STALL_AFTER}s:\n{dump.read()}")
 
 
 class SlackHarness:
@@ -54,10 +92,13 @@ class SlackHarness:
         }
 
     async def post(self, body: str, headers: dict[str, str]) -> Answer:
-        started = time.monotonic()
-        async with self._session.post(self.url, data=body.encode(), headers=headers) as response:
-            text = await response.text()
-        return Answer(response.status, time.monotonic() - started, text)
+        stalls: list[str] = []
+        with _stalls_recorded(stalls):
+            started = time.monotonic()
+            async with self._session.post(self.url, data=body.encode(), headers=headers) as response:
+                text = await response.text()
+            seconds = time.monotonic() - started
+        return Answer(response.status, seconds, text, "".join(stalls))
 
     async def _form(self, fields: dict[str, str], extra_headers: dict[str, str] | None = None) -> Answer:
         body = urlencode(fields)

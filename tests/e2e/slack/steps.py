@@ -47,7 +47,7 @@ async def command(e2e: SlackE2E, text: str, *, user: str = ANA) -> int:
     mark = len(e2e.mock.calls)
     answer = await e2e.slack.command(text, user=user)
     assert answer.status == 200, answer
-    assert answer.seconds < ACK_LIMIT, f"acknowledged after {answer.seconds:.2f}s"
+    assert answer.seconds < ACK_LIMIT, f"acknowledged after {answer.seconds:.2f}s; {answer.stalls}"
     return mark
 
 

@@ -30,7 +30,7 @@ async def click(e2e: SlackE2E, message: Call, action: str, *, user: str = ANA) -
     mark = len(e2e.mock.calls)
     answer = await e2e.slack.click(message, action, user=user)
     assert answer.status == 200, answer
-    assert answer.seconds < ACK_LIMIT
+    assert answer.seconds < ACK_LIMIT, answer.stalls
     return mark
 
 

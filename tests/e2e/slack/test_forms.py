@@ -34,7 +34,7 @@ async def test_a_run_missing_inputs_opens_a_modal_and_the_submission_starts_it(e
     assert not e2e.mock.of("chat.postMessage", "chat.postEphemeral")  # the modal asks, nothing else
 
     refused = await e2e.slack.submit(opened, {"service": "web", "replicas": "three"}, user=BOB)
-    assert refused.status == 200 and refused.seconds < ACK_LIMIT
+    assert refused.status == 200 and refused.seconds < ACK_LIMIT, refused.stalls
     assert json.loads(refused.body) == {"response_action": "errors", "errors": {
         "field:replicas": 'input `replicas` must be an integer, got text "three"'}}
     assert e2e.baton.store.recent_runs() == []
