@@ -31,7 +31,7 @@ from pathlib import Path
 
 from sqlalchemy.engine import make_url
 
-from adapters.web.signing_key import existing_key
+from core.signing_key import existing_key
 from bot.hardening import forbid_inspection, scrub_environ
 from bot.logging import redact_logs_with
 from core.config import Settings
