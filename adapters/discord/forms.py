@@ -17,9 +17,8 @@ from typing import Any
 
 import discord
 
-from adapters.discord.formatting import FORMAT
+from adapters.discord.formatting import said
 from core.commands.messages import Form, FormField
-from core.render import sentence
 
 FIELDS = 5  # text inputs a Discord modal holds
 TITLE = 45  # characters of a modal's title and of a field's label
@@ -42,7 +41,7 @@ def _cut(text: str, limit: int) -> str:
 
 
 def _placeholder(field: FormField) -> str:
-    return _cut(sentence(FORMAT, "placeholder", field.choices, field.type, field.description), PLACEHOLDER)
+    return _cut(said("placeholder", field.choices, field.type, field.description), PLACEHOLDER)
 
 
 class FormModal(discord.ui.Modal):
@@ -57,7 +56,7 @@ class FormModal(discord.ui.Modal):
         self.inputs: dict[str, discord.ui.TextInput[Any]] = {}
         for field in form.fields[:FIELDS]:
             text_input: discord.ui.TextInput[Any] = discord.ui.TextInput(
-                label=_cut(f"{field.label} ({field.type})", TITLE),
+                label=_cut(said("field_label", field.label, field.type), TITLE),
                 style=discord.TextStyle.paragraph if field.multiline else discord.TextStyle.short,
                 required=field.required, default=field.value or None, placeholder=_placeholder(field),
                 custom_id=f"field:{field.name}",

@@ -23,6 +23,13 @@ if TYPE_CHECKING:
     from core.engine.ballots import Ballot
 
 
+def heard(message: ChatMessage) -> bool:
+    """Whether a message reaches the core at all: a command, or a plain message in a thread, in a
+    direct message or mentioning the bot. Ordinary channel chatter never does (the core decides
+    whether what it hears addresses a gate)."""
+    return message.is_command or bool(message.thread or message.direct or message.mentions_bot)
+
+
 async def acknowledged(handler: Handler, message: ChatMessage, acknowledge: Callable[[], Awaitable[bool]],
                        ballot: Ballot | None = None) -> list[Reply] | None:
     """The answer to `message` (or to the `ballot` it casts: `Handler.decide`, never read as a
