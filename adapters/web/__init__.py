@@ -15,9 +15,9 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from adapters.web.links import PageLinks
-from core.signing_key import signing_key
 from core.config import Settings
 from core.redaction import Redactor
+from core.signing_key import signing_key
 
 if TYPE_CHECKING:
     from adapters.web.server import Baton, Pages

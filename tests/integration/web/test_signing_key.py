@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from core.signing_key import KEY_FILE, key_file
 from core.errors import ConfigurationError
 from core.render import render
+from core.signing_key import KEY_FILE, key_file
 from core.store.records import RunStatus
 from tests.integration.web.site import Site
 
