@@ -258,9 +258,8 @@ class RunPagesApp:
         decision = fields["decision"] if fields["decision"] in ("approve", "reject") else None
         if decision is None:
             raise Refused(400, "no_decision")
-        shown = await asyncio.to_thread(self.parts.engine.gates.waiting, run)
-        if shown is not None and (shown.node_id != fields["node"] or page_view.question_digest(
-                self.parts.redactor.redact(shown.prompt)) != fields["question"]):
+        if await asyncio.to_thread(page_view.question_changed, self.parts, run, fields["node"],
+                                   fields["question"]):
             return self._back(token, self._note("question_changed"))
         comment = " ".join(fields["comment"].split())[:COMMENT_LIMIT]
         platform, _, user = grant.uid.partition(":")

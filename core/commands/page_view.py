@@ -86,6 +86,15 @@ def question_digest(question: str) -> str:
     return hashlib.sha256(question.encode("utf-8")).hexdigest()[:32]
 
 
+def question_changed(parts: Parts, run: Run, node: str, digest: str) -> bool:
+    """A decision sent from a page that showed another question than the gate waiting now
+    (another node, or its question changed): it counts for nothing, the page shows it again."""
+    shown = parts.engine.gates.waiting(run)
+    if shown is None:
+        return False
+    return shown.node_id != node or question_digest(parts.redactor.redact(shown.prompt)) != digest
+
+
 def node_row(node: NodeDetail, hide: Redactor) -> dict[str, Any]:
     return {
         "id": node.node_id,
