@@ -17,6 +17,7 @@ from typing import Any
 
 from adapters.slack.blocks import Block, plain
 from adapters.slack.formatting import said
+from core.commands.forms import offered
 from core.commands.messages import Form, FormField
 
 CALLBACK_ID = "baton:form"
@@ -49,12 +50,8 @@ class FormPlace:
             return None
 
 
-def _choices(field: FormField) -> tuple[str, ...]:
-    return field.choices or (("true", "false") if field.type == "boolean" else ())
-
-
 def _element(field: FormField) -> Block:
-    choices = _choices(field)
+    choices = offered(field)
     if choices:
         options = [{"text": plain(c, OPTION_LIMIT), "value": c} for c in choices[:OPTIONS_LIMIT]]
         element: Block = {"type": "static_select", "action_id": ACTION_ID, "options": options,
