@@ -40,6 +40,13 @@ async def acknowledged(handler: Handler, message: ChatMessage, acknowledge: Call
         if accepted:
             handler.finish(message)
         return None
+    return await answer(handler, message, ballot, accepted=accepted)
+
+
+async def answer(handler: Handler, message: ChatMessage, ballot: Ballot | None = None, *,
+                 accepted: bool = False) -> list[Reply]:
+    """The core's answer to `message`, or to the `ballot` it casts (a gate's button or form:
+    `Handler.decide`, never read as a command). `accepted`: `Handler.accept` claimed it."""
     if ballot is not None:
         return await handler.decide(ballot, message, accepted=accepted)
     return await handler.handle(message, accepted=accepted)
