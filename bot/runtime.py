@@ -31,7 +31,6 @@ from pathlib import Path
 
 from sqlalchemy.engine import make_url
 
-from adapters.web.signing_key import existing_key
 from bot.hardening import forbid_inspection, scrub_environ
 from bot.logging import redact_logs_with
 from core.config import Settings
@@ -41,6 +40,7 @@ from core.engine.step_env import StepEnvironment
 from core.engine.tools import ToolRegistry
 from core.errors import ConfigurationError
 from core.redaction import Redactor
+from core.signing_key import existing_key
 from core.store.port import Store
 from core.store.repository import SqlStore
 from core.workflows.catalog import Catalog

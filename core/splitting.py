@@ -71,6 +71,12 @@ def width(text: str) -> int:
     return len(text) + sum(1 for ch in text if ord(ch) > 0xFFFF)
 
 
+def fit(text: str, limit: int) -> str:
+    """`text` when it has at most `limit` characters, else its start and "…" in `limit`: where a
+    platform refuses a longer label, title or placeholder (never a message: that is split)."""
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
 @dataclass(frozen=True, slots=True)
 class _Fence:
     run: int  # backticks in the opener

@@ -18,8 +18,8 @@ with warnings.catch_warnings():
     import discord
 
 from adapters.discord.client import BatonClient
+from adapters.discord.formatting import refused
 from core.config import Settings
-from core.errors import ConfigurationError
 
 __all__ = ["BatonClient", "build_client", "serve", "sync_commands"]
 
@@ -35,8 +35,7 @@ def build_client(baton: Any, settings: Settings, **options: Any) -> BatonClient:
 
 def _token(settings: Settings) -> str:
     if settings.discord_token is None:
-        raise ConfigurationError("BATON_DISCORD_TOKEN is not set.",
-                                 hint="Set it to the bot's token (docs/discord.md, Install step 2).")
+        raise refused("token_unset")
     if settings.discord_api_url:  # discord.py reads its base URL from this class attribute
         discord.http.Route.BASE = settings.discord_api_url.rstrip("/")
     return settings.discord_token.get_secret_value()
@@ -50,15 +49,8 @@ async def sync_commands(baton: Any, settings: Settings) -> int:
         try:
             await client.login(token)  # the setup hook syncs
         except discord.LoginFailure as exc:
-            raise _refused_token() from exc
+            raise refused("token_refused") from exc
     return client.synced or 0
-
-
-def _refused_token() -> ConfigurationError:
-    return ConfigurationError(
-        "BATON_DISCORD_TOKEN was rejected by Discord.",
-        hint="Copy the bot token again from the Developer Portal (Bot → Reset Token).",
-    )
 
 
 async def serve(baton: Any, settings: Settings) -> None:
@@ -85,10 +77,7 @@ async def serve(baton: Any, settings: Settings) -> None:
         return
     exc = running.exception()
     if isinstance(exc, discord.LoginFailure):
-        raise _refused_token() from exc
+        raise refused("token_refused") from exc
     if isinstance(exc, discord.PrivilegedIntentsRequired):
-        raise ConfigurationError(
-            "Discord refused the Message Content intent.",
-            hint="Enable it in the Developer Portal (Bot → Privileged Gateway Intents).",
-        ) from exc
+        raise refused("intent_refused") from exc
     raise exc  # type: ignore[misc]

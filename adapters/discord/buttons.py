@@ -18,6 +18,7 @@ from typing import Any, Protocol
 
 import discord
 
+from adapters.discord.formatting import said
 from core.commands.messages import Button, Menu
 from core.delivery.button_refs import PATTERN, encode
 
@@ -141,7 +142,7 @@ def used_view(message: discord.Message, chosen_custom_id: str, chooser: str) -> 
         if isinstance(item, discord.ui.Button):
             item.disabled = True
             if item.custom_id == chosen_custom_id:
-                item.label = f"{item.label} · {chooser}"[:_MAX_LABEL]
+                item.label = said("chosen", item.label, chooser)[:_MAX_LABEL]
             else:
                 item.style = discord.ButtonStyle.secondary
     view.stop()

@@ -33,18 +33,17 @@ from discord import app_commands
 from adapters.discord import preflight
 from adapters.discord.buttons import MENU_PATTERN, Clicked, WorkflowButton, WorkflowSelect, used_view
 from adapters.discord.commands import WorkflowGroup
-from adapters.discord.formatting import FORMAT
+from adapters.discord.formatting import FORMAT, refused
 from adapters.discord.forms import FormModal, fits
-from adapters.discord.inbound import chat_message, command_message, is_person, strip_mentions
+from adapters.discord.inbound import chat_message, command_message, is_person
 from adapters.discord.outbound import NO_MENTIONS, DiscordSender
 from core.commands import replies
-from core.commands.answering import acknowledged, form_refused
+from core.commands.answering import acknowledged, form_refused, heard
 from core.commands.offers import retires
 from core.commands.preflight import starts_run
 from core.commands.replies import FORM_ACTION
 from core.commands.voting import button_ballot
 from core.delivery.button_refs import PATTERN, command_of, parse
-from core.errors import ConfigurationError
 from core.render import render
 
 if TYPE_CHECKING:
@@ -114,11 +113,7 @@ class BatonClient(discord.Client):
         except (discord.Forbidden, discord.NotFound) as exc:
             if self.guild is None:
                 raise
-            raise ConfigurationError(
-                f"Discord refused Baton's commands in server {self.guild.id} ({exc.text or exc.status}).",
-                hint="Check BATON_DISCORD_GUILD_ID (Copy Server ID) and that the bot was invited there "
-                "with the applications.commands scope (docs/discord.md).",
-            ) from exc
+            raise refused("commands_refused", self.guild.id, exc.text or exc.status) from exc
         self.handler.remember("discord", key, digest)
         self.synced = len(synced)
         log.info("application commands synced",
@@ -135,11 +130,11 @@ class BatonClient(discord.Client):
                           ) -> None:
         """`command` as the user's, or the `ballot` a gate's form completed (`Handler.decide`:
         never read as a command; `command` is then the form's own, recorded for a late replay)."""
-        refused = preflight.refusal(interaction) if starts_run(command) else None
-        if refused is not None:  # before a run starts here: Baton could not post its story
+        refusal = preflight.refusal(interaction) if starts_run(command) else None
+        if refusal is not None:  # before a run starts here: Baton could not post its story
             log.info("run not started: cannot post in the channel",
                      extra={"action": "preflight_refused", "channel": interaction.channel_id})
-            await interaction.response.send_message(refused, ephemeral=True, allowed_mentions=NO_MENTIONS)
+            await interaction.response.send_message(refusal, ephemeral=True, allowed_mentions=NO_MENTIONS)
             return
         if ballot is None and await self._open_form(interaction, command):
             return  # its modal is the answer
@@ -263,11 +258,10 @@ class BatonClient(discord.Client):
         channel: object = message.channel
         if isinstance(channel, discord.PartialMessageable) and channel.guild_id is not None:
             channel = await self.fetch_channel(channel.id)  # an uncached thread: learn its parent
-        in_thread = isinstance(channel, discord.Thread)
-        direct = message.guild is None and not in_thread
-        if not (in_thread or direct or strip_mentions(message.content, me)[1]):
+        chat = chat_message(message, channel, me)
+        if not heard(chat):
             return  # ordinary channel chatter never reaches the core
-        answer = await self.handler.handle(chat_message(message, channel, me))
+        answer = await self.handler.handle(chat)
         for reply in answer:
             await self.sender.send_to(int(reply.thread) if reply.thread else message.channel.id, reply)
 

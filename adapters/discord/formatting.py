@@ -7,7 +7,8 @@ from __future__ import annotations
 
 import re
 
-from core.render import INLINE_CODE, Format, register
+from core.errors import ConfigurationError
+from core.render import INLINE_CODE, Format, register, sentence
 
 _DISCORD_SPECIALS = re.compile(r"([\\*_~`|\[\]])")
 _DISCORD_LINE_START = re.compile(r"^(\s*)([>#\-+])", re.MULTILINE)
@@ -34,3 +35,14 @@ FORMAT = register(Format(
     escapes=(discord_escape,),  # how a secret may look once escaped
     filters={"discord_escape": discord_escape},
 ))
+
+
+def said(name: str, *args: object) -> str:
+    """One of Discord's own sentences, the macro `name` of `templates/discord/_said.j2`."""
+    return sentence(FORMAT, name, *args)
+
+
+def refused(name: str, *args: object) -> ConfigurationError:
+    """An error of `said` that stops Baton at start: its line of cause, its line of next step."""
+    cause, _, hint = said(name, *args).partition("\n")
+    return ConfigurationError(cause, hint=hint)

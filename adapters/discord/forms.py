@@ -17,9 +17,9 @@ from typing import Any
 
 import discord
 
-from adapters.discord.formatting import FORMAT
+from adapters.discord.formatting import said
 from core.commands.messages import Form, FormField
-from core.render import sentence
+from core.splitting import fit
 
 FIELDS = 5  # text inputs a Discord modal holds
 TITLE = 45  # characters of a modal's title and of a field's label
@@ -37,19 +37,15 @@ def fits(form: Form) -> bool:
     return sum(1 for f in form.fields if f.required) <= FIELDS
 
 
-def _cut(text: str, limit: int) -> str:
-    return text if len(text) <= limit else text[: limit - 1] + "…"
-
-
 def _placeholder(field: FormField) -> str:
-    return _cut(sentence(FORMAT, "placeholder", field.choices, field.type, field.description), PLACEHOLDER)
+    return fit(said("placeholder", field.choices, field.type, field.description), PLACEHOLDER)
 
 
 class FormModal(discord.ui.Modal):
     """The modal of one form; `submit` gets the texts when the person sends it."""
 
     def __init__(self, form: Form, submit: Submit) -> None:
-        super().__init__(title=_cut(form.title, TITLE), custom_id=PREFIX + secrets.token_hex(12),
+        super().__init__(title=fit(form.title, TITLE), custom_id=PREFIX + secrets.token_hex(12),
                          timeout=900)
         self.submit = submit
         #: fields past the first five keep the text they start from (typed, or the default)
@@ -57,7 +53,7 @@ class FormModal(discord.ui.Modal):
         self.inputs: dict[str, discord.ui.TextInput[Any]] = {}
         for field in form.fields[:FIELDS]:
             text_input: discord.ui.TextInput[Any] = discord.ui.TextInput(
-                label=_cut(f"{field.label} ({field.type})", TITLE),
+                label=fit(said("field_label", field.label, field.type), TITLE),
                 style=discord.TextStyle.paragraph if field.multiline else discord.TextStyle.short,
                 required=field.required, default=field.value or None, placeholder=_placeholder(field),
                 custom_id=f"field:{field.name}",

@@ -13,8 +13,7 @@ from __future__ import annotations
 
 import discord
 
-from adapters.discord.formatting import FORMAT
-from core.render import sentence
+from adapters.discord.formatting import said
 
 #: what a run needs of a server channel: (permission, how Discord's settings name it)
 NEEDED = (("view_channel", "View Channel"), ("send_messages", "Send Messages"),
@@ -26,7 +25,7 @@ IN_THREADS = (("view_channel", "View Channel"), ("send_messages_in_threads", "Se
 def refusal(interaction: discord.Interaction) -> str | None:
     """None when Baton can post where `interaction` came from; else the two lines to tell."""
     if interaction.context.private_channel:
-        return sentence(FORMAT, "private_channel")
+        return said("private_channel")
     if interaction.guild_id is None:  # the bot's own direct messages
         return None
     kind = getattr(interaction.channel, "type", None)
@@ -35,5 +34,4 @@ def refusal(interaction: discord.Interaction) -> str | None:
     missing = [label for name, label in (IN_THREADS if thread else NEEDED) if not getattr(granted, name)]
     if not missing:
         return None
-    where = f"<#{interaction.channel_id}>" if interaction.channel_id else "this channel"
-    return sentence(FORMAT, "lacks", missing, where)
+    return said("lacks", missing, interaction.channel_id)

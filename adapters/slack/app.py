@@ -40,6 +40,7 @@ from adapters.slack.inbound import Origin
 from adapters.slack.preflight import Preflight
 from adapters.slack.sender import SlackSender
 from adapters.slack.web_api import SlackCallFailed, call, with_retries
+from core.commands.answering import answer
 from core.commands.handler import Handler
 from core.commands.messages import ChatMessage, Reply
 from core.commands.offers import retires
@@ -80,9 +81,7 @@ class SlackBridge:
         stands for (`Handler.decide`: never read as a command); a crash is logged and told as
         one generic line. `accepted`: recorded before Slack was acknowledged (`Handler.accept`)."""
         try:
-            if ballot is not None:
-                return await self.baton.handler.decide(ballot, message, accepted=accepted)
-            return await self.baton.handler.handle(message, accepted=accepted)
+            return await answer(self.baton.handler, message, ballot, accepted=accepted)
         except Exception:
             log.exception("handling a Slack message failed",
                           extra={"action": "slack_handle", "event_id": message.event_id})

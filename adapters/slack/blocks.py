@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from core.commands.messages import Button, Menu
+from core.splitting import fit
 
 SECTION_LIMIT = 3_000
 VALUE_LIMIT = 2_000
@@ -81,8 +82,7 @@ def needs_upload(chunks: Sequence[str]) -> bool:
 
 def fallback_text(chunks: Sequence[str]) -> str:
     """The notification text: the start of the message (the full text lives in the blocks)."""
-    text = "\n".join(c for c in chunks if c.strip()) or " "
-    return text if len(text) <= FALLBACK_LIMIT else text[: FALLBACK_LIMIT - 1] + "…"
+    return fit("\n".join(c for c in chunks if c.strip()) or " ", FALLBACK_LIMIT)
 
 
 def action_id(button: Button, index: int) -> str:
@@ -92,8 +92,7 @@ def action_id(button: Button, index: int) -> str:
 
 def plain(text: str, limit: int) -> Block:
     """A `plain_text` object, cut to `limit` characters (with "…") where Slack would refuse it."""
-    shown = text if len(text) <= limit else text[: limit - 1] + "…"
-    return {"type": "plain_text", "text": shown, "emoji": True}
+    return {"type": "plain_text", "text": fit(text, limit), "emoji": True}
 
 
 def button_element(button: Button, index: int, value: str) -> Block:

@@ -16,6 +16,8 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from adapters.slack.blocks import Block, plain
+from adapters.slack.formatting import said
+from core.commands.forms import offered
 from core.commands.messages import Form, FormField
 
 CALLBACK_ID = "baton:form"
@@ -48,16 +50,12 @@ class FormPlace:
             return None
 
 
-def _choices(field: FormField) -> tuple[str, ...]:
-    return field.choices or (("true", "false") if field.type == "boolean" else ())
-
-
 def _element(field: FormField) -> Block:
-    choices = _choices(field)
+    choices = offered(field)
     if choices:
         options = [{"text": plain(c, OPTION_LIMIT), "value": c} for c in choices[:OPTIONS_LIMIT]]
         element: Block = {"type": "static_select", "action_id": ACTION_ID, "options": options,
-                          "placeholder": plain("Choose…", LABEL_LIMIT)}
+                          "placeholder": plain(said("choose"), LABEL_LIMIT)}
         chosen = [o for o in options if o["value"] == field.value]
         if chosen:
             element["initial_option"] = chosen[0]
@@ -69,8 +67,9 @@ def _element(field: FormField) -> Block:
 
 
 def _block(field: FormField) -> Block:
+    label = plain(said("field_label", field.label, field.type), LABEL_LIMIT)
     block: Block = {"type": "input", "block_id": BLOCK_PREFIX + field.name, "optional": not field.required,
-                    "label": plain(f"{field.label} ({field.type})", LABEL_LIMIT), "element": _element(field)}
+                    "label": label, "element": _element(field)}
     if field.description:
         block["hint"] = plain(field.description, LABEL_LIMIT)
     return block
@@ -81,7 +80,7 @@ def modal(form: Form, metadata: str) -> Block:
     return {
         "type": "modal", "callback_id": CALLBACK_ID, "private_metadata": metadata,
         "title": plain(form.title, TITLE_LIMIT), "submit": plain(form.submit, TITLE_LIMIT),
-        "close": plain("Cancel", TITLE_LIMIT), "blocks": [_block(f) for f in form.fields],
+        "close": plain(said("cancel"), TITLE_LIMIT), "blocks": [_block(f) for f in form.fields],
     }
 
 

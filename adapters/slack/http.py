@@ -19,6 +19,7 @@ from starlette.routing import BaseRoute, Route
 
 from adapters.slack import EVENTS_PATH
 from adapters.slack.app import SlackBridge
+from adapters.slack.formatting import said
 
 
 class SlackEndpoint:
@@ -47,5 +48,5 @@ class SlackEndpoint:
 
     async def events(self, request: Request) -> Response:
         if not self._open.is_set():
-            return PlainTextResponse("Baton is not connected to Slack yet.", status_code=503)
+            return PlainTextResponse(said("not_connected"), status_code=503)
         return await self._bolt.handle(request)

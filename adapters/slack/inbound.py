@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from adapters.slack.blocks import unescape_mrkdwn
+from core.commands.answering import heard
 from core.commands.messages import ChatMessage
 
 PLATFORM = "slack"
@@ -90,8 +91,8 @@ def chat_event(
 ) -> tuple[ChatMessage, Origin] | None:
     """A `message` or `app_mention` event -> a plain (non-command) message, or None to ignore.
 
-    Plain messages count only in a thread, in a DM, or when they mention the bot; the core
-    decides whether they address a gate.
+    Plain messages count only in a thread, in a DM, or when they mention the bot
+    (`answering.heard`); the core decides whether they address a gate.
     """
     if not is_person_message(event, bot_user_id):
         return None
@@ -100,13 +101,10 @@ def chat_event(
     thread = event.get("thread_ts")
     direct = event.get("channel_type") == "im"  # a group DM (`mpim`) counts like a small channel
     text, mentions = strip_mention(str(event.get("text", "")), bot_user_id)
-    mentions = mentions or mentioned
-    if not (thread or direct or mentions):
-        return None
     message = ChatMessage(platform=PLATFORM, conversation=channel, user=user, text=unescape_mrkdwn(text),
                           event_id=f"message:{channel}:{event.get('ts', '')}", thread=thread,
-                          is_command=False, direct=direct, mentions_bot=mentions)
-    return message, Origin(channel=channel, user=user, thread=thread)
+                          is_command=False, direct=direct, mentions_bot=mentions or mentioned)
+    return (message, Origin(channel=channel, user=user, thread=thread)) if heard(message) else None
 
 
 def button_click(

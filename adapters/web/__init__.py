@@ -3,11 +3,11 @@
     links = page_links(settings, redactor)  # None when the pages are off; given to the Handler
     part = pages(baton, settings)           # `baton run`: mounted on the one server (bot/http.py)
 
-The adapter only translates: `links` (signed, expiring, per-user tokens), `view` (store ->
-page data, redacted), `dag` (the layout of the picture), `security` (headers, CSRF), `app`
-(the Starlette routes; live updates as server-sent events from `core.engine.live`) and
-`server` (the part the process's HTTP server mounts). Starlette is imported only when pages
-are served. The words are the templates' (templates/web).
+The adapter only translates: `links` (signed, expiring, per-user tokens), `dag` (the layout
+of the picture), `security` (headers, CSRF), `app` (the Starlette routes over the page data of
+`core.commands.page_view`; live updates as server-sent events from `core.engine.live`) and
+`server` (the part the process's HTTP server mounts). The key is `core.signing_key`'s.
+Starlette is imported only when pages are served. The words are the templates' (templates/web).
 """
 
 from __future__ import annotations
@@ -15,9 +15,9 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from adapters.web.links import PageLinks
-from adapters.web.signing_key import signing_key
 from core.config import Settings
 from core.redaction import Redactor
+from core.signing_key import signing_key
 
 if TYPE_CHECKING:
     from adapters.web.server import Baton, Pages

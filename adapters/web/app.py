@@ -18,7 +18,7 @@ form's id as a chat `approve`/`reject`; the comment is never read as a command),
 is posted in the run's thread.
 
 The words are the templates' (templates/web): code passes a refusal's reason and what it
-names (`Refused`), a note's name (`note.txt.j2`), a command's kind (`view.commands`).
+names (`Refused`), a note's name (`note.txt.j2`), a command's kind (`page_view.commands`).
 """
 
 from __future__ import annotations
@@ -40,14 +40,14 @@ from starlette.responses import HTMLResponse, PlainTextResponse, RedirectRespons
 from starlette.routing import BaseRoute, Mount, Route
 from starlette.staticfiles import StaticFiles
 
-from adapters.web import view
+from adapters.web.dag import layout
 from adapters.web.links import RUN, RUNS, Grant, LinkRefused, PageLinks
 from adapters.web.security import COOKIE, Csrf, SecurityHeaders
-from core.commands import authz
+from core.commands import authz, page_view
 from core.commands.handler import Handler
 from core.commands.messages import ChatMessage
 from core.engine.ballots import Ballot, Source
-from core.engine.live import LiveHub, Snapshot, changes, snapshot
+from core.engine.live import LiveHub, changes
 from core.errors import BatonError, RunNotFound
 from core.render import TEMPLATES, duration, render_text
 from core.store.records import Run
@@ -74,9 +74,9 @@ def html_environment(root: Path = WEB_TEMPLATES) -> Environment:
 
 
 class RunPagesApp:
-    """The routes, over the assembled runtime's parts (`view.Parts`) and handler."""
+    """The routes, over the assembled runtime's parts (`page_view.Parts`) and handler."""
 
-    def __init__(self, *, parts: view.Parts, handler: Handler, links: PageLinks, hub: LiveHub,
+    def __init__(self, *, parts: page_view.Parts, handler: Handler, links: PageLinks, hub: LiveHub,
                  csrf: Csrf) -> None:
         self.parts = parts
         self.handler = handler
@@ -147,8 +147,8 @@ class RunPagesApp:
         query = request.query_params.get("q", "").strip()[:200]
         node = request.query_params.get("node") or None
         group = request.query_params.get("group") or None
-        data = view.run_page(self.parts, run, grant.uid, query=query, node=node, page=page, group=group,
-                             show_graph=request.query_params.get("graph") == "1")  # fmt: skip
+        data = page_view.run_page(self.parts, run, grant.uid, layout, query=query, node=node, page=page,
+                                  group=group, show_graph=request.query_params.get("graph") == "1")
         rows = [r for g in data["groups"] for r in g["rows"]]
         pages = self._related_pages(run, rows, grant.uid, grant.expires_at)
         cookie = request.cookies.get(COOKIE) or self.csrf.new_cookie()
@@ -156,7 +156,7 @@ class RunPagesApp:
         flash = read_flash(request.cookies.get(FLASH, ""))
         response = self._html(
             "run.html.j2", **data, token=token, base=f"/{RUN}/{token}", user=grant.uid,
-            expires=view.when(grant.expires_at), form_id=form_id,
+            expires=page_view.when(grant.expires_at), form_id=form_id,
             csrf=self.csrf.field(cookie, token, form_id), flash=self.parts.redactor.redact(flash),
             runs_url=self.links.runs_path(run.platform, run.conversation, grant.uid, grant.expires_at),
             run_pages=pages, parent=run.parent_run,
@@ -172,9 +172,9 @@ class RunPagesApp:
         """A big run's group of node rows (`<tr>`s), for its page: the same link, the same checks."""
         grant, run = self._run(request.path_params["token"])
         state = request.path_params["state"]
-        if state not in {str(s) for s in view.STATE_ORDER}:
+        if state not in {str(s) for s in page_view.STATE_ORDER}:
             raise Refused(404, "no_group")
-        data = view.group_rows(self.parts, run, state)
+        data = page_view.group_rows(self.parts, run, state)
         pages = self._related_pages(run, data["rows"], grant.uid, grant.expires_at)
         return self._html("_group.html.j2", **data, run_pages=pages)
 
@@ -189,17 +189,18 @@ class RunPagesApp:
         """A big run's graph (an SVG), for its page: the same link, the same checks."""
         token = request.path_params["token"]
         _, run = self._run(token)
-        return self._html("_dag.html.j2", **view.graph(self.parts, run), base=f"/{RUN}/{token}")
+        data = page_view.graph(self.parts, run, layout)
+        return self._html("_dag.html.j2", **data, base=f"/{RUN}/{token}")
 
     def runs_page(self, request: Request) -> Response:
         grant = self._grant(RUNS, request.path_params["token"])
         platform, conversation = grant.platform or "", grant.conversation or ""
-        runs = view.runs_page(self.parts, grant.uid, platform, conversation)
+        runs = page_view.runs_page(self.parts, grant.uid, platform, conversation)
         items = [{"id": r.id, "workflow": r.workflow, "status": str(r.status), "requester": r.requester,
-                  "created": view.when(r.created_at),
+                  "created": page_view.when(r.created_at),
                   "url": self.links.run_path(r.id, grant.uid, grant.expires_at)} for r in runs]
         return self._html("runs.html.j2", runs=items, user=grant.uid, conversation=conversation,
-                          platform=platform, expires=view.when(grant.expires_at))
+                          platform=platform, expires=page_view.when(grant.expires_at))
 
     def _node_output(self, run: Run, node: str) -> bytes:
         found = self.parts.engine.inspect(run, plan=False).node(node)
@@ -210,7 +211,7 @@ class RunPagesApp:
     def output(self, request: Request) -> Response:
         _, run = self._run(request.path_params["token"])
         node = request.path_params["node"]
-        text = self.parts.redactor.redact(view.decode(self._node_output(run, node)))
+        text = self.parts.redactor.redact(page_view.decode(self._node_output(run, node)))
         return PlainTextResponse(text, headers=_attachment(f"{run.id}-{node}-output.txt"))
 
     def artifact(self, request: Request) -> Response:
@@ -257,9 +258,8 @@ class RunPagesApp:
         decision = fields["decision"] if fields["decision"] in ("approve", "reject") else None
         if decision is None:
             raise Refused(400, "no_decision")
-        shown = await asyncio.to_thread(self.parts.engine.gates.waiting, run)
-        if shown is not None and (shown.node_id != fields["node"] or view.question_digest(
-                self.parts.redactor.redact(shown.prompt)) != fields["question"]):
+        if await asyncio.to_thread(page_view.question_changed, self.parts, run, fields["node"],
+                                   fields["question"]):
             return self._back(token, self._note("question_changed"))
         comment = " ".join(fields["comment"].split())[:COMMENT_LIMIT]
         platform, _, user = grant.uid.partition(":")
@@ -301,8 +301,3 @@ def read_flash(value: str) -> str:
 def _attachment(name: str) -> dict[str, str]:
     safe = "".join(ch if ch.isalnum() or ch in "._-" else "_" for ch in name)[:120]
     return {"Content-Disposition": f'attachment; filename="{safe}"'}
-
-
-def snapshot_of(parts: view.Parts, run_id: str) -> Snapshot | None:
-    """A run's live state, for `LiveHub` (read in a worker thread)."""
-    return snapshot(parts.store, parts.engine, parts.redactor, run_id)

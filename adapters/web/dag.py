@@ -12,6 +12,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from core.splitting import fit
+
 FULL_LIMIT = 300  # nodes drawn as labelled boxes with edges; more: the compact map
 BOX_W, BOX_H, GAP_X, GAP_Y, PAD = 168, 30, 56, 10, 12
 CELL, CELL_GAP, WRAP = 12, 3, 50
@@ -60,10 +62,6 @@ def _columns(order: Sequence[str], deps: Mapping[str, Sequence[str]]) -> list[li
     return columns
 
 
-def _label(node_id: str) -> str:
-    return node_id if len(node_id) <= LABEL else node_id[: LABEL - 1] + "…"
-
-
 def layout(order: Sequence[str], deps: Mapping[str, Sequence[str]]) -> Drawing:
     """`order` topological (every node after its dependencies); `deps` by node id."""
     columns = _columns(order, deps)
@@ -76,7 +74,7 @@ def layout(order: Sequence[str], deps: Mapping[str, Sequence[str]]) -> Drawing:
         for r, node in enumerate(column):
             x, y = PAD + c * (BOX_W + GAP_X), PAD + r * (BOX_H + GAP_Y)
             at[node] = (x, y)
-            boxes.append(Box(node, x, y, _label(node)))
+            boxes.append(Box(node, x, y, fit(node, LABEL)))
     edges = []
     for node in order:
         x2, y2 = at[node]

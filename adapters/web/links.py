@@ -12,7 +12,7 @@ that from now (lowering the setting shortens links already given). A link made f
 one (a run listed on a list page) keeps the earlier deadline, so following links never
 extends one.
 
-The key (`adapters/web/signing_key.py`): derived from `BATON_WEB_SECRET` when set, otherwise
+The key (`core/signing_key.py`): derived from `BATON_WEB_SECRET` when set, otherwise
 a random key in a 0600 file of the data directory; never in the database.
 """
 

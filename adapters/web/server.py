@@ -17,11 +17,11 @@ from typing import Protocol
 
 from starlette.routing import BaseRoute, Mount
 
-from adapters.web.app import RunPagesApp, snapshot_of
+from adapters.web.app import RunPagesApp
 from adapters.web.links import PageLinks
 from adapters.web.security import Csrf
-from adapters.web.view import Parts
 from core.commands.handler import Handler
+from core.commands.page_view import Parts, snapshot_of
 from core.config import Settings
 from core.engine.engine import Engine
 from core.engine.events import EngineEvent

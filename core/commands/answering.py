@@ -23,6 +23,13 @@ if TYPE_CHECKING:
     from core.engine.ballots import Ballot
 
 
+def heard(message: ChatMessage) -> bool:
+    """Whether a message reaches the core at all: a command, or a plain message in a thread, in a
+    direct message or mentioning the bot. Ordinary channel chatter never does (the core decides
+    whether what it hears addresses a gate)."""
+    return message.is_command or bool(message.thread or message.direct or message.mentions_bot)
+
+
 async def acknowledged(handler: Handler, message: ChatMessage, acknowledge: Callable[[], Awaitable[bool]],
                        ballot: Ballot | None = None) -> list[Reply] | None:
     """The answer to `message` (or to the `ballot` it casts: `Handler.decide`, never read as a
@@ -33,6 +40,13 @@ async def acknowledged(handler: Handler, message: ChatMessage, acknowledge: Call
         if accepted:
             handler.finish(message)
         return None
+    return await answer(handler, message, ballot, accepted=accepted)
+
+
+async def answer(handler: Handler, message: ChatMessage, ballot: Ballot | None = None, *,
+                 accepted: bool = False) -> list[Reply]:
+    """The core's answer to `message`, or to the `ballot` it casts (a gate's button or form:
+    `Handler.decide`, never read as a command). `accepted`: `Handler.accept` claimed it."""
     if ballot is not None:
         return await handler.decide(ballot, message, accepted=accepted)
     return await handler.handle(message, accepted=accepted)

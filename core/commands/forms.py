@@ -48,6 +48,12 @@ def _text(value: Any, type_: str) -> str:
     return json.dumps(value, ensure_ascii=False)
 
 
+def offered(field: FormField) -> tuple[str, ...]:
+    """What a platform's form offers to pick for `field` (a choice list): its `enum:` values,
+    `true`/`false` for a boolean, none for a field typed in."""
+    return field.choices or (("true", "false") if field.type == "boolean" else ())
+
+
 def inputs_form(workflow: Workflow, command: RunCommand, args: Mapping[str, Any]) -> Form | None:
     """The form asking for `workflow`'s inputs when `args` (what `command` gave) lacks a
     required one; None when nothing is missing."""

@@ -1,5 +1,5 @@
 """Delete the run pages' signing key from `platform_state`: it now lives in a 0600 key file of
-the data directory, or is derived from `BATON_WEB_SECRET` (adapters/web/signing_key.py). A key
+the data directory, or is derived from `BATON_WEB_SECRET` (core/signing_key.py). A key
 that sat in the database could be read by anything that reads the database (a step running
 `sqlite3`), so it is dropped, not moved: links made before the upgrade stop working.
 

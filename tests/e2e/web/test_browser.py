@@ -198,7 +198,7 @@ async def test_a_big_runs_groups_and_graph_load_when_opened(
 ) -> None:
     """A big run's page (past `LAZY_OVER`, lowered here) lists the failed node; opening the
     done group and the graph fetches them through the page's link, in the browser."""
-    from adapters.web import view
+    from core.commands import page_view as view
     from tests.integration.web.test_pages_http import wide_with_failure
 
     monkeypatch.setattr(view, "LAZY_OVER", 20)

@@ -10,9 +10,8 @@ from typing import Any
 import pytest
 import sqlalchemy as sa
 
-from adapters.web.app import snapshot_of
 from adapters.web.links import PageLinks
-from adapters.web.view import PAGE_CHARS, Parts
+from core.commands.page_view import PAGE_CHARS, Parts, snapshot_of
 from core.store.records import GateStatus, RunStatus
 from tests.integration.web.site import Site
 
@@ -369,7 +368,7 @@ async def test_with_pages_off_chat_offers_no_link(tmp_path: Path, sqlite_url: st
 async def test_replicas_given_the_same_web_secret_sign_with_one_key(
     tmp_path: Path, database_url: str
 ) -> None:
-    # the key is never in the database (adapters/web/signing_key.py): replicas on several
+    # the key is never in the database (core/signing_key.py): replicas on several
     # machines share BATON_WEB_SECRET
     async with Site.open(tmp_path / "a", database_url, {"gated": GATED}, web_secret="one-for-all") as one, \
             Site.open(tmp_path / "b", database_url, {"gated": GATED}, web_secret="one-for-all") as two:
@@ -559,7 +558,7 @@ async def test_a_big_runs_page_paints_its_summary_first_and_loads_the_rest_throu
     """Past `LAZY_OVER` nodes (lowered here: the rule, not the size, is under test) the first
     paint lists the failed node and the groups' counts; the done rows and the graph come from
     `/group/done` and `/graph`, which answer only to the page's own link."""
-    from adapters.web import view
+    from core.commands import page_view as view
 
     monkeypatch.setattr(view, "LAZY_OVER", 20)
     access = {"run": {"*": ["console:ana"]}, "approve": {"*": ["console:ana"]}}

@@ -1,4 +1,4 @@
-"""The run pages' signing key (adapters/web/signing_key.py) as `baton run` assembles it: never
+"""The run pages' signing key (core/signing_key.py) as `baton run` assembles it: never
 in the database, a 0600 file of the data directory (or derived from BATON_WEB_SECRET), and
 hidden like every secret, so a step that reads it shows nothing of it to people."""
 
@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from adapters.web.signing_key import KEY_FILE, key_file
 from core.errors import ConfigurationError
 from core.render import render
+from core.signing_key import KEY_FILE, key_file
 from core.store.records import RunStatus
 from tests.integration.web.site import Site
 

@@ -1,5 +1,7 @@
-"""What a page shows, as plain data for its template: built from a few batched reads (the
-run, its journal, its gates, its audit and, in one query, the outputs shown) and redacted.
+"""What a run page shows, as plain data for its template (the web adapter's, templates/web):
+built from a few batched reads (the run, its journal, its gates, its audit and, in one query,
+the outputs shown) and redacted. Platform-neutral: the picture of the DAG is drawn by the
+caller's `draw` (the web adapter's layout), the words are the templates'.
 
 Every text that came from the store (outputs, stderr tails, reasons, questions, comments,
 audit details, arguments) passes through the process's `Redactor` here, before any template
@@ -12,18 +14,17 @@ import hashlib
 import json
 import time
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from adapters.web.dag import layout
 from core.commands import authz, queueing, voting
 from core.commands.resolution import next_commands
 from core.config import Access
 from core.engine.engine import Engine
 from core.engine.events import NodeState
 from core.engine.inspection import NodeDetail, RunDetail
-from core.engine.live import verdict
+from core.engine.live import Snapshot, snapshot, verdict
 from core.errors import WorkflowError
 from core.redaction import Redactor
 from core.render import environment
@@ -47,6 +48,10 @@ INLINE_OUTPUTS = 200  # up to this many nodes, each row shows the start of its o
 PREVIEW_CHARS = 600
 PAGE_CHARS = 64_000  # one page of a node's output
 DECISIONS = frozenset({"approve", "reject", "reopen_gate", "refused", "nl_decision"})
+
+
+#: Lays out a DAG for the page (node ids in topological order, dependencies by id): the picture.
+Draw = Callable[[Sequence[str], Mapping[str, Sequence[str]]], Any]
 
 
 class PageStore(Runs, Gates, Ballots, Blobs, Events, Views, Protocol):
@@ -79,6 +84,15 @@ def decode(data: bytes) -> str:
 def question_digest(question: str) -> str:
     """What the page asked (redacted, as shown): a decision counts only for that question."""
     return hashlib.sha256(question.encode("utf-8")).hexdigest()[:32]
+
+
+def question_changed(parts: Parts, run: Run, node: str, digest: str) -> bool:
+    """A decision sent from a page that showed another question than the gate waiting now
+    (another node, or its question changed): it counts for nothing, the page shows it again."""
+    shown = parts.engine.gates.waiting(run)
+    if shown is None:
+        return False
+    return shown.node_id != node or question_digest(parts.redactor.redact(shown.prompt)) != digest
 
 
 def node_row(node: NodeDetail, hide: Redactor) -> dict[str, Any]:
@@ -136,11 +150,11 @@ def group_rows(parts: Parts, run: Run, state: str) -> dict[str, Any]:
             "planned": any(n.plan_action for n in detail.nodes)}
 
 
-def graph(parts: Parts, run: Run) -> dict[str, Any]:
+def graph(parts: Parts, run: Run, draw: Draw) -> dict[str, Any]:
     """A big run's graph, for its page that opens it."""
     detail = parts.engine.inspect(run, plan=False)
     drawn = [n for n in detail.nodes if n.item_of is None]
-    return {"drawing": layout([n.node_id for n in drawn], {n.node_id: n.deps for n in drawn}),
+    return {"drawing": draw([n.node_id for n in drawn], {n.node_id: n.deps for n in drawn}),
             "states": {n.node_id: str(n.state) for n in detail.nodes}, "total": len(detail.nodes),
             "known": detail.known, "matched": None, "query": ""}
 
@@ -224,7 +238,7 @@ def run_header(run: Run, detail: RunDetail, hide: Redactor) -> dict[str, Any]:
     }
 
 
-def run_page(parts: Parts, run: Run, uid: str, *, query: str = "", node: str | None = None,
+def run_page(parts: Parts, run: Run, uid: str, draw: Draw, *, query: str = "", node: str | None = None,
              page: int = 1, group: str | None = None, show_graph: bool = False) -> dict[str, Any]:
     """The run page's data: one inspection (journal, plan), gates, audit, args and the outputs
     shown, each one query. A run of more than `LAZY_OVER` nodes is shown summary first
@@ -271,7 +285,7 @@ def run_page(parts: Parts, run: Run, uid: str, *, query: str = "", node: str | N
     drawn = [n for n in detail.nodes if n.item_of is None]  # a map node is drawn once, not per item
     drawing = None
     if not lazy or show_graph:
-        drawing = layout([n.node_id for n in drawn], {n.node_id: n.deps for n in drawn})
+        drawing = draw([n.node_id for n in drawn], {n.node_id: n.deps for n in drawn})
     matched = {r["id"] for r in shown} if query else None
     return {
         "run": run_header(run, detail, hide),
@@ -315,3 +329,8 @@ def runs_page(parts: Parts, uid: str, platform: str, conversation: str, limit: i
     """The conversation's recent runs the user may view."""
     recent = parts.store.recent_runs(platform=platform, conversation=conversation, limit=limit)
     return [r for r in recent if authz.may_view(parts.access, uid, r)]
+
+
+def snapshot_of(parts: Parts, run_id: str) -> Snapshot | None:
+    """A run's live state, for `LiveHub` (read in a worker thread)."""
+    return snapshot(parts.store, parts.engine, parts.redactor, run_id)
