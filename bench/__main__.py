@@ -56,8 +56,9 @@ def main(argv: list[str] | None = None) -> int:
     command = (
         "make bench" + (" ARGS=--quick" if opts.quick else "") + (f" --only {opts.only}" if opts.only else "")
     )
-    opts.out.write_text(report.document(results, info, command, findings))
+    # the raw data first: a report that fails to render loses no measurement (`--render-only`)
     raw_path.write_text(json.dumps({"machine": info, "command": command, "results": results}, indent=1))
+    opts.out.write_text(report.document(results, info, command, findings))
     log(f"wrote {opts.out}")
     print(report.document(results, info, command, "").split("## Durable")[0])
     return 0

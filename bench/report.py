@@ -393,7 +393,11 @@ def document(results: Mapping[str, Any], machine: Mapping[str, str], command: st
     }
     for name, build in builders.items():
         if name in results:
-            lines += build(results[name])
+            try:  # one section that cannot be rendered never loses the others
+                section = build(results[name])
+            except Exception as exc:  # the report says what it could not render
+                section = [f"## {name}", "", f"not rendered: `{type(exc).__name__}: {exc}`", ""]
+            lines += section or [f"## {name}", "", "not rendered: the section built no lines", ""]
     if findings.strip():
         lines += ["## Findings", "", findings.strip(), ""]
     return "\n".join(lines)

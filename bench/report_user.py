@@ -403,7 +403,13 @@ def schedules_section(data: Mapping[str, Any]) -> list[str]:
             f"- **{db}**: {row['schedules']:,} fires, {row['runs']:,} runs (each fired once: "
             f"{'yes' if row['fired_once'] else 'no'}; per replica {row['fires_per_replica']}); lateness "
             f"p50 {_ms(row['lateness_p50_s'])} s, p99 {_ms(row['lateness_p99_s'])} s, "
-            f"max {_ms(row['lateness_max_s'])} s.")
+            f"max {_ms(row['lateness_max_s'])} s"
+            + (f"; visible to another connection p50 {_ms(row['visible_p50_s'])} s, "
+               f"p99 {_ms(row['visible_p99_s'])} s." if "visible_p99_s" in row else "."))
+    lines.append("")
+    return lines
+
+
 def queue_rows(data: Mapping[str, Any]) -> list[SummaryRow]:
     rows: list[SummaryRow] = []
     for db, o in (data.get("overhead") or {}).items():

@@ -207,3 +207,26 @@ def test_a_feature_cost_whose_section_failed_still_has_its_row_not_measured() ->
     assert all(value is None for _, value, *_ in rows)
     text = "\n".join(report.summary_section({"mcp": {"error": "TimeoutError: no answer"}}))
     assert "| not measured | ≤ 20 ms | not measured: `TimeoutError: no answer` | – |" in text
+
+
+def test_the_schedules_section_is_rendered_with_what_another_connection_saw() -> None:
+    from bench import report_user
+
+    row = {"schedules": 1000, "runs": 1000, "fired_once": True, "fires_per_replica": [600, 400],
+           "lateness_p50_s": 0.31, "lateness_p99_s": 0.74, "lateness_max_s": 0.9,
+           "visible_p50_s": 0.33, "visible_p99_s": 0.8}  # fmt: skip
+    lines = report_user.schedules_section({"sqlite": row, "postgres": {"error": "boom"}})
+    text = "\n".join(lines)
+    assert "p99 0.74 s" in text and "visible to another connection p50 0.33 s, p99 0.80 s." in text
+    assert "- postgres: " in text and "boom" in text
+
+
+def test_every_section_is_in_the_report_even_when_it_cannot_be_rendered() -> None:
+    """A builder that returned nothing made `make bench` fail after 44 minutes of measuring."""
+    from bench import report_user
+
+    machine = {"date": "today", "cores": "2"}
+    results = {name: {"error": "boom"} for name in report_user.BUILDERS}
+    text = report.document(results, machine, "make bench", "")
+    assert text.count("\n## ") >= len(report_user.BUILDERS)
+    assert "not rendered: `KeyError: 'n'`" in text  # real_steps' builder wants its figures
