@@ -229,6 +229,18 @@ class Spec:
     switches: tuple[str, ...] = ()  # flags taking none (`--force` is everywhere)
     group: str = "inspect"  # run | approve | own | inspect: who may use it (see authz.may_use)
 
+    @property
+    def brief(self) -> str:
+        """The summary where a command picker shows it (at most `BRIEF_LIMIT` characters, as
+        Discord's subcommand descriptions must be): a longer summary's first clause."""
+        if len(self.summary) <= BRIEF_LIMIT:
+            return self.summary
+        first = self.summary.split(":", 1)[0].split(";", 1)[0]
+        return first if len(first) <= BRIEF_LIMIT else first[: BRIEF_LIMIT - 1] + "…"
+
+
+#: the longest summary a command picker shows whole (Discord refuses longer descriptions)
+BRIEF_LIMIT = 100
 
 RESOLVE_ACTIONS = ("done", "retry", "fail")
 EXPORT_FORMATS = ("jsonl", "csv")  # `audit --since … --format`

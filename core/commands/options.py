@@ -51,7 +51,7 @@ _WHY = Option("reason", "why")
 
 
 def _typed(name: str, *options: Option, order: tuple[str, ...] = ()) -> Typed:
-    return Typed(name, SPECS[name].summary, options, order)
+    return Typed(name, SPECS[name].brief, options, order)
 
 
 #: Every command a platform offers as options, in the order it shows them.

@@ -265,6 +265,9 @@ class FakeDiscord:
         if m == "PUT" and p[0] == "applications" and p[-1] == "commands":
             if len(p) == 5 and p[2] == "guilds" and p[3] not in self.guilds:  # not invited there
                 return _json({"code": 50001, "message": "Missing Access"}, status=403)
+            refused = _invalid_commands(call.json)
+            if refused:  # Discord refuses the whole sync: no command is registered
+                return _json({"code": 50035, "message": f"Invalid Form Body: {refused}"}, status=400)
             return _json([{**c, "id": COMMAND_ID, "application_id": APP_ID, "version": "1"}
                                       for c in call.json])
         if m == "POST" and p == ["users", "@me", "channels"]:  # open a direct message
@@ -447,3 +450,26 @@ def thread_channel(thread_id: str, parent_id: str, name: str) -> dict[str, Any]:
             "owner_id": BOT_ID, "message_count": 0, "member_count": 1, "rate_limit_per_user": 0,
             "thread_metadata": {"archived": False, "auto_archive_duration": 1440,
                                 "archive_timestamp": ISO, "locked": False}}
+
+
+def _invalid_commands(commands: list[dict[str, Any]]) -> str:
+    """What Discord's API refuses in an application-command sync (its documented limits): a
+    name of 1-32 characters, a description of 1-100, at most 25 options or choices."""
+    def check(item: dict[str, Any], where: str) -> str:
+        name, description = str(item.get("name", "")), str(item.get("description", ""))
+        if not 1 <= len(name) <= 32:
+            return f"{where}.name: Must be between 1 and 32 in length"
+        if "description" in item and not 1 <= len(description) <= 100:
+            return f"{where}.description: Must be between 1 and 100 in length ({len(description)})"
+        children = item.get("options") or []
+        if len(children) > 25 or len(item.get("choices") or []) > 25:
+            return f"{where}.options: Must be 25 or fewer in length"
+        for i, child in enumerate(children):
+            if refused := check(child, f"{where}.options.{i}"):
+                return refused
+        return ""
+
+    for i, command in enumerate(commands):
+        if refused := check(command, str(i)):
+            return refused
+    return ""
