@@ -201,13 +201,8 @@ class SlackSender:
         return True
 
     def refusal(self, exc: BaseException, reply: Outgoing) -> str | None:
-        """The bot removed, the channel archived or gone: a reply of a run (or to a subscriber)
-        goes to the next place."""
-        if not isinstance(exc, SlackCallFailed) or exc.error not in CHANNEL_ERRORS:
-            return None
-        if reply.run_id or reply.requester:
-            return exc.error
-        return None
+        """The bot removed, the channel archived or gone (the service tries the next place)."""
+        return exc.error if isinstance(exc, SlackCallFailed) and exc.error in CHANNEL_ERRORS else None
 
     def failed(self, exc: Exception, reply: Outgoing) -> None:
         if isinstance(exc, SlackCallFailed) and exc.transient:  # logged where it was translated

@@ -57,10 +57,6 @@ log = logging.getLogger("baton.progress")
 
 #: Executions whose nodes are noted for "Ran:" at most (the oldest are forgotten first).
 RAN_MEMORY = 10_000
-#: A state-carrying reply the platform could not take for now is sent again this many times,
-#: after 1, 2, 4, … intervals (at most `RETRY_WAIT` seconds apart).
-RETRIES = 5
-RETRY_WAIT = 30.0
 
 
 @dataclass(slots=True)
@@ -440,21 +436,17 @@ class ProgressReporter:
                                  thread=run.thread)
 
     async def _send(self, outbox: Outbox, reply: Reply) -> bool:
-        """Hand `reply` to `outbox`. When the platform cannot take it for now (`NotDelivered`):
-        a progress edit of a run still moving is left to the next turn (False: it will show a
-        newer state); a state-carrying reply is sent again after 1, 2, 4, … intervals."""
-        for attempt in range(RETRIES + 1):
-            try:
-                await outbox(reply)
-                return True
-            except NotDelivered:
-                if not urgent(reply):
-                    return False
-                if attempt < RETRIES:
-                    await asyncio.sleep(min(RETRY_WAIT, self.edits.interval * 2**attempt))
-            except Exception:
-                log.exception("outbox failed", extra={"action": "outbox", "run_id": reply.run_id})
-                return True
-        log.error("reply not delivered after %d attempts", RETRIES + 1,
-                  extra={"action": "undelivered", "run_id": reply.run_id})
+        """Hand `reply` to `outbox`. When the platform cannot take it for now (`NotDelivered`,
+        after the platform library's own retries: the one retry layer of a reply that is no
+        outbox row) a progress edit of a run still moving is left to the next turn (False: it
+        will show a newer state); any other reply is logged as not delivered (the state of a
+        run at rest goes with its outbox row, which the deliverer sends again)."""
+        try:
+            await outbox(reply)
+        except NotDelivered as exc:
+            if not urgent(reply):
+                return False
+            log.error("reply not delivered: %s", exc, extra={"action": "undelivered", "run_id": reply.run_id})
+        except Exception:
+            log.exception("outbox failed", extra={"action": "outbox", "run_id": reply.run_id})
         return True
