@@ -8,7 +8,7 @@ answers what it did, never calling back. Slack's own mechanics here:
   modal, an ephemeral answer privately, the rest through the service, which keeps the request's
   `response_url` as the run's follow-up (30 minutes, 5 uses).
 - A message of an outbox row carries the row in its metadata (`baton_outbox`). Slack has no
-  idempotency key, so on a redelivery (`Reply.redelivery_since`) the thread or channel since the
+  idempotency key, so on a redelivery (`Reply.once.since`) the thread or channel since the
   row was written is looked through first, a few pages at most; a message of this bot found
   there is taken for posted. A look-up that fails posts (at least once).
 - Text too long for a message's blocks is uploaded whole as a file snippet in the thread, with
@@ -66,11 +66,11 @@ CLOCK_SKEW = 60.0
 
 
 def outbox_metadata(reply: Reply) -> dict[str, Any] | None:
-    """The message metadata of an outbox row's message (`delivery_key`: `outbox:<row>[:<part>]`),
+    """The message metadata of an outbox row's message (`Reply.once`: `outbox:<row>[:<part>]`),
     what a redelivery looks for; None for any other reply."""
-    key = reply.delivery_key
-    if key is None:
+    if reply.once is None:
         return None
+    key = reply.once.key
     payload: dict[str, Any] = {"key": key}
     _, _, rest = key.partition(":")
     row = rest.split(":", 1)[0]
@@ -298,8 +298,9 @@ class SlackSender:
         DM (`D…`), the id chat.update needs. An outbox row's message carries the row in its
         metadata; on a redelivery, the one an earlier attempt posted is taken when it is found."""
         metadata = None if reply is None else outbox_metadata(reply)
-        if reply is not None and reply.delivery_key and reply.redelivery_since is not None:
-            found = await self._posted_before(channel, thread, reply.delivery_key, reply.redelivery_since)
+        once = None if reply is None else reply.once
+        if once is not None and once.since is not None:
+            found = await self._posted_before(channel, thread, once.key, once.since)
             if found is not None:
                 return found
         response = await call(self._client, "chat.postMessage", channel=channel, thread_ts=thread,

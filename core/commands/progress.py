@@ -43,7 +43,7 @@ from core.commands.notices import DIGEST, NOTICE, Notices, NoticesStore
 from core.commands.offers import GateOffers
 from core.config import Access
 from core.delivery.edits import Edits, NotDelivered, urgent
-from core.delivery.outbox import Deliverer, maybe_delivered_since
+from core.delivery.outbox import Deliverer, once_of
 from core.engine.engine import Engine
 from core.engine.events import EngineEvent, EventKind, NodeState, RunSummary
 from core.engine.notify import NOTICED
@@ -360,8 +360,7 @@ class ProgressReporter:
                             detail={k: v for k, v in row.payload.items()
                                     if k not in ("status", NOTICED) and v is not None})
         final = self._final(run, summary, event, self._ran.get(run.id))
-        since = maybe_delivered_since(row)
-        await send(dataclasses.replace(final, delivery_key=row.key, redelivery_since=since))
+        await send(dataclasses.replace(final, once=once_of(row)))
         self._ran.pop(run.id, None)
 
     async def _deliver_notice(self, row: Delivery) -> None:
@@ -381,8 +380,7 @@ class ProgressReporter:
             return
         to = list(row.payload.get("to") or [])
         notice = GATE_NOTICES[row.kind](run, gate, to, row.payload.get("left"))
-        since = maybe_delivered_since(row)
-        notice = dataclasses.replace(notice, delivery_key=row.key, redelivery_since=since)
+        notice = dataclasses.replace(notice, once=once_of(row))
         await send(self.offers.offer(notice, platform=run.platform, conversation=run.conversation,
                                      thread=run.thread))
         for part, person in enumerate(to, start=1):
@@ -393,7 +391,7 @@ class ProgressReporter:
                          None if direct is None else direct.platform, person,
                          extra={"action": "direct_skipped", "run_id": run.id})
                 continue
-            direct = dataclasses.replace(direct, delivery_key=f"{row.key}:{part}", redelivery_since=since)
+            direct = dataclasses.replace(direct, once=once_of(row, part))
             kept = self.offers.offer(direct, platform=direct.platform or "",
                                      conversation=direct.conversation, thread=None)
             await dm(kept)
@@ -409,7 +407,7 @@ class ProgressReporter:
         run = await self._await_thread(run)
         gate = self._store.get_gate(row.run_id, row.payload["node"])
         told = replies.gate_timed_out(run, gate, str(row.payload["outcome"]), str(row.payload["waited"]))
-        await send(dataclasses.replace(told, delivery_key=row.key))
+        await send(dataclasses.replace(told, once=once_of(row, look=False)))
 
     async def post(self, reply: Reply) -> bool:
         """Hand `reply` to the outbox of its platform (`reply.platform`), in the background (a
