@@ -13,8 +13,8 @@ rest, else (a retry after a failure, a process that died or stopped meanwhile) b
 replica's outbox loop claims the row, rendered from the store as it is then.
 
 Threads. On a platform registered with `threads=True` a command answered outside a thread
-starts its run's thread with the reply it gets back (`Reply.starts_thread`); the adapter
-posts it and reports the thread with `Handler.attach_thread`. The run is already running
+starts its run's thread with the reply it gets back (`Reply.starts_thread`); the delivery
+service posts it and reports the thread with `Handler.attach_thread`. The run is already running
 by then, so its first progress could be produced before the thread exists. Such a run's
 background replies wait (at most `thread_wait` seconds) until the thread is attached, then
 re-read the run and go to its thread: while a command is being handled in a conversation
