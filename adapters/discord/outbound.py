@@ -2,9 +2,9 @@
 
 The core's delivery service (`core.delivery.service`) decides where a reply goes, whether a
 keyed message is edited or posted anew, the size policy (`attach`) and what becomes of a run's
-thread; `core.commands.text_messages` says what the messages are (texts, the file, the nonce,
-who may be pinged). This module posts, edits and uploads, and answers what it did, never
-calling back.
+thread, and hands each operation the message the core made of the reply
+(`core.commands.text_messages.Message`: texts, the file, the nonce, who may be pinged). This
+module posts, edits and uploads, and answers what it did, never calling back.
 
 - `AllowedMentions.none()` on every message the bot posts, but for the people a reply calls
   (`Reply.pings`): everyone else a message names shows as a mention, never a ping.
@@ -34,7 +34,7 @@ from adapters.discord.buttons import build_view
 from adapters.discord.formatting import FORMAT
 from core.commands.handler import Handler
 from core.commands.messages import Reply
-from core.commands.text_messages import content, once_key, pinged
+from core.commands.text_messages import Message, texts
 from core.delivery.edits import NotDelivered, Outgoing, Posted
 from core.delivery.fallbacks import FOLLOW_UP
 from core.delivery.service import DeliveryService
@@ -56,9 +56,9 @@ log = logging.getLogger("baton.discord")
 Send = Callable[[str, discord.File | None, discord.ui.View | None], Awaitable[discord.Message]]
 
 
-def allowed_mentions(reply: Reply) -> discord.AllowedMentions:
-    """No mention pings, but those of the people `reply` calls (`Reply.pings`)."""
-    users = [discord.Object(int(u)) for u in pinged(reply, PLATFORM) if u.isdigit()]
+def allowed_mentions(pings: Sequence[str]) -> discord.AllowedMentions:
+    """No mention pings, but those of the people a reply calls (`Reply.pings`: their ids)."""
+    users = [discord.Object(int(u)) for u in pings if u.isdigit()]
     if not users:
         return NO_MENTIONS
     return discord.AllowedMentions(everyone=False, roles=False, replied_user=False, users=users)
@@ -123,7 +123,8 @@ class DiscordSender:
     def __post_init__(self) -> None:
         self.redactor = self.handler.redactor  # the runtime's one redactor (text and buttons)
         self.buttons = self.handler.buttons  # the core's store of long button commands
-        self.delivery = DeliveryService(self, self.handler.edits, self.handler.attach_thread)
+        compose = texts(FORMAT, self.redactor, attach_over=self.attach_over, nonce_length=NONCE_LENGTH)
+        self.delivery = self.handler.delivery_service(self, compose)
 
     # -- answers ---------------------------------------------------------------------------
     async def send_to(self, channel_id: int, reply: Reply) -> None:
@@ -189,7 +190,8 @@ class DiscordSender:
         await self.delivery.aclose()
 
     # -- the transport ---------------------------------------------------------------------
-    async def post(self, place: object, reply: Outgoing, *, attach: bool, opens: bool) -> Sent:
+    async def post(self, place: object, reply: Outgoing, message: Message, *, attach: bool,
+                   opens: bool) -> Sent:
         assert isinstance(reply, Reply)
         if isinstance(place, Sends):
             first, rest = place.first, place.rest
@@ -197,23 +199,24 @@ class DiscordSender:
             channel_id = int(str(place))
             channel = self.client.get_channel(channel_id) or self.client.get_partial_messageable(channel_id)
             # the first message carries the nonce (a redelivered outbox row posts it once)
-            mentions = allowed_mentions(reply)  # the people it calls, if any; else no ping
-            first = channel_send(channel, once_key(reply, NONCE_LENGTH), mentions)  # type: ignore[arg-type]
+            mentions = allowed_mentions(message.pings)  # the people it calls, if any; else no ping
+            first = channel_send(channel, message.nonce, mentions)  # type: ignore[arg-type]
             rest = channel_send(channel, mentions=mentions)  # type: ignore[arg-type]
-        messages, filed = await self._post_new(reply, first, rest, attach=attach)
+        messages, filed = await self._post_new(reply, message, first, rest)
         thread = await self._open_thread(messages[0], reply) if opens and messages else None
         if not messages:
             return Sent(Posted("", ()), thread=thread, filed=filed)
         return Sent(Posted(str(messages[0].channel.id), tuple(str(m.id) for m in messages)),
                     thread=thread, filed=filed)
 
-    async def edit(self, place: object, posted: Posted, reply: Outgoing, *, attach: bool) -> Sent:
+    async def edit(self, place: object, posted: Posted, reply: Outgoing, message: Message, *,
+                   attach: bool) -> Sent:
         """Edit the messages kept as `posted` to show `reply`, where they are. A message deleted
         meanwhile (10008) is posted again there; a channel that refuses the edit (10003, 50001, 50013) raises:
         the reply goes to the next place."""
         assert isinstance(reply, Reply)
         channel = self.client.get_partial_messageable(int(posted.place))
-        chunks, file, _ = self._content(reply, attach=attach)
+        chunks, file, _ = _content(message)
         view = self.view_of(reply)
         ids: list[str] = []
         filed = False
@@ -221,12 +224,12 @@ class DiscordSender:
             last = index == len(chunks) - 1
             attached = file if index == 0 else None
             if index < len(posted.ids):
-                message = channel.get_partial_message(int(posted.ids[index]))
+                shown = channel.get_partial_message(int(posted.ids[index]))
                 try:
-                    edit = _send(message.edit, {"allowed_mentions": NO_MENTIONS, "view": None},
+                    edit = _send(shown.edit, {"allowed_mentions": NO_MENTIONS, "view": None},
                                  attachments=True)
                     await edit(chunk, attached, view if last else None)
-                    ids.append(str(message.id))
+                    ids.append(str(shown.id))
                     filed = filed or attached is not None
                     continue
                 except discord.NotFound as exc:
@@ -241,11 +244,10 @@ class DiscordSender:
                 await channel.get_partial_message(int(stale)).delete()
         return Sent(Posted(posted.place, tuple(ids)), filed=filed)
 
-    async def follow_up(self, handle: Send, reply: Outgoing, *, attach: bool) -> bool:
+    async def follow_up(self, handle: Send, reply: Outgoing, message: Message, *, attach: bool) -> bool:
         assert isinstance(reply, Reply)
-        once = dataclasses.replace(reply, replace_key=None, starts_thread=False)  # not edited there
         try:
-            await self._post_new(once, handle, handle, attach=attach)
+            await self._post_new(reply, message, handle, handle)  # posted anew: never edited there
         except discord.HTTPException as exc:
             return self._follow_up_refused(exc, reply)
         return True
@@ -289,10 +291,10 @@ class DiscordSender:
 
     # -- one message ------------------------------------------------------------------------
     async def _post_new(
-        self, reply: Reply, first: Send, rest: Send, *, attach: bool
+        self, reply: Reply, message: Message, first: Send, rest: Send
     ) -> tuple[list[discord.Message], bool]:
         """The messages posted, and whether the whole text was attached to the first."""
-        chunks, file, every = self._content(reply, attach=attach)
+        chunks, file, every = _content(message)
         view = self.view_of(reply)
         messages: list[discord.Message] = []
         filed = False
@@ -315,12 +317,6 @@ class DiscordSender:
             index += 1
         return messages, filed
 
-    def _content(self, reply: Reply, *, attach: bool) -> tuple[list[str], discord.File | None, list[str]]:
-        """The messages' texts, the file attached to the first, and every chunk (`text_messages`)."""
-        said = content(reply, FORMAT, self.redactor, attach=attach, attach_over=self.attach_over)
-        file = None if said.file is None else discord.File(io.BytesIO(said.file[1]), filename=said.file[0])
-        return list(said.chunks), file, list(said.every)
-
     async def _open_thread(self, message: discord.Message, reply: Reply) -> str | None:
         """The run's thread, opened from `message`; None where none can be (a DM, no permission)."""
         channel = message.channel
@@ -341,3 +337,10 @@ class DiscordSender:
             log.warning("no thread for run: %s", exc.text,
                         extra={"action": "thread_failed", "run_id": reply.run_id})
             return None
+
+
+def _content(message: Message) -> tuple[list[str], discord.File | None, list[str]]:
+    """The messages' texts, the file attached to the first, and every chunk."""
+    said = message.content
+    file = None if said.file is None else discord.File(io.BytesIO(said.file[1]), filename=said.file[0])
+    return list(said.chunks), file, list(said.every)

@@ -8,7 +8,7 @@ answers what it did, never calling back. Slack's own mechanics here:
   modal, an ephemeral answer privately, the rest through the service, which keeps the request's
   `response_url` as the run's follow-up (30 minutes, 5 uses).
 - A message of an outbox row carries the row in its metadata (`baton_outbox`). Slack has no
-  idempotency key, so on a redelivery (`Reply.redelivery_since`) the thread or channel since the
+  idempotency key, so on a redelivery (`Reply.once.since`) the thread or channel since the
   row was written is looked through first, a few pages at most; a message of this bot found
   there is taken for posted. A look-up that fails posts (at least once).
 - Text too long for a message's blocks is uploaded whole as a file snippet in the thread, with
@@ -41,12 +41,13 @@ from adapters.slack.inbound import PLATFORM, Origin
 from adapters.slack.web_api import CHANNEL_ERRORS, SlackCallFailed, call, display_names, read
 from core.commands.handler import Handler
 from core.commands.messages import Form, Reply
+from core.commands.text_messages import rendered
 from core.delivery.edits import NotDelivered, Outgoing, Posted
 from core.delivery.fallbacks import DIRECT, FOLLOW_UP
 from core.delivery.names import Names
 from core.delivery.transport import Sent
 from core.errors import PlatformError
-from core.render import redacted, render_reply
+from core.render import Rendered, redacted
 
 log = logging.getLogger("baton.slack")
 
@@ -65,11 +66,11 @@ CLOCK_SKEW = 60.0
 
 
 def outbox_metadata(reply: Reply) -> dict[str, Any] | None:
-    """The message metadata of an outbox row's message (`delivery_key`: `outbox:<row>[:<part>]`),
+    """The message metadata of an outbox row's message (`Reply.once`: `outbox:<row>[:<part>]`),
     what a redelivery looks for; None for any other reply."""
-    key = reply.delivery_key
-    if key is None:
+    if reply.once is None:
         return None
+    key = reply.once.key
     payload: dict[str, Any] = {"key": key}
     _, _, rest = key.partition(":")
     row = rest.split(":", 1)[0]
@@ -93,7 +94,8 @@ class SlackSender:
         #: (bot_id, app_id) of this bot (`auth.test`), asked for at the first redelivery look-up
         self._own: tuple[str, str] | None = None
         #: the core's delivery service for Slack: background replies and answers go through it
-        self.delivery = handler.register_transport(self, threads=threads)
+        self.delivery = handler.register_transport(
+            self, threads=threads, compose=rendered(FORMAT, handler.redactor, self.names))
 
     # -- direct answers -----------------------------------------------------------------
     async def deliver(self, replies: Sequence[Reply], origin: Origin) -> None:
@@ -117,7 +119,7 @@ class SlackSender:
             return
         thread = reply.thread or origin.thread
         if reply.ephemeral:
-            message, _, _ = await self._message(reply, attach=True)
+            message, _, _ = self._message(reply, await self.delivery.compose(reply, True), attach=True)
             await self._ephemeral(origin, channel, thread, message)
             return
         url = origin.response_url
@@ -150,23 +152,24 @@ class SlackSender:
         (their DM)."""
         return place, reply.thread if place == reply.conversation else None
 
-    async def post(self, place: str, reply: Outgoing, *, attach: bool, opens: bool) -> Sent:
+    async def post(self, place: str, reply: Outgoing, text: Rendered, *, attach: bool, opens: bool) -> Sent:
         assert isinstance(reply, Reply)
         channel, thread = self._where(place, reply)
-        message, upload, filename = await self._message(reply, attach=attach)
+        message, upload, filename = self._message(reply, text, attach=attach)
         landed, ts = await self._post(channel, thread, message, reply)
         root = thread or ts
         await self._files(reply, channel, root, upload, filename)
         return Sent(Posted(landed, (ts,)), thread=root, filed=upload is not None)
 
-    async def edit(self, place: str, posted: Posted, reply: Outgoing, *, attach: bool) -> Sent | None:
+    async def edit(self, place: str, posted: Posted, reply: Outgoing, text: Rendered, *,
+                   attach: bool) -> Sent | None:
         """chat.update the message kept as `posted`; None when it is gone (deleted meanwhile)
         or elsewhere than `place`."""
         assert isinstance(reply, Reply)
         channel, thread = self._where(place, reply)
         if not _same_place(posted, channel):
             return None
-        message, upload, filename = await self._message(reply, attach=attach)
+        message, upload, filename = self._message(reply, text, attach=attach)
         try:
             await call(self._client, "chat.update", channel=posted.place, ts=posted.ids[0],
                        **message.as_kwargs())
@@ -180,9 +183,9 @@ class SlackSender:
         await self._files(reply, channel, root, upload, filename)
         return Sent(posted, thread=root, filed=upload is not None)
 
-    async def follow_up(self, handle: str, reply: Outgoing, *, attach: bool) -> bool:
+    async def follow_up(self, handle: str, reply: Outgoing, text: Rendered, *, attach: bool) -> bool:
         assert isinstance(reply, Reply)
-        return await self._respond(handle, (await self._message(reply, attach=attach))[0])
+        return await self._respond(handle, self._message(reply, text, attach=attach)[0])
 
     async def person(self, user: str) -> str:
         return user  # posting to a user id opens the app's DM with them
@@ -198,13 +201,8 @@ class SlackSender:
         return True
 
     def refusal(self, exc: BaseException, reply: Outgoing) -> str | None:
-        """The bot removed, the channel archived or gone: a reply of a run (or to a subscriber)
-        goes to the next place."""
-        if not isinstance(exc, SlackCallFailed) or exc.error not in CHANNEL_ERRORS:
-            return None
-        if reply.run_id or reply.requester:
-            return exc.error
-        return None
+        """The bot removed, the channel archived or gone (the service tries the next place)."""
+        return exc.error if isinstance(exc, SlackCallFailed) and exc.error in CHANNEL_ERRORS else None
 
     def failed(self, exc: Exception, reply: Outgoing) -> None:
         if isinstance(exc, SlackCallFailed) and exc.transient:  # logged where it was translated
@@ -231,25 +229,24 @@ class SlackSender:
         return True
 
     # -- sending one reply -------------------------------------------------------------------
-    async def _message(self, reply: Reply, *, attach: bool) -> tuple[SlackMessage, str | None, str]:
-        """The blocks to post for `reply` (the people it names by name); the whole text to upload
-        when it is too long and `attach` (None: nothing), and the file's name."""
-        redactor = self._handler.redactor  # the runtime's one redactor: text, buttons, uploads
-        rendered = render_reply(reply, FORMAT, redactor, names=await self.names.names_for(reply.data))
-        chunks = list(rendered.chunks)
-        too_long = needs_upload(chunks) or not rendered.whole  # a command too wide for a section
+    def _message(self, reply: Reply, text: Rendered, *, attach: bool) -> tuple[SlackMessage, str | None, str]:
+        """The blocks to post for `reply`, rendered in the core as `text` (the people it names by
+        name); the whole text to upload when it is too long and `attach` (None: nothing), and
+        the file's name."""
+        chunks = list(text.chunks)
+        too_long = needs_upload(chunks) or not text.whole  # a command too wide for a section
         upload = attach and too_long
         filename = f"{reply.kind}-{reply.run_id or 'baton'}.txt"
-        shown = redacted(reply, redactor)
+        shown = redacted(reply, self._handler.redactor)  # the runtime's one redactor
         message = build_message(
             chunks[:1] if too_long else chunks,
             shown.buttons,
             menus=shown.menus,
             value_of=lambda b: self._handler.buttons.value(b.command, VALUE_LIMIT),
             option_value_of=lambda b: self._handler.buttons.value(b.command, OPTION_VALUE_LIMIT),
-            note=said("uploaded", len(rendered.text), filename) if upload else None,
+            note=said("uploaded", len(text.text), filename) if upload else None,
         )
-        return message, unescape_mrkdwn(rendered.text) if upload else None, filename
+        return message, unescape_mrkdwn(text.text) if upload else None, filename
 
     async def _files(self, reply: Reply, channel: str, root: str, upload: str | None, filename: str) -> None:
         """The whole text as a snippet (`upload`), and the file the reply carries, in its thread."""
@@ -301,8 +298,9 @@ class SlackSender:
         DM (`D…`), the id chat.update needs. An outbox row's message carries the row in its
         metadata; on a redelivery, the one an earlier attempt posted is taken when it is found."""
         metadata = None if reply is None else outbox_metadata(reply)
-        if reply is not None and reply.delivery_key and reply.redelivery_since is not None:
-            found = await self._posted_before(channel, thread, reply.delivery_key, reply.redelivery_since)
+        once = None if reply is None else reply.once
+        if once is not None and once.since is not None:
+            found = await self._posted_before(channel, thread, once.key, once.since)
             if found is not None:
                 return found
         response = await call(self._client, "chat.postMessage", channel=channel, thread_ts=thread,

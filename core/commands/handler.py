@@ -40,7 +40,7 @@ from core.commands.scheduler import Scheduler
 from core.config import Access
 from core.delivery.buttons import ButtonCommands
 from core.delivery.edits import Edits
-from core.delivery.service import DeliveryService
+from core.delivery.service import Compose, DeliveryService
 from core.delivery.transport import Transport
 from core.engine.ballots import Ballot
 from core.engine.engine import Engine
@@ -105,12 +105,21 @@ class Handler:
         with `attach_thread`; until then that run's background replies wait (bounded)."""
         self.progress.register_outbox(platform, outbox, threads=threads)
 
-    def register_transport(self, transport: Transport, *, threads: bool = False) -> DeliveryService:
+    def register_transport(self, transport: Transport, *, threads: bool = False,
+                           compose: Compose | None = None) -> DeliveryService:
         """`transport`'s platform is delivered by one `DeliveryService` (places, edits in place,
-        fallbacks, threads): its background replies and the answers the adapter hands it."""
-        delivery = DeliveryService(transport, self.edits, self.attach_thread)
+        fallbacks, threads): its background replies and the answers the adapter hands it.
+        `compose`: what the core makes of a reply for the platform (`core.commands.text_messages`)."""
+        delivery = self.delivery_service(transport, compose)
         self.register_outbox(transport.platform, delivery.send, threads=threads)
         return delivery
+
+    def delivery_service(self, transport: Transport, compose: Compose | None = None) -> DeliveryService:
+        """A `DeliveryService` for `transport` sharing this handler's edits and threads (its
+        outbox registered by the caller)."""
+        if compose is None:
+            return DeliveryService(transport, self.edits, self.attach_thread)
+        return DeliveryService(transport, self.edits, self.attach_thread, compose)
 
     async def attach_thread(self, run_id: str, thread: str | None) -> None:
         """The `starts_thread` reply of `run_id` was posted and opened `thread`. None: it was

@@ -13,6 +13,8 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from core.delivery.edits import Once
+
 
 @dataclass(frozen=True, slots=True)
 class Attachment:
@@ -119,14 +121,9 @@ class Reply:
     is_error: bool = False
     #: `conversation` is a person's platform user id: sent to them directly (a DM), never in a thread
     direct: bool = False
-    #: an outbox row's message (`outbox:<id>` and a part): the same across its redeliveries, so
-    #: a platform that deduplicates on a key (Discord's `nonce`) posts it once
-    delivery_key: str | None = None
-    #: an earlier attempt at this outbox row may have reached the platform, no earlier than this
-    #: time (`core.delivery.outbox.maybe_delivered_since`): a platform without a key to
-    #: deduplicate on (Slack) looks for the message under `delivery_key` before posting it again.
-    #: None: the row's first attempt, posted directly
-    redelivery_since: float | None = None
+    #: an outbox row's message: how it lands once however often the row is delivered (its key,
+    #: and since when an earlier attempt may have reached the platform); None: no row's
+    once: Once | None = None
     #: a file sent with the reply (`audit --since`): the console writes it and prints its path,
     #: Slack uploads it in the reply's thread, Discord attaches it to the message
     file: Attachment | None = None

@@ -47,7 +47,7 @@ from core.commands.offers import GateOffers, OffersStore
 from core.commands.queue_watch import episode_of
 from core.commands.queueing import QueueStore
 from core.config import ANYONE, Access
-from core.delivery.outbox import maybe_delivered_since
+from core.delivery.outbox import once_of
 from core.engine.engine import Engine
 from core.engine.events import ENGINE_ACTOR
 from core.engine.notify import EVENT_OF, GATE_EVENTS, NOTICE, NOTICED
@@ -158,8 +158,8 @@ class Notices:
         reply = replies.notice(run, event, self._facts(row, run, event, p), page=self.pages)
         subscriber = str(by) if by and str(by).startswith(f"{row.platform}:") else None
         reply = dataclasses.replace(
-            reply, platform=row.platform, conversation=row.conversation, delivery_key=row.key,
-            redelivery_since=maybe_delivered_since(row), requester=subscriber,  # told directly if refused
+            reply, platform=row.platform, conversation=row.conversation, once=once_of(row),
+            requester=subscriber,  # told directly if refused
             replace_key=f"offer:notice:{row.id}" if event in GATE_EVENTS else None,
         )
         await send(self._offers.offer(reply, platform=row.platform, conversation=row.conversation,
@@ -206,7 +206,7 @@ class Notices:
             return  # stopped already (by an earlier notice, or unsubscribed)
         told = replies.subscription_stopped(row.platform, row.conversation, source, by)
         await send(dataclasses.replace(told, platform=row.platform, conversation=row.conversation,
-                                       delivery_key=row.key, redelivery_since=maybe_delivered_since(row)))
+                                       once=once_of(row)))
         self._store.unsubscribe(row.platform, row.conversation, source, [s.event for s in mine])
         self._store.audit(actor=ENGINE_ACTOR, action="subscription_stopped", run_id=row.run_id, details={
             "platform": row.platform, "conversation": row.conversation, "workflow": source, "by": by,
@@ -273,7 +273,7 @@ class Notices:
                                            [(str(i[1]), str(i[2])) for i in items])
             digest = dataclasses.replace(digest, data={**digest.data, "to": row.conversation})
             await send(dataclasses.replace(digest, platform=row.platform, conversation=row.conversation,
-                                           delivery_key=row.key, redelivery_since=maybe_delivered_since(row)))
+                                           once=once_of(row)))
         async with self._lock(row.platform, stream):
             state = self._state(row.platform, stream)
             if state["folds"].pop(due, None) is not None:

@@ -34,6 +34,7 @@ from collections.abc import Callable, Collection, Iterable
 from typing import Any, Protocol
 
 from core.commands.messages import Button, Menu, Outbox, Reply, reusable
+from core.delivery.edits import Once
 from core.engine.events import EngineEvent, EventKind
 from core.errors import BatonError
 from core.store.port import Gates, PlatformState, Runs
@@ -89,6 +90,7 @@ def to_json(reply: Reply) -> str:
     fields["buttons"] = [dataclasses.asdict(b) for b in reply.buttons]
     fields["menus"] = [{"placeholder": m.placeholder, "options": [dataclasses.asdict(b) for b in m.options]}
                        for m in reply.menus]
+    fields["once"] = None if reply.once is None else dataclasses.asdict(reply.once)
     return json.dumps(fields, default=list, ensure_ascii=False)
 
 
@@ -98,6 +100,11 @@ def from_json(text: str) -> Reply:
     fields["menus"] = tuple(Menu(m["placeholder"], tuple(Button(**b) for b in m["options"]))
                             for m in fields["menus"])
     fields["pings"] = tuple(fields.get("pings") or ())  # (absent from offers kept before it existed)
+    once, key = fields.get("once"), fields.pop("delivery_key", None)
+    since = fields.pop("redelivery_since", None)
+    if once is None and key is not None:  # an offer kept before `Reply.once`
+        once = {"key": key, "since": since}
+    fields["once"] = None if once is None else Once(**once)
     return Reply(**fields)
 
 

@@ -13,8 +13,8 @@ rest, else (a retry after a failure, a process that died or stopped meanwhile) b
 replica's outbox loop claims the row, rendered from the store as it is then.
 
 Threads. On a platform registered with `threads=True` a command answered outside a thread
-starts its run's thread with the reply it gets back (`Reply.starts_thread`); the adapter
-posts it and reports the thread with `Handler.attach_thread`. The run is already running
+starts its run's thread with the reply it gets back (`Reply.starts_thread`); the delivery
+service posts it and reports the thread with `Handler.attach_thread`. The run is already running
 by then, so its first progress could be produced before the thread exists. Such a run's
 background replies wait (at most `thread_wait` seconds) until the thread is attached, then
 re-read the run and go to its thread: while a command is being handled in a conversation
@@ -43,7 +43,7 @@ from core.commands.notices import DIGEST, NOTICE, Notices, NoticesStore
 from core.commands.offers import GateOffers
 from core.config import Access
 from core.delivery.edits import Edits, NotDelivered, urgent
-from core.delivery.outbox import Deliverer, maybe_delivered_since
+from core.delivery.outbox import Deliverer, once_of
 from core.engine.engine import Engine
 from core.engine.events import EngineEvent, EventKind, NodeState, RunSummary
 from core.engine.notify import NOTICED
@@ -57,10 +57,6 @@ log = logging.getLogger("baton.progress")
 
 #: Executions whose nodes are noted for "Ran:" at most (the oldest are forgotten first).
 RAN_MEMORY = 10_000
-#: A state-carrying reply the platform could not take for now is sent again this many times,
-#: after 1, 2, 4, … intervals (at most `RETRY_WAIT` seconds apart).
-RETRIES = 5
-RETRY_WAIT = 30.0
 
 
 @dataclass(slots=True)
@@ -364,8 +360,7 @@ class ProgressReporter:
                             detail={k: v for k, v in row.payload.items()
                                     if k not in ("status", NOTICED) and v is not None})
         final = self._final(run, summary, event, self._ran.get(run.id))
-        since = maybe_delivered_since(row)
-        await send(dataclasses.replace(final, delivery_key=row.key, redelivery_since=since))
+        await send(dataclasses.replace(final, once=once_of(row)))
         self._ran.pop(run.id, None)
 
     async def _deliver_notice(self, row: Delivery) -> None:
@@ -385,8 +380,7 @@ class ProgressReporter:
             return
         to = list(row.payload.get("to") or [])
         notice = GATE_NOTICES[row.kind](run, gate, to, row.payload.get("left"))
-        since = maybe_delivered_since(row)
-        notice = dataclasses.replace(notice, delivery_key=row.key, redelivery_since=since)
+        notice = dataclasses.replace(notice, once=once_of(row))
         await send(self.offers.offer(notice, platform=run.platform, conversation=run.conversation,
                                      thread=run.thread))
         for part, person in enumerate(to, start=1):
@@ -397,7 +391,7 @@ class ProgressReporter:
                          None if direct is None else direct.platform, person,
                          extra={"action": "direct_skipped", "run_id": run.id})
                 continue
-            direct = dataclasses.replace(direct, delivery_key=f"{row.key}:{part}", redelivery_since=since)
+            direct = dataclasses.replace(direct, once=once_of(row, part))
             kept = self.offers.offer(direct, platform=direct.platform or "",
                                      conversation=direct.conversation, thread=None)
             await dm(kept)
@@ -413,7 +407,7 @@ class ProgressReporter:
         run = await self._await_thread(run)
         gate = self._store.get_gate(row.run_id, row.payload["node"])
         told = replies.gate_timed_out(run, gate, str(row.payload["outcome"]), str(row.payload["waited"]))
-        await send(dataclasses.replace(told, delivery_key=row.key))
+        await send(dataclasses.replace(told, once=once_of(row, look=False)))
 
     async def post(self, reply: Reply) -> bool:
         """Hand `reply` to the outbox of its platform (`reply.platform`), in the background (a
@@ -440,21 +434,17 @@ class ProgressReporter:
                                  thread=run.thread)
 
     async def _send(self, outbox: Outbox, reply: Reply) -> bool:
-        """Hand `reply` to `outbox`. When the platform cannot take it for now (`NotDelivered`):
-        a progress edit of a run still moving is left to the next turn (False: it will show a
-        newer state); a state-carrying reply is sent again after 1, 2, 4, … intervals."""
-        for attempt in range(RETRIES + 1):
-            try:
-                await outbox(reply)
-                return True
-            except NotDelivered:
-                if not urgent(reply):
-                    return False
-                if attempt < RETRIES:
-                    await asyncio.sleep(min(RETRY_WAIT, self.edits.interval * 2**attempt))
-            except Exception:
-                log.exception("outbox failed", extra={"action": "outbox", "run_id": reply.run_id})
-                return True
-        log.error("reply not delivered after %d attempts", RETRIES + 1,
-                  extra={"action": "undelivered", "run_id": reply.run_id})
+        """Hand `reply` to `outbox`. When the platform cannot take it for now (`NotDelivered`,
+        after the platform library's own retries: the one retry layer of a reply that is no
+        outbox row) a progress edit of a run still moving is left to the next turn (False: it
+        will show a newer state); any other reply is logged as not delivered (the state of a
+        run at rest goes with its outbox row, which the deliverer sends again)."""
+        try:
+            await outbox(reply)
+        except NotDelivered as exc:
+            if not urgent(reply):
+                return False
+            log.error("reply not delivered: %s", exc, extra={"action": "undelivered", "run_id": reply.run_id})
+        except Exception:
+            log.exception("outbox failed", extra={"action": "outbox", "run_id": reply.run_id})
         return True

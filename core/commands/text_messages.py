@@ -1,17 +1,28 @@
-"""What a platform that posts a reply as plain text messages sends (Discord): the messages'
-texts, the file attached to the first (the reply's own, or its whole text when it is too long
-and the service says it may: `attach`), the key that makes a redelivered post land once, and
-who may be pinged. Pure: the posting is the adapter's.
+"""What the core makes of a reply for a platform, before its transport sees it (the delivery
+service's `compose`), so that a reply crosses to the adapter once, made:
+
+- `texts(...)`: a platform that posts a reply as plain text messages (Discord): the messages'
+  texts, the file attached to the first (the reply's own, or its whole text when it is too long
+  and the service says it may: `attach`), the key that makes a redelivered post land once, and
+  who may be pinged (`Message`).
+- `rendered(...)`: a platform that builds its own blocks (Slack): the reply rendered in its
+  format, with the names of the people it shows (`core.delivery.names`), split into chunks.
+
+Pure but for the names' look-up: the posting is the adapter's.
 """
 
 from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass
+from typing import Any
 
 from core.commands.messages import Reply
+from core.delivery.edits import Outgoing
+from core.delivery.names import Names
+from core.delivery.service import Compose
 from core.redaction import Redactor
-from core.render import Format, render_reply
+from core.render import Format, Rendered, render_reply
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,11 +53,11 @@ def content(reply: Reply, fmt: Format, redactor: Redactor, *, attach: bool, atta
 
 def once_key(reply: Reply, length: int) -> str | None:
     """The key that makes a platform take a redelivered outbox row's post once (Discord's nonce):
-    its `delivery_key`, the same on every redelivery, hashed when longer than `length`; None for
-    any other reply."""
-    key = reply.delivery_key
-    if key is None:
+    its key (`Reply.once`), the same on every redelivery, hashed when longer than `length`; None
+    for any other reply."""
+    if reply.once is None:
         return None
+    key = reply.once.key
     return key if len(key) <= length else hashlib.sha256(key.encode()).hexdigest()[:length]
 
 
@@ -54,3 +65,35 @@ def pinged(reply: Reply, platform: str) -> list[str]:
     """The platform's ids of the people `reply` calls (`Reply.pings`: `<platform>:<id>`)."""
     prefix = f"{platform}:"
     return [p.removeprefix(prefix) for p in reply.pings if p.startswith(prefix) and p != prefix]
+
+
+@dataclass(frozen=True, slots=True)
+class Message:
+    """A reply as plain text messages (`content`), with the key its first post carries (`nonce`:
+    a redelivered outbox row posts once) and the platform ids of the people it may ping."""
+
+    content: Content
+    nonce: str | None
+    pings: tuple[str, ...]
+
+
+def texts(fmt: Format, redactor: Redactor, *, attach_over: int, nonce_length: int) -> Compose:
+    """The delivery service's `compose` of a platform posting plain text messages (`Message`)."""
+
+    async def compose(reply: Outgoing, attach: bool) -> Any:
+        assert isinstance(reply, Reply)
+        said = content(reply, fmt, redactor, attach=attach, attach_over=attach_over)
+        return Message(said, once_key(reply, nonce_length), tuple(pinged(reply, fmt.name)))
+
+    return compose
+
+
+def rendered(fmt: Format, redactor: Redactor, names: Names) -> Compose:
+    """The delivery service's `compose` of a platform building its own blocks: the reply's
+    `Rendered` text, the people it names shown by name (never pinged)."""
+
+    async def compose(reply: Outgoing, attach: bool) -> Rendered:
+        assert isinstance(reply, Reply)
+        return render_reply(reply, fmt, redactor, names=await names.names_for(reply.data))
+
+    return compose

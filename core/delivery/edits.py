@@ -86,6 +86,18 @@ class Outgoing(Protocol):
     def thread(self) -> str | None: ...
 
 
+@dataclass(frozen=True, slots=True)
+class Once:
+    """How a message of an outbox row lands once, however often the row is delivered: `key`
+    (`outbox:<row>[:<part>]`, the same on every redelivery: Discord's nonce, Slack's message
+    metadata) and `since`, the earliest an earlier attempt may have reached the platform
+    (`core.delivery.outbox.once_of`): a platform without a key to deduplicate on (Slack) looks
+    for the message under `key` before posting it again. None: the row's first attempt."""
+
+    key: str
+    since: float | None = None
+
+
 def urgent(reply: Outgoing) -> bool:
     """Whether `reply` carries state that must go out at once: anything but the edit of a
     progress message whose run still moves."""

@@ -34,6 +34,7 @@ import time
 from collections.abc import Awaitable, Callable, Collection
 from typing import TYPE_CHECKING
 
+from core.delivery.edits import Once
 from core.engine.leases import owner_dead
 from core.errors import StoreError
 from core.store.port import Deliveries
@@ -69,6 +70,13 @@ def maybe_delivered_since(row: Delivery) -> float | None:
     stopped before settling it (its lease lapsed or was released), or whose send failed in a
     way that may still have reached the platform (a timeout, a dropped answer)."""
     return row.created_at if row.attempts > 1 else None
+
+
+def once_of(row: Delivery, part: int | None = None, *, look: bool = True) -> Once:
+    """How the message of `row` (its `part`-th: one per person told directly) lands once;
+    `look=False`: never looked for before posting again (a notice that tells what happened)."""
+    key = row.key if part is None else f"{row.key}:{part}"
+    return Once(key, maybe_delivered_since(row) if look else None)
 
 
 class Deliverer:

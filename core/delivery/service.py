@@ -42,11 +42,22 @@ log = logging.getLogger("baton.delivery")
 AttachThread = Callable[[str, str | None], Awaitable[None]]
 #: The asking person's way back: (the adapter's handle, seconds it lives, uses; None: any).
 FollowUpOf = tuple[Any, float, int | None]
+#: What the core makes of a reply for its platform before the transport sees it (its texts,
+#: file, the names it shows: `core.commands.text_messages`): (reply, attach) -> the message the
+#: transport posts. A service without one hands the transport the reply itself.
+Compose = Callable[[Outgoing, bool], Awaitable[Any]]
+
+
+async def _as_is(reply: Outgoing, attach: bool) -> Any:
+    return reply
 
 
 class DeliveryService:
-    def __init__(self, transport: Transport, edits: Edits, attach_thread: AttachThread) -> None:
+    def __init__(self, transport: Transport, edits: Edits, attach_thread: AttachThread,
+                 compose: Compose = _as_is) -> None:
         self.transport = transport
+        #: the reply made the platform's message, in the core: the transport only posts it
+        self.compose = compose
         self.platform = transport.platform
         self.edits = edits
         self._attach_thread = attach_thread
@@ -114,8 +125,11 @@ class DeliveryService:
                     FOLLOW_UP, self.edits.follow_up_of(self.platform, run_id), reply, error):
                 return False
             handle = self.edits.follow_up_of(self.platform, run_id)
+            if handle is None:
+                return False
             attach = self._attaches(reply)
-            return handle is not None and await transport.follow_up(handle, reply, attach=attach)
+            message = await self.compose(reply, attach)
+            return await transport.follow_up(handle, reply, message, attach=attach)
         if place == DIRECT:
             requester, prefix = reply.requester or "", f"{self.platform}:"
             if not requester.startswith(prefix) or requester == prefix:
@@ -165,8 +179,11 @@ class DeliveryService:
             return await self._post(place, reply, None)
         async with self.edits.holding(self.platform, key):
             posted = self.edits.posted(self.platform, key)
+            message = None
             if posted is not None:
-                sent = await self.transport.edit(place, posted, reply, attach=self._attaches(reply))
+                attach = self._attaches(reply)
+                message = await self.compose(reply, attach)
+                sent = await self.transport.edit(place, posted, reply, message, attach=attach)
                 if sent is not None:
                     self._done(reply, key, sent)
                     if reply.starts_thread and reply.run_id and not reply.edit_only:
@@ -174,11 +191,15 @@ class DeliveryService:
                     return sent
             if reply.edit_only:  # only an edit of a message posted earlier (a decided gate's): none
                 return None
-            return await self._post(place, reply, key)
+            return await self._post(place, reply, key, message)
 
-    async def _post(self, place: Any, reply: Outgoing, key: str | None) -> Sent:
+    async def _post(self, place: Any, reply: Outgoing, key: str | None, message: Any = None) -> Sent:
+        """Post `reply` at `place` (`message`: what it was composed as already, if it was)."""
         opens = bool(reply.starts_thread and reply.run_id)
-        sent = await self.transport.post(place, reply, attach=self._attaches(reply), opens=opens)
+        attach = self._attaches(reply)
+        if message is None:
+            message = await self.compose(reply, attach)
+        sent = await self.transport.post(place, reply, message, attach=attach, opens=opens)
         self._done(reply, key, sent)
         if opens:
             await self._attach_thread(reply.run_id or "", sent.thread)

@@ -3,17 +3,19 @@
     class SlackSender:              # adapters/slack/sender.py
         platform = "slack"
         thread_is_place = False     # a thread lives in its channel
-        async def post(self, place, reply, *, attach, opens) -> Sent: ...          # chat.postMessage
-        async def edit(self, place, posted, reply, *, attach) -> Sent | None: ...  # chat.update
+        async def post(self, place, reply, message, *, attach, opens) -> Sent: ...   # chat.postMessage
+        async def edit(self, place, posted, reply, message, *, attach) -> Sent | None: ...  # chat.update
 
 Every decision about a reply is the delivery service's (`core.delivery.service`): which place
 (the run's usual places, the follow-up, a direct message), whether a keyed message is edited or
 posted anew, under which lock, whether the whole text is attached, which run a thread belongs
-to. A transport does what the platform does (post, edit, upload, follow up, open a direct
-message, say where a run reports now), answers what it did (`Sent`), and never calls back into
-the core. Its failures are its platform's exceptions; the service asks the transport which of
-them are a place refusing the reply (`refusal`) and what a failed background send means
-(`failed`: `NotDelivered` for one that may pass).
+to, and what the reply says on the platform (`message`: its texts, its file, the names it
+shows, made in the core by the service's `compose`). A transport does what the platform does
+(post, edit, upload, follow up, open a direct message, say where a run reports now), answers
+what it did (`Sent`), and never calls back into the core. Its failures are its platform's
+exceptions; the service asks the transport which of them are a place refusing the reply
+(`refusal`) and what a failed background send means (`failed`: `NotDelivered` for one that
+may pass).
 """
 
 from __future__ import annotations
@@ -47,18 +49,20 @@ class Transport(Protocol):
     @property
     def thread_is_place(self) -> bool: ...
 
-    async def post(self, place: Any, reply: Outgoing, *, attach: bool, opens: bool) -> Sent:
-        """Post `reply` at `place`; `attach`: its whole text may go as a file when too long;
-        `opens`: open the run's thread from it (`Sent.thread`)."""
+    async def post(self, place: Any, reply: Outgoing, message: Any, *, attach: bool, opens: bool) -> Sent:
+        """Post `message` (what the core made of `reply` for this platform: `DeliveryService.compose`)
+        at `place`; `attach`: its whole text may go as a file when too long; `opens`: open the
+        run's thread from it (`Sent.thread`)."""
         ...
 
-    async def edit(self, place: Any, posted: Posted, reply: Outgoing, *, attach: bool) -> Sent | None:
-        """Edit the message(s) kept as `posted` to show `reply` (sent to `place`); None when
+    async def edit(self, place: Any, posted: Posted, reply: Outgoing, message: Any, *,
+                   attach: bool) -> Sent | None:
+        """Edit the message(s) kept as `posted` to show `message` (sent to `place`); None when
         they are gone or not the ones `place` shows (the service posts it anew there)."""
         ...
 
-    async def follow_up(self, handle: Any, reply: Outgoing, *, attach: bool) -> bool:
-        """Post `reply` through the asking person's follow-up (`handle`, kept by the service);
+    async def follow_up(self, handle: Any, reply: Outgoing, message: Any, *, attach: bool) -> bool:
+        """Post `message` through the asking person's follow-up (`handle`, kept by the service);
         False when the platform refused it (expired, used up)."""
         ...
 

@@ -18,6 +18,7 @@ from bot.app import Baton, build_baton
 from core.commands.deadlines import GateDeadlines
 from core.commands.messages import Reply
 from core.config import Access, Settings
+from core.delivery.edits import Once
 from core.errors import DeadlineAlreadyFired
 from core.store.records import RunStatus
 from tests.integration.bot.test_outbox import Platform
@@ -128,8 +129,8 @@ async def test_a_reminder_fired_by_a_process_that_dies_is_delivered_by_the_next(
             assert (thread.conversation, thread.direct) == ("C1", False)
             assert (direct.conversation, direct.direct, direct.data["to"]) == ("U2", True, ["console:U2"])
             assert thread.buttons and direct.buttons  # each offers the decision
-            assert thread.delivery_key == f"outbox:{row.id}" and direct.delivery_key == f"outbox:{row.id}:1"
-            assert thread.redelivery_since is None and direct.redelivery_since is None  # first claim
+            assert thread.once == Once(f"outbox:{row.id}") and direct.once == Once(f"outbox:{row.id}:1")
+            # first claim: `since` is None, nothing looked for
             [done] = [r for r in second.store.deliveries(run_id) if r.kind == "gate_reminder"]
             assert done.delivered_at is not None and done.claimed_by == second.engine.owner
             assert second.deadlines is not None
@@ -291,7 +292,7 @@ async def test_a_timeout_decided_by_a_process_that_dies_is_told_by_the_next(
             told, ended = platform.finals(run_id)  # the paused reply is stale now: not sent
             assert (told.kind, ended.kind) == ("gate_timed_out", final)
             assert (told.conversation, told.data["outcome"], told.data["waited"]) == ("C1", on_timeout, "1h")
-            assert told.delivery_key == f"outbox:{row.id}"
+            assert told.once is not None and told.once.key == f"outbox:{row.id}"
             assert all(r.delivered_at is not None for r in second.store.deliveries(run_id))
             assert second.deadlines is not None
             assert await second.deadlines.deadlines.tick(now=gate.created_at + HOUR) == []  # fired once

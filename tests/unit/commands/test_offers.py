@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import dataclasses
+import json
+
 from core.commands import replies
 from core.commands.messages import Button, Reply
 from core.commands.model import RunCommand
 from core.commands.offers import from_json, offered_runs, retires, to_json, withdrawn
 from core.commands.parser import parse
 from core.commands.resolution import Prompt, prompt_options
+from core.delivery.edits import Once
 from core.redaction import Redactor
 from core.render import render
 from core.store.records import Gate, Run, RunStatus
@@ -58,6 +62,16 @@ def test_a_kept_reply_comes_back_the_same() -> None:
     for reply in (replies.which_gate(_gates(7), "unclear"), replies.approval_question(RUN, make_gate(RUN)),
                   withdrawn(replies.which_gate(_gates(2), "approve"), "r1", SETTLED)):
         assert from_json(to_json(reply)) == reply
+    asked = replies.approval_question(RUN, make_gate(RUN))
+    row_message = dataclasses.replace(asked, once=Once("outbox:7:1", 5.0))
+    assert from_json(to_json(row_message)) == row_message
+
+
+def test_an_offer_kept_before_reply_once_comes_back_with_its_row_key() -> None:
+    kept = json.loads(to_json(replies.approval_question(RUN, make_gate(RUN))))
+    del kept["once"]
+    kept.update(delivery_key="outbox:7:1", redelivery_since=None)  # as kept by the previous version
+    assert from_json(json.dumps(kept)).once == Once("outbox:7:1", None)
 
 
 def test_a_thousand_waiting_gates_are_a_list_of_the_newest_25_and_a_count() -> None:

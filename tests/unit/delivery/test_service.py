@@ -28,7 +28,7 @@ class Wire:
         self.ops: list[tuple[Any, ...]] = []
         self.posts = 0
 
-    async def post(self, place: Any, reply: Outgoing, *, attach: bool, opens: bool) -> Sent:
+    async def post(self, place: Any, reply: Outgoing, message: Any, *, attach: bool, opens: bool) -> Sent:
         self.ops.append(("post", place, reply.kind, attach, opens))
         if self.failing:
             raise OSError("connection reset")
@@ -37,11 +37,12 @@ class Wire:
         self.posts += 1
         return Sent(Posted(place, (f"m{self.posts}",)), thread=f"t{self.posts}" if opens else None)
 
-    async def edit(self, place: Any, posted: Posted, reply: Outgoing, *, attach: bool) -> Sent | None:
+    async def edit(self, place: Any, posted: Posted, reply: Outgoing, message: Any, *,
+                   attach: bool) -> Sent | None:
         self.ops.append(("edit", posted.place, posted.ids, reply.kind))
         return None if self.stale or posted.place != place else Sent(posted)
 
-    async def follow_up(self, handle: Any, reply: Outgoing, *, attach: bool) -> bool:
+    async def follow_up(self, handle: Any, reply: Outgoing, message: Any, *, attach: bool) -> bool:
         self.ops.append(("follow_up", handle, reply.kind))
         return True
 
