@@ -162,6 +162,9 @@ DOUBTS = frozenset({
     "gonna", "going", "need", "needs", "must", "let", "ask", "asked", "check", "checking",
     "verify", "review", "reviewing", "fails", "failing", "fail", "broken", "risky",
     "risk", "wrong", "blocked", "blocker", "block", "nothing", "none", "neither", "nor", "nobody",
+    # something is failing: "approve, tests are red", "lgtm - CI failed"
+    "red", "failed", "broke", "breaks", "breaking", "error", "errors", "flaky", "crash", "crashed",
+    "crashes", "crashing", "outage", "incident", "regression", "regressed", "bug", "bugs",
 })  # fmt: skip
 COMMENT_WORDS = 20  # a longer comment may hide a condition: ask instead
 
