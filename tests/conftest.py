@@ -22,6 +22,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+import pytest_timeout
 from hypothesis import HealthCheck, settings
 
 # Property tests judge correctness, never speed: on a loaded shared machine a single example can
@@ -46,6 +47,31 @@ def _heap_frozen_between_tests() -> None:
     freezes its own start-up heap the same way (bot/startup.py)."""
     gc.collect()
     gc.freeze()
+
+
+_timed_out: set[str] = set()  # node ids whose pytest-timeout alarm went off
+
+
+def _record_timeout(original):  # type: ignore[no-untyped-def]
+    def timeout_sigalrm(item, settings):  # type: ignore[no-untyped-def]
+        _timed_out.add(item.nodeid)
+        original(item, settings)
+
+    return timeout_sigalrm
+
+
+pytest_timeout.timeout_sigalrm = _record_timeout(pytest_timeout.timeout_sigalrm)
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]):  # type: ignore[no-untyped-def]
+    """A test whose timeout went off fails, even when the alarm landed in a background task of
+    its event loop (the task died, the test went on and passed: a hung shutdown once hid so)."""
+    outcome = yield
+    report = outcome.get_result()
+    if call.when == "call" and report.passed and item.nodeid in _timed_out:
+        report.outcome = "failed"
+        report.longrepr = f"pytest-timeout went off during {item.nodeid} (in a background task)"
 
 
 #: tests that take many seconds each (real processes, kill matrices, many chat round trips),
