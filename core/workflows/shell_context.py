@@ -188,6 +188,27 @@ _OPTION_VALUES: dict[str, int] = {
 _PROGRAM_FILES = frozenset({"-f", "--from-file", "--file"})
 #: a heredoc fed to one of these is code
 _HEREDOC_CODE = frozenset(_CODE_FLAGS) | _PROGRAM_FIRST | _REMOTE | _EVALS
+_SHELLS = frozenset({"bash", "sh", "dash", "zsh", "ksh", "ash", "mksh"})
+#: what, in another language's code string, may run what the program reads: its input then
+#: counts as code (`python3 -c 'exec(input())' <<< {{ x }}`)
+_RUNS_TEXT = ("exec", "eval", "compile", "system", "popen", "subprocess", "spawn", "__import__",
+              "runpy", "Function", "require", "load", "do ", "`", "qx", "%x", "shell")  # fmt: skip
+
+
+def _code_may_run_stdin(interp: str, code: str) -> bool:
+    """Whether an interpreter's code string (`bash -c CODE`) may run what reaches its standard
+    input: a shell's code names a program that runs its input, an eval, or takes its program
+    from its arguments (`bash -c bash <<< …`, `sh -c 'cat | sh'`, `bash -c 'exec "$0"' sh`);
+    another language's code names a way to run text. Unsure counts as yes: typed text on such
+    a command's input is refused."""
+    if interp in _SHELLS:
+        if "$" in code:
+            return True
+        words = {w.rsplit("/", 1)[-1] for w in re.split(r"[\s;|&(){}`'\"<>]+", code) if w}
+        return bool(words & (_STDIN_CODE | _EVALS | _REMOTE | _PROGRAM_FIRST | set(_WRAPPERS) | _STDIN_FILES))
+    return any(marker in code for marker in _RUNS_TEXT)
+
+
 @dataclass(frozen=True)
 class _Wrapper:
     """A program that runs the command given after its options and operands (`timeout 5 cmd`)."""
@@ -1002,6 +1023,7 @@ class ShellLexer:
             frame.skip -= 1
         elif frame.code_next:
             frame.code_next = False
+            frame.stdin_program = frame.stdin_program or _code_may_run_stdin(frame.interp, text)
             frame.interp = ""
         elif frame.var_next:
             frame.var_next = False

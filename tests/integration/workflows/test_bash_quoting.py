@@ -131,6 +131,11 @@ NEW_FORMS: list[tuple[str, Reason, str]] = [
     ("{ echo {{ inputs.v }}; } | bash", Reason.STDIN_CODE, f"touch {MARK}"),
     ('echo "$(echo {{ inputs.v }})" | bash', Reason.STDIN_CODE, f"touch {MARK}"),
     ("bash < <(echo {{ inputs.v }})", Reason.STDIN_CODE, f"touch {MARK}"),
+    # a code string that runs its own input (found by the any-script property with a new draw)
+    ("bash -c bash -c <<< {{ inputs.v }}", Reason.STDIN_CODE, f"touch {MARK}"),
+    ("echo {{ inputs.v }} | sh -c 'cat | sh'", Reason.STDIN_CODE, f"touch {MARK}"),
+    ("echo {{ inputs.v }} | bash -c 'exec \"$0\"' sh", Reason.STDIN_CODE, f"touch {MARK}"),
+    ("python3 -c 'exec(input())' <<< {{ inputs.v }}", Reason.STDIN_CODE, f"open('{MARK}', 'w')"),
     ('v={{ inputs.v }}; echo "${!v}"', Reason.INDIRECT, f"a[$(touch {MARK})]"),
     ('v={{ inputs.v }}; echo "${v@P}"', Reason.INDIRECT, f"$(touch {MARK})"),
     ("n={{ inputs.v }}; echo $(( n + 1 ))", Reason.ARITHMETIC, f"a[$(touch {MARK})]"),
