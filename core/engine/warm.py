@@ -179,6 +179,7 @@ class WarmSandboxes:
     async def close(self) -> None:
         """Kill every warmed sandbox (and those still starting) and wait until they are gone."""
         self._closed = True
+        log.debug("warmed sandboxes: %d steps took one, %d started cold", self.taken, self.cold)
         tasks = [t for q in self._ready.values() for t in q]
         self._ready.clear()
         if not tasks:
