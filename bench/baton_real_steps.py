@@ -79,10 +79,10 @@ class WarmCounts(logging.Handler):
         self.taken = self.cold = 0
 
     def emit(self, record: logging.LogRecord) -> None:
-        if record.msg.startswith("warmed sandboxes:"):
-            taken, cold = record.args  # type: ignore[misc]
-            self.taken += taken
-            self.cold += cold
+        if isinstance(record.msg, str) and record.msg.startswith("warmed sandboxes:"):
+            taken, cold = record.args if isinstance(record.args, tuple) else (0, 0)
+            self.taken += int(taken)  # type: ignore[call-overload]
+            self.cold += int(cold)  # type: ignore[call-overload]
 
 
 async def measure(
