@@ -18,7 +18,10 @@ every workflow's secrets. So a step runs as
           --die-with-parent
           --new-session                 unless the caller starts bwrap in a session of its own
                                         (`own_session`, as every step's process is)
-          [setpriv --reuid <user> …]    when Baton runs as root: as `BATON_STEP_USER`
+          [setpriv --reuid <user> …]    when Baton runs as root: as `BATON_STEP_USER`, no groups,
+                                        every capability set empty, no new privileges
+                                        (a warmed sandbox's stub: `capsh`, the same drop,
+                                        cheaper, when installed and it works here)
 
 `configure` probes the real thing once (a trivial command with the same options) and says
 whether steps are sandboxed; `Sandbox.command` wraps one step's argv. `NO_SANDBOX` runs
