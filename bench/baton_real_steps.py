@@ -26,6 +26,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import dataclasses
+import logging
 import os
 import resource
 import statistics
@@ -69,6 +70,21 @@ async def bare(argv: list[str], n: int, stdin: bytes | None) -> float:
     return (time.perf_counter() - started) * 1000 / n
 
 
+class WarmCounts(logging.Handler):
+    """Steps that took a warmed sandbox and steps that started cold, from each run's closing
+    line (`core/engine/warm.py`)."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.DEBUG)
+        self.taken = self.cold = 0
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if isinstance(record.msg, str) and record.msg.startswith("warmed sandboxes:"):
+            taken, cold = record.args if isinstance(record.args, tuple) else (0, 0)
+            self.taken += int(taken)  # type: ignore[call-overload]
+            self.cold += int(cold)  # type: ignore[call-overload]
+
+
 async def measure(
     root: Path, n: int, rounds: int, only: tuple[str, ...] = ("bash", "script")
 ) -> dict[str, object]:
@@ -78,9 +94,14 @@ async def measure(
     }
     kinds = {k: v for k, v in kinds.items() if k in only}
     sides = ("", "_sandbox", "_sandbox_cold")
+    fields = ("bare", "baton", "bare_cpu", "baton_cpu", "warm_taken", "warm_cold")
     samples: dict[str, dict[str, list[float]]] = {
-        k + side: {"bare": [], "baton": [], "bare_cpu": [], "baton_cpu": []} for k in kinds for side in sides
+        k + side: {f: [] for f in fields} for k in kinds for side in sides
     }
+    counts = WarmCounts()
+    warm_log = logging.getLogger("core.engine.warm")
+    warm_log.addHandler(counts)
+    warm_log.setLevel(logging.DEBUG)
     settings = Settings(_env_file=None, data_dir=root / "sandboxed" / "data", step_sandbox="bwrap")
     sandbox = step_sandbox(settings)
     cold = dataclasses.replace(sandbox, shell=None)  # `can_warm` False: every step starts cold
@@ -101,6 +122,7 @@ async def measure(
             for kind, (argv, stdin, _) in kinds.items():
                 for side, r in rigs.items():
                     sample = samples[kind + side]
+                    counts.taken = counts.cold = 0
                     spent = cpu_s()
                     sample["bare"].append(await bare(argv, n, stdin))
                     sample["bare_cpu"].append((cpu_s() - spent) * 1000 / n)
@@ -112,6 +134,8 @@ async def measure(
                     if status != "completed":
                         raise SystemExit(f"the {kind}{side} chain ended {status}")
                     sample["baton"].append(per_step)
+                    sample["warm_taken"].append(counts.taken)
+                    sample["warm_cold"].append(counts.cold)
     out: dict[str, object] = {"n": n, "rounds": rounds, "load": list(os.getloadavg())}
     for kind, got in samples.items():
         bare_ms, baton_ms = statistics.median(got["bare"]), statistics.median(got["baton"])
@@ -123,6 +147,8 @@ async def measure(
             "ratios": ratios,
             "bare_cpu_ms": statistics.median(got["bare_cpu"]),
             "baton_cpu_ms": statistics.median(got["baton_cpu"]),
+            "warm_taken": got["warm_taken"],  # per round: steps that took a warmed sandbox
+            "warm_cold": got["warm_cold"],  # and steps of a warming run that started cold
         }
     return out
 

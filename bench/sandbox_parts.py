@@ -10,6 +10,7 @@ reaped here and its CPU (the step's, setpriv's) counted:
 
 bare       `bash -c true`
 setpriv    `setpriv --reuid … bash -c true` (when this runs as root: the step user's hop)
+capsh      `capsh … --shell=bash -- -c true`: the same hop as a warmed sandbox's stub takes it
 bwrap      bwrap with a step's mounts and namespaces, no setpriv (namespaces + mounts)
 cold       bwrap + setpriv: a step's whole process, set up on its path (warming off)
 warm       a warmed sandbox (`core/engine/warm.py`) already set up: from handing the step
@@ -22,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import dataclasses
 import os
 import resource
 import statistics
@@ -103,6 +105,10 @@ async def measure(root: Path, n: int, rounds: int) -> dict[str, object]:
     cases: dict[str, list[str]] = {"bare": TRUE, "bwrap": [*as_root, "--", *TRUE], "cold": cold}
     if sandbox.user is not None:
         cases["setpriv"] = cold[cut + 1 :]
+    if sandbox.capsh is not None:  # the warmed stub's drop: `capsh … --shell=bash -- -c true`
+        boxed = dataclasses.replace(sandbox, shell="/usr/bin/bash")
+        line = boxed.command(["/usr/bin/bash", "-c", "true"], workdir=work, own_session=True)
+        cases["capsh"] = line[line.index(sandbox.capsh) :]
     where = warm.layout(work, root, True, None, ())
     started = time.perf_counter()
     for _ in range(200):

@@ -18,7 +18,10 @@ every workflow's secrets. So a step runs as
           --die-with-parent
           --new-session                 unless the caller starts bwrap in a session of its own
                                         (`own_session`, as every step's process is)
-          [setpriv --reuid <user> …]    when Baton runs as root: as `BATON_STEP_USER`
+          [setpriv --reuid <user> …]    when Baton runs as root: as `BATON_STEP_USER`, no groups,
+                                        every capability set empty, no new privileges
+                                        (a warmed sandbox's stub: `capsh`, the same drop,
+                                        cheaper, when installed and it works here)
 
 `configure` probes the real thing once (a trivial command with the same options) and says
 whether steps are sandboxed; `Sandbox.command` wraps one step's argv. `NO_SANDBOX` runs
@@ -27,6 +30,7 @@ argv as it is (`BATON_STEP_SANDBOX=none`, or no working bwrap with `auto`).
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
 import shutil
@@ -44,6 +48,9 @@ log = logging.getLogger("baton.sandbox")
 Mode = Literal["auto", "bwrap", "none"]
 PROBE_TIMEOUT = 10.0  # seconds the probe may take on a busy machine
 _DROPPED = ("--inh-caps=-all", "--bounding-set=-all", "--no-new-privs", "--clear-groups")
+#: what `setpriv` or `capsh` keeps to drop to the step user: set ids, clear the bounding set
+#: (without CAP_SETPCAP setpriv's `--bounding-set=-all` left it full, silently)
+_DROP_NEEDS = ("--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID", "--cap-add", "CAP_SETPCAP")
 INSTALL_HINT = (
     "install bubblewrap (Debian/Ubuntu: apt-get install bubblewrap; Fedora: dnf install bubblewrap) "
     "and allow user namespaces, or set BATON_STEP_SANDBOX=none to run steps unsandboxed deliberately"
@@ -74,6 +81,10 @@ class Sandbox:
     #: set when Baton runs as root: steps run as this user (`setpriv`)
     user: StepUser | None = None
     setpriv: str | None = None
+    #: with `user`: what a warmed sandbox's stub (`shell`) drops to it with, when found and it
+    #: works: `capsh` (libcap), the same drop as `setpriv` for ≈ 0.5 ms less CPU a step (no
+    #: locale, no passwd or group lookups, no libcap-ng reading /proc); None: `setpriv`
+    capsh: str | None = None
     #: why steps are not sandboxed (empty when they are)
     reason: str = ""
     #: what a warmed sandbox's stub runs on (`core/engine/warm.py`): `dash`, found on PATH at
@@ -120,9 +131,14 @@ class Sandbox:
         if not network:
             args.append("--unshare-net")
         args += ["--chdir", str(workdir)]
-        if self.user is not None and self.setpriv is not None:
-            args += ["--cap-drop", "ALL", "--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID", "--"]
-            args += [self.setpriv, f"--reuid={self.user.uid}", f"--regid={self.user.gid}", *_DROPPED]
+        user = self.user
+        if user is not None and self.capsh is not None and argv and argv[0] == self.shell:  # a warmed stub
+            args += ["--cap-drop", "ALL", *_DROP_NEEDS, "--", self.capsh, "--drop=all", "--inh=", "--groups="]
+            args += [f"--gid={user.gid}", f"--uid={user.uid}", "--caps=", f"--shell={argv[0]}", "--"]
+            return args + list(argv[1:])
+        if user is not None and self.setpriv is not None:
+            args += ["--cap-drop", "ALL", *_DROP_NEEDS, "--"]
+            args += [self.setpriv, f"--reuid={user.uid}", f"--regid={user.gid}", *_DROPPED]
         else:
             args.append("--")
         return args + list(argv)
@@ -273,6 +289,9 @@ def configure(
             shell=shutil.which("dash", path=path),
         )
         failure = _probe(sandbox)
+        capsh = shutil.which("capsh", path=path) if root else None
+        if failure is None and capsh is not None:
+            sandbox = _with_capsh(sandbox, capsh)
     if failure is None:
         return sandbox
     if mode == "bwrap":
@@ -297,10 +316,39 @@ def _closed_ancestors(paths: Iterable[Path]) -> list[Path]:
     return closed
 
 
-def _probe(sandbox: Sandbox) -> str | None:
-    """Why the sandbox does not work (None: it does), by running `true` in it as a step would."""
+#: run by the stub's shell through `capsh` at start (`$1` uid, `$2` gid): exit 0 only when it
+#: runs as the step user alone, every capability set empty, no new privileges
+_DROPPED_CHECK = """u=$1 g=$2; t=$(printf '\\t')
+while read -r k v; do
+  case "$k" in
+    Cap*:) [ "$v" = 0000000000000000 ] || exit 1;;
+    NoNewPrivs:) [ "$v" = 1 ] || exit 1;;
+    Uid:) [ "$v" = "$u$t$u$t$u$t$u" ] || exit 1;;
+    Gid:) [ "$v" = "$g$t$g$t$g$t$g" ] || exit 1;;
+    Groups:) [ -z "$v" ] || exit 1;;
+  esac
+done < /proc/self/status"""
+
+
+def _with_capsh(sandbox: Sandbox, capsh: str) -> Sandbox:
+    """`sandbox` with its stub dropping to the step user through `capsh`, if that works here
+    and drops everything `setpriv` does (else `sandbox` as it is: the stub uses `setpriv`)."""
+    if sandbox.user is None or sandbox.shell is None:
+        return sandbox
+    user, shell = sandbox.user, sandbox.shell
+    candidate = dataclasses.replace(sandbox, capsh=capsh)
+    failure = _probe(candidate, [shell, "-c", _DROPPED_CHECK, "baton-probe", str(user.uid), str(user.gid)])
+    if failure is not None:
+        log.debug("capsh does not drop to the step user here (%s): warmed sandboxes use setpriv", failure)
+        return sandbox
+    return candidate
+
+
+def _probe(sandbox: Sandbox, argv: Sequence[str] = ("true",)) -> str | None:
+    """Why the sandbox does not work (None: it does), by running `argv` (`true`) in it as a
+    step would."""
     with tempfile.TemporaryDirectory(prefix="baton-probe-") as here:
-        argv = sandbox.command(["true"], workdir=Path(here), network=False, own_session=True)
+        argv = sandbox.command(argv, workdir=Path(here), network=False, own_session=True)
         try:
             done = subprocess.run(
                 argv, stdin=subprocess.DEVNULL, capture_output=True, timeout=PROBE_TIMEOUT, check=False,

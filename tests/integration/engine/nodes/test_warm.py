@@ -245,3 +245,46 @@ async def test_a_long_script_starts_cold_and_warms_nothing(project: dict[str, Pa
         assert stubs(str(p["run"])) == []
     finally:
         await pool.close()
+
+
+PRIVILEGES = (
+    "grep -E '^(Uid|Gid|Groups|Cap[A-Za-z]+|NoNewPrivs):' /proc/self/status;"
+    " cat /etc/shadow >/dev/null 2>&1 && echo shadow=read || echo shadow=denied;"
+    " cat /proc/{pid}/environ >/dev/null 2>&1 && echo environ=read || echo environ=denied;"
+    " setpriv --reuid=0 --regid=0 --clear-groups id -u 2>/dev/null || echo setuid=denied;"
+    " unshare -U -r cat /etc/shadow >/dev/null 2>&1 && echo userns=read || echo userns=denied"
+)
+
+
+async def test_a_step_warmed_or_cold_holds_no_privilege_and_regains_none(project: dict[str, Path]) -> None:
+    """As root, the warmed sandbox's stub drops to the step user with `capsh` (when there is
+    one) and a cold step with `setpriv`: either way the step runs as that user alone, every
+    capability set empty (bounding set included), no new privileges, and cannot read
+    /etc/shadow or Baton's environment, set its uid back, or read /etc/shadow as the root of
+    a user namespace of its own. Unprivileged Baton: its own uid, the same empty sets."""
+    p = project
+    sandbox = sandbox_of(p)
+    pool = warm.WarmSandboxes(sandbox)
+    probe = PRIVILEGES.format(pid=os.getpid())
+    try:
+        ctx = context(p, pool)
+        cold = await run_bash(probe, ctx)
+        warmed = await run_bash(probe, ctx)
+        assert pool.cold == 1 and pool.taken == 1
+    finally:
+        await pool.close()
+    assert warmed == cold, (warmed, cold)
+    fields = dict(line.split(":", 1) for line in cold.splitlines() if ":" in line)
+    fields = {k: " ".join(v.split()) for k, v in fields.items()}
+    for name in ("CapInh", "CapPrm", "CapEff", "CapBnd", "CapAmb"):
+        assert fields[name] == "0000000000000000", (name, cold)
+    assert fields["NoNewPrivs"] == "1"
+    uid = 65534 if os.geteuid() == 0 else os.getuid()
+    assert fields["Uid"] == " ".join([str(uid)] * 4)
+    if os.geteuid() == 0:  # as nobody: nogroup, and no supplementary group at all
+        assert sandbox.user is not None and fields["Gid"] == " ".join([str(sandbox.user.gid)] * 4)
+        assert fields["Groups"] == ""
+    for denied in ("shadow=denied", "environ=denied", "setuid=denied", "userns=denied"):
+        assert denied in cold.splitlines(), (denied, cold)
+    if os.geteuid() == 0 and shutil.which("capsh") is not None:
+        assert sandbox.capsh is not None, "capsh is installed but the stub does not drop with it"
