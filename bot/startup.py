@@ -8,8 +8,8 @@ scans them all once more (tens of milliseconds landing inside whatever the proce
 then, e.g. a resume).
 
 - `main()` (the `baton` executable) pauses automatic collection before anything is imported
-  (`prepare`), and has the methods of dataclasses compiled through a cache
-  (`bot/method_cache.py`).
+  (`prepare`), and has the code Python generates while modules load (dataclass methods,
+  annotations, regular expressions) compiled through a cache (`bot/compile_cache.py`).
 - `started()` marks the end of the start: every object allocated so far is moved to the
   permanent generation (`gc.freeze`), which collections never scan, and a pause ends.
   Long-running processes (`baton run`, `baton console`, `baton worker`, and a supervisor
@@ -17,7 +17,7 @@ then, e.g. a resume).
   a pause (a program embedding Baton, a test, a benchmark rig) a full collection comes
   first, so that only live objects are frozen. `baton say` calls it without `collect`: in a
   test process that changes nothing. Reference counting frees acyclic objects all along.
-  It also writes the dataclass methods compiled on the way, if any were new.
+  It also saves the generated code compiled on the way, if any was new.
 """
 
 from __future__ import annotations
@@ -39,11 +39,11 @@ def pause_collection() -> None:
 
 def prepare() -> None:
     """What the `baton` executable does before it imports anything: collection paused, the
-    compiled dataclass methods read from their cache."""
-    from bot import method_cache
-
+    code that Python generates while modules load read from its cache."""
     pause_collection()
-    method_cache.install()
+    from bot import compile_cache
+
+    compile_cache.install()
 
 
 def started(*, collect: bool = False) -> None:
@@ -53,9 +53,9 @@ def started(*, collect: bool = False) -> None:
     find them, tens of milliseconds on a restart's way to work. Otherwise `collect` (the
     long-running processes) collects fully first, and a one-shot process does nothing."""
     global _paused
-    from bot import method_cache
+    from bot import compile_cache
 
-    method_cache.save()
+    compile_cache.save()
     if _paused:
         _paused = False
         gc.freeze()

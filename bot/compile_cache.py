@@ -1,0 +1,187 @@
+"""Code that Python generates while Baton's modules load, compiled once and kept beside the bytecode.
+
+Python keeps the bytecode of modules (`.pyc`) but compiles again, in every new process, what
+the standard library generates at import time:
+
+- `@dataclass` writes the source of each class's `__init__`, `__repr__`, `__eq__` … and
+  compiles it with `exec` (≈ 230 dataclasses, ≈ 1,200 compiles on the way to work: the largest
+  single cost of a cold start after the interpreter and the libraries' imports);
+- `typing.ForwardRef` compiles each string annotation (≈ 500, pydantic and typer read them);
+- `namedtuple` compiles its `__new__` with `eval`;
+- `re` parses every pattern compiled at import (≈ 200) into the regular expression engine's
+  code, in Python.
+
+`install()` (the `baton` executable does it first, `bot/startup.py`) routes those through a
+cache: a source text (or pattern and flags) seen before gets what compiling that very text gave
+(compiled as the library compiles it: no inherited `__future__` flags, file `<string>`;
+`re`: the same engine code, groups and names), so the classes, functions and patterns are the
+same. The results live in one file in the `bot` package's `__pycache__` (named like a `.pyc`
+for this interpreter's version), read at start and written as Python writes bytecode: not when
+`sys.dont_write_bytecode` (`PYTHONDONTWRITEBYTECODE`), only where that directory can be written
+(best effort, replaced atomically), once the process has started (`save`, from
+`bot.startup.started`) and when it exits. A missing, damaged or foreign file is ignored.
+"""
+
+from __future__ import annotations
+
+import _sre
+import atexit
+import collections
+import contextlib
+import dataclasses
+import importlib.util
+import marshal
+import os
+import re
+import sys
+import typing
+from types import CodeType
+from typing import Any
+
+__all__ = ["cache_path", "install", "save"]
+
+#: entries kept at most: past it a save keeps only what this process used (stale texts go)
+MAX_ENTRIES = 20_000
+#: the file's header: this interpreter's bytecode and regular-expression code versions
+_HEADER = importlib.util.MAGIC_NUMBER + _sre.MAGIC.to_bytes(4, "little")
+
+# keys: "exec\0<source>", "eval\0<source>" -> code; "re\0<flags>\0<pattern>" -> engine code.
+# (A source text cannot contain NUL, so the kind and the text never run together.)
+_entries: dict[str, Any] = {}
+_used: set[str] = set()
+_unsaved = False
+_installed = False
+
+
+def cache_path() -> str | None:
+    """Where this interpreter keeps the compiled code (None: no bytecode cache location)."""
+    source = os.path.join(os.path.dirname(os.path.abspath(__file__)), "generated_code.py")
+    try:
+        return importlib.util.cache_from_source(source)
+    except NotImplementedError:  # no `sys.implementation.cache_tag`
+        return None
+
+
+def _load(path: str) -> dict[str, Any]:
+    try:
+        with open(path, "rb") as file:
+            data = file.read()
+    except OSError:
+        return {}
+    if not data.startswith(_HEADER):
+        return {}
+    try:
+        entries = marshal.loads(data[len(_HEADER) :])
+    except (EOFError, ValueError, TypeError):
+        return {}
+    return entries if isinstance(entries, dict) else {}
+
+
+def _compiled(source: str, mode: str) -> CodeType:
+    """`compile(source, "<string>", mode)` as a module without `__future__` imports calls it."""
+    global _unsaved
+    key = f"{mode}\0{source}"
+    code = _entries.get(key)
+    if not isinstance(code, CodeType):
+        code = compile(source, "<string>", mode, dont_inherit=True)
+        _entries[key] = code
+        _unsaved = True
+    _used.add(key)
+    return code
+
+
+def _exec(source: Any, namespace: Any = None, local_ns: Any = None, /) -> None:
+    """`exec` as `dataclasses` calls it (a source text, its namespaces)."""
+    if namespace is None:  # exec's own default: the caller's namespace
+        frame = sys._getframe(1)
+        namespace, local_ns = frame.f_globals, frame.f_locals if local_ns is None else local_ns
+    exec(_compiled(source, "exec") if isinstance(source, str) else source, namespace, local_ns)
+
+
+def _eval(source: Any, namespace: Any = None, local_ns: Any = None, /) -> Any:
+    """`eval` as `namedtuple` calls it."""
+    if namespace is None:
+        frame = sys._getframe(1)
+        namespace, local_ns = frame.f_globals, frame.f_locals if local_ns is None else local_ns
+    return eval(_compiled(source, "eval") if isinstance(source, str) else source, namespace, local_ns)
+
+
+def _compile(source: Any, filename: Any, mode: str, flags: int = 0, dont_inherit: bool = False,
+             optimize: int = -1, **kwargs: Any) -> Any:  # fmt: skip
+    """`compile` as `typing.ForwardRef` calls it: `compile(text, "<string>", "eval")`."""
+    if isinstance(source, str) and filename == "<string>" and not flags and optimize == -1 and not kwargs:
+        return _compiled(source, mode)
+    return compile(source, filename, mode, flags, dont_inherit, optimize, **kwargs)
+
+
+_re_compile = getattr(getattr(re, "_compiler", None), "compile", None)
+
+
+def _re_engine_code(pattern: str, flags: int) -> tuple[int, list[int], int, dict[str, int], tuple[Any, ...]]:
+    """What `re._compiler.compile` hands the engine for `pattern` (its own steps, Python 3.11+)."""
+    compiler = re._compiler  # type: ignore[attr-defined]
+    parsed = compiler._parser.parse(pattern, flags)
+    code = [int(op) for op in compiler._code(parsed, flags)]  # its opcodes are int subclasses
+    groupindex = parsed.state.groupdict
+    indexgroup: list[str | None] = [None] * parsed.state.groups
+    for name, index in groupindex.items():
+        indexgroup[index] = name
+    return int(flags | parsed.state.flags), code, parsed.state.groups - 1, dict(groupindex), tuple(indexgroup)
+
+
+def _re_compile_cached(pattern: Any, flags: int = 0) -> Any:
+    """`re._compiler.compile` with the parse and code generation of a known pattern cached."""
+    global _unsaved
+    if type(pattern) is not str or flags & re.DEBUG:
+        return _re_compile(pattern, flags)  # type: ignore[misc]
+    key = f"re\0{int(flags)}\0{pattern}"
+    entry = _entries.get(key)
+    if not (isinstance(entry, tuple) and len(entry) == 5):
+        entry = _re_engine_code(pattern, flags)
+        _entries[key] = entry
+        _unsaved = True
+    _used.add(key)
+    final_flags, code, groups, groupindex, indexgroup = entry
+    return _sre.compile(pattern, final_flags, code, groups, dict(groupindex), indexgroup)
+
+
+def install() -> None:
+    """Route the standard library's compiles of generated code through the cache (idempotent)."""
+    global _installed
+    if _installed:
+        return
+    _installed = True
+    path = cache_path()
+    if path is not None:
+        _entries.update(_load(path))
+    # each shadows the builtin in that one module (a module's globals come before builtins)
+    dataclasses.exec = _exec  # type: ignore[attr-defined]
+    collections.eval = _eval  # type: ignore[attr-defined]
+    typing.compile = _compile  # type: ignore[attr-defined]
+    compiler = getattr(re, "_compiler", None)
+    if _re_compile is not None and all(hasattr(compiler, n) for n in ("_parser", "_code")):
+        compiler.compile = _re_compile_cached  # type: ignore[union-attr]
+    atexit.register(save)
+
+
+def save() -> None:
+    """Write what was compiled since the last save, if the process writes bytecode."""
+    global _unsaved
+    path = cache_path() if _unsaved and not sys.dont_write_bytecode else None
+    if path is None:
+        return
+    _unsaved = False
+    keep = _entries if len(_entries) <= MAX_ENTRIES else {k: v for k, v in _entries.items() if k in _used}
+    try:
+        data = _HEADER + marshal.dumps(keep)
+    except ValueError:  # something not marshallable: keep compiling, never fail the process
+        return
+    temp = f"{path}.{os.getpid()}.tmp"
+    try:
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        with open(temp, "wb") as file:
+            file.write(data)
+        os.replace(temp, path)
+    except OSError:
+        with contextlib.suppress(OSError):
+            os.unlink(temp)
