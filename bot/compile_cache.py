@@ -19,7 +19,8 @@ same. The results live in one file in the `bot` package's `__pycache__` (named l
 for this interpreter's version), read at start and written as Python writes bytecode: not when
 `sys.dont_write_bytecode` (`PYTHONDONTWRITEBYTECODE`), only where that directory can be written
 (best effort, replaced atomically), once the process has started (`save`, from
-`bot.startup.started`) and when it exits. A missing, damaged or foreign file is ignored.
+`bot.startup.started`) and when it exits, if it compiled a few new texts (`MIN_NEW`). A missing,
+damaged or foreign file is ignored.
 """
 
 from __future__ import annotations
@@ -42,6 +43,9 @@ __all__ = ["cache_path", "install", "save"]
 
 #: entries kept at most: past it a save keeps only what this process used (stale texts go)
 MAX_ENTRIES = 20_000
+#: new compiles that make a save rewrite the file (≈ 1 MB): fewer cost less than the rewrite,
+#: and some texts differ in every process (tokenize builds a pattern from a set, in hash order)
+MIN_NEW = 8
 #: the file's header: this interpreter's bytecode and regular-expression code versions
 _HEADER = importlib.util.MAGIC_NUMBER + _sre.MAGIC.to_bytes(4, "little")
 
@@ -49,7 +53,7 @@ _HEADER = importlib.util.MAGIC_NUMBER + _sre.MAGIC.to_bytes(4, "little")
 # (A source text cannot contain NUL, so the kind and the text never run together.)
 _entries: dict[str, Any] = {}
 _used: set[str] = set()
-_unsaved = False
+_new = 0  # compiles since the file was read or written
 _installed = False
 
 
@@ -79,13 +83,13 @@ def _load(path: str) -> dict[str, Any]:
 
 def _compiled(source: str, mode: str) -> CodeType:
     """`compile(source, "<string>", mode)` as a module without `__future__` imports calls it."""
-    global _unsaved
+    global _new
     key = f"{mode}\0{source}"
     code = _entries.get(key)
     if not isinstance(code, CodeType):
         code = compile(source, "<string>", mode, dont_inherit=True)
         _entries[key] = code
-        _unsaved = True
+        _new += 1
     _used.add(key)
     return code
 
@@ -131,7 +135,7 @@ def _re_engine_code(pattern: str, flags: int) -> tuple[int, list[int], int, dict
 
 def _re_compile_cached(pattern: Any, flags: int = 0) -> Any:
     """`re._compiler.compile` with the parse and code generation of a known pattern cached."""
-    global _unsaved
+    global _new
     if type(pattern) is not str or flags & re.DEBUG:
         return _re_compile(pattern, flags)  # type: ignore[misc]
     key = f"re\0{int(flags)}\0{pattern}"
@@ -139,7 +143,7 @@ def _re_compile_cached(pattern: Any, flags: int = 0) -> Any:
     if not (isinstance(entry, tuple) and len(entry) == 5):
         entry = _re_engine_code(pattern, flags)
         _entries[key] = entry
-        _unsaved = True
+        _new += 1
     _used.add(key)
     final_flags, code, groups, groupindex, indexgroup = entry
     return _sre.compile(pattern, final_flags, code, groups, dict(groupindex), indexgroup)
@@ -165,12 +169,13 @@ def install() -> None:
 
 
 def save() -> None:
-    """Write what was compiled since the last save, if the process writes bytecode."""
-    global _unsaved
-    path = cache_path() if _unsaved and not sys.dont_write_bytecode else None
+    """Write what was compiled since the last save (`MIN_NEW` or more), if the process writes
+    bytecode."""
+    global _new
+    path = cache_path() if _new >= MIN_NEW and not sys.dont_write_bytecode else None
     if path is None:
         return
-    _unsaved = False
+    _new = 0
     keep = _entries if len(_entries) <= MAX_ENTRIES else {k: v for k, v in _entries.items() if k in _used}
     try:
         data = _HEADER + marshal.dumps(keep)

@@ -60,13 +60,14 @@ job = Job(name="j", point=p)
 job.name = "k"
 word = re.compile(r"(?P<key>[a-z_]+)\\s*=\\s*(?P<value>\\d+)(?:\\s*#.*)?$", re.M | re.I)
 match = word.search("x\\nLimit = 30 # max")
+hints = typing.get_type_hints(Job)  # compiles the string annotation
 startup.started()
 print(json.dumps({
     "repr": [repr(p), repr(job), repr(Pair(1))], "eq": p == q, "lt": Point(0) < p,
     "hash": hash(p) == hash(q), "frozen": frozen, "slots": hasattr(p, "__dict__"),
     "defaults": Point(3).tags, "pair": Pair(2, 3) + Pair(left=4),
     "init": str(Point.__init__.__annotations__) + str(Job.__init__.__annotations__),
-    "hints": str(typing.get_type_hints(Job)),
+    "hints": str(hints),
     "re": [word.flags, word.groups, dict(word.groupindex), match.groupdict(), match.span()],
     "compiled": len(compiled), "parsed": len(parsed), "path": compile_cache.cache_path(),
 }))
