@@ -20,7 +20,10 @@ for this interpreter's version), read at start and written as Python writes byte
 `sys.dont_write_bytecode` (`PYTHONDONTWRITEBYTECODE`), only where that directory can be written
 (best effort, replaced atomically), once the process has started (`save`, from
 `bot.startup.started`) and when it exits, if it compiled a few new texts (`MIN_NEW`). A missing,
-damaged or foreign file is ignored.
+damaged or foreign file is ignored. An install whose directories the service cannot write fills
+it once, after `compileall`: `python -m bot.compile_cache` imports what the entry points import
+and writes the file (`main`); each entry is unmarshalled when first used, so a process pays only
+for what it uses.
 """
 
 from __future__ import annotations
@@ -39,7 +42,7 @@ import typing
 from types import CodeType
 from typing import Any
 
-__all__ = ["cache_path", "install", "save"]
+__all__ = ["cache_path", "install", "main", "save"]
 
 #: entries kept at most: past it a save keeps only what this process used (stale texts go)
 MAX_ENTRIES = 20_000
@@ -50,8 +53,12 @@ MIN_NEW = 8
 _HEADER = importlib.util.MAGIC_NUMBER + _sre.MAGIC.to_bytes(4, "little")
 
 # keys: "exec\0<source>", "eval\0<source>" -> code; "re\0<flags>\0<pattern>" -> engine code.
-# (A source text cannot contain NUL, so the kind and the text never run together.)
-_entries: dict[str, Any] = {}
+# (A source text cannot contain NUL, so the kind and the text never run together.) The file
+# maps each key to its value marshalled on its own (`_stored`), unmarshalled when first used:
+# a process pays only for what it uses of what other entry points put there.
+_stored: dict[str, bytes] = {}
+_values: dict[str, Any] = {}  # unmarshalled or compiled in this process
+_fresh: set[str] = set()  # compiled in this process, not in the file
 _used: set[str] = set()
 _new = 0  # compiles since the file was read or written
 _installed = False
@@ -66,7 +73,7 @@ def cache_path() -> str | None:
         return None
 
 
-def _load(path: str) -> dict[str, Any]:
+def _load(path: str) -> dict[str, bytes]:
     try:
         with open(path, "rb") as file:
             data = file.read()
@@ -81,15 +88,31 @@ def _load(path: str) -> dict[str, Any]:
     return entries if isinstance(entries, dict) else {}
 
 
+def _cached(key: str) -> Any:
+    """The value stored for `key`, or None."""
+    value = _values.get(key)
+    if value is None and key in _stored:
+        try:
+            value = _values[key] = marshal.loads(_stored[key])
+        except (EOFError, ValueError, TypeError):
+            return None
+    return value
+
+
+def _keep(key: str, value: Any) -> None:
+    global _new
+    _values[key] = value
+    _fresh.add(key)
+    _new += 1
+
+
 def _compiled(source: str, mode: str) -> CodeType:
     """`compile(source, "<string>", mode)` as a module without `__future__` imports calls it."""
-    global _new
     key = f"{mode}\0{source}"
-    code = _entries.get(key)
+    code = _cached(key)
     if not isinstance(code, CodeType):
         code = compile(source, "<string>", mode, dont_inherit=True)
-        _entries[key] = code
-        _new += 1
+        _keep(key, code)
     _used.add(key)
     return code
 
@@ -135,15 +158,13 @@ def _re_engine_code(pattern: str, flags: int) -> tuple[int, list[int], int, dict
 
 def _re_compile_cached(pattern: Any, flags: int = 0) -> Any:
     """`re._compiler.compile` with the parse and code generation of a known pattern cached."""
-    global _new
     if type(pattern) is not str or flags & re.DEBUG:
         return _re_compile(pattern, flags)  # type: ignore[misc]
     key = f"re\0{int(flags)}\0{pattern}"
-    entry = _entries.get(key)
+    entry = _cached(key)
     if not (isinstance(entry, tuple) and len(entry) == 5):
         entry = _re_engine_code(pattern, flags)
-        _entries[key] = entry
-        _new += 1
+        _keep(key, entry)
     _used.add(key)
     final_flags, code, groups, groupindex, indexgroup = entry
     return _sre.compile(pattern, final_flags, code, groups, dict(groupindex), indexgroup)
@@ -157,7 +178,7 @@ def install() -> None:
     _installed = True
     path = cache_path()
     if path is not None:
-        _entries.update(_load(path))
+        _stored.update(_load(path))
     # each shadows the builtin in that one module (a module's globals come before builtins)
     dataclasses.exec = _exec  # type: ignore[attr-defined]
     collections.eval = _eval  # type: ignore[attr-defined]
@@ -168,19 +189,28 @@ def install() -> None:
     atexit.register(save)
 
 
-def save() -> None:
+def save(*, force: bool = False) -> str | None:
     """Write what was compiled since the last save (`MIN_NEW` or more), if the process writes
-    bytecode."""
+    bytecode (`force`: whatever was compiled, as `compileall` writes bytecode). The path
+    written, or None."""
     global _new
-    path = cache_path() if _new >= MIN_NEW and not sys.dont_write_bytecode else None
+    wanted = force or (_new >= MIN_NEW and not sys.dont_write_bytecode)
+    path = cache_path() if wanted and (_new or force) else None
     if path is None:
-        return
+        return None
     _new = 0
-    keep = _entries if len(_entries) <= MAX_ENTRIES else {k: v for k, v in _entries.items() if k in _used}
     try:
-        data = _HEADER + marshal.dumps(keep)
+        entries = {**_stored, **{key: marshal.dumps(_values[key]) for key in _fresh}}
     except ValueError:  # something not marshallable: keep compiling, never fail the process
-        return
+        return None
+    _stored.update(entries)
+    _fresh.clear()
+    if len(entries) > MAX_ENTRIES:
+        entries = {key: raw for key, raw in entries.items() if key in _used}
+    try:
+        data = _HEADER + marshal.dumps(entries)
+    except ValueError:
+        return None
     temp = f"{path}.{os.getpid()}.tmp"
     try:
         os.makedirs(os.path.dirname(path), exist_ok=True)
@@ -190,3 +220,27 @@ def save() -> None:
     except OSError:
         with contextlib.suppress(OSError):
             os.unlink(temp)
+        return None
+    return path
+
+
+#: what `python -m bot.compile_cache` imports: the modules of every entry point's way to work
+PRIMED = ("bot.main", "bot.serve", "bot.worker", "adapters.console.oneshot", "core.render", "jinja2.sandbox",
+          "jsonschema", "adapters.slack", "adapters.discord", "adapters.mcp", "adapters.web.app")  # fmt: skip
+
+
+def main() -> None:
+    """`python -m bot.compile_cache`: fill the cache at install time (after `compileall`), as an
+    install whose directories the service cannot write needs: what the entry points import."""
+    install()
+    for module in PRIMED:
+        with contextlib.suppress(ImportError):
+            importlib.import_module(module)
+    path = save(force=True)
+    print(path or "no bytecode cache location: nothing written")
+
+
+if __name__ == "__main__":
+    from bot.compile_cache import main as _main  # this module as `bot` imports it, not __main__
+
+    _main()

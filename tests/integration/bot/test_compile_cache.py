@@ -117,3 +117,37 @@ def test_a_damaged_file_is_compiled_over_and_no_file_without_bytecode_writing(tm
     assert damaged["compiled"] != 0 and damaged["parsed"] != 0
     assert _behaviour(damaged) == _behaviour(first)
     assert _run(tmp_path, "cached")["compiled"] == 0  # rewritten whole by the process before
+
+
+STARTING = """
+import json, sys
+from bot.startup import prepare
+prepare()
+compiled = []
+def seen(event, args):  # the compiles of dataclass methods
+    if event == "compile" and b"__create_fn__" in (args[0] if isinstance(args[0], bytes) else b""):
+        compiled.append(args[0])
+sys.addaudithook(seen)
+import bot.serve, bot.worker  # the way of `baton say`, `run` and `worker` to work
+print(json.dumps({"compiled": len(compiled)}))
+"""
+
+
+def test_an_install_fills_the_cache_once_for_processes_that_cannot_write_it(tmp_path: Path) -> None:
+    """`python -m bot.compile_cache` (docs/operations.md) writes even where processes write no
+    bytecode; a start then compiles no dataclass method."""
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPYCACHEPREFIX"}
+    env.update(PYTHONPATH=str(ROOT), PYTHONPYCACHEPREFIX=str(tmp_path / "pycache"))
+    env["PYTHONDONTWRITEBYTECODE"] = "1"
+
+    def run(*args: str) -> str:
+        proc = subprocess.run([sys.executable, *args], capture_output=True, text=True, env=env, cwd=tmp_path,
+                              timeout=120, check=False)  # fmt: skip
+        assert proc.returncode == 0, proc.stderr
+        return proc.stdout
+
+    cold = json.loads(run("-c", STARTING))
+    path = Path(run("-m", "bot.compile_cache").strip())
+    assert path.is_file() and path.is_relative_to(tmp_path / "pycache")
+    primed = json.loads(run("-c", STARTING))
+    assert cold["compiled"] > 500 and primed["compiled"] == 0  # ≈ 1,200 on the way to work
