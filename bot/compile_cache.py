@@ -236,6 +236,15 @@ def main() -> None:
     for module in PRIMED:
         with contextlib.suppress(ImportError):
             importlib.import_module(module)
+    # and what every start does once imported: the CLI reads its commands' annotations (typer),
+    # the replies' template environment compiles its lexer's patterns (jinja2)
+    import typer.main
+
+    from bot.main import app
+    from core.render import environment
+
+    typer.main.get_command(app)
+    environment().lexer  # noqa: B018 - a property that compiles
     path = save(force=True)
     print(path or "no bytecode cache location: nothing written")
 
