@@ -17,6 +17,7 @@ $(STAMP): requirements.lock requirements-dev.lock pyproject.toml
 	$(BIN)/pip install --quiet --disable-pip-version-check -r requirements.lock -r requirements-dev.lock
 	$(BIN)/pip install --quiet --disable-pip-version-check --no-deps -e .
 	@$(BIN)/python -m compileall -q $(SOURCES) >/dev/null  # bytecode up front: a restart skips compiling
+	@$(BIN)/python -m bot.compile_cache >/dev/null  # and the code generated at import (bot/compile_cache.py)
 	@touch $(STAMP)
 
 run: $(STAMP)
@@ -44,6 +45,7 @@ $(BENCH_STAMP): bench/requirements.lock requirements.lock pyproject.toml
 # `make bench` regenerates bench/RESULTS.md (about 10 minutes); `make bench ARGS=--quick` for a smoke run.
 bench: $(BENCH_STAMP)
 	@$(BENCH_VENV)/bin/python -m compileall -q $(SOURCES) bench >/dev/null  # as a deployed install has it
+	@$(BENCH_VENV)/bin/python -m bot.compile_cache >/dev/null
 	$(BENCH_VENV)/bin/python -m bench $(ARGS)
 
 # requirements.in -> requirements.lock (runtime), then requirements-dev.in (constrained by it) ->

@@ -95,10 +95,11 @@ class _Lines:
                 return line
 
 
-#: Baton's sides start as the `baton` executable does (bot/startup.py): the cyclic GC paused
-#: before anything is imported, until the process has started.
+#: Baton's sides start as the `baton` executable does (bot/startup.py `prepare`): the cyclic GC
+#: paused before anything is imported, until the process has started, and the code Python
+#: generates while modules load read from its cache (bot/compile_cache.py).
 _AS_BATON = (
-    "from bot.startup import pause_collection; pause_collection(); "
+    "from bot.startup import prepare; prepare(); "
     "import runpy; runpy.run_module({!r}, run_name='__main__')"
 )
 

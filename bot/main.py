@@ -24,7 +24,7 @@ import typer
 from bot.hardening import forbid_inspection
 from bot.logging import active_redactor, setup_logging
 from bot.settings import load_settings
-from bot.startup import pause_collection, started
+from bot.startup import started
 from core.commands.hints import hint
 from core.commands.input_text import InvalidInput, check_text
 from core.config import Settings
@@ -541,5 +541,7 @@ def health(
 
 
 if __name__ == "__main__":  # `python -m bot.main` (the `baton` executable is bot.startup.main)
-    pause_collection()
+    from bot.startup import prepare
+
+    prepare()
     app()

@@ -7,7 +7,9 @@ they are created (about a tenth of a cold `baton say`), and every later full col
 scans them all once more (tens of milliseconds landing inside whatever the process is doing
 then, e.g. a resume).
 
-- `main()` (the `baton` executable) pauses automatic collection before anything is imported.
+- `main()` (the `baton` executable) pauses automatic collection before anything is imported
+  (`prepare`), and has the code Python generates while modules load (dataclass methods,
+  annotations, regular expressions) compiled through a cache (`bot/compile_cache.py`).
 - `started()` marks the end of the start: every object allocated so far is moved to the
   permanent generation (`gc.freeze`), which collections never scan, and a pause ends.
   Long-running processes (`baton run`, `baton console`, `baton worker`, and a supervisor
@@ -15,13 +17,14 @@ then, e.g. a resume).
   a pause (a program embedding Baton, a test, a benchmark rig) a full collection comes
   first, so that only live objects are frozen. `baton say` calls it without `collect`: in a
   test process that changes nothing. Reference counting frees acyclic objects all along.
+  It also saves the generated code compiled on the way, if any was new.
 """
 
 from __future__ import annotations
 
 import gc
 
-__all__ = ["main", "pause_collection", "started"]
+__all__ = ["main", "pause_collection", "prepare", "started"]
 
 _paused = False
 
@@ -34,6 +37,15 @@ def pause_collection() -> None:
         _paused = True
 
 
+def prepare() -> None:
+    """What the `baton` executable does before it imports anything: collection paused, the
+    code that Python generates while modules load read from its cache."""
+    pause_collection()
+    from bot import compile_cache
+
+    compile_cache.install()
+
+
 def started(*, collect: bool = False) -> None:
     """The process has started: freeze what it allocated so far. After `pause_collection()`
     nothing was collected yet and the start's cyclic garbage is a few hundred objects (of
@@ -41,6 +53,9 @@ def started(*, collect: bool = False) -> None:
     find them, tens of milliseconds on a restart's way to work. Otherwise `collect` (the
     long-running processes) collects fully first, and a one-shot process does nothing."""
     global _paused
+    from bot import compile_cache
+
+    compile_cache.save()
     if _paused:
         _paused = False
         gc.freeze()
@@ -51,8 +66,8 @@ def started(*, collect: bool = False) -> None:
 
 
 def main() -> None:
-    """The `baton` executable: the CLI (bot/main.py), with collection paused while it starts."""
-    pause_collection()
+    """The `baton` executable: the CLI (bot/main.py), prepared (`prepare`) while it starts."""
+    prepare()
     from bot.main import app
 
     app()

@@ -154,3 +154,4 @@ def test_say_imports_no_chat_web_queue_migration_or_agent_module(workdir: Path) 
     assert "sqlalchemy.orm" not in modules
     assert not {m for m in modules if m.startswith("sqlalchemy.dialects.postgresql")}
     assert {"sqlalchemy", "core.engine.engine", "bot.startup"} <= modules  # it did run, as `baton`
+    assert "bot.compile_cache" in modules  # the executable compiles generated code through its cache

@@ -1,0 +1,255 @@
+"""Code that Python generates while Baton's modules load, compiled once and kept beside the bytecode.
+
+Python keeps the bytecode of modules (`.pyc`) but compiles again, in every new process, what
+the standard library generates at import time:
+
+- `@dataclass` writes the source of each class's `__init__`, `__repr__`, `__eq__` … and
+  compiles it with `exec` (≈ 230 dataclasses, ≈ 1,200 compiles on the way to work: the largest
+  single cost of a cold start after the interpreter and the libraries' imports);
+- `typing.ForwardRef` compiles each string annotation (≈ 500, pydantic and typer read them);
+- `namedtuple` compiles its `__new__` with `eval`;
+- `re` parses every pattern compiled at import (≈ 200) into the regular expression engine's
+  code, in Python.
+
+`install()` (the `baton` executable does it first, `bot/startup.py`) routes those through a
+cache: a source text (or pattern and flags) seen before gets what compiling that very text gave
+(compiled as the library compiles it: no inherited `__future__` flags, file `<string>`;
+`re`: the same engine code, groups and names), so the classes, functions and patterns are the
+same. The results live in one file in the `bot` package's `__pycache__` (named like a `.pyc`
+for this interpreter's version), read at start and written as Python writes bytecode: not when
+`sys.dont_write_bytecode` (`PYTHONDONTWRITEBYTECODE`), only where that directory can be written
+(best effort, replaced atomically), once the process has started (`save`, from
+`bot.startup.started`) and when it exits, if it compiled a few new texts (`MIN_NEW`). A missing,
+damaged or foreign file is ignored. An install whose directories the service cannot write fills
+it once, after `compileall`: `python -m bot.compile_cache` imports what the entry points import
+and writes the file (`main`); each entry is unmarshalled when first used, so a process pays only
+for what it uses.
+"""
+
+from __future__ import annotations
+
+import _sre
+import atexit
+import collections
+import contextlib
+import dataclasses
+import importlib.util
+import marshal
+import os
+import re
+import sys
+import typing
+from types import CodeType
+from typing import Any
+
+__all__ = ["cache_path", "install", "main", "save"]
+
+#: entries kept at most: past it a save keeps only what this process used (stale texts go)
+MAX_ENTRIES = 20_000
+#: new compiles that make a save rewrite the file (≈ 1 MB): fewer cost less than the rewrite,
+#: and some texts differ in every process (tokenize builds a pattern from a set, in hash order)
+MIN_NEW = 8
+#: the file's header: this interpreter's bytecode and regular-expression code versions
+_HEADER = importlib.util.MAGIC_NUMBER + _sre.MAGIC.to_bytes(4, "little")
+
+# keys: "exec\0<source>", "eval\0<source>" -> code; "re\0<flags>\0<pattern>" -> engine code.
+# (A source text cannot contain NUL, so the kind and the text never run together.) The file
+# maps each key to its value marshalled on its own (`_stored`), unmarshalled when first used:
+# a process pays only for what it uses of what other entry points put there.
+_stored: dict[str, bytes] = {}
+_values: dict[str, Any] = {}  # unmarshalled or compiled in this process
+_fresh: set[str] = set()  # compiled in this process, not in the file
+_used: set[str] = set()
+_new = 0  # compiles since the file was read or written
+_installed = False
+
+
+def cache_path() -> str | None:
+    """Where this interpreter keeps the compiled code (None: no bytecode cache location)."""
+    source = os.path.join(os.path.dirname(os.path.abspath(__file__)), "generated_code.py")
+    try:
+        return importlib.util.cache_from_source(source)
+    except NotImplementedError:  # no `sys.implementation.cache_tag`
+        return None
+
+
+def _load(path: str) -> dict[str, bytes]:
+    try:
+        with open(path, "rb") as file:
+            data = file.read()
+    except OSError:
+        return {}
+    if not data.startswith(_HEADER):
+        return {}
+    try:
+        entries = marshal.loads(data[len(_HEADER) :])
+    except (EOFError, ValueError, TypeError):
+        return {}
+    return entries if isinstance(entries, dict) else {}
+
+
+def _cached(key: str) -> Any:
+    """The value stored for `key`, or None."""
+    value = _values.get(key)
+    if value is None and key in _stored:
+        try:
+            value = _values[key] = marshal.loads(_stored[key])
+        except (EOFError, ValueError, TypeError):
+            return None
+    return value
+
+
+def _keep(key: str, value: Any) -> None:
+    global _new
+    _values[key] = value
+    _fresh.add(key)
+    _new += 1
+
+
+def _compiled(source: str, mode: str) -> CodeType:
+    """`compile(source, "<string>", mode)` as a module without `__future__` imports calls it."""
+    key = f"{mode}\0{source}"
+    code = _cached(key)
+    if not isinstance(code, CodeType):
+        code = compile(source, "<string>", mode, dont_inherit=True)
+        _keep(key, code)
+    _used.add(key)
+    return code
+
+
+def _exec(source: Any, namespace: Any = None, local_ns: Any = None, /) -> None:
+    """`exec` as `dataclasses` calls it (a source text, its namespaces)."""
+    if namespace is None:  # exec's own default: the caller's namespace
+        frame = sys._getframe(1)
+        namespace, local_ns = frame.f_globals, frame.f_locals if local_ns is None else local_ns
+    exec(_compiled(source, "exec") if isinstance(source, str) else source, namespace, local_ns)
+
+
+def _eval(source: Any, namespace: Any = None, local_ns: Any = None, /) -> Any:
+    """`eval` as `namedtuple` calls it."""
+    if namespace is None:
+        frame = sys._getframe(1)
+        namespace, local_ns = frame.f_globals, frame.f_locals if local_ns is None else local_ns
+    return eval(_compiled(source, "eval") if isinstance(source, str) else source, namespace, local_ns)
+
+
+def _compile(source: Any, filename: Any, mode: str, flags: int = 0, dont_inherit: bool = False,
+             optimize: int = -1, **kwargs: Any) -> Any:  # fmt: skip
+    """`compile` as `typing.ForwardRef` calls it: `compile(text, "<string>", "eval")`."""
+    if isinstance(source, str) and filename == "<string>" and not flags and optimize == -1 and not kwargs:
+        return _compiled(source, mode)
+    return compile(source, filename, mode, flags, dont_inherit, optimize, **kwargs)
+
+
+_re_compile = getattr(getattr(re, "_compiler", None), "compile", None)
+
+
+def _re_engine_code(pattern: str, flags: int) -> tuple[int, list[int], int, dict[str, int], tuple[Any, ...]]:
+    """What `re._compiler.compile` hands the engine for `pattern` (its own steps, Python 3.11+)."""
+    compiler = re._compiler  # type: ignore[attr-defined]
+    parsed = compiler._parser.parse(pattern, flags)
+    code = [int(op) for op in compiler._code(parsed, flags)]  # its opcodes are int subclasses
+    groupindex = parsed.state.groupdict
+    indexgroup: list[str | None] = [None] * parsed.state.groups
+    for name, index in groupindex.items():
+        indexgroup[index] = name
+    return int(flags | parsed.state.flags), code, parsed.state.groups - 1, dict(groupindex), tuple(indexgroup)
+
+
+def _re_compile_cached(pattern: Any, flags: int = 0) -> Any:
+    """`re._compiler.compile` with the parse and code generation of a known pattern cached."""
+    if type(pattern) is not str or flags & re.DEBUG:
+        return _re_compile(pattern, flags)  # type: ignore[misc]
+    key = f"re\0{int(flags)}\0{pattern}"
+    entry = _cached(key)
+    if not (isinstance(entry, tuple) and len(entry) == 5):
+        entry = _re_engine_code(pattern, flags)
+        _keep(key, entry)
+    _used.add(key)
+    final_flags, code, groups, groupindex, indexgroup = entry
+    return _sre.compile(pattern, final_flags, code, groups, dict(groupindex), indexgroup)
+
+
+def install() -> None:
+    """Route the standard library's compiles of generated code through the cache (idempotent)."""
+    global _installed
+    if _installed:
+        return
+    _installed = True
+    path = cache_path()
+    if path is not None:
+        _stored.update(_load(path))
+    # each shadows the builtin in that one module (a module's globals come before builtins)
+    dataclasses.exec = _exec  # type: ignore[attr-defined]
+    collections.eval = _eval  # type: ignore[attr-defined]
+    typing.compile = _compile  # type: ignore[attr-defined]
+    compiler = getattr(re, "_compiler", None)
+    if _re_compile is not None and all(hasattr(compiler, n) for n in ("_parser", "_code")):
+        compiler.compile = _re_compile_cached  # type: ignore[union-attr]
+    atexit.register(save)
+
+
+def save(*, force: bool = False) -> str | None:
+    """Write what was compiled since the last save (`MIN_NEW` or more), if the process writes
+    bytecode (`force`: whatever was compiled, as `compileall` writes bytecode). The path
+    written, or None."""
+    global _new
+    wanted = force or (_new >= MIN_NEW and not sys.dont_write_bytecode)
+    path = cache_path() if wanted and (_new or force) else None
+    if path is None:
+        return None
+    _new = 0
+    try:
+        entries = {**_stored, **{key: marshal.dumps(_values[key]) for key in _fresh}}
+    except ValueError:  # something not marshallable: keep compiling, never fail the process
+        return None
+    _stored.update(entries)
+    _fresh.clear()
+    if len(entries) > MAX_ENTRIES:
+        entries = {key: raw for key, raw in entries.items() if key in _used}
+    try:
+        data = _HEADER + marshal.dumps(entries)
+    except ValueError:
+        return None
+    temp = f"{path}.{os.getpid()}.tmp"
+    try:
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        with open(temp, "wb") as file:
+            file.write(data)
+        os.replace(temp, path)
+    except OSError:
+        with contextlib.suppress(OSError):
+            os.unlink(temp)
+        return None
+    return path
+
+
+#: what `python -m bot.compile_cache` imports: the modules of every entry point's way to work
+PRIMED = ("bot.main", "bot.serve", "bot.worker", "adapters.console.oneshot", "core.render", "jinja2.sandbox",
+          "jsonschema", "adapters.slack", "adapters.discord", "adapters.mcp", "adapters.web.app")  # fmt: skip
+
+
+def main() -> None:
+    """`python -m bot.compile_cache`: fill the cache at install time (after `compileall`), as an
+    install whose directories the service cannot write needs: what the entry points import."""
+    install()
+    for module in PRIMED:
+        with contextlib.suppress(ImportError):
+            importlib.import_module(module)
+    # and what every start does once imported: the CLI reads its commands' annotations (typer),
+    # the replies' template environment compiles its lexer's patterns (jinja2)
+    import typer.main
+
+    from bot.main import app
+    from core.render import environment
+
+    typer.main.get_command(app)
+    environment().lexer  # noqa: B018 - a property that compiles
+    path = save(force=True)
+    print(path or "no bytecode cache location: nothing written")
+
+
+if __name__ == "__main__":
+    from bot.compile_cache import main as _main  # this module as `bot` imports it, not __main__
+
+    _main()

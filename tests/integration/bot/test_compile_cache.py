@@ -1,0 +1,153 @@
+"""Code Python generates while modules load, compiled once and kept beside the bytecode
+(bot/compile_cache.py).
+
+Real interpreters, one after the other, as `baton` starts them (`bot.startup.prepare`), with
+their bytecode cache in a directory of the test's (`PYTHONPYCACHEPREFIX`): the first compiles
+and writes, the next takes dataclass methods, string annotations, namedtuples and regular
+expressions from the file instead of compiling them; all of them behave exactly as without
+the cache, and a damaged file or `PYTHONDONTWRITEBYTECODE` only costs the compiles.
+"""
+
+from __future__ import annotations
+
+import _sre
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[3]
+
+SCRIPT = """
+import sys
+from bot import compile_cache, startup
+if sys.argv[1] == "cached":
+    startup.prepare()
+import collections, dataclasses, json, re, typing
+
+compiled, parsed = [], []
+def seen(event, args):  # the interpreter's audit events: compiles of generated code
+    if event == "compile" and args[1] == "<string>":
+        compiled.append(args[0])
+sys.addaudithook(seen)
+real_parse = re._compiler._parser.parse
+def parse(*args):  # the regular expression parser (in Python) runs only on a miss
+    parsed.append(args[0])
+    return real_parse(*args)
+re._compiler._parser.parse = parse
+
+@dataclasses.dataclass(frozen=True, slots=True, order=True)
+class Point:
+    x: int
+    y: int = 0
+    tags: tuple[str, ...] = dataclasses.field(default_factory=tuple)
+
+@dataclasses.dataclass(kw_only=True)
+class Job:
+    name: str
+    point: "Point | None" = None
+
+Pair = collections.namedtuple("Pair", "left right", defaults=[0])
+p, q = Point(1, tags=("a",)), Point(1, tags=("a",))
+try:
+    p.x = 2
+    frozen = False
+except dataclasses.FrozenInstanceError:
+    frozen = True
+job = Job(name="j", point=p)
+job.name = "k"
+word = re.compile(r"(?P<key>[a-z_]+)\\s*=\\s*(?P<value>\\d+)(?:\\s*#.*)?$", re.M | re.I)
+match = word.search("x\\nLimit = 30 # max")
+hints = typing.get_type_hints(Job)  # compiles the string annotation
+startup.started()
+print(json.dumps({
+    "repr": [repr(p), repr(job), repr(Pair(1))], "eq": p == q, "lt": Point(0) < p,
+    "hash": hash(p) == hash(q), "frozen": frozen, "slots": hasattr(p, "__dict__"),
+    "defaults": Point(3).tags, "pair": Pair(2, 3) + Pair(left=4),
+    "init": str(Point.__init__.__annotations__) + str(Job.__init__.__annotations__),
+    "hints": str(hints),
+    "re": [word.flags, word.groups, dict(word.groupindex), match.groupdict(), match.span()],
+    "compiled": len(compiled), "parsed": len(parsed), "path": compile_cache.cache_path(),
+}))
+"""
+
+
+def _run(tmp_path: Path, mode: str, **env_extra: str) -> dict[str, object]:
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONDONTWRITEBYTECODE", "PYTHONPYCACHEPREFIX")}
+    env.update(PYTHONPATH=str(ROOT), PYTHONPYCACHEPREFIX=str(tmp_path / "pycache"), **env_extra)
+    proc = subprocess.run([sys.executable, "-c", SCRIPT, mode], capture_output=True, text=True, env=env,
+                          cwd=tmp_path, timeout=60, check=False)  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    result: dict[str, object] = json.loads(proc.stdout)
+    return result
+
+
+def _behaviour(result: dict[str, object]) -> dict[str, object]:
+    return {k: v for k, v in result.items() if k not in ("compiled", "parsed", "path")}
+
+
+def test_the_next_process_takes_the_generated_code_from_the_file_and_it_behaves_the_same(
+    tmp_path: Path,
+) -> None:
+    plain = _run(tmp_path, "plain")
+    first = _run(tmp_path, "cached")
+    second = _run(tmp_path, "cached")
+    path = Path(str(first["path"]))
+    assert path.is_file() and path.is_relative_to(tmp_path / "pycache")  # beside the bytecode
+    # methods, the string annotation, the namedtuple and the pattern: compiled, then saved
+    assert plain["compiled"] != 0 and first["compiled"] != 0 and first["parsed"] != 0
+    assert second["compiled"] == 0 and second["parsed"] == 0  # all of them came from the file
+    assert _behaviour(plain) == _behaviour(first) == _behaviour(second)
+    assert plain["eq"] is plain["hash"] is plain["frozen"] is plain["lt"] is True
+    assert plain["slots"] is False and plain["defaults"] == [] and plain["pair"] == [2, 3, 4, 0]
+    assert "int" in str(plain["init"])  # the annotations are the types, not strings
+    assert plain["re"] == [2 | 8 | 32, 2, {"key": 1, "value": 2}, {"key": "Limit", "value": "30"}, [2, 18]]
+
+
+def test_a_damaged_file_is_compiled_over_and_no_file_without_bytecode_writing(tmp_path: Path) -> None:
+    first = _run(tmp_path, "cached", PYTHONDONTWRITEBYTECODE="1")
+    path = Path(str(first["path"]))
+    assert not path.exists()  # as no .pyc is written either
+    path.parent.mkdir(parents=True)
+    header = importlib.util.MAGIC_NUMBER + _sre.MAGIC.to_bytes(4, "little")
+    path.write_bytes(header + b"{\xff not marshal data")  # the right header, a bad body
+    damaged = _run(tmp_path, "cached")
+    assert damaged["compiled"] != 0 and damaged["parsed"] != 0
+    assert _behaviour(damaged) == _behaviour(first)
+    assert _run(tmp_path, "cached")["compiled"] == 0  # rewritten whole by the process before
+
+
+STARTING = """
+import json, sys
+from bot.startup import prepare
+prepare()
+compiled = []
+def seen(event, args):  # the compiles of dataclass methods
+    if event == "compile" and b"__create_fn__" in (args[0] if isinstance(args[0], bytes) else b""):
+        compiled.append(args[0])
+sys.addaudithook(seen)
+import bot.serve, bot.worker  # the way of `baton say`, `run` and `worker` to work
+print(json.dumps({"compiled": len(compiled)}))
+"""
+
+
+def test_an_install_fills_the_cache_once_for_processes_that_cannot_write_it(tmp_path: Path) -> None:
+    """`python -m bot.compile_cache` (docs/operations.md) writes even where processes write no
+    bytecode; a start then compiles no dataclass method."""
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPYCACHEPREFIX"}
+    env.update(PYTHONPATH=str(ROOT), PYTHONPYCACHEPREFIX=str(tmp_path / "pycache"))
+    env["PYTHONDONTWRITEBYTECODE"] = "1"
+
+    def run(*args: str) -> str:
+        proc = subprocess.run([sys.executable, *args], capture_output=True, text=True, env=env, cwd=tmp_path,
+                              timeout=120, check=False)  # fmt: skip
+        assert proc.returncode == 0, proc.stderr
+        return proc.stdout
+
+    cold = json.loads(run("-c", STARTING))
+    path = Path(run("-m", "bot.compile_cache").strip())
+    assert path.is_file() and path.is_relative_to(tmp_path / "pycache")
+    primed = json.loads(run("-c", STARTING))
+    assert cold["compiled"] > 500 and primed["compiled"] == 0  # ≈ 1,200 on the way to work
