@@ -77,12 +77,23 @@ class RunsSql(UnitSql):
     def child_runs(self, parent_runs: Sequence[str]) -> list[Run]:
         if not parent_runs:
             return []
-        query = (
+        query: sa.Select[Any] | sa.TextualSelect = (
             sa.select(RUNS)
             .where(RUNS.c.parent_run.in_(list(parent_runs)))
             .order_by(RUNS.c.created_at.desc())
         )
-        return self._runs(query)
+        if self._engine.dialect.name == "sqlite":
+            # SQLite's statistics count every run without a parent (NULL) as one value, so its
+            # planner took `parent_run IN (…)` for the whole table and scanned it (`status`
+            # with 1,000,000 runs of history: 0.9 -> 334 ms); SQLAlchemy drops hints for SQLite
+            query = (
+                sa.text("SELECT * FROM runs INDEXED BY ix_runs_parent WHERE parent_run IN :ids"
+                        " ORDER BY created_at DESC")
+                .bindparams(sa.bindparam("ids", list(parent_runs), expanding=True))
+                .columns(*RUNS.c)  # typed as the table's columns: the same Run records
+            )
+        with self._single.connect() as conn:
+            return [run_from_row(row) for row in conn.execute(query)]
 
     @store_operation("list paused parents of sub-runs")
     def paused_parents(self, limit: int = 500) -> list[Run]:
