@@ -31,6 +31,7 @@ from bench.protocol import emit
 from core.commands.deadlines import GateDeadlines
 from core.commands.handler import Handler
 from core.commands.messages import ChatMessage, Reply
+from core.commands.voting import AccessApprovers
 from core.config import Access
 from core.engine.engine import Engine, EngineConfig
 from core.engine.providers import FakeProvider, ProviderRegistry
@@ -158,7 +159,8 @@ async def votes(url: str, n: int, directory: Path) -> dict[str, Any]:
     environment = StepEnvironment.from_environ({}, redactor=Redactor(()))
     engine = Engine(store=store, catalog=catalog, config=EngineConfig(
         data_dir=directory / "data", environment=environment, replica_id="bench"),
-        providers=ProviderRegistry({"fake": FakeProvider()}, "fake"), tools=ToolRegistry())  # fmt: skip
+        providers=ProviderRegistry({"fake": FakeProvider()}, "fake"), tools=ToolRegistry(),
+        approvers=AccessApprovers(ACCESS))  # fmt: skip
     handler = Handler(
         store=store, engine=engine, catalog=catalog, access=ACCESS, redactor=environment.redactor
     )

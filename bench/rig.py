@@ -16,6 +16,7 @@ from typing import Any, Literal
 
 from bot.startup import started
 from core.commands.handler import Handler
+from core.commands.voting import AccessApprovers
 from core.config import Access
 from core.engine.engine import Engine, EngineConfig
 from core.engine.providers import FakeProvider, ProviderRegistry
@@ -137,6 +138,7 @@ async def rig(
         ),
         providers=providers or ProviderRegistry({"fake": FakeProvider()}, "fake"),
         tools=tools or bench_tools(),
+        approvers=AccessApprovers(Access.everyone()),  # as `wire` gives the engine its settings' access
     )
     handler = Handler(
         store=store, engine=engine, catalog=catalog, access=Access.everyone(), redactor=environment.redactor
