@@ -21,6 +21,9 @@ from core.store.rows import run_from_row
 from core.store.tables import GATES, RUNS
 from core.store.unit_sql import UnitSql
 
+#: the runs table's columns in declaration order (a migrated table's own order differs)
+_RUN_COLUMNS = ", ".join(f'"{c.name}"' for c in RUNS.c)
+
 _RUNNING = RunStatus.RUNNING.value
 
 
@@ -87,10 +90,10 @@ class RunsSql(UnitSql):
             # planner took `parent_run IN (…)` for the whole table and scanned it (`status`
             # with 1,000,000 runs of history: 0.9 -> 334 ms); SQLAlchemy drops hints for SQLite
             query = (
-                sa.text("SELECT * FROM runs INDEXED BY ix_runs_parent WHERE parent_run IN :ids"
-                        " ORDER BY created_at DESC")
+                sa.text(f"SELECT {_RUN_COLUMNS} FROM runs INDEXED BY ix_runs_parent"
+                        " WHERE parent_run IN :ids ORDER BY created_at DESC")
                 .bindparams(sa.bindparam("ids", list(parent_runs), expanding=True))
-                .columns(*RUNS.c)  # typed as the table's columns: the same Run records
+                .columns(*RUNS.c)  # named and typed in the table's order: the same Run records
             )
         with self._single.connect() as conn:
             return [run_from_row(row) for row in conn.execute(query)]
