@@ -31,7 +31,7 @@ MIGRATIONS_DIR = Path(__file__).resolve().parents[2] / "migrations"
 
 #: The newest revision in migrations/versions; a test keeps it equal to alembic's head. A
 #: database already at it is left alone without importing alembic (process start-up).
-HEAD_REVISION = "0015_subruns"
+HEAD_REVISION = "0016_runs_parent_partial"
 
 #: How long a process waits for another one's migration on SQLite (a first migration on a
 #: loaded machine takes seconds; the ordinary busy timeout is for single statements).

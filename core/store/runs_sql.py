@@ -21,9 +21,6 @@ from core.store.rows import run_from_row
 from core.store.tables import GATES, RUNS
 from core.store.unit_sql import UnitSql
 
-#: the runs table's columns in declaration order (a migrated table's own order differs)
-_RUN_COLUMNS = ", ".join(f'"{c.name}"' for c in RUNS.c)
-
 _RUNNING = RunStatus.RUNNING.value
 
 
@@ -80,21 +77,11 @@ class RunsSql(UnitSql):
     def child_runs(self, parent_runs: Sequence[str]) -> list[Run]:
         if not parent_runs:
             return []
-        query: sa.Select[Any] | sa.TextualSelect = (
+        query = (  # ix_runs_parent holds only runs with a parent (revision 0016_runs_parent_partial)
             sa.select(RUNS)
             .where(RUNS.c.parent_run.in_(list(parent_runs)))
             .order_by(RUNS.c.created_at.desc())
         )
-        if self._engine.dialect.name == "sqlite":
-            # SQLite's statistics count every run without a parent (NULL) as one value, so its
-            # planner took `parent_run IN (…)` for the whole table and scanned it (`status`
-            # with 1,000,000 runs of history: 0.9 -> 334 ms); SQLAlchemy drops hints for SQLite
-            query = (
-                sa.text(f"SELECT {_RUN_COLUMNS} FROM runs INDEXED BY ix_runs_parent"
-                        " WHERE parent_run IN :ids ORDER BY created_at DESC")
-                .bindparams(sa.bindparam("ids", list(parent_runs), expanding=True))
-                .columns(*RUNS.c)  # named and typed in the table's order: the same Run records
-            )
         with self._single.connect() as conn:
             return [run_from_row(row) for row in conn.execute(query)]
 

@@ -79,8 +79,10 @@ RUNS = sa.Table(
     sa.Index("ix_runs_args_digest", "args_digest"),
     # a schedule's overlap rule: its runs still active (revision 0014_schedules)
     sa.Index("ix_runs_started_by", "started_by", "status"),
-    # a run's sub-runs (revision 0015_subruns)
-    sa.Index("ix_runs_parent", "parent_run", "parent_node"),
+    # a run's sub-runs (revision 0015_subruns); only runs a `workflow:` step started: most
+    # have none, and SQLite's planner scanned the table for `parent_run IN (…)` with a full
+    # index (revision 0016_runs_parent_partial)
+    sa.Index("ix_runs_parent", "parent_run", "parent_node", sqlite_where=sa.text("parent_run IS NOT NULL")),
     # admission: a key's active and queued runs (revision 0012)
     sa.Index("ix_runs_concurrency", "concurrency_key", "status", "queued_at"),
     # lease recovery: running runs whose lease lapsed
@@ -356,6 +358,7 @@ def postgresql_options() -> None:
     options: dict[str, dict[str, Any]] = {
         "ix_runs_origin_event": {"where": sa.text("origin_event IS NOT NULL")},
         "ix_runs_resumed_from": {"where": sa.text("resumed_from IS NOT NULL")},
+        "ix_runs_parent": {"where": sa.text("parent_run IS NOT NULL")},
         "ix_runs_id_prefix": {"ops": {"id": "text_pattern_ops"}},
         "ix_blobs_digest_prefix": {"ops": {"digest": "text_pattern_ops"}},
         "ix_pruned_runs_id_prefix": {"ops": {"id": "text_pattern_ops"}},
