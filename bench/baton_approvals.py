@@ -28,20 +28,14 @@ from pathlib import Path
 from typing import Any
 
 from bench.protocol import emit
+from bot import testing
 from core.commands.deadlines import GateDeadlines
-from core.commands.handler import Handler
 from core.commands.messages import ChatMessage, Reply
-from core.commands.voting import AccessApprovers
 from core.config import Access
-from core.engine.engine import Engine, EngineConfig
-from core.engine.providers import FakeProvider, ProviderRegistry
-from core.engine.step_env import StepEnvironment
 from core.engine.tools import ToolRegistry
-from core.redaction import Redactor
 from core.store.port import NewRun
 from core.store.records import GateVote
 from core.store.repository import SqlStore
-from core.workflows.catalog import Catalog
 
 GATE = """
 name: quorum
@@ -155,15 +149,9 @@ async def votes(url: str, n: int, directory: Path) -> dict[str, Any]:
     store.migrate()
     (directory / "workflows").mkdir()
     (directory / "workflows" / "quorum.yaml").write_text(textwrap.dedent(GATE))
-    catalog = Catalog([directory / "workflows"])
-    environment = StepEnvironment.from_environ({}, redactor=Redactor(()))
-    engine = Engine(store=store, catalog=catalog, config=EngineConfig(
-        data_dir=directory / "data", environment=environment, replica_id="bench"),
-        providers=ProviderRegistry({"fake": FakeProvider()}, "fake"), tools=ToolRegistry(),
-        approvers=AccessApprovers(ACCESS))  # fmt: skip
-    handler = Handler(
-        store=store, engine=engine, catalog=catalog, access=ACCESS, redactor=environment.redactor
-    )
+    baton = testing.build(directory, store=store, environ={}, tools=ToolRegistry(), access=ACCESS,
+                          replica_id="bench")  # `baton run`'s wiring: approvers from the access
+    engine, handler = baton.engine, baton.handler
     edited: asyncio.Queue[float] = asyncio.Queue()
 
     async def outbox(reply: Reply) -> None:

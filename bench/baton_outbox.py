@@ -31,19 +31,13 @@ import sqlalchemy as sa
 
 from bench.baton_latency import POSTGRES_ADMIN
 from bench.protocol import emit
-from core.commands.handler import Handler
+from bot import testing
 from core.commands.messages import Reply
-from core.config import Access
-from core.engine.engine import Engine, EngineConfig
 from core.engine.events import tell_rest
-from core.engine.providers import FakeProvider, ProviderRegistry
-from core.engine.step_env import StepEnvironment
 from core.engine.tools import ToolRegistry
-from core.redaction import Redactor
 from core.store.port import NewRun, Transition
 from core.store.records import RunStatus
 from core.store.repository import SqlStore
-from core.workflows.catalog import Catalog
 
 HELLO = """
 name: hello
@@ -168,13 +162,9 @@ async def latency(url: str, runs: int, directory: Path, platform: str) -> dict[s
     workflows = directory / f"workflows-{platform}"
     workflows.mkdir()
     (workflows / "hello.yaml").write_text(textwrap.dedent(HELLO))
-    catalog = Catalog([workflows])
-    environment = StepEnvironment.from_environ({}, redactor=Redactor(()))
-    engine = Engine(store=store, catalog=catalog, config=EngineConfig(
-        data_dir=directory / f"data-{platform}", environment=environment, replica_id="bench"),
-        providers=ProviderRegistry({"fake": FakeProvider()}, "fake"), tools=ToolRegistry())  # fmt: skip
-    handler = Handler(store=store, engine=engine, catalog=catalog, access=Access.everyone(),
-                      redactor=environment.redactor)
+    baton = testing.build(directory, store=store, environ={}, tools=ToolRegistry(), workflow_dirs=[workflows],
+                          data_dir=directory / f"data-{platform}", replica_id="bench")  # `baton run`'s wiring
+    engine, handler = baton.engine, baton.handler
     calls: list[tuple[float, Reply]] = []
     fake: _FakeSlack | None = None
     if platform == "slack":

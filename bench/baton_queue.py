@@ -26,16 +26,12 @@ from typing import Any
 
 from bench.baton_outbox import _database, _pct
 from bench.protocol import emit
-from core.engine.engine import Engine, EngineConfig
+from bot import testing
 from core.engine.events import EngineEvent, EventKind, tell_rest
-from core.engine.providers import FakeProvider, ProviderRegistry
-from core.engine.step_env import StepEnvironment
 from core.engine.tools import ToolRegistry
-from core.redaction import Redactor
 from core.store.port import NewRun, Transition
 from core.store.records import Concurrency, RunStatus
 from core.store.repository import SqlStore
-from core.workflows.catalog import Catalog
 
 LIMIT = 4
 QUICK = """
@@ -94,10 +90,7 @@ async def drain(url: str, n: int, directory: Path) -> dict[str, Any]:
     (workflows / "quick.yaml").write_text(textwrap.dedent(QUICK))
     tools = ToolRegistry()
     tools.tool("noop", replay="pure", inline=True)(lambda: "ok")
-    environment = StepEnvironment.from_environ({}, redactor=Redactor(()))
-    engine = Engine(store=store, catalog=Catalog([workflows]), config=EngineConfig(
-        data_dir=directory / "data", environment=environment, replica_id="bench"),
-        providers=ProviderRegistry({"fake": FakeProvider()}, "fake"), tools=tools)  # fmt: skip
+    engine = testing.build(directory, store=store, environ={}, tools=tools, replica_id="bench").engine
     running = 0
     most = 0
     done = asyncio.Event()

@@ -38,17 +38,13 @@ from pathlib import Path
 
 import sqlalchemy as sa
 
+from bot import testing
 from core.commands.handler import Handler
 from core.commands.messages import ChatMessage
-from core.config import Access
-from core.engine.engine import Engine, EngineConfig
-from core.engine.providers import FakeProvider, ProviderRegistry
-from core.engine.step_env import StepEnvironment
+from core.engine.engine import Engine
 from core.engine.tools import ToolRegistry
-from core.redaction import Redactor
 from core.store.database import normalize_url
 from core.store.repository import SqlStore
-from core.workflows.catalog import Catalog
 
 GATED = """
 name: gated
@@ -145,22 +141,9 @@ async def drive(url: str, conversations: int, rounds: int, max_parallel: int) ->
         (root / "workflows" / "gated.yaml").write_text(GATED)
         store = SqlStore(url)
         store.migrate()
-        catalog = Catalog([root / "workflows"])
-        environment = StepEnvironment.from_environ(os.environ, redactor=Redactor(()))
-        engine = Engine(
-            store=store,
-            catalog=catalog,
-            config=EngineConfig(
-                data_dir=root / "data", environment=environment, max_parallel=max_parallel, replica_id="load"
-            ),
-            providers=ProviderRegistry({"fake": FakeProvider()}, "fake"),
-            tools=tools,
-        )
-        handler = Handler(
-            store=store, engine=engine, catalog=catalog, access=Access.everyone(),
-            redactor=environment.redactor,
-        )
-        load = Load(handler, engine)
+        baton = testing.build(root, store=store, tools=tools, max_parallel=max_parallel, replica_id="load")
+        engine = baton.engine
+        load = Load(baton.handler, engine)
         await engine.start()
         try:
             began = time.perf_counter()

@@ -14,16 +14,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
+from bot import testing
 from bot.startup import started
 from core.commands.handler import Handler
-from core.commands.voting import AccessApprovers
-from core.config import Access
 from core.engine.engine import Engine, EngineConfig
-from core.engine.providers import FakeProvider, ProviderRegistry
+from core.engine.providers import ProviderRegistry
 from core.engine.sandbox import NO_SANDBOX, Sandbox
-from core.engine.step_env import StepEnvironment
 from core.engine.tools import ToolRegistry
-from core.redaction import Redactor
 from core.store.repository import SqlStore
 from core.workflows.catalog import Catalog
 
@@ -117,37 +114,28 @@ async def rig(
     sandbox: Sandbox = NO_SANDBOX,
     step_secrets: tuple[str, ...] = (),
 ) -> AsyncIterator[Rig]:
-    """`step_secrets`: names of this process's environment the workflows may declare
-    (`BATON_STEP_SECRETS`)."""
+    """Baton as `baton run` wires it (`bot.testing.build` -> `bot.app.wire`: the engine gets
+    the access's approvers, the handler its delivery), on a real database. `step_secrets`:
+    names of this process's environment the workflows may declare (`BATON_STEP_SECRETS`)."""
     (root / "workflows").mkdir(parents=True, exist_ok=True)
     store = SqlStore(url or sqlite_url(root), sqlite_synchronous=synchronous)
     store.migrate()
-    environment = StepEnvironment.from_environ(
-        os.environ, redactor=Redactor(()), sandbox=sandbox, step_secrets=step_secrets
-    )
-    catalog = Catalog([root / "workflows"], secrets=environment.provided)
-    engine = Engine(
+    baton = testing.build(
+        root,
         store=store,
-        catalog=catalog,
-        config=EngineConfig(
-            data_dir=root / "data",
-            environment=environment,
-            max_parallel=max_parallel,
-            replica_id=replica_id,
-            group_commit=group_commit,
-        ),
-        providers=providers or ProviderRegistry({"fake": FakeProvider()}, "fake"),
         tools=tools or bench_tools(),
-        approvers=AccessApprovers(Access.everyone()),  # as `wire` gives the engine its settings' access
-    )
-    handler = Handler(
-        store=store, engine=engine, catalog=catalog, access=Access.everyone(), redactor=environment.redactor
+        providers=providers,
+        sandbox=sandbox,
+        group_commit=group_commit,
+        max_parallel=max_parallel,
+        replica_id=replica_id,
+        step_secrets=list(step_secrets),
     )
     if start_engine:
-        await engine.start()
+        await baton.engine.start()
     started(collect=True)  # as `baton run` does once running: the start's objects frozen out of GC
     try:
-        yield Rig(root, store, catalog, engine, handler)
+        yield Rig(root, store, baton.catalog, baton.engine, baton.handler)
     finally:
-        await engine.stop(grace=5.0)
+        await baton.engine.stop(grace=5.0)
         store.close()
