@@ -210,11 +210,10 @@ def wire(
     )
     handler = Handler(store=store, engine=engine, catalog=runtime.catalog, access=settings.access_policy,
                       redactor=runtime.redactor, event_stale_after=settings.event_stale_seconds,
-                      pages=pages, clock=clock, notify_window=settings.notify_digest_seconds)
+                      pages=pages, clock=clock, notify_window=settings.notify_digest_seconds,
+                      outbox_lease_seconds=settings.outbox_lease_seconds)
     shutdown = Shutdown(grace=settings.shutdown_grace, what="input")
-    handler.progress.deliverer.lease_seconds = settings.outbox_lease_seconds
-    outbox = OutboxLoop(handler.progress.deliverer, every=settings.outbox_poll_seconds)
-    handler.progress.platform_added = outbox.wake  # a platform connected: its waiting rows go now
+    outbox = OutboxLoop(handler.progress.deliverer, every=settings.outbox_poll_seconds)  # woken by a platform
     return Baton(
         settings=settings,
         store=store,

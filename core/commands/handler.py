@@ -61,7 +61,8 @@ CLOSE_GRACE = 5.0
 class Handler:
     def __init__(self, *, store: Store, engine: Engine, catalog: Catalog, access: Access,
                  redactor: Redactor, event_stale_after: float = 60.0, pages: RunPages | None = None,
-                 clock: Callable[[], float] = time.time, notify_window: float = DEFAULT_DIGEST) -> None:
+                 clock: Callable[[], float] = time.time, notify_window: float = DEFAULT_DIGEST,
+                 outbox_lease_seconds: float = 60.0) -> None:
         self.store = store
         self.clock = clock  # when votes are cast (a gate's escalation), injectable for tests
         #: personal links to run pages (`open`, `runs --open`); None: BATON_WEB_PORT is off
@@ -80,7 +81,8 @@ class Handler:
         #: the one store of long button commands every adapter shares
         self.buttons = ButtonCommands(store.put_blob, store.get_blob)
         self.progress = ProgressReporter(store=store, engine=engine, edits=self.edits,
-                                         pages=pages is not None, access=access, notify_window=notify_window)
+                                         pages=pages is not None, access=access, notify_window=notify_window,
+                                         outbox_lease_seconds=outbox_lease_seconds)
         self.progress.gate_state = self._gate_state
         #: people's homes (Slack's App Home), kept current on the engine's events
         self.homes = Homes(store=store, catalog=catalog, access=access, pages=pages)

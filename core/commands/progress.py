@@ -81,6 +81,7 @@ class ProgressReporter:
     def __init__(
         self, *, store: ProgressStore, engine: Engine, thread_wait: float = 10.0, edits: Edits | None = None,
         pages: bool = False, access: Access | None = None, notify_window: float = DEFAULT_DIGEST,
+        outbox_lease_seconds: float = 60.0,
     ) -> None:
         self._store = store
         self.pages = pages  # runs have pages: progress messages offer "Open run"
@@ -119,9 +120,8 @@ class ProgressReporter:
         #: cancelled runs whose cancelling command's own reply tells it (newest last, bounded)
         self._told: FIFOCache[str, None] = FIFOCache(RAN_MEMORY)
         #: the outbox rows: the final edit and the final reply of each run that came to rest
-        self.deliverer = Deliverer(store, self.deliver, self._outboxes.keys, owner=engine.owner)
-        #: called when a platform registers (the outbox loop looks for its rows at once)
-        self.platform_added: Callable[[], None] | None = None
+        self.deliverer = Deliverer(store, self.deliver, self._outboxes.keys, owner=engine.owner,
+                                   lease_seconds=outbox_lease_seconds)
         self.unsubscribe = engine.subscribe(self.on_event)
 
     @property
@@ -145,8 +145,7 @@ class ProgressReporter:
 
     def register_outbox(self, platform: str, outbox: Outbox, *, threads: bool = False) -> None:
         self._outboxes[platform] = outbox
-        if self.platform_added is not None:  # what waits for this platform goes out now
-            self.platform_added()
+        self.deliverer.nudge()  # what waits for this platform goes out now
         if threads:
             self._threaded.add(platform)
         else:

@@ -104,6 +104,12 @@ class Deliverer:
         self.clock = clock
         self.delivered = 0  # rows this process delivered
         self._inflight: set[asyncio.Task[bool]] = set()
+        #: set when rows may be due at once (a platform connected): the outbox loop's wake
+        self.nudged = asyncio.Event()
+
+    def nudge(self) -> None:
+        """Rows may be due now (a platform connected): the outbox loop looks at once."""
+        self.nudged.set()
 
     async def deliver_due(self, limit: int = 20) -> int:
         """Claim the due rows of our platforms (one per run: a run's rows go in order) and send
@@ -247,7 +253,7 @@ class OutboxLoop:
     def __init__(self, deliverer: Deliverer, *, every: float = 2.0) -> None:
         self.deliverer = deliverer
         self.every = every
-        self._wake = asyncio.Event()
+        self._wake = deliverer.nudged  # a platform connected, or `wake`
         self._stopping = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self.passes = 0

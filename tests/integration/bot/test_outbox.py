@@ -237,3 +237,27 @@ async def test_a_running_runs_elapsed_time_advances_on_its_progress_edits(settin
             assert running and max(running) >= 0.9, running  # the edit as `second` starts: 1 s in
     finally:
         baton.close()
+
+
+async def test_a_platform_that_connects_gets_what_waited_for_it_at_once(settings: Settings) -> None:
+    """A run that finished while its platform was not connected: its rows wait; the platform
+    connecting wakes the outbox loop (whose next pass is ten minutes away here)."""
+    settings = settings.model_copy(update={"outbox_poll_seconds": 600.0})
+    platform = Platform()
+    baton = build_baton(settings)
+    assert baton.handler.progress.deliverer.lease_seconds == settings.outbox_lease_seconds == 1.0
+    try:
+        async with baton.running(grace=1.0, handle_signals=False):
+            run_id = await _start(baton)
+            await _settled(baton, run_id)
+            await baton.handler.drain()
+            [row] = baton.store.deliveries(run_id)
+            assert row.delivered_at is None  # nowhere to send it yet
+            began = time.monotonic()
+            baton.handler.register_outbox("chat", platform.confirm)
+            await platform.wait(lambda: platform.finals(run_id), timeout=10)
+            assert time.monotonic() - began < 10
+            [final] = platform.finals(run_id)
+            assert final.kind == "run_completed"
+    finally:
+        baton.close()
