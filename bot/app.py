@@ -28,6 +28,7 @@ from bot.deadline_loop import DeadlineLoop
 from bot.health import Health, Probe
 from bot.housekeeping import Housekeeping
 from bot.late_events import LateEvents
+from bot.outbox_loop import OutboxLoop
 from bot.runtime import Runtime, assemble, ensure_sqlite_dir, load_tools
 from bot.schedule_loop import ScheduleLoop
 from bot.schedule_ticker import ProcrastinateTicker
@@ -39,7 +40,6 @@ from core.commands.pages import RunPages
 from core.commands.queue_watch import QueueWatch
 from core.commands.voting import AccessApprovers
 from core.config import Settings
-from core.delivery.outbox import OutboxLoop
 from core.engine.engine import Engine, EngineConfig, RunnerFactory
 from core.redaction import Redactor
 from core.store.port import Store

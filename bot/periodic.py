@@ -1,5 +1,5 @@
 """`Periodic`: the one background loop every periodic service of the bot runs on (gate
-deadlines, housekeeping and retention, schedules, late events).
+deadlines, housekeeping and retention, schedules, late events, the outbox).
 
 A tick at once (a process that was down catches up), then one after each pause until `stop`;
 `wake()` ends the pause early. `stop` lets the tick in progress finish. A tick that raises is
@@ -24,14 +24,15 @@ class Periodic:
 
     def __init__(
         self, name: str, tick: Callable[[], Awaitable[Any]], *, pause: float | Callable[[], float],
-        action: str = "periodic_failed",
+        action: str = "periodic_failed", wake: asyncio.Event | None = None,
     ) -> None:  # fmt: skip
+        """`wake`: an event others set to bring the next tick forward (as `wake()` does)."""
         self.name = name
         self._tick = tick
         self._pause = pause if callable(pause) else (lambda: pause)
         self._action = action  # the log's `action` when a tick raises
         self._stopping = asyncio.Event()
-        self._wake = asyncio.Event()
+        self._wake = wake if wake is not None else asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self._ticked = asyncio.Condition()
         self.ticks = 0  # ticks completed by this process
@@ -40,12 +41,15 @@ class Periodic:
         self._stopping.clear()
         self._task = asyncio.create_task(self._loop(), name=self.name)
 
-    async def stop(self) -> None:
-        """Stop after the tick in progress, if any."""
+    async def stop(self, wait: float | None = None) -> None:
+        """Stop after the tick in progress, if any; `wait`: cancel it after that many seconds."""
         self._stopping.set()
         self._wake.set()
         if self._task is not None:
-            await self._task
+            done, _ = await asyncio.wait({self._task}, timeout=wait)
+            if not done:
+                self._task.cancel()
+                await asyncio.gather(self._task, return_exceptions=True)
             self._task = None
 
     def wake(self) -> None:

@@ -3,7 +3,7 @@
     deliverer = Deliverer(store, render, platforms, owner=engine.owner)
     await deliverer.deliver_run(run_id)   # at once, when this process saw the run come to rest
     await deliverer.deliver_due()         # any due row of our platforms (retries, dead peers' rows)
-    loop = OutboxLoop(deliverer, every=2.0); await loop.start() … await loop.stop()
+    deliverer.nudge()                     # rows may be due now: the bot's outbox loop looks at once
 
 The rows are written by the engine in the unit of work that changes the run's state
 (`core.engine.events.tell_rest`). A row is claimed with a short lease (a compare-and-swap in
@@ -28,7 +28,6 @@ posting again.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import time
 from collections.abc import Awaitable, Callable, Collection
@@ -243,61 +242,3 @@ class Deliverer:
     def release(self) -> int:
         """Give up this process's claims (shutdown): a peer takes them at once."""
         return self.store.release_deliveries(self.owner)
-
-
-class OutboxLoop:
-    """Delivers due rows every `every` seconds (and when woken): retries after their backoff,
-    rows of a process that died (its claims lapse), rows written while no platform was connected.
-    Started and stopped with the engine (`bot/app.py`)."""
-
-    def __init__(self, deliverer: Deliverer, *, every: float = 2.0) -> None:
-        self.deliverer = deliverer
-        self.every = every
-        self._wake = deliverer.nudged  # a platform connected, or `wake`
-        self._stopping = asyncio.Event()
-        self._task: asyncio.Task[None] | None = None
-        self.passes = 0
-
-    def wake(self) -> None:
-        self._wake.set()
-
-    async def start(self) -> None:
-        try:
-            self.deliverer.release_dead()
-        except StoreError:  # the database blinked: their claims lapse instead
-            log.exception("outbox claims of dead processes not released", extra={"action": "outbox"})
-        self._stopping.clear()
-        self._task = asyncio.create_task(self._loop(), name="baton-outbox")
-
-    async def stop(self, wait: float = 1.0) -> None:
-        """Stop after the pass in progress (cancelled after `wait` seconds), and stop the sends
-        still in flight: their rows stay in the outbox for the next process or a peer."""
-        self._stopping.set()
-        self._wake.set()
-        if self._task is not None:
-            done, _ = await asyncio.wait({self._task}, timeout=wait)
-            if not done:
-                self._task.cancel()
-                await asyncio.gather(self._task, return_exceptions=True)
-            self._task = None
-        await self.deliverer.cancel()
-
-    async def flush(self, timeout: float) -> int:
-        """Deliver every due row now, for at most `timeout` seconds (shutdown); how many."""
-        delivered = 0
-        with contextlib.suppress(TimeoutError):
-            async with asyncio.timeout(max(0.0, timeout)):
-                await self.deliverer.idle()
-                delivered = await self.deliverer.deliver_due()
-        return delivered
-
-    async def _loop(self) -> None:
-        while not self._stopping.is_set():
-            self._wake.clear()  # a wake during the pass brings the next one forward
-            try:
-                await self.deliverer.deliver_due()
-            except Exception:
-                log.exception("outbox pass failed", extra={"action": "outbox"})
-            self.passes += 1
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._wake.wait(), self.every)

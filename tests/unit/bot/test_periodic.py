@@ -74,3 +74,41 @@ async def test_stop_lets_the_tick_in_progress_finish() -> None:
     release.set()
     await asyncio.wait_for(stopping, timeout=10)
     assert finished == [True] and loop.ticks == 1
+
+
+async def test_stop_with_a_wait_cancels_a_tick_that_hangs() -> None:
+    """The outbox's pass may hang on a platform that never answers: stopping gives it `wait`
+    seconds, then cancels it."""
+    began = asyncio.Event()
+    cancelled = asyncio.Event()
+
+    async def tick() -> None:
+        began.set()
+        try:
+            await asyncio.Event().wait()
+        except asyncio.CancelledError:
+            cancelled.set()
+            raise
+
+    loop = Periodic("test-periodic", tick, pause=3600)
+    await loop.start()
+    await asyncio.wait_for(began.wait(), 10)
+    await asyncio.wait_for(loop.stop(wait=0.05), 10)
+    assert cancelled.is_set()
+
+
+async def test_an_event_set_by_others_brings_the_next_tick_forward() -> None:
+    """The outbox loop's wake is the deliverer's nudge (a platform connected)."""
+    nudged = asyncio.Event()
+    ticks = 0
+
+    async def tick() -> None:
+        nonlocal ticks
+        ticks += 1
+
+    loop = Periodic("test-periodic", tick, pause=3600, wake=nudged)
+    await loop.start()
+    await loop.wait_until(lambda: ticks == 1, timeout=10)
+    nudged.set()
+    await loop.wait_until(lambda: ticks == 2, timeout=10)
+    await loop.stop()
