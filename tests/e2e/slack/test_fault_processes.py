@@ -30,14 +30,19 @@ from tests.e2e.slack.test_process import slack_env
 
 pytestmark = pytest.mark.timeout(300)
 
+#: the step runs until the test opens its gate (a file in the workflow directory, which a step
+#: sees at the same path, sandboxed or not): it is surely still running when the process is
+#: stopped or killed, and ends the moment the test lets it (a fixed `sleep 3` cost its 3 s in
+#: each of the two rows using it, and a loaded machine could have let it end before the signal)
 SLOW = """
 name: slow
-description: One step that takes a few seconds (stopped or killed while it runs)
+description: One step that runs until the test lets it end (stopped or killed while it runs)
 nodes:
   - id: wait
-    bash: sleep 3; echo slept
+    bash: until [ -e {gate} ]; do sleep 0.02; done; echo slept
     replay: pure
 """
+GATE = "gate"
 
 
 async def _serve(env: dict[str, str], cwd: Path, mock: MockSlack) -> tuple[BatonProcess, SlackHarness]:
@@ -72,6 +77,10 @@ class Trial:
                     if store.get_state("slack", f"message:progress:{run_id}"):
                         return
                 await asyncio.sleep(0.05)
+
+    def open_gate(self) -> None:
+        """Let the slow step end (`SLOW`)."""
+        (self.cwd / "workflows" / GATE).touch()
 
     def undelivered(self, run_id: str) -> int:
         with SqlStore(self.url) as store:
@@ -141,6 +150,7 @@ async def _kill_mid_run(trial: Trial) -> tuple[str, BatonProcess]:
         assert trial.rested(run_id) is RunStatus.RUNNING
     finally:
         await slack.close()
+        trial.open_gate()  # the step the next process runs again ends at once
     second, unused = await _serve(trial.env, trial.cwd, mock)
     await unused.close()  # nothing is typed to the next process: it only delivers
     return run_id, second
@@ -155,8 +165,13 @@ async def _sigterm_mid_run(trial: Trial) -> tuple[str, BatonProcess]:
         await slack.command("run slow")
         await mock.wait_for(lambda calls: [c for c in calls[trial.mark:] if "running" in c.text], 60)
         run_id = trial.run_id()
-        assert await first.stop() == 0, first.output
+        stopped = asyncio.create_task(first.stop())
+        await first.wait_log(r"action=shutdown\b")  # SIGTERM taken while the step runs
+        assert trial.rested(run_id) is RunStatus.RUNNING
+        trial.open_gate()  # the step ends within the grace period
+        assert await stopped == 0, first.output
     finally:
+        trial.open_gate()
         await slack.close()
     assert trial.undelivered(run_id) == 0, first.output  # all sent before it exited
     return run_id, first
@@ -196,7 +211,7 @@ async def test_stopped_and_killed_processes_lose_no_message(mock_slack: MockSlac
         place = tmp_path / f"trial-{n}"
         workflows = place / "workflows"
         shutil.copytree(WORKFLOWS, workflows)
-        (workflows / "slow.yaml").write_text(SLOW)
+        (workflows / "slow.yaml").write_text(SLOW.format(gate=workflows / GATE))
         url = f"sqlite:///{place / 'baton.db'}"
         env = slack_env(mock_slack, place, url)
         env.update(BATON_WORKFLOW_DIRS=str(workflows), BATON_LEASE_SECONDS="2",
