@@ -49,6 +49,8 @@ from tests.e2e.slack.test_process import slack_env
 pytestmark = pytest.mark.timeout(420)
 
 N = 3  # commands per kill point
+#: the late-event loop's period with BATON_EVENT_STALE_SECONDS=1 (bot/app.py: max(1, stale/2))
+EVENT_TICK = 1.0
 LATE = "handled after a restart"
 
 
@@ -112,7 +114,10 @@ async def _before_the_ack(p: Point) -> BatonProcess:
         lock.close()
     assert p.open_events() == 0 and not any(p.runs().values())  # nothing left to surprise anyone
     second, slack = await _serve(p.env, p.place, p.mock)
-    await asyncio.sleep(2)  # the late-event loop's ticks: there is nothing for it
+    # a negative check, as short as the late-event loop allows: its tick at start ran before
+    # Slack was served (nothing to do for no platform); the next, the first that could take a
+    # command of Slack's, starts within its `every` (1 s with BATON_EVENT_STALE_SECONDS=1)
+    await asyncio.sleep(EVENT_TICK)
     assert not any(p.runs().values()), "a command nobody acknowledged ran by itself"
     try:
         for answer in await asyncio.gather(*await _typed(slack, p.texts)):  # Slack said it failed:
@@ -213,7 +218,9 @@ async def test_commands_killed_at_each_point_are_neither_lost_nor_doubled(
         try:
             with contextlib.suppress(TimeoutError):  # what is still missing is counted below
                 await _until(lambda p=point, m=mark: not _lost(p, mock_slack.calls[m:]), 60)  # type: ignore[misc]
-            await asyncio.sleep(1.5)  # more ticks of every loop: a duplicate would show now
+            # a negative check: one more tick of every loop that could post a duplicate (the
+            # late-event loop's every EVENT_TICK, two of the outbox's 0.5 s polls)
+            await asyncio.sleep(EVENT_TICK)
         finally:
             assert await last.stop() == 0, last.output
         calls = mock_slack.calls[mark:]
