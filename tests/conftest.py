@@ -79,6 +79,8 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]):  
 LONG_FIRST = (
     "tests/e2e/slack/test_kill_matrix.py",
     "tests/e2e/slack/test_fault_processes.py",
+    "tests/e2e/slack/test_notice_kill.py",
+    "tests/e2e/slack/test_late_commands.py",
     "tests/e2e/discord/test_fault_processes.py",
     "tests/e2e/console/test_trust_limits.py",
     "tests/e2e/console/test_secrets.py",
