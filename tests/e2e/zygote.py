@@ -15,7 +15,7 @@ the interpreter's start itself, measured by bench/ and tests of the start path, 
     zygote().run(argv, cwd=home, env=env, timeout=60)  # a subprocess.CompletedProcess[str]
 
 Protocol, one Unix-socket connection per call (calls may overlap): the client sends its
-stdin, stdout and stderr descriptors (SCM_RIGHTS) and a JSON line {args, cwd, env}; the zygote
+stdin, stdout and stderr descriptors (SCM_RIGHTS) and a JSON line {args, cwd, env, session}; the zygote
 forks a waiter, which forks the call, writes the call's pid and then its exit status.
 """
 
@@ -40,7 +40,8 @@ from typing import Any
 
 REPO = Path(__file__).resolve().parents[2]
 #: what `baton say` imports besides `bot.main`'s own imports (`python -X importtime`)
-PRELOAD = ("bot.serve", "jinja2")
+#: and what `baton run` with Slack imports (tests/e2e/process.py's `forked` processes)
+PRELOAD = ("bot.serve", "jinja2", "adapters.slack", "adapters.slack.app")
 COLD = "BATON_TEST_COLD_START"
 
 
@@ -75,6 +76,25 @@ class Zygote:
         with contextlib.suppress(OSError):
             os.unlink(self.path)
             os.rmdir(self._dir)
+
+    def fork(
+        self, args: Sequence[str], *, cwd: Path, env: Mapping[str, str], stdio: Sequence[int],
+        session: bool = False,
+    ) -> socket.socket:
+        """Start a call with these stdin, stdout and stderr descriptors (`session`: in a session
+        of its own, as `start_new_session=True`); the connection then yields two lines, the
+        call's pid and, once it ended, its exit status (negative: the signal that ended it)."""
+        conn = socket.socket(socket.AF_UNIX)
+        try:
+            conn.connect(self.path)
+            socket.send_fds(conn, [b"x"], list(stdio))
+            request = {"args": list(args), "cwd": str(cwd), "env": dict(env), "session": session}
+            conn.sendall(json.dumps(request).encode() + b"\n")
+            conn.shutdown(socket.SHUT_WR)
+        except BaseException:
+            conn.close()
+            raise
+        return conn
 
     def run(
         self, args: Sequence[str], *, cwd: Path, env: Mapping[str, str], timeout: float
@@ -114,6 +134,21 @@ _zygote: Zygote | None = None
 _lock = threading.Lock()
 
 
+def zygote() -> Zygote:
+    """This test process's zygote (started at the first call)."""
+    global _zygote
+    with _lock:
+        if _zygote is None or _zygote.proc.poll() is not None:
+            _zygote = Zygote()
+            atexit.register(_zygote.close)
+        return _zygote
+
+
+def cold_start() -> bool:
+    """BATON_TEST_COLD_START=1: every call a new interpreter."""
+    return os.environ.get(COLD) == "1"
+
+
 def run_baton(
     args: Sequence[str], *, cwd: Path, env: Mapping[str, str], timeout: float, cold: bool = False
 ) -> subprocess.CompletedProcess[str]:
@@ -121,8 +156,7 @@ def run_baton(
     call), or a new interpreter (`cold`, or BATON_TEST_COLD_START=1): a test that looks at the
     process from outside (its `/proc/<pid>/environ` is the environment it was started with, its
     `cmdline` the zygote's) runs it cold."""
-    global _zygote
-    if cold or os.environ.get(COLD) == "1":
+    if cold or cold_start():
         return subprocess.run(
             [sys.executable, "-m", "bot.main", *args],
             cwd=cwd,
@@ -132,12 +166,7 @@ def run_baton(
             timeout=timeout,
             check=False,
         )
-    with _lock:
-        if _zygote is None or _zygote.proc.poll() is not None:
-            _zygote = Zygote()
-            atexit.register(_zygote.close)
-        zygote = _zygote
-    return zygote.run(args, cwd=cwd, env=env, timeout=timeout)
+    return zygote().run(args, cwd=cwd, env=env, timeout=timeout)
 
 
 # -- the zygote process ------------------------------------------------------------------
@@ -182,6 +211,8 @@ def _serve(path: str) -> tuple[dict[str, Any], list[int]]:
 
 def _call(request: dict[str, Any], fds: list[int]) -> None:
     """Become `python -m bot.main <args>` started in `cwd` with `env` and these stdio."""
+    if request.get("session"):
+        os.setsid()  # its pid is its process group's and session's id, as with start_new_session
     for target, fd in enumerate(fds):
         os.dup2(fd, target)
         os.close(fd)

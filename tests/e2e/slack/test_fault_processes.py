@@ -46,7 +46,8 @@ GATE = "gate"
 
 
 async def _serve(env: dict[str, str], cwd: Path, mock: MockSlack) -> tuple[BatonProcess, SlackHarness]:
-    baton = await BatonProcess.start({**env, "BATON_WEB_PORT": str(free_port())}, cwd=cwd)  # its own port
+    env = {**env, "BATON_WEB_PORT": str(free_port())}  # its own port
+    baton = await BatonProcess.start(env, cwd=cwd, forked=True)  # many starts: from the zygote
     started = await baton.wait_log(r"action=slack_started .*port=(\d+)")
     url = f"http://127.0.0.1:{started.group(1)}/slack/events"
     return baton, SlackHarness(url, SIGNING_SECRET, mock)
