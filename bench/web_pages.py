@@ -6,7 +6,9 @@
 
 Each figure is taken on the runtime `baton run` assembles (`build_baton`) with the pages
 served by uvicorn on loopback, on a fresh SQLite database:
-- page time: GET of a completed run's page (N pure tool steps), median of 5, through HTTP;
+- page time: GET of a completed run's page (N pure tool steps), median of 5, through HTTP, and
+  the CPU this process spent on it (server and client, all threads: the figure that holds
+  when the machine is shared);
 - live latency: a step finishes -> an open page's event stream delivers the change. "local"
   is a run executing in the serving process (its engine event wakes the page); "replica" is a
   change written by another process's store (the page sees it at its next poll);
@@ -107,16 +109,18 @@ async def page_times(sizes: list[int]) -> dict[str, Any]:
                 run_id = await _start(baton, "run wide")
                 await baton.engine.wait(run_id, timeout=600)
                 url = await _link(baton, run_id)
-                samples = []
+                samples, cpu = [], []
                 async with httpx.AsyncClient(timeout=60) as client:
                     await client.get(url)  # warm: templates compiled, workflow prepared
                     for _ in range(5):
-                        began = time.perf_counter()
+                        began, began_cpu = time.perf_counter(), time.process_time()
                         response = await client.get(url)
                         samples.append(time.perf_counter() - began)
+                        cpu.append(time.process_time() - began_cpu)
                         assert response.status_code == 200
                 out[str(n)] = {"median_ms": round(statistics.median(samples) * 1000, 1),
-                               "max_ms": round(max(samples) * 1000, 1), "bytes": len(response.content)}
+                               "max_ms": round(max(samples) * 1000, 1), "bytes": len(response.content),
+                               "cpu_median_ms": round(statistics.median(cpu) * 1000, 1)}
                 baton.request_stop()
                 await server
             baton.close()

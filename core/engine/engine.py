@@ -262,15 +262,16 @@ class Engine:
     def inspect(self, run: Run, *, plan: bool = True) -> RunDetail:
         """The run seen whole (its page): the node table with timing, verdicts, outputs'
         digests and dependencies; with `plan`, for a run resting failed, paused or
-        needs_attention, what a resume would do. One journal read (of the lineage when
-        planning); the workflow's preparation is cached."""
+        needs_attention, what a resume would do. One journal read: of the lineage when
+        planning, else its outline (no key components: a 5,000-node run's page read them
+        for nothing); the workflow's preparation is cached."""
         try:
             prepared: PreparedWorkflow | None = prepare(self.catalog.get(run.workflow), self.tools)
         except BatonError:
             prepared = None  # the workflow is gone or broken: the page still shows what ran
         children = self.children_of(run, prepared)
-        if not (plan and prepared is not None and run.status in PLANNED):
-            return inspect_run(run, prepared, self.store.journal([run.id]), children=children)
+        if not (plan and prepared is not None and run.status in PLANNED):  # no key is looked up
+            return inspect_run(run, prepared, self.store.journal_outline([run.id]), children=children)
         entries = self.store.journal(self.store.lineage(run.id))
         try:
             ready = self.readiness.ready(run.workflow, self.readiness.args_of(run))

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 
 from core.engine.events import NodeState, Plan, RunSummary
 from core.engine.mapping import split_item_id
-from core.engine.planning import final_output_digest, item_rows, own_latest, summarize
+from core.engine.planning import final_output, item_rows, own_latest, summarize
 from core.engine.prepared import PreparedWorkflow
 from core.store.records import JournalEntry, Run, RunStatus
 
@@ -80,7 +80,8 @@ def inspect_run(
     planned = {p.node_id: p for p in plan.nodes} if plan is not None else {}
     nodes: list[NodeDetail] = []
     rows = list(summary.nodes)
-    if prepared is not None:  # the page lists a map node's items after it (progress never does)
+    if prepared is not None and any(pn.node.map is not None for pn in prepared.nodes.values()):
+        # the page lists a map node's items after it (progress never does)
         rows = [r for row in rows for r in (row, *item_rows(run, prepared, row, latest))]
     for row in rows:
         entry = latest.get(row.node_id)
@@ -114,7 +115,7 @@ def inspect_run(
         run=run,
         summary=summary,
         nodes=tuple(nodes),
-        output_digest=final_output_digest(prepared, own),
+        output_digest=final_output(prepared, latest),
         known=prepared is not None,
         plan_error=plan_error,
     )

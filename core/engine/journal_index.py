@@ -29,9 +29,8 @@ from core.engine.cache_key import (
     explain,
     legacy_match,
 )
-from core.store.records import JournalEntry, NodeStatus
+from core.store.records import MARKER_KEY, JournalEntry, NodeStatus
 
-MARKER_KEY = ""
 INVALIDATED_MARKER = "invalidated"  # components["marker"] of the entry `Engine.invalidate` writes
 REJECTED_MARKER = "rejected"  # components["marker"] of the entry a rejected gate leaves
 _OPEN = (NodeStatus.STARTED, NodeStatus.QUEUED)  # dispatched, not settled

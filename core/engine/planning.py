@@ -276,20 +276,26 @@ def summarize(
     else:
         order = list(latest)
     rows: list[NodeSummary] = []
-    stopped_by: dict[str, list[str]] = {}
+    stopped_by: dict[str, list[str]] = {}  # only the nodes below such gates: most have none
     stopping: set[str] = set()
+    nodes = prepared.nodes if prepared is not None else {}
     for node_id in order:
-        pn = prepared.nodes.get(node_id) if prepared is not None else None
+        pn = nodes.get(node_id)
         entry = latest.get(node_id)
         kind = pn.kind if pn is not None else "?"
-        deps_done = pn is not None and all(
-            (d in latest and latest[d].status is NodeStatus.COMPLETED) for d in pn.deps
+        deps = pn.deps if pn is not None else ()
+        # (only a node without an entry reads it: a 5,000-node page built it for every row)
+        deps_done = entry is None and pn is not None and all(
+            (d in latest and latest[d].status is NodeStatus.COMPLETED) for d in deps
         )
         # the gates above it that wait or were rejected (an order that is topological)
-        above = sorted({g for d in (pn.deps if pn is not None else ()) for g in stopped_by.get(d, ())}
-                       | {d for d in (pn.deps if pn is not None else ()) if d in stopping})
+        above: list[str] = []
+        if stopped_by or stopping:
+            gates = {g for d in deps for g in stopped_by.get(d, ())} | {d for d in deps if d in stopping}
+            above = sorted(gates)
         row = _row(node_id, kind, entry, run, deps_done, above)
-        stopped_by[node_id] = above
+        if above:
+            stopped_by[node_id] = above
         if kind == "approval" and row.state in (NodeState.WAITING, NodeState.REJECTED) and not above:
             stopping.add(node_id)
         if pn is not None and pn.node.map is not None:
@@ -321,9 +327,13 @@ def _until(run: Run, now: float | None) -> float:
 
 def final_output_digest(prepared: PreparedWorkflow | None, entries: Sequence[JournalEntry]) -> str | None:
     """The output digest of the last sink node completed in this run (the run's result)."""
+    return final_output(prepared, own_latest(entries))
+
+
+def final_output(prepared: PreparedWorkflow | None, latest: Mapping[str, JournalEntry]) -> str | None:
+    """`final_output_digest` from each node's latest entry (`own_latest`)."""
     if prepared is None:
         return None
-    latest = own_latest(entries)
     for node_id in reversed(prepared.sinks()):
         entry = latest.get(node_id)
         skipped = entry is not None and entry.notes.skipped is not None

@@ -21,8 +21,8 @@ from core.errors import RunNotFound, StoreError
 from core.store import cas
 from core.store.database import store_operation
 from core.store.port import StepResult, digest_bytes
-from core.store.records import NO_NOTES, JournalEntry, KeyNotes, NodeStatus, stored
-from core.store.rows import JOURNAL_FIELDS, journal_from_row, journal_from_values
+from core.store.records import MARKER_KEY, NO_NOTES, JournalEntry, KeyNotes, NodeStatus, stored
+from core.store.rows import JOURNAL_FIELDS, journal_from_row, journal_from_values, outline_from_values
 from core.store.sql_base import SqlBase
 from core.store.tables import BLOBS, JOURNAL
 
@@ -38,6 +38,17 @@ _READ_COLUMNS = [
     sa.type_coerce(c, sa.Text).label(c.name) if isinstance(c.type, sa.JSON) else c
     for c in (JOURNAL.c[name] for name in JOURNAL_FIELDS)
 ]
+#: `journal_outline`'s columns: the same with the key components left out (a marker's kept:
+#: they are its decision), then the notes stored beside them, extracted by the database
+_NOTES = JOURNAL.c.components
+_OUTLINE_COLUMNS = [
+    sa.type_coerce(sa.case((JOURNAL.c.cache_key == MARKER_KEY, JOURNAL.c.components)), sa.Text).label(c.name)
+    if c.name == "components" else c
+    for c in _READ_COLUMNS
+] + [
+    _NOTES["_reason"].as_string(), _NOTES["_skipped"].as_string(), _NOTES["_tokens"].as_integer(),
+    _NOTES["_identity"].as_string(), _NOTES["_child"].as_string(), _NOTES["_of"].as_integer(),
+]  # fmt: skip
 _COPY_COLUMNS = (
     "run_id", "node_id", "attempt", "cache_key", "components", "status", "started_at", "finished_at",
     "output_digest", "idempotency_key", "tokens_in", "tokens_out", "artifacts", "cached_from",
@@ -242,6 +253,15 @@ class JournalSql(SqlBase):
         query = sa.select(*_READ_COLUMNS).where(JOURNAL.c.run_id.in_(ids)).order_by(JOURNAL.c.id)
         with self._single.connect() as conn:
             return [journal_from_values(row) for row in conn.execute(query)]
+
+    @store_operation("read the journal")
+    def journal_outline(self, run_ids: Sequence[str]) -> list[JournalEntry]:
+        ids = list(dict.fromkeys(run_ids))
+        if not ids:
+            return []
+        query = sa.select(*_OUTLINE_COLUMNS).where(JOURNAL.c.run_id.in_(ids)).order_by(JOURNAL.c.id)
+        with self._single.connect() as conn:
+            return [outline_from_values(row) for row in conn.execute(query)]
 
     @store_operation("read a run's lineage")
     def lineage(self, run_id: str) -> list[str]:

@@ -51,6 +51,7 @@ from core.store.port import (
     digest_bytes,
 )
 from core.store.records import (
+    MARKER_KEY,
     NO_NOTES,
     AuditEvent,
     Gate,
@@ -410,6 +411,10 @@ class MemoryStore:
         with self._lock:
             ids = sorted(i for run_id in set(run_ids) for i in self._t.entries_of.get(run_id, ()))
             return [self._t.journal[i] for i in ids]
+
+    def journal_outline(self, run_ids: Sequence[str]) -> list[JournalEntry]:
+        return [e if e.cache_key == MARKER_KEY or not e.components else dataclasses.replace(e, components={})
+                for e in self.journal(run_ids)]  # fmt: skip
 
     def lineage(self, run_id: str) -> list[str]:
         with self._lock:

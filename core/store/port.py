@@ -224,6 +224,13 @@ class Journal(Protocol):
     def journal(self, run_ids: Sequence[str]) -> list[JournalEntry]:
         """Every entry of these runs, in one query, oldest first."""
 
+    def journal_outline(self, run_ids: Sequence[str]) -> list[JournalEntry]:
+        """`journal(run_ids)` without the entries' key components, for the views that show
+        a run rather than decide a step (its page, `Engine.inspect` without a plan): each
+        entry's `components` are empty, except a decision marker's (cache key ""), whose
+        components are its decision; its `notes` are read as `journal` reads them. Nothing
+        that looks results up by key may use it (the key components are what differ)."""
+
     def lineage(self, run_id: str) -> list[str]:
         """`run_id`, then the run it was resumed from, and so on (oldest last); RunNotFound."""
 

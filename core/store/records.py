@@ -10,7 +10,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import json
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import KW_ONLY, dataclass, field
 from enum import StrEnum
 from typing import Any, Self
@@ -248,8 +248,12 @@ class KeyNotes:
     items: int | None = None  # one item of a `map:` node: how many items the node had
 
 
+#: the cache key of a journal entry that carries a decision (an invalidation, a rejection) in
+#: its components, never a result (`core/engine/journal_index.py`)
+MARKER_KEY = ""
 #: the names of `KeyNotes`' fields in a stored entry, in field order
-STORED_NOTE_NAMES = frozenset({"_reason", "_skipped", "_tokens", "_identity", "_child", "_of"})
+NOTE_NAMES = ("_reason", "_skipped", "_tokens", "_identity", "_child", "_of")
+STORED_NOTE_NAMES = frozenset(NOTE_NAMES)
 NO_NOTES = KeyNotes()
 
 
@@ -284,6 +288,13 @@ def split_stored(value: dict[str, Any]) -> tuple[dict[str, Any], KeyNotes]:
     get = value.get
     return components, _notes(get("_reason"), get("_skipped"), get("_tokens"), "_identity" in value,
                               get("_child"), get("_of"))  # fmt: skip
+
+
+def notes_of(values: Sequence[Any]) -> KeyNotes:
+    """The notes from their stored values, in `NOTE_NAMES` order (None: absent), as a read
+    that extracts them in the database returns them (`Journal.journal_outline`)."""
+    reason, skipped, tokens, identity, child, items = values
+    return _notes(reason, skipped, tokens, identity is not None, child, items)
 
 
 @functools.lru_cache(maxsize=4096)  # a resume reads every entry of a lineage: most note alike

@@ -21,11 +21,13 @@ from core.store.records import (
     GateStatus,
     GateVote,
     JournalEntry,
+    KeyNotes,
     NodeStatus,
     Run,
     RunStatus,
     Schedule,
     Subscription,
+    notes_of,
     split_stored,
 )
 
@@ -99,6 +101,7 @@ _NODE_STATUSES = {status.value: status for status in NodeStatus}
 #: the journal's columns in table order, which is also `JournalEntry`'s field order (its
 #: `notes` are stored in the `components` column)
 JOURNAL_FIELDS = tuple(f.name for f in dataclasses.fields(JournalEntry) if f.name != "notes")
+_COMPONENTS = JOURNAL_FIELDS.index("components")
 
 
 def journal_from_row(row: RowLike) -> JournalEntry:
@@ -109,17 +112,29 @@ def journal_from_row(row: RowLike) -> JournalEntry:
 def journal_from_values(values: Sequence[Any]) -> JournalEntry:
     """An entry from its column values in `JOURNAL_FIELDS` order: positional and without
     per-column lookups, because a resume converts every entry of a run's lineage."""
-    (id_, run_id, node_id, attempt, cache_key, components, status, started_at, finished_at,
-     output_digest, error, idempotency_key, tokens_in, tokens_out, artifacts, cached_from,
-     invalidated_by) = values  # fmt: skip
-    key_components, notes = split_stored(json_object(components))
+    key_components, notes = split_stored(json_object(values[_COMPONENTS]))
+    return _entry(values, key_components, notes)
+
+
+def outline_from_values(values: Sequence[Any]) -> JournalEntry:
+    """An entry of `Journal.journal_outline` from its column values: `JOURNAL_FIELDS` (the
+    components a marker's only, else NULL), then its notes in `NOTE_NAMES` order."""
+    marker = values[_COMPONENTS]
+    components = split_stored(json_object(marker))[0] if marker is not None else {}
+    return _entry(values, components, notes_of(values[len(JOURNAL_FIELDS) :]))
+
+
+def _entry(values: Sequence[Any], components: dict[str, Any], notes: KeyNotes) -> JournalEntry:
+    (id_, run_id, node_id, attempt, cache_key, _, status, started_at, finished_at, output_digest,
+     error, idempotency_key, tokens_in, tokens_out, artifacts, cached_from,
+     invalidated_by, *_) = values  # fmt: skip
     return JournalEntry(
         id_,
         run_id,
         node_id,
         attempt,
         cache_key,
-        key_components,
+        components,
         _NODE_STATUSES[status],
         started_at,
         finished_at,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import threading
 
@@ -13,7 +14,7 @@ from core.engine.prepared import prepare
 from core.engine.tools import ToolRegistry
 from core.errors import InvalidTransition, RunNotFound, StoreError
 from core.store.port import StepResult, Store
-from core.store.records import KeyNotes, NodeStatus, RunStatus
+from core.store.records import MARKER_KEY, KeyNotes, NodeStatus, RunStatus
 from core.workflows.loader import load_workflow_text
 from tests.factories import invalidate
 from tests.integration.store.conftest import Clock, MakeRun
@@ -177,6 +178,37 @@ def test_journal_record_cached_copies_many_rows_as_stored_in_order(
         (NodeStatus.COMPLETED, origin.id, 0, None)
     }
     assert all(c.run_id == copy.id and c.finished_at is not None for c in copies)
+
+
+def test_journal_outline_is_the_journal_without_key_components(store: Store, make_run: MakeRun) -> None:
+    run, other = make_run(RunStatus.RUNNING), make_run(RunStatus.RUNNING)
+    notes = KeyNotes(reason="no earlier result", skipped="`ship` is false", keyed_identity=True,
+                     child="r_child", items=3)
+    noted = store.journal_start(run_id=run.id, node_id="a", cache_key="k-a", attempt=1, idempotency_key="i-a",
+                                components={"definition": {"bash": "echo hi"}, "text": 'é"\n'}, notes=notes)
+    store.journal_finish(noted, status=NodeStatus.COMPLETED, output_digest=store.put_blob(b"a"), tokens_in=4,
+                         tokens_out=2, artifacts={"dist/a.whl": "d" * 64})
+    store.journal_finish(_start(store, run.id, "b"), status=NodeStatus.FAILED, error="boom")
+    _start(store, other.id, "b")
+    (source,) = store.journal([run.id])[:1]
+    copy = make_run(RunStatus.RUNNING, resumed_from=run.id)
+    store.journal_record_cached(copy.id, [source])  # notes.saved_tokens = 6, written by the database
+    marker = {"marker": "rejected", "by": "ana", "node": "c", "reason": "not now", "_reason": "noted"}
+    with store.transaction() as tx:
+        tx.journal_note(run_id=run.id, node_id="c", cache_key=MARKER_KEY, components=marker, error="rejected")
+
+    full = store.journal([copy.id, run.id])
+    outline = store.journal_outline([copy.id, run.id, run.id])
+
+    # every entry as `journal` reads it, notes included, with its key components left out but a
+    # marker's (its decision)
+    assert outline == [dataclasses.replace(e, components=e.components if e.cache_key == MARKER_KEY else {})
+                       for e in full]
+    copied_notes = dataclasses.replace(notes, saved_tokens=6)
+    assert [e.notes for e in outline if e.node_id == "a"] == [notes, copied_notes]
+    assert outline[-1].components == {"marker": "rejected", "by": "ana", "node": "c", "reason": "not now"}
+    assert outline[-1].notes == KeyNotes(reason="noted")
+    assert store.journal_outline([]) == []
 
 
 def test_lineage_follows_resumed_from(store: Store, make_run: MakeRun) -> None:
