@@ -32,6 +32,7 @@ from typing import Any
 import httpx
 
 from bench.protocol import emit
+from bot.startup import started
 
 TOOLS = Path(__file__).with_name("web_tools.py")
 HOLD = """name: hold
@@ -106,6 +107,7 @@ async def page_times(sizes: list[int]) -> dict[str, Any]:
             baton, settings, (serve, sock), _ = await _site(Path(tmp), {"wide": wide(n)})
             async with baton.running(handle_signals=False):
                 server = asyncio.create_task(serve(baton, settings, sock=sock))
+                started(collect=True)  # as `baton run` does once serving: the start frozen out of GC
                 run_id = await _start(baton, "run wide")
                 await baton.engine.wait(run_id, timeout=600)
                 url = await _link(baton, run_id)
