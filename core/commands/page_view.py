@@ -126,18 +126,23 @@ def matches(row: Mapping[str, Any], query: str) -> bool:
 
 
 def groups(
-    rows: Sequence[dict[str, Any]], total: int, *, lazy: bool = False, expand: str | None = None
+    rows: Sequence[dict[str, Any]], total: int, *, lazy: bool = False, expand: str | None = None,
+    counts: Mapping[str, int] | None = None,
 ) -> list[dict[str, Any]]:
     """The node list's groups. `lazy` (a big run's first paint): a group that starts closed
-    carries its count and no rows (`deferred`), except `expand` (the group asked for)."""
+    carries its count and no rows (`deferred`), except `expand` (the group asked for).
+    `counts`: the nodes in each state, when `rows` are only those of the groups listed."""
     by_state: dict[str, list[dict[str, Any]]] = {str(s): [] for s in STATE_ORDER}
     for row in rows:
         by_state.setdefault(row["state"], []).append(row)
+    for state in counts or ():
+        by_state.setdefault(state, [])
     out = []
     for state, items in by_state.items():
+        count = counts.get(state, 0) if counts is not None else len(items)
         opened = (not lazy and total <= ALL_OPEN_UP_TO) or NodeState(state) in OPEN_STATES or state == expand
-        deferred = lazy and not opened and bool(items)
-        out.append({"state": state, "rows": [] if deferred else items, "count": len(items),
+        deferred = lazy and not opened and count > 0
+        out.append({"state": state, "rows": [] if deferred else items, "count": count,
                     "open": opened, "deferred": deferred})
     return out
 
@@ -246,28 +251,27 @@ def run_page(parts: Parts, run: Run, uid: str, draw: Draw, *, query: str = "", n
     unless `show_graph`, are left for the page to fetch when opened."""
     hide = parts.redactor
     detail = parts.engine.inspect(run)
-    lazy = len(detail.nodes) > LAZY_OVER and not query
-    rows: list[dict[str, Any]]
+    total = len(detail.nodes)
+    lazy = total > LAZY_OVER and not query
+    counts = dict(Counter(str(n.state) for n in detail.nodes))
+    rowed: Sequence[NodeDetail] = detail.nodes
     if lazy:  # rows built only for the groups listed: a deferred group's are only counted
         listed = {str(s) for s in OPEN_STATES} | ({group} if group else set())
-        rows = [node_row(n, hide) if str(n.state) in listed else {"id": n.node_id, "state": str(n.state)}
-                for n in detail.nodes]  # fmt: skip
-    else:
-        rows = [node_row(n, hide) for n in detail.nodes]
-    by_id = {n.node_id: n for n in detail.nodes}
+        rowed = [n for n in detail.nodes if str(n.state) in listed]
+    rows = [node_row(n, hide) for n in rowed]
     shown = [r for r in rows if matches(r, query)] if query else rows
     wanted: list[str] = []
-    if len(rows) <= INLINE_OUTPUTS:
-        wanted += [n.output_digest for n in detail.nodes if n.output_digest]
-    chosen = by_id.get(node) if node else None
+    if total <= INLINE_OUTPUTS:
+        wanted += [n.output_digest for n in rowed if n.output_digest]
+    chosen = detail.node(node) if node else None
     if chosen is not None and chosen.output_digest:
         wanted.append(chosen.output_digest)
     if detail.output_digest:
         wanted.append(detail.output_digest)
     blobs = parts.store.get_blobs(set(wanted)) if wanted else {}
     texts = {d: hide.redact(decode(b)) for d, b in blobs.items()}  # whole, then cut: no half secrets
-    if len(rows) <= INLINE_OUTPUTS:
-        for row, n in zip(rows, detail.nodes, strict=True):
+    if total <= INLINE_OUTPUTS:
+        for row, n in zip(rows, rowed, strict=True):
             text = texts.get(n.output_digest or "", "")
             row["preview"] = text[:PREVIEW_CHARS]
             row["preview_cut"] = len(text) > PREVIEW_CHARS
@@ -290,11 +294,11 @@ def run_page(parts: Parts, run: Run, uid: str, draw: Draw, *, query: str = "", n
     return {
         "run": run_header(run, detail, hide),
         "queue": queueing.waiting(parts.store, run, time.time()),  # why a queued run waits
-        "counts": dict(Counter(str(n.state) for n in detail.nodes)),
-        "total": len(rows),
-        "groups": groups(shown, len(rows), lazy=lazy, expand=group),
+        "counts": counts,
+        "total": total,
+        "groups": groups(shown, total, lazy=lazy, expand=group, counts=counts if lazy else None),
         "lazy": lazy,
-        "states": {r["id"]: r["state"] for r in rows} if drawing is not None else {},
+        "states": {n.node_id: str(n.state) for n in detail.nodes} if drawing is not None else {},
         "matched": matched,
         "query": query,
         "drawing": drawing,
