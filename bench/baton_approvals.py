@@ -155,7 +155,7 @@ async def votes(url: str, n: int, directory: Path) -> dict[str, Any]:
     edited: asyncio.Queue[float] = asyncio.Queue()
 
     async def outbox(reply: Reply) -> None:
-        if reply.kind == "gate_waiting" and reply.edit_only:
+        if reply.kind == "gate_waiting" and reply.how.edit_only:
             edited.put_nowait(time.perf_counter())
 
     handler.register_outbox("console", outbox)

@@ -82,9 +82,9 @@ async def measure(root: Path, n: int, children: int = 100) -> dict[str, object]:
             raise SystemExit(f"the fan-out ended {fan.status.value}: {fan.reason}")
         child_runs = r.store.child_runs([fan_id])
     mapped = [r for r in replies if r.kind == "progress" and r.run_id == run_id]
-    progress = {r.replace_key for r in mapped}  # one key: one message, edited
+    progress = {r.how.replace_key for r in mapped}  # one key: one message, edited
     fanned = {fan_id, *(c.id for c in child_runs)}
-    fan_messages = {r.replace_key or id(r) for r in replies if r.run_id in fanned}
+    fan_messages = {r.how.replace_key or id(r) for r in replies if r.run_id in fanned}
     return {
         "side": "baton-map",
         "n": n,

@@ -248,11 +248,11 @@ def say(
     def stream(reply: Reply, redactor: Redactor) -> None:
         from adapters.console.output import reply_text
 
-        if reply.replace_key is not None:
+        if reply.how.replace_key is not None:
             text_now = reply_text(reply, redactor, exports)
-            if shown.get(reply.replace_key) == text_now:
+            if shown.get(reply.how.replace_key) == text_now:
                 return
-            shown[reply.replace_key] = text_now
+            shown[reply.how.replace_key] = text_now
         send(reply, redactor, exports)
 
     try:

@@ -86,14 +86,14 @@ class ConsoleView:
         return sum(max(1, -(-cell_len(line) // width)) for line in text.split("\n"))
 
     def show(self, reply: Reply) -> None:
-        if reply.edit_only and reply.replace_key not in self._shown and not reply.data.get("settled"):
+        if reply.how.edit_only and reply.how.replace_key not in self._shown and not reply.data.get("settled"):
             return  # edits a message this console never showed (a gate's end is still told:
             # its message may be on the screen from before a restart)
-        if reply.replace_key is not None:
-            self._shown.add(reply.replace_key)
+        if reply.how.replace_key is not None:
+            self._shown.add(reply.how.replace_key)
         text = reply_text(reply, self._redactor, self._exports)
         reply = redacted(reply, self._redactor)
-        same_block = reply.replace_key is not None and reply.replace_key == self._last_key
+        same_block = reply.how.replace_key is not None and reply.how.replace_key == self._last_key
         choices = choices_of(reply)
         if same_block and text == self._last_text and (not choices or choices == self.choices):
             return  # unchanged progress: nothing to print
@@ -103,12 +103,12 @@ class ConsoleView:
         style = "bold red" if reply.is_error else ("dim" if reply.kind == "progress" else "")
         block = Text(text, style=style)
         if choices:
-            self.choices, self._choices_key = choices, reply.replace_key
+            self.choices, self._choices_key = choices, reply.how.replace_key
             block.append("\n" + choices_text(reply), style="cyan")
-        elif reply.edit_only and reply.replace_key == self._choices_key:
+        elif reply.how.edit_only and reply.how.replace_key == self._choices_key:
             self.choices = ()  # the gate those numbers decided is decided
         self._console.print(block)
-        self._last_key = reply.replace_key
+        self._last_key = reply.how.replace_key
         self._last_text = text
         self._last_height = self._height(block.plain)
 
@@ -162,7 +162,7 @@ async def _form_answered(
     """A reply that asks for a form (a run's inputs, a gate's values): its fields as numbered
     prompts, then the command they complete as the next message (a gate's: the ballot, for
     `Handler.decide`); None when none asks."""
-    form = next((r.form for r in replies if r.form is not None and not r.edit_only), None)
+    form = next((r.form for r in replies if r.form is not None and not r.how.edit_only), None)
     if form is None:
         return None, None
 
@@ -193,8 +193,9 @@ async def interactive(
     async def outbox(reply: Reply) -> None:
         # this conversation's replies, what is sent to this person directly (a reminder's copy), and
         # notices to any console conversation (marked with theirs)
-        if (reply.conversation in (None, conversation) or (reply.direct and reply.conversation == user)
-                or is_notice(reply)):
+        to = reply.to
+        mine = to.conversation in (None, conversation) or (to.direct and to.conversation == user)
+        if mine or is_notice(reply):
             await show(reply)
 
     baton.handler.register_outbox(PLATFORM, outbox)

@@ -49,10 +49,10 @@ class Transcript:
     replies: list[Reply] = field(default_factory=list)
 
     def add(self, reply: Reply) -> None:
-        if reply.edit_only and not any(r.replace_key == reply.replace_key for r in self.replies):
+        if reply.how.edit_only and not any(r.how.replace_key == reply.how.replace_key for r in self.replies):
             return  # an edit of a message shown by another call
-        if reply.replace_key is not None:
-            self.replies = [r for r in self.replies if r.replace_key != reply.replace_key]
+        if reply.how.replace_key is not None:
+            self.replies = [r for r in self.replies if r.how.replace_key != reply.how.replace_key]
         self.replies.append(reply)
 
 
@@ -110,7 +110,7 @@ async def say(
 
     async def outbox(reply: Reply) -> None:
         # a notice to another console conversation is shown too, marked with it: one terminal
-        if background and (reply.conversation in (None, message.conversation) or is_notice(reply)):
+        if background and (reply.to.conversation in (None, message.conversation) or is_notice(reply)):
             keep(reply)
 
     baton.handler.register_outbox(PLATFORM, outbox)

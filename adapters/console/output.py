@@ -112,9 +112,9 @@ def reply_to_json(reply: Reply, redactor: Redactor, exports: Path) -> dict[str, 
             for m in reply.menus
         ],
         "is_error": reply.is_error,
-        "thread": reply.thread,
-        "replace_key": reply.replace_key,
-        "ephemeral": reply.ephemeral,
+        "thread": reply.to.thread,
+        "replace_key": reply.how.replace_key,
+        "ephemeral": reply.how.ephemeral,
         "file": None if reply.file is None else str(saved_file(reply.file, exports)),
     }
 

@@ -21,7 +21,6 @@ event into a `ChatMessage` (`inbound`), hands it to the core `Handler` and posts
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import hashlib
 import json
 import logging
@@ -219,7 +218,7 @@ class BatonClient(discord.Client):
                                     lambda: _acknowledge(interaction, thinking=False), ballot)
         if answer is None:
             return None
-        refusals = [dataclasses.replace(r, ephemeral=True) for r in answer if r.is_error]
+        refusals = [r.sent(ephemeral=True) for r in answer if r.is_error]
         if refusals:
             await self.sender.answer(interaction, refusals, open_original=False)
             return None
@@ -263,7 +262,7 @@ class BatonClient(discord.Client):
             return  # ordinary channel chatter never reaches the core
         answer = await self.handler.handle(chat)
         for reply in answer:
-            await self.sender.send_to(int(reply.thread) if reply.thread else message.channel.id, reply)
+            await self.sender.send_to(int(reply.to.thread) if reply.to.thread else message.channel.id, reply)
 
     def _text(self, reply: Reply) -> str:
         return "\n".join(render(reply, FORMAT, self.handler.redactor))

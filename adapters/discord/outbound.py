@@ -139,14 +139,14 @@ class DiscordSender:
         run keeps the interaction's follow-up as that run's (a fallback place)."""
         for reply in replies:
             follow_up = (followup_send(interaction, ephemeral=False), FOLLOW_UP_TTL, None)
-            if reply.thread is not None and reply.thread != str(interaction.channel_id):
-                await self.delivery.answer(reply, reply.thread, follow_up=follow_up)  # the run's thread
-                if open_original and not reply.ephemeral:  # typed here: answered here too
-                    shown = dataclasses.replace(reply, buttons=(), menus=(), starts_thread=False)
+            if reply.to.thread is not None and reply.to.thread != str(interaction.channel_id):
+                await self.delivery.answer(reply, reply.to.thread, follow_up=follow_up)  # the run's thread
+                if open_original and not reply.how.ephemeral:  # typed here: answered here too
+                    shown = dataclasses.replace(reply, buttons=(), menus=()).sent(starts_thread=False)
                     public = followup_send(interaction, ephemeral=False)
                     await self.delivery.answer(shown, Sends(original_edit(interaction), public))
                     open_original = False
-            elif reply.ephemeral:
+            elif reply.how.ephemeral:
                 if open_original:  # a deferral is public; only a new followup can be private
                     await interaction.delete_original_response()
                     open_original = False
@@ -156,7 +156,7 @@ class DiscordSender:
                 public = followup_send(interaction, ephemeral=False)
                 first = original_edit(interaction) if open_original else public
                 answering, open_original = open_original, False
-                starts = bool(reply.starts_thread and reply.run_id and interaction.channel_id)
+                starts = bool(reply.how.starts_thread and reply.run_id and interaction.channel_id)
                 try:
                     await self.delivery.answer(reply, Sends(first, public), follow_up=follow_up,
                                                thread_or_none=not starts)

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import dataclasses
 import json
 import time
 import uuid
@@ -232,8 +231,8 @@ class AgentTools:
         if self.place is None or started.run_id is None:
             return
         platform, conversation = self.place
-        posted = await self.handler.announce(dataclasses.replace(
-            started, platform=platform, conversation=conversation, ephemeral=False))
+        shown = started.at(platform=platform, conversation=conversation).sent(ephemeral=False)
+        posted = await self.handler.announce(shown)
         if not posted:
             await self.handler.attach_thread(started.run_id, None)
 

@@ -8,7 +8,7 @@ answers what it did, never calling back. Slack's own mechanics here:
   modal, an ephemeral answer privately, the rest through the service, which keeps the request's
   `response_url` as the run's follow-up (30 minutes, 5 uses).
 - A message of an outbox row carries the row in its metadata (`baton_outbox`). Slack has no
-  idempotency key, so on a redelivery (`Reply.once.since`) the thread or channel since the
+  idempotency key, so on a redelivery (`Reply.how.once.since`) the thread or channel since the
   row was written is looked through first, a few pages at most; a message of this bot found
   there is taken for posted. A look-up that fails posts (at least once).
 - Text too long for a message's blocks is uploaded whole as a file snippet in the thread, with
@@ -17,7 +17,6 @@ answers what it did, never calling back. Slack's own mechanics here:
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 import logging
 from collections.abc import Mapping, Sequence
@@ -66,11 +65,11 @@ CLOCK_SKEW = 60.0
 
 
 def outbox_metadata(reply: Reply) -> dict[str, Any] | None:
-    """The message metadata of an outbox row's message (`Reply.once`: `outbox:<row>[:<part>]`),
+    """The message metadata of an outbox row's message (`Reply.how.once`: `outbox:<row>[:<part>]`),
     what a redelivery looks for; None for any other reply."""
-    if reply.once is None:
+    if reply.how.once is None:
         return None
-    key = reply.once.key
+    key = reply.how.once.key
     payload: dict[str, Any] = {"key": key}
     _, _, rest = key.partition(":")
     row = rest.split(":", 1)[0]
@@ -103,7 +102,7 @@ class SlackSender:
             try:
                 await self._answer(reply, origin)
             except SlackCallFailed as exc:
-                started = reply.starts_thread and reply.run_id
+                started = reply.how.starts_thread and reply.run_id
                 # a run that started must not be started again: say so, never "try again"
                 # (the service told the core no thread will come: it reports in the channel)
                 await self.tell(origin, said("started_unseen", reply.run_id, exc.error) if started
@@ -112,19 +111,19 @@ class SlackSender:
     async def _answer(self, reply: Reply, origin: Origin) -> None:
         if reply.form is not None and await self.open_form(reply.form, origin):
             return  # the modal asks; its text would only repeat it
-        channel = reply.conversation or origin.channel
+        channel = reply.to.conversation or origin.channel
         if not channel:
             log.warning("reply without a conversation dropped",
                         extra={"action": "slack_send", "run_id": reply.run_id})
             return
-        thread = reply.thread or origin.thread
-        if reply.ephemeral:
+        thread = reply.to.thread or origin.thread
+        if reply.how.ephemeral:
             message, _, _ = self._message(reply, await self.delivery.compose(reply, True), attach=True)
             await self._ephemeral(origin, channel, thread, message)
             return
         url = origin.response_url
         follow_up = (url, RESPONSE_URL_TTL, RESPONSE_URL_USES) if url else None
-        await self.delivery.answer(dataclasses.replace(reply, conversation=channel, thread=thread), channel,
+        await self.delivery.answer(reply.at(conversation=channel, thread=thread), channel,
                                    follow_up=follow_up)
 
     async def tell(self, origin: Origin, text: str) -> None:
@@ -150,7 +149,7 @@ class SlackSender:
     def _where(place: str, reply: Outgoing) -> tuple[str, str | None]:
         """(channel, thread) of `place`: the reply's conversation and thread, or a person's id
         (their DM)."""
-        return place, reply.thread if place == reply.conversation else None
+        return place, reply.to.thread if place == reply.to.conversation else None
 
     async def post(self, place: str, reply: Outgoing, text: Rendered, *, attach: bool, opens: bool) -> Sent:
         assert isinstance(reply, Reply)
@@ -177,7 +176,7 @@ class SlackSender:
             if exc.error not in STALE_MESSAGE:
                 raise
             return None
-        if reply.edit_only:  # a decided gate's message: only its text changes
+        if reply.how.edit_only:  # a decided gate's message: only its text changes
             return Sent(posted)
         root = thread or posted.ids[0]
         await self._files(reply, channel, root, upload, filename)
@@ -194,10 +193,10 @@ class SlackSender:
         run_id = reply.run_id or ""
         if how == FOLLOW_UP:
             return to is not None and await self._respond(
-                to, said("moved_here", run_id, reply.conversation or "", error))
+                to, said("moved_here", run_id, reply.to.conversation or "", error))
         if how == DIRECT and to:
             await call(self._client, "chat.postMessage", channel=to,
-                       text=said("moved", run_id, reply.conversation or "", error))
+                       text=said("moved", run_id, reply.to.conversation or "", error))
         return True
 
     def refusal(self, exc: BaseException, reply: Outgoing) -> str | None:
@@ -298,7 +297,7 @@ class SlackSender:
         DM (`D…`), the id chat.update needs. An outbox row's message carries the row in its
         metadata; on a redelivery, the one an earlier attempt posted is taken when it is found."""
         metadata = None if reply is None else outbox_metadata(reply)
-        once = None if reply is None else reply.once
+        once = None if reply is None else reply.how.once
         if once is not None and once.since is not None:
             found = await self._posted_before(channel, thread, once.key, once.since)
             if found is not None:

@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import asyncio
 import base64
-import dataclasses
 import json
 import logging
 import time
@@ -273,9 +272,9 @@ class RunPagesApp:
         self.hub.poke(run.id)  # a vote that does not yet decide the gate still changes its panel
         for reply in answers:
             if not reply.is_error:  # the decision is told where the run lives
-                await self.handler.announce(dataclasses.replace(
-                    reply, platform=run.platform, conversation=run.conversation, thread=run.thread,
-                    ephemeral=False))
+                await self.handler.announce(reply.at(
+                    platform=run.platform, conversation=run.conversation, thread=run.thread,
+                ).sent(ephemeral=False))
         hide = self.parts.redactor
         said = "\n".join(render_text(r, "console", hide) for r in answers) or self._note("already_handled")
         log.info("decided on the run page", extra={"action": "web_decide", "run_id": run.id,

@@ -288,10 +288,10 @@ def in_run_thread(ctx: Context, run: Run, reply: Reply) -> Reply:
     """`reply` in `run`'s thread when it has one in the conversation asked from (a prompt's
     button in the channel's root): the run's story stays in one place."""
     msg = ctx.message
-    if (run.thread is None or reply.ephemeral or msg.thread == run.thread
+    if (run.thread is None or reply.how.ephemeral or msg.thread == run.thread
             or (run.platform, run.conversation) != (msg.platform, msg.conversation)):
         return reply
-    return dataclasses.replace(reply, thread=run.thread, conversation=run.conversation)
+    return reply.at(thread=run.thread, conversation=run.conversation)
 
 
 async def approve(ctx: Context, cmd: ApproveCommand) -> list[Reply]:

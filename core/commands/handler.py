@@ -103,7 +103,7 @@ class Handler:
 
     def register_outbox(self, platform: str, outbox: Outbox, *, threads: bool = False) -> None:
         """Background replies of `platform` go to `outbox`. `threads=True`: the adapter opens a
-        thread for each run a command starts outside one (`Reply.starts_thread`) and reports it
+        thread for each run a command starts outside one (`Reply.how.starts_thread`) and reports it
         with `attach_thread`; until then that run's background replies wait (bounded)."""
         self.progress.register_outbox(platform, outbox, threads=threads)
 
@@ -154,8 +154,8 @@ class Handler:
         False when the platform registered no outbox in this process. A reply offering a gate's
         buttons (a reminder, an escalation, in a thread or directly) is kept as an offer first,
         so that deciding the gate withdraws them there too."""
-        reply = self.progress.offers.offer(reply, platform=reply.platform or "",
-                                           conversation=reply.conversation, thread=reply.thread)
+        reply = self.progress.offers.offer(reply, platform=reply.to.platform or "",
+                                           conversation=reply.to.conversation, thread=reply.to.thread)
         return await self.progress.post(reply)
 
     async def drain(self) -> None:

@@ -13,11 +13,11 @@ the replies readdressed.
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Sequence
 from typing import Any
 
 from core.commands.messages import Attachment, ChatMessage, Reply
+from core.delivery.envelope import Address
 
 _FIELDS = ("platform", "conversation", "user", "text", "event_id", "thread", "is_command", "direct",
            "mentions_bot", "user_name", "principal")  # fmt: skip
@@ -47,22 +47,18 @@ def late_replies(message: ChatMessage, claimed_at: float, answer: Sequence[Reply
     notice = Reply(
         kind="handled_late",
         data={"text": message.text, "user": f"{message.platform}:{message.user}", "at": claimed_at},
-        platform=message.platform,
-        conversation=message.conversation,
-        thread=message.thread,
+        to=Address(message.platform, message.conversation, message.thread),
         pings=(f"{message.platform}:{message.user}",),  # addressed to them: the one who must know
     )
     late = [notice]
     for reply in answer:
-        if reply.ephemeral or reply.direct:
-            late.append(dataclasses.replace(
-                reply, platform=message.platform, conversation=message.user, thread=None, direct=True,
-                ephemeral=False, starts_thread=False,
-            ))  # fmt: skip
+        if reply.how.ephemeral or reply.to.direct:
+            told = reply.at(platform=message.platform, conversation=message.user, thread=None, direct=True)
+            late.append(told.sent(ephemeral=False, starts_thread=False))
         else:
-            late.append(dataclasses.replace(
-                reply, platform=reply.platform or message.platform,
-                conversation=reply.conversation or message.conversation,
-                thread=reply.thread if reply.conversation else (reply.thread or message.thread),
+            late.append(reply.at(
+                platform=reply.to.platform or message.platform,
+                conversation=reply.to.conversation or message.conversation,
+                thread=reply.to.thread if reply.to.conversation else (reply.to.thread or message.thread),
             ))  # fmt: skip
     return late

@@ -9,11 +9,12 @@ registered for its platform.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from core.delivery.edits import Once
+from core.delivery.envelope import Address, Mode
 
 
 @dataclass(frozen=True, slots=True)
@@ -103,6 +104,10 @@ class Form:
 
 @dataclass(frozen=True, slots=True)
 class Reply:
+    """What is said (the template `kind`, its `data`, the choices it offers), with where it goes
+    (`to`, an `Address`) and how it is delivered (`how`, a `Mode`: an edit, only for the asker,
+    once per outbox row). Core builds all three; delivery turns them into platform operations."""
+
     kind: str  # template name: templates/<platform>/<kind>.j2
     data: Mapping[str, Any] = field(default_factory=dict)
     buttons: tuple[Button, ...] = ()
@@ -110,20 +115,7 @@ class Reply:
     form: Form | None = None  # values to ask for in the platform's form, when it has one (forms.py)
     run_id: str | None = None
     run_status: str | None = None  # the run's status when this reply was made
-    platform: str | None = None
-    conversation: str | None = None
-    thread: str | None = None  # where to post; None: where the message came from
-    requester: str | None = None  # who started the run (`slack:U1`): told directly when nowhere else can be
-    replace_key: str | None = None  # edit the message last sent with this key instead of posting
-    edit_only: bool = False  # only edit the message sent under `replace_key`; never post anew
-    starts_thread: bool = False  # the adapter should report the posted message's id as the run's thread
-    ephemeral: bool = False  # only the asking user should see it (refusals, help)
     is_error: bool = False
-    #: `conversation` is a person's platform user id: sent to them directly (a DM), never in a thread
-    direct: bool = False
-    #: an outbox row's message: how it lands once however often the row is delivered (its key,
-    #: and since when an earlier attempt may have reached the platform); None: no row's
-    once: Once | None = None
     #: a file sent with the reply (`audit --since`): the console writes it and prints its path,
     #: Slack uploads it in the reply's thread, Discord attaches it to the message
     file: Attachment | None = None
@@ -133,6 +125,18 @@ class Reply:
     #: waits on), "handled after a restart" (who typed the command). Everyone else a reply names
     #: is shown by name, never pinged (`templates/<platform>/_fmt.j2`, `user`)
     pings: tuple[str, ...] = ()
+    #: where it goes; the empty `Address()`: where the message it answers came from
+    to: Address = field(default_factory=Address)
+    #: how it is delivered; the empty `Mode()`: posted anew, for everyone
+    how: Mode = field(default_factory=Mode)
+
+    def at(self, **where: Any) -> Reply:
+        """This reply sent elsewhere: its `to` with the given `Address` fields changed."""
+        return dataclasses.replace(self, to=dataclasses.replace(self.to, **where))
+
+    def sent(self, **mode: Any) -> Reply:
+        """This reply delivered otherwise: its `how` with the given `Mode` fields changed."""
+        return dataclasses.replace(self, how=dataclasses.replace(self.how, **mode))
 
 
 Outbox = Callable[[Reply], Awaitable[None]]

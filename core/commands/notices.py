@@ -157,11 +157,10 @@ class Notices:
             return
         reply = replies.notice(run, event, self._facts(row, run, event, p), page=self.pages)
         subscriber = str(by) if by and str(by).startswith(f"{row.platform}:") else None
-        reply = dataclasses.replace(
-            reply, platform=row.platform, conversation=row.conversation, once=once_of(row),
+        reply = reply.at(
+            platform=row.platform, conversation=row.conversation,
             requester=subscriber,  # told directly if refused
-            replace_key=f"offer:notice:{row.id}" if event in GATE_EVENTS else None,
-        )
+        ).sent(once=once_of(row), replace_key=f"offer:notice:{row.id}" if event in GATE_EVENTS else None)
         await send(self._offers.offer(reply, platform=row.platform, conversation=row.conversation,
                                       thread=None))
 
@@ -205,8 +204,7 @@ class Notices:
         if not mine:
             return  # stopped already (by an earlier notice, or unsubscribed)
         told = replies.subscription_stopped(row.platform, row.conversation, source, by)
-        await send(dataclasses.replace(told, platform=row.platform, conversation=row.conversation,
-                                       once=once_of(row)))
+        await send(told.at(platform=row.platform, conversation=row.conversation).sent(once=once_of(row)))
         self._store.unsubscribe(row.platform, row.conversation, source, [s.event for s in mine])
         self._store.audit(actor=ENGINE_ACTOR, action="subscription_stopped", run_id=row.run_id, details={
             "platform": row.platform, "conversation": row.conversation, "workflow": source, "by": by,
@@ -272,8 +270,8 @@ class Notices:
             digest = replies.notice_digest(str(row.payload["workflow"]), float(row.payload["window"]),
                                            [(str(i[1]), str(i[2])) for i in items])
             digest = dataclasses.replace(digest, data={**digest.data, "to": row.conversation})
-            await send(dataclasses.replace(digest, platform=row.platform, conversation=row.conversation,
-                                           once=once_of(row)))
+            digest = digest.at(platform=row.platform, conversation=row.conversation)
+            await send(digest.sent(once=once_of(row)))
         async with self._lock(row.platform, stream):
             state = self._state(row.platform, stream)
             if state["folds"].pop(due, None) is not None:

@@ -34,7 +34,7 @@ from collections.abc import Callable, Collection, Iterable
 from typing import Any, Protocol
 
 from core.commands.messages import Button, Menu, Outbox, Reply, reusable
-from core.delivery.edits import Once
+from core.delivery.envelope import Address, Mode, Once
 from core.engine.events import EngineEvent, EventKind
 from core.errors import BatonError
 from core.store.port import Gates, PlatformState, Runs
@@ -42,6 +42,8 @@ from core.store.port import Gates, PlatformState, Runs
 log = logging.getLogger("baton.offers")
 
 DECIDING = frozenset({"approve", "reject"})  # the button actions that decide a gate
+#: `Reply`'s envelope: kept flat in an offer's JSON, beside its content (`to_json`)
+ENVELOPE = frozenset({"to", "how"})
 
 
 def retires(action: str, command: str, answer: Iterable[Reply]) -> bool:
@@ -81,16 +83,20 @@ def withdrawn(reply: Reply, run_id: str, settled: dict[str, Any]) -> Reply:
         Menu(m.placeholder, opts) for m in reply.menus if (opts := tuple(filter(keep, m.options)))
     )
     data = {**reply.data, "settled": [*reply.data.get("settled", ()), settled]}
-    return dataclasses.replace(reply, data=data, buttons=tuple(filter(keep, reply.buttons)), menus=menus,
-                               edit_only=True)
+    return dataclasses.replace(reply, data=data, buttons=tuple(filter(keep, reply.buttons)),
+                               menus=menus).sent(edit_only=True)
 
 
 def to_json(reply: Reply) -> str:
-    fields = {f.name: getattr(reply, f.name) for f in dataclasses.fields(reply)}
+    """`reply` as one flat JSON object: its content's fields beside its address's and its mode's
+    (the shape offers were kept in before `Reply.to` and `Reply.how`, which `from_json` reads)."""
+    fields = {f.name: getattr(reply, f.name) for f in dataclasses.fields(reply) if f.name not in ENVELOPE}
+    fields |= {f.name: getattr(reply.to, f.name) for f in dataclasses.fields(Address)}
+    fields |= {f.name: getattr(reply.how, f.name) for f in dataclasses.fields(Mode)}
     fields["buttons"] = [dataclasses.asdict(b) for b in reply.buttons]
     fields["menus"] = [{"placeholder": m.placeholder, "options": [dataclasses.asdict(b) for b in m.options]}
                        for m in reply.menus]
-    fields["once"] = None if reply.once is None else dataclasses.asdict(reply.once)
+    fields["once"] = None if reply.how.once is None else dataclasses.asdict(reply.how.once)
     return json.dumps(fields, default=list, ensure_ascii=False)
 
 
@@ -102,10 +108,12 @@ def from_json(text: str) -> Reply:
     fields["pings"] = tuple(fields.get("pings") or ())  # (absent from offers kept before it existed)
     once, key = fields.get("once"), fields.pop("delivery_key", None)
     since = fields.pop("redelivery_since", None)
-    if once is None and key is not None:  # an offer kept before `Reply.once`
+    if once is None and key is not None:  # an offer kept before `Reply.once` (now `Reply.how.once`)
         once = {"key": key, "since": since}
     fields["once"] = None if once is None else Once(**once)
-    return Reply(**fields)
+    to = Address(**{f.name: fields.pop(f.name) for f in dataclasses.fields(Address) if f.name in fields})
+    how = Mode(**{f.name: fields.pop(f.name) for f in dataclasses.fields(Mode) if f.name in fields})
+    return Reply(**fields, to=to, how=how)
 
 
 class OffersStore(Runs, Gates, PlatformState, Protocol):
@@ -126,14 +134,13 @@ class GateOffers:
         """`reply` as it should be sent: when it offers a gate, with a `replace_key` (and its
         place), kept so that it can be withdrawn once the gate is decided."""
         runs = offered_runs(reply)
-        if not runs or reply.ephemeral or reply.edit_only:
+        if not runs or reply.how.ephemeral or reply.how.edit_only:
             return reply
-        key = reply.replace_key or f"offer:{uuid.uuid4().hex}"
-        where = reply.platform or platform
-        reply = dataclasses.replace(
-            reply, replace_key=key, platform=where, conversation=reply.conversation or conversation,
-            thread=reply.thread or thread,
-        )  # fmt: skip
+        key = reply.how.replace_key or f"offer:{uuid.uuid4().hex}"
+        where = reply.to.platform or platform
+        to = reply.to
+        reply = reply.at(platform=where, conversation=to.conversation or conversation,
+                         thread=to.thread or thread).sent(replace_key=key)
         try:
             self._store.put_state(where, key, to_json(reply))
             for run_id in runs:
@@ -157,7 +164,7 @@ class GateOffers:
                 reply = from_json(kept)
                 if reply.kind != "gate_waiting":
                     continue
-                edited = dataclasses.replace(reply, data={**reply.data, "state": state}, edit_only=True)
+                edited = dataclasses.replace(reply, data={**reply.data, "state": state}).sent(edit_only=True)
                 self._store.put_state(platform, key, to_json(edited))
                 await outbox(edited)  # type: ignore[misc]
         except BatonError as exc:

@@ -13,7 +13,7 @@ rest, else (a retry after a failure, a process that died or stopped meanwhile) b
 replica's outbox loop claims the row, rendered from the store as it is then.
 
 Threads. On a platform registered with `threads=True` a command answered outside a thread
-starts its run's thread with the reply it gets back (`Reply.starts_thread`); the delivery
+starts its run's thread with the reply it gets back (`Reply.how.starts_thread`); the delivery
 service posts it and reports the thread with `Handler.attach_thread`. The run is already running
 by then, so its first progress could be produced before the thread exists. Such a run's
 background replies wait (at most `thread_wait` seconds) until the thread is attached, then
@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import dataclasses
 import logging
 import time
 from collections import Counter
@@ -173,7 +172,7 @@ class ProgressReporter:
 
     def expect_thread(self, answered: Sequence[Reply]) -> None:
         for reply in answered:
-            if reply.starts_thread and reply.run_id and reply.thread is None:
+            if reply.how.starts_thread and reply.run_id and reply.to.thread is None:
                 self._expected.add(reply.run_id)
 
     async def thread_attached(self, run_id: str) -> None:
@@ -359,7 +358,7 @@ class ProgressReporter:
                             detail={k: v for k, v in row.payload.items()
                                     if k not in ("status", NOTICED) and v is not None})
         final = self._final(run, summary, event, self._ran.get(run.id))
-        await send(dataclasses.replace(final, once=once_of(row)))
+        await send(final.sent(once=once_of(row)))
         self._ran.pop(run.id, None)
 
     async def _deliver_notice(self, row: Delivery) -> None:
@@ -379,20 +378,20 @@ class ProgressReporter:
             return
         to = list(row.payload.get("to") or [])
         notice = GATE_NOTICES[row.kind](run, gate, to, row.payload.get("left"))
-        notice = dataclasses.replace(notice, once=once_of(row))
+        notice = notice.sent(once=once_of(row))
         await send(self.offers.offer(notice, platform=run.platform, conversation=run.conversation,
                                      thread=run.thread))
         for part, person in enumerate(to, start=1):
             direct = replies.told_directly(notice, person)
-            dm = None if direct is None else self._outboxes.get(direct.platform or "")
+            dm = None if direct is None else self._outboxes.get(direct.to.platform or "")
             if direct is None or dm is None:
                 log.info("no outbox for %s in this process: %s not told directly",
-                         None if direct is None else direct.platform, person,
+                         None if direct is None else direct.to.platform, person,
                          extra={"action": "direct_skipped", "run_id": run.id})
                 continue
-            direct = dataclasses.replace(direct, once=once_of(row, part))
-            kept = self.offers.offer(direct, platform=direct.platform or "",
-                                     conversation=direct.conversation, thread=None)
+            direct = direct.sent(once=once_of(row, part))
+            kept = self.offers.offer(direct, platform=direct.to.platform or "",
+                                     conversation=direct.to.conversation, thread=None)
             await dm(kept)
 
     async def _deliver_timed_out(self, row: Delivery) -> None:
@@ -406,13 +405,13 @@ class ProgressReporter:
         run = await self._await_thread(run)
         gate = self._store.get_gate(row.run_id, row.payload["node"])
         told = replies.gate_timed_out(run, gate, str(row.payload["outcome"]), str(row.payload["waited"]))
-        await send(dataclasses.replace(told, once=once_of(row, look=False)))
+        await send(told.sent(once=once_of(row, look=False)))
 
     async def post(self, reply: Reply) -> bool:
-        """Hand `reply` to the outbox of its platform (`reply.platform`), in the background (a
+        """Hand `reply` to the outbox of its platform (`reply.to.platform`), in the background (a
         reply the platform cannot take for now is sent again: the caller does not wait for
         that; `drain` does); False when that platform registered none in this process."""
-        outbox = self._outboxes.get(reply.platform or "")
+        outbox = self._outboxes.get(reply.to.platform or "")
         if outbox is None:
             return False
         task = asyncio.create_task(self._send(outbox, reply), name=f"post-{reply.run_id}")

@@ -17,6 +17,7 @@ from core.commands.messages import Attachment, Button, Form, FormField, Menu, Re
 from core.commands.model import Spec
 from core.commands.pages import PageLink, open_button
 from core.commands.resolution import Option, Prompt, preview
+from core.delivery.envelope import Address, Mode
 from core.engine.events import NodeState, NodeSummary, Plan, RunSummary
 from core.errors import BatonError
 from core.store.records import AuditEvent, Gate, Run, Subscription
@@ -49,7 +50,7 @@ def error(exc: BatonError, run: Run | None = None) -> Reply:
     data = {"message": exc.message, "hint": hint(exc), "parts": message_parts(exc.message, people)}
     run_id = run.id if run else getattr(exc, "run_id", None)
     status = str(run.status) if run else getattr(exc, "status", None)
-    return Reply(kind="error", data=data, is_error=True, ephemeral=True, run_id=run_id,
+    return Reply(kind="error", data=data, is_error=True, how=Mode(ephemeral=True), run_id=run_id,
                  run_status=None if status is None else str(status))
 
 
@@ -75,7 +76,7 @@ def message_parts(message: str, users: Sequence[str | None]) -> list[dict[str, s
 
 
 def unexpected() -> Reply:
-    return Reply(kind="error", is_error=True, ephemeral=True, data={
+    return Reply(kind="error", is_error=True, how=Mode(ephemeral=True), data={
         "message": "Something unexpected went wrong; it has been logged.",
         "hint": "Try again; if it keeps happening, tell a Baton admin the time it happened.",
     })
@@ -85,19 +86,19 @@ def stale_control(form: bool) -> Reply:
     """A click or a form submission Baton cannot act on: not one of its buttons, a malformed
     one, or a form that closed (timed out, or opened before a restart)."""
     what = "This form is no longer open" if form else "This button is not one Baton can act on"
-    return Reply(kind="error", is_error=True, ephemeral=True, data={
+    return Reply(kind="error", is_error=True, how=Mode(ephemeral=True), data={
         "message": f"{what}; nothing was done.",
         "hint": "Type the command instead (`help` lists them), or open the form again.",
     })
 
 
 def help_list(specs: Sequence[Spec]) -> Reply:
-    return Reply(kind="help", ephemeral=True, data={
+    return Reply(kind="help", how=Mode(ephemeral=True), data={
         "commands": [{"name": s.name, "usage": s.usage, "summary": s.summary} for s in specs]})
 
 
 def help_topic(spec: Spec) -> Reply:
-    return Reply(kind="help_topic", ephemeral=True, data={
+    return Reply(kind="help_topic", how=Mode(ephemeral=True), data={
         "name": spec.name, "usage": spec.usage, "summary": spec.summary, "example": spec.example})
 
 
@@ -128,7 +129,7 @@ def input_form(form: Form, workflow: str, missing: Sequence[str]) -> Reply:
     button that opens it again, and the `--set` to type everywhere."""
     fields = [dataclasses.asdict(f) for f in form.fields]
     example = " ".join([form.command, *(f"--set {name}=…" for name in missing)])
-    return Reply(kind="input_form", ephemeral=True, form=form, data={
+    return Reply(kind="input_form", how=Mode(ephemeral=True), form=form, data={
         "workflow": workflow, "missing": [f for f in fields if f["name"] in missing], "example": example},
         buttons=(form_button(form),))
 
@@ -145,7 +146,7 @@ def run_started(run: Run, message: str | None, *, page: bool = False,
     return about(run, "run_started", {
         "handle": run.handle, "resumed_from": run.resumed_from, "preview": preview(message),
         "requester": run.requester, "queue": dict(queue) if queue else None,
-    }, starts_thread=True, buttons=(open_button(run.id),) if page else ())
+    }, how=Mode(starts_thread=True), buttons=(open_button(run.id),) if page else ())
 
 
 def cancel_button(run: Run) -> Button:
@@ -164,7 +165,7 @@ def page_link(link: PageLink, uid: str, run: Run | None = None, *, platform: str
     data = {"url": link.url, "expires_at": link.expires_at, "ttl": link.ttl, "user": uid,
             "run_id": run.id if run else None, "workflow": run.workflow if run else None,
             "platform": platform, "conversation": conversation}
-    return Reply(kind="page_link", data=data, ephemeral=True, run_id=run.id if run else None,
+    return Reply(kind="page_link", data=data, how=Mode(ephemeral=True), run_id=run.id if run else None,
                  run_status=str(run.status) if run else None)
 
 
@@ -203,7 +204,7 @@ def vote_differs(run: Run, gate: Gate, proposal: Any, choice: str, values: Mappi
     return about(run, "vote_differs", {
         "node": gate.node_id, "by": proposal.by, "choice": proposal.choice, "your_choice": choice,
         "proposal": [{"name": n, "value": _shown(v)} for n, v in proposal.values.items()],
-        "differences": differences}, ephemeral=True,
+        "differences": differences}, how=Mode(ephemeral=True),
         buttons=(Button("Approve the proposal", f"approve {run.id}", "primary", "approve"),
                  Button("Reject", f"reject {run.id}", "danger", "reject")))  # fmt: skip
 
@@ -219,14 +220,14 @@ def gate_reminder(run: Run, gate: Gate, to: Sequence[str], left: float | None) -
     """A reminder in the run's thread to the eligible approvers who have not answered."""
     return about(run, "gate_reminder", {"node": gate.node_id, "question": gate.prompt, "to": list(to),
                                         "left": left}, buttons=approve_buttons(run.id), pings=tuple(to),
-                 **_where(run))
+                 to=_where(run))
 
 
 def gate_escalated(run: Run, gate: Gate, to: Sequence[str], left: float | None) -> Reply:
     """The people an escalation adds, told in the run's thread that they may now decide."""
     return about(run, "gate_escalated", {"node": gate.node_id, "question": gate.prompt, "to": list(to),
                                          "left": left}, buttons=approve_buttons(run.id), pings=tuple(to),
-                 **_where(run))
+                 to=_where(run))
 
 
 def told_directly(reply: Reply, person: str) -> Reply | None:
@@ -235,14 +236,15 @@ def told_directly(reply: Reply, person: str) -> Reply | None:
     platform, _, user = person.partition(":")
     if not platform or not user or platform == "group":
         return None
-    return dataclasses.replace(reply, platform=platform, conversation=user, thread=None, direct=True,
+    return dataclasses.replace(reply, to=dataclasses.replace(reply.to, platform=platform, conversation=user,
+                                                             thread=None, direct=True),
                                data={**reply.data, "direct": True, "to": [person]},
                                pings=(person,) if reply.pings else ())  # a reminder calls them here too
 
 
 def gate_timed_out(run: Run, gate: Gate, outcome: str, waited: str) -> Reply:
     return about(run, "gate_timed_out", {"node": gate.node_id, "outcome": outcome, "waited": waited},
-                 **_where(run))
+                 to=_where(run))
 
 
 def who_approved(run: Run, gates: Sequence[tuple[Gate, Sequence[Any]]]) -> Reply:
@@ -279,7 +281,7 @@ def approval_values(run: Run, gate: Gate, spec: Any, choice: str, given: Mapping
     example = " ".join([base, *(f"{f.name}={f.value or '…'}" for f in fields)])
     return about(run, "approval_values", {
         "node": gate.node_id, "fields": [dataclasses.asdict(f) for f in fields], "missing": list(missing),
-        "example": example}, ephemeral=True, form=form,
+        "example": example}, how=Mode(ephemeral=True), form=form,
         buttons=(Button("Approve…", base, "primary", FORM_ACTION),))
 
 
@@ -369,9 +371,8 @@ def audit_export(count: int, since: str, fmt: str, name: str, content: bytes) ->
                  file=Attachment(name=name, content=content))
 
 
-def _where(run: Run) -> dict[str, Any]:
-    return {"platform": run.platform, "conversation": run.conversation, "thread": run.thread,
-            "requester": run.requester}
+def _where(run: Run) -> Address:
+    return Address(run.platform, run.conversation, run.thread, run.requester)
 
 
 #: Above this many nodes a progress message is a summary (counts per state, the nodes running,
@@ -411,7 +412,8 @@ def progress(run: Run, summary: RunSummary, *, page: bool = False,
                                         "started_by": run.started_by,
                                         **progress_data(summary), "queue": dict(queue) if queue else None},
                  buttons=buttons + ((open_button(run.id),) if page else ()),
-                 run_id=run.id, run_status=summary.status, replace_key=f"progress:{run.id}", **_where(run))
+                 run_id=run.id, run_status=summary.status, to=_where(run),
+                 how=Mode(replace_key=f"progress:{run.id}"))
 
 
 def final(run: Run, summary: RunSummary, gate: Gate | None, attention: str | None,
@@ -425,7 +427,7 @@ def final(run: Run, summary: RunSummary, gate: Gate | None, attention: str | Non
     if summary.status == "paused" and gate is None and child is not None:
         return about(run, "child_waiting", {"child": child.id, "child_workflow": child.workflow,
                                             "node": child.parent_node or "", "reason": run.reason or ""},
-                     **_where(run))  # fmt: skip
+                     to=_where(run))  # fmt: skip
     kind = "run_completed"
     buttons: tuple[Button, ...] = ()
     if summary.status == "failed":
@@ -441,7 +443,7 @@ def final(run: Run, summary: RunSummary, gate: Gate | None, attention: str | Non
                      run_status=summary.status,
                      data={"run_id": rid, "workflow": run.workflow, "node": gate.node_id if gate else "",
                            "question": gate.prompt if gate else "", "state": dict(state or {})},
-                     **_where(run))
+                     to=_where(run))
     elif summary.status == "needs_attention":
         kind = "needs_attention"
         node = attention or ""
@@ -453,7 +455,7 @@ def final(run: Run, summary: RunSummary, gate: Gate | None, attention: str | Non
         kind = "run_cancelled"
         data.update(by=run.status_by or "", reason=run.reason or "")
     return Reply(kind=kind, data={"run_id": rid, "workflow": run.workflow, **data}, buttons=buttons,
-                 run_id=rid, run_status=summary.status, **_where(run))
+                 run_id=rid, run_status=summary.status, to=_where(run))
 
 
 def approve_buttons(run_id: str, choices: Sequence[str] = ()) -> tuple[Button, ...]:
@@ -503,13 +505,13 @@ def home(uid: str, runs: Sequence[dict[str, Any]], gates: Sequence[dict[str, Any
          conversations: Sequence[dict[str, Any]], *, pages: bool) -> Reply:
     """A person's home (`home.py`): their runs, the gates waiting for them, their conversations'
     run lists; shown to them alone, so it may carry their own page links."""
-    return Reply(kind="home", ephemeral=True, data={
+    return Reply(kind="home", how=Mode(ephemeral=True), data={
         "user": uid, "pages": pages, "runs": list(runs), "gates": list(gates), "more_gates": more_gates,
         "conversations": list(conversations)})
 
 
 def no_gate_hint() -> Reply:
-    return Reply(kind="no_gate_hint", ephemeral=True, data={})
+    return Reply(kind="no_gate_hint", how=Mode(ephemeral=True), data={})
 
 
 def _tail(text: str, lines: int = 15, chars: int = 1500) -> str:

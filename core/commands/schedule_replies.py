@@ -10,6 +10,7 @@ from typing import Any
 from core.commands.messages import Reply
 from core.commands.replies import told_directly
 from core.commands.resolution import preview
+from core.delivery.envelope import Address, Mode
 from core.store.records import Fire, Run, Schedule
 from core.workflows.schedule_rules import Rule, local_time
 
@@ -71,7 +72,7 @@ def listed(schedules: Sequence[Schedule], now: float) -> Reply:
     for s in schedules:
         nxt = [] if s.paused else _rule(s).next_fires(now, 1)
         rows.append({**schedule_data(s), "next": local_time(nxt[0], s.timezone) if nxt else None})
-    return Reply(kind="schedules", ephemeral=True, data={"schedules": rows})
+    return Reply(kind="schedules", how=Mode(ephemeral=True), data={"schedules": rows})
 
 
 def shown(s: Schedule, fires: Sequence[Fire], now: float) -> Reply:
@@ -82,7 +83,7 @@ def shown(s: Schedule, fires: Sequence[Fire], now: float) -> Reply:
              "detail": f.detail} for f in fires]  # fmt: skip
     return Reply(
         kind="schedule_shown",
-        ephemeral=True,
+        how=Mode(ephemeral=True),
         data={**schedule_data(s), **_message(s), "words": rule.describe(), "next": nxt, "fires": last},
     )
 
@@ -117,10 +118,8 @@ def fired(run: Run, s: Schedule, due: float, detail: dict[str, Any]) -> Reply:
         kind="schedule_fired",
         run_id=run.id,
         run_status=str(run.status),
-        platform=run.platform,
-        conversation=run.conversation,
-        starts_thread=True,
-        requester=run.requester,
+        to=Address(run.platform, run.conversation, requester=run.requester),
+        how=Mode(starts_thread=True),
         data={
             **schedule_data(s),
             "run_id": run.id,
@@ -136,13 +135,13 @@ def refused(s: Schedule, note: str) -> list[Reply]:
     in its place, and to its owner directly."""
     notice = Reply(
         kind="schedule_refused",
-        platform=s.platform,
-        conversation=s.conversation,
+        to=Address(s.platform, s.conversation),
         data={**schedule_data(s), "reason": note},
     )
     out = [notice]
     if s.owner:
         direct = told_directly(notice, s.owner)
-        if direct is not None and (direct.platform, direct.conversation) != (s.platform, s.conversation):
+        place = (s.platform, s.conversation)
+        if direct is not None and (direct.to.platform, direct.to.conversation) != place:
             out.append(dataclasses.replace(direct, data={**direct.data, "reason": note}))
     return out

@@ -53,11 +53,11 @@ def content(reply: Reply, fmt: Format, redactor: Redactor, *, attach: bool, atta
 
 def once_key(reply: Reply, length: int) -> str | None:
     """The key that makes a platform take a redelivered outbox row's post once (Discord's nonce):
-    its key (`Reply.once`), the same on every redelivery, hashed when longer than `length`; None
+    its key (`Reply.how.once`), the same on every redelivery, hashed when longer than `length`; None
     for any other reply."""
-    if reply.once is None:
+    if reply.how.once is None:
         return None
-    key = reply.once.key
+    key = reply.how.once.key
     return key if len(key) <= length else hashlib.sha256(key.encode()).hexdigest()[:length]
 
 

@@ -36,6 +36,8 @@ from typing import Any, Protocol
 
 from cachetools import LRUCache
 
+from core.delivery.envelope import Address, Mode
+
 #: Seconds between two edits of one message (Slack allows about one `chat.update` a second
 #: per channel; Discord about five per five seconds per channel).
 INTERVAL = 1.0
@@ -59,8 +61,9 @@ class NotDelivered(Exception):
 
 class Outgoing(Protocol):
     """What delivery reads of a reply (`core.commands.messages.Reply` is one): its kind and
-    its run's status (is it urgent), its run and requester (where it may go), its key (which
-    message it edits). Delivery never imports the commands layer above it."""
+    its run's status (is it urgent), its run, where it goes (`to`: its place, its requester)
+    and how (`how`: the key of the message it edits, whether only the asker sees it).
+    Delivery never imports the commands layer above it."""
 
     @property
     def kind(self) -> str: ...
@@ -69,33 +72,9 @@ class Outgoing(Protocol):
     @property
     def run_status(self) -> str | None: ...
     @property
-    def requester(self) -> str | None: ...
+    def to(self) -> Address: ...
     @property
-    def replace_key(self) -> str | None: ...
-    @property
-    def edit_only(self) -> bool: ...
-    @property
-    def starts_thread(self) -> bool: ...
-    @property
-    def ephemeral(self) -> bool: ...
-    @property
-    def direct(self) -> bool: ...
-    @property
-    def conversation(self) -> str | None: ...
-    @property
-    def thread(self) -> str | None: ...
-
-
-@dataclass(frozen=True, slots=True)
-class Once:
-    """How a message of an outbox row lands once, however often the row is delivered: `key`
-    (`outbox:<row>[:<part>]`, the same on every redelivery: Discord's nonce, Slack's message
-    metadata) and `since`, the earliest an earlier attempt may have reached the platform
-    (`core.delivery.outbox.once_of`): a platform without a key to deduplicate on (Slack) looks
-    for the message under `key` before posting it again. None: the row's first attempt."""
-
-    key: str
-    since: float | None = None
+    def how(self) -> Mode: ...
 
 
 def urgent(reply: Outgoing) -> bool:
@@ -233,14 +212,14 @@ class Edits:
         its whole text as a file: never while its run still moves, once per keyed message."""
         if not too_long or not urgent(reply):
             return False
-        if reply.replace_key is None:
+        if reply.how.replace_key is None:
             return True
-        return (platform, reply.replace_key) not in self._filed
+        return (platform, reply.how.replace_key) not in self._filed
 
     def filed(self, platform: str, reply: Outgoing) -> None:
         """`reply`'s file was attached (a keyed message attaches no other)."""
-        if reply.replace_key is not None:
-            self._filed[(platform, reply.replace_key)] = None
+        if reply.how.replace_key is not None:
+            self._filed[(platform, reply.how.replace_key)] = None
 
     # -- fallbacks ---------------------------------------------------------------------------
     def moved(self, platform: str, run_id: str | None) -> str | None:

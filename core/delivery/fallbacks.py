@@ -35,7 +35,7 @@ async def along(edits: Edits, platform: str, reply: Outgoing, usual: Sequence[st
     places = list(dict.fromkeys(p for p in usual if p))
     if reply.run_id:
         places += [FOLLOW_UP, DIRECT]
-    elif reply.requester and urgent(reply):  # a notice to a subscribed place: its subscriber
+    elif reply.to.requester and urgent(reply):  # a notice to a subscribed place: its subscriber
         places += [DIRECT]
     moved = edits.moved(platform, reply.run_id)
     if moved is not None:
@@ -54,6 +54,6 @@ async def along(edits: Edits, platform: str, reply: Outgoing, usual: Sequence[st
             if await send_at(place, moving):
                 return True
         except Refused:
-            if reply.edit_only:
+            if reply.how.edit_only:
                 return False  # only an edit of a message there (a decided gate's): nothing to move
     return False

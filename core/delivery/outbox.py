@@ -33,7 +33,7 @@ import time
 from collections.abc import Awaitable, Callable, Collection
 from typing import TYPE_CHECKING
 
-from core.delivery.edits import Once
+from core.delivery.envelope import Once
 from core.engine.leases import owner_dead
 from core.errors import StoreError
 from core.store.port import Deliveries

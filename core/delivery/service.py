@@ -85,9 +85,9 @@ class DeliveryService:
                 self._inflight.discard(task)
 
     async def _background(self, reply: Outgoing) -> None:
-        if reply.direct:  # to a person (a reminder): their direct messages
+        if reply.to.direct:  # to a person (a reminder): their direct messages
             try:
-                await self._at(await self.transport.person(reply.conversation or ""), reply)
+                await self._at(await self.transport.person(reply.to.conversation or ""), reply)
             except Exception as exc:
                 if self.transport.refusal(exc, reply) is None:
                     raise
@@ -111,8 +111,8 @@ class DeliveryService:
                 refused.append(why)
                 raise Refused(why) from exc
 
-        thread = reply.thread if self.transport.thread_is_place else None  # else: in its channel
-        usual = [p for p in (thread, reply.conversation) if p]
+        thread = reply.to.thread if self.transport.thread_is_place else None  # else: in its channel
+        usual = [p for p in (thread, reply.to.conversation) if p]
         if not await fallbacks.along(self.edits, self.platform, reply, usual, send_at):
             log.error("reply delivered nowhere", extra={"action": "undelivered", "run_id": reply.run_id})
 
@@ -131,13 +131,13 @@ class DeliveryService:
             message = await self.compose(reply, attach)
             return await transport.follow_up(handle, reply, message, attach=attach)
         if place == DIRECT:
-            requester, prefix = reply.requester or "", f"{self.platform}:"
+            requester, prefix = reply.to.requester or "", f"{self.platform}:"
             if not requester.startswith(prefix) or requester == prefix:
                 return False
             to = await transport.person(requester.removeprefix(prefix))
             if moving:
                 await transport.moved(DIRECT, to, reply, error)
-            key = f"{reply.replace_key}:direct" if reply.replace_key else None
+            key = f"{reply.how.replace_key}:direct" if reply.how.replace_key else None
             await self._at(to, reply, key=key)
             return True
         if moving:
@@ -152,7 +152,7 @@ class DeliveryService:
         person's way back (handle, seconds it lives, uses), kept as the run's when `reply`
         starts it. `thread_or_none=False`: a `starts_thread` reply that could not be posted does
         not report "no thread" (the caller posts it elsewhere). The platform's errors are raised."""
-        if follow_up is not None and reply.starts_thread and reply.run_id:
+        if follow_up is not None and reply.how.starts_thread and reply.run_id:
             handle, ttl, uses = follow_up
             self.edits.follow_up(self.platform, reply.run_id, handle, ttl=ttl, uses=uses)
         return await self._at(place, reply, thread_or_none=thread_or_none)
@@ -166,15 +166,16 @@ class DeliveryService:
                   thread_or_none: bool = True) -> Sent | None:
         """Post `reply` at `place`, or edit the message(s) under its key (`key`: another)."""
         try:
-            return await self._keyed(place, reply, key or (None if reply.ephemeral else reply.replace_key))
+            how = reply.how
+            return await self._keyed(place, reply, key or (None if how.ephemeral else how.replace_key))
         except BaseException:
-            if reply.starts_thread and reply.run_id and thread_or_none:
+            if reply.how.starts_thread and reply.run_id and thread_or_none:
                 await self._attach_thread(reply.run_id, None)  # no thread will come: it reports where asked
             raise
 
     async def _keyed(self, place: Any, reply: Outgoing, key: str | None) -> Sent | None:
         if key is None:
-            if reply.edit_only:
+            if reply.how.edit_only:
                 return None
             return await self._post(place, reply, None)
         async with self.edits.holding(self.platform, key):
@@ -186,16 +187,16 @@ class DeliveryService:
                 sent = await self.transport.edit(place, posted, reply, message, attach=attach)
                 if sent is not None:
                     self._done(reply, key, sent)
-                    if reply.starts_thread and reply.run_id and not reply.edit_only:
+                    if reply.how.starts_thread and reply.run_id and not reply.how.edit_only:
                         await self._attach_thread(reply.run_id, sent.thread)
                     return sent
-            if reply.edit_only:  # only an edit of a message posted earlier (a decided gate's): none
+            if reply.how.edit_only:  # only an edit of a message posted earlier (a decided gate's): none
                 return None
             return await self._post(place, reply, key, message)
 
     async def _post(self, place: Any, reply: Outgoing, key: str | None, message: Any = None) -> Sent:
         """Post `reply` at `place` (`message`: what it was composed as already, if it was)."""
-        opens = bool(reply.starts_thread and reply.run_id)
+        opens = bool(reply.how.starts_thread and reply.run_id)
         attach = self._attaches(reply)
         if message is None:
             message = await self.compose(reply, attach)

@@ -18,7 +18,7 @@ from bot.app import Baton, build_baton
 from core.commands.deadlines import GateDeadlines
 from core.commands.messages import Reply
 from core.config import Access, Settings
-from core.delivery.edits import Once
+from core.delivery.envelope import Once
 from core.errors import DeadlineAlreadyFired
 from core.store.records import RunStatus
 from tests.integration.bot.test_outbox import Platform
@@ -126,10 +126,12 @@ async def test_a_reminder_fired_by_a_process_that_dies_is_delivered_by_the_next(
         async with second.running(grace=1.0, handle_signals=False):
             await platform.wait(lambda: len([r for r in platform.taken if r.kind == "gate_reminder"]) == 2)
             thread, direct = [r for r in platform.taken if r.kind == "gate_reminder"]
-            assert (thread.conversation, thread.direct) == ("C1", False)
-            assert (direct.conversation, direct.direct, direct.data["to"]) == ("U2", True, ["console:U2"])
+            assert (thread.to.conversation, thread.to.direct) == ("C1", False)
+            assert (direct.to.conversation, direct.to.direct) == ("U2", True)
+            assert direct.data["to"] == ["console:U2"]
             assert thread.buttons and direct.buttons  # each offers the decision
-            assert thread.once == Once(f"outbox:{row.id}") and direct.once == Once(f"outbox:{row.id}:1")
+            assert thread.how.once == Once(f"outbox:{row.id}")
+            assert direct.how.once == Once(f"outbox:{row.id}:1")
             # first claim: `since` is None, nothing looked for
             [done] = [r for r in second.store.deliveries(run_id) if r.kind == "gate_reminder"]
             assert done.delivered_at is not None and done.claimed_by == second.engine.owner
@@ -188,8 +190,8 @@ async def test_a_timeout_ends_the_run_with_its_rest_row_in_the_outbox(settings: 
         await baton.handler.progress.deliverer.deliver_due()
         await baton.handler.drain()
         reminders = [r for r in platform.taken if r.kind == "gate_reminder"]
-        assert [r.direct for r in reminders if not r.edit_only] == [False, True]
-        assert [r for r in reminders if r.edit_only and not r.buttons]  # withdrawn on the decision
+        assert [r.to.direct for r in reminders if not r.how.edit_only] == [False, True]
+        assert [r for r in reminders if r.how.edit_only and not r.buttons]  # withdrawn on the decision
         assert all(r.delivered_at is not None for r in baton.store.deliveries(run_id))
         assert all(d.fired_at is not None
                    for d in baton.store.gate_deadlines(run_id, "review", gate.created_at))
@@ -204,7 +206,7 @@ async def test_a_decision_withdraws_a_reminders_dm_on_the_platform_it_was_sent_o
     console, discord = Platform(), Platform()
 
     async def refusing(reply: Reply) -> None:
-        if reply.edit_only:
+        if reply.how.edit_only:
             raise RuntimeError("the console refused an edit")
         await console.confirm(reply)
 
@@ -220,15 +222,15 @@ async def test_a_decision_withdraws_a_reminders_dm_on_the_platform_it_was_sent_o
         await baton.handler.progress.deliverer.deliver_due()
         await baton.handler.drain()
         [dm] = [r for r in discord.taken if r.kind == "gate_reminder"]
-        assert (dm.platform, dm.conversation, dm.direct) == ("discord", "802", True) and dm.buttons
+        assert (dm.to.platform, dm.to.conversation, dm.to.direct) == ("discord", "802", True) and dm.buttons
 
         await baton.engine.approve(run_id, actor="console:U2")
         await baton.engine.wait(run_id, timeout=30)
         await baton.handler.drain()
-        [withdrawn] = [r for r in discord.taken if r.edit_only]
-        assert withdrawn.replace_key == dm.replace_key and withdrawn.conversation == "802"
+        [withdrawn] = [r for r in discord.taken if r.how.edit_only]
+        assert withdrawn.how.replace_key == dm.how.replace_key and withdrawn.to.conversation == "802"
         assert not withdrawn.buttons and withdrawn.data["settled"][0]["by"] == "console:U2"
-        assert not [r for r in console.taken if r.edit_only]  # the console's edits failed
+        assert not [r for r in console.taken if r.how.edit_only]  # the console's edits failed
         await baton.engine.stop(grace=1)
     finally:
         baton.close()
@@ -291,8 +293,9 @@ async def test_a_timeout_decided_by_a_process_that_dies_is_told_by_the_next(
             await platform.wait(lambda: final in [r.kind for r in platform.finals(run_id)])
             told, ended = platform.finals(run_id)  # the paused reply is stale now: not sent
             assert (told.kind, ended.kind) == ("gate_timed_out", final)
-            assert (told.conversation, told.data["outcome"], told.data["waited"]) == ("C1", on_timeout, "1h")
-            assert told.once is not None and told.once.key == f"outbox:{row.id}"
+            assert told.to.conversation == "C1"
+            assert (told.data["outcome"], told.data["waited"]) == (on_timeout, "1h")
+            assert told.how.once is not None and told.how.once.key == f"outbox:{row.id}"
             assert all(r.delivered_at is not None for r in second.store.deliveries(run_id))
             assert second.deadlines is not None
             assert await second.deadlines.deadlines.tick(now=gate.created_at + HOUR) == []  # fired once

@@ -148,7 +148,7 @@ async def test_a_slack_run_notifies_a_discord_channel_once_and_never_its_own(set
             await slack.wait(lambda: slack.kinds("run_failed"))
             await baton.handler.drain()
             [notice] = discord.kinds("notice")
-            assert (notice.platform, notice.conversation, notice.data["event"]) == (
+            assert (notice.to.platform, notice.to.conversation, notice.data["event"]) == (
                 "discord", "1130001112223334445", "failed")
             assert notice.data["node"] == "push" and "no route to host" in notice.data["error"]
             assert notice.data["requester"] == "slack:U1"
@@ -178,10 +178,10 @@ async def test_a_gate_notice_decides_the_gate_and_is_withdrawn_everywhere(settin
             await baton.handler.handle(_say("discord", "1130001112223334445", "7", approve.command))
             await baton.engine.wait(run.id, timeout=20)
             await slack.wait(lambda: slack.kinds("run_completed"))
-            await discord.wait(lambda: [r for r in discord.taken if r.edit_only])
-            await slack.wait(lambda: [r for r in slack.taken if r.edit_only and r.kind == "gate_waiting"])
-            [withdrawn] = [r for r in discord.taken if r.edit_only]
-            assert withdrawn.replace_key == notice.replace_key and not any(
+            await discord.wait(lambda: [r for r in discord.taken if r.how.edit_only])
+            await slack.wait(lambda: [r for r in slack.taken if r.how.edit_only and r.kind == "gate_waiting"])
+            [withdrawn] = [r for r in discord.taken if r.how.edit_only]
+            assert withdrawn.how.replace_key == notice.how.replace_key and not any(
                 b.action in ("approve", "reject") for b in withdrawn.buttons)
             assert withdrawn.data["settled"][0]["by"] == "discord:7"
             assert baton.store.get_run(run.id).status.value == "completed"

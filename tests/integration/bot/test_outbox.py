@@ -16,7 +16,8 @@ import tenacity
 from bot.app import Baton, build_baton
 from core.commands.messages import Reply
 from core.config import Settings
-from core.delivery.edits import NotDelivered, Once, urgent
+from core.delivery.edits import NotDelivered, urgent
+from core.delivery.envelope import Once
 from core.delivery.outbox import backoff
 from core.store.records import RunStatus
 
@@ -107,7 +108,7 @@ async def test_a_completion_is_written_with_its_state_and_delivered_once(setting
             [final] = platform.finals(run_id)
             assert final.kind == "run_completed"
             # a first attempt: the platform posts it directly, keyed by its row
-            assert final.once == Once(f"outbox:{row.id}", None)
+            assert final.how.once == Once(f"outbox:{row.id}", None)
             progress = [r for r in platform.taken if r.run_id == run_id and r.kind == "progress"]
             assert progress[-1].run_status == "completed"  # the final edit, before the final reply
             assert platform.taken.index(progress[-1]) < platform.taken.index(final)
@@ -166,7 +167,7 @@ async def test_a_reply_left_by_a_process_that_stopped_answering_is_delivered_by_
                 [final] = healthy.finals(run_id)
                 assert final.kind == "run_completed" and not stuck.finals(run_id)
                 # claimed before: the platform is told it may hold the reply already, since when
-                assert final.once == Once(f"outbox:{row.id}", row.created_at)
+                assert final.how.once == Once(f"outbox:{row.id}", row.created_at)
     finally:
         first.close()
         second.close()

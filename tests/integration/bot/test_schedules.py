@@ -145,7 +145,8 @@ async def test_a_chat_schedule_fires_once_per_due_time_and_reports_in_its_thread
             lambda: any(r.kind == "run_completed" and r.run_id == run.id for r in platform.taken)
         )
         (announced,) = [r for r in platform.taken if r.kind == "schedule_fired"]
-        assert announced.starts_thread and announced.run_id == run.id and announced.conversation == "ops"
+        assert announced.how.starts_thread and announced.run_id == run.id
+        assert announced.to.conversation == "ops"
         progress = [r for r in platform.taken if r.kind == "progress" and r.run_id == run.id]
         assert progress and all(r.data["started_by"] == f"schedule:{sid}" for r in progress)
         start = [e for e in baton.store.audit_log(run.id) if e.action == "start"]
@@ -384,9 +385,9 @@ async def test_a_principal_that_may_no_longer_run_it_pauses_the_schedule(
             return [r for r in platform.taken if r.kind == "schedule_refused"]
 
         await platform.wait(lambda: len(told()) == 2)  # in its place, and to its owner directly
-        place, owner = sorted(told(), key=lambda r: r.direct)
-        assert (place.conversation, place.direct) == ("ops", False)
-        assert (owner.conversation, owner.direct) == ("U1", True)
+        place, owner = sorted(told(), key=lambda r: r.to.direct)
+        assert (place.to.conversation, place.to.direct) == ("ops", False)
+        assert (owner.to.conversation, owner.to.direct) == ("U1", True)
         assert "may no longer run hello" in str(owner.data["reason"])
         later = await second.handler.scheduler.tick(now=due + 30)
         assert [f for f in later if f.schedule_id == sid] == []  # paused: nothing more

@@ -87,7 +87,7 @@ class Chat:
         async def until() -> Reply:
             while True:
                 for reply in self.outbox:
-                    if reply.run_id == run_id and reply.kind in FINAL_KINDS and not reply.edit_only:
+                    if reply.run_id == run_id and reply.kind in FINAL_KINDS and not reply.how.edit_only:
                         self.outbox.remove(reply)
                         return reply
                 self._arrived.clear()

@@ -10,7 +10,7 @@ from tests.integration.commands.conftest import Chat
 
 async def _failed_run(chat: Chat, message: str = "A") -> str:
     [reply] = await chat.say(f"run flaky {message}")
-    assert reply.kind == "run_started" and reply.starts_thread and reply.run_id
+    assert reply.kind == "run_started" and reply.how.starts_thread and reply.run_id
     run = await chat.rest(reply.run_id)
     assert run.status is RunStatus.FAILED
     assert (await chat.final(run.id)).kind == "run_failed"
@@ -60,7 +60,7 @@ async def test_4_approval_by_reply_or_button_continues_that_run_without_prompt(c
         assert (await chat.rest(run_id)).status is RunStatus.PAUSED
         waiting = await chat.final(run_id)
         assert waiting.kind == "gate_waiting" and waiting.data["question"] == f"Ship prepared {how}?"
-        assert waiting.thread == f"thread-{how}"
+        assert waiting.to.thread == f"thread-{how}"
         before = len(chat.runs())
         if how == "reply":
             [decided] = await chat.say("lgtm", command=False, thread=f"thread-{how}", direct=False)

@@ -162,12 +162,12 @@ async def test_one_progress_message_per_run_then_the_final_reply(chat: Chat) -> 
     assert run_id is not None
     await chat.rest(run_id)
     progress = [r for r in chat.outbox if r.kind == "progress"]
-    assert progress and {r.replace_key for r in progress} == {f"progress:{run_id}"}
+    assert progress and {r.how.replace_key for r in progress} == {f"progress:{run_id}"}
     assert progress[-1].run_status == "paused"
     last = chat.outbox[-1]
     assert last.kind == "gate_waiting" and last.buttons[0].command == f"approve {run_id}"
     for reply in chat.outbox:
-        assert reply.run_id == run_id and reply.run_status and reply.platform == "console"
+        assert reply.run_id == run_id and reply.run_status and reply.to.platform == "console"
         assert render(reply, "console", PLAIN)
 
 
@@ -266,7 +266,7 @@ async def test_help_and_list_show_only_what_the_user_may_use(tmp_path: Path, sql
 @pytest.mark.parametrize("sub", sorted(SPECS))
 async def test_help_for_each_command_shows_its_usage_and_an_example(chat: Chat, sub: str) -> None:
     [helped] = await chat.say(f"help {sub}")
-    assert helped.kind == "help_topic" and helped.ephemeral
+    assert helped.kind == "help_topic" and helped.how.ephemeral
     assert helped.data["usage"] == SPECS[sub].usage and parse(helped.data["example"])  # the example parses
     for platform in ("console", "slack", "discord"):
         text = "\n".join(render(helped, platform, PLAIN))

@@ -111,20 +111,20 @@ async def test_reminders_go_to_who_has_not_answered_and_escalation_widens_then_t
     [remind] = await deadlines.tick()
     assert (remind.action, remind.to) == ("remind", ("console:sue",))  # sam answered; lee not yet eligible
     # in the run's thread, then directly to each person not answered yet (on their platform)
-    assert [(r.kind, r.platform, r.conversation, r.direct) for r in told] == [
+    assert [(r.kind, r.to.platform, r.to.conversation, r.to.direct) for r in told] == [
         ("gate_reminder", "console", "c1", False), ("gate_reminder", "console", "sue", True)]
-    assert told[-1].thread is None and told[-1].data["to"] == ["console:sue"]
+    assert told[-1].to.thread is None and told[-1].data["to"] == ["console:sue"]
     [refused] = await chat.say(f"approve {run_id} replicas=3", user="lee")  # before the escalation
     assert refused.is_error and "not an approver" in refused.data["message"]
     clock.now = opened + 2 * 3600
     [escalate] = await deadlines.tick()
     assert (escalate.action, escalate.to) == ("escalate", ("console:lee",))
-    assert [(r.kind, r.conversation, r.direct) for r in told[-2:]] == [
+    assert [(r.kind, r.to.conversation, r.to.direct) for r in told[-2:]] == [
         ("gate_escalated", "c1", False), ("gate_escalated", "lee", True)]
     clock.now = opened + 3 * 3600
     [remind2] = await deadlines.tick()
     assert remind2.to == ("console:lee", "console:sue")
-    assert [(r.conversation, r.direct) for r in told[-3:]] == [("c1", False), ("lee", True), ("sue", True)]
+    assert [(r.to.conversation, r.to.direct) for r in told[-3:]] == [("c1", False), ("lee", True), ("sue", True)]
     clock.now = opened + 4 * 3600
     [timeout] = await deadlines.tick()
     assert timeout.action == "timeout" and told[-1].kind == "gate_timed_out"
@@ -198,7 +198,7 @@ async def test_deadlines_survive_a_restart_and_fire_on_one_of_two_replicas(setup
         second = _deadlines(chat, clock, told, b, "replica-b")
         fired = await asyncio.gather(first.tick(), second.tick())
     assert sorted(len(f) for f in fired) == [0, 1]
-    assert [(r.kind, r.conversation) for r in told] == [  # once: in the thread, then to sam and sue
+    assert [(r.kind, r.to.conversation) for r in told] == [  # once: in the thread, then to sam and sue
         ("gate_reminder", "c1"), ("gate_reminder", "sam"), ("gate_reminder", "sue")]
     assert [a.action for a in chat.store.audit_log(run_id)].count("remind") == 1
 

@@ -106,7 +106,7 @@ async def test_a_quorum_of_two_distinct_approvers_with_values_opens_the_gate_onc
     assert chat.store.get_run(run_id).status is RunStatus.PAUSED
     # other values are not counted toward the proposal: the voter is told how, and the ways on
     [other] = await chat.say(f"approve {run_id} replicas=4 window=now", user="sue")
-    assert other.kind == "vote_differs" and other.ephemeral
+    assert other.kind == "vote_differs" and other.how.ephemeral
     assert other.data["differences"] == [{"name": "replicas", "proposed": "5", "yours": "4"}]
     text = _text(other)
     assert "proposal by sam: approve replicas=5 window=now" in text
@@ -210,20 +210,20 @@ async def test_the_gate_message_shows_the_policy_and_its_choices_and_is_edited_a
 ) -> None:
     run_id = await _paused(chat)
     waiting = await chat.final(run_id)
-    assert waiting.kind == "gate_waiting" and waiting.replace_key
+    assert waiting.kind == "gate_waiting" and waiting.how.replace_key
     assert [b.command for b in waiting.buttons] == [
         f"approve {run_id}", f"approve {run_id} hotfix", f"reject {run_id}"]
     assert "0/2 · needs @sre · requester excluded" in _text(waiting)
     await chat.say(f"approve {run_id} window=now", user="sam")
     await chat.handler.drain()
-    [edited] = [r for r in chat.outbox if r.kind == "gate_waiting" and r.edit_only]
-    assert edited.replace_key == waiting.replace_key and edited.buttons == waiting.buttons
+    [edited] = [r for r in chat.outbox if r.kind == "gate_waiting" and r.how.edit_only]
+    assert edited.how.replace_key == waiting.how.replace_key and edited.buttons == waiting.buttons
     assert "1/2 · needs @sre · requester excluded · proposed by sam: replicas=3 window=now" in _text(edited)
     await chat.say(f"approve {run_id}", user="sue")  # the proposal: the quorum is met
     await chat.rest(run_id)
     await chat.handler.drain()
-    settled = [r for r in chat.outbox if r.kind == "gate_waiting" and r.edit_only][-1]
-    assert settled.replace_key == waiting.replace_key and settled.buttons == ()
+    settled = [r for r in chat.outbox if r.kind == "gate_waiting" and r.how.edit_only][-1]
+    assert settled.how.replace_key == waiting.how.replace_key and settled.buttons == ()
     text = _text(settled)  # the headline is the outcome, naming every voter
     assert text.startswith(f"✅ Approved by sam and sue (2/2): release run {run_id} at review.")
     assert "waits for approval" not in text and "0/2" not in text and "1/2" not in text
@@ -239,7 +239,7 @@ async def test_a_decided_choice_and_a_rejection_head_the_gate_message(chat: Chat
         await chat.rest(run_id)
     await chat.handler.drain()
     edits = {r.run_id: _text(r) for r in chat.outbox
-             if r.kind == "gate_waiting" and r.edit_only and r.data.get("settled")}  # fmt: skip
+             if r.kind == "gate_waiting" and r.how.edit_only and r.data.get("settled")}  # fmt: skip
     assert edits[chose].startswith(f"🩹 hotfix chosen by sam and sue (2/2): release run {chose} at review.")
     assert edits[rejected].startswith(f"❌ Rejected by sue: release run {rejected} at review: “too risky”.")
 

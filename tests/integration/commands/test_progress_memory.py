@@ -92,9 +92,9 @@ async def test_a_cancellation_its_command_told_is_not_told_again_and_is_forgotte
 
     assert told.kind == "run_cancelled"
     finals = [r for r in chat.outbox if r.run_id == run_id and r.kind in FINAL_KINDS]
-    [withdrawn] = [r for r in finals if r.edit_only]  # the gate message loses its buttons
+    [withdrawn] = [r for r in finals if r.how.edit_only]  # the gate message loses its buttons
     assert withdrawn.kind == "gate_waiting" and withdrawn.buttons == ()
-    assert [r for r in finals if not r.edit_only] == []
+    assert [r for r in finals if not r.how.edit_only] == []
     assert progress.announced == set()
 
 

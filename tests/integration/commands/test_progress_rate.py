@@ -32,6 +32,6 @@ async def test_a_run_of_many_quick_steps_edits_its_progress_at_a_bounded_rate(ch
     # 3 events per step would be 90 edits unthrottled; the rate bound allows one per interval,
     # plus the first one and the final edit
     assert 1 <= len(edits) <= elapsed / interval + 2, (len(edits), elapsed)
-    assert {r.replace_key for r in edits} == {f"progress:{started.run_id}"}
+    assert {r.how.replace_key for r in edits} == {f"progress:{started.run_id}"}
     last = edits[-1].data
     assert last["status"] == "completed"

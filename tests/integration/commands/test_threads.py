@@ -25,7 +25,7 @@ async def threaded(tmp_path: Path, sqlite_url: str) -> AsyncIterator[Chat]:
 async def test_background_replies_wait_for_the_thread_then_go_there(threaded: Chat) -> None:
     threaded.handler.progress.thread_wait = 60.0  # far beyond the test: only attach releases them
     [started] = await threaded.say("run gated --force x")
-    assert started.starts_thread and started.run_id and started.thread is None
+    assert started.how.starts_thread and started.run_id and started.to.thread is None
     run = await threaded.engine.wait(started.run_id, timeout=30)
     assert run.status is RunStatus.PAUSED
     assert [r for r in threaded.outbox if r.run_id == run.id] == []  # held: no thread yet
@@ -33,8 +33,8 @@ async def test_background_replies_wait_for_the_thread_then_go_there(threaded: Ch
     await threaded.handler.attach_thread(run.id, "T-root")
 
     waiting = await threaded.final(run.id)
-    assert waiting.kind == "gate_waiting" and waiting.thread == "T-root"
-    assert {r.thread for r in threaded.outbox if r.run_id == run.id} == {"T-root"}  # progress too
+    assert waiting.kind == "gate_waiting" and waiting.to.thread == "T-root"
+    assert {r.to.thread for r in threaded.outbox if r.run_id == run.id} == {"T-root"}  # progress too
 
 
 async def test_a_run_started_inside_a_thread_does_not_wait(threaded: Chat) -> None:
@@ -42,7 +42,7 @@ async def test_a_run_started_inside_a_thread_does_not_wait(threaded: Chat) -> No
     [started] = await threaded.say("run gated --force y", thread="T-given")
     assert started.run_id is not None
     waiting = await threaded.final(started.run_id)  # nobody attaches: it must not be held
-    assert waiting.thread == "T-given"
+    assert waiting.to.thread == "T-given"
 
 
 async def test_no_thread_possible_releases_the_replies_at_once(threaded: Chat) -> None:
@@ -52,7 +52,7 @@ async def test_no_thread_possible_releases_the_replies_at_once(threaded: Chat) -
     await threaded.handler.attach_thread(started.run_id, None)  # e.g. a DM: posted, no thread
 
     waiting = await threaded.final(started.run_id)
-    assert waiting.thread is None and waiting.conversation == "c1"
+    assert waiting.to.thread is None and waiting.to.conversation == "c1"
     assert threaded.store.get_run(started.run_id).thread is None
 
 
@@ -61,7 +61,7 @@ async def test_a_thread_never_attached_delays_the_replies_only_until_the_deadlin
     [started] = await threaded.say("run gated --force w")
     assert started.run_id is not None
     waiting = await threaded.final(started.run_id, timeout=10)  # the adapter never attaches
-    assert waiting.kind == "gate_waiting" and waiting.thread is None
+    assert waiting.kind == "gate_waiting" and waiting.to.thread is None
     [again] = await threaded.say(f"approve {started.run_id}")
     assert again.kind == "gate_decided"
     done = await threaded.final(started.run_id, timeout=10)  # no second wait for the same run

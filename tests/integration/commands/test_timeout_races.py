@@ -166,7 +166,7 @@ async def test_two_replicas_firing_one_timeout_decide_audit_and_tell_it_once(
         assert len(told) == 1
         assert {k: told[0].data[k] for k in ("run_id", "node", "outcome", "waited")} == {
             "run_id": run.id, "node": "review", "outcome": on_timeout, "waited": "1h"}
-        assert (told[0].platform, told[0].conversation) == ("console", "c1")
+        assert (told[0].to.platform, told[0].to.conversation) == ("console", "c1")
         kinds = [r.kind for r in winner.sent if r.kind != "progress"]
         assert kinds.index("gate_timed_out") < kinds.index(FINAL[on_timeout])  # the line, then the end
         assert store.get_run(run.id).status.value == FINAL[on_timeout].removeprefix("run_")

@@ -218,7 +218,7 @@ async def test_a_decision_on_the_page_uses_chats_authorization_and_is_told_in_ch
         assert gate.comment == "ship it"
         await site.baton.handler.drain()
         told = [r for r in site.told if r.kind == "gate_decided"]
-        assert told and told[0].data["by"] == "console:carol" and told[0].conversation == run.conversation
+        assert told and told[0].data["by"] == "console:carol" and told[0].to.conversation == run.conversation
         flash = (await site.client.get(carol_path)).text
         assert "approved" in flash.lower()
 
@@ -346,7 +346,7 @@ async def test_the_list_page_shows_the_conversations_runs_the_user_may_view(
         mine = await site.start("run gated hi", user="ana")
         theirs = await site.start("run big", user="bob")
         answer = await site.say("runs --open", user="ana")
-        assert answer[0].kind == "page_link" and answer[0].ephemeral
+        assert answer[0].kind == "page_link" and answer[0].how.ephemeral
         listing = await site.client.get(str(answer[0].data["url"]).removeprefix("http://127.0.0.1:8080"))
         assert listing.status_code == 200
         assert mine.id in listing.text and theirs.id not in listing.text

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import io
 import json
 from pathlib import Path
@@ -10,6 +9,7 @@ from pathlib import Path
 from adapters.console.interactive import ConsoleView
 from adapters.console.output import replies_json, send
 from core.commands.messages import Button, Reply
+from core.delivery.envelope import Mode
 from core.redaction import Redactor
 
 PLAIN = Redactor(())  # these tests are about output; redaction has its own
@@ -47,7 +47,7 @@ def progress(state: str) -> Reply:
         },
         run_id="r_1",
         run_status="running",
-        replace_key="progress:r_1",
+        how=Mode(replace_key="progress:r_1"),
     )
 
 
@@ -142,7 +142,8 @@ def test_once_the_gate_is_decided_its_numbers_are_gone() -> None:
     from core.commands.offers import withdrawn
 
     view = ConsoleView(io.StringIO(), redraw=False, redactor=PLAIN, exports=NO_FILES)
-    which = Reply(kind="which_gate", data=_which(7).data, menus=_which(7).menus, replace_key="offer:1")
+    which = Reply(kind="which_gate", data=_which(7).data, menus=_which(7).menus,
+                  how=Mode(replace_key="offer:1"))
     view.show(which)
     settled = {"run_id": "r6", "workflow": "gated", "node": "review", "approved": True, "by": "console:ana",
                "how": "approve"}
@@ -153,12 +154,12 @@ def test_once_the_gate_is_decided_its_numbers_are_gone() -> None:
         edited = withdrawn(edited, run, {**settled, "run_id": run})
     view.show(edited)
     assert view.choices == ()
-    never_shown = dataclasses.replace(which, replace_key="offer:2", edit_only=True)
+    never_shown = which.sent(replace_key="offer:2", edit_only=True)
     out = io.StringIO()
     ConsoleView(out, redraw=False, redactor=PLAIN, exports=NO_FILES).show(never_shown)
     assert out.getvalue() == ""  # an edit of a message this console never showed
     # ...unless it tells the gate's end: the message may be on the screen from before a restart
     ConsoleView(out, redraw=False, redactor=PLAIN, exports=NO_FILES).show(
-        dataclasses.replace(edited, replace_key="offer:3")
+        edited.sent(replace_key="offer:3")
     )
     assert "Approved by" in out.getvalue()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from adapters.console.oneshot import Transcript
 from core.commands.messages import Reply
+from core.delivery.envelope import Mode
 
 
 def test_replies_keep_their_order() -> None:
@@ -15,9 +16,9 @@ def test_replies_keep_their_order() -> None:
 
 def test_an_edited_message_replaces_its_earlier_version_and_moves_last() -> None:
     transcript = Transcript()
-    transcript.add(Reply(kind="progress", replace_key="p:r1", run_id="r1", run_status="running"))
+    transcript.add(Reply(kind="progress", run_id="r1", run_status="running", how=Mode(replace_key="p:r1")))
     transcript.add(Reply(kind="started", run_id="r1", run_status="running"))
-    transcript.add(Reply(kind="progress", replace_key="p:r1", run_id="r1", run_status="completed"))
+    transcript.add(Reply(kind="progress", run_id="r1", run_status="completed", how=Mode(replace_key="p:r1")))
 
     assert [(r.kind, r.run_status) for r in transcript.replies] == [
         ("started", "running"),
@@ -27,8 +28,8 @@ def test_an_edited_message_replaces_its_earlier_version_and_moves_last() -> None
 
 def test_different_keys_are_different_messages() -> None:
     transcript = Transcript()
-    transcript.add(Reply(kind="progress", replace_key="p:r1"))
-    transcript.add(Reply(kind="progress", replace_key="p:r2"))
+    transcript.add(Reply(kind="progress", how=Mode(replace_key="p:r1")))
+    transcript.add(Reply(kind="progress", how=Mode(replace_key="p:r2")))
     transcript.add(Reply(kind="plain"))
     transcript.add(Reply(kind="plain"))
-    assert [r.replace_key for r in transcript.replies] == ["p:r1", "p:r2", None, None]
+    assert [r.how.replace_key for r in transcript.replies] == ["p:r1", "p:r2", None, None]

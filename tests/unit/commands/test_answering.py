@@ -10,6 +10,6 @@ from core.commands.replies import FORM_ACTION
 def test_a_refused_form_is_a_private_error_with_its_button() -> None:
     form = Form(kind="run", title="Run deploy", submit="Run", command="run deploy")
     reply = form_refused(form, {"replicas": "not a number", "": "one more thing"})
-    assert reply.is_error and reply.ephemeral
+    assert reply.is_error and reply.how.ephemeral
     assert reply.data["message"] == "replicas: not a number · one more thing"
     assert [b.action for b in reply.buttons] == [FORM_ACTION]

@@ -65,7 +65,8 @@ class Chat:
     async def final(self, run_id: str) -> Reply:
         await self.engine.wait(run_id, timeout=10)
         await self.handler.drain()
-        finals = [r for r in self.outbox if r.run_id == run_id and r.kind in FINAL_KINDS and not r.edit_only]
+        finals = [r for r in self.outbox
+                  if r.run_id == run_id and r.kind in FINAL_KINDS and not r.how.edit_only]
         assert finals, f"no final reply for {run_id}: {[r.kind for r in self.outbox]}"
         return finals[-1]
 

@@ -55,7 +55,7 @@ async def test_a_stream_is_one_notice_then_one_digest_per_window_and_redelivery_
     await notices.deliver(first)
     await notices.deliver(first)  # delivered again: sent again under its key (the platform dedupes)
     assert [r.kind for r in sent] == [NOTICE, NOTICE]
-    assert [r.once and r.once.key for r in sent] == [first.key] * 2
+    assert [r.how.once and r.how.once.key for r in sent] == [first.key] * 2
     clock.now += 10
     await notices.deliver(second)
     await notices.deliver(second)  # folded once
@@ -73,7 +73,7 @@ async def test_a_stream_is_one_notice_then_one_digest_per_window_and_redelivery_
     await notices.deliver_digest(digest)  # its window was told: nothing again
     [told] = [r for r in sent if r.kind == DIGEST]
     assert told.data["count"] == 2 and told.data["runs"] == [second.run_id, third.run_id]
-    assert told.conversation == "C0OPS" and told.once is not None and told.once.key == digest.key
+    assert told.to.conversation == "C0OPS" and told.how.once is not None and told.how.once.key == digest.key
 
 
 async def test_a_streams_lock_is_kept_while_held_and_dropped_once_idle() -> None:

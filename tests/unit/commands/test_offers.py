@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import json
 
 from core.commands import replies
@@ -11,7 +10,7 @@ from core.commands.model import RunCommand
 from core.commands.offers import from_json, offered_runs, retires, to_json, withdrawn
 from core.commands.parser import parse
 from core.commands.resolution import Prompt, prompt_options
-from core.delivery.edits import Once
+from core.delivery.envelope import Address, Mode, Once
 from core.redaction import Redactor
 from core.render import render
 from core.store.records import Gate, Run, RunStatus
@@ -48,7 +47,7 @@ def test_a_decided_gate_leaves_the_other_gates_choices_and_says_who_decided() ->
     which = replies.which_gate(_gates(3), "unclear")
     left = withdrawn(which, "r1", SETTLED)
     assert [b.command for b in left.buttons] == ["approve r2", "reject r2", "approve r0", "reject r0"]
-    assert left.edit_only and left.data["settled"] == [SETTLED]
+    assert left.how.edit_only and left.data["settled"] == [SETTLED]
     [text] = render(left, "slack", PLAIN)
     assert text.endswith("✅ Approved by U2: *release-notes* run `r1`.")  # named, never pinged
 
@@ -63,7 +62,7 @@ def test_a_kept_reply_comes_back_the_same() -> None:
                   withdrawn(replies.which_gate(_gates(2), "approve"), "r1", SETTLED)):
         assert from_json(to_json(reply)) == reply
     asked = replies.approval_question(RUN, make_gate(RUN))
-    row_message = dataclasses.replace(asked, once=Once("outbox:7:1", 5.0))
+    row_message = asked.sent(once=Once("outbox:7:1", 5.0))
     assert from_json(to_json(row_message)) == row_message
 
 
@@ -71,7 +70,23 @@ def test_an_offer_kept_before_reply_once_comes_back_with_its_row_key() -> None:
     kept = json.loads(to_json(replies.approval_question(RUN, make_gate(RUN))))
     del kept["once"]
     kept.update(delivery_key="outbox:7:1", redelivery_since=None)  # as kept by the previous version
-    assert from_json(json.dumps(kept)).once == Once("outbox:7:1", None)
+    assert from_json(json.dumps(kept)).how.once == Once("outbox:7:1", None)
+
+
+def test_an_offer_kept_before_the_reply_split_reads_its_place_and_mode_from_the_flat_row() -> None:
+    # as `to_json` wrote it when `Reply` carried its place and its mode as fields of its own
+    kept = json.dumps({
+        "kind": "gate_waiting", "data": {"run_id": "r1"}, "buttons": [], "menus": [], "form": None,
+        "run_id": "r1", "run_status": "paused", "platform": "slack", "conversation": "C1", "thread": "T1",
+        "requester": "slack:U1", "replace_key": "offer:abc", "edit_only": False, "starts_thread": False,
+        "ephemeral": False, "is_error": False, "direct": False, "once": {"key": "outbox:7", "since": 5.0},
+        "file": None, "pings": ["slack:U2"],
+    })
+    reply = from_json(kept)
+    assert reply.to == Address("slack", "C1", "T1", "slack:U1", direct=False)
+    assert reply.how == Mode(replace_key="offer:abc", once=Once("outbox:7", 5.0))
+    assert (reply.kind, reply.run_status, reply.pings) == ("gate_waiting", "paused", ("slack:U2",))
+    assert json.loads(to_json(reply)) == json.loads(kept)  # and is kept in the same shape
 
 
 def test_a_thousand_waiting_gates_are_a_list_of_the_newest_25_and_a_count() -> None:

@@ -81,7 +81,7 @@ async def test_many_node_events_make_few_progress_edits_and_one_final_reply(
     assert kinds.count("progress") <= 3  # 120 node events; one edit per minute, plus the last
     last_progress = [r for r in outbox.of(run_id) if r.kind == "progress"][-1]
     assert last_progress.data["large"] and ["done", 40] in last_progress.data["counts"]  # summed up
-    assert last_progress.replace_key == f"progress:{run_id}"  # edited in place
+    assert last_progress.how.replace_key == f"progress:{run_id}"  # edited in place
 
 
 async def test_the_final_reply_of_a_resume_names_only_what_it_ran(

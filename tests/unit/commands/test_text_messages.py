@@ -6,7 +6,7 @@ import dataclasses
 
 from core.commands.messages import Reply
 from core.commands.text_messages import content, once_key, pinged
-from core.delivery.edits import Once
+from core.delivery.envelope import Once
 from core.redaction import Redactor
 from core.render import format_of
 
@@ -27,7 +27,7 @@ def test_a_long_reply_is_its_first_chunk_with_the_whole_text_attached_when_it_ma
 
 def test_the_nonce_is_the_delivery_key_hashed_when_too_long_and_pings_are_the_platform_s() -> None:
     assert once_key(HELP, 25) is None
-    assert once_key(dataclasses.replace(HELP, once=Once("outbox:12")), 25) == "outbox:12"
-    assert len(once_key(dataclasses.replace(HELP, once=Once("outbox:" + "9" * 40)), 25) or "") == 25
+    assert once_key(HELP.sent(once=Once("outbox:12")), 25) == "outbox:12"
+    assert len(once_key(HELP.sent(once=Once("outbox:" + "9" * 40)), 25) or "") == 25
     pings = dataclasses.replace(HELP, pings=("discord:42", "slack:U1", "discord:"))
     assert pinged(pings, "discord") == ["42"]

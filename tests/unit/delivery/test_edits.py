@@ -10,6 +10,7 @@ import hashlib
 from core.commands.messages import Reply
 from core.delivery.buttons import ButtonCommands
 from core.delivery.edits import Edits, Posted, urgent
+from core.delivery.envelope import Mode
 
 
 class Clock:
@@ -21,7 +22,7 @@ class Clock:
 
 
 def progress(status: str, key: str = "progress:r1") -> Reply:
-    return Reply(kind="progress", run_id="r1", run_status=status, replace_key=key)
+    return Reply(kind="progress", run_id="r1", run_status=status, how=Mode(replace_key=key))
 
 
 def test_only_a_progress_edit_of_a_run_still_moving_waits_its_turn() -> None:

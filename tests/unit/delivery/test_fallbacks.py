@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from core.commands.messages import Reply
 from core.delivery.edits import Edits
+from core.delivery.envelope import Address, Mode
 from core.delivery.fallbacks import DIRECT, FOLLOW_UP, Refused, along
 
 
@@ -23,8 +24,8 @@ class Places:
         return place not in self.cannot
 
 
-COMPLETED = Reply(kind="run_completed", run_id="r1", run_status="completed", requester="slack:U1")
-RUNNING = Reply(kind="progress", run_id="r1", run_status="running", replace_key="progress:r1")
+COMPLETED = Reply(kind="run_completed", run_id="r1", run_status="completed", to=Address(requester="slack:U1"))
+RUNNING = Reply(kind="progress", run_id="r1", run_status="running", how=Mode(replace_key="progress:r1"))
 
 
 async def test_the_next_place_that_takes_it_is_told_once_and_kept() -> None:
@@ -56,7 +57,7 @@ async def test_progress_is_not_posted_through_a_follow_up_and_without_one_goes_d
 
 async def test_an_edit_only_reply_is_never_moved_and_nowhere_says_so() -> None:
     edits = Edits()
-    decided = Reply(kind="gate_decided", run_id="r1", replace_key="offer:1", edit_only=True)
+    decided = Reply(kind="gate_decided", run_id="r1", how=Mode(replace_key="offer:1", edit_only=True))
     places = Places("T1")
     assert not await along(edits, "discord", decided, ["T1", "C1"], places)
     assert places.tried == [("T1", False)]
@@ -78,7 +79,8 @@ async def test_replies_on_their_way_at_once_say_the_run_moved_once() -> None:
             return await super().__call__(place, moving)
 
     places = Slow("T1", "C1", FOLLOW_UP)
-    final_edit = Reply(kind="progress", run_id="r1", run_status="completed", replace_key="progress:r1")
+    final_edit = Reply(kind="progress", run_id="r1", run_status="completed",
+                       how=Mode(replace_key="progress:r1"))
     assert all(await asyncio.gather(
         along(edits, "discord", final_edit, ["T1", "C1"], places),
         along(edits, "discord", COMPLETED, ["T1", "C1"], places)))

@@ -10,6 +10,7 @@ import pytest
 
 from core.commands.messages import Reply
 from core.delivery.edits import Edits, NotDelivered, Outgoing, Posted
+from core.delivery.envelope import Address, Mode
 from core.delivery.fallbacks import DIRECT, FOLLOW_UP
 from core.delivery.service import DeliveryService
 from core.delivery.transport import Sent
@@ -75,10 +76,11 @@ def service(wire: Wire, edits: Edits | None = None) -> tuple[DeliveryService, Th
     return DeliveryService(wire, edits or Edits(), threads), threads
 
 
-RUNNING = Reply(kind="progress", run_id="r1", run_status="running", replace_key="progress:r1",
-                conversation="C1", thread="T1", requester="chat:U1")
-DONE = Reply(kind="run_completed", run_id="r1", run_status="completed", conversation="C1", thread="T1",
-             requester="chat:U1")
+RUNNING = Reply(kind="progress", run_id="r1", run_status="running",
+                to=Address(conversation="C1", thread="T1", requester="chat:U1"),
+                how=Mode(replace_key="progress:r1"))
+DONE = Reply(kind="run_completed", run_id="r1", run_status="completed",
+             to=Address(conversation="C1", thread="T1", requester="chat:U1"))
 
 
 async def test_a_keyed_message_is_posted_once_then_edited_and_posted_anew_when_gone() -> None:
@@ -97,14 +99,15 @@ async def test_a_keyed_message_is_posted_once_then_edited_and_posted_anew_when_g
 async def test_an_edit_only_reply_never_posts() -> None:
     wire = Wire()
     delivery, _ = service(wire)
-    decided = Reply(kind="gate_decided", run_id="r1", replace_key="offer:1", edit_only=True,
-                    conversation="C1")
+    decided = Reply(kind="gate_decided", run_id="r1", to=Address(conversation="C1"),
+                    how=Mode(replace_key="offer:1", edit_only=True))
     await delivery.send(decided)
     assert wire.ops == []
 
 
 async def test_the_thread_a_reply_opened_is_handed_to_the_core_and_none_when_it_failed() -> None:
-    started = Reply(kind="run_started", run_id="r1", conversation="C1", starts_thread=True)
+    started = Reply(kind="run_started", run_id="r1", to=Address(conversation="C1"),
+                    how=Mode(starts_thread=True))
     wire = Wire()
     delivery, threads = service(wire)
     sent = await delivery.answer(started, "C1", follow_up=("https://hooks/1", 60.0, 5))
