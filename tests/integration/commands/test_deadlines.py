@@ -124,7 +124,8 @@ async def test_reminders_go_to_who_has_not_answered_and_escalation_widens_then_t
     clock.now = opened + 3 * 3600
     [remind2] = await deadlines.tick()
     assert remind2.to == ("console:lee", "console:sue")
-    assert [(r.to.conversation, r.to.direct) for r in told[-3:]] == [("c1", False), ("lee", True), ("sue", True)]
+    told_to = [(r.to.conversation, r.to.direct) for r in told[-3:]]
+    assert told_to == [("c1", False), ("lee", True), ("sue", True)]
     clock.now = opened + 4 * 3600
     [timeout] = await deadlines.tick()
     assert timeout.action == "timeout" and told[-1].kind == "gate_timed_out"
