@@ -94,6 +94,14 @@ LONG_FIRST = (
     "tests/e2e/console/test_secrets.py",
     "tests/e2e/console/test_prune.py",
     "tests/e2e/console/test_edge_input.py",
+    # the longest of their layers in a whole run (`--durations`, 2026-11-28): a long
+    # integration test amid the layers, or a unit test at the end, left one core idle
+    "tests/e2e/console/test_sandbox.py",
+    "tests/e2e/mcp/test_stdio.py",
+    "tests/integration/bot/test_schedules.py",
+    "tests/integration/bot/test_supervisor.py",
+    "tests/integration/bot/test_compile_cache.py",
+    "tests/unit/workflows/test_loader_errors.py",
 )
 #: then the rest by how long its tests take: end-to-end, integration, then unit tests last
 _LAYERS = ("tests/e2e/", "tests/integration/", "tests/unit/")
