@@ -29,11 +29,13 @@ running Baton, and its identity always describes the code that runs.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import hashlib
 import importlib
 import importlib.util
 import inspect
+import os
 import sys
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
@@ -228,6 +230,7 @@ class ToolRegistry:
                 continue
             if any(Path(filename).resolve().is_relative_to(folder) for folder in folders):
                 del sys.modules[module_name]
+                _forget_bytecode(module)
         fresh = ToolRegistry(spec for name, spec in self._tools.items() if name not in self._loaded)
         fresh._baseline = baseline
         for specs, base in self._loads:
@@ -248,6 +251,17 @@ def unregistered(workflow: Workflow, registry: ToolRegistry) -> ConfigurationErr
         hint="Define them with @tool in a module of BATON_TOOL_MODULES (default: tools.py next to the "
         "workflows), or fix the steps' `tool:`.",
     )
+
+
+def _forget_bytecode(module: ModuleType) -> None:
+    """Remove the module's cached bytecode, so that importing it again compiles its source: a
+    .pyc is checked against its source's mtime and size only, and an edit within the file
+    system's clock tick may keep both (a quick second edit of the same size ran the old code
+    wherever Python writes bytecode)."""
+    cached = getattr(module, "__cached__", None)
+    if cached:
+        with contextlib.suppress(OSError):
+            os.remove(cached)
 
 
 def _is_path(spec: str) -> bool:
