@@ -23,7 +23,7 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from core.commands import actions, authz, replies, subscribing, voting
+from core.commands import actions, authz, replies, subscribing
 from core.commands.actions import Context
 from core.commands.approval import DecisionKind, classify
 from core.commands.asking import Asking
@@ -47,7 +47,7 @@ from core.engine.engine import Engine
 from core.errors import BatonError, PermissionDenied, UsageError
 from core.redaction import Redactor
 from core.store.port import Store
-from core.store.records import Gate, OpenEvent, Run
+from core.store.records import OpenEvent, Run
 from core.workflows.catalog import Catalog
 from core.workflows.notify_spec import DEFAULT_DIGEST
 
@@ -82,8 +82,7 @@ class Handler:
         self.buttons = ButtonCommands(store.put_blob, store.get_blob)
         self.progress = ProgressReporter(store=store, engine=engine, edits=self.edits,
                                          pages=pages is not None, access=access, notify_window=notify_window,
-                                         outbox_lease_seconds=outbox_lease_seconds)
-        self.progress.gate_state = self._gate_state
+                                         outbox_lease_seconds=outbox_lease_seconds, clock=clock)
         #: people's homes (Slack's App Home), kept current on the engine's events
         self.homes = Homes(store=store, catalog=catalog, access=access, pages=pages)
         engine.subscribe(self.homes.on_event)
@@ -93,13 +92,6 @@ class Handler:
         #: their runs announced (a thread each) through this handler's progress reporter
         self.scheduler = Scheduler(store=store, engine=engine, catalog=catalog, access=access,
                                    replica=engine.owner, progress=self.progress, clock=clock)
-
-    def _gate_state(self, run: Run, gate: Gate) -> dict[str, object] | None:
-        """The policy state a waiting gate's message shows (None: it cannot be read now)."""
-        try:
-            return voting.live_state(self, run, gate, self.clock())
-        except BatonError:
-            return None
 
     def register_outbox(self, platform: str, outbox: Outbox, *, threads: bool = False) -> None:
         """Background replies of `platform` go to `outbox`. `threads=True`: the adapter opens a

@@ -80,9 +80,10 @@ class ProgressReporter:
     def __init__(
         self, *, store: ProgressStore, engine: Engine, thread_wait: float = 10.0, edits: Edits | None = None,
         pages: bool = False, access: Access | None = None, notify_window: float = DEFAULT_DIGEST,
-        outbox_lease_seconds: float = 60.0,
+        outbox_lease_seconds: float = 60.0, clock: Callable[[], float] = time.time,
     ) -> None:
         self._store = store
+        self._clock = clock  # when a waiting gate's policy state is read (its escalation)
         self.pages = pages  # runs have pages: progress messages offer "Open run"
         self._engine = engine
         self._outboxes: dict[str, Outbox] = {}
@@ -114,8 +115,6 @@ class ProgressReporter:
         self.notices = Notices(store=store, engine=engine, access=access or Access.everyone(),
                                offers=self.offers, outbox_of=self._outboxes.get, pages=pages,
                                window=notify_window)
-        #: a waiting gate's policy state for its message (set by the handler: it knows the policy)
-        self.gate_state: Callable[[Run, Gate], dict[str, Any] | None] | None = None
         #: cancelled runs whose cancelling command's own reply tells it (newest last, bounded)
         self._told: FIFOCache[str, None] = FIFOCache(RAN_MEMORY)
         #: the outbox rows: the final edit and the final reply of each run that came to rest
@@ -424,12 +423,20 @@ class ProgressReporter:
         attention = event.detail.get("node") or next(
             (n.node_id for n in summary.nodes if n.state is NodeState.ATTENTION), None
         )
-        state = self.gate_state(run, gate) if gate is not None and self.gate_state is not None else None
+        state = self._gate_state(run, gate) if gate is not None else None
         child = waiting_child(self._store, run) if gate is None and run.status is RunStatus.PAUSED else None
         # a gate waiting: its buttons are offered
         final = replies.final(run, summary, gate, attention, ran, state, child)
         return self.offers.offer(final, platform=run.platform, conversation=run.conversation,
                                  thread=run.thread)
+
+    def _gate_state(self, run: Run, gate: Gate) -> dict[str, Any] | None:
+        """The policy state a waiting gate's message shows, as the engine counts it (None: it
+        cannot be read now; the message goes without it)."""
+        try:
+            return self._engine.gates.live_state(run, gate, self._clock())
+        except BatonError:
+            return None
 
     async def _send(self, outbox: Outbox, reply: Reply) -> bool:
         """Hand `reply` to `outbox`. When the platform cannot take it for now (`NotDelivered`,
