@@ -52,7 +52,7 @@ from pathlib import Path
 from core.engine.nodes import reaper
 from core.engine.sandbox import Sandbox
 
-log = logging.getLogger(__name__)
+log = logging.getLogger("baton.sandbox")
 
 DEPTH = 2  # sandboxes kept ready per layout: a step of a chain finds one set up a step ago
 LAYOUTS = 2  # layouts warmed per run (the oldest one's sandboxes are killed for a new one)
