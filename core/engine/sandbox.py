@@ -288,10 +288,12 @@ def configure(
             setpriv=setpriv,
             shell=shutil.which("dash", path=path),
         )
-        failure = _probe(sandbox)
         capsh = shutil.which("capsh", path=path) if root else None
-        if failure is None and capsh is not None:
-            sandbox = _with_capsh(sandbox, capsh)
+        dropping = _with_capsh(sandbox, capsh) if capsh is not None else None
+        if dropping is not None:
+            sandbox = dropping  # its one probe ran a step through bwrap: the sandbox works
+        else:
+            failure = _probe(sandbox)
     if failure is None:
         return sandbox
     if mode == "bwrap":
@@ -330,17 +332,19 @@ while read -r k v; do
 done < /proc/self/status"""
 
 
-def _with_capsh(sandbox: Sandbox, capsh: str) -> Sandbox:
+def _with_capsh(sandbox: Sandbox, capsh: str) -> Sandbox | None:
     """`sandbox` with its stub dropping to the step user through `capsh`, if that works here
-    and drops everything `setpriv` does (else `sandbox` as it is: the stub uses `setpriv`)."""
+    and drops everything `setpriv` does; None when it does not (the stub uses `setpriv`, and
+    the caller probes the sandbox without it). The one probe of a start where it works: it
+    ran a command through bwrap as a step runs, so the sandbox works too."""
     if sandbox.user is None or sandbox.shell is None:
-        return sandbox
+        return None
     user, shell = sandbox.user, sandbox.shell
     candidate = dataclasses.replace(sandbox, capsh=capsh)
     failure = _probe(candidate, [shell, "-c", _DROPPED_CHECK, "baton-probe", str(user.uid), str(user.gid)])
     if failure is not None:
         log.debug("capsh does not drop to the step user here (%s): warmed sandboxes use setpriv", failure)
-        return sandbox
+        return None
     return candidate
 
 
