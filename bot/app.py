@@ -284,7 +284,7 @@ def distributed_dispatcher(settings: Settings, store: Store) -> RemoteDispatcher
         liveness_seconds=settings.worker_heartbeat_seconds,
         stalled_after=stalled_after(settings.worker_heartbeat_seconds),
     )
-    return RemoteDispatcher(store, JobQueue(settings.database_url), config)
+    return RemoteDispatcher(store.dispatch, JobQueue(settings.database_url), config)
 
 
 def _queue_runners(dispatcher: RemoteDispatcher | None) -> RunnerFactory | None:
