@@ -62,7 +62,7 @@ def _pct(values: list[float], q: float) -> float:
 
 
 def _runs(store: SqlStore, n: int) -> list[str]:
-    digest = store.put_blob(b"{}")
+    digest = store.blobs.put_blob(b"{}")
     ids: list[str] = []
     with store.transaction() as tx:
         new = NewRun(workflow="quorum", platform="console", conversation="c", thread=None,
@@ -121,7 +121,7 @@ def pending(url: str, n: int, directory: Path) -> dict[str, Any]:
     runs = _runs(store, n)
     planted = time.perf_counter()
     for run_id in runs:
-        store.plan_deadlines(run_id, "review", 1.0, [("remind:0", 4e9), ("timeout", 4e9 + 1)])
+        store.ballots.plan_deadlines(run_id, "review", 1.0, [("remind:0", 4e9), ("timeout", 4e9 + 1)])
     plan_s = time.perf_counter() - planted
     rss_after = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     store.close()

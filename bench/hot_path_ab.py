@@ -101,11 +101,6 @@ class CoreJournal(SqlStore):
         super().__init__(url, **kwargs)
         journal = _CoreJournalSql(self.db)
         self.steps = self.blobs = journal
-        # the flat surface, while callers move to the roles
-        self.put_blob = journal.put_blob
-        self.journal_start = journal.journal_start
-        self.journal_finish = journal.journal_finish
-        self.journal_complete_many = journal.journal_complete_many
 
 
 def _tools() -> ToolRegistry:
@@ -130,8 +125,8 @@ async def _per_step_ms(store_class: type[SqlStore], tool: str, group_commit: flo
             started = time.perf_counter()
             run_id = await r.run("steps")
             seconds = time.perf_counter() - started
-            if r.store.get_run(run_id).status.value != "completed":
-                raise SystemExit(f"the run did not complete: {r.store.get_run(run_id)}")
+            if r.store.runs.get_run(run_id).status.value != "completed":
+                raise SystemExit(f"the run did not complete: {r.store.runs.get_run(run_id)}")
     return seconds * 1000 / n
 
 

@@ -165,7 +165,7 @@ async def latency(samples: int) -> dict[str, Any]:
                     await ready.wait()
                     await asyncio.to_thread(fifo.write_text, "go\n")  # opens once the step reads it
                     await baton.engine.wait(run_id, timeout=30)
-                    done = max(e.finished_at or 0 for e in baton.store.journal([run_id]))
+                    done = max(e.finished_at or 0 for e in baton.store.steps.journal([run_id]))
                     arrived = await seen
                     local.append(arrived - time.perf_counter() + time.time() - done)
                 # another replica's write: a gate approved by a second store on the same database

@@ -557,10 +557,10 @@ class Roles(Protocol):
     def transactions(self) -> Transactions: ...
 
 
-class Store(
-    Blobs, Runs, Leases, Journal, Gates, Ballots, Events, PlatformState, Deliveries, Retention, Schedules,
-    Subscriptions, Views, Transactions, Roles, Protocol,
-):
+class Store(Roles, Transactions, Protocol):
+    """The whole store: its roles (`Roles`), units of work across them (`Transactions`:
+    `transaction()`, `batch()`), and what concerns the database itself."""
+
     def migrate(self) -> str | None:
         """Bring the schema to the newest revision (idempotent, safe to race); the revision the
         database was at before (None: it had no schema)."""

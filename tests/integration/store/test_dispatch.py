@@ -78,8 +78,8 @@ async def test_a_result_writes_its_blobs_and_settles_the_entry_once(
     assert entry.status is NodeStatus.COMPLETED
     assert digest is not None and entry.output_digest == digest
     assert (entry.tokens_in, entry.tokens_out) == (3, 4)
-    assert pg_store.get_blob(digest) == b"out\n"
-    assert {p: pg_store.get_blob(d) for p, d in entry.artifacts.items()} == {
+    assert pg_store.blobs.get_blob(digest) == b"out\n"
+    assert {p: pg_store.blobs.get_blob(d) for p, d in entry.artifacts.items()} == {
         "files/a.txt": b"A",
         "files/b.txt": b"out\n",
     }
@@ -100,7 +100,7 @@ async def test_a_result_for_an_entry_never_claimed_is_refused_and_writes_nothing
     entry = pg_store.dispatch.journal_entries([entry_id])[entry_id]
     assert entry.status is NodeStatus.QUEUED
     assert entry.output_digest is None
-    assert pg_store.get_blobs([hashlib.sha256(b"never claimed").hexdigest()]) == {}
+    assert pg_store.blobs.get_blobs([hashlib.sha256(b"never claimed").hexdigest()]) == {}
     with pytest.raises(ValueError):
         await journal.settle(entry_id, status=NodeStatus.STARTED)
 
@@ -158,4 +158,4 @@ def test_a_hand_off_batch_returns_each_steps_entry_in_order_and_is_all_or_nothin
     )
     with pytest.raises(RuntimeError):
         pg_store.dispatch.journal_queue_many([late], failing)
-    assert [e.node_id for e in pg_store.journal([first.id])] == ["b", "a"]  # no `late` entry
+    assert [e.node_id for e in pg_store.steps.journal([first.id])] == ["b", "a"]  # no `late` entry
