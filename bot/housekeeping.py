@@ -58,6 +58,7 @@ class Swept:
 
 class SweptStore(Protocol):
     """The store roles a housekeeping pass forgets old rows of (event ids, values, replies)."""
+
     @property
     def events(self) -> Events: ...
     @property
@@ -68,6 +69,7 @@ class SweptStore(Protocol):
 
 class KeptStore(SweptStore, Protocol):
     """…and the one its pruner deletes old runs with."""
+
     @property
     def retention(self) -> Retention: ...
 

@@ -77,6 +77,7 @@ REPLACEABLE = (RunStatus.FAILED, RunStatus.PAUSED, RunStatus.NEEDS_ATTENTION)
 
 class CommandStore(Protocol):
     """The store roles commands read and write outside a unit of work."""
+
     @property
     def runs(self) -> Runs: ...
     @property

@@ -40,6 +40,7 @@ from core.workflows.catalog import Catalog
 
 class AskingStore(Protocol):
     """The store roles `Asking` reads."""
+
     @property
     def runs(self) -> Runs: ...
     @property

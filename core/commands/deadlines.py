@@ -60,6 +60,7 @@ class Fired:
 
 class DeadlineStore(Transactions, Protocol):
     """The store roles `GateDeadlines` uses."""
+
     @property
     def runs(self) -> Runs: ...
     @property

@@ -47,6 +47,7 @@ class _Watch:
 
 class HomeStore(Protocol):
     """The store roles a person's home reads."""
+
     @property
     def runs(self) -> Runs: ...
     @property

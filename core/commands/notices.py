@@ -83,6 +83,7 @@ def thread_url(run: Run) -> str | None:
 
 class NoticesStore(OffersStore, QueueStore, Transactions, Protocol):
     """The store roles `Notices` uses."""
+
     @property
     def events(self) -> Events: ...
     @property

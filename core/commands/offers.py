@@ -118,6 +118,7 @@ def from_json(text: str) -> Reply:
 
 class OffersStore(Protocol):
     """The store roles `GateOffers` uses: the offers are kept as platform state."""
+
     @property
     def runs(self) -> Runs: ...
     @property

@@ -56,6 +56,7 @@ Draw = Callable[[Sequence[str], Mapping[str, Sequence[str]]], Any]
 
 class PageStore(Protocol):
     """The store roles the pages read (they write nothing themselves)."""
+
     @property
     def runs(self) -> Runs: ...
     @property

@@ -74,6 +74,7 @@ GATE_NOTICES = {"gate_reminder": replies.gate_reminder, "gate_escalated": replie
 
 class ProgressStore(NoticesStore, Protocol):
     """The store roles `ProgressReporter` and what it builds (offers, notices, the deliverer) use."""
+
     @property
     def outbox(self) -> Deliveries: ...
 

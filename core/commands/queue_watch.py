@@ -41,6 +41,7 @@ def episode_of(run: Run) -> str:
 
 class WatchStore(Transactions, Protocol):
     """The store roles the watch uses: the queued runs, its place, the notices' units."""
+
     @property
     def views(self) -> Views: ...
     @property

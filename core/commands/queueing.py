@@ -18,6 +18,7 @@ from core.store.records import Run, RunStatus
 
 class QueueStore(Protocol):
     """The store roles a queue's facts are read from."""
+
     @property
     def gates(self) -> Gates: ...
     @property

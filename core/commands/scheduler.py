@@ -144,6 +144,7 @@ def from_spec(workflow: str, spec: ScheduleSpec, now: float) -> Schedule:
 
 class ScheduleStore(Protocol):
     """The store roles the scheduler uses: schedules and their fires, and the audit."""
+
     @property
     def schedules(self) -> Schedules: ...
     @property

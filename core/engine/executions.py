@@ -42,6 +42,7 @@ class _Active:
 
 class ExecutionsStore(ExecutionStore, Protocol):
     """The store roles `Executions` uses: an execution's, and the runs it starts and settles."""
+
     @property
     def runs(self) -> Runs: ...
 

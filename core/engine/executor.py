@@ -71,6 +71,7 @@ class Children(Protocol):
 
 class ExecutionStore(GateStore, Protocol):
     """The store roles an execution uses: the journal, blobs, and what its gates write."""
+
     @property
     def blobs(self) -> Blobs: ...
     @property

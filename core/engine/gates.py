@@ -82,6 +82,7 @@ class Decision:
 
 class GateStore(Transactions, Protocol):
     """The store roles a `GateKeeper` uses: gates, their votes, the audit, units of work."""
+
     @property
     def gates(self) -> Gates: ...
     @property

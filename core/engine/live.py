@@ -167,6 +167,7 @@ def live_nodes(detail: RunDetail, hide: Redactor) -> dict[str, list[Any]]:
 
 class LiveStore(Protocol):
     """The roles a live snapshot reads: the run and its pulse."""
+
     @property
     def runs(self) -> Runs: ...
     @property

@@ -48,6 +48,7 @@ ABANDONABLE = (
 
 class ActionsStore(Transactions, Protocol):
     """The store roles `RunActions` uses."""
+
     @property
     def runs(self) -> Runs: ...
     @property
