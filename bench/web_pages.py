@@ -177,8 +177,8 @@ async def latency(samples: int) -> dict[str, Any]:
                     seen = asyncio.create_task(_first_update_with(client, url, '"cancelled"', ready))
                     await ready.wait()
                     changed = time.perf_counter()
-                    await asyncio.to_thread(other.transition, Transition(run_id, RunStatus.CANCELLED,
-                                                                         actor="bench"))
+                    await asyncio.to_thread(other.runs.transition, Transition(run_id, RunStatus.CANCELLED,
+                                                                              actor="bench"))
                     arrived = await seen
                     replica.append(arrived - changed)
                     await asyncio.to_thread(fifo.write_text, "go\n")
