@@ -62,7 +62,7 @@ def _pct(values: list[float], q: float) -> float:
 
 
 def _runs(store: SqlStore, n: int) -> list[str]:
-    digest = store.put_blob(b"{}")
+    digest = store.blobs.put_blob(b"{}")
     ids: list[str] = []
     with store.transaction() as tx:
         new = NewRun(workflow="quorum", platform="console", conversation="c", thread=None,
@@ -83,7 +83,7 @@ async def lateness(url: str, due: int) -> dict[str, Any]:
     start = time.time() + 1.0
     runs = _runs(setup, due)
     for i, run_id in enumerate(runs):
-        setup.plan_deadlines(run_id, "review", 1.0, [("timeout", start + 10.0 * i / due)])
+        setup.ballots.plan_deadlines(run_id, "review", 1.0, [("timeout", start + 10.0 * i / due)])
     replicas = [SqlStore(url), SqlStore(url)]
 
     ticks = [GateDeadlines(store=s, engine=_Nothing(), replica=f"r{i}")  # type: ignore[arg-type]
@@ -94,8 +94,8 @@ async def lateness(url: str, due: int) -> dict[str, Any]:
     async def load() -> None:
         nonlocal votes
         while time.time() < stop:
-            setup.cast_vote(GateVote(runs[votes % len(runs)], "review", 2.0, f"console:u{votes}", "approve",
-                                     time.time()))  # fmt: skip
+            setup.ballots.cast_vote(GateVote(runs[votes % len(runs)], "review", 2.0, f"console:u{votes}",
+                                             "approve", time.time()))  # fmt: skip
             votes += 1
             await asyncio.sleep(0.005)
 
@@ -105,7 +105,7 @@ async def lateness(url: str, due: int) -> dict[str, Any]:
             await asyncio.sleep(0.25)
 
     await asyncio.gather(load(), *(loop(t) for t in ticks))
-    rows = [d for r in runs for d in setup.gate_deadlines(r, "review", 1.0)]
+    rows = [d for r in runs for d in setup.ballots.gate_deadlines(r, "review", 1.0)]
     late = [(d.fired_at - d.due_at) * 1000 for d in rows if d.fired_at is not None]
     by = {d.fired_by for d in rows}
     for s in (*replicas, setup):
@@ -121,7 +121,7 @@ def pending(url: str, n: int, directory: Path) -> dict[str, Any]:
     runs = _runs(store, n)
     planted = time.perf_counter()
     for run_id in runs:
-        store.plan_deadlines(run_id, "review", 1.0, [("remind:0", 4e9), ("timeout", 4e9 + 1)])
+        store.ballots.plan_deadlines(run_id, "review", 1.0, [("remind:0", 4e9), ("timeout", 4e9 + 1)])
     plan_s = time.perf_counter() - planted
     rss_after = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     store.close()

@@ -67,8 +67,8 @@ async def measure(root: Path, n: int, children: int = 100) -> dict[str, object]:
         run_id = await r.run("mapped")
         seconds = time.perf_counter() - started
         await r.handler.drain()
-        run = r.store.get_run(run_id)
-        items = sum(1 for e in r.store.journal([run_id]) if e.node_id.startswith("each["))
+        run = r.store.runs.get_run(run_id)
+        items = sum(1 for e in r.store.steps.journal([run_id]) if e.node_id.startswith("each["))
         if run.status.value != "completed":
             raise SystemExit(f"the run ended {run.status.value}: {run.reason}")
         r.add_workflow("leaf", CHILD)
@@ -77,10 +77,10 @@ async def measure(root: Path, n: int, children: int = 100) -> dict[str, object]:
         fan_id = await r.run("fan")
         fan_seconds = time.perf_counter() - started
         await r.handler.drain()
-        fan = r.store.get_run(fan_id)
+        fan = r.store.runs.get_run(fan_id)
         if fan.status.value != "completed":
             raise SystemExit(f"the fan-out ended {fan.status.value}: {fan.reason}")
-        child_runs = r.store.child_runs([fan_id])
+        child_runs = r.store.runs.child_runs([fan_id])
     mapped = [r for r in replies if r.kind == "progress" and r.run_id == run_id]
     progress = {r.how.replace_key for r in mapped}  # one key: one message, edited
     fanned = {fan_id, *(c.id for c in child_runs)}

@@ -4,7 +4,7 @@ takes from the state change to the platform call.
     python -m bench.baton_outbox --dir D [--n 1000] [--runs 100] [--db sqlite|postgres|both]
 
 overhead  `n` runs brought to rest three ways, interleaved run by run on one database: the
-          single-call CAS the engine made before the outbox (`store.transition`), the same CAS
+          single-call CAS the engine made before the outbox (`store.runs.transition`), the same CAS
           in a unit of work, and the unit with its outbox row (`tell_rest`, what the engine does
           now). Medians per state change; the ratio of the last to the first is the overhead.
 latency   `runs` runs of a one-step workflow through the real Engine and Handler (SQLite): from
@@ -71,7 +71,7 @@ def _database(db: str, directory: Path) -> Iterator[str]:
 
 
 def _running(store: SqlStore, n: int) -> list[str]:
-    digest = store.put_blob(b"{}")
+    digest = store.blobs.put_blob(b"{}")
     with store.transaction() as tx:
         runs = [tx.create_run(NewRun(workflow="hello", platform="slack", conversation="C1", thread=None,
                                      requester="slack:U1", args_digest=digest, status=RunStatus.RUNNING,
@@ -85,9 +85,9 @@ def overhead(url: str, n: int) -> dict[str, Any]:
     _running(store, 50)  # warm: statements compiled, pages cached
 
     def single(run_id: str) -> None:
-        store.transition(Transition(run_id, RunStatus.COMPLETED, actor="baton", reason=None,
-                                    expected_version=1,
-                                    allowed_from=[RunStatus.RUNNING]))  # fmt: skip
+        store.runs.transition(Transition(run_id, RunStatus.COMPLETED, actor="baton", reason=None,
+                                         expected_version=1,
+                                         allowed_from=[RunStatus.RUNNING]))  # fmt: skip
 
     def unit(run_id: str) -> None:
         with store.transaction() as tx:
@@ -112,7 +112,7 @@ def overhead(url: str, n: int) -> dict[str, Any]:
             began = time.perf_counter()
             way(runs[name][i])
             times[name].append((time.perf_counter() - began) * 1e6)
-    assert len(store.undelivered(limit=n + 1)) == n
+    assert len(store.outbox.undelivered(limit=n + 1)) == n
     store.close()
     out: dict[str, Any] = {
         name: {"median_us": statistics.median(v), "p99_us": _pct(v, 0.99)} for name, v in times.items()
@@ -191,7 +191,7 @@ async def latency(url: str, runs: int, directory: Path, platform: str) -> dict[s
         await handler.drain()
         if fake is not None:
             await sender.idle()
-        [row] = store.deliveries(run.id)
+        [row] = store.outbox.deliveries(run.id)
         changed = row.created_at
         if fake is not None:
             mine = [(at, m, b) for at, m, b in fake.arrivals if run.id in str(b.get("text", ""))]

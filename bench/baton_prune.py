@@ -54,9 +54,9 @@ def _commands(store: SqlStore, n_history: int, rng: random.Random, stop: threadi
     while (stop is None or not stop.is_set()) and len(took["status"]) < limit:
         t0 = time.perf_counter()
         try:
-            run = store.find_run(history_run_id(rng.randrange(n_history)))
-            store.journal([run.id])
-            store.run_gates(run.id)
+            run = store.runs.find_run(history_run_id(rng.randrange(n_history)))
+            store.steps.journal([run.id])
+            store.gates.run_gates(run.id)
         except RunNotFound:  # pruned meanwhile: the tombstone answered, which is a command too
             pass
         took["status"].append((time.perf_counter() - t0) * 1000)
@@ -66,8 +66,8 @@ def _commands(store: SqlStore, n_history: int, rng: random.Random, stop: threadi
                 workflow="hello", platform="slack", conversation="C0001", thread=None,
                 requester="slack:U0001", args_digest="0" * 64,
             ))  # fmt: skip
-        store.transition(Transition(pending.id, RunStatus.RUNNING, actor="bench", lease_owner="bench"))
-        store.audit(actor="slack:U0001", action="run", run_id=pending.id)
+        store.runs.transition(Transition(pending.id, RunStatus.RUNNING, actor="bench", lease_owner="bench"))
+        store.events.audit(actor="slack:U0001", action="run", run_id=pending.id)
         took["run"].append((time.perf_counter() - t0) * 1000)
     return took
 
@@ -103,7 +103,7 @@ def main() -> None:
     rng = random.Random(3)
     baseline = _commands(store, opts.runs, rng, None, 300)
     size_before = _size(path)
-    pruner = Pruner(store, run_retention=7 * 86_400, batch=opts.batch)
+    pruner = Pruner(store.retention, run_retention=7 * 86_400, batch=opts.batch)
     stop = threading.Event()
     result: dict[str, Any] = {}
 
@@ -123,7 +123,7 @@ def main() -> None:
     store.close()
     size_after = _size(path)
     store = SqlStore(f"sqlite:///{path}")
-    left = len(store.prunable_runs(time.time(), limit=10))
+    left = len(store.retention.prunable_runs(time.time(), limit=10))
     t0 = time.perf_counter()
     store.vacuum()
     vacuum_s = time.perf_counter() - t0

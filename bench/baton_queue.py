@@ -48,7 +48,7 @@ nodes:
 def overhead(url: str, n: int) -> dict[str, Any]:
     store = SqlStore(url)
     store.migrate()
-    digest = store.put_blob(b"{}")
+    digest = store.blobs.put_blob(b"{}")
     keyed = Concurrency(key="bench-key", limit=1_000_000)
 
     def lifecycle(policy: Concurrency | None) -> float:
@@ -119,9 +119,9 @@ async def drain(url: str, n: int, directory: Path) -> dict[str, Any]:
     await asyncio.wait_for(done.wait(), timeout=600)
     seconds = time.perf_counter() - began
     await engine.stop()
-    runs = {r.id: r for r in store.recent_runs(limit=n + 10)}
+    runs = {r.id: r for r in store.runs.recent_runs(limit=n + 10)}
     statuses = {runs[i].status.value for i in ids}
-    trail = store.audit_since(0)  # in commit order
+    trail = store.events.audit_since(0)  # in commit order
     waited = [e.run_id for e in trail if e.action == "queued"]
     admitted = [e.run_id for e in trail if e.action == "admitted"]
     store.close()

@@ -130,7 +130,7 @@ async def measure(
                     run_id = await r.run(f"real_{kind}")
                     sample["baton_cpu"].append((cpu_s() - spent) * 1000 / n)
                     per_step = (time.perf_counter() - started) * 1000 / n
-                    status = r.store.get_run(run_id).status.value
+                    status = r.store.runs.get_run(run_id).status.value
                     if status != "completed":
                         raise SystemExit(f"the {kind}{side} chain ended {status}")
                     sample["baton"].append(per_step)

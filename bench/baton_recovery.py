@@ -70,12 +70,12 @@ async def relaunch(root: Path, n: int) -> None:
         event("engine_starting")
         engine_started = time.time()
         await r.engine.start()  # recovers the dead process's run right here
-        runs = r.store.recent_runs(limit=1)
+        runs = r.store.runs.recent_runs(limit=1)
         if not runs:
             raise SystemExit("no run to recover")
         run = await r.engine.wait(runs[0].id, timeout=120)
         event("completed")
-        entries = r.store.journal([run.id])
+        entries = r.store.steps.journal([run.id])
         emit(
             {
                 "status": run.status.value,

@@ -49,7 +49,7 @@ async def measure(root: Path, n: int) -> dict[str, object]:
     async with rig(root, tools=tools()) as r:
         r.add_workflow("resume", steps_yaml("resume", n, "chain", last_tool="flaky"))
         run_id = await r.run("resume")
-        failed = r.store.get_run(run_id)
+        failed = r.store.runs.get_run(run_id)
         if failed.status.value != "failed":
             raise SystemExit(f"the first run should fail at its last step, it is {failed.status.value}")
         out: dict[str, object] = {"n": n}
@@ -87,7 +87,7 @@ async def measure(root: Path, n: int) -> dict[str, object]:
         out["resume_from_queries"] = q.total
         out["resume_from_queries_split"] = [q.sqlalchemy, q.hot_path]
         out["resume_from_status"] = done.status.value
-        entries = r.store.journal([run.id])
+        entries = r.store.steps.journal([run.id])
         out["resume_from_cached"] = sum(1 for e in entries if e.cached_from)
         out["resume_from_executed"] = sum(1 for e in entries if not e.cached_from)
 

@@ -71,7 +71,7 @@ def seed(url: str, directory: Path, n: int, lead: float) -> float:
     with SqlStore(url) as store:
         store.migrate()
         for i in range(n):
-            store.add_schedule(
+            store.schedules.add_schedule(
                 Schedule(
                     id=f"hello-{i:05d}",
                     workflow="hello",
@@ -107,11 +107,13 @@ async def replica(url: str, directory: Path, name: str, due: float, n: int) -> N
             deadline = due + 120
             while time.time() < deadline:
                 await asyncio.sleep(0.5)  # the bench process watching the database, not a test
+                sampled = range(0, n, max(1, n // 50))
                 if time.time() > due and sum(
-                    len(watcher.schedule_fires(f"hello-{i:05d}", 1)) for i in range(0, n, max(1, n // 50))
-                ) >= len(range(0, n, max(1, n // 50))):
+                    len(watcher.schedules.schedule_fires(f"hello-{i:05d}", 1)) for i in sampled
+                ) >= len(sampled):
                     break
-            for run in [r for r in watcher.recent_runs(limit=n * 2) if r.lease_owner == baton.engine.owner]:
+            recent = watcher.runs.recent_runs(limit=n * 2)
+            for run in [r for r in recent if r.lease_owner == baton.engine.owner]:
                 await baton.engine.wait(run.id, timeout=60)
     finally:
         watcher.close()
@@ -174,20 +176,20 @@ def measure(url: str, directory: Path, n: int) -> dict[str, Any]:
     stop.set()
     watcher.join(10)
     with SqlStore(url) as store:
-        runs = [r for r in store.recent_runs(limit=n * 3) if r.started_by and r.scheduled_for == due]
+        runs = [r for r in store.runs.recent_runs(limit=n * 3) if r.started_by and r.scheduled_for == due]
         fires = Counter(r.started_by for r in runs)
         late = [r.created_at - (r.scheduled_for or 0) for r in runs]
         firsts: dict[str, float] = {}
         ids = [r.id for r in runs]
         for i in range(0, len(ids), 200):
-            for entry in store.journal(ids[i : i + 200]):
+            for entry in store.steps.journal(ids[i : i + 200]):
                 firsts[entry.run_id] = min(firsts.get(entry.run_id, math.inf), entry.started_at)
         stepped = [firsts[r.id] - (r.scheduled_for or 0) for r in runs if r.id in firsts]
         visible = [seen[r.id] - (r.scheduled_for or 0) for r in runs if r.id in seen]
         by_replica = Counter(
             f.by.split(":")[0]
             for i in range(n)
-            for f in store.schedule_fires(f"hello-{i:05d}", 1)
+            for f in store.schedules.schedule_fires(f"hello-{i:05d}", 1)
             if f.due_at == due
         )
     return {

@@ -54,8 +54,8 @@ async def measure(
             profiler.disable()
             profiler.dump_stats(profile)
         seconds = time.perf_counter() - started
-        run = r.store.get_run(run_id)
-        entries = r.store.journal([run_id])
+        run = r.store.runs.get_run(run_id)
+        entries = r.store.steps.journal([run_id])
         if run.status.value != "completed":
             raise SystemExit(f"the run ended {run.status.value}: {run.reason}")
     return {

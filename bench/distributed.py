@@ -184,7 +184,7 @@ async def _run_replica(steps: int) -> tuple[float, str, int]:
             )  # fmt: skip
             done = await baton.engine.wait(run.id, timeout=600)
             elapsed = time.perf_counter() - started
-            entries = baton.store.journal([run.id])
+            entries = baton.store.steps.journal([run.id])
             completed = sum(1 for e in entries if e.status.value == "completed")
             return steps / elapsed, done.status.value, completed
     finally:

@@ -30,6 +30,7 @@ from bench.protocol import emit
 from bench.rig import bench_tools, rig, steps_yaml
 from core.engine.prepared import prepare
 from core.engine.tools import ToolRegistry
+from core.store.journal_sql import JournalSql
 from core.store.port import StepResult
 from core.store.records import NodeStatus
 from core.store.repository import SqlStore
@@ -48,38 +49,38 @@ _FINISH = (
 )  # fmt: skip
 
 
-class CoreJournal(SqlStore):
-    """`SqlStore` with the hot path's writes through SQLAlchemy Core."""
+class _CoreJournalSql(JournalSql):
+    """The `Journal` and `Blobs` roles with the hot path's writes through SQLAlchemy Core."""
 
     def put_blob(self, data: bytes) -> str:
         digest = hashlib.sha256(data).hexdigest()
-        with self._single.begin() as conn:
+        with self._db.single.begin() as conn:
             values = {"digest": digest, "data": data, "size": len(data)}
-            conn.execute(self._insert_ignore(BLOBS, ["digest"]), values)
+            conn.execute(self._db.insert_ignore(BLOBS, ["digest"]), values)
         return digest
 
     def journal_start(self, **kw: Any) -> int:
-        values = {**kw, "status": NodeStatus.STARTED.value, "started_at": self._now(), "tokens_in": 0,
+        values = {**kw, "status": NodeStatus.STARTED.value, "started_at": self._db.now(), "tokens_in": 0,
                   "tokens_out": 0, "artifacts": {}}  # fmt: skip
-        with self._single.begin() as conn:
+        with self._db.single.begin() as conn:
             return int(conn.execute(_START, values).scalar_one())
 
     def journal_finish(self, entry_id: int, *, status: NodeStatus, **kw: Any) -> None:
-        params = {"entry_id": entry_id, "b_status": NodeStatus(status).value, "b_finished_at": self._now(),
+        params = {"entry_id": entry_id, "b_status": NodeStatus(status).value, "b_finished_at": self._db.now(),
                   "b_output_digest": kw.get("output_digest"), "b_error": kw.get("error"),
                   "b_tokens_in": kw.get("tokens_in", 0), "b_tokens_out": kw.get("tokens_out", 0),
                   "b_artifacts": kw.get("artifacts") or {}}  # fmt: skip
-        with self._single.begin() as conn:
+        with self._db.single.begin() as conn:
             for data in kw.get("blobs", ()):  # the output and artifacts, in the same transaction
                 values = {"digest": hashlib.sha256(data).hexdigest(), "data": data, "size": len(data)}
-                conn.execute(self._insert_ignore(BLOBS, ["digest"]), values)
+                conn.execute(self._db.insert_ignore(BLOBS, ["digest"]), values)
             if conn.execute(_FINISH, params).rowcount != 1:
                 raise RuntimeError(f"entry {entry_id} was settled already")
 
     def journal_complete_many(self, results: Sequence[StepResult]) -> None:
         if not results:
             return
-        now = self._now()
+        now = self._db.now()
         blobs = {r.digest: {"digest": r.digest, "data": r.output, "size": len(r.output)} for r in results}
         entries = [
             {"run_id": r.run_id, "node_id": r.node_id, "attempt": r.attempt, "cache_key": r.cache_key,
@@ -88,9 +89,18 @@ class CoreJournal(SqlStore):
              "tokens_in": r.tokens_in, "tokens_out": r.tokens_out, "artifacts": {}}
             for r in results
         ]  # fmt: skip
-        with self._engine.begin() as conn:
-            conn.execute(self._insert_ignore(BLOBS, ["digest"]), [blobs[d] for d in sorted(blobs)])
+        with self._db.engine.begin() as conn:
+            conn.execute(self._db.insert_ignore(BLOBS, ["digest"]), [blobs[d] for d in sorted(blobs)])
             conn.execute(sa.insert(JOURNAL), entries)
+
+
+class CoreJournal(SqlStore):
+    """`SqlStore` whose `steps` and `blobs` roles are `_CoreJournalSql`."""
+
+    def __init__(self, url: str, **kwargs: Any) -> None:
+        super().__init__(url, **kwargs)
+        journal = _CoreJournalSql(self.db)
+        self.steps = self.blobs = journal
 
 
 def _tools() -> ToolRegistry:
@@ -115,8 +125,8 @@ async def _per_step_ms(store_class: type[SqlStore], tool: str, group_commit: flo
             started = time.perf_counter()
             run_id = await r.run("steps")
             seconds = time.perf_counter() - started
-            if r.store.get_run(run_id).status.value != "completed":
-                raise SystemExit(f"the run did not complete: {r.store.get_run(run_id)}")
+            if r.store.runs.get_run(run_id).status.value != "completed":
+                raise SystemExit(f"the run did not complete: {r.store.runs.get_run(run_id)}")
     return seconds * 1000 / n
 
 

@@ -69,7 +69,7 @@ async def latency(tmp: Path) -> str:
             start = ChatMessage("console", "A", "console:ana", "run nested", "run")
             (run,) = [r for r in await baton.handler.handle(start) if r.run_id]
             busy: list[float] = []
-            while baton.store.get_run(run.run_id).status == "running":
+            while baton.store.runs.get_run(run.run_id).status == "running":
                 busy.append(await _timed(baton, f"b{len(busy)}"))
                 await asyncio.sleep(0)  # what an adapter does between two messages
             done = await baton.engine.wait(run.run_id, timeout=60)

@@ -165,7 +165,7 @@ async def latency(samples: int) -> dict[str, Any]:
                     await ready.wait()
                     await asyncio.to_thread(fifo.write_text, "go\n")  # opens once the step reads it
                     await baton.engine.wait(run_id, timeout=30)
-                    done = max(e.finished_at or 0 for e in baton.store.journal([run_id]))
+                    done = max(e.finished_at or 0 for e in baton.store.steps.journal([run_id]))
                     arrived = await seen
                     local.append(arrived - time.perf_counter() + time.time() - done)
                 # another replica's write: a gate approved by a second store on the same database
@@ -177,8 +177,8 @@ async def latency(samples: int) -> dict[str, Any]:
                     seen = asyncio.create_task(_first_update_with(client, url, '"cancelled"', ready))
                     await ready.wait()
                     changed = time.perf_counter()
-                    await asyncio.to_thread(other.transition, Transition(run_id, RunStatus.CANCELLED,
-                                                                         actor="bench"))
+                    await asyncio.to_thread(other.runs.transition, Transition(run_id, RunStatus.CANCELLED,
+                                                                              actor="bench"))
                     arrived = await seen
                     replica.append(arrived - changed)
                     await asyncio.to_thread(fifo.write_text, "go\n")
@@ -241,7 +241,8 @@ async def memory(pages: int) -> dict[str, Any]:
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--sizes", default="10,1000,5000")
-    parser.add_argument("--pages", type=int, default=100, help="event streams of the memory figure (0: no memory figure)")
+    parser.add_argument("--pages", type=int, default=100,
+                        help="event streams of the memory figure (0: no memory figure)")
     parser.add_argument("--samples", type=int, default=10)
     opts = parser.parse_args()
 

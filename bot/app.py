@@ -133,7 +133,7 @@ class Baton:
 
     async def _stop_engine(self) -> None:
         await self.settle()
-        released = self.store.release_leases(self.engine.owner)
+        released = self.store.leases.release_leases(self.engine.owner)
         log.info("engine stopped", extra={"action": "engine_stopped", "released": released})
 
     async def settle(self) -> None:
@@ -157,7 +157,7 @@ class Baton:
                         flushed = await self.outbox.flush(left)
                 await self.outbox.stop()
                 released = self.outbox.deliverer.release()
-                unsent = len(self.store.undelivered(limit=1000))
+                unsent = len(self.store.outbox.undelivered(limit=1000))
                 log.info("outbox flushed: %d sent, %d left for the next process", flushed, unsent,
                          extra={"action": "outbox_flushed", "sent": flushed, "unsent": unsent,
                                 "released": released})
@@ -284,7 +284,7 @@ def distributed_dispatcher(settings: Settings, store: Store) -> RemoteDispatcher
         liveness_seconds=settings.worker_heartbeat_seconds,
         stalled_after=stalled_after(settings.worker_heartbeat_seconds),
     )
-    return RemoteDispatcher(store, JobQueue(settings.database_url), config)
+    return RemoteDispatcher(store.dispatch, JobQueue(settings.database_url), config)
 
 
 def _queue_runners(dispatcher: RemoteDispatcher | None) -> RunnerFactory | None:

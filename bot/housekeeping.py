@@ -56,12 +56,22 @@ class Swept:
     runs: int = 0  # runs pruned (retention)
 
 
-class SweptStore(Events, PlatformState, Deliveries, Protocol):
+class SweptStore(Protocol):
     """The store roles a housekeeping pass forgets old rows of (event ids, values, replies)."""
 
+    @property
+    def events(self) -> Events: ...
+    @property
+    def state(self) -> PlatformState: ...
+    @property
+    def outbox(self) -> Deliveries: ...
 
-class KeptStore(SweptStore, Retention, Protocol):
+
+class KeptStore(SweptStore, Protocol):
     """…and the one its pruner deletes old runs with."""
+
+    @property
+    def retention(self) -> Retention: ...
 
 
 class Housekeeping:
@@ -97,16 +107,16 @@ class Housekeeping:
             event_retention=settings.event_retention_hours * HOUR,
             state_retention=settings.state_retention_days * DAY,
             outbox_retention=settings.outbox_retention_days * DAY,
-            pruner=pruner_from_settings(store, settings),
+            pruner=pruner_from_settings(store.retention, settings),
         )
 
     def sweep(self) -> Swept:
         """One pass: forget event ids, adapters' values and delivered replies past their retention."""
         now = self._clock()
         swept = Swept(
-            events=self.store.forget_events(now - self.event_retention),
-            state=self.store.forget_state(now - self.state_retention),
-            outbox=self.store.forget_deliveries(now - self.outbox_retention),
+            events=self.store.events.forget_events(now - self.event_retention),
+            state=self.store.state.forget_state(now - self.state_retention),
+            outbox=self.store.outbox.forget_deliveries(now - self.outbox_retention),
             runs=self._prune(),
         )
         self.passes += 1

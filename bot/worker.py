@@ -71,7 +71,7 @@ def build_worker(
     """A Procrastinate worker whose one task runs a `NodeJob` through `NodeWorker`."""
     settings = runtime.settings
     node_worker = NodeWorker(
-        store=runtime.store,
+        store=runtime.store.blobs,
         journal=journal,
         providers=runtime.providers,
         tools=runtime.tools,

@@ -74,7 +74,7 @@ async def drive_to_rest(baton: Baton, run_ids: set[str]) -> list[str]:
     pending = set(run_ids)
     while not baton.stopping.is_set():
         await baton.engine.take_admitted()  # a slot this process freed: the run it admitted is ours
-        pending |= {run.id for run in baton.store.runs_leased_by(baton.engine.owner)}
+        pending |= {run.id for run in baton.store.leases.runs_leased_by(baton.engine.owner)}
         pending -= set(waited)
         if not pending:
             break
@@ -133,4 +133,4 @@ def _ends_with_rest(replies: list[Reply], run_id: str) -> bool:
 def _resting_reply(baton: Baton, run_id: str) -> Reply:
     """The run's status as a reply, when the handler's background replies did not end with
     the resting status (e.g. the run rested before anything was reported)."""
-    return replies.status(baton.store.get_run(run_id), baton.engine.summary(run_id))
+    return replies.status(baton.store.runs.get_run(run_id), baton.engine.summary(run_id))

@@ -134,7 +134,7 @@ class AgentTools:
         found = replies[-1].data.get("runs", ()) if replies else ()
         items = [r for r in found if (workflow is None or r["workflow"] == workflow)
                  and (status is None or r["status"] == status)]
-        found_runs = [self.baton.store.get_run(item["id"]) for item in items]
+        found_runs = [self.baton.store.runs.get_run(item["id"]) for item in items]
         runs = [self._view(principal, r) for r in found_runs]
         return Answer(self._clean({"runs": runs}), self.line(replies_.runs(found_runs)))
 
@@ -153,7 +153,7 @@ class AgentTools:
         unsubscribe = self.baton.engine.subscribe(on_event)
         try:
             while True:
-                current = self.baton.store.get_run(run_id)
+                current = self.baton.store.runs.get_run(run_id)
                 if current.status.resting:
                     break
                 left = deadline - self.clock()
@@ -191,7 +191,7 @@ class AgentTools:
         first = await self._command(principal, ["status", _q(run)])  # may they see it? (audited)
         if not first or first[-1].is_error or first[-1].run_id is None:
             return self._answer(principal, first, lambda r: {})
-        target = self.baton.store.get_run(first[-1].run_id)
+        target = self.baton.store.runs.get_run(first[-1].run_id)
         detail = self.baton.engine.inspect(target, plan=False)
         found = detail.node(node)
         if found is None or found.output_digest is None:
@@ -199,7 +199,7 @@ class AgentTools:
             missing = RunNotFound(f"`{node}` has no stored output in run {target.id} (its nodes: {nodes}).",
                                   hint="get_run shows which nodes have finished.")
             return self._answer(principal, [replies_.error(missing, target)], lambda r: {})
-        raw = self.baton.store.get_blob(found.output_digest).decode("utf-8", errors="replace")
+        raw = self.baton.store.blobs.get_blob(found.output_digest).decode("utf-8", errors="replace")
         output: Any = raw
         with contextlib.suppress(ValueError):
             output = json.loads(raw)
@@ -255,14 +255,14 @@ class AgentTools:
             return Answer(self._clean(data), text, error=True)
         data = {}
         if last.run_id is not None:
-            data = self._view(principal, self.baton.store.get_run(last.run_id))
+            data = self._view(principal, self.baton.store.runs.get_run(last.run_id))
         data |= extra(last)
         return Answer(self._clean(data), text)
 
     def _choice(self, principal: str, prompt: Reply, workflow: str, message: str | None,
                 args: Mapping[str, Any] | None) -> Answer:
         """The fresh-run prompt as data: resume the unfinished run, replace it, or force a new one."""
-        old = self.baton.store.get_run(prompt.run_id or "")
+        old = self.baton.store.runs.get_run(prompt.run_id or "")
         view = self._view(principal, old)
         again: dict[str, Any] = {"workflow": workflow}
         if message is not None:
@@ -294,7 +294,9 @@ class AgentTools:
         elif needs == "needs_attention":
             nodes = [n.node_id for n in engine.summary(run).nodes if n.state is NodeState.ATTENTION]
             waiting = {"nodes": nodes}
-        elif run.status is RunStatus.PAUSED and (child := waiting_child(self.baton.store, run)) is not None:
+        elif run.status is RunStatus.PAUSED and (
+            child := waiting_child(self.baton.store.runs, run)
+        ) is not None:
             asked = engine.gates.waiting(child)  # `approve <this run>` decides it
             needs = "child"
             waiting = {"child": child.id, "gate": asked.node_id if asked else None,

@@ -128,7 +128,7 @@ class RunPagesApp:
     def _run(self, token: str) -> tuple[Grant, Run]:
         grant = self._grant(RUN, token)
         try:
-            run = self.parts.store.get_run(grant.run_id or "")
+            run = self.parts.store.runs.get_run(grant.run_id or "")
         except RunNotFound as exc:
             raise Refused(404, "no_run") from exc
         if not authz.may_view(self.parts.access, grant.uid, run):
@@ -205,7 +205,7 @@ class RunPagesApp:
         found = self.parts.engine.inspect(run, plan=False).node(node)
         if found is None or found.output_digest is None:
             raise Refused(404, "no_output", node=node, run=run.id)
-        return self.parts.store.get_blob(found.output_digest)
+        return self.parts.store.blobs.get_blob(found.output_digest)
 
     def output(self, request: Request) -> Response:
         _, run = self._run(request.path_params["token"])
@@ -220,7 +220,7 @@ class RunPagesApp:
         digest = found.artifacts.get(path) if found is not None else None
         if digest is None:
             raise Refused(404, "no_artifact", node=node, path=path, run=run.id)
-        data = self.parts.redactor.redact_bytes(self.parts.store.get_blob(digest))
+        data = self.parts.redactor.redact_bytes(self.parts.store.blobs.get_blob(digest))
         name = f"{run.id}-{node}-{Path(path).name}"
         return Response(data, media_type="application/octet-stream", headers=_attachment(name))
 

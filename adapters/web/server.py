@@ -65,7 +65,7 @@ def build_app(baton: Baton, settings: Settings, hub: LiveHub) -> RunPagesApp:
 def live_hub(baton: Baton, settings: Settings) -> LiveHub:
     parts = Parts(store=baton.store, engine=baton.engine, catalog=baton.catalog,
                   access=settings.access_policy, redactor=baton.redactor)
-    return LiveHub(pulse=baton.store.run_pulse, read=functools.partial(snapshot_of, parts),
+    return LiveHub(pulse=baton.store.views.run_pulse, read=functools.partial(snapshot_of, parts),
                    poll=settings.web_poll_ms / 1000)
 
 

@@ -53,9 +53,9 @@ def units_of(r: Rig, run_id: str) -> dict[str, str]:
     outputs; a failed unit's output is its error."""
     store = r.store
     out: dict[str, str] = {}
-    entries = store.journal([run_id])
+    entries = store.steps.journal([run_id])
     latest = {e.node_id: e for e in entries}
-    args = json.loads(store.get_blob(store.get_run(run_id).args_digest))
+    args = json.loads(store.blobs.get_blob(store.runs.get_run(run_id).args_digest))
     for node_id, entry in latest.items():
         split = split_item_id(node_id)
         text = _text(r, entry)
@@ -63,27 +63,29 @@ def units_of(r: Rig, run_id: str) -> dict[str, str]:
             out[node_id] = text
         elif split is not None:
             out[f"deploy:{args['hosts'][split[1]]}"] = text
-    children = [c for c in store.child_runs([run_id]) if c.parent_node == "notes"]
+    children = [c for c in store.runs.child_runs([run_id]) if c.parent_node == "notes"]
     if children:
-        for entry in store.journal([children[0].id]):
+        for entry in store.steps.journal([children[0].id]):
             out[f"child:{entry.node_id}"] = _text(r, entry)
     return out
 
 
 def _text(r: Rig, entry: Any) -> str:
     if entry.status is NodeStatus.COMPLETED and entry.output_digest:
-        return str(r.store.get_blob(entry.output_digest).decode())
+        return str(r.store.blobs.get_blob(entry.output_digest).decode())
     return f"({entry.status.value}: {entry.error})"
 
 
 def node_id_skips(r: Rig, base: str, truth_units: set[str], args: dict[str, Any]) -> frozenset[str]:
     """What keying by step id alone re-uses: every unit whose step id completed in the base."""
     store = r.store
-    done = {e.node_id for e in store.journal([base]) if e.status is NodeStatus.COMPLETED}
-    kids = [c for c in store.child_runs(store.lineage(base)) if c.parent_node == "notes"]
+    done = {e.node_id for e in store.steps.journal([base]) if e.status is NodeStatus.COMPLETED}
+    kids = [c for c in store.runs.child_runs(store.steps.lineage(base)) if c.parent_node == "notes"]
     child_done = set()
     if kids:
-        child_done = {e.node_id for e in store.journal([kids[0].id]) if e.status is NodeStatus.COMPLETED}
+        child_done = {
+            e.node_id for e in store.steps.journal([kids[0].id]) if e.status is NodeStatus.COMPLETED
+        }
     skipped = set()
     for unit in truth_units:
         kind, _, name = unit.partition(":")
@@ -110,7 +112,7 @@ async def run_scenario(s: MapScenario, root: Path) -> MapScenarioResult:
         _write(r, s, base=True)
         base = await r.run("fleet", json.loads(BASE_ARGS))
         want = RunStatus.FAILED if s.resume else RunStatus.COMPLETED
-        got = r.store.get_run(base).status
+        got = r.store.runs.get_run(base).status
         if got is not want:
             raise RuntimeError(f"{s.name}: base run {base} ended {got.value}, not {want.value}")
         base_units = units_of(r, base)
@@ -129,8 +131,8 @@ async def run_scenario(s: MapScenario, root: Path) -> MapScenarioResult:
             resumed = base
         else:
             resumed = await r.run("fleet", args, resume_from=base, conversation="resume")
-        if r.store.get_run(resumed).status is not RunStatus.COMPLETED:
-            ended = r.store.get_run(resumed).status.value
+        if r.store.runs.get_run(resumed).status is not RunStatus.COMPLETED:
+            ended = r.store.runs.get_run(resumed).status.value
             raise RuntimeError(f"{s.name}: resumed run {resumed} ended {ended}")
         ran = _logs(r) - before
     units = tuple(sorted(ran_truth))

@@ -136,15 +136,15 @@ async def openai_endpoint() -> AsyncIterator[str]:
 
 def outputs_of(r: Rig, run_id: str) -> dict[str, str]:
     out: dict[str, str] = {}
-    for entry in r.store.journal([run_id]):
+    for entry in r.store.steps.journal([run_id]):
         if entry.status is NodeStatus.COMPLETED and entry.output_digest:
-            out[entry.node_id] = r.store.get_blob(entry.output_digest).decode()
+            out[entry.node_id] = r.store.blobs.get_blob(entry.output_digest).decode()
     return out
 
 
 async def _run(r: Rig, args_raw: str, **kw: Any) -> str:
     run_id = await r.run("pipe", json.loads(args_raw), **kw)
-    run = r.store.get_run(run_id)
+    run = r.store.runs.get_run(run_id)
     if run.status.value != "completed":
         raise RuntimeError(f"run {run_id} ended {run.status.value}: {run.reason}")
     return run_id
@@ -170,7 +170,7 @@ async def run_scenario(s: Scenario, root: Path, openai_url: str) -> ScenarioResu
                     r.engine.invalidate(base, node, downstream=downstream, actor="console:bench")
                 truth_out = outputs_of(r, await _run(r, s.args, conversation="truth"))
                 resumed = await _run(r, s.args, resume_from=base, conversation="resume")
-                entries = r.store.journal([resumed])
+                entries = r.store.steps.journal([resumed])
     nodes = s.nodes
     baton_skipped = frozenset(e.node_id for e in entries if e.cached_from)
     reasons = {

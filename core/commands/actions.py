@@ -75,8 +75,27 @@ from core.workflows.validation import did_you_mean
 REPLACEABLE = (RunStatus.FAILED, RunStatus.PAUSED, RunStatus.NEEDS_ATTENTION)
 
 
-class CommandStore(Runs, Gates, Ballots, Blobs, Events, Views, Retention, Schedules, Subscriptions, Protocol):
+class CommandStore(Protocol):
     """The store roles commands read and write outside a unit of work."""
+
+    @property
+    def runs(self) -> Runs: ...
+    @property
+    def gates(self) -> Gates: ...
+    @property
+    def ballots(self) -> Ballots: ...
+    @property
+    def blobs(self) -> Blobs: ...
+    @property
+    def events(self) -> Events: ...
+    @property
+    def views(self) -> Views: ...
+    @property
+    def retention(self) -> Retention: ...
+    @property
+    def schedules(self) -> Schedules: ...
+    @property
+    def subscribers(self) -> Subscriptions: ...
 
 
 @dataclass
@@ -109,7 +128,7 @@ class Context:
         error reply all need it; the engine's CAS on the run's version catches a stale copy)."""
         run = self.found.get(ref)
         if run is None:
-            run = self.found[ref] = self.store.find_run(ref)
+            run = self.found[ref] = self.store.runs.find_run(ref)
         return run
 
 
@@ -128,7 +147,7 @@ async def decide(ctx: Context, run: Run, approve: bool, comment: str | None,
     """Approve or reject `run`'s waiting gate as typed in chat: the words read into a ballot
     (`voting.read_ballot`), then decided like any other (`vote`)."""
     ctx.run_ref = run.id
-    gate, blob = ctx.store.gate_and_args(run)  # one query: the engine needs the args
+    gate, blob = ctx.store.views.gate_and_args(run)  # one query: the engine needs the args
     if gate is None or run.status is not RunStatus.PAUSED:
         gate = ctx.engine.gates.to_decide(run)  # raises: who decided it, or why nothing waits
     spec = ctx.engine.gates.spec(run, gate)  # how the words read: the gate's choices and form
@@ -169,12 +188,14 @@ async def run(ctx: Context, cmd: RunCommand) -> list[Reply]:
         workflow = ctx.catalog.get(cmd.workflow)
     except WorkflowError:
         # removed since a first delivery started it?
-        already, _ = ctx.store.command_runs(origin_event, cmd.workflow, msg.platform, msg.conversation)
+        already, _ = ctx.store.views.command_runs(origin_event, cmd.workflow, msg.platform, msg.conversation)
         if already is None:
             raise
         return [replies.run_started(already, ctx.engine.args_of(already).get(MESSAGE))]
     # the run a first delivery of this event started, and the fresh-run prompt's runs: one query
-    already, unfinished = ctx.store.command_runs(origin_event, workflow.name, msg.platform, msg.conversation)
+    already, unfinished = ctx.store.views.command_runs(
+        origin_event, workflow.name, msg.platform, msg.conversation
+    )
     if already is not None:  # a redelivery: the first delivery started it, then its replica died
         return [replies.run_started(already, ctx.engine.args_of(already).get(MESSAGE))]
     base: dict[str, Any] = {}
@@ -192,7 +213,7 @@ async def run(ctx: Context, cmd: RunCommand) -> list[Reply]:
     if cmd.args is not None:
         base = dict(cmd.args)
     if cmd.args_handle is not None:
-        base = json.loads(ctx.store.get_blob(viewable_args(ctx, cmd.args_handle)))
+        base = json.loads(ctx.store.blobs.get_blob(viewable_args(ctx, cmd.args_handle)))
     args = build_args(base, cmd.sets, cmd.message, string_inputs(workflow))
     form = inputs_form(workflow, cmd, args) if typed_only(cmd) else None
     if form is not None:  # required inputs missing: ask for them (a form where there is one)
@@ -207,7 +228,7 @@ async def run(ctx: Context, cmd: RunCommand) -> list[Reply]:
         waiting = ctx.engine.gates.waiting(old) is not None
         options = prompt_options(decision, cmd, gate_waiting=waiting)
         old_message = ctx.engine.args_of(old).get(MESSAGE)
-        ctx.store.audit(actor=ctx.uid, action="fresh_run_prompt", run_id=old.id, details={
+        ctx.store.events.audit(actor=ctx.uid, action="fresh_run_prompt", run_id=old.id, details={
             "workflow": workflow.name, "options": [ctx.redactor.redact(o.command) for o in options]})
         return [replies.fresh_run_prompt(decision, options, old_message, cmd.message)]
     answer: list[Reply] = []
@@ -261,7 +282,7 @@ def viewable_args(ctx: Context, handle: str) -> str:
     (`authz.may_view`). A handle of a run they may not view, of a step's output or of nothing
     at all gets the same answer, byte for byte: which prefixes exist is never revealed."""
     prefix = handle_prefix(handle) or handle.strip().lower()
-    runs = ctx.store.runs_with_args(prefix)
+    runs = ctx.store.runs.runs_with_args(prefix)
     digests = {r.args_digest for r in runs if authz.may_view(ctx.access, ctx.uid, r)}
     if not digests:  # the same words for every unmatched handle: the prefix is not echoed
         raise UsageError(
@@ -324,10 +345,10 @@ def _gate_holder(ctx: Context, run: Run) -> Run | list[tuple[Run, Gate]]:
     gate waits (through grandchildren); the waiting gates when several children wait."""
     store = ctx.store
     for _ in range(MAX_DEPTH):
-        if run.status is not RunStatus.PAUSED or store.waiting_gate(run.id) is not None:
+        if run.status is not RunStatus.PAUSED or store.gates.waiting_gate(run.id) is not None:
             return run
-        paused = [c for c in store.child_runs([run.id]) if c.status is RunStatus.PAUSED]
-        waiting = [(c, g) for c in paused for g in [store.waiting_gate(c.id)] if g is not None]
+        paused = [c for c in store.runs.child_runs([run.id]) if c.status is RunStatus.PAUSED]
+        waiting = [(c, g) for c in paused for g in [store.gates.waiting_gate(c.id)] if g is not None]
         if len(waiting) > 1:
             return waiting
         if waiting:
@@ -350,8 +371,8 @@ def _decided_here(ctx: Context, ref: str) -> Run | list[tuple[Run, Gate]]:
         raise
     except RunNotFound:
         msg = ctx.message
-        waiting = ctx.store.waiting_gates(platform=msg.platform, conversation=msg.conversation,
-                                          thread=msg.thread)  # fmt: skip
+        waiting = ctx.store.gates.waiting_gates(platform=msg.platform, conversation=msg.conversation,
+                                                thread=msg.thread)  # fmt: skip
         if not waiting:
             raise
         if len(waiting) == 1:  # the command's audit row names the run it decided
@@ -396,7 +417,7 @@ async def invalidate(ctx: Context, cmd: InvalidateCommand) -> list[Reply]:
     target = ctx.find(cmd.run)
     authz.require_owner(ctx.access, ctx.uid, target, "invalidate results of")
     nodes = ctx.engine.invalidate(target.id, cmd.node, downstream=cmd.downstream, actor=ctx.uid)
-    return [replies.invalidated(ctx.store.get_run(target.id), nodes, cmd.downstream)]
+    return [replies.invalidated(ctx.store.runs.get_run(target.id), nodes, cmd.downstream)]
 
 
 async def plan(ctx: Context, cmd: PlanCommand) -> list[Reply]:
@@ -411,9 +432,9 @@ def _named_or_latest(ctx: Context, ref: str | None) -> Run:
     if ref is not None:
         target: Run | None = ctx.find(ref)
     else:
-        here = ctx.store.runs_in_thread(msg.platform, msg.conversation, msg.thread) if msg.thread else []
+        here = ctx.store.runs.runs_in_thread(msg.platform, msg.conversation, msg.thread) if msg.thread else []
         target = latest_run(here) or latest_run(
-            ctx.store.recent_runs(platform=msg.platform, conversation=msg.conversation, limit=1))
+            ctx.store.runs.recent_runs(platform=msg.platform, conversation=msg.conversation, limit=1))
     if target is None:
         raise RunNotFound("No runs here yet.", hint="Start one with `/workflow run <name>`.")
     return target
@@ -430,12 +451,12 @@ async def queue(ctx: Context, cmd: QueueCommand) -> list[Reply]:
     """The active and queued runs of a key, of a workflow's keys, or of every key; only the
     runs the user may view."""
     target = cmd.target
-    runs = ctx.store.key_runs()
+    runs = ctx.store.views.key_runs()
     if target is not None:
         by_key = [r for r in runs if r.concurrency is not None and r.concurrency.key == target]
         runs = by_key or [r for r in runs if r.workflow == target]
         if not runs and target not in ctx.catalog.names():
-            keys = {r.concurrency.key for r in ctx.store.key_runs() if r.concurrency is not None}
+            keys = {r.concurrency.key for r in ctx.store.views.key_runs() if r.concurrency is not None}
             guess = did_you_mean(target, keys | set(ctx.catalog.names()))
             raise UsageError(f"no workflow or concurrency key `{target}` has runs active or queued"
                              + (f"; did you mean `{guess}`?" if guess else ""),
@@ -465,7 +486,7 @@ async def runs(ctx: Context, cmd: RunsCommand) -> list[Reply]:
     if cmd.open:
         link = _pages(ctx).runs_link(msg.platform, msg.conversation, ctx.uid)
         return [replies.page_link(link, ctx.uid, platform=msg.platform, conversation=msg.conversation)]
-    recent = ctx.store.recent_runs(platform=msg.platform, conversation=msg.conversation, limit=20)
+    recent = ctx.store.runs.recent_runs(platform=msg.platform, conversation=msg.conversation, limit=20)
     return [replies.runs([r for r in recent if authz.may_view(ctx.access, ctx.uid, r)])]
 
 
@@ -504,21 +525,21 @@ async def audit(ctx: Context, cmd: AuditCommand) -> list[Reply]:
                 f"Only a Baton admin may export the workspace's audit; {ctx.uid} is not one.",
                 users=[ctx.uid], hint="Ask an admin, or use `/workflow audit <run>` for one run.")
         now = ctx.clock()
-        events = ctx.store.audit_since(now - seconds)
+        events = ctx.store.events.audit_since(now - seconds)
         name = audit_export.filename(cmd.format, now)
         content = audit_export.export(events, cmd.format, ctx.redactor)
         return [replies.audit_export(len(events), cmd.since or "", cmd.format, name, content)]
     target = ctx.find(cmd.run)
     authz.require_view(ctx.access, ctx.uid, target)
-    return [replies.audit(target, ctx.store.audit_log(target.id))]
+    return [replies.audit(target, ctx.store.events.audit_log(target.id))]
 
 
 async def who(ctx: Context, cmd: WhoCommand) -> list[Reply]:
     """Who decided each gate of the run, with every vote cast on its latest opening."""
     target = ctx.find(cmd.run)
     authz.require_view(ctx.access, ctx.uid, target)
-    gates = [(g, ctx.store.gate_votes(target.id, g.node_id, g.created_at))
-             for g in ctx.store.run_gates(target.id)]  # fmt: skip
+    gates = [(g, ctx.store.ballots.gate_votes(target.id, g.node_id, g.created_at))
+             for g in ctx.store.gates.run_gates(target.id)]  # fmt: skip
     return [replies.who_approved(target, gates)]
 
 
@@ -527,9 +548,11 @@ async def pin(ctx: Context, cmd: PinCommand | UnpinCommand) -> list[Reply]:
     target = ctx.find(cmd.run)
     pinning = isinstance(cmd, PinCommand)
     authz.require_owner(ctx.access, ctx.uid, target, "pin" if pinning else "unpin")
-    changed = ctx.store.pin_run(target.id, ctx.uid) if pinning else ctx.store.unpin_run(target.id)
+    changed = ctx.store.retention.pin_run(
+        target.id, ctx.uid
+    ) if pinning else ctx.store.retention.unpin_run(target.id)
     if changed:
-        ctx.store.audit(actor=ctx.uid, action="pin" if pinning else "unpin", run_id=target.id)
+        ctx.store.events.audit(actor=ctx.uid, action="pin" if pinning else "unpin", run_id=target.id)
     return [replies.pinned(target, pinned=pinning, changed=changed)]
 
 

@@ -38,8 +38,13 @@ from core.store.records import Gate, Run
 from core.workflows.catalog import Catalog
 
 
-class AskingStore(Runs, Gates, Protocol):
+class AskingStore(Protocol):
     """The store roles `Asking` reads."""
+
+    @property
+    def runs(self) -> Runs: ...
+    @property
+    def gates(self) -> Gates: ...
 
 
 @dataclass(frozen=True)
@@ -62,7 +67,7 @@ class Asking:
                      command: str) -> list[Suggestion]:
         """Run ids of this conversation `user` may see and `command` acts on, for autocomplete."""
         try:
-            recent = self.store.recent_runs(platform=platform, conversation=conversation, limit=200)
+            recent = self.store.runs.recent_runs(platform=platform, conversation=conversation, limit=200)
         except BatonError:
             return []
         return suggestions.runs(recent, self.access, authz.user_id(platform, user), typed, command)
@@ -97,8 +102,8 @@ class Asking:
         gives the form's values: that ballot's form (`gate_form`)."""
         if any("=" in w for w in command.words):
             return None
-        run = self.store.find_run(command.run)
-        gate = self.store.waiting_gate(run.id)
+        run = self.store.runs.find_run(command.run)
+        gate = self.store.gates.waiting_gate(run.id)
         if gate is None:
             return None
         self.catalog.reload()
@@ -111,8 +116,8 @@ class Asking:
         count it: an approval giving none, on a gate with a `form:`, by a voter who may vote and
         has not, that does not approve the proposal already made. None: `decide` answers it
         (refusals, votes)."""
-        run = self.store.find_run(ballot.run)
-        gate = self.store.waiting_gate(run.id)
+        run = self.store.runs.find_run(ballot.run)
+        gate = self.store.gates.waiting_gate(run.id)
         if gate is None or (ballot.node is not None and ballot.node != gate.node_id):
             return None
         self.catalog.reload()
@@ -137,8 +142,8 @@ class Asking:
         """A gate's form submitted: each value checked as typed (`voting.typed_values`), then
         the ballot it completes (`ballot`, from the form's `approve <run> [choice]`, with the
         values: `Handler.decide`)."""
-        run = self.store.find_run(ballot.run)
-        gate = self.store.waiting_gate(run.id) or self.store.decided_gate(run.id)
+        run = self.store.runs.find_run(ballot.run)
+        gate = self.store.gates.waiting_gate(run.id) or self.store.gates.decided_gate(run.id)
         self.catalog.reload()
         spec = self.gates.spec(run, gate) if gate is not None else None
         if spec is None:

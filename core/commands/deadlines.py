@@ -58,8 +58,15 @@ class Fired:
     to: tuple[str, ...] = ()  # who was told (remind, escalate)
 
 
-class DeadlineStore(Runs, Gates, Ballots, Transactions, Protocol):
+class DeadlineStore(Transactions, Protocol):
     """The store roles `GateDeadlines` uses."""
+
+    @property
+    def runs(self) -> Runs: ...
+    @property
+    def gates(self) -> Gates: ...
+    @property
+    def ballots(self) -> Ballots: ...
 
 
 class GateDeadlines:
@@ -82,14 +89,14 @@ class GateDeadlines:
         """Fire every deadline due at `now` (the clock's time by default) that this replica wins."""
         now = self.clock() if now is None else now
         fired: list[Fired] = []
-        batch = self.store.due_deadlines(now, BATCH)
+        batch = self.store.ballots.due_deadlines(now, BATCH)
         while batch:
             for deadline in batch:
                 done = await self._fired(deadline, now)
                 if done is not None:  # else another replica fired it
                     fired.append(done)
             # a full batch: more may be due (a backlog after a restart); else this tick is done
-            batch = self.store.due_deadlines(now, BATCH) if len(batch) == BATCH else []
+            batch = self.store.ballots.due_deadlines(now, BATCH) if len(batch) == BATCH else []
         return fired
 
     async def _fired(self, deadline: GateDeadline, now: float) -> Fired | None:
@@ -104,7 +111,7 @@ class GateDeadlines:
             raise
         except BatonError as exc:  # the run moved on meanwhile (decided, cancelled): nothing to do
             # marked fired, or it stays due and every tick (and a full batch's re-read) finds it again
-            self.store.fire_deadline(deadline, self.replica)
+            self.store.ballots.fire_deadline(deadline, self.replica)
             log.info(
                 "deadline %s of %s/%s: %s", deadline.name, deadline.run_id, deadline.node_id, exc.message,
                 extra={"action": "deadline_skipped", "run_id": deadline.run_id},
@@ -113,12 +120,12 @@ class GateDeadlines:
 
     def _win(self, deadline: GateDeadline) -> None:
         """The deadline's compare-and-swap alone (a stale one: nothing else is written)."""
-        if not self.store.fire_deadline(deadline, self.replica):
+        if not self.store.ballots.fire_deadline(deadline, self.replica):
             raise DeadlineAlreadyFired(run_id=deadline.run_id)
 
     async def _fire(self, d: GateDeadline, now: float) -> Fired:
-        run = self.store.get_run(d.run_id)
-        gate = self.store.get_gate(d.run_id, d.node_id)
+        run = self.store.runs.get_run(d.run_id)
+        gate = self.store.gates.get_gate(d.run_id, d.node_id)
         if (
             gate.status is not GateStatus.WAITING
             or gate.created_at != d.opened_at
@@ -132,7 +139,7 @@ class GateDeadlines:
         if kind == "remind":
             votes = [
                 Vote(v.user, v.choice, v.at)
-                for v in self.store.gate_votes(run.id, gate.node_id, gate.created_at)
+                for v in self.store.ballots.gate_votes(run.id, gate.node_id, gate.created_at)
             ]
             to = tuple(
                 sorted(

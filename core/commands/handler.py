@@ -79,7 +79,7 @@ class Handler:
         #: are, the size policy, where a run reports after a fallback)
         self.edits = Edits(remember=self.remember, recall=self.recall)
         #: the one store of long button commands every adapter shares
-        self.buttons = ButtonCommands(store.put_blob, store.get_blob)
+        self.buttons = ButtonCommands(store.blobs.put_blob, store.blobs.get_blob)
         self.progress = ProgressReporter(store=store, engine=engine, edits=self.edits,
                                          pages=pages is not None, access=access, notify_window=notify_window,
                                          outbox_lease_seconds=outbox_lease_seconds, clock=clock)
@@ -119,17 +119,17 @@ class Handler:
         """The `starts_thread` reply of `run_id` was posted and opened `thread`. None: it was
         posted but no thread could be opened (a DM); the run is reported where it was asked."""
         if thread is not None:
-            self.store.set_thread(run_id, thread)
+            self.store.runs.set_thread(run_id, thread)
         await self.progress.thread_attached(run_id)
 
     def remember(self, platform: str, key: str, value: str) -> None:
         """Keep a small value an adapter needs after a restart (e.g. the id of the message that
         shows a run's progress), in the store."""
-        self.store.put_state(platform, key, value)
+        self.store.state.put_state(platform, key, value)
 
     def recall(self, platform: str, key: str) -> str | None:
         """What `remember` kept under that key, also by an earlier process; None if nothing."""
-        return self.store.get_state(platform, key)
+        return self.store.state.get_state(platform, key)
 
     def register_home(self, platform: str, publish: Publisher) -> None:
         """`platform` shows people a home (`home.py`): `publish(user, reply)` shows them its new
@@ -177,8 +177,9 @@ class Handler:
         except InvalidInput:
             return True
         try:
-            return self.store.claim_event(message.platform, message.event_id,
-                                          stale_after=self.event_stale_after, payload=payload_of(message))
+            return self.store.events.claim_event(message.platform, message.event_id,
+                                                 stale_after=self.event_stale_after,
+                                                 payload=payload_of(message))
         except BatonError as exc:  # the store is unreachable: `handle` answers with the error
             log.warning("event not recorded: %s", exc.message, extra={"action": "accept_event",
                                                                      "event_id": message.event_id})
@@ -187,7 +188,7 @@ class Handler:
     def finish(self, message: ChatMessage) -> None:
         """An accepted message the adapter answered itself (a refusal before handling): done."""
         try:
-            self.store.finish_event(message.platform, message.event_id)
+            self.store.events.finish_event(message.platform, message.event_id)
         except BatonError as exc:
             log.warning("could not mark the event handled: %s", exc.message,
                         extra={"action": "finish_event", "event_id": message.event_id})
@@ -261,7 +262,7 @@ class Handler:
         words = [w for w in (command or "").split() if w.partition("=")[0] != "--force"]
         if len(words) > 1 and words[0].lower() in ("approve", "reject"):
             try:
-                self.store.find_run(words[1])
+                self.store.runs.find_run(words[1])
             except BatonError:
                 return None
         return command
@@ -270,7 +271,7 @@ class Handler:
         if message.thread is None:
             return []
         try:
-            return self.store.runs_in_thread(message.platform, message.conversation, message.thread)
+            return self.store.runs.runs_in_thread(message.platform, message.conversation, message.thread)
         except BatonError as exc:  # the store is unreachable: nothing to decide now
             log.warning("thread not looked up: %s", exc.message, extra={"action": "thread_runs"})
             return []
@@ -284,8 +285,8 @@ class Handler:
                       announced=self.progress.announced, pages=self.pages, thread_runs=thread_runs,
                       clock=self.clock, restate=self.progress.offers.restate, scheduler=self.scheduler)
         try:
-            claimed = accepted or self.store.claim_event(message.platform, message.event_id,
-                                                         stale_after=self.event_stale_after)
+            claimed = accepted or self.store.events.claim_event(message.platform, message.event_id,
+                                                                stale_after=self.event_stale_after)
         except BatonError as exc:  # the store is unreachable: nothing was claimed
             return [replies.error(exc)]
         if not claimed:
@@ -352,7 +353,7 @@ class Handler:
     async def _plain(self, ctx: Context) -> list[Reply]:
         """A plain reply: it counts only where it clearly addresses a waiting gate."""
         msg = ctx.message
-        gates = self.store.waiting_gates(platform=msg.platform, conversation=msg.conversation)
+        gates = self.store.gates.waiting_gates(platform=msg.platform, conversation=msg.conversation)
         thread_runs = ctx.thread_runs if ctx.thread_runs is not None else self._thread_runs(msg)
         addressed = gates_addressed(
             gates, thread_runs={r.id for r in thread_runs}, direct=msg.direct, mentions_bot=msg.mentions_bot
@@ -414,9 +415,9 @@ class Handler:
             "platform": ctx.message.platform, "conversation": ctx.message.conversation,
             "event_id": ctx.message.event_id, **self.redactor.redact_value(details)}}
         if ctx.pending_audit is not None:  # an earlier row of this message stays first
-            self.store.audit(**ctx.pending_audit)
+            self.store.events.audit(**ctx.pending_audit)
             ctx.pending_audit = None
         if defer:
             ctx.pending_audit = row
         else:
-            self.store.audit(**row)
+            self.store.events.audit(**row)

@@ -45,8 +45,13 @@ class _Watch:
     last: float = float("-inf")  # loop time of the last refresh sent
 
 
-class HomeStore(Runs, Gates, Protocol):
+class HomeStore(Protocol):
     """The store roles a person's home reads."""
+
+    @property
+    def runs(self) -> Runs: ...
+    @property
+    def gates(self) -> Gates: ...
 
 
 @dataclass
@@ -75,8 +80,8 @@ class Homes:
 
     def view(self, platform: str, user: str) -> Reply:
         uid = authz.user_id(platform, user)
-        runs = self.store.recent_runs(platform=platform, requester=uid, limit=RUNS_SHOWN)
-        gates = [(r, g) for r, g in self.store.waiting_gates_on(platform)
+        runs = self.store.runs.recent_runs(platform=platform, requester=uid, limit=RUNS_SHOWN)
+        gates = [(r, g) for r, g in self.store.gates.waiting_gates_on(platform)
                  if authz.may_approve(self.access, uid, r, _approvers(self.catalog, r, g.node_id))]
         shown = [*runs, *(r for r, _ in gates[:GATES_SHOWN])]
         conversations = list(dict.fromkeys(r.conversation for r in shown))
@@ -101,7 +106,7 @@ class Homes:
         if event.kind not in _REFRESHING or not any(self._watchers.values()):
             return  # nobody looks at a home in this process: not even the run is read
         try:
-            run = self.store.get_run(event.run_id)
+            run = self.store.runs.get_run(event.run_id)
         except BatonError:
             return
         watchers = self._watchers.get(run.platform)

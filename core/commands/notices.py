@@ -81,8 +81,13 @@ def thread_url(run: Run) -> str | None:
     return None
 
 
-class NoticesStore(OffersStore, QueueStore, Events, Subscriptions, Transactions, Protocol):
+class NoticesStore(OffersStore, QueueStore, Transactions, Protocol):
     """The store roles `Notices` uses."""
+
+    @property
+    def events(self) -> Events: ...
+    @property
+    def subscribers(self) -> Subscriptions: ...
 
 
 class Notices:
@@ -114,9 +119,11 @@ class Notices:
         event = "gate_overdue" if overdue else EVENT_OF.get(str(row.payload.get("status")))
         if event is None:
             return 0
-        run = run if run is not None else self._store.get_run(row.run_id)  # the caller's, when it read it
+        run = run if run is not None else self._store.runs.get_run(
+            row.run_id
+        )  # the caller's, when it read it
         node = row.payload.get("node")
-        if overdue and self._store.get_gate(run.id, str(node)).status is not GateStatus.WAITING:
+        if overdue and self._store.gates.get_gate(run.id, str(node)).status is not GateStatus.WAITING:
             return 0
         if event == "gate_waiting":
             gate = self._engine.gates.waiting(run)
@@ -137,14 +144,14 @@ class Notices:
     async def deliver(self, row: Delivery) -> None:
         """Send one `notice` row at its place (or fold it into its stream's digest)."""
         send = self._send(row.platform)
-        run = self._store.get_run(row.run_id)
+        run = self._store.runs.get_run(row.run_id)
         p = row.payload
         event = str(p["event"])
         by = p.get("by")
         if by and not authz.may_view_workflow(self._access, str(by), run.workflow):
             await self._stop(row, send, str(by), str(p.get("source") or run.workflow))
             return
-        gate = self._store.get_gate(run.id, str(p["node"])) if event in GATE_EVENTS else None
+        gate = self._store.gates.get_gate(run.id, str(p["node"])) if event in GATE_EVENTS else None
         if gate is not None and gate.status is not GateStatus.WAITING:
             log.info("notice superseded: the gate was decided", extra={"action": "notice", "run_id": run.id})
             return
@@ -178,7 +185,7 @@ class Notices:
         elif event == "needs_attention":
             facts["error"] = first_line(p.get("reason"))
         elif event in GATE_EVENTS:
-            question = self._store.get_gate(run.id, node).prompt
+            question = self._store.gates.get_gate(run.id, node).prompt
             facts.update(question=question, deciders=self._deciders(run, node))
         elif event == "cancelled":
             facts["by"] = run.status_by or ""
@@ -199,16 +206,16 @@ class Notices:
 
     async def _stop(self, row: Delivery, send: Outbox, by: str, source: str) -> None:
         """The subscription's creator may no longer view the runs: stop it, with a notice there."""
-        mine = [s for s in self._store.subscriptions(platform=row.platform, conversation=row.conversation)
-                if s.workflow == source and s.created_by == by]  # fmt: skip
+        here = self._store.subscribers.subscriptions(platform=row.platform, conversation=row.conversation)
+        mine = [s for s in here if s.workflow == source and s.created_by == by]
         if not mine:
             return  # stopped already (by an earlier notice, or unsubscribed)
         told = replies.subscription_stopped(row.platform, row.conversation, source, by)
         await send(told.at(platform=row.platform, conversation=row.conversation).sent(once=once_of(row)))
-        self._store.unsubscribe(row.platform, row.conversation, source, [s.event for s in mine])
-        self._store.audit(actor=ENGINE_ACTOR, action="subscription_stopped", run_id=row.run_id, details={
-            "platform": row.platform, "conversation": row.conversation, "workflow": source, "by": by,
-            "events": [s.event for s in mine]})
+        self._store.subscribers.unsubscribe(row.platform, row.conversation, source, [s.event for s in mine])
+        self._store.events.audit(actor=ENGINE_ACTOR, action="subscription_stopped", run_id=row.run_id,
+                                 details={"platform": row.platform, "conversation": row.conversation,
+                                          "workflow": source, "by": by, "events": [s.event for s in mine]})
         log.info("subscription stopped: %s may no longer view %s", by, source,
                  extra={"action": "subscription_stopped", "run_id": row.run_id})
 
@@ -222,7 +229,7 @@ class Notices:
         return lock
 
     def _state(self, platform: str, stream: str) -> dict[str, Any]:
-        state: dict[str, Any] = json.loads(self._store.get_state(platform, stream) or "{}")
+        state: dict[str, Any] = json.loads(self._store.state.get_state(platform, stream) or "{}")
         state.setdefault("folds", {})
         return state
 
@@ -242,7 +249,7 @@ class Notices:
             last = state.get("last")
             if folded is None and (last is None or now - float(last) >= window):
                 state.update(anchor=now, last=now, row=row.id)
-                self._store.put_state(row.platform, stream, json.dumps(state))
+                self._store.state.put_state(row.platform, stream, json.dumps(state))
                 return True
             if folded is None:
                 anchor = float(state["anchor"])
@@ -250,7 +257,7 @@ class Notices:
                 folded = f"{due:.3f}"
                 state["folds"].setdefault(folded, []).append([row.id, row.run_id, str(row.payload["event"])])
                 state["last"] = now
-                self._store.put_state(row.platform, stream, json.dumps(state))
+                self._store.state.put_state(row.platform, stream, json.dumps(state))
             with self._store.transaction() as tx:  # once per window, however often written
                 tx.enqueue_notice(row.run_id, DIGEST, platform=row.platform, conversation=row.conversation,
                                   payload={"stream": stream, "due": folded, "workflow": workflow,
@@ -275,7 +282,7 @@ class Notices:
         async with self._lock(row.platform, stream):
             state = self._state(row.platform, stream)
             if state["folds"].pop(due, None) is not None:
-                self._store.put_state(row.platform, stream, json.dumps(state))
+                self._store.state.put_state(row.platform, stream, json.dumps(state))
 
 
 def is_notice(reply: Reply) -> bool:

@@ -116,8 +116,15 @@ def from_json(text: str) -> Reply:
     return Reply(**fields, to=to, how=how)
 
 
-class OffersStore(Runs, Gates, PlatformState, Protocol):
+class OffersStore(Protocol):
     """The store roles `GateOffers` uses: the offers are kept as platform state."""
+
+    @property
+    def runs(self) -> Runs: ...
+    @property
+    def gates(self) -> Gates: ...
+    @property
+    def state(self) -> PlatformState: ...
 
 
 class GateOffers:
@@ -142,11 +149,11 @@ class GateOffers:
         reply = reply.at(platform=where, conversation=to.conversation or conversation,
                          thread=to.thread or thread).sent(replace_key=key)
         try:
-            self._store.put_state(where, key, to_json(reply))
+            self._store.state.put_state(where, key, to_json(reply))
             for run_id in runs:
                 index = f"offers:{run_id}"
-                keys = json.loads(self._store.get_state(where, index) or "[]")
-                self._store.put_state(where, index, json.dumps([*keys, key]))
+                keys = json.loads(self._store.state.get_state(where, index) or "[]")
+                self._store.state.put_state(where, index, json.dumps([*keys, key]))
         except BatonError as exc:  # the message still goes out; its buttons just stay
             log.warning("gate offer not kept: %s", exc.message, extra={"action": "offer", "run_id": runs[0]})
         return reply
@@ -156,16 +163,16 @@ class GateOffers:
         vote arrived: "2/3 · needs @sre · expires in 3h 12m"); its buttons stay."""
         outbox = self._outbox_of(platform)
         try:
-            keys = json.loads(self._store.get_state(platform, f"offers:{run_id}") or "[]")
+            keys = json.loads(self._store.state.get_state(platform, f"offers:{run_id}") or "[]")
             for key in keys if outbox is not None else ():
-                kept = self._store.get_state(platform, key)
+                kept = self._store.state.get_state(platform, key)
                 if kept is None:
                     continue
                 reply = from_json(kept)
                 if reply.kind != "gate_waiting":
                     continue
                 edited = dataclasses.replace(reply, data={**reply.data, "state": state}).sent(edit_only=True)
-                self._store.put_state(platform, key, to_json(edited))
+                self._store.state.put_state(platform, key, to_json(edited))
                 await outbox(edited)  # type: ignore[misc]
         except BatonError as exc:
             log.warning("gate state not shown: %s", exc.message,
@@ -188,7 +195,7 @@ class GateOffers:
         each platform it was sent on that this process serves, the run's first; one failing
         leaves the others' to be withdrawn."""
         try:
-            run = self._store.get_run(event.run_id)
+            run = self._store.runs.get_run(event.run_id)
         except BatonError as exc:
             log.warning("gate offers not withdrawn: %s", exc.message,
                         extra={"action": "settle_offers", "run_id": event.run_id})
@@ -211,7 +218,7 @@ class GateOffers:
         """Who decided the gate, every one of them (a quorum's approvers, in vote order), and
         the comment of a rejection: what the edited message's headline names."""
         try:
-            gate = self._store.get_gate(run_id, node_id)
+            gate = self._store.gates.get_gate(run_id, node_id)
         except BatonError:
             return {"approvers": [by] if by else [], "comment": ""}
         approvers = [a["user"] for a in gate.outcome.get("approvers") or () if a.get("user")]
@@ -223,14 +230,14 @@ class GateOffers:
         if outbox is None:
             return  # this process does not serve that platform: its buttons stay
         index = f"offers:{run_id}"
-        keys = json.loads(self._store.get_state(platform, index) or "[]")
+        keys = json.loads(self._store.state.get_state(platform, index) or "[]")
         if not keys:
             return
-        self._store.put_state(platform, index, "[]")
+        self._store.state.put_state(platform, index, "[]")
         for key in keys:
-            kept = self._store.get_state(platform, key)
+            kept = self._store.state.get_state(platform, key)
             if kept is None:
                 continue
             edited = withdrawn(from_json(kept), run_id, settled)
-            self._store.put_state(platform, key, to_json(edited))
+            self._store.state.put_state(platform, key, to_json(edited))
             await outbox(edited)

@@ -54,8 +54,21 @@ DECISIONS = frozenset({"approve", "reject", "reopen_gate", "refused", "nl_decisi
 Draw = Callable[[Sequence[str], Mapping[str, Sequence[str]]], Any]
 
 
-class PageStore(Runs, Gates, Ballots, Blobs, Events, Views, Protocol):
+class PageStore(Protocol):
     """The store roles the pages read (they write nothing themselves)."""
+
+    @property
+    def runs(self) -> Runs: ...
+    @property
+    def gates(self) -> Gates: ...
+    @property
+    def ballots(self) -> Ballots: ...
+    @property
+    def blobs(self) -> Blobs: ...
+    @property
+    def events(self) -> Events: ...
+    @property
+    def views(self) -> Views: ...
 
 
 @dataclass(frozen=True)
@@ -211,7 +224,9 @@ def gate_view(gate: Gate, run: Run, uid: str, parts: Parts, history: Sequence[Au
         "decided_at": when(gate.decided_at),
         "decision": gate.decision if gate.decision not in (None, "approve", "reject") else "",
         "comment": hide.redact(gate.comment or ""),
-        "votes": [vote_row(v, hide) for v in parts.store.gate_votes(run.id, gate.node_id, gate.created_at)],
+        "votes": [
+            vote_row(v, hide) for v in parts.store.ballots.gate_votes(run.id, gate.node_id, gate.created_at)
+        ],
         "history": [audit_row(e, hide) for e in history
                     if e.details.get("node") in (None, gate.node_id)],
     }
@@ -268,15 +283,15 @@ def run_page(parts: Parts, run: Run, uid: str, draw: Draw, *, query: str = "", n
         wanted.append(chosen.output_digest)
     if detail.output_digest:
         wanted.append(detail.output_digest)
-    blobs = parts.store.get_blobs(set(wanted)) if wanted else {}
+    blobs = parts.store.blobs.get_blobs(set(wanted)) if wanted else {}
     texts = {d: hide.redact(decode(b)) for d, b in blobs.items()}  # whole, then cut: no half secrets
     if total <= INLINE_OUTPUTS:
         for row, n in zip(rows, rowed, strict=True):
             text = texts.get(n.output_digest or "", "")
             row["preview"] = text[:PREVIEW_CHARS]
             row["preview_cut"] = len(text) > PREVIEW_CHARS
-    gates = parts.store.run_gates(run.id)
-    audit = parts.store.audit_log(run.id)
+    gates = parts.store.gates.run_gates(run.id)
+    audit = parts.store.events.audit_log(run.id)
     history = [e for e in audit if e.action in DECISIONS]
     # oldest first, so the first waiting one is the store's `waiting_gate`: the one decided now
     current = next((g.node_id for g in gates if g.status is GateStatus.WAITING), None)
@@ -331,7 +346,7 @@ def node_detail(node: NodeDetail, texts: Mapping[str, str], page: int, hide: Red
 
 def runs_page(parts: Parts, uid: str, platform: str, conversation: str, limit: int = 50) -> list[Run]:
     """The conversation's recent runs the user may view."""
-    recent = parts.store.recent_runs(platform=platform, conversation=conversation, limit=limit)
+    recent = parts.store.runs.recent_runs(platform=platform, conversation=conversation, limit=limit)
     return [r for r in recent if authz.may_view(parts.access, uid, r)]
 
 

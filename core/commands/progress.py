@@ -72,8 +72,11 @@ class _RunState:
 GATE_NOTICES = {"gate_reminder": replies.gate_reminder, "gate_escalated": replies.gate_escalated}
 
 
-class ProgressStore(NoticesStore, Deliveries, Protocol):
+class ProgressStore(NoticesStore, Protocol):
     """The store roles `ProgressReporter` and what it builds (offers, notices, the deliverer) use."""
+
+    @property
+    def outbox(self) -> Deliveries: ...
 
 
 class ProgressReporter:
@@ -118,7 +121,7 @@ class ProgressReporter:
         #: cancelled runs whose cancelling command's own reply tells it (newest last, bounded)
         self._told: FIFOCache[str, None] = FIFOCache(RAN_MEMORY)
         #: the outbox rows: the final edit and the final reply of each run that came to rest
-        self.deliverer = Deliverer(store, self.deliver, self._outboxes.keys, owner=engine.owner,
+        self.deliverer = Deliverer(store.outbox, self.deliver, self._outboxes.keys, owner=engine.owner,
                                    lease_seconds=outbox_lease_seconds)
         self.unsubscribe = engine.subscribe(self.on_event)
 
@@ -194,14 +197,14 @@ class ProgressReporter:
         run (`workflow:` step) started before its parent's thread existed reports in the
         parent's thread: it takes it once the parent has one."""
         if run.thread is None and run.parent_run is not None:
-            parent = await self._await_thread(self._store.get_run(run.parent_run))
+            parent = await self._await_thread(self._store.runs.get_run(run.parent_run))
             if parent.thread is not None and parent.platform == run.platform:
-                return self._store.set_thread(run.id, parent.thread)
+                return self._store.runs.set_thread(run.id, parent.thread)
         if not self._thread_pending(run):
             return run
         deadline = time.monotonic() + self.thread_wait
         async with self._threads_changed:
-            while self._thread_pending(self._store.get_run(run.id)):
+            while self._thread_pending(self._store.runs.get_run(run.id)):
                 left = deadline - time.monotonic()
                 if left <= 0:
                     self._expected.discard(run.id)
@@ -212,7 +215,7 @@ class ProgressReporter:
                     await asyncio.wait_for(self._threads_changed.wait(), left)
                 except TimeoutError:
                     continue
-        return self._store.get_run(run.id)
+        return self._store.runs.get_run(run.id)
 
     async def on_event(self, event: EngineEvent) -> None:
         """Called by the engine for every event, inside the step that caused it, so it only
@@ -292,7 +295,7 @@ class ProgressReporter:
         """The progress edit of a run still moving (the one at rest goes with the run's outbox
         row, `deliver`). False when it was not taken for now (it is sent again at the next turn)."""
         try:
-            run = self._store.get_run(run_id)
+            run = self._store.runs.get_run(run_id)
             outbox = self._outboxes.get(run.platform)
             if outbox is None or item_child(run):  # a map item's child: the parent's map line
                 return True
@@ -332,7 +335,7 @@ class ProgressReporter:
             log.warning("outbox row of unknown kind %s skipped", row.kind,
                         extra={"action": "outbox", "run_id": row.run_id})
             return
-        run = self._store.get_run(row.run_id)
+        run = self._store.runs.get_run(row.run_id)
         self.notices.fan_out(row, run)  # only a row whose unit did not write its notices (before the
         # run's own reply: a failure to send it here must not hold them up)
         send = self._outboxes.get(run.platform)
@@ -366,11 +369,11 @@ class ProgressReporter:
         buttons first, so that deciding the gate withdraws them everywhere. Not sent when the
         gate no longer waits in that opening (decided since: its buttons would be stale)."""
         self.notices.fan_out(row)  # a reminder row from before `gate_overdue` was told in its unit
-        run = self._store.get_run(row.run_id)
+        run = self._store.runs.get_run(row.run_id)
         send = self._outboxes.get(run.platform)
         if send is None:
             raise BatonError(f"no outbox for {run.platform} in this process")
-        gate = self._store.get_gate(row.run_id, row.payload["node"])
+        gate = self._store.gates.get_gate(row.run_id, row.payload["node"])
         if gate.status is not GateStatus.WAITING or gate.created_at != row.payload.get("opened_at"):
             log.info("outbox row superseded: gate %s no longer waits", gate.node_id,
                      extra={"action": "outbox_superseded", "run_id": run.id})
@@ -397,12 +400,12 @@ class ProgressReporter:
         """A gate's timeout (`deadlines.py`), in the run's thread: nobody decided in time and
         what its `on_timeout` did. Sent whatever became of the run since: it tells what happened
         (before the run's final reply, the row after it)."""
-        run = self._store.get_run(row.run_id)
+        run = self._store.runs.get_run(row.run_id)
         send = self._outboxes.get(run.platform)
         if send is None:
             raise BatonError(f"no outbox for {run.platform} in this process")
         run = await self._await_thread(run)
-        gate = self._store.get_gate(row.run_id, row.payload["node"])
+        gate = self._store.gates.get_gate(row.run_id, row.payload["node"])
         told = replies.gate_timed_out(run, gate, str(row.payload["outcome"]), str(row.payload["waited"]))
         await send(told.sent(once=once_of(row, look=False)))
 
@@ -424,7 +427,8 @@ class ProgressReporter:
             (n.node_id for n in summary.nodes if n.state is NodeState.ATTENTION), None
         )
         state = self._gate_state(run, gate) if gate is not None else None
-        child = waiting_child(self._store, run) if gate is None and run.status is RunStatus.PAUSED else None
+        paused = gate is None and run.status is RunStatus.PAUSED
+        child = waiting_child(self._store.runs, run) if paused else None
         # a gate waiting: its buttons are offered
         final = replies.final(run, summary, gate, attention, ran, state, child)
         return self.offers.offer(final, platform=run.platform, conversation=run.conversation,

@@ -39,8 +39,13 @@ def episode_of(run: Run) -> str:
     return f"{run.queued_at or run.created_at:.6f}"
 
 
-class WatchStore(Views, PlatformState, Transactions, Protocol):
+class WatchStore(Transactions, Protocol):
     """The store roles the watch uses: the queued runs, its place, the notices' units."""
+
+    @property
+    def views(self) -> Views: ...
+    @property
+    def state(self) -> PlatformState: ...
 
 
 class QueueWatch:
@@ -52,7 +57,7 @@ class QueueWatch:
         self.clock = clock
 
     def _place(self) -> tuple[float, str] | None:
-        raw = self.store.get_state(*STATE)
+        raw = self.store.state.get_state(*STATE)
         if not raw:
             return None
         at, run_id = json.loads(raw)
@@ -64,7 +69,7 @@ class QueueWatch:
         told: list[str] = []
         place = self._place()
         while True:
-            batch = self.store.queued_runs(after=place, up_to=now - self.after, limit=BATCH)
+            batch = self.store.views.queued_runs(after=place, up_to=now - self.after, limit=BATCH)
             for run in batch:
                 with self.store.transaction() as tx:
                     self.engine.notifier.write(tx, run, EVENT, episode=episode_of(run),
@@ -73,7 +78,7 @@ class QueueWatch:
             if batch:
                 last = batch[-1]
                 place = (float(last.queued_at or last.created_at), last.id)
-                self.store.put_state(*STATE, json.dumps(list(place)))  # after its notices: none lost
+                self.store.state.put_state(*STATE, json.dumps(list(place)))  # after its notices: none lost
             if len(batch) < BATCH:
                 break
         if told:

@@ -16,13 +16,18 @@ from core.store.port import Gates, Views
 from core.store.records import Run, RunStatus
 
 
-class QueueStore(Gates, Views, Protocol):
+class QueueStore(Protocol):
     """The store roles a queue's facts are read from."""
+
+    @property
+    def gates(self) -> Gates: ...
+    @property
+    def views(self) -> Views: ...
 
 
 def holder(store: QueueStore, run: Run, now: float) -> dict[str, Any]:
     """An active run as a queue shows it: where it stands and for how long."""
-    gate = store.waiting_gate(run.id) if run.status is RunStatus.PAUSED else None
+    gate = store.gates.waiting_gate(run.id) if run.status is RunStatus.PAUSED else None
     return {"id": run.id, "workflow": run.workflow, "status": run.status.value, "requester": run.requester,
             "node": gate.node_id if gate is not None else None,
             "for": max(0.0, now - run.updated_at)}  # fmt: skip
@@ -32,7 +37,7 @@ def waiting(store: QueueStore, run: Run, now: float) -> dict[str, Any] | None:
     """Why `run` waits (None: it is not queued)."""
     if run.status is not RunStatus.QUEUED or run.concurrency is None:
         return None
-    runs = store.key_runs(key=run.concurrency.key)
+    runs = store.views.key_runs(key=run.concurrency.key)
     queued = [r.id for r in runs if r.status is RunStatus.QUEUED]
     active = [r for r in runs if r.holds_slot]
     position = queued.index(run.id) + 1 if run.id in queued else len(queued) + 1

@@ -35,7 +35,7 @@ def _usage(message: str, hint: str | None = None) -> UsageError:
 
 def _found(ctx: Context, schedule_id: str) -> Schedule:
     try:
-        return ctx.store.get_schedule(schedule_id)
+        return ctx.store.schedules.get_schedule(schedule_id)
     except ScheduleNotFound as exc:
         raise ScheduleNotFound(
             exc.message, schedule_id=schedule_id, hint="`/workflow schedule list` shows the schedules' ids."
@@ -65,19 +65,19 @@ async def schedule(ctx: Context, cmd: ScheduleCommand) -> list[Reply]:
     if cmd.action == "add":
         return [_add(ctx, cmd)]
     if cmd.action == "list":
-        mine = [s for s in ctx.store.list_schedules() if _may_see(ctx, s)]
+        mine = [s for s in ctx.store.schedules.list_schedules() if _may_see(ctx, s)]
         return [schedule_replies.listed(mine, ctx.clock())]
     s = _found(ctx, cmd.target or "")
     if cmd.action == "show":
         if not _may_see(ctx, s):
             raise ScheduleNotFound(f"No schedule has the id {s.id}.", schedule_id=s.id)
-        return [schedule_replies.shown(s, ctx.store.schedule_fires(s.id, 10), ctx.clock())]
+        return [schedule_replies.shown(s, ctx.store.schedules.schedule_fires(s.id, 10), ctx.clock())]
     verb = {"pause": "pause", "resume": "resume", "run": "fire", "rm": "remove"}[cmd.action]
     _require_manage(ctx, s, verb)
     if cmd.action == "pause":
-        changed = ctx.store.change_schedule(s, paused=True, note=cmd.note, paused_by=ctx.uid)
+        changed = ctx.store.schedules.change_schedule(s, paused=True, note=cmd.note, paused_by=ctx.uid)
     elif cmd.action == "resume":  # fires due while it was paused are not caught up: it was told not to
-        changed = ctx.store.change_schedule(
+        changed = ctx.store.schedules.change_schedule(
             s, paused=False, note=None, paused_by=None, evaluated_until=max(s.evaluated_until, ctx.clock())
         )
     elif cmd.action == "rm":
@@ -86,11 +86,11 @@ async def schedule(ctx: Context, cmd: ScheduleCommand) -> list[Reply]:
                 f"schedule {s.id} is declared in workflow `{s.workflow}`'s file",
                 hint="Remove it from the file's `schedules:`, or pause it here.",
             )
-        ctx.store.remove_schedule(s)
+        ctx.store.schedules.remove_schedule(s)
         changed = s
     else:
         return [await _fire_now(ctx, s)]
-    ctx.store.audit(
+    ctx.store.events.audit(
         actor=ctx.uid,
         action=f"schedule_{cmd.action}",
         details={"schedule": s.id, "workflow": s.workflow, "note": cmd.note},
@@ -106,7 +106,7 @@ async def _fire_now(ctx: Context, s: Schedule) -> Reply:
         raise _usage("schedules do not fire in this process", hint="Start Baton with `baton run`.")
     now = ctx.clock()
     done = await ctx.scheduler.fire(s, now, by=ctx.uid)
-    ctx.store.audit(
+    ctx.store.events.audit(
         actor=ctx.uid,
         action="schedule_run",
         details={
@@ -118,7 +118,7 @@ async def _fire_now(ctx: Context, s: Schedule) -> Reply:
     )
     if done is None:  # a fire at this very time was written by another replica
         raise _usage(f"schedule {s.id} fired at this moment already", hint="Try again in a second.")
-    fire = next((f for f in ctx.store.schedule_fires(s.id, 5) if f.due_at == now), None)
+    fire = next((f for f in ctx.store.schedules.schedule_fires(s.id, 5) if f.due_at == now), None)
     return schedule_replies.changed(
         s,
         "fired",
@@ -163,11 +163,11 @@ def _add(ctx: Context, cmd: ScheduleCommand) -> Reply:
             updated_at=now,
             evaluated_until=now,
         )
-        if ctx.store.add_schedule(s):
+        if ctx.store.schedules.add_schedule(s):
             break
     else:  # pragma: no cover - five 16-bit collisions in a row
         raise _usage("no free schedule id was found", hint="Try again.")
-    ctx.store.audit(
+    ctx.store.events.audit(
         actor=ctx.uid,
         action="schedule_add",
         details={

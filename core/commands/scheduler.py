@@ -142,8 +142,13 @@ def from_spec(workflow: str, spec: ScheduleSpec, now: float) -> Schedule:
     )
 
 
-class ScheduleStore(Schedules, Events, Protocol):
+class ScheduleStore(Protocol):
     """The store roles the scheduler uses: schedules and their fires, and the audit."""
+
+    @property
+    def schedules(self) -> Schedules: ...
+    @property
+    def events(self) -> Events: ...
 
 
 class Scheduler:
@@ -189,12 +194,14 @@ class Scheduler:
             from_spec(e.name, spec, now) for e in entries if e.workflow for spec in e.workflow.schedules
         ]
         broken = {e.name for e in entries if e.workflow is None}
-        wanted += [s for s in self.store.list_schedules() if s.source == "yaml" and s.workflow in broken]
-        touched, removed = self.store.sync_schedules(wanted)
+        wanted += [
+            s for s in self.store.schedules.list_schedules() if s.source == "yaml" and s.workflow in broken
+        ]
+        touched, removed = self.store.schedules.sync_schedules(wanted)
         for sid in touched:
-            self.store.audit(actor=SCHEDULER, action="schedule_synced", details={"schedule": sid})
+            self.store.events.audit(actor=SCHEDULER, action="schedule_synced", details={"schedule": sid})
         for sid in removed:
-            self.store.audit(actor=SCHEDULER, action="schedule_removed", details={"schedule": sid})
+            self.store.events.audit(actor=SCHEDULER, action="schedule_removed", details={"schedule": sid})
         self._synced = key
 
     # -- ticking ---------------------------------------------------------------------------------
@@ -214,7 +221,7 @@ class Scheduler:
         self.sync()
         fired: list[Fired] = []
         schedules = sorted(
-            (s for s in self.store.list_schedules() if not s.paused and next_due_of(s) <= now),
+            (s for s in self.store.schedules.list_schedules() if not s.paused and next_due_of(s) <= now),
             key=lambda s: s.id,
         )
         start = random.randrange(len(schedules)) if schedules else 0
@@ -224,7 +231,7 @@ class Scheduler:
         try:
             for at, schedule in enumerate(schedules):
                 if at % BATCH == 0:  # which of the next ones a peer fired meanwhile: one read
-                    batch.latest = self.store.latest_fires(s.id for s in schedules[at : at + BATCH])
+                    batch.latest = self.store.schedules.latest_fires(s.id for s in schedules[at : at + BATCH])
                 done, until = await self._evaluate(schedule, now, batch, untils)
                 fired.extend(done)
                 if until is not None:
@@ -234,7 +241,7 @@ class Scheduler:
             fired.extend(await self._flush(batch, untils))
         finally:
             try:
-                self.store.advance_schedules(untils)
+                self.store.schedules.advance_schedules(untils)
             finally:
                 await self._begin(batch)
         return fired
@@ -242,7 +249,7 @@ class Scheduler:
     def next_due(self) -> float | None:
         """The soonest due time of a schedule not paused after the point it was evaluated to
         (a loop sleeps until then); None when nothing is scheduled."""
-        dues = [next_due_of(s) for s in self.store.list_schedules() if not s.paused]
+        dues = [next_due_of(s) for s in self.store.schedules.list_schedules() if not s.paused]
         return min(dues, default=None)
 
     async def _evaluate(
@@ -273,7 +280,7 @@ class Scheduler:
         """Fire `s` for `due` (DESIGN's rules, module docstring); None when another replica (or an
         earlier tick) fired that due time. `by`: the person who fired it by hand."""
         batch = _Batch()
-        fired = self.store.schedule_fires(s.id, 1)
+        fired = self.store.schedules.schedule_fires(s.id, 1)
         batch.latest = {s.id: fired[0].due_at} if fired else {}
         done = await self._prepare(s, due, batch, by=by, catchup=catchup)
         if not batch.fires:
@@ -301,7 +308,7 @@ class Scheduler:
         active = (
             []
             if s.overlap == "allow"
-            else [r for r in self.store.active_runs(s.started_by) if r.scheduled_for != due]
+            else [r for r in self.store.schedules.active_runs(s.started_by) if r.scheduled_for != due]
         )
         if active and s.overlap == "skip":
             return self._record(s, due, FireOutcome.SKIPPED, detail | {"active": [r.id for r in active]})
@@ -432,11 +439,11 @@ class Scheduler:
         place and its owner, the fire recorded `refused`; nothing runs."""
         note = f"{s.principal} may no longer run {s.workflow}"
         try:
-            paused = self.store.change_schedule(s, paused=True, note=note, paused_by=SCHEDULER)
+            paused = self.store.schedules.change_schedule(s, paused=True, note=note, paused_by=SCHEDULER)
         except (ScheduleChanged, ScheduleNotFound):
             return None  # another replica paused it (or someone changed it) first
-        self.store.record_fire(self._fire(s, due, FireOutcome.REFUSED, detail | {"reason": note}))
-        self.store.audit(
+        self.store.schedules.record_fire(self._fire(s, due, FireOutcome.REFUSED, detail | {"reason": note}))
+        self.store.events.audit(
             actor=SCHEDULER,
             action="schedule_paused",
             details={"schedule": s.id, "reason": note, "due_at": due},
@@ -450,7 +457,7 @@ class Scheduler:
         return Fired(s.id, due, FireOutcome.REFUSED)
 
     def _record(self, s: Schedule, due: float, outcome: FireOutcome, detail: dict[str, Any]) -> Fired | None:
-        if not self.store.record_fire(self._fire(s, due, outcome, detail)):
+        if not self.store.schedules.record_fire(self._fire(s, due, outcome, detail)):
             return None
         log.info(
             "schedule %s: fire %s",

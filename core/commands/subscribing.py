@@ -55,8 +55,8 @@ async def subscribe(ctx: Context, cmd: SubscribeCommand) -> list[Reply]:
     platform, conversation = _place(ctx, cmd.to, "subscribe")
     _require_view(ctx, cmd.workflow)
     events = events_of(cmd.classes)
-    rows = ctx.store.subscribe(platform, conversation, cmd.workflow, events, by=ctx.uid)
-    ctx.store.audit(actor=ctx.uid, action="subscribe", details={
+    rows = ctx.store.subscribers.subscribe(platform, conversation, cmd.workflow, events, by=ctx.uid)
+    ctx.store.events.audit(actor=ctx.uid, action="subscribe", details={
         "platform": platform, "conversation": conversation, "workflow": cmd.workflow, "events": events})
     return [replies.subscribed(platform, conversation, cmd.workflow, [r.event for r in rows], ctx.uid)]
 
@@ -64,17 +64,17 @@ async def subscribe(ctx: Context, cmd: SubscribeCommand) -> list[Reply]:
 async def unsubscribe(ctx: Context, cmd: UnsubscribeCommand) -> list[Reply]:
     platform, conversation = _place(ctx, cmd.to, "unsubscribe")
     events = events_of(cmd.classes) if cmd.classes else None
-    gone = ctx.store.unsubscribe(platform, conversation, cmd.workflow, events)
-    ctx.store.audit(actor=ctx.uid, action="unsubscribe", details={
+    gone = ctx.store.subscribers.unsubscribe(platform, conversation, cmd.workflow, events)
+    ctx.store.events.audit(actor=ctx.uid, action="unsubscribe", details={
         "platform": platform, "conversation": conversation, "workflow": cmd.workflow, "events": events,
         "removed": gone})
-    left = ctx.store.subscriptions(platform=platform, conversation=conversation)
+    left = ctx.store.subscribers.subscriptions(platform=platform, conversation=conversation)
     return [replies.unsubscribed(platform, conversation, cmd.workflow, events, gone, len(left))]
 
 
 async def subscriptions(ctx: Context, cmd: SubscriptionsCommand) -> list[Reply]:
     platform, conversation = _place(ctx, cmd.to, "subscriptions")
-    rows = ctx.store.subscriptions(platform=platform, conversation=conversation)
+    rows = ctx.store.subscribers.subscriptions(platform=platform, conversation=conversation)
     rules = []
     for entry in ctx.catalog.entries():  # the workflows' own `notify:` rules that send here
         for rule in entry.workflow.notify if entry.workflow is not None else ():

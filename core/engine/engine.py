@@ -167,7 +167,7 @@ class Engine:
         child's rest event wakes its parent at once, but a process killed between the child's
         rest and its parent's resume leaves the parent paused; this pass (at start and on every
         recovery tick, on any replica: the resume is a compare-and-swap) finishes the job."""
-        for parent in self.store.paused_parents():
+        for parent in self.store.runs.paused_parents():
             try:
                 await self.children.settle(parent.id)
             except BatonError as exc:
@@ -204,8 +204,8 @@ class Engine:
         """`run` was taken over from a process that stopped (its lease lapsed), or admitted
         from its key's queue for whoever takes it (`admitted`): continue (start) it."""
         if not admitted:
-            self.store.audit(actor=ENGINE_ACTOR, action="recover", run_id=run.id,
-                             details={"owner": self.owner})  # fmt: skip
+            self.store.events.audit(actor=ENGINE_ACTOR, action="recover", run_id=run.id,
+                                    details={"owner": self.owner})  # fmt: skip
         try:
             ready = self.readiness.ready(run.workflow, self.readiness.args_of(run))
         except BatonError as exc:
@@ -228,10 +228,10 @@ class Engine:
         return self.readiness.args_of(run)
 
     def plan(self, run_id: str) -> Plan:
-        run = self.store.get_run(run_id)
+        run = self.store.runs.get_run(run_id)
         ready = self.readiness.ready(run.workflow, self.readiness.args_of(run), to_run=False)
-        lineage = self.store.lineage(run.id)
-        index = self._index(run.id, self.store.journal(lineage), ready.prepared)
+        lineage = self.store.steps.lineage(run.id)
+        index = self._index(run.id, self.store.steps.journal(lineage), ready.prepared)
         return plan_run(run, ready.prepared, ready.definitions, input_digests(ready.args), index)
 
     def _index(self, run_id: str, entries: list[JournalEntry], prepared: PreparedWorkflow) -> JournalIndex:
@@ -241,14 +241,14 @@ class Engine:
 
     def summary(self, run_id: str | Run) -> RunSummary:
         """The run's node table and output; pass the `Run` itself to save reading it again."""
-        run = run_id if isinstance(run_id, Run) else self.store.get_run(run_id)
-        entries = self.store.journal([run.id])
+        run = run_id if isinstance(run_id, Run) else self.store.runs.get_run(run_id)
+        entries = self.store.steps.journal([run.id])
         try:
             prepared: PreparedWorkflow | None = prepare(self.catalog.get(run.workflow), self.tools)
         except BatonError:
             prepared = None  # the workflow is gone or broken: the table still shows what ran
         digest = final_output_digest(prepared, entries)
-        output = self.store.get_blob(digest).decode("utf-8", errors="replace") if digest else None
+        output = self.store.blobs.get_blob(digest).decode("utf-8", errors="replace") if digest else None
         children = self.children_of(run, prepared)
         return summarize(run, prepared, entries, output, now=time.time(), children=children)
 
@@ -257,7 +257,7 @@ class Engine:
         without such steps)."""
         if prepared is not None and not any(pn.kind == "workflow" for pn in prepared.nodes.values()):
             return []
-        return self.store.child_runs([run.id])
+        return self.store.runs.child_runs([run.id])
 
     def inspect(self, run: Run, *, plan: bool = True) -> RunDetail:
         """The run seen whole (its page): the node table with timing, verdicts, outputs'
@@ -271,8 +271,8 @@ class Engine:
             prepared = None  # the workflow is gone or broken: the page still shows what ran
         children = self.children_of(run, prepared)
         if not (plan and prepared is not None and run.status in PLANNED):  # no key is looked up
-            return inspect_run(run, prepared, self.store.journal_outline([run.id]), children=children)
-        entries = self.store.journal(self.store.lineage(run.id))
+            return inspect_run(run, prepared, self.store.steps.journal_outline([run.id]), children=children)
+        entries = self.store.steps.journal(self.store.steps.lineage(run.id))
         try:
             ready = self.readiness.ready(run.workflow, self.readiness.args_of(run))
             made = plan_run(run, ready.prepared, ready.definitions, input_digests(ready.args),
@@ -320,7 +320,7 @@ class Engine:
         ready = self.readiness.ready(workflow, args)
         policy = concurrency or concurrency_of(ready.workflow, ready.args, limits=self.config.render)
         if resume_from is not None:
-            self.store.get_run(resume_from)  # RunNotFound before anything is created
+            self.store.runs.get_run(resume_from)  # RunNotFound before anything is created
         start = RunStart(
             workflow=workflow, args=args, platform=platform, conversation=conversation, thread=thread,
             requester=requester, resume_from=resume_from, origin_event=origin_event,

@@ -40,8 +40,11 @@ class _Active:
     executor: RunExecutor
 
 
-class ExecutionsStore(ExecutionStore, Runs, Protocol):
+class ExecutionsStore(ExecutionStore, Protocol):
     """The store roles `Executions` uses: an execution's, and the runs it starts and settles."""
+
+    @property
+    def runs(self) -> Runs: ...
 
 
 class Executions:
@@ -82,7 +85,7 @@ class Executions:
     async def launch(self, run: Run, ready: Ready) -> None:
         """Execute `run` (won by this process: `running`, our lease) in a background task."""
         # a run not resumed from another is its whole lineage: no query
-        lineage = (run.id,) if run.resumed_from is None else tuple(self.store.lineage(run.id))
+        lineage = (run.id,) if run.resumed_from is None else tuple(self.store.steps.lineage(run.id))
         config = self.config
         setup = Setup(
             store=self.store, prepared=ready.prepared, definitions=ready.definitions, run=run,
@@ -131,7 +134,7 @@ class Executions:
                              details={"node": outcome.node_id, "reason": outcome.reason})  # fmt: skip
             final = rested.value
         except BatonError:
-            final = self.store.get_run(run.id)  # cancelled or taken over meanwhile: theirs stands
+            final = self.store.runs.get_run(run.id)  # cancelled or taken over meanwhile: theirs stands
         finally:
             self._active.pop(run.id, None)
         await self.emit(
@@ -173,7 +176,7 @@ class Executions:
             if active is not None:
                 await asyncio.wait_for(asyncio.shield(active.task), left)
                 continue
-            run = self.store.get_run(run_id)
+            run = self.store.runs.get_run(run_id)
             if run.status.resting:
                 return run
             if left is not None and left <= 0:

@@ -1,7 +1,7 @@
 """`RunExecutor`: one execution of one run's DAG, as a scheduler over a `StepRunner`.
 
 One `RunExecutor` per execution of a run (a start, a resume, an approval, a recovery). It
-reads the journal of the run and its lineage once (`store.journal(lineage)`) and then
+reads the journal of the run and its lineage once (`store.steps.journal(lineage)`) and then
 decides every node from memory:
 
     done in this run (same key)      -> nothing to do
@@ -69,8 +69,13 @@ class Children(Protocol):
                   args: Mapping[str, Any]) -> ChildOutcome: ...  # fmt: skip
 
 
-class ExecutionStore(GateStore, Blobs, Journal, Protocol):
+class ExecutionStore(GateStore, Protocol):
     """The store roles an execution uses: the journal, blobs, and what its gates write."""
+
+    @property
+    def blobs(self) -> Blobs: ...
+    @property
+    def steps(self) -> Journal: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -170,7 +175,7 @@ class _Outputs:
             self.values[n] = conditions.skipped_value()
             missing.remove(n)
         wanted = {self._digests[n] for n in missing} | set(self.restore.values())
-        blobs = self._store.get_blobs(wanted) if wanted else {}
+        blobs = self._store.blobs.get_blobs(wanted) if wanted else {}
         for n in missing:
             pn = self._nodes[n]
             self.values[n] = node_value(pn, decode_output(pn, blobs[self._digests[n]].decode()))
@@ -238,7 +243,7 @@ class RunExecutor:
     def __init__(self, setup: Setup, runner: RunnerFactory = LocalStepRunner) -> None:
         self.s = setup
         self.run_id = setup.run.id
-        journal = JournalWriter(setup.store, setup.run.id, setup.group_commit)
+        journal = JournalWriter(setup.store.steps, setup.run.id, setup.group_commit)
         self.x = Execution(setup, journal, base_dir(setup.prepared.workflow).absolute())
         self.runner = runner(self.x)
         self._index: JournalIndex | None = None
@@ -275,7 +280,7 @@ class RunExecutor:
                 await warmed.close()
 
     async def _execute(self) -> Outcome:
-        index = JournalIndex(self.run_id, self.s.store.journal(self.s.lineage))
+        index = JournalIndex(self.run_id, self.s.store.steps.journal(self.s.lineage))
         self._index = apply_retention(index, self.s.prepared, self.s.cache_retention, time.time())
         journal, verdicts, running = self.x.journal, self._verdicts, self._running
         try:
@@ -404,7 +409,7 @@ class RunExecutor:
         if gate.status is GateStatus.APPROVED:
             output = gate_output(gate)
             entry_id = self.x.journal.start(step, self._index.next_attempt(pn.id))
-            digest = self.s.store.put_blob(canonical_json(output))
+            digest = self.s.store.blobs.put_blob(canonical_json(output))
             self.x.journal.finish(entry_id, status=NodeStatus.COMPLETED, output_digest=digest)
             self._out.values[pn.id] = node_value(pn, output)
             await self.x.emit(EventKind.NODE_COMPLETED, pn.id, approved_by=gate.decided_by)
@@ -417,7 +422,9 @@ class RunExecutor:
         spec = pn.node.approval
         if spec is not None and (spec.timeout or spec.remind or spec.escalate):  # durable, planned once
             due = deadlines(Policy.of(spec, approvers=()), gate.created_at)
-            self.s.store.plan_deadlines(self.run_id, pn.id, gate.created_at, [(d.name, d.at) for d in due])
+            self.s.store.ballots.plan_deadlines(
+                self.run_id, pn.id, gate.created_at, [(d.name, d.at) for d in due]
+            )
         await self.x.emit(EventKind.NODE_WAITING, pn.id, prompt=gate.prompt)
 
     async def _skips(self, step: Step) -> bool:
@@ -440,7 +447,7 @@ class RunExecutor:
         assert self._index is not None
         step = replace(step, notes=replace(step.notes, skipped=why))
         entry_id = self.x.journal.start(step, self._index.next_attempt(pn.id))
-        digest = self.s.store.put_blob(conditions.SKIP_BYTES)
+        digest = self.s.store.blobs.put_blob(conditions.SKIP_BYTES)
         self.x.journal.finish(entry_id, status=NodeStatus.COMPLETED, output_digest=digest)
         self._out.values[pn.id] = conditions.skipped_value()
         await self.x.emit(EventKind.NODE_SKIPPED, pn.id, reason=why)
@@ -488,7 +495,7 @@ class RunExecutor:
             return  # the items that may have run (or whose child waits) are not settled
         output = node_output(result.outputs)
         entry_id = self.x.journal.start(step, self._index.next_attempt(pn.id))
-        digest = self.s.store.put_blob(output)
+        digest = self.s.store.blobs.put_blob(output)
         if result.failed:
             error = result.error(pn.id)
             self.x.journal.finish(entry_id, status=NodeStatus.FAILED, output_digest=digest, error=error)
@@ -632,7 +639,7 @@ class RunExecutor:
         entry_id = self.x.journal.start(step, attempt)
         if isinstance(outcome, ChildDone):
             data = canonical_json(outcome.output)
-            digest = self.s.store.put_blob(data)
+            digest = self.s.store.blobs.put_blob(data)
             self.x.journal.finish(entry_id, status=NodeStatus.COMPLETED, output_digest=digest)
             return Completed(digest, outcome.output, time.monotonic() - started, 0)
         if outcome is not None:

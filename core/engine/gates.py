@@ -80,8 +80,15 @@ class Decision:
     alongside: Alongside | None = None
 
 
-class GateStore(Gates, Ballots, Events, Transactions, Protocol):
+class GateStore(Transactions, Protocol):
     """The store roles a `GateKeeper` uses: gates, their votes, the audit, units of work."""
+
+    @property
+    def gates(self) -> Gates: ...
+    @property
+    def ballots(self) -> Ballots: ...
+    @property
+    def events(self) -> Events: ...
 
 
 class GateKeeper:
@@ -103,11 +110,11 @@ class GateKeeper:
     def waiting(self, run: Run) -> Gate | None:
         """The gate a plain approve or reject of `run` answers: the one that has waited
         longest, while the run is paused; None otherwise."""
-        return self.store.waiting_gate(run.id) if run.status is RunStatus.PAUSED else None
+        return self.store.gates.waiting_gate(run.id) if run.status is RunStatus.PAUSED else None
 
     def decided(self, run: Run) -> Gate | None:
         """The gate of `run` decided last (who won a race), or None."""
-        return self.store.decided_gate(run.id)
+        return self.store.gates.decided_gate(run.id)
 
     def refusal(self, run: Run, gate: Gate) -> GateAlreadyDecided:
         """The error for deciding `gate` of `run` again: which decision, by whom, or that it
@@ -115,7 +122,7 @@ class GateKeeper:
         timed_out = None
         if gate.decided_by == ENGINE_ACTOR:
             timed_out = next((
-                str(e.details.get("on_timeout") or "reject") for e in self.store.audit_log(run.id)
+                str(e.details.get("on_timeout") or "reject") for e in self.store.events.audit_log(run.id)
                 if e.action == "timeout" and e.details.get("node") == gate.node_id and e.at >= gate.created_at
             ), None)  # fmt: skip
         return already_decided(gate, run.status, timed_out=timed_out)
@@ -192,7 +199,7 @@ class GateKeeper:
 
     def so_far(self, run: Run, gate: Gate, policy: Policy, members: Members) -> Tally:
         """What the votes recorded so far on this opening of `gate` decide."""
-        votes = [_as_vote(v) for v in self.store.gate_votes(run.id, gate.node_id, gate.created_at)]
+        votes = [_as_vote(v) for v in self.store.ballots.gate_votes(run.id, gate.node_id, gate.created_at)]
         return tally(policy, votes, requester=run.requester, opened_at=gate.created_at, members=members)
 
     def live_state(self, run: Run, gate: Gate, now: float) -> dict[str, Any]:
@@ -228,7 +235,7 @@ class GateKeeper:
         try:
             voted = self.count(run, gate, vote, policy, members, source=ballot.source)
         except VoteDiffers as other:  # not counted: said so in the audit trail, and to the voter
-            self.store.audit(actor=ballot.user, action="vote", run_id=run.id, details={
+            self.store.events.audit(actor=ballot.user, action="vote", run_id=run.id, details={
                 "node": gate.node_id, "choice": choice, "counted": False, "differs_from": other.by,
                 "comment": ballot.comment, "source": ballot.source.value})  # fmt: skip
             return Voted(False, before, run, gate=gate, choice=choice, values=values, differs=other)
@@ -249,13 +256,13 @@ class GateKeeper:
         ballot's (already redacted)."""
         comment = ballot.comment or None
         for _ in range(_VOTE_ATTEMPTS):
-            recorded = self.store.gate_votes(run.id, gate.node_id, gate.created_at)
+            recorded = self.store.ballots.gate_votes(run.id, gate.node_id, gate.created_at)
             votes = [_as_vote(v) for v in recorded]
             before = tally(policy, votes, requester=run.requester, opened_at=gate.created_at, members=members)
             details = {"node": gate.node_id, "choice": ballot.choice, "comment": ballot.comment,
                        "source": source}
             if any(v.user == ballot.user and v.ballot == ballot.ballot for v in recorded):  # counts once
-                self.store.audit(actor=ballot.user, action="vote", run_id=run.id, details={**details,
+                self.store.events.audit(actor=ballot.user, action="vote", run_id=run.id, details={**details,
                                  "counted": False})  # fmt: skip
                 return Voted(False, before, run)
             if ballot.ballot == "vote":
@@ -301,19 +308,19 @@ class GateKeeper:
         was none, or the old one re-opened without its decision (audited with `why`) when it
         answered another question."""
         try:
-            gate: Gate | None = self.store.get_gate(run_id, node_id)
+            gate: Gate | None = self.store.gates.get_gate(run_id, node_id)
         except RunNotFound:
             gate = None
         if gate is not None and answers(gate, key, prompt):
             return gate
         if gate is not None:
-            self.store.audit(
+            self.store.events.audit(
                 actor=ENGINE_ACTOR,
                 action="reopen_gate",
                 run_id=run_id,
                 details={"node": node_id, "was": gate.status.value, "by": gate.decided_by, "why": why},
             )
-        return self.store.open_gate(run_id, node_id, prompt, key)
+        return self.store.gates.open_gate(run_id, node_id, prompt, key)
 
 
 _VOTE_ATTEMPTS = 20  # each lost round means another vote was recorded: the votes are few

@@ -1,6 +1,6 @@
 """An in-memory index of a run's journal and its lineage: the cache scope of one execution.
 
-Built once per execution from a single `store.journal(lineage)` query; every cache lookup
+Built once per execution from a single `store.steps.journal(lineage)` query; every cache lookup
 after that is a dictionary access. Rules:
 
 - a result is served only from a `completed` entry whose key matches, in the run itself or

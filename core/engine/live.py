@@ -10,7 +10,7 @@ listeners without waiting for the next poll; reads stay at most one per `min_gap
 A listener's stream (`updates`) first gets the current state, then every change; `None` now
 and then (a heartbeat) so that a closed connection is noticed.
 
-    hub = LiveHub(pulse=store.run_pulse, read=partial(snapshot, store, engine, redactor), poll=1.0)
+    hub = LiveHub(pulse=store.views.run_pulse, read=partial(snapshot, store, engine, redactor), poll=1.0)
     async for state in hub.updates(run_id): ...    # `changes(state, sent, rev)`: what is new
 
 A state (`snapshot`) is plain data, redacted: the run's status, a revision that moves with
@@ -165,14 +165,19 @@ def live_nodes(detail: RunDetail, hide: Redactor) -> dict[str, list[Any]]:
     }
 
 
-class LiveStore(Runs, Views, Protocol):
+class LiveStore(Protocol):
     """The roles a live snapshot reads: the run and its pulse."""
+
+    @property
+    def runs(self) -> Runs: ...
+    @property
+    def views(self) -> Views: ...
 
 
 def snapshot(store: LiveStore, engine: Inspects, hide: Redactor, run_id: str) -> Snapshot | None:
     """A run's live state, for `LiveHub` (read in a worker thread); None: no such run."""
     try:
-        run = store.get_run(run_id)
+        run = store.runs.get_run(run_id)
     except RunNotFound:
         return None
     detail = engine.inspect(run, plan=False)
@@ -180,7 +185,7 @@ def snapshot(store: LiveStore, engine: Inspects, hide: Redactor, run_id: str) ->
     counts: dict[str, int] = {}
     for state, *_ in nodes.values():
         counts[state] = counts.get(state, 0) + 1
-    pulse = store.run_pulse(run_id)
+    pulse = store.views.run_pulse(run_id)
     return {"rev": [str(run.status), run.version, str(pulse[-1]) if pulse else ""],
             "status": str(run.status), "counts": counts, "nodes": nodes}
 

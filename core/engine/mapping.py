@@ -200,7 +200,9 @@ class MapRun:
         keyed = [item_components(step.components, item, only_items=self.scope) for item in items]
         keys = [cache_key(components) for components in keyed]
         hits = self._hits(step, keys)
-        cached = self.x.setup.store.get_blobs({e.output_digest for e in hits.values() if e.output_digest})
+        cached = self.x.setup.store.blobs.get_blobs(
+            {e.output_digest for e in hits.values() if e.output_digest}
+        )
         todo: list[int] = []
         for i in range(len(items)):
             entry = hits.get(i)

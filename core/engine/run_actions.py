@@ -46,8 +46,19 @@ ABANDONABLE = (
 )
 
 
-class ActionsStore(Runs, Gates, Journal, Blobs, Events, Transactions, Protocol):
+class ActionsStore(Transactions, Protocol):
     """The store roles `RunActions` uses."""
+
+    @property
+    def runs(self) -> Runs: ...
+    @property
+    def gates(self) -> Gates: ...
+    @property
+    def steps(self) -> Journal: ...
+    @property
+    def blobs(self) -> Blobs: ...
+    @property
+    def events(self) -> Events: ...
 
 
 class RunActions:
@@ -77,7 +88,7 @@ class RunActions:
         return None if text is None else self.redactor.redact(text)
 
     async def _to_running(self, run: Run, ready: Ready, *, actor: str, allowed: tuple[RunStatus, ...]) -> Run:
-        running = self.store.transition(Transition(
+        running = self.store.runs.transition(Transition(
             run.id,
             RunStatus.RUNNING,
             actor=actor,
@@ -99,7 +110,7 @@ class RunActions:
 
     async def resume(self, run_id: str, *, actor: str) -> Run:
         """failed | paused (no gate waiting) | needs_attention -> running, then continue."""
-        run = self.store.get_run(run_id)
+        run = self.store.runs.get_run(run_id)
         if run.status.finished:
             raise refuse_finished(run, "resumed")
         if run.status in (RunStatus.RUNNING, RunStatus.PENDING, RunStatus.QUEUED):
@@ -121,7 +132,9 @@ class RunActions:
             )
         ready = self.readiness.ready(run.workflow, self.readiness.args_of(run))
         running = await self._to_running(run, ready, actor=actor, allowed=RESUMABLE)
-        self.store.audit(actor=actor, action="resume", run_id=run.id, details={"from": run.status.value})
+        self.store.events.audit(
+            actor=actor, action="resume", run_id=run.id, details={"from": run.status.value}
+        )
         return running
 
     async def approve(self, run_id: str | Run, decision: Decision, *, gate: Gate | None = None,
@@ -129,7 +142,7 @@ class RunActions:
         """paused at a gate -> approved, running. A `Run` the caller just read, the `gate` it
         found waiting in it and the run's `args` (`args_of(run)`) save reading them again
         (stale copies lose the CAS below like any concurrent change; args never change)."""
-        run = run_id if isinstance(run_id, Run) else self.store.get_run(run_id)
+        run = run_id if isinstance(run_id, Run) else self.store.runs.get_run(run_id)
         decision = dataclasses.replace(decision, comment=self._hidden(decision.comment))
         gate = self.gates.to_decide(run, gate)
         ready = self.readiness.ready(run.workflow, self.readiness.args_of(run) if args is None else args)
@@ -143,7 +156,7 @@ class RunActions:
     async def reject(self, run_id: str | Run, decision: Decision) -> Run:
         """paused at a gate -> rejected, cancelled (`decision.fail`: failed); a `Run` the
         caller read saves reading it."""
-        run = run_id if isinstance(run_id, Run) else self.store.get_run(run_id)
+        run = run_id if isinstance(run_id, Run) else self.store.runs.get_run(run_id)
         decision = dataclasses.replace(decision, comment=self._hidden(decision.comment))
         gate = self.gates.to_decide(run)
         cancelled, why = self.gates.reject(run, gate, decision)
@@ -163,7 +176,7 @@ class RunActions:
         completes an approval launches the run again, one that rejects ends it. `run`, `gate`
         and `args`: what the caller read already (a stale copy loses the CAS like any
         concurrent change). A person's comment is kept with secrets hidden."""
-        run = run if run is not None and run.id == ballot.run else self.store.get_run(ballot.run)
+        run = run if run is not None and run.id == ballot.run else self.store.runs.get_run(ballot.run)
         gate = self._targeted(run, self.gates.to_decide(run, gate), ballot.node)
         ballot = dataclasses.replace(ballot, comment=self._hidden(ballot.comment) or "")
         ready = None
@@ -191,7 +204,7 @@ class RunActions:
         if node is None or gate.node_id == node:
             return gate
         try:
-            named = self.store.get_gate(run.id, node)
+            named = self.store.gates.get_gate(run.id, node)
         except RunNotFound:
             named = None
         if named is not None and named.status is not GateStatus.WAITING:
@@ -234,7 +247,7 @@ class RunActions:
         """failed | paused | needs_attention | running -> cancelled. Given a `Run` the caller
         read, only that version of it is abandoned: a change since (a resume) wins the CAS."""
         exact = isinstance(run_id, Run)
-        run = run_id if isinstance(run_id, Run) else self.store.get_run(run_id)
+        run = run_id if isinstance(run_id, Run) else self.store.runs.get_run(run_id)
         reason = self._hidden(reason)
         if run.status.finished:
             by = f" ({who_changed(run)})" if run.status is RunStatus.CANCELLED else ""
@@ -259,7 +272,7 @@ class RunActions:
     async def cancel(self, run_id: str, *, actor: str) -> Run:
         """running | queued -> cancelled; in-flight steps are stopped (here, or by their owner's
         heartbeat); a queued run leaves its key's queue."""
-        run = self.store.get_run(run_id)
+        run = self.store.runs.get_run(run_id)
         if run.status not in (RunStatus.RUNNING, RunStatus.PENDING, RunStatus.QUEUED):
             raise RunNotResumable(
                 f"run {run.id} is {run.status.value}, not running",
@@ -279,7 +292,8 @@ class RunActions:
 
     # -- settling steps ---------------------------------------------------------------------
     def _dangling(self, run: Run, node_id: str) -> JournalEntry:
-        own = [e for e in self.store.journal([run.id]) if e.node_id == node_id and e.cache_key != MARKER_KEY]
+        entries = self.store.steps.journal([run.id])
+        own = [e for e in entries if e.node_id == node_id and e.cache_key != MARKER_KEY]
         if not own or own[-1].status is not NodeStatus.STARTED:
             raise RunStateError(
                 f"step `{node_id}` of run {run.id} is not waiting for a decision",
@@ -295,7 +309,7 @@ class RunActions:
         """Settle an unsafe step that may have run: done (with output) | retry | fail."""
         if action not in ("done", "retry", "fail"):
             raise UsageError(f"`{action}` is not a resolution", command="resolve")
-        run = self.store.get_run(run_id)
+        run = self.store.runs.get_run(run_id)
         if run.status is not RunStatus.NEEDS_ATTENTION:
             raise RunNotResumable(
                 f"run {run.id} is {run.status.value}; only a run that needs attention has steps to resolve",
@@ -317,15 +331,17 @@ class RunActions:
                     command="resolve",
                 )
             check_output(node_id, text, node.output)  # OutputContractViolation: nothing changes
-            digest = self.store.put_blob(text.encode())
-            self.store.journal_finish(entry.id, status=NodeStatus.COMPLETED, output_digest=digest)  # CAS
+            digest = self.store.blobs.put_blob(text.encode())
+            self.store.steps.journal_finish(
+                entry.id, status=NodeStatus.COMPLETED, output_digest=digest
+            )  # CAS
             details["output"] = digest
         else:
             verb = "retry" if action == "retry" else "fail"
-            self.store.journal_finish(
+            self.store.steps.journal_finish(
                 entry.id, status=NodeStatus.FAILED, error=f"may have run; {actor} chose {verb}"
             )
-        self.store.audit(actor=actor, action="resolve", run_id=run.id, details=details)
+        self.store.events.audit(actor=actor, action="resolve", run_id=run.id, details=details)
         if action == "fail":
             why = f"step `{node_id}` marked failed by {actor}"
             with self.store.transaction() as tx:
@@ -348,7 +364,7 @@ class RunActions:
 
     def invalidate(self, run_id: str, node_id: str, *, downstream: bool, actor: str) -> list[str]:
         """Drop `node_id`'s result (and its dependents') for the next resume; soft and audited."""
-        run = self.store.get_run(run_id)
+        run = self.store.runs.get_run(run_id)
         workflow = self.readiness.workflow(run.workflow)
         ids = [n.id for n in workflow.nodes]
         if node_id not in ids:

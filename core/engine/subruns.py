@@ -115,12 +115,14 @@ class ChildRuns:
         """The child of step `node_id` (an item id under `map:`) with cache key `key`, found
         or started, until it rests (see the module docstring)."""
         engine, store = self.engine, self.engine.store
-        parent = store.get_run(parent_id)
+        parent = store.runs.get_run(parent_id)
         may_run = engine.config.may_run
         if may_run is not None and not may_run(parent.requester, workflow):  # fail closed
             return ChildFailed("", f"{parent.requester} may not run `{workflow}`, and a child run of it "
                                    "runs as its parent's requester")  # fmt: skip
-        earlier = [k for k in store.child_runs(store.lineage(parent_id)) if k.parent_node == node_id]
+        earlier = [
+            k for k in store.runs.child_runs(store.steps.lineage(parent_id)) if k.parent_node == node_id
+        ]
         same = next((k for k in earlier if k.parent_key == key and k.workflow == workflow), None)
         child: Run | None = None
         if same is not None and same.status is RunStatus.FAILED:
@@ -129,7 +131,7 @@ class ChildRuns:
         elif same is not None and same.status is not RunStatus.CANCELLED:
             child = same
         if child is not None and child.parent_run != parent.id:  # a child of an earlier run of
-            child = store.adopt_child(child.id, parent.id)  # the lineage: this run waits on it now
+            child = store.runs.adopt_child(child.id, parent.id)  # the lineage: this run waits on it now
         if child is None:
             child = await engine.start_run(
                 workflow=workflow, args=args, platform=parent.platform,
@@ -151,19 +153,19 @@ class ChildRuns:
                                f" ({child.reason or child.status_by})")  # fmt: skip
         if child.status is RunStatus.FAILED:
             return ChildFailed(child.id, f"child run {child.id} of `{child.workflow}` failed: {child.reason}")
-        gate = self.engine.store.waiting_gate(child.id)
+        gate = self.engine.store.gates.waiting_gate(child.id)
         return ChildWaiting(child.id, waiting_reason(child, gate.node_id if gate else None))
 
     def result(self, child: Run) -> dict[str, Any]:
         """A completed child's result: its status, workflow and every node's output."""
         store = self.engine.store
         latest: dict[str, str] = {}
-        for entry in store.journal([child.id]):
+        for entry in store.steps.journal([child.id]):
             if entry.cache_key == MARKER_KEY or split_item_id(entry.node_id) is not None:
                 continue
             if entry.status is NodeStatus.COMPLETED and entry.output_digest is not None:
                 latest[entry.node_id] = entry.output_digest
-        blobs = store.get_blobs(set(latest.values()))
+        blobs = store.blobs.get_blobs(set(latest.values()))
         prepared: PreparedWorkflow | None
         try:
             prepared = prepare(self.engine.catalog.get(child.workflow), self.engine.tools)
@@ -188,11 +190,11 @@ class ChildRuns:
         resuming the parent resumes the child). Called when a child rests, and when the parent
         pauses (a child may have rested meanwhile)."""
         engine, store = self.engine, self.engine.store
-        parent = store.get_run(parent_id)
-        if parent.status is not RunStatus.PAUSED or store.waiting_gate(parent.id) is not None:
+        parent = store.runs.get_run(parent_id)
+        if parent.status is not RunStatus.PAUSED or store.gates.waiting_gate(parent.id) is not None:
             return  # running (its execution waits on the child itself), or at a gate of its own
         latest: dict[str, Run] = {}
-        for child in store.child_runs([parent.id]):  # newest first: each step's latest child
+        for child in store.runs.child_runs([parent.id]):  # newest first: each step's latest child
             latest.setdefault(child.parent_node or "", child)
         if not latest or any(c.status not in _SETTLED for c in latest.values()):
             return  # a child still runs, waits at a gate or needs attention: the parent waits on
@@ -223,7 +225,7 @@ class ChildRuns:
     async def cancel_children(self, parent: Run, *, actor: str, why: str) -> None:
         """The parent was abandoned or cancelled: so are its children that have not finished
         (and theirs, through this same rule)."""
-        for child in self.engine.store.child_runs([parent.id]):
+        for child in self.engine.store.runs.child_runs([parent.id]):
             if child.status.finished:
                 continue
             try:

@@ -1,5 +1,5 @@
 """Admission on SQLite and PostgreSQL: the key locks, the `admission.Ledger` over a
-connection, and how a unit's writes ask a slot (`unit_sql.UnitSql._keyed` runs them).
+connection, and how a unit's writes ask a slot (`unit_sql.SqlUnits._keyed` runs them).
 
 A unit touches a concurrency key when it creates a run with one or changes the status of a
 run that has one. Such a unit is sent as one ordinary transaction (not PostgreSQL's single

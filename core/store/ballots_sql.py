@@ -24,11 +24,14 @@ from core.store.cas import refuse_other_proposal
 from core.store.database import store_operation
 from core.store.records import GateDeadline, GateVote
 from core.store.rows import deadline_from_row, vote_from_row
-from core.store.sql_base import SqlBase
+from core.store.sql_base import SqlDatabase
 from core.store.tables import GATE_DEADLINES, GATE_VOTES, RUNS
 
 
-class BallotsSql(SqlBase):
+class BallotsSql:
+    def __init__(self, db: SqlDatabase) -> None:
+        self._db = db
+
     @store_operation("record a vote")
     def cast_vote(self, vote: GateVote) -> bool:
         """Record `vote`; False when that person's same ballot was there (it counts once);
@@ -39,7 +42,7 @@ class BallotsSql(SqlBase):
             "comment": vote.comment, "vals": dict(vote.values),
         }  # fmt: skip
         keys = ["run_id", "node_id", "opened_at", "user", "ballot"]
-        with self._engine.begin() as conn:
+        with self._db.engine.begin() as conn:
             # the run's row locked (a write): voters on this run's gates take turns from here
             conn.execute(sa.update(RUNS).where(RUNS.c.id == vote.run_id).values(id=RUNS.c.id))
             if vote.ballot == "vote":
@@ -48,7 +51,7 @@ class BallotsSql(SqlBase):
                     return False
                 refuse_other_proposal(vote, [vote_from_row(r) for r in conn.execute(self._votes_query(vote))])
             # RETURNING, not rowcount: a skipped INSERT's rowcount is not portable
-            statement = self._insert_ignore(GATE_VOTES, keys).values(row).returning(GATE_VOTES.c.ballot)
+            statement = self._db.insert_ignore(GATE_VOTES, keys).values(row).returning(GATE_VOTES.c.ballot)
             return conn.execute(statement).first() is not None
 
     @staticmethod
@@ -71,7 +74,7 @@ class BallotsSql(SqlBase):
             )
             .order_by(GATE_VOTES.c.at, GATE_VOTES.c.user)
         )
-        with self._single.connect() as conn:
+        with self._db.single.connect() as conn:
             return [vote_from_row(row) for row in conn.execute(query)]
 
     @store_operation("plan the deadlines of a gate")
@@ -87,8 +90,8 @@ class BallotsSql(SqlBase):
             for name, at in due
         ]
         keys = ["run_id", "node_id", "opened_at", "name"]
-        with self._engine.begin() as conn:
-            conn.execute(self._insert_ignore(GATE_DEADLINES, keys), rows)
+        with self._db.engine.begin() as conn:
+            conn.execute(self._db.insert_ignore(GATE_DEADLINES, keys), rows)
 
     @store_operation("read due deadlines")
     def due_deadlines(self, now: float, limit: int = 100) -> list[GateDeadline]:
@@ -99,7 +102,7 @@ class BallotsSql(SqlBase):
             .order_by(GATE_DEADLINES.c.due_at)
             .limit(limit)
         )
-        with self._single.connect() as conn:
+        with self._db.single.connect() as conn:
             return [deadline_from_row(row) for row in conn.execute(query)]
 
     @store_operation("read the deadlines of a gate")
@@ -113,7 +116,7 @@ class BallotsSql(SqlBase):
             )
             .order_by(GATE_DEADLINES.c.due_at, GATE_DEADLINES.c.name)
         )
-        with self._single.connect() as conn:
+        with self._db.single.connect() as conn:
             return [deadline_from_row(row) for row in conn.execute(query)]
 
     @store_operation("fire a deadline")
@@ -128,7 +131,7 @@ class BallotsSql(SqlBase):
                 GATE_DEADLINES.c.name == deadline.name,
                 GATE_DEADLINES.c.fired_at.is_(None),
             )
-            .values(fired_at=self._now(), fired_by=by)
+            .values(fired_at=self._db.now(), fired_by=by)
         )
-        with self._engine.begin() as conn:
+        with self._db.engine.begin() as conn:
             return conn.execute(statement).rowcount == 1

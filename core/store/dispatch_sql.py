@@ -35,7 +35,7 @@ from core.store.database import store_operation
 from core.store.port import Defer, Handoff
 from core.store.records import JournalEntry, NodeStatus, stored
 from core.store.rows import JOURNAL_FIELDS, journal_from_row, journal_from_values
-from core.store.sql_base import SqlBase
+from core.store.sql_base import SqlDatabase
 from core.store.tables import BLOBS, JOURNAL
 
 _QUEUED = NodeStatus.QUEUED.value
@@ -72,9 +72,12 @@ _SETTLED = (
 )
 
 
-class DispatchSql(SqlBase):
+class DispatchSql:
+    def __init__(self, db: SqlDatabase) -> None:
+        self._db = db
+
     def _require_postgres(self) -> None:
-        if self.dialect != "postgresql":
+        if self._db.dialect != "postgresql":
             raise ConfigurationError(
                 "BATON_EXECUTOR=procrastinate needs PostgreSQL; BATON_DATABASE_URL is SQLite",
                 hint="Set BATON_DATABASE_URL=postgresql://… or BATON_EXECUTOR=local.",
@@ -87,7 +90,7 @@ class DispatchSql(SqlBase):
         self._require_postgres()
         if not handoffs:
             return []
-        now = self._now()
+        now = self._db.now()
         columns: dict[str, list[Any]] = {
             "run_ids": [h.run_id for h in handoffs],
             "node_ids": [h.node_id for h in handoffs],
@@ -107,7 +110,7 @@ class DispatchSql(SqlBase):
             entry_ids = [written[key] for key in keys]
             return list(zip(entry_ids, defer(conn, entry_ids), strict=True))
 
-        return self._hot.transact(write, operation="hand steps to the job queue")
+        return self._db.hot.transact(write, operation="hand steps to the job queue")
 
     @store_operation("withdraw a queued step")
     def journal_unqueue(self, entry_id: int, error: str) -> bool:
@@ -115,9 +118,9 @@ class DispatchSql(SqlBase):
         statement = (
             sa.update(JOURNAL)
             .where(JOURNAL.c.id == entry_id, JOURNAL.c.status == _QUEUED)
-            .values(status=NodeStatus.FAILED.value, finished_at=self._now(), error=error)
+            .values(status=NodeStatus.FAILED.value, finished_at=self._db.now(), error=error)
         )
-        with self._engine.begin() as conn:
+        with self._db.engine.begin() as conn:
             return int(conn.execute(statement).rowcount) == 1
 
     @store_operation("read journal entries")
@@ -127,7 +130,7 @@ class DispatchSql(SqlBase):
         if not wanted:
             return {}
         query = sa.select(JOURNAL).where(JOURNAL.c.id.in_(wanted))
-        with self._single.connect() as conn:
+        with self._db.single.connect() as conn:
             return {entry.id: entry for entry in map(journal_from_row, conn.execute(query))}
 
     @store_operation("read settled journal entries")
@@ -138,7 +141,7 @@ class DispatchSql(SqlBase):
         if not wanted:
             return {}
         out: dict[int, tuple[JournalEntry, bytes | None]] = {}
-        with self._single.connect() as conn:
+        with self._db.single.connect() as conn:
             for row in conn.execute(_SETTLED, {"ids": wanted}):
                 entry = journal_from_values(row[:-1])
                 out[entry.id] = (entry, bytes(row[-1]) if row[-1] is not None else None)

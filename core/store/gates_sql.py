@@ -20,7 +20,7 @@ import sqlalchemy as sa
 from core.store.database import dialect_insert, store_operation
 from core.store.records import AuditEvent, Gate, GateStatus, OpenEvent, Run
 from core.store.rows import audit_from_row, gate_from_row, run_from_row
-from core.store.sql_base import SqlBase
+from core.store.sql_base import SqlDatabase
 from core.store.tables import AUDIT, GATES, PROCESSED_EVENTS, RUNS
 from core.store.writes_sql import read_gate
 
@@ -31,7 +31,10 @@ _GATE_INSERT_COLUMNS = [
 ]  # fmt: skip
 
 
-class GatesSql(SqlBase):
+class GatesSql:
+    def __init__(self, db: SqlDatabase) -> None:
+        self._db = db
+
     # -- gates ------------------------------------------------------------------------------
     @store_operation("open an approval gate")
     def open_gate(self, run_id: str, node_id: str, prompt: str, cache_key: str = "") -> Gate:
@@ -42,7 +45,7 @@ class GatesSql(SqlBase):
         different question: it is re-opened, waiting, with the new prompt and key and no
         decision. A new gate copies the run's platform, conversation and thread
         (one INSERT … SELECT)."""
-        now = self._now()
+        now = self._db.now()
         source = sa.select(
             RUNS.c.id,
             sa.literal(node_id),
@@ -54,10 +57,10 @@ class GatesSql(SqlBase):
             RUNS.c.thread,
             sa.literal(cache_key),
         ).where(RUNS.c.id == run_id)
-        statement = self._insert_ignore(GATES, ["run_id", "node_id"]).from_select(
+        statement = self._db.insert_ignore(GATES, ["run_id", "node_id"]).from_select(
             _GATE_INSERT_COLUMNS, source
         )
-        with self._engine.begin() as conn:
+        with self._db.engine.begin() as conn:
             conn.execute(statement)
             if cache_key:
                 conn.execute(
@@ -83,7 +86,7 @@ class GatesSql(SqlBase):
 
     @store_operation("read an approval gate")
     def get_gate(self, run_id: str, node_id: str) -> Gate:
-        with self._single.connect() as conn:
+        with self._db.single.connect() as conn:
             return read_gate(conn, run_id, node_id)
 
     @store_operation("list waiting gates")
@@ -91,19 +94,19 @@ class GatesSql(SqlBase):
         self, *, platform: str, conversation: str, thread: str | None = None
     ) -> list[tuple[Run, Gate]]:
         params = {"p_platform": platform, "p_conversation": conversation, "p_thread": thread}
-        with self._single.connect() as conn:
+        with self._db.single.connect() as conn:
             rows = [row._mapping for row in conn.execute(_waiting(thread is not None), params)]
         return [(run_from_row(m), gate_from_row({c.name: m[f"g_{c.name}"] for c in GATES.c})) for m in rows]
 
     @store_operation("find the waiting gate of a run")
     def waiting_gate(self, run_id: str) -> Gate | None:
-        with self._single.connect() as conn:
+        with self._db.single.connect() as conn:
             row = conn.execute(_oldest_waiting(), {"p_run": run_id}).first()
         return None if row is None else gate_from_row(row)
 
     @store_operation("find the decided gate of a run")
     def decided_gate(self, run_id: str) -> Gate | None:
-        with self._single.connect() as conn:
+        with self._db.single.connect() as conn:
             row = conn.execute(_last_decided(), {"p_run": run_id}).first()
         return None if row is None else gate_from_row(row)
 
@@ -117,7 +120,7 @@ class GatesSql(SqlBase):
             .order_by(GATES.c.created_at.desc())
             .limit(limit)
         )
-        with self._single.connect() as conn:
+        with self._db.single.connect() as conn:
             maps = [row._mapping for row in conn.execute(query)]
         return [(run_from_row(m), gate_from_row({c.name: m[f"g_{c.name}"] for c in GATES.c})) for m in maps]
 
@@ -125,34 +128,41 @@ class GatesSql(SqlBase):
     def run_gates(self, run_id: str) -> list[Gate]:
         """Every approval gate of `run_id` (waiting or decided), oldest first, in one query."""
         query = sa.select(GATES).where(GATES.c.run_id == run_id).order_by(GATES.c.created_at, GATES.c.node_id)
-        with self._single.connect() as conn:
+        with self._db.single.connect() as conn:
             return [gate_from_row(row) for row in conn.execute(query)]
 
-    # -- audit and dedupe ---------------------------------------------------------------------
+
+
+class EventsSql:
+    """The `Events` role: the audit trail and incoming chat events' dedupe."""
+
+    def __init__(self, db: SqlDatabase) -> None:
+        self._db = db
+
     @store_operation("write the audit trail")
     def audit(
         self, *, actor: str, action: str, run_id: str | None = None, details: dict[str, Any] | None = None
     ) -> None:
         values = {
-            "at": self._now(),
+            "at": self._db.now(),
             "actor": actor,
             "action": action,
             "run_id": run_id,
             "details": details or {},
         }
-        with self._single.begin() as conn:
+        with self._db.single.begin() as conn:
             conn.execute(sa.insert(AUDIT), values)
 
     @store_operation("read the audit trail")
     def audit_log(self, run_id: str) -> list[AuditEvent]:
         query = sa.select(AUDIT).where(AUDIT.c.run_id == run_id).order_by(AUDIT.c.id)
-        with self._single.connect() as conn:
+        with self._db.single.connect() as conn:
             return [audit_from_row(row) for row in conn.execute(query)]
 
     @store_operation("read the audit trail")
     def audit_since(self, since: float) -> list[AuditEvent]:
         query = sa.select(AUDIT).where(AUDIT.c.at >= since).order_by(AUDIT.c.id)
-        with self._single.connect() as conn:
+        with self._db.single.connect() as conn:
             return [audit_from_row(row) for row in conn.execute(query)]
 
     @store_operation("record an incoming event")
@@ -167,10 +177,10 @@ class GatesSql(SqlBase):
         """True when this caller should handle the event: the first claim, or a re-claim of
         a claim left unfinished for more than `stale_after` seconds (its claimer died). Each
         path is one statement; of several concurrent re-claimers exactly one wins the CAS."""
-        now = self._now()
-        with self._single.begin() as conn:
+        now = self._db.now()
+        with self._db.single.begin() as conn:
             row = conn.execute(
-                _claim_insert(self.dialect),
+                _claim_insert(self._db.dialect),
                 {"platform": platform, "event_id": event_id, "at": now, "done": False, "payload": payload},
             ).first()
         if row is not None:
@@ -185,7 +195,7 @@ class GatesSql(SqlBase):
             )
             .values(at=now)
         )
-        with self._single.begin() as conn:
+        with self._db.single.begin() as conn:
             return int(conn.execute(reclaim).rowcount) == 1
 
     @store_operation("find events whose handling never finished")
@@ -200,19 +210,19 @@ class GatesSql(SqlBase):
             .order_by(PROCESSED_EVENTS.c.at)
             .limit(limit)
         )
-        with self._single.connect() as conn:
+        with self._db.single.connect() as conn:
             rows = conn.execute(query).all()
         return [OpenEvent(r.platform, r.event_id, r.at, _document(r.payload)) for r in rows]
 
     @store_operation("mark an incoming event handled")
     def finish_event(self, platform: str, event_id: str) -> None:
-        with self._single.begin() as conn:
+        with self._db.single.begin() as conn:
             conn.execute(_finish(), {"p_platform": platform, "p_event": event_id})
 
     @store_operation("forget old incoming events")
     def forget_events(self, before: float) -> int:
         """Drop processed-event ids older than `before` (platforms stop retrying after minutes)."""
-        with self._engine.begin() as conn:
+        with self._db.engine.begin() as conn:
             return int(
                 conn.execute(sa.delete(PROCESSED_EVENTS).where(PROCESSED_EVENTS.c.at < before)).rowcount
             )

@@ -23,7 +23,7 @@ from core.store.database import store_operation
 from core.store.port import StepResult, digest_bytes
 from core.store.records import MARKER_KEY, NO_NOTES, JournalEntry, KeyNotes, NodeStatus, stored
 from core.store.rows import JOURNAL_FIELDS, journal_from_row, journal_from_values, outline_from_values
-from core.store.sql_base import SqlBase
+from core.store.sql_base import SqlDatabase
 from core.store.tables import BLOBS, JOURNAL
 
 _START_COLUMNS = (
@@ -68,13 +68,13 @@ _LINEAGE = sa.text(
 )
 
 
-class JournalSql(SqlBase):
-    def __init__(self, url: str, **kwargs: Any) -> None:
-        super().__init__(url, **kwargs)
-        self._journal_start_sql = self._hot.prepare(
+class JournalSql:
+    def __init__(self, db: SqlDatabase) -> None:
+        self._db = db
+        self._journal_start_sql = self._db.hot.prepare(
             sa.insert(JOURNAL).returning(JOURNAL.c.id), column_keys=_START_COLUMNS
         )
-        self._journal_finish_sql = self._hot.prepare(
+        self._journal_finish_sql = self._db.hot.prepare(
             sa.update(JOURNAL)
             .where(JOURNAL.c.id == sa.bindparam("entry_id"), JOURNAL.c.status == NodeStatus.STARTED.value)
             .values(
@@ -87,21 +87,21 @@ class JournalSql(SqlBase):
                 artifacts=sa.bindparam("b_artifacts"),
             )
         )
-        self._journal_done_sql = self._hot.prepare(sa.insert(JOURNAL), column_keys=_DONE_COLUMNS)
-        self._put_blob_sql = self._hot.prepare(
-            self._insert_ignore(BLOBS, ["digest"]), column_keys=("digest", "data", "size")
+        self._journal_done_sql = self._db.hot.prepare(sa.insert(JOURNAL), column_keys=_DONE_COLUMNS)
+        self._put_blob_sql = self._db.hot.prepare(
+            self._db.insert_ignore(BLOBS, ["digest"]), column_keys=("digest", "data", "size")
         )
 
     # -- blobs ----------------------------------------------------------------------------
     def put_blob(self, data: bytes) -> str:
         digest = digest_bytes(data)
         params = {"digest": digest, "data": data, "size": len(data)}
-        self._hot.run(self._put_blob_sql, params, operation="store a blob")
+        self._db.hot.run(self._put_blob_sql, params, operation="store a blob")
         return digest
 
     @store_operation("read a blob")
     def get_blob(self, digest: str) -> bytes:
-        with self._single.connect() as conn:
+        with self._db.single.connect() as conn:
             data = conn.execute(sa.select(BLOBS.c.data).where(BLOBS.c.digest == digest)).scalar()
         if data is None:
             raise KeyError(digest)
@@ -113,7 +113,7 @@ class JournalSql(SqlBase):
         if not wanted:
             return {}
         query = sa.select(BLOBS.c.digest, BLOBS.c.data).where(BLOBS.c.digest.in_(wanted))
-        with self._single.connect() as conn:
+        with self._db.single.connect() as conn:
             return {digest: bytes(data) for digest, data in conn.execute(query)}
 
     # -- journal ----------------------------------------------------------------------------
@@ -135,13 +135,13 @@ class JournalSql(SqlBase):
             "cache_key": cache_key,
             "components": json.dumps(stored(components, notes)),
             "status": NodeStatus.STARTED.value,
-            "started_at": self._now(),
+            "started_at": self._db.now(),
             "idempotency_key": idempotency_key,
             "tokens_in": 0,
             "tokens_out": 0,
             "artifacts": "{}",
         }
-        outcome = self._hot.run(self._journal_start_sql, params, operation="record a step start")
+        outcome = self._db.hot.run(self._journal_start_sql, params, operation="record a step start")
         return int(outcome.returned)
 
     def journal_complete_many(self, results: Sequence[StepResult]) -> None:
@@ -152,7 +152,7 @@ class JournalSql(SqlBase):
         """
         if not results:
             return
-        now = self._now()
+        now = self._db.now()
         blobs = {r.digest: {"digest": r.digest, "data": r.output, "size": len(r.output)} for r in results}
         entries = [
             {
@@ -172,7 +172,7 @@ class JournalSql(SqlBase):
             }
             for r in results
         ]
-        self._hot.run_many(
+        self._db.hot.run_many(
             [(self._put_blob_sql, [blobs[d] for d in sorted(blobs)]), (self._journal_done_sql, entries)],
             operation="record step results",
         )
@@ -197,7 +197,7 @@ class JournalSql(SqlBase):
         params = {
             "entry_id": entry_id,
             "b_status": status.value,
-            "b_finished_at": self._now(),
+            "b_finished_at": self._db.now(),
             "b_output_digest": output_digest,
             "b_error": error,
             "b_tokens_in": tokens_in,
@@ -206,20 +206,20 @@ class JournalSql(SqlBase):
         }
         if blobs:
             rows = {d: {"digest": d, "data": b, "size": len(b)} for b in blobs for d in [digest_bytes(b)]}
-            outcome = self._hot.run_after(
+            outcome = self._db.hot.run_after(
                 [(self._put_blob_sql, [rows[d] for d in sorted(rows)])],
                 self._journal_finish_sql,
                 params,
                 operation="record a step result",
             )
         else:
-            outcome = self._hot.run(self._journal_finish_sql, params, operation="record a step result")
+            outcome = self._db.hot.run(self._journal_finish_sql, params, operation="record a step result")
         if outcome.rowcount != 1:
             self._explain_unfinishable(entry_id)
 
     @store_operation("read a journal entry")
     def _explain_unfinishable(self, entry_id: int) -> None:
-        with self._single.connect() as conn:
+        with self._db.single.connect() as conn:
             row = conn.execute(sa.select(JOURNAL).where(JOURNAL.c.id == entry_id)).first()
         if row is None:
             raise StoreError(f"Journal entry {entry_id} does not exist.", hint="This is a bug in Baton.")
@@ -236,10 +236,10 @@ class JournalSql(SqlBase):
         them (`KeyNotes.saved_tokens`): what re-using it saved."""
         if not entries:
             return
-        now = self._now()
+        now = self._db.now()
         plain = [e.id for e in entries if not (e.tokens_in or e.tokens_out)]
         spent = [e for e in entries if e.tokens_in or e.tokens_out]
-        with self._engine.begin() as conn:
+        with self._db.engine.begin() as conn:
             for start in range(0, len(plain), _COPY_CHUNK):
                 conn.execute(_copy_rows(run_id, now, plain[start : start + _COPY_CHUNK]))
             if spent:
@@ -251,7 +251,7 @@ class JournalSql(SqlBase):
         if not ids:
             return []
         query = sa.select(*_READ_COLUMNS).where(JOURNAL.c.run_id.in_(ids)).order_by(JOURNAL.c.id)
-        with self._single.connect() as conn:
+        with self._db.single.connect() as conn:
             return [journal_from_values(row) for row in conn.execute(query)]
 
     @store_operation("read the journal")
@@ -260,12 +260,12 @@ class JournalSql(SqlBase):
         if not ids:
             return []
         query = sa.select(*_OUTLINE_COLUMNS).where(JOURNAL.c.run_id.in_(ids)).order_by(JOURNAL.c.id)
-        with self._single.connect() as conn:
+        with self._db.single.connect() as conn:
             return [outline_from_values(row) for row in conn.execute(query)]
 
     @store_operation("read a run's lineage")
     def lineage(self, run_id: str) -> list[str]:
-        with self._single.connect() as conn:
+        with self._db.single.connect() as conn:
             ids = list(conn.execute(_LINEAGE, {"run_id": run_id}).scalars())
         if not ids:
             raise RunNotFound(f"No run has the id {run_id}.", run_id=run_id)

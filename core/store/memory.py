@@ -15,21 +15,24 @@ reverse, when one fails (`memory_unit.py`).
 
 from __future__ import annotations
 
-import dataclasses
-import threading
 import time
-from collections.abc import Callable, Iterable, Iterator, Sequence
-from contextlib import AbstractContextManager, contextmanager
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING
 
-from core.errors import AmbiguousRunId, BatonError, RunNotFound, StoreError
-from core.store import cas
 from core.store.memory_ballots import MemoryBallots
 from core.store.memory_outbox import MemoryDeliveries
 from core.store.memory_retention import MemoryRetention
+from core.store.memory_roles import (
+    MemoryEvents,
+    MemoryGates,
+    MemoryJournal,
+    MemoryRuns,
+    MemoryState,
+    MemoryViews,
+)
 from core.store.memory_schedules import MemorySchedules
 from core.store.memory_subscriptions import MemorySubscriptions
-from core.store.memory_unit import MemoryTables, MemoryUnitOfWork, copied
+from core.store.memory_unit import MemoryDb
 from core.store.port import (
     Ballots,
     Blobs,
@@ -39,112 +42,47 @@ from core.store.port import (
     Journal,
     Leases,
     PlatformState,
-    Pulse,
     Retention,
     Runs,
     Schedules,
-    StepResult,
     Store,
     Subscriptions,
     Transactions,
     Views,
-    digest_bytes,
 )
-from core.store.records import (
-    MARKER_KEY,
-    NO_NOTES,
-    AuditEvent,
-    Gate,
-    GateStatus,
-    JournalEntry,
-    KeyNotes,
-    NodeStatus,
-    OpenEvent,
-    Run,
-    RunStatus,
-    Transition,
-)
-from core.store.state_sql import KEPT
-from core.store.unit_of_work import Pending, T, UnitOfWork, each_unit
-
-_FINAL = (NodeStatus.COMPLETED, NodeStatus.FAILED)
 
 
 class MemoryStore:
-    def __init__(self, *, clock: Callable[[], float] = time.time) -> None:
-        self._clock = clock
-        self._last_now = 0.0
-        self._lock = threading.RLock()
-        self._t = MemoryTables()
-        self._ballots = MemoryBallots(self._lock, self._now, self._t.deadlines, self._t.votes)
-        # votes and deadlines (`memory_ballots.py`)
-        self.cast_vote = self._ballots.cast_vote
-        self.gate_votes = self._ballots.gate_votes
-        self.plan_deadlines = self._ballots.plan_deadlines
-        self.due_deadlines = self._ballots.due_deadlines
-        self.gate_deadlines = self._ballots.gate_deadlines
-        self.fire_deadline = self._ballots.fire_deadline
-        # the outbox (`memory_outbox.py`)
-        self._outbox = MemoryDeliveries(self._lock, self._t, self._now)
-        self.claim_deliveries = self._outbox.claim_deliveries
-        self.settle_delivery = self._outbox.settle_delivery
-        self.defer_delivery = self._outbox.defer_delivery
-        self.release_deliveries = self._outbox.release_deliveries
-        self.renew_delivery = self._outbox.renew_delivery
-        self.delivery_claimants = self._outbox.delivery_claimants
-        self.deliveries = self._outbox.deliveries
-        self.undelivered = self._outbox.undelivered
-        self.forget_deliveries = self._outbox.forget_deliveries
-        # retention (`memory_retention.py`)
-        self._retention = MemoryRetention(self._lock, self._t, self._now, self._ballots)
-        self.prunable_runs = self._retention.prunable_runs
-        self.prune_counts = self._retention.prune_counts
-        self.prune_runs = self._retention.prune_runs
-        self.pin_run = self._retention.pin_run
-        self.unpin_run = self._retention.unpin_run
-        self.is_pinned = self._retention.is_pinned
-        self.sweep_blobs = self._retention.sweep_blobs
-        self.forget_audit = self._retention.forget_audit
-        self.count_audit = self._retention.count_audit
-        # schedules and their fires (`memory_schedules.py`)
-        self._schedules = MemorySchedules(self._lock, self._t, self._now)
-        self.add_schedule = self._schedules.add_schedule
-        self.get_schedule = self._schedules.get_schedule
-        self.list_schedules = self._schedules.list_schedules
-        self.change_schedule = self._schedules.change_schedule
-        self.remove_schedule = self._schedules.remove_schedule
-        self.sync_schedules = self._schedules.sync_schedules
-        self.advance_schedules = self._schedules.advance_schedules
-        self.record_fire = self._schedules.record_fire
-        self.schedule_fires = self._schedules.schedule_fires
-        self.latest_fires = self._schedules.latest_fires
-        self.active_runs = self._schedules.active_runs
-        # subscriptions (`memory_subscriptions.py`)
-        self._subscriptions = MemorySubscriptions(self._lock, self._now)
-        self.subscribe = self._subscriptions.subscribe
-        self.unsubscribe = self._subscriptions.unsubscribe
-        self.subscriptions = self._subscriptions.subscriptions
-        # the roles (`port.Roles`): a part of its own where there is one, else this store
-        self.blobs: Blobs = self
-        self.runs: Runs = self
-        self.leases: Leases = self
-        self.steps: Journal = self
-        self.gates: Gates = self
-        self.ballots: Ballots = self._ballots
-        self.events: Events = self
-        self.state: PlatformState = self
-        self.outbox: Deliveries = self._outbox
-        self.retention: Retention = self._retention
-        self.schedules: Schedules = self._schedules
-        self.subscribers: Subscriptions = self._subscriptions
-        self.views: Views = self
-        self.transactions: Transactions = self
+    """The store's roles over one `MemoryDb` (tables, lock, clock, units of work), each a
+    part of its own (`memory_roles.py`, `memory_*.py`)."""
 
-    def _now(self) -> float:
-        """The clock, strictly increasing within this store (so "newest first" never ties)."""
-        with self._lock:
-            self._last_now = max(self._clock(), self._last_now + 1e-6)
-            return self._last_now
+    def __init__(self, *, clock: Callable[[], float] = time.time) -> None:
+        self.db = db = MemoryDb(clock)
+        lock, tables, now = db.lock, db.t, db.now
+        runs, journal, gates, events = MemoryRuns(db), MemoryJournal(db), MemoryGates(db), MemoryEvents(db)
+        state, views = MemoryState(db), MemoryViews(db)
+        ballots = MemoryBallots(lock, now, tables.deadlines, tables.votes)  # `memory_ballots.py`
+        outbox = MemoryDeliveries(lock, tables, now)  # `memory_outbox.py`
+        retention = MemoryRetention(lock, tables, now, ballots)  # `memory_retention.py`
+        schedules = MemorySchedules(lock, tables, now)  # `memory_schedules.py`
+        subscriptions = MemorySubscriptions(lock, now)  # `memory_subscriptions.py`
+        # the roles (`port.Roles`)
+        self.blobs: Blobs = journal
+        self.runs: Runs = runs
+        self.leases: Leases = runs
+        self.steps: Journal = journal
+        self.gates: Gates = gates
+        self.ballots: Ballots = ballots
+        self.events: Events = events
+        self.state: PlatformState = state
+        self.outbox: Deliveries = outbox
+        self.retention: Retention = retention
+        self.schedules: Schedules = schedules
+        self.subscribers: Subscriptions = subscriptions
+        self.views: Views = views
+        self.transactions: Transactions = db
+        self.transaction = db.transaction
+        self.batch = db.batch
 
     # -- lifecycle -------------------------------------------------------------------------
     def migrate(self) -> None:
@@ -156,480 +94,7 @@ class MemoryStore:
     def close(self) -> None:
         """Nothing to close (the data stays readable until the store is dropped)."""
 
-    @contextmanager
-    def transaction(self) -> Iterator[MemoryUnitOfWork]:
-        unit = MemoryUnitOfWork(self._t, self._now)
-        yield unit
-        with self._lock:
-            unit.apply()
-
-    @contextmanager
-    def batch(self) -> Iterator[MemoryBatch]:
-        """Units applied one by one, each atomically (nothing here outlives the process, so a
-        batch's one commit has nothing to save)."""
-        yield MemoryBatch(self)
-
-    def _one(self, write: Callable[[MemoryUnitOfWork], Pending[Any]]) -> Any:
-        """A single call: a unit of this one write; its result."""
-        with self.transaction() as tx:
-            pending = write(tx)
-        return pending.value
-
-    # -- blobs -----------------------------------------------------------------------------
-    def put_blob(self, data: bytes) -> str:
-        digest = digest_bytes(data)
-        with self._lock:
-            self._t.blobs.setdefault(digest, bytes(data))
-        return digest
-
-    def get_blob(self, digest: str) -> bytes:
-        with self._lock:
-            return self._t.blobs[digest]
-
-    def get_blobs(self, digests: Iterable[str]) -> dict[str, bytes]:
-        with self._lock:
-            return {d: self._t.blobs[d] for d in sorted(set(digests)) if d in self._t.blobs}
-
-    # -- runs ------------------------------------------------------------------------------
-    def get_run(self, run_id: str) -> Run:
-        with self._lock:
-            return self._t.run(run_id)
-
-    def find_run(self, id_or_prefix: str) -> Run:
-        prefix = cas.normalize_prefix(id_or_prefix)
-        if prefix is None:
-            raise RunNotFound(f"No run has the id {id_or_prefix.strip()!r}.", run_id=id_or_prefix)
-        with self._lock:
-            runs = _newest([r for r in self._t.runs.values() if r.id.startswith(prefix)])[:6]
-        if not runs:
-            with self._lock:
-                self._t.raise_if_pruned(prefix, exact=False)
-            raise RunNotFound(f"No run id starts with {prefix}.", run_id=prefix)
-        exact = [run for run in runs if run.id == prefix]
-        if exact:
-            return exact[0]
-        if len(runs) > 1:
-            listed = ", ".join(run.id for run in runs[:5]) + (", …" if len(runs) > 5 else "")
-            raise AmbiguousRunId(f"Run id {prefix} matches several runs: {listed}.", run_id=prefix)
-        return runs[0]
-
-    def runs_with_args(self, prefix: str, limit: int = 1000) -> list[Run]:
-        low = cas.normalize_prefix(prefix)
-        if low is None:
-            return []
-        first: dict[tuple[str, str, str], Run] = {}
-        with self._lock:
-            for run in self._t.runs.values():
-                if run.args_digest.startswith(low):
-                    key = (run.args_digest, run.workflow, run.requester)
-                    if key not in first or run.id < first[key].id:
-                        first[key] = run
-        return sorted(first.values(), key=lambda r: r.id)[:limit]
-
-    def recent_runs(
-        self, *, platform: str | None = None, conversation: str | None = None, limit: int = 20,
-        requester: str | None = None,
-    ) -> list[Run]:
-        with self._lock:
-            runs = [
-                r
-                for r in self._t.runs.values()
-                if platform in (None, r.platform) and conversation in (None, r.conversation)
-                and requester in (None, r.requester)
-            ]
-        return _newest(runs)[:limit]
-
-    def child_runs(self, parent_runs: Sequence[str]) -> list[Run]:
-        wanted = set(parent_runs)
-        with self._lock:
-            children = [r for r in self._t.runs.values() if r.parent_run in wanted]
-        return _newest(children)
-
-    def paused_parents(self, limit: int = 500) -> list[Run]:
-        with self._lock:
-            parents = {r.parent_run for r in self._t.runs.values() if r.parent_run}
-            paused = [r for r in self._t.runs.values() if r.id in parents and r.status is RunStatus.PAUSED]
-        return sorted(paused, key=lambda r: r.updated_at)[:limit]
-
-    def adopt_child(self, run_id: str, parent_run: str) -> Run:
-        with self._lock:
-            run = self._t.run(run_id).evolve(parent_run=parent_run)
-            self._t.runs[run_id] = run
-            return run
-
-    def runs_in_thread(self, platform: str, conversation: str, thread: str) -> list[Run]:
-        with self._lock:
-            here = [r for r in self._t.runs.values() if (r.platform, r.conversation, r.thread) == (
-                platform, conversation, thread)]  # fmt: skip
-        return _newest(here)
-
-    def set_thread(self, run_id: str, thread: str) -> Run:
-        with self._lock:
-            run = self._t.run(run_id).evolve(thread=thread)
-            self._t.runs[run_id] = run  # its gates follow the run's thread
-            return run
-
-    def transition(self, change: Transition) -> Run:
-        run: Run = self._one(lambda tx: tx.transition(change))
-        return run
-
-    # -- leases ----------------------------------------------------------------------------
-    def renew_leases(self, owner: str, lease_seconds: float) -> int:
-        expires = self._now() + lease_seconds
-        with self._lock:
-            mine = [r for r in self._t.runs.values() if _running(r) and r.lease_owner == owner]
-            for run in mine:
-                self._t.runs[run.id] = run.evolve(lease_expires_at=expires)
-        return len(mine)
-
-    def lapsed_runs(self, now: float | None = None) -> list[Run]:
-        when = self._clock() if now is None else now
-        with self._lock:
-            lapsed = [r for r in self._t.runs.values() if _running(r) and (r.lease_expires_at or 0.0) < when]
-        return sorted(lapsed, key=lambda r: r.lease_expires_at or 0.0)
-
-    def runs_leased_by(self, owner_prefix: str) -> list[Run]:
-        with self._lock:
-            return [
-                r
-                for r in self._t.runs.values()
-                if _running(r) and (r.lease_owner or "").startswith(owner_prefix)
-            ]
-
-    def take_over(self, run: Run, new_owner: str, lease_seconds: float) -> Run:
-        now = self._now()
-        with self._lock:
-            current = self._t.run(run.id)
-            as_read = (run.version, RunStatus.RUNNING, run.lease_owner, run.lease_expires_at)
-            if (current.version, current.status, current.lease_owner, current.lease_expires_at) != as_read:
-                raise cas.lost_takeover(current)
-            won = current.evolve(
-                version=current.version + 1, lease_owner=new_owner, lease_expires_at=now + lease_seconds,
-                updated_at=now,
-            )  # fmt: skip
-            self._t.runs[run.id] = won
-            return won
-
-    def release_leases(self, owner: str) -> int:
-        lapsed = self._now() - 0.001
-        with self._lock:
-            mine = [r for r in self._t.runs.values() if _running(r) and r.lease_owner == owner]
-            for run in mine:
-                self._t.runs[run.id] = run.evolve(lease_expires_at=lapsed)
-        return len(mine)
-
-    # -- journal ---------------------------------------------------------------------------
-    def journal_start(
-        self,
-        *,
-        run_id: str,
-        node_id: str,
-        cache_key: str,
-        components: dict[str, Any],
-        attempt: int,
-        idempotency_key: str | None,
-        notes: KeyNotes = NO_NOTES,
-    ) -> int:
-        now = self._now()
-        with self._lock:
-            entry = self._t.add_entry(
-                "record a step start", run_id=run_id, node_id=node_id, attempt=attempt, cache_key=cache_key,
-                components=copied(components), notes=notes, status=NodeStatus.STARTED, started_at=now,
-                idempotency_key=idempotency_key,
-            )  # fmt: skip
-        return entry.id
-
-    def journal_finish(
-        self,
-        entry_id: int,
-        *,
-        status: NodeStatus,
-        output_digest: str | None = None,
-        error: str | None = None,
-        tokens_in: int = 0,
-        tokens_out: int = 0,
-        artifacts: dict[str, str] | None = None,
-        blobs: Sequence[bytes] = (),
-    ) -> None:
-        status = NodeStatus(status)
-        if status not in _FINAL:
-            raise ValueError(f"journal_finish takes completed or failed, not {status.value}")
-        now = self._now()
-        with self._lock:
-            for data in blobs:
-                self._t.blobs.setdefault(digest_bytes(data), bytes(data))
-            entry = self._t.journal.get(entry_id)
-            if entry is None:
-                raise StoreError(f"Journal entry {entry_id} does not exist.", hint="This is a bug in Baton.")
-            if entry.status is not NodeStatus.STARTED:
-                raise cas.already_settled(entry)
-            self._t.journal[entry_id] = entry.evolve(
-                status=status, finished_at=now, output_digest=output_digest, error=error,
-                tokens_in=tokens_in, tokens_out=tokens_out, artifacts=copied(artifacts or {}),
-            )  # fmt: skip
-
-    def journal_complete_many(self, results: Sequence[StepResult]) -> None:
-        if not results:
-            return
-        now = self._now()
-        with self.transaction() as tx:
-            for r in sorted(results, key=lambda r: r.digest):
-                tx.put_blob(r.output)
-            for r in results:
-                tx.add_entry(
-                    "record step results", run_id=r.run_id, node_id=r.node_id, attempt=r.attempt,
-                    cache_key=r.cache_key, components=copied(r.components), notes=r.notes,
-                    status=NodeStatus.COMPLETED,
-                    started_at=now, finished_at=now, output_digest=r.digest,
-                    idempotency_key=r.idempotency_key, tokens_in=r.tokens_in, tokens_out=r.tokens_out,
-                )  # fmt: skip
-
-    def journal_record_cached(self, run_id: str, entries: Sequence[JournalEntry]) -> None:
-        if not entries:
-            return
-        now = self._now()
-        plain = sorted(e.id for e in entries if not (e.tokens_in or e.tokens_out))
-        spent = [e for e in entries if e.tokens_in or e.tokens_out]
-        with self._lock:
-            stored = [self._t.journal[i] for i in plain if i in self._t.journal]
-        with self.transaction() as tx:
-            for original in [*stored, *spent]:
-                notes = original.notes
-                if original.tokens_in or original.tokens_out:  # what re-using it saves
-                    saved = original.tokens_in + original.tokens_out + notes.saved_tokens
-                    notes = dataclasses.replace(notes, saved_tokens=saved)
-                tx.add_entry(
-                    "record re-used results", run_id=run_id, node_id=original.node_id,
-                    attempt=original.attempt, cache_key=original.cache_key,
-                    components=copied(original.components), notes=notes,
-                    status=NodeStatus.COMPLETED, started_at=now, finished_at=now,
-                    output_digest=original.output_digest, idempotency_key=original.idempotency_key,
-                    artifacts=copied(original.artifacts), cached_from=original.cached_from or original.run_id,
-                )  # fmt: skip
-
-    def journal(self, run_ids: Sequence[str]) -> list[JournalEntry]:
-        with self._lock:
-            ids = sorted(i for run_id in set(run_ids) for i in self._t.entries_of.get(run_id, ()))
-            return [self._t.journal[i] for i in ids]
-
-    def journal_outline(self, run_ids: Sequence[str]) -> list[JournalEntry]:
-        return [e if e.cache_key == MARKER_KEY or not e.components else dataclasses.replace(e, components={})
-                for e in self.journal(run_ids)]  # fmt: skip
-
-    def lineage(self, run_id: str) -> list[str]:
-        with self._lock:
-            chain = [self._t.run(run_id).id]
-            parent = self._t.runs[run_id].resumed_from
-            while parent is not None and parent in self._t.runs and len(chain) <= 10_000:
-                chain.append(parent)
-                parent = self._t.runs[parent].resumed_from
-        return chain
-
-    # -- gates -----------------------------------------------------------------------------
-    def open_gate(self, run_id: str, node_id: str, prompt: str, cache_key: str = "") -> Gate:
-        now = self._now()
-        with self._lock:
-            gate = self._t.gates.get((run_id, node_id))
-            if (gate is None and run_id in self._t.runs) or (
-                gate is not None and cache_key and gate.cache_key != cache_key
-            ):
-                gate = Gate(run_id, node_id, prompt, GateStatus.WAITING, now, cache_key=cache_key)
-            if gate is not None:
-                self._t.gates[(run_id, node_id)] = gate
-            return self._t.gate(run_id, node_id)
-
-    def get_gate(self, run_id: str, node_id: str) -> Gate:
-        with self._lock:
-            return self._t.gate(run_id, node_id)
-
-    def waiting_gate(self, run_id: str) -> Gate | None:
-        with self._lock:
-            return self._t.waiting_gate(run_id)
-
-    def decided_gate(self, run_id: str) -> Gate | None:
-        with self._lock:
-            decided = [g for g in self._t.gates_of(run_id) if g.status is not GateStatus.WAITING]
-        return min(decided, key=lambda g: (-(g.decided_at or 0.0), g.node_id), default=None)
-
-    def waiting_gates(
-        self, *, platform: str, conversation: str, thread: str | None = None
-    ) -> list[tuple[Run, Gate]]:
-        with self._lock:
-            pairs = [
-                (run, gate)
-                for gate in self._t.gates.values()
-                if gate.status is GateStatus.WAITING
-                for run in [self._t.runs[gate.run_id]]
-                if (run.platform, run.conversation) == (platform, conversation)
-                and thread in (None, run.thread)
-            ]
-        return sorted(pairs, key=lambda pair: pair[1].created_at, reverse=True)
-
-    def waiting_gates_on(self, platform: str, limit: int = 100) -> list[tuple[Run, Gate]]:
-        with self._lock:
-            pairs = [
-                (run, gate)
-                for gate in self._t.gates.values()
-                if gate.status is GateStatus.WAITING
-                for run in [self._t.runs[gate.run_id]]
-                if run.platform == platform
-            ]
-        return sorted(pairs, key=lambda pair: pair[1].created_at, reverse=True)[:limit]
-
-    def run_gates(self, run_id: str) -> list[Gate]:
-        with self._lock:
-            return self._t.gates_of(run_id)
-
-    # -- events and audit --------------------------------------------------------------------
-    def audit(
-        self, *, actor: str, action: str, run_id: str | None = None, details: dict[str, Any] | None = None
-    ) -> None:
-        with self.transaction() as tx:
-            tx.audit(actor=actor, action=action, run_id=run_id, details=details)
-
-    def audit_log(self, run_id: str) -> list[AuditEvent]:
-        with self._lock:
-            return [e for e in self._t.audit.values() if e.run_id == run_id]
-
-    def audit_since(self, since: float) -> list[AuditEvent]:
-        with self._lock:
-            return sorted((e for e in self._t.audit.values() if e.at >= since), key=lambda e: e.id)
-
-    def claim_event(
-        self,
-        platform: str,
-        event_id: str,
-        *,
-        stale_after: float = 60.0,
-        payload: dict[str, Any] | None = None,
-    ) -> bool:
-        now = self._now()
-        with self._lock:
-            seen = self._t.events.get((platform, event_id))
-            if seen is not None and (seen[1] or seen[0] >= now - stale_after):
-                return False  # handled, or claimed recently by a live handler
-            self._t.events[(platform, event_id)] = (now, False)
-            if seen is None and payload is not None:
-                self._t.event_payloads[(platform, event_id)] = copied(payload)
-            return True
-
-    def open_events(self, before: float, limit: int = 100) -> list[OpenEvent]:
-        with self._lock:
-            found = [
-                OpenEvent(platform, event_id, at, copied(self._t.event_payloads[(platform, event_id)]))
-                for (platform, event_id), (at, done) in self._t.events.items()
-                if not done and at < before and (platform, event_id) in self._t.event_payloads
-            ]
-        return sorted(found, key=lambda e: e.at)[:limit]
-
-    def finish_event(self, platform: str, event_id: str) -> None:
-        with self.transaction() as tx:
-            tx.finish_event(platform, event_id)
-
-    def forget_events(self, before: float) -> int:
-        with self._lock:
-            old = [key for key, (at, _) in self._t.events.items() if at < before]
-            for key in old:
-                del self._t.events[key]
-                self._t.event_payloads.pop(key, None)
-        return len(old)
-
-    # -- platform state ----------------------------------------------------------------------
-    def put_state(self, platform: str, key: str, value: str) -> None:
-        now = self._now()
-        with self._lock:
-            self._t.state[(platform, key)] = (value, now)
-
-    def get_state(self, platform: str, key: str) -> str | None:
-        with self._lock:
-            kept = self._t.state.get((platform, key))
-        return None if kept is None else kept[0]
-
-    def keep_state(self, platform: str, key: str, value: str) -> str:
-        now = self._now()
-        with self._lock:
-            return self._t.state.setdefault((platform, key), (value, now))[0]
-
-    def forget_state(self, before: float) -> int:
-        with self._lock:
-            old = [k for k, (_, at) in self._t.state.items() if at < before and k[0] != KEPT]
-            for k in old:
-                del self._t.state[k]
-        return len(old)
-
-    # -- views -------------------------------------------------------------------------------
-    def command_runs(
-        self, origin_event: str, workflow: str, platform: str, conversation: str
-    ) -> tuple[Run | None, list[Run]]:
-        with self._lock:
-            started = [self._t.runs[i] for i in self._t.origin.get(origin_event, ())]
-            waiting = [
-                r
-                for r in self._t.runs.values()
-                if (r.platform, r.conversation, r.workflow) == (platform, conversation, workflow)
-                and r.status.unfinished
-            ]
-        first = min(started, key=lambda r: r.created_at, default=None)
-        return first, _newest(waiting)
-
-    def gate_and_args(self, run: Run) -> tuple[Gate | None, bytes]:
-        with self._lock:
-            return self._t.waiting_gate(run.id), self._t.blobs[run.args_digest]
-
-    def key_runs(self, *, key: str | None = None, workflow: str | None = None, limit: int = 500) -> list[Run]:
-        inside = (RunStatus.RUNNING, RunStatus.NEEDS_ATTENTION, RunStatus.PAUSED, RunStatus.QUEUED)
-        with self._lock:
-            found = [r for r in self._t.runs.values() if r.concurrency is not None and r.status in inside
-                     and key in (None, r.concurrency.key) and workflow in (None, r.workflow)]  # fmt: skip
-
-        def order(r: Run) -> tuple[str, int, float, str]:
-            queued = r.status is RunStatus.QUEUED
-            since = (r.queued_at or 0.0) if queued else r.updated_at
-            return (r.concurrency.key if r.concurrency else "", int(queued), since, r.id)
-
-        return sorted(found, key=order)[:limit]
-
-    def queued_runs(self, *, after: tuple[float, str] | None, up_to: float, limit: int = 500) -> list[Run]:
-        with self._lock:
-            found = [(r.queued_at, r.id, r) for r in self._t.runs.values() if r.status is RunStatus.QUEUED
-                     and r.queued_at is not None and r.queued_at <= up_to
-                     and (after is None or (r.queued_at, r.id) > after)]  # fmt: skip
-        return [r for _, _, r in sorted(found, key=lambda f: (f[0], f[1]))[:limit]]
-
-    def run_pulse(self, run_id: str) -> Pulse | None:
-        with self._lock:
-            run = self._t.runs.get(run_id)
-            if run is None:
-                return None
-            entries = [self._t.journal[i] for i in self._t.entries_of.get(run_id, ())]
-            audit = [e.id for e in self._t.audit.values() if e.run_id == run_id]
-        return (
-            run.status.value, run.version, run.thread, len(entries),
-            sum(e.finished_at is not None for e in entries), max((e.id for e in entries), default=0),
-            sum(e.status is NodeStatus.INVALIDATED for e in entries), max(audit, default=0),
-        )  # fmt: skip
-
-
-def _newest(runs: Iterable[Run]) -> list[Run]:
-    return sorted(runs, key=lambda r: r.created_at, reverse=True)
-
-
-def _running(run: Run) -> bool:
-    return run.status is RunStatus.RUNNING
-
 
 if TYPE_CHECKING:  # mypy checks that this is a whole `Store`
     _: Store = MemoryStore()
 
-
-class MemoryBatch:
-    def __init__(self, store: MemoryStore) -> None:
-        self._store = store
-
-    def unit(self) -> AbstractContextManager[MemoryUnitOfWork]:
-        return self._store.transaction()
-
-    def units(
-        self, builds: Sequence[Callable[[UnitOfWork], T]], *, share: bool = False
-    ) -> list[T | BatonError]:
-        return each_unit(self, builds)

@@ -1,4 +1,5 @@
-"""`MemoryStore`'s tables and its unit of work.
+"""`MemoryStore`'s tables, its unit of work and `MemoryDb` (tables, lock, clock, units of
+work: what every memory role holds).
 
 `MemoryTables` holds the records in dicts (with the few indexes the store's queries need);
 `MemoryUnitOfWork` collects a unit's writes as operations and applies them under the
@@ -10,11 +11,14 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Callable, Iterable, Mapping
+import threading
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from core.errors import (
+    BatonError,
     DeadlineAlreadyFired,
     FireAlreadyRecorded,
     RunNotFound,
@@ -42,7 +46,7 @@ from core.store.records import (
     split_stored,
     stored,
 )
-from core.store.unit_of_work import Pending
+from core.store.unit_of_work import Pending, UnitOfWork, each_unit
 
 T = TypeVar("T")
 Undo = list[Callable[[], None]]
@@ -472,3 +476,52 @@ class _MemoryLedger:
 
 def _key(run: Run) -> str | None:
     return None if run.concurrency is None else run.concurrency.key
+
+
+class MemoryDb:
+    """What every role of `MemoryStore` shares, handed to each in its constructor: the
+    tables, the one re-entrant lock that guards them, the clock, and the units of work."""
+
+    def __init__(self, clock: Callable[[], float]) -> None:
+        self.clock = clock
+        self._last_now = 0.0
+        self.lock = threading.RLock()
+        self.t = MemoryTables()
+
+    def now(self) -> float:
+        """The clock, strictly increasing within this store (so "newest first" never ties)."""
+        with self.lock:
+            self._last_now = max(self.clock(), self._last_now + 1e-6)
+            return self._last_now
+
+    @contextmanager
+    def transaction(self) -> Iterator[MemoryUnitOfWork]:
+        unit = MemoryUnitOfWork(self.t, self.now)
+        yield unit
+        with self.lock:
+            unit.apply()
+
+    @contextmanager
+    def batch(self) -> Iterator[MemoryBatch]:
+        """Units applied one by one, each atomically (nothing here outlives the process, so a
+        batch's one commit has nothing to save)."""
+        yield MemoryBatch(self)
+
+    def one(self, write: Callable[[MemoryUnitOfWork], Pending[Any]]) -> Any:
+        """A single call: a unit of this one write; its result."""
+        with self.transaction() as tx:
+            pending = write(tx)
+        return pending.value
+
+
+class MemoryBatch:
+    def __init__(self, db: MemoryDb) -> None:
+        self._db = db
+
+    def unit(self) -> AbstractContextManager[MemoryUnitOfWork]:
+        return self._db.transaction()
+
+    def units(
+        self, builds: Sequence[Callable[[UnitOfWork], T]], *, share: bool = False
+    ) -> list[T | BatonError]:
+        return each_unit(self, builds)

@@ -17,7 +17,7 @@ import sqlalchemy as sa
 from core.store.database import store_operation
 from core.store.records import Delivery
 from core.store.rows import delivery_from_row
-from core.store.sql_base import SqlBase
+from core.store.sql_base import SqlDatabase
 from core.store.tables import OUTBOX
 
 _EARLIER = OUTBOX.alias("earlier")
@@ -27,7 +27,10 @@ def _unleased(now: float) -> sa.ColumnElement[bool]:
     return sa.or_(OUTBOX.c.lease_expires_at.is_(None), OUTBOX.c.lease_expires_at <= now)
 
 
-class DeliveriesSql(SqlBase):
+class DeliveriesSql:
+    def __init__(self, db: SqlDatabase) -> None:
+        self._db = db
+
     @store_operation("claim outbox replies")
     def claim_deliveries(
         self, owner: str, platforms: Iterable[str], *, lease_seconds: float, limit: int = 20,
@@ -36,7 +39,7 @@ class DeliveriesSql(SqlBase):
         places = sorted(set(platforms))
         if not places:
             return []
-        now = self._now()
+        now = self._db.now()
         older_waits = (
             sa.select(_EARLIER.c.id)
             .where(
@@ -62,7 +65,7 @@ class DeliveriesSql(SqlBase):
             .limit(limit)
         )
         claimed: list[Delivery] = []
-        with self._single.connect() as conn:
+        with self._db.single.connect() as conn:
             ids = list(conn.execute(candidates).scalars())
         for row_id in ids:
             claim = (
@@ -73,7 +76,7 @@ class DeliveriesSql(SqlBase):
                 )
                 .returning(*OUTBOX.c)
             )
-            with self._engine.begin() as conn:
+            with self._db.engine.begin() as conn:
                 row = conn.execute(claim).first()
             if row is not None:
                 claimed.append(delivery_from_row(row))
@@ -84,9 +87,9 @@ class DeliveriesSql(SqlBase):
         statement = (
             sa.update(OUTBOX)
             .where(OUTBOX.c.id == delivery_id, OUTBOX.c.claimed_by == owner, OUTBOX.c.delivered_at.is_(None))
-            .values(delivered_at=self._now(), lease_expires_at=None)
+            .values(delivered_at=self._db.now(), lease_expires_at=None)
         )
-        with self._engine.begin() as conn:
+        with self._db.engine.begin() as conn:
             return conn.execute(statement).rowcount == 1
 
     @store_operation("retry an outbox reply later")
@@ -96,7 +99,7 @@ class DeliveriesSql(SqlBase):
             .where(OUTBOX.c.id == delivery_id, OUTBOX.c.claimed_by == owner, OUTBOX.c.delivered_at.is_(None))
             .values(due_at=due_at, last_error=error[:2000], claimed_by=None, lease_expires_at=None)
         )
-        with self._engine.begin() as conn:
+        with self._db.engine.begin() as conn:
             return conn.execute(statement).rowcount == 1
 
     @store_operation("release outbox claims")
@@ -106,7 +109,7 @@ class DeliveriesSql(SqlBase):
             .where(OUTBOX.c.claimed_by == owner, OUTBOX.c.delivered_at.is_(None))
             .values(claimed_by=None, lease_expires_at=None)
         )
-        with self._engine.begin() as conn:
+        with self._db.engine.begin() as conn:
             return int(conn.execute(statement).rowcount)
 
     @store_operation("renew an outbox claim")
@@ -114,9 +117,9 @@ class DeliveriesSql(SqlBase):
         statement = (
             sa.update(OUTBOX)
             .where(OUTBOX.c.id == delivery_id, OUTBOX.c.claimed_by == owner, OUTBOX.c.delivered_at.is_(None))
-            .values(lease_expires_at=self._now() + lease_seconds)
+            .values(lease_expires_at=self._db.now() + lease_seconds)
         )
-        with self._engine.begin() as conn:
+        with self._db.engine.begin() as conn:
             return conn.execute(statement).rowcount == 1
 
     @store_operation("read the outbox")
@@ -124,28 +127,28 @@ class DeliveriesSql(SqlBase):
         escaped = prefix.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
         query = (
             sa.select(OUTBOX.c.claimed_by)
-            .where(OUTBOX.c.delivered_at.is_(None), OUTBOX.c.lease_expires_at > self._now(),
+            .where(OUTBOX.c.delivered_at.is_(None), OUTBOX.c.lease_expires_at > self._db.now(),
                    OUTBOX.c.claimed_by.like(escaped + "%", escape="\\"))
             .distinct()
             .order_by(OUTBOX.c.claimed_by)
         )
-        with self._single.connect() as conn:
+        with self._db.single.connect() as conn:
             return [str(owner) for owner in conn.execute(query).scalars()]
 
     @store_operation("read the outbox")
     def deliveries(self, run_id: str) -> list[Delivery]:
         query = sa.select(OUTBOX).where(OUTBOX.c.run_id == run_id).order_by(OUTBOX.c.id)
-        with self._single.connect() as conn:
+        with self._db.single.connect() as conn:
             return [delivery_from_row(row) for row in conn.execute(query)]
 
     @store_operation("read the outbox")
     def undelivered(self, limit: int = 100) -> list[Delivery]:
         query = sa.select(OUTBOX).where(OUTBOX.c.delivered_at.is_(None)).order_by(OUTBOX.c.id).limit(limit)
-        with self._single.connect() as conn:
+        with self._db.single.connect() as conn:
             return [delivery_from_row(row) for row in conn.execute(query)]
 
     @store_operation("forget delivered outbox replies")
     def forget_deliveries(self, before: float) -> int:
         stale = sa.and_(OUTBOX.c.delivered_at.is_not(None), OUTBOX.c.delivered_at < before)
-        with self._engine.begin() as conn:
+        with self._db.engine.begin() as conn:
             return int(conn.execute(sa.delete(OUTBOX).where(stale)).rowcount)

@@ -1,24 +1,29 @@
-"""The store port: small role protocols, and `Store`, which is all of them.
+"""The store port: small role protocols, and `Store`, which holds one of each as an attribute.
 
-    Store = Blobs          .blobs         content-addressed bytes (args, outputs, artifacts)
-          + Runs           .runs          lookups and the compare-and-swap status change
-          + Leases         .leases        who executes a running run; recovery of lapsed ones
-          + Journal        .steps         step executions of a run and its lineage
-          + Gates          .gates         approval gates: open, find (waiting / decided), list
-          + Ballots        .ballots       votes on a gate (one per person), durable deadlines
-          + Events         .events        the audit trail and incoming chat events' dedupe
-          + PlatformState  .state         small values chat adapters (and Baton) keep
-          + Deliveries     .outbox        state-carrying replies, claimed with a lease, sent once
-          + Retention      .retention     pruning old runs (tombstones, pins), the blob sweep
-          + Schedules      .schedules     schedules (YAML and chat) and their fires
-          + Subscriptions  .subscribers   conversations subscribed to workflows' events
-          + Views          .views         what a page or a command reads together, in one query
-          + Transactions   .transactions  `transaction()`: a unit of work (`unit_of_work.py`)
-    Dispatch               queued steps of distributed execution (`SqlStore` on PostgreSQL)
+    Store.blobs         Blobs          content-addressed bytes (args, outputs, artifacts)
+         .runs          Runs           lookups and the compare-and-swap status change
+         .leases        Leases         who executes a running run; recovery of lapsed ones
+         .steps         Journal        step executions of a run and its lineage
+         .gates         Gates          approval gates: open, find (waiting / decided), list
+         .ballots       Ballots        votes on a gate (one per person), durable deadlines
+         .events        Events         the audit trail and incoming chat events' dedupe
+         .state         PlatformState  small values chat adapters (and Baton) keep
+         .outbox        Deliveries     state-carrying replies, claimed with a lease, sent once
+         .retention     Retention      pruning old runs (tombstones, pins), the blob sweep
+         .schedules     Schedules      schedules (YAML and chat) and their fires
+         .subscribers   Subscriptions  conversations subscribed to workflows' events
+         .views         Views          what a page or a command reads together, in one query
+         .transactions  Transactions   `transaction()`: a unit of work (`unit_of_work.py`)
+    Store.transaction(), .batch()      units of work, across roles (`Transactions`)
+    Store.migrate(), .ping(), .close() the database itself
+    SqlStore.dispatch   Dispatch       queued steps of distributed execution (PostgreSQL)
 
-Each role is an attribute typed as its protocol (`Roles`), and a consumer takes the role(s) it
-uses: `PendingResults(store.steps)`, `Pruner(store.retention, …)`, `Deliverer(store.outbox, …)`.
-Only composition roots (`bot/app.py`, `Engine`, `Handler`) hold the whole `Store`.
+No role's method is on `Store` itself: a caller names the role (`store.runs.get_run(…)`,
+`ctx.store.events.audit(…)`). A consumer takes the role it uses (`PendingResults(store.steps)`,
+`Pruner(store.retention, …)`, `Deliverer(store.outbox, …)`) or a protocol that bundles the role
+attributes it uses (`CommandStore`, `GateStore`, …: properties typed as the roles, plus
+`Transactions` when it opens units of work). Only composition roots (`bot/app.py`, `Engine`,
+`Handler`) hold the whole `Store`.
 What writes go together is the caller's choice, made with a
 unit of work, never a new method here. Implementations:
 `SqlStore` (`repository.py`: SQLite or PostgreSQL) and `MemoryStore` (`memory.py`), which
@@ -557,10 +562,10 @@ class Roles(Protocol):
     def transactions(self) -> Transactions: ...
 
 
-class Store(
-    Blobs, Runs, Leases, Journal, Gates, Ballots, Events, PlatformState, Deliveries, Retention, Schedules,
-    Subscriptions, Views, Transactions, Roles, Protocol,
-):
+class Store(Roles, Transactions, Protocol):
+    """The whole store: its roles (`Roles`), units of work across them (`Transactions`:
+    `transaction()`, `batch()`), and what concerns the database itself."""
+
     def migrate(self) -> str | None:
         """Bring the schema to the newest revision (idempotent, safe to race); the revision the
         database was at before (None: it had no schema)."""

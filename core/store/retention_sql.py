@@ -22,7 +22,7 @@ import sqlalchemy as sa
 
 from core.store.database import store_operation
 from core.store.records import PRUNABLE, PruneCounts
-from core.store.sql_base import SqlBase
+from core.store.sql_base import SqlDatabase
 from core.store.tables import (
     AUDIT,
     BLOB_SWEEP,
@@ -59,7 +59,10 @@ def _digests_of_artifacts(values: Iterable[Any]) -> set[str]:
     return found
 
 
-class RetentionSql(SqlBase):
+class RetentionSql:
+    def __init__(self, db: SqlDatabase) -> None:
+        self._db = db
+
     @store_operation("find runs to prune")
     def prunable_runs(self, before: float, limit: int = 500) -> list[str]:
         query = (
@@ -68,12 +71,12 @@ class RetentionSql(SqlBase):
             .order_by(RUNS.c.created_at, RUNS.c.id)  # the `created_at` index: oldest first
             .limit(limit)
         )
-        with self._single.connect() as conn:
+        with self._db.single.connect() as conn:
             return [str(i) for i in conn.execute(query).scalars()]
 
     @store_operation("count what a prune would delete")
     def prune_counts(self, run_ids: Sequence[str]) -> PruneCounts:
-        with self._single.connect() as conn:
+        with self._db.single.connect() as conn:
             ids = self._still_prunable(conn, run_ids)
             return self._counts(conn, ids)
 
@@ -81,9 +84,9 @@ class RetentionSql(SqlBase):
     def prune_runs(self, run_ids: Sequence[str]) -> PruneCounts:
         if not run_ids:
             return PruneCounts()
-        now = self._now()
-        with self._engine.begin() as conn:
-            if self.dialect == "postgresql":  # the runs stay as read until the delete
+        now = self._db.now()
+        with self._db.engine.begin() as conn:
+            if self._db.dialect == "postgresql":  # the runs stay as read until the delete
                 conn.execute(sa.select(RUNS.c.id).where(RUNS.c.id.in_(list(run_ids))).with_for_update())
             ids = self._still_prunable(conn, run_ids)
             if not ids:
@@ -108,13 +111,13 @@ class RetentionSql(SqlBase):
                 outbox=conn.execute(sa.delete(OUTBOX).where(OUTBOX.c.run_id.in_(ids))).rowcount,
             )
             conn.execute(
-                self._insert_ignore(PRUNED_RUNS, ["id"]),
+                self._db.insert_ignore(PRUNED_RUNS, ["id"]),
                 [{"id": r.id, "workflow": r.workflow, "status": r.status, "pruned_at": now} for r in runs],
             )
             marks = [{"digest": d, "marked_at": now, "artifact": True} for d in sorted(artifacts)]
             marks += [{"digest": d, "marked_at": now, "artifact": False} for d in sorted(others - artifacts)]
             if marks:
-                conn.execute(self._insert_ignore(BLOB_SWEEP, ["digest"]), marks)
+                conn.execute(self._db.insert_ignore(BLOB_SWEEP, ["digest"]), marks)
             deleted = conn.execute(sa.delete(RUNS).where(RUNS.c.id.in_(ids))).rowcount
         return PruneCounts(
             deleted, counts.journal, counts.gates, counts.votes, counts.deadlines, counts.outbox
@@ -141,22 +144,22 @@ class RetentionSql(SqlBase):
 
     @store_operation("pin a run")
     def pin_run(self, run_id: str, by: str) -> bool:
-        with self._engine.begin() as conn:
-            self._read_run(conn, run_id)  # RunNotFound (or RunPruned)
-            statement = self._insert_ignore(RUN_PINS, ["run_id"]).values(
-                run_id=run_id, pinned_by=by, at=self._now()
+        with self._db.engine.begin() as conn:
+            self._db.read_run(conn, run_id)  # RunNotFound (or RunPruned)
+            statement = self._db.insert_ignore(RUN_PINS, ["run_id"]).values(
+                run_id=run_id, pinned_by=by, at=self._db.now()
             )
             inserted = conn.execute(statement.returning(RUN_PINS.c.run_id)).first()
         return inserted is not None
 
     @store_operation("unpin a run")
     def unpin_run(self, run_id: str) -> bool:
-        with self._engine.begin() as conn:
+        with self._db.engine.begin() as conn:
             return bool(conn.execute(sa.delete(RUN_PINS).where(RUN_PINS.c.run_id == run_id)).rowcount)
 
     @store_operation("read a run's pin")
     def is_pinned(self, run_id: str) -> bool:
-        with self._single.connect() as conn:
+        with self._db.single.connect() as conn:
             return (
                 conn.execute(sa.select(RUN_PINS.c.run_id).where(RUN_PINS.c.run_id == run_id)).first()
                 is not None
@@ -164,7 +167,7 @@ class RetentionSql(SqlBase):
 
     @store_operation("sweep unreferenced blobs")
     def sweep_blobs(self, marked_before: float, limit: int = 1000) -> int:
-        with self._engine.begin() as conn:
+        with self._db.engine.begin() as conn:
             rows = conn.execute(
                 sa.select(BLOB_SWEEP.c.digest, BLOB_SWEEP.c.artifact)
                 .where(BLOB_SWEEP.c.marked_at < marked_before)
@@ -194,20 +197,20 @@ class RetentionSql(SqlBase):
 
     @store_operation("forget old audit entries")
     def forget_audit(self, before: float) -> int:
-        with self._engine.begin() as conn:
+        with self._db.engine.begin() as conn:
             return int(conn.execute(sa.delete(AUDIT).where(AUDIT.c.at < before)).rowcount)
 
     @store_operation("count old audit entries")
     def count_audit(self, before: float) -> int:
         query = sa.select(sa.func.count()).select_from(AUDIT).where(AUDIT.c.at < before)
-        with self._single.connect() as conn:
+        with self._db.single.connect() as conn:
             return int(conn.execute(query).scalar_one())
 
     @store_operation("compact the database")
     def vacuum(self) -> None:
         """Give the space of deleted rows back to the file system (`VACUUM`; SQLite only:
         PostgreSQL's autovacuum makes it reusable by itself)."""
-        if self.dialect != "sqlite":
+        if self._db.dialect != "sqlite":
             return
-        with self._engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
+        with self._db.engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
             conn.exec_driver_sql("VACUUM")

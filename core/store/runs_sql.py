@@ -18,17 +18,20 @@ from core.store import cas, writes_sql
 from core.store.database import store_operation
 from core.store.records import Run, RunStatus, Transition
 from core.store.rows import run_from_row
+from core.store.sql_base import SqlDatabase
 from core.store.tables import GATES, RUNS
-from core.store.unit_sql import UnitSql
 
 _RUNNING = RunStatus.RUNNING.value
 
 
-class RunsSql(UnitSql):
+class RunsSql:
+    def __init__(self, db: SqlDatabase) -> None:
+        self._db = db
+
     @store_operation("read a run")
     def get_run(self, run_id: str) -> Run:
-        with self._single.connect() as conn:
-            return self._read_run(conn, run_id)
+        with self._db.single.connect() as conn:
+            return self._db.read_run(conn, run_id)
 
     @store_operation("find a run")
     def find_run(self, id_or_prefix: str) -> Run:
@@ -36,11 +39,11 @@ class RunsSql(UnitSql):
         if prefix is None:
             raise RunNotFound(f"No run has the id {id_or_prefix.strip()!r}.", run_id=id_or_prefix)
         params = {"p_like": prefix + "%", "p_low": prefix, "p_high": cas.prefix_upper_bound(prefix)}
-        with self._single.connect() as conn:
+        with self._db.single.connect() as conn:
             runs = [run_from_row(row) for row in conn.execute(_by_prefix(), params)]
         if not runs:
-            with self._single.connect() as conn:
-                self._raise_if_pruned(conn, prefix, exact=False)
+            with self._db.single.connect() as conn:
+                self._db.raise_if_pruned(conn, prefix, exact=False)
             raise RunNotFound(f"No run id starts with {prefix}.", run_id=prefix)
         exact = [run for run in runs if run.id == prefix]
         if exact:
@@ -56,7 +59,7 @@ class RunsSql(UnitSql):
         if low is None:
             return []
         params = {"p_like": low + "%", "p_low": low, "p_high": cas.prefix_upper_bound(low), "p_limit": limit}
-        with self._single.connect() as conn:
+        with self._db.single.connect() as conn:
             return [run_from_row(row) for row in conn.execute(_with_args(), params)]
 
     @store_operation("list recent runs")
@@ -71,7 +74,7 @@ class RunsSql(UnitSql):
             query = query.where(RUNS.c.conversation == conversation)
         if requester is not None:
             query = query.where(RUNS.c.requester == requester)
-        return self._runs(query)
+        return self._db.read_runs(query)
 
     @store_operation("list a run's sub-runs")
     def child_runs(self, parent_runs: Sequence[str]) -> list[Run]:
@@ -82,7 +85,7 @@ class RunsSql(UnitSql):
             .where(RUNS.c.parent_run.in_(list(parent_runs)))
             .order_by(RUNS.c.created_at.desc())
         )
-        with self._single.connect() as conn:
+        with self._db.single.connect() as conn:
             return [run_from_row(row) for row in conn.execute(query)]
 
     @store_operation("list paused parents of sub-runs")
@@ -95,11 +98,11 @@ class RunsSql(UnitSql):
             .order_by(RUNS.c.updated_at)
             .limit(limit)
         )
-        return self._runs(query)
+        return self._db.read_runs(query)
 
     @store_operation("hand a sub-run to its parent's resumer")
     def adopt_child(self, run_id: str, parent_run: str) -> Run:
-        with self._engine.begin() as conn:
+        with self._db.engine.begin() as conn:
             row = conn.execute(
                 sa.update(RUNS).where(RUNS.c.id == run_id).values(parent_run=parent_run).returning(*RUNS.c)
             ).first()
@@ -114,12 +117,12 @@ class RunsSql(UnitSql):
             .where(RUNS.c.platform == platform, RUNS.c.conversation == conversation, RUNS.c.thread == thread)
             .order_by(RUNS.c.created_at.desc())
         )
-        return self._runs(query)
+        return self._db.read_runs(query)
 
     @store_operation("attach a thread to a run")
     def set_thread(self, run_id: str, thread: str) -> Run:
         """Also moves the run's gates to the thread, so replies there find them."""
-        with self._engine.begin() as conn:
+        with self._db.engine.begin() as conn:
             row = conn.execute(
                 sa.update(RUNS).where(RUNS.c.id == run_id).values(thread=thread).returning(*RUNS.c)
             ).first()
@@ -130,7 +133,7 @@ class RunsSql(UnitSql):
 
     def transition(self, change: Transition) -> Run:
         """CAS (`Runs.transition`): a unit of work of this one write."""
-        run: Run = self._apply_one(writes_sql.transition(self._now(), change))
+        run: Run = self._db.apply_one(writes_sql.transition(self._db.now(), change))
         return run
 
     # -- leases ---------------------------------------------------------------------------
@@ -139,33 +142,33 @@ class RunsSql(UnitSql):
         statement = (
             sa.update(RUNS)
             .where(RUNS.c.status == _RUNNING, RUNS.c.lease_owner == owner)
-            .values(lease_expires_at=self._now() + lease_seconds)
+            .values(lease_expires_at=self._db.now() + lease_seconds)
         )
-        with self._engine.begin() as conn:
+        with self._db.engine.begin() as conn:
             return int(conn.execute(statement).rowcount)
 
     @store_operation("list lapsed runs")
     def lapsed_runs(self, now: float | None = None) -> list[Run]:
-        when = self._clock() if now is None else now
+        when = self._db.clock() if now is None else now
         query = (
             sa.select(RUNS)
             .where(RUNS.c.status == _RUNNING, RUNS.c.lease_expires_at < when)
             .order_by(RUNS.c.lease_expires_at)
         )
-        return self._runs(query)
+        return self._db.read_runs(query)
 
     @store_operation("list the runs of a lease owner")
     def runs_leased_by(self, owner_prefix: str) -> list[Run]:
         query = sa.select(RUNS).where(
             RUNS.c.status == _RUNNING, RUNS.c.lease_owner.startswith(owner_prefix, autoescape=True)
         )
-        return self._runs(query)
+        return self._db.read_runs(query)
 
     @store_operation("take over a run")
     def take_over(self, run: Run, new_owner: str, lease_seconds: float) -> Run:
         """CAS on the version *and* the lease as `run` shows them: if the owner renewed in
         between, it is alive and the take-over loses."""
-        now = self._now()
+        now = self._db.now()
         statement = (
             sa.update(RUNS)
             .where(
@@ -183,10 +186,10 @@ class RunsSql(UnitSql):
             )
             .returning(*RUNS.c)
         )
-        with self._single.begin() as conn:
+        with self._db.single.begin() as conn:
             row = conn.execute(statement).first()
             if row is None:
-                raise cas.lost_takeover(self._read_run(conn, run.id))
+                raise cas.lost_takeover(self._db.read_run(conn, run.id))
         return run_from_row(row)
 
     @store_operation("release leases")
@@ -196,9 +199,9 @@ class RunsSql(UnitSql):
         statement = (
             sa.update(RUNS)
             .where(RUNS.c.status == _RUNNING, RUNS.c.lease_owner == owner)
-            .values(lease_expires_at=self._now() - 0.001)
+            .values(lease_expires_at=self._db.now() - 0.001)
         )
-        with self._engine.begin() as conn:
+        with self._db.engine.begin() as conn:
             return int(conn.execute(statement).rowcount)
 
 

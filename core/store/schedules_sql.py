@@ -17,7 +17,7 @@ from core.errors import ScheduleChanged, ScheduleNotFound
 from core.store.database import dialect_insert, store_operation
 from core.store.records import Fire, Run, RunStatus, Schedule
 from core.store.rows import fire_from_row, run_from_row, schedule_from_row
-from core.store.sql_base import SqlBase
+from core.store.sql_base import SqlDatabase
 from core.store.tables import RUNS, SCHEDULE_FIRES, SCHEDULES
 
 #: what a schedule's definition is (a YAML sync compares these); the rest is its state
@@ -40,18 +40,21 @@ def changed(schedule_id: str) -> ScheduleChanged:
                            schedule_id=schedule_id)
 
 
-class SchedulesSql(SqlBase):
+class SchedulesSql:
+    def __init__(self, db: SqlDatabase) -> None:
+        self._db = db
+
     @store_operation("add a schedule")
     def add_schedule(self, schedule: Schedule) -> bool:
         """Insert it; False when a schedule has that id already."""
-        insert = (dialect_insert(self.dialect)(SCHEDULES).values(schedule_values(schedule))
+        insert = (dialect_insert(self._db.dialect)(SCHEDULES).values(schedule_values(schedule))
                   .on_conflict_do_nothing(index_elements=["id"]).returning(SCHEDULES.c.id))
-        with self._engine.begin() as conn:
+        with self._db.engine.begin() as conn:
             return conn.execute(insert).first() is not None
 
     @store_operation("read a schedule")
     def get_schedule(self, schedule_id: str) -> Schedule:
-        with self._single.connect() as conn:
+        with self._db.single.connect() as conn:
             row = conn.execute(sa.select(SCHEDULES).where(SCHEDULES.c.id == schedule_id)).first()
         if row is None:
             raise not_found(schedule_id)
@@ -59,21 +62,21 @@ class SchedulesSql(SqlBase):
 
     @store_operation("read the schedules")
     def list_schedules(self) -> list[Schedule]:
-        with self._single.connect() as conn:
+        with self._db.single.connect() as conn:
             return [schedule_from_row(r) for r in conn.execute(sa.select(SCHEDULES).order_by(SCHEDULES.c.id))]
 
     @store_operation("change a schedule")
     def change_schedule(self, schedule: Schedule, **changes: Any) -> Schedule:
         """CAS on `schedule.version`: the changed schedule, version + 1; ScheduleChanged when
         it changed since it was read, ScheduleNotFound when it is gone."""
-        values = {**changes, "updated_at": self._now(), "version": schedule.version + 1}
+        values = {**changes, "updated_at": self._db.now(), "version": schedule.version + 1}
         statement = (
             sa.update(SCHEDULES)
             .where(SCHEDULES.c.id == schedule.id, SCHEDULES.c.version == schedule.version)
             .values(values)
             .returning(*SCHEDULES.c)
         )
-        with self._engine.begin() as conn:
+        with self._db.engine.begin() as conn:
             row = conn.execute(statement).first()
         if row is None:
             self.get_schedule(schedule.id)  # ScheduleNotFound when it is gone
@@ -85,7 +88,7 @@ class SchedulesSql(SqlBase):
         """CAS on `schedule.version` (ScheduleChanged / ScheduleNotFound, as `change_schedule`)."""
         statement = sa.delete(SCHEDULES).where(SCHEDULES.c.id == schedule.id,
                                                SCHEDULES.c.version == schedule.version)
-        with self._engine.begin() as conn:
+        with self._db.engine.begin() as conn:
             gone = conn.execute(statement).rowcount == 1
         if not gone:
             self.get_schedule(schedule.id)
@@ -97,14 +100,14 @@ class SchedulesSql(SqlBase):
         kept: paused, evaluated until), those no longer declared removed. Several replicas
         may sync at once (each change is conditional). (added or changed ids, removed ids)."""
         wanted = {s.id: s for s in schedules}
-        with self._engine.begin() as conn:
+        with self._db.engine.begin() as conn:
             have = {r.id: schedule_from_row(r)
                     for r in conn.execute(sa.select(SCHEDULES).where(SCHEDULES.c.source == "yaml"))}
             touched: list[str] = []
             for sid, spec in wanted.items():
                 old = have.get(sid)
                 if old is None:
-                    insert = (dialect_insert(self.dialect)(SCHEDULES).values(schedule_values(spec))
+                    insert = (dialect_insert(self._db.dialect)(SCHEDULES).values(schedule_values(spec))
                               .on_conflict_do_nothing(index_elements=["id"]).returning(SCHEDULES.c.id))
                     if conn.execute(insert).first() is not None:
                         touched.append(sid)
@@ -132,17 +135,17 @@ class SchedulesSql(SqlBase):
                      .where(SCHEDULES.c.id == sa.bindparam("b_id"),
                             SCHEDULES.c.evaluated_until < sa.bindparam("b_until"))
                      .values(evaluated_until=sa.bindparam("b_until")))
-        with self._engine.begin() as conn:
+        with self._db.engine.begin() as conn:
             conn.execute(statement, [{"b_id": k, "b_until": untils[k]} for k in sorted(untils)])
 
     @store_operation("record a schedule's fire")
     def record_fire(self, fire: Fire) -> bool:
         """Write the fire alone (a skip, a miss); False when that due time has a fire already."""
         values = dataclasses.asdict(fire) | {"outcome": fire.outcome.value}
-        insert = (dialect_insert(self.dialect)(SCHEDULE_FIRES).values(values)
+        insert = (dialect_insert(self._db.dialect)(SCHEDULE_FIRES).values(values)
                   .on_conflict_do_nothing(index_elements=["schedule_id", "due_at"])
                   .returning(SCHEDULE_FIRES.c.schedule_id))
-        with self._engine.begin() as conn:
+        with self._db.engine.begin() as conn:
             return conn.execute(insert).first() is not None
 
     @store_operation("read a schedule's fires")
@@ -150,7 +153,7 @@ class SchedulesSql(SqlBase):
         """Its latest fires, latest due time first."""
         query = (sa.select(SCHEDULE_FIRES).where(SCHEDULE_FIRES.c.schedule_id == schedule_id)
                  .order_by(SCHEDULE_FIRES.c.due_at.desc()).limit(limit))
-        with self._single.connect() as conn:
+        with self._db.single.connect() as conn:
             return [fire_from_row(r) for r in conn.execute(query)]
 
     @store_operation("read schedules' latest fires")
@@ -159,7 +162,7 @@ class SchedulesSql(SqlBase):
         ids = sorted(set(schedule_ids))
         c = SCHEDULE_FIRES.c
         latest: dict[str, float] = {}
-        with self._single.connect() as conn:
+        with self._db.single.connect() as conn:
             for i in range(0, len(ids), _CHUNK):
                 query = (sa.select(c.schedule_id, sa.func.max(c.due_at))
                          .where(c.schedule_id.in_(ids[i : i + _CHUNK])).group_by(c.schedule_id))
@@ -173,7 +176,7 @@ class SchedulesSql(SqlBase):
         query = (sa.select(RUNS)
                  .where(RUNS.c.started_by == started_by, RUNS.c.status.in_([s.value for s in statuses]))
                  .order_by(RUNS.c.created_at))
-        with self._single.connect() as conn:
+        with self._db.single.connect() as conn:
             return [run_from_row(r) for r in conn.execute(query)]
 
 

@@ -52,7 +52,7 @@ from __future__ import annotations
 import contextlib
 import functools
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import sqlalchemy as sa
 from sqlalchemy.exc import DBAPIError, SQLAlchemyError
@@ -70,9 +70,11 @@ from core.store.records import (
     Run,
     Transition,
 )
-from core.store.sql_base import SqlBase
 from core.store.tables import GATES, JOURNAL, RUNS, SCHEDULE_FIRES, SCHEDULES
 from core.store.unit_of_work import Pending, T, UnitOfWork
+
+if TYPE_CHECKING:
+    from core.store.sql_base import SqlDatabase
 
 _ATTEMPTS = 3
 _DIVISION_BY_ZERO = "22012"
@@ -85,8 +87,8 @@ _FLOATS = frozenset(c.name for t in (RUNS, GATES, JOURNAL) for c in t.c if isins
 class SqlUnitOfWork:
     """The writes of one `with store.transaction() as tx:` block (`UnitOfWork`)."""
 
-    def __init__(self, store: SqlBase) -> None:
-        self._now = store._now
+    def __init__(self, now: Callable[[], float]) -> None:
+        self._now = now
         self.writes: list[w.Write] = []
         self._created: dict[str, Pending[Run]] = {}
 
@@ -185,16 +187,16 @@ class _Lost(Exception):
 
 
 class SqlBatch:
-    """Units of work in one transaction (`UnitSql.batch`), each in a savepoint of its own."""
+    """Units of work in one transaction (`SqlUnits.batch`), each in a savepoint of its own."""
 
-    def __init__(self, store: UnitSql, conn: sa.Connection) -> None:
-        self._store, self._conn = store, conn
+    def __init__(self, units: SqlUnits, conn: sa.Connection) -> None:
+        self._store, self._conn = units, conn
 
     @contextlib.contextmanager
     def unit(self) -> Iterator[SqlUnitOfWork]:
-        unit = SqlUnitOfWork(self._store)
+        unit = SqlUnitOfWork(self._store.db.now)
         yield unit
-        self._store._apply(unit.writes, self._conn)
+        self._store.apply(unit.writes, self._conn)
 
     def units(
         self, builds: Sequence[Callable[[UnitOfWork], T]], *, share: bool = False
@@ -204,16 +206,16 @@ class SqlBatch:
         out: list[T | BatonError | None] = [None] * len(builds)
         built: dict[int, tuple[SqlUnitOfWork, T]] = {}
         for i, build in enumerate(builds):
-            unit = SqlUnitOfWork(self._store)
+            unit = SqlUnitOfWork(self._store.db.now)
             try:
                 built[i] = (unit, build(unit))
             except StoreError:
                 raise
             except BatonError as exc:
                 out[i] = exc
-        together = [i for i, (unit, _) in built.items() if self._store._groupable(unit.writes)]
+        together = [i for i, (unit, _) in built.items() if self._store.groupable(unit.writes)]
         try:
-            errors = self._store._grouped([built[i][0].writes for i in together], self._conn, share=share)
+            errors = self._store.grouped([built[i][0].writes for i in together], self._conn, share=share)
         except SQLAlchemyError as exc:
             raise StoreError(f"The run store could not start the runs of a batch ({describe(exc)}).") from exc
         for i, error in zip(together, errors, strict=True):
@@ -222,7 +224,7 @@ class SqlBatch:
             if i in together:
                 continue
             try:
-                self._store._apply(unit.writes, self._conn)
+                self._store.apply(unit.writes, self._conn)
                 out[i] = value
             except StoreError:
                 raise
@@ -231,26 +233,25 @@ class SqlBatch:
         return [r for r in out if r is not None]
 
 
-class UnitSql(SqlBase):
-    @contextlib.contextmanager
-    def transaction(self) -> Iterator[SqlUnitOfWork]:
-        """A unit of work (`core/store/unit_of_work.py`): sent when the block ends."""
-        unit = SqlUnitOfWork(self)
-        yield unit
-        self._apply(unit.writes)
+class SqlUnits:
+    """How a unit's writes are sent (module docstring), on the database `db`
+    (`SqlDatabase.transaction`, `.batch` and `.apply_one` use it)."""
+
+    def __init__(self, db: SqlDatabase) -> None:
+        self.db = db
 
     @contextlib.contextmanager
     def batch(self) -> Iterator[SqlBatch]:
         """Units of work committed together (module docstring)."""
         try:
-            with self._engine.begin() as conn:
-                if self.dialect == "sqlite":  # the one write lock first, as a keyed unit takes it
+            with self.db.engine.begin() as conn:
+                if self.db.dialect == "sqlite":  # the one write lock first, as a keyed unit takes it
                     conn.exec_driver_sql("BEGIN IMMEDIATE")
                 yield SqlBatch(self, conn)
         except SQLAlchemyError as exc:
             raise StoreError(f"The run store could not commit a batch of changes ({describe(exc)}).") from exc
 
-    def _apply(self, writes: Sequence[w.Write], conn: sa.Connection | None = None) -> None:
+    def apply(self, writes: Sequence[w.Write], conn: sa.Connection | None = None) -> None:
         """Send `writes` as one change (with `conn`: in a savepoint of that batch's
         transaction); their results land in their `Pending`s."""
         if not writes:
@@ -259,13 +260,13 @@ class UnitSql(SqlBase):
         try:
             for _ in range(_ATTEMPTS):
                 try:
-                    keys = admission_sql.keys_of(self._single, writes)
+                    keys = admission_sql.keys_of(self.db.single, writes)
                     serial = any(w.kind_of(write.kind).serial for write in writes)
                     if keys:
                         self._keyed(writes, keys, conn)
-                    elif self.dialect == "postgresql" and len(writes) > 1 and _one_insert(writes):
+                    elif self.db.dialect == "postgresql" and len(writes) > 1 and _one_insert(writes):
                         self._many(writes, conn)
-                    elif self.dialect == "postgresql" and len(writes) > 1 and not serial:
+                    elif self.db.dialect == "postgresql" and len(writes) > 1 and not serial:
                         self._together(writes, conn)
                     else:
                         self._in_order(writes, conn)
@@ -294,16 +295,16 @@ class UnitSql(SqlBase):
             conn.exec_driver_sql("ROLLBACK TO SAVEPOINT baton_unit")
             raise
 
-    def _groupable(self, writes: Sequence[w.Write]) -> bool:
+    def groupable(self, writes: Sequence[w.Write]) -> bool:
         """A unit `SqlBatch.units` may send with others: its rows added (`_GROUPED`), its one
         CAS a fire, no concurrency key."""
         return (
             all(write.kind in _GROUPED or write.kind == "record_fire" for write in writes)
             and sum(write.kind == "record_fire" for write in writes) <= 1
-            and not admission_sql.keys_of(self._single, writes)
+            and not admission_sql.keys_of(self.db.single, writes)
         )
 
-    def _grouped(
+    def grouped(
         self, units: Sequence[Sequence[w.Write]], conn: sa.Connection, *, share: bool
     ) -> list[BatonError | None]:
         """Send `_groupable` units together in the batch's transaction `conn` (module
@@ -313,7 +314,7 @@ class UnitSql(SqlBase):
             ((i, write) for i, writes in enumerate(units) for write in writes if write.kind == "record_fire"),
             key=lambda f: (f[1].params["schedule_id"], f[1].params["due_at"]),
         )  # in key order: two batches wait for each other's fire rows in one order, never crosswise
-        if share and fires and self.dialect == "postgresql":  # SQLite: the batch holds the lock
+        if share and fires and self.db.dialect == "postgresql":  # SQLite: the batch holds the lock
             ids = sorted({write.params["schedule_id"] for _, write in fires})
             held = set(conn.execute(
                 sa.select(SCHEDULES.c.id).where(SCHEDULES.c.id.in_(ids)).order_by(SCHEDULES.c.id)
@@ -348,7 +349,7 @@ class UnitSql(SqlBase):
             if kind == "put_blob":  # each once, in digest order: batches lock shared ones in one order
                 rows = sorted({r["b_digest"]: r for r in rows}.values(), key=lambda r: str(r["b_digest"]))
             if rows:
-                conn.execute(w.statement(kind, self.dialect), rows)
+                conn.execute(w.statement(kind, self.db.dialect), rows)
         for writes in winners:
             _deliver(writes, [[write.params] if write.kind == "record_fire" else [] for write in writes])
         return errors
@@ -356,22 +357,22 @@ class UnitSql(SqlBase):
     def _claim(self, conn: sa.Connection, units: Sequence[Sequence[w.Write]]) -> set[tuple[str, float]]:
         """The units' fires inserted in one statement, in key order; those that were new."""
         rows = [w.bound(write) for writes in units for write in writes if write.kind == "record_fire"]
-        returned = conn.execute(w.statement("record_fire", self.dialect), rows)
+        returned = conn.execute(w.statement("record_fire", self.db.dialect), rows)
         return {(row.schedule_id, float(row.due_at)) for row in returned}
 
-    def _apply_one(self, write: w.Write) -> Any:
+    def apply_one(self, write: w.Write) -> Any:
         """A single call: a unit of this one write; its result."""
         pending: Pending[Any] = Pending()
         write.into = pending
-        self._apply([write])
+        self.apply([write])
         return pending.value
 
     def _in_order(self, writes: Sequence[w.Write], batch: sa.Connection | None = None) -> None:
         results: list[w.Rows] = []
-        with self._begun(batch, self._single if len(writes) == 1 else self._engine) as conn:
+        with self._begun(batch, self.db.single if len(writes) == 1 else self.db.engine) as conn:
             for write in writes:
                 kind = w.kind_of(write.kind)
-                cursor = conn.execute(w.statement(write.kind, self.dialect), w.bound(write))
+                cursor = conn.execute(w.statement(write.kind, self.db.dialect), w.bound(write))
                 rows: w.Rows = [row._mapping for row in cursor] if kind.returns else []
                 if kind.cas and not rows:
                     raise _Lost([write])  # leaving the block rolls the unit back
@@ -383,17 +384,17 @@ class UnitSql(SqlBase):
         first, asks a slot for each run it makes `running` from a status holding none (such a
         run is written `queued`), then admits the keys' oldest queued runs (`admission.py`)."""
         results: list[w.Rows] = []
-        with self._begun(batch, self._engine) as conn:
-            if batch is None or self.dialect != "sqlite":  # a batch on SQLite holds the lock
-                admission_sql.lock(conn, self.dialect, keys, self._now())
-            now = self._now()  # after the lock: the queue's order is the order units got the key
-            ledger = admission_sql.SqlLedger(conn, self.dialect, now)
+        with self._begun(batch, self.db.engine) as conn:
+            if batch is None or self.db.dialect != "sqlite":  # a batch on SQLite holds the lock
+                admission_sql.lock(conn, self.db.dialect, keys, self.db.now())
+            now = self.db.now()  # after the lock: the queue's order is the order units got the key
+            ledger = admission_sql.SqlLedger(conn, self.db.dialect, now)
             own: dict[str, tuple[str | None, float | None]] = {}
             settle: set[str] = set()
             for write in writes:
                 sent = admission_sql.asking(write, ledger, now, own, settle)
                 kind = w.kind_of(sent.kind)
-                cursor = conn.execute(w.statement(sent.kind, self.dialect), w.bound(sent))
+                cursor = conn.execute(w.statement(sent.kind, self.db.dialect), w.bound(sent))
                 rows: w.Rows = [row._mapping for row in cursor] if kind.returns else []
                 if sent.kind == "create_run":
                     rows = [sent.params]  # the run as written (running, or queued)
@@ -412,15 +413,15 @@ class UnitSql(SqlBase):
     def _many(self, writes: Sequence[w.Write], batch: sa.Connection | None = None) -> None:
         """Writes of one kind that only add rows (a batch's args blobs): one statement for all
         of them (executemany), rather than a CTE each to compile and send."""
-        with self._begun(batch, self._single) as conn:
-            conn.execute(w.statement(writes[0].kind, self.dialect), [w.bound(write) for write in writes])
+        with self._begun(batch, self.db.single) as conn:
+            conn.execute(w.statement(writes[0].kind, self.db.dialect), [w.bound(write) for write in writes])
         _deliver(writes, [[] for _ in writes])
 
     def _together(self, writes: Sequence[w.Write], batch: sa.Connection | None = None) -> None:
         kinds = tuple(write.kind for write in writes)
         params = {k: v for i, write in enumerate(writes) for k, v in w.bound(write, f"w{i}_").items()}
         try:
-            with self._begun(batch, self._single) as conn:
+            with self._begun(batch, self.db.single) as conn:
                 row = conn.execute(_composed(kinds), params).one()._mapping
         except DBAPIError as exc:
             if getattr(exc.orig, "sqlstate", None) == _DIVISION_BY_ZERO:
@@ -431,7 +432,7 @@ class UnitSql(SqlBase):
     def _explain(self, writes: Sequence[w.Write], batch: sa.Connection | None = None) -> BatonError | None:
         """The error of the first write that lost, from the state now (None: none did now);
         in a batch, as its transaction sees it."""
-        with contextlib.nullcontext(batch) if batch is not None else self._single.connect() as conn:
+        with contextlib.nullcontext(batch) if batch is not None else self.db.single.connect() as conn:
             for write in writes:
                 if write.check is None:
                     continue
@@ -445,7 +446,7 @@ class UnitSql(SqlBase):
 
 
 def _one_insert(writes: Sequence[w.Write]) -> bool:
-    """All of one kind that adds rows and returns none (`UnitSql._many`)."""
+    """All of one kind that adds rows and returns none (`SqlUnits._many`)."""
     kind = writes[0].kind
     known = w.kind_of(kind)
     same = all(write.kind == kind for write in writes)

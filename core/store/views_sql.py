@@ -20,7 +20,7 @@ from core.store.database import store_operation
 from core.store.port import Pulse
 from core.store.records import Gate, GateStatus, NodeStatus, Run, RunStatus
 from core.store.rows import gate_from_row, run_from_row
-from core.store.sql_base import SqlBase
+from core.store.sql_base import SqlDatabase
 from core.store.tables import AUDIT, BLOBS, GATES, JOURNAL, RUNS
 
 _UNFINISHED = sorted(s.value for s in RunStatus if s.unfinished)
@@ -30,7 +30,10 @@ _IN_KEY = sorted(s.value for s in (RunStatus.RUNNING, RunStatus.NEEDS_ATTENTION,
                                    RunStatus.QUEUED))
 
 
-class ViewsSql(SqlBase):
+class ViewsSql:
+    def __init__(self, db: SqlDatabase) -> None:
+        self._db = db
+
     @store_operation("read a concurrency queue")
     def key_runs(self, *, key: str | None = None, workflow: str | None = None, limit: int = 500) -> list[Run]:
         """Runs holding or waiting for a slot of a key (`Views.key_runs`), by the key's index."""
@@ -43,7 +46,7 @@ class ViewsSql(SqlBase):
         waiting = sa.case((queued, 1), else_=0)
         since = sa.case((queued, RUNS.c.queued_at), else_=RUNS.c.updated_at)
         query = query.order_by(RUNS.c.concurrency_key, waiting, since, RUNS.c.id).limit(limit)
-        return self._runs(query)
+        return self._db.read_runs(query)
 
     @store_operation("read the runs queued long")
     def queued_runs(self, *, after: tuple[float, str] | None, up_to: float, limit: int = 500) -> list[Run]:
@@ -53,12 +56,12 @@ class ViewsSql(SqlBase):
             at, run_id = after
             later = sa.or_(RUNS.c.queued_at > at, sa.and_(RUNS.c.queued_at == at, RUNS.c.id > run_id))
             query = query.where(later)
-        return self._runs(query.order_by(RUNS.c.queued_at, RUNS.c.id).limit(limit))
+        return self._db.read_runs(query.order_by(RUNS.c.queued_at, RUNS.c.id).limit(limit))
 
     @store_operation("check a run for changes")
     def run_pulse(self, run_id: str) -> Pulse | None:
         """A value that changes whenever the run's page would (None: no such run)."""
-        with self._single.connect() as conn:
+        with self._db.single.connect() as conn:
             row = conn.execute(_pulse(), {"run_id": run_id}).first()
         return None if row is None else tuple(row)
 
@@ -72,7 +75,7 @@ class ViewsSql(SqlBase):
             "p_platform": platform,
             "p_conversation": conversation,
         }
-        with self._single.connect() as conn:
+        with self._db.single.connect() as conn:
             rows = [(row.b_origin_event, run_from_row(row)) for row in conn.execute(_command_runs(), params)]
         started = [run for event, run in rows if event == origin_event]  # newest first: the first is last
         waiting = [
@@ -85,7 +88,7 @@ class ViewsSql(SqlBase):
 
     @store_operation("read an approval")
     def gate_and_args(self, run: Run) -> tuple[Gate | None, bytes]:
-        with self._single.connect() as conn:
+        with self._db.single.connect() as conn:
             row = conn.execute(_gate_and_args(), {"p_digest": run.args_digest, "p_run": run.id}).first()
         if row is None:
             raise KeyError(run.args_digest)

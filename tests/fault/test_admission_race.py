@@ -30,8 +30,8 @@ POLICY = Concurrency(key="deploy-prod", limit=LIMIT)
 def _replica(n: int, url: str, barrier: Any, results: Any) -> None:
     try:
         store = SqlStore(url)
-        digest = store.put_blob(b"{}")
-        store.get_run  # noqa: B018 (warm: the race is tight)
+        digest = store.blobs.put_blob(b"{}")
+        store.runs.get_run  # noqa: B018 (warm: the race is tight)
         barrier.wait(TIMEOUT)
         for _ in range(PER_REPLICA):
             with store.transaction() as tx:
@@ -42,13 +42,15 @@ def _replica(n: int, url: str, barrier: Any, results: Any) -> None:
         barrier.wait(TIMEOUT)
         while True:
             barrier.wait(TIMEOUT)  # a round starts: everyone reads the same running runs
-            running = sorted(r.id for r in store.key_runs(key=POLICY.key) if r.status is RunStatus.RUNNING)
+            running = sorted(
+                r.id for r in store.views.key_runs(key=POLICY.key) if r.status is RunStatus.RUNNING
+            )
             barrier.wait(TIMEOUT)
             if not running:
                 break
             if n < len(running):  # different replicas rest the running runs at the same moment
-                store.transition(Transition(running[n], RunStatus.COMPLETED, actor=f"console:r{n}",
-                                            allowed_from=[RunStatus.RUNNING]))  # fmt: skip
+                store.runs.transition(Transition(running[n], RunStatus.COMPLETED, actor=f"console:r{n}",
+                                                 allowed_from=[RunStatus.RUNNING]))  # fmt: skip
             barrier.wait(TIMEOUT)  # the round is over: the parent looks
         store.close()
         results.put({"n": n})
@@ -75,7 +77,7 @@ def test_replicas_admitting_at_once_never_pass_the_limit(race_url: str) -> None:
     try:
         barrier.wait(TIMEOUT)  # they create their runs now
         barrier.wait(TIMEOUT)
-        runs = store.key_runs(key=POLICY.key)
+        runs = store.views.key_runs(key=POLICY.key)
         assert len(runs) == REPLICAS * PER_REPLICA
         assert len([r for r in runs if r.status is RunStatus.RUNNING]) == LIMIT
         queue = [r.id for r in runs if r.status is RunStatus.QUEUED]  # in queue order
@@ -83,13 +85,13 @@ def test_replicas_admitting_at_once_never_pass_the_limit(race_url: str) -> None:
         rounds = 0
         while True:
             barrier.wait(TIMEOUT)
-            now = store.key_runs(key=POLICY.key)  # read with the replicas: no writes till the barrier
+            now = store.views.key_runs(key=POLICY.key)  # read with the replicas: no writes till the barrier
             barrier.wait(TIMEOUT)
             if not now:
                 break
             barrier.wait(TIMEOUT)
             rounds += 1
-            now = store.key_runs(key=POLICY.key)
+            now = store.views.key_runs(key=POLICY.key)
             running = [r.id for r in now if r.status is RunStatus.RUNNING]
             assert len(running) == min(LIMIT, len(now)), f"round {rounds}: {len(running)} running"
             fresh = {r for r in running if r in queue and r not in admitted}
@@ -105,5 +107,5 @@ def test_replicas_admitting_at_once_never_pass_the_limit(race_url: str) -> None:
     assert not [o for o in outcomes if "error" in o], outcomes
     assert admitted == queue, "admitted in queue order, each once"
     with SqlStore(race_url) as final:
-        statuses = {r.status for r in final.recent_runs(limit=100)}
+        statuses = {r.status for r in final.runs.recent_runs(limit=100)}
     assert statuses == {RunStatus.COMPLETED}

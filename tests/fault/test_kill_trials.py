@@ -154,7 +154,7 @@ async def test_kill_trials_at_every_step_and_target(cluster: Cluster, postgres_u
         async with chat:  # pick and kill under the lock: two lanes never kill one node twice
             victims: list[Node] = []
             if target in ("replica", "both"):
-                owner = store.get_run(run_id).lease_owner
+                owner = store.runs.get_run(run_id).lease_owner
                 victims += [n for n in cluster.replicas if n.ready == owner and n.alive]
             if target in ("worker", "both"):
                 victims += [n for n in cluster.workers if str(n.proc.pid) == step_parent and n.alive]
@@ -200,7 +200,7 @@ async def test_kill_trials_at_every_step_and_target(cluster: Cluster, postgres_u
 
     assert len(outcomes) == TRIALS
     assert set(outcomes.values()) <= {"completed", "needs_attention"}, outcomes
-    runs = store.recent_runs(limit=TRIALS * 2)
+    runs = store.runs.recent_runs(limit=TRIALS * 2)
     assert sorted(r.id for r in runs) == sorted(outcomes)  # no run lost, none doubled
     assert kills["replica"] + kills["worker"] >= TRIALS, kills  # "both" trials kill two
     assert min(kills.values()) >= TRIALS // 4, kills
@@ -214,8 +214,8 @@ def _check_trial(store: SqlStore, out: Path, run_id: str, status: str, seed: int
     assert len(_lines(out / f"{run_id}.u1")) <= 1, f"{where}: the unsafe step ran twice"
     keys = _lines(out / f"{run_id}.i1")
     assert len(set(keys)) <= 1, f"{where}: idempotent step ran under different keys {keys}"
-    run = store.get_run(run_id)
-    entries = [e for e in store.journal([run_id]) if e.cache_key]
+    run = store.runs.get_run(run_id)
+    entries = [e for e in store.steps.journal([run_id]) if e.cache_key]
     completed = [e.node_id for e in entries if e.status is NodeStatus.COMPLETED]
     assert len(completed) == len(set(completed)), f"{where}: a step completed twice {completed}"
     if run.status is RunStatus.COMPLETED:

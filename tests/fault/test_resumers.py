@@ -46,7 +46,7 @@ def _engine(url: str, root: Path, n: int) -> Engine:
 def _resumer(n: int, url: str, root: Path, run_id: str, barrier: Any, results: Any) -> None:
     async def go() -> dict[str, Any]:
         engine = _engine(url, root, n)
-        engine.store.get_run(run_id)  # connected and warm, so the race is tight
+        engine.store.runs.get_run(run_id)  # connected and warm, so the race is tight
         barrier.wait(TIMEOUT)
         try:
             run = await engine.resume(run_id, actor=f"console:r{n}")
@@ -99,8 +99,8 @@ def test_thirty_two_processes_resume_one_run_and_one_wins(tmp_path: Path, postgr
 
     store = SqlStore(postgres_url)
     try:
-        run = store.get_run(failed.id)
+        run = store.runs.get_run(failed.id)
         assert run.status is RunStatus.COMPLETED
-        assert [a.action for a in store.audit_log(failed.id)].count("resume") == 1
+        assert [a.action for a in store.events.audit_log(failed.id)].count("resume") == 1
     finally:
         store.close()

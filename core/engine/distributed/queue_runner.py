@@ -137,7 +137,7 @@ class QueueStepRunner:
                 return None  # an adopted result of an older definition: run the current one
             data = settled.output
             if data is None:  # read without its output (a lost entry settled meanwhile)
-                data = self.x.setup.store.get_blob(entry.output_digest)
+                data = self.x.setup.store.blobs.get_blob(entry.output_digest)
             text = data.decode("utf-8")
             return Completed(
                 entry.output_digest,

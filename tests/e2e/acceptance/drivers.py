@@ -124,7 +124,7 @@ class ConsoleChat:
     def windows(self, run_id: str) -> tuple[float, float]:
         store = SqlStore(self.cli.database_url)
         try:
-            return _windows(store.journal([run_id]))
+            return _windows(store.steps.journal([run_id]))
         finally:
             store.close()
 
@@ -170,7 +170,7 @@ class SlackChat:
         first = await self.e2e.mock.wait_call("chat.postMessage", STARTED, after=mark)
         assert "thread_ts" not in first.body, "a run's first message opens its thread in the channel"
         run = await self.e2e.baton.engine.wait(run_id_of(first), timeout=DEADLINE)
-        assert self._store.get_run(run.id).thread == first.ts
+        assert self._store.runs.get_run(run.id).thread == first.ts
         return run
 
     async def prompted(self, text: str) -> Prompt:
@@ -193,16 +193,16 @@ class SlackChat:
         return await self.command(text)
 
     def windows(self, run_id: str) -> tuple[float, float]:
-        return _windows(self._store.journal([run_id]))
+        return _windows(self._store.steps.journal([run_id]))
 
     async def reply(self, run_id: str, text: str) -> None:
-        thread = self._store.get_run(run_id).thread
+        thread = self._store.runs.get_run(run_id).thread
         answer = await self.e2e.slack.event(self.e2e.slack.message_event(text, thread_ts=thread))
         assert answer.status == 200
 
     async def status(self, run_id: str, status: str) -> Run:
         def reached(_calls: object) -> Run | None:
-            run = self._store.get_run(run_id)
+            run = self._store.runs.get_run(run_id)
             return run if run.status == status else None
 
         run: Run = await self.e2e.mock.wait_for(reached, DEADLINE)
@@ -213,7 +213,7 @@ class SlackChat:
         return run
 
     async def shown(self, run_id: str, text: str) -> None:
-        thread = self._store.get_run(run_id).thread
+        thread = self._store.runs.get_run(run_id).thread
         await self.e2e.mock.wait_for(lambda calls: [
             c for c in calls if c.method in ("chat.postMessage", "chat.update")
             and (c.body.get("thread_ts") == thread or c.body.get("ts") == thread) and text in c.text])
@@ -222,7 +222,7 @@ class SlackChat:
         return len([c for c in self.e2e.mock.of("chat.postMessage") if PROMPT in c.text])
 
     def runs(self) -> list[Run]:
-        return list(self._store.recent_runs(limit=1000))
+        return list(self._store.runs.recent_runs(limit=1000))
 
     def args_of(self, run: Run) -> dict[str, Any]:
         return dict(self.e2e.baton.engine.args_of(run))
@@ -263,7 +263,7 @@ class DiscordChat:
         ids = custom_ids(answer.json["components"])
         decoded = [parse(cid) for cid in ids]  # as any Baton process rebuilds a button's command
         assert None not in decoded, ids
-        commands = [command_of(ref, self.bot.baton.store.get_blob) for ref in decoded if ref]
+        commands = [command_of(ref, self.bot.baton.store.blobs.get_blob) for ref in decoded if ref]
         return Prompt(commands, answer.content)
 
     async def command(self, text: str) -> str:
@@ -274,23 +274,23 @@ class DiscordChat:
         return await self.command(text)
 
     def windows(self, run_id: str) -> tuple[float, float]:
-        return _windows(self.bot.baton.store.journal([run_id]))
+        return _windows(self.bot.baton.store.steps.journal([run_id]))
 
     async def reply(self, run_id: str, text: str) -> None:
-        thread = self.bot.baton.store.get_run(run_id).thread
+        thread = self.bot.baton.store.runs.get_run(run_id).thread
         assert thread is not None
         self.bot.say(thread, text)
 
     async def status(self, run_id: str, status: str) -> Run:
         def reached(_calls: object) -> Run | None:
-            run = self.bot.baton.store.get_run(run_id)
+            run = self.bot.baton.store.runs.get_run(run_id)
             return run if run.status == status else None
 
         run: Run = await self.bot.fake.wait_for(reached, DEADLINE)
         return run
 
     async def shown(self, run_id: str, text: str) -> None:
-        await self.bot.posted_in(self.bot.baton.store.get_run(run_id).thread or "", text)
+        await self.bot.posted_in(self.bot.baton.store.runs.get_run(run_id).thread or "", text)
 
     def prompts_shown(self) -> int:
         # an interaction's answer is sent, then edited, at one webhook path: one message per path
@@ -298,7 +298,7 @@ class DiscordChat:
         return len({c.path for c in sent if PROMPT in c.content})
 
     def runs(self) -> list[Run]:
-        return list(self.bot.baton.store.recent_runs(limit=1000))
+        return list(self.bot.baton.store.runs.recent_runs(limit=1000))
 
     def args_of(self, run: Run) -> dict[str, Any]:
         return dict(self.bot.baton.engine.args_of(run))

@@ -84,21 +84,21 @@ class BatonCli:
     def runs(self) -> list[Run]:
         store = SqlStore(self.database_url)
         try:
-            return store.recent_runs(limit=1000)
+            return store.runs.recent_runs(limit=1000)
         finally:
             store.close()
 
     def run_record(self, run_id: str) -> Run:
         store = SqlStore(self.database_url)
         try:
-            return store.get_run(run_id)
+            return store.runs.get_run(run_id)
         finally:
             store.close()
 
     def args_of(self, run: Run) -> dict[str, Any]:
         store = SqlStore(self.database_url)
         try:
-            args: dict[str, Any] = json.loads(store.get_blob(run.args_digest))
+            args: dict[str, Any] = json.loads(store.blobs.get_blob(run.args_digest))
             return args
         finally:
             store.close()

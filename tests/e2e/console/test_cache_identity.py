@@ -64,7 +64,7 @@ def _steps(baton: BatonCli, run_id: str) -> dict[str, str]:
     """node -> "cached" or the reason it ran, from the run's journal."""
     store = SqlStore(baton.database_url)
     try:
-        entries = [e for e in store.journal([run_id]) if e.status is NodeStatus.COMPLETED]
+        entries = [e for e in store.steps.journal([run_id]) if e.status is NodeStatus.COMPLETED]
     finally:
         store.close()
     return {e.node_id: "cached" if e.cached_from else str(e.notes.reason) for e in entries}
@@ -74,10 +74,10 @@ def _final(baton: BatonCli, run_id: str) -> str:
     """The output of the run's last completed step."""
     store = SqlStore(baton.database_url)
     try:
-        entries = [e for e in store.journal([run_id]) if e.status is NodeStatus.COMPLETED]
+        entries = [e for e in store.steps.journal([run_id]) if e.status is NodeStatus.COMPLETED]
         last = max(entries, key=lambda e: e.id)
         assert last.output_digest is not None
-        return store.get_blob(last.output_digest).decode().strip()
+        return store.blobs.get_blob(last.output_digest).decode().strip()
     finally:
         store.close()
 

@@ -156,7 +156,7 @@ def test_the_handler_answers_any_text_with_one_line_and_stores_nothing_it_refuse
     event = f"edge-{uuid.uuid4()}"
     message = ChatMessage(platform="console", conversation="edge", user=user, text=text, event_id=event,
                           is_command=command, direct=True)
-    runs_before = len(baton.store.recent_runs(limit=1000))
+    runs_before = len(baton.store.runs.recent_runs(limit=1000))
 
     replies = loop.run_until_complete(baton.handler.handle(message))
 
@@ -166,8 +166,8 @@ def test_the_handler_answers_any_text_with_one_line_and_stores_nothing_it_refuse
         assert len(replies) == 1 and replies[0].is_error
         (line,) = _lines(shown[0])
         assert line.endswith(REFUSED)
-        assert baton.store.claim_event("console", event)  # its event id was never claimed
-        assert len(baton.store.recent_runs(limit=1000)) == runs_before
+        assert baton.store.events.claim_event("console", event)  # its event id was never claimed
+        assert len(baton.store.runs.recent_runs(limit=1000)) == runs_before
     loop.run_until_complete(baton.handler.drain())
-    for run in baton.store.runs_leased_by(baton.engine.owner):
+    for run in baton.store.leases.runs_leased_by(baton.engine.owner):
         loop.run_until_complete(baton.engine.wait(run.id, timeout=30))

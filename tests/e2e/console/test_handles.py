@@ -70,12 +70,12 @@ def shown(baton: Baton, replies: list[Reply]) -> list[str]:
 
 async def test_a_handle_of_a_run_the_user_may_not_view_is_answered_like_an_unknown_one(baton: Baton) -> None:
     await say(baton, ANA, "run private --set token=hunter2-private")
-    (private,) = [r for r in baton.store.recent_runs() if r.workflow == "private"]
+    (private,) = [r for r in baton.store.runs.recent_runs() if r.workflow == "private"]
     await say(baton, MALLORY, "run hello")
-    (hello,) = [r for r in baton.store.recent_runs() if r.workflow == "hello"]
-    output = baton.store.journal([hello.id])[0].output_digest
+    (hello,) = [r for r in baton.store.runs.recent_runs() if r.workflow == "hello"]
+    output = baton.store.steps.journal([hello.id])[0].output_digest
     assert output is not None
-    taken = {r.args_digest for r in baton.store.recent_runs()} | {output}
+    taken = {r.args_digest for r in baton.store.runs.recent_runs()} | {output}
     unknown = next(f"{n:08x}" for n in range(1 << 16) if not any(d.startswith(f"{n:08x}") for d in taken))
 
     forbidden = shown(baton, await say(baton, MALLORY, f"run hello --args @{private.args_digest[:8]}"))
@@ -84,7 +84,7 @@ async def test_a_handle_of_a_run_the_user_may_not_view_is_answered_like_an_unkno
 
     assert forbidden == step_output == nothing
     assert "No args of a run you may view match that handle." in nothing[0]
-    assert [r.workflow for r in baton.store.recent_runs()].count("hello") == 1  # nothing started
+    assert [r.workflow for r in baton.store.runs.recent_runs()].count("hello") == 1  # nothing started
     short = shown(baton, await say(baton, MALLORY, f"run hello --args @{private.args_digest[:4]}"))
     if not any(d.startswith(private.args_digest[:4]) for d in taken - {private.args_digest}):
         assert short == nothing  # a 4-character prefix tells no more than 8 do
@@ -92,14 +92,14 @@ async def test_a_handle_of_a_run_the_user_may_not_view_is_answered_like_an_unkno
 
 async def test_a_handle_resolves_for_whoever_may_view_the_run(baton: Baton) -> None:
     await say(baton, ANA, "run private --set token=hunter2-private")
-    (private,) = baton.store.recent_runs()
+    (private,) = baton.store.runs.recent_runs()
 
     (started,) = await say(baton, ANA, f"run private --force --args @args:{private.args_digest[:8]}")
     assert not started.is_error
-    again = baton.store.get_run(started.run_id or "")
+    again = baton.store.runs.get_run(started.run_id or "")
     assert again.args_digest == private.args_digest  # her own args, by handle
     (mine,) = await say(baton, MALLORY, "run hello --set token=mine")
-    hello = baton.store.get_run(mine.run_id or "")
+    hello = baton.store.runs.get_run(mine.run_id or "")
     (reused,) = await say(baton, MALLORY, f"run hello --force --args @{hello.args_digest[:6]}")
     assert not reused.is_error
-    assert baton.store.get_run(reused.run_id or "").args_digest == hello.args_digest
+    assert baton.store.runs.get_run(reused.run_id or "").args_digest == hello.args_digest

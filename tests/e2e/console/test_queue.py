@@ -57,7 +57,7 @@ def windows(baton: BatonCli, run_id: str) -> tuple[float, float]:
     """When the run's steps ran: first start, last finish (the journal)."""
     store = SqlStore(baton.database_url)
     try:
-        entries = store.journal([run_id])
+        entries = store.steps.journal([run_id])
     finally:
         store.close()
     return min(e.started_at for e in entries), max(e.finished_at or 0.0 for e in entries)
@@ -66,7 +66,7 @@ def windows(baton: BatonCli, run_id: str) -> tuple[float, float]:
 def audit_actions(baton: BatonCli, run_id: str) -> list[str]:
     store = SqlStore(baton.database_url)
     try:
-        return [e.action for e in store.audit_log(run_id)]
+        return [e.action for e in store.events.audit_log(run_id)]
     finally:
         store.close()
 

@@ -76,8 +76,8 @@ def outputs(cli: BatonCli, run_id: str) -> dict[str, str]:
     store = SqlStore(cli.database_url)
     try:
         return {
-            e.node_id: store.get_blob(e.output_digest).decode()
-            for e in store.journal([run_id])
+            e.node_id: store.blobs.get_blob(e.output_digest).decode()
+            for e in store.steps.journal([run_id])
             if e.output_digest is not None
         }
     finally:

@@ -125,7 +125,7 @@ def _runs_in_db(baton: BatonCli, count: int, *, status: RunStatus = RunStatus.FA
     baton.run("migrate")
     store = SqlStore(baton.database_url)
     try:
-        digest = store.put_blob(b"{}")
+        digest = store.blobs.put_blob(b"{}")
         return [create_run(store, workflow="notes", platform="console", conversation="ops", thread=None,
                            requester="console:ana", args_digest=digest, status=status,
                            lease_owner="elsewhere:1:x", lease_seconds=3600).id

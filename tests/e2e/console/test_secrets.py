@@ -62,9 +62,9 @@ def test_a_step_sees_its_declared_secrets_and_none_of_batons(cli: BatonCli) -> N
     assert "DEPLOY_TOKEN=•••" in shown and "FILE_TOKEN=•••" in shown and "MODE=audit" in shown
     store = SqlStore(cli.database_url)
     try:
-        (entry,) = store.journal([run.id])
+        (entry,) = store.steps.journal([run.id])
         assert entry.output_digest is not None
-        stored = store.get_blob(entry.output_digest).decode()
+        stored = store.blobs.get_blob(entry.output_digest).decode()
     finally:
         store.close()
     # what the step really printed (kept as is for later steps): its secrets, none of Baton's
@@ -101,10 +101,12 @@ def test_a_failing_step_with_every_secret_on_its_stderr_shows_none(cli: BatonCli
     store = SqlStore(cli.database_url)
     try:
         at_rest = [
-            leak.dumped(event.details) for r in store.recent_runs(limit=10) for event in store.audit_log(r.id)
+            leak.dumped(
+                event.details
+            ) for r in store.runs.recent_runs(limit=10) for event in store.events.audit_log(r.id)
         ]
-        at_rest += [e.error or "" for e in store.journal([run.id])]
-        at_rest.append(store.get_run(run.id).reason or "")
+        at_rest += [e.error or "" for e in store.steps.journal([run.id])]
+        at_rest.append(store.runs.get_run(run.id).reason or "")
     finally:
         store.close()
     assert leak.leaks("\n".join(at_rest)) == []
@@ -118,10 +120,10 @@ def test_a_secret_straddling_the_output_cap_shows_no_part_of_itself(cli: BatonCl
     assert run.status == "completed"
     store = SqlStore(cli.database_url)
     try:
-        (entry,) = store.journal([run.id])
+        (entry,) = store.steps.journal([run.id])
         digest = entry.output_digest
         assert digest is not None
-        kept = store.get_blob(digest).decode()
+        kept = store.blobs.get_blob(digest).decode()
     finally:
         store.close()
     # the stored head ends where the secret began: no prefix of it for a renderer to miss

@@ -141,7 +141,7 @@ async def test_another_conversation_is_answered_while_a_template_renders(tmp_pat
                 )
                 latencies.append(time.monotonic() - asked)
                 assert replies and replies[0].kind == "runs"
-                if baton.store.get_run(started.run_id).status != "running":
+                if baton.store.runs.get_run(started.run_id).status != "running":
                     break
                 answered_while_rendering += 1
                 await asyncio.sleep(0)  # the engine's tasks go on between messages, as in a server

@@ -122,7 +122,7 @@ async def both(settings: Settings, tmp_path: Path, monkeypatch: pytest.MonkeyPat
 def _button(bot: DiscordBot, message: dict[str, Any], command: str) -> str:
     for cid in custom_ids(message["components"], enabled=True):
         ref = parse(cid)
-        if ref is not None and command_of(ref, bot.baton.store.get_blob) == command:
+        if ref is not None and command_of(ref, bot.baton.store.blobs.get_blob) == command:
             return cid
     raise AssertionError(f"no button runs {command!r}")
 
@@ -145,9 +145,9 @@ async def test_a_slack_runs_reminder_dmed_on_discord_is_withdrawn_when_the_gate_
 ) -> None:
     slack, bot = both.slack, both.discord
     paused = await start(slack, "run nagged", rests_with=WAITING)
-    run = slack.baton.store.get_run(paused.run_id)
+    run = slack.baton.store.runs.get_run(paused.run_id)
     assert run.platform == "slack"
-    gate = slack.baton.store.get_gate(paused.run_id, "review")
+    gate = slack.baton.store.gates.get_gate(paused.run_id, "review")
 
     slack_mark, discord_mark = len(slack.mock.calls), len(bot.fake.calls)
     [reminded] = await both.deadlines().tick(now=gate.created_at + HOUR)
@@ -167,7 +167,7 @@ async def test_a_slack_runs_reminder_dmed_on_discord_is_withdrawn_when_the_gate_
     clicked = await slack.slack.click(paused.rest, "approve", user=CAROL)
     assert clicked.status == 200
     await wait_in_thread(slack, paused.thread, COMPLETED, after=mark)
-    decided = slack.baton.store.get_gate(paused.run_id, "review")
+    decided = slack.baton.store.gates.get_gate(paused.run_id, "review")
     assert (decided.status, decided.decided_by) == (GateStatus.APPROVED, f"slack:{CAROL}")
 
     def withdrawn_on_discord(_: object) -> dict[str, Any] | None:
@@ -195,7 +195,7 @@ async def test_a_discord_runs_reminder_dmed_on_slack_is_withdrawn_when_the_gate_
     assert (run.status, run.platform) == (RunStatus.PAUSED, "discord")
     await bot.posted_in(thread, "waits for approval")
     gate_message = bot.message_with(thread, "waits for approval")
-    gate = slack.baton.store.get_gate(run_id, "review")
+    gate = slack.baton.store.gates.get_gate(run_id, "review")
 
     slack_mark, discord_mark = len(slack.mock.calls), len(bot.fake.calls)
     [reminded] = await both.deadlines().tick(now=gate.created_at + HOUR)
@@ -211,7 +211,7 @@ async def test_a_discord_runs_reminder_dmed_on_slack_is_withdrawn_when_the_gate_
     dispatch_interaction(bot.client, click)
     await bot.acknowledged(click)
     await bot.posted_in(thread, " completed in ")
-    assert slack.baton.store.get_gate(run_id, "review").decided_by == f"discord:{BOB['id']}"
+    assert slack.baton.store.gates.get_gate(run_id, "review").decided_by == f"discord:{BOB['id']}"
 
     def withdrawn_on_discord(_: object) -> list[dict[str, Any]] | None:
         now = [bot.fake.messages[m["id"]] for m in (gate_message, dm)]

@@ -81,7 +81,7 @@ async def test_a_slack_run_that_fails_is_told_once_in_the_subscribed_discord_cha
     assert found == [notice]
     in_slack = [c for c in slack.mock.of("chat.postMessage") if NOTICE in c.text]
     assert in_slack == []  # no echo where the run reports
-    rows = [r for r in slack.baton.store.deliveries(failed.run_id) if r.kind == "notice"]
+    rows = [r for r in slack.baton.store.outbox.deliveries(failed.run_id) if r.kind == "notice"]
     assert [(r.platform, r.conversation, r.delivered_at is not None) for r in rows] == [
         ("discord", CHANNEL_ID, True)]
 
@@ -107,7 +107,7 @@ async def test_a_gate_notice_in_slack_decides_a_discord_runs_gate_and_is_withdra
     clicked = await slack.slack.click(notice, "approve", user=CAROL)
     assert clicked.status == 200
     await bot.posted_in(thread, " completed in ")
-    decided = slack.baton.store.get_gate(run_id, "review")
+    decided = slack.baton.store.gates.get_gate(run_id, "review")
     assert (decided.status, decided.decided_by) == (GateStatus.APPROVED, f"slack:{CAROL}")
 
     def withdrawn_on_discord(_: object) -> dict[str, Any] | None:
@@ -137,12 +137,13 @@ async def test_a_gate_notice_in_discord_decides_a_slack_runs_gate_with_its_butto
     click = bot.click(_button(bot, notice, f"approve {paused.run_id}"), who=BOB)
     await bot.acknowledged(click)
     await slack.mock.wait_call("chat.postMessage", " completed in ", after=mark)
-    assert slack.baton.store.get_gate(paused.run_id, "review").decided_by == f"discord:{BOB['id']}"
+    assert slack.baton.store.gates.get_gate(paused.run_id, "review").decided_by == f"discord:{BOB['id']}"
 
     def deciding(message: dict[str, Any]) -> list[str]:
         """The commands of its enabled buttons that decide a gate ("Open run" stays)."""
-        commands = [command_of(ref, bot.baton.store.get_blob) for cid in custom_ids(message["components"],
-                    enabled=True) if (ref := parse(cid)) is not None]
+        get_blob = bot.baton.store.blobs.get_blob
+        commands = [command_of(ref, get_blob) for cid in custom_ids(message["components"], enabled=True)
+                    if (ref := parse(cid)) is not None]
         return [c for c in commands if c and c.startswith(("approve", "reject"))]
 
     def withdrawn_on_discord(_: object) -> dict[str, Any] | None:

@@ -51,7 +51,7 @@ async def prompt_buttons(bot: DiscordBot, text: str) -> dict[str, str]:
 
 
 def run_ids(bot: DiscordBot) -> list[str]:
-    return [r.id for r in bot.baton.store.recent_runs(platform="discord")]
+    return [r.id for r in bot.baton.store.runs.recent_runs(platform="discord")]
 
 
 # -- 2 ---------------------------------------------------------------------------------------
@@ -69,7 +69,7 @@ async def test_2_force_by_button_carries_a_long_new_message(bot: DiscordBot) -> 
 
     assert fresh != failed and run.status == "completed"
     assert bot.baton.engine.args_of(run)["message"] == message.strip()
-    assert bot.baton.store.get_run(failed).status == "failed"
+    assert bot.baton.store.runs.get_run(failed).status == "failed"
 
 
 # -- 3 ---------------------------------------------------------------------------------------
@@ -87,7 +87,7 @@ async def test_3_abandon_by_button_disables_the_prompt_and_shows_who_chose(bot: 
     assert all(b["disabled"] for b in shown)
     chosen = next(b for b in shown if b["custom_id"] == buttons[f"run flaky --replace {failed} B"])
     assert chosen["label"].endswith("· ana")
-    assert bot.baton.store.get_run(failed).status == "cancelled"
+    assert bot.baton.store.runs.get_run(failed).status == "cancelled"
     fresh, _ = await bot.thread_of_next_run(mark)  # …and the click started "B" at once
     run = await bot.rested(fresh)
     assert fresh != failed and run.status == "completed"
@@ -124,6 +124,6 @@ async def test_5_the_resume_button_of_the_prompt_continues_that_run(
 
 
 def _resting(bot: DiscordBot, run_id: str, status: str) -> Run | None:
-    run = bot.baton.store.get_run(run_id)
+    run = bot.baton.store.runs.get_run(run_id)
     return run if run.status == status else None
 

@@ -63,7 +63,7 @@ def _button(bot: DiscordBot, thread: str, command: str) -> str:
     gate = bot.message_with(thread, "waits for approval")
     for cid in custom_ids(gate["components"], enabled=True):
         ref = parse(cid)
-        if ref is not None and command_of(ref, bot.baton.store.get_blob) == command:
+        if ref is not None and command_of(ref, bot.baton.store.blobs.get_blob) == command:
             return cid
     raise AssertionError(f"no button runs {command!r}")
 
@@ -83,21 +83,21 @@ async def test_a_forms_values_that_read_like_a_command_decide_only_its_own_gate(
     assert (await bot.rested(notes_id)).status == "completed"
 
     store = bot.baton.store
-    gate = store.get_gate(notes_id, "review")
+    gate = store.gates.get_gate(notes_id, "review")
     assert gate.status is GateStatus.APPROVED and gate.decided_by == _person(BOB)
     assert gate.outcome["values"] == {"note": typed}  # the value exactly as typed
-    [publish] = [e for e in store.journal([notes_id]) if e.node_id == "publish"]
-    assert publish.output_digest and store.get_blob(publish.output_digest) == typed.encode()
+    [publish] = [e for e in store.steps.journal([notes_id]) if e.node_id == "publish"]
+    assert publish.output_digest and store.blobs.get_blob(publish.output_digest) == typed.encode()
     # the other run, named in the text, is untouched
-    assert store.get_run(other_id).status is RunStatus.PAUSED
-    waiting = store.get_gate(other_id, "gate")
+    assert store.runs.get_run(other_id).status is RunStatus.PAUSED
+    waiting = store.gates.get_gate(other_id, "gate")
     assert waiting.status is GateStatus.WAITING
-    assert store.gate_votes(other_id, "gate", waiting.created_at) == []
+    assert store.ballots.gate_votes(other_id, "gate", waiting.created_at) == []
 
     click = bot.click(_button(bot, other_thread, f"reject {other_id}"), who=BOB)
     await bot.acknowledged(click)
     [told] = await bot.answers(click)
     assert "Rejected the gate" in told.content
     assert (await bot.rested(other_id)).status == "cancelled"
-    assert store.get_gate(other_id, "gate").status is GateStatus.REJECTED
-    assert store.get_gate(notes_id, "review").status is GateStatus.APPROVED  # as it was
+    assert store.gates.get_gate(other_id, "gate").status is GateStatus.REJECTED
+    assert store.gates.get_gate(notes_id, "review").status is GateStatus.APPROVED  # as it was

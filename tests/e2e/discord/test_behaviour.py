@@ -50,7 +50,7 @@ async def test_a_command_typed_in_a_run_thread_belongs_to_the_channel_conversati
     (answer,) = await bot.answers(bot.command('run gated "v2"', channel_id=thread))
 
     assert f"baton:approve:{paused}" in custom_ids(answer.json["components"])  # the prompt, not a run
-    assert [r.id for r in bot.baton.store.recent_runs(platform="discord")] == [paused]
+    assert [r.id for r in bot.baton.store.runs.recent_runs(platform="discord")] == [paused]
 
 
 async def test_an_unauthorized_click_is_refused_privately_and_nothing_resumes(bot: DiscordBot) -> None:
@@ -68,7 +68,7 @@ async def test_an_unauthorized_click_is_refused_privately_and_nothing_resumes(bo
     assert f"<@{MALLORY['id']}> is not an approver" in refusal.content
     assert refusal.json["allowed_mentions"] == NO_MENTIONS
     assert not [c for c in bot.fake.calls if c.method == "PATCH" and click["token"] in c.path]
-    assert bot.baton.store.get_run(paused).status == "paused"
+    assert bot.baton.store.runs.get_run(paused).status == "paused"
     assert f"baton:approve:{paused}" in bot.buttons_in(paused)  # still usable by an approver
 
 
@@ -112,7 +112,7 @@ async def test_a_redelivered_interaction_is_processed_once(bot: DiscordBot) -> N
     assert refused  # Discord refuses the second acknowledgement (40060)
     (status,) = await bot.answers(bot.command(f"status {run_id}"))  # later traffic still flows
 
-    assert [r.id for r in bot.baton.store.recent_runs(platform="discord")] == [run_id]
+    assert [r.id for r in bot.baton.store.runs.recent_runs(platform="discord")] == [run_id]
     assert len([c for c in bot.fake.calls if c.path.endswith("/threads")]) == 1
     assert len(bot.fake.find("PATCH", f"{payload['token']}/messages/@original")) == 1
     assert run_id in status.content
@@ -127,7 +127,7 @@ async def test_thread_replies_from_bots_are_ignored_and_mentions_are_stripped(bo
     bot.say(thread, f"{bot_mention()} lgtm", who=BOB, mentions=[BOT_USER])
 
     await bot.posted_in(thread, "shipped")
-    gate = bot.baton.store.get_gate(paused, "review")
+    gate = bot.baton.store.gates.get_gate(paused, "review")
     assert gate.decided_by == f"discord:{BOB['id']}"
     assert BOT_ID not in (gate.comment or "")
 
@@ -140,7 +140,7 @@ async def test_the_same_thread_message_redelivered_decides_once(bot: DiscordBot)
 
     await bot.posted_in(thread, "shipped")
     await bot.rested(paused)
-    decided = [e for e in bot.baton.store.audit_log(paused) if "approve" in e.action]
+    decided = [e for e in bot.baton.store.events.audit_log(paused) if "approve" in e.action]
     assert len(decided) == 1, decided
 
 
@@ -190,7 +190,7 @@ async def test_where_no_thread_can_be_opened_the_run_reports_in_the_channel_at_o
     assert refused
     waiting = await bot.posted_in(CHANNEL_ID, "Ship v1?")  # in the channel, well before thread_wait
     assert waiting.json["allowed_mentions"] == NO_MENTIONS
-    run = bot.baton.store.recent_runs(platform="discord")[0]
+    run = bot.baton.store.runs.recent_runs(platform="discord")[0]
     assert run.thread is None and run.status == "paused"
 
 
@@ -207,7 +207,7 @@ async def test_where_the_answer_cannot_be_posted_the_run_starts_its_thread_from_
     assert started.json["allowed_mentions"] == NO_MENTIONS
     run_id, thread = await bot.thread_of_next_run(0)
     await bot.posted_in(thread, "Ship v1?")  # its story in its thread, well before thread_wait
-    run = bot.baton.store.get_run(run_id)
+    run = bot.baton.store.runs.get_run(run_id)
     assert run.thread == thread and run.status == "paused"
     assert progress._expected == set()  # no thread awaited for good
 
@@ -253,13 +253,13 @@ async def test_two_concurrent_clicks_continue_the_run_once(bot: DiscordBot) -> N
     answers = [(await bot.answers(click))[0] for click in clicks]
 
     assert (await bot.rested(paused)).status == "completed"
-    gate = bot.baton.store.get_gate(paused, "review")
+    gate = bot.baton.store.gates.get_gate(paused, "review")
     winner, loser = (ANA, BOB) if gate.decided_by == f"discord:{ANA['id']}" else (BOB, ANA)
     assert gate.decided_by == f"discord:{winner['id']}"
     (refusal,) = [a for a in answers if a.json.get("flags", 0) & 64]  # only the loser, privately
     assert refusal.path.split("/")[2] == clicks[[ANA, BOB].index(loser)]["token"]
     assert f"already approved by <@{winner['id']}>" in refusal.content  # told who won, as a mention
-    assert [r.id for r in bot.baton.store.recent_runs(platform="discord")] == [paused]  # no second run
+    assert [r.id for r in bot.baton.store.runs.recent_runs(platform="discord")] == [paused]  # no second run
 
 
 async def test_progress_messages_kept_in_memory_are_bounded_and_a_forgotten_one_is_still_edited(

@@ -31,9 +31,9 @@ async def test_run_with_typed_options_is_the_command_they_spell(bot: DiscordBot)
 
     (answer,) = await bot.answers(payload)
     assert "Started" in answer.content
-    [run] = bot.baton.store.recent_runs(platform="discord")
+    [run] = bot.baton.store.runs.recent_runs(platform="discord")
     assert bot.baton.engine.args_of(run) == {"message": 'say "hi"  twice'}  # exactly as typed
-    audit = [e.details for e in bot.baton.store.audit_log(run.id) if e.action == "command"]
+    audit = [e.details for e in bot.baton.store.events.audit_log(run.id) if e.action == "command"]
     assert audit[0]["text"] == 'run flaky --force "say \\"hi\\"  twice"'
     await bot.rested(run.id)
 
@@ -89,13 +89,13 @@ async def test_a_run_missing_inputs_opens_a_modal_and_its_submission_starts_it(b
     assert told["type"] == 4 and told["data"]["flags"] & 64
     assert "environment: input `environment` must be one of" in told["data"]["content"]
     assert [b for b in custom_ids(told["data"]["components"]) if b.startswith("baton:form:")]  # Run… again
-    assert bot.baton.store.recent_runs(platform="discord") == []
+    assert bot.baton.store.runs.recent_runs(platform="discord") == []
 
     await bot.acknowledged(bot.subcommand("run", name="deploy", message="go", set="replicas=3", who=BOB))
     values = {"service": "web", "replicas": "3", "environment": "production"}
     (started,) = await bot.answers(bot.submit(values, who=BOB))
     assert "Started" in started.content
-    [run] = bot.baton.store.recent_runs(platform="discord")
+    [run] = bot.baton.store.runs.recent_runs(platform="discord")
     assert run.requester == f"discord:{BOB['id']}"
     assert bot.baton.engine.args_of(run) == {"service": "web", "replicas": 3, "environment": "production",
                                              "message": "go"}
@@ -112,7 +112,7 @@ async def test_where_no_modal_opens_the_reply_says_what_to_type_and_run_opens_it
     click = bot.click(run_button)
     modal = await bot.acknowledged(click)
     assert modal.json["type"] == 9 and modal.json["data"]["title"] == "Run deploy"
-    assert bot.baton.store.recent_runs(platform="discord") == []
+    assert bot.baton.store.runs.recent_runs(platform="discord") == []
 
 
 async def test_a_failed_answer_is_told_to_the_user_never_left_thinking(bot: DiscordBot) -> None:
@@ -153,14 +153,14 @@ async def test_chatter_in_a_thread_without_a_run_leaves_nothing_behind(bot: Disc
     thread = thread_channel(bot.fake.snowflake(), CHANNEL_ID, "chatter")
     bot.fake.channels[thread["id"]] = thread
     bot.client._connection.parse_thread_create(thread)  # type: ignore[arg-type]
-    bot.baton.store.forget_events(time.time() + 60)  # nothing kept so far
+    bot.baton.store.events.forget_events(time.time() + 60)  # nothing kept so far
 
     for n in range(200):
         dispatch_message(bot.client, message_create(bot.fake, thread["id"], f"chatter {n}", who=ANA))
     dispatch_message(bot.client, message_create(bot.fake, thread["id"], f"{bot_mention()} hi", who=ANA))
     await bot.posted_in(thread["id"], "")  # the mention is answered: the chatter before it is done
 
-    assert bot.baton.store.forget_events(time.time() + 60) == 1  # the mention's; none of the 200
+    assert bot.baton.store.events.forget_events(time.time() + 60) == 1  # the mention's; none of the 200
 
 
 async def test_a_click_or_form_baton_cannot_act_on_is_still_answered_privately(bot: DiscordBot) -> None:
@@ -182,4 +182,4 @@ async def test_a_click_or_form_baton_cannot_act_on_is_still_answered_privately(b
     told = (await bot.acknowledged(closed)).json
     assert told["type"] == 4 and told["data"]["flags"] & 64
     assert "This form is no longer open" in told["data"]["content"]
-    assert bot.baton.store.recent_runs(platform="discord") == []
+    assert bot.baton.store.runs.recent_runs(platform="discord") == []

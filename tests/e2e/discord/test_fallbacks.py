@@ -29,7 +29,7 @@ async def _approve_after_losing_the_thread(
         bot.fake.fail_channels[channel.replace("THREAD", thread)] = failure
     mark = len(bot.fake.calls)
     bot.command(f"approve {run_id}", who=BOB)
-    await bot.fake.wait_for(lambda _: bot.baton.store.get_run(run_id).status == "completed")
+    await bot.fake.wait_for(lambda _: bot.baton.store.runs.get_run(run_id).status == "completed")
     return run_id, mark
 
 
@@ -53,7 +53,7 @@ async def test_a_refused_progress_edit_goes_on_in_a_new_message_in_the_channel_t
     bot.fake.fail_next("PATCH", f"channels/{thread}/messages", 403, code=50013, content="— **")
     mark = len(bot.fake.calls)
     bot.command(f"approve {run_id}", who=BOB)
-    await bot.fake.wait_for(lambda _: bot.baton.store.get_run(run_id).status == "completed")
+    await bot.fake.wait_for(lambda _: bot.baton.store.runs.get_run(run_id).status == "completed")
 
     done = await bot.fake.wait_for(lambda _: _created(bot, CHANNEL_ID, "completed in", mark))
     notes = _created(bot, CHANNEL_ID, "could not post in the thread", mark)
@@ -79,7 +79,7 @@ async def test_no_permission_in_thread_or_channel_answers_through_the_commands_f
     bot.fake.fail_channels[CHANNEL_ID] = NO_ACCESS
     mark = len(bot.fake.calls)
     bot.command(f"approve {run_id}", who=BOB)
-    await bot.fake.wait_for(lambda _: bot.baton.store.get_run(run_id).status == "completed")
+    await bot.fake.wait_for(lambda _: bot.baton.store.runs.get_run(run_id).status == "completed")
 
     token = started["token"]  # the run's own command, still within its 15 minutes
     (done,) = await bot.fake.wait_for(lambda _: _followups(bot, token, "completed in", mark))
@@ -98,7 +98,7 @@ async def test_no_permission_anywhere_and_the_token_expired_sends_it_to_the_requ
     bot.fake.fail_channels[CHANNEL_ID] = NO_ACCESS
     mark = len(bot.fake.calls)
     bot.command(f"approve {run_id}", who=BOB)
-    await bot.fake.wait_for(lambda _: bot.baton.store.get_run(run_id).status == "completed")
+    await bot.fake.wait_for(lambda _: bot.baton.store.runs.get_run(run_id).status == "completed")
 
     def direct(calls: list[Call]) -> list[Call]:
         return [c for c in calls[mark:] if c.method == "POST" and c.path.startswith("channels/")

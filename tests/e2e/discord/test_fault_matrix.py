@@ -94,12 +94,12 @@ def _shown(calls: list[Call], text: str) -> bool:
 
 async def _one(bot: DiscordBot, fault: Fault) -> tuple[int, list[str]]:
     mark = len(bot.fake.calls)
-    before = {r.id for r in bot.baton.store.recent_runs(platform="discord")}
+    before = {r.id for r in bot.baton.store.runs.recent_runs(platform="discord")}
     fault.before(bot.fake)
     payload = bot.command(f"run {fault.workflow}", **fault.place)
     if fault.place:  # the check before the run refuses it
         answer = await bot.acknowledged(payload)
-        started = {r.id for r in bot.baton.store.recent_runs(platform="discord")} - before
+        started = {r.id for r in bot.baton.store.runs.recent_runs(platform="discord")} - before
         told = "Nothing was started" in str((answer.json.get("data") or {}).get("content"))
         return 1, [n for n, bad in (("refusal", not told), ("a run the user cannot see", started)) if bad]
     run_id, thread = await bot.thread_of_next_run(mark)
@@ -107,12 +107,12 @@ async def _one(bot: DiscordBot, fault: Fault) -> tuple[int, list[str]]:
     await bot.baton.handler.drain()
     fault.mid_run(bot.fake, thread)
     bot.command(f"approve {run_id}", who=BOB)
-    await bot.fake.wait_for(lambda _: bot.baton.store.get_run(run_id).status == "completed")
+    await bot.fake.wait_for(lambda _: bot.baton.store.runs.get_run(run_id).status == "completed")
     await bot.baton.handler.drain()
     await bot.client.sender.idle()
     # a reply Discord could not take for now waits in the outbox for its retry (after a backoff)
     async with asyncio.timeout(30):
-        while bot.baton.store.undelivered():
+        while bot.baton.store.outbox.undelivered():
             await asyncio.sleep(0.05)
     accepted = [c for c in bot.fake.calls[mark:] if c.status < 300]  # what Discord took
     expected = {"started": "Started", "gate waiting": "waits for approval", "completion": "completed in",

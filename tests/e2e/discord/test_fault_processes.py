@@ -65,12 +65,12 @@ class Trial:
 
     def run_id(self) -> str | None:
         with SqlStore(self.url) as store:
-            runs = store.recent_runs(platform="discord")
+            runs = store.runs.recent_runs(platform="discord")
             return runs[0].id if runs else None
 
     def status(self, run_id: str) -> RunStatus:
         with SqlStore(self.url) as store:
-            return store.get_run(run_id).status
+            return store.runs.get_run(run_id).status
 
     async def progress_kept(self, run_id: str) -> None:
         """Until the process has kept its progress message's id (a kill before that leaves the
@@ -78,13 +78,13 @@ class Trial:
         async with asyncio.timeout(30):
             while True:
                 with SqlStore(self.url) as store:
-                    if store.get_state("discord", f"message:progress:{run_id}"):
+                    if store.state.get_state("discord", f"message:progress:{run_id}"):
                         return
                 await asyncio.sleep(0.05)
 
     def undelivered(self, run_id: str) -> int:
         with SqlStore(self.url) as store:
-            return len([r for r in store.deliveries(run_id) if r.delivered_at is None])
+            return len([r for r in store.outbox.deliveries(run_id) if r.delivered_at is None])
 
     async def running(self) -> str:
         """The run's id once its progress message says it is running."""

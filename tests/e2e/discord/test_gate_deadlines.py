@@ -95,7 +95,7 @@ async def _paused(bot: DiscordBot, text: str) -> tuple[str, str, dict[str, Any]]
 def _button(bot: DiscordBot, message: dict[str, Any], command: str) -> str:
     for cid in custom_ids(message["components"], enabled=True):
         ref = parse(cid)
-        if ref is not None and command_of(ref, bot.baton.store.get_blob) == command:
+        if ref is not None and command_of(ref, bot.baton.store.blobs.get_blob) == command:
             return cid
     raise AssertionError(f"no button runs {command!r}")
 
@@ -108,7 +108,7 @@ async def test_a_gate_that_times_out_ends_the_run_and_withdraws_its_buttons(
     # a one-hour timeout, read a moment after it was set ("1h" or, on a slow machine, "59m 59s")
     assert "expires in 1h" in gate_message["content"] or "expires in 59m" in gate_message["content"]
     store = bot.baton.store
-    gate = store.get_gate(run_id, "review")
+    gate = store.gates.get_gate(run_id, "review")
     # Bob clicks Approve just as the deadline fires: his click carries the message as he saw it
     late = button_click(bot.fake, gate_message["id"], approve, who=BOB)
 
@@ -116,13 +116,13 @@ async def test_a_gate_that_times_out_ends_the_run_and_withdraws_its_buttons(
     [fired] = await _deadlines(bot).tick(now=gate.created_at + HOUR)
     assert fired.action == "timeout"
 
-    run = store.get_run(run_id)
+    run = store.runs.get_run(run_id)
     if on_timeout == "reject":
         assert run.status is RunStatus.CANCELLED
     else:
         assert run.status is RunStatus.FAILED
         assert run.reason and "timed out at `review`" in run.reason and "no decision within 1h" in run.reason
-    assert store.get_gate(run_id, "review").status is GateStatus.REJECTED
+    assert store.gates.get_gate(run_id, "review").status is GateStatus.REJECTED
 
     told = await bot.posted_in(thread, "had no decision within 1h")
     outcome = "rejected" if on_timeout == "reject" else "failed"
@@ -147,15 +147,15 @@ async def test_a_gate_that_times_out_ends_the_run_and_withdraws_its_buttons(
 
     said = await bot.fake.wait_for(refusal, DEADLINE)
     assert "already timed out" in said and "nobody decided in time" in said
-    assert store.get_run(run_id).status is run.status  # nothing approved, nothing ran
-    assert store.get_gate(run_id, "review").status is GateStatus.REJECTED
-    assert not [e for e in store.journal([run_id]) if e.node_id == "ship"]
+    assert store.runs.get_run(run_id).status is run.status  # nothing approved, nothing ran
+    assert store.gates.get_gate(run_id, "review").status is GateStatus.REJECTED
+    assert not [e for e in store.steps.journal([run_id]) if e.node_id == "ship"]
 
 
 @pytest.mark.parametrize("on_timeout", ["reject"])
 async def test_a_reminder_and_an_escalation_reach_each_person_in_a_direct_message(bot: DiscordBot) -> None:
     run_id, thread, _ = await _paused(bot, "run nagged")
-    gate = bot.baton.store.get_gate(run_id, "review")
+    gate = bot.baton.store.gates.get_gate(run_id, "review")
 
     def direct(who: dict[str, Any], text: str, after: int) -> Any:
         """The DM channel opened with `who` after call `after`, and the message posted in it."""
@@ -202,8 +202,8 @@ async def test_a_reminder_and_an_escalation_reach_each_person_in_a_direct_messag
     bot.baton.handler.clock = lambda: gate.created_at + 2 * HOUR + 60
     bot.command(f"approve {run_id}", who=MALLORY)
     await bot.posted_in(thread, " completed in ")
-    assert bot.baton.store.get_run(run_id).status is RunStatus.COMPLETED
-    assert bot.baton.store.get_gate(run_id, "review").decided_by == _person(MALLORY)
+    assert bot.baton.store.runs.get_run(run_id).status is RunStatus.COMPLETED
+    assert bot.baton.store.gates.get_gate(run_id, "review").decided_by == _person(MALLORY)
 
     def withdrawn(_: object) -> list[dict[str, Any]] | None:
         now = [bot.fake.messages[m["id"]] for m in sent]
@@ -227,7 +227,7 @@ def _message_id(bot: DiscordBot, call: Call) -> str:
 @pytest.mark.parametrize("on_timeout", ["reject"])
 async def test_approve_clicked_in_a_reminders_direct_message_decides_the_gate(bot: DiscordBot) -> None:
     run_id, thread, gate_message = await _paused(bot, "run nagged")
-    gate = bot.baton.store.get_gate(run_id, "review")
+    gate = bot.baton.store.gates.get_gate(run_id, "review")
     mark = len(bot.fake.calls)
     await _deadlines(bot).tick(now=gate.created_at + HOUR)
 
@@ -240,7 +240,7 @@ async def test_approve_clicked_in_a_reminders_direct_message_decides_the_gate(bo
     dispatch_interaction(bot.client, click)
     await bot.acknowledged(click)
     await bot.posted_in(thread, " completed in ")
-    decided = bot.baton.store.get_gate(run_id, "review")
+    decided = bot.baton.store.gates.get_gate(run_id, "review")
     assert decided.status is GateStatus.APPROVED and decided.decided_by == _person(BOB)
 
     def withdrawn(_: object) -> list[dict[str, Any]] | None:
@@ -260,7 +260,7 @@ async def test_a_reminder_redelivered_after_discord_took_it_shows_once(bot: Disc
     import tenacity
 
     run_id, thread, _ = await _paused(bot, "run nagged")
-    gate = bot.baton.store.get_gate(run_id, "review")
+    gate = bot.baton.store.gates.get_gate(run_id, "review")
     deliverer = bot.baton.handler.progress.deliverer
     deliverer.wait = tenacity.wait_fixed(0)  # the retry is due at once
     bot.fake.fail_next("POST", f"channels/{thread}/messages", 0, drop=True, taken=True, content="Reminder")
@@ -289,5 +289,5 @@ async def test_a_reminder_redelivered_after_discord_took_it_shows_once(bot: Disc
               if ch.get("type") == 1 and str(ch["recipients"][0]["id"]) == BOB["id"])
     await bot.fake.wait_for(lambda calls: next((c for c in calls[mark:] if c.path == f"channels/{dm}/messages"
                                                 and "Reminder" in c.content), None), DEADLINE)
-    [row] = [r for r in bot.baton.store.deliveries(run_id) if r.kind == "gate_reminder"]
+    [row] = [r for r in bot.baton.store.outbox.deliveries(run_id) if r.kind == "gate_reminder"]
     assert row.delivered_at is not None and row.attempts == 2

@@ -48,7 +48,7 @@ async def test_a_mention_or_reply_in_another_runs_thread_never_decides_this_run(
     probe = bot.command(f"status {deploy}")
     (status,) = await bot.answers(probe)
     assert "paused" in status.content
-    assert bot.baton.store.get_run(deploy).status is RunStatus.PAUSED
+    assert bot.baton.store.runs.get_run(deploy).status is RunStatus.PAUSED
     assert not [c for c in bot.fake.calls[mark:] if DECIDED in c.content or "shipped" in c.content]
 
     mention(bot, deploy_thread, "lgtm")
@@ -114,5 +114,5 @@ async def test_six_waiting_gates_are_a_select_menu_and_a_choice_decides_one(bot:
     [select] = menus(edited["components"])
     assert sorted(bot.commands_of(select)) == sorted(f"approve {r}" for r, _, _ in runs if r != third)
     await withdrawn(bot, third_gate, said)
-    statuses = [bot.baton.store.get_run(r).status for r, _, _ in runs]
+    statuses = [bot.baton.store.runs.get_run(r).status for r, _, _ in runs]
     assert statuses.count(RunStatus.PAUSED) == 5

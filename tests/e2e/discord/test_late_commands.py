@@ -55,8 +55,8 @@ async def test_an_interaction_killed_after_its_deferral_is_handled_once_after_th
         await first.exited()
         fake_discord.release()
     with SqlStore(url) as store:
-        assert store.recent_runs(limit=10) == []
-        assert len(store.open_events(before=2e9)) == 1
+        assert store.runs.recent_runs(limit=10) == []
+        assert len(store.events.open_events(before=2e9)) == 1
     mark = len(fake_discord.calls)
     second = await _bot(fake_discord, url, tmp_path)
     try:
@@ -71,6 +71,6 @@ async def test_an_interaction_killed_after_its_deferral_is_handled_once_after_th
     assert late[0].content.startswith(f"⏱️ <@{ANA['id']}>, your")
     assert late[0].json["allowed_mentions"] == {"parse": [], "users": [int(ANA["id"])]}
     with SqlStore(url) as store:
-        [run] = store.recent_runs(limit=10)
+        [run] = store.runs.recent_runs(limit=10)
         assert run.workflow == "notes" and run.platform == "discord"
-        assert store.open_events(before=2e9) == []
+        assert store.events.open_events(before=2e9) == []

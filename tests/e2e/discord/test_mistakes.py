@@ -40,7 +40,7 @@ async def test_a_mistake_is_told_privately_in_two_lines(bot: DiscordBot, text: s
     assert told.json["flags"] & 64  # ephemeral: only the one who typed it sees it
     assert cause in told.content
     assert len([line for line in told.content.splitlines() if line.strip()]) == 2, told.content
-    assert bot.baton.store.recent_runs(platform="discord") == []
+    assert bot.baton.store.runs.recent_runs(platform="discord") == []
 
 
 async def test_quotes_backticks_and_mentions_survive_into_option_3(bot: DiscordBot) -> None:
@@ -57,7 +57,7 @@ async def test_quotes_backticks_and_mentions_survive_into_option_3(bot: DiscordB
     (force,) = [cid for cid in custom_ids(prompt.json["components"]) if cid.startswith("baton:force:")]
     ref = parse(force)
     assert ref is not None
-    command = command_of(ref, bot.baton.store.get_blob)
+    command = command_of(ref, bot.baton.store.blobs.get_blob)
     assert parse_command(command).message == TRICKY  # type: ignore[attr-defined]
 
     mark = len(bot.fake.calls)

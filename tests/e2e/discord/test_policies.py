@@ -80,7 +80,7 @@ def _button(bot: DiscordBot, thread: str, command: str) -> str:
     gate = bot.message_with(thread, "waits for approval")
     for cid in custom_ids(gate["components"], enabled=True):
         ref = parse(cid)
-        if ref is not None and command_of(ref, bot.baton.store.get_blob) == command:
+        if ref is not None and command_of(ref, bot.baton.store.blobs.get_blob) == command:
             return cid
     raise AssertionError(f"no button runs {command!r}")
 
@@ -104,7 +104,7 @@ async def test_a_two_approver_gate_with_a_form_takes_the_hotfix_branch(bot: Disc
 
     await _vote_in_modal(bot, thread, hotfix, BOB, {"replicas": "2", "window": "tonight"})
     await bot.posted_in(thread, "1/2 · needs **@sre**")  # the gate message, edited
-    assert bot.baton.store.get_run(run_id).status == "paused"
+    assert bot.baton.store.runs.get_run(run_id).status == "paused"
 
     await bot.posted_in(thread, f"proposed by <@{BOB['id']}>: `hotfix` `replicas=2` `window=tonight`")
 
@@ -113,7 +113,7 @@ async def test_a_two_approver_gate_with_a_form_takes_the_hotfix_branch(bot: Disc
     [told] = await bot.answers(typed)
     assert "Not counted" in told.json["content"] and (told.json.get("flags") or 0) & 64  # ephemeral
     assert "proposed `2`, yours `4`" in told.json["content"]
-    assert bot.baton.store.get_run(run_id).status == "paused"
+    assert bot.baton.store.runs.get_run(run_id).status == "paused"
 
     # the hotfix button, with no values, approves the proposal: no modal this time
     click = bot.click(_button(bot, thread, hotfix), who=MALLORY)
@@ -121,11 +121,11 @@ async def test_a_two_approver_gate_with_a_form_takes_the_hotfix_branch(bot: Disc
     done = await bot.rested(run_id)
     assert done.status == "completed"
     store = bot.baton.store
-    [entry] = [e for e in store.journal([run_id]) if e.node_id == "hotfix"]
-    assert entry.output_digest and store.get_blob(entry.output_digest) == b"hotfix x2 tonight"
+    [entry] = [e for e in store.steps.journal([run_id]) if e.node_id == "hotfix"]
+    assert entry.output_digest and store.blobs.get_blob(entry.output_digest) == b"hotfix x2 tonight"
     states = {n.node_id: n.state.value for n in bot.baton.engine.summary(run_id).nodes}
     assert states == {"review": "done", "deploy": "skipped", "hotfix": "done"}
-    gate = store.get_gate(run_id, "review")
+    gate = store.gates.get_gate(run_id, "review")
     assert gate.decision == "hotfix"
     assert [a["user"] for a in gate.outcome["approvers"]] == [_person(BOB), _person(MALLORY)]
 
@@ -153,8 +153,8 @@ async def test_two_forms_open_at_once_each_go_to_their_own_command(bot: DiscordB
     assert "Started" in started.content
 
     store = bot.baton.store
-    [deploy] = [r for r in store.recent_runs(platform="discord") if r.workflow == "deploy"]
+    [deploy] = [r for r in store.runs.recent_runs(platform="discord") if r.workflow == "deploy"]
     assert deploy.requester == _person(ANA)
     assert bot.baton.engine.args_of(deploy)["service"] == "web"
     assert (await bot.rested(deploy.id)).status == "completed"
-    assert store.get_run(run_id).status == "paused"
+    assert store.runs.get_run(run_id).status == "paused"

@@ -24,7 +24,7 @@ async def _refused(bot: DiscordBot, **place: object) -> str:
     body = answer.json
     assert body["type"] == 4 and body["data"]["flags"] & 64  # answered at once, to the user alone
     assert not [c for c in bot.fake.calls if c.path.endswith("/threads") or c.path.endswith("/messages")]
-    assert bot.baton.store.recent_runs(platform="discord") == []  # nothing started
+    assert bot.baton.store.runs.recent_runs(platform="discord") == []  # nothing started
     text: str = body["data"]["content"]
     assert len(text.splitlines()) == 2  # cause, then next step
     return text
@@ -55,5 +55,5 @@ async def test_without_the_thread_permission_a_run_still_starts_and_reports_in_t
 ) -> None:
     bot.fake.refuse_threads = True
     bot.command('run gated "v1"', app_permissions=_without("create_public_threads"))
-    run = await bot.fake.wait_for(lambda _: bot.baton.store.recent_runs(platform="discord"))
+    run = await bot.fake.wait_for(lambda _: bot.baton.store.runs.recent_runs(platform="discord"))
     assert run

@@ -34,7 +34,7 @@ async def test_a_queued_runs_cancel_button_and_the_queue(bot: DiscordBot, tmp_pa
     (answer,) = await bot.answers(bot.command('run ship "v2" --force', who=BOB))
     assert "queued #1 for `deploy-prod`" in answer.content and f"behind `{held[:6]}`" in answer.content
     queued, thread = await bot.thread_of_next_run(mark)
-    assert bot.baton.store.get_run(queued).status is RunStatus.QUEUED
+    assert bot.baton.store.runs.get_run(queued).status is RunStatus.QUEUED
     await bot.posted_in(thread, "queued #1 for")
     progress = bot.message_with(thread, "queued #1 for")
     kept = bot.client._kept  # type: ignore[attr-defined]
@@ -49,10 +49,10 @@ async def test_a_queued_runs_cancel_button_and_the_queue(bot: DiscordBot, tmp_pa
     await bot.acknowledged(bot.click(cancel, who=BOB))
 
     def cancelled(_: object) -> bool | None:
-        return bot.baton.store.get_run(queued).status is RunStatus.CANCELLED or None
+        return bot.baton.store.runs.get_run(queued).status is RunStatus.CANCELLED or None
 
     await bot.fake.wait_for(cancelled, DEADLINE)
-    assert bot.baton.store.get_run(held).status is RunStatus.PAUSED
-    actions = [(e.actor, e.action) for e in bot.baton.store.audit_log(queued)]
+    assert bot.baton.store.runs.get_run(held).status is RunStatus.PAUSED
+    actions = [(e.actor, e.action) for e in bot.baton.store.events.audit_log(queued)]
     assert (f"discord:{BOB['id']}", "cancel") in actions
     assert (f"discord:{ANA['id']}", "cancel") not in actions

@@ -32,7 +32,7 @@ async def test_a_schedule_added_in_a_channel_reports_each_run_in_its_own_thread(
     (paused,) = await bot.answers(bot.subcommand("schedule", action="pause", rest=sid))
     assert "paused by" in paused.content
     await bot.baton.handler.drain()
-    runs = [r for r in bot.baton.store.recent_runs(limit=50) if r.started_by == f"schedule:{sid}"]
+    runs = [r for r in bot.baton.store.runs.recent_runs(limit=50) if r.started_by == f"schedule:{sid}"]
     assert len(runs) >= 2 and len({r.thread for r in runs}) == len(runs)
     assert all(r.platform == "discord" and r.conversation == CHANNEL_ID for r in runs)
     for run in runs:

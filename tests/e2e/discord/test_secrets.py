@@ -76,5 +76,7 @@ async def test_no_secret_reaches_discord_the_log_or_the_audit(
         assert leak.leaks(call.path + leak.dumped(call.json) + files) == [], (call.method, call.path)
     assert leak.leaks(log.getvalue()) == [], log.getvalue()
     store = bot.baton.store
-    audit = [leak.dumped(event.details) for r in store.recent_runs() for event in store.audit_log(r.id)]
+    audit = [
+        leak.dumped(event.details) for r in store.runs.recent_runs() for event in store.events.audit_log(r.id)
+    ]
     assert audit and leak.leaks("\n".join(audit)) == []

@@ -33,21 +33,21 @@ def store(sqlite_url: str) -> Iterator[SqlStore]:
 def test_short_commands_are_carried_in_the_custom_id_itself(
     store: SqlStore, action: str, command: str, form: str
 ) -> None:
-    custom_id = encode(action, command, "3f9a1c2b0d11", store.put_blob, limit=MAX_CUSTOM_ID)
+    custom_id = encode(action, command, "3f9a1c2b0d11", store.blobs.put_blob, limit=MAX_CUSTOM_ID)
     ref = parse(custom_id)
 
     assert custom_id == form
-    assert ref is not None and command_of(ref, store.get_blob) == command
+    assert ref is not None and command_of(ref, store.blobs.get_blob) == command
 
 
 def test_a_long_command_is_a_key_into_the_store_and_comes_back_verbatim(store: SqlStore) -> None:
     command = 'run deploy --force "' + "ünïcode and \\\"quotes\\\" `ticks` " * 12 + '"'
 
-    custom_id = encode("force", command, "3f9a1c2b0d11", store.put_blob, limit=MAX_CUSTOM_ID)
+    custom_id = encode("force", command, "3f9a1c2b0d11", store.blobs.put_blob, limit=MAX_CUSTOM_ID)
     ref = parse(custom_id)
 
     assert len(custom_id) <= MAX_CUSTOM_ID and custom_id.startswith("baton:force:#")
-    assert ref is not None and command_of(ref, store.get_blob) == command
+    assert ref is not None and command_of(ref, store.blobs.get_blob) == command
 
 
 @pytest.mark.parametrize("foreign", ["other:resume:1", "baton:Resume:1", "baton:resume:#nothex", "baton:x:"])

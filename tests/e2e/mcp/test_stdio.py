@@ -63,7 +63,7 @@ async def test_list_run_wait_approve_and_read_a_gated_run(tmp_path: Path, databa
 
     store = SqlStore(database_url)  # every call audited, with the principal as the actor
     try:
-        trail = {(e.actor, e.action) for e in store.audit_log(run)}
+        trail = {(e.actor, e.action) for e in store.events.audit_log(run)}
     finally:
         store.close()
     assert {("mcp:agent-a", "start"), ("mcp:agent-a", "refused"), ("mcp:agent-b", "vote")} <= trail

@@ -122,7 +122,7 @@ async def test_the_prompts_abandon_button_abandons_then_starts_the_new_message(e
     first = await e2e.mock.wait_call("chat.postMessage", STARTED, after=mark)
     assert "Message: “B”" in first.text and first.ts is not None
     await wait_in_thread(e2e, first.ts, FAILED, after=mark)  # "B" fails like "A": flaky is not fixed
-    assert e2e.baton.store.get_run(failed.run_id).status == "cancelled"
+    assert e2e.baton.store.runs.get_run(failed.run_id).status == "cancelled"
 
 
 async def test_4_approve_button_continues_the_paused_run(e2e: SlackE2E) -> None:

@@ -71,19 +71,21 @@ async def test_a_forms_values_that_read_like_a_command_decide_only_its_own_gate(
     await wait_in_thread(e2e, notes.thread, COMPLETED, after=mark)
 
     store = e2e.baton.store
-    gate = store.get_gate(notes.run_id, "review")
+    gate = store.gates.get_gate(notes.run_id, "review")
     assert gate.status is GateStatus.APPROVED and gate.decided_by == f"slack:{BOB}"
     assert gate.outcome["values"] == {"note": typed}  # the value exactly as typed
-    [publish] = [e for e in store.journal([notes.run_id]) if e.node_id == "publish"]
-    assert publish.output_digest and store.get_blob(publish.output_digest) == typed.encode()
+    [publish] = [e for e in store.steps.journal([notes.run_id]) if e.node_id == "publish"]
+    assert publish.output_digest and store.blobs.get_blob(publish.output_digest) == typed.encode()
 
     # the other run's gate was named in the text, and is untouched
-    assert store.get_run(other.run_id).status is RunStatus.PAUSED
-    assert store.get_gate(other.run_id, "gate").status is GateStatus.WAITING
-    assert store.gate_votes(other.run_id, "gate", store.get_gate(other.run_id, "gate").created_at) == []
-    assert not [e for e in store.audit_log(other.run_id) if e.action in ("vote", "approve", "reject")]
+    assert store.runs.get_run(other.run_id).status is RunStatus.PAUSED
+    assert store.gates.get_gate(other.run_id, "gate").status is GateStatus.WAITING
+    assert store.ballots.gate_votes(
+        other.run_id, "gate", store.gates.get_gate(other.run_id, "gate").created_at
+    ) == []
+    assert not [e for e in store.events.audit_log(other.run_id) if e.action in ("vote", "approve", "reject")]
     # the audit row of the decision says where the ballot came from
-    commands = [e for e in store.audit_log(notes.run_id) if e.details.get("command") == "approve"]
+    commands = [e for e in store.events.audit_log(notes.run_id) if e.details.get("command") == "approve"]
     assert {e.actor for e in commands} == {f"slack:{BOB}"}
     assert [e.details["source"] for e in commands] == ["button", "modal"]  # the click, then the form
 
@@ -91,6 +93,6 @@ async def test_a_forms_values_that_read_like_a_command_decide_only_its_own_gate(
     mark = len(e2e.mock.calls)
     assert (await e2e.slack.click(other.rest, "reject", user=BOB)).status == 200
     await e2e.mock.wait_call("chat.postMessage", "Rejected the gate", after=mark)
-    assert store.get_run(other.run_id).status is RunStatus.CANCELLED
-    assert store.get_gate(other.run_id, "gate").status is GateStatus.REJECTED
-    assert store.get_gate(notes.run_id, "review").status is GateStatus.APPROVED  # as it was
+    assert store.runs.get_run(other.run_id).status is RunStatus.CANCELLED
+    assert store.gates.get_gate(other.run_id, "gate").status is GateStatus.REJECTED
+    assert store.gates.get_gate(notes.run_id, "review").status is GateStatus.APPROVED  # as it was

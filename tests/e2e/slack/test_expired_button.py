@@ -37,8 +37,8 @@ async def test_a_long_button_still_works_after_the_state_retention(e2e: SlackE2E
     answer = await e2e.slack.click(prompt, "force")
     assert answer.status == 200
     await e2e.mock.wait_call("chat.postMessage", "Started", after=mark)
-    [forced, _] = e2e.baton.store.recent_runs(platform="slack")
-    assert LONG in json.dumps(e2e.baton.store.get_blob(forced.args_digest or "").decode())
+    [forced, _] = e2e.baton.store.runs.recent_runs(platform="slack")
+    assert LONG in json.dumps(e2e.baton.store.blobs.get_blob(forced.args_digest or "").decode())
 
 
 async def test_a_reference_nobody_kept_says_it_expired_and_what_to_type(e2e: SlackE2E) -> None:
@@ -59,4 +59,4 @@ async def test_a_reference_nobody_kept_says_it_expired_and_what_to_type(e2e: Sla
     assert "Type the command shown in the message with `/workflow`" in told.text
     assert told.body.get("response_type") == "ephemeral"
     await e2e.settle()
-    assert len(e2e.baton.store.recent_runs(platform="slack")) == 1  # only the first run: nothing ran
+    assert len(e2e.baton.store.runs.recent_runs(platform="slack")) == 1  # only the first run: nothing ran

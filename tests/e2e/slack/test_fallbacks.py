@@ -31,7 +31,7 @@ async def test_a_channel_that_refuses_the_completion_sends_it_through_the_comman
     _refuse(e2e, error)
 
     after = await command(e2e, f"approve {run_id}", user=BOB)
-    await e2e.mock.wait_for(lambda _: e2e.baton.store.get_run(run_id).status == "completed")
+    await e2e.mock.wait_for(lambda _: e2e.baton.store.runs.get_run(run_id).status == "completed")
     await e2e.settle()
 
     def through_url(calls: list[Call]) -> list[Call]:  # the run's command's URL, not the approval's
@@ -59,7 +59,7 @@ async def test_once_the_response_url_expired_the_completion_goes_to_the_requeste
     _refuse(e2e, error)
 
     mark = await command(e2e, f"approve {run.run_id}", user=BOB)
-    await e2e.mock.wait_for(lambda _: e2e.baton.store.get_run(run.run_id).status == "completed")
+    await e2e.mock.wait_for(lambda _: e2e.baton.store.runs.get_run(run.run_id).status == "completed")
 
     def direct(calls: list[Call]) -> list[Call]:
         return [c for c in calls[mark:] if c.method == "chat.postMessage" and c.body.get("channel") == ANA]
@@ -95,6 +95,6 @@ async def test_a_started_run_whose_message_slack_refuses_is_not_started_again(e2
     mark = await command(e2e, 'run gated "v1"')
 
     told = await e2e.mock.wait_call("response_url", "started", after=mark)
-    [run] = e2e.baton.store.recent_runs(platform="slack")
+    [run] = e2e.baton.store.runs.recent_runs(platform="slack")
     assert run.id in told.body["text"] and "Do not start it again" in told.body["text"]
     assert "try again" not in told.body["text"].lower()

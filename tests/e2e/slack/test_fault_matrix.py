@@ -91,7 +91,7 @@ def _delivered(calls: list[Call], marker: str) -> bool:
 
 async def _run_in(e2e: SlackE2E, channel: str, status: str) -> Run:
     def found(_: list[Call]) -> Run | None:
-        runs = [r for r in e2e.baton.store.recent_runs(platform="slack") if r.conversation == channel]
+        runs = [r for r in e2e.baton.store.runs.recent_runs(platform="slack") if r.conversation == channel]
         return runs[0] if runs and runs[0].status == status else None
     return await e2e.mock.wait_for(found)  # type: ignore[no-any-return]
 
@@ -103,7 +103,7 @@ async def _one(e2e: SlackE2E, fault: Fault, channel: str) -> tuple[int, list[str
     await e2e.slack.command('run gated "v1"', channel=channel)
     if not fault.starts:
         await e2e.mock.wait_call("response_url", "Nothing was started", after=mark)
-        runs = [r for r in e2e.baton.store.recent_runs(platform="slack") if r.conversation == channel]
+        runs = [r for r in e2e.baton.store.runs.recent_runs(platform="slack") if r.conversation == channel]
         return 1, ["a run the user cannot see"] if runs else []
     run = await _run_in(e2e, channel, "paused")
     await e2e.settle()

@@ -63,11 +63,11 @@ class Trial:
 
     def run_id(self) -> str:
         with SqlStore(self.url) as store:
-            return store.recent_runs(platform="slack")[0].id
+            return store.runs.recent_runs(platform="slack")[0].id
 
     def rested(self, run_id: str) -> RunStatus:
         with SqlStore(self.url) as store:
-            return store.get_run(run_id).status
+            return store.runs.get_run(run_id).status
 
     async def progress_kept(self, run_id: str) -> None:
         """Until the process has kept its progress message's id (a kill before that leaves the
@@ -75,7 +75,7 @@ class Trial:
         async with asyncio.timeout(30):
             while True:
                 with SqlStore(self.url) as store:
-                    if store.get_state("slack", f"message:progress:{run_id}"):
+                    if store.state.get_state("slack", f"message:progress:{run_id}"):
                         return
                 await asyncio.sleep(0.05)
 
@@ -85,7 +85,7 @@ class Trial:
 
     def undelivered(self, run_id: str) -> int:
         with SqlStore(self.url) as store:
-            return len([r for r in store.deliveries(run_id) if r.delivered_at is None])
+            return len([r for r in store.outbox.deliveries(run_id) if r.delivered_at is None])
 
 
 def _progress(calls: list[Call], run_id: str) -> list[Call]:

@@ -37,13 +37,13 @@ async def test_a_run_missing_inputs_opens_a_modal_and_the_submission_starts_it(e
     assert refused.status == 200 and refused.seconds < ACK_LIMIT, refused.stalls
     assert json.loads(refused.body) == {"response_action": "errors", "errors": {
         "field:replicas": 'input `replicas` must be an integer, got text "three"'}}
-    assert e2e.baton.store.recent_runs() == []
+    assert e2e.baton.store.runs.recent_runs() == []
 
     done = await e2e.slack.submit(opened, {"service": "web", "replicas": "5", "environment": "production"},
                                   user=BOB)
     assert done.status == 200 and done.body == ""
     started = await e2e.mock.wait_call("chat.postMessage", STARTED, after=mark)
-    [run] = e2e.baton.store.recent_runs()
+    [run] = e2e.baton.store.runs.recent_runs()
     assert run.id in started.text and run.requester == f"slack:{BOB}"  # the person who submitted
     assert e2e.baton.engine.args_of(run) == {"service": "web", "replicas": 5, "environment": "production",
                                              "message": "go"}
@@ -62,4 +62,4 @@ async def test_when_the_modal_cannot_open_the_reply_says_what_to_type_and_run_op
 
     opened = await e2e.mock.wait_call("views.open", after=mark)
     assert opened.body["trigger_id"] == e2e.slack.last_trigger  # the click's trigger_id
-    assert e2e.baton.store.recent_runs() == []
+    assert e2e.baton.store.runs.recent_runs() == []

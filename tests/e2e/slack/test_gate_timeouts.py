@@ -66,7 +66,7 @@ async def test_a_gate_that_times_out_ends_the_run_and_withdraws_its_buttons(
     assert "expires in 1h" in gate_message.text or "expires in 59m" in gate_message.text
     await e2e.settle()
     store = e2e.baton.store
-    gate = store.get_gate(paused.run_id, "review")
+    gate = store.gates.get_gate(paused.run_id, "review")
     assert e2e.baton.deadlines is not None
 
     mark = len(e2e.mock.calls)
@@ -74,15 +74,15 @@ async def test_a_gate_that_times_out_ends_the_run_and_withdraws_its_buttons(
     [fired] = await e2e.baton.deadlines.deadlines.tick(now=gate.created_at + 3600)
     assert fired.action == "timeout"
 
-    run = store.get_run(paused.run_id)
+    run = store.runs.get_run(paused.run_id)
     if on_timeout == "reject":
         assert str(run.status) == "cancelled"
     else:
         assert str(run.status) == "failed"
         assert run.reason and "timed out at `review`" in run.reason and "no decision within 1h" in run.reason
-    decided = store.get_gate(paused.run_id, "review")
+    decided = store.gates.get_gate(paused.run_id, "review")
     assert str(decided.status) == "rejected" and decided.decided_by == "baton"
-    assert [e.action for e in store.audit_log(paused.run_id)].count("timeout") == 1
+    assert [e.action for e in store.events.audit_log(paused.run_id)].count("timeout") == 1
 
     told = await wait_in_thread(e2e, paused.thread, "had no decision within 1h", after=mark)
     outcome = "rejected" if on_timeout == "reject" else "failed"
@@ -111,9 +111,9 @@ async def test_a_gate_that_times_out_ends_the_run_and_withdraws_its_buttons(
     did = {"reject": "rejected it and cancelled the run", "fail": "failed the run"}[on_timeout]
     assert f"already timed out: nobody decided in time, so its timeout rule {did}" in said.text, said.text
     await e2e.settle()
-    assert str(store.get_run(paused.run_id).status) == str(run.status)  # nothing approved
-    assert str(store.get_gate(paused.run_id, "review").status) == "rejected"
-    assert not [e for e in store.journal([paused.run_id]) if e.node_id == "ship"]
+    assert str(store.runs.get_run(paused.run_id).status) == str(run.status)  # nothing approved
+    assert str(store.gates.get_gate(paused.run_id, "review").status) == "rejected"
+    assert not [e for e in store.steps.journal([paused.run_id]) if e.node_id == "ship"]
     assert not [c for c in e2e.mock.calls[mark:] if c.method == "chat.postMessage" and "Approved" in c.text]
 
 
@@ -124,7 +124,7 @@ async def test_a_gate_opened_by_its_timeout_rule_says_so_and_the_run_goes_on(
     paused = await start(e2e, "run timed", rests_with=WAITING)
     await e2e.settle()
     store = e2e.baton.store
-    gate = store.get_gate(paused.run_id, "review")
+    gate = store.gates.get_gate(paused.run_id, "review")
     assert e2e.baton.deadlines is not None
 
     mark = len(e2e.mock.calls)
@@ -152,4 +152,4 @@ async def test_a_gate_opened_by_its_timeout_rule_says_so_and_the_run_goes_on(
     said: Call = await e2e.mock.wait_call("chat.postEphemeral", "already timed out", after=mark)
     did = {"approve": "approved it", "skip": "skipped it"}[on_timeout]
     assert said.body["user"] == BOB and f"nobody decided in time, so its timeout rule {did}" in said.text
-    assert str(store.get_run(paused.run_id).status) == "completed"
+    assert str(store.runs.get_run(paused.run_id).status) == "completed"

@@ -39,7 +39,7 @@ async def withdrawn(e2e: SlackE2E, message: Call, said: str, *, after: int = 0) 
 
 
 def status_of(e2e: SlackE2E, run: StartedRun) -> str:
-    return str(e2e.baton.store.get_run(run.run_id).status)
+    return str(e2e.baton.store.runs.get_run(run.run_id).status)
 
 
 async def test_a_mention_or_reply_in_another_runs_thread_never_decides_this_run(e2e: SlackE2E) -> None:
@@ -146,7 +146,7 @@ async def test_the_requester_may_not_approve_by_any_route_not_even_an_admin(e2e:
 
     await e2e.mock.wait_for(refusals)
     assert status_of(e2e, paused) == "paused"
-    assert [e.actor for e in e2e.baton.store.audit_log(paused.run_id) if e.action == "refused"] == [
+    assert [e.actor for e in e2e.baton.store.events.audit_log(paused.run_id) if e.action == "refused"] == [
         f"slack:{ANA}"] * 4
 
     await reply(e2e, "lgtm", thread=paused.thread, user=BOB)  # anyone else may

@@ -67,18 +67,18 @@ class Point:
         """message typed -> ids of the runs started for it."""
         with SqlStore(self.url) as store:
             found: dict[str, list[str]] = {t: [] for t in self.texts}
-            for run in store.recent_runs(limit=100):
-                message = json.loads(store.get_blob(run.args_digest)).get("message", "")
+            for run in store.runs.recent_runs(limit=100):
+                message = json.loads(store.blobs.get_blob(run.args_digest)).get("message", "")
                 found.setdefault(message, []).append(run.id)
             return found
 
     def statuses(self) -> list[RunStatus]:
         with SqlStore(self.url) as store:
-            return [r.status for r in store.recent_runs(limit=100)]
+            return [r.status for r in store.runs.recent_runs(limit=100)]
 
     def open_events(self) -> int:
         with SqlStore(self.url) as store:
-            return len(store.open_events(before=2e9))
+            return len(store.events.open_events(before=2e9))
 
 
 async def _typed(slack: SlackHarness, texts: list[str]) -> list[asyncio.Task[Answer]]:

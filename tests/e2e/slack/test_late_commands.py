@@ -26,7 +26,7 @@ LATE = "handled after a restart"
 
 def _open_events(url: str) -> int:
     with SqlStore(url) as store:
-        return len(store.open_events(before=2e9))
+        return len(store.events.open_events(before=2e9))
 
 
 async def test_a_command_killed_after_its_ack_is_handled_once_after_the_restart(
@@ -47,8 +47,8 @@ async def test_a_command_killed_after_its_ack_is_handled_once_after_the_restart(
         await slack.close()
         mock_slack.release()
     with SqlStore(url) as store:
-        assert store.recent_runs(limit=10) == []  # nothing started: the command was lost, so far
-        [open_event] = store.open_events(before=2e9)
+        assert store.runs.recent_runs(limit=10) == []  # nothing started: the command was lost, so far
+        [open_event] = store.events.open_events(before=2e9)
         assert open_event.payload["text"] == 'run notes "typed before the crash"'
 
     replicas = [await _serve(env, tmp_path, mock_slack) for _ in range(2)]
@@ -75,8 +75,8 @@ async def test_a_command_killed_after_its_ack_is_handled_once_after_the_restart(
     assert posted[0].body["channel"] == CHANNEL  # where it was typed
     assert posted[0].text.startswith(f"⏱️ <@{ANA}>, your")  # addressed to who typed it: a real ping
     with SqlStore(url) as store:
-        runs = store.recent_runs(limit=10)
+        runs = store.runs.recent_runs(limit=10)
         assert len(runs) == 1 and runs[0].workflow == "notes"
-        assert store.open_events(before=2e9) == []
+        assert store.events.open_events(before=2e9) == []
     handled = sum(p.output.count("action=late_event") for p, _ in replicas)
     assert handled == 1, "\n".join(p.output for p, _ in replicas)

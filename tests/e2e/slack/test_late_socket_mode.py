@@ -72,8 +72,8 @@ async def test_an_envelope_killed_right_after_its_ack_is_handled_once_after_the_
     finally:
         mock_slack.release()
     with SqlStore(url) as store:
-        assert store.recent_runs(limit=10) == []  # nothing started: the command is lost, so far
-        [open_event] = store.open_events(before=2e9)
+        assert store.runs.recent_runs(limit=10) == []  # nothing started: the command is lost, so far
+        [open_event] = store.events.open_events(before=2e9)
         assert open_event.payload["text"] == 'run notes "typed before the crash"'
 
     second = await _connected(env, tmp_path, mock_slack)  # nothing is sent again on its socket
@@ -93,8 +93,8 @@ async def test_an_envelope_killed_right_after_its_ack_is_handled_once_after_the_
     completed = [c for c in mock_slack.calls if c.method == "chat.postMessage" and COMPLETED in c.text]
     assert len(completed) == 1, [c.text for c in completed]
     with SqlStore(url) as store:
-        runs = store.recent_runs(limit=10)
+        runs = store.runs.recent_runs(limit=10)
         assert len(runs) == 1 and runs[0].workflow == "notes"
-        assert store.open_events(before=2e9) == []
+        assert store.events.open_events(before=2e9) == []
     assert second.output.count("action=late_event") == 1, second.output
     assert len(_acks(mock_slack.calls, "env-killed")) == 1  # one envelope, acknowledged once

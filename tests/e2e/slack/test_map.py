@@ -116,7 +116,7 @@ async def test_a_50_item_map_fails_3_then_resume_runs_exactly_those_3(
     ran = _ran(settings)
     assert sum(ran.values()) == 53
     assert sorted(h for h, n in ran.items() if n == 2) == ["h23", "h41", "h7"]  # exactly those three
-    assert e2e.baton.store.get_run(run.run_id).status is RunStatus.COMPLETED
+    assert e2e.baton.store.runs.get_run(run.run_id).status is RunStatus.COMPLETED
     after = [c for c in e2e.mock.calls[mark:] if run.run_id in c.text and " — " in c.text]
     assert all("deploy[" not in c.text for c in after)
 
@@ -126,20 +126,20 @@ async def test_a_childs_gate_is_asked_in_the_parents_thread_and_its_button_conti
 ) -> None:
     parent = await start(e2e, "run release", rests_with="is paused at step")
     store = e2e.baton.store
-    (child,) = store.child_runs([parent.run_id])
+    (child,) = store.runs.child_runs([parent.run_id])
     assert child.status is RunStatus.PAUSED
     assert f"waiting on child {child.id} at `review`" in parent.rest.text  # what the parent waits on
     gate = await wait_in_thread(e2e, parent.thread, WAITING)  # the child's gate, in the parent's thread
     assert child.id in gate.text and "Ship api?" in gate.text
-    assert store.get_run(child.id).thread == parent.thread
+    assert store.runs.get_run(child.id).thread == parent.thread
     in_channel = [c for c in e2e.mock.of("chat.postMessage") if "thread_ts" not in c.body]
     assert not [c for c in in_channel if child.id in c.text]  # the child never opens a thread of its own
     mark = await command(e2e, "status")  # nothing decided by looking
-    assert store.get_run(parent.run_id).status is RunStatus.PAUSED
+    assert store.runs.get_run(parent.run_id).status is RunStatus.PAUSED
     answer = await e2e.slack.click(gate, "approve")
     assert answer.status == 200
     done = await wait_in_thread(e2e, parent.thread, "released: pushed api", after=mark)
     assert parent.run_id in done.text
     await e2e.settle()
-    assert store.get_run(child.id).status is RunStatus.COMPLETED
-    assert store.get_run(parent.run_id).status is RunStatus.COMPLETED
+    assert store.runs.get_run(child.id).status is RunStatus.COMPLETED
+    assert store.runs.get_run(parent.run_id).status is RunStatus.COMPLETED

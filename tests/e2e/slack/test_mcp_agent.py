@@ -80,7 +80,7 @@ async def test_a_person_approves_in_slack_the_gate_of_a_run_an_agent_started(
             assert done.data["status"] == "completed", done.text
             await wait_in_thread(e2e, first.ts, COMPLETED, after=mark)
 
-        trail = e2e.baton.store.audit_log(run)
+        trail = e2e.baton.store.events.audit_log(run)
         assert ("mcp:ci-agent", "start") in {(e.actor, e.action) for e in trail}
         assert any(e.actor == f"slack:{ANA}" and e.action == "vote" for e in trail)
     finally:

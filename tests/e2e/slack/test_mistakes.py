@@ -38,7 +38,7 @@ async def test_a_mistake_is_told_privately_in_two_lines(e2e: SlackE2E, text: str
     section = told.body["blocks"][0]["text"]["text"] if told.body.get("blocks") else told.body["text"]
     assert len([line for line in section.splitlines() if line.strip()]) == 2, section
     await e2e.settle()
-    assert posts(e2e, "Started") == [] and e2e.baton.store.recent_runs(platform="slack") == []
+    assert posts(e2e, "Started") == [] and e2e.baton.store.runs.recent_runs(platform="slack") == []
 
 
 async def test_quotes_backticks_and_pings_survive_into_option_3(e2e: SlackE2E) -> None:
@@ -56,7 +56,7 @@ async def test_quotes_backticks_and_pings_survive_into_option_3(e2e: SlackE2E) -
     started = await e2e.mock.wait_call("chat.postMessage", "Started", after=mark)
     assert started.ts is not None
     await wait_in_thread(e2e, started.ts, FAILED, after=mark)  # flaky fails here: it ran, with that input
-    fresh = e2e.baton.store.recent_runs(platform="slack")[0]
+    fresh = e2e.baton.store.runs.recent_runs(platform="slack")[0]
     assert e2e.baton.engine.args_of(fresh)["message"] == TRICKY
 
 
@@ -70,8 +70,8 @@ async def test_a_refusal_names_both_people_by_name_and_the_audit_keeps_their_ids
     assert told.body["user"] == BOB
     assert f"name-of-{BOB} may not abandon run {run.run_id}: it belongs to name-of-{ANA}." in told.text
     assert "slack:" not in told.text
-    [refused] = [e for e in e2e.baton.store.audit_log(run.run_id) if e.action == "refused"]
+    [refused] = [e for e in e2e.baton.store.events.audit_log(run.run_id) if e.action == "refused"]
     assert refused.actor == f"slack:{BOB}"
     reason = f"slack:{BOB} may not abandon run {run.run_id}: it belongs to slack:{ANA}."
     assert refused.details["reason"] == reason
-    assert e2e.baton.store.get_run(run.run_id).status == "failed"  # nothing was abandoned
+    assert e2e.baton.store.runs.get_run(run.run_id).status == "failed"  # nothing was abandoned

@@ -48,7 +48,7 @@ async def test_an_approver_seen_only_by_id_is_named_from_users_info_escaped_and_
     assert f"requested by name-of-{ANA}" in status.text and not PING.search(status.text)
     assert len(_lookups(e2e, BOB)) == 1  # looked up once, then cached
     assert _lookups(e2e, ANA) == []  # her slash command carried her name
-    gate = e2e.baton.store.get_gate(paused.run_id, "review")
+    gate = e2e.baton.store.gates.get_gate(paused.run_id, "review")
     assert gate.decided_by == f"slack:{BOB}"  # decided by id: the name never authorizes anything
 
 

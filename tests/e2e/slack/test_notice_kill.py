@@ -35,9 +35,9 @@ NOTICE = "started by"
 
 def _notice_rows(url: str) -> list[tuple[str, bool]]:
     with SqlStore(url) as store:
-        runs = store.recent_runs(platform="slack")
+        runs = store.runs.recent_runs(platform="slack")
         return [(r.conversation, r.delivered_at is not None)
-                for run in runs for r in store.deliveries(run.id) if r.kind == "notice"]
+                for run in runs for r in store.outbox.deliveries(run.id) if r.kind == "notice"]
 
 
 @pytest.mark.parametrize("taken", [False, True], ids=["slack-never-took-it", "slack-took-it"])
@@ -59,8 +59,8 @@ async def test_a_notice_is_delivered_once_after_a_kill_between_the_failure_and_i
         assert (await slack.command("run boom")).status == 200
         await mock_slack.wait_for(lambda _: mock_slack.held, 60)  # the notice hangs
         with SqlStore(url) as store:
-            [run] = store.recent_runs(platform="slack")
-            assert store.get_run(run.id).status is RunStatus.FAILED
+            [run] = store.runs.recent_runs(platform="slack")
+            assert store.runs.get_run(run.id).status is RunStatus.FAILED
         assert _notice_rows(url) == [(ALERTS, False)]
         first.kill()
         await first.exited()

@@ -45,12 +45,12 @@ async def _answer_lost(
     first = await e2e.mock.wait_call("chat.postMessage", STARTED, after=mark)
     assert (first.ts is None) is in_channel
     await e2e.mock.wait_for(lambda _: e2e.mock.held, DEADLINE)
-    [row] = e2e.baton.store.deliveries(_run_id(e2e))
+    [row] = e2e.baton.store.outbox.deliveries(_run_id(e2e))
     if meanwhile is not None:  # before the row is delivered again
         meanwhile(first.ts, row)
 
     async def settled() -> Delivery:
-        while (now := e2e.baton.store.deliveries(row.run_id)[0]).delivered_at is None:
+        while (now := e2e.baton.store.outbox.deliveries(row.run_id)[0]).delivered_at is None:
             await deliverer.deliver_due()
             await asyncio.sleep(0.05)
         return now
@@ -62,7 +62,7 @@ async def _answer_lost(
 
 
 def _run_id(e2e: SlackE2E) -> str:
-    return e2e.baton.store.recent_runs(platform="slack")[0].id
+    return e2e.baton.store.runs.recent_runs(platform="slack")[0].id
 
 
 async def test_a_completion_slack_took_before_its_row_was_settled_is_posted_once(e2e: SlackE2E) -> None:
@@ -88,7 +88,7 @@ async def test_a_completion_in_the_channel_is_looked_for_in_its_history(e2e: Sla
 async def test_a_first_delivery_posts_with_the_rows_metadata_and_looks_for_nothing(e2e: SlackE2E) -> None:
     run = await start(e2e, 'run notes "once"', rests_with=COMPLETED)
     await e2e.settle()
-    [row] = e2e.baton.store.deliveries(run.run_id)
+    [row] = e2e.baton.store.outbox.deliveries(run.run_id)
     assert row.delivered_at is not None and row.attempts == 1
     assert run.rest.body["metadata"] == {"event_type": "baton_outbox",
                                          "event_payload": {"key": f"outbox:{row.id}", "row": row.id}}

@@ -101,7 +101,7 @@ async def test_a_two_approver_gate_with_a_form_through_modals(e2e: SlackE2E) -> 
         (c for c in calls[mark:] if c.method == "chat.update" and c.body.get("ts") == gate_message.ts
          and "1/2" in c.text), None))
     assert len(edit.buttons) == 3  # still open: its buttons stay
-    assert str(e2e.baton.store.get_run(paused.run_id).status) == "paused"
+    assert str(e2e.baton.store.runs.get_run(paused.run_id).status) == "paused"
 
     assert f"proposed by name-of-{BOB}: `replicas=3` `window=tonight`" in edit.text  # the proposal, shown
 
@@ -114,7 +114,7 @@ async def test_a_two_approver_gate_with_a_form_through_modals(e2e: SlackE2E) -> 
     assert "*replicas*: proposed `3`, yours `5`" in differs.text
     assert "*window*: proposed `tonight`, yours `now`" in differs.text
     assert [b["value"] for b in differs.buttons] == [f"approve {paused.run_id}", f"reject {paused.run_id}"]
-    assert str(e2e.baton.store.get_run(paused.run_id).status) == "paused"
+    assert str(e2e.baton.store.runs.get_run(paused.run_id).status) == "paused"
 
     # a click on Approve with no values approves the proposal: no modal this time
     mark = len(e2e.mock.calls)
@@ -122,11 +122,11 @@ async def test_a_two_approver_gate_with_a_form_through_modals(e2e: SlackE2E) -> 
     await wait_in_thread(e2e, paused.thread, COMPLETED, after=mark)
     assert not [c for c in e2e.mock.calls[mark:] if c.method == "views.open"]
     store = e2e.baton.store
-    [deploy] = [e for e in store.journal([paused.run_id]) if e.node_id == "deploy"]
-    assert deploy.output_digest and store.get_blob(deploy.output_digest) == b"deploy x3 tonight"
+    [deploy] = [e for e in store.steps.journal([paused.run_id]) if e.node_id == "deploy"]
+    assert deploy.output_digest and store.blobs.get_blob(deploy.output_digest) == b"deploy x3 tonight"
     states = {n.node_id: n.state.value for n in e2e.baton.engine.summary(paused.run_id).nodes}
     assert states == {"review": "done", "deploy": "done", "hotfix": "skipped"}
-    gate = store.get_gate(paused.run_id, "review")
+    gate = store.gates.get_gate(paused.run_id, "review")
     assert [a["user"] for a in gate.outcome["approvers"]] == [f"slack:{BOB}", f"slack:{CAROL}"]
 
     # the gate message, edited once decided: its headline is the outcome, naming both approvers

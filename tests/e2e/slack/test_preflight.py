@@ -22,7 +22,7 @@ async def _refused(e2e: SlackE2E, *, channel: str, channel_name: str = "ops") ->
     assert told.body["response_type"] == "ephemeral"  # the user alone
     assert len(told.body["text"].splitlines()) == 2  # cause, then next step
     await e2e.settle()
-    assert e2e.baton.store.recent_runs(platform="slack") == []  # nothing started
+    assert e2e.baton.store.runs.recent_runs(platform="slack") == []  # nothing started
     assert not e2e.mock.of("chat.postMessage")  # and nothing was posted anywhere
     return told
 

@@ -53,12 +53,12 @@ async def test_a_queued_runs_cancel_button(e2e: SlackE2E) -> None:
     refused = await e2e.slack.click(progress, "cancel", user=ANA)  # not hers
     assert refused.status == 200
     await e2e.settle()
-    assert e2e.baton.store.get_run(queued).status is RunStatus.QUEUED
+    assert e2e.baton.store.runs.get_run(queued).status is RunStatus.QUEUED
 
     answer = await e2e.slack.click(progress, "cancel", user=BOB)
     assert answer.status == 200
     await e2e.settle()
-    assert e2e.baton.store.get_run(queued).status is RunStatus.CANCELLED
-    assert e2e.baton.store.get_run(held.run_id).status is RunStatus.PAUSED
-    actions = [e.action for e in e2e.baton.store.audit_log(queued)]
+    assert e2e.baton.store.runs.get_run(queued).status is RunStatus.CANCELLED
+    assert e2e.baton.store.runs.get_run(held.run_id).status is RunStatus.PAUSED
+    actions = [e.action for e in e2e.baton.store.events.audit_log(queued)]
     assert "queued" in actions and "cancel" in actions

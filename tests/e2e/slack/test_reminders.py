@@ -77,7 +77,7 @@ async def test_a_reminder_goes_to_the_thread_and_directly_to_each_approver_not_a
     mark = await command(e2e, f"approve {paused.run_id}", user=BOB)
     await e2e.mock.wait_call("chat.postMessage", "Vote counted", after=mark)  # 1/2: Bob's vote
     await e2e.settle()
-    gate = e2e.baton.store.get_gate(paused.run_id, "review")
+    gate = e2e.baton.store.gates.get_gate(paused.run_id, "review")
     assert e2e.baton.deadlines is not None
 
     mark = len(e2e.mock.calls)
@@ -102,7 +102,7 @@ async def test_a_reminder_goes_to_the_thread_and_directly_to_each_approver_not_a
 async def test_an_escalation_tells_who_it_adds_and_a_decision_withdraws_every_offer(e2e: SlackE2E) -> None:
     paused = await start(e2e, "run escalated", rests_with=WAITING)
     await e2e.settle()
-    gate = e2e.baton.store.get_gate(paused.run_id, "review")
+    gate = e2e.baton.store.gates.get_gate(paused.run_id, "review")
     assert e2e.baton.deadlines is not None
     deadlines = e2e.baton.deadlines.deadlines
 
@@ -136,7 +136,7 @@ async def test_an_escalation_tells_who_it_adds_and_a_decision_withdraws_every_of
     clicked = await e2e.slack.click(direct, "approve", user=DAVE, channel=str(dm_of(DAVE)))
     assert clicked.status == 200
     await wait_in_thread(e2e, paused.thread, COMPLETED, after=mark)
-    assert e2e.baton.store.get_gate(paused.run_id, "review").decided_by == f"slack:{DAVE}"
+    assert e2e.baton.store.gates.get_gate(paused.run_id, "review").decided_by == f"slack:{DAVE}"
 
     def withdrawn(calls: list[Call]) -> list[Call] | None:
         edits = {c.body.get("ts"): c for c in calls[mark:] if c.method == "chat.update"

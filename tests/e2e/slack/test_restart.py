@@ -51,6 +51,6 @@ async def test_after_a_restart_a_button_with_a_long_command_still_runs_it(
         answer = await second.slack.click(prompt, "force")
         assert answer.status == 200
         await mock_slack.wait_call("chat.postMessage", STARTED, after=mark)
-        fresh = second.baton.store.recent_runs(platform="slack")[0]
+        fresh = second.baton.store.runs.recent_runs(platform="slack")[0]
         assert second.baton.engine.args_of(fresh)["message"] == LONG
         await second.settle()

@@ -40,7 +40,7 @@ async def test_a_schedule_added_in_a_channel_reports_each_run_in_its_own_thread(
     mark = await command(e2e, f"schedule pause {sid}")
     await e2e.mock.wait_call("chat.postMessage", "paused by", after=mark)
     await e2e.settle()
-    runs = [r for r in e2e.baton.store.recent_runs(limit=50) if r.started_by == f"schedule:{sid}"]
+    runs = [r for r in e2e.baton.store.runs.recent_runs(limit=50) if r.started_by == f"schedule:{sid}"]
     assert len({r.thread for r in runs}) == len(runs)  # each run in its own thread
     assert all(r.conversation == CHANNEL for r in runs)
     mark = await command(e2e, f"schedule show {sid}")

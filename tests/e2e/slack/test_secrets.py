@@ -83,7 +83,9 @@ async def test_no_secret_reaches_slack_the_log_or_the_audit(
     assert all(leak.leaks(data.decode(errors="replace")) == [] for data in e2e.mock.uploads.values())
     assert leak.leaks(log.getvalue()) == [], log.getvalue()
     store = e2e.baton.store
-    audit = [leak.dumped(event.details) for r in store.recent_runs() for event in store.audit_log(r.id)]
+    audit = [
+        leak.dumped(event.details) for r in store.runs.recent_runs() for event in store.events.audit_log(r.id)
+    ]
     assert audit and leak.leaks("\n".join(audit)) == []
 
 

@@ -85,11 +85,11 @@ async def test_socket_mode_records_a_command_before_acknowledging_its_envelope(
                             "response_url": mock_slack.response_url("socket-2")},
             })  # fmt: skip
             await mock_slack.wait_for(lambda calls: [c for c in calls if c.method == "socket.ack"])
-            [recorded] = baton.store.open_events(before=time.time() + 60)
+            [recorded] = baton.store.events.open_events(before=time.time() + 60)
             assert recorded.payload["text"] == "run gated recorded" and recorded.platform == "slack"
             mock_slack.release()
             await mock_slack.wait_call("chat.postMessage", "Started")
-            assert baton.store.open_events(before=time.time() + 60) == []  # handled: closed
+            assert baton.store.events.open_events(before=time.time() + 60) == []  # handled: closed
             baton.request_stop()
             await asyncio.wait_for(serving, 10)
     finally:

@@ -39,7 +39,7 @@ def settings(tmp_path: Path) -> Settings:
 async def test_build_baton_migrates_and_running_starts_and_stops_the_engine(settings: Settings) -> None:
     baton = build_baton(settings)
     try:
-        assert baton.store.recent_runs() == []  # migrated: the tables exist
+        assert baton.store.runs.recent_runs() == []  # migrated: the tables exist
         assert [e.name for e in baton.catalog.entries()] == ["one"]
         async with baton.running(grace=1.0):
             run = await baton.engine.start_run(

@@ -103,16 +103,16 @@ async def test_a_reminder_fired_by_a_process_that_dies_is_delivered_by_the_next(
     first = build_baton(settings)  # no platform connected: nothing can be sent before it "dies"
     try:
         run_id = await _paused(first)
-        gate = first.store.get_gate(run_id, "review")
+        gate = first.store.gates.get_gate(run_id, "review")
         assert first.deadlines is not None
         [fired] = await first.deadlines.deadlines.tick(now=gate.created_at + HOUR)
         assert (fired.action, fired.to) == ("remind", ("console:U2",))
         # the firing's unit: the deadline taken, its audit row, its outbox row, all there
-        [deadline] = [d for d in first.store.gate_deadlines(run_id, "review", gate.created_at)
+        [deadline] = [d for d in first.store.ballots.gate_deadlines(run_id, "review", gate.created_at)
                       if d.name.startswith("remind")]
         assert deadline.fired_by == first.engine.owner
-        assert [a.action for a in first.store.audit_log(run_id)].count("remind") == 1
-        [row] = [r for r in first.store.deliveries(run_id) if r.kind == "gate_reminder"]
+        assert [a.action for a in first.store.events.audit_log(run_id)].count("remind") == 1
+        [row] = [r for r in first.store.outbox.deliveries(run_id) if r.kind == "gate_reminder"]
         assert row.delivered_at is None and row.payload["to"] == ["console:U2"]
         assert row.payload["node"] == "review" and row.payload["opened_at"] == gate.created_at
         await first.engine.stop(grace=1)
@@ -133,7 +133,7 @@ async def test_a_reminder_fired_by_a_process_that_dies_is_delivered_by_the_next(
             assert thread.how.once == Once(f"outbox:{row.id}")
             assert direct.how.once == Once(f"outbox:{row.id}:1")
             # first claim: `since` is None, nothing looked for
-            [done] = [r for r in second.store.deliveries(run_id) if r.kind == "gate_reminder"]
+            [done] = [r for r in second.store.outbox.deliveries(run_id) if r.kind == "gate_reminder"]
             assert done.delivered_at is not None and done.claimed_by == second.engine.owner
             assert second.deadlines is not None
             assert await second.deadlines.deadlines.tick(now=gate.created_at + HOUR) == []  # fired once
@@ -145,7 +145,7 @@ async def test_two_replicas_firing_a_reminder_at_once_fire_it_once(settings: Set
     baton = build_baton(settings)
     try:
         run_id = await _paused(baton)
-        gate = baton.store.get_gate(run_id, "review")
+        gate = baton.store.gates.get_gate(run_id, "review")
         one, two = _replica(baton, "replica-a"), _replica(baton, "replica-b")
         now = gate.created_at + HOUR
         # each in its own thread and event loop: the store's compare-and-swap decides, not asyncio
@@ -154,10 +154,10 @@ async def test_two_replicas_firing_a_reminder_at_once_fire_it_once(settings: Set
         assert sorted(len(r) for r in results) == [0, 1]
         [fired] = [f for r in results for f in r]
         assert fired.action == "remind"
-        rows = [r for r in baton.store.deliveries(run_id) if r.kind == "gate_reminder"]
+        rows = [r for r in baton.store.outbox.deliveries(run_id) if r.kind == "gate_reminder"]
         assert len(rows) == 1
-        assert [a.action for a in baton.store.audit_log(run_id)].count("remind") == 1
-        [deadline] = [d for d in baton.store.gate_deadlines(run_id, "review", gate.created_at)
+        assert [a.action for a in baton.store.events.audit_log(run_id)].count("remind") == 1
+        [deadline] = [d for d in baton.store.ballots.gate_deadlines(run_id, "review", gate.created_at)
                       if d.name.startswith("remind")]
         assert deadline.fired_by in ("replica-a", "replica-b")
 
@@ -166,8 +166,8 @@ async def test_two_replicas_firing_a_reminder_at_once_fire_it_once(settings: Set
             tx.fire_deadline(deadline, "replica-c")
             tx.audit(actor="baton", action="remind", run_id=run_id, details={})
             tx.enqueue_delivery(run_id, "gate_reminder", {"node": "review"})
-        assert len([r for r in baton.store.deliveries(run_id) if r.kind == "gate_reminder"]) == 1
-        assert [a.action for a in baton.store.audit_log(run_id)].count("remind") == 1
+        assert len([r for r in baton.store.outbox.deliveries(run_id) if r.kind == "gate_reminder"]) == 1
+        assert [a.action for a in baton.store.events.audit_log(run_id)].count("remind") == 1
         await baton.engine.stop(grace=1)
     finally:
         baton.close()
@@ -179,12 +179,12 @@ async def test_a_timeout_ends_the_run_with_its_rest_row_in_the_outbox(settings: 
     baton.handler.register_outbox("console", platform.confirm)
     try:
         run_id = await _paused(baton)
-        gate = baton.store.get_gate(run_id, "review")
+        gate = baton.store.gates.get_gate(run_id, "review")
         assert baton.deadlines is not None
         fired = await baton.deadlines.deadlines.tick(now=gate.created_at + 4 * HOUR)
         assert [f.action for f in fired] == ["remind", "timeout"]
-        assert baton.store.get_run(run_id).status is RunStatus.CANCELLED
-        rest = [r for r in baton.store.deliveries(run_id) if r.kind == "run_finished"]
+        assert baton.store.runs.get_run(run_id).status is RunStatus.CANCELLED
+        rest = [r for r in baton.store.outbox.deliveries(run_id) if r.kind == "run_finished"]
         assert [r.payload["status"] for r in rest][-1] == "cancelled"
         # the reminder (due first) went out at once, then the decision withdrew its buttons
         await baton.handler.progress.deliverer.deliver_due()
@@ -192,9 +192,9 @@ async def test_a_timeout_ends_the_run_with_its_rest_row_in_the_outbox(settings: 
         reminders = [r for r in platform.taken if r.kind == "gate_reminder"]
         assert [r.to.direct for r in reminders if not r.how.edit_only] == [False, True]
         assert [r for r in reminders if r.how.edit_only and not r.buttons]  # withdrawn on the decision
-        assert all(r.delivered_at is not None for r in baton.store.deliveries(run_id))
+        assert all(r.delivered_at is not None for r in baton.store.outbox.deliveries(run_id))
         assert all(d.fired_at is not None
-                   for d in baton.store.gate_deadlines(run_id, "review", gate.created_at))
+                   for d in baton.store.ballots.gate_deadlines(run_id, "review", gate.created_at))
         await baton.engine.stop(grace=1)
     finally:
         baton.close()
@@ -215,7 +215,7 @@ async def test_a_decision_withdraws_a_reminders_dm_on_the_platform_it_was_sent_o
     baton.handler.register_outbox("discord", discord.confirm)
     try:
         run_id = await _paused(baton, "mixed")
-        gate = baton.store.get_gate(run_id, "review")
+        gate = baton.store.gates.get_gate(run_id, "review")
         assert baton.deadlines is not None
         [fired] = await baton.deadlines.deadlines.tick(now=gate.created_at + HOUR)
         assert fired.to == ("console:U2", "discord:802")
@@ -240,18 +240,18 @@ async def test_a_reminder_delivered_after_its_gate_was_decided_is_not_sent(setti
     baton = build_baton(settings)  # no platform yet: the reminder's row waits
     try:
         run_id = await _paused(baton)
-        gate = baton.store.get_gate(run_id, "review")
+        gate = baton.store.gates.get_gate(run_id, "review")
         assert baton.deadlines is not None
         [fired] = await baton.deadlines.deadlines.tick(now=gate.created_at + HOUR)
         assert fired.action == "remind"
-        await baton.engine.reject(baton.store.get_run(run_id), actor="console:U2", reason="not now")
+        await baton.engine.reject(baton.store.runs.get_run(run_id), actor="console:U2", reason="not now")
         platform = Platform()
         baton.handler.register_outbox("console", platform.confirm)
         await baton.handler.progress.deliverer.deliver_due()
         await baton.handler.drain()
         assert not [r for r in platform.taken if r.kind == "gate_reminder"]  # its buttons would be stale
         assert [r.kind for r in platform.taken if r.kind != "progress"] == ["run_cancelled"]
-        assert all(r.delivered_at is not None for r in baton.store.deliveries(run_id))
+        assert all(r.delivered_at is not None for r in baton.store.outbox.deliveries(run_id))
         await baton.engine.stop(grace=1)
     finally:
         baton.close()
@@ -264,17 +264,17 @@ async def test_a_timeout_decided_by_a_process_that_dies_is_told_by_the_next(
     first = build_baton(settings)  # no platform connected: it "dies" right after the decision's commit
     try:
         run_id = await _paused(first, f"timed-{on_timeout}")
-        gate = first.store.get_gate(run_id, "review")
+        gate = first.store.gates.get_gate(run_id, "review")
         assert first.deadlines is not None
         [fired] = await first.deadlines.deadlines.tick(now=gate.created_at + HOUR)
         assert fired.action == "timeout"
         await first.engine.wait(run_id, timeout=30)  # approve: the run goes on to its end here
         # the decision's unit: the deadline taken, its audit row, the line in the outbox before
         # the run's rest row; nothing sent
-        [deadline] = first.store.gate_deadlines(run_id, "review", gate.created_at)
+        [deadline] = first.store.ballots.gate_deadlines(run_id, "review", gate.created_at)
         assert deadline.fired_by == first.engine.owner
-        assert [a.action for a in first.store.audit_log(run_id)].count("timeout") == 1
-        rows = first.store.deliveries(run_id)
+        assert [a.action for a in first.store.events.audit_log(run_id)].count("timeout") == 1
+        rows = first.store.outbox.deliveries(run_id)
         assert [r.kind for r in rows][-2:] == ["gate_timed_out", "run_finished"]
         assert all(r.delivered_at is None for r in rows)
         [row] = [r for r in rows if r.kind == "gate_timed_out"]
@@ -296,9 +296,9 @@ async def test_a_timeout_decided_by_a_process_that_dies_is_told_by_the_next(
             assert told.to.conversation == "C1"
             assert (told.data["outcome"], told.data["waited"]) == (on_timeout, "1h")
             assert told.how.once is not None and told.how.once.key == f"outbox:{row.id}"
-            assert all(r.delivered_at is not None for r in second.store.deliveries(run_id))
+            assert all(r.delivered_at is not None for r in second.store.outbox.deliveries(run_id))
             assert second.deadlines is not None
             assert await second.deadlines.deadlines.tick(now=gate.created_at + HOUR) == []  # fired once
-            assert [a.action for a in second.store.audit_log(run_id)].count("timeout") == 1
+            assert [a.action for a in second.store.events.audit_log(run_id)].count("timeout") == 1
     finally:
         second.close()

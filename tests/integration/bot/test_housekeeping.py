@@ -27,19 +27,19 @@ def seed(url: str, at: float, name: str) -> None:
     """An event id and two adapter values written at `at` (by another process)."""
     with SqlStore(url, clock=lambda: at) as store:
         store.migrate()
-        assert store.claim_event("slack", f"ev-{name}")
-        store.finish_event("slack", f"ev-{name}")
-        store.put_state("slack", f"ref:{name}", f"run deploy --force {name!r}")
-        store.put_state("discord", f"message:progress:{name}", "10 20")
+        assert store.events.claim_event("slack", f"ev-{name}")
+        store.events.finish_event("slack", f"ev-{name}")
+        store.state.put_state("slack", f"ref:{name}", f"run deploy --force {name!r}")
+        store.state.put_state("discord", f"message:progress:{name}", "10 20")
 
 
 def kept(store: SqlStore, name: str) -> tuple[bool, bool, bool]:
     """(event id still known, slack value kept, discord value kept)."""
-    known = not store.claim_event("slack", f"ev-{name}")
+    known = not store.events.claim_event("slack", f"ev-{name}")
     return (
         known,
-        store.get_state("slack", f"ref:{name}") is not None,
-        store.get_state("discord", f"message:progress:{name}") is not None,
+        store.state.get_state("slack", f"ref:{name}") is not None,
+        store.state.get_state("discord", f"message:progress:{name}") is not None,
     )
 
 
@@ -136,17 +136,13 @@ async def test_a_long_pass_runs_off_the_event_loop_and_does_not_delay_the_start(
 
         def __init__(self, inner: SqlStore) -> None:
             self.inner = inner
+            self.events = self  # its events role: `forget_events` below
+            self.state, self.outbox = inner.state, inner.outbox
 
         def forget_events(self, before: float) -> int:
             entered.set()
             release.wait(10)
-            return self.inner.forget_events(before)
-
-        def forget_state(self, before: float) -> int:
-            return self.inner.forget_state(before)
-
-        def forget_deliveries(self, before: float) -> int:
-            return self.inner.forget_deliveries(before)
+            return self.inner.events.forget_events(before)
 
     with SqlStore(sqlite_url) as store:
         store.migrate()
@@ -187,11 +183,13 @@ def test_with_a_run_retention_the_bot_prunes_old_finished_runs_in_batches(settin
                                     ("recent", 1, RunStatus.COMPLETED)):
             for i in range(count):
                 run = create_run(store, workflow="w", platform="console", conversation="c", thread=None,
-                                 requester="console:a", args_digest=store.put_blob(f"{name}{i}".encode()))
+                                 requester="console:a", args_digest=store.blobs.put_blob(
+                                     f"{name}{i}".encode()
+                                 ))
                 for step in (RunStatus.RUNNING, status):
-                    store.transition(Transition(run.id, step, actor="t", lease_owner="t"))
+                    store.runs.transition(Transition(run.id, step, actor="t", lease_owner="t"))
                 made[name].append(run.id)
-        now = store.get_run(made["recent"][0]).updated_at
+        now = store.runs.get_run(made["recent"][0]).updated_at
         for run_id in made["old"] + made["paused"]:  # last changed 40 days before `now`
             with store._engine.begin() as conn:  # type: ignore[attr-defined]
                 conn.exec_driver_sql(f"UPDATE runs SET created_at = {now - 41 * DAY}, "
@@ -199,12 +197,12 @@ def test_with_a_run_retention_the_bot_prunes_old_finished_runs_in_batches(settin
         housekeeping._clock = lambda: now
         housekeeping.pruner._clock = lambda: now
         assert housekeeping.sweep().runs == 5  # three batches of at most two
-        assert {r.id for r in store.recent_runs(limit=100)} == set(made["paused"] + made["recent"])
+        assert {r.id for r in store.runs.recent_runs(limit=100)} == set(made["paused"] + made["recent"])
         housekeeping.pruner._clock = lambda: now + SWEEP_GRACE + 1
         housekeeping.pruner.prune()
         for i in range(5):
             with pytest.raises(KeyError):
-                store.get_blob(hashlib.sha256(f"old{i}".encode()).hexdigest())
-        assert store.get_blob(store.get_run(made["recent"][0]).args_digest) == b"recent0"
+                store.blobs.get_blob(hashlib.sha256(f"old{i}".encode()).hexdigest())
+        assert store.blobs.get_blob(store.runs.get_run(made["recent"][0]).args_digest) == b"recent0"
     finally:
         baton.close()

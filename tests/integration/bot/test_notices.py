@@ -156,7 +156,7 @@ async def test_a_slack_run_notifies_a_discord_channel_once_and_never_its_own(set
             assert slack.kinds("notice") == []  # never echoed where the run reports
             assert [(p, c, r) for p, c, r, _ in _rows(baton.store, "notice")] == [  # type: ignore[arg-type]
                 ("discord", "1130001112223334445", run.id)]
-            audit = [e.action for e in baton.store.audit_since(0)]
+            audit = [e.action for e in baton.store.events.audit_since(0)]
             assert "subscribe" in audit
     finally:
         baton.close()
@@ -184,7 +184,7 @@ async def test_a_gate_notice_decides_the_gate_and_is_withdrawn_everywhere(settin
             assert withdrawn.how.replace_key == notice.how.replace_key and not any(
                 b.action in ("approve", "reject") for b in withdrawn.buttons)
             assert withdrawn.data["settled"][0]["by"] == "discord:7"
-            assert baton.store.get_run(run.id).status.value == "completed"
+            assert baton.store.runs.get_run(run.id).status.value == "completed"
     finally:
         baton.close()
 
@@ -237,8 +237,8 @@ async def test_a_subscription_whose_creator_lost_the_right_stops_with_a_notice(
             run = await _start(baton, "deploy", "slack", "CDEV", "slack:UADMIN")
             await slack.wait(lambda: slack.kinds("subscription_stopped"))
             assert slack.kinds("notice") == []
-            assert baton.store.subscriptions(platform="slack", conversation="C0OPS") == []
-            stopped = [e for e in baton.store.audit_log(run.id) if e.action == "subscription_stopped"]
+            assert baton.store.subscribers.subscriptions(platform="slack", conversation="C0OPS") == []
+            stopped = [e for e in baton.store.events.audit_log(run.id) if e.action == "subscription_stopped"]
             assert stopped and stopped[0].details["by"] == "slack:U9"
     finally:
         baton.close()
@@ -252,7 +252,7 @@ async def test_a_gate_still_waiting_at_its_reminder_is_told_overdue_once(setting
             await baton.handler.handle(_say("discord", "1130001112223334445", "7", "subscribe release gates"))
             run = await _start(baton, "release", "slack", "CDEV", "slack:U1")
             await discord.wait(lambda: discord.kinds("notice"))
-            gate = baton.store.get_gate(run.id, "review")
+            gate = baton.store.gates.get_gate(run.id, "review")
             assert baton.deadlines is not None
             await asyncio.sleep(0.6)  # the window of the first notice passes (the tick's hour is not real)
             [reminder] = await baton.deadlines.deadlines.tick(now=gate.created_at + 3600)
@@ -282,7 +282,7 @@ async def test_a_workflows_rule_tells_its_place_when_its_condition_holds_with_it
             await baton.handler.drain()
             [notice] = discord.kinds("notice")
             assert notice.data["run_id"] == prod.id  # staging's condition is false
-            [row] = [r for r in baton.store.deliveries(prod.id) if r.kind == "notice"]
+            [row] = [r for r in baton.store.outbox.deliveries(prod.id) if r.kind == "notice"]
             assert row.payload["window"] == 300 and row.payload["by"] is None  # the rule's own digest
             assert slack.kinds("notice") == []  # its second rule names the run's own channel: no echo
     finally:
@@ -304,15 +304,15 @@ async def test_the_unit_that_ends_a_run_writes_its_notices_though_nothing_is_del
             failed = await _start(baton, "deploy", "slack", "CDEV", "slack:U1")
             paused = await _start(baton, "release", "slack", "CDEV", "slack:U1")
             assert (await baton.engine.wait(failed.id, timeout=20)).status.value == "failed"
-            await _until(lambda: baton.store.get_run(paused.id).status.value == "paused")
-            rows = [*baton.store.deliveries(failed.id), *baton.store.deliveries(paused.id)]
+            await _until(lambda: baton.store.runs.get_run(paused.id).status.value == "paused")
+            rows = [*baton.store.outbox.deliveries(failed.id), *baton.store.outbox.deliveries(paused.id)]
             notices = {r.run_id: r for r in rows if r.kind == "notice"}
             assert set(notices) == {failed.id, paused.id}
             assert notices[failed.id].payload["event"] == "failed"
             assert (notices[paused.id].payload["event"], notices[paused.id].payload["node"]) == (
                 "gate_waiting", "review")
             assert notices[failed.id].dedupe == f"notice:{failed.id}:failed:discord:1130001112223334445"
-            rests = [r for r in baton.store.deliveries(failed.id) if r.kind == "run_finished"]
+            rests = [r for r in baton.store.outbox.deliveries(failed.id) if r.kind == "run_finished"]
             assert len(rests) == 1 and rests[0].delivered_at is None and rests[0].payload["noticed"] is True
             assert [(p, c) for p, c, _, d in _rows(baton.store, "notice")] == [  # type: ignore[misc]
                 ("discord", "1130001112223334445")] * 2
@@ -333,9 +333,9 @@ async def test_a_run_queued_too_long_is_told_once_across_ticks_and_a_restart(set
             [ok] = await baton.handler.handle(subscribing)
             assert ok.kind == "subscribed" and ok.data["events"] == ["queued_long"]
             holder = await _start(baton, "serial", "slack", "CDEV", "slack:U1")
-            await _until(lambda: baton.store.get_run(holder.id).status.value == "paused")
+            await _until(lambda: baton.store.runs.get_run(holder.id).status.value == "paused")
             queued = await _start(baton, "serial", "slack", "CDEV", "slack:U2")
-            assert baton.store.get_run(queued.id).status.value == "queued"
+            assert baton.store.runs.get_run(queued.id).status.value == "queued"
             await discord.wait(lambda: discord.kinds("notice"))
             [notice] = discord.kinds("notice")
             assert (notice.data["event"], notice.data["run_id"]) == ("queued_long", queued.id)
@@ -350,9 +350,9 @@ async def test_a_run_queued_too_long_is_told_once_across_ticks_and_a_restart(set
             assert baton.deadlines is not None and baton.deadlines.watch_queue() == []
             await baton.handler.drain()
             assert discord.kinds("notice") == []
-        rows = [r for r in baton.store.deliveries(queued.id) if r.kind == "notice"]
+        rows = [r for r in baton.store.outbox.deliveries(queued.id) if r.kind == "notice"]
         assert len(rows) == 1 and rows[0].payload["event"] == "queued_long"
-        assert [r for r in baton.store.deliveries(holder.id) if r.kind == "notice"] == []
+        assert [r for r in baton.store.outbox.deliveries(holder.id) if r.kind == "notice"] == []
     finally:
         baton.close()
 
@@ -367,10 +367,10 @@ async def test_a_run_that_crossed_the_threshold_while_baton_was_down_is_told_at_
         async with baton.running(grace=1.0, handle_signals=False):
             await baton.handler.handle(_say("discord", "1130001112223334445", "7", "subscribe serial queued"))
             holder = await _start(baton, "serial", "slack", "CDEV", "slack:U1")
-            await _until(lambda: baton.store.get_run(holder.id).status.value == "paused")
+            await _until(lambda: baton.store.runs.get_run(holder.id).status.value == "paused")
             queued = await _start(baton, "serial", "slack", "CDEV", "slack:U2")
             await asyncio.sleep(0.4)
-            assert [r for r in baton.store.deliveries(queued.id) if r.kind == "notice"] == []
+            assert [r for r in baton.store.outbox.deliveries(queued.id) if r.kind == "notice"] == []
         baton.close()
         baton, _, discord = _baton(quick)
         async with baton.running(grace=1.0, handle_signals=False):

@@ -102,7 +102,7 @@ async def test_a_completion_is_written_with_its_state_and_delivered_once(setting
             run_id = await _start(baton)
             await platform.wait(lambda: platform.finals(run_id))
             await baton.handler.drain()
-            [row] = baton.store.deliveries(run_id)
+            [row] = baton.store.outbox.deliveries(run_id)
             assert row.payload["status"] == "completed" and row.delivered_at is not None
             assert row.attempts == 1 and row.claimed_by == baton.engine.owner
             [final] = platform.finals(run_id)
@@ -127,7 +127,7 @@ async def test_a_refused_reply_is_retried_after_a_backoff(settings: Settings) ->
             run_id = await _start(baton)
             await platform.wait(lambda: platform.finals(run_id))
             took = time.monotonic() - began
-            [row] = baton.store.deliveries(run_id)
+            [row] = baton.store.outbox.deliveries(run_id)
             assert row.delivered_at is not None and row.attempts == 3
             assert row.last_error == "NotDelivered: 503 from the platform"
             assert took >= 0.6  # two waits of the backoff
@@ -154,14 +154,14 @@ async def test_a_reply_left_by_a_process_that_stopped_answering_is_delivered_by_
             run_id = await _start(first)
             await _settled(first, run_id)
             await asyncio.sleep(0.2)  # the first claimed the row and hangs on the platform
-            [row] = first.store.deliveries(run_id)
+            [row] = first.store.outbox.deliveries(run_id)
             assert row.claimed_by == first.engine.owner and row.delivered_at is None
             assert first.outbox is not None
             await first.outbox.stop()  # the first goes silent holding its claim (as if killed)
-            assert first.store.deliveries(run_id)[0].claimed_by == first.engine.owner
+            assert first.store.outbox.deliveries(run_id)[0].claimed_by == first.engine.owner
             async with second.running(grace=1.0, handle_signals=False):
                 await healthy.wait(lambda: healthy.finals(run_id))  # after the first's claim lapsed
-                [row] = second.store.deliveries(run_id)
+                [row] = second.store.outbox.deliveries(run_id)
                 assert row.delivered_at is not None and row.attempts == 2
                 assert row.claimed_by == second.engine.owner
                 [final] = healthy.finals(run_id)
@@ -185,8 +185,8 @@ async def test_a_stopping_process_sends_the_replies_of_runs_that_finish_in_its_g
             baton.request_stop()  # SIGTERM while the step runs
             await baton.settle()
             sent.append(len(platform.finals(run_id)))  # before the process goes on to exit
-        assert baton.store.get_run(run_id).status is RunStatus.COMPLETED
-        assert sent == [1] and baton.store.undelivered() == []
+        assert baton.store.runs.get_run(run_id).status is RunStatus.COMPLETED
+        assert sent == [1] and baton.store.outbox.undelivered() == []
     finally:
         baton.close()
 
@@ -199,7 +199,7 @@ async def test_what_a_stopping_process_cannot_send_is_left_for_the_next(settings
         async with first.running(grace=0.5, handle_signals=False):
             run_id = await _start(first)
             await _settled(first, run_id)
-        [row] = first.store.undelivered()
+        [row] = first.store.outbox.undelivered()
         assert row.run_id == run_id and row.claimed_by is None  # released: the next takes it at once
     finally:
         first.close()
@@ -252,7 +252,7 @@ async def test_a_platform_that_connects_gets_what_waited_for_it_at_once(settings
             run_id = await _start(baton)
             await _settled(baton, run_id)
             await baton.handler.drain()
-            [row] = baton.store.deliveries(run_id)
+            [row] = baton.store.outbox.deliveries(run_id)
             assert row.delivered_at is None  # nowhere to send it yet
             began = time.monotonic()
             baton.handler.register_outbox("chat", platform.confirm)

@@ -63,9 +63,9 @@ async def _run(baton: Baton, text: str) -> tuple[str, str | None]:
 
 
 def _output(baton: Baton, run_id: str, node: str) -> str:
-    entry = next(e for e in baton.store.journal([run_id]) if e.node_id == node)
+    entry = next(e for e in baton.store.steps.journal([run_id]) if e.node_id == node)
     assert entry.output_digest is not None, entry.error
-    return baton.store.get_blob(entry.output_digest).decode()
+    return baton.store.blobs.get_blob(entry.output_digest).decode()
 
 
 async def test_a_command_prompt_and_a_tool_subprocess_see_none_of_batons_secrets(
@@ -96,7 +96,7 @@ async def test_a_command_prompt_and_a_tool_subprocess_see_none_of_batons_secrets
         assert "BATON_OPENAI_API_KEY" not in os.environ  # read once, then out of the environment
         async with baton.running(handle_signals=False, grace=2.0):
             _, run_id = await _run(baton, "run ask")
-            assert run_id is not None and baton.store.get_run(run_id).status == "completed"
+            assert run_id is not None and baton.store.runs.get_run(run_id).status == "completed"
             prompt, tool = _output(baton, run_id, "answer"), _output(baton, run_id, "tool")
     finally:
         baton.close()
@@ -118,7 +118,7 @@ async def test_a_missing_secret_refuses_the_run_at_start_with_one_line(tmp_path:
     try:
         async with baton.running(handle_signals=False, grace=2.0):
             shown, run_id = await _run(baton, "run deploy")
-        assert run_id is None and baton.store.recent_runs() == []  # nothing started
+        assert run_id is None and baton.store.runs.recent_runs() == []  # nothing started
         assert shown.splitlines()[0] == (
             "⚠️ workflow `deploy` needs the secret `NPM_TOKEN`, "
             "which the operator has not provided "
@@ -152,7 +152,7 @@ async def test_a_secret_gone_by_the_time_its_step_runs_fails_that_step_with_one_
         async with baton.running(handle_signals=False, grace=2.0):
             _, run_id = await _run(baton, "run deploy")
         assert run_id is not None
-        run = baton.store.get_run(run_id)
+        run = baton.store.runs.get_run(run_id)
         assert run.status == "failed"
         assert run.reason == (
             "step `push` needs the secret `NPM_TOKEN`, "

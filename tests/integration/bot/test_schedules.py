@@ -122,7 +122,7 @@ async def test_a_chat_schedule_fires_once_per_due_time_and_reports_in_its_thread
     baton = _baton(_settings(tmp_path, database_url), platform)
     async with baton.running(handle_signals=False, schedules=False):
         sid = await _add(baton, "schedule add hello every 5s morning")
-        s = baton.store.get_schedule(sid)
+        s = baton.store.schedules.get_schedule(sid)
         assert (s.principal, s.owner, s.platform, s.conversation, s.args) == (
             "console:U1",
             "console:U1",
@@ -149,7 +149,7 @@ async def test_a_chat_schedule_fires_once_per_due_time_and_reports_in_its_thread
         assert announced.to.conversation == "ops"
         progress = [r for r in platform.taken if r.kind == "progress" and r.run_id == run.id]
         assert progress and all(r.data["started_by"] == f"schedule:{sid}" for r in progress)
-        start = [e for e in baton.store.audit_log(run.id) if e.action == "start"]
+        start = [e for e in baton.store.events.audit_log(run.id) if e.action == "start"]
         assert start[0].details["started_by"] == f"schedule:{sid}"
 
         (shown,) = await _say(baton, f"schedule show {sid}")
@@ -170,14 +170,14 @@ async def test_pause_resume_remove_and_who_may(tmp_path: Path, database_url: str
         assert refused.is_error and "owner" in refused.data["message"]
         (paused,) = await _say(baton, f"schedule pause {sid} on holiday")
         assert paused.data["action"] == "paused" and paused.data["note"] == "on holiday"
-        s = baton.store.get_schedule(sid)
+        s = baton.store.schedules.get_schedule(sid)
         later = s.created_at + 60
         assert [f for f in await scheduler.tick(now=later) if f.schedule_id == sid] == []
-        assert baton.store.schedule_fires(sid) == []
+        assert baton.store.schedules.schedule_fires(sid) == []
         (resumed,) = await _say(baton, f"schedule resume {sid}")
         assert resumed.data["action"] == "resumed"
         # fires due while it was paused are not caught up; the next one fires
-        resumed_at = baton.store.get_schedule(sid).evaluated_until
+        resumed_at = baton.store.schedules.get_schedule(sid).evaluated_until
         nxt = rule_of(s).next_fires(resumed_at, 1)[0]
         fired = [f for f in await scheduler.tick(now=nxt + 0.1) if f.schedule_id == sid]
         assert [f.due_at for f in fired] == [nxt]
@@ -189,8 +189,8 @@ async def test_pause_resume_remove_and_who_may(tmp_path: Path, database_url: str
         assert yaml_rm.is_error and "declared in workflow" in yaml_rm.data["message"]
         (removed,) = await _say(baton, f"schedule rm {sid}")
         assert removed.data["action"] == "removed"
-        assert sid not in [s.id for s in baton.store.list_schedules()]
-        actions = [e.action for e in baton.store.audit_since(0) if e.action.startswith("schedule_")]
+        assert sid not in [s.id for s in baton.store.schedules.list_schedules()]
+        actions = [e.action for e in baton.store.events.audit_since(0) if e.action.startswith("schedule_")]
         assert {"schedule_add", "schedule_pause", "schedule_resume", "schedule_run", "schedule_rm"} <= set(
             actions
         )
@@ -207,14 +207,14 @@ async def test_two_replicas_ticking_together_start_one_run_per_fire(
         b.running(handle_signals=False, schedules=False),
     ):
         ids = [await _add(a, "schedule add hello every 5s") for _ in range(12)]
-        latest = max(a.store.get_schedule(i).created_at for i in ids)
+        latest = max(a.store.schedules.get_schedule(i).created_at for i in ids)
         now = latest + 5.5  # each has exactly one due time in (created_at, now]
         fired_a, fired_b = await asyncio.gather(
             a.handler.scheduler.tick(now=now), b.handler.scheduler.tick(now=now)
         )
         mine = [f for f in [*fired_a, *fired_b] if f.schedule_id in ids]
         assert sorted(f.schedule_id for f in mine) == sorted(ids)  # one fire each, on either replica
-        runs = [r for r in a.store.recent_runs(limit=100) if r.workflow == "hello"]
+        runs = [r for r in a.store.runs.recent_runs(limit=100) if r.workflow == "hello"]
         assert sorted(r.started_by or "" for r in runs) == sorted(f"schedule:{i}" for i in ids)
         for run in runs:
             owner = a if any(f.run_id == run.id for f in fired_a) else b
@@ -226,7 +226,7 @@ def _every_5s(database_url: str, ids: list[str], now: float) -> None:
     with SqlStore(database_url) as seed:
         seed.migrate()
         for sid in ids:
-            seed.add_schedule(Schedule(
+            seed.schedules.add_schedule(Schedule(
                 id=sid, workflow="hello", source="chat", cron=None, every=5.0, timezone="UTC",
                 args={"message": sid}, overlap="allow", catchup="none", catchup_window=3600.0,
                 platform="console", conversation="ops", principal="console:U1", owner="console:U1",
@@ -274,10 +274,10 @@ async def test_two_replicas_in_two_threads_split_the_due_fires_and_start_one_run
     assert sorted(f.schedule_id for f in fired) == ids  # each due time fired once, by one of them
     assert all(f.due_at == due for f in fired)
     with SqlStore(database_url) as store:
-        runs = [r for r in store.recent_runs(limit=500) if r.workflow == "hello"]
+        runs = [r for r in store.runs.recent_runs(limit=500) if r.workflow == "hello"]
         assert sorted(r.started_by or "" for r in runs) == [f"schedule:{sid}" for sid in ids]
         assert all(r.status is RunStatus.COMPLETED for r in runs)
-        points = {s.id: s.evaluated_until for s in store.list_schedules() if s.id in ids}
+        points = {s.id: s.evaluated_until for s in store.schedules.list_schedules() if s.id in ids}
         assert points == dict.fromkeys(ids, due)
 
 
@@ -295,7 +295,7 @@ async def test_a_tick_creates_every_fires_run_before_any_begins(tmp_path: Path, 
 
         async def began(event: EngineEvent) -> None:
             if event.kind is EventKind.RUN_STARTED:
-                runs = reader.recent_runs(limit=500)
+                runs = reader.runs.recent_runs(limit=500)
                 seen[event.run_id] = len([r for r in runs if r.workflow == "hello" and r.scheduled_for])
 
         baton.engine.subscribe(began)
@@ -313,7 +313,7 @@ async def test_overlap_skip_records_skips_while_a_long_step_runs(tmp_path: Path,
     baton = _baton(_settings(tmp_path, database_url), platform)
     async with baton.running(handle_signals=False, schedules=False, grace=0.5):
         sid = await _add(baton, "schedule add slow every 5s")
-        s = baton.store.get_schedule(sid)
+        s = baton.store.schedules.get_schedule(sid)
         first, second, third = rule_of(s).next_fires(s.created_at, 3)
         scheduler = baton.handler.scheduler
         (started,) = [f for f in await scheduler.tick(now=first + 0.1) if f.schedule_id == sid]
@@ -324,9 +324,9 @@ async def test_overlap_skip_records_skips_while_a_long_step_runs(tmp_path: Path,
             FireOutcome.SKIPPED,
             FireOutcome.SKIPPED,
         )
-        fires = {f.due_at: f for f in baton.store.schedule_fires(sid)}
+        fires = {f.due_at: f for f in baton.store.schedules.schedule_fires(sid)}
         assert fires[second].detail["active"] == [started.run_id]
-        assert len(baton.store.active_runs(f"schedule:{sid}")) == 1
+        assert len(baton.store.schedules.active_runs(f"schedule:{sid}")) == 1
         await baton.engine.cancel(str(started.run_id), actor="console:U1")
 
 
@@ -338,7 +338,7 @@ async def test_a_restart_after_missed_fires_follows_catchup(
     first = _baton(settings, Platform())
     async with first.running(handle_signals=False, schedules=False):
         first.handler.scheduler.sync()
-        s = first.store.get_schedule("nightly.build")
+        s = first.store.schedules.get_schedule("nightly.build")
     first.close()  # down for a while: ten fires, every 10 minutes
     dues = rule_of(s).next_fires(s.created_at, 10)
     now = dues[-1] + 120  # the newest is two minutes late: missed too (nothing ticked)
@@ -353,7 +353,7 @@ async def test_a_restart_after_missed_fires_follows_catchup(
             assert started[0].due_at == dues[-1]
         if catchup == "all":
             assert sorted(f.due_at for f in started) == window
-        recorded = {f.due_at: f.outcome for f in second.store.schedule_fires("nightly.build", 20)}
+        recorded = {f.due_at: f.outcome for f in second.store.schedules.schedule_fires("nightly.build", 20)}
         assert sorted(recorded) == dues  # every due time is accounted for: started or missed
         assert sum(o is FireOutcome.MISSED for o in recorded.values()) == 10 - runs
         assert await second.handler.scheduler.tick(now=now + 1) == []  # a repeated tick: nothing
@@ -368,7 +368,7 @@ async def test_a_principal_that_may_no_longer_run_it_pauses_the_schedule(
     first = _baton(_settings(tmp_path, database_url), Platform())
     async with first.running(handle_signals=False, schedules=False):
         sid = await _add(first, "schedule add hello every 5s")
-        s = first.store.get_schedule(sid)
+        s = first.store.schedules.get_schedule(sid)
     first.close()
     # the operator took console:U1's right to run `hello` away, and restarted Baton
     access = {"run": {"slow": ["console:U1"]}, "admins": ["console:ADMIN"]}
@@ -378,9 +378,9 @@ async def test_a_principal_that_may_no_longer_run_it_pauses_the_schedule(
         due = rule_of(s).next_fires(s.created_at, 1)[0]
         fired = [f for f in await second.handler.scheduler.tick(now=due + 0.1) if f.schedule_id == sid]
         assert [f.outcome for f in fired] == [FireOutcome.REFUSED]
-        paused = second.store.get_schedule(sid)
+        paused = second.store.schedules.get_schedule(sid)
         assert paused.paused and "may no longer run hello" in (paused.note or "")
-        assert [r for r in second.store.recent_runs(limit=10) if r.workflow == "hello"] == []
+        assert [r for r in second.store.runs.recent_runs(limit=10) if r.workflow == "hello"] == []
         def told() -> list[Reply]:
             return [r for r in platform.taken if r.kind == "schedule_refused"]
 
@@ -406,15 +406,15 @@ async def test_the_bots_own_loop_fires_a_schedule_while_it_serves(tmp_path: Path
 
         await platform.wait(lambda: len(completed()) >= 2, timeout=20)
         assert baton.schedules is not None
-        runs = [r for r in baton.store.recent_runs(limit=50) if r.started_by == f"schedule:{sid}"]
+        runs = [r for r in baton.store.runs.recent_runs(limit=50) if r.started_by == f"schedule:{sid}"]
         assert len({r.scheduled_for for r in runs}) == len(runs) >= 2  # one run per due time
         assert all(r.created_at - (r.scheduled_for or 0) < 1.0 for r in runs)  # on time
         await _say(baton, f"schedule pause {sid}")
         ticks = baton.schedules.ticks
         await baton.schedules.wait_for_ticks(ticks + 2, timeout=10)
-        paused_at = len(baton.store.schedule_fires(sid, 100))
+        paused_at = len(baton.store.schedules.schedule_fires(sid, 100))
         await baton.schedules.wait_for_ticks(baton.schedules.ticks + 2, timeout=10)
-        assert len(baton.store.schedule_fires(sid, 100)) == paused_at
+        assert len(baton.store.schedules.schedule_fires(sid, 100)) == paused_at
 
 
 @pytest.mark.parametrize("overlap", ["cancel_running", "queue", "allow"])
@@ -425,26 +425,26 @@ async def test_overlap_cancel_running_queue_and_allow(
     baton = _baton(_settings(tmp_path, database_url), platform)
     async with baton.running(handle_signals=False, schedules=False, grace=0.5):
         sid = await _add(baton, f"schedule add slow every 5s --overlap {overlap}")
-        s = baton.store.get_schedule(sid)
+        s = baton.store.schedules.get_schedule(sid)
         first, second = rule_of(s).next_fires(s.created_at, 2)
         scheduler = baton.handler.scheduler
         (one,) = [f for f in await scheduler.tick(now=first + 0.1) if f.schedule_id == sid]
         (two,) = [f for f in await scheduler.tick(now=second + 0.1) if f.schedule_id == sid]
         assert one.outcome is two.outcome is FireOutcome.STARTED
-        detail = {f.due_at: f.detail for f in baton.store.schedule_fires(sid)}[second]
-        older = baton.store.get_run(str(one.run_id))
+        detail = {f.due_at: f.detail for f in baton.store.schedules.schedule_fires(sid)}[second]
+        older = baton.store.runs.get_run(str(one.run_id))
         if overlap == "cancel_running":  # the older run was cancelled, the new one runs
             assert detail["cancelled"] == [one.run_id]
-            assert baton.store.get_run(older.id).status is RunStatus.CANCELLED
+            assert baton.store.runs.get_run(older.id).status is RunStatus.CANCELLED
         elif overlap == "queue":  # queued behind the active run in the schedule's own key
             assert detail["behind"] == [one.run_id]
             assert older.status is RunStatus.RUNNING
-            queued = baton.store.get_run(str(two.run_id))
+            queued = baton.store.runs.get_run(str(two.run_id))
             assert queued.status is RunStatus.QUEUED
             assert queued.concurrency is not None and queued.concurrency.key == f"schedule:{sid}"
         else:
             assert detail == {}
-        active = baton.store.active_runs(f"schedule:{sid}")
+        active = baton.store.schedules.active_runs(f"schedule:{sid}")
         assert two.run_id in [r.id for r in active]
         for run in active:
             await baton.engine.cancel(run.id, actor="console:U1")

@@ -101,7 +101,7 @@ class Chat:
         return run
 
     def runs(self) -> list[Run]:
-        return self.store.recent_runs(limit=100)
+        return self.store.runs.recent_runs(limit=100)
 
 
 async def make_chat(root: Path, url: str, access: Access | None = None, platform: str = "console",

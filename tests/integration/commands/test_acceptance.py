@@ -32,19 +32,19 @@ async def test_1_fresh_run_with_a_failed_run_prompts_and_runs_nothing(chat: Chat
 
 async def test_2_force_starts_fresh_and_leaves_the_failed_run_untouched(chat: Chat) -> None:
     failed = await _failed_run(chat)
-    old = chat.store.get_run(failed)
+    old = chat.store.runs.get_run(failed)
     [reply] = await chat.say('run flaky --force "B"')
     assert reply.kind == "run_started" and reply.run_id != failed
-    assert chat.engine.args_of(chat.store.get_run(reply.run_id))["message"] == "B"
+    assert chat.engine.args_of(chat.store.runs.get_run(reply.run_id))["message"] == "B"
     await chat.rest(reply.run_id)
-    assert chat.store.get_run(failed) == old
+    assert chat.store.runs.get_run(failed) == old
 
 
 async def test_3_abandon_failed_run_then_run_no_longer_prompts(chat: Chat) -> None:
     failed = await _failed_run(chat)
     [reply] = await chat.say(f"abandon {failed[:8]}")
     assert reply.kind == "run_cancelled" and reply.run_status == "cancelled"
-    assert chat.store.get_run(failed).status is RunStatus.CANCELLED
+    assert chat.store.runs.get_run(failed).status is RunStatus.CANCELLED
     [again] = await chat.say("run flaky B")
     assert again.kind == "run_started"
     [refused] = await chat.say(f"abandon {failed}")

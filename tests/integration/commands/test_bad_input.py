@@ -69,7 +69,7 @@ async def test_a_command_typed_without_its_prefix_and_misspelt_gets_a_suggestion
 
 
 async def test_a_prefix_of_two_runs_names_both(chat: Chat) -> None:
-    digest = chat.store.put_blob(b"{}")
+    digest = chat.store.blobs.put_blob(b"{}")
     made = [create_run(chat.store, workflow="flaky", platform="console", conversation="c1", thread=None,
                                   requester="console:ana", args_digest=digest, status=RunStatus.FAILED)
             for _ in range(17)]  # 17 ids, 16 hex digits: two share a first character
@@ -83,7 +83,7 @@ async def test_a_prefix_of_two_runs_names_both(chat: Chat) -> None:
     named = [run_id for run_id in sharing if run_id in reply.data["message"]]
     assert len(named) == min(len(sharing), 5)  # the first five of them, then "…"
     assert ("…" in reply.data["message"]) == (len(sharing) > 5)
-    assert {chat.store.get_run(r).status for r in sharing} == {RunStatus.FAILED}  # none resumed
+    assert {chat.store.runs.get_run(r).status for r in sharing} == {RunStatus.FAILED}  # none resumed
 
 
 async def test_invalidate_downstream_and_wrong_steps(chat: Chat) -> None:

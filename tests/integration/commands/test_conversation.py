@@ -48,8 +48,8 @@ async def test_unauthorized_approver_is_refused_politely_and_audited(team: Chat)
     assert "not an approver of `gated`" in refused.data["message"] and refused.data["hint"]
     [own] = await team.say(f"approve {run_id}", user="ana")  # the requester, approver_not_requester
     assert own.is_error and "requested run" in own.data["message"]
-    assert team.store.get_run(run_id).status is RunStatus.PAUSED
-    refusals = [e for e in team.store.audit_log(run_id) if e.action == "refused"]
+    assert team.store.runs.get_run(run_id).status is RunStatus.PAUSED
+    refusals = [e for e in team.store.events.audit_log(run_id) if e.action == "refused"]
     assert [e.actor for e in refusals] == ["slack:UEVE", "slack:ana"]
     [ok] = await team.say(f"approve {run_id} fine", user="UBOSS")
     assert ok.kind == "gate_decided" and ok.data["by"] == "slack:UBOSS" and ok.data["comment"] == "fine"
@@ -65,7 +65,7 @@ async def test_second_decision_is_answered_already_approved_by(team: Chat) -> No
         [reply] = again
         assert reply.is_error and "already approved by slack:UBOSS" in reply.data["message"]
     await team.rest(run_id)
-    assert team.store.get_run(run_id).status is RunStatus.COMPLETED
+    assert team.store.runs.get_run(run_id).status is RunStatus.COMPLETED
 
 
 async def test_duplicate_event_is_processed_once(team: Chat) -> None:
@@ -80,7 +80,7 @@ async def test_nl_approval_counts_in_thread_direct_and_mention_never_in_chatter(
     run_id = await _paused(team, thread="T1")
     assert await team.say("lgtm", user="UBOSS", command=False) == []  # channel chatter
     assert await team.say("lgtm", user="UBOSS", command=False, thread="other") == []  # unrelated thread
-    assert team.store.get_run(run_id).status is RunStatus.PAUSED
+    assert team.store.runs.get_run(run_id).status is RunStatus.PAUSED
     # the adapter removes the bot's own mention from the text
     [by_mention] = await team.say("approve", user="UBOSS", command=False, mentions=True)
     assert by_mention.kind == "gate_decided" and by_mention.run_id == run_id
@@ -90,7 +90,7 @@ async def test_nl_approval_counts_in_thread_direct_and_mention_never_in_chatter(
     [direct] = await team.say("reject: too risky", user="UBOSS", command=False, direct=True)
     assert direct.kind == "gate_decided" and not direct.data["approved"]
     assert direct.data["comment"] == "too risky"
-    assert team.store.get_run(second).status is RunStatus.CANCELLED
+    assert team.store.runs.get_run(second).status is RunStatus.CANCELLED
 
     [hint] = await team.say("lgtm", user="UBOSS", command=False, direct=True)
     assert hint.kind == "no_gate_hint"
@@ -108,12 +108,12 @@ async def test_a_reply_in_another_runs_thread_never_decides_this_run(team: Chat)
         answer = await team.say(text, user="UBOSS", command=False, thread="T-hello", mentions=mentions)
         assert all(r.kind != "gate_decided" for r in answer), (text, answer)
         assert [r.kind for r in answer] in ([], ["no_gate_hint"])
-    assert team.store.get_run(other).status is RunStatus.PAUSED
-    assert team.store.get_run(gated_here).status is RunStatus.PAUSED
+    assert team.store.runs.get_run(other).status is RunStatus.PAUSED
+    assert team.store.runs.get_run(gated_here).status is RunStatus.PAUSED
 
     [decided] = await team.say("lgtm", user="UBOSS", command=False, thread="T-deploy", mentions=True)
     assert decided.kind == "gate_decided" and decided.run_id == other  # its own thread: that run only
-    assert team.store.get_run(gated_here).status is RunStatus.PAUSED
+    assert team.store.runs.get_run(gated_here).status is RunStatus.PAUSED
     await team.rest(other)
 
 
@@ -126,7 +126,7 @@ async def test_more_than_five_waiting_gates_are_a_choice_list(team: Chat) -> Non
     [unclear] = await team.say("hmm", user="UBOSS", command=False, mentions=True)
     assert [len(m.options) for m in unclear.menus] == [7, 7]  # approve which, reject which
     assert {o.command.split()[0] for m in unclear.menus for o in m.options} == {"approve", "reject"}
-    assert all(team.store.get_run(r).status is RunStatus.PAUSED for r in runs)
+    assert all(team.store.runs.get_run(r).status is RunStatus.PAUSED for r in runs)
 
 
 async def test_unclear_reply_gets_a_question_with_buttons(team: Chat) -> None:
@@ -144,7 +144,7 @@ async def test_several_gates_ask_which_one(team: Chat) -> None:
     [which] = await team.say("lgtm", user="UBOSS", command=False, mentions=True)
     assert which.kind == "which_gate"
     assert {b.command for b in which.buttons} == {f"approve {first}", f"approve {second}"}
-    assert team.store.get_run(first).status is RunStatus.PAUSED
+    assert team.store.runs.get_run(first).status is RunStatus.PAUSED
 
 
 async def test_paused_gate_prompt_offers_approve_and_resume_is_refused(team: Chat) -> None:
@@ -182,7 +182,7 @@ async def test_completed_run_is_not_resumable_and_points_to_resume_from(chat: Ch
     assert (refused.run_id, refused.run_status) == (started.run_id, "completed")
     [again] = await chat.say(f"run flaky --resume-from {started.run_id} bye")
     assert again.kind == "run_started" and again.data["resumed_from"] == started.run_id
-    args = chat.engine.args_of(chat.store.get_run(again.run_id))  # type: ignore[arg-type]
+    args = chat.engine.args_of(chat.store.runs.get_run(again.run_id))  # type: ignore[arg-type]
     assert args["message"] == "bye" and args["marker"] == str(marker)
     await chat.rest(again.run_id)  # type: ignore[arg-type]
 
@@ -199,8 +199,10 @@ async def test_args_handle_set_and_args_from(chat: Chat) -> None:
     for reply in (by_handle, from_run):
         assert reply.kind == "run_started" and reply.run_id
         await chat.rest(reply.run_id)
-    assert chat.store.get_run(by_handle.run_id).args_digest == chat.store.get_run(started.run_id).args_digest  # type: ignore[arg-type]
-    assert chat.engine.args_of(chat.store.get_run(from_run.run_id))["extra"] == {"deep": 3}  # type: ignore[arg-type]
+    assert chat.store.runs.get_run(
+        by_handle.run_id
+    ).args_digest == chat.store.runs.get_run(started.run_id).args_digest  # type: ignore[arg-type]
+    assert chat.engine.args_of(chat.store.runs.get_run(from_run.run_id))["extra"] == {"deep": 3}  # type: ignore[arg-type]
 
 
 async def test_inputs_are_validated_before_anything_runs(chat: Chat) -> None:
@@ -209,7 +211,7 @@ async def test_inputs_are_validated_before_anything_runs(chat: Chat) -> None:
     [typed] = await chat.say("run flaky --set marker='{\"not\": \"text\"}'")  # a string input keeps the text
     assert typed.kind == "run_started"
     await chat.rest(typed.run_id)
-    assert chat.engine.args_of(chat.store.get_run(typed.run_id))["marker"] == '{"not": "text"}'  # type: ignore[arg-type]
+    assert chat.engine.args_of(chat.store.runs.get_run(typed.run_id))["marker"] == '{"not": "text"}'  # type: ignore[arg-type]
     assert len(chat.runs()) == 1
 
 
@@ -307,12 +309,12 @@ async def test_a_reply_starting_with_reject_still_addresses_the_gate(team: Chat)
 
 async def test_chatter_in_a_thread_that_holds_no_run_leaves_nothing_behind(team: Chat) -> None:
     await _paused(team, thread="T-run")
-    before = team.store.forget_events(time.time() + 60)  # the events handled so far
+    before = team.store.events.forget_events(time.time() + 60)  # the events handled so far
 
     for n in range(200):
         assert await team.say(f"chatter {n}", user="UBOSS", command=False, thread="T-other") == []
 
-    assert team.store.forget_events(time.time() + 60) == 0 and before > 0
+    assert team.store.events.forget_events(time.time() + 60) == 0 and before > 0
 
 
 async def test_a_first_word_that_names_no_run_is_part_of_the_reason_or_comment(team: Chat) -> None:
@@ -321,12 +323,12 @@ async def test_a_first_word_that_names_no_run_is_part_of_the_reason_or_comment(t
     assert rejected.kind == "gate_decided" and not rejected.data["approved"]
     assert rejected.run_id == run_id and rejected.data["comment"] == "too risky"
     assert (await team.rest(run_id)).status is RunStatus.CANCELLED
-    assert "too risky" in (team.store.get_run(run_id).reason or "")
+    assert "too risky" in (team.store.runs.get_run(run_id).reason or "")
 
     approved = await _paused(team, "two", thread=None)
     [ok] = await team.say("approve looks fine", user="UBOSS")
     assert ok.kind == "gate_decided" and ok.run_id == approved and ok.data["comment"] == "looks fine"
-    commands = [e for e in team.store.audit_log(approved) if e.action == "command"]
+    commands = [e for e in team.store.events.audit_log(approved) if e.action == "command"]
     assert commands and commands[-1].details["text"] == "approve looks fine"  # audited on the run
 
 
@@ -334,11 +336,11 @@ async def test_a_first_word_that_is_a_run_id_prefix_still_addresses_that_run(tea
     first, second, third = [await _paused(team, str(n), thread=None) for n in range(3)]
     [ok] = await team.say(f"approve {first[:6]} fine", user="UBOSS")  # a prefix of one run's id
     assert ok.kind == "gate_decided" and ok.run_id == first and ok.data["comment"] == "fine"
-    assert team.store.get_run(second).status is RunStatus.PAUSED
+    assert team.store.runs.get_run(second).status is RunStatus.PAUSED
     [which] = await team.say("reject too risky", user="UBOSS")  # no run "too", two gates here: which?
     assert which.kind == "which_gate"
     assert {b.command for b in which.buttons} == {f"reject {second}", f"reject {third}"}
-    assert team.store.get_run(third).status is RunStatus.PAUSED
+    assert team.store.runs.get_run(third).status is RunStatus.PAUSED
     await team.rest(first)
 
 
@@ -352,7 +354,7 @@ async def test_an_ambiguous_run_id_prefix_asks_and_no_gate_means_no_such_run(tea
     shared = next(ids for ids in by_first.values() if len(ids) > 1)  # 17 ids, 16 first characters
     [asked] = await team.say(f"approve {shared[0][0]} fine", user="UBOSS")
     assert asked.is_error and "matches several runs" in asked.data["message"]
-    assert all(team.store.get_run(r).status is RunStatus.PAUSED for r in runs)
+    assert all(team.store.runs.get_run(r).status is RunStatus.PAUSED for r in runs)
 
 
 async def test_help_approve_shows_the_choice_and_the_values_syntax(chat: Chat) -> None:

@@ -96,7 +96,7 @@ async def _paused(chat: Chat, clock: Clock, outcome: str = "reject") -> str:
     [started] = await chat.say(f"run timed-{outcome}", user="rita")
     assert started.run_id
     assert (await chat.rest(started.run_id)).status is RunStatus.PAUSED
-    clock.now = chat.store.get_gate(started.run_id, "review").created_at
+    clock.now = chat.store.gates.get_gate(started.run_id, "review").created_at
     return started.run_id
 
 
@@ -129,9 +129,9 @@ async def test_reminders_go_to_who_has_not_answered_and_escalation_widens_then_t
     clock.now = opened + 4 * 3600
     [timeout] = await deadlines.tick()
     assert timeout.action == "timeout" and told[-1].kind == "gate_timed_out"
-    run = chat.store.get_run(run_id)
+    run = chat.store.runs.get_run(run_id)
     assert run.status is RunStatus.CANCELLED and run.status_by == "baton"
-    actions = [a.action for a in chat.store.audit_log(run_id)]
+    actions = [a.action for a in chat.store.events.audit_log(run_id)]
     assert [a for a in actions if a in ("remind", "escalate", "timeout", "vote")] == [
         "vote",
         "remind",
@@ -166,9 +166,9 @@ async def test_on_timeout_fail_marks_the_run_failed_naming_the_gates_timeout(set
     assert run.status is RunStatus.FAILED and run.status_by == "baton"  # not cancelled, as reject does
     assert run.reason == "timed out at `review`: no decision within 4h (on_timeout: fail)"
     assert told[-1].kind == "gate_timed_out" and told[-1].data["outcome"] == "fail"
-    gate = chat.store.get_gate(run_id, "review")
+    gate = chat.store.gates.get_gate(run_id, "review")
     assert gate.status.value == "rejected" and gate.decided_by == "baton"
-    actions = [a.action for a in chat.store.audit_log(run_id)]
+    actions = [a.action for a in chat.store.events.audit_log(run_id)]
     assert actions[-2:] == ["timeout", "fail"]
     states = {n.node_id: n.state.value for n in chat.engine.summary(run_id).nodes}
     assert states["ship"] != "done"
@@ -186,7 +186,7 @@ async def test_a_timeout_approves_with_defaults_or_skips_only_when_written(
     assert (await chat.rest(run_id)).status is RunStatus.COMPLETED
     states = {n.node_id: n.state.value for n in chat.engine.summary(run_id).nodes}
     assert states["ship"] == ship
-    gate = chat.store.get_gate(run_id, "review")
+    gate = chat.store.gates.get_gate(run_id, "review")
     assert gate.decided_by == "baton" and gate.decision == outcome
 
 
@@ -201,7 +201,7 @@ async def test_deadlines_survive_a_restart_and_fire_on_one_of_two_replicas(setup
     assert sorted(len(f) for f in fired) == [0, 1]
     assert [(r.kind, r.to.conversation) for r in told] == [  # once: in the thread, then to sam and sue
         ("gate_reminder", "c1"), ("gate_reminder", "sam"), ("gate_reminder", "sue")]
-    assert [a.action for a in chat.store.audit_log(run_id)].count("remind") == 1
+    assert [a.action for a in chat.store.events.audit_log(run_id)].count("remind") == 1
 
 
 async def test_a_deadline_whose_gate_cannot_be_read_is_marked_fired_once_and_the_tick_ends(  # type: ignore[no-untyped-def]
@@ -215,7 +215,7 @@ async def test_a_deadline_whose_gate_cannot_be_read_is_marked_fired_once_and_the
     chat, clock, told, _ = setup
     run_id = await _paused(chat, clock)
     for node in ("gone-1", "gone-2", "gone-3"):
-        chat.store.plan_deadlines(run_id, node, clock.now, [("remind:0", clock.now + 1)])
+        chat.store.ballots.plan_deadlines(run_id, node, clock.now, [("remind:0", clock.now + 1)])
     monkeypatch.setattr(deadlines_module, "BATCH", 2)  # every batch comes back full
     clock.now += 60
     fired = await asyncio.wait_for(_deadlines(chat, clock, told).tick(), 30)
@@ -247,10 +247,10 @@ async def test_a_timeout_the_database_failed_to_decide_stays_due_and_fires_on_th
     deadlines = _deadlines(chat, clock, told)
     with pytest.raises(StoreError):
         await deadlines.tick()
-    assert chat.store.get_run(run_id).status is RunStatus.PAUSED
-    assert [a.action for a in chat.store.audit_log(run_id)].count("timeout") == 0
+    assert chat.store.runs.get_run(run_id).status is RunStatus.PAUSED
+    assert [a.action for a in chat.store.events.audit_log(run_id)].count("timeout") == 0
 
     fired = await deadlines.tick()
     assert [f.action for f in fired] == ["timeout"]
     assert (await chat.rest(run_id)).status is RunStatus.CANCELLED
-    assert [a.action for a in chat.store.audit_log(run_id)].count("timeout") == 1
+    assert [a.action for a in chat.store.events.audit_log(run_id)].count("timeout") == 1

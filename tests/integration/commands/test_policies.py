@@ -84,9 +84,9 @@ def _text(reply: Reply) -> str:
 
 
 def _output(chat: Chat, run_id: str, node: str) -> str:
-    [entry] = [e for e in chat.store.journal([run_id]) if e.node_id == node and e.output_digest]
+    [entry] = [e for e in chat.store.steps.journal([run_id]) if e.node_id == node and e.output_digest]
     assert entry.output_digest is not None
-    return chat.store.get_blob(entry.output_digest).decode()
+    return chat.store.blobs.get_blob(entry.output_digest).decode()
 
 
 async def test_a_quorum_of_two_distinct_approvers_with_values_opens_the_gate_once(chat: Chat) -> None:
@@ -103,7 +103,7 @@ async def test_a_quorum_of_two_distinct_approvers_with_values_opens_the_gate_onc
     told = _text(lgtm)
     assert "Your vote on review of release run " in told and "is in already" in told
     assert "Nothing was recorded" not in told
-    assert chat.store.get_run(run_id).status is RunStatus.PAUSED
+    assert chat.store.runs.get_run(run_id).status is RunStatus.PAUSED
     # other values are not counted toward the proposal: the voter is told how, and the ways on
     [other] = await chat.say(f"approve {run_id} replicas=4 window=now", user="sue")
     assert other.kind == "vote_differs" and other.how.ephemeral
@@ -113,9 +113,11 @@ async def test_a_quorum_of_two_distinct_approvers_with_values_opens_the_gate_onc
     assert "replicas: proposed 5, yours 4" in text
     assert f"/workflow approve {run_id}" in text and f"/workflow reject {run_id}" in text
     assert [b.command for b in other.buttons] == [f"approve {run_id}", f"reject {run_id}"]
-    gate = chat.store.get_gate(run_id, "review")
-    assert [v.user for v in chat.store.gate_votes(run_id, "review", gate.created_at)] == ["console:sam"]
-    assert chat.store.get_run(run_id).status is RunStatus.PAUSED
+    gate = chat.store.gates.get_gate(run_id, "review")
+    assert [
+        v.user for v in chat.store.ballots.gate_votes(run_id, "review", gate.created_at)
+    ] == ["console:sam"]
+    assert chat.store.runs.get_run(run_id).status is RunStatus.PAUSED
     [decided] = await chat.say(f"approve {run_id} ok", user="sue")  # no values: approves the proposal
     assert decided.kind == "gate_decided" and decided.data["approved"]
     assert (await chat.rest(run_id)).status is RunStatus.COMPLETED
@@ -123,7 +125,9 @@ async def test_a_quorum_of_two_distinct_approvers_with_values_opens_the_gate_onc
     review = json.loads(_output(chat, run_id, "review"))
     assert review["decision"] == "approve" and review["values"] == {"replicas": 5, "window": "now"}
     assert [a["user"] for a in review["approvers"]] == ["console:sam", "console:sue"]
-    assert [e.action for e in chat.store.audit_log(run_id)].count("vote") == 5  # refused and repeats too
+    assert [e.action for e in chat.store.events.audit_log(run_id)].count(
+        "vote"
+    ) == 5  # refused and repeats too
 
 
 async def test_the_requester_and_people_not_listed_are_refused_and_nothing_is_recorded(chat: Chat) -> None:
@@ -132,9 +136,9 @@ async def test_the_requester_and_people_not_listed_are_refused_and_nothing_is_re
     assert own.is_error and "requested run" in own.data["message"]
     [lgtm] = await chat.say("lgtm", user="bob", command=False)
     assert lgtm.is_error and "not an approver" in lgtm.data["message"]
-    gate = chat.store.get_gate(run_id, "review")
-    assert chat.store.gate_votes(run_id, "review", gate.created_at) == []
-    assert chat.store.get_run(run_id).status is RunStatus.PAUSED
+    gate = chat.store.gates.get_gate(run_id, "review")
+    assert chat.store.ballots.gate_votes(run_id, "review", gate.created_at) == []
+    assert chat.store.runs.get_run(run_id).status is RunStatus.PAUSED
 
 
 async def test_a_plain_reply_on_a_gate_with_a_form_asks_for_the_values_with_their_defaults(
@@ -147,8 +151,8 @@ async def test_a_plain_reply_on_a_gate_with_a_form_asks_for_the_values_with_thei
     assert {f.name: f.value for f in asked.form.fields} == {"replicas": "3", "window": ""}
     text = _text(asked)
     assert "default 3" in text and f"/workflow approve {run_id} replicas=3 window=…" in text
-    gate = chat.store.get_gate(run_id, "review")
-    assert chat.store.gate_votes(run_id, "review", gate.created_at) == []  # nothing recorded yet
+    gate = chat.store.gates.get_gate(run_id, "review")
+    assert chat.store.ballots.gate_votes(run_id, "review", gate.created_at) == []  # nothing recorded yet
     [missing] = await chat.say(f"approve {run_id}", user="sam")  # `window` has no default
     assert missing.kind == "approval_values" and missing.data["missing"] == ["window"]
     [wrong] = await chat.say(f"approve {run_id} window=later", user="sam")
@@ -175,14 +179,14 @@ async def test_one_rejection_ends_the_gate(chat: Chat) -> None:
     await chat.say(f"approve {run_id} window=now", user="sam")
     [rejected] = await chat.say(f"reject {run_id} not tonight", user="sue")
     assert rejected.kind == "gate_decided" and not rejected.data["approved"]
-    assert chat.store.get_run(run_id).status is RunStatus.CANCELLED
+    assert chat.store.runs.get_run(run_id).status is RunStatus.CANCELLED
 
 
 async def test_two_approvers_completing_the_quorum_at_once_both_count_and_it_opens_once(chat: Chat) -> None:
     run_id = await _paused(chat)
     await chat.say(f"approve {run_id} window=now", user="root")
-    run = chat.store.get_run(run_id)
-    gate, blob = chat.store.gate_and_args(run)  # what both read before either decided
+    run = chat.store.runs.get_run(run_id)
+    gate, blob = chat.store.views.gate_and_args(run)  # what both read before either decided
     assert gate is not None
     replies = []
     for user in ("sam", "sue"):  # each completes the quorum from the same reading of the gate
@@ -201,8 +205,8 @@ async def test_two_approvers_completing_the_quorum_at_once_both_count_and_it_ope
     assert replies[1].data["decided_by"] == "console:sam" and replies[1].data["counted"]
     assert "counted; sam completed the decision at the same moment" in _text(replies[1])
     assert (await chat.rest(run_id)).status is RunStatus.COMPLETED
-    assert len(chat.store.gate_votes(run_id, "review", gate.created_at)) == 3  # every vote kept
-    assert [a.action for a in chat.store.audit_log(run_id)].count("approve") == 1  # opened once
+    assert len(chat.store.ballots.gate_votes(run_id, "review", gate.created_at)) == 3  # every vote kept
+    assert [a.action for a in chat.store.events.audit_log(run_id)].count("approve") == 1  # opened once
 
 
 async def test_the_gate_message_shows_the_policy_and_its_choices_and_is_edited_as_votes_arrive(
@@ -297,5 +301,5 @@ async def test_a_gate_buttons_ballot_opens_its_form_and_its_text_is_never_read(c
     assert first.kind == "vote_counted"
     assert asking.form_for(clicked("sue", ""), voting.button_ballot(f"approve {run_id}")) is None
     # nothing was read from the lure: the other run's gate has no vote
-    gate = chat.store.get_gate(other_id, "review")
-    assert chat.store.gate_votes(other_id, "review", gate.created_at) == []
+    gate = chat.store.gates.get_gate(other_id, "review")
+    assert chat.store.ballots.gate_votes(other_id, "review", gate.created_at) == []

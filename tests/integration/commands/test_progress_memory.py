@@ -60,7 +60,7 @@ async def test_a_run_taken_over_elsewhere_is_forgotten_by_a_later_edit(chat: Cha
         taken.append(started.run_id)
 
     for run_id in taken:  # another replica takes each run over; this one stops executing it
-        chat.store.take_over(chat.store.get_run(run_id), "other:1:peer", 60)
+        chat.store.leases.take_over(chat.store.runs.get_run(run_id), "other:1:peer", 60)
     assert sorted(await chat.engine.heartbeat_now()) == sorted(taken)
     await chat.handler.drain()  # no final event for them here: nothing pops their entries
 

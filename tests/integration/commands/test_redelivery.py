@@ -27,7 +27,7 @@ def _wait_out_the_window(claimed_at: float) -> None:
 
 
 async def test_redelivery_within_the_window_of_a_live_claim_is_a_duplicate(chat: Chat) -> None:
-    assert chat.store.claim_event("console", "ev-live") is True  # another replica is on it
+    assert chat.store.events.claim_event("console", "ev-live") is True  # another replica is on it
     assert await chat.say("run gated --force live", event_id="ev-live") == []
     assert chat.runs() == []
 
@@ -35,7 +35,7 @@ async def test_redelivery_within_the_window_of_a_live_claim_is_a_duplicate(chat:
 async def test_event_of_a_dead_replica_is_handled_after_the_window(chat: Chat) -> None:
     chat.handler.event_stale_after = STALE
     claimed_at = time.time()
-    assert chat.store.claim_event("console", "ev-dead") is True  # then the replica died
+    assert chat.store.events.claim_event("console", "ev-dead") is True  # then the replica died
     _wait_out_the_window(claimed_at)
     [reply] = await chat.say("run gated --force rescued", event_id="ev-dead")
     assert reply.kind == "run_started" and reply.run_id is not None
@@ -57,7 +57,7 @@ async def test_error_replies_finish_the_event(chat: Chat) -> None:
 async def test_redelivered_run_command_answers_with_the_run_its_first_delivery_started(chat: Chat) -> None:
     chat.handler.event_stale_after = STALE
     claimed_at = time.time()
-    assert chat.store.claim_event("console", "ev-run") is True
+    assert chat.store.events.claim_event("console", "ev-run") is True
     first = await chat.engine.start_run(
         workflow="gated", args={"message": "once"}, platform="console", conversation="c1",
         thread=None, requester="console:ana", origin_event="console:ev-run",
@@ -69,8 +69,8 @@ async def test_redelivered_run_command_answers_with_the_run_its_first_delivery_s
     assert [run.id for run in chat.runs()] == [first.id]
     rested = await chat.rest(first.id)
     assert rested.status is RunStatus.PAUSED  # waiting at its approval gate, once
-    assert chat.store.get_gate(first.id, "review").status == "waiting"
-    assert chat.store.claim_event("console", "ev-run", stale_after=0.0) is False  # now finished
+    assert chat.store.gates.get_gate(first.id, "review").status == "waiting"
+    assert chat.store.events.claim_event("console", "ev-run", stale_after=0.0) is False  # now finished
 
 
 WINDOW = 1.0  # BATON_EVENT_STALE_SECONDS of the replica that gets the redelivery
@@ -88,7 +88,7 @@ async def windowed(tmp_path: Path, database_url: str) -> AsyncIterator[Chat]:
 
 async def test_an_unfinished_claim_is_handled_again_after_the_window_and_not_before(windowed: Chat) -> None:
     before = time.time()
-    assert windowed.store.claim_event("console", "ev-window") is True  # then the replica died
+    assert windowed.store.events.claim_event("console", "ev-window") is True  # then the replica died
     claimed_at = time.time()  # the claim's time is between `before` and this
 
     assert await windowed.say("run gated --force late", event_id="ev-window") == []  # too soon
@@ -101,4 +101,4 @@ async def test_an_unfinished_claim_is_handled_again_after_the_window_and_not_bef
     assert reply.kind == "run_started" and reply.run_id is not None
     assert (await windowed.final(reply.run_id)).kind == "gate_waiting"  # it really ran
     assert [run.id for run in windowed.runs()] == [reply.run_id]
-    assert windowed.store.claim_event("console", "ev-window", stale_after=0.0) is False  # finished
+    assert windowed.store.events.claim_event("console", "ev-window", stale_after=0.0) is False  # finished

@@ -33,8 +33,10 @@ async def test_option_2_abandons_the_run_then_starts_the_new_one_with_the_typed_
     assert (cancelled.kind, cancelled.run_id, cancelled.run_status) == ("run_cancelled", failed, "cancelled")
     assert started.kind == "run_started" and started.run_id not in (None, failed)
     assert started.run_id is not None
-    assert chat.engine.args_of(chat.store.get_run(started.run_id))["message"] == TYPED  # exactly as typed
-    assert chat.store.get_run(failed).status is RunStatus.CANCELLED
+    assert chat.engine.args_of(
+        chat.store.runs.get_run(started.run_id)
+    )["message"] == TYPED  # exactly as typed
+    assert chat.store.runs.get_run(failed).status is RunStatus.CANCELLED
     await chat.rest(started.run_id)
 
 
@@ -57,7 +59,7 @@ async def test_option_2_clicked_again_starts_nothing_and_says_who_won(chat: Chat
 
 async def test_option_2_is_one_compare_and_swap_on_the_run_as_it_was_read(chat: Chat) -> None:
     failed = await _failed(chat)
-    seen = chat.store.get_run(failed)
+    seen = chat.store.runs.get_run(failed)
     await chat.engine.resume(failed, actor="console:bob")  # between the read and the abandon
     await chat.rest(failed)
 
@@ -67,4 +69,4 @@ async def test_option_2_is_one_compare_and_swap_on_the_run_as_it_was_read(chat: 
         assert "changed while you acted on it" in str(exc)
     else:
         raise AssertionError("abandon of a stale read succeeded")
-    assert chat.store.get_run(failed).status is RunStatus.FAILED  # bob's resume stands (it failed again)
+    assert chat.store.runs.get_run(failed).status is RunStatus.FAILED  # bob's resume stands (it failed again)

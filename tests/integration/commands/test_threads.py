@@ -53,7 +53,7 @@ async def test_no_thread_possible_releases_the_replies_at_once(threaded: Chat) -
 
     waiting = await threaded.final(started.run_id)
     assert waiting.to.thread is None and waiting.to.conversation == "c1"
-    assert threaded.store.get_run(started.run_id).thread is None
+    assert threaded.store.runs.get_run(started.run_id).thread is None
 
 
 async def test_a_thread_never_attached_delays_the_replies_only_until_the_deadline(threaded: Chat) -> None:

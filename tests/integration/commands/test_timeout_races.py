@@ -24,7 +24,7 @@ from core.config import Access
 from core.engine.engine import Engine
 from core.engine.tools import ToolRegistry
 from core.store.memory import MemoryStore
-from core.store.port import Store
+from core.store.port import Gates, Store
 from core.store.records import Gate, RunStatus
 from core.store.repository import SqlStore
 
@@ -52,15 +52,26 @@ class Meeting:
 
     def __init__(self, store: Store, barrier: threading.Barrier) -> None:
         self._store = store
+        self.gates = _MeetingGates(store.gates, barrier)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._store, name)
+
+
+class _MeetingGates:
+    """`Meeting`'s gates role: `get_gate` waits for the other replica's."""
+
+    def __init__(self, gates: Gates, barrier: threading.Barrier) -> None:
+        self._gates = gates
         self._barrier = barrier
 
     def get_gate(self, run_id: str, node_id: str) -> Gate:
-        gate = self._store.get_gate(run_id, node_id)
+        gate = self._gates.get_gate(run_id, node_id)
         self._barrier.wait()
         return gate
 
     def __getattr__(self, name: str) -> Any:
-        return getattr(self._store, name)
+        return getattr(self._gates, name)
 
 
 @dataclass
@@ -136,7 +147,7 @@ async def test_two_replicas_firing_one_timeout_decide_audit_and_tell_it_once(
     assert (await one.engine.wait(run.id, timeout=30)).status is RunStatus.PAUSED
     await one.handler.drain()
     one.sent.clear()
-    gate = one.store.get_gate(run.id, "review")
+    gate = one.store.gates.get_gate(run.id, "review")
     now = gate.created_at + HOUR
 
     async def fire(replica: Replica) -> list[Fired]:
@@ -153,13 +164,13 @@ async def test_two_replicas_firing_one_timeout_decide_audit_and_tell_it_once(
         [winner] = [r for r, fired in zip((one, two), results, strict=True) if timeouts[0] in fired]
 
         store = one.store
-        assert [a.action for a in store.audit_log(run.id)].count("timeout") == 1
-        decided = store.get_gate(run.id, "review")
+        assert [a.action for a in store.events.audit_log(run.id)].count("timeout") == 1
+        decided = store.gates.get_gate(run.id, "review")
         assert decided.decided_by == "baton"
         assert decided.decision == ("reject" if on_timeout == "fail" else on_timeout)  # a fail rejects it
-        [deadline] = store.gate_deadlines(run.id, "review", gate.created_at)
+        [deadline] = store.ballots.gate_deadlines(run.id, "review", gate.created_at)
         assert deadline.fired_by == winner.deadlines.replica
-        [row] = [r for r in store.deliveries(run.id) if r.kind == "gate_timed_out"]
+        [row] = [r for r in store.outbox.deliveries(run.id) if r.kind == "gate_timed_out"]
         assert row.delivered_at is not None and row.payload["outcome"] == on_timeout
 
         told = [r for r in one.sent + two.sent if r.kind == "gate_timed_out"]
@@ -169,7 +180,7 @@ async def test_two_replicas_firing_one_timeout_decide_audit_and_tell_it_once(
         assert (told[0].to.platform, told[0].to.conversation) == ("console", "c1")
         kinds = [r.kind for r in winner.sent if r.kind != "progress"]
         assert kinds.index("gate_timed_out") < kinds.index(FINAL[on_timeout])  # the line, then the end
-        assert store.get_run(run.id).status.value == FINAL[on_timeout].removeprefix("run_")
+        assert store.runs.get_run(run.id).status.value == FINAL[on_timeout].removeprefix("run_")
     finally:
         for replica in (one, two):
             await replica.engine.stop(grace=5)

@@ -102,7 +102,7 @@ async def test_kill_9_mid_flight_then_restart(tmp_path: Path, sqlite_url: str, s
 
     h = make_harness(tmp_path / "inspect", sqlite_url)
     try:
-        run = h.store.get_run(run_id)
+        run = h.store.runs.get_run(run_id)
         assert run.status is RunStatus.NEEDS_ATTENTION
         assert "`u` may have run" in (run.reason or "")
         [u] = h.entries(run_id, "u")
@@ -118,7 +118,7 @@ async def test_kill_9_mid_flight_then_restart(tmp_path: Path, sqlite_url: str, s
         assert done.status is RunStatus.COMPLETED
         assert len(_lines(out / "u.runs")) == 1
         assert h.output(run_id, "u") == "sent by hand"
-        assert [a.action for a in h.store.audit_log(run_id)][-1] == "resolve"
+        assert [a.action for a in h.store.events.audit_log(run_id)][-1] == "resolve"
     finally:
         await h.engine.stop()
         h.store.close()

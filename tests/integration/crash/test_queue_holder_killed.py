@@ -79,9 +79,9 @@ def test_kill_9_of_the_slot_holder_keeps_its_slot_then_the_queue_drains(
     try:
         spans = []
         for run_id in [first.id, *queued]:
-            entries = [e for e in store.journal([run_id]) if e.finished_at is not None]
+            entries = [e for e in store.steps.journal([run_id]) if e.finished_at is not None]
             spans.append((min(e.started_at for e in entries), max(e.finished_at or 0 for e in entries)))
-        actions = [e.action for e in store.audit_log(queued[0])]
+        actions = [e.action for e in store.events.audit_log(queued[0])]
     finally:
         store.close()
     assert len((out / f"{first.id}.runs").read_text().split()) == 2  # pure: re-ran once recovered

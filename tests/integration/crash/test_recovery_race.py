@@ -24,7 +24,7 @@ async def test_two_processes_recover_one_lapsed_run_and_one_wins(tmp_path: Path,
     )
     store = SqlStore(database_url)
     store.migrate()
-    args = store.put_blob(b'{"message":""}')
+    args = store.blobs.put_blob(b'{"message":""}')
     orphan = create_run(
         store,
         workflow="tiny",
@@ -51,10 +51,10 @@ async def test_two_processes_recover_one_lapsed_run_and_one_wins(tmp_path: Path,
 
     winners = [r["won"] for r in results if r["won"]]
     assert winners == [[orphan.id]]
-    final = store.get_run(orphan.id)
+    final = store.runs.get_run(orphan.id)
     assert final.status is RunStatus.COMPLETED
     assert final.version == orphan.version + 2  # one take-over, one completion
-    assert len([e for e in store.journal([orphan.id]) if e.node_id == "only"]) == 1
+    assert len([e for e in store.steps.journal([orphan.id]) if e.node_id == "only"]) == 1
     with pytest.raises(RunNotResumable):  # the stale view of the orphan can no longer be taken
-        store.take_over(orphan, "late:1:x", 15)
+        store.leases.take_over(orphan, "late:1:x", 15)
     store.close()

@@ -56,7 +56,7 @@ class Harness:
     def entries(self, run_id: str, node_id: str | None = None) -> list[JournalEntry]:
         return [
             e
-            for e in self.store.journal([run_id])
+            for e in self.store.steps.journal([run_id])
             if (node_id is None or e.node_id == node_id) and e.cache_key != ""
         ]
 
@@ -69,7 +69,7 @@ class Harness:
         assert done, f"{node_id} has no completed entry in {run_id}"
         digest = done[-1].output_digest
         assert digest is not None
-        return self.store.get_blob(digest).decode()
+        return self.store.blobs.get_blob(digest).decode()
 
     def kinds(self, run_id: str, kind: EventKind) -> list[str | None]:
         return [e.node_id for e in self.events if e.run_id == run_id and e.kind is kind]

@@ -39,7 +39,7 @@ async def test_approval_pauses_then_approve_continues_the_run(db_harness: Harnes
     paused = await h.run("gated", {"version": "2"})
 
     assert paused.status is RunStatus.PAUSED
-    gate = h.store.get_gate(paused.id, "review")
+    gate = h.store.gates.get_gate(paused.id, "review")
     assert gate.status is GateStatus.WAITING and gate.prompt == "Publish v2\n?"
     assert h.kinds(paused.id, EventKind.NODE_WAITING) == ["review"]
     states = {n.node_id: n.state for n in h.engine.summary(paused.id).nodes}
@@ -62,7 +62,7 @@ async def test_approval_pauses_then_approve_continues_the_run(db_harness: Harnes
 
     assert done.status is RunStatus.COMPLETED
     output = json.loads(h.output(paused.id, "review"))
-    at = h.store.get_gate(paused.id, "review").decided_at
+    at = h.store.gates.get_gate(paused.id, "review").decided_at
     assert output == {
         "decision": "approve",  # a gate's output (DESIGN.md "Approvals"), and the fields it had before
         "values": {},
@@ -76,7 +76,7 @@ async def test_approval_pauses_then_approve_continues_the_run(db_harness: Harnes
     with pytest.raises(GateAlreadyDecided) as again:
         await h.engine.approve(paused.id, actor="console:cy")
     assert again.value.by == "console:bo"
-    assert [a.action for a in h.store.audit_log(paused.id)] == ["start", "approve"]
+    assert [a.action for a in h.store.events.audit_log(paused.id)] == ["start", "approve"]
 
 
 async def test_two_approvers_one_wins(harness: Harness) -> None:
@@ -99,7 +99,7 @@ async def test_reject_cancels_the_run_with_the_reason(db_harness: Harness) -> No
 
     assert cancelled.status is RunStatus.CANCELLED
     assert cancelled.reason == "rejected at `review` by console:bo: too risky"
-    assert h.store.get_gate(paused.id, "review").status is GateStatus.REJECTED
+    assert h.store.gates.get_gate(paused.id, "review").status is GateStatus.REJECTED
     assert h.entries(paused.id, "publish") == []
     summary = h.engine.summary(paused.id)
     review = next(n for n in summary.nodes if n.node_id == "review")
@@ -119,7 +119,7 @@ async def test_abandon_a_paused_run_closes_its_gate(harness: Harness) -> None:
     abandoned = await h.engine.abandon(paused.id, actor="console:ana")
 
     assert abandoned.status is RunStatus.CANCELLED
-    assert h.store.waiting_gates(platform="console", conversation="c1") == []
+    assert h.store.gates.waiting_gates(platform="console", conversation="c1") == []
     with pytest.raises(RunNotResumable) as refused:
         await h.engine.abandon(paused.id, actor="console:ana")
     assert "already cancelled" in refused.value.message
@@ -136,7 +136,7 @@ async def test_a_run_resumed_from_an_approved_run_asks_its_own_gate(harness: Har
     second = await h.run("gated", {"version": "6"}, resume_from=first.id)
 
     assert second.status is RunStatus.PAUSED
-    assert h.store.get_gate(second.id, "review").status is GateStatus.WAITING
+    assert h.store.gates.get_gate(second.id, "review").status is GateStatus.WAITING
     assert h.executed(second.id, "draft") == 0  # the step itself still came from the cache
 
 
@@ -188,10 +188,10 @@ async def test_a_changed_gate_asks_again_on_resume(db_harness: Harness, change: 
     again = await h.engine.wait(run_id, timeout=30)
 
     assert again.status is RunStatus.PAUSED, again.reason
-    gate = h.store.get_gate(run_id, "review")
+    gate = h.store.gates.get_gate(run_id, "review")
     assert (gate.status, gate.prompt, gate.decided_by) == (GateStatus.WAITING, expected, None)
     assert h.executed(run_id, "publish") == 1  # nothing ran past the gate
-    (reopened,) = [e for e in h.store.audit_log(run_id) if e.action == "reopen_gate"]
+    (reopened,) = [e for e in h.store.events.audit_log(run_id) if e.action == "reopen_gate"]
     assert reopened.details["was"] == "approved" and reopened.details["by"] == "console:bo"
     reason = "definition changed" if change == "question" else "upstream `draft` output changed"
     assert reopened.details["why"] == reason
@@ -211,4 +211,4 @@ async def test_an_unchanged_gate_keeps_its_decision_on_resume(db_harness: Harnes
 
     assert done.status is RunStatus.COMPLETED
     assert h.output(run_id, "publish") == "published by console:bo\n"
-    assert [e for e in h.store.audit_log(run_id) if e.action == "reopen_gate"] == []
+    assert [e for e in h.store.events.audit_log(run_id) if e.action == "reopen_gate"] == []

@@ -34,7 +34,7 @@ async def test_malformed_json_fails_at_the_producer_and_is_never_cached(db_harne
     [entry] = h.entries(run.id, "produce")
     assert entry.status is NodeStatus.FAILED
     assert entry.output_digest is not None  # kept for inspection
-    assert h.store.get_blob(entry.output_digest).decode().strip() == "{count: 3"
+    assert h.store.blobs.get_blob(entry.output_digest).decode().strip() == "{count: 3"
     assert h.entries(run.id, "consume") == []  # the consumer never saw the bad output
     summary = h.engine.summary(run.id)
     assert [n.state for n in summary.nodes] == [NodeState.FAILED, NodeState.SKIPPED]

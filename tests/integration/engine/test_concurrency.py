@@ -46,10 +46,10 @@ nodes:
 
 async def settled(h: Harness, run_id: str, status: RunStatus) -> None:
     for _ in range(300):
-        if h.store.get_run(run_id).status is status:
+        if h.store.runs.get_run(run_id).status is status:
             return
         await asyncio.sleep(0.05)
-    raise AssertionError(f"{run_id} is {h.store.get_run(run_id).status}, not {status}")
+    raise AssertionError(f"{run_id} is {h.store.runs.get_run(run_id).status}, not {status}")
 
 
 @pytest.fixture
@@ -82,10 +82,10 @@ async def test_approving_a_run_that_gave_its_slot_back_queues_it(started: Harnes
     assert holder.status is RunStatus.PAUSED
     approved = await h.engine.approve(first.id, actor="console:bob")
     assert approved.status is RunStatus.QUEUED  # approved, and waits its turn to continue
-    assert h.store.get_gate(first.id, "review").status.value == "approved"
+    assert h.store.gates.get_gate(first.id, "review").status.value == "approved"
     await h.engine.abandon(holder.id, actor="console:ana")
     await settled(h, first.id, RunStatus.COMPLETED)
-    assert h.store.get_run(second.id).status is RunStatus.PAUSED
+    assert h.store.runs.get_run(second.id).status is RunStatus.PAUSED
 
 
 async def test_resume_and_resume_from_go_through_admission(started: Harness) -> None:
@@ -133,8 +133,8 @@ async def test_runs_started_in_one_batch_run_only_when_their_unit_was_written(st
     admitted or queued in turn) and then run."""
     h = started
     h.write("free.yaml", "name: free\nnodes:\n  - id: a\n    bash: echo ran\n    replay: pure\n")
-    h.store.add_schedule(SCHEDULE)
-    assert h.store.record_fire(_fire(2.0, None))  # the other replica's
+    h.store.schedules.add_schedule(SCHEDULE)
+    assert h.store.schedules.record_fire(_fire(2.0, None))  # the other replica's
 
     def fire(due: float) -> Starting:
         def write(tx: UnitOfWork, run: Run) -> None:
@@ -159,12 +159,12 @@ async def test_runs_started_in_one_batch_run_only_when_their_unit_was_written(st
     assert (head.status, behind.status) == (RunStatus.RUNNING, RunStatus.QUEUED)
     await settled(h, first.id, RunStatus.COMPLETED)
     await settled(h, head.id, RunStatus.PAUSED)
-    assert h.store.get_run(behind.id).status is RunStatus.QUEUED
-    runs = {r.id for r in h.store.recent_runs(limit=10)}
+    assert h.store.runs.get_run(behind.id).status is RunStatus.QUEUED
+    runs = {r.id for r in h.store.runs.recent_runs(limit=10)}
     assert runs == {first.id, head.id, behind.id}
     assert h.engine.executions.active_ids() <= runs  # nothing runs that was not created
     assert [e.run_id for e in h.events if e.kind is EventKind.RUN_STARTED] == [first.id, head.id]
-    fires = {f.due_at: f.run_id for f in h.store.schedule_fires("nightly", 10)}
+    fires = {f.due_at: f.run_id for f in h.store.schedules.schedule_fires("nightly", 10)}
     assert fires == {1.0: first.id, 2.0: None, 4.0: head.id, 5.0: behind.id}
 
 
@@ -181,8 +181,8 @@ async def test_runs_a_batch_created_execute_only_once_each_begins(
     assert all(isinstance(c, Created) for c in created)
     runs = [c.run for c in created if isinstance(c, Created)]
     with SqlStore(migrated_database_url) as other:
-        assert {other.get_run(r.id).status for r in runs} == {RunStatus.RUNNING}
-        assert {other.get_run(r.id).lease_owner for r in runs} == {h.engine.owner}
+        assert {other.runs.get_run(r.id).status for r in runs} == {RunStatus.RUNNING}
+        assert {other.runs.get_run(r.id).lease_owner for r in runs} == {h.engine.owner}
     await asyncio.sleep(0.2)
     assert h.engine.executions.active_ids() == set()
     assert not [e for e in h.events if e.kind is EventKind.RUN_STARTED]

@@ -38,7 +38,7 @@ async def _start_named(engine: Engine, workflow: str) -> Run:
 
 
 def _statuses(store: CountingStore, run_id: str) -> dict[str, str]:
-    return {e.node_id: e.status.value for e in store.inner.journal([run_id])}
+    return {e.node_id: e.status.value for e in store.inner.steps.journal([run_id])}
 
 
 async def test_a_chain_of_pure_steps_commits_in_batches_of_at_most_512(
@@ -52,9 +52,9 @@ async def test_a_chain_of_pure_steps_commits_in_batches_of_at_most_512(
 
     assert run.status is RunStatus.COMPLETED
     assert store.calls["journal_complete_many"] == 2  # 512 results, then the other 488 at the end
-    entries = store.inner.journal([run.id])
+    entries = store.inner.steps.journal([run.id])
     assert len(entries) == N and {e.status for e in entries} == {NodeStatus.COMPLETED}
-    assert store.inner.get_blob(entries[-1].output_digest or "") == b"through"
+    assert store.inner.blobs.get_blob(entries[-1].output_digest or "") == b"through"
 
 
 async def test_the_default_window_commits_far_less_often_than_once_per_step(
@@ -68,7 +68,7 @@ async def test_the_default_window_commits_far_less_often_than_once_per_step(
 
     assert run.status is RunStatus.COMPLETED
     assert 1 <= store.calls["journal_complete_many"] < N // 4, store.calls
-    assert len(store.inner.journal([run.id])) == N
+    assert len(store.inner.steps.journal([run.id])) == N
 
 
 async def _run_watched(
@@ -93,7 +93,7 @@ async def _run_watched(
 
     @tools.tool("watch", replay=replay, inline=True)
     def watch(run_id: str) -> str:
-        seen.update({e.node_id: e.status.value for e in reader.journal([run_id])})
+        seen.update({e.node_id: e.status.value for e in reader.steps.journal([run_id])})
         return "watched"
 
     engine, store = _engine(tmp_path, sqlite_url, tools, group_commit=HOUR)
@@ -142,7 +142,7 @@ async def test_an_idle_executor_commits_when_the_window_ends(tmp_path: Path, sql
         return "waited"
 
     engine, store = _engine(tmp_path, sqlite_url, tools, group_commit=0.05)
-    real = store.inner.journal_complete_many
+    real = store.inner.steps.journal_complete_many
     batches: list[list[str]] = []
 
     def noting(results: Any) -> None:
@@ -150,7 +150,7 @@ async def test_an_idle_executor_commits_when_the_window_ends(tmp_path: Path, sql
         batches.append([r.node_id for r in results])
         committed.set()
 
-    store.inner.journal_complete_many = noting  # type: ignore[method-assign]
+    store.inner.steps.journal_complete_many = noting  # type: ignore[method-assign]
     try:
         run = await _start_named(engine, "idle")
         done = await engine.wait(run.id, timeout=60)
@@ -195,7 +195,7 @@ class _FailingOnce:
         if self.failures:
             self.failures -= 1
             raise StoreError("The run store could not record step results (database is locked).")
-        self.inner.journal_complete_many(results)
+        self.inner.steps.journal_complete_many(results)
 
 
 async def test_a_batch_that_fails_to_commit_stays_pending_and_commits_later(sqlite_url: str) -> None:
@@ -205,17 +205,17 @@ async def test_a_batch_that_fails_to_commit_stays_pending_and_commits_later(sqli
         run_id = create_run(
             inner,
             workflow="w", platform="console", conversation="c", thread=None, requester="console:t",
-            args_digest=inner.put_blob(b"{}"),
+            args_digest=inner.blobs.put_blob(b"{}"),
         ).id  # fmt: skip
         pending = PendingResults(_FailingOnce(inner), HOUR)  # type: ignore[arg-type]
         for node in ("a", "b"):
             pending.add(StepResult(run_id, node, f"k-{node}", {}, 1, None, node.encode()))
         with pytest.raises(StoreError):
             pending.flush()
-        assert len(pending) == 2 and inner.journal([run_id]) == []
+        assert len(pending) == 2 and inner.steps.journal([run_id]) == []
         pending.flush()
         assert len(pending) == 0
-        assert [e.node_id for e in inner.journal([run_id])] == ["a", "b"]
-        assert inner.get_blob(inner.journal([run_id])[1].output_digest or "") == b"b"
+        assert [e.node_id for e in inner.steps.journal([run_id])] == ["a", "b"]
+        assert inner.blobs.get_blob(inner.steps.journal([run_id])[1].output_digest or "") == b"b"
     finally:
         inner.close()

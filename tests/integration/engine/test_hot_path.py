@@ -17,6 +17,7 @@ from typing import Any
 from bot import testing
 from core.engine.engine import Engine
 from core.engine.tools import ToolRegistry
+from core.store.port import Roles
 from core.store.records import NodeStatus, RunStatus
 from core.store.repository import SqlStore
 
@@ -33,6 +34,8 @@ class CountingStore:
 
     def __getattr__(self, name: str) -> Any:
         attr = getattr(self.inner, name)
+        if name in ROLES:  # `store.steps.journal_start(…)` counts as `journal_start`
+            return _CountedRole(attr, self)
         if not callable(attr):
             return attr
 
@@ -49,6 +52,30 @@ class CountingStore:
     def reset(self) -> None:
         self.calls.clear()
         self.seconds = 0.0
+
+
+ROLES = {name for name, value in vars(Roles).items() if isinstance(value, property)}
+
+
+class _CountedRole:
+    """A role of the real store, its calls counted in its `CountingStore`'s."""
+
+    def __init__(self, role: Any, counting: CountingStore) -> None:
+        self._role, self._counting = role, counting
+
+    def __getattr__(self, name: str) -> Any:
+        attr = getattr(self._role, name)
+        counting = self._counting
+
+        def counted(*args: Any, **kwargs: Any) -> Any:
+            counting.calls[name] += 1
+            began = time.perf_counter()
+            try:
+                return attr(*args, **kwargs)
+            finally:
+                counting.seconds += time.perf_counter() - began
+
+        return counted
 
 
 def _chain(root: Path, fail_last: bool = False) -> None:
@@ -128,9 +155,9 @@ async def test_a_durable_inline_pure_step_is_one_commit(tmp_path: Path, sqlite_u
     # the run's args with the run and its audit row; its rest with its reply in the outbox
     assert store.calls["transaction"] == 2
     assert store.calls["transition"] == 0
-    entries = store.inner.journal([run.id])
+    entries = store.inner.steps.journal([run.id])
     assert len(entries) == N and {e.status for e in entries} == {NodeStatus.COMPLETED}
-    assert store.inner.get_blob(entries[-1].output_digest or "") == b"through"
+    assert store.inner.blobs.get_blob(entries[-1].output_digest or "") == b"through"
     per_step = sum(store.calls.values()) - N
     assert per_step <= 10, f"{per_step} store calls besides the one per step: {store.calls}"
     ms_step = wall * 1000 / N
@@ -209,7 +236,7 @@ async def test_only_unsafe_or_non_inline_steps_journal_their_start_before_runnin
     holder: dict[str, CountingStore] = {}
 
     def look(node: str, run_id: str) -> str:
-        entries = holder["store"].inner.journal([run_id])
+        entries = holder["store"].inner.steps.journal([run_id])
         seen[node] = [e.status.value for e in entries if e.node_id == node]
         return node
 
@@ -227,7 +254,7 @@ async def test_only_unsafe_or_non_inline_steps_journal_their_start_before_runnin
 
     assert done.status is RunStatus.COMPLETED, done.status_reason
     assert seen == {"quick": [], "risky": ["started"], "threaded": ["started"]}
-    final = {e.node_id: e.status for e in store.inner.journal([run.id])}
+    final = {e.node_id: e.status for e in store.inner.steps.journal([run.id])}
     assert final == dict.fromkeys(steps, NodeStatus.COMPLETED)
     # quick's result waited for the next write: risky's `started` entry, which it precedes
     assert store.calls["journal_complete_many"] == 1 and store.calls["journal_start"] == 2

@@ -43,7 +43,7 @@ async def test_invalidate_with_downstream_re_runs_them_on_the_next_resume(db_har
         "polish": ("runs", "invalidated by console:ana"),
         "side": ("done", "completed in this run"),
     }
-    [audit] = [a for a in h.store.audit_log(child.id) if a.action == "invalidate"]
+    [audit] = [a for a in h.store.events.audit_log(child.id) if a.action == "invalidate"]
     assert audit.actor == "console:ana" and audit.details["nodes"] == ["draft", "polish"]
 
     # a completed run is not resumable: a new run from it honours the invalidation (lineage copies too)

@@ -78,7 +78,7 @@ async def _orphan(pair: Pair) -> str:
     run = await pair.owner.start("send", {"dir": str(pair.out), "sig": str(pair.signals.path)})
     await pair.signals.wait_for("send", timeout=15)
     await pair.owner.engine.stop(grace=0)  # like a dead process: the step stays `started`
-    assert pair.owner.store.get_run(run.id).status is RunStatus.RUNNING
+    assert pair.owner.store.runs.get_run(run.id).status is RunStatus.RUNNING
     (pair.out / "release").touch()
     await pair.peer.engine.start()
     async with asyncio.timeout(15):
@@ -90,7 +90,7 @@ async def test_a_peer_recovers_and_stops_at_the_unsafe_step(pair: Pair) -> None:
     run_id = await _orphan(pair)
     h = pair.peer
 
-    run = h.store.get_run(run_id)
+    run = h.store.runs.get_run(run_id)
     assert run.status is RunStatus.NEEDS_ATTENTION
     assert "`send` may have run" in (run.reason or "")
     assert h.kinds(run_id, EventKind.NODE_ATTENTION) == ["send"]
@@ -99,7 +99,7 @@ async def test_a_peer_recovers_and_stops_at_the_unsafe_step(pair: Pair) -> None:
     plan = {n.node_id: n.action for n in h.engine.plan(run_id).nodes}
     assert plan == {"compose": "done", "send": "waits", "report": "waits"}
     assert (pair.out / "sent").read_text().split() == ["sent"]
-    audit = [(a.actor, a.action, a.details) for a in h.store.audit_log(run_id)][-2:]
+    audit = [(a.actor, a.action, a.details) for a in h.store.events.audit_log(run_id)][-2:]
     assert audit == [("baton", "recover", {"owner": h.engine.owner}),
                      ("baton", "needs_attention", {"node": "send", "reason": run.reason})]
 
@@ -120,7 +120,7 @@ async def test_resolve_retry_runs_it_again_and_continues(pair: Pair) -> None:
     assert done.status is RunStatus.COMPLETED
     assert (pair.out / "sent").read_text().split() == ["sent", "sent"]
     assert h.output(run_id, "report").strip() == "report delivered"
-    [resolved] = [a for a in h.store.audit_log(run_id) if a.action == "resolve"]
+    [resolved] = [a for a in h.store.events.audit_log(run_id) if a.action == "resolve"]
     assert resolved.actor == "console:ana" and resolved.details["resolution"] == "retry"
     with pytest.raises(RunNotResumable):
         await h.engine.resolve(run_id, "send", "retry", actor="console:bo")

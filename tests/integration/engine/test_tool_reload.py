@@ -81,7 +81,7 @@ async def test_a_broken_tool_module_fails_runs_that_call_tools_and_no_other(h: H
     with pytest.raises(ConfigurationError, match="failed to import: SyntaxError") as refused:
         await h.start("tw")
     assert "BATON_TOOL_MODULES" in (refused.value.hint or "")
-    assert h.store.recent_runs(limit=10) == []  # refused before any run exists
+    assert h.store.runs.recent_runs(limit=10) == []  # refused before any run exists
 
     plain = await h.run("plain")
     assert plain.status is RunStatus.COMPLETED

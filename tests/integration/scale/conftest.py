@@ -71,7 +71,7 @@ async def cluster(
     store = SqlStore(postgres_url)
     (tmp_path / "workflows").mkdir()
     dispatcher = RemoteDispatcher(
-        store, JobQueue(postgres_url), DispatchConfig(liveness_seconds=0.3, stalled_after=1.0)
+        store.dispatch, JobQueue(postgres_url), DispatchConfig(liveness_seconds=0.3, stalled_after=1.0)
     )
     baton = testing.build(tmp_path, store=store, dispatcher=dispatcher,
                           replica_id="replica", lease_seconds=5, data_dir=tmp_path / "replica")  # fmt: skip

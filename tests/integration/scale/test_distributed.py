@@ -98,7 +98,7 @@ async def test_a_failing_step_and_a_broken_contract_fail_the_run_with_the_worker
     [entry] = h.entries(run.id, "produce")
     assert entry.status is NodeStatus.FAILED
     assert entry.output_digest is not None  # the offending output is kept for inspection
-    assert h.store.get_blob(entry.output_digest) == b"not json\n"
+    assert h.store.blobs.get_blob(entry.output_digest) == b"not json\n"
 
 
 @pytest.mark.parametrize("replay", ["pure", "unsafe"])
@@ -381,7 +381,7 @@ async def test_results_are_read_with_their_outputs(cluster: Cluster, monkeypatch
     assert len(settled) == 6
     for result in settled:
         assert result.entry.status is NodeStatus.COMPLETED and result.entry.output_digest is not None
-        assert result.output == h.store.get_blob(result.entry.output_digest)
+        assert result.output == h.store.blobs.get_blob(result.entry.output_digest)
     assert sorted(h.output(run.id, f"s{i}").strip() for i in range(6)) == [str(i) for i in range(6)]
 
 
@@ -470,7 +470,7 @@ async def test_map_over_a_sub_workflow_runs_each_childs_steps_on_the_worker(clus
     run = await h.run("sub-parent")
 
     assert run.status is RunStatus.COMPLETED, run.reason
-    children = sorted(h.store.child_runs([run.id]), key=lambda r: r.parent_node or "")
+    children = sorted(h.store.runs.child_runs([run.id]), key=lambda r: r.parent_node or "")
     assert [c.parent_node for c in children] == ["each[0]", "each[1]", "each[2]"]
     for i, child in enumerate(children):
         assert child.status is RunStatus.COMPLETED

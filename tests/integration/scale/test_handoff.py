@@ -80,15 +80,15 @@ async def test_killed_between_the_journal_write_and_the_defer(
     finally:
         await replica.close()
 
-    assert all(e.id != held["handoff"] for e in store.journal([run_id]))  # rolled back
-    assert store.journal([run_id]) == []
+    assert all(e.id != held["handoff"] for e in store.steps.journal([run_id]))  # rolled back
+    assert store.steps.journal([run_id]) == []
     assert _jobs(postgres_url) == []
 
     result = await _recover_and_finish(root, postgres_url, run_id)
 
     assert result["status"] == RunStatus.COMPLETED.value, result
     assert (root / "out" / "send.runs").read_text().split() == ["sent"]  # the unsafe step ran once
-    [send] = [e for e in store.journal([run_id]) if e.node_id == "send"]
+    [send] = [e for e in store.steps.journal([run_id]) if e.node_id == "send"]
     assert send.status is NodeStatus.COMPLETED
     assert _jobs(postgres_url) == []  # both jobs succeeded (workers delete succeeded jobs)
 
@@ -110,7 +110,7 @@ async def test_killed_after_the_hand_off_committed(root: Path, postgres_url: str
         await replica.close()
         await listener.close()
 
-    [queued] = store.journal([run_id])
+    [queued] = store.steps.journal([run_id])
     assert queued.status is NodeStatus.QUEUED
     [(job, status, args)] = _jobs(postgres_url)
     assert (job, status, args["job"]["entry_id"]) == (job_id, "todo", queued.id)
@@ -119,5 +119,5 @@ async def test_killed_after_the_hand_off_committed(root: Path, postgres_url: str
 
     assert result["status"] == RunStatus.COMPLETED.value, result
     assert (root / "out" / "send.runs").read_text().split() == ["sent"]
-    sends = [e for e in store.journal([run_id]) if e.node_id == "send"]
+    sends = [e for e in store.steps.journal([run_id]) if e.node_id == "send"]
     assert [(e.id, e.status) for e in sends] == [(queued.id, NodeStatus.COMPLETED)]  # adopted, not re-sent

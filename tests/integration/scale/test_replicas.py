@@ -90,9 +90,9 @@ async def test_events_are_processed_once_and_a_killed_replica_loses_no_run(
             assert sum(1 for a in answers if a["replies"]) == 1  # the others saw a duplicate
             started.append(runs[0])
 
-        last_owner = store.get_run(started[-1]).lease_owner  # surely still running
+        last_owner = store.runs.get_run(started[-1]).lease_owner  # surely still running
         [victim] = [node for node in nodes if node.ready == last_owner]
-        owned = [r.id for r in store.recent_runs(limit=20) if r.lease_owner == victim.ready]
+        owned = [r.id for r in store.runs.recent_runs(limit=20) if r.lease_owner == victim.ready]
         assert started[-1] in owned
         victim.kill()  # kill -9 while its runs are mid-flight
         await victim.exited()
@@ -100,16 +100,16 @@ async def test_events_are_processed_once_and_a_killed_replica_loses_no_run(
         survivor = next(node for node in nodes if node is not victim)
         results = await asyncio.gather(*(survivor.request("wait", run=run, timeout=60) for run in started))
         assert [r["status"] for r in results] == ["completed"] * 6, results
-        assert len(store.recent_runs(limit=50)) == 6  # nothing lost, nothing doubled
+        assert len(store.runs.recent_runs(limit=50)) == 6  # nothing lost, nothing doubled
         for run_id in started:
-            run = store.get_run(run_id)
+            run = store.runs.get_run(run_id)
             assert run.lease_owner is None and run.status is RunStatus.COMPLETED
-            done = [e for e in store.journal([run_id]) if e.status is NodeStatus.COMPLETED]
+            done = [e for e in store.steps.journal([run_id]) if e.status is NodeStatus.COMPLETED]
             assert sorted(e.node_id for e in done) == ["build", "fetch"]
             assert (root / "out" / f"{run_id}.build").read_text().count("built") >= 1
-        interrupted = {e.run_id for e in store.journal(started) if e.status is NodeStatus.FAILED}
+        interrupted = {e.run_id for e in store.steps.journal(started) if e.status is NodeStatus.FAILED}
         assert interrupted <= set(owned)  # only the victim's runs had a step to re-run
-        assert {store.get_run(r).status_by for r in owned} == {"baton"}
+        assert {store.runs.get_run(r).status_by for r in owned} == {"baton"}
     finally:
         for node in nodes:
             await node.close()
@@ -128,12 +128,12 @@ async def test_sigterm_finishes_short_steps_and_releases_the_lease_of_long_ones(
         assert await first.exited(20) == 0
         stopped_in = time.monotonic() - began
 
-        assert store.get_run(short).status is RunStatus.COMPLETED  # finished within the grace
+        assert store.runs.get_run(short).status is RunStatus.COMPLETED  # finished within the grace
         assert (root / "out" / "0.8.log").read_text().split() == ["start", "done"]
-        interrupted = store.get_run(long)
+        interrupted = store.runs.get_run(long)
         assert interrupted.status is RunStatus.RUNNING  # not marked anything it was not
         assert interrupted.lease_expires_at is not None and interrupted.lease_expires_at <= time.time()
-        [entry] = store.journal([long])
+        [entry] = store.steps.journal([long])
         assert entry.status is NodeStatus.STARTED
         assert stopped_in < 10  # grace 2 s, not the 30 s step
 
@@ -144,7 +144,9 @@ async def test_sigterm_finishes_short_steps_and_releases_the_lease_of_long_ones(
         try:
             result = await second.request("wait", run=long, timeout=30)
             assert result["status"] == "completed"  # a peer recovered it (pure: re-ran)
-            assert [e.status for e in store.journal([long])] == [NodeStatus.FAILED, NodeStatus.COMPLETED]
+            assert [
+                e.status for e in store.steps.journal([long])
+            ] == [NodeStatus.FAILED, NodeStatus.COMPLETED]
         finally:
             await second.close()
     finally:

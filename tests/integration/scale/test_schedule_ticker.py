@@ -96,14 +96,14 @@ async def test_two_replicas_tick_each_second_once_and_start_one_run_per_fire(
             )
             stamps = Counter([*ticker_one.stamps, *ticker_two.stamps])
             assert max(stamps.values()) == 1  # each second ticked by one replica
-            runs = [r for r in one.store.recent_runs(limit=100) if r.started_by == f"schedule:{sid}"]
+            runs = [r for r in one.store.runs.recent_runs(limit=100) if r.started_by == f"schedule:{sid}"]
             assert len(runs) >= 4
             assert max(Counter(r.scheduled_for for r in runs).values()) == 1  # one run per fire
             for run in runs:
                 owner = one if run.lease_owner is None or run.lease_owner == one.engine.owner else two
                 with contextlib.suppress(Exception):
                     await owner.engine.wait(run.id, timeout=30)
-            done = [one.store.get_run(r.id).status for r in runs]
+            done = [one.store.runs.get_run(r.id).status for r in runs]
             assert done.count(RunStatus.COMPLETED) >= 3  # a worker ran their steps
     finally:
         worker.stop()

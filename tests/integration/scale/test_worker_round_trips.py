@@ -69,7 +69,7 @@ def _hand_off(store: SqlStore, run_id: str, *nodes: str) -> list[tuple[int, int]
         ]  # fmt: skip
         return defer_many_on(app, connection, jobs)
 
-    return store.journal_queue_many(handoffs, defer)
+    return store.dispatch.journal_queue_many(handoffs, defer)
 
 
 async def test_the_fetch_claims_the_entry_and_the_result_finishes_the_job(
@@ -86,13 +86,13 @@ async def test_the_fetch_claims_the_entry_and_the_result_finishes_the_job(
 
     assert job is not None and job.id == job_id
     # committed with the fetch, before any task runs: another connection reads it `started`
-    assert store.journal_entries([entry_id])[entry_id].status is NodeStatus.STARTED
+    assert store.dispatch.journal_entries([entry_id])[entry_id].status is NodeStatus.STARTED
     assert connector.claimed(job_id) is True
     assert connector.claimed(job_id) is None  # read once
 
     await journal.settle(entry_id, status=NodeStatus.COMPLETED, output=b"ok", job_id=job_id)
 
-    entry = store.journal_entries([entry_id])[entry_id]
+    entry = store.dispatch.journal_entries([entry_id])[entry_id]
     assert entry.status is NodeStatus.COMPLETED
     assert await queue.status(job_id) is None  # finished (deleted) by the same statement
     assert journal.finished == {job_id}
@@ -107,7 +107,7 @@ async def test_a_job_whose_entry_is_not_queued_is_fetched_unclaimed_and_finished
 ) -> None:
     run = run_factory(store)()
     [(entry_id, job_id)] = _hand_off(store, run.id, "a")
-    assert store.journal_unqueue(entry_id, "withdrawn by the replica") is True
+    assert store.dispatch.journal_unqueue(entry_id, "withdrawn by the replica") is True
     manager = queue.app.job_manager
     worker_id = await manager.register_worker()
 
@@ -115,7 +115,7 @@ async def test_a_job_whose_entry_is_not_queued_is_fetched_unclaimed_and_finished
 
     assert job is not None and job.id == job_id
     assert isinstance(queue.connector, WorkerConnector) and queue.connector.claimed(job_id) is False
-    assert store.journal_entries([entry_id])[entry_id].status is not NodeStatus.STARTED
+    assert store.dispatch.journal_entries([entry_id])[entry_id].status is not NodeStatus.STARTED
     await manager.finish_job(job=job, status=Status.SUCCEEDED, delete_job=True)  # a real finish
     assert await queue.status(job_id) is None
     await manager.unregister_worker(worker_id)
@@ -135,7 +135,7 @@ async def test_a_result_for_a_job_no_longer_running_settles_the_entry_and_leaves
 
     await journal.settle(entry_id, status=NodeStatus.COMPLETED, output=b"kept", job_id=job_id)
 
-    assert store.journal_entries([entry_id])[entry_id].status is NodeStatus.COMPLETED
+    assert store.dispatch.journal_entries([entry_id])[entry_id].status is NodeStatus.COMPLETED
     assert await queue.status(job_id) is Status.FAILED
     assert journal.finished == set()
     await manager.unregister_worker(worker_id)

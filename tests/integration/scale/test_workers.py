@@ -75,7 +75,7 @@ async def test_sigterm_lets_the_step_in_flight_finish(
         assert await first_worker.exited(30) == 0
 
         assert (tmp_path / "out" / "first.log").read_text().split() == ["start", pid, "done", pid]
-        [first] = [e for e in store.journal([run_id]) if e.node_id == "first"]
+        [first] = [e for e in store.steps.journal([run_id]) if e.node_id == "first"]
         assert first.status is NodeStatus.COMPLETED
         assert not (tmp_path / "out" / "second.log").exists()  # the stopping worker took nothing new
 
@@ -102,7 +102,7 @@ async def test_a_step_past_the_grace_period_is_left_started_and_runs_again_elsew
         first_worker.terminate()
         assert await first_worker.exited(30) == 0  # 0.5 s grace, not the 60 s step
 
-        interrupted = next(e for e in store.journal([run_id]) if e.node_id == "first")
+        interrupted = next(e for e in store.steps.journal([run_id]) if e.node_id == "first")
         # left `started`, or already settled `failed` by the replica that saw its job end
         assert interrupted.status in (NodeStatus.STARTED, NodeStatus.FAILED)  # never `completed`
         assert "done" not in (tmp_path / "out" / "first.log").read_text()
@@ -112,7 +112,7 @@ async def test_a_step_past_the_grace_period_is_left_started_and_runs_again_elsew
         result = await replica.request("wait", run=run_id, timeout=60)
 
         assert result["status"] == RunStatus.COMPLETED.value
-        firsts = [e for e in store.journal([run_id]) if e.node_id == "first"]
+        firsts = [e for e in store.steps.journal([run_id]) if e.node_id == "first"]
         assert [e.status for e in firsts] == [NodeStatus.FAILED, NodeStatus.COMPLETED]
         assert "interrupted" in (firsts[0].error or "")
     finally:

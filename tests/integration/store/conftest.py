@@ -87,12 +87,14 @@ def run_factory(store: Store) -> MakeRun:
             "conversation": "C1",
             "thread": None,
             "requester": "slack:U1",
-            "args_digest": store.put_blob(b'{"message":"B"}'),
+            "args_digest": store.blobs.put_blob(b'{"message":"B"}'),
         }
         values.update(fields)
         run = create_run(store, **values)
         for step in PATHS[status]:
-            run = store.transition(Transition(run.id, step, actor="engine:test", lease_owner="engine:test"))
+            run = store.runs.transition(
+                Transition(run.id, step, actor="engine:test", lease_owner="engine:test")
+            )
         return run
 
     return make

@@ -29,18 +29,18 @@ def race(worker: int, url: str, barrier: Any, setup: Any, results: Any) -> None:
         outcome["migrate"] = ("won", None)
         barrier.wait(BARRIER_TIMEOUT)  # 2: schema ready; the parent creates the run and gate
         failed_run, gated_run, paused_run = setup.get(timeout=BARRIER_TIMEOUT)
-        store.get_run(failed_run)  # warm the connection so the race is tight
-        store.journal([failed_run])  # and the hot path's imports
+        store.runs.get_run(failed_run)  # warm the connection so the race is tight
+        store.steps.journal([failed_run])  # and the hot path's imports
 
         barrier.wait(BARRIER_TIMEOUT)  # 3: resume race
         try:
-            run = store.transition(Transition(failed_run, RunStatus.RUNNING, actor=f"worker:{worker}"))
+            run = store.runs.transition(Transition(failed_run, RunStatus.RUNNING, actor=f"worker:{worker}"))
             outcome["resume"] = ("won", run.status.value, run.status_by)
         except RunNotResumable as exc:
             outcome["resume"] = ("lost", type(exc).__name__, exc.status, exc.by)
 
         barrier.wait(BARRIER_TIMEOUT)  # 4: dedupe race
-        outcome["claim"] = ("won",) if store.claim_event("slack", "Ev-race") else ("lost",)
+        outcome["claim"] = ("won",) if store.events.claim_event("slack", "Ev-race") else ("lost",)
 
         barrier.wait(BARRIER_TIMEOUT)  # 5: approval race
         try:
@@ -49,7 +49,7 @@ def race(worker: int, url: str, barrier: Any, setup: Any, results: Any) -> None:
         except GateAlreadyDecided as exc:
             outcome["decide"] = ("lost", type(exc).__name__, exc.decision, exc.by)
 
-        paused = store.get_run(paused_run)
+        paused = store.runs.get_run(paused_run)
         barrier.wait(BARRIER_TIMEOUT)  # 6: approve race (gate CAS + run CAS + audit)
         try:
             with store.transaction() as tx:

@@ -25,25 +25,25 @@ def start(
     store: Store, policy: Concurrency | None, *, who: str = "slack:U1", workflow: str = "deploy"
 ) -> Run:
     """A new run asked `running` with this policy (as `Engine.start_run` asks), read back."""
-    digest = store.put_blob(b"{}")
+    digest = store.blobs.put_blob(b"{}")
     with store.transaction() as tx:
         run = tx.create_run(NewRun(workflow=workflow, platform="slack", conversation="C1", thread=None,
                                    requester=who, args_digest=digest, status=RunStatus.RUNNING,
                                    lease_owner=OWNER,
                                    lease_seconds=15.0, concurrency=policy))  # fmt: skip
-    return store.get_run(run.id)
+    return store.runs.get_run(run.id)
 
 
 def rest(store: Store, run: Run, to: RunStatus = RunStatus.COMPLETED) -> Run:
-    return store.transition(Transition(run.id, to, actor="baton", allowed_from=[run.status]))
+    return store.runs.transition(Transition(run.id, to, actor="baton", allowed_from=[run.status]))
 
 
 def statuses(store: Store, *runs: Run) -> list[str]:
-    return [store.get_run(r.id).status.value for r in runs]
+    return [store.runs.get_run(r.id).status.value for r in runs]
 
 
 def actions(store: Store, run: Run) -> list[str]:
-    return [e.action for e in store.audit_log(run.id)]
+    return [e.action for e in store.events.audit_log(run.id)]
 
 
 def test_limit_admits_up_to_the_limit_and_queues_the_rest(store: Store) -> None:
@@ -60,10 +60,10 @@ def test_rest_admits_the_oldest_queued_in_the_same_unit(store: Store) -> None:
     assert statuses(store, first, second, third) == ["running", "queued", "queued"]
     rest(store, first, RunStatus.FAILED)  # a failed run holds no slot
     assert statuses(store, first, second, third) == ["failed", "running", "queued"]
-    admitted = store.get_run(second.id)
+    admitted = store.runs.get_run(second.id)
     # admitted for whoever takes it first: its lease has lapsed, recovery starts it
     assert admitted.lease_owner == ADMITTED_OWNER
-    assert admitted in store.lapsed_runs(admitted.lease_expires_at + 1)  # type: ignore[operator]
+    assert admitted in store.leases.lapsed_runs(admitted.lease_expires_at + 1)  # type: ignore[operator]
     assert "admitted" in actions(store, second)
     rest(store, admitted)
     assert statuses(store, second, third) == ["completed", "running"]
@@ -81,7 +81,7 @@ def test_key_shared_across_workflows(store: Store) -> None:
     other = start(store, keyed("deploy-prod"), workflow="migrate")
     assert other.status is RunStatus.QUEUED
     rest(store, one)
-    assert store.get_run(other.id).status is RunStatus.RUNNING
+    assert store.runs.get_run(other.id).status is RunStatus.RUNNING
 
 
 def test_max_queued_refuses_past_it(store: Store) -> None:
@@ -91,7 +91,7 @@ def test_max_queued_refuses_past_it(store: Store) -> None:
     with pytest.raises(ConcurrencyLimitReached) as refused:
         start(store, policy)
     assert refused.value.why == "max_queued" and refused.value.active == ((holder.id, "running"),)
-    assert len([r for r in store.recent_runs(limit=10)]) == 2  # the refused run was never written
+    assert len([r for r in store.runs.recent_runs(limit=10)]) == 2  # the refused run was never written
 
 
 def test_cancel_new_refuses_naming_the_active_run(store: Store) -> None:
@@ -109,10 +109,10 @@ def test_cancel_running_cancels_the_active_run_and_starts_the_new(store: Store) 
     old = start(store, policy)
     new = start(store, policy)
     assert new.status is RunStatus.RUNNING and new.lease_owner == OWNER
-    gone = store.get_run(old.id)
+    gone = store.runs.get_run(old.id)
     assert gone.status is RunStatus.CANCELLED and new.id in (gone.reason or "")
     assert "cancelled_by_limit" in actions(store, old)
-    told = [d for d in store.deliveries(old.id) if d.kind == "run_finished"]
+    told = [d for d in store.outbox.deliveries(old.id) if d.kind == "run_finished"]
     assert told and told[0].payload["status"] == "cancelled"
 
 
@@ -122,7 +122,7 @@ def test_replace_queued_keeps_only_the_newest_queued(store: Store) -> None:
     a, b, c = (start(store, policy) for _ in range(3))
     assert statuses(store, holder, a, b, c) == ["running", "cancelled", "cancelled", "queued"]
     rest(store, holder)
-    assert store.get_run(c.id).status is RunStatus.RUNNING
+    assert store.runs.get_run(c.id).status is RunStatus.RUNNING
 
 
 def test_paused_holds_its_slot_unless_hold_while_paused_is_false(store: Store) -> None:
@@ -135,18 +135,18 @@ def test_paused_holds_its_slot_unless_hold_while_paused_is_false(store: Store) -
     behind = start(store, releasing)
     assert behind.status is RunStatus.QUEUED
     gave = rest(store, gives_back, RunStatus.PAUSED)  # waiting at a gate: its slot goes
-    assert gave.status is RunStatus.PAUSED and store.get_run(behind.id).status is RunStatus.RUNNING
+    assert gave.status is RunStatus.PAUSED and store.runs.get_run(behind.id).status is RunStatus.RUNNING
     # approving it asks a slot again: it queues behind the run now holding it
-    back = store.transition(Transition(gave.id, RunStatus.RUNNING, actor="slack:U2",
-                                       allowed_from=[RunStatus.PAUSED],
-                                       lease_owner=OWNER, lease_seconds=15.0))  # fmt: skip
+    back = store.runs.transition(Transition(gave.id, RunStatus.RUNNING, actor="slack:U2",
+                                            allowed_from=[RunStatus.PAUSED],
+                                            lease_owner=OWNER, lease_seconds=15.0))  # fmt: skip
     assert back.status is RunStatus.QUEUED
-    rest(store, store.get_run(behind.id))
-    assert store.get_run(gave.id).status is RunStatus.RUNNING
+    rest(store, store.runs.get_run(behind.id))
+    assert store.runs.get_run(gave.id).status is RunStatus.RUNNING
     # the held slot: resuming the paused run of k1 needs no admission
-    resumed = store.transition(Transition(paused.id, RunStatus.RUNNING, actor="slack:U1",
-                                          allowed_from=[RunStatus.PAUSED], lease_owner=OWNER,
-                                          lease_seconds=15.0))
+    resumed = store.runs.transition(Transition(paused.id, RunStatus.RUNNING, actor="slack:U1",
+                                               allowed_from=[RunStatus.PAUSED], lease_owner=OWNER,
+                                               lease_seconds=15.0))
     assert resumed.status is RunStatus.RUNNING and resumed.lease_owner == OWNER
 
 
@@ -154,12 +154,12 @@ def test_resume_of_a_failed_run_goes_through_admission(store: Store) -> None:
     policy = keyed()
     failed = rest(store, start(store, policy), RunStatus.FAILED)
     holder = start(store, policy)
-    again = store.transition(Transition(failed.id, RunStatus.RUNNING, actor="slack:U1",
-                                        allowed_from=[RunStatus.FAILED],
-                                        lease_owner=OWNER, lease_seconds=15.0))  # fmt: skip
+    again = store.runs.transition(Transition(failed.id, RunStatus.RUNNING, actor="slack:U1",
+                                             allowed_from=[RunStatus.FAILED],
+                                             lease_owner=OWNER, lease_seconds=15.0))  # fmt: skip
     assert again.status is RunStatus.QUEUED
     rest(store, holder)
-    assert store.get_run(failed.id).status is RunStatus.RUNNING
+    assert store.runs.get_run(failed.id).status is RunStatus.RUNNING
 
 
 def test_needs_attention_holds_its_slot(store: Store) -> None:
@@ -173,7 +173,9 @@ def test_cancelling_a_queued_run_takes_it_out_of_the_queue(store: Store) -> None
     policy = keyed()
     holder = start(store, policy)
     a, b = start(store, policy), start(store, policy)
-    store.transition(Transition(a.id, RunStatus.CANCELLED, actor="slack:U1", allowed_from=[RunStatus.QUEUED]))
+    store.runs.transition(
+        Transition(a.id, RunStatus.CANCELLED, actor="slack:U1", allowed_from=[RunStatus.QUEUED])
+    )
     rest(store, holder)
     assert statuses(store, a, b) == ["cancelled", "running"]
 
@@ -188,8 +190,8 @@ def test_order_held_over_many_runs(store: Store, clock: Clock) -> None:
     active = list(started)
     while active:
         clock.advance(1)
-        rest(store, store.get_run(active.pop(0)))
-        now_running = [r.id for r in runs if store.get_run(r.id).status is RunStatus.RUNNING]
+        rest(store, store.runs.get_run(active.pop(0)))
+        now_running = [r.id for r in runs if store.runs.get_run(r.id).status is RunStatus.RUNNING]
         for run_id in now_running:
             if run_id not in started:
                 started.append(run_id)
@@ -206,9 +208,9 @@ def test_key_runs_lists_holders_then_the_queue_in_order(store: Store, clock: Clo
     b = start(store, policy)
     start(store, keyed("other"))
     rest(store, start(store, keyed("k-done")))
-    assert [r.id for r in store.key_runs(key="deploy-prod")] == [holder.id, a.id, b.id]
-    assert {r.concurrency.key for r in store.key_runs() if r.concurrency} == {"deploy-prod", "other"}
-    assert [r.id for r in store.key_runs(workflow="nope")] == []
+    assert [r.id for r in store.views.key_runs(key="deploy-prod")] == [holder.id, a.id, b.id]
+    assert {r.concurrency.key for r in store.views.key_runs() if r.concurrency} == {"deploy-prod", "other"}
+    assert [r.id for r in store.views.key_runs(workflow="nope")] == []
 
 
 def test_queued_runs_reads_those_queued_long_enough_in_order_from_a_place(store: Store, clock: Clock) -> None:
@@ -220,11 +222,11 @@ def test_queued_runs_reads_those_queued_long_enough_in_order_from_a_place(store:
     late = start(store, keyed())
     other = start(store, keyed("deploy-staging"))  # admitted: its key is free
     assert [r.status.value for r in (early, late, other)] == ["queued", "queued", "running"]
-    assert [r.id for r in store.queued_runs(after=None, up_to=clock.now - 5)] == [early.id]
-    both = store.queued_runs(after=None, up_to=clock.now + 1)
+    assert [r.id for r in store.views.queued_runs(after=None, up_to=clock.now - 5)] == [early.id]
+    both = store.views.queued_runs(after=None, up_to=clock.now + 1)
     assert [r.id for r in both] == [early.id, late.id]
     place = (float(early.queued_at or 0), early.id)
-    assert [r.id for r in store.queued_runs(after=place, up_to=clock.now + 1)] == [late.id]
-    assert [r.id for r in store.queued_runs(after=None, up_to=clock.now + 1, limit=1)] == [early.id]
+    assert [r.id for r in store.views.queued_runs(after=place, up_to=clock.now + 1)] == [late.id]
+    assert [r.id for r in store.views.queued_runs(after=None, up_to=clock.now + 1, limit=1)] == [early.id]
     rest(store, holder)  # the head of the queue is admitted
-    assert [r.id for r in store.queued_runs(after=None, up_to=clock.now + 1)] == [late.id]
+    assert [r.id for r in store.views.queued_runs(after=None, up_to=clock.now + 1)] == [late.id]

@@ -21,12 +21,12 @@ def test_hot_path_commits_leave_checkpoints_to_a_thread(tmp_path: Path) -> None:
     with SqlStore(f"sqlite:///{db}") as store:
         store.migrate()
         checkpoints = _checkpointer(store)
-        store.put_blob(b"first")
+        store.blobs.put_blob(b"first")
         conn = store._hot._connection()
         assert conn.execute("PRAGMA wal_autocheckpoint").fetchone()[0] == 0  # never in a commit
         migrated = db.stat().st_size
         for i in range(checkpoints.every * 2):  # ~5 MB of pages through the hot path's commits
-            store.put_blob(i.to_bytes(4, "big") * 5000)
+            store.blobs.put_blob(i.to_bytes(4, "big") * 5000)
         deadline = time.monotonic() + 10
         while checkpoints.checkpoints < 1 and time.monotonic() < deadline:
             time.sleep(0.01)
@@ -42,7 +42,7 @@ def test_hot_path_commits_leave_checkpoints_to_a_thread(tmp_path: Path) -> None:
 def test_a_store_that_writes_no_steps_starts_no_thread(tmp_path: Path) -> None:
     with SqlStore(f"sqlite:///{tmp_path / 'baton.db'}") as store:
         store.migrate()
-        store.put_blob(b"one")
+        store.blobs.put_blob(b"one")
         assert _checkpointer(store)._thread is None  # e.g. a supervisor's parent, before it forks
 
 

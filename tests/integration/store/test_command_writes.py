@@ -39,13 +39,13 @@ def test_a_new_run_travels_with_its_args_and_start_row(store: Store) -> None:
         ))  # fmt: skip
         tx.audit(actor="slack:U1", action="start", run_id=run.id, details={"workflow": "w", "args": "args:x"})
     assert digest == hashlib.sha256(args).hexdigest()
-    assert store.get_blob(digest) == args
-    assert store.get_run(run.id) == run
+    assert store.blobs.get_blob(digest) == args
+    assert store.runs.get_run(run.id) == run
     assert (run.status, run.version, run.lease_owner, run.status_by) == (
         RunStatus.RUNNING, 1, "engine:1", "slack:U1",
     )  # fmt: skip
-    assert store.command_runs("slack:Ev1", "w", "slack", "C1") == (run, [])
-    [entry] = store.audit_log(run.id)
+    assert store.views.command_runs("slack:Ev1", "w", "slack", "C1") == (run, [])
+    [entry] = store.events.audit_log(run.id)
     assert (entry.actor, entry.action) == ("slack:U1", "start")
     assert entry.details == {"workflow": "w", "args": "args:x"}
     with store.transaction() as tx:  # the same args: the blob is shared, the run is new
@@ -58,13 +58,13 @@ def test_a_new_run_travels_with_its_args_and_start_row(store: Store) -> None:
 
 def test_nothing_is_written_when_the_block_raises(store: Store, make_run: MakeRun) -> None:
     run = make_run(RunStatus.PAUSED)
-    store.open_gate(run.id, "review", "ship?")
+    store.gates.open_gate(run.id, "review", "ship?")
     with pytest.raises(ValueError), store.transaction() as tx:
         tx.decide_gate(run.id, "review", approved=True, by="slack:U2", comment=None)
         tx.audit(actor="slack:U2", action="approve", run_id=run.id)
         raise ValueError("changed my mind")
-    assert store.get_gate(run.id, "review").status is GateStatus.WAITING
-    assert store.audit_log(run.id) == []
+    assert store.gates.get_gate(run.id, "review").status is GateStatus.WAITING
+    assert store.events.audit_log(run.id) == []
 
 
 def test_results_exist_once_the_unit_committed(store: Store, make_run: MakeRun) -> None:
@@ -73,7 +73,7 @@ def test_results_exist_once_the_unit_committed(store: Store, make_run: MakeRun) 
         moved = tx.transition(Transition(run.id, RunStatus.CANCELLED, actor="slack:U1"))
         with pytest.raises(RuntimeError, match="once its `with` block has ended"):
             _ = moved.value
-    assert moved.value == store.get_run(run.id)
+    assert moved.value == store.runs.get_run(run.id)
     assert moved.value.status is RunStatus.CANCELLED
 
 
@@ -86,22 +86,22 @@ def test_command_runs_is_the_redelivered_run_and_the_unfinished_ones(
     make_run(RunStatus.COMPLETED)
     make_run(RunStatus.FAILED, workflow="other")
     make_run(RunStatus.FAILED, conversation="C2")
-    assert store.command_runs("slack:Ev1", "release-notes", "slack", "C1") == (first, [failed, first])
-    assert store.command_runs("slack:Ev2", "release-notes", "slack", "C1") == (None, [failed, first])
-    assert store.command_runs("slack:Ev1", "other", "discord", "C1") == (first, [])
+    assert store.views.command_runs("slack:Ev1", "release-notes", "slack", "C1") == (first, [failed, first])
+    assert store.views.command_runs("slack:Ev2", "release-notes", "slack", "C1") == (None, [failed, first])
+    assert store.views.command_runs("slack:Ev1", "other", "discord", "C1") == (first, [])
 
 
 def test_an_approval_decides_resumes_and_audits(store: Store, make_run: MakeRun) -> None:
     run = make_run(RunStatus.PAUSED)
-    store.open_gate(run.id, "review", "ship?")
+    store.gates.open_gate(run.id, "review", "ship?")
     running = _approve(store, run, "review", by="slack:U2", comment="lgtm")
-    gate = store.get_gate(run.id, "review")
+    gate = store.gates.get_gate(run.id, "review")
     assert (gate.status, gate.decided_by, gate.comment) == (GateStatus.APPROVED, "slack:U2", "lgtm")
     assert (running.status, running.version, running.status_by, running.lease_owner) == (
         RunStatus.RUNNING, run.version + 1, "slack:U2", "engine:2",
     )  # fmt: skip
-    assert running == store.get_run(run.id)
-    assert [(a.actor, a.action, a.details) for a in store.audit_log(run.id)] == [
+    assert running == store.runs.get_run(run.id)
+    assert [(a.actor, a.action, a.details) for a in store.events.audit_log(run.id)] == [
         ("slack:U2", "approve", {"node": "review", "comment": "lgtm"})
     ]
     with pytest.raises(GateAlreadyDecided, match="already approved by slack:U2") as lost:
@@ -109,52 +109,54 @@ def test_an_approval_decides_resumes_and_audits(store: Store, make_run: MakeRun)
     assert (lost.value.run_id, lost.value.node_id, lost.value.decision, lost.value.by) == (
         run.id, "review", "approved", "slack:U2",
     )  # fmt: skip
-    assert store.get_run(run.id) == running and len(store.audit_log(run.id)) == 1
+    assert store.runs.get_run(run.id) == running and len(store.events.audit_log(run.id)) == 1
 
 
 def test_an_approval_of_a_run_that_moved_leaves_the_gate_waiting(store: Store, make_run: MakeRun) -> None:
     run = make_run(RunStatus.PAUSED)
-    store.open_gate(run.id, "review", "ship?")
-    cancelled = store.transition(Transition(run.id, RunStatus.CANCELLED, actor="slack:U9", reason="dropped"))
+    store.gates.open_gate(run.id, "review", "ship?")
+    cancelled = store.runs.transition(
+        Transition(run.id, RunStatus.CANCELLED, actor="slack:U9", reason="dropped")
+    )
     with pytest.raises(RunNotResumable, match=r"cancelled \(cancelled by slack:U9\) and cannot be resumed"):
         _approve(store, run, "review", by="slack:U2")
-    gate = store.get_gate(run.id, "review")
+    gate = store.gates.get_gate(run.id, "review")
     assert (gate.status, gate.decided_by, gate.decided_at) == (GateStatus.WAITING, None, None)
-    assert store.get_run(run.id) == cancelled and store.audit_log(run.id) == []
+    assert store.runs.get_run(run.id) == cancelled and store.events.audit_log(run.id) == []
 
 
 def test_an_approval_with_a_stale_run_loses_the_cas(store: Store, make_run: MakeRun) -> None:
     run = make_run(RunStatus.PAUSED)
-    store.open_gate(run.id, "review", "ship?")
+    store.gates.open_gate(run.id, "review", "ship?")
     stale = run.evolve(version=run.version - 1)
     with pytest.raises(RunNotResumable, match="changed while you acted on it"):
         _approve(store, stale, "review", by="slack:U2")
-    assert store.get_gate(run.id, "review").status is GateStatus.WAITING
-    assert store.get_run(run.id) == run and store.audit_log(run.id) == []
+    assert store.gates.get_gate(run.id, "review").status is GateStatus.WAITING
+    assert store.runs.get_run(run.id) == run and store.events.audit_log(run.id) == []
 
 
 def test_a_lost_approval_keeps_a_comment_as_plain_text(store: Store, make_run: MakeRun, clock: Clock) -> None:
     """Values are bound, so a comment with quotes or % is just text, won or lost."""
     run = make_run(RunStatus.PAUSED)
-    store.open_gate(run.id, "review", "ship?")
-    store.transition(Transition(run.id, RunStatus.CANCELLED, actor="slack:U9", reason="dropped"))
+    store.gates.open_gate(run.id, "review", "ship?")
+    store.runs.transition(Transition(run.id, RunStatus.CANCELLED, actor="slack:U9", reason="dropped"))
     comment = "it's 100% fine'); DROP TABLE gates; --"
     with pytest.raises(RunNotResumable):
         _approve(store, run, "review", by="slack:U2", comment=comment)
-    gate = store.get_gate(run.id, "review")
+    gate = store.gates.get_gate(run.id, "review")
     assert (gate.status, gate.decided_by, gate.comment, gate.decided_at) == (
         GateStatus.WAITING, None, None, None,
     )  # fmt: skip
     other = make_run(RunStatus.PAUSED)
-    store.open_gate(other.id, "review", "ship?")
+    store.gates.open_gate(other.id, "review", "ship?")
     clock.advance(1)
     _approve(store, other, "review", by="slack:U2", comment=comment)
-    assert store.get_gate(other.id, "review").comment == comment
+    assert store.gates.get_gate(other.id, "review").comment == comment
 
 
 def test_a_rejection_decides_cancels_notes_and_audits_together(store: Store, make_run: MakeRun) -> None:
     run = make_run(RunStatus.PAUSED)
-    store.open_gate(run.id, "review", "ship?")
+    store.gates.open_gate(run.id, "review", "ship?")
 
     def reject(by: str) -> Run:
         with store.transaction() as tx:
@@ -169,8 +171,8 @@ def test_a_rejection_decides_cancels_notes_and_audits_together(store: Store, mak
     assert (cancelled.status, cancelled.reason, cancelled.status_by) == (
         RunStatus.CANCELLED, "rejected", "slack:U2",
     )  # fmt: skip
-    assert store.get_gate(run.id, "review").status is GateStatus.REJECTED
-    [note] = store.journal([run.id])
+    assert store.gates.get_gate(run.id, "review").status is GateStatus.REJECTED
+    [note] = store.steps.journal([run.id])
     assert (note.node_id, note.status, note.error, note.attempt, note.cache_key, note.components) == (
         "review", NodeStatus.FAILED, "no", 0, "", {"m": 1},
     )  # fmt: skip
@@ -178,21 +180,21 @@ def test_a_rejection_decides_cancels_notes_and_audits_together(store: Store, mak
     with pytest.raises(GateAlreadyDecided) as lost:  # the second rejection writes nothing
         reject("slack:U3")
     assert (lost.value.decision, lost.value.by) == ("rejected", "slack:U2")
-    assert len(store.journal([run.id])) == 1 and len(store.audit_log(run.id)) == 1
+    assert len(store.steps.journal([run.id])) == 1 and len(store.events.audit_log(run.id)) == 1
 
 
 def test_a_rejection_of_a_run_that_moved_decides_nothing(store: Store, make_run: MakeRun) -> None:
     run = make_run(RunStatus.PAUSED)
-    store.open_gate(run.id, "review", "ship?")
-    store.transition(Transition(run.id, RunStatus.RUNNING, actor="slack:U9"))  # resumed meanwhile
+    store.gates.open_gate(run.id, "review", "ship?")
+    store.runs.transition(Transition(run.id, RunStatus.RUNNING, actor="slack:U9"))  # resumed meanwhile
     lost = pytest.raises(InvalidTransition, match=r"is running .* it cannot become cancelled")
     with lost, store.transaction() as tx:
         tx.decide_gate(run.id, "review", approved=False, by="slack:U2", comment=None)
         tx.transition(Transition(run.id, RunStatus.CANCELLED, actor="slack:U2",
                                  allowed_from=[RunStatus.PAUSED]))
         tx.journal_note(run_id=run.id, node_id="review", cache_key="", components={}, error="no")
-    assert store.get_gate(run.id, "review").status is GateStatus.WAITING
-    assert store.journal([run.id]) == []
+    assert store.gates.get_gate(run.id, "review").status is GateStatus.WAITING
+    assert store.steps.journal([run.id]) == []
 
 
 def test_closing_a_runs_gates_rejects_only_its_waiting_ones(
@@ -200,11 +202,11 @@ def test_closing_a_runs_gates_rejects_only_its_waiting_ones(
 ) -> None:
     run = make_run(RunStatus.PAUSED)
     neighbour = make_run(RunStatus.PAUSED)
-    first = store.open_gate(run.id, "first", "one?")
+    first = store.gates.open_gate(run.id, "first", "one?")
     clock.advance(1)
-    store.open_gate(run.id, "second", "two?")
-    store.open_gate(run.id, "decided", "three?")
-    store.open_gate(neighbour.id, "first", "one?")
+    store.gates.open_gate(run.id, "second", "two?")
+    store.gates.open_gate(run.id, "decided", "three?")
+    store.gates.open_gate(neighbour.id, "first", "one?")
     with store.transaction() as tx:
         tx.decide_gate(run.id, "decided", approved=True, by="slack:U1", comment=None)
     with store.transaction() as tx:
@@ -214,8 +216,8 @@ def test_closing_a_runs_gates_rejects_only_its_waiting_ones(
         ("second", GateStatus.REJECTED, "slack:U2", "dropped"),
     ]
     assert closed.value[0].created_at == first.created_at
-    assert store.get_gate(run.id, "decided").status is GateStatus.APPROVED
-    assert store.waiting_gate(neighbour.id) is not None
+    assert store.gates.get_gate(run.id, "decided").status is GateStatus.APPROVED
+    assert store.gates.waiting_gate(neighbour.id) is not None
     with store.transaction() as tx:
         again = tx.close_gates(run.id, by="slack:U3", comment=None)  # none waits: nothing, no error
     assert again.value == []
@@ -228,17 +230,17 @@ def test_a_unit_naming_an_unknown_run_or_gate_raises_run_not_found(store: Store,
         tx.audit(actor="slack:U2", action="approve", run_id=run.id)
     with pytest.raises(RunNotFound), store.transaction() as tx:
         tx.transition(Transition("000000000000", RunStatus.CANCELLED, actor="a"))
-    assert store.audit_log(run.id) == []
+    assert store.events.audit_log(run.id) == []
 
 
 def test_a_message_audit_row_travels_with_its_event(store: Store, make_run: MakeRun) -> None:
     run = make_run()
-    assert store.claim_event("slack", "Ev1") is True
+    assert store.events.claim_event("slack", "Ev1") is True
     with store.transaction() as tx:
         tx.audit(actor="slack:U1", action="command", run_id=run.id, details={"command": "status"})
         tx.finish_event("slack", "Ev1")
-    assert store.claim_event("slack", "Ev1", stale_after=0) is False  # handled: a duplicate now
-    assert [(a.actor, a.action, a.details) for a in store.audit_log(run.id)] == [
+    assert store.events.claim_event("slack", "Ev1", stale_after=0) is False  # handled: a duplicate now
+    assert [(a.actor, a.action, a.details) for a in store.events.audit_log(run.id)] == [
         ("slack:U1", "command", {"command": "status"})
     ]
 

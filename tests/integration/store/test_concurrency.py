@@ -82,8 +82,8 @@ def race(race_url: str) -> dict[str, Any]:
             requester="slack:U0",
             args_digest="d",
         )
-        store.transition(Transition(failed.id, RunStatus.RUNNING, actor="engine"))
-        store.transition(Transition(failed.id, RunStatus.FAILED, actor="engine", reason="boom"))
+        store.runs.transition(Transition(failed.id, RunStatus.RUNNING, actor="engine"))
+        store.runs.transition(Transition(failed.id, RunStatus.FAILED, actor="engine", reason="boom"))
         gated = create_run(
             store,
             workflow="w",
@@ -93,7 +93,7 @@ def race(race_url: str) -> dict[str, Any]:
             requester="slack:U0",
             args_digest="d",
         )
-        store.open_gate(gated.id, "review", "ship?")
+        store.gates.open_gate(gated.id, "review", "ship?")
         paused = create_run(
             store,
             workflow="w",
@@ -103,9 +103,9 @@ def race(race_url: str) -> dict[str, Any]:
             requester="slack:U0",
             args_digest="d",
         )
-        store.transition(Transition(paused.id, RunStatus.RUNNING, actor="engine"))
-        store.open_gate(paused.id, "ok", "go on?")
-        store.transition(Transition(paused.id, RunStatus.PAUSED, actor="engine"))
+        store.runs.transition(Transition(paused.id, RunStatus.RUNNING, actor="engine"))
+        store.gates.open_gate(paused.id, "ok", "go on?")
+        store.runs.transition(Transition(paused.id, RunStatus.PAUSED, actor="engine"))
         for _ in processes:
             setup.put((failed.id, gated.id, paused.id))
         for _ in range(4):  # 3, 4, 5, 6: the four races start together
@@ -115,12 +115,12 @@ def race(race_url: str) -> dict[str, Any]:
             process.join(timeout=RESULT_TIMEOUT)
         return {
             "outcomes": sorted(outcomes, key=lambda o: o["worker"]),
-            "run": store.get_run(failed.id),
-            "gate": store.get_gate(gated.id, "review"),
+            "run": store.runs.get_run(failed.id),
+            "gate": store.gates.get_gate(gated.id, "review"),
             "approved": (
-                store.get_run(paused.id),
-                store.get_gate(paused.id, "ok"),
-                store.audit_log(paused.id),
+                store.runs.get_run(paused.id),
+                store.gates.get_gate(paused.id, "ok"),
+                store.events.audit_log(paused.id),
             ),
             "exit_codes": [p.exitcode for p in processes],
         }

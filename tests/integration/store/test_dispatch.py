@@ -45,7 +45,7 @@ def _queued(store: SqlStore, run_id: str, *nodes: str) -> list[int]:
     def no_jobs(_connection: Any, entry_ids: list[int]) -> list[int]:
         return [-entry_id for entry_id in entry_ids]
 
-    return [entry_id for entry_id, _ in store.journal_queue_many(handoffs, no_jobs)]
+    return [entry_id for entry_id, _ in store.dispatch.journal_queue_many(handoffs, no_jobs)]
 
 
 async def test_a_claim_is_a_compare_and_swap_from_queued(pg_store: SqlStore, journal: WorkerJournal) -> None:
@@ -54,8 +54,8 @@ async def test_a_claim_is_a_compare_and_swap_from_queued(pg_store: SqlStore, jou
 
     assert await journal.claim(entry_id) is True
     assert await journal.claim(entry_id) is False  # a redelivered job: not ours any more
-    assert pg_store.journal_unqueue(entry_id, "gone") is False  # the replica loses to the claim
-    assert pg_store.journal_entries([entry_id])[entry_id].status is NodeStatus.STARTED
+    assert pg_store.dispatch.journal_unqueue(entry_id, "gone") is False  # the replica loses to the claim
+    assert pg_store.dispatch.journal_entries([entry_id])[entry_id].status is NodeStatus.STARTED
 
 
 async def test_a_result_writes_its_blobs_and_settles_the_entry_once(
@@ -74,18 +74,18 @@ async def test_a_result_writes_its_blobs_and_settles_the_entry_once(
         artifacts={"files/a.txt": b"A", "files/b.txt": b"out\n"},  # one blob shared with the output
     )
 
-    entry = pg_store.journal_entries([entry_id])[entry_id]
+    entry = pg_store.dispatch.journal_entries([entry_id])[entry_id]
     assert entry.status is NodeStatus.COMPLETED
     assert digest is not None and entry.output_digest == digest
     assert (entry.tokens_in, entry.tokens_out) == (3, 4)
-    assert pg_store.get_blob(digest) == b"out\n"
-    assert {p: pg_store.get_blob(d) for p, d in entry.artifacts.items()} == {
+    assert pg_store.blobs.get_blob(digest) == b"out\n"
+    assert {p: pg_store.blobs.get_blob(d) for p, d in entry.artifacts.items()} == {
         "files/a.txt": b"A",
         "files/b.txt": b"out\n",
     }
     with pytest.raises(InvalidTransition):  # settled once: a second result is refused
         await journal.settle(entry_id, status=NodeStatus.FAILED, error="late")
-    assert pg_store.journal_entries([entry_id])[entry_id].status is NodeStatus.COMPLETED
+    assert pg_store.dispatch.journal_entries([entry_id])[entry_id].status is NodeStatus.COMPLETED
 
 
 async def test_a_result_for_an_entry_never_claimed_is_refused_and_writes_nothing(
@@ -97,10 +97,10 @@ async def test_a_result_for_an_entry_never_claimed_is_refused_and_writes_nothing
     with pytest.raises(InvalidTransition):
         await journal.settle(entry_id, status=NodeStatus.COMPLETED, output=b"never claimed")
 
-    entry = pg_store.journal_entries([entry_id])[entry_id]
+    entry = pg_store.dispatch.journal_entries([entry_id])[entry_id]
     assert entry.status is NodeStatus.QUEUED
     assert entry.output_digest is None
-    assert pg_store.get_blobs([hashlib.sha256(b"never claimed").hexdigest()]) == {}
+    assert pg_store.blobs.get_blobs([hashlib.sha256(b"never claimed").hexdigest()]) == {}
     with pytest.raises(ValueError):
         await journal.settle(entry_id, status=NodeStatus.STARTED)
 
@@ -115,7 +115,7 @@ async def test_the_replica_reads_only_settled_entries_with_their_outputs(
     await journal.settle(done, status=NodeStatus.COMPLETED, output=b"result")
     await journal.settle(failed, status=NodeStatus.FAILED, error="exit 1")
 
-    found = pg_store.journal_settled([queued, started, done, failed, 999_999])
+    found = pg_store.dispatch.journal_settled([queued, started, done, failed, 999_999])
 
     assert sorted(found) == [done, failed]
     entry, output = found[done]
@@ -123,7 +123,7 @@ async def test_the_replica_reads_only_settled_entries_with_their_outputs(
     assert entry.components == {"n": "d"}
     entry, output = found[failed]
     assert (entry.status, entry.error, output) == (NodeStatus.FAILED, "exit 1", None)
-    assert pg_store.journal_settled([]) == {}
+    assert pg_store.dispatch.journal_settled([]) == {}
 
 
 def test_a_hand_off_batch_returns_each_steps_entry_in_order_and_is_all_or_nothing(pg_store: SqlStore) -> None:
@@ -139,11 +139,11 @@ def test_a_hand_off_batch_returns_each_steps_entry_in_order_and_is_all_or_nothin
         deferred.append(entry_ids)
         return [1000 + i for i in range(len(entry_ids))]
 
-    written = pg_store.journal_queue_many(handoffs, defer)
+    written = pg_store.dispatch.journal_queue_many(handoffs, defer)
 
     assert [job for _, job in written] == [1000, 1001, 1002, 1003]
     assert deferred == [[entry for entry, _ in written]]
-    entries = pg_store.journal_entries([entry for entry, _ in written])
+    entries = pg_store.dispatch.journal_entries([entry for entry, _ in written])
     for handoff, (entry_id, _) in zip(handoffs, written, strict=True):
         entry = entries[entry_id]
         assert (entry.run_id, entry.node_id) == (handoff.run_id, handoff.node_id)
@@ -157,5 +157,5 @@ def test_a_hand_off_batch_returns_each_steps_entry_in_order_and_is_all_or_nothin
         run_id=first.id, node_id="late", cache_key="k", components={}, attempt=1, idempotency_key=None
     )
     with pytest.raises(RuntimeError):
-        pg_store.journal_queue_many([late], failing)
-    assert [e.node_id for e in pg_store.journal([first.id])] == ["b", "a"]  # no `late` entry
+        pg_store.dispatch.journal_queue_many([late], failing)
+    assert [e.node_id for e in pg_store.steps.journal([first.id])] == ["b", "a"]  # no `late` entry

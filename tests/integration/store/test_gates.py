@@ -13,7 +13,7 @@ from tests.integration.store.conftest import Clock, MakeRun
 
 def test_open_gate_copies_where_the_run_lives_and_is_idempotent(store: Store, make_run: MakeRun) -> None:
     run = make_run(RunStatus.RUNNING, thread="T1")
-    gate = store.open_gate(run.id, "review", "Publish 'v1.2'?")
+    gate = store.gates.open_gate(run.id, "review", "Publish 'v1.2'?")
     assert (gate.run_id, gate.node_id, gate.prompt, gate.status) == (
         run.id,
         "review",
@@ -21,19 +21,19 @@ def test_open_gate_copies_where_the_run_lives_and_is_idempotent(store: Store, ma
         GateStatus.WAITING,
     )
     assert gate.decided_by is None and gate.decided_at is None
-    assert store.open_gate(run.id, "review", "another prompt") == gate
-    assert store.get_gate(run.id, "review") == gate
+    assert store.gates.open_gate(run.id, "review", "another prompt") == gate
+    assert store.gates.get_gate(run.id, "review") == gate
 
 
 def test_open_gate_of_an_unknown_run_raises(store: Store) -> None:
     with pytest.raises(RunNotFound):
-        store.open_gate("000000000000", "review", "ok?")
+        store.gates.open_gate("000000000000", "review", "ok?")
 
 
 def test_get_gate_unknown_raises(store: Store, make_run: MakeRun) -> None:
     run = make_run()
     with pytest.raises(RunNotFound, match=f"Run {run.id} has no approval gate review"):
-        store.get_gate(run.id, "review")
+        store.gates.get_gate(run.id, "review")
 
 
 def test_waiting_gates_by_conversation_and_thread(store: Store, make_run: MakeRun) -> None:
@@ -42,28 +42,30 @@ def test_waiting_gates_by_conversation_and_thread(store: Store, make_run: MakeRu
     other_channel = make_run(RunStatus.PAUSED, conversation="C2", thread="T1")
     decided = make_run(RunStatus.PAUSED, thread="T1")
     for run in (in_thread, elsewhere, other_channel, decided):
-        store.open_gate(run.id, "review", f"ok {run.id}?")
+        store.gates.open_gate(run.id, "review", f"ok {run.id}?")
     decide_gate(store, decided.id, "review", approved=True, by="slack:U2", comment=None)
 
-    pairs = store.waiting_gates(platform="slack", conversation="C1")
+    pairs = store.gates.waiting_gates(platform="slack", conversation="C1")
     assert [(run.id, gate.node_id) for run, gate in pairs] == [
         (elsewhere.id, "review"),
         (in_thread.id, "review"),
     ]
-    assert pairs[1][0] == store.get_run(in_thread.id)
-    assert pairs[1][1] == store.get_gate(in_thread.id, "review")
-    assert [r.id for r, _ in store.waiting_gates(platform="slack", conversation="C1", thread="T1")] == [
+    assert pairs[1][0] == store.runs.get_run(in_thread.id)
+    assert pairs[1][1] == store.gates.get_gate(in_thread.id, "review")
+    assert [r.id for r, _ in store.gates.waiting_gates(platform="slack", conversation="C1", thread="T1")] == [
         in_thread.id
     ]
-    assert store.waiting_gates(platform="discord", conversation="C1") == []
+    assert store.gates.waiting_gates(platform="discord", conversation="C1") == []
 
 
 def test_set_thread_moves_the_runs_gates(store: Store, make_run: MakeRun) -> None:
     run = make_run(RunStatus.PAUSED)
-    store.open_gate(run.id, "review", "ok?")
-    assert store.waiting_gates(platform="slack", conversation="C1", thread="T5") == []
-    store.set_thread(run.id, "T5")
-    assert [r.thread for r, _ in store.waiting_gates(platform="slack", conversation="C1", thread="T5")] == [
+    store.gates.open_gate(run.id, "review", "ok?")
+    assert store.gates.waiting_gates(platform="slack", conversation="C1", thread="T5") == []
+    store.runs.set_thread(run.id, "T5")
+    assert [
+        r.thread for r, _ in store.gates.waiting_gates(platform="slack", conversation="C1", thread="T5")
+    ] == [
         "T5"
     ]
 
@@ -71,12 +73,12 @@ def test_set_thread_moves_the_runs_gates(store: Store, make_run: MakeRun) -> Non
 @pytest.mark.parametrize("approved", [True, False])
 def test_decide_gate_once(store: Store, make_run: MakeRun, approved: bool) -> None:
     run = make_run(RunStatus.PAUSED)
-    store.open_gate(run.id, "review", "ok?")
+    store.gates.open_gate(run.id, "review", "ok?")
     decided = decide_gate(store, run.id, "review", approved=approved, by="slack:U2", comment="lgtm")
     expected = GateStatus.APPROVED if approved else GateStatus.REJECTED
     assert (decided.status, decided.decided_by, decided.comment) == (expected, "slack:U2", "lgtm")
     assert decided.decided_at is not None
-    assert store.get_gate(run.id, "review") == decided
+    assert store.gates.get_gate(run.id, "review") == decided
 
     with pytest.raises(GateAlreadyDecided) as info:
         decide_gate(store, run.id, "review", approved=not approved, by="slack:U3", comment=None)
@@ -87,7 +89,7 @@ def test_decide_gate_once(store: Store, make_run: MakeRun, approved: bool) -> No
         run.id, "review", expected.value, "slack:U2",
     )  # fmt: skip
     assert "/workflow" not in info.value.message + info.value.hint  # the commands layer words the next step
-    assert store.get_gate(run.id, "review") == decided
+    assert store.gates.get_gate(run.id, "review") == decided
 
 
 def test_decide_unknown_gate_raises_run_not_found(store: Store, make_run: MakeRun) -> None:
@@ -98,10 +100,10 @@ def test_decide_unknown_gate_raises_run_not_found(store: Store, make_run: MakeRu
 
 def test_open_gate_for_the_same_key_keeps_the_decision(store: Store, make_run: MakeRun) -> None:
     run = make_run(RunStatus.RUNNING)
-    store.open_gate(run.id, "review", "Publish v1?", "key-1")
+    store.gates.open_gate(run.id, "review", "Publish v1?", "key-1")
     decided = decide_gate(store, run.id, "review", approved=True, by="slack:U2", comment="ok")
 
-    again = store.open_gate(run.id, "review", "Publish v1?", "key-1")
+    again = store.gates.open_gate(run.id, "review", "Publish v1?", "key-1")
 
     assert again == decided and again.cache_key == "key-1"
     assert (again.status, again.decided_by) == (GateStatus.APPROVED, "slack:U2")
@@ -111,15 +113,17 @@ def test_open_gate_for_another_key_reopens_it_without_the_old_decision(
     store: Store, make_run: MakeRun
 ) -> None:
     run = make_run(RunStatus.RUNNING, thread="T1")
-    store.open_gate(run.id, "review", "Publish v1?", "key-1")
+    store.gates.open_gate(run.id, "review", "Publish v1?", "key-1")
     decide_gate(store, run.id, "review", approved=True, by="slack:U2", comment="ok")
 
-    reopened = store.open_gate(run.id, "review", "Publish v2?", "key-2")
+    reopened = store.gates.open_gate(run.id, "review", "Publish v2?", "key-2")
 
     assert (reopened.status, reopened.prompt) == (GateStatus.WAITING, "Publish v2?")
     assert reopened.cache_key == "key-2"
     assert (reopened.decided_by, reopened.comment, reopened.decided_at) == (None, None, None)
-    assert [g.prompt for _, g in store.waiting_gates(platform="slack", conversation="C1", thread="T1")] == [
+    assert [
+        g.prompt for _, g in store.gates.waiting_gates(platform="slack", conversation="C1", thread="T1")
+    ] == [
         "Publish v2?"
     ]
     assert decide_gate(store, run.id, "review", approved=False, by="slack:U3", comment="no").status is (
@@ -133,23 +137,23 @@ def test_the_waiting_gate_of_a_run_is_the_one_that_waited_longest(
     """Two approvals in parallel branches wait together: a plain approve or reject answers
     the question asked first (every reader of a run's waiting gate uses this one rule)."""
     run = make_run(RunStatus.PAUSED)
-    assert store.waiting_gate(run.id) is None
-    first = store.open_gate(run.id, "first", "one?")
+    assert store.gates.waiting_gate(run.id) is None
+    first = store.gates.open_gate(run.id, "first", "one?")
     clock.advance(1)
-    second = store.open_gate(run.id, "second", "two?")
+    second = store.gates.open_gate(run.id, "second", "two?")
     neighbour = make_run(RunStatus.PAUSED)
     clock.advance(-5)  # an older gate of another run in the same conversation: not this run's
-    store.open_gate(neighbour.id, "first", "one?")
-    assert store.waiting_gate(run.id) == first
-    assert store.gate_and_args(run) == (first, b'{"message":"B"}')
+    store.gates.open_gate(neighbour.id, "first", "one?")
+    assert store.gates.waiting_gate(run.id) == first
+    assert store.views.gate_and_args(run) == (first, b'{"message":"B"}')
     decide_gate(store, run.id, "first", approved=True, by="slack:U2")
-    assert store.waiting_gate(run.id) == second
-    assert store.gate_and_args(run) == (second, b'{"message":"B"}')
+    assert store.gates.waiting_gate(run.id) == second
+    assert store.views.gate_and_args(run) == (second, b'{"message":"B"}')
     decide_gate(store, run.id, "second", approved=False, by="slack:U3")
-    assert store.waiting_gate(run.id) is None
-    assert store.gate_and_args(run) == (None, b'{"message":"B"}')
+    assert store.gates.waiting_gate(run.id) is None
+    assert store.views.gate_and_args(run) == (None, b'{"message":"B"}')
     with pytest.raises(KeyError):
-        store.gate_and_args(run.evolve(args_digest="0" * 64))
+        store.views.gate_and_args(run.evolve(args_digest="0" * 64))
 
 
 def test_the_decided_gate_of_a_run_is_the_one_decided_last(
@@ -157,15 +161,15 @@ def test_the_decided_gate_of_a_run_is_the_one_decided_last(
 ) -> None:
     run = make_run(RunStatus.PAUSED)
     for node in ("early", "late", "open"):
-        store.open_gate(run.id, node, f"{node}?")
-    assert store.decided_gate(run.id) is None
+        store.gates.open_gate(run.id, node, f"{node}?")
+    assert store.gates.decided_gate(run.id) is None
     clock.advance(1)
     decide_gate(store, run.id, "late", approved=True, by="slack:U2")
     clock.advance(1)
     last = decide_gate(store, run.id, "early", approved=False, by="slack:U3")
-    assert store.decided_gate(run.id) == last  # decided last, though opened first
-    assert store.decided_gate(make_run().id) is None
-    assert [g.node_id for g in store.run_gates(run.id)] == ["early", "late", "open"]  # oldest first
+    assert store.gates.decided_gate(run.id) == last  # decided last, though opened first
+    assert store.gates.decided_gate(make_run().id) is None
+    assert [g.node_id for g in store.gates.run_gates(run.id)] == ["early", "late", "open"]  # oldest first
 
 
 def test_waiting_gates_on_a_platform_in_every_conversation(
@@ -175,11 +179,13 @@ def test_waiting_gates_on_a_platform_in_every_conversation(
     other_platform, decided = make_run(RunStatus.PAUSED, platform="discord"), make_run(RunStatus.PAUSED)
     for run in (here, there, other_platform, decided):
         clock.advance(1)
-        store.open_gate(run.id, "review", f"ok {run.id}?")
+        store.gates.open_gate(run.id, "review", f"ok {run.id}?")
     decide_gate(store, decided.id, "review", approved=True, by="slack:U2", comment=None)
 
-    pairs = store.waiting_gates_on("slack")
+    pairs = store.gates.waiting_gates_on("slack")
 
     assert [(run.id, gate.node_id) for run, gate in pairs] == [(there.id, "review"), (here.id, "review")]
-    assert pairs[0][0] == store.get_run(there.id) and pairs[0][1] == store.get_gate(there.id, "review")
-    assert [run.id for run, _ in store.waiting_gates_on("slack", limit=1)] == [there.id]
+    assert pairs[0][0] == store.runs.get_run(
+        there.id
+    ) and pairs[0][1] == store.gates.get_gate(there.id, "review")
+    assert [run.id for run, _ in store.gates.waiting_gates_on("slack", limit=1)] == [there.id]

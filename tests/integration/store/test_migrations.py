@@ -48,7 +48,7 @@ def test_migrate_creates_everything_and_twice_is_a_no_op(database_url: str) -> N
         with store._engine.connect() as conn:
             assert migration.current_revision(conn) == migration.head_revision() == migration.HEAD_REVISION
             assert conn.execute(sa.text("SELECT count(*) FROM alembic_version")).scalar() == 1
-        assert store.get_run(run.id) == run
+        assert store.runs.get_run(run.id) == run
 
 
 def test_head_revision_constant_matches_the_migration_files() -> None:
@@ -217,8 +217,8 @@ def test_sqlite_connection_setup(tmp_path: Path, synchronous: str) -> None:
             requester="console:a",
             args_digest="d",
         )
-        store.journal_finish(
-            store.journal_start(
+        store.steps.journal_finish(
+            store.steps.journal_start(
                 run_id=run.id, node_id="n", cache_key="k", components={}, attempt=1, idempotency_key=None
             ),
             status=NodeStatus.COMPLETED,
@@ -245,15 +245,19 @@ def test_in_memory_sqlite_shares_one_database() -> None:
             requester="console:a",
             args_digest="d",
         )
-        store.transition(Transition(run.id, RunStatus.RUNNING, actor="console:a"))
-        entry_id = store.journal_start(
+        store.runs.transition(Transition(run.id, RunStatus.RUNNING, actor="console:a"))
+        entry_id = store.steps.journal_start(
             run_id=run.id, node_id="n", cache_key="k", components={"x": 1}, attempt=1, idempotency_key=None
         )
-        store.journal_finish(entry_id, status=NodeStatus.COMPLETED, output_digest=store.put_blob(b"out"))
-        (entry,) = store.journal([run.id])
-        assert (entry.status, store.get_blob(entry.output_digest or "")) == (NodeStatus.COMPLETED, b"out")
+        store.steps.journal_finish(
+            entry_id, status=NodeStatus.COMPLETED, output_digest=store.blobs.put_blob(b"out")
+        )
+        (entry,) = store.steps.journal([run.id])
+        assert (
+            entry.status, store.blobs.get_blob(entry.output_digest or "")
+        ) == (NodeStatus.COMPLETED, b"out")
         with pytest.raises(StoreError):  # foreign key: no such run; the shared connection rolls back
-            store.journal_start(
+            store.steps.journal_start(
                 run_id="000000000000",
                 node_id="n",
                 cache_key="k",
@@ -261,12 +265,12 @@ def test_in_memory_sqlite_shares_one_database() -> None:
                 attempt=1,
                 idempotency_key=None,
             )
-        assert store.get_blob(store.put_blob(b"still fine")) == b"still fine"
+        assert store.blobs.get_blob(store.blobs.put_blob(b"still fine")) == b"still fine"
 
 
 def test_unreachable_postgres_is_a_one_line_store_error() -> None:
     with SqlStore("postgresql://postgres@127.0.0.1:1/nowhere") as store:
-        for call in (lambda: store.get_run("abc"), lambda: store.put_blob(b"x"), store.migrate):
+        for call in (lambda: store.runs.get_run("abc"), lambda: store.blobs.put_blob(b"x"), store.migrate):
             with pytest.raises(StoreError) as info:
                 call()
             assert info.value.message.startswith("The run store could not ")
@@ -321,9 +325,9 @@ def test_gates_opened_before_0002_keep_their_decision_and_have_no_key(database_u
                 )
             )
         store.migrate()
-        gate = store.get_gate("000000000009", "review")
+        gate = store.gates.get_gate("000000000009", "review")
         assert (gate.cache_key, gate.status, gate.decided_by) == ("", GateStatus.APPROVED, "console:bo")
-        assert store.open_gate("000000000009", "review", "ok?") == gate  # no key given: as it is
+        assert store.gates.open_gate("000000000009", "review", "ok?") == gate  # no key given: as it is
 
 
 def test_0010_deletes_the_page_signing_key_kept_in_the_database_and_nothing_else(database_url: str) -> None:
@@ -336,5 +340,7 @@ def test_0010_deletes_the_page_signing_key_kept_in_the_database_and_nothing_else
                 insert = "INSERT INTO platform_state (platform, key, value, at) VALUES (:p, :k, 'v', 1.0)"
                 conn.execute(sa.text(insert), {"p": platform, "k": key})
         store.migrate()
-        assert store.get_state("baton", "web_signing_key") is None
-        assert (store.get_state("slack", "progress:1"), store.get_state("baton", "other")) == ("v", "v")
+        assert store.state.get_state("baton", "web_signing_key") is None
+        assert (
+            store.state.get_state("slack", "progress:1"), store.state.get_state("baton", "other")
+        ) == ("v", "v")

@@ -26,11 +26,11 @@ def _finish(store: Store, run_id: str, to: RunStatus = RunStatus.COMPLETED, **pa
 def test_a_row_is_written_with_its_state_change_and_the_runs_place(store: Store, make_run: MakeRun) -> None:
     run = make_run(RunStatus.RUNNING, platform="discord", conversation="C9", thread="T9")
     _finish(store, run.id, reason="done")
-    [row] = store.deliveries(run.id)
+    [row] = store.outbox.deliveries(run.id)
     assert (row.kind, row.platform, row.conversation, row.thread) == ("run_finished", "discord", "C9", "T9")
     assert row.payload == {"status": "completed", "reason": "done"}
     assert row.delivered_at is None and row.attempts == 0 and row.claimed_by is None
-    assert store.undelivered() == [row]
+    assert store.outbox.undelivered() == [row]
     assert row.key == f"outbox:{row.id}"
 
 
@@ -38,7 +38,7 @@ def test_a_lost_compare_and_swap_writes_no_row(store: Store, make_run: MakeRun) 
     run = make_run(RunStatus.COMPLETED)
     with pytest.raises(InvalidTransition):
         _finish(store, run.id, RunStatus.FAILED)
-    assert store.deliveries(run.id) == []
+    assert store.outbox.deliveries(run.id) == []
 
 
 def test_an_exception_in_the_unit_writes_no_row(store: Store, make_run: MakeRun) -> None:
@@ -46,7 +46,7 @@ def test_an_exception_in_the_unit_writes_no_row(store: Store, make_run: MakeRun)
     with pytest.raises(RuntimeError), store.transaction() as tx:
         tx.enqueue_delivery(run.id, "run_finished", {"status": "completed"})
         raise RuntimeError("boom")
-    assert store.deliveries(run.id) == []
+    assert store.outbox.deliveries(run.id) == []
 
 
 def test_a_claimed_row_is_not_claimed_again_until_its_lease_lapses(
@@ -54,59 +54,59 @@ def test_a_claimed_row_is_not_claimed_again_until_its_lease_lapses(
 ) -> None:
     run = make_run(RunStatus.RUNNING)
     _finish(store, run.id)
-    [mine] = store.claim_deliveries("a", ["slack"], lease_seconds=30)
+    [mine] = store.outbox.claim_deliveries("a", ["slack"], lease_seconds=30)
     assert (mine.claimed_by, mine.attempts) == ("a", 1)
-    assert store.claim_deliveries("b", ["slack"], lease_seconds=30) == []
+    assert store.outbox.claim_deliveries("b", ["slack"], lease_seconds=30) == []
     clock.advance(31)  # "a" died holding it
-    [taken] = store.claim_deliveries("b", ["slack"], lease_seconds=30)
+    [taken] = store.outbox.claim_deliveries("b", ["slack"], lease_seconds=30)
     assert (taken.id, taken.claimed_by, taken.attempts) == (mine.id, "b", 2)
-    assert not store.settle_delivery(mine.id, "a")  # the old holder lost it
-    assert store.settle_delivery(mine.id, "b")
-    assert not store.settle_delivery(mine.id, "b")  # once
-    assert store.undelivered() == []
-    assert store.claim_deliveries("c", ["slack"], lease_seconds=30) == []
+    assert not store.outbox.settle_delivery(mine.id, "a")  # the old holder lost it
+    assert store.outbox.settle_delivery(mine.id, "b")
+    assert not store.outbox.settle_delivery(mine.id, "b")  # once
+    assert store.outbox.undelivered() == []
+    assert store.outbox.claim_deliveries("c", ["slack"], lease_seconds=30) == []
 
 
 def test_only_the_claimers_platforms_are_claimed(store: Store, make_run: MakeRun) -> None:
     run = make_run(RunStatus.RUNNING, platform="discord")
     _finish(store, run.id)
-    assert store.claim_deliveries("a", ["slack", "console"], lease_seconds=30) == []
-    assert store.claim_deliveries("a", [], lease_seconds=30) == []
-    assert [r.run_id for r in store.claim_deliveries("a", ["discord"], lease_seconds=30)] == [run.id]
+    assert store.outbox.claim_deliveries("a", ["slack", "console"], lease_seconds=30) == []
+    assert store.outbox.claim_deliveries("a", [], lease_seconds=30) == []
+    assert [r.run_id for r in store.outbox.claim_deliveries("a", ["discord"], lease_seconds=30)] == [run.id]
 
 
 def test_a_deferred_row_waits_for_its_backoff(store: Store, make_run: MakeRun, clock: Clock) -> None:
     run = make_run(RunStatus.RUNNING)
     _finish(store, run.id)
-    [row] = store.claim_deliveries("a", ["slack"], lease_seconds=30)
-    assert store.defer_delivery(row.id, "a", due_at=clock.now + 8, error="503 Service Unavailable")
-    assert not store.defer_delivery(row.id, "a", due_at=clock.now, error="again")  # claim given up
-    assert store.claim_deliveries("a", ["slack"], lease_seconds=30) == []
+    [row] = store.outbox.claim_deliveries("a", ["slack"], lease_seconds=30)
+    assert store.outbox.defer_delivery(row.id, "a", due_at=clock.now + 8, error="503 Service Unavailable")
+    assert not store.outbox.defer_delivery(row.id, "a", due_at=clock.now, error="again")  # claim given up
+    assert store.outbox.claim_deliveries("a", ["slack"], lease_seconds=30) == []
     clock.advance(7)
-    assert store.claim_deliveries("b", ["slack"], lease_seconds=30) == []
+    assert store.outbox.claim_deliveries("b", ["slack"], lease_seconds=30) == []
     clock.advance(2)
-    [again] = store.claim_deliveries("b", ["slack"], lease_seconds=30)
+    [again] = store.outbox.claim_deliveries("b", ["slack"], lease_seconds=30)
     assert (again.attempts, again.last_error) == (2, "503 Service Unavailable")
 
 
 def test_a_runs_rows_are_claimed_in_order(store: Store, make_run: MakeRun, clock: Clock) -> None:
     first, other = make_run(RunStatus.RUNNING), make_run(RunStatus.RUNNING)
     _finish(store, first.id, RunStatus.PAUSED)
-    store.transition(Transition(first.id, RunStatus.RUNNING, actor="u", lease_owner="engine"))
+    store.runs.transition(Transition(first.id, RunStatus.RUNNING, actor="u", lease_owner="engine"))
     _finish(store, first.id)
     _finish(store, other.id)
-    claimed = store.claim_deliveries("a", ["slack"], lease_seconds=30)
+    claimed = store.outbox.claim_deliveries("a", ["slack"], lease_seconds=30)
     assert [(r.run_id, r.payload["status"]) for r in claimed] == [
         (first.id, "paused"), (other.id, "completed")
     ]
-    store.defer_delivery(claimed[0].id, "a", due_at=clock.now + 5, error="x")
+    store.outbox.defer_delivery(claimed[0].id, "a", due_at=clock.now + 5, error="x")
     clock.advance(1)
-    assert store.claim_deliveries("a", ["slack"], lease_seconds=30) == []  # the later one waits
+    assert store.outbox.claim_deliveries("a", ["slack"], lease_seconds=30) == []  # the later one waits
     clock.advance(5)
-    [paused] = store.claim_deliveries("a", ["slack"], lease_seconds=30)
+    [paused] = store.outbox.claim_deliveries("a", ["slack"], lease_seconds=30)
     assert paused.payload["status"] == "paused"
-    store.settle_delivery(paused.id, "a")
-    [completed] = store.claim_deliveries("a", ["slack"], lease_seconds=30)
+    store.outbox.settle_delivery(paused.id, "a")
+    [completed] = store.outbox.claim_deliveries("a", ["slack"], lease_seconds=30)
     assert (completed.run_id, completed.payload["status"]) == (first.id, "completed")
 
 
@@ -121,18 +121,18 @@ def test_the_rows_one_unit_adds_keep_the_units_order(store: Store, make_run: Mak
         tx.enqueue_delivery(run.id, "gate_timed_out", {"node": "review"})
         tx.audit(actor="baton", action="reject", run_id=run.id)
         tx.enqueue_delivery(run.id, "run_finished", {"status": "cancelled"})
-    assert [r.kind for r in store.deliveries(run.id)] == ["gate_timed_out", "run_finished"]
-    assert [a.action for a in store.audit_log(run.id)][-2:] == ["timeout", "reject"]
-    [first] = store.claim_deliveries("a", ["slack"], lease_seconds=30)
+    assert [r.kind for r in store.outbox.deliveries(run.id)] == ["gate_timed_out", "run_finished"]
+    assert [a.action for a in store.events.audit_log(run.id)][-2:] == ["timeout", "reject"]
+    [first] = store.outbox.claim_deliveries("a", ["slack"], lease_seconds=30)
     assert first.kind == "gate_timed_out"
 
 
 def test_released_claims_are_claimed_at_once(store: Store, make_run: MakeRun) -> None:
     run = make_run(RunStatus.RUNNING)
     _finish(store, run.id)
-    store.claim_deliveries("a", ["slack"], lease_seconds=300)
-    assert store.release_deliveries("a") == 1
-    assert [r.claimed_by for r in store.claim_deliveries("b", ["slack"], lease_seconds=30)] == ["b"]
+    store.outbox.claim_deliveries("a", ["slack"], lease_seconds=300)
+    assert store.outbox.release_deliveries("a") == 1
+    assert [r.claimed_by for r in store.outbox.claim_deliveries("b", ["slack"], lease_seconds=30)] == ["b"]
 
 
 def test_a_renewed_claim_is_kept_and_a_silent_one_lapses(
@@ -143,14 +143,14 @@ def test_a_renewed_claim_is_kept_and_a_silent_one_lapses(
     one, two = make_run(RunStatus.RUNNING), make_run(RunStatus.RUNNING)
     _finish(store, one.id)
     _finish(store, two.id)
-    [kept, silent] = store.claim_deliveries("a:1:x", ["slack"], lease_seconds=10)
+    [kept, silent] = store.outbox.claim_deliveries("a:1:x", ["slack"], lease_seconds=10)
     for _ in range(3):
         clock.advance(4)
-        assert store.renew_delivery(kept.id, "a:1:x", 10)
-    assert [r.id for r in store.claim_deliveries("b", ["slack"], lease_seconds=10)] == [silent.id]
-    assert not store.renew_delivery(silent.id, "a:1:x", 10)  # lost: the sender stops there
-    assert store.settle_delivery(kept.id, "a:1:x")
-    assert not store.renew_delivery(kept.id, "a:1:x", 10)  # delivered: nothing to renew
+        assert store.outbox.renew_delivery(kept.id, "a:1:x", 10)
+    assert [r.id for r in store.outbox.claim_deliveries("b", ["slack"], lease_seconds=10)] == [silent.id]
+    assert not store.outbox.renew_delivery(silent.id, "a:1:x", 10)  # lost: the sender stops there
+    assert store.outbox.settle_delivery(kept.id, "a:1:x")
+    assert not store.outbox.renew_delivery(kept.id, "a:1:x", 10)  # delivered: nothing to renew
 
 
 def test_the_claimants_of_a_replica_are_listed_for_its_restart(
@@ -159,16 +159,16 @@ def test_the_claimants_of_a_replica_are_listed_for_its_restart(
     runs = [make_run(RunStatus.RUNNING) for _ in range(4)]
     for run in runs:
         _finish(store, run.id)
-    store.claim_deliveries("web_1:10:aa", ["slack"], lease_seconds=30, run_id=runs[0].id)
-    store.claim_deliveries("web_1:11:bb", ["slack"], lease_seconds=30, run_id=runs[1].id)
-    store.claim_deliveries("web%1:12:cc", ["slack"], lease_seconds=30, run_id=runs[2].id)
-    store.claim_deliveries("web_10:13:dd", ["slack"], lease_seconds=5, run_id=runs[3].id)
-    assert store.delivery_claimants("web_1:") == ["web_1:10:aa", "web_1:11:bb"]  # no LIKE wildcards
-    assert store.delivery_claimants("web_10:") == ["web_10:13:dd"]
+    store.outbox.claim_deliveries("web_1:10:aa", ["slack"], lease_seconds=30, run_id=runs[0].id)
+    store.outbox.claim_deliveries("web_1:11:bb", ["slack"], lease_seconds=30, run_id=runs[1].id)
+    store.outbox.claim_deliveries("web%1:12:cc", ["slack"], lease_seconds=30, run_id=runs[2].id)
+    store.outbox.claim_deliveries("web_10:13:dd", ["slack"], lease_seconds=5, run_id=runs[3].id)
+    assert store.outbox.delivery_claimants("web_1:") == ["web_1:10:aa", "web_1:11:bb"]  # no LIKE wildcards
+    assert store.outbox.delivery_claimants("web_10:") == ["web_10:13:dd"]
     clock.advance(6)
-    assert store.delivery_claimants("web_10:") == []  # lapsed: anyone takes it anyway
-    assert store.release_deliveries("web_1:10:aa") == 1
-    assert store.delivery_claimants("web_1:") == ["web_1:11:bb"]
+    assert store.outbox.delivery_claimants("web_10:") == []  # lapsed: anyone takes it anyway
+    assert store.outbox.release_deliveries("web_1:10:aa") == 1
+    assert store.outbox.delivery_claimants("web_1:") == ["web_1:11:bb"]
 
 
 def test_delivered_rows_are_pruned_after_their_retention(
@@ -176,14 +176,14 @@ def test_delivered_rows_are_pruned_after_their_retention(
 ) -> None:
     done, pending = make_run(RunStatus.RUNNING), make_run(RunStatus.RUNNING)
     _finish(store, done.id)
-    [row] = store.claim_deliveries("a", ["slack"], lease_seconds=30)
-    store.settle_delivery(row.id, "a")
+    [row] = store.outbox.claim_deliveries("a", ["slack"], lease_seconds=30)
+    store.outbox.settle_delivery(row.id, "a")
     _finish(store, pending.id)
     clock.advance(100)
-    assert store.forget_deliveries(clock.now - 200) == 0
-    assert store.forget_deliveries(clock.now) == 1
-    assert store.deliveries(done.id) == []
-    assert [r.run_id for r in store.undelivered()] == [pending.id]  # never an undelivered one
+    assert store.outbox.forget_deliveries(clock.now - 200) == 0
+    assert store.outbox.forget_deliveries(clock.now) == 1
+    assert store.outbox.deliveries(done.id) == []
+    assert [r.run_id for r in store.outbox.undelivered()] == [pending.id]  # never an undelivered one
 
 
 def _race(workers: list[Callable[[], list[Delivery]]]) -> list[list[Delivery]]:
@@ -207,11 +207,11 @@ def test_two_claimers_at_once_get_each_row_once(store: Store, make_run: MakeRun)
     for run in runs:
         _finish(store, run.id)
     a, b = _race([
-        lambda: store.claim_deliveries("a", ["slack"], lease_seconds=30),
-        lambda: store.claim_deliveries("b", ["slack"], lease_seconds=30),
+        lambda: store.outbox.claim_deliveries("a", ["slack"], lease_seconds=30),
+        lambda: store.outbox.claim_deliveries("b", ["slack"], lease_seconds=30),
     ])
     ids = [r.id for r in a + b]
-    assert sorted(ids) == sorted(r.id for r in store.undelivered()) and len(set(ids)) == 6
+    assert sorted(ids) == sorted(r.id for r in store.outbox.undelivered()) and len(set(ids)) == 6
 
 
 def test_two_replicas_claiming_at_once_get_each_row_once(database_url: str, make_sql_run: MakeRun) -> None:
@@ -221,22 +221,24 @@ def test_two_replicas_claiming_at_once_get_each_row_once(database_url: str, make
             for run in runs:
                 _finish(a, run.id)
             got_a, got_b = _race([
-                lambda: a.claim_deliveries("replica-a", ["slack"], lease_seconds=30),
-                lambda: b.claim_deliveries("replica-b", ["slack"], lease_seconds=30),
+                lambda: a.outbox.claim_deliveries("replica-a", ["slack"], lease_seconds=30),
+                lambda: b.outbox.claim_deliveries("replica-b", ["slack"], lease_seconds=30),
             ])
             ids = [r.id for r in got_a + got_b]
             assert len(ids) == len(set(ids)) == 4
             for row in got_a:
-                assert a.settle_delivery(row.id, "replica-a") and not b.settle_delivery(row.id, "replica-b")
+                assert a.outbox.settle_delivery(
+                    row.id, "replica-a"
+                ) and not b.outbox.settle_delivery(row.id, "replica-b")
             for row in got_b:
-                assert b.settle_delivery(row.id, "replica-b")
+                assert b.outbox.settle_delivery(row.id, "replica-b")
 
 
 def test_a_claim_may_name_one_run(store: Store, make_run: MakeRun) -> None:
     first, second = make_run(RunStatus.RUNNING), make_run(RunStatus.RUNNING)
     _finish(store, first.id)
     _finish(store, second.id)
-    [row] = store.claim_deliveries("a", ["slack"], lease_seconds=30, run_id=second.id)
+    [row] = store.outbox.claim_deliveries("a", ["slack"], lease_seconds=30, run_id=second.id)
     assert row.run_id == second.id
-    assert store.claim_deliveries("a", ["slack"], lease_seconds=30, run_id=second.id) == []
-    assert [r.run_id for r in store.claim_deliveries("a", ["slack"], lease_seconds=30)] == [first.id]
+    assert store.outbox.claim_deliveries("a", ["slack"], lease_seconds=30, run_id=second.id) == []
+    assert [r.run_id for r in store.outbox.claim_deliveries("a", ["slack"], lease_seconds=30)] == [first.id]

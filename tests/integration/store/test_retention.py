@@ -18,7 +18,7 @@ DAY = 86_400.0
 def _history(store: Store, run_id: str, output: bytes, artifact: bytes) -> tuple[str, str]:
     """A step with an output and an artifact, a decided gate with a vote and a deadline, and an
     outbox row: everything a prune must take with the run."""
-    entry = store.journal_start(
+    entry = store.steps.journal_start(
         run_id=run_id,
         node_id="build",
         cache_key="k-" + run_id,
@@ -26,14 +26,18 @@ def _history(store: Store, run_id: str, output: bytes, artifact: bytes) -> tuple
         attempt=1,
         idempotency_key=None,
     )
-    out, art = store.put_blob(output), store.put_blob(artifact)
-    store.journal_finish(entry, status=NodeStatus.COMPLETED, output_digest=out, artifacts={"dist/a.whl": art})
-    gate = store.open_gate(run_id, "review", "ok?")
-    store.cast_vote(GateVote(run_id, "review", gate.created_at, "slack:U1", "approve", gate.created_at + 1))
-    store.plan_deadlines(run_id, "review", gate.created_at, [("timeout", gate.created_at + 60)])
+    out, art = store.blobs.put_blob(output), store.blobs.put_blob(artifact)
+    store.steps.journal_finish(
+        entry, status=NodeStatus.COMPLETED, output_digest=out, artifacts={"dist/a.whl": art}
+    )
+    gate = store.gates.open_gate(run_id, "review", "ok?")
+    store.ballots.cast_vote(
+        GateVote(run_id, "review", gate.created_at, "slack:U1", "approve", gate.created_at + 1)
+    )
+    store.ballots.plan_deadlines(run_id, "review", gate.created_at, [("timeout", gate.created_at + 60)])
     with store.transaction() as tx:
         tx.enqueue_delivery(run_id, "run_finished", {"status": "completed"})
-    store.audit(actor="slack:U1", action="approve", run_id=run_id)
+    store.events.audit(actor="slack:U1", action="approve", run_id=run_id)
     return out, art
 
 
@@ -46,10 +50,10 @@ def test_only_old_runs_at_rest_and_over_are_prunable(store: Store, make_run: Mak
     cut = clock.now + 1
     clock.advance(10)
     young = make_run(RunStatus.COMPLETED)
-    found = store.prunable_runs(cut)
+    found = store.retention.prunable_runs(cut)
     assert set(found) == {r.id for r in over.values()}
     assert young.id not in found and not {r.id for r in kept} & set(found)
-    assert store.prunable_runs(cut, limit=2) == found[:2]  # oldest first, bounded
+    assert store.retention.prunable_runs(cut, limit=2) == found[:2]  # oldest first, bounded
 
 
 def test_a_pinned_run_and_a_run_something_was_resumed_from_stay(
@@ -58,14 +62,16 @@ def test_a_pinned_run_and_a_run_something_was_resumed_from_stay(
     pinned = make_run(RunStatus.COMPLETED)
     parent = make_run(RunStatus.FAILED)
     child = make_run(RunStatus.COMPLETED, resumed_from=parent.id)
-    assert store.pin_run(pinned.id, "slack:U1") and not store.pin_run(pinned.id, "slack:U2")
-    assert store.is_pinned(pinned.id)
+    assert store.retention.pin_run(
+        pinned.id, "slack:U1"
+    ) and not store.retention.pin_run(pinned.id, "slack:U2")
+    assert store.retention.is_pinned(pinned.id)
     clock.advance(10)
-    assert store.prunable_runs(clock.now) == [child.id]  # the parent waits for its child
-    assert store.prune_runs([pinned.id, parent.id, child.id]).runs == 1  # decided again inside
-    assert store.prunable_runs(clock.now) == [parent.id]
-    assert store.unpin_run(pinned.id) and not store.unpin_run(pinned.id)
-    assert set(store.prunable_runs(clock.now)) == {parent.id, pinned.id}
+    assert store.retention.prunable_runs(clock.now) == [child.id]  # the parent waits for its child
+    assert store.retention.prune_runs([pinned.id, parent.id, child.id]).runs == 1  # decided again inside
+    assert store.retention.prunable_runs(clock.now) == [parent.id]
+    assert store.retention.unpin_run(pinned.id) and not store.retention.unpin_run(pinned.id)
+    assert set(store.retention.prunable_runs(clock.now)) == {parent.id, pinned.id}
 
 
 def test_a_prune_deletes_the_runs_history_keeps_the_audit_and_leaves_a_tombstone(
@@ -76,78 +82,80 @@ def test_a_prune_deletes_the_runs_history_keeps_the_audit_and_leaves_a_tombstone
     _history(store, run.id, b"out-1", b"wheel-1")
     _history(store, other.id, b"out-2", b"wheel-2")
     expected = PruneCounts(runs=1, journal=1, gates=1, votes=1, deadlines=1, outbox=1)
-    assert store.prune_counts([run.id]) == expected  # the dry run
-    assert store.get_run(run.id) == run  # … deleted nothing
-    assert store.prune_runs([run.id]) == expected
+    assert store.retention.prune_counts([run.id]) == expected  # the dry run
+    assert store.runs.get_run(run.id) == run  # … deleted nothing
+    assert store.retention.prune_runs([run.id]) == expected
     with pytest.raises(RunPruned) as pruned:
-        store.get_run(run.id)
+        store.runs.get_run(run.id)
     assert "pruned on" in pruned.value.message and run.workflow in pruned.value.message
     with pytest.raises(RunPruned):
-        store.find_run(run.id[:6])
+        store.runs.find_run(run.id[:6])
     assert isinstance(pruned.value, RunNotFound)  # old callers still see "no such run"
-    assert store.journal([run.id]) == [] and store.run_gates(run.id) == [] and store.deliveries(run.id) == []
-    assert [e.action for e in store.audit_log(run.id)][-1] == "approve"  # audit has its own retention
+    assert store.steps.journal(
+        [run.id]
+    ) == [] and store.gates.run_gates(run.id) == [] and store.outbox.deliveries(run.id) == []
+    assert [e.action for e in store.events.audit_log(run.id)][-1] == "approve"  # audit has its own retention
     # the other run is untouched
-    assert len(store.journal([other.id])) == 1 and len(store.deliveries(other.id)) == 1
-    assert store.prune_runs([run.id]) == PruneCounts()  # twice: nothing more
+    assert len(store.steps.journal([other.id])) == 1 and len(store.outbox.deliveries(other.id)) == 1
+    assert store.retention.prune_runs([run.id]) == PruneCounts()  # twice: nothing more
 
 
 def test_the_blob_sweep_keeps_shared_blobs_and_waits_out_its_grace(
     store: Store, make_run: MakeRun, clock: Clock
 ) -> None:
-    shared_args = store.put_blob(b'{"message":"shared"}')
+    shared_args = store.blobs.put_blob(b'{"message":"shared"}')
     run = make_run(RunStatus.COMPLETED, args_digest=shared_args)
     keeper = make_run(RunStatus.COMPLETED, args_digest=shared_args)  # same args: the blob is shared
     out, art = _history(store, run.id, b"only-mine", b"my-wheel")
     shared_out, _ = _history(store, keeper.id, b"shared-output", b"other-wheel")
-    entry = store.journal_start(
+    entry = store.steps.journal_start(
         run_id=run.id, node_id="x", cache_key="kx", components={}, attempt=1, idempotency_key=None
     )
-    store.journal_finish(entry, status=NodeStatus.COMPLETED, output_digest=shared_out)
-    button = store.put_blob(b"approve abc123 --a-long-button-command")  # referenced by no table
-    store.prune_runs([run.id])
+    store.steps.journal_finish(entry, status=NodeStatus.COMPLETED, output_digest=shared_out)
+    button = store.blobs.put_blob(b"approve abc123 --a-long-button-command")  # referenced by no table
+    store.retention.prune_runs([run.id])
     marked = clock.now
-    assert store.sweep_blobs(marked - 1) == 0  # inside the grace period: nothing goes
+    assert store.retention.sweep_blobs(marked - 1) == 0  # inside the grace period: nothing goes
     clock.advance(3600)
-    assert store.sweep_blobs(clock.now) == 2  # its own output and artifact
+    assert store.retention.sweep_blobs(clock.now) == 2  # its own output and artifact
     for gone in (out, art):
         with pytest.raises(KeyError):
-            store.get_blob(gone)
+            store.blobs.get_blob(gone)
     for kept in (shared_args, shared_out, button):
-        assert store.get_blob(kept)
-    assert store.sweep_blobs(clock.now) == 0  # candidates are unmarked once swept
+        assert store.blobs.get_blob(kept)
+    assert store.retention.sweep_blobs(clock.now) == 0  # candidates are unmarked once swept
 
 
 def test_a_blob_referenced_again_before_the_sweep_stays(
     store: Store, make_run: MakeRun, clock: Clock
 ) -> None:
-    args = store.put_blob(b'{"message":"again"}')
+    args = store.blobs.put_blob(b'{"message":"again"}')
     run = make_run(RunStatus.COMPLETED, args_digest=args)
-    store.prune_runs([run.id])
+    store.retention.prune_runs([run.id])
     make_run(RunStatus.PENDING, args_digest=args)  # a new run with the same args, after the prune
     clock.advance(3600)
-    assert store.sweep_blobs(clock.now) == 0
-    assert store.get_blob(args)
+    assert store.retention.sweep_blobs(clock.now) == 0
+    assert store.blobs.get_blob(args)
 
 
 def test_pinning_an_unknown_or_pruned_run_is_refused(store: Store, make_run: MakeRun) -> None:
     with pytest.raises(RunNotFound):
-        store.pin_run("000000000000", "slack:U1")
+        store.retention.pin_run("000000000000", "slack:U1")
     run = make_run(RunStatus.CANCELLED)
-    store.prune_runs([run.id])
+    store.retention.prune_runs([run.id])
     with pytest.raises(RunPruned):
-        store.pin_run(run.id, "slack:U1")
+        store.retention.pin_run(run.id, "slack:U1")
 
 
 def test_old_audit_rows_are_forgotten_on_their_own_clock(
     store: Store, make_run: MakeRun, clock: Clock
 ) -> None:
     run = make_run(RunStatus.COMPLETED)
-    store.audit(actor="a", action="old", run_id=run.id)
+    store.events.audit(actor="a", action="old", run_id=run.id)
     clock.advance(40 * DAY)
-    store.audit(actor="a", action="new", run_id=run.id)
-    assert store.count_audit(clock.now - 30 * DAY) == 1
-    assert store.forget_audit(clock.now - 30 * DAY) == 1
-    assert store.count_audit(clock.now - 30 * DAY) == 0
-    assert [e.action for e in store.audit_log(run.id)] == ["new"]
-    assert store.get_run(run.id) == run
+    store.events.audit(actor="a", action="new", run_id=run.id)
+    assert store.retention.count_audit(clock.now - 30 * DAY) == 1
+    assert store.retention.forget_audit(clock.now - 30 * DAY) == 1
+    assert store.retention.count_audit(clock.now - 30 * DAY) == 0
+    assert [e.action for e in store.events.audit_log(run.id)] == ["new"]
+    assert store.runs.get_run(run.id) == run

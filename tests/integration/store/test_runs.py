@@ -13,7 +13,7 @@ from tests.integration.store.conftest import Clock, MakeRun
 
 
 def test_create_run_returns_what_get_run_reads(store: Store) -> None:
-    digest = store.put_blob(b'{"message":"A"}')
+    digest = store.blobs.put_blob(b'{"message":"A"}')
     created = create_run(
         store,
         workflow="release-notes",
@@ -27,7 +27,7 @@ def test_create_run_returns_what_get_run_reads(store: Store) -> None:
     assert created.status is RunStatus.PENDING and created.version == 1
     assert created.status_by == "slack:U1" and created.lease_owner is None
     assert created.handle == f"args:{digest[:8]}"
-    assert store.get_run(created.id) == created
+    assert store.runs.get_run(created.id) == created
 
 
 def test_create_run_running_takes_a_lease(store: Store, clock: Clock) -> None:
@@ -46,12 +46,12 @@ def test_create_run_running_takes_a_lease(store: Store, clock: Clock) -> None:
     )
     assert run.lease_owner == "host:1:a"
     assert run.lease_expires_at == pytest.approx(clock.now + 30, abs=0.01)
-    assert store.get_run(run.id) == run
+    assert store.runs.get_run(run.id) == run
 
 
 def test_get_run_unknown_raises_run_not_found(store: Store) -> None:
     with pytest.raises(RunNotFound) as info:
-        store.get_run("000000000000")
+        store.runs.get_run("000000000000")
     assert info.value.message == "No run has the id 000000000000."
     assert "/workflow runs" in hint(info.value)
 
@@ -59,11 +59,11 @@ def test_get_run_unknown_raises_run_not_found(store: Store) -> None:
 def test_find_run_by_exact_id_and_unique_prefix(store: Store, make_run: MakeRun) -> None:
     runs = [make_run() for _ in range(6)]
     for run in runs:
-        assert store.find_run(run.id) == run
-        assert store.find_run(run.id.upper()) == run
+        assert store.runs.find_run(run.id) == run
+        assert store.runs.find_run(run.id.upper()) == run
         # the shortest prefix that no other run shares
         length = next(n for n in range(1, 13) if sum(r.id.startswith(run.id[:n]) for r in runs) == 1)
-        assert store.find_run(run.id[:length]) == run
+        assert store.runs.find_run(run.id[:length]) == run
 
 
 def test_find_run_ambiguous_prefix_lists_candidates(store: Store, make_run: MakeRun) -> None:
@@ -71,7 +71,7 @@ def test_find_run_ambiguous_prefix_lists_candidates(store: Store, make_run: Make
     first = next(c for c in "0123456789abcdef" if sum(r.id.startswith(c) for r in runs) >= 2)
     sharing = [r.id for r in runs if r.id.startswith(first)]
     with pytest.raises(AmbiguousRunId) as info:
-        store.find_run(first)
+        store.runs.find_run(first)
     assert info.value.message.startswith(f"Run id {first} matches several runs: ")
     assert all(run_id in info.value.message for run_id in sharing[:5])
     assert info.value.hint == "Type more characters of the run id."
@@ -82,7 +82,7 @@ def test_find_run_without_match_raises_run_not_found(store: Store, make_run: Mak
     unused = next(f"{n:02x}" for n in range(256) if not any(r.id.startswith(f"{n:02x}") for r in runs))
     for text in (unused, "", "not-hex", "%", "_", runs[0].id + "0"):
         with pytest.raises(RunNotFound):
-            store.find_run(text)
+            store.runs.find_run(text)
 
 
 def test_unfinished_runs_are_newest_first_and_scoped(store: Store, make_run: MakeRun) -> None:
@@ -95,36 +95,36 @@ def test_unfinished_runs_are_newest_first_and_scoped(store: Store, make_run: Mak
     make_run(RunStatus.FAILED, conversation="C2")
     make_run(RunStatus.FAILED, platform="discord")
 
-    _, found = store.command_runs("slack:none", "release-notes", "slack", "C1")
+    _, found = store.views.command_runs("slack:none", "release-notes", "slack", "C1")
     assert [r.id for r in found] == [attention.id, paused.id, failed.id]
 
 
 def test_abandoning_removes_a_run_from_the_unfinished_list(store: Store, make_run: MakeRun) -> None:
     failed = make_run(RunStatus.FAILED)
-    store.transition(Transition(failed.id, RunStatus.CANCELLED, actor="slack:U1"))
-    assert store.command_runs("slack:none", "release-notes", "slack", "C1") == (None, [])
+    store.runs.transition(Transition(failed.id, RunStatus.CANCELLED, actor="slack:U1"))
+    assert store.views.command_runs("slack:none", "release-notes", "slack", "C1") == (None, [])
 
 
 def test_recent_runs_filters_and_limits(store: Store, make_run: MakeRun) -> None:
     first = make_run()
     second = make_run(conversation="C2")
     third = make_run(platform="discord")
-    assert [r.id for r in store.recent_runs()] == [third.id, second.id, first.id]
-    assert [r.id for r in store.recent_runs(limit=2)] == [third.id, second.id]
-    assert [r.id for r in store.recent_runs(platform="slack")] == [second.id, first.id]
-    assert [r.id for r in store.recent_runs(platform="slack", conversation="C1")] == [first.id]
+    assert [r.id for r in store.runs.recent_runs()] == [third.id, second.id, first.id]
+    assert [r.id for r in store.runs.recent_runs(limit=2)] == [third.id, second.id]
+    assert [r.id for r in store.runs.recent_runs(platform="slack")] == [second.id, first.id]
+    assert [r.id for r in store.runs.recent_runs(platform="slack", conversation="C1")] == [first.id]
 
 
 def test_set_thread_and_runs_in_thread(store: Store, make_run: MakeRun) -> None:
     run = make_run(RunStatus.RUNNING)
     other = make_run(thread="T9")
-    updated = store.set_thread(run.id, "T1")
+    updated = store.runs.set_thread(run.id, "T1")
     assert updated.thread == "T1" and updated.version == run.version
-    assert [r.id for r in store.runs_in_thread("slack", "C1", "T1")] == [run.id]
-    assert [r.id for r in store.runs_in_thread("slack", "C1", "T9")] == [other.id]
-    assert store.runs_in_thread("slack", "C2", "T1") == []
+    assert [r.id for r in store.runs.runs_in_thread("slack", "C1", "T1")] == [run.id]
+    assert [r.id for r in store.runs.runs_in_thread("slack", "C1", "T9")] == [other.id]
+    assert store.runs.runs_in_thread("slack", "C2", "T1") == []
     with pytest.raises(RunNotFound):
-        store.set_thread("000000000000", "T1")
+        store.runs.set_thread("000000000000", "T1")
 
 
 def test_recent_runs_of_one_requester_across_conversations(
@@ -136,6 +136,6 @@ def test_recent_runs_of_one_requester_across_conversations(
     clock.advance(1)
     also_mine = make_run(requester="slack:U1", conversation="C2")
 
-    mine_first = store.recent_runs(platform="slack", requester="slack:U1")
+    mine_first = store.runs.recent_runs(platform="slack", requester="slack:U1")
     assert [r.id for r in mine_first] == [also_mine.id, mine.id]
-    assert [r.id for r in store.recent_runs(requester="slack:U1", limit=1)] == [also_mine.id]
+    assert [r.id for r in store.runs.recent_runs(requester="slack:U1", limit=1)] == [also_mine.id]

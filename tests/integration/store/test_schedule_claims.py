@@ -46,7 +46,7 @@ def _ids(n: int) -> list[str]:
 
 
 def _runs_per_fire(store: Store, ids: Sequence[str], due: float) -> Counter[str]:
-    runs = store.recent_runs(limit=10 * len(ids))
+    runs = store.runs.recent_runs(limit=10 * len(ids))
     return Counter(r.started_by or "" for r in runs if r.scheduled_for == due)
 
 
@@ -56,11 +56,11 @@ def _check_one_run_per_fire(store: Store, ids: Sequence[str], due: float) -> dic
     assert _runs_per_fire(store, ids, due) == Counter(f"schedule:{sid}" for sid in ids)
     by: dict[str, str] = {}
     for sid in ids:
-        (fire,) = [f for f in store.schedule_fires(sid) if f.due_at == due]
+        (fire,) = [f for f in store.schedules.schedule_fires(sid) if f.due_at == due]
         assert fire.run_id is not None
-        run = store.get_run(fire.run_id)
+        run = store.runs.get_run(fire.run_id)
         assert (run.started_by, run.scheduled_for, run.lease_owner) == (f"schedule:{sid}", due, fire.by)
-        assert [e.details["by"] for e in store.audit_log(run.id)] == [fire.by]
+        assert [e.details["by"] for e in store.events.audit_log(run.id)] == [fire.by]
         by[sid] = fire.by
     return by
 
@@ -68,15 +68,15 @@ def _check_one_run_per_fire(store: Store, ids: Sequence[str], due: float) -> dic
 def test_units_keep_each_won_fire_and_undo_only_the_lost_ones(store: Store) -> None:
     ids = _ids(4)
     for sid in ids:
-        store.add_schedule(_schedule(sid))
-    assert store.record_fire(Fire(schedule_id="s001", due_at=100.0, outcome=FireOutcome.STARTED, at=100.1,
-                                  by="peer", run_id=None, detail={}))  # fmt: skip
+        store.schedules.add_schedule(_schedule(sid))
+    assert store.schedules.record_fire(Fire(schedule_id="s001", due_at=100.0, outcome=FireOutcome.STARTED,
+                                            at=100.1, by="peer", run_id=None, detail={}))  # fmt: skip
     with store.batch() as batch:
         out = batch.units([_start(ids[0], 100.0, "r1"), _start(ids[1], 100.0, "r1"),
                            _start(ids[2], 100.0, "r1", key="schedule:s002"), _start(ids[3], 100.0, "r1"),
                            _start(ids[3], 100.0, "r1")])  # fmt: skip
     assert [type(o) for o in out] == [Run, FireAlreadyRecorded, Run, Run, FireAlreadyRecorded]
-    runs = {r.id: r for r in store.recent_runs(limit=10)}
+    runs = {r.id: r for r in store.runs.recent_runs(limit=10)}
     assert set(runs) == {o.id for o in out if isinstance(o, Run)}
     assert all(r.status is RunStatus.RUNNING for r in runs.values())  # the keyed one admitted
     assert _check_one_run_per_fire(store, [ids[0], ids[2], ids[3]], 100.0) == dict.fromkeys(
@@ -85,7 +85,7 @@ def test_units_keep_each_won_fire_and_undo_only_the_lost_ones(store: Store) -> N
     with store.batch() as batch:  # a repeated tick: every fire is taken, nothing is written
         again = batch.units([_start(sid, 100.0, "r2") for sid in ids], share=True)
     assert all(isinstance(o, FireAlreadyRecorded) for o in again)
-    assert len(store.recent_runs(limit=10)) == 3
+    assert len(store.runs.recent_runs(limit=10)) == 3
 
 
 @pytest.mark.postgres
@@ -98,7 +98,7 @@ def test_a_batch_leaves_the_fires_a_peers_batch_holds_to_it(migrated_postgres_ur
     with SqlStore(migrated_postgres_url) as a, SqlStore(migrated_postgres_url) as b:
         a.migrate()
         for sid in ids:
-            a.add_schedule(_schedule(sid))
+            a.schedules.add_schedule(_schedule(sid))
         a_holds, b_holds, a_done = threading.Event(), threading.Event(), threading.Event()
         seen: dict[str, list[Run | BatonError]] = {}
 
@@ -143,7 +143,7 @@ def test_two_stores_racing_on_the_same_fires_start_one_run_each(
     with SqlStore(migrated_postgres_url) as a, SqlStore(migrated_postgres_url) as b:
         a.migrate()
         for sid in ids:
-            a.add_schedule(_schedule(sid))
+            a.schedules.add_schedule(_schedule(sid))
         start = threading.Barrier(2, timeout=30)
         outcomes: dict[str, list[Run | BatonError]] = {"r1": [], "r2": []}
 

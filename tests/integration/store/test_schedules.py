@@ -60,21 +60,21 @@ def _fire(
 
 
 def test_add_get_list_and_a_taken_id(store: Store) -> None:
-    assert store.add_schedule(_schedule())
-    assert not store.add_schedule(_schedule(workflow="other"))
-    got = store.get_schedule("hello-ab12")
+    assert store.schedules.add_schedule(_schedule())
+    assert not store.schedules.add_schedule(_schedule(workflow="other"))
+    got = store.schedules.get_schedule("hello-ab12")
     assert got == _schedule()
-    assert [s.id for s in store.list_schedules()] == ["hello-ab12"]
+    assert [s.id for s in store.schedules.list_schedules()] == ["hello-ab12"]
     with pytest.raises(ScheduleNotFound):
-        store.get_schedule("nope")
+        store.schedules.get_schedule("nope")
 
 
 def test_a_fire_is_written_once_per_due_time(store: Store) -> None:
-    store.add_schedule(_schedule())
-    assert store.record_fire(_fire(1_000_005.0, FireOutcome.SKIPPED))
-    assert not store.record_fire(_fire(1_000_005.0, FireOutcome.MISSED))
-    assert store.record_fire(_fire(1_000_010.0, FireOutcome.MISSED))
-    fires = store.schedule_fires("hello-ab12")
+    store.schedules.add_schedule(_schedule())
+    assert store.schedules.record_fire(_fire(1_000_005.0, FireOutcome.SKIPPED))
+    assert not store.schedules.record_fire(_fire(1_000_005.0, FireOutcome.MISSED))
+    assert store.schedules.record_fire(_fire(1_000_010.0, FireOutcome.MISSED))
+    fires = store.schedules.schedule_fires("hello-ab12")
     assert [(f.due_at, f.outcome) for f in fires] == [
         (1_000_010.0, FireOutcome.MISSED),
         (1_000_005.0, FireOutcome.SKIPPED),
@@ -84,17 +84,17 @@ def test_a_fire_is_written_once_per_due_time(store: Store) -> None:
 
 def test_latest_fires_reads_many_schedules_at_once(store: Store) -> None:
     for sid in ("a", "b", "c"):
-        store.add_schedule(_schedule(sid))
+        store.schedules.add_schedule(_schedule(sid))
     for sid, due in (("a", 5.0), ("a", 15.0), ("a", 10.0), ("b", 7.0)):
-        assert store.record_fire(_fire(due, FireOutcome.MISSED, sid=sid))
-    assert store.latest_fires(["a", "b", "c", "nope"]) == {"a": 15.0, "b": 7.0}
-    assert store.latest_fires(["b"]) == {"b": 7.0}
-    assert store.latest_fires([]) == {}
+        assert store.schedules.record_fire(_fire(due, FireOutcome.MISSED, sid=sid))
+    assert store.schedules.latest_fires(["a", "b", "c", "nope"]) == {"a": 15.0, "b": 7.0}
+    assert store.schedules.latest_fires(["b"]) == {"b": 7.0}
+    assert store.schedules.latest_fires([]) == {}
 
 
 def test_a_lost_fire_undoes_the_run_created_with_it(store: Store) -> None:
     """The unit of work that creates a fire's run holds the fire: of two, one run exists."""
-    store.add_schedule(_schedule())
+    store.schedules.add_schedule(_schedule())
     with store.transaction() as tx:
         run = tx.create_run(NewRun(
             workflow="hello",
@@ -122,14 +122,14 @@ def test_a_lost_fire_undoes_the_run_created_with_it(store: Store) -> None:
         ))
         tx.audit(actor="console:ana", action="start", run_id=lost.id)
         tx.record_fire(_fire(1_000_005.0, run_id=lost.id))
-    kept = store.get_run(run.id)
+    kept = store.runs.get_run(run.id)
     assert (kept.started_by, kept.scheduled_for) == ("schedule:hello-ab12", 1_000_005.0)
-    assert [r.id for r in store.recent_runs(limit=10)] == [run.id]
-    assert store.audit_log(lost.id) == []
-    assert [r.id for r in store.active_runs("schedule:hello-ab12")] == [run.id]
-    assert store.active_runs("schedule:other") == []
-    store.transition(Transition(run.id, RunStatus.CANCELLED, actor="x"))
-    assert store.active_runs("schedule:hello-ab12") == []
+    assert [r.id for r in store.runs.recent_runs(limit=10)] == [run.id]
+    assert store.events.audit_log(lost.id) == []
+    assert [r.id for r in store.schedules.active_runs("schedule:hello-ab12")] == [run.id]
+    assert store.schedules.active_runs("schedule:other") == []
+    store.runs.transition(Transition(run.id, RunStatus.CANCELLED, actor="x"))
+    assert store.schedules.active_runs("schedule:hello-ab12") == []
 
 
 def _fired_run(batch: Batch, due: float, *, key: str | None = None) -> Run:
@@ -152,8 +152,8 @@ def test_a_batch_of_fires_keeps_each_won_fire_and_undoes_only_a_lost_one(store: 
     """A tick's batch (`Store.batch`): a fire another replica recorded first undoes its own
     unit alone (no run, no audit row); the others' runs exist, keyed ones admitted or
     queued as in a unit of their own."""
-    store.add_schedule(_schedule())
-    assert store.record_fire(_fire(1_000_005.0, FireOutcome.STARTED))  # the other replica's
+    store.schedules.add_schedule(_schedule())
+    assert store.schedules.record_fire(_fire(1_000_005.0, FireOutcome.STARTED))  # the other replica's
     lost: list[Run] = []
     with store.batch() as batch:
         first = _fired_run(batch, 1_000_000.0)
@@ -163,61 +163,65 @@ def test_a_batch_of_fires_keeps_each_won_fire_and_undoes_only_a_lost_one(store: 
         head = _fired_run(batch, 1_000_010.0, key="schedule:hello-ab12")
         behind = _fired_run(batch, 1_000_015.0, key="schedule:hello-ab12")
     assert (head.status, behind.status) == (RunStatus.RUNNING, RunStatus.QUEUED)  # limit 1, in order
-    runs = {r.id: r for r in store.recent_runs(limit=10)}
+    runs = {r.id: r for r in store.runs.recent_runs(limit=10)}
     assert set(runs) == {first.id, head.id, behind.id}
     assert runs[behind.id].status is RunStatus.QUEUED
-    fires = {f.due_at: f.run_id for f in store.schedule_fires("hello-ab12")}
+    fires = {f.due_at: f.run_id for f in store.schedules.schedule_fires("hello-ab12")}
     assert fires == {1_000_000.0: first.id, 1_000_005.0: None, 1_000_010.0: head.id, 1_000_015.0: behind.id}
-    assert all(store.audit_log(run_id) for run_id in runs)
+    assert all(store.events.audit_log(run_id) for run_id in runs)
 
 
 def test_a_batch_commits_once_or_not_at_all(sql_store: SqlStore, database_url: str) -> None:
     """The units of a batch become visible together, when its block ends; an error in the
     block leaves none of them written."""
     store = sql_store
-    store.add_schedule(_schedule())
+    store.schedules.add_schedule(_schedule())
     with store.batch() as batch:
         run = _fired_run(batch, 1_000_000.0)
         with SqlStore(database_url) as other:  # another process's view: nothing yet
-            assert other.schedule_fires("hello-ab12") == []
-            assert other.recent_runs(limit=10) == []
-    assert [r.id for r in store.recent_runs(limit=10)] == [run.id]
+            assert other.schedules.schedule_fires("hello-ab12") == []
+            assert other.runs.recent_runs(limit=10) == []
+    assert [r.id for r in store.runs.recent_runs(limit=10)] == [run.id]
     with pytest.raises(RuntimeError), store.batch() as batch:
         _fired_run(batch, 1_000_010.0)
         raise RuntimeError("the tick failed half-way")
-    assert [f.due_at for f in store.schedule_fires("hello-ab12")] == [1_000_000.0]
-    assert [r.id for r in store.recent_runs(limit=10)] == [run.id]
+    assert [f.due_at for f in store.schedules.schedule_fires("hello-ab12")] == [1_000_000.0]
+    assert [r.id for r in store.runs.recent_runs(limit=10)] == [run.id]
 
 
 def test_changes_are_compare_and_swaps(store: Store, clock: Clock) -> None:
-    store.add_schedule(_schedule())
-    first = store.get_schedule("hello-ab12")
-    paused = store.change_schedule(first, paused=True, note="holiday", paused_by="console:ana")
+    store.schedules.add_schedule(_schedule())
+    first = store.schedules.get_schedule("hello-ab12")
+    paused = store.schedules.change_schedule(first, paused=True, note="holiday", paused_by="console:ana")
     assert (paused.paused, paused.note, paused.version) == (True, "holiday", 2)
     with pytest.raises(ScheduleChanged):
-        store.change_schedule(first, paused=False)
+        store.schedules.change_schedule(first, paused=False)
     with pytest.raises(ScheduleChanged):
-        store.remove_schedule(first)
-    store.advance_schedules({"hello-ab12": 1_000_100.0})
-    store.advance_schedules({"hello-ab12": 1_000_050.0, "gone": 1.0})  # never back
-    now = store.get_schedule("hello-ab12")
+        store.schedules.remove_schedule(first)
+    store.schedules.advance_schedules({"hello-ab12": 1_000_100.0})
+    store.schedules.advance_schedules({"hello-ab12": 1_000_050.0, "gone": 1.0})  # never back
+    now = store.schedules.get_schedule("hello-ab12")
     assert (now.evaluated_until, now.version) == (1_000_100.0, 2)
-    store.remove_schedule(now)
+    store.schedules.remove_schedule(now)
     with pytest.raises(ScheduleNotFound):
-        store.change_schedule(now, paused=False)
+        store.schedules.change_schedule(now, paused=False)
 
 
 def test_a_yaml_sync_adds_updates_keeps_state_and_removes(store: Store) -> None:
     a = _schedule("hello.nightly", source="yaml", owner=None)
     b = _schedule("hello.hourly", source="yaml", owner=None)
     chat = _schedule("hello-ab12")
-    store.add_schedule(chat)
-    assert sorted(store.sync_schedules([a, b])[0]) == ["hello.hourly", "hello.nightly"]
-    assert store.sync_schedules([a, b]) == ([], [])  # unchanged: nothing written
-    store.change_schedule(store.get_schedule("hello.nightly"), paused=True, note="by hand")
-    store.advance_schedules({"hello.nightly": 1_000_500.0})
-    touched, removed = store.sync_schedules([a.evolve(every=60.0, updated_at=1_000_600.0)])
+    store.schedules.add_schedule(chat)
+    assert sorted(store.schedules.sync_schedules([a, b])[0]) == ["hello.hourly", "hello.nightly"]
+    assert store.schedules.sync_schedules([a, b]) == ([], [])  # unchanged: nothing written
+    store.schedules.change_schedule(
+        store.schedules.get_schedule("hello.nightly"), paused=True, note="by hand"
+    )
+    store.schedules.advance_schedules({"hello.nightly": 1_000_500.0})
+    touched, removed = store.schedules.sync_schedules([a.evolve(every=60.0, updated_at=1_000_600.0)])
     assert (touched, removed) == (["hello.nightly"], ["hello.hourly"])
-    kept = store.get_schedule("hello.nightly")
+    kept = store.schedules.get_schedule("hello.nightly")
     assert (kept.every, kept.paused, kept.note, kept.evaluated_until) == (60.0, True, "by hand", 1_000_500.0)
-    assert sorted(s.id for s in store.list_schedules()) == ["hello-ab12", "hello.nightly"]  # chat ones stay
+    assert sorted(
+        s.id for s in store.schedules.list_schedules()
+    ) == ["hello-ab12", "hello.nightly"]  # chat ones stay

@@ -19,11 +19,11 @@ def test_a_child_records_its_parent_step_and_key(store: Store) -> None:
     child = create_run(store, workflow="c", platform="console", conversation="c", thread="t",
                        requester="console:ana", args_digest="d", started_by=f"parent:{parent.id}",
                        parent_run=parent.id, parent_node="notes[2]", parent_key="k1")  # fmt: skip
-    read = store.get_run(child.id)
+    read = store.runs.get_run(child.id)
     assert read == child
     assert (read.parent_run, read.parent_node, read.parent_key) == (parent.id, "notes[2]", "k1")
     assert read.started_by == f"parent:{parent.id}"
-    assert store.get_run(parent.id).parent_run is None
+    assert store.runs.get_run(parent.id).parent_run is None
 
 
 def test_child_runs_lists_the_children_of_the_runs_asked_newest_first(store: Store, clock: Clock) -> None:
@@ -39,10 +39,10 @@ def test_child_runs_lists_the_children_of_the_runs_asked_newest_first(store: Sto
         made.append(create_run(store, workflow="c", platform="console", conversation="c", thread=None,
                                requester="u", args_digest="d", parent_run=parent.id,
                                parent_node=node, parent_key=node))  # fmt: skip
-    assert [r.id for r in store.child_runs([two.id])] == [made[2].id, made[1].id]
-    assert [r.id for r in store.child_runs([two.id, one.id])] == [made[2].id, made[1].id, made[0].id]
-    assert store.child_runs([]) == []
-    assert store.child_runs(["000000000000"]) == []
+    assert [r.id for r in store.runs.child_runs([two.id])] == [made[2].id, made[1].id]
+    assert [r.id for r in store.runs.child_runs([two.id, one.id])] == [made[2].id, made[1].id, made[0].id]
+    assert store.runs.child_runs([]) == []
+    assert store.runs.child_runs(["000000000000"]) == []
 
 
 def test_adopt_child_moves_it_to_the_resuming_run_and_keeps_its_version(store: Store) -> None:
@@ -53,14 +53,14 @@ def test_adopt_child_moves_it_to_the_resuming_run_and_keeps_its_version(store: S
     child = create_run(store, workflow="c", platform="console", conversation="c", thread=None,
                        requester="u", args_digest="d", parent_run=old.id, parent_node="n",
                        parent_key="k", status=RunStatus.RUNNING)  # fmt: skip
-    adopted = store.adopt_child(child.id, new.id)
+    adopted = store.runs.adopt_child(child.id, new.id)
     assert adopted.parent_run == new.id and adopted.version == child.version
     assert adopted.parent_node == "n" and adopted.parent_key == "k"
-    assert store.get_run(child.id) == adopted
-    assert [r.id for r in store.child_runs([new.id])] == [child.id]
-    assert store.child_runs([old.id]) == []
+    assert store.runs.get_run(child.id) == adopted
+    assert [r.id for r in store.runs.child_runs([new.id])] == [child.id]
+    assert store.runs.child_runs([old.id]) == []
     with pytest.raises(RunNotFound):
-        store.adopt_child("000000000000", new.id)
+        store.runs.adopt_child("000000000000", new.id)
 
 
 def test_paused_parents_lists_only_paused_runs_that_started_children(store: Store, clock: Clock) -> None:
@@ -78,9 +78,9 @@ def test_paused_parents_lists_only_paused_runs_that_started_children(store: Stor
     later = run(RunStatus.PAUSED)
     run(RunStatus.PAUSED, parent=later)
     run(RunStatus.FAILED, parent=later)
-    assert [r.id for r in store.paused_parents()] == [waiting, later]
-    assert [r.id for r in store.paused_parents(limit=1)] == [waiting]
-    assert at_gate not in {r.id for r in store.paused_parents()}
+    assert [r.id for r in store.runs.paused_parents()] == [waiting, later]
+    assert [r.id for r in store.runs.paused_parents(limit=1)] == [waiting]
+    assert at_gate not in {r.id for r in store.runs.paused_parents()}
 
 
 def test_child_runs_searches_the_parent_index_where_most_runs_have_no_parent(
@@ -114,8 +114,8 @@ def test_child_runs_searches_the_parent_index_where_most_runs_have_no_parent(
 
         sa.event.listen(engine, "before_cursor_execute", record)
         try:
-            assert [r.id for r in store.child_runs([runs[0].id, runs[1].id])] == [child.id]
-            assert store.paused_parents() == []
+            assert [r.id for r in store.runs.child_runs([runs[0].id, runs[1].id])] == [child.id]
+            assert store.runs.paused_parents() == []
         finally:
             sa.event.remove(engine, "before_cursor_execute", record)
         assert len(sent) == 2, sent

@@ -12,26 +12,28 @@ from tests.integration.store.conftest import Clock, MakeRun
 
 
 def test_subscribe_lists_and_unsubscribes_in_part(store: Store) -> None:
-    rows = store.subscribe("slack", "C0OPS", "deploy", ["failed", "needs_attention"], by="slack:U1")
+    rows = store.subscribers.subscribe(
+        "slack", "C0OPS", "deploy", ["failed", "needs_attention"], by="slack:U1"
+    )
     assert [(r.workflow, r.event, r.created_by) for r in rows] == [
         ("deploy", "failed", "slack:U1"), ("deploy", "needs_attention", "slack:U1")]
-    store.subscribe("slack", "C0OPS", "*", ["completed"], by="slack:U2")
-    store.subscribe("discord", "42", "deploy", ["failed"], by="discord:7")
-    assert len(store.subscriptions(platform="slack", conversation="C0OPS")) == 3
+    store.subscribers.subscribe("slack", "C0OPS", "*", ["completed"], by="slack:U2")
+    store.subscribers.subscribe("discord", "42", "deploy", ["failed"], by="discord:7")
+    assert len(store.subscribers.subscriptions(platform="slack", conversation="C0OPS")) == 3
     # a workflow's subscribers: its own rows and the `*` ones, every place
-    mine = store.subscriptions(workflow="deploy")
+    mine = store.subscribers.subscriptions(workflow="deploy")
     assert {(s.platform, s.workflow, s.event) for s in mine} == {
         ("slack", "deploy", "failed"), ("slack", "deploy", "needs_attention"), ("slack", "*", "completed"),
         ("discord", "deploy", "failed")}
-    assert store.unsubscribe("slack", "C0OPS", "deploy", ["failed"]) == 1
-    assert store.unsubscribe("slack", "C0OPS") == 2
-    assert store.subscriptions(platform="slack") == []
-    assert len(store.subscriptions()) == 1
+    assert store.subscribers.unsubscribe("slack", "C0OPS", "deploy", ["failed"]) == 1
+    assert store.subscribers.unsubscribe("slack", "C0OPS") == 2
+    assert store.subscribers.subscriptions(platform="slack") == []
+    assert len(store.subscribers.subscriptions()) == 1
 
 
 def test_subscribing_again_keeps_the_row_and_its_creator_becomes_the_latest(store: Store) -> None:
-    [first] = store.subscribe("slack", "C1", "deploy", ["failed"], by="slack:U1")
-    [again] = store.subscribe("slack", "C1", "deploy", ["failed"], by="slack:U2")
+    [first] = store.subscribers.subscribe("slack", "C1", "deploy", ["failed"], by="slack:U1")
+    [again] = store.subscribers.subscribe("slack", "C1", "deploy", ["failed"], by="slack:U2")
     assert again.created_at == first.created_at and again.created_by == "slack:U2"
 
 
@@ -41,7 +43,7 @@ def test_a_notice_is_written_once_per_key_to_its_own_place(store: Store, make_ru
         with store.transaction() as tx:
             tx.enqueue_notice(run.id, "notice", platform="discord", conversation="42",
                               payload={"event": "failed"}, dedupe=f"{run.id}:failed:discord:42")
-    [row] = store.deliveries(run.id)
+    [row] = store.outbox.deliveries(run.id)
     assert (row.kind, row.platform, row.conversation, row.thread) == ("notice", "discord", "42", None)
     assert row.payload == {"event": "failed"} and row.dedupe == f"{run.id}:failed:discord:42"
 
@@ -51,9 +53,9 @@ def test_a_notice_due_later_is_not_claimed_before(store: Store, make_run: MakeRu
     with store.transaction() as tx:
         tx.enqueue_notice(run.id, "notice_digest", platform="slack", conversation="C2", payload={},
                           dedupe="digest:1", due_at=clock.now + 600)
-    assert store.claim_deliveries("a", ["slack"], lease_seconds=30) == []
+    assert store.outbox.claim_deliveries("a", ["slack"], lease_seconds=30) == []
     clock.advance(601)
-    [row] = store.claim_deliveries("a", ["slack"], lease_seconds=30)
+    [row] = store.outbox.claim_deliveries("a", ["slack"], lease_seconds=30)
     assert row.kind == "notice_digest"
 
 
@@ -65,7 +67,7 @@ def test_a_notice_neither_waits_for_the_runs_replies_nor_holds_them_up(
         tx.transition(Transition(run.id, RunStatus.FAILED, actor="engine", allowed_from=[RunStatus.RUNNING]))
         tx.enqueue_delivery(run.id, "run_finished", {"status": "failed"})
         tx.enqueue_notice(run.id, "notice", platform="slack", conversation="C0OPS", payload={}, dedupe="n1")
-    claimed = store.claim_deliveries("a", ["slack"], lease_seconds=30)
+    claimed = store.outbox.claim_deliveries("a", ["slack"], lease_seconds=30)
     assert {(r.kind, r.conversation) for r in claimed} == {("run_finished", "CDEV"), ("notice", "C0OPS")}
 
 
@@ -74,4 +76,4 @@ def test_a_notice_is_undone_with_its_unit(store: Store, make_run: MakeRun) -> No
     with pytest.raises(RuntimeError), store.transaction() as tx:
         tx.enqueue_notice(run.id, "notice", platform="slack", conversation="C", payload={}, dedupe="k")
         raise RuntimeError("boom")
-    assert store.deliveries(run.id) == []
+    assert store.outbox.deliveries(run.id) == []

@@ -52,18 +52,18 @@ async def test_a_comment_that_reads_like_a_command_decides_only_the_pages_gate(
         assert decided.status_code == 303
         assert (await site.baton.engine.wait(run.id, timeout=30)).status is RunStatus.COMPLETED
         store = site.baton.store
-        gate = store.get_gate(run.id, "review")
+        gate = store.gates.get_gate(run.id, "review")
         assert gate.status is GateStatus.APPROVED and gate.decided_by == "console:carol"
         assert gate.comment == comment  # exactly as typed, quotes and backticks included
         # the run the comment names still waits, with no vote, decision or audit of one
-        assert store.get_run(other.id).status is RunStatus.PAUSED
-        waiting = store.get_gate(other.id, "gate")
+        assert store.runs.get_run(other.id).status is RunStatus.PAUSED
+        waiting = store.gates.get_gate(other.id, "gate")
         assert waiting.status is GateStatus.WAITING
-        assert store.gate_votes(other.id, "gate", waiting.created_at) == []
-        assert not [e for e in store.audit_log(other.id) if e.action in ("vote", "approve", "reject")
+        assert store.ballots.gate_votes(other.id, "gate", waiting.created_at) == []
+        assert not [e for e in store.events.audit_log(other.id) if e.action in ("vote", "approve", "reject")
                     or e.details.get("command") in ("approve", "reject")]
         # the decision's audit row names the page as where the ballot was cast
-        [command] = [e for e in store.audit_log(run.id) if e.details.get("command") == "approve"]
+        [command] = [e for e in store.events.audit_log(run.id) if e.details.get("command") == "approve"]
         assert command.actor == "console:carol" and command.details["source"] == "page"
 
         # a reject on the other run's page, with a comment naming the first run: that gate only
@@ -71,6 +71,6 @@ async def test_a_comment_that_reads_like_a_command_decides_only_the_pages_gate(
         other_page = (await site.client.get(other_path)).text
         await site.client.post(f"{other_path}/decide", data={
             **form_of(other_page), "decision": "reject", "comment": f"approve {run.id} -- `oops`"})
-        assert store.get_gate(other.id, "gate").status is GateStatus.REJECTED
-        assert store.get_gate(other.id, "gate").comment == f"approve {run.id} -- `oops`"
-        assert store.get_run(other.id).status is RunStatus.CANCELLED
+        assert store.gates.get_gate(other.id, "gate").status is GateStatus.REJECTED
+        assert store.gates.get_gate(other.id, "gate").comment == f"approve {run.id} -- `oops`"
+        assert store.runs.get_run(other.id).status is RunStatus.CANCELLED

@@ -27,7 +27,7 @@ async def test_a_queued_runs_page_says_why_it_waits(tmp_path: Path, sqlite_url: 
         holder = await site.start("run ship v1")
         assert holder.status is RunStatus.PAUSED
         answer = await site.say("run ship v2 --force")
-        queued = site.baton.store.get_run(answer[0].run_id or "")
+        queued = site.baton.store.runs.get_run(answer[0].run_id or "")
         assert queued.status is RunStatus.QUEUED
         page = (await site.client.get(await site.link(queued))).text
         text = re.sub(r"<[^>]+>", "", page)

@@ -182,7 +182,7 @@ async def test_nothing_is_reachable_without_a_link(tmp_path: Path, sqlite_url: s
             assert run.id not in answer.text and "prepared" not in answer.text, path
         posted = await site.client.post(f"/r/{run.id}/decide", data={"decision": "approve"})
         assert posted.status_code in (403, 404)
-        assert site.baton.store.get_run(run.id).status is RunStatus.PAUSED
+        assert site.baton.store.runs.get_run(run.id).status is RunStatus.PAUSED
 
 
 def form_of(page: str) -> dict[str, str]:
@@ -207,13 +207,13 @@ async def test_a_decision_on_the_page_uses_chats_authorization_and_is_told_in_ch
         fields = form_of(carol_page)
         ana_try = await site.client.post(f"{ana_path}/decide", data={**fields, "decision": "approve"})
         assert ana_try.status_code == 403  # the form belongs to carol's link
-        assert site.baton.store.get_gate(run.id, "review").status is GateStatus.WAITING
+        assert site.baton.store.gates.get_gate(run.id, "review").status is GateStatus.WAITING
         decided = await site.client.post(f"{carol_path}/decide",
                                          data={**fields, "decision": "approve", "comment": "ship it"})
         assert decided.status_code == 303
         after = await site.baton.engine.wait(run.id, timeout=30)
         assert after.status is RunStatus.COMPLETED
-        gate = site.baton.store.get_gate(run.id, "review")
+        gate = site.baton.store.gates.get_gate(run.id, "review")
         assert gate.status is GateStatus.APPROVED and gate.decided_by == "console:carol"
         assert gate.comment == "ship it"
         await site.baton.handler.drain()
@@ -238,8 +238,8 @@ async def test_a_refused_decision_is_the_same_refusal_as_in_chat(tmp_path: Path,
         assert answer.status_code == 303
         flash = (await site.client.get(dan)).text
         assert "is not an approver of" in flash
-        assert site.baton.store.get_gate(run.id, "review").status is GateStatus.WAITING
-        audit = site.baton.store.audit_log(run.id)
+        assert site.baton.store.gates.get_gate(run.id, "review").status is GateStatus.WAITING
+        audit = site.baton.store.events.audit_log(run.id)
         assert any(e.action == "refused" and e.actor == "console:dan" for e in audit)
 
 
@@ -272,7 +272,7 @@ async def test_posts_need_the_cookie_the_field_and_this_origin(tmp_path: Path, s
         site.client.cookies.clear()
         answer = await site.client.post(f"{path}/decide", data=good)
         assert answer.status_code == 403
-        assert site.baton.store.get_gate(run.id, "review").status is GateStatus.WAITING
+        assert site.baton.store.gates.get_gate(run.id, "review").status is GateStatus.WAITING
 
 
 async def test_a_form_sent_twice_decides_once_and_a_changed_question_is_not_decided(
@@ -286,12 +286,12 @@ async def test_a_form_sent_twice_decides_once_and_a_changed_question_is_not_deci
                                        data={**fields, "question": "0" * 32, "decision": "approve"})
         assert stale.status_code == 303
         assert "question changed" in (await site.client.get(path)).text
-        assert site.baton.store.get_gate(run.id, "review").status is GateStatus.WAITING
+        assert site.baton.store.gates.get_gate(run.id, "review").status is GateStatus.WAITING
         first = await site.client.post(f"{path}/decide", data={**fields, "decision": "approve"})
         second = await site.client.post(f"{path}/decide", data={**fields, "decision": "approve"})
         assert first.status_code == second.status_code == 303
         await site.baton.engine.wait(run.id, timeout=30)
-        approvals = [e for e in site.baton.store.audit_log(run.id) if e.action == "approve"]
+        approvals = [e for e in site.baton.store.events.audit_log(run.id) if e.action == "approve"]
         assert len(approvals) == 1
 
 
@@ -421,7 +421,7 @@ async def test_the_gate_panel_shows_the_policys_live_state_and_a_vote_moves_it(
         voted = await site.client.post(f"{path}/decide",
                                        data={**form_of(page), "decision": "approve", "comment": "looks good"})
         assert voted.status_code == 303
-        assert site.baton.store.get_gate(run.id, "review").status is GateStatus.WAITING
+        assert site.baton.store.gates.get_gate(run.id, "review").status is GateStatus.WAITING
         after = snapshot_of(parts, run.id)
         assert after is not None and after["rev"] != before["rev"]  # open pages reload the panel
         again = (await site.client.get(path)).text
@@ -455,7 +455,7 @@ async def test_a_gate_with_a_form_shows_its_fields_and_a_page_approval_records_n
         assert "<code>window</code> (string: now / tonight, default now)" in page
         assert f"/workflow approve {run.id} hotfix window=…" in page
         await site.client.post(f"{path}/decide", data={**form_of(page), "decision": "approve"})
-        assert site.baton.store.gate_votes(run.id, "review", run_gate_opened(site, run)) == []
+        assert site.baton.store.ballots.gate_votes(run.id, "review", run_gate_opened(site, run)) == []
         assert "0/2" in (await site.client.get(path)).text
         # a vote with values in chat, then the proposal approved on the page: both votes listed
         await site.say(f"approve {run.id} hotfix window=tonight careful now", user="sam")
@@ -472,7 +472,7 @@ async def test_a_gate_with_a_form_shows_its_fields_and_a_page_approval_records_n
 
 
 def run_gate_opened(site: Site, run: Any) -> float:
-    return site.baton.store.get_gate(run.id, "review").created_at
+    return site.baton.store.gates.get_gate(run.id, "review").created_at
 
 
 async def test_the_commands_offer_approve_and_reject_only_to_who_may_decide(
@@ -532,7 +532,7 @@ async def test_a_parents_page_links_its_childs_page_and_back(tmp_path: Path, sql
     async with Site.open(tmp_path, sqlite_url, {"ship": SHIP_CHILD, "release": RELEASE_PARENT}) as site:
         parent = await site.start("run release")
         assert parent.status is RunStatus.PAUSED
-        [child] = site.baton.store.child_runs([parent.id])
+        [child] = site.baton.store.runs.child_runs([parent.id])
         page = (await site.client.get(await site.link(parent))).text
         assert re.search(r'<tr id="r-api" class="node s-waiting"', page)
         assert f"waiting on child {child.id} at `review`" in page

@@ -46,8 +46,8 @@ async def test_the_key_lives_in_a_0600_file_never_in_the_database_and_is_hidden(
         assert "stderr too: •••" in "\n".join(shown)  # ... and people see it masked everywhere
         for text in [*shown, page]:
             assert key not in text and key[:16] not in text
-        assert site.baton.store.get_state("baton", "web_signing_key") is None
-        assert key not in str(site.baton.store.audit_log(run.id))
+        assert site.baton.store.state.get_state("baton", "web_signing_key") is None
+        assert key not in str(site.baton.store.events.audit_log(run.id))
     if database_url.startswith("sqlite"):  # nothing in the database file a step could `strings`
         database = Path(database_url.removeprefix("sqlite:///"))
         assert key.encode() not in database.read_bytes()

@@ -104,7 +104,7 @@ async def test_release_train_deploys_each_service_through_a_child_run(harness: A
 
     parent = await harness.run("release-train", {"services": ["api", "web"]})
     assert parent.status is RunStatus.PAUSED  # each child asks for approval
-    children = sorted(harness.store.child_runs([parent.id]), key=lambda r: r.parent_node or "")
+    children = sorted(harness.store.runs.child_runs([parent.id]), key=lambda r: r.parent_node or "")
     assert [(c.workflow, c.parent_node, c.status) for c in children] == [
         ("deploy", "each[0]", RunStatus.PAUSED), ("deploy", "each[1]", RunStatus.PAUSED)]
     done = asyncio.Event()

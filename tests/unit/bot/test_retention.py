@@ -23,54 +23,55 @@ def _store(finished: int, *, at: float) -> MemoryStore:
             conversation="c",
             thread=None,
             requester="console:a",
-            args_digest=store.put_blob(f"args{i}".encode()),
+            args_digest=store.blobs.put_blob(f"args{i}".encode()),
         )
-        store.transition(Transition(run.id, RunStatus.CANCELLED, actor="t"))
-        store.audit(actor="t", action="cancel", run_id=run.id)
+        store.runs.transition(Transition(run.id, RunStatus.CANCELLED, actor="t"))
+        store.events.audit(actor="t", action="cancel", run_id=run.id)
     return store
 
 
 def test_a_dry_run_counts_every_batch_and_deletes_nothing() -> None:
     store = _store(7, at=NOW - 40 * DAY)
     sleeps: list[float] = []
-    pruner = Pruner(store, run_retention=30 * DAY, batch=3, clock=lambda: NOW, sleep=sleeps.append)
+    pruner = Pruner(store.retention, run_retention=30 * DAY, batch=3, clock=lambda: NOW, sleep=sleeps.append)
     report = pruner.prune(dry_run=True)
     assert (report.counts.runs, report.batches, report.dry_run) == (7, 3, True)
-    assert len(store.recent_runs(limit=100)) == 7
+    assert len(store.runs.recent_runs(limit=100)) == 7
 
 
 def test_a_prune_goes_batch_by_batch_with_a_pause_and_stops_at_max_batches() -> None:
     store = _store(7, at=NOW - 40 * DAY)
     sleeps: list[float] = []
     pruner = Pruner(
-        store, run_retention=30 * DAY, batch=3, pause=0.01, clock=lambda: NOW, sleep=sleeps.append
+        store.retention, run_retention=30 * DAY, batch=3, pause=0.01, clock=lambda: NOW, sleep=sleeps.append
     )
     first = pruner.prune(max_batches=2)
     assert (first.counts.runs, first.batches) == (6, 2)
     assert len(sleeps) == 2 and all(s >= 0.01 for s in sleeps)
-    assert len(store.recent_runs(limit=100)) == 1
+    assert len(store.runs.recent_runs(limit=100)) == 1
     assert pruner.prune().counts.runs == 1
-    assert store.recent_runs(limit=100) == []
+    assert store.runs.recent_runs(limit=100) == []
 
 
 def test_nothing_younger_than_the_retention_goes_and_the_audit_has_its_own_clock() -> None:
     store = _store(2, at=NOW - 10 * DAY)
     pruner = Pruner(
-        store, run_retention=30 * DAY, audit_retention=5 * DAY, clock=lambda: NOW, sleep=lambda _: None
+        store.retention, run_retention=30 * DAY, audit_retention=5 * DAY, clock=lambda: NOW,
+        sleep=lambda _: None,
     )
     assert pruner.prune(dry_run=True).audit == 2
     report = pruner.prune()
     assert (report.counts.runs, report.audit) == (0, 2)
-    assert len(store.recent_runs(limit=100)) == 2
-    assert store.audit_since(0) == []
+    assert len(store.runs.recent_runs(limit=100)) == 2
+    assert store.events.audit_since(0) == []
 
 
 def test_audit_retention_alone_keeps_every_run() -> None:
     store = _store(2, at=NOW - 400 * DAY)
     pruner = Pruner(
-        store, run_retention=None, audit_retention=30 * DAY, clock=lambda: NOW, sleep=lambda _: None
+        store.retention, run_retention=None, audit_retention=30 * DAY, clock=lambda: NOW, sleep=lambda _: None
     )
     assert pruner.enabled
     report = pruner.prune()
     assert (report.counts.runs, report.cutoff, report.audit) == (0, None, 2)
-    assert len(store.recent_runs(limit=100)) == 2
+    assert len(store.runs.recent_runs(limit=100)) == 2

@@ -43,6 +43,6 @@ def test_a_database_url_is_opened_and_migrated(tmp_path: Path) -> None:
     baton = testing.build(tmp_path, database_url=f"sqlite:///{tmp_path / 'db' / 'baton.db'}")
     try:
         assert isinstance(baton.store, SqlStore)
-        assert baton.store.recent_runs() == []  # the tables exist
+        assert baton.store.runs.recent_runs() == []  # the tables exist
     finally:
         baton.close()

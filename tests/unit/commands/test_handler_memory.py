@@ -107,7 +107,7 @@ async def test_a_run_command_starts_a_run_and_its_final_reply_carries_the_output
     final = await chat.final(started.run_id)
     assert (final.kind, final.run_status) == ("run_completed", "completed")
     assert final.data["output"] == "HELLO THERE"
-    audit = chat.store.audit_log(started.run_id)
+    audit = chat.store.events.audit_log(started.run_id)
     assert [(a.actor, a.action) for a in audit] == [("console:ana", "start"), ("console:ana", "command")]
 
 
@@ -115,7 +115,7 @@ async def test_a_redelivered_command_is_acted_on_once(chat: Chat) -> None:
     [started] = await chat.say("run echo once", event_id="ev-1")
     assert await chat.say("run echo once", event_id="ev-1") == []
     await chat.final(started.run_id or "")
-    assert [r.id for r in chat.store.recent_runs(limit=10)] == [started.run_id]
+    assert [r.id for r in chat.store.runs.recent_runs(limit=10)] == [started.run_id]
 
 
 async def test_a_failed_run_offers_resume_and_shows_the_errors_first_line(chat: Chat) -> None:
@@ -159,4 +159,4 @@ async def test_the_engine_usage_error_names_the_parsers_usage_line(chat: Chat) -
     [refused] = await chat.say(f"invalidate {run_id} sayy")
     assert refused.is_error and "did you mean `say`?" in refused.data["message"]
     assert refused.data["hint"].startswith("Usage: /workflow invalidate ")
-    assert chat.store.get_run(run_id).status is RunStatus.COMPLETED
+    assert chat.store.runs.get_run(run_id).status is RunStatus.COMPLETED

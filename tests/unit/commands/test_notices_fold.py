@@ -27,7 +27,7 @@ class Clock:
 
 
 def _rows(store: MemoryStore, kind: str) -> list[Delivery]:
-    return [r for r in store.undelivered(1000) if r.kind == kind]
+    return [r for r in store.outbox.undelivered(1000) if r.kind == kind]
 
 
 async def test_a_stream_is_one_notice_then_one_digest_per_window_and_redelivery_changes_nothing() -> None:

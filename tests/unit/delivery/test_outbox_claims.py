@@ -35,7 +35,7 @@ class Chat:
 
 
 def _deliverer(store: MemoryStore, chat: Chat, owner: str, claim: float = 0.3) -> Deliverer:
-    return Deliverer(store, chat.send, lambda: ["slack"], owner=owner, lease_seconds=60.0,
+    return Deliverer(store.outbox, chat.send, lambda: ["slack"], owner=owner, lease_seconds=60.0,
                      claim_seconds=claim)
 
 
@@ -49,7 +49,7 @@ async def test_a_long_send_keeps_its_claim_and_a_silent_one_loses_it() -> None:
         assert await _deliverer(store, peer, "b:2:y").deliver_due() == 0
         await asyncio.sleep(0.25)
     assert await sending == 1 and peer.sent == []
-    assert store.deliveries(run_id)[0].claimed_by == "a:1:x"
+    assert store.outbox.deliveries(run_id)[0].claimed_by == "a:1:x"
 
     other = _row(store)
     stuck = Chat(hang=3600)
@@ -59,11 +59,11 @@ async def test_a_long_send_keeps_its_claim_and_a_silent_one_loses_it() -> None:
     await dead.cancel()  # "a" dies mid-send (as under a kill -9): no renewal, no release
     dying.cancel()
     await asyncio.gather(dying, return_exceptions=True)
-    assert store.deliveries(other)[0].claimed_by == "a:1:x"
+    assert store.outbox.deliveries(other)[0].claimed_by == "a:1:x"
     assert await _deliverer(store, peer, "b:2:y").deliver_due() == 0
     await asyncio.sleep(0.35)
     assert await _deliverer(store, peer, "b:2:y").deliver_due() == 1  # within the claim's lease
-    [row] = store.deliveries(other)
+    [row] = store.outbox.deliveries(other)
     assert peer.sent == [row.id] and row.attempts == 2 and stuck.sent == []
 
 
@@ -72,17 +72,19 @@ async def test_a_restarted_process_takes_its_dead_predecessors_claims_at_once() 
     run_id = _row(store)
     # the process before the restart had our pid (a container's pid 1) or one now gone
     dead = f"web-0:{os.getpid()}:0dead0"
-    store.claim_deliveries(dead, ["slack"], lease_seconds=600)
+    store.outbox.claim_deliveries(dead, ["slack"], lease_seconds=600)
     alive = new_owner("web-0")  # a live sibling of this replica: its claims are its own
     sibling_run = _row(store)
-    store.claim_deliveries(alive, ["slack"], lease_seconds=600, run_id=sibling_run)
+    store.outbox.claim_deliveries(alive, ["slack"], lease_seconds=600, run_id=sibling_run)
     elsewhere = _row(store)
-    store.claim_deliveries(f"web-01:{os.getpid()}:0dead1", ["slack"], lease_seconds=600, run_id=elsewhere)
+    store.outbox.claim_deliveries(
+        f"web-01:{os.getpid()}:0dead1", ["slack"], lease_seconds=600, run_id=elsewhere
+    )
 
     chat = Chat()
     restarted = _deliverer(store, chat, new_owner("web-0"), claim=10.0)
     assert restarted.release_dead() == 1
     assert await restarted.deliver_due() == 1
-    assert store.deliveries(run_id)[0].delivered_at is not None
-    assert store.deliveries(sibling_run)[0].claimed_by == alive
-    assert store.deliveries(elsewhere)[0].delivered_at is None  # another replica's: its lease
+    assert store.outbox.deliveries(run_id)[0].delivered_at is not None
+    assert store.outbox.deliveries(sibling_run)[0].claimed_by == alive
+    assert store.outbox.deliveries(elsewhere)[0].delivered_at is None  # another replica's: its lease

@@ -62,7 +62,7 @@ class Rig:
 
     def run(self, workflow: Workflow, *, resumed_from: str | None = None) -> Run:
         return create_run(self.store, workflow=workflow.name, platform="console", conversation="c1",
-                          thread=None, requester="console:ana", args_digest=self.store.put_blob(b"{}"),
+                          thread=None, requester="console:ana", args_digest=self.store.blobs.put_blob(b"{}"),
                           status=RunStatus.RUNNING, resumed_from=resumed_from)  # fmt: skip
 
     def executor(
@@ -73,7 +73,7 @@ class Rig:
         setup = Setup(
             store=self.store, prepared=prepared,
             definitions=read_definitions(prepared, providers=self.providers), run=run,
-            args=dict(args or {}), lineage=tuple(self.store.lineage(run.id)),
+            args=dict(args or {}), lineage=tuple(self.store.steps.lineage(run.id)),
             dirs=run_dirs(self.root / "data", run.id), providers=self.providers, tools=self.tools,
             bus=self.bus, environment=self.environment, group_commit=group_commit,
         )  # fmt: skip

@@ -76,7 +76,7 @@ async def _paused(bot: Bot) -> str:
                                      thread=None, requester="console:ana")  # fmt: skip
     paused = await bot.engine.wait(run.id, timeout=30)
     assert paused.status is RunStatus.PAUSED
-    waiting = [g for g in bot.store.run_gates(run.id) if g.status is GateStatus.WAITING]
+    waiting = [g for g in bot.store.gates.run_gates(run.id) if g.status is GateStatus.WAITING]
     assert [g.node_id for g in waiting] == ["legal", "security"]  # both wait, legal asked first
     return run.id
 
@@ -84,12 +84,12 @@ async def _paused(bot: Bot) -> str:
 async def test_the_engine_answers_the_gate_asked_first(bot: Bot) -> None:
     run_id = await _paused(bot)
     await bot.engine.approve(run_id, actor="console:bo")
-    assert bot.store.get_gate(run_id, "legal").status is GateStatus.APPROVED
+    assert bot.store.gates.get_gate(run_id, "legal").status is GateStatus.APPROVED
     assert (await bot.engine.wait(run_id, timeout=30)).status is RunStatus.PAUSED  # security still asks
     await bot.engine.approve(run_id, actor="console:cy")
     done = await bot.engine.wait(run_id, timeout=30)
     assert done.status is RunStatus.COMPLETED
-    assert [(a.actor, a.action, a.details["node"]) for a in bot.store.audit_log(run_id)[1:]] == [
+    assert [(a.actor, a.action, a.details["node"]) for a in bot.store.events.audit_log(run_id)[1:]] == [
         ("console:bo", "approve", "legal"),
         ("console:cy", "approve", "security"),
     ]
@@ -104,7 +104,7 @@ async def test_a_chat_approve_and_the_final_offer_name_the_gate_asked_first(bot:
     assert (decided.kind, decided.data["node"], decided.data["by"]) == (
         "gate_decided", "legal", "console:ana",
     )  # fmt: skip
-    assert bot.store.get_gate(run_id, "security").status is GateStatus.WAITING
+    assert bot.store.gates.get_gate(run_id, "security").status is GateStatus.WAITING
 
 
 async def test_a_rejection_is_one_change_and_a_late_approval_is_told_who_decided(bot: Bot) -> None:
@@ -113,10 +113,10 @@ async def test_a_rejection_is_one_change_and_a_late_approval_is_told_who_decided
     assert (rejected.kind, rejected.data["node"], rejected.data["approved"]) == (
         "gate_decided", "legal", False,
     )  # fmt: skip
-    run = bot.store.get_run(run_id)
+    run = bot.store.runs.get_run(run_id)
     assert (run.status, run.status_by) == (RunStatus.CANCELLED, "console:ana")
-    assert bot.store.get_gate(run_id, "legal").status is GateStatus.REJECTED
-    notes = [e for e in bot.store.journal([run_id]) if e.node_id == "legal"]
+    assert bot.store.gates.get_gate(run_id, "legal").status is GateStatus.REJECTED
+    notes = [e for e in bot.store.steps.journal([run_id]) if e.node_id == "legal"]
     assert [(e.status, e.cache_key) for e in notes] == [(NodeStatus.FAILED, "")]  # the rejection's note
     [late] = await bot.say(f"approve {run_id}", "e2")
     assert late.is_error and "already rejected by console:ana" in late.data["message"]

@@ -109,9 +109,9 @@ async def test_an_added_or_changed_item_runs_alone_the_others_are_cached(rig: Ri
     again = await rig.executor(workflow, second, args={"hosts": ["a", "B", "c", "new"]}).execute()
     assert again.status is RunStatus.COMPLETED
     assert sorted(rig.seen) == ["B", "a", "b", "c", "new"]  # type: ignore[attr-defined]
-    latest = {e.node_id: e for e in rig.store.journal([second.id])}
+    latest = {e.node_id: e for e in rig.store.steps.journal([second.id])}
     assert sorted(latest) == ["each", "each[0]", "each[1]", "each[2]", "each[3]"]
-    assert json.loads(rig.store.get_blob(latest["each"].output_digest or "")) == [
+    assert json.loads(rig.store.blobs.get_blob(latest["each"].output_digest or "")) == [
         "deployed a", "deployed B", "deployed c", "deployed new",
     ]  # fmt: skip
     assert latest["each[0]"].cached_from == first.id and latest["each[2]"].cached_from == first.id
@@ -122,8 +122,8 @@ async def test_an_added_or_changed_item_runs_alone_the_others_are_cached(rig: Ri
     outcome = await rig.executor(workflow, third, args={"hosts": hosts}).execute()
     assert outcome.status is RunStatus.COMPLETED
     assert sorted(rig.seen) == ["B", "a", "b", "c", "new", "z"]  # type: ignore[attr-defined]
-    shifted = {e.node_id: e for e in rig.store.journal([third.id])}
-    keys = {e.node_id: e.idempotency_key for e in rig.store.journal([first.id])}
+    shifted = {e.node_id: e for e in rig.store.steps.journal([third.id])}
+    keys = {e.node_id: e.idempotency_key for e in rig.store.steps.journal([first.id])}
     assert shifted["each[1]"].idempotency_key == keys["each[0]"]  # the item's, wherever it stands
 
 
@@ -136,8 +136,8 @@ async def test_failed_items_stand_in_the_output_and_fail_the_node_after_all_ran(
         "2 of 4 items of `each` failed: `each[1]`, `each[3]`"
     )
     assert sorted(rig.seen) == ["a", "bad1", "bad2", "c"]  # type: ignore[attr-defined]
-    node = [e for e in rig.store.journal([run.id]) if e.node_id == "each"][-1]
-    output = json.loads(rig.store.get_blob(node.output_digest or ""))
+    node = [e for e in rig.store.steps.journal([run.id]) if e.node_id == "each"][-1]
+    output = json.loads(rig.store.blobs.get_blob(node.output_digest or ""))
     assert output[0] == "deployed a" and output[2] == "deployed c"
     assert output[1]["failed"] is True and "bad1 is down" in output[1]["error"]
     summary = rig.engine(fan=MAP).summary(run.id)  # one row for the map node, none per item
@@ -178,13 +178,13 @@ async def test_an_unsafe_item_left_started_needs_attention_alone_and_is_resolved
     first = await engine.start_run(workflow="send", args=args, platform="console", conversation="c1",
                                    thread=None, requester="console:ana")  # fmt: skip
     assert (await engine.wait(first.id, timeout=10)).status is RunStatus.COMPLETED
-    sent = next(e for e in rig.store.journal([first.id]) if e.node_id == "each[1]")
+    sent = next(e for e in rig.store.steps.journal([first.id]) if e.node_id == "each[1]")
     run = create_run(rig.store, workflow="send", platform="console", conversation="c1", thread=None,
-                     requester="console:ana", args_digest=rig.store.put_blob(canonical_json(args)),
+                     requester="console:ana", args_digest=rig.store.blobs.put_blob(canonical_json(args)),
                      status=RunStatus.RUNNING)  # fmt: skip
-    rig.store.journal_start(run_id=run.id, node_id="each[1]", cache_key=sent.cache_key,
-                            components=sent.components, attempt=1, idempotency_key=None)  # fmt: skip
-    rig.store.transition(Transition(run.id, RunStatus.FAILED, actor="baton", reason="the process died"))
+    rig.store.steps.journal_start(run_id=run.id, node_id="each[1]", cache_key=sent.cache_key,
+                                  components=sent.components, attempt=1, idempotency_key=None)  # fmt: skip
+    rig.store.runs.transition(Transition(run.id, RunStatus.FAILED, actor="baton", reason="the process died"))
     rig.seen.clear()  # type: ignore[attr-defined]
     await engine.resume(run.id, actor="console:ana")
     stopped = await engine.wait(run.id, timeout=10)
@@ -198,8 +198,8 @@ async def test_an_unsafe_item_left_started_needs_attention_alone_and_is_resolved
     done = await engine.wait(run.id, timeout=10)
     assert done.status is RunStatus.COMPLETED
     assert sorted(rig.seen) == ["a", "c"]  # type: ignore[attr-defined]  # never sent again
-    node = [e for e in rig.store.journal([run.id]) if e.node_id == "each"][-1]
-    assert json.loads(rig.store.get_blob(node.output_digest or "")) == [
+    node = [e for e in rig.store.steps.journal([run.id]) if e.node_id == "each"][-1]
+    assert json.loads(rig.store.blobs.get_blob(node.output_digest or "")) == [
         "deployed a", "deployed b by hand", "deployed c",
     ]  # fmt: skip
 
@@ -207,17 +207,17 @@ async def test_an_unsafe_item_left_started_needs_attention_alone_and_is_resolved
 async def test_a_running_map_is_one_row_counting_its_items(rig: Rig) -> None:
     engine = rig.engine(fan=MAP)
     run = create_run(rig.store, workflow="fan", platform="console", conversation="c1", thread=None,
-                     requester="console:ana", args_digest=rig.store.put_blob(b"{}"),
+                     requester="console:ana", args_digest=rig.store.blobs.put_blob(b"{}"),
                      status=RunStatus.RUNNING)  # fmt: skip
-    ok = rig.store.put_blob(b"ok")
+    ok = rig.store.blobs.put_blob(b"ok")
     for i in range(41):  # 35 done, 2 failed, 4 running, of 50
-        entry_id = rig.store.journal_start(run_id=run.id, node_id=f"each[{i}]", cache_key=f"k{i}",
-                                           components={}, attempt=1, idempotency_key=None,
-                                           notes=KeyNotes(items=50))  # fmt: skip
+        entry_id = rig.store.steps.journal_start(run_id=run.id, node_id=f"each[{i}]", cache_key=f"k{i}",
+                                                 components={}, attempt=1, idempotency_key=None,
+                                                 notes=KeyNotes(items=50))  # fmt: skip
         if i < 35:
-            rig.store.journal_finish(entry_id, status=NodeStatus.COMPLETED, output_digest=ok)
+            rig.store.steps.journal_finish(entry_id, status=NodeStatus.COMPLETED, output_digest=ok)
         elif i < 37:
-            rig.store.journal_finish(entry_id, status=NodeStatus.FAILED, error="down")
+            rig.store.steps.journal_finish(entry_id, status=NodeStatus.FAILED, error="down")
     [row] = engine.summary(run.id).nodes
     assert (row.node_id, row.state, row.mapped) == ("each", "running", "37/50 · 2 failed · 4 running")
 
@@ -233,7 +233,7 @@ async def test_the_run_page_lists_the_items_with_state_output_and_verdict(rig: R
     assert rows == [("each", "failed"), ("each[0]", "done"), ("each[1]", "failed"), ("each[2]", "done")]
     item = detail.nodes[2]
     assert "bad is down" in item.error and item.reason == "no earlier result"
-    assert rig.store.get_blob(detail.nodes[1].output_digest or "") == b"deployed a"
+    assert rig.store.blobs.get_blob(detail.nodes[1].output_digest or "") == b"deployed a"
     assert [n.item_of for n in detail.nodes] == [None, "each", "each", "each"]
     plans = {n.node_id: n.plan_action for n in detail.nodes}
     assert plans["each"] == "runs"
@@ -252,8 +252,10 @@ async def test_a_script_step_reads_its_item_from_stdin(rig: Rig) -> None:
     """)
     run = rig.run(workflow)
     assert (await rig.executor(workflow, run).execute()).status is RunStatus.COMPLETED
-    node = [e for e in rig.store.journal([run.id]) if e.node_id == "each"][-1]
-    assert [out.strip() for out in json.loads(rig.store.get_blob(node.output_digest or ""))] == ["20", "50"]
+    node = [e for e in rig.store.steps.journal([run.id]) if e.node_id == "each"][-1]
+    assert [
+        out.strip() for out in json.loads(rig.store.blobs.get_blob(node.output_digest or ""))
+    ] == ["20", "50"]
 
 
 async def test_a_prompt_step_asks_once_per_item(rig: Rig) -> None:
@@ -266,8 +268,8 @@ async def test_a_prompt_step_asks_once_per_item(rig: Rig) -> None:
     """)
     run = rig.run(workflow)
     assert (await rig.executor(workflow, run).execute()).status is RunStatus.COMPLETED
-    node = [e for e in rig.store.journal([run.id]) if e.node_id == "review"][-1]
-    answers = json.loads(rig.store.get_blob(node.output_digest or ""))
+    node = [e for e in rig.store.steps.journal([run.id]) if e.node_id == "review"][-1]
+    answers = json.loads(rig.store.blobs.get_blob(node.output_digest or ""))
     assert [a.split(": ", 1)[1] for a in answers] == ["Review a.py", "Review b.py"]
 
 
@@ -286,7 +288,9 @@ async def test_an_item_is_retried_alone_per_retry(rig: Rig) -> None:
     run = rig.run(workflow)
     assert (await rig.executor(workflow, run).execute()).status is RunStatus.COMPLETED
     assert rig.calls["flaky"] == 3  # x twice (failed, then retried), y once
-    attempts = [(e.node_id, e.attempt, e.status) for e in rig.store.journal([run.id]) if "[" in e.node_id]
+    attempts = [
+        (e.node_id, e.attempt, e.status) for e in rig.store.steps.journal([run.id]) if "[" in e.node_id
+    ]
     assert attempts == [("each[0]", 1, NodeStatus.FAILED), ("each[0]", 2, NodeStatus.COMPLETED),
                         ("each[1]", 1, NodeStatus.COMPLETED)]  # fmt: skip
 

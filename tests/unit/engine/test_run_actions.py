@@ -82,12 +82,14 @@ async def _start(engine: Engine, workflow: str) -> str:
 async def _attention(rig: Rig, engine: Engine) -> str:
     """A `mail` run that failed while its unsafe `send` was in flight (the process died), resumed."""
     earlier = await _start(engine, "mail")  # the step's key and components, as an execution writes them
-    sent = next(e for e in rig.store.journal([earlier]) if e.node_id == "send")
+    sent = next(e for e in rig.store.steps.journal([earlier]) if e.node_id == "send")
     run = create_run(rig.store, workflow="mail", platform="console", conversation="c1", thread=None,
-                     requester="console:ana", args_digest=rig.store.put_blob(b"{}"), status=RunStatus.RUNNING)
-    rig.store.journal_start(run_id=run.id, node_id="send", cache_key=sent.cache_key,
-                            components=sent.components, attempt=1, idempotency_key=None)  # fmt: skip
-    rig.store.transition(Transition(run.id, RunStatus.FAILED, actor="baton", reason="the process died"))
+                     requester="console:ana", args_digest=rig.store.blobs.put_blob(
+                         b"{}"
+                     ), status=RunStatus.RUNNING)
+    rig.store.steps.journal_start(run_id=run.id, node_id="send", cache_key=sent.cache_key,
+                                  components=sent.components, attempt=1, idempotency_key=None)  # fmt: skip
+    rig.store.runs.transition(Transition(run.id, RunStatus.FAILED, actor="baton", reason="the process died"))
     await engine.resume(run.id, actor="console:ana")
     stopped = await engine.wait(run.id, timeout=10)
     assert (stopped.status, stopped.reason) == (
@@ -128,9 +130,9 @@ async def test_abandoning_a_paused_run_closes_its_gate_and_audits_who(rig: Rig, 
     run_id = await _start(engine, "gated")
     ended = await engine.abandon(run_id, actor="console:bo", reason="not needed")
     assert (ended.status, ended.status_by, ended.reason) == (RunStatus.CANCELLED, "console:bo", "not needed")
-    gate = rig.store.get_gate(run_id, "ok")
+    gate = rig.store.gates.get_gate(run_id, "ok")
     assert (gate.status, gate.decided_by) == (GateStatus.REJECTED, "console:bo")
-    assert rig.store.audit_log(run_id)[-1].action == "abandon"
+    assert rig.store.events.audit_log(run_id)[-1].action == "abandon"
     assert [e.detail["how"] for e in rig.events if str(e.kind) == "gate_decided"] == ["abandon"]
     with pytest.raises(RunNotResumable) as again:
         await engine.abandon(run_id, actor="console:cy")
@@ -143,7 +145,7 @@ async def test_approving_resumes_the_run_to_completion(rig: Rig, engine: Engine)
     done = await engine.wait(run_id, timeout=10)
     assert done.status is RunStatus.COMPLETED
     assert rig.calls["first"] == 1
-    assert [a.action for a in rig.store.audit_log(run_id)] == ["start", "approve"]
+    assert [a.action for a in rig.store.events.audit_log(run_id)] == ["start", "approve"]
 
 
 async def test_a_step_resolved_done_gives_its_output_and_the_run_goes_on(rig: Rig, engine: Engine) -> None:
@@ -155,8 +157,8 @@ async def test_a_step_resolved_done_gives_its_output_and_the_run_goes_on(rig: Ri
     done = await engine.wait(run_id, timeout=10)
     assert done.status is RunStatus.COMPLETED
     assert rig.calls["send"] == 1  # the earlier run's: never sent again for this one
-    last = rig.store.journal([run_id])[-1]
-    assert (last.node_id, rig.store.get_blob(last.output_digest or "")) == ("after", b"second(9)")
+    last = rig.store.steps.journal([run_id])[-1]
+    assert (last.node_id, rig.store.blobs.get_blob(last.output_digest or "")) == ("after", b"second(9)")
 
 
 async def test_a_step_resolved_failed_fails_the_run(rig: Rig, engine: Engine) -> None:
@@ -175,7 +177,7 @@ async def test_invalidating_a_step_makes_the_next_resume_run_it_and_its_dependen
     rig: Rig, engine: Engine
 ) -> None:
     run_id = await _start(engine, "shaky")
-    assert rig.store.get_run(run_id).status is RunStatus.FAILED  # `flaky` fails its first call
+    assert rig.store.runs.get_run(run_id).status is RunStatus.FAILED  # `flaky` fails its first call
     with pytest.raises(UsageError) as unknown:
         engine.invalidate(run_id, "bb", downstream=False, actor="console:bo")
     assert unknown.value.command == "invalidate" and "did you mean `b`?" in unknown.value.message
@@ -183,5 +185,7 @@ async def test_invalidating_a_step_makes_the_next_resume_run_it_and_its_dependen
     await engine.resume(run_id, actor="console:bo")
     assert (await engine.wait(run_id, timeout=10)).status is RunStatus.COMPLETED
     assert (rig.calls["first"], rig.calls["flaky"]) == (2, 2)  # `a` ran again, not served
-    markers = [e for e in rig.store.journal([run_id]) if e.cache_key == "" and e.status is NodeStatus.FAILED]
+    markers = [
+        e for e in rig.store.steps.journal([run_id]) if e.cache_key == "" and e.status is NodeStatus.FAILED
+    ]
     assert [m.node_id for m in markers] == ["a", "b"]

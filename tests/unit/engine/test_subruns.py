@@ -87,7 +87,7 @@ async def _start(engine: Engine, workflow: str, **args: object) -> Run:
 
 
 def _children(rig: Rig, run: Run) -> list[Run]:
-    return rig.store.child_runs([run.id])
+    return rig.store.runs.child_runs([run.id])
 
 
 async def test_a_child_run_gets_the_args_and_its_result_is_the_steps_output(rig: Rig) -> None:
@@ -99,12 +99,12 @@ async def test_a_child_run_gets_the_args_and_its_result_is_the_steps_output(rig:
     assert child.status is RunStatus.COMPLETED
     assert child.started_by == f"parent:{parent.id}" and child.parent_node == "notes"
     assert (child.requester, child.conversation, child.thread) == ("console:ana", "c1", "t1")
-    assert json.loads(rig.store.get_blob(child.args_digest)) == {"message": "v1.2"}
-    latest = {e.node_id: e for e in rig.store.journal([parent.id])}
-    output = json.loads(rig.store.get_blob(latest["notes"].output_digest or ""))
+    assert json.loads(rig.store.blobs.get_blob(child.args_digest)) == {"message": "v1.2"}
+    latest = {e.node_id: e for e in rig.store.steps.journal([parent.id])}
+    output = json.loads(rig.store.blobs.get_blob(latest["notes"].output_digest or ""))
     assert output == {"status": "completed", "workflow": "child",
                       "outputs": {"first": "once(v1.2)", "second": "flaky(once(v1.2))"}}  # fmt: skip
-    assert rig.store.get_blob(latest["after"].output_digest or "") == b"once(flaky(once(v1.2)))"
+    assert rig.store.blobs.get_blob(latest["after"].output_digest or "") == b"once(flaky(once(v1.2)))"
 
 
 async def test_a_failed_child_is_resumed_by_resuming_the_parent_not_started_again(rig: Rig) -> None:
@@ -140,9 +140,9 @@ async def test_a_gate_in_the_child_pauses_the_parent_and_deciding_it_continues_b
     engine.subscribe(watch)
     await engine.approve(child.id, actor="console:bob")  # the child's rest resumes the parent
     await asyncio.wait_for(done.wait(), timeout=10)
-    parent = rig.store.get_run(parent.id)
+    parent = rig.store.runs.get_run(parent.id)
     assert parent.status is RunStatus.COMPLETED, parent.reason
-    assert rig.store.get_run(child.id).status is RunStatus.COMPLETED
+    assert rig.store.runs.get_run(child.id).status is RunStatus.COMPLETED
     assert rig.calls["once"] == 1
 
 
@@ -163,8 +163,8 @@ async def test_a_parent_left_paused_by_a_process_killed_after_its_childs_rest_go
     await first.approve(child.id, actor="console:bob")
     assert (await first.wait(child.id, timeout=10)).status is RunStatus.COMPLETED
     await asyncio.sleep(0.05)
-    assert rig.store.get_run(parent.id).status is RunStatus.PAUSED  # left waiting on nothing
-    assert [p.id for p in rig.store.paused_parents()] == [parent.id]
+    assert rig.store.runs.get_run(parent.id).status is RunStatus.PAUSED  # left waiting on nothing
+    assert [p.id for p in rig.store.runs.paused_parents()] == [parent.id]
     await first.stop()
 
     restarted = rig.engine(gated=GATED, caller=CALLS_GATED)
@@ -173,7 +173,7 @@ async def test_a_parent_left_paused_by_a_process_killed_after_its_childs_rest_go
         parent = await restarted.wait(parent.id, timeout=10)
         assert parent.status is RunStatus.COMPLETED, parent.reason
         assert rig.calls["once"] == 1  # the child's `publish` ran once, before the kill
-        assert rig.store.paused_parents() == []
+        assert rig.store.runs.paused_parents() == []
     finally:
         await restarted.stop()
 
@@ -184,7 +184,7 @@ async def test_cancelling_the_parent_cancels_its_child(rig: Rig) -> None:
     (child,) = _children(rig, parent)
     assert child.status is RunStatus.PAUSED
     await engine.abandon(parent.id, actor="console:ana")
-    child = rig.store.get_run(child.id)
+    child = rig.store.runs.get_run(child.id)
     assert child.status is RunStatus.CANCELLED
     assert child.reason is not None and f"parent {parent.id}" in child.reason
 
@@ -207,7 +207,7 @@ async def test_an_edited_child_busts_the_step_and_reuses_its_unchanged_steps(
     (new,) = _children(rig, again)
     assert new.id != old.id and new.resumed_from == old.id  # the new child re-uses the old one's cache
     assert rig.calls["flaky"] == 2 and rig.calls["once"] == 3  # `first` cached; `second`, `after` ran
-    notes = [e for e in rig.store.journal([again.id]) if e.node_id == "notes"][-1]
+    notes = [e for e in rig.store.steps.journal([again.id]) if e.node_id == "notes"][-1]
     assert notes.status is NodeStatus.COMPLETED and notes.cached_from is None
     third = await engine.start_run(workflow="parent", args={}, platform="console", conversation="c1",
                                    thread="t1", requester="console:ana", resume_from=again.id)  # fmt: skip
@@ -230,8 +230,8 @@ async def test_map_over_a_workflow_step_starts_one_child_per_item(rig: Rig) -> N
     assert parent.status is RunStatus.COMPLETED, parent.reason
     children = sorted(_children(rig, parent), key=lambda r: r.parent_node or "")
     assert [c.parent_node for c in children] == ["each[0]", "each[1]", "each[2]"]
-    latest = {e.node_id: e for e in rig.store.journal([parent.id])}
-    output = json.loads(rig.store.get_blob(latest["each"].output_digest or ""))
+    latest = {e.node_id: e for e in rig.store.steps.journal([parent.id])}
+    output = json.loads(rig.store.blobs.get_blob(latest["each"].output_digest or ""))
     assert [o["outputs"]["first"] for o in output] == ["once(a)", "once(b)", "once(c)"]
 
 
@@ -293,7 +293,7 @@ async def test_a_map_of_gated_children_waits_for_each_and_completes_after_the_la
     engine.subscribe(watch)
     await engine.approve(children[0].id, actor="console:bob")
     await engine.wait(children[0].id, timeout=10)
-    assert rig.store.get_run(parent.id).status is RunStatus.PAUSED  # the other child still waits
+    assert rig.store.runs.get_run(parent.id).status is RunStatus.PAUSED  # the other child still waits
     await engine.approve(children[1].id, actor="console:bob")
     await asyncio.wait_for(finished.wait(), timeout=10)
     assert rig.calls["once"] == 2  # each child published once, none twice
@@ -305,7 +305,7 @@ async def test_a_parent_resumed_from_an_earlier_run_takes_over_its_waiting_child
     first = await _start(engine, "caller")
     (child,) = _children(rig, first)
     await engine.abandon(first.id, actor="console:ana")  # cancels the child too
-    assert rig.store.get_run(child.id).status is RunStatus.CANCELLED
+    assert rig.store.runs.get_run(child.id).status is RunStatus.CANCELLED
     second = await engine.start_run(workflow="caller", args={}, platform="console", conversation="c1",
                                     thread="t1", requester="console:ana", resume_from=first.id)  # fmt: skip
     second = await engine.wait(second.id, timeout=10)
@@ -341,5 +341,5 @@ async def test_children_go_through_their_workflows_concurrency_queue(rig: Rig) -
     children = _children(rig, parent)
     assert len(children) == 3 and all(c.status is RunStatus.COMPLETED for c in children)
     assert len(queued) == 2 and set(queued) <= {c.id for c in children}  # one at a time: two waited
-    audit = [e.action for c in children for e in rig.store.audit_log(c.id)]
+    audit = [e.action for c in children for e in rig.store.events.audit_log(c.id)]
     assert audit.count("queued") == 2

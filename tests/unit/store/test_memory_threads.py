@@ -36,26 +36,26 @@ def _race(attempt: Callable[[int], Any]) -> list[Any]:
 
 def _run(store: MemoryStore, status: RunStatus) -> str:
     run = create_run(store, workflow="w", platform="slack", conversation="C1", thread=None,
-                     requester="slack:U1", args_digest=store.put_blob(b"{}"))  # fmt: skip
-    store.transition(Transition(run.id, RunStatus.RUNNING, actor="engine"))
+                     requester="slack:U1", args_digest=store.blobs.put_blob(b"{}"))  # fmt: skip
+    store.runs.transition(Transition(run.id, RunStatus.RUNNING, actor="engine"))
     if status is not RunStatus.RUNNING:
-        store.transition(Transition(run.id, status, actor="engine"))
+        store.runs.transition(Transition(run.id, status, actor="engine"))
     return run.id
 
 
 def test_one_thread_resumes_a_failed_run() -> None:
     store = MemoryStore()
     run_id = _run(store, RunStatus.FAILED)
-    outcomes = _race(lambda i: store.transition(Transition(run_id, RunStatus.RUNNING, actor=f"t{i}")))
+    outcomes = _race(lambda i: store.runs.transition(Transition(run_id, RunStatus.RUNNING, actor=f"t{i}")))
     assert sorted(outcomes) == ["RunNotResumable"] * (RACERS - 1) + ["won"]
-    assert store.get_run(run_id).version == 4
+    assert store.runs.get_run(run_id).version == 4
 
 
 def test_one_thread_approves_and_the_losers_write_nothing() -> None:
     store = MemoryStore()
     run_id = _run(store, RunStatus.RUNNING)
-    store.open_gate(run_id, "review", "ship?")
-    paused = store.transition(Transition(run_id, RunStatus.PAUSED, actor="engine"))
+    store.gates.open_gate(run_id, "review", "ship?")
+    paused = store.runs.transition(Transition(run_id, RunStatus.PAUSED, actor="engine"))
 
     def approve(i: int) -> None:
         with store.transaction() as tx:
@@ -67,12 +67,12 @@ def test_one_thread_approves_and_the_losers_write_nothing() -> None:
 
     outcomes = _race(approve)
     assert sorted(outcomes) == ["GateAlreadyDecided"] * (RACERS - 1) + ["won"]
-    gate, run = store.get_gate(run_id, "review"), store.get_run(run_id)
+    gate, run = store.gates.get_gate(run_id, "review"), store.runs.get_run(run_id)
     assert gate.status is GateStatus.APPROVED and run.status_by == gate.decided_by
-    assert [e.actor for e in store.audit_log(run_id)] == [gate.decided_by]
+    assert [e.actor for e in store.events.audit_log(run_id)] == [gate.decided_by]
 
 
 def test_one_thread_claims_an_event() -> None:
     store = MemoryStore()
-    outcomes = _race(lambda i: store.claim_event("slack", "Ev1"))
+    outcomes = _race(lambda i: store.events.claim_event("slack", "Ev1"))
     assert outcomes.count(True) == 1 and outcomes.count(False) == RACERS - 1
