@@ -8,9 +8,8 @@ answers what it did, never calling back. Slack's own mechanics here:
   modal, an ephemeral answer privately, the rest through the service, which keeps the request's
   `response_url` as the run's follow-up (30 minutes, 5 uses).
 - A message of an outbox row carries the row in its metadata (`baton_outbox`). Slack has no
-  idempotency key, so on a redelivery (`Reply.how.once.since`) the thread or channel since the
-  row was written is looked through first, a few pages at most; a message of this bot found
-  there is taken for posted. A look-up that fails posts (at least once).
+  idempotency key: on a redelivery the core looks through the thread or channel first
+  (`core.delivery.redelivery`), through the messages and authors this transport lists (`recent`).
 - Text too long for a message's blocks is uploaded whole as a file snippet in the thread, with
   the first section and a note in the message, when the service says it may (`attach`).
 """
@@ -41,9 +40,11 @@ from adapters.slack.web_api import CHANNEL_ERRORS, SlackCallFailed, call, displa
 from core.commands.handler import Handler
 from core.commands.messages import Form, Reply
 from core.commands.text_messages import rendered
+from core.delivery import redelivery
 from core.delivery.edits import NotDelivered, Outgoing, Posted
 from core.delivery.fallbacks import DIRECT, FOLLOW_UP
 from core.delivery.names import Names
+from core.delivery.redelivery import Seen
 from core.delivery.transport import Sent
 from core.errors import PlatformError
 from core.render import Rendered, redacted
@@ -55,27 +56,8 @@ USER_IDS = r"[UW][A-Z0-9]{2,}"  # a person's immutable id: their name is looked 
 #: A slash command's response URL: "up to five times within thirty minutes of receipt".
 RESPONSE_URL_TTL = 30 * 60.0
 RESPONSE_URL_USES = 5
-#: the metadata event type of an outbox row's messages (`outbox_metadata`)
+#: the metadata event type of an outbox row's messages (`core.delivery.redelivery`)
 OUTBOX_EVENT = "baton_outbox"
-#: a redelivery looks through at most this many pages of this many messages for an earlier post
-LOOKUP_PAGES = 3
-LOOKUP_PAGE_SIZE = 200
-#: the look-up starts this long before the row was written: our clock and Slack's may differ
-CLOCK_SKEW = 60.0
-
-
-def outbox_metadata(reply: Reply) -> dict[str, Any] | None:
-    """The message metadata of an outbox row's message (`Reply.how.once`: `outbox:<row>[:<part>]`),
-    what a redelivery looks for; None for any other reply."""
-    if reply.how.once is None:
-        return None
-    key = reply.how.once.key
-    payload: dict[str, Any] = {"key": key}
-    _, _, rest = key.partition(":")
-    row = rest.split(":", 1)[0]
-    if row.isdigit():
-        payload["row"] = int(row)
-    return {"event_type": OUTBOX_EVENT, "event_payload": payload}
 
 
 class SlackSender:
@@ -152,13 +134,45 @@ class SlackSender:
         return place, reply.to.thread if place == reply.to.conversation else None
 
     async def post(self, place: str, reply: Outgoing, text: Rendered, *, attach: bool, opens: bool) -> Sent:
+        """chat.postMessage; posted to a user id, a message lands in their DM (`D…`), the id
+        chat.update needs. An outbox row's message carries the row in its metadata."""
+        return await self.landed(place, reply, text, None, attach=attach)
+
+    async def landed(self, place: str, reply: Outgoing, text: Rendered, posted: str | None, *,
+                     attach: bool) -> Sent:
+        """`post`, the message posted already as `posted` (an earlier attempt's) or now (None)."""
         assert isinstance(reply, Reply)
         channel, thread = self._where(place, reply)
         message, upload, filename = self._message(reply, text, attach=attach)
-        landed, ts = await self._post(channel, thread, message, reply)
-        root = thread or ts
+        landed = channel
+        if posted is None:
+            metadata = None if reply.how.once is None else {
+                "event_type": OUTBOX_EVENT, "event_payload": redelivery.payload(reply.how.once)}
+            response = await call(self._client, "chat.postMessage", channel=channel, thread_ts=thread,
+                                  unfurl_links=False, metadata=metadata, **message.as_kwargs())
+            landed, posted = str(response.get("channel") or channel), str(response["ts"])
+        root = thread or posted
         await self._files(reply, channel, root, upload, filename)
-        return Sent(Posted(landed, (ts,)), thread=root, filed=upload is not None)
+        return Sent(Posted(landed, (posted,)), thread=root, filed=upload is not None)
+
+    async def recent(self, place: str, thread: str | None, oldest: float, limit: int,
+                     cursor: str | None) -> tuple[list[Seen], str | None] | None:
+        """A page of `conversations.replies` (in a thread) or `.history`; None for a DM by user id
+        (its `D…` id is not known)."""
+        if place[:1] in ("U", "W"):
+            return None
+        response = await read(self._client, "conversations.replies" if thread else "conversations.history",
+                              channel=place, ts=thread, cursor=cursor, oldest=f"{oldest:.6f}", limit=limit,
+                              include_all_metadata=True)
+        seen = [_seen(message) for message in response.get("messages") or []]
+        return seen, (response.get("response_metadata") or {}).get("next_cursor") or None
+
+    async def own(self) -> tuple[str, str]:
+        """(bot_id, app_id) of this bot (`auth.test`, asked once)."""
+        if self._own is None:
+            response = await call(self._client, "auth.test")
+            self._own = (str(response.get("bot_id") or ""), str(response.get("app_id") or ""))
+        return self._own
 
     async def edit(self, place: str, posted: Posted, reply: Outgoing, text: Rendered, *,
                    attach: bool) -> Sent | None:
@@ -290,66 +304,13 @@ class SlackSender:
                 response_type="ephemeral", replace_original=False, **message.as_kwargs()
             )
 
-    async def _post(
-        self, channel: str, thread: str | None, message: SlackMessage, reply: Reply | None = None
-    ) -> tuple[str, str]:
-        """(the conversation it landed in, its ts): posted to a user id, a message lands in their
-        DM (`D…`), the id chat.update needs. An outbox row's message carries the row in its
-        metadata; on a redelivery, the one an earlier attempt posted is taken when it is found."""
-        metadata = None if reply is None else outbox_metadata(reply)
-        once = None if reply is None else reply.how.once
-        if once is not None and once.since is not None:
-            found = await self._posted_before(channel, thread, once.key, once.since)
-            if found is not None:
-                return found
-        response = await call(self._client, "chat.postMessage", channel=channel, thread_ts=thread,
-                              unfurl_links=False, metadata=metadata, **message.as_kwargs())
-        return str(response.get("channel") or channel), str(response["ts"])
 
-    async def _posted_before(
-        self, channel: str, thread: str | None, key: str, since: float
-    ) -> tuple[str, str] | None:
-        """(conversation, ts) of the message an earlier attempt posted under `key` in `thread`
-        (else in `channel`) since `since`; None when there is none in the pages looked through,
-        when it cannot be looked for (a DM addressed by user id: its `D…` id is not known), or
-        when the look-up failed: the caller posts (at least once)."""
-        if channel[:1] in ("U", "W"):
-            return None
-        method = "conversations.replies" if thread else "conversations.history"
-        extra = {"action": "slack_redelivery", "channel": channel, "delivery": key}
-        cursor = None
-        try:
-            for _ in range(LOOKUP_PAGES):
-                response = await read(self._client, method, channel=channel, ts=thread, cursor=cursor,
-                                      oldest=f"{max(0.0, since - CLOCK_SKEW):.6f}", limit=LOOKUP_PAGE_SIZE,
-                                      include_all_metadata=True)
-                for found in response.get("messages") or []:
-                    metadata = found.get("metadata") or {}
-                    if metadata.get("event_type") == OUTBOX_EVENT and \
-                            (metadata.get("event_payload") or {}).get("key") == key and \
-                            await self._ours(found):
-                        log.info("outbox message already in Slack: not posted again", extra=extra)
-                        return channel, str(found["ts"])
-                cursor = (response.get("response_metadata") or {}).get("next_cursor")
-                if not cursor:
-                    break
-        except SlackCallFailed as exc:
-            log.warning("outbox message not looked for (%s): posted again", exc.error, extra=extra)
-            return None
-        log.info("outbox message not found in Slack: posted", extra=extra)
-        return None
-
-    async def _ours(self, message: Mapping[str, Any]) -> bool:
-        """Whether Baton's own bot posted `message`: its `bot_id` (and `app_id`, when both say
-        one) are this bot's (`auth.test`). Metadata alone proves nothing: any app in the
-        channel may post a message carrying `baton_outbox` metadata."""
-        if self._own is None:
-            response = await call(self._client, "auth.test")  # a failure: not looked for, posted
-            self._own = (str(response.get("bot_id") or ""), str(response.get("app_id") or ""))
-        bot_id, app_id = self._own
-        if not bot_id or message.get("bot_id") != bot_id:
-            return False
-        return not (app_id and message.get("app_id") and message.get("app_id") != app_id)
+def _seen(message: Mapping[str, Any]) -> Seen:
+    """A listed message: its ts, the outbox key its metadata carries, and who posted it."""
+    metadata = message.get("metadata") or {}
+    ours = metadata.get("event_type") == OUTBOX_EVENT
+    key = (metadata.get("event_payload") or {}).get("key") if ours else None
+    return Seen(str(message["ts"]), key, str(message.get("bot_id") or ""), str(message.get("app_id") or ""))
 
 
 def _same_place(posted: Posted, channel: str) -> bool:
