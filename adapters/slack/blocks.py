@@ -3,8 +3,8 @@
 Slack's limits shape everything here: 3,000 characters per section block, 2,000 per
 button `value`, 75 per button label, 25 buttons per actions block; a choice list is a
 `static_select` of at most 100 options (150 characters per value, 75 per option text).
-Text is never cut: a chunk over the section limit is split at a line break; a message too
-long for blocks is uploaded as a file by the sender (see `needs_upload`).
+The core lays a reply out by these limits (`RULES`, `core.commands.block_messages`): sections
+of text, a note, buttons and choice lists carrying their values, the text to upload.
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from core.commands.block_messages import Rules, sections
 from core.commands.messages import Button, Menu
 from core.splitting import fit
 
@@ -49,40 +50,9 @@ def unescape_mrkdwn(text: str) -> str:
     return text.replace("&lt;", "<").replace("&gt;", ">").replace("&amp;", "&")
 
 
-def split_text(text: str, limit: int = SECTION_LIMIT) -> list[str]:
-    """Split at line breaks (hard-split a single over-long line) so each part fits `limit`."""
-    parts: list[str] = []
-    rest = text
-    while len(rest) > limit:
-        cut = rest.rfind("\n", 0, limit)
-        if cut <= 0:
-            parts.append(rest[:limit])
-            rest = rest[limit:]
-        else:
-            parts.append(rest[:cut])
-            rest = rest[cut + 1 :]
-    if rest.strip():
-        parts.append(rest)
-    return parts
-
-
-def sections(chunks: Sequence[str]) -> list[str]:
-    """Every rendered chunk as section-sized texts, empty chunks dropped."""
-    out: list[str] = []
-    for chunk in chunks:
-        out.extend(split_text(chunk))
-    return out
-
-
-def needs_upload(chunks: Sequence[str]) -> bool:
-    """Too long for one message's blocks: over `UPLOAD_THRESHOLD` characters, or more sections
-    than a message may hold next to its note and buttons (Slack: 50 blocks)."""
-    return sum(map(len, chunks)) > UPLOAD_THRESHOLD or len(sections(chunks)) > TEXT_BLOCKS
-
-
-def fallback_text(chunks: Sequence[str]) -> str:
-    """The notification text: the start of the message (the full text lives in the blocks)."""
-    return fit("\n".join(c for c in chunks if c.strip()) or " ", FALLBACK_LIMIT)
+RULES = Rules(section=SECTION_LIMIT, upload_over=UPLOAD_THRESHOLD, sections=TEXT_BLOCKS,
+              fallback=FALLBACK_LIMIT, value=VALUE_LIMIT, option_value=OPTION_VALUE_LIMIT,
+              unescape=unescape_mrkdwn)
 
 
 def action_id(button: Button, index: int) -> str:
@@ -149,15 +119,18 @@ def build_message(
     value_of: Callable[[Button], str] = lambda b: b.command,
     option_value_of: Callable[[Button], str] = lambda b: b.command,
     note: str | None = None,
+    text: str | None = None,
 ) -> SlackMessage:
     """Section blocks for the text, a context line for `note`, actions blocks for the buttons
-    and for the choice lists."""
-    blocks: list[Block] = [section(t) for t in sections(chunks)]
+    and for the choice lists; `text`: the notification text (None: the start of `chunks`)."""
+    blocks: list[Block] = [section(t) for t in sections(chunks, SECTION_LIMIT)]
     if note:
         blocks.append(context(note))
     blocks.extend(actions_blocks(buttons, value_of))
     blocks.extend(menus_block(menus, option_value_of))
-    return SlackMessage(text=fallback_text(chunks), blocks=tuple(blocks))
+    if text is None:
+        text = fit("\n".join(c for c in chunks if c.strip()) or " ", FALLBACK_LIMIT)
+    return SlackMessage(text=text, blocks=tuple(blocks))
 
 
 HOME_BLOCKS = 100  # blocks a Home tab view holds
@@ -165,7 +138,7 @@ HOME_BLOCKS = 100  # blocks a Home tab view holds
 
 def home_view(chunks: Sequence[str]) -> Block:
     """The Home tab's view: the rendered home as sections (a long one ends where Slack's limit does)."""
-    return {"type": "home", "blocks": [section(t) for t in sections(chunks)][:HOME_BLOCKS]}
+    return {"type": "home", "blocks": [section(t) for t in sections(chunks, SECTION_LIMIT)][:HOME_BLOCKS]}
 
 
 def chosen_blocks(blocks: Sequence[Mapping[str, Any]], note: str) -> list[Block]:

@@ -25,21 +25,14 @@ from slack_sdk.web.async_client import AsyncWebClient
 from slack_sdk.webhook.async_client import AsyncWebhookClient
 
 from adapters.slack import forms as slack_forms
-from adapters.slack.blocks import (
-    OPTION_VALUE_LIMIT,
-    VALUE_LIMIT,
-    SlackMessage,
-    build_message,
-    needs_upload,
-    unescape_mrkdwn,
-)
+from adapters.slack.blocks import RULES, SlackMessage, build_message
 from adapters.slack.formatting import FORMAT, said
 from adapters.slack.forms import METADATA_LIMIT, FormPlace
 from adapters.slack.inbound import PLATFORM, Origin
 from adapters.slack.web_api import CHANNEL_ERRORS, SlackCallFailed, call, display_names, read
+from core.commands.block_messages import Layout, blocks
 from core.commands.handler import Handler
 from core.commands.messages import Form, Reply
-from core.commands.text_messages import rendered
 from core.delivery import redelivery
 from core.delivery.edits import NotDelivered, Outgoing, Posted
 from core.delivery.fallbacks import DIRECT, FOLLOW_UP
@@ -47,7 +40,6 @@ from core.delivery.names import Names
 from core.delivery.redelivery import Seen
 from core.delivery.transport import Sent
 from core.errors import PlatformError
-from core.render import Rendered, redacted
 
 log = logging.getLogger("baton.slack")
 
@@ -75,8 +67,8 @@ class SlackSender:
         #: (bot_id, app_id) of this bot (`auth.test`), asked for at the first redelivery look-up
         self._own: tuple[str, str] | None = None
         #: the core's delivery service for Slack: background replies and answers go through it
-        self.delivery = handler.register_transport(
-            self, threads=threads, compose=rendered(FORMAT, handler.redactor, self.names))
+        compose = blocks(FORMAT, RULES, handler.redactor, self.names, handler.buttons)
+        self.delivery = handler.register_transport(self, threads=threads, compose=compose)
 
     # -- direct answers -----------------------------------------------------------------
     async def deliver(self, replies: Sequence[Reply], origin: Origin) -> None:
@@ -100,7 +92,7 @@ class SlackSender:
             return
         thread = reply.to.thread or origin.thread
         if reply.how.ephemeral:
-            message, _, _ = self._message(reply, await self.delivery.compose(reply, True), attach=True)
+            message = self._message(await self.delivery.compose(reply, True))
             await self._ephemeral(origin, channel, thread, message)
             return
         url = origin.response_url
@@ -133,17 +125,17 @@ class SlackSender:
         (their DM)."""
         return place, reply.to.thread if place == reply.to.conversation else None
 
-    async def post(self, place: str, reply: Outgoing, text: Rendered, *, attach: bool, opens: bool) -> Sent:
+    async def post(self, place: str, reply: Outgoing, layout: Layout, *, attach: bool, opens: bool) -> Sent:
         """chat.postMessage; posted to a user id, a message lands in their DM (`D…`), the id
         chat.update needs. An outbox row's message carries the row in its metadata."""
-        return await self.landed(place, reply, text, None, attach=attach)
+        return await self.landed(place, reply, layout, None, attach=attach)
 
-    async def landed(self, place: str, reply: Outgoing, text: Rendered, posted: str | None, *,
+    async def landed(self, place: str, reply: Outgoing, layout: Layout, posted: str | None, *,
                      attach: bool) -> Sent:
         """`post`, the message posted already as `posted` (an earlier attempt's) or now (None)."""
         assert isinstance(reply, Reply)
         channel, thread = self._where(place, reply)
-        message, upload, filename = self._message(reply, text, attach=attach)
+        message = self._message(layout)
         landed = channel
         if posted is None:
             metadata = None if reply.how.once is None else {
@@ -152,8 +144,8 @@ class SlackSender:
                                   unfurl_links=False, metadata=metadata, **message.as_kwargs())
             landed, posted = str(response.get("channel") or channel), str(response["ts"])
         root = thread or posted
-        await self._files(reply, channel, root, upload, filename)
-        return Sent(Posted(landed, (posted,)), thread=root, filed=upload is not None)
+        await self._files(layout, channel, root)
+        return Sent(Posted(landed, (posted,)), thread=root, filed=layout.upload is not None)
 
     async def recent(self, place: str, thread: str | None, oldest: float, limit: int,
                      cursor: str | None) -> tuple[list[Seen], str | None] | None:
@@ -174,7 +166,7 @@ class SlackSender:
             self._own = (str(response.get("bot_id") or ""), str(response.get("app_id") or ""))
         return self._own
 
-    async def edit(self, place: str, posted: Posted, reply: Outgoing, text: Rendered, *,
+    async def edit(self, place: str, posted: Posted, reply: Outgoing, layout: Layout, *,
                    attach: bool) -> Sent | None:
         """chat.update the message kept as `posted`; None when it is gone (deleted meanwhile)
         or elsewhere than `place`."""
@@ -182,7 +174,7 @@ class SlackSender:
         channel, thread = self._where(place, reply)
         if not _same_place(posted, channel):
             return None
-        message, upload, filename = self._message(reply, text, attach=attach)
+        message = self._message(layout)
         try:
             await call(self._client, "chat.update", channel=posted.place, ts=posted.ids[0],
                        **message.as_kwargs())
@@ -193,12 +185,12 @@ class SlackSender:
         if reply.how.edit_only:  # a decided gate's message: only its text changes
             return Sent(posted)
         root = thread or posted.ids[0]
-        await self._files(reply, channel, root, upload, filename)
-        return Sent(posted, thread=root, filed=upload is not None)
+        await self._files(layout, channel, root)
+        return Sent(posted, thread=root, filed=layout.upload is not None)
 
-    async def follow_up(self, handle: str, reply: Outgoing, text: Rendered, *, attach: bool) -> bool:
+    async def follow_up(self, handle: str, reply: Outgoing, layout: Layout, *, attach: bool) -> bool:
         assert isinstance(reply, Reply)
-        return await self._respond(handle, self._message(reply, text, attach=attach)[0])
+        return await self._respond(handle, self._message(layout))
 
     async def person(self, user: str) -> str:
         return user  # posting to a user id opens the app's DM with them
@@ -242,34 +234,21 @@ class SlackSender:
         return True
 
     # -- sending one reply -------------------------------------------------------------------
-    def _message(self, reply: Reply, text: Rendered, *, attach: bool) -> tuple[SlackMessage, str | None, str]:
-        """The blocks to post for `reply`, rendered in the core as `text` (the people it names by
-        name); the whole text to upload when it is too long and `attach` (None: nothing), and
-        the file's name."""
-        chunks = list(text.chunks)
-        too_long = needs_upload(chunks) or not text.whole  # a command too wide for a section
-        upload = attach and too_long
-        filename = f"{reply.kind}-{reply.run_id or 'baton'}.txt"
-        shown = redacted(reply, self._handler.redactor)  # the runtime's one redactor
-        message = build_message(
-            chunks[:1] if too_long else chunks,
-            shown.buttons,
-            menus=shown.menus,
-            value_of=lambda b: self._handler.buttons.value(b.command, VALUE_LIMIT),
-            option_value_of=lambda b: self._handler.buttons.value(b.command, OPTION_VALUE_LIMIT),
-            note=said("uploaded", len(text.text), filename) if upload else None,
-        )
-        return message, unescape_mrkdwn(text.text) if upload else None, filename
+    @staticmethod
+    def _message(layout: Layout) -> SlackMessage:
+        """The blocks of a reply the core laid out (`core.commands.block_messages`)."""
+        return build_message(layout.sections, layout.buttons, menus=layout.menus, note=layout.note,
+                             text=layout.fallback)
 
-    async def _files(self, reply: Reply, channel: str, root: str, upload: str | None, filename: str) -> None:
+    async def _files(self, layout: Layout, channel: str, root: str) -> None:
         """The whole text as a snippet (`upload`), and the file the reply carries, in its thread."""
-        if upload is not None:
-            await call(self._client, "files.uploadV2", channel=channel, thread_ts=root, content=upload,
-                       filename=filename, title=filename, snippet_type="text")
-        if reply.file is not None:  # a file the reply carries (`audit --since`), in the same thread
+        if layout.upload is not None:
+            await call(self._client, "files.uploadV2", channel=channel, thread_ts=root, content=layout.upload,
+                       filename=layout.filename, title=layout.filename, snippet_type="text")
+        if layout.file is not None:  # a file the reply carries (`audit --since`), in the same thread
             await call(self._client, "files.uploadV2", channel=channel, thread_ts=root,
-                       content=(reply.file.content or b"").decode("utf-8"), filename=reply.file.name,
-                       title=reply.file.name)
+                       content=(layout.file.content or b"").decode("utf-8"), filename=layout.file.name,
+                       title=layout.file.name)
 
     async def open_form(self, form: Form, origin: Origin) -> bool:
         """Open `form` as a modal with the request's trigger id (valid 3 s); False when there is

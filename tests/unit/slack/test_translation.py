@@ -7,10 +7,10 @@ from adapters.slack.blocks import (
     VALUE_LIMIT,
     build_message,
     chosen_blocks,
-    split_text,
 )
 from adapters.slack.formatting import slack_escape as escape_mrkdwn
 from adapters.slack.inbound import button_click, chat_event, slash_command, strip_mention
+from core.commands.block_messages import split_lines
 from core.commands.messages import Button
 
 BOT = "UBOT"
@@ -18,13 +18,13 @@ BOT = "UBOT"
 
 def test_split_text_keeps_every_character_within_the_section_limit() -> None:
     text = "\n".join(f"line {i} " + "x" * (i % 50) for i in range(2_000))
-    parts = split_text(text)
+    parts = split_lines(text, SECTION_LIMIT)
     assert all(len(p) <= SECTION_LIMIT for p in parts)
     assert "\n".join(parts) == text
 
 
 def test_split_text_hard_splits_one_overlong_line() -> None:
-    parts = split_text("y" * 7_001)
+    parts = split_lines("y" * 7_001, SECTION_LIMIT)
     assert [len(p) for p in parts] == [3_000, 3_000, 1_001]
 
 
