@@ -112,7 +112,7 @@ def context(text: str) -> Block:
 
 
 def build_message(
-    chunks: Sequence[str],
+    texts: Sequence[str],
     buttons: Sequence[Button] = (),
     *,
     menus: Sequence[Menu] = (),
@@ -121,15 +121,16 @@ def build_message(
     note: str | None = None,
     text: str | None = None,
 ) -> SlackMessage:
-    """Section blocks for the text, a context line for `note`, actions blocks for the buttons
-    and for the choice lists; `text`: the notification text (None: the start of `chunks`)."""
-    blocks: list[Block] = [section(t) for t in sections(chunks, SECTION_LIMIT)]
+    """Section blocks for the `texts` (each within SECTION_LIMIT: the core split them), a context
+    line for `note`, actions blocks for the buttons and for the choice lists; `text`: the
+    notification text (None: the start of `texts`)."""
+    blocks: list[Block] = [section(t) for t in texts if t.strip()]
     if note:
         blocks.append(context(note))
     blocks.extend(actions_blocks(buttons, value_of))
     blocks.extend(menus_block(menus, option_value_of))
     if text is None:
-        text = fit("\n".join(c for c in chunks if c.strip()) or " ", FALLBACK_LIMIT)
+        text = fit("\n".join(t for t in texts if t.strip()) or " ", FALLBACK_LIMIT)
     return SlackMessage(text=text, blocks=tuple(blocks))
 
 

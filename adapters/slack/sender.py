@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import functools
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from typing import Any
 
 from slack_sdk.web.async_client import AsyncWebClient
@@ -27,13 +27,12 @@ from slack_sdk.webhook.async_client import AsyncWebhookClient
 from adapters.slack import forms as slack_forms
 from adapters.slack.blocks import RULES, SlackMessage, build_message
 from adapters.slack.formatting import FORMAT, said
-from adapters.slack.forms import METADATA_LIMIT, FormPlace
-from adapters.slack.inbound import PLATFORM, Origin
+from adapters.slack.inbound import PLATFORM
 from adapters.slack.web_api import CHANNEL_ERRORS, SlackCallFailed, call, display_names, read
 from core.commands.block_messages import Layout, blocks
 from core.commands.handler import Handler
 from core.commands.messages import Form, Reply
-from core.delivery import redelivery
+from core.commands.requests import Origin
 from core.delivery.edits import NotDelivered, Outgoing, Posted
 from core.delivery.fallbacks import DIRECT, FOLLOW_UP
 from core.delivery.names import Names
@@ -70,41 +69,12 @@ class SlackSender:
         compose = blocks(FORMAT, RULES, handler.redactor, self.names, handler.buttons)
         self.delivery = handler.register_transport(self, threads=threads, compose=compose)
 
-    # -- direct answers -----------------------------------------------------------------
-    async def deliver(self, replies: Sequence[Reply], origin: Origin) -> None:
-        for reply in replies:
-            try:
-                await self._answer(reply, origin)
-            except SlackCallFailed as exc:
-                started = reply.how.starts_thread and reply.run_id
-                # a run that started must not be started again: say so, never "try again"
-                # (the service told the core no thread will come: it reports in the channel)
-                await self.tell(origin, said("started_unseen", reply.run_id, exc.error) if started
-                                and reply.run_id else exc.user_text)
-
-    async def _answer(self, reply: Reply, origin: Origin) -> None:
-        if reply.form is not None and await self.open_form(reply.form, origin):
-            return  # the modal asks; its text would only repeat it
-        channel = reply.to.conversation or origin.channel
-        if not channel:
-            log.warning("reply without a conversation dropped",
-                        extra={"action": "slack_send", "run_id": reply.run_id})
-            return
-        thread = reply.to.thread or origin.thread
-        if reply.how.ephemeral:
-            message = self._message(await self.delivery.compose(reply, True))
-            await self._ephemeral(origin, channel, thread, message)
-            return
-        url = origin.response_url
-        follow_up = (url, RESPONSE_URL_TTL, RESPONSE_URL_USES) if url else None
-        await self.delivery.answer(reply.at(conversation=channel, thread=thread), channel,
-                                   follow_up=follow_up)
-
+    # -- the asker of a request (`core.commands.requests.Asker`) -----------------------------
     async def tell(self, origin: Origin, text: str) -> None:
         """Tell the asking user only: through the response URL, else an ephemeral message."""
         try:
-            if origin.response_url:
-                await AsyncWebhookClient(origin.response_url).send(
+            if origin.follow_up:
+                await AsyncWebhookClient(origin.follow_up).send(
                     text=text, response_type="ephemeral", replace_original=False
                 )
             else:
@@ -138,8 +108,8 @@ class SlackSender:
         message = self._message(layout)
         landed = channel
         if posted is None:
-            metadata = None if reply.how.once is None else {
-                "event_type": OUTBOX_EVENT, "event_payload": redelivery.payload(reply.how.once)}
+            once = layout.once
+            metadata = None if once is None else {"event_type": OUTBOX_EVENT, "event_payload": once}
             response = await call(self._client, "chat.postMessage", channel=channel, thread_ts=thread,
                                   unfurl_links=False, metadata=metadata, **message.as_kwargs())
             landed, posted = str(response.get("channel") or channel), str(response["ts"])
@@ -250,36 +220,26 @@ class SlackSender:
                        content=(layout.file.content or b"").decode("utf-8"), filename=layout.file.name,
                        title=layout.file.name)
 
-    async def open_form(self, form: Form, origin: Origin) -> bool:
-        """Open `form` as a modal with the request's trigger id (valid 3 s); False when there is
-        none or Slack refused it (the reply's text, which says what to type, is posted instead)."""
-        if not origin.trigger_id:
-            return False
-        # a long message: kept through the core, like long buttons
-        place = self._handler.buttons.value(FormPlace(form.command, origin.channel, origin.thread).encode(),
-                                            METADATA_LIMIT)
+    async def open_form(self, form: Form, origin: Origin, place: str) -> bool:
+        """Open `form` as a modal with the request's trigger id (valid 3 s); False when Slack
+        refused it (the reply's text, which says what to type, is posted instead)."""
         try:
-            await call(self._client, "views.open", trigger_id=origin.trigger_id,
+            await call(self._client, "views.open", trigger_id=origin.trigger,
                        view=slack_forms.modal(form, place))
         except SlackCallFailed:
             return False  # logged where it was translated (e.g. expired_trigger_id)
         return True
 
-    def form_place(self, metadata: str) -> FormPlace | None:
-        """The `FormPlace` a submitted modal's metadata holds (directly, or by reference)."""
-        return FormPlace.decode(self._handler.buttons.command_of(metadata) or "")
-
-    async def _ephemeral(
-        self, origin: Origin, channel: str, thread: str | None, message: SlackMessage
-    ) -> None:
+    async def ephemeral(self, origin: Origin, channel: str, thread: str | None, layout: Layout) -> None:
         """chat.postEphemeral; where the bot is not a member, the request's response URL."""
+        message = self._message(layout)
         try:
             await call(self._client, "chat.postEphemeral", channel=channel, user=origin.user,
                        thread_ts=thread, **message.as_kwargs())
         except SlackCallFailed as exc:
-            if exc.error not in CHANNEL_ERRORS or not origin.response_url:
+            if exc.error not in CHANNEL_ERRORS or not origin.follow_up:
                 raise
-            await AsyncWebhookClient(origin.response_url).send(
+            await AsyncWebhookClient(origin.follow_up).send(
                 response_type="ephemeral", replace_original=False, **message.as_kwargs()
             )
 

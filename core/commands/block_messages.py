@@ -18,11 +18,13 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from core.commands.messages import Attachment, Button, Menu, Reply
 from core.delivery.buttons import ButtonCommands
 from core.delivery.edits import Outgoing
 from core.delivery.names import Names
+from core.delivery.redelivery import payload
 from core.delivery.service import Compose
 from core.redaction import Redactor
 from core.render import Format, Rendered, redacted, render_reply, sentence
@@ -46,7 +48,8 @@ class Rules:
 class Layout:
     """One message: its `sections` of text, its notification text (`fallback`), a `note` under
     them, its buttons and choice lists (each carrying its value as `command`), the whole text
-    to upload (`upload`, as `filename`; None: nothing) and the file the reply carries."""
+    to upload (`upload`, as `filename`; None: nothing), the file the reply carries, and what an
+    outbox row's message carries for a redelivery to find it (`once`: `redelivery.payload`)."""
 
     sections: tuple[str, ...]
     fallback: str
@@ -56,6 +59,7 @@ class Layout:
     upload: str | None = None
     filename: str = ""
     file: Attachment | None = None
+    once: dict[str, Any] | None = None
 
 
 def split_lines(text: str, limit: int) -> list[str]:
@@ -105,6 +109,7 @@ def laid_out(reply: Reply, text: Rendered, fmt: Format, rules: Rules, redactor: 
         upload=rules.unescape(text.text) if upload else None,
         filename=filename,
         file=reply.file,
+        once=None if reply.how.once is None else payload(reply.how.once),
     )
 
 

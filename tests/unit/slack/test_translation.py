@@ -82,7 +82,7 @@ def test_slash_command_becomes_a_command_message_in_its_channel() -> None:
     assert message.text == "run deploy <v2>"
     assert message.event_id == "command:t.1"
     assert message.is_command and not message.direct
-    assert origin.response_url == "https://hooks/1"
+    assert origin.follow_up == "https://hooks/1"
 
 
 def test_slash_command_without_trigger_id_gets_a_stable_digest_id() -> None:
@@ -144,4 +144,4 @@ def test_button_click_runs_the_buttons_command_as_the_clicker() -> None:
     assert (message.user, message.text, message.thread) == ("U2", "resume r1", "1.0")
     assert message.is_command
     assert message.event_id == "action:tr:6.0:baton:resume:0"
-    assert origin.response_url == "https://hooks/2"
+    assert origin.follow_up == "https://hooks/2"
