@@ -1,18 +1,14 @@
-"""The Bolt `AsyncApp`: four listeners that acknowledge, translate and hand over to the core.
+"""The Bolt `AsyncApp`: listeners that acknowledge, translate Slack's bodies (`inbound.py`)
+and hand them to the core's `Requests` (`core.commands.requests`, which says how each is
+answered), and Slack's part of them: the preflight of a `run` (`preflight.py`), a clicked
+message's buttons replaced with "✔ @user chose …", a form's errors on its fields, the Home tab.
 
-    /workflow <text>        -> ack, then Handler.handle(command) in the background; a `run`
-                               first checks Baton can post in the channel (`preflight.py`):
-                               if not, nothing starts and the user alone is told what to do
-    button click / choice   -> ack, handle the button's (or chosen option's) command as the
-                               clicker, then replace the buttons with "✔ @user chose …" (a
-                               reusable button such as "Open run" stays for the next person;
-                               a gate decided: the core edits every message offering it)
-    message (thread/DM)     -> Handler.handle(plain reply); bots, edits and joins ignored
-    app_mention             -> the same, with mentions_bot=True
-    view_submission (form)  -> Handler.read_form: errors back onto the fields, or ack and handle
-                               the command the values complete, as the submitting user
-    app_home_opened         -> views.publish of the person's home (Handler.home_opened); the core
-                               asks for a new publish whenever what it shows changes
+    /workflow <text>             -> Requests.command (a `run` checked with `preflight.py`)
+    button click / choice        -> Requests.click
+    view_submission (form)       -> Requests.form
+    message (thread/DM), mention -> Requests.process; bots, edits and joins ignored
+    app_home_opened              -> views.publish of the person's home (Handler.home_opened); the
+                                    core asks for a new publish whenever what it shows changes
 
 `process_before_response=False` (Bolt's default): Bolt answers Slack as soon as `ack()` is
 called, well within Slack's 3 seconds, and the listener goes on in the background.
@@ -20,12 +16,11 @@ called, well within Slack's 3 seconds, and the listener goes on in the backgroun
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import re
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any
 
 from slack_bolt.async_app import AsyncAck, AsyncApp, AsyncBoltContext
 from slack_sdk.web.async_client import AsyncWebClient
@@ -34,30 +29,18 @@ from slack_sdk.webhook.async_client import AsyncWebhookClient
 from adapters.slack import forms as slack_forms
 from adapters.slack import inbound
 from adapters.slack.blocks import ACTION_PREFIX, chosen_blocks, home_view
-from adapters.slack.formatting import FORMAT, said
+from adapters.slack.formatting import FORMAT
 from adapters.slack.preflight import Preflight
 from adapters.slack.sender import RESPONSE_URL_TTL, RESPONSE_URL_USES, SlackSender
 from adapters.slack.web_api import SlackCallFailed, call, with_retries
-from core.commands.handler import Handler
 from core.commands.messages import Reply
-from core.commands.requests import Origin, Requests
+from core.commands.requests import Host, Origin, Requests
 from core.config import Settings
-from core.render import render
 
 log = logging.getLogger("baton.slack")
 
 
-class Baton(Protocol):
-    """What the adapter needs of `bot.app.Baton` (adapters never import `bot`)."""
-
-    @property
-    def handler(self) -> Handler: ...
-
-    @property
-    def stopping(self) -> asyncio.Event: ...
-
-    def watch_platform(self, platform: str, probe: Callable[[], Awaitable[bool]]) -> None:
-        """Connected: `probe` tells the readiness check whether the connection still stands."""
+Baton = Host  # what the adapter needs of `bot.app.Baton`
 
 
 @dataclass(frozen=True)
@@ -79,12 +62,11 @@ class SlackBridge:
     async def on_action(self, ack: AsyncAck, body: dict[str, Any], action: dict[str, Any]) -> None:
         name = str(action.get("action_id", "")).removeprefix(ACTION_PREFIX).split(":", 1)[0]
         await self.requests.click(inbound.chosen_value(action), lambda command: inbound.button_click(
-            body, action, command), ack, name, lambda origin: self._mark_chosen(body, action, origin))
+            body, action, command), ack, name, inbound.chosen_label(action),
+            lambda origin, note: self._mark_chosen(body, origin, note))
 
-    async def _mark_chosen(self, body: Mapping[str, Any], action: Mapping[str, Any], origin: Origin) -> None:
-        """Show who chose what and remove the buttons, so they cannot be used twice."""
-        label = inbound.chosen_label(action)
-        note = said("chose", self.sender.names.known(origin.user) or origin.user, label)
+    async def _mark_chosen(self, body: Mapping[str, Any], origin: Origin, note: str) -> None:
+        """Show who chose what (`note`) and remove the buttons, so they cannot be used twice."""
         original = body.get("message")
         try:
             if original and original.get("ts"):
@@ -116,8 +98,9 @@ class SlackBridge:
             log.exception("home not published", extra={"action": "slack_home"})
 
     async def publish_home(self, user: str, reply: Reply) -> None:
-        names = await self.sender.names.names_for(reply.data)
-        chunks = render(reply, FORMAT, self.baton.handler.redactor, names=names)
+        await self.requests.home(user, reply, self.publish)
+
+    async def publish(self, user: str, chunks: list[str]) -> None:
         await call(self.app.client, "views.publish", user_id=user, view=home_view(chunks))
 
     async def on_message(self, event: dict[str, Any], context: AsyncBoltContext) -> None:

@@ -53,6 +53,9 @@ class SlackSender:
     """Slack's calls: the wire (`post`, `edit`, `upload`, `respond`, `say`, `recent`, `own`)
     and the asker (`tell`, `open_form`, `ephemeral`)."""
 
+    #: the bot removed, the channel archived or gone: the service tries the next place
+    refusals = CHANNEL_ERRORS
+
     def __init__(self, client: AsyncWebClient, handler: Handler, *, threads: bool = True) -> None:
         self._client = client
         #: people's names, so a message names them without pinging them (`core.delivery.names`)
@@ -119,15 +122,6 @@ class SlackSender:
 
     async def say(self, channel: str, text: str) -> None:
         await call(self._client, "chat.postMessage", channel=channel, text=text)
-
-    @staticmethod
-    def refusal(exc: BaseException) -> str | None:
-        """The bot removed, the channel archived or gone (the service tries the next place)."""
-        return exc.error if isinstance(exc, SlackCallFailed) and exc.error in CHANNEL_ERRORS else None
-
-    @staticmethod
-    def transient(exc: BaseException) -> str | None:
-        return exc.error if isinstance(exc, SlackCallFailed) and exc.transient else None
 
     async def recent(self, place: str, thread: str | None, oldest: float, limit: int,
                      cursor: str | None) -> tuple[list[Seen], str | None] | None:

@@ -24,6 +24,7 @@ from typing import Any, Protocol
 
 from core.commands.block_messages import Layout
 from core.delivery.edits import NotDelivered, Outgoing, Posted
+from core.delivery.failures import CallFailed
 from core.delivery.fallbacks import DIRECT, FOLLOW_UP
 from core.delivery.redelivery import Seen
 from core.delivery.transport import Sent
@@ -34,8 +35,12 @@ log = logging.getLogger("baton.delivery")
 
 
 class Wire(Protocol):
-    """A block platform's calls (Slack's: `adapters/slack/sender.py`). Failures are the
-    platform's exceptions, classified by `refusal` and `transient`."""
+    """A block platform's calls (Slack's: `adapters/slack/sender.py`). Failures are
+    `CallFailed`; those whose `error` is one of `refusals` are a place refusing (the bot
+    removed, the channel archived or gone): the service tries the next place."""
+
+    @property
+    def refusals(self) -> frozenset[str]: ...
 
     async def post(self, channel: str, thread: str | None, message: Layout) -> tuple[str, str]:
         """Post `message`; (the conversation it landed in, its id)."""
@@ -56,14 +61,6 @@ class Wire(Protocol):
 
     async def say(self, channel: str, text: str) -> None:
         """Post one line of text."""
-        ...
-
-    def refusal(self, exc: BaseException) -> str | None:
-        """The platform's reason when `exc` is a place refusing (the bot removed, archived)."""
-        ...
-
-    def transient(self, exc: BaseException) -> str | None:
-        """The platform's reason when `exc` may pass (a 5xx, a rate limit, unreachable)."""
         ...
 
     async def recent(self, place: Any, thread: str | None, oldest: float, limit: int,
@@ -129,12 +126,11 @@ class BlockTransport:
         return True
 
     def refusal(self, exc: BaseException, reply: Outgoing) -> str | None:
-        return self.wire.refusal(exc)
+        return exc.error if isinstance(exc, CallFailed) and exc.error in self.wire.refusals else None
 
     def failed(self, exc: Exception, reply: Outgoing) -> None:
-        transient = self.wire.transient(exc)
-        if transient is not None:  # logged where it was translated
-            raise NotDelivered(transient) from exc
+        if isinstance(exc, CallFailed) and exc.transient:  # logged where it was translated
+            raise NotDelivered(exc.error) from exc
         if not isinstance(exc, PlatformError):  # a PlatformError was logged where it was translated
             log.error("%s delivery failed", self.platform, exc_info=exc,
                       extra={"action": f"{self.platform}_send", "run_id": reply.run_id})

@@ -32,6 +32,7 @@ sees. The sentences are the platform's format's (`templates/<platform>/_said.j2`
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import json
 import logging
@@ -44,10 +45,10 @@ from core.commands.messages import ChatMessage, Form, Reply
 from core.commands.offers import retires
 from core.commands.preflight import starts_run
 from core.commands.voting import button_ballot
+from core.delivery.failures import CallFailed
 from core.delivery.names import Names
 from core.delivery.service import DeliveryService
-from core.errors import PlatformError
-from core.render import Format, sentence
+from core.render import Format, render, sentence
 
 if TYPE_CHECKING:
     from core.commands.handler import Handler
@@ -107,6 +108,19 @@ class Asker(Protocol):
         ...
 
 
+class Host(Protocol):
+    """What a chat adapter needs of the runtime (`bot.app.Baton`; adapters never import `bot`)."""
+
+    @property
+    def handler(self) -> Handler: ...
+
+    @property
+    def stopping(self) -> asyncio.Event: ...
+
+    def watch_platform(self, platform: str, probe: Callable[[], Awaitable[bool]]) -> None:
+        """Connected: `probe` tells the readiness check whether the connection still stands."""
+
+
 class Requests:
     def __init__(self, handler: Handler, delivery: DeliveryService, asker: Asker, fmt: Format, names: Names,
                  *, follow_up: tuple[float, int | None], form_place_limit: int) -> None:
@@ -141,9 +155,10 @@ class Requests:
         await self.process(message, origin, accepted=accepted)
 
     async def click(self, value: str, read: Callable[[str], tuple[ChatMessage, Origin]], ack: Ack,
-                    action: str, withdraw: Callable[[Origin], Awaitable[None]]) -> None:
+                    action: str, label: str, withdraw: Callable[[Origin, str], Awaitable[None]]) -> None:
         """A button (or option) clicked carrying `value`; `read(command)`: the click as the
-        clicker's message; `action`: the button's name; `withdraw`: its message loses its buttons."""
+        clicker's message; `action`, `label`: the button's name and what it showed; `withdraw`:
+        its message loses its buttons, with a line saying who chose what (the format's `chose`)."""
         command = self.handler.buttons.command_of(value)
         message, origin = read(command or "")
         self.names.remember(message.user, message.user_name)
@@ -155,7 +170,7 @@ class Requests:
         await ack()
         replies = await self.handle(message, origin, accepted=accepted, ballot=button_ballot(command))
         if retires(action, command, replies):
-            await withdraw(origin)
+            await withdraw(origin, self.said("chose", self.names.known(origin.user) or origin.user, label))
         await self.deliver(replies, origin)
 
     async def form(self, metadata: str, read: Callable[[FormPlace], tuple[ChatMessage, Origin]],
@@ -198,19 +213,24 @@ class Requests:
             await self.asker.tell(origin, self.said("internal_error"))
             return []
 
+    async def home(self, user: str, reply: Reply,
+                   publish: Callable[[str, list[str]], Awaitable[object]]) -> None:
+        """`reply`, a person's home (`Handler.home_opened`), rendered and published for them."""
+        names = await self.names.names_for(reply.data)
+        await publish(user, render(reply, self._fmt, self.handler.redactor, names=names))
+
     # -- answers -------------------------------------------------------------------------------
     async def deliver(self, replies: list[Reply], origin: Origin) -> None:
         """Each answer where it was asked, in order; one the platform refused told to the asker."""
         for reply in replies:
             try:
                 await self._answer(reply, origin)
-            except PlatformError as exc:
+            except CallFailed as exc:
                 started = reply.how.starts_thread and reply.run_id
                 # a run that started must not be started again: say so, never "try again"
                 # (the service told the core no thread will come: it reports in the channel)
-                error = getattr(exc, "error", type(exc).__name__)
-                await self.asker.tell(origin, self.said("started_unseen", reply.run_id, error) if started
-                                      else "\n".join(filter(None, (exc.message, exc.hint))))
+                await self.asker.tell(origin, self.said("started_unseen", reply.run_id, exc.error) if started
+                                      else exc.user_text)
 
     async def _answer(self, reply: Reply, origin: Origin) -> None:
         if reply.form is not None and origin.trigger is not None and await self.asker.open_form(
