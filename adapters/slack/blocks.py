@@ -9,7 +9,7 @@ of text, a note, buttons and choice lists carrying their values, the text to upl
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -65,41 +65,42 @@ def plain(text: str, limit: int) -> Block:
     return {"type": "plain_text", "text": fit(text, limit), "emoji": True}
 
 
-def button_element(button: Button, index: int, value: str) -> Block:
+def button_element(button: Button, index: int) -> Block:
+    """A button carrying its `command` as its value (or the reference the core made of it)."""
     element: Block = {"type": "button", "text": plain(button.label, LABEL_LIMIT),
-                      "action_id": action_id(button, index), "value": value}
+                      "action_id": action_id(button, index), "value": button.command}
     if button.style in ("primary", "danger"):
         element["style"] = button.style
     return element
 
 
-def actions_blocks(buttons: Sequence[Button], value_of: Callable[[Button], str]) -> list[Block]:
+def actions_blocks(buttons: Sequence[Button]) -> list[Block]:
     """Actions blocks of at most 25 buttons each (Slack's limit), with unique block ids."""
-    elements = [button_element(b, i, value_of(b)) for i, b in enumerate(buttons)]
+    elements = [button_element(b, i) for i, b in enumerate(buttons)]
     return [
         {"type": "actions", "block_id": f"baton_actions_{n}", "elements": elements[i : i + ACTIONS_LIMIT]}
         for n, i in enumerate(range(0, len(elements), ACTIONS_LIMIT))
     ]
 
 
-def select_element(menu: Menu, index: int, value_of: Callable[[Button], str]) -> Block:
+def select_element(menu: Menu, index: int) -> Block:
     """A `static_select`; its `action_id` starts with ACTION_PREFIX like a button's."""
     return {
         "type": "static_select",
         "action_id": f"{ACTION_PREFIX}menu:{index}",
         "placeholder": plain(menu.placeholder, PLACEHOLDER_LIMIT),
         "options": [
-            {"text": plain(o.label, LABEL_LIMIT), "value": value_of(o)}
+            {"text": plain(o.label, LABEL_LIMIT), "value": o.command}
             for o in menu.options[:OPTIONS_LIMIT]
         ],
     }
 
 
-def menus_block(menus: Sequence[Menu], value_of: Callable[[Button], str]) -> list[Block]:
+def menus_block(menus: Sequence[Menu]) -> list[Block]:
     """One actions block holding a select per choice list (none when there is no list)."""
     if not menus:
         return []
-    elements = [select_element(m, i, value_of) for i, m in enumerate(menus)]
+    elements = [select_element(m, i) for i, m in enumerate(menus)]
     return [{"type": "actions", "block_id": "baton_menus", "elements": elements}]
 
 
@@ -116,8 +117,6 @@ def build_message(
     buttons: Sequence[Button] = (),
     *,
     menus: Sequence[Menu] = (),
-    value_of: Callable[[Button], str] = lambda b: b.command,
-    option_value_of: Callable[[Button], str] = lambda b: b.command,
     note: str | None = None,
     text: str | None = None,
 ) -> SlackMessage:
@@ -127,8 +126,8 @@ def build_message(
     blocks: list[Block] = [section(t) for t in texts if t.strip()]
     if note:
         blocks.append(context(note))
-    blocks.extend(actions_blocks(buttons, value_of))
-    blocks.extend(menus_block(menus, option_value_of))
+    blocks.extend(actions_blocks(buttons))
+    blocks.extend(menus_block(menus))
     if text is None:
         text = fit("\n".join(t for t in texts if t.strip()) or " ", FALLBACK_LIMIT)
     return SlackMessage(text=text, blocks=tuple(blocks))

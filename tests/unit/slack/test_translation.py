@@ -3,15 +3,20 @@
 from __future__ import annotations
 
 from adapters.slack.blocks import (
+    RULES,
     SECTION_LIMIT,
     VALUE_LIMIT,
     build_message,
     chosen_blocks,
 )
+from adapters.slack.formatting import FORMAT
 from adapters.slack.formatting import slack_escape as escape_mrkdwn
 from adapters.slack.inbound import button_click, chat_event, slash_command, strip_mention
-from core.commands.block_messages import split_lines
-from core.commands.messages import Button
+from core.commands.block_messages import laid_out, split_lines
+from core.commands.messages import Button, Reply
+from core.delivery.buttons import ButtonCommands
+from core.redaction import Redactor
+from core.render import Rendered
 
 BOT = "UBOT"
 
@@ -58,8 +63,11 @@ def test_more_than_25_buttons_are_spread_over_several_actions_blocks() -> None:
 
 def test_a_long_command_is_passed_by_reference() -> None:
     long_command = 'run x --force "' + "z" * VALUE_LIMIT + '"'
-    message = build_message(["prompt"], (Button("Force", long_command, action="force"),),
-                            value_of=lambda b: "ref:1" if len(b.command) > VALUE_LIMIT else b.command)
+    reply = Reply("prompt", buttons=(Button("Force", long_command, action="force"),))
+    refs = ButtonCommands(lambda blob: "1", lambda digest: b"")
+    text = Rendered("prompt", ("prompt",), True)
+    layout = laid_out(reply, text, FORMAT, RULES, Redactor(()), refs, attach=True)
+    message = build_message(layout.sections, layout.buttons)
     assert message.blocks[-1]["elements"][0]["value"] == "ref:1"
 
 
