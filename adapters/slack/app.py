@@ -1,18 +1,14 @@
-"""The Bolt `AsyncApp`: four listeners that acknowledge, translate and hand over to the core.
+"""The Bolt `AsyncApp`: listeners that acknowledge, translate Slack's bodies (`inbound.py`)
+and hand them to the core's `Requests` (`core.commands.requests`, which says how each is
+answered), and Slack's part of them: the preflight of a `run` (`preflight.py`), a clicked
+message's buttons replaced with "✔ @user chose …", a form's errors on its fields, the Home tab.
 
-    /workflow <text>        -> ack, then Handler.handle(command) in the background; a `run`
-                               first checks Baton can post in the channel (`preflight.py`):
-                               if not, nothing starts and the user alone is told what to do
-    button click / choice   -> ack, handle the button's (or chosen option's) command as the
-                               clicker, then replace the buttons with "✔ @user chose …" (a
-                               reusable button such as "Open run" stays for the next person;
-                               a gate decided: the core edits every message offering it)
-    message (thread/DM)     -> Handler.handle(plain reply); bots, edits and joins ignored
-    app_mention             -> the same, with mentions_bot=True
-    view_submission (form)  -> Handler.read_form: errors back onto the fields, or ack and handle
-                               the command the values complete, as the submitting user
-    app_home_opened         -> views.publish of the person's home (Handler.home_opened); the core
-                               asks for a new publish whenever what it shows changes
+    /workflow <text>             -> Requests.command (a `run` checked with `preflight.py`)
+    button click / choice        -> Requests.click
+    view_submission (form)       -> Requests.form
+    message (thread/DM), mention -> Requests.process; bots, edits and joins ignored
+    app_home_opened              -> views.publish of the person's home (Handler.home_opened); the
+                                    core asks for a new publish whenever what it shows changes
 
 `process_before_response=False` (Bolt's default): Bolt answers Slack as soon as `ack()` is
 called, well within Slack's 3 seconds, and the listener goes on in the background.
@@ -20,13 +16,11 @@ called, well within Slack's 3 seconds, and the listener goes on in the backgroun
 
 from __future__ import annotations
 
-import asyncio
-import dataclasses
 import logging
 import re
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any
 
 from slack_bolt.async_app import AsyncAck, AsyncApp, AsyncBoltContext
 from slack_sdk.web.async_client import AsyncWebClient
@@ -35,35 +29,18 @@ from slack_sdk.webhook.async_client import AsyncWebhookClient
 from adapters.slack import forms as slack_forms
 from adapters.slack import inbound
 from adapters.slack.blocks import ACTION_PREFIX, chosen_blocks, home_view
-from adapters.slack.formatting import FORMAT, said
-from adapters.slack.inbound import Origin
+from adapters.slack.formatting import FORMAT
 from adapters.slack.preflight import Preflight
-from adapters.slack.sender import SlackSender
+from adapters.slack.sender import RESPONSE_URL_TTL, RESPONSE_URL_USES, SlackSender
 from adapters.slack.web_api import SlackCallFailed, call, with_retries
-from core.commands.answering import answer
-from core.commands.handler import Handler
-from core.commands.messages import ChatMessage, Reply
-from core.commands.offers import retires
-from core.commands.preflight import starts_run
-from core.commands.voting import button_ballot
+from core.commands.messages import Reply
+from core.commands.requests import Host, Origin, Requests
 from core.config import Settings
-from core.engine.ballots import Ballot
-from core.render import render
 
 log = logging.getLogger("baton.slack")
 
 
-class Baton(Protocol):
-    """What the adapter needs of `bot.app.Baton` (adapters never import `bot`)."""
-
-    @property
-    def handler(self) -> Handler: ...
-
-    @property
-    def stopping(self) -> asyncio.Event: ...
-
-    def watch_platform(self, platform: str, probe: Callable[[], Awaitable[bool]]) -> None:
-        """Connected: `probe` tells the readiness check whether the connection still stands."""
+Baton = Host  # what the adapter needs of `bot.app.Baton`
 
 
 @dataclass(frozen=True)
@@ -74,96 +51,41 @@ class SlackBridge:
     sender: SlackSender
     baton: Baton
     preflight: Preflight
-
-    async def handle(self, message: ChatMessage, origin: Origin, *, accepted: bool = False,
-                     ballot: Ballot | None = None) -> list[Reply]:
-        """The core's answer to one message, or to the `ballot` a gate's button or form
-        stands for (`Handler.decide`: never read as a command); a crash is logged and told as
-        one generic line. `accepted`: recorded before Slack was acknowledged (`Handler.accept`)."""
-        try:
-            return await answer(self.baton.handler, message, ballot, accepted=accepted)
-        except Exception:
-            log.exception("handling a Slack message failed",
-                          extra={"action": "slack_handle", "event_id": message.event_id})
-            await self.sender.tell(origin, said("internal_error"))
-            return []
-
-    async def process(self, message: ChatMessage, origin: Origin, *, accepted: bool = False,
-                      ballot: Ballot | None = None) -> list[Reply]:
-        replies = await self.handle(message, origin, accepted=accepted, ballot=ballot)
-        await self.sender.deliver(replies, origin)
-        return replies
+    #: the core's answers to Slack's requests (commands, clicks, forms, messages)
+    requests: Requests
 
     async def on_command(self, ack: AsyncAck, body: dict[str, Any]) -> None:
         message, origin = inbound.slash_command(body)
-        self.sender.names.remember(message.user, message.user_name)  # display only, never authorization
-        # recorded before Slack is acknowledged: Slack never redelivers an acknowledged command,
-        # so a process dying after `ack` leaves it to the next one (core/commands/late_events.py)
-        accepted = self.baton.handler.accept(message)
-        await ack()
-        if starts_run(message.text):  # before a run starts here: can Baton post here?
-            refusal = await self.preflight.refusal(origin.channel, body.get("channel_name"))
-            if refusal is not None:
-                log.info("run not started: cannot post in the channel",
-                         extra={"action": "preflight_refused", "channel": origin.channel})
-                await self.sender.tell(origin, refusal)
-                if accepted:
-                    self.baton.handler.finish(message)
-                return
-        await self.process(message, origin, accepted=accepted)
+        await self.requests.command(message, origin, ack, refusal=lambda: self.preflight.refusal(
+            origin.channel, body.get("channel_name")))
 
     async def on_action(self, ack: AsyncAck, body: dict[str, Any], action: dict[str, Any]) -> None:
-        command = self.baton.handler.buttons.command_of(inbound.chosen_value(action))
-        message, origin = inbound.button_click(body, action, command or "")
-        self.sender.names.remember(message.user, message.user_name)
-        if command is None:
-            await ack()
-            await self.sender.tell(origin, said("button_expired"))
-            return
-        accepted = self.baton.handler.accept(message)  # before the acknowledgement, as a command
-        await ack()
-        replies = await self.handle(message, origin, accepted=accepted, ballot=button_ballot(command))
         name = str(action.get("action_id", "")).removeprefix(ACTION_PREFIX).split(":", 1)[0]
-        if retires(name, command, replies):
-            await self._mark_chosen(body, action, origin)
-        await self.sender.deliver(replies, origin)
+        await self.requests.click(inbound.chosen_value(action), lambda command: inbound.button_click(
+            body, action, command), ack, name, inbound.chosen_label(action),
+            lambda origin, note: self._mark_chosen(body, origin, note))
 
-    async def _mark_chosen(self, body: Mapping[str, Any], action: Mapping[str, Any], origin: Origin) -> None:
-        """Show who chose what and remove the buttons, so they cannot be used twice."""
-        label = inbound.chosen_label(action)
-        note = said("chose", self.sender.names.known(origin.user) or origin.user, label)
+    async def _mark_chosen(self, body: Mapping[str, Any], origin: Origin, note: str) -> None:
+        """Show who chose what (`note`) and remove the buttons, so they cannot be used twice."""
         original = body.get("message")
         try:
             if original and original.get("ts"):
                 blocks = chosen_blocks(original.get("blocks") or [], note)
                 await call(self.app.client, "chat.update", channel=origin.channel, ts=original["ts"],
                            text=original.get("text") or note, blocks=blocks)
-            elif origin.response_url:  # an ephemeral message: only its response URL can edit it
-                await AsyncWebhookClient(origin.response_url).send(text=note, replace_original=True)
+            elif origin.follow_up:  # an ephemeral message: only its response URL can edit it
+                await AsyncWebhookClient(origin.follow_up).send(text=note, replace_original=True)
         except (SlackCallFailed, OSError) as exc:
             log.warning("could not mark the choice: %s", type(exc).__name__,
                         extra={"action": "slack_mark_chosen", "channel": origin.channel})
 
     async def on_form(self, ack: AsyncAck, body: dict[str, Any], view: dict[str, Any]) -> None:
-        """A form (`forms.py`) submitted: its values checked by the core before Slack gets its
-        answer (errors go back onto the fields, the modal stays open), then the command they
-        complete is handled as the submitting user's, where the form was asked for."""
-        place = self.sender.form_place(str(view.get("private_metadata", "")))
-        if place is None:
-            await ack(response_action="errors",
-                      errors=slack_forms.block_errors({"": said("form_expired")}, view))
-            return
-        message, origin = inbound.form_submission(body, place.command, place.channel, place.thread)
-        self.sender.names.remember(message.user, message.user_name)
-        result = self.baton.handler.asking.read_form(message, slack_forms.submitted(view))
-        if result.command is None:
-            await ack(response_action="errors", errors=slack_forms.block_errors(result.errors, view))
-            return
-        if result.ballot is None:  # a `run`'s inputs: the command they complete
-            message = dataclasses.replace(message, text=result.command)
-        accepted = self.baton.handler.accept(message)  # before the acknowledgement, as a command
-        await ack()
-        await self.process(message, origin, accepted=accepted, ballot=result.ballot)
+        """A form (`forms.py`) submitted: its errors go back onto its fields (the modal stays open)."""
+        async def refuse(errors: Mapping[str, str]) -> None:
+            await ack(response_action="errors", errors=slack_forms.block_errors(errors, view))
+
+        await self.requests.form(str(view.get("private_metadata", "")), lambda place: inbound.form_submission(
+            body, place.command, place.channel, place.thread), slack_forms.submitted(view), refuse, ack)
 
     async def on_home(self, event: dict[str, Any]) -> None:
         """`app_home_opened` on the Home tab: the person's runs and gates, published for them."""
@@ -176,8 +98,9 @@ class SlackBridge:
             log.exception("home not published", extra={"action": "slack_home"})
 
     async def publish_home(self, user: str, reply: Reply) -> None:
-        names = await self.sender.names.names_for(reply.data)
-        chunks = render(reply, FORMAT, self.baton.handler.redactor, names=names)
+        await self.requests.home(user, reply, self.publish)
+
+    async def publish(self, user: str, chunks: list[str]) -> None:
         await call(self.app.client, "views.publish", user_id=user, view=home_view(chunks))
 
     async def on_message(self, event: dict[str, Any], context: AsyncBoltContext) -> None:
@@ -185,7 +108,7 @@ class SlackBridge:
         mentioned = event.get("type") == "app_mention"
         parsed = inbound.chat_event(event, bot_user_id=context.bot_user_id, mentioned=mentioned)
         if parsed is not None:
-            await self.process(*parsed)
+            await self.requests.process(*parsed)
 
 
 def _secret(value: Any) -> str | None:
@@ -205,7 +128,10 @@ def build_bridge(
         logger=logging.getLogger("baton.slack.bolt"),
     )
     sender = SlackSender(client, baton.handler)
-    bridge = SlackBridge(app=app, sender=sender, baton=baton, preflight=Preflight(client))
+    requests = Requests(baton.handler, sender.delivery, sender, FORMAT, sender.names,
+                        follow_up=(RESPONSE_URL_TTL, RESPONSE_URL_USES),
+                        form_place_limit=slack_forms.METADATA_LIMIT)
+    bridge = SlackBridge(app=app, sender=sender, baton=baton, preflight=Preflight(client), requests=requests)
     app.command(re.compile(r"^/workflow"))(bridge.on_command)
     app.action(re.compile("^" + re.escape(ACTION_PREFIX)))(bridge.on_action)
     app.view(slack_forms.CALLBACK_ID)(bridge.on_form)

@@ -3,16 +3,17 @@
 Slack's limits shape everything here: 3,000 characters per section block, 2,000 per
 button `value`, 75 per button label, 25 buttons per actions block; a choice list is a
 `static_select` of at most 100 options (150 characters per value, 75 per option text).
-Text is never cut: a chunk over the section limit is split at a line break; a message too
-long for blocks is uploaded as a file by the sender (see `needs_upload`).
+The core lays a reply out by these limits (`RULES`, `core.commands.block_messages`): sections
+of text, a note, buttons and choice lists carrying their values, the text to upload.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from core.commands.block_messages import Rules, sections
 from core.commands.messages import Button, Menu
 from core.splitting import fit
 
@@ -49,40 +50,9 @@ def unescape_mrkdwn(text: str) -> str:
     return text.replace("&lt;", "<").replace("&gt;", ">").replace("&amp;", "&")
 
 
-def split_text(text: str, limit: int = SECTION_LIMIT) -> list[str]:
-    """Split at line breaks (hard-split a single over-long line) so each part fits `limit`."""
-    parts: list[str] = []
-    rest = text
-    while len(rest) > limit:
-        cut = rest.rfind("\n", 0, limit)
-        if cut <= 0:
-            parts.append(rest[:limit])
-            rest = rest[limit:]
-        else:
-            parts.append(rest[:cut])
-            rest = rest[cut + 1 :]
-    if rest.strip():
-        parts.append(rest)
-    return parts
-
-
-def sections(chunks: Sequence[str]) -> list[str]:
-    """Every rendered chunk as section-sized texts, empty chunks dropped."""
-    out: list[str] = []
-    for chunk in chunks:
-        out.extend(split_text(chunk))
-    return out
-
-
-def needs_upload(chunks: Sequence[str]) -> bool:
-    """Too long for one message's blocks: over `UPLOAD_THRESHOLD` characters, or more sections
-    than a message may hold next to its note and buttons (Slack: 50 blocks)."""
-    return sum(map(len, chunks)) > UPLOAD_THRESHOLD or len(sections(chunks)) > TEXT_BLOCKS
-
-
-def fallback_text(chunks: Sequence[str]) -> str:
-    """The notification text: the start of the message (the full text lives in the blocks)."""
-    return fit("\n".join(c for c in chunks if c.strip()) or " ", FALLBACK_LIMIT)
+RULES = Rules(section=SECTION_LIMIT, upload_over=UPLOAD_THRESHOLD, sections=TEXT_BLOCKS,
+              fallback=FALLBACK_LIMIT, value=VALUE_LIMIT, option_value=OPTION_VALUE_LIMIT,
+              unescape=unescape_mrkdwn)
 
 
 def action_id(button: Button, index: int) -> str:
@@ -95,41 +65,42 @@ def plain(text: str, limit: int) -> Block:
     return {"type": "plain_text", "text": fit(text, limit), "emoji": True}
 
 
-def button_element(button: Button, index: int, value: str) -> Block:
+def button_element(button: Button, index: int) -> Block:
+    """A button carrying its `command` as its value (or the reference the core made of it)."""
     element: Block = {"type": "button", "text": plain(button.label, LABEL_LIMIT),
-                      "action_id": action_id(button, index), "value": value}
+                      "action_id": action_id(button, index), "value": button.command}
     if button.style in ("primary", "danger"):
         element["style"] = button.style
     return element
 
 
-def actions_blocks(buttons: Sequence[Button], value_of: Callable[[Button], str]) -> list[Block]:
+def actions_blocks(buttons: Sequence[Button]) -> list[Block]:
     """Actions blocks of at most 25 buttons each (Slack's limit), with unique block ids."""
-    elements = [button_element(b, i, value_of(b)) for i, b in enumerate(buttons)]
+    elements = [button_element(b, i) for i, b in enumerate(buttons)]
     return [
         {"type": "actions", "block_id": f"baton_actions_{n}", "elements": elements[i : i + ACTIONS_LIMIT]}
         for n, i in enumerate(range(0, len(elements), ACTIONS_LIMIT))
     ]
 
 
-def select_element(menu: Menu, index: int, value_of: Callable[[Button], str]) -> Block:
+def select_element(menu: Menu, index: int) -> Block:
     """A `static_select`; its `action_id` starts with ACTION_PREFIX like a button's."""
     return {
         "type": "static_select",
         "action_id": f"{ACTION_PREFIX}menu:{index}",
         "placeholder": plain(menu.placeholder, PLACEHOLDER_LIMIT),
         "options": [
-            {"text": plain(o.label, LABEL_LIMIT), "value": value_of(o)}
+            {"text": plain(o.label, LABEL_LIMIT), "value": o.command}
             for o in menu.options[:OPTIONS_LIMIT]
         ],
     }
 
 
-def menus_block(menus: Sequence[Menu], value_of: Callable[[Button], str]) -> list[Block]:
+def menus_block(menus: Sequence[Menu]) -> list[Block]:
     """One actions block holding a select per choice list (none when there is no list)."""
     if not menus:
         return []
-    elements = [select_element(m, i, value_of) for i, m in enumerate(menus)]
+    elements = [select_element(m, i) for i, m in enumerate(menus)]
     return [{"type": "actions", "block_id": "baton_menus", "elements": elements}]
 
 
@@ -142,22 +113,24 @@ def context(text: str) -> Block:
 
 
 def build_message(
-    chunks: Sequence[str],
+    texts: Sequence[str],
     buttons: Sequence[Button] = (),
     *,
     menus: Sequence[Menu] = (),
-    value_of: Callable[[Button], str] = lambda b: b.command,
-    option_value_of: Callable[[Button], str] = lambda b: b.command,
     note: str | None = None,
+    text: str | None = None,
 ) -> SlackMessage:
-    """Section blocks for the text, a context line for `note`, actions blocks for the buttons
-    and for the choice lists."""
-    blocks: list[Block] = [section(t) for t in sections(chunks)]
+    """Section blocks for the `texts` (each within SECTION_LIMIT: the core split them), a context
+    line for `note`, actions blocks for the buttons and for the choice lists; `text`: the
+    notification text (None: the start of `texts`)."""
+    blocks: list[Block] = [section(t) for t in texts if t.strip()]
     if note:
         blocks.append(context(note))
-    blocks.extend(actions_blocks(buttons, value_of))
-    blocks.extend(menus_block(menus, option_value_of))
-    return SlackMessage(text=fallback_text(chunks), blocks=tuple(blocks))
+    blocks.extend(actions_blocks(buttons))
+    blocks.extend(menus_block(menus))
+    if text is None:
+        text = fit("\n".join(t for t in texts if t.strip()) or " ", FALLBACK_LIMIT)
+    return SlackMessage(text=text, blocks=tuple(blocks))
 
 
 HOME_BLOCKS = 100  # blocks a Home tab view holds
@@ -165,7 +138,7 @@ HOME_BLOCKS = 100  # blocks a Home tab view holds
 
 def home_view(chunks: Sequence[str]) -> Block:
     """The Home tab's view: the rendered home as sections (a long one ends where Slack's limit does)."""
-    return {"type": "home", "blocks": [section(t) for t in sections(chunks)][:HOME_BLOCKS]}
+    return {"type": "home", "blocks": [section(t) for t in sections(chunks, SECTION_LIMIT)][:HOME_BLOCKS]}
 
 
 def chosen_blocks(blocks: Sequence[Mapping[str, Any]], note: str) -> list[Block]:

@@ -4,15 +4,13 @@ Pure translation. Each field is an input block `field:<name>`: a `static_select`
 with choices (`enum:`, and booleans), a multi-line `plain_text_input` for objects and arrays,
 a one-line one otherwise, prefilled with the field's text and optional unless required. The
 modal's `private_metadata` carries where the form was asked for and the command it completes
-(`FormPlace`); the texts go back to the core unchanged (`Handler.read_form` checks them), and
-its errors come back here as Slack's per-block errors.
+(`core.commands.requests.FormPlace`); the texts go back to the core unchanged
+(`Handler.read_form` checks them), and its errors come back here as Slack's per-block errors.
 """
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass
 from typing import Any
 
 from adapters.slack.blocks import Block, plain
@@ -28,26 +26,6 @@ LABEL_LIMIT = 2_000
 OPTIONS_LIMIT = 100
 OPTION_LIMIT = 75  # characters of an option's text (its value: 150)
 METADATA_LIMIT = 3_000
-
-
-@dataclass(frozen=True, slots=True)
-class FormPlace:
-    """What a submission needs to be handled like the command that asked for the form."""
-
-    command: str
-    channel: str
-    thread: str | None = None
-
-    def encode(self) -> str:
-        return json.dumps(asdict(self), ensure_ascii=False, separators=(",", ":"))
-
-    @classmethod
-    def decode(cls, text: str) -> FormPlace | None:
-        try:
-            data = json.loads(text)
-            return cls(str(data["command"]), str(data["channel"]), data.get("thread"))
-        except (ValueError, KeyError, TypeError):
-            return None
 
 
 def _element(field: FormField) -> Block:

@@ -14,29 +14,18 @@ import hashlib
 import json
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Any
 
 from adapters.slack.blocks import unescape_mrkdwn
 from core.commands.answering import heard
 from core.commands.messages import ChatMessage
+from core.commands.requests import Origin
 
 PLATFORM = "slack"
 
 #: Message subtypes that are a person writing; every other subtype (edits, joins,
 #: deletions, bot messages, channel topic changes…) is ignored.
 _PERSON_SUBTYPES = frozenset({None, "thread_broadcast", "file_share"})
-
-
-@dataclass(frozen=True, slots=True)
-class Origin:
-    """Where an incoming request came from: where answers go by default."""
-
-    channel: str
-    user: str
-    thread: str | None = None
-    response_url: str | None = None
-    trigger_id: str | None = None  # a slash command's or a click's: opens a modal for 3 s
 
 
 def _digest(body: Mapping[str, Any]) -> str:
@@ -63,7 +52,7 @@ def slash_command(body: Mapping[str, Any]) -> tuple[ChatMessage, Origin]:
         direct=str(body.get("channel_name", "")) == "directmessage" or channel.startswith("D"),
         user_name=body.get("user_name"),
     )
-    origin = Origin(channel=channel, user=user, response_url=body.get("response_url"), trigger_id=trigger)
+    origin = Origin(channel=channel, user=user, follow_up=body.get("response_url"), trigger=trigger)
     return message, origin
 
 
@@ -116,8 +105,8 @@ def button_click(
     thread = (body.get("message") or {}).get("thread_ts") or container.get("thread_ts")
     click = (body.get("trigger_id", ""), action.get("action_ts", ""), action.get("action_id", ""))
     chat = _command(body, channel, command, "action:" + ":".join(str(part) for part in click), thread)
-    return chat, Origin(channel=channel, user=chat.user, thread=thread, response_url=body.get("response_url"),
-                        trigger_id=body.get("trigger_id"))
+    return chat, Origin(channel=channel, user=chat.user, thread=thread, follow_up=body.get("response_url"),
+                        trigger=body.get("trigger_id"))
 
 
 def form_submission(body: Mapping[str, Any], command: str, channel: str,

@@ -1,52 +1,42 @@
-"""Slack's transport (`core.delivery.transport.Transport`) and its answers to requests.
+"""Slack's calls for the core: the wire of its block transport and the asker of its requests.
 
-The core's delivery service (`core.delivery.service`) decides where each reply goes and
-whether a keyed message is edited or posted anew; this module posts, edits and uploads, and
-answers what it did, never calling back. Slack's own mechanics here:
+The core decides (`core.delivery.service`: places, edits in place, fallbacks, threads;
+`core.commands.block_transport`: what a post, an edit or a move is on a block platform;
+`core.commands.requests`: answering a request); this module makes Slack's calls and answers
+what they did, never calling back. Slack's own mechanics here:
 
-- Answers to a request (`deliver`) go out in order before the listener returns: a form as a
-  modal, an ephemeral answer privately, the rest through the service, which keeps the request's
-  `response_url` as the run's follow-up (30 minutes, 5 uses).
-- A message of an outbox row carries the row in its metadata (`baton_outbox`). Slack has no
-  idempotency key, so on a redelivery (`Reply.how.once.since`) the thread or channel since the
-  row was written is looked through first, a few pages at most; a message of this bot found
-  there is taken for posted. A look-up that fails posts (at least once).
-- Text too long for a message's blocks is uploaded whole as a file snippet in the thread, with
-  the first section and a note in the message, when the service says it may (`attach`).
+- A message is `text` (the notification) and Block Kit `blocks` (`blocks.py`); one posted to a
+  user id lands in their DM (`D…`), the id chat.update needs.
+- A message of an outbox row carries the row in its metadata (`baton_outbox`): Slack has no
+  idempotency key, so a redelivery lists the thread or channel (`recent`) for it first.
+- Text too long for a message's blocks is uploaded whole as a file snippet in its thread.
+- The asker is told through the request's `response_url` (30 minutes, 5 uses), kept as a run's
+  follow-up, else with an ephemeral message.
 """
 
 from __future__ import annotations
 
 import functools
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from typing import Any
 
 from slack_sdk.web.async_client import AsyncWebClient
 from slack_sdk.webhook.async_client import AsyncWebhookClient
 
 from adapters.slack import forms as slack_forms
-from adapters.slack.blocks import (
-    OPTION_VALUE_LIMIT,
-    VALUE_LIMIT,
-    SlackMessage,
-    build_message,
-    needs_upload,
-    unescape_mrkdwn,
-)
-from adapters.slack.formatting import FORMAT, said
-from adapters.slack.forms import METADATA_LIMIT, FormPlace
-from adapters.slack.inbound import PLATFORM, Origin
+from adapters.slack.blocks import RULES, SlackMessage, build_message
+from adapters.slack.formatting import FORMAT
+from adapters.slack.inbound import PLATFORM
 from adapters.slack.web_api import CHANNEL_ERRORS, SlackCallFailed, call, display_names, read
+from core.commands.block_messages import Layout, blocks
+from core.commands.block_transport import BlockTransport
 from core.commands.handler import Handler
-from core.commands.messages import Form, Reply
-from core.commands.text_messages import rendered
-from core.delivery.edits import NotDelivered, Outgoing, Posted
-from core.delivery.fallbacks import DIRECT, FOLLOW_UP
+from core.commands.messages import Form
+from core.commands.requests import Origin
+from core.delivery.edits import Posted
 from core.delivery.names import Names
-from core.delivery.transport import Sent
-from core.errors import PlatformError
-from core.render import Rendered, redacted
+from core.delivery.redelivery import Seen
 
 log = logging.getLogger("baton.slack")
 
@@ -55,165 +45,68 @@ USER_IDS = r"[UW][A-Z0-9]{2,}"  # a person's immutable id: their name is looked 
 #: A slash command's response URL: "up to five times within thirty minutes of receipt".
 RESPONSE_URL_TTL = 30 * 60.0
 RESPONSE_URL_USES = 5
-#: the metadata event type of an outbox row's messages (`outbox_metadata`)
+#: the metadata event type of an outbox row's messages (`core.delivery.redelivery`)
 OUTBOX_EVENT = "baton_outbox"
-#: a redelivery looks through at most this many pages of this many messages for an earlier post
-LOOKUP_PAGES = 3
-LOOKUP_PAGE_SIZE = 200
-#: the look-up starts this long before the row was written: our clock and Slack's may differ
-CLOCK_SKEW = 60.0
-
-
-def outbox_metadata(reply: Reply) -> dict[str, Any] | None:
-    """The message metadata of an outbox row's message (`Reply.how.once`: `outbox:<row>[:<part>]`),
-    what a redelivery looks for; None for any other reply."""
-    if reply.how.once is None:
-        return None
-    key = reply.how.once.key
-    payload: dict[str, Any] = {"key": key}
-    _, _, rest = key.partition(":")
-    row = rest.split(":", 1)[0]
-    if row.isdigit():
-        payload["row"] = int(row)
-    return {"event_type": OUTBOX_EVENT, "event_payload": payload}
 
 
 class SlackSender:
-    """Slack's transport (`post`, `edit`, `follow_up`, `person`, `moved`, `refusal`, `failed`)
-    and the answers to its requests (`deliver`, `tell`)."""
+    """Slack's calls: the wire (`post`, `edit`, `upload`, `respond`, `say`, `recent`, `own`)
+    and the asker (`tell`, `open_form`, `ephemeral`)."""
 
-    platform = PLATFORM
-    thread_is_place = False  # a thread lives in its channel
+    #: the bot removed, the channel archived or gone: the service tries the next place
+    refusals = CHANNEL_ERRORS
 
     def __init__(self, client: AsyncWebClient, handler: Handler, *, threads: bool = True) -> None:
         self._client = client
-        self._handler = handler
         #: people's names, so a message names them without pinging them (`core.delivery.names`)
         self.names = Names(PLATFORM, USER_IDS, functools.partial(display_names, client))
         #: (bot_id, app_id) of this bot (`auth.test`), asked for at the first redelivery look-up
         self._own: tuple[str, str] | None = None
         #: the core's delivery service for Slack: background replies and answers go through it
-        self.delivery = handler.register_transport(
-            self, threads=threads, compose=rendered(FORMAT, handler.redactor, self.names))
-
-    # -- direct answers -----------------------------------------------------------------
-    async def deliver(self, replies: Sequence[Reply], origin: Origin) -> None:
-        for reply in replies:
-            try:
-                await self._answer(reply, origin)
-            except SlackCallFailed as exc:
-                started = reply.how.starts_thread and reply.run_id
-                # a run that started must not be started again: say so, never "try again"
-                # (the service told the core no thread will come: it reports in the channel)
-                await self.tell(origin, said("started_unseen", reply.run_id, exc.error) if started
-                                and reply.run_id else exc.user_text)
-
-    async def _answer(self, reply: Reply, origin: Origin) -> None:
-        if reply.form is not None and await self.open_form(reply.form, origin):
-            return  # the modal asks; its text would only repeat it
-        channel = reply.to.conversation or origin.channel
-        if not channel:
-            log.warning("reply without a conversation dropped",
-                        extra={"action": "slack_send", "run_id": reply.run_id})
-            return
-        thread = reply.to.thread or origin.thread
-        if reply.how.ephemeral:
-            message, _, _ = self._message(reply, await self.delivery.compose(reply, True), attach=True)
-            await self._ephemeral(origin, channel, thread, message)
-            return
-        url = origin.response_url
-        follow_up = (url, RESPONSE_URL_TTL, RESPONSE_URL_USES) if url else None
-        await self.delivery.answer(reply.at(conversation=channel, thread=thread), channel,
-                                   follow_up=follow_up)
-
-    async def tell(self, origin: Origin, text: str) -> None:
-        """Tell the asking user only: through the response URL, else an ephemeral message."""
-        try:
-            if origin.response_url:
-                await AsyncWebhookClient(origin.response_url).send(
-                    text=text, response_type="ephemeral", replace_original=False
-                )
-            else:
-                await call(self._client, "chat.postEphemeral", channel=origin.channel, user=origin.user,
-                           text=text, thread_ts=origin.thread)
-        except (SlackCallFailed, OSError) as exc:
-            log.warning("could not tell the user: %s", type(exc).__name__,
-                        extra={"action": "slack_tell_failed", "channel": origin.channel})
+        compose = blocks(FORMAT, RULES, handler.redactor, self.names, handler.buttons)
+        transport = BlockTransport(self, FORMAT)
+        self.delivery = handler.register_transport(transport, threads=threads, compose=compose)
 
     async def idle(self) -> None:
         """Wait until every background reply handed over so far has been sent."""
         await self.delivery.idle()
 
-    # -- the transport ---------------------------------------------------------------------
-    @staticmethod
-    def _where(place: str, reply: Outgoing) -> tuple[str, str | None]:
-        """(channel, thread) of `place`: the reply's conversation and thread, or a person's id
-        (their DM)."""
-        return place, reply.to.thread if place == reply.to.conversation else None
+    # -- the wire (`core.commands.block_transport.Wire`) ---------------------------------------
+    async def post(self, channel: str, thread: str | None, layout: Layout) -> tuple[str, str]:
+        once = layout.once
+        metadata = None if once is None else {"event_type": OUTBOX_EVENT, "event_payload": once}
+        response = await call(self._client, "chat.postMessage", channel=channel, thread_ts=thread,
+                              unfurl_links=False, metadata=metadata, **_message(layout).as_kwargs())
+        return str(response.get("channel") or channel), str(response["ts"])
 
-    async def post(self, place: str, reply: Outgoing, text: Rendered, *, attach: bool, opens: bool) -> Sent:
-        assert isinstance(reply, Reply)
-        channel, thread = self._where(place, reply)
-        message, upload, filename = self._message(reply, text, attach=attach)
-        landed, ts = await self._post(channel, thread, message, reply)
-        root = thread or ts
-        await self._files(reply, channel, root, upload, filename)
-        return Sent(Posted(landed, (ts,)), thread=root, filed=upload is not None)
-
-    async def edit(self, place: str, posted: Posted, reply: Outgoing, text: Rendered, *,
-                   attach: bool) -> Sent | None:
-        """chat.update the message kept as `posted`; None when it is gone (deleted meanwhile)
-        or elsewhere than `place`."""
-        assert isinstance(reply, Reply)
-        channel, thread = self._where(place, reply)
-        if not _same_place(posted, channel):
-            return None
-        message, upload, filename = self._message(reply, text, attach=attach)
+    async def edit(self, channel: str, kept: Posted, layout: Layout) -> bool:
+        """chat.update; False when `kept` is gone (deleted meanwhile), or is not in `channel` nor,
+        for a reply to a user id (`U…`/`W…`), the DM (`D…`) it landed in."""
+        if kept.place != channel and not (channel[:1] in ("U", "W") and kept.place[:1] == "D"):
+            return False
         try:
-            await call(self._client, "chat.update", channel=posted.place, ts=posted.ids[0],
-                       **message.as_kwargs())
+            await call(self._client, "chat.update", channel=kept.place, ts=kept.ids[0],
+                       **_message(layout).as_kwargs())
         except SlackCallFailed as exc:
             if exc.error not in STALE_MESSAGE:
                 raise
-            return None
-        if reply.how.edit_only:  # a decided gate's message: only its text changes
-            return Sent(posted)
-        root = thread or posted.ids[0]
-        await self._files(reply, channel, root, upload, filename)
-        return Sent(posted, thread=root, filed=upload is not None)
-
-    async def follow_up(self, handle: str, reply: Outgoing, text: Rendered, *, attach: bool) -> bool:
-        assert isinstance(reply, Reply)
-        return await self._respond(handle, self._message(reply, text, attach=attach)[0])
-
-    async def person(self, user: str) -> str:
-        return user  # posting to a user id opens the app's DM with them
-
-    async def moved(self, how: str, to: str | None, reply: Outgoing, error: str) -> bool:
-        run_id = reply.run_id or ""
-        if how == FOLLOW_UP:
-            return to is not None and await self._respond(
-                to, said("moved_here", run_id, reply.to.conversation or "", error))
-        if how == DIRECT and to:
-            await call(self._client, "chat.postMessage", channel=to,
-                       text=said("moved", run_id, reply.to.conversation or "", error))
+            return False
         return True
 
-    def refusal(self, exc: BaseException, reply: Outgoing) -> str | None:
-        """The bot removed, the channel archived or gone (the service tries the next place)."""
-        return exc.error if isinstance(exc, SlackCallFailed) and exc.error in CHANNEL_ERRORS else None
+    async def upload(self, channel: str, root: str, layout: Layout) -> None:
+        """The whole text as a snippet (`upload`), and the file the reply carries, in its thread."""
+        if layout.upload is not None:
+            await call(self._client, "files.uploadV2", channel=channel, thread_ts=root, content=layout.upload,
+                       filename=layout.filename, title=layout.filename, snippet_type="text")
+        if layout.file is not None:  # a file the reply carries (`audit --since`), in the same thread
+            await call(self._client, "files.uploadV2", channel=channel, thread_ts=root,
+                       content=(layout.file.content or b"").decode("utf-8"), filename=layout.file.name,
+                       title=layout.file.name)
 
-    def failed(self, exc: Exception, reply: Outgoing) -> None:
-        if isinstance(exc, SlackCallFailed) and exc.transient:  # logged where it was translated
-            raise NotDelivered(exc.error) from exc
-        if not isinstance(exc, PlatformError):  # a PlatformError was logged where it was translated
-            log.error("slack delivery failed", exc_info=exc,
-                      extra={"action": "slack_send", "run_id": reply.run_id})
-
-    async def _respond(self, url: str, message: SlackMessage | str) -> bool:
+    async def respond(self, url: str, layout: Layout | str) -> bool:
         """Post through a response URL, visible in the channel; False when it was refused
         (expired, used up) or Slack could not be reached."""
-        kwargs = {"text": message} if isinstance(message, str) else message.as_kwargs()
+        kwargs = {"text": layout} if isinstance(layout, str) else _message(layout).as_kwargs()
         try:
             response = await AsyncWebhookClient(url).send(
                 response_type="in_channel", replace_original=False, **kwargs)
@@ -227,132 +120,76 @@ class SlackSender:
             return False
         return True
 
-    # -- sending one reply -------------------------------------------------------------------
-    def _message(self, reply: Reply, text: Rendered, *, attach: bool) -> tuple[SlackMessage, str | None, str]:
-        """The blocks to post for `reply`, rendered in the core as `text` (the people it names by
-        name); the whole text to upload when it is too long and `attach` (None: nothing), and
-        the file's name."""
-        chunks = list(text.chunks)
-        too_long = needs_upload(chunks) or not text.whole  # a command too wide for a section
-        upload = attach and too_long
-        filename = f"{reply.kind}-{reply.run_id or 'baton'}.txt"
-        shown = redacted(reply, self._handler.redactor)  # the runtime's one redactor
-        message = build_message(
-            chunks[:1] if too_long else chunks,
-            shown.buttons,
-            menus=shown.menus,
-            value_of=lambda b: self._handler.buttons.value(b.command, VALUE_LIMIT),
-            option_value_of=lambda b: self._handler.buttons.value(b.command, OPTION_VALUE_LIMIT),
-            note=said("uploaded", len(text.text), filename) if upload else None,
-        )
-        return message, unescape_mrkdwn(text.text) if upload else None, filename
+    async def say(self, channel: str, text: str) -> None:
+        await call(self._client, "chat.postMessage", channel=channel, text=text)
 
-    async def _files(self, reply: Reply, channel: str, root: str, upload: str | None, filename: str) -> None:
-        """The whole text as a snippet (`upload`), and the file the reply carries, in its thread."""
-        if upload is not None:
-            await call(self._client, "files.uploadV2", channel=channel, thread_ts=root, content=upload,
-                       filename=filename, title=filename, snippet_type="text")
-        if reply.file is not None:  # a file the reply carries (`audit --since`), in the same thread
-            await call(self._client, "files.uploadV2", channel=channel, thread_ts=root,
-                       content=(reply.file.content or b"").decode("utf-8"), filename=reply.file.name,
-                       title=reply.file.name)
+    async def recent(self, place: str, thread: str | None, oldest: float, limit: int,
+                     cursor: str | None) -> tuple[list[Seen], str | None] | None:
+        """A page of `conversations.replies` (in a thread) or `.history`; None for a DM by user id
+        (its `D…` id is not known)."""
+        if place[:1] in ("U", "W"):
+            return None
+        response = await read(self._client, "conversations.replies" if thread else "conversations.history",
+                              channel=place, ts=thread, cursor=cursor, oldest=f"{oldest:.6f}", limit=limit,
+                              include_all_metadata=True)
+        seen = [_seen(message) for message in response.get("messages") or []]
+        return seen, (response.get("response_metadata") or {}).get("next_cursor") or None
 
-    async def open_form(self, form: Form, origin: Origin) -> bool:
-        """Open `form` as a modal with the request's trigger id (valid 3 s); False when there is
-        none or Slack refused it (the reply's text, which says what to type, is posted instead)."""
-        if not origin.trigger_id:
-            return False
-        # a long message: kept through the core, like long buttons
-        place = self._handler.buttons.value(FormPlace(form.command, origin.channel, origin.thread).encode(),
-                                            METADATA_LIMIT)
+    async def own(self) -> tuple[str, str]:
+        """(bot_id, app_id) of this bot (`auth.test`, asked once)."""
+        if self._own is None:
+            response = await call(self._client, "auth.test")
+            self._own = (str(response.get("bot_id") or ""), str(response.get("app_id") or ""))
+        return self._own
+
+    # -- the asker of a request (`core.commands.requests.Asker`) -----------------------------
+    async def tell(self, origin: Origin, text: str) -> None:
+        """Tell the asking user only: through the response URL, else an ephemeral message."""
         try:
-            await call(self._client, "views.open", trigger_id=origin.trigger_id,
+            if origin.follow_up:
+                await AsyncWebhookClient(origin.follow_up).send(
+                    text=text, response_type="ephemeral", replace_original=False
+                )
+            else:
+                await call(self._client, "chat.postEphemeral", channel=origin.channel, user=origin.user,
+                           text=text, thread_ts=origin.thread)
+        except (SlackCallFailed, OSError) as exc:
+            log.warning("could not tell the user: %s", type(exc).__name__,
+                        extra={"action": "slack_tell_failed", "channel": origin.channel})
+
+    async def open_form(self, form: Form, origin: Origin, place: str) -> bool:
+        """Open `form` as a modal with the request's trigger id (valid 3 s); False when Slack
+        refused it (the reply's text, which says what to type, is posted instead)."""
+        try:
+            await call(self._client, "views.open", trigger_id=origin.trigger,
                        view=slack_forms.modal(form, place))
         except SlackCallFailed:
             return False  # logged where it was translated (e.g. expired_trigger_id)
         return True
 
-    def form_place(self, metadata: str) -> FormPlace | None:
-        """The `FormPlace` a submitted modal's metadata holds (directly, or by reference)."""
-        return FormPlace.decode(self._handler.buttons.command_of(metadata) or "")
-
-    async def _ephemeral(
-        self, origin: Origin, channel: str, thread: str | None, message: SlackMessage
-    ) -> None:
+    async def ephemeral(self, origin: Origin, channel: str, thread: str | None, layout: Layout) -> None:
         """chat.postEphemeral; where the bot is not a member, the request's response URL."""
+        message = _message(layout)
         try:
             await call(self._client, "chat.postEphemeral", channel=channel, user=origin.user,
                        thread_ts=thread, **message.as_kwargs())
         except SlackCallFailed as exc:
-            if exc.error not in CHANNEL_ERRORS or not origin.response_url:
+            if exc.error not in CHANNEL_ERRORS or not origin.follow_up:
                 raise
-            await AsyncWebhookClient(origin.response_url).send(
+            await AsyncWebhookClient(origin.follow_up).send(
                 response_type="ephemeral", replace_original=False, **message.as_kwargs()
             )
 
-    async def _post(
-        self, channel: str, thread: str | None, message: SlackMessage, reply: Reply | None = None
-    ) -> tuple[str, str]:
-        """(the conversation it landed in, its ts): posted to a user id, a message lands in their
-        DM (`D…`), the id chat.update needs. An outbox row's message carries the row in its
-        metadata; on a redelivery, the one an earlier attempt posted is taken when it is found."""
-        metadata = None if reply is None else outbox_metadata(reply)
-        once = None if reply is None else reply.how.once
-        if once is not None and once.since is not None:
-            found = await self._posted_before(channel, thread, once.key, once.since)
-            if found is not None:
-                return found
-        response = await call(self._client, "chat.postMessage", channel=channel, thread_ts=thread,
-                              unfurl_links=False, metadata=metadata, **message.as_kwargs())
-        return str(response.get("channel") or channel), str(response["ts"])
 
-    async def _posted_before(
-        self, channel: str, thread: str | None, key: str, since: float
-    ) -> tuple[str, str] | None:
-        """(conversation, ts) of the message an earlier attempt posted under `key` in `thread`
-        (else in `channel`) since `since`; None when there is none in the pages looked through,
-        when it cannot be looked for (a DM addressed by user id: its `D…` id is not known), or
-        when the look-up failed: the caller posts (at least once)."""
-        if channel[:1] in ("U", "W"):
-            return None
-        method = "conversations.replies" if thread else "conversations.history"
-        extra = {"action": "slack_redelivery", "channel": channel, "delivery": key}
-        cursor = None
-        try:
-            for _ in range(LOOKUP_PAGES):
-                response = await read(self._client, method, channel=channel, ts=thread, cursor=cursor,
-                                      oldest=f"{max(0.0, since - CLOCK_SKEW):.6f}", limit=LOOKUP_PAGE_SIZE,
-                                      include_all_metadata=True)
-                for found in response.get("messages") or []:
-                    metadata = found.get("metadata") or {}
-                    if metadata.get("event_type") == OUTBOX_EVENT and \
-                            (metadata.get("event_payload") or {}).get("key") == key and \
-                            await self._ours(found):
-                        log.info("outbox message already in Slack: not posted again", extra=extra)
-                        return channel, str(found["ts"])
-                cursor = (response.get("response_metadata") or {}).get("next_cursor")
-                if not cursor:
-                    break
-        except SlackCallFailed as exc:
-            log.warning("outbox message not looked for (%s): posted again", exc.error, extra=extra)
-            return None
-        log.info("outbox message not found in Slack: posted", extra=extra)
-        return None
-
-    async def _ours(self, message: Mapping[str, Any]) -> bool:
-        """Whether Baton's own bot posted `message`: its `bot_id` (and `app_id`, when both say
-        one) are this bot's (`auth.test`). Metadata alone proves nothing: any app in the
-        channel may post a message carrying `baton_outbox` metadata."""
-        if self._own is None:
-            response = await call(self._client, "auth.test")  # a failure: not looked for, posted
-            self._own = (str(response.get("bot_id") or ""), str(response.get("app_id") or ""))
-        bot_id, app_id = self._own
-        if not bot_id or message.get("bot_id") != bot_id:
-            return False
-        return not (app_id and message.get("app_id") and message.get("app_id") != app_id)
+def _seen(message: Mapping[str, Any]) -> Seen:
+    """A listed message: its ts, the outbox key its metadata carries, and who posted it."""
+    metadata = message.get("metadata") or {}
+    ours = metadata.get("event_type") == OUTBOX_EVENT
+    key = (metadata.get("event_payload") or {}).get("key") if ours else None
+    return Seen(str(message["ts"]), key, str(message.get("bot_id") or ""), str(message.get("app_id") or ""))
 
 
-def _same_place(posted: Posted, channel: str) -> bool:
-    """Whether a message kept as `posted` is the one a reply to `channel` would edit: the same
-    conversation, or, for a reply to a user id (`U…`/`W…`), the DM (`D…`) it landed in."""
-    return posted.place == channel or (channel[:1] in ("U", "W") and posted.place[:1] == "D")
+def _message(layout: Layout) -> SlackMessage:
+    """The blocks of a reply the core laid out (`core.commands.block_messages`)."""
+    return build_message(layout.sections, layout.buttons, menus=layout.menus, note=layout.note,
+                         text=layout.fallback)

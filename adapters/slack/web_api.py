@@ -32,7 +32,8 @@ from slack_sdk.web.async_client import AsyncWebClient
 from slack_sdk.web.async_slack_response import AsyncSlackResponse
 
 from adapters.slack.formatting import said, told
-from core.errors import ConfigurationError, PlatformError
+from core.delivery.failures import CallFailed
+from core.errors import ConfigurationError
 
 log = logging.getLogger("baton.slack")
 
@@ -44,20 +45,8 @@ MAX_RETRY_WAIT = 30.0
 CHANNEL_ERRORS = frozenset({"not_in_channel", "channel_not_found", "is_archived"})
 
 
-class SlackCallFailed(PlatformError):
-    """Slack refused a Web API call."""
-
-    def __init__(self, said: str, *, method: str, error: str, channel: str | None,
-                 transient: bool = False) -> None:
-        self.method = method
-        self.error = error
-        self.channel = channel
-        #: it may pass (a 5xx or rate limit past the retries, Slack unreachable): try again later
-        self.transient = transient
-        #: what the user is told: a line of cause (the message) and one of next step (the hint)
-        self.user_text = said
-        message, hint = said.split("\n", 1)
-        super().__init__(message, hint=hint)
+class SlackCallFailed(CallFailed):
+    """Slack refused a Web API call, or could not be reached."""
 
 
 def _unreachable(exc: BaseException, method: str, channel: str | None) -> SlackCallFailed:

@@ -31,7 +31,7 @@ import logging
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from core.delivery import fallbacks
+from core.delivery import fallbacks, redelivery
 from core.delivery.edits import Edits, NotDelivered, Outgoing
 from core.delivery.fallbacks import DIRECT, FOLLOW_UP, Refused
 from core.delivery.transport import Sent, Transport
@@ -200,7 +200,7 @@ class DeliveryService:
         attach = self._attaches(reply)
         if message is None:
             message = await self.compose(reply, attach)
-        sent = await self.transport.post(place, reply, message, attach=attach, opens=opens)
+        sent = await redelivery.post(self.transport, place, reply, message, attach=attach, opens=opens)
         self._done(reply, key, sent)
         if opens:
             await self._attach_thread(reply.run_id or "", sent.thread)

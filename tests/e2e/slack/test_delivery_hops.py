@@ -17,10 +17,11 @@ async def test_a_run_to_its_completion_crosses_to_the_adapter_once_per_message(e
         await e2e.settle()
     assert run.run_id
     sent = [c for c in e2e.mock.calls[mark:] if c.method in ("chat.postMessage", "chat.update")]
-    # the adapter hands the request to the core (accept, handle) and its answer to the delivery
-    # service; it never calls a delivery decision back
+    # the adapter hands the request to the core once (which accepts, handles it and hands its
+    # answer to the delivery service); it never calls a delivery decision back
     assert crossings.decisions() == {}, crossings.callbacks()
-    assert crossings.callbacks().get("core.delivery.service.DeliveryService.answer") == 1
+    assert crossings.callbacks().get("core.commands.requests.Requests.command") == 1
+    assert "core.delivery.service.DeliveryService.answer" not in crossings.callbacks()
     transport = crossings.to_adapter("adapters.slack.sender.SlackSender")
     assert transport.get("post", 0) + transport.get("edit", 0) == len(sent), (transport, sent)
     print(f"\nslack: {len(sent)} messages; core -> adapter {transport}; "

@@ -3,28 +3,33 @@
 from __future__ import annotations
 
 from adapters.slack.blocks import (
+    RULES,
     SECTION_LIMIT,
     VALUE_LIMIT,
     build_message,
     chosen_blocks,
-    split_text,
 )
+from adapters.slack.formatting import FORMAT
 from adapters.slack.formatting import slack_escape as escape_mrkdwn
 from adapters.slack.inbound import button_click, chat_event, slash_command, strip_mention
-from core.commands.messages import Button
+from core.commands.block_messages import laid_out, split_lines
+from core.commands.messages import Button, Reply
+from core.delivery.buttons import ButtonCommands
+from core.redaction import Redactor
+from core.render import Rendered
 
 BOT = "UBOT"
 
 
 def test_split_text_keeps_every_character_within_the_section_limit() -> None:
     text = "\n".join(f"line {i} " + "x" * (i % 50) for i in range(2_000))
-    parts = split_text(text)
+    parts = split_lines(text, SECTION_LIMIT)
     assert all(len(p) <= SECTION_LIMIT for p in parts)
     assert "\n".join(parts) == text
 
 
 def test_split_text_hard_splits_one_overlong_line() -> None:
-    parts = split_text("y" * 7_001)
+    parts = split_lines("y" * 7_001, SECTION_LIMIT)
     assert [len(p) for p in parts] == [3_000, 3_000, 1_001]
 
 
@@ -58,8 +63,11 @@ def test_more_than_25_buttons_are_spread_over_several_actions_blocks() -> None:
 
 def test_a_long_command_is_passed_by_reference() -> None:
     long_command = 'run x --force "' + "z" * VALUE_LIMIT + '"'
-    message = build_message(["prompt"], (Button("Force", long_command, action="force"),),
-                            value_of=lambda b: "ref:1" if len(b.command) > VALUE_LIMIT else b.command)
+    reply = Reply("prompt", buttons=(Button("Force", long_command, action="force"),))
+    refs = ButtonCommands(lambda blob: "1", lambda digest: b"")
+    text = Rendered("prompt", ("prompt",), True)
+    layout = laid_out(reply, text, FORMAT, RULES, Redactor(()), refs, attach=True)
+    message = build_message(layout.sections, layout.buttons)
     assert message.blocks[-1]["elements"][0]["value"] == "ref:1"
 
 
@@ -82,7 +90,7 @@ def test_slash_command_becomes_a_command_message_in_its_channel() -> None:
     assert message.text == "run deploy <v2>"
     assert message.event_id == "command:t.1"
     assert message.is_command and not message.direct
-    assert origin.response_url == "https://hooks/1"
+    assert origin.follow_up == "https://hooks/1"
 
 
 def test_slash_command_without_trigger_id_gets_a_stable_digest_id() -> None:
@@ -144,4 +152,4 @@ def test_button_click_runs_the_buttons_command_as_the_clicker() -> None:
     assert (message.user, message.text, message.thread) == ("U2", "resume r1", "1.0")
     assert message.is_command
     assert message.event_id == "action:tr:6.0:baton:resume:0"
-    assert origin.response_url == "https://hooks/2"
+    assert origin.follow_up == "https://hooks/2"
