@@ -22,14 +22,23 @@ if TYPE_CHECKING:
     from core.commands.handler import Handler
     from core.engine.engine import Engine
     from core.redaction import Redactor
-    from core.store.port import Store
+    from core.store.port import Leases, Runs
+
+
+class OneShotStore(Protocol):
+    """The store roles a one-shot `say` reads: the runs, and those this process leads."""
+
+    @property
+    def runs(self) -> Runs: ...
+    @property
+    def leases(self) -> Leases: ...
 
 
 class Baton(Protocol):
     """What the console needs of `bot.app.Baton` (adapters never import `bot`)."""
 
     @property
-    def store(self) -> Store: ...
+    def store(self) -> OneShotStore: ...
     @property
     def engine(self) -> Engine: ...
     @property

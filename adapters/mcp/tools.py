@@ -37,7 +37,7 @@ from core.engine.subruns import waiting_child
 from core.errors import RunNotFound, UsageError
 from core.redaction import Redactor
 from core.render import render_text
-from core.store.port import Store
+from core.store.port import Blobs, Runs
 from core.store.records import Run, RunStatus
 
 PLATFORM = "mcp"  # runs an agent starts when BATON_MCP_POST_TO is unset report here (nowhere)
@@ -48,11 +48,20 @@ TEXT_LIMIT = 600  # characters of the one-line text
 ASKING = frozenset({"input_form", "approval_values"})
 
 
+class ToolStore(Protocol):
+    """The store roles the tools read (they change runs through the handler and the engine)."""
+
+    @property
+    def runs(self) -> Runs: ...
+    @property
+    def blobs(self) -> Blobs: ...
+
+
 class Baton(Protocol):
     """What the tools need of `bot.app.Baton` (adapters never import `bot`)."""
 
     @property
-    def store(self) -> Store: ...
+    def store(self) -> ToolStore: ...
     @property
     def engine(self) -> Engine: ...
     @property

@@ -21,14 +21,13 @@ from adapters.web.app import RunPagesApp
 from adapters.web.links import PageLinks
 from adapters.web.security import Csrf
 from core.commands.handler import Handler
-from core.commands.page_view import Parts, snapshot_of
+from core.commands.page_view import PageStore, Parts, snapshot_of
 from core.config import Settings
 from core.engine.engine import Engine
 from core.engine.events import EngineEvent
 from core.engine.live import LiveHub
 from core.errors import ConfigurationError
 from core.redaction import Redactor
-from core.store.port import Store
 from core.workflows.catalog import Catalog
 
 
@@ -36,7 +35,7 @@ class Baton(Protocol):
     """What the pages need of `bot.app.Baton` (adapters never import `bot`)."""
 
     @property
-    def store(self) -> Store: ...
+    def store(self) -> PageStore: ...  # the roles the pages read, `views` for their pulse
     @property
     def engine(self) -> Engine: ...
     @property
