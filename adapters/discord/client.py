@@ -30,7 +30,7 @@ import discord
 from discord import app_commands
 
 from adapters.discord import preflight
-from adapters.discord.buttons import MENU_PATTERN, Clicked, WorkflowButton, WorkflowSelect, used_view
+from adapters.discord.buttons import Clicked, WorkflowButton, WorkflowSelect, build_view, used_view
 from adapters.discord.commands import WorkflowGroup
 from adapters.discord.formatting import FORMAT, refused
 from adapters.discord.forms import FormModal, fits
@@ -38,6 +38,7 @@ from adapters.discord.inbound import chat_message, command_message, is_person
 from adapters.discord.outbound import NO_MENTIONS, DiscordSender
 from core.commands import replies
 from core.commands.answering import acknowledged, form_refused, heard
+from core.commands.controls import MENU_PATTERN
 from core.commands.offers import retires
 from core.commands.preflight import starts_run
 from core.commands.replies import FORM_ACTION
@@ -167,9 +168,10 @@ class BatonClient(discord.Client):
         result = self.handler.asking.read_form(command_message(interaction, form.command), values)
         if result.command is None:
             error = form_refused(form, result.errors)
+            shown = await self.sender.delivery.compose(error, False)
             await interaction.response.send_message(
                 self._text(error), ephemeral=True, allowed_mentions=NO_MENTIONS,
-                view=self.sender.view_of(error) or discord.ui.View())
+                view=build_view(shown.controls) or discord.ui.View())
             return
         await self.on_workflow(interaction, result.command, result.ballot)
 

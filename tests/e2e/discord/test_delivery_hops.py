@@ -1,7 +1,8 @@
 """A reply crosses from the core to the adapter once (#27): from `/workflow run` to the run's
 delivered completion, every call between `core/` and `adapters/discord/` is recorded; the adapter
-never calls a delivery decision (places, edits, threads, follow-ups) back in the core, and the
-core calls it once per message it posts or edits (a long text's messages go in one call)."""
+never calls a delivery decision (places, edits, threads, follow-ups) back in the core, nor
+anything while it posts (its buttons come laid out, their custom_ids made), and the core calls
+it once per message it posts or edits."""
 
 from __future__ import annotations
 
@@ -20,6 +21,9 @@ async def test_a_run_to_its_completion_crosses_to_the_adapter_once_per_reply(bot
     sent = [c for c in bot.fake.calls[mark:] if c.method in ("POST", "PATCH") and "/messages" in c.path
             and c.content]
     assert crossings.decisions() == {}, crossings.callbacks()
+    # the adapter hands the answer to the delivery service once; posting, it calls nothing back
+    assert crossings.callbacks().get("core.delivery.service.DeliveryService.answer") == 1
+    assert not [c for c in crossings.callbacks() if c.startswith("core.delivery.button_refs")]
     transport = crossings.to_adapter("adapters.discord.outbound.DiscordSender")
     assert transport.get("post", 0) + transport.get("edit", 0) == len(sent), (
         transport, [(c.method, c.path) for c in sent])
