@@ -1,5 +1,5 @@
-"""Discord's one-message operations (`core.commands.text_transport.Messages`) and its answers
-to interactions.
+"""Discord's one-message operations (`core.commands.text_transport.Messages`), and the places of
+an interaction's responses (`Sends`: its deferred response, its follow-ups).
 
 The core's delivery service (`core.delivery.service`) decides where a reply goes, whether a
 keyed message is edited or posted anew, the size policy and what becomes of a run's thread; the
@@ -19,7 +19,6 @@ a time. It posts, edits, deletes and opens threads, and answers what it did, nev
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import io
 import logging
 from collections.abc import Awaitable, Callable, Sequence
@@ -107,8 +106,8 @@ class Sends:
 
 @dataclass
 class DiscordSender:
-    """Discord's one-message operations (`post`, `edit`, `delete`, `open_thread`, `person`, and
-    which of its failures mean what) and the answers to its interactions (`answer`, `send_to`)."""
+    """Discord's one-message operations (`post`, `edit`, `delete`, `open_thread`, `person`), and
+    which of its failures mean what (`gone`, `too_large`, `expired`, `refusal`, `failed`)."""
 
     client: discord.Client
     handler: Handler
@@ -123,54 +122,6 @@ class DiscordSender:
         compose = texts(FORMAT, handler.redactor, attach_over=self.attach_over, nonce_length=NONCE_LENGTH,
                         controls=RULES, keep=handler.buttons.keep)
         self.delivery = handler.delivery_service(TextTransport(self, FORMAT), compose)
-
-    # -- answers ---------------------------------------------------------------------------
-    async def send_to(self, channel_id: int, reply: Reply) -> None:
-        """An answer to a message, in `channel_id` (a channel, a thread, a DM)."""
-        await self.delivery.answer(reply, str(channel_id))
-
-    async def answer(
-        self, interaction: discord.Interaction, replies: Sequence[Reply], *, open_original: bool
-    ) -> None:
-        """Replies to an interaction: the first public one replaces the deferred response
-        when `open_original`; replies aimed at another thread go there. A reply starting a
-        run keeps the interaction's follow-up as that run's (a fallback place)."""
-        for reply in replies:
-            public = followup_send(interaction, ephemeral=False)
-            follow_up = (Sends(public, public), FOLLOW_UP_TTL, None)
-            if reply.to.thread is not None and reply.to.thread != str(interaction.channel_id):
-                await self.delivery.answer(reply, reply.to.thread, follow_up=follow_up)  # the run's thread
-                if open_original and not reply.how.ephemeral:  # typed here: answered here too
-                    shown = dataclasses.replace(reply, buttons=(), menus=()).sent(starts_thread=False)
-                    public = followup_send(interaction, ephemeral=False)
-                    await self.delivery.answer(shown, Sends(original_edit(interaction), public))
-                    open_original = False
-            elif reply.how.ephemeral:
-                if open_original:  # a deferral is public; only a new followup can be private
-                    await interaction.delete_original_response()
-                    open_original = False
-                private = followup_send(interaction, ephemeral=True)
-                await self.delivery.answer(reply, Sends(private, private), follow_up=follow_up)
-            else:
-                public = followup_send(interaction, ephemeral=False)
-                first = original_edit(interaction) if open_original else public
-                answering, open_original = open_original, False
-                starts = bool(reply.how.starts_thread and reply.run_id and interaction.channel_id)
-                try:
-                    await self.delivery.answer(reply, Sends(first, public), follow_up=follow_up,
-                                               thread_or_none=not starts)
-                except (discord.HTTPException, *TRANSIENT) as exc:
-                    if not starts:
-                        raise
-                    # the run started: its first message goes to the channel, its thread opens there
-                    log.warning("the answer to a command that started a run failed (%s); posting it in "
-                                "the channel", exc, extra={"action": "answer_failed", "run_id": reply.run_id})
-                    await self.send_to(interaction.channel_id or 0, reply)  # no thread if this fails too
-                    if answering:  # no "thinking…" left behind
-                        with contextlib.suppress(discord.HTTPException, *TRANSIENT):
-                            await interaction.delete_original_response()
-        if open_original:
-            await interaction.delete_original_response()
 
     async def idle(self) -> None:
         """Wait until every background reply handed over so far has been sent."""

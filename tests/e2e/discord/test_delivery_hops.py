@@ -16,14 +16,15 @@ async def test_a_run_to_its_completion_crosses_to_the_adapter_once_per_reply(bot
         run_id, thread, _ = await bot.start('run notes "v2"')
         await bot.posted_in(thread, "completed in")
         await bot.baton.handler.drain()
-        await bot.client.sender.idle()
+        await bot.client.sender.delivery.idle()
     assert run_id
     sent = [c for c in bot.fake.calls[mark:] if c.method in ("POST", "PATCH") and "/messages" in c.path
             and c.content]
     assert crossings.decisions() == {}, crossings.callbacks()
-    # the adapter hands the answer to the delivery service once; posting, it calls nothing back
-    assert crossings.callbacks().get("core.delivery.service.DeliveryService.answer") == 1
-    assert not [c for c in crossings.callbacks() if c.startswith("core.delivery.button_refs")]
+    # the adapter hands the interaction to the core once (its command spelled from the typed
+    # options) and calls nothing back: the answer, the buttons' custom_ids, are the core's
+    assert crossings.callbacks() == {"core.commands.options.spell": 1,
+                                     "core.commands.interactions.Interactions.command": 1}
     transport = crossings.to_adapter("adapters.discord.outbound.DiscordSender")
     assert transport.get("post", 0) + transport.get("edit", 0) == len(sent), (
         transport, [(c.method, c.path) for c in sent])
