@@ -33,8 +33,8 @@ from adapters.discord.formatting import FORMAT
 from core.commands.handler import Handler
 from core.commands.messages import Reply
 from core.commands.text_messages import texts
-from core.commands.text_transport import Part, TextTransport
-from core.delivery.edits import NotDelivered, Outgoing
+from core.commands.text_transport import Failures, Part, TextTransport
+from core.delivery.edits import Outgoing
 from core.delivery.service import DeliveryService
 
 PLATFORM = "discord"
@@ -45,6 +45,13 @@ FOLLOW_UP_TTL = 14 * 60.0  # an interaction token lives 15 minutes
 UNKNOWN_MESSAGE = 10008
 #: Failures that may pass: the newest state is sent again later (`NotDelivered`).
 TRANSIENT = (discord.DiscordServerError, discord.RateLimited, aiohttp.ClientError, OSError, TimeoutError)
+#: Refused: deleted (10003), no access (50001, 50013), not a channel id; gone: an edited message
+#: deleted meanwhile (10008); a follow-up refused but for a 5xx: its token expired (50027).
+FAILURES = Failures(
+    refused=(discord.Forbidden, discord.NotFound, ValueError), transient=TRANSIENT,
+    gone=lambda exc: isinstance(exc, discord.NotFound) and exc.code == UNKNOWN_MESSAGE,
+    too_large=lambda exc: isinstance(exc, discord.HTTPException) and exc.status == 413,
+    expired=lambda exc: isinstance(exc, discord.HTTPException) and exc.status < 500)
 
 log = logging.getLogger("baton.discord")
 
@@ -107,13 +114,14 @@ class Sends:
 @dataclass
 class DiscordSender:
     """Discord's one-message operations (`post`, `edit`, `delete`, `open_thread`, `person`), and
-    which of its failures mean what (`gone`, `too_large`, `expired`, `refusal`, `failed`)."""
+    what its failures mean (`FAILURES`)."""
 
     client: discord.Client
     handler: Handler
     attach_over: int = 8000
     platform: str = PLATFORM
     thread_is_place: bool = True  # a thread is a channel of its own, tried before its channel
+    failures: Failures = FAILURES
     #: the core's delivery service for Discord (registered as its outbox by the client)
     delivery: DeliveryService = field(init=False)
 
@@ -151,32 +159,6 @@ class DiscordSender:
     async def person(self, user: str) -> str:
         """The direct message channel with `user`."""
         return str((await self.client.create_dm(discord.Object(int(user)))).id)
-
-    def gone(self, exc: Exception) -> bool:
-        return isinstance(exc, discord.NotFound) and exc.code == UNKNOWN_MESSAGE
-
-    def too_large(self, exc: Exception) -> bool:
-        return isinstance(exc, discord.HTTPException) and exc.status == 413
-
-    def expired(self, exc: Exception, reply: Outgoing) -> bool:
-        if not isinstance(exc, discord.HTTPException) or exc.status >= 500:
-            return False
-        log.info("interaction follow-up refused: %s", exc.text,  # e.g. its token expired (50027)
-                 extra={"action": "follow_up_refused", "run_id": reply.run_id})
-        return True
-
-    def refusal(self, exc: BaseException, reply: Outgoing) -> str | None:
-        """Deleted (10003), no access (50001, 50013), not a channel id: the next place."""
-        if isinstance(exc, discord.Forbidden | discord.NotFound | ValueError):
-            return str(getattr(exc, "text", "") or exc)
-        return None
-
-    def failed(self, exc: Exception, reply: Outgoing) -> None:
-        if isinstance(exc, TRANSIENT):
-            log.warning("reply not sent for now: %s", exc,
-                        extra={"action": "not_delivered", "run_id": reply.run_id})
-            raise NotDelivered(str(exc)) from exc
-        raise exc
 
     async def open_thread(self, message: discord.Message, reply: Outgoing) -> str | None:
         """The run's thread, opened from `message`; None where none can be (a DM, no permission)."""

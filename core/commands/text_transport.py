@@ -12,19 +12,21 @@ decided once, in the core, and the adapter only posts, edits or deletes one mess
   last; one deleted meanwhile (`Messages.gone`) is posted again there; more chunks are posted,
   fewer delete the messages left over.
 - The notice that a run reports elsewhere now (`moved`) is the format's sentence `moved`.
-- A follow-up (the asking person's way back) the platform refused (`Messages.expired`: its token
-  expired) is the next place's.
+- What the platform's failures mean is its data (`Failures`): a place refusing the reply (the
+  next place is tried), a failure that may pass (`NotDelivered`: the newest state is sent again
+  later), a follow-up used up (the next place's), a message gone, a file too large.
 """
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
 from core.commands.controls import Control
 from core.commands.text_messages import Message
-from core.delivery.edits import Outgoing, Posted
+from core.delivery.edits import NotDelivered, Outgoing, Posted
 from core.delivery.fallbacks import FOLLOW_UP
 from core.delivery.transport import Sent
 from core.render import Format, sentence
@@ -45,12 +47,27 @@ class Part:
     first: bool = True
 
 
+@dataclass(frozen=True, slots=True)
+class Failures:
+    """What the platform's exceptions mean: `refused`, a place that will not take the reply
+    (deleted, no access); `transient`, one that may pass; `gone`, a message deleted meanwhile;
+    `too_large`, a file refused for its size; `expired`, a follow-up refused but for a server
+    error (its token expired, used up)."""
+
+    refused: tuple[type[BaseException], ...]
+    transient: tuple[type[BaseException], ...]
+    gone: Callable[[BaseException], bool]
+    too_large: Callable[[BaseException], bool]
+    expired: Callable[[BaseException], bool]
+
+
 class Messages(Protocol):
     """What the adapter does with one message (`place`: a channel id, or a place of its own such
     as an interaction's responses); its failures are its platform's exceptions."""
 
     platform: str
     thread_is_place: bool
+    failures: Failures
 
     async def post(self, place: Any, part: Part) -> tuple[str, str, Any]:
         """Post `part` at `place`: (its channel id, its message id, the platform's message)."""
@@ -66,32 +83,38 @@ class Messages(Protocol):
         """The run's thread opened from `message` (None: none can be)."""
         ...
 
-    def gone(self, exc: Exception) -> bool: ...
-
-    def too_large(self, exc: Exception) -> bool: ...
-
-    def expired(self, exc: Exception, reply: Outgoing) -> bool:
-        """Whether a follow-up refused with `exc` is only used up (logged; the next place)."""
-        ...
-
     async def person(self, user: str) -> str: ...
-
-    def refusal(self, exc: BaseException, reply: Outgoing) -> str | None: ...
-
-    def failed(self, exc: Exception, reply: Outgoing) -> None: ...
 
 
 class TextTransport:
     """`core.delivery.transport.Transport` over `Messages`; `fmt`: the platform's sentences."""
 
     def __init__(self, messages: Messages, fmt: Format) -> None:
-        self.messages = messages
+        self.messages, self.failures = messages, messages.failures
         self.fmt = fmt
         self.platform = messages.platform
         self.thread_is_place = messages.thread_is_place
         self.person = messages.person
-        self.refusal = messages.refusal
-        self.failed = messages.failed
+
+    def refusal(self, exc: BaseException, reply: Outgoing) -> str | None:
+        """A place refusing `reply` (deleted, no access, not a channel id): why; the next place."""
+        if isinstance(exc, self.failures.refused):
+            return str(getattr(exc, "text", "") or exc)
+        return None
+
+    def failed(self, exc: Exception, reply: Outgoing) -> None:
+        if isinstance(exc, self.failures.transient):
+            log.warning("reply not sent for now: %s", exc,
+                        extra={"action": "not_delivered", "run_id": reply.run_id})
+            raise NotDelivered(str(exc)) from exc
+        raise exc
+
+    def _expired(self, exc: BaseException, reply: Outgoing) -> bool:
+        if not self.failures.expired(exc):
+            return False
+        log.info("interaction follow-up refused: %s", getattr(exc, "text", exc),  # e.g. its token expired
+                 extra={"action": "follow_up_refused", "run_id": reply.run_id})
+        return True
 
     async def post(self, place: Any, reply: Outgoing, message: Message, *, attach: bool, opens: bool) -> Sent:
         shown, filed = await self._post_new(place, reply, message)
@@ -117,7 +140,7 @@ class TextTransport:
                     filed = filed or part.file is not None
                     continue
                 except Exception as exc:
-                    if not self.messages.gone(exc):
+                    if not self.failures.gone(exc):
                         raise
                     log.info("message gone; posting it again",
                              extra={"action": "repost", "run_id": reply.run_id})
@@ -130,7 +153,7 @@ class TextTransport:
         try:
             await self._post_new(handle, reply, message)  # posted anew: never edited there
         except Exception as exc:
-            if self.messages.expired(exc, reply):
+            if self._expired(exc, reply):
                 return False
             raise
         return True
@@ -139,7 +162,7 @@ class TextTransport:
         try:
             await self.messages.post(to, Part(sentence(self.fmt, "moved", reply.run_id or "", how)))
         except Exception as exc:
-            if how == FOLLOW_UP and self.messages.expired(exc, reply):
+            if how == FOLLOW_UP and self._expired(exc, reply):
                 return False
             raise
         return True
@@ -159,7 +182,7 @@ class TextTransport:
                 shown.append(await self.messages.post(place, part))
                 filed = filed or attached is not None
             except Exception as exc:
-                if file is None or index or not self.messages.too_large(exc):
+                if file is None or index or not self.failures.too_large(exc):
                     raise
                 log.warning("attachment refused as too large; sending the text in messages",
                             extra={"action": "upload_too_large", "run_id": reply.run_id})
