@@ -46,8 +46,6 @@ from adapters.discord.outbound import (
     followup_send,
     original_edit,
 )
-from core.commands import replies
-from core.commands.answering import heard
 from core.commands.controls import MENU_PATTERN, Control
 from core.commands.interactions import Interactions
 from core.delivery.button_refs import PATTERN
@@ -170,31 +168,14 @@ class BatonClient(discord.Client):
         channel: object = message.channel
         if isinstance(channel, discord.PartialMessageable) and channel.guild_id is not None:
             channel = await self.fetch_channel(channel.id)  # an uncached thread: learn its parent
-        chat = chat_message(message, channel, me)
-        if not heard(chat):
-            return  # ordinary channel chatter never reaches the core
-        for reply in await self.handler.handle(chat):
-            await self.sender.delivery.answer(reply, reply.to.thread or str(message.channel.id))
+        await self.interactions.said(chat_message(message, channel, me), str(message.channel.id))
 
     # -- whatever failed while answering -----------------------------------------------------------
     async def on_tree_error(
         self, interaction: discord.Interaction, error: app_commands.AppCommandError
     ) -> None:
-        """A command failed on its way (an answer Discord refused, a bug): log it, and tell the
-        person in one line rather than leave "thinking…" behind."""
-        log.error("command failed: %s", error, exc_info=error,
-                  extra={"action": "command_failed", "interaction": interaction.id})
-        text = self.interactions.text(replies.unexpected())
-        try:
-            if not interaction.response.is_done():
-                await interaction.response.send_message(
-                    text, ephemeral=True, allowed_mentions=NO_MENTIONS)
-            else:
-                await interaction.edit_original_response(
-                    content=text, view=None, allowed_mentions=NO_MENTIONS)
-        except discord.HTTPException as exc:
-            log.warning("the failure could not be told: %s", exc,
-                        extra={"action": "command_failed_untold", "interaction": interaction.id})
+        """A command failed on its way (an answer Discord refused, a bug): told in one line."""
+        await self.interactions.failed(Asked(self, interaction), error)
 
 
 def _custom_id(interaction: discord.Interaction) -> str:
@@ -265,6 +246,14 @@ class Asked:
         view = discord.utils.MISSING if controls is None else build_view(controls) or discord.ui.View()
         await self.interaction.response.send_message(text, ephemeral=True, allowed_mentions=NO_MENTIONS,
                                                      view=view)
+
+    async def replace(self, text: str) -> None:
+        """Told anyway: the deferred response (or, where there is none yet, the first) says `text`."""
+        if not self.interaction.response.is_done():
+            await self.tell(text)
+        else:
+            await self.interaction.edit_original_response(content=text, view=None,
+                                                          allowed_mentions=NO_MENTIONS)
 
     async def delete_original(self) -> None:
         await self.interaction.delete_original_response()

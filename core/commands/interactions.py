@@ -38,7 +38,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
 from core.commands import replies
-from core.commands.answering import acknowledged, form_refused
+from core.commands.answering import acknowledged, form_refused, heard
 from core.commands.controls import Control
 from core.commands.messages import ChatMessage, Form, Reply
 from core.commands.offers import retires
@@ -90,6 +90,10 @@ class Asked(Protocol):
 
     async def tell(self, text: str, controls: tuple[Control, ...] | None = None) -> None:
         """The first answer, to the asker alone (`controls`: with these buttons)."""
+        ...
+
+    async def replace(self, text: str) -> None:
+        """Tell the asker `text` in the request's response, answered already or not."""
         ...
 
     async def delete_original(self) -> None: ...
@@ -195,6 +199,22 @@ class Interactions:
             await asked.tell(self.text(replies.stale_control(form)))
         except asked.errors as exc:
             log.info("interaction not answered: %s", exc, extra={"action": "interaction_skipped"})
+
+    async def failed(self, asked: Asked, error: BaseException) -> None:
+        """A request failed on its way (an answer the platform refused, a bug): logged, and told
+        to the asker in one line rather than leave "thinking…" behind."""
+        log.error("command failed: %s", error, exc_info=error, extra={"action": "command_failed"})
+        try:
+            await asked.replace(self.text(replies.unexpected()))
+        except asked.errors as exc:
+            log.warning("the failure could not be told: %s", exc, extra={"action": "command_failed_untold"})
+
+    async def said(self, message: ChatMessage, here: str) -> None:
+        """A plain message (a reply in a run's thread), if it reaches the core at all (`heard`:
+        ordinary channel chatter never does): its answer in its run's thread, else `here`."""
+        if heard(message):
+            for reply in await self.handler.handle(message):
+                await self.delivery.answer(reply, reply.to.thread or here)
 
     # -- the answer ------------------------------------------------------------------------------
     async def answer(self, asked: Asked, answer: Sequence[Reply], *, open_original: bool) -> None:
