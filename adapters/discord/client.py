@@ -22,7 +22,6 @@ thread reply becomes a `ChatMessage` (`inbound`) handed to the core `Handler`.
 
 from __future__ import annotations
 
-import asyncio
 import hashlib
 import json
 import logging
@@ -35,7 +34,7 @@ from adapters.discord import preflight
 from adapters.discord.buttons import Clicked, WorkflowButton, WorkflowSelect, build_view, used_view
 from adapters.discord.commands import WorkflowGroup
 from adapters.discord.formatting import FORMAT, refused
-from adapters.discord.forms import FormModal, fits
+from adapters.discord.forms import FIELDS, FormModal
 from adapters.discord.inbound import chat_message, command_message, is_person
 from adapters.discord.outbound import (
     FOLLOW_UP_TTL,
@@ -54,9 +53,6 @@ if TYPE_CHECKING:
     from core.commands.handler import Handler
     from core.commands.messages import ChatMessage, Form
 
-#: Seconds an opened form stays known after its modal's own timeout (a late submission of it
-#: is discord.py's to drop, not a closed form to tell about).
-FORM_MEMORY = 60.0
 log = logging.getLogger("baton.discord")
 
 Sync = Literal["changed", "always"]
@@ -87,8 +83,6 @@ class BatonClient(discord.Client):
         self.tree = app_commands.CommandTree(self)
         self.tree.add_command(WorkflowGroup(self), guild=self.guild)
         self.tree.on_error = self.on_tree_error  # type: ignore[method-assign]
-        #: custom_ids of the modals this process opened and may still be submitted
-        self.open_forms: set[str] = set()
 
     async def setup_hook(self) -> None:
         self.add_dynamic_items(WorkflowButton, WorkflowSelect)
@@ -157,7 +151,8 @@ class BatonClient(discord.Client):
                     interaction.message, custom_id):
                 return  # a WorkflowButton / WorkflowSelect answers it
             await self.interactions.stale(Asked(self, interaction), form=False)
-        elif interaction.type == discord.InteractionType.modal_submit and custom_id not in self.open_forms:
+        elif (interaction.type == discord.InteractionType.modal_submit
+              and not self.interactions.is_open(custom_id)):
             await self.interactions.stale(Asked(self, interaction), form=True)
 
     # -- plain messages (approval replies) ----------------------------------------------------
@@ -196,6 +191,7 @@ class Asked:
     """One interaction, as the core's `Interactions` asks it (`core.commands.interactions.Asked`)."""
 
     follow_up_ttl = FOLLOW_UP_TTL
+    form_fields = FIELDS
     errors: tuple[type[BaseException], ...] = (discord.HTTPException, discord.InteractionResponded,
                                                *TRANSIENT)
 
@@ -214,16 +210,10 @@ class Asked:
     def refusal(self) -> str | None:
         return preflight.refusal(self.interaction)
 
-    def fits(self, form: Form) -> bool:
-        return fits(form)
-
-    async def open_form(self, form: Form, submit: Any) -> bool:
+    async def open_form(self, form: Form, form_id: str, submit: Any) -> bool:
         """Its modal, the interaction's first answer."""
         try:
-            modal = FormModal(form, lambda submitted, texts: submit(Asked(self.client, submitted), texts))
-            self.client.open_forms.add(modal.custom_id)
-            asyncio.get_running_loop().call_later(
-                (modal.timeout or 0) + FORM_MEMORY, self.client.open_forms.discard, modal.custom_id)
+            modal = FormModal(form, form_id, lambda done, texts: submit(Asked(self.client, done), texts))
             await self.interaction.response.send_modal(modal)
         except (discord.HTTPException, discord.InteractionResponded) as exc:
             log.info("form not opened: %s", exc,

@@ -13,9 +13,11 @@ and names the places of the request's responses, which the delivery service post
 - A `run` first asks whether Baton can post where it was typed (`Asked.refusal`): if not,
   nothing starts and the asker alone is told.
 - A `run` missing required inputs, or an approval of a gate with a form, opens the form as the
-  request's first answer when the platform can show it (`Asked.fits`); else the core answers
-  (its text says what to type). A form's values refused are told to the asker alone, with the
-  button that opens it again.
+  request's first answer when the platform can ask every required field (`Asked.form_fields`);
+  else the core answers (its text says what to type). Each form opened has an id of its own
+  (`FORM_PREFIX` + random: forms open at once stay apart), known for `FORM_OPEN` seconds and
+  `FORM_MEMORY` more (`is_open`: a submission of one no longer known is told stale). A form's
+  values refused are told to the asker alone, with the button that opens it again.
 - A click carries its command (`core.delivery.button_refs`): a malformed one is told stale, a
   reference nobody kept is answered by the core. A refusal (an error) goes to the clicker alone
   and leaves the buttons; a click whose answer retires them (`offers.retires`) withdraws them.
@@ -30,9 +32,11 @@ and names the places of the request's responses, which the delivery service post
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import dataclasses
 import logging
+import secrets
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
@@ -55,6 +59,12 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("baton.interactions")
 
+FORM_PREFIX = "baton-form:"
+FORM_OPEN = 900.0  # seconds a form waits for its answer
+#: Seconds an opened form stays known after that (a late submission of it is the platform's to
+#: drop, not a closed form to tell about).
+FORM_MEMORY = 60.0
+
 
 class Asked(Protocol):
     """One request, on the platform's side. `original`, `public`, `private`: the places of its
@@ -67,6 +77,7 @@ class Asked(Protocol):
     private: Any
     follow_up: Any
     follow_up_ttl: float
+    form_fields: int  # the fields a form shown by the platform holds
     channel: str | None
     errors: tuple[type[BaseException], ...]
 
@@ -78,10 +89,9 @@ class Asked(Protocol):
         """Why Baton cannot post where the request was made (None: it can)."""
         ...
 
-    def fits(self, form: Form) -> bool: ...
-
-    async def open_form(self, form: Form, submit: Any) -> bool:
-        """Open `form` as the first answer; `submit(asked, values)` when it is sent. False: not opened."""
+    async def open_form(self, form: Form, form_id: str, submit: Any) -> bool:
+        """Open `form` (as `form_id`, for `FORM_OPEN` seconds) as the first answer;
+        `submit(asked, values)` when it is sent. False: not opened."""
         ...
 
     async def acknowledge(self, *, thinking: bool) -> bool:
@@ -117,6 +127,7 @@ class Interactions:
         self.handler = handler
         self.delivery = delivery
         self.fmt = fmt
+        self._open_forms: set[str] = set()  # the forms this process opened that may be submitted
 
     def text(self, reply: Reply) -> str:
         return "\n".join(render(reply, self.fmt, self.handler.redactor))
@@ -140,9 +151,16 @@ class Interactions:
 
     async def _open_form(self, asked: Asked, command: str, ballot: Ballot | None = None) -> bool:
         form = self.handler.asking.form_for(asked.message(command), ballot)
-        if form is None or not asked.fits(form):
+        if form is None or sum(1 for f in form.fields if f.required) > asked.form_fields:
             return False  # the core answers (a form that needs more says what to type)
-        return await asked.open_form(form, lambda submitted, values: self.form(submitted, form, values))
+        form_id = FORM_PREFIX + secrets.token_hex(12)
+        self._open_forms.add(form_id)
+        asyncio.get_running_loop().call_later(FORM_OPEN + FORM_MEMORY, self._open_forms.discard, form_id)
+        return await asked.open_form(form, form_id, lambda done, values: self.form(done, form, values))
+
+    def is_open(self, form_id: str) -> bool:
+        """Whether a form submitted as `form_id` is one this process opened and still knows."""
+        return form_id in self._open_forms
 
     async def form(self, asked: Asked, form: Form, values: Mapping[str, str]) -> None:
         """A form submitted: its values checked, then the command they complete handled as the
