@@ -192,8 +192,8 @@ class Asked:
 
     follow_up_ttl = FOLLOW_UP_TTL
     form_fields = FIELDS
-    errors: tuple[type[BaseException], ...] = (discord.HTTPException, discord.InteractionResponded,
-                                               *TRANSIENT)
+    refused: tuple[type[BaseException], ...] = (discord.HTTPException, discord.InteractionResponded)
+    errors: tuple[type[BaseException], ...] = (discord.HTTPException, *TRANSIENT)
 
     def __init__(self, client: BatonClient, interaction: discord.Interaction) -> None:
         self.client, self.interaction = client, interaction
@@ -210,27 +210,14 @@ class Asked:
     def refusal(self) -> str | None:
         return preflight.refusal(self.interaction)
 
-    async def open_form(self, form: Form, form_id: str, submit: Any) -> bool:
+    async def open_form(self, form: Form, form_id: str, submit: Any) -> None:
         """Its modal, the interaction's first answer."""
-        try:
-            modal = FormModal(form, form_id, lambda done, texts: submit(Asked(self.client, done), texts))
-            await self.interaction.response.send_modal(modal)
-        except (discord.HTTPException, discord.InteractionResponded) as exc:
-            log.info("form not opened: %s", exc,
-                     extra={"action": "form_skipped", "interaction": self.interaction.id})
-            return False
-        return True
+        modal = FormModal(form, form_id, lambda done, texts: submit(Asked(self.client, done), texts))
+        await self.interaction.response.send_modal(modal)
 
-    async def acknowledge(self, *, thinking: bool) -> bool:
-        """Defer within Discord's 3 s. False when Discord refuses: a redelivered interaction that
-        was answered already (or one that expired), whose work must not be done twice."""
-        try:
-            await self.interaction.response.defer(thinking=thinking)
-        except (discord.HTTPException, discord.InteractionResponded) as exc:
-            log.info("interaction not acknowledged: %s", exc,
-                     extra={"action": "interaction_skipped", "interaction": self.interaction.id})
-            return False
-        return True
+    async def acknowledge(self, *, thinking: bool) -> None:
+        """A deferral, within Discord's 3 s."""
+        await self.interaction.response.defer(thinking=thinking)
 
     async def tell(self, text: str, controls: tuple[Control, ...] | None = None) -> None:
         view = discord.utils.MISSING if controls is None else build_view(controls) or discord.ui.View()

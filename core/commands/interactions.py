@@ -70,7 +70,8 @@ class Asked(Protocol):
     """One request, on the platform's side. `original`, `public`, `private`: the places of its
     responses (the deferred one then its follow-ups, its follow-ups, the asker's alone);
     `follow_up`: its way back, kept as a run's; `channel`: where it was asked (None: unknown);
-    `errors`: the platform's failures of an answer."""
+    `refused`: the platform refusing a response (answered already, expired); `errors`: the
+    platform's failures of an answer."""
 
     original: Any
     public: Any
@@ -79,6 +80,7 @@ class Asked(Protocol):
     follow_up_ttl: float
     form_fields: int  # the fields a form shown by the platform holds
     channel: str | None
+    refused: tuple[type[BaseException], ...]
     errors: tuple[type[BaseException], ...]
 
     def message(self, text: str) -> ChatMessage:
@@ -89,13 +91,13 @@ class Asked(Protocol):
         """Why Baton cannot post where the request was made (None: it can)."""
         ...
 
-    async def open_form(self, form: Form, form_id: str, submit: Any) -> bool:
+    async def open_form(self, form: Form, form_id: str, submit: Any) -> None:
         """Open `form` (as `form_id`, for `FORM_OPEN` seconds) as the first answer;
-        `submit(asked, values)` when it is sent. False: not opened."""
+        `submit(asked, values)` when it is sent."""
         ...
 
-    async def acknowledge(self, *, thinking: bool) -> bool:
-        """Acknowledge in time (`thinking`: a deferred response shows); False when refused."""
+    async def acknowledge(self, *, thinking: bool) -> None:
+        """Acknowledge in time (`thinking`: a deferred response shows)."""
         ...
 
     async def tell(self, text: str, controls: tuple[Control, ...] | None = None) -> None:
@@ -145,7 +147,7 @@ class Interactions:
         if ballot is None and await self._open_form(asked, command):
             return  # its form is the answer
         answer = await acknowledged(self.handler, asked.message(command),
-                                    lambda: asked.acknowledge(thinking=True), ballot)
+                                    lambda: self._acknowledge(asked, thinking=True), ballot)
         if answer is not None:
             await self.answer(asked, answer, open_original=True)
 
@@ -156,7 +158,22 @@ class Interactions:
         form_id = FORM_PREFIX + secrets.token_hex(12)
         self._open_forms.add(form_id)
         asyncio.get_running_loop().call_later(FORM_OPEN + FORM_MEMORY, self._open_forms.discard, form_id)
-        return await asked.open_form(form, form_id, lambda done, values: self.form(done, form, values))
+        try:
+            await asked.open_form(form, form_id, lambda done, values: self.form(done, form, values))
+        except asked.refused as exc:
+            log.info("form not opened: %s", exc, extra={"action": "form_skipped"})
+            return False
+        return True
+
+    async def _acknowledge(self, asked: Asked, *, thinking: bool) -> bool:
+        """False when the platform refuses: a redelivered request that was answered already (or
+        one that expired), whose work must not be done twice."""
+        try:
+            await asked.acknowledge(thinking=thinking)
+        except asked.refused as exc:
+            log.info("interaction not acknowledged: %s", exc, extra={"action": "interaction_skipped"})
+            return False
+        return True
 
     def is_open(self, form_id: str) -> bool:
         """Whether a form submitted as `form_id` is one this process opened and still knows."""
@@ -188,7 +205,7 @@ class Interactions:
         if ref.action in (FORM_ACTION, "approve") and await self._open_form(asked, command, ballot):
             return None
         answer = await acknowledged(self.handler, asked.message(command),
-                                    lambda: asked.acknowledge(thinking=False), ballot)
+                                    lambda: self._acknowledge(asked, thinking=False), ballot)
         if answer is None:
             return None
         refusals = [r.sent(ephemeral=True) for r in answer if r.is_error]
@@ -215,7 +232,7 @@ class Interactions:
         """A control or form Baton cannot act on: told to the asker alone, if it still can be."""
         try:
             await asked.tell(self.text(replies.stale_control(form)))
-        except asked.errors as exc:
+        except asked.refused as exc:
             log.info("interaction not answered: %s", exc, extra={"action": "interaction_skipped"})
 
     async def failed(self, asked: Asked, error: BaseException) -> None:
@@ -224,7 +241,7 @@ class Interactions:
         log.error("command failed: %s", error, exc_info=error, extra={"action": "command_failed"})
         try:
             await asked.replace(self.text(replies.unexpected()))
-        except asked.errors as exc:
+        except asked.refused as exc:
             log.warning("the failure could not be told: %s", exc, extra={"action": "command_failed_untold"})
 
     async def said(self, message: ChatMessage, here: str) -> None:
