@@ -19,6 +19,7 @@ with warnings.catch_warnings():
 
 from adapters.discord.client import BatonClient
 from adapters.discord.formatting import refused
+from core.commands.lifecycle import until_settled
 from core.config import Settings
 
 __all__ = ["BatonClient", "build_client", "serve", "sync_commands"]
@@ -64,15 +65,7 @@ async def serve(baton: Any, settings: Settings) -> None:
     baton.watch_platform("discord", connected)
     async with client:
         running = asyncio.create_task(client.start(token))
-        # the client closes once the process has settled (steps' grace, outbox flushed), so the
-        # replies of runs that finish meanwhile still go out; a bare stop request where none comes
-        stopping = asyncio.create_task(getattr(baton, "settled", baton.stopping).wait())
-        try:
-            await asyncio.wait({running, stopping}, return_when=asyncio.FIRST_COMPLETED)
-        finally:
-            stopping.cancel()
-            await client.close()  # sends pending progress edits, then disconnects
-            await asyncio.wait({running})
+        await until_settled(baton, running, client.close)  # close: pending progress edits, disconnect
     if running.cancelled() or running.exception() is None:
         return
     exc = running.exception()

@@ -22,8 +22,6 @@ thread reply becomes a `ChatMessage` (`inbound`) handed to the core `Handler`.
 
 from __future__ import annotations
 
-import hashlib
-import json
 import logging
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -47,6 +45,7 @@ from adapters.discord.outbound import (
 )
 from core.commands.controls import MENU_PATTERN, Control
 from core.commands.interactions import Interactions
+from core.commands.lifecycle import registered
 from core.delivery.button_refs import PATTERN
 
 if TYPE_CHECKING:
@@ -93,29 +92,21 @@ class BatonClient(discord.Client):
     def _scope(self) -> str:
         return str(self.guild.id) if self.guild else "global"
 
-    def commands_digest(self) -> str:
-        """The command tree as Discord gets it, for this application and scope, as a digest."""
-        payload = [c.to_dict(self.tree) for c in self.tree.get_commands(guild=self.guild)]
-        text = json.dumps([self.application_id, self._scope, payload], sort_keys=True, default=str)
-        return hashlib.sha256(text.encode()).hexdigest()
-
     async def sync_commands(self) -> None:
-        """Register the commands when they changed since the last sync (or always, `sync`)."""
-        key, digest = f"commands:{self._scope}", self.commands_digest()
-        if self.sync == "changed" and self.handler.recall("discord", key) == digest:
-            log.info("application commands unchanged; not synced",
-                     extra={"action": "commands_unchanged", "scope": self._scope})
-            return
+        """Register the commands when the tree, as Discord gets it for this application and scope,
+        changed since the last sync (or always, `sync`): `core.commands.lifecycle.registered`."""
+        tree = [c.to_dict(self.tree) for c in self.tree.get_commands(guild=self.guild)]
+        payload = [self.application_id, self._scope, tree]
+        self.synced = await registered(self.handler, "discord", self._scope, payload, self._register,
+                                       always=self.sync == "always")
+
+    async def _register(self) -> int:
         try:
-            synced = await self.tree.sync(guild=self.guild)
+            return len(await self.tree.sync(guild=self.guild))
         except (discord.Forbidden, discord.NotFound) as exc:
             if self.guild is None:
                 raise
             raise refused("commands_refused", self.guild.id, exc.text or exc.status) from exc
-        self.handler.remember("discord", key, digest)
-        self.synced = len(synced)
-        log.info("application commands synced",
-                 extra={"action": "commands_synced", "scope": self._scope, "count": len(synced)})
 
     async def close(self) -> None:
         """Send the progress edits still waiting for their turn now (`Handler.wind_down`), then
