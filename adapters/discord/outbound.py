@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import contextlib
 import io
-import logging
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
@@ -31,16 +30,14 @@ import discord
 from adapters.discord.buttons import RULES, build_view
 from adapters.discord.formatting import FORMAT
 from core.commands.handler import Handler
-from core.commands.messages import Reply
 from core.commands.text_messages import texts
 from core.commands.text_transport import Failures, Part, TextTransport
-from core.delivery.edits import Outgoing
 from core.delivery.service import DeliveryService
 
 PLATFORM = "discord"
 NONCE_LENGTH = 25  # Discord's limit
 NO_MENTIONS = discord.AllowedMentions.none()
-THREAD_ARCHIVE_MINUTES: Literal[1440] = 1440  # a day without messages
+ARCHIVE: Literal[1440] = 1440  # a run's thread is archived after a day without messages
 FOLLOW_UP_TTL = 14 * 60.0  # an interaction token lives 15 minutes
 UNKNOWN_MESSAGE = 10008
 #: Failures that may pass: the newest state is sent again later (`NotDelivered`).
@@ -49,11 +46,10 @@ TRANSIENT = (discord.DiscordServerError, discord.RateLimited, aiohttp.ClientErro
 #: deleted meanwhile (10008); a follow-up refused but for a 5xx: its token expired (50027).
 FAILURES = Failures(
     refused=(discord.Forbidden, discord.NotFound, ValueError), transient=TRANSIENT,
+    api=(discord.HTTPException,),
     gone=lambda exc: isinstance(exc, discord.NotFound) and exc.code == UNKNOWN_MESSAGE,
     too_large=lambda exc: isinstance(exc, discord.HTTPException) and exc.status == 413,
     expired=lambda exc: isinstance(exc, discord.HTTPException) and exc.status < 500)
-
-log = logging.getLogger("baton.discord")
 
 #: Posts one message (its text, file and buttons) -> the message Discord made.
 Send = Callable[[Part], Awaitable[discord.Message]]
@@ -160,24 +156,15 @@ class DiscordSender:
         """The direct message channel with `user`."""
         return str((await self.client.create_dm(discord.Object(int(user)))).id)
 
-    async def open_thread(self, message: discord.Message, reply: Outgoing) -> str | None:
-        """The run's thread, opened from `message`; None where none can be (a DM, no permission)."""
-        channel = message.channel
-        if isinstance(channel, discord.Thread):
-            return str(channel.id)
-        assert isinstance(reply, Reply)
-        name = f"{reply.data.get('workflow') or reply.kind} · {reply.run_id}"[:100]
-        try:
-            if message.guild is not None:
-                thread = await message.create_thread(name=name, auto_archive_duration=THREAD_ARCHIVE_MINUTES)
-                return str(thread.id)
-            # a followup message knows its channel only by id
-            data = await self.client.http.start_thread_with_message(
-                channel.id, message.id, name=name,
-                auto_archive_duration=THREAD_ARCHIVE_MINUTES, rate_limit_per_user=None,
-            )
-            return str(int(data["id"]))
-        except discord.HTTPException as exc:  # a DM, or no permission: stay where we are
-            log.warning("no thread for run: %s", exc.text,
-                        extra={"action": "thread_failed", "run_id": reply.run_id})
-            return None
+    async def open_thread(self, message: discord.Message, name: str) -> str:
+        """The run's thread, opened from `message` (or the one it is in)."""
+        if isinstance(message.channel, discord.Thread):
+            return str(message.channel.id)
+        if message.guild is not None:
+            return str((await message.create_thread(name=name[:100], auto_archive_duration=ARCHIVE)).id)
+        # a followup message knows its channel only by id
+        data = await self.client.http.start_thread_with_message(
+            message.channel.id, message.id, name=name[:100],
+            auto_archive_duration=ARCHIVE, rate_limit_per_user=None,
+        )
+        return str(int(data["id"]))

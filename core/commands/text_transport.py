@@ -7,7 +7,8 @@ decided once, in the core, and the adapter only posts, edits or deletes one mess
 - Posting (`post`, `follow_up`): each chunk of the composed `Message` is one message, the first
   carrying the file and the nonce, the last the buttons. A file refused as too large
   (`Messages.too_large`) posts every chunk as a message of its own instead: nothing is lost.
-  `opens`: the run's thread is opened from the first message (`Messages.open_thread`).
+  `opens`: the run's thread is opened from the first message (`Messages.open_thread`), named by
+  the format's sentence `thread_name`; where none can be (a DM, no permission) the run stays.
 - Editing (`edit`): the messages kept under the key are edited in order, the buttons on the
   last; one deleted meanwhile (`Messages.gone`) is posted again there; more chunks are posted,
   fewer delete the messages left over.
@@ -52,10 +53,11 @@ class Failures:
     """What the platform's exceptions mean: `refused`, a place that will not take the reply
     (deleted, no access); `transient`, one that may pass; `gone`, a message deleted meanwhile;
     `too_large`, a file refused for its size; `expired`, a follow-up refused but for a server
-    error (its token expired, used up)."""
+    error (its token expired, used up); `api`, any refusal of the platform's API."""
 
     refused: tuple[type[BaseException], ...]
     transient: tuple[type[BaseException], ...]
+    api: tuple[type[BaseException], ...]  # any refusal the platform's API answered
     gone: Callable[[BaseException], bool]
     too_large: Callable[[BaseException], bool]
     expired: Callable[[BaseException], bool]
@@ -79,8 +81,8 @@ class Messages(Protocol):
         """Delete a message (gone already: nothing to do)."""
         ...
 
-    async def open_thread(self, message: Any, reply: Outgoing) -> str | None:
-        """The run's thread opened from `message` (None: none can be)."""
+    async def open_thread(self, message: Any, name: str) -> str:
+        """The run's thread opened from `message`, named `name`."""
         ...
 
     async def person(self, user: str) -> str: ...
@@ -118,10 +120,20 @@ class TextTransport:
 
     async def post(self, place: Any, reply: Outgoing, message: Message, *, attach: bool, opens: bool) -> Sent:
         shown, filed = await self._post_new(place, reply, message)
-        thread = await self.messages.open_thread(shown[0][2], reply) if opens and shown else None
+        thread = await self._open_thread(shown[0][2], reply) if opens and shown else None
         if not shown:
             return Sent(Posted("", ()), thread=thread, filed=filed)
         return Sent(Posted(shown[0][0], tuple(s[1] for s in shown)), thread=thread, filed=filed)
+
+    async def _open_thread(self, message: Any, reply: Outgoing) -> str | None:
+        name = sentence(self.fmt, "thread_name", getattr(reply, "data", {}).get("workflow") or reply.kind,
+                        reply.run_id)
+        try:
+            return await self.messages.open_thread(message, name)
+        except self.failures.api as exc:  # a DM, or no permission: the run stays where it is
+            log.warning("no thread for run: %s", getattr(exc, "text", exc),
+                        extra={"action": "thread_failed", "run_id": reply.run_id})
+            return None
 
     async def edit(self, place: Any, posted: Posted, reply: Outgoing, message: Message, *,
                    attach: bool) -> Sent:
