@@ -14,8 +14,7 @@ thread reply becomes a `ChatMessage` (`inbound`) handed to the core `Handler`.
   in (a wrong `BATON_DISCORD_GUILD_ID`) is a `ConfigurationError`.
 - Whether Baton can post where a `run` was typed comes from the interaction's app permissions
   and context (`preflight.py`).
-- Whatever fails while answering a command is answered to the person (`on_tree_error`): the
-  "thinking…" placeholder never stays.
+- Whatever fails while answering a command is handed to the core (`on_tree_error`).
 - Every interaction is answered: a button or menu that is not Baton's (or a malformed one),
   and a form that is no longer open, are told so privately (`on_interaction`).
 """
@@ -31,7 +30,7 @@ from discord import app_commands
 from adapters.discord import preflight
 from adapters.discord.buttons import Clicked, WorkflowButton, WorkflowSelect, build_view, used_view
 from adapters.discord.commands import WorkflowGroup
-from adapters.discord.formatting import FORMAT, refused
+from adapters.discord.formatting import FORMAT
 from adapters.discord.forms import FIELDS, FormModal
 from adapters.discord.inbound import chat_message, command_message, is_person
 from adapters.discord.outbound import (
@@ -45,7 +44,7 @@ from adapters.discord.outbound import (
 )
 from core.commands.controls import MENU_PATTERN, Control
 from core.commands.interactions import Interactions
-from core.commands.lifecycle import registered
+from core.commands.lifecycle import registered, stopped
 from core.delivery.button_refs import PATTERN
 
 if TYPE_CHECKING:
@@ -106,7 +105,7 @@ class BatonClient(discord.Client):
         except (discord.Forbidden, discord.NotFound) as exc:
             if self.guild is None:
                 raise
-            raise refused("commands_refused", self.guild.id, exc.text or exc.status) from exc
+            raise stopped(FORMAT, "commands_refused", self.guild.id, exc.text or exc.status) from exc
 
     async def close(self) -> None:
         """Send the progress edits still waiting for their turn now (`Handler.wind_down`), then

@@ -9,11 +9,11 @@ a time. It posts, edits, deletes and opens threads, and answers what it did, nev
 
 - `AllowedMentions.none()` on every message the bot posts, but for the people a reply calls
   (`Reply.pings`): everyone else a message names shows as a mention, never a ping.
-- `starts_thread`: a thread is opened from the posted message (None where none can be, e.g. a
-  DM). The interaction's follow-up webhook is the run's follow-up (15 minutes).
-- Refusals (deleted: 10003, no access: 50001 / 50013) send the reply to the next place; an
-  edited message deleted meanwhile is 10008; a failure that may pass (5xx after discord.py's own
-  retries, a dropped connection) is raised as `NotDelivered`: the core sends the newest state again.
+- `starts_thread`: a thread is opened from the posted message. The interaction's follow-up
+  webhook is the run's follow-up (15 minutes).
+- What Discord's failures mean is data the core reads (`FAILURES`): a place refusing the reply
+  (the next place), a failure that may pass (5xx after discord.py's own retries, a dropped
+  connection: sent again later), a message deleted meanwhile, a file too large.
 """
 
 from __future__ import annotations

@@ -1,5 +1,6 @@
 """A chat platform's life in the process, the same for every adapter (#27): its commands
-registered only when they changed, and its connection served until the process settles.
+registered only when they changed, its connection served until the process settles, and the
+errors that stop Baton at start said in the platform's sentences.
 
     synced = await registered(handler, "discord", scope, payload, register, always=False)
     await until_settled(baton, asyncio.create_task(client.start(token)), client.close)
@@ -13,6 +14,9 @@ import json
 import logging
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
+
+from core.errors import ConfigurationError
+from core.render import Format, sentence
 
 if TYPE_CHECKING:
     from core.commands.handler import Handler
@@ -49,3 +53,10 @@ async def until_settled(baton: Any, running: asyncio.Task[Any], close: Callable[
         stopping.cancel()
         await close()
         await asyncio.wait({running})
+
+
+def stopped(fmt: Format, name: str, *args: object) -> ConfigurationError:
+    """An error that stops Baton at start, the sentence `name` of the platform's `_said.j2`: its
+    line of cause, its line of next step."""
+    cause, _, hint = sentence(fmt, name, *args).partition("\n")
+    return ConfigurationError(cause, hint=hint)
