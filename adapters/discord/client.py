@@ -118,8 +118,7 @@ class BatonClient(discord.Client):
         await self.interactions.command(Asked(self, interaction), command)
 
     async def check_click(self, interaction: discord.Interaction, item: Clicked) -> bool:
-        """Authorize through the core: the click (or option picked) runs as the clicking user's
-        command. A refusal (any error reply) goes to that user alone and leaves the item as it is."""
+        """Authorize through the core (`Interactions.click`): False leaves the item as it is."""
         item.outcome = await self.interactions.click(Asked(self, interaction), item.encoded)
         return item.outcome is not None
 

@@ -127,10 +127,6 @@ class DiscordSender:
                         controls=RULES, keep=handler.buttons.keep)
         self.delivery = handler.delivery_service(TextTransport(self, FORMAT), compose)
 
-    async def idle(self) -> None:
-        """Wait until every background reply handed over so far has been sent."""
-        await self.delivery.idle()
-
     # -- one message ------------------------------------------------------------------------
     async def post(self, place: object, part: Part) -> tuple[str, str, discord.Message]:
         if isinstance(place, Sends):
