@@ -18,7 +18,8 @@ with warnings.catch_warnings():
     import discord
 
 from adapters.discord.client import BatonClient
-from adapters.discord.formatting import refused
+from adapters.discord.formatting import FORMAT
+from core.commands.lifecycle import stopped, until_settled
 from core.config import Settings
 
 __all__ = ["BatonClient", "build_client", "serve", "sync_commands"]
@@ -35,7 +36,7 @@ def build_client(baton: Any, settings: Settings, **options: Any) -> BatonClient:
 
 def _token(settings: Settings) -> str:
     if settings.discord_token is None:
-        raise refused("token_unset")
+        raise stopped(FORMAT, "token_unset")
     if settings.discord_api_url:  # discord.py reads its base URL from this class attribute
         discord.http.Route.BASE = settings.discord_api_url.rstrip("/")
     return settings.discord_token.get_secret_value()
@@ -49,7 +50,7 @@ async def sync_commands(baton: Any, settings: Settings) -> int:
         try:
             await client.login(token)  # the setup hook syncs
         except discord.LoginFailure as exc:
-            raise refused("token_refused") from exc
+            raise stopped(FORMAT, "token_refused") from exc
     return client.synced or 0
 
 
@@ -64,20 +65,12 @@ async def serve(baton: Any, settings: Settings) -> None:
     baton.watch_platform("discord", connected)
     async with client:
         running = asyncio.create_task(client.start(token))
-        # the client closes once the process has settled (steps' grace, outbox flushed), so the
-        # replies of runs that finish meanwhile still go out; a bare stop request where none comes
-        stopping = asyncio.create_task(getattr(baton, "settled", baton.stopping).wait())
-        try:
-            await asyncio.wait({running, stopping}, return_when=asyncio.FIRST_COMPLETED)
-        finally:
-            stopping.cancel()
-            await client.close()  # sends pending progress edits, then disconnects
-            await asyncio.wait({running})
+        await until_settled(baton, running, client.close)  # close: pending progress edits, disconnect
     if running.cancelled() or running.exception() is None:
         return
     exc = running.exception()
     if isinstance(exc, discord.LoginFailure):
-        raise refused("token_refused") from exc
+        raise stopped(FORMAT, "token_refused") from exc
     if isinstance(exc, discord.PrivilegedIntentsRequired):
-        raise refused("intent_refused") from exc
+        raise stopped(FORMAT, "intent_refused") from exc
     raise exc  # type: ignore[misc]

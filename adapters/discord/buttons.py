@@ -4,7 +4,8 @@ button custom_id, another every `baton-menu:…` select menu.
 Registered once at startup (`client.add_dynamic_items(WorkflowButton, WorkflowSelect)`), they
 rebuild the clicked item from the message alone, so what was posted before a restart keeps
 working. A button's custom_id, and each option's value of a select menu, carry their command
-(`core.delivery.button_refs`, in at most `MAX_CUSTOM_ID` characters). The click itself is
+(`core.delivery.button_refs`, in at most `MAX_CUSTOM_ID` characters), laid out by the core
+under Discord's limits (`RULES`: `core.commands.controls`). The click itself is
 handled by the client (`Clicks`): `interaction_check` asks the core (the click is handled as
 the clicking user's command; a refusal is answered ephemerally and nothing happens),
 `callback` disables the used buttons and posts the core's replies.
@@ -12,29 +13,20 @@ the clicking user's command; a refusal is answered ephemerally and nothing happe
 
 from __future__ import annotations
 
-import re
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any, Protocol
 
 import discord
 
 from adapters.discord.formatting import said
-from core.commands.messages import Button, Menu
-from core.delivery.button_refs import PATTERN, encode
+from core.commands.controls import MENU_PATTERN, Control, Rules
+from core.delivery.button_refs import PATTERN
 
 #: Discord's limits: 100 characters a custom_id; 5 buttons a row, 5 rows, 80 characters a
 #: label; a select menu fills a row and holds 25 options of at most 100 characters (label and
 #: value), placeholder 150.
 MAX_CUSTOM_ID = 100
-_PER_ROW = 5
-_ROWS = 5
-_MAX_BUTTONS = 25
-_MAX_LABEL = 80
-_MAX_OPTIONS = 25
-_MAX_OPTION = 100
-_MAX_PLACEHOLDER = 150
-#: A select menu's custom_id; each option's value is made like a button's custom_id.
-MENU_PATTERN = re.compile(r"baton-menu:(?P<index>[0-9]{1,2})")
+RULES = Rules(reference=MAX_CUSTOM_ID, per_row=5, rows=5, label=80, options=25, option=100, placeholder=150)
 
 _STYLES = {"primary": discord.ButtonStyle.primary, "danger": discord.ButtonStyle.danger}
 
@@ -103,31 +95,19 @@ class WorkflowSelect(Clicked, discord.ui.DynamicItem[discord.ui.Select[Any]], te
         return self.item.values[0] if self.item.values else ""
 
 
-def build_view(
-    buttons: Sequence[Button], run_id: str | None, put: Callable[[bytes], str], menus: Sequence[Menu] = ()
-) -> discord.ui.View | None:
-    """A timeout-less view of the reply's buttons and select menus (None when it has none);
-    `put` keeps a command too long for a custom_id."""
-    if not buttons and not menus:
+def build_view(controls: Sequence[Control]) -> discord.ui.View | None:
+    """A timeout-less view of the buttons and select menus the core laid out (None: none)."""
+    if not controls:
         return None
-
-    def ref(item: Button, run: str | None = None) -> str:
-        return encode(item.action, item.command, run, put, limit=MAX_CUSTOM_ID)
-
     view = discord.ui.View(timeout=None)
-    for index, button in enumerate(buttons[:_MAX_BUTTONS]):
-        style = _STYLES.get(button.style or "", discord.ButtonStyle.secondary)
-        view.add_item(WorkflowButton(ref(button, run_id), label=button.label[:_MAX_LABEL], style=style,
-                                     row=index // _PER_ROW))
-    first_free = -(-min(len(buttons), _MAX_BUTTONS) // _PER_ROW)
-    for index, menu in enumerate(menus[: _ROWS - first_free]):
-        options = [discord.SelectOption(label=o.label[:_MAX_OPTION], value=ref(o))
-                   for o in menu.options[:_MAX_OPTIONS]]
-        select: discord.ui.Select[Any] = discord.ui.Select(
-            custom_id=f"baton-menu:{index}", placeholder=menu.placeholder[:_MAX_PLACEHOLDER],
-            options=options, row=first_free + index,
-        )  # fmt: skip
-        view.add_item(WorkflowSelect(select))
+    for c in controls:
+        if c.options is None:
+            style = _STYLES.get(c.style or "", discord.ButtonStyle.secondary)
+            view.add_item(WorkflowButton(c.custom_id, label=c.label, style=style, row=c.row))
+        else:
+            options = [discord.SelectOption(label=label, value=value) for label, value in c.options]
+            view.add_item(WorkflowSelect(discord.ui.Select(custom_id=c.custom_id, placeholder=c.label,
+                                                           options=options, row=c.row)))
     return view
 
 
@@ -142,7 +122,7 @@ def used_view(message: discord.Message, chosen_custom_id: str, chooser: str) -> 
         if isinstance(item, discord.ui.Button):
             item.disabled = True
             if item.custom_id == chosen_custom_id:
-                item.label = said("chosen", item.label, chooser)[:_MAX_LABEL]
+                item.label = said("chosen", item.label, chooser)[: RULES.label]
             else:
                 item.style = discord.ButtonStyle.secondary
     view.stop()

@@ -9,6 +9,7 @@ they may see that the subcommand acts on (`core/commands/suggestions.py`).
 from __future__ import annotations
 
 import inspect
+from collections.abc import Callable, Coroutine
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 import discord
@@ -28,29 +29,19 @@ class Workflows(Protocol):
     async def on_workflow(self, interaction: discord.Interaction, command: str) -> None: ...
 
 
-def _client(interaction: discord.Interaction) -> BatonClient:
-    return interaction.client  # type: ignore[return-value]
+def _suggests(what: str) -> Callable[[discord.Interaction, str], Coroutine[Any, Any, list[Choice]]]:
+    """Autocomplete of an option, asking the core what it suggests (`Asking.suggest`)."""
 
+    async def choices(interaction: discord.Interaction, current: str) -> list[Choice]:
+        place = place_of(  # a thread's conversation is its channel's
+            interaction.channel, channel_id=interaction.channel_id or 0, guild_id=interaction.guild_id)
+        command = interaction.command.name if interaction.command is not None else ""
+        client: BatonClient = interaction.client  # type: ignore[assignment]
+        found = client.handler.asking.suggest(what, "discord", place.conversation, str(interaction.user.id),
+                                              current, command)
+        return [app_commands.Choice(name=label, value=value) for value, label in found]
 
-async def workflow_choices(interaction: discord.Interaction, current: str) -> list[Choice]:
-    """Workflow names the user may run."""
-    asking = _client(interaction).handler.asking
-    found = asking.suggest_workflows("discord", str(interaction.user.id), current)
-    return [app_commands.Choice(name=label, value=value) for value, label in found]
-
-
-async def run_choices(interaction: discord.Interaction, current: str) -> list[Choice]:
-    """Runs of this conversation (a thread's: its channel's) the user may see, that the
-    subcommand being typed acts on."""
-    place = place_of(
-        interaction.channel, channel_id=interaction.channel_id or 0, guild_id=interaction.guild_id)
-    command = interaction.command.name if interaction.command is not None else ""
-    found = _client(interaction).handler.asking.suggest_runs(
-        "discord", place.conversation, str(interaction.user.id), current, command)
-    return [app_commands.Choice(name=label, value=value) for value, label in found]
-
-
-_SUGGEST = {"workflows": workflow_choices, "runs": run_choices}
+    return choices
 
 
 def _parameter(option: Option) -> inspect.Parameter:
@@ -75,7 +66,7 @@ def subcommand(typed: Typed, workflows: Workflows) -> app_commands.Command[Any, 
     callback.__signature__ = inspect.Signature(  # type: ignore[attr-defined]
         [first, *(_parameter(o) for o in typed.options)])
     app_commands.describe(**{o.name: o.describe for o in typed.options})(callback)
-    app_commands.autocomplete(**{o.name: _SUGGEST[o.suggest] for o in typed.options if o.suggest})(callback)
+    app_commands.autocomplete(**{o.name: _suggests(o.suggest) for o in typed.options if o.suggest})(callback)
     return app_commands.Command(name=typed.name, description=typed.describe, callback=callback)
 
 

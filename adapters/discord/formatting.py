@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import re
 
-from core.errors import ConfigurationError
 from core.render import INLINE_CODE, Format, register, sentence
 
 _DISCORD_SPECIALS = re.compile(r"([\\*_~`|\[\]])")
@@ -40,9 +39,3 @@ FORMAT = register(Format(
 def said(name: str, *args: object) -> str:
     """One of Discord's own sentences, the macro `name` of `templates/discord/_said.j2`."""
     return sentence(FORMAT, name, *args)
-
-
-def refused(name: str, *args: object) -> ConfigurationError:
-    """An error of `said` that stops Baton at start: its line of cause, its line of next step."""
-    cause, _, hint = said(name, *args).partition("\n")
-    return ConfigurationError(cause, hint=hint)

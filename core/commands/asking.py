@@ -63,6 +63,13 @@ class Asking:
         except BatonError:
             return []
 
+    def suggest(self, what: str, platform: str, conversation: str, user: str, typed: str,
+                command: str) -> list[Suggestion]:
+        """What an option suggests while it is typed (`Option.suggest`): workflows, or runs."""
+        if what == "workflows":
+            return self.suggest_workflows(platform, user, typed)
+        return self.suggest_runs(platform, conversation, user, typed, command)
+
     def suggest_runs(self, platform: str, conversation: str, user: str, typed: str,
                      command: str) -> list[Suggestion]:
         """Run ids of this conversation `user` may see and `command` acts on, for autocomplete."""

@@ -14,9 +14,11 @@ Pure but for the names' look-up: the posting is the adapter's.
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from core.commands.controls import Control, Rules, laid_out
 from core.commands.messages import Reply
 from core.delivery.edits import Outgoing
 from core.delivery.names import Names
@@ -70,20 +72,25 @@ def pinged(reply: Reply, platform: str) -> list[str]:
 @dataclass(frozen=True, slots=True)
 class Message:
     """A reply as plain text messages (`content`), with the key its first post carries (`nonce`:
-    a redelivered outbox row posts once) and the platform ids of the people it may ping."""
+    a redelivered outbox row posts once), the platform ids of the people it may ping, and its
+    buttons and choice lists laid out (`controls`: `core.commands.controls`)."""
 
     content: Content
     nonce: str | None
     pings: tuple[str, ...]
+    controls: tuple[Control, ...] = ()
 
 
-def texts(fmt: Format, redactor: Redactor, *, attach_over: int, nonce_length: int) -> Compose:
-    """The delivery service's `compose` of a platform posting plain text messages (`Message`)."""
+def texts(fmt: Format, redactor: Redactor, *, attach_over: int, nonce_length: int,
+          controls: Rules | None = None, keep: Callable[[str], str] = str) -> Compose:
+    """The delivery service's `compose` of a platform posting plain text messages (`Message`);
+    `controls`: its rules for buttons (`keep`: the store of commands too long for them)."""
 
     async def compose(reply: Outgoing, attach: bool) -> Any:
         assert isinstance(reply, Reply)
         said = content(reply, fmt, redactor, attach=attach, attach_over=attach_over)
-        return Message(said, once_key(reply, nonce_length), tuple(pinged(reply, fmt.name)))
+        drawn = laid_out(reply, controls, keep, redactor) if controls is not None else ()
+        return Message(said, once_key(reply, nonce_length), tuple(pinged(reply, fmt.name)), drawn)
 
     return compose
 

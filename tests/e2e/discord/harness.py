@@ -117,7 +117,7 @@ class DiscordBot:
 
     def commands_of(self, select: dict[str, Any]) -> dict[str, str]:
         """A select menu's options as {command: value}, decoded as any Baton process would."""
-        return {command_of(parse(o["value"]), self.client._kept): o["value"]  # type: ignore[arg-type]
+        return {command_of(parse(o["value"]), self.client.interactions._kept): o["value"]  # type: ignore[arg-type]
                 for o in select["options"]}
 
     def choose(self, message_id: str, menu: int, command: str, *, who: dict[str, Any] = ANA) -> None:

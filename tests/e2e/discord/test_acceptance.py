@@ -28,7 +28,7 @@ def decoded(bot: DiscordBot, custom_id: str) -> str:
     """The command a button runs, as any Baton process would rebuild it from the custom_id."""
     ref = parse(custom_id)
     assert ref is not None, custom_id
-    return command_of(ref, bot.client._kept)
+    return command_of(ref, bot.client.interactions._kept)
 
 
 async def failed_run(bot: DiscordBot, message: str = "A fail") -> str:

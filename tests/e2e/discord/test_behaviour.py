@@ -274,7 +274,7 @@ async def test_progress_messages_kept_in_memory_are_bounded_and_a_forgotten_one_
         run_id, other, _ = await bot.start(f'run notes "n{n}"')
         await bot.posted_in(other, "— **completed**")
         later.append(run_id)
-    sender = bot.client.sender
+    sender = bot.client.sender.delivery
     await bot.baton.handler.drain()
     await sender.idle()
 

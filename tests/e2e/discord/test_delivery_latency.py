@@ -18,7 +18,7 @@ async def test_a_completion_reaches_discord_at_once(bot: DiscordBot) -> None:
         assert run_id in shown.content
         samples.append(shown.at - rested.at[run_id])
         await bot.baton.handler.drain()
-        await bot.client.sender.idle()
+        await bot.client.sender.delivery.idle()
     p50, p99 = percentiles(samples)
     print(f"\ndiscord delivery latency (run at rest -> completion posted), {RUNS} runs: "
           f"p50 {p50:.1f} ms, p99 {p99:.1f} ms")

@@ -109,7 +109,7 @@ async def _one(bot: DiscordBot, fault: Fault) -> tuple[int, list[str]]:
     bot.command(f"approve {run_id}", who=BOB)
     await bot.fake.wait_for(lambda _: bot.baton.store.runs.get_run(run_id).status == "completed")
     await bot.baton.handler.drain()
-    await bot.client.sender.idle()
+    await bot.client.sender.delivery.idle()
     # a reply Discord could not take for now waits in the outbox for its retry (after a backoff)
     async with asyncio.timeout(30):
         while bot.baton.store.outbox.undelivered():

@@ -29,7 +29,7 @@ async def test_a_1000_node_run_has_one_progress_message_and_at_most_one_file(
     run_id, thread, run = await bot.start("run large")
     assert run.status == "completed"
     await bot.posted_in(thread, "completed in")
-    await bot.client.sender.idle()
+    await bot.client.sender.delivery.idle()
 
     in_thread = [c for c in bot.fake.calls if f"channels/{thread}/messages" in c.path]
     posted = [c for c in in_thread if c.method == "POST" and run_id in c.content and "—" in c.content]

@@ -37,7 +37,7 @@ async def test_a_queued_runs_cancel_button_and_the_queue(bot: DiscordBot, tmp_pa
     assert bot.baton.store.runs.get_run(queued).status is RunStatus.QUEUED
     await bot.posted_in(thread, "queued #1 for")
     progress = bot.message_with(thread, "queued #1 for")
-    kept = bot.client._kept  # type: ignore[attr-defined]
+    kept = bot.client.interactions._kept
     shown = custom_ids(progress["components"], enabled=True)
     by_command = {command_of(parse(cid), kept): cid for cid in shown}
     cancel = by_command[f"cancel {queued}"]
