@@ -377,13 +377,18 @@ class _Splitter:
             if later is not None and later[0] >= end:
                 return later
         floor = max(pos, start + run) if opening else pos  # keep some content before a cut
-        cut = floor
-        while cut < end - run - 1 and self.w(pos, cut + 1) + run <= room:
-            cut += 1
-        while cut > floor and not (self._reopens_at(cut, run) and self._ends_clean(pos, cut, "`" * run)):
-            cut -= 1
-        if cut > floor:
-            return cut, "`" * run, False, run
+        top = floor
+        while top < end - run - 1 and self.w(pos, top + 1) + run <= room:
+            top += 1
+        # what reads as a mention, link or emoji in it stays whole where a place allows it
+        pieces = [m.span() for m in _TOKENS.finditer(text, start, end)]
+        for avoid in (pieces, []):
+            cut = top
+            while cut > floor and (any(a < cut < b for a, b in avoid) or not (
+                    self._reopens_at(cut, run) and self._ends_clean(pos, cut, "`" * run))):
+                cut -= 1
+            if cut > floor:
+                return cut, "`" * run, False, run
         # no place in it closes and reopens cleanly (its lines read as fences when cut): cut it
         # raw where neither side reads as a fence, as the last resort
         far = pos + 1
