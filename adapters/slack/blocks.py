@@ -27,7 +27,6 @@ PLACEHOLDER_LIMIT = 150
 FALLBACK_LIMIT = 3_000
 #: Above this many characters a reply is uploaded as a file snippet instead of blocks.
 UPLOAD_THRESHOLD = 12_000
-MESSAGE_BLOCKS = 50  # blocks in one message
 TEXT_BLOCKS = 40  # sections of text, leaving room for a note, the buttons and the choice lists
 ACTION_PREFIX = "baton:"
 

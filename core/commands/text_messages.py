@@ -5,10 +5,9 @@ service's `compose`), so that a reply crosses to the adapter once, made:
   texts, the file attached to the first (the reply's own, or its whole text when it is too long
   and the service says it may: `attach`), the key that makes a redelivered post land once, and
   who may be pinged (`Message`).
-- `rendered(...)`: a platform that builds its own blocks (Slack): the reply rendered in its
-  format, with the names of the people it shows (`core.delivery.names`), split into chunks.
+  (A platform that builds its own blocks, Slack, composes through `core.commands.block_messages`.)
 
-Pure but for the names' look-up: the posting is the adapter's.
+Pure: the posting is the adapter's.
 """
 
 from __future__ import annotations
@@ -21,10 +20,9 @@ from typing import Any
 from core.commands.controls import Control, Rules, laid_out
 from core.commands.messages import Reply
 from core.delivery.edits import Outgoing
-from core.delivery.names import Names
 from core.delivery.service import Compose
 from core.redaction import Redactor
-from core.render import Format, Rendered, render_reply
+from core.render import Format, render_reply
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,13 +92,3 @@ def texts(fmt: Format, redactor: Redactor, *, attach_over: int, nonce_length: in
 
     return compose
 
-
-def rendered(fmt: Format, redactor: Redactor, names: Names) -> Compose:
-    """The delivery service's `compose` of a platform building its own blocks: the reply's
-    `Rendered` text, the people it names shown by name (never pinged)."""
-
-    async def compose(reply: Outgoing, attach: bool) -> Rendered:
-        assert isinstance(reply, Reply)
-        return render_reply(reply, fmt, redactor, names=await names.names_for(reply.data))
-
-    return compose
