@@ -196,7 +196,7 @@ class Asked:
     def message(self, text: str) -> ChatMessage:
         return command_message(self.interaction, text)
 
-    def refusal(self) -> str | None:
+    async def refusal(self) -> str | None:
         return preflight.refusal(self.interaction)
 
     async def open_form(self, form: Form, form_id: str, submit: Any) -> None:

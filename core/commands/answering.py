@@ -1,26 +1,32 @@
 """What a chat adapter does with a request that must be acknowledged before it is answered
 (a Discord interaction, a Slack command or click), written once for every platform:
 
+    if await answering.run_refused(message.text, refusal, tell, channel): return  # nothing starts
     answer = await answering.acknowledged(handler, message, acknowledge, ballot)
     if answer is not None and offers.retires(action, command, answer): ...  # grey the clicked buttons
 
 The adapter says how to acknowledge (`acknowledge() -> bool`: False when the platform refused,
-e.g. a redelivered request answered already); the handler records, handles or decides.
+e.g. a redelivered request answered already) and whether it can post where a run would start
+(`refusal`); the handler records, handles or decides.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import logging
 from collections.abc import Awaitable, Callable, Mapping
 from typing import TYPE_CHECKING
 
 from core.commands import replies
 from core.commands.messages import ChatMessage, Form, Reply
+from core.commands.preflight import starts_run
 from core.errors import InputValidationError
 
 if TYPE_CHECKING:
     from core.commands.handler import Handler
     from core.engine.ballots import Ballot
+
+log = logging.getLogger("baton.answering")
 
 
 def heard(message: ChatMessage) -> bool:
@@ -28,6 +34,21 @@ def heard(message: ChatMessage) -> bool:
     direct message or mentioning the bot. Ordinary channel chatter never does (the core decides
     whether what it hears addresses a gate)."""
     return message.is_command or bool(message.thread or message.direct or message.mentions_bot)
+
+
+async def run_refused(text: str, refusal: Callable[[], Awaitable[str | None]],
+                      tell: Callable[[str], Awaitable[object]], channel: str | None) -> bool:
+    """Whether `text` would start a run where Baton cannot post (`refusal()`: why, from the
+    platform; None: it can): then nothing starts and the asker alone is told why (`tell`)."""
+    if not starts_run(text):
+        return False
+    refused = await refusal()
+    if refused is None:
+        return False
+    log.info("run not started: cannot post in the channel",
+             extra={"action": "preflight_refused", "channel": channel})
+    await tell(refused)
+    return True
 
 
 async def acknowledged(handler: Handler, message: ChatMessage, acknowledge: Callable[[], Awaitable[bool]],

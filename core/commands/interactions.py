@@ -42,11 +42,10 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
 from core.commands import replies
-from core.commands.answering import acknowledged, form_refused, heard
+from core.commands.answering import acknowledged, form_refused, heard, run_refused
 from core.commands.controls import Control
 from core.commands.messages import ChatMessage, Form, Reply
 from core.commands.offers import retires
-from core.commands.preflight import starts_run
 from core.commands.replies import FORM_ACTION
 from core.commands.voting import button_ballot
 from core.delivery.button_refs import command_of, parse
@@ -87,7 +86,7 @@ class Asked(Protocol):
         """The request as the asker's command `text`."""
         ...
 
-    def refusal(self) -> str | None:
+    async def refusal(self) -> str | None:
         """Why Baton cannot post where the request was made (None: it can)."""
         ...
 
@@ -138,12 +137,8 @@ class Interactions:
     async def command(self, asked: Asked, command: str, ballot: Ballot | None = None) -> None:
         """`command` as the asker's, or the `ballot` a gate's form completed (`Handler.decide`:
         never read as a command; `command` is then the form's own, recorded for a late replay)."""
-        refusal = asked.refusal() if starts_run(command) else None
-        if refusal is not None:  # before a run starts here: Baton could not post its story
-            log.info("run not started: cannot post in the channel",
-                     extra={"action": "preflight_refused", "channel": asked.channel})
-            await asked.tell(refusal)
-            return
+        if await run_refused(command, asked.refusal, asked.tell, asked.channel):
+            return  # before a run starts here: Baton could not post its story
         if ballot is None and await self._open_form(asked, command):
             return  # its form is the answer
         answer = await acknowledged(self.handler, asked.message(command),

@@ -40,10 +40,9 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
-from core.commands.answering import answer
+from core.commands.answering import answer, run_refused
 from core.commands.messages import ChatMessage, Form, Reply
 from core.commands.offers import retires
-from core.commands.preflight import starts_run
 from core.commands.voting import button_ballot
 from core.delivery.failures import CallFailed
 from core.delivery.names import Names
@@ -143,15 +142,11 @@ class Requests:
         self.names.remember(message.user, message.user_name)  # display only, never authorization
         accepted = self.handler.accept(message)
         await ack()
-        if refusal is not None and starts_run(message.text):  # before a run starts here
-            refused = await refusal()
-            if refused is not None:
-                log.info("run not started: cannot post in the channel",
-                         extra={"action": "preflight_refused", "channel": origin.channel})
-                await self.asker.tell(origin, refused)
-                if accepted:
-                    self.handler.finish(message)
-                return
+        if refusal is not None and await run_refused(  # before a run starts here
+                message.text, refusal, lambda text: self.asker.tell(origin, text), origin.channel):
+            if accepted:
+                self.handler.finish(message)
+            return
         await self.process(message, origin, accepted=accepted)
 
     async def click(self, value: str, read: Callable[[str], tuple[ChatMessage, Origin]], ack: Ack,
