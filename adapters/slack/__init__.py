@@ -21,10 +21,10 @@ from slack_bolt.adapter.socket_mode.async_handler import AsyncSocketModeHandler
 from slack_sdk.web.async_client import AsyncWebClient
 
 from adapters.slack.app import Baton, SlackBridge, build_app, build_bridge
-from adapters.slack.formatting import told
+from adapters.slack.formatting import FORMAT
 from adapters.slack.web_api import verify_token
+from core.commands.lifecycle import stopped
 from core.config import Settings
-from core.errors import ConfigurationError
 
 if TYPE_CHECKING:  # starlette: only in HTTP mode
     from adapters.slack.http import SlackEndpoint
@@ -46,11 +46,9 @@ async def serve(baton: Baton, settings: Settings, *, client: AsyncWebClient | No
     """Take Slack input until `baton.stopping` is set; then let queued replies go out.
     `endpoint`: HTTP mode's route (`http_endpoint`), served by the process's HTTP server."""
     if not settings.slack_enabled or settings.slack_bot_token is None:
-        cause, hint = told("not_configured")
-        raise ConfigurationError(cause, hint=hint)
+        raise stopped(FORMAT, "not_configured")
     if settings.slack_app_token is None and endpoint is None:
-        cause, hint = told("http_mode_off")
-        raise ConfigurationError(cause, hint=hint)
+        raise stopped(FORMAT, "http_mode_off")
     bridge = endpoint.bridge if endpoint is not None else build_bridge(baton, settings, client=client)
     bot_user = await verify_token(bridge.app.client)  # a revoked token stops here, in either mode
     try:

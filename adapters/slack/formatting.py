@@ -62,9 +62,3 @@ def said(name: str, *args: object) -> str:
     """One of Slack's own sentences (its mechanics: uploads, clicks, channel membership), the
     macro `name` of `templates/slack/_said.j2`; each error is a line of cause and one of next step."""
     return sentence(FORMAT, name, *args)
-
-
-def told(name: str, *args: object) -> tuple[str, str]:
-    """An error of `said`: (its cause, its next step)."""
-    cause, _, hint = said(name, *args).partition("\n")
-    return cause, hint

@@ -31,9 +31,9 @@ from slack_sdk.http_retry.state import RetryState
 from slack_sdk.web.async_client import AsyncWebClient
 from slack_sdk.web.async_slack_response import AsyncSlackResponse
 
-from adapters.slack.formatting import said, told
+from adapters.slack.formatting import FORMAT, said
+from core.commands.lifecycle import stopped
 from core.delivery.failures import CallFailed
-from core.errors import ConfigurationError
 
 log = logging.getLogger("baton.slack")
 
@@ -92,8 +92,7 @@ async def verify_token(client: AsyncWebClient) -> str:
         response = await call(client, "auth.test")
     except SlackCallFailed as exc:
         if exc.error in TOKEN_ERRORS:
-            cause, hint = told("token_refused", exc.error)
-            raise ConfigurationError(cause, hint=hint) from exc
+            raise stopped(FORMAT, "token_refused", exc.error) from exc
         raise
     return str(response.get("user_id") or "")
 
