@@ -3,7 +3,8 @@
 
     if await answering.run_refused(message.text, refusal, tell, channel): return  # nothing starts
     answer = await answering.acknowledged(handler, message, acknowledge, ballot)
-    if answer is not None and offers.retires(action, command, answer): ...  # grey the clicked buttons
+    click = await answering.clicked(handler, message, action, command, acknowledge)
+    if click is not None and click.retires: ...  # the clicked message loses its buttons
 
 The adapter says how to acknowledge (`acknowledge() -> bool`: False when the platform refused,
 e.g. a redelivered request answered already) and whether it can post where a run would start
@@ -15,11 +16,14 @@ from __future__ import annotations
 import dataclasses
 import logging
 from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from core.commands import replies
 from core.commands.messages import ChatMessage, Form, Reply
+from core.commands.offers import retires
 from core.commands.preflight import starts_run
+from core.commands.voting import button_ballot
 from core.errors import InputValidationError
 
 if TYPE_CHECKING:
@@ -27,6 +31,24 @@ if TYPE_CHECKING:
     from core.engine.ballots import Ballot
 
 log = logging.getLogger("baton.answering")
+
+#: The platform's own way of answering a message once it was accepted (message, ballot,
+#: accepted): Slack's catches a crash and tells it; None is `answer`.
+Answered = Callable[[ChatMessage, "Ballot | None", bool], Awaitable[list[Reply]]]
+
+
+@dataclass(frozen=True, slots=True)
+class Click:
+    """A click handled: the core's answer, the button's action and the command it ran."""
+
+    answer: list[Reply]
+    action: str
+    command: str
+
+    @property
+    def retires(self) -> bool:
+        """Whether the clicked message loses its buttons (`offers.retires`)."""
+        return retires(self.action, self.command, self.answer)
 
 
 def heard(message: ChatMessage) -> bool:
@@ -52,7 +74,7 @@ async def run_refused(text: str, refusal: Callable[[], Awaitable[str | None]],
 
 
 async def acknowledged(handler: Handler, message: ChatMessage, acknowledge: Callable[[], Awaitable[bool]],
-                       ballot: Ballot | None = None) -> list[Reply] | None:
+                       ballot: Ballot | None = None, answered: Answered | None = None) -> list[Reply] | None:
     """The answer to `message` (or to the `ballot` it casts: `Handler.decide`, never read as a
     command), recorded before the platform is acknowledged (`late_events.py`). None when the
     acknowledgement was refused: answered or expired already, never done late."""
@@ -61,7 +83,19 @@ async def acknowledged(handler: Handler, message: ChatMessage, acknowledge: Call
         if accepted:
             handler.finish(message)
         return None
+    if answered is not None:
+        return await answered(message, ballot, accepted)
     return await answer(handler, message, ballot, accepted=accepted)
+
+
+async def clicked(handler: Handler, message: ChatMessage, action: str, command: str,
+                  acknowledge: Callable[[], Awaitable[bool]],
+                  answered: Answered | None = None) -> Click | None:
+    """A button (`action`) clicked for `command`: the clicker's ballot on a gate
+    (`voting.button_ballot`: never read as a command), else their command; acknowledged and
+    answered as `acknowledged` (None: the acknowledgement was refused)."""
+    answer = await acknowledged(handler, message, acknowledge, button_ballot(command), answered)
+    return None if answer is None else Click(answer, action, command)
 
 
 async def answer(handler: Handler, message: ChatMessage, ballot: Ballot | None = None, *,

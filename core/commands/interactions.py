@@ -38,14 +38,12 @@ import dataclasses
 import logging
 import secrets
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
 from core.commands import replies
-from core.commands.answering import acknowledged, form_refused, heard, run_refused
+from core.commands.answering import Click, acknowledged, clicked, form_refused, heard, run_refused
 from core.commands.controls import Control
 from core.commands.messages import ChatMessage, Form, Reply
-from core.commands.offers import retires
 from core.commands.replies import FORM_ACTION
 from core.commands.voting import button_ballot
 from core.delivery.button_refs import command_of, parse
@@ -112,15 +110,6 @@ class Asked(Protocol):
     async def withdraw(self, custom_id: str) -> None:
         """The clicked message's buttons disabled, `custom_id`'s naming who chose it."""
         ...
-
-
-@dataclass(frozen=True, slots=True)
-class Click:
-    """A click handled: the core's answer, the button's action and the command it ran."""
-
-    answer: list[Reply]
-    action: str
-    command: str
 
 
 class Interactions:
@@ -195,24 +184,24 @@ class Interactions:
             command = command_of(ref, self._kept)
         except KeyError:
             command = f"{ref.action} {ref.digest}"  # the core answers an unknown reference
-        ballot = button_ballot(command)
         # "Run…", or Approve on a gate with a form: the form opened; the message keeps its button
-        if ref.action in (FORM_ACTION, "approve") and await self._open_form(asked, command, ballot):
+        if ref.action in (FORM_ACTION, "approve") and await self._open_form(
+                asked, command, button_ballot(command)):
             return None
-        answer = await acknowledged(self.handler, asked.message(command),
-                                    lambda: self._acknowledge(asked, thinking=False), ballot)
-        if answer is None:
+        click = await clicked(self.handler, asked.message(command), ref.action, command,
+                              lambda: self._acknowledge(asked, thinking=False))
+        if click is None:
             return None
-        refusals = [r.sent(ephemeral=True) for r in answer if r.is_error]
+        refusals = [r.sent(ephemeral=True) for r in click.answer if r.is_error]
         if refusals:
             await self.answer(asked, refusals, open_original=False)
             return None
-        return Click(answer, ref.action, command)
+        return click
 
     async def clicked(self, asked: Asked, click: Click, custom_id: str, *, withdraw: bool) -> None:
         """`click`'s answer posted; its buttons withdrawn first when it retires them (`withdraw`:
         a button's message; a menu decides gates, whose messages the core edits)."""
-        if withdraw and retires(click.action, click.command, click.answer):
+        if withdraw and click.retires:
             await asked.withdraw(custom_id)
         await self.answer(asked, click.answer, open_original=False)
 

@@ -40,10 +40,8 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
-from core.commands.answering import answer, run_refused
+from core.commands.answering import Answered, answer, clicked, run_refused
 from core.commands.messages import ChatMessage, Form, Reply
-from core.commands.offers import retires
-from core.commands.voting import button_ballot
 from core.delivery.failures import CallFailed
 from core.delivery.names import Names
 from core.delivery.service import DeliveryService
@@ -88,6 +86,15 @@ class FormPlace:
             return cls(str(data["command"]), str(data["channel"]), data.get("thread"))
         except (ValueError, KeyError, TypeError):
             return None
+
+
+def acked(ack: Ack) -> Callable[[], Awaitable[bool]]:
+    """`ack` as an acknowledgement `answering.acknowledged` takes: one the platform never
+    refuses (Slack's, sent within its 3 seconds)."""
+    async def acknowledge() -> bool:
+        await ack()
+        return True
+    return acknowledge
 
 
 class Asker(Protocol):
@@ -161,12 +168,12 @@ class Requests:
             await ack()
             await self.asker.tell(origin, self.said("button_expired"))
             return
-        accepted = self.handler.accept(message)  # before the acknowledgement, as a command
-        await ack()
-        replies = await self.handle(message, origin, accepted=accepted, ballot=button_ballot(command))
-        if retires(action, command, replies):
+        click = await clicked(self.handler, message, action, command, acked(ack), self._answered(origin))
+        if click is None:  # never: Slack's acknowledgement is not refused
+            return
+        if click.retires:
             await withdraw(origin, self.said("chose", self.names.known(origin.user) or origin.user, label))
-        await self.deliver(replies, origin)
+        await self.deliver(click.answer, origin)
 
     async def form(self, metadata: str, read: Callable[[FormPlace], tuple[ChatMessage, Origin]],
                    values: Mapping[str, str], refuse: Callable[[Mapping[str, str]], Awaitable[None]],
@@ -195,6 +202,11 @@ class Requests:
         replies = await self.handle(message, origin, accepted=accepted, ballot=ballot)
         await self.deliver(replies, origin)
         return replies
+
+    def _answered(self, origin: Origin) -> Answered:
+        """`handle`, for `answering.acknowledged`: a crash told at `origin`."""
+        return lambda message, ballot, accepted: self.handle(message, origin, accepted=accepted,
+                                                             ballot=ballot)
 
     async def handle(self, message: ChatMessage, origin: Origin, *, accepted: bool = False,
                      ballot: Ballot | None = None) -> list[Reply]:
