@@ -107,6 +107,19 @@ async def answer(handler: Handler, message: ChatMessage, ballot: Ballot | None =
     return await handler.handle(message, accepted=accepted)
 
 
+async def submitted(handler: Handler, message: ChatMessage, values: Mapping[str, str],
+                    refuse: Callable[[Mapping[str, str]], Awaitable[object]],
+                    ) -> tuple[ChatMessage, Ballot | None] | None:
+    """A form submitted for the command `message.text`, its `values` checked by the core: the
+    message they complete (the submitter's, its text the command to handle) and the ballot of a
+    gate's form; None when they are refused (`refuse(errors)`: field, or "", -> what is wrong)."""
+    result = handler.asking.read_form(message, dict(values))
+    if result.command is None:
+        await refuse(result.errors)
+        return None
+    return dataclasses.replace(message, text=result.command), result.ballot
+
+
 def form_refused(form: Form, errors: Mapping[str, str]) -> Reply:
     """A submitted form's values refused (`errors`: field name, or "", -> what is wrong), told to
     the person alone, with the button that opens the form again."""

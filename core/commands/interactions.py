@@ -41,7 +41,15 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
 from core.commands import replies
-from core.commands.answering import Click, acknowledged, clicked, form_refused, heard, run_refused
+from core.commands.answering import (
+    Click,
+    acknowledged,
+    clicked,
+    form_refused,
+    heard,
+    run_refused,
+    submitted,
+)
 from core.commands.controls import Control
 from core.commands.messages import ChatMessage, Form, Reply
 from core.commands.replies import FORM_ACTION
@@ -166,12 +174,14 @@ class Interactions:
     async def form(self, asked: Asked, form: Form, values: Mapping[str, str]) -> None:
         """A form submitted: its values checked, then the command they complete handled as the
         submitter's; wrong values are told to them alone."""
-        result = self.handler.asking.read_form(asked.message(form.command), dict(values))
-        if result.command is None:
-            error = form_refused(form, result.errors)
+        async def refuse(errors: Mapping[str, str]) -> None:
+            error = form_refused(form, errors)
             await asked.tell(self.text(error), (await self.delivery.compose(error, False)).controls)
-            return
-        await self.command(asked, result.command, result.ballot)
+
+        completed = await submitted(self.handler, asked.message(form.command), values, refuse)
+        if completed is not None:
+            message, ballot = completed
+            await self.command(asked, message.text, ballot)
 
     async def click(self, asked: Asked, custom_id: str) -> Click | None:
         """Handle the command `custom_id` carries as the clicker's; None when it was refused

@@ -33,14 +33,13 @@ sees. The sentences are the platform's format's (`templates/<platform>/_said.j2`
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import json
 import logging
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
-from core.commands.answering import Answered, answer, clicked, run_refused
+from core.commands.answering import Answered, acknowledged, answer, clicked, run_refused, submitted
 from core.commands.messages import ChatMessage, Form, Reply
 from core.delivery.failures import CallFailed
 from core.delivery.names import Names
@@ -186,15 +185,12 @@ class Requests:
             return
         message, origin = read(place)
         self.names.remember(message.user, message.user_name)
-        result = self.handler.asking.read_form(message, dict(values))
-        if result.command is None:
-            await refuse(result.errors)
+        completed = await submitted(self.handler, message, values, refuse)
+        if completed is None:
             return
-        if result.ballot is None:  # a `run`'s inputs: the command they complete
-            message = dataclasses.replace(message, text=result.command)
-        accepted = self.handler.accept(message)  # before the acknowledgement, as a command
-        await ack()
-        await self.process(message, origin, accepted=accepted, ballot=result.ballot)
+        message, ballot = completed
+        answer = await acknowledged(self.handler, message, acked(ack), ballot, self._answered(origin))
+        await self.deliver(answer or [], origin)
 
     async def process(self, message: ChatMessage, origin: Origin, *, accepted: bool = False,
                       ballot: Ballot | None = None) -> list[Reply]:
