@@ -73,6 +73,19 @@ async def run_refused(text: str, refusal: Callable[[], Awaitable[str | None]],
     return True
 
 
+async def failure_told(error: BaseException, tell: Callable[[str], Awaitable[object]], text: str, *,
+                       event_id: str | None = None, untold: tuple[type[BaseException], ...] = ()) -> None:
+    """A request that failed on its way (a bug, an answer the platform refused): logged with its
+    traceback and told to the asker in one line (`tell`, the platform's `text`) rather than left
+    unanswered; a telling the platform refuses too (`untold`) is logged."""
+    log.error("handling a request failed: %s", error, exc_info=error,
+              extra={"action": "command_failed", "event_id": event_id})
+    try:
+        await tell(text)
+    except untold as exc:
+        log.warning("the failure could not be told: %s", exc, extra={"action": "command_failed_untold"})
+
+
 async def acknowledged(handler: Handler, message: ChatMessage, acknowledge: Callable[[], Awaitable[bool]],
                        ballot: Ballot | None = None, answered: Answered | None = None) -> list[Reply] | None:
     """The answer to `message` (or to the `ballot` it casts: `Handler.decide`, never read as a

@@ -45,6 +45,7 @@ from core.commands.answering import (
     Click,
     acknowledged,
     clicked,
+    failure_told,
     form_refused,
     heard,
     run_refused,
@@ -232,11 +233,7 @@ class Interactions:
     async def failed(self, asked: Asked, error: BaseException) -> None:
         """A request failed on its way (an answer the platform refused, a bug): logged, and told
         to the asker in one line rather than leave "thinking…" behind."""
-        log.error("command failed: %s", error, exc_info=error, extra={"action": "command_failed"})
-        try:
-            await asked.replace(self.text(replies.unexpected()))
-        except asked.refused as exc:
-            log.warning("the failure could not be told: %s", exc, extra={"action": "command_failed_untold"})
+        await failure_told(error, asked.replace, self.text(replies.unexpected()), untold=asked.refused)
 
     async def said(self, message: ChatMessage, here: str) -> None:
         """A plain message (a reply in a run's thread), if it reaches the core at all (`heard`:

@@ -39,7 +39,15 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
-from core.commands.answering import Answered, acknowledged, answer, clicked, run_refused, submitted
+from core.commands.answering import (
+    Answered,
+    acknowledged,
+    answer,
+    clicked,
+    failure_told,
+    run_refused,
+    submitted,
+)
 from core.commands.messages import ChatMessage, Form, Reply
 from core.delivery.failures import CallFailed
 from core.delivery.names import Names
@@ -210,10 +218,9 @@ class Requests:
         (`Handler.decide`: never read as a command); a crash is logged and told as one line."""
         try:
             return await answer(self.handler, message, ballot, accepted=accepted)
-        except Exception:
-            log.exception("handling a request failed",
-                          extra={"action": f"{self._fmt.name}_handle", "event_id": message.event_id})
-            await self.asker.tell(origin, self.said("internal_error"))
+        except Exception as exc:
+            await failure_told(exc, lambda text: self.asker.tell(origin, text), self.said("internal_error"),
+                               event_id=message.event_id)
             return []
 
     async def home(self, user: str, reply: Reply,
