@@ -1,14 +1,18 @@
-"""What a chat adapter does with a request that must be acknowledged before it is answered
-(a Discord interaction, a Slack command or click), written once for every platform:
+"""What is done with a request that must be acknowledged before it is answered (a Discord
+interaction, a Slack command, click or form), written once for every platform: the steps
+`requests.py` (Slack's) and `interactions.py` (Discord's) share (#27).
 
     if await answering.run_refused(message.text, refusal, tell, channel): return  # nothing starts
     answer = await answering.acknowledged(handler, message, acknowledge, ballot)
     click = await answering.clicked(handler, message, action, command, acknowledge)
     if click is not None and click.retires: ...  # the clicked message loses its buttons
+    completed = await answering.submitted(handler, message, values, refuse)  # a form's values
+    await answering.failure_told(error, tell, text)  # a crash: logged, told in one line
 
-The adapter says how to acknowledge (`acknowledge() -> bool`: False when the platform refused,
-e.g. a redelivered request answered already) and whether it can post where a run would start
-(`refusal`); the handler records, handles or decides.
+The platform says how to acknowledge (`acknowledge() -> bool`: False when it refused, e.g. a
+redelivered request answered already; Slack's never refuses), whether it can post where a run
+would start (`refusal`), how it tells the asker and in which words; the handler records,
+handles or decides.
 """
 
 from __future__ import annotations

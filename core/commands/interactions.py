@@ -28,6 +28,9 @@ and names the places of the request's responses, which the delivery service post
   keeps the request's follow-up as that run's (a fallback place, `follow_up_ttl` seconds); when
   its answer fails (`Asked.errors`), its first message goes to the channel, where its thread
   opens. A deferred response nothing replaced is deleted: no "thinking…" stays behind.
+
+The steps Slack's `requests.py` takes too (the preflight refusal, a click, a form's values, a
+failure told) are `answering.py`'s.
 """
 
 from __future__ import annotations

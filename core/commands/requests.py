@@ -26,8 +26,11 @@ the same way on every platform: the policy chat adapters used to write each thei
   kept as the run's. One the platform refused is told to the asker; a run that started is
   never told "try again" (`started_unseen`).
 
-The adapter's side is `Asker`: tell the asker alone, open a form, post what the asker alone
-sees. The sentences are the platform's format's (`templates/<platform>/_said.j2`).
+The steps Discord's `interactions.py` takes too (the preflight refusal, a click, a form's
+values, a crash told) are `answering.py`'s; what is this module's is an acknowledgement sent at
+once and never refused (Slack's 3 s, `acked`), a form's place carried back, and answers through
+the asker's follow-up. The adapter's side is `Asker`: tell the asker alone, open a form, post
+what the asker alone sees. The sentences are the platform's format's (`templates/<platform>/_said.j2`).
 """
 
 from __future__ import annotations
