@@ -43,17 +43,7 @@ import secrets
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
-from core.commands import replies
-from core.commands.answering import (
-    Click,
-    acknowledged,
-    clicked,
-    failure_told,
-    form_refused,
-    heard,
-    run_refused,
-    submitted,
-)
+from core.commands import answering, replies
 from core.commands.controls import Control
 from core.commands.messages import ChatMessage, Form, Reply
 from core.commands.replies import FORM_ACTION
@@ -138,12 +128,12 @@ class Interactions:
     async def command(self, asked: Asked, command: str, ballot: Ballot | None = None) -> None:
         """`command` as the asker's, or the `ballot` a gate's form completed (`Handler.decide`:
         never read as a command; `command` is then the form's own, recorded for a late replay)."""
-        if await run_refused(command, asked.refusal, asked.tell, asked.channel):
+        if await answering.run_refused(command, asked.refusal, asked.tell, asked.channel):
             return  # before a run starts here: Baton could not post its story
         if ballot is None and await self._open_form(asked, command):
             return  # its form is the answer
-        answer = await acknowledged(self.handler, asked.message(command),
-                                    lambda: self._acknowledge(asked, thinking=True), ballot)
+        answer = await answering.acknowledged(self.handler, asked.message(command),
+                                              lambda: self._acknowledge(asked, thinking=True), ballot)
         if answer is not None:
             await self.answer(asked, answer, open_original=True)
 
@@ -179,15 +169,15 @@ class Interactions:
         """A form submitted: its values checked, then the command they complete handled as the
         submitter's; wrong values are told to them alone."""
         async def refuse(errors: Mapping[str, str]) -> None:
-            error = form_refused(form, errors)
+            error = answering.form_refused(form, errors)
             await asked.tell(self.text(error), (await self.delivery.compose(error, False)).controls)
 
-        completed = await submitted(self.handler, asked.message(form.command), values, refuse)
+        completed = await answering.submitted(self.handler, asked.message(form.command), values, refuse)
         if completed is not None:
             message, ballot = completed
             await self.command(asked, message.text, ballot)
 
-    async def click(self, asked: Asked, custom_id: str) -> Click | None:
+    async def click(self, asked: Asked, custom_id: str) -> answering.Click | None:
         """Handle the command `custom_id` carries as the clicker's; None when it was refused
         (told to them alone), answered with a form, or could not be acknowledged."""
         ref = parse(custom_id)
@@ -202,8 +192,8 @@ class Interactions:
         if ref.action in (FORM_ACTION, "approve") and await self._open_form(
                 asked, command, button_ballot(command)):
             return None
-        click = await clicked(self.handler, asked.message(command), ref.action, command,
-                              lambda: self._acknowledge(asked, thinking=False))
+        click = await answering.clicked(self.handler, asked.message(command), ref.action, command,
+                                        lambda: self._acknowledge(asked, thinking=False))
         if click is None:
             return None
         refusals = [r.sent(ephemeral=True) for r in click.answer if r.is_error]
@@ -212,7 +202,7 @@ class Interactions:
             return None
         return click
 
-    async def clicked(self, asked: Asked, click: Click, custom_id: str, *, withdraw: bool) -> None:
+    async def clicked(self, asked: Asked, click: answering.Click, custom_id: str, *, withdraw: bool) -> None:
         """`click`'s answer posted; its buttons withdrawn first when it retires them (`withdraw`:
         a button's message; a menu decides gates, whose messages the core edits)."""
         if withdraw and click.retires:
@@ -236,12 +226,13 @@ class Interactions:
     async def failed(self, asked: Asked, error: BaseException) -> None:
         """A request failed on its way (an answer the platform refused, a bug): logged, and told
         to the asker in one line rather than leave "thinking…" behind."""
-        await failure_told(error, asked.replace, self.text(replies.unexpected()), untold=asked.refused)
+        await answering.failure_told(error, asked.replace, self.text(replies.unexpected()),
+                                     untold=asked.refused)
 
     async def said(self, message: ChatMessage, here: str) -> None:
         """A plain message (a reply in a run's thread), if it reaches the core at all (`heard`:
         ordinary channel chatter never does): its answer in its run's thread, else `here`."""
-        if heard(message):
+        if answering.heard(message):
             for reply in await self.handler.handle(message):
                 await self.delivery.answer(reply, reply.to.thread or here)
 

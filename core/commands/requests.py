@@ -42,15 +42,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
-from core.commands.answering import (
-    Answered,
-    acknowledged,
-    answer,
-    clicked,
-    failure_told,
-    run_refused,
-    submitted,
-)
+from core.commands import answering
 from core.commands.messages import ChatMessage, Form, Reply
 from core.delivery.failures import CallFailed
 from core.delivery.names import Names
@@ -159,7 +151,7 @@ class Requests:
         self.names.remember(message.user, message.user_name)  # display only, never authorization
         accepted = self.handler.accept(message)
         await ack()
-        if refusal is not None and await run_refused(  # before a run starts here
+        if refusal is not None and await answering.run_refused(  # before a run starts here
                 message.text, refusal, lambda text: self.asker.tell(origin, text), origin.channel):
             if accepted:
                 self.handler.finish(message)
@@ -178,7 +170,8 @@ class Requests:
             await ack()
             await self.asker.tell(origin, self.said("button_expired"))
             return
-        click = await clicked(self.handler, message, action, command, acked(ack), self._answered(origin))
+        click = await answering.clicked(self.handler, message, action, command, acked(ack),
+                                        self._answered(origin))
         if click is None:  # never: Slack's acknowledgement is not refused
             return
         if click.retires:
@@ -196,11 +189,12 @@ class Requests:
             return
         message, origin = read(place)
         self.names.remember(message.user, message.user_name)
-        completed = await submitted(self.handler, message, values, refuse)
+        completed = await answering.submitted(self.handler, message, values, refuse)
         if completed is None:
             return
         message, ballot = completed
-        answer = await acknowledged(self.handler, message, acked(ack), ballot, self._answered(origin))
+        answer = await answering.acknowledged(self.handler, message, acked(ack), ballot,
+                                              self._answered(origin))
         await self.deliver(answer or [], origin)
 
     async def process(self, message: ChatMessage, origin: Origin, *, accepted: bool = False,
@@ -210,7 +204,7 @@ class Requests:
         await self.deliver(replies, origin)
         return replies
 
-    def _answered(self, origin: Origin) -> Answered:
+    def _answered(self, origin: Origin) -> answering.Answered:
         """`handle`, for `answering.acknowledged`: a crash told at `origin`."""
         return lambda message, ballot, accepted: self.handle(message, origin, accepted=accepted,
                                                              ballot=ballot)
@@ -220,10 +214,10 @@ class Requests:
         """The core's answer to one message, or to the `ballot` a gate's button or form stands for
         (`Handler.decide`: never read as a command); a crash is logged and told as one line."""
         try:
-            return await answer(self.handler, message, ballot, accepted=accepted)
+            return await answering.answer(self.handler, message, ballot, accepted=accepted)
         except Exception as exc:
-            await failure_told(exc, lambda text: self.asker.tell(origin, text), self.said("internal_error"),
-                               event_id=message.event_id)
+            await answering.failure_told(exc, lambda text: self.asker.tell(origin, text),
+                                         self.said("internal_error"), event_id=message.event_id)
             return []
 
     async def home(self, user: str, reply: Reply,
