@@ -107,6 +107,18 @@ class _Proc:
     def pid(self) -> int:
         return self.proc.pid
 
+    def cpu(self) -> float:
+        """CPU seconds (user + system) the worker process has used so far (0 once it is gone)."""
+        try:
+            fields = Path(f"/proc/{self.pid}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            return 0.0
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _cpu(procs: list[_Proc]) -> float:
+    return sum(proc.cpu() for proc in procs)
+
 
 def _wait_ready(procs: list[_Proc], timeout: float = 120) -> None:
     deadline = time.monotonic() + timeout
@@ -132,9 +144,10 @@ def _stop(procs: list[_Proc]) -> None:
 
 def procrastinate_side(
     url: str, steps: int, workers: int, concurrency: int, connector: str = "baton"
-) -> float:
-    """Jobs per second; `connector`: "baton" (as `baton worker` configures Procrastinate's
-    connector) or "default" (Procrastinate's own defaults)."""
+) -> tuple[float, float]:
+    """Jobs per second, and the worker processes' CPU milliseconds per job; `connector`:
+    "baton" (as `baton worker` configures Procrastinate's connector) or "default"
+    (Procrastinate's own defaults)."""
     import procrastinate
 
     from core.engine.distributed.queue import apply_queue_schema
@@ -147,6 +160,7 @@ def procrastinate_side(
         _wait_ready(procs)
         app = procrastinate.App(connector=procrastinate.SyncPsycopgConnector(conninfo=url))
         with app.open(), psycopg.connect(url, autocommit=True) as conn:
+            cpu = _cpu(procs)
             started = time.perf_counter()
             task = app.configure_task("noop", queue=QUEUE)
             for _ in range(steps):
@@ -158,7 +172,8 @@ def procrastinate_side(
                 if left is not None and left[0] == 0:
                     break
                 time.sleep(0.005)
-            return steps / (time.perf_counter() - started)
+            rate = steps / (time.perf_counter() - started)
+            return rate, 1000 * (_cpu(procs) - cpu) / steps
     finally:
         _stop(procs)
 
@@ -170,13 +185,16 @@ def fanout_yaml(steps: int) -> str:
     return "\n".join(lines) + "\n"
 
 
-async def _run_replica(steps: int) -> tuple[float, str, int]:
+async def _run_replica(steps: int, procs: list[_Proc]) -> tuple[float, str, int, float, float]:
+    """Steps per second, the run's status, its completed steps, and the CPU milliseconds per
+    step of the worker processes and of this process (the replica)."""
     from bot.app import build_baton
     from bot.settings import load_settings
 
     baton = build_baton(load_settings())
     try:
         async with baton.running(handle_signals=False):
+            cpu, own = _cpu(procs), time.process_time()
             started = time.perf_counter()
             run = await baton.engine.start_run(
                 workflow="dist", args={}, platform="console", conversation="bench", thread=None,
@@ -184,9 +202,11 @@ async def _run_replica(steps: int) -> tuple[float, str, int]:
             )  # fmt: skip
             done = await baton.engine.wait(run.id, timeout=600)
             elapsed = time.perf_counter() - started
+            worker_ms = 1000 * (_cpu(procs) - cpu) / steps
+            replica_ms = 1000 * (time.process_time() - own) / steps
             entries = baton.store.steps.journal([run.id])
             completed = sum(1 for e in entries if e.status.value == "completed")
-            return steps / elapsed, done.status.value, completed
+            return steps / elapsed, done.status.value, completed, worker_ms, replica_ms
     finally:
         baton.close()
 
@@ -223,10 +243,19 @@ def baton_side(url: str, root: Path, steps: int, workers: int, concurrency: int)
         _wait_ready(procs)
         procs += [_Proc(argv, env, "worker ready") for _ in range(workers - 1)]
         _wait_ready(procs[1:])
-        rate, status, completed = asyncio.run(_run_replica(steps))
+        rate, status, completed, worker_ms, replica_ms = asyncio.run(_run_replica(steps, procs))
     finally:
         _stop(procs)
-    return {"steps_per_s": rate, "status": status, "completed": completed}
+    return {"steps_per_s": rate, "status": status, "completed": completed,
+            "worker_cpu_ms": worker_ms, "replica_cpu_ms": replica_ms}  # fmt: skip
+
+
+def _median(values: list[float]) -> float:
+    return sorted(values)[len(values) // 2]
+
+
+def _median(values: list[float]) -> float:
+    return sorted(values)[len(values) // 2]
 
 
 def main() -> None:
@@ -240,26 +269,34 @@ def main() -> None:
     opts = parser.parse_args()
     out: dict[str, Any] = {"steps": opts.steps, "concurrency": opts.concurrency, "rounds": opts.rounds}
     for workers in [int(w) for w in opts.workers.split(",")]:
-        pq, pq_default, bt = [], [], []
+        pq, pq_default, bt, pq_cpu, bt_cpu, replica_cpu = [], [], [], [], [], []
         for _ in range(opts.rounds):
             url = fresh_database(opts.db)
-            pq.append(procrastinate_side(url, opts.steps, workers, opts.concurrency))
+            rate, cpu = procrastinate_side(url, opts.steps, workers, opts.concurrency)
+            pq.append(rate)
+            pq_cpu.append(cpu)
             url = fresh_database(opts.db)
-            pq_default.append(procrastinate_side(url, opts.steps, workers, opts.concurrency, "default"))
+            pq_default.append(procrastinate_side(url, opts.steps, workers, opts.concurrency, "default")[0])
             url = fresh_database(opts.db)
-            result = baton_side(
-                url, Path(opts.dir), opts.steps, workers, opts.concurrency
-            )
+            result = baton_side(url, Path(opts.dir), opts.steps, workers, opts.concurrency)
             if result["status"] != "completed" or result["completed"] != opts.steps:
                 raise SystemExit(
                     f"the distributed run ended {result['status']} with {result['completed']} steps"
                 )
             bt.append(result["steps_per_s"])
+            bt_cpu.append(result["worker_cpu_ms"])
+            replica_cpu.append(result["replica_cpu_ms"])
         out[str(workers)] = {
-            "procrastinate_jobs_per_s": sorted(pq)[len(pq) // 2],
-            "procrastinate_default_jobs_per_s": sorted(pq_default)[len(pq_default) // 2],
-            "baton_steps_per_s": sorted(bt)[len(bt) // 2],
-            "share_pct": 100 * sorted(bt)[len(bt) // 2] / sorted(pq)[len(pq) // 2],
+            "procrastinate_jobs_per_s": _median(pq),
+            "procrastinate_default_jobs_per_s": _median(pq_default),
+            "baton_steps_per_s": _median(bt),
+            "share_pct": 100 * _median(bt) / _median(pq),
+            # CPU per step / job of the worker processes (all of them), and of Baton's replica:
+            # less sensitive to the machine's load than the rates
+            "procrastinate_worker_cpu_ms": _median(pq_cpu),
+            "baton_worker_cpu_ms": _median(bt_cpu),
+            "baton_replica_cpu_ms": _median(replica_cpu),
+            "rounds_share_pct": [round(100 * b / p, 1) for b, p in zip(bt, pq, strict=True)],
         }
     emit(out)
 
