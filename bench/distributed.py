@@ -254,10 +254,6 @@ def _median(values: list[float]) -> float:
     return sorted(values)[len(values) // 2]
 
 
-def _median(values: list[float]) -> float:
-    return sorted(values)[len(values) // 2]
-
-
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--steps", type=int, default=400)
