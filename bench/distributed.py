@@ -108,16 +108,37 @@ class _Proc:
         return self.proc.pid
 
     def cpu(self) -> float:
-        """CPU seconds (user + system) the worker process has used so far (0 once it is gone)."""
-        try:
-            fields = Path(f"/proc/{self.pid}/stat").read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            return 0.0
-        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+        return _proc_cpu(self.pid)
+
+
+def _proc_cpu(pid: int) -> float:
+    """CPU seconds (user + system) process `pid` has used so far (0 once it is gone)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def _cpu(procs: list[_Proc]) -> float:
     return sum(proc.cpu() for proc in procs)
+
+
+def _server_cpu(url: str) -> dict[int, float]:
+    """CPU seconds so far of each PostgreSQL backend connected to the bench's database (the
+    server runs on this machine): what each side costs the server, its connections' share."""
+    with psycopg.connect(ADMIN, autocommit=True) as conn:
+        rows = conn.execute(
+            "SELECT pid FROM pg_stat_activity WHERE datname = %s", (url.rsplit("/", 1)[1],)
+        ).fetchall()
+    return {int(pid): _proc_cpu(int(pid)) for (pid,) in rows}
+
+
+def _server_ms(url: str, before: dict[int, float], steps: int) -> float:
+    """CPU milliseconds per step of the database's backends since `before` (a backend that
+    connected meanwhile counts whole; one that left meanwhile is missed)."""
+    after = _server_cpu(url)
+    return 1000 * sum(cpu - before.get(pid, 0.0) for pid, cpu in after.items()) / steps
 
 
 def _wait_ready(procs: list[_Proc], timeout: float = 120) -> None:
@@ -144,8 +165,9 @@ def _stop(procs: list[_Proc]) -> None:
 
 def procrastinate_side(
     url: str, steps: int, workers: int, concurrency: int, connector: str = "baton"
-) -> tuple[float, float]:
-    """Jobs per second, and the worker processes' CPU milliseconds per job; `connector`:
+) -> tuple[float, float, float]:
+    """Jobs per second, the worker processes' and the database server's CPU milliseconds per
+    job; `connector`:
     "baton" (as `baton worker` configures Procrastinate's connector) or "default"
     (Procrastinate's own defaults)."""
     import procrastinate
@@ -160,7 +182,7 @@ def procrastinate_side(
         _wait_ready(procs)
         app = procrastinate.App(connector=procrastinate.SyncPsycopgConnector(conninfo=url))
         with app.open(), psycopg.connect(url, autocommit=True) as conn:
-            cpu = _cpu(procs)
+            cpu, server = _cpu(procs), _server_cpu(url)
             started = time.perf_counter()
             task = app.configure_task("noop", queue=QUEUE)
             for _ in range(steps):
@@ -173,7 +195,7 @@ def procrastinate_side(
                     break
                 time.sleep(0.005)
             rate = steps / (time.perf_counter() - started)
-            return rate, 1000 * (_cpu(procs) - cpu) / steps
+            return rate, 1000 * (_cpu(procs) - cpu) / steps, _server_ms(url, server, steps)
     finally:
         _stop(procs)
 
@@ -185,16 +207,16 @@ def fanout_yaml(steps: int) -> str:
     return "\n".join(lines) + "\n"
 
 
-async def _run_replica(steps: int, procs: list[_Proc]) -> tuple[float, str, int, float, float]:
+async def _run_replica(url: str, steps: int, procs: list[_Proc]) -> tuple[float, str, int, dict[str, float]]:
     """Steps per second, the run's status, its completed steps, and the CPU milliseconds per
-    step of the worker processes and of this process (the replica)."""
+    step of the worker processes, of this process (the replica) and of the database server."""
     from bot.app import build_baton
     from bot.settings import load_settings
 
     baton = build_baton(load_settings())
     try:
         async with baton.running(handle_signals=False):
-            cpu, own = _cpu(procs), time.process_time()
+            cpu, own, server = _cpu(procs), time.process_time(), _server_cpu(url)
             started = time.perf_counter()
             run = await baton.engine.start_run(
                 workflow="dist", args={}, platform="console", conversation="bench", thread=None,
@@ -202,11 +224,14 @@ async def _run_replica(steps: int, procs: list[_Proc]) -> tuple[float, str, int,
             )  # fmt: skip
             done = await baton.engine.wait(run.id, timeout=600)
             elapsed = time.perf_counter() - started
-            worker_ms = 1000 * (_cpu(procs) - cpu) / steps
-            replica_ms = 1000 * (time.process_time() - own) / steps
+            cpu_ms = {
+                "worker_cpu_ms": 1000 * (_cpu(procs) - cpu) / steps,
+                "replica_cpu_ms": 1000 * (time.process_time() - own) / steps,
+                "server_cpu_ms": _server_ms(url, server, steps),
+            }
             entries = baton.store.steps.journal([run.id])
             completed = sum(1 for e in entries if e.status.value == "completed")
-            return steps / elapsed, done.status.value, completed, worker_ms, replica_ms
+            return steps / elapsed, done.status.value, completed, cpu_ms
     finally:
         baton.close()
 
@@ -243,11 +268,10 @@ def baton_side(url: str, root: Path, steps: int, workers: int, concurrency: int)
         _wait_ready(procs)
         procs += [_Proc(argv, env, "worker ready") for _ in range(workers - 1)]
         _wait_ready(procs[1:])
-        rate, status, completed, worker_ms, replica_ms = asyncio.run(_run_replica(steps, procs))
+        rate, status, completed, cpu_ms = asyncio.run(_run_replica(url, steps, procs))
     finally:
         _stop(procs)
-    return {"steps_per_s": rate, "status": status, "completed": completed,
-            "worker_cpu_ms": worker_ms, "replica_cpu_ms": replica_ms}  # fmt: skip
+    return {"steps_per_s": rate, "status": status, "completed": completed, **cpu_ms}
 
 
 def _median(values: list[float]) -> float:
@@ -266,11 +290,13 @@ def main() -> None:
     out: dict[str, Any] = {"steps": opts.steps, "concurrency": opts.concurrency, "rounds": opts.rounds}
     for workers in [int(w) for w in opts.workers.split(",")]:
         pq, pq_default, bt, pq_cpu, bt_cpu, replica_cpu = [], [], [], [], [], []
+        pq_server, bt_server = [], []
         for _ in range(opts.rounds):
             url = fresh_database(opts.db)
-            rate, cpu = procrastinate_side(url, opts.steps, workers, opts.concurrency)
+            rate, cpu, server = procrastinate_side(url, opts.steps, workers, opts.concurrency)
             pq.append(rate)
             pq_cpu.append(cpu)
+            pq_server.append(server)
             url = fresh_database(opts.db)
             pq_default.append(procrastinate_side(url, opts.steps, workers, opts.concurrency, "default")[0])
             url = fresh_database(opts.db)
@@ -282,6 +308,7 @@ def main() -> None:
             bt.append(result["steps_per_s"])
             bt_cpu.append(result["worker_cpu_ms"])
             replica_cpu.append(result["replica_cpu_ms"])
+            bt_server.append(result["server_cpu_ms"])
         out[str(workers)] = {
             "procrastinate_jobs_per_s": _median(pq),
             "procrastinate_default_jobs_per_s": _median(pq_default),
@@ -292,6 +319,9 @@ def main() -> None:
             "procrastinate_worker_cpu_ms": _median(pq_cpu),
             "baton_worker_cpu_ms": _median(bt_cpu),
             "baton_replica_cpu_ms": _median(replica_cpu),
+            # the database server's CPU per job / step (its backends for this database)
+            "procrastinate_server_cpu_ms": _median(pq_server),
+            "baton_server_cpu_ms": _median(bt_server),
             "rounds_share_pct": [round(100 * b / p, 1) for b, p in zip(bt, pq, strict=True)],
         }
     emit(out)
