@@ -22,6 +22,11 @@ in the journal, and read back from the journal by the replica: the journal is th
 truth, the queue only carries the work.
 Both sides use the same worker processes count, the same concurrency per worker, and a
 database created for the bench (`--db`, dropped first).
+Next to the rates (medians of `--rounds`; each round's share in `rounds_share_pct`), CPU
+milliseconds per step / job while the clock runs, which a shared machine's load moves much
+less than the rates: the worker processes (`/proc/<pid>/stat`), the database server (its
+backends for the bench's database) and the driving process (Baton's replica; Procrastinate's
+deferrer).
 """
 
 from __future__ import annotations
@@ -167,9 +172,10 @@ def _stop(procs: list[_Proc]) -> None:
 
 def procrastinate_side(
     url: str, steps: int, workers: int, concurrency: int, connector: str = "baton"
-) -> tuple[float, float, float]:
-    """Jobs per second, the worker processes' and the database server's CPU milliseconds per
-    job; `connector`:
+) -> tuple[float, float, float, float]:
+    """Jobs per second, the worker processes', the database server's and this process's (it
+    defers the jobs and waits for the queue to empty: Baton's replica's counterpart) CPU
+    milliseconds per job; `connector`:
     "baton" (as `baton worker` configures Procrastinate's connector) or "default"
     (Procrastinate's own defaults)."""
     import procrastinate
@@ -184,7 +190,7 @@ def procrastinate_side(
         _wait_ready(procs)
         app = procrastinate.App(connector=procrastinate.SyncPsycopgConnector(conninfo=url))
         with app.open(), psycopg.connect(url, autocommit=True) as conn:
-            cpu, server = _cpu(procs), _server_cpu(url)
+            cpu, server, own = _cpu(procs), _server_cpu(url), time.process_time()
             started = time.perf_counter()
             task = app.configure_task("noop", queue=QUEUE)
             for _ in range(steps):
@@ -197,7 +203,8 @@ def procrastinate_side(
                     break
                 time.sleep(0.005)
             rate = steps / (time.perf_counter() - started)
-            return rate, 1000 * (_cpu(procs) - cpu) / steps, _server_ms(url, server, steps)
+            driver_ms = 1000 * (time.process_time() - own) / steps
+            return rate, 1000 * (_cpu(procs) - cpu) / steps, _server_ms(url, server, steps), driver_ms
     finally:
         _stop(procs)
 
@@ -307,13 +314,14 @@ def main() -> None:
     out: dict[str, Any] = {"steps": opts.steps, "concurrency": opts.concurrency, "rounds": opts.rounds}
     for workers in [int(w) for w in opts.workers.split(",")]:
         pq, pq_default, bt, pq_cpu, bt_cpu, replica_cpu = [], [], [], [], [], []
-        pq_server, bt_server = [], []
+        pq_server, bt_server, pq_driver = [], [], []
         for _ in range(opts.rounds):
             url = fresh_database(opts.db)
-            rate, cpu, server = procrastinate_side(url, opts.steps, workers, opts.concurrency)
+            rate, cpu, server, driver = procrastinate_side(url, opts.steps, workers, opts.concurrency)
             pq.append(rate)
             pq_cpu.append(cpu)
             pq_server.append(server)
+            pq_driver.append(driver)
             url = fresh_database(opts.db)
             pq_default.append(procrastinate_side(url, opts.steps, workers, opts.concurrency, "default")[0])
             url = fresh_database(opts.db)
@@ -336,6 +344,7 @@ def main() -> None:
             "procrastinate_worker_cpu_ms": _median(pq_cpu),
             "baton_worker_cpu_ms": _median(bt_cpu),
             "baton_replica_cpu_ms": _median(replica_cpu),
+            "procrastinate_deferrer_cpu_ms": _median(pq_driver),  # the replica's counterpart
             # the database server's CPU per job / step (its backends for this database)
             "procrastinate_server_cpu_ms": _median(pq_server),
             "baton_server_cpu_ms": _median(bt_server),
