@@ -27,7 +27,8 @@ import socket
 from collections.abc import AsyncIterator, Callable, Mapping
 from typing import Any
 
-from procrastinate.job_context import JobContext
+from procrastinate import types as pq_types
+from procrastinate.job_context import JobContext, JobResult
 from procrastinate.worker import Worker
 
 from bot.health import PATHS, Health, HealthRoutes
@@ -65,6 +66,24 @@ def worker_name(settings: Settings, name: str | None) -> str:
     return name or f"{settings.replica_id or socket.gethostname()}:{os.getpid()}"
 
 
+#: Procrastinate's log actions of a job that went as planned (INFO and DEBUG lines)
+_ROUTINE_ACTIONS = frozenset({"loaded_job_info", "start_job", "finish_task", "job_success"})
+
+
+class NodeJobWorker(Worker):
+    """Procrastinate's worker, minus the job's log context (its whole arguments, copied
+    through `attrs.asdict`) built for lines its logger drops: Procrastinate builds it four
+    times a job whatever the level, and `bot/logging.py` sets `procrastinate` to WARNING.
+    Lines that are logged (an error, a retry, an abort, or INFO turned on) keep it."""
+
+    def _log_extra(
+        self, action: str, context: JobContext | None, job_result: JobResult | None, **kwargs: Any
+    ) -> pq_types.JSONDict:
+        if context is None or action not in _ROUTINE_ACTIONS or self.logger.isEnabledFor(logging.INFO):
+            return super()._log_extra(action, context, job_result, **kwargs)
+        return super()._log_extra(action, None, job_result, job_id=context.job.id, **kwargs)
+
+
 def build_worker(
     runtime: Runtime, queue: JobQueue, journal: WorkerJournal, *, concurrency: int, name: str
 ) -> Worker:
@@ -93,7 +112,7 @@ def build_worker(
         status = await node_worker.run(NodeJob.from_args(job), job_id=job_id, claimed=claimed)
         return status.value if status is not None else "skipped"
 
-    return Worker(
+    return NodeJobWorker(
         app=queue.app,
         queues=[settings.queue_name],
         name=name,

@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
+import psycopg
 import pytest
 from procrastinate.jobs import Status
 
@@ -138,4 +139,82 @@ async def test_a_result_for_a_job_no_longer_running_settles_the_entry_and_leaves
     assert store.dispatch.journal_entries([entry_id])[entry_id].status is NodeStatus.COMPLETED
     assert await queue.status(job_id) is Status.FAILED
     assert journal.finished == set()
+    await manager.unregister_worker(worker_id)
+
+
+class _Statements:
+    """Every statement this process sends to PostgreSQL on an async connection (each is one
+    round trip: `baton worker`'s connections autocommit, no BEGIN/COMMIT of their own), but
+    the pools' connection checks (an empty query when a connection is first lent, or after
+    `pg_pool.CHECK_AFTER_IDLE` unused: not one per step while jobs flow)."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.sent: list[str] = []
+        execute = psycopg.AsyncCursor.execute
+
+        async def counted(cursor: Any, query: Any, *args: Any, **kwargs: Any) -> Any:
+            if str(query):
+                self.sent.append(str(query))
+            return await execute(cursor, query, *args, **kwargs)
+
+        monkeypatch.setattr(psycopg.AsyncCursor, "execute", counted)
+
+    def take(self) -> list[str]:
+        sent, self.sent = self.sent, []
+        return sent
+
+
+async def test_a_node_job_costs_the_worker_two_statements_fetch_with_claim_and_result_with_finish(
+    store: SqlStore, queue: JobQueue, journal: WorkerJournal, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Procrastinate's own worker makes two per job (fetch, finish); a node job used to cost
+    four (fetch, claim, result, finish). Its inputs travel in the job's arguments (no read
+    before it runs: a step with artifacts to restore is the exception)."""
+    run = run_factory(store)()
+    first, (entry_id, job_id) = _hand_off(store, run.id, "a", "b")
+    manager = queue.app.job_manager
+    worker_id = await manager.register_worker()
+    assert isinstance(queue.connector, WorkerConnector)
+    # the first job warms the pools up (a connection is checked when first lent: start-up only)
+    warm = await manager.fetch_job(queues=None, worker_id=worker_id)
+    assert warm is not None and warm.id == first[1] and queue.connector.claimed(first[1]) is True
+    await journal.settle(first[0], status=NodeStatus.COMPLETED, output=b"ok", job_id=first[1])
+    await manager.finish_job(job=warm, status=Status.SUCCEEDED, delete_job=True)
+    statements = _Statements(monkeypatch)
+
+    job = await manager.fetch_job(queues=None, worker_id=worker_id)
+    assert job is not None and job.id == job_id and queue.connector.claimed(job_id) is True
+    fetched = statements.take()
+    await journal.settle(entry_id, status=NodeStatus.COMPLETED, output=b"ok", job_id=job_id)
+    await manager.finish_job(job=job, status=Status.SUCCEEDED, delete_job=True)
+    settled = statements.take()
+
+    [fetch] = fetched  # the fetch and the claim
+    assert "procrastinate_fetch_job_v2" in fetch and "UPDATE journal" in fetch
+    [result] = settled  # the result and the finish; Procrastinate's own finish is skipped
+    assert "procrastinate_finish_job_v1" in result and "UPDATE journal" in result
+    assert store.dispatch.journal_entries([entry_id])[entry_id].status is NodeStatus.COMPLETED
+    assert await queue.status(job_id) is None
+    await manager.unregister_worker(worker_id)
+
+
+async def test_a_job_of_another_task_is_fetched_as_procrastinate_fetches_it_and_claims_nothing(
+    store: SqlStore, queue: JobQueue, journal: WorkerJournal
+) -> None:
+    run = run_factory(store)()
+    [(entry_id, node_job_id)] = _hand_off(store, run.id, "a")
+    other = await queue.app.configure_task("other.task", queue="other").defer_async(entry_id=entry_id)
+    manager = queue.app.job_manager
+    worker_id = await manager.register_worker()
+
+    job = await manager.fetch_job(queues=["other"], worker_id=worker_id)
+
+    assert job is not None and job.id == other and job.task_name == "other.task"
+    assert job.task_kwargs == {"entry_id": entry_id}
+    assert isinstance(queue.connector, WorkerConnector) and queue.connector.claimed(other) is None
+    # the node job's entry, whose id the other job's arguments happen to carry, is untouched
+    assert store.dispatch.journal_entries([entry_id])[entry_id].status is NodeStatus.QUEUED
+    assert await queue.status(node_job_id) is Status.TODO
+    await manager.finish_job(job=job, status=Status.SUCCEEDED, delete_job=True)  # a real finish
+    assert await queue.status(other) is None
     await manager.unregister_worker(worker_id)
