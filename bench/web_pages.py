@@ -234,6 +234,9 @@ async def memory(pages: int) -> dict[str, Any]:
         parent.send("stop")
         (Path(tmp) / "f").write_text("go\n")
         proc.join(30)
+        if proc.is_alive():  # a server that did not stop must not hold this process at exit
+            proc.terminate()  # (multiprocessing joins its children then: the section hung)
+            proc.join(10)
     return {"rss_mib_no_page": round(before / 1024, 1), f"rss_mib_{pages}_pages": round(after / 1024, 1),
             "per_page_kib": round((after - before) / pages, 1)}
 
