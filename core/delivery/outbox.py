@@ -1,6 +1,6 @@
 """Delivering the outbox: state-carrying replies, at least once, by one replica at a time.
 
-    deliverer = Deliverer(store, render, platforms, owner=engine.owner)
+    deliverer = Deliverer(store.outbox, render, platforms, owner=engine.owner)
     await deliverer.deliver_run(run_id)   # at once, when this process saw the run come to rest
     await deliverer.deliver_due()         # any due row of our platforms (retries, dead peers' rows)
     deliverer.nudge()                     # rows may be due now: the bot's outbox loop looks at once
@@ -81,7 +81,7 @@ def once_of(row: Delivery, part: int | None = None, *, look: bool = True) -> Onc
 class Deliverer:
     def __init__(
         self,
-        store: Deliveries,
+        outbox: Deliveries,
         render: Render,
         platforms: Callable[[], Collection[str]],
         *,
@@ -92,7 +92,7 @@ class Deliverer:
         wait: tenacity.wait.wait_base | None = None,
         clock: Callable[[], float] = time.time,
     ) -> None:
-        self.store = store
+        self.outbox = outbox
         self.render = render
         self.platforms = platforms  # those this process can send to (registered now)
         self.owner = owner
@@ -138,7 +138,7 @@ class Deliverer:
         if not platforms:
             return []
         try:
-            return self.store.claim_deliveries(
+            return self.outbox.claim_deliveries(
                 self.owner, platforms, lease_seconds=self._claim_lease, limit=limit, run_id=run_id
             )
         except Exception:  # the database blinked: the next pass claims them
@@ -155,9 +155,9 @@ class Deliverer:
         after their lease. A live process of the replica keeps its claims. How many."""
         replica = self.owner.rsplit(":", 2)[0]
         released = 0
-        for owner in self.store.delivery_claimants(f"{replica}:"):
+        for owner in self.outbox.delivery_claimants(f"{replica}:"):
             if owner != self.owner and owner.rsplit(":", 2)[0] == replica and owner_dead(owner):
-                released += self.store.release_deliveries(owner)
+                released += self.outbox.release_deliveries(owner)
         if released:
             log.info("took over %d outbox claims of a dead process", released,
                      extra={"action": "outbox_takeover", "released": released})
@@ -169,7 +169,7 @@ class Deliverer:
         while True:
             await asyncio.sleep(lease / 3)
             try:
-                if not self.store.renew_delivery(row.id, self.owner, lease):
+                if not self.outbox.renew_delivery(row.id, self.owner, lease):
                     return  # a peer took it over: its settle tells
             except StoreError:
                 log.warning("outbox claim not renewed", extra={"action": "outbox", "run_id": row.run_id})
@@ -220,13 +220,13 @@ class Deliverer:
             error = f"{type(exc).__name__}: {exc}"
             if row.attempts >= self.max_attempts:
                 log.error("reply given up after %d attempts: %s", row.attempts, error, extra=extra)
-                self.store.settle_delivery(row.id, self.owner)
+                self.outbox.settle_delivery(row.id, self.owner)
                 return False
             delay = backoff(row.attempts, self.wait)
             log.warning("reply not delivered (%s); retrying in %.1fs", error, delay, extra=extra)
-            self.store.defer_delivery(row.id, self.owner, due_at=self.clock() + delay, error=error)
+            self.outbox.defer_delivery(row.id, self.owner, due_at=self.clock() + delay, error=error)
             return False
-        if not self.store.settle_delivery(row.id, self.owner):
+        if not self.outbox.settle_delivery(row.id, self.owner):
             log.info("reply delivered after its claim lapsed", extra=extra)
         self.delivered += 1
         return True
@@ -241,4 +241,4 @@ class Deliverer:
 
     def release(self) -> int:
         """Give up this process's claims (shutdown): a peer takes them at once."""
-        return self.store.release_deliveries(self.owner)
+        return self.outbox.release_deliveries(self.owner)
