@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 from core.engine.group_commit import PendingResults
 from core.errors import RunStateError
+from core.store.port import StepEntry
 from core.store.records import JournalEntry, NodeStatus
 
 if TYPE_CHECKING:
@@ -45,7 +46,7 @@ class JournalWriter:
     def start(self, step: Step, attempt: int) -> int:
         """A `started` entry, committed before anything it may cause (after what is pending)."""
         self._pending.flush()
-        return self.journal.journal_start(
+        return self.journal.journal_start(StepEntry(
             run_id=self.run_id,
             node_id=step.node.id,
             cache_key=step.key,
@@ -53,7 +54,7 @@ class JournalWriter:
             attempt=attempt,
             idempotency_key=step.idempotency_key,
             notes=step.notes,
-        )
+        ))
 
     def finish(self, entry_id: int, *, status: NodeStatus, **result: Any) -> None:
         """Settle a `started` entry (`Journal.journal_finish`: output, error, tokens, artifacts)."""

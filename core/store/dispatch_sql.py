@@ -32,7 +32,7 @@ import sqlalchemy as sa
 
 from core.errors import ConfigurationError
 from core.store.database import store_operation
-from core.store.port import Defer, Handoff
+from core.store.port import Defer, StepEntry
 from core.store.records import JournalEntry, NodeStatus, stored
 from core.store.rows import JOURNAL_FIELDS, journal_from_row, journal_from_values
 from core.store.sql_base import SqlDatabase
@@ -83,7 +83,7 @@ class DispatchSql:
                 hint="Set BATON_DATABASE_URL=postgresql://… or BATON_EXECUTOR=local.",
             )
 
-    def journal_queue_many(self, handoffs: Sequence[Handoff], defer: Defer) -> list[tuple[int, int]]:
+    def journal_queue_many(self, handoffs: Sequence[StepEntry], defer: Defer) -> list[tuple[int, int]]:
         """Write a `queued` entry per hand-off and defer each one's job, all in one transaction
         (one commit for every step that became ready together): (entry id, job id) each, in
         order. Either every entry and job is written or none is."""

@@ -20,8 +20,8 @@ import sqlalchemy as sa
 from core.errors import RunNotFound, StoreError
 from core.store import cas
 from core.store.database import store_operation
-from core.store.port import StepResult, digest_bytes
-from core.store.records import MARKER_KEY, NO_NOTES, JournalEntry, KeyNotes, NodeStatus, stored
+from core.store.port import StepEntry, StepResult, digest_bytes
+from core.store.records import MARKER_KEY, JournalEntry, NodeStatus, stored
 from core.store.rows import JOURNAL_FIELDS, journal_from_row, journal_from_values, outline_from_values
 from core.store.sql_base import SqlDatabase
 from core.store.tables import BLOBS, JOURNAL
@@ -117,26 +117,16 @@ class JournalSql:
             return {digest: bytes(data) for digest, data in conn.execute(query)}
 
     # -- journal ----------------------------------------------------------------------------
-    def journal_start(
-        self,
-        *,
-        run_id: str,
-        node_id: str,
-        cache_key: str,
-        components: dict[str, Any],
-        attempt: int,
-        idempotency_key: str | None,
-        notes: KeyNotes = NO_NOTES,
-    ) -> int:
+    def journal_start(self, step: StepEntry) -> int:
         params = {
-            "run_id": run_id,
-            "node_id": node_id,
-            "attempt": attempt,
-            "cache_key": cache_key,
-            "components": json.dumps(stored(components, notes)),
+            "run_id": step.run_id,
+            "node_id": step.node_id,
+            "attempt": step.attempt,
+            "cache_key": step.cache_key,
+            "components": json.dumps(stored(step.components, step.notes)),
             "status": NodeStatus.STARTED.value,
             "started_at": self._db.now(),
-            "idempotency_key": idempotency_key,
+            "idempotency_key": step.idempotency_key,
             "tokens_in": 0,
             "tokens_out": 0,
             "artifacts": "{}",

@@ -12,15 +12,13 @@ from typing import Any
 from core.errors import AmbiguousRunId, RunNotFound, StoreError
 from core.store import cas
 from core.store.memory_unit import MemoryDb, copied
-from core.store.port import Pulse, StepResult, digest_bytes
+from core.store.port import Pulse, StepEntry, StepResult, digest_bytes
 from core.store.records import (
     MARKER_KEY,
-    NO_NOTES,
     AuditEvent,
     Gate,
     GateStatus,
     JournalEntry,
-    KeyNotes,
     NodeStatus,
     OpenEvent,
     Run,
@@ -190,23 +188,13 @@ class MemoryJournal:
             return {d: self._db.t.blobs[d] for d in sorted(set(digests)) if d in self._db.t.blobs}
 
     # -- journal -------------------------------------------------------------------------------
-    def journal_start(
-        self,
-        *,
-        run_id: str,
-        node_id: str,
-        cache_key: str,
-        components: dict[str, Any],
-        attempt: int,
-        idempotency_key: str | None,
-        notes: KeyNotes = NO_NOTES,
-    ) -> int:
+    def journal_start(self, step: StepEntry) -> int:
         now = self._db.now()
         with self._db.lock:
             entry = self._db.t.add_entry(
-                "record a step start", run_id=run_id, node_id=node_id, attempt=attempt, cache_key=cache_key,
-                components=copied(components), notes=notes, status=NodeStatus.STARTED, started_at=now,
-                idempotency_key=idempotency_key,
+                "record a step start", run_id=step.run_id, node_id=step.node_id, attempt=step.attempt,
+                cache_key=step.cache_key, components=copied(step.components), notes=step.notes,
+                status=NodeStatus.STARTED, started_at=now, idempotency_key=step.idempotency_key,
             )  # fmt: skip
         return entry.id
 

@@ -83,8 +83,10 @@ def digest_bytes(data: bytes) -> str:
 
 
 @dataclass(frozen=True, slots=True)
-class Handoff:
-    """One step handed to the job queue: the `queued` journal entry to write."""
+class StepEntry:
+    """One step's journal entry, written before the step may run: `started` when it runs
+    in this process (`Journal.journal_start`), `queued` with its job when it is handed to
+    the job queue (`Dispatch.journal_queue_many`)."""
 
     run_id: str
     node_id: str
@@ -188,17 +190,7 @@ class Leases(Protocol):
 
 
 class Journal(Protocol):
-    def journal_start(
-        self,
-        *,
-        run_id: str,
-        node_id: str,
-        cache_key: str,
-        components: dict[str, Any],
-        attempt: int,
-        idempotency_key: str | None,
-        notes: KeyNotes = NO_NOTES,
-    ) -> int:
+    def journal_start(self, step: StepEntry) -> int:
         """Write a `started` entry (committed before the side effect); returns its id."""
 
     def journal_finish(
@@ -580,7 +572,7 @@ class Dispatch(Protocol):
     """The journal's hand-off to distributed workers (`BATON_EXECUTOR=procrastinate`); the
     workers' own writes (claim, result) are `core/store/worker_journal.py`'s."""
 
-    def journal_queue_many(self, handoffs: Sequence[Handoff], defer: Defer) -> list[tuple[int, int]]:
+    def journal_queue_many(self, handoffs: Sequence[StepEntry], defer: Defer) -> list[tuple[int, int]]:
         """A `queued` entry and its job per hand-off, all in one transaction: (entry id, job id)."""
 
     def journal_unqueue(self, entry_id: int, error: str) -> bool:

@@ -34,7 +34,7 @@ from procrastinate.jobs import Status
 from core.engine.distributed.jobs import DEFAULT_QUEUE, NodeJob
 from core.engine.distributed.queue import ENDED, JobQueue, defer_many_on, deferrer
 from core.errors import StoreError
-from core.store.port import Dispatch, Handoff
+from core.store.port import Dispatch, StepEntry
 from core.store.records import JournalEntry, NodeStatus
 
 log = logging.getLogger("baton.queue")
@@ -64,7 +64,7 @@ class Settled:
 
 #: A hand-off's (entry id, job id), once its transaction committed.
 Ticket = asyncio.Future[tuple[int, int]]
-_Request = tuple[Handoff, Callable[[int], NodeJob], Callable[[], None], Ticket]
+_Request = tuple[StepEntry, Callable[[int], NodeJob], Callable[[], None], Ticket]
 
 #: Called inside the hand-off transaction, after the entry is written and before the job
 #: is deferred (entry id). An observation point: a test kills the process here.
@@ -110,7 +110,7 @@ class RemoteDispatcher:
         await self.queue.close()
 
     def hand_off(
-        self, handoff: Handoff, job_for: Callable[[int], NodeJob], before: Callable[[], None]
+        self, handoff: StepEntry, job_for: Callable[[int], NodeJob], before: Callable[[], None]
     ) -> Ticket:
         """Ask for `handoff` to be written (its `queued` entry and its job, atomically): a
         future of (entry id, job id). Every hand-off asked for before the event loop runs

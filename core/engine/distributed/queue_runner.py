@@ -27,7 +27,7 @@ from core.engine.nodes import RenderedNode
 from core.engine.prepared import PreparedNode
 from core.engine.steps import Attempt, Attention, Completed, Execution, Failed, Step
 from core.errors import ReplayUnsafe
-from core.store.port import Handoff
+from core.store.port import StepEntry
 from core.store.records import JournalEntry, NodeStatus
 
 #: How often one step is dispatched again after its job vanished before it started.
@@ -71,7 +71,7 @@ class QueueStepRunner:
         after, it is withdrawn when a person cancelled the run (it runs on when the engine
         merely stops, and the run's next owner adopts it)."""
         pn = step.node
-        handoff = Handoff(
+        handoff = StepEntry(
             run_id=self.x.run_id,
             node_id=pn.id,
             cache_key=step.key,

@@ -34,7 +34,7 @@ class CountingStore:
 
     def __getattr__(self, name: str) -> Any:
         attr = getattr(self.inner, name)
-        if name in ROLES:  # `store.steps.journal_start(…)` counts as `journal_start`
+        if name in ROLES:  # `store.steps.journal_start(StepEntry(…))` counts as `journal_start`
             return _CountedRole(attr, self)
         if not callable(attr):
             return attr

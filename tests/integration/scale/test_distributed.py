@@ -14,7 +14,7 @@ import pytest
 from core.engine.distributed import Settled
 from core.engine.distributed.jobs import NodeJob
 from core.engine.events import EventKind
-from core.store.port import Handoff
+from core.store.port import StepEntry
 from core.store.records import NodeStatus, RunStatus
 from tests.integration.scale.conftest import Cluster
 from tests.integration.step_signals import StepSignals
@@ -348,7 +348,7 @@ async def test_a_hand_off_stopped_before_its_batch_is_written_is_never_written(c
     def never(entry_id: int) -> NodeJob:
         raise AssertionError(f"the stopped hand-off was written (entry {entry_id})")
 
-    late = Handoff(
+    late = StepEntry(
         run_id=run.id, node_id="late", cache_key="k", components={}, attempt=1, idempotency_key=None
     )
     ticket = dispatcher.hand_off(late, never, lambda: None)

@@ -19,7 +19,7 @@ from core.engine.distributed import WorkerConnector
 from core.engine.distributed.jobs import NodeJob
 from core.engine.distributed.queue import JobQueue, defer_many_on, deferrer
 from core.engine.nodes import RenderedNode
-from core.store.port import Handoff
+from core.store.port import StepEntry
 from core.store.records import NodeStatus
 from core.store.repository import SqlStore
 from core.store.worker_journal import WorkerJournal
@@ -57,7 +57,9 @@ def _hand_off(store: SqlStore, run_id: str, *nodes: str) -> list[tuple[int, int]
     """`queued` entries and their node jobs in one transaction, as a replica hands steps off:
     (entry id, job id) per node."""
     handoffs = [
-        Handoff(run_id=run_id, node_id=n, cache_key=f"k-{n}", components={}, attempt=1, idempotency_key=None)
+        StepEntry(
+            run_id=run_id, node_id=n, cache_key=f"k-{n}", components={}, attempt=1, idempotency_key=None
+        )
         for n in nodes
     ]
     app = deferrer()

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from core.errors import InvalidTransition
-from core.store.port import Handoff
+from core.store.port import StepEntry
 from core.store.records import NodeStatus
 from core.store.repository import SqlStore
 from core.store.worker_journal import WorkerJournal
@@ -36,7 +36,7 @@ async def journal(postgres_url: str, clock: Clock) -> AsyncIterator[WorkerJourna
 def _queued(store: SqlStore, run_id: str, *nodes: str) -> list[int]:
     """`queued` entries for `nodes` (no job queue: the defer writes nothing)."""
     handoffs = [
-        Handoff(
+        StepEntry(
             run_id=run_id, node_id=n, cache_key=f"k-{n}", components={"n": n}, attempt=1, idempotency_key=None
         )
         for n in nodes
@@ -129,7 +129,7 @@ async def test_the_replica_reads_only_settled_entries_with_their_outputs(
 def test_a_hand_off_batch_returns_each_steps_entry_in_order_and_is_all_or_nothing(pg_store: SqlStore) -> None:
     first, second = run_factory(pg_store)(), run_factory(pg_store)()
     handoffs = [
-        Handoff(run_id=run.id, node_id=node, cache_key=f"k-{node}", components={"c": [1]}, attempt=1,
+        StepEntry(run_id=run.id, node_id=node, cache_key=f"k-{node}", components={"c": [1]}, attempt=1,
                 idempotency_key="key" if node == "b" else None)
         for node in ("b", "a") for run in (first, second)
     ]  # fmt: skip
@@ -153,7 +153,7 @@ def test_a_hand_off_batch_returns_each_steps_entry_in_order_and_is_all_or_nothin
     def failing(_connection: Any, entry_ids: list[int]) -> list[int]:
         raise RuntimeError("the queue refused the jobs")
 
-    late = Handoff(
+    late = StepEntry(
         run_id=first.id, node_id="late", cache_key="k", components={}, attempt=1, idempotency_key=None
     )
     with pytest.raises(RuntimeError):

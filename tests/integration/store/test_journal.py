@@ -13,7 +13,7 @@ from core.engine.journal_index import JournalIndex
 from core.engine.prepared import prepare
 from core.engine.tools import ToolRegistry
 from core.errors import InvalidTransition, RunNotFound, StoreError
-from core.store.port import StepResult, Store
+from core.store.port import StepEntry, StepResult, Store
 from core.store.records import MARKER_KEY, KeyNotes, NodeStatus, RunStatus
 from core.workflows.loader import load_workflow_text
 from tests.factories import invalidate
@@ -21,14 +21,14 @@ from tests.integration.store.conftest import Clock, MakeRun
 
 
 def _start(store: Store, run_id: str, node_id: str, *, attempt: int = 1) -> int:
-    return store.steps.journal_start(
+    return store.steps.journal_start(StepEntry(
         run_id=run_id,
         node_id=node_id,
         cache_key=hashlib.sha256(node_id.encode()).hexdigest(),
         components={"definition": {"bash": "echo hi"}, "inputs": {"version": "1.2"}},
         attempt=attempt,
         idempotency_key=f"{run_id}:{node_id}",
-    )
+    ))
 
 
 def test_journal_start_then_finish(store: Store, make_run: MakeRun) -> None:
@@ -149,7 +149,7 @@ def test_journal_record_cached_copies_many_rows_as_stored_in_order(
 ) -> None:
     origin = make_run(RunStatus.RUNNING)
     for i in range(7):
-        entry_id = store.steps.journal_start(
+        entry_id = store.steps.journal_start(StepEntry(
             run_id=origin.id,
             node_id=f"n{i}",
             cache_key=f"k{i}",
@@ -157,7 +157,7 @@ def test_journal_record_cached_copies_many_rows_as_stored_in_order(
             attempt=1,
             idempotency_key=f"idem{i}",
             notes=KeyNotes(reason="no earlier result", keyed_identity=True, items=7),
-        )
+        ))
         store.steps.journal_finish(
             entry_id,
             status=NodeStatus.COMPLETED,
@@ -185,9 +185,9 @@ def test_journal_outline_is_the_journal_without_key_components(store: Store, mak
     run, other = make_run(RunStatus.RUNNING), make_run(RunStatus.RUNNING)
     notes = KeyNotes(reason="no earlier result", skipped="`ship` is false", keyed_identity=True,
                      child="r_child", items=3)
-    noted = store.steps.journal_start(run_id=run.id, node_id="a", cache_key="k-a", attempt=1,
+    noted = store.steps.journal_start(StepEntry(run_id=run.id, node_id="a", cache_key="k-a", attempt=1,
                                       idempotency_key="i-a", notes=notes,
-                                      components={"definition": {"bash": "echo hi"}, "text": 'é"\n'})
+                                      components={"definition": {"bash": "echo hi"}, "text": 'é"\n'}))
     store.steps.journal_finish(noted, status=NodeStatus.COMPLETED, output_digest=store.blobs.put_blob(b"a"),
                                tokens_in=4, tokens_out=2, artifacts={"dist/a.whl": "d" * 64})
     store.steps.journal_finish(_start(store, run.id, "b"), status=NodeStatus.FAILED, error="boom")

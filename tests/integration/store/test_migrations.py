@@ -15,7 +15,7 @@ from alembic.runtime.migration import MigrationContext
 
 from core.errors import StoreError
 from core.store import migration
-from core.store.port import Transition
+from core.store.port import StepEntry, Transition
 from core.store.records import GateStatus, NodeStatus, RunStatus
 from core.store.repository import SqlStore
 from core.store.tables import metadata
@@ -218,9 +218,9 @@ def test_sqlite_connection_setup(tmp_path: Path, synchronous: str) -> None:
             args_digest="d",
         )
         store.steps.journal_finish(
-            store.steps.journal_start(
+            store.steps.journal_start(StepEntry(
                 run_id=run.id, node_id="n", cache_key="k", components={}, attempt=1, idempotency_key=None
-            ),
+            )),
             status=NodeStatus.COMPLETED,
         )
     assert pragma == {
@@ -246,9 +246,9 @@ def test_in_memory_sqlite_shares_one_database() -> None:
             args_digest="d",
         )
         store.runs.transition(Transition(run.id, RunStatus.RUNNING, actor="console:a"))
-        entry_id = store.steps.journal_start(
+        entry_id = store.steps.journal_start(StepEntry(
             run_id=run.id, node_id="n", cache_key="k", components={"x": 1}, attempt=1, idempotency_key=None
-        )
+        ))
         store.steps.journal_finish(
             entry_id, status=NodeStatus.COMPLETED, output_digest=store.blobs.put_blob(b"out")
         )
@@ -257,14 +257,14 @@ def test_in_memory_sqlite_shares_one_database() -> None:
             entry.status, store.blobs.get_blob(entry.output_digest or "")
         ) == (NodeStatus.COMPLETED, b"out")
         with pytest.raises(StoreError):  # foreign key: no such run; the shared connection rolls back
-            store.steps.journal_start(
+            store.steps.journal_start(StepEntry(
                 run_id="000000000000",
                 node_id="n",
                 cache_key="k",
                 components={},
                 attempt=1,
                 idempotency_key=None,
-            )
+            ))
         assert store.blobs.get_blob(store.blobs.put_blob(b"still fine")) == b"still fine"
 
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 
 from core.errors import RunNotFound, RunPruned
-from core.store.port import Store
+from core.store.port import StepEntry, Store
 from core.store.records import GateVote, NodeStatus, PruneCounts, RunStatus
 from tests.integration.store.conftest import Clock, MakeRun
 
@@ -18,14 +18,14 @@ DAY = 86_400.0
 def _history(store: Store, run_id: str, output: bytes, artifact: bytes) -> tuple[str, str]:
     """A step with an output and an artifact, a decided gate with a vote and a deadline, and an
     outbox row: everything a prune must take with the run."""
-    entry = store.steps.journal_start(
+    entry = store.steps.journal_start(StepEntry(
         run_id=run_id,
         node_id="build",
         cache_key="k-" + run_id,
         components={},
         attempt=1,
         idempotency_key=None,
-    )
+    ))
     out, art = store.blobs.put_blob(output), store.blobs.put_blob(artifact)
     store.steps.journal_finish(
         entry, status=NodeStatus.COMPLETED, output_digest=out, artifacts={"dist/a.whl": art}
@@ -108,9 +108,9 @@ def test_the_blob_sweep_keeps_shared_blobs_and_waits_out_its_grace(
     keeper = make_run(RunStatus.COMPLETED, args_digest=shared_args)  # same args: the blob is shared
     out, art = _history(store, run.id, b"only-mine", b"my-wheel")
     shared_out, _ = _history(store, keeper.id, b"shared-output", b"other-wheel")
-    entry = store.steps.journal_start(
+    entry = store.steps.journal_start(StepEntry(
         run_id=run.id, node_id="x", cache_key="kx", components={}, attempt=1, idempotency_key=None
-    )
+    ))
     store.steps.journal_finish(entry, status=NodeStatus.COMPLETED, output_digest=shared_out)
     button = store.blobs.put_blob(b"approve abc123 --a-long-button-command")  # referenced by no table
     store.retention.prune_runs([run.id])

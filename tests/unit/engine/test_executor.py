@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from core.engine.journal_writer import INTERRUPTED
+from core.store.port import StepEntry
 from core.store.records import NodeStatus, RunStatus
 from tests.unit.engine.memory_rig import Rig
 
@@ -119,8 +120,10 @@ async def test_a_retried_step_that_recovers_completes_the_run(rig: Rig) -> None:
 
 def _orphan(rig: Rig, run_id: str, node_id: str, key: str = "k-old") -> int:
     """A `started` entry left by a process that stopped."""
-    return rig.store.steps.journal_start(run_id=run_id, node_id=node_id, cache_key=key, components={},
-                                         attempt=1, idempotency_key=None)  # fmt: skip
+    entry = StepEntry(
+        run_id=run_id, node_id=node_id, cache_key=key, components={}, attempt=1, idempotency_key=None
+    )
+    return rig.store.steps.journal_start(entry)
 
 
 async def test_an_unsafe_step_left_started_is_not_run_again_the_run_needs_attention(rig: Rig) -> None:

@@ -12,7 +12,7 @@ import pytest
 
 from core.engine.cache_key import cache_key, components_of, explain, item_components
 from core.engine.mapping import ItemCounts, ItemsError, items_of, only_items, split_item_id
-from core.store.port import Transition
+from core.store.port import StepEntry, Transition
 from core.store.records import KeyNotes, NodeStatus, RunStatus
 from core.workflows.args import canonical_json
 from tests.factories import create_run
@@ -182,8 +182,8 @@ async def test_an_unsafe_item_left_started_needs_attention_alone_and_is_resolved
     run = create_run(rig.store, workflow="send", platform="console", conversation="c1", thread=None,
                      requester="console:ana", args_digest=rig.store.blobs.put_blob(canonical_json(args)),
                      status=RunStatus.RUNNING)  # fmt: skip
-    rig.store.steps.journal_start(run_id=run.id, node_id="each[1]", cache_key=sent.cache_key,
-                                  components=sent.components, attempt=1, idempotency_key=None)  # fmt: skip
+    rig.store.steps.journal_start(StepEntry(run_id=run.id, node_id="each[1]", cache_key=sent.cache_key,
+                                  components=sent.components, attempt=1, idempotency_key=None))  # fmt: skip
     rig.store.runs.transition(Transition(run.id, RunStatus.FAILED, actor="baton", reason="the process died"))
     rig.seen.clear()  # type: ignore[attr-defined]
     await engine.resume(run.id, actor="console:ana")
@@ -211,9 +211,9 @@ async def test_a_running_map_is_one_row_counting_its_items(rig: Rig) -> None:
                      status=RunStatus.RUNNING)  # fmt: skip
     ok = rig.store.blobs.put_blob(b"ok")
     for i in range(41):  # 35 done, 2 failed, 4 running, of 50
-        entry_id = rig.store.steps.journal_start(run_id=run.id, node_id=f"each[{i}]", cache_key=f"k{i}",
-                                                 components={}, attempt=1, idempotency_key=None,
-                                                 notes=KeyNotes(items=50))  # fmt: skip
+        started = StepEntry(run_id=run.id, node_id=f"each[{i}]", cache_key=f"k{i}", components={}, attempt=1,
+                            idempotency_key=None, notes=KeyNotes(items=50))  # fmt: skip
+        entry_id = rig.store.steps.journal_start(started)
         if i < 35:
             rig.store.steps.journal_finish(entry_id, status=NodeStatus.COMPLETED, output_digest=ok)
         elif i < 37:

@@ -10,7 +10,7 @@ import pytest
 
 from core.engine.engine import Engine
 from core.errors import Next, RunNotResumable, RunStateError, UsageError
-from core.store.port import Transition
+from core.store.port import StepEntry, Transition
 from core.store.records import GateStatus, NodeStatus, RunStatus
 from tests.factories import create_run
 from tests.unit.engine.memory_rig import Rig
@@ -87,8 +87,8 @@ async def _attention(rig: Rig, engine: Engine) -> str:
                      requester="console:ana", args_digest=rig.store.blobs.put_blob(
                          b"{}"
                      ), status=RunStatus.RUNNING)
-    rig.store.steps.journal_start(run_id=run.id, node_id="send", cache_key=sent.cache_key,
-                                  components=sent.components, attempt=1, idempotency_key=None)  # fmt: skip
+    rig.store.steps.journal_start(StepEntry(run_id=run.id, node_id="send", cache_key=sent.cache_key,
+                                  components=sent.components, attempt=1, idempotency_key=None))  # fmt: skip
     rig.store.runs.transition(Transition(run.id, RunStatus.FAILED, actor="baton", reason="the process died"))
     await engine.resume(run.id, actor="console:ana")
     stopped = await engine.wait(run.id, timeout=10)
