@@ -6,6 +6,7 @@ import json
 import os
 import select
 import signal
+import sqlite3
 import subprocess
 import sys
 import time
@@ -157,7 +158,9 @@ def test_a_gate_that_timed_out_while_baton_was_down_has_its_message_closed_after
         cwd=baton.home, env=baton.env(), input="run nagged\n", capture_output=True, text=True,
         timeout=CALL_TIMEOUT, check=False)
     assert first.returncode == 0 and "waits for approval" in first.stdout, first.stderr
-    time.sleep(2.5)  # the gate's timeout passes while no Baton runs
+    with sqlite3.connect(baton.database_url.removeprefix("sqlite:///")) as db:
+        (due,) = db.execute("SELECT due_at FROM gate_deadlines WHERE name = 'timeout'").fetchone()
+    time.sleep(max(0.0, due - time.time()) + 0.2)  # the gate's timeout passes while no Baton runs
     with start(baton, "run", "--user", "sam", "--conversation", "ops") as process:
         seen = read_until(process, "⌛ No decision in time")
         assert process.stdin is not None
