@@ -45,7 +45,7 @@ Baton = Host  # what the adapter needs of `bot.app.Baton`
 
 @dataclass(frozen=True)
 class SlackBridge:
-    """The Bolt app and the sender it posts through (tests and `serve` wait on `sender.idle()`)."""
+    """The Bolt app and the sender it posts through (tests wait on `sender.delivery.idle()`)."""
 
     app: AsyncApp
     sender: SlackSender
@@ -61,9 +61,9 @@ class SlackBridge:
 
     async def on_action(self, ack: AsyncAck, body: dict[str, Any], action: dict[str, Any]) -> None:
         name = str(action.get("action_id", "")).removeprefix(ACTION_PREFIX).split(":", 1)[0]
-        await self.requests.click(inbound.chosen_value(action), lambda command: inbound.button_click(
-            body, action, command), ack, name, inbound.chosen_label(action),
-            lambda origin, note: self._mark_chosen(body, origin, note))
+        value, label = inbound.chosen(action)
+        await self.requests.click(value, lambda command: inbound.button_click(body, action, command), ack,
+                                  name, label, lambda origin, note: self._mark_chosen(body, origin, note))
 
     async def _mark_chosen(self, body: Mapping[str, Any], origin: Origin, note: str) -> None:
         """Show who chose what (`note`) and remove the buttons, so they cannot be used twice."""
@@ -142,8 +142,4 @@ def build_bridge(
     return bridge
 
 
-def build_app(baton: Baton, settings: Settings, *, client: AsyncWebClient | None = None) -> AsyncApp:
-    return build_bridge(baton, settings, client=client).app
-
-
-__all__: Sequence[str] = ("SlackBridge", "build_app", "build_bridge")
+__all__: Sequence[str] = ("SlackBridge", "build_bridge")
