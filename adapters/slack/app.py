@@ -49,7 +49,6 @@ class SlackBridge:
 
     app: AsyncApp
     sender: SlackSender
-    baton: Baton
     preflight: Preflight
     #: the core's answers to Slack's requests (commands, clicks, forms, messages)
     requests: Requests
@@ -93,7 +92,7 @@ class SlackBridge:
             return
         user = str(event["user"])
         try:
-            await self.publish_home(user, self.baton.handler.home_opened(inbound.PLATFORM, user))
+            await self.publish_home(user, self.requests.handler.home_opened(inbound.PLATFORM, user))
         except Exception:
             log.exception("home not published", extra={"action": "slack_home"})
 
@@ -131,7 +130,7 @@ def build_bridge(
     requests = Requests(baton.handler, sender.delivery, sender, FORMAT, sender.names,
                         follow_up=(RESPONSE_URL_TTL, RESPONSE_URL_USES),
                         form_place_limit=slack_forms.METADATA_LIMIT)
-    bridge = SlackBridge(app=app, sender=sender, baton=baton, preflight=Preflight(client), requests=requests)
+    bridge = SlackBridge(app=app, sender=sender, preflight=Preflight(client), requests=requests)
     app.command(re.compile(r"^/workflow"))(bridge.on_command)
     app.action(re.compile("^" + re.escape(ACTION_PREFIX)))(bridge.on_action)
     app.view(slack_forms.CALLBACK_ID)(bridge.on_form)

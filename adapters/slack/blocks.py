@@ -57,15 +57,10 @@ def button_element(button: Button, index: int) -> Block:
 
 def select_element(menu: Menu, index: int) -> Block:
     """A `static_select`; its `action_id` starts with ACTION_PREFIX like a button's."""
-    return {
-        "type": "static_select",
-        "action_id": f"{ACTION_PREFIX}menu:{index}",
-        "placeholder": plain(menu.placeholder, PLACEHOLDER_LIMIT),
-        "options": [
-            {"text": plain(o.label, LABEL_LIMIT), "value": o.command}
-            for o in menu.options[:OPTIONS_LIMIT]
-        ],
-    }
+    options = [{"text": plain(option.label, LABEL_LIMIT), "value": option.command}
+               for option in menu.options[:OPTIONS_LIMIT]]
+    return {"type": "static_select", "action_id": f"{ACTION_PREFIX}menu:{index}",
+            "placeholder": plain(menu.placeholder, PLACEHOLDER_LIMIT), "options": options}
 
 
 def section(text: str) -> Block:
