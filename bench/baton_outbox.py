@@ -190,7 +190,7 @@ async def latency(url: str, runs: int, directory: Path, platform: str) -> dict[s
         await engine.wait(run.id, timeout=60)
         await handler.drain()
         if fake is not None:
-            await sender.idle()
+            await sender.delivery.idle()
         [row] = store.outbox.deliveries(run.id)
         changed = row.created_at
         if fake is not None:

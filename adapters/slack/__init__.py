@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 from slack_bolt.adapter.socket_mode.async_handler import AsyncSocketModeHandler
 from slack_sdk.web.async_client import AsyncWebClient
 
-from adapters.slack.app import Baton, SlackBridge, build_app, build_bridge
+from adapters.slack.app import Baton, SlackBridge, build_bridge
 from adapters.slack.formatting import FORMAT
 from adapters.slack.web_api import verify_token
 from core.commands.lifecycle import stopped
@@ -73,4 +73,4 @@ async def serve(baton: Baton, settings: Settings, *, client: AsyncWebClient | No
         await baton.handler.wind_down(bridge.sender.delivery, close=False)
 
 
-__all__ = ["EVENTS_PATH", "SlackBridge", "build_app", "build_bridge", "http_endpoint", "serve"]
+__all__ = ["EVENTS_PATH", "SlackBridge", "build_bridge", "http_endpoint", "serve"]

@@ -45,11 +45,10 @@ Baton = Host  # what the adapter needs of `bot.app.Baton`
 
 @dataclass(frozen=True)
 class SlackBridge:
-    """The Bolt app and the sender it posts through (tests and `serve` wait on `sender.idle()`)."""
+    """The Bolt app and the sender it posts through (tests wait on `sender.delivery.idle()`)."""
 
     app: AsyncApp
     sender: SlackSender
-    baton: Baton
     preflight: Preflight
     #: the core's answers to Slack's requests (commands, clicks, forms, messages)
     requests: Requests
@@ -61,9 +60,9 @@ class SlackBridge:
 
     async def on_action(self, ack: AsyncAck, body: dict[str, Any], action: dict[str, Any]) -> None:
         name = str(action.get("action_id", "")).removeprefix(ACTION_PREFIX).split(":", 1)[0]
-        await self.requests.click(inbound.chosen_value(action), lambda command: inbound.button_click(
-            body, action, command), ack, name, inbound.chosen_label(action),
-            lambda origin, note: self._mark_chosen(body, origin, note))
+        value, label = inbound.chosen(action)
+        await self.requests.click(value, lambda command: inbound.button_click(body, action, command), ack,
+                                  name, label, lambda origin, note: self._mark_chosen(body, origin, note))
 
     async def _mark_chosen(self, body: Mapping[str, Any], origin: Origin, note: str) -> None:
         """Show who chose what (`note`) and remove the buttons, so they cannot be used twice."""
@@ -93,7 +92,7 @@ class SlackBridge:
             return
         user = str(event["user"])
         try:
-            await self.publish_home(user, self.baton.handler.home_opened(inbound.PLATFORM, user))
+            await self.publish_home(user, self.requests.handler.home_opened(inbound.PLATFORM, user))
         except Exception:
             log.exception("home not published", extra={"action": "slack_home"})
 
@@ -131,7 +130,7 @@ def build_bridge(
     requests = Requests(baton.handler, sender.delivery, sender, FORMAT, sender.names,
                         follow_up=(RESPONSE_URL_TTL, RESPONSE_URL_USES),
                         form_place_limit=slack_forms.METADATA_LIMIT)
-    bridge = SlackBridge(app=app, sender=sender, baton=baton, preflight=Preflight(client), requests=requests)
+    bridge = SlackBridge(app=app, sender=sender, preflight=Preflight(client), requests=requests)
     app.command(re.compile(r"^/workflow"))(bridge.on_command)
     app.action(re.compile("^" + re.escape(ACTION_PREFIX)))(bridge.on_action)
     app.view(slack_forms.CALLBACK_ID)(bridge.on_form)
@@ -142,8 +141,4 @@ def build_bridge(
     return bridge
 
 
-def build_app(baton: Baton, settings: Settings, *, client: AsyncWebClient | None = None) -> AsyncApp:
-    return build_bridge(baton, settings, client=client).app
-
-
-__all__: Sequence[str] = ("SlackBridge", "build_app", "build_bridge")
+__all__: Sequence[str] = ("SlackBridge", "build_bridge")

@@ -1,25 +1,22 @@
 """Reply -> Block Kit, and the edit that records a button choice. Pure functions, no I/O.
 
-Slack's limits shape everything here: 3,000 characters per section block, 2,000 per
-button `value`, 75 per button label, 25 buttons per actions block; a choice list is a
-`static_select` of at most 100 options (150 characters per value, 75 per option text).
-The core lays a reply out by these limits (`RULES`, `core.commands.block_messages`): sections
-of text, a note, buttons and choice lists carrying their values, the text to upload.
+Slack's limits (below) shape everything here. The core lays a reply out by them (`RULES`,
+`core.commands.block_messages`): sections of text, a note, buttons and choice lists carrying
+their values, the text to upload.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any
 
-from core.commands.block_messages import Rules, sections
+from core.commands.block_messages import Layout, Rules, sections
 from core.commands.messages import Button, Menu
 from core.splitting import fit
 
-SECTION_LIMIT = 3_000
-VALUE_LIMIT = 2_000
-LABEL_LIMIT = 75
+SECTION_LIMIT = 3_000  # characters per section block
+VALUE_LIMIT = 2_000  # characters per button value
+LABEL_LIMIT = 75  # characters per button label or option text
 ACTIONS_LIMIT = 25  # buttons per actions block
 OPTION_VALUE_LIMIT = 150
 OPTIONS_LIMIT = 100  # options per static_select
@@ -33,17 +30,6 @@ ACTION_PREFIX = "baton:"
 Block = dict[str, Any]
 
 
-@dataclass(frozen=True, slots=True)
-class SlackMessage:
-    """The `text` (notification fallback) and `blocks` of one chat.postMessage/update."""
-
-    text: str
-    blocks: tuple[Block, ...]
-
-    def as_kwargs(self) -> dict[str, Any]:
-        return {"text": self.text, "blocks": list(self.blocks)}
-
-
 def unescape_mrkdwn(text: str) -> str:
     """Undo Slack's escaping of incoming message text (`formatting.slack_escape`)."""
     return text.replace("&lt;", "<").replace("&gt;", ">").replace("&amp;", "&")
@@ -54,53 +40,27 @@ RULES = Rules(section=SECTION_LIMIT, upload_over=UPLOAD_THRESHOLD, sections=TEXT
               unescape=unescape_mrkdwn)
 
 
-def action_id(button: Button, index: int) -> str:
-    """Unique within the message (Slack requires it) and stable for one button."""
-    return f"{ACTION_PREFIX}{button.action or 'command'}:{index}"
-
-
 def plain(text: str, limit: int) -> Block:
     """A `plain_text` object, cut to `limit` characters (with "…") where Slack would refuse it."""
     return {"type": "plain_text", "text": fit(text, limit), "emoji": True}
 
 
 def button_element(button: Button, index: int) -> Block:
-    """A button carrying its `command` as its value (or the reference the core made of it)."""
-    element: Block = {"type": "button", "text": plain(button.label, LABEL_LIMIT),
-                      "action_id": action_id(button, index), "value": button.command}
+    """A button carrying its `command` as its value (or the reference the core made of it); its
+    `action_id` is unique within the message (Slack requires it) and stable for one button."""
+    element: Block = {"type": "button", "text": plain(button.label, LABEL_LIMIT), "value": button.command,
+                      "action_id": f"{ACTION_PREFIX}{button.action or 'command'}:{index}"}
     if button.style in ("primary", "danger"):
         element["style"] = button.style
     return element
 
 
-def actions_blocks(buttons: Sequence[Button]) -> list[Block]:
-    """Actions blocks of at most 25 buttons each (Slack's limit), with unique block ids."""
-    elements = [button_element(b, i) for i, b in enumerate(buttons)]
-    return [
-        {"type": "actions", "block_id": f"baton_actions_{n}", "elements": elements[i : i + ACTIONS_LIMIT]}
-        for n, i in enumerate(range(0, len(elements), ACTIONS_LIMIT))
-    ]
-
-
 def select_element(menu: Menu, index: int) -> Block:
     """A `static_select`; its `action_id` starts with ACTION_PREFIX like a button's."""
-    return {
-        "type": "static_select",
-        "action_id": f"{ACTION_PREFIX}menu:{index}",
-        "placeholder": plain(menu.placeholder, PLACEHOLDER_LIMIT),
-        "options": [
-            {"text": plain(o.label, LABEL_LIMIT), "value": o.command}
-            for o in menu.options[:OPTIONS_LIMIT]
-        ],
-    }
-
-
-def menus_block(menus: Sequence[Menu]) -> list[Block]:
-    """One actions block holding a select per choice list (none when there is no list)."""
-    if not menus:
-        return []
-    elements = [select_element(m, i) for i, m in enumerate(menus)]
-    return [{"type": "actions", "block_id": "baton_menus", "elements": elements}]
+    options = [{"text": plain(option.label, LABEL_LIMIT), "value": option.command}
+               for option in menu.options[:OPTIONS_LIMIT]]
+    return {"type": "static_select", "action_id": f"{ACTION_PREFIX}menu:{index}",
+            "placeholder": plain(menu.placeholder, PLACEHOLDER_LIMIT), "options": options}
 
 
 def section(text: str) -> Block:
@@ -111,25 +71,21 @@ def context(text: str) -> Block:
     return {"type": "context", "elements": [{"type": "mrkdwn", "text": text}]}
 
 
-def build_message(
-    texts: Sequence[str],
-    buttons: Sequence[Button] = (),
-    *,
-    menus: Sequence[Menu] = (),
-    note: str | None = None,
-    text: str | None = None,
-) -> SlackMessage:
-    """Section blocks for the `texts` (each within SECTION_LIMIT: the core split them), a context
-    line for `note`, actions blocks for the buttons and for the choice lists; `text`: the
-    notification text (None: the start of `texts`)."""
-    blocks: list[Block] = [section(t) for t in texts if t.strip()]
-    if note:
-        blocks.append(context(note))
-    blocks.extend(actions_blocks(buttons))
-    blocks.extend(menus_block(menus))
-    if text is None:
-        text = fit("\n".join(t for t in texts if t.strip()) or " ", FALLBACK_LIMIT)
-    return SlackMessage(text=text, blocks=tuple(blocks))
+def build_message(layout: Layout) -> Block:
+    """chat.postMessage's `text` (the notification) and `blocks` for a reply the core laid out: a
+    section per text (each within SECTION_LIMIT: the core split them), a context line for the
+    note, actions blocks of at most 25 buttons (unique block ids), one of a select per choice list."""
+    blocks = [section(t) for t in layout.sections if t.strip()]
+    if layout.note:
+        blocks.append(context(layout.note))
+    buttons = [button_element(b, i) for i, b in enumerate(layout.buttons)]
+    rows = [buttons[at : at + ACTIONS_LIMIT] for at in range(0, len(buttons), ACTIONS_LIMIT)]
+    for n, row in enumerate(rows):
+        blocks.append({"type": "actions", "block_id": f"baton_actions_{n}", "elements": row})
+    if layout.menus:
+        selects = [select_element(m, i) for i, m in enumerate(layout.menus)]
+        blocks.append({"type": "actions", "block_id": "baton_menus", "elements": selects})
+    return {"text": layout.fallback, "blocks": blocks}
 
 
 HOME_BLOCKS = 100  # blocks a Home tab view holds

@@ -118,14 +118,8 @@ def form_submission(body: Mapping[str, Any], command: str, channel: str,
     return chat, Origin(channel=channel, user=chat.user, thread=thread)
 
 
-def chosen_value(action: Mapping[str, Any]) -> str:
-    """The value of a clicked button, or of the option picked in a `static_select`."""
-    if action.get("type") == "static_select":
-        return str((action.get("selected_option") or {}).get("value", ""))
-    return str(action.get("value", ""))
-
-
-def chosen_label(action: Mapping[str, Any]) -> str:
-    """What the user saw on the button (or the option) they chose."""
+def chosen(action: Mapping[str, Any]) -> tuple[str, str]:
+    """The value of a clicked button, or of the option picked in a `static_select`, and what the
+    user saw on it (its label)."""
     shown = (action.get("selected_option") or {}) if action.get("type") == "static_select" else action
-    return str((shown.get("text") or {}).get("text", shown.get("value", "")))
+    return str(shown.get("value", "")), str((shown.get("text") or {}).get("text", shown.get("value", "")))

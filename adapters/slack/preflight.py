@@ -24,13 +24,13 @@ KEPT = 1_000  # channels remembered
 
 
 class Preflight:
-    def __init__(self, client: AsyncWebClient, *, fresh: float = FRESH) -> None:
+    def __init__(self, client: AsyncWebClient) -> None:
         self._client = client
-        self._writable: TTLCache[str, bool] = TTLCache(KEPT, fresh, timer=time.monotonic)
+        self._writable: TTLCache[str, bool] = TTLCache(KEPT, FRESH, timer=time.monotonic)
 
     async def refusal(self, channel: str, channel_name: str | None = None) -> str | None:
         """None when Baton can post in `channel`; else the two lines to tell the user."""
-        if channel in self._writable:  # found writable less than `fresh` seconds ago
+        if channel in self._writable:  # found writable less than `FRESH` seconds ago
             return None
         try:
             response = await call(self._client, "conversations.info", channel=channel)

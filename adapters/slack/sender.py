@@ -25,7 +25,7 @@ from slack_sdk.web.async_client import AsyncWebClient
 from slack_sdk.webhook.async_client import AsyncWebhookClient
 
 from adapters.slack import forms as slack_forms
-from adapters.slack.blocks import RULES, SlackMessage, build_message
+from adapters.slack.blocks import RULES, build_message
 from adapters.slack.formatting import FORMAT
 from adapters.slack.inbound import PLATFORM
 from adapters.slack.web_api import CHANNEL_ERRORS, SlackCallFailed, call, display_names, read
@@ -67,16 +67,12 @@ class SlackSender:
         transport = BlockTransport(self, FORMAT)
         self.delivery = handler.register_transport(transport, threads=threads, compose=compose)
 
-    async def idle(self) -> None:
-        """Wait until every background reply handed over so far has been sent."""
-        await self.delivery.idle()
-
     # -- the wire (`core.commands.block_transport.Wire`) ---------------------------------------
     async def post(self, channel: str, thread: str | None, layout: Layout) -> tuple[str, str]:
         once = layout.once
         metadata = None if once is None else {"event_type": OUTBOX_EVENT, "event_payload": once}
         response = await call(self._client, "chat.postMessage", channel=channel, thread_ts=thread,
-                              unfurl_links=False, metadata=metadata, **_message(layout).as_kwargs())
+                              unfurl_links=False, metadata=metadata, **build_message(layout))
         return str(response.get("channel") or channel), str(response["ts"])
 
     async def edit(self, channel: str, kept: Posted, layout: Layout) -> bool:
@@ -86,7 +82,7 @@ class SlackSender:
             return False
         try:
             await call(self._client, "chat.update", channel=kept.place, ts=kept.ids[0],
-                       **_message(layout).as_kwargs())
+                       **build_message(layout))
         except SlackCallFailed as exc:
             if exc.error not in STALE_MESSAGE:
                 raise
@@ -106,7 +102,7 @@ class SlackSender:
     async def respond(self, url: str, layout: Layout | str) -> bool:
         """Post through a response URL, visible in the channel; False when it was refused
         (expired, used up) or Slack could not be reached."""
-        kwargs = {"text": layout} if isinstance(layout, str) else _message(layout).as_kwargs()
+        kwargs = {"text": layout} if isinstance(layout, str) else build_message(layout)
         try:
             response = await AsyncWebhookClient(url).send(
                 response_type="in_channel", replace_original=False, **kwargs)
@@ -169,15 +165,15 @@ class SlackSender:
 
     async def ephemeral(self, origin: Origin, channel: str, thread: str | None, layout: Layout) -> None:
         """chat.postEphemeral; where the bot is not a member, the request's response URL."""
-        message = _message(layout)
+        message = build_message(layout)
         try:
             await call(self._client, "chat.postEphemeral", channel=channel, user=origin.user,
-                       thread_ts=thread, **message.as_kwargs())
+                       thread_ts=thread, **message)
         except SlackCallFailed as exc:
             if exc.error not in CHANNEL_ERRORS or not origin.follow_up:
                 raise
             await AsyncWebhookClient(origin.follow_up).send(
-                response_type="ephemeral", replace_original=False, **message.as_kwargs()
+                response_type="ephemeral", replace_original=False, **message
             )
 
 
@@ -188,8 +184,3 @@ def _seen(message: Mapping[str, Any]) -> Seen:
     key = (metadata.get("event_payload") or {}).get("key") if ours else None
     return Seen(str(message["ts"]), key, str(message.get("bot_id") or ""), str(message.get("app_id") or ""))
 
-
-def _message(layout: Layout) -> SlackMessage:
-    """The blocks of a reply the core laid out (`core.commands.block_messages`)."""
-    return build_message(layout.sections, layout.buttons, menus=layout.menus, note=layout.note,
-                         text=layout.fallback)

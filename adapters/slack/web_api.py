@@ -49,39 +49,25 @@ class SlackCallFailed(CallFailed):
     """Slack refused a Web API call, or could not be reached."""
 
 
-def _unreachable(exc: BaseException, method: str, channel: str | None) -> SlackCallFailed:
-    error = type(exc).__name__
-    log.warning(
-        "slack %s failed: Slack could not be reached (%s)",
-        method,
-        error,
-        extra={"action": "slack_unreachable", "method": method, "error": error, "channel": channel},
-    )
-    return SlackCallFailed(said("slack_unreachable", error), method=method, error=error, channel=channel,
-                           transient=True)
-
-
-def _translate(exc: SlackApiError, method: str, channel: str | None) -> SlackCallFailed:
+def _failed(exc: Exception, method: str, channel: str | None) -> SlackCallFailed:
+    """Slack's refusal (its error code, the scope it says is needed), or Slack unreachable (the
+    exception's name), logged and translated."""
+    where: dict[str, Any] = {"method": method, "channel": channel}
+    if not isinstance(exc, SlackApiError):
+        error = type(exc).__name__
+        log.warning("slack %s failed: Slack could not be reached (%s)", method, error,
+                    extra={"action": "slack_unreachable", "error": error, **where})
+        return SlackCallFailed(said("slack_unreachable", error), error=error, transient=True, **where)
     data = getattr(exc.response, "data", None)
     data = data if isinstance(data, Mapping) else {}
     error = str(data.get("error", "unknown_error"))
     in_channel = channel if error in CHANNEL_ERRORS else None
     shown = said("call_failed", error, in_channel, str(data.get("needed", "?")))
-    log.warning(
-        "slack %s failed: %s",
-        method,
-        error,
-        extra={
-            "action": "slack_api_error",
-            "method": method,
-            "error": error,
-            "channel": channel,
-            "needed_scope": data.get("needed"),
-        },
-    )
+    log.warning("slack %s failed: %s", method, error, extra={"action": "slack_api_error", "error": error,
+                                                           "needed_scope": data.get("needed"), **where})
     status = getattr(exc.response, "status_code", 200)
     transient = status == 429 or status >= 500 or error == "ratelimited"
-    return SlackCallFailed(shown, method=method, error=error, channel=channel, transient=transient)
+    return SlackCallFailed(shown, error=error, transient=transient, **where)
 
 
 async def verify_token(client: AsyncWebClient) -> str:
@@ -131,10 +117,8 @@ async def _guarded(
         if method == "files.uploadV2":
             return await client.files_upload_v2(**kwargs)
         return await client.api_call(method, json=kwargs)
-    except (aiohttp.ClientError, TimeoutError, OSError) as exc:
-        raise _unreachable(exc, method, channel) from exc
-    except SlackApiError as exc:
-        raise _translate(exc, method, channel) from exc
+    except (aiohttp.ClientError, TimeoutError, OSError, SlackApiError) as exc:
+        raise _failed(exc, method, channel) from exc
 
 
 class _RateLimited(AsyncRateLimitErrorRetryHandler):

@@ -105,7 +105,7 @@ async def both_platforms(settings: Settings, tmp_path: Path, monkeypatch: pytest
                 finally:
                     await client.close()
                     await harness.close()
-            await bridge.sender.idle()
+            await bridge.sender.delivery.idle()
     finally:
         baton.close()
         await mock.stop()

@@ -39,7 +39,7 @@ class SlackE2E:
     async def settle(self) -> None:
         """Wait until every background reply so far has been sent to the mock."""
         await self.baton.handler.drain()
-        await self.bridge.sender.idle()
+        await self.bridge.sender.delivery.idle()
 
 
 @pytest.fixture
@@ -98,7 +98,7 @@ async def slack_baton(
                     yield SlackE2E(harness, mock, bridge, baton, tmp_path)
                 finally:
                     await harness.close()
-            await bridge.sender.idle()
+            await bridge.sender.delivery.idle()
     finally:
         baton.close()
 

@@ -12,7 +12,7 @@ from adapters.slack.blocks import (
 from adapters.slack.formatting import FORMAT
 from adapters.slack.formatting import slack_escape as escape_mrkdwn
 from adapters.slack.inbound import button_click, chat_event, slash_command, strip_mention
-from core.commands.block_messages import laid_out, split_lines
+from core.commands.block_messages import Layout, laid_out, split_lines
 from core.commands.messages import Button, Reply
 from core.delivery.buttons import ButtonCommands
 from core.redaction import Redactor
@@ -40,20 +40,20 @@ def test_buttons_become_one_actions_block_with_unique_action_ids() -> None:
         Button("Other", "status r1"),
         Button("Other 2", "runs"),
     )
-    message = build_message(["*Run r1 failed*"], buttons)
-    section, actions = message.blocks
+    message = build_message(Layout(("*Run r1 failed*",), "*Run r1 failed*", buttons))
+    section, actions = message["blocks"]
     assert section == {"type": "section", "text": {"type": "mrkdwn", "text": "*Run r1 failed*"}}
     ids = [e["action_id"] for e in actions["elements"]]
     assert ids == ["baton:resume:0", "baton:abandon:1", "baton:command:2", "baton:command:3"]
     assert [e["value"] for e in actions["elements"]] == ["resume r1", "abandon r1", "status r1", "runs"]
     assert actions["elements"][0]["style"] == "primary"
     assert "style" not in actions["elements"][2]
-    assert message.text == "*Run r1 failed*"
+    assert message["text"] == "*Run r1 failed*"
 
 
 def test_more_than_25_buttons_are_spread_over_several_actions_blocks() -> None:
     buttons = tuple(Button(f"Approve {n}", f"approve r{n}", action="approve") for n in range(30))
-    blocks = build_message(["which one?"], buttons).blocks
+    blocks = build_message(Layout(("which one?",), "which one?", buttons))["blocks"]
     actions = [b for b in blocks if b["type"] == "actions"]
     assert [len(b["elements"]) for b in actions] == [25, 5]
     assert len({b["block_id"] for b in actions}) == 2
@@ -67,13 +67,13 @@ def test_a_long_command_is_passed_by_reference() -> None:
     refs = ButtonCommands(lambda blob: "1", lambda digest: b"")
     text = Rendered("prompt", ("prompt",), True)
     layout = laid_out(reply, text, FORMAT, RULES, Redactor(()), refs, attach=True)
-    message = build_message(layout.sections, layout.buttons)
-    assert message.blocks[-1]["elements"][0]["value"] == "ref:1"
+    assert build_message(layout)["blocks"][-1]["elements"][0]["value"] == "ref:1"
 
 
 def test_chosen_blocks_drop_the_buttons_and_say_who_chose() -> None:
-    message = build_message(["pick one"], (Button("Resume", "resume r1", action="resume"),))
-    blocks = chosen_blocks(message.blocks, "✔ <@U1> chose *Resume*")
+    resume = Button("Resume", "resume r1", action="resume")
+    message = build_message(Layout(("pick one",), "pick one", (resume,)))
+    blocks = chosen_blocks(message["blocks"], "✔ <@U1> chose *Resume*")
     assert [b["type"] for b in blocks] == ["section", "context"]
     assert blocks[1]["elements"][0]["text"] == "✔ <@U1> chose *Resume*"
 
