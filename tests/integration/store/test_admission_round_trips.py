@@ -18,6 +18,7 @@ import pytest
 import sqlalchemy as sa
 
 from core.engine.events import tell_rest
+from core.errors import InvalidTransition, StoreError
 from core.store.port import NewRun, Transition
 from core.store.records import Concurrency, RunStatus
 from core.store.repository import SqlStore
@@ -151,3 +152,50 @@ def test_a_queued_run_is_admitted_by_the_rest_in_three_round_trips(relayed: tupl
     assert admitted.status is RunStatus.RUNNING
     trail = [e.action for e in store.events.audit_since(0) if e.run_id == waiting.id]
     assert "admitted" in trail
+
+
+def _outbox_of(store: SqlStore, run_id: str) -> int:
+    with store.db.single.connect() as conn:
+        query = sa.text("SELECT count(*) FROM outbox WHERE run_id = :r")
+        return int(conn.execute(query, {"r": run_id}).scalar_one())
+
+
+def test_a_lost_cas_in_a_pipelined_unit_undoes_all_of_it_and_the_connection_serves_again(
+    relayed: tuple[SqlStore, _Relay],
+) -> None:
+    """The transition's rows are read after the writes queued behind it were sent: the unit
+    is still undone as a whole (its outbox row with it), and the connection goes back to the
+    pool out of its transaction, in its usual mode."""
+    store, relay = relayed
+    digest = store.blobs.put_blob(b"{}")
+    policy = keyed(limit=2)
+    run = _create(store, digest, policy)
+    stale = run.evolve(version=run.version + 5)
+
+    with pytest.raises(InvalidTransition, match="changed while you acted on it"):
+        _rest(store, stale)
+
+    assert store.runs.get_run(run.id).status is RunStatus.RUNNING
+    assert _outbox_of(store, run.id) == 0
+    relay.take()
+    done = _rest(store, run)  # the pooled connection, again
+    assert relay.take() == 2
+    assert done.status is RunStatus.COMPLETED and _outbox_of(store, run.id) == 1
+
+
+def test_a_failing_statement_in_a_pipelined_unit_is_a_store_error_and_rolls_back(
+    relayed: tuple[SqlStore, _Relay],
+) -> None:
+    store, _relay = relayed
+    digest = store.blobs.put_blob(b"{}")
+    run = _create(store, digest, keyed(limit=2))
+
+    with pytest.raises(StoreError), store.transaction() as tx:
+        tx.transition(Transition(run.id, RunStatus.COMPLETED, actor="baton",
+                                 allowed_from=[RunStatus.RUNNING]))  # fmt: skip
+        tell_rest(tx, run.id, RunStatus.COMPLETED, reason=None)
+        tx.journal_note(run_id="nosuchrun", node_id="n", cache_key="k", components={}, error="x")  # FK
+
+    assert store.runs.get_run(run.id).status is RunStatus.RUNNING
+    assert _outbox_of(store, run.id) == 0
+    assert _rest(store, run).status is RunStatus.COMPLETED
