@@ -13,6 +13,10 @@ statement: admission reads under the lock, then decides) that first locks its ke
 * SQLite: `BEGIN IMMEDIATE` takes the database's one write lock before anything is read.
 
 Which runs have a key is read once per run and kept (a run's key never changes).
+
+How the statements travel: `Immediate` (each sent and answered in turn: SQLite, a unit in a
+batch) or `admission_pg.Pipe` (PostgreSQL: queued, sent together up to each read admission
+needs). `SqlLedger` reads and writes through either.
 """
 
 from __future__ import annotations
