@@ -46,11 +46,19 @@ class _Sql:
         return merged
 
 
-@functools.cache
+#: (statement, driver) -> its SQL: the statements are built once each (`functools.cache`), so
+#: this holds a few dozen entries however many stores a process opens
+_COMPILED: dict[tuple[Any, str], _Sql] = {}
+
+
 def _compiled(statement: Any, dialect: Dialect) -> _Sql:
-    compiled = statement.compile(dialect=dialect)
-    defaults = {k: v for k, v in compiled.params.items() if v is not None}
-    return _Sql(compiled.string, defaults, dict(compiled._bind_processors))
+    key = (statement, f"{dialect.name}+{dialect.driver}")
+    found = _COMPILED.get(key)
+    if found is None:
+        compiled = statement.compile(dialect=dialect)
+        defaults = {k: v for k, v in compiled.params.items() if v is not None}
+        found = _COMPILED[key] = _Sql(compiled.string, defaults, dict(compiled._bind_processors))
+    return found
 
 
 @functools.cache
