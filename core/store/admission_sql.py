@@ -13,6 +13,10 @@ statement: admission reads under the lock, then decides) that first locks its ke
 * SQLite: `BEGIN IMMEDIATE` takes the database's one write lock before anything is read.
 
 Which runs have a key is read once per run and kept (a run's key never changes).
+
+How the statements travel: `Immediate` (each sent and answered in turn: SQLite, a unit in a
+batch) or `admission_pg.Pipe` (PostgreSQL: queued, sent together up to each read admission
+needs). `SqlLedger` reads and writes through either.
 """
 
 from __future__ import annotations
@@ -20,8 +24,8 @@ from __future__ import annotations
 import dataclasses
 import functools
 import threading
-from collections.abc import Iterable, Sequence
-from typing import Any
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any, Protocol
 
 import sqlalchemy as sa
 from cachetools import LRUCache
@@ -201,7 +205,7 @@ def _slots() -> sa.Select[Any]:
 
 @functools.cache
 def _queued_count() -> sa.Select[Any]:
-    return sa.select(sa.func.count()).where(
+    return sa.select(sa.func.count().label("n")).where(
         RUNS.c.concurrency_key == sa.bindparam("q_key"), _IS_QUEUED,
         RUNS.c.queued_at <= sa.bindparam("q_up_to", type_=sa.Float),
     )
@@ -213,36 +217,86 @@ def _put() -> Any:
     return sa.update(RUNS).where(RUNS.c.id == sa.bindparam("q_id")).values(values)
 
 
-class SqlLedger:
-    """`admission.Ledger` over one connection of a keyed unit's transaction."""
+class Immediate:
+    """How a keyed unit's statements are sent on a SQLAlchemy connection: each at once, its
+    rows read back at once (SQLite; a unit in a batch's transaction)."""
 
-    def __init__(self, conn: sa.Connection, dialect: str, now: float) -> None:
+    eager = True
+
+    def __init__(self, conn: sa.Connection, dialect: str) -> None:
         self._conn = conn
         self._dialect = dialect
+
+    def send(self, statement: Any, params: Mapping[str, Any], *, returns: bool = False) -> Read:
+        cursor = self._conn.execute(statement, params)
+        return Read([dict(row._mapping) for row in cursor] if returns else [])
+
+    def rows(self, statement: Any, params: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+        return self.send(statement, params, returns=True).rows()
+
+    def lock(self, keys: Iterable[str], now: float) -> None:
+        lock(self._conn, self._dialect, keys, now)
+
+
+class Read:
+    """A statement's rows, already read."""
+
+    def __init__(self, rows: list[Mapping[str, Any]]) -> None:
+        self._rows = rows
+
+    def rows(self) -> list[Mapping[str, Any]]:
+        return self._rows
+
+
+class Sender(Protocol):
+    """How a keyed unit sends its statements: `Immediate`, or `admission_pg.Pipe` (queued on
+    the connection, rows read when asked)."""
+
+    eager: bool
+
+    def send(self, statement: Any, params: Mapping[str, Any], *, returns: bool = False) -> Rows: ...
+
+    def rows(self, statement: Any, params: Mapping[str, Any]) -> list[Mapping[str, Any]]: ...
+
+    def lock(self, keys: Iterable[str], now: float) -> None: ...
+
+
+class Rows(Protocol):
+    def rows(self) -> list[Mapping[str, Any]]: ...
+
+
+class SqlLedger:
+    """`admission.Ledger` over a keyed unit's `Sender`. `put_ids`: the runs it wrote over."""
+
+    def __init__(self, sender: Sender, dialect: str, now: float) -> None:
+        self._sender = sender
+        self._dialect = dialect
         self._now = now
+        self.put_ids: set[str] = set()
 
     def get(self, run_id: str) -> Run | None:
-        row = self._conn.execute(_by_id(), {"q_id": run_id}).first()
-        return None if row is None else run_from_row(row)
+        rows = self._sender.rows(_by_id(), {"q_id": run_id})
+        return run_from_row(rows[0]) if rows else None
 
-    def row(self, run_id: str) -> Any:
-        return self._conn.execute(_by_id(), {"q_id": run_id}).one()._mapping
+    def row(self, run_id: str) -> Mapping[str, Any]:
+        (row,) = self._sender.rows(_by_id(), {"q_id": run_id})
+        return row
 
     def holders(self, key: str) -> list[Run]:
-        return [run_from_row(row) for row in self._conn.execute(_holders(), {"q_key": key})]
+        return [run_from_row(row) for row in self._sender.rows(_holders(), {"q_key": key})]
 
     def queued(self, key: str, first: int) -> list[Run]:
-        return [run_from_row(row) for row in self._conn.execute(_queued(), {"q_key": key, "q_first": first})]
+        return [run_from_row(row) for row in self._sender.rows(_queued(), {"q_key": key, "q_first": first})]
 
     def queued_count(self, key: str, up_to: float | None = None) -> int:
         params = {"q_key": key, "q_up_to": float("inf") if up_to is None else up_to}
-        return int(self._conn.execute(_queued_count(), params).scalar_one())
+        return int(self._sender.rows(_queued_count(), params)[0]["n"])
 
     def slots(self, key: str) -> tuple[list[Run], int]:
         """One read: the queued count, left-joined with the holders (a row even when none)."""
-        rows = self._conn.execute(_slots(), {"q_key": key}).all()
-        waiting = int(rows[0]._mapping["waiting"])
-        holders = [run_from_row(row) for row in rows if row._mapping["id"] is not None]
+        rows = self._sender.rows(_slots(), {"q_key": key})
+        waiting = int(rows[0]["waiting"])
+        holders = [run_from_row(row) for row in rows if row["id"] is not None]
         return sorted(holders, key=lambda r: (r.updated_at, r.id)), waiting
 
     def put(self, run: Run) -> None:
@@ -250,16 +304,19 @@ class SqlLedger:
                   "q_status_by": run.status_by, "q_reason": run.reason, "q_updated_at": run.updated_at,
                   "q_lease_owner": run.lease_owner, "q_lease_expires_at": run.lease_expires_at,
                   "q_queued_at": run.queued_at}  # fmt: skip
-        self._conn.execute(_put(), values)
+        self._sender.send(_put(), values)
+        self.put_ids.add(run.id)
 
-    def _send(self, write: w.Write) -> None:
-        self._conn.execute(w.statement(write.kind, self._dialect), w.bound(write))
+    def write(self, write: w.Write) -> Rows:
+        """Send one of the unit's writes (or admission's own); its rows when it returns any."""
+        returns = w.kind_of(write.kind).returns
+        return self._sender.send(w.statement(write.kind, self._dialect), w.bound(write), returns=returns)
 
     def close_gates(self, run_id: str, *, by: str, comment: str) -> None:
-        self._send(w.close_gates(self._now, run_id, by=by, comment=comment))
+        self.write(w.close_gates(self._now, run_id, by=by, comment=comment))
 
     def audit(self, *, actor: str, action: str, run_id: str, details: dict[str, Any]) -> None:
-        self._send(w.audit(self._now, actor=actor, action=action, run_id=run_id, details=details))
+        self.write(w.audit(self._now, actor=actor, action=action, run_id=run_id, details=details))
 
     def tell(self, run_id: str, payload: dict[str, Any]) -> None:
-        self._send(w.enqueue_delivery(self._now, run_id, admission.RUN_FINISHED, payload))
+        self.write(w.enqueue_delivery(self._now, run_id, admission.RUN_FINISHED, payload))

@@ -58,7 +58,7 @@ import sqlalchemy as sa
 from sqlalchemy.exc import DBAPIError, SQLAlchemyError
 
 from core.errors import BatonError, FireBusy, StoreError
-from core.store import admission, admission_sql, cas
+from core.store import admission, admission_pg, admission_sql, cas
 from core.store import writes_sql as w
 from core.store.database import describe
 from core.store.records import (
@@ -382,33 +382,47 @@ class SqlUnits:
     def _keyed(self, writes: Sequence[w.Write], keys: set[str], batch: sa.Connection | None = None) -> None:
         """A unit touching runs with a concurrency key: one transaction that locks the keys
         first, asks a slot for each run it makes `running` from a status holding none (such a
-        run is written `queued`), then admits the keys' oldest queued runs (`admission.py`)."""
-        results: list[w.Rows] = []
-        with self._begun(batch, self.db.engine) as conn:
-            if batch is None or self.db.dialect != "sqlite":  # a batch on SQLite holds the lock
-                admission_sql.lock(conn, self.db.dialect, keys, self.db.now())
-            now = self.db.now()  # after the lock: the queue's order is the order units got the key
-            ledger = admission_sql.SqlLedger(conn, self.db.dialect, now)
-            own: dict[str, tuple[str | None, float | None]] = {}
-            settle: set[str] = set()
-            for write in writes:
-                sent = admission_sql.asking(write, ledger, now, own, settle)
-                kind = w.kind_of(sent.kind)
-                cursor = conn.execute(w.statement(sent.kind, self.db.dialect), w.bound(sent))
-                rows: w.Rows = [row._mapping for row in cursor] if kind.returns else []
-                if sent.kind == "create_run":
-                    rows = [sent.params]  # the run as written (running, or queued)
-                if kind.cas and not rows:
-                    raise _Lost([write])
-                results.append(rows)
-            for key in sorted(settle):
-                admission.settle(ledger, key, now, own=own, asked=own.keys())
-            if settle:
-                for i, write in enumerate(writes):  # a run's row as the unit left it
-                    changed = write.kind.startswith("transition") or write.kind == "create_run"
-                    if changed and results[i]:
-                        results[i] = [ledger.row(write.params["id"])]
+        run is written `queued`), then admits the keys' oldest queued runs (`admission.py`).
+        On PostgreSQL (a unit of its own) its statements are pipelined (`admission_pg.py`)."""
+        if batch is None and self.db.dialect == "postgresql":
+            with admission_pg.pipelined(self.db.engine) as pipe:
+                results = self._admit(writes, keys, pipe)
+        else:
+            with self._begun(batch, self.db.engine) as conn:
+                sender = admission_sql.Immediate(conn, self.db.dialect)
+                results = self._admit(writes, keys, sender, lock=batch is None or self.db.dialect != "sqlite")
         _deliver(writes, results)
+
+    def _admit(
+        self, writes: Sequence[w.Write], keys: set[str], sender: admission_sql.Sender, *, lock: bool = True
+    ) -> list[w.Rows]:
+        """`_keyed`'s statements through `sender`; each write's rows (before the commit)."""
+        if lock:  # a batch on SQLite holds the one write lock already
+            sender.lock(keys, self.db.now())
+        now = self.db.now()  # after the lock: the queue's order is the order units got the key
+        ledger = admission_sql.SqlLedger(sender, self.db.dialect, now)
+        own: dict[str, tuple[str | None, float | None]] = {}
+        settle: set[str] = set()
+        sent: list[admission_sql.Rows] = []
+        for write in writes:
+            try:
+                asked = admission_sql.asking(write, ledger, now, own, settle)
+            except BatonError:
+                _check_cas(writes, sent)  # a CAS that lost before it explains the unit first
+                raise
+            rows = ledger.write(asked)
+            sent.append(admission_sql.Read([asked.params]) if asked.kind == "create_run" else rows)
+            if sender.eager:
+                _check_cas(writes, sent)
+        for key in sorted(settle):
+            admission.settle(ledger, key, now, own=own, asked=own.keys())
+        _check_cas(writes, sent)
+        results: list[w.Rows] = [s.rows() for s in sent]
+        for i, write in enumerate(writes):  # a run's row as the unit left it (admission wrote over it)
+            changed = write.kind.startswith("transition") or write.kind == "create_run"
+            if changed and results[i] and write.params["id"] in ledger.put_ids:
+                results[i] = [ledger.row(write.params["id"])]
+        return results
 
     def _many(self, writes: Sequence[w.Write], batch: sa.Connection | None = None) -> None:
         """Writes of one kind that only add rows (a batch's args blobs): one statement for all
@@ -443,6 +457,14 @@ class SqlUnits:
                 if error is not None:
                     return error
         return None
+
+
+def _check_cas(writes: Sequence[w.Write], sent: Sequence[admission_sql.Rows]) -> None:
+    """`_Lost` when a CAS write among those sent matched nothing (its rows read: a flush, in
+    a pipeline, unless a later read brought them back)."""
+    for write, rows in zip(writes, sent, strict=False):
+        if w.kind_of(write.kind).cas and not rows.rows():
+            raise _Lost([write])
 
 
 def _one_insert(writes: Sequence[w.Write]) -> bool:
