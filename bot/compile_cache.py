@@ -9,21 +9,23 @@ the standard library generates at import time:
 - `typing.ForwardRef` compiles each string annotation (≈ 500, pydantic and typer read them);
 - `namedtuple` compiles its `__new__` with `eval`;
 - `re` parses every pattern compiled at import (≈ 200) into the regular expression engine's
-  code, in Python.
+  code, in Python;
+- SQLAlchemy's decorators (`sqlalchemy.util.langhelpers`) write and compile the source of
+  each wrapper they make (≈ 100 while `import sqlalchemy` runs, ≈ 5 ms).
 
-`install()` (the `baton` executable does it first, `bot/startup.py`) routes those through a
-cache: a source text (or pattern and flags) seen before gets what compiling that very text gave
-(compiled as the library compiles it: no inherited `__future__` flags, file `<string>`;
-`re`: the same engine code, groups and names), so the classes, functions and patterns are the
-same. The results live in one file in the `bot` package's `__pycache__` (named like a `.pyc`
-for this interpreter's version), read at start and written as Python writes bytecode: not when
-`sys.dont_write_bytecode` (`PYTHONDONTWRITEBYTECODE`), only where that directory can be written
-(best effort, replaced atomically), once the process has started (`save`, from
-`bot.startup.started`) and when it exits, if it compiled a few new texts (`MIN_NEW`). A missing,
-damaged or foreign file is ignored. An install whose directories the service cannot write fills
-it once, after `compileall`: `python -m bot.compile_cache` imports what the entry points import
-and writes the file (`main`); each entry is unmarshalled when first used, so a process pays only
-for what it uses.
+`install()` (the `baton` executable does it first, `bot/startup.py`) routes those through a cache:
+a source text (or pattern and flags) seen before gets what compiling that very text gave (compiled
+as the library compiles it: no inherited `__future__` flags, file `<string>`; `re`: the same
+engine code, groups and names; SQLAlchemy: its own file name and its module's `__future__` flags),
+so the classes, functions and patterns are the same. The results live in one file in the `bot`
+package's `__pycache__` (named like a `.pyc` for this interpreter's version), read at start and
+written as Python writes bytecode: not when `sys.dont_write_bytecode` (`PYTHONDONTWRITEBYTECODE`),
+only where that directory can be written (best effort, replaced atomically), once the process has
+started (`save`, from `bot.startup.started`) and when it exits, if it compiled a few new texts
+(`MIN_NEW`). A missing, damaged or foreign file is ignored. An install whose directories the
+service cannot write fills it once, after `compileall`: `python -m bot.compile_cache` imports what
+the entry points import and writes the file (`main`); each entry is unmarshalled when first used,
+so a process pays only for what it uses.
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ import atexit
 import collections
 import contextlib
 import dataclasses
+import importlib.machinery
 import importlib.util
 import marshal
 import os
@@ -141,6 +144,49 @@ def _compile(source: Any, filename: Any, mode: str, flags: int = 0, dont_inherit
     return compile(source, filename, mode, flags, dont_inherit, optimize, **kwargs)
 
 
+#: the module whose `compile` makes SQLAlchemy's generated wrappers, and the `__future__` flags its
+#: calls inherit (it has `from __future__ import annotations`)
+SQLALCHEMY_GENERATOR = "sqlalchemy.util.langhelpers"
+_SQLALCHEMY_FLAGS = annotations.compiler_flag  # this module's `from __future__ import annotations`
+
+
+def _sqlalchemy_compile(source: Any, filename: Any, mode: str, *args: Any, **kwargs: Any) -> Any:
+    """`compile` as SQLAlchemy's `exec_code_in_env` calls it: `compile(text, "<sqlalchemy
+    generated …>", "exec")`, with its module's `__future__` flags."""
+    if isinstance(source, str) and isinstance(filename, str) and mode == "exec" and not args and not kwargs:
+        key = f"sa\0{filename}\0{source}"
+        code = _cached(key)
+        if not isinstance(code, CodeType):
+            code = compile(source, filename, mode, _SQLALCHEMY_FLAGS, dont_inherit=True)
+            _keep(key, code)
+        _used.add(key)
+        return code
+    return compile(source, filename, mode, _SQLALCHEMY_FLAGS | (args[0] if args else 0), *args[1:], **kwargs)
+
+
+class _SqlAlchemyGenerator:
+    """A finder of `sys.meta_path` (`importlib.abc.MetaPathFinder`'s one method; that module
+    costs a start ≈ 7 ms of imports): finds `sqlalchemy.util.langhelpers` as Python would and,
+    before its code runs, gives its namespace the cached `compile` (a module's globals come
+    before builtins)."""
+
+    def find_spec(self, fullname: str, path: Any, target: Any = None) -> Any:
+        if fullname != SQLALCHEMY_GENERATOR:
+            return None
+        spec = importlib.machinery.PathFinder.find_spec(fullname, path, target)
+        loader = spec.loader if spec is not None else None
+        if loader is None or not hasattr(loader, "exec_module"):
+            return spec
+        run = loader.exec_module
+
+        def exec_module(module: Any) -> None:
+            module.compile = _sqlalchemy_compile
+            run(module)
+
+        loader.exec_module = exec_module  # type: ignore[method-assign] # this spec's own loader
+        return spec
+
+
 _re_compile = getattr(getattr(re, "_compiler", None), "compile", None)
 
 
@@ -186,6 +232,8 @@ def install() -> None:
     compiler = getattr(re, "_compiler", None)
     if _re_compile is not None and all(hasattr(compiler, n) for n in ("_parser", "_code")):
         compiler.compile = _re_compile_cached  # type: ignore[union-attr]
+    if SQLALCHEMY_GENERATOR not in sys.modules:
+        sys.meta_path.insert(0, _SqlAlchemyGenerator())
     atexit.register(save)
 
 

@@ -10,6 +10,11 @@ then, e.g. a resume).
 - `main()` (the `baton` executable) pauses automatic collection before anything is imported
   (`prepare`), and has the code Python generates while modules load (dataclass methods,
   annotations, regular expressions) compiled through a cache (`bot/compile_cache.py`).
+  It also tells pydantic that Baton uses none of its plugins (`PYDANTIC_DISABLE_PLUGINS`,
+  unless the operator set it: `PYDANTIC_DISABLE_PLUGINS=` empty keeps an installed plugin):
+  otherwise the first model built scans every installed package's entry points for one, a
+  few milliseconds of every start. Steps never inherit Baton's environment
+  (`core/engine/step_env.py`), so a step's own pydantic is unaffected.
 - `started()` marks the end of the start: every object allocated so far is moved to the
   permanent generation (`gc.freeze`), which collections never scan, and a pause ends.
   Long-running processes (`baton run`, `baton console`, `baton worker`, and a supervisor
@@ -23,6 +28,7 @@ then, e.g. a resume).
 from __future__ import annotations
 
 import gc
+import os
 
 __all__ = ["main", "pause_collection", "prepare", "started"]
 
@@ -39,8 +45,10 @@ def pause_collection() -> None:
 
 def prepare() -> None:
     """What the `baton` executable does before it imports anything: collection paused, the
-    code that Python generates while modules load read from its cache."""
+    code that Python generates while modules load read from its cache, pydantic's plugin
+    scan skipped."""
     pause_collection()
+    os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "__all__")  # read when the first model is built
     from bot import compile_cache
 
     compile_cache.install()

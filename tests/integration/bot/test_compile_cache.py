@@ -151,3 +151,47 @@ def test_an_install_fills_the_cache_once_for_processes_that_cannot_write_it(tmp_
     assert path.is_file() and path.is_relative_to(tmp_path / "pycache")
     primed = json.loads(run("-c", STARTING))
     assert cold["compiled"] > 500 and primed["compiled"] == 0  # ≈ 1,200 on the way to work
+
+
+SQLALCHEMY = """
+import json, sys
+if sys.argv[1] == "cached":
+    from bot.startup import prepare
+    prepare()
+compiled = []
+def seen(event, args):  # compiles of the wrappers SQLAlchemy's decorators generate
+    if event == "compile" and str(args[1]).startswith("<sqlalchemy generated"):
+        compiled.append(args[1])
+sys.addaudithook(seen)
+import sqlalchemy as sa
+from sqlalchemy.sql.selectable import Select
+t = sa.table("t", sa.column("a"), sa.column("b"))
+query = sa.select(t.c.a).where(t.c.b == 1).order_by(t.c.a).limit(3)  # generated `_generative` wrappers
+wrapper = Select.limit.__code__
+print(json.dumps({
+    "sql": str(query), "params": query.compile().params, "compiled": len(compiled),
+    "wrapper": [wrapper.co_filename, wrapper.co_flags, wrapper.co_varnames, wrapper.co_code.hex()],
+}))
+"""
+
+
+def test_sqlalchemy_s_generated_wrappers_come_from_the_file_and_are_the_same_code(tmp_path: Path) -> None:
+    """The ≈ 100 wrappers `import sqlalchemy` writes and compiles: the same code (file name,
+    `__future__` flags, bytecode) whether compiled by SQLAlchemy or taken from the file."""
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONDONTWRITEBYTECODE", "PYTHONPYCACHEPREFIX")}
+    env.update(PYTHONPATH=str(ROOT), PYTHONPYCACHEPREFIX=str(tmp_path / "pycache"))
+
+    def run(mode: str) -> dict[str, object]:
+        proc = subprocess.run([sys.executable, "-c", SQLALCHEMY, mode], capture_output=True, text=True,
+                              env=env, cwd=tmp_path, timeout=60, check=False)  # fmt: skip
+        assert proc.returncode == 0, proc.stderr
+        result: dict[str, object] = json.loads(proc.stdout)
+        return result
+
+    plain, first, second = run("plain"), run("cached"), run("cached")
+    assert int(str(plain["compiled"])) > 50 and int(str(first["compiled"])) > 50
+    assert second["compiled"] == 0  # every wrapper came from the file
+    same = {k: v for k, v in plain.items() if k != "compiled"}
+    assert same == {k: v for k, v in second.items() if k != "compiled"}
+    assert "LIMIT" in str(plain["sql"]) and plain["params"] == {"b_1": 1, "param_1": 3}
+    assert str(plain["wrapper"][0]).startswith("<sqlalchemy generated")  # type: ignore[index]

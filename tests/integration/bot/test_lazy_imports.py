@@ -89,7 +89,13 @@ def _restart(tmp_path: Path, workflow: str) -> tuple[str, set[str]]:
 SAY = textwrap.dedent(
     """
     import atexit, json, sys
-    atexit.register(lambda: print("MODULES " + json.dumps({"modules": sorted(sys.modules)})))
+
+    def report():
+        loader = sys.modules.get("pydantic.plugin._loader")  # None when no model was built
+        scanned = loader is not None and loader._plugins is not None
+        print("MODULES " + json.dumps({"modules": sorted(sys.modules), "plugins_scanned": scanned}))
+
+    atexit.register(report)
     sys.argv = ["baton", "say", "--wait", "run hello hi"]
     from bot.startup import main
     main()
@@ -134,9 +140,10 @@ def test_a_templated_workflow_with_a_schema_still_imports_what_it_uses(workdir: 
 
 
 def test_say_imports_no_chat_web_queue_migration_or_agent_module(workdir: Path) -> None:
-    """The one-shot `say` path of the real executable: replies are rendered (jinja2), nothing else."""
+    """The one-shot `say` path of the real executable: replies are rendered (jinja2), nothing else;
+    pydantic never scans the installed packages for plugins (bot/startup.py `prepare`)."""
     (workdir / "workflows" / "hello.yaml").write_text((ROOT / "workflows" / "hello.yaml").read_text())
-    env = {k: v for k, v in os.environ.items() if not k.startswith("BATON_")}
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("BATON_", "PYDANTIC_DISABLE_PLUGINS"))}
     env.update(
         BATON_DATABASE_URL=f"sqlite:///{workdir / 'baton.db'}",
         BATON_WORKFLOW_DIRS=json.dumps([str(workdir / "workflows")]),
@@ -155,3 +162,4 @@ def test_say_imports_no_chat_web_queue_migration_or_agent_module(workdir: Path) 
     assert not {m for m in modules if m.startswith("sqlalchemy.dialects.postgresql")}
     assert {"sqlalchemy", "core.engine.engine", "bot.startup"} <= modules  # it did run, as `baton`
     assert "bot.compile_cache" in modules  # the executable compiles generated code through its cache
+    assert "pydantic.main" in modules and not result["plugins_scanned"]  # models built, no plugin scan
