@@ -58,7 +58,7 @@ import sqlalchemy as sa
 from sqlalchemy.exc import DBAPIError, SQLAlchemyError
 
 from core.errors import BatonError, FireBusy, StoreError
-from core.store import admission, admission_pg, admission_sql, cas
+from core.store import admission, admission_sql, cas
 from core.store import writes_sql as w
 from core.store.database import describe
 from core.store.records import (
@@ -385,6 +385,8 @@ class SqlUnits:
         run is written `queued`), then admits the keys' oldest queued runs (`admission.py`).
         On PostgreSQL (a unit of its own) its statements are pipelined (`admission_pg.py`)."""
         if batch is None and self.db.dialect == "postgresql":
+            from core.store import admission_pg  # PostgreSQL's dialect: never imported on SQLite
+
             with admission_pg.pipelined(self.db.engine) as pipe:
                 results = self._admit(writes, keys, pipe)
         else:
