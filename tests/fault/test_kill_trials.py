@@ -134,12 +134,12 @@ def _lines(path: Path) -> list[str]:
     return path.read_text().split() if path.exists() else []
 
 
-async def test_kill_trials_at_every_step_and_target(cluster: Cluster, postgres_url: str) -> None:
+async def test_kill_trials_at_every_step_and_target(cluster: Cluster) -> None:
     signals = StepSignals(cluster.root / "steps.fifo")
     (cluster.root / "workflows" / "mixed.yaml").write_text(
         MIXED.format(out=cluster.root / "out", fifo=signals.path)
     )
-    store = SqlStore(postgres_url)
+    store = SqlStore(cluster.url)  # not `postgres_url`: released first, it ends the nodes' connections
     outcomes: dict[str, str] = {}
     kills = {"replica": 0, "worker": 0}
     chat = asyncio.Lock()
