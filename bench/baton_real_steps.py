@@ -99,7 +99,7 @@ async def measure(
         k + side: {f: [] for f in fields} for k in kinds for side in sides
     }
     counts = WarmCounts()
-    warm_log = logging.getLogger("core.engine.warm")
+    warm_log = logging.getLogger("baton.sandbox")  # `core/engine/warm.py`'s logger
     warm_log.addHandler(counts)
     warm_log.setLevel(logging.DEBUG)
     settings = Settings(_env_file=None, data_dir=root / "sandboxed" / "data", step_sandbox="bwrap")
