@@ -16,9 +16,10 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from adapters.slack.blocks import unescape_mrkdwn
+from adapters.slack.blocks import ACTION_PREFIX, unescape_mrkdwn
 from core.commands.answering import heard
 from core.commands.messages import ChatMessage
+from core.commands.preflight import Conversation, Kind
 from core.commands.requests import Origin
 
 PLATFORM = "slack"
@@ -118,8 +119,25 @@ def form_submission(body: Mapping[str, Any], command: str, channel: str,
     return chat, Origin(channel=channel, user=chat.user, thread=thread)
 
 
-def chosen(action: Mapping[str, Any]) -> tuple[str, str]:
-    """The value of a clicked button, or of the option picked in a `static_select`, and what the
-    user saw on it (its label)."""
+def chosen(action: Mapping[str, Any]) -> tuple[str, str, str]:
+    """The name of a clicked button (its `action_id`, `blocks.button_element`), its value (or the
+    value of the option picked in a `static_select`) and what the user saw on it (its label)."""
+    name = str(action.get("action_id", "")).removeprefix(ACTION_PREFIX).split(":", 1)[0]
     shown = (action.get("selected_option") or {}) if action.get("type") == "static_select" else action
-    return str(shown.get("value", "")), str((shown.get("text") or {}).get("text", shown.get("value", "")))
+    value = str(shown.get("value", ""))
+    return name, value, str((shown.get("text") or {}).get("text", value))
+
+
+def conversation(channel: str, name: str | None, info: Mapping[str, Any]) -> Conversation:
+    """What `conversations.info` said of `channel` (`info`: nothing when the bot cannot see it),
+    with the name a slash command gives it (`directmessage`, `privategroup`, `mpdm-…`)."""
+    name = name or ""
+    kind: Kind = "public"
+    if info.get("is_mpim") or name.startswith("mpdm-"):
+        kind = "group_dm"
+    elif info.get("is_im") or name == "directmessage" or channel.startswith("D"):
+        kind = "dm"
+    elif info.get("is_private") or info.get("is_group") or name == "privategroup" or channel.startswith("G"):
+        kind = "private"
+    return Conversation(kind, own_dm=bool(info.get("is_im")), member=bool(info.get("is_member")),
+                        archived=bool(info.get("is_archived")))

@@ -93,26 +93,16 @@ async def display_names(client: AsyncWebClient, user: str) -> list[object]:
     return [profile.get("display_name"), profile.get("real_name"), found.get("real_name"), found.get("name")]
 
 
-async def call(client: AsyncWebClient, method: str, **kwargs: Any) -> AsyncSlackResponse:
-    """`client.api_call(method, json=kwargs)` (retried by the client's handlers, `with_retries`);
-    `SlackCallFailed` otherwise."""
-    return await _guarded(client, method, kwargs, read=False)
-
-
-async def read(client: AsyncWebClient, method: str, **params: Any) -> AsyncSlackResponse:
-    """`call` for a method that takes its arguments as a query, not JSON (`conversations.history`,
-    `conversations.replies`): a GET, booleans as Slack spells them."""
-    params = {k: str(v).lower() if isinstance(v, bool) else v for k, v in params.items()}
-    return await _guarded(client, method, params, read=True)
-
-
-async def _guarded(
-    client: AsyncWebClient, method: str, kwargs: dict[str, Any], *, read: bool
-) -> AsyncSlackResponse:
-    kwargs = {k: v for k, v in kwargs.items() if v is not None}
+async def call(client: AsyncWebClient, method: str, *, as_query: bool = False,
+               **kwargs: Any) -> AsyncSlackResponse:
+    """`client.api_call(method, json=kwargs)`, retried by the client's handlers (`with_retries`);
+    with `as_query`, a GET with the arguments as a query, booleans as Slack spells them (for the
+    methods that take no JSON: `conversations.history`, `.replies`). `SlackCallFailed` otherwise."""
+    kwargs = {k: str(v).lower() if as_query and isinstance(v, bool) else v
+              for k, v in kwargs.items() if v is not None}
     channel = kwargs.get("channel") or kwargs.get("channel_id")
     try:
-        if read:
+        if as_query:
             return await client.api_call(method, http_verb="GET", params=kwargs)
         if method == "files.uploadV2":
             return await client.files_upload_v2(**kwargs)
