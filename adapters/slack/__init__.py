@@ -6,10 +6,11 @@ Socket Mode (bot token + app-level token) by default; HTTP mode when there is no
 `http_endpoint(baton, settings)` is `/slack/events`, mounted by the composition root on the
 process's one HTTP server (BATON_WEB_PORT, bot/http.py; Bolt verifies the request signatures
 with the signing secret), and `serve(baton, settings, endpoint=…)` opens it once the token is
-checked. The adapter only translates: `inbound` (Slack -> ChatMessage), `blocks` (a reply the
-core laid out -> Block Kit), `sender` (Slack's calls: posting, editing, uploading, telling the
-asker), `web_api` (Slack's errors), `app` (the listeners), `http` (the events route); the core
-decides (`core.commands.requests`, `core.commands.block_transport`, `core.delivery`).
+checked. The adapter only translates: `inbound` (Slack -> ChatMessage), `blocks` and `forms`
+(what the core laid out -> Block Kit, a modal), `sender` (Slack's calls: posting, editing,
+uploading, telling the asker), `web_api` (Slack's errors), `app` (the listeners), `http` (the
+events route), `formatting` (mrkdwn); the core decides (`core.commands.requests`,
+`core.commands.preflight`, `core.commands.block_transport`, `core.delivery`).
 """
 
 from __future__ import annotations

@@ -1,14 +1,11 @@
-"""The Bolt `AsyncApp`: listeners that acknowledge, translate Slack's bodies (`inbound.py`)
-and hand them to the core's `Requests` (`core.commands.requests`, which says how each is
-answered), and Slack's part of them: the preflight of a `run` (`preflight.py`), a clicked
-message's buttons replaced with "✔ @user chose …", a form's errors on its fields, the Home tab.
+"""The Bolt `AsyncApp`'s listeners: each acknowledges, translates Slack's body (`inbound.py`)
+and hands it to the core's `Requests` (`core.commands.requests`), which answers it.
 
-    /workflow <text>             -> Requests.command (a `run` checked with `preflight.py`)
+    /workflow <text>             -> Requests.command (a `run` first checked: `core.commands.preflight`)
     button click / choice        -> Requests.click
-    view_submission (form)       -> Requests.form
+    view_submission (form)       -> Requests.form (its errors on its fields: `forms.block_errors`)
     message (thread/DM), mention -> Requests.process; bots, edits and joins ignored
-    app_home_opened              -> views.publish of the person's home (Handler.home_opened); the
-                                    core asks for a new publish whenever what it shows changes
+    app_home_opened              -> Requests.home_opened
 
 `process_before_response=False` (Bolt's default): Bolt answers Slack as soon as `ack()` is
 called, well within Slack's 3 seconds, and the listener goes on in the background.
@@ -36,9 +33,6 @@ from core.commands.preflight import Preflight
 from core.commands.requests import Host, Requests
 from core.config import Settings
 
-log = logging.getLogger("baton.slack")
-
-
 Baton = Host  # what the adapter needs of `bot.app.Baton`
 
 
@@ -64,7 +58,7 @@ class SlackBridge:
                                   name, label, withdraw)
 
     async def on_form(self, ack: AsyncAck, body: dict[str, Any], view: dict[str, Any]) -> None:
-        """A form (`forms.py`) submitted: its errors go back onto its fields (the modal stays open)."""
+        """A form submitted: its errors go back onto its fields (the modal stays open)."""
         async def refuse(errors: Mapping[str, str]) -> None:
             await ack(response_action="errors", errors=slack_forms.block_errors(errors, view))
 
@@ -72,7 +66,7 @@ class SlackBridge:
             body, place.command, place.channel, place.thread), slack_forms.submitted(view), refuse, ack)
 
     async def on_home(self, event: dict[str, Any]) -> None:
-        """`app_home_opened` on the Home tab: the person's runs and gates, published for them."""
+        """`app_home_opened`, sent for the app's Messages tab too (`tab`)."""
         if event.get("tab") in (None, "home") and event.get("user"):
             await self.requests.home_opened(str(event["user"]))
 
@@ -91,7 +85,7 @@ def _secret(value: Any) -> str | None:
 def build_bridge(
     baton: Baton, settings: Settings, *, client: AsyncWebClient | None = None
 ) -> SlackBridge:
-    """Wire an `AsyncApp` to the core; registers the Slack outbox with the handler."""
+    """Wire an `AsyncApp` to the core (the sender registers Slack's transport with the handler)."""
     token = _secret(settings.slack_bot_token)
     client = with_retries(client or AsyncWebClient(token=token, base_url=settings.slack_api_url))
     app = AsyncApp(

@@ -1,4 +1,5 @@
-"""Slack payloads -> `ChatMessage`. Pure functions over the bodies Bolt hands us.
+"""Slack payloads -> `ChatMessage` (and the `Origin` its answers go to), and what Slack says of a
+conversation -> `Conversation`. Pure functions over the bodies Bolt hands us.
 
 Users are identified by their immutable Slack id (`U…`/`W…`), never a display name.
 Every message carries an event id that is identical across Slack's retries:
@@ -33,13 +34,15 @@ def _digest(body: Mapping[str, Any]) -> str:
     return hashlib.sha256(json.dumps(body, sort_keys=True, default=str).encode()).hexdigest()[:32]
 
 
-def _command(body: Mapping[str, Any], channel: str, text: str, event_id: str,
-             thread: str | None = None) -> ChatMessage:
-    """A command chosen by the `user` of a click's or a form's `body`, in `channel`."""
+def _chosen_by(body: Mapping[str, Any], channel: str, text: str, event_id: str, thread: str | None,
+               **reach: Any) -> tuple[ChatMessage, Origin]:
+    """A command chosen by the `user` of a click's or a form's `body`, in `channel`; `reach`: the
+    ways back to them (`Origin.follow_up`, `.trigger`)."""
     user = body.get("user") or {}
-    return ChatMessage(platform=PLATFORM, conversation=channel, user=str(user.get("id", "")), text=text,
-                       event_id=event_id, thread=thread, direct=channel.startswith("D"),
-                       user_name=user.get("username") or user.get("name"))
+    message = ChatMessage(platform=PLATFORM, conversation=channel, user=str(user.get("id", "")), text=text,
+                          event_id=event_id, thread=thread, direct=channel.startswith("D"),
+                          user_name=user.get("username") or user.get("name"))
+    return message, Origin(channel=channel, user=message.user, thread=thread, **reach)
 
 
 def slash_command(body: Mapping[str, Any]) -> tuple[ChatMessage, Origin]:
@@ -105,9 +108,8 @@ def button_click(
     channel = str((body.get("channel") or {}).get("id") or container.get("channel_id", ""))
     thread = (body.get("message") or {}).get("thread_ts") or container.get("thread_ts")
     click = (body.get("trigger_id", ""), action.get("action_ts", ""), action.get("action_id", ""))
-    chat = _command(body, channel, command, "action:" + ":".join(str(part) for part in click), thread)
-    return chat, Origin(channel=channel, user=chat.user, thread=thread, follow_up=body.get("response_url"),
-                        trigger=body.get("trigger_id"))
+    return _chosen_by(body, channel, command, "action:" + ":".join(str(part) for part in click), thread,
+                      follow_up=body.get("response_url"), trigger=body.get("trigger_id"))
 
 
 def form_submission(body: Mapping[str, Any], command: str, channel: str,
@@ -115,8 +117,7 @@ def form_submission(body: Mapping[str, Any], command: str, channel: str,
     """A `view_submission` of a form: the command it completes, as the user who submitted it
     (never whoever asked for the form), in the conversation the form was asked for in."""
     view = body.get("view") or {}
-    chat = _command(body, channel, command, f"view:{view.get('id', '')}:{view.get('hash', '')}", thread)
-    return chat, Origin(channel=channel, user=chat.user, thread=thread)
+    return _chosen_by(body, channel, command, f"view:{view.get('id', '')}:{view.get('hash', '')}", thread)
 
 
 def chosen(action: Mapping[str, Any]) -> tuple[str, str, str]:

@@ -1,9 +1,5 @@
-"""Slack's calls for the core: the wire of its block transport and the asker of its requests.
-
-The core decides (`core.delivery.service`: places, edits in place, fallbacks, threads;
-`core.commands.block_transport`: what a post, an edit or a move is on a block platform;
-`core.commands.requests`: answering a request); this module makes Slack's calls and answers
-what they did, never calling back. Slack's own mechanics here:
+"""Slack's calls for the core: the wire of its block transport (`core.commands.block_transport`)
+and the asker of its requests (`core.commands.requests`). Slack's own mechanics here:
 
 - A message is `text` (the notification) and Block Kit `blocks` (`blocks.py`); one posted to a
   user id lands in their DM (`D…`), the id chat.update needs.
@@ -52,9 +48,6 @@ OUTBOX_EVENT = "baton_outbox"
 
 
 class SlackSender:
-    """Slack's calls: the wire (`post`, `edit`, `upload`, `respond`, `say`, `recent`, `own`)
-    and the asker (`tell`, `open_form`, `ephemeral`)."""
-
     #: the bot removed, the channel archived or gone: the service tries the next place
     refusals = CHANNEL_ERRORS
 
@@ -76,8 +69,7 @@ class SlackSender:
         return str(response.get("channel") or channel), str(response["ts"])
 
     async def edit(self, channel: str, kept: Posted, layout: Layout) -> bool:
-        """chat.update; False when `kept` is gone (deleted meanwhile), or is not in `channel` nor,
-        for a reply to a user id (`U…`/`W…`), the DM (`D…`) it landed in."""
+        """chat.update; a reply to a user id (`U…`/`W…`) shows in the DM (`D…`) it landed in."""
         if kept.place != channel and not (channel[:1] in ("U", "W") and kept.place[:1] == "D"):
             return False
         try:
@@ -100,7 +92,7 @@ class SlackSender:
                        title=layout.file.name)
 
     async def respond(self, url: str, layout: Layout | str) -> bool:
-        """Post through a response URL, visible in the channel; False when it was refused."""
+        """Post through a response URL, visible in the channel."""
         kwargs = {"text": layout} if isinstance(layout, str) else build_message(layout)
         return await _hook(url, response_type="in_channel", replace_original=False, **kwargs)
 
@@ -109,8 +101,7 @@ class SlackSender:
 
     async def recent(self, place: str, thread: str | None, oldest: float, limit: int,
                      cursor: str | None) -> tuple[list[Seen], str | None] | None:
-        """A page of `conversations.replies` (in a thread) or `.history`; None for a DM by user id
-        (its `D…` id is not known)."""
+        """`conversations.replies` (in a thread) or `.history`; a DM by user id has no `D…` id yet."""
         if place[:1] in ("U", "W"):
             return None
         response = await call(self._client, "conversations.replies" if thread else "conversations.history",
@@ -138,8 +129,7 @@ class SlackSender:
                         extra={"action": "slack_tell_failed", "channel": origin.channel})
 
     async def open_form(self, form: Form, origin: Origin, place: str) -> bool:
-        """Open `form` as a modal with the request's trigger id (valid 3 s); False when Slack
-        refused it (the reply's text, which says what to type, is posted instead)."""
+        """A modal, opened with the request's trigger id (valid 3 s)."""
         try:
             await call(self._client, "views.open", trigger_id=origin.trigger,
                        view=slack_forms.modal(form, place))
@@ -173,7 +163,6 @@ class SlackSender:
                         extra={"action": "slack_mark_chosen", "channel": origin.channel})
 
     async def publish_home(self, user: str, chunks: list[str]) -> None:
-        """The person's Home tab (`core.commands.requests.Requests.home`)."""
         await call(self._client, "views.publish", user_id=user, view=home_view(chunks))
 
     async def conversation(self, channel: str, name: str | None) -> Conversation:

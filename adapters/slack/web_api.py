@@ -85,10 +85,7 @@ async def verify_token(client: AsyncWebClient) -> str:
 
 async def display_names(client: AsyncWebClient, user: str) -> list[object]:
     """`users.info`'s names for `user`, best first (`core.delivery.names.Lookup`)."""
-    try:
-        found = (await client.users_info(user=user)).get("user") or {}
-    except SlackApiError as exc:
-        raise LookupError(exc.response.get("error")) from exc
+    found = (await call(client, "users.info", as_query=True, user=user)).get("user") or {}
     profile = found.get("profile") or {}
     return [profile.get("display_name"), profile.get("real_name"), found.get("real_name"), found.get("name")]
 
