@@ -21,10 +21,11 @@ from typing import TYPE_CHECKING
 from slack_bolt.adapter.socket_mode.async_handler import AsyncSocketModeHandler
 from slack_sdk.web.async_client import AsyncWebClient
 
-from adapters.slack.app import Baton, SlackBridge, build_bridge
+from adapters.slack.app import SlackBridge, build_bridge
 from adapters.slack.formatting import FORMAT
 from adapters.slack.web_api import verify_token
 from core.commands.lifecycle import stopped
+from core.commands.requests import Host
 from core.config import Settings
 
 if TYPE_CHECKING:  # starlette: only in HTTP mode
@@ -35,14 +36,14 @@ log = logging.getLogger("baton.slack")
 EVENTS_PATH = "/slack/events"
 
 
-def http_endpoint(baton: Baton, settings: Settings, *, client: AsyncWebClient | None = None) -> SlackEndpoint:
+def http_endpoint(baton: Host, settings: Settings, *, client: AsyncWebClient | None = None) -> SlackEndpoint:
     """HTTP mode: the bridge and its `/slack/events` route, for the process's one HTTP server."""
     from adapters.slack.http import SlackEndpoint
 
     return SlackEndpoint(build_bridge(baton, settings, client=client))
 
 
-async def serve(baton: Baton, settings: Settings, *, client: AsyncWebClient | None = None,
+async def serve(baton: Host, settings: Settings, *, client: AsyncWebClient | None = None,
                 endpoint: SlackEndpoint | None = None) -> None:
     """Take Slack input until `baton.stopping` is set; then let queued replies go out.
     `endpoint`: HTTP mode's route (`http_endpoint`), served by the process's HTTP server."""

@@ -33,8 +33,6 @@ from core.commands.preflight import Preflight
 from core.commands.requests import Host, Requests
 from core.config import Settings
 
-Baton = Host  # what the adapter needs of `bot.app.Baton`
-
 
 @dataclass(frozen=True)
 class SlackBridge:
@@ -83,7 +81,7 @@ def _secret(value: Any) -> str | None:
 
 
 def build_bridge(
-    baton: Baton, settings: Settings, *, client: AsyncWebClient | None = None
+    baton: Host, settings: Settings, *, client: AsyncWebClient | None = None
 ) -> SlackBridge:
     """Wire an `AsyncApp` to the core (the sender registers Slack's transport with the handler)."""
     token = _secret(settings.slack_bot_token)

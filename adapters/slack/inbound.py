@@ -82,11 +82,8 @@ def is_person_message(event: Mapping[str, Any], bot_user_id: str | None) -> bool
 def chat_event(
     event: Mapping[str, Any], *, bot_user_id: str | None, mentioned: bool = False
 ) -> tuple[ChatMessage, Origin] | None:
-    """A `message` or `app_mention` event -> a plain (non-command) message, or None to ignore.
-
-    Plain messages count only in a thread, in a DM, or when they mention the bot
-    (`answering.heard`); the core decides whether they address a gate.
-    """
+    """A `message` or `app_mention` event -> a plain (non-command) message, or None to ignore
+    (a bot's, an edit, or one the core does not hear: `answering.heard`)."""
     if not is_person_message(event, bot_user_id):
         return None
     channel = str(event.get("channel", ""))

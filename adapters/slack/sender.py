@@ -25,7 +25,7 @@ from adapters.slack import inbound
 from adapters.slack.blocks import RULES, build_message, chosen_blocks, home_view
 from adapters.slack.formatting import FORMAT
 from adapters.slack.inbound import PLATFORM
-from adapters.slack.web_api import CHANNEL_ERRORS, SlackCallFailed, call, display_names
+from adapters.slack.web_api import CHANNEL_ERRORS, call, display_names
 from core.commands.block_messages import Layout, blocks
 from core.commands.block_transport import BlockTransport
 from core.commands.handler import Handler
@@ -33,6 +33,7 @@ from core.commands.messages import Form
 from core.commands.preflight import Conversation
 from core.commands.requests import Origin
 from core.delivery.edits import Posted
+from core.delivery.failures import CallFailed
 from core.delivery.names import Names
 from core.delivery.redelivery import Seen
 
@@ -75,7 +76,7 @@ class SlackSender:
         try:
             await call(self._client, "chat.update", channel=kept.place, ts=kept.ids[0],
                        **build_message(layout))
-        except SlackCallFailed as exc:
+        except CallFailed as exc:
             if exc.error not in STALE_MESSAGE:
                 raise
             return False
@@ -124,7 +125,7 @@ class SlackSender:
         try:
             await call(self._client, "chat.postEphemeral", channel=origin.channel, user=origin.user,
                        text=text, thread_ts=origin.thread)
-        except SlackCallFailed as exc:
+        except CallFailed as exc:
             log.warning("could not tell the user: %s", exc.error,
                         extra={"action": "slack_tell_failed", "channel": origin.channel})
 
@@ -133,7 +134,7 @@ class SlackSender:
         try:
             await call(self._client, "views.open", trigger_id=origin.trigger,
                        view=slack_forms.modal(form, place))
-        except SlackCallFailed:
+        except CallFailed:
             return False  # logged where it was translated (e.g. expired_trigger_id)
         return True
 
@@ -143,7 +144,7 @@ class SlackSender:
         try:
             await call(self._client, "chat.postEphemeral", channel=channel, user=origin.user,
                        thread_ts=thread, **message)
-        except SlackCallFailed as exc:
+        except CallFailed as exc:
             if exc.error not in CHANNEL_ERRORS or not origin.follow_up:
                 raise
             await _hook(origin.follow_up, response_type="ephemeral", replace_original=False, **message)
@@ -158,7 +159,7 @@ class SlackSender:
                            text=clicked.get("text") or note, blocks=blocks)
             elif origin.follow_up:
                 await _hook(origin.follow_up, text=note, replace_original=True)
-        except SlackCallFailed as exc:
+        except CallFailed as exc:
             log.warning("could not mark the choice: %s", exc.error,
                         extra={"action": "slack_mark_chosen", "channel": origin.channel})
 
@@ -171,7 +172,7 @@ class SlackSender:
         between two people) Slack answers as `channel_not_found` (or `not_in_channel`)."""
         try:
             response = await call(self._client, "conversations.info", channel=channel)
-        except SlackCallFailed as exc:
+        except CallFailed as exc:
             if exc.error not in ("channel_not_found", "not_in_channel"):
                 raise
             return inbound.conversation(channel, name, {})
