@@ -6,10 +6,11 @@ Socket Mode (bot token + app-level token) by default; HTTP mode when there is no
 `http_endpoint(baton, settings)` is `/slack/events`, mounted by the composition root on the
 process's one HTTP server (BATON_WEB_PORT, bot/http.py; Bolt verifies the request signatures
 with the signing secret), and `serve(baton, settings, endpoint=…)` opens it once the token is
-checked. The adapter only translates: `inbound` (Slack -> ChatMessage), `blocks` (a reply the
-core laid out -> Block Kit), `sender` (Slack's calls: posting, editing, uploading, telling the
-asker), `web_api` (Slack's errors), `app` (the listeners), `http` (the events route); the core
-decides (`core.commands.requests`, `core.commands.block_transport`, `core.delivery`).
+checked. The adapter only translates: `inbound` (Slack -> ChatMessage), `blocks` and `forms`
+(what the core laid out -> Block Kit, a modal), `sender` (Slack's calls: posting, editing,
+uploading, telling the asker), `web_api` (Slack's errors), `app` (the listeners), `http` (the
+events route), `formatting` (mrkdwn); the core decides (`core.commands.requests`,
+`core.commands.preflight`, `core.commands.block_transport`, `core.delivery`).
 """
 
 from __future__ import annotations
@@ -20,10 +21,11 @@ from typing import TYPE_CHECKING
 from slack_bolt.adapter.socket_mode.async_handler import AsyncSocketModeHandler
 from slack_sdk.web.async_client import AsyncWebClient
 
-from adapters.slack.app import Baton, SlackBridge, build_bridge
+from adapters.slack.app import SlackBridge, build_bridge
 from adapters.slack.formatting import FORMAT
 from adapters.slack.web_api import verify_token
 from core.commands.lifecycle import stopped
+from core.commands.requests import Host
 from core.config import Settings
 
 if TYPE_CHECKING:  # starlette: only in HTTP mode
@@ -34,14 +36,14 @@ log = logging.getLogger("baton.slack")
 EVENTS_PATH = "/slack/events"
 
 
-def http_endpoint(baton: Baton, settings: Settings, *, client: AsyncWebClient | None = None) -> SlackEndpoint:
+def http_endpoint(baton: Host, settings: Settings, *, client: AsyncWebClient | None = None) -> SlackEndpoint:
     """HTTP mode: the bridge and its `/slack/events` route, for the process's one HTTP server."""
     from adapters.slack.http import SlackEndpoint
 
     return SlackEndpoint(build_bridge(baton, settings, client=client))
 
 
-async def serve(baton: Baton, settings: Settings, *, client: AsyncWebClient | None = None,
+async def serve(baton: Host, settings: Settings, *, client: AsyncWebClient | None = None,
                 endpoint: SlackEndpoint | None = None) -> None:
     """Take Slack input until `baton.stopping` is set; then let queued replies go out.
     `endpoint`: HTTP mode's route (`http_endpoint`), served by the process's HTTP server."""

@@ -1,14 +1,11 @@
-"""The Bolt `AsyncApp`: listeners that acknowledge, translate Slack's bodies (`inbound.py`)
-and hand them to the core's `Requests` (`core.commands.requests`, which says how each is
-answered), and Slack's part of them: the preflight of a `run` (`preflight.py`), a clicked
-message's buttons replaced with "✔ @user chose …", a form's errors on its fields, the Home tab.
+"""The Bolt `AsyncApp`'s listeners: each acknowledges, translates Slack's body (`inbound.py`)
+and hands it to the core's `Requests` (`core.commands.requests`), which answers it.
 
-    /workflow <text>             -> Requests.command (a `run` checked with `preflight.py`)
+    /workflow <text>             -> Requests.command (a `run` first checked: `core.commands.preflight`)
     button click / choice        -> Requests.click
-    view_submission (form)       -> Requests.form
+    view_submission (form)       -> Requests.form (its errors on its fields: `forms.block_errors`)
     message (thread/DM), mention -> Requests.process; bots, edits and joins ignored
-    app_home_opened              -> views.publish of the person's home (Handler.home_opened); the
-                                    core asks for a new publish whenever what it shows changes
+    app_home_opened              -> Requests.home_opened
 
 `process_before_response=False` (Bolt's default): Bolt answers Slack as soon as `ack()` is
 called, well within Slack's 3 seconds, and the listener goes on in the background.
@@ -16,6 +13,7 @@ called, well within Slack's 3 seconds, and the listener goes on in the backgroun
 
 from __future__ import annotations
 
+import functools
 import logging
 import re
 from collections.abc import Mapping, Sequence
@@ -24,23 +22,16 @@ from typing import Any
 
 from slack_bolt.async_app import AsyncAck, AsyncApp, AsyncBoltContext
 from slack_sdk.web.async_client import AsyncWebClient
-from slack_sdk.webhook.async_client import AsyncWebhookClient
 
 from adapters.slack import forms as slack_forms
 from adapters.slack import inbound
-from adapters.slack.blocks import ACTION_PREFIX, chosen_blocks, home_view
+from adapters.slack.blocks import ACTION_PREFIX
 from adapters.slack.formatting import FORMAT
-from adapters.slack.preflight import Preflight
 from adapters.slack.sender import RESPONSE_URL_TTL, RESPONSE_URL_USES, SlackSender
-from adapters.slack.web_api import SlackCallFailed, call, with_retries
-from core.commands.messages import Reply
-from core.commands.requests import Host, Origin, Requests
+from adapters.slack.web_api import with_retries
+from core.commands.preflight import Preflight
+from core.commands.requests import Host, Requests
 from core.config import Settings
-
-log = logging.getLogger("baton.slack")
-
-
-Baton = Host  # what the adapter needs of `bot.app.Baton`
 
 
 @dataclass(frozen=True)
@@ -59,27 +50,13 @@ class SlackBridge:
             origin.channel, body.get("channel_name")))
 
     async def on_action(self, ack: AsyncAck, body: dict[str, Any], action: dict[str, Any]) -> None:
-        name = str(action.get("action_id", "")).removeprefix(ACTION_PREFIX).split(":", 1)[0]
-        value, label = inbound.chosen(action)
+        name, value, label = inbound.chosen(action)
+        withdraw = functools.partial(self.sender.mark_chosen, body.get("message"))
         await self.requests.click(value, lambda command: inbound.button_click(body, action, command), ack,
-                                  name, label, lambda origin, note: self._mark_chosen(body, origin, note))
-
-    async def _mark_chosen(self, body: Mapping[str, Any], origin: Origin, note: str) -> None:
-        """Show who chose what (`note`) and remove the buttons, so they cannot be used twice."""
-        original = body.get("message")
-        try:
-            if original and original.get("ts"):
-                blocks = chosen_blocks(original.get("blocks") or [], note)
-                await call(self.app.client, "chat.update", channel=origin.channel, ts=original["ts"],
-                           text=original.get("text") or note, blocks=blocks)
-            elif origin.follow_up:  # an ephemeral message: only its response URL can edit it
-                await AsyncWebhookClient(origin.follow_up).send(text=note, replace_original=True)
-        except (SlackCallFailed, OSError) as exc:
-            log.warning("could not mark the choice: %s", type(exc).__name__,
-                        extra={"action": "slack_mark_chosen", "channel": origin.channel})
+                                  name, label, withdraw)
 
     async def on_form(self, ack: AsyncAck, body: dict[str, Any], view: dict[str, Any]) -> None:
-        """A form (`forms.py`) submitted: its errors go back onto its fields (the modal stays open)."""
+        """A form submitted: its errors go back onto its fields (the modal stays open)."""
         async def refuse(errors: Mapping[str, str]) -> None:
             await ack(response_action="errors", errors=slack_forms.block_errors(errors, view))
 
@@ -87,20 +64,9 @@ class SlackBridge:
             body, place.command, place.channel, place.thread), slack_forms.submitted(view), refuse, ack)
 
     async def on_home(self, event: dict[str, Any]) -> None:
-        """`app_home_opened` on the Home tab: the person's runs and gates, published for them."""
-        if event.get("tab") not in (None, "home") or not event.get("user"):
-            return
-        user = str(event["user"])
-        try:
-            await self.publish_home(user, self.requests.handler.home_opened(inbound.PLATFORM, user))
-        except Exception:
-            log.exception("home not published", extra={"action": "slack_home"})
-
-    async def publish_home(self, user: str, reply: Reply) -> None:
-        await self.requests.home(user, reply, self.publish)
-
-    async def publish(self, user: str, chunks: list[str]) -> None:
-        await call(self.app.client, "views.publish", user_id=user, view=home_view(chunks))
+        """`app_home_opened`, sent for the app's Messages tab too (`tab`)."""
+        if event.get("tab") in (None, "home") and event.get("user"):
+            await self.requests.home_opened(str(event["user"]))
 
     async def on_message(self, event: dict[str, Any], context: AsyncBoltContext) -> None:
         """A `message` or an `app_mention` (both deliveries of one message are one event)."""
@@ -115,9 +81,9 @@ def _secret(value: Any) -> str | None:
 
 
 def build_bridge(
-    baton: Baton, settings: Settings, *, client: AsyncWebClient | None = None
+    baton: Host, settings: Settings, *, client: AsyncWebClient | None = None
 ) -> SlackBridge:
-    """Wire an `AsyncApp` to the core; registers the Slack outbox with the handler."""
+    """Wire an `AsyncApp` to the core (the sender registers Slack's transport with the handler)."""
     token = _secret(settings.slack_bot_token)
     client = with_retries(client or AsyncWebClient(token=token, base_url=settings.slack_api_url))
     app = AsyncApp(
@@ -129,15 +95,15 @@ def build_bridge(
     sender = SlackSender(client, baton.handler)
     requests = Requests(baton.handler, sender.delivery, sender, FORMAT, sender.names,
                         follow_up=(RESPONSE_URL_TTL, RESPONSE_URL_USES),
-                        form_place_limit=slack_forms.METADATA_LIMIT)
-    bridge = SlackBridge(app=app, sender=sender, preflight=Preflight(client), requests=requests)
+                        form_place_limit=slack_forms.METADATA_LIMIT, home=sender.publish_home)
+    preflight = Preflight(sender.conversation, FORMAT)
+    bridge = SlackBridge(app=app, sender=sender, preflight=preflight, requests=requests)
     app.command(re.compile(r"^/workflow"))(bridge.on_command)
     app.action(re.compile("^" + re.escape(ACTION_PREFIX)))(bridge.on_action)
     app.view(slack_forms.CALLBACK_ID)(bridge.on_form)
     app.event("message")(bridge.on_message)
     app.event("app_mention")(bridge.on_message)
     app.event("app_home_opened")(bridge.on_home)
-    baton.handler.register_home(inbound.PLATFORM, bridge.publish_home)
     return bridge
 
 

@@ -1,9 +1,5 @@
 """Reply -> Block Kit, and the edit that records a button choice. Pure functions, no I/O.
-
-Slack's limits (below) shape everything here. The core lays a reply out by them (`RULES`,
-`core.commands.block_messages`): sections of text, a note, buttons and choice lists carrying
-their values, the text to upload.
-"""
+Slack's limits (below) are the rules the core lays a reply out by (`RULES`)."""
 
 from __future__ import annotations
 
@@ -24,6 +20,7 @@ PLACEHOLDER_LIMIT = 150
 FALLBACK_LIMIT = 3_000
 #: Above this many characters a reply is uploaded as a file snippet instead of blocks.
 UPLOAD_THRESHOLD = 12_000
+HOME_BLOCKS = 100  # blocks a Home tab view holds
 TEXT_BLOCKS = 40  # sections of text, leaving room for a note, the buttons and the choice lists
 ACTION_PREFIX = "baton:"
 
@@ -86,9 +83,6 @@ def build_message(layout: Layout) -> Block:
         selects = [select_element(m, i) for i, m in enumerate(layout.menus)]
         blocks.append({"type": "actions", "block_id": "baton_menus", "elements": selects})
     return {"text": layout.fallback, "blocks": blocks}
-
-
-HOME_BLOCKS = 100  # blocks a Home tab view holds
 
 
 def home_view(chunks: Sequence[str]) -> Block:

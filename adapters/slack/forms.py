@@ -3,9 +3,8 @@
 Pure translation. Each field is an input block `field:<name>`: a `static_select` for a field
 with choices (`enum:`, and booleans), a multi-line `plain_text_input` for objects and arrays,
 a one-line one otherwise, prefilled with the field's text and optional unless required. The
-modal's `private_metadata` carries where the form was asked for and the command it completes
-(`core.commands.requests.FormPlace`); the texts go back to the core unchanged
-(`Handler.read_form` checks them), and its errors come back here as Slack's per-block errors.
+modal's `private_metadata` carries the core's `FormPlace`; the core's errors come back as
+Slack's per-block errors.
 """
 
 from __future__ import annotations

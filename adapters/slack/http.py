@@ -9,8 +9,7 @@ token (`open()`): Slack retries, so nothing is handled by a process about to ref
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from contextlib import AbstractAsyncContextManager, nullcontext
 
 from slack_bolt.adapter.starlette.async_handler import AsyncSlackRequestHandler
 from starlette.requests import Request
@@ -42,9 +41,8 @@ class SlackEndpoint:
     def routes(self) -> list[BaseRoute]:
         return [Route(EVENTS_PATH, self.events, methods=["POST"])]
 
-    @asynccontextmanager
-    async def running(self) -> AsyncIterator[None]:
-        yield
+    def running(self) -> AbstractAsyncContextManager[None]:
+        return nullcontext()  # nothing lives with the route
 
     async def events(self, request: Request) -> Response:
         if not self._open.is_set():

@@ -1,4 +1,5 @@
-"""Slack payloads -> `ChatMessage`. Pure functions over the bodies Bolt hands us.
+"""Slack payloads -> `ChatMessage` (and the `Origin` its answers go to), and what Slack says of a
+conversation -> `Conversation`. Pure functions over the bodies Bolt hands us.
 
 Users are identified by their immutable Slack id (`U…`/`W…`), never a display name.
 Every message carries an event id that is identical across Slack's retries:
@@ -16,9 +17,10 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from adapters.slack.blocks import unescape_mrkdwn
+from adapters.slack.blocks import ACTION_PREFIX, unescape_mrkdwn
 from core.commands.answering import heard
 from core.commands.messages import ChatMessage
+from core.commands.preflight import Conversation, Kind
 from core.commands.requests import Origin
 
 PLATFORM = "slack"
@@ -32,13 +34,15 @@ def _digest(body: Mapping[str, Any]) -> str:
     return hashlib.sha256(json.dumps(body, sort_keys=True, default=str).encode()).hexdigest()[:32]
 
 
-def _command(body: Mapping[str, Any], channel: str, text: str, event_id: str,
-             thread: str | None = None) -> ChatMessage:
-    """A command chosen by the `user` of a click's or a form's `body`, in `channel`."""
+def _chosen_by(body: Mapping[str, Any], channel: str, text: str, event_id: str, thread: str | None,
+               **reach: Any) -> tuple[ChatMessage, Origin]:
+    """A command chosen by the `user` of a click's or a form's `body`, in `channel`; `reach`: the
+    ways back to them (`Origin.follow_up`, `.trigger`)."""
     user = body.get("user") or {}
-    return ChatMessage(platform=PLATFORM, conversation=channel, user=str(user.get("id", "")), text=text,
-                       event_id=event_id, thread=thread, direct=channel.startswith("D"),
-                       user_name=user.get("username") or user.get("name"))
+    message = ChatMessage(platform=PLATFORM, conversation=channel, user=str(user.get("id", "")), text=text,
+                          event_id=event_id, thread=thread, direct=channel.startswith("D"),
+                          user_name=user.get("username") or user.get("name"))
+    return message, Origin(channel=channel, user=message.user, thread=thread, **reach)
 
 
 def slash_command(body: Mapping[str, Any]) -> tuple[ChatMessage, Origin]:
@@ -78,11 +82,8 @@ def is_person_message(event: Mapping[str, Any], bot_user_id: str | None) -> bool
 def chat_event(
     event: Mapping[str, Any], *, bot_user_id: str | None, mentioned: bool = False
 ) -> tuple[ChatMessage, Origin] | None:
-    """A `message` or `app_mention` event -> a plain (non-command) message, or None to ignore.
-
-    Plain messages count only in a thread, in a DM, or when they mention the bot
-    (`answering.heard`); the core decides whether they address a gate.
-    """
+    """A `message` or `app_mention` event -> a plain (non-command) message, or None to ignore
+    (a bot's, an edit, or one the core does not hear: `answering.heard`)."""
     if not is_person_message(event, bot_user_id):
         return None
     channel = str(event.get("channel", ""))
@@ -104,9 +105,8 @@ def button_click(
     channel = str((body.get("channel") or {}).get("id") or container.get("channel_id", ""))
     thread = (body.get("message") or {}).get("thread_ts") or container.get("thread_ts")
     click = (body.get("trigger_id", ""), action.get("action_ts", ""), action.get("action_id", ""))
-    chat = _command(body, channel, command, "action:" + ":".join(str(part) for part in click), thread)
-    return chat, Origin(channel=channel, user=chat.user, thread=thread, follow_up=body.get("response_url"),
-                        trigger=body.get("trigger_id"))
+    return _chosen_by(body, channel, command, "action:" + ":".join(str(part) for part in click), thread,
+                      follow_up=body.get("response_url"), trigger=body.get("trigger_id"))
 
 
 def form_submission(body: Mapping[str, Any], command: str, channel: str,
@@ -114,12 +114,28 @@ def form_submission(body: Mapping[str, Any], command: str, channel: str,
     """A `view_submission` of a form: the command it completes, as the user who submitted it
     (never whoever asked for the form), in the conversation the form was asked for in."""
     view = body.get("view") or {}
-    chat = _command(body, channel, command, f"view:{view.get('id', '')}:{view.get('hash', '')}", thread)
-    return chat, Origin(channel=channel, user=chat.user, thread=thread)
+    return _chosen_by(body, channel, command, f"view:{view.get('id', '')}:{view.get('hash', '')}", thread)
 
 
-def chosen(action: Mapping[str, Any]) -> tuple[str, str]:
-    """The value of a clicked button, or of the option picked in a `static_select`, and what the
-    user saw on it (its label)."""
+def chosen(action: Mapping[str, Any]) -> tuple[str, str, str]:
+    """The name of a clicked button (its `action_id`, `blocks.button_element`), its value (or the
+    value of the option picked in a `static_select`) and what the user saw on it (its label)."""
+    name = str(action.get("action_id", "")).removeprefix(ACTION_PREFIX).split(":", 1)[0]
     shown = (action.get("selected_option") or {}) if action.get("type") == "static_select" else action
-    return str(shown.get("value", "")), str((shown.get("text") or {}).get("text", shown.get("value", "")))
+    value = str(shown.get("value", ""))
+    return name, value, str((shown.get("text") or {}).get("text", value))
+
+
+def conversation(channel: str, name: str | None, info: Mapping[str, Any]) -> Conversation:
+    """What `conversations.info` said of `channel` (`info`: nothing when the bot cannot see it),
+    with the name a slash command gives it (`directmessage`, `privategroup`, `mpdm-…`)."""
+    name = name or ""
+    kind: Kind = "public"
+    if info.get("is_mpim") or name.startswith("mpdm-"):
+        kind = "group_dm"
+    elif info.get("is_im") or name == "directmessage" or channel.startswith("D"):
+        kind = "dm"
+    elif info.get("is_private") or info.get("is_group") or name == "privategroup" or channel.startswith("G"):
+        kind = "private"
+    return Conversation(kind, own_dm=bool(info.get("is_im")), member=bool(info.get("is_member")),
+                        archived=bool(info.get("is_archived")))

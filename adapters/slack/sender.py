@@ -1,9 +1,5 @@
-"""Slack's calls for the core: the wire of its block transport and the asker of its requests.
-
-The core decides (`core.delivery.service`: places, edits in place, fallbacks, threads;
-`core.commands.block_transport`: what a post, an edit or a move is on a block platform;
-`core.commands.requests`: answering a request); this module makes Slack's calls and answers
-what they did, never calling back. Slack's own mechanics here:
+"""Slack's calls for the core: the wire of its block transport (`core.commands.block_transport`)
+and the asker of its requests (`core.commands.requests`). Slack's own mechanics here:
 
 - A message is `text` (the notification) and Block Kit `blocks` (`blocks.py`); one posted to a
   user id lands in their DM (`D…`), the id chat.update needs.
@@ -25,16 +21,19 @@ from slack_sdk.web.async_client import AsyncWebClient
 from slack_sdk.webhook.async_client import AsyncWebhookClient
 
 from adapters.slack import forms as slack_forms
-from adapters.slack.blocks import RULES, build_message
+from adapters.slack import inbound
+from adapters.slack.blocks import RULES, build_message, chosen_blocks, home_view
 from adapters.slack.formatting import FORMAT
 from adapters.slack.inbound import PLATFORM
-from adapters.slack.web_api import CHANNEL_ERRORS, SlackCallFailed, call, display_names, read
+from adapters.slack.web_api import CHANNEL_ERRORS, call, display_names
 from core.commands.block_messages import Layout, blocks
 from core.commands.block_transport import BlockTransport
 from core.commands.handler import Handler
 from core.commands.messages import Form
+from core.commands.preflight import Conversation
 from core.commands.requests import Origin
 from core.delivery.edits import Posted
+from core.delivery.failures import CallFailed
 from core.delivery.names import Names
 from core.delivery.redelivery import Seen
 
@@ -50,9 +49,6 @@ OUTBOX_EVENT = "baton_outbox"
 
 
 class SlackSender:
-    """Slack's calls: the wire (`post`, `edit`, `upload`, `respond`, `say`, `recent`, `own`)
-    and the asker (`tell`, `open_form`, `ephemeral`)."""
-
     #: the bot removed, the channel archived or gone: the service tries the next place
     refusals = CHANNEL_ERRORS
 
@@ -60,8 +56,6 @@ class SlackSender:
         self._client = client
         #: people's names, so a message names them without pinging them (`core.delivery.names`)
         self.names = Names(PLATFORM, USER_IDS, functools.partial(display_names, client))
-        #: (bot_id, app_id) of this bot (`auth.test`), asked for at the first redelivery look-up
-        self._own: tuple[str, str] | None = None
         #: the core's delivery service for Slack: background replies and answers go through it
         compose = blocks(FORMAT, RULES, handler.redactor, self.names, handler.buttons)
         transport = BlockTransport(self, FORMAT)
@@ -76,14 +70,13 @@ class SlackSender:
         return str(response.get("channel") or channel), str(response["ts"])
 
     async def edit(self, channel: str, kept: Posted, layout: Layout) -> bool:
-        """chat.update; False when `kept` is gone (deleted meanwhile), or is not in `channel` nor,
-        for a reply to a user id (`U…`/`W…`), the DM (`D…`) it landed in."""
+        """chat.update; a reply to a user id (`U…`/`W…`) shows in the DM (`D…`) it landed in."""
         if kept.place != channel and not (channel[:1] in ("U", "W") and kept.place[:1] == "D"):
             return False
         try:
             await call(self._client, "chat.update", channel=kept.place, ts=kept.ids[0],
                        **build_message(layout))
-        except SlackCallFailed as exc:
+        except CallFailed as exc:
             if exc.error not in STALE_MESSAGE:
                 raise
             return False
@@ -100,66 +93,48 @@ class SlackSender:
                        title=layout.file.name)
 
     async def respond(self, url: str, layout: Layout | str) -> bool:
-        """Post through a response URL, visible in the channel; False when it was refused
-        (expired, used up) or Slack could not be reached."""
+        """Post through a response URL, visible in the channel."""
         kwargs = {"text": layout} if isinstance(layout, str) else build_message(layout)
-        try:
-            response = await AsyncWebhookClient(url).send(
-                response_type="in_channel", replace_original=False, **kwargs)
-        except OSError as exc:
-            log.warning("response url unreachable: %s", type(exc).__name__,
-                        extra={"action": "slack_response_url_refused"})
-            return False
-        if response.status_code != 200:
-            log.warning("response url refused: %s", response.body,
-                        extra={"action": "slack_response_url_refused", "status": response.status_code})
-            return False
-        return True
+        return await _hook(url, response_type="in_channel", replace_original=False, **kwargs)
 
     async def say(self, channel: str, text: str) -> None:
         await call(self._client, "chat.postMessage", channel=channel, text=text)
 
     async def recent(self, place: str, thread: str | None, oldest: float, limit: int,
                      cursor: str | None) -> tuple[list[Seen], str | None] | None:
-        """A page of `conversations.replies` (in a thread) or `.history`; None for a DM by user id
-        (its `D…` id is not known)."""
+        """`conversations.replies` (in a thread) or `.history`; a DM by user id has no `D…` id yet."""
         if place[:1] in ("U", "W"):
             return None
-        response = await read(self._client, "conversations.replies" if thread else "conversations.history",
-                              channel=place, ts=thread, cursor=cursor, oldest=f"{oldest:.6f}", limit=limit,
-                              include_all_metadata=True)
+        response = await call(self._client, "conversations.replies" if thread else "conversations.history",
+                              as_query=True, channel=place, ts=thread, cursor=cursor, oldest=f"{oldest:.6f}",
+                              limit=limit, include_all_metadata=True)
         seen = [_seen(message) for message in response.get("messages") or []]
         return seen, (response.get("response_metadata") or {}).get("next_cursor") or None
 
     async def own(self) -> tuple[str, str]:
-        """(bot_id, app_id) of this bot (`auth.test`, asked once)."""
-        if self._own is None:
-            response = await call(self._client, "auth.test")
-            self._own = (str(response.get("bot_id") or ""), str(response.get("app_id") or ""))
-        return self._own
+        """(bot_id, app_id) of this bot (`auth.test`)."""
+        response = await call(self._client, "auth.test")
+        return str(response.get("bot_id") or ""), str(response.get("app_id") or "")
 
     # -- the asker of a request (`core.commands.requests.Asker`) -----------------------------
     async def tell(self, origin: Origin, text: str) -> None:
         """Tell the asking user only: through the response URL, else an ephemeral message."""
+        if origin.follow_up:
+            await _hook(origin.follow_up, text=text, response_type="ephemeral", replace_original=False)
+            return
         try:
-            if origin.follow_up:
-                await AsyncWebhookClient(origin.follow_up).send(
-                    text=text, response_type="ephemeral", replace_original=False
-                )
-            else:
-                await call(self._client, "chat.postEphemeral", channel=origin.channel, user=origin.user,
-                           text=text, thread_ts=origin.thread)
-        except (SlackCallFailed, OSError) as exc:
-            log.warning("could not tell the user: %s", type(exc).__name__,
+            await call(self._client, "chat.postEphemeral", channel=origin.channel, user=origin.user,
+                       text=text, thread_ts=origin.thread)
+        except CallFailed as exc:
+            log.warning("could not tell the user: %s", exc.error,
                         extra={"action": "slack_tell_failed", "channel": origin.channel})
 
     async def open_form(self, form: Form, origin: Origin, place: str) -> bool:
-        """Open `form` as a modal with the request's trigger id (valid 3 s); False when Slack
-        refused it (the reply's text, which says what to type, is posted instead)."""
+        """A modal, opened with the request's trigger id (valid 3 s)."""
         try:
             await call(self._client, "views.open", trigger_id=origin.trigger,
                        view=slack_forms.modal(form, place))
-        except SlackCallFailed:
+        except CallFailed:
             return False  # logged where it was translated (e.g. expired_trigger_id)
         return True
 
@@ -169,12 +144,55 @@ class SlackSender:
         try:
             await call(self._client, "chat.postEphemeral", channel=channel, user=origin.user,
                        thread_ts=thread, **message)
-        except SlackCallFailed as exc:
+        except CallFailed as exc:
             if exc.error not in CHANNEL_ERRORS or not origin.follow_up:
                 raise
-            await AsyncWebhookClient(origin.follow_up).send(
-                response_type="ephemeral", replace_original=False, **message
-            )
+            await _hook(origin.follow_up, response_type="ephemeral", replace_original=False, **message)
+
+    async def mark_chosen(self, clicked: Mapping[str, Any] | None, origin: Origin, note: str) -> None:
+        """Show who chose what (`note`) on the `clicked` message and remove its buttons, so they
+        cannot be used twice; an ephemeral message has no `ts`: only its response URL edits it."""
+        try:
+            if clicked and clicked.get("ts"):
+                blocks = chosen_blocks(clicked.get("blocks") or [], note)
+                await call(self._client, "chat.update", channel=origin.channel, ts=clicked["ts"],
+                           text=clicked.get("text") or note, blocks=blocks)
+            elif origin.follow_up:
+                await _hook(origin.follow_up, text=note, replace_original=True)
+        except CallFailed as exc:
+            log.warning("could not mark the choice: %s", exc.error,
+                        extra={"action": "slack_mark_chosen", "channel": origin.channel})
+
+    async def publish_home(self, user: str, chunks: list[str]) -> None:
+        await call(self._client, "views.publish", user_id=user, view=home_view(chunks))
+
+    async def conversation(self, channel: str, name: str | None) -> Conversation:
+        """What `conversations.info` says of where a command was typed (`core.commands.preflight`):
+        one the bot cannot see (a private channel or group DM it was not added to, a direct message
+        between two people) Slack answers as `channel_not_found` (or `not_in_channel`)."""
+        try:
+            response = await call(self._client, "conversations.info", channel=channel)
+        except CallFailed as exc:
+            if exc.error not in ("channel_not_found", "not_in_channel"):
+                raise
+            return inbound.conversation(channel, name, {})
+        return inbound.conversation(channel, name, response.get("channel") or {})
+
+
+async def _hook(url: str, **body: Any) -> bool:
+    """POST `body` to a response URL; False (logged) when it was refused (expired, used up) or
+    Slack could not be reached."""
+    try:
+        response = await AsyncWebhookClient(url).send(**body)
+    except OSError as exc:
+        log.warning("response url unreachable: %s", type(exc).__name__,
+                    extra={"action": "slack_response_url_refused"})
+        return False
+    if response.status_code != 200:
+        log.warning("response url refused: %s", response.body,
+                    extra={"action": "slack_response_url_refused", "status": response.status_code})
+        return False
+    return True
 
 
 def _seen(message: Mapping[str, Any]) -> Seen:

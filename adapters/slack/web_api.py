@@ -5,9 +5,9 @@
   over `MAX_RETRY_WAIT`), a 500 / 502 / 503 / 504 backs off and tries again, and a dropped
   connection is tried once more (at least once: Slack may show a message twice, never none);
 - `not_in_channel` / `channel_not_found`, `missing_scope` and the rest: logged (with the
-  scope Slack says is needed) and raised as `SlackCallFailed`, a `PlatformError` whose
+  scope Slack says is needed) and raised as the core's `CallFailed`, whose
   message and hint are the one-line cause and next step a user can be shown;
-- Slack unreachable after that (connection refused or dropped, DNS, timeout): `SlackCallFailed` too.
+- Slack unreachable after that (connection refused or dropped, DNS, timeout): `CallFailed` too.
 
 Tokens never appear in logs: only the method, the Slack error code and the channel.
 """
@@ -45,11 +45,7 @@ MAX_RETRY_WAIT = 30.0
 CHANNEL_ERRORS = frozenset({"not_in_channel", "channel_not_found", "is_archived"})
 
 
-class SlackCallFailed(CallFailed):
-    """Slack refused a Web API call, or could not be reached."""
-
-
-def _failed(exc: Exception, method: str, channel: str | None) -> SlackCallFailed:
+def _failed(exc: Exception, method: str, channel: str | None) -> CallFailed:
     """Slack's refusal (its error code, the scope it says is needed), or Slack unreachable (the
     exception's name), logged and translated."""
     where: dict[str, Any] = {"method": method, "channel": channel}
@@ -57,7 +53,7 @@ def _failed(exc: Exception, method: str, channel: str | None) -> SlackCallFailed
         error = type(exc).__name__
         log.warning("slack %s failed: Slack could not be reached (%s)", method, error,
                     extra={"action": "slack_unreachable", "error": error, **where})
-        return SlackCallFailed(said("slack_unreachable", error), error=error, transient=True, **where)
+        return CallFailed(said("slack_unreachable", error), error=error, transient=True, **where)
     data = getattr(exc.response, "data", None)
     data = data if isinstance(data, Mapping) else {}
     error = str(data.get("error", "unknown_error"))
@@ -67,16 +63,16 @@ def _failed(exc: Exception, method: str, channel: str | None) -> SlackCallFailed
                                                            "needed_scope": data.get("needed"), **where})
     status = getattr(exc.response, "status_code", 200)
     transient = status == 429 or status >= 500 or error == "ratelimited"
-    return SlackCallFailed(shown, error=error, transient=transient, **where)
+    return CallFailed(shown, error=error, transient=transient, **where)
 
 
 async def verify_token(client: AsyncWebClient) -> str:
     """`auth.test` before serving: the bot's user id. A token Slack refuses is a
     `ConfigurationError` (one line, exit 2: restarting cannot fix it); Slack unreachable stays a
-    `SlackCallFailed` (a restart may)."""
+    `CallFailed` (a restart may)."""
     try:
         response = await call(client, "auth.test")
-    except SlackCallFailed as exc:
+    except CallFailed as exc:
         if exc.error in TOKEN_ERRORS:
             raise stopped(FORMAT, "token_refused", exc.error) from exc
         raise
@@ -85,34 +81,21 @@ async def verify_token(client: AsyncWebClient) -> str:
 
 async def display_names(client: AsyncWebClient, user: str) -> list[object]:
     """`users.info`'s names for `user`, best first (`core.delivery.names.Lookup`)."""
-    try:
-        found = (await client.users_info(user=user)).get("user") or {}
-    except SlackApiError as exc:
-        raise LookupError(exc.response.get("error")) from exc
+    found = (await call(client, "users.info", as_query=True, user=user)).get("user") or {}
     profile = found.get("profile") or {}
     return [profile.get("display_name"), profile.get("real_name"), found.get("real_name"), found.get("name")]
 
 
-async def call(client: AsyncWebClient, method: str, **kwargs: Any) -> AsyncSlackResponse:
-    """`client.api_call(method, json=kwargs)` (retried by the client's handlers, `with_retries`);
-    `SlackCallFailed` otherwise."""
-    return await _guarded(client, method, kwargs, read=False)
-
-
-async def read(client: AsyncWebClient, method: str, **params: Any) -> AsyncSlackResponse:
-    """`call` for a method that takes its arguments as a query, not JSON (`conversations.history`,
-    `conversations.replies`): a GET, booleans as Slack spells them."""
-    params = {k: str(v).lower() if isinstance(v, bool) else v for k, v in params.items()}
-    return await _guarded(client, method, params, read=True)
-
-
-async def _guarded(
-    client: AsyncWebClient, method: str, kwargs: dict[str, Any], *, read: bool
-) -> AsyncSlackResponse:
-    kwargs = {k: v for k, v in kwargs.items() if v is not None}
+async def call(client: AsyncWebClient, method: str, *, as_query: bool = False,
+               **kwargs: Any) -> AsyncSlackResponse:
+    """`client.api_call(method, json=kwargs)`, retried by the client's handlers (`with_retries`);
+    with `as_query`, a GET with the arguments as a query, booleans as Slack spells them (for the
+    methods that take no JSON: `conversations.history`, `.replies`). `CallFailed` otherwise."""
+    kwargs = {k: str(v).lower() if as_query and isinstance(v, bool) else v
+              for k, v in kwargs.items() if v is not None}
     channel = kwargs.get("channel") or kwargs.get("channel_id")
     try:
-        if read:
+        if as_query:
             return await client.api_call(method, http_verb="GET", params=kwargs)
         if method == "files.uploadV2":
             return await client.files_upload_v2(**kwargs)

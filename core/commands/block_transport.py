@@ -76,6 +76,7 @@ class BlockTransport:
         self.wire = wire
         self.platform = fmt.name
         self._fmt = fmt
+        self._own: tuple[str, str] | None = None  # the wire's `own()`, asked once
 
     @staticmethod
     def _where(place: str, reply: Outgoing) -> tuple[str, str | None]:
@@ -140,4 +141,6 @@ class BlockTransport:
         return await self.wire.recent(place, thread, oldest, limit, cursor)
 
     async def own(self) -> tuple[str, str]:
-        return await self.wire.own()
+        if self._own is None:  # asked at the first redelivery look-up
+            self._own = await self.wire.own()
+        return self._own

@@ -1,11 +1,12 @@
 """A chat platform's requests (a command, a button click, a form submitted, a message), answered
 the same way on every platform: the policy chat adapters used to write each their own.
 
-    requests = Requests(handler, delivery, asker, fmt, names, follow_up=(ttl, uses))
+    requests = Requests(handler, delivery, asker, fmt, names, follow_up=(ttl, uses), home=publish)
     await requests.command(message, origin, ack, refusal=preflight)     # `/workflow …`
     await requests.click(value, read, ack, withdraw)                     # a button or option
     await requests.form(metadata, read, values, refuse, ack)             # a form submitted
     await requests.process(message, origin)                               # a plain message
+    await requests.home_opened(user)                                      # a person's home
 
 - A command, click or form is recorded before the platform is acknowledged (`Handler.accept`:
   a process dying after the acknowledgement leaves it to the next one, `late_events.py`).
@@ -19,7 +20,8 @@ the same way on every platform: the policy chat adapters used to write each thei
   button's value is); its values are checked by the core before the platform is answered (the
   errors go back onto the fields), then the command they complete is handled as the
   submitter's; a form nobody kept any more is told so on its fields (`form_expired`).
-- A crash while handling is logged and told to the asker in one line (`internal_error`).
+- A crash while handling is logged and told to the asker in one line (`internal_error`); one
+  while publishing a person's home (`home`: Slack's App Home, kept current by the core) is logged.
 - Each answer goes where it was asked (`Origin`) unless it says otherwise: a form as the
   platform's form (its text, which says what to type, when that cannot open), an ephemeral
   answer to the asker alone, the rest through the delivery service, with the asker's follow-up
@@ -129,9 +131,13 @@ class Host(Protocol):
         """Connected: `probe` tells the readiness check whether the connection still stands."""
 
 
+Publish = Callable[[str, list[str]], Awaitable[object]]  # (user, their home rendered): shown to them
+
+
 class Requests:
     def __init__(self, handler: Handler, delivery: DeliveryService, asker: Asker, fmt: Format, names: Names,
-                 *, follow_up: tuple[float, int | None], form_place_limit: int) -> None:
+                 *, follow_up: tuple[float, int | None], form_place_limit: int,
+                 home: Publish | None = None) -> None:
         self.handler = handler
         self.delivery = delivery
         self.asker = asker
@@ -139,6 +145,9 @@ class Requests:
         self._fmt = fmt
         self._follow_up = follow_up  # (seconds a follow-up lives, uses)
         self._form_place_limit = form_place_limit  # characters a form carries back
+        self._publish = home
+        if home is not None:  # published again whenever what it shows changes
+            handler.register_home(fmt.name, self.home)
 
     def said(self, name: str, *args: object) -> str:
         """One of the platform's sentences (`templates/<platform>/_said.j2`)."""
@@ -220,11 +229,18 @@ class Requests:
                                          self.said("internal_error"), event_id=message.event_id)
             return []
 
-    async def home(self, user: str, reply: Reply,
-                   publish: Callable[[str, list[str]], Awaitable[object]]) -> None:
+    async def home_opened(self, user: str) -> None:
+        """`user` looks at their home: what the core shows them, published (a crash logged)."""
+        try:
+            await self.home(user, self.handler.home_opened(self._fmt.name, user))
+        except Exception:
+            log.exception("home not published", extra={"action": f"{self._fmt.name}_home"})
+
+    async def home(self, user: str, reply: Reply) -> None:
         """`reply`, a person's home (`Handler.home_opened`), rendered and published for them."""
-        names = await self.names.names_for(reply.data)
-        await publish(user, render(reply, self._fmt, self.handler.redactor, names=names))
+        if self._publish is not None:
+            names = await self.names.names_for(reply.data)
+            await self._publish(user, render(reply, self._fmt, self.handler.redactor, names=names))
 
     # -- answers -------------------------------------------------------------------------------
     async def deliver(self, replies: list[Reply], origin: Origin) -> None:
