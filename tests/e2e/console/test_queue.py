@@ -24,7 +24,9 @@ concurrency:
   limit: 1
 nodes:
   - id: work
-    bash: sleep {sleep}; echo worked {{{{ inputs.message }}}}
+    bash: |
+      i=0; while [ ! -e {go} ] && [ $i -lt 600 ]; do sleep 0.05; i=$((i+1)); done
+      echo worked {{{{ inputs.message }}}}
     replay: pure
 """
 
@@ -81,16 +83,18 @@ def _written(baton: BatonCli) -> int:
 
 def test_three_runs_at_once_run_one_at_a_time_in_arrival_order(baton_any_db: BatonCli) -> None:
     baton = baton_any_db
-    write(baton, "serial", SERIAL.format(sleep=3))
+    go = baton.workflows / "go"  # the steps wait for it (30 s at most), so the first still works
+    write(baton, "serial", SERIAL.format(go=go))
     with concurrent.futures.ThreadPoolExecutor(3) as pool:
         calls = []
         for i, user in enumerate(("ana", "bob", "cy")):
             calls.append(pool.submit(baton.say, f'run serial "n{i}" --force', user=user))
-            # the next arrives once this one's run is written, while the first still works (3 s):
-            # a fixed pause let a slow start on a loaded machine arrive after the first had ended
+            # the next arrives once this one's run is written, while the first still waits: a
+            # fixed pause let a slow start on a loaded machine arrive after the first had ended
             deadline = time.monotonic() + CALL_TIMEOUT
             while _written(baton) < i + 1 and time.monotonic() < deadline:
                 time.sleep(0.05)
+        go.touch()  # all three are written: the first may finish, the others follow it one by one
         outputs = [call.result(timeout=CALL_TIMEOUT * 2) for call in calls]
 
     runs = sorted(baton.runs(), key=lambda r: r.created_at)
