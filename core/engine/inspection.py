@@ -10,7 +10,9 @@ Text here is as stored: whoever shows it to people redacts it first.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
+from types import MappingProxyType
+from typing import NamedTuple
 
 from core.engine.events import NodeState, Plan, RunSummary
 from core.engine.mapping import split_item_id
@@ -18,12 +20,17 @@ from core.engine.planning import final_output, item_rows, own_latest, summarize
 from core.engine.prepared import PreparedWorkflow
 from core.store.records import JournalEntry, Run, RunStatus
 
+_NO_ARTIFACTS: Mapping[str, str] = MappingProxyType({})
+
 #: The statuses whose page shows a resume plan: a person decides what happens next.
 PLANNED = frozenset({RunStatus.FAILED, RunStatus.PAUSED, RunStatus.NEEDS_ATTENTION})
 
 
-@dataclass(frozen=True, slots=True)
-class NodeDetail:
+class NodeDetail(NamedTuple):
+    """One node of the page. A named tuple rather than a frozen dataclass (as `PreparedNode`):
+    as immutable, built in one C call where a frozen dataclass sets each field through
+    `object.__setattr__`, which was a sixth of a 5,000-node page's time."""
+
     node_id: str
     kind: str
     state: NodeState
@@ -39,7 +46,7 @@ class NodeDetail:
     attempt: int = 0
     cached_from: str | None = None
     output_digest: str | None = None
-    artifacts: Mapping[str, str] = field(default_factory=dict)  # relative path -> blob digest
+    artifacts: Mapping[str, str] = _NO_ARTIFACTS  # relative path -> blob digest
     #: for a run resting unfinished: what a resume would do ("cached", "runs", "waits", "done"), and why
     plan_action: str | None = None
     plan_reason: str | None = None
