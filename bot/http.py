@@ -65,9 +65,14 @@ class _Stopping:
 
 
 def bind(host: str, port: int) -> socket.socket:
-    """A listening socket on (host, port); OSError when it is taken."""
+    """A listening socket on (host, port); OSError when it is taken.
+
+    Made with `IPPROTO_TCP` named: the connections it accepts inherit the protocol number, and
+    asyncio sets TCP_NODELAY only on a socket whose `proto` says TCP. With 0 (the default),
+    Nagle held a response's body until the client acknowledged its headers, and a delayed
+    ACK made that ~40 ms on every request (a 10-node run page: 52 ms served, 9 ms of work)."""
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     try:
         sock.bind((host, port))

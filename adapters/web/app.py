@@ -46,6 +46,7 @@ from core.commands import authz, page_view
 from core.commands.handler import Handler
 from core.commands.messages import ChatMessage
 from core.engine.ballots import Ballot, Source
+from core.engine.inspection import NodeDetail, Shown
 from core.engine.live import LiveHub, changes
 from core.errors import BatonError, RunNotFound
 from core.render import TEMPLATES, duration, render_text
@@ -201,8 +202,12 @@ class RunPagesApp:
         return self._html("runs.html.j2", runs=items, user=grant.uid, conversation=conversation,
                           platform=platform, expires=page_view.when(grant.expires_at))
 
+    def _detail_of(self, run: Run, node: str) -> NodeDetail | None:
+        """One node's detail (the run's other nodes are not built)."""
+        return self.parts.engine.inspect(run, plan=False, shown=Shown(frozenset(), node)).node(node)
+
     def _node_output(self, run: Run, node: str) -> bytes:
-        found = self.parts.engine.inspect(run, plan=False).node(node)
+        found = self._detail_of(run, node)
         if found is None or found.output_digest is None:
             raise Refused(404, "no_output", node=node, run=run.id)
         return self.parts.store.blobs.get_blob(found.output_digest)
@@ -216,7 +221,7 @@ class RunPagesApp:
     def artifact(self, request: Request) -> Response:
         _, run = self._run(request.path_params["token"])
         node, path = request.path_params["node"], request.path_params["path"]
-        found = self.parts.engine.inspect(run, plan=False).node(node)
+        found = self._detail_of(run, node)
         digest = found.artifacts.get(path) if found is not None else None
         if digest is None:
             raise Refused(404, "no_artifact", node=node, path=path, run=run.id)

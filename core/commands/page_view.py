@@ -13,7 +13,6 @@ from __future__ import annotations
 import hashlib
 import json
 import time
-from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -23,7 +22,7 @@ from core.commands.resolution import next_commands
 from core.config import Access
 from core.engine.engine import Engine
 from core.engine.events import NodeState
-from core.engine.inspection import NodeDetail, RunDetail
+from core.engine.inspection import NodeDetail, RunDetail, Shown
 from core.engine.live import Snapshot, snapshot, verdict
 from core.errors import WorkflowError
 from core.redaction import Redactor
@@ -39,6 +38,7 @@ STATE_ORDER = (
 )  # fmt: skip
 OPEN_STATES = frozenset({NodeState.FAILED, NodeState.REJECTED, NodeState.ATTENTION, NodeState.WAITING,
                          NodeState.RUNNING})
+_STATES = frozenset(str(s) for s in NodeState)
 ALL_OPEN_UP_TO = 40  # a run this small shows every group open
 #: a run with more nodes is shown summary first (issue 34): its first paint lists the failed,
 #: waiting and running nodes; the other groups' rows and the graph are fetched when opened
@@ -163,9 +163,9 @@ def groups(
 def group_rows(parts: Parts, run: Run, state: str) -> dict[str, Any]:
     """One group's rows, for a big run's page that opens it (with the page's resume plan
     column when it has one)."""
-    detail = parts.engine.inspect(run)
+    detail = parts.engine.inspect(run, shown=Shown(frozenset({NodeState(state)})))  # the others counted
     return {"rows": [node_row(n, parts.redactor) for n in detail.nodes if str(n.state) == state],
-            "planned": any(n.plan_action for n in detail.nodes)}
+            "planned": detail.planned}
 
 
 def graph(parts: Parts, run: Run, draw: Draw) -> dict[str, Any]:
@@ -265,13 +265,17 @@ def run_page(parts: Parts, run: Run, uid: str, draw: Draw, *, query: str = "", n
     (unless searched): the rows of the groups that start closed but `group`, and the graph
     unless `show_graph`, are left for the page to fetch when opened."""
     hide = parts.redactor
-    detail = parts.engine.inspect(run)
-    total = len(detail.nodes)
+    listed = {str(s) for s in OPEN_STATES} | ({group} if group else set())
+    # a big run's nodes detailed only for the groups listed (and the node opened): the
+    # others are counted, not built (the graph, when asked for, needs them all)
+    asked = None if query or show_graph else Shown(frozenset(NodeState(s) for s in listed if s in _STATES),
+                                                    node, LAZY_OVER)
+    detail = parts.engine.inspect(run, shown=asked)
+    total = detail.total
     lazy = total > LAZY_OVER and not query
-    counts = dict(Counter(str(n.state) for n in detail.nodes))
+    counts = dict(detail.counts)
     rowed: Sequence[NodeDetail] = detail.nodes
     if lazy:  # rows built only for the groups listed: a deferred group's are only counted
-        listed = {str(s) for s in OPEN_STATES} | ({group} if group else set())
         rowed = [n for n in detail.nodes if str(n.state) in listed]
     rows = [node_row(n, hide) for n in rowed]
     shown = [r for r in rows if matches(r, query)] if query else rows
@@ -319,7 +323,7 @@ def run_page(parts: Parts, run: Run, uid: str, draw: Draw, *, query: str = "", n
         "drawing": drawing,
         "known": detail.known,
         "plan_error": hide.redact(detail.plan_error or ""),
-        "planned": any(n.plan_action for n in detail.nodes),
+        "planned": detail.planned,
         "gates": gate_views,
         "audit": [audit_row(e, hide) for e in audit],
         "args": hide.redact(json.dumps(args, ensure_ascii=False, sort_keys=True, indent=2)),

@@ -30,7 +30,7 @@ from core.engine.events import ENGINE_ACTOR, EngineEvent, EventKind, Plan, RunSu
 from core.engine.executions import Executions
 from core.engine.executor import RunnerFactory, input_digests
 from core.engine.gates import Alongside, Decision, GateKeeper, Voted
-from core.engine.inspection import PLANNED, RunDetail, inspect_run
+from core.engine.inspection import PLANNED, RunDetail, Shown, inspect_run
 from core.engine.journal_index import JournalIndex
 from core.engine.leases import LeaseKeeper, new_owner
 from core.engine.local_runner import LocalStepRunner
@@ -259,10 +259,11 @@ class Engine:
             return []
         return self.store.runs.child_runs([run.id])
 
-    def inspect(self, run: Run, *, plan: bool = True) -> RunDetail:
+    def inspect(self, run: Run, *, plan: bool = True, shown: Shown | None = None) -> RunDetail:
         """The run seen whole (its page): the node table with timing, verdicts, outputs'
         digests and dependencies; with `plan`, for a run resting failed, paused or
-        needs_attention, what a resume would do. One journal read: of the lineage when
+        needs_attention, what a resume would do; with `shown`, a big run's nodes are detailed
+        only as far as asked (the others counted). One journal read: of the lineage when
         planning, else its outline (no key components: a 5,000-node run's page read them
         for nothing); the workflow's preparation is cached."""
         try:
@@ -271,15 +272,16 @@ class Engine:
             prepared = None  # the workflow is gone or broken: the page still shows what ran
         children = self.children_of(run, prepared)
         if not (plan and prepared is not None and run.status in PLANNED):  # no key is looked up
-            return inspect_run(run, prepared, self.store.steps.journal_outline([run.id]), children=children)
+            return inspect_run(run, prepared, self.store.steps.journal_outline([run.id]), children=children,
+                               shown=shown)
         entries = self.store.steps.journal(self.store.steps.lineage(run.id))
         try:
             ready = self.readiness.ready(run.workflow, self.readiness.args_of(run))
             made = plan_run(run, ready.prepared, ready.definitions, input_digests(ready.args),
                             self._index(run.id, entries, ready.prepared))
         except BatonError as exc:
-            return inspect_run(run, prepared, entries, plan_error=exc.message, children=children)
-        return inspect_run(run, ready.prepared, entries, made, children=children)
+            return inspect_run(run, prepared, entries, plan_error=exc.message, children=children, shown=shown)
+        return inspect_run(run, ready.prepared, entries, made, children=children, shown=shown)
 
     # -- starting ----------------------------------------------------------------------------
     def check_start(self, workflow: str, args: Mapping[str, Any]) -> None:

@@ -9,8 +9,11 @@ Text here is as stored: whoever shows it to people redacts it first.
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import NamedTuple
 
 from core.engine.events import NodeState, Plan, RunSummary
 from core.engine.mapping import split_item_id
@@ -18,12 +21,17 @@ from core.engine.planning import final_output, item_rows, own_latest, summarize
 from core.engine.prepared import PreparedWorkflow
 from core.store.records import JournalEntry, Run, RunStatus
 
+_NO_ARTIFACTS: Mapping[str, str] = MappingProxyType({})
+
 #: The statuses whose page shows a resume plan: a person decides what happens next.
 PLANNED = frozenset({RunStatus.FAILED, RunStatus.PAUSED, RunStatus.NEEDS_ATTENTION})
 
 
-@dataclass(frozen=True, slots=True)
-class NodeDetail:
+class NodeDetail(NamedTuple):
+    """One node of the page. A named tuple rather than a frozen dataclass (as `PreparedNode`):
+    as immutable, built in one C call where a frozen dataclass sets each field through
+    `object.__setattr__`, which was a sixth of a 5,000-node page's time."""
+
     node_id: str
     kind: str
     state: NodeState
@@ -39,7 +47,7 @@ class NodeDetail:
     attempt: int = 0
     cached_from: str | None = None
     output_digest: str | None = None
-    artifacts: Mapping[str, str] = field(default_factory=dict)  # relative path -> blob digest
+    artifacts: Mapping[str, str] = _NO_ARTIFACTS  # relative path -> blob digest
     #: for a run resting unfinished: what a resume would do ("cached", "runs", "waits", "done"), and why
     plan_action: str | None = None
     plan_reason: str | None = None
@@ -48,13 +56,28 @@ class NodeDetail:
 
 
 @dataclass(frozen=True, slots=True)
+class Shown:
+    """The nodes a detail is asked for when a run has more than `over` (a big run's page
+    paints its summary first): those in `states`, and `node`. Every node is counted in
+    `RunDetail.counts` all the same."""
+
+    states: frozenset[NodeState]
+    node: str | None = None
+    over: int = 0
+
+
+@dataclass(frozen=True, slots=True)
 class RunDetail:
     run: Run
     summary: RunSummary
+    #: every node in page order; with `Shown`, for a run over its size, only the nodes asked for
     nodes: tuple[NodeDetail, ...]
     output_digest: str | None = None  # the run's result: the last sink completed in this run
     known: bool = True  # the workflow's definition was loaded (dependencies are known)
     plan_error: str | None = None  # why no plan could be made (workflow broken, inputs changed)
+    counts: Mapping[str, int] = field(default_factory=dict)  # every node's state, counted (in page order)
+    total: int = 0  # every node
+    planned: bool = False  # a resume plan gives some node an action
 
     def node(self, node_id: str) -> NodeDetail | None:
         """The node `node_id` of the run (an item of a map: `deploy[3]`), or None."""
@@ -68,9 +91,11 @@ def inspect_run(
     plan: Plan | None = None,
     plan_error: str | None = None,
     children: Sequence[Run] = (),
+    shown: Shown | None = None,
 ) -> RunDetail:
     """The detail of `run` from its own journal `entries` (other runs' entries are ignored);
-    `children`: its child runs, newest first (each `workflow:` step links its latest)."""
+    `children`: its child runs, newest first (each `workflow:` step links its latest);
+    `shown`: the nodes detailed when the run is big (the others are only counted)."""
     own = [e for e in entries if e.run_id == run.id]
     summary = summarize(run, prepared, own, None, children=children)
     kids: dict[str, str] = {}
@@ -83,7 +108,10 @@ def inspect_run(
     if prepared is not None and any(pn.node.map is not None for pn in prepared.nodes.values()):
         # the page lists a map node's items after it (progress never does)
         rows = [r for row in rows for r in (row, *item_rows(run, prepared, row, latest))]
+    some = shown if shown is not None and len(rows) > shown.over else None
     for row in rows:
+        if some is not None and row.state not in some.states and row.node_id != some.node:
+            continue
         entry = latest.get(row.node_id)
         pn = prepared.nodes.get(row.node_id) if prepared is not None else None
         item = split_item_id(row.node_id) if pn is None and prepared is not None else None
@@ -118,4 +146,7 @@ def inspect_run(
         output_digest=final_output(prepared, latest),
         known=prepared is not None,
         plan_error=plan_error,
+        counts=dict(Counter(str(r.state) for r in rows)),
+        total=len(rows),
+        planned=bool(planned) and any((p := planned.get(r.node_id)) is not None and p.action for r in rows),
     )

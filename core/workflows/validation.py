@@ -151,6 +151,9 @@ def _concurrency_problems(workflow: Workflow) -> Iterator[Problem]:
 
 
 def _id_and_dep_problems(workflow: Workflow) -> Iterator[Problem]:
+    ids = {n.id for n in workflow.nodes}
+    if len(ids) == len(workflow.nodes) and all(d in ids for n in workflow.nodes for d in n.depends_on):
+        return  # the usual file, seen in two passes without per-node bookkeeping
     seen: dict[str, int] = {}
     for index, node in enumerate(workflow.nodes):
         if node.id in seen:

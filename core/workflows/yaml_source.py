@@ -7,7 +7,8 @@ pydantic's error `loc`.
 
 Lines are only needed when something is wrong, so the common case is built straight from
 libyaml's event stream (`_fast`: no node tree, no marks kept; docs/workflows.md says what it
-saves) and the `SourceMap` is computed from the node tree the first time an error asks for a line. A file
+saves; a file of only one-line `key: value` entries is read by lines, `_lines`, cheaper still)
+and the `SourceMap` is computed from the node tree the first time an error asks for a line. A file
 the event path does not handle exactly like the node-tree path (anchors and aliases, merge
 keys, explicit tags, duplicate keys, deep nesting, anything libyaml rejects) is built by the
 node-tree path (`_slow`), which keeps the alias-expansion bound and every check.
@@ -16,6 +17,7 @@ node-tree path (`_slow`), which keeps the alias-expansion bound and every check.
 from __future__ import annotations
 
 import itertools
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -275,8 +277,15 @@ class _Unusual(Exception):
 
 
 def _fast(text: str, spans: list[tuple[int, str]] | None = None) -> Any:
-    """The data of a plain one-document file from libyaml's events, or `_SLOW`. With `spans`,
-    the text of each item of the top-level `nodes:` list is appended to it (`node_texts`)."""
+    """The data of a plain one-document file, or `_SLOW`: by lines (`_lines`) when every line
+    is of the few shapes it reads, else from libyaml's events (`_events`). With `spans`, the
+    text of each item of the top-level `nodes:` list is appended to it (`node_texts`)."""
+    data = _lines(text, spans)
+    return _events(text, spans) if data is _SLOW else data
+
+
+def _events(text: str, spans: list[tuple[int, str]] | None = None) -> Any:
+    """`_fast` from libyaml's events."""
     parser = _Loader(text)
     try:
         get = parser.get_event
@@ -388,4 +397,126 @@ def _resolve(value: str, memo: dict[str, Any]) -> Any:
     else:
         raise _Unusual  # `<<`, `=`: the node-tree path decides
     memo[value] = result
+    return result
+
+
+# -- the line path ----------------------------------------------------------------------------
+#
+# A big definition is most often generated: top-level `key: value` lines and a `nodes:` list of
+# one-line `key: value` entries. libyaml makes a Python object (and two marks) of each of its
+# events, which was three quarters of reading such a file; this path reads it line by line
+# instead. It takes only lines of the shapes below, whose every scalar is plain, of characters
+# with no YAML meaning (no quote, brace, bracket, `#`, `:`, `&`, `*`, `!`, `|`, `>`, `%`,
+# `@`, tab, or an indicator first); anything else (a comment, a blank line, a quoted or
+# multi-line scalar, a nested block, other indentation) leaves the whole file to `_events`.
+# Scalars are resolved by `_plain`, as `_scalar` resolves the events' plain scalars, and
+# `test_definition_cache` checks both paths build the same data and item texts.
+
+_WORD = r"[A-Za-z0-9_][A-Za-z0-9_./+=-]*"  # a plain scalar in a flow collection, or a key
+_TEXT = rf"{_WORD}(?: [A-Za-z0-9_./+=-]+)*"  # in a block: words between single spaces
+_VALUE = (
+    rf"{_TEXT}"
+    rf"|\[(?:{_WORD}(?:, {_WORD})*)?\]"
+    rf"|\{{(?:{_WORD}: {_WORD}(?:, {_WORD}: {_WORD})*)?\}}"
+)
+#: `<indent>[- ]key: value` or `<indent>[- ]key:` (a top-level key whose list follows)
+_LINE = re.compile(rf"( *)(- )?([A-Za-z_][A-Za-z0-9_]*):(?: ({_VALUE}))?")
+
+
+_FLOW_OR_RESOLVED = _RESOLVED_FIRST | {"[", "{"}  # a value `_inline` must read: else it is text
+
+
+def _plain(value: str, memo: dict[str, Any]) -> Any:
+    """A plain scalar's value, as `_scalar` gives it for an event."""
+    if value[:1] not in _RESOLVED_FIRST:
+        return value
+    return memo[value] if value in memo else _resolve(value, memo)
+
+
+def _inline(value: str, memo: dict[str, Any]) -> Any:
+    """A value of `_VALUE`: a plain scalar, `[a, b]` or `{k: v, …}` of plain scalars."""
+    first = value[0]
+    if first == "[":
+        return [_plain(w, memo) for w in value[1:-1].split(", ")] if len(value) > 2 else []
+    if first != "{":
+        return _plain(value, memo)
+    result: dict[Any, Any] = {}
+    for pair in value[1:-1].split(", ") if len(value) > 2 else ():
+        key, _, item = pair.partition(": ")
+        name = _plain(key, memo)
+        if name in result:
+            raise _Unusual  # a duplicate key: the node-tree path reports it with its line
+        result[name] = _plain(item, memo)
+    return result
+
+
+def _lines(text: str, spans: list[tuple[int, str]] | None) -> Any:
+    """`_fast` for a file of `_LINE`s only: top-level keys, each with a value or a block list
+    of one-line mappings (`nodes:`); `_SLOW` for any other file."""
+    if not text.endswith("\n"):
+        return _SLOW
+    lines = text.split("\n")
+    lines.pop()
+    memo: dict[str, Any] = {}
+    match = _LINE.fullmatch
+    result: dict[Any, Any] = {}
+    texts: list[tuple[int, str]] = []  # `spans`, set once the whole file is read
+    at, pos, count = 0, 0, len(lines)
+    try:
+        while at < count:
+            line = match(lines[at])
+            if line is None or line.group(1) or line.group(2):
+                return _SLOW  # not a top-level key
+            key = _plain(line.group(3), memo)
+            if key in result:
+                return _SLOW
+            value = line.group(4)
+            pos += len(lines[at]) + 1
+            at += 1
+            if value is not None:
+                if key == "nodes":
+                    return _SLOW  # an inline list: its items' texts are the events'
+                result[key] = _inline(value, memo)
+                continue
+            items: list[dict[Any, Any]] = []
+            starts: list[tuple[int, int]] = []
+            indent = -1
+            while at < count:
+                text_line = lines[at]
+                line = match(text_line)
+                if line is None:
+                    return _SLOW
+                lead, dash, name, value = line.groups()
+                width = len(lead)
+                if not width and not dash and indent >= 0:
+                    break  # the next top-level key
+                if value is None:
+                    return _SLOW  # a nested block
+                if dash:
+                    if indent < 0:
+                        indent = width
+                    elif width != indent:
+                        return _SLOW
+                    item: dict[Any, Any] = {}
+                    items.append(item)
+                    starts.append((width + 2, pos + width + 2))
+                elif width != indent + 2 or indent < 0:
+                    return _SLOW
+                if name[:1] in _RESOLVED_FIRST:
+                    name = _plain(name, memo)
+                if name in item:
+                    return _SLOW
+                item[name] = _inline(value, memo) if value[:1] in _FLOW_OR_RESOLVED else value
+                pos += len(text_line) + 1
+                at += 1
+            if not items:
+                return _SLOW  # `key:` with nothing under it
+            if key == "nodes":
+                ends = [start for _, start in starts[1:]] + [pos]
+                texts = [(col, text[start:end]) for (col, start), end in zip(starts, ends, strict=True)]
+            result[key] = items
+    except _Unusual:
+        return _SLOW
+    if spans is not None:
+        spans[:] = texts
     return result

@@ -585,6 +585,12 @@ async def test_a_big_runs_page_paints_its_summary_first_and_loads_the_rest_throu
         assert inline.text.count('class="node s-done"') == 30 and 'id="r-boom"' in inline.text
         assert (await site.client.get(f"{path}?graph=1")).text.count('class="box s-') == 31
         assert (await site.client.get(f"{path}/group/nonsense")).status_code == 404
+        # a node of a closed group opened from the first paint: its detail (only its row is
+        # built with the listed ones), its output as a file
+        opened = (await site.client.get(f"{path}?node=n17")).text
+        assert '<code>n17</code> <span class="state s-done">' in opened and 'id="r-n1"' not in opened
+        assert 'id="r-boom"' in opened and "Show the 30 done nodes" in opened
+        assert (await site.client.get(f"{path}/nodes/n17/output")).status_code == 200
 
         # the same checks as the page: a changed link, or one made for who may not view the run
         token = path.removeprefix("/r/")

@@ -4,7 +4,8 @@
 - an edited file re-validates and re-prepares only the nodes whose text changed, and the
   re-used ones are exactly the ones that did not change (type-strict: `1` is not `true`);
 - the YAML event path builds the same data as the node-tree path, and hands every unusual
-  file (anchors, merge keys, tags, duplicates) to it;
+  file (anchors, merge keys, tags, duplicates) to it; the line path builds the same data and
+  item texts as the event path, and hands it every file of other shapes;
 - literal templates and `{{ name.attr }}` placeholders are read without jinja2, with the
   same references as the AST gives.
 """
@@ -16,6 +17,8 @@ import time
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from core.engine.prepared import prepare
 from core.engine.tools import ToolRegistry
@@ -181,7 +184,7 @@ SAME_DATA = [
 
 @pytest.mark.parametrize("text", SAME_DATA)
 def test_the_event_path_builds_what_the_node_tree_path_builds(text: str) -> None:
-    fast = yaml_source._fast(text, [])
+    fast = yaml_source._events(text, [])
     assert fast is not yaml_source._SLOW
     slow = yaml_source._slow(text, "x.yaml", 10_000)[0]
     assert repr(fast) == repr(slow)
@@ -202,6 +205,92 @@ def test_the_event_path_builds_what_the_node_tree_path_builds(text: str) -> None
 )
 def test_unusual_files_go_to_the_node_tree_path(text: str) -> None:
     assert yaml_source._fast(text, []) is yaml_source._SLOW
+
+
+LINE_FILES = [
+    _chain(3),
+    _chain(3, last="with: {v: 0}"),
+    "name: w\nnodes:\n- id: a\n  tool: t\n- id: b\n  depends_on: [a]\n  tool: t\nenv: {A: b}\n",
+    "a: 1\nb: 0x1f\nc: yes\ne: 2001-12-14\nf: 1.5e3\ni: [1, 2, no]\nk: 1_000\nq: NULL\nr: On\n",
+    "on: x\nnull: y\nt: [a.b, c-d, x=1, 0o17, 1]\nu: {1: a, no: b}\nv: []\nw: {}\nx: Build it - now\n",
+]
+
+
+def _same_as_events(text: str) -> bool:
+    """The line path took `text` (True) and built what the event path builds, or left it."""
+    by_lines: list[tuple[int, str]] = []
+    by_events: list[tuple[int, str]] = []
+    data = yaml_source._lines(text, by_lines)
+    if data is yaml_source._SLOW:
+        return False
+    assert repr(data) == repr(yaml_source._events(text, by_events))
+    assert by_lines == by_events
+    return True
+
+
+@pytest.mark.parametrize("text", LINE_FILES)
+def test_the_line_path_builds_what_the_event_path_builds(text: str) -> None:
+    assert _same_as_events(text)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "a: 'quoted'\n", "a: b # note\n", "# note\na: b\n", "a: b\n\nc: d\n", "a: b\r\n", "a:\tb\n",
+        "a:  b\n", "a: b \n", "a: -b\n", "a: ~\n", "a: =\n", "a: b: c\n", "a: [b,c]\n", "a: {b: [c]}\n",
+        "a:\n", "a:\nb: c\n", "a:\n  - b\n", "a:\n  - b: c\n      d: e\n", "a:\n  - b:\n      c: d\n",
+        "a:\n  - b: c\n - d: e\n", "  a: b\n", "a: b", "---\na: b\n", "a: b\na: c\n", "on: 1\nyes: 2\n",
+        "nodes: []\n", "a:\n  - b: c\n    b: d\n", "a: {b: 1, b: 2}\n", "a: b\n...\n",
+    ],
+)
+def test_files_of_other_shapes_are_left_to_the_event_path(text: str) -> None:
+    assert yaml_source._lines(text, []) is yaml_source._SLOW
+
+
+_TAKEN = [
+    "a", "s1", "noop", "1", "0x1f", "1_000", "1.5e3", "2001-12-14", "yes", "No", "null", "NULL", "on", "Off",
+    "true", "y", "n", "0o17", "190:20:30", "a/b", "a.b", "x=1", "1-2", "a b", "1e3", "0.", "_", "a b - c",
+]  # fmt: skip
+_OTHER = [".inf", "+1", "-a", "a  b", "a #b", "'q'", "~", "=", "<<", "a,b", "a: b", "é", "a\tb"]
+_SCALARS = st.sampled_from(_TAKEN * 4 + _OTHER)
+_KEYS = st.sampled_from(
+    ["a", "b", "c", "d", "id", "nodes", "on", "yes", "null", "True", "_x", "tool", "depends_on", "e1"]
+)
+
+
+@st.composite
+def _values(draw: st.DrawFn) -> str:
+    scalars = st.lists(_SCALARS, max_size=3)
+    kind = draw(st.sampled_from(["plain", "list", "map"]))
+    if kind == "plain":
+        return draw(_SCALARS)
+    if kind == "list":
+        return "[" + ", ".join(draw(scalars)) + "]"
+    return "{" + ", ".join(f"{k}: {v}" for k, v in zip(draw(scalars), draw(scalars), strict=False)) + "}"
+
+
+@st.composite
+def _files(draw: st.DrawFn) -> str:
+    lines = []
+    for _ in range(draw(st.integers(1, 4))):
+        key = draw(_KEYS)
+        if draw(st.booleans()):
+            lines.append(f"{key}: {draw(_values())}")
+            continue
+        lines.append(f"{key}:")
+        indent = draw(st.sampled_from([0, 2, 4]))
+        for _ in range(draw(st.integers(0, 3))):
+            for j in range(draw(st.integers(1, 3))):
+                lead = " " * draw(st.sampled_from([indent] * 8 + [indent + 2, indent + 1]))
+                lines.append(f"{lead}{'- ' if j == 0 else '  '}{draw(_KEYS)}: {draw(_values())}")
+    end = draw(st.sampled_from(["\n"] * 8 + ["", "\n\n"]))
+    return "\n".join(lines) + end
+
+
+@settings(max_examples=1000, deadline=None)
+@given(_files())
+def test_what_the_line_path_takes_it_builds_as_the_event_path_does(text: str) -> None:
+    _same_as_events(text)
 
 
 def test_errors_in_a_file_read_by_the_event_path_still_name_their_line() -> None:
