@@ -73,6 +73,8 @@ class Zygote:
         if self.proc.returncode is None:
             self.proc.kill()
             self.proc.wait()
+        if self.proc.stdout is not None:  # its "ready" line: read at the start
+            self.proc.stdout.close()
         with contextlib.suppress(OSError):
             os.unlink(self.path)
             os.rmdir(self._dir)
