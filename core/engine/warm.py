@@ -49,7 +49,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from core.engine.nodes import reaper
+from core.engine.nodes import children, reaper
 from core.engine.sandbox import Sandbox
 
 log = logging.getLogger("baton.sandbox")
@@ -160,6 +160,7 @@ class WarmSandboxes:
                 [sandbox.shell, "-c", STUB, "baton-stub"], workdir=workdir, workflow_dir=workflow_dir,
                 network=network, files=dict(files), readable=readable, own_session=True,
             )
+        children.use_pidfds()
         reaper.spawning()
         try:
             proc = await asyncio.create_subprocess_exec(

@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, BinaryIO
 
 from core.engine import warm
-from core.engine.nodes import NodeResult, reaper, truncation_note
+from core.engine.nodes import NodeResult, children, reaper, truncation_note
 from core.errors import MissingSecret, NodeFailed
 
 if TYPE_CHECKING:
@@ -202,6 +202,7 @@ async def _start(
     argv: Sequence[str], ctx: NodeContext, stdin: bytes | None, environment: dict[str, str], what: str
 ) -> asyncio.subprocess.Process:
     """Start the step's process (cold: bwrap, when sandboxed, sets its sandbox up now)."""
+    children.use_pidfds()
     reaper.spawning()
     starting = asyncio.ensure_future(
         asyncio.create_subprocess_exec(
