@@ -413,3 +413,13 @@ def database_url(database_kind: str, request: pytest.FixtureRequest) -> str:
 def migrated_database_url(database_kind: str, request: pytest.FixtureRequest) -> str:
     """`database_url` with the schema at head (for tests that migrate first thing)."""
     return str(request.getfixturevalue(f"migrated_{database_kind}_url"))
+
+
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    """A test marked `bwrap` drives the real sandbox: without bubblewrap it is skipped, and
+    fails where BATON_REQUIRE_SANDBOX=1 (CI installs it: the escape tests must run there)."""
+    if item.get_closest_marker("bwrap") is not None and shutil.which("bwrap") is None:
+        message = "bubblewrap is not installed (apt-get install -y bubblewrap)"
+        if os.environ.get("BATON_REQUIRE_SANDBOX") == "1":
+            pytest.fail(message)
+        pytest.skip(message)

@@ -35,7 +35,7 @@ from tests.e2e import leak
 from tests.e2e.console.cli import BatonCli
 from tests.e2e.console.terminal import Terminal
 
-pytestmark = pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap is not installed")
+pytestmark = pytest.mark.bwrap
 
 SQLITE_MAGIC = b"SQLite format 3"
 DOTENV_ONLY = "sk-leakcheck-dotenv-3f1e"  # Baton's OpenAI key, kept only in `.env`

@@ -4,7 +4,6 @@ whether it completes, pauses at an approval or is cancelled mid-step."""
 
 from __future__ import annotations
 
-import shutil
 import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -16,7 +15,7 @@ from core.config import Settings
 from tests.integration.engine.harness import Harness, make_harness
 from tests.integration.engine.nodes.test_warm import gone, holding, stubs
 
-pytestmark = pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap is not installed")
+pytestmark = pytest.mark.bwrap
 
 
 @pytest.fixture

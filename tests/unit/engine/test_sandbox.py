@@ -13,7 +13,7 @@ import pytest
 from core.engine.sandbox import NO_SANDBOX, configure, step_user
 from core.errors import ConfigurationError
 
-needs_bwrap = pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap is not installed")
+needs_bwrap = pytest.mark.bwrap
 
 
 def _broken_path(tmp_path: Path) -> str:

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
-import shutil
 from pathlib import Path
 from typing import Any
 
@@ -24,9 +23,7 @@ from tests.unit.engine.nodes.conftest import MakeContext, fake_providers
 
 __all__ = ["MakeContext", "fake_providers", "make_ctx"]
 
-_SANDBOXED = pytest.param(
-    "sandboxed", marks=pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap is not installed")
-)
+_SANDBOXED = pytest.param("sandboxed", marks=pytest.mark.bwrap)
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:

@@ -23,7 +23,7 @@ from core.engine.sandbox import Sandbox, configure
 from core.errors import NodeFailed
 from tests.environments import step_environment
 
-pytestmark = pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap is not installed")
+pytestmark = pytest.mark.bwrap
 
 
 def stubs(marker: str) -> list[int]:
