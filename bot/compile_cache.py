@@ -26,6 +26,11 @@ started (`save`, from `bot.startup.started`) and when it exits, if it compiled a
 service cannot write fills it once, after `compileall`: `python -m bot.compile_cache` imports what
 the entry points import and writes the file (`main`); each entry is unmarshalled when first used,
 so a process pays only for what it uses.
+
+The same file keeps the checks of workflows that passed (`passed`, `remember`: the memo of
+`core/workflows/check_memo.py`, a schema's metaschema check, a cron expression's reading), so a
+process that loads the same workflows again does not import jsonschema or croniter to give the same
+answers; a new one saves the file even alone.
 """
 
 from __future__ import annotations
@@ -45,7 +50,9 @@ import typing
 from types import CodeType
 from typing import Any
 
-__all__ = ["cache_path", "install", "main", "save"]
+from core.workflows import check_memo
+
+__all__ = ["cache_path", "install", "main", "passed", "remember", "save"]
 
 #: entries kept at most: past it a save keeps only what this process used (stale texts go)
 MAX_ENTRIES = 20_000
@@ -107,6 +114,24 @@ def _keep(key: str, value: Any) -> None:
     _values[key] = value
     _fresh.add(key)
     _new += 1
+
+
+def passed(key: str) -> bool:
+    """Whether a check of workflows (`core/workflows/check_memo.py`) passed for `key` before."""
+    if _cached(key) is True:
+        _used.add(key)
+        return True
+    return False
+
+
+def remember(key: str) -> None:
+    """A check of `key` passed: kept, and the file saved even if nothing else is new (an entry
+    spares a library's import, worth more than the `MIN_NEW` compiles it stands for)."""
+    global _new
+    if _cached(key) is not True:
+        _keep(key, True)
+        _new += MIN_NEW
+    _used.add(key)
 
 
 def _compiled(source: str, mode: str) -> CodeType:
@@ -234,6 +259,7 @@ def install() -> None:
         compiler.compile = _re_compile_cached  # type: ignore[union-attr]
     if SQLALCHEMY_GENERATOR not in sys.modules:
         sys.meta_path.insert(0, _SqlAlchemyGenerator())
+    check_memo.install(passed, remember)
     atexit.register(save)
 
 
