@@ -334,9 +334,13 @@ PRIMED = ("bot.main", "bot.serve", "bot.worker", "adapters.console.oneshot", "co
           "jsonschema", "adapters.slack", "adapters.discord", "adapters.mcp", "adapters.web.app")  # fmt: skip
 
 
-def main() -> None:
-    """`python -m bot.compile_cache`: fill the cache at install time (after `compileall`), as an
-    install whose directories the service cannot write needs: what the entry points import."""
+def main(argv: list[str] | None = None) -> None:
+    """`python -m bot.compile_cache [WORKFLOW_DIR…]`: fill the cache at install time (after
+    `compileall`), as an install whose directories the service cannot write needs: what the
+    entry points import, and the checks and templates of the workflows in the directories
+    given (those of `BATON_WORKFLOW_DIRS`; a workflow added or changed later is checked by
+    every start, as without the file)."""
+    dirs = sys.argv[1:] if argv is None else argv
     install()
     for module in PRIMED:
         with contextlib.suppress(ImportError):
@@ -350,6 +354,14 @@ def main() -> None:
 
     typer.main.get_command(app)
     environment().lexer  # noqa: B018 - a property that compiles
+    if dirs:
+        from pathlib import Path
+
+        from core.workflows.catalog import Catalog
+
+        for entry in Catalog([Path(d) for d in dirs]).entries():  # checks remembered, templates compiled
+            if entry.error is not None:
+                print(f"not loaded: {entry.error}", file=sys.stderr)
     path = save(force=True)
     print(path or "no bytecode cache location: nothing written")
 
