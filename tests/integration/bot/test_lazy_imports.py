@@ -89,12 +89,16 @@ def _restart(tmp_path: Path, workflow: str) -> tuple[str, set[str]]:
 #: types it; the modules it imported, printed when the process exits.
 SAY = textwrap.dedent(
     """
-    import atexit, json, sys
+    import atexit, json, os, sys
+
+    spawned = []  # the programs this process started (its steps', the sandbox's probe …)
+    sys.addaudithook(lambda event, args: event == "subprocess.Popen" and spawned.append(os.fsdecode(args[0])))
 
     def report():
         loader = sys.modules.get("pydantic.plugin._loader")  # None when no model was built
         scanned = loader is not None and loader._plugins is not None
-        print("MODULES " + json.dumps({"modules": sorted(sys.modules), "plugins_scanned": scanned}))
+        print("MODULES " + json.dumps({"modules": sorted(sys.modules), "plugins_scanned": scanned,
+                                       "spawned": spawned}))
 
     atexit.register(report)
     sys.argv = ["baton", "say", "--wait", "run hello hi"]
@@ -172,6 +176,9 @@ def test_say_imports_no_chat_web_queue_migration_or_agent_module(workdir: Path) 
     assert {"sqlalchemy", "core.engine.engine", "bot.startup"} <= modules  # it did run, as `baton`
     assert "bot.compile_cache" in modules  # the executable compiles generated code through its cache
     assert "pydantic.main" in modules and not result["plugins_scanned"]  # models built, no plugin scan
+    # the step ran (bash), and nothing looked for a library (ctypes.util runs `ldconfig -p`)
+    assert any(os.path.basename(p) in ("bash", "sh", "dash") for p in result["spawned"]), result["spawned"]
+    assert not [p for p in result["spawned"] if "ldconfig" in p or os.path.basename(p) in ("gcc", "cc", "ld")]
 
 
 #: a schema and a cron expression: what loading the workflows checks with jsonschema and croniter
