@@ -11,12 +11,15 @@ the standard library generates at import time:
 - `re` parses every pattern compiled at import (≈ 200) into the regular expression engine's
   code, in Python;
 - SQLAlchemy's decorators (`sqlalchemy.util.langhelpers`) write and compile the source of
-  each wrapper they make (≈ 100 while `import sqlalchemy` runs, ≈ 5 ms).
+  each wrapper they make (≈ 100 while `import sqlalchemy` runs, ≈ 5 ms);
+- jinja2 (`jinja2.environment`) writes and compiles the Python code of each template made
+  from a string: the workflows' templates, prepared at every load (≈ 4 ms for this checkout's
+  `workflows/`; the replies' templates come from jinja2's own bytecode cache).
 
 `install()` (the `baton` executable does it first, `bot/startup.py`) routes those through a cache:
 a source text (or pattern and flags) seen before gets what compiling that very text gave (compiled
 as the library compiles it: no inherited `__future__` flags, file `<string>`; `re`: the same
-engine code, groups and names; SQLAlchemy: its own file name and its module's `__future__` flags),
+engine code, groups and names; SQLAlchemy, jinja2: their file names and their module's `__future__` flags),
 so the classes, functions and patterns are the same. The results live in one file in the `bot`
 package's `__pycache__` (named like a `.pyc` for this interpreter's version), read at start and
 written as Python writes bytecode: not when `sys.dont_write_bytecode` (`PYTHONDONTWRITEBYTECODE`),
@@ -26,6 +29,11 @@ started (`save`, from `bot.startup.started`) and when it exits, if it compiled a
 service cannot write fills it once, after `compileall`: `python -m bot.compile_cache` imports what
 the entry points import and writes the file (`main`); each entry is unmarshalled when first used,
 so a process pays only for what it uses.
+
+The same file keeps the checks of workflows that passed (`passed`, `remember`: the memo of
+`core/workflows/check_memo.py`, a schema's metaschema check, a cron expression's reading), so a
+process that loads the same workflows again does not import jsonschema or croniter to give the same
+answers; a new one saves the file even alone.
 """
 
 from __future__ import annotations
@@ -45,7 +53,9 @@ import typing
 from types import CodeType
 from typing import Any
 
-__all__ = ["cache_path", "install", "main", "save"]
+from core.workflows import check_memo
+
+__all__ = ["cache_path", "install", "main", "passed", "remember", "save"]
 
 #: entries kept at most: past it a save keeps only what this process used (stale texts go)
 MAX_ENTRIES = 20_000
@@ -109,6 +119,24 @@ def _keep(key: str, value: Any) -> None:
     _new += 1
 
 
+def passed(key: str) -> bool:
+    """Whether a check of workflows (`core/workflows/check_memo.py`) passed for `key` before."""
+    if _cached(key) is True:
+        _used.add(key)
+        return True
+    return False
+
+
+def remember(key: str) -> None:
+    """A check of `key` passed: kept, and the file saved even if nothing else is new (an entry
+    spares a library's import, worth more than the `MIN_NEW` compiles it stands for)."""
+    global _new
+    if _cached(key) is not True:
+        _keep(key, True)
+        _new += MIN_NEW
+    _used.add(key)
+
+
 def _compiled(source: str, mode: str) -> CodeType:
     """`compile(source, "<string>", mode)` as a module without `__future__` imports calls it."""
     key = f"{mode}\0{source}"
@@ -164,14 +192,40 @@ def _sqlalchemy_compile(source: Any, filename: Any, mode: str, *args: Any, **kwa
     return compile(source, filename, mode, _SQLALCHEMY_FLAGS | (args[0] if args else 0), *args[1:], **kwargs)
 
 
-class _SqlAlchemyGenerator:
+#: the module whose `compile` makes the Python code of each jinja2 template compiled from its
+#: source (a workflow's templates, checked and prepared at every load; it has no `__future__` import)
+JINJA2_GENERATOR = "jinja2.environment"
+
+
+def _jinja2_compile(source: Any, filename: Any, mode: str, flags: int = 0, dont_inherit: bool = False,
+                    optimize: int = -1, **kwargs: Any) -> Any:  # fmt: skip
+    """`compile` as jinja2's `Environment._compile` calls it: `compile(python_source, filename,
+    "exec")`, the template's file name (`<template>` for a string); nothing to inherit."""
+    if isinstance(source, str) and isinstance(filename, str) and mode == "exec" and not flags \
+            and optimize == -1 and not kwargs:  # fmt: skip
+        key = f"j2\0{filename}\0{source}"
+        code = _cached(key)
+        if not isinstance(code, CodeType):
+            code = compile(source, filename, mode, dont_inherit=True)
+            _keep(key, code)
+        _used.add(key)
+        return code
+    return compile(source, filename, mode, flags, True, optimize, **kwargs)
+
+
+#: each module that generates code, and the cached `compile` its namespace gets
+_GENERATORS = {SQLALCHEMY_GENERATOR: _sqlalchemy_compile, JINJA2_GENERATOR: _jinja2_compile}
+
+
+class _Generators:
     """A finder of `sys.meta_path` (`importlib.abc.MetaPathFinder`'s one method; that module
-    costs a start ≈ 7 ms of imports): finds `sqlalchemy.util.langhelpers` as Python would and,
+    costs a start ≈ 7 ms of imports): finds a module of `_GENERATORS` as Python would and,
     before its code runs, gives its namespace the cached `compile` (a module's globals come
     before builtins)."""
 
     def find_spec(self, fullname: str, path: Any, target: Any = None) -> Any:
-        if fullname != SQLALCHEMY_GENERATOR:
+        cached_compile = _GENERATORS.get(fullname)
+        if cached_compile is None:
             return None
         spec = importlib.machinery.PathFinder.find_spec(fullname, path, target)
         loader = spec.loader if spec is not None else None
@@ -180,7 +234,7 @@ class _SqlAlchemyGenerator:
         run = loader.exec_module
 
         def exec_module(module: Any) -> None:
-            module.compile = _sqlalchemy_compile
+            module.compile = cached_compile
             run(module)
 
         loader.exec_module = exec_module  # type: ignore[method-assign] # this spec's own loader
@@ -232,8 +286,11 @@ def install() -> None:
     compiler = getattr(re, "_compiler", None)
     if _re_compile is not None and all(hasattr(compiler, n) for n in ("_parser", "_code")):
         compiler.compile = _re_compile_cached  # type: ignore[union-attr]
-    if SQLALCHEMY_GENERATOR not in sys.modules:
-        sys.meta_path.insert(0, _SqlAlchemyGenerator())
+    for name, cached_compile in _GENERATORS.items():
+        if name in sys.modules:  # imported before: its later compiles still go through the cache
+            sys.modules[name].compile = cached_compile  # type: ignore[attr-defined]
+    sys.meta_path.insert(0, _Generators())
+    check_memo.install(passed, remember)
     atexit.register(save)
 
 
@@ -277,9 +334,13 @@ PRIMED = ("bot.main", "bot.serve", "bot.worker", "adapters.console.oneshot", "co
           "jsonschema", "adapters.slack", "adapters.discord", "adapters.mcp", "adapters.web.app")  # fmt: skip
 
 
-def main() -> None:
-    """`python -m bot.compile_cache`: fill the cache at install time (after `compileall`), as an
-    install whose directories the service cannot write needs: what the entry points import."""
+def main(argv: list[str] | None = None) -> None:
+    """`python -m bot.compile_cache [WORKFLOW_DIR…]`: fill the cache at install time (after
+    `compileall`), as an install whose directories the service cannot write needs: what the
+    entry points import, and the checks and templates of the workflows in the directories
+    given (those of `BATON_WORKFLOW_DIRS`; a workflow added or changed later is checked by
+    every start, as without the file)."""
+    dirs = sys.argv[1:] if argv is None else argv
     install()
     for module in PRIMED:
         with contextlib.suppress(ImportError):
@@ -293,6 +354,14 @@ def main() -> None:
 
     typer.main.get_command(app)
     environment().lexer  # noqa: B018 - a property that compiles
+    if dirs:
+        from pathlib import Path
+
+        from core.workflows.catalog import Catalog
+
+        for entry in Catalog([Path(d) for d in dirs]).entries():  # checks remembered, templates compiled
+            if entry.error is not None:
+                print(f"not loaded: {entry.error}", file=sys.stderr)
     path = save(force=True)
     print(path or "no bytecode cache location: nothing written")
 

@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
+from core.workflows import check_memo
 from core.workflows.durations import parse_duration, show_duration
 
 UTC = "UTC"
@@ -33,6 +34,8 @@ UTC = "UTC"
 MIN_EVERY = 1.0
 #: due instants enumerated at most by one evaluation (a long downtime of a minutely schedule)
 MAX_DUE = 1000
+#: what reads a cron expression (`check_memo`: an expression read as valid is not read again)
+CRON_LIBRARIES = ("croniter",)
 
 
 class RuleError(ValueError):
@@ -56,12 +59,16 @@ def zone(name: str) -> ZoneInfo:
 
 def check_cron(expression: str) -> str:
     """The expression, normalised (single spaces), if croniter reads it; RuleError otherwise."""
+    text = " ".join(str(expression).split())
+    memo = check_memo.key("cron", CRON_LIBRARIES, text)
+    if check_memo.passed(memo):  # read as valid before, by this croniter: not imported again
+        return text
     from croniter import croniter  # imported where first used: only processes with schedules pay
 
-    text = " ".join(str(expression).split())
     if len(text.split(" ")) != 5 or not croniter.is_valid(text):
         raise RuleError(f"`{expression}` is not a cron expression",
                         'Write five fields: minute hour day-of-month month day-of-week, e.g. "0 2 * * 1-5".')
+    check_memo.remember(memo)
     return text
 
 

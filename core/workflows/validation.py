@@ -16,6 +16,7 @@ from dataclasses import dataclass
 
 from core.errors import WorkflowDefinitionError
 from core.store.records import ReplayClass
+from core.workflows import check_memo
 from core.workflows.bash_template import bash_plan
 from core.workflows.model import Node, Workflow
 from core.workflows.templating import (
@@ -32,6 +33,8 @@ _INPUT_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 #: keys that only make sense on one kind of node
 _KIND_ONLY = {"with": "tool", "provider": "prompt", "approvers": "approval"}
 _ALSO = {"with": ("workflow",)}  # `with:` is a tool's kwargs or a child run's args
+#: what checks a schema against its metaschema (`check_memo`: a schema that passed is not checked again)
+SCHEMA_LIBRARIES = ("jsonschema", "jsonschema_specifications", "referencing")
 _KIND_ONLY_VALUES = operator.attrgetter(*("with_" if key == "with" else key for key in _KIND_ONLY))
 
 
@@ -209,17 +212,21 @@ def _node_problems(workflow: Workflow, index: int, node: Node) -> Iterator[Probl
                 f"node `{node.id}` declares an output `schema` but its format is `{node.output.format}`",
                 "Add `format: json` to `output:` (schemas check JSON output).",
             )
-        import jsonschema  # only for workflows that declare a schema
+        memo = check_memo.key("schema", SCHEMA_LIBRARIES, check_memo.canonical_json(schema))
+        if not check_memo.passed(memo):  # a schema that passed before: jsonschema not imported
+            import jsonschema  # only for workflows that declare a schema
 
-        try:
-            jsonschema.validators.validator_for(schema).check_schema(schema)
-        except jsonschema.SchemaError as exc:
-            where = "/".join(str(p) for p in exc.absolute_path) or "(top level)"
-            yield Problem(
-                (*at, "output", "schema", *exc.absolute_path),
-                f"invalid JSON Schema in `output.schema` of `{node.id}` at {where}: {exc.message}",
-                "Fix the schema (see https://json-schema.org/understanding-json-schema/).",
-            )
+            try:
+                jsonschema.validators.validator_for(schema).check_schema(schema)
+            except jsonschema.SchemaError as exc:
+                where = "/".join(str(p) for p in exc.absolute_path) or "(top level)"
+                yield Problem(
+                    (*at, "output", "schema", *exc.absolute_path),
+                    f"invalid JSON Schema in `output.schema` of `{node.id}` at {where}: {exc.message}",
+                    "Fix the schema (see https://json-schema.org/understanding-json-schema/).",
+                )
+            else:
+                check_memo.remember(memo)
 
 
 #: fields of a `map:` node evaluated once for the node, where its item variable does not exist

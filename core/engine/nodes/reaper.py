@@ -30,7 +30,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import ctypes
-import ctypes.util
 import logging
 import os
 import signal
@@ -64,7 +63,9 @@ def _set_subreaper() -> bool:
     if not _PROC.is_dir():
         return False
     try:
-        libc = ctypes.CDLL(ctypes.util.find_library("c"), use_errno=True)
+        # this process's own symbols, libc's among them (as bot/hardening.py): no library
+        # search, which runs `ldconfig -p` in a child process (≈ 10 ms of a step's first start)
+        libc = ctypes.CDLL(None, use_errno=True)
         return bool(libc.prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0)
     except (OSError, AttributeError):
         return False

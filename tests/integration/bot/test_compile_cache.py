@@ -195,3 +195,50 @@ def test_sqlalchemy_s_generated_wrappers_come_from_the_file_and_are_the_same_cod
     assert same == {k: v for k, v in second.items() if k != "compiled"}
     assert "LIMIT" in str(plain["sql"]) and plain["params"] == {"b_1": 1, "param_1": 3}
     assert str(plain["wrapper"][0]).startswith("<sqlalchemy generated")  # type: ignore[index]
+
+
+JINJA2 = """
+import json, sys
+if sys.argv[1] == "cached":
+    from bot.startup import prepare
+    prepare()
+compiled = []
+def seen(event, args):  # compiles of the Python code jinja2 generates for a template
+    if event == "compile" and args[1] == "<template>":
+        compiled.append(args[1])
+sys.addaudithook(seen)
+from core.workflows.bash_template import render_bash
+from core.workflows.templating import environment
+template = environment().from_string("{% for x in items %}{{ x | upper }}-{% endfor %}{{ who }}")
+code = template.root_render_func.__code__
+inputs = {"inputs": {"message": "hi", "n": "7"}}
+command = render_bash("echo {{ inputs.message }} {{ inputs.n | int }}", inputs)
+print(json.dumps({
+    "text": template.render(items=["a", "b"], who="me"), "compiled": len(compiled),
+    "bash": [command.text, dict(command.variables)],
+    "code": [code.co_filename, code.co_flags, code.co_varnames, code.co_code.hex()],
+}))
+"""
+
+
+def test_jinja2_s_template_code_comes_from_the_file_and_is_the_same_code(tmp_path: Path) -> None:
+    """The Python code jinja2 generates for a template made from a string (the workflows'
+    templates): the same code (file name, flags, bytecode) whether compiled or from the file."""
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONDONTWRITEBYTECODE", "PYTHONPYCACHEPREFIX")}
+    env.update(PYTHONPATH=str(ROOT), PYTHONPYCACHEPREFIX=str(tmp_path / "pycache"))
+
+    def run(mode: str) -> dict[str, object]:
+        proc = subprocess.run([sys.executable, "-c", JINJA2, mode], capture_output=True, text=True,
+                              env=env, cwd=tmp_path, timeout=60, check=False)  # fmt: skip
+        assert proc.returncode == 0, proc.stderr
+        result: dict[str, object] = json.loads(proc.stdout)
+        return result
+
+    plain, first, second = run("plain"), run("cached"), run("cached")
+    assert plain["compiled"] == first["compiled"] == 2  # the template and the bash command's
+    assert second["compiled"] == 0  # both came from the file
+    same = {k: v for k, v in plain.items() if k != "compiled"}
+    assert same == {k: v for k, v in first.items() if k != "compiled"}
+    assert same == {k: v for k, v in second.items() if k != "compiled"}
+    assert plain["text"] == "A-B-me" and plain["bash"] == [
+        'echo "$BATON_ARG_1" "$BATON_ARG_2"', {"BATON_ARG_1": "hi", "BATON_ARG_2": "7"}]

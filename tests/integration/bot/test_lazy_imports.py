@@ -19,6 +19,7 @@ import subprocess
 import sys
 import textwrap
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -88,12 +89,16 @@ def _restart(tmp_path: Path, workflow: str) -> tuple[str, set[str]]:
 #: types it; the modules it imported, printed when the process exits.
 SAY = textwrap.dedent(
     """
-    import atexit, json, sys
+    import atexit, json, os, sys
+
+    spawned = []  # the programs this process started (its steps', the sandbox's probe …)
+    sys.addaudithook(lambda event, args: event == "subprocess.Popen" and spawned.append(os.fsdecode(args[0])))
 
     def report():
         loader = sys.modules.get("pydantic.plugin._loader")  # None when no model was built
         scanned = loader is not None and loader._plugins is not None
-        print("MODULES " + json.dumps({"modules": sorted(sys.modules), "plugins_scanned": scanned}))
+        print("MODULES " + json.dumps({"modules": sorted(sys.modules), "plugins_scanned": scanned,
+                                       "spawned": spawned}))
 
     atexit.register(report)
     sys.argv = ["baton", "say", "--wait", "run hello hi"]
@@ -139,10 +144,8 @@ def test_a_templated_workflow_with_a_schema_still_imports_what_it_uses(workdir: 
     assert not {"httpx", "alembic", "adapters.slack"} & modules
 
 
-def test_say_imports_no_chat_web_queue_migration_or_agent_module(workdir: Path) -> None:
-    """The one-shot `say` path of the real executable: replies are rendered (jinja2), nothing else;
-    pydantic never scans the installed packages for plugins (bot/startup.py `prepare`)."""
-    (workdir / "workflows" / "hello.yaml").write_text((ROOT / "workflows" / "hello.yaml").read_text())
+def _say(workdir: Path, **env_extra: str) -> dict[str, Any]:
+    """`baton say --wait 'run hello hi'` in `workdir`: the modules it imported (`modules`)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("BATON_", "PYDANTIC_DISABLE_PLUGINS"))}
     env.update(
         BATON_DATABASE_URL=f"sqlite:///{workdir / 'baton.db'}",
@@ -150,16 +153,77 @@ def test_say_imports_no_chat_web_queue_migration_or_agent_module(workdir: Path) 
         BATON_DATA_DIR=str(workdir / "data"),
         BATON_STEP_SANDBOX="none",
         PYTHONPATH=str(ROOT),
+        **env_extra,
     )
     proc = subprocess.run([sys.executable, "-c", SAY], capture_output=True, text=True, env=env, cwd=workdir,
                           timeout=120, check=False)  # fmt: skip
     assert proc.returncode == 0, proc.stderr
     assert "Hello from Baton: hi" in proc.stdout  # it ran the workflow and replied
-    result = json.loads(proc.stdout.split("MODULES ", 1)[1])
-    modules = set(result["modules"])
+    result: dict[str, Any] = json.loads(proc.stdout.split("MODULES ", 1)[1])
+    result["modules"] = set(result["modules"])
+    return result
+
+
+def test_say_imports_no_chat_web_queue_migration_or_agent_module(workdir: Path) -> None:
+    """The one-shot `say` path of the real executable: replies are rendered (jinja2), nothing else;
+    pydantic never scans the installed packages for plugins (bot/startup.py `prepare`)."""
+    (workdir / "workflows" / "hello.yaml").write_text((ROOT / "workflows" / "hello.yaml").read_text())
+    result = _say(workdir)
+    modules = result["modules"]
     assert [m for m in _heavy(modules) if m.split(".")[0] != "jinja2"] == []
     assert "sqlalchemy.orm" not in modules
     assert not {m for m in modules if m.startswith("sqlalchemy.dialects.postgresql")}
     assert {"sqlalchemy", "core.engine.engine", "bot.startup"} <= modules  # it did run, as `baton`
     assert "bot.compile_cache" in modules  # the executable compiles generated code through its cache
     assert "pydantic.main" in modules and not result["plugins_scanned"]  # models built, no plugin scan
+    # the step ran (bash), and nothing looked for a library (ctypes.util runs `ldconfig -p`)
+    assert any(os.path.basename(p) in ("bash", "sh", "dash") for p in result["spawned"]), result["spawned"]
+    assert not [p for p in result["spawned"] if "ldconfig" in p or os.path.basename(p) in ("gcc", "cc", "ld")]
+
+
+#: a schema and a cron expression: what loading the workflows checks with jsonschema and croniter
+CHECKED = (
+    "name: checked\nschedules:\n  - id: nightly\n    cron: '30 2 * * 1-5'\n    timezone: Europe/Paris\n"
+    "nodes:\n  - id: a\n    bash: echo '{}'\n    replay: pure\n"
+    "    output: {format: json, schema: {type: object, properties: {n: {type: integer}}}}\n"
+)
+#: jsonschema, croniter and what only they import (referencing, the metaschemas)
+CHECKERS = ("jsonschema", "jsonschema_specifications", "referencing", "croniter")
+
+
+def test_say_checks_a_schema_and_a_cron_expression_once_then_imports_neither_library(
+    workdir: Path,
+) -> None:
+    """The `baton` executable remembers the checks that passed (core/workflows/check_memo.py, kept
+    in bot/compile_cache.py's file, here in a bytecode directory of the test's): the next `say`
+    loads the same workflows without importing the libraries that checked them."""
+    (workdir / "workflows" / "hello.yaml").write_text((ROOT / "workflows" / "hello.yaml").read_text())
+    (workdir / "workflows" / "checked.yaml").write_text(CHECKED)
+    env = {"PYTHONPYCACHEPREFIX": str(workdir / "pycache"), "PYTHONDONTWRITEBYTECODE": ""}
+    first = _say(workdir, **env)["modules"]
+    assert {"jsonschema", "croniter"} <= first  # checked: the memo was empty
+    second = _say(workdir, **env)["modules"]
+    assert sorted(m for m in second if m.split(".")[0] in CHECKERS) == []
+    assert {"core.workflows.check_memo", "core.workflows.schedule_spec"} <= second  # it loaded them
+    # a schema edited to a wrong one: not remembered, so jsonschema checks it (and refuses it)
+    (workdir / "workflows" / "checked.yaml").write_text(CHECKED.replace("type: integer", "type: integr"))
+    broken = _say(workdir, **env)["modules"]
+    assert "jsonschema" in broken
+
+
+def test_an_install_that_cannot_write_its_cache_remembers_the_workflows_checks_when_filled(
+    workdir: Path,
+) -> None:
+    """`python -m bot.compile_cache WORKFLOW_DIR` (docs/operations.md): a service that writes no
+    bytecode then loads those workflows without importing jsonschema or croniter."""
+    (workdir / "workflows" / "hello.yaml").write_text((ROOT / "workflows" / "hello.yaml").read_text())
+    (workdir / "workflows" / "checked.yaml").write_text(CHECKED)
+    env = {"PYTHONPYCACHEPREFIX": str(workdir / "pycache"), "PYTHONDONTWRITEBYTECODE": "1"}
+    unfilled = _say(workdir, **env)["modules"]
+    assert {"jsonschema", "croniter"} <= unfilled  # nothing saved: it writes no bytecode
+    fill = subprocess.run([sys.executable, "-m", "bot.compile_cache", str(workdir / "workflows")],
+                          capture_output=True, text=True, cwd=workdir, timeout=120, check=False,
+                          env={**os.environ, "PYTHONPATH": str(ROOT), **env})  # fmt: skip
+    assert fill.returncode == 0 and fill.stderr == "", fill.stderr
+    filled = _say(workdir, **env)["modules"]
+    assert sorted(m for m in filled if m.split(".")[0] in CHECKERS) == []
