@@ -32,7 +32,7 @@ from typing import Any
 from procrastinate.jobs import Status
 
 from core.engine.distributed.jobs import DEFAULT_QUEUE, NodeJob
-from core.engine.distributed.queue import ENDED, JobQueue, defer_many_on, deferrer
+from core.engine.distributed.queue import ENDED, JobQueue, defer_many_on
 from core.errors import StoreError
 from core.store.port import Dispatch, StepEntry
 from core.store.records import JournalEntry, NodeStatus
@@ -83,7 +83,6 @@ class RemoteDispatcher:
         self.store = store
         self.queue = queue
         self.config = config
-        self._deferrer = deferrer()
         self.between_writes = between_writes
         self._waiting: dict[int, list[asyncio.Future[Settled]]] = {}  # entry id -> settle() calls
         self._watcher: asyncio.Future[None] | None = None
@@ -174,7 +173,7 @@ class RemoteDispatcher:
                 for entry_id in entry_ids:
                     self.between_writes(entry_id)
             numbered = [replace(job, entry_id=eid) for job, eid in zip(jobs, entry_ids, strict=True)]
-            return defer_many_on(self._deferrer, connection, numbered, self.config.queue)
+            return defer_many_on(connection, numbered, self.config.queue)
 
         self.handoff_batches += 1
         handoffs = [request[0] for request in ready]
