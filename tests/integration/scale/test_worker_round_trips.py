@@ -249,8 +249,9 @@ def test_node_jobs_are_deferred_as_procrastinate_defers_them_in_the_order_asked(
                 for i in ids}  # fmt: skip
         conn.rollback()
         pending = [
-            theirs.configure_task(TASK_NAME, queue="q1", queueing_lock=queueing_lock(job.entry_id))
-            .make_new_job(job=job.to_args())
+            theirs.configure_task(
+                TASK_NAME, queue="q1", queueing_lock=queueing_lock(job.entry_id)
+            ).make_new_job(job=job.to_args())
             for job in jobs
         ]
         reference = [int(j.id) for j in theirs.job_manager.batch_defer_jobs(pending, connection=conn) if j.id]

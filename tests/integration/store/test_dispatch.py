@@ -88,6 +88,40 @@ async def test_a_result_writes_its_blobs_and_settles_the_entry_once(
     assert pg_store.dispatch.journal_entries([entry_id])[entry_id].status is NodeStatus.COMPLETED
 
 
+@pytest.mark.parametrize(
+    ("output", "artifacts"),
+    [
+        (b"only an output", {}),
+        (None, {"files/only.txt": b"only an artifact"}),
+        (b"same bytes", {"files/same.txt": b"same bytes"}),  # one blob, twice
+        (None, {}),
+    ],
+    ids=["output", "artifact", "shared", "none"],
+)
+async def test_a_result_of_one_blob_or_none_writes_it_once(
+    pg_store: SqlStore, journal: WorkerJournal, output: bytes | None, artifacts: dict[str, bytes]
+) -> None:
+    """A result of one blob sends it as plain parameters (`_SETTLE_ONE_BLOB`), other results as
+    arrays: the entry, the blob and the refusal of a second result are the same either way (with
+    a job finished too: `test_worker_round_trips.py`)."""
+    run = run_factory(pg_store)()
+    [entry_id] = _queued(pg_store, run.id, "a")
+    await journal.claim(entry_id)
+    status = NodeStatus.COMPLETED if output is not None else NodeStatus.FAILED
+
+    digest = await journal.settle(entry_id, status=status, output=output, artifacts=artifacts)
+
+    entry = pg_store.dispatch.journal_entries([entry_id])[entry_id]
+    assert (entry.status, entry.output_digest) == (status, digest)
+    if output is not None:
+        assert digest == hashlib.sha256(output).hexdigest()
+        assert pg_store.blobs.get_blob(digest) == output
+    assert {p: pg_store.blobs.get_blob(d) for p, d in entry.artifacts.items()} == artifacts
+    with pytest.raises(InvalidTransition):
+        await journal.settle(entry_id, status=NodeStatus.FAILED, output=b"late")
+    assert pg_store.blobs.get_blobs([hashlib.sha256(b"late").hexdigest()]) == {}
+
+
 async def test_a_result_for_an_entry_never_claimed_is_refused_and_writes_nothing(
     pg_store: SqlStore, journal: WorkerJournal
 ) -> None:
