@@ -284,7 +284,10 @@ def distributed_dispatcher(settings: Settings, store: Store) -> RemoteDispatcher
         liveness_seconds=settings.worker_heartbeat_seconds,
         stalled_after=stalled_after(settings.worker_heartbeat_seconds),
     )
-    return RemoteDispatcher(store.dispatch, JobQueue(settings.database_url), config)
+    from core.store.settled_reads import SettledReads
+
+    reads = SettledReads(settings.database_url)
+    return RemoteDispatcher(store.dispatch, JobQueue(settings.database_url), config, reads=reads)
 
 
 def _queue_runners(dispatcher: RemoteDispatcher | None) -> RunnerFactory | None:

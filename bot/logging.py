@@ -11,6 +11,7 @@ written: at first the settings' secrets, then, once the runtime is assembled
 from __future__ import annotations
 
 import logging
+import re
 import sys
 import time
 from typing import IO, Any
@@ -24,9 +25,12 @@ _HANDLER_NAME = "baton"
 _STANDARD = frozenset(logging.LogRecord("", 0, "", 0, "", None, None).__dict__) | {"message", "asctime"}
 
 
+_NEEDS_QUOTES = re.compile(r'[ ="\n\t\\]')
+
+
 def _quote(value: object) -> str:
-    text = str(value)
-    if text and not any(c in text for c in ' ="\n\t\\'):
+    text = value if type(value) is str else str(value)
+    if text and _NEEDS_QUOTES.search(text) is None:
         return text
     escaped = text.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n").replace("\t", "\\t")
     return f'"{escaped}"'
@@ -35,10 +39,16 @@ def _quote(value: object) -> str:
 class KeyValueFormatter(logging.Formatter):
     """`ts=… level=… logger=… action=… run_id=… node_id=… <other extras> msg="…"`."""
 
+    _second = -1  # the whole second of the last record's timestamp, and its text
+    _second_text = ""
+
     def format(self, record: logging.LogRecord) -> str:
-        ts = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(record.created))
+        second = int(record.created)
+        if second != self._second:  # one strftime per second of logs, not one per line
+            self._second_text = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(second))
+            self._second = second
         fields: list[tuple[str, object]] = [
-            ("ts", f"{ts}.{int(record.msecs):03d}Z"),
+            ("ts", f"{self._second_text}.{int(record.msecs):03d}Z"),
             ("level", record.levelname),
             ("logger", record.name),
         ]
@@ -48,7 +58,7 @@ class KeyValueFormatter(logging.Formatter):
         fields.append(("msg", record.getMessage()))
         if record.exc_info:
             fields.append(("exc", self.formatException(record.exc_info)))
-        return " ".join(f"{key}={_quote(value)}" for key, value in fields)
+        return " ".join([f"{key}={_quote(value)}" for key, value in fields])
 
 
 class RedactingFilter(logging.Filter):

@@ -33,6 +33,7 @@ import ast
 import hashlib
 import inspect
 import marshal
+import os
 import sys
 import time
 from collections.abc import Callable, Iterable
@@ -194,7 +195,7 @@ def changed(stamps: Iterable[Stamp]) -> list[str]:
     moved: list[str] = []
     for path, mtime_ns, size, digest in stamps:
         try:
-            stat = Path(path).stat()
+            stat = os.stat(path)  # once per step on a worker: no `Path` built for it
         except OSError:
             moved.append(path)
             continue

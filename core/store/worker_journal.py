@@ -54,18 +54,26 @@ _SETTLE = """
     )
     SELECT count(*) FROM settled
 """
-#: the same, and the node job finished (deleted, as `baton worker` deletes successful jobs) in
-#: the same statement when the entry was settled and the job is still running: one round trip
-#: for the result and Procrastinate's finish (issue 34). (settled, finished)
-_SETTLE_AND_FINISH = _SETTLE.replace(
-    "    SELECT count(*) FROM settled",
-    """    , finished AS (
+#: the same for a result of one blob (an output and no artifacts: most steps): that blob as
+#: three plain parameters, where the arrays above cost the worker, per step, a list dumper
+#: chosen for each of them and their elements quoted into array literals (issue 34)
+_SETTLE_ONE_BLOB = _SETTLE.replace(
+    """        SELECT * FROM unnest(CAST(%(digests)s AS text[]), CAST(%(datas)s AS bytea[]),
+                             CAST(%(sizes)s AS integer[]))""",
+    """        SELECT CAST(%(blob_digest)s AS text), CAST(%(blob_data)s AS bytea),
+               CAST(%(blob_size)s AS integer)""",
+)
+_FINISHED = """    , finished AS (
         SELECT procrastinate_finish_job_v1(%(job_id)s, 'succeeded', true)
          WHERE EXISTS (SELECT FROM settled)
            AND EXISTS (SELECT FROM procrastinate_jobs WHERE id = %(job_id)s AND status = 'doing')
     )
-    SELECT (SELECT count(*) FROM settled), (SELECT count(*) FROM finished)""",
-)
+    SELECT (SELECT count(*) FROM settled), (SELECT count(*) FROM finished)"""
+#: the same, and the node job finished (deleted, as `baton worker` deletes successful jobs) in
+#: the same statement when the entry was settled and the job is still running: one round trip
+#: for the result and Procrastinate's finish (issue 34). (settled, finished)
+_SETTLE_AND_FINISH = _SETTLE.replace("    SELECT count(*) FROM settled", _FINISHED)
+_SETTLE_ONE_BLOB_AND_FINISH = _SETTLE_ONE_BLOB.replace("    SELECT count(*) FROM settled", _FINISHED)
 _ENTRY = f"SELECT {', '.join(JOURNAL_FIELDS)} FROM journal WHERE id = %(entry_id)s"
 
 
@@ -138,7 +146,6 @@ class WorkerJournal:
         for path, data in (artifacts or {}).items():
             kept[path] = hashlib.sha256(data).hexdigest()
             blobs[kept[path]] = data
-        order = sorted(blobs)
         params: dict[str, Any] = {
             "entry_id": entry_id,
             "status": status.value,
@@ -148,14 +155,21 @@ class WorkerJournal:
             "tokens_in": tokens_in,
             "tokens_out": tokens_out,
             "artifacts": json.dumps(kept),
-            "digests": order,
-            "datas": [blobs[d] for d in order],
-            "sizes": [len(blobs[d]) for d in order],
         }
-        if job_id is None:
-            _, settled = await self._run(_SETTLE, params, "record a step result")
+        if len(blobs) == 1:
+            [(params["blob_digest"], params["blob_data"])] = blobs.items()
+            params["blob_size"] = len(params["blob_data"])
+            plain, finishing = _SETTLE_ONE_BLOB, _SETTLE_ONE_BLOB_AND_FINISH
         else:
-            settled, finished = await self._run_row(_SETTLE_AND_FINISH, {**params, "job_id": job_id},
+            order = sorted(blobs)
+            params.update(
+                digests=order, datas=[blobs[d] for d in order], sizes=[len(blobs[d]) for d in order]
+            )
+            plain, finishing = _SETTLE, _SETTLE_AND_FINISH
+        if job_id is None:
+            _, settled = await self._run(plain, params, "record a step result")
+        else:
+            settled, finished = await self._run_row(finishing, {**params, "job_id": job_id},
                                                     "record a step result")  # fmt: skip
             if finished == 1:
                 self.finished.add(job_id)

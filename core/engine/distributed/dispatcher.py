@@ -5,8 +5,9 @@
     settled = await dispatcher.settle(entry_id, job_id)
 
 `settle` returns when the journal entry is settled (a worker wrote `completed`/`failed`)
-(one watcher reads every waiting entry in one query, off the event loop, like the hand-off
-transactions: the replica's loop keeps scheduling while the database answers)
+(one watcher reads every waiting entry in one query: on the replica's event loop through
+`SettledReads` when one is given, as `bot/app.py` does, else `Dispatch.journal_settled` in a
+thread; either way the loop keeps scheduling while the database answers)
 or when nobody will settle it any more (`Settled.lost`):
 
 - the entry is still `queued` and its job ended, vanished or sits with a dead worker: the
@@ -25,14 +26,14 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, Protocol
 
 from procrastinate.jobs import Status
 
 from core.engine.distributed.jobs import DEFAULT_QUEUE, NodeJob
-from core.engine.distributed.queue import ENDED, JobQueue, defer_many_on, deferrer
+from core.engine.distributed.queue import ENDED, JobQueue, defer_many_on
 from core.errors import StoreError
 from core.store.port import Dispatch, StepEntry
 from core.store.records import JournalEntry, NodeStatus
@@ -66,6 +67,17 @@ class Settled:
 Ticket = asyncio.Future[tuple[int, int]]
 _Request = tuple[StepEntry, Callable[[int], NodeJob], Callable[[], None], Ticket]
 
+
+class SettledReads(Protocol):
+    """`Dispatch.journal_settled` on the replica's event loop (`core/store/settled_reads.py`)."""
+
+    async def open(self) -> None: ...
+
+    async def close(self) -> None: ...
+
+    async def settled(self, entry_ids: Iterable[int]) -> dict[int, tuple[JournalEntry, bytes | None]]: ...
+
+
 #: Called inside the hand-off transaction, after the entry is written and before the job
 #: is deferred (entry id). An observation point: a test kills the process here.
 HandOffHook = Callable[[int], None]
@@ -79,11 +91,14 @@ class RemoteDispatcher:
         config: DispatchConfig = DispatchConfig(),
         *,
         between_writes: HandOffHook | None = None,
+        reads: SettledReads | None = None,
     ) -> None:
+        """`reads`: the watcher's reads of settled entries on the event loop (None: the
+        store's `journal_settled`, in a thread)."""
         self.store = store
         self.queue = queue
         self.config = config
-        self._deferrer = deferrer()
+        self.reads = reads
         self.between_writes = between_writes
         self._waiting: dict[int, list[asyncio.Future[Settled]]] = {}  # entry id -> settle() calls
         self._watcher: asyncio.Future[None] | None = None
@@ -94,6 +109,8 @@ class RemoteDispatcher:
 
     async def open(self) -> None:
         await self.queue.open()
+        if self.reads is not None:
+            await self.reads.open()
 
     async def close(self) -> None:
         if self._hander is not None:
@@ -107,6 +124,8 @@ class RemoteDispatcher:
             self._watcher.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._watcher
+        if self.reads is not None:
+            await self.reads.close()
         await self.queue.close()
 
     def hand_off(
@@ -174,7 +193,7 @@ class RemoteDispatcher:
                 for entry_id in entry_ids:
                     self.between_writes(entry_id)
             numbered = [replace(job, entry_id=eid) for job, eid in zip(jobs, entry_ids, strict=True)]
-            return defer_many_on(self._deferrer, connection, numbered, self.config.queue)
+            return defer_many_on(connection, numbered, self.config.queue)
 
         self.handoff_batches += 1
         handoffs = [request[0] for request in ready]
@@ -252,7 +271,7 @@ class RemoteDispatcher:
             await asyncio.sleep(delay)
             self._poked = False
             try:
-                found = await asyncio.to_thread(self.store.journal_settled, list(self._waiting))
+                found = await self._read_settled(list(self._waiting))
             except Exception:  # the database blinked: the next read may get through
                 log.warning("reading waiting steps failed", extra={"action": "settle_poll"})
                 found = {}
@@ -262,6 +281,11 @@ class RemoteDispatcher:
                         waiter.set_result(Settled(entry, output=output))
             fresh = found or self._poked
             delay = self.config.poll_min if fresh else min(delay * 2, self.config.poll_max)
+
+    async def _read_settled(self, entry_ids: list[int]) -> dict[int, tuple[JournalEntry, bytes | None]]:
+        if self.reads is not None:
+            return await self.reads.settled(entry_ids)
+        return await asyncio.to_thread(self.store.journal_settled, entry_ids)
 
     def _give_up(self, entry_id: int) -> Settled | None:
         settled = self.store.journal_settled([entry_id]).get(entry_id)

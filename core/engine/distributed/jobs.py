@@ -117,7 +117,7 @@ class NodeJob:
             idempotency_key=args.get("idempotency_key"),
             timeout=float(args["timeout"]),
             rendered=rendered,
-            output=OutputContract.model_validate(args.get("output") or {}),
+            output=_output_contract(args.get("output")),
             artifact_globs=tuple(args.get("artifact_globs") or ()),
             restore=dict(args.get("restore") or {}),
             workflow_dir=args.get("workflow_dir"),
@@ -126,6 +126,16 @@ class NodeJob:
             secrets=tuple(str(n) for n in args.get("secrets") or ()),
             network=args.get("network") is not False,
         )
+
+
+#: the contract of a job whose arguments name none (every node's default): frozen, shared
+_TEXT_OUTPUT = OutputContract()
+
+
+def _output_contract(value: Any) -> OutputContract:
+    """The job's output contract: validated when its arguments name one (most name none:
+    `to_args` leaves a default contract out, and a worker parses one job per step)."""
+    return OutputContract.model_validate(value) if value else _TEXT_OUTPUT
 
 
 #: arguments `from_args` reads without a default

@@ -1,11 +1,10 @@
 """The Procrastinate side of distributed execution: connection info, schema, job lookups.
 
-Two `procrastinate.App`s per process, on the Baton database:
-
-- `deferrer()`: a never-opened sync app whose only use is deferring a job on a connection
-  Baton already holds (the hand-off transaction of `SqlStore.journal_queue`);
-- `JobQueue` (opened async, small pool): job status and stalled-worker lookups for the
-  replicas, and the app `baton worker` runs (`bot/worker.py`).
+- `defer_many_on`: node jobs deferred on a connection Baton already holds (the hand-off
+  transaction of `SqlStore.journal_queue_many`), by Procrastinate's own defer function,
+  called with the jobs' arguments as one JSON array;
+- `JobQueue` (a `procrastinate.App` opened async, small pool): job status and stalled-worker
+  lookups for the replicas, and the app `baton worker` runs (`bot/worker.py`).
 
 `apply_queue_schema(url)` installs Procrastinate's tables once (advisory lock, then a
 no-op when they exist), like `SqlStore.migrate` does for Baton's own.
@@ -13,6 +12,7 @@ no-op when they exist), like `SqlStore.migrate` does for Baton's own.
 
 from __future__ import annotations
 
+import json
 import logging
 import time
 from collections.abc import Callable
@@ -58,25 +58,45 @@ def apply_queue_schema(database_url: str) -> bool:
         raise StoreError(f"The job queue schema could not be installed ({describe(exc)}).") from exc
 
 
-def deferrer() -> procrastinate.App:
-    """An app that only defers jobs on connections handed to it (it never opens a pool)."""
-    return procrastinate.App(connector=procrastinate.SyncPsycopgConnector())
+#: Procrastinate's `defer_jobs` (`procrastinate_defer_jobs_v1`, the function its `defer` calls)
+#: for a batch of node jobs, their arguments sent as ONE JSON array: Procrastinate's own call
+#: sends an array of `procrastinate_job_to_defer_v1` composites in text, whose every JSON
+#: argument the driver escapes in Python, character class by character class (the largest
+#: cost of a replica's hand-off, issue 34). The same rows: the node job's task, the queue,
+#: the default priority, no lock, the entry's queueing lock, the task's arguments
+#: (`{"job": …}`), no schedule. Job ids in order (the function inserts the jobs in the array's order).
+_DEFER_NODE_JOBS: LiteralString = """
+    SELECT unnest(procrastinate_defer_jobs_v1(ARRAY(
+        SELECT ROW(%(queue)s, %(task)s, 0, NULL, job ->> 'lock', job -> 'args', NULL)
+                   ::procrastinate_job_to_defer_v1
+          FROM jsonb_array_elements(CAST(%(jobs)s AS jsonb)) WITH ORDINALITY AS j(job, n)
+         ORDER BY n
+    ))) AS id
+"""
 
 
-def defer_many_on(
-    app: procrastinate.App, connection: Any, jobs: list[NodeJob], queue: str = DEFAULT_QUEUE
-) -> list[int]:
-    """Defer `jobs` on `connection` in one statement, inside the caller's transaction, each
-    with its own queueing lock: their job ids, in order."""
+def defer_many_on(connection: Any, jobs: list[NodeJob], queue: str = DEFAULT_QUEUE) -> list[int]:
+    """Defer `jobs` on `connection` (a psycopg connection) in one statement, inside the caller's
+    transaction, each with its own queueing lock: their job ids, in order."""
     if not jobs:
         return []
-    pending = [
-        app.configure_task(TASK_NAME, queue=queue, queueing_lock=queueing_lock(job.entry_id))
-        .make_new_job(job=job.to_args())
-        for job in jobs
-    ]
-    deferred = app.job_manager.batch_defer_jobs(pending, connection=connection)
-    return [int(job.id) for job in deferred if job.id is not None]
+    params = {
+        "queue": queue,
+        "task": TASK_NAME,
+        "jobs": json.dumps(
+            [{"lock": queueing_lock(job.entry_id), "args": {"job": job.to_args()}} for job in jobs],
+            separators=(",", ":"),
+        ),
+    }
+    try:
+        with connection.cursor() as cursor:
+            cursor.execute(_DEFER_NODE_JOBS, params)
+            ids = [int(row[0]) for row in cursor.fetchall()]
+    except psycopg.errors.UniqueViolation as exc:  # a job of one of these entries is waiting
+        raise pq_errors.AlreadyEnqueued(f"a node job is already waiting ({exc})") from exc
+    if len(ids) != len(jobs):
+        raise StoreError(f"{len(jobs)} node jobs were deferred as {len(ids)}.", hint="A bug in Baton.")
+    return ids
 
 
 def queue_connector(conninfo: str, pool_size: int) -> procrastinate.PsycopgConnector:

@@ -26,6 +26,7 @@ from core.engine.distributed import (
 )
 from core.engine.tools import ToolRegistry
 from core.store.repository import SqlStore
+from core.store.settled_reads import SettledReads
 from core.store.worker_journal import WorkerJournal
 from tests.integration.engine.harness import Harness
 
@@ -71,7 +72,8 @@ async def cluster(
     store = SqlStore(postgres_url)
     (tmp_path / "workflows").mkdir()
     dispatcher = RemoteDispatcher(
-        store.dispatch, JobQueue(postgres_url), DispatchConfig(liveness_seconds=0.3, stalled_after=1.0)
+        store.dispatch, JobQueue(postgres_url), DispatchConfig(liveness_seconds=0.3, stalled_after=1.0),
+        reads=SettledReads(postgres_url),  # as `bot/app.py` builds it
     )
     baton = testing.build(tmp_path, store=store, dispatcher=dispatcher,
                           replica_id="replica", lease_seconds=5, data_dir=tmp_path / "replica")  # fmt: skip

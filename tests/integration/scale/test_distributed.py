@@ -264,32 +264,59 @@ nodes:
 
 
 class _CountingReads:
-    """The replica's store, with the journal reads of waiting steps counted (all else as is)."""
+    """The replica's reads of settled entries (`SettledReads`, on its event loop) and its
+    store's `journal_settled` (in a thread, when it has no `SettledReads`), counted."""
 
-    def __init__(self, store: object) -> None:
-        self._store = store
-        self.reads: list[int] = []  # entries asked for, per read
+    def __init__(self, reads: object, store: object) -> None:
+        self._reads, self._store = reads, store
+        self.reads: list[int] = []  # entries asked for, per read on the event loop
+        self.threaded: list[int] = []  # the same, per read through the store
+
+    async def settled(self, entry_ids: list[int]) -> dict:
+        self.reads.append(len(list(entry_ids)))
+        return await self._reads.settled(entry_ids)  # type: ignore[attr-defined,no-any-return]
+
+    async def close(self) -> None:
+        await self._reads.close()  # type: ignore[attr-defined]
 
     def journal_settled(self, entry_ids: list[int]) -> dict:
-        self.reads.append(len(list(entry_ids)))
-        return self._store.journal_settled(entry_ids)  # type: ignore[attr-defined]
+        self.threaded.append(len(list(entry_ids)))
+        return self._store.journal_settled(entry_ids)  # type: ignore[attr-defined,no-any-return]
 
     def __getattr__(self, name: str) -> object:
         return getattr(self._store, name)
 
 
-async def test_steps_waiting_on_workers_are_read_from_the_journal_together(cluster: Cluster) -> None:
-    """One journal read per poll serves every step the replica waits for (not one each)."""
-    counting = _CountingReads(cluster.dispatcher.store)
-    cluster.dispatcher.store = counting  # type: ignore[assignment]
+@pytest.mark.parametrize("on_the_loop", [True, False], ids=["settled_reads", "store_in_a_thread"])
+async def test_steps_waiting_on_workers_are_read_from_the_journal_together(
+    cluster: Cluster, on_the_loop: bool
+) -> None:
+    """One journal read per poll serves every step the replica waits for (not one each): on
+    the replica's event loop (`SettledReads`, as `bot/app.py` builds the dispatcher), or
+    through the store's `journal_settled` in a thread when the dispatcher has no reads."""
+    dispatcher = cluster.dispatcher
+    reads = dispatcher.reads
+    assert reads is not None
+    counting = _CountingReads(reads, dispatcher.store)
+    dispatcher.store = counting  # type: ignore[assignment]
+    dispatcher.reads = counting if on_the_loop else None  # type: ignore[assignment]
     h = cluster.harness
     h.write("fanout.yaml", FANOUT)
 
-    run = await h.run("fanout")
+    try:
+        run = await h.run("fanout")
+    finally:
+        if not on_the_loop:
+            await reads.close()  # the dispatcher no longer knows it
 
     assert run.status is RunStatus.COMPLETED, run.reason
     assert sorted(h.output(run.id, f"s{i}").strip() for i in range(6)) == [str(i) for i in range(6)]
-    assert max(counting.reads) >= 2  # several waiting steps in one read
+    if on_the_loop:
+        assert max(counting.reads) >= 2  # several waiting steps in one read
+        assert set(counting.threaded) <= {1}  # only a step's own check once it waited a while
+    else:
+        assert max(counting.threaded) >= 2
+        assert counting.reads == []
 
 
 FAN_IN = (

@@ -17,7 +17,7 @@ from procrastinate.jobs import Status
 
 from core.engine.distributed import WorkerConnector
 from core.engine.distributed.jobs import NodeJob
-from core.engine.distributed.queue import JobQueue, defer_many_on, deferrer
+from core.engine.distributed.queue import JobQueue, defer_many_on
 from core.engine.nodes import RenderedNode
 from core.store.port import StepEntry
 from core.store.records import NodeStatus
@@ -62,7 +62,6 @@ def _hand_off(store: SqlStore, run_id: str, *nodes: str) -> list[tuple[int, int]
         )
         for n in nodes
     ]
-    app = deferrer()
 
     def defer(connection: Any, entry_ids: list[int]) -> list[int]:
         jobs = [
@@ -70,7 +69,7 @@ def _hand_off(store: SqlStore, run_id: str, *nodes: str) -> list[tuple[int, int]
                     timeout=60.0, rendered=RenderedNode("tool", tool="noop"), output=OutputContract())
             for entry_id, node in zip(entry_ids, nodes, strict=True)
         ]  # fmt: skip
-        return defer_many_on(app, connection, jobs)
+        return defer_many_on(connection, jobs)
 
     return store.dispatch.journal_queue_many(handoffs, defer)
 
@@ -220,3 +219,47 @@ async def test_a_job_of_another_task_is_fetched_as_procrastinate_fetches_it_and_
     await manager.finish_job(job=job, status=Status.SUCCEEDED, delete_job=True)  # a real finish
     assert await queue.status(other) is None
     await manager.unregister_worker(worker_id)
+
+
+def test_node_jobs_are_deferred_as_procrastinate_defers_them_in_the_order_asked(
+    store: SqlStore, postgres_url: str
+) -> None:
+    """`defer_many_on` calls Procrastinate's defer function with one JSON array: each job row is
+    the one Procrastinate's own `batch_defer_jobs` writes for the same task (queue, task,
+    priority, lock, queueing lock, arguments: JSON with quotes, backslashes, newlines and
+    non-ASCII, which its composite text once escaped), and the ids come back in order."""
+    import procrastinate
+
+    from core.engine.distributed.jobs import TASK_NAME, queueing_lock
+    from core.store.database import pg_conninfo
+
+    run = run_factory(store)()
+    tricky = 'say "hi" \\ back\n\tthen ü, €, {"a": [1]}'
+    rendered = RenderedNode("tool", tool="noop", kwargs={"text": tricky}, stdin=tricky.encode())
+    jobs = [
+        NodeJob(entry_id=entry_id, run_id=run.id, node_id=f"n{entry_id}", attempt=2, idempotency_key=tricky,
+                timeout=30.0, rendered=rendered, output=OutputContract(), env={"K": tricky})
+        for entry_id in (7, 3, 5)
+    ]  # fmt: skip
+    theirs = procrastinate.App(connector=procrastinate.SyncPsycopgConnector())
+    columns = "queue_name, task_name, priority, lock, queueing_lock, args, scheduled_at, status"
+    with psycopg.connect(pg_conninfo(postgres_url)) as conn:
+        ids = defer_many_on(conn, jobs, "q1")
+        mine = {i: conn.execute(f"SELECT {columns} FROM procrastinate_jobs WHERE id = %s", (i,)).fetchone()
+                for i in ids}  # fmt: skip
+        conn.rollback()
+        pending = [
+            theirs.configure_task(
+                TASK_NAME, queue="q1", queueing_lock=queueing_lock(job.entry_id)
+            ).make_new_job(job=job.to_args())
+            for job in jobs
+        ]
+        reference = [int(j.id) for j in theirs.job_manager.batch_defer_jobs(pending, connection=conn) if j.id]
+        expected = [conn.execute(f"SELECT {columns} FROM procrastinate_jobs WHERE id = %s", (i,)).fetchone()
+                    for i in reference]  # fmt: skip
+        conn.rollback()
+
+    assert len(ids) == 3 and ids == sorted(ids)
+    assert [mine[i] for i in ids] == expected
+    assert [NodeJob.from_args(mine[i][5]["job"]) for i in ids] == jobs  # type: ignore[index]
+    assert [mine[i][4] for i in ids] == ["baton-entry-7", "baton-entry-3", "baton-entry-5"]  # type: ignore[index]

@@ -14,6 +14,7 @@ from core.errors import InvalidTransition
 from core.store.port import StepEntry
 from core.store.records import NodeStatus
 from core.store.repository import SqlStore
+from core.store.settled_reads import SettledReads
 from core.store.worker_journal import WorkerJournal
 from tests.integration.store.conftest import Clock, run_factory
 
@@ -88,6 +89,40 @@ async def test_a_result_writes_its_blobs_and_settles_the_entry_once(
     assert pg_store.dispatch.journal_entries([entry_id])[entry_id].status is NodeStatus.COMPLETED
 
 
+@pytest.mark.parametrize(
+    ("output", "artifacts"),
+    [
+        (b"only an output", {}),
+        (None, {"files/only.txt": b"only an artifact"}),
+        (b"same bytes", {"files/same.txt": b"same bytes"}),  # one blob, twice
+        (None, {}),
+    ],
+    ids=["output", "artifact", "shared", "none"],
+)
+async def test_a_result_of_one_blob_or_none_writes_it_once(
+    pg_store: SqlStore, journal: WorkerJournal, output: bytes | None, artifacts: dict[str, bytes]
+) -> None:
+    """A result of one blob sends it as plain parameters (`_SETTLE_ONE_BLOB`), other results as
+    arrays: the entry, the blob and the refusal of a second result are the same either way (with
+    a job finished too: `test_worker_round_trips.py`)."""
+    run = run_factory(pg_store)()
+    [entry_id] = _queued(pg_store, run.id, "a")
+    await journal.claim(entry_id)
+    status = NodeStatus.COMPLETED if output is not None else NodeStatus.FAILED
+
+    digest = await journal.settle(entry_id, status=status, output=output, artifacts=artifacts)
+
+    entry = pg_store.dispatch.journal_entries([entry_id])[entry_id]
+    assert (entry.status, entry.output_digest) == (status, digest)
+    if output is not None:
+        assert digest == hashlib.sha256(output).hexdigest()
+        assert pg_store.blobs.get_blob(digest) == output
+    assert {p: pg_store.blobs.get_blob(d) for p, d in entry.artifacts.items()} == artifacts
+    with pytest.raises(InvalidTransition):
+        await journal.settle(entry_id, status=NodeStatus.FAILED, output=b"late")
+    assert pg_store.blobs.get_blobs([hashlib.sha256(b"late").hexdigest()]) == {}
+
+
 async def test_a_result_for_an_entry_never_claimed_is_refused_and_writes_nothing(
     pg_store: SqlStore, journal: WorkerJournal
 ) -> None:
@@ -124,6 +159,30 @@ async def test_the_replica_reads_only_settled_entries_with_their_outputs(
     entry, output = found[failed]
     assert (entry.status, entry.error, output) == (NodeStatus.FAILED, "exit 1", None)
     assert pg_store.dispatch.journal_settled([]) == {}
+
+
+async def test_settled_reads_on_the_event_loop_read_what_journal_settled_reads(
+    pg_store: SqlStore, journal: WorkerJournal, postgres_url: str
+) -> None:
+    """`SettledReads` (the replica's reads on its event loop) is `journal_settled` without the
+    thread: the same entries (notes, components, artifacts, errors) with the same outputs."""
+    run = run_factory(pg_store)()
+    queued, started, done, failed, with_files = _queued(pg_store, run.id, "q", "s", "d", "f", "a")
+    for entry_id in (started, done, failed, with_files):
+        await journal.claim(entry_id)
+    await journal.settle(done, status=NodeStatus.COMPLETED, output=b"result \x00\xff", tokens_in=2)
+    await journal.settle(failed, status=NodeStatus.FAILED, error="exit 1")
+    await journal.settle(with_files, status=NodeStatus.COMPLETED, output=b"o", artifacts={"x/y.txt": b"Y"})
+    ids = [queued, started, done, failed, with_files, 999_999]
+
+    async with SettledReads(postgres_url) as reads:
+        found = await reads.settled(ids)
+        assert await reads.settled([]) == {}
+
+    assert found == pg_store.dispatch.journal_settled(ids)
+    assert sorted(found) == [done, failed, with_files]
+    assert found[done][1] == b"result \x00\xff" and found[failed][1] is None
+    assert found[with_files][0].artifacts == {"x/y.txt": hashlib.sha256(b"Y").hexdigest()}
 
 
 def test_a_hand_off_batch_returns_each_steps_entry_in_order_and_is_all_or_nothing(pg_store: SqlStore) -> None:

@@ -60,6 +60,30 @@ async def test_a_dropped_connection_that_sat_unused_is_replaced_before_it_is_len
     assert await _backend(pool) != first  # checked, found dead, replaced: nothing failed
 
 
+async def test_a_returned_connection_is_back_in_the_pool_at_once_and_lent_again_unchecked(
+    pool: pg_pool.psycopg_pool.AsyncConnectionPool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """No `reset` callback: psycopg_pool would hand every returned connection to a maintenance
+    task first, a task hop per statement before the connection can be lent again."""
+    await _backend(pool)  # lent once: checked and stamped
+    monkeypatch.setattr(pg_pool, "CHECK_AFTER_IDLE", 3600.0)
+    sent: list[str] = []
+    execute = psycopg.AsyncConnection.execute
+
+    async def counted(
+        conn: psycopg.AsyncConnection[object], query: str, *args: object, **kw: object
+    ) -> object:
+        sent.append(str(query))
+        return await execute(conn, query, *args, **kw)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(psycopg.AsyncConnection, "execute", counted)
+    for _ in range(3):
+        async with pool.connection() as conn:
+            await conn.execute("SELECT 1")
+        assert pool.get_stats()["pool_available"] == 1  # no await since: returned inline
+    assert sent == ["SELECT 1"] * 3  # lent again within CHECK_AFTER_IDLE: no empty query
+
+
 async def test_a_dropped_connection_in_use_fails_one_statement_then_is_replaced(
     pool: pg_pool.psycopg_pool.AsyncConnectionPool, postgres_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:

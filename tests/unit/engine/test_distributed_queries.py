@@ -38,4 +38,8 @@ def test_the_finish_the_worker_skips_is_procrastinates_and_the_result_statement_
     finish = _sql(pq_queries["finish_job"])
     called = re.search(r"(procrastinate_finish_job_v\d+)\(", finish)
     assert called is not None and called.group(1) == "procrastinate_finish_job_v1"
-    assert "procrastinate_finish_job_v1(%(job_id)s, 'succeeded', true)" in worker_journal._SETTLE_AND_FINISH
+    for statement in (worker_journal._SETTLE_AND_FINISH, worker_journal._SETTLE_ONE_BLOB_AND_FINISH):
+        assert "procrastinate_finish_job_v1(%(job_id)s, 'succeeded', true)" in statement
+    # the one-blob statement is the general one with its blob as plain parameters
+    assert "unnest" in worker_journal._SETTLE and "unnest" not in worker_journal._SETTLE_ONE_BLOB
+    assert "%(blob_data)s" in worker_journal._SETTLE_ONE_BLOB_AND_FINISH
