@@ -273,8 +273,8 @@ class _Splitter:
         if best is not None and (blocked is not None or not self._cut_anyway(j, room)):
             return best, self._suffix(best, self.lines[self._line_at(best - 1)].after), True, 0
         if blocked is not None:  # a span over lines that does not fit in what is left
-            if pos < blocked[0]:  # it opens in this chunk's first line: cut before it if allowed
-                cut = self._cut_line(pos, index, room, force=False)
+            if pos < blocked[0]:  # it opens after this chunk's start: cut before it, on its line
+                cut = self._cut_line(pos, self._line_at(blocked[0]), room, force=False)
                 if cut is not None:
                     return cut
                 if self.w(pos, blocked[0]) > room:  # the text before it is wider than a chunk

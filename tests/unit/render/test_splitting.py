@@ -51,6 +51,10 @@ _WIDE_FIRST_LINE = " ".join(["`/workflow resume 3f9a1c2b`", "y" * 561, "\n````\n
 # a span as wide as the chunk, then a span "``` \n <@U…> ```" that cannot close and reopen but
 # around the mention in it (ending before it would start the next chunk with a fence)
 @example(text=" ".join(["`" + "x" * 1979 + "`", "```", "\n", "<@U123ABC>", "```"]), limit=2000)
+# a short span over two lines that opens on the chunk's second line (the first is inside an
+# earlier span): the chunk ends before it, not inside it (found by this test at random)
+@example(text=" ".join(["`", "\n", "word", "*bold*", "```", "```", "````", f"`{COMMANDS[0]}`",
+                        "`" + "x" * 180 + "`", "000000\n\U00010000\U00010000", "`"]), limit=257)
 def test_split_random_markdown(text: str, limit: int) -> None:
     chunks = split_chunks(text, limit)
     assert "".join(c.body for c in chunks) == text  # no character lost
