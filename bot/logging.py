@@ -39,16 +39,17 @@ def _quote(value: object) -> str:
 class KeyValueFormatter(logging.Formatter):
     """`ts=… level=… logger=… action=… run_id=… node_id=… <other extras> msg="…"`."""
 
-    _second = -1  # the whole second of the last record's timestamp, and its text
-    _second_text = ""
+    _second: tuple[int, str] = (-1, "")  # the last record's whole second and its text: one
+    # attribute, swapped whole, so a thread never pairs one second with another's text
 
     def format(self, record: logging.LogRecord) -> str:
-        second = int(record.created)
-        if second != self._second:  # one strftime per second of logs, not one per line
-            self._second_text = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(second))
-            self._second = second
+        second, text = self._second
+        if int(record.created) != second:  # one strftime per second of logs, not one per line
+            second = int(record.created)
+            text = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(second))
+            self._second = (second, text)
         fields: list[tuple[str, object]] = [
-            ("ts", f"{self._second_text}.{int(record.msecs):03d}Z"),
+            ("ts", f"{text}.{int(record.msecs):03d}Z"),
             ("level", record.levelname),
             ("logger", record.name),
         ]

@@ -85,3 +85,21 @@ def test_setting_up_twice_keeps_one_handler(stream: io.StringIO) -> None:
         assert second.getvalue().count("msg=once") == 1
     finally:
         logging.getLogger().removeHandler(handler)
+
+
+def test_timestamps_follow_each_record_across_seconds() -> None:
+    """The second's text is kept from one record to the next: a record of another second (later,
+    or earlier, as a thread's may be) gets its own."""
+    from bot.logging import KeyValueFormatter
+
+    formatter = KeyValueFormatter()
+
+    def ts(created: float) -> str:
+        record = logging.LogRecord("baton.x", logging.INFO, __file__, 1, "m", None, None)
+        record.created, record.msecs = created, (created - int(created)) * 1000
+        return formatter.format(record).split(" ", 1)[0]
+
+    assert ts(1_700_000_000.25) == "ts=2023-11-14T22:13:20.250Z"
+    assert ts(1_700_000_000.5) == "ts=2023-11-14T22:13:20.500Z"
+    assert ts(1_700_000_001.0) == "ts=2023-11-14T22:13:21.000Z"
+    assert ts(1_699_999_999.999) == "ts=2023-11-14T22:13:19.999Z"
