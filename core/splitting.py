@@ -273,10 +273,12 @@ class _Splitter:
         if best is not None and (blocked is not None or not self._cut_anyway(j, room)):
             return best, self._suffix(best, self.lines[self._line_at(best - 1)].after), True, 0
         if blocked is not None:  # a span over lines that does not fit in what is left
-            if pos < blocked[0]:  # it opens after this chunk's start: cut before it, on its line
-                cut = self._cut_line(pos, self._line_at(blocked[0]), room, force=False)
-                if cut is not None:
-                    return cut
+            if pos < blocked[0]:  # it opens after this chunk's start: cut before it if allowed,
+                # as late as allowed (on its line, else on the lines before, down to the first)
+                for k in range(self._line_at(blocked[0]), index - 1, -1):
+                    cut = self._cut_line(pos, k, room, force=False)
+                    if cut is not None and cut[0] <= blocked[0]:
+                        return cut
                 if self.w(pos, blocked[0]) > room:  # the text before it is wider than a chunk
                     forced = self._cut_line(pos, index, room)
                     assert forced is not None
