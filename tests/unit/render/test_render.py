@@ -27,7 +27,7 @@ from core.render import (
     width,
 )
 from core.splitting import code_spans
-from tests.unit.commands.samples import every_reply_kind, make_gate, make_run
+from tests.unit.commands.samples import every_reply_kind, make_gate, make_run, make_summary
 from tests.unit.render.fences import fences_balanced
 
 PLATFORMS = platforms()  # every platform with a format of its own, as installed
@@ -305,3 +305,25 @@ def test_a_map_node_is_one_progress_line_with_its_item_counts(platform: str) -> 
     text = "".join(render(replies.progress(run, summary), platform, PLAIN))
     [line] = [line for line in text.splitlines() if "deploy" in line]
     assert line.endswith("37/50 · 2 failed · 4 running")
+
+
+@pytest.mark.parametrize("platform", PLATFORMS)
+def test_a_line_ending_in_a_block_tag_keeps_its_line_break(platform: str) -> None:
+    """`trim_blocks` eats the line break after `{% endif %}`: the progress header (whose
+    schedule clause ends in one) and each `notify:` rule of a subscription list stay lines of
+    their own, with or without the clause."""
+    run = make_run()
+    for started_by in (None, "schedule:nightly"):
+        progress = replies.progress(run.evolve(started_by=started_by), make_summary("running"))
+        header = render(progress, platform, PLAIN)[0].splitlines()[0]
+        assert "release-notes" in header or "r-0123456789abcdef" in header[:200]
+        assert not any(node in header for node in ("collect", "draft", "publish")), header
+    rules = [{"workflow": "wf-one", "events": ["failed"], "when": "{{ x }}"},
+             {"workflow": "wf-two", "events": ["failed"], "when": ""},
+             {"workflow": "wf-three", "events": ["failed"], "when": ""}]
+    text = "".join(render(replies.subscriptions("slack", "C0OPS", [], rules), platform, PLAIN))
+    lines = text.splitlines()
+    for name in ("wf-one", "wf-two", "wf-three"):
+        assert sum(name in line for line in lines) == 1
+        assert not any(name in line and other in line for line in lines
+                       for other in ("wf-one", "wf-two", "wf-three") if other != name)
