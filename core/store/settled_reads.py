@@ -20,8 +20,8 @@ import psycopg
 import psycopg_pool
 
 from core.errors import StoreError
-from core.store.database import describe, pg_conninfo
-from core.store.pg_pool import lively_pool
+from core.store.database import describe
+from core.store.pg_statements import PooledStatements
 from core.store.records import JournalEntry, NodeStatus
 from core.store.rows import JOURNAL_FIELDS, journal_from_values
 
@@ -38,34 +38,11 @@ _SETTLED = f"""
 """
 
 
-class SettledReads:
+class SettledReads(PooledStatements):
     """A replica's reads of settled journal entries (PostgreSQL), on its event loop."""
 
     def __init__(self, database_url: str, *, size: int = 1) -> None:
-        self._pool = lively_pool(
-            pg_conninfo(database_url),
-            min_size=1,
-            max_size=max(1, size),
-            kwargs={"prepare_threshold": 0},  # prepared on the server when first run
-            open=False,
-            name="baton-settled-reads",
-        )
-
-    async def open(self) -> None:
-        try:
-            await self._pool.open(wait=True, timeout=30)
-        except (psycopg.Error, psycopg_pool.PoolTimeout) as exc:
-            raise StoreError(f"The run store could not be reached ({describe(exc)}).") from exc
-
-    async def close(self) -> None:
-        await self._pool.close()
-
-    async def __aenter__(self) -> SettledReads:
-        await self.open()
-        return self
-
-    async def __aexit__(self, *_exc: object) -> None:
-        await self.close()
+        super().__init__(database_url, size=size, name="baton-settled-reads")
 
     async def settled(self, entry_ids: Iterable[int]) -> dict[int, tuple[JournalEntry, bytes | None]]:
         """Those of these entries that are settled (neither `queued` nor `started`), each with

@@ -19,7 +19,6 @@ import hashlib
 import json
 import time
 from collections.abc import Callable, Mapping
-from types import TracebackType
 from typing import Any
 
 import psycopg
@@ -27,8 +26,8 @@ import psycopg_pool
 
 from core.errors import StoreError
 from core.store import cas
-from core.store.database import describe, pg_conninfo
-from core.store.pg_pool import lively_pool
+from core.store.database import describe
+from core.store.pg_statements import PooledStatements
 from core.store.records import NodeStatus
 from core.store.rows import JOURNAL_FIELDS, journal_from_values
 
@@ -77,7 +76,7 @@ _SETTLE_ONE_BLOB_AND_FINISH = _SETTLE_ONE_BLOB.replace("    SELECT count(*) FROM
 _ENTRY = f"SELECT {', '.join(JOURNAL_FIELDS)} FROM journal WHERE id = %(entry_id)s"
 
 
-class WorkerJournal:
+class WorkerJournal(PooledStatements):
     """Claims and results of one worker process (PostgreSQL); `size`: its job slots."""
 
     def __init__(self, database_url: str, *, size: int = 4, clock: Callable[[], float] = time.time) -> None:
@@ -85,32 +84,7 @@ class WorkerJournal:
         #: node jobs a result statement finished (`settle(job_id=…)`): their worker's connector
         #: (`WorkerConnector.finished`, the same set) skips Procrastinate's own finish of them
         self.finished: set[int] = set()
-        self._pool = lively_pool(
-            pg_conninfo(database_url),
-            min_size=1,
-            max_size=max(1, size),
-            kwargs={"prepare_threshold": 0},  # prepared on the server when first run
-            open=False,
-            name="baton-worker-journal",
-        )
-
-    async def open(self) -> None:
-        try:
-            await self._pool.open(wait=True, timeout=30)
-        except (psycopg.Error, psycopg_pool.PoolTimeout) as exc:
-            raise StoreError(f"The run store could not be reached ({describe(exc)}).") from exc
-
-    async def close(self) -> None:
-        await self._pool.close()
-
-    async def __aenter__(self) -> WorkerJournal:
-        await self.open()
-        return self
-
-    async def __aexit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        await self.close()
+        super().__init__(database_url, size=size, name="baton-worker-journal")
 
     async def claim(self, entry_id: int) -> bool:
         """CAS `queued -> started`, committed before this returns; False when it was not queued."""
