@@ -175,20 +175,22 @@ print(json.dumps({
 """
 
 
+def _run_script(script: str, mode: str, tmp_path: Path) -> dict[str, object]:
+    """`script` (`plain` or `cached`) in a new interpreter with its own bytecode cache under
+    `tmp_path`: the JSON it prints."""
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONDONTWRITEBYTECODE", "PYTHONPYCACHEPREFIX")}
+    env.update(PYTHONPATH=str(ROOT), PYTHONPYCACHEPREFIX=str(tmp_path / "pycache"))
+    proc = subprocess.run([sys.executable, "-c", script, mode], capture_output=True, text=True,
+                          env=env, cwd=tmp_path, timeout=60, check=False)  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    result: dict[str, object] = json.loads(proc.stdout)
+    return result
+
+
 def test_sqlalchemy_s_generated_wrappers_come_from_the_file_and_are_the_same_code(tmp_path: Path) -> None:
     """The ≈ 100 wrappers `import sqlalchemy` writes and compiles: the same code (file name,
     `__future__` flags, bytecode) whether compiled by SQLAlchemy or taken from the file."""
-    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONDONTWRITEBYTECODE", "PYTHONPYCACHEPREFIX")}
-    env.update(PYTHONPATH=str(ROOT), PYTHONPYCACHEPREFIX=str(tmp_path / "pycache"))
-
-    def run(mode: str) -> dict[str, object]:
-        proc = subprocess.run([sys.executable, "-c", SQLALCHEMY, mode], capture_output=True, text=True,
-                              env=env, cwd=tmp_path, timeout=60, check=False)  # fmt: skip
-        assert proc.returncode == 0, proc.stderr
-        result: dict[str, object] = json.loads(proc.stdout)
-        return result
-
-    plain, first, second = run("plain"), run("cached"), run("cached")
+    plain, first, second = (_run_script(SQLALCHEMY, mode, tmp_path) for mode in ("plain", "cached", "cached"))
     assert int(str(plain["compiled"])) > 50 and int(str(first["compiled"])) > 50
     assert second["compiled"] == 0  # every wrapper came from the file
     same = {k: v for k, v in plain.items() if k != "compiled"}
@@ -224,17 +226,7 @@ print(json.dumps({
 def test_jinja2_s_template_code_comes_from_the_file_and_is_the_same_code(tmp_path: Path) -> None:
     """The Python code jinja2 generates for a template made from a string (the workflows'
     templates): the same code (file name, flags, bytecode) whether compiled or from the file."""
-    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONDONTWRITEBYTECODE", "PYTHONPYCACHEPREFIX")}
-    env.update(PYTHONPATH=str(ROOT), PYTHONPYCACHEPREFIX=str(tmp_path / "pycache"))
-
-    def run(mode: str) -> dict[str, object]:
-        proc = subprocess.run([sys.executable, "-c", JINJA2, mode], capture_output=True, text=True,
-                              env=env, cwd=tmp_path, timeout=60, check=False)  # fmt: skip
-        assert proc.returncode == 0, proc.stderr
-        result: dict[str, object] = json.loads(proc.stdout)
-        return result
-
-    plain, first, second = run("plain"), run("cached"), run("cached")
+    plain, first, second = (_run_script(JINJA2, mode, tmp_path) for mode in ("plain", "cached", "cached"))
     assert plain["compiled"] == first["compiled"] == 2  # the template and the bash command's
     assert second["compiled"] == 0  # both came from the file
     same = {k: v for k, v in plain.items() if k != "compiled"}
