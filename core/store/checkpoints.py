@@ -25,6 +25,8 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
+from core.store.database import run_pragmas
+
 log = logging.getLogger("baton.store")
 
 #: hot-path commits between checkpoints (a step commits once or twice, a few pages each:
@@ -80,8 +82,7 @@ class Checkpointer:
     def _run(self) -> None:
         try:
             conn = self._connect()
-            for pragma in self._pragmas:
-                conn.execute(pragma)
+            run_pragmas(conn, self._pragmas)
         except sqlite3.Error as exc:
             log.warning("WAL checkpoints left to SQLite's automatic ones: %s", exc,
                         extra={"action": "wal_checkpoint_failed"})  # fmt: skip

@@ -8,7 +8,8 @@ busy timeout, foreign keys, chosen `synchronous`) or PostgreSQL (psycopg 3).
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable, Iterator
+import sqlite3
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Literal, ParamSpec, TypeVar
@@ -28,6 +29,8 @@ T = TypeVar("T")
 
 #: How long a SQLite writer waits for another one before giving up.
 SQLITE_BUSY_TIMEOUT_MS = 10_000
+
+WAL_PRAGMA = "PRAGMA journal_mode = WAL"
 
 _PG_PREFIXES = ("postgres://", "postgresql://")
 
@@ -78,7 +81,7 @@ def sqlite_pragmas(synchronous: SqliteSynchronous) -> list[str]:
         raise ValueError(f"sqlite_synchronous must be NORMAL or FULL, not {synchronous!r}")
     return [
         f"PRAGMA busy_timeout = {SQLITE_BUSY_TIMEOUT_MS}",
-        "PRAGMA journal_mode = WAL",
+        WAL_PRAGMA,
         f"PRAGMA synchronous = {synchronous}",
         "PRAGMA foreign_keys = ON",
     ]
@@ -104,12 +107,49 @@ def open_engine(url: URL, *, sqlite_synchronous: SqliteSynchronous = "NORMAL") -
     def _on_connect(dbapi_connection: Any, _record: Any) -> None:
         cursor = dbapi_connection.cursor()
         try:
-            for pragma in pragmas:
-                cursor.execute(pragma)
+            run_pragmas(cursor, pragmas)
         finally:
             cursor.close()
 
     return engine
+
+
+def run_pragmas(cursor: Any, pragmas: Sequence[str]) -> None:
+    """Run `pragmas` on a new SQLite connection's cursor (the switch to WAL retried)."""
+    for pragma in pragmas:
+        if pragma == WAL_PRAGMA:
+            switch_to_wal(cursor)
+        else:
+            cursor.execute(pragma)
+
+
+def _is_locked(exc: BaseException) -> bool:
+    return isinstance(exc, sqlite3.OperationalError) and "locked" in str(exc)
+
+
+def switch_to_wal(cursor: Any) -> None:
+    """`PRAGMA journal_mode = WAL`, retried while another process holds the lock.
+
+    Processes opening a new file together all switch it to WAL, which takes the file's
+    exclusive lock; SQLite then answers some of them "database is locked" at once, without
+    waiting out the busy timeout (its deadlock avoidance: each holds the shared lock the
+    other needs). They retry with jittered backoff for as long as the busy timeout."""
+    try:
+        cursor.execute(WAL_PRAGMA)
+        return
+    except sqlite3.OperationalError as exc:
+        if not _is_locked(exc):
+            raise
+    import tenacity  # only on contention: a start stays light
+
+    for attempt in tenacity.Retrying(
+        stop=tenacity.stop_after_delay(SQLITE_BUSY_TIMEOUT_MS / 1000),
+        wait=tenacity.wait_random_exponential(multiplier=0.005, max=0.25),
+        retry=tenacity.retry_if_exception(_is_locked),
+        reraise=True,
+    ):
+        with attempt:
+            cursor.execute(WAL_PRAGMA)
 
 
 def pg_conninfo(database_url: str) -> str:

@@ -30,7 +30,7 @@ from sqlalchemy.sql.expression import ClauseElement
 
 from core.errors import StoreError
 from core.store.checkpoints import NO_AUTOCHECKPOINT, Checkpointer
-from core.store.database import describe, is_memory_sqlite
+from core.store.database import describe, is_memory_sqlite, run_pragmas
 
 _T = TypeVar("_T")
 
@@ -104,8 +104,7 @@ class HotPath:
             conn = self._connect()
             cursor = conn.cursor()
             try:
-                for pragma in self._pragmas:
-                    cursor.execute(pragma)
+                run_pragmas(cursor, self._pragmas)
             finally:
                 cursor.close()
             conn.commit()

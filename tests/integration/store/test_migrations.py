@@ -5,6 +5,7 @@ from __future__ import annotations
 import sqlite3
 import subprocess
 import sys
+import threading
 from contextlib import closing
 from pathlib import Path
 
@@ -14,7 +15,8 @@ from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
 
 from core.errors import StoreError
-from core.store import migration
+from core.store import database, migration
+from core.store.database import run_pragmas, sqlite_pragmas
 from core.store.port import StepEntry, Transition
 from core.store.records import GateStatus, NodeStatus, RunStatus
 from core.store.repository import SqlStore
@@ -196,6 +198,50 @@ def test_postgres_prefix_index_uses_text_pattern_ops(postgres_url: str) -> None:
                 sa.text("SELECT indexdef FROM pg_indexes WHERE indexname = 'ix_runs_id_prefix'")
             ).scalar()
     assert definition is not None and "text_pattern_ops" in definition
+
+
+def test_connections_opening_a_new_sqlite_file_together_all_switch_it_to_wal(tmp_path: Path) -> None:
+    """Eight connections opening a new file at once all switch it to WAL; SQLite refuses some
+    of them "database is locked" at once, busy timeout or not (its deadlock avoidance), which
+    failed three of eight processes racing to migrate in CI. `run_pragmas` (what the engine,
+    the hot path and the checkpointer run on each new connection) retries: all open. Without
+    the retry about one round in sixteen failed here."""
+    failures: list[BaseException] = []
+    for round_ in range(100):
+        path = tmp_path / f"r{round_}.db"
+        barrier = threading.Barrier(8)
+
+        def connect(path: Path = path, barrier: threading.Barrier = barrier) -> None:
+            barrier.wait(30)
+            try:
+                with closing(sqlite3.connect(path, isolation_level=None)) as conn:
+                    run_pragmas(conn, sqlite_pragmas("NORMAL"))
+                    assert conn.execute("PRAGMA journal_mode").fetchone() == ("wal",)
+            except BaseException as exc:  # collected, asserted below
+                failures.append(exc)
+
+        threads = [threading.Thread(target=connect) for _ in range(8)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(60)
+    assert failures == []
+
+
+def test_the_engine_opens_its_connections_with_the_retrying_pragmas(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    opened: list[list[str]] = []
+    real = database.run_pragmas
+
+    def recorded(cursor: object, pragmas: list[str]) -> None:
+        opened.append(list(pragmas))
+        real(cursor, pragmas)
+
+    monkeypatch.setattr(database, "run_pragmas", recorded)
+    with SqlStore(f"sqlite:///{tmp_path / 'baton.db'}") as store:
+        store.migrate()
+    assert opened and all(database.WAL_PRAGMA in pragmas for pragmas in opened)
 
 
 @pytest.mark.parametrize("synchronous", ["NORMAL", "FULL"])
