@@ -209,7 +209,7 @@ async def test_a_restarted_process_delivers_what_the_killed_one_had_claimed_at_o
         await fake.wait_for(lambda calls: not _lost(fake, calls, run_id), 60)
         seconds = asyncio.get_running_loop().time() - restarted
         print(f"\nkill -9 with a claimed delivery: restart to delivery {seconds:.1f}s (outbox lease 60 s)")
-        assert seconds < 10, seconds
+        assert seconds < 30, seconds  # well before the 60 s lease: not waited out
         async with asyncio.timeout(10):  # settled once Discord answered
             while trial.undelivered(run_id):
                 await asyncio.sleep(0.05)

@@ -45,7 +45,7 @@ async def test_hello(harness: Any) -> None:
     run, seconds = await _run_to_end(harness, "hello", {"message": "hi $(id); 'x'"})
     assert run.status is RunStatus.COMPLETED
     assert harness.output(run.id, "greet") == "Hello from Baton: hi $(id); 'x'\n"
-    assert seconds < 2
+    assert seconds < 10  # not waiting on anything (a speed target would be make bench's)
 
 
 async def test_build_report(harness: Any) -> None:
@@ -53,7 +53,7 @@ async def test_build_report(harness: Any) -> None:
     assert run.status is RunStatus.COMPLETED
     assert json.loads(harness.output(run.id, "build")) == {"passed": 3, "project": "baton", "targets": 4}
     assert harness.output(run.id, "announce") == "baton: 3/4 targets passed (3 passed)\n"
-    assert seconds < 2
+    assert seconds < 10  # not waiting on anything (a speed target would be make bench's)
 
 
 async def test_build_report_reads_its_matrix_file_and_an_edit_re_runs_it(harness: Any) -> None:
@@ -78,7 +78,7 @@ async def test_release_notes_pauses_at_review_then_publishes(harness: Any) -> No
     assert run.status is RunStatus.COMPLETED
     draft = json.loads(harness.output(run.id, "draft"))
     assert json.loads(harness.output(run.id, "publish"))["published"] == draft["title"]
-    assert seconds < 2
+    assert seconds < 10  # not waiting on anything (a speed target would be make bench's)
 
 
 async def test_deploy(harness: Any) -> None:
@@ -86,7 +86,7 @@ async def test_deploy(harness: Any) -> None:
     assert run.status is RunStatus.COMPLETED
     shipped = json.loads(harness.output(run.id, "ship"))
     assert shipped["status"] == "deployed" and shipped["environment"] == "production"
-    assert seconds < 2
+    assert seconds < 10  # not waiting on anything (a speed target would be make bench's)
 
 
 async def test_fan_out_checks_each_host_as_its_own_step(harness: Any) -> None:

@@ -212,7 +212,7 @@ async def test_background_children_do_not_keep_the_step_waiting(
     child = int(await read_fifo(fifo))
     result = await step
     assert result.output == "started\n"
-    assert time.monotonic() - started < 5
+    assert time.monotonic() - started < 60  # the child sleeps 300 s: the step did not wait for it
     assert wait_gone(child), "the background child outlived its step"
 
 
@@ -229,7 +229,7 @@ async def test_timeout_kills_the_whole_process_group(
         await step
     assert caught.value.message == "step `slow` timed out after 1.5 s"
     assert "timeout:" in caught.value.hint
-    assert time.monotonic() - started < 4
+    assert time.monotonic() - started < 60  # killed, not waited out (its child sleeps 300 s)
     assert wait_gone(child), "the step's child `sleep` survived the timeout"
 
 
