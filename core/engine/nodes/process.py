@@ -373,9 +373,13 @@ def _exit_waiter(proc: asyncio.subprocess.Process) -> asyncio.Future[None]:
     """A future set when the main process exits (not when its pipes close).
 
     `Process.wait()` only returns once stdout/stderr are closed, which a background grandchild
-    can delay forever; a pidfd tells us about the main process alone. Cancel the future to
-    release the pidfd early.
+    can delay forever; a pidfd tells us about the main process alone: the one asyncio's child
+    watcher already has (`children.exit_of`), else one of our own. Cancel the future to
+    release that pidfd early.
     """
+    watched = children.exit_of(proc.pid)
+    if watched is not None:
+        return watched
     loop = asyncio.get_running_loop()
     future: asyncio.Future[None] = loop.create_future()
     try:

@@ -4,8 +4,12 @@ not by a thread each (Python 3.11's default); exit statuses still come through, 
 from __future__ import annotations
 
 import asyncio
+import os
+import signal
 import sys
 import threading
+
+import pytest
 
 from core.engine.nodes import NodeResult, RenderedNode, children, execute_node
 from core.engine.providers import ProviderRegistry
@@ -51,3 +55,20 @@ async def test_exit_statuses_come_through_in_a_loop_of_another_thread(
     thread.start()
     await asyncio.to_thread(thread.join)
     assert statuses == [7, -15, 0]
+
+
+async def test_the_main_process_exit_is_told_by_the_watchers_own_pidfd() -> None:
+    if not children.use_pidfds():
+        pytest.skip("asyncio's own watcher is in use (Python 3.12+, or no pidfds)")
+    proc = await asyncio.create_subprocess_exec(
+        "sh", "-c", "sleep 30 & exit 3", stdout=asyncio.subprocess.PIPE, start_new_session=True
+    )  # the background sleep keeps stdout open after the main process exits
+    try:
+        exited = children.exit_of(proc.pid)
+        assert exited is not None
+        await asyncio.wait_for(exited, 10)
+        assert children.exit_of(proc.pid) is None  # no longer watched: the caller's own pidfd
+        assert proc.stdout is not None and not proc.stdout.at_eof()
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)
+    assert await proc.wait() == 3
