@@ -61,11 +61,14 @@ async def test_the_main_process_exit_is_told_by_the_watchers_own_pidfd() -> None
     if not children.use_pidfds():
         pytest.skip("asyncio's own watcher is in use (Python 3.12+, or no pidfds)")
     proc = await asyncio.create_subprocess_exec(
-        "sh", "-c", "sleep 30 & exit 3", stdout=asyncio.subprocess.PIPE, start_new_session=True
-    )  # the background sleep keeps stdout open after the main process exits
+        "sh", "-c", "sleep 30 & read go; exit 3", stdin=asyncio.subprocess.PIPE,
+        stdout=asyncio.subprocess.PIPE, start_new_session=True,
+    )  # it exits once told to; the background sleep keeps stdout open after that
+    assert proc.stdin is not None
     try:
         exited = children.exit_of(proc.pid)
         assert exited is not None
+        proc.stdin.write(b"go\n")
         await asyncio.wait_for(exited, 10)
         assert children.exit_of(proc.pid) is None  # no longer watched: the caller's own pidfd
         assert proc.stdout is not None and not proc.stdout.at_eof()
