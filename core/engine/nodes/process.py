@@ -30,7 +30,7 @@ import contextlib
 import errno
 import os
 import signal
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, BinaryIO
@@ -158,7 +158,7 @@ async def _run_process(
         proc = await _start(argv, ctx, stdin, environment, what)
         pids.append(proc.pid)
     assert proc.stdout is not None and proc.stderr is not None  # both are PIPE
-    stdout = _Head(ctx.max_output, ctx.output_file)
+    stdout = _Head(ctx.max_output, lambda: ctx.output_file)
     readers = [
         asyncio.ensure_future(stdout.read(proc.stdout)),
         asyncio.ensure_future(_read_tail(proc.stderr)),
@@ -170,7 +170,10 @@ async def _run_process(
         async with timer:
             await asyncio.shield(exited)
             await _stop_leftovers(proc.pid, readers, marker)
-            await asyncio.gather(*readers)
+            if not all(r.done() for r in readers):  # usually they are: no gather (≈ 7 µs)
+                await asyncio.gather(*readers)
+            for reader in readers:
+                reader.result()  # its error, if it failed, as gather would raise it
             returncode = await proc.wait()
     except BaseException as exc:
         try:
@@ -194,7 +197,7 @@ async def _run_process(
         stdout=bytes(stdout.head),
         stderr_tail=tail[-TAIL_CHARS:],
         stdout_total=stdout.total,
-        stdout_file=stdout.path if stdout.spilled else None,
+        stdout_file=stdout.path,
     )
 
 
@@ -316,10 +319,12 @@ def exit_failure(outcome: ProcessOutcome, ctx: NodeContext, *, what: str = "step
 
 
 class _Head:
-    """Keeps the first `limit` bytes of a stream; once it is longer, writes all of it to `path`."""
+    """Keeps the first `limit` bytes of a stream; once it is longer, writes all of it to
+    `path`, which `where()` names then (most outputs never need one: no Path built per step)."""
 
-    def __init__(self, limit: int, path: Path) -> None:
-        self.limit, self.path = limit, path
+    def __init__(self, limit: int, where: Callable[[], Path]) -> None:
+        self.limit, self._where = limit, where
+        self.path: Path | None = None  # set once the stream is longer than `limit`
         self.head = bytearray()
         self.total = 0
         self._file: BinaryIO | None = None
@@ -335,8 +340,9 @@ class _Head:
                 self.head += chunk
                 continue
             if self._file is None:
-                self.path.parent.mkdir(parents=True, exist_ok=True)
-                self._file = self.path.open("wb")
+                self.path = path = self._where()
+                path.parent.mkdir(parents=True, exist_ok=True)
+                self._file = path.open("wb")
                 self._file.write(self.head)
                 self.head += chunk[: self.limit - len(self.head)]
             self._file.write(chunk)
@@ -373,9 +379,13 @@ def _exit_waiter(proc: asyncio.subprocess.Process) -> asyncio.Future[None]:
     """A future set when the main process exits (not when its pipes close).
 
     `Process.wait()` only returns once stdout/stderr are closed, which a background grandchild
-    can delay forever; a pidfd tells us about the main process alone. Cancel the future to
-    release the pidfd early.
+    can delay forever; a pidfd tells us about the main process alone: the one asyncio's child
+    watcher already has (`children.exit_of`), else one of our own. Cancel the future to
+    release that pidfd early.
     """
+    watched = children.exit_of(proc.pid)
+    if watched is not None:
+        return watched
     loop = asyncio.get_running_loop()
     future: asyncio.Future[None] = loop.create_future()
     try:

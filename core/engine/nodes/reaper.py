@@ -127,8 +127,9 @@ async def sweep(marker: Marker) -> int:
 
 
 def _children() -> list[int]:
-    """Our children, from every thread's `children` file (plain reads: this runs after every
-    step, and `Path.read_text` cost a third more)."""
+    """Our children, from every thread's `children` file (read with `os.read`: this runs
+    after every step; `open()` cost 13 µs a file, `os.open`/`os.read` 7 µs, `Path.read_text`
+    a third more than `open()`)."""
     pids: list[int] = []
     try:
         tasks = os.listdir("/proc/self/task")
@@ -136,11 +137,21 @@ def _children() -> list[int]:
         return pids
     for task in tasks:
         try:
-            with open(f"/proc/self/task/{task}/children", "rb") as children:
-                pids += [int(p) for p in children.read().split()]
+            pids += [int(p) for p in _read_all(f"/proc/self/task/{task}/children").split()]
         except OSError:
             continue
     return pids
+
+
+def _read_all(path: str) -> bytes:
+    fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    try:
+        chunks = []
+        while chunk := os.read(fd, 1 << 16):
+            chunks.append(chunk)
+        return b"".join(chunks)
+    finally:
+        os.close(fd)
 
 
 def _left_behind(pid: int, marker: Marker, own_session: int) -> bool:

@@ -4,6 +4,8 @@ not by a thread each (Python 3.11's default); exit statuses still come through, 
 from __future__ import annotations
 
 import asyncio
+import os
+import signal
 import sys
 import threading
 
@@ -51,3 +53,24 @@ async def test_exit_statuses_come_through_in_a_loop_of_another_thread(
     thread.start()
     await asyncio.to_thread(thread.join)
     assert statuses == [7, -15, 0]
+
+
+async def test_the_main_process_exit_is_told_by_the_watchers_own_pidfd() -> None:
+    if not children.use_pidfds():  # asyncio's own watcher (3.12+, no pidfds): nothing is handed out,
+        assert children.exit_of(os.getpid()) is None  # process.py opens a pidfd of its own
+        return
+    proc = await asyncio.create_subprocess_exec(
+        "sh", "-c", "sleep 30 & read go; exit 3", stdin=asyncio.subprocess.PIPE,
+        stdout=asyncio.subprocess.PIPE, start_new_session=True,
+    )  # it exits once told to; the background sleep keeps stdout open after that
+    assert proc.stdin is not None
+    try:
+        exited = children.exit_of(proc.pid)
+        assert exited is not None
+        proc.stdin.write(b"go\n")
+        await asyncio.wait_for(exited, 10)
+        assert children.exit_of(proc.pid) is None  # no longer watched: the caller's own pidfd
+        assert proc.stdout is not None and not proc.stdout.at_eof()
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)
+    assert await proc.wait() == 3
