@@ -118,7 +118,7 @@ def run_pragmas(cursor: Any, pragmas: Sequence[str]) -> None:
     """Run `pragmas` on a new SQLite connection's cursor (the switch to WAL retried)."""
     for pragma in pragmas:
         if pragma == WAL_PRAGMA:
-            switch_to_wal(cursor)
+            _switch_to_wal(cursor)
         else:
             cursor.execute(pragma)
 
@@ -127,7 +127,7 @@ def _is_locked(exc: BaseException) -> bool:
     return isinstance(exc, sqlite3.OperationalError) and "locked" in str(exc)
 
 
-def switch_to_wal(cursor: Any) -> None:
+def _switch_to_wal(cursor: Any) -> None:
     """`PRAGMA journal_mode = WAL`, retried while another process holds the lock.
 
     Processes opening a new file together all switch it to WAL, which takes the file's

@@ -329,10 +329,6 @@ class _Head:
         self.total = 0
         self._file: BinaryIO | None = None
 
-    @property
-    def spilled(self) -> bool:
-        return self._file is not None
-
     async def read(self, stream: asyncio.StreamReader) -> bytes:
         while chunk := await stream.read(_CHUNK):
             self.total += len(chunk)
