@@ -541,7 +541,7 @@ def health(
 
 
 if __name__ == "__main__":  # `python -m bot.main` (the `baton` executable is bot.startup.main)
-    from bot.startup import prepare
+    from bot.startup import prepare, run_cli
 
     prepare()
-    app()
+    run_cli(app)

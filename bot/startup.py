@@ -29,8 +29,10 @@ from __future__ import annotations
 
 import gc
 import os
+from collections.abc import Callable
+from typing import NoReturn
 
-__all__ = ["leave", "main", "pause_collection", "prepare", "started"]
+__all__ = ["leave", "main", "pause_collection", "prepare", "run_cli", "started"]
 
 _paused = False
 
@@ -79,6 +81,11 @@ def main() -> None:
     prepare()
     from bot.main import app
 
+    run_cli(app)
+
+
+def run_cli(app: Callable[[], object]) -> NoReturn:
+    """Run the CLI `app`, then `leave` with its status (`python -m bot.main` does the same)."""
     try:
         app()  # click's standalone mode ends every command with SystemExit
     except SystemExit as exc:
@@ -86,7 +93,7 @@ def main() -> None:
     leave(0)
 
 
-def leave(code: object) -> None:
+def leave(code: object) -> NoReturn:
     """End the process with `code` as Python would, less the interpreter's teardown.
 
     A finished command has closed what it opened (the store, its files); what Python does
