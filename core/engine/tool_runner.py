@@ -8,13 +8,14 @@ Baton starts it in the step's sandbox (`core/engine/nodes/tool.py`) as
 
 and reads one JSON object on its stdout: `{"text": str}`, `{"json": canonical JSON}`, or
 `{"error": "load" | "raised" | "not_json", "message": ..., ...}`. What the tool prints goes to
-stderr (the step's stderr tail), so it cannot be taken for the answer. Imports the standard
-library and `core.engine.tools` only.
+stderr (the step's stderr tail), so it cannot be taken for the answer. The process then ends
+without the interpreter's teardown (`core/exiting.py`), as the `baton` executable does.
+Imports the standard library, `core.engine.tools` and `core.exiting` only (asyncio only for
+an `async` tool): a tool step pays for the interpreter's start, not for Baton's modules.
 """
 
 from __future__ import annotations
 
-import asyncio
 import inspect
 import json
 import os
@@ -29,6 +30,8 @@ BOOT = (
     "sys.path[:0] = request['paths']\n"
     "from core.engine.tool_runner import main\n"
     "main(request)\n"
+    "from core.exiting import leave\n"
+    "leave(0)\n"
 )
 
 
@@ -76,7 +79,12 @@ def call(request: dict[str, Any]) -> dict[str, Any]:
     if spec.accepts_key:
         kwargs["idempotency_key"] = request.get("key")
     try:
-        result = asyncio.run(spec.fn(**kwargs)) if spec.is_async else spec.fn(**kwargs)
+        if spec.is_async:
+            import asyncio  # ~70 ms of this process's start: only for the tools that need it
+
+            result = asyncio.run(spec.fn(**kwargs))
+        else:
+            result = spec.fn(**kwargs)
     except Exception as exc:
         sys.stderr.flush()
         return {

@@ -45,7 +45,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from core.engine.tool_identity import Stamp, changed, identity_of, source_facts
 from core.errors import ConfigurationError
-from core.store.records import ReplayClass
+from core.replay_class import ReplayClass
 
 if TYPE_CHECKING:
     from core.workflows.model import Workflow

@@ -15,6 +15,8 @@ from dataclasses import KW_ONLY, dataclass, field
 from enum import StrEnum
 from typing import Any, Self
 
+from core.replay_class import ReplayClass as ReplayClass  # re-exported: the store's records use it
+
 
 class RunStatus(StrEnum):
     PENDING = "pending"
@@ -106,12 +108,6 @@ class Concurrency:
                    on_limit=OnLimit(value.get("on_limit", "queue")),
                    max_queued=int(value.get("max_queued", 100)),
                    hold_while_paused=bool(value.get("hold_while_paused", True)))  # fmt: skip
-
-
-class ReplayClass(StrEnum):
-    PURE = "pure"
-    IDEMPOTENT = "idempotent"
-    UNSAFE = "unsafe"
 
 
 class NodeStatus(StrEnum):

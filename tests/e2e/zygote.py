@@ -6,9 +6,10 @@ own few hundred modules: about 0.35 s of 0.5 s); the console end-to-end tests ra
 five hundred times per suite. Here one process per test process imports them and then only
 forks: each call is a new process with its own pid, working directory, environment, stdio
 and exit status, running `bot.main` as `__main__` exactly as `python -m bot.main` does (its
-`if __name__ == "__main__"` block, and its exit, `bot.startup.leave`: a working thread waited
-for, atexit run, stdio flushed, no teardown). Nothing of Baton runs in the zygote: importing reads no setting (no module
-reads the environment at import), so each call reads its own. What a fork does not repeat is
+`if __name__ == "__main__"` block, and its exit, `core.exiting.leave`: a working thread
+waited for, atexit run, stdio flushed, no teardown). Nothing of Baton runs in the zygote:
+importing reads no setting (no module reads the environment at import), so each call reads
+its own. What a fork does not repeat is
 the interpreter's start itself, measured by bench/ and tests of the start path, which run
 `python -m bot.main` cold. BATON_TEST_COLD_START=1 runs every call cold instead.
 

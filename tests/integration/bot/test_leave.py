@@ -1,4 +1,4 @@
-"""The `baton` executable leaves without tearing the interpreter down (bot/startup.py `leave`),
+"""The `baton` executable leaves without tearing the interpreter down (core/exiting.py `leave`),
 yet ends as Python would: exit handlers run, output flushed, the same status, and a thread
 still working is waited for. Each case is a real interpreter."""
 
@@ -14,7 +14,7 @@ ROOT = Path(__file__).resolve().parents[3]
 
 
 def _leave(body: str) -> subprocess.CompletedProcess[str]:
-    header = "import atexit, io, os, sys, threading, time\nfrom bot.startup import leave\n"
+    header = "import atexit, io, os, sys, threading, time\nfrom core.exiting import leave\n"
     code = header + textwrap.dedent(body)
     return subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=60,
                           check=False)
