@@ -26,7 +26,8 @@ def leave(code: object) -> NoReturn:
     flush), stdout and stderr are flushed, and the process ends (`os._exit`). Where another
     non-daemon thread still runs, Python's own exit (which waits for it) is taken instead.
     The status follows Python's rules: None 0, an int itself, anything else printed and 1;
-    an output that cannot be flushed (a closed pipe) 120."""
+    an output whose reader is gone turns a success into 120 (Python gives 120 whatever the
+    status was: a failure keeps its own here), and a stream the program closed is skipped."""
     main_thread = threading.main_thread()
     if any(t is not main_thread and not t.daemon and t.is_alive() for t in threading.enumerate()):
         raise SystemExit(code)
@@ -39,8 +40,10 @@ def leave(code: object) -> NoReturn:
         status = 1
     atexit._run_exitfuncs()
     for stream in (sys.stdout, sys.stderr):
+        if stream is None or stream.closed:  # as Python: a closed stream is not flushed
+            continue
         try:
             stream.flush()
-        except (OSError, ValueError):  # a reader gone (BrokenPipeError), a stream closed
+        except OSError:  # its reader is gone (BrokenPipeError)
             status = status or 120
     os._exit(status & 0xFF)

@@ -54,14 +54,22 @@ def test_statuses_follow_pythons_rules() -> None:
 
 
 def test_an_output_whose_reader_is_gone_exits_120_as_python_does() -> None:
-    done = _leave("""
+    gone = """
         read, write = os.pipe()
         os.close(read)
         sys.stdout = io.TextIOWrapper(io.FileIO(write, "w"))
         sys.stdout.write("nobody reads this")
-        leave(0)
-    """)
-    assert done.returncode == 120
+        leave({status})
+    """
+    assert _leave(gone.format(status=0)).returncode == 120
+    assert _leave(gone.format(status=2)).returncode == 2  # a failure keeps its own status
+
+
+def test_a_stream_the_program_closed_is_skipped_as_python_does() -> None:
+    """A tool that closed `sys.stdout` still ends 0 (the tool runner's exit status decides
+    whether its step failed)."""
+    assert _leave("sys.stdout.close()\nleave(0)").returncode == 0
+    assert _leave("sys.stderr.close()\nleave(5)").returncode == 5
 
 
 def test_a_thread_still_working_is_waited_for() -> None:
