@@ -102,6 +102,13 @@ class Platform:
                 await self.changed.wait()
 
 
+def _sent_rows(platform: Platform, kind: str) -> int:
+    """How many outbox rows of `kind` reached `platform` (each reply carries its row's key)."""
+    keys = [r.how.once.key if r.how.once is not None else None for r in platform.kinds(kind)]
+    assert None not in keys, keys  # every notice goes through the outbox
+    return len(set(keys))
+
+
 async def _until(ready: Callable[[], object], timeout: float = 60) -> None:
     """Until the database shows `ready` (rows folded into a digest send nothing to wait on)."""
     async with asyncio.timeout(timeout):
@@ -200,7 +207,10 @@ async def test_a_flood_of_50_failures_is_one_notice_then_one_digest(settings: Se
                 await baton.engine.wait(run.id, timeout=60)
             await _until(lambda: len(rows := _rows(baton.store, "notice")) == 50 and all(r[3] for r in rows))
             await baton.handler.drain()
-            assert len(slack.kinds("notice")) == 1 and slack.kinds("notice_digest") == []
+            # one notice row sent: an outbox row is delivered at least once (a claim that lapsed
+            # on a loaded machine sends it again) and a platform shows it once (Slack looks its
+            # key up, Discord's nonce), so what counts is the rows, by their outbox keys
+            assert _sent_rows(slack, "notice") == 1 and slack.kinds("notice_digest") == []
             [digest_row] = _rows(baton.store, "notice_digest")
             assert digest_row[3] is None  # due at the end of the window (10 minutes)
             with baton.store._engine.begin() as conn:  # ... which comes now
@@ -210,7 +220,7 @@ async def test_a_flood_of_50_failures_is_one_notice_then_one_digest(settings: Se
             [digest] = slack.kinds("notice_digest")
             assert digest.data["count"] == 49 and digest.data["events"] == [("failed", 49)]
             assert digest.data["more"] == 39 and len(digest.data["runs"]) == 10
-            assert len(slack.kinds("notice")) == 1
+            assert _sent_rows(slack, "notice") == 1
     finally:
         baton.close()
 
