@@ -34,7 +34,7 @@ from typing import NoReturn
 
 from core.exiting import leave
 
-__all__ = ["leave", "main", "pause_collection", "prepare", "run_cli", "started"]
+__all__ = ["main", "pause_collection", "prepare", "run_cli", "started"]
 
 _paused = False
 

@@ -21,8 +21,8 @@ def leave(code: object) -> NoReturn:
 
     A finished command has closed what it opened (the store, its files); what Python does
     at exit after that is free every module and object one by one: ~0.1-0.3 s of a `baton
-    say` whose work took less (measured: 1.26 -> 1.10 s median, alternating, on a busy
-    2-core machine). So the exit handlers run (`atexit`: the compile cache's save, logging's
+    say` whose work took less (measured: 1.06 -> 0.94 s median, 12 alternating pairs, on a
+    slow 2-core machine). So the exit handlers run (`atexit`: the compile cache's save, logging's
     flush), stdout and stderr are flushed, and the process ends (`os._exit`). Where another
     non-daemon thread still runs, Python's own exit (which waits for it) is taken instead.
     The status follows Python's rules: None 0, an int itself, anything else printed and 1;

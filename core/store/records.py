@@ -15,7 +15,7 @@ from dataclasses import KW_ONLY, dataclass, field
 from enum import StrEnum
 from typing import Any, Self
 
-from core.replay_class import ReplayClass as ReplayClass  # re-exported: the store's records use it
+from core.replay_class import ReplayClass as ReplayClass  # re-exported: the records' importers read it here
 
 
 class RunStatus(StrEnum):
