@@ -69,6 +69,10 @@ class Format:
     escapes: tuple[Callable[[str], str], ...] = ()
     filters: Mapping[str, Callable[..., Any]] = field(default_factory=dict)
 
+    def said(self, name: str, *args: Any) -> str:
+        """One of this platform's own sentences (`sentence`): `said("not_in_channel", …)`."""
+        return sentence(self, name, *args)
+
 
 _formats: dict[str, Format] = {}
 _default: list[Format] = []  # the format of a platform that has none of its own

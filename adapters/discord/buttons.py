@@ -18,7 +18,7 @@ from typing import Any, Protocol
 
 import discord
 
-from adapters.discord.formatting import said
+from adapters.discord.formatting import FORMAT
 from core.commands.controls import MENU_PATTERN, Control, Rules
 from core.delivery.button_refs import PATTERN
 
@@ -122,7 +122,7 @@ def used_view(message: discord.Message, chosen_custom_id: str, chooser: str) -> 
         if isinstance(item, discord.ui.Button):
             item.disabled = True
             if item.custom_id == chosen_custom_id:
-                item.label = said("chosen", item.label, chooser)[: RULES.label]
+                item.label = FORMAT.said("chosen", item.label, chooser)[: RULES.label]
             else:
                 item.style = discord.ButtonStyle.secondary
     view.stop()

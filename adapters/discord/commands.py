@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol
 import discord
 from discord import app_commands
 
-from adapters.discord.formatting import said
+from adapters.discord.formatting import FORMAT
 from adapters.discord.inbound import place_of
 from core.commands.options import TYPED, Option, Typed, spell
 
@@ -74,6 +74,6 @@ class WorkflowGroup(app_commands.Group):
     """`/workflow <subcommand> …`: every chat command, with its options typed."""
 
     def __init__(self, workflows: Workflows) -> None:
-        super().__init__(name="workflow", description=said("commands_described"))
+        super().__init__(name="workflow", description=FORMAT.said("commands_described"))
         for typed in TYPED.values():
             self.add_command(subcommand(typed, workflows))

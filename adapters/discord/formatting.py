@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import re
 
-from core.render import INLINE_CODE, Format, register, sentence
+from core.render import INLINE_CODE, Format, register
 
 _DISCORD_SPECIALS = re.compile(r"([\\*_~`|\[\]])")
 _DISCORD_LINE_START = re.compile(r"^(\s*)([>#\-+])", re.MULTILINE)
@@ -35,7 +35,3 @@ FORMAT = register(Format(
     filters={"discord_escape": discord_escape},
 ))
 
-
-def said(name: str, *args: object) -> str:
-    """One of Discord's own sentences, the macro `name` of `templates/discord/_said.j2`."""
-    return sentence(FORMAT, name, *args)

@@ -16,7 +16,7 @@ from typing import Any
 
 import discord
 
-from adapters.discord.formatting import said
+from adapters.discord.formatting import FORMAT
 from core.commands.interactions import FORM_OPEN
 from core.commands.messages import Form, FormField
 from core.splitting import fit
@@ -30,7 +30,7 @@ Submit = Callable[[discord.Interaction, dict[str, str]], Awaitable[None]]
 
 
 def _placeholder(field: FormField) -> str:
-    return fit(said("placeholder", field.choices, field.type, field.description), PLACEHOLDER)
+    return fit(FORMAT.said("placeholder", field.choices, field.type, field.description), PLACEHOLDER)
 
 
 class FormModal(discord.ui.Modal):
@@ -44,7 +44,7 @@ class FormModal(discord.ui.Modal):
         self.inputs: dict[str, discord.ui.TextInput[Any]] = {}
         for field in form.fields[:FIELDS]:
             text_input: discord.ui.TextInput[Any] = discord.ui.TextInput(
-                label=fit(said("field_label", field.label, field.type), TITLE),
+                label=fit(FORMAT.said("field_label", field.label, field.type), TITLE),
                 style=discord.TextStyle.paragraph if field.multiline else discord.TextStyle.short,
                 required=field.required, default=field.value or None, placeholder=_placeholder(field),
                 custom_id=f"field:{field.name}",

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import discord
 
-from adapters.discord.formatting import said
+from adapters.discord.formatting import FORMAT
 
 #: what a run needs of a server channel: (permission, how Discord's settings name it)
 NEEDED = (("view_channel", "View Channel"), ("send_messages", "Send Messages"),
@@ -25,7 +25,7 @@ IN_THREADS = (("view_channel", "View Channel"), ("send_messages_in_threads", "Se
 def refusal(interaction: discord.Interaction) -> str | None:
     """None when Baton can post where `interaction` came from; else the two lines to tell."""
     if interaction.context.private_channel:
-        return said("private_channel")
+        return FORMAT.said("private_channel")
     if interaction.guild_id is None:  # the bot's own direct messages
         return None
     kind = getattr(interaction.channel, "type", None)
@@ -34,4 +34,4 @@ def refusal(interaction: discord.Interaction) -> str | None:
     missing = [label for name, label in (IN_THREADS if thread else NEEDED) if not getattr(granted, name)]
     if not missing:
         return None
-    return said("lacks", missing, interaction.channel_id)
+    return FORMAT.said("lacks", missing, interaction.channel_id)

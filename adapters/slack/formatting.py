@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import re
 
-from core.render import INLINE_CODE, Format, register, sentence
+from core.render import INLINE_CODE, Format, register
 
 
 def slack_escape(text: object) -> str:
@@ -57,8 +57,3 @@ FORMAT = register(Format(
              "slack_code_block": slack_code_block},
 ))
 
-
-def said(name: str, *args: object) -> str:
-    """One of Slack's own sentences (its mechanics: uploads, clicks, channel membership), the
-    macro `name` of `templates/slack/_said.j2`; each error is a line of cause and one of next step."""
-    return sentence(FORMAT, name, *args)

@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from adapters.slack.blocks import Block, plain
-from adapters.slack.formatting import said
+from adapters.slack.formatting import FORMAT
 from core.commands.forms import offered
 from core.commands.messages import Form, FormField
 
@@ -32,7 +32,7 @@ def _element(field: FormField) -> Block:
     if choices:
         options = [{"text": plain(c, OPTION_LIMIT), "value": c} for c in choices[:OPTIONS_LIMIT]]
         element: Block = {"type": "static_select", "action_id": ACTION_ID, "options": options,
-                          "placeholder": plain(said("choose"), LABEL_LIMIT)}
+                          "placeholder": plain(FORMAT.said("choose"), LABEL_LIMIT)}
         chosen = [o for o in options if o["value"] == field.value]
         if chosen:
             element["initial_option"] = chosen[0]
@@ -44,7 +44,7 @@ def _element(field: FormField) -> Block:
 
 
 def _block(field: FormField) -> Block:
-    label = plain(said("field_label", field.label, field.type), LABEL_LIMIT)
+    label = plain(FORMAT.said("field_label", field.label, field.type), LABEL_LIMIT)
     block: Block = {"type": "input", "block_id": BLOCK_PREFIX + field.name, "optional": not field.required,
                     "label": label, "element": _element(field)}
     if field.description:
@@ -57,7 +57,7 @@ def modal(form: Form, metadata: str) -> Block:
     return {
         "type": "modal", "callback_id": CALLBACK_ID, "private_metadata": metadata,
         "title": plain(form.title, TITLE_LIMIT), "submit": plain(form.submit, TITLE_LIMIT),
-        "close": plain(said("cancel"), TITLE_LIMIT), "blocks": [_block(f) for f in form.fields],
+        "close": plain(FORMAT.said("cancel"), TITLE_LIMIT), "blocks": [_block(f) for f in form.fields],
     }
 
 

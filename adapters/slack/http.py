@@ -18,7 +18,7 @@ from starlette.routing import BaseRoute, Route
 
 from adapters.slack import EVENTS_PATH
 from adapters.slack.app import SlackBridge
-from adapters.slack.formatting import said
+from adapters.slack.formatting import FORMAT
 
 
 class SlackEndpoint:
@@ -46,5 +46,5 @@ class SlackEndpoint:
 
     async def events(self, request: Request) -> Response:
         if not self._open.is_set():
-            return PlainTextResponse(said("not_connected"), status_code=503)
+            return PlainTextResponse(FORMAT.said("not_connected"), status_code=503)
         return await self._bolt.handle(request)

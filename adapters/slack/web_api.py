@@ -31,7 +31,7 @@ from slack_sdk.http_retry.state import RetryState
 from slack_sdk.web.async_client import AsyncWebClient
 from slack_sdk.web.async_slack_response import AsyncSlackResponse
 
-from adapters.slack.formatting import FORMAT, said
+from adapters.slack.formatting import FORMAT
 from core.commands.lifecycle import stopped
 from core.delivery.failures import CallFailed
 
@@ -53,12 +53,12 @@ def _failed(exc: Exception, method: str, channel: str | None) -> CallFailed:
         error = type(exc).__name__
         log.warning("slack %s failed: Slack could not be reached (%s)", method, error,
                     extra={"action": "slack_unreachable", "error": error, **where})
-        return CallFailed(said("slack_unreachable", error), error=error, transient=True, **where)
+        return CallFailed(FORMAT.said("slack_unreachable", error), error=error, transient=True, **where)
     data = getattr(exc.response, "data", None)
     data = data if isinstance(data, Mapping) else {}
     error = str(data.get("error", "unknown_error"))
     in_channel = channel if error in CHANNEL_ERRORS else None
-    shown = said("call_failed", error, in_channel, str(data.get("needed", "?")))
+    shown = FORMAT.said("call_failed", error, in_channel, str(data.get("needed", "?")))
     log.warning("slack %s failed: %s", method, error, extra={"action": "slack_api_error", "error": error,
                                                            "needed_scope": data.get("needed"), **where})
     status = getattr(exc.response, "status_code", 200)

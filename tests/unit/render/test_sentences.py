@@ -4,20 +4,21 @@
 from __future__ import annotations
 
 from adapters.discord.formatting import FORMAT as DISCORD
-from adapters.slack.formatting import said
+from adapters.slack.formatting import FORMAT
 from core.render import sentence
 
 
 def test_slack_says_its_mechanics_from_templates_with_untrusted_text_escaped() -> None:
-    assert said("chose", "<!here> *Ana*", "Approve") == "✔ &lt;!here&gt; \u2217Ana\u2217 chose *Approve*"
-    assert said("uploaded", 12345, "log.txt") == (
+    chose = FORMAT.said("chose", "<!here> *Ana*", "Approve")
+    assert chose == "✔ &lt;!here&gt; \u2217Ana\u2217 chose *Approve*"
+    assert FORMAT.said("uploaded", 12345, "log.txt") == (
         "The full text (12,345 characters) is too long for a Slack message; "
         "it is attached in this thread as `log.txt`.")
-    cause, step = said("started_unseen", "r<1>", "channel_not_found").split("\n")
+    cause, step = FORMAT.said("started_unseen", "r<1>", "channel_not_found").split("\n")
     assert cause == ("Run `r&lt;1&gt;` started, but Baton's message about it did not get through "
                      "(channel_not_found).")
     assert step == "Do not start it again: `/workflow status r&lt;1&gt;` shows how it is doing."
-    assert said("cannot_post", "group_dm", "G1").startswith(
+    assert FORMAT.said("cannot_post", "group_dm", "G1").startswith(
         "Nothing was started: Baton cannot post in this group direct message: Slack does not let")
 
 
