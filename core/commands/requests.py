@@ -49,7 +49,7 @@ from core.commands.messages import ChatMessage, Form, Reply
 from core.delivery.failures import CallFailed
 from core.delivery.names import Names
 from core.delivery.service import DeliveryService
-from core.render import Format, render, sentence
+from core.render import Format, render
 
 if TYPE_CHECKING:
     from core.commands.handler import Handler
@@ -149,10 +149,6 @@ class Requests:
         if home is not None:  # published again whenever what it shows changes
             handler.register_home(fmt.name, self.home)
 
-    def said(self, name: str, *args: object) -> str:
-        """One of the platform's sentences (`templates/<platform>/_said.j2`)."""
-        return sentence(self._fmt, name, *args)
-
     # -- requests ----------------------------------------------------------------------------
     async def command(self, message: ChatMessage, origin: Origin, ack: Ack, *,
                       refusal: Callable[[], Awaitable[str | None]] | None = None) -> None:
@@ -177,14 +173,15 @@ class Requests:
         self.names.remember(message.user, message.user_name)
         if command is None:
             await ack()
-            await self.asker.tell(origin, self.said("button_expired"))
+            await self.asker.tell(origin, self._fmt.said("button_expired"))
             return
         click = await answering.clicked(self.handler, message, action, command, acked(ack),
                                         self._answered(origin))
         if click is None:  # never: Slack's acknowledgement is not refused
             return
         if click.retires:
-            await withdraw(origin, self.said("chose", self.names.known(origin.user) or origin.user, label))
+            chooser = self.names.known(origin.user) or origin.user
+            await withdraw(origin, self._fmt.said("chose", chooser, label))
         await self.deliver(click.answer, origin)
 
     async def form(self, metadata: str, read: Callable[[FormPlace], tuple[ChatMessage, Origin]],
@@ -194,7 +191,7 @@ class Requests:
         the submission at its place; `refuse(errors)`: the errors shown on its fields."""
         place = FormPlace.decode(self.handler.buttons.command_of(metadata) or "")
         if place is None:
-            await refuse({"": self.said("form_expired")})
+            await refuse({"": self._fmt.said("form_expired")})
             return
         message, origin = read(place)
         self.names.remember(message.user, message.user_name)
@@ -226,7 +223,7 @@ class Requests:
             return await answering.answer(self.handler, message, ballot, accepted=accepted)
         except Exception as exc:
             await answering.failure_told(exc, lambda text: self.asker.tell(origin, text),
-                                         self.said("internal_error"), event_id=message.event_id)
+                                         self._fmt.said("internal_error"), event_id=message.event_id)
             return []
 
     async def home_opened(self, user: str) -> None:
@@ -252,8 +249,8 @@ class Requests:
                 started = reply.how.starts_thread and reply.run_id
                 # a run that started must not be started again: say so, never "try again"
                 # (the service told the core no thread will come: it reports in the channel)
-                await self.asker.tell(origin, self.said("started_unseen", reply.run_id, exc.error) if started
-                                      else exc.user_text)
+                told = self._fmt.said("started_unseen", reply.run_id, exc.error) if started else exc.user_text
+                await self.asker.tell(origin, told)
 
     async def _answer(self, reply: Reply, origin: Origin) -> None:
         if reply.form is not None and origin.trigger is not None and await self.asker.open_form(
