@@ -112,13 +112,14 @@ def steps_and_workflows(
 
 def step_sandbox(settings: Settings, environ: Mapping[str, str] | None = None) -> Sandbox:
     """The sandbox of every step of this process, checked once (`BATON_STEP_SANDBOX`): hidden,
-    the data directory, Baton's home and the database's directory, `.env`, the secrets file
-    and the database file; shown read-only again, the interpreter and Baton's code. Logs what
+    the data directory, Baton's home, the machine's runtime directories (`RUNTIME_DIRS`) and
+    the database's socket directory, `.env`, the secrets file and the database file; shown
+    read-only again, the interpreter, Baton's code and `/etc/resolv.conf`. Logs what
     it found once; warns when Baton runs as root. `ConfigurationError` with `bwrap` and no
     working bubblewrap."""
     environ = dict(os.environ) if environ is None else environ
     home = Path(environ.get("HOME") or Path.home())
-    hidden_dirs = [settings.data_dir, home]
+    hidden_dirs = [settings.data_dir, home, *RUNTIME_DIRS, *database_sockets(settings.database_url, environ)]
     hidden_files = [Path(".env")]
     if settings.secrets_file is not None:
         hidden_files.append(settings.secrets_file)
@@ -135,6 +136,7 @@ def step_sandbox(settings: Settings, environ: Mapping[str, str] | None = None) -
         hidden_dirs=hidden_dirs,
         hidden_files=hidden_files,
         readable=readable,
+        shown_files=[RESOLV_CONF],  # its target, when a resolver keeps it in /run
         user=settings.step_user,
         path=environ.get("PATH"),
     )
@@ -167,6 +169,27 @@ def require_sandbox(sandbox: Sandbox, settings: Settings, serving: str) -> None:
 
 
 _CODE = Path(__file__).resolve().parents[1]  # Baton's own code (core/, bot/, adapters/)
+
+
+#: hidden from steps: the machine's runtime directories, where its services keep their
+#: sockets (PostgreSQL's and MySQL's, Docker's, D-Bus, systemd's, each user's
+#: `/run/user/<uid>`). A socket file is reached through the file system, so `network: false`
+#: does not close it, and many answer a peer by its uid: a step of a Baton that is not root
+#: runs with Baton's uid (and its groups: `docker` is root), so peer authentication would
+#: take it for Baton (its database role included).
+RUNTIME_DIRS = (Path("/run"), Path("/var/run"))
+RESOLV_CONF = Path("/etc/resolv.conf")  # often a link into /run (systemd-resolved, resolvconf)
+
+
+def database_sockets(database_url: str, environ: Mapping[str, str]) -> list[Path]:
+    """The directories of the PostgreSQL sockets Baton's database URL connects through
+    (`?host=/dir`, a `/dir` host, or `PGHOST=/dir`), wherever they are: hidden from steps."""
+    url = make_url(database_url)
+    if url.get_backend_name() != "postgresql":
+        return []
+    query = url.query.get("host")
+    hosts = [url.host or "", *([query] if isinstance(query, str) else query or ()), environ.get("PGHOST", "")]
+    return [Path(h) for part in hosts for h in part.split(",") if h.startswith("/")]
 
 
 def sqlite_file(database_url: str) -> Path | None:

@@ -8,6 +8,11 @@ every workflow's secrets. So a step runs as
           --dev /dev --proc /proc       a minimal /dev; a /proc of its own PID namespace
           --tmpfs /tmp                  a private /tmp
           --tmpfs <Baton's home>        hidden (an empty, throw-away directory)
+          --tmpfs /run                  hidden: the machine's sockets (the database's, Docker's,
+                                        D-Bus, the user's runtime directory) answer a peer by
+                                        its uid, which is Baton's when Baton is not root;
+                                        `network: false` does not close a socket file
+          --ro-bind <resolv.conf>       shown again, when /etc/resolv.conf points into /run
           --ro-bind <workflow dir>      its workflow's files, read-only
           --tmpfs <data dir>            hidden: the database, other runs, keys
           --bind <run dir>              its own run directory, read-write (its cwd)
@@ -78,6 +83,9 @@ class Sandbox:
     #: read-only though under a hidden directory: the Python interpreter, its libraries and
     #: Baton's own code (what `script:` steps and the tool runner import)
     readable: tuple[Path, ...] = ()
+    #: files shown again read-only though under a hidden directory (`/etc/resolv.conf`'s
+    #: target, when it lies in /run): a file, never its directory and the sockets beside it
+    shown_files: tuple[Path, ...] = ()
     #: set when Baton runs as root: steps run as this user (`setpriv`)
     user: StepUser | None = None
     setpriv: str | None = None
@@ -173,6 +181,10 @@ class Sandbox:
         for hidden in hidden_dirs:  # and what must stay hidden inside them, hidden again
             if any(_within(hidden, p) and hidden != p for p in shown):
                 args += ["--tmpfs", str(hidden)]
+        for path in self.shown_files:  # a system file in a hidden directory (resolv.conf in /run)
+            gone = any(_within(path, e) for e in hidden_dirs) and not any(_within(path, d) for d in shown)
+            if gone and path.is_file():
+                bind("--ro-bind", path, path)
         if workflow_dir is not None and workflow_dir.is_dir() and workflow_dir not in shown:
             bind("--ro-bind", workflow_dir, workflow_dir)
         bind("--bind", workdir, workdir)
@@ -254,6 +266,7 @@ def configure(
     hidden_dirs: Iterable[Path] = (),
     hidden_files: Iterable[Path] = (),
     readable: Iterable[Path] = (),
+    shown_files: Iterable[Path] = (),
     user: str = "nobody",
     path: str | None = None,
     as_root: bool | None = None,
@@ -284,6 +297,7 @@ def configure(
             hidden_dirs=dirs,
             hidden_files=files,
             readable=shown,
+            shown_files=tuple(dict.fromkeys(p.resolve() for p in shown_files if str(p))),
             user=step_user(user) if root else None,
             setpriv=setpriv,
             shell=shutil.which("dash", path=path),

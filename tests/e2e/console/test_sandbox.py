@@ -8,7 +8,8 @@ a script step and a tool step try to read all of it, by relative and absolute pa
 write outside their run directory and leave a detached process behind. Nothing they print,
 nothing Baton replies and no file they wrote holds a secret, the database or Baton's process;
 nothing they started outlives them; as root they run as `nobody`. `network: false` blocks a
-connection to a port the test listens on. Without a working sandbox, `baton run` on a chat
+connection to a port the test listens on; no step reaches a socket of the machine's runtime
+directory (a PostgreSQL server's), with or without network. Without a working sandbox, `baton run` on a chat
 platform refuses to start (exit 2), and the console says once that steps run unsandboxed.
 """
 
@@ -23,6 +24,7 @@ import shutil
 import socket
 import sys
 import textwrap
+import threading
 import time
 import uuid
 from collections.abc import Iterator
@@ -274,6 +276,105 @@ def test_network_false_blocks_a_connection_the_network_would_allow(cli: BatonCli
     assert net["offline"].strip() == "refused"  # ... and a step without network cannot reach it
     assert quiet["step"].strip() == "refused"  # the workflow's `network: false`
     assert quiet["allowed"].strip() == "connected"  # a node may say otherwise
+
+
+@pytest.fixture
+def machine_socket() -> Iterator[tuple[Path, str, list[str]]]:
+    """A service's socket in the machine's runtime directory (`/run`, or the user's own
+    `/run/user/<uid>` when the tests are not root) that anyone may connect to, telling every
+    peer a token, as a database or Docker answers a peer it authenticates by uid: (its
+    path, the token, the peers it answered)."""
+    base = Path("/run") if os.geteuid() == 0 else Path(os.environ.get("XDG_RUNTIME_DIR") or "/nonexistent")
+    if not (base.is_dir() and os.access(base, os.W_OK) and base.is_relative_to("/run")):
+        pytest.skip("needs root or a runtime directory under /run (XDG_RUNTIME_DIR) to create a socket in")
+    token = f"SOCKET-ANSWERED-{uuid.uuid4().hex}"
+    where = base / f"baton-test-{uuid.uuid4().hex[:12]}"
+    where.mkdir(mode=0o755)
+    path = where / "service.sock"
+    answered: list[str] = []
+    server = socket.socket(socket.AF_UNIX)
+    server.bind(str(path))
+    path.chmod(0o777)
+    server.listen(8)
+    server.settimeout(0.2)
+    stop = threading.Event()
+
+    def serve() -> None:
+        while not stop.is_set():
+            try:
+                peer, _ = server.accept()
+            except TimeoutError:
+                continue
+            with peer:
+                answered.append("peer")
+                peer.sendall(token.encode())
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    try:
+        yield path, token, answered
+    finally:
+        stop.set()
+        thread.join(5)
+        server.close()
+        shutil.rmtree(where, ignore_errors=True)
+
+
+SOCKETS = """\
+name: sockets
+nodes:
+  - id: listed
+    bash: 'ls -a {dir} 2>&1; [ -S {path} ] && echo SOCKET-VISIBLE; echo "in /run: $(ls -A /run)"; true'
+  - id: online
+    script: |
+      import socket
+      for path in {paths!r}:
+          s = socket.socket(socket.AF_UNIX)
+          s.settimeout(5)
+          try:
+              s.connect(path)
+              print(path, "answered", s.recv(200).decode())
+          except OSError as exc:
+              print(path, "unreachable:", exc.strerror)
+  - id: offline
+    network: false
+    script: |
+      import socket
+      for path in {paths!r}:
+          s = socket.socket(socket.AF_UNIX)
+          s.settimeout(5)
+          try:
+              s.connect(path)
+              print(path, "answered", s.recv(200).decode())
+          except OSError as exc:
+              print(path, "unreachable:", exc.strerror)
+"""
+POSTGRES_SOCKET = Path("/run/postgresql/.s.PGSQL.5432")  # Debian's; its server trusts a peer's uid
+
+
+def test_a_step_reaches_no_socket_of_the_machine_even_without_network(
+    cli: BatonCli, machine_socket: tuple[Path, str, list[str]]
+) -> None:
+    """A socket file is reached through the file system, so `network: false` does not close
+    it, and services answer a peer by its uid (Baton's, when Baton is not root; with its
+    groups: `docker`): the machine's runtime directory is not in the sandbox."""
+    path, token, answered = machine_socket
+    paths = [str(path)] + ([str(POSTGRES_SOCKET)] if POSTGRES_SOCKET.is_socket() else [])
+    (cli.workflows / "sockets.yaml").write_text(SOCKETS.format(dir=path.parent, path=path, paths=paths))
+    replies = say(cli, "run sockets")
+    (run,) = [r for r in cli.runs() if r.workflow == "sockets"]
+    assert run.status.value == "completed", replies
+    seen = outputs(cli, run.id)
+    listed = seen["listed"]
+    assert "No such file or directory" in listed and "SOCKET-VISIBLE" not in listed, listed
+    assert path.parent.name not in listed.split("in /run:")[1] and "postgresql" not in listed, listed
+    for node in ("online", "offline"):
+        for tried in paths:
+            assert f"{tried} unreachable: No such file or directory" in seen[node], seen[node]
+    assert token not in json.dumps(seen) + json.dumps(replies) and answered == []
+    with socket.socket(socket.AF_UNIX) as control:  # the socket really answers whoever reaches it
+        control.connect(str(path))
+        assert control.recv(200).decode() == token
 
 
 TERMINAL_PROBE = (
