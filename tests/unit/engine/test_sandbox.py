@@ -130,3 +130,24 @@ def test_network_false_leaves_only_a_loopback(tmp_path: Path) -> None:
     assert "--unshare-net" in offline and "--unshare-net" not in online
     interfaces = [line.split(":")[0].strip() for line in _run(offline).splitlines() if ":" in line]
     assert interfaces == ["lo"]
+
+
+@needs_bwrap
+def test_a_workflow_directory_outside_every_hidden_one_is_read_only_too(tmp_path: Path) -> None:
+    """Not under /tmp, a home or the data directory, the workflow directory is not bound again:
+    the system's read-only view shows it, and the step still cannot write there."""
+    workflows = Path("/var/tmp") / f"baton-workflows-{uuid.uuid4().hex[:12]}"
+    workflows.mkdir(mode=0o777)
+    workflows.chmod(0o777)  # even one the step user could write on the host
+    try:
+        (workflows / "flow.yaml").write_text("name: flow\n")
+        tmp_path.chmod(0o777)
+        sandbox = configure("bwrap")
+        script = f"cat {workflows}/flow.yaml; echo x > {workflows}/new.txt 2>&1 || echo read-only"
+        argv = sandbox.command(["bash", "-c", script], workdir=tmp_path, workflow_dir=workflows)
+        assert str(workflows) not in argv  # not bound: shown by `--ro-bind / /`
+        seen = _run(argv)
+        assert "name: flow" in seen and "read-only" in seen, seen
+        assert not (workflows / "new.txt").exists()
+    finally:
+        shutil.rmtree(workflows, ignore_errors=True)
