@@ -40,6 +40,7 @@ import dataclasses
 import logging
 import os
 import shutil
+import stat
 import subprocess
 import tempfile
 from collections.abc import Iterable, Mapping, Sequence
@@ -200,16 +201,18 @@ class Sandbox:
         return args
 
     def prepare(self, workdir: Path) -> None:
-        """Let the step user write its run directory (Baton as root, steps as nobody)."""
+        """Let the step user write its run directory (Baton as root, steps as nobody). A name a
+        step replaced (`artifacts` made a symlink to `/etc`) is left as it is: only a real
+        directory is given away, never what a link points to."""
         if self.bwrap is None or self.user is None:
             return
         for path in (workdir, workdir / "artifacts"):
             try:
-                info = path.stat()
+                info = path.lstat()
             except OSError:
                 continue
-            if info.st_uid != self.user.uid:
-                os.chown(path, self.user.uid, self.user.gid)
+            if stat.S_ISDIR(info.st_mode) and info.st_uid != self.user.uid:
+                os.chown(path, self.user.uid, self.user.gid, follow_symlinks=False)
 
     def environment(self, env: dict[str, str]) -> dict[str, str]:
         """The step's variables as seen inside: its temporary directory is the private /tmp."""

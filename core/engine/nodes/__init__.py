@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from core.engine.workdirs import ArtifactOutside, write_in
 from core.errors import NodeFailed
 
 if TYPE_CHECKING:
@@ -102,6 +103,16 @@ def truncation_note(kept: int, total: int, path: Path) -> str:
     return f"\n[output truncated: {kept:,} of {total:,} bytes kept; all of it is in {path}]\n"
 
 
+def output_refused(ctx: NodeContext, what: str, exc: Exception) -> NodeFailed:
+    """The step's whole output could not be written or read back where it goes: a step of
+    the run left something else at that name (`core/engine/workdirs.py`)."""
+    return NodeFailed(
+        f"{what} `{ctx.node_id}`: its output is too long to keep, and its file cannot be written: {exc}",
+        node_id=ctx.node_id,
+        hint="Leave `.outputs/` of the run directory to Baton (no link, no directory there), then resume.",
+    )
+
+
 def cap_output(result: NodeResult, ctx: NodeContext) -> NodeResult:
     """An in-process result (tool, provider) longer than `max_output`: the whole to a file."""
     if result.truncated:
@@ -110,8 +121,11 @@ def cap_output(result: NodeResult, ctx: NodeContext) -> NodeResult:
     if len(data) <= ctx.max_output:
         return result
     path = ctx.output_file
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_bytes(data)
+    try:
+        with write_in(ctx.workdir, path) as file:  # never through a link a step left there
+            file.write(data)
+    except ArtifactOutside as exc:
+        raise output_refused(ctx, "step", exc) from None
     kept = ctx.redactor.cut_before(data, ctx.max_output)  # never a part of a secret at the cut
     head = data[:kept].decode("utf-8", errors="ignore")
     output = head + truncation_note(kept, len(data), path)

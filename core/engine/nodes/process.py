@@ -36,7 +36,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, BinaryIO
 
 from core.engine import warm
-from core.engine.nodes import NodeResult, children, reaper, truncation_note
+from core.engine.nodes import NodeResult, children, output_refused, reaper, truncation_note
+from core.engine.workdirs import ArtifactOutside, read_in, write_in
 from core.errors import MissingSecret, NodeFailed
 
 if TYPE_CHECKING:
@@ -118,6 +119,8 @@ async def run_process(
         if sandbox.enabled and outcome.returncode != 0:
             _check_started(outcome, program, ctx, what)
         return outcome
+    except ArtifactOutside as exc:  # the whole output's file: a step left a link at its name
+        raise output_refused(ctx, what, exc) from None
     finally:
         await asyncio.shield(reaper.sweep(marker))
         reaper.stopped(marker)
@@ -158,7 +161,7 @@ async def _run_process(
         proc = await _start(argv, ctx, stdin, environment, what)
         pids.append(proc.pid)
     assert proc.stdout is not None and proc.stderr is not None  # both are PIPE
-    stdout = _Head(ctx.max_output, lambda: ctx.output_file)
+    stdout = _Head(ctx.max_output, lambda: ctx.output_file, ctx.workdir)
     readers = [
         asyncio.ensure_future(stdout.read(proc.stdout)),
         asyncio.ensure_future(_read_tail(proc.stderr)),
@@ -288,7 +291,7 @@ def step_result(outcome: ProcessOutcome, ctx: NodeContext, *, what: str = "step"
             output=outcome.stdout.decode("utf-8", errors="replace"), stderr_tail=outcome.stderr_tail
         )
     kept = ctx.redactor.cut_before(
-        outcome.stdout + _peek(outcome.stdout_file, len(outcome.stdout), ctx.redactor.longest()),
+        outcome.stdout + _peek(ctx.workdir, outcome.stdout_file, len(outcome.stdout), ctx.redactor.longest()),
         len(outcome.stdout),
     )  # never a part of a secret at the cut
     head = codecs.getincrementaldecoder("utf-8")(errors="replace").decode(outcome.stdout[:kept], final=False)
@@ -296,15 +299,13 @@ def step_result(outcome: ProcessOutcome, ctx: NodeContext, *, what: str = "step"
     return NodeResult(output=head + note, stderr_tail=outcome.stderr_tail, truncated=True)
 
 
-def _peek(path: Path, offset: int, size: int) -> bytes:
+def _peek(root: Path, path: Path, offset: int, size: int) -> bytes:
     """`size` bytes of the whole output past the kept head (where a secret cut by it ends)."""
     if size <= 0:
         return b""
     try:
-        with path.open("rb") as file:
-            file.seek(offset)
-            return file.read(size)
-    except OSError:
+        return read_in(root, path, offset, size)
+    except (OSError, ArtifactOutside):
         return b""
 
 
@@ -320,10 +321,11 @@ def exit_failure(outcome: ProcessOutcome, ctx: NodeContext, *, what: str = "step
 
 class _Head:
     """Keeps the first `limit` bytes of a stream; once it is longer, writes all of it to
-    `path`, which `where()` names then (most outputs never need one: no Path built per step)."""
+    `path`, which `where()` names then (most outputs never need one: no Path built per step),
+    a new file under `root` (`write_in`: never through a link a step left there)."""
 
-    def __init__(self, limit: int, where: Callable[[], Path]) -> None:
-        self.limit, self._where = limit, where
+    def __init__(self, limit: int, where: Callable[[], Path], root: Path) -> None:
+        self.limit, self._where, self._root = limit, where, root
         self.path: Path | None = None  # set once the stream is longer than `limit`
         self.head = bytearray()
         self.total = 0
@@ -337,8 +339,7 @@ class _Head:
                 continue
             if self._file is None:
                 self.path = path = self._where()
-                path.parent.mkdir(parents=True, exist_ok=True)
-                self._file = path.open("wb")
+                self._file = write_in(self._root, path)
                 self._file.write(self.head)
                 self.head += chunk[: self.limit - len(self.head)]
             self._file.write(chunk)

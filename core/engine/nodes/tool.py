@@ -24,9 +24,10 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from core.engine.nodes import NodeResult
+from core.engine.nodes import NodeResult, output_refused
 from core.engine.nodes.process import exit_failure, run_process, timed_out
 from core.engine.tool_runner import BOOT
+from core.engine.workdirs import ArtifactOutside, read_in
 from core.errors import BatonError, NodeFailed
 
 if TYPE_CHECKING:
@@ -89,8 +90,11 @@ async def _sandboxed(spec: ToolSpec, node: RenderedNode, ctx: NodeContext) -> No
         raise exit_failure(outcome, ctx, what=f"tool `{spec.name}` for step")
     data = outcome.stdout
     if outcome.stdout_file is not None:
-        data = outcome.stdout_file.read_bytes()
-        outcome.stdout_file.unlink(missing_ok=True)
+        try:
+            data = read_in(ctx.workdir, outcome.stdout_file)
+        except ArtifactOutside as exc:
+            raise output_refused(ctx, f"tool `{spec.name}` for step", exc) from None
+        outcome.stdout_file.unlink(missing_ok=True)  # (a name: unlink never follows a link)
     try:
         answer = json.loads(data)
     except ValueError:

@@ -377,6 +377,52 @@ def test_a_step_reaches_no_socket_of_the_machine_even_without_network(
         assert control.recv(200).decode() == token
 
 
+LINKS = """\
+name: links
+nodes:
+  - id: plant
+    replay: pure
+    bash: |
+      mkdir -p .outputs
+      ln -s {victim} .outputs/big.1.log
+      rm -rf artifacts && ln -s {victim_dir} artifacts
+      echo planted
+  - id: big
+    replay: pure
+    depends_on: [plant]
+    bash: 'head -c 5000 /dev/zero | tr "\\0" B'
+  - id: after
+    replay: pure
+    depends_on: [big]
+    bash: echo after
+"""
+
+
+def test_a_step_cannot_make_baton_write_or_give_away_a_file_through_a_link_it_left(cli: BatonCli) -> None:
+    """Baton, outside the sandbox (as root here, or as the user owning Baton's own files),
+    writes a long output's whole to `.outputs/<node>.<attempt>.log` and hands the run
+    directory's `artifacts` to the step user before each step: a link a step left at either
+    name is replaced or left alone, never followed (it overwrote a file of the step's
+    choosing with the output, and gave a directory of its choosing to `nobody`)."""
+    victim_dir = Path("/var/tmp") / f"baton-victim-{uuid.uuid4().hex[:12]}"
+    victim_dir.mkdir(mode=0o755)
+    victim = victim_dir / "config"
+    victim.write_text("ORIGINAL\n")
+    owner = victim_dir.stat().st_uid
+    try:
+        (cli.workflows / "links.yaml").write_text(LINKS.format(victim=victim, victim_dir=victim_dir))
+        cli.env_extra["BATON_MAX_OUTPUT_BYTES"] = "1000"
+        replies = say(cli, "run links")
+        (run,) = [r for r in cli.runs() if r.workflow == "links"]
+        assert run.status.value == "completed", replies
+        assert victim.read_text() == "ORIGINAL\n" and victim.stat().st_size == 9
+        assert victim_dir.stat().st_uid == owner and victim.stat().st_uid == owner
+        whole = cli.home / ".baton" / "runs" / run.id / ".outputs" / "big.1.log"
+        assert not whole.is_symlink() and whole.read_bytes() == b"B" * 5000
+    finally:
+        shutil.rmtree(victim_dir, ignore_errors=True)
+
+
 TERMINAL_PROBE = (
     "if (exec 3<>/dev/tty) 2>/dev/null; then echo TERMINAL-OPENED; else echo NO-TERMINAL; fi; "
     "for fd in 0 1 2; do [ -t $fd ] && echo TERMINAL-ON-$fd; done; true"

@@ -14,8 +14,10 @@ from core.engine.workdirs import (
     ArtifactOutside,
     capture_artifacts,
     missing_artifacts,
+    read_in,
     restore_artifacts,
     run_dirs,
+    write_in,
 )
 
 
@@ -78,3 +80,51 @@ def test_restoring_never_writes_through_a_symlinked_directory(tmp_path: Path) ->
     with pytest.raises(ArtifactOutside):
         restore_artifacts(dirs.root, {"dist/x.whl": b"data"})
     assert list(outside.iterdir()) == []
+
+
+def test_writing_in_a_run_directory_replaces_a_link_a_step_left_and_never_follows_it(tmp_path: Path) -> None:
+    """`.outputs/<node>.1.log -> /etc/passwd` planted by a step: Baton writes a new file at the
+    name; the file the link pointed to, and a file hard-linked there, stay as they were."""
+    dirs = run_dirs(tmp_path / "data", "r1")
+    victim = tmp_path / "victim.txt"
+    victim.write_text("ORIGINAL")
+    (dirs.root / ".outputs").mkdir()
+    os.symlink(victim, dirs.root / ".outputs" / "big.1.log")
+    os.link(victim, dirs.root / ".outputs" / "tool.1.log")
+    for name in ("big.1.log", "tool.1.log"):
+        with write_in(dirs.root, dirs.root / ".outputs" / name) as file:
+            file.write(b"the whole output")
+        written = dirs.root / ".outputs" / name
+        assert not written.is_symlink() and written.stat().st_nlink == 1
+        assert read_in(dirs.root, written) == b"the whole output"
+    assert victim.read_text() == "ORIGINAL"
+
+
+def test_a_directory_of_the_run_swapped_for_a_link_leads_nowhere(tmp_path: Path) -> None:
+    """A parallel step swaps `.outputs` (or an artifact's directory) for a link out of the run
+    after Baton looked: neither a write nor a read goes through it."""
+    dirs = run_dirs(tmp_path / "data", "r1")
+    outside = tmp_path / "elsewhere"
+    outside.mkdir()
+    (outside / "big.1.log").write_text("outside")
+    os.symlink(outside, dirs.root / ".outputs")
+    with pytest.raises(ArtifactOutside, match="not reached through directories of the run"):
+        write_in(dirs.root, ".outputs/big.1.log")
+    with pytest.raises(ArtifactOutside, match="not reached through directories of the run"):
+        read_in(dirs.root, ".outputs/big.1.log")
+    assert [p.name for p in outside.iterdir()] == ["big.1.log"]
+    assert (outside / "big.1.log").read_text() == "outside"
+
+
+def test_reading_in_a_run_directory_takes_regular_files_only(tmp_path: Path) -> None:
+    dirs = run_dirs(tmp_path / "data", "r1")
+    os.mkfifo(dirs.root / "pipe")  # opening it for reading would wait for a writer forever
+    os.symlink("/etc/hostname", dirs.root / "link")
+    for name in ("pipe", "link"):
+        with pytest.raises(ArtifactOutside):
+            read_in(dirs.root, name)
+    (dirs.root / "a").mkdir()
+    (dirs.root / "a" / "b.txt").write_bytes(b"0123456789")
+    assert read_in(dirs.root, "a/b.txt", 2, 3) == b"234"
+    with pytest.raises(ArtifactOutside):
+        read_in(dirs.root, "../r1/a/b.txt")
