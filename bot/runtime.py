@@ -145,6 +145,12 @@ def step_sandbox(settings: Settings, environ: Mapping[str, str] | None = None) -
         log.warning(
             "Baton runs as root: run it as an unprivileged user%s", steps, extra={"action": "running_as_root"}
         )
+    elif sandbox.enabled and (kept := kept_groups(os.getgid(), os.getgroups())):
+        log.warning(
+            "steps keep Baton's supplementary groups (%s): a user namespace cannot drop them, so a step "
+            "has what they grant (docker: root on this machine); run Baton as a user in no other group",
+            ", ".join(kept), extra={"action": "step_groups"},
+        )
     if sandbox.enabled:
         log.info(sandbox.describe(), extra={"action": "step_sandbox", "sandbox": True})
     elif settings.step_sandbox == "none":  # deliberate, and still worth a line
@@ -179,6 +185,20 @@ _CODE = Path(__file__).resolve().parents[1]  # Baton's own code (core/, bot/, ad
 #: take it for Baton (its database role included).
 RUNTIME_DIRS = (Path("/run"), Path("/var/run"))
 RESOLV_CONF = Path("/etc/resolv.conf")  # often a link into /run (systemd-resolved, resolvconf)
+
+
+def kept_groups(gid: int, groups: Sequence[int]) -> list[str]:
+    """The supplementary groups (names, else numbers) a step of an unprivileged Baton keeps:
+    bubblewrap's user namespace may not call `setgroups`, so they stay with every process."""
+    import grp
+
+    names = []
+    for group in dict.fromkeys(g for g in groups if g != gid):
+        try:
+            names.append(grp.getgrgid(group).gr_name)
+        except KeyError:
+            names.append(str(group))
+    return names
 
 
 def database_sockets(database_url: str, environ: Mapping[str, str]) -> list[Path]:

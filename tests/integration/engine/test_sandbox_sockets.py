@@ -4,6 +4,9 @@ shows again of a hidden runtime directory (the resolver's file, never its socket
 
 from __future__ import annotations
 
+import grp
+import logging
+import os
 import shutil
 import socket
 import subprocess
@@ -15,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from bot.runtime import RESOLV_CONF, RUNTIME_DIRS, step_sandbox
+from bot.runtime import RESOLV_CONF, RUNTIME_DIRS, kept_groups, step_sandbox
 from core.config import Settings
 from core.engine.sandbox import configure
 
@@ -136,3 +139,26 @@ def test_steps_of_baton_see_no_runtime_directory_but_the_resolver(tmp_path: Path
     seen = subprocess.run(argv, capture_output=True, text=True, timeout=60, check=False)
     assert "resolver-read" in seen.stdout, seen.stderr
     assert "postgresql" not in seen.stdout and "user" not in seen.stdout.split()
+
+
+def test_the_groups_a_step_of_an_unprivileged_baton_keeps_are_named() -> None:
+    """bubblewrap's user namespace may not call setgroups: a step keeps Baton's groups."""
+    groups = grp.getgrall()
+    own, other = groups[0], next(g for g in groups if g.gr_gid != groups[0].gr_gid)
+    assert kept_groups(own.gr_gid, [own.gr_gid]) == []
+    kept = kept_groups(own.gr_gid, [own.gr_gid, other.gr_gid, other.gr_gid, 987654])
+    assert kept == [other.gr_name, "987654"]
+
+
+def test_baton_says_at_start_when_its_steps_keep_its_groups(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    docker = next((g for g in grp.getgrall() if g.gr_gid != os.getgid()), None)
+    assert docker is not None
+    monkeypatch.setattr(os, "geteuid", lambda: 1000)  # Baton as an unprivileged user, in one more group
+    monkeypatch.setattr(os, "getgroups", lambda: [os.getgid(), docker.gr_gid])
+    settings = Settings(_env_file=None, data_dir=tmp_path / "data", step_sandbox="bwrap")  # type: ignore[call-arg]
+    with caplog.at_level(logging.WARNING, logger="baton.runtime"):
+        step_sandbox(settings)
+    (said,) = [r.getMessage() for r in caplog.records if getattr(r, "action", None) == "step_groups"]
+    assert docker.gr_name in said and "run Baton as a user in no other group" in said
