@@ -69,12 +69,14 @@ User = Annotated[
 def fail(exc: BatonError, *, code: int | None = None) -> NoReturn:
     """Cause and next step on stderr (secrets hidden, like in the log); exit 2 for
     configuration (or `code`), 1 otherwise."""
+    from adapters.console.output import terminal_safe  # a YAML error may quote what a file holds
+
     redactor = active_redactor()
     hide = redactor.redact if redactor is not None else str
-    typer.echo(f"error: {hide(exc.message)}", err=True)
+    typer.echo(terminal_safe(f"error: {hide(exc.message)}"), err=True)
     next_step = hint(exc)
     if next_step:
-        typer.echo(hide(next_step), err=True)
+        typer.echo(terminal_safe(hide(next_step)), err=True)
     raise typer.Exit(code if code is not None else EXIT_USAGE if isinstance(exc, ConfigurationError) else 1)
 
 
@@ -342,15 +344,17 @@ def list_workflows(
         dirs = ", ".join(str(d) for d in settings.workflow_dirs)
         typer.echo(f"No workflows found in {dirs}.\nAdd a YAML file there or set BATON_WORKFLOW_DIRS.")
         return
+    from adapters.console.output import terminal_safe  # a description is what its file says
+
     name_width = max(len(r["name"] or "") for r in rows)
     path_width = max(len(r["path"] or "") for r in rows)
     for r in rows:
         status = f"ERROR {r['error']}" if r["error"] else r["description"]
-        typer.echo(f"{r['name']:<{name_width}}  {r['path']:<{path_width}}  {status}".rstrip())
+        typer.echo(terminal_safe(f"{r['name']:<{name_width}}  {r['path']:<{path_width}}  {status}".rstrip()))
         if r["hint"]:
-            typer.echo(f"{'':<{name_width}}  {'':<{path_width}}  fix: {r['hint']}")
+            typer.echo(terminal_safe(f"{'':<{name_width}}  {'':<{path_width}}  fix: {r['hint']}"))
         for warning in r["warnings"]:
-            typer.echo(f"{'':<{name_width}}  {'':<{path_width}}  {warning}")
+            typer.echo(terminal_safe(f"{'':<{name_width}}  {'':<{path_width}}  {warning}"))
 
 
 @app.command()

@@ -28,7 +28,7 @@ from rich.text import Text
 from adapters.console.forms import fill
 from adapters.console.messages import PLATFORM, to_chat_message
 from adapters.console.oneshot import Baton, drive_to_rest
-from adapters.console.output import choices_of, choices_text, reply_text
+from adapters.console.output import choices_of, choices_text, reply_text, terminal_safe
 from core.commands.hints import hint
 from core.commands.messages import Button, ChatMessage, Reply
 from core.commands.notices import is_notice
@@ -64,7 +64,7 @@ class ConsoleView:
 
     def note(self, text: str) -> None:
         """A line of the console's own (a form's prompt), never redrawn over."""
-        self._console.print(Text(self._redactor.redact(text), style="cyan"))
+        self._console.print(Text(terminal_safe(self._redactor.redact(text)), style="cyan"))
         self._last_key = None
 
     def banner(self) -> None:
@@ -91,7 +91,7 @@ class ConsoleView:
             # its message may be on the screen from before a restart)
         if reply.how.replace_key is not None:
             self._shown.add(reply.how.replace_key)
-        text = reply_text(reply, self._redactor, self._exports)
+        text = terminal_safe(reply_text(reply, self._redactor, self._exports))
         reply = redacted(reply, self._redactor)
         same_block = reply.how.replace_key is not None and reply.how.replace_key == self._last_key
         choices = choices_of(reply)
@@ -104,7 +104,7 @@ class ConsoleView:
         block = Text(text, style=style)
         if choices:
             self.choices, self._choices_key = choices, reply.how.replace_key
-            block.append("\n" + choices_text(reply), style="cyan")
+            block.append("\n" + terminal_safe(choices_text(reply)), style="cyan")
         elif reply.how.edit_only and reply.how.replace_key == self._choices_key:
             self.choices = ()  # the gate those numbers decided is decided
         self._console.print(block)

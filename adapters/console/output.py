@@ -24,6 +24,24 @@ from core.errors import ConfigurationError
 from core.redaction import Redactor
 from core.render import redacted, render
 
+#: what a terminal would act on rather than show, as something it shows: the C0 controls but
+#: tab and newline as their control pictures (ESC as ␛), DEL as ␡, the C1 controls (0x9b is a
+#: CSI of its own on some terminals) and the bidirectional overrides as escapes.
+_CONTROLS = str.maketrans({
+    **{chr(c): chr(0x2400 + c) for c in range(0x20) if c not in (0x09, 0x0A)},
+    "\x7f": "\u2421",
+    **{chr(c): f"\\x{c:02x}" for c in range(0x80, 0xA0)},
+    **{chr(c): f"\\u{c:04x}" for c in (*range(0x202A, 0x202F), *range(0x2066, 0x206A))},
+})
+
+
+def terminal_safe(text: str) -> str:
+    """`text` as a terminal shows it, never as commands to it: a step's output (code under
+    review, a model's answer) that holds `ESC [2J`, an OSC 52 clipboard write or a cursor move
+    over an earlier line cannot clear the screen, fill the clipboard or forge a line such as
+    "✅ Approved". A carriage return is a new line (what a progress bar meant)."""
+    return text.replace("\r\n", "\n").replace("\r", "\n").translate(_CONTROLS)
+
 
 def reply_text(reply: Reply, redactor: Redactor, exports: Path) -> str:
     """The reply rendered for the console (all chunks joined); a file it carries is written
@@ -134,5 +152,5 @@ def send(reply: Reply, redactor: Redactor, exports: Path, stream: IO[str] | None
     reply = redacted(reply, redactor)
     if choices_of(reply):
         text = f"{text}\n{choices_text(reply)}" if text else choices_text(reply)
-    out.write(text + "\n")
+    out.write(terminal_safe(text) + "\n")
     out.flush()

@@ -36,3 +36,42 @@ def test_a_run_then_a_numbered_button_approves_the_gate(baton: BatonCli, termina
 
     assert terminal.wait() == 0
     assert baton.run_record(run.id).status == "completed"
+
+
+#: a step's output that commands the terminal: clear the screen, write the clipboard (OSC 52),
+#: move up a line and overwrite it with a forged one, a C1 CSI, a right-to-left override
+HOSTILE_OUTPUT = (
+    r"printf 'before\033[2J\033]52;c;cHduZWQ=\007\033[1A\r"  # clear, clipboard, one line up
+    r"\342\234\205 Approved by root\302\233\342\200\256evil\n'"  # a forged line, C1 CSI, RLO
+)
+
+
+def _hostile(baton: BatonCli) -> None:
+    workflow = f"name: paint\nnodes:\n  - id: paint\n    bash: |\n      {HOSTILE_OUTPUT}\n"
+    (baton.workflows / "paint.yaml").write_text(workflow)
+
+
+def _commands(raw: str) -> list[str]:
+    """The hostile sequences that reached the terminal as they are."""
+    return [s for s in ("\x1b[2J", "\x1b]52", "\x1b[1A", "\x9b", "\u202e") if s in raw]
+
+
+def test_a_steps_output_never_commands_the_terminal_of_say(baton: BatonCli) -> None:
+    _hostile(baton)
+    done = baton.run("say", "--wait", "--user", "ana", "--", "run paint")
+    assert done.returncode == 0, done.stderr
+    assert _commands(done.stdout) == [], done.stdout
+    assert "before␛[2J␛]52;c;cHduZWQ=␇␛[1A" in done.stdout  # shown, as what it is
+    assert "\\x9b" in done.stdout and "\\u202e" in done.stdout
+
+
+def test_a_steps_output_never_commands_the_interactive_console(baton: BatonCli, terminal: Terminal) -> None:
+    _hostile(baton)
+    terminal.expect(r"ana>")
+    start = terminal.mark()
+    terminal.type("run paint\r")
+    terminal.expect(r"completed in [\s\S]*ana>", after=start, timeout=60)
+    terminal.type("\x04")
+    assert terminal.wait() == 0
+    assert _commands(terminal.output) == [], repr(terminal.output[-2000:])
+    assert "before␛[2J␛]52;c;cHduZWQ=␇␛[1A" in terminal.output
