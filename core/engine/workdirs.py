@@ -104,7 +104,10 @@ def _directory(root: Path, parts: Sequence[str], shown: str, *, create: bool) ->
 
 
 def _parts(root: Path, path: Path | str) -> tuple[str, ...]:
-    rel = Path(path).relative_to(root) if Path(path).is_absolute() else Path(path)
+    try:
+        rel = Path(path).relative_to(root) if Path(path).is_absolute() else Path(path)
+    except ValueError:
+        raise ArtifactOutside(f"`{path}` is not in the run directory {root}") from None
     return _safe_relative(PurePosixPath(rel).as_posix()).parts
 
 

@@ -128,3 +128,5 @@ def test_reading_in_a_run_directory_takes_regular_files_only(tmp_path: Path) -> 
     assert read_in(dirs.root, "a/b.txt", 2, 3) == b"234"
     with pytest.raises(ArtifactOutside):
         read_in(dirs.root, "../r1/a/b.txt")
+    with pytest.raises(ArtifactOutside, match="not in the run directory"):
+        write_in(dirs.root, tmp_path / "elsewhere.txt")
