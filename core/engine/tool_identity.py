@@ -41,6 +41,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from core.canonical import ENCODER
+
 Stamp = tuple[str, int, int, str]  # (resolved path, mtime_ns, size, normalized digest)
 
 
@@ -163,12 +165,10 @@ def source_facts(fn: Callable[..., Any]) -> SourceFacts | None:
             resolved = found.resolve()
             if resolved not in digests and resolved.is_relative_to(home):
                 todo.append(resolved)
-    from core.workflows.args import canonical_json  # here: the sandboxed tool runner never needs it
-
     ordered = sorted(digests)
     summary = {str(p.relative_to(home)): digests[p].digest for p in ordered}
     return SourceFacts(
-        digest=hashlib.sha256(canonical_json(summary)).hexdigest(),
+        digest=hashlib.sha256(ENCODER.encode(summary).encode("utf-8")).hexdigest(),  # canonical_json's bytes
         stamps=tuple((str(p), digests[p].mtime_ns, digests[p].size, digests[p].digest) for p in ordered),
     )
 

@@ -14,6 +14,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
+from core.canonical import ENCODER
 from core.errors import InputValidationError
 from core.workflows.input_spec import InputSpec, matches_type
 from core.workflows.model import Workflow
@@ -25,9 +26,7 @@ _NUMBER = re.compile(r"^[+-]?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?$")
 _ARTICLE = {"integer": "an integer", "object": "an object", "array": "an array"}
 
 
-#: what `json.dumps(sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False)`
-#: builds on every call, built once
-_CANONICAL = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+_CANONICAL = ENCODER
 
 
 def canonical_json(value: Any) -> bytes:
