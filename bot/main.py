@@ -300,7 +300,7 @@ def list_workflows(
     """List the workflows with their source file, and every file that failed to load.
     `--database-url` is taken as by every command (the settings are checked with it)."""
     from adapters.console.formatting import FORMAT as PLAIN
-    from bot.runtime import load_tools
+    from bot.runtime import load_tools, step_sandbox
     from core.commands import replies, voting
     from core.engine.step_env import SecretSource
     from core.engine.tools import unregistered
@@ -317,7 +317,7 @@ def list_workflows(
     catalog = Catalog(settings.workflow_dirs, limits=settings.load_limits(), secrets=source.provided)
     entries = catalog.entries()
     try:
-        tools = load_tools(settings.tool_modules, settings.workflow_dirs)
+        tools = load_tools(settings.tool_modules, settings.workflow_dirs, step_sandbox(settings))
         tools_error: BatonError | None = None
     except BatonError as exc:  # a tool module missing or broken: the workflows calling tools are too
         tools, tools_error = None, exc

@@ -21,13 +21,18 @@ entry points that serve chat (`baton run` with a platform, `baton worker`) to ru
 
 from __future__ import annotations
 
+import functools
+import json
 import logging
 import os
+import subprocess
 import sys
 import sysconfig
+import tempfile
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from sqlalchemy.engine import make_url
 
@@ -77,7 +82,7 @@ def assemble(
     scrub_environ(environment.redactor)  # settings' and step secrets leave os.environ (`environ` kept them)
     redact_logs_with(environment.redactor)
     providers = ProviderRegistry.from_settings(settings)
-    tools = load_tools(settings.tool_modules, settings.workflow_dirs)
+    tools = load_tools(settings.tool_modules, settings.workflow_dirs, sandbox)
     return Runtime(
         settings=settings,
         redactor=environment.redactor,
@@ -241,12 +246,64 @@ def ensure_sqlite_dir(database_url: str) -> None:
         Path(url.database).expanduser().parent.mkdir(parents=True, exist_ok=True)
 
 
-def load_tools(modules: Sequence[str], workflow_dirs: Sequence[Path]) -> ToolRegistry:
-    """Register the `@tool` functions of `modules` (`tool_module_paths`)."""
-    registry = ToolRegistry()
+def load_tools(
+    modules: Sequence[str], workflow_dirs: Sequence[Path], sandbox: Sandbox | None = None
+) -> ToolRegistry:
+    """Register the `@tool` functions of `modules` (`tool_module_paths`). With a working
+    `sandbox`, Baton never imports them: the step sandbox does (`describe_tools`), so what a
+    module runs at import runs with a step's rights, not Baton's; its calls run there too."""
+    describe = None
+    if sandbox is not None and sandbox.enabled:
+        describe = functools.partial(describe_tools, sandbox)
+    registry = ToolRegistry(describe=describe)
     found = registry.load(tool_module_paths(modules, workflow_dirs), Path("/"))
     log.debug("tools loaded: %s", ", ".join(found) or "none", extra={"action": "tools_loaded"})
     return registry
+
+
+DESCRIBE_TIMEOUT = 60.0  # seconds importing the tool modules in the sandbox may take
+
+
+def describe_tools(sandbox: Sandbox, modules: Sequence[str], base: Path) -> list[dict[str, Any]]:
+    """The tools `modules` define, learnt by importing them in the step sandbox (without
+    network, as the step user, in an empty directory), as `ToolRegistry.load` registers
+    them; `ConfigurationError` as an import here would raise it."""
+    if not modules:
+        return []
+    from core.engine.tool_runner import BOOT
+
+    paths = [str(_CODE), *(p for p in sys.path if p and p != str(_CODE))]
+    files = [Path(m) if Path(m).is_absolute() else base / m for m in modules if m.endswith(".py") or "/" in m]
+    shown = [f.resolve().parent for f in files]
+    request = json.dumps({"paths": paths, "describe": list(modules), "base": str(base)}).encode()
+    with tempfile.TemporaryDirectory(prefix="baton-tools-") as here:
+        os.chmod(here, 0o755)
+        argv = sandbox.command([sys.executable, "-c", BOOT], workdir=Path(here), network=False,
+                               readable=shown, own_session=True)
+        try:
+            done = subprocess.run(argv, input=request, capture_output=True, timeout=DESCRIBE_TIMEOUT,
+                                  check=False, env=_DESCRIBE_ENV, start_new_session=True)
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            raise ConfigurationError(
+                f"the tool modules could not be imported in the step sandbox ({exc})",
+                hint="Check that they import quickly and without network, then start Baton again.",
+            ) from exc
+    try:
+        answer = json.loads(done.stdout)
+    except ValueError:
+        said = done.stderr.decode("utf-8", "replace").strip().splitlines()
+        raise ConfigurationError(
+            f"the tool modules {', '.join(modules)} did not import in the step sandbox: "
+            + (said[-1] if said else f"exit {done.returncode}"),
+            hint="A tool module must import as the step user, without network (what it needs at "
+            "import, it reads from its own directory).",
+        ) from None
+    if "tools" not in answer:
+        raise ConfigurationError(str(answer.get("message")), hint=str(answer.get("hint") or ""))
+    return list(answer["tools"])
+
+
+_DESCRIBE_ENV = {"PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8", "PYTHONDONTWRITEBYTECODE": "1"}
 
 
 def tool_module_paths(modules: Sequence[str], workflow_dirs: Sequence[Path]) -> list[str]:

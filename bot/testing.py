@@ -112,7 +112,9 @@ def build(
         environment=environment,
         catalog=catalog,
         providers=providers if providers is not None else fake_providers(),
-        tools=tools if tools is not None else load_tools(settings.tool_modules, settings.workflow_dirs),
+        tools=tools if tools is not None else load_tools(
+            settings.tool_modules, settings.workflow_dirs, sandbox
+        ),
         store=store,
     )
     config = engine_config(runtime)

@@ -12,6 +12,11 @@ stderr (the step's stderr tail), so it cannot be taken for the answer. The proce
 without the interpreter's teardown (`core/exiting.py`), as the `baton` executable does.
 Imports the standard library, `core.engine.tools` and `core.exiting` only (asyncio only for
 an `async` tool): a tool step pays for the interpreter's start, not for Baton's modules.
+
+It also tells Baton which tools a module defines without Baton importing it (whatever a
+module does at import would run with Baton's rights): with `{"paths": [...], "describe":
+[module, ...]}` on stdin it imports them, keys their tools as Baton would, and answers
+`{"tools": [ToolSpec as JSON, ...]}` (`describe`; Baton's side is `bot/runtime.py`).
 """
 
 from __future__ import annotations
@@ -60,7 +65,22 @@ def main(request: dict[str, Any]) -> None:
     answer = os.fdopen(os.dup(1), "w", encoding="utf-8")
     os.dup2(2, 1)  # the tool's prints (and its children's) go to stderr
     with answer:
-        answer.write(json.dumps(call(request), ensure_ascii=False))
+        said = describe(request) if "describe" in request else call(request)
+        answer.write(json.dumps(said, ensure_ascii=False))
+
+
+def describe(request: dict[str, Any]) -> dict[str, Any]:
+    """The tools the modules of `request["describe"]` define, as Baton registers them (their
+    identities computed here, from the files this sandbox shows at the same paths)."""
+    from core.engine.tools import ToolRegistry, described
+    from core.errors import BatonError
+
+    registry = ToolRegistry()
+    try:
+        registry.load([str(m) for m in request["describe"]], Path(str(request.get("base", "/"))))
+    except BatonError as exc:
+        return {"error": "load", "message": exc.message, "hint": exc.hint}
+    return {"tools": [described(registry.get(name)) for name in registry.names()]}
 
 
 def call(request: dict[str, Any]) -> dict[str, Any]:

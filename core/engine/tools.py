@@ -74,6 +74,8 @@ class ToolSpec:
     #: the module it was loaded from (`load`): a module name or an absolute .py path; a
     #: sandboxed step imports it from there (None: registered in code, called in process)
     source: str | None = None
+    #: the file of that module (None: not known, or registered in code)
+    file: str | None = None
 
     @property
     def origin(self) -> str:
@@ -128,7 +130,10 @@ def make_spec(
 class ToolRegistry:
     """Tools by name."""
 
-    def __init__(self, specs: Iterable[ToolSpec] = ()) -> None:
+    def __init__(self, specs: Iterable[ToolSpec] = (), *, describe: Describe | None = None) -> None:
+        #: how `load` learns a module's tools without importing it here (`bot/runtime.py`: in
+        #: the step sandbox); None: it imports the module in this process
+        self._describe = describe
         self._tools: dict[str, ToolSpec] = {}
         self._loads: list[tuple[tuple[str, ...], Path]] = []  # what `load` imported, to re-import
         self._loaded: set[str] = set()  # names registered by `load` (the others are kept as they are)
@@ -191,15 +196,23 @@ class ToolRegistry:
         """Import each module (a dotted name or a .py path relative to `base`) and register its
         `@tool` functions here. Returns the names of the tools found, in order."""
         found: list[str] = []
+        if self._describe is not None:
+            for told in (from_description(d) for d in self._describe(specs, base)):
+                self.add(told)
+                found.append(told.name)
+            self._loads.append((tuple(specs), base))
+            self._loaded.update(found)
+            return found
         if self._baseline is None:
             self._baseline = frozenset(sys.modules)
         for spec in specs:
             module = _import(spec, base)
             source = str((base / spec).resolve()) if _is_path(spec) else spec
+            file = getattr(module, "__file__", None)
             for value in list(vars(module).values()):
                 tool_spec = getattr(value, _SPEC_ATTRIBUTE, None)
                 if isinstance(tool_spec, ToolSpec):
-                    self.add(dataclasses.replace(tool_spec, source=source))
+                    self.add(dataclasses.replace(tool_spec, source=source, file=file))
                     found.append(tool_spec.name)
         self._loads.append((tuple(specs), base))
         self._loaded.update(found)
@@ -222,6 +235,12 @@ class ToolRegistry:
         """
         if not self._loads or not self.changed_files():
             return self
+        if self._describe is not None:  # nothing of theirs was imported here: describe them again
+            kept = (spec for name, spec in self._tools.items() if name not in self._loaded)
+            fresh = ToolRegistry(kept, describe=self._describe)
+            for specs, base in self._loads:
+                fresh.load(specs, base)
+            return fresh
         folders = {Path(stamp[0]).parent for name in self._loaded for stamp in self._tools[name].stamps}
         baseline = self._baseline or frozenset()
         for module_name, module in list(sys.modules.items()):
@@ -236,6 +255,42 @@ class ToolRegistry:
         for specs, base in self._loads:
             fresh.load(specs, base)
         return fresh
+
+
+#: `ToolRegistry`'s way to learn modules' tools without importing them here: (modules, base)
+#: -> each tool's `described` JSON; raises `ConfigurationError` as `load` would
+Describe = Callable[[Sequence[str], Path], list[dict[str, Any]]]
+
+
+def described(spec: ToolSpec) -> dict[str, Any]:
+    """`spec` as JSON, for a process that did not import its module (`from_description`)."""
+    fn = inspect.unwrap(spec.fn)
+    return {
+        "name": spec.name, "replay": spec.replay.value, "accepts_key": spec.accepts_key,
+        "inline": spec.inline, "is_async": spec.is_async, "identity": spec.identity,
+        "stamps": [list(stamp) for stamp in spec.stamps], "source": spec.source, "file": spec.file,
+        "module": getattr(fn, "__module__", "?"), "qualname": getattr(fn, "__qualname__", "?"),
+    }
+
+
+def from_description(found: dict[str, Any]) -> ToolSpec:
+    """The `ToolSpec` a description stands for: its function runs only where its module is
+    imported (the sandboxed tool runner); called here, it says so."""
+    name = str(found["name"])
+
+    def elsewhere(*args: Any, **kwargs: Any) -> Any:
+        raise ConfigurationError(
+            f"tool `{name}` runs in the step sandbox only (its module was never imported by Baton)",
+            hint="Turn the step sandbox on (BATON_STEP_SANDBOX), or load tool modules where it is off.",
+        )
+
+    elsewhere.__module__, elsewhere.__qualname__ = str(found["module"]), str(found["qualname"])
+    return ToolSpec(
+        name=name, fn=elsewhere, replay=ReplayClass(found["replay"]), accepts_key=bool(found["accepts_key"]),
+        inline=bool(found["inline"]), is_async=bool(found["is_async"]), identity=str(found["identity"]),
+        stamps=tuple((str(p), int(m), int(z), str(d)) for p, m, z, d in found["stamps"]),
+        source=found["source"], file=found["file"],
+    )
 
 
 def unregistered(workflow: Workflow, registry: ToolRegistry) -> ConfigurationError | None:

@@ -109,7 +109,7 @@ def _module_root(spec: ToolSpec) -> list[Path]:
     """The directory the tool's module is imported from (its package's, for a dotted name):
     shown to the sandboxed runner, read-only."""
     try:
-        path = Path(inspect.getfile(spec.fn)).resolve()
+        path = Path(spec.file or inspect.getfile(spec.fn)).resolve()
     except (TypeError, OSError):
         return []
     source = spec.source or ""
