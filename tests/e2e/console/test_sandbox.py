@@ -24,7 +24,6 @@ import shutil
 import socket
 import sys
 import textwrap
-import threading
 import time
 import uuid
 from collections.abc import Iterator
@@ -36,6 +35,7 @@ from core.store.repository import SqlStore
 from tests.e2e import leak
 from tests.e2e.console.cli import BatonCli
 from tests.e2e.console.terminal import Terminal
+from tests.unix_service import answering
 
 pytestmark = pytest.mark.bwrap
 
@@ -287,36 +287,13 @@ def machine_socket() -> Iterator[tuple[Path, str, list[str]]]:
     base = Path("/run") if os.geteuid() == 0 else Path(os.environ.get("XDG_RUNTIME_DIR") or "/nonexistent")
     if not (base.is_dir() and os.access(base, os.W_OK) and base.is_relative_to("/run")):
         pytest.skip("needs root or a runtime directory under /run (XDG_RUNTIME_DIR) to create a socket in")
-    token = f"SOCKET-ANSWERED-{uuid.uuid4().hex}"
     where = base / f"baton-test-{uuid.uuid4().hex[:12]}"
     where.mkdir(mode=0o755)
     path = where / "service.sock"
-    answered: list[str] = []
-    server = socket.socket(socket.AF_UNIX)
-    server.bind(str(path))
-    path.chmod(0o777)
-    server.listen(8)
-    server.settimeout(0.2)
-    stop = threading.Event()
-
-    def serve() -> None:
-        while not stop.is_set():
-            try:
-                peer, _ = server.accept()
-            except TimeoutError:
-                continue
-            with peer:
-                answered.append("peer")
-                peer.sendall(token.encode())
-
-    thread = threading.Thread(target=serve, daemon=True)
-    thread.start()
     try:
-        yield path, token, answered
+        with answering(path) as (token, answered):
+            yield path, token, answered
     finally:
-        stop.set()
-        thread.join(5)
-        server.close()
         shutil.rmtree(where, ignore_errors=True)
 
 
@@ -326,7 +303,7 @@ nodes:
   - id: listed
     bash: 'ls -a {dir} 2>&1; [ -S {path} ] && echo SOCKET-VISIBLE; echo "in /run: $(ls -A /run)"; true'
   - id: online
-    script: |
+    script: &connect |
       import socket
       for path in {paths!r}:
           s = socket.socket(socket.AF_UNIX)
@@ -338,16 +315,7 @@ nodes:
               print(path, "unreachable:", exc.strerror)
   - id: offline
     network: false
-    script: |
-      import socket
-      for path in {paths!r}:
-          s = socket.socket(socket.AF_UNIX)
-          s.settimeout(5)
-          try:
-              s.connect(path)
-              print(path, "answered", s.recv(200).decode())
-          except OSError as exc:
-              print(path, "unreachable:", exc.strerror)
+    script: *connect
 """
 POSTGRES_SOCKET = Path("/run/postgresql/.s.PGSQL.5432")  # Debian's; its server trusts a peer's uid
 

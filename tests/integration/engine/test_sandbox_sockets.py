@@ -8,10 +8,8 @@ import grp
 import logging
 import os
 import shutil
-import socket
 import subprocess
 import sys
-import threading
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -21,6 +19,7 @@ import pytest
 from bot.runtime import RESOLV_CONF, RUNTIME_DIRS, kept_groups, step_sandbox
 from core.config import Settings
 from core.engine.sandbox import configure
+from tests.unix_service import answering
 
 pytestmark = pytest.mark.bwrap
 
@@ -52,32 +51,9 @@ def outside() -> Iterator[Path]:
 @pytest.fixture
 def listening(outside: Path) -> Iterator[tuple[Path, str]]:
     """A socket anyone may connect to in `outside`, which tells each peer a token."""
-    token = f"ANSWERED-{uuid.uuid4().hex}"
     path = outside / ".s.PGSQL.5432"
-    server = socket.socket(socket.AF_UNIX)
-    server.bind(str(path))
-    path.chmod(0o777)
-    server.listen(8)
-    server.settimeout(0.2)
-    stop = threading.Event()
-
-    def serve() -> None:
-        while not stop.is_set():
-            try:
-                peer, _ = server.accept()
-            except TimeoutError:
-                continue
-            with peer:
-                peer.sendall(token.encode())
-
-    thread = threading.Thread(target=serve, daemon=True)
-    thread.start()
-    try:
+    with answering(path) as (token, _):
         yield path, token
-    finally:
-        stop.set()
-        thread.join(5)
-        server.close()
 
 
 def _step(settings: Settings, workdir: Path, socket_path: Path, *, network: bool = True) -> str:
