@@ -317,7 +317,8 @@ def list_workflows(
     catalog = Catalog(settings.workflow_dirs, limits=settings.load_limits(), secrets=source.provided)
     entries = catalog.entries()
     try:
-        tools = load_tools(settings.tool_modules, settings.workflow_dirs, step_sandbox(settings))
+        sandbox = step_sandbox(settings)
+        tools = load_tools(settings.tool_modules, settings.workflow_dirs, sandbox, data_dir=settings.data_dir)
         tools_error: BatonError | None = None
     except BatonError as exc:  # a tool module missing or broken: the workflows calling tools are too
         tools, tools_error = None, exc

@@ -113,7 +113,7 @@ def build(
         catalog=catalog,
         providers=providers if providers is not None else fake_providers(),
         tools=tools if tools is not None else load_tools(
-            settings.tool_modules, settings.workflow_dirs, sandbox
+            settings.tool_modules, settings.workflow_dirs, sandbox, data_dir=settings.data_dir
         ),
         store=store,
     )

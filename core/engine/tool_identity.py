@@ -189,6 +189,13 @@ def identity_of(fn: Callable[..., Any], version: str | None, facts: SourceFacts 
     return f"code:{code_digest(fn)}"
 
 
+def stamp(path: Path) -> Stamp:
+    """`path` as a stamp, as the files of a source identity are (`changed` tells when it moves)."""
+    resolved = path.resolve()
+    parsed = _read(resolved)
+    return (str(resolved), parsed.mtime_ns, parsed.size, parsed.digest)
+
+
 def changed(stamps: Iterable[Stamp]) -> list[str]:
     """The paths among `stamps` whose file is gone, has another mtime or size now, or, while
     its modification is recent enough to hide a second edit, another digest."""

@@ -6,13 +6,14 @@ an edit is picked up, a broken module is the same one-line error."""
 from __future__ import annotations
 
 import os
+import subprocess
 import sys
 import time
 from pathlib import Path
 
 import pytest
 
-from bot.runtime import describe_tools, load_tools
+from bot.runtime import TOOLS_CACHE, describe_tools, load_tools
 from core.config import Settings
 from core.engine.tools import ToolRegistry
 from core.errors import ConfigurationError
@@ -117,3 +118,33 @@ def test_a_module_that_fails_to_import_in_the_sandbox_is_a_configuration_error(
     assert "failed to import: RuntimeError: no network here" in said and str(module) in said
     uid = 65534 if os.geteuid() == 0 else os.getuid()
     assert said.endswith(str(uid))  # it ran as the step user, in the sandbox
+
+
+def test_a_description_is_kept_for_the_next_start_until_a_file_it_depends_on_moves(
+    tmp_path: Path, module: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    sandbox, data = _sandbox(tmp_path), tmp_path / "data"
+    first = load_tools([str(module)], [module.parent], sandbox, data_dir=data)
+    kept = data / TOOLS_CACHE
+    assert kept.stat().st_mode & 0o777 == 0o600
+    described: list[object] = []
+    real = subprocess.run
+
+    def counting(argv: object, *args: object, **kwargs: object) -> object:
+        described.append(argv)
+        return real(argv, *args, **kwargs)  # type: ignore[call-overload]
+
+    monkeypatch.setattr(subprocess, "run", counting)
+    again = load_tools([str(module)], [module.parent], sandbox, data_dir=data)
+    assert described == [] and _facts(again) == _facts(first)  # the next start: no sandboxed process
+    (module.parent / "helpers.py").write_text("PREFIX = 'hello '\n")  # a same-directory import
+    (module.parent / "helpers.py").chmod(0o644)
+    edited = load_tools([str(module)], [module.parent], sandbox, data_dir=data)
+    assert len(described) == 1 and edited.get("quick").identity != first.get("quick").identity
+    module.write_text("X = 1\n")  # no tool left: the module's own stamp tells
+    module.chmod(0o644)
+    assert load_tools([str(module)], [module.parent], sandbox, data_dir=data).names() == []
+    assert len(described) == 2
+    kept.write_text("{not json")
+    assert load_tools([str(module)], [module.parent], sandbox, data_dir=data).names() == []
+    assert len(described) == 3  # a kept file that does not read is described again
