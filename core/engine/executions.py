@@ -87,15 +87,22 @@ class Executions:
         # a run not resumed from another is its whole lineage: no query
         lineage = (run.id,) if run.resumed_from is None else tuple(self.store.steps.lineage(run.id))
         config = self.config
-        setup = Setup(
-            store=self.store, prepared=ready.prepared, definitions=ready.definitions, run=run,
-            args=ready.args, lineage=lineage, dirs=run_dirs(config.data_dir, run.id),
-            providers=self.providers, tools=ready.tools, bus=self._bus, environment=config.environment,
-            max_parallel=config.max_parallel, group_commit=config.group_commit, renderer=self._renderer,
-            max_output=config.max_output, cache_retention=config.cache_retention,
-            children=self.children,
-        )  # fmt: skip
-        executor = RunExecutor(setup, self.runners)
+        try:
+            setup = Setup(
+                store=self.store, prepared=ready.prepared, definitions=ready.definitions, run=run,
+                args=ready.args, lineage=lineage, dirs=run_dirs(config.data_dir, run.id),
+                providers=self.providers, tools=ready.tools, bus=self._bus, environment=config.environment,
+                max_parallel=config.max_parallel, group_commit=config.group_commit, renderer=self._renderer,
+                max_output=config.max_output, cache_retention=config.cache_retention,
+                children=self.children,
+            )  # fmt: skip
+            executor = RunExecutor(setup, self.runners)
+        except Exception as exc:  # e.g. its run directory cannot be made: it fails, saying why,
+            # rather than staying `running` under our lease with nothing executing it
+            log.exception("execution could not start", extra={"action": "execute", "run_id": run.id})
+            why = f"Baton could not start executing it: {type(exc).__name__}: {exc}"
+            await self._rest(run, Outcome(RunStatus.FAILED, why))
+            return
         task = asyncio.create_task(self._drive(run, executor), name=f"baton-run-{run.id}")
         self._active[run.id] = _Active(task, executor)
         await self.emit(EventKind.RUN_STARTED, run.id, run_status=RunStatus.RUNNING.value)
@@ -118,6 +125,10 @@ class Executions:
         except Exception as exc:
             log.exception("execution failed", extra={"action": "execute", "run_id": run.id})
             outcome = Outcome(RunStatus.FAILED, f"Baton failed while executing: {type(exc).__name__}: {exc}")
+        await self._rest(run, outcome)
+
+    async def _rest(self, run: Run, outcome: Outcome) -> None:
+        """Settle the run as `outcome` says (unless cancelled or taken over meanwhile) and say so."""
         try:  # the status, its reply in the outbox (and a needs_attention audit row): one unit
             with self.store.transaction() as tx:
                 rested = tx.transition(Transition(

@@ -46,7 +46,12 @@ def run_dirs(data_dir: Path, run_id: str) -> RunDirs:
         pass
     except FileNotFoundError:  # `runs/` itself is new
         root.mkdir(parents=True, exist_ok=True)
-    artifacts.mkdir(exist_ok=True)
+    try:
+        artifacts.mkdir()
+    except FileExistsError:
+        if not stat.S_ISDIR(artifacts.lstat().st_mode):  # a link or a file a step left there:
+            artifacts.unlink()  # the name is Baton's again (the link itself goes, never its target)
+            artifacts.mkdir()
     return RunDirs(root=root, artifacts=artifacts)
 
 

@@ -222,3 +222,45 @@ async def test_steps_read_their_files_through_baton_workflow_dir(harness: Harnes
     assert second.status is RunStatus.COMPLETED, second.reason
     assert (h.executed(second.id, "matrix"), h.executed(second.id, "count")) == (1, 1)
     assert h.output(second.id, "count") == "3\n"
+
+
+async def test_a_run_whose_execution_cannot_start_fails_with_why_and_does_not_hang(harness: Harness) -> None:
+    """Its run directory cannot be made (`runs` is a file here): the run ends `failed`, saying
+    why, rather than staying `running` under this process's lease with nothing executing it
+    (a `say --wait` waited for it forever)."""
+    harness.write("plain.yaml", "name: plain\nnodes:\n  - id: a\n    bash: echo a\n    replay: pure\n")
+    data = harness.root / "data"
+    data.mkdir(parents=True, exist_ok=True)
+    (data / "runs").write_text("not a directory")
+    run = await harness.start("plain")
+    rested = await harness.engine.wait(run.id, timeout=10)
+    assert rested.status is RunStatus.FAILED
+    assert rested.reason is not None and "could not start executing it: NotADirectoryError" in rested.reason
+    assert harness.kinds(run.id, EventKind.RUN_FINISHED) == [None]
+
+
+async def test_a_step_that_spoils_the_artifacts_directory_spoils_no_resume(harness: Harness) -> None:
+    """A step turned `artifacts` into a dangling link and the run paused at a gate: resuming
+    it (and any later start of Baton, which takes it over) makes `artifacts` a directory again
+    instead of failing on it."""
+    harness.write("spoil.yaml", """\
+        name: spoil
+        nodes:
+          - id: spoil
+            replay: pure
+            bash: 'rm -rf artifacts && ln -s /nonexistent artifacts'
+          - id: gate
+            depends_on: [spoil]
+            approval: "go on?"
+          - id: after
+            replay: pure
+            depends_on: [gate]
+            bash: 'test -d artifacts && echo artifacts-is-a-directory'
+        """)
+    paused = await harness.run("spoil")
+    assert paused.status is RunStatus.PAUSED
+    assert (harness.root / "data" / "runs" / paused.id / "artifacts").is_symlink()
+    await harness.engine.approve(paused.id, actor="console:ana")
+    done = await harness.engine.wait(paused.id, timeout=30)
+    assert done.status is RunStatus.COMPLETED, done.reason
+    assert harness.output(paused.id, "after").strip() == "artifacts-is-a-directory"
