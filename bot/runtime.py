@@ -44,7 +44,8 @@ from core.engine.providers import ProviderRegistry
 from core.engine.sandbox import INSTALL_HINT, Sandbox, configure
 from core.engine.step_env import StepEnvironment
 from core.engine.tool_identity import Stamp, changed, stamp
-from core.engine.tools import ToolRegistry
+from core.engine.tool_runner import import_paths
+from core.engine.tools import ToolRegistry, is_path
 from core.errors import ConfigurationError
 from core.redaction import Redactor
 from core.signing_key import existing_key
@@ -282,17 +283,13 @@ def describe_tools(
     runs no sandboxed process (≈ 45 ms)."""
     if not modules:
         return []
-    paths = [str(_CODE), *(p for p in sys.path if p and p != str(_CODE))]
-    files = [Path(m) if Path(m).is_absolute() else base / m for m in modules if m.endswith(".py") or "/" in m]
+    paths = import_paths()
+    files = [Path(m) if Path(m).is_absolute() else base / m for m in modules if is_path(m)]
     key = {"modules": list(modules), "base": str(base), "python": sys.executable, "paths": paths}
-    if cache is not None and len(files) == len(modules):  # (a dotted name's file: found by importing)
-        stamps = _description_stamps(files)
-        if stamps is not None:
-            known = _cached(cache, key, stamps)
-            if known is not None:
-                return known
-    else:
-        stamps = None
+    cacheable = cache is not None and len(files) == len(modules)  # (a dotted name's file: found by importing)
+    stamps = _description_stamps(files) if cacheable else None
+    if cache is not None and stamps is not None and (known := _cached(cache, key, stamps)) is not None:
+        return known
     tools = _described(sandbox, modules, base, paths, files)
     if cache is not None and stamps is not None:
         _keep(cache, {"key": key, "stamps": [list(s) for s in stamps], "tools": tools})

@@ -40,6 +40,12 @@ BOOT = (
 )
 
 
+def import_paths() -> list[str]:
+    """The `paths` of a request: Baton's own code first, then this process's import path."""
+    code = str(Path(__file__).resolve().parents[2])
+    return [code, *(p for p in sys.path if p and p != code)]
+
+
 def canonical(value: Any) -> str:
     """A tool's non-str result as the step's output (TypeError/ValueError: not JSON)."""
     return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)

@@ -207,7 +207,7 @@ class ToolRegistry:
             self._baseline = frozenset(sys.modules)
         for spec in specs:
             module = _import(spec, base)
-            source = str((base / spec).resolve()) if _is_path(spec) else spec
+            source = str((base / spec).resolve()) if is_path(spec) else spec
             file = getattr(module, "__file__", None)
             for value in list(vars(module).values()):
                 tool_spec = getattr(value, _SPEC_ATTRIBUTE, None)
@@ -319,12 +319,12 @@ def _forget_bytecode(module: ModuleType) -> None:
             os.remove(cached)
 
 
-def _is_path(spec: str) -> bool:
+def is_path(spec: str) -> bool:
     return spec.endswith(".py") or "/" in spec or "\\" in spec
 
 
 def _import(spec: str, base: Path) -> ModuleType:
-    if _is_path(spec):
+    if is_path(spec):
         return _import_file(spec, base)
     try:
         return importlib.import_module(spec)

@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 from core.engine.nodes import NodeResult, output_refused
 from core.engine.nodes.process import exit_failure, run_process, timed_out
-from core.engine.tool_runner import BOOT
+from core.engine.tool_runner import BOOT, import_paths
 from core.engine.workdirs import ArtifactOutside, read_in
 from core.errors import BatonError, NodeFailed
 
@@ -64,13 +64,11 @@ async def run(node: RenderedNode, ctx: NodeContext, tools: ToolRegistry) -> Node
     return NodeResult(output=result if isinstance(result, str) else _canonical(result, spec, ctx))
 
 
-#: Baton's code, which the tool runner imports (`core.engine.tool_runner`, `@tool`)
-_CODE = str(Path(__file__).resolve().parents[3])
 _ANSWER_ROOM = 1 << 20  # bytes of JSON around the result, beyond the step's output cap
 
 
 async def _sandboxed(spec: ToolSpec, node: RenderedNode, ctx: NodeContext) -> NodeResult:
-    paths = [_CODE, *(p for p in sys.path if p and p != _CODE)]
+    paths = import_paths()
     try:
         request = json.dumps(
             {"paths": paths, "module": spec.source, "tool": spec.name, "kwargs": dict(node.kwargs),
