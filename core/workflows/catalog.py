@@ -35,7 +35,7 @@ import yaml
 
 from core.errors import UnknownWorkflow, WorkflowDefinitionError
 from core.workflows.limits import LoadLimits
-from core.workflows.loader import FilesProblem, NodeReuse, load_workflow_bytes, too_large
+from core.workflows.loader import FilesProblem, NodeReuse, load_workflow_bytes, read_workflow_file, too_large
 from core.workflows.model import Workflow
 from core.workflows.subworkflows import call_problems
 from core.workflows.validation import did_you_mean
@@ -188,7 +188,7 @@ class Catalog:
                         f"workflow name `{loaded.name}` is already used by {first.name} "
                         "in the same directory",
                         file=str(path),
-                        line=_name_line(path),
+                        line=_name_line(path, self.limits),
                         hint="Give one of the two files a different `name:`.",
                     )
                     index.setdefault(
@@ -198,7 +198,7 @@ class Catalog:
                 in_dir[loaded.name] = path
                 workflow = loaded.workflow
                 if workflow is not None and self._provided is not None:
-                    unknown = secret_error(workflow, path, self._provided)
+                    unknown = secret_error(workflow, path, self._provided, self.limits)
                     if unknown is not None:
                         workflow, error = None, unknown
                 earlier = index.get(loaded.name)
@@ -213,7 +213,7 @@ class Catalog:
                 index[loaded.name] = CatalogEntry(
                     loaded.name, path, workflow, error, earlier.path if earlier else None
                 )
-        return _check_calls(index)
+        return _check_calls(index, self.limits)
 
     def _warn_once(self, key: tuple[Path, ...], message: str, *args: str) -> None:
         if key not in self._warned:
@@ -221,7 +221,7 @@ class Catalog:
             log.warning(message, *args, extra={"action": "workflow_catalog"})
 
 
-def _check_calls(index: dict[str, CatalogEntry]) -> dict[str, CatalogEntry]:
+def _check_calls(index: dict[str, CatalogEntry], limits: LoadLimits) -> dict[str, CatalogEntry]:
     """`index` with every workflow whose `workflow:` calls loop, nest too deep or name no
     workflow refused (`subworkflows.py`), each with the line of the call."""
     loaded = {name: e.workflow for name, e in index.items() if e.workflow is not None}
@@ -233,23 +233,30 @@ def _check_calls(index: dict[str, CatalogEntry]) -> dict[str, CatalogEntry]:
         error = WorkflowDefinitionError(
             problem.message,
             file=str(entry.path),
-            line=_line_of(entry.path, ("nodes", problem.index, "workflow")),
+            line=_line_of(entry.path, ("nodes", problem.index, "workflow"), limits),
             hint=problem.hint,
         )
         index[name] = dataclasses.replace(entry, workflow=None, error=error)
     return index
 
 
-def _line_of(path: Path, where: tuple[str | int, ...]) -> int:
+def _text(path: Path, limits: LoadLimits | None = None) -> str:
+    """The workflow file's text, read as its workflow was (`read_workflow_file`)."""
+    return read_workflow_file(path, limits).decode("utf-8")
+
+
+def _line_of(path: Path, where: tuple[str | int, ...], limits: LoadLimits) -> int:
     """The line of `where` in the file (1 when it cannot be read)."""
     try:
-        _, source = parse_yaml(path.read_text(encoding="utf-8"), file=str(path))
+        _, source = parse_yaml(_text(path, limits), file=str(path))
         return source.line_of(where) or 1
-    except (OSError, UnicodeDecodeError, WorkflowDefinitionError):
+    except (UnicodeDecodeError, WorkflowDefinitionError):
         return 1
 
 
-def secret_error(workflow: Workflow, path: Path, provided: Collection[str]) -> WorkflowDefinitionError | None:
+def secret_error(
+    workflow: Workflow, path: Path, provided: Collection[str], limits: LoadLimits | None = None
+) -> WorkflowDefinitionError | None:
     """The first secret `workflow` declares that the operator does not provide, as this
     file's error (its line, and where the operator provides step secrets), or None."""
     places: list[tuple[tuple[str | int, ...], str]] = [
@@ -263,9 +270,9 @@ def secret_error(workflow: Workflow, path: Path, provided: Collection[str]) -> W
     where, name = missing
     line = 1
     try:
-        _, source = parse_yaml(path.read_text(encoding="utf-8"), file=str(path))
+        _, source = parse_yaml(_text(path, limits), file=str(path))
         line = source.line_of(where) or 1
-    except (OSError, UnicodeDecodeError, WorkflowDefinitionError):
+    except (UnicodeDecodeError, WorkflowDefinitionError):
         pass  # the file changed under us: its first line will do until the next reload
     return WorkflowDefinitionError(
         f"secret `{name}` is not a step secret the operator provides; a workflow may name only "
@@ -290,13 +297,8 @@ def _load(path: Path, stamp: Stamp, cached: _Loaded | None, limits: LoadLimits) 
     """Read `path`; when its bytes equal the cached ones, keep the cached workflow object."""
     read_ns = time.time_ns()
     try:
-        data = path.read_bytes()
-    except OSError as exc:
-        error = WorkflowDefinitionError(
-            f"cannot read the file ({exc.strerror or exc})",
-            file=str(path),
-            hint="Check that the file exists and is readable.",
-        )
+        data = read_workflow_file(path, limits)
+    except WorkflowDefinitionError as error:  # unreadable, or a link out of its directory
         return _Loaded(stamp, read_ns, "", path.stem, None, error)
     digest = hashlib.sha256(data).hexdigest()
     if cached is not None and cached.digest == digest:
@@ -341,10 +343,10 @@ def _guess_name(data: bytes, path: Path) -> str:
     return name if isinstance(name, str) and name.strip() else path.stem
 
 
-def _name_line(path: Path) -> int:
+def _name_line(path: Path, limits: LoadLimits) -> int:
     """The line of the top-level `name:` key (1 when it cannot be found)."""
     try:
-        lines = path.read_text(encoding="utf-8").splitlines()
-    except (OSError, UnicodeDecodeError):
+        lines = _text(path, limits).splitlines()
+    except (UnicodeDecodeError, WorkflowDefinitionError):
         return 1
     return next((i for i, line in enumerate(lines, 1) if line.startswith("name:")), 1)

@@ -1,19 +1,25 @@
 """Load a workflow file: YAML -> pydantic models -> checks, every error with file:line and fix.
 
     load_workflow_file(path)  -> Workflow          raises WorkflowDefinitionError
+    read_workflow_file(path)  -> bytes             the file, never from outside its directory
     load_workflow_text(text, file=…)               the same for text (tests, previews)
     script_source(workflow, node) -> str           the code a `script:` node runs
     files_content(workflow, node) -> {path: sha256} the declared `files:` (cache identity)
 
 Relative paths (`script: scripts/x.py`, `files:`) resolve against the workflow file's
 directory and must stay inside it once symlinks are resolved (checked at load and again
-whenever the file is read); `artifacts:` globs are relative to the run directory and may not
-leave it. `LoadLimits` bounds the file's size, its YAML alias expansion and its timeouts.
+whenever the file is read), and so must a workflow file itself: a symlink in a workflow
+directory may name another file of that directory (`deploy.yaml -> versions/deploy-v2.yaml`), never one
+elsewhere, which Baton (perhaps root) would read for an author who cannot. `artifacts:`
+globs are relative to the run directory and may not leave it. `LoadLimits` bounds the
+file's size, its YAML alias expansion and its timeouts.
 """
 
 from __future__ import annotations
 
 import hashlib
+import os
+import stat
 import warnings
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -35,18 +41,44 @@ from core.workflows.yaml_source import SourceMap, parse_yaml
 def load_workflow_file(path: Path, *, limits: LoadLimits | None = None) -> Workflow:
     """Read, parse, validate and check one workflow file."""
     limits = limits or LoadLimits()
+    return load_workflow_bytes(read_workflow_file(path, limits), file=str(path), limits=limits)
+
+
+def read_workflow_file(path: Path, limits: LoadLimits | None = None) -> bytes:
+    """The bytes of the workflow file `path`: a regular file in `path`'s own directory once
+    symlinks are resolved, opened without following a link put there since (`O_NOFOLLOW`) and
+    without waiting on a FIFO (`O_NONBLOCK`). `WorkflowDefinitionError` otherwise, naming no
+    target (the link's target may be what its author may not see)."""
+    limits = limits or LoadLimits()
+    real = contained(path.parent, path.name)
+    if real is None:
+        raise WorkflowDefinitionError(
+            "the file is a symlink out of its workflow directory; Baton reads workflows only from "
+            "the directories it was given",
+            file=str(path),
+            hint="Point the link at a file in the same directory, copy the file in, or add its "
+            "directory to BATON_WORKFLOW_DIRS.",
+        )
     try:
-        size = Path(path).stat().st_size
-        if size > limits.max_file_bytes:
-            raise too_large(str(path), size, limits)
-        data = Path(path).read_bytes()
+        fd = os.open(real, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+        with os.fdopen(fd, "rb") as file:
+            info = os.fstat(file.fileno())
+            if not stat.S_ISREG(info.st_mode):
+                raise WorkflowDefinitionError(
+                    "not a regular file", file=str(path), hint="Keep workflows in plain files."
+                )
+            if info.st_size > limits.max_file_bytes:
+                raise too_large(str(path), info.st_size, limits)
+            data = file.read(limits.max_file_bytes + 1)
     except OSError as exc:
         raise WorkflowDefinitionError(
             f"cannot read the file ({exc.strerror or exc})",
             file=str(path),
             hint="Check that the file exists and is readable.",
         ) from exc
-    return load_workflow_bytes(data, file=str(path), limits=limits)
+    if len(data) > limits.max_file_bytes:  # it grew while it was read
+        raise too_large(str(path), len(data), limits)
+    return data
 
 
 def too_large(file: str, size: int, limits: LoadLimits) -> WorkflowDefinitionError:
