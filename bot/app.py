@@ -249,6 +249,7 @@ def engine_config(runtime: Runtime) -> EngineConfig:
         replica_id=settings.replica_id,
         render=settings.render_limits(),
         max_output=settings.max_output_bytes,
+        max_output_file=settings.max_output_file_bytes,
         cache_retention=settings.cache_retention,
         may_run=functools.partial(authz.may_run, settings.access_policy),
     )

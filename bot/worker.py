@@ -98,6 +98,7 @@ def build_worker(
         environment=runtime.environment,
         name=name,
         max_output=settings.max_output_bytes,
+        max_output_file=settings.max_output_file_bytes,
     )
 
     # `baton worker`'s queue (`JobQueue(worker=True)`): the fetch claims, the result finishes

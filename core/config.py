@@ -225,6 +225,7 @@ class Settings(BaseSettings):
     render_timeout: float = Field(default=2.0, gt=0, le=600, allow_inf_nan=False)  # seconds per render
     render_max_bytes: int = Field(default=1_000_000, ge=1_000)  # characters one render may produce
     max_output_bytes: int = Field(default=1_000_000, ge=1_000)  # a step's kept output; the rest in a file
+    max_output_file_bytes: int = Field(default=100_000_000, ge=1_000)  # of that file: a runaway step
 
     # prompt providers
     prompt_provider: Literal["fake", "command", "openai"] = "fake"
@@ -284,6 +285,14 @@ class Settings(BaseSettings):
     #: where runs an agent starts report (`slack:C024BE7LH`, `discord:<channel>`, `console:<name>`);
     #: unset: nowhere people see them (the agent reads them through its tools)
     mcp_post_to: str | None = None
+
+    @field_validator("max_output_file_bytes")
+    @classmethod
+    def _file_holds_the_kept_output(cls, value: int, info: ValidationInfo) -> int:
+        kept = info.data.get("max_output_bytes")
+        if kept is not None and value < kept:
+            raise ValueError(f"must be at least BATON_MAX_OUTPUT_BYTES ({kept:,}): the file starts with it")
+        return value
 
     @field_validator("slack_api_url")
     @classmethod

@@ -93,7 +93,8 @@ class Executions:
                 args=ready.args, lineage=lineage, dirs=run_dirs(config.data_dir, run.id),
                 providers=self.providers, tools=ready.tools, bus=self._bus, environment=config.environment,
                 max_parallel=config.max_parallel, group_commit=config.group_commit, renderer=self._renderer,
-                max_output=config.max_output, cache_retention=config.cache_retention,
+                max_output=config.max_output, max_output_file=config.max_output_file,
+                cache_retention=config.cache_retention,
                 children=self.children,
             )  # fmt: skip
             executor = RunExecutor(setup, self.runners)

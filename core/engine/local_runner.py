@@ -50,6 +50,7 @@ class LocalStepRunner:
             secrets=pn.secrets,
             workflow_dir=x.workflow_dir,
             max_output=s.max_output,
+            max_output_file=s.max_output_file,
             network=pn.network,
             warm=x.warm,
         )

@@ -113,6 +113,7 @@ class NodeWorker:
     environment: StepEnvironment
     name: str = "worker"
     max_output: int = 1_000_000  # bytes of a step's output kept (BATON_MAX_OUTPUT_BYTES of the worker)
+    max_output_file: int = 100_000_000  # bytes of that file kept (BATON_MAX_OUTPUT_FILE_BYTES)
     _run_dirs: LRUCache[str, RunDirs] = field(
         default_factory=lambda: LRUCache(_KNOWN_RUNS), init=False, repr=False)
 
@@ -152,6 +153,7 @@ class NodeWorker:
             secrets=job.secrets,
             workflow_dir=Path(job.workflow_dir) if job.workflow_dir is not None else None,
             max_output=self.max_output,
+            max_output_file=self.max_output_file,
             network=job.network,
         )
         # one INFO line per step, when it ends (with how long it ran); its start at DEBUG

@@ -55,6 +55,9 @@ class NodeContext:
     #: bytes of output kept as the step's result; the whole of a longer output is written to
     #: `output_file` and the result says so (`BATON_MAX_OUTPUT_BYTES`)
     max_output: int = 1_000_000
+    #: bytes of that file kept: a step that never stops printing does not fill Baton's disk
+    #: (`BATON_MAX_OUTPUT_FILE_BYTES`); what it prints past them is read and dropped
+    max_output_file: int = 100_000_000
     #: False: the step's sandbox has no network but its own loopback (`network: false`)
     network: bool = True
     #: the run's sandboxes set up ahead of its steps (`core/engine/warm.py`); None: cold only
@@ -98,8 +101,12 @@ class NodeResult:
     truncated: bool = False  # the output was cut at `max_output`; all of it is in a file
 
 
-def truncation_note(kept: int, total: int, path: Path) -> str:
-    """The line that ends a cut output: how much was kept and where the whole is."""
+def truncation_note(kept: int, total: int, path: Path, in_file: int | None = None) -> str:
+    """The line that ends a cut output: how much was kept and where the whole is (`in_file`:
+    how much of it, when the file was cut too)."""
+    if in_file is not None and in_file < total:
+        return (f"\n[output truncated: {kept:,} of {total:,} bytes kept; the first {in_file:,} are in {path} "
+                "(BATON_MAX_OUTPUT_FILE_BYTES)]\n")
     return f"\n[output truncated: {kept:,} of {total:,} bytes kept; all of it is in {path}]\n"
 
 

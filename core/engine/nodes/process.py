@@ -57,6 +57,7 @@ class ProcessOutcome:
     stderr_tail: str  # last TAIL_CHARS characters of stderr, redacted
     stdout_total: int = 0  # bytes the process wrote to stdout
     stdout_file: Path | None = None  # where all of them are, when stdout was cut
+    stdout_in_file: int = 0  # how many of them that file holds (at most ctx.max_output_file)
 
 
 def node_env(ctx: NodeContext) -> dict[str, str]:
@@ -161,7 +162,7 @@ async def _run_process(
         proc = await _start(argv, ctx, stdin, environment, what)
         pids.append(proc.pid)
     assert proc.stdout is not None and proc.stderr is not None  # both are PIPE
-    stdout = _Head(ctx.max_output, lambda: ctx.output_file, ctx.workdir)
+    stdout = _Head(ctx.max_output, lambda: ctx.output_file, ctx.workdir, ctx.max_output_file)
     readers = [
         asyncio.ensure_future(stdout.read(proc.stdout)),
         asyncio.ensure_future(_read_tail(proc.stderr)),
@@ -201,6 +202,7 @@ async def _run_process(
         stderr_tail=tail[-TAIL_CHARS:],
         stdout_total=stdout.total,
         stdout_file=stdout.path,
+        stdout_in_file=stdout.in_file,
     )
 
 
@@ -295,7 +297,7 @@ def step_result(outcome: ProcessOutcome, ctx: NodeContext, *, what: str = "step"
         len(outcome.stdout),
     )  # never a part of a secret at the cut
     head = codecs.getincrementaldecoder("utf-8")(errors="replace").decode(outcome.stdout[:kept], final=False)
-    note = truncation_note(kept, outcome.stdout_total, outcome.stdout_file)
+    note = truncation_note(kept, outcome.stdout_total, outcome.stdout_file, outcome.stdout_in_file)
     return NodeResult(output=head + note, stderr_tail=outcome.stderr_tail, truncated=True)
 
 
@@ -320,15 +322,18 @@ def exit_failure(outcome: ProcessOutcome, ctx: NodeContext, *, what: str = "step
 
 
 class _Head:
-    """Keeps the first `limit` bytes of a stream; once it is longer, writes all of it to
-    `path`, which `where()` names then (most outputs never need one: no Path built per step),
-    a new file under `root` (`write_in`: never through a link a step left there)."""
+    """Keeps the first `limit` bytes of a stream; once it is longer, writes it to `path`,
+    which `where()` names then (most outputs never need one: no Path built per step), a new
+    file under `root` (`write_in`: never through a link a step left there), up to
+    `file_limit` bytes: past them a stream that never ends (`yes`, a log in a loop) is read
+    and dropped, so it neither blocks its step nor fills the disk Baton's database is on."""
 
-    def __init__(self, limit: int, where: Callable[[], Path], root: Path) -> None:
-        self.limit, self._where, self._root = limit, where, root
+    def __init__(self, limit: int, where: Callable[[], Path], root: Path, file_limit: int) -> None:
+        self.limit, self._where, self._root, self._file_limit = limit, where, root, file_limit
         self.path: Path | None = None  # set once the stream is longer than `limit`
         self.head = bytearray()
         self.total = 0
+        self.in_file = 0  # bytes written to `path`
         self._file: BinaryIO | None = None
 
     async def read(self, stream: asyncio.StreamReader) -> bytes:
@@ -340,10 +345,17 @@ class _Head:
             if self._file is None:
                 self.path = path = self._where()
                 self._file = write_in(self._root, path)
-                self._file.write(self.head)
+                self._write(bytes(self.head))
                 self.head += chunk[: self.limit - len(self.head)]
-            self._file.write(chunk)
+            if self.in_file < self._file_limit:
+                self._write(chunk)
         return b""
+
+    def _write(self, data: bytes) -> None:
+        assert self._file is not None
+        data = data[: self._file_limit - self.in_file]
+        self._file.write(data)
+        self.in_file += len(data)
 
     def close(self) -> None:
         if self._file is not None:

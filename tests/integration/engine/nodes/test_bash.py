@@ -201,6 +201,18 @@ async def test_an_output_past_the_cap_is_cut_and_kept_whole_in_a_file(
     assert ctx.output_file.read_text() == whole
 
 
+async def test_an_output_past_the_file_cap_is_read_to_its_end_but_not_kept(
+    make_ctx: MakeContext, fake_providers: ProviderRegistry
+) -> None:
+    ctx = make_ctx(timeout=60, max_output=1000, max_output_file=5000)
+    result = await bash("yes | head -c 3000000; echo done >&2", ctx, fake_providers)
+    assert result.truncated  # the step ran to its end: the pipe was drained, never blocked
+    assert result.stderr_tail == "done\n"
+    assert result.output[:1000] == "y\n" * 500
+    assert "[output truncated: 1,000 of 3,000,000 bytes kept; the first 5,000 are in " in result.output
+    assert ctx.output_file.read_bytes() == b"y\n" * 2500
+
+
 async def test_background_children_do_not_keep_the_step_waiting(
     make_ctx: MakeContext, fake_providers: ProviderRegistry, tmp_path: Path
 ) -> None:

@@ -1,0 +1,28 @@
+"""A step that prints without end (a `yes`, a log in a loop) does not fill Baton's disk.
+
+Its stdout past `BATON_MAX_OUTPUT_BYTES` goes to a file of the run directory, which is on
+the disk Baton's database is on; that file stops at `BATON_MAX_OUTPUT_FILE_BYTES`, and the
+rest is read and dropped, so the step still runs to its end. Through the real `baton say`.
+"""
+
+from __future__ import annotations
+
+from tests.e2e.console.cli import BatonCli, final_status
+
+PRINTED = 20_000_000
+
+
+def test_a_runaway_output_stops_at_the_file_cap_and_the_step_runs_to_its_end(baton: BatonCli) -> None:
+    (baton.workflows / "flood.yaml").write_text(
+        f"name: flood\nnodes:\n  - id: a\n    bash: yes | head -c {PRINTED}; echo finished >&2\n"
+    )
+    baton.env_extra.update(BATON_MAX_OUTPUT_BYTES="1000", BATON_MAX_OUTPUT_FILE_BYTES="4096")
+
+    replies = baton.say("run flood")
+
+    assert final_status(replies) == "completed"
+    shown = str(replies[-1]["text"])
+    assert f"1,000 of {PRINTED:,} bytes kept; the first 4,096 are in " in shown
+    (run,) = baton.runs()
+    (kept,) = (baton.home / ".baton" / "runs" / run.id / ".outputs").iterdir()
+    assert kept.read_bytes() == b"y\n" * 2048
