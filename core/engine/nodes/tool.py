@@ -87,6 +87,15 @@ async def _sandboxed(spec: ToolSpec, node: RenderedNode, ctx: NodeContext) -> No
     if outcome.returncode != 0:
         raise exit_failure(outcome, ctx, what=f"tool `{spec.name}` for step")
     data = outcome.stdout
+    if outcome.stdout_file is not None and outcome.stdout_in_file < outcome.stdout_total:
+        outcome.stdout_file.unlink(missing_ok=True)
+        raise NodeFailed(
+            f"tool `{spec.name}` answered with {outcome.stdout_total:,} bytes, more than the "
+            f"{ctx.max_output_file:,} Baton keeps (BATON_MAX_OUTPUT_FILE_BYTES)",
+            node_id=ctx.node_id,
+            hint="Have the tool return less (leave a large result in a file of the run directory), "
+            "then resume the run.",
+        )
     if outcome.stdout_file is not None:
         try:
             data = read_in(ctx.workdir, outcome.stdout_file)

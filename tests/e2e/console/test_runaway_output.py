@@ -7,6 +7,8 @@ rest is read and dropped, so the step still runs to its end. Through the real `b
 
 from __future__ import annotations
 
+import pytest
+
 from tests.e2e.console.cli import BatonCli, final_status
 
 PRINTED = 20_000_000
@@ -26,3 +28,21 @@ def test_a_runaway_output_stops_at_the_file_cap_and_the_step_runs_to_its_end(bat
     (run,) = baton.runs()
     (kept,) = (baton.home / ".baton" / "runs" / run.id / ".outputs").iterdir()
     assert kept.read_bytes() == b"y\n" * 2048
+
+
+@pytest.mark.bwrap  # a sandboxed tool answers through its stdout, as a step prints
+def test_a_tool_answer_past_the_file_cap_fails_its_step_with_one_line(baton: BatonCli) -> None:
+    (baton.workflows / "tools.py").write_text(
+        "from core.engine.tools import tool\n\n\n"
+        "@tool(replay='pure')\ndef huge() -> str:\n    return 'x' * 3_000_000\n"
+    )
+    (baton.workflows / "big.yaml").write_text("name: big\nnodes:\n  - id: a\n    tool: huge\n")
+    baton.env_extra.update(BATON_MAX_OUTPUT_BYTES="1000", BATON_MAX_OUTPUT_FILE_BYTES="100000")
+
+    replies = baton.say("run big")
+
+    assert final_status(replies) == "failed"
+    shown = str(replies[-1]["text"])
+    assert "tool `huge` answered with 3,000,0" in shown and "more than the 100,000 Baton keeps" in shown
+    (run,) = baton.runs()
+    assert not any((baton.home / ".baton" / "runs" / run.id / ".outputs").iterdir())
