@@ -250,6 +250,7 @@ def engine_config(runtime: Runtime) -> EngineConfig:
         render=settings.render_limits(),
         max_output=settings.max_output_bytes,
         max_output_file=settings.max_output_file_bytes,
+        max_artifacts=settings.max_artifact_bytes,
         cache_retention=settings.cache_retention,
         may_run=functools.partial(authz.may_run, settings.access_policy),
     )

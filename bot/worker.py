@@ -99,6 +99,7 @@ def build_worker(
         name=name,
         max_output=settings.max_output_bytes,
         max_output_file=settings.max_output_file_bytes,
+        max_artifacts=settings.max_artifact_bytes,
     )
 
     # `baton worker`'s queue (`JobQueue(worker=True)`): the fetch claims, the result finishes

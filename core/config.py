@@ -226,6 +226,7 @@ class Settings(BaseSettings):
     render_max_bytes: int = Field(default=1_000_000, ge=1_000)  # characters one render may produce
     max_output_bytes: int = Field(default=1_000_000, ge=1_000)  # a step's kept output; the rest in a file
     max_output_file_bytes: int = Field(default=100_000_000, ge=1_000)  # of that file: a runaway step
+    max_artifact_bytes: int = Field(default=100_000_000, ge=0)  # one step's artifacts, kept in the store
 
     # prompt providers
     prompt_provider: Literal["fake", "command", "openai"] = "fake"

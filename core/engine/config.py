@@ -23,6 +23,7 @@ class EngineConfig:
     render: RenderLimits = field(default_factory=RenderLimits)  # each template render's budget
     max_output: int = 1_000_000  # bytes of a step's output kept; the rest stays in a file
     max_output_file: int = 100_000_000  # bytes of that file kept (BATON_MAX_OUTPUT_FILE_BYTES)
+    max_artifacts: int = 100_000_000  # bytes of one step's artifacts kept (BATON_MAX_ARTIFACT_BYTES)
     #: seconds a pure step's cached result stays served unused (`BATON_CACHE_RETENTION_DAYS`,
     #: `core/engine/cache_expiry.py`); None: always
     cache_retention: float | None = None

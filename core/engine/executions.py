@@ -94,6 +94,7 @@ class Executions:
                 providers=self.providers, tools=ready.tools, bus=self._bus, environment=config.environment,
                 max_parallel=config.max_parallel, group_commit=config.group_commit, renderer=self._renderer,
                 max_output=config.max_output, max_output_file=config.max_output_file,
+                max_artifacts=config.max_artifacts,
                 cache_retention=config.cache_retention,
                 children=self.children,
             )  # fmt: skip

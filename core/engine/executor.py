@@ -98,6 +98,7 @@ class Setup:
     renderer: StepRenderer = field(default_factory=StepRenderer)  # templates, budgeted, off the loop
     max_output: int = 1_000_000  # bytes of a step's output kept; the rest goes to a file
     max_output_file: int = 100_000_000  # bytes of that file kept
+    max_artifacts: int = 100_000_000  # bytes of one step's artifacts kept
     cache_retention: float | None = None  # seconds a pure result stays served unused (None: always)
     children: Children | None = None  # child runs of `workflow:` steps (`subruns.py`)
 

@@ -22,7 +22,7 @@ from core.engine.events import EventKind
 from core.engine.nodes import NodeContext, NodeResult, RenderedNode, execute_node
 from core.engine.prepared import PreparedNode
 from core.engine.steps import Attempt, Completed, Execution, Failed, Step
-from core.engine.workdirs import ArtifactOutside, capture_artifacts
+from core.engine.workdirs import ArtifactOutside, ArtifactsTooLarge, capture_artifacts
 from core.errors import ConfigurationError, NodeFailed, ReplayUnsafe
 from core.store.port import StepResult, digest_bytes
 from core.store.records import JournalEntry, NodeStatus, ReplayClass
@@ -114,8 +114,9 @@ class LocalStepRunner:
         blobs = [output]
         if pn.node.artifacts:
             try:
-                files = capture_artifacts(self.x.setup.dirs.root, pn.node.artifacts)
-            except (ArtifactOutside, OSError) as exc:
+                setup = self.x.setup
+                files = capture_artifacts(setup.dirs.root, pn.node.artifacts, setup.max_artifacts)
+            except (ArtifactOutside, ArtifactsTooLarge, OSError) as exc:
                 message = f"step `{pn.id}` ran, but its artifacts cannot be kept: {exc}"
                 self.x.journal.finish(
                     entry_id, status=NodeStatus.FAILED, output_digest=digest, error=message, blobs=blobs

@@ -62,8 +62,17 @@ def _runs(data_dir: Path) -> Path:
     return (data_dir / "runs").resolve()
 
 
+#: files one step's `artifacts:` may keep (each is a row of the store)
+MAX_ARTIFACT_FILES = 10_000
+
+
 class ArtifactOutside(ValueError):
     """An artifact path or glob that leads out of the run directory (`..`, absolute, a symlink)."""
+
+
+class ArtifactsTooLarge(ValueError):
+    """A step's artifacts are more than Baton keeps: they are read into its memory and stored
+    in its database, so a build's whole output matched by a glob is refused, not kept."""
 
 
 def _safe_relative(path: str) -> PurePosixPath:
@@ -160,19 +169,31 @@ def read_in(root: Path, path: Path | str, offset: int = 0, size: int = -1) -> by
         return file.read(size)
 
 
-def capture_artifacts(root: Path, globs: Iterable[str]) -> dict[str, bytes]:
+def capture_artifacts(root: Path, globs: Iterable[str], limit: int) -> dict[str, bytes]:
     """Files under `root` matching any glob: relative POSIX path -> content. A match that is
     (or lies under) a symlink out of `root` raises `ArtifactOutside`; what a match resolves to
-    is read through `read_in` (a directory swapped for a symlink since is refused)."""
+    is read through `read_in` (a directory swapped for a symlink since is refused). More than
+    `limit` bytes in all, or `MAX_ARTIFACT_FILES` files, raise `ArtifactsTooLarge` (no more
+    of a file is read than would fit)."""
     found: dict[str, bytes] = {}
+    room = limit
     resolved_root = root.resolve()
     for pattern in globs:
         _safe_relative(pattern)
         for path in sorted(root.glob(pattern)):
             rel = path.relative_to(root).as_posix()
             real = _inside(root, path, rel)
-            if real.is_file():
-                found[rel] = read_in(resolved_root, real)
+            if rel in found or not real.is_file():
+                continue
+            if len(found) == MAX_ARTIFACT_FILES:
+                raise ArtifactsTooLarge(f"they are more than {MAX_ARTIFACT_FILES:,} files")
+            data = read_in(resolved_root, real, size=room + 1)
+            if len(data) > room:
+                raise ArtifactsTooLarge(
+                    f"`{rel}` takes them over {limit:,} bytes (BATON_MAX_ARTIFACT_BYTES)"
+                )
+            found[rel] = data
+            room -= len(data)
     return found
 
 

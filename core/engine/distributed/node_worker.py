@@ -38,6 +38,7 @@ from core.engine.step_env import StepEnvironment
 from core.engine.tools import ToolRegistry
 from core.engine.workdirs import (
     ArtifactOutside,
+    ArtifactsTooLarge,
     RunDirs,
     capture_artifacts,
     missing_artifacts,
@@ -114,6 +115,7 @@ class NodeWorker:
     name: str = "worker"
     max_output: int = 1_000_000  # bytes of a step's output kept (BATON_MAX_OUTPUT_BYTES of the worker)
     max_output_file: int = 100_000_000  # bytes of that file kept (BATON_MAX_OUTPUT_FILE_BYTES)
+    max_artifacts: int = 100_000_000  # bytes of one step's artifacts kept (BATON_MAX_ARTIFACT_BYTES)
     _run_dirs: LRUCache[str, RunDirs] = field(
         default_factory=lambda: LRUCache(_KNOWN_RUNS), init=False, repr=False)
 
@@ -191,8 +193,8 @@ class NodeWorker:
         files: dict[str, bytes] = {}
         if job.artifact_globs:
             try:
-                files = capture_artifacts(dirs.root, job.artifact_globs)
-            except (ArtifactOutside, OSError) as exc:
+                files = capture_artifacts(dirs.root, job.artifact_globs, self.max_artifacts)
+            except (ArtifactOutside, ArtifactsTooLarge, OSError) as exc:
                 message = f"step `{job.node_id}` ran, but its artifacts cannot be kept: {exc}"
                 await _to_end(
                     self.journal.settle(

@@ -9,9 +9,11 @@ from pathlib import Path
 
 import pytest
 
+from core.engine import workdirs
 from core.engine.leases import new_owner, owner_pid, pid_alive
 from core.engine.workdirs import (
     ArtifactOutside,
+    ArtifactsTooLarge,
     capture_artifacts,
     missing_artifacts,
     read_in,
@@ -39,6 +41,9 @@ def test_a_finished_process_is_not_alive() -> None:
     assert not pid_alive(int(child.stdout))
 
 
+LIMIT = 1_000_000
+
+
 def test_artifacts_round_trip_and_never_leave_the_run_directory(tmp_path: Path) -> None:
     dirs = run_dirs(tmp_path, "run1")
     assert dirs.artifacts.is_dir() and dirs.artifacts.parent == dirs.root
@@ -46,7 +51,7 @@ def test_artifacts_round_trip_and_never_leave_the_run_directory(tmp_path: Path) 
     (dirs.root / "dist" / "a.whl").write_bytes(b"A")
     (dirs.root / "dist" / "notes.txt").write_bytes(b"N")
 
-    captured = capture_artifacts(dirs.root, ["dist/*.whl"])
+    captured = capture_artifacts(dirs.root, ["dist/*.whl"], LIMIT)
     assert captured == {"dist/a.whl": b"A"}
 
     other = run_dirs(tmp_path, "run2")
@@ -59,7 +64,7 @@ def test_artifacts_round_trip_and_never_leave_the_run_directory(tmp_path: Path) 
         with pytest.raises(ValueError, match="leaves the run directory"):
             restore_artifacts(other.root, {bad: b"x"})
         with pytest.raises(ValueError, match="leaves the run directory"):
-            capture_artifacts(other.root, [bad])
+            capture_artifacts(other.root, [bad], LIMIT)
 
 
 def test_an_artifact_that_is_a_symlink_out_of_the_run_directory_is_refused(tmp_path: Path) -> None:
@@ -69,7 +74,33 @@ def test_an_artifact_that_is_a_symlink_out_of_the_run_directory_is_refused(tmp_p
     (dirs.root / "dist").mkdir()
     os.symlink(secret, dirs.root / "dist" / "leak.whl")
     with pytest.raises(ArtifactOutside, match="leads out of the run directory"):
-        capture_artifacts(dirs.root, ["dist/*.whl"])
+        capture_artifacts(dirs.root, ["dist/*.whl"], LIMIT)
+
+
+def test_artifacts_over_the_limit_are_refused_without_reading_past_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    dirs = run_dirs(tmp_path / "data", "r1")
+    (dirs.root / "dist").mkdir()
+    (dirs.root / "dist" / "a.whl").write_bytes(b"A" * 600)
+    (dirs.root / "dist" / "b.whl").write_bytes(b"B" * 600)
+    assert capture_artifacts(dirs.root, ["dist/*.whl", "dist/a.*"], 1200) == {
+        "dist/a.whl": b"A" * 600, "dist/b.whl": b"B" * 600,  # a file two globs match counts once
+    }
+    asked: list[int] = []
+    real_read_in = workdirs.read_in
+
+    def read_in(root: Path, path: Path | str, offset: int = 0, size: int = -1) -> bytes:
+        asked.append(size)
+        return real_read_in(root, path, offset, size)
+
+    monkeypatch.setattr(workdirs, "read_in", read_in)
+    with pytest.raises(ArtifactsTooLarge, match=r"`dist/b.whl` takes them over 1,000 bytes"):
+        capture_artifacts(dirs.root, ["dist/*.whl"], 1000)
+    assert asked == [1001, 401]  # never more of a file than would fit, and one byte
+    monkeypatch.setattr(workdirs, "MAX_ARTIFACT_FILES", 1)
+    with pytest.raises(ArtifactsTooLarge, match="more than 1 files"):
+        capture_artifacts(dirs.root, ["dist/*.whl"], 10_000)
 
 
 def test_restoring_never_writes_through_a_symlinked_directory(tmp_path: Path) -> None:
