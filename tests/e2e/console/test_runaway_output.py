@@ -63,7 +63,7 @@ def test_artifacts_over_the_limit_fail_their_step_and_nothing_of_them_is_stored(
 
     assert final_status(replies) == "failed"
     shown = str(replies[-1]["text"])
-    refusal = "step `a` ran, but its artifacts cannot be kept: `artifacts/app.bin` takes them over 1,000 bytes"
+    refusal = "its artifacts cannot be kept: `artifacts/app.bin` takes them over 1,000 bytes"
     assert refusal in shown
     (run,) = baton.runs()
     store = SqlStore(baton.database_url)
