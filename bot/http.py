@@ -17,6 +17,12 @@ input, Slack retries elsewhere) while `/readyz` answers 503 (`serving` is false)
 200, until the `async with` ends. The process's own signal handling stays in charge
 (`bot.shutdown`): uvicorn is told not to install its own. Starlette and uvicorn are imported
 only when something is served.
+
+No request body is read past `max_body` (BATON_HTTP_MAX_BODY_BYTES): one that says it is
+longer is answered 413 before a byte of it is read, and one sent without a length (chunked)
+is cut off at the limit and answered 413. Bolt reads a body whole before it can check
+Slack's signature, so without this anyone who can reach `/slack/events` could make the
+process hold gigabytes (400 MB sent: `baton run` grew by 1.5 GB).
 """
 
 from __future__ import annotations
@@ -33,10 +39,11 @@ from core.config import Settings
 
 if TYPE_CHECKING:
     from starlette.routing import BaseRoute
-    from starlette.types import ASGIApp, Receive, Scope, Send
+    from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 log = logging.getLogger("baton.http")
 GRACE = 2  # seconds open connections get when the server stops
+MAX_BODY = 4 * 1024 * 1024  # bytes of a request body read at most (BATON_HTTP_MAX_BODY_BYTES)
 
 
 class Mounted(Protocol):
@@ -62,6 +69,61 @@ class _Stopping:
             await answer(scope, receive, send)
             return
         await self.app(scope, receive, send)
+
+
+class _BodyTooLarge(Exception):
+    """Raised from `receive` once a request's body is over the limit."""
+
+
+class _Bounded:
+    """ASGI middleware: no request body is read past `limit` bytes; such a request gets 413."""
+
+    def __init__(self, app: ASGIApp, *, limit: int) -> None:
+        self.app, self.limit = app, limit
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        declared = dict(scope["headers"]).get(b"content-length", b"")
+        if declared.isdigit() and int(declared) > self.limit:
+            await self._refuse(scope, receive, send)
+            return
+        received = 0
+        started = over = answered = False
+
+        async def bounded() -> Message:
+            nonlocal received, over
+            message = await receive()
+            if message["type"] == "http.request":
+                received += len(message.get("body", b""))
+                if received > self.limit:
+                    over = True
+                    raise _BodyTooLarge  # the app stops reading; its error answer becomes ours
+            return message
+
+        async def sending(message: Message) -> None:
+            nonlocal started, answered
+            if over and not started:  # (Starlette answers the raise with a 500 first)
+                if not answered:
+                    answered = True
+                    await self._refuse(scope, receive, send)
+                return
+            started = started or message["type"] == "http.response.start"
+            await send(message)
+
+        try:
+            await self.app(scope, bounded, sending)
+        except _BodyTooLarge:
+            if not started and not answered:
+                await self._refuse(scope, receive, send)
+
+    async def _refuse(self, scope: Scope, receive: Receive, send: Send) -> None:
+        from starlette.responses import PlainTextResponse
+
+        answer = PlainTextResponse(f"The request body is over {self.limit:,} bytes.", status_code=413,
+                                   headers={"Connection": "close"})
+        await answer(scope, receive, send)
 
 
 def bind(host: str, port: int) -> socket.socket:
@@ -98,12 +160,13 @@ def listen(settings: Settings) -> socket.socket | None:
         return None
 
 
-def build_app(mounts: Sequence[Mounted], *, stopping: asyncio.Event, always: Collection[str] = ()) -> ASGIApp:
+def build_app(mounts: Sequence[Mounted], *, stopping: asyncio.Event, always: Collection[str] = (),
+              max_body: int = MAX_BODY) -> ASGIApp:
     """The one app: every mount's routes, in order (the first that matches answers)."""
     from starlette.applications import Starlette
 
     routes = [route for mount in mounts for route in mount.routes]
-    return _Stopping(Starlette(routes=routes), stopping=stopping, always=always)
+    return _Bounded(_Stopping(Starlette(routes=routes), stopping=stopping, always=always), limit=max_body)
 
 
 async def _lives(mounts: Sequence[Mounted], entered: asyncio.Future[None], leave: asyncio.Event) -> None:
@@ -118,9 +181,10 @@ async def _lives(mounts: Sequence[Mounted], entered: asyncio.Future[None], leave
 
 @contextlib.asynccontextmanager
 async def serving(mounts: Sequence[Mounted], sock: socket.socket, *, stopping: asyncio.Event,
-                  always: Collection[str] = ()) -> AsyncIterator[int]:
+                  always: Collection[str] = (), max_body: int = MAX_BODY) -> AsyncIterator[int]:
     """Serve `mounts` on `sock` while inside (see the module docstring); yields the bound port.
-    `always`: the paths still answered once `stopping` is set (health's)."""
+    `always`: the paths still answered once `stopping` is set (health's); `max_body`: bytes of
+    a request body read at most."""
     import uvicorn
 
     class Server(uvicorn.Server):
@@ -128,8 +192,8 @@ async def serving(mounts: Sequence[Mounted], sock: socket.socket, *, stopping: a
         def capture_signals(self) -> Generator[None, None, None]:
             yield  # SIGTERM / SIGINT belong to the process (bot/shutdown.py)
 
-    config = uvicorn.Config(build_app(mounts, stopping=stopping, always=always), log_config=None,
-                            access_log=False, lifespan="off", server_header=False,
+    app = build_app(mounts, stopping=stopping, always=always, max_body=max_body)
+    config = uvicorn.Config(app, log_config=None, access_log=False, lifespan="off", server_header=False,
                             timeout_graceful_shutdown=GRACE, proxy_headers=False)
     server = Server(config)
     port = int(sock.getsockname()[1])

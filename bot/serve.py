@@ -176,7 +176,7 @@ async def http_server(baton: Baton, settings: Settings, sock: socket.socket | No
     from bot.http import serving
 
     async with serving(http_parts(baton, settings, slack=slack), sock, stopping=baton.stopping,
-                       always=PATHS) as port:
+                       always=PATHS, max_body=settings.http_max_body_bytes) as port:
         yield port
 
 

@@ -153,7 +153,8 @@ async def serve_health(health: Health, settings: Settings, *, stopping: asyncio.
         return
     from bot.http import serving
 
-    async with serving([HealthRoutes(health)], sock, stopping=stopping, always=PATHS):
+    async with serving([HealthRoutes(health)], sock, stopping=stopping, always=PATHS,
+                       max_body=settings.http_max_body_bytes):
         yield
 
 

@@ -268,6 +268,9 @@ class Settings(BaseSettings):
     # HTTP mode (`/slack/events`), `/healthz` and `/readyz`; 0 or `off`: none of them
     web_port: int = Field(default=8080, ge=0, le=65535)
     web_host: str = "127.0.0.1"
+    #: bytes of a request body that server reads at most (413 past them): `/slack/events` faces
+    #: the internet, and Bolt reads a body whole before it checks the signature
+    http_max_body_bytes: int = Field(default=4 * 1024 * 1024, ge=64 * 1024)
     #: the run pages on that server (and the Open run links in chat); off: the rest is still served
     pages: bool = True
     #: the address chat links carry (a proxy in front of Baton); default http://<host>:<port>
