@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncIterator
 from pathlib import Path
 
 from adapters.mcp.identity import token_hash
@@ -35,7 +34,7 @@ async def declared(port: int, path: str, length: int) -> bytes:
     """The answer to a POST whose headers say `length` bytes follow, none of which are sent."""
     reader, writer = await asyncio.open_connection("127.0.0.1", port)
     try:
-        writer.write(f"POST {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: {length}\r\n\r\n".encode())
+        writer.write(f"POST {path} HTTP/1.1\r\nHost: x\r\nContent-Length: {length}\r\n\r\n".encode())
         await writer.drain()
         return await asyncio.wait_for(reader.read(), 30)  # to the close
     finally:
@@ -49,7 +48,7 @@ async def streamed(port: int, path: str, total: int) -> tuple[int, bytes]:
     sent = 0
     answer = asyncio.ensure_future(reader.read())
     try:
-        writer.write(f"POST {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nTransfer-Encoding: chunked\r\n\r\n".encode())
+        writer.write(f"POST {path} HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n".encode())
         chunk = b"%x\r\n" % MIB + b"x" * MIB + b"\r\n"
         while sent < total and not answer.done():
             writer.write(chunk)
