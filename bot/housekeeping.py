@@ -167,5 +167,6 @@ def pruner_from_settings(retention: Retention, settings: Settings) -> Pruner | N
         retention,
         run_retention=None if runs is None else runs * DAY,
         audit_retention=None if audit is None else audit * DAY,
+        data_dir=settings.data_dir,
         batch=settings.prune_batch,
     )

@@ -456,6 +456,7 @@ def prune(
                 store.retention,
                 run_retention=None if days is None else days * DAY,
                 audit_retention=configured.audit_retention if configured is not None else None,
+                data_dir=settings.data_dir,
                 batch=settings.prune_batch,
             )
             report = pruner.prune(dry_run=dry_run)
@@ -474,7 +475,7 @@ def prune(
     typer.echo(
         f"{verb} {c.runs} finished run{'s' if c.runs != 1 else ''}{when}: {c.journal} journal entries, "
         f"{c.gates} gates, {c.votes} votes, {c.deadlines} deadlines, {c.outbox} outbox rows"
-        + ("" if dry_run else f"; {report.blobs} unreferenced blobs")
+        + ("" if dry_run else f"; {report.blobs} unreferenced blobs; {report.directories} run directories")
         + (f"; {'would forget' if dry_run else 'forgot'} {report.audit} audit rows"
            if settings.audit_retention_days is not None else "")
         + "."

@@ -5,6 +5,8 @@ and the audit trail on its own clock (DESIGN.md "Retention", docs/operations.md)
     report = pruner.prune(dry_run=True)        # counts only; deletes nothing
     report = pruner.prune()                    # batches of `batch` runs, one transaction each
 
+A pruned run's directory (`<data_dir>/runs/<id>`: its long outputs, artifacts and whatever
+its steps left) is deleted after its batch commits, when the pruner is given `data_dir`.
 Each batch is one short transaction (`Retention.prune_runs` decides again inside it which of
 its runs may go), and the pruner rests after each batch for as long as the batch took (at least
 `pause`), so a prune holds SQLite's write lock at most half the time and `status` or `run` wait
@@ -17,9 +19,11 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
+from core.engine.workdirs import remove_run_dir
 from core.store.port import Retention
 from core.store.records import PruneCounts
 
@@ -41,6 +45,7 @@ class PruneReport:
     blobs: int = 0  # blobs swept (a dry run sweeps none)
     audit: int = 0  # audit rows forgotten (a dry run: how many would be)
     batches: int = 0
+    directories: int = 0  # run directories deleted (a dry run deletes none)
 
 
 class Pruner:
@@ -50,6 +55,7 @@ class Pruner:
         *,
         run_retention: float | None,
         audit_retention: float | None = None,
+        data_dir: Path | None = None,
         batch: int = 100,
         pause: float = 0.005,
         clock: Callable[[], float] = time.time,
@@ -58,6 +64,7 @@ class Pruner:
         self.retention = retention
         self.run_retention = run_retention  # seconds; None: keep every run
         self.audit_retention = audit_retention  # seconds; None: keep the audit trail
+        self.data_dir = data_dir  # whose `runs/<id>` directories go with their runs; None: kept
         self.batch = batch
         self.pause = pause
         self._clock = clock
@@ -72,7 +79,7 @@ class Pruner:
         grace is over and forget old audit rows. `max_batches` bounds one housekeeping pass."""
         now = self._clock()
         cutoff = None if self.run_retention is None else now - self.run_retention
-        counts, batches, seen = PruneCounts(), 0, set[str]()
+        counts, batches, seen, directories = PruneCounts(), 0, set[str](), 0
         while cutoff is not None and (max_batches is None or batches < max_batches):
             prunable = self.retention.prunable_runs(cutoff, limit=self.batch + len(seen))
             ids = [i for i in prunable if i not in seen]
@@ -84,7 +91,9 @@ class Pruner:
                 counts += self.retention.prune_counts(ids)
                 seen.update(ids)  # nothing is deleted: page past what was counted
             else:
-                counts += self.retention.prune_runs(ids)
+                pruned = self.retention.prune_runs(ids)
+                counts += pruned
+                directories += self._remove_dirs(pruned.ids)
             batches += 1
             # let waiting writers in between two batches, for at least as long as the batch held
             # the lock: a prune takes at most half of the database's write time
@@ -93,16 +102,31 @@ class Pruner:
                 self._sleep(rest)
         blobs = 0 if dry_run else self._sweep(now)
         audit = self._audit(now, dry_run)
-        report = PruneReport(cutoff, dry_run, counts, blobs, audit, batches)
+        report = PruneReport(cutoff, dry_run, counts, blobs, audit, batches, directories)
         if not dry_run and (counts.runs or blobs or audit):
             log.info(
-                "pruned %d runs, %d blobs and %d audit rows",
+                "pruned %d runs (%d run directories), %d blobs and %d audit rows",
                 counts.runs,
+                directories,
                 blobs,
                 audit,
-                extra={"action": "prune", **counts.as_dict(), "blobs": blobs, "audit": audit},
+                extra={"action": "prune", **counts.as_dict(), "blobs": blobs, "audit": audit,
+                       "directories": directories},
             )
         return report
+
+    def _remove_dirs(self, run_ids: Sequence[str]) -> int:
+        """Delete the directories of runs just pruned; one that cannot go is logged and left."""
+        if self.data_dir is None:
+            return 0
+        removed = 0
+        for run_id in run_ids:
+            try:
+                removed += remove_run_dir(self.data_dir, run_id)
+            except (OSError, ValueError) as exc:
+                log.warning("the directory of pruned run %s stays: %s", run_id, exc,
+                            extra={"action": "prune_directory_failed", "run_id": run_id})
+        return removed
 
     def _sweep(self, now: float) -> int:
         swept = 0

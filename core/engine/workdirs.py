@@ -21,6 +21,7 @@ import contextlib
 import errno
 import functools
 import os
+import shutil
 import stat
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -195,6 +196,38 @@ def capture_artifacts(root: Path, globs: Iterable[str], limit: int) -> dict[str,
             found[rel] = data
             room -= len(data)
     return found
+
+
+def remove_run_dir(data_dir: Path, run_id: str) -> bool:
+    """Delete the run's directory and everything its steps left in it (a pruned run's, whose
+    steps are all over): without following a link they planted (`shutil.rmtree`'s
+    descriptor-based walk), and through a directory they made unreadable or unwritable (made
+    its owner's again, then tried once more). False when there was none; `OSError` when it
+    cannot be deleted."""
+    if not run_id or run_id in (".", "..") or "/" in run_id or "\0" in run_id:
+        raise ValueError(f"not a run id: {run_id!r}")
+    root = (data_dir / "runs" / run_id).absolute()
+    if not os.path.lexists(root):
+        return False
+    try:
+        shutil.rmtree(root)
+    except PermissionError:  # (Baton as root is never refused)
+        _unlock(str(root))
+        shutil.rmtree(root)
+    return True
+
+
+def _unlock(path: str) -> None:
+    """Every directory under `path` (itself included) searchable and writable by its owner,
+    top down; links are neither followed nor changed."""
+    with contextlib.suppress(OSError):
+        if not stat.S_ISDIR(os.lstat(path).st_mode):
+            return
+        os.chmod(path, 0o700)
+        with os.scandir(path) as entries:
+            for entry in entries:
+                if entry.is_dir(follow_symlinks=False):
+                    _unlock(entry.path)
 
 
 def missing_artifacts(root: Path, artifacts: Mapping[str, str]) -> dict[str, str]:

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 from collections.abc import Callable, Sequence
 
@@ -73,7 +74,7 @@ class MemoryRetention:
                 else:
                     del self._t.origin[origin]
             self._ballots.drop_runs(ids)
-        return counts
+        return dataclasses.replace(counts, ids=tuple(sorted(ids)))
 
     def pin_run(self, run_id: str, by: str) -> bool:
         with self._lock:

@@ -120,7 +120,8 @@ class RetentionSql:
                 conn.execute(self._db.insert_ignore(BLOB_SWEEP, ["digest"]), marks)
             deleted = conn.execute(sa.delete(RUNS).where(RUNS.c.id.in_(ids))).rowcount
         return PruneCounts(
-            deleted, counts.journal, counts.gates, counts.votes, counts.deadlines, counts.outbox
+            deleted, counts.journal, counts.gates, counts.votes, counts.deadlines, counts.outbox,
+            ids=tuple(str(r.id) for r in runs),
         )
 
     def _still_prunable(self, conn: sa.Connection, run_ids: Sequence[str]) -> list[str]:

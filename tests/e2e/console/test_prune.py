@@ -29,10 +29,13 @@ def test_prune_keeps_paused_and_pinned_runs_and_old_ids_answer_with_a_tombstone(
     assert "Would prune 1 finished run" in dry.stdout
     assert {r.id for r in baton.runs()} == {done, pinned, paused}  # a dry run deletes nothing
 
+    runs_dir = baton.home / ".baton" / "runs"
+    assert {p.name for p in runs_dir.iterdir()} == {done, pinned, paused}
     pruned = baton.run("prune", "--older-than", "0")
     assert pruned.returncode == 0, pruned.stderr
-    assert "Pruned 1 finished run" in pruned.stdout
+    assert "Pruned 1 finished run" in pruned.stdout and "; 1 run directories" in pruned.stdout
     assert {r.id for r in baton.runs()} == {pinned, paused}
+    assert {p.name for p in runs_dir.iterdir()} == {pinned, paused}  # its files went with it
 
     (answer,) = baton.say(f"status {done}")
     assert answer["is_error"] and f"Run {done}" in answer["text"] and "was pruned on" in answer["text"]
@@ -62,3 +65,26 @@ def test_the_retention_setting_prunes_only_runs_older_than_it(baton: BatonCli) -
     baton.env_extra["BATON_RUN_RETENTION_DAYS"] = "zero"
     wrong = baton.run("prune")
     assert wrong.returncode == 2 and "BATON_RUN_RETENTION_DAYS" in wrong.stderr
+
+
+def test_a_pruned_runs_directory_goes_without_following_what_its_steps_left(baton: BatonCli) -> None:
+    outside = baton.home / "outside"
+    outside.mkdir()
+    (outside / "keep.txt").write_text("not the run's")
+    (baton.workflows / "litter.yaml").write_text(
+        "name: litter\nnodes:\n  - id: a\n    bash: |\n"
+        f"      ln -s {outside} linked-dir; ln -s {outside / 'keep.txt'} linked-file\n"
+        "      mkdir -p locked/inner && touch locked/inner/f && chmod 000 locked/inner locked\n"
+        "      seq 1 300000\n"  # a long output: its whole in .outputs/
+    )
+    baton.env_extra["BATON_MAX_OUTPUT_BYTES"] = "1000"
+    (run_id,) = run_ids(baton.say("run litter"))
+    run_dir = baton.home / ".baton" / "runs" / run_id
+    assert (run_dir / ".outputs" / "a.1.log").stat().st_size > 1000
+
+    pruned = baton.run("prune", "--older-than", "0")
+
+    assert pruned.returncode == 0, pruned.stderr
+    assert "Pruned 1 finished run" in pruned.stdout and "; 1 run directories" in pruned.stdout
+    assert not run_dir.exists()
+    assert (outside / "keep.txt").read_text() == "not the run's"  # the links went, not their targets

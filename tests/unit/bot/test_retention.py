@@ -4,7 +4,10 @@ bounds one housekeeping pass, and the audit trail is on its own clock."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from bot.retention import DAY, Pruner
+from core.engine.workdirs import run_dirs
 from core.store.memory import MemoryStore
 from core.store.port import Transition
 from core.store.records import RunStatus
@@ -75,3 +78,21 @@ def test_audit_retention_alone_keeps_every_run() -> None:
     report = pruner.prune()
     assert (report.counts.runs, report.cutoff, report.audit) == (0, None, 2)
     assert len(store.runs.recent_runs(limit=100)) == 2
+
+
+def test_a_pruned_runs_directory_goes_with_it_and_a_kept_runs_stays(tmp_path: Path) -> None:
+    store = _store(3, at=NOW - 40 * DAY)
+    kept = create_run(store, workflow="w", platform="console", conversation="c", thread=None,
+                      requester="console:a", args_digest=store.blobs.put_blob(b"kept"))  # still pending
+    ids = [r.id for r in store.runs.recent_runs(limit=100)]
+    for run_id in ids:
+        (run_dirs(tmp_path, run_id).root / "out.log").write_text("x")
+    pruner = Pruner(store.retention, run_retention=30 * DAY, data_dir=tmp_path, batch=2,
+                    clock=lambda: NOW, sleep=lambda _: None)
+
+    report = pruner.prune()
+
+    assert (report.counts.runs, report.directories) == (3, 3)
+    assert sorted(report.counts.ids) == sorted(i for i in ids if i != kept.id)
+    assert [p.name for p in (tmp_path / "runs").iterdir()] == [kept.id]
+    assert pruner.prune(dry_run=True).directories == 0

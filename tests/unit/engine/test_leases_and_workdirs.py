@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import stat
 import subprocess
 import sys
 from pathlib import Path
@@ -17,6 +18,7 @@ from core.engine.workdirs import (
     capture_artifacts,
     missing_artifacts,
     read_in,
+    remove_run_dir,
     restore_artifacts,
     run_dirs,
     write_in,
@@ -161,3 +163,32 @@ def test_reading_in_a_run_directory_takes_regular_files_only(tmp_path: Path) -> 
         read_in(dirs.root, "../r1/a/b.txt")
     with pytest.raises(ArtifactOutside, match="not in the run directory"):
         write_in(dirs.root, tmp_path / "elsewhere.txt")
+
+
+def test_a_run_directory_is_removed_without_following_links_or_stopping_at_locked_directories(
+    tmp_path: Path,
+) -> None:
+    data = tmp_path / "data"
+    dirs = run_dirs(data, "r1")
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "keep").write_text("kept")
+    os.symlink(outside, dirs.root / "to-dir")
+    os.symlink(outside / "keep", dirs.root / "to-file")
+    locked = dirs.root / "locked" / "inner"
+    locked.mkdir(parents=True)
+    (locked / "f").write_text("x")
+    locked.chmod(0)
+    locked.parent.chmod(0)
+
+    workdirs._unlock(str(dirs.root))  # what a refused delete does first (root is never refused)
+    assert {stat.S_IMODE(d.stat().st_mode) for d in (locked, locked.parent)} == {0o700}
+    locked.chmod(0)
+    assert remove_run_dir(data, "r1") is True
+
+    assert not dirs.root.exists() and (data / "runs").is_dir()
+    assert (outside / "keep").read_text() == "kept"
+    assert remove_run_dir(data, "r1") is False  # gone already
+    for bad in ("", "..", "a/b"):
+        with pytest.raises(ValueError, match="not a run id"):
+            remove_run_dir(data, bad)
