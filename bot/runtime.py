@@ -145,6 +145,7 @@ def step_sandbox(settings: Settings, environ: Mapping[str, str] | None = None) -
         hidden_files=hidden_files,
         readable=readable,
         shown_files=[RESOLV_CONF],  # its target, when a resolver keeps it in /run
+        home=home,  # the step's $HOME too: an empty directory of its own, writable
         user=settings.step_user,
         path=environ.get("PATH"),
     )

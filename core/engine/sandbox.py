@@ -7,7 +7,9 @@ every workflow's secrets. So a step runs as
     bwrap --ro-bind / /                 the system, read-only
           --dev /dev --proc /proc       a minimal /dev; a /proc of its own PID namespace
           --tmpfs /tmp                  a private /tmp
-          --tmpfs <Baton's home>        hidden (an empty, throw-away directory)
+          --tmpfs <Baton's home>        hidden (an empty, throw-away directory), and the step's
+                                        `$HOME`: writable by the step user (1777, like /tmp), so
+                                        `git config --global`, npm's or pip's caches work
           --tmpfs /run                  hidden: the machine's sockets (the database's, Docker's,
                                         D-Bus, the user's runtime directory) answer a peer by
                                         its uid, which is Baton's when Baton is not root;
@@ -80,6 +82,8 @@ class Sandbox:
     bwrap: str | None = None
     #: directories replaced by an empty tmpfs (Baton's data directory, its home, the database's)
     hidden_dirs: tuple[Path, ...] = ()
+    #: the one of them that is the step's `$HOME` (Baton's home): writable by the step user
+    home: Path | None = None
     #: files replaced by an empty one (`.env`, the secrets file, the database file)
     hidden_files: tuple[Path, ...] = ()
     #: read-only though under a hidden directory: the Python interpreter, its libraries and
@@ -173,7 +177,7 @@ class Sandbox:
             made.add(target)
 
         for hidden in hidden_dirs:
-            args += ["--perms", "0755", "--tmpfs", str(hidden)]
+            args += ["--perms", "1777" if hidden == self.home else "0755", "--tmpfs", str(hidden)]
         shown = [*self.readable, *readable, *([workflow_dir] if workflow_dir is not None else [])]
         shown = [p for p in shown if p.is_dir() and any(_within(p, e) for e in empty)]
         shown = [p for p in shown if not _within(_TMP, p) and p not in hidden_dirs]  # /tmp stays private
@@ -182,7 +186,7 @@ class Sandbox:
             bind("--ro-bind", path, path)
         for hidden in hidden_dirs:  # and what must stay hidden inside them, hidden again
             if any(_within(hidden, p) and hidden != p for p in shown):
-                args += ["--tmpfs", str(hidden)]
+                args += ["--perms", "1777" if hidden == self.home else "0755", "--tmpfs", str(hidden)]
         for path in self.shown_files:  # a system file in a hidden directory (resolv.conf in /run)
             gone = any(_within(path, e) for e in hidden_dirs) and not any(_within(path, d) for d in shown)
             if gone and path.is_file():
@@ -271,6 +275,7 @@ def configure(
     hidden_files: Iterable[Path] = (),
     readable: Iterable[Path] = (),
     shown_files: Iterable[Path] = (),
+    home: Path | None = None,
     user: str = "nobody",
     path: str | None = None,
     as_root: bool | None = None,
@@ -299,6 +304,7 @@ def configure(
         sandbox = Sandbox(
             bwrap=found,
             hidden_dirs=dirs,
+            home=home.resolve() if home is not None and home.resolve() in dirs else None,
             hidden_files=files,
             readable=shown,
             shown_files=tuple(dict.fromkeys(p.resolve() for p in shown_files if str(p))),

@@ -513,3 +513,35 @@ def test_the_console_runs_unsandboxed_with_auto_and_says_so_once(cli: BatonCli, 
     assert done.returncode == 0, done.stderr
     assert done.stderr.count("steps run without a sandbox") == 1, done.stderr
     assert json.loads(done.stdout)[-1]["run_status"] == "completed"
+
+
+def test_a_step_has_a_writable_home_of_its_own_and_batons_stays_untouched(cli: BatonCli) -> None:
+    home = cli.home / "batons-home"  # Baton's $HOME, hidden from its steps
+    home.mkdir()
+    (home / ".gitconfig").write_text("[user]\n\tname = baton-operator\n")
+    (home / "kept-in-home").write_text("Baton's own")
+    cli.env_extra["HOME"] = str(home)
+    (cli.workflows / "tooling.yaml").write_text(textwrap.dedent("""\
+        name: tooling
+        nodes:
+          - id: a
+            bash: |
+              git config --global user.name ci-bot && git config --global user.name
+              mkdir -p "$HOME/.npm" && echo cached > "$HOME/.npm/x" && cat "$HOME/.npm/x"
+              ls -A "$HOME"
+          - id: b
+            depends_on: [a]
+            bash: |
+              test ! -e "$HOME/.npm" && test ! -e "$HOME/.gitconfig" && echo fresh-home
+        """))
+
+    say(cli, "run tooling")
+
+    (run,) = [r for r in cli.runs() if r.workflow == "tooling"]
+    assert run.status.value == "completed"
+    recorded = outputs(cli, run.id)
+    assert recorded["a"].startswith("ci-bot\ncached\n"), recorded["a"]
+    assert "kept-in-home" not in recorded["a"]  # the home a step sees is empty at its start
+    assert recorded["b"] == "fresh-home\n"  # each step its own
+    assert (home / ".gitconfig").read_text() == "[user]\n\tname = baton-operator\n"
+    assert sorted(p.name for p in home.iterdir()) == [".gitconfig", "kept-in-home"]
