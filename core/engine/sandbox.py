@@ -7,6 +7,8 @@ every workflow's secrets. So a step runs as
     bwrap --ro-bind / /                 the system, read-only
           --dev /dev --proc /proc       a minimal /dev; a /proc of its own PID namespace
           --tmpfs /tmp                  a private /tmp
+          --tmpfs /dev/shm              and /dev/shm (POSIX shared memory and semaphores:
+                                        Python's multiprocessing, browsers), both 1777
           --tmpfs <Baton's home>        hidden (an empty, throw-away directory), and the step's
                                         `$HOME`: writable by the step user (1777, like /tmp), so
                                         `git config --global`, npm's or pip's caches work
@@ -137,7 +139,7 @@ class Sandbox:
         if self.bwrap is None:
             return list(argv)
         args = [self.bwrap, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]
-        args += ["--perms", "1777", "--tmpfs", "/tmp"]
+        args += ["--perms", "1777", "--tmpfs", "/tmp", "--perms", "1777", "--tmpfs", "/dev/shm"]
         args += self._layers(workdir, workflow_dir, files or {}, readable)
         args += ["--unshare-pid", "--unshare-ipc", "--die-with-parent"]
         if not own_session:

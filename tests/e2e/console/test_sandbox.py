@@ -545,3 +545,24 @@ def test_a_step_has_a_writable_home_of_its_own_and_batons_stays_untouched(cli: B
     assert recorded["b"] == "fresh-home\n"  # each step its own
     assert (home / ".gitconfig").read_text() == "[user]\n\tname = baton-operator\n"
     assert sorted(p.name for p in home.iterdir()) == [".gitconfig", "kept-in-home"]
+
+
+def test_a_step_can_use_shared_memory_and_a_pty_as_on_a_plain_machine(cli: BatonCli) -> None:
+    """Python's multiprocessing (its semaphores live in /dev/shm) and a pseudo-terminal; with
+    Baton as root, bwrap's /dev/shm was root's and a Pool died with EACCES."""
+    (cli.workflows / "parallel.yaml").write_text(textwrap.dedent("""\
+        name: parallel
+        nodes:
+          - id: a
+            script: |
+              import multiprocessing, os, pty
+              with multiprocessing.Pool(2) as pool:
+                  print("pool", sum(pool.map(abs, [-1, -2, 3])))
+              print("pty", os.ttyname(pty.openpty()[1]).startswith("/dev/pts/"))
+        """))
+
+    say(cli, "run parallel")
+
+    (run,) = [r for r in cli.runs() if r.workflow == "parallel"]
+    assert run.status.value == "completed"
+    assert outputs(cli, run.id)["a"] == "pool 6\npty True\n"
