@@ -146,6 +146,7 @@ def step_sandbox(settings: Settings, environ: Mapping[str, str] | None = None) -
         readable=readable,
         shown_files=[RESOLV_CONF],  # its target, when a resolver keeps it in /run
         home=home,  # the step's $HOME too: an empty directory of its own, writable
+        tmp_size=settings.step_tmp_bytes,
         user=settings.step_user,
         path=environ.get("PATH"),
     )

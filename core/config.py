@@ -245,6 +245,8 @@ class Settings(BaseSettings):
     # auto = bubblewrap when it works (checked once at start), bwrap = it must, none = no sandbox
     step_sandbox: Literal["auto", "bwrap", "none"] = "auto"
     step_user: str = "nobody"  # who steps run as when Baton runs as root (a name or uid[:gid])
+    #: bytes each of a sandboxed step's /tmp, /dev/shm and $HOME may hold (memory: a tmpfs)
+    step_tmp_bytes: int = Field(default=1 << 30, ge=1 << 20)
     #: names of Baton's environment variables that are step secrets too (`secrets:` may name
     #: them); no other variable of Baton's environment ever reaches a step
     step_secrets: Annotated[list[str], NoDecode] = Field(default_factory=list)

@@ -8,7 +8,11 @@ every workflow's secrets. So a step runs as
           --dev /dev --proc /proc       a minimal /dev; a /proc of its own PID namespace
           --tmpfs /tmp                  a private /tmp
           --tmpfs /dev/shm              and /dev/shm (POSIX shared memory and semaphores:
-                                        Python's multiprocessing, browsers), both 1777
+                                        Python's multiprocessing, browsers), both 1777; each
+                                        writable tmpfs holds at most `tmp_size` bytes
+                                        (BATON_STEP_TMP_BYTES), a hidden one `HIDDEN_SIZE`: a
+                                        tmpfs is memory no process is charged for, so a step
+                                        filling one could leave the OOM killer only Baton
           --tmpfs <Baton's home>        hidden (an empty, throw-away directory), and the step's
                                         `$HOME`: writable by the step user (1777, like /tmp), so
                                         `git config --global`, npm's or pip's caches work
@@ -58,6 +62,7 @@ log = logging.getLogger("baton.sandbox")
 
 Mode = Literal["auto", "bwrap", "none"]
 PROBE_TIMEOUT = 10.0  # seconds the probe may take on a busy machine
+HIDDEN_SIZE = 1 << 20  # bytes of a hidden directory's tmpfs (only Baton's own bind points in it)
 _DROPPED = ("--inh-caps=-all", "--bounding-set=-all", "--no-new-privs", "--clear-groups")
 #: what `setpriv` or `capsh` keeps to drop to the step user: set ids, clear the bounding set
 #: (without CAP_SETPCAP setpriv's `--bounding-set=-all` left it full, silently)
@@ -86,6 +91,9 @@ class Sandbox:
     hidden_dirs: tuple[Path, ...] = ()
     #: the one of them that is the step's `$HOME` (Baton's home): writable by the step user
     home: Path | None = None
+    #: bytes each of the step's writable tmpfs (/tmp, /dev/shm, $HOME) may hold; None: no
+    #: bound (a bwrap older than 0.5, without `--size`)
+    tmp_size: int | None = None
     #: files replaced by an empty one (`.env`, the secrets file, the database file)
     hidden_files: tuple[Path, ...] = ()
     #: read-only though under a hidden directory: the Python interpreter, its libraries and
@@ -139,7 +147,7 @@ class Sandbox:
         if self.bwrap is None:
             return list(argv)
         args = [self.bwrap, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]
-        args += ["--perms", "1777", "--tmpfs", "/tmp", "--perms", "1777", "--tmpfs", "/dev/shm"]
+        args += [*self._tmpfs("/tmp"), *self._tmpfs("/dev/shm")]
         args += self._layers(workdir, workflow_dir, files or {}, readable)
         args += ["--unshare-pid", "--unshare-ipc", "--die-with-parent"]
         if not own_session:
@@ -158,6 +166,13 @@ class Sandbox:
         else:
             args.append("--")
         return args + list(argv)
+
+    def _tmpfs(self, path: Path | str, *, hidden: bool = False) -> list[str]:
+        """A new tmpfs at `path`: the step's to write (1777, `tmp_size`), or `hidden` (0755,
+        `HIDDEN_SIZE`)."""
+        size = None if self.tmp_size is None else HIDDEN_SIZE if hidden else self.tmp_size
+        bound = [] if size is None else ["--size", str(size)]
+        return ["--perms", "0755" if hidden else "1777", *bound, "--tmpfs", str(path)]
 
     def _layers(
         self, workdir: Path, workflow_dir: Path | None, files: Mapping[Path, Path], readable: Sequence[Path]
@@ -179,7 +194,7 @@ class Sandbox:
             made.add(target)
 
         for hidden in hidden_dirs:
-            args += ["--perms", "1777" if hidden == self.home else "0755", "--tmpfs", str(hidden)]
+            args += self._tmpfs(hidden, hidden=hidden != self.home)
         shown = [*self.readable, *readable, *([workflow_dir] if workflow_dir is not None else [])]
         shown = [p for p in shown if p.is_dir() and any(_within(p, e) for e in empty)]
         shown = [p for p in shown if not _within(_TMP, p) and p not in hidden_dirs]  # /tmp stays private
@@ -188,7 +203,7 @@ class Sandbox:
             bind("--ro-bind", path, path)
         for hidden in hidden_dirs:  # and what must stay hidden inside them, hidden again
             if any(_within(hidden, p) and hidden != p for p in shown):
-                args += ["--perms", "1777" if hidden == self.home else "0755", "--tmpfs", str(hidden)]
+                args += self._tmpfs(hidden, hidden=hidden != self.home)
         for path in self.shown_files:  # a system file in a hidden directory (resolv.conf in /run)
             gone = any(_within(path, e) for e in hidden_dirs) and not any(_within(path, d) for d in shown)
             if gone and path.is_file():
@@ -278,6 +293,7 @@ def configure(
     readable: Iterable[Path] = (),
     shown_files: Iterable[Path] = (),
     home: Path | None = None,
+    tmp_size: int | None = 1 << 30,
     user: str = "nobody",
     path: str | None = None,
     as_root: bool | None = None,
@@ -313,13 +329,15 @@ def configure(
             user=step_user(user) if root else None,
             setpriv=setpriv,
             shell=shutil.which("dash", path=path),
+            tmp_size=tmp_size,
         )
         capsh = shutil.which("capsh", path=path) if root else None
-        dropping = _with_capsh(sandbox, capsh) if capsh is not None else None
-        if dropping is not None:
-            sandbox = dropping  # its one probe ran a step through bwrap: the sandbox works
-        else:
-            failure = _probe(sandbox)
+        sandbox, failure = _working(sandbox, capsh)
+        if failure is not None and "--size" in failure:  # a bwrap older than 0.5
+            log.warning("this bubblewrap cannot bound a tmpfs's size (`--size`, bubblewrap 0.5 or newer): "
+                        "a step's /tmp, /dev/shm and $HOME may each fill half the machine's memory",
+                        extra={"action": "step_tmp_unbounded"})
+            sandbox, failure = _working(dataclasses.replace(sandbox, tmp_size=None), capsh)
     if failure is None:
         return sandbox
     if mode == "bwrap":
@@ -356,6 +374,14 @@ while read -r k v; do
     Groups:) [ -z "$v" ] || exit 1;;
   esac
 done < /proc/self/status"""
+
+
+def _working(sandbox: Sandbox, capsh: str | None) -> tuple[Sandbox, str | None]:
+    """`sandbox` (dropping through `capsh` when that works) and why it does not work, if not."""
+    dropping = _with_capsh(sandbox, capsh) if capsh is not None else None
+    if dropping is not None:
+        return dropping, None  # its one probe ran a step through bwrap: the sandbox works
+    return sandbox, _probe(sandbox)
 
 
 def _with_capsh(sandbox: Sandbox, capsh: str) -> Sandbox | None:

@@ -566,3 +566,22 @@ def test_a_step_can_use_shared_memory_and_a_pty_as_on_a_plain_machine(cli: Baton
     (run,) = [r for r in cli.runs() if r.workflow == "parallel"]
     assert run.status.value == "completed"
     assert outputs(cli, run.id)["a"] == "pool 6\npty True\n"
+
+
+def test_a_step_cannot_fill_the_machines_memory_through_its_tmpfs(cli: BatonCli) -> None:
+    """/tmp, /dev/shm and $HOME are memory no process is charged for: each is bounded."""
+    cli.env_extra["BATON_STEP_TMP_BYTES"] = str(8 << 20)
+    (cli.workflows / "hoard.yaml").write_text(textwrap.dedent("""\
+        name: hoard
+        nodes:
+          - id: a
+            bash: |
+              for where in /tmp /dev/shm "$HOME"; do
+                head -c 12582912 /dev/zero > "$where/hoard" 2>/dev/null && echo took || echo full
+              done
+        """))
+
+    say(cli, "run hoard")
+
+    (run,) = [r for r in cli.runs() if r.workflow == "hoard"]
+    assert outputs(cli, run.id)["a"] == "full\nfull\nfull\n"

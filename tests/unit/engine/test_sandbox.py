@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from core.engine.sandbox import NO_SANDBOX, configure, step_user
+from core.engine.sandbox import HIDDEN_SIZE, NO_SANDBOX, configure, step_user
 from core.errors import ConfigurationError
 
 needs_bwrap = pytest.mark.bwrap
@@ -151,3 +151,48 @@ def test_a_workflow_directory_outside_every_hidden_one_is_read_only_too(tmp_path
         assert not (workflows / "new.txt").exists()
     finally:
         shutil.rmtree(workflows, ignore_errors=True)
+
+
+@needs_bwrap
+def test_a_steps_writable_tmpfs_hold_at_most_their_size_and_a_hidden_one_little(tmp_path: Path) -> None:
+    tmp_path.chmod(0o777)
+    home = tmp_path / "home"
+    data = tmp_path / "data"
+    for made in (home, data):
+        made.mkdir()
+    sandbox = configure("bwrap", hidden_dirs=[home, data], home=home, tmp_size=8 << 20)
+    assert sandbox.tmp_size == 8 << 20
+    fill = "; ".join(
+        f"head -c {12 << 20} /dev/zero > {where}/f 2>/dev/null && echo {where}:took || echo {where}:full"
+        for where in ("/tmp", "/dev/shm", str(home))
+    )
+    argv = sandbox.command(["bash", "-c", f"{fill}; df -k {data} | tail -1"], workdir=tmp_path / "run")
+    (tmp_path / "run").mkdir()
+    (tmp_path / "run").chmod(0o777)
+    seen = _run(argv)
+    assert "/tmp:full" in seen and "/dev/shm:full" in seen and f"{home}:full" in seen, seen
+    assert seen.strip().splitlines()[-1].split()[1] == str(HIDDEN_SIZE >> 10)  # the data dir's size, in KiB
+
+
+@needs_bwrap
+def test_a_bubblewrap_without_size_still_sandboxes_and_says_its_tmpfs_are_unbounded(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, request: pytest.FixtureRequest
+) -> None:
+    """bubblewrap before 0.5 knows no `--size` (Debian 11 has 0.4.1)."""
+    bin_dir = Path("/var/tmp") / f"baton-old-bwrap-{uuid.uuid4().hex[:12]}"  # not in /tmp: the
+    bin_dir.mkdir()  # sandbox's own /tmp is empty, and setpriv is run from here inside it
+    request.addfinalizer(lambda: shutil.rmtree(bin_dir))
+    old = bin_dir / "bwrap"
+    old.write_text(
+        "#!/bin/sh\nfor a in \"$@\"; do\n"
+        "  [ \"$a\" = --size ] && { echo 'bwrap: Unknown option --size' >&2; exit 1; }\n"
+        f"done\nexec {shutil.which('bwrap')} \"$@\"\n"
+    )
+    old.chmod(0o755)
+    for tool in ("setpriv", "capsh", "dash"):
+        if (real := shutil.which(tool)) is not None:
+            (bin_dir / tool).symlink_to(real)
+    sandbox = configure("bwrap", path=str(bin_dir), tmp_size=8 << 20)
+    assert sandbox.enabled and sandbox.tmp_size is None
+    assert "--size" not in sandbox.command(["true"], workdir=tmp_path)
+    assert any(r.__dict__.get("action") == "step_tmp_unbounded" for r in caplog.records)
