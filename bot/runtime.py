@@ -41,7 +41,7 @@ from bot.hardening import forbid_inspection, scrub_environ
 from bot.logging import redact_logs_with
 from core.config import Settings
 from core.engine.providers import ProviderRegistry
-from core.engine.sandbox import INSTALL_HINT, Sandbox, configure
+from core.engine.sandbox import INSTALL_HINT, Sandbox, configure, limit_processes
 from core.engine.step_env import StepEnvironment
 from core.engine.tool_identity import Stamp, changed, stamp
 from core.engine.tool_runner import import_paths
@@ -147,6 +147,7 @@ def step_sandbox(settings: Settings, environ: Mapping[str, str] | None = None) -
         shown_files=[RESOLV_CONF],  # its target, when a resolver keeps it in /run
         home=home,  # the step's $HOME too: an empty directory of its own, writable
         tmp_size=settings.step_tmp_bytes,
+        max_processes=settings.step_max_processes,
         user=settings.step_user,
         path=environ.get("PATH"),
     )
@@ -162,6 +163,11 @@ def step_sandbox(settings: Settings, environ: Mapping[str, str] | None = None) -
             ", ".join(kept), extra={"action": "step_groups"},
         )
     if sandbox.enabled:
+        limit_processes(sandbox)
+        if sandbox.user is None and sandbox.prlimit is None:
+            log.warning("prlimit (util-linux) was not found on PATH: a step's processes are not limited "
+                        "(BATON_STEP_MAX_PROCESSES), so a fork bomb could take every pid of the machine",
+                        extra={"action": "step_processes_unbounded"})
         log.info(sandbox.describe(), extra={"action": "step_sandbox", "sandbox": True})
     elif settings.step_sandbox == "none":  # deliberate, and still worth a line
         log.warning(sandbox.describe(), extra={"action": "step_sandbox", "sandbox": False})

@@ -247,6 +247,8 @@ class Settings(BaseSettings):
     step_user: str = "nobody"  # who steps run as when Baton runs as root (a name or uid[:gid])
     #: bytes each of a sandboxed step's /tmp, /dev/shm and $HOME may hold (memory: a tmpfs)
     step_tmp_bytes: int = Field(default=1 << 30, ge=1 << 20)
+    #: processes (threads included) a sandboxed step may have at once: a fork bomb stops there
+    step_max_processes: int = Field(default=4096, ge=64)
     #: names of Baton's environment variables that are step secrets too (`secrets:` may name
     #: them); no other variable of Baton's environment ever reaches a step
     step_secrets: Annotated[list[str], NoDecode] = Field(default_factory=list)

@@ -47,6 +47,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import os
+import resource
 import shutil
 import stat
 import subprocess
@@ -94,6 +95,12 @@ class Sandbox:
     #: bytes each of the step's writable tmpfs (/tmp, /dev/shm, $HOME) may hold; None: no
     #: bound (a bwrap older than 0.5, without `--size`)
     tmp_size: int | None = None
+    #: processes (threads included) a step may have (`RLIMIT_NPROC`, BATON_STEP_MAX_PROCESSES):
+    #: a fork bomb stops there instead of taking every pid of the machine, Baton's included.
+    #: As root, Baton's own limit (`limit_processes`: root is never held to it, its steps are
+    #: once they drop to the step user); otherwise `prlimit` (util-linux) inside the sandbox
+    max_processes: int | None = None
+    prlimit: str | None = None
     #: files replaced by an empty one (`.env`, the secrets file, the database file)
     hidden_files: tuple[Path, ...] = ()
     #: read-only though under a hidden directory: the Python interpreter, its libraries and
@@ -163,6 +170,8 @@ class Sandbox:
         if user is not None and self.setpriv is not None:
             args += ["--cap-drop", "ALL", *_DROP_NEEDS, "--"]
             args += [self.setpriv, f"--reuid={user.uid}", f"--regid={user.gid}", *_DROPPED]
+        elif self.prlimit is not None and self.max_processes is not None:  # (a warmed stub's too)
+            args += ["--", self.prlimit, f"--nproc={self.max_processes}:{self.max_processes}", "--"]
         else:
             args.append("--")
         return args + list(argv)
@@ -294,6 +303,7 @@ def configure(
     shown_files: Iterable[Path] = (),
     home: Path | None = None,
     tmp_size: int | None = 1 << 30,
+    max_processes: int | None = None,
     user: str = "nobody",
     path: str | None = None,
     as_root: bool | None = None,
@@ -330,6 +340,8 @@ def configure(
             setpriv=setpriv,
             shell=shutil.which("dash", path=path),
             tmp_size=tmp_size,
+            max_processes=max_processes,
+            prlimit=None if root or max_processes is None else shutil.which("prlimit", path=path),
         )
         capsh = shutil.which("capsh", path=path) if root else None
         sandbox, failure = _working(sandbox, capsh)
@@ -374,6 +386,18 @@ while read -r k v; do
     Groups:) [ -z "$v" ] || exit 1;;
   esac
 done < /proc/self/status"""
+
+
+def limit_processes(sandbox: Sandbox) -> None:
+    """As root, Baton's own `RLIMIT_NPROC` (soft and hard) becomes the steps' limit: the kernel
+    never holds root to it, and every step inherits it and is held to it once it has dropped
+    to the step user (a step cannot raise it again). Other users: `Sandbox.command` wraps each
+    step in `prlimit`."""
+    if sandbox.user is None or sandbox.max_processes is None:
+        return
+    soft, hard = resource.getrlimit(resource.RLIMIT_NPROC)
+    limit = min([sandbox.max_processes, *(v for v in (soft, hard) if v != resource.RLIM_INFINITY)])
+    resource.setrlimit(resource.RLIMIT_NPROC, (limit, limit))
 
 
 def _working(sandbox: Sandbox, capsh: str | None) -> tuple[Sandbox, str | None]:

@@ -585,3 +585,36 @@ def test_a_step_cannot_fill_the_machines_memory_through_its_tmpfs(cli: BatonCli)
 
     (run,) = [r for r in cli.runs() if r.workflow == "hoard"]
     assert outputs(cli, run.id)["a"] == "full\nfull\nfull\n"
+
+
+def test_a_fork_bomb_stops_at_the_steps_process_limit(cli: BatonCli) -> None:
+    """BATON_STEP_MAX_PROCESSES: without it, a step's processes could take every pid of the
+    machine, and Baton could start neither a step nor a thread until the step timed out."""
+    cli.env_extra["BATON_STEP_MAX_PROCESSES"] = "200"  # (the step user's processes: other tests' too)
+    (cli.workflows / "bomb.yaml").write_text(textwrap.dedent("""\
+        name: bomb
+        nodes:
+          - id: a
+            script: |
+              import os, resource, signal
+              soft, hard = resource.getrlimit(resource.RLIMIT_NPROC)
+              started = []
+              try:
+                  for _ in range(1000):
+                      pid = os.fork()
+                      if pid == 0:
+                          signal.pause()
+                      started.append(pid)
+              except BlockingIOError:
+                  print("refused")
+              print(soft, hard, len(started) < 200)
+              try:
+                  resource.setrlimit(resource.RLIMIT_NPROC, (100_000, 100_000))
+              except ValueError:
+                  print("cannot raise it")
+        """))
+
+    say(cli, "run bomb")
+
+    (run,) = [r for r in cli.runs() if r.workflow == "bomb"]
+    assert outputs(cli, run.id)["a"] == "refused\n200 200 True\ncannot raise it\n"

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import shutil
 import subprocess
+import sys
 import uuid
 from pathlib import Path
 
@@ -196,3 +197,31 @@ def test_a_bubblewrap_without_size_still_sandboxes_and_says_its_tmpfs_are_unboun
     assert sandbox.enabled and sandbox.tmp_size is None
     assert "--size" not in sandbox.command(["true"], workdir=tmp_path)
     assert any(r.__dict__.get("action") == "step_tmp_unbounded" for r in caplog.records)
+
+
+@needs_bwrap
+def test_a_baton_that_is_not_root_limits_each_steps_processes_with_prlimit(tmp_path: Path) -> None:
+    tmp_path.chmod(0o777)
+    sandbox = configure("bwrap", max_processes=300, as_root=False)
+    assert sandbox.user is None and sandbox.prlimit is not None
+    argv = sandbox.command(["bash", "-c", "ulimit -u; ulimit -Hu"], workdir=tmp_path)
+    assert argv[argv.index("--") + 1 :] == [sandbox.prlimit, "--nproc=300:300", "--", "bash", "-c",
+                                           "ulimit -u; ulimit -Hu"]
+    assert _run(argv).split() == ["300", "300"]
+
+
+def test_as_root_the_steps_process_limit_is_batons_own(tmp_path: Path) -> None:
+    """The kernel never holds root to RLIMIT_NPROC; a step is, once it has dropped to the
+    step user, and it inherits Baton's limit (soft and hard: it cannot raise it)."""
+    code = (
+        "import resource\n"
+        "from core.engine.sandbox import Sandbox, StepUser, limit_processes\n"
+        "limit_processes(Sandbox(bwrap='bwrap', user=StepUser('nobody', 65534, 65534), max_processes=123))\n"
+        "print(resource.getrlimit(resource.RLIMIT_NPROC))\n"
+        "limit_processes(Sandbox(bwrap='bwrap', max_processes=7))  # not root: changes nothing\n"
+        "print(resource.getrlimit(resource.RLIMIT_NPROC))\n"
+    )
+    root = Path(__file__).resolve().parents[3]
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
+                          check=True, cwd=root)
+    assert done.stdout.split("\n")[:2] == ["(123, 123)", "(123, 123)"]
