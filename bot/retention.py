@@ -5,8 +5,10 @@ and the audit trail on its own clock (DESIGN.md "Retention", docs/operations.md)
     report = pruner.prune(dry_run=True)        # counts only; deletes nothing
     report = pruner.prune()                    # batches of `batch` runs, one transaction each
 
-A pruned run's directory (`<data_dir>/runs/<id>`: its long outputs, artifacts and whatever
-its steps left) is deleted after its batch commits, when the pruner is given `data_dir`.
+Given `data_dir`, every prune also deletes the run directories there (`<data_dir>/runs/<id>`:
+long outputs, artifacts, whatever steps left) whose run was pruned, by this process or by any
+other sharing the database (`Retention.pruned_among`: the tombstones); a worker, whose
+directories no prune of its own finds, calls `sweep_directories` on its own clock.
 Each batch is one short transaction (`Retention.prune_runs` decides again inside it which of
 its runs may go), and the pruner rests after each batch for as long as the batch took (at least
 `pause`), so a prune holds SQLite's write lock at most half the time and `status` or `run` wait
@@ -18,8 +20,9 @@ deleted by a peer simply does not count).
 from __future__ import annotations
 
 import logging
+import os
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -33,6 +36,7 @@ DAY = 86_400.0
 #: A blob a pruned run referenced is deleted this long after the prune, if nothing references
 #: it by then: a run created meanwhile with the same args (or re-using the same output) keeps it.
 SWEEP_GRACE = 3600.0
+DIRECTORY_BATCH = 500  # run directories looked up at once
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,7 +83,7 @@ class Pruner:
         grace is over and forget old audit rows. `max_batches` bounds one housekeeping pass."""
         now = self._clock()
         cutoff = None if self.run_retention is None else now - self.run_retention
-        counts, batches, seen, directories = PruneCounts(), 0, set[str](), 0
+        counts, batches, seen = PruneCounts(), 0, set[str]()
         while cutoff is not None and (max_batches is None or batches < max_batches):
             prunable = self.retention.prunable_runs(cutoff, limit=self.batch + len(seen))
             ids = [i for i in prunable if i not in seen]
@@ -91,9 +95,7 @@ class Pruner:
                 counts += self.retention.prune_counts(ids)
                 seen.update(ids)  # nothing is deleted: page past what was counted
             else:
-                pruned = self.retention.prune_runs(ids)
-                counts += pruned
-                directories += self._remove_dirs(pruned.ids)
+                counts += self.retention.prune_runs(ids)
             batches += 1
             # let waiting writers in between two batches, for at least as long as the batch held
             # the lock: a prune takes at most half of the database's write time
@@ -101,9 +103,10 @@ class Pruner:
             if rest > 0:
                 self._sleep(rest)
         blobs = 0 if dry_run else self._sweep(now)
+        directories = 0 if dry_run else self.sweep_directories()
         audit = self._audit(now, dry_run)
         report = PruneReport(cutoff, dry_run, counts, blobs, audit, batches, directories)
-        if not dry_run and (counts.runs or blobs or audit):
+        if not dry_run and (counts.runs or blobs or audit or directories):
             log.info(
                 "pruned %d runs (%d run directories), %d blobs and %d audit rows",
                 counts.runs,
@@ -115,17 +118,24 @@ class Pruner:
             )
         return report
 
-    def _remove_dirs(self, run_ids: Sequence[str]) -> int:
-        """Delete the directories of runs just pruned; one that cannot go is logged and left."""
+    def sweep_directories(self) -> int:
+        """Delete the run directories under `data_dir` whose run was pruned (here or by a peer);
+        one that cannot go is logged and left. How many went."""
         if self.data_dir is None:
             return 0
+        try:
+            with os.scandir(self.data_dir / "runs") as entries:
+                names = sorted(e.name for e in entries if e.is_dir(follow_symlinks=False))
+        except FileNotFoundError:
+            return 0
         removed = 0
-        for run_id in run_ids:
-            try:
-                removed += remove_run_dir(self.data_dir, run_id)
-            except (OSError, ValueError) as exc:
-                log.warning("the directory of pruned run %s stays: %s", run_id, exc,
-                            extra={"action": "prune_directory_failed", "run_id": run_id})
+        for at in range(0, len(names), DIRECTORY_BATCH):
+            for run_id in sorted(self.retention.pruned_among(names[at : at + DIRECTORY_BATCH])):
+                try:
+                    removed += remove_run_dir(self.data_dir, run_id)
+                except (OSError, ValueError) as exc:
+                    log.warning("the directory of pruned run %s stays: %s", run_id, exc,
+                                extra={"action": "prune_directory_failed", "run_id": run_id})
         return removed
 
     def _sweep(self, now: float) -> int:

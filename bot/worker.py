@@ -32,7 +32,9 @@ from procrastinate.job_context import JobContext, JobResult
 from procrastinate.worker import Worker
 
 from bot.health import PATHS, Health, HealthRoutes
+from bot.housekeeping import pruner_from_settings
 from bot.http import listen
+from bot.periodic import Periodic
 from bot.runtime import Runtime, assemble, require_sandbox, step_sandbox
 from bot.shutdown import Shutdown
 from bot.startup import started
@@ -158,6 +160,24 @@ async def serve_health(health: Health, settings: Settings, *, stopping: asyncio.
         yield
 
 
+def directory_sweeper(runtime: Runtime, settings: Settings) -> Periodic | None:
+    """With run retention set: every housekeeping period, the worker's run directories whose run
+    was pruned (by `baton run`'s housekeeping or `baton prune`, which cannot reach this disk)
+    are deleted (`Pruner.sweep_directories`)."""
+    pruner = pruner_from_settings(runtime.store.retention, settings)
+    if pruner is None or pruner.run_retention is None:
+        return None
+
+    async def sweep() -> None:
+        swept = await asyncio.to_thread(pruner.sweep_directories)
+        if swept:
+            log.info("deleted %d directories of pruned runs", swept,
+                     extra={"action": "worker_directories_swept", "directories": swept})
+
+    return Periodic("baton-run-directories", sweep, pause=settings.housekeeping_minutes * 60,
+                    action="worker_directories_failed")
+
+
 async def serve_worker(
     settings: Settings,
     *,
@@ -196,11 +216,16 @@ async def serve_worker(
                     on_ready()
                 beat = settings.worker_heartbeat_seconds
                 beating = asyncio.create_task(keep_heartbeat(queue, worker, beat))
+                tidying = directory_sweeper(runtime, settings)
+                if tidying is not None:
+                    await tidying.start()
                 try:
                     await worker.run()
                 finally:
                     beating.cancel()
                     await asyncio.gather(beating, return_exceptions=True)
+                    if tidying is not None:
+                        await tidying.stop()
         log.info("worker stopped", extra={"action": "worker_stopped", "worker": label})
     finally:
         if journal is not None:

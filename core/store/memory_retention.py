@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import threading
 from collections.abc import Callable, Sequence
 
@@ -74,7 +73,11 @@ class MemoryRetention:
                 else:
                     del self._t.origin[origin]
             self._ballots.drop_runs(ids)
-        return dataclasses.replace(counts, ids=tuple(sorted(ids)))
+        return counts
+
+    def pruned_among(self, run_ids: Sequence[str]) -> set[str]:
+        with self._lock:
+            return {i for i in run_ids if i in self._t.pruned}
 
     def pin_run(self, run_id: str, by: str) -> bool:
         with self._lock:

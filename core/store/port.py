@@ -397,6 +397,10 @@ class Retention(Protocol):
         journal, gates, votes, deadlines and outbox rows; each leaves a tombstone, and the
         blobs it referenced become sweep candidates. The audit trail stays."""
 
+    def pruned_among(self, run_ids: Sequence[str]) -> set[str]:
+        """Those of `run_ids` that were pruned (a tombstone): a directory of one, on any
+        machine, may go."""
+
     def pin_run(self, run_id: str, by: str) -> bool:
         """Exempt the run from pruning; False when it was pinned already. RunNotFound."""
 

@@ -451,15 +451,9 @@ class PruneCounts:
     votes: int = 0
     deadlines: int = 0
     outbox: int = 0
-    #: the runs a prune deleted (their run directories go next: `bot/retention.py`); a count
-    #: of what a dry run would delete names none
-    ids: tuple[str, ...] = field(default=(), compare=False)
 
     def __add__(self, other: PruneCounts) -> PruneCounts:
-        runs, journal, gates, votes, deadlines, outbox = (
-            a + b for a, b in zip(self.as_tuple(), other.as_tuple(), strict=True)
-        )
-        return PruneCounts(runs, journal, gates, votes, deadlines, outbox, ids=self.ids + other.ids)
+        return PruneCounts(*(a + b for a, b in zip(self.as_tuple(), other.as_tuple(), strict=True)))
 
     def as_tuple(self) -> tuple[int, int, int, int, int, int]:
         return (self.runs, self.journal, self.gates, self.votes, self.deadlines, self.outbox)

@@ -120,9 +120,16 @@ class RetentionSql:
                 conn.execute(self._db.insert_ignore(BLOB_SWEEP, ["digest"]), marks)
             deleted = conn.execute(sa.delete(RUNS).where(RUNS.c.id.in_(ids))).rowcount
         return PruneCounts(
-            deleted, counts.journal, counts.gates, counts.votes, counts.deadlines, counts.outbox,
-            ids=tuple(str(r.id) for r in runs),
+            deleted, counts.journal, counts.gates, counts.votes, counts.deadlines, counts.outbox
         )
+
+    @store_operation("look up pruned runs")
+    def pruned_among(self, run_ids: Sequence[str]) -> set[str]:
+        if not run_ids:
+            return set()
+        query = sa.select(PRUNED_RUNS.c.id).where(PRUNED_RUNS.c.id.in_(list(run_ids)))
+        with self._db.single.connect() as conn:
+            return {str(i) for i in conn.execute(query).scalars()}
 
     def _still_prunable(self, conn: sa.Connection, run_ids: Sequence[str]) -> list[str]:
         if not run_ids:

@@ -98,6 +98,8 @@ def test_a_prune_deletes_the_runs_history_keeps_the_audit_and_leaves_a_tombstone
     # the other run is untouched
     assert len(store.steps.journal([other.id])) == 1 and len(store.outbox.deliveries(other.id)) == 1
     assert store.retention.prune_runs([run.id]) == PruneCounts()  # twice: nothing more
+    assert store.retention.pruned_among([run.id, other.id, "no-such-run"]) == {run.id}  # its tombstone
+    assert store.retention.pruned_among([]) == set()
 
 
 def test_the_blob_sweep_keeps_shared_blobs_and_waits_out_its_grace(

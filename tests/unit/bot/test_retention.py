@@ -5,8 +5,11 @@ bounds one housekeeping pass, and the audit trail is on its own clock."""
 from __future__ import annotations
 
 from pathlib import Path
+from types import SimpleNamespace
 
 from bot.retention import DAY, Pruner
+from bot.worker import directory_sweeper
+from core.config import Settings
 from core.engine.workdirs import run_dirs
 from core.store.memory import MemoryStore
 from core.store.port import Transition
@@ -87,12 +90,45 @@ def test_a_pruned_runs_directory_goes_with_it_and_a_kept_runs_stays(tmp_path: Pa
     ids = [r.id for r in store.runs.recent_runs(limit=100)]
     for run_id in ids:
         (run_dirs(tmp_path, run_id).root / "out.log").write_text("x")
+    (tmp_path / "runs" / "not-a-run").mkdir()  # no run of that name was pruned: it stays
     pruner = Pruner(store.retention, run_retention=30 * DAY, data_dir=tmp_path, batch=2,
                     clock=lambda: NOW, sleep=lambda _: None)
 
+    assert pruner.prune(dry_run=True).directories == 0
     report = pruner.prune()
 
     assert (report.counts.runs, report.directories) == (3, 3)
-    assert sorted(report.counts.ids) == sorted(i for i in ids if i != kept.id)
-    assert [p.name for p in (tmp_path / "runs").iterdir()] == [kept.id]
-    assert pruner.prune(dry_run=True).directories == 0
+    assert sorted(p.name for p in (tmp_path / "runs").iterdir()) == sorted([kept.id, "not-a-run"])
+
+
+def test_a_run_pruned_elsewhere_has_its_directory_here_swept(tmp_path: Path) -> None:
+    """Another replica (or `baton prune` on another machine) pruned it; this process's disk,
+    a worker's, still held its directory."""
+    store = _store(2, at=NOW - 40 * DAY)
+    ids = [r.id for r in store.runs.recent_runs(limit=100)]
+    for run_id in ids:
+        run_dirs(tmp_path, run_id)
+    elsewhere = Pruner(store.retention, run_retention=30 * DAY, clock=lambda: NOW, sleep=lambda _: None)
+    assert elsewhere.prune().counts.runs == 2 and elsewhere.prune().directories == 0  # no data_dir
+
+    here = Pruner(store.retention, run_retention=30 * DAY, data_dir=tmp_path)
+    assert here.sweep_directories() == 2
+    assert list((tmp_path / "runs").iterdir()) == []
+    assert Pruner(store.retention, run_retention=None, data_dir=tmp_path / "none").sweep_directories() == 0
+
+
+async def test_a_worker_sweeps_its_directories_of_pruned_runs_on_its_own_clock(tmp_path: Path) -> None:
+    store = _store(1, at=NOW - 40 * DAY)
+    (run,) = store.runs.recent_runs(limit=10)
+    run_dirs(tmp_path, run.id)
+    store.retention.prune_runs([run.id])
+    runtime = SimpleNamespace(store=store)
+    assert directory_sweeper(runtime, Settings(data_dir=tmp_path)) is None  # no run retention
+    sweeper = directory_sweeper(runtime, Settings(data_dir=tmp_path, run_retention_days=30))
+    assert sweeper is not None
+    await sweeper.start()
+    try:
+        await sweeper.wait_until(lambda: sweeper.ticks > 0, timeout=10)
+    finally:
+        await sweeper.stop()
+    assert list((tmp_path / "runs").iterdir()) == []
