@@ -20,6 +20,7 @@ from __future__ import annotations
 import hashlib
 import os
 import stat
+import time
 import warnings
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -285,7 +286,7 @@ def files_content(workflow: Workflow, node: Node) -> dict[str, str]:
     for name in node.files:
         path = _inside(workflow, node, name, "file")
         try:
-            digests[name] = hashlib.sha256(path.read_bytes()).hexdigest()
+            digests[name] = file_sha256(path)
         except OSError as exc:
             raise WorkflowDefinitionError(
                 f"file `{name}` declared by node `{node.id}` cannot be read ({_why(exc)})",
@@ -293,6 +294,31 @@ def files_content(workflow: Workflow, node: Node) -> dict[str, str]:
                 hint=f"Create {path} or remove it from `files:`.",
             ) from exc
     return digests
+
+
+#: sha256 of files read before, by what `stat` says of them (`file_sha256`)
+_DIGESTS: dict[tuple[str, int, int, int, int, int], str] = {}
+_DIGESTS_KEPT = 4096
+#: a file changed this recently may change again within its timestamp's tick: hashed again
+_RACY_NS = 2_000_000_000
+
+
+def file_sha256(path: Path) -> str:
+    """The sha256 (hex) of the file at `path`, read a block at a time (a `files:` entry may be
+    a dataset of gigabytes: it was read whole into memory, on the event loop, at every run's
+    start), and kept by its `stat` (device, inode, size, mtime and ctime: any write moves the
+    ctime), like git's index: an unchanged file is not read again. `OSError` as `open`'s."""
+    with open(path, "rb") as file:
+        info = os.fstat(file.fileno())
+        key = (str(path), info.st_dev, info.st_ino, info.st_size, info.st_mtime_ns, info.st_ctime_ns)
+        if (known := _DIGESTS.get(key)) is not None:
+            return known
+        digest = hashlib.file_digest(file, "sha256").hexdigest()
+    if time.time_ns() - max(info.st_mtime_ns, info.st_ctime_ns) >= _RACY_NS:
+        if len(_DIGESTS) >= _DIGESTS_KEPT:
+            _DIGESTS.clear()
+        _DIGESTS[key] = digest
+    return digest
 
 
 def _why(exc: Exception) -> str:
