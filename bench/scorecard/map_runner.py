@@ -136,18 +136,22 @@ async def run_scenario(s: MapScenario, root: Path) -> MapScenarioResult:
             raise RuntimeError(f"{s.name}: resumed run {resumed} ended {ended}")
         ran = _logs(r) - before
     units = tuple(sorted(ran_truth))
+    # a unit the failed base run never completed must run too: a branch that had not reached it
+    # when another branch failed (the child's step fails while `hosts` still runs, on a busy
+    # machine) left it unstarted, and only a resume can do it
+    must = s.must_rerun | {u for u in units if base_units.get(u, "(").startswith("(")}
     baton_skipped = frozenset(u for u in units if u not in ran)
     skipped = {"baton": baton_skipped, "node-id": node_id_skips(r, base, set(units), args)}
     errors = tuple(
-        u for u in units if u not in s.must_rerun and u in base_units and truth_units.get(u) != base_units[u]
+        u for u in units if u not in must and u in base_units and truth_units.get(u) != base_units[u]
     )
     return MapScenarioResult(
         name=s.name,
         what=s.what,
         nodes=units,
-        must_rerun=tuple(sorted(s.must_rerun)),
+        must_rerun=tuple(sorted(must)),
         skipped={k: tuple(sorted(v)) for k, v in skipped.items()},
-        tallies={k: tuple(asdict(tally(units, v, s.must_rerun)).values()) for k, v in skipped.items()},
+        tallies={k: tuple(asdict(tally(units, v, must)).values()) for k, v in skipped.items()},
         baton_ran=tuple(sorted(ran.elements())),
         corpus_errors=errors,
     )

@@ -4,6 +4,7 @@ item moved, a failed item fixed, a failed child fixed, a child edited to the sam
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 
@@ -40,3 +41,17 @@ async def test_baton_reruns_exactly_the_units_that_must(tmp_path: Path, name: st
     assert (fp, fn) == (0, 0) and tp > 0
     section = "\n".join(map_scorecard_section([json.loads(json.dumps(result.__dict__))]))
     assert f"| {name} |" in section and "**(" not in section
+
+
+async def test_a_branch_the_failed_base_never_reached_must_run_on_resume(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """When the child's step fails before `hosts` is done (a busy machine), the base run stops
+    before any deploy starts: the resume must run them too, and the scorecard counts them so."""
+    slow = PARENT.replace("echo hosts >> ran.log", "sleep 1; echo hosts >> ran.log")
+    monkeypatch.setattr("bench.scorecard.map_runner.PARENT", slow)
+    scenario = next(s for s in SCENARIOS if s.name == "sub-failed-child-resumed")
+    result = await run_scenario(dataclasses.replace(scenario, parent=slow), tmp_path)
+    assert result.corpus_errors == ()
+    assert result.must_rerun == ("child:publish", "deploy:db-1", "deploy:web-1", "deploy:web-2", "report")
+    assert tuple(sorted(result.baton_ran)) == result.must_rerun
