@@ -25,7 +25,11 @@ _HANDLER_NAME = "baton"
 _STANDARD = frozenset(logging.LogRecord("", 0, "", 0, "", None, None).__dict__) | {"message", "asctime"}
 
 
-_NEEDS_QUOTES = re.compile(r'[ ="\n\t\\]')
+#: what a terminal would obey in a log line (C0 and C1 controls, DEL, bidi overrides): a
+#: step's stderr or a chat message in a log line never moves an operator's cursor, clears
+#: the screen or writes their clipboard (`tail -f`), nor forges a line with a `\r`
+_CONTROLS = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+_NEEDS_QUOTES = re.compile('[ ="\n\t\\\\\x00-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]')
 
 
 def _quote(value: object) -> str:
@@ -33,6 +37,8 @@ def _quote(value: object) -> str:
     if text and _NEEDS_QUOTES.search(text) is None:
         return text
     escaped = text.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n").replace("\t", "\\t")
+    escaped = _CONTROLS.sub(lambda m: f"\\x{ord(m.group()):02x}" if ord(m.group()) < 0x100
+                            else f"\\u{ord(m.group()):04x}", escaped)
     return f'"{escaped}"'
 
 

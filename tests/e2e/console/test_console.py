@@ -65,6 +65,18 @@ def test_a_steps_output_never_commands_the_terminal_of_say(baton: BatonCli) -> N
     assert "\\x9b" in done.stdout and "\\u202e" in done.stdout
 
 
+def test_typed_text_never_commands_the_terminal_that_shows_batons_log(baton: BatonCli) -> None:
+    """A chat message (here `baton say`'s) reaches the log (`action=command_error`, the
+    unknown workflow it names): an operator's `tail -f` must not obey what it holds."""
+    baton.env_extra["BATON_LOG_LEVEL"] = "INFO"
+    typed = "run \x1b]52;c;cHduZWQ=\x07evil\x1b[2J\x1b[1A\x9b\u202eX\rforged line"
+    done = baton.run("say", "--user", "ana", "--", typed)
+    assert done.returncode == 0, done.stderr
+    logged = next(line for line in done.stderr.splitlines() if "action=command_error" in line)
+    assert _commands(done.stderr) == [] and "\r" not in done.stderr, logged
+    assert "`\\x1b]52;c;cHduZWQ=\\x07evil\\x1b[2J\\x1b[1A\\x9b\\u202eX`" in logged  # shown, escaped
+
+
 def test_a_steps_output_never_commands_the_interactive_console(baton: BatonCli, terminal: Terminal) -> None:
     _hostile(baton)
     terminal.expect(r"ana>")
