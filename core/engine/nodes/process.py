@@ -316,9 +316,28 @@ def exit_failure(outcome: ProcessOutcome, ctx: NodeContext, *, what: str = "step
     how = f"was killed by signal {-code}" if code < 0 else f"exited with code {code}"
     tail = outcome.stderr_tail.strip()
     message = f"{what} `{ctx.node_id}` {how}" + (f"; stderr ends with:\n{tail}" if tail else " (no stderr)")
+    if ctx.environment.sandbox.enabled and (bound := _sandbox_bound(tail)) is not None:
+        message += f"\n{bound}"  # (the message is what the failure's reply and `status` show)
     return NodeFailed(
         message, node_id=ctx.node_id, hint="Fix the step, then resume the run."
     )
+
+
+#: what a sandboxed step's stderr says when it met one of the sandbox's bounds, and that bound
+_BOUNDS = (
+    ("Read-only file system", "In its sandbox a step writes only its run directory, /tmp, /dev/shm and $HOME "
+     "(docs/workflows.md, \"What a step sees\")."),
+    ("No space left on device", "If it wrote to /tmp, /dev/shm or $HOME: each holds at most "
+     "BATON_STEP_TMP_BYTES (they are memory); write large files in the run directory "
+     "(`export TMPDIR=$PWD/tmp`)."),
+    ("Resource temporarily unavailable", "A step may have at most BATON_STEP_MAX_PROCESSES processes "
+     "(threads included)."),
+)
+
+
+def _sandbox_bound(stderr: str) -> str | None:
+    """The sandbox's bound a failed step's stderr tail shows it met, said with its setting."""
+    return next((said for sign, said in _BOUNDS if sign in stderr), None)
 
 
 class _Head:

@@ -618,3 +618,22 @@ def test_a_fork_bomb_stops_at_the_steps_process_limit(cli: BatonCli) -> None:
 
     (run,) = [r for r in cli.runs() if r.workflow == "bomb"]
     assert outputs(cli, run.id)["a"] == "refused\n200 200 True\ncannot raise it\n"
+
+
+def test_a_step_that_meets_a_bound_of_its_sandbox_is_told_which(cli: BatonCli) -> None:
+    """The three a team meets first: a write outside its directories, a full /tmp, and the
+    process limit; each failure says which bound, with its setting."""
+    cli.env_extra.update(BATON_STEP_TMP_BYTES=str(1 << 20), BATON_STEP_MAX_PROCESSES="200")
+    steps = {
+        "outside": "bash: echo x > /etc/baton-probe",
+        "full": "bash: head -c 2000000 /dev/zero > /tmp/big",
+        "forks": "script: |\n      import os, signal\n      while True:\n          if os.fork() == 0:\n"
+                 "              signal.pause()",
+    }
+    told = {}
+    for name, step in steps.items():
+        (cli.workflows / f"{name}.yaml").write_text(f"name: {name}\nnodes:\n  - id: a\n    {step}\n")
+        told[name] = str(say(cli, f"run {name}")[-1]["text"])
+    assert "In its sandbox a step writes only its run directory, /tmp, /dev/shm and $HOME" in told["outside"]
+    assert "each holds at most BATON_STEP_TMP_BYTES" in told["full"], told["full"]
+    assert "at most BATON_STEP_MAX_PROCESSES processes" in told["forks"], told["forks"]
