@@ -42,6 +42,7 @@ from pathlib import Path
 from typing import Any
 
 from core.canonical import ENCODER
+from core.workflows.limits import RACY_NS
 
 Stamp = tuple[str, int, int, str]  # (resolved path, mtime_ns, size, normalized digest)
 
@@ -61,7 +62,6 @@ class _Parsed:
 
 
 _parsed: dict[Path, _Parsed] = {}
-_RACY_NS = 2_000_000_000  # a file younger than this may change again without a new stamp
 
 
 def _read(path: Path) -> _Parsed:
@@ -78,7 +78,7 @@ def _read(path: Path) -> _Parsed:
     else:
         digest = hashlib.sha256(ast.dump(tree).encode()).hexdigest()
         parsed = _Parsed(stat.st_mtime_ns, stat.st_size, digest, tuple(_imports(tree)))
-    if time.time_ns() - stat.st_mtime_ns > _RACY_NS:
+    if time.time_ns() - stat.st_mtime_ns > RACY_NS:
         _parsed[path] = parsed
     return parsed
 
@@ -207,7 +207,7 @@ def changed(stamps: Iterable[Stamp]) -> list[str]:
             moved.append(path)
             continue
         stamped = (stat.st_mtime_ns, stat.st_size) == (mtime_ns, size)
-        racy = time.time_ns() - stat.st_mtime_ns <= _RACY_NS
+        racy = time.time_ns() - stat.st_mtime_ns <= RACY_NS
         if not stamped or (racy and _read(Path(path)).digest != digest):
             moved.append(path)
     return moved

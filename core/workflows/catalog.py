@@ -34,7 +34,7 @@ from pathlib import Path
 import yaml
 
 from core.errors import UnknownWorkflow, WorkflowDefinitionError
-from core.workflows.limits import LoadLimits
+from core.workflows.limits import RACY_NS, LoadLimits
 from core.workflows.loader import FilesProblem, NodeReuse, load_workflow_bytes, read_workflow_file, too_large
 from core.workflows.model import Workflow
 from core.workflows.subworkflows import call_problems
@@ -44,7 +44,6 @@ from core.workflows.yaml_source import parse_yaml
 log = logging.getLogger("baton.catalog")
 _SUFFIXES = (".yaml", ".yml")
 #: timestamps of some filesystems are coarse (up to 2 s); files younger than this get re-checked
-RACY_NS = 2_000_000_000
 #: libyaml when available; it stops at 1000 levels where the pure-Python loader overflows the stack
 _SafeLoader: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 Stamp = tuple[int, int, int, int]  # (mtime_ns, size, inode, ctime_ns)

@@ -13,6 +13,11 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 
+#: nanoseconds within which a file just written may be written again without its stamp (mtime,
+#: size) changing: a file younger than this is read again next time, never remembered by its
+#: stamp (git's "racily clean" rule; the catalog, `files:` digests, tool module digests)
+RACY_NS = 2_000_000_000
+
 
 @dataclass(frozen=True)
 class LoadLimits:

@@ -32,7 +32,7 @@ from pydantic_core import ErrorDetails
 
 from core.errors import WorkflowDefinitionError
 from core.store.records import ReplayClass
-from core.workflows.limits import LoadLimits, gc_paused
+from core.workflows.limits import RACY_NS, LoadLimits, gc_paused
 from core.workflows.model import Node, Workflow, is_script_path
 from core.workflows.pydantic_errors import translate
 from core.workflows.validation import Problem, problems
@@ -299,8 +299,6 @@ def files_content(workflow: Workflow, node: Node) -> dict[str, str]:
 #: sha256 of files read before, by what `stat` says of them (`file_sha256`)
 _DIGESTS: dict[tuple[str, int, int, int, int, int], str] = {}
 _DIGESTS_KEPT = 4096
-#: a file changed this recently may change again within its timestamp's tick: hashed again
-_RACY_NS = 2_000_000_000
 
 
 def file_sha256(path: Path) -> str:
@@ -314,7 +312,7 @@ def file_sha256(path: Path) -> str:
         if (known := _DIGESTS.get(key)) is not None:
             return known
         digest = hashlib.file_digest(file, "sha256").hexdigest()
-    if time.time_ns() - max(info.st_mtime_ns, info.st_ctime_ns) >= _RACY_NS:
+    if time.time_ns() - max(info.st_mtime_ns, info.st_ctime_ns) >= RACY_NS:
         if len(_DIGESTS) >= _DIGESTS_KEPT:
             _DIGESTS.clear()
         _DIGESTS[key] = digest
