@@ -9,10 +9,15 @@ receives that one instance; there is no default that hides nothing.
     redactor.redact("token xoxb-123456 leaked")   # 'token ••• leaked'
     redactor.add(["ghp_abcdef"])                  # a secret a workflow declared later
 
-A secret is also hidden in its JSON-escaped form (`"a\\"b"` inside a JSON document), and
-`forms()` lets a renderer add the forms its escaping produces. Secrets shorter than
-`MIN_SECRET_LENGTH` characters are ignored: masking every "1" or "yes" would hide more
-than it protects. The redactor never shows its secrets, not even in its `repr`.
+A secret is also hidden in its JSON-escaped form (`"a\\"b"` inside a JSON document) and in
+the forms a program gives it on its way out (`encoded_forms`): base64, standard and URL-safe,
+wherever it sits in the encoded bytes (`curl -v -u user:$TOKEN` prints `Authorization: Basic
+<base64 of user:token>`), percent-encoding (a URL's query) and hex (lower case, as `xxd -p`
+prints it); `forms()` lets a renderer add the forms its escaping produces, of each of those.
+Deliberate disguise (a secret reversed, spaced out, XORed) no redactor can see: a step holds
+only the secrets it declares. Secrets shorter than `MIN_SECRET_LENGTH` characters are
+ignored: masking every "1" or "yes" would hide more than it protects. The redactor never
+shows its secrets, not even in its `repr`.
 
 Text is redacted whole, then cut; where bytes must be cut before anyone redacts them (a
 step's output kept up to `BATON_MAX_OUTPUT_BYTES`, the end of its stderr), `cut_before` and
@@ -22,24 +27,51 @@ is ever left at a cut for a later redaction to miss.
     redactor.cut_before(b"token=ghp_abcdef ...", 10)   # 6: the cut moves to where the secret starts
 
 Secrets are only ever added, never removed: a value that was a secret once stays hidden.
-Adding recompiles one pattern; `redact` reads whichever pattern is current (a reference
-swap), so threads that log while a secret is added see the old or the new pattern, whole.
+Adding makes a new matcher (its pattern compiled when first needed); `redact` reads
+whichever matcher is current (a reference swap), so threads that log while a secret is added
+see the old or the new pattern, whole.
 """
 
 from __future__ import annotations
 
+import base64
 import json
 import re
 import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
+from urllib.parse import quote, quote_plus
 
 MASK = "•••"
 MIN_SECRET_LENGTH = 4
+#: characters a secret needs before its encoded forms are hidden too (shorter ones would mask
+#: ordinary text: 6 bytes of base64 are 8 characters)
+MIN_ENCODED_LENGTH = 8
+_URL_SAFE = str.maketrans("+/", "-_")
 
 
 def _json_form(secret: str) -> str:
     return json.dumps(secret, ensure_ascii=False)[1:-1]
+
+
+def encoded_forms(secret: str) -> set[str]:
+    """The forms `secret` takes once a program encoded it (empty under `MIN_ENCODED_LENGTH`).
+
+    Base64 turns each 3 bytes into 4 characters, so what a secret looks like depends on where
+    it starts in the encoded bytes (`user:` before it shifts it by 2): for each of the three
+    offsets, the characters that depend on its bytes alone, i.e. those of its whole 3-byte groups
+    (the at most 2 bytes at either end share a character with their neighbours and stay)."""
+    if len(secret) < MIN_ENCODED_LENGTH:
+        return set()
+    raw = secret.encode("utf-8", "surrogatepass")
+    forms = {quote(secret, safe=""), quote(secret), quote_plus(secret), raw.hex()}
+    for skip in range(3):
+        whole = raw[skip : len(raw) - (len(raw) - skip) % 3]
+        if len(whole) >= 6:
+            encoded = base64.b64encode(whole).decode("ascii")
+            forms.update((encoded, encoded.translate(_URL_SAFE)))
+    forms.discard(secret)
+    return forms
 
 
 class Redactor:
@@ -52,8 +84,8 @@ class Redactor:
     ) -> None:
         self._secrets: frozenset[str] = frozenset()
         self._encoders: tuple[Callable[[str], str], ...] = (_json_form, *encoders)
-        #: (every form to hide, longest first; the pattern matching any of them), swapped whole
-        self._matcher: tuple[tuple[str, ...], re.Pattern[str]] | None = None
+        #: every form to hide and the pattern matching any of them, swapped whole
+        self._matcher: _Matcher | None = None
         self._lock = threading.Lock()
         #: redactors over the same secrets with more encoded forms, by encoders (`forms`)
         self._derived: dict[tuple[Callable[[str], str], ...], tuple[frozenset[str], Redactor]] = {}
@@ -86,11 +118,10 @@ class Redactor:
         matcher = self._matcher
         if matcher is None or not text:
             return text
-        forms, pattern = matcher
         # most text holds no secret: substring searches are several times faster than the regex
-        if not any(form in text for form in forms):
+        if not any(form in text for form in matcher.forms):
             return text
-        return pattern.sub(MASK, text)
+        return matcher.pattern().sub(MASK, text)
 
     def redact_value(self, value: Any) -> Any:
         """`value` with every string in it (mapping keys included) redacted; other leaves as is.
@@ -100,7 +131,7 @@ class Redactor:
         if matcher is None:
             return value
         joined = "\x00".join(_strings(value))
-        if not any(form in joined for form in matcher[0]):
+        if not any(form in joined for form in matcher.forms):
             return value
         return self._redact_value(value)
 
@@ -154,7 +185,7 @@ class Redactor:
             return ()
         binary = self._binary
         if binary is None or binary[0] is not matcher:
-            forms = tuple(f.encode("utf-8", "surrogatepass") for f in matcher[0])
+            forms = tuple(f.encode("utf-8", "surrogatepass") for f in matcher.forms)
             binary = (matcher, tuple(sorted(forms, key=len, reverse=True)))
             self._binary = binary
         return binary[1]
@@ -192,12 +223,29 @@ def _strings(value: Any) -> Iterator[str]:
             stack.extend(item)
 
 
-def _compile(
-    secrets: frozenset[str], encoders: tuple[Callable[[str], str], ...]
-) -> tuple[tuple[str, ...], re.Pattern[str]] | None:
-    forms = set(secrets)
-    for encode in encoders:
-        forms.update(encode(s) for s in secrets)
+class _Matcher:
+    """The forms to hide, longest first (so a secret that contains another is masked whole), and
+    the pattern matching any of them, compiled when text first holds one: secrets are added
+    one by one as workflows load, and a pattern of hundreds of forms takes milliseconds."""
+
+    __slots__ = ("_pattern", "forms")
+
+    def __init__(self, forms: tuple[str, ...]) -> None:
+        self.forms = forms
+        self._pattern: re.Pattern[str] | None = None
+
+    def pattern(self) -> re.Pattern[str]:
+        if self._pattern is None:  # two threads may both compile it: the same pattern
+            self._pattern = re.compile("|".join(re.escape(s) for s in self.forms))
+        return self._pattern
+
+
+def _compile(secrets: frozenset[str], encoders: tuple[Callable[[str], str], ...]) -> _Matcher | None:
+    plain = set(secrets)
+    for secret in secrets:
+        plain.update(encoded_forms(secret))
+    forms = set(plain)
+    for encode in encoders:  # the JSON form and a platform's escapes, of every form
+        forms.update(encode(s) for s in plain)
     kept = tuple(sorted((f for f in forms if len(f) >= MIN_SECRET_LENGTH), key=lambda s: (-len(s), s)))
-    # longest first, so a secret that contains another is masked whole
-    return (kept, re.compile("|".join(re.escape(s) for s in kept))) if kept else None
+    return _Matcher(kept) if kept else None

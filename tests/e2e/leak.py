@@ -2,16 +2,23 @@
 try to leak them, and the check that none of them (nor a piece of one) reached people.
 
 Every secret contains `MARK` and nothing else Baton shows does, so a secret cut in half by a
-preview or a chunk boundary is caught as well as a whole one (`leaks`).
+preview or a chunk boundary is caught as well as a whole one (`leaks`), and so is one a
+program encoded on its way out (base64 at any offset, hex, percent-encoding): `leaks` decodes
+what could be such an encoding before it looks.
 """
 
 from __future__ import annotations
 
+import base64
+import binascii
 import hashlib
 import json
+import re
 import textwrap
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+from urllib.parse import unquote_plus
 
 from sqlalchemy.engine import make_url
 
@@ -95,6 +102,23 @@ def write_workflows(directory: Path, database_url: str) -> None:
         """))
 
 
+    # the step's own secrets as programs print them: base64 at each offset (`curl -v -u`'s
+    # `Authorization: Basic`), URL-safe base64, hex
+    (directory / "encoded.yaml").write_text(textwrap.dedent("""\
+        name: encoded
+        description: Secrets encoded on their way out
+        secrets: [DEPLOY_TOKEN]
+        nodes:
+          - id: encode
+            secrets: [FILE_TOKEN]
+            bash: |
+              for prefix in "" u us; do printf '%s%s' "$prefix" "$DEPLOY_TOKEN" | base64 -w0; echo; done
+              printf 'Authorization: Basic %s\\n' "$(printf 'ci:%s' "$FILE_TOKEN" | base64 -w0)"
+              printf '%s\\n' "$FILE_TOKEN" | basenc --base64url
+              printf '%s' "$DEPLOY_TOKEN" | od -An -v -tx1 | tr -d ' \\n'; echo
+        """))
+
+
 def write_secrets_file(path: Path) -> Path:
     path.write_text(f"# step secrets\nFILE_TOKEN={FILE_SECRET}\n")
     path.chmod(0o600)
@@ -102,9 +126,36 @@ def write_secrets_file(path: Path) -> Path:
 
 
 def leaks(text: str) -> list[str]:
-    """The secrets `text` shows, whole or in part (any 8 characters of one)."""
-    found = [s for s in ALL if any(s[i : i + 8] in text for i in range(len(s) - 7))]
+    """The secrets `text` shows, whole or in part (any 8 characters of one), as they are or
+    encoded (`decodings`)."""
+    found = [s for s in ALL if any(s[i : i + 8] in seen for seen in decodings(text)
+                                   for i in range(len(s) - 7))]
     return found or ([MARK] if MARK in text else [])
+
+
+_BASE64_RUN = re.compile(r"[A-Za-z0-9+/_-]{8,}")
+_HEX_RUN = re.compile(r"[0-9a-fA-F]{16,}")
+_FROM_URL_SAFE = str.maketrans("-_", "+/")
+
+
+def decodings(text: str) -> Iterator[str]:
+    """`text`, percent-decoded, and each run of base64 (read from each of its four offsets) and
+    of hex (from each of its two) in it, decoded."""
+    yield text
+    yield unquote_plus(text)
+    for run in _BASE64_RUN.findall(text):
+        standard = run.translate(_FROM_URL_SAFE)
+        for start in range(4):
+            body = standard[start:]
+            body = body[: len(body) - len(body) % 4]
+            try:
+                yield base64.b64decode(body).decode("latin-1")
+            except binascii.Error:
+                continue
+    for run in _HEX_RUN.findall(text):
+        for start in (0, 1):
+            body = run[start:]
+            yield bytes.fromhex(body[: len(body) - len(body) % 2]).decode("latin-1")
 
 
 def dumped(value: Any) -> str:

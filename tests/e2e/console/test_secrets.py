@@ -134,3 +134,25 @@ def test_a_secret_straddling_the_output_cap_shows_no_part_of_itself(cli: BatonCl
     assert "x" * 990 + "\n" in shown and "[output truncated: 990 of 4,013 bytes kept" in shown
     for command in (f"status {run.id}", f"plan {run.id}"):
         say(cli, command)
+
+
+def test_a_secret_a_step_encodes_on_its_way_out_is_hidden_too(cli: BatonCli) -> None:
+    """base64 at each offset (as `curl -v -u ci:$TOKEN` prints it), URL-safe base64 and hex:
+    `say()` decodes each before it looks for a secret in the replies and the log."""
+    replies, _ = say(cli, "run encoded")
+
+    run = cli.runs()[0]
+    assert run.status == "completed"
+    store = SqlStore(cli.database_url)
+    try:
+        (entry,) = store.steps.journal([run.id])
+        assert entry.output_digest is not None
+        printed = store.blobs.get_blob(entry.output_digest).decode()
+    finally:
+        store.close()
+    assert leak.leaks(printed) != []  # the step did print them, encoded: there was something to hide
+    assert leak.DEPLOY not in printed and leak.FILE_SECRET not in printed
+    shown = str(replies[-1]["text"])
+    assert shown.count("•••") >= 6 and "Authorization: Basic " in shown
+    for command in (f"status {run.id}", f"plan {run.id}"):
+        say(cli, command)

@@ -67,6 +67,8 @@ async def test_no_secret_reaches_slack_the_log_or_the_audit(
     assert "DEPLOY_TOKEN=•••" in shown.rest.text
     failed = await start(e2e, "run leaky", rests_with=FAILED)
     assert "exited with code 3" in failed.rest.text and "•••" in failed.rest.text
+    encoded = await start(e2e, "run encoded", rests_with=COMPLETED)  # base64, hex: `leaks` decodes
+    assert "Authorization: Basic " in encoded.rest.text and encoded.rest.text.count("•••") >= 6
 
     mark = await command(e2e, f"status '{' '.join(leak.ALL)}'")  # typed back: echoed in an error
     told = await e2e.mock.wait_call("chat.postEphemeral", after=mark)

@@ -1,7 +1,9 @@
 from __future__ import annotations
 
+import base64
 import json
 import threading
+from urllib.parse import quote, quote_plus
 
 from hypothesis import given
 from hypothesis import strategies as st
@@ -163,3 +165,40 @@ def test_bytes_are_redacted_longest_first_whatever_their_encoding() -> None:
     data = b"\xff abcdefgh abcd " + "sécret".encode()
     assert redactor.redact_bytes(data) == b"\xff " + "••• ••• •••".encode()
     assert Redactor([]).redact_bytes(data) == data
+
+
+@given(
+    secret=st.text(st.characters(codec="utf-8", exclude_categories=("Cs",)), min_size=8, max_size=40),
+    before=st.binary(max_size=7),
+    after=st.binary(max_size=7),
+)
+def test_a_secret_base64_encoded_anywhere_in_its_bytes_is_masked(
+    secret: str, before: bytes, after: bytes
+) -> None:
+    """Whatever precedes it (`user:` of `curl -u`), no 6 bytes of the secret decode from what is shown."""
+    redactor = Redactor([secret])
+    encoded = base64.b64encode(before + secret.encode() + after).decode()
+    shown = redactor.redact(encoded)
+    assert MASK in shown
+    raw = secret.encode()
+    for piece in shown.split(MASK):  # each piece read from each offset, as a decoder would
+        for start in range(4):
+            body = piece[start:][: (len(piece) - start) // 4 * 4]
+            decoded = base64.b64decode(body)
+            assert not any(raw[i : i + 6] in decoded for i in range(len(raw) - 5))
+
+
+def test_a_secret_percent_encoded_hex_or_url_safe_base64_is_masked() -> None:
+    secret = "ghp_Abc+/def=Secret 98765?&"
+    redactor = Redactor([secret])
+    for shown in (quote(secret, safe=""), quote(secret), quote_plus(secret), secret.encode().hex(),
+                  base64.urlsafe_b64encode(b"ci:" + secret.encode()).decode()):
+        assert redactor.redact(f"url=https://x/?t={shown}&y=1").count(MASK) == 1, shown
+    slack = redactor.forms(slack_escape)  # a platform's escaping, of an encoded form too
+    assert MASK in slack.redact(slack_escape(quote_plus(secret)))
+
+
+def test_short_secrets_get_no_encoded_forms() -> None:
+    """base64 of a 5-character secret is ordinary text (`aGVsbG8` is "hello")."""
+    redactor = Redactor(["hello"])
+    assert redactor.redact("aGVsbG8= 68656c6c6f") == "aGVsbG8= 68656c6c6f"
