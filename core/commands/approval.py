@@ -126,8 +126,9 @@ ASKING = (
 )  # fmt: skip
 SEPARATORS = frozenset({",", ";", ":", ".", "!", "-", "–", "—", "\n", "、", "。", "！"})
 
-#: Words that make a head form's comment condition, defer, narrow or hedge the decision, or
-#: joke about it: "approve: after the freeze", "lgtm, except the migration", "no, wait".
+#: Words that make a head form's comment condition, defer, narrow or hedge the decision, take
+#: it back, or joke about it: "approve: after the freeze", "lgtm, except the migration", "no,
+#: wait", "approve, nvm".
 QUALIFIERS = frozenset({
     # conditions
     "if", "unless", "once", "when", "whenever", "after", "before", "until", "till", "til",
@@ -151,6 +152,10 @@ QUALIFIERS = frozenset({
     "despues", "luego", "dopo", "depois", "pas", "nicht", "kein", "keine", "peut-être", "vielleicht",
     "quizás", "quizas", "forse", "talvez", "明天", "以后", "之后", "但是", "如果", "只", "明日", "後で",
     "でも", "もし",
+    # taking it back, a slip, a try: "approve, nvm", "lgtm: oops, wrong run", "approve: just testing"
+    "nvm", "nevermind", "mind", "scratch", "ignore", "ignoring", "disregard", "oops", "whoops",
+    "oopsie", "typo", "mistake", "mistakenly", "accident", "accidentally", "retract", "retracted",
+    "retracting", "thought", "thoughts", "strike", "sorry", "test", "testing", "wip", "draft",
     # sarcasm
     "/s", "jk", "j/k", "kidding", "joking", "lol", "lmao", "rofl", "haha", "hahaha", "hehe",
     "sarcasm", "sarcastic", "🙄", "😒", "🤡", "😏", "😂", "🤣", "🙃", "😬", "🤔", "😅",
@@ -161,7 +166,8 @@ DOUBTS = frozenset({
     "without", "rollback", "roll", "revert", "undo", "kill", "should", "would", "could", "will",
     "gonna", "going", "need", "needs", "must", "let", "ask", "asked", "check", "checking",
     "verify", "review", "reviewing", "fails", "failing", "fail", "broken", "risky",
-    "risk", "wrong", "blocked", "blocker", "block", "nothing", "none", "neither", "nor", "nobody",
+    "risk", "wrong", "bad", "blocked", "blocker", "block", "nothing", "none", "neither", "nor",
+    "nobody",
     # something is failing: "approve, tests are red", "lgtm - CI failed"
     "red", "failed", "broke", "breaks", "breaking", "error", "errors", "flaky", "crash", "crashed",
     "crashes", "crashing", "outage", "incident", "regression", "regressed", "bug", "bugs",

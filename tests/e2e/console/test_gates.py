@@ -37,6 +37,18 @@ def test_code_or_a_quote_never_approves_it_asks_back(baton: BatonCli) -> None:
     assert baton.run_record(run).status == "completed"
 
 
+def test_an_approval_taken_back_in_the_same_reply_asks_back(baton: BatonCli) -> None:
+    (run,) = run_ids(baton.say('run gated "v1"'))
+
+    for text in ("approve, nvm", "lgtm: oops, wrong run", "approve: just testing", "approve, my bad"):
+        (asked,) = baton.say(text, user="bob")
+        assert asked["kind"] == "approval_question", (text, asked)
+        assert baton.run_record(run).status == "paused"
+
+    baton.say("approve: fine", user="bob")
+    assert baton.run_record(run).status == "completed"
+
+
 def test_steps_after_a_waiting_gate_wait_and_a_rejection_says_so(baton: BatonCli) -> None:
     """`status` (and the run's story) of a paused run: the steps after its gate wait, they are
     not skipped. Rejected: the gate reads rejected, by whom and why, and the steps it skipped

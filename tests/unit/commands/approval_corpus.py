@@ -310,8 +310,19 @@ CODE_AND_QUOTES: list[tuple[str, str]] = [
     ("approve: fixed in `a1f3`", A), ("reject: `make test` fails", R),
 ]
 
+#: An approval taken back in the same reply, a slip, a try: nothing was decided.
+TAKEN_BACK: list[tuple[str, str]] = [
+    ("approve, nvm", U), ("approve: never mind", U), ("lgtm, nevermind", U), ("ok nvm", U),
+    ("approve, scratch that", U), ("approve; ignore that", U), ("approve: ignore me", U),
+    ("approve: disregard", U), ("lgtm: oops, wrong run", U), ("approve: oops", U),
+    ("approve: typo", U), ("approve: on second thought", U), ("approve: second thoughts", U),
+    ("approve: retracted", U), ("approve: sorry, wrong thread", U), ("approve, my bad", U),
+    ("approve: by mistake", U), ("approve: accidentally", U), ("approve: strike that", U),
+    ("approve: just testing", U), ("approve: test", U), ("approve: WIP", U),
+]
+
 CORPUS: list[tuple[str, str]] = [
-    *FROM_THE_ISSUE, *CLEAR_APPROVALS, *CLEAR_REJECTIONS, *HEDGES, *CONDITIONS, *DEFERRALS,
+    *FROM_THE_ISSUE, *TAKEN_BACK, *CLEAR_APPROVALS, *CLEAR_REJECTIONS, *HEDGES, *CONDITIONS, *DEFERRALS,
     *SARCASM, *THIRD_PARTIES, *SOMETHING_ELSE, *CANCEL_WITH_YES, *QUESTIONS, *NEGATED,
     *EMOJI_MIXES, *CHATTER, *LANGUAGES, *SLACK_AND_DISCORD_TEXT, *ASKING_OTHERS, *CODE_AND_QUOTES,
 ]

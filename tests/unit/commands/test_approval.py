@@ -39,6 +39,12 @@ HEAD_FORMS: list[tuple[str, DecisionKind, str | None]] = [
     ("approve: " + "fine " * 30, U, None), ("approve: <@U123> did it", U, None),
     ("approve: ok...", U, None), ("approve, tests are red", U, None), ("approve - CI red", U, None),
     ("lgtm: deploy failed twice", U, None), ("approve: fixes the bug", U, None),
+    # taken back, a slip, a try
+    ("approve, nvm", U, None), ("approve: never mind", U, None), ("approve, scratch that", U, None),
+    ("approve; ignore that", U, None), ("lgtm: oops, wrong run", U, None), ("approve: typo", U, None),
+    ("approve: on second thought", U, None), ("approve: just testing", U, None), ("approve: WIP", U, None),
+    ("approve, my bad", U, None), ("reject: nvm", U, None), ("reject, sorry, wrong thread", U, None),
+    ("reject: bad idea", R, "bad idea"),
     # not head forms: an emoticon is not a separator
     ("lgtm :p", U, None), ("lgtm :)", A, None), ("approve-ish", U, None),
 ]
