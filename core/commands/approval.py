@@ -171,6 +171,11 @@ DOUBTS = frozenset({
     # something is failing: "approve, tests are red", "lgtm - CI failed"
     "red", "failed", "broke", "breaks", "breaking", "error", "errors", "flaky", "crash", "crashed",
     "crashes", "crashing", "outage", "incident", "regression", "regressed", "bug", "bugs",
+    # misgivings, a yes given against one's judgment, a shrug: "approve: worried", "lgtm: yolo"
+    "disagree", "hate", "worried", "worry", "worrying", "concern", "concerned", "concerns",
+    "nervous", "scary", "scared", "afraid", "fear", "danger", "dangerous", "yikes", "ugh", "meh",
+    "yolo", "crossed", "whatever", "funeral", "famous", "protest", "judgment", "judgement",
+    "duress", "forced", "overruled", "reservations", "reluctantly", "reluctant", "blame",
 })  # fmt: skip
 COMMENT_WORDS = 20  # a longer comment may hide a condition: ask instead
 

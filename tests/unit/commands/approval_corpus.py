@@ -319,6 +319,12 @@ TAKEN_BACK: list[tuple[str, str]] = [
     ("approve: retracted", U), ("approve: sorry, wrong thread", U), ("approve, my bad", U),
     ("approve: by mistake", U), ("approve: accidentally", U), ("approve: strike that", U),
     ("approve: just testing", U), ("approve: test", U), ("approve: WIP", U),
+    # a yes given with misgivings, against one's judgment, or with a shrug
+    ("approve: I disagree", U), ("approve: worried", U), ("lgtm: concerned about the index", U),
+    ("approve: yikes", U), ("approve: YOLO", U), ("approve: fingers crossed", U),
+    ("approve: whatever", U), ("approve: your funeral", U), ("approve: under protest", U),
+    ("approve — with reservations", U), ("approve: famous last words", U), ("approve: meh", U),
+    ("reject: dangerous", R), ("reject: concerned about the index", R),
 ]
 
 CORPUS: list[tuple[str, str]] = [
