@@ -50,11 +50,12 @@ def _shown_input(field: str, value: Any) -> str:
     return text if len(text) <= 60 else text[:57] + "...'"
 
 
-_ACCESS_KEYS = ("admins", "groups", "run", "approve", "approver_not_requester")
+_ACCESS_KEYS = ("admins", "groups", "people", "run", "approve", "approver_not_requester")
 _ACCESS_EXAMPLE = '{"admins": ["slack:U024BE7LH"], "approve": {"*": ["group:sre"]}}'
 _ACCESS_SHAPES = {
     "admins": 'a JSON list of user ids or groups, e.g. ["slack:U024BE7LH", "group:sre"]',
     "groups": 'an object of group name -> list of user ids, e.g. {"sre": ["slack:U024BE7LH"]}',
+    "people": 'an object of person -> their ids, e.g. {"ana": ["slack:U024BE7LH", "discord:803511"]}',
     "run": 'an object of workflow name (or "*") -> list of user ids, e.g. {"deploy": ["group:sre"]}',
     "approve": 'an object of workflow name (or "*") -> list of user ids, e.g. {"*": ["group:sre"]}',
     "approver_not_requester": "true or false",

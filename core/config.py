@@ -26,7 +26,7 @@ from pydantic import (
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 # how `BATON_ACCESS` names people, agents and groups (also read here by the commands layer)
-from core.principals import AGENT_NAME, AGENT_PREFIX, ANYONE, GROUP_NAME, GROUP_PREFIX, USER_ID
+from core.principals import AGENT_NAME, AGENT_PREFIX, ANYONE, GROUP_NAME, GROUP_PREFIX, PERSON_PREFIX, USER_ID
 from core.workflows.limits import LoadLimits
 from core.workflows.render_budget import RenderLimits
 
@@ -110,16 +110,20 @@ class Access(BaseModel):
     (`slack:U024BE7LH`, `discord:80351110224678912`, `console:ana`), `group:<name>` or `*`.
 
     `run` and `approve` map a workflow name (or `*`) to who may run it / decide its gates;
-    `groups` names sets of user ids. It fails closed: what it does not grant is refused to
-    everyone but the admins, so `Access()` grants nothing (a missing `approve` means only
-    admins approve). Only when `BATON_ACCESS` is unset does Baton use `Access.everyone()`.
-    Unknown keys, malformed ids and references to undefined groups are errors.
+    `groups` names sets of user ids; `people` names one person's ids on several platforms
+    (`"ana": ["slack:U024BE7LH", "discord:80351…"]`), so that a quorum, a repeated vote and the
+    four-eyes rule count that person once whichever account they use. It fails closed: what
+    it does not grant is refused to everyone but the admins, so `Access()` grants nothing (a
+    missing `approve` means only admins approve). Only when `BATON_ACCESS` is unset does Baton
+    use `Access.everyone()`. Unknown keys, malformed ids, references to undefined groups and an
+    account in two people are errors.
     """
 
     model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
 
     admins: list[Person] = Field(default_factory=list)
     groups: dict[GroupName, list[UserId]] = Field(default_factory=dict)
+    people: dict[GroupName, list[UserId]] = Field(default_factory=dict)
     run: dict[WorkflowKey, list[Grantee]] = Field(default_factory=dict)
     approve: dict[WorkflowKey, list[Grantee]] = Field(default_factory=dict)
     #: the run's requester may not decide its gates (admins included: four eyes)
@@ -137,6 +141,28 @@ class Access(BaseModel):
                         f'define it: "groups": {{"{name}": ["slack:U…"]}}'
                     )
         return self
+
+    @model_validator(mode="after")
+    def _one_person_per_account(self) -> Access:
+        owner: dict[str, str] = {}
+        for name, ids in self.people.items():
+            for uid in ids:
+                if uid.startswith(AGENT_PREFIX):
+                    raise ValueError(f"people.{name} lists {uid!r}: an agent is nobody's account; "
+                                     "remove it (agents are granted by their own id)")
+                if uid in owner and owner[uid] != name:
+                    raise ValueError(f"{uid!r} is in people.{owner[uid]} and people.{name}; "
+                                     "an account belongs to one person: keep it in one")
+                owner[uid] = name
+        return self
+
+    def accounts(self) -> dict[str, str]:
+        """Each id `people` lists -> `person:<name>`: who it is, whichever account they use."""
+        return {uid: PERSON_PREFIX + name for name, ids in self.people.items() for uid in ids}
+
+    def person(self, uid: str) -> str:
+        """`person:<name>` for an id `people` lists, else the id itself."""
+        return next((PERSON_PREFIX + name for name, ids in self.people.items() if uid in ids), uid)
 
     def _references(self) -> list[tuple[str, list[str]]]:
         refs: list[tuple[str, list[str]]] = [("admins", self.admins)]

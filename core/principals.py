@@ -20,6 +20,9 @@ AGENT_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
 AGENT_PREFIX = "mcp:"
 GROUP_NAME = re.compile(r"[a-z0-9][a-z0-9_-]{0,63}")
 GROUP_PREFIX = "group:"
+#: One person, whichever platform account they use (BATON_ACCESS's `people`): a quorum counts
+#: them once. Never written by anyone: Baton derives it from an id.
+PERSON_PREFIX = "person:"
 ANYONE = "*"
 #: A person's id inside a sentence Baton wrote ("invalidated by console:ana"); a console name
 #: does not take a sentence's closing punctuation with it.

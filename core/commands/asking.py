@@ -141,7 +141,8 @@ class Asking:
         if standing is not Standing.ELIGIBLE:
             return None  # `decide` refuses, politely
         before = self.gates.so_far(run, gate, policy, members)
-        if ballot.user in before.voters or (before.proposal and approves_proposal(ballot, before.proposal)):
+        proposed = before.proposal is not None and approves_proposal(ballot, before.proposal)
+        if before.voted(policy, ballot.user) or proposed:
             return None  # `decide` approves the proposal, or says their vote is in
         return replies.approval_values(run, gate, spec, ballot.choice, {}, []).form
 

@@ -57,11 +57,16 @@ def may_run(access: Access, uid: str, workflow: str) -> bool:
     return listed(access, uid, [*access.run.get(workflow, ()), *access.run.get(ANYONE, ())])
 
 
+def requested(access: Access, uid: str, run: Run) -> bool:
+    """Whether the person `uid` is requested `run`, with this account or another of theirs."""
+    return access.person(uid) == access.person(run.requester)
+
+
 def may_approve(
     access: Access, uid: str, run: Run, node_approvers: Sequence[str] | None = None
 ) -> bool:
-    if access.approver_not_requester and run.requester == uid:
-        return False  # four eyes: admins included
+    if access.approver_not_requester and requested(access, uid, run):
+        return False  # four eyes: admins included, whichever of their accounts they use
     if is_admin(access, uid):
         return True
     if node_approvers is not None:
@@ -120,7 +125,7 @@ def require_run(access: Access, uid: str, workflow: str) -> None:
 def require_approve(access: Access, uid: str, run: Run, node_approvers: Sequence[str] | None) -> None:
     if may_approve(access, uid, run, node_approvers):
         return
-    if access.approver_not_requester and run.requester == uid:
+    if access.approver_not_requester and requested(access, uid, run):
         raise PermissionDenied(
             f"{uid} requested run {run.id} and so may not approve its gate.", users=[uid],
             hint="Ask another approver of this workflow to decide it.",

@@ -65,7 +65,8 @@ def policy_in(access: Access, workflow: str, spec: ApprovalSpec | None) -> Polic
     """The policy of a gate of `workflow` written as `spec`, under these access settings."""
     fallback = [*access.approve.get(workflow, ()), *access.approve.get(ANYONE, ())]
     return Policy.of(
-        spec, approvers=fallback, admins=access.admins, approver_not_requester=access.approver_not_requester
+        spec, approvers=fallback, admins=access.admins, approver_not_requester=access.approver_not_requester,
+        people=access.accounts(),
     )
 
 

@@ -10,7 +10,10 @@ Rules
   never eligible on a run it started, and never on a gate marked `humans_only`.
 - A person's first vote is their vote: the same person voting again counts once, and a
   later different choice does not replace it, with one exception in the safe direction: a
-  person who approved may still reject, and that rejection ends the gate.
+  person who approved may still reject, and that rejection ends the gate. A person is one
+  whichever of their accounts they use (BATON_ACCESS's `people`, `Policy.people`): their
+  Discord account cannot complete a quorum their Slack account began, nor approve a run their
+  other account requested when the requester is excluded.
 - A quorum approves one thing: the first counted non-rejecting vote is the gate's *proposal*
   (its choice and form values); only votes for the same choice with the same values count
   toward it, others count for nothing (the store refuses them: `VoteDiffers`).
@@ -75,6 +78,12 @@ class Policy:
     escalate_after: float | None = None
     escalate_to: tuple[str, ...] = ()
     humans_only: bool = False
+    #: an id -> the person it belongs to (`person:<name>`), for the ids BATON_ACCESS's `people` lists
+    people: Mapping[str, str] = field(default_factory=dict, hash=False)
+
+    def who(self, user: str) -> str:
+        """The person `user` is: one of several accounts' `person:<name>`, else the id itself."""
+        return self.people.get(user, user)
 
     @classmethod
     def of(
@@ -84,12 +93,15 @@ class Policy:
         approvers: Sequence[str],
         admins: Sequence[str] = (),
         approver_not_requester: bool = False,
+        people: Mapping[str, str] | None = None,
     ) -> Policy:
         """The policy of a gate written as `spec` (None: a short-form gate); `approvers` are
-        the refs deciding it when the node lists none."""
+        the refs deciding it when the node lists none; `people`: whose accounts are one person's."""
         if spec is None:
-            return cls(tuple(approvers), tuple(admins), exclude_requester=approver_not_requester)
+            return cls(tuple(approvers), tuple(admins), exclude_requester=approver_not_requester,
+                       people=people or {})
         return cls(
+            people=people or {},
             approvers=tuple(spec.approvers if spec.approvers is not None else approvers),
             admins=tuple(admins),
             required=spec.required,
@@ -117,8 +129,8 @@ class Policy:
             return Standing.HUMANS_ONLY
         if is_agent(user) and user == requester:
             return Standing.AGENT_OWN_RUN
-        if self.exclude_requester and user == requester:
-            return Standing.REQUESTER
+        if self.exclude_requester and self.who(user) == self.who(requester):
+            return Standing.REQUESTER  # their other account included
         if user in members(self.admins):
             return Standing.ELIGIBLE
         people = members(self.refs(opened_at, now))
@@ -141,11 +153,12 @@ def shortfall(policy: Policy, members: Members, *, requester: str | None = None)
     Everyone who may ever vote counts: its approvers, those an escalation adds, the admins;
     not the `requester` when the policy excludes them (None: not known yet)."""
     refs = (*policy.approvers, *policy.escalate_to)
-    people = members((*refs, *policy.admins))
-    if ANYONE in people:
+    ids = members((*refs, *policy.admins))
+    if ANYONE in ids:
         return None
+    people = {policy.who(uid) for uid in ids}  # one person's accounts are one voice
     if policy.exclude_requester and requester is not None:
-        people -= {requester}
+        people -= {policy.who(requester)}
     if len(people) >= policy.required:
         return None
     groups = [r for r in refs if r.startswith("group:")]
@@ -176,6 +189,10 @@ class Tally:
     @property
     def voters(self) -> frozenset[str]:
         return frozenset(v.user for v in self.counted)
+
+    def voted(self, policy: Policy, user: str) -> bool:
+        """Whether the person `user` is (whichever account they used) has a vote counted."""
+        return any(policy.who(v.user) == policy.who(user) for v in self.counted)
 
     def deciders(self) -> tuple[Vote, ...]:
         """The votes that made the decision (the rejection, or the quorum of that choice)."""
@@ -225,10 +242,11 @@ def tally(
     was cast (an escalation widens who may vote from then on; it never un-counts a vote)."""
     counted: list[Vote] = []
     counts: dict[str, int] = {}
-    voted: set[str] = set()
+    voted: set[str] = set()  # people (`Policy.who`), not accounts
     proposal: Vote | None = None
     for vote in sorted(votes, key=_cast_order):
-        if vote.choice not in policy.choices or (vote.user in voted and vote.choice != REJECT):
+        person = policy.who(vote.user)
+        if vote.choice not in policy.choices or (person in voted and vote.choice != REJECT):
             continue
         if vote.choice != REJECT and proposal is not None and not same_thing(vote, proposal):
             continue  # for something else than the proposal: it counts for nothing
@@ -237,7 +255,7 @@ def tally(
         )
         if standing is not Standing.ELIGIBLE:
             continue
-        voted.add(vote.user)
+        voted.add(person)
         counted.append(vote)
         counts[vote.choice] = counts.get(vote.choice, 0) + 1
         if vote.choice == REJECT:
@@ -315,12 +333,13 @@ def outstanding(
     policy: Policy, votes: Iterable[Vote], *, requester: str, opened_at: float, now: float, members: Members
 ) -> frozenset[str]:
     """The eligible people (by id) who have not voted: whom a reminder goes to. `*` and
-    admins are not people to remind; a group's members are."""
-    voted = {v.user for v in votes}
-    people = members(policy.refs(opened_at, now)) - {ANYONE}
+    admins are not people to remind; a group's members are; a person who voted with one
+    account is not reminded on another."""
+    voted = {policy.who(v.user) for v in votes}
     if policy.exclude_requester:
-        people -= {requester}
-    return frozenset(people - voted)
+        voted.add(policy.who(requester))
+    ids = members(policy.refs(opened_at, now)) - {ANYONE}
+    return frozenset(uid for uid in ids if policy.who(uid) not in voted)
 
 
 __all__ = [

@@ -225,7 +225,7 @@ class GateKeeper:
             choice, values = before.proposal.choice, dict(before.proposal.values)
         elif choice != REJECT and spec is not None and spec.form:
             values, missing = ballots.typed_values(spec, ballot.texts)
-            if ballot.user in before.voters and not ballot.texts:  # "lgtm" again: their vote is in
+            if before.voted(policy, ballot.user) and not ballot.texts:  # "lgtm" again: their vote is in
                 return Voted(False, before, run, gate=gate, again=True,
                              state=ballots.state(policy, before, run, gate, ballot.at, members))  # fmt: skip
             if missing or not ballot.texts:  # a form is filled in, never assumed: ask (defaults shown)
@@ -261,7 +261,8 @@ class GateKeeper:
             before = tally(policy, votes, requester=run.requester, opened_at=gate.created_at, members=members)
             details = {"node": gate.node_id, "choice": ballot.choice, "comment": ballot.comment,
                        "source": source}
-            if any(v.user == ballot.user and v.ballot == ballot.ballot for v in recorded):  # counts once
+            if any(policy.who(v.user) == policy.who(ballot.user) and v.ballot == ballot.ballot
+                   for v in recorded):  # a person's vote counts once, whichever account cast it
                 self.store.events.audit(actor=ballot.user, action="vote", run_id=run.id, details={**details,
                                  "counted": False})  # fmt: skip
                 return Voted(False, before, run)

@@ -137,3 +137,47 @@ def test_the_console_asks_a_forms_values_as_numbered_prompts_and_fires_a_timeout
     timed = [r for r in cli.runs() if r.workflow == "timed"]
     assert [r.status for r in timed] == ["cancelled"] and timed[0].status_by == "baton"
     assert cli.run_record(run_id).status == "completed"
+
+
+QUORUM = """
+name: quorum
+nodes:
+  - id: review
+    approval: {question: "Ship it?", approvers: [group:sre], required: 2, requester_may_approve: false}
+  - id: after
+    depends_on: [review]
+    bash: printf shipped
+    replay: pure
+"""
+#: sam has two accounts (the console names stand for a Slack and a Discord id alike)
+PEOPLE = (
+    '{"groups": {"sre": ["console:sam", "console:sam-phone", "console:sue"]}, '
+    '"people": {"sam": ["console:sam", "console:sam-phone"]}, "run": {"*": ["console:rita", "console:sam"]}}'
+)
+
+
+def test_one_person_with_two_accounts_is_one_vote_and_one_requester(baton: BatonCli) -> None:
+    """A quorum of 2 is not met by one person voting from both of their accounts, and the
+    requester excluded from their gate is excluded on their other account too."""
+    (baton.workflows / "quorum.yaml").write_text(textwrap.dedent(QUORUM))
+    baton.env_extra["BATON_ACCESS"] = PEOPLE
+
+    (run_id,) = run_ids(baton.say("run quorum", user="rita"))
+    baton.say(f"approve {run_id}", user="sam")
+    (again,) = baton.say(f"approve {run_id}", user="sam-phone")  # the same person, another account
+    assert "1/2" in again["text"], again
+    assert baton.run_record(run_id).status == "paused"
+    baton.say(f"approve {run_id}", user="sue")
+    assert baton.run_record(run_id).status == "completed"
+
+    (mine,) = run_ids(baton.say("run quorum", user="sam"))
+    (refused,) = baton.say(f"approve {mine}", user="sam-phone")  # sam requested it
+    assert "requested" in refused["text"] and baton.run_record(mine).status == "paused", refused
+    assert "sam-phone" not in [v for v in baton.say(f"who approved {mine}")[0]["text"].split()]
+
+
+def test_an_account_in_two_people_stops_baton_at_start(baton: BatonCli) -> None:
+    baton.env_extra["BATON_ACCESS"] = '{"people": {"a": ["console:x"], "b": ["console:x"]}}'
+    done = baton.run("say", "--", "runs")
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert "'console:x' is in people.a and people.b" in done.stderr

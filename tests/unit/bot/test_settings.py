@@ -45,7 +45,7 @@ def test_malformed_json_in_a_structured_setting_names_it(monkeypatch: pytest.Mon
 ACCESS_MISTAKES = [  # BATON_ACCESS, the start of its one line
     ('{"admin": ["console:ana"], "runn": {"*": ["console:ana"]}}',
      'BATON_ACCESS: unknown key "admin" (did you mean "admins"?); BATON_ACCESS: unknown key "runn" '
-     '(did you mean "run"?); the keys of BATON_ACCESS are admins, groups, run, approve, '
+     '(did you mean "run"?); the keys of BATON_ACCESS are admins, groups, people, run, approve, '
      "approver_not_requester"),
     ('{"admins": "console:ana"}', "BATON_ACCESS.admins: must be a JSON list of user ids or groups, e.g. "),
     ('{"run": ["console:ana"]}', 'BATON_ACCESS.run: must be an object of workflow name (or "*") -> list'),
@@ -68,6 +68,12 @@ ACCESS_MISTAKES = [  # BATON_ACCESS, the start of its one line
      'BATON_ACCESS: the key "deploy" appears twice in one object; write each key once'),
     ('{"groups": {"sre": ["console:ana"]}, "admins": ["group:sre"], "groups": {}}',
      'BATON_ACCESS: the key "groups" appears twice in one object'),
+    ('{"people": {"ana": ["slack:U1", "discord:42"], "bob": ["discord:42"]}}',
+     "BATON_ACCESS: 'discord:42' is in people.ana and people.bob; an account belongs to one person"),
+    ('{"people": {"ana": ["slack:U1", "mcp:ci"]}}',
+     "BATON_ACCESS: people.ana lists 'mcp:ci': an agent is nobody's account"),
+    ('{"people": {"ana": ["group:sre"]}}', "BATON_ACCESS.people.ana[0]: 'group:sre' is not a user id"),
+    ('{"people": ["slack:U1"]}', "BATON_ACCESS.people: must be an object of person -> their ids"),
 ]
 
 

@@ -312,3 +312,30 @@ def test_a_policy_nobody_can_meet_says_why() -> None:
     escalated = policy(approvers=["group:nobody"], required=2, escalate={"after": "1h", "to": ["group:sre"]})
     assert shortfall(escalated, members) is None  # enough once it escalates
     assert shortfall(policy(approvers=["*"], required=5), members) is None  # anyone
+
+
+def test_one_person_is_one_voice_whichever_account_they_use() -> None:
+    """BATON_ACCESS's `people`: sam's Slack and Discord ids (here two console ids) are one
+    person: one vote toward a quorum, one requester, reminded once, counted once as eligible."""
+    sam = {"console:sam": "person:sam", "console:sam2": "person:sam"}
+    spec = ApprovalSpec.model_validate({"question": "Go?", "approvers": ["group:sre", "console:sam2"],
+                                        "required": 2, "requester_may_approve": False})
+    p = Policy.of(spec, approvers=[], admins=[], people=sam)
+    both = (vote("console:sam"), vote("console:sam2", at=OPENED + 2))
+    assert decide(p, *both) == (Verdict.PENDING, None, 1)
+    assert decide(p, *both, vote("console:sue", at=OPENED + 3))[0] is Verdict.DECIDED
+    # a rejection from the other account still ends it (the safe direction)
+    rejected = decide(p, vote("console:sam"), vote("console:sam2", "reject", at=OPENED + 2))
+    assert rejected[0] is Verdict.REJECTED
+    # sam requested the run: excluded on either account
+    standing = p.standing("console:sam2", requester="console:sam", opened_at=OPENED, now=OPENED + 1,
+                          members=members)  # fmt: skip
+    assert standing is Standing.REQUESTER
+    # sam, sam2 and sue are two people: a quorum of 3 can never be met, of 2 not once sam asked
+    assert shortfall(Policy.of(spec.model_copy(update={"required": 3}), approvers=[], people=sam), members)
+    assert shortfall(p, members) is None
+    assert shortfall(p, members, requester="console:sam") is not None
+    # sam voted on one account: neither is reminded
+    left = outstanding(p, [vote("console:sam2")], requester=REQUESTER, opened_at=OPENED, now=OPENED + 60,
+                       members=members)  # fmt: skip
+    assert left == {"console:sue"}
