@@ -65,7 +65,7 @@ from core.store.cas import who_changed
 from core.store.handles import handle_prefix
 from core.store.port import Ballots, Blobs, Events, Gates, Retention, Runs, Schedules, Subscriptions, Views
 from core.store.records import Gate, Run, RunStatus
-from core.workflows.args import canonical_json, missing_inputs, validate_inputs
+from core.workflows.args import canonical_json, check_typed_keys, missing_inputs, validate_inputs
 from core.workflows.catalog import Catalog
 from core.workflows.model import Workflow
 from core.workflows.subworkflows import MAX_DEPTH
@@ -215,6 +215,8 @@ async def run(ctx: Context, cmd: RunCommand) -> list[Reply]:
     if cmd.args_handle is not None:
         base = json.loads(ctx.store.blobs.get_blob(viewable_args(ctx, cmd.args_handle)))
     args = build_args(base, cmd.sets, cmd.message, string_inputs(workflow))
+    typed = [s.path[0] for s in cmd.sets] + list(cmd.args or ())
+    check_typed_keys(workflow, typed, args)  # `--set versoin=1.4`: a near miss, never a free field
     form = inputs_form(workflow, cmd, args) if typed_only(cmd) else None
     if form is not None:  # required inputs missing: ask for them (a form where there is one)
         return [replies.input_form(form, workflow.name, missing_inputs(workflow, args))]

@@ -19,7 +19,7 @@ from core.commands.model import SPECS, ScheduleCommand
 from core.commands.run_args import build_args
 from core.errors import PermissionDenied, ScheduleNotFound, UsageError
 from core.store.records import Schedule
-from core.workflows.args import validate_inputs
+from core.workflows.args import check_typed_keys, validate_inputs
 from core.workflows.schedule_rules import Rule, RuleError
 from core.workflows.schedule_spec import DEFAULT_WINDOW
 
@@ -141,6 +141,7 @@ def _add(ctx: Context, cmd: ScheduleCommand) -> Reply:
     from core.commands.actions import string_inputs  # the `run` command's argument rules
 
     args = build_args({}, cmd.sets, cmd.message, string_inputs(workflow))
+    check_typed_keys(workflow, [s.path[0] for s in cmd.sets], args)
     validate_inputs(workflow, args)  # InputValidationError now, not at 2 a.m.
     msg = ctx.message
     for _ in range(5):

@@ -7,11 +7,12 @@ change a digest. `args:3f9a1c2b` is the handle people see and pass back with `--
 
 from __future__ import annotations
 
+import difflib
 import hashlib
 import json
 import math
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from core.canonical import ENCODER
@@ -84,6 +85,38 @@ def validate_inputs(workflow: Workflow, args: Mapping[str, Any]) -> dict[str, An
             continue
         result[name] = _coerce(name, spec, result[name], declared)
     return result
+
+
+#: how alike a typed key and a declared input must be to be a misspelling (`versoin`)
+NEAR_MISS = 0.75
+
+
+def near_miss(key: str, name: str) -> bool:
+    """Whether typing `key` most likely meant the input `name`: the same once case, `_` and `-`
+    are set aside (`ENV`, `replica-count`), alike letter for letter (`versoin`), or one the
+    start of the other (`replicas` for `replica_count`, `environment` for `env`)."""
+    a, b = (text.lower().replace("_", "").replace("-", "") for text in (key, name))
+    if a == b or difflib.SequenceMatcher(None, a, b).ratio() >= NEAR_MISS:
+        return True
+    prefix = next((i for i, (x, y) in enumerate(zip(a, b, strict=False)) if x != y), min(len(a), len(b)))
+    return prefix >= 3 and prefix >= NEAR_MISS * min(len(a), len(b))
+
+
+def check_typed_keys(workflow: Workflow, typed: Iterable[str], args: Mapping[str, Any]) -> None:
+    """Refuse a key someone typed (`--set versoin=1.4`, a key of `--args`) that the workflow
+    does not declare but that is a near miss of an input it declares and `args` lacks: it
+    would be kept as a free field that nothing reads, and the run would go on without the
+    value (or with the input's default) while the person believes they set it."""
+    open_inputs = [name for name in workflow.inputs if args.get(name) is None]
+    for key in dict.fromkeys(typed):
+        if key in workflow.inputs or key == MESSAGE:
+            continue
+        meant = [name for name in open_inputs if near_miss(key, name)]
+        if meant:
+            raise InputValidationError(
+                f"`{key}` is not an input of `{workflow.name}`; did you mean `{meant[0]}`?",
+                hint=f"Type it again as `--set {meant[0]}=…`. {_declared(workflow)}",
+            )
 
 
 def missing_inputs(workflow: Workflow, args: Mapping[str, Any]) -> list[str]:

@@ -182,3 +182,30 @@ def test_list_shows_a_workflow_naming_a_variable_of_batons_environment_as_broken
     (reply,) = baton.say("run steal")  # and it never runs
     assert "PGPASSWORD" in reply["text"] and "batons-own-db-password" not in reply["text"]
     assert baton.runs() == []
+
+
+DEPLOY = """\
+name: deploy-typed
+inputs:
+  version: {type: string, required: true}
+  replica_count: {type: integer, default: 3}
+nodes:
+  - id: show
+    bash: printf 'v%s x%s' {{ inputs.version }} {{ inputs.replica_count }}
+"""
+
+
+def test_a_misspelled_input_is_refused_with_a_did_you_mean_not_kept_as_a_free_field(baton: BatonCli) -> None:
+    """`--set replicas=5` would have run with the default 3 replicas: it asks for the real name."""
+    (baton.workflows / "deploy-typed.yaml").write_text(DEPLOY)
+
+    for typed, meant in (("version=1.4 --set replicas=5", "replica_count"), ("versoin=1.4", "version")):
+        (refused,) = baton.say(f"run deploy-typed --set {typed}")
+        assert refused["kind"] == "error", refused
+        assert f"did you mean `{meant}`?" in str(refused["text"])
+    (scheduled,) = baton.say("schedule add deploy-typed every 1h --set version=2 --set replicas=5")
+    assert "did you mean `replica_count`?" in str(scheduled["text"]), scheduled
+    assert baton.runs() == [] and "No schedules" in str(baton.say("schedule list")[0]["text"])
+
+    done = baton.say("run deploy-typed --set version=1.4 --set replica_count=5 --set notes=hi")
+    assert final_status(done) == "completed" and "v1.4 x5" in str(done[-1]["text"])

@@ -10,7 +10,14 @@ from typing import Any
 import pytest
 
 from core.errors import InputValidationError
-from core.workflows.args import args_digest, canonical_json, handle, validate_inputs
+from core.workflows.args import (
+    args_digest,
+    canonical_json,
+    check_typed_keys,
+    handle,
+    near_miss,
+    validate_inputs,
+)
 from core.workflows.model import Workflow
 
 
@@ -136,3 +143,22 @@ def test_workflow_without_declarations_accepts_anything(load_yaml: Callable[[str
     workflow = load_yaml("name: free\nnodes: [{id: a, bash: echo}]\n")
     assert validate_inputs(workflow, {"x": [1], "message": "hi"}) == {"x": [1], "message": "hi"}
     assert validate_inputs(workflow, {}) == {"message": ""}
+
+
+@pytest.mark.parametrize(("typed", "meant"), [
+    ("versoin", "version"), ("Version", "version"), ("ENV", "env"), ("environment", "env"),
+    ("counts", "count"), ("dry-run", "dry_run"), ("dryrun", "dry_run"), ("ratios", "ratio"),
+])  # fmt: skip
+def test_a_typed_key_that_is_a_near_miss_of_an_input_not_given_is_refused(
+    release: Workflow, typed: str, meant: str
+) -> None:
+    said = f"`{typed}` is not an input of `release`; did you mean `{meant}`"
+    with pytest.raises(InputValidationError, match=said) as info:
+        check_typed_keys(release, [typed], {typed: "1"})
+    assert f"--set {meant}=…" in info.value.hint
+
+
+def test_free_fields_far_from_every_input_or_beside_the_input_itself_are_kept(release: Workflow) -> None:
+    check_typed_keys(release, ["notes", "verbose", "ticket"], {"notes": "x", "verbose": 1, "ticket": 2})
+    check_typed_keys(release, ["versions"], {"version": "1.4", "versions": ["1.3"]})  # both given: meant
+    assert not near_miss("notes", "version") and not near_miss("verbose", "version")
