@@ -26,7 +26,7 @@ from core.engine.step_identity import environment_components, identity_component
 from core.errors import BatonError
 from core.store.records import ReplayClass
 from core.workflows.limits import gc_paused
-from core.workflows.loader import files_content, script_source
+from core.workflows.loader import files_content, names_workflow_files, script_source
 from core.workflows.model import Node, Workflow
 from core.workflows.templating import references
 from core.workflows.validation import topological_order
@@ -155,7 +155,7 @@ def _prepare_node(
         workflow.memoize(node),
         workflow.timeout(node),
         attempts_allowed(cls, node.retry),
-        kind == "script" or bool(node.files),  # external
+        kind == "script" or bool(node.files) or names_workflow_files(node),  # external
         node.id,
         kind,
         "run" in refs.names,  # reads_run
@@ -270,7 +270,7 @@ def read_definitions(prepared: PreparedWorkflow, *, providers: ProviderRegistry)
         source = script_source(workflow, pn.node) if pn.node.kind == "script" else None
         if source is not None:
             sources[node_id] = source
-        files = files_content(workflow, pn.node) if pn.node.files else {}
+        files = files_content(workflow, pn.node) if pn.node.files or names_workflow_files(pn.node) else {}
         digests[node_id] = definition_digest(pn.node, script_source=source, files=files)
     return Definitions(
         digests=digests,

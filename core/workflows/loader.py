@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 import stat
 import time
 import warnings
@@ -280,10 +281,41 @@ def script_source(workflow: Workflow, node: Node) -> str:
         ) from exc
 
 
+#: `$BATON_WORKFLOW_DIR/<path>` (or `${BATON_WORKFLOW_DIR}`, quoted or not) in a bash step's text
+_NAMED_FILE = re.compile(
+    r"""\$(?:\{BATON_WORKFLOW_DIR\}|BATON_WORKFLOW_DIR(?![A-Za-z0-9_]))["']?/([A-Za-z0-9_.@%+=:,/-]+)"""
+)
+
+
+def names_workflow_files(node: Node) -> bool:
+    """Whether a bash step's text names a path under `$BATON_WORKFLOW_DIR` (no I/O)."""
+    text = node.bash
+    return text is not None and "BATON_WORKFLOW_DIR" in text and _NAMED_FILE.search(text) is not None
+
+
+def named_files(workflow: Workflow, node: Node) -> list[str]:
+    """The files of the workflow's directory a bash step runs or reads by a fixed path
+    (`"$BATON_WORKFLOW_DIR/scripts/deploy.sh" {{ host }}`) that its `files:` does not list: they
+    count as listed, so editing the script re-runs the step instead of resuming past it with
+    a result of the old script. A path that is not a file of the directory (missing, a
+    directory, leading out of it) is left out."""
+    if not names_workflow_files(node):
+        return []
+    root = base_dir(workflow)
+    found: list[str] = []
+    for match in _NAMED_FILE.finditer(node.bash or ""):
+        name = match.group(1)
+        path = contained(root, name)
+        if name not in node.files and name not in found and path is not None and path.is_file():
+            found.append(name)
+    return found
+
+
 def files_content(workflow: Workflow, node: Node) -> dict[str, str]:
-    """sha256 (hex) of each declared `files:` entry, keyed by the path as written."""
+    """sha256 (hex) of each declared `files:` entry, and of each file of the workflow's
+    directory a bash step names (`named_files`), keyed by the path as written."""
     digests: dict[str, str] = {}
-    for name in node.files:
+    for name in (*node.files, *named_files(workflow, node)):
         path = _inside(workflow, node, name, "file")
         try:
             digests[name] = file_sha256(path)

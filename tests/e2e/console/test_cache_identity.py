@@ -377,3 +377,47 @@ def test_resuming_a_run_recorded_before_identity_never_runs_its_completed_steps_
         "check": "cached",
     }
 
+
+
+NAMED_SCRIPT = """\
+name: scripted
+nodes:
+  - id: build
+    bash: '"$BATON_WORKFLOW_DIR/scripts/build.sh" {{ inputs.message }}'
+    replay: pure
+  - id: other
+    bash: echo untouched
+    replay: pure
+"""
+
+
+def test_a_script_a_bash_step_names_in_its_workflow_directory_counts_as_its_definition(
+    baton: BatonCli,
+) -> None:
+    """Editing `scripts/build.sh`, which the step runs as `$BATON_WORKFLOW_DIR/scripts/build.sh`
+    without listing it in `files:`, re-runs that step instead of re-using the old script's
+    result; the other step's result is re-used."""
+    scripts = baton.workflows / "scripts"
+    scripts.mkdir()
+    script = scripts / "build.sh"
+    script.write_text("#!/bin/sh\necho \"built $1 with v1\"\n")
+    script.chmod(0o755)
+    (baton.workflows / "scripted.yaml").write_text(NAMED_SCRIPT)
+    first = _run(baton, "run scripted x")
+    assert _output(baton, first, "build") == b"built x with v1\n"
+
+    script.write_text("#!/bin/sh\necho \"built $1 with v2\"\n")
+    assert "build runs — definition changed" in _plan(baton, first)
+    again = _run(baton, f"run scripted x --resume-from {first}")
+    assert _steps(baton, again) == {"build": "definition changed", "other": "cached"}
+    assert _output(baton, again, "build") == b"built x with v2\n"
+
+
+def _output(baton: BatonCli, run_id: str, node: str) -> bytes:
+    store = SqlStore(baton.database_url)
+    try:
+        (entry,) = [e for e in store.steps.journal([run_id]) if e.node_id == node]
+        assert entry.output_digest is not None
+        return store.blobs.get_blob(entry.output_digest)
+    finally:
+        store.close()

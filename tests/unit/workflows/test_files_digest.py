@@ -64,3 +64,30 @@ def test_a_file_written_within_a_timestamp_tick_is_not_remembered(
     monkeypatch.setattr(loader, "_DIGESTS", {})
     file_sha256(path)
     assert loader._DIGESTS == {}  # written just now: a write in the same tick would not show
+
+
+def test_the_files_a_bash_step_names_under_its_workflow_directory_are_part_of_its_digest(
+    tmp_path: Path,
+) -> None:
+    """`$BATON_WORKFLOW_DIR/<path>` in any spelling names a file; what is not a file of the
+    directory (missing, a directory, out of it, another variable) is left out."""
+    (tmp_path / "scripts").mkdir()
+    for name in ("a.sh", "b.sh", "c.sh", "d.sh"):
+        (tmp_path / "scripts" / name).write_text(name)
+    (tmp_path.parent / "outside.sh").write_text("x")
+    bash = (
+        '"$BATON_WORKFLOW_DIR/scripts/a.sh" && ${BATON_WORKFLOW_DIR}/scripts/b.sh;'
+        ' bash "$BATON_WORKFLOW_DIR"/scripts/c.sh; cat $BATON_WORKFLOW_DIR/scripts/d.sh'
+        " $BATON_WORKFLOW_DIR/scripts/a.sh $BATON_WORKFLOW_DIR/missing.sh $BATON_WORKFLOW_DIR/scripts/"
+        " $BATON_WORKFLOW_DIR/../outside.sh $BATON_WORKFLOW_DIRS/scripts/a.sh $HOME/scripts/b.sh"
+    )
+    flow = tmp_path / "flow.yaml"
+    flow.write_text(f"name: flow\nnodes:\n  - id: a\n    files: [scripts/d.sh]\n    bash: '{bash}'\n")
+    workflow = load_workflow_text(flow.read_text(), file=str(flow))
+    node = workflow.nodes[0]
+
+    assert loader.named_files(workflow, node) == ["scripts/a.sh", "scripts/b.sh", "scripts/c.sh"]
+    assert sorted(files_content(workflow, node)) == [f"scripts/{n}.sh" for n in "abcd"]
+    text = "name: p\nnodes:\n  - {id: a, bash: echo $BATON_WORKFLOW_DIR}\n"
+    plain = load_workflow_text(text, file=str(flow))
+    assert not loader.names_workflow_files(plain.nodes[0])
