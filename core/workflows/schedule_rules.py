@@ -68,8 +68,23 @@ def check_cron(expression: str) -> str:
     if len(text.split(" ")) != 5 or not croniter.is_valid(text):
         raise RuleError(f"`{expression}` is not a cron expression",
                         'Write five fields: minute hour day-of-month month day-of-week, e.g. "0 2 * * 1-5".')
+    if not _fires(text):
+        raise RuleError(f"`{expression}` never fires: no date has that day in that month",
+                        'Pick a day the month has ("0 2 28 2 *"), or L for its last day ("0 2 L 2 *").')
     check_memo.remember(memo)
     return text
+
+
+def _fires(text: str) -> bool:
+    """Whether a valid cron expression ever matches a date (`0 2 30 2 *` never does: croniter
+    reads it, and only fails when asked for its next time)."""
+    from croniter import CroniterBadDateError, croniter
+
+    try:
+        croniter(text, dt.datetime(2000, 1, 1)).get_next(dt.datetime)  # 2000: a leap year follows
+    except CroniterBadDateError:
+        return False
+    return True
 
 
 def check_every(value: object) -> float:
@@ -137,7 +152,7 @@ class Rule:
 
     def _cron_instants(self, after: float) -> Iterator[float]:
         """Instants of the cron expression after `after`, in order (DST: module docstring)."""
-        from croniter import croniter
+        from croniter import CroniterBadDateError, croniter
 
         tz = zone(self.timezone)
         start = dt.datetime.fromtimestamp(after, tz).replace(tzinfo=None)
@@ -145,7 +160,10 @@ class Rule:
         it = croniter(self.cron, start - dt.timedelta(hours=1))
         last = after
         for _ in range(1_000_000):  # croniter finds a match within years for any valid expression
-            wall: dt.datetime = it.get_next(dt.datetime)
+            try:
+                wall: dt.datetime = it.get_next(dt.datetime)
+            except CroniterBadDateError:  # one that never fires (refused since `check_cron` knew)
+                return
             instant = _instant(wall, tz)
             if instant > last:
                 last = instant

@@ -111,3 +111,19 @@ def test_two_processes_on_one_sqlite_database_start_one_run_per_fire(baton: Bato
     assert len(runs) >= 5 and max(per_fire.values()) == 1
     told_one, told_two = set(_fired(plain(one.output))), set(_fired(plain(two.output)))
     assert told_one and told_two and not told_one & told_two  # each run told by the process that won it
+
+
+def test_a_cron_that_never_fires_is_refused_in_chat_and_in_a_workflow_file(baton: BatonCli) -> None:
+    """`0 2 30 2 *` (February 30th) is a valid cron expression that matches no date: it was
+    answered "Something unexpected went wrong"; now it is one line with the fix."""
+    (baton.workflows / "hello.yaml").write_text(HELLO)
+    (refused,) = baton.say('schedule add hello "0 2 30 2 *"')
+    assert refused["kind"] == "error" and "`0 2 30 2 *` never fires" in str(refused["text"]), refused
+    assert "went wrong" not in str(refused["text"])
+    assert "No schedules" in str(baton.say("schedule list")[0]["text"])
+
+    (baton.workflows / "never.yaml").write_text(
+        'name: never\nschedules:\n  - {id: nightly, cron: "0 0 31 4 *"}\nnodes:\n  - {id: a, bash: echo hi}\n'
+    )
+    (broken,) = baton.say("run never")
+    assert "never.yaml:3" in str(broken["text"]) and "never fires" in str(broken["text"]), broken

@@ -73,12 +73,22 @@ def test_the_rule_in_words_comes_from_cron_descriptor() -> None:
         ("0 2 * * *", "5m", "UTC", "exactly one"),
         (None, None, "UTC", "exactly one"),
         ("0 2 * * *", None, "Mars/Olympus", "not a time zone"),
+        ("0 2 30 2 *", None, "UTC", "never fires"),  # croniter reads it, and finds no date
+        ("0 0 31 4,6 *", None, "UTC", "never fires"),
     ],
 )
 def test_bad_rules_are_refused_with_a_fix(cron: str | None, every: str | None, tz: str, says: str) -> None:
     with pytest.raises(RuleError) as caught:
         Rule.of(cron=cron, every=every, timezone=tz)
     assert says in caught.value.message and caught.value.hint
+
+
+def test_a_rule_that_fires_rarely_is_kept_and_one_stored_before_that_never_fires_has_no_instants() -> None:
+    leap = Rule.of(cron="0 0 29 2 *", every=None)  # every fourth year
+    (first,) = leap.next_fires(0.0, 1)
+    assert dt.datetime.fromtimestamp(first, dt.UTC).strftime("%m-%d %H:%M") == "02-29 00:00"
+    stored = Rule(cron="0 2 30 2 *")  # a row written before the check, read back: no crash, no fire
+    assert stored.next_fires(0.0, 3) == [] and stored.due_between(0.0, 4e9) == []
 
 
 def test_the_catchup_plan() -> None:
