@@ -191,9 +191,11 @@ class Redactor:
         return binary[1]
 
     def redact_bytes(self, data: bytes) -> bytes:
-        """`data` (a file, any encoding) with each secret's UTF-8 bytes masked, longest first."""
-        for secret in self.secrets:
-            data = data.replace(secret.encode("utf-8"), MASK.encode())
+        """`data` (a file, any encoding) with each form of each secret (its UTF-8 bytes, JSON
+        and encoded forms) masked, longest first."""
+        mask = MASK.encode()
+        for form in self._forms_bytes():
+            data = data.replace(form, mask)
         return data
 
     @property

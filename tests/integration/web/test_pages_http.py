@@ -610,7 +610,9 @@ ARTIFACT = f"""
     name: artifact
     nodes:
       - id: pack
-        bash: mkdir -p dist && printf 'key={SECRET}\\n' > dist/notes.txt && printf packed
+        bash: >-
+          mkdir -p dist && printf 'key={SECRET}\\n' > dist/notes.txt &&
+          printf 'ci:{SECRET}' | base64 -w0 >> dist/notes.txt && printf packed
         artifacts: [dist/*.txt]
         replay: pure
 """
@@ -624,5 +626,6 @@ async def test_an_artifact_downloads_redacted(tmp_path: Path, sqlite_url: str) -
         page = (await site.client.get(f"{path}?node=pack")).text
         assert "/nodes/pack/artifacts/dist/notes.txt" in page
         got = await site.client.get(f"{path}/nodes/pack/artifacts/dist/notes.txt")
-        assert got.status_code == 200 and got.content == "key=•••\n".encode()
+        assert got.status_code == 200 and got.content.startswith("key=•••\n".encode())
+        assert SECRET[2:10] not in got.content.decode() and "•••" in got.content.decode().splitlines()[1]
         assert got.headers["content-disposition"] == f'attachment; filename="{run.id}-pack-notes.txt"'
