@@ -281,29 +281,37 @@ def script_source(workflow: Workflow, node: Node) -> str:
         ) from exc
 
 
-#: `$BATON_WORKFLOW_DIR/<path>` (or `${BATON_WORKFLOW_DIR}`, quoted or not) in a bash step's text
-_NAMED_FILE = re.compile(
-    r"""\$(?:\{BATON_WORKFLOW_DIR\}|BATON_WORKFLOW_DIR(?![A-Za-z0-9_]))["']?/([A-Za-z0-9_.@%+=:,/-]+)"""
+#: a script of the workflow's directory a bash step runs by a fixed path: `$BATON_WORKFLOW_DIR/<path>`
+#: (or `${BATON_WORKFLOW_DIR}`, quoted or not) where a command goes, or as the file an interpreter runs
+_RUN_FILE = re.compile(
+    r"""(?:^|[;&|(){}]|\b(?:then|do|else|exec)\b                  # where a command goes
+         |\b(?:bash|sh|zsh|dash|ksh|python3?|node|ruby|perl|source)\b
+          (?:[ \t]+-[A-Za-z-]+)*                                  # the file an interpreter runs
+         |(?:^|[;&|(])[ \t]*\.)                                   # `. file`
+        [ \t]*["']?\$(?:\{BATON_WORKFLOW_DIR\}|BATON_WORKFLOW_DIR(?![A-Za-z0-9_]))["']?
+        /([A-Za-z0-9_.@%+=:,/-]+)""",
+    re.VERBOSE | re.MULTILINE,
 )
 
 
 def names_workflow_files(node: Node) -> bool:
-    """Whether a bash step's text names a path under `$BATON_WORKFLOW_DIR` (no I/O)."""
+    """Whether a bash step's text runs a script by a path under `$BATON_WORKFLOW_DIR` (no I/O)."""
     text = node.bash
-    return text is not None and "BATON_WORKFLOW_DIR" in text and _NAMED_FILE.search(text) is not None
+    return text is not None and "BATON_WORKFLOW_DIR" in text and _RUN_FILE.search(text) is not None
 
 
 def named_files(workflow: Workflow, node: Node) -> list[str]:
-    """The files of the workflow's directory a bash step runs or reads by a fixed path
-    (`"$BATON_WORKFLOW_DIR/scripts/deploy.sh" {{ host }}`) that its `files:` does not list: they
-    count as listed, so editing the script re-runs the step instead of resuming past it with
-    a result of the old script. A path that is not a file of the directory (missing, a
-    directory, leading out of it) is left out."""
+    """The scripts of the workflow's directory a bash step runs by a fixed path
+    (`"$BATON_WORKFLOW_DIR/scripts/deploy.sh" {{ host }}`, `python3 "$BATON_WORKFLOW_DIR/x.py"`)
+    that its `files:` does not list: they count as listed, so editing the script re-runs the
+    step instead of resuming past it with a result of the old script. A file the step only
+    reads or tests (`cat`, `test -f`, `grep … file`: data, a switch) is not its code: it counts
+    only when listed. A path that is not a file of the directory is left out."""
     if not names_workflow_files(node):
         return []
     root = base_dir(workflow)
     found: list[str] = []
-    for match in _NAMED_FILE.finditer(node.bash or ""):
+    for match in _RUN_FILE.finditer(node.bash or ""):
         name = match.group(1)
         path = contained(root, name)
         if name not in node.files and name not in found and path is not None and path.is_file():

@@ -52,20 +52,26 @@ class _Relay:
             threading.Thread(target=self._pump, args=(server, client, id(client), False), daemon=True).start()
 
     def _pump(self, source: socket.socket, sink: socket.socket, conn: int, asking: bool) -> None:
+        """Copy one direction until either side ends; the other direction's pump may close
+        both sockets first (a connection ending), which ends this one too."""
         while True:
             try:
                 data = source.recv(65536)
             except OSError:
                 data = b""
-            if not data:
-                for s in (source, sink):
-                    s.close()
-                return
-            with self._lock:
-                if asking and self._answered[conn]:
-                    self.round_trips += 1
-                self._answered[conn] = not asking
-            sink.sendall(data)
+            if data:
+                with self._lock:
+                    if asking and self._answered[conn]:
+                        self.round_trips += 1
+                    self._answered[conn] = not asking
+                try:
+                    sink.sendall(data)
+                    continue
+                except OSError:  # closed by the other direction's pump
+                    pass
+            for s in (source, sink):
+                s.close()
+            return
 
     def take(self) -> int:
         with self._lock:

@@ -5,6 +5,7 @@ run's start), and an unchanged one is not read again (its `stat` says so, as git
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import tracemalloc
 from pathlib import Path
@@ -69,25 +70,31 @@ def test_a_file_written_within_a_timestamp_tick_is_not_remembered(
 def test_the_files_a_bash_step_names_under_its_workflow_directory_are_part_of_its_digest(
     tmp_path: Path,
 ) -> None:
-    """`$BATON_WORKFLOW_DIR/<path>` in any spelling names a file; what is not a file of the
+    """A script run by `$BATON_WORKFLOW_DIR/<path>` in any spelling (as a command, or the file
+    an interpreter runs); a file only read or tested is data, and what is not a file of the
     directory (missing, a directory, out of it, another variable) is left out."""
     (tmp_path / "scripts").mkdir()
-    for name in ("a.sh", "b.sh", "c.sh", "d.sh"):
+    for name in ("a.sh", "b.sh", "c.sh", "d.sh", "e.py", "f.sh", "switch"):
         (tmp_path / "scripts" / name).write_text(name)
     (tmp_path.parent / "outside.sh").write_text("x")
     bash = (
         '"$BATON_WORKFLOW_DIR/scripts/a.sh" && ${BATON_WORKFLOW_DIR}/scripts/b.sh;'
-        ' bash "$BATON_WORKFLOW_DIR"/scripts/c.sh; cat $BATON_WORKFLOW_DIR/scripts/d.sh'
-        " $BATON_WORKFLOW_DIR/scripts/a.sh $BATON_WORKFLOW_DIR/missing.sh $BATON_WORKFLOW_DIR/scripts/"
-        " $BATON_WORKFLOW_DIR/../outside.sh $BATON_WORKFLOW_DIRS/scripts/a.sh $HOME/scripts/b.sh"
+        ' bash -e "$BATON_WORKFLOW_DIR"/scripts/c.sh; cat $BATON_WORKFLOW_DIR/scripts/d.sh\n'
+        ' if test -f "$BATON_WORKFLOW_DIR/scripts/switch"; then\n'
+        '   python3 -u "$BATON_WORKFLOW_DIR/scripts/e.py"; fi\n'
+        " . $BATON_WORKFLOW_DIR/scripts/f.sh; $BATON_WORKFLOW_DIR/missing.sh; $BATON_WORKFLOW_DIR/scripts/\n"
+        " $BATON_WORKFLOW_DIR/../outside.sh; $BATON_WORKFLOW_DIRS/scripts/a.sh; $HOME/scripts/b.sh"
     )
     flow = tmp_path / "flow.yaml"
-    flow.write_text(f"name: flow\nnodes:\n  - id: a\n    files: [scripts/d.sh]\n    bash: '{bash}'\n")
+    node_json = json.dumps({"id": "a", "files": ["scripts/a.sh"], "bash": bash})  # JSON is YAML
+    flow.write_text(f"name: flow\nnodes:\n  - {node_json}\n")
     workflow = load_workflow_text(flow.read_text(), file=str(flow))
     node = workflow.nodes[0]
 
-    assert loader.named_files(workflow, node) == ["scripts/a.sh", "scripts/b.sh", "scripts/c.sh"]
-    assert sorted(files_content(workflow, node)) == [f"scripts/{n}.sh" for n in "abcd"]
+    run = ["scripts/b.sh", "scripts/c.sh", "scripts/e.py", "scripts/f.sh"]
+    assert loader.named_files(workflow, node) == run
+    assert sorted(files_content(workflow, node)) == ["scripts/a.sh", "scripts/b.sh", "scripts/c.sh",
+                                                     "scripts/e.py", "scripts/f.sh"]  # fmt: skip
     text = "name: p\nnodes:\n  - {id: a, bash: echo $BATON_WORKFLOW_DIR}\n"
     plain = load_workflow_text(text, file=str(flow))
     assert not loader.names_workflow_files(plain.nodes[0])
