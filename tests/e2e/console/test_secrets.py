@@ -50,6 +50,17 @@ def say(cli: BatonCli, text: str) -> tuple[list[dict[str, object]], str]:
     return json.loads(done.stdout), done.stderr
 
 
+def stored_output(cli: BatonCli, run_id: str) -> str:
+    """The output the run's one step left in the store, as it printed it (secrets included)."""
+    store = SqlStore(cli.database_url)
+    try:
+        (entry,) = store.steps.journal([run_id])
+        assert entry.output_digest is not None
+        return store.blobs.get_blob(entry.output_digest).decode()
+    finally:
+        store.close()
+
+
 def test_a_step_sees_its_declared_secrets_and_none_of_batons(cli: BatonCli) -> None:
     replies, _ = say(cli, f"run envdump 'typed by mistake: {leak.OPENAI}'")
 
@@ -60,13 +71,7 @@ def test_a_step_sees_its_declared_secrets_and_none_of_batons(cli: BatonCli) -> N
     assert f"saw {leak.fingerprint(leak.DEPLOY)} {leak.fingerprint(leak.FILE_SECRET)}" in shown
     # ... and the reply showing its output hides their values
     assert "DEPLOY_TOKEN=•••" in shown and "FILE_TOKEN=•••" in shown and "MODE=audit" in shown
-    store = SqlStore(cli.database_url)
-    try:
-        (entry,) = store.steps.journal([run.id])
-        assert entry.output_digest is not None
-        stored = store.blobs.get_blob(entry.output_digest).decode()
-    finally:
-        store.close()
+    stored = stored_output(cli, run.id)
     # what the step really printed (kept as is for later steps): its secrets, none of Baton's
     assert f"DEPLOY_TOKEN={leak.DEPLOY}" in stored and f"FILE_TOKEN={leak.FILE_SECRET}" in stored
     assert [s for s in leak.SETTINGS_SECRETS if s in stored] == []
@@ -118,14 +123,7 @@ def test_a_secret_straddling_the_output_cap_shows_no_part_of_itself(cli: BatonCl
 
     run = cli.runs()[0]
     assert run.status == "completed"
-    store = SqlStore(cli.database_url)
-    try:
-        (entry,) = store.steps.journal([run.id])
-        digest = entry.output_digest
-        assert digest is not None
-        kept = store.blobs.get_blob(digest).decode()
-    finally:
-        store.close()
+    kept = stored_output(cli, run.id)
     # the stored head ends where the secret began: no prefix of it for a renderer to miss
     head, note = kept.split("\n[output truncated: ", 1)
     assert head == "x" * 990 and note.startswith("990 of 4,013 bytes kept; all of it is in ")
@@ -143,13 +141,7 @@ def test_a_secret_a_step_encodes_on_its_way_out_is_hidden_too(cli: BatonCli) -> 
 
     run = cli.runs()[0]
     assert run.status == "completed"
-    store = SqlStore(cli.database_url)
-    try:
-        (entry,) = store.steps.journal([run.id])
-        assert entry.output_digest is not None
-        printed = store.blobs.get_blob(entry.output_digest).decode()
-    finally:
-        store.close()
+    printed = stored_output(cli, run.id)
     assert leak.leaks(printed) != []  # the step did print them, encoded: there was something to hide
     assert leak.DEPLOY not in printed and leak.FILE_SECRET not in printed
     shown = str(replies[-1]["text"])
