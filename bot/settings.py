@@ -46,6 +46,8 @@ def variable_name(field: str) -> str:
 def _shown_input(field: str, value: Any) -> str:
     if field in _SECRET_FIELDS:
         return "'***'"
+    if field == "database_url" and isinstance(value, str) and "@" in value:
+        value = "…@" + value.rsplit("@", 1)[1]  # never the password a URL may hold
     text = repr(value)
     return text if len(text) <= 60 else text[:57] + "...'"
 

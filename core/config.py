@@ -57,6 +57,7 @@ def _split_list(value: Any) -> Any:
     return value
 
 
+_URL_SCHEME = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*")
 WORKFLOW_KEY = re.compile(r"\*|[A-Za-z0-9][A-Za-z0-9_.-]*")
 _VARIABLE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")  # an environment variable's name
 _ID_FORMS = "write slack:U… / discord:<digits> / console:<name> / mcp:<agent>"
@@ -326,6 +327,28 @@ class Settings(BaseSettings):
         kept = info.data.get("max_output_bytes")
         if kept is not None and value < kept:
             raise ValueError(f"must be at least BATON_MAX_OUTPUT_BYTES ({kept:,}): the file starts with it")
+        return value
+
+    @field_validator("database_url")
+    @classmethod
+    def _database_url(cls, value: str) -> str:
+        """A URL of SQLite or PostgreSQL, refused here in one line rather than as a traceback
+        from whichever part opens it first. Read without SQLAlchemy (`baton health` never
+        imports it); `core.store.database.normalize_url` checks the rest when it is opened."""
+        scheme, sep, rest = value.strip().partition("://")
+        backend = scheme.split("+", 1)[0].lower()
+        fix = "use sqlite:///path/to/baton.db (four slashes for an absolute path) or postgresql://user@host/db"
+        if not sep or not _URL_SCHEME.fullmatch(scheme):
+            raise ValueError(f"is not a database URL; {fix}")
+        if backend not in ("sqlite", "postgres", "postgresql"):
+            raise ValueError(f"uses {backend!r}; Baton stores runs in SQLite or PostgreSQL; {fix}")
+        host = rest.split("/", 1)[0]
+        if backend == "sqlite" and host:
+            raise ValueError(
+                f"names a host ({host.rsplit('@', 1)[-1]!r}), which SQLite has none of; write three "
+                "slashes before a relative path (sqlite:///baton.db), four before an absolute one "
+                "(sqlite:////srv/baton/baton.db)"
+            )
         return value
 
     @field_validator("slack_api_url")

@@ -46,7 +46,7 @@ def normalize_url(url: str) -> URL:
         parsed = make_url(text)
     except ArgumentError as exc:
         raise ConfigurationError(
-            f"BATON_DATABASE_URL is not a database URL: {url.split('@')[-1]!r}",
+            f"BATON_DATABASE_URL is not a database URL: {url.rsplit('@', 1)[-1]!r}",
             hint="Use sqlite:///path/to/baton.db or postgresql://user@host/db.",
         ) from exc
     backend = parsed.get_backend_name()
@@ -54,6 +54,12 @@ def normalize_url(url: str) -> URL:
         raise ConfigurationError(
             f"BATON_DATABASE_URL uses {backend!r}; Baton stores runs in SQLite or PostgreSQL",
             hint="Use sqlite:///path/to/baton.db or postgresql://user@host/db.",
+        )
+    if backend == "sqlite" and (parsed.host or parsed.port or parsed.username):
+        raise ConfigurationError(  # SQLite's dialect refuses it only when an engine is made
+            f"BATON_DATABASE_URL names a host ({parsed.host!r}), which SQLite has none of",
+            hint="Write three slashes before a relative path (sqlite:///baton.db), four before an "
+                 "absolute one (sqlite:////srv/baton/baton.db).",
         )
     return parsed
 

@@ -209,3 +209,12 @@ def test_a_misspelled_input_is_refused_with_a_did_you_mean_not_kept_as_a_free_fi
 
     done = baton.say("run deploy-typed --set version=1.4 --set replica_count=5 --set notes=hi")
     assert final_status(done) == "completed" and "v1.4 x5" in str(done[-1]["text"])
+
+
+def test_a_database_url_baton_cannot_open_stops_it_with_one_line_not_a_traceback(baton: BatonCli) -> None:
+    for url in ("notaurl", "sqlite://relative.db"):  # both were tracebacks from deep in the start
+        baton.database_url = url
+        done = baton.run("say", "runs")
+        assert done.returncode == 2, (url, done.stdout, done.stderr)
+        assert "Traceback" not in done.stderr
+        assert "error: BATON_DATABASE_URL: " in done.stderr and "sqlite:///" in done.stderr

@@ -265,3 +265,18 @@ def test_step_secrets_are_listed_names_never_batons_own_settings(monkeypatch: py
     monkeypatch.setenv("BATON_STEP_SECRETS", "NPM-TOKEN")
     with pytest.raises(ConfigurationError, match=r"^BATON_STEP_SECRETS: 'NPM-TOKEN' is not a variable name"):
         load_settings()
+
+
+@pytest.mark.parametrize(("url", "line"), [
+    ("notaurl", "BATON_DATABASE_URL: is not a database URL; use sqlite:///path/to/baton.db (four slashes"),
+    ("sqlite://baton.db", "BATON_DATABASE_URL: names a host ('baton.db'), which SQLite has none of"),
+    ("mysql://root:pw-9f2c@db/baton", "BATON_DATABASE_URL: uses 'mysql'; Baton stores runs in SQLite or"),
+])  # fmt: skip
+def test_a_database_url_baton_cannot_open_is_one_line_at_start_never_showing_its_password(
+    monkeypatch: pytest.MonkeyPatch, url: str, line: str
+) -> None:
+    monkeypatch.setenv("BATON_DATABASE_URL", url)
+    with pytest.raises(ConfigurationError) as info:
+        load_settings()
+    assert info.value.message.startswith(line) and "\n" not in info.value.message
+    assert "pw-9f2c" not in info.value.message
