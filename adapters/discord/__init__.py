@@ -19,8 +19,10 @@ with warnings.catch_warnings():
 
 from adapters.discord.client import BatonClient
 from adapters.discord.formatting import FORMAT
+from adapters.discord.outbound import TRANSIENT
 from core.commands.lifecycle import stopped, until_settled
 from core.config import Settings
+from core.delivery.failures import CallFailed
 
 __all__ = ["BatonClient", "build_client", "serve", "sync_commands"]
 
@@ -73,4 +75,8 @@ async def serve(baton: Any, settings: Settings) -> None:
         raise stopped(FORMAT, "token_refused") from exc
     if isinstance(exc, discord.PrivilegedIntentsRequired):
         raise stopped(FORMAT, "intent_refused") from exc
+    if isinstance(exc, TRANSIENT):  # Discord unreachable (DNS, refused, a 5xx at login): one line, exit 1
+        error = type(exc).__name__
+        raise CallFailed(FORMAT.said("unreachable", error), method="login", error=error, channel=None,
+                         transient=True) from exc
     raise exc  # type: ignore[misc]

@@ -4,6 +4,7 @@ token is a one-line configuration error with exit 2, never restarted; `baton dis
 from __future__ import annotations
 
 import shutil
+import socket
 from pathlib import Path
 
 from tests.e2e.discord.fake_discord import GUILD_ID, FakeDiscord
@@ -73,3 +74,21 @@ def fake_discord_url(fake: FakeDiscord) -> str:
     import discord
 
     return str(discord.http.Route.BASE)  # the fixture pointed this process's discord.py at the fake
+
+
+async def test_discord_unreachable_is_one_line_and_exit_1_so_a_supervisor_tries_again(
+    tmp_path: Path, sqlite_url: str
+) -> None:
+    """Nothing listens where Discord should be (DNS down, a firewall): `baton run` said so with
+    aiohttp's traceback; now one line, and exit 1 (not 2: a restart may well succeed)."""
+    with socket.socket() as free:
+        free.bind(("127.0.0.1", 0))
+        port = free.getsockname()[1]  # closed again: connections to it are refused
+    env = discord_env(f"http://127.0.0.1:{port}/api/v10", tmp_path, sqlite_url)
+    baton = await BatonProcess.start(env, "run", cwd=tmp_path)
+    assert await baton.exited() == 1, baton.output
+    assert "Traceback" not in baton.output
+    said = [line for line in baton.lines if not line.startswith("ts=")]
+    assert said == ["error: Baton could not reach Discord (ClientConnectorError).",
+                    "Check the machine's network (and BATON_DISCORD_API_URL if set); Baton starts again on "
+                    "its own when run by systemd or --supervise."]
