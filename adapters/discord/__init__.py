@@ -53,7 +53,16 @@ async def sync_commands(baton: Any, settings: Settings) -> int:
             await client.login(token)  # the setup hook syncs
         except discord.LoginFailure as exc:
             raise stopped(FORMAT, "token_refused") from exc
+        except TRANSIENT as exc:
+            raise _unreachable(exc) from exc
     return client.synced or 0
+
+
+def _unreachable(exc: BaseException) -> CallFailed:
+    """Discord could not be reached (DNS, refused, a 5xx): one line, and a restart may help."""
+    error = type(exc).__name__
+    return CallFailed(FORMAT.said("unreachable", error), method="login", error=error, channel=None,
+                      transient=True)
 
 
 async def serve(baton: Any, settings: Settings) -> None:
@@ -75,8 +84,6 @@ async def serve(baton: Any, settings: Settings) -> None:
         raise stopped(FORMAT, "token_refused") from exc
     if isinstance(exc, discord.PrivilegedIntentsRequired):
         raise stopped(FORMAT, "intent_refused") from exc
-    if isinstance(exc, TRANSIENT):  # Discord unreachable (DNS, refused, a 5xx at login): one line, exit 1
-        error = type(exc).__name__
-        raise CallFailed(FORMAT.said("unreachable", error), method="login", error=error, channel=None,
-                         transient=True) from exc
+    if isinstance(exc, TRANSIENT):  # exit 1: systemd or --supervise tries again
+        raise _unreachable(exc) from exc
     raise exc  # type: ignore[misc]

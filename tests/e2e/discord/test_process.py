@@ -85,10 +85,11 @@ async def test_discord_unreachable_is_one_line_and_exit_1_so_a_supervisor_tries_
         free.bind(("127.0.0.1", 0))
         port = free.getsockname()[1]  # closed again: connections to it are refused
     env = discord_env(f"http://127.0.0.1:{port}/api/v10", tmp_path, sqlite_url)
-    baton = await BatonProcess.start(env, "run", cwd=tmp_path)
-    assert await baton.exited() == 1, baton.output
-    assert "Traceback" not in baton.output
-    said = [line for line in baton.lines if not line.startswith("ts=")]
-    assert said == ["error: Baton could not reach Discord (ClientConnectorError).",
-                    "Check the machine's network (and BATON_DISCORD_API_URL if set); Baton starts again on "
-                    "its own when run by systemd or --supervise."]
+    for command in (["run"], ["discord", "sync"]):
+        baton = await BatonProcess.start(env, *command, cwd=tmp_path)
+        assert await baton.exited() == 1, baton.output
+        assert "Traceback" not in baton.output
+        said = [line for line in baton.lines if not line.startswith("ts=")]
+        assert said == ["error: Baton could not reach Discord (ClientConnectorError).",
+                        "Check the machine's network (and BATON_DISCORD_API_URL if set) and try again; "
+                        "under systemd or --supervise, `baton run` does."], command
