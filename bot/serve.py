@@ -40,6 +40,33 @@ HISTORY_FILE = "console_history"
 STDIN_LET_GO = 1.0  # seconds `baton mcp`'s stdin reader gets to end once the process stops
 
 
+def check_slack_settings(settings: Settings) -> None:
+    """Slack's settings are whole, or `ConfigurationError`: a bot token alone (or an app token
+    or signing secret alone) left Slack off without a word while the console started, and an
+    empty signing secret started HTTP mode with nothing to check Slack's signatures with (every
+    request then failed inside Bolt)."""
+    bot, app, signing = settings.slack_bot_token, settings.slack_app_token, settings.slack_signing_secret
+    if bot is not None and app is None and signing is None:
+        raise ConfigurationError(
+            "BATON_SLACK_BOT_TOKEN is set, but neither BATON_SLACK_APP_TOKEN (Socket Mode) nor "
+            "BATON_SLACK_SIGNING_SECRET (HTTP mode) is: Slack would stay off",
+            hint="Set BATON_SLACK_APP_TOKEN (docs/slack.md, step 3), or unset BATON_SLACK_BOT_TOKEN to run "
+            "without Slack.",
+        )
+    if bot is None and (app is not None or signing is not None):
+        given = "BATON_SLACK_APP_TOKEN" if app is not None else "BATON_SLACK_SIGNING_SECRET"
+        raise ConfigurationError(
+            f"{given} is set without BATON_SLACK_BOT_TOKEN: Slack would stay off",
+            hint="Set BATON_SLACK_BOT_TOKEN to the app's Bot User OAuth Token (xoxb-…, docs/slack.md).",
+        )
+    if settings.slack_http and signing is not None and not signing.get_secret_value().strip():
+        raise ConfigurationError(
+            "BATON_SLACK_SIGNING_SECRET is empty: no request to /slack/events could be verified",
+            hint="Copy the app's Signing Secret (Basic Information → App Credentials), or set "
+            "BATON_SLACK_APP_TOKEN for Socket Mode.",
+        )
+
+
 def configured_adapters(settings: Settings) -> list[str]:
     """The chat platforms whose tokens are configured."""
     names = []
@@ -62,6 +89,7 @@ async def serve_all(settings: Settings, *, console: bool, conversation: str, use
 
     Returns when the process is asked to stop, the console ends (Ctrl-D) or an adapter
     stops; a crashed adapter's error propagates after the others are stopped."""
+    check_slack_settings(settings)
     names = configured_adapters(settings)
     if names and settings.access is None:
         log.warning(

@@ -54,3 +54,27 @@ async def test_a_revoked_token_is_one_line_and_exit_2_never_restarted(
     assert errors == ["error: BATON_SLACK_BOT_TOKEN was refused by Slack (token_revoked)."], baton.output
     assert "Traceback" not in baton.output
     assert [c.method for c in mock_slack.calls] == ["auth.test"]  # the supervisor did not start it again
+
+
+async def test_half_a_slack_configuration_stops_baton_run_with_the_setting_it_lacks(
+    mock_slack: MockSlack, tmp_path: Path, sqlite_url: str
+) -> None:
+    """A bot token without an app token or signing secret used to leave Slack off silently
+    (the console started instead); an empty signing secret started an HTTP mode that could
+    verify nothing. Each is one line, exit 2, before Slack is called."""
+    env = slack_env(mock_slack, tmp_path, sqlite_url)
+    bot_only = {k: v for k, v in env.items() if k != "BATON_SLACK_SIGNING_SECRET"}
+    app_only = {k: v for k, v in bot_only.items() if k != "BATON_SLACK_BOT_TOKEN"} | {
+        "BATON_SLACK_APP_TOKEN": "xapp-1-A1-1-x"}
+    for case, said in (
+        (bot_only, "error: BATON_SLACK_BOT_TOKEN is set, but neither BATON_SLACK_APP_TOKEN (Socket Mode) nor "
+                   "BATON_SLACK_SIGNING_SECRET (HTTP mode) is: Slack would stay off"),
+        (app_only, "error: BATON_SLACK_APP_TOKEN is set without BATON_SLACK_BOT_TOKEN: Slack would stay off"),
+        (env | {"BATON_SLACK_SIGNING_SECRET": " "},
+         "error: BATON_SLACK_SIGNING_SECRET is empty: no request to /slack/events could be verified"),
+    ):
+        baton = await BatonProcess.start(case, "run", cwd=tmp_path)
+        assert await baton.exited() == 2, baton.output
+        assert [line for line in baton.lines if line.startswith("error: ")] == [said]
+        assert "Traceback" not in baton.output and "Baton console" not in baton.output
+    assert mock_slack.calls == []
