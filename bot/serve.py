@@ -40,11 +40,11 @@ HISTORY_FILE = "console_history"
 STDIN_LET_GO = 1.0  # seconds `baton mcp`'s stdin reader gets to end once the process stops
 
 
-def check_slack_settings(settings: Settings) -> None:
-    """Slack's settings are whole, or `ConfigurationError`: a bot token alone (or an app token
-    or signing secret alone) left Slack off without a word while the console started, and an
-    empty signing secret started HTTP mode with nothing to check Slack's signatures with (every
-    request then failed inside Bolt)."""
+def check_platform_settings(settings: Settings) -> None:
+    """The chat platforms' settings are whole, or `ConfigurationError`: a Slack bot token alone
+    (or an app token or signing secret alone, or a Discord server without a token) left the
+    platform off without a word while the console started, and an empty signing secret started
+    HTTP mode with nothing to check Slack's signatures with (every request failed in Bolt)."""
     bot, app, signing = settings.slack_bot_token, settings.slack_app_token, settings.slack_signing_secret
     if bot is not None and app is None and signing is None:
         raise ConfigurationError(
@@ -58,6 +58,11 @@ def check_slack_settings(settings: Settings) -> None:
         raise ConfigurationError(
             f"{given} is set without BATON_SLACK_BOT_TOKEN: Slack would stay off",
             hint="Set BATON_SLACK_BOT_TOKEN to the app's Bot User OAuth Token (xoxb-…, docs/slack.md).",
+        )
+    if settings.discord_token is None and settings.discord_guild_id is not None:
+        raise ConfigurationError(
+            "BATON_DISCORD_GUILD_ID is set without BATON_DISCORD_TOKEN: Discord would stay off",
+            hint="Set BATON_DISCORD_TOKEN to the bot's token (docs/discord.md, Install step 2).",
         )
     if settings.slack_http and signing is not None and not signing.get_secret_value().strip():
         raise ConfigurationError(
@@ -89,7 +94,7 @@ async def serve_all(settings: Settings, *, console: bool, conversation: str, use
 
     Returns when the process is asked to stop, the console ends (Ctrl-D) or an adapter
     stops; a crashed adapter's error propagates after the others are stopped."""
-    check_slack_settings(settings)
+    check_platform_settings(settings)
     names = configured_adapters(settings)
     if names and settings.access is None:
         log.warning(

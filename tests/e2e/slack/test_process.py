@@ -72,6 +72,8 @@ async def test_half_a_slack_configuration_stops_baton_run_with_the_setting_it_la
         (app_only, "error: BATON_SLACK_APP_TOKEN is set without BATON_SLACK_BOT_TOKEN: Slack would stay off"),
         (env | {"BATON_SLACK_SIGNING_SECRET": " "},
          "error: BATON_SLACK_SIGNING_SECRET is empty: no request to /slack/events could be verified"),
+        (env | {"BATON_DISCORD_GUILD_ID": "1100000000000000777"},  # Discord's token forgotten
+         "error: BATON_DISCORD_GUILD_ID is set without BATON_DISCORD_TOKEN: Discord would stay off"),
     ):
         baton = await BatonProcess.start(case, "run", cwd=tmp_path)
         assert await baton.exited() == 2, baton.output
