@@ -39,6 +39,9 @@ def gate_problems(node: Node) -> Iterator[Found]:
     spec = node.approval
     if spec is None:
         return
+    if not spec.question.strip():
+        yield (("approval", "question"), f"gate `{node.id}` asks nothing: its question is empty",
+               'Write the question people answer, e.g. `approval: "Deploy {{ inputs.version }}?"`.')
     where: Loc = ("approval", "approvers") if spec.approvers is not None else ("approvers",)
     for index, entry in enumerate(node.approvers or ()):
         why = approver_error(entry)

@@ -217,3 +217,11 @@ def test_humans_only_loads_and_is_part_of_the_policy(load_yaml: Load) -> None:
     workflow = load_yaml(_gate('approvers: ["slack:U1", "mcp:ci"]\nhumans_only: true'))
     spec = workflow.node("review").approval
     assert spec is not None and spec.humans_only and not spec.is_short
+
+
+@pytest.mark.parametrize("approval", ['""', '"   "', '{question: ""}', "{question: \"\\n\"}"])
+def test_a_gate_with_an_empty_question_is_a_load_error(load_error: LoadError, approval: str) -> None:
+    """It waited with a blank message: the people asked could not tell what they approve."""
+    error = load_error(f"name: g\nnodes:\n  - id: review\n    approval: {approval}\n")
+    assert "gate `review` asks nothing: its question is empty" in error.message and error.line == 4
+    assert "Write the question" in (error.hint or "")
