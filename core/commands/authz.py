@@ -58,7 +58,7 @@ def may_run(access: Access, uid: str, workflow: str) -> bool:
 
 
 def requested(access: Access, uid: str, run: Run) -> bool:
-    """Whether the person `uid` is requested `run`, with this account or another of theirs."""
+    """Whether `uid`'s person requested `run`, with this account or another of theirs."""
     return access.person(uid) == access.person(run.requester)
 
 

@@ -191,7 +191,7 @@ class Tally:
         return frozenset(v.user for v in self.counted)
 
     def voted(self, policy: Policy, user: str) -> bool:
-        """Whether the person `user` is (whichever account they used) has a vote counted."""
+        """Whether `user`'s person has a vote counted, cast with whichever of their accounts."""
         return any(policy.who(v.user) == policy.who(user) for v in self.counted)
 
     def deciders(self) -> tuple[Vote, ...]:
