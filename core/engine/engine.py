@@ -207,7 +207,7 @@ class Engine:
             self.store.events.audit(actor=ENGINE_ACTOR, action="recover", run_id=run.id,
                                     details={"owner": self.owner})  # fmt: skip
         try:
-            ready = self.readiness.ready(run.workflow, self.readiness.args_of(run))
+            ready = self.readiness.for_run(run)
         except BatonError as exc:
             why = f"recovery failed: {exc.message}"
             with contextlib.suppress(BatonError), self.store.transaction() as tx:
@@ -229,7 +229,7 @@ class Engine:
 
     def plan(self, run_id: str) -> Plan:
         run = self.store.runs.get_run(run_id)
-        ready = self.readiness.ready(run.workflow, self.readiness.args_of(run), to_run=False)
+        ready = self.readiness.for_run(run, to_run=False)
         lineage = self.store.steps.lineage(run.id)
         index = self._index(run.id, self.store.steps.journal(lineage), ready.prepared)
         return plan_run(run, ready.prepared, ready.definitions, input_digests(ready.args), index)
@@ -276,7 +276,7 @@ class Engine:
                                shown=shown)
         entries = self.store.steps.journal(self.store.steps.lineage(run.id))
         try:
-            ready = self.readiness.ready(run.workflow, self.readiness.args_of(run))
+            ready = self.readiness.for_run(run)
             made = plan_run(run, ready.prepared, ready.definitions, input_digests(ready.args),
                             self._index(run.id, entries, ready.prepared))
         except BatonError as exc:

@@ -21,7 +21,7 @@ from core.engine.providers import ProviderRegistry
 from core.engine.step_env import StepEnvironment
 from core.engine.subruns import child_definitions, with_children
 from core.engine.tools import ToolRegistry, unregistered
-from core.errors import BatonError
+from core.errors import BatonError, UnknownWorkflow
 from core.store.port import Blobs
 from core.store.records import Run
 from core.workflows.args import validate_inputs
@@ -83,6 +83,19 @@ class Readiness:
             children = child_definitions(self.workflow, tools, self.providers)
             definitions = with_children(definitions, prepared, children)
         return Ready(workflow, prepared, definitions, checked, tools)
+
+    def for_run(self, run: Run, args: Mapping[str, Any] | None = None, *, to_run: bool = True) -> Ready:
+        """`ready` for a run that exists, with its own args unless `args` are given. A
+        workflow no file defines any more (the file removed or renamed, its `name:` changed)
+        is said as such, with the ways on, instead of "no workflow named …"."""
+        try:
+            return self.ready(run.workflow, self.args_of(run) if args is None else args, to_run=to_run)
+        except UnknownWorkflow as exc:
+            raise UnknownWorkflow(
+                f"run {run.id} is a run of `{run.workflow}`, which no workflow file defines any more",
+                hint=f"Put its file back (with `name: {run.workflow}`) to go on with it, or "
+                f"`/workflow abandon {run.id}`.",
+            ) from exc
 
     def current_tools(self, workflow: Workflow) -> ToolRegistry:
         """The tools as their files are now: a changed tool module is imported again, so what

@@ -130,7 +130,7 @@ class RunActions:
                 by=run.status_by,
                 next_step=Next.DECIDE,
             )
-        ready = self.readiness.ready(run.workflow, self.readiness.args_of(run))
+        ready = self.readiness.for_run(run)
         running = await self._to_running(run, ready, actor=actor, allowed=RESUMABLE)
         self.store.events.audit(
             actor=actor, action="resume", run_id=run.id, details={"from": run.status.value}
@@ -145,7 +145,7 @@ class RunActions:
         run = run_id if isinstance(run_id, Run) else self.store.runs.get_run(run_id)
         decision = dataclasses.replace(decision, comment=self._hidden(decision.comment))
         gate = self.gates.to_decide(run, gate)
-        ready = self.readiness.ready(run.workflow, self.readiness.args_of(run) if args is None else args)
+        ready = self.readiness.for_run(run, args)
         running = self.gates.approve(run, gate, decision)
         emit = self.executions.emit
         await emit(EventKind.GATE_DECIDED, run.id, gate.node_id, approved=True, by=decision.actor,
@@ -181,7 +181,7 @@ class RunActions:
         ballot = dataclasses.replace(ballot, comment=self._hidden(ballot.comment) or "")
         ready = None
         if not ballot.rejects:  # what a completed quorum needs, read before the unit
-            ready = self.readiness.ready(run.workflow, self.readiness.args_of(run) if args is None else args)
+            ready = self.readiness.for_run(run, args)
         voted = self.gates.vote(run, gate, ballot)
         emit = self.executions.emit
         if voted.decides and voted.why is None:  # it opened the gate: the run goes on
@@ -319,7 +319,7 @@ class RunActions:
                 next_step=Next.SEE,
             )
         entry = self._dangling(run, node_id)
-        ready = self.readiness.ready(run.workflow, self.readiness.args_of(run))
+        ready = self.readiness.for_run(run)
         item = split_item_id(node_id)  # `deploy[3]`: one item of a map node, settled alone
         node = ready.workflow.node(item[0] if item is not None else node_id)
         details: dict[str, Any] = {"node": node_id, "resolution": action}

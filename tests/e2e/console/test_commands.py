@@ -218,3 +218,23 @@ def test_a_database_url_baton_cannot_open_stops_it_with_one_line_not_a_traceback
         assert done.returncode == 2, (url, done.stdout, done.stderr)
         assert "Traceback" not in done.stderr
         assert "error: BATON_DATABASE_URL: " in done.stderr and "sqlite:///" in done.stderr
+
+
+def test_a_run_whose_workflow_file_is_gone_says_so_and_how_to_go_on(baton: BatonCli) -> None:
+    """Resume, plan or approve a run after its file was removed or renamed: not "no workflow
+    named …" (as if it were typed wrong) but what happened, and abandon still works."""
+    (baton.workflows / "gone.yaml").write_text(
+        "name: gone\nnodes:\n  - {id: a, approval: ok?}\n  - {id: b, depends_on: [a], bash: echo b}\n"
+    )
+    (run_id,) = run_ids(baton.say("run gone"))
+    (baton.workflows / "gone.yaml").rename(baton.workflows / "gone.yaml.bak")
+
+    for command in (f"plan {run_id}", f"approve {run_id}", "lgtm"):
+        (said,) = baton.say(command)
+        assert said["kind"] == "error", (command, said)
+        text = str(said["text"])
+        assert f"run {run_id} is a run of `gone`, which no workflow file defines any more" in text, text
+        assert f"/workflow abandon {run_id}" in text
+    assert baton.run_record(run_id).status == "paused"
+    baton.say(f"abandon {run_id}")
+    assert baton.run_record(run_id).status == "cancelled"
