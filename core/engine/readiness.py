@@ -21,7 +21,7 @@ from core.engine.providers import ProviderRegistry
 from core.engine.step_env import StepEnvironment
 from core.engine.subruns import child_definitions, with_children
 from core.engine.tools import ToolRegistry, unregistered
-from core.errors import BatonError, UnknownWorkflow
+from core.errors import BatonError, InputValidationError, UnknownWorkflow
 from core.store.port import Blobs
 from core.store.records import Run
 from core.workflows.args import validate_inputs
@@ -86,10 +86,20 @@ class Readiness:
 
     def for_run(self, run: Run, args: Mapping[str, Any] | None = None, *, to_run: bool = True) -> Ready:
         """`ready` for a run that exists, with its own args unless `args` are given. A
-        workflow no file defines any more (the file removed or renamed, its `name:` changed)
-        is said as such, with the ways on, instead of "no workflow named …"."""
+        workflow no file defines any more (the file removed or renamed, its `name:` changed),
+        or one whose inputs its args no longer fit, is said as such, with the ways on, instead
+        of "no workflow named …" or "pass it with --set" (a resume takes no `--set`)."""
         try:
             return self.ready(run.workflow, self.args_of(run) if args is None else args, to_run=to_run)
+        except InputValidationError as exc:  # the workflow changed its inputs since the run began
+            if args is not None:
+                raise
+            why = exc.message.split(": pass it with", 1)[0]  # a resume takes no `--set`: the hint says how
+            raise InputValidationError(
+                f"run {run.id}'s arguments no longer fit `{run.workflow}`: {why}",
+                hint=f"A resume keeps a run's arguments; re-use its results in a new run with the ones it "
+                f"needs now: `/workflow run {run.workflow} --resume-from {run.id} --set …`.",
+            ) from exc
         except UnknownWorkflow as exc:
             raise UnknownWorkflow(
                 f"run {run.id} is a run of `{run.workflow}`, which no workflow file defines any more",

@@ -238,3 +238,26 @@ def test_a_run_whose_workflow_file_is_gone_says_so_and_how_to_go_on(baton: Baton
     assert baton.run_record(run_id).status == "paused"
     baton.say(f"abandon {run_id}")
     assert baton.run_record(run_id).status == "cancelled"
+
+
+def test_a_run_whose_workflow_now_needs_an_input_says_resume_keeps_its_arguments(baton: BatonCli) -> None:
+    """`resume` was told "pass it with --set", which it does not take; now the way on is a new
+    run that re-uses its results, and that way works."""
+    first = "  - {id: a, bash: echo a, replay: pure}\n"
+    failing = "  - {id: b, depends_on: [a], bash: exit 3}\n"
+    (baton.workflows / "grows.yaml").write_text(f"name: grows\nnodes:\n{first}{failing}")
+    failed = baton.say("run grows")
+    assert final_status(failed) == "failed"
+    (run_id,) = run_ids(failed)
+    (baton.workflows / "grows.yaml").write_text(
+        "name: grows\ninputs:\n  version: {type: string, required: true}\nnodes:\n"
+        f"{first}  - id: b\n    depends_on: [a]\n    bash: echo {{{{ inputs.version }}}}\n"
+    )
+
+    (said,) = baton.say(f"resume {run_id}")
+    text = str(said["text"])
+    said_why = f"run {run_id}'s arguments no longer fit `grows`: input `version` is required (string)"
+    assert said_why in text, text
+    assert "pass it with" not in text and f"/workflow run grows --resume-from {run_id} --set …" in text
+    done = baton.say(f"run grows --resume-from {run_id} --set version=1.2")
+    assert final_status(done) == "completed" and "1.2" in str(done[-1]["text"])
