@@ -392,7 +392,8 @@ class RunExecutor:
 
         A decision answers one question: the gate's cache key (or, for gates recorded
         before keys were, its prompt) must match the step's current one. When the step's
-        definition or upstream outputs changed since, the gate is re-opened and asks again.
+        definition or upstream outputs changed since, the gate is re-opened and asks again;
+        so it is when the gate was invalidated since it opened (`invalidate <run> <gate>`).
         """
         pn = step.node
         assert self._index is not None
@@ -404,7 +405,9 @@ class RunExecutor:
             await self._fail(pn.id, f"approval `{pn.id}`: {exc.message}")
             return
         why = step.notes.reason or "the question changed"
-        gate = GateKeeper(self.s.store).ask(self.run_id, pn.id, prompt, step.key, why=why)
+        cut, latest = self._index.cut(pn.id), self._index.latest(pn.id)
+        since = cut.at if cut is not None and (latest is None or latest.id < cut.entry_id) else None
+        gate = GateKeeper(self.s.store).ask(self.run_id, pn.id, prompt, step.key, why=why, since=since)
         if gate.status is GateStatus.APPROVED and gate.decision == "skip":  # `on_timeout: skip`
             await self._skip(step, f"gate `{pn.id}` timed out (on_timeout: skip)")
             return

@@ -55,6 +55,8 @@ def is_cut(entry: JournalEntry) -> bool:
 class Cut:
     entry_id: int
     by: str
+    #: when (the store's clock): a gate opened before it answered for a result since dropped
+    at: float = 0.0
 
 
 def marker_actor(entry: JournalEntry) -> str:
@@ -79,7 +81,7 @@ class JournalIndex:
         ordered = sorted(entries, key=lambda e: e.id)
         for entry in ordered:
             if is_cut(entry):
-                self._cuts[entry.node_id] = Cut(entry.id, marker_actor(entry))
+                self._cuts[entry.node_id] = Cut(entry.id, marker_actor(entry), entry.started_at)
         for entry in ordered:
             self._add(entry)
 

@@ -64,3 +64,26 @@ def test_steps_after_a_waiting_gate_wait_and_a_rejection_says_so(baton: BatonCli
     assert "[no] review rejected · rejected by bob: too risky" in status["text"], status["text"]
     assert "[-] ship skipped · skipped: `review` rejected" in status["text"]
     assert "review failed" not in status["text"]
+
+
+def test_an_invalidated_gate_asks_again_and_never_re_uses_the_decision_it_dropped(baton: BatonCli) -> None:
+    """`invalidate <run> <gate>` said the next resume runs the gate again, and `plan` said it
+    would wait; the resume went through on the old approval (nobody approved that attempt)."""
+    (baton.workflows / "recheck.yaml").write_text(
+        "name: recheck\nnodes:\n  - {id: review, approval: Ship?}\n"
+        "  - id: ship\n    depends_on: [review]\n    bash: test -f \"$BATON_WORKFLOW_DIR/ready\"\n"
+    )
+    (run_id,) = run_ids(baton.say("run recheck"))
+    baton.say(f"approve {run_id}", user="bob")
+    assert baton.run_record(run_id).status == "failed"  # `ship` found nothing ready
+    (baton.workflows / "ready").write_text("now")
+    baton.say(f"invalidate {run_id} review")
+    assert "review waits — approval" in str(baton.say(f"plan {run_id}")[0]["text"])
+
+    asked = baton.say(f"resume {run_id}")
+    assert baton.run_record(run_id).status == "paused", asked  # asks again
+    assert any("waits for approval at review" in str(r["text"]) for r in asked), asked
+    baton.say(f"approve {run_id}", user="sue")
+    assert baton.run_record(run_id).status == "completed"
+    audit = str(baton.say(f"audit {run_id}")[0]["text"])
+    assert "reopen_gate" in audit and "invalidated by" in audit
