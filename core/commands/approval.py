@@ -156,6 +156,8 @@ QUALIFIERS = frozenset({
     "nvm", "nevermind", "mind", "scratch", "ignore", "ignoring", "disregard", "oops", "whoops",
     "oopsie", "typo", "mistake", "mistakenly", "accident", "accidentally", "retract", "retracted",
     "retracting", "thought", "thoughts", "strike", "sorry", "test", "testing", "wip", "draft",
+    "forget", "misclick", "mis-click", "finger", "accidental", "revoke", "revoked", "withdraw",
+    "withdrawn", "back", "vergiss", "vergessen", "abbrechen",
     # sarcasm
     "/s", "jk", "j/k", "kidding", "joking", "lol", "lmao", "rofl", "haha", "hahaha", "hehe",
     "sarcasm", "sarcastic", "🙄", "😒", "🤡", "😏", "😂", "🤣", "🙃", "😬", "🤔", "😅",

@@ -319,6 +319,9 @@ TAKEN_BACK: list[tuple[str, str]] = [
     ("approve: retracted", U), ("approve: sorry, wrong thread", U), ("approve, my bad", U),
     ("approve: by mistake", U), ("approve: accidentally", U), ("approve: strike that", U),
     ("approve: just testing", U), ("approve: test", U), ("approve: WIP", U),
+    ("approve: forget it", U), ("approve: misclick", U), ("approve: fat finger", U),
+    ("approve: revoke", U), ("approve: withdrawn", U), ("approve: take it back", U),
+    ("approve, vergiss es", U), ("approve, abbrechen", U),
     # a yes given with misgivings, against one's judgment, or with a shrug
     ("approve: I disagree", U), ("approve: worried", U), ("lgtm: concerned about the index", U),
     ("approve: yikes", U), ("approve: YOLO", U), ("approve: fingers crossed", U),
