@@ -308,13 +308,16 @@ class GateKeeper:
         """The gate of `node_id` for the question `prompt` (its cache key `key`): the gate as
         it is when it answers this question (waiting or decided), a new waiting one when there
         was none, or the old one re-opened without its decision (audited with `why`) when it
-        answered another question, or was opened before `since` (the node was invalidated
-        then: `invalidate <run> <gate>` asks again, never re-uses the decision it dropped)."""
+        answered another question, or was decided before `since` (the node was invalidated
+        then: `invalidate <run> <gate>` asks again, never re-uses the decision it dropped; a
+        gate still waiting when it was invalidated keeps the decision made since)."""
         try:
             gate: Gate | None = self.store.gates.get_gate(run_id, node_id)
         except RunNotFound:
             gate = None
-        if gate is not None and answers(gate, key, prompt) and (since is None or gate.created_at >= since):
+        decided = gate.decided_at if gate is not None else None
+        dropped = since is not None and decided is not None and decided < since
+        if gate is not None and answers(gate, key, prompt) and not dropped:
             return gate
         if gate is not None:
             self.store.events.audit(
@@ -323,7 +326,7 @@ class GateKeeper:
                 run_id=run_id,
                 details={"node": node_id, "was": gate.status.value, "by": gate.decided_by, "why": why},
             )
-        return self.store.gates.open_gate(run_id, node_id, prompt, key, opened_before=since)
+        return self.store.gates.open_gate(run_id, node_id, prompt, key, decided_before=since)
 
 
 _VOTE_ATTEMPTS = 20  # each lost round means another vote was recorded: the votes are few

@@ -55,7 +55,7 @@ def is_cut(entry: JournalEntry) -> bool:
 class Cut:
     entry_id: int
     by: str
-    #: when (the store's clock): a gate opened before it answered for a result since dropped
+    #: when (the store's clock): a gate decided before it decided for a result since dropped
     at: float = 0.0
 
 

@@ -38,13 +38,13 @@ class GatesSql:
     # -- gates ------------------------------------------------------------------------------
     @store_operation("open an approval gate")
     def open_gate(self, run_id: str, node_id: str, prompt: str, cache_key: str = "",
-                  opened_before: float | None = None) -> Gate:
+                  decided_before: float | None = None) -> Gate:
         """Open the gate of `node_id` for the question `prompt` (the node's `cache_key`).
 
         An existing gate for the same key (or any existing gate when no key is given) is
         returned as it is, decided or not. An existing gate for another key answered a
-        different question, and one opened before `opened_before` answered for a result
-        since invalidated: it is re-opened, waiting, with the new prompt and key and no
+        different question, and one decided before `decided_before` decided a result since
+        invalidated: it is re-opened, waiting, with the new prompt and key and no
         decision. A new gate copies the run's platform, conversation and thread
         (one INSERT … SELECT)."""
         now = self._db.now()
@@ -66,8 +66,8 @@ class GatesSql:
             conn.execute(statement)
             if cache_key:
                 stale = GATES.c.cache_key != cache_key
-                if opened_before is not None:
-                    stale = sa.or_(stale, GATES.c.created_at < opened_before)
+                if decided_before is not None:
+                    stale = sa.or_(stale, GATES.c.decided_at < decided_before)  # NULL (waiting): no
                 conn.execute(
                     sa.update(GATES)
                     .where(GATES.c.run_id == run_id, GATES.c.node_id == node_id, stale)

@@ -293,13 +293,14 @@ class MemoryGates:
 
     # -- gates ---------------------------------------------------------------------------------
     def open_gate(self, run_id: str, node_id: str, prompt: str, cache_key: str = "",
-                  opened_before: float | None = None) -> Gate:
+                  decided_before: float | None = None) -> Gate:
         now = self._db.now()
         with self._db.lock:
             gate = self._db.t.gates.get((run_id, node_id))
-            stale = gate is not None and cache_key != "" and (
-                gate.cache_key != cache_key or (opened_before is not None and gate.created_at < opened_before)
+            dropped = decided_before is not None and gate is not None and gate.decided_at is not None and (
+                gate.decided_at < decided_before
             )
+            stale = gate is not None and cache_key != "" and (gate.cache_key != cache_key or dropped)
             if (gate is None and run_id in self._db.t.runs) or stale:
                 gate = Gate(run_id, node_id, prompt, GateStatus.WAITING, now, cache_key=cache_key)
             if gate is not None:

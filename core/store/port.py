@@ -234,9 +234,9 @@ class Journal(Protocol):
 
 class Gates(Protocol):
     def open_gate(self, run_id: str, node_id: str, prompt: str, cache_key: str = "",
-                  opened_before: float | None = None) -> Gate:
+                  decided_before: float | None = None) -> Gate:
         """A waiting gate for this question. Idempotent for the same `cache_key` (or when
-        none is given); a gate decided for another key, or opened before `opened_before`
+        none is given); a gate decided for another key, or decided before `decided_before`
         (its node was invalidated then), is re-opened without its decision."""
 
     def get_gate(self, run_id: str, node_id: str) -> Gate:

@@ -87,3 +87,15 @@ def test_an_invalidated_gate_asks_again_and_never_re_uses_the_decision_it_droppe
     assert baton.run_record(run_id).status == "completed"
     audit = str(baton.say(f"audit {run_id}")[0]["text"])
     assert "reopen_gate" in audit and "invalidated by" in audit
+
+
+def test_a_gate_invalidated_while_it_waits_takes_the_one_approval_given_after(baton: BatonCli) -> None:
+    """Nothing was decided when it was invalidated, so nothing is dropped: one approve opens it."""
+    (baton.workflows / "waiting.yaml").write_text(
+        "name: waiting\nnodes:\n  - {id: review, approval: Ship?}\n"
+        "  - {id: ship, depends_on: [review], bash: echo ok}\n"
+    )
+    (run_id,) = run_ids(baton.say("run waiting"))
+    baton.say(f"invalidate {run_id} review")
+    baton.say(f"approve {run_id}", user="bob")
+    assert baton.run_record(run_id).status == "completed"

@@ -191,11 +191,11 @@ def test_waiting_gates_on_a_platform_in_every_conversation(
     assert [run.id for run, _ in store.gates.waiting_gates_on("slack", limit=1)] == [there.id]
 
 
-def test_a_gate_opened_before_its_node_was_invalidated_is_re_opened_waiting(
+def test_a_gate_decided_before_its_node_was_invalidated_is_re_opened_waiting(
     store: Store, make_run: MakeRun, clock: Clock
 ) -> None:
-    """Every store re-opens a decided gate for the same key when asked for one opened after
-    `opened_before` (the node's invalidation), and leaves a gate opened since as it is."""
+    """Every store re-opens a gate for the same key whose decision predates `decided_before`
+    (the node's invalidation); a decision made since, or a gate still waiting, stays."""
     run = make_run(RunStatus.RUNNING)
     first = store.gates.open_gate(run.id, "review", "Ship?", "k1")
     decide_gate(store, run.id, "review", approved=True, by="slack:U1")
@@ -203,9 +203,11 @@ def test_a_gate_opened_before_its_node_was_invalidated_is_re_opened_waiting(
     invalidated_at = clock()
     clock.advance(10)
     assert store.gates.open_gate(run.id, "review", "Ship?", "k1").status is GateStatus.APPROVED  # no cut
-    again = store.gates.open_gate(run.id, "review", "Ship?", "k1", opened_before=invalidated_at)
+    again = store.gates.open_gate(run.id, "review", "Ship?", "k1", decided_before=invalidated_at)
     assert again.status is GateStatus.WAITING and again.decided_by is None
     assert again.created_at > first.created_at
+    waiting = store.gates.open_gate(run.id, "review", "Ship?", "k1", decided_before=clock() + 5)
+    assert waiting == again  # nothing decided: nothing to drop
     decide_gate(store, run.id, "review", approved=True, by="slack:U2")
-    kept = store.gates.open_gate(run.id, "review", "Ship?", "k1", opened_before=invalidated_at)
-    assert kept.status is GateStatus.APPROVED and kept.decided_by == "slack:U2"  # asked since: it answers
+    kept = store.gates.open_gate(run.id, "review", "Ship?", "k1", decided_before=invalidated_at)
+    assert kept.status is GateStatus.APPROVED and kept.decided_by == "slack:U2"  # decided since: it answers
