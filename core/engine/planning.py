@@ -181,8 +181,11 @@ def _row(
             return NodeSummary(node_id, kind, NodeState.FAILED, reason="no decision in time", error=error)
         return NodeSummary(node_id, kind, NodeState.REJECTED, reason=text)
     if is_cut(entry):
-        state = NodeState.QUEUED if status is RunStatus.RUNNING else NodeState.SKIPPED
         by = entry.invalidated_by or entry.components.get("by")
+        if kind == "approval" and status is RunStatus.PAUSED and deps_done:  # invalidated as it waits
+            why = f"waiting for approval ({by} invalidated it)"
+            return NodeSummary(node_id, kind, NodeState.WAITING, reason=why)
+        state = NodeState.QUEUED if status is RunStatus.RUNNING else NodeState.SKIPPED
         return NodeSummary(node_id, kind, state, reason=f"invalidated by {by}")
     if entry.status is NodeStatus.COMPLETED and entry.notes.skipped is not None:
         why = entry.notes.skipped
@@ -285,7 +288,7 @@ def summarize(
         kind = pn.kind if pn is not None else "?"
         deps = pn.deps if pn is not None else ()
         # (only a node without an entry reads it: a 5,000-node page built it for every row)
-        deps_done = entry is None and pn is not None and all(
+        deps_done = (entry is None or (kind == "approval" and is_cut(entry))) and pn is not None and all(
             (d in latest and latest[d].status is NodeStatus.COMPLETED) for d in deps
         )
         # the gates above it that wait or were rejected (an order that is topological)

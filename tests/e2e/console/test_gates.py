@@ -97,5 +97,8 @@ def test_a_gate_invalidated_while_it_waits_takes_the_one_approval_given_after(ba
     )
     (run_id,) = run_ids(baton.say("run waiting"))
     baton.say(f"invalidate {run_id} review")
+    status = str(baton.say(f"status {run_id}")[0]["text"])  # it was shown as skipped
+    assert "review waiting · waiting for approval (ana invalidated it)" in status, status
+    assert "ship waiting · waits for `review`" in status
     baton.say(f"approve {run_id}", user="bob")
     assert baton.run_record(run_id).status == "completed"
