@@ -12,8 +12,9 @@ receives that one instance; there is no default that hides nothing.
 A secret is also hidden in its JSON-escaped form (`"a\\"b"` inside a JSON document) and in
 the forms a program gives it on its way out (`encoded_forms`): base64, standard and URL-safe,
 wherever it sits in the encoded bytes (`curl -v -u user:$TOKEN` prints `Authorization: Basic
-<base64 of user:token>`), percent-encoding (a URL's query) and hex (lower case, as `xxd -p`
-prints it); `forms()` lets a renderer add the forms its escaping produces, of each of those.
+<base64 of user:token>`; a block `base64` wrapped into lines is hidden whole when its joined
+lines hold one), percent-encoding (a URL's query) and hex (lower case, as `xxd -p` prints
+it); `forms()` lets a renderer add the forms its escaping produces, of each of those.
 Deliberate disguise (a secret reversed, spaced out, XORed) no redactor can see: a step holds
 only the secrets it declares. Secrets shorter than `MIN_SECRET_LENGTH` characters are
 ignored: masking every "1" or "yes" would hide more than it protects. The redactor never
@@ -118,6 +119,8 @@ class Redactor:
         matcher = self._matcher
         if matcher is None or not text:
             return text
+        if "\n" in text and _WRAPPED_LINE.search(text) is not None:
+            text = _WRAPPED_BASE64.sub(lambda m: _wrapped(m.group(0), matcher.forms), text)
         # most text holds no secret: substring searches are several times faster than the regex
         if not any(form in text for form in matcher.forms):
             return text
@@ -223,6 +226,19 @@ def _strings(value: Any) -> Iterator[str]:
             stack.extend(item.values())
         elif isinstance(item, list | tuple):
             stack.extend(item)
+
+
+#: a line of base64 as `base64` (76 columns) or `openssl base64` (64) wraps it
+_WRAPPED_LINE = re.compile(r"^[A-Za-z0-9+/]{60,76}\n", re.MULTILINE)
+#: a block of such lines (and its last, shorter one): one base64 text, wrapped
+_WRAPPED_BASE64 = re.compile(r"(?:^[A-Za-z0-9+/]{60,76}\n)+[A-Za-z0-9+/]*={0,2}$", re.MULTILINE)
+
+
+def _wrapped(block: str, forms: tuple[str, ...]) -> str:
+    """A wrapped base64 block hidden whole when, once its lines are joined, it holds a secret's
+    form: one that straddles a line break is seen too (`env | base64`)."""
+    joined = block.replace("\n", "")
+    return MASK if any(form in joined for form in forms) else block
 
 
 class _Matcher:

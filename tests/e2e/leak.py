@@ -103,7 +103,7 @@ def write_workflows(directory: Path, database_url: str) -> None:
 
 
     # the step's own secrets as programs print them: base64 at each offset (`curl -v -u`'s
-    # `Authorization: Basic`), URL-safe base64, hex
+    # `Authorization: Basic`), URL-safe base64, hex, base64 wrapped across lines
     (directory / "encoded.yaml").write_text(textwrap.dedent("""\
         name: encoded
         description: Secrets encoded on their way out
@@ -116,6 +116,7 @@ def write_workflows(directory: Path, database_url: str) -> None:
               printf 'Authorization: Basic %s\\n' "$(printf 'ci:%s' "$FILE_TOKEN" | base64 -w0)"
               printf '%s\\n' "$FILE_TOKEN" | basenc --base64url
               printf '%s' "$DEPLOY_TOKEN" | od -An -v -tx1 | tr -d ' \\n'; echo
+              printf '%041d%s%040d' 0 "$FILE_TOKEN" 0 | base64   # wrapped at 76: the token across a line break
         """))
 
 

@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import base64
 import json
+import re
 import threading
 from urllib.parse import quote, quote_plus
 
@@ -202,3 +203,19 @@ def test_short_secrets_get_no_encoded_forms() -> None:
     """base64 of a 5-character secret is ordinary text (`aGVsbG8` is "hello")."""
     redactor = Redactor(["hello"])
     assert redactor.redact("aGVsbG8= 68656c6c6f") == "aGVsbG8= 68656c6c6f"
+
+
+@given(before=st.integers(min_value=0, max_value=80), after=st.integers(min_value=0, max_value=80))
+def test_a_secret_whose_base64_a_line_break_splits_is_masked(before: int, after: int) -> None:
+    """`base64` wraps at 76 columns (`env | base64`): the block is hidden whole when its lines,
+    joined, hold the secret; the text around it stays."""
+    secret = "ghp_Abc+/def=Secret9876543210xyz"
+    block = base64.encodebytes(b"a" * before + secret.encode() + b"b" * after).decode()
+    shown = Redactor([secret]).redact(f"env follows:\n{block}-- done --\n")
+    assert shown.startswith("env follows:\n") and shown.endswith("-- done --\n")
+    joined = shown.replace("\n", "")
+    for start in range(4):
+        for run in re.findall(r"[A-Za-z0-9+/]{8,}", joined[start:]):
+            body = run[: len(run) // 4 * 4]
+            decoded = base64.b64decode(body)
+            assert not any(secret.encode()[i : i + 6] in decoded for i in range(len(secret) - 5))
