@@ -116,7 +116,7 @@ def write_workflows(directory: Path, database_url: str) -> None:
               printf 'Authorization: Basic %s\\n' "$(printf 'ci:%s' "$FILE_TOKEN" | base64 -w0)"
               printf '%s\\n' "$FILE_TOKEN" | basenc --base64url
               printf '%s' "$DEPLOY_TOKEN" | od -An -v -tx1 | tr -d ' \\n'; echo
-              printf '%041d%s%040d' 0 "$FILE_TOKEN" 0 | base64   # wrapped at 76: the token across a line break
+              printf '%041d%s%040d' 0 "$FILE_TOKEN" 0 | base64  # wrapped at 76: across a line break
         """))
 
 
