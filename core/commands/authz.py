@@ -11,7 +11,8 @@ for anyone (`members`, `listed`). Access fails closed: what is not granted is re
 - run W: `access.run[W]` or `access.run["*"]` lists the user;
 - approve a gate of W: the node's `approvers:` when set, else `access.approve[W|*]`;
   with `approver_not_requester`, the run's requester may not decide it, admins included;
-- their own runs: a requester may resume, abandon, cancel, resolve and invalidate them;
+- their own runs: a requester may resume, abandon, cancel, resolve and invalidate them (on
+  any of their accounts BATON_ACCESS's `people` lists);
 - admins may do everything else.
 """
 
@@ -83,7 +84,8 @@ def may_run_any(access: Access, uid: str) -> bool:
 
 
 def owns(access: Access, uid: str, run: Run) -> bool:
-    return is_admin(access, uid) or run.requester == uid
+    """Admins, and the run's requester on any of their accounts `people` lists."""
+    return is_admin(access, uid) or requested(access, uid, run)
 
 
 def may_view(access: Access, uid: str, run: Run) -> bool:

@@ -174,6 +174,8 @@ def test_one_person_with_two_accounts_is_one_vote_and_one_requester(baton: Baton
     (refused,) = baton.say(f"approve {mine}", user="sam-phone")  # sam requested it
     assert "requested" in refused["text"] and baton.run_record(mine).status == "paused", refused
     assert "sam-phone" not in [v for v in baton.say(f"who approved {mine}")[0]["text"].split()]
+    baton.say(f"abandon {mine}", user="sam-phone")  # his own run, from his other account
+    assert baton.run_record(mine).status == "cancelled"
 
 
 def test_an_account_in_two_people_stops_baton_at_start(baton: BatonCli) -> None:
