@@ -163,7 +163,7 @@ class Access(BaseModel):
 
     def person(self, uid: str) -> str:
         """`person:<name>` for an id `people` lists, else the id itself."""
-        return next((PERSON_PREFIX + name for name, ids in self.people.items() if uid in ids), uid)
+        return self.accounts().get(uid, uid)
 
     def _references(self) -> list[tuple[str, list[str]]]:
         refs: list[tuple[str, list[str]]] = [("admins", self.admins)]

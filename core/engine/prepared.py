@@ -270,7 +270,7 @@ def read_definitions(prepared: PreparedWorkflow, *, providers: ProviderRegistry)
         source = script_source(workflow, pn.node) if pn.node.kind == "script" else None
         if source is not None:
             sources[node_id] = source
-        files = files_content(workflow, pn.node) if pn.node.files or names_workflow_files(pn.node) else {}
+        files = files_content(workflow, pn.node)  # an external node: its files, or none (a script)
         digests[node_id] = definition_digest(pn.node, script_source=source, files=files)
     return Definitions(
         digests=digests,
