@@ -147,6 +147,9 @@ async def test_a_reply_left_by_a_process_that_stopped_answering_is_delivered_by_
 ) -> None:
     stuck, healthy = Platform(), Platform()
     stuck.hang = True
+    # a lease long enough that the hanging send (cut at 0.8 of it) still holds its claim when
+    # the first goes silent, on a loaded machine too (1 s was cut before: a CI run saw it)
+    settings = settings.model_copy(update={"outbox_lease_seconds": 3.0})
     first = _baton(settings, stuck)
     second = _baton(settings, healthy)
     try:
