@@ -22,6 +22,7 @@ import sqlalchemy as sa
 from sqlalchemy import event
 from sqlalchemy.engine import Connection, Engine
 
+from core.errors import ConfigurationError
 from core.store.database import is_memory_sqlite, open_engine
 
 if TYPE_CHECKING:  # alembic is slow to import: loaded only when a migration must run
@@ -90,9 +91,27 @@ def _upgrade_on(connection: Connection, revision: str) -> str | None:
             return HEAD_REVISION  # a peer migrated while this process waited for the lock
         from alembic import command
 
+        _refuse_unknown(_versions(connection))
         before = current_revision(connection)
         command.upgrade(alembic_config(connection), revision)
     return before
+
+
+def _refuse_unknown(versions: set[str]) -> None:
+    """A schema at a revision this Baton's migrations do not have (a newer Baton migrated the
+    database, then an older one was started on it): one line, not alembic's traceback, and
+    nothing touched (an older Baton would misread the newer tables)."""
+    from alembic.script import ScriptDirectory
+
+    known = {script.revision for script in ScriptDirectory.from_config(alembic_config()).walk_revisions()}
+    unknown = sorted(versions - known)
+    if unknown:
+        raise ConfigurationError(
+            f"the database of BATON_DATABASE_URL is at schema revision `{unknown[0]}`, which this "
+            f"Baton does not know (its newest is `{HEAD_REVISION}`): a newer Baton migrated it",
+            hint="Run that newer Baton against this database, or restore a backup made before the "
+            "upgrade; Baton leaves the database as it is.",
+        )
 
 
 def _upgrade_postgres(engine: Engine, revision: str) -> str | None:

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 
+import sqlalchemy as sa
+
 from core.commands.parser import parse
 from core.store.records import RunStatus
 from core.store.repository import SqlStore
@@ -118,6 +120,26 @@ def test_a_wrong_setting_is_one_line_naming_the_variable_and_exit_2(baton: Baton
     first, hint = done.stderr.strip().splitlines()
     assert first == "error: BATON_MAX_PARALLEL: Input should be greater than or equal to 1 (got '0')"
     assert hint
+
+
+def test_a_database_a_newer_baton_migrated_is_one_line_and_exit_2_for_every_command(baton: BatonCli) -> None:
+    # an older Baton started again after a newer one migrated the database (a rollback)
+    assert baton.run("migrate").returncode == 0
+    store = SqlStore(baton.database_url)
+    try:
+        with store._engine.begin() as conn:
+            conn.execute(sa.text("UPDATE alembic_version SET version_num = '0099_newer'"))
+    finally:
+        store.close()
+
+    for command in (("say", "status"), ("migrate",)):
+        done = baton.run(*command)
+
+        assert done.returncode == 2, done.stderr
+        assert "Traceback" not in done.stderr
+        lines = [line for line in done.stderr.splitlines() if "level=" not in line]
+        assert lines[0].startswith("error: the database of BATON_DATABASE_URL is at schema revision `0099_newer`")
+        assert len(lines) == 2 and "newer Baton" in lines[1]
 
 
 def _runs_in_db(baton: BatonCli, count: int, *, status: RunStatus = RunStatus.FAILED) -> list[str]:

@@ -14,7 +14,7 @@ import sqlalchemy as sa
 from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
 
-from core.errors import StoreError
+from core.errors import ConfigurationError, StoreError
 from core.store import database, migration
 from core.store.database import run_pragmas, sqlite_pragmas
 from core.store.port import StepEntry, Transition
@@ -82,6 +82,21 @@ def test_a_database_behind_head_is_still_upgraded(tmp_path: Path) -> None:
         assert not migration.at_head(store._engine)
         store.migrate()
         assert migration.at_head(store._engine) and "platform_state" in _tables(store)
+
+
+def test_a_database_a_newer_baton_migrated_is_refused_in_one_line_and_left_alone(database_url: str) -> None:
+    with SqlStore(database_url) as store:
+        store.migrate()
+        with store._engine.begin() as conn:
+            conn.execute(sa.text("UPDATE alembic_version SET version_num = '0099_from_a_newer_baton'"))
+    with SqlStore(database_url) as store:
+        with pytest.raises(ConfigurationError) as refused:
+            store.migrate()
+        with store._engine.connect() as conn:
+            versions = conn.execute(sa.text("SELECT version_num FROM alembic_version")).scalars().all()
+    assert "schema revision `0099_from_a_newer_baton`" in refused.value.message
+    assert "newer Baton" in refused.value.message and refused.value.hint
+    assert versions == ["0099_from_a_newer_baton"]
 
 
 def test_tables_and_migrations_agree(database_url: str) -> None:
