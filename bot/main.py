@@ -342,7 +342,7 @@ def list_workflows(
         typer.echo(json.dumps(rows, indent=2))
         return
     if not rows:
-        dirs = ", ".join(str(d) for d in settings.workflow_dirs)
+        dirs = ", ".join(f"{d}{_not_a_directory(d)}" for d in settings.workflow_dirs)
         typer.echo(f"No workflows found in {dirs}.\nAdd a YAML file there or set BATON_WORKFLOW_DIRS.")
         return
     from adapters.console.output import terminal_safe  # a description is what its file says
@@ -358,6 +358,13 @@ def list_workflows(
             typer.echo(terminal_safe(f"{'':<{name_width}}  {'':<{path_width}}  {warning}"))
 
 
+def _not_a_directory(path: Path) -> str:
+    """Why `path` holds no workflow files when it is no directory (a typo in the setting)."""
+    if path.is_dir():
+        return ""
+    return " (not a directory)" if path.exists() else " (it does not exist)"
+
+
 @app.command()
 def migrate(database_url: DatabaseUrl = None) -> None:
     """Bring the database schema to the newest revision (Baton also does this at start)."""
@@ -368,8 +375,8 @@ def migrate(database_url: DatabaseUrl = None) -> None:
     from core.store.repository import SqlStore
 
     settings = settings_for(database_url, None)
-    ensure_sqlite_dir(settings.database_url)
     try:
+        ensure_sqlite_dir(settings.database_url)
         store = SqlStore(settings.database_url)
         try:
             before = store.migrate()

@@ -240,7 +240,7 @@ def open_store(settings: Settings) -> SqlStore:
     """The run store, its schema migrated before anything else touches it; the data
     directory (and SQLite's) created."""
     ensure_sqlite_dir(settings.database_url)
-    settings.data_dir.mkdir(parents=True, exist_ok=True)
+    make_dir(settings.data_dir, "BATON_DATA_DIR")
     store = SqlStore(settings.database_url)
     try:
         store.migrate()
@@ -254,7 +254,22 @@ def ensure_sqlite_dir(database_url: str) -> None:
     """SQLite needs the directory of its file to exist (`./.baton/` by default)."""
     url = make_url(database_url)
     if url.get_backend_name() == "sqlite" and url.database and url.database != ":memory:":
-        Path(url.database).expanduser().parent.mkdir(parents=True, exist_ok=True)
+        make_dir(Path(url.database).expanduser().parent, "BATON_DATABASE_URL",
+                 hint="Point BATON_DATABASE_URL at a SQLite file in a directory Baton may create and write.")
+
+
+def make_dir(path: Path, setting: str, *, hint: str = "") -> None:
+    """`path` and its parents created, or one line naming `setting` (a file in the way, no
+    permission, a read-only file system), not `mkdir`'s traceback."""
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        cause = "a file is in the way" if isinstance(exc, (FileExistsError, NotADirectoryError)) else (
+            exc.strerror or type(exc).__name__)
+        raise ConfigurationError(
+            f"{setting}: cannot create the directory {path} ({cause})",
+            hint=hint or f"Point {setting} at a directory Baton may create and write, or make it writable.",
+        ) from None
 
 
 def load_tools(

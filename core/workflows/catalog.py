@@ -171,6 +171,10 @@ class Catalog:
         except FileNotFoundError:
             self._warn_once((directory,), "workflow directory %s does not exist; skipping it", str(directory))
             return []
+        except OSError as exc:  # a file named as the directory, no permission to list it
+            why = "is not a directory" if isinstance(exc, NotADirectoryError) else f"cannot be read ({exc})"
+            self._warn_once((directory,), "workflow directory %s %s; skipping it", str(directory), why)
+            return []
         return sorted(found)
 
     def _index(self) -> dict[str, CatalogEntry]:

@@ -138,7 +138,8 @@ def test_a_database_a_newer_baton_migrated_is_one_line_and_exit_2_for_every_comm
         assert done.returncode == 2, done.stderr
         assert "Traceback" not in done.stderr
         lines = [line for line in done.stderr.splitlines() if "level=" not in line]
-        assert lines[0].startswith("error: the database of BATON_DATABASE_URL is at schema revision `0099_newer`")
+        assert lines[0].startswith(
+            "error: the database of BATON_DATABASE_URL is at schema revision `0099_newer`")
         assert len(lines) == 2 and "newer Baton" in lines[1]
 
 
@@ -175,3 +176,40 @@ def test_a_refused_resume_does_not_wait_for_someone_elses_run(baton: BatonCli) -
 
     assert refusal["is_error"] and "is already running" in refusal["text"]
     assert baton.run_record(running).status is RunStatus.RUNNING
+
+
+def test_a_data_or_database_directory_that_is_a_file_is_one_line_and_exit_2(baton: BatonCli) -> None:
+    in_the_way = baton.home / "in-the-way"
+    in_the_way.write_text("a file, not a directory\n")
+
+    baton.env_extra["BATON_DATA_DIR"] = str(in_the_way)
+    data = baton.run("say", "run notes v1")
+    baton.env_extra.pop("BATON_DATA_DIR")
+    baton.env_extra["BATON_DATABASE_URL"] = f"sqlite:///{in_the_way}/baton.db"
+    database = [baton.run("say", "status"), baton.run("migrate")]
+
+    for done, setting in ((data, "BATON_DATA_DIR"), *((d, "BATON_DATABASE_URL") for d in database)):
+        assert done.returncode == 2, done.stderr
+        assert "Traceback" not in done.stderr
+        lines = [line for line in done.stderr.splitlines() if "level=" not in line]
+        assert lines[0] == (
+            f"error: {setting}: cannot create the directory {in_the_way} (a file is in the way)")
+        assert len(lines) == 2 and lines[1].startswith(f"Point {setting} at ")
+    assert in_the_way.read_text() == "a file, not a directory\n"
+
+
+def test_a_workflow_directory_that_is_a_file_or_missing_is_named_not_a_traceback(baton: BatonCli) -> None:
+    not_a_dir = baton.home / "workflows.yaml"
+    not_a_dir.write_text("name: x\n")
+    baton.env_extra["BATON_WORKFLOW_DIRS"] = f'["{not_a_dir}", "{baton.home / "nowhere"}"]'
+
+    said = baton.run("say", "list")
+    listed = baton.run("list")
+
+    assert said.returncode == 0, said.stderr
+    assert "Traceback" not in said.stderr
+    assert f"workflow directory {not_a_dir} is not a directory; skipping it" in said.stderr
+    assert listed.returncode == 0, listed.stderr
+    nowhere = baton.home / "nowhere"
+    expected = f"No workflows found in {not_a_dir} (not a directory), {nowhere} (it does not exist)."
+    assert expected in listed.stdout
