@@ -9,7 +9,8 @@ receives that one instance; there is no default that hides nothing.
     redactor.redact("token xoxb-123456 leaked")   # 'token ••• leaked'
     redactor.add(["ghp_abcdef"])                  # a secret a workflow declared later
 
-A secret is also hidden in its JSON-escaped form (`"a\\"b"` inside a JSON document) and in
+A secret is also hidden in its JSON-escaped forms (`"a\\"b"` inside a JSON document; with
+`\\uXXXX` for what is not ASCII, as `json.dumps` writes it by default) and in
 the forms a program gives it on its way out (`encoded_forms`): base64, standard and URL-safe,
 wherever it sits in the encoded bytes (`curl -v -u user:$TOKEN` prints `Authorization: Basic
 <base64 of user:token>`; a block `base64` wrapped into lines is hidden whole when its joined
@@ -55,6 +56,16 @@ def _json_form(secret: str) -> str:
     return json.dumps(secret, ensure_ascii=False)[1:-1]
 
 
+def _json_ascii_form(secret: str) -> str:
+    """The JSON string of a secret as most programs write it (`json.dumps`' default): every
+    character past ASCII as `\\uXXXX` (`pässwort` is `p\\u00e4sswort`)."""
+    return json.dumps(secret)[1:-1]
+
+
+#: the forms every redactor hides, of each secret and each of its encoded forms
+_JSON_FORMS = (_json_form, _json_ascii_form)
+
+
 def encoded_forms(secret: str) -> set[str]:
     """The forms `secret` takes once a program encoded it (empty under `MIN_ENCODED_LENGTH`).
 
@@ -65,13 +76,24 @@ def encoded_forms(secret: str) -> set[str]:
     if len(secret) < MIN_ENCODED_LENGTH:
         return set()
     raw = secret.encode("utf-8", "surrogatepass")
-    forms = {quote(secret, safe=""), quote(secret), quote_plus(secret), raw.hex()}
+    forms = {quote(secret, safe=""), quote(secret), quote_plus(secret), raw.hex(), *base64_forms(secret)}
+    forms.discard(secret)
+    return forms
+
+
+def base64_forms(secret: str) -> set[str]:
+    """The base64 forms of `encoded_forms`: each is masked with the characters next to it that
+    its secret's edge bytes share with their neighbours (up to 3 on each side, and the
+    padding), so not even the bits of a secret's first or last byte are shown."""
+    if len(secret) < MIN_ENCODED_LENGTH:
+        return set()
+    raw = secret.encode("utf-8", "surrogatepass")
+    forms: set[str] = set()
     for skip in range(3):
         whole = raw[skip : len(raw) - (len(raw) - skip) % 3]
         if len(whole) >= 6:
             encoded = base64.b64encode(whole).decode("ascii")
             forms.update((encoded, encoded.translate(_URL_SAFE)))
-    forms.discard(secret)
     return forms
 
 
@@ -84,7 +106,7 @@ class Redactor:
         self, secrets: Iterable[str], *, encoders: Iterable[Callable[[str], str]] = ()
     ) -> None:
         self._secrets: frozenset[str] = frozenset()
-        self._encoders: tuple[Callable[[str], str], ...] = (_json_form, *encoders)
+        self._encoders: tuple[Callable[[str], str], ...] = (*_JSON_FORMS, *encoders)
         #: every form to hide and the pattern matching any of them, swapped whole
         self._matcher: _Matcher | None = None
         self._lock = threading.Lock()
@@ -111,7 +133,7 @@ class Redactor:
         derived = self._derived.get(encoders)
         if derived is not None and derived[0] is secrets:
             return derived[1]
-        redactor = Redactor(secrets, encoders=(*self._encoders[1:], *encoders))
+        redactor = Redactor(secrets, encoders=(*self._encoders[len(_JSON_FORMS):], *encoders))
         self._derived[encoders] = (secrets, redactor)
         return redactor
 
@@ -124,6 +146,8 @@ class Redactor:
         # most text holds no secret: substring searches are several times faster than the regex
         if not any(form in text for form in matcher.forms):
             return text
+        if matcher.edged and any(form in text for form in matcher.edged):
+            text = _with_edges(text, matcher.edges())
         return matcher.pattern().sub(MASK, text)
 
     def redact_value(self, value: Any) -> Any:
@@ -197,6 +221,10 @@ class Redactor:
         """`data` (a file, any encoding) with each form of each secret (its UTF-8 bytes, JSON
         and encoded forms) masked, longest first."""
         mask = MASK.encode()
+        matcher = self._matcher
+        binary = matcher.binary() if matcher is not None else None
+        if binary is not None and matcher is not None and any(f.encode() in data for f in matcher.edged):
+            data = binary.sub(mask, data)
         for form in self._forms_bytes():
             data = data.replace(form, mask)
         return data
@@ -241,21 +269,63 @@ def _wrapped(block: str, forms: tuple[str, ...]) -> str:
     return MASK if any(form in joined for form in forms) else block
 
 
+#: a base64 character (standard or URL-safe) next to a secret's base64 form: it may carry bits
+#: of the secret's first or last byte
+_EDGE = "[A-Za-z0-9+/_-]{0,3}"
+_BASE64_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/_-")
+
+
+def _with_edges(text: str, edged: re.Pattern[str]) -> str:
+    """`text` with each base64 form `edged` finds masked together with up to 3 base64
+    characters on either side and its padding (`_EDGE`): found as literals, then widened, which
+    is several times faster than a pattern that starts with a character class."""
+    parts: list[str] = []
+    done = 0
+    for found in edged.finditer(text):
+        start, end = found.span()
+        while start > max(done, found.start() - 3) and text[start - 1] in _BASE64_CHARS:
+            start -= 1
+        while end < min(len(text), found.end() + 3) and text[end] in _BASE64_CHARS:
+            end += 1
+        while end < min(len(text), found.end() + 5) and text[end] == "=" and text[end - 2 : end] != "==":
+            end += 1
+        parts += (text[done:start], MASK)
+        done = end
+    return "".join(parts) + text[done:] if parts else text
+
+
 class _Matcher:
     """The forms to hide, longest first (so a secret that contains another is masked whole), and
     the pattern matching any of them, compiled when text first holds one: secrets are added
-    one by one as workflows load, and a pattern of hundreds of forms takes milliseconds."""
+    one by one as workflows load, and a pattern of hundreds of forms takes milliseconds. A
+    base64 form (`edged`) is matched with its edge characters (`_EDGE`) and padding."""
 
-    __slots__ = ("_pattern", "forms")
+    __slots__ = ("_binary", "_edges", "_pattern", "edged", "forms")
 
-    def __init__(self, forms: tuple[str, ...]) -> None:
+    def __init__(self, forms: tuple[str, ...], edged: tuple[str, ...] = ()) -> None:
         self.forms = forms
+        self.edged = edged
         self._pattern: re.Pattern[str] | None = None
+        self._edges: re.Pattern[str] | None = None
+        self._binary: re.Pattern[bytes] | None = None
 
     def pattern(self) -> re.Pattern[str]:
         if self._pattern is None:  # two threads may both compile it: the same pattern
             self._pattern = re.compile("|".join(re.escape(s) for s in self.forms))
         return self._pattern
+
+    def edges(self) -> re.Pattern[str]:
+        """The base64 forms alone (`_with_edges` widens what it finds)."""
+        if self._edges is None:
+            self._edges = re.compile("|".join(re.escape(s) for s in self.edged))
+        return self._edges
+
+    def binary(self) -> re.Pattern[bytes] | None:
+        """The base64 forms with their edges, over bytes (a file's); None when there are none."""
+        if self._binary is None and self.edged:
+            forms = "|".join(re.escape(s) for s in self.edged)
+            self._binary = re.compile(f"{_EDGE}(?:{forms}){_EDGE}={{0,2}}".encode("ascii"))
+        return self._binary
 
 
 def _compile(secrets: frozenset[str], encoders: tuple[Callable[[str], str], ...]) -> _Matcher | None:
@@ -266,4 +336,6 @@ def _compile(secrets: frozenset[str], encoders: tuple[Callable[[str], str], ...]
     for encode in encoders:  # the JSON form and a platform's escapes, of every form
         forms.update(encode(s) for s in plain)
     kept = tuple(sorted((f for f in forms if len(f) >= MIN_SECRET_LENGTH), key=lambda s: (-len(s), s)))
-    return _Matcher(kept) if kept else None
+    base64_of = {form for secret in secrets for form in base64_forms(secret)}
+    edged = tuple(f for f in kept if f in base64_of)
+    return _Matcher(kept, edged) if kept else None

@@ -31,8 +31,9 @@ OPENAI = "sk-leakcheck-oai-0b9d"
 DB_PASSWORD = "pg-leakcheck-pw-71e4"
 DEPLOY = "dep-leakcheck-env-4d2a"  # a declared step secret, from Baton's environment
 FILE_SECRET = "fil-leakcheck-file-8c6b"  # a declared step secret, from BATON_SECRETS_FILE
+UNICODE_SECRET = "üni-leakcheck-päss-3f1e"  # one past ASCII: `json.dumps` writes it `\u00fcni-…`
 SETTINGS_SECRETS = (SLACK_BOT, SLACK_APP, SLACK_SIGNING, DISCORD, OPENAI, DB_PASSWORD)
-STEP_SECRETS = (DEPLOY, FILE_SECRET)
+STEP_SECRETS = (DEPLOY, FILE_SECRET, UNICODE_SECRET)
 ALL = SETTINGS_SECRETS + STEP_SECRETS
 
 
@@ -103,15 +104,17 @@ def write_workflows(directory: Path, database_url: str) -> None:
 
 
     # the step's own secrets as programs print them: base64 at each offset (`curl -v -u`'s
-    # `Authorization: Basic`), URL-safe base64, hex, base64 wrapped across lines
+    # `Authorization: Basic`), URL-safe base64, hex, base64 wrapped across lines, JSON as
+    # Python writes it (`\uXXXX` past ASCII)
     (directory / "encoded.yaml").write_text(textwrap.dedent("""\
         name: encoded
         description: Secrets encoded on their way out
         secrets: [DEPLOY_TOKEN]
         nodes:
           - id: encode
-            secrets: [FILE_TOKEN]
+            secrets: [FILE_TOKEN, UNI_TOKEN]
             bash: |
+              python3 -c 'import json, os; print(json.dumps({"t": os.environ["UNI_TOKEN"]}))'
               for prefix in "" u us; do printf '%s%s' "$prefix" "$DEPLOY_TOKEN" | base64 -w0; echo; done
               printf 'Authorization: Basic %s\\n' "$(printf 'ci:%s' "$FILE_TOKEN" | base64 -w0)"
               printf '%s\\n' "$FILE_TOKEN" | basenc --base64url
@@ -121,7 +124,8 @@ def write_workflows(directory: Path, database_url: str) -> None:
 
 
 def write_secrets_file(path: Path) -> Path:
-    path.write_text(f"# step secrets\nFILE_TOKEN={FILE_SECRET}\n")
+    lines = f"# step secrets\nFILE_TOKEN={FILE_SECRET}\nUNI_TOKEN={UNICODE_SECRET}\n"
+    path.write_text(lines, encoding="utf-8")
     path.chmod(0o600)
     return path
 
@@ -137,13 +141,15 @@ def leaks(text: str) -> list[str]:
 _BASE64_RUN = re.compile(r"[A-Za-z0-9+/_-]{8,}")
 _HEX_RUN = re.compile(r"[0-9a-fA-F]{16,}")
 _FROM_URL_SAFE = str.maketrans("-_", "+/")
+_JSON_ESCAPE = re.compile(r"\\u([0-9a-fA-F]{4})")
 
 
 def decodings(text: str) -> Iterator[str]:
-    """`text`, percent-decoded, and each run of base64 (read from each of its four offsets) and
-    of hex (from each of its two) in it, decoded."""
+    """`text`, percent-decoded, with JSON's `\\uXXXX` read, and each run of base64 (read from
+    each of its four offsets) and of hex (from each of its two) in it, decoded."""
     yield text
     yield unquote_plus(text)
+    yield _JSON_ESCAPE.sub(lambda m: chr(int(m.group(1), 16)), text)
     for run in _BASE64_RUN.findall(text):
         standard = run.translate(_FROM_URL_SAFE)
         for start in range(4):

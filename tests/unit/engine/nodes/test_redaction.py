@@ -189,6 +189,31 @@ def test_a_secret_base64_encoded_anywhere_in_its_bytes_is_masked(
             assert not any(raw[i : i + 6] in decoded for i in range(len(raw) - 5))
 
 
+@given(
+    secret=st.text(st.characters(codec="utf-8", exclude_categories=("Cs",)), min_size=8, max_size=40),
+    before=st.binary(max_size=7),
+    after=st.binary(max_size=7),
+    url_safe=st.booleans(),
+)
+def test_no_base64_character_that_holds_a_bit_of_a_secret_is_shown(
+    secret: str, before: bytes, after: bytes, url_safe: bool
+) -> None:
+    """Each base64 character carries 6 bits: those that carry any bit of the secret's first or
+    last byte (shared with its neighbours) are masked with it, and its padding; what is shown
+    is the encoding of what precedes and follows the secret only."""
+    raw = secret.encode()
+    encode = base64.urlsafe_b64encode if url_safe else base64.b64encode
+    encoded = encode(before + raw + after).decode()
+    first = len(before) * 8 // 6  # the first character holding a bit of the secret
+    last = ((len(before) + len(raw)) * 8 - 1) // 6  # and the last one
+    for shown in (Redactor([secret]).redact(encoded),
+                  Redactor([secret]).redact_bytes(encoded.encode()).decode()):
+        head, mask, tail = shown.partition(MASK)
+        assert mask and MASK not in tail, shown
+        assert encoded.startswith(head) and len(head) <= first
+        assert encoded.endswith(tail) and len(encoded) - len(tail) > last
+
+
 def test_a_secret_percent_encoded_hex_or_url_safe_base64_is_masked() -> None:
     secret = "ghp_Abc+/def=Secret 98765?&"
     redactor = Redactor([secret])
