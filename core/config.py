@@ -394,6 +394,12 @@ class Settings(BaseSettings):
         return value.strip()
 
     @property
+    def agents(self) -> frozenset[str]:
+        """The agents configured now (`mcp:<name>` of each token, and the stdio one): an agent
+        dropped from BATON_MCP_TOKENS is revoked, its page links too (adapters/web)."""
+        return frozenset({self.mcp_principal, *(AGENT_PREFIX + name for name in self.mcp_tokens.values())})
+
+    @property
     def mcp_enabled(self) -> bool:
         """`/mcp` is served by `baton run` (beside the run pages) when tokens are configured."""
         return bool(self.mcp_tokens)

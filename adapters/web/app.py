@@ -49,6 +49,7 @@ from core.engine.ballots import Ballot, Source
 from core.engine.inspection import NodeDetail, Shown
 from core.engine.live import LiveHub, changes
 from core.errors import BatonError, RunNotFound
+from core.principals import AGENT_PREFIX
 from core.render import TEMPLATES, duration, render_text
 from core.store.records import Run
 
@@ -77,8 +78,11 @@ class RunPagesApp:
     """The routes, over the assembled runtime's parts (`page_view.Parts`) and handler."""
 
     def __init__(self, *, parts: page_view.Parts, handler: Handler, links: PageLinks, hub: LiveHub,
-                 csrf: Csrf) -> None:
+                 csrf: Csrf, agents: frozenset[str]) -> None:
         self.parts = parts
+        #: the agents configured now (`Settings.agents`): a link made for any other `mcp:` principal
+        #: (its token since removed from BATON_MCP_TOKENS) opens nothing, though still signed
+        self.agents = agents
         self.handler = handler
         self.links = links
         self.hub = hub
@@ -120,11 +124,14 @@ class RunPagesApp:
 
     def _grant(self, kind: str, token: str) -> Grant:
         try:
-            return self.links.verify(kind, token)
+            grant = self.links.verify(kind, token)
         except LinkRefused as exc:
             if exc.expired:
                 raise Refused(403, "link_expired", run_id=exc.run_id) from exc
             raise Refused(403, "link_invalid") from exc
+        if grant.uid.startswith(AGENT_PREFIX) and grant.uid not in self.agents:
+            raise Refused(403, "agent_revoked")
+        return grant
 
     def _run(self, token: str) -> tuple[Grant, Run]:
         grant = self._grant(RUN, token)

@@ -58,7 +58,8 @@ def build_app(baton: Baton, settings: Settings, hub: LiveHub) -> RunPagesApp:
     origin = settings.page_base_url.split("/", 3)
     csrf = Csrf(links.secret, secure=settings.page_base_url.startswith("https://"),
                 public_origin="/".join(origin[:3]))
-    return RunPagesApp(parts=parts, handler=baton.handler, links=links, hub=hub, csrf=csrf)
+    return RunPagesApp(parts=parts, handler=baton.handler, links=links, hub=hub, csrf=csrf,
+                       agents=settings.agents)
 
 
 def live_hub(baton: Baton, settings: Settings) -> LiveHub:

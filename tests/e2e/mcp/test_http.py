@@ -76,3 +76,47 @@ async def test_run_wait_approve_by_another_agent_and_read_over_http(served: str)
         assert refused.error and "mcp:stranger may not run `gated`" in refused.text
         hidden = await stranger.call("get_run", run=run)
         assert hidden.error and "may not inspect" in hidden.text
+
+
+async def test_an_agent_whose_token_is_removed_loses_its_page_links(tmp_path: Path, sqlite_url: str) -> None:
+    """A link is signed for a principal; removing the agent's token from BATON_MCP_TOKENS (and
+    restarting) must take its links with it, or a revoked agent could still approve from one."""
+    port = free_port()
+
+    def env(tokens: dict[str, str]) -> dict[str, str]:
+        return mcp_env(sqlite_url, tmp_path, BATON_WEB_PORT=str(port), BATON_LOG_LEVEL="INFO",
+                       BATON_MCP_TOKENS=json.dumps({token_hash(t): n for n, t in tokens.items()}))
+
+    async def serving(tokens: dict[str, str]) -> BatonProcess:
+        baton = await BatonProcess.start(env(tokens), "run", "--conversation", "ops", "--user", "ana",
+                                         cwd=tmp_path, stdin=asyncio.subprocess.PIPE)
+        await baton.wait_log("action=http_started")
+        return baton
+
+    url = f"http://127.0.0.1:{port}"
+    baton = await serving(TOKENS)
+    try:
+        async with http_session(f"{url}/mcp", TOKENS["agent-a"]) as agent, \
+                http_session(f"{url}/mcp", TOKENS["agent-b"]) as other:
+            run = (await agent.call("run_workflow", workflow="gated", message="x")).data["run"]
+            assert (await agent.call("wait_run", run=run, timeout_s=60)).data["attention"] == "gate"
+            own_page = (await agent.call("get_run", run=run)).data["page"]
+            other_page = (await other.call("get_run", run=run)).data["page"]
+        async with httpx2.AsyncClient() as client:
+            before = await client.get(other_page)
+    finally:
+        await baton.stop()
+    assert before.status_code == 200 and "Approve" in before.text
+
+    kept = {name: token for name, token in TOKENS.items() if name != "agent-b"}  # agent-b revoked
+    baton = await serving(kept)
+    try:
+        async with httpx2.AsyncClient() as client:
+            revoked = await client.get(other_page)
+            output = await client.get(other_page + "/nodes/ship/output")
+            still = await client.get(own_page)
+    finally:
+        await baton.stop()
+    assert revoked.status_code == 403 and "access was withdrawn" in revoked.text
+    assert output.status_code == 403
+    assert still.status_code == 200  # agent-a still holds its token
