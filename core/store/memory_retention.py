@@ -25,6 +25,7 @@ class MemoryRetention:
             run.status in PRUNABLE
             and run.id not in self._t.pins
             and not any(other.resumed_from == run.id for other in self._t.runs.values())
+            and (run.parent_run is None or run.parent_run not in self._t.runs)
         )
 
     def prunable_runs(self, before: float, limit: int = 500) -> list[str]:

@@ -385,8 +385,10 @@ class Deliveries(Protocol):
 
 class Retention(Protocol):
     """What `baton prune` and housekeeping delete (DESIGN.md "Retention"). A run is prunable
-    when it is over (`PRUNABLE`), last changed before the cut-off, not pinned, and no existing
-    run was resumed from it (its children go first, so a lineage never breaks)."""
+    when it is over (`PRUNABLE`), last changed before the cut-off, not pinned, no existing
+    run was resumed from it (its children go first, so a lineage never breaks), and the run
+    whose `workflow:` step started it is gone (a parent goes first: while it lives it may
+    resume and must find its completed child, not start it again)."""
 
     def prunable_runs(self, before: float, limit: int = 500) -> list[str]:
         """Ids of prunable runs last changed before `before`, oldest first, at most `limit`."""

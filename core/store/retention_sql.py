@@ -3,7 +3,8 @@
 A prune deletes runs in batches the caller chooses (`bot/retention.py`: a few hundred per
 transaction), so no transaction holds SQLite's write lock or PostgreSQL's row locks for long.
 Whether a run may go is decided again inside the deleting transaction (it is over, unpinned,
-and no run was resumed from it): a run resumed between the look-up and the delete stays.
+no run was resumed from it, its parent is gone): a run resumed between the look-up and the
+delete stays. A child run goes only after its parent (a later batch of the same prune).
 
 Blobs are content-addressed and shared (two runs with the same args, a step's output re-used
 through the cache), so a prune only marks what the pruned runs referenced (`blob_sweep`); a
@@ -39,14 +40,18 @@ from core.store.tables import (
 
 _PRUNABLE = [status.value for status in PRUNABLE]
 _CHILD = RUNS.alias("child")
+_PARENT = RUNS.alias("parent")
 
 
 def _prunable_where() -> sa.ColumnElement[bool]:
-    """A run that is over, unpinned, and no existing run was resumed from."""
+    """A run that is over, unpinned, no existing run was resumed from, and whose parent (the
+    run whose `workflow:` step started it) is gone: a parent finds its completed child again
+    when it resumes, and without it would start the child anew, its unsafe steps too."""
     return sa.and_(
         RUNS.c.status.in_(_PRUNABLE),
         ~sa.exists().where(RUN_PINS.c.run_id == RUNS.c.id),
         ~sa.exists().where(_CHILD.c.resumed_from == RUNS.c.id),
+        ~sa.exists().where(_PARENT.c.id == RUNS.c.parent_run),
     )
 
 

@@ -190,3 +190,35 @@ nodes:
     assert which["kind"] == "which_gate"
     assert all(k.id in which["text"] for k in kids)
     assert all(baton.run_record(k.id).status is RunStatus.PAUSED for k in kids)  # nothing decided
+
+
+def test_a_prune_keeps_a_completed_child_while_its_parent_may_still_resume(baton: BatonCli) -> None:
+    """A paused parent finds its completed child again when it resumes: pruning that child
+    would make it start a new one, and run the child's unsafe `push` twice."""
+    (baton.workflows / "ship.yaml").write_text(CHILD)
+    (baton.workflows / "train.yaml").write_text("""\
+name: train
+nodes:
+  - id: each
+    map: {items: [api, web], as: service, max_parallel: 2}
+    workflow: ship
+    with: {service: "{{ service }}"}
+""")
+    baton.say("run train")
+    kids = {r.parent_node: r for r in baton.runs() if r.workflow == "ship"}
+    assert sorted(kids) == ["each[0]", "each[1]"]
+    baton.say(f"approve {kids['each[0]'].id}")  # api's child completes; the parent still waits on web's
+    assert baton.run_record(kids["each[0]"].id).status is RunStatus.COMPLETED
+
+    pruned = baton.run("prune", "--older-than", "0")
+    assert pruned.returncode == 0, pruned.stderr
+    assert kids["each[0]"].id in {r.id for r in baton.runs()}  # kept: its parent lives
+
+    baton.say(f"approve {kids['each[1]'].id}")
+    parent = _runs(baton)["train"]
+    assert parent.status is RunStatus.COMPLETED, parent.reason
+    assert sorted(r.id for r in baton.runs() if r.workflow == "ship") == sorted(k.id for k in kids.values())
+    assert _ran(baton) == ["build api", "build web", "push api", "push web"]  # no child started twice
+
+    assert baton.run("prune", "--older-than", "0").returncode == 0  # the parent first, then its children
+    assert baton.runs() == []

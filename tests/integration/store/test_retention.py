@@ -74,6 +74,22 @@ def test_a_pinned_run_and_a_run_something_was_resumed_from_stay(
     assert set(store.retention.prunable_runs(clock.now)) == {parent.id, pinned.id}
 
 
+def test_a_child_run_stays_while_the_run_whose_step_started_it_exists(
+    store: Store, make_run: MakeRun, clock: Clock
+) -> None:
+    """A paused parent finds its completed child again on resume; the parent goes first."""
+    waiting = make_run(RunStatus.PAUSED)
+    finished = make_run(RunStatus.COMPLETED)
+    kept = make_run(RunStatus.COMPLETED, parent_run=waiting.id, parent_node="each[0]")
+    later = make_run(RunStatus.COMPLETED, parent_run=finished.id, parent_node="call")
+    clock.advance(10)
+    assert set(store.retention.prunable_runs(clock.now)) == {finished.id}
+    assert store.retention.prune_runs([kept.id, finished.id, later.id]).runs == 1  # decided again inside
+    assert set(store.retention.prunable_runs(clock.now)) == {later.id}  # its parent is gone now
+    assert store.retention.prune_runs([later.id]).runs == 1
+    assert store.retention.prunable_runs(clock.now) == []
+
+
 def test_a_prune_deletes_the_runs_history_keeps_the_audit_and_leaves_a_tombstone(
     store: Store, make_run: MakeRun, clock: Clock
 ) -> None:
