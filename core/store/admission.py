@@ -9,9 +9,10 @@ limit. Inside it:
 
     ask(ledger, run, now, actor)    a run asks for a slot (created, resumed, approved): its
                                     `on_limit` applies at a full key (refused: cancel_new or a
-                                    full queue; active runs cancelled: cancel_running; the
-                                    queued ones cancelled: replace_queued), then it joins the
-                                    key's queue (`queued`, `queued_at` now)
+                                    full queue; active runs cancelled and it starts at once:
+                                    cancel_running; the queued ones cancelled: replace_queued;
+                                    both only of its own workflow or requester, `_may_take`),
+                                    else it joins the key's queue (`queued`, `queued_at` now)
     settle(ledger, key, now, …)     once the unit's writes are done: the oldest queued runs are
                                     admitted (-> `running`) while the key's active runs are
                                     fewer than their limit; FIFO, nobody passes the head
@@ -85,14 +86,17 @@ def ask(ledger: Ledger, run: Run, now: float, *, actor: str) -> bool:
     if full and policy.on_limit is OnLimit.CANCEL_NEW:
         raise _refused(policy.key, "cancel_new", holding, waiting, policy.limit, run)
     if full and policy.on_limit is OnLimit.CANCEL_RUNNING:
-        for old in holding[: len(holding) - policy.limit + 1]:
-            _cancel(ledger, old, now, actor=actor, by_run=run, policy=policy.on_limit)
-        return not waiting
+        excess = len(holding) - policy.limit + 1
+        takeable = [old for old in holding if _may_take(run, old)]
+        if len(takeable) >= excess:  # else others' runs hold the key: it waits like `queue`
+            for old in takeable[:excess]:
+                _cancel(ledger, old, now, actor=actor, by_run=run, policy=policy.on_limit)
+            return True  # it took the place it freed: it starts now, before the queue
     if policy.on_limit is OnLimit.REPLACE_QUEUED and waiting:
         for old in ledger.queued(policy.key, waiting + 1):
-            if old.id != run.id:
+            if old.id != run.id and _may_take(run, old):
                 _cancel(ledger, old, now, actor=actor, by_run=run, policy=policy.on_limit)
-        waiting = 0
+                waiting -= 1
     if waiting >= policy.max_queued:
         raise _refused(policy.key, "max_queued", holding, waiting, policy.limit, run)
     return False
@@ -138,6 +142,14 @@ def settle(
             ledger.audit(actor=waits.status_by or waits.requester, action="queued", run_id=waits.id,
                          details={"key": key, "position": position})  # fmt: skip
     return admitted
+
+
+def _may_take(run: Run, old: Run) -> bool:
+    """`cancel_running` and `replace_queued` cancel a run of the key only when it is of the same
+    workflow (its policy is that workflow's own) or was requested by the same principal: a key
+    is a template over inputs, so whoever may run one workflow could otherwise pick another
+    team's key and cancel their runs, which `cancel` would refuse them."""
+    return old.workflow == run.workflow or old.requester == run.requester
 
 
 def _cancel(ledger: Ledger, old: Run, now: float, *, actor: str, by_run: Run, policy: OnLimit) -> None:

@@ -187,3 +187,27 @@ def test_a_bad_concurrency_block_is_refused_at_load_with_its_line(baton: BatonCl
     write(baton, "bad", "name: bad\nconcurrency:\n  limit: 0\nnodes:\n  - id: a\n    bash: echo\n")
     done = baton.run("list")
     assert "bad.yaml:3: `limit` of `concurrency`" in done.stdout and "fix:" in done.stdout
+
+
+def test_a_chosen_key_never_cancels_another_teams_run(baton: BatonCli) -> None:
+    """`grief` may be run by bob, and its key is his to type: `cancel_running` on a key another
+    workflow's run holds must not cancel that run (bob's own `cancel` of it is refused)."""
+    write(baton, "ship", GATED.format(name="ship", on_limit="queue", hold="true"))
+    write(baton, "grief", 'name: grief\ninputs: {k: {type: string}}\n'
+          'concurrency: {key: "{{ inputs.k }}", limit: 1, on_limit: cancel_running}\n'
+          "nodes:\n  - id: a\n    bash: echo hi\n    replay: pure\n")
+    baton.env_extra["BATON_ACCESS"] = (
+        '{"admins": ["console:root"], "run": {"grief": ["console:bob"], "*": ["console:root"]},'
+        ' "approve": {"*": ["console:root"]}}'
+    )
+    (held,) = run_ids(baton.say('run ship "v1"', user="root"))
+    assert baton.run_record(held).status == "paused"
+
+    (refused,) = baton.say(f"cancel {held}", user="bob", wait=False)
+    said = baton.say("run grief --set k=deploy-prod", user="bob", wait=False)
+
+    assert "may not cancel" in refused["text"]
+    assert baton.run_record(held).status == "paused"  # still waiting at its gate
+    assert "cancelled_by_limit" not in audit_actions(baton, held)
+    grief = next(r["run_id"] for r in said if r["run_id"] != held)
+    assert baton.run_record(grief).status == "queued"  # it waits its turn instead

@@ -116,6 +116,34 @@ def test_cancel_running_cancels_the_active_run_and_starts_the_new(store: Store) 
     assert told and told[0].payload["status"] == "cancelled"
 
 
+def test_cancel_running_starts_the_new_run_before_those_already_queued(store: Store) -> None:
+    """"cancels the oldest active run and starts now": not behind the runs queued by another
+    workflow of the key (which, with its own `queue` policy, keep their places)."""
+    holder = start(store, keyed(), workflow="ship")
+    queued = start(store, keyed(), workflow="deploy")
+    new = start(store, keyed(on_limit=OnLimit.CANCEL_RUNNING), workflow="ship")
+    assert statuses(store, holder, queued, new) == ["cancelled", "queued", "running"]
+    assert new.lease_owner == OWNER
+
+
+def test_cancel_running_and_replace_queued_spare_other_workflows_runs_of_other_people(store: Store) -> None:
+    """A key is a template over inputs: running `grief` with the key of another team's deploy
+    must not cancel it. Their runs stay; the new run waits its turn as `queue` would."""
+    theirs = start(store, keyed("deploy-staging"), who="slack:ROOT", workflow="deploy")
+    griefer = start(store, keyed("deploy-staging", on_limit=OnLimit.CANCEL_RUNNING), who="slack:BOB",
+                    workflow="grief")
+    assert statuses(store, theirs, griefer) == ["running", "queued"]
+    assert "cancelled_by_limit" not in actions(store, theirs)
+    own = start(store, keyed("deploy-staging"), who="slack:BOB", workflow="deploy")  # queued behind
+    replacer = start(store, keyed("deploy-staging", on_limit=OnLimit.REPLACE_QUEUED), who="slack:BOB",
+                     workflow="other")
+    # bob's own queued runs go (his, of any workflow); another person's deploy run is never touched
+    assert statuses(store, theirs, griefer, own, replacer) == ["running", "cancelled", "cancelled", "queued"]
+    mine_too = start(store, keyed("deploy-staging", on_limit=OnLimit.CANCEL_RUNNING), who="slack:ROOT",
+                     workflow="deploy")  # the same workflow's policy takes the same workflow's run
+    assert statuses(store, theirs, mine_too) == ["cancelled", "running"]
+
+
 def test_replace_queued_keeps_only_the_newest_queued(store: Store) -> None:
     policy = keyed(on_limit=OnLimit.REPLACE_QUEUED)
     holder = start(store, policy)
