@@ -426,7 +426,8 @@ def final(run: Run, summary: RunSummary, gate: Gate | None, attention: str | Non
     rid = run.id
     if summary.status == "paused" and gate is None and child is not None:
         return about(run, "child_waiting", {"child": child.id, "child_workflow": child.workflow,
-                                            "node": child.parent_node or "", "reason": run.reason or ""},
+                                            "node": child.parent_node or "",
+                                            "reason": summary.reason or run.reason or ""},
                      to=_where(run))  # fmt: skip
     kind = "run_completed"
     buttons: tuple[Button, ...] = ()

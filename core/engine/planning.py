@@ -165,7 +165,7 @@ def _row(
             return NodeSummary(node_id, kind, NodeState.WAITING, reason="waiting for approval")
         if status is RunStatus.PAUSED and after:  # not skipped: it runs once they are approved
             return NodeSummary(node_id, kind, NodeState.WAITING, reason=f"waits for {_gates(after)}")
-        if status in (RunStatus.RUNNING, RunStatus.PENDING):
+        if status in (RunStatus.RUNNING, RunStatus.PENDING, RunStatus.QUEUED):
             return NodeSummary(node_id, kind, NodeState.QUEUED)
         if after:
             return NodeSummary(node_id, kind, NodeState.SKIPPED, reason=f"skipped: {_gates(after)} rejected")
@@ -248,6 +248,18 @@ def child_row(row: NodeSummary, entry: JournalEntry | None, kid: Run, run: Run) 
     return dataclasses.replace(row, reason=" · ".join(p for p in parts if p), child=kid.id)
 
 
+def _items_waiting(row: NodeSummary, items: Sequence[Run], run: Run) -> NodeSummary:
+    """A `map:` over a `workflow:` step whose items' children wait (a gate, a step needing
+    attention): waiting on the child the run's reason names, not skipped."""
+    waiting = [k for k in items if k.status in (RunStatus.PAUSED, RunStatus.NEEDS_ATTENTION)]
+    if not waiting or run.status is not RunStatus.PAUSED:
+        return row
+    named = [k for k in waiting if run.reason and k.id in run.reason]
+    kid = (named or waiting)[0]
+    why = run.reason if named and run.reason else f"waiting on child {kid.id} ({kid.status.value})"
+    return dataclasses.replace(row, state=NodeState.WAITING, reason=why, child=kid.id)
+
+
 def item_rows(run: Run, prepared: PreparedWorkflow, row: NodeSummary,
               latest: Mapping[str, JournalEntry]) -> list[NodeSummary]:
     """The rows of a map node's items (`deploy[0]`, `deploy[1]`, …), in item order: for the run
@@ -303,6 +315,11 @@ def summarize(
             stopping.add(node_id)
         if pn is not None and pn.node.map is not None:
             row = _map_row(row, entry, latest, run)
+            items = [k for n, k in kids.items() if (split_item_id(n) or ("", 0))[0] == node_id]
+            if items and entry is None:
+                row = _items_waiting(row, items, run)
+                if row.state is NodeState.WAITING:
+                    stopping.add(node_id)
         elif node_id in kids:
             row = child_row(row, entry, kids[node_id], run)
             if row.state is NodeState.WAITING:
@@ -319,8 +336,20 @@ def summarize(
         tokens_saved=sum(r.tokens_saved for r in rows),
         output=output,
         failed_node=failed if run.status in (RunStatus.FAILED, RunStatus.NEEDS_ATTENTION) else None,
-        reason=run.reason,
+        reason=_waiting_now(run, rows),
     )
+
+
+def _waiting_now(run: Run, rows: Sequence[NodeSummary]) -> str | None:
+    """The run's reason; for a parent paused on children, the child it waits on now: its reason
+    names the child that paused it first, which may have rested since (a map's other item's
+    child still waits)."""
+    if run.status is not RunStatus.PAUSED or not (run.reason or "").startswith("waiting on child"):
+        return run.reason
+    waiting = [r for r in rows if r.state is NodeState.WAITING and r.child]
+    if not waiting or any(r.child in (run.reason or "") for r in waiting):
+        return run.reason
+    return waiting[0].reason
 
 
 def _until(run: Run, now: float | None) -> float:

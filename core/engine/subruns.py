@@ -92,9 +92,12 @@ def item_child(run: Run) -> bool:
 
 
 def waiting_child(runs: Runs, parent: Run) -> Run | None:
-    """The child run a paused `parent` waits on (at a gate, or needing attention), if any."""
+    """The child run a paused `parent` waits on (at a gate, or needing attention), if any: the
+    one its reason names, when several wait (the items of a `map:` over a `workflow:` step)."""
     waiting = (RunStatus.PAUSED, RunStatus.NEEDS_ATTENTION)
-    return next((c for c in runs.child_runs([parent.id]) if c.status in waiting), None)
+    kids = [c for c in runs.child_runs([parent.id]) if c.status in waiting]
+    named = [c for c in kids if parent.reason and c.id in parent.reason]
+    return next(iter(named or kids), None)
 
 
 def waiting_reason(child: Run, gate_node: str | None) -> str:

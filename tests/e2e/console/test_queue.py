@@ -211,3 +211,12 @@ def test_a_chosen_key_never_cancels_another_teams_run(baton: BatonCli) -> None:
     assert "cancelled_by_limit" not in audit_actions(baton, held)
     grief = next(r["run_id"] for r in said if r["run_id"] != held)
     assert baton.run_record(grief).status == "queued"  # it waits its turn instead
+
+
+def test_a_queued_runs_steps_show_queued_not_skipped(baton: BatonCli) -> None:
+    write(baton, "ship", GATED.format(name="ship", on_limit="queue", hold="true"))
+    run_ids(baton.say('run ship "v1"'))
+    waiting = run_ids(baton.say('run ship "v2" --force', user="bob", wait=False)).pop()
+    [status] = baton.say(f"status {waiting}", wait=False)
+    assert status["run_status"] == "queued"
+    assert "prepare queued" in status["text"] and "skipped" not in status["text"]

@@ -222,3 +222,34 @@ nodes:
 
     assert baton.run("prune", "--older-than", "0").returncode == 0  # the parent first, then its children
     assert baton.runs() == []
+
+
+def test_a_map_whose_children_wait_shows_waiting_on_one_child_not_skipped(baton: BatonCli) -> None:
+    (baton.workflows / "ship.yaml").write_text(CHILD)
+    (baton.workflows / "train.yaml").write_text("""\
+name: train
+nodes:
+  - id: each
+    map: {items: [api, web], as: service, max_parallel: 2}
+    workflow: ship
+    with: {service: "{{ service }}"}
+  - id: report
+    depends_on: [each]
+    bash: echo done
+    replay: pure
+""")
+    replies = baton.say("run train")
+    waiting = _last(replies, "child_waiting")
+    named = {k.id for k in baton.runs() if k.workflow == "ship" and k.id in waiting["text"]}
+    assert len(named) == 1, waiting["text"]  # the step, the reason and the child name one child
+    [status] = baton.say(f"status {_runs(baton)['train'].id}")
+    assert "each waiting · waiting on child" in status["text"] and "skipped" not in status["text"]
+    assert "report waiting · waits for `each`" in status["text"]
+
+    kids = {r.parent_node: r for r in baton.runs() if r.workflow == "ship"}
+    first = next(k for k in kids.values() if k.id in named)
+    other = next(k for k in kids.values() if k.id not in named)
+    baton.say(f"approve {first.id}")  # that child completes; the parent waits on the other
+    [status] = baton.say(f"status {_runs(baton)['train'].id}")
+    assert status["run_status"] == "paused"
+    assert f"waiting on child {other.id}" in status["text"] and first.id not in status["text"]
