@@ -369,3 +369,11 @@ class RenderBudgetExceeded(TemplateRenderError):
     """Rendering a template went past its time, size or work budget."""
 
     hint = "Simplify the template (or raise the limit named in the message)."
+
+
+def headline(text: str | None, limit: int = 300) -> str:
+    """An error's first line, at most `limit` characters; one that only introduces the next
+    ("step `x` exited with code 2; stderr ends with:") with that next line."""
+    lines = [part.strip() for part in (text or "").splitlines() if part.strip()]
+    line = " ".join(lines[:2]) if len(lines) > 1 and lines[0].endswith(":") else (lines or [""])[0]
+    return line if len(line) <= limit else line[: limit - 1] + "…"

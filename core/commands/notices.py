@@ -51,7 +51,7 @@ from core.delivery.outbox import once_of
 from core.engine.engine import Engine
 from core.engine.events import ENGINE_ACTOR
 from core.engine.notify import EVENT_OF, GATE_EVENTS, NOTICE, NOTICED
-from core.errors import BatonError, WorkflowError
+from core.errors import BatonError, WorkflowError, headline
 from core.store.port import Events, Subscriptions, Transactions
 from core.store.records import Delivery, GateStatus, Run, RunStatus
 from core.workflows.notify_spec import DEFAULT_DIGEST
@@ -66,11 +66,8 @@ DECIDERS = 10  # people a gate's notice names as those who may decide
 
 
 def first_line(text: str | None) -> str:
-    """An error's first line; one that only introduces the next ("…; stderr ends with:") with
-    that next line."""
-    lines = [part.strip() for part in (text or "").splitlines() if part.strip()]
-    line = " ".join(lines[:2]) if len(lines) > 1 and lines[0].endswith(":") else (lines or [""])[0]
-    return line if len(line) <= ERROR_CHARS else line[: ERROR_CHARS - 1] + "…"
+    """An error's first line (`headline`), as a notice shows it."""
+    return headline(text, ERROR_CHARS)
 
 
 def thread_url(run: Run) -> str | None:

@@ -50,7 +50,7 @@ from core.engine.subruns import ChildDone, ChildOutcome, ChildWaiting
 from core.engine.tools import ToolRegistry
 from core.engine.warm import WarmSandboxes
 from core.engine.workdirs import RunDirs, missing_artifacts, restore_artifacts
-from core.errors import BatonError, ReplayUnsafe, StoreError
+from core.errors import BatonError, ReplayUnsafe, StoreError, headline
 from core.store.port import Blobs, Journal
 from core.store.records import GateStatus, JournalEntry, KeyNotes, NodeStatus, Run, RunStatus
 from core.workflows.args import canonical_json
@@ -232,7 +232,7 @@ class _Verdicts:
             return Outcome(RunStatus.NEEDS_ATTENTION, first.message + more, first.node_id)
         if self.failed:
             node_id, error = self.failed[0]
-            return Outcome(RunStatus.FAILED, error.splitlines()[0] if error else "failed", node_id)
+            return Outcome(RunStatus.FAILED, headline(error) or "failed", node_id)
         if self.gates:
             return Outcome(RunStatus.PAUSED, f"waiting for approval at `{self.gates[0]}`", self.gates[0])
         if self.children:

@@ -105,6 +105,7 @@ def test_a_failed_child_is_resumed_by_resuming_the_parent_and_nothing_runs_twice
     parent = runs["release"]
     assert parent.status is RunStatus.FAILED
     assert parent.reason is not None and f"child run {child.id} of `ship` failed" in parent.reason
+    assert parent.reason.endswith("stderr ends with: registry down")  # the cause, not an empty colon
     (baton.workflows / "broken.txt").unlink()  # the fix
     resumed = baton.say(f"resume {parent.id}")
     runs = _runs(baton)
