@@ -234,8 +234,10 @@ class ConcurrencyLimitReached(RunStateError):
             message = f"the queue of `{key}` is full ({queued} runs wait; active: {names})"
         else:
             message = f"`{key}` allows {limit} active run(s) and refuses new ones meanwhile (active: {names})"
-        first = self.active[0][0] if self.active else None
-        super().__init__(message, run_id=first, workflow=workflow, next_step=Next.WATCH if first else None)
+        first, status = self.active[0] if self.active else (None, "")
+        # what stops the active run is its status's: `cancel` only stops a running one
+        step = {"paused": Next.DECIDE, "needs_attention": Next.ATTENTION}.get(status, Next.WATCH)
+        super().__init__(message, run_id=first, workflow=workflow, next_step=step if first else None)
         self.refused = run_id  # the run that was refused (a resume's), None for a new run
 
 

@@ -158,6 +158,8 @@ def test_cancel_new_refuses_naming_the_active_run(baton: BatonCli) -> None:
     (refused,) = baton.say('run ship "v2" --force', user="bob", wait=False)
     assert refused["kind"] == "error" and first in refused["text"] and "deploy-prod" in refused["text"]
     assert len(baton.runs()) == 1
+    # the active run waits at its gate: the hint is what moves it (`cancel` refuses a paused run)
+    assert f"/workflow approve {first}" in refused["text"] and "/workflow cancel" not in refused["text"]
 
 
 def test_cancel_running_cancels_the_active_run(baton: BatonCli) -> None:
