@@ -40,6 +40,7 @@ from __future__ import annotations
 import datetime
 from collections.abc import Sequence
 from enum import StrEnum
+from typing import Any
 
 
 class BatonError(Exception):
@@ -202,9 +203,13 @@ class RunPruned(RunNotFound):
 
 
 class AmbiguousRunId(RunStateError):
-    """That run id prefix matches several runs."""
+    """That run id prefix matches several runs (`candidates`: the newest few, as read)."""
 
     hint = "Type more characters of the run id."
+
+    def __init__(self, message: str, *, run_id: str | None = None, candidates: Sequence[Any] = ()) -> None:
+        super().__init__(message, run_id=run_id)
+        self.candidates = tuple(candidates)
 
 
 class RunNotResumable(RunStateError):

@@ -139,7 +139,8 @@ class RunPagesApp:
             run = self.parts.store.runs.get_run(grant.run_id or "")
         except RunNotFound as exc:
             raise Refused(404, "no_run") from exc
-        if not authz.may_view(self.parts.access, grant.uid, run):
+        approvers = authz.gate_approvers(self.parts.catalog, run)  # who may decide may read it
+        if not authz.may_view(self.parts.access, grant.uid, run, approvers):
             raise Refused(403, "not_yours")
         return grant, run
 

@@ -123,13 +123,57 @@ class Context:
     async def announcing(self, run_id: str, ending: Awaitable[Run]) -> Run:
         return await _announcing(self, run_id, ending)
 
-    def find(self, ref: str) -> Run:
+    def lookup(self, ref: str) -> Run:
         """The run `ref` names, looked up once per message (the audit trail, the action and an
-        error reply all need it; the engine's CAS on the run's version catches a stale copy)."""
+        error reply all need it; the engine's CAS on the run's version catches a stale copy),
+        whoever may see it: for the audit trail only (`find` for everything a person is told)."""
         run = self.found.get(ref)
         if run is None:
             run = self.found[ref] = self.store.runs.find_run(ref)
         return run
+
+    def find(self, ref: str) -> Run:
+        """The run `ref` (an id or a unique prefix) names among those the user may see: those
+        they may view, and those of the conversation they write in (whose thread shows them to
+        everyone there; its buttons name them). Any other run answers as one that does not
+        exist, word for word, and a prefix lists only runs they may see, so nobody (an agent
+        with no grants, a person in another channel) learns which ids, workflows or requesters
+        exist by trying prefixes, as for args handles."""
+        try:
+            run = self.lookup(ref)
+        except AmbiguousRunId as exc:
+            seen = [r for r in exc.candidates if isinstance(r, Run) and self.sees(r)]
+            if len(seen) == 1 and len(exc.candidates) < AMBIGUOUS_READ:
+                return seen[0]  # the one match the user may see (every match was read)
+            if not seen:
+                raise _not_found(ref) from None
+            listed = ", ".join(r.id for r in seen)
+            raise AmbiguousRunId(f"Run id {exc.run_id} matches several runs: {listed}.",
+                                 run_id=exc.run_id) from None  # fmt: skip
+        if not self.sees(run):
+            raise _not_found(ref)
+        return run
+
+    def sees(self, run: Run) -> bool:
+        here = (run.platform, run.conversation) == (self.message.platform, self.message.conversation)
+        return here or self.may_view(run)
+
+    def may_view(self, run: Run) -> bool:
+        return authz.may_view(self.access, self.uid, run, authz.gate_approvers(self.catalog, run))
+
+    def require_view(self, run: Run) -> None:
+        authz.require_view(self.access, self.uid, run, authz.gate_approvers(self.catalog, run))
+
+
+#: how many runs a run id prefix reads (`Runs.find_run`): fewer read means every match was
+AMBIGUOUS_READ = 6
+
+
+def _not_found(ref: str) -> RunNotFound:
+    """What an unknown run id answers (`Runs.find_run`), for a run the user may not view."""
+    prefix = ref.strip().lower()
+    return RunNotFound(f"No run id starts with {prefix}.", run_id=prefix)
+
 
 
 # -- gates -----------------------------------------------------------------------------------
@@ -203,7 +247,7 @@ async def run(ctx: Context, cmd: RunCommand) -> list[Reply]:
     for ref in (cmd.resume_from, cmd.args_from):
         if ref is not None:
             origin = ctx.find(ref)
-            authz.require_view(ctx.access, ctx.uid, origin)
+            ctx.require_view(origin)
             if origin.workflow != workflow.name:
                 raise UsageError(f"run {origin.id} is a run of `{origin.workflow}`, not `{workflow.name}`",
                                  usage=f"/workflow {SPECS['run'].usage}")
@@ -285,7 +329,7 @@ def viewable_args(ctx: Context, handle: str) -> str:
     at all gets the same answer, byte for byte: which prefixes exist is never revealed."""
     prefix = handle_prefix(handle) or handle.strip().lower()
     runs = ctx.store.runs.runs_with_args(prefix)
-    digests = {r.args_digest for r in runs if authz.may_view(ctx.access, ctx.uid, r)}
+    digests = {r.args_digest for r in runs if ctx.may_view(r)}
     if not digests:  # the same words for every unmatched handle: the prefix is not echoed
         raise UsageError(
             "No args of a run you may view match that handle.",
@@ -424,7 +468,7 @@ async def invalidate(ctx: Context, cmd: InvalidateCommand) -> list[Reply]:
 
 async def plan(ctx: Context, cmd: PlanCommand) -> list[Reply]:
     target = ctx.find(cmd.run)
-    authz.require_view(ctx.access, ctx.uid, target)
+    ctx.require_view(target)
     return [replies.plan(target, ctx.engine.plan(target.id))]
 
 
@@ -444,7 +488,7 @@ def _named_or_latest(ctx: Context, ref: str | None) -> Run:
 
 async def status(ctx: Context, cmd: StatusCommand) -> list[Reply]:
     target = _named_or_latest(ctx, cmd.run)
-    authz.require_view(ctx.access, ctx.uid, target)
+    ctx.require_view(target)
     queue = queueing.waiting(ctx.store, target, ctx.clock())  # a queued run: why it waits, behind whom
     return [replies.status(target, ctx.engine.summary(target), queue)]
 
@@ -463,7 +507,7 @@ async def queue(ctx: Context, cmd: QueueCommand) -> list[Reply]:
             raise UsageError(f"no workflow or concurrency key `{target}` has runs active or queued"
                              + (f"; did you mean `{guess}`?" if guess else ""),
                              hint="`/workflow queue` lists every key with runs active or queued.")
-    visible = [r for r in runs if authz.may_view(ctx.access, ctx.uid, r)]
+    visible = [r for r in runs if ctx.may_view(r)]
     return [replies.queue(queueing.listing(ctx.store, visible, ctx.clock()), target)]
 
 
@@ -479,7 +523,7 @@ def _pages(ctx: Context) -> RunPages:
 async def open_(ctx: Context, cmd: OpenCommand) -> list[Reply]:
     """The asking user's own link to a run's page (ephemeral: a link acts as its user)."""
     target = _named_or_latest(ctx, cmd.run)
-    authz.require_view(ctx.access, ctx.uid, target)
+    ctx.require_view(target)
     return [replies.page_link(_pages(ctx).run_link(target, ctx.uid), ctx.uid, target)]
 
 
@@ -489,7 +533,7 @@ async def runs(ctx: Context, cmd: RunsCommand) -> list[Reply]:
         link = _pages(ctx).runs_link(msg.platform, msg.conversation, ctx.uid)
         return [replies.page_link(link, ctx.uid, platform=msg.platform, conversation=msg.conversation)]
     recent = ctx.store.runs.recent_runs(platform=msg.platform, conversation=msg.conversation, limit=20)
-    return [replies.runs([r for r in recent if authz.may_view(ctx.access, ctx.uid, r)])]
+    return [replies.runs([r for r in recent if ctx.may_view(r)])]
 
 
 async def list_workflows(ctx: Context, cmd: ListCommand) -> list[Reply]:
@@ -514,7 +558,7 @@ async def list_workflows(ctx: Context, cmd: ListCommand) -> list[Reply]:
 
 async def args(ctx: Context, cmd: ArgsCommand) -> list[Reply]:
     target = ctx.find(cmd.run)
-    authz.require_view(ctx.access, ctx.uid, target)
+    ctx.require_view(target)
     canonical = canonical_json(ctx.engine.args_of(target)).decode("utf-8")
     return [replies.args(target, canonical)]
 
@@ -532,14 +576,14 @@ async def audit(ctx: Context, cmd: AuditCommand) -> list[Reply]:
         content = audit_export.export(events, cmd.format, ctx.redactor)
         return [replies.audit_export(len(events), cmd.since or "", cmd.format, name, content)]
     target = ctx.find(cmd.run)
-    authz.require_view(ctx.access, ctx.uid, target)
+    ctx.require_view(target)
     return [replies.audit(target, ctx.store.events.audit_log(target.id))]
 
 
 async def who(ctx: Context, cmd: WhoCommand) -> list[Reply]:
     """Who decided each gate of the run, with every vote cast on its latest opening."""
     target = ctx.find(cmd.run)
-    authz.require_view(ctx.access, ctx.uid, target)
+    ctx.require_view(target)
     gates = [(g, ctx.store.ballots.gate_votes(target.id, g.node_id, g.created_at))
              for g in ctx.store.gates.run_gates(target.id)]  # fmt: skip
     return [replies.who_approved(target, gates)]

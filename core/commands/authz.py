@@ -22,8 +22,9 @@ from collections.abc import Iterable, Sequence
 
 from core.commands.model import SPECS
 from core.config import ANYONE, GROUP_PREFIX, Access
-from core.errors import PermissionDenied
+from core.errors import PermissionDenied, WorkflowError
 from core.store.records import Run
+from core.workflows.catalog import Catalog
 
 
 def user_id(platform: str, user: str) -> str:
@@ -88,14 +89,30 @@ def owns(access: Access, uid: str, run: Run) -> bool:
     return is_admin(access, uid) or requested(access, uid, run)
 
 
-def may_view(access: Access, uid: str, run: Run) -> bool:
-    """Inspection (status, plan, args, audit): the requester, admins, and anyone who may run
-    or approve that workflow."""
+def may_view(access: Access, uid: str, run: Run, gate_approvers: Iterable[str] = ()) -> bool:
+    """Inspection (status, plan, args, audit): the requester, admins, anyone who may run or
+    approve that workflow, and whoever a gate of it names in its `approvers:` (`gate_approvers`):
+    who may decide a gate may read what they decide."""
     return (
         owns(access, uid, run)
         or may_run(access, uid, run.workflow)
         or may_approve(access, uid, run.evolve(requester=""))
+        or listed(access, uid, gate_approvers)
     )
+
+
+def gate_approvers(catalog: Catalog, run: Run) -> list[str]:
+    """Everyone the approval nodes of `run`'s workflow name in `approvers:` or escalate to
+    (none when the workflow is gone or does not load), for `may_view`."""
+    try:
+        workflow = catalog.get(run.workflow)
+    except WorkflowError:
+        return []
+    named: list[str] = []
+    for node in workflow.nodes:
+        escalation = node.approval.escalate if node.approval is not None else None
+        named += [*(node.approvers or ()), *(escalation.to if escalation is not None else ())]
+    return named
 
 
 def may_view_workflow(access: Access, uid: str, workflow: str) -> bool:
@@ -147,6 +164,6 @@ def require_owner(access: Access, uid: str, run: Run, action: str) -> None:
         )
 
 
-def require_view(access: Access, uid: str, run: Run) -> None:
-    if not may_view(access, uid, run):
+def require_view(access: Access, uid: str, run: Run, gate_approvers: Iterable[str] = ()) -> None:
+    if not may_view(access, uid, run, gate_approvers):
         raise PermissionDenied(f"{uid} may not inspect run {run.id} of `{run.workflow}`.", users=[uid])

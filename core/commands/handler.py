@@ -408,7 +408,7 @@ class Handler:
         run_id = None
         if run_ref is not None:
             try:
-                run_id = ctx.find(run_ref).id  # remembered: the action looks it up again
+                run_id = ctx.lookup(run_ref).id  # remembered: the action looks it up again
             except BatonError:
                 details = {**details, "run": run_ref}
         row: dict[str, Any] = {"actor": ctx.uid, "action": action, "run_id": run_id, "details": {

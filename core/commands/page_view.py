@@ -351,7 +351,7 @@ def node_detail(node: NodeDetail, texts: Mapping[str, str], page: int, hide: Red
 def runs_page(parts: Parts, uid: str, platform: str, conversation: str, limit: int = 50) -> list[Run]:
     """The conversation's recent runs the user may view."""
     recent = parts.store.runs.recent_runs(platform=platform, conversation=conversation, limit=limit)
-    return [r for r in recent if authz.may_view(parts.access, uid, r)]
+    return [r for r in recent if authz.may_view(parts.access, uid, r, authz.gate_approvers(parts.catalog, r))]
 
 
 def snapshot_of(parts: Parts, run_id: str) -> Snapshot | None:

@@ -50,7 +50,8 @@ class RunsSql:
             return exact[0]
         if len(runs) > 1:
             listed = ", ".join(run.id for run in runs[:5]) + (", …" if len(runs) > 5 else "")
-            raise AmbiguousRunId(f"Run id {prefix} matches several runs: {listed}.", run_id=prefix)
+            raise AmbiguousRunId(f"Run id {prefix} matches several runs: {listed}.", run_id=prefix,
+                                 candidates=runs)
         return runs[0]
 
     @store_operation("look up an args handle")

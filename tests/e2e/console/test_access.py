@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from tests.e2e.console.cli import CALL_TIMEOUT, BatonCli
+from tests.e2e.console.cli import CALL_TIMEOUT, BatonCli, run_ids
 from tests.e2e.process import BatonProcess, free_port
 from tests.e2e.slack.mock_slack import MockSlack
 from tests.unit.bot.test_settings import ACCESS_MISTAKES
@@ -81,3 +81,53 @@ async def test_baton_run_warns_at_start_when_everyone_may_approve(
         assert "everyone on slack may run every workflow and approve every gate" in warned[0]
     else:
         assert warned == []
+
+
+def test_runs_a_user_may_not_see_answer_as_unknown_ids_from_another_conversation(baton: BatonCli) -> None:
+    """Trying prefixes must not list other people's runs: from another conversation (an agent's,
+    another channel) a run one may not view answers like an id nobody has, and a prefix lists
+    only runs one may see. In the run's own conversation its thread shows it to everyone, so
+    a refusal there may name it."""
+    baton.env_extra["BATON_ACCESS"] = (
+        '{"admins": ["console:root"], "run": {"gated": ["console:ana"], "notes": ["console:bob"]},'
+        ' "approve": {"*": ["console:root"]}}'
+    )
+    hidden = [run_ids(baton.say(f"run gated v{i} --force", user="ana", conversation="ops")).pop()
+              for i in range(12)]
+    own = run_ids(baton.say("run notes mine", user="bob", conversation="dm-bob")).pop()
+    unknown = next(f"{c}{c}{c}{c}" for c in "0123456789abcdef" if not any(
+        r.startswith(c * 4) for r in [*hidden, own]))
+
+    def answer(text: str) -> str:
+        (reply,) = baton.say(text, user="bob", conversation="dm-bob", wait=False)
+        return str(reply["text"])
+
+    assert answer(f"status {hidden[0]}") == answer(f"status {unknown}").replace(unknown, hidden[0])
+    for verb in ("abandon", "plan", "args", "audit", "open"):
+        assert f"No run id starts with {hidden[0]}." in answer(f"{verb} {hidden[0]}"), verb
+    for prefix in {r[:1] for r in hidden}:  # ambiguous prefixes name only runs bob may see
+        shown = answer(f"status {prefix}")
+        assert not any(r in shown for r in hidden), shown
+    assert f"{own}" in answer(f"status {own[:4]}")
+    # in the run's own conversation, the refusal says what it is about
+    (there,) = baton.say(f"abandon {hidden[0]}", user="bob", conversation="ops", wait=False)
+    assert "may not abandon" in there["text"]
+
+
+def test_an_approver_a_gate_names_may_read_the_run_it_decides(baton: BatonCli) -> None:
+    """carol is named only in the gate's `approvers:` (no grant in BATON_ACCESS): she may vote,
+    so she may also see what she decides, from wherever she asks."""
+    (baton.workflows / "named.yaml").write_text(
+        'name: named\nnodes:\n  - id: review\n'
+        '    approval: {question: "Ship it?", approvers: ["console:carol"]}\n'
+        "  - id: ship\n    depends_on: [review]\n    bash: echo shipped\n    replay: pure\n")
+    baton.env_extra["BATON_ACCESS"] = '{"run": {"named": ["console:ana"]}}'
+    run_id = run_ids(baton.say("run named", user="ana", conversation="ops")).pop()
+
+    (status,) = baton.say(f"status {run_id}", user="carol", conversation="dm-carol", wait=False)
+    (stranger,) = baton.say(f"status {run_id}", user="dave", conversation="dm-dave", wait=False)
+    decided = baton.say(f"approve {run_id}", user="carol", conversation="dm-carol")
+
+    assert not status["is_error"] and "review waiting" in status["text"], status["text"]
+    assert stranger["is_error"] and f"No run id starts with {run_id}." in stranger["text"]
+    assert decided[0]["kind"] == "gate_decided" and baton.run_record(run_id).status == "completed"
