@@ -13,7 +13,7 @@ from __future__ import annotations
 import secrets
 from typing import TYPE_CHECKING
 
-from core.commands import authz, schedule_replies
+from core.commands import authz, queueing, schedule_replies
 from core.commands.messages import Reply
 from core.commands.model import SPECS, ScheduleCommand
 from core.commands.run_args import build_args
@@ -119,13 +119,15 @@ async def _fire_now(ctx: Context, s: Schedule) -> Reply:
     if done is None:  # a fire at this very time was written by another replica
         raise _usage(f"schedule {s.id} fired at this moment already", hint="Try again in a second.")
     fire = next((f for f in ctx.store.schedules.schedule_fires(s.id, 5) if f.due_at == now), None)
+    run = ctx.store.runs.get_run(done.run_id) if done.run_id else None
     return schedule_replies.changed(
         s,
         "fired",
         ctx.uid,
-        run_id=done.run_id,
+        run=run,
         outcome=done.outcome.value,
         detail=fire.detail if fire else {},
+        queue=queueing.waiting(ctx.store, run, ctx.clock()) if run else None,  # overlap `queue`
     )
 
 

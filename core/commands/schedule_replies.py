@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from core.commands.messages import Reply
@@ -93,21 +93,26 @@ def changed(
     action: str,
     by: str,
     *,
-    run_id: str | None = None,
+    run: Run | None = None,
     outcome: str | None = None,
     detail: dict[str, Any] | None = None,
+    queue: Mapping[str, Any] | None = None,
 ) -> Reply:
-    """paused | resumed | removed | fired (by hand: `outcome` and the run it started)."""
+    """paused | resumed | removed | fired (by hand: `outcome` and the run it started, with its
+    status: a console one-shot drives a moving run to rest, and leaves a queued one queued).
+    `queue`: the run waits in the schedule's queue (`queueing.waiting`): said, and behind whom."""
     return Reply(
         kind="schedule_changed",
-        run_id=run_id,
+        run_id=run.id if run else None,
+        run_status=str(run.status) if run else None,
         data={
             **schedule_data(s),
             "action": action,
             "by": by,
-            "run_id": run_id,
+            "run_id": run.id if run else None,
             "outcome": outcome,
             "detail": detail or {},
+            "queue": dict(queue) if queue else None,
         },
     )
 
@@ -123,6 +128,7 @@ def fired(run: Run, s: Schedule, due: float, detail: dict[str, Any]) -> Reply:
         data={
             **schedule_data(s),
             "run_id": run.id,
+            "status": str(run.status),  # queued: it waits behind an active run of the schedule
             "workflow": run.workflow,
             "due": local_time(due, s.timezone),
             "detail": detail,

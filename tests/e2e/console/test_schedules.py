@@ -12,6 +12,7 @@ from collections.abc import Iterator
 
 import pytest
 
+from tests.e2e.console import cli
 from tests.e2e.console.cli import BatonCli
 from tests.e2e.console.terminal import Terminal, plain
 
@@ -127,3 +128,28 @@ def test_a_cron_that_never_fires_is_refused_in_chat_and_in_a_workflow_file(baton
     )
     (broken,) = baton.say("run never")
     assert "never.yaml:3" in str(broken["text"]) and "never fires" in str(broken["text"]), broken
+
+
+def _added(reply: dict[str, object]) -> str:
+    assert reply["kind"] == "schedule_added", reply
+    found = re.search(r"Schedule (\S+) added", str(reply["text"]))
+    assert found, reply["text"]
+    return found.group(1)
+
+
+def test_schedule_run_of_a_queued_fire_returns_and_says_it_is_queued(
+    baton: BatonCli, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Overlap `queue`: the second `schedule run` while the first fire waits at its gate
+    queued its run and then waited for it forever (the reply had a run id but no status)."""
+    monkeypatch.setattr(cli, "CALL_TIMEOUT", 30.0)  # a hang fails in 30 s, not 60
+    (added,) = baton.say('schedule add gated "0 5 * * *" --overlap queue', wait=False)
+    sid = _added(added)
+    (first,) = baton.say(f"schedule run {sid}", wait=False)
+    assert baton.run_record(first["run_id"]).status == "paused"  # driven to its gate, then returned
+    (second,) = baton.say(f"schedule run {sid}", wait=False)
+    assert second["run_status"] == "queued", second
+    text = str(second["text"])
+    assert f"run {second['run_id']} queued" in text and "started" not in text, text
+    assert f"behind {first['run_id'][:6]}" in text and "paused at review" in text, text
+    assert baton.run_record(second["run_id"]).status == "queued"

@@ -182,12 +182,16 @@ def schedule_kinds(run: Run, text: str) -> list[Reply]:
         schedule_replies.changed(paused, "paused", "slack:U2"),
         schedule_replies.changed(s, "resumed", "slack:U2"),
         schedule_replies.changed(s, "removed", "slack:U2"),
-        schedule_replies.changed(s, "fired", "slack:U2", run_id=run.id, outcome="started",
+        schedule_replies.changed(s, "fired", "slack:U2", run=run, outcome="started",
                                  detail={"behind": ["abc"]}),
+        schedule_replies.changed(s, "fired", "slack:U2", run=run.evolve(status=RunStatus.QUEUED),
+                                 outcome="started", detail={"behind": [rid]}, queue=queued(text)),
         schedule_replies.changed(s, "fired", "slack:U2", outcome="skipped", detail={"active": [run.id]}),
         schedule_replies.changed(s, "fired", "slack:U2", outcome="failed", detail={"error": text}),
         schedule_replies.fired(run.evolve(started_by=f"schedule:{s.id}"), s, now,
                                {"catchup": True, "by": "slack:U2", "behind": [rid], "cancelled": [rid]}),
+        schedule_replies.fired(run.evolve(started_by=f"schedule:{s.id}", status=RunStatus.QUEUED), s, now,
+                               {"by": "slack:U2", "behind": [rid]}),
         *schedule_replies.refused(paused, text),
     ]
 
