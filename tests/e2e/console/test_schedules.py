@@ -101,7 +101,7 @@ def test_two_processes_on_one_sqlite_database_start_one_run_per_fire(baton: Bato
             )
         for session, name in ((one, "ana"), (two, "bob")):
             session.type("help schedule\r")
-            session.expect(rf"schedule show\|pause[\s\S]*{name}>", after=session.mark(), timeout=30)
+            session.expect(rf"schedule pause <id> \[note\][\s\S]*{name}>", after=session.mark(), timeout=30)
             session.type("\x04")
         assert one.wait() == 0 and two.wait() == 0
     finally:
@@ -153,3 +153,14 @@ def test_schedule_run_of_a_queued_fire_returns_and_says_it_is_queued(
     assert f"run {second['run_id']} queued" in text and "started" not in text, text
     assert f"behind {first['run_id'][:6]}" in text and "paused at review" in text, text
     assert baton.run_record(second["run_id"]).status == "queued"
+
+
+def test_schedule_usage_says_which_action_takes_what(baton: BatonCli) -> None:
+    (bare,) = baton.say("schedule show")
+    assert bare["kind"] == "error" and "`schedule show` needs <id>" in str(bare["text"]), bare
+    usage = str(baton.say("help schedule")[0]["text"])
+    assert "schedule pause <id> [note]" in usage and "rm <id> [note]" not in usage, usage
+    (added,) = baton.say('schedule add notes "0 5 * * *"')
+    (extra,) = baton.say(f"schedule resume {_added(added)} back")
+    assert extra["kind"] == "error" and "`schedule resume` takes only <id>" in str(extra["text"]), extra
+    assert "queued" in str(baton.say("help subscribe")[0]["text"])
