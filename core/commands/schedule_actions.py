@@ -5,7 +5,9 @@
 - `list` and `show` list the schedules of workflows the person may run (admins: all).
 - `pause`, `resume`, `run`, `rm`: the schedule's owner and admins (a workflow's YAML
   schedules have no owner: admins). A YAML schedule is removed from its file, not in chat.
-Every change is a compare-and-swap on the schedule's version and is audited.
+Every change is a compare-and-swap on the schedule's version and is audited. All but `add`
+first sync the workflow files' schedules into the store (`Scheduler.sync`): a process whose
+scheduler has not ticked (a one-shot `baton say`) sees them too.
 """
 
 from __future__ import annotations
@@ -64,6 +66,8 @@ def _require_manage(ctx: Context, s: Schedule, what: str) -> None:
 async def schedule(ctx: Context, cmd: ScheduleCommand) -> list[Reply]:
     if cmd.action == "add":
         return [_add(ctx, cmd)]
+    if ctx.scheduler is not None:  # the workflow files' schedules, also where nothing ticked yet
+        ctx.scheduler.sync()  # (a one-shot `baton say`); syncing fires nothing
     if cmd.action == "list":
         mine = [s for s in ctx.store.schedules.list_schedules() if _may_see(ctx, s)]
         return [schedule_replies.listed(mine, ctx.clock())]

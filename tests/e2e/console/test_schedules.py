@@ -130,6 +130,22 @@ def test_a_cron_that_never_fires_is_refused_in_chat_and_in_a_workflow_file(baton
     assert "never.yaml:3" in str(broken["text"]) and "never fires" in str(broken["text"]), broken
 
 
+NIGHTLY_CHECK = """name: nightly-check
+schedules:
+  - id: weekdays
+    cron: "0 2 * * 1-5"
+    args: {message: all good}
+nodes:
+  - id: check
+    bash: echo checked
+    replay: pure
+"""
+
+
+def _text(replies: list[dict[str, object]]) -> str:
+    return "\n".join(str(r["text"]) for r in replies)
+
+
 def _added(reply: dict[str, object]) -> str:
     assert reply["kind"] == "schedule_added", reply
     found = re.search(r"Schedule (\S+) added", str(reply["text"]))
@@ -164,3 +180,16 @@ def test_schedule_usage_says_which_action_takes_what(baton: BatonCli) -> None:
     (extra,) = baton.say(f"schedule resume {_added(added)} back")
     assert extra["kind"] == "error" and "`schedule resume` takes only <id>" in str(extra["text"]), extra
     assert "queued" in str(baton.say("help subscribe")[0]["text"])
+
+
+def test_a_workflow_files_schedules_are_seen_by_a_one_shot_say_without_firing(baton: BatonCli) -> None:
+    """No `baton console` or `baton run` ticked yet (only a tick synced the files' schedules
+    into the store): `schedule list` and `show` see the file's schedule all the same, and
+    nothing fires."""
+    (baton.workflows / "nightly-check.yaml").write_text(NIGHTLY_CHECK)
+    listed = _text(baton.say("schedule list"))
+    assert "nightly-check.weekdays" in listed and "from its workflow's file" in listed, listed
+    (shown,) = baton.say("schedule show nightly-check.weekdays")
+    assert shown["kind"] == "schedule_shown" and "Next fires" in str(shown["text"]), shown
+    assert "It has not fired yet." in str(shown["text"]), shown
+    assert baton.runs() == []  # seen, not fired
