@@ -193,3 +193,30 @@ def test_a_workflow_files_schedules_are_seen_by_a_one_shot_say_without_firing(ba
     assert shown["kind"] == "schedule_shown" and "Next fires" in str(shown["text"]), shown
     assert "It has not fired yet." in str(shown["text"]), shown
     assert baton.runs() == []  # seen, not fired
+
+
+def test_a_workflow_files_schedule_is_managed_by_admins_and_the_refusal_says_where_it_lives(
+    baton: BatonCli,
+) -> None:
+    """BATON_ACCESS unset: no admin, so nobody may pause or fire a file's schedule in chat.
+    The refusal said "Only a Baton admin (it is declared in its workflow's file) or an admin
+    may …" and "Ask its owner or an admin" (it has no owner, and there is no admin)."""
+    (baton.workflows / "nightly-check.yaml").write_text(NIGHTLY_CHECK)
+    file = str(baton.workflows / "nightly-check.yaml")
+    (removed,) = baton.say("schedule rm nightly-check.weekdays")
+    text = str(removed["text"])
+    assert removed["kind"] == "error" and "or an admin may" not in text, text
+    assert "declared in workflow `nightly-check`'s file: it is removed there" in text and file in text, text
+    for verb, says in (("pause", "pause"), ("resume", "resume"), ("run", "fire")):
+        (refused,) = baton.say(f"schedule {verb} nightly-check.weekdays")
+        text = str(refused["text"])
+        assert refused["kind"] == "error", text
+        assert f"file: only an admin may {says} it; ana is not one" in text, text
+        assert "owner" not in text and "No Baton admin is configured" in text and file in text, text
+    assert "/workflow run nightly-check" in text  # `run`: what ana may do instead
+    assert baton.runs() == []
+    baton.env_extra["BATON_ACCESS"] = '{"admins": ["console:root"], "run": {"*": ["*"]}}'
+    (refused,) = baton.say("schedule pause nightly-check.weekdays")
+    assert f"Ask an admin, or change or remove it in {file}." in str(refused["text"]), refused
+    (paused,) = baton.say("schedule pause nightly-check.weekdays", user="root")
+    assert "paused by root" in str(paused["text"]), paused
