@@ -97,7 +97,9 @@ async def schedule(ctx: Context, cmd: ScheduleCommand) -> list[Reply]:
     if not _may_see(ctx, s):  # as for a schedule that does not exist
         raise ScheduleNotFound(f"No schedule has the id {s.id}.", schedule_id=s.id)
     if cmd.action == "show":
-        return [schedule_replies.shown(s, ctx.store.schedules.schedule_fires(s.id, 10), ctx.clock())]
+        fires = ctx.store.schedules.schedule_fires(s.id, 10)
+        args = schedule_replies.shown_args(s, ctx.redactor.redact)
+        return [schedule_replies.shown(s, fires, ctx.clock(), args)]
     if cmd.action == "rm" and s.source == "yaml":  # not in chat, whoever asks: the file would bring it back
         raise _usage(
             f"schedule {s.id} is declared in workflow `{s.workflow}`'s file: it is removed there, "
@@ -212,4 +214,4 @@ def _add(ctx: Context, cmd: ScheduleCommand) -> Reply:
     )
     if ctx.scheduler is not None:
         ctx.scheduler.changed()
-    return schedule_replies.added(s, now)
+    return schedule_replies.added(s, now, schedule_replies.shown_args(s, ctx.redactor.redact))

@@ -220,3 +220,12 @@ def test_a_workflow_files_schedule_is_managed_by_admins_and_the_refusal_says_whe
     assert f"Ask an admin, or change or remove it in {file}." in str(refused["text"]), refused
     (paused,) = baton.say("schedule pause nightly-check.weekdays", user="root")
     assert "paused by root" in str(paused["text"]), paused
+
+
+def test_a_schedules_arguments_are_shown_when_added_and_in_show(baton: BatonCli) -> None:
+    """`--set` values were stored and passed to every run, but no reply showed them."""
+    (added,) = baton.say('schedule add needs-version "0 5 * * *" --set version=1.10')
+    sid = _added(added)
+    assert 'Arguments: {"version":"1.10"}' in str(added["text"]), added["text"]
+    (shown,) = baton.say(f"schedule show {sid}")
+    assert 'Arguments: {"version":"1.10"}' in str(shown["text"]), shown["text"]

@@ -175,9 +175,11 @@ def schedule_kinds(run: Run, text: str) -> list[Reply]:
              for i, outcome in enumerate(FireOutcome)]
     return [
         schedule_replies.added(s, now),
+        schedule_replies.added(s, now, args=schedule_replies.shown_args(
+            s.evolve(args={"message": text, "version": text}), lambda t: t)),
         schedule_replies.listed([s, paused, make_schedule(text, id="release-notes.nightly", source="yaml",
                                                           owner=None, every=300.0, cron=None)], now),
-        schedule_replies.shown(s, fires, now),
+        schedule_replies.shown(s, fires, now, args='{"version":' + repr(text) + "}"),
         schedule_replies.shown(paused, [], now),
         schedule_replies.changed(paused, "paused", "slack:U2"),
         schedule_replies.changed(s, "resumed", "slack:U2"),
