@@ -298,9 +298,10 @@ class Workflow(StepEnvironmentFields):
         seen: set[str] = set()
         for index, spec in enumerate(self.schedules):
             if spec.id in seen:
-                raise PydanticCustomError(
+                raise PydanticCustomError(  # `path`: the loader points at the repeated id's line
                     SCHEDULE_ERROR, f"schedule #{index + 1} repeats the id `{spec.id}`",
-                    {"hint": "Give each schedule of a workflow its own `id`."})
+                    {"hint": "Give each schedule of a workflow its own `id`.",
+                     "path": ("schedules", index, "id")})
             seen.add(spec.id)
         return self
 

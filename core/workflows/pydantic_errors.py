@@ -35,6 +35,8 @@ def translate(error: ErrorDetails, data: Any) -> tuple[str, str]:
     if kind == NODE_KIND_ERROR:
         return error["msg"], str(ctx.get("hint", ""))
     if kind == SCHEDULE_ERROR:  # a schedule's check ("schedule `x` has …"), or a field's ("`cron` of …: …")
+        if not loc:  # the workflow's check of its schedules ("schedule #2 repeats the id …")
+            return error["msg"], str(ctx.get("hint", ""))
         sep = ": " if len(loc) > 2 else " "
         return f"{describe(loc, data)}{sep}{error['msg']}", str(ctx.get("hint", ""))
     if kind in (INPUT_SPEC_ERROR, ENVIRONMENT_ERROR):
