@@ -164,6 +164,8 @@ def _type_hint(kind: str, key: str) -> str:
         return f"Write `{key}:` as text (quote it if YAML reads it as a number or boolean)."
     if kind.startswith(("bool",)):
         return f"Write `{key}:` as true or false."
-    if kind.startswith(("int", "float", "greater", "less")):
+    if kind.startswith("int"):  # `true`, `1.0`, `"2"` where a whole number goes
+        return f"Write `{key}:` as a whole number, e.g. `{key}: 2`."
+    if kind.startswith(("float", "greater", "less")):
         return f"Give `{key}:` a number in the allowed range."
     return f"Fix `{key}:`."
