@@ -164,7 +164,7 @@ class ScheduleCommand:
 
 @dataclass(frozen=True, slots=True)
 class SubscribeCommand:
-    """`subscribe [workflow|*] [failed|attention|gates|done|all]… [--to <place>]`: this
+    """`subscribe [workflow|*] [failed|attention|gates|done|queued|all]… [--to <place>]`: this
     conversation (an admin: `--to` another) hears about those events of that workflow's runs."""
 
     workflow: str = "*"
@@ -297,11 +297,12 @@ SPECS: dict[str, Spec] = {
         Spec("audit", "audit <run> | audit --since 7d [--format jsonl|csv]", "audit --since 7d --format csv",
              "who did what to a run; or, for admins, everything over a window as a file",
              flags=("--since", "--format")),
-        Spec("subscribe", "subscribe [workflow|*] [failed|attention|gates|done|all] [--to <place>]",
+        Spec("subscribe", "subscribe [workflow|*] [failed|attention|gates|done|queued|all] [--to <place>]",
              "subscribe deploy failed gates",
              "tell this conversation when runs of a workflow fail, need attention, wait at a gate or end",
              flags=("--to",)),
-        Spec("unsubscribe", "unsubscribe [workflow|*] [failed|attention|gates|done|all] [--to <place>]",
+        Spec("unsubscribe",
+             "unsubscribe [workflow|*] [failed|attention|gates|done|queued|all] [--to <place>]",
              "unsubscribe deploy", "stop those notices here (no workflow: all of them)", flags=("--to",)),
         Spec("subscriptions", "subscriptions [--to <place>]", "subscriptions",
              "what this conversation is told about, and by whose subscription", flags=("--to",)),
@@ -312,7 +313,7 @@ SPECS: dict[str, Spec] = {
         Spec(
             "schedule",
             'schedule add <workflow> "<cron>"|every <duration> [--tz Z] [--overlap P] [message] [--set k=v]…'
-            " | schedule list | schedule show|pause|resume|run|rm <id> [note]",
+            " | schedule list | schedule show|resume|run|rm <id> | schedule pause <id> [note]",
             'schedule add nightly-report "0 2 * * 1-5" --tz Europe/Paris',
             "runs nobody types: add one here, list, show its fires, pause, resume, fire now, remove",
             flags=("--tz", "--overlap", "--set"),

@@ -355,9 +355,12 @@ def _schedule(pos: list[str], opts: list[tuple[str, str | None]]) -> ScheduleCom
     if action == "list":
         _need(rest, "schedule", ())
         return ScheduleCommand("list")
-    if action != "add":
-        names = ("id",)
-        _need(rest, "schedule", names, rest=action == "pause")
+    if action != "add":  # one id; only a pause takes a note (why, for whoever resumes it)
+        if not rest:
+            raise usage_error("schedule", f"`schedule {action}` needs <id>")
+        if len(rest) > 1 and action != "pause":
+            raise usage_error("schedule", f"`schedule {action}` takes only <id>, not `{' '.join(rest[1:])}` "
+                                          "(a note goes with `schedule pause <id> [note]`)")
         return ScheduleCommand(action, rest[0], note=" ".join(rest[1:]) or None)
     if len(rest) < 2:
         raise usage_error("schedule", 'give the workflow and when: `schedule add <workflow> "<cron>"` or '

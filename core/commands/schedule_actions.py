@@ -4,8 +4,11 @@
   (checked again at every fire) and reports in the conversation where it was added.
 - `list` and `show` list the schedules of workflows the person may run (admins: all).
 - `pause`, `resume`, `run`, `rm`: the schedule's owner and admins (a workflow's YAML
-  schedules have no owner: admins). A YAML schedule is removed from its file, not in chat.
-Every change is a compare-and-swap on the schedule's version and is audited.
+  schedules have no owner: admins); a schedule one may not see is not found, as in `show`.
+  A YAML schedule is removed from its file, not in chat, whoever asks.
+Every change is a compare-and-swap on the schedule's version and is audited. All but `add`
+first sync the workflow files' schedules into the store (`Scheduler.sync`): a process whose
+scheduler has not ticked (a one-shot `baton say`) sees them too.
 """
 
 from __future__ import annotations
@@ -13,7 +16,7 @@ from __future__ import annotations
 import secrets
 from typing import TYPE_CHECKING
 
-from core.commands import authz, schedule_replies
+from core.commands import authz, queueing, schedule_replies
 from core.commands.messages import Reply
 from core.commands.model import SPECS, ScheduleCommand
 from core.commands.run_args import build_args
@@ -50,28 +53,60 @@ def _may_see(ctx: Context, s: Schedule) -> bool:
     )
 
 
+def _file_of(ctx: Context, s: Schedule) -> str:
+    """The file that declares a YAML schedule (its workflow's)."""
+    entry = next((e for e in ctx.catalog.entries() if e.name == s.workflow), None)
+    return str(entry.path) if entry is not None else f"workflow `{s.workflow}`'s file"
+
+
 def _require_manage(ctx: Context, s: Schedule, what: str) -> None:
     if authz.is_admin(ctx.access, ctx.uid) or (s.owner is not None and s.owner == ctx.uid):
         return
-    who = f"its owner ({s.owner})" if s.owner else "a Baton admin (it is declared in its workflow's file)"
+    if s.owner is not None:
+        raise PermissionDenied(
+            f"Only its owner ({s.owner}) or an admin may {what} schedule {s.id}; {ctx.uid} may not.",
+            users=[ctx.uid, s.owner],
+            hint="Ask its owner or an admin.",
+        )
+    # a workflow file's schedule has no owner: admins manage it in chat, whoever edits the file there
+    file = _file_of(ctx, s)
+    instead = (  # here anyone who may see it may run its workflow (`_may_see`)
+        f"run its workflow yourself (`/workflow run {s.workflow}`), or change its rule in {file}"
+        if what == "fire"
+        else f"change or remove it in {file}"
+    )
     raise PermissionDenied(
-        f"Only {who} or an admin may {what} schedule {s.id}; {ctx.uid} may not.",
-        users=[u for u in (ctx.uid, s.owner) if u],
-        hint="Ask its owner or an admin.",
+        f"Schedule {s.id} is declared in its workflow's file: only an admin may {what} it; "
+        f"{ctx.uid} is not one.",
+        users=[ctx.uid],
+        hint=f"Ask an admin, or {instead}."
+        if ctx.access.admins
+        else f"No Baton admin is configured (BATON_ACCESS `admins`): {instead}.",
     )
 
 
 async def schedule(ctx: Context, cmd: ScheduleCommand) -> list[Reply]:
     if cmd.action == "add":
         return [_add(ctx, cmd)]
+    if ctx.scheduler is not None:  # the workflow files' schedules, also where nothing ticked yet
+        ctx.scheduler.sync()  # (a one-shot `baton say`); syncing fires nothing
     if cmd.action == "list":
         mine = [s for s in ctx.store.schedules.list_schedules() if _may_see(ctx, s)]
         return [schedule_replies.listed(mine, ctx.clock())]
     s = _found(ctx, cmd.target or "")
+    if not _may_see(ctx, s):  # as for a schedule that does not exist
+        raise ScheduleNotFound(f"No schedule has the id {s.id}.", schedule_id=s.id)
     if cmd.action == "show":
-        if not _may_see(ctx, s):
-            raise ScheduleNotFound(f"No schedule has the id {s.id}.", schedule_id=s.id)
-        return [schedule_replies.shown(s, ctx.store.schedules.schedule_fires(s.id, 10), ctx.clock())]
+        fires = ctx.store.schedules.schedule_fires(s.id, 10)
+        args = schedule_replies.shown_args(s, ctx.redactor.redact)
+        return [schedule_replies.shown(s, fires, ctx.clock(), args)]
+    if cmd.action == "rm" and s.source == "yaml":  # not in chat, whoever asks: the file would bring it back
+        raise _usage(
+            f"schedule {s.id} is declared in workflow `{s.workflow}`'s file: it is removed there, "
+            "not in chat",
+            hint=f"Remove it from `schedules:` in {_file_of(ctx, s)}"
+            + (", or pause it here." if authz.is_admin(ctx.access, ctx.uid) else "."),
+        )
     verb = {"pause": "pause", "resume": "resume", "run": "fire", "rm": "remove"}[cmd.action]
     _require_manage(ctx, s, verb)
     if cmd.action == "pause":
@@ -81,11 +116,6 @@ async def schedule(ctx: Context, cmd: ScheduleCommand) -> list[Reply]:
             s, paused=False, note=None, paused_by=None, evaluated_until=max(s.evaluated_until, ctx.clock())
         )
     elif cmd.action == "rm":
-        if s.source == "yaml":
-            raise _usage(
-                f"schedule {s.id} is declared in workflow `{s.workflow}`'s file",
-                hint="Remove it from the file's `schedules:`, or pause it here.",
-            )
         ctx.store.schedules.remove_schedule(s)
         changed = s
     else:
@@ -119,13 +149,15 @@ async def _fire_now(ctx: Context, s: Schedule) -> Reply:
     if done is None:  # a fire at this very time was written by another replica
         raise _usage(f"schedule {s.id} fired at this moment already", hint="Try again in a second.")
     fire = next((f for f in ctx.store.schedules.schedule_fires(s.id, 5) if f.due_at == now), None)
+    run = ctx.store.runs.get_run(done.run_id) if done.run_id else None
     return schedule_replies.changed(
         s,
         "fired",
         ctx.uid,
-        run_id=done.run_id,
+        run=run,
         outcome=done.outcome.value,
         detail=fire.detail if fire else {},
+        queue=queueing.waiting(ctx.store, run, ctx.clock()) if run else None,  # overlap `queue`
     )
 
 
@@ -182,4 +214,4 @@ def _add(ctx: Context, cmd: ScheduleCommand) -> Reply:
     )
     if ctx.scheduler is not None:
         ctx.scheduler.changed()
-    return schedule_replies.added(s, now)
+    return schedule_replies.added(s, now, schedule_replies.shown_args(s, ctx.redactor.redact))

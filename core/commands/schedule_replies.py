@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from core.commands.messages import Reply
@@ -12,6 +12,7 @@ from core.commands.replies import told_directly
 from core.commands.resolution import preview
 from core.delivery.envelope import Address, Mode
 from core.store.records import Fire, Run, Schedule
+from core.workflows.args import canonical_json
 from core.workflows.schedule_rules import Rule, local_time
 
 KINDS = (
@@ -54,13 +55,22 @@ def _message(s: Schedule) -> dict[str, Any]:
     return {"message": preview(message) if isinstance(message, str) else None}
 
 
-def added(s: Schedule, now: float) -> Reply:
+def shown_args(s: Schedule, redact: Callable[[str], str]) -> str | None:
+    """Its arguments but the message (shown on its own) as compact JSON, redacted before it is
+    cut (a cut secret would no longer be found); None when there are none."""
+    rest = {k: v for k, v in s.args.items() if not (k == "message" and isinstance(v, str))}
+    return preview(redact(canonical_json(rest).decode("utf-8"))) if rest else None
+
+
+def added(s: Schedule, now: float, args: str | None = None) -> Reply:
+    """`args`: `shown_args`."""
     nxt = _rule(s).next_fires(now, 1)
     return Reply(
         kind="schedule_added",
         data={
             **schedule_data(s),
             **_message(s),
+            "args": args,
             "words": _rule(s).describe(),
             "next": local_time(nxt[0], s.timezone) if nxt else None,
         },
@@ -75,8 +85,9 @@ def listed(schedules: Sequence[Schedule], now: float) -> Reply:
     return Reply(kind="schedules", how=Mode(ephemeral=True), data={"schedules": rows})
 
 
-def shown(s: Schedule, fires: Sequence[Fire], now: float) -> Reply:
-    """`schedule show`: the rule in words, the next five fires in its zone, the last fires."""
+def shown(s: Schedule, fires: Sequence[Fire], now: float, args: str | None = None) -> Reply:
+    """`schedule show`: the rule in words, the next five fires in its zone, the last fires;
+    `args`: `shown_args`."""
     rule = _rule(s)
     nxt = [local_time(t, s.timezone) for t in rule.next_fires(now, 5)]
     last = [{"due": local_time(f.due_at, s.timezone), "outcome": f.outcome.value, "run_id": f.run_id,
@@ -84,7 +95,8 @@ def shown(s: Schedule, fires: Sequence[Fire], now: float) -> Reply:
     return Reply(
         kind="schedule_shown",
         how=Mode(ephemeral=True),
-        data={**schedule_data(s), **_message(s), "words": rule.describe(), "next": nxt, "fires": last},
+        data={**schedule_data(s), **_message(s), "args": args, "words": rule.describe(), "next": nxt,
+              "fires": last},
     )
 
 
@@ -93,21 +105,26 @@ def changed(
     action: str,
     by: str,
     *,
-    run_id: str | None = None,
+    run: Run | None = None,
     outcome: str | None = None,
     detail: dict[str, Any] | None = None,
+    queue: Mapping[str, Any] | None = None,
 ) -> Reply:
-    """paused | resumed | removed | fired (by hand: `outcome` and the run it started)."""
+    """paused | resumed | removed | fired (by hand: `outcome` and the run it started, with its
+    status: a console one-shot drives a moving run to rest, and leaves a queued one queued).
+    `queue`: the run waits in the schedule's queue (`queueing.waiting`): said, and behind whom."""
     return Reply(
         kind="schedule_changed",
-        run_id=run_id,
+        run_id=run.id if run else None,
+        run_status=str(run.status) if run else None,
         data={
             **schedule_data(s),
             "action": action,
             "by": by,
-            "run_id": run_id,
+            "run_id": run.id if run else None,
             "outcome": outcome,
             "detail": detail or {},
+            "queue": dict(queue) if queue else None,
         },
     )
 
@@ -123,6 +140,7 @@ def fired(run: Run, s: Schedule, due: float, detail: dict[str, Any]) -> Reply:
         data={
             **schedule_data(s),
             "run_id": run.id,
+            "status": str(run.status),  # queued: it waits behind an active run of the schedule
             "workflow": run.workflow,
             "due": local_time(due, s.timezone),
             "detail": detail,

@@ -214,10 +214,13 @@ def _first_error(
 
 
 def _pointer(error: ErrorDetails) -> tuple[str | int, ...]:
-    """The path to point at: for custom errors, the key named in `ctx["key"]`."""
+    """The path to point at: for custom errors, the key named in `ctx["key"]`, or the path
+    below the error's location in `ctx["path"]` (a workflow's check about one of its items)."""
     loc = tuple(error["loc"])
     ctx = error.get("ctx") or {}
-    key = ctx.get("key")
+    key, path = ctx.get("key"), ctx.get("path")
+    if isinstance(path, tuple):
+        return (*loc, *path)
     return (*loc, key) if isinstance(key, str) else loc
 
 

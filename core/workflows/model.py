@@ -151,9 +151,10 @@ class ConcurrencySpec(_Strict):
     active at once, and what a run past the limit does."""
 
     key: str | None = None  # a template over `inputs` (None: the workflow's name)
-    limit: int = Field(default=1, ge=1)
+    # strict: `limit: true` and `limit: 1.5` are mistakes, not 1 (pydantic's lax mode took them)
+    limit: int = Field(default=1, ge=1, strict=True)
     on_limit: OnLimit = OnLimit.QUEUE
-    max_queued: int = Field(default=100, ge=0)
+    max_queued: int = Field(default=100, ge=0, strict=True)
     hold_while_paused: bool = True
 
 
@@ -298,9 +299,10 @@ class Workflow(StepEnvironmentFields):
         seen: set[str] = set()
         for index, spec in enumerate(self.schedules):
             if spec.id in seen:
-                raise PydanticCustomError(
+                raise PydanticCustomError(  # `path`: the loader points at the repeated id's line
                     SCHEDULE_ERROR, f"schedule #{index + 1} repeats the id `{spec.id}`",
-                    {"hint": "Give each schedule of a workflow its own `id`."})
+                    {"hint": "Give each schedule of a workflow its own `id`.",
+                     "path": ("schedules", index, "id")})
             seen.add(spec.id)
         return self
 

@@ -28,7 +28,7 @@ from core.workflows.durations import parse_duration
 EVENTS: tuple[str, ...] = (
     "failed", "needs_attention", "gate_waiting", "completed", "cancelled", "gate_overdue", "queued_long",
 )
-#: the words of `subscribe … [failed|attention|gates|done|all]`, and the events each stands for
+#: the words of `subscribe … [failed|attention|gates|done|queued|all]`, and the events each stands for
 CLASSES: dict[str, tuple[str, ...]] = {
     "failed": ("failed",),
     "attention": ("needs_attention",),

@@ -35,6 +35,8 @@ def translate(error: ErrorDetails, data: Any) -> tuple[str, str]:
     if kind == NODE_KIND_ERROR:
         return error["msg"], str(ctx.get("hint", ""))
     if kind == SCHEDULE_ERROR:  # a schedule's check ("schedule `x` has …"), or a field's ("`cron` of …: …")
+        if not loc:  # the workflow's check of its schedules ("schedule #2 repeats the id …")
+            return error["msg"], str(ctx.get("hint", ""))
         sep = ": " if len(loc) > 2 else " "
         return f"{describe(loc, data)}{sep}{error['msg']}", str(ctx.get("hint", ""))
     if kind in (INPUT_SPEC_ERROR, ENVIRONMENT_ERROR):
@@ -162,6 +164,8 @@ def _type_hint(kind: str, key: str) -> str:
         return f"Write `{key}:` as text (quote it if YAML reads it as a number or boolean)."
     if kind.startswith(("bool",)):
         return f"Write `{key}:` as true or false."
-    if kind.startswith(("int", "float", "greater", "less")):
+    if kind.startswith("int"):  # `true`, `1.0`, `"2"` where a whole number goes
+        return f"Write `{key}:` as a whole number, e.g. `{key}: 2`."
+    if kind.startswith(("float", "greater", "less")):
         return f"Give `{key}:` a number in the allowed range."
     return f"Fix `{key}:`."

@@ -11,9 +11,10 @@
         post_to: "slack:C024BE7LH"     # where its runs report
         as: "slack:U024BE7LH"          # the principal it runs as
 
-A bad cron expression, an unknown time zone, both or neither of `cron` and `every`: one
-`WorkflowDefinitionError` with the key's line and the fix (`SCHEDULE_ERROR`, worded by
-`pydantic_errors.py`). When each fires is `schedule_rules.py`'s.
+A bad cron expression, an unknown time zone, both or neither of `cron` and `every`, a
+`timezone` with `every` (an interval has none): one `WorkflowDefinitionError` with the key's
+line and the fix (`SCHEDULE_ERROR`, worded by `pydantic_errors.py`). When each fires is
+`schedule_rules.py`'s.
 """
 
 from __future__ import annotations
@@ -113,6 +114,13 @@ class ScheduleSpec(BaseModel):
                 "has both `cron` and `every`" if both else "has neither `cron` nor `every`",
                 "every" if both else "id",
                 'Give exactly one: `cron: "0 2 * * *"` (a wall-clock rule) or `every: 15m` (an interval).',
+            )
+        if self.every is not None and "timezone" in self.model_fields_set:
+            raise _error(
+                "has `every` and `timezone`: an interval has no time zone",
+                "timezone",
+                "Remove `timezone:` (`every` counts from when the schedule was first seen), or use "
+                '`cron:` for a wall-clock rule in that zone (`cron: "0 2 * * *"`).',
             )
         return self
 

@@ -12,6 +12,7 @@ from collections.abc import Iterator
 
 import pytest
 
+from tests.e2e.console import cli
 from tests.e2e.console.cli import BatonCli
 from tests.e2e.console.terminal import Terminal, plain
 
@@ -100,7 +101,7 @@ def test_two_processes_on_one_sqlite_database_start_one_run_per_fire(baton: Bato
             )
         for session, name in ((one, "ana"), (two, "bob")):
             session.type("help schedule\r")
-            session.expect(rf"schedule show\|pause[\s\S]*{name}>", after=session.mark(), timeout=30)
+            session.expect(rf"schedule pause <id> \[note\][\s\S]*{name}>", after=session.mark(), timeout=30)
             session.type("\x04")
         assert one.wait() == 0 and two.wait() == 0
     finally:
@@ -127,3 +128,104 @@ def test_a_cron_that_never_fires_is_refused_in_chat_and_in_a_workflow_file(baton
     )
     (broken,) = baton.say("run never")
     assert "never.yaml:3" in str(broken["text"]) and "never fires" in str(broken["text"]), broken
+
+
+NIGHTLY_CHECK = """name: nightly-check
+schedules:
+  - id: weekdays
+    cron: "0 2 * * 1-5"
+    args: {message: all good}
+nodes:
+  - id: check
+    bash: echo checked
+    replay: pure
+"""
+
+
+def _text(replies: list[dict[str, object]]) -> str:
+    return "\n".join(str(r["text"]) for r in replies)
+
+
+def _added(reply: dict[str, object]) -> str:
+    assert reply["kind"] == "schedule_added", reply
+    found = re.search(r"Schedule (\S+) added", str(reply["text"]))
+    assert found, reply["text"]
+    return found.group(1)
+
+
+def test_schedule_run_of_a_queued_fire_returns_and_says_it_is_queued(
+    baton: BatonCli, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Overlap `queue`: the second `schedule run` while the first fire waits at its gate
+    queued its run and then waited for it forever (the reply had a run id but no status)."""
+    monkeypatch.setattr(cli, "CALL_TIMEOUT", 30.0)  # a hang fails in 30 s, not 60
+    (added,) = baton.say('schedule add gated "0 5 * * *" --overlap queue', wait=False)
+    sid = _added(added)
+    (first,) = baton.say(f"schedule run {sid}", wait=False)
+    assert baton.run_record(first["run_id"]).status == "paused"  # driven to its gate, then returned
+    (second,) = baton.say(f"schedule run {sid}", wait=False)
+    assert second["run_status"] == "queued", second
+    text = str(second["text"])
+    assert f"run {second['run_id']} queued" in text and "started" not in text, text
+    assert f"behind {first['run_id'][:6]}" in text and "paused at review" in text, text
+    assert baton.run_record(second["run_id"]).status == "queued"
+
+
+def test_schedule_usage_says_which_action_takes_what(baton: BatonCli) -> None:
+    (bare,) = baton.say("schedule show")
+    assert bare["kind"] == "error" and "`schedule show` needs <id>" in str(bare["text"]), bare
+    usage = str(baton.say("help schedule")[0]["text"])
+    assert "schedule pause <id> [note]" in usage and "rm <id> [note]" not in usage, usage
+    (added,) = baton.say('schedule add notes "0 5 * * *"')
+    (extra,) = baton.say(f"schedule resume {_added(added)} back")
+    assert extra["kind"] == "error" and "`schedule resume` takes only <id>" in str(extra["text"]), extra
+    assert "queued" in str(baton.say("help subscribe")[0]["text"])
+
+
+def test_a_workflow_files_schedules_are_seen_by_a_one_shot_say_without_firing(baton: BatonCli) -> None:
+    """No `baton console` or `baton run` ticked yet (only a tick synced the files' schedules
+    into the store): `schedule list` and `show` see the file's schedule all the same, and
+    nothing fires."""
+    (baton.workflows / "nightly-check.yaml").write_text(NIGHTLY_CHECK)
+    listed = _text(baton.say("schedule list"))
+    assert "nightly-check.weekdays" in listed and "from its workflow's file" in listed, listed
+    (shown,) = baton.say("schedule show nightly-check.weekdays")
+    assert shown["kind"] == "schedule_shown" and "Next fires" in str(shown["text"]), shown
+    assert "It has not fired yet." in str(shown["text"]), shown
+    assert baton.runs() == []  # seen, not fired
+
+
+def test_a_workflow_files_schedule_is_managed_by_admins_and_the_refusal_says_where_it_lives(
+    baton: BatonCli,
+) -> None:
+    """BATON_ACCESS unset: no admin, so nobody may pause or fire a file's schedule in chat.
+    The refusal said "Only a Baton admin (it is declared in its workflow's file) or an admin
+    may …" and "Ask its owner or an admin" (it has no owner, and there is no admin)."""
+    (baton.workflows / "nightly-check.yaml").write_text(NIGHTLY_CHECK)
+    file = str(baton.workflows / "nightly-check.yaml")
+    (removed,) = baton.say("schedule rm nightly-check.weekdays")
+    text = str(removed["text"])
+    assert removed["kind"] == "error" and "or an admin may" not in text, text
+    assert "declared in workflow `nightly-check`'s file: it is removed there" in text and file in text, text
+    for verb, says in (("pause", "pause"), ("resume", "resume"), ("run", "fire")):
+        (refused,) = baton.say(f"schedule {verb} nightly-check.weekdays")
+        text = str(refused["text"])
+        assert refused["kind"] == "error", text
+        assert f"file: only an admin may {says} it; ana is not one" in text, text
+        assert "owner" not in text and "No Baton admin is configured" in text and file in text, text
+    assert "/workflow run nightly-check" in text  # `run`: what ana may do instead
+    assert baton.runs() == []
+    baton.env_extra["BATON_ACCESS"] = '{"admins": ["console:root"], "run": {"*": ["*"]}}'
+    (refused,) = baton.say("schedule pause nightly-check.weekdays")
+    assert f"Ask an admin, or change or remove it in {file}." in str(refused["text"]), refused
+    (paused,) = baton.say("schedule pause nightly-check.weekdays", user="root")
+    assert "paused by root" in str(paused["text"]), paused
+
+
+def test_a_schedules_arguments_are_shown_when_added_and_in_show(baton: BatonCli) -> None:
+    """`--set` values were stored and passed to every run, but no reply showed them."""
+    (added,) = baton.say('schedule add needs-version "0 5 * * *" --set version=1.10')
+    sid = _added(added)
+    assert 'Arguments: {"version":"1.10"}' in str(added["text"]), added["text"]
+    (shown,) = baton.say(f"schedule show {sid}")
+    assert 'Arguments: {"version":"1.10"}' in str(shown["text"]), shown["text"]

@@ -175,19 +175,25 @@ def schedule_kinds(run: Run, text: str) -> list[Reply]:
              for i, outcome in enumerate(FireOutcome)]
     return [
         schedule_replies.added(s, now),
+        schedule_replies.added(s, now, args=schedule_replies.shown_args(
+            s.evolve(args={"message": text, "version": text}), lambda t: t)),
         schedule_replies.listed([s, paused, make_schedule(text, id="release-notes.nightly", source="yaml",
                                                           owner=None, every=300.0, cron=None)], now),
-        schedule_replies.shown(s, fires, now),
+        schedule_replies.shown(s, fires, now, args='{"version":' + repr(text) + "}"),
         schedule_replies.shown(paused, [], now),
         schedule_replies.changed(paused, "paused", "slack:U2"),
         schedule_replies.changed(s, "resumed", "slack:U2"),
         schedule_replies.changed(s, "removed", "slack:U2"),
-        schedule_replies.changed(s, "fired", "slack:U2", run_id=run.id, outcome="started",
+        schedule_replies.changed(s, "fired", "slack:U2", run=run, outcome="started",
                                  detail={"behind": ["abc"]}),
+        schedule_replies.changed(s, "fired", "slack:U2", run=run.evolve(status=RunStatus.QUEUED),
+                                 outcome="started", detail={"behind": [rid]}, queue=queued(text)),
         schedule_replies.changed(s, "fired", "slack:U2", outcome="skipped", detail={"active": [run.id]}),
         schedule_replies.changed(s, "fired", "slack:U2", outcome="failed", detail={"error": text}),
         schedule_replies.fired(run.evolve(started_by=f"schedule:{s.id}"), s, now,
                                {"catchup": True, "by": "slack:U2", "behind": [rid], "cancelled": [rid]}),
+        schedule_replies.fired(run.evolve(started_by=f"schedule:{s.id}", status=RunStatus.QUEUED), s, now,
+                               {"by": "slack:U2", "behind": [rid]}),
         *schedule_replies.refused(paused, text),
     ]
 

@@ -43,8 +43,11 @@ def test_add_every_and_the_other_actions() -> None:
         ("schedule add hello 0 2 * * *", "neither a quoted cron expression"),
         ("schedule add hello every", "needs a duration"),
         ("schedule add hello every 5s --overlap skp", "did you mean `skip`"),
-        ("schedule show", "needs <id>"),
-        ("schedule resume a b", "unexpected words"),
+        ("schedule show", "`schedule show` needs <id>"),
+        ("schedule run", "`schedule run` needs <id>"),
+        ("schedule resume a back", "`schedule resume` takes only <id>, not `back`"),
+        ("schedule run a now please", "`schedule run` takes only <id>, not `now please`"),
+        ("schedule rm a b", "a note goes with `schedule pause <id> [note]`"),
         ("schedule list --tz UTC", "goes only with `schedule add`"),
     ],
 )

@@ -38,6 +38,10 @@ def test_a_key_rendered_empty_is_refused() -> None:
 
 @pytest.mark.parametrize(("head", "line", "words", "fix"), [
     ("concurrency:\n  limit: 0\n", 5, "`limit` of `concurrency`", "allowed range"),
+    ("concurrency:\n  limit: true\n", 5, "`limit` of `concurrency`", "whole number"),
+    ("concurrency:\n  limit: 1.0\n", 5, "`limit` of `concurrency`", "`limit: 2`"),
+    ('concurrency:\n  limit: "2"\n', 5, "`limit` of `concurrency`", "whole number"),
+    ("concurrency:\n  max_queued: 10.5\n", 5, "`max_queued` of `concurrency`", "whole number"),
     ("concurrency:\n  on_limit: cancel\n", 5, "not one of queue, cancel_new", "cancel_new"),
     ("concurrency:\n  limt: 2\n", 5, "limt", "limit"),
     ('concurrency:\n  key: "d-{{ inputs.evn }}"\n', 5, "does not declare", "inputs.env"),

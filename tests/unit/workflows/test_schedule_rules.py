@@ -128,9 +128,14 @@ nodes:
             "`timezone` of schedule `a`: `Mars/Base` is not",
         ),
         ('  - id: a\n    cron: "* * * * *"\n    every: 5m', 5, "schedule `a` has both `cron` and `every`"),
+        (
+            "  - id: a\n    every: 5m\n    timezone: Europe/Paris",
+            5,
+            "schedule `a` has `every` and `timezone`: an interval has no time zone",
+        ),
         ("  - id: a\n    overlap: skip", 3, "schedule `a` has neither `cron` nor `every`"),
         ("  - id: a\n    every: 5m\n    overlap: sometimes", 5, "`overlap` of schedule `a` is `sometimes`"),
-        ("  - id: a\n    every: 5m\n  - id: a\n    every: 1h", None, "repeats the id `a`"),
+        ("  - id: a\n    every: 5m\n  - id: a\n    every: 1h", 5, "schedule #2 repeats the id `a`"),
     ],
 )
 def test_bad_schedules_are_refused_at_load_with_line_and_fix(
