@@ -89,7 +89,7 @@ def build_server(tools: AgentTools, *, principal: Principal, name: str = "baton"
         workflow: Annotated[str | None, Field(description="Only runs of this workflow.")] = None,
         status: Annotated[str | None, Field(
             description="Only runs with this status: running, paused, completed, failed, "
-                        "needs_attention, cancelled.")] = None,
+                        "needs_attention, cancelled, queued, pending.")] = None,
     ) -> CallToolResult:
         """List recent runs where your runs report (newest first, up to 20) that you may see.
 

@@ -137,13 +137,15 @@ class AgentTools:
 
     async def list_runs(self, principal: str, workflow: str | None = None,
                         status: str | None = None) -> Answer:
-        replies = await self._command(principal, ["runs"])
-        if replies and replies[-1].is_error:
+        words = ["runs"]  # filtered in the query: the newest 20 of that workflow or status
+        if workflow is not None:
+            words += ["--workflow", _q(workflow)]
+        if status is not None:
+            words += ["--status", _q(status)]
+        replies = await self._command(principal, words)
+        if not replies or replies[-1].is_error:
             return self._answer(principal, replies, lambda r: {})
-        found = replies[-1].data.get("runs", ()) if replies else ()
-        items = [r for r in found if (workflow is None or r["workflow"] == workflow)
-                 and (status is None or r["status"] == status)]
-        found_runs = [self.baton.store.runs.get_run(item["id"]) for item in items]
+        found_runs = [self.baton.store.runs.get_run(item["id"]) for item in replies[-1].data.get("runs", ())]
         runs = [self._view(principal, r) for r in found_runs]
         return Answer(self._clean({"runs": runs}), self.line(replies_.runs(found_runs)))
 

@@ -216,3 +216,26 @@ async def test_a_parent_waiting_on_its_childs_gate_says_so_and_approving_it_cont
         assert done.data["status"] == "completed", done.text
         output = await agent.call("get_output", run=run, node="child")
         assert output.data["output"]["outputs"]["ship"] == '{"shipped": true}'
+
+
+async def test_list_runs_filters_before_the_newest_20_and_refuses_an_unknown_status(
+    tmp_path: Path, sqlite_url: str
+) -> None:
+    env = mcp_env(sqlite_url, tmp_path, BATON_MCP_PRINCIPAL="mcp:agent-a")
+    async with stdio_session(env, tmp_path) as agent:
+        gated = (await agent.call("run_workflow", workflow="gated", message="old")).data["run"]
+        assert (await agent.call("wait_run", run=gated, timeout_s=60)).data["attention"] == "gate"
+        newer = [(await agent.call("run_workflow", workflow="quick", message=str(n))).data["run"]
+                 for n in range(21)]  # more than one page of runs of another workflow, all newer
+        assert len(set(newer)) == 21
+
+        of_gated = await agent.call("list_runs", workflow="gated")
+        assert not of_gated.error and [r["run"] for r in of_gated.data["runs"]] == [gated], of_gated.text
+        paused = await agent.call("list_runs", status="paused")
+        assert [r["run"] for r in paused.data["runs"]] == [gated], paused.text
+        assert len((await agent.call("list_runs", workflow="quick")).data["runs"]) == 20
+
+        bogus = await agent.call("list_runs", status="bogus")
+        assert bogus.error and "\n" not in bogus.text
+        assert "bogus" in bogus.data["error"] and "needs_attention" in bogus.data["error"]
+        assert bogus.data["hint"], bogus.data
