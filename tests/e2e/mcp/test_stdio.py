@@ -167,6 +167,8 @@ async def test_approve_with_the_values_a_gates_form_asks_for(tmp_path: Path, sql
         assert (await agent.call("wait_run", run=run, timeout_s=60)).data["attention"] == "gate"
         asked = await other.call("approve", run=run)  # a form is filled in, never assumed
         assert asked.error and asked.data["asked"] == "approval_values"
+        wrong = await other.call("approve", run=run, values={"replicas": True})  # JSON's true, not text
+        assert wrong.error and "got boolean true" in wrong.text and 'text "true"' not in wrong.text
         decided = await other.call("approve", run=run, values={"replicas": 5}, comment="five")
         assert not decided.error, decided.text
         assert (await agent.call("wait_run", run=run, timeout_s=60)).data["status"] == "completed"
@@ -239,3 +241,30 @@ async def test_list_runs_filters_before_the_newest_20_and_refuses_an_unknown_sta
         assert bogus.error and "\n" not in bogus.text
         assert "bogus" in bogus.data["error"] and "needs_attention" in bogus.data["error"]
         assert bogus.data["hint"], bogus.data
+
+
+async def test_argument_mistakes_are_one_line_tool_errors_with_error_and_hint(
+    tmp_path: Path, sqlite_url: str
+) -> None:
+    env = mcp_env(sqlite_url, tmp_path, BATON_MCP_PRINCIPAL="mcp:agent-a")
+    mistakes = [
+        ("get_run", {}, "`run` is required by get_run"),
+        ("get_run", {"run": 123}, "`run` must be text (a JSON string), not the number 123"),
+        ("run_workflow", {"workflow": "gated", "args": [1, 2]}, "`args` must be a JSON object, not an array"),
+        ("run_workflow", {"workflow": "gated", "force": "yes"},
+         '`force` must be true or false, not the string "yes"'),  # never read as true
+        ("wait_run", {"run": "ffff", "timeout_s": -1}, "`timeout_s` must be a number from 0 to 600"),
+        ("wait_run", {"run": "ffff", "timeout": 5}, "`timeout` is not an argument of wait_run"),
+        ("list_runs", {"status": "bogus"}, "`status` is one of pending, running"),
+        ("nope_tool", {}, "There is no tool `nope_tool`"),
+    ]
+    async with stdio_session(env, tmp_path) as agent:
+        for tool, arguments, says in mistakes:
+            got = await agent.call(tool, **arguments)
+            assert got.error and "\n" not in got.text and says in got.text, (tool, got)
+            assert set(got.data) == {"error", "hint"} and says in got.data["error"], (tool, got.data)
+            assert got.data["hint"] and "pydantic" not in got.text + got.data["hint"]
+        assert (await agent.call("list_runs")).data["runs"] == []  # `force: "yes"` started nothing
+
+        nul = await agent.call("get_run", run="3f\x00a")  # refused at the edge: a cause and a step
+        assert nul.error and "NUL byte" in nul.data["error"] and nul.data["hint"].startswith("Remove it")
