@@ -39,6 +39,11 @@ def _result(answer: Answer) -> CallToolResult:
                           structured_content=answer.data, is_error=answer.error)
 
 
+def refusal(tools: AgentTools) -> Callable[[Mistake], CallToolResult]:
+    """A call no tool can take, answered as the tool error every refusal is."""
+    return lambda found: _result(tools.mistake(found.error, found.hint))
+
+
 def build_server(tools: AgentTools, *, principal: Principal, name: str = "baton",
                  **options: Any) -> MCPServer[Any]:
     """`options`: the SDK server's own (`token_verifier`, `auth` for `/mcp`)."""
@@ -53,10 +58,7 @@ def build_server(tools: AgentTools, *, principal: Principal, name: str = "baton"
     async def schemas() -> dict[str, Schema]:
         return {tool.name: tool.input_schema for tool in await server.list_tools()}
 
-    def refuse(found: Mistake) -> CallToolResult:
-        return _result(tools.mistake(found.error, found.hint))
-
-    server.middleware.append(ArgumentCheck(schemas, refuse))
+    server.middleware.append(ArgumentCheck(schemas, refusal(tools)))
 
     @server.tool(annotations=reading)
     async def list_workflows() -> CallToolResult:

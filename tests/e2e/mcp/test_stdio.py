@@ -4,7 +4,10 @@ as BATON_MCP_PRINCIPAL, with the same refusals."""
 from __future__ import annotations
 
 import asyncio
+import json
+import sys
 from pathlib import Path
+from typing import Any
 
 from core.store.repository import SqlStore
 from tests.e2e.mcp.client import mcp_env, stdio_session
@@ -268,3 +271,49 @@ async def test_argument_mistakes_are_one_line_tool_errors_with_error_and_hint(
 
         nul = await agent.call("get_run", run="3f\x00a")  # refused at the edge: a cause and a step
         assert nul.error and "NUL byte" in nul.data["error"] and nul.data["hint"].startswith("Remove it")
+
+
+async def test_a_line_the_sdk_cannot_read_is_answered_not_dropped(tmp_path: Path, sqlite_url: str) -> None:
+    """Raw lines on `baton mcp`'s stdin: before, a lone surrogate or `{not json` got no reply
+    at all and the client waited forever."""
+    env = mcp_env(sqlite_url, tmp_path, BATON_MCP_PRINCIPAL="mcp:agent-a")
+    agent = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "bot.main", "mcp", env=env, cwd=tmp_path, stdin=asyncio.subprocess.PIPE,
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.DEVNULL)
+    stdin, stdout = agent.stdin, agent.stdout
+    assert stdin is not None and stdout is not None
+
+    async def said(line: bytes) -> dict[str, Any]:
+        stdin.write(line + b"\n")
+        await stdin.drain()
+        reply: dict[str, Any] = json.loads(await asyncio.wait_for(stdout.readline(), 30))
+        return reply
+
+    def call(ident: int, name: str, arguments: str) -> bytes:
+        return (f'{{"jsonrpc": "2.0", "id": {ident}, "method": "tools/call", '
+                f'"params": {{"name": "{name}", "arguments": {arguments}}}}}').encode()
+
+    try:
+        hello = {"protocolVersion": "2025-06-18", "capabilities": {},
+                 "clientInfo": {"name": "t", "version": "1"}}
+        assert "result" in await said(json.dumps({"jsonrpc": "2.0", "id": 1, "method": "initialize",
+                                                  "params": hello}).encode())
+        stdin.write(b'{"jsonrpc": "2.0", "method": "notifications/initialized"}\n')
+
+        surrogate = await said(call(2, "get_run", '{"run": "\\ud800"}'))
+        assert surrogate["id"] == 2 and surrogate["result"]["isError"] is True
+        refused = surrogate["result"]["structuredContent"]
+        assert "lone surrogate" in refused["error"] and refused["hint"]
+        assert "\n" not in surrogate["result"]["content"][0]["text"]
+
+        garbled = await said(b"{not json")
+        assert garbled["id"] is None and garbled["error"]["code"] == -32700
+
+        nan = await said(call(3, "wait_run", '{"run": "ffff", "timeout_s": NaN}'))
+        assert nan["result"]["structuredContent"]["error"].endswith("not NaN.")
+
+        still = await said(call(4, "list_runs", "{}"))  # the connection goes on
+        assert still["id"] == 4 and still["result"]["structuredContent"] == {"runs": []}
+    finally:
+        stdin.close()
+        await asyncio.wait_for(agent.wait(), 30)
