@@ -93,7 +93,7 @@ def refusal(standing: Standing, uid: str, run: Run) -> PermissionDenied:
         )
     if standing is Standing.AGENT_OWN_RUN:
         return PermissionDenied(
-            f"{uid} started run {run.id}, and an agent never approves a gate of its own run.",
+            f"{uid} started run {run.id}, and an agent never decides a gate of its own run.",
             users=[uid],
             hint=f"A person decides it in the run's thread (`/workflow approve {run.id}`) or on its page.",
         )

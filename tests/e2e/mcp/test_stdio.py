@@ -44,7 +44,10 @@ async def test_list_run_wait_approve_and_read_a_gated_run(tmp_path: Path, databa
         # the agent that started it may not approve it: the chat's refusal, as a tool error
         own = await agent.call("approve", run=run)
         assert own.error
-        assert "never approves a gate of its own run" in own.text
+        assert "never decides a gate of its own run" in own.text
+        own_reject = await agent.call("reject", run=run, reason="not mine to judge")
+        assert own_reject.error and "never decides a gate of its own run" in own_reject.text
+        assert "approves" not in own_reject.text
         assert (await agent.call("get_run", run=run)).data["status"] == "paused"
 
         # another agent, granted `approve`, may (its own process, the same store)
