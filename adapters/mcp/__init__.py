@@ -7,8 +7,10 @@
 The adapter only translates: `tools` (a tool call -> the chat command it names, sent through
 the same `Handler` as a person's; replies -> JSON and one line), `server` (the tools' schemas
 and descriptions on the SDK's `MCPServer`), `identity` (BATON_MCP_TOKENS: token hashes ->
-`mcp:<name>`), `http` (the streamable HTTP app and its session manager). The SDK is imported
-only here, and only when one of these is called: a process that serves no agent never loads it.
+`mcp:<name>`), `http` (the streamable HTTP app and its session manager), `arguments` (a
+tool call checked against its schema), `stdio` (the SDK's stdio, answering unreadable lines).
+The SDK is imported only here, and only when one of these is called: a process that serves no
+agent never loads it.
 """
 
 from __future__ import annotations
@@ -29,13 +31,14 @@ async def _nowhere(reply: Reply) -> None:
 
 async def serve_stdio(baton: Baton, settings: Settings) -> None:
     """Serve MCP on this process's stdin/stdout until the client closes it."""
-    from adapters.mcp.server import build_server
+    from adapters.mcp.server import build_server, refusal
+    from adapters.mcp.stdio import serve
     from adapters.mcp.tools import PLATFORM, AgentTools
 
     baton.handler.register_outbox(PLATFORM, _nowhere)
     tools = AgentTools(baton, post_to=settings.mcp_post_to)
     principal = settings.mcp_principal
-    await build_server(tools, principal=lambda: principal).run_stdio_async()
+    await serve(build_server(tools, principal=lambda: principal), refusal(tools))
 
 
 def http_mount(baton: Baton, settings: Settings) -> HttpMount:

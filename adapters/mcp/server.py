@@ -12,9 +12,11 @@ from typing import Annotated, Any
 
 from mcp.server.mcpserver import MCPServer
 from mcp_types import CallToolResult, TextContent, ToolAnnotations
-from pydantic import Field
+from pydantic import Field, WithJsonSchema
 
+from adapters.mcp.arguments import ArgumentCheck, Mistake, Schema
 from adapters.mcp.tools import MAX_WAIT, AgentTools, Answer
+from core.commands.model import RUN_STATUSES
 
 Principal = Callable[[], str]
 
@@ -28,11 +30,18 @@ retry: resume the failed one (finished steps are served from cache). When run_wo
 with `choice: unfinished_run`, pick one of its `options` explicitly."""
 
 RUN = Annotated[str, Field(description="The run's id, or a unique prefix of it (e.g. '3f9a').")]
+#: a run's status, as the schema lists them (`adapters.mcp.arguments` refuses any other)
+STATUS = Annotated[str, WithJsonSchema({"type": "string", "enum": list(RUN_STATUSES)})]
 
 
 def _result(answer: Answer) -> CallToolResult:
     return CallToolResult(content=[TextContent(type="text", text=answer.text)],
                           structured_content=answer.data, is_error=answer.error)
+
+
+def refusal(tools: AgentTools) -> Callable[[Mistake], CallToolResult]:
+    """A call no tool can take, answered as the tool error every refusal is."""
+    return lambda found: _result(tools.mistake(found.error, found.hint))
 
 
 def build_server(tools: AgentTools, *, principal: Principal, name: str = "baton",
@@ -45,6 +54,11 @@ def build_server(tools: AgentTools, *, principal: Principal, name: str = "baton"
 
     async def call(op: Callable[..., Awaitable[Answer]], *args: Any, **kwargs: Any) -> CallToolResult:
         return _result(await op(principal(), *args, **kwargs))
+
+    async def schemas() -> dict[str, Schema]:
+        return {tool.name: tool.input_schema for tool in await server.list_tools()}
+
+    server.middleware.append(ArgumentCheck(schemas, refusal(tools)))
 
     @server.tool(annotations=reading)
     async def list_workflows() -> CallToolResult:
@@ -87,9 +101,8 @@ def build_server(tools: AgentTools, *, principal: Principal, name: str = "baton"
     @server.tool(annotations=reading)
     async def list_runs(
         workflow: Annotated[str | None, Field(description="Only runs of this workflow.")] = None,
-        status: Annotated[str | None, Field(
-            description="Only runs with this status: running, paused, completed, failed, "
-                        "needs_attention, cancelled.")] = None,
+        status: Annotated[STATUS | None, Field(
+            description=f"Only runs with this status: {', '.join(RUN_STATUSES)}.")] = None,
     ) -> CallToolResult:
         """List recent runs where your runs report (newest first, up to 20) that you may see.
 

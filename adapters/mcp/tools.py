@@ -137,13 +137,15 @@ class AgentTools:
 
     async def list_runs(self, principal: str, workflow: str | None = None,
                         status: str | None = None) -> Answer:
-        replies = await self._command(principal, ["runs"])
-        if replies and replies[-1].is_error:
+        words = ["runs"]  # filtered in the query: the newest 20 of that workflow or status
+        if workflow is not None:
+            words += ["--workflow", _q(workflow)]
+        if status is not None:
+            words += ["--status", _q(status)]
+        replies = await self._command(principal, words)
+        if not replies or replies[-1].is_error:
             return self._answer(principal, replies, lambda r: {})
-        found = replies[-1].data.get("runs", ()) if replies else ()
-        items = [r for r in found if (workflow is None or r["workflow"] == workflow)
-                 and (status is None or r["status"] == status)]
-        found_runs = [self.baton.store.runs.get_run(item["id"]) for item in items]
+        found_runs = [self.baton.store.runs.get_run(item["id"]) for item in replies[-1].data.get("runs", ())]
         runs = [self._view(principal, r) for r in found_runs]
         return Answer(self._clean({"runs": runs}), self.line(replies_.runs(found_runs)))
 
@@ -180,9 +182,7 @@ class AgentTools:
 
     async def approve(self, principal: str, run: str, comment: str | None = None,
                       values: Mapping[str, Any] | None = None, choice: str | None = None) -> Answer:
-        texts = {name: value if isinstance(value, str) else json.dumps(value)
-                 for name, value in (values or {}).items()}
-        ballot = Ballot(principal, run, choice or APPROVE, comment or "", texts, Source.AGENT,
+        ballot = Ballot(principal, run, choice or APPROVE, comment or "", dict(values or {}), Source.AGENT,
                         chose=choice is not None)
         return self._answer(principal, await self._decide(principal, ballot), lambda r: {"decision": r.kind})
 
@@ -214,6 +214,11 @@ class AgentTools:
             output = json.loads(raw)
         data = {**self._view(principal, target), "node": node, "state": str(found.state), "output": output}
         return Answer(self._clean(data), _one_line(self.baton.redactor.redact(raw)))
+
+    def mistake(self, error: str, hint: str) -> Answer:
+        """A call no tool can take (an unknown tool; an argument missing, unknown or of the wrong
+        type: `adapters.mcp.arguments`), as a tool error like every other refusal."""
+        return self._answer("", [replies_.error(UsageError(error, hint=hint))], lambda r: {})
 
     # -- translation ---------------------------------------------------------------------------
 
@@ -254,7 +259,8 @@ class AgentTools:
         last = replies[-1]
         text = self.line(last)
         if last.is_error or last.kind in ASKING:
-            data: dict[str, Any] = {"error": last.data.get("message") or text, "hint": last.data.get("hint")}
+            error, hint = _cause_and_step(last.data.get("message") or text, last.data.get("hint") or "")
+            data: dict[str, Any] = {"error": error, "hint": hint}
             if last.kind in ASKING:
                 asked = last.data.get("missing") or ()
                 missing = [m.get("name") if isinstance(m, Mapping) else m for m in asked]
@@ -330,6 +336,16 @@ class AgentTools:
 def _q(value: str) -> str:
     """A value as one quoted word of a command: `--force` given as a message stays the message."""
     return quote_word(value)
+
+
+def _cause_and_step(message: str, hint: str) -> tuple[str, str]:
+    """An error's cause and next step. A refusal that says both on its one line, its next step
+    after a semicolon (the edge's "… does not accept; remove it and send it again."), has them
+    apart here: an agent reads `hint` for what to do."""
+    if hint or "; " not in message:
+        return message, hint
+    cause, step = message.rsplit("; ", 1)
+    return cause + ".", step[:1].upper() + step[1:]
 
 
 def _one_line(text: str) -> str:

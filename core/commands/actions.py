@@ -532,7 +532,8 @@ async def runs(ctx: Context, cmd: RunsCommand) -> list[Reply]:
     if cmd.open:
         link = _pages(ctx).runs_link(msg.platform, msg.conversation, ctx.uid)
         return [replies.page_link(link, ctx.uid, platform=msg.platform, conversation=msg.conversation)]
-    recent = ctx.store.runs.recent_runs(platform=msg.platform, conversation=msg.conversation, limit=20)
+    recent = ctx.store.runs.recent_runs(platform=msg.platform, conversation=msg.conversation, limit=20,
+                                        workflow=cmd.workflow, status=cmd.status)
     return [replies.runs([r for r in recent if ctx.may_view(r)])]
 
 

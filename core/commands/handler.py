@@ -28,7 +28,7 @@ from core.commands.actions import Context
 from core.commands.approval import DecisionKind, classify
 from core.commands.asking import Asking
 from core.commands.home import Homes, Publisher
-from core.commands.input_text import InvalidInput, check_message
+from core.commands.input_text import InvalidInput, check_message, check_value
 from core.commands.late_events import late_replies, message_of, payload_of
 from core.commands.messages import ChatMessage, Outbox, Reply
 from core.commands.model import SPECS
@@ -233,10 +233,11 @@ class Handler:
         like a typed `approve` / `reject`; nothing in it is parsed as a command."""
         uid = origin.principal or authz.user_id(origin.platform, origin.user)
         ballot = dataclasses.replace(ballot, user=uid, at=self.clock())
-        said = "\n".join([ballot.comment, *ballot.texts.values()])
+        said = "\n".join([ballot.comment, *(v for v in ballot.texts.values() if isinstance(v, str))])
         message = dataclasses.replace(origin, text=said, is_command=True)
-        try:  # NUL, lone surrogates, invalid UTF-8 in a comment or a value: one line back
+        try:  # NUL, lone surrogates, invalid UTF-8 in a comment or a value (an agent's JSON too)
             check_message(message)
+            check_value(list(ballot.texts.values()), "A value")
         except InvalidInput as exc:
             log.info("input refused: %s", exc.message, extra={"action": "input_refused"})
             return [replies.error(exc)]

@@ -66,6 +66,13 @@ def check_text(text: str, what: str) -> None:
         raise refuse(what, problem)
 
 
+def check_value(value: Any, what: str) -> None:
+    """`check_text` for every string of a JSON value (an agent's form values)."""
+    problem = value_problem(value)
+    if problem is not None:
+        raise refuse(what, problem)
+
+
 def check_message(message: ChatMessage) -> None:
     """Raise `InvalidInput` when any text field of `message` holds what Baton refuses."""
     check_text(message.text, "The message")

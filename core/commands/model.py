@@ -10,6 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from core.store.records import RunStatus
+
 
 @dataclass(frozen=True, slots=True)
 class SetArg:
@@ -92,6 +94,8 @@ class StatusCommand:
 @dataclass(frozen=True, slots=True)
 class RunsCommand:
     open: bool = False  # `--open`: a personal link to the list page instead
+    workflow: str | None = None  # `--workflow <name>`: only its runs
+    status: str | None = None  # `--status <status>`: only runs with it (a `RunStatus` value)
 
 
 @dataclass(frozen=True, slots=True)
@@ -243,6 +247,8 @@ class Spec:
 BRIEF_LIMIT = 100
 
 RESOLVE_ACTIONS = ("done", "retry", "fail")
+#: `runs --status …`: every status a run can have
+RUN_STATUSES = tuple(str(status) for status in RunStatus)
 EXPORT_FORMATS = ("jsonl", "csv")  # `audit --since … --format`
 SCHEDULE_ACTIONS = ("add", "list", "show", "pause", "resume", "run", "rm")
 
@@ -287,8 +293,9 @@ SPECS: dict[str, Spec] = {
         ),
         Spec("plan", "plan <run>", "plan 3f9a", "what a resume would run or serve from cache, and why"),
         Spec("status", "status [run]", "status 3f9a", "a run's node table (default: the latest here)"),
-        Spec("runs", "runs [--open]", "runs --open",
-             "recent runs in this conversation (`--open`: your link to their page)", switches=("--open",)),
+        Spec("runs", "runs [--workflow <name>] [--status <status>] [--open]", "runs --status failed",
+             "recent runs in this conversation (`--open`: your link to their page)",
+             flags=("--workflow", "--status"), switches=("--open",)),
         Spec("queue", "queue [workflow|key]", "queue deploy-prod",
              "runs holding and waiting for a concurrency key's slots: position, requester, time waited"),
         Spec("open", "open [run]", "open 3f9a", "your link to a run's page (default: the latest here)"),

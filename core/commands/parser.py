@@ -17,6 +17,7 @@ from core.commands.input_text import refuse, value_problem
 from core.commands.model import (
     EXPORT_FORMATS,
     RESOLVE_ACTIONS,
+    RUN_STATUSES,
     SCHEDULE_ACTIONS,
     SPECS,
     AbandonCommand,
@@ -338,6 +339,15 @@ def _audit(pos: list[str], opts: list[tuple[str, str | None]]) -> AuditCommand:
     return AuditCommand(since=since, format=fmt or "jsonl")
 
 
+def _runs(opts: list[tuple[str, str | None]]) -> RunsCommand:
+    status = _one(opts, "--status", "runs")
+    if status is not None and status not in RUN_STATUSES:
+        raise usage_error("runs", f"`--status` is one of {', '.join(RUN_STATUSES)}, not `{status}`"
+                                  f"{_did_you_mean(status, RUN_STATUSES)}")
+    return RunsCommand(open=("--open", None) in opts, workflow=_one(opts, "--workflow", "runs"),
+                       status=status)
+
+
 _OVERLAPS = ("skip", "queue", "cancel_running", "allow")
 
 
@@ -422,7 +432,7 @@ _BUILDERS: dict[str, _Builder] = {
     "invalidate": lambda p, o, f: _invalidate(p, o),
     "plan": lambda p, o, f: PlanCommand(_need(p, "plan", ("run",))[0]),
     "status": _status,
-    "runs": lambda p, o, f: _bare(p, "runs", RunsCommand(open=("--open", None) in o)),
+    "runs": lambda p, o, f: _bare(p, "runs", _runs(o)),
     "queue": _queue,
     "open": _open,
     "list": lambda p, o, f: _bare(p, "list", ListCommand()),

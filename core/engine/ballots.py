@@ -51,7 +51,8 @@ class Source(StrEnum):
 class Ballot:
     """`user` (an immutable id: `slack:U…`, `mcp:…`) answers the gate of run `run` (`node`:
     that gate; None: the one waiting) with `choice` (`approve`, `reject`, or another of the
-    gate's choices), the form's values as typed (`texts`: field -> text) and a `comment`.
+    gate's choices), the form's values as typed (`texts`: field -> text, or an agent's JSON
+    value, checked and described by its JSON type) and a `comment`.
     `chose`: the choice was named (`hotfix`), not the default approval; `at`: when it was cast
     (escalation, deadlines; the handler's clock)."""
 
@@ -59,7 +60,7 @@ class Ballot:
     run: str
     choice: str = APPROVE
     comment: str = ""
-    texts: Mapping[str, str] = field(default_factory=dict)
+    texts: Mapping[str, Any] = field(default_factory=dict)
     source: Source = Source.CHAT
     node: str | None = None
     chose: bool = False
@@ -92,7 +93,7 @@ def refusal(standing: Standing, uid: str, run: Run) -> PermissionDenied:
         )
     if standing is Standing.AGENT_OWN_RUN:
         return PermissionDenied(
-            f"{uid} started run {run.id}, and an agent never approves a gate of its own run.",
+            f"{uid} started run {run.id}, and an agent never decides a gate of its own run.",
             users=[uid],
             hint=f"A person decides it in the run's thread (`/workflow approve {run.id}`) or on its page.",
         )
@@ -126,7 +127,7 @@ def check_ballot(spec: ApprovalSpec | None, policy: Policy, ballot: Ballot) -> N
             )
 
 
-def typed_values(spec: ApprovalSpec, texts: Mapping[str, str]) -> tuple[dict[str, Any], list[str]]:
+def typed_values(spec: ApprovalSpec, texts: Mapping[str, Any]) -> tuple[dict[str, Any], list[str]]:
     """The form's values (typed texts checked like inputs, defaults for the rest) and the
     fields without a default nobody gave (each is asked for: downstream steps read every
     field); `InputValidationError` for a value that is wrong."""
@@ -142,7 +143,7 @@ def typed_values(spec: ApprovalSpec, texts: Mapping[str, str]) -> tuple[dict[str
     return values, missing
 
 
-def _check(name: str, spec_field: InputSpec, text: str) -> Any:
+def _check(name: str, spec_field: InputSpec, text: Any) -> Any:
     return check_value(
         name,
         spec_field,

@@ -75,14 +75,15 @@ class MemoryRuns:
 
     def recent_runs(
         self, *, platform: str | None = None, conversation: str | None = None, limit: int = 20,
-        requester: str | None = None,
+        requester: str | None = None, workflow: str | None = None, status: str | None = None,
     ) -> list[Run]:
         with self._db.lock:
             runs = [
                 r
                 for r in self._db.t.runs.values()
                 if platform in (None, r.platform) and conversation in (None, r.conversation)
-                and requester in (None, r.requester)
+                and requester in (None, r.requester) and workflow in (None, r.workflow)
+                and status in (None, str(r.status))
             ]
         return _newest(runs)[:limit]
 

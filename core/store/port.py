@@ -142,9 +142,10 @@ class Runs(Protocol):
 
     def recent_runs(
         self, *, platform: str | None = None, conversation: str | None = None, limit: int = 20,
-        requester: str | None = None,
+        requester: str | None = None, workflow: str | None = None, status: str | None = None,
     ) -> list[Run]:
-        """Newest first; `requester`: only the runs that user started."""
+        """Newest first; `requester`: only the runs that user started; `workflow`, `status`:
+        only the runs of that workflow, with that status (the limit counts only those)."""
 
     def runs_in_thread(self, platform: str, conversation: str, thread: str) -> list[Run]:
         """Newest first."""

@@ -66,7 +66,7 @@ class RunsSql:
     @store_operation("list recent runs")
     def recent_runs(
         self, *, platform: str | None = None, conversation: str | None = None, limit: int = 20,
-        requester: str | None = None,
+        requester: str | None = None, workflow: str | None = None, status: str | None = None,
     ) -> list[Run]:
         query = sa.select(RUNS).order_by(RUNS.c.created_at.desc()).limit(limit)
         if platform is not None:
@@ -75,6 +75,10 @@ class RunsSql:
             query = query.where(RUNS.c.conversation == conversation)
         if requester is not None:
             query = query.where(RUNS.c.requester == requester)
+        if workflow is not None:
+            query = query.where(RUNS.c.workflow == workflow)
+        if status is not None:
+            query = query.where(RUNS.c.status == status)
         return self._db.read_runs(query)
 
     @store_operation("list a run's sub-runs")

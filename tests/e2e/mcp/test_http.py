@@ -63,7 +63,7 @@ async def test_run_wait_approve_by_another_agent_and_read_over_http(served: str)
         waited = await agent.call("wait_run", run=run, timeout_s=60)
         assert waited.data["attention"] == "gate", waited.text
         own = await agent.call("approve", run=run)
-        assert own.error and "never approves a gate of its own run" in own.text
+        assert own.error and "never decides a gate of its own run" in own.text
 
         decided = await other.call("approve", run=run, comment="ok from b")
         assert not decided.error, decided.text

@@ -4,7 +4,10 @@ as BATON_MCP_PRINCIPAL, with the same refusals."""
 from __future__ import annotations
 
 import asyncio
+import json
+import sys
 from pathlib import Path
+from typing import Any
 
 from core.store.repository import SqlStore
 from tests.e2e.mcp.client import mcp_env, stdio_session
@@ -41,7 +44,10 @@ async def test_list_run_wait_approve_and_read_a_gated_run(tmp_path: Path, databa
         # the agent that started it may not approve it: the chat's refusal, as a tool error
         own = await agent.call("approve", run=run)
         assert own.error
-        assert "never approves a gate of its own run" in own.text
+        assert "never decides a gate of its own run" in own.text
+        own_reject = await agent.call("reject", run=run, reason="not mine to judge")
+        assert own_reject.error and "never decides a gate of its own run" in own_reject.text
+        assert "approves" not in own_reject.text
         assert (await agent.call("get_run", run=run)).data["status"] == "paused"
 
         # another agent, granted `approve`, may (its own process, the same store)
@@ -167,6 +173,8 @@ async def test_approve_with_the_values_a_gates_form_asks_for(tmp_path: Path, sql
         assert (await agent.call("wait_run", run=run, timeout_s=60)).data["attention"] == "gate"
         asked = await other.call("approve", run=run)  # a form is filled in, never assumed
         assert asked.error and asked.data["asked"] == "approval_values"
+        wrong = await other.call("approve", run=run, values={"replicas": True})  # JSON's true, not text
+        assert wrong.error and "got boolean true" in wrong.text and 'text "true"' not in wrong.text
         decided = await other.call("approve", run=run, values={"replicas": 5}, comment="five")
         assert not decided.error, decided.text
         assert (await agent.call("wait_run", run=run, timeout_s=60)).data["status"] == "completed"
@@ -216,3 +224,99 @@ async def test_a_parent_waiting_on_its_childs_gate_says_so_and_approving_it_cont
         assert done.data["status"] == "completed", done.text
         output = await agent.call("get_output", run=run, node="child")
         assert output.data["output"]["outputs"]["ship"] == '{"shipped": true}'
+
+
+async def test_list_runs_filters_before_the_newest_20_and_refuses_an_unknown_status(
+    tmp_path: Path, sqlite_url: str
+) -> None:
+    env = mcp_env(sqlite_url, tmp_path, BATON_MCP_PRINCIPAL="mcp:agent-a")
+    async with stdio_session(env, tmp_path) as agent:
+        gated = (await agent.call("run_workflow", workflow="gated", message="old")).data["run"]
+        assert (await agent.call("wait_run", run=gated, timeout_s=60)).data["attention"] == "gate"
+        newer = [(await agent.call("run_workflow", workflow="quick", message=str(n))).data["run"]
+                 for n in range(21)]  # more than one page of runs of another workflow, all newer
+        assert len(set(newer)) == 21
+
+        of_gated = await agent.call("list_runs", workflow="gated")
+        assert not of_gated.error and [r["run"] for r in of_gated.data["runs"]] == [gated], of_gated.text
+        paused = await agent.call("list_runs", status="paused")
+        assert [r["run"] for r in paused.data["runs"]] == [gated], paused.text
+        assert len((await agent.call("list_runs", workflow="quick")).data["runs"]) == 20
+
+        bogus = await agent.call("list_runs", status="bogus")
+        assert bogus.error and "\n" not in bogus.text
+        assert "bogus" in bogus.data["error"] and "needs_attention" in bogus.data["error"]
+        assert bogus.data["hint"], bogus.data
+
+
+async def test_argument_mistakes_are_one_line_tool_errors_with_error_and_hint(
+    tmp_path: Path, sqlite_url: str
+) -> None:
+    env = mcp_env(sqlite_url, tmp_path, BATON_MCP_PRINCIPAL="mcp:agent-a")
+    mistakes = [
+        ("get_run", {}, "`run` is required by get_run"),
+        ("get_run", {"run": 123}, "`run` must be text (a JSON string), not the number 123"),
+        ("run_workflow", {"workflow": "gated", "args": [1, 2]}, "`args` must be a JSON object, not an array"),
+        ("run_workflow", {"workflow": "gated", "force": "yes"},
+         '`force` must be true or false, not the string "yes"'),  # never read as true
+        ("wait_run", {"run": "ffff", "timeout_s": -1}, "`timeout_s` must be a number from 0 to 600"),
+        ("wait_run", {"run": "ffff", "timeout": 5}, "`timeout` is not an argument of wait_run"),
+        ("list_runs", {"status": "bogus"}, "`status` is one of pending, running"),
+        ("nope_tool", {}, "There is no tool `nope_tool`"),
+    ]
+    async with stdio_session(env, tmp_path) as agent:
+        for tool, arguments, says in mistakes:
+            got = await agent.call(tool, **arguments)
+            assert got.error and "\n" not in got.text and says in got.text, (tool, got)
+            assert set(got.data) == {"error", "hint"} and says in got.data["error"], (tool, got.data)
+            assert got.data["hint"] and "pydantic" not in got.text + got.data["hint"]
+        assert (await agent.call("list_runs")).data["runs"] == []  # `force: "yes"` started nothing
+
+        nul = await agent.call("get_run", run="3f\x00a")  # refused at the edge: a cause and a step
+        assert nul.error and "NUL byte" in nul.data["error"] and nul.data["hint"].startswith("Remove it")
+
+
+async def test_a_line_the_sdk_cannot_read_is_answered_not_dropped(tmp_path: Path, sqlite_url: str) -> None:
+    """Raw lines on `baton mcp`'s stdin: before, a lone surrogate or `{not json` got no reply
+    at all and the client waited forever."""
+    env = mcp_env(sqlite_url, tmp_path, BATON_MCP_PRINCIPAL="mcp:agent-a")
+    agent = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "bot.main", "mcp", env=env, cwd=tmp_path, stdin=asyncio.subprocess.PIPE,
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.DEVNULL)
+    stdin, stdout = agent.stdin, agent.stdout
+    assert stdin is not None and stdout is not None
+
+    async def said(line: bytes) -> dict[str, Any]:
+        stdin.write(line + b"\n")
+        await stdin.drain()
+        reply: dict[str, Any] = json.loads(await asyncio.wait_for(stdout.readline(), 30))
+        return reply
+
+    def call(ident: int, name: str, arguments: str) -> bytes:
+        return (f'{{"jsonrpc": "2.0", "id": {ident}, "method": "tools/call", '
+                f'"params": {{"name": "{name}", "arguments": {arguments}}}}}').encode()
+
+    try:
+        hello = {"protocolVersion": "2025-06-18", "capabilities": {},
+                 "clientInfo": {"name": "t", "version": "1"}}
+        assert "result" in await said(json.dumps({"jsonrpc": "2.0", "id": 1, "method": "initialize",
+                                                  "params": hello}).encode())
+        stdin.write(b'{"jsonrpc": "2.0", "method": "notifications/initialized"}\n')
+
+        surrogate = await said(call(2, "get_run", '{"run": "\\ud800"}'))
+        assert surrogate["id"] == 2 and surrogate["result"]["isError"] is True
+        refused = surrogate["result"]["structuredContent"]
+        assert "lone surrogate" in refused["error"] and refused["hint"]
+        assert "\n" not in surrogate["result"]["content"][0]["text"]
+
+        garbled = await said(b"{not json")
+        assert garbled["id"] is None and garbled["error"]["code"] == -32700
+
+        nan = await said(call(3, "wait_run", '{"run": "ffff", "timeout_s": NaN}'))
+        assert nan["result"]["structuredContent"]["error"].endswith("not NaN.")
+
+        still = await said(call(4, "list_runs", "{}"))  # the connection goes on
+        assert still["id"] == 4 and still["result"]["structuredContent"] == {"runs": []}
+    finally:
+        stdin.close()
+        await asyncio.wait_for(agent.wait(), 30)

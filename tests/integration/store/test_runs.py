@@ -118,6 +118,18 @@ def test_recent_runs_filters_and_limits(store: Store, make_run: MakeRun) -> None
     assert [r.id for r in store.runs.recent_runs(platform="slack", conversation="C1")] == [first.id]
 
 
+def test_recent_runs_of_a_workflow_or_status_are_filtered_before_the_limit(
+    store: Store, make_run: MakeRun, clock: Clock
+) -> None:
+    wanted = make_run(RunStatus.FAILED, workflow="deploy")
+    for _ in range(3):  # newer runs of another workflow fill the page
+        clock.advance(1)
+        make_run(RunStatus.COMPLETED)
+    assert [r.id for r in store.runs.recent_runs(workflow="deploy", limit=2)] == [wanted.id]
+    assert [r.id for r in store.runs.recent_runs(status="failed", limit=2)] == [wanted.id]
+    assert store.runs.recent_runs(workflow="deploy", status="completed") == []
+
+
 def test_set_thread_and_runs_in_thread(store: Store, make_run: MakeRun) -> None:
     run = make_run(RunStatus.RUNNING)
     other = make_run(thread="T9")

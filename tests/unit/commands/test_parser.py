@@ -47,6 +47,7 @@ from core.errors import UsageError
         ("status 3f9a", StatusCommand("3f9a")),
         ("runs", RunsCommand()),
         ("runs --open", RunsCommand(open=True)),
+        ("runs --workflow deploy --status failed", RunsCommand(workflow="deploy", status="failed")),
         ("open", OpenCommand()),
         ("open 3f9a", OpenCommand("3f9a")),
         ("list", ListCommand()),
@@ -216,3 +217,9 @@ def test_a_message_to_the_bot_that_starts_with_a_command_is_that_command(text: s
                                   "the status is fine", "--force"])
 def test_replies_and_chatter_are_not_commands(text: str) -> None:
     assert as_command(text) is None
+
+
+def test_runs_refuses_a_status_no_run_can_have_naming_the_valid_ones() -> None:
+    with pytest.raises(UsageError) as info:
+        parse("runs --status faild")
+    assert "needs_attention" in info.value.message and "did you mean `failed`" in info.value.message
