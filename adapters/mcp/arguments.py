@@ -6,14 +6,16 @@ one line naming it and a hint, the shape of every other refusal (docs/agents.md,
     mistake("run_workflow", schemas, {"force": "yes"})
                                                # '`force` must be true or false, not the string "yes".'
 
-JSON types are read strictly, as JSON says them: `"yes"` is not a boolean, `123` not a string,
-NaN not a number (the SDK's own validation would coerce the first and word the rest in
-pydantic's terms, with a URL). A call that passes is handed on unchanged.
+The schema is checked by jsonschema, which reads JSON types as JSON says them: `"yes"` is not
+a boolean, `123` not a string (the SDK's own validation would coerce the first and word the
+rest in pydantic's terms, with a URL); NaN and the infinities, numbers to jsonschema, are
+refused too. A call that passes is handed on unchanged.
 """
 
 from __future__ import annotations
 
 import difflib
+import functools
 import json
 import math
 from collections.abc import Awaitable, Callable, Mapping
@@ -36,7 +38,9 @@ class Mistake:
 
 
 def mistake(tool: str, schemas: Mapping[str, Schema], arguments: Any) -> Mistake | None:
-    """What is wrong with calling `tool` with `arguments`, or None when the call is well formed."""
+    """What is wrong with calling `tool` with `arguments`, or None when the call is well formed:
+    jsonschema finds what the schema refuses (no argument the tool does not take), and the
+    first mistake, in the order a person fixes them, is worded here."""
     schema = schemas.get(tool)
     if schema is None:
         close = difflib.get_close_matches(tool, list(schemas), n=1, cutoff=0.6)
@@ -49,17 +53,19 @@ def mistake(tool: str, schemas: Mapping[str, Schema], arguments: Any) -> Mistake
         return Mistake(f"The arguments of {tool} must be a JSON object, not {describe(arguments)}.",
                        f"Give them by name, e.g. {_example(schema)}.")
     properties: Mapping[str, Schema] = schema.get("properties", {})
-    for name in arguments:
-        if name not in properties:
-            known = ", ".join(f"`{p}`" for p in properties) or "none"
-            return Mistake(f"`{name}` is not an argument of {tool}.", f"Its arguments: {known}.")
-    for name in schema.get("required", ()):
-        if name not in arguments:
-            return Mistake(f"`{name}` is required by {tool}.", _hint(name, properties[name]))
-    for name, value in arguments.items():
-        wrong = _wrong(name, properties[name], value)
-        if wrong is not None:
-            return Mistake(wrong, _hint(name, properties[name]))
+    unknown = [name for name in arguments if name not in properties]
+    if unknown:
+        known = ", ".join(f"`{p}`" for p in properties) or "none"
+        return Mistake(f"`{unknown[0]}` is not an argument of {tool}.", f"Its arguments: {known}.")
+    missing = [name for name in schema.get("required", ()) if name not in arguments]
+    if missing:
+        return Mistake(f"`{missing[0]}` is required by {tool}.", _hint(missing[0], properties[missing[0]]))
+    refused = {str(e.path[0]) for e in _validator(schema).iter_errors(dict(arguments)) if e.path}
+    # NaN and the infinities are numbers to jsonschema, and no number JSON can say
+    refused |= {name for name, v in arguments.items() if isinstance(v, float) and not math.isfinite(v)}
+    for name, value in arguments.items():  # in the order given
+        if name in refused:
+            return Mistake(_wrong(name, properties[name], value), _hint(name, properties[name]))
     return None
 
 
@@ -77,42 +83,26 @@ def describe(value: Any) -> str:
     return "an object" if isinstance(value, Mapping) else "an array"
 
 
-def _wrong(name: str, prop: Schema, value: Any) -> str | None:
-    """Why `value` does not fit `prop` (one line), or None."""
-    options = list(prop.get("anyOf", [prop]))
-    if value is None and any(o.get("type") == "null" for o in options):
-        return None
-    kinds = [o for o in options if o.get("type") != "null"]
-    fitting = next((o for o in kinds if _has_type(value, o.get("type"))), None)
-    if fitting is None:
-        expected = " or ".join(_wording(o) for o in kinds)
-        return f"`{name}` must be {expected}, not {describe(value)}."
-    enum = fitting.get("enum")
-    if enum is not None and value not in enum:
-        return f"`{name}` is one of {', '.join(map(str, enum))}, not {describe(value)}."
-    if isinstance(value, int | float) and not isinstance(value, bool) and not _in_range(value, fitting):
-        return f"`{name}` must be {_wording(fitting)}, not {describe(value)}."
-    return None
+@functools.lru_cache(maxsize=64)
+def _compiled(schema: str) -> Any:
+    from jsonschema import Draft202012Validator
+
+    return Draft202012Validator(json.loads(schema))
 
 
-def _has_type(value: Any, kind: str | None) -> bool:
-    if kind == "string":
-        return isinstance(value, str)
-    if kind == "boolean":
-        return isinstance(value, bool)
-    if kind in ("number", "integer"):
-        number = isinstance(value, int | float) and not isinstance(value, bool)
-        return number and (kind == "number" or float(value).is_integer())
-    if kind == "object":
-        return isinstance(value, Mapping)
-    if kind == "array":
-        return isinstance(value, list)
-    return kind is None  # a schema that names no type takes anything
+def _validator(schema: Schema) -> Any:
+    """jsonschema's validator of a tool's input schema (JSON types as JSON says them: `"yes"`
+    is no boolean, `true` no number), compiled once per schema."""
+    return _compiled(json.dumps(schema, sort_keys=True))
 
 
-def _in_range(value: float, prop: Schema) -> bool:
-    low, high = prop.get("minimum"), prop.get("maximum")
-    return math.isfinite(value) and (low is None or value >= low) and (high is None or value <= high)
+def _wrong(name: str, prop: Schema, value: Any) -> str:
+    """Why `value`, refused, does not fit `prop`, the schema of argument `name` (one line)."""
+    kinds = [o for o in prop.get("anyOf", [prop]) if o.get("type") != "null"]
+    for kind in kinds:  # the right type, so the list of values is what refused it
+        if "enum" in kind and _validator({"type": kind.get("type")}).is_valid(value):
+            return f"`{name}` is one of {', '.join(map(str, kind['enum']))}, not {describe(value)}."
+    return f"`{name}` must be {' or '.join(_wording(o) for o in kinds)}, not {describe(value)}."
 
 
 def _wording(prop: Schema) -> str:
