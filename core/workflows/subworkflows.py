@@ -4,7 +4,9 @@ A workflow that calls itself, directly or through others, would start child runs
 one whose sub-workflows nest deeper than `MAX_DEPTH` is as likely a mistake. Both are refused
 when the catalog is indexed (`Catalog._index`), with one line naming the chain, like a
 dependency cycle inside one file. A `workflow:` naming no workflow the catalog knows is
-refused the same way (a broken child file is the child's own error, shown on its own entry).
+refused the same way, and so is one naming a workflow whose file does not load (the parent
+could not run either: the child's definition is part of its key); the child's own entry
+keeps the child's error.
 
 `call_problems` is pure: names -> workflows in, the problem of each refused workflow out.
 """
@@ -53,6 +55,12 @@ def _problem(
                 f"node `{node}` calls workflow `{child}`, which does not exist",
                 f"Did you mean `{guess}`?" if guess else "Name a workflow that `/workflow list` shows.",
             )
+        if child not in workflows:
+            return CallProblem(
+                index,
+                f"node `{node}` calls workflow `{child}`, whose file does not load",
+                f"Fix `{child}` first: `baton list` (or `/workflow list`) shows its error.",
+            )
     for index, _ in workflow.calls():
         chain = _deepest(name, [name], index, workflows)
         node = workflow.nodes[index].id
@@ -66,9 +74,13 @@ def _problem(
                 "Remove the `workflow:` node that closes the loop, or call a different workflow.",
             )
         if len(chain) > MAX_DEPTH:
+            last = workflows.get(chain[-1])
+            cut = last is not None and any(True for _ in last.calls())  # `_deepest` stopped looking
+            depth = f"at least {len(chain) + 1}" if cut else str(len(chain))
+            shown = " -> ".join([*chain, "…"] if cut else chain)
             return CallProblem(
                 index,
-                f"sub-workflows nest {len(chain)} deep ({' -> '.join(chain)}), more than {MAX_DEPTH}",
+                f"sub-workflows nest {depth} deep ({shown}), more than {MAX_DEPTH}",
                 "Flatten the chain: call the deeper workflows' steps from a shallower one.",
             )
     return None

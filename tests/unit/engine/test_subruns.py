@@ -244,6 +244,8 @@ def test_recursion_is_refused_at_load_naming_the_cycle(tmp_path: Path) -> None:
         "ok": "name: ok\nnodes:\n  - id: x\n    workflow: leaf\n",
         "leaf": "name: leaf\nnodes:\n  - id: x\n    bash: echo\n",
         "lost": "name: lost\nnodes:\n  - id: x\n    workflow: leaff\n",
+        "broke": "name: broke\nnodes:\n  - id: x\n    bsh: echo\n",
+        "uses": "name: uses\nnodes:\n  - id: call\n    workflow: broke\n",
     }.items():
         (tmp_path / f"{name}.yaml").write_text(text)
     entries = {e.name: e for e in Catalog([tmp_path]).entries()}
@@ -256,6 +258,11 @@ def test_recursion_is_refused_at_load_naming_the_cycle(tmp_path: Path) -> None:
     error = entries["lost"].error
     assert error is not None and "calls workflow `leaff`, which does not exist" in str(error)
     assert error.hint == "Did you mean `leaf`?"
+    # a parent of a child that does not load could not run either: it says why, not the child
+    uses = entries["uses"].error
+    assert uses is not None and str(uses).endswith("uses.yaml:4: node `call` calls workflow `broke`, "
+                                                   "whose file does not load")
+    assert "unknown key `bsh`" in str(entries["broke"].error)
 
 
 def test_a_chain_deeper_than_the_limit_is_refused(tmp_path: Path) -> None:
@@ -268,6 +275,16 @@ def test_a_chain_deeper_than_the_limit_is_refused(tmp_path: Path) -> None:
     assert not entries["w0"].ok
     assert "nest 6 deep (w0 -> w1 -> w2 -> w3 -> w4 -> w5)" in str(entries["w0"].error)
     assert entries["w1"].ok
+
+
+def test_a_chain_cut_where_the_limit_was_passed_says_it_goes_on(tmp_path: Path) -> None:
+    from core.workflows.subworkflows import MAX_DEPTH
+
+    for i in range(MAX_DEPTH + 2):  # 7 deep: the check stops looking one past the limit
+        body = f"    workflow: w{i + 1}\n" if i < MAX_DEPTH + 1 else "    bash: echo\n"
+        (tmp_path / f"w{i}.yaml").write_text(f"name: w{i}\nnodes:\n  - id: x\n{body}")
+    entries = {e.name: e for e in Catalog([tmp_path]).entries()}
+    assert "nest at least 7 deep (w0 -> w1 -> w2 -> w3 -> w4 -> w5 -> …)" in str(entries["w0"].error)
 
 
 async def test_a_map_of_gated_children_waits_for_each_and_completes_after_the_last(rig: Rig) -> None:
