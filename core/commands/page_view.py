@@ -20,11 +20,12 @@ from typing import Any, Protocol
 from core.commands import authz, queueing, voting
 from core.commands.resolution import next_commands
 from core.config import Access
+from core.engine.approval_policy import Standing
 from core.engine.engine import Engine
 from core.engine.events import NodeState
 from core.engine.inspection import NodeDetail, RunDetail, Shown
 from core.engine.live import Snapshot, snapshot, verdict
-from core.errors import WorkflowError
+from core.errors import StoreError, WorkflowError
 from core.redaction import Redactor
 from core.render import environment
 from core.store.port import Ballots, Blobs, Events, Gates, Runs, Views
@@ -200,6 +201,21 @@ def policy_line(parts: Parts, run: Run, gate: Gate, now: float) -> dict[str, Any
     return {"line": line, "voters": state["voters"], "choices": choices, "fields": fields}
 
 
+def _may_decide(parts: Parts, run: Run, gate: Gate, uid: str, approvers: list[str] | None) -> bool:
+    """Whether `uid` may vote on `gate` now, as the vote would be judged (the gate's policy:
+    its approvers, the requester excluded, an agent on its own run, `humans_only`): only then
+    does the page offer Approve / Reject."""
+    if not authz.may_approve(parts.access, uid, run, approvers):
+        return False
+    try:
+        _, policy, members = parts.engine.gates.policy(run, gate)
+    except StoreError:  # no approvers configured: nobody's vote counts
+        return False
+    standing = policy.standing(uid, requester=run.requester, opened_at=gate.created_at, now=time.time(),
+                               members=members)  # fmt: skip
+    return standing is Standing.ELIGIBLE
+
+
 def gate_view(gate: Gate, run: Run, uid: str, parts: Parts, history: Sequence[AuditEvent],
               current: bool) -> dict[str, Any]:
     """`current`: the gate an `approve`/`reject` of this run decides now (waiting longest)."""
@@ -216,7 +232,7 @@ def gate_view(gate: Gate, run: Run, uid: str, parts: Parts, history: Sequence[Au
         "digest": question_digest(hide.redact(gate.prompt)),
         "status": str(gate.status),
         "waiting": waiting,
-        "may_decide": waiting and authz.may_approve(parts.access, uid, run, approvers),
+        "may_decide": waiting and _may_decide(parts, run, gate, uid, approvers),
         "approvers": approvers,
         "policy": policy_line(parts, run, gate, time.time()) if waiting else None,
         "opened": when(gate.created_at),

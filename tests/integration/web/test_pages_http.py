@@ -490,6 +490,27 @@ async def test_the_commands_offer_approve_and_reject_only_to_who_may_decide(
         assert f"/workflow plan {run.id}" in onlooker
 
 
+FOUR_EYES = """
+    name: four-eyes
+    nodes:
+      - id: review
+        approval: {question: "Ship it?", requester_may_approve: false}
+"""
+
+
+async def test_the_page_offers_no_decision_its_policy_would_refuse(tmp_path: Path, sqlite_url: str) -> None:
+    """ana may approve the workflow, but this gate excludes its requester: her page must not
+    offer Approve / Reject that a click would only have refused."""
+    access = {"run": {"*": ["console:ana"]}, "approve": {"*": ["console:ana", "console:sue"]}}
+    async with Site.open(tmp_path, sqlite_url, {"four-eyes": FOUR_EYES}, access=access) as site:
+        run = await site.start("run four-eyes")
+        assert run.status is RunStatus.PAUSED
+        requester = (await site.client.get(await site.link(run))).text
+        other = (await site.client.get(await site.link(run, user="sue"))).text
+        assert f"/workflow approve {run.id}" not in requester and 'value="approve"' not in requester
+        assert f"/workflow approve {run.id}" in other
+
+
 MAPPED = """
     name: mapped
     nodes:
