@@ -287,16 +287,19 @@ class AgentTools:
         first = ({"option": "resume", "tool": "wait_run", "arguments": {"run": old.id, "timeout_s": 60},
                   "note": "its gate waits for a person"} if view["attention"] == "gate"
                  else {"option": "resume", "tool": "resume", "arguments": {"run": old.id}})
-        data = {
-            "choice": "unfinished_run",
-            "unfinished": view,
-            "options": [
-                first,
-                {"option": "replace", "tool": "run_workflow", "arguments": {**again, "replace": old.id}},
-                {"option": "force", "tool": "run_workflow", "arguments": {**again, "force": True}},
-            ],
-        }
-        return Answer(self._clean(data), self.line(prompt))
+        options: list[dict[str, Any]] = [
+            first,
+            {"option": "replace", "tool": "run_workflow", "arguments": {**again, "replace": old.id}},
+            {"option": "force", "tool": "run_workflow", "arguments": {**again, "force": True}},
+        ]
+        data = {"choice": "unfinished_run", "unfinished": view, "options": options}
+        # the chat prompt's words name chat commands (`/workflow approve …`): an agent is told
+        # the tool calls it may make, the same as `options`
+        calls = "; ".join(f"{o['option']}: {o['tool']} {json.dumps(o['arguments'], ensure_ascii=False)}"
+                          for o in options)
+        text = (f"Nothing started: your {old.workflow} run {old.id} is unfinished ({old.status}). "
+                f"Pick one of the options: {calls}.")
+        return Answer(self._clean(data), _one_line(self.baton.redactor.redact(text)))
 
     def _view(self, principal: str, run: Run) -> dict[str, Any]:
         """The run as an agent needs it: ids, status, what it waits for, where it reports."""

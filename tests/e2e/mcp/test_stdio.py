@@ -95,6 +95,8 @@ async def test_resume_a_failed_run_and_the_three_option_choice(tmp_path: Path, s
         assert options["resume"] == {"option": "resume", "tool": "resume", "arguments": {"run": run}}
         assert options["force"]["arguments"]["force"] is True
         assert options["replace"]["arguments"]["replace"] == run
+        # its one line names the tool calls, never a chat command the agent cannot type
+        assert f'resume: resume {{"run": "{run}"}}' in again.text and "/workflow" not in again.text
 
         (tmp_path / ".baton" / "runs" / run / marker).write_text("ok")
         resumed = await agent.call(options["resume"]["tool"], **options["resume"]["arguments"])
