@@ -193,18 +193,28 @@ nodes:
     assert all(baton.run_record(k.id).status is RunStatus.PAUSED for k in kids)  # nothing decided
 
 
-def test_a_prune_keeps_a_completed_child_while_its_parent_may_still_resume(baton: BatonCli) -> None:
-    """A paused parent finds its completed child again when it resumes: pruning that child
-    would make it start a new one, and run the child's unsafe `push` twice."""
-    (baton.workflows / "ship.yaml").write_text(CHILD)
-    (baton.workflows / "train.yaml").write_text("""\
+#: a map over `ship` (whose `review` gate waits): two children at their gates
+TWO_GATED_CHILDREN = """\
 name: train
 nodes:
   - id: each
     map: {items: [api, web], as: service, max_parallel: 2}
     workflow: ship
     with: {service: "{{ service }}"}
-""")
+"""
+REPORT = """\
+  - id: report
+    depends_on: [each]
+    bash: echo done
+    replay: pure
+"""
+
+
+def test_a_prune_keeps_a_completed_child_while_its_parent_may_still_resume(baton: BatonCli) -> None:
+    """A paused parent finds its completed child again when it resumes: pruning that child
+    would make it start a new one, and run the child's unsafe `push` twice."""
+    (baton.workflows / "ship.yaml").write_text(CHILD)
+    (baton.workflows / "train.yaml").write_text(TWO_GATED_CHILDREN)
     baton.say("run train")
     kids = {r.parent_node: r for r in baton.runs() if r.workflow == "ship"}
     assert sorted(kids) == ["each[0]", "each[1]"]
@@ -227,18 +237,7 @@ nodes:
 
 def test_a_map_whose_children_wait_shows_waiting_on_one_child_not_skipped(baton: BatonCli) -> None:
     (baton.workflows / "ship.yaml").write_text(CHILD)
-    (baton.workflows / "train.yaml").write_text("""\
-name: train
-nodes:
-  - id: each
-    map: {items: [api, web], as: service, max_parallel: 2}
-    workflow: ship
-    with: {service: "{{ service }}"}
-  - id: report
-    depends_on: [each]
-    bash: echo done
-    replay: pure
-""")
+    (baton.workflows / "train.yaml").write_text(TWO_GATED_CHILDREN + REPORT)
     replies = baton.say("run train")
     waiting = _last(replies, "child_waiting")
     named = {k.id for k in baton.runs() if k.workflow == "ship" and k.id in waiting["text"]}
