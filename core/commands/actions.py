@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from core.commands import audit_export, authz, queueing, replies, schedule_actions, voting
+from core.commands.approval import undercut
 from core.commands.forms import inputs_form
 from core.commands.messages import ChatMessage, Reply
 from core.commands.model import (
@@ -170,13 +171,12 @@ AMBIGUOUS_READ = 6
 
 
 def _not_found(ref: str) -> RunNotFound:
-    """What an unknown run id answers (`Runs.find_run`), for a run the user may not view."""
-    prefix = ref.strip().lower()
-    return RunNotFound(f"No run id starts with {prefix}.", run_id=prefix)
-
-
-
-# -- gates -----------------------------------------------------------------------------------
+    """What the store answers an id no run has (`Runs.find_run`), word for word: also the
+    answer to an id of a run the user may not see, so the two cannot be told apart."""
+    typed = ref.strip()
+    if typed and all(c in "0123456789abcdefABCDEF" for c in typed):
+        return RunNotFound(f"No run id starts with {typed.lower()}.", run_id=typed.lower())
+    return RunNotFound(f"No run has the id {typed!r}.", run_id=typed)  # as typed: a secret stays masked
 
 
 def node_approvers(ctx: Context, run: Run, node_id: str) -> list[str] | None:
@@ -370,6 +370,8 @@ async def approve(ctx: Context, cmd: ApproveCommand) -> list[Reply]:
     if len(meant) > 1:
         return [replies.which_gate(meant, "approve")]
     words = (cmd.run, *cmd.words)  # `approve looks fine`: the first word is the comment's
+    if undercut(" ".join(words)):  # `approve after the tests pass`: as unclear as its head form
+        return [replies.approval_question(*meant[0])]
     return await decide(ctx, meant[0][0], True, " ".join(words), words)
 
 
@@ -405,27 +407,37 @@ def _gate_holder(ctx: Context, run: Run) -> Run | list[tuple[Run, Gate]]:
     return run
 
 
+#: characters of a run id a decision's first word needs to be read as one (`approve a small
+#: change` names no run; `approve 3f9a` does)
+MIN_RUN_WORD = 4
+
+
+def run_word(ref: str) -> str | None:
+    """`ref`, the first word after `approve`/`reject`, as a run id when it reads as one: at
+    least `MIN_RUN_WORD` hex characters, a separator after it dropped (`approve 3f9a1c: ok`)."""
+    word = ref.strip().rstrip(":,;.!").lower()
+    return word if len(word) >= MIN_RUN_WORD and all(c in "0123456789abcdef" for c in word) else None
+
+
 def _decided_here(ctx: Context, ref: str) -> Run | list[tuple[Run, Gate]]:
-    """The run `approve <ref> …` / `reject <ref> …` decides: the run `ref` names (a prefix of
-    one run's id included; of several, `AmbiguousRunId` asks for more), else, when no run has
-    that id, the gates waiting where the command was typed (the run's thread, or the
-    conversation): `ref` was the first word of the comment or reason. `RunNotFound` when
-    none waits there."""
-    try:
-        return ctx.find(ref)
-    except AmbiguousRunId:
-        raise
-    except RunNotFound:
-        msg = ctx.message
-        waiting = ctx.store.gates.waiting_gates(platform=msg.platform, conversation=msg.conversation,
-                                                thread=msg.thread)  # fmt: skip
-        if not waiting:
-            raise
-        if len(waiting) == 1:  # the command's audit row names the run it decided
-            ctx.run_ref = waiting[0][0].id
-            if ctx.pending_audit is not None and ctx.pending_audit.get("run_id") is None:
-                ctx.pending_audit["run_id"] = ctx.run_ref
-        return waiting
+    """The run `approve <ref> …` / `reject <ref> …` decides: when `ref` reads as a run id
+    (`run_word`), the run it names (a unique prefix; of several, `AmbiguousRunId` asks for
+    more; of none, `RunNotFound`: never a gate that happens to wait here); else the gates
+    waiting where the command was typed (the run's thread, or the conversation): `ref` was
+    the first word of the comment or reason. `RunNotFound` when none waits there."""
+    named = run_word(ref)
+    if named is not None:  # a run's id, never a comment's first word: no gate here instead
+        return ctx.find(named)
+    msg = ctx.message
+    waiting = ctx.store.gates.waiting_gates(platform=msg.platform, conversation=msg.conversation,
+                                            thread=msg.thread)  # fmt: skip
+    if not waiting:
+        raise _not_found(ref)
+    if len(waiting) == 1:  # the command's audit row names the run it decided
+        ctx.run_ref = waiting[0][0].id
+        if ctx.pending_audit is not None and ctx.pending_audit.get("run_id") is None:
+            ctx.pending_audit["run_id"] = ctx.run_ref
+    return waiting
 
 
 async def _announcing(ctx: Context, run_id: str, ending: Awaitable[Run]) -> Run:

@@ -369,6 +369,13 @@ def _neutralized(text: str) -> str:
     return _QUOTE.sub(_UNREAD, _CODE.sub(_UNREAD, text))
 
 
+def undercut(comment: str) -> bool:
+    """Whether `comment`, the words of an `approve` whose run Baton infers (`approve after the
+    tests pass`), conditions, defers, narrows or contradicts the approval, as a head form's
+    comment would (`approve: after the tests pass` asks back)."""
+    return _comment_undercuts(lex(_neutralized(comment).strip()), DecisionKind.APPROVE)
+
+
 def classify(text: str) -> Decision:
     """Classify a plain reply to a waiting gate."""
     text = _BOT_NAME.sub("", text)

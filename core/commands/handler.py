@@ -262,8 +262,9 @@ class Handler:
         command = as_command(text)
         words = [w for w in (command or "").split() if w.partition("=")[0] != "--force"]
         if len(words) > 1 and words[0].lower() in ("approve", "reject"):
+            named = actions.run_word(words[1])  # "approve a small change": no run, a reply
             try:
-                self.store.runs.find_run(words[1])
+                self.store.runs.find_run(named or "")
             except BatonError:
                 return None
         return command

@@ -104,7 +104,8 @@ def test_runs_a_user_may_not_see_answer_as_unknown_ids_from_another_conversation
 
     assert answer(f"status {hidden[0]}") == answer(f"status {unknown}").replace(unknown, hidden[0])
     for verb in ("abandon", "plan", "args", "audit", "open"):
-        assert f"No run id starts with {hidden[0]}." in answer(f"{verb} {hidden[0]}"), verb
+        unseen = f"No run id starts with {hidden[0]}."
+        assert unseen in answer(f"{verb} {hidden[0]}"), verb
     for prefix in {r[:1] for r in hidden}:  # ambiguous prefixes name only runs bob may see
         shown = answer(f"status {prefix}")
         assert not any(r in shown for r in hidden), shown
@@ -129,5 +130,6 @@ def test_an_approver_a_gate_names_may_read_the_run_it_decides(baton: BatonCli) -
     decided = baton.say(f"approve {run_id}", user="carol", conversation="dm-carol")
 
     assert not status["is_error"] and "review waiting" in status["text"], status["text"]
-    assert stranger["is_error"] and f"No run id starts with {run_id}." in stranger["text"]
+    assert stranger["is_error"]
+    assert f"No run id starts with {run_id}." in stranger["text"]
     assert decided[0]["kind"] == "gate_decided" and baton.run_record(run_id).status == "completed"

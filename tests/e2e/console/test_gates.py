@@ -102,3 +102,29 @@ def test_a_gate_invalidated_while_it_waits_takes_the_one_approval_given_after(ba
     assert "ship waiting · waits for `review`" in status
     baton.say(f"approve {run_id}", user="bob")
     assert baton.run_record(run_id).status == "completed"
+
+
+def test_approve_with_words_that_undercut_it_asks_back_and_a_short_word_names_no_run(baton: BatonCli) -> None:
+    """`approve after the tests pass` is as unclear as its head form; `approve e9 is fine`
+    (e9 the start of another conversation's run) decides no other run; an id followed by a
+    colon names that run, never the gate that happens to wait here."""
+    (here,) = run_ids(baton.say('run gated "here"', conversation="ops"))
+    (there,) = run_ids(baton.say('run gated "there"', conversation="elsewhere"))
+
+    for text in ("approve after the tests pass", "approve not yet, tests are red", "approve jk",
+                 "approve if green", "/workflow approve once CI is green", "approve ... maybe"):
+        (asked,) = baton.say(text, user="bob", conversation="ops")
+        assert asked["kind"] == "approval_question", (text, asked)
+    assert baton.run_record(here).status == baton.run_record(there).status == "paused"
+
+    for short in (there[:1], there[:2], there[:3]):  # the start of a comment, not that run's id
+        baton.say(f"approve {short} is fine, but not yet", user="bob", conversation="ops")
+    assert baton.run_record(there).status == "paused"
+
+    missing = next(p for p in ("aaaa", "bbbb", "cccc") if not here.startswith(p) and not there.startswith(p))
+    (refused,) = baton.say(f"approve {missing}: looks good", user="bob", conversation="ops")
+    assert refused["is_error"] and baton.run_record(here).status == "paused"  # no fallback to the gate here
+
+    baton.say(f"approve {there}: looks good", user="bob", conversation="ops")
+    assert baton.run_record(there).status == "completed"  # the run named, with its colon
+    assert baton.run_record(here).status == "paused"
