@@ -165,8 +165,8 @@ def _row(
             return NodeSummary(node_id, kind, NodeState.WAITING, reason="waiting for approval")
         if status is RunStatus.PAUSED and after:  # not skipped: it runs once they are approved
             return NodeSummary(node_id, kind, NodeState.WAITING, reason=f"waits for {_gates(after)}")
-        if status in (RunStatus.RUNNING, RunStatus.PENDING, RunStatus.QUEUED):
-            return NodeSummary(node_id, kind, NodeState.QUEUED)
+        if status in (RunStatus.RUNNING, RunStatus.PENDING, RunStatus.QUEUED, RunStatus.NEEDS_ATTENTION):
+            return NodeSummary(node_id, kind, NodeState.QUEUED)  # (needing attention: runs once settled)
         if after:
             return NodeSummary(node_id, kind, NodeState.SKIPPED, reason=f"skipped: {_gates(after)} rejected")
         return NodeSummary(node_id, kind, NodeState.SKIPPED)

@@ -167,3 +167,22 @@ def test_a_gate_that_timed_out_while_baton_was_down_has_its_message_closed_after
         process.stdin.close()
         process.wait(timeout=CALL_TIMEOUT)
     assert "was rejected by its timeout rule and cancelled; its gate is closed" in seen
+
+
+def test_a_killed_unsafe_step_needs_attention_and_the_steps_after_it_wait(baton: BatonCli) -> None:
+    (baton.workflows / "risky.yaml").write_text(SLOW.replace("name: slow", "name: risky")
+                                                .replace("sleep 2 && echo rested\n    replay: pure",
+                                                         "sleep 30 && echo rested\n    replay: unsafe"))
+    with start(baton, "run", "--user", "ana") as process:
+        try:
+            assert process.stdin is not None
+            process.stdin.write(b"run risky now\n")
+            process.stdin.flush()
+            read_until(process, "nap running")
+        finally:
+            process.kill()  # the step may have had its effect: nothing recorded it
+            process.wait(timeout=CALL_TIMEOUT)
+    (run,) = baton.runs()
+    status = baton.say(f"status {run.id}")[-1]  # this process recovers the run the dead one held
+    assert status["run_status"] == "needs_attention", status["text"]
+    assert "after queued" in status["text"] and "skipped" not in status["text"]
