@@ -105,6 +105,15 @@ def _deadlines(node: Node, spec: ApprovalSpec) -> Iterator[Found]:
                 f"({show_duration(spec.timeout)}) has already ended it",
                 "Remind before `timeout:`, or lengthen the timeout.",
             )
+    if spec.timeout is not None and spec.on_timeout == "approve":
+        for name, field in spec.form.items():  # nobody fills the form when the clock approves
+            if field.default is None:
+                yield (
+                    ("approval", "form", name),
+                    f"gate `{node.id}` approves on timeout, but its form field `{name}` has no "
+                    "`default:` for that approval to take",
+                    f"Give `{name}` a `default:` (not `required: true`), or use another `on_timeout:`.",
+                )
     if spec.escalate is not None and spec.timeout is not None and spec.escalate.after >= spec.timeout:
         yield (
             ("approval", "escalate", "after"),

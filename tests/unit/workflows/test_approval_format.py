@@ -109,6 +109,8 @@ def test_the_question_and_when_are_templates_whose_references_count(load_yaml: L
         ("timeout: soon", 6, "'soon' is not a duration", "such as 30m"),
         ("timeout: 40d", 6, "out of range", "at most 30d"),
         ("on_timeout: approve", 6, "says `on_timeout:` but has no `timeout:`", "Add `timeout:`"),
+        ("timeout: 1h\non_timeout: approve\nform: {window: {type: string, enum: [now, later]}}", 8,
+         "approves on timeout, but its form field `window` has no `default:`", "Give `window` a `default:`"),
         ("on_timeout: maybe", 6, "`on_timeout` of `approval` of node `review` is `maybe`", "Use one of"),
         ("timeout: 1h\nremind: [30m, 2h]", 7, "reminds at 2h, when its timeout (1h)", "Remind before"),
         ("remind: [1h, 1h]", 6, "reminds twice at 1h", "once"),
