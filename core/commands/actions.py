@@ -308,7 +308,7 @@ def _replaced(ctx: Context, cmd: RunCommand, workflow: str) -> Run | None:
             "nothing was started",
             run_id=old.id, status=old.status.value, by=old.status_by,
             hint=f"See `/workflow status {old.id}`; to start a new run beside it anyway: "
-                 f"`/workflow {run_command_text(cmd, force=True)}`.",
+                 f"`/workflow {run_command_text(dataclasses.replace(cmd, replace=None), force=True)}`.",
         )
     return old
 

@@ -128,3 +128,14 @@ def test_approve_with_words_that_undercut_it_asks_back_and_a_short_word_names_no
     baton.say(f"approve {there}: looks good", user="bob", conversation="ops")
     assert baton.run_record(there).status == "completed"  # the run named, with its colon
     assert baton.run_record(here).status == "paused"
+
+
+def test_a_replace_of_a_run_that_ended_meanwhile_offers_a_command_that_starts_one(baton: BatonCli) -> None:
+    (old,) = run_ids(baton.say('run gated "v1"'))
+    baton.say(f"abandon {old}")  # it ended before the replace came
+    (refused,) = baton.say(f'run gated --replace {old} "v2"', wait=False)
+    assert refused["is_error"] and "nothing was started" in refused["text"]
+    offered = refused["text"].split("anyway: `/workflow ", 1)[1].split("`", 1)[0]
+    assert "--replace" not in offered and "--force" in offered
+    started = baton.say(offered, wait=False)  # the way on it names does start the run
+    assert any(r["kind"] == "run_started" for r in started), started
