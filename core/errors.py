@@ -260,14 +260,18 @@ class GateAlreadyDecided(RunStateError):
 
     def __init__(
         self, *, run_id: str, node_id: str, decision: str, by: str | None, status: str | None = None,
-        timed_out: str | None = None,
+        timed_out: str | None = None, closed: bool = False,
     ) -> None:  # fmt: skip
         self.decision = decision  # approved | rejected
         self.node_id = node_id
         self.timed_out = timed_out  # the `on_timeout` that decided it (nobody answered in time), if one did
-        said = (f"the approval {node_id} of run {run_id} already timed out: nobody decided in time, so its "
-                f"timeout rule {_RULE_DID.get(timed_out, decision + ' it')}" if timed_out
-                else f"the approval {node_id} of run {run_id} was already {decision} by {by}")
+        if timed_out:
+            said = (f"the approval {node_id} of run {run_id} already timed out: nobody decided in time, so "
+                    f"its timeout rule {_RULE_DID.get(timed_out, decision + ' it')}")
+        elif closed:  # nobody decided it: its run ended (abandoned, cancelled by a limit) while it waited
+            said = f"the approval {node_id} of run {run_id} was closed undecided when {by} cancelled the run"
+        else:
+            said = f"the approval {node_id} of run {run_id} was already {decision} by {by}"
         super().__init__(
             said,
             run_id=run_id,

@@ -20,7 +20,7 @@ from core.commands.resolution import Option, Prompt, preview
 from core.delivery.envelope import Address, Mode
 from core.engine.events import NodeState, NodeSummary, Plan, RunSummary
 from core.errors import BatonError
-from core.store.records import AuditEvent, Gate, Run, Subscription
+from core.store.records import AuditEvent, Gate, GateStatus, Run, RunStatus, Subscription
 
 KINDS = (
     "error", "help", "help_topic", "fresh_run_prompt", "run_started", "run_resumed", "gate_decided",
@@ -249,9 +249,11 @@ def gate_timed_out(run: Run, gate: Gate, outcome: str, waited: str) -> Reply:
 
 def who_approved(run: Run, gates: Sequence[tuple[Gate, Sequence[Any]]]) -> Reply:
     """Each gate of `run`: its status, decision and who made it, and the votes on its latest opening."""
+    ended = run.status is RunStatus.CANCELLED  # a gate closed with its run (no choice): nobody rejected it
     return about(run, "who_approved", {"gates": [
         {"node": g.node_id, "status": g.status.value, "decision": g.decision or "", "by": g.decided_by or "",
-         "at": g.decided_at, "votes": [_vote(v) for v in votes]}
+         "at": g.decided_at, "votes": [_vote(v) for v in votes],
+         "closed": ended and g.status is GateStatus.REJECTED and g.decision is None}
         for g, votes in gates]})  # fmt: skip
 
 

@@ -163,6 +163,8 @@ def already_decided(
         by=gate.decided_by,
         status=None if run_status is None else run_status.value,
         timed_out=timed_out,
+        # closed with its run (`close_gates`: no choice recorded), not rejected by anyone
+        closed=gate.decision is None and run_status is RunStatus.CANCELLED,
     )
 
 

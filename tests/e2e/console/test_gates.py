@@ -139,3 +139,15 @@ def test_a_replace_of_a_run_that_ended_meanwhile_offers_a_command_that_starts_on
     assert "--replace" not in offered and "--force" in offered
     started = baton.say(offered, wait=False)  # the way on it names does start the run
     assert any(r["kind"] == "run_started" for r in started), started
+
+
+def test_a_gate_closed_by_abandoning_its_run_is_not_a_rejection_by_anyone(baton: BatonCli) -> None:
+    (run,) = run_ids(baton.say('run gated "v1"'))
+    baton.say(f"abandon {run} not needed")  # ana abandons it: nobody rejected the gate
+
+    (late,) = baton.say(f"approve {run}", user="bob", wait=False)
+    (who,) = baton.say(f"who approved {run}", wait=False)
+
+    assert late["is_error"] and "was closed undecided when ana cancelled the run" in late["text"]
+    assert "rejected by" not in late["text"] and "rejected" not in who["text"]
+    assert "closed undecided when ana cancelled the run" in who["text"]
