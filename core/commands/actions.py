@@ -268,6 +268,8 @@ async def run(ctx: Context, cmd: RunCommand) -> list[Reply]:
     explicit = source is not None or bool(cmd.args_from) or replaced is not None
     if msg.principal is not None:  # agents share the conversation they report in: their own runs only
         unfinished = [r for r in unfinished if r.requester == ctx.uid]
+    else:  # a run one may not resume nor abandon is not one a new run would continue: its options
+        unfinished = [r for r in unfinished if authz.owns(ctx.access, ctx.uid, r)]  # would be refused
     decision = decide_fresh_run(unfinished, cmd.force, explicit_run=explicit)
     if isinstance(decision, Prompt):
         old = decision.run

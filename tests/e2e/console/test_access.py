@@ -133,3 +133,19 @@ def test_an_approver_a_gate_names_may_read_the_run_it_decides(baton: BatonCli) -
     assert stranger["is_error"]
     assert f"No run id starts with {run_id}." in stranger["text"]
     assert decided[0]["kind"] == "gate_decided" and baton.run_record(run_id).status == "completed"
+
+
+def test_the_fresh_run_prompt_asks_only_about_runs_the_user_could_resume(baton: BatonCli) -> None:
+    """bob's paused run is not one ana's new run would continue: she could neither resume nor
+    abandon it, so she is not offered to; bob is."""
+    baton.env_extra["BATON_ACCESS"] = (
+        '{"admins": ["console:root"], "run": {"gated": ["console:ana", "console:bob"]},'
+        ' "approve": {"*": ["console:root"]}}'
+    )
+    (bobs,) = run_ids(baton.say('run gated "bob"', user="bob"))
+
+    ana = baton.say('run gated "ana"', user="ana", wait=False)
+    again = baton.say('run gated "bob again"', user="bob", wait=False)
+
+    assert [r["kind"] for r in ana][:1] == ["run_started"], ana
+    assert again[0]["kind"] == "fresh_run_prompt" and bobs in again[0]["text"]
