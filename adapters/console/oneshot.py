@@ -2,7 +2,8 @@
 
 This process is the only executor of the runs it starts or continues, so it always drives
 them to rest before exiting. With `wait=True` the background replies (progress, the final
-summary) are part of the output; without it only the immediate replies are.
+summary) are part of the output; without it only the immediate replies are, and what this
+process alone would tell (notices, a gate's reminders, escalations and timeouts).
 """
 
 from __future__ import annotations
@@ -23,6 +24,10 @@ if TYPE_CHECKING:
     from core.engine.engine import Engine
     from core.redaction import Redactor
     from core.store.port import Leases, Runs
+
+
+#: the replies a gate's deadlines send (`core/engine/deadlines.py`): shown with or without `wait`
+_DUE = frozenset({"gate_reminder", "gate_escalated", "gate_timed_out"})
 
 
 class OneShotStore(Protocol):
@@ -118,8 +123,12 @@ async def say(
             on_reply(reply)
 
     async def outbox(reply: Reply) -> None:
-        # a notice to another console conversation is shown too, marked with it: one terminal
-        if background and (reply.to.conversation in (None, message.conversation) or is_notice(reply)):
+        # a notice to another console conversation is shown too, marked with it: one terminal.
+        # Without `wait`, the runs' own progress stays unshown, but never what this process is
+        # the only one to tell: a notice, or a gate's reminder, escalation or timeout that came
+        # due (delivered here, it would otherwise reach nobody)
+        told = background or is_notice(reply) or reply.kind in _DUE
+        if told and (reply.to.conversation in (None, message.conversation) or is_notice(reply)):
             keep(reply)
 
     baton.handler.register_outbox(PLATFORM, outbox)

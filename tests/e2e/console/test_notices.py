@@ -95,3 +95,13 @@ def test_a_flood_is_one_notice_then_digests_never_a_message_per_run(baton: Baton
     counted = sum(int(re.search(r"flaky: (\d+) more notice", d["text"])[1]) for d in digests)  # type: ignore[index]
     assert counted == 4  # every folded failure told once, in a digest
     assert _notices(baton.say("status", conversation="ops"), "notice_digest") == []
+
+
+def test_a_say_without_wait_still_prints_the_notice_it_delivers(baton: BatonCli) -> None:
+    """Without `--wait` the run's progress is not printed, but a notice this process delivers
+    is: marked delivered unprinted, it would reach nobody."""
+    baton.say("subscribe flaky failed", conversation="ops")
+    out = baton.say("run flaky please fail", conversation="dev", wait=False)
+    [notice] = _notices(out)
+    assert notice["text"].startswith("[to ops] ❌ flaky run ")
+    assert not any(r["kind"] == "progress" for r in out)  # the run's own progress stays unshown
