@@ -176,9 +176,14 @@ def _one(options: list[tuple[str, str | None]], name: str, sub: str) -> str | No
 
 
 def _who(positional: list[str]) -> WhoCommand:
-    word, run = _need(positional, "who", ("approved", "run"))
-    if word.lower() != "approved":
-        raise usage_error("who", f"`who {word}` is not known; ask `who approved <run>`")
+    if not positional or positional[0].lower() != "approved":
+        word = positional[0] if positional else ""
+        meant = f"who approved {word}" if len(positional) == 1 else "who approved <run>"
+        said = f"`who {word}` is not known" if word else "`who` asks who approved a run"
+        raise usage_error("who", f"{said}; ask `{meant}`")
+    if len(positional) < 2:
+        raise usage_error("who", "`who approved` needs <run>")
+    _, run = _need(positional, "who", ("approved", "run"))
     return WhoCommand(run)
 
 

@@ -131,6 +131,9 @@ def test_double_dash_ends_options() -> None:
         ("run X 'unclosed", "unbalanced quote", "Close the quote"),
         ("help nope", "unknown command `nope`", "/workflow help"),
         ("status a b", "at most one run id", "Usage: /workflow status"),
+        ("who", "`who` asks who approved a run; ask `who approved <run>`", "Usage: /workflow who"),
+        ("who 3f9a", "`who 3f9a` is not known; ask `who approved 3f9a`", "Usage: /workflow who"),
+        ("who approved", "`who approved` needs <run>", "Usage: /workflow who"),
     ],
 )
 def test_errors_are_one_line_cause_and_one_line_next_step(text: str, cause: str, hint: str) -> None:
