@@ -143,14 +143,22 @@ def typed_values(spec: ApprovalSpec, texts: Mapping[str, Any]) -> tuple[dict[str
     return values, missing
 
 
+#: how a form field's type is typed (the words `name=value` takes), with an example value
+_TYPED = {"boolean": ("true or false", "true"), "integer": ("a whole number", "3"),
+          "number": ("a number", "1.5")}
+
+
 def _check(name: str, spec_field: InputSpec, text: Any) -> Any:
+    said, example = _TYPED.get(spec_field.type, (spec_field.type, "…"))
+    if spec_field.enum:
+        said, example = "one of " + ", ".join(map(str, spec_field.enum)), str(spec_field.enum[0])
     return check_value(
         name,
         spec_field,
         text,
         noun="field",
         pass_as="`{name}=…`",
-        hint=f"Give `{name}` as {spec_field.type}, e.g. `approve <run> {name}=…`.",
+        hint=f"Give `{name}` as {said}, e.g. `approve <run> {name}={example}`.",
     )
 
 

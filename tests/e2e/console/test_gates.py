@@ -151,3 +151,15 @@ def test_a_gate_closed_by_abandoning_its_run_is_not_a_rejection_by_anyone(baton:
     assert late["is_error"] and "was closed undecided when ana cancelled the run" in late["text"]
     assert "rejected by" not in late["text"] and "rejected" not in who["text"]
     assert "closed undecided when ana cancelled the run" in who["text"]
+
+
+def test_a_form_value_of_the_wrong_type_is_told_the_words_it_takes(baton: BatonCli) -> None:
+    (baton.workflows / "flagged.yaml").write_text(
+        'name: flagged\nnodes:\n  - id: review\n    approval:\n      question: "Go?"\n'
+        "      form: {flag: {type: boolean, default: false}, n: {type: integer, default: 1}}\n")
+    (run,) = run_ids(baton.say("run flagged"))
+    (flag,) = baton.say(f"approve {run} flag=yes", user="bob", wait=False)
+    (n,) = baton.say(f"approve {run} n=many", user="bob", wait=False)
+    assert "Give `flag` as true or false, e.g. `approve <run> flag=true`." in flag["text"]
+    assert "Give `n` as a whole number, e.g. `approve <run> n=3`." in n["text"]
+    assert baton.run_record(run).status == "paused"
