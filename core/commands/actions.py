@@ -179,6 +179,9 @@ def _not_found(ref: str) -> RunNotFound:
     return RunNotFound(f"No run has the id {typed!r}.", run_id=typed)  # as typed: a secret stays masked
 
 
+# -- gates -----------------------------------------------------------------------------------
+
+
 def node_approvers(ctx: Context, run: Run, node_id: str) -> list[str] | None:
     try:
         return ctx.catalog.get(run.workflow).node(node_id).approvers
