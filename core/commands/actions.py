@@ -62,7 +62,7 @@ from core.errors import (
     WorkflowError,
 )
 from core.redaction import Redactor
-from core.store.cas import who_changed
+from core.store.cas import normalize_prefix, who_changed
 from core.store.handles import handle_prefix
 from core.store.port import Ballots, Blobs, Events, Gates, Retention, Runs, Schedules, Subscriptions, Views
 from core.store.records import Gate, Run, RunStatus
@@ -173,9 +173,10 @@ AMBIGUOUS_READ = 6
 def _not_found(ref: str) -> RunNotFound:
     """What the store answers an id no run has (`Runs.find_run`), word for word: also the
     answer to an id of a run the user may not see, so the two cannot be told apart."""
+    prefix = normalize_prefix(ref)
+    if prefix is not None:
+        return RunNotFound(f"No run id starts with {prefix}.", run_id=prefix)
     typed = ref.strip()
-    if typed and all(c in "0123456789abcdefABCDEF" for c in typed):
-        return RunNotFound(f"No run id starts with {typed.lower()}.", run_id=typed.lower())
     return RunNotFound(f"No run has the id {typed!r}.", run_id=typed)  # as typed: a secret stays masked
 
 
@@ -420,8 +421,8 @@ MIN_RUN_WORD = 4
 def run_word(ref: str) -> str | None:
     """`ref`, the first word after `approve`/`reject`, as a run id when it reads as one: at
     least `MIN_RUN_WORD` hex characters, a separator after it dropped (`approve 3f9a1c: ok`)."""
-    word = ref.strip().rstrip(":,;.!").lower()
-    return word if len(word) >= MIN_RUN_WORD and all(c in "0123456789abcdef" for c in word) else None
+    word = normalize_prefix(ref.strip().rstrip(":,;.!"))
+    return word if word is not None and len(word) >= MIN_RUN_WORD else None
 
 
 def _decided_here(ctx: Context, ref: str) -> Run | list[tuple[Run, Gate]]:

@@ -38,6 +38,14 @@ def start(baton: BatonCli, *args: str) -> subprocess.Popen[bytes]:
     )
 
 
+def type_until(process: subprocess.Popen[bytes], line: str, text: str) -> str:
+    """Type `line` into the console, then read its output until `text` appears."""
+    assert process.stdin is not None
+    process.stdin.write(line.encode() + b"\n")
+    process.stdin.flush()
+    return read_until(process, text)
+
+
 def read_until(process: subprocess.Popen[bytes], text: str, timeout: float = CALL_TIMEOUT) -> str:
     """Read the process's stdout until `text` appears (deadline, no polling sleeps)."""
     assert process.stdout is not None
@@ -78,10 +86,7 @@ def test_sigterm_stops_input_and_lets_the_running_step_finish(baton: BatonCli) -
     (baton.workflows / "slow.yaml").write_text(SLOW)
     with start(baton, "run", "--user", "ana") as process:
         try:
-            assert process.stdin is not None
-            process.stdin.write(b"run slow now\n")
-            process.stdin.flush()
-            read_until(process, "nap running")
+            type_until(process, "run slow now", "nap running")
 
             process.send_signal(signal.SIGTERM)  # stdin stays open: only the signal ends the console
 
@@ -175,10 +180,7 @@ def test_a_killed_unsafe_step_needs_attention_and_the_steps_after_it_wait(baton:
                                                          "sleep 30 && echo rested\n    replay: unsafe"))
     with start(baton, "run", "--user", "ana") as process:
         try:
-            assert process.stdin is not None
-            process.stdin.write(b"run risky now\n")
-            process.stdin.flush()
-            read_until(process, "nap running")
+            type_until(process, "run risky now", "nap running")
         finally:
             process.kill()  # the step may have had its effect: nothing recorded it
             process.wait(timeout=CALL_TIMEOUT)
